@@ -1,0 +1,199 @@
+/*
+ * cmd_bench_engine.c: `hearth bench-engine`, prefill and decode speed on a
+ * model, the way llama-bench measures them: pp = a P-token prompt in
+ * micro-batches from an empty cache; tg = N single-token decode steps.
+ * Each is run once to warm up, then timed over R repetitions (best kept).
+ * Also reports the bytes decode reads per token against a read bandwidth
+ * measured here, so the figure says how close to the memory limit it is.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "hearth.h"
+
+static void usage(FILE *fp)
+{
+    fprintf(fp, "usage: hearth bench-engine -m MODEL [-t THREADS] [-p P] [-n N] [-r REPS]\n"
+                "  -p N   prompt tokens for the prefill test (default 512, 0 = skip)\n"
+                "  -n N   tokens for the decode test (default 128, 0 = skip)\n"
+                "  -r N   repetitions, best kept (default 3)\n");
+}
+
+struct run {
+    struct hearth_context *ctx;
+    hearth_token *tok;
+    int32_t *pos, *seq;
+    int32_t n_vocab, n_batch;
+};
+
+/* Prefill n tokens from an empty cache; returns seconds or -1. */
+static double time_pp(struct run *r, int32_t n, char *err, size_t err_len)
+{
+    hearth_seq_truncate(r->ctx, 0, 0);
+    double t0 = now_seconds();
+    for (int32_t i = 0; i < n; i += r->n_batch) {
+        int32_t m = n - i < r->n_batch ? n - i : r->n_batch;
+        struct hearth_batch b = {m, r->tok + i, r->pos + i, r->seq + i, NULL};
+        if (hearth_decode(r->ctx, &b, err, err_len))
+            return -1;
+    }
+    return now_seconds() - t0;
+}
+
+/* Decode n tokens one at a time after a 1-token start; returns seconds or -1. */
+static double time_tg(struct run *r, int32_t n, char *err, size_t err_len)
+{
+    hearth_seq_truncate(r->ctx, 0, 0);
+    struct hearth_batch b0 = {1, r->tok, r->pos, r->seq, NULL};
+    if (hearth_decode(r->ctx, &b0, err, err_len))
+        return -1;
+    double t0 = now_seconds();
+    for (int32_t i = 1; i <= n; i++) {
+        struct hearth_batch b = {1, r->tok + i, r->pos + i, r->seq, NULL};
+        if (hearth_decode(r->ctx, &b, err, err_len))
+            return -1;
+    }
+    return now_seconds() - t0;
+}
+
+/* Best-of-5 streaming read bandwidth over a buffer far larger than the caches, in bytes/s. */
+static double read_bandwidth(void)
+{
+    const size_t len = (size_t)512 << 20, n = len / sizeof(uint64_t);
+    uint64_t *buf = malloc(len);
+    if (!buf)
+        return 0;
+    memset(buf, 1, len);
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+        double t0 = now_seconds();
+        for (size_t i = 0; i < n; i += 8) {
+            a0 += buf[i]; a1 += buf[i + 1]; a2 += buf[i + 2]; a3 += buf[i + 3];
+            a4 += buf[i + 4]; a5 += buf[i + 5]; a6 += buf[i + 6]; a7 += buf[i + 7];
+        }
+        double dt = now_seconds() - t0;
+        sink += a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+        if (len / dt > best)
+            best = len / dt;
+    }
+    (void)sink;
+    free(buf);
+    return best;
+}
+
+int cmd_bench_engine(int argc, char **argv)
+{
+    const char *model_path = NULL;
+    long threads = 4, n_pp = 512, n_tg = 128, reps = 3;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return EXIT_OK;
+        }
+        if (!(v = arg_value("bench-engine", argc, argv, &i)))
+            return EXIT_USAGE;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            model_path = v;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!arg_long("bench-engine", a, v, 1, 512, &threads))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "-p")) {
+            if (!arg_long("bench-engine", a, v, 0, 1 << 16, &n_pp))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "-n")) {
+            if (!arg_long("bench-engine", a, v, 0, 1 << 16, &n_tg))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "-r")) {
+            if (!arg_long("bench-engine", a, v, 1, 100, &reps))
+                return EXIT_USAGE;
+        } else {
+            fprintf(stderr, "hearth bench-engine: unknown option '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (!model_path) {
+        fprintf(stderr, "hearth bench-engine: needs -m MODEL\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    char err[HEARTH_ERR_MAX];
+    int rc = EXIT_RUNTIME;
+    struct hearth_model *model = NULL;
+    struct run r = {0};
+    struct hearth_model_params mp = hearth_model_default_params();
+    mp.n_threads = (int)threads;
+    if (hearth_model_load(model_path, &mp, &model, err, sizeof err)) {
+        fprintf(stderr, "hearth: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    int32_t n_tok = (int32_t)(n_pp > n_tg + 1 ? n_pp : n_tg + 1);
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx = n_tok;
+    cp.n_batch = 512;
+    r.n_batch = cp.n_batch;
+    r.n_vocab = hearth_model_n_vocab(model);
+    r.tok = malloc((size_t)n_tok * sizeof *r.tok);
+    r.pos = malloc((size_t)n_tok * sizeof *r.pos);
+    r.seq = calloc((size_t)n_tok, sizeof *r.seq);
+    if (!r.tok || !r.pos || !r.seq) {
+        fprintf(stderr, "hearth: out of memory\n");
+        goto out;
+    }
+    if (hearth_context_new(model, &cp, &r.ctx, err, sizeof err)) {
+        fprintf(stderr, "hearth: %s\n", err);
+        goto out;
+    }
+    uint64_t x = 88172645463325252ull;
+    for (int32_t i = 0; i < n_tok; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        r.tok[i] = (hearth_token)(x % (uint64_t)r.n_vocab);
+        r.pos[i] = i;
+    }
+    printf("model: %s, %.1f MiB of weights, %ld threads\n", model_path,
+           hearth_model_weight_bytes(model) / 1048576.0, threads);
+    if (n_pp > 0) {
+        double best = 1e30;
+        for (long k = 0; k <= reps; k++) { /* k = 0 warms up */
+            double t = time_pp(&r, (int32_t)n_pp, err, sizeof err);
+            if (t < 0) {
+                fprintf(stderr, "hearth: %s\n", err);
+                goto out;
+            }
+            if (k > 0 && t < best)
+                best = t;
+        }
+        printf("pp%ld: %.1f tok/s\n", n_pp, n_pp / best);
+        fflush(stdout);
+    }
+    if (n_tg > 0) {
+        double best = 1e30;
+        for (long k = 0; k <= reps; k++) {
+            double t = time_tg(&r, (int32_t)n_tg, err, sizeof err);
+            if (t < 0) {
+                fprintf(stderr, "hearth: %s\n", err);
+                goto out;
+            }
+            if (k > 0 && t < best)
+                best = t;
+        }
+        double tps = n_tg / best, bytes = (double)hearth_model_weight_bytes(model);
+        printf("tg%ld: %.1f tok/s\n", n_tg, tps);
+        double bw = read_bandwidth();
+        printf("decode reads %.2f GB/s (weights x tok/s); measured read bandwidth %.2f GB/s; "
+               "share %.0f%%\n", bytes * tps / 1e9, bw / 1e9, bw > 0 ? 100 * bytes * tps / bw : 0);
+    }
+    rc = EXIT_OK;
+out:
+    free(r.tok);
+    free(r.pos);
+    free(r.seq);
+    hearth_context_free(r.ctx);
+    hearth_model_free(model);
+    return rc;
+}

@@ -1,0 +1,183 @@
+/*
+ * hearth.h: the public engine API.
+ *
+ * Opaque objects (model, context), parameter structs with defaults, and
+ * status codes with a caller-owned message buffer, the way llama.h exposes
+ * llama.cpp. Everything above the engine (serve, fit, bench, the CLI) uses
+ * only this header and the module headers under src/.
+ */
+#ifndef HEARTH_H
+#define HEARTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Room for one error sentence; every fallible call takes (char *err, size_t err_len). */
+#define HEARTH_ERR_MAX 512
+
+/*
+ * Status codes: X(name, text, http status). One list, many views: the enum,
+ * hearth_status_str() and hearth_status_http() are all generated from it.
+ */
+#define HEARTH_STATUS_LIST(X)                                          \
+    X(HEARTH_OK,          "ok",                          200)          \
+    X(HEARTH_EINVAL,      "invalid argument",            400)          \
+    X(HEARTH_EIO,         "input/output error",          500)          \
+    X(HEARTH_EFORMAT,     "malformed file",              422)          \
+    X(HEARTH_EUNSUPPORTED, "unsupported",                400)          \
+    X(HEARTH_ENOMEM,      "out of memory",               507)          \
+    X(HEARTH_ERANGE,      "out of range",                400)          \
+    X(HEARTH_EFULL,       "no room left",                503)
+
+enum hearth_status {
+#define HEARTH_X_ENUM(name, text, http) name,
+    HEARTH_STATUS_LIST(HEARTH_X_ENUM)
+#undef HEARTH_X_ENUM
+    HEARTH_STATUS_COUNT
+};
+
+/* Short text of a status ("malformed file"); never NULL. */
+const char *hearth_status_str(enum hearth_status st);
+/* The HTTP status a server answers with for this status. */
+int hearth_status_http(enum hearth_status st);
+
+/* A token id: index into the vocabulary, 0 <= id < n_vocab. */
+typedef int32_t hearth_token;
+
+/* ---------------------------------------------------------------- model --- */
+
+struct hearth_model;
+
+struct hearth_model_params {
+    int n_threads; /* worker threads for the forward pass; >= 1 */
+};
+
+struct hearth_model_params hearth_model_default_params(void);
+
+/*
+ * Maps a GGUF file and builds the model and its tokenizer. The weights stay
+ * in the mapping (no copy). Returns HEARTH_OK and *out, or a status and one
+ * sentence in err. The model is read-only after load and may be shared by
+ * several contexts on the same thread.
+ */
+enum hearth_status hearth_model_load(const char *path, const struct hearth_model_params *params,
+                                     struct hearth_model **out, char *err, size_t err_len);
+void hearth_model_free(struct hearth_model *model);
+
+int32_t hearth_model_n_vocab(const struct hearth_model *model);
+int32_t hearth_model_n_ctx_train(const struct hearth_model *model);
+/* Architecture name from general.architecture ("llama"). */
+const char *hearth_model_arch(const struct hearth_model *model);
+/* Bytes of tensor data the model maps (what one decode step reads). */
+uint64_t hearth_model_weight_bytes(const struct hearth_model *model);
+
+/* ------------------------------------------------------------ tokenizer --- */
+
+hearth_token hearth_token_bos(const struct hearth_model *model); /* -1 if none */
+hearth_token hearth_token_eos(const struct hearth_model *model); /* -1 if none */
+bool hearth_token_is_eog(const struct hearth_model *model, hearth_token tok);
+bool hearth_vocab_add_bos(const struct hearth_model *model);
+
+/*
+ * Tokenizes len bytes of text. add_special: add BOS/EOS as the vocab says;
+ * parse_special: text of control tokens ("<s>") becomes those tokens.
+ * On success *ids is malloc'd (caller frees) with *n_ids entries.
+ */
+enum hearth_status hearth_tokenize(const struct hearth_model *model, const char *text, size_t len,
+                                   bool add_special, bool parse_special, hearth_token **ids,
+                                   size_t *n_ids, char *err, size_t err_len);
+
+/*
+ * Writes the bytes of one token's text into buf (not NUL-terminated) and
+ * returns their count, or the count needed if larger than cap. Control
+ * tokens give 0 bytes. Byte tokens give their raw byte, so a UTF-8
+ * character may span several calls.
+ */
+size_t hearth_token_to_piece(const struct hearth_model *model, hearth_token tok, char *buf,
+                             size_t cap);
+
+/* --------------------------------------------------------------- context --- */
+
+struct hearth_context;
+
+enum hearth_kv_type { HEARTH_KV_F16 = 0, HEARTH_KV_F32 = 1 };
+
+struct hearth_context_params {
+    int32_t n_ctx;        /* tokens per sequence; 0 = the model's training context */
+    int32_t n_seq_max;    /* sequences that can hold KV at once; >= 1 */
+    int32_t n_batch;      /* most tokens one hearth_decode call takes */
+    int32_t kv_block;     /* tokens per KV block (paging unit) */
+    enum hearth_kv_type kv_type;
+    int n_threads;        /* 0 = the model's */
+};
+
+struct hearth_context_params hearth_context_default_params(void);
+
+enum hearth_status hearth_context_new(struct hearth_model *model,
+                                      const struct hearth_context_params *params,
+                                      struct hearth_context **out, char *err, size_t err_len);
+void hearth_context_free(struct hearth_context *ctx);
+
+/*
+ * A micro-batch: n tokens, each with its position and sequence id; logits[i]
+ * says whether row i's logits are wanted. Positions of one sequence must
+ * continue that sequence's cache (pos == tokens already cached for it).
+ */
+struct hearth_batch {
+    int32_t n;
+    const hearth_token *token; /* [n] */
+    const int32_t *pos;        /* [n] */
+    const int32_t *seq;        /* [n], 0 <= seq < n_seq_max */
+    const int8_t *logits;      /* [n], NULL = only the last row */
+};
+
+/*
+ * Runs the forward pass over the batch, appending its K/V to each sequence's
+ * cache. Logits of the rows asked for are readable with hearth_get_logits
+ * until the next call. HEARTH_EFULL when a sequence would pass n_ctx or the
+ * KV pool has no free block.
+ */
+enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth_batch *batch,
+                                 char *err, size_t err_len);
+
+/* Logits (n_vocab floats) of batch row i from the last hearth_decode; NULL if not computed. */
+const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i);
+
+/* Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence). */
+void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0);
+/* Tokens cached for sequence seq. */
+int32_t hearth_seq_len(const struct hearth_context *ctx, int32_t seq);
+
+/* --------------------------------------------------------------- sampler --- */
+
+struct hearth_sampler;
+
+struct hearth_sampler_params {
+    float temperature;    /* <= 0: greedy */
+    int32_t top_k;        /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    int32_t repeat_last_n;/* tokens of history the penalty looks at */
+    uint64_t seed;
+};
+
+struct hearth_sampler_params hearth_sampler_default_params(void);
+struct hearth_sampler *hearth_sampler_new(const struct hearth_sampler_params *params,
+                                          int32_t n_vocab);
+void hearth_sampler_free(struct hearth_sampler *s);
+/* Picks a token from logits (n_vocab floats, not modified) and records it in the history. */
+hearth_token hearth_sampler_sample(struct hearth_sampler *s, const float *logits);
+/* Adds a token to the history the repetition penalty sees (prompt tokens). */
+void hearth_sampler_accept(struct hearth_sampler *s, hearth_token tok);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEARTH_H */

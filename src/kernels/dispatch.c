@@ -1,0 +1,88 @@
+/*
+ * dispatch.c: picks the kernel table once per process. An ISA table is
+ * handed out only when it is compiled in and the CPU (and OS, for the AVX
+ * register state) supports every extension its file was compiled with
+ * (Makefile's ISA_* flags). HEARTH_ISA=ref|avx2|avx512|neon overrides the
+ * choice; an unknown or unavailable name warns once and uses the best.
+ */
+#include "kernels/kernels.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Best first. */
+static const char *const isa_order[] = {"avx512", "avx2", "neon", "ref"};
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/* clang's __builtin_cpu_supports has no "f16c"; ask CPUID leaf 1 (ECX bit 29). */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
+/* __builtin_cpu_supports reports AVX features only when the OS saves the YMM/ZMM state. */
+static int cpu_has_avx2(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
+}
+
+static int cpu_has_avx512(void)
+{
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx512bf16");
+}
+#endif
+
+const struct kernels *kernels_find(const char *isa)
+{
+    if (!isa)
+        return NULL;
+    if (strcmp(isa, "ref") == 0)
+        return kernels_ref();
+#if defined(__x86_64__)
+    if (strcmp(isa, "avx2") == 0)
+        return cpu_has_avx2() ? kernels_avx2() : NULL;
+    if (strcmp(isa, "avx512") == 0)
+        return cpu_has_avx512() ? kernels_avx512() : NULL;
+#endif
+#if defined(__aarch64__)
+    if (strcmp(isa, "neon") == 0)
+        return kernels_neon();
+#endif
+    return NULL;
+}
+
+static const struct kernels *chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+
+static void choose(void)
+{
+    const struct kernels *best = NULL;
+    for (size_t i = 0; !best && i < sizeof(isa_order) / sizeof(isa_order[0]); i++)
+        best = kernels_find(isa_order[i]);
+
+    const char *want = getenv("HEARTH_ISA");
+    if (want && *want) {
+        const struct kernels *k = kernels_find(want);
+        if (!k)
+            fprintf(stderr, "hearth: HEARTH_ISA=%s is not available on this CPU; using %s\n", want,
+                    best->name);
+        chosen = k ? k : best;
+        return;
+    }
+    chosen = best;
+}
+
+const struct kernels *kernels_get(void)
+{
+    pthread_once(&chosen_once, choose);
+    return chosen;
+}

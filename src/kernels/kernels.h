@@ -1,0 +1,82 @@
+/*
+ * kernels.h: the kernel table. Model code calls only through it; each ISA
+ * (ref.c, x86_avx2.c, x86_avx512.c, arm_neon.c) fills one table in its own
+ * file, compiled with its own flags. kernels_get() picks the best table the
+ * CPU runs, once, overridable with HEARTH_ISA=ref|avx2|avx512|neon.
+ *
+ * Matmul follows ggml's scheme: each weight type names the activation type
+ * its dot product takes (vec_dot_type); an activation row is converted once
+ * per matmul with that type's from_float, then dotted against every weight
+ * row. Every fast entry is tested against the reference in
+ * tests/unit/test_kernels.c.
+ */
+#ifndef HEARTH_KERNELS_H
+#define HEARTH_KERNELS_H
+
+#include <stdint.h>
+
+#include "util/dtype.h"
+
+struct type_kernels {
+    /* Type activations are converted to before vec_dot; 0 (F32) for float types that take f32. */
+    enum dtype vec_dot_type;
+    /* y[0..n) = dequantized x (n elements, a multiple of the block). NULL: unsupported. */
+    void (*to_float)(const void *x, float *y, int64_t n);
+    /* Quantizes n floats into y (this type's layout). NULL: this type is never a target. */
+    void (*from_float)(const float *x, void *y, int64_t n);
+    /* *s = dot(w, a): w is n elements of this type, a is n elements of vec_dot_type. */
+    void (*vec_dot)(int64_t n, float *s, const void *w, const void *a);
+};
+
+struct kernels {
+    const char *name; /* "ref", "avx2", "avx512", "neon" */
+    struct type_kernels type[DTYPE_COUNT];
+
+    /* y = x / sqrt(mean(x^2) + eps) * w, n elements; y may alias x. */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
+    /* y = silu(g) * u elementwise; y may alias g or u. */
+    void (*silu_mul)(float *y, const float *g, const float *u, int64_t n);
+    /* x = softmax(x) in place, n >= 1. */
+    void (*softmax)(float *x, int64_t n);
+    /* sum a[i] * b[i]. */
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    /* sum a[i] * b[i], a in f32, b in f16 bits. */
+    float (*dot_f32_f16)(const float *a, const uint16_t *b, int64_t n);
+    /* y[i] += alpha * x[i]. */
+    void (*axpy_f32)(float *y, float alpha, const float *x, int64_t n);
+    /* y[i] += alpha * x[i], x in f16 bits. */
+    void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int64_t n);
+    /* y[i] *= alpha. */
+    void (*scale_f32)(float *y, float alpha, int64_t n);
+    /* Row conversions for the KV cache. */
+    void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
+    void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
+};
+
+/* The reference table: portable scalar C, the definition every ISA is tested against. */
+const struct kernels *kernels_ref(void);
+/*
+ * ISA tables; NULL when not compiled in. They do not ask the CPU: running one
+ * the CPU lacks is SIGILL, so reach them through kernels_find or kernels_get.
+ */
+const struct kernels *kernels_avx2(void);
+const struct kernels *kernels_avx512(void);
+const struct kernels *kernels_neon(void);
+
+/*
+ * The table named isa ("ref", "avx2", "avx512", "neon") if it is compiled in
+ * and this CPU runs it, else NULL. Thread-safe.
+ */
+const struct kernels *kernels_find(const char *isa);
+
+/*
+ * The table to use: HEARTH_ISA if set (falls back to the best with a warning
+ * on stderr when that ISA is unavailable), else the best the CPU supports.
+ * Chosen once; thread-safe after the first call.
+ */
+const struct kernels *kernels_get(void);
+
+/* Bytes a row of n activations takes in type t (for sizing from_float buffers). */
+#define KERNELS_ROW_LEN(t, n) dtype_row_len((t), (n))
+
+#endif

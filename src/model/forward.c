@@ -1,0 +1,457 @@
+/*
+ * forward.c: the llama-family forward pass over one micro-batch, and the
+ * context that owns its KV cache, scratch buffers and threads.
+ *
+ * Every step is one fork-join region on the thread pool, split by output
+ * row (matmuls), by token (norms, rope) or by (token, head) (attention).
+ * Matmuls convert each activation row once to the weight type's
+ * vec_dot_type, then every weight row is dotted against all the batch's
+ * rows while it is in cache: weights are read once per micro-batch.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "util/errfmt.h"
+#include "util/fp16.h"
+
+struct hearth_context_params hearth_context_default_params(void)
+{
+    return (struct hearth_context_params){
+        .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = 32, .kv_type = HEARTH_KV_F16,
+        .n_threads = 0};
+}
+
+static void scratch_free(struct scratch *s)
+{
+    free(s->x);
+    free(s->xb);
+    free(s->q);
+    free(s->kx);
+    free(s->vx);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->scores);
+    free(s->act);
+    free(s->logits);
+    free(s->out_row);
+    free(s->seq_next);
+    memset(s, 0, sizeof *s);
+}
+
+static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n_batch,
+                          int32_t n_ctx, int n_threads, int32_t n_seq)
+{
+    const size_t nb = (size_t)n_batch, qd = (size_t)hp->n_head * hp->head_dim,
+                 kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t max_in = (size_t)hp->n_embd;
+    if (qd > max_in)
+        max_in = qd;
+    if ((size_t)hp->n_ff > max_in)
+        max_in = (size_t)hp->n_ff;
+    /* f32 is the widest activation encoding (4 bytes/element); quantized ones are smaller */
+    s->act_row = max_in * sizeof(float);
+    s->x = malloc(nb * hp->n_embd * sizeof(float));
+    s->xb = malloc(nb * (hp->n_embd > (int32_t)qd ? (size_t)hp->n_embd : qd) * sizeof(float));
+    s->q = malloc(nb * qd * sizeof(float));
+    s->kx = malloc(nb * kvd * sizeof(float));
+    s->vx = malloc(nb * kvd * sizeof(float));
+    s->att = malloc(nb * qd * sizeof(float));
+    s->hb = malloc(nb * hp->n_ff * sizeof(float));
+    s->hb2 = malloc(nb * hp->n_ff * sizeof(float));
+    s->scores = malloc((size_t)n_threads * n_ctx * sizeof(float));
+    s->act = malloc(nb * s->act_row);
+    s->logits = malloc(nb * hp->n_vocab * sizeof(float));
+    s->out_row = malloc(nb * sizeof(int32_t));
+    s->seq_next = malloc((size_t)n_seq * sizeof(int32_t));
+    return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
+           s->act && s->logits && s->out_row && s->seq_next;
+}
+
+enum hearth_status hearth_context_new(struct hearth_model *model,
+                                      const struct hearth_context_params *params,
+                                      struct hearth_context **out, char *err, size_t err_len)
+{
+    struct hearth_context_params p = params ? *params : hearth_context_default_params();
+    const struct hparams *hp = &model->hp;
+    *out = NULL;
+    if (p.n_ctx <= 0)
+        p.n_ctx = hp->n_ctx_train;
+    if (p.n_seq_max < 1 || p.n_batch < 1 || p.kv_block < 1 || p.n_ctx > (1 << 24) ||
+        p.n_seq_max > 4096 || p.n_batch > 65536 || p.kv_block > 4096)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "context: n_ctx %d, n_seq_max %d, n_batch %d or kv_block %d is out of range",
+                    p.n_ctx, p.n_seq_max, p.n_batch, p.kv_block);
+    if (p.n_threads <= 0)
+        p.n_threads = model->n_threads;
+    struct hearth_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
+    ctx->model = model;
+    ctx->p = p;
+    int32_t per_seq = (p.n_ctx + p.kv_block - 1) / p.kv_block;
+    enum hearth_status st =
+        kv_init(&ctx->kv, hp->n_layer, hp->n_head_kv * hp->head_dim, p.n_seq_max, p.n_ctx,
+                p.kv_block, per_seq * p.n_seq_max, p.kv_type, err, err_len);
+    if (st)
+        goto err;
+    if (!scratch_alloc(&ctx->s, hp, p.n_batch, p.n_ctx, p.n_threads, p.n_seq_max)) {
+        st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
+                  p.n_batch);
+        goto err;
+    }
+    ctx->tp = threadpool_new(p.n_threads);
+    if (!ctx->tp) {
+        st = fail(HEARTH_ENOMEM, err, err_len, "context: cannot start %d threads", p.n_threads);
+        goto err;
+    }
+    *out = ctx;
+    return HEARTH_OK;
+err:
+    hearth_context_free(ctx);
+    return st;
+}
+
+void hearth_context_free(struct hearth_context *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->tp)
+        threadpool_free(ctx->tp);
+    scratch_free(&ctx->s);
+    kv_free(&ctx->kv);
+    free(ctx);
+}
+
+void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0)
+{
+    if (seq >= 0 && seq < ctx->kv.n_seq)
+        kv_truncate(&ctx->kv, seq, p0);
+}
+
+int32_t hearth_seq_len(const struct hearth_context *ctx, int32_t seq)
+{
+    return seq >= 0 && seq < ctx->kv.n_seq ? ctx->kv.seqs[seq].n_tokens : 0;
+}
+
+const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i)
+{
+    if (i < 0 || i >= ctx->s.n_rows || ctx->s.out_row[i] < 0)
+        return NULL;
+    return ctx->s.logits + (size_t)ctx->s.out_row[i] * ctx->model->hp.n_vocab;
+}
+
+/* ------------------------------------------------------------------ matmul --- */
+
+struct matmul_job {
+    const struct kernels *k;
+    const struct weight *w;
+    const float *in;   /* [n][in_stride] */
+    int64_t in_stride;
+    float *out;        /* [n][out_stride], columns 0..w->n_out */
+    int64_t out_stride;
+    int32_t n;
+    void *act;         /* [n][act_row] */
+    size_t act_row;
+};
+
+static void quantize_rows(void *arg, int ith, int nth)
+{
+    struct matmul_job *j = arg;
+    const struct type_kernels *tk = &j->k->type[j->w->type];
+    const struct type_kernels *ak = &j->k->type[tk->vec_dot_type];
+    long t0, t1;
+    threadpool_split(j->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        void *dst = (uint8_t *)j->act + t * j->act_row;
+        if (tk->vec_dot_type == DTYPE_F32)
+            memcpy(dst, j->in + t * j->in_stride, (size_t)j->w->n_in * sizeof(float));
+        else
+            ak->from_float(j->in + t * j->in_stride, dst, j->w->n_in);
+    }
+}
+
+static void matmul_rows(void *arg, int ith, int nth)
+{
+    struct matmul_job *j = arg;
+    const struct weight *w = j->w;
+    const struct type_kernels *tk = &j->k->type[w->type];
+    long r0, r1;
+    threadpool_split(w->n_out, ith, nth, &r0, &r1);
+    for (long r = r0; r < r1; r++) {
+        const void *wrow = (const uint8_t *)w->data + r * w->row_len;
+        for (int32_t t = 0; t < j->n; t++)
+            tk->vec_dot(w->n_in, &j->out[t * j->out_stride + r], wrow,
+                        (const uint8_t *)j->act + t * j->act_row);
+    }
+}
+
+/* out[t][0..n_out) = W in[t] for t < n. Rows of in are w->n_in floats. */
+static void matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
+                   int64_t in_stride, float *out, int64_t out_stride, int32_t n)
+{
+    struct matmul_job j = {ctx->model->k, w, in, in_stride, out, out_stride, n, ctx->s.act,
+                           ctx->s.act_row};
+    threadpool_run(ctx->tp, quantize_rows, &j);
+    threadpool_run(ctx->tp, matmul_rows, &j);
+}
+
+/* -------------------------------------------------------------- the layers --- */
+
+struct step {
+    struct hearth_context *ctx;
+    const struct hearth_batch *b;
+    int32_t l;        /* layer */
+    const float *norm_w;
+    const float *src; /* rmsnorm input rows */
+    float *dst;       /* rmsnorm output rows */
+    int32_t n;        /* rows */
+    int64_t width;
+};
+
+static void rmsnorm_rows(void *arg, int ith, int nth)
+{
+    struct step *s = arg;
+    const struct kernels *k = s->ctx->model->k;
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++)
+        k->rmsnorm(s->dst + t * s->width, s->src + t * s->width, s->norm_w, s->width,
+                   s->ctx->model->hp.norm_eps);
+}
+
+static void rmsnorm(struct hearth_context *ctx, float *dst, const float *src, const float *w,
+                    int32_t n)
+{
+    struct step s = {.ctx = ctx, .norm_w = w, .src = src, .dst = dst, .n = n,
+                     .width = ctx->model->hp.n_embd};
+    threadpool_run(ctx->tp, rmsnorm_rows, &s);
+}
+
+/* Rotates adjacent pairs (x[2i], x[2i+1]) of the first rope_dim dims of each head. */
+static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, float base,
+                 int32_t pos)
+{
+    const float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        float theta = (float)pos;
+        for (int32_t i = 0; i < rope_dim; i += 2) {
+            const float c = cosf(theta), s = sinf(theta);
+            const float x0 = v[i], x1 = v[i + 1];
+            v[i] = x0 * c - x1 * s;
+            v[i + 1] = x0 * s + x1 * c;
+            theta *= theta_scale;
+        }
+    }
+}
+
+/* Adds biases, applies rope and stores this batch's K/V rows into the cache. */
+static void qkv_finish(void *arg, int ith, int nth)
+{
+    struct step *s = arg;
+    struct hearth_context *ctx = s->ctx;
+    const struct hparams *hp = &ctx->model->hp;
+    const struct layer *L = &ctx->model->layers[s->l];
+    const struct kernels *k = ctx->model->k;
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        float *q = ctx->s.q + t * qd, *kx = ctx->s.kx + t * kvd, *vx = ctx->s.vx + t * kvd;
+        if (L->bq)
+            k->axpy_f32(q, 1.0f, L->bq, qd);
+        if (L->bk)
+            k->axpy_f32(kx, 1.0f, L->bk, kvd);
+        if (L->bv)
+            k->axpy_f32(vx, 1.0f, L->bv, kvd);
+        const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
+        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, pos);
+        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, pos);
+        void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos), *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
+        if (ctx->kv.type == HEARTH_KV_F16) {
+            k->f32_to_f16(kx, kdst, kvd);
+            k->f32_to_f16(vx, vdst, kvd);
+        } else {
+            memcpy(kdst, kx, (size_t)kvd * sizeof(float));
+            memcpy(vdst, vx, (size_t)kvd * sizeof(float));
+        }
+    }
+}
+
+/* Causal attention of every (token, head) of the batch over its sequence's cache. */
+static void attention(void *arg, int ith, int nth)
+{
+    struct step *s = arg;
+    struct hearth_context *ctx = s->ctx;
+    const struct hparams *hp = &ctx->model->hp;
+    const struct kernels *k = ctx->model->k;
+    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const int64_t qd = (int64_t)hp->n_head * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *sc = ctx->s.scores + (size_t)ith * ctx->p.n_ctx;
+    const bool f16 = ctx->kv.type == HEARTH_KV_F16;
+    long i0, i1;
+    threadpool_split((long)s->n * hp->n_head, ith, nth, &i0, &i1);
+    for (long i = i0; i < i1; i++) {
+        const int32_t t = (int32_t)(i / hp->n_head), h = (int32_t)(i % hp->n_head);
+        const int32_t pos = s->b->pos[t], seq = s->b->seq[t], kvh = h / group;
+        const float *q = ctx->s.q + t * qd + (int64_t)h * hd;
+        float *o = ctx->s.att + t * qd + (int64_t)h * hd;
+        for (int32_t j = 0; j <= pos; j++) {
+            const void *kr = (const uint8_t *)kv_row(&ctx->kv, s->l, 0, seq, j) +
+                             (size_t)kvh * hd * ctx->kv.elem_len;
+            sc[j] = (f16 ? k->dot_f32_f16(q, kr, hd) : k->dot_f32(q, kr, hd)) * scale;
+        }
+        k->softmax(sc, pos + 1);
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int32_t j = 0; j <= pos; j++) {
+            const void *vr = (const uint8_t *)kv_row(&ctx->kv, s->l, 1, seq, j) +
+                             (size_t)kvh * hd * ctx->kv.elem_len;
+            if (f16)
+                k->axpy_f16(o, sc[j], vr, hd);
+            else
+                k->axpy_f32(o, sc[j], vr, hd);
+        }
+    }
+}
+
+static void residual_add(void *arg, int ith, int nth)
+{
+    struct step *s = arg;
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++)
+        s->ctx->model->k->axpy_f32(s->dst + t * s->width, 1.0f, s->src + t * s->width, s->width);
+}
+
+static void swiglu(void *arg, int ith, int nth)
+{
+    struct step *s = arg;
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++)
+        s->ctx->model->k->silu_mul(s->ctx->s.hb + t * s->width, s->ctx->s.hb + t * s->width,
+                                   s->ctx->s.hb2 + t * s->width, s->width);
+}
+
+static void layer_forward(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
+{
+    const struct hparams *hp = &ctx->model->hp;
+    const struct layer *L = &ctx->model->layers[l];
+    struct scratch *S = &ctx->s;
+    const int32_t n = b->n;
+    const int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim,
+                  kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    struct step st = {.ctx = ctx, .b = b, .l = l, .n = n, .width = d};
+
+    rmsnorm(ctx, S->xb, S->x, L->attn_norm, n);
+    matmul(ctx, &L->wq, S->xb, d, S->q, qd, n);
+    matmul(ctx, &L->wk, S->xb, d, S->kx, kvd, n);
+    matmul(ctx, &L->wv, S->xb, d, S->vx, kvd, n);
+    threadpool_run(ctx->tp, qkv_finish, &st);
+    threadpool_run(ctx->tp, attention, &st);
+    matmul(ctx, &L->wo, S->att, qd, S->xb, d, n);
+    st.src = S->xb;
+    st.dst = S->x;
+    threadpool_run(ctx->tp, residual_add, &st);
+
+    rmsnorm(ctx, S->xb, S->x, L->ffn_norm, n);
+    matmul(ctx, &L->w_gate, S->xb, d, S->hb, hp->n_ff, n);
+    matmul(ctx, &L->w_up, S->xb, d, S->hb2, hp->n_ff, n);
+    st.width = hp->n_ff;
+    threadpool_run(ctx->tp, swiglu, &st);
+    matmul(ctx, &L->w_down, S->hb, hp->n_ff, S->xb, d, n);
+    st.width = d;
+    threadpool_run(ctx->tp, residual_add, &st);
+}
+
+/* Checks the batch against the cache and reserves its KV blocks. */
+static enum hearth_status batch_prepare(struct hearth_context *ctx, const struct hearth_batch *b,
+                                        char *err, size_t err_len)
+{
+    const int32_t n_seq = ctx->kv.n_seq, n_vocab = ctx->model->hp.n_vocab;
+    if (b->n < 1 || b->n > ctx->p.n_batch)
+        return fail(HEARTH_EINVAL, err, err_len, "decode: batch of %d tokens, allowed 1..%d",
+                    b->n, ctx->p.n_batch);
+    int32_t *next = ctx->s.seq_next;
+    for (int32_t s = 0; s < n_seq; s++)
+        next[s] = ctx->kv.seqs[s].n_tokens;
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->seq[i] < 0 || b->seq[i] >= n_seq)
+            return fail(HEARTH_EINVAL, err, err_len, "decode: row %d has sequence %d, allowed 0..%d",
+                        i, b->seq[i], n_seq - 1);
+        if (b->token[i] < 0 || b->token[i] >= n_vocab)
+            return fail(HEARTH_EINVAL, err, err_len, "decode: row %d has token %d, vocab is %d",
+                        i, b->token[i], n_vocab);
+        if (b->pos[i] != next[b->seq[i]])
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "decode: row %d has position %d but sequence %d continues at %d", i,
+                        b->pos[i], b->seq[i], next[b->seq[i]]);
+        next[b->seq[i]]++;
+    }
+    for (int32_t s = 0; s < n_seq; s++) {
+        int32_t add = next[s] - ctx->kv.seqs[s].n_tokens;
+        if (add == 0)
+            continue;
+        enum hearth_status st = kv_reserve(&ctx->kv, s, add, err, err_len);
+        if (st) {
+            for (int32_t r = 0; r < s; r++) /* give back what this batch reserved */
+                kv_truncate(&ctx->kv, r, ctx->kv.seqs[r].n_tokens);
+            return st;
+        }
+    }
+    return HEARTH_OK;
+}
+
+static void embed_rows(void *arg, int ith, int nth)
+{
+    struct step *s = arg;
+    const struct weight *e = &s->ctx->model->tok_embd;
+    const struct type_kernels *tk = &s->ctx->model->k->type[e->type];
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++)
+        tk->to_float((const uint8_t *)e->data + (size_t)s->b->token[t] * e->row_len,
+                     s->ctx->s.x + t * e->n_in, e->n_in);
+}
+
+enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth_batch *b,
+                                 char *err, size_t err_len)
+{
+    const struct hparams *hp = &ctx->model->hp;
+    struct scratch *S = &ctx->s;
+    S->n_rows = 0;
+    enum hearth_status st = batch_prepare(ctx, b, err, err_len);
+    if (st)
+        return st;
+    struct step e = {.ctx = ctx, .b = b, .n = b->n};
+    threadpool_run(ctx->tp, embed_rows, &e);
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        layer_forward(ctx, b, l);
+    for (int32_t i = 0; i < b->n; i++)
+        ctx->kv.seqs[b->seq[i]].n_tokens = b->pos[i] + 1 > ctx->kv.seqs[b->seq[i]].n_tokens
+                                               ? b->pos[i] + 1
+                                               : ctx->kv.seqs[b->seq[i]].n_tokens;
+
+    /* gather the rows whose logits are wanted, then norm and project only those */
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        bool want = b->logits ? b->logits[i] != 0 : i == b->n - 1;
+        S->out_row[i] = want ? n_out : -1;
+        if (want) {
+            if (n_out != i)
+                memcpy(S->x + (size_t)n_out * hp->n_embd, S->x + (size_t)i * hp->n_embd,
+                       (size_t)hp->n_embd * sizeof(float));
+            n_out++;
+        }
+    }
+    S->n_rows = b->n;
+    if (n_out == 0)
+        return HEARTH_OK;
+    rmsnorm(ctx, S->xb, S->x, ctx->model->output_norm, n_out);
+    matmul(ctx, &ctx->model->output, S->xb, hp->n_embd, S->logits, hp->n_vocab, n_out);
+    return HEARTH_OK;
+}

@@ -1,0 +1,270 @@
+/*
+ * model.c: loading a llama-family model from GGUF: hyperparameters from
+ * <arch>.* keys, weights validated by name, shape and type and left in the
+ * mapping, norm vectors copied to f32. The public hearth_model_* and
+ * tokenizer accessors live here too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "util/errfmt.h"
+
+struct hearth_model_params hearth_model_default_params(void)
+{
+    return (struct hearth_model_params){.n_threads = 4};
+}
+
+/* Architectures whose forward pass hearth has. */
+static const char *const known_archs[] = {"llama"};
+
+static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", m->arch, key);
+    return gguf_get_u32(m->gguf, full, out);
+}
+
+static bool arch_f32(const struct hearth_model *m, const char *key, float *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", m->arch, key);
+    return gguf_get_f32(m->gguf, full, out);
+}
+
+static enum hearth_status need_u32(const struct hearth_model *m, const char *key, int32_t *out,
+                                   char *err, size_t err_len)
+{
+    uint32_t v;
+    if (!arch_u32(m, key, &v))
+        return fail(HEARTH_EFORMAT, err, err_len, "model: missing or non-integer key %s.%s",
+                    m->arch, key);
+    if (v == 0 || v > (1u << 30))
+        return fail(HEARTH_EFORMAT, err, err_len, "model: %s.%s = %u is out of range", m->arch,
+                    key, v);
+    *out = (int32_t)v;
+    return HEARTH_OK;
+}
+
+static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t err_len)
+{
+    struct hparams *hp = &m->hp;
+    enum hearth_status st;
+    if ((st = need_u32(m, "embedding_length", &hp->n_embd, err, err_len)) ||
+        (st = need_u32(m, "block_count", &hp->n_layer, err, err_len)) ||
+        (st = need_u32(m, "feed_forward_length", &hp->n_ff, err, err_len)) ||
+        (st = need_u32(m, "attention.head_count", &hp->n_head, err, err_len)))
+        return st;
+    uint32_t v;
+    hp->n_head_kv = arch_u32(m, "attention.head_count_kv", &v) ? (int32_t)v : hp->n_head;
+    if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "model: %d KV heads do not divide %d attention heads", hp->n_head_kv,
+                    hp->n_head);
+    hp->head_dim = arch_u32(m, "attention.key_length", &v) ? (int32_t)v : hp->n_embd / hp->n_head;
+    if (hp->head_dim < 2 || hp->head_dim % 2 || hp->head_dim > 1024)
+        return fail(HEARTH_EFORMAT, err, err_len, "model: head dimension %d is not usable",
+                    hp->head_dim);
+    hp->rope_dim = arch_u32(m, "rope.dimension_count", &v) ? (int32_t)v : hp->head_dim;
+    if (hp->rope_dim < 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "model: rope dimension %d must be even and at most the head dimension %d",
+                    hp->rope_dim, hp->head_dim);
+    if (!arch_f32(m, "rope.freq_base", &hp->rope_base))
+        hp->rope_base = 10000.0f;
+    if (!arch_f32(m, "attention.layer_norm_rms_epsilon", &hp->norm_eps))
+        hp->norm_eps = 1e-5f;
+    hp->n_ctx_train = arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
+                                                                                 : 2048;
+    return HEARTH_OK;
+}
+
+/* Finds a 2-D weight and checks its shape {n_in, n_out} and that the kernels can run its type. */
+static enum hearth_status get_weight(struct hearth_model *m, const char *name, int64_t n_in,
+                                     int64_t n_out, bool optional, struct weight *w, char *err,
+                                     size_t err_len)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (optional)
+            return HEARTH_OK;
+        return fail(HEARTH_EFORMAT, err, err_len, "model: tensor %s is missing", name);
+    }
+    if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "model: tensor %s has shape [%lld, %lld, %lld, %lld] but [%lld, %lld] was "
+                    "expected", name, (long long)t->ne[0], (long long)t->ne[1],
+                    (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out);
+    const struct type_kernels *tk = &m->k->type[t->type];
+    if (!tk->vec_dot || !tk->to_float)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: tensor %s has type %s, which hearth cannot compute with yet", name,
+                    dtype_name(t->type));
+    w->type = (enum dtype)t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_len = dtype_row_len(w->type, n_in);
+    w->data = t->data;
+    m->weight_bytes += t->size;
+    return HEARTH_OK;
+}
+
+/* Copies a 1-D vector of n elements (any float or quantized type) into a new f32 array. */
+static enum hearth_status get_vector(struct hearth_model *m, const char *name, int64_t n,
+                                     bool optional, float **out, char *err, size_t err_len)
+{
+    const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    *out = NULL;
+    if (!t) {
+        if (optional)
+            return HEARTH_OK;
+        return fail(HEARTH_EFORMAT, err, err_len, "model: tensor %s is missing", name);
+    }
+    if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "model: tensor %s has %lld x %lld elements but %lld were expected", name,
+                    (long long)t->ne[0], (long long)(t->ne[1] * t->ne[2] * t->ne[3]),
+                    (long long)n);
+    const struct type_kernels *tk = &m->k->type[t->type];
+    if (!tk->to_float)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: tensor %s has type %s, which hearth cannot read yet", name,
+                    dtype_name(t->type));
+    float *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory copying %s", name);
+    tk->to_float(t->data, v, n);
+    m->weight_bytes += t->size;
+    *out = v;
+    return HEARTH_OK;
+}
+
+static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t err_len)
+{
+    const struct hparams *hp = &m->hp;
+    const int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim,
+                  kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    enum hearth_status st;
+    if ((st = get_weight(m, "token_embd.weight", d, hp->n_vocab, false, &m->tok_embd, err,
+                         err_len)) ||
+        (st = get_vector(m, "output_norm.weight", d, false, &m->output_norm, err, err_len)) ||
+        (st = get_weight(m, "output.weight", d, hp->n_vocab, true, &m->output, err, err_len)))
+        return st;
+    if (!m->output.data)
+        m->output = m->tok_embd; /* tied embeddings */
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+    for (int32_t i = 0; i < hp->n_layer; i++) {
+        struct layer *L = &m->layers[i];
+        char n[13][64];
+        static const char *const parts[] = {
+            "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+            "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+            "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias"};
+        for (int j = 0; j < 12; j++)
+            snprintf(n[j], sizeof n[j], "blk.%d.%s", i, parts[j]);
+        if ((st = get_vector(m, n[0], d, false, &L->attn_norm, err, err_len)) ||
+            (st = get_weight(m, n[1], d, qd, false, &L->wq, err, err_len)) ||
+            (st = get_weight(m, n[2], d, kvd, false, &L->wk, err, err_len)) ||
+            (st = get_weight(m, n[3], d, kvd, false, &L->wv, err, err_len)) ||
+            (st = get_weight(m, n[4], qd, d, false, &L->wo, err, err_len)) ||
+            (st = get_vector(m, n[5], d, false, &L->ffn_norm, err, err_len)) ||
+            (st = get_weight(m, n[6], d, hp->n_ff, false, &L->w_gate, err, err_len)) ||
+            (st = get_weight(m, n[7], d, hp->n_ff, false, &L->w_up, err, err_len)) ||
+            (st = get_weight(m, n[8], hp->n_ff, d, false, &L->w_down, err, err_len)) ||
+            (st = get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
+            (st = get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
+            (st = get_vector(m, n[11], kvd, true, &L->bv, err, err_len)))
+            return st;
+    }
+    return HEARTH_OK;
+}
+
+enum hearth_status hearth_model_load(const char *path, const struct hearth_model_params *params,
+                                     struct hearth_model **out, char *err, size_t err_len)
+{
+    struct hearth_model_params p = params ? *params : hearth_model_default_params();
+    enum hearth_status st;
+    *out = NULL;
+    struct hearth_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+    m->k = kernels_get();
+    m->n_threads = p.n_threads > 0 ? p.n_threads : 1;
+    if ((st = gguf_open(path, &m->gguf, err, err_len)))
+        goto err;
+    if (!gguf_get_str(m->gguf, "general.architecture", m->arch, sizeof m->arch)) {
+        st = fail(HEARTH_EFORMAT, err, err_len,
+                  "model: general.architecture is missing or not a short string");
+        goto err;
+    }
+    bool known = false;
+    for (size_t i = 0; i < sizeof known_archs / sizeof known_archs[0]; i++)
+        known |= !strcmp(m->arch, known_archs[i]);
+    if (!known) {
+        st = fail(HEARTH_EUNSUPPORTED, err, err_len,
+                  "model: architecture '%s' is not supported (hearth runs: llama)", m->arch);
+        goto err;
+    }
+    if ((st = load_hparams(m, err, err_len)) || (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
+        goto err;
+    m->hp.n_vocab = tokenizer_n_vocab(m->tok);
+    if ((st = load_weights(m, err, err_len)))
+        goto err;
+    *out = m;
+    return HEARTH_OK;
+err:
+    hearth_model_free(m);
+    return st;
+}
+
+void hearth_model_free(struct hearth_model *m)
+{
+    if (!m)
+        return;
+    if (m->layers) {
+        for (int32_t i = 0; i < m->hp.n_layer; i++) {
+            struct layer *L = &m->layers[i];
+            free(L->attn_norm);
+            free(L->ffn_norm);
+            free(L->bq);
+            free(L->bk);
+            free(L->bv);
+        }
+        free(m->layers);
+    }
+    free(m->output_norm);
+    tokenizer_free(m->tok);
+    gguf_close(m->gguf);
+    free(m);
+}
+
+int32_t hearth_model_n_vocab(const struct hearth_model *m) { return m->hp.n_vocab; }
+int32_t hearth_model_n_ctx_train(const struct hearth_model *m) { return m->hp.n_ctx_train; }
+const char *hearth_model_arch(const struct hearth_model *m) { return m->arch; }
+uint64_t hearth_model_weight_bytes(const struct hearth_model *m) { return m->weight_bytes; }
+
+hearth_token hearth_token_bos(const struct hearth_model *m) { return tokenizer_bos(m->tok); }
+hearth_token hearth_token_eos(const struct hearth_model *m) { return tokenizer_eos(m->tok); }
+bool hearth_vocab_add_bos(const struct hearth_model *m) { return tokenizer_add_bos(m->tok); }
+
+bool hearth_token_is_eog(const struct hearth_model *m, hearth_token tok)
+{
+    return tokenizer_is_eog(m->tok, tok);
+}
+
+enum hearth_status hearth_tokenize(const struct hearth_model *m, const char *text, size_t len,
+                                   bool add_special, bool parse_special, hearth_token **ids,
+                                   size_t *n_ids, char *err, size_t err_len)
+{
+    return tokenizer_encode(m->tok, text, len, add_special, parse_special, ids, n_ids, err,
+                            err_len);
+}
+
+size_t hearth_token_to_piece(const struct hearth_model *m, hearth_token tok, char *buf, size_t cap)
+{
+    return tokenizer_decode_token(m->tok, tok, buf, cap);
+}

@@ -1,0 +1,97 @@
+/*
+ * model.h: the loaded model (weights in the GGUF mapping, hyperparameters,
+ * tokenizer) and the context that runs it (KV cache, scratch buffers,
+ * threads). Internal to the library; include/hearth.h is the public face.
+ */
+#ifndef HEARTH_MODEL_H
+#define HEARTH_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "hearth.h"
+#include "kernels/kernels.h"
+#include "model/kv.h"
+#include "text/tokenizer.h"
+#include "util/threadpool.h"
+
+/* A 2-D weight: n_out rows of n_in elements of `type`, rows row_len bytes apart. */
+struct weight {
+    enum dtype type;
+    int64_t n_in;     /* ne[0]: row length in elements */
+    int64_t n_out;    /* ne[1]: rows */
+    size_t row_len;   /* bytes per row */
+    const void *data; /* into the mapping */
+};
+
+struct layer {
+    float *attn_norm;         /* (n_embd) owned f32 copy */
+    struct weight wq;         /* (n_embd -> n_head * head_dim) */
+    struct weight wk;         /* (n_embd -> n_head_kv * head_dim) */
+    struct weight wv;         /* (n_embd -> n_head_kv * head_dim) */
+    struct weight wo;         /* (n_head * head_dim -> n_embd) */
+    float *bq, *bk, *bv;      /* optional biases (qwen2), owned; NULL when absent */
+    float *ffn_norm;          /* (n_embd) */
+    struct weight w_gate;     /* (n_embd -> n_ff) */
+    struct weight w_up;       /* (n_embd -> n_ff) */
+    struct weight w_down;     /* (n_ff -> n_embd) */
+};
+
+/* Hyperparameters from <arch>.* metadata. */
+struct hparams {
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;      /* model width, 64..8192 */
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;   /* divides n_head */
+    int32_t head_dim;    /* n_embd / n_head unless the file says */
+    int32_t n_ff;
+    int32_t rope_dim;    /* rotated dims per head, even, <= head_dim */
+    float rope_base;     /* 10000 by default */
+    float norm_eps;      /* RMSNorm epsilon */
+};
+
+struct hearth_model {
+    struct gguf_file *gguf;
+    struct tokenizer *tok;
+    char arch[32];
+    struct hparams hp;
+    struct weight tok_embd;  /* (n_embd) x n_vocab rows */
+    float *output_norm;      /* (n_embd) owned */
+    struct weight output;    /* (n_embd -> n_vocab); tok_embd when tied */
+    struct layer *layers;    /* [n_layer] */
+    int n_threads;
+    uint64_t weight_bytes;
+    const struct kernels *k;
+};
+
+/* Scratch for one micro-batch of up to n_batch tokens. Shapes are [token][feature]. */
+struct scratch {
+    float *x;       /* [n_batch][n_embd] residual stream */
+    float *xb;      /* [n_batch][n_embd] normed input */
+    float *q;       /* [n_batch][n_head * head_dim] */
+    float *kx;      /* [n_batch][kv_dim] */
+    float *vx;      /* [n_batch][kv_dim] */
+    float *att;     /* [n_batch][n_head * head_dim] attention output */
+    float *hb;      /* [n_batch][n_ff] */
+    float *hb2;     /* [n_batch][n_ff] */
+    float *scores;  /* [n_threads][n_ctx] attention probabilities */
+    void *act;      /* [n_batch][row bytes of the widest activation, quantized] */
+    size_t act_row; /* bytes per activation row in act */
+    float *logits;  /* [n_batch][n_vocab] */
+    int32_t *out_row; /* [n_batch] logits row of batch row i, or -1 */
+    int32_t n_rows;   /* rows of the last batch (valid out_row entries) */
+    int32_t *seq_next;/* [n_seq] next position per sequence while checking a batch */
+};
+
+struct hearth_context {
+    struct hearth_model *model;
+    struct hearth_context_params p;
+    struct kv_cache kv;
+    struct scratch s;
+    struct threadpool *tp;
+};
+
+#endif

@@ -1,0 +1,151 @@
+/*
+ * test_run.c: `hearth run` end to end. The oracle is llama.cpp's greedy
+ * output in ../shared/reference/greedy.tsv: every row must match byte for
+ * byte. Also the CLI's exit codes on bad input.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/testutil.h"
+
+/* Undoes greedy.tsv's escaping of \n, \t and \\ in place. */
+static void unescape(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (*r == '\\' && r[1]) {
+            r++;
+            *w++ = *r == 'n' ? '\n' : *r == 't' ? '\t' : *r;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = 0;
+}
+
+static void test_greedy_matches_llama_cpp(void **state)
+{
+    (void)state;
+    TU_SHARED_OR_SKIP(tsv, "reference/greedy.tsv");
+    char *text = tu_read_file(tsv, NULL);
+    assert_non_null(text);
+    int rows = 0, matched = 0;
+    char *save = NULL;
+    strtok_r(text, "\n", &save); /* header */
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[4], *s2 = NULL;
+        f[0] = strtok_r(line, "\t", &s2);
+        for (int i = 1; i < 4; i++)
+            f[i] = strtok_r(NULL, i == 3 ? "" : "\t", &s2);
+        assert_non_null(f[3]);
+        unescape(f[3]);
+        char rel[256];
+        snprintf(rel, sizeof rel, "models/%s", f[0]);
+        const char *model = tu_shared(rel);
+        assert_non_null(model);
+        const char *argv[] = {tu_bin(), "run", "-m", model, "-p", f[1], "-n", f[2],
+                              "--temp", "0", "-t", "2", NULL};
+        char *out = NULL, *err = NULL;
+        int rc = tu_run(argv, NULL, &out, &err, 120);
+        rows++;
+        if (rc == 0 && !strcmp(out, f[3])) {
+            matched++;
+        } else {
+            print_message("row %d (%s, \"%s\"): rc %d\n  want: %s\n  got:  %s\n  stderr: %s\n",
+                          rows, f[0], f[1], rc, f[3], out, err);
+        }
+        free(out);
+        free(err);
+    }
+    print_message("greedy.tsv: %d of %d rows match llama.cpp byte for byte\n", matched, rows);
+    free(text);
+    assert_true(rows > 0);
+    assert_int_equal(matched, rows);
+}
+
+static void test_seeded_sampling_is_reproducible(void **state)
+{
+    (void)state;
+    TU_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "40",
+                          "--temp", "0.9", "--seed", "42", "-t", "1", NULL};
+    char *a = NULL, *b = NULL;
+    assert_int_equal(tu_run(argv, NULL, &a, NULL, 60), 0);
+    assert_int_equal(tu_run(argv, NULL, &b, NULL, 60), 0);
+    assert_true(strlen(a) > 20);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+}
+
+static void test_timings_on_stderr(void **state)
+{
+    (void)state;
+    TU_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Hi", "-n", "4", "--temp", "0",
+                          NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 0);
+    assert_non_null(strstr(err, "load:"));
+    assert_non_null(strstr(err, "prefill:"));
+    assert_non_null(strstr(err, "decode:"));
+    assert_null(strstr(out, "tok/s"));
+    free(out);
+    free(err);
+}
+
+static void expect_exit(const char *const argv[], int want, const char *err_has)
+{
+    char *out = NULL, *err = NULL;
+    int rc = tu_run(argv, NULL, &out, &err, 60);
+    if (rc != want || (err_has && !strstr(err, err_has)))
+        print_message("rc %d (want %d), stderr: %s\n", rc, want, err);
+    assert_int_equal(rc, want);
+    if (err_has)
+        assert_non_null(strstr(err, err_has));
+    free(out);
+    free(err);
+}
+
+static void test_usage_errors_exit_2(void **state)
+{
+    (void)state;
+    const char *no_model[] = {tu_bin(), "run", "-p", "hi", NULL};
+    expect_exit(no_model, 2, "needs -m");
+    const char *bad_n[] = {tu_bin(), "run", "-m", "x.gguf", "-p", "hi", "-n", "lots", NULL};
+    expect_exit(bad_n, 2, "-n expects");
+    const char *bad_opt[] = {tu_bin(), "run", "--frobnicate", NULL};
+    expect_exit(bad_opt, 2, "unknown option");
+    const char *missing_value[] = {tu_bin(), "run", "-m", NULL};
+    expect_exit(missing_value, 2, "needs a value");
+    const char *no_cmd[] = {tu_bin(), "frobnicate", NULL};
+    expect_exit(no_cmd, 2, "unknown command");
+}
+
+static void test_runtime_errors_exit_1(void **state)
+{
+    (void)state;
+    const char *missing[] = {tu_bin(), "run", "-m", "/nonexistent/model.gguf", "-p", "hi", NULL};
+    expect_exit(missing, 1, "hearth: ");
+    char *dir = tu_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/junk.gguf", dir);
+    assert_int_equal(tu_write_file(path, "GGUF\x03\0\0\0garbage", 15), 0);
+    const char *junk[] = {tu_bin(), "run", "-m", path, "-p", "hi", NULL};
+    expect_exit(junk, 1, "gguf:");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_matches_llama_cpp),
+        cmocka_unit_test(test_seeded_sampling_is_reproducible),
+        cmocka_unit_test(test_timings_on_stderr),
+        cmocka_unit_test(test_usage_errors_exit_2),
+        cmocka_unit_test(test_runtime_errors_exit_1),
+    };
+    return cmocka_run_group_tests_name("e2e_run", tests, NULL, NULL);
+}

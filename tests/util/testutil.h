@@ -1,0 +1,52 @@
+/*
+ * testutil.h: what unit and end-to-end tests share: locating ../shared (tests
+ * skip with a message when it is absent), running the real hearth binary
+ * and capturing its output, reading files.
+ */
+#ifndef HEARTH_TESTUTIL_H
+#define HEARTH_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/*
+ * Path of rel under the shared test data ($HEARTH_SHARED, else ../shared beside
+ * the checkout) in a static buffer (one of 8 rotating), or NULL if it does not exist.
+ */
+const char *tu_shared(const char *rel);
+
+/* Skips the current test with a message when shared file rel is absent; else yields its path. */
+#define TU_SHARED_OR_SKIP(var, rel)                                                   \
+    const char *var = tu_shared(rel);                                                 \
+    if (!var) {                                                                       \
+        print_message("skip: %s not found (set HEARTH_SHARED or put shared/ beside "  \
+                      "the checkout)\n", rel);                                        \
+        skip();                                                                       \
+    }
+
+/* The hearth binary under test. */
+const char *tu_bin(void);
+
+/*
+ * Runs argv (argv[0] is a path; NULL-terminated), feeding stdin_text (may be
+ * NULL) and collecting stdout and stderr into malloc'd NUL-terminated
+ * strings (either pointer may be NULL to discard). Returns the exit status,
+ * 128+signal if killed, -1 if it could not run. Kills it after timeout_s.
+ */
+int tu_run(const char *const argv[], const char *stdin_text, char **out, char **errout,
+           int timeout_s);
+
+/* Whole file as a malloc'd NUL-terminated string (length in *len if non-NULL), or NULL. */
+char *tu_read_file(const char *path, size_t *len);
+
+/* A fresh temporary directory (mkdtemp under $TMPDIR), removed by tu_rmtree. */
+char *tu_tmpdir(void);
+void tu_rmtree(const char *dir);
+
+/* Writes len bytes to path; returns 0 or -1. */
+int tu_write_file(const char *path, const void *data, size_t len);
+
+#endif
