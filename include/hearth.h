@@ -148,6 +148,31 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
 /* Logits (n_vocab floats) of batch row i from the last hearth_decode; NULL if not computed. */
 const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i);
 
+/*
+ * Prefix cache. Full KV blocks that sequences have computed are indexed by a
+ * hash of all tokens up to the block's end; they stay cached after their
+ * sequence drops them, until the pool needs the room (least recently used
+ * first). hearth_seq_reuse_prefix attaches to an EMPTY sequence seq the
+ * longest cached run of whole blocks that matches tokens[0..n), sharing the
+ * blocks (no copy), and returns how many tokens it covers: a multiple of
+ * kv_block, at most n - 1 so the caller always computes at least the last
+ * token (whose logits it needs). Returns 0 when nothing matches.
+ */
+int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
+                                int32_t n);
+
+/*
+ * Makes sequence seq's full blocks findable by hearth_seq_reuse_prefix.
+ * tokens[0..n) must be the tokens whose KV seq holds (n <= its length).
+ * Cheap to call after every step: blocks already published are skipped.
+ */
+void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
+                        int32_t n);
+
+/* KV pool occupancy: blocks in use by sequences, cached-only (evictable), and total. */
+void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,
+                     int32_t *total);
+
 /* Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence). */
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0);
 /* Tokens cached for sequence seq. */

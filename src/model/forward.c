@@ -230,19 +230,26 @@ static void rmsnorm(struct hearth_context *ctx, float *dst, const float *src, co
     threadpool_run(ctx->tp, rmsnorm_rows, &s);
 }
 
-/* Rotates adjacent pairs (x[2i], x[2i+1]) of the first rope_dim dims of each head. */
+/*
+ * Rotates the first rope_dim dims of each head by pos * base^(-2i/rope_dim):
+ * adjacent pairs (x[2i], x[2i+1]) for llama, halves (x[i], x[i + rope_dim/2])
+ * for NEOX-style models. The angle advances by repeated multiplication, as
+ * ggml computes it, so rounding matches.
+ */
 static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, float base,
-                 int32_t pos)
+                 bool neox, int32_t pos)
 {
     const float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    const int32_t half = rope_dim / 2;
     for (int32_t h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
         float theta = (float)pos;
-        for (int32_t i = 0; i < rope_dim; i += 2) {
+        for (int32_t i = 0; i < half; i++) {
             const float c = cosf(theta), s = sinf(theta);
-            const float x0 = v[i], x1 = v[i + 1];
-            v[i] = x0 * c - x1 * s;
-            v[i + 1] = x0 * s + x1 * c;
+            const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            const float x0 = v[a], x1 = v[b];
+            v[a] = x0 * c - x1 * s;
+            v[b] = x0 * s + x1 * c;
             theta *= theta_scale;
         }
     }
@@ -267,9 +274,17 @@ static void qkv_finish(void *arg, int ith, int nth)
             k->axpy_f32(kx, 1.0f, L->bk, kvd);
         if (L->bv)
             k->axpy_f32(vx, 1.0f, L->bv, kvd);
+        if (L->q_norm)
+            for (int32_t h = 0; h < hp->n_head; h++)
+                k->rmsnorm(q + h * hp->head_dim, q + h * hp->head_dim, L->q_norm, hp->head_dim,
+                           hp->norm_eps);
+        if (L->k_norm)
+            for (int32_t h = 0; h < hp->n_head_kv; h++)
+                k->rmsnorm(kx + h * hp->head_dim, kx + h * hp->head_dim, L->k_norm, hp->head_dim,
+                           hp->norm_eps);
         const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
-        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, pos);
-        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, pos);
+        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_neox, pos);
+        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_neox, pos);
         void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos), *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
         if (ctx->kv.type == HEARTH_KV_F16) {
             k->f32_to_f16(kx, kdst, kvd);
@@ -298,16 +313,18 @@ static void attention(void *arg, int ith, int nth)
     for (long i = i0; i < i1; i++) {
         const int32_t t = (int32_t)(i / hp->n_head), h = (int32_t)(i % hp->n_head);
         const int32_t pos = s->b->pos[t], seq = s->b->seq[t], kvh = h / group;
+        /* a sliding window sees the last n_swa positions, itself included */
+        const int32_t j0 = hp->n_swa > 0 && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
         const float *q = ctx->s.q + t * qd + (int64_t)h * hd;
         float *o = ctx->s.att + t * qd + (int64_t)h * hd;
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = j0; j <= pos; j++) {
             const void *kr = (const uint8_t *)kv_row(&ctx->kv, s->l, 0, seq, j) +
                              (size_t)kvh * hd * ctx->kv.elem_len;
             sc[j] = (f16 ? k->dot_f32_f16(q, kr, hd) : k->dot_f32(q, kr, hd)) * scale;
         }
-        k->softmax(sc, pos + 1);
+        k->softmax(sc + j0, pos + 1 - j0);
         memset(o, 0, (size_t)hd * sizeof(float));
-        for (int32_t j = 0; j <= pos; j++) {
+        for (int32_t j = j0; j <= pos; j++) {
             const void *vr = (const uint8_t *)kv_row(&ctx->kv, s->l, 1, seq, j) +
                              (size_t)kvh * hd * ctx->kv.elem_len;
             if (f16)
@@ -454,4 +471,32 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
     rmsnorm(ctx, S->xb, S->x, ctx->model->output_norm, n_out);
     matmul(ctx, &ctx->model->output, S->xb, hp->n_embd, S->logits, hp->n_vocab, n_out);
     return HEARTH_OK;
+}
+
+/* ------------------------------------------------------------ prefix cache --- */
+
+int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
+                                int32_t n)
+{
+    if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0)
+        return 0;
+    return kv_reuse_prefix(&ctx->kv, seq, tokens, n);
+}
+
+void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
+                        int32_t n)
+{
+    if (seq >= 0 && seq < ctx->kv.n_seq)
+        kv_publish(&ctx->kv, seq, tokens, n);
+}
+
+void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,
+                     int32_t *total)
+{
+    if (cached)
+        *cached = ctx->kv.n_cached;
+    if (used)
+        *used = ctx->kv.n_blocks - ctx->kv.n_free - ctx->kv.n_cached;
+    if (total)
+        *total = ctx->kv.n_blocks;
 }

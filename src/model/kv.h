@@ -26,9 +26,10 @@
 #include "hearth.h"
 
 struct kv_seq {
-    int32_t n_tokens;  /* positions 0..n_tokens-1 hold K/V */
-    int32_t n_blocks;  /* entries used in blocks[] */
-    int32_t *blocks;   /* [max_blocks_per_seq] block ids */
+    int32_t n_tokens;    /* positions 0..n_tokens-1 hold K/V */
+    int32_t n_blocks;    /* entries used in blocks[] */
+    int32_t n_published; /* leading blocks already in the prefix index */
+    int32_t *blocks;     /* [max_blocks_per_seq] block ids */
 };
 
 struct kv_cache {
@@ -47,6 +48,15 @@ struct kv_cache {
     int32_t *free_ids;       /* stack of free block ids */
     int32_t n_free;
     struct kv_seq *seqs;     /* [n_seq] */
+    /* prefix cache */
+    uint64_t *hash;          /* [n_blocks] chain hash of a published block, 0 = unpublished */
+    int32_t *tokens;         /* [n_blocks][block_tokens] tokens of a published block */
+    int32_t *lru_prev, *lru_next; /* [n_blocks] doubly linked LRU of cached blocks, -1 = none */
+    int32_t lru_head, lru_tail;
+    int32_t n_cached;        /* published blocks with refcnt 0 (evictable) */
+    uint64_t *index_key;     /* [index_cap] open addressing, 0 = empty */
+    int32_t *index_val;      /* [index_cap] block id */
+    uint32_t index_cap;      /* power of two >= 2 * n_blocks */
 };
 
 /* Bytes kv_init would map for these dimensions (the memory law uses the same sum). */
@@ -70,8 +80,22 @@ void kv_free(struct kv_cache *kv);
 enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, char *err,
                               size_t err_len);
 
-/* Drops positions p0.. of sequence seq, releasing blocks no longer used. */
+/*
+ * Drops positions p0.. of sequence seq, releasing blocks no longer used
+ * (published ones stay cached). A cut inside a shared block copies it
+ * first; if no block can be had for the copy, the cut moves down to the
+ * block boundary: callers read the new length back (hearth_seq_len).
+ */
 void kv_truncate(struct kv_cache *kv, int32_t seq, int32_t p0);
+
+/*
+ * Attaches to empty sequence seq the longest run of cached whole blocks
+ * matching tokens[0..n), at most n - 1 tokens; returns the tokens attached.
+ */
+int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+
+/* Publishes seq's full blocks covering tokens[0..n) (n capped at its length). */
+void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
 
 /* Address of token pos's K (which=0) or V (which=1) row in layer l of sequence seq. */
 static inline void *kv_row(const struct kv_cache *kv, int32_t l, int which, int32_t seq,
@@ -84,10 +108,10 @@ static inline void *kv_row(const struct kv_cache *kv, int32_t l, int which, int3
            tok * (size_t)kv->kv_dim * kv->elem_len;
 }
 
-/* Blocks in use (refcount > 0). */
+/* Blocks in use by sequences (refcount > 0). */
 static inline int32_t kv_used_blocks(const struct kv_cache *kv)
 {
-    return kv->n_blocks - kv->n_free;
+    return kv->n_blocks - kv->n_free - kv->n_cached;
 }
 
 #endif

@@ -16,8 +16,19 @@ struct hearth_model_params hearth_model_default_params(void)
     return (struct hearth_model_params){.n_threads = 4};
 }
 
-/* Architectures whose forward pass hearth has. */
-static const char *const known_archs[] = {"llama"};
+/*
+ * Architectures whose forward pass hearth has. They share one llama-style
+ * block; what differs is the rope layout and which optional tensors exist
+ * (biases for qwen2, per-head q/k norms for qwen3), found by name at load.
+ */
+static const struct {
+    const char *name;
+    bool rope_neox;
+} archs[] = {
+    {"llama", false},
+    {"qwen2", true},
+    {"qwen3", true},
+};
 
 static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
 {
@@ -75,6 +86,7 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
         hp->rope_base = 10000.0f;
     if (!arch_f32(m, "attention.layer_norm_rms_epsilon", &hp->norm_eps))
         hp->norm_eps = 1e-5f;
+    hp->n_swa = arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
     hp->n_ctx_train = arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
                                                                                  : 2048;
     return HEARTH_OK;
@@ -159,12 +171,13 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
     for (int32_t i = 0; i < hp->n_layer; i++) {
         struct layer *L = &m->layers[i];
-        char n[13][64];
+        char n[14][64];
         static const char *const parts[] = {
             "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
             "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-            "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias"};
-        for (int j = 0; j < 12; j++)
+            "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
+            "attn_q_norm.weight", "attn_k_norm.weight"};
+        for (int j = 0; j < 14; j++)
             snprintf(n[j], sizeof n[j], "blk.%d.%s", i, parts[j]);
         if ((st = get_vector(m, n[0], d, false, &L->attn_norm, err, err_len)) ||
             (st = get_weight(m, n[1], d, qd, false, &L->wq, err, err_len)) ||
@@ -177,7 +190,9 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
             (st = get_weight(m, n[8], hp->n_ff, d, false, &L->w_down, err, err_len)) ||
             (st = get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
             (st = get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
-            (st = get_vector(m, n[11], kvd, true, &L->bv, err, err_len)))
+            (st = get_vector(m, n[11], kvd, true, &L->bv, err, err_len)) ||
+            (st = get_vector(m, n[12], hp->head_dim, true, &L->q_norm, err, err_len)) ||
+            (st = get_vector(m, n[13], hp->head_dim, true, &L->k_norm, err, err_len)))
             return st;
     }
     return HEARTH_OK;
@@ -201,14 +216,16 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
                   "model: general.architecture is missing or not a short string");
         goto err;
     }
-    bool known = false;
-    for (size_t i = 0; i < sizeof known_archs / sizeof known_archs[0]; i++)
-        known |= !strcmp(m->arch, known_archs[i]);
-    if (!known) {
+    size_t a = 0, n_archs = sizeof archs / sizeof archs[0];
+    while (a < n_archs && strcmp(m->arch, archs[a].name))
+        a++;
+    if (a == n_archs) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
-                  "model: architecture '%s' is not supported (hearth runs: llama)", m->arch);
+                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3)",
+                  m->arch);
         goto err;
     }
+    m->hp.rope_neox = archs[a].rope_neox;
     if ((st = load_hparams(m, err, err_len)) || (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
         goto err;
     m->hp.n_vocab = tokenizer_n_vocab(m->tok);
@@ -233,6 +250,8 @@ void hearth_model_free(struct hearth_model *m)
             free(L->bq);
             free(L->bk);
             free(L->bv);
+            free(L->q_norm);
+            free(L->k_norm);
         }
         free(m->layers);
     }

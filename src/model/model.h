@@ -32,6 +32,7 @@ struct layer {
     struct weight wv;         /* (n_embd -> n_head_kv * head_dim) */
     struct weight wo;         /* (n_head * head_dim -> n_embd) */
     float *bq, *bk, *bv;      /* optional biases (qwen2), owned; NULL when absent */
+    float *q_norm, *k_norm;   /* (head_dim) per-head RMSNorm of q and k (qwen3); NULL when absent */
     float *ffn_norm;          /* (n_embd) */
     struct weight w_gate;     /* (n_embd -> n_ff) */
     struct weight w_up;       /* (n_embd -> n_ff) */
@@ -51,6 +52,8 @@ struct hparams {
     int32_t rope_dim;    /* rotated dims per head, even, <= head_dim */
     float rope_base;     /* 10000 by default */
     float norm_eps;      /* RMSNorm epsilon */
+    bool rope_neox;      /* rotate (x[i], x[i + rope_dim/2]) instead of adjacent pairs */
+    int32_t n_swa;       /* sliding attention window in tokens; 0 = full attention */
 };
 
 struct hearth_model {

@@ -1,0 +1,129 @@
+/*
+ * sched.h: the scheduler, the one thread that owns the engine (context, KV
+ * pool, samplers) while the HTTP front (an event loop) owns the sockets.
+ *
+ * The front turns a validated request into a sched_job (prompt already
+ * tokenized, sampling parameters resolved) and submits it. Each scheduler
+ * step builds ONE micro-batch from every active slot: a decode token for each
+ * generating slot plus prefill chunks of slots still reading their prompt,
+ * up to n_batch tokens, so a long prompt never freezes the other streams.
+ * Jobs beyond the slots wait in a bounded queue; sched_submit refuses past
+ * it (the front answers 503 with Retry-After).
+ *
+ * Results flow back as sched_event values through a callback that runs on
+ * the scheduler thread: the front's callback copies the event into its own
+ * queue and wakes its event loop (event_active); it must not block.
+ *
+ * Thread-safety: sched_submit, sched_cancel, sched_snapshot may be called
+ * from any thread; everything else belongs to the scheduler thread.
+ */
+#ifndef HEARTH_SCHED_H
+#define HEARTH_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth.h"
+
+#define SCHED_MAX_STOP 8 /* stop strings per job (OpenAI allows 4) */
+
+/* One generation: one prompt, one choice. A request with n > 1 or an array
+ * of prompts becomes several jobs sharing request_id, one per choice. */
+struct sched_job {
+    uint64_t id;                  /* unique, set by the front */
+    uint64_t request_id;          /* the front's request this choice belongs to */
+    int32_t choice;               /* index of the choice in the response */
+    hearth_token *prompt;         /* [n_prompt], owned by the job (malloc'd), BOS included */
+    int32_t n_prompt;             /* >= 1, < slot context */
+    int32_t max_tokens;           /* >= 1; generation also stops when the slot context is full */
+    struct hearth_sampler_params sampling;
+    float presence_penalty;       /* OpenAI's, -2..2, 0 = off */
+    float frequency_penalty;      /* OpenAI's, -2..2, 0 = off */
+    char *stop[SCHED_MAX_STOP];   /* owned, NUL-terminated, non-empty */
+    int32_t n_stop;
+    int32_t top_logprobs;         /* -1 = no logprobs; 0..20 = logprobs with that many alternatives */
+    bool ignore_eos;
+};
+
+/* Frees a job's owned memory (prompt, stop strings) and the job. */
+void sched_job_free(struct sched_job *job);
+
+enum sched_event_kind {
+    SCHED_EV_TEXT,   /* text generated for the job (may be empty for a token held back) */
+    SCHED_EV_DONE,   /* the job finished; no more events for it */
+    SCHED_EV_ERROR,  /* the job failed; message in text; no more events */
+};
+
+enum sched_finish { SCHED_FINISH_STOP, SCHED_FINISH_LENGTH, SCHED_FINISH_CANCELLED };
+
+struct sched_logprob {
+    hearth_token token;
+    float logprob;
+};
+
+struct sched_event {
+    enum sched_event_kind kind;
+    uint64_t job_id;
+    uint64_t request_id;
+    int32_t choice;
+    /* TEXT: the bytes to send (stop strings already removed, never split inside one);
+     * ERROR: the message. Owned by the event: the callback copies what it keeps. */
+    const char *text;
+    size_t text_len;
+    /* TEXT with logprobs: the sampled token and its alternatives (NULL otherwise) */
+    const struct sched_logprob *logprob;   /* [1] the chosen token */
+    const struct sched_logprob *top;       /* [n_top] */
+    int32_t n_top;
+    /* DONE: */
+    enum sched_finish finish;
+    int32_t n_prompt;        /* prompt tokens */
+    int32_t n_cached;        /* prompt tokens reused from the prefix cache */
+    int32_t n_generated;     /* completion tokens */
+    double t_first_token;    /* seconds from submit to the first generated token */
+};
+
+typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
+
+struct sched_params {
+    int32_t n_slots;     /* parallel sequences (--parallel) */
+    int32_t n_ctx;       /* context of EACH slot (--ctx-size) */
+    int32_t n_batch;     /* most tokens in one step's micro-batch (--batch-size) */
+    int32_t max_queue;   /* jobs waiting beyond the slots before sched_submit refuses */
+    int n_threads;
+};
+
+struct sched;
+
+/* Creates the scheduler over a loaded model and starts its thread. */
+enum hearth_status sched_start(struct hearth_model *model, const struct sched_params *p,
+                               sched_event_fn on_event, void *user, struct sched **out,
+                               char *err, size_t err_len);
+/* Stops the thread (pending jobs get SCHED_EV_ERROR "server shutting down") and frees everything. */
+void sched_stop(struct sched *s);
+
+/* Takes ownership of job. HEARTH_EFULL when the queue is full (job is freed). */
+enum hearth_status sched_submit(struct sched *s, struct sched_job *job);
+/* Cancels every job of request_id (client gone): their slots free at the next step;
+ * each still gets its DONE event with SCHED_FINISH_CANCELLED. */
+void sched_cancel(struct sched *s, uint64_t request_id);
+
+/* A consistent copy of what /slots and /metrics show. */
+struct sched_slot_info {
+    int32_t id;
+    bool busy;
+    uint64_t request_id;     /* 0 when idle */
+    int32_t n_prompt, n_cached_tokens, n_generated;
+    int32_t n_ctx_used;      /* tokens in this slot's KV */
+};
+struct sched_stats {
+    int32_t n_slots, slots_busy, queue_depth;
+    int32_t kv_blocks_used, kv_blocks_cached, kv_blocks_total;
+    uint64_t prompt_tokens_total, generated_tokens_total, prefix_hit_tokens_total;
+    double prefill_seconds_total, decode_seconds_total; /* engine time spent */
+};
+/* Fills stats and up to cap slot infos (returns the number of slots). */
+int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,
+                       int32_t cap);
+
+#endif

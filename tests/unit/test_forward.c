@@ -1,0 +1,223 @@
+/*
+ * test_forward.c: properties of the batched forward pass (src/model/forward.c)
+ * on a real model: rows of different sequences in one batch do not affect each
+ * other, chunked prefill equals one batch, a reused prefix gives the same
+ * logits as recomputing it, and bad batches are refused without side effects.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hearth.h"
+#include "util/testutil.h"
+
+struct fixture {
+    struct hearth_model *model;
+    struct hearth_context *ctx;
+    int32_t n_vocab;
+};
+
+static int setup(void **state)
+{
+    const char *path = tu_shared("models/stories260K.gguf");
+    struct fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    if (!path)
+        return 0;
+    char err[HEARTH_ERR_MAX];
+    struct hearth_model_params mp = hearth_model_default_params();
+    mp.n_threads = 2;
+    if (hearth_model_load(path, &mp, &f->model, err, sizeof err))
+        return -1;
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_seq_max = 3;
+    cp.kv_block = 16;
+    if (hearth_context_new(f->model, &cp, &f->ctx, err, sizeof err))
+        return -1;
+    f->n_vocab = hearth_model_n_vocab(f->model);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    hearth_context_free(f->ctx);
+    hearth_model_free(f->model);
+    free(f);
+    return 0;
+}
+
+#define NEED_MODEL(f)                                                                      \
+    if (!(f)->model) {                                                                     \
+        print_message("skip: models/stories260K.gguf not found\n");                        \
+        skip();                                                                            \
+    }
+
+static void tokens(hearth_token *t, int32_t n, int32_t salt)
+{
+    t[0] = 1;
+    for (int32_t i = 1; i < n; i++)
+        t[i] = 3 + (i * 37 + salt * 11) % 500;
+}
+
+/* Decodes tok[0..n) into seq from its current end in chunks of `chunk`; copies the last logits. */
+static void run_seq(struct fixture *f, int32_t seq, const hearth_token *tok, int32_t n,
+                    int32_t chunk, float *last)
+{
+    char err[HEARTH_ERR_MAX];
+    int32_t p0 = hearth_seq_len(f->ctx, seq);
+    int32_t pos[256], sq[256];
+    for (int32_t i = 0; i < n; i += chunk) {
+        int32_t m = n - i < chunk ? n - i : chunk;
+        for (int32_t j = 0; j < m; j++) {
+            pos[j] = p0 + i + j;
+            sq[j] = seq;
+        }
+        struct hearth_batch b = {m, tok + i, pos, sq, NULL};
+        assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_OK);
+    }
+    memcpy(last, hearth_get_logits(f->ctx, (n - 1) % chunk), (size_t)f->n_vocab * sizeof(float));
+}
+
+static float max_diff(const float *a, const float *b, int32_t n)
+{
+    float m = 0;
+    for (int32_t i = 0; i < n; i++)
+        m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
+}
+
+static void test_interleaved_sequences_match_separate_runs(void **state)
+{
+    struct fixture *f = *state;
+    NEED_MODEL(f);
+    hearth_token a[40], b[25];
+    tokens(a, 40, 1);
+    tokens(b, 25, 2);
+    float *la = malloc(f->n_vocab * sizeof(float)), *lb = malloc(f->n_vocab * sizeof(float));
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, a, 40, 40, la);
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, b, 25, 25, lb);
+    hearth_seq_truncate(f->ctx, 0, 0);
+
+    /* one batch holding both prompts, rows interleaved, seqs 1 and 2 */
+    hearth_token tok[65];
+    int32_t pos[65], seq[65];
+    int8_t want[65] = {0};
+    int32_t n = 0, ia = 0, ib = 0, row_a = -1, row_b = -1;
+    while (ia < 40 || ib < 25) {
+        if (ia < 40) {
+            tok[n] = a[ia]; pos[n] = ia; seq[n] = 1;
+            if (ia == 39) { want[n] = 1; row_a = n; }
+            n++; ia++;
+        }
+        if (ib < 25) {
+            tok[n] = b[ib]; pos[n] = ib; seq[n] = 2;
+            if (ib == 24) { want[n] = 1; row_b = n; }
+            n++; ib++;
+        }
+    }
+    char err[HEARTH_ERR_MAX];
+    struct hearth_batch bt = {n, tok, pos, seq, want};
+    assert_int_equal(hearth_decode(f->ctx, &bt, err, sizeof err), HEARTH_OK);
+    float da = max_diff(la, hearth_get_logits(f->ctx, row_a), f->n_vocab);
+    float db = max_diff(lb, hearth_get_logits(f->ctx, row_b), f->n_vocab);
+    print_message("interleaved vs alone: max |diff| %g and %g\n", da, db);
+    assert_true(da == 0.0f && db == 0.0f);
+    assert_null(hearth_get_logits(f->ctx, 0)); /* not asked for */
+    hearth_seq_truncate(f->ctx, 1, 0);
+    hearth_seq_truncate(f->ctx, 2, 0);
+    free(la);
+    free(lb);
+}
+
+static void test_chunked_prefill_matches_one_batch(void **state)
+{
+    struct fixture *f = *state;
+    NEED_MODEL(f);
+    hearth_token a[100];
+    tokens(a, 100, 3);
+    float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, a, 100, 100, l1);
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, a, 100, 7, l2);
+    assert_true(max_diff(l1, l2, f->n_vocab) == 0.0f);
+    hearth_seq_truncate(f->ctx, 0, 0);
+    free(l1);
+    free(l2);
+}
+
+static void test_reused_prefix_gives_same_logits(void **state)
+{
+    struct fixture *f = *state;
+    NEED_MODEL(f);
+    hearth_token a[90];
+    tokens(a, 90, 4);
+    float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
+    hearth_seq_truncate(f->ctx, 0, 0);
+    hearth_seq_truncate(f->ctx, 1, 0);
+    run_seq(f, 0, a, 90, 90, l1);
+    hearth_seq_publish(f->ctx, 0, a, 90);
+    hearth_seq_truncate(f->ctx, 0, 0); /* released, but the blocks stay cached */
+    int32_t reused = hearth_seq_reuse_prefix(f->ctx, 1, a, 90);
+    assert_int_equal(reused, 80);
+    assert_int_equal(hearth_seq_len(f->ctx, 1), 80);
+    run_seq(f, 1, a + 80, 10, 10, l2);
+    assert_true(max_diff(l1, l2, f->n_vocab) == 0.0f);
+    int32_t used, cached, total;
+    hearth_kv_stats(f->ctx, &used, &cached, &total);
+    assert_int_equal(used, 6); /* 90 tokens in blocks of 16 */
+    hearth_seq_truncate(f->ctx, 1, 0);
+    free(l1);
+    free(l2);
+}
+
+static void test_bad_batches_change_nothing(void **state)
+{
+    struct fixture *f = *state;
+    NEED_MODEL(f);
+    char err[HEARTH_ERR_MAX];
+    hearth_seq_truncate(f->ctx, 0, 0);
+    hearth_token t[2] = {1, 50};
+    int32_t pos[2] = {0, 2}, seq[2] = {0, 0};
+    struct hearth_batch b = {2, t, pos, seq, NULL};
+    assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_EINVAL);
+    assert_non_null(strstr(err, "continues at 1"));
+    assert_int_equal(hearth_seq_len(f->ctx, 0), 0);
+    pos[1] = 1;
+    t[1] = 100000;
+    assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_EINVAL);
+    t[1] = 50;
+    seq[1] = 7;
+    assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_EINVAL);
+    seq[1] = 0;
+    b.n = 0;
+    assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_EINVAL);
+    /* past the context: refused, nothing reserved */
+    hearth_token big[256];
+    int32_t bpos[256], bseq[256] = {0};
+    tokens(big, 256, 5);
+    for (int i = 0; i < 256; i++)
+        bpos[i] = i;
+    struct hearth_batch full = {256, big, bpos, bseq, NULL};
+    assert_int_equal(hearth_decode(f->ctx, &full, err, sizeof err), HEARTH_OK);
+    struct hearth_batch one = {1, big, bpos, bseq, NULL};
+    bpos[0] = 256;
+    assert_int_equal(hearth_decode(f->ctx, &one, err, sizeof err), HEARTH_EFULL);
+    assert_int_equal(hearth_seq_len(f->ctx, 0), 256);
+    hearth_seq_truncate(f->ctx, 0, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_interleaved_sequences_match_separate_runs),
+        cmocka_unit_test(test_chunked_prefill_matches_one_batch),
+        cmocka_unit_test(test_reused_prefix_gives_same_logits),
+        cmocka_unit_test(test_bad_batches_change_nothing),
+    };
+    return cmocka_run_group_tests_name("forward", tests, setup, teardown);
+}
