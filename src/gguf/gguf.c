@@ -114,12 +114,12 @@ static const char *where(const struct cur *c, char *buf, size_t cap)
         snprintf(buf, cap, "the header");
         return buf;
     }
-    int k = 0;
+    char el[40] = "";
     if (c->elem >= 0)
-        k = snprintf(buf, cap, "element %" PRId64 " of ", c->elem);
-    k += snprintf(buf + k, cap - k, "%s %" PRId64, c->sect, c->idx);
-    if (c->name.len)
-        snprintf(buf + k, cap - k, " (%s)", san(nm, sizeof nm, c->name.ptr, c->name.len));
+        snprintf(el, sizeof el, "element %" PRId64 " of ", c->elem);
+    snprintf(buf, cap, "%s%s %" PRId64 "%s%s%s", el, c->sect, c->idx, c->name.len ? " (" : "",
+             c->name.len ? san(nm, sizeof nm, c->name.ptr, c->name.len) : "",
+             c->name.len ? ")" : "");
     return buf;
 }
 

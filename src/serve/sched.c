@@ -1,0 +1,792 @@
+/*
+ * sched.c: the scheduler thread, owner of the engine (see sched.h).
+ *
+ * Each step: drop cancelled jobs, move queued jobs into free slots (empty
+ * sequence, then the longest cached prefix), build ONE micro-batch (a decode
+ * row per generating slot first, then prefill chunks shared evenly among the
+ * slots still reading their prompt, the start rotating every step), call
+ * hearth_decode once, then sample, detokenize and stream for every slot whose
+ * logits came back. Invariant of a busy slot: either it is prefilling
+ * (n_past < n_prompt) or it waits for the decode of its last sampled token
+ * (n_past == n_tokens - 1); so every busy slot has rows in every batch.
+ *
+ * Shared state (queue, per-slot cancel flags, the stats copy) sits under one
+ * mutex; slots, samplers and the context belong to the scheduler thread. The
+ * event callback runs on the scheduler thread with no lock held. Per-slot
+ * buffers (tokens, penalty counts, logits copy, stop matcher, piece) are
+ * allocated once, so a token costs no allocation.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve/sched.h"
+#include "serve/stopmatch.h"
+#include "util/errfmt.h"
+
+#define MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
+
+struct qent {
+    struct sched_job *job;
+    double t_submit; /* monotonic seconds */
+    bool cancelled;
+};
+
+struct slot {
+    int32_t id;                 /* == its sequence id in the context */
+    struct sched_job *job;      /* NULL = idle */
+    struct hearth_sampler *smp; /* the job's, NULL when idle */
+    hearth_token *tokens;       /* [n_ctx + 1] prompt then generated tokens */
+    int32_t n_tokens;           /* entries in tokens */
+    int32_t n_past;             /* leading tokens whose KV is in the cache */
+    int32_t n_cached;           /* of those, reused from the prefix cache at start */
+    int32_t n_generated;        /* sampled tokens, EOG included */
+    int32_t *count;             /* [n_vocab] occurrences in the generated tokens */
+    hearth_token *seen;         /* [n_ctx + 1] distinct generated tokens */
+    int32_t n_seen;
+    float *work; /* [n_vocab] logits after the OpenAI penalties */
+    struct sched_logprob top[MAX_TOP_LOGPROBS];
+    char *piece; /* [piece_cap] one token's text */
+    size_t piece_cap;
+    struct stopmatch sm;
+    double t_submit, t_first; /* monotonic seconds; t_first < 0 until the first token */
+    uint64_t order;           /* start order: the youngest job yields on a full pool */
+    int32_t take;             /* rows in this step's batch */
+    int32_t row;              /* batch row holding this slot's logits, -1 none */
+    bool fresh;               /* assigned this step, not started yet */
+};
+
+struct sched {
+    struct hearth_model *model;
+    struct hearth_context *ctx;
+    int32_t n_slots, n_ctx, n_batch, max_queue, n_vocab;
+    sched_event_fn on_event;
+    void *user;
+    pthread_t thread;
+    bool thread_started;
+
+    /* scheduler thread only */
+    struct slot *slots;     /* [n_slots] */
+    hearth_token *b_tok;    /* [n_batch] this step's micro-batch */
+    int32_t *b_pos, *b_seq; /* [n_batch] */
+    int8_t *b_logits;       /* [n_batch] */
+    struct qent *dropped;   /* [q_cap] cancelled queued jobs taken out this step */
+    bool *cancel_now;       /* [n_slots] cancel flags copied this step */
+    int32_t rr;             /* slot the prefill share starts from */
+    uint64_t n_started;
+    struct sched_stats acc; /* running totals */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* under mu */
+    bool stopping;
+    struct qent *queue; /* [q_cap] ring */
+    int32_t q_cap, q_head, q_len;
+    int32_t n_free;               /* idle slots, counting those queued jobs will take */
+    bool any_cancelled;           /* some queued job is cancelled */
+    bool *slot_busy;              /* [n_slots] */
+    uint64_t *slot_req;           /* [n_slots] request_id of the slot's job */
+    bool *slot_cancel;            /* [n_slots] */
+    struct sched_stats stats;     /* copy of acc after the last step */
+    struct sched_slot_info *info; /* [n_slots] copy after the last step */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void sched_job_free(struct sched_job *job)
+{
+    if (!job)
+        return;
+    free(job->prompt);
+    int32_t n = job->n_stop < 0 ? 0 : job->n_stop > SCHED_MAX_STOP ? SCHED_MAX_STOP : job->n_stop;
+    for (int32_t i = 0; i < n; i++)
+        free(job->stop[i]);
+    free(job);
+}
+
+/* ----------------------------------------------------------------- events --- */
+
+static void emit(struct sched *s, const struct sched_job *job, struct sched_event *ev)
+{
+    ev->job_id     = job->id;
+    ev->request_id = job->request_id;
+    ev->choice     = job->choice;
+    if (!ev->text)
+        ev->text = "";
+    s->on_event(ev, s->user);
+}
+
+static void emit_error(struct sched *s, const struct sched_job *job, const char *msg)
+{
+    struct sched_event ev = {.kind = SCHED_EV_ERROR, .text = msg, .text_len = strlen(msg)};
+    emit(s, job, &ev);
+}
+
+static void emit_text(struct sched *s, const struct slot *sl, const char *text, size_t len,
+                      const struct sched_logprob *lp, int32_t n_top)
+{
+    struct sched_event ev = {.kind     = SCHED_EV_TEXT,
+                             .text     = text,
+                             .text_len = len,
+                             .logprob  = lp,
+                             .top      = lp ? sl->top : NULL,
+                             .n_top    = lp ? n_top : 0};
+    emit(s, sl->job, &ev);
+}
+
+/* ------------------------------------------------------------------ slots --- */
+
+/* Under mu: the running totals into the copy sched_snapshot reads. */
+static void copy_totals_locked(struct sched *s)
+{
+    s->stats.prompt_tokens_total     = s->acc.prompt_tokens_total;
+    s->stats.generated_tokens_total  = s->acc.generated_tokens_total;
+    s->stats.prefix_hit_tokens_total = s->acc.prefix_hit_tokens_total;
+    s->stats.prefill_seconds_total   = s->acc.prefill_seconds_total;
+    s->stats.decode_seconds_total    = s->acc.decode_seconds_total;
+}
+
+/*
+ * Makes the slot idle (its published blocks stay cached) and hands back its
+ * job: the caller sends the job's last event, then frees it. The slot is
+ * free before that event, so a client that reacts to it finds the slot idle.
+ */
+static struct sched_job *slot_release(struct sched *s, struct slot *sl)
+{
+    struct sched_job *job = sl->job;
+    hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
+    hearth_seq_truncate(s->ctx, sl->id, 0);
+    hearth_sampler_free(sl->smp);
+    sl->smp = NULL;
+    for (int32_t i = 0; i < sl->n_seen; i++)
+        sl->count[sl->seen[i]] = 0;
+    sl->n_seen = sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
+    sl->take                                                                = 0;
+    sl->row                                                                 = -1;
+    sl->fresh                                                               = false;
+    stopmatch_reset(&sl->sm, NULL, 0);
+    sl->job = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->slot_busy[sl->id]   = false;
+    s->slot_req[sl->id]    = 0;
+    s->slot_cancel[sl->id] = false;
+    s->info[sl->id]        = (struct sched_slot_info){.id = sl->id};
+    s->n_free++;
+    copy_totals_locked(s); /* a client reacting to this job's end sees it counted */
+    pthread_mutex_unlock(&s->mu);
+    return job;
+}
+
+static void slot_fail(struct sched *s, struct slot *sl, const char *msg)
+{
+    struct sched_job *job = slot_release(s, sl);
+    emit_error(s, job, msg);
+    sched_job_free(job);
+}
+
+/* Sends what the stop matcher still holds (unless a stop string ended it), frees the slot, DONE. */
+static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish finish, bool flush)
+{
+    if (flush) {
+        const char *out;
+        size_t len;
+        stopmatch_flush(&sl->sm, &out, &len);
+        if (len > 0)
+            emit_text(s, sl, out, len, NULL, 0);
+    }
+    struct sched_event ev = {.kind          = SCHED_EV_DONE,
+                             .finish        = finish,
+                             .n_prompt      = sl->job->n_prompt,
+                             .n_cached      = sl->n_cached,
+                             .n_generated   = sl->n_generated,
+                             .t_first_token = sl->t_first >= 0 ? sl->t_first - sl->t_submit : 0};
+    struct sched_job *job = slot_release(s, sl);
+    emit(s, job, &ev);
+    sched_job_free(job);
+}
+
+/* Checks a newly assigned job and readies its slot; on a bad job, ERROR and the slot is free. */
+static void slot_start(struct sched *s, struct slot *sl)
+{
+    const struct sched_job *job = sl->job;
+    char msg[HEARTH_ERR_MAX];
+    sl->fresh   = false;
+    sl->t_first = -1;
+    if (!job->prompt || job->n_prompt < 1 || job->n_prompt >= s->n_ctx) {
+        snprintf(msg, sizeof msg,
+                 "sched: the prompt has %d tokens but a slot holds %d, so it must have 1 to %d",
+                 job->n_prompt, s->n_ctx, s->n_ctx - 1);
+        slot_fail(s, sl, msg);
+        return;
+    }
+    if (job->max_tokens < 1) {
+        snprintf(msg, sizeof msg, "sched: max_tokens is %d but must be at least 1",
+                 job->max_tokens);
+        slot_fail(s, sl, msg);
+        return;
+    }
+    if (job->n_stop < 0 || job->n_stop > SCHED_MAX_STOP) {
+        snprintf(msg, sizeof msg, "sched: %d stop strings, allowed 0..%d", job->n_stop,
+                 SCHED_MAX_STOP);
+        slot_fail(s, sl, msg);
+        return;
+    }
+    for (int32_t i = 0; i < job->n_prompt; i++) {
+        if (job->prompt[i] < 0 || job->prompt[i] >= s->n_vocab) {
+            snprintf(msg, sizeof msg, "sched: prompt token %d is %d but the vocabulary has %d", i,
+                     job->prompt[i], s->n_vocab);
+            slot_fail(s, sl, msg);
+            return;
+        }
+    }
+    sl->smp = hearth_sampler_new(&job->sampling, s->n_vocab);
+    if (!sl->smp) {
+        slot_fail(s, sl, "sched: out of memory for the sampler");
+        return;
+    }
+    for (int32_t i = 0; i < job->n_prompt; i++) /* the repetition penalty sees the prompt */
+        hearth_sampler_accept(sl->smp, job->prompt[i]);
+    memcpy(sl->tokens, job->prompt, (size_t)job->n_prompt * sizeof *sl->tokens);
+    sl->n_tokens = job->n_prompt;
+    hearth_seq_truncate(s->ctx, sl->id, 0);
+    int32_t reused = hearth_seq_reuse_prefix(s->ctx, sl->id, job->prompt, job->n_prompt);
+    if (reused < 0 || reused >= job->n_prompt || hearth_seq_len(s->ctx, sl->id) != reused) {
+        hearth_seq_truncate(s->ctx, sl->id, 0); /* distrust an answer outside the contract */
+        reused = 0;
+    }
+    sl->n_cached = sl->n_past = reused;
+    sl->order                 = ++s->n_started;
+    stopmatch_reset(&sl->sm, job->stop, job->n_stop);
+    s->acc.prompt_tokens_total += (uint64_t)job->n_prompt;
+    s->acc.prefix_hit_tokens_total += (uint64_t)reused;
+}
+
+/* log-softmax of the raw logits: the chosen token's and the n_top best. */
+static void logprobs(struct slot *sl, const float *logits, int32_t n_vocab, hearth_token tok,
+                     int32_t n_top, struct sched_logprob *chosen)
+{
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < n_vocab; v++)
+        mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0;
+    for (int32_t v = 0; v < n_vocab; v++)
+        sum += expf(logits[v] - mx);
+    const float lse = mx + (float)log(sum);
+    *chosen         = (struct sched_logprob){tok, logits[tok] - lse};
+    int32_t n       = 0;
+    for (int32_t v = 0; v < n_vocab && n_top > 0; v++) {
+        float l = logits[v];
+        if (n == n_top && l <= sl->top[n - 1].logprob)
+            continue;
+        int32_t j = n < n_top ? n++ : n - 1;
+        for (; j > 0 && sl->top[j - 1].logprob < l; j--)
+            sl->top[j] = sl->top[j - 1];
+        sl->top[j] = (struct sched_logprob){v, l};
+    }
+    for (int32_t i = 0; i < n; i++)
+        sl->top[i].logprob -= lse;
+}
+
+/* Samples from the slot's logits row and streams the token; may finish the job. */
+static void slot_sample(struct sched *s, struct slot *sl)
+{
+    const struct sched_job *job = sl->job;
+    const float *logits         = hearth_get_logits(s->ctx, sl->row);
+    sl->row                     = -1;
+    if (!logits) {
+        slot_fail(s, sl, "sched: the engine returned no logits for the slot's row");
+        return;
+    }
+    const float *use = logits;
+    if ((job->presence_penalty != 0 || job->frequency_penalty != 0) && sl->n_seen > 0) {
+        memcpy(sl->work, logits, (size_t)s->n_vocab * sizeof *sl->work);
+        for (int32_t i = 0; i < sl->n_seen; i++) {
+            hearth_token t = sl->seen[i];
+            sl->work[t] -= job->frequency_penalty * (float)sl->count[t] + job->presence_penalty;
+        }
+        use = sl->work;
+    }
+    hearth_token tok = hearth_sampler_sample(sl->smp, use);
+    if (sl->n_generated++ == 0)
+        sl->t_first = now_s();
+    s->acc.generated_tokens_total++;
+
+    struct sched_logprob chosen, *lp = NULL;
+    int32_t n_top = 0;
+    if (job->top_logprobs >= 0) {
+        n_top = job->top_logprobs > MAX_TOP_LOGPROBS ? MAX_TOP_LOGPROBS : job->top_logprobs;
+        n_top = n_top > s->n_vocab ? s->n_vocab : n_top;
+        logprobs(sl, logits, s->n_vocab, tok, n_top, &chosen);
+        lp = &chosen;
+    }
+    if (!job->ignore_eos && hearth_token_is_eog(s->model, tok)) {
+        slot_finish(s, sl, SCHED_FINISH_STOP, true);
+        return;
+    }
+    sl->tokens[sl->n_tokens++] = tok;
+    if (sl->count[tok]++ == 0)
+        sl->seen[sl->n_seen++] = tok;
+
+    size_t n = hearth_token_to_piece(s->model, tok, sl->piece, sl->piece_cap);
+    if (n > sl->piece_cap) { /* a long piece: grow once, keep the room */
+        char *p = realloc(sl->piece, n);
+        if (!p) {
+            slot_fail(s, sl, "sched: out of memory for a token's text");
+            return;
+        }
+        sl->piece     = p;
+        sl->piece_cap = n;
+        n             = hearth_token_to_piece(s->model, tok, sl->piece, sl->piece_cap);
+    }
+    const char *out;
+    size_t out_len;
+    enum stopmatch_result r = stopmatch_feed(&sl->sm, sl->piece, n, &out, &out_len);
+    if (r == STOPMATCH_ENOMEM) {
+        slot_fail(s, sl, "sched: out of memory for the pending text");
+        return;
+    }
+    if (r == STOPMATCH_HIT) {
+        if (out_len > 0)
+            emit_text(s, sl, out, out_len, NULL, 0);
+        slot_finish(s, sl, SCHED_FINISH_STOP, false);
+        return;
+    }
+    emit_text(s, sl, out, out_len, lp, n_top);
+    /* the next step decodes tokens[n_tokens - 1] at that position: it must fit the slot */
+    if (sl->n_generated >= job->max_tokens || sl->n_tokens > s->n_ctx)
+        slot_finish(s, sl, SCHED_FINISH_LENGTH, true);
+}
+
+/* ------------------------------------------------------------------- step --- */
+
+/* A refused batch changed nothing: on a full pool the youngest job yields, else all fail. */
+static void batch_failed(struct sched *s, enum hearth_status st, const char *err)
+{
+    char msg[HEARTH_ERR_MAX + 32];
+    snprintf(msg, sizeof msg, "sched: %s", err);
+    struct slot *youngest = NULL;
+    int32_t n_in          = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->job || sl->take == 0)
+            continue;
+        n_in++;
+        if (!youngest || sl->order > youngest->order)
+            youngest = sl;
+    }
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->job || sl->take == 0)
+            continue;
+        sl->take = 0;
+        sl->row  = -1;
+        if (st != HEARTH_EFULL || n_in == 1 || sl == youngest)
+            slot_fail(s, sl, msg);
+    }
+}
+
+/* Builds one micro-batch from every busy slot and runs it. */
+static void step(struct sched *s)
+{
+    int32_t n = 0, n_decode = 0, n_prefill_slots = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        sl->take        = 0;
+        sl->row         = -1;
+        if (!sl->job)
+            continue;
+        if (sl->n_past < sl->job->n_prompt) {
+            n_prefill_slots++;
+            continue;
+        }
+        s->b_tok[n]    = sl->tokens[sl->n_past];
+        s->b_pos[n]    = sl->n_past;
+        s->b_seq[n]    = sl->id;
+        s->b_logits[n] = 1;
+        sl->row        = n++;
+        sl->take       = 1;
+        n_decode++;
+    }
+
+    /* prefill: the room left is shared evenly, leftovers going round from s->rr */
+    int32_t left = s->n_batch - n, pending = n_prefill_slots;
+    while (left > 0 && pending > 0) {
+        int32_t per = left / pending > 0 ? left / pending : 1;
+        for (int32_t k = 0; k < s->n_slots && left > 0; k++) {
+            struct slot *sl = &s->slots[(s->rr + k) % s->n_slots];
+            if (!sl->job || sl->n_past >= sl->job->n_prompt)
+                continue; /* idle or generating */
+            int32_t need = sl->job->n_prompt - sl->n_past - sl->take;
+            if (need <= 0)
+                continue;
+            int32_t t = need < per ? need : per;
+            t         = t < left ? t : left;
+            sl->take += t;
+            left -= t;
+            if (t == need)
+                pending--;
+        }
+    }
+    s->rr = (s->rr + 1) % s->n_slots;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->job || sl->n_past >= sl->job->n_prompt || sl->take == 0)
+            continue;
+        for (int32_t j = 0; j < sl->take; j++) {
+            int32_t p      = sl->n_past + j;
+            s->b_tok[n]    = sl->tokens[p];
+            s->b_pos[n]    = p;
+            s->b_seq[n]    = sl->id;
+            s->b_logits[n] = p == sl->job->n_prompt - 1;
+            if (s->b_logits[n])
+                sl->row = n;
+            n++;
+        }
+    }
+    if (n == 0)
+        return;
+
+    struct hearth_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_logits};
+    char err[HEARTH_ERR_MAX];
+    double t0             = now_s();
+    enum hearth_status st = hearth_decode(s->ctx, &b, err, sizeof err);
+    double dt             = now_s() - t0;
+    if (st) {
+        batch_failed(s, st, err);
+        return;
+    }
+    s->acc.decode_seconds_total += dt * n_decode / n;
+    s->acc.prefill_seconds_total += dt * (n - n_decode) / n;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->job || sl->take == 0)
+            continue;
+        sl->n_past += sl->take;
+        sl->take = 0;
+        hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
+    }
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->job && sl->row >= 0)
+            slot_sample(s, sl);
+    }
+}
+
+/* Copies the totals and slot states for sched_snapshot. */
+static void publish_stats(struct sched *s)
+{
+    int32_t used = 0, cached = 0, total = 0;
+    hearth_kv_stats(s->ctx, &used, &cached, &total);
+    pthread_mutex_lock(&s->mu);
+    copy_totals_locked(s);
+    s->stats.kv_blocks_used   = used;
+    s->stats.kv_blocks_cached = cached;
+    s->stats.kv_blocks_total  = total;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        const struct slot *sl = &s->slots[i];
+        s->info[i]            = (struct sched_slot_info){
+                       .id              = i,
+                       .busy            = sl->job != NULL,
+                       .request_id      = sl->job ? sl->job->request_id : 0,
+                       .n_prompt        = sl->job ? sl->job->n_prompt : 0,
+                       .n_cached_tokens = sl->n_cached,
+                       .n_generated     = sl->n_generated,
+                       .n_ctx_used      = sl->n_past,
+        };
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/*
+ * Under mu: takes cancelled jobs out of the queue (into s->dropped), copies
+ * the slots' cancel flags, and assigns queued jobs to idle slots. Returns
+ * the number of dropped jobs.
+ */
+static int32_t intake_locked(struct sched *s)
+{
+    int32_t n_dropped = 0;
+    if (s->any_cancelled) {
+        int32_t kept = 0;
+        for (int32_t i = 0; i < s->q_len; i++) {
+            struct qent e = s->queue[(s->q_head + i) % s->q_cap];
+            if (e.cancelled)
+                s->dropped[n_dropped++] = e;
+            else
+                s->queue[(s->q_head + kept++) % s->q_cap] = e;
+        }
+        s->q_len         = kept;
+        s->any_cancelled = false;
+    }
+    for (int32_t i = 0; i < s->n_slots; i++)
+        s->cancel_now[i] = s->slot_cancel[i];
+    for (int32_t i = 0; i < s->n_slots && s->q_len > 0; i++) {
+        struct slot *sl = &s->slots[i];
+        if (sl->job)
+            continue;
+        struct qent e = s->queue[s->q_head];
+        s->q_head     = (s->q_head + 1) % s->q_cap;
+        s->q_len--;
+        s->n_free--;
+        sl->job           = e.job;
+        sl->t_submit      = e.t_submit;
+        sl->fresh         = true;
+        s->slot_busy[i]   = true;
+        s->slot_req[i]    = e.job->request_id;
+        s->slot_cancel[i] = false;
+        s->cancel_now[i]  = false;
+    }
+    return n_dropped;
+}
+
+static void *sched_main(void *arg)
+{
+    struct sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stopping && s->q_len == 0 && s->n_free == s->n_slots && !s->any_cancelled)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        int32_t n_dropped = intake_locked(s);
+        pthread_mutex_unlock(&s->mu);
+
+        for (int32_t i = 0; i < n_dropped; i++) {
+            struct sched_event ev = {.kind     = SCHED_EV_DONE,
+                                     .finish   = SCHED_FINISH_CANCELLED,
+                                     .n_prompt = s->dropped[i].job->n_prompt};
+            emit(s, s->dropped[i].job, &ev);
+            sched_job_free(s->dropped[i].job);
+        }
+        for (int32_t i = 0; i < s->n_slots; i++) {
+            struct slot *sl = &s->slots[i];
+            if (sl->job && !sl->fresh && s->cancel_now[i])
+                slot_finish(s, sl, SCHED_FINISH_CANCELLED, false);
+        }
+        for (int32_t i = 0; i < s->n_slots; i++)
+            if (s->slots[i].job && s->slots[i].fresh)
+                slot_start(s, &s->slots[i]);
+        step(s);
+        publish_stats(s);
+    }
+
+    /* shutting down: whatever is left fails */
+    for (int32_t i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job)
+            slot_fail(s, &s->slots[i], "server shutting down");
+    pthread_mutex_lock(&s->mu);
+    int32_t n_left = 0;
+    for (; s->q_len > 0; s->q_len--, s->q_head = (s->q_head + 1) % s->q_cap)
+        s->dropped[n_left++] = s->queue[s->q_head];
+    pthread_mutex_unlock(&s->mu);
+    for (int32_t i = 0; i < n_left; i++) {
+        emit_error(s, s->dropped[i].job, "server shutting down");
+        sched_job_free(s->dropped[i].job);
+    }
+    publish_stats(s);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- public API --- */
+
+static void sched_free(struct sched *s)
+{
+    if (!s)
+        return;
+    if (s->slots) {
+        for (int32_t i = 0; i < s->n_slots; i++) {
+            struct slot *sl = &s->slots[i];
+            hearth_sampler_free(sl->smp);
+            sched_job_free(sl->job);
+            free(sl->tokens);
+            free(sl->count);
+            free(sl->seen);
+            free(sl->work);
+            free(sl->piece);
+            stopmatch_free(&sl->sm);
+        }
+        free(s->slots);
+    }
+    hearth_context_free(s->ctx);
+    free(s->b_tok);
+    free(s->b_pos);
+    free(s->b_seq);
+    free(s->b_logits);
+    free(s->dropped);
+    free(s->cancel_now);
+    free(s->queue);
+    free(s->slot_busy);
+    free(s->slot_req);
+    free(s->slot_cancel);
+    free(s->info);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+enum hearth_status sched_start(struct hearth_model *model, const struct sched_params *p,
+                               sched_event_fn on_event, void *user, struct sched **out, char *err,
+                               size_t err_len)
+{
+    *out = NULL;
+    if (!model || !p || !on_event)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "sched: model, parameters and callback are needed");
+    if (p->n_slots < 1 || p->n_batch < p->n_slots || p->n_ctx < 0 || p->max_queue < 0)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "sched: %d slots, batch of %d, context %d, queue %d: need slots >= 1, "
+                    "batch >= slots, context >= 0 and queue >= 0",
+                    p->n_slots, p->n_batch, p->n_ctx, p->max_queue);
+    struct sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory");
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->model     = model;
+    s->on_event  = on_event;
+    s->user      = user;
+    s->n_slots   = p->n_slots;
+    s->n_batch   = p->n_batch;
+    s->max_queue = p->max_queue;
+    s->n_vocab   = hearth_model_n_vocab(model);
+    s->n_free    = p->n_slots;
+
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx                        = p->n_ctx;
+    cp.n_seq_max                    = p->n_slots;
+    cp.n_batch                      = p->n_batch;
+    cp.n_threads                    = p->n_threads;
+    enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
+    if (st)
+        goto err;
+    s->n_ctx = p->n_ctx > 0 ? p->n_ctx : hearth_model_n_ctx_train(model);
+    if (s->n_ctx < 2) {
+        st = fail(HEARTH_EINVAL, err, err_len, "sched: a slot context of %d tokens is too small",
+                  s->n_ctx);
+        goto err;
+    }
+
+    s->q_cap       = p->max_queue + p->n_slots;
+    s->queue       = calloc((size_t)s->q_cap, sizeof *s->queue);
+    s->dropped     = calloc((size_t)s->q_cap, sizeof *s->dropped);
+    s->slots       = calloc((size_t)s->n_slots, sizeof *s->slots);
+    s->cancel_now  = calloc((size_t)s->n_slots, sizeof *s->cancel_now);
+    s->slot_busy   = calloc((size_t)s->n_slots, sizeof *s->slot_busy);
+    s->slot_req    = calloc((size_t)s->n_slots, sizeof *s->slot_req);
+    s->slot_cancel = calloc((size_t)s->n_slots, sizeof *s->slot_cancel);
+    s->info        = calloc((size_t)s->n_slots, sizeof *s->info);
+    s->b_tok       = malloc((size_t)s->n_batch * sizeof *s->b_tok);
+    s->b_pos       = malloc((size_t)s->n_batch * sizeof *s->b_pos);
+    s->b_seq       = malloc((size_t)s->n_batch * sizeof *s->b_seq);
+    s->b_logits    = malloc((size_t)s->n_batch * sizeof *s->b_logits);
+    if (!s->queue || !s->dropped || !s->slots || !s->cancel_now || !s->slot_busy || !s->slot_req ||
+        !s->slot_cancel || !s->info || !s->b_tok || !s->b_pos || !s->b_seq || !s->b_logits)
+        goto nomem;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        sl->id          = i;
+        sl->row         = -1;
+        stopmatch_init(&sl->sm);
+        sl->tokens    = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->tokens);
+        sl->seen      = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->seen);
+        sl->count     = calloc((size_t)s->n_vocab, sizeof *sl->count);
+        sl->work      = malloc((size_t)s->n_vocab * sizeof *sl->work);
+        sl->piece_cap = 256;
+        sl->piece     = malloc(sl->piece_cap);
+        if (!sl->tokens || !sl->seen || !sl->count || !sl->work || !sl->piece)
+            goto nomem;
+        s->info[i].id = i;
+    }
+    s->stats.n_slots = s->n_slots;
+    publish_stats(s);
+    if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
+        st = fail(HEARTH_ENOMEM, err, err_len, "sched: cannot start the scheduler thread");
+        goto err;
+    }
+    s->thread_started = true;
+    *out              = s;
+    return HEARTH_OK;
+nomem:
+    st = fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for %d slots of %d tokens",
+              s->n_slots, s->n_ctx);
+err:
+    sched_free(s);
+    return st;
+}
+
+void sched_stop(struct sched *s)
+{
+    if (!s)
+        return;
+    if (s->thread_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stopping = true;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->thread, NULL);
+    }
+    sched_free(s);
+}
+
+enum hearth_status sched_submit(struct sched *s, struct sched_job *job)
+{
+    if (!job)
+        return HEARTH_EINVAL;
+    double t = now_s();
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping || s->q_len - s->n_free >= s->max_queue) {
+        pthread_mutex_unlock(&s->mu);
+        sched_job_free(job);
+        return HEARTH_EFULL;
+    }
+    s->queue[(s->q_head + s->q_len) % s->q_cap] = (struct qent){job, t, false};
+    s->q_len++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return HEARTH_OK;
+}
+
+void sched_cancel(struct sched *s, uint64_t request_id)
+{
+    pthread_mutex_lock(&s->mu);
+    bool any = false;
+    for (int32_t i = 0; i < s->q_len; i++) {
+        struct qent *e = &s->queue[(s->q_head + i) % s->q_cap];
+        if (e->job->request_id == request_id && !e->cancelled) {
+            e->cancelled = any = true;
+            s->any_cancelled   = true;
+        }
+    }
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        if (s->slot_busy[i] && s->slot_req[i] == request_id && !s->slot_cancel[i])
+            s->slot_cancel[i] = any = true;
+    }
+    if (any)
+        pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,
+                       int32_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    if (stats) {
+        *stats             = s->stats;
+        stats->n_slots     = s->n_slots;
+        stats->slots_busy  = s->n_slots - s->n_free;
+        stats->queue_depth = s->q_len;
+    }
+    for (int32_t i = 0; slots && i < cap && i < s->n_slots; i++)
+        slots[i] = s->info[i];
+    pthread_mutex_unlock(&s->mu);
+    return s->n_slots;
+}
