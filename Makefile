@@ -17,7 +17,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS   ?=
 SAN      ?=
 CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) -Iinclude -Isrc -pthread $(SAN) $(CFLAGS)
-LDLIBS   := -lm -pthread
+LDLIBS   := -lm -pthread -lpcre2-8 -levent -levent_pthreads -lcjson
 
 ARCH     := $(shell uname -m)
 SRC      := $(shell find src -name '*.c' | sort)
@@ -71,7 +71,7 @@ fuzz:
 	@mkdir -p build-fuzz/fuzz
 	for f in $(FUZZ_SRC); do \
 	    clang $(CSTD) -O1 -g -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-	        -o build-fuzz/fuzz/$$(basename $$f .c) $$f build-fuzz/libhearth.a -lm -pthread || exit 1; \
+	        -o build-fuzz/fuzz/$$(basename $$f .c) $$f build-fuzz/libhearth.a $(LDLIBS) || exit 1; \
 	done
 
 bench: $(BIN)

@@ -1,8 +1,8 @@
 /*
  * tokenizer.c: loading a vocabulary from GGUF metadata, the special-token
  * pass that runs before any model algorithm, decoding, and the dispatch to
- * the algorithm tokenizer.ggml.model names (spm.c for "llama"; a bpe.c for
- * "gpt2" slots in beside it: a VOCAB_BPE case in load, encode and decode).
+ * the algorithm tokenizer.ggml.model names (spm.c for "llama", bpe.c for
+ * "gpt2").
  *
  * What counts as special, end of generation and so on follows llama.cpp's
  * llama-vocab.cpp (load, tokenizer_st_partition, token_to_piece), including
@@ -431,10 +431,15 @@ enum hearth_status tokenizer_load(const struct gguf_file *f, struct tokenizer **
                     "tokenizer: tokenizer.ggml.model is a %s, "
                     "not a string",
                     gguf_vtype_name(gguf_kv_type(f, mi)));
-    if (!(model.len == 5 && !memcmp(model.ptr, "llama", 5)))
+    enum vocab_model kind;
+    if (model.len == 5 && !memcmp(model.ptr, "llama", 5))
+        kind = VOCAB_SPM;
+    else if (model.len == 4 && !memcmp(model.ptr, "gpt2", 4))
+        kind = VOCAB_BPE;
+    else
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "tokenizer: tokenizer.ggml.model '%.*s' is not supported (hearth reads "
-                    "'llama' SentencePiece vocabularies)",
+                    "'llama' SentencePiece and 'gpt2' byte-level BPE vocabularies)",
                     (int)(model.len > 64 ? 64 : model.len), model.ptr);
 
     int64_t ti = gguf_find_key(f, "tokenizer.ggml.tokens");
@@ -464,7 +469,7 @@ enum hearth_status tokenizer_load(const struct gguf_file *f, struct tokenizer **
     struct tokenizer *t = calloc(1, sizeof *t);
     if (!t)
         return fail(HEARTH_ENOMEM, err, err_len, "tokenizer: out of memory");
-    t->model   = VOCAB_SPM;
+    t->model   = kind;
     t->n_vocab = (int32_t)n_tok;
     t->tokens  = calloc(n_tok, sizeof *t->tokens);
     t->eog     = calloc(n_tok, 1);
@@ -515,7 +520,19 @@ enum hearth_status tokenizer_load(const struct gguf_file *f, struct tokenizer **
     t->add_bos            = true;
     t->add_eos            = false;
     t->add_space_prefix   = true;
-    int32_t *defaults[]   = {&sp.bos, &sp.eos, &sp.unk};
+    if (kind == VOCAB_BPE) {
+        /* BPE defaults (llama.cpp): BOS and EOS 11 (GPT-2's old default), no unknown token,
+         * nothing added unless the pre-tokenizer type or the file says so */
+        struct bpe_defaults d = {0};
+        if ((st = bpe_load(t, f, &d, err, err_len)))
+            goto err;
+        sp.bos              = d.no_bos ? -1 : 11;
+        sp.eos              = 11;
+        sp.unk              = -1;
+        t->add_bos          = d.add_bos;
+        t->add_space_prefix = false;
+    }
+    int32_t *defaults[] = {&sp.bos, &sp.eos, &sp.unk};
     for (size_t k = 0; k < sizeof defaults / sizeof defaults[0]; k++)
         if (*defaults[k] >= t->n_vocab)
             *defaults[k] = -1;
@@ -598,6 +615,7 @@ void tokenizer_free(struct tokenizer *t)
 {
     if (!t)
         return;
+    bpe_free(t->bpe);
     free(t->special);
     free(t->eog);
     free(t->map);
@@ -735,6 +753,8 @@ static enum hearth_status encode_text(const struct tokenizer *t, const char *tex
     switch (t->model) {
     case VOCAB_SPM:
         return spm_encode(t, text, len, t->add_space_prefix && after_special, out, err, err_len);
+    case VOCAB_BPE:
+        return bpe_encode(t, text, len, out, err, err_len);
     }
     return fail(HEARTH_EUNSUPPORTED, err, err_len, "tokenizer: unknown model %d", (int)t->model);
 }
@@ -836,6 +856,8 @@ size_t tokenizer_decode_token(const struct tokenizer *t, int32_t id, char *buf, 
     case TOKEN_USER_DEFINED:
         return put(buf, cap, 0, tok->text, tok->len);
     case TOKEN_NORMAL: {
+        if (t->model == VOCAB_BPE) /* each character stands for one byte */
+            return bpe_decode_text(tok->text, tok->len, buf, cap);
         /* "▁" stands for a space */
         size_t n = 0;
         for (uint32_t i = 0; i < tok->len;) {

@@ -2,9 +2,10 @@
  * tokenizer.h: text <-> token ids for the vocabularies GGUF files carry.
  *
  * Built from the tokenizer.* metadata of a GGUF file. Models:
- * "llama" (SentencePiece, score-driven merges, <0xNN> byte fallback) now;
- * "gpt2" (byte-level BPE) later. Immutable after load: encode/decode are
- * thread-safe. Sizes: vocab of 256 to 256k tokens.
+ * "llama" (SentencePiece, score-driven merges, <0xNN> byte fallback) and
+ * "gpt2" (byte-level BPE: regex pre-tokenizer by tokenizer.ggml.pre, ranked
+ * merges). Immutable after load: encode/decode are thread-safe. Sizes: vocab
+ * of 256 to 256k tokens.
  */
 #ifndef HEARTH_TOKENIZER_H
 #define HEARTH_TOKENIZER_H
@@ -32,7 +33,8 @@ enum token_type {
 /*
  * Builds the tokenizer from f's metadata (the strings are copied: f may be
  * closed afterwards). HEARTH_EUNSUPPORTED names an unknown
- * tokenizer.ggml.model; HEARTH_EFORMAT a missing or inconsistent array.
+ * tokenizer.ggml.model or tokenizer.ggml.pre; HEARTH_EFORMAT a missing or
+ * inconsistent array (a "gpt2" vocabulary needs tokenizer.ggml.merges).
  */
 enum hearth_status tokenizer_load(const struct gguf_file *f, struct tokenizer **out, char *err,
                                   size_t err_len);
@@ -51,7 +53,8 @@ const char *tokenizer_token_text(const struct tokenizer *t, int32_t id);
 
 /*
  * Tokenizes len bytes of text (any bytes; invalid UTF-8 falls back to byte
- * tokens). add_special: BOS/EOS as the vocab says; parse_special: control
+ * tokens in SPM, and is read as one U+FFFD per bad byte in BPE, as llama.cpp
+ * does). add_special: BOS/EOS as the vocab says; parse_special: control
  * and user-defined token texts in the input become those tokens.
  * On success *ids is malloc'd (caller frees) with *n_ids entries.
  */
@@ -60,8 +63,9 @@ enum hearth_status tokenizer_encode(const struct tokenizer *t, const char *text,
                                     size_t *n_ids, char *err, size_t err_len);
 
 /*
- * The bytes token id stands for in output text: "▁" becomes a space, byte
- * tokens <0xNN> their byte, control tokens nothing. Writes at most cap bytes
+ * The bytes token id stands for in output text: "▁" becomes a space (SPM),
+ * each character of a BPE token its byte, byte tokens <0xNN> their byte,
+ * control tokens nothing. Writes at most cap bytes
  * to buf and returns the full length (larger than cap: call again bigger).
  */
 size_t tokenizer_decode_token(const struct tokenizer *t, int32_t id, char *buf, size_t cap);

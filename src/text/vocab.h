@@ -1,7 +1,7 @@
 /*
  * vocab.h: the tokenizer object's insides, shared by tokenizer.c (loading,
- * special tokens, decoding) and the per-model algorithms (spm.c now, bpe.c
- * later). Internal to src/text/: everything else uses tokenizer.h.
+ * special tokens, decoding) and the per-model algorithms (spm.c, bpe.c).
+ * Internal to src/text/: everything else uses tokenizer.h.
  *
  * Invariant after tokenizer_load: tokens[0..n_vocab) all have non-empty
  * NUL-terminated text in one arena; the text -> id map holds every text
@@ -21,7 +21,10 @@
 /* Which algorithm turns a text fragment into ids (tokenizer.ggml.model). */
 enum vocab_model {
     VOCAB_SPM, /* "llama": SentencePiece, score-driven merges, byte fallback (spm.c) */
+    VOCAB_BPE, /* "gpt2": byte-level BPE, regex pre-tokenizer, ranked merges (bpe.c) */
 };
+
+struct bpe; /* BPE's merges and compiled pre-tokenizer (bpe.c) */
 
 /* Per-token flags besides the type (llama.cpp's LSTRIP/RSTRIP attributes). */
 enum {
@@ -60,6 +63,8 @@ struct tokenizer {
     int32_t n_special;
 
     int32_t byte_token[256]; /* byte fallback: "<0xNN>" (else the 1-byte text) or -1 */
+
+    struct bpe *bpe; /* VOCAB_BPE only, else NULL; owned */
 };
 
 /* A growing list of ids (the encoder's output). */
@@ -83,5 +88,45 @@ int32_t vocab_find(const struct tokenizer *t, const char *s, size_t len);
  */
 enum hearth_status spm_encode(const struct tokenizer *t, const char *text, size_t len,
                               bool prefix_space, struct id_buf *out, char *err, size_t err_len);
+
+/* ------------------------------------------------------------------ BPE --- */
+
+/* What a pre-tokenizer type sets before the file's own keys are read (llama.cpp's load). */
+struct bpe_defaults {
+    bool add_bos; /* tokenizer.ggml.add_bos_token when the file does not say */
+    bool no_bos;  /* no default BOS id (chatglm4): only tokenizer.ggml.bos_token_id gives one */
+};
+
+/*
+ * BPE: reads tokenizer.ggml.pre (absent or empty: "default") and
+ * tokenizer.ggml.merges, compiles the pre-tokenizer's regexes and sets
+ * t->bpe; *d gets the type's defaults. HEARTH_EUNSUPPORTED names a
+ * pre-tokenizer type hearth does not know; HEARTH_EFORMAT a missing or
+ * mistyped key; HEARTH_ENOMEM.
+ */
+enum hearth_status bpe_load(struct tokenizer *t, const struct gguf_file *f, struct bpe_defaults *d,
+                            char *err, size_t err_len);
+void bpe_free(struct bpe *b);
+
+/*
+ * BPE: appends the ids of one text fragment (raw bytes; invalid UTF-8 is
+ * read as llama.cpp reads it, each bad byte a U+FFFD) to out. HEARTH_ENOMEM;
+ * HEARTH_ERANGE when a regex match gives up (PCRE2's limits).
+ */
+enum hearth_status bpe_encode(const struct tokenizer *t, const char *text, size_t len,
+                              struct id_buf *out, char *err, size_t err_len);
+
+/*
+ * BPE: the bytes a normal token's text stands for (each character mapped
+ * back through GPT-2's byte table). A character outside the table is written
+ * as llama.cpp writes it: "[UNK_BYTE_0x<its UTF-8 in hex><token text>]".
+ * Writes at most cap bytes to buf; returns the full length.
+ */
+size_t bpe_decode_text(const char *text, size_t len, char *buf, size_t cap);
+
+/* GPT-2's bytes_to_unicode: the code point byte b is written as in a byte-level vocabulary. */
+uint32_t bpe_byte_to_cpt(uint8_t b);
+/* The inverse: the byte code point c stands for, or -1 if it stands for none. */
+int bpe_cpt_to_byte(uint32_t c);
 
 #endif

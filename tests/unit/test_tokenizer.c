@@ -1,15 +1,19 @@
 /*
- * test_tokenizer.c: src/text/tokenizer.c and spm.c against llama.cpp's own
- * tokenizer test vectors (the .inp and .out files in ../shared/vocab, produced by
- * llama.cpp with add_special and parse_special off), plus decoding round
- * trips, special-token handling and load errors on small in-memory GGUF files.
+ * test_tokenizer.c: src/text/tokenizer.c, spm.c and bpe.c against llama.cpp's
+ * own tokenizer test vectors (the .inp and .out files in ../shared/vocab,
+ * produced by llama.cpp with add_special and parse_special off), plus
+ * decoding round trips, special-token handling, GPT-2's byte table and load
+ * errors on small in-memory GGUF files.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "gguf/gguf.h"
 #include "text/tokenizer.h"
+#include "text/vocab.h" /* bpe_byte_to_cpt, bpe_cpt_to_byte */
 #include "util/testutil.h"
 
 /* ------------------------------------------------------------- helpers --- */
@@ -96,9 +100,10 @@ static void check_ids(const struct tokenizer *t, const char *text, bool add_spec
  * The .inp file holds cases separated by "\n__ggml_vocab_test__\n" (the
  * newline before a separator line belongs to the separator); the .out file
  * one line of space-separated ids per case. Each case must tokenize to
- * exactly its ids and decode back to its text.
+ * exactly its ids and decode back to its text (less the one space SPM's "▁"
+ * prefix adds, when spm).
  */
-static void run_vectors(const char *name)
+static void run_vectors(const char *name, bool spm)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", name);
@@ -155,7 +160,7 @@ static void run_vectors(const char *name)
         size_t dec_len;
         char *dec     = decode(t, ids, n, &dec_len);
         const char *d = dec;
-        if (dec_len > 0 && dec[0] == ' ') {
+        if (spm && dec_len > 0 && dec[0] == ' ') {
             d++;
             dec_len--;
         }
@@ -180,11 +185,39 @@ static void run_vectors(const char *name)
 
 static void test_vectors_llama_spm(void **state)
 {
-    run_vectors("llama-spm");
+    run_vectors("llama-spm", true);
 }
 static void test_vectors_phi3(void **state)
 {
-    run_vectors("phi-3");
+    run_vectors("phi-3", true);
+}
+static void test_vectors_gpt2(void **state)
+{
+    run_vectors("gpt-2", false);
+}
+static void test_vectors_deepseek_coder(void **state)
+{
+    run_vectors("deepseek-coder", false);
+}
+static void test_vectors_deepseek_llm(void **state)
+{
+    run_vectors("deepseek-llm", false);
+}
+static void test_vectors_starcoder(void **state)
+{
+    run_vectors("starcoder", false);
+}
+static void test_vectors_falcon(void **state)
+{
+    run_vectors("falcon", false);
+}
+static void test_vectors_mpt(void **state)
+{
+    run_vectors("mpt", false);
+}
+static void test_vectors_refact(void **state)
+{
+    run_vectors("refact", false);
 }
 
 /* ------------------------------------------------------ stories260K --- */
@@ -406,13 +439,13 @@ static void test_tiny_vocab(void **state)
 
 static void test_unsupported_model(void **state)
 {
-    struct wbuf b            = tiny_gguf("gpt2", 6, 1);
+    struct wbuf b            = tiny_gguf("bert", 6, 1);
     struct tokenizer *t      = NULL;
     char err[HEARTH_ERR_MAX] = "";
     assert_int_equal(load_buf(&b, &t, err, sizeof err), HEARTH_EUNSUPPORTED);
     assert_null(t);
     print_message("# %s\n", err);
-    assert_non_null(strstr(err, "'gpt2'"));
+    assert_non_null(strstr(err, "'bert'"));
     free(b.p);
 }
 
@@ -435,14 +468,334 @@ static void test_format_errors(void **state)
     free(b.p);
 }
 
+/* ---------------------------------------------------------------- BPE --- */
+
+/* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the other 68 for U+0100.. */
+static void test_byte_map(void **state)
+{
+    assert_int_equal(bpe_byte_to_cpt('A'), 'A');
+    assert_int_equal(bpe_byte_to_cpt('!'), '!');
+    assert_int_equal(bpe_byte_to_cpt('~'), '~');
+    assert_int_equal(bpe_byte_to_cpt(0x00), 0x100);
+    assert_int_equal(bpe_byte_to_cpt(' '), 0x120);  /* "Ġ" */
+    assert_int_equal(bpe_byte_to_cpt('\n'), 0x10A); /* "Ċ" */
+    assert_int_equal(bpe_byte_to_cpt(0x7F), 0x121);
+    assert_int_equal(bpe_byte_to_cpt(0xA0), 0x142);
+    assert_int_equal(bpe_byte_to_cpt(0xA1), 0xA1);
+    assert_int_equal(bpe_byte_to_cpt(0xAD), 0x143);
+    assert_int_equal(bpe_byte_to_cpt(0xFF), 0xFF);
+
+    /* a bijection between the 256 bytes and its 256 code points */
+    uint8_t seen[0x144] = {0};
+    for (int b = 0; b < 256; b++) {
+        uint32_t c = bpe_byte_to_cpt((uint8_t)b);
+        assert_true(c < 0x144);
+        assert_int_equal(seen[c], 0);
+        seen[c] = 1;
+        assert_int_equal(bpe_cpt_to_byte(c), b);
+    }
+    /* code points no byte is written as */
+    assert_int_equal(bpe_cpt_to_byte(' '), -1);
+    assert_int_equal(bpe_cpt_to_byte(0x7F), -1);
+    assert_int_equal(bpe_cpt_to_byte(0xAD), -1);
+    assert_int_equal(bpe_cpt_to_byte(0x144), -1);
+    assert_int_equal(bpe_cpt_to_byte(0x2581), -1);
+}
+
+/* GPT-2's first 256 tokens are the byte stand-ins in bytes_to_unicode's order; each decodes to its
+ * byte. */
+static void test_byte_tokens_gpt2(void **state)
+{
+    TU_SHARED_OR_SKIP(path, "vocab/ggml-vocab-gpt-2.gguf");
+    struct tokenizer *t = load_path(path);
+    int32_t printable = 0, other = 188;
+    for (int b = 0; b < 256; b++) {
+        uint32_t c   = bpe_byte_to_cpt((uint8_t)b);
+        int32_t id   = c < 0x100 ? printable++ : other++;
+        char want[3] = {0};
+        if (c < 0x80) {
+            want[0] = (char)c;
+        } else {
+            want[0] = (char)(0xC0 | c >> 6);
+            want[1] = (char)(0x80 | (c & 0x3F));
+        }
+        assert_string_equal(tokenizer_token_text(t, id), want);
+        char out[4];
+        assert_int_equal(tokenizer_decode_token(t, id, out, sizeof out), 1);
+        assert_int_equal((unsigned char)out[0], b);
+    }
+    assert_int_equal(printable, 188);
+    assert_int_equal(other, 256);
+    tokenizer_free(t);
+}
+
+static void test_gpt2_specials(void **state)
+{
+    TU_SHARED_OR_SKIP(path, "vocab/ggml-vocab-gpt-2.gguf");
+    struct tokenizer *t = load_path(path);
+    assert_int_equal(tokenizer_n_vocab(t), 50257);
+    assert_int_equal(tokenizer_bos(t), 50256);
+    assert_false(tokenizer_add_bos(t)); /* BPE: only when the file or the pre type says */
+    assert_true(tokenizer_is_eog(t, 50256));
+    assert_int_equal(tokenizer_token_type(t, 50256), TOKEN_CONTROL);
+
+    /* "Hello" " world"; the special token only with parse_special */
+    check_ids(t, "Hello world", true, false, (int32_t[]){15496, 995}, 2);
+    check_ids(t, "Hello<|endoftext|>", false, true, (int32_t[]){15496, 50256}, 2);
+    int32_t *ids;
+    size_t n;
+    encode(t, "Hello<|endoftext|>", 18, false, false, &ids, &n);
+    assert_true(n > 2);
+    for (size_t i = 0; i < n; i++)
+        assert_true(ids[i] != 50256);
+    free(ids);
+
+    /* llama.cpp reads an invalid byte as U+FFFD before byte encoding: "a", "\xef\xbf\xbd", "b" */
+    const char bad[] = "a\xff\x62";
+    encode(t, bad, 3, false, false, &ids, &n);
+    size_t dec_len;
+    char *dec = decode(t, ids, n, &dec_len);
+    assert_int_equal(dec_len, 5);
+    assert_memory_equal(dec, "a\xef\xbf\xbd\x62", 5);
+    free(dec);
+    free(ids);
+
+    /* wide white space counts as \s: "a" then U+3000 and " b" as GPT-2's \s+(?!\S) splits them */
+    const char wide[] = "a\xe3\x80\x80 b";
+    encode(t, wide, strlen(wide), false, false, &ids, &n);
+    dec = decode(t, ids, n, &dec_len);
+    assert_int_equal(dec_len, strlen(wide));
+    assert_memory_equal(dec, wide, dec_len);
+    free(dec);
+    free(ids);
+    tokenizer_free(t);
+}
+
+/* gpt-neox has no tokenizer.ggml.pre: llama.cpp's "default" pre-tokenizer. No vectors, so facts. */
+static void test_gpt_neox(void **state)
+{
+    TU_SHARED_OR_SKIP(path, "vocab/ggml-vocab-gpt-neox.gguf");
+    struct tokenizer *t = load_path(path);
+    check_ids(t, "Hello world", false, false, (int32_t[]){12092, 1533}, 2);
+    /* the default splits punctuation runs and digit runs before GPT-2's regex */
+    const char *text = "It's 12345 apples, (really)!\n\n  done.";
+    int32_t *ids;
+    size_t n;
+    encode(t, text, strlen(text), false, false, &ids, &n);
+    print_ids("gpt-neox", ids, n);
+    size_t dec_len;
+    char *dec = decode(t, ids, n, &dec_len);
+    assert_int_equal(dec_len, strlen(text));
+    assert_memory_equal(dec, text, dec_len);
+    free(dec);
+    free(ids);
+    tokenizer_free(t);
+}
+
+/* The tiny qwen2 test model carries the deepseek-coder vocabulary, with BOS added. */
+static void test_tiny_qwen2_bpe(void **state)
+{
+    TU_SHARED_OR_SKIP(path, "models/tiny-qwen2-bpe-f16.gguf");
+    struct tokenizer *t = load_path(path);
+    assert_true(tokenizer_add_bos(t));
+    assert_int_equal(tokenizer_bos(t), 32013);
+    int32_t *ids;
+    size_t n;
+    encode(t, "Hello world", 11, true, false, &ids, &n);
+    assert_true(n >= 2);
+    assert_int_equal(ids[0], 32013);
+    size_t dec_len;
+    char *dec = decode(t, ids + 1, n - 1, &dec_len);
+    assert_string_equal(dec, "Hello world");
+    free(dec);
+    free(ids);
+    tokenizer_free(t);
+}
+
+/* A 32k-token prompt: well under a second (checked loosely here, for sanitizer builds). */
+static void test_bpe_speed(void **state)
+{
+    TU_SHARED_OR_SKIP(path, "vocab/ggml-vocab-deepseek-llm.gguf");
+    char inp_path[1024];
+    snprintf(inp_path, sizeof inp_path, "%s.inp", path);
+    size_t inp_len;
+    char *inp = tu_read_file(inp_path, &inp_len);
+    assert_non_null(inp);
+    size_t reps = 120000 / inp_len + 1, len = reps * inp_len;
+    char *text = malloc(len);
+    for (size_t i = 0; i < reps; i++)
+        memcpy(text + i * inp_len, inp, inp_len);
+    struct tokenizer *t = load_path(path);
+    struct timespec t0, t1;
+    int32_t *ids;
+    size_t n;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    encode(t, text, len, false, false, &ids, &n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    print_message("# %zu bytes -> %zu tokens in %.3f s (%.0f tokens/s)\n", len, n, s,
+                  (double)n / s);
+    assert_true(n > 30000);
+    assert_true(s < 10.0); /* catches anything quadratic */
+    free(ids);
+    tokenizer_free(t);
+    free(text);
+    free(inp);
+}
+
+/*
+ * A tiny byte-level vocab: the letters, "Ġ" (space), and some merged texts;
+ * merges as given (NULL: no merges key); pre NULL: no tokenizer.ggml.pre key.
+ */
+static struct wbuf tiny_bpe_gguf(const char *pre, const char *const *merges, uint64_t n_merges)
+{
+    static const char *const texts[] = {"a",  "b",   "c",  "\xc4\xa0",     "ab",
+                                        "bc", "abc", "aa", "\xc4\xa0\x61", "<|end|>"};
+    const uint64_t n_tok             = sizeof texts / sizeof texts[0];
+    struct wbuf b                    = {0};
+    w_bytes(&b, "GGUF", 4);
+    w_u32(&b, 3);
+    w_u64(&b, 0);
+    w_u64(&b, 3 + (pre != NULL) + (merges != NULL));
+    w_key(&b, "tokenizer.ggml.model", GGUF_STR);
+    w_str(&b, "gpt2");
+    if (pre) {
+        w_key(&b, "tokenizer.ggml.pre", GGUF_STR);
+        w_str(&b, pre);
+    }
+    w_key(&b, "tokenizer.ggml.tokens", GGUF_ARR);
+    w_u32(&b, GGUF_STR);
+    w_u64(&b, n_tok);
+    for (uint64_t i = 0; i < n_tok; i++)
+        w_str(&b, texts[i]);
+    w_key(&b, "tokenizer.ggml.token_type", GGUF_ARR);
+    w_u32(&b, GGUF_I32);
+    w_u64(&b, n_tok);
+    for (uint64_t i = 0; i < n_tok; i++) {
+        int32_t type = i + 1 == n_tok ? 3 : 1;
+        w_bytes(&b, &type, 4);
+    }
+    if (merges) {
+        w_key(&b, "tokenizer.ggml.merges", GGUF_ARR);
+        w_u32(&b, GGUF_STR);
+        w_u64(&b, n_merges);
+        for (uint64_t i = 0; i < n_merges; i++)
+            w_str(&b, merges[i]);
+    }
+    while (b.n % 32)
+        w_bytes(&b, "", 1);
+    return b;
+}
+
+static struct tokenizer *load_tiny_bpe(const char *pre, const char *const *merges, uint64_t n)
+{
+    struct wbuf b            = tiny_bpe_gguf(pre, merges, n);
+    struct tokenizer *t      = NULL;
+    char err[HEARTH_ERR_MAX] = "";
+    if (load_buf(&b, &t, err, sizeof err) != HEARTH_OK)
+        fail_msg("tiny BPE vocab: %s", err);
+    free(b.p);
+    return t;
+}
+
+/* ids: a=0 b=1 c=2 Ġ=3 ab=4 bc=5 abc=6 aa=7 Ġa=8 <|end|>=9 */
+static void test_bpe_merge_order(void **state)
+{
+    /* the lower rank merges first, wherever it is in the word */
+    const char *const bc_first[] = {"b c", "a b", "ab c"};
+    struct tokenizer *t          = load_tiny_bpe("gpt-2", bc_first, 3);
+    check_ids(t, "abc", false, false, (int32_t[]){0, 5}, 2);
+    tokenizer_free(t);
+
+    const char *const ab_first[] = {"a b", "b c", "ab c"};
+    t                            = load_tiny_bpe("gpt-2", ab_first, 3);
+    check_ids(t, "abc", false, false, (int32_t[]){6}, 1);
+    /* words are merged apart: " a" is one word, "Ġ" + "a" -> no merge listed, so two tokens */
+    check_ids(t, "ab a", false, false, (int32_t[]){4, 3, 0}, 3);
+    tokenizer_free(t);
+
+    /* equal ranks: the leftmost pair first; a pair listed twice keeps its first rank */
+    const char *const aa[] = {"a a", "Ġ a", "a a", "nospace"};
+    t                      = load_tiny_bpe(NULL, aa, 4); /* no pre key: llama.cpp's "default" */
+    check_ids(t, "aaa", false, false, (int32_t[]){7, 0}, 2);
+    check_ids(t, " a", false, false, (int32_t[]){8}, 1);
+    /* bytes with no token are dropped, as llama.cpp drops them */
+    check_ids(t, "axb", false, false, (int32_t[]){0, 1}, 2);
+    /* special tokens are matched first with parse_special */
+    check_ids(t, "a<|end|>b", false, true, (int32_t[]){0, 9, 1}, 3);
+    tokenizer_free(t);
+}
+
+/* llama-bpe: a word that is a token is taken whole (ignore_merges), and BOS is added by default. */
+static void test_bpe_ignore_merges(void **state)
+{
+    const char *const none[] = {"x y"};
+    struct tokenizer *t      = load_tiny_bpe("gpt-2", none, 1);
+    check_ids(t, "abc", false, false, (int32_t[]){0, 1, 2}, 3);
+    assert_false(tokenizer_add_bos(t));
+    tokenizer_free(t);
+    t = load_tiny_bpe("llama-bpe", none, 1);
+    check_ids(t, "abc", false, false, (int32_t[]){6}, 1);
+    assert_true(tokenizer_add_bos(t));
+    tokenizer_free(t);
+}
+
+static void test_bpe_load_errors(void **state)
+{
+    struct tokenizer *t      = NULL;
+    char err[HEARTH_ERR_MAX] = "";
+    const char *const m[]    = {"a b"};
+
+    struct wbuf b = tiny_bpe_gguf("gpt-2", NULL, 0);
+    assert_int_equal(load_buf(&b, &t, err, sizeof err), HEARTH_EFORMAT);
+    print_message("# %s\n", err);
+    assert_non_null(strstr(err, "tokenizer.ggml.merges"));
+    assert_null(t);
+    free(b.p);
+
+    b = tiny_bpe_gguf("no-such-pre", m, 1);
+    assert_int_equal(load_buf(&b, &t, err, sizeof err), HEARTH_EUNSUPPORTED);
+    print_message("# %s\n", err);
+    assert_non_null(strstr(err, "'no-such-pre'"));
+    assert_null(t);
+    free(b.p);
+
+    b = tiny_bpe_gguf("kimi-k2", m, 1);
+    assert_int_equal(load_buf(&b, &t, err, sizeof err), HEARTH_EUNSUPPORTED);
+    print_message("# %s\n", err);
+    assert_non_null(strstr(err, "'kimi-k2'"));
+    assert_null(t);
+    free(b.p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vectors_llama_spm),   cmocka_unit_test(test_vectors_phi3),
-        cmocka_unit_test(test_stories_facts),       cmocka_unit_test(test_byte_fallback),
-        cmocka_unit_test(test_parse_special_llama), cmocka_unit_test(test_phi3_specials),
-        cmocka_unit_test(test_tiny_vocab),          cmocka_unit_test(test_unsupported_model),
+        cmocka_unit_test(test_vectors_llama_spm),
+        cmocka_unit_test(test_vectors_phi3),
+        cmocka_unit_test(test_vectors_gpt2),
+        cmocka_unit_test(test_vectors_deepseek_coder),
+        cmocka_unit_test(test_vectors_deepseek_llm),
+        cmocka_unit_test(test_vectors_starcoder),
+        cmocka_unit_test(test_vectors_falcon),
+        cmocka_unit_test(test_vectors_mpt),
+        cmocka_unit_test(test_vectors_refact),
+        cmocka_unit_test(test_stories_facts),
+        cmocka_unit_test(test_byte_fallback),
+        cmocka_unit_test(test_parse_special_llama),
+        cmocka_unit_test(test_phi3_specials),
+        cmocka_unit_test(test_tiny_vocab),
+        cmocka_unit_test(test_unsupported_model),
         cmocka_unit_test(test_format_errors),
+        cmocka_unit_test(test_byte_map),
+        cmocka_unit_test(test_byte_tokens_gpt2),
+        cmocka_unit_test(test_gpt2_specials),
+        cmocka_unit_test(test_gpt_neox),
+        cmocka_unit_test(test_tiny_qwen2_bpe),
+        cmocka_unit_test(test_bpe_speed),
+        cmocka_unit_test(test_bpe_merge_order),
+        cmocka_unit_test(test_bpe_ignore_merges),
+        cmocka_unit_test(test_bpe_load_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

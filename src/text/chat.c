@@ -1,0 +1,370 @@
+/*
+ * chat.c: chat template detection and rendering (see chat.h).
+ *
+ * Each family's renderer follows its reference Jinja template line by line;
+ * the template is quoted above the function. Jinja's `trim` filter and
+ * Python's str.strip() remove whitespace at both ends; here that is ASCII
+ * whitespace and the C0 separators Python also counts (0x1c-0x1f).
+ */
+#include "text/chat.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/errfmt.h"
+
+/* ---------------------------------------------------------- text builder --- */
+
+struct sbuf {
+    char *s;
+    size_t len, cap;
+    bool oom;
+};
+
+static void sb_addn(struct sbuf *b, const char *p, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *s = realloc(b->s, cap);
+        if (!s) {
+            b->oom = true;
+            return;
+        }
+        b->s   = s;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, p, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+static void sb_add(struct sbuf *b, const char *s)
+{
+    sb_addn(b, s, strlen(s));
+}
+
+static bool is_py_space(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+/* Appends s with whitespace stripped at both ends (Python's str.strip()). */
+static void sb_add_trim(struct sbuf *b, const char *s)
+{
+    size_t n = strlen(s);
+    while (n && is_py_space((unsigned char)*s))
+        s++, n--;
+    while (n && is_py_space((unsigned char)s[n - 1]))
+        n--;
+    sb_addn(b, s, n);
+}
+
+/* ------------------------------------------------------------- detection --- */
+
+const char *chat_family_name(enum chat_family f)
+{
+    static const char *const names[] = {
+#define CHAT_X_NAME(name, text) text,
+        CHAT_FAMILY_LIST(CHAT_X_NAME)
+#undef CHAT_X_NAME
+    };
+    return (unsigned)f < CHAT_FAMILY_COUNT ? names[f] : "?";
+}
+
+enum chat_family chat_detect(const char *tmpl, bool *recognised)
+{
+    bool known          = true;
+    enum chat_family f  = CHAT_CHATML;
+#define HAS(s) (strstr(tmpl, (s)) != NULL)
+    /* Same order as llama.cpp's llm_chat_detect_template: the first marker wins. */
+    if (!tmpl || !*tmpl)
+        known = false;
+    else if (HAS("<|im_start|>"))
+        f = CHAT_CHATML;
+    else if (HAS("[INST]"))
+        f = HAS("<<SYS>>") ? CHAT_LLAMA2 : CHAT_MISTRAL;
+    else if (HAS("<|assistant|>") && HAS("<|end|>"))
+        f = CHAT_PHI3;
+    else if (HAS("<start_of_turn>"))
+        f = CHAT_GEMMA;
+    else if (HAS("<|start_header_id|>") && HAS("<|end_header_id|>"))
+        f = CHAT_LLAMA3;
+    else
+        known = false;
+#undef HAS
+    if (recognised)
+        *recognised = known;
+    return f;
+}
+
+/* ------------------------------------------------------------- rendering --- */
+
+static bool role_is(const struct chat_msg *m, const char *r)
+{
+    return strcmp(m->role, r) == 0;
+}
+
+static const char alternate_msg[] =
+    "chat: conversation roles must alternate user/assistant/user/assistant/...";
+
+/*
+ * {% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']
+ * + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}
+ * {{ '<|im_start|>assistant\n' }}{% endif %}
+ */
+static bool render_chatml(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen)
+{
+    for (size_t i = 0; i < n; i++) {
+        sb_add(b, "<|im_start|>");
+        sb_add(b, m[i].role);
+        sb_add(b, "\n");
+        sb_add(b, m[i].content);
+        sb_add(b, "<|im_end|>\n");
+    }
+    if (gen)
+        sb_add(b, "<|im_start|>assistant\n");
+    return true;
+}
+
+/*
+ * meta-llama/Llama-2-7b-chat-hf:
+ * {% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}
+ * {% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}
+ * {% set system_message = false %}{% endif %}{% for message in loop_messages %}
+ * {% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception(...) }}{% endif %}
+ * {% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' +
+ * system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}
+ * {% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}
+ * {{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] ==
+ * 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}
+ */
+static bool render_llama2(struct sbuf *b, const struct chat_msg *m, size_t n, const char *bos,
+                          const char *eos, char *err, size_t err_len)
+{
+    const char *sys = NULL;
+    if (role_is(&m[0], "system")) {
+        sys = m[0].content;
+        m++, n--;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool user = role_is(&m[i], "user");
+        if (user != (i % 2 == 0)) {
+            set_err(err, err_len, "%s", alternate_msg);
+            return false;
+        }
+        struct sbuf c = {0};
+        if (i == 0 && sys) {
+            sb_add(&c, "<<SYS>>\n");
+            sb_add(&c, sys);
+            sb_add(&c, "\n<</SYS>>\n\n");
+        }
+        sb_add(&c, m[i].content);
+        if (c.oom) {
+            free(c.s);
+            b->oom = true;
+            return false;
+        }
+        if (user) {
+            sb_add(b, bos);
+            sb_add(b, "[INST] ");
+            sb_add_trim(b, c.s);
+            sb_add(b, " [/INST]");
+        } else if (role_is(&m[i], "assistant")) {
+            sb_add(b, " ");
+            sb_add_trim(b, c.s);
+            sb_add(b, " ");
+            sb_add(b, eos);
+        }
+        free(c.s);
+    }
+    return true;
+}
+
+/*
+ * meta-llama/Meta-Llama-3-8B-Instruct:
+ * {% set loop_messages = messages %}{% for message in loop_messages %}
+ * {% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' +
+ * message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}
+ * {% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}
+ * {% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}
+ */
+static bool render_llama3(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen,
+                          const char *bos)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0)
+            sb_add(b, bos);
+        sb_add(b, "<|start_header_id|>");
+        sb_add(b, m[i].role);
+        sb_add(b, "<|end_header_id|>\n\n");
+        sb_add_trim(b, m[i].content);
+        sb_add(b, "<|eot_id|>");
+    }
+    if (gen)
+        sb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return true;
+}
+
+/*
+ * mistralai/Mistral-7B-Instruct-v0.2 (and Mixtral-8x7B-Instruct-v0.1):
+ * {{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') !=
+ * (loop.index0 % 2 == 0) %}{{ raise_exception(...) }}{% endif %}{% if message['role'] ==
+ * 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] ==
+ * 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and
+ * assistant roles are supported!') }}{% endif %}{% endfor %}
+ * A leading system message (which this template refuses) is put before the first
+ * user message with a blank line, as Mistral's later templates do.
+ */
+static bool render_mistral(struct sbuf *b, const struct chat_msg *m, size_t n, const char *bos,
+                           const char *eos, char *err, size_t err_len)
+{
+    const char *sys = NULL;
+    if (role_is(&m[0], "system")) {
+        sys = m[0].content;
+        m++, n--;
+    }
+    sb_add(b, bos);
+    for (size_t i = 0; i < n; i++) {
+        bool user = role_is(&m[i], "user");
+        if (user != (i % 2 == 0)) {
+            set_err(err, err_len, "%s", alternate_msg);
+            return false;
+        }
+        if (user) {
+            sb_add(b, "[INST] ");
+            if (i == 0 && sys) {
+                sb_add(b, sys);
+                sb_add(b, "\n\n");
+            }
+            sb_add(b, m[i].content);
+            sb_add(b, " [/INST]");
+        } else if (role_is(&m[i], "assistant")) {
+            sb_add(b, m[i].content);
+            sb_add(b, eos);
+        } else {
+            set_err(err, err_len, "chat: this model's template supports only user and "
+                                  "assistant roles after a first system message");
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * google/gemma-2-9b-it (gemma-7b-it is the same):
+ * {{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not
+ * supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') !=
+ * (loop.index0 % 2 == 0) %}{{ raise_exception(...) }}{% endif %}{% if (message['role'] ==
+ * 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}
+ * {{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}
+ * {% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}
+ * A leading system message goes before the first user message's text with a blank
+ * line, as gemma-3's template does (first_user_prefix).
+ */
+static bool render_gemma(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen,
+                         const char *bos, char *err, size_t err_len)
+{
+    const char *sys = NULL;
+    if (role_is(&m[0], "system")) {
+        sys = m[0].content;
+        m++, n--;
+    }
+    sb_add(b, bos);
+    for (size_t i = 0; i < n; i++) {
+        bool user = role_is(&m[i], "user");
+        if (user != (i % 2 == 0)) {
+            set_err(err, err_len, "%s", alternate_msg);
+            return false;
+        }
+        sb_add(b, "<start_of_turn>");
+        sb_add(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
+        sb_add(b, "\n");
+        if (i == 0 && sys) {
+            sb_add(b, sys);
+            sb_add(b, "\n\n");
+        }
+        sb_add_trim(b, m[i].content);
+        sb_add(b, "<end_of_turn>\n");
+    }
+    if (gen)
+        sb_add(b, "<start_of_turn>model\n");
+    return true;
+}
+
+/*
+ * microsoft/Phi-3-mini-4k-instruct:
+ * {% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' +
+ * message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' +
+ * message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}
+ * {{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}
+ * {% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}
+ */
+static bool render_phi3(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen,
+                        const char *eos)
+{
+    for (size_t i = 0; i < n; i++) {
+        sb_add(b, "<|");
+        sb_add(b, m[i].role);
+        sb_add(b, "|>\n");
+        sb_add(b, m[i].content);
+        sb_add(b, "<|end|>\n");
+    }
+    sb_add(b, gen ? "<|assistant|>\n" : eos);
+    return true;
+}
+
+enum hearth_status chat_render(enum chat_family f, const struct chat_msg *msgs, size_t n_msgs,
+                               bool add_generation_prompt, const char *bos, const char *eos,
+                               char **out, size_t *out_len, char *err, size_t err_len)
+{
+    *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    if (n_msgs == 0)
+        return fail(HEARTH_EINVAL, err, err_len, "chat: no messages to render");
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *r = msgs[i].role;
+        if (!r || !msgs[i].content ||
+            (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")))
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "chat: message %zu has role '%s'; expected system, user or assistant", i,
+                        r ? r : "(none)");
+    }
+    if (!bos)
+        bos = "";
+    if (!eos)
+        eos = "";
+    struct sbuf b = {0};
+    bool ok       = false;
+    bool gen      = add_generation_prompt;
+    switch (f) {
+    case CHAT_LLAMA2:  ok = render_llama2(&b, msgs, n_msgs, bos, eos, err, err_len); break;
+    case CHAT_LLAMA3:  ok = render_llama3(&b, msgs, n_msgs, gen, bos); break;
+    case CHAT_MISTRAL: ok = render_mistral(&b, msgs, n_msgs, bos, eos, err, err_len); break;
+    case CHAT_GEMMA:   ok = render_gemma(&b, msgs, n_msgs, gen, bos, err, err_len); break;
+    case CHAT_PHI3:    ok = render_phi3(&b, msgs, n_msgs, gen, eos); break;
+    case CHAT_CHATML:
+    default:           ok = render_chatml(&b, msgs, n_msgs, gen); break;
+    }
+    if (b.oom) {
+        free(b.s);
+        return fail(HEARTH_ENOMEM, err, err_len, "chat: out of memory rendering the prompt");
+    }
+    if (!ok) {
+        free(b.s);
+        return HEARTH_EINVAL;
+    }
+    if (!b.s) { /* e.g. Llama 2 with only a system message: the template renders nothing */
+        b.s = calloc(1, 1);
+        if (!b.s)
+            return fail(HEARTH_ENOMEM, err, err_len, "chat: out of memory rendering the prompt");
+    }
+    *out = b.s;
+    if (out_len)
+        *out_len = b.len;
+    return HEARTH_OK;
+}
