@@ -5,8 +5,11 @@
  * match llama.cpp's: the same quantizer rounding, the same per-block integer
  * sums, double accumulators where ggml uses ggml_float.
  *
- * Weight types: F32, F16, BF16, Q4_0, Q8_0. Their activation (vec_dot) types:
- * F32 -> F32, F16 -> F16, BF16 -> BF16, Q4_0 and Q8_0 -> Q8_0.
+ * Weight types and their activation (vec_dot) types, as ggml's CPU backend:
+ * F32 -> F32, F16 -> F16, BF16 -> BF16; Q4_0, Q5_0, Q8_0, IQ4_NL -> Q8_0;
+ * Q4_1, Q5_1 -> Q8_1; Q2_K..Q6_K, IQ4_XS -> Q8_K (ref_kquants.c).
+ * Only F32/F16/BF16/Q4_0/Q8_0 and the activation types have a from_float
+ * here; weight quantizers for the other types live in src/quant/.
  */
 #include "kernels/ref.h"
 
@@ -137,6 +140,115 @@ void ref_q8_0_from_float(const float *x, void *y, int64_t n)
     }
 }
 
+/* As dequantize_row_q4_1: q * d + m, the multiply rounded before the add. */
+void ref_q4_1_to_float(const void *x, float *y, int64_t n)
+{
+    const struct block_q4_1 *b = x;
+    const int64_t nb           = n / QK4_1;
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = fp16_to_fp32(b[i].d);
+        const float m = fp16_to_fp32(b[i].m);
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            y[i * QK4_1 + j]             = (float)(b[i].qs[j] & 0x0F) * d + m;
+            y[i * QK4_1 + j + QK4_1 / 2] = (float)(b[i].qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static inline uint32_t load_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The 32 5-bit quants (0..31) of a Q5_0/Q5_1 block, in element order. */
+static inline void unpack_q5(const uint8_t qs[16], const uint8_t qh[4], int q[32])
+{
+    const uint32_t h = load_u32(qh);
+    for (int j = 0; j < 16; j++) {
+        q[j]      = (qs[j] & 0x0F) | (int)((h >> j) & 1) << 4;
+        q[j + 16] = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
+    }
+}
+
+void ref_q5_0_to_float(const void *x, float *y, int64_t n)
+{
+    const struct block_q5_0 *b = x;
+    const int64_t nb           = n / QK5_0;
+    int q[QK5_0];
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = fp16_to_fp32(b[i].d);
+        unpack_q5(b[i].qs, b[i].qh, q);
+        for (int j = 0; j < QK5_0; j++)
+            y[i * QK5_0 + j] = (float)(q[j] - 16) * d;
+    }
+}
+
+void ref_q5_1_to_float(const void *x, float *y, int64_t n)
+{
+    const struct block_q5_1 *b = x;
+    const int64_t nb           = n / QK5_1;
+    int q[QK5_1];
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = fp16_to_fp32(b[i].d);
+        const float m = fp16_to_fp32(b[i].m);
+        unpack_q5(b[i].qs, b[i].qh, q);
+        for (int j = 0; j < QK5_1; j++)
+            y[i * QK5_1 + j] = (float)q[j] * d + m;
+    }
+}
+
+void ref_q8_1_to_float(const void *x, float *y, int64_t n)
+{
+    const struct block_q8_1 *b = x;
+    const int64_t nb           = n / QK8_1;
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = fp16_to_fp32(b[i].d);
+        for (int j = 0; j < QK8_1; j++)
+            y[i * QK8_1 + j] = (float)b[i].qs[j] * d;
+    }
+}
+
+/*
+ * ggml's quantize_row_q8_1_ref: Q8_0's quantizer (d = amax/127, roundf),
+ * plus s = fp16(d * sum of the quants) with the sum taken in int.
+ */
+void ref_q8_1_from_float(const float *x, void *y, int64_t n)
+{
+    struct block_q8_1 *b = y;
+    const int64_t nb     = n / QK8_1;
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + i * QK8_1;
+        float amax      = 0.0f;
+        for (int j = 0; j < QK8_1; j++)
+            amax = amax > fabsf(xb[j]) ? amax : fabsf(xb[j]);
+        const float d  = amax / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        b[i].d         = fp32_to_fp16(d);
+        int sum        = 0;
+        for (int j = 0; j < QK8_1; j++) {
+            b[i].qs[j] = (int8_t)roundf(xb[j] * id);
+            sum += b[i].qs[j];
+        }
+        b[i].s = fp32_to_fp16((float)sum * d);
+    }
+}
+
+const int8_t ref_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+void ref_iq4_nl_to_float(const void *x, float *y, int64_t n)
+{
+    const struct block_iq4_nl *b = x;
+    const int64_t nb             = n / QK4_NL;
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = fp16_to_fp32(b[i].d);
+        for (int j = 0; j < QK4_NL / 2; j++) {
+            y[i * QK4_NL + j]              = d * (float)ref_iq4nl_values[b[i].qs[j] & 0x0F];
+            y[i * QK4_NL + j + QK4_NL / 2] = d * (float)ref_iq4nl_values[b[i].qs[j] >> 4];
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- dot products */
 
 void ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *a)
@@ -194,6 +306,80 @@ void ref_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
         for (int j = 0; j < QK8_0; j++)
             sumi += x[i].qs[j] * y[i].qs[j];
         sum += (float)sumi * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+    }
+    *s = sum;
+}
+
+/*
+ * As ggml_vec_dot_q4_1_q8_1: sum (q_w * d_w + m_w) * q_a * d_a
+ * = d_w * d_a * sum(q_w * q_a) + m_w * s_a, with s_a = d_a * sum(q_a) stored in the block.
+ */
+void ref_vec_dot_q4_1_q8_1(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q4_1 *x = w;
+    const struct block_q8_1 *y = a;
+    const int64_t nb           = n / QK4_1;
+    float sum                  = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            sumi0 += (x[i].qs[j] & 0x0F) * y[i].qs[j];
+            sumi1 += (x[i].qs[j] >> 4) * y[i].qs[j + QK4_1 / 2];
+        }
+        sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * (float)(sumi0 + sumi1) +
+               fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s);
+    }
+    *s = sum;
+}
+
+void ref_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q5_0 *x = w;
+    const struct block_q8_0 *y = a;
+    const int64_t nb           = n / QK5_0;
+    float sum                  = 0.0f;
+    int q[QK5_0];
+    for (int64_t i = 0; i < nb; i++) {
+        unpack_q5(x[i].qs, x[i].qh, q);
+        int sumi = 0;
+        for (int j = 0; j < QK5_0; j++)
+            sumi += (q[j] - 16) * y[i].qs[j];
+        sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * (float)sumi;
+    }
+    *s = sum;
+}
+
+void ref_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q5_1 *x = w;
+    const struct block_q8_1 *y = a;
+    const int64_t nb           = n / QK5_1;
+    float sum                  = 0.0f;
+    int q[QK5_1];
+    for (int64_t i = 0; i < nb; i++) {
+        unpack_q5(x[i].qs, x[i].qh, q);
+        int sumi = 0;
+        for (int j = 0; j < QK5_1; j++)
+            sumi += q[j] * y[i].qs[j];
+        sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * (float)sumi +
+               fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s);
+    }
+    *s = sum;
+}
+
+void ref_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_iq4_nl *x = w;
+    const struct block_q8_0 *y   = a;
+    const int64_t nb             = n / QK4_NL;
+    float sum                    = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK4_NL / 2; j++) {
+            sumi0 += ref_iq4nl_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
+            sumi1 += ref_iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + QK4_NL / 2];
+        }
+        sum += (fp16_to_fp32(y[i].d) * fp16_to_fp32(x[i].d)) * (float)(sumi0 + sumi1);
     }
     *s = sum;
 }
@@ -287,13 +473,26 @@ static const struct kernels table = {
     .name = "ref",
     .type =
         {
-            [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, ref_vec_dot_f32},
-            [DTYPE_F16]  = {DTYPE_F16, ref_f16_to_float, ref_f16_from_float, ref_vec_dot_f16},
-            [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, ref_bf16_from_float, ref_vec_dot_bf16},
-            [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                            ref_vec_dot_q4_0_q8_0},
-            [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, ref_q8_0_from_float,
-                            ref_vec_dot_q8_0_q8_0},
+            [DTYPE_F32]    = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, ref_vec_dot_f32},
+            [DTYPE_F16]    = {DTYPE_F16, ref_f16_to_float, ref_f16_from_float, ref_vec_dot_f16},
+            [DTYPE_BF16]   = {DTYPE_BF16, ref_bf16_to_float, ref_bf16_from_float, ref_vec_dot_bf16},
+            [DTYPE_Q4_0]   = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
+                              ref_vec_dot_q4_0_q8_0},
+            [DTYPE_Q8_0]   = {DTYPE_Q8_0, ref_q8_0_to_float, ref_q8_0_from_float,
+                              ref_vec_dot_q8_0_q8_0},
+            [DTYPE_Q4_1]   = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, ref_vec_dot_q4_1_q8_1},
+            [DTYPE_Q5_0]   = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, ref_vec_dot_q5_0_q8_0},
+            [DTYPE_Q5_1]   = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, ref_vec_dot_q5_1_q8_1},
+            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, ref_vec_dot_iq4_nl_q8_0},
+            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, ref_vec_dot_q2_k_q8_k},
+            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, ref_vec_dot_q3_k_q8_k},
+            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, ref_vec_dot_q4_k_q8_k},
+            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, ref_vec_dot_q5_k_q8_k},
+            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, ref_vec_dot_q6_k_q8_k},
+            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, ref_vec_dot_iq4_xs_q8_k},
+            /* Activation types: converted to, never dotted as weights. */
+            [DTYPE_Q8_1] = {DTYPE_Q8_1, ref_q8_1_to_float, ref_q8_1_from_float, NULL},
+            [DTYPE_Q8_K] = {DTYPE_Q8_K, ref_q8_k_to_float, ref_q8_k_from_float, NULL},
         },
     .rmsnorm     = ref_rmsnorm,
     .silu_mul    = ref_silu_mul,

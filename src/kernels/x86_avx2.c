@@ -4,11 +4,15 @@
  * dispatcher (dispatch.c) asks the CPU before handing this table out, so
  * nothing here may run on a machine without those extensions.
  *
- * Vectorized: vec_dot of all five weight types, the F16/BF16/Q8_0 activation
- * quantizers, F16 to_float, and every float op. Decode is memory-bound, so the
- * Q4_0/Q8_0 dots read each weight byte once, two blocks per iteration, and
- * keep the sums in float lanes until the end (ggml's scheme). Entries that are
- * not hot (Q4_0/Q8_0 to_float, Q4_0 from_float, F32 copies) use ref.c.
+ * Vectorized: vec_dot of every weight type, the F16/BF16/Q8_0/Q8_1/Q8_K
+ * activation quantizers, F16 to_float, and every float op. Decode is
+ * memory-bound, so the dots read each weight byte once and keep the sums in
+ * float lanes until the end (ggml's scheme). The quantized dots follow ggml's
+ * AVX2 kernels (maddubs on unsigned quants, sign tricks, shuffled int16
+ * scales) and give the same integer sums; on the shared llama.cpp-made
+ * models they return ggml's AVX2 results bit for bit (but where ggml's build
+ * fused a scalar multiply-add, Q5_K's min term). Entries that are not
+ * hot (the quantized types' to_float, Q4_0 from_float, F32 copies) use ref.c.
  *
  * Results equal the reference exactly where the reference has no sum to
  * reorder (conversions, quantizers, scale, rmsnorm almost always); sums differ
@@ -20,6 +24,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "util/fp16.h"
 
@@ -186,47 +191,134 @@ static void avx2_bf16_from_float(const float *x, void *y, int64_t n)
 }
 
 /*
- * Q8_0 quantizer, bit-identical to ref_q8_0_from_float: the same d and 1/d
- * in scalar float, the same single multiply, and roundf's rounding (halves
- * away from zero), done as trunc(|v|) + (frac >= 0.5) with v's sign put back.
- * _mm256_round_ps(_MM_FROUND_TO_NEAREST_INT) would round halves to even and
- * disagree with ggml's reference on exact halves.
+ * roundf on 8 lanes (halves away from zero), done as trunc(|v|) + (frac >= 0.5)
+ * with v's sign put back, then to int32. _mm256_round_ps(_MM_FROUND_TO_NEAREST_INT)
+ * would round halves to even and disagree with ggml's reference on exact halves.
  */
+static inline __m256i roundf_epi32(__m256 s)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 a    = _mm256_andnot_ps(sign, s);
+    const __m256 t    = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 up   = _mm256_and_ps(
+          _mm256_cmp_ps(_mm256_sub_ps(a, t), _mm256_set1_ps(0.5f), _CMP_GE_OQ), _mm256_set1_ps(1.0f));
+    return _mm256_cvttps_epi32(_mm256_or_ps(_mm256_add_ps(t, up), _mm256_and_ps(s, sign)));
+}
+
+/* Packs 4 x 8 int32 (each within int8) into 32 int8 in order and stores them at p. */
+static inline void store_i8x32(int8_t *p, __m256i q0, __m256i q1, __m256i q2, __m256i q3)
+{
+    /* packs interleave 128-bit lanes: 0-3 8-11 16-19 24-27 | 4-7 ...; the permute restores order.
+     */
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i p16a  = _mm256_packs_epi32(q0, q1);
+    const __m256i p16b  = _mm256_packs_epi32(q2, q3);
+    const __m256i p8    = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), order);
+    _mm256_storeu_si256((__m256i *)p, p8);
+}
+
+static inline int hsum_epi32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s         = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s         = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/*
+ * One block of 32 as ggml's quantize_row_q8_0_ref: d = amax/127 and 1/d in
+ * scalar float, one multiply, roundf. Writes the quants; returns d and, in
+ * *sum, the sum of the quants. Bit-identical to ref_q8_0_from_float.
+ */
+static inline float quant_q8_32(const float *xb, int8_t *qs, int *sum)
+{
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    for (int k = 0; k < 4; k++)
+        v[k] = _mm256_loadu_ps(xb + 8 * k);
+    const __m256 m =
+        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    const float amax = hmax_ps(m);
+    const float d    = amax / 127;
+    const float id   = d ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; k++)
+        q[k] = roundf_epi32(_mm256_mul_ps(v[k], vid));
+    store_i8x32(qs, q[0], q[1], q[2], q[3]);
+    *sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    return d;
+}
+
 static void avx2_q8_0_from_float(const float *x, void *y, int64_t n)
 {
     struct block_q8_0 *b = y;
     const int64_t nb     = n / QK8_0;
-    const __m256 sign    = _mm256_set1_ps(-0.0f);
-    const __m256 half_   = _mm256_set1_ps(0.5f);
-    const __m256 one     = _mm256_set1_ps(1.0f);
-    const __m256i order  = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    int sum;
+    for (int64_t i = 0; i < nb; i++)
+        b[i].d = fp32_to_fp16(quant_q8_32(x + i * QK8_0, b[i].qs, &sum));
+}
+
+/* As ref_q8_1_from_float: Q8_0's quants, and s = fp16(d * sum of the quants). */
+static void avx2_q8_1_from_float(const float *x, void *y, int64_t n)
+{
+    struct block_q8_1 *b = y;
+    const int64_t nb     = n / QK8_1;
+    int sum;
     for (int64_t i = 0; i < nb; i++) {
-        const float *xb = x + i * QK8_0;
-        __m256 v[4];
-        for (int k = 0; k < 4; k++)
-            v[k] = _mm256_loadu_ps(xb + 8 * k);
-        const __m256 m = _mm256_max_ps(
-            _mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-            _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+        const float d = quant_q8_32(x + i * QK8_1, b[i].qs, &sum);
+        b[i].d        = fp32_to_fp16(d);
+        b[i].s        = fp32_to_fp16((float)sum * d);
+    }
+}
+
+/*
+ * As ref_q8_k_from_float (ggml's quantize_row_q8_K_ref), bit for bit: the
+ * signed extreme is the first element of largest magnitude; iscale =
+ * -127/max in scalar float; nearest_int's round-half-even is
+ * _MM_FROUND_TO_NEAREST_INT (both exact for |v| < 2^22).
+ */
+static void avx2_q8_k_from_float(const float *x, void *y, int64_t n)
+{
+    struct block_q8_K *b = y;
+    const int64_t nb     = n / QK_K;
+    const __m256 sign    = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + i * QK_K;
+        __m256 m        = _mm256_setzero_ps();
+        for (int k = 0; k < QK_K; k += 8)
+            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + k)));
         const float amax = hmax_ps(m);
-        const float d    = amax / 127;
-        const float id   = d ? 1.0f / d : 0.0f;
-        b[i].d           = fp32_to_fp16(d);
-        const __m256 vid = _mm256_set1_ps(id);
-        __m256i q[4];
-        for (int k = 0; k < 4; k++) {
-            const __m256 s = _mm256_mul_ps(v[k], vid);
-            const __m256 a = _mm256_andnot_ps(sign, s);
-            const __m256 t = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            const __m256 up =
-                _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(a, t), half_, _CMP_GE_OQ), one);
-            const __m256 r = _mm256_or_ps(_mm256_add_ps(t, up), _mm256_and_ps(s, sign));
-            q[k]           = _mm256_cvttps_epi32(r);
+        if (amax == 0.0f) {
+            memset(&b[i], 0, sizeof(b[i]));
+            continue;
         }
-        const __m256i p16a = _mm256_packs_epi32(q[0], q[1]);
-        const __m256i p16b = _mm256_packs_epi32(q[2], q[3]);
-        const __m256i p8   = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), order);
-        _mm256_storeu_si256((__m256i *)b[i].qs, p8);
+        const __m256 va = _mm256_set1_ps(amax);
+        float max       = 0.0f;
+        for (int k = 0; k < QK_K; k += 8) {
+            const __m256 ax = _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + k));
+            const int hit   = _mm256_movemask_ps(_mm256_cmp_ps(ax, va, _CMP_EQ_OQ));
+            if (hit) {
+                max = xb[k + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vs    = _mm256_set1_ps(iscale);
+        const __m256i cap  = _mm256_set1_epi32(127);
+        for (int k = 0; k < QK_K; k += 32) {
+            __m256i q[4];
+            for (int j = 0; j < 4; j++) {
+                const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xb + k + 8 * j), vs);
+                const __m256 r = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[j]           = _mm256_min_epi32(_mm256_cvttps_epi32(r), cap);
+            }
+            store_i8x32(b[i].qs + k, q[0], q[1], q[2], q[3]);
+            b[i].bsums[k / 16]     = (int16_t)hsum_epi32(_mm256_add_epi32(q[0], q[1]));
+            b[i].bsums[k / 16 + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(q[2], q[3]));
+        }
+        b[i].d = 1.0f / iscale;
     }
 }
 
@@ -345,6 +437,459 @@ static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const voi
         acc0              = _mm256_fmadd_ps(d0, dot_i8_32(qx0, qy0), acc0);
     }
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---------------------------------------------------------------- 32-element types */
+
+/* The 32 nibbles of 16 bytes, 0..15: low nibbles to bytes 0..15, high nibbles to 16..31. */
+static inline __m256i nibbles_32(const uint8_t *qs)
+{
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+}
+
+/* Byte j = 0xFF where bit j of the little-endian 32 bits at p is set, else 0. */
+static inline __m256i bits_to_bytes(const uint8_t *p)
+{
+    uint32_t bits;
+    memcpy(&bits, p, sizeof(bits));
+    const __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                             2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i mask = _mm256_set1_epi64x(0x8040201008040201ll);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+}
+
+/* Sum of u[i]*y[i] over 32 pairs (u unsigned, at most 255 with |y| <= 127 and pair sums in int16).
+ */
+static inline __m256 dot_u8_32(__m256i u, __m256i y)
+{
+    const __m256i p16 = _mm256_maddubs_epi16(u, y);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+/* As ggml's AVX2 Q4_1 dot: unsigned nibbles against Q8_1 quants; the m * s terms summed apart. */
+static void avx2_vec_dot_q4_1_q8_1(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q4_1 *x = w;
+    const struct block_q8_1 *y = a;
+    const int64_t nb           = n / QK4_1;
+    __m256 acc                 = _mm256_setzero_ps();
+    float summs                = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        summs += half(x[i].m) * half(y[i].s);
+        const __m256 d   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc              = _mm256_fmadd_ps(d, dot_u8_32(nibbles_32(x[i].qs), qy), acc);
+    }
+    *s = hsum_ps(acc) + summs;
+}
+
+/* Q5_0: q - 16 as int8 is the nibble with 0xF0 or'ed in where the 5th bit is clear. */
+static void avx2_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q5_0 *x = w;
+    const struct block_q8_0 *y = a;
+    const int64_t nb           = n / QK5_0;
+    __m256 acc                 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256 d = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
+        const __m256i hi =
+            _mm256_andnot_si256(bits_to_bytes(x[i].qh), _mm256_set1_epi8((char)0xF0));
+        const __m256i qx = _mm256_or_si256(nibbles_32(x[i].qs), hi);
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc              = _mm256_fmadd_ps(d, dot_i8_32(qx, qy), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+static void avx2_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q5_1 *x = w;
+    const struct block_q8_1 *y = a;
+    const int64_t nb           = n / QK5_1;
+    __m256 acc                 = _mm256_setzero_ps();
+    float summs                = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        summs += half(x[i].m) * half(y[i].s);
+        const __m256 d   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
+        const __m256i hi = _mm256_and_si256(bits_to_bytes(x[i].qh), _mm256_set1_epi8(0x10));
+        const __m256i qx = _mm256_or_si256(nibbles_32(x[i].qs), hi);
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc              = _mm256_fmadd_ps(d, dot_u8_32(qx, qy), acc);
+    }
+    *s = hsum_ps(acc) + summs;
+}
+
+/* The 32 IQ4_NL values (int8, -127..113) a 16-byte index block selects, in element order. */
+static inline __m256i iq4nl_values_32(const uint8_t *qs, __m128i table)
+{
+    const __m128i b  = _mm_loadu_si128((const __m128i *)qs);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_shuffle_epi8(table, _mm_and_si128(b, m4));
+    const __m128i hi = _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(b, 4), m4));
+    return _mm256_set_m128i(hi, lo);
+}
+
+static void avx2_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_iq4_nl *x = w;
+    const struct block_q8_0 *y   = a;
+    const int64_t nb             = n / QK4_NL;
+    const __m128i table          = _mm_loadu_si128((const __m128i *)ref_iq4nl_values);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const __m256 d0   = _mm256_set1_ps(half(y[i].d) * half(x[i].d));
+        const __m256 d1   = _mm256_set1_ps(half(y[i + 1].d) * half(x[i + 1].d));
+        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i qy1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
+        acc0 = _mm256_fmadd_ps(d0, dot_i8_32(iq4nl_values_32(x[i].qs, table), qy0), acc0);
+        acc1 = _mm256_fmadd_ps(d1, dot_i8_32(iq4nl_values_32(x[i + 1].qs, table), qy1), acc1);
+    }
+    if (i < nb) {
+        const __m256 d0   = _mm256_set1_ps(half(y[i].d) * half(x[i].d));
+        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc0 = _mm256_fmadd_ps(d0, dot_i8_32(iq4nl_values_32(x[i].qs, table), qy0), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---------------------------------------------------------------- K-quants */
+
+/*
+ * The K-quant dots keep ggml's exact integer sums per super-block (maddubs
+ * of unsigned quants against Q8_K's int8, madd by the int16 sub-block
+ * scales, int32 adds) and convert to float once per super-block. The inner
+ * loops are unrolled so shift counts and shuffle controls are constants.
+ */
+#define UNROLL _Pragma("GCC unroll 8")
+
+/*
+ * Q4_K/Q5_K scales and mins as 16 bytes (8 scales, then 8 mins), unpacked
+ * with 32-bit word masks (ggml's formulation; the reference picks bits per
+ * index, and the tests hold the two to each other).
+ */
+static inline __m128i k4_scales(const uint8_t packed[12])
+{
+    uint32_t u[3];
+    memcpy(u, packed, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const uint32_t sc_lo = u[0] & m6;                                    /* scales 0..3 */
+    const uint32_t sc_hi = (u[2] & m4) | ((u[0] >> 6) & m2) << 4;        /* scales 4..7 */
+    const uint32_t mn_lo = u[1] & m6;                                    /* mins 0..3 */
+    const uint32_t mn_hi = ((u[2] >> 4) & m4) | ((u[1] >> 6) & m2) << 4; /* mins 4..7 */
+    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* Q3_K's 16 scales minus 32, as int8, by word masks (as k4_scales). */
+static inline __m128i q3_k_scales(const uint8_t packed[12])
+{
+    uint32_t a[3];
+    memcpy(a, packed, 12);
+    const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const __m128i s6 = _mm_set_epi32((int)(((a[1] >> 4) & m4) | ((a[2] >> 6) & m2) << 4),
+                                     (int)(((a[0] >> 4) & m4) | ((a[2] >> 4) & m2) << 4),
+                                     (int)((a[1] & m4) | ((a[2] >> 2) & m2) << 4),
+                                     (int)((a[0] & m4) | (a[2] & m2) << 4));
+    return _mm_sub_epi8(s6, _mm_set1_epi8(32));
+}
+
+/* Control for _mm256_shuffle_epi8 that broadcasts int16 element e of each 128-bit lane. */
+static inline __m256i bcast16(int e)
+{
+    return _mm256_set1_epi16((short)((2 * e + 1) << 8 | 2 * e));
+}
+
+/*
+ * Control that broadcasts int16 element e to the low 128-bit lane and e + 1
+ * to the high one (a 32-element chunk whose two 16-element halves have
+ * their own scales).
+ */
+static inline __m256i bcast16_pair(int e)
+{
+    return _mm256_set_m128i(_mm_set1_epi16((short)((2 * e + 3) << 8 | (2 * e + 2))),
+                            _mm_set1_epi16((short)((2 * e + 1) << 8 | 2 * e)));
+}
+
+/* 16 int8 scales (-128..127) as int16, split into two 8-scale halves each duplicated to both lanes.
+ */
+static inline void scales16_halves(__m128i sc8, __m256i out[2])
+{
+    const __m256i all = _mm256_cvtepi8_epi16(sc8);
+    const __m128i lo  = _mm256_castsi256_si128(all);
+    const __m128i hi  = _mm256_extracti128_si256(all, 1);
+    out[0]            = _mm256_set_m128i(lo, lo);
+    out[1]            = _mm256_set_m128i(hi, hi);
+}
+
+/*
+ * Q2_K: the mins come in through bsums (madd of the 16 4-bit mins with the 16
+ * sums), the 2-bit quants are unsigned, so maddubs applies directly.
+ */
+static void avx2_vec_dot_q2_k_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q2_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb           = n / QK_K;
+    const __m256i m3           = _mm256_set1_epi8(3);
+    const __m128i m4           = _mm_set1_epi8(0x0F);
+    __m256 acc                 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float d    = y[i].d * half(x[i].d);
+        const float dmin = -y[i].d * half(x[i].dmin);
+
+        const __m128i packed = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i mins   = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+        const __m256i bsums  = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        acc                  = _mm256_fmadd_ps(_mm256_set1_ps(dmin),
+                                               _mm256_cvtepi32_ps(_mm256_madd_epi16(mins, bsums)), acc);
+
+        __m256i scales[2];
+        scales16_halves(_mm_and_si128(packed, m4), scales);
+
+        const uint8_t *q2 = x[i].qs;
+        const int8_t *q8  = y[i].qs;
+        __m256i sumi      = _mm256_setzero_si256();
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(q2 + 32 * h));
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m256i q  = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * k));
+                const __m256i p  = _mm256_maddubs_epi16(q, qy);
+                const __m256i sc = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * k));
+                sumi             = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc, p));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/*
+ * Q3_K: q = low2 - 4 * (high bit clear). maddubs needs unsigned operands, so
+ * maddubs(low2, q8) - maddubs(4 * !high, q8), both exact in int16.
+ */
+static void avx2_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q3_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb           = n / QK_K;
+    const __m256i m3           = _mm256_set1_epi8(3);
+    __m256 acc                 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float d = y[i].d * half(x[i].d);
+        __m256i scales[2];
+        scales16_halves(q3_k_scales(x[i].scales), scales);
+
+        const __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        const int8_t *q8    = y[i].qs;
+        __m256i sumi        = _mm256_setzero_si256();
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            UNROLL
+            for (int k = 0; k < 4; k++) {
+                const int bit    = 4 * h + k;
+                const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
+                const __m256i nh = _mm256_andnot_si256(hbits, _mm256_set1_epi8((char)(1 << bit)));
+                const __m256i h4 = _mm256_slli_epi16(_mm256_srli_epi16(nh, bit), 2);
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * k));
+                const __m256i p =
+                    _mm256_sub_epi16(_mm256_maddubs_epi16(lo, qy), _mm256_maddubs_epi16(h4, qy));
+                const __m256i sc = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * k));
+                sumi             = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc, p));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/*
+ * Q4_K/Q5_K setup: the 8 scales as int16 in both lanes, and the min term
+ * sum_j m_j * (bsums[2j] + bsums[2j+1]) as 4 int32 lanes.
+ */
+static inline __m128i k4_setup(const uint8_t packed[12], const struct block_q8_K *y,
+                               __m256i *scales)
+{
+    const __m256i ms   = _mm256_cvtepu8_epi16(k4_scales(packed));
+    const __m128i sc16 = _mm256_castsi256_si128(ms);
+    *scales            = _mm256_set_m128i(sc16, sc16);
+    const __m256i bs   = _mm256_loadu_si256((const __m256i *)y->bsums);
+    const __m128i bs32 =
+        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    return _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs32);
+}
+
+static inline float hsum_ps128(__m128 v)
+{
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_movehdup_ps(v));
+    return _mm_cvtss_f32(v);
+}
+
+static void avx2_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q4_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb           = n / QK_K;
+    const __m256i m4           = _mm256_set1_epi8(0x0F);
+    __m256 acc                 = _mm256_setzero_ps();
+    __m128 acc_m               = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float d    = y[i].d * half(x[i].d);
+        const float dmin = -y[i].d * half(x[i].dmin);
+        __m256i scales;
+        const __m128i mins = k4_setup(x[i].scales, &y[i], &scales);
+        acc_m              = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m);
+
+        const int8_t *q8 = y[i].qs;
+        __m256i sumi     = _mm256_setzero_si256();
+        UNROLL
+        for (int g = 0; g < 4; g++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
+            const __m256i ql   = _mm256_and_si256(bits, m4);
+            const __m256i qh   = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+            const __m256i yl   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g));
+            const __m256i yh   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g + 32));
+            const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(2 * g)),
+                                                   _mm256_maddubs_epi16(ql, yl));
+            const __m256i ph   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(2 * g + 1)),
+                                                   _mm256_maddubs_epi16(qh, yh));
+            sumi               = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc) + hsum_ps128(acc_m);
+}
+
+/* Q5_K: Q4_K with the 5th bit (bit j of qh for sub-block j) added in as 16. */
+static void avx2_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q5_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb           = n / QK_K;
+    const __m256i m4           = _mm256_set1_epi8(0x0F);
+    __m256 acc                 = _mm256_setzero_ps();
+    float summs                = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        const float d    = y[i].d * half(x[i].d);
+        const float dmin = -y[i].d * half(x[i].dmin);
+        __m256i scales;
+        const __m128i mins = k4_setup(x[i].scales, &y[i], &scales);
+        /* ggml sums Q5_K's min term in int, then in a scalar float; so do we. */
+        __m128i m = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
+        m         = _mm_add_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+        summs += dmin * (float)_mm_cvtsi128_si32(m);
+
+        const __m256i hbits = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        const int8_t *q8    = y[i].qs;
+        __m256i sumi        = _mm256_setzero_si256();
+        UNROLL
+        for (int g = 0; g < 4; g++) {
+            const int bl = 2 * g, bh = 2 * g + 1;
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
+            const __m256i hl   = _mm256_and_si256(hbits, _mm256_set1_epi8((char)(1 << bl)));
+            const __m256i hh   = _mm256_and_si256(hbits, _mm256_set1_epi8((char)(1 << bh)));
+            const __m256i ql   = _mm256_add_epi8(_mm256_and_si256(bits, m4),
+                                                 _mm256_slli_epi16(_mm256_srli_epi16(hl, bl), 4));
+            const __m256i qh   = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
+                                                 _mm256_slli_epi16(_mm256_srli_epi16(hh, bh), 4));
+            const __m256i yl   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g));
+            const __m256i yh   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g + 32));
+            const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(bl)),
+                                                   _mm256_maddubs_epi16(ql, yl));
+            const __m256i ph   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(bh)),
+                                                   _mm256_maddubs_epi16(qh, yh));
+            sumi               = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc) + summs;
+}
+
+/*
+ * Q6_K: the unsigned 6-bit q (0..63) goes through maddubs; the -32 offset is
+ * taken off at the end as 32 * sum_j scale_j * bsums[j].
+ */
+static void avx2_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q6_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb           = n / QK_K;
+    const __m256i m3           = _mm256_set1_epi8(3);
+    const __m256i m4           = _mm256_set1_epi8(0x0F);
+    __m256 acc                 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float d       = y[i].d * half(x[i].d);
+        const __m128i sc8   = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i off =
+            _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc8)), 5);
+        __m256i scales[2];
+        scales16_halves(sc8, scales);
+
+        const int8_t *q8 = y[i].qs;
+        __m256i sumi     = _mm256_setzero_si256();
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            __m256i q[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+            q[1] = _mm256_or_si256(
+                _mm256_and_si256(l1, m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+            q[2] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+            q[3] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * c));
+                const __m256i sc = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * c));
+                sumi =
+                    _mm256_add_epi32(sumi, _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q[c], qy)));
+            }
+        }
+        sumi = _mm256_sub_epi32(sumi, off);
+        acc  = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+/* IQ4_XS: IQ4_NL's table lookup per 32, the sub-block scales applied in int16 madd. */
+static void avx2_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_iq4_xs *x = w;
+    const struct block_q8_K *y   = a;
+    const int64_t nb             = n / QK_K;
+    const __m128i table          = _mm_loadu_si128((const __m128i *)ref_iq4nl_values);
+    __m256 acc                   = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i sumi = _mm256_setzero_si256();
+        UNROLL
+        for (int j = 0; j < QK_K / 32; j++) {
+            const int ls = (((x[i].scales_l[j / 2] >> (4 * (j % 2))) & 0x0F) |
+                            ((x[i].scales_h >> (2 * j)) & 3) << 4) -
+                           32;
+            const __m256i qx = iq4nl_values_32(x[i].qs + 16 * j, table);
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * j));
+            const __m256i p16 =
+                _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(qy, qx));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)ls)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *s = hsum_ps(acc);
 }
 
 /* ---------------------------------------------------------------- float ops */
@@ -501,6 +1046,18 @@ static const struct kernels table = {
                             avx2_vec_dot_q4_0_q8_0},
             [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
                             avx2_vec_dot_q8_0_q8_0},
+            [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1},
+            [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0},
+            [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1},
+            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0},
+            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k},
+            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k},
+            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k},
+            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k},
+            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k},
+            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k},
+            [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL},
+            [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL},
         },
     .rmsnorm     = avx2_rmsnorm,
     .silu_mul    = avx2_silu_mul,

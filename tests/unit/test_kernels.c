@@ -77,8 +77,32 @@ static void fill_normal(float *x, int64_t n, float scale)
 
 /* ---------------------------------------------------------------- the tables */
 
-static const enum dtype weight_types[] = {DTYPE_F32, DTYPE_F16, DTYPE_BF16, DTYPE_Q4_0, DTYPE_Q8_0};
+static const enum dtype weight_types[] = {DTYPE_F32,  DTYPE_F16,    DTYPE_BF16,  DTYPE_Q4_0,
+                                          DTYPE_Q8_0, DTYPE_Q4_1,   DTYPE_Q5_0,  DTYPE_Q5_1,
+                                          DTYPE_Q2_K, DTYPE_Q3_K,   DTYPE_Q4_K,  DTYPE_Q5_K,
+                                          DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS};
 #define N_WEIGHT_TYPES (sizeof(weight_types) / sizeof(weight_types[0]))
+
+/* Each weight type's activation type, as ggml's CPU backend (type_traits_cpu[].vec_dot_type). */
+static enum dtype want_vec_dot_type(enum dtype t)
+{
+    switch (t) {
+    case DTYPE_F32:
+    case DTYPE_F16:
+    case DTYPE_BF16:
+        return t;
+    case DTYPE_Q4_0:
+    case DTYPE_Q5_0:
+    case DTYPE_Q8_0:
+    case DTYPE_IQ4_NL:
+        return DTYPE_Q8_0;
+    case DTYPE_Q4_1:
+    case DTYPE_Q5_1:
+        return DTYPE_Q8_1;
+    default:
+        return DTYPE_Q8_K;
+    }
+}
 
 static void test_tables_complete(void **state)
 {
@@ -90,16 +114,24 @@ static void test_tables_complete(void **state)
     assert_ptr_equal(ks[0], ref);
     assert_string_equal(ref->name, "ref");
     for (size_t i = 0; i < N_WEIGHT_TYPES; i++) {
-        const struct type_kernels *t = &ref->type[weight_types[i]];
-        assert_non_null(t->to_float);
-        assert_non_null(t->from_float);
-        assert_non_null(t->vec_dot);
+        const enum dtype t           = weight_types[i];
+        const struct type_kernels *k = &ref->type[t];
+        if (!k->to_float || !k->vec_dot || k->vec_dot_type != want_vec_dot_type(t))
+            fail_msg("ref: %s lacks to_float or vec_dot, or takes %s activations (want %s)",
+                     dtype_name(t), dtype_name(k->vec_dot_type), dtype_name(want_vec_dot_type(t)));
+        /* Every activation type converts both ways (from_float per matmul, to_float in tests). */
+        const struct type_kernels *a = &ref->type[k->vec_dot_type];
+        assert_non_null(a->from_float);
+        assert_non_null(a->to_float);
     }
-    assert_int_equal(ref->type[DTYPE_F32].vec_dot_type, DTYPE_F32);
-    assert_int_equal(ref->type[DTYPE_F16].vec_dot_type, DTYPE_F16);
-    assert_int_equal(ref->type[DTYPE_BF16].vec_dot_type, DTYPE_BF16);
-    assert_int_equal(ref->type[DTYPE_Q4_0].vec_dot_type, DTYPE_Q8_0);
-    assert_int_equal(ref->type[DTYPE_Q8_0].vec_dot_type, DTYPE_Q8_0);
+    /* Weight-only types get their from_float from src/quant; these have theirs here. */
+    static const enum dtype quantizable[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_BF16, DTYPE_Q4_0,
+                                             DTYPE_Q8_0, DTYPE_Q8_1, DTYPE_Q8_K};
+    for (size_t i = 0; i < sizeof(quantizable) / sizeof(quantizable[0]); i++)
+        assert_non_null(ref->type[quantizable[i]].from_float);
+    /* Activation-only types are never weights. */
+    assert_null(ref->type[DTYPE_Q8_1].vec_dot);
+    assert_null(ref->type[DTYPE_Q8_K].vec_dot);
 
     for (int k = 0; k < nk; k++) {
         const struct kernels *K = ks[k];
@@ -411,9 +443,554 @@ static void test_q8_0_known_blocks(void **state)
     }
 }
 
+/* ------------------------------------------- dequantization in double, from the format spec */
+
+/*
+ * An independent decoder for every quantized type: reads the raw block bytes
+ * by the offsets of the GGUF layout (docs: shared/reference/gguf-types.md,
+ * ggml-common.h), unpacks the K-quant scales with ggml's word-mask
+ * formulation (the reference uses per-index bit picks), and computes each
+ * value in double. mag[i] is the sum of the magnitudes of the terms of
+ * value i, for a rounding bound.
+ */
+static const int iq4nl_table[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                    1,    13,   25,  38,  53,  69,  89,  113};
+
+static double half_at(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return fp16_to_fp32(h);
+}
+
+static uint32_t u32_at(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The 32 4-bit fields of a 16-byte Q4_0-style block: element j < 16 low nibble of byte j. */
+static int nib32(const uint8_t *qs, int j)
+{
+    return j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+}
+
+/* Q4_K/Q5_K scales (sc[0..7]) and mins (sc[8..15]) by ggml's kmask word operations. */
+static void k4_scales_words(const uint8_t *packed, uint8_t sc[16])
+{
+    uint32_t u[4];
+    for (int i = 0; i < 3; i++)
+        u[i] = u32_at(packed + 4 * i);
+    u[3]                = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    const uint32_t uaux = u[1] & 0x3f3f3f3f;
+    u[1]                = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    u[2]                = uaux;
+    u[0] &= 0x3f3f3f3f;
+    for (int i = 0; i < 16; i++)
+        sc[i] = (uint8_t)(u[i / 4] >> (8 * (i % 4)));
+}
+
+/* Q3_K's 16 6-bit scales (0..63) by ggml's kmask word operations. */
+static void q3_scales_words(const uint8_t *packed, int sc[16])
+{
+    uint32_t a[4];
+    for (int i = 0; i < 3; i++)
+        a[i] = u32_at(packed + 4 * i);
+    const uint32_t m1 = 0x03030303, m2 = 0x0f0f0f0f, tmp = a[2];
+    a[2] = ((a[0] >> 4) & m2) | (((tmp >> 4) & m1) << 4);
+    a[3] = ((a[1] >> 4) & m2) | (((tmp >> 6) & m1) << 4);
+    a[0] = (a[0] & m2) | (((tmp >> 0) & m1) << 4);
+    a[1] = (a[1] & m2) | (((tmp >> 2) & m1) << 4);
+    for (int i = 0; i < 16; i++)
+        sc[i] = (int)((a[i / 4] >> (8 * (i % 4))) & 0xff);
+}
+
+/* Decodes one block of type t at b into v[0..block) and mag[0..block). */
+static void deq_exact_block(enum dtype t, const uint8_t *b, double *v, double *mag)
+{
+    switch (t) {
+    case DTYPE_Q4_0:
+        for (int j = 0; j < 32; j++)
+            v[j] = half_at(b) * (nib32(b + 2, j) - 8), mag[j] = fabs(v[j]);
+        return;
+    case DTYPE_Q8_0:
+        for (int j = 0; j < 32; j++)
+            v[j] = half_at(b) * (int8_t)b[2 + j], mag[j] = fabs(v[j]);
+        return;
+    case DTYPE_Q8_1:
+        for (int j = 0; j < 32; j++)
+            v[j] = half_at(b) * (int8_t)b[4 + j], mag[j] = fabs(v[j]);
+        return;
+    case DTYPE_Q4_1:
+        for (int j = 0; j < 32; j++) {
+            const double a = half_at(b) * nib32(b + 4, j), m = half_at(b + 2);
+            v[j] = a + m, mag[j] = fabs(a) + fabs(m);
+        }
+        return;
+    case DTYPE_Q5_0:
+    case DTYPE_Q5_1: {
+        const int o    = t == DTYPE_Q5_0 ? 2 : 4;
+        const double m = t == DTYPE_Q5_0 ? 0.0 : half_at(b + 2);
+        for (int j = 0; j < 32; j++) {
+            const int q    = nib32(b + o + 4, j) | (int)((u32_at(b + o) >> j) & 1) << 4;
+            const double a = half_at(b) * (t == DTYPE_Q5_0 ? q - 16 : q);
+            v[j] = a + m, mag[j] = fabs(a) + fabs(m);
+        }
+        return;
+    }
+    case DTYPE_IQ4_NL:
+        for (int j = 0; j < 32; j++)
+            v[j] = half_at(b) * iq4nl_table[nib32(b + 2, j)], mag[j] = fabs(v[j]);
+        return;
+    case DTYPE_Q2_K: /* scales@0 qs@16 d@80 dmin@82 */
+        for (int e = 0; e < 256; e++) {
+            const int q  = (b[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int sc = b[e / 16] & 15, mn = b[e / 16] >> 4;
+            const double a = half_at(b + 80) * sc * q, m = half_at(b + 82) * mn;
+            v[e] = a - m, mag[e] = fabs(a) + fabs(m);
+        }
+        return;
+    case DTYPE_Q3_K: { /* hmask@0 qs@32 scales@96 d@108 */
+        int sc[16];
+        q3_scales_words(b + 96, sc);
+        for (int e = 0; e < 256; e++) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            const int lo = (b[32 + 32 * h + l] >> (2 * k)) & 3;
+            const int hb = (b[l] >> (4 * h + k)) & 1;
+            v[e]         = half_at(b + 108) * (sc[e / 16] - 32) * (lo - (hb ? 0 : 4));
+            mag[e]       = fabs(v[e]);
+        }
+        return;
+    }
+    case DTYPE_Q4_K:
+    case DTYPE_Q5_K: { /* d@0 dmin@2 scales@4, Q5_K: qh@16 qs@48; Q4_K: qs@16 */
+        uint8_t sc[16];
+        k4_scales_words(b + 4, sc);
+        const uint8_t *qs = b + (t == DTYPE_Q4_K ? 16 : 48);
+        for (int e = 0; e < 256; e++) {
+            const int j = e / 32, l = e % 32;
+            int q = (qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 15;
+            if (t == DTYPE_Q5_K)
+                q |= ((b[16 + l] >> j) & 1) << 4;
+            const double a = half_at(b) * sc[j] * q, m = half_at(b + 2) * sc[8 + j];
+            v[e] = a - m, mag[e] = fabs(a) + fabs(m);
+        }
+        return;
+    }
+    case DTYPE_Q6_K: /* ql@0 qh@128 scales@192 d@208 */
+        for (int e = 0; e < 256; e++) {
+            const int h = e / 128, c = (e % 128) / 32, l = e % 32;
+            const int lo = (b[64 * h + 32 * (c % 2) + l] >> (4 * (c / 2))) & 15;
+            const int hi = (b[128 + 32 * h + l] >> (2 * c)) & 3;
+            v[e]         = half_at(b + 208) * (int8_t)b[192 + e / 16] * ((lo | hi << 4) - 32);
+            mag[e]       = fabs(v[e]);
+        }
+        return;
+    case DTYPE_IQ4_XS: /* d@0 scales_h@2 scales_l@4 qs@8 */
+        for (int e = 0; e < 256; e++) {
+            const int j = e / 32;
+            const int ls =
+                ((b[4 + j / 2] >> (4 * (j % 2))) & 15) | (((b[2] | b[3] << 8) >> (2 * j)) & 3) << 4;
+            v[e]   = half_at(b) * (ls - 32) * iq4nl_table[nib32(b + 8 + 16 * j, e % 32)];
+            mag[e] = fabs(v[e]);
+        }
+        return;
+    case DTYPE_Q8_K: { /* float d@0 qs@4 */
+        float d;
+        memcpy(&d, b, 4);
+        for (int e = 0; e < 256; e++)
+            v[e] = (double)d * (int8_t)b[4 + e], mag[e] = fabs(v[e]);
+        return;
+    }
+    default:
+        fail_msg("no exact decoder for %s", dtype_name(t));
+    }
+}
+
+/* Decodes a row of n elements; returns the largest |ref to_float - exact| / mag seen (0 if none).
+ */
+static double check_to_float_exact(enum dtype t, const void *row, const float *y, int64_t n)
+{
+    const struct dtype_info *di = dtype_get(t);
+    double v[256], mag[256], worst = 0;
+    for (int64_t b = 0; b < n / di->block; b++) {
+        deq_exact_block(t, (const uint8_t *)row + b * di->block_len, v, mag);
+        for (uint32_t j = 0; j < di->block; j++) {
+            const int64_t i  = b * di->block + j;
+            const double err = fabs((double)y[i] - v[j]);
+            if (err > 0x1p-22 * mag[j])
+                fail_msg("%s element %lld: to_float %.9g, exact %.17g", dtype_name(t), (long long)i,
+                         y[i], v[j]);
+            if (mag[j] > 0)
+                worst = fmax(worst, err / mag[j]);
+        }
+    }
+    return worst;
+}
+
+/* ------------------------------------------------------- known blocks of the other types */
+
+static void put_half(void *p, float f)
+{
+    const uint16_t h = fp32_to_fp16(f);
+    memcpy(p, &h, 2);
+}
+
+/* Runs every table's to_float of type t on n elements at blk; checks want[idx[i]] (all if !idx). */
+static void expect_to_float(enum dtype t, const void *blk, int64_t n, const int *idx,
+                            const float *want, int n_want)
+{
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    float *y     = xmalloc((size_t)n * sizeof(float));
+    for (int k = 0; k < nk; k++) {
+        memset(y, 0xff, (size_t)n * sizeof(float));
+        ks[k]->type[t].to_float(blk, y, n);
+        for (int i = 0; i < n_want; i++) {
+            const int e = idx ? idx[i] : i;
+            if (y[e] != want[i])
+                fail_msg("%s: %s element %d = %g, want %g", ks[k]->name, dtype_name(t), e, y[e],
+                         want[i]);
+        }
+        check_to_float_exact(t, blk, y, n);
+    }
+    free(y);
+}
+
+/* Byte i of a test pattern: (i * a + b) mod 256. */
+static void fill_pattern(uint8_t *p, int n, int a, int b)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(i * a + b);
+}
+
+/* Element indices spot-checked in the 256-element known blocks: every sub-block edge kind. */
+static const int k_idx[24] = {0,  1,  15,  16,  17,  31,  32,  33,  47,  48,  63,  64,
+                              95, 96, 127, 128, 129, 143, 160, 191, 192, 208, 224, 255};
+
+/*
+ * The expected values below come from ggml's dequantize_row_* applied to the
+ * same bytes (transcribed independently); d and the scales are chosen so
+ * that every value is exact in float.
+ */
+static void test_legacy_known_blocks(void **state)
+{
+    (void)state;
+    /* Q4_1: d = 0.5, m = -2; element j = j, element j + 16 = 15 - j. */
+    struct block_q4_1 q41;
+    put_half(&q41.d, 0.5f);
+    put_half(&q41.m, -2.0f);
+    for (int j = 0; j < 16; j++)
+        q41.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    float w41[32];
+    for (int j = 0; j < 16; j++) {
+        w41[j]      = (float)j * 0.5f - 2.0f;
+        w41[j + 16] = (float)(15 - j) * 0.5f - 2.0f;
+    }
+    expect_to_float(DTYPE_Q4_1, &q41, 32, NULL, w41, 32);
+
+    /* Q5_0 / Q5_1: qh = 0xA5A5F00F, nibbles (3j & 15) | ((5j + 1) & 15) << 4. */
+    struct block_q5_0 q50;
+    struct block_q5_1 q51;
+    put_half(&q50.d, 0.25f);
+    put_half(&q51.d, 0.125f);
+    put_half(&q51.m, 1.0f);
+    const uint8_t qh[4] = {0x0F, 0xF0, 0xA5, 0xA5};
+    memcpy(q50.qh, qh, 4);
+    memcpy(q51.qh, qh, 4);
+    for (int j = 0; j < 16; j++)
+        q50.qs[j] = q51.qs[j] = (uint8_t)(((j * 3) & 15) | ((j * 5 + 1) & 15) << 4);
+    static const float w50[32] = {0,     0.75f,  1.5f,  2.25f,  -1,     -0.25f, -3.5f,  -2.75f,
+                                  -2,    -1.25f, -0.5f, -3.75f, 1,      1.75f,  2.5f,   3.25f,
+                                  0.25f, -2.5f,  2.75f, -4,     -2.75f, 2.5f,   -0.25f, 1,
+                                  2.25f, -0.5f,  0.75f, -2,     -0.75f, 0.5f,   -2.25f, 3};
+    static const float w51[32] = {3,      3.375f, 3.75f,  4.125f, 2.5f,   2.875f, 1.25f,  1.625f,
+                                  2,      2.375f, 2.75f,  1.125f, 3.5f,   3.875f, 4.25f,  4.625f,
+                                  3.125f, 1.75f,  4.375f, 1,      1.625f, 4.25f,  2.875f, 3.5f,
+                                  4.125f, 2.75f,  3.375f, 2,      2.625f, 3.25f,  1.875f, 4.5f};
+    expect_to_float(DTYPE_Q5_0, &q50, 32, NULL, w50, 32);
+    expect_to_float(DTYPE_Q5_1, &q51, 32, NULL, w51, 32);
+
+    /* IQ4_NL: d = -0.5, element j = index j, element j + 16 = index 15 - j. */
+    struct block_iq4_nl nl;
+    put_half(&nl.d, -0.5f);
+    for (int j = 0; j < 16; j++)
+        nl.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    float wnl[32];
+    for (int j = 0; j < 16; j++) {
+        wnl[j]      = -0.5f * (float)iq4nl_table[j];
+        wnl[j + 16] = -0.5f * (float)iq4nl_table[15 - j];
+    }
+    expect_to_float(DTYPE_IQ4_NL, &nl, 32, NULL, wnl, 32);
+    for (int j = 0; j < 16; j++)
+        assert_int_equal(ref_iq4nl_values[j], iq4nl_table[j]);
+}
+
+static void test_kquant_known_blocks(void **state)
+{
+    (void)state;
+    /* Q2_K: d = 0.5, dmin = 0.25, scale byte j = j | (15 - j) << 4. */
+    struct block_q2_K q2;
+    put_half(&q2.d, 0.5f);
+    put_half(&q2.dmin, 0.25f);
+    for (int j = 0; j < 16; j++)
+        q2.scales[j] = (uint8_t)(j | (15 - j) << 4);
+    fill_pattern(q2.qs, 64, 37, 11);
+    static const float w2[24] = {-3.75f, -3.75f, -3.75f, -2,     -3.5f,  -2.5f,  -1.25f, -3.25f,
+                                 -2.25f, 0,      -1.5f,  -2.75f, -2.5f,  -2.25f, 5,      10.25f,
+                                 -1.75f, 6.25f,  8.75f,  4.5f,   11.25f, 19,     13.75f, 0};
+    expect_to_float(DTYPE_Q2_K, &q2, 256, k_idx, w2, 24);
+
+    /* Q3_K: d = 0.5, 6-bit scales {0,1,31,32,33,63,16,47,5,60,2,40,32,0,63,20} packed. */
+    struct block_q3_K q3;
+    static const uint8_t s3[12]     = {0x50, 0xc1, 0x2f, 0x80, 0x01, 0x0f,
+                                       0xf0, 0x4f, 0x88, 0x3c, 0xc5, 0x6a};
+    static const int8_t s3_want[16] = {0, 1, 31, 32, 33, 63, 16, 47, 5, 60, 2, 40, 32, 0, 63, 20};
+    put_half(&q3.d, 0.5f);
+    memcpy(q3.scales, s3, 12);
+    fill_pattern(q3.hmask, 32, 73, 5);
+    fill_pattern(q3.qs, 64, 37, 11);
+    int8_t s3_got[16];
+    ref_unpack_q3_k_scales(s3, s3_got);
+    for (int j = 0; j < 16; j++)
+        assert_int_equal(s3_got[j], s3_want[j] - 32);
+    static const float w3[24] = {-48, 64, 32, -46.5f, 62, 31, 1,  0,   1.5f, 0,  0,   0,
+                                 0,   32, 15, 13.5f,  54, 27, 30, -12, 0,    16, -31, 0};
+    expect_to_float(DTYPE_Q3_K, &q3, 256, k_idx, w3, 24);
+
+    /*
+     * Q4_K / Q5_K: d = 0.5, dmin = 0.25; scales {1,2,3,63,17,33,48,5}, mins {0,7,63,1,40,2,31,60}
+     * (sub-blocks 4..7 need the top bits kept in bytes 0..7).
+     */
+    static const uint8_t s4[12]      = {0x41, 0x82, 0xc3, 0x3f, 0x80, 0x07,
+                                        0x7f, 0xc1, 0x81, 0x21, 0xf0, 0xc5};
+    static const uint8_t s4_want[16] = {1, 2, 3, 63, 17, 33, 48, 5, 0, 7, 63, 1, 40, 2, 31, 60};
+    uint8_t s4_got[16];
+    ref_unpack_k4_scales(s4, s4_got);
+    assert_memory_equal(s4_got, s4_want, 16);
+    k4_scales_words(s4, s4_got);
+    assert_memory_equal(s4_got, s4_want, 16);
+
+    struct block_q4_K q4;
+    put_half(&q4.d, 0.5f);
+    put_half(&q4.dmin, 0.25f);
+    memcpy(q4.scales, s4, 12);
+    fill_pattern(q4.qs, 128, 37, 11);
+    static const float w4[24] = {5.5f,  0,     3,     5.5f,   0,       3,       -1.75f, 1.25f,
+                                 1.25f, 3.25f, 6.25f, 0.75f,  -6.75f,  314.75f, 62.75f, 83.5f,
+                                 -10,   41,    65.5f, 197.5f, 256.25f, 256.25f, 20,     0};
+    expect_to_float(DTYPE_Q4_K, &q4, 256, k_idx, w4, 24);
+
+    struct block_q5_K q5;
+    put_half(&q5.d, 0.5f);
+    put_half(&q5.dmin, 0.25f);
+    memcpy(q5.scales, s4, 12);
+    fill_pattern(q5.qh, 32, 73, 5);
+    fill_pattern(q5.qs, 128, 37, 11);
+    static const float w5[24] = {13.5f, 0,     3,     13.5f,  0,       3,       -1.75f,  17.25f,
+                                 1.25f, 3.25f, 6.25f, 24.75f, 17.25f,  314.75f, 566.75f, 83.5f,
+                                 -10,   41,    65.5f, 197.5f, 256.25f, 256.25f, 20,      40};
+    expect_to_float(DTYPE_Q5_K, &q5, 256, k_idx, w5, 24);
+
+    /* Q6_K: d = 0.25, signed 8-bit scales including -128 and 127. */
+    struct block_q6_K q6;
+    static const int8_t s6[16] = {1, -1, 127, -128, 5,    -7, 33,  -64,
+                                  0, 2,  -3,  100,  -100, 17, -17, 64};
+    put_half(&q6.d, 0.25f);
+    memcpy(q6.scales, s6, 16);
+    fill_pattern(q6.ql, 128, 37, 11);
+    fill_pattern(q6.qh, 64, 73, 5);
+    static const float w6[24] = {-1.25f, 0,   -6.5f, 1.25f, 0,    6.5f,    -158.75f, 508,
+                                 698.5f, 160, -704,  -40,   14,   -181.5f, -288,     0,
+                                 0,      0,   3.75f, 550,   -100, 106.25f, 76.5f,    352};
+    expect_to_float(DTYPE_Q6_K, &q6, 256, k_idx, w6, 24);
+
+    /* IQ4_XS: d = 0.5, scales_h = 0xB41E, scales_l = {0x1F, 0xE2, 0x07, 0x9C}. */
+    struct block_iq4_xs xs;
+    put_half(&xs.d, 0.5f);
+    xs.scales_h                = 0xB41E;
+    static const uint8_t sl[4] = {0x1F, 0xE2, 0x07, 0x9C};
+    memcpy(xs.scales_l, sl, 4);
+    fill_pattern(xs.qs, 128, 37, 11);
+    static const float wxs[24] = {285,     -952.5f, -165, -952.5f, -487.5f, -487.5f, 323, -1079.5f,
+                                  -187,    -297.5f, 8.5f, -266,    -483,    -342,    747, -475,
+                                  1587.5f, 275,     -304, -424,    532,     1246,    171, -99};
+    expect_to_float(DTYPE_IQ4_XS, &xs, 256, k_idx, wxs, 24);
+}
+
+/*
+ * Q8_1 and Q8_K quantizers on known inputs. Q8_1 is Q8_0's rule (d = amax/127,
+ * roundf) plus s; Q8_K is ggml's: iscale = -127 / (signed extreme), ties to even.
+ */
+static void test_activation_known_blocks(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+
+    float x1[64];
+    for (int j = 0; j < 32; j++) {
+        x1[j]      = (float)(j - 16) + 0.5f; /* halves; -15.5 .. 15.5 */
+        x1[32 + j] = 0.0f;
+    }
+    x1[7] = 127.0f; /* d = 1 */
+    struct block_q8_1 q1[2];
+    for (int k = 0; k < nk; k++) {
+        memset(q1, 0x55, sizeof(q1));
+        ks[k]->type[DTYPE_Q8_1].from_float(x1, q1, 64);
+        assert_int_equal(q1[0].d, 0x3c00);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const int want = j == 7 ? 127 : (j - 16 >= 0 ? j - 15 : j - 16); /* away from zero */
+            if (q1[0].qs[j] != want)
+                fail_msg("%s: q8_1 of %g = %d, want %d", ks[k]->name, x1[j], q1[0].qs[j], want);
+            sum += want;
+        }
+        assert_int_equal(q1[0].s, fp32_to_fp16((float)sum));
+        assert_int_equal(q1[1].d, 0);
+        assert_int_equal(q1[1].s, 0);
+        for (int j = 0; j < 32; j++)
+            assert_int_equal(q1[1].qs[j], 0);
+    }
+
+    /*
+     * Q8_K, four blocks:
+     * 0: extreme +127 at [3]: iscale = -1, d = -1; halves round to even (2.5 -> -2, -3.5 -> 4).
+     * 1: extreme -63.5 at [0]: iscale = 2, d = 0.5; 0.25 -> 0.5 -> 0, 0.75 -> 2.
+     * 2: all zero: d = 0, quants and sums 0.
+     * 3: -4 at [5] and +4 at [9]: the first wins, so -4 -> -127 and +4 -> 127.
+     */
+    float *xk = xmalloc(4 * 256 * sizeof(float));
+    memset(xk, 0, 4 * 256 * sizeof(float));
+    const float b0[8]   = {2.5f, -3.5f, 0.5f, 127.0f, 1.5f, -0.5f, -126.5f, 100.0f};
+    const int8_t q0[8]  = {-2, 4, 0, -127, -2, 0, 126, -100};
+    const float b1[6]   = {-63.5f, 0.25f, 0.75f, -0.25f, 63.0f, 1.25f};
+    const int8_t qb1[6] = {-127, 0, 2, 0, 126, 2};
+    memcpy(xk, b0, sizeof(b0));
+    memcpy(xk + 256, b1, sizeof(b1));
+    xk[768 + 5]           = -4.0f;
+    xk[768 + 9]           = 4.0f;
+    struct block_q8_K *qk = xmalloc(4 * sizeof(struct block_q8_K));
+    for (int k = 0; k < nk; k++) {
+        memset(qk, 0x55, 4 * sizeof(struct block_q8_K));
+        ks[k]->type[DTYPE_Q8_K].from_float(xk, qk, 4 * 256);
+        assert_true(qk[0].d == -1.0f);
+        for (int j = 0; j < 8; j++)
+            if (qk[0].qs[j] != q0[j])
+                fail_msg("%s: q8_K of %g = %d, want %d", ks[k]->name, b0[j], qk[0].qs[j], q0[j]);
+        assert_int_equal(qk[0].bsums[0], -2 + 4 + 0 - 127 - 2 + 0 + 126 - 100);
+        assert_true(qk[1].d == 0.5f);
+        for (int j = 0; j < 6; j++)
+            assert_int_equal(qk[1].qs[j], qb1[j]);
+        assert_true(qk[2].d == 0.0f);
+        assert_true(qk[3].d == 1.0f / (-127.0f / -4.0f));
+        assert_int_equal(qk[3].qs[5], -127);
+        assert_int_equal(qk[3].qs[9], 127);
+        for (int b = 0; b < 4; b++)
+            for (int j = 0; j < 256; j++) {
+                if ((b == 0 && j < 8) || (b == 1 && j < 6) || (b == 3 && (j == 5 || j == 9)))
+                    continue;
+                assert_int_equal(qk[b].qs[j], 0);
+            }
+        for (int j = 1; j < 16; j++)
+            assert_int_equal(qk[0].bsums[j], 0);
+        for (int j = 0; j < 16; j++)
+            assert_int_equal(qk[2].bsums[j], 0);
+        assert_int_equal(qk[3].bsums[0], 0);
+        float y[256];
+        ks[k]->type[DTYPE_Q8_K].to_float(&qk[1], y, 256);
+        assert_true(y[0] == -63.5f && y[2] == 1.0f && y[4] == 63.0f);
+    }
+    free(xk);
+    free(qk);
+}
+
+/* Random rows of the activation types: every ISA writes the reference's bytes, and the quants
+ * decode within half a step of the input. */
+static void test_activation_types(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk                = host_tables(ks);
+    static const int64_t lens[] = {256, 512, 1024, 4096, 11008};
+    for (int a = 0; a < 2; a++) {
+        const enum dtype t = a ? DTYPE_Q8_K : DTYPE_Q8_1;
+        double worst       = 0;
+        for (int l = 0; l < 5; l++) {
+            const int64_t n  = lens[l];
+            const size_t len = dtype_row_len(t, n);
+            float *x = xmalloc((size_t)n * sizeof(float)), *y = xmalloc((size_t)n * sizeof(float));
+            uint8_t *q = xmalloc(len), *q2 = xmalloc(len);
+            fill_normal(x, n, l == 0 ? 1e-3f : (float)l);
+            if (n >= 512)
+                memset(x + 256, 0, 256 * sizeof(float)); /* an all-zero block */
+            kernels_ref()->type[t].from_float(x, q, n);
+            kernels_ref()->type[t].to_float(q, y, n);
+            const uint32_t blk = dtype_get(t)->block;
+            for (int64_t b0 = 0; b0 < n; b0 += blk) {
+                double amax = 0;
+                for (int64_t i = b0; i < b0 + blk; i++)
+                    amax = fmax(amax, fabs(x[i]));
+                for (int64_t i = b0; i < b0 + blk; i++) {
+                    /* Q8_1's d is stored in fp16 (rel. 2^-11); Q8_K's in float. */
+                    const double step = amax / 127;
+                    const double tol =
+                        step * 0.5 +
+                        (t == DTYPE_Q8_1 ? 127 * fmax(step * 0x1p-11, 0x1p-25) : step * 1e-5);
+                    const double err = fabs((double)y[i] - x[i]);
+                    if (err > tol)
+                        fail_msg("ref: %s of %g decodes to %g (block amax %g)", dtype_name(t), x[i],
+                                 y[i], amax);
+                    if (amax > 0)
+                        worst = fmax(worst, err / amax);
+                }
+            }
+            if (t == DTYPE_Q8_K) {
+                const struct block_q8_K *kb = (const struct block_q8_K *)q;
+                for (int64_t b = 0; b < n / 256; b++)
+                    for (int j = 0; j < 16; j++) {
+                        int sum = 0;
+                        for (int i = 0; i < 16; i++)
+                            sum += kb[b].qs[16 * j + i];
+                        assert_int_equal(kb[b].bsums[j], sum);
+                    }
+            } else {
+                /* s = fp16(d * sum q) with d = amax / 127 in float, before d's own fp16 rounding.
+                 */
+                const struct block_q8_1 *qb = (const struct block_q8_1 *)q;
+                for (int64_t b = 0; b < n / 32; b++) {
+                    int sum    = 0;
+                    float amax = 0;
+                    for (int i = 0; i < 32; i++) {
+                        sum += qb[b].qs[i];
+                        amax = fmaxf(amax, fabsf(x[32 * b + i]));
+                    }
+                    assert_int_equal(qb[b].d, fp32_to_fp16(amax / 127));
+                    assert_int_equal(qb[b].s, fp32_to_fp16((float)sum * (amax / 127)));
+                }
+            }
+            for (int k = 0; k < nk; k++) {
+                memset(q2, 0x55, len);
+                ks[k]->type[t].from_float(x, q2, n);
+                if (memcmp(q, q2, len) != 0)
+                    fail_msg("%s: %s from_float (n=%lld) differs from the reference", ks[k]->name,
+                             dtype_name(t), (long long)n);
+            }
+            free(x);
+            free(y);
+            free(q);
+            free(q2);
+        }
+        print_message("%s quantization err/amax %.3g, identical on every ISA\n", dtype_name(t),
+                      worst);
+    }
+}
+
 /* -------------------------------------------------- every weight type, random rows */
 
-/* Largest |x - dequant(x)| allowed for one element of a block whose largest |x| is amax. */
+/*
+ * Largest |x - dequant(x)| allowed for one element of a block whose largest |x| is amax, for the
+ * types whose quantizer is in the kernel table; negative for the others (tested on random blocks).
+ */
 static double quant_bound(enum dtype t, double x, double amax)
 {
     switch (t) {
@@ -430,16 +1007,98 @@ static double quant_bound(enum dtype t, double x, double amax)
     case DTYPE_Q4_0:
         return amax / 8 + 8 * fmax(amax / 8 * 0x1p-11, 0x1p-25) + amax * 1e-6;
     default:
-        return 0.0;
+        return -1.0;
+    }
+}
+
+/* Whether type t's test rows come from its quantizer (else: random blocks). */
+static int quantized_from_floats(enum dtype t)
+{
+    return kernels_ref()->type[t].from_float && quant_bound(t, 0, 0) >= 0;
+}
+
+/* Byte offsets of a block's fp16 scale fields (d, then m or dmin; -1: none). */
+static void scale_offsets(enum dtype t, int off[2])
+{
+    off[1] = -1;
+    switch (t) {
+    case DTYPE_Q4_1:
+    case DTYPE_Q5_1:
+    case DTYPE_Q4_K:
+    case DTYPE_Q5_K:
+        off[0] = 0, off[1] = 2;
+        return;
+    case DTYPE_Q2_K:
+        off[0] = 80, off[1] = 82;
+        return;
+    case DTYPE_Q3_K:
+        off[0] = 108;
+        return;
+    case DTYPE_Q6_K:
+        off[0] = 208;
+        return;
+    default: /* Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS */
+        off[0] = 0;
+        return;
+    }
+}
+
+/*
+ * A row of random blocks: every quant and packed-scale bit random, the fp16
+ * scales random in [-0.05, 0.05) (mins/offsets too, any sign), so every bit
+ * pattern of the layout is exercised, extremes included.
+ */
+static void fill_random_blocks(enum dtype t, uint8_t *row, size_t row_len)
+{
+    const size_t bl = dtype_get(t)->block_len;
+    int off[2];
+    scale_offsets(t, off);
+    for (size_t b = 0; b < row_len / bl; b++) {
+        uint8_t *blk = row + b * bl;
+        for (size_t j = 0; j < bl; j++)
+            blk[j] = (uint8_t)rng_u64();
+        for (int k = 0; k < 2; k++)
+            if (off[k] >= 0)
+                put_half(blk + off[k], rng_uniform() * 0.05f);
     }
 }
 
 struct errs {
-    double quant_max;    /* max |x - dequant(x)| / block amax */
+    double quant_max;    /* max |x - dequant(x)| / block amax (quantized rows only) */
+    double deq_max;      /* max |to_float - exact decode| / magnitude of its terms */
     double dot_abs;      /* max |s - exact| */
     double dot_norm;     /* max |s - exact| / sum |w*a| */
     double dot_ref_norm; /* max |s - s_ref| / sum |w*a| */
 };
+
+/*
+ * The exact dot that vec_dot computes: sum of dequantized w times
+ * dequantized a in double. For Q8_1 activations the kernels (as ggml) use
+ * the block's stored s = fp16(d * sum q) for the offset term m_w * sum(a),
+ * so the reference value takes that rounding of s as given.
+ */
+static void exact_dot(enum dtype t, enum dtype vdt, int64_t n, const float *wd, const float *ad,
+                      const uint8_t *w, const uint8_t *a, double *exact, double *sabs)
+{
+    double e = 0, sa = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e += (double)wd[i] * ad[i];
+        sa += fabs((double)wd[i] * ad[i]);
+    }
+    if (vdt == DTYPE_Q8_1) {
+        const size_t bl = dtype_get(t)->block_len;
+        for (int64_t b = 0; b < n / 32; b++) {
+            const struct block_q8_1 *y = (const struct block_q8_1 *)a + b;
+            int sumq                   = 0;
+            for (int j = 0; j < 32; j++)
+                sumq += y->qs[j];
+            const double m = half_at(w + b * bl + 2);
+            e += m * (fp16_to_fp32(y->s) - (double)fp16_to_fp32(y->d) * sumq);
+        }
+    }
+    *exact = e;
+    *sabs  = sa;
+}
 
 static void check_type(const struct kernels *K, enum dtype t, int64_t n, int rows, struct errs *e)
 {
@@ -449,6 +1108,7 @@ static void check_type(const struct kernels *K, enum dtype t, int64_t n, int row
     const size_t row_len = dtype_row_len(t, n);
     const size_t act_len = dtype_row_len(vdt, n);
     const uint32_t blk   = dtype_get(t)->block;
+    const int from_x     = quantized_from_floats(t);
 
     float *wf    = xmalloc((size_t)(rows * n) * sizeof(float));
     uint8_t *wq  = xmalloc(rows * row_len);
@@ -463,19 +1123,14 @@ static void check_type(const struct kernels *K, enum dtype t, int64_t n, int row
     static const float scales[] = {1e-3f, 1.0f, 30.0f};
     for (int r = 0; r < rows; r++)
         fill_normal(wf + r * n, n, scales[r % 3]);
-    for (int r = 0; r < rows; r++)
-        rt->from_float(wf + r * n, wq + r * row_len, n);
-    if ((t == DTYPE_Q4_0 || t == DTYPE_Q8_0) && rows > 1) {
-        /* Last row: arbitrary quants (-128 included for Q8_0), any sign of d. */
-        uint8_t *row    = wq + (rows - 1) * row_len;
-        const size_t bl = dtype_get(t)->block_len;
-        for (size_t b = 0; b < row_len / bl; b++) {
-            for (size_t j = 2; j < bl; j++)
-                row[b * bl + j] = (uint8_t)rng_u64();
-            const uint16_t d = fp32_to_fp16(rng_uniform() * 0.05f);
-            memcpy(row + b * bl, &d, 2);
-        }
+    for (int r = 0; r < rows; r++) {
+        if (from_x)
+            rt->from_float(wf + r * n, wq + r * row_len, n);
+        else
+            fill_random_blocks(t, wq + r * row_len, row_len);
     }
+    if (from_x && blk > 1 && rows > 1) /* last row: arbitrary quants (-128 included for Q8_0) */
+        fill_random_blocks(t, wq + (rows - 1) * row_len, row_len);
 
     fill_normal(af, n, 1.0f);
     R->type[vdt].from_float(af, aq, n);
@@ -486,23 +1141,27 @@ static void check_type(const struct kernels *K, enum dtype t, int64_t n, int row
     R->type[vdt].to_float(aq, ad, n);
 
     for (int r = 0; r < rows; r++) {
-        const uint8_t *w = wq + r * row_len;
-        const float *x   = wf + r * n;
+        const uint8_t *w    = wq + r * row_len;
+        const float *x      = wf + r * n;
+        const int arbitrary = !from_x || (blk > 1 && rows > 1 && r == rows - 1);
 
         /* from_float: identical bytes (a quantizer writes files; any ISA must write the same file).
          */
-        kt->from_float(x, wq2, n);
-        const int arbitrary = (t == DTYPE_Q4_0 || t == DTYPE_Q8_0) && rows > 1 && r == rows - 1;
-        if (!arbitrary && memcmp(wq2, w, row_len) != 0)
-            fail_msg("%s: %s from_float (n=%lld, row %d) differs from the reference", K->name,
-                     dtype_name(t), (long long)n, r);
+        if (!arbitrary) {
+            kt->from_float(x, wq2, n);
+            if (memcmp(wq2, w, row_len) != 0)
+                fail_msg("%s: %s from_float (n=%lld, row %d) differs from the reference", K->name,
+                         dtype_name(t), (long long)n, r);
+        }
 
-        /* to_float: identical values. */
+        /* to_float: identical values, and equal to the exact decode up to rounding. */
         rt->to_float(w, wd, n);
         kt->to_float(w, wd2, n);
         if (memcmp(wd, wd2, (size_t)n * sizeof(float)) != 0)
             fail_msg("%s: %s to_float (n=%lld, row %d) differs from the reference", K->name,
                      dtype_name(t), (long long)n, r);
+        if (blk > 1)
+            e->deq_max = fmax(e->deq_max, check_to_float_exact(t, w, wd, n));
 
         /* Quantization error within the type's bound. */
         if (!arbitrary) {
@@ -523,11 +1182,8 @@ static void check_type(const struct kernels *K, enum dtype t, int64_t n, int row
         }
 
         /* vec_dot against double precision over the dequantized values, and against ref. */
-        double exact = 0, sabs = 0;
-        for (int64_t i = 0; i < n; i++) {
-            exact += (double)wd[i] * ad[i];
-            sabs += fabs((double)wd[i] * ad[i]);
-        }
+        double exact, sabs;
+        exact_dot(t, vdt, n, wd, ad, w, aq, &exact, &sabs);
         float s = NAN, s_ref = NAN;
         kt->vec_dot(n, &s, w, aq);
         rt->vec_dot(n, &s_ref, w, aq);
@@ -557,19 +1213,28 @@ static void test_weight_types(void **state)
 {
     (void)state;
     const struct kernels *ks[N_ISA];
-    const int nk                = host_tables(ks);
-    static const int64_t lens[] = {32, 64, 96, 160, 256 + 32, 1024, 4096 + 32, 11008 + 32};
-    const int nl                = (int)(sizeof(lens) / sizeof(lens[0]));
+    const int nk                   = host_tables(ks);
+    static const int64_t lens32[]  = {32, 64, 96, 160, 256 + 32, 1024, 4096 + 32, 11008 + 32};
+    static const int64_t lens256[] = {256, 512, 768, 1280, 4096, 11008, 14336};
     for (int k = 0; k < nk; k++) {
         for (size_t ti = 0; ti < N_WEIGHT_TYPES; ti++) {
-            const enum dtype t = weight_types[ti];
-            struct errs e      = {0};
+            const enum dtype t  = weight_types[ti];
+            const int k_type    = dtype_get(t)->block == 256;
+            const int64_t *lens = k_type ? lens256 : lens32;
+            const int nl        = k_type ? 7 : 8;
+            struct errs e       = {0};
             for (int l = 0; l < nl; l++)
                 check_type(ks[k], t, lens[l], lens[l] > 4096 ? 3 : 5, &e);
-            print_message("%-6s %-5s quant err/amax %.3g | vec_dot max abs err %.3g, "
-                          "normalized %.3g, vs ref %.3g\n",
-                          ks[k]->name, dtype_name(t), e.quant_max, e.dot_abs, e.dot_norm,
-                          e.dot_ref_norm);
+            if (quantized_from_floats(t))
+                print_message("%-6s %-6s quant err/amax %.3g | vec_dot max abs err %.3g, "
+                              "normalized %.3g, vs ref %.3g\n",
+                              ks[k]->name, dtype_name(t), e.quant_max, e.dot_abs, e.dot_norm,
+                              e.dot_ref_norm);
+            else
+                print_message("%-6s %-6s to_float vs exact %.3g | vec_dot max abs err %.3g, "
+                              "normalized %.3g, vs ref %.3g\n",
+                              ks[k]->name, dtype_name(t), e.deq_max, e.dot_abs, e.dot_norm,
+                              e.dot_ref_norm);
         }
     }
 }
@@ -868,12 +1533,22 @@ static void test_f16_rows(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tables_complete),   cmocka_unit_test(test_fp16_known_values),
-        cmocka_unit_test(test_bf16_known_values), cmocka_unit_test(test_q4_0_known_blocks),
-        cmocka_unit_test(test_q8_0_known_blocks), cmocka_unit_test(test_weight_types),
-        cmocka_unit_test(test_rmsnorm),           cmocka_unit_test(test_silu_mul),
-        cmocka_unit_test(test_softmax),           cmocka_unit_test(test_dots),
-        cmocka_unit_test(test_axpy_scale),        cmocka_unit_test(test_f16_rows),
+        cmocka_unit_test(test_tables_complete),
+        cmocka_unit_test(test_fp16_known_values),
+        cmocka_unit_test(test_bf16_known_values),
+        cmocka_unit_test(test_q4_0_known_blocks),
+        cmocka_unit_test(test_q8_0_known_blocks),
+        cmocka_unit_test(test_legacy_known_blocks),
+        cmocka_unit_test(test_kquant_known_blocks),
+        cmocka_unit_test(test_activation_known_blocks),
+        cmocka_unit_test(test_activation_types),
+        cmocka_unit_test(test_weight_types),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_dots),
+        cmocka_unit_test(test_axpy_scale),
+        cmocka_unit_test(test_f16_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
