@@ -28,6 +28,19 @@ struct type_kernels {
     void (*vec_dot)(int64_t n, float *s, const void *w, const void *a);
 };
 
+/* Keys and values of one KV head of one sequence, in the paged cache layout. */
+struct attn_kv {
+    const uint8_t *k, *v;  /* the layer's K / V pool, already offset to this KV head */
+    const int32_t *blocks; /* the sequence's block table */
+    size_t block_len;      /* bytes per block */
+    size_t row_len;        /* bytes between consecutive tokens' rows */
+    int32_t block_tokens;
+    int f16;               /* rows are f16 bits (else f32) */
+};
+
+/* Tile of keys the attention kernels work in (llama.cpp's GGML_FA_TILE_KV). */
+#define ATTN_TILE 64
+
 struct kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
     struct type_kernels type[DTYPE_COUNT];
@@ -48,6 +61,16 @@ struct kernels {
     void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int64_t n);
     /* y[i] *= alpha. */
     void (*scale_f32)(float *y, float alpha, int64_t n);
+    /*
+     * One query row of one head: out[hd] = softmax(scale * q.k_j) v_j over
+     * keys j0..j1 inclusive, computed with llama.cpp's tiled flash-attention
+     * arithmetic: tiles of ATTN_TILE keys aligned at position 0, scores as a
+     * sequential fma over the head dimension, online softmax per tile with
+     * ggml's vectorized expf, values accumulated by sequential fma.
+     * scratch holds hd * ATTN_TILE + ATTN_TILE floats.
+     */
+    void (*attn_row)(float *out, const float *q, int32_t hd, const struct attn_kv *kv, int32_t j0,
+                     int32_t j1, float scale, float *scratch);
     /* Row conversions for the KV cache. */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);

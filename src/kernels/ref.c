@@ -119,9 +119,8 @@ void ref_q8_0_to_float(const void *x, float *y, int64_t n)
 
 /*
  * ggml's quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d), rounding
- * halves away from zero. (ggml's own AVX2 quantize_row_q8_0 differs in the
- * last bit sometimes: it uses 127/amax and nearest-even. Ours are identical
- * on every ISA; the test demands it.)
+ * halves away from zero. This is the WEIGHT quantizer (what llama-quantize
+ * writes); activations use ref_q8_0_act_from_float below.
  */
 void ref_q8_0_from_float(const float *x, void *y, int64_t n)
 {
@@ -212,6 +211,47 @@ void ref_q8_1_to_float(const void *x, float *y, int64_t n)
  * ggml's quantize_row_q8_1_ref: Q8_0's quantizer (d = amax/127, roundf),
  * plus s = fp16(d * sum of the quants) with the sum taken in int.
  */
+/*
+ * Activation rounding as llama.cpp's x86 CPU backend does it (the build the
+ * shared reference figures come from): d = amax / 127 stored as fp16,
+ * q = round-half-even(x * (127 / amax)). It differs from the reference
+ * quantizer in the last bit of some quants; matching it keeps the int8
+ * activations, and so every logit, identical to llama.cpp's.
+ */
+static inline float act_block_q8(const float *xb, int8_t *qs, int *sum)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++)
+        amax = amax > fabsf(xb[j]) ? amax : fabsf(xb[j]);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int s = 0;
+    for (int j = 0; j < 32; j++) {
+        qs[j] = (int8_t)nearbyintf(xb[j] * id);
+        s += qs[j];
+    }
+    *sum = s;
+    return amax / 127;
+}
+
+void ref_q8_0_act_from_float(const float *x, void *y, int64_t n)
+{
+    struct block_q8_0 *b = y;
+    int sum;
+    for (int64_t i = 0; i < n / QK8_0; i++)
+        b[i].d = fp32_to_fp16(act_block_q8(x + i * QK8_0, b[i].qs, &sum));
+}
+
+void ref_q8_1_act_from_float(const float *x, void *y, int64_t n)
+{
+    struct block_q8_1 *b = y;
+    int sum;
+    for (int64_t i = 0; i < n / QK8_1; i++) {
+        const float d = act_block_q8(x + i * QK8_1, b[i].qs, &sum);
+        b[i].d        = fp32_to_fp16(d);
+        b[i].s        = fp32_to_fp16(d * (float)sum);
+    }
+}
+
 void ref_q8_1_from_float(const float *x, void *y, int64_t n)
 {
     struct block_q8_1 *b = y;
@@ -275,7 +315,21 @@ void ref_vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
     *s = (float)sum;
 }
 
-/* Exact integer sum per block, scaled by d_w * d_a, accumulated in float (as ggml). */
+/*
+ * Accumulation orders. llama.cpp's x86 matmuls do not all sum alike, and at
+ * int8 activations a last-bit difference can flip a later rounding, so each
+ * dot follows the kernel llama.cpp actually runs for that type:
+ * - Q4_0 and IQ4_NL weights are repacked (8x8 interleave): per output, one
+ *   chain acc = fma(float(block int sum), d_w * d_a, acc) over the blocks.
+ * - Q8_0 and Q5_0 go through llamafile's tinyBLAS: eight lanes, lane l
+ *   summing elements 4l..4l+3 of every block, acc_l = fma(d_w * d_a,
+ *   float(lane sum), acc_l), then the lanes added as ((0+4)+(2+6))+((1+5)+(3+7)).
+ */
+static inline float hsum8_tinyblas(const float acc[8])
+{
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 void ref_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q4_0 *x = w;
@@ -290,7 +344,7 @@ void ref_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *a)
             sumi0 += v0 * y[i].qs[j];
             sumi1 += v1 * y[i].qs[j + QK4_0 / 2];
         }
-        sum += (float)(sumi0 + sumi1) * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+        sum = fmaf((float)(sumi0 + sumi1), fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d), sum);
     }
     *s = sum;
 }
@@ -299,15 +353,17 @@ void ref_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w;
     const struct block_q8_0 *y = a;
-    const int64_t nb           = n / QK8_0;
-    float sum                  = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        int sumi = 0;
-        for (int j = 0; j < QK8_0; j++)
-            sumi += x[i].qs[j] * y[i].qs[j];
-        sum += (float)sumi * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+    float acc[8]               = {0};
+    for (int64_t i = 0; i < n / QK8_0; i++) {
+        const float d = fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
+        for (int l = 0; l < 8; l++) {
+            int sumi = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++)
+                sumi += x[i].qs[j] * y[i].qs[j];
+            acc[l] = fmaf(d, (float)sumi, acc[l]);
+        }
     }
-    *s = sum;
+    *s = hsum8_tinyblas(acc);
 }
 
 /*
@@ -336,17 +392,19 @@ void ref_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q5_0 *x = w;
     const struct block_q8_0 *y = a;
-    const int64_t nb           = n / QK5_0;
-    float sum                  = 0.0f;
+    float acc[8]               = {0};
     int q[QK5_0];
-    for (int64_t i = 0; i < nb; i++) {
+    for (int64_t i = 0; i < n / QK5_0; i++) {
         unpack_q5(x[i].qs, x[i].qh, q);
-        int sumi = 0;
-        for (int j = 0; j < QK5_0; j++)
-            sumi += (q[j] - 16) * y[i].qs[j];
-        sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * (float)sumi;
+        const float d = fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
+        for (int l = 0; l < 8; l++) {
+            int sumi = 0;
+            for (int j = 4 * l; j < 4 * l + 4; j++)
+                sumi += (q[j] - 16) * y[i].qs[j];
+            acc[l] = fmaf(d, (float)sumi, acc[l]);
+        }
     }
-    *s = sum;
+    *s = hsum8_tinyblas(acc);
 }
 
 void ref_vec_dot_q5_1_q8_1(int64_t n, float *s, const void *w, const void *a)
@@ -379,9 +437,110 @@ void ref_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *a)
             sumi0 += ref_iq4nl_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
             sumi1 += ref_iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + QK4_NL / 2];
         }
-        sum += (fp16_to_fp32(y[i].d) * fp16_to_fp32(x[i].d)) * (float)(sumi0 + sumi1);
+        sum = fmaf((float)(sumi0 + sumi1), fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d), sum);
     }
     *s = sum;
+}
+
+/* -------------------------------------------------------------- attention */
+
+/*
+ * The reference figures come from llama.cpp on the project's standard machine
+ * (Zen 4, AVX-512), and on these small models a last-bit difference in an
+ * exponential moves perplexity by tenths of a percent. So the exponentials
+ * of softmax and SiLU follow ggml's AVX-512 ggml_v_expf exactly (the ARM
+ * optimized-routines polynomial with 1 + p(b) rounded inside the last fma,
+ * then scaled by 2^n), on every ISA.
+ */
+float ref_ggml_expf(float x)
+{
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    if (fabsf(n) > 192)
+        return n <= 0 ? 0.0f : INFINITY;
+    return (float)ldexp((double)j, (int)n);
+}
+
+/* ggml_vec_soft_max_f32 on AVX-512: y = exp(x - max) by 16-lane chunks, each
+ * chunk reduced as _mm512_reduce_add_ps does and added to a double; a libm tail. */
+double ref_softmax_tile(float *y, const float *x, float max, int64_t n)
+{
+    double sum = 0;
+    int64_t i  = 0;
+    for (; i + 16 <= n; i += 16) {
+        float v[16], t3[8], t6[4];
+        for (int l = 0; l < 16; l++)
+            y[i + l] = v[l] = ref_ggml_expf(x[i + l] - max);
+        for (int l = 0; l < 8; l++) t3[l] = v[l + 8] + v[l];
+        for (int l = 0; l < 4; l++) t6[l] = t3[l + 4] + t3[l];
+        sum += (double)((t6[0] + t6[2]) + (t6[1] + t6[3]));
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
+
+static inline const uint8_t *kv_addr(const uint8_t *base, const struct attn_kv *kv, int32_t j)
+{
+    return base + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
+           (size_t)(j % kv->block_tokens) * kv->row_len;
+}
+
+static inline float kv_elem(const uint8_t *row, int f16, int32_t d)
+{
+    return f16 ? fp16_to_fp32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
+}
+
+void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *kv, int32_t j0,
+                  int32_t j1, float scale, float *scratch)
+{
+    float *kq = scratch;
+    float M = -INFINITY, S = 0.0f;
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int32_t t0 = j0 - j0 % ATTN_TILE; t0 <= j1; t0 += ATTN_TILE) {
+        float tmax = -INFINITY;
+        for (int32_t c = 0; c < ATTN_TILE; c++) {
+            const int32_t j = t0 + c;
+            if (j < j0 || j > j1) {
+                kq[c] = -INFINITY;
+                continue;
+            }
+            const uint8_t *kr = kv_addr(kv->k, kv, j);
+            float acc = 0.0f;
+            for (int32_t d = 0; d < hd; d++)
+                acc = fmaf(kv_elem(kr, kv->f16, d), q[d], acc);
+            kq[c] = acc * scale;
+            tmax  = kq[c] > tmax ? kq[c] : tmax;
+        }
+        const float Mnew = fmaxf(M, tmax);
+        if (Mnew > M) {
+            const float ms = expf(M - Mnew);
+            for (int32_t d = 0; d < hd; d++)
+                out[d] *= ms;
+            S *= ms;
+        }
+        M = Mnew;
+        S = (float)((double)S + ref_softmax_tile(kq, kq, Mnew, ATTN_TILE));
+        for (int32_t c = 0; c < ATTN_TILE; c++) {
+            const int32_t j = t0 + c;
+            if (j < j0 || j > j1)
+                continue; /* p = 0: fma(v, 0, acc) leaves acc as it is */
+            const uint8_t *vr = kv_addr(kv->v, kv, j);
+            for (int32_t d = 0; d < hd; d++)
+                out[d] = fmaf(kv_elem(vr, kv->f16, d), kq[c], out[d]);
+        }
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int32_t d = 0; d < hd; d++)
+        out[d] *= inv;
 }
 
 /* ---------------------------------------------------------------- float ops */
@@ -401,7 +560,9 @@ void ref_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
 void ref_silu_mul(float *y, const float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        const float s = g[i] / (1.0f + expf(-g[i]));
+        /* ggml_vec_swiglu_f32 on AVX-512: 16-lane groups, then a libm tail */
+        const float e = i < n - n % 16 ? ref_ggml_expf(0.0f - g[i]) : expf(-g[i]);
+        const float s = g[i] / (1.0f + e);
         y[i]          = s * u[i];
     }
 }
@@ -478,7 +639,7 @@ static const struct kernels table = {
             [DTYPE_BF16]   = {DTYPE_BF16, ref_bf16_to_float, ref_bf16_from_float, ref_vec_dot_bf16},
             [DTYPE_Q4_0]   = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
                               ref_vec_dot_q4_0_q8_0},
-            [DTYPE_Q8_0]   = {DTYPE_Q8_0, ref_q8_0_to_float, ref_q8_0_from_float,
+            [DTYPE_Q8_0]   = {DTYPE_Q8_0, ref_q8_0_to_float, ref_q8_0_act_from_float,
                               ref_vec_dot_q8_0_q8_0},
             [DTYPE_Q4_1]   = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, ref_vec_dot_q4_1_q8_1},
             [DTYPE_Q5_0]   = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, ref_vec_dot_q5_0_q8_0},
@@ -491,7 +652,7 @@ static const struct kernels table = {
             [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, ref_vec_dot_q6_k_q8_k},
             [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, ref_vec_dot_iq4_xs_q8_k},
             /* Activation types: converted to, never dotted as weights. */
-            [DTYPE_Q8_1] = {DTYPE_Q8_1, ref_q8_1_to_float, ref_q8_1_from_float, NULL},
+            [DTYPE_Q8_1] = {DTYPE_Q8_1, ref_q8_1_to_float, ref_q8_1_act_from_float, NULL},
             [DTYPE_Q8_K] = {DTYPE_Q8_K, ref_q8_k_to_float, ref_q8_k_from_float, NULL},
         },
     .rmsnorm     = ref_rmsnorm,
@@ -502,6 +663,7 @@ static const struct kernels table = {
     .axpy_f32    = ref_axpy_f32,
     .axpy_f16    = ref_axpy_f16,
     .scale_f32   = ref_scale_f32,
+    .attn_row    = ref_attn_row,
     .f32_to_f16  = ref_f32_to_f16,
     .f16_to_f32  = ref_f16_to_f32,
 };

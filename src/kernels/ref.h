@@ -193,6 +193,13 @@ void ref_q5_0_to_float(const void *x, float *y, int64_t n);
 void ref_q5_1_to_float(const void *x, float *y, int64_t n);
 void ref_q8_1_to_float(const void *x, float *y, int64_t n);
 void ref_q8_1_from_float(const float *x, void *y, int64_t n);
+/* Activation quantizers with llama.cpp's x86 rounding (127/amax, half to even). */
+void ref_q8_0_act_from_float(const float *x, void *y, int64_t n);
+float ref_ggml_expf(float x);
+double ref_softmax_tile(float *y, const float *x, float max, int64_t n);
+void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *kv, int32_t j0,
+                  int32_t j1, float scale, float *scratch);
+void ref_q8_1_act_from_float(const float *x, void *y, int64_t n);
 void ref_iq4_nl_to_float(const void *x, float *y, int64_t n);
 /* ref_kquants.c */
 void ref_q2_k_to_float(const void *x, float *y, int64_t n);

@@ -136,6 +136,38 @@ static inline __m256 v_expf(__m256 x)
     return _mm256_blendv_ps(_mm256_blendv_ps(normal, scaled, c), _mm256_mul_ps(s1, s1), big);
 }
 
+/*
+ * ggml's AVX-512 ggml_v_expf in eight lanes (ref_ggml_expf says why this
+ * variant): j = 1 + p(b) rounded inside the last fma, times 2^n, which is
+ * exact where |n| <= 126; the rare lanes beyond take the scalar path.
+ */
+static inline __m256 v_expf512(__m256 x)
+{
+    const __m256 r  = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z  = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n  = _mm256_sub_ps(z, r);
+    const __m256 b  = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                       _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u  = _mm256_mul_ps(b, b);
+    const __m256 j  = _mm256_fmadd_ps(
+         _mm256_fmadd_ps(
+             _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+             _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+         u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(an, _mm256_set1_ps(126), _CMP_GT_OQ))) {
+        float xs[8], ys[8];
+        _mm256_storeu_ps(xs, x);
+        for (int l = 0; l < 8; l++)
+            ys[l] = ref_ggml_expf(xs[l]);
+        return _mm256_loadu_ps(ys);
+    }
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k =
+        _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
+    return _mm256_mul_ps(j, k);
+}
+
 /* ---------------------------------------------------------------- conversions */
 
 static void avx2_f16_to_float(const void *x, float *y, int64_t n)
@@ -226,9 +258,10 @@ static inline int hsum_epi32(__m256i v)
 }
 
 /*
- * One block of 32 as ggml's quantize_row_q8_0_ref: d = amax/127 and 1/d in
- * scalar float, one multiply, roundf. Writes the quants; returns d and, in
- * *sum, the sum of the quants. Bit-identical to ref_q8_0_from_float.
+ * One block of 32 activations as llama.cpp's x86 backend rounds them:
+ * d = amax/127, q = round-half-even(x * (127/amax)). Writes the quants;
+ * returns d and, in *sum, the sum of the quants. Bit-identical to
+ * ref_q8_0_act_from_float.
  */
 static inline float quant_q8_32(const float *xb, int8_t *qs, int *sum)
 {
@@ -241,11 +274,12 @@ static inline float quant_q8_32(const float *xb, int8_t *qs, int *sum)
                       _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
     const float amax = hmax_ps(m);
     const float d    = amax / 127;
-    const float id   = d ? 1.0f / d : 0.0f;
+    const float id   = amax != 0.0f ? 127.0f / amax : 0.0f;
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
     for (int k = 0; k < 4; k++)
-        q[k] = roundf_epi32(_mm256_mul_ps(v[k], vid));
+        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], vid),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     store_i8x32(qs, q[0], q[1], q[2], q[3]);
     *sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     return d;
@@ -388,29 +422,37 @@ static void avx2_vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
     *s = sum;
 }
 
+/* Sum of the eight int32 lanes of v (exact). */
+static inline int hsum_epi32_8(__m256i v)
+{
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    t         = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
+    t         = _mm_add_epi32(t, _mm_shuffle_epi32(t, 1));
+    return _mm_cvtsi128_si32(t);
+}
+
+static inline __m256i dot_i8_32_epi32(__m256i x, __m256i y)
+{
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/*
+ * Accumulation orders follow the kernels llama.cpp runs on x86 (see ref.c):
+ * Q4_0 and IQ4_NL chain one fma per block, Q8_0 and Q5_0 keep eight lanes.
+ */
 static void avx2_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q4_0 *x = w;
     const struct block_q8_0 *y = a;
     const int64_t nb           = n / QK4_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256 d0   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
-        const __m256 d1   = _mm256_set1_ps(half(x[i + 1].d) * half(y[i + 1].d));
-        const __m256i qx0 = unpack_q4_0(x[i].qs);
-        const __m256i qx1 = unpack_q4_0(x[i + 1].qs);
-        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i qy1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
-        acc0              = _mm256_fmadd_ps(d0, dot_i8_32(qx0, qy0), acc0);
-        acc1              = _mm256_fmadd_ps(d1, dot_i8_32(qx1, qy1), acc1);
+    float sum                  = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const int isum   = hsum_epi32_8(dot_i8_32_epi32(unpack_q4_0(x[i].qs), qy));
+        sum              = fmaf((float)isum, half(x[i].d) * half(y[i].d), sum);
     }
-    if (i < nb) {
-        const __m256 d0   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
-        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        acc0              = _mm256_fmadd_ps(d0, dot_i8_32(unpack_q4_0(x[i].qs), qy0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = sum;
 }
 
 static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
@@ -418,25 +460,14 @@ static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const voi
     const struct block_q8_0 *x = w;
     const struct block_q8_0 *y = a;
     const int64_t nb           = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256 d0   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
-        const __m256 d1   = _mm256_set1_ps(half(x[i + 1].d) * half(y[i + 1].d));
-        const __m256i qx0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i qx1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
-        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i qy1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
-        acc0              = _mm256_fmadd_ps(d0, dot_i8_32(qx0, qy0), acc0);
-        acc1              = _mm256_fmadd_ps(d1, dot_i8_32(qx1, qy1), acc1);
+    __m256 acc                 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256 d   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
+        const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc              = _mm256_fmadd_ps(d, dot_i8_32(qx, qy), acc);
     }
-    if (i < nb) {
-        const __m256 d0   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
-        const __m256i qx0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        acc0              = _mm256_fmadd_ps(d0, dot_i8_32(qx0, qy0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = hsum_ps(acc);
 }
 
 /* ---------------------------------------------------------------- 32-element types */
@@ -538,22 +569,13 @@ static void avx2_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const v
     const struct block_q8_0 *y   = a;
     const int64_t nb             = n / QK4_NL;
     const __m128i table          = _mm_loadu_si128((const __m128i *)ref_iq4nl_values);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256 d0   = _mm256_set1_ps(half(y[i].d) * half(x[i].d));
-        const __m256 d1   = _mm256_set1_ps(half(y[i + 1].d) * half(x[i + 1].d));
-        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i qy1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
-        acc0 = _mm256_fmadd_ps(d0, dot_i8_32(iq4nl_values_32(x[i].qs, table), qy0), acc0);
-        acc1 = _mm256_fmadd_ps(d1, dot_i8_32(iq4nl_values_32(x[i + 1].qs, table), qy1), acc1);
+    float sum                    = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const int isum   = hsum_epi32_8(dot_i8_32_epi32(iq4nl_values_32(x[i].qs, table), qy));
+        sum              = fmaf((float)isum, half(x[i].d) * half(y[i].d), sum);
     }
-    if (i < nb) {
-        const __m256 d0   = _mm256_set1_ps(half(y[i].d) * half(x[i].d));
-        const __m256i qy0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        acc0 = _mm256_fmadd_ps(d0, dot_i8_32(iq4nl_values_32(x[i].qs, table), qy0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *s = sum;
 }
 
 /* ---------------------------------------------------------------- K-quants */
@@ -919,11 +941,12 @@ static void avx2_rmsnorm(float *y, const float *x, const float *w, int64_t n, fl
 
 static void avx2_silu_mul(float *y, const float *g, const float *u, int64_t n)
 {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    int64_t i        = 0;
-    for (; i + 8 <= n; i += 8) {
+    const __m256 one  = _mm256_set1_ps(1.0f);
+    const int64_t n16 = n - n % 16; /* ggml's AVX-512 loop covers 16-lane groups only */
+    int64_t i         = 0;
+    for (; i < n16; i += 8) {
         const __m256 v = _mm256_loadu_ps(g + i);
-        const __m256 e = v_expf(_mm256_sub_ps(_mm256_setzero_ps(), v));
+        const __m256 e = v_expf512(_mm256_sub_ps(_mm256_setzero_ps(), v));
         const __m256 s = _mm256_div_ps(v, _mm256_add_ps(one, e));
         _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
     }
@@ -960,6 +983,93 @@ static void avx2_softmax(float *x, int64_t n)
         _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
     for (; i < n; i++)
         x[i] *= inv;
+}
+
+/*
+ * ref_attn_row's arithmetic, eight lanes at a time: the tile's keys are
+ * unpacked transposed (a lane per key) so each score is still a sequential
+ * fma over the head dimension, and values accumulate a lane per dimension.
+ */
+static void avx2_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
+                          int32_t j0, int32_t j1, float scale, float *scratch)
+{
+    if (hd % 8 || hd > 256) {
+        ref_attn_row(out, q, hd, kv, j0, j1, scale, scratch);
+        return;
+    }
+    float *kt = scratch, *kq = scratch + (size_t)hd * ATTN_TILE;
+    const int32_t nv = hd / 8;
+    __m256 acc_out[32];
+    for (int32_t v = 0; v < nv; v++)
+        acc_out[v] = _mm256_setzero_ps();
+    float M = -INFINITY, S = 0.0f;
+    float row[256];
+    for (int32_t t0 = j0 - j0 % ATTN_TILE; t0 <= j1; t0 += ATTN_TILE) {
+        const int32_t c0 = j0 > t0 ? j0 - t0 : 0;
+        const int32_t c1 = j1 - t0 < ATTN_TILE - 1 ? j1 - t0 : ATTN_TILE - 1;
+        for (int32_t c = c0; c <= c1; c++) {
+            const int32_t j = t0 + c;
+            const uint8_t *kr = kv->k + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
+                                (size_t)(j % kv->block_tokens) * kv->row_len;
+            for (int32_t v = 0; v < nv; v++)
+                _mm256_storeu_ps(row + 8 * v, kv->f16 ? load_f16((const uint16_t *)kr + 8 * v)
+                                                      : _mm256_loadu_ps((const float *)kr + 8 * v));
+            for (int32_t d = 0; d < hd; d++)
+                kt[d * ATTN_TILE + c] = row[d];
+        }
+        __m256 acc[ATTN_TILE / 8];
+        const int32_t g0 = c0 / 8, g1 = c1 / 8;
+        for (int32_t g = g0; g <= g1; g++)
+            acc[g] = _mm256_setzero_ps();
+        for (int32_t d = 0; d < hd; d++) {
+            const __m256 qd = _mm256_set1_ps(q[d]);
+            for (int32_t g = g0; g <= g1; g++)
+                acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(kt + d * ATTN_TILE + 8 * g), qd, acc[g]);
+        }
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (int32_t g = 0; g < ATTN_TILE / 8; g++)
+            _mm256_storeu_ps(kq + 8 * g, g >= g0 && g <= g1 ? _mm256_mul_ps(acc[g], vs)
+                                                            : _mm256_set1_ps(-INFINITY));
+        float tmax = -INFINITY;
+        for (int32_t c = 0; c < ATTN_TILE; c++) {
+            if (c < c0 || c > c1)
+                kq[c] = -INFINITY;
+            tmax = kq[c] > tmax ? kq[c] : tmax;
+        }
+        const float Mnew = fmaxf(M, tmax);
+        if (Mnew > M) {
+            const float ms  = expf(M - Mnew);
+            const __m256 vm = _mm256_set1_ps(ms);
+            for (int32_t v = 0; v < nv; v++)
+                acc_out[v] = _mm256_mul_ps(acc_out[v], vm);
+            S *= ms;
+        }
+        M = Mnew;
+        double sum     = 0;
+        const __m256 m = _mm256_set1_ps(Mnew);
+        for (int32_t g = 0; g < ATTN_TILE / 8; g += 2) {
+            const __m256 e0 = v_expf512(_mm256_sub_ps(_mm256_loadu_ps(kq + 8 * g), m));
+            const __m256 e1 = v_expf512(_mm256_sub_ps(_mm256_loadu_ps(kq + 8 * g + 8), m));
+            _mm256_storeu_ps(kq + 8 * g, e0);
+            _mm256_storeu_ps(kq + 8 * g + 8, e1);
+            sum += (double)hsum_ps(_mm256_add_ps(e1, e0)); /* _mm512_reduce_add_ps's order */
+        }
+        S = (float)((double)S + sum);
+        for (int32_t c = c0; c <= c1; c++) {
+            const int32_t j = t0 + c;
+            const uint8_t *vr = kv->v + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
+                                (size_t)(j % kv->block_tokens) * kv->row_len;
+            const __m256 p = _mm256_set1_ps(kq[c]);
+            for (int32_t v = 0; v < nv; v++) {
+                const __m256 vv = kv->f16 ? load_f16((const uint16_t *)vr + 8 * v)
+                                          : _mm256_loadu_ps((const float *)vr + 8 * v);
+                acc_out[v] = _mm256_fmadd_ps(vv, p, acc_out[v]);
+            }
+        }
+    }
+    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+    for (int32_t v = 0; v < nv; v++)
+        _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(acc_out[v], inv));
 }
 
 static float avx2_dot_f32_f16(const float *a, const uint16_t *b, int64_t n)
@@ -1067,6 +1177,7 @@ static const struct kernels table = {
     .axpy_f32    = avx2_axpy_f32,
     .axpy_f16    = avx2_axpy_f16,
     .scale_f32   = avx2_scale_f32,
+    .attn_row    = avx2_attn_row,
     .f32_to_f16  = avx2_f32_to_f16,
     .f16_to_f32  = avx2_f16_to_f32,
 };

@@ -61,7 +61,8 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     s->att = malloc(nb * qd * sizeof(float));
     s->hb = malloc(nb * hp->n_ff * sizeof(float));
     s->hb2 = malloc(nb * hp->n_ff * sizeof(float));
-    s->scores = malloc((size_t)n_threads * n_ctx * sizeof(float));
+    s->scores_per_thread = (size_t)hp->head_dim * ATTN_TILE + ATTN_TILE;
+    s->scores = malloc((size_t)n_threads * s->scores_per_thread * sizeof(float));
     s->act = malloc(nb * s->act_row);
     s->logits = malloc(nb * hp->n_vocab * sizeof(float));
     s->out_row = malloc(nb * sizeof(int32_t));
@@ -248,8 +249,9 @@ static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, 
             const float c = cosf(theta), s = sinf(theta);
             const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
             const float x0 = v[a], x1 = v[b];
-            v[a] = x0 * c - x1 * s;
-            v[b] = x0 * s + x1 * c;
+            /* the fused forms llama.cpp's compiled rope produces, to the last bit */
+            v[a] = fmaf(x0, c, -(x1 * s));
+            v[b] = fmaf(x0, s, x1 * c);
             theta *= theta_scale;
         }
     }
@@ -303,35 +305,27 @@ static void attention(void *arg, int ith, int nth)
     struct hearth_context *ctx = s->ctx;
     const struct hparams *hp = &ctx->model->hp;
     const struct kernels *k = ctx->model->k;
+    const struct kv_cache *kv = &ctx->kv;
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     const int64_t qd = (int64_t)hp->n_head * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    float *sc = ctx->s.scores + (size_t)ith * ctx->p.n_ctx;
-    const bool f16 = ctx->kv.type == HEARTH_KV_F16;
+    float *scratch = ctx->s.scores + (size_t)ith * ctx->s.scores_per_thread;
+    const uint8_t *kbase = kv->mem + (size_t)s->l * 2 * kv->layer_len, *vbase = kbase + kv->layer_len;
     long i0, i1;
     threadpool_split((long)s->n * hp->n_head, ith, nth, &i0, &i1);
     for (long i = i0; i < i1; i++) {
         const int32_t t = (int32_t)(i / hp->n_head), h = (int32_t)(i % hp->n_head);
-        const int32_t pos = s->b->pos[t], seq = s->b->seq[t], kvh = h / group;
+        const int32_t pos = s->b->pos[t], kvh = h / group;
         /* a sliding window sees the last n_swa positions, itself included */
         const int32_t j0 = hp->n_swa > 0 && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
-        const float *q = ctx->s.q + t * qd + (int64_t)h * hd;
-        float *o = ctx->s.att + t * qd + (int64_t)h * hd;
-        for (int32_t j = j0; j <= pos; j++) {
-            const void *kr = (const uint8_t *)kv_row(&ctx->kv, s->l, 0, seq, j) +
-                             (size_t)kvh * hd * ctx->kv.elem_len;
-            sc[j] = (f16 ? k->dot_f32_f16(q, kr, hd) : k->dot_f32(q, kr, hd)) * scale;
-        }
-        k->softmax(sc + j0, pos + 1 - j0);
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int32_t j = j0; j <= pos; j++) {
-            const void *vr = (const uint8_t *)kv_row(&ctx->kv, s->l, 1, seq, j) +
-                             (size_t)kvh * hd * ctx->kv.elem_len;
-            if (f16)
-                k->axpy_f16(o, sc[j], vr, hd);
-            else
-                k->axpy_f32(o, sc[j], vr, hd);
-        }
+        const size_t head_off = (size_t)kvh * hd * kv->elem_len;
+        const struct attn_kv akv = {
+            .k = kbase + head_off, .v = vbase + head_off, .blocks = kv->seqs[s->b->seq[t]].blocks,
+            .block_len = (size_t)kv->block_tokens * kv->kv_dim * kv->elem_len,
+            .row_len = (size_t)kv->kv_dim * kv->elem_len, .block_tokens = kv->block_tokens,
+            .f16 = kv->type == HEARTH_KV_F16};
+        k->attn_row(ctx->s.att + t * qd + (int64_t)h * hd, ctx->s.q + t * qd + (int64_t)h * hd, hd,
+                    &akv, j0, pos, scale, scratch);
     }
 }
 

@@ -80,7 +80,8 @@ struct scratch {
     float *att;     /* [n_batch][n_head * head_dim] attention output */
     float *hb;      /* [n_batch][n_ff] */
     float *hb2;     /* [n_batch][n_ff] */
-    float *scores;  /* [n_threads][n_ctx] attention probabilities */
+    float *scores;  /* [n_threads][scores_per_thread] attention scratch (a key tile) */
+    size_t scores_per_thread;
     void *act;      /* [n_batch][row bytes of the widest activation, quantized] */
     size_t act_row; /* bytes per activation row in act */
     float *logits;  /* [n_batch][n_vocab] */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/ref.h"
 #include "util/fp16.h"
 
 #if defined(__clang__)
@@ -858,9 +859,14 @@ bool quant_supported(enum dtype t)
 bool quant_row(enum dtype t, const float *x, void *y, int64_t n)
 {
     switch (t) {
-    case DTYPE_F32: case DTYPE_F16: case DTYPE_BF16: case DTYPE_Q4_0: case DTYPE_Q8_0:
+    case DTYPE_F32: case DTYPE_F16: case DTYPE_BF16: case DTYPE_Q4_0:
         /* ggml's reference conversions, which the reference kernel table implements. */
         kernels_ref()->type[t].from_float(x, y, n);
+        return true;
+    case DTYPE_Q8_0:
+        /* the table's Q8_0 from_float rounds activations as llama.cpp's x86 build does;
+         * weights use ggml's reference rule, as llama-quantize writes them */
+        ref_q8_0_from_float(x, y, n);
         return true;
     case DTYPE_Q4_1: q4_1_row(x, y, n); return true;
     case DTYPE_Q5_0: q5_0_row(x, y, n); return true;

@@ -1,8 +1,7 @@
 /*
  * test_perplexity.c: `hearth perplexity` against llama.cpp's figures in
- * ../shared/reference/perplexity.tsv, for the weight types the engine core
- * covers (0.2% tolerance). Rows for types of later issues are reported as
- * out of scope, not silently dropped.
+ * ../shared/reference/perplexity.tsv: every row, within 0.2% for
+ * F32/F16/BF16/Q8_0/Q4_0 weights and 0.5% for the lower-bit types.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,16 +10,22 @@
 
 #include "util/testutil.h"
 
-/* Models this suite holds to llama.cpp's perplexity, with the tolerance in percent. */
+/*
+ * Tolerance in percent for a model file, from the weight type in its name:
+ * 0.2% for F32/F16/BF16/Q8_0/Q4_0 (and the f32 stories260K), 0.5% for the
+ * lower-bit types, as the issues state.
+ */
 static double tolerance_pct(const char *model)
 {
-    static const char *const core[] = {"stories260K.gguf",         "tiny-llama-spm-f32.gguf",
-                                       "tiny-llama-spm-f16.gguf",  "tiny-llama-spm-bf16.gguf",
-                                       "tiny-llama-spm-q8_0.gguf", "tiny-llama-spm-q4_0.gguf"};
-    for (size_t i = 0; i < sizeof core / sizeof core[0]; i++)
-        if (!strcmp(model, core[i]))
+    static const char *const tight[] = {"stories260K.gguf", "-f32.gguf", "-f16.gguf",
+                                        "-bf16.gguf", "-q8_0.gguf", "-q4_0.gguf"};
+    const size_t len = strlen(model);
+    for (size_t i = 0; i < sizeof tight / sizeof tight[0]; i++) {
+        const size_t tl = strlen(tight[i]);
+        if (len >= tl && !strcmp(model + len - tl, tight[i]))
             return 0.2;
-    return -1;
+    }
+    return 0.5;
 }
 
 static void test_perplexity_matches_llama_cpp(void **state)
@@ -29,7 +34,7 @@ static void test_perplexity_matches_llama_cpp(void **state)
     TU_SHARED_OR_SKIP(tsv, "reference/perplexity.tsv");
     char *text = tu_read_file(tsv, NULL);
     assert_non_null(text);
-    int checked = 0, ok = 0, out_of_scope = 0;
+    int checked = 0, ok = 0;
     char *save = NULL;
     strtok_r(text, "\n", &save);
     for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -38,10 +43,6 @@ static void test_perplexity_matches_llama_cpp(void **state)
              *ctx = strtok_r(NULL, "\t", &s2), *ref = strtok_r(NULL, "\t", &s2);
         assert_non_null(ref);
         double tol = tolerance_pct(model);
-        if (tol < 0) {
-            out_of_scope++;
-            continue;
-        }
         char rm[256], rt[256];
         snprintf(rm, sizeof rm, "models/%s", model);
         snprintf(rt, sizeof rt, "reference/%s", txt);
@@ -65,8 +66,7 @@ static void test_perplexity_matches_llama_cpp(void **state)
         free(out);
         free(err);
     }
-    print_message("perplexity.tsv: %d of %d core rows within tolerance; %d rows belong to later "
-                  "issues\n", ok, checked, out_of_scope);
+    print_message("perplexity.tsv: %d of %d rows within tolerance\n", ok, checked);
     free(text);
     assert_true(checked > 0);
     assert_int_equal(ok, checked);

@@ -431,11 +431,22 @@ static void test_q8_0_known_blocks(void **state)
     for (int j = 64; j < 96; j++)
         amax2 = fmaxf(amax2, fabsf(x[j]));
     assert_int_equal(ref_q[2].d, fp32_to_fp16(amax2 / 127));
+    /* activations (the tables' from_float) round as llama.cpp's x86 build: halves to even */
+    const int8_t qa[] = {127, 0, 0, 2, -2, 2, -2, 0, 0, 126, 3, -127, 0, 0, 64, -64};
+    struct block_q8_0 act_q[3];
+    ref_q8_0_act_from_float(x, act_q, 96);
+    assert_int_equal(act_q[0].d, 0x3c00);
+    for (int j = 0; j < 32; j++) {
+        const int want = j < n0 ? qa[j] : j - 20;
+        if (act_q[0].qs[j] != want)
+            fail_msg("ref act: q8_0 of %g = %d, want %d", x[j], act_q[0].qs[j], want);
+    }
+    assert_int_equal(act_q[2].d, ref_q[2].d);
     for (int k = 0; k < nk; k++) {
         memset(q, 0x55, sizeof(q));
         ks[k]->type[DTYPE_Q8_0].from_float(x, q, 96);
-        if (memcmp(q, ref_q, sizeof(q)) != 0)
-            fail_msg("%s: q8_0 quantization differs from the reference", ks[k]->name);
+        if (memcmp(q, act_q, sizeof(q)) != 0)
+            fail_msg("%s: q8_0 activation quantization differs from the reference", ks[k]->name);
         float y[96];
         ks[k]->type[DTYPE_Q8_0].to_float(q, y, 96);
         for (int j = 0; j < 32; j++)
@@ -818,8 +829,9 @@ static void test_kquant_known_blocks(void **state)
 }
 
 /*
- * Q8_1 and Q8_K quantizers on known inputs. Q8_1 is Q8_0's rule (d = amax/127,
- * roundf) plus s; Q8_K is ggml's: iscale = -127 / (signed extreme), ties to even.
+ * Q8_1 and Q8_K quantizers on known inputs. Q8_1 is Q8_0's activation rule
+ * (d = amax/127, x * 127/amax rounded half to even) plus s; Q8_K is ggml's:
+ * iscale = -127 / (signed extreme), ties to even.
  */
 static void test_activation_known_blocks(void **state)
 {
@@ -840,7 +852,7 @@ static void test_activation_known_blocks(void **state)
         assert_int_equal(q1[0].d, 0x3c00);
         int sum = 0;
         for (int j = 0; j < 32; j++) {
-            const int want = j == 7 ? 127 : (j - 16 >= 0 ? j - 15 : j - 16); /* away from zero */
+            const int lo = j - 16, want = j == 7 ? 127 : (lo % 2 == 0 ? lo : lo + 1); /* to even */
             if (q1[0].qs[j] != want)
                 fail_msg("%s: q8_1 of %g = %d, want %d", ks[k]->name, x1[j], q1[0].qs[j], want);
             sum += want;
