@@ -14,6 +14,7 @@ int cmd_perplexity(int argc, char **argv);
 int cmd_bench_engine(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 
 /* Exit statuses shared by every subcommand. */

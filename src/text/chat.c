@@ -77,8 +77,8 @@ const char *chat_family_name(enum chat_family f)
 
 enum chat_family chat_detect(const char *tmpl, bool *recognised)
 {
-    bool known          = true;
-    enum chat_family f  = CHAT_CHATML;
+    bool known         = true;
+    enum chat_family f = CHAT_CHATML;
 #define HAS(s) (strstr(tmpl, (s)) != NULL)
     /* Same order as llama.cpp's llm_chat_detect_template: the first marker wins. */
     if (!tmpl || !*tmpl)
@@ -135,7 +135,8 @@ static bool render_chatml(struct sbuf *b, const struct chat_msg *m, size_t n, bo
  * {% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}
  * {% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}
  * {% set system_message = false %}{% endif %}{% for message in loop_messages %}
- * {% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception(...) }}{% endif %}
+ * {% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception(...) }}{% endif
+ * %}
  * {% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' +
  * system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}
  * {% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}
@@ -190,7 +191,8 @@ static bool render_llama2(struct sbuf *b, const struct chat_msg *m, size_t n, co
  * {% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' +
  * message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}
  * {% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}
- * {% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}
+ * {% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif
+ * %}
  */
 static bool render_llama3(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen,
                           const char *bos)
@@ -246,8 +248,9 @@ static bool render_mistral(struct sbuf *b, const struct chat_msg *m, size_t n, c
             sb_add(b, m[i].content);
             sb_add(b, eos);
         } else {
-            set_err(err, err_len, "chat: this model's template supports only user and "
-                                  "assistant roles after a first system message");
+            set_err(err, err_len,
+                    "chat: this model's template supports only user and "
+                    "assistant roles after a first system message");
             return false;
         }
     }
@@ -342,13 +345,25 @@ enum hearth_status chat_render(enum chat_family f, const struct chat_msg *msgs, 
     bool ok       = false;
     bool gen      = add_generation_prompt;
     switch (f) {
-    case CHAT_LLAMA2:  ok = render_llama2(&b, msgs, n_msgs, bos, eos, err, err_len); break;
-    case CHAT_LLAMA3:  ok = render_llama3(&b, msgs, n_msgs, gen, bos); break;
-    case CHAT_MISTRAL: ok = render_mistral(&b, msgs, n_msgs, bos, eos, err, err_len); break;
-    case CHAT_GEMMA:   ok = render_gemma(&b, msgs, n_msgs, gen, bos, err, err_len); break;
-    case CHAT_PHI3:    ok = render_phi3(&b, msgs, n_msgs, gen, eos); break;
+    case CHAT_LLAMA2:
+        ok = render_llama2(&b, msgs, n_msgs, bos, eos, err, err_len);
+        break;
+    case CHAT_LLAMA3:
+        ok = render_llama3(&b, msgs, n_msgs, gen, bos);
+        break;
+    case CHAT_MISTRAL:
+        ok = render_mistral(&b, msgs, n_msgs, bos, eos, err, err_len);
+        break;
+    case CHAT_GEMMA:
+        ok = render_gemma(&b, msgs, n_msgs, gen, bos, err, err_len);
+        break;
+    case CHAT_PHI3:
+        ok = render_phi3(&b, msgs, n_msgs, gen, eos);
+        break;
     case CHAT_CHATML:
-    default:           ok = render_chatml(&b, msgs, n_msgs, gen); break;
+    default:
+        ok = render_chatml(&b, msgs, n_msgs, gen);
+        break;
     }
     if (b.oom) {
         free(b.s);

@@ -1,0 +1,138 @@
+/*
+ * cmd_serve.c: `hearth serve`, the OpenAI-compatible HTTP server
+ * (src/serve/http.c does the work; this file reads the options).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "hearth.h"
+#include "serve/http.h"
+
+static void usage(FILE *fp)
+{
+    fprintf(
+        fp,
+        "usage: hearth serve -m MODEL [options]\n"
+        "  -m, --model FILE        GGUF model\n"
+        "  --host H                address to listen on (default 127.0.0.1: this machine only)\n"
+        "  --port P                TCP port (default 8080; 0 = any free port)\n"
+        "  -np, --parallel N       slots: requests generated at the same time (default 4)\n"
+        "  -c, --ctx-size C        context of EACH slot, in tokens (default 4096, or the\n"
+        "                          model's training context when smaller). Not divided among\n"
+        "                          the slots as llama.cpp does: N slots hold N x C tokens.\n"
+        "  -b, --batch-size B      most tokens one scheduler step takes (default 512)\n"
+        "  -ub, --ubatch-size U    most tokens one forward pass takes (default 512); a step\n"
+        "                          is one forward pass, so it uses min(B, U)\n"
+        "  -t, --threads T         threads for the forward pass (default 4)\n"
+        "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
+        "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
+        "  --api-key KEY           require 'Authorization: Bearer KEY' on every endpoint but\n"
+        "                          /health (default: $HEARTH_API_KEY, else none)\n"
+        "  --alias NAME            model name in /v1/models and responses (default: the\n"
+        "                          file name without .gguf)\n"
+        "\n"
+        "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
+        "GET /health (503 while the model loads), GET /metrics (Prometheus), GET /slots.\n"
+        "max_tokens above the slot context is refused (400); below it, generation still\n"
+        "ends when the slot's context is full (finish_reason \"length\").\n"
+        "Stops on SIGINT or SIGTERM, after telling running requests.\n");
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
+    long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = 4;
+    long max_queue = 64, max_body = 4194304;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return EXIT_OK;
+        }
+#define VALUE()                                                                                    \
+    if (!(v = arg_value("serve", argc, argv, &i)))                                                 \
+    return EXIT_USAGE
+#define LONG(var, lo, hi)                                                                          \
+    do {                                                                                           \
+        VALUE();                                                                                   \
+        if (!arg_long("serve", a, v, lo, hi, &var))                                                \
+            return EXIT_USAGE;                                                                     \
+    } while (0)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            VALUE();
+            model_path = v;
+        } else if (!strcmp(a, "--host")) {
+            VALUE();
+            host = v;
+        } else if (!strcmp(a, "--port")) {
+            LONG(port, 0, 65535);
+        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
+            LONG(parallel, 1, 256);
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            LONG(n_ctx, 16, 1 << 22);
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            LONG(batch, 1, 1 << 16);
+        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) {
+            LONG(ubatch, 1, 1 << 16);
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            LONG(threads, 1, 512);
+        } else if (!strcmp(a, "--max-queue")) {
+            LONG(max_queue, 0, 1 << 20);
+        } else if (!strcmp(a, "--max-body")) {
+            LONG(max_body, 1024, 1L << 30);
+        } else if (!strcmp(a, "--api-key")) {
+            VALUE();
+            api_key = v;
+        } else if (!strcmp(a, "--alias")) {
+            VALUE();
+            alias = v;
+        } else {
+            fprintf(stderr, "hearth serve: unknown option '%s'\n", a);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+#undef LONG
+#undef VALUE
+    }
+    if (!model_path) {
+        fprintf(stderr, "hearth serve: needs -m MODEL\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!api_key) {
+        const char *env = getenv("HEARTH_API_KEY");
+        if (env && *env)
+            api_key = env;
+    }
+    char name[256];
+    if (!alias) {
+        const char *base = strrchr(model_path, '/');
+        snprintf(name, sizeof name, "%s", base ? base + 1 : model_path);
+        size_t n = strlen(name);
+        if (n > 5 && !strcmp(name + n - 5, ".gguf"))
+            name[n - 5] = 0;
+        alias = name;
+    }
+    struct http_params p = {
+        .model_path = model_path,
+        .alias      = alias,
+        .host       = host,
+        .port       = (int)port,
+        .max_body   = (size_t)max_body,
+        .api_key    = api_key,
+        .sched      = {.n_slots   = (int32_t)parallel,
+                       .n_ctx     = (int32_t)n_ctx,
+                       .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),
+                       .max_queue = (int32_t)max_queue,
+                       .n_threads = (int)threads},
+    };
+    char err[HEARTH_ERR_MAX] = "";
+    int rc                   = http_serve(&p, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "hearth serve: %s\n", err[0] ? err : "failed");
+        return EXIT_RUNTIME;
+    }
+    return EXIT_OK;
+}

@@ -1,0 +1,119 @@
+/*
+ * metrics.h: the server's Prometheus metrics, from one list.
+ *
+ * METRICS_LIST names every metric once (name, type, bucket set, help): the
+ * enum, the HELP/TYPE lines and the render order all come from it, so a
+ * name cannot drift between the code that counts and the page that shows.
+ * Names follow Prometheus conventions: hearth_ prefix, counters end in
+ * _total, durations are _seconds histograms.
+ *
+ * Counters by endpoint and histograms live in struct metrics, owned by the
+ * HTTP event loop (one thread: no locks). Values the scheduler owns (tokens,
+ * slots, KV blocks) are passed in at render time from sched_snapshot.
+ * Size: ~30 KiB (the request counters are kept per endpoint and status code).
+ */
+#ifndef HEARTH_METRICS_H
+#define HEARTH_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Endpoints of hearth_requests_total{endpoint=...}. */
+#define METRICS_ENDPOINT_LIST(X)                    \
+    X(EP_CHAT,        "/v1/chat/completions")       \
+    X(EP_COMPLETIONS, "/v1/completions")            \
+    X(EP_MODELS,      "/v1/models")                 \
+    X(EP_HEALTH,      "/health")                    \
+    X(EP_METRICS,     "/metrics")                   \
+    X(EP_SLOTS,       "/slots")                     \
+    X(EP_OTHER,       "other")
+
+enum metrics_endpoint {
+#define METRICS_X_EP(id, path) id,
+    METRICS_ENDPOINT_LIST(METRICS_X_EP)
+#undef METRICS_X_EP
+    EP_COUNT
+};
+
+/* Bucket upper bounds (seconds) of each histogram kind; +Inf is implied. */
+#define METRICS_BUCKETS_TTFT  {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+#define METRICS_BUCKETS_ITL   {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+#define METRICS_BUCKETS_REQ   {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+#define METRICS_BUCKETS_NONE  {0}
+#define METRICS_MAX_BUCKETS   16
+
+/* X(id, name, type, buckets, help). type: counter, gauge, histogram. */
+#define METRICS_LIST(X)                                                                        \
+    X(M_REQUESTS, "hearth_requests_total", counter, NONE,                                      \
+      "HTTP requests answered, by endpoint and status code.")                                  \
+    X(M_PROMPT_TOKENS, "hearth_prompt_tokens_total", counter, NONE,                            \
+      "Prompt tokens of the requests scheduled (prefix-cache hits included).")                 \
+    X(M_GENERATED_TOKENS, "hearth_generated_tokens_total", counter, NONE,                      \
+      "Tokens generated.")                                                                     \
+    X(M_PREFIX_HIT_TOKENS, "hearth_prefix_cache_hit_tokens_total", counter, NONE,              \
+      "Prompt tokens reused from the prefix cache instead of computed.")                       \
+    X(M_PREFILL_SECONDS, "hearth_prefill_seconds_total", counter, NONE,                        \
+      "Engine time spent computing prompts.")                                                  \
+    X(M_DECODE_SECONDS, "hearth_decode_seconds_total", counter, NONE,                          \
+      "Engine time spent generating tokens.")                                                  \
+    X(M_PREFILL_TPS, "hearth_prefill_tokens_per_second", gauge, NONE,                          \
+      "Prompt tokens computed per second of prefill time, since start.")                       \
+    X(M_DECODE_TPS, "hearth_decode_tokens_per_second", gauge, NONE,                            \
+      "Tokens generated per second of decode time, since start.")                              \
+    X(M_TTFT, "hearth_time_to_first_token_seconds", histogram, TTFT,                           \
+      "Time from a request's arrival to its first generated token.")                           \
+    X(M_ITL, "hearth_inter_token_latency_seconds", histogram, ITL,                             \
+      "Time between consecutive tokens of one stream.")                                        \
+    X(M_REQUEST_DURATION, "hearth_request_duration_seconds", histogram, REQ,                   \
+      "Time from a generation request's arrival to its last byte.")                            \
+    X(M_SLOTS_BUSY, "hearth_slots_busy", gauge, NONE, "Slots generating or reading a prompt.") \
+    X(M_SLOTS, "hearth_slots", gauge, NONE, "Slots (--parallel).")                             \
+    X(M_QUEUE_DEPTH, "hearth_queue_depth", gauge, NONE, "Jobs waiting for a slot.")            \
+    X(M_KV_BLOCKS_USED, "hearth_kv_blocks_used", gauge, NONE,                                  \
+      "KV cache blocks held by sequences.")                                                    \
+    X(M_KV_BLOCKS_CACHED, "hearth_kv_blocks_cached", gauge, NONE,                              \
+      "KV cache blocks kept only for prefix reuse (evictable).")                               \
+    X(M_KV_BLOCKS_CAPACITY, "hearth_kv_blocks_capacity", gauge, NONE,                          \
+      "KV cache blocks in the pool.")                                                          \
+    X(M_READY, "hearth_ready", gauge, NONE,                                                    \
+      "1 once the model is loaded and requests are served, 0 while loading.")
+
+enum metric_id {
+#define METRICS_X_ENUM(id, name, type, buckets, help) id,
+    METRICS_LIST(METRICS_X_ENUM)
+#undef METRICS_X_ENUM
+    METRIC_COUNT
+};
+
+struct metrics_histogram {
+    uint64_t bucket[METRICS_MAX_BUCKETS]; /* observations <= bound[i] (not cumulative) */
+    uint64_t count;                       /* all observations (the +Inf bucket) */
+    double sum;                           /* seconds */
+};
+
+struct metrics {
+    uint64_t requests[EP_COUNT][600];          /* [endpoint][HTTP status 100..599] */
+    struct metrics_histogram hist[METRIC_COUNT]; /* used for histogram ids only */
+};
+
+/* Zeroes everything. */
+void metrics_init(struct metrics *m);
+
+/* Counts one answered request; statuses outside 100..599 count as 500. */
+void metrics_count_request(struct metrics *m, enum metrics_endpoint ep, int status);
+
+/* Adds one observation (seconds) to histogram id; ignored for other ids or v < 0. */
+void metrics_observe(struct metrics *m, enum metric_id id, double v);
+
+/* Path of an endpoint ("/v1/models"). */
+const char *metrics_endpoint_path(enum metrics_endpoint ep);
+
+/*
+ * The text exposition page (format 0.0.4): HELP and TYPE for every metric in
+ * list order, then its samples. values[id] gives each counter and gauge but
+ * M_REQUESTS (taken from m). Returns a malloc'd NUL-terminated string and its
+ * length in *len, or NULL when out of memory.
+ */
+char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT], size_t *len);
+
+#endif
