@@ -101,6 +101,27 @@ enum hearth_status hearth_tokenize(const struct hearth_model *model, const char 
 size_t hearth_token_to_piece(const struct hearth_model *model, hearth_token tok, char *buf,
                              size_t cap);
 
+/* ------------------------------------------------------------------ chat --- */
+
+struct hearth_chat_msg {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* NUL-terminated */
+};
+
+/*
+ * Renders a conversation with the model's tokenizer.chat_template family
+ * (ChatML when it has none or it is not recognised), ending with the header
+ * of the assistant's next turn. A BOS the template writes is left out when
+ * the tokenizer adds BOS itself, so tokenize the result with add_special and
+ * parse_special. *out is malloc'd (caller frees). HEARTH_EINVAL names what
+ * the template cannot take (roles out of order, an unknown role).
+ */
+enum hearth_status hearth_chat_render(const struct hearth_model *model,
+                                      const struct hearth_chat_msg *msgs, size_t n_msgs,
+                                      char **out, char *err, size_t err_len);
+/* The chat template family hearth_chat_render uses ("chatml", "llama3", ...). */
+const char *hearth_chat_family(const struct hearth_model *model);
+
 /* --------------------------------------------------------------- context --- */
 
 struct hearth_context;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "text/chat.h"
 #include "util/errfmt.h"
 
 struct hearth_model_params hearth_model_default_params(void)
@@ -286,4 +287,52 @@ enum hearth_status hearth_tokenize(const struct hearth_model *m, const char *tex
 size_t hearth_token_to_piece(const struct hearth_model *m, hearth_token tok, char *buf, size_t cap)
 {
     return tokenizer_decode_token(m->tok, tok, buf, cap);
+}
+
+/* The family of the model's tokenizer.chat_template; ChatML when absent or unknown. */
+static enum chat_family model_chat_family(const struct hearth_model *m)
+{
+    struct gguf_str t;
+    int64_t k = gguf_find_key(m->gguf, "tokenizer.chat_template");
+    if (k < 0 || !gguf_kv_str(m->gguf, k, &t))
+        return chat_detect(NULL, NULL);
+    char *z = malloc(t.len + 1);
+    if (!z)
+        return CHAT_CHATML;
+    memcpy(z, t.ptr, t.len);
+    z[t.len]           = 0;
+    enum chat_family f = chat_detect(z, NULL);
+    free(z);
+    return f;
+}
+
+const char *hearth_chat_family(const struct hearth_model *m)
+{
+    return chat_family_name(model_chat_family(m));
+}
+
+enum hearth_status hearth_chat_render(const struct hearth_model *m,
+                                      const struct hearth_chat_msg *msgs, size_t n_msgs,
+                                      char **out, char *err, size_t err_len)
+{
+    struct chat_msg *cm = calloc(n_msgs ? n_msgs : 1, sizeof *cm);
+    if (!cm)
+        return fail(HEARTH_ENOMEM, err, err_len, "chat: out of memory");
+    for (size_t i = 0; i < n_msgs; i++)
+        cm[i] = (struct chat_msg){msgs[i].role, msgs[i].content};
+    int32_t bos_id = tokenizer_bos(m->tok), eos_id = tokenizer_eos(m->tok);
+    const char *bos = bos_id >= 0 ? tokenizer_token_text(m->tok, bos_id) : "";
+    const char *eos = eos_id >= 0 ? tokenizer_token_text(m->tok, eos_id) : "";
+    char *text = NULL;
+    enum hearth_status st =
+        chat_render(model_chat_family(m), cm, n_msgs, true, bos, eos, &text, NULL, err, err_len);
+    free(cm);
+    if (st)
+        return st;
+    /* one BOS: the tokenizer's, when it adds one (what llama.cpp's server does) */
+    size_t bl = strlen(bos);
+    if (tokenizer_add_bos(m->tok) && bl && !strncmp(text, bos, bl))
+        memmove(text, text + bl, strlen(text + bl) + 1);
+    *out = text;
+    return HEARTH_OK;
 }

@@ -95,6 +95,36 @@ static void test_timings_on_stderr(void **state)
     free(err);
 }
 
+static void test_chat_two_turns_reuse_the_conversation(void **state)
+{
+    (void)state;
+    TU_SHARED_OR_SKIP(model, "models/tiny-qwen2-bpe-f16.gguf");
+    const char *argv[] = {tu_bin(), "run", "-m", model, "--chat", "-sys", "Be brief.", "-n", "6",
+                          "--temp", "0", "-t", "2", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tu_run(argv, "Hello there\n\nHow are you?\n", &out, &err, 120), 0);
+    int lines = 0;
+    for (const char *c = out; *c; c++)
+        lines += *c == '\n';
+    assert_int_equal(lines, 2); /* one reply per user line; the empty line is skipped */
+    assert_non_null(strstr(err, "chatml"));
+    /* the second turn's prompt holds the whole first exchange, yet it prefills fewer
+     * tokens than the first turn did alone: the cached conversation is reused */
+    const char *pf = strstr(err, "prefill: ");
+    assert_non_null(pf);
+    long both = atol(pf + strlen("prefill: "));
+    free(out);
+    free(err);
+    assert_int_equal(tu_run(argv, "Hello there\n", &out, &err, 120), 0);
+    pf = strstr(err, "prefill: ");
+    assert_non_null(pf);
+    long first = atol(pf + strlen("prefill: "));
+    print_message("first turn prefilled %ld tokens, both turns %ld\n", first, both);
+    assert_true(first > 10 && both > first && both - first < first);
+    free(out);
+    free(err);
+}
+
 static void expect_exit(const char *const argv[], int want, const char *err_has)
 {
     char *out = NULL, *err = NULL;
@@ -119,6 +149,10 @@ static void test_usage_errors_exit_2(void **state)
     expect_exit(bad_opt, 2, "unknown option");
     const char *missing_value[] = {tu_bin(), "run", "-m", NULL};
     expect_exit(missing_value, 2, "needs a value");
+    const char *sys_alone[] = {tu_bin(), "run", "-m", "x.gguf", "-p", "hi", "-sys", "x", NULL};
+    expect_exit(sys_alone, 2, "-sys goes with --chat");
+    const char *chat_and_prompt[] = {tu_bin(), "run", "-m", "x.gguf", "-p", "hi", "--chat", NULL};
+    expect_exit(chat_and_prompt, 2, "needs -m");
     const char *no_cmd[] = {tu_bin(), "frobnicate", NULL};
     expect_exit(no_cmd, 2, "unknown command");
 }
@@ -144,6 +178,7 @@ int main(void)
         cmocka_unit_test(test_greedy_matches_llama_cpp),
         cmocka_unit_test(test_seeded_sampling_is_reproducible),
         cmocka_unit_test(test_timings_on_stderr),
+        cmocka_unit_test(test_chat_two_turns_reuse_the_conversation),
         cmocka_unit_test(test_usage_errors_exit_2),
         cmocka_unit_test(test_runtime_errors_exit_1),
     };
