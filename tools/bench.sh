@@ -22,5 +22,5 @@ for t in ${BENCH_TYPES:-q4_0 q8_0}; do
         mv "$out.tmp" "$out"
     fi
     echo "== $out"
-    "$bin" bench-engine -m "$out" -t "${BENCH_THREADS:-2}" -p 512 -n 128
+    "$bin" bench-engine -m "$out" -t "${BENCH_THREADS:-2}" -p 512 -n 128 -r "${BENCH_REPS:-1}"
 done
