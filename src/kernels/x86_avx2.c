@@ -222,21 +222,6 @@ static void avx2_bf16_from_float(const float *x, void *y, int64_t n)
         h[i] = fp32_to_bf16(x[i]);
 }
 
-/*
- * roundf on 8 lanes (halves away from zero), done as trunc(|v|) + (frac >= 0.5)
- * with v's sign put back, then to int32. _mm256_round_ps(_MM_FROUND_TO_NEAREST_INT)
- * would round halves to even and disagree with ggml's reference on exact halves.
- */
-static inline __m256i roundf_epi32(__m256 s)
-{
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256 a    = _mm256_andnot_ps(sign, s);
-    const __m256 t    = _mm256_round_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m256 up   = _mm256_and_ps(
-          _mm256_cmp_ps(_mm256_sub_ps(a, t), _mm256_set1_ps(0.5f), _CMP_GE_OQ), _mm256_set1_ps(1.0f));
-    return _mm256_cvttps_epi32(_mm256_or_ps(_mm256_add_ps(t, up), _mm256_and_ps(s, sign)));
-}
-
 /* Packs 4 x 8 int32 (each within int8) into 32 int8 in order and stores them at p. */
 static inline void store_i8x32(int8_t *p, __m256i q0, __m256i q1, __m256i q2, __m256i q3)
 {
