@@ -26,6 +26,15 @@ struct type_kernels {
     void (*from_float)(const float *x, void *y, int64_t n);
     /* *s = dot(w, a): w is n elements of this type, a is n elements of vec_dot_type. */
     void (*vec_dot)(int64_t n, float *s, const void *w, const void *a);
+    /*
+     * Eight weight rows (w, row_len bytes apart) against n_tok activation rows
+     * (a, a_row bytes apart): s[t * s_stride + r] for r < 8, t < n_tok, each
+     * bit-identical to vec_dot of that row and token. Loads each weight block
+     * once for several tokens (prefill) and one activation for eight rows
+     * (decode). NULL: matmul calls vec_dot row by row.
+     */
+    void (*gemm8)(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                  int32_t n_tok, float *s, size_t s_stride);
 };
 
 /* Keys and values of one KV head of one sequence, in the paged cache layout. */

@@ -440,6 +440,62 @@ static void avx2_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const voi
     *s = sum;
 }
 
+/* The eight int32 sums of v[0..7]'s lanes, in one vector (exact: integer adds). */
+static inline __m256i reduce8_epi32(const __m256i v[8])
+{
+    const __m256i t0 = _mm256_hadd_epi32(v[0], v[1]), t1 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i t2 = _mm256_hadd_epi32(v[4], v[5]), t3 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                            _mm256_permute2x128_si256(u0, u1, 0x31));
+}
+
+/*
+ * Q4_0 x Q8_0 for eight rows and up to four tokens at a time. A lane per row
+ * keeps the row's chain acc = fma(float(block sum), d_w * d_a, acc) in block
+ * order, so each result equals avx2_vec_dot_q4_0_q8_0's bit for bit. The
+ * nibbles stay unsigned (0..15) for maddubs and 8 * sum(a) is taken off after.
+ */
+static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                            int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb     = n / QK4_0;
+    const __m256i m4     = _mm256_set1_epi8(0x0F);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256i ones8  = _mm256_set1_epi8(1);
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        __m256 acc[4]    = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                            _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; b++) {
+            __m256i wq[8];
+            uint16_t dh[8];
+            for (int r = 0; r < 8; r++) {
+                const struct block_q4_0 *blk =
+                    (const struct block_q4_0 *)((const uint8_t *)w + r * row_len) + b;
+                const __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs);
+                wq[r] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
+                dh[r] = blk->d;
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+            for (int32_t tt = 0; tt < tn; tt++) {
+                const struct block_q8_0 *ab =
+                    (const struct block_q8_0 *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
+                const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+                __m256i v[8];
+                for (int r = 0; r < 8; r++)
+                    v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], av), ones16);
+                const int suma = hsum_epi32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16));
+                const __m256i isum = _mm256_sub_epi32(reduce8_epi32(v), _mm256_set1_epi32(8 * suma));
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half(ab->d)));
+                acc[tt]        = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[tt]);
+            }
+        }
+        for (int32_t tt = 0; tt < tn; tt++)
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
+    }
+}
+
 static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w;
@@ -1138,7 +1194,7 @@ static const struct kernels table = {
             [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16},
             [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float, avx2_vec_dot_bf16},
             [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                            avx2_vec_dot_q4_0_q8_0},
+                            avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0},
             [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
                             avx2_vec_dot_q8_0_q8_0},
             [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1},

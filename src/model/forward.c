@@ -180,7 +180,18 @@ static void matmul_rows(void *arg, int ith, int nth)
     const struct weight *w = j->w;
     const struct type_kernels *tk = &j->k->type[w->type];
     long r0, r1;
-    threadpool_split(w->n_out, ith, nth, &r0, &r1);
+    if (tk->gemm8) {
+        /* whole groups of eight rows per thread; the tail rows go to vec_dot */
+        long g0, g1;
+        threadpool_split(w->n_out / 8, ith, nth, &g0, &g1);
+        for (long g = g0; g < g1; g++)
+            tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len,
+                      j->act, j->act_row, j->n, j->out + g * 8, (size_t)j->out_stride);
+        r0 = w->n_out / 8 * 8;
+        r1 = ith == nth - 1 ? w->n_out : r0;
+    } else {
+        threadpool_split(w->n_out, ith, nth, &r0, &r1);
+    }
     for (long r = r0; r < r1; r++) {
         const void *wrow = (const uint8_t *)w->data + r * w->row_len;
         for (int32_t t = 0; t < j->n; t++)

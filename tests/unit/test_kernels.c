@@ -1542,6 +1542,56 @@ static void test_f16_rows(void **state)
     }
 }
 
+/*
+ * gemm8 (eight rows by several tokens) must equal vec_dot bit for bit for
+ * every row and token: it is the same arithmetic, only blocked.
+ */
+static void test_gemm8_matches_vec_dot(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    int checked = 0;
+    for (int k = 0; k < nk; k++)
+        for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+            const struct type_kernels *tk = &ks[k]->type[t];
+            if (!tk->gemm8)
+                continue;
+            const int64_t lens[] = {32 * 1, 32 * 7, 256 * 3};
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const int64_t n = lens[li] % dtype_get(t)->block ? dtype_get(t)->block : lens[li];
+                const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
+                const int32_t n_toks[] = {1, 3, 4, 9};
+                uint8_t *w = malloc(8 * row_len), *a = malloc(9 * a_row);
+                fill_random_blocks(t, w, 8 * row_len);
+                float *x = malloc((size_t)n * sizeof(float));
+                for (int32_t tok = 0; tok < 9; tok++) {
+                    for (int64_t e = 0; e < n; e++)
+                        x[e] = rng_uniform() * 4.0f - 2.0f;
+                    ks[k]->type[tk->vec_dot_type].from_float(x, a + tok * a_row, n);
+                }
+                for (size_t ti = 0; ti < sizeof n_toks / sizeof n_toks[0]; ti++) {
+                    float out[9 * 11];
+                    tk->gemm8(n, w, row_len, a, a_row, n_toks[ti], out, 11);
+                    for (int32_t tok = 0; tok < n_toks[ti]; tok++)
+                        for (int r = 0; r < 8; r++) {
+                            float want;
+                            tk->vec_dot(n, &want, w + r * row_len, a + tok * a_row);
+                            if (memcmp(&want, &out[tok * 11 + r], sizeof want) != 0)
+                                fail_msg("%s %s gemm8 n=%lld tok %d row %d: %.9g, vec_dot %.9g",
+                                         ks[k]->name, dtype_name(t), (long long)n, tok, r,
+                                         out[tok * 11 + r], want);
+                        }
+                    checked++;
+                }
+                free(w);
+                free(a);
+                free(x);
+            }
+        }
+    print_message("gemm8: %d configurations bit-identical to vec_dot\n", checked);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1559,6 +1609,7 @@ int main(void)
         cmocka_unit_test(test_silu_mul),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_dots),
+        cmocka_unit_test(test_gemm8_matches_vec_dot),
         cmocka_unit_test(test_axpy_scale),
         cmocka_unit_test(test_f16_rows),
     };
