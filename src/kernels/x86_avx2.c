@@ -473,6 +473,8 @@ static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void
             for (int r = 0; r < 8; r++) {
                 const struct block_q4_0 *blk =
                     (const struct block_q4_0 *)((const uint8_t *)w + r * row_len) + b;
+                /* eight rows are eight streams: fetch ahead so each keeps the memory busy */
+                _mm_prefetch((const char *)(blk + 16), _MM_HINT_T0);
                 const __m128i raw = _mm_loadu_si128((const __m128i *)blk->qs);
                 wq[r] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
                 dh[r] = blk->d;
