@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "text/chat.h"
 #include "util/errfmt.h"
 
 struct hearth_model_params hearth_model_default_params(void)
@@ -289,26 +288,27 @@ size_t hearth_token_to_piece(const struct hearth_model *m, hearth_token tok, cha
     return tokenizer_decode_token(m->tok, tok, buf, cap);
 }
 
-/* The family of the model's tokenizer.chat_template; ChatML when absent or unknown. */
-static enum chat_family model_chat_family(const struct hearth_model *m)
+enum chat_family model_chat_family(const struct hearth_model *m, bool *recognised)
 {
+    if (recognised)
+        *recognised = false;
     struct gguf_str t;
     int64_t k = gguf_find_key(m->gguf, "tokenizer.chat_template");
     if (k < 0 || !gguf_kv_str(m->gguf, k, &t))
-        return chat_detect(NULL, NULL);
+        return chat_detect(NULL, recognised);
     char *z = malloc(t.len + 1);
     if (!z)
         return CHAT_CHATML;
     memcpy(z, t.ptr, t.len);
     z[t.len]           = 0;
-    enum chat_family f = chat_detect(z, NULL);
+    enum chat_family f = chat_detect(z, recognised);
     free(z);
     return f;
 }
 
 const char *hearth_chat_family(const struct hearth_model *m)
 {
-    return chat_family_name(model_chat_family(m));
+    return chat_family_name(model_chat_family(m, NULL));
 }
 
 enum hearth_status hearth_chat_render(const struct hearth_model *m,
@@ -325,7 +325,7 @@ enum hearth_status hearth_chat_render(const struct hearth_model *m,
     const char *eos = eos_id >= 0 ? tokenizer_token_text(m->tok, eos_id) : "";
     char *text = NULL;
     enum hearth_status st =
-        chat_render(model_chat_family(m), cm, n_msgs, true, bos, eos, &text, NULL, err, err_len);
+        chat_render(model_chat_family(m, NULL), cm, n_msgs, true, bos, eos, &text, NULL, err, err_len);
     free(cm);
     if (st)
         return st;

@@ -13,6 +13,7 @@
 #include "hearth.h"
 #include "kernels/kernels.h"
 #include "model/kv.h"
+#include "text/chat.h"
 #include "text/tokenizer.h"
 #include "util/threadpool.h"
 
@@ -97,5 +98,9 @@ struct hearth_context {
     struct scratch s;
     struct threadpool *tp;
 };
+
+/* The chat template family of the model's tokenizer.chat_template: ChatML (and
+ * *recognised false, when non-NULL) for none or one not recognised. */
+enum chat_family model_chat_family(const struct hearth_model *m, bool *recognised);
 
 #endif

@@ -592,22 +592,12 @@ bool oai_chat_text(const struct oai_request *req, enum chat_family fam, const ch
 
 enum chat_family oai_model_chat_family(const struct hearth_model *model, bool *recognised)
 {
-    if (recognised)
-        *recognised = false;
-    if (!model || !model->gguf)
+    if (!model) {
+        if (recognised)
+            *recognised = false;
         return CHAT_CHATML;
-    int64_t k = gguf_find_key(model->gguf, "tokenizer.chat_template");
-    struct gguf_str s;
-    if (k < 0 || !gguf_kv_str(model->gguf, k, &s))
-        return chat_detect(NULL, recognised);
-    char *t = malloc(s.len + 1);
-    if (!t)
-        return CHAT_CHATML;
-    memcpy(t, s.ptr, s.len);
-    t[s.len]           = 0;
-    enum chat_family f = chat_detect(t, recognised);
-    free(t);
-    return f;
+    }
+    return model_chat_family(model, recognised);
 }
 
 static uint64_t splitmix64(uint64_t *x)

@@ -44,6 +44,7 @@
 
 #include "text/vocab.h"
 #include "util/errfmt.h"
+#include "util/heap.h"
 
 /* -------------------------------------------------- pre-tokenizer types --- */
 
@@ -720,53 +721,7 @@ static bool before(const struct bigram *a, const struct bigram *b)
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
-struct heap {
-    struct bigram *v;
-    size_t n, cap;
-};
-
-static bool heap_push(struct heap *h, struct bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap       = h->cap ? h->cap * 2 : 64;
-        struct bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        h->v   = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&b, &h->v[parent]))
-            break;
-        h->v[i] = h->v[parent];
-        i       = parent;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static struct bigram heap_pop(struct heap *h)
-{
-    struct bigram top  = h->v[0];
-    struct bigram last = h->v[--h->n];
-    size_t i           = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i       = c;
-    }
-    if (h->n > 0)
-        h->v[i] = last;
-    return top;
-}
+HEAP_DEFINE(heap, struct bigram, before)
 
 /* Working memory of one encode call, reused from word to word. */
 struct work {

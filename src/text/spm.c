@@ -17,6 +17,7 @@
 
 #include "text/vocab.h"
 #include "util/errfmt.h"
+#include "util/heap.h"
 
 /* A run of bytes of the escaped text; merged away when n == 0. */
 struct sym {
@@ -33,59 +34,13 @@ struct bigram {
     uint32_t size; /* bytes of the merged text when pushed */
 };
 
-struct heap {
-    struct bigram *v;
-    size_t n, cap;
-};
-
 /* a goes before b: higher score, then the leftmost. */
 static bool before(const struct bigram *a, const struct bigram *b)
 {
     return a->score > b->score || (a->score == b->score && a->left < b->left);
 }
 
-static bool heap_push(struct heap *h, struct bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap       = h->cap ? h->cap * 2 : 64;
-        struct bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        h->v   = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&b, &h->v[parent]))
-            break;
-        h->v[i] = h->v[parent];
-        i       = parent;
-    }
-    h->v[i] = b;
-    return true;
-}
-
-static struct bigram heap_pop(struct heap *h)
-{
-    struct bigram top  = h->v[0];
-    struct bigram last = h->v[--h->n];
-    size_t i           = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n)
-            break;
-        if (c + 1 < h->n && before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i       = c;
-    }
-    if (h->n > 0)
-        h->v[i] = last;
-    return top;
-}
+HEAP_DEFINE(heap, struct bigram, before)
 
 /* Pushes the merge of left and right when their joined text is a token. */
 static bool try_pair(const struct tokenizer *t, const char *text, const struct sym *syms,

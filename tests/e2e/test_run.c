@@ -9,21 +9,6 @@
 
 #include "util/testutil.h"
 
-/* Undoes greedy.tsv's escaping of \n, \t and \\ in place. */
-static void unescape(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (*r == '\\' && r[1]) {
-            r++;
-            *w++ = *r == 'n' ? '\n' : *r == 't' ? '\t' : *r;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = 0;
-}
-
 static void test_greedy_matches_llama_cpp(void **state)
 {
     (void)state;
@@ -39,7 +24,7 @@ static void test_greedy_matches_llama_cpp(void **state)
         for (int i = 1; i < 4; i++)
             f[i] = strtok_r(NULL, i == 3 ? "" : "\t", &s2);
         assert_non_null(f[3]);
-        unescape(f[3]);
+        tu_unescape(f[3]);
         char rel[256];
         snprintf(rel, sizeof rel, "models/%s", f[0]);
         const char *model = tu_shared(rel);

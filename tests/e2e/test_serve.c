@@ -514,21 +514,6 @@ static void test_health_503_while_loading(void **state)
     srv_stop(&s);
 }
 
-/* Undoes greedy.tsv's escaping of \n, \t and \\ in place. */
-static void unescape(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (*r == '\\' && r[1]) {
-            r++;
-            *w++ = *r == 'n' ? '\n' : *r == 't' ? '\t' : *r;
-        } else {
-            *w++ = *r;
-        }
-    }
-    *w = 0;
-}
-
 static void test_completions_match_llama_cpp(void **state)
 {
     (void)state;
@@ -547,7 +532,7 @@ static void test_completions_match_llama_cpp(void **state)
             f[i] = strtok_r(NULL, i == 3 ? "" : "\t", &s2);
         if (strcmp(f[0], "stories260K.gguf"))
             continue;
-        unescape(f[3]);
+        tu_unescape(f[3]);
         cJSON *req = cJSON_CreateObject();
         cJSON_AddStringToObject(req, "model", "stories260K");
         cJSON_AddStringToObject(req, "prompt", f[1]);

@@ -181,3 +181,17 @@ int tu_write_file(const char *path, const void *data, size_t len)
     size_t w = fwrite(data, 1, len, fp);
     return fclose(fp) == 0 && w == len ? 0 : -1;
 }
+
+void tu_unescape(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (*r == '\\' && r[1]) {
+            r++;
+            *w++ = *r == 'n' ? '\n' : *r == 't' ? '\t' : *r;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = 0;
+}

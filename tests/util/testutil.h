@@ -46,6 +46,9 @@ char *tu_read_file(const char *path, size_t *len);
 char *tu_tmpdir(void);
 void tu_rmtree(const char *dir);
 
+/* Undoes the escaping of \n, \t and \\ in the reference .tsv files, in place. */
+void tu_unescape(char *s);
+
 /* Writes len bytes to path; returns 0 or -1. */
 int tu_write_file(const char *path, const void *data, size_t len);
 
