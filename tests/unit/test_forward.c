@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hearth.h"
+#include "model/model.h"
 #include "util/testutil.h"
 
 struct fixture {
@@ -211,6 +212,42 @@ static void test_bad_batches_change_nothing(void **state)
     hearth_seq_truncate(f->ctx, 0, 0);
 }
 
+/*
+ * A sliding window hides tokens further back than n_swa at every layer, so
+ * with 5 layers and a window of 4 the last token of a 48-token sequence sees
+ * nothing of its first 16: two sequences differing only there agree on it,
+ * and disagree once the window is off.
+ */
+static void test_sliding_window_hides_old_tokens(void **state)
+{
+    struct fixture *f = *state;
+    NEED_MODEL(f);
+    hearth_token a[48], b[48];
+    tokens(a, 48, 6);
+    memcpy(b, a, sizeof a);
+    for (int i = 1; i < 8; i++)
+        b[i] = (hearth_token)(3 + (a[i] + 101) % 500);
+    float *la = malloc(f->n_vocab * sizeof(float)), *lb = malloc(f->n_vocab * sizeof(float));
+    f->model->hp.n_swa = 4;
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, a, 48, 48, la);
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, b, 48, 48, lb);
+    const float with_window = max_diff(la, lb, f->n_vocab);
+    f->model->hp.n_swa = 0;
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, a, 48, 48, la);
+    hearth_seq_truncate(f->ctx, 0, 0);
+    run_seq(f, 0, b, 48, 48, lb);
+    const float without = max_diff(la, lb, f->n_vocab);
+    hearth_seq_truncate(f->ctx, 0, 0);
+    print_message("logit diff: %g with a 4-token window, %g without\n", with_window, without);
+    assert_true(with_window == 0.0f);
+    assert_true(without > 0.0f);
+    free(la);
+    free(lb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_chunked_prefill_matches_one_batch),
         cmocka_unit_test(test_reused_prefix_gives_same_logits),
         cmocka_unit_test(test_bad_batches_change_nothing),
+        cmocka_unit_test(test_sliding_window_hides_old_tokens),
     };
     return cmocka_run_group_tests_name("forward", tests, setup, teardown);
 }
