@@ -422,24 +422,6 @@ static inline __m256i dot_i8_32_epi32(__m256i x, __m256i y)
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-/*
- * Accumulation orders follow the kernels llama.cpp runs on x86 (see ref.c):
- * Q4_0 and IQ4_NL chain one fma per block, Q8_0 and Q5_0 keep eight lanes.
- */
-static void avx2_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *a)
-{
-    const struct block_q4_0 *x = w;
-    const struct block_q8_0 *y = a;
-    const int64_t nb           = n / QK4_0;
-    float sum                  = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const int isum   = hsum_epi32_8(dot_i8_32_epi32(unpack_q4_0(x[i].qs), qy));
-        sum              = fmaf((float)isum, half(x[i].d) * half(y[i].d), sum);
-    }
-    *s = sum;
-}
-
 /* The eight int32 sums of v[0..7]'s lanes, in one vector (exact: integer adds). */
 static inline __m256i reduce8_epi32(const __m256i v[8])
 {
@@ -449,6 +431,46 @@ static inline __m256i reduce8_epi32(const __m256i v[8])
     return _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
                             _mm256_permute2x128_si256(u0, u1, 0x31));
 }
+
+/*
+ * Accumulation orders follow the kernels llama.cpp runs on x86 (see ref.c):
+ * Q4_0 and IQ4_NL chain one fma per block, Q8_0 and Q5_0 keep eight lanes.
+ */
+static void avx2_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_q4_0 *x = w;
+    const struct block_q8_0 *y = a;
+    const int64_t nb           = n / QK4_0;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), ones16 = _mm256_set1_epi16(1);
+    float sum = 0.0f;
+    int64_t i = 0;
+    /* eight blocks' integer sums at a time (one reduction), then the fma chain in order */
+    for (; i + 8 <= nb; i += 8) {
+        __m256i v[8];
+        float dd[8];
+        for (int k = 0; k < 8; k++) {
+            const __m128i raw = _mm_loadu_si128((const __m128i *)x[i + k].qs);
+            const __m256i q   = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
+            const __m256i qy  = _mm256_loadu_si256((const __m256i *)y[i + k].qs);
+            /* q - 8 with q unsigned: sum(q * a) - 8 * sum(a), both exact */
+            const __m256i pq  = _mm256_maddubs_epi16(q, qy);
+            const __m256i pa  = _mm256_maddubs_epi16(_mm256_set1_epi8(8), qy);
+            v[k] = _mm256_madd_epi16(_mm256_sub_epi16(pq, pa), ones16);
+            dd[k] = half(x[i + k].d) * half(y[i + k].d);
+        }
+        int32_t is[8];
+        _mm256_storeu_si256((__m256i *)is, reduce8_epi32(v));
+        for (int k = 0; k < 8; k++)
+            sum = fmaf((float)is[k], dd[k], sum);
+    }
+    for (; i < nb; i++) {
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const int isum   = hsum_epi32_8(dot_i8_32_epi32(unpack_q4_0(x[i].qs), qy));
+        sum              = fmaf((float)isum, half(x[i].d) * half(y[i].d), sum);
+    }
+    *s = sum;
+}
+
 
 /*
  * Q4_0 x Q8_0 for eight rows and up to four tokens at a time. A lane per row
@@ -1192,25 +1214,25 @@ static const struct kernels table = {
     .name = "avx2",
     .type =
         {
-            [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, avx2_vec_dot_f32},
-            [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16},
-            [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float, avx2_vec_dot_bf16},
+            [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, avx2_vec_dot_f32, NULL},
+            [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16, NULL},
+            [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float, avx2_vec_dot_bf16, NULL},
             [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
                             avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0},
             [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
-                            avx2_vec_dot_q8_0_q8_0},
-            [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1},
-            [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0},
-            [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1},
-            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0},
-            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k},
-            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k},
-            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k},
-            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k},
-            [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL},
-            [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL},
+                            avx2_vec_dot_q8_0_q8_0, NULL},
+            [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1, NULL},
+            [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0, NULL},
+            [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1, NULL},
+            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0, NULL},
+            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL},
+            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL},
+            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, NULL},
+            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL},
+            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k, NULL},
+            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k, NULL},
+            [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL, NULL},
+            [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL, NULL},
         },
     .rmsnorm     = avx2_rmsnorm,
     .silu_mul    = avx2_silu_mul,

@@ -174,29 +174,37 @@ static void quantize_rows(void *arg, int ith, int nth)
     }
 }
 
+/* Tokens per pass over a thread's weight rows: their activations stay in L2 meanwhile. */
+#define MATMUL_TOKEN_TILE 64
+
 static void matmul_rows(void *arg, int ith, int nth)
 {
     struct matmul_job *j = arg;
     const struct weight *w = j->w;
     const struct type_kernels *tk = &j->k->type[w->type];
-    long r0, r1;
-    if (tk->gemm8) {
-        /* whole groups of eight rows per thread; the tail rows go to vec_dot */
-        long g0, g1;
+    const bool grouped = tk->gemm8 && j->n > 1;
+    long r0, r1, g0 = 0, g1 = 0;
+    if (grouped) {
+        /* prefill: whole groups of eight rows per thread share each weight block across
+         * tokens; the tail rows go to vec_dot. Decode streams row by row instead. */
         threadpool_split(w->n_out / 8, ith, nth, &g0, &g1);
-        for (long g = g0; g < g1; g++)
-            tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len,
-                      j->act, j->act_row, j->n, j->out + g * 8, (size_t)j->out_stride);
         r0 = w->n_out / 8 * 8;
         r1 = ith == nth - 1 ? w->n_out : r0;
     } else {
         threadpool_split(w->n_out, ith, nth, &r0, &r1);
     }
-    for (long r = r0; r < r1; r++) {
-        const void *wrow = (const uint8_t *)w->data + r * w->row_len;
-        for (int32_t t = 0; t < j->n; t++)
-            tk->vec_dot(w->n_in, &j->out[t * j->out_stride + r], wrow,
-                        (const uint8_t *)j->act + t * j->act_row);
+    for (int32_t t0 = 0; t0 < j->n; t0 += MATMUL_TOKEN_TILE) {
+        const int32_t tn = j->n - t0 < MATMUL_TOKEN_TILE ? j->n - t0 : MATMUL_TOKEN_TILE;
+        const uint8_t *act = (const uint8_t *)j->act + (size_t)t0 * j->act_row;
+        float *out = j->out + (int64_t)t0 * j->out_stride;
+        for (long g = g0; g < g1; g++)
+            tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len,
+                      act, j->act_row, tn, out + g * 8, (size_t)j->out_stride);
+        for (long r = r0; r < r1; r++) {
+            const void *wrow = (const uint8_t *)w->data + r * w->row_len;
+            for (int32_t t = 0; t < tn; t++)
+                tk->vec_dot(w->n_in, &out[t * j->out_stride + r], wrow, act + t * j->act_row);
+        }
     }
 }
 
