@@ -228,8 +228,12 @@ static void pending_unlink_free(struct pending *p)
     oai_response_free(p->resp);
     free(p->t_last);
     free(p);
-    if (s->stopping && !s->pending)
-        event_base_loopbreak(s->base);
+    if (s->stopping && !s->pending) {
+        /* the last replies' final chunks are queued, not yet written: let the loop flush
+         * them before teardown closes the connections (a loopbreak here cut them off) */
+        struct timeval tv = {0, 200 * 1000};
+        event_base_loopexit(s->base, &tv);
+    }
 }
 
 /*
