@@ -8,6 +8,7 @@
  * machine. Scratch is sized once for the vocabulary: no allocation per token.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,48 @@ static int by_logit_desc(const void *a, const void *b)
     return x->id - y->id;
 }
 
+/* a ranks below b: lower logit, or the same logit and a higher id (by_logit_desc's order) */
+static bool ranks_below(const struct cand *a, const struct cand *b)
+{
+    return a->logit < b->logit || (a->logit == b->logit && a->id > b->id);
+}
+
+/* Restores the heap below p (c[0..k), the weakest candidate at the root). */
+static void sift_down(struct cand *c, int32_t k, int32_t p)
+{
+    for (;;) {
+        int32_t m = p, l = 2 * p + 1, r = l + 1;
+        if (l < k && ranks_below(&c[l], &c[m]))
+            m = l;
+        if (r < k && ranks_below(&c[r], &c[m]))
+            m = r;
+        if (m == p)
+            return;
+        struct cand t = c[p];
+        c[p]          = c[m];
+        c[m]          = t;
+        p             = m;
+    }
+}
+
+/*
+ * Moves the k best candidates of c[0..n) (by_logit_desc's order) into
+ * c[0..k), unordered, and returns k: a k-element heap whose root is the
+ * weakest kept, O(n log k) instead of sorting the whole vocabulary.
+ */
+static int32_t select_top(struct cand *c, int32_t n, int32_t k)
+{
+    for (int32_t i = k / 2 - 1; i >= 0; i--)
+        sift_down(c, k, i);
+    for (int32_t i = k; i < n; i++) {
+        if (ranks_below(&c[0], &c[i])) {
+            c[0] = c[i];
+            sift_down(c, k, 0);
+        }
+    }
+    return k;
+}
+
 /* Softmax over cands[0..n) in place (logits become probabilities); cands sorted descending. */
 static void softmax_sorted(struct cand *c, int32_t n)
 {
@@ -154,9 +197,9 @@ hearth_token hearth_sampler_sample(struct hearth_sampler *s, const float *logits
         tok = c[best].id;
     } else {
         int32_t n = nv;
-        qsort(c, (size_t)n, sizeof *c, by_logit_desc);
         if (s->p.top_k > 0 && s->p.top_k < n)
-            n = s->p.top_k;
+            n = select_top(c, nv, s->p.top_k);
+        qsort(c, (size_t)n, sizeof *c, by_logit_desc);
         softmax_sorted(c, n);
         if (s->p.top_p < 1.0f) {
             double cum = 0;

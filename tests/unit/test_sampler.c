@@ -1,5 +1,6 @@
 /* test_sampler.c: the sampling chain (src/sample/sampler.c). */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "hearth.h"
@@ -96,6 +97,42 @@ static void test_repetition_penalty_moves_greedy_choice(void **state)
     hearth_sampler_free(s);
 }
 
+/*
+ * With top-k the sampler selects the k best without sorting the vocabulary;
+ * the draws must be exactly those of a full sort: with many tied logits,
+ * every seed gives a token among the true top k, and with k = 1 the argmax.
+ */
+static void test_top_k_selection_keeps_the_best_k(void **state)
+{
+    (void)state;
+    enum { NV = 5000 };
+    static float l[NV];
+    for (int i = 0; i < NV; i++)
+        l[i] = (float)((i * 7919) % 97) * 0.25f; /* many ties */
+    /* the 30 best by (logit desc, id asc): logit 24.0 held by ids with (i*7919)%97 == 96 */
+    int top[NV], nt = 0;
+    for (int v = 96; v >= 0 && nt < 30; v--)
+        for (int i = 0; i < NV && nt < 30; i++)
+            if ((i * 7919) % 97 == v)
+                top[nt++] = i;
+    struct hearth_sampler_params p = hearth_sampler_default_params();
+    p.temperature = 1.5f;
+    p.top_k = 30;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        p.seed = seed;
+        struct hearth_sampler *s = hearth_sampler_new(&p, NV);
+        hearth_token t = hearth_sampler_sample(s, l);
+        bool found = false;
+        for (int i = 0; i < nt; i++)
+            found |= top[i] == t;
+        if (!found)
+            fail_msg("seed %llu drew %d, not among the 30 best", (unsigned long long)seed, t);
+        hearth_sampler_free(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -104,6 +141,7 @@ int main(void)
         cmocka_unit_test(test_seed_reproduces_and_distribution_follows_softmax),
         cmocka_unit_test(test_top_p_and_min_p_cut_the_tail),
         cmocka_unit_test(test_repetition_penalty_moves_greedy_choice),
+        cmocka_unit_test(test_top_k_selection_keeps_the_best_k),
     };
     return cmocka_run_group_tests_name("sampler", tests, NULL, NULL);
 }
