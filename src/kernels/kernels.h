@@ -35,6 +35,16 @@ struct type_kernels {
      */
     void (*gemm8)(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
                   int32_t n_tok, float *s, size_t s_stride);
+    /*
+     * An interleaved layout of eight rows that gemm8p reads as one stream:
+     * pack8 rewrites rows (n elements each, row_len bytes apart) into dst,
+     * 8 * row_len bytes. gemm8p is gemm8 over such a group, with the same
+     * bits as vec_dot. Both NULL when the type has no packed form; a table
+     * that offers them offers both, and every table offers the same layout.
+     */
+    void (*pack8)(const void *rows, size_t row_len, int64_t n, void *dst);
+    void (*gemm8p)(int64_t n, const void *wp, const void *a, size_t a_row, int32_t n_tok,
+                   float *s, size_t s_stride);
 };
 
 /* Keys and values of one KV head of one sequence, in the paged cache layout. */

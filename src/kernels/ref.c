@@ -349,6 +349,54 @@ void ref_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const void *a)
     *s = sum;
 }
 
+/*
+ * Packed Q4_0 (pack8): per block of 32 columns, 8 * 18 bytes: the eight rows'
+ * fp16 scales, then four 32-byte chunks; chunk k holds bytes 4k..4k+3 of
+ * each row's 16 quant bytes, row after row. A 32-bit lane of chunk k is one
+ * row: its low nibbles are elements 4k..4k+3, its high nibbles 16+4k...
+ */
+void ref_pack8_q4_0(const void *rows, size_t row_len, int64_t n, void *dst)
+{
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / QK4_0; b++) {
+        uint16_t *d = (uint16_t *)out;
+        for (int r = 0; r < 8; r++) {
+            const struct block_q4_0 *x =
+                (const struct block_q4_0 *)((const uint8_t *)rows + r * row_len) + b;
+            memcpy(&d[r], &x->d, sizeof x->d);
+            for (int k = 0; k < 4; k++)
+                memcpy(out + 16 + 32 * k + 4 * r, x->qs + 4 * k, 4);
+        }
+        out += 8 * sizeof(struct block_q4_0);
+    }
+}
+
+void ref_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row, int32_t n_tok,
+                     float *s, size_t s_stride)
+{
+    const int64_t nb = n / QK4_0;
+    for (int32_t t = 0; t < n_tok; t++) {
+        const struct block_q8_0 *y = (const struct block_q8_0 *)((const uint8_t *)a + t * a_row);
+        for (int r = 0; r < 8; r++) {
+            float sum = 0.0f;
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *g = (const uint8_t *)wp + b * 8 * sizeof(struct block_q4_0);
+                uint16_t d;
+                memcpy(&d, g + 2 * r, 2);
+                int isum = 0;
+                for (int k = 0; k < 4; k++)
+                    for (int e = 0; e < 4; e++) {
+                        const uint8_t q = g[16 + 32 * k + 4 * r + e];
+                        isum += ((q & 0x0F) - 8) * y[b].qs[4 * k + e];
+                        isum += ((q >> 4) - 8) * y[b].qs[16 + 4 * k + e];
+                    }
+                sum = fmaf((float)isum, fp16_to_fp32(d) * fp16_to_fp32(y[b].d), sum);
+            }
+            s[t * s_stride + r] = sum;
+        }
+    }
+}
+
 void ref_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w;
@@ -634,26 +682,26 @@ static const struct kernels table = {
     .name = "ref",
     .type =
         {
-            [DTYPE_F32]    = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, ref_vec_dot_f32, NULL},
-            [DTYPE_F16]    = {DTYPE_F16, ref_f16_to_float, ref_f16_from_float, ref_vec_dot_f16, NULL},
-            [DTYPE_BF16]   = {DTYPE_BF16, ref_bf16_to_float, ref_bf16_from_float, ref_vec_dot_bf16, NULL},
+            [DTYPE_F32]    = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, ref_vec_dot_f32, NULL, NULL, NULL},
+            [DTYPE_F16]    = {DTYPE_F16, ref_f16_to_float, ref_f16_from_float, ref_vec_dot_f16, NULL, NULL, NULL},
+            [DTYPE_BF16]   = {DTYPE_BF16, ref_bf16_to_float, ref_bf16_from_float, ref_vec_dot_bf16, NULL, NULL, NULL},
             [DTYPE_Q4_0]   = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                              ref_vec_dot_q4_0_q8_0, NULL},
+                              ref_vec_dot_q4_0_q8_0, NULL, ref_pack8_q4_0, ref_gemm8p_q4_0},
             [DTYPE_Q8_0]   = {DTYPE_Q8_0, ref_q8_0_to_float, ref_q8_0_act_from_float,
-                              ref_vec_dot_q8_0_q8_0, NULL},
-            [DTYPE_Q4_1]   = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, ref_vec_dot_q4_1_q8_1, NULL},
-            [DTYPE_Q5_0]   = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, ref_vec_dot_q5_0_q8_0, NULL},
-            [DTYPE_Q5_1]   = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, ref_vec_dot_q5_1_q8_1, NULL},
-            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, ref_vec_dot_iq4_nl_q8_0, NULL},
-            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, ref_vec_dot_q2_k_q8_k, NULL},
-            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, ref_vec_dot_q3_k_q8_k, NULL},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, ref_vec_dot_q4_k_q8_k, NULL},
-            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, ref_vec_dot_q5_k_q8_k, NULL},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, ref_vec_dot_q6_k_q8_k, NULL},
-            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, ref_vec_dot_iq4_xs_q8_k, NULL},
+                              ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL},
+            [DTYPE_Q4_1]   = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, ref_vec_dot_q4_1_q8_1, NULL, NULL, NULL},
+            [DTYPE_Q5_0]   = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, ref_vec_dot_q5_0_q8_0, NULL, NULL, NULL},
+            [DTYPE_Q5_1]   = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, ref_vec_dot_q5_1_q8_1, NULL, NULL, NULL},
+            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, ref_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},
+            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, ref_vec_dot_q2_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, ref_vec_dot_q3_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, ref_vec_dot_q4_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, ref_vec_dot_q5_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, ref_vec_dot_q6_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, ref_vec_dot_iq4_xs_q8_k, NULL, NULL, NULL},
             /* Activation types: converted to, never dotted as weights. */
-            [DTYPE_Q8_1] = {DTYPE_Q8_1, ref_q8_1_to_float, ref_q8_1_act_from_float, NULL, NULL},
-            [DTYPE_Q8_K] = {DTYPE_Q8_K, ref_q8_k_to_float, ref_q8_k_from_float, NULL, NULL},
+            [DTYPE_Q8_1] = {DTYPE_Q8_1, ref_q8_1_to_float, ref_q8_1_act_from_float, NULL, NULL, NULL, NULL},
+            [DTYPE_Q8_K] = {DTYPE_Q8_K, ref_q8_k_to_float, ref_q8_k_from_float, NULL, NULL, NULL, NULL},
         },
     .rmsnorm     = ref_rmsnorm,
     .silu_mul    = ref_silu_mul,

@@ -520,6 +520,60 @@ static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void
     }
 }
 
+/*
+ * gemm8 over a packed group (ref_pack8_q4_0's layout): one contiguous stream,
+ * and a 32-bit lane per row throughout, so the eight rows' block sums need
+ * no horizontal reduction: chunk k's low nibbles meet activation elements
+ * 4k..4k+3 broadcast to every lane, its high nibbles elements 16+4k...
+ * Eight maddubs results stay within int16 (8 x 2 x 15 x 127 < 32768).
+ */
+static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
+                             int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb     = n / QK4_0;
+    const size_t gl      = 8 * sizeof(struct block_q4_0);
+    const __m256i m4     = _mm256_set1_epi8(0x0F);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256i ones8  = _mm256_set1_epi8(1);
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        __m256 acc[4]    = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                            _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *g = (const uint8_t *)wp + b * gl;
+            _mm_prefetch((const char *)(g + 4 * gl), _MM_HINT_T0);
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+            __m256i lo[4], hi[4];
+            for (int k = 0; k < 4; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * k));
+                lo[k]           = _mm256_and_si256(v, m4);
+                hi[k]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            for (int32_t tt = 0; tt < tn; tt++) {
+                const struct block_q8_0 *ab =
+                    (const struct block_q8_0 *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
+                int32_t q4[8];
+                memcpy(q4, ab->qs, 32);
+                __m256i p16 = _mm256_setzero_si256();
+                for (int k = 0; k < 4; k++) {
+                    p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(lo[k], _mm256_set1_epi32(q4[k])));
+                    p16 = _mm256_add_epi16(p16,
+                                           _mm256_maddubs_epi16(hi[k], _mm256_set1_epi32(q4[4 + k])));
+                }
+                const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
+                const int suma =
+                    hsum_epi32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16));
+                const __m256i isum =
+                    _mm256_sub_epi32(_mm256_madd_epi16(p16, ones16), _mm256_set1_epi32(8 * suma));
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half(ab->d)));
+                acc[tt]        = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[tt]);
+            }
+        }
+        for (int32_t tt = 0; tt < tn; tt++)
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
+    }
+}
+
 static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w;
@@ -1214,25 +1268,25 @@ static const struct kernels table = {
     .name = "avx2",
     .type =
         {
-            [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, avx2_vec_dot_f32, NULL},
-            [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16, NULL},
-            [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float, avx2_vec_dot_bf16, NULL},
+            [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, avx2_vec_dot_f32, NULL, NULL, NULL},
+            [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16, NULL, NULL, NULL},
+            [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float, avx2_vec_dot_bf16, NULL, NULL, NULL},
             [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                            avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0},
+                            avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0, ref_pack8_q4_0, avx2_gemm8p_q4_0},
             [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
-                            avx2_vec_dot_q8_0_q8_0, NULL},
-            [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1, NULL},
-            [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0, NULL},
-            [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1, NULL},
-            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0, NULL},
-            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL},
-            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, NULL},
-            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k, NULL},
-            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k, NULL},
-            [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL, NULL},
-            [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL, NULL},
+                            avx2_vec_dot_q8_0_q8_0, NULL, NULL, NULL},
+            [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1, NULL, NULL, NULL},
+            [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0, NULL, NULL, NULL},
+            [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1, NULL, NULL, NULL},
+            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},
+            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL, NULL, NULL, NULL},
+            [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL, NULL, NULL, NULL},
         },
     .rmsnorm     = avx2_rmsnorm,
     .silu_mul    = avx2_silu_mul,

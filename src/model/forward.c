@@ -182,9 +182,12 @@ static void matmul_rows(void *arg, int ith, int nth)
     struct matmul_job *j = arg;
     const struct weight *w = j->w;
     const struct type_kernels *tk = &j->k->type[w->type];
-    const bool grouped = tk->gemm8 && j->n > 1;
     long r0, r1, g0 = 0, g1 = 0;
-    if (grouped) {
+    if (w->packed) {
+        /* packed weights: whole groups of eight rows, each one stream, decode and prefill */
+        threadpool_split(w->n_out / 8, ith, nth, &g0, &g1);
+        r0 = r1 = 0;
+    } else if (tk->gemm8 && j->n > 1) {
         /* prefill: whole groups of eight rows per thread share each weight block across
          * tokens; the tail rows go to vec_dot. Decode streams row by row instead. */
         threadpool_split(w->n_out / 8, ith, nth, &g0, &g1);
@@ -197,9 +200,14 @@ static void matmul_rows(void *arg, int ith, int nth)
         const int32_t tn = j->n - t0 < MATMUL_TOKEN_TILE ? j->n - t0 : MATMUL_TOKEN_TILE;
         const uint8_t *act = (const uint8_t *)j->act + (size_t)t0 * j->act_row;
         float *out = j->out + (int64_t)t0 * j->out_stride;
-        for (long g = g0; g < g1; g++)
-            tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len,
-                      act, j->act_row, tn, out + g * 8, (size_t)j->out_stride);
+        for (long g = g0; g < g1; g++) {
+            if (w->packed)
+                tk->gemm8p(w->n_in, (const uint8_t *)w->packed + (size_t)g * 8 * w->row_len, act,
+                           j->act_row, tn, out + g * 8, (size_t)j->out_stride);
+            else
+                tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)g * 8 * w->row_len,
+                          w->row_len, act, j->act_row, tn, out + g * 8, (size_t)j->out_stride);
+        }
         for (long r = r0; r < r1; r++) {
             const void *wrow = (const uint8_t *)w->data + r * w->row_len;
             for (int32_t t = 0; t < tn; t++)

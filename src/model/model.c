@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/model.h"
 #include "util/errfmt.h"
@@ -198,6 +200,59 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     return HEARTH_OK;
 }
 
+/*
+ * Rewrites w into the kernel's packed layout when the table offers one for
+ * its type (and its rows come in whole groups of eight), then hands the
+ * source pages back to the kernel: the packed copy replaces them, so the
+ * resident set stays one copy of the weights, as llama.cpp's repack does not.
+ */
+static enum hearth_status pack_weight(struct hearth_model *m, struct weight *w, char *err,
+                                      size_t err_len)
+{
+    const struct type_kernels *tk = &m->k->type[w->type];
+    if (!tk->pack8 || !tk->gemm8p || w->n_out % 8)
+        return HEARTH_OK;
+    const size_t len = (size_t)w->n_out * w->row_len;
+    void *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (dst == MAP_FAILED)
+        return fail(HEARTH_ENOMEM, err, err_len, "model: cannot map %zu bytes to repack weights",
+                    len);
+    for (int64_t g = 0; g < w->n_out / 8; g++)
+        tk->pack8((const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len, w->n_in,
+                  (uint8_t *)dst + (size_t)g * 8 * w->row_len);
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)w->data + page - 1) & ~(page - 1),
+              hi = ((uintptr_t)w->data + len) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    w->packed     = dst;
+    w->packed_len = len;
+    return HEARTH_OK;
+}
+
+static enum hearth_status pack_weights(struct hearth_model *m, char *err, size_t err_len)
+{
+    enum hearth_status st;
+    for (int32_t i = 0; i < m->hp.n_layer; i++) {
+        struct layer *L = &m->layers[i];
+        struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+            if ((st = pack_weight(m, ws[j], err, err_len)))
+                return st;
+    }
+    /* a tied output shares token_embd's rows, which embedding lookups read as they are */
+    if (m->output.data != m->tok_embd.data)
+        return pack_weight(m, &m->output, err, err_len);
+    return HEARTH_OK;
+}
+
+static void unpack_weight(struct weight *w)
+{
+    if (w->packed)
+        munmap(w->packed, w->packed_len);
+    w->packed = NULL;
+}
+
 enum hearth_status hearth_model_load(const char *path, const struct hearth_model_params *params,
                                      struct hearth_model **out, char *err, size_t err_len)
 {
@@ -229,7 +284,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     if ((st = load_hparams(m, err, err_len)) || (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
         goto err;
     m->hp.n_vocab = tokenizer_n_vocab(m->tok);
-    if ((st = load_weights(m, err, err_len)))
+    if ((st = load_weights(m, err, err_len)) || (st = pack_weights(m, err, err_len)))
         goto err;
     *out = m;
     return HEARTH_OK;
@@ -252,9 +307,14 @@ void hearth_model_free(struct hearth_model *m)
             free(L->bv);
             free(L->q_norm);
             free(L->k_norm);
+            struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
+                unpack_weight(ws[j]);
         }
         free(m->layers);
     }
+    if (m->output.data != m->tok_embd.data)
+        unpack_weight(&m->output);
     free(m->output_norm);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);

@@ -24,6 +24,9 @@ struct weight {
     int64_t n_out;    /* ne[1]: rows */
     size_t row_len;   /* bytes per row */
     const void *data; /* into the mapping */
+    void *packed;     /* the kernel's packed layout (pack8) when it has one, else NULL;
+                         then data's pages are released and only packed is read */
+    size_t packed_len;
 };
 
 struct layer {

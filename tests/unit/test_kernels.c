@@ -1555,8 +1555,9 @@ static void test_gemm8_matches_vec_dot(void **state)
     for (int k = 0; k < nk; k++)
         for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
             const struct type_kernels *tk = &ks[k]->type[t];
-            if (!tk->gemm8)
+            if (!tk->gemm8 && !tk->gemm8p)
                 continue;
+            assert_true(!tk->pack8 == !tk->gemm8p);
             const int64_t lens[] = {32 * 1, 32 * 7, 256 * 3};
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 const int64_t n = lens[li] % dtype_get(t)->block ? dtype_get(t)->block : lens[li];
@@ -1570,26 +1571,40 @@ static void test_gemm8_matches_vec_dot(void **state)
                         x[e] = rng_uniform() * 4.0f - 2.0f;
                     ks[k]->type[tk->vec_dot_type].from_float(x, a + tok * a_row, n);
                 }
-                for (size_t ti = 0; ti < sizeof n_toks / sizeof n_toks[0]; ti++) {
+                uint8_t *wp = tk->pack8 ? malloc(8 * row_len) : NULL;
+                if (wp)
+                    tk->pack8(w, row_len, n, wp);
+                for (size_t ti = 0; ti < 2 * (sizeof n_toks / sizeof n_toks[0]); ti++) {
+                    /* first pass gemm8 on the rows, second gemm8p on the packed group */
+                    const int packed = ti >= sizeof n_toks / sizeof n_toks[0];
+                    const int32_t nt = n_toks[ti % (sizeof n_toks / sizeof n_toks[0])];
+                    if (packed && !wp)
+                        break;
                     float out[9 * 11];
-                    tk->gemm8(n, w, row_len, a, a_row, n_toks[ti], out, 11);
-                    for (int32_t tok = 0; tok < n_toks[ti]; tok++)
+                    if (packed)
+                        tk->gemm8p(n, wp, a, a_row, nt, out, 11);
+                    else if (tk->gemm8)
+                        tk->gemm8(n, w, row_len, a, a_row, nt, out, 11);
+                    else
+                        continue;
+                    for (int32_t tok = 0; tok < nt; tok++)
                         for (int r = 0; r < 8; r++) {
                             float want;
                             tk->vec_dot(n, &want, w + r * row_len, a + tok * a_row);
                             if (memcmp(&want, &out[tok * 11 + r], sizeof want) != 0)
-                                fail_msg("%s %s gemm8 n=%lld tok %d row %d: %.9g, vec_dot %.9g",
-                                         ks[k]->name, dtype_name(t), (long long)n, tok, r,
-                                         out[tok * 11 + r], want);
+                                fail_msg("%s %s %s n=%lld tok %d row %d: %.9g, vec_dot %.9g",
+                                         ks[k]->name, dtype_name(t), packed ? "gemm8p" : "gemm8",
+                                         (long long)n, tok, r, out[tok * 11 + r], want);
                         }
                     checked++;
                 }
+                free(wp);
                 free(w);
                 free(a);
                 free(x);
             }
         }
-    print_message("gemm8: %d configurations bit-identical to vec_dot\n", checked);
+    print_message("gemm8/gemm8p: %d configurations bit-identical to vec_dot\n", checked);
 }
 
 int main(void)
