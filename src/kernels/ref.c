@@ -252,27 +252,6 @@ void ref_q8_1_act_from_float(const float *x, void *y, int64_t n)
     }
 }
 
-void ref_q8_1_from_float(const float *x, void *y, int64_t n)
-{
-    struct block_q8_1 *b = y;
-    const int64_t nb     = n / QK8_1;
-    for (int64_t i = 0; i < nb; i++) {
-        const float *xb = x + i * QK8_1;
-        float amax      = 0.0f;
-        for (int j = 0; j < QK8_1; j++)
-            amax = amax > fabsf(xb[j]) ? amax : fabsf(xb[j]);
-        const float d  = amax / 127;
-        const float id = d ? 1.0f / d : 0.0f;
-        b[i].d         = fp32_to_fp16(d);
-        int sum        = 0;
-        for (int j = 0; j < QK8_1; j++) {
-            b[i].qs[j] = (int8_t)roundf(xb[j] * id);
-            sum += b[i].qs[j];
-        }
-        b[i].s = fp32_to_fp16((float)sum * d);
-    }
-}
-
 const int8_t ref_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                      1,    13,   25,  38,  53,  69,  89,  113};
 

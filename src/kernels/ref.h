@@ -192,7 +192,6 @@ void ref_q4_1_to_float(const void *x, float *y, int64_t n);
 void ref_q5_0_to_float(const void *x, float *y, int64_t n);
 void ref_q5_1_to_float(const void *x, float *y, int64_t n);
 void ref_q8_1_to_float(const void *x, float *y, int64_t n);
-void ref_q8_1_from_float(const float *x, void *y, int64_t n);
 /* Activation quantizers with llama.cpp's x86 rounding (127/amax, half to even). */
 void ref_q8_0_act_from_float(const float *x, void *y, int64_t n);
 void ref_pack8_q4_0(const void *rows, size_t row_len, int64_t n, void *dst);

@@ -279,7 +279,7 @@ static void avx2_q8_0_from_float(const float *x, void *y, int64_t n)
         b[i].d = fp32_to_fp16(quant_q8_32(x + i * QK8_0, b[i].qs, &sum));
 }
 
-/* As ref_q8_1_from_float: Q8_0's quants, and s = fp16(d * sum of the quants). */
+/* As ref_q8_1_act_from_float: Q8_0's quants, and s = fp16(d * sum of the quants). */
 static void avx2_q8_1_from_float(const float *x, void *y, int64_t n)
 {
     struct block_q8_1 *b = y;
