@@ -42,6 +42,7 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i)
     return argv[++*i];
 }
 
+#include <sched.h>
 #include <time.h>
 
 double now_seconds(void)
@@ -49,4 +50,12 @@ double now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+long default_threads(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return 1;
 }

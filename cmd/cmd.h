@@ -29,6 +29,10 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 
+/* Default worker threads: the CPUs this process may run on (at least 1). More
+ * threads than cores make the spinning fork-join pool wait on descheduled peers. */
+long default_threads(void);
+
 /* Monotonic seconds, for the timings commands print. */
 double now_seconds(void);
 

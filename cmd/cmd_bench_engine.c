@@ -117,7 +117,7 @@ static double read_bandwidth(int n_threads)
 int cmd_bench_engine(int argc, char **argv)
 {
     const char *model_path = NULL;
-    long threads = 4, n_pp = 512, n_tg = 128, reps = 3;
+    long threads = default_threads(), n_pp = 512, n_tg = 128, reps = 3;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

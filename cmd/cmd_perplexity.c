@@ -17,7 +17,7 @@ static void usage(FILE *fp)
 {
     fprintf(fp, "usage: hearth perplexity -m MODEL -f TEXT [-c CTX] [-t THREADS]\n"
                 "  -c, --ctx N      tokens per chunk (default 512)\n"
-                "  -t, --threads N  threads (default 4)\n");
+                "  -t, --threads N  threads (default: the CPU count)\n");
 }
 
 /* -log softmax(logits)[tok], computed in double like llama-perplexity. */
@@ -36,7 +36,7 @@ static double nll(const float *logits, int32_t n_vocab, hearth_token tok)
 int cmd_perplexity(int argc, char **argv)
 {
     const char *model_path = NULL, *text_path = NULL;
-    long n_ctx = 512, threads = 4;
+    long n_ctx = 512, threads = default_threads();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

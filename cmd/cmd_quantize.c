@@ -16,7 +16,7 @@ static void usage(FILE *fp)
     int n;
     const struct quant_preset *p = quant_presets(&n);
     fprintf(fp, "usage: hearth quantize [options] IN.gguf OUT.gguf TYPE\n"
-                "  -t, --threads N        threads (default 4)\n"
+                "  -t, --threads N        threads (default: the CPU count)\n"
                 "  --allow-requantize     also requantize tensors that are already quantized\n"
                 "  -q, --quiet            no progress lines\n\n"
                 "TYPE (llama.cpp's presets; Q3_K, Q4_K, Q5_K mean the _M variants):\n");
@@ -37,7 +37,7 @@ int cmd_quantize(int argc, char **argv)
 {
     const char *pos[3];
     int n_pos = 0;
-    long threads = 4;
+    long threads = default_threads();
     bool requant = false, quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

@@ -33,7 +33,7 @@ static void usage(FILE *fp)
             "  --min-p P             drop tokens below P x the best one (default 0.05, 0 = off)\n"
             "  --repeat-penalty R    penalty for the last 64 tokens (default 1 = off)\n"
             "  --seed S              sampling seed (default: from the clock)\n"
-            "  -t, --threads N       threads (default 4)\n"
+            "  -t, --threads N       threads (default: the CPU count)\n"
             "  -c, --ctx N           context length (default: the model's)\n");
 }
 
@@ -233,7 +233,7 @@ done:
 int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
-    long n_predict = -1, seed = -1, threads = 4, n_ctx = 0, top_k = 40;
+    long n_predict = -1, seed = -1, threads = default_threads(), n_ctx = 0, top_k = 40;
     float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, rep = 1.0f;
     bool chat = false;
     for (int i = 1; i < argc; i++) {

@@ -25,7 +25,7 @@ static void usage(FILE *fp)
         "  -b, --batch-size B      most tokens one scheduler step takes (default 512)\n"
         "  -ub, --ubatch-size U    most tokens one forward pass takes (default 512); a step\n"
         "                          is one forward pass, so it uses min(B, U)\n"
-        "  -t, --threads T         threads for the forward pass (default 4)\n"
+        "  -t, --threads T         threads for the forward pass (default: CPU count)\n"
         "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
         "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' on every endpoint but\n"
@@ -43,7 +43,7 @@ static void usage(FILE *fp)
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
-    long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = 4;
+    long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define SPIN_ITERS 20000 /* ~tens of microseconds: covers the gap between ops of one step */
 
@@ -23,6 +24,7 @@ struct threadpool {
     atomic_int done;         /* workers finished with the current region */
     atomic_int stop;
     atomic_int sleepers;     /* workers blocked on cond */
+    int spin;                /* pause iterations before sleeping (or yielding, for the caller) */
     pthread_mutex_t mu;
     pthread_cond_t cond;
 };
@@ -50,7 +52,7 @@ static void *worker_main(void *p)
         int spins = 0;
         while ((g = atomic_load_explicit(&tp->gen, memory_order_acquire)) == seen &&
                !atomic_load(&tp->stop)) {
-            if (++spins < SPIN_ITERS) {
+            if (++spins < tp->spin) {
                 cpu_relax();
                 continue;
             }
@@ -77,6 +79,10 @@ struct threadpool *threadpool_new(int n_threads)
     if (!tp)
         return NULL;
     tp->n_threads = n_threads;
+    /* more threads than CPUs: a spinning thread holds the core a descheduled peer needs,
+     * and every region waits out whole time slices; then sleep and yield at once */
+    long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);
+    tp->spin   = n_cpu > 0 && n_threads > n_cpu ? 1 : SPIN_ITERS;
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cond, NULL);
     tp->threads = calloc((size_t)n_threads, sizeof *tp->threads);
@@ -147,7 +153,7 @@ void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg)
     /* on a loaded machine a worker may be descheduled: stop burning its core after a while */
     int spins = 0;
     while (atomic_load_explicit(&tp->done, memory_order_acquire) < tp->n_threads - 1) {
-        if (++spins < SPIN_ITERS)
+        if (++spins < tp->spin)
             cpu_relax();
         else
             sched_yield();
