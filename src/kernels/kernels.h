@@ -13,6 +13,7 @@
 #ifndef HEARTH_KERNELS_H
 #define HEARTH_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util/dtype.h"
@@ -56,6 +57,13 @@ struct attn_kv {
     int32_t block_tokens;
     int f16;               /* rows are f16 bits (else f32) */
 };
+
+/* Address of token j's row in base (kv->k or kv->v) through the block table. */
+static inline const uint8_t *attn_kv_row(const uint8_t *base, const struct attn_kv *kv, int32_t j)
+{
+    return base + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
+           (size_t)(j % kv->block_tokens) * kv->row_len;
+}
 
 /* Tile of keys the attention kernels work in (llama.cpp's GGML_FA_TILE_KV). */
 #define ATTN_TILE 64

@@ -304,6 +304,17 @@ void ref_vec_dot_bf16(int64_t n, float *s, const void *w, const void *a)
  *   summing elements 4l..4l+3 of every block, acc_l = fma(d_w * d_a,
  *   float(lane sum), acc_l), then the lanes added as ((0+4)+(2+6))+((1+5)+(3+7)).
  */
+/* One block into tinyBLAS's eight lanes: lane l gets fma(d, sum of w*a over 4l..4l+3). */
+static inline void tinyblas_block(float acc[8], float d, const int8_t *w, const int8_t *a)
+{
+    for (int l = 0; l < 8; l++) {
+        int sumi = 0;
+        for (int j = 4 * l; j < 4 * l + 4; j++)
+            sumi += w[j] * a[j];
+        acc[l] = fmaf(d, (float)sumi, acc[l]);
+    }
+}
+
 static inline float hsum8_tinyblas(const float acc[8])
 {
     return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
@@ -381,15 +392,8 @@ void ref_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
     const struct block_q8_0 *x = w;
     const struct block_q8_0 *y = a;
     float acc[8]               = {0};
-    for (int64_t i = 0; i < n / QK8_0; i++) {
-        const float d = fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
-        for (int l = 0; l < 8; l++) {
-            int sumi = 0;
-            for (int j = 4 * l; j < 4 * l + 4; j++)
-                sumi += x[i].qs[j] * y[i].qs[j];
-            acc[l] = fmaf(d, (float)sumi, acc[l]);
-        }
-    }
+    for (int64_t i = 0; i < n / QK8_0; i++)
+        tinyblas_block(acc, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d), x[i].qs, y[i].qs);
     *s = hsum8_tinyblas(acc);
 }
 
@@ -421,15 +425,12 @@ void ref_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *a)
     const struct block_q8_0 *y = a;
     float acc[8]               = {0};
     int q[QK5_0];
+    int8_t w8[QK5_0];
     for (int64_t i = 0; i < n / QK5_0; i++) {
         unpack_q5(x[i].qs, x[i].qh, q);
-        const float d = fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
-        for (int l = 0; l < 8; l++) {
-            int sumi = 0;
-            for (int j = 4 * l; j < 4 * l + 4; j++)
-                sumi += (q[j] - 16) * y[i].qs[j];
-            acc[l] = fmaf(d, (float)sumi, acc[l]);
-        }
+        for (int j = 0; j < QK5_0; j++)
+            w8[j] = (int8_t)(q[j] - 16);
+        tinyblas_block(acc, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d), w8, y[i].qs);
     }
     *s = hsum8_tinyblas(acc);
 }
@@ -515,12 +516,6 @@ double ref_softmax_tile(float *y, const float *x, float max, int64_t n)
     return sum;
 }
 
-static inline const uint8_t *kv_addr(const uint8_t *base, const struct attn_kv *kv, int32_t j)
-{
-    return base + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
-           (size_t)(j % kv->block_tokens) * kv->row_len;
-}
-
 static inline float kv_elem(const uint8_t *row, int f16, int32_t d)
 {
     return f16 ? fp16_to_fp32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
@@ -540,7 +535,7 @@ void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *
                 kq[c] = -INFINITY;
                 continue;
             }
-            const uint8_t *kr = kv_addr(kv->k, kv, j);
+            const uint8_t *kr = attn_kv_row(kv->k, kv, j);
             float acc = 0.0f;
             for (int32_t d = 0; d < hd; d++)
                 acc = fmaf(kv_elem(kr, kv->f16, d), q[d], acc);
@@ -560,7 +555,7 @@ void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *
             const int32_t j = t0 + c;
             if (j < j0 || j > j1)
                 continue; /* p = 0: fma(v, 0, acc) leaves acc as it is */
-            const uint8_t *vr = kv_addr(kv->v, kv, j);
+            const uint8_t *vr = attn_kv_row(kv->v, kv, j);
             for (int32_t d = 0; d < hd; d++)
                 out[d] = fmaf(kv_elem(vr, kv->f16, d), kq[c], out[d]);
         }

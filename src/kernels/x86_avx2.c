@@ -422,6 +422,13 @@ static inline __m256i dot_i8_32_epi32(__m256i x, __m256i y)
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
+/* Sum of the 32 int8 quants of an activation block (exact). */
+static inline int sum_i8_32(__m256i av)
+{
+    return hsum_epi32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av),
+                                          _mm256_set1_epi16(1)));
+}
+
 /* The eight int32 sums of v[0..7]'s lanes, in one vector (exact: integer adds). */
 static inline __m256i reduce8_epi32(const __m256i v[8])
 {
@@ -484,7 +491,6 @@ static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void
     const int64_t nb     = n / QK4_0;
     const __m256i m4     = _mm256_set1_epi8(0x0F);
     const __m256i ones16 = _mm256_set1_epi16(1);
-    const __m256i ones8  = _mm256_set1_epi8(1);
     for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
         __m256 acc[4]    = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
@@ -509,7 +515,7 @@ static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void
                 __m256i v[8];
                 for (int r = 0; r < 8; r++)
                     v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], av), ones16);
-                const int suma = hsum_epi32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16));
+                const int suma = sum_i8_32(av);
                 const __m256i isum = _mm256_sub_epi32(reduce8_epi32(v), _mm256_set1_epi32(8 * suma));
                 const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half(ab->d)));
                 acc[tt]        = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[tt]);
@@ -534,7 +540,6 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
     const size_t gl      = 8 * sizeof(struct block_q4_0);
     const __m256i m4     = _mm256_set1_epi8(0x0F);
     const __m256i ones16 = _mm256_set1_epi16(1);
-    const __m256i ones8  = _mm256_set1_epi8(1);
     for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
         __m256 acc[4]    = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
@@ -561,8 +566,7 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
                                            _mm256_maddubs_epi16(hi[k], _mm256_set1_epi32(q4[4 + k])));
                 }
                 const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
-                const int suma =
-                    hsum_epi32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(ones8, av), ones16));
+                const int suma = sum_i8_32(av);
                 const __m256i isum =
                     _mm256_sub_epi32(_mm256_madd_epi16(p16, ones16), _mm256_set1_epi32(8 * suma));
                 const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half(ab->d)));
@@ -1128,8 +1132,7 @@ static void avx2_attn_row(float *out, const float *q, int32_t hd, const struct a
         const int32_t c1 = j1 - t0 < ATTN_TILE - 1 ? j1 - t0 : ATTN_TILE - 1;
         for (int32_t c = c0; c <= c1; c++) {
             const int32_t j = t0 + c;
-            const uint8_t *kr = kv->k + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
-                                (size_t)(j % kv->block_tokens) * kv->row_len;
+            const uint8_t *kr = attn_kv_row(kv->k, kv, j);
             for (int32_t v = 0; v < nv; v++)
                 _mm256_storeu_ps(row + 8 * v, kv->f16 ? load_f16((const uint16_t *)kr + 8 * v)
                                                       : _mm256_loadu_ps((const float *)kr + 8 * v));
@@ -1176,8 +1179,7 @@ static void avx2_attn_row(float *out, const float *q, int32_t hd, const struct a
         S = (float)((double)S + sum);
         for (int32_t c = c0; c <= c1; c++) {
             const int32_t j = t0 + c;
-            const uint8_t *vr = kv->v + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
-                                (size_t)(j % kv->block_tokens) * kv->row_len;
+            const uint8_t *vr = attn_kv_row(kv->v, kv, j);
             const __m256 p = _mm256_set1_ps(kq[c]);
             for (int32_t v = 0; v < nv; v++) {
                 const __m256 vv = kv->f16 ? load_f16((const uint16_t *)vr + 8 * v)
