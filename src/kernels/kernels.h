@@ -67,6 +67,9 @@ static inline const uint8_t *attn_kv_row(const uint8_t *base, const struct attn_
 
 /* Tile of keys the attention kernels work in (llama.cpp's GGML_FA_TILE_KV). */
 #define ATTN_TILE 64
+/* Query rows one attn_rows call takes (a lane each), and the floats of scratch it needs. */
+#define ATTN_LANES 8
+#define ATTN_SCRATCH(hd) ((size_t)(hd) * (2 * ATTN_TILE + 2 * ATTN_LANES) + ATTN_LANES * ATTN_TILE)
 
 struct kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
@@ -89,15 +92,18 @@ struct kernels {
     /* y[i] *= alpha. */
     void (*scale_f32)(float *y, float alpha, int64_t n);
     /*
-     * One query row of one head: out[hd] = softmax(scale * q.k_j) v_j over
-     * keys j0..j1 inclusive, computed with llama.cpp's tiled flash-attention
-     * arithmetic: tiles of ATTN_TILE keys aligned at position 0, scores as a
-     * sequential fma over the head dimension, online softmax per tile with
-     * ggml's vectorized expf, values accumulated by sequential fma.
-     * scratch holds hd * ATTN_TILE + ATTN_TILE floats.
+     * Up to ATTN_LANES query rows of one KV head: row r (q[r], written to
+     * out[r]) attends to keys j0[r]..j1[r] inclusive; rows sharing a KV head
+     * share the key and value loads. Each row is computed with llama.cpp's
+     * tiled flash-attention arithmetic: tiles of ATTN_TILE keys aligned at
+     * position 0, scores as a sequential fma over the head dimension, online
+     * softmax per tile with ggml's vectorized expf, values accumulated by
+     * sequential fma (ref_attn_row is the definition).
+     * scratch holds ATTN_SCRATCH(hd) floats.
      */
-    void (*attn_row)(float *out, const float *q, int32_t hd, const struct attn_kv *kv, int32_t j0,
-                     int32_t j1, float scale, float *scratch);
+    void (*attn_rows)(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                      const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
+                      float *scratch);
     /* Row conversions for the KV cache. */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);

@@ -565,6 +565,14 @@ void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *
         out[d] *= inv;
 }
 
+void ref_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                   const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
+                   float *scratch)
+{
+    for (int32_t r = 0; r < nq; r++)
+        ref_attn_row(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
+}
+
 /* ---------------------------------------------------------------- float ops */
 
 /* As ggml_compute_forward_rms_norm followed by the weight multiply. */
@@ -685,7 +693,7 @@ static const struct kernels table = {
     .axpy_f32    = ref_axpy_f32,
     .axpy_f16    = ref_axpy_f16,
     .scale_f32   = ref_scale_f32,
-    .attn_row    = ref_attn_row,
+    .attn_rows   = ref_attn_rows,
     .f32_to_f16  = ref_f32_to_f16,
     .f16_to_f32  = ref_f16_to_f32,
 };

@@ -1108,89 +1108,160 @@ static void avx2_softmax(float *x, int64_t n)
         x[i] *= inv;
 }
 
-/*
- * ref_attn_row's arithmetic, eight lanes at a time: the tile's keys are
- * unpacked transposed (a lane per key) so each score is still a sequential
- * fma over the head dimension, and values accumulate a lane per dimension.
- */
-static void avx2_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
-                          int32_t j0, int32_t j1, float scale, float *scratch)
+/* Row c of a key or value tile as floats: tile[c * hd ..], from the cache's f16 or f32 row. */
+static inline void attn_load_row(float *dst, const uint8_t *row, int32_t hd, int f16)
 {
-    if (hd % 8 || hd > 256) {
-        ref_attn_row(out, q, hd, kv, j0, j1, scale, scratch);
+    for (int32_t d = 0; d < hd; d += 8)
+        _mm256_storeu_ps(dst + d, f16 ? load_f16((const uint16_t *)row + d)
+                                      : _mm256_loadu_ps((const float *)row + d));
+}
+
+/*
+ * ref_attn_row's arithmetic for up to eight query rows at once, a lane per
+ * row: each tile's keys and values are converted once for all rows, a score
+ * is still a sequential fma over the head dimension (the query transposed,
+ * the key element broadcast), the online softmax runs lane-wise with the
+ * tile sum reduced in _mm512_reduce_add_ps's order, and each row's values
+ * accumulate a lane per dimension as in ref. A lane sees only the tiles ref
+ * would visit for its row, so every row is bit-identical to ref_attn_row.
+ */
+static void avx2_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                           const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                           float scale, float *scratch)
+{
+    if (hd % 8 || hd > 256 || nq > 8) {
+        ref_attn_rows(out, q, nq, hd, kv, j0, j1, scale, scratch);
         return;
     }
-    float *kt = scratch, *kq = scratch + (size_t)hd * ATTN_TILE;
-    const int32_t nv = hd / 8;
-    __m256 acc_out[32];
-    for (int32_t v = 0; v < nv; v++)
-        acc_out[v] = _mm256_setzero_ps();
-    float M = -INFINITY, S = 0.0f;
-    float row[256];
-    for (int32_t t0 = j0 - j0 % ATTN_TILE; t0 <= j1; t0 += ATTN_TILE) {
-        const int32_t c0 = j0 > t0 ? j0 - t0 : 0;
-        const int32_t c1 = j1 - t0 < ATTN_TILE - 1 ? j1 - t0 : ATTN_TILE - 1;
+    float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *qt = vt + (size_t)ATTN_TILE * hd;
+    float *acc = qt + (size_t)8 * hd, *p = acc + (size_t)8 * hd;
+    int32_t lo = INT32_MAX, hi = INT32_MIN, jl[8], jh[8], tl[8];
+    for (int32_t r = 0; r < 8; r++) {
+        /* idle lanes see no key */
+        jl[r] = r < nq ? j0[r] : INT32_MAX;
+        jh[r] = r < nq ? j1[r] : INT32_MIN;
+        tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX; /* the lane's first tile */
+        lo    = jl[r] < lo ? jl[r] : lo;
+        hi    = jh[r] > hi ? jh[r] : hi;
+    }
+    for (int32_t d = 0; d < hd; d++)
+        for (int32_t r = 0; r < 8; r++)
+            qt[d * 8 + r] = r < nq ? q[r][d] : 0.0f;
+    memset(acc, 0, (size_t)8 * hd * sizeof(float));
+    const __m256i vjl   = _mm256_loadu_si256((const __m256i *)jl);
+    const __m256i vjh   = _mm256_loadu_si256((const __m256i *)jh);
+    const __m256 vscale = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 M   = ninf;
+    float S[8] = {0};
+    for (int32_t t0 = lo - lo % ATTN_TILE; t0 <= hi; t0 += ATTN_TILE) {
+        const int32_t c0 = lo > t0 ? lo - t0 : 0;
+        const int32_t c1 = hi - t0 < ATTN_TILE - 1 ? hi - t0 : ATTN_TILE - 1;
         for (int32_t c = c0; c <= c1; c++) {
-            const int32_t j = t0 + c;
-            const uint8_t *kr = attn_kv_row(kv->k, kv, j);
-            for (int32_t v = 0; v < nv; v++)
-                _mm256_storeu_ps(row + 8 * v, kv->f16 ? load_f16((const uint16_t *)kr + 8 * v)
-                                                      : _mm256_loadu_ps((const float *)kr + 8 * v));
-            for (int32_t d = 0; d < hd; d++)
-                kt[d * ATTN_TILE + c] = row[d];
+            attn_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
+            attn_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
         }
-        __m256 acc[ATTN_TILE / 8];
-        const int32_t g0 = c0 / 8, g1 = c1 / 8;
-        for (int32_t g = g0; g <= g1; g++)
-            acc[g] = _mm256_setzero_ps();
-        for (int32_t d = 0; d < hd; d++) {
-            const __m256 qd = _mm256_set1_ps(q[d]);
-            for (int32_t g = g0; g <= g1; g++)
-                acc[g] = _mm256_fmadd_ps(_mm256_loadu_ps(kt + d * ATTN_TILE + 8 * g), qd, acc[g]);
+        /* scores, four keys' chains at a time; a lane outside its range gets -inf */
+        __m256 tmax = ninf;
+        for (int32_t c = 0; c < ATTN_TILE; c += 4) {
+            if (c + 3 < c0 || c > c1) {
+                for (int32_t u = 0; u < 4; u++)
+                    _mm256_storeu_ps(p + (c + u) * 8, ninf);
+                continue;
+            }
+            const float *kr[4];
+            for (int32_t u = 0; u < 4; u++) {
+                const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
+                kr[u]            = kt + (size_t)cc * hd;
+            }
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int32_t d = 0; d < hd; d++) {
+                const __m256 qd = _mm256_loadu_ps(qt + d * 8);
+                a0              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[0] + d), qd, a0);
+                a1              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[1] + d), qd, a1);
+                a2              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[2] + d), qd, a2);
+                a3              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[3] + d), qd, a3);
+            }
+            const __m256 a[4] = {a0, a1, a2, a3};
+            for (int32_t u = 0; u < 4; u++) {
+                const __m256i j = _mm256_set1_epi32(t0 + c + u);
+                const __m256i out_of_range =
+                    _mm256_or_si256(_mm256_cmpgt_epi32(vjl, j), _mm256_cmpgt_epi32(j, vjh));
+                const __m256 sc = _mm256_blendv_ps(_mm256_mul_ps(a[u], vscale), ninf,
+                                                   _mm256_castsi256_ps(out_of_range));
+                _mm256_storeu_ps(p + (c + u) * 8, sc);
+                tmax = _mm256_max_ps(tmax, sc);
+            }
         }
-        const __m256 vs = _mm256_set1_ps(scale);
-        for (int32_t g = 0; g < ATTN_TILE / 8; g++)
-            _mm256_storeu_ps(kq + 8 * g, g >= g0 && g <= g1 ? _mm256_mul_ps(acc[g], vs)
-                                                            : _mm256_set1_ps(-INFINITY));
-        float tmax = -INFINITY;
-        for (int32_t c = 0; c < ATTN_TILE; c++) {
-            if (c < c0 || c > c1)
-                kq[c] = -INFINITY;
-            tmax = kq[c] > tmax ? kq[c] : tmax;
-        }
-        const float Mnew = fmaxf(M, tmax);
-        if (Mnew > M) {
-            const float ms  = expf(M - Mnew);
+        /* lanes whose row ref visits this tile */
+        int visit = 0;
+        for (int32_t r = 0; r < 8; r++)
+            visit |= (t0 >= tl[r] && t0 <= jh[r]) << r;
+        const __m256 Mnew = _mm256_max_ps(M, tmax);
+        float mo[8], mn[8];
+        _mm256_storeu_ps(mo, M);
+        _mm256_storeu_ps(mn, Mnew);
+        for (int32_t r = 0; r < nq; r++) {
+            if (!(visit >> r & 1) || !(mn[r] > mo[r]))
+                continue;
+            const float ms  = expf(mo[r] - mn[r]);
             const __m256 vm = _mm256_set1_ps(ms);
-            for (int32_t v = 0; v < nv; v++)
-                acc_out[v] = _mm256_mul_ps(acc_out[v], vm);
-            S *= ms;
+            for (int32_t d = 0; d < hd; d += 8)
+                _mm256_storeu_ps(acc + r * hd + d,
+                                 _mm256_mul_ps(_mm256_loadu_ps(acc + r * hd + d), vm));
+            S[r] *= ms;
         }
         M = Mnew;
-        double sum     = 0;
-        const __m256 m = _mm256_set1_ps(Mnew);
-        for (int32_t g = 0; g < ATTN_TILE / 8; g += 2) {
-            const __m256 e0 = v_expf512(_mm256_sub_ps(_mm256_loadu_ps(kq + 8 * g), m));
-            const __m256 e1 = v_expf512(_mm256_sub_ps(_mm256_loadu_ps(kq + 8 * g + 8), m));
-            _mm256_storeu_ps(kq + 8 * g, e0);
-            _mm256_storeu_ps(kq + 8 * g + 8, e1);
-            sum += (double)hsum_ps(_mm256_add_ps(e1, e0)); /* _mm512_reduce_add_ps's order */
+        /* probabilities and the tile sum, sixteen keys per reduction as ref_softmax_tile */
+        __m256d sum_lo = _mm256_setzero_pd(), sum_hi = sum_lo;
+        for (int32_t c = 0; c < ATTN_TILE; c += 16) {
+            __m256 e[16];
+            for (int32_t u = 0; u < 16; u++) {
+                const __m256 sc = _mm256_loadu_ps(p + (c + u) * 8);
+                /* a key no lane sees is 0 for every lane that visits the tile */
+                e[u] = _mm256_movemask_ps(_mm256_cmp_ps(sc, ninf, _CMP_NEQ_OQ))
+                           ? v_expf512(_mm256_sub_ps(sc, Mnew))
+                           : _mm256_setzero_ps();
+                _mm256_storeu_ps(p + (c + u) * 8, e[u]);
+            }
+            __m256 t3[8], t6[4];
+            for (int l = 0; l < 8; l++)
+                t3[l] = _mm256_add_ps(e[l + 8], e[l]);
+            for (int l = 0; l < 4; l++)
+                t6[l] = _mm256_add_ps(t3[l + 4], t3[l]);
+            const __m256 s16 =
+                _mm256_add_ps(_mm256_add_ps(t6[0], t6[2]), _mm256_add_ps(t6[1], t6[3]));
+            acc_pd(&sum_lo, &sum_hi, s16);
         }
-        S = (float)((double)S + sum);
-        for (int32_t c = c0; c <= c1; c++) {
-            const int32_t j = t0 + c;
-            const uint8_t *vr = attn_kv_row(kv->v, kv, j);
-            const __m256 p = _mm256_set1_ps(kq[c]);
-            for (int32_t v = 0; v < nv; v++) {
-                const __m256 vv = kv->f16 ? load_f16((const uint16_t *)vr + 8 * v)
-                                          : _mm256_loadu_ps((const float *)vr + 8 * v);
-                acc_out[v] = _mm256_fmadd_ps(vv, p, acc_out[v]);
+        double sums[8];
+        _mm256_storeu_pd(sums, sum_lo);
+        _mm256_storeu_pd(sums + 4, sum_hi);
+        for (int32_t r = 0; r < nq; r++) {
+            if (!(visit >> r & 1))
+                continue;
+            S[r]             = (float)((double)S[r] + sums[r]);
+            const int32_t a0 = jl[r] > t0 + c0 ? jl[r] - t0 : c0;
+            const int32_t a1 = jh[r] < t0 + c1 ? jh[r] - t0 : c1;
+            for (int32_t d0 = 0; d0 < hd; d0 += 64) {
+                const int32_t nv = hd - d0 < 64 ? (hd - d0) / 8 : 8;
+                __m256 o[8];
+                for (int32_t v = 0; v < nv; v++)
+                    o[v] = _mm256_loadu_ps(acc + r * hd + d0 + 8 * v);
+                for (int32_t c = a0; c <= a1; c++) {
+                    const __m256 pc = _mm256_broadcast_ss(p + c * 8 + r);
+                    const float *vr = vt + (size_t)c * hd + d0;
+                    for (int32_t v = 0; v < nv; v++)
+                        o[v] = _mm256_fmadd_ps(_mm256_loadu_ps(vr + 8 * v), pc, o[v]);
+                }
+                for (int32_t v = 0; v < nv; v++)
+                    _mm256_storeu_ps(acc + r * hd + d0 + 8 * v, o[v]);
             }
         }
     }
-    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
-    for (int32_t v = 0; v < nv; v++)
-        _mm256_storeu_ps(out + 8 * v, _mm256_mul_ps(acc_out[v], inv));
+    for (int32_t r = 0; r < nq; r++) {
+        const __m256 inv = _mm256_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
+        for (int32_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(out[r] + d, _mm256_mul_ps(_mm256_loadu_ps(acc + r * hd + d), inv));
+    }
 }
 
 static float avx2_dot_f32_f16(const float *a, const uint16_t *b, int64_t n)
@@ -1298,7 +1369,7 @@ static const struct kernels table = {
     .axpy_f32    = avx2_axpy_f32,
     .axpy_f16    = avx2_axpy_f16,
     .scale_f32   = avx2_scale_f32,
-    .attn_row    = avx2_attn_row,
+    .attn_rows   = avx2_attn_rows,
     .f32_to_f16  = avx2_f32_to_f16,
     .f16_to_f32  = avx2_f16_to_f32,
 };

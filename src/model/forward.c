@@ -61,7 +61,7 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     s->att = malloc(nb * qd * sizeof(float));
     s->hb = malloc(nb * hp->n_ff * sizeof(float));
     s->hb2 = malloc(nb * hp->n_ff * sizeof(float));
-    s->scores_per_thread = (size_t)hp->head_dim * ATTN_TILE + ATTN_TILE;
+    s->scores_per_thread = ATTN_SCRATCH(hp->head_dim);
     s->scores = malloc((size_t)n_threads * s->scores_per_thread * sizeof(float));
     s->act = malloc(nb * s->act_row);
     s->logits = malloc(nb * hp->n_vocab * sizeof(float));
@@ -325,34 +325,68 @@ static void qkv_finish(void *arg, int ith, int nth)
     }
 }
 
-/* Causal attention of every (token, head) of the batch over its sequence's cache. */
+/*
+ * Causal attention of every (token, head) of the batch over its sequence's
+ * cache. Work items are runs of up to ATTN_LANES query rows that share a KV
+ * head: the heads of one GQA group, over as many consecutive tokens of one
+ * sequence as fit. Items go round-robin to threads, so the long rows at the
+ * end of a causal prefill are spread over all of them.
+ */
 static void attention(void *arg, int ith, int nth)
 {
-    struct step *s = arg;
+    struct step *s             = arg;
     struct hearth_context *ctx = s->ctx;
-    const struct hparams *hp = &ctx->model->hp;
-    const struct kernels *k = ctx->model->k;
-    const struct kv_cache *kv = &ctx->kv;
+    const struct hparams *hp   = &ctx->model->hp;
+    const struct kernels *k    = ctx->model->k;
+    const struct kv_cache *kv  = &ctx->kv;
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    const int64_t qd = (int64_t)hp->n_head * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *scratch = ctx->s.scores + (size_t)ith * ctx->s.scores_per_thread;
-    const uint8_t *kbase = kv->mem + (size_t)s->l * 2 * kv->layer_len, *vbase = kbase + kv->layer_len;
-    long i0, i1;
-    threadpool_split((long)s->n * hp->n_head, ith, nth, &i0, &i1);
-    for (long i = i0; i < i1; i++) {
-        const int32_t t = (int32_t)(i / hp->n_head), h = (int32_t)(i % hp->n_head);
-        const int32_t pos = s->b->pos[t], kvh = h / group;
-        /* a sliding window sees the last n_swa positions, itself included */
-        const int32_t j0 = hp->n_swa > 0 && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+    const int64_t qd     = (int64_t)hp->n_head * hd;
+    const float scale    = 1.0f / sqrtf((float)hd);
+    float *scratch       = ctx->s.scores + (size_t)ith * ctx->s.scores_per_thread;
+    const uint8_t *kbase = kv->mem + (size_t)s->l * 2 * kv->layer_len,
+                  *vbase = kbase + kv->layer_len;
+    /* an item: ATTN_LANES heads of one token, or whole groups of tok_per tokens */
+    const int32_t heads_per = group < ATTN_LANES ? group : ATTN_LANES;
+    const int32_t tok_per   = group < ATTN_LANES ? ATTN_LANES / group : 1;
+    const int32_t hblocks   = (group + heads_per - 1) / heads_per;
+    const int32_t tblocks   = (s->n + tok_per - 1) / tok_per;
+    const long items        = (long)tblocks * hp->n_head_kv * hblocks;
+    for (long i = ith; i < items; i += nth) {
+        const int32_t tb  = (int32_t)(i / ((long)hp->n_head_kv * hblocks));
+        const int32_t kvh = (int32_t)(i / hblocks % hp->n_head_kv), hb = (int32_t)(i % hblocks);
+        const int32_t h0 = kvh * group + hb * heads_per;
+        const int32_t nh = group - hb * heads_per < heads_per ? group - hb * heads_per : heads_per;
+        const int32_t te = (tb + 1) * tok_per < s->n ? (tb + 1) * tok_per : s->n;
         const size_t head_off = (size_t)kvh * hd * kv->elem_len;
-        const struct attn_kv akv = {
-            .k = kbase + head_off, .v = vbase + head_off, .blocks = kv->seqs[s->b->seq[t]].blocks,
-            .block_len = (size_t)kv->block_tokens * kv->kv_dim * kv->elem_len,
-            .row_len = (size_t)kv->kv_dim * kv->elem_len, .block_tokens = kv->block_tokens,
-            .f16 = kv->type == HEARTH_KV_F16};
-        k->attn_row(ctx->s.att + t * qd + (int64_t)h * hd, ctx->s.q + t * qd + (int64_t)h * hd, hd,
-                    &akv, j0, pos, scale, scratch);
+        for (int32_t t = tb * tok_per; t < te;) {
+            /* one call per run of tokens of the same sequence */
+            int32_t tn = 1;
+            while (t + tn < te && s->b->seq[t + tn] == s->b->seq[t])
+                tn++;
+            const struct attn_kv akv = {.k      = kbase + head_off,
+                                        .v      = vbase + head_off,
+                                        .blocks = kv->seqs[s->b->seq[t]].blocks,
+                                        .block_len =
+                                            (size_t)kv->block_tokens * kv->kv_dim * kv->elem_len,
+                                        .row_len      = (size_t)kv->kv_dim * kv->elem_len,
+                                        .block_tokens = kv->block_tokens,
+                                        .f16          = kv->type == HEARTH_KV_F16};
+            int32_t j0[ATTN_LANES], j1[ATTN_LANES];
+            float *out[ATTN_LANES];
+            const float *q[ATTN_LANES];
+            for (int32_t u = 0, r = 0; u < tn; u++) {
+                const int32_t pos = s->b->pos[t + u];
+                for (int32_t h = h0; h < h0 + nh; h++, r++) {
+                    /* a sliding window sees the last n_swa positions, itself included */
+                    j0[r]  = hp->n_swa > 0 && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+                    j1[r]  = pos;
+                    q[r]   = ctx->s.q + (t + u) * qd + (int64_t)h * hd;
+                    out[r] = ctx->s.att + (t + u) * qd + (int64_t)h * hd;
+                }
+            }
+            k->attn_rows(out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
+            t += tn;
+        }
     }
 }
 

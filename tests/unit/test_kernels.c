@@ -154,6 +154,7 @@ static void test_tables_complete(void **state)
         assert_non_null(K->scale_f32);
         assert_non_null(K->f32_to_f16);
         assert_non_null(K->f16_to_f32);
+        assert_non_null(K->attn_rows);
     }
 
     const struct kernels *best = kernels_get();
@@ -1607,6 +1608,100 @@ static void test_gemm8_matches_vec_dot(void **state)
     print_message("gemm8/gemm8p: %d configurations bit-identical to vec_dot\n", checked);
 }
 
+/* ---------------------------------------------------------------- attention */
+
+/*
+ * attn_rows against ref_attn_row, bit for bit, row by row: a paged cache
+ * with a shuffled block table and a second head beside the one attended,
+ * lanes whose key ranges start and end in different tiles, sliding windows,
+ * and scores spread wide enough that some exponentials leave expf's vector
+ * range. Head dimensions off the eight-lane grid take the fallback.
+ */
+static void test_attn_rows(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    enum { TOKENS = 200, BT = 16, NBLK = (TOKENS + BT - 1) / BT };
+    static const int32_t hds[] = {8, 64, 72, 128, 12};
+    /* lane r's range: {j0, j1} per case, -1 ends the list */
+    static const int32_t cases[][8][2] = {
+        {{0, 199}, {-1, -1}},
+        {{0, 130}, {0, 131}, {0, 132}, {0, 133}, {0, 134}, {0, 135}, {0, 136}, {0, 137}},
+        {{0, 63}, {0, 64}, {0, 127}, {0, 128}, {0, 5}, {0, 199}, {-1, -1}},
+        {{100, 140}, {101, 141}, {150, 199}, {0, 5}, {64, 64}, {63, 63}, {130, 131}, {-1, -1}},
+        {{7, 7}, {0, 0}, {-1, -1}},
+    };
+    int checked = 0;
+    for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++)
+        for (int f16 = 0; f16 <= 1; f16++)
+            for (int wide = 0; wide <= 1; wide++) {
+                const int32_t hd = hds[hi], kv_dim = 2 * hd;
+                const size_t elem = f16 ? 2 : 4, row_len = (size_t)kv_dim * elem;
+                const size_t block_len = (size_t)BT * row_len;
+                uint8_t *kpool = xmalloc(NBLK * block_len), *vpool = xmalloc(NBLK * block_len);
+                int32_t blocks[NBLK];
+                for (int b = 0; b < NBLK; b++)
+                    blocks[b] = (b * 5 + 3) % NBLK; /* 5 is coprime to NBLK = 13 */
+                float *x = xmalloc((size_t)kv_dim * sizeof(float));
+                for (int pool = 0; pool < 2; pool++)
+                    for (int b = 0; b < NBLK * BT; b++) {
+                        fill_normal(x, kv_dim, 1.0f);
+                        uint8_t *dst = (pool ? vpool : kpool) + (size_t)b * row_len;
+                        if (f16)
+                            ref_f32_to_f16(x, (uint16_t *)dst, kv_dim);
+                        else
+                            memcpy(dst, x, row_len);
+                    }
+                const struct attn_kv akv = {.k = kpool + (size_t)hd * elem,
+                                            .v = vpool + (size_t)hd * elem,
+                                            .blocks = blocks,
+                                            .block_len = block_len,
+                                            .row_len = row_len,
+                                            .block_tokens = BT,
+                                            .f16 = f16};
+                float *qs = xmalloc((size_t)8 * hd * sizeof(float));
+                float *outs = xmalloc((size_t)8 * hd * sizeof(float));
+                float *want = xmalloc((size_t)hd * sizeof(float));
+                float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
+                fill_normal(qs, 8 * hd, wide ? 40.0f : 1.0f);
+                const float scale = 1.0f / sqrtf((float)hd);
+                for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                    int32_t j0[8], j1[8], nq = 0;
+                    float *out[8];
+                    const float *q[8];
+                    for (; nq < 8 && cases[c][nq][0] >= 0; nq++) {
+                        j0[nq]  = cases[c][nq][0];
+                        j1[nq]  = cases[c][nq][1];
+                        q[nq]   = qs + (size_t)nq * hd;
+                        out[nq] = outs + (size_t)nq * hd;
+                    }
+                    for (int k = 0; k < nk; k++) {
+                        memset(outs, 0xff, (size_t)8 * hd * sizeof(float));
+                        ks[k]->attn_rows(out, q, nq, hd, &akv, j0, j1, scale, scratch);
+                        for (int32_t r = 0; r < nq; r++) {
+                            ref_attn_row(want, q[r], hd, &akv, j0[r], j1[r], scale, scratch);
+                            for (int32_t d = 0; d < hd; d++)
+                                if (memcmp(&want[d], &out[r][d], sizeof(float)) != 0)
+                                    fail_msg("%s: attn_rows hd %d f16 %d wide %d case %zu row %d "
+                                             "[%d, %d] d %d: %.9g, ref %.9g",
+                                             ks[k]->name, hd, f16, wide, c, r, j0[r], j1[r], d,
+                                             out[r][d], want[d]);
+                        }
+                        checked++;
+                    }
+                }
+                free(scratch);
+                free(want);
+                free(outs);
+                free(qs);
+                free(x);
+                free(vpool);
+                free(kpool);
+            }
+    print_message("attn_rows: %d configurations bit-identical to ref_attn_row\n", checked);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1625,6 +1720,7 @@ int main(void)
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_dots),
         cmocka_unit_test(test_gemm8_matches_vec_dot),
+        cmocka_unit_test(test_attn_rows),
         cmocka_unit_test(test_axpy_scale),
         cmocka_unit_test(test_f16_rows),
     };
