@@ -18,6 +18,19 @@
 
 #include "util/dtype.h"
 
+/*
+ * A Q8_0 activation block's scale as a float and the sum of its 32 quants:
+ * what every weight row's dot with the block needs beside the quants, taken
+ * once per matmul instead of once per row.
+ */
+struct q8_0_sum {
+    float d;
+    int32_t sum;
+};
+
+/* out[i] for each of the n / 32 blocks of the Q8_0 row a. */
+void q8_0_sums(const void *a, int64_t n, struct q8_0_sum *out);
+
 struct type_kernels {
     /* Type activations are converted to before vec_dot; 0 (F32) for float types that take f32. */
     enum dtype vec_dot_type;
@@ -32,10 +45,12 @@ struct type_kernels {
      * (a, a_row bytes apart): s[t * s_stride + r] for r < 8, t < n_tok, each
      * bit-identical to vec_dot of that row and token. Loads each weight block
      * once for several tokens (prefill) and one activation for eight rows
-     * (decode). NULL: matmul calls vec_dot row by row.
+     * (decode). as: for Q8_0 activations, each block's q8_0_sum, n / 32 per
+     * token row, one row after another; NULL for other activation types.
+     * NULL: matmul calls vec_dot row by row.
      */
     void (*gemm8)(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
-                  int32_t n_tok, float *s, size_t s_stride);
+                  const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
     /*
      * An interleaved layout of eight rows that gemm8p reads as one stream:
      * pack8 rewrites rows (n elements each, row_len bytes apart) into dst,
@@ -44,8 +59,8 @@ struct type_kernels {
      * that offers them offers both, and every table offers the same layout.
      */
     void (*pack8)(const void *rows, size_t row_len, int64_t n, void *dst);
-    void (*gemm8p)(int64_t n, const void *wp, const void *a, size_t a_row, int32_t n_tok,
-                   float *s, size_t s_stride);
+    void (*gemm8p)(int64_t n, const void *wp, const void *a, size_t a_row,
+                   const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
 };
 
 /* Keys and values of one KV head of one sequence, in the paged cache layout. */

@@ -361,8 +361,21 @@ void ref_pack8_q4_0(const void *rows, size_t row_len, int64_t n, void *dst)
     }
 }
 
-void ref_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row, int32_t n_tok,
-                     float *s, size_t s_stride)
+void q8_0_sums(const void *a, int64_t n, struct q8_0_sum *out)
+{
+    const struct block_q8_0 *y = a;
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        int sum = 0;
+        for (int e = 0; e < QK8_0; e++)
+            sum += y[b].qs[e];
+        out[b].d   = fp16_to_fp32(y[b].d);
+        out[b].sum = sum;
+    }
+}
+
+/* The definition: as and the packed layout's lanes play no part. */
+void ref_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
+                     const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int64_t nb = n / QK4_0;
     for (int32_t t = 0; t < n_tok; t++) {

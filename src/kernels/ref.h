@@ -195,8 +195,8 @@ void ref_q8_1_to_float(const void *x, float *y, int64_t n);
 /* Activation quantizers with llama.cpp's x86 rounding (127/amax, half to even). */
 void ref_q8_0_act_from_float(const float *x, void *y, int64_t n);
 void ref_pack8_q4_0(const void *rows, size_t row_len, int64_t n, void *dst);
-void ref_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row, int32_t n_tok,
-                     float *s, size_t s_stride);
+void ref_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
+                     const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
 float ref_ggml_expf(float x);
 double ref_softmax_tile(float *y, const float *x, float max, int64_t n);
 void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *kv, int32_t j0,

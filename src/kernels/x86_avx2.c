@@ -486,7 +486,7 @@ static void avx2_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const voi
  * nibbles stay unsigned (0..15) for maddubs and 8 * sum(a) is taken off after.
  */
 static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
-                            int32_t n_tok, float *s, size_t s_stride)
+                            const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int64_t nb     = n / QK4_0;
     const __m256i m4     = _mm256_set1_epi8(0x0F);
@@ -526,24 +526,66 @@ static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void
     }
 }
 
+/* Four activation quants broadcast to every 32-bit lane. */
+static inline __m256i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/*
+ * The eight rows' exact block sums against one activation block, a lane per
+ * row: chunk k's low nibbles meet activation elements 4k..4k+3, its high
+ * nibbles 16+4k.., and sum8 (8 times the activation sum) takes the nibbles'
+ * offset off. The eight maddubs results stay within int16 (16 products of
+ * at most 15 x 128).
+ */
+static inline __m256i q4p_block(const __m256i lo[4], const __m256i hi[4], const int8_t *qa,
+                                __m256i sum8)
+{
+    const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], bcast4(qa + 0)),
+                                        _mm256_maddubs_epi16(hi[0], bcast4(qa + 16)));
+    const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[1], bcast4(qa + 4)),
+                                        _mm256_maddubs_epi16(hi[1], bcast4(qa + 20)));
+    const __m256i p2 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[2], bcast4(qa + 8)),
+                                        _mm256_maddubs_epi16(hi[2], bcast4(qa + 24)));
+    const __m256i p3 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[3], bcast4(qa + 12)),
+                                        _mm256_maddubs_epi16(hi[3], bcast4(qa + 28)));
+    const __m256i p  = _mm256_add_epi16(_mm256_add_epi16(p0, p1), _mm256_add_epi16(p2, p3));
+    return _mm256_sub_epi32(_mm256_madd_epi16(p, _mm256_set1_epi16(1)), sum8);
+}
+
+/* Token t's chain for the group's eight rows: acc = fma(float(block sum), d_w * d_a, acc). */
+static inline __m256 q4p_step(const __m256i lo[4], const __m256i hi[4], __m256 dw, const uint8_t *a,
+                              const struct q8_0_sum *as, int64_t b, __m256 acc)
+{
+    const struct block_q8_0 *ab = (const struct block_q8_0 *)a + b;
+    const __m256i isum = q4p_block(lo, hi, ab->qs, _mm256_set1_epi32(8 * as[b].sum));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(as[b].d)),
+                           acc);
+}
+
 /*
  * gemm8 over a packed group (ref_pack8_q4_0's layout): one contiguous stream,
  * and a 32-bit lane per row throughout, so the eight rows' block sums need
- * no horizontal reduction: chunk k's low nibbles meet activation elements
- * 4k..4k+3 broadcast to every lane, its high nibbles elements 16+4k...
- * Eight maddubs results stay within int16 (8 x 2 x 15 x 127 < 32768).
+ * no horizontal reduction. Four tokens share each unpacked weight block.
  */
 static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
-                             int32_t n_tok, float *s, size_t s_stride)
+                             const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
-    const int64_t nb     = n / QK4_0;
-    const size_t gl      = 8 * sizeof(struct block_q4_0);
-    const __m256i m4     = _mm256_set1_epi8(0x0F);
-    const __m256i ones16 = _mm256_set1_epi16(1);
-    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
-        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
-        __m256 acc[4]    = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                            _mm256_setzero_ps()};
+    const int64_t nb = n / QK4_0;
+    const size_t gl  = 8 * sizeof(struct block_q4_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    int32_t t0       = 0;
+    for (; t0 < n_tok; t0 += 4) {
+        const int32_t tn  = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        const uint8_t *a0 = (const uint8_t *)a + (size_t)t0 * a_row;
+        const uint8_t *a1 = tn > 1 ? a0 + a_row : a0, *a2 = tn > 2 ? a0 + 2 * a_row : a0;
+        const uint8_t *a3 = tn > 3 ? a0 + 3 * a_row : a0;
+        const struct q8_0_sum *s0 = as + t0 * nb, *s1 = tn > 1 ? s0 + nb : s0;
+        const struct q8_0_sum *s2 = tn > 2 ? s0 + 2 * nb : s0, *s3 = tn > 3 ? s0 + 3 * nb : s0;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *g = (const uint8_t *)wp + b * gl;
             _mm_prefetch((const char *)(g + 4 * gl), _MM_HINT_T0);
@@ -554,27 +596,71 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
                 lo[k]           = _mm256_and_si256(v, m4);
                 hi[k]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
             }
-            for (int32_t tt = 0; tt < tn; tt++) {
-                const struct block_q8_0 *ab =
-                    (const struct block_q8_0 *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
-                int32_t q4[8];
-                memcpy(q4, ab->qs, 32);
-                __m256i p16 = _mm256_setzero_si256();
-                for (int k = 0; k < 4; k++) {
-                    p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(lo[k], _mm256_set1_epi32(q4[k])));
-                    p16 = _mm256_add_epi16(p16,
-                                           _mm256_maddubs_epi16(hi[k], _mm256_set1_epi32(q4[4 + k])));
-                }
-                const __m256i av = _mm256_loadu_si256((const __m256i *)ab->qs);
-                const int suma = sum_i8_32(av);
-                const __m256i isum =
-                    _mm256_sub_epi32(_mm256_madd_epi16(p16, ones16), _mm256_set1_epi32(8 * suma));
-                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half(ab->d)));
-                acc[tt]        = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[tt]);
+            acc0 = q4p_step(lo, hi, dw, a0, s0, b, acc0);
+            if (tn == 4) {
+                acc1 = q4p_step(lo, hi, dw, a1, s1, b, acc1);
+                acc2 = q4p_step(lo, hi, dw, a2, s2, b, acc2);
+                acc3 = q4p_step(lo, hi, dw, a3, s3, b, acc3);
+            } else if (tn > 1) {
+                acc1 = q4p_step(lo, hi, dw, a1, s1, b, acc1);
+                acc2 = q4p_step(lo, hi, dw, a2, s2, b, acc2);
             }
         }
+        const __m256 accs[4] = {acc0, acc1, acc2, acc3};
         for (int32_t tt = 0; tt < tn; tt++)
-            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, accs[tt]);
+    }
+}
+
+/*
+ * Q8_0 x Q8_0 for eight rows by up to four tokens, in the tinyBLAS lane
+ * order of avx2_vec_dot_q8_0_q8_0: each (row, token) keeps eight lanes of
+ * fma(d_w * d_a, float(four-product sum), acc) and reduces them at the end.
+ * Two rows at a time keep their eight accumulators in registers; a row's
+ * |w| is taken once for the four tokens.
+ */
+static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                            const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb     = n / QK8_0;
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        const struct block_q8_0 *y[4];
+        const struct q8_0_sum *ys[4];
+        for (int32_t tt = 0; tt < 4; tt++) {
+            const int32_t t = t0 + (tt < tn ? tt : 0);
+            y[tt]  = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
+            ys[tt] = as + (size_t)t * nb;
+        }
+        for (int r = 0; r < 8; r += 2) {
+            const struct block_q8_0 *x0 = (const struct block_q8_0 *)((const uint8_t *)w + r * row_len);
+            const struct block_q8_0 *x1 = (const struct block_q8_0 *)((const uint8_t *)x0 + row_len);
+            __m256 c[2][4];
+            for (int i = 0; i < 2; i++)
+                for (int tt = 0; tt < 4; tt++)
+                    c[i][tt] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                const __m256i q0 = _mm256_loadu_si256((const __m256i *)x0[b].qs);
+                const __m256i q1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
+                const __m256i u0 = _mm256_sign_epi8(q0, q0), u1 = _mm256_sign_epi8(q1, q1);
+                const float d0 = half(x0[b].d), d1 = half(x1[b].d);
+#pragma GCC unroll 4
+                for (int tt = 0; tt < 4; tt++) {
+                    const __m256i qy = _mm256_loadu_si256((const __m256i *)y[tt][b].qs);
+                    const __m256 p0  = _mm256_cvtepi32_ps(_mm256_madd_epi16(
+                        _mm256_maddubs_epi16(u0, _mm256_sign_epi8(qy, q0)), ones16));
+                    const __m256 p1  = _mm256_cvtepi32_ps(_mm256_madd_epi16(
+                        _mm256_maddubs_epi16(u1, _mm256_sign_epi8(qy, q1)), ones16));
+                    c[0][tt] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * ys[tt][b].d), p0, c[0][tt]);
+                    c[1][tt] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * ys[tt][b].d), p1, c[1][tt]);
+                }
+            }
+            for (int32_t tt = 0; tt < tn; tt++) {
+                s[(size_t)(t0 + tt) * s_stride + r]     = hsum_ps(c[0][tt]);
+                s[(size_t)(t0 + tt) * s_stride + r + 1] = hsum_ps(c[1][tt]);
+            }
+        }
     }
 }
 
@@ -1347,7 +1433,7 @@ static const struct kernels table = {
             [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
                             avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0, ref_pack8_q4_0, avx2_gemm8p_q4_0},
             [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
-                            avx2_vec_dot_q8_0_q8_0, NULL, NULL, NULL},
+                            avx2_vec_dot_q8_0_q8_0, avx2_gemm8_q8_0, NULL, NULL},
             [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1, NULL, NULL, NULL},
             [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0, NULL, NULL, NULL},
             [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1, NULL, NULL, NULL},

@@ -35,6 +35,7 @@ static void scratch_free(struct scratch *s)
     free(s->hb2);
     free(s->scores);
     free(s->act);
+    free(s->act_sum);
     free(s->logits);
     free(s->out_row);
     free(s->seq_next);
@@ -52,7 +53,7 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     if ((size_t)hp->n_ff > max_in)
         max_in = (size_t)hp->n_ff;
     /* f32 is the widest activation encoding (4 bytes/element); quantized ones are smaller */
-    s->act_row = max_in * sizeof(float);
+    s->act_row = (max_in * sizeof(float) + 63) / 64 * 64;
     s->x = malloc(nb * hp->n_embd * sizeof(float));
     s->xb = malloc(nb * (hp->n_embd > (int32_t)qd ? (size_t)hp->n_embd : qd) * sizeof(float));
     s->q = malloc(nb * qd * sizeof(float));
@@ -64,10 +65,11 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     s->scores_per_thread = ATTN_SCRATCH(hp->head_dim);
     s->scores = malloc((size_t)n_threads * s->scores_per_thread * sizeof(float));
     s->act = malloc(nb * s->act_row);
+    s->act_sum = malloc(nb * (max_in / 32) * sizeof(*s->act_sum));
     s->logits = malloc(nb * hp->n_vocab * sizeof(float));
     s->out_row = malloc(nb * sizeof(int32_t));
     s->seq_next = malloc((size_t)n_seq * sizeof(int32_t));
-    return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
+    return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores && s->act_sum &&
            s->act && s->logits && s->out_row && s->seq_next;
 }
 
@@ -156,6 +158,7 @@ struct matmul_job {
     int32_t n;
     void *act;         /* [n][act_row] */
     size_t act_row;
+    struct q8_0_sum *act_sum; /* [n][n_in / 32] for Q8_0 activations, else unused */
 };
 
 static void quantize_rows(void *arg, int ith, int nth)
@@ -171,6 +174,8 @@ static void quantize_rows(void *arg, int ith, int nth)
             memcpy(dst, j->in + t * j->in_stride, (size_t)j->w->n_in * sizeof(float));
         else
             ak->from_float(j->in + t * j->in_stride, dst, j->w->n_in);
+        if (tk->vec_dot_type == DTYPE_Q8_0)
+            q8_0_sums(dst, j->w->n_in, j->act_sum + t * (j->w->n_in / 32));
     }
 }
 
@@ -199,14 +204,15 @@ static void matmul_rows(void *arg, int ith, int nth)
     for (int32_t t0 = 0; t0 < j->n; t0 += MATMUL_TOKEN_TILE) {
         const int32_t tn = j->n - t0 < MATMUL_TOKEN_TILE ? j->n - t0 : MATMUL_TOKEN_TILE;
         const uint8_t *act = (const uint8_t *)j->act + (size_t)t0 * j->act_row;
+        const struct q8_0_sum *as = j->act_sum + (size_t)t0 * (w->n_in / 32);
         float *out = j->out + (int64_t)t0 * j->out_stride;
         for (long g = g0; g < g1; g++) {
             if (w->packed)
                 tk->gemm8p(w->n_in, (const uint8_t *)w->packed + (size_t)g * 8 * w->row_len, act,
-                           j->act_row, tn, out + g * 8, (size_t)j->out_stride);
+                           j->act_row, as, tn, out + g * 8, (size_t)j->out_stride);
             else
                 tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)g * 8 * w->row_len,
-                          w->row_len, act, j->act_row, tn, out + g * 8, (size_t)j->out_stride);
+                          w->row_len, act, j->act_row, as, tn, out + g * 8, (size_t)j->out_stride);
         }
         for (long r = r0; r < r1; r++) {
             const void *wrow = (const uint8_t *)w->data + r * w->row_len;
@@ -220,8 +226,11 @@ static void matmul_rows(void *arg, int ith, int nth)
 static void matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
                    int64_t in_stride, float *out, int64_t out_stride, int32_t n)
 {
-    struct matmul_job j = {ctx->model->k, w, in, in_stride, out, out_stride, n, ctx->s.act,
-                           ctx->s.act_row};
+    const struct kernels *k = ctx->model->k;
+    /* rows as long as this matmul's activations, so a token tile's rows lie close together */
+    const size_t act_row = (dtype_row_len(k->type[w->type].vec_dot_type, w->n_in) + 63) / 64 * 64;
+    struct matmul_job j = {k, w, in, in_stride, out, out_stride, n, ctx->s.act, act_row,
+                           ctx->s.act_sum};
     threadpool_run(ctx->tp, quantize_rows, &j);
     threadpool_run(ctx->tp, matmul_rows, &j);
 }

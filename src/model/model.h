@@ -88,6 +88,7 @@ struct scratch {
     size_t scores_per_thread;
     void *act;      /* [n_batch][row bytes of the widest activation, quantized] */
     size_t act_row; /* bytes per activation row in act */
+    struct q8_0_sum *act_sum; /* [n_batch][max_in / 32]: Q8_0 activations' block sums */
     float *logits;  /* [n_batch][n_vocab] */
     int32_t *out_row; /* [n_batch] logits row of batch row i, or -1 */
     int32_t n_rows;   /* rows of the last batch (valid out_row entries) */

@@ -1563,7 +1563,7 @@ static void test_gemm8_matches_vec_dot(void **state)
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 const int64_t n = lens[li] % dtype_get(t)->block ? dtype_get(t)->block : lens[li];
                 const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
-                const int32_t n_toks[] = {1, 3, 4, 9};
+                const int32_t n_toks[] = {1, 2, 3, 4, 9};
                 uint8_t *w = malloc(8 * row_len), *a = malloc(9 * a_row);
                 fill_random_blocks(t, w, 8 * row_len);
                 float *x = malloc((size_t)n * sizeof(float));
@@ -1571,6 +1571,12 @@ static void test_gemm8_matches_vec_dot(void **state)
                     for (int64_t e = 0; e < n; e++)
                         x[e] = rng_uniform() * 4.0f - 2.0f;
                     ks[k]->type[tk->vec_dot_type].from_float(x, a + tok * a_row, n);
+                }
+                struct q8_0_sum *as = NULL;
+                if (tk->vec_dot_type == DTYPE_Q8_0) {
+                    as = malloc(9 * (size_t)(n / 32) * sizeof *as);
+                    for (int32_t tok = 0; tok < 9; tok++)
+                        q8_0_sums(a + tok * a_row, n, as + tok * (n / 32));
                 }
                 uint8_t *wp = tk->pack8 ? malloc(8 * row_len) : NULL;
                 if (wp)
@@ -1583,9 +1589,9 @@ static void test_gemm8_matches_vec_dot(void **state)
                         break;
                     float out[9 * 11];
                     if (packed)
-                        tk->gemm8p(n, wp, a, a_row, nt, out, 11);
+                        tk->gemm8p(n, wp, a, a_row, as, nt, out, 11);
                     else if (tk->gemm8)
-                        tk->gemm8(n, w, row_len, a, a_row, nt, out, 11);
+                        tk->gemm8(n, w, row_len, a, a_row, as, nt, out, 11);
                     else
                         continue;
                     for (int32_t tok = 0; tok < nt; tok++)
@@ -1599,6 +1605,7 @@ static void test_gemm8_matches_vec_dot(void **state)
                         }
                     checked++;
                 }
+                free(as);
                 free(wp);
                 free(w);
                 free(a);
