@@ -644,16 +644,17 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
                 const __m256i q0 = _mm256_loadu_si256((const __m256i *)x0[b].qs);
                 const __m256i q1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
                 const __m256i u0 = _mm256_sign_epi8(q0, q0), u1 = _mm256_sign_epi8(q1, q1);
-                const float d0 = half(x0[b].d), d1 = half(x1[b].d);
+                const __m256 d0 = _mm256_set1_ps(half(x0[b].d)), d1 = _mm256_set1_ps(half(x1[b].d));
 #pragma GCC unroll 4
                 for (int tt = 0; tt < 4; tt++) {
                     const __m256i qy = _mm256_loadu_si256((const __m256i *)y[tt][b].qs);
+                    const __m256 dy  = _mm256_broadcast_ss(&ys[tt][b].d);
                     const __m256 p0  = _mm256_cvtepi32_ps(_mm256_madd_epi16(
                         _mm256_maddubs_epi16(u0, _mm256_sign_epi8(qy, q0)), ones16));
                     const __m256 p1  = _mm256_cvtepi32_ps(_mm256_madd_epi16(
                         _mm256_maddubs_epi16(u1, _mm256_sign_epi8(qy, q1)), ones16));
-                    c[0][tt] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * ys[tt][b].d), p0, c[0][tt]);
-                    c[1][tt] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * ys[tt][b].d), p1, c[1][tt]);
+                    c[0][tt] = _mm256_fmadd_ps(_mm256_mul_ps(d0, dy), p0, c[0][tt]);
+                    c[1][tt] = _mm256_fmadd_ps(_mm256_mul_ps(d1, dy), p1, c[1][tt]);
                 }
             }
             for (int32_t tt = 0; tt < tn; tt++) {
@@ -1097,6 +1098,139 @@ static void avx2_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const voi
     *s = hsum_ps(acc);
 }
 
+/*
+ * K-quant gemm8: each row's superblock is unpacked once (quants as unsigned
+ * bytes, sub-block scales shuffled into int16 lanes) and dotted with up to
+ * four tokens' Q8_K blocks by vec_dot's own integer steps, so every
+ * (row, token) keeps vec_dot's float accumulators and its bits.
+ */
+static inline __m256i kq_dot8(const __m256i q[8], const __m256i sc[8], const int8_t *q8)
+{
+    __m256i sumi = _mm256_setzero_si256();
+    UNROLL
+    for (int c = 0; c < 8; c++) {
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 32 * c));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc[c], _mm256_maddubs_epi16(q[c], qy)));
+    }
+    return sumi;
+}
+
+/* The Q8_K rows of tokens t0..t0+3 of a, repeating t0 past n_tok (computed, never stored). */
+static inline void kq_tokens(const void *a, size_t a_row, int32_t t0, int32_t tn,
+                             const struct block_q8_K *y[4])
+{
+    for (int32_t tt = 0; tt < 4; tt++)
+        y[tt] = (const struct block_q8_K *)((const uint8_t *)a +
+                                             (size_t)(t0 + (tt < tn ? tt : 0)) * a_row);
+}
+
+static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                            const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb = n / QK_K;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        const struct block_q8_K *y[4];
+        kq_tokens(a, a_row, t0, tn, y);
+        for (int r = 0; r < 8; r++) {
+            const struct block_q4_K *x = (const struct block_q4_K *)((const uint8_t *)w + r * row_len);
+            __m256 acc[4];
+            __m128 acc_m[4];
+            for (int tt = 0; tt < 4; tt++) {
+                acc[tt]   = _mm256_setzero_ps();
+                acc_m[tt] = _mm_setzero_ps();
+            }
+            for (int64_t i = 0; i < nb; i++) {
+                const __m256i ms     = _mm256_cvtepu8_epi16(k4_scales(x[i].scales));
+                const __m128i sc16   = _mm256_castsi256_si128(ms);
+                const __m128i mins   = _mm256_extracti128_si256(ms, 1);
+                const __m256i scales = _mm256_set_m128i(sc16, sc16);
+                __m256i q[8], sc[8];
+                UNROLL
+                for (int g = 0; g < 4; g++) {
+                    const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
+                    q[2 * g]      = _mm256_and_si256(bits, m4);
+                    q[2 * g + 1]  = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                    sc[2 * g]     = _mm256_shuffle_epi8(scales, bcast16(2 * g));
+                    sc[2 * g + 1] = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
+                }
+                const float dx = half(x[i].d), dmx = half(x[i].dmin);
+                UNROLL
+                for (int tt = 0; tt < 4; tt++) {
+                    const struct block_q8_K *yb = y[tt] + i;
+                    const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                    const __m128i bs32 =
+                        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                    acc_m[tt] = _mm_fmadd_ps(_mm_set1_ps(-yb->d * dmx),
+                                             _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs32)), acc_m[tt]);
+                    acc[tt]   = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * dx),
+                                                _mm256_cvtepi32_ps(kq_dot8(q, sc, yb->qs)), acc[tt]);
+                }
+            }
+            for (int32_t tt = 0; tt < tn; tt++)
+                s[(size_t)(t0 + tt) * s_stride + r] = hsum_ps(acc[tt]) + hsum_ps128(acc_m[tt]);
+        }
+    }
+}
+
+static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                            const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb = n / QK_K;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        const struct block_q8_K *y[4];
+        kq_tokens(a, a_row, t0, tn, y);
+        for (int r = 0; r < 8; r++) {
+            const struct block_q6_K *x = (const struct block_q6_K *)((const uint8_t *)w + r * row_len);
+            __m256 acc[4];
+            for (int tt = 0; tt < 4; tt++)
+                acc[tt] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < nb; i++) {
+                const __m128i sc8  = _mm_loadu_si128((const __m128i *)x[i].scales);
+                const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+                __m256i scales[2], q[8], sc[8];
+                scales16_halves(sc8, scales);
+                UNROLL
+                for (int h = 0; h < 2; h++) {
+                    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+                    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+                    q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                               _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+                    q[4 * h + 1] = _mm256_or_si256(
+                        _mm256_and_si256(l1, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+                    q[4 * h + 2] = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+                    q[4 * h + 3] = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+                    UNROLL
+                    for (int c = 0; c < 4; c++)
+                        sc[4 * h + c] = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * c));
+                }
+                const float dx = half(x[i].d);
+                UNROLL
+                for (int tt = 0; tt < 4; tt++) {
+                    const struct block_q8_K *yb = y[tt] + i;
+                    const __m256i off = _mm256_slli_epi32(
+                        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yb->bsums), sc16), 5);
+                    const __m256i sumi = _mm256_sub_epi32(kq_dot8(q, sc, yb->qs), off);
+                    acc[tt] = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * dx), _mm256_cvtepi32_ps(sumi),
+                                              acc[tt]);
+                }
+            }
+            for (int32_t tt = 0; tt < tn; tt++)
+                s[(size_t)(t0 + tt) * s_stride + r] = hsum_ps(acc[tt]);
+        }
+    }
+}
+
 /* IQ4_XS: IQ4_NL's table lookup per 32, the sub-block scales applied in int16 madd. */
 static void avx2_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a)
 {
@@ -1203,6 +1337,30 @@ static inline void attn_load_row(float *dst, const uint8_t *row, int32_t hd, int
 }
 
 /*
+ * o[0..8 nv) += p[c * 8] v_c over keys c = c0..c1 of the value tile vt
+ * (rows hd floats apart), a sequential fma per dimension as ref does.
+ */
+static inline __attribute__((always_inline)) void attn_acc_values(float *o, const float *vt,
+                                                                  int32_t hd, const float *p,
+                                                                  int32_t c0, int32_t c1, int nv)
+{
+    __m256 r[8];
+    UNROLL
+    for (int v = 0; v < 8; v++)
+        r[v] = v < nv ? _mm256_loadu_ps(o + 8 * v) : _mm256_setzero_ps();
+    for (int32_t c = c0; c <= c1; c++) {
+        const __m256 pc = _mm256_broadcast_ss(p + c * 8);
+        const float *vr = vt + (size_t)c * hd;
+        UNROLL
+        for (int v = 0; v < nv; v++)
+            r[v] = _mm256_fmadd_ps(_mm256_loadu_ps(vr + 8 * v), pc, r[v]);
+    }
+    UNROLL
+    for (int v = 0; v < nv; v++)
+        _mm256_storeu_ps(o + 8 * v, r[v]);
+}
+
+/*
  * ref_attn_row's arithmetic for up to eight query rows at once, a lane per
  * row: each tile's keys and values are converted once for all rows, a score
  * is still a sequential fma over the head dimension (the query transposed,
@@ -1246,29 +1404,29 @@ static void avx2_attn_rows(float *const *out, const float *const *q, int32_t nq,
             attn_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
             attn_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
         }
-        /* scores, four keys' chains at a time; a lane outside its range gets -inf */
+        /* scores, eight keys' chains at a time; a lane outside its range gets -inf */
         __m256 tmax = ninf;
-        for (int32_t c = 0; c < ATTN_TILE; c += 4) {
-            if (c + 3 < c0 || c > c1) {
-                for (int32_t u = 0; u < 4; u++)
+        for (int32_t c = 0; c < ATTN_TILE; c += 8) {
+            if (c + 7 < c0 || c > c1) {
+                for (int32_t u = 0; u < 8; u++)
                     _mm256_storeu_ps(p + (c + u) * 8, ninf);
                 continue;
             }
-            const float *kr[4];
-            for (int32_t u = 0; u < 4; u++) {
+            const float *kr[8];
+            for (int32_t u = 0; u < 8; u++) {
                 const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
                 kr[u]            = kt + (size_t)cc * hd;
             }
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            __m256 a[8];
+            for (int32_t u = 0; u < 8; u++)
+                a[u] = _mm256_setzero_ps();
             for (int32_t d = 0; d < hd; d++) {
                 const __m256 qd = _mm256_loadu_ps(qt + d * 8);
-                a0              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[0] + d), qd, a0);
-                a1              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[1] + d), qd, a1);
-                a2              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[2] + d), qd, a2);
-                a3              = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[3] + d), qd, a3);
+                UNROLL
+                for (int32_t u = 0; u < 8; u++)
+                    a[u] = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[u] + d), qd, a[u]);
             }
-            const __m256 a[4] = {a0, a1, a2, a3};
-            for (int32_t u = 0; u < 4; u++) {
+            for (int32_t u = 0; u < 8; u++) {
                 const __m256i j = _mm256_set1_epi32(t0 + c + u);
                 const __m256i out_of_range =
                     _mm256_or_si256(_mm256_cmpgt_epi32(vjl, j), _mm256_cmpgt_epi32(j, vjh));
@@ -1328,18 +1486,12 @@ static void avx2_attn_rows(float *const *out, const float *const *q, int32_t nq,
             const int32_t a0 = jl[r] > t0 + c0 ? jl[r] - t0 : c0;
             const int32_t a1 = jh[r] < t0 + c1 ? jh[r] - t0 : c1;
             for (int32_t d0 = 0; d0 < hd; d0 += 64) {
-                const int32_t nv = hd - d0 < 64 ? (hd - d0) / 8 : 8;
-                __m256 o[8];
-                for (int32_t v = 0; v < nv; v++)
-                    o[v] = _mm256_loadu_ps(acc + r * hd + d0 + 8 * v);
-                for (int32_t c = a0; c <= a1; c++) {
-                    const __m256 pc = _mm256_broadcast_ss(p + c * 8 + r);
-                    const float *vr = vt + (size_t)c * hd + d0;
-                    for (int32_t v = 0; v < nv; v++)
-                        o[v] = _mm256_fmadd_ps(_mm256_loadu_ps(vr + 8 * v), pc, o[v]);
-                }
-                for (int32_t v = 0; v < nv; v++)
-                    _mm256_storeu_ps(acc + r * hd + d0 + 8 * v, o[v]);
+                float *o = acc + r * hd + d0;
+                /* a constant width keeps the chunk in registers */
+                if (hd - d0 >= 64)
+                    attn_acc_values(o, vt + d0, hd, p + r, a0, a1, 8);
+                else
+                    attn_acc_values(o, vt + d0, hd, p + r, a0, a1, (hd - d0) / 8);
             }
         }
     }
@@ -1440,9 +1592,9 @@ static const struct kernels table = {
             [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},
             [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL, NULL, NULL},
             [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, avx2_gemm8_q4_k, NULL, NULL},
             [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k, NULL, NULL, NULL},
+            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k, avx2_gemm8_q6_k, NULL, NULL},
             [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k, NULL, NULL, NULL},
             [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL, NULL, NULL, NULL},
             [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL, NULL, NULL, NULL},
