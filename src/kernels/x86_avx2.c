@@ -1155,16 +1155,21 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
                     sc[2 * g]     = _mm256_shuffle_epi8(scales, bcast16(2 * g));
                     sc[2 * g + 1] = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
                 }
-                const float dx = half(x[i].d), dmx = half(x[i].dmin);
+                const __m256 dx  = _mm256_set1_ps(half(x[i].d));
+                const __m128 dmx = _mm_set1_ps(half(x[i].dmin));
                 UNROLL
                 for (int tt = 0; tt < 4; tt++) {
                     const struct block_q8_K *yb = y[tt] + i;
+                    const __m256 dy  = _mm256_broadcast_ss(&yb->d);
                     const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
                     const __m128i bs32 =
                         _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-                    acc_m[tt] = _mm_fmadd_ps(_mm_set1_ps(-yb->d * dmx),
-                                             _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs32)), acc_m[tt]);
-                    acc[tt]   = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * dx),
+                    /* -(d_a) * dmin: the sign flip is exact, so vec_dot's product is kept */
+                    const __m128 dmin = _mm_mul_ps(_mm_xor_ps(_mm256_castps256_ps128(dy),
+                                                              _mm_set1_ps(-0.0f)), dmx);
+                    acc_m[tt] = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs32)),
+                                             acc_m[tt]);
+                    acc[tt]   = _mm256_fmadd_ps(_mm256_mul_ps(dy, dx),
                                                 _mm256_cvtepi32_ps(kq_dot8(q, sc, yb->qs)), acc[tt]);
                 }
             }
@@ -1214,15 +1219,15 @@ static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void
                     for (int c = 0; c < 4; c++)
                         sc[4 * h + c] = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * c));
                 }
-                const float dx = half(x[i].d);
+                const __m256 dx = _mm256_set1_ps(half(x[i].d));
                 UNROLL
                 for (int tt = 0; tt < 4; tt++) {
                     const struct block_q8_K *yb = y[tt] + i;
                     const __m256i off = _mm256_slli_epi32(
                         _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yb->bsums), sc16), 5);
                     const __m256i sumi = _mm256_sub_epi32(kq_dot8(q, sc, yb->qs), off);
-                    acc[tt] = _mm256_fmadd_ps(_mm256_set1_ps(yb->d * dx), _mm256_cvtepi32_ps(sumi),
-                                              acc[tt]);
+                    acc[tt] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&yb->d), dx),
+                                              _mm256_cvtepi32_ps(sumi), acc[tt]);
                 }
             }
             for (int32_t tt = 0; tt < tn; tt++)
