@@ -146,6 +146,19 @@ const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i)
     return ctx->s.logits + (size_t)ctx->s.out_row[i] * ctx->model->hp.n_vocab;
 }
 
+/*
+ * Runs fn, split by token over the pool; a single token (decode) runs on
+ * the calling thread, since waking the pool costs more than the work.
+ */
+static void run_by_token(struct hearth_context *ctx, void (*fn)(void *, int, int), void *arg,
+                         int32_t n)
+{
+    if (n == 1)
+        fn(arg, 0, 1);
+    else
+        threadpool_run(ctx->tp, fn, arg);
+}
+
 /* ------------------------------------------------------------------ matmul --- */
 
 struct matmul_job {
@@ -222,16 +235,24 @@ static void matmul_rows(void *arg, int ith, int nth)
     }
 }
 
-/* out[t][0..n_out) = W in[t] for t < n. Rows of in are w->n_in floats. */
+/*
+ * out[t][0..n_out) = W in[t] for t < n. Rows of in are w->n_in floats.
+ * prev: the weight of the matmul just run on the same in, or NULL; when it
+ * takes the same activation type, its quantized rows are used again.
+ */
 static void matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
-                   int64_t in_stride, float *out, int64_t out_stride, int32_t n)
+                   int64_t in_stride, float *out, int64_t out_stride, int32_t n,
+                   const struct weight *prev)
 {
     const struct kernels *k = ctx->model->k;
+    const enum dtype at = k->type[w->type].vec_dot_type;
     /* rows as long as this matmul's activations, so a token tile's rows lie close together */
-    const size_t act_row = (dtype_row_len(k->type[w->type].vec_dot_type, w->n_in) + 63) / 64 * 64;
+    const size_t act_row = (dtype_row_len(at, w->n_in) + 63) / 64 * 64;
     struct matmul_job j = {k, w, in, in_stride, out, out_stride, n, ctx->s.act, act_row,
                            ctx->s.act_sum};
-    threadpool_run(ctx->tp, quantize_rows, &j);
+    if (!prev || k->type[prev->type].vec_dot_type != at || prev->n_in != w->n_in) {
+        run_by_token(ctx, quantize_rows, &j, n);
+    }
     threadpool_run(ctx->tp, matmul_rows, &j);
 }
 
@@ -264,7 +285,7 @@ static void rmsnorm(struct hearth_context *ctx, float *dst, const float *src, co
 {
     struct step s = {.ctx = ctx, .norm_w = w, .src = src, .dst = dst, .n = n,
                      .width = ctx->model->hp.n_embd};
-    threadpool_run(ctx->tp, rmsnorm_rows, &s);
+    run_by_token(ctx, rmsnorm_rows, &s, n);
 }
 
 /*
@@ -429,24 +450,24 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
     struct step st = {.ctx = ctx, .b = b, .l = l, .n = n, .width = d};
 
     rmsnorm(ctx, S->xb, S->x, L->attn_norm, n);
-    matmul(ctx, &L->wq, S->xb, d, S->q, qd, n);
-    matmul(ctx, &L->wk, S->xb, d, S->kx, kvd, n);
-    matmul(ctx, &L->wv, S->xb, d, S->vx, kvd, n);
-    threadpool_run(ctx->tp, qkv_finish, &st);
+    matmul(ctx, &L->wq, S->xb, d, S->q, qd, n, NULL);
+    matmul(ctx, &L->wk, S->xb, d, S->kx, kvd, n, &L->wq);
+    matmul(ctx, &L->wv, S->xb, d, S->vx, kvd, n, &L->wk);
+    run_by_token(ctx, qkv_finish, &st, n);
     threadpool_run(ctx->tp, attention, &st);
-    matmul(ctx, &L->wo, S->att, qd, S->xb, d, n);
+    matmul(ctx, &L->wo, S->att, qd, S->xb, d, n, NULL);
     st.src = S->xb;
     st.dst = S->x;
-    threadpool_run(ctx->tp, residual_add, &st);
+    run_by_token(ctx, residual_add, &st, n);
 
     rmsnorm(ctx, S->xb, S->x, L->ffn_norm, n);
-    matmul(ctx, &L->w_gate, S->xb, d, S->hb, hp->n_ff, n);
-    matmul(ctx, &L->w_up, S->xb, d, S->hb2, hp->n_ff, n);
+    matmul(ctx, &L->w_gate, S->xb, d, S->hb, hp->n_ff, n, NULL);
+    matmul(ctx, &L->w_up, S->xb, d, S->hb2, hp->n_ff, n, &L->w_gate);
     st.width = hp->n_ff;
-    threadpool_run(ctx->tp, swiglu, &st);
-    matmul(ctx, &L->w_down, S->hb, hp->n_ff, S->xb, d, n);
+    run_by_token(ctx, swiglu, &st, n);
+    matmul(ctx, &L->w_down, S->hb, hp->n_ff, S->xb, d, n, NULL);
     st.width = d;
-    threadpool_run(ctx->tp, residual_add, &st);
+    run_by_token(ctx, residual_add, &st, n);
 }
 
 /* Checks the batch against the cache and reserves its KV blocks. */
@@ -509,7 +530,7 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
     if (st)
         return st;
     struct step e = {.ctx = ctx, .b = b, .n = b->n};
-    threadpool_run(ctx->tp, embed_rows, &e);
+    run_by_token(ctx, embed_rows, &e, b->n);
     for (int32_t l = 0; l < hp->n_layer; l++)
         layer_forward(ctx, b, l);
     for (int32_t i = 0; i < b->n; i++)
@@ -533,7 +554,7 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
     if (n_out == 0)
         return HEARTH_OK;
     rmsnorm(ctx, S->xb, S->x, ctx->model->output_norm, n_out);
-    matmul(ctx, &ctx->model->output, S->xb, hp->n_embd, S->logits, hp->n_vocab, n_out);
+    matmul(ctx, &ctx->model->output, S->xb, hp->n_embd, S->logits, hp->n_vocab, n_out, NULL);
     return HEARTH_OK;
 }
 
