@@ -230,6 +230,11 @@ void ref_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_q2_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const void *a);
+/* Q4_K in the order of llama.cpp's repacked gemm, for a batch's tokens in whole fours. */
+void ref_dot_q4_k_q8_k_quad(int64_t n, float *s, const void *w, const void *a);
+/* gemm8 with that rule: tokens below n_tok / 4 * 4 in the quad order, the rest as vec_dot. */
+void ref_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                    const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
 void ref_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a);

@@ -374,20 +374,62 @@ static inline float dot_k4_block(const int8_t q[QK_K], const uint8_t sc[16], flo
  * As ggml_vec_dot_q4_K_q8_K: sum_j sc_j * sum(q_w * q_a) in int times
  * d_w * d_a, minus dmin_w * d_a * sum_j m_j * (the bsums of sub-block j).
  */
-void ref_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const void *a)
+/*
+ * Q4_K as llama.cpp's x86 build sums it: it repacks every Q4_K matrix whose
+ * rows come in eights, and its repacked kernels take exact integer sums of
+ * the quants times the sub-block scales, and of the mins times the
+ * activation sums, each fma'd into its own float chain, the second
+ * subtracted at the end. ggml_gemv_q4_K_8x8_q8_K (decode, and the last
+ * n % 4 tokens of a batch) steps once per superblock (per = 8 sub-blocks);
+ * ggml_gemm_q4_K_8x8_q8_K (a batch's tokens in whole fours) once per
+ * 64-element pair of sub-blocks (per = 2).
+ */
+static float dot_q4_k_repacked(int64_t n, const void *w, const void *a, int per)
 {
     const struct block_q4_K *x = w;
     const struct block_q8_K *y = a;
-    const int64_t nb           = n / QK_K;
-    float sum                  = 0.0f;
+    float acc = 0.0f, acc_m = 0.0f;
     int8_t q[QK_K];
     uint8_t sc[16];
-    for (int64_t i = 0; i < nb; i++) {
+    for (int64_t i = 0; i < n / QK_K; i++) {
         ref_unpack_k4_scales(x[i].scales, sc);
         unpack_4bit_k(x[i].qs, q);
-        sum += dot_k4_block(q, sc, fp16_to_fp32(x[i].d), fp16_to_fp32(x[i].dmin), &y[i]);
+        const float d = fp16_to_fp32(x[i].d) * y[i].d, dm = fp16_to_fp32(x[i].dmin) * y[i].d;
+        for (int j0 = 0; j0 < 8; j0 += per) {
+            int isum = 0, imin = 0;
+            for (int j = j0; j < j0 + per; j++) {
+                int sj = 0;
+                for (int e = 32 * j; e < 32 * j + 32; e++)
+                    sj += q[e] * y[i].qs[e];
+                isum += sc[j] * sj;
+                imin += sc[8 + j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+            }
+            acc   = fmaf((float)isum, d, acc);
+            acc_m = fmaf((float)imin, dm, acc_m);
+        }
     }
-    *s = sum;
+    return acc - acc_m;
+}
+
+void ref_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = dot_q4_k_repacked(n, w, a, 8);
+}
+
+void ref_dot_q4_k_q8_k_quad(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = dot_q4_k_repacked(n, w, a, 2);
+}
+
+void ref_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                    const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int32_t quads = n_tok / 4 * 4;
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int r = 0; r < 8; r++)
+            (t < quads ? ref_dot_q4_k_q8_k_quad : ref_vec_dot_q4_k_q8_k)(
+                n, &s[t * s_stride + r], (const uint8_t *)w + r * row_len,
+                (const uint8_t *)a + t * a_row);
 }
 
 void ref_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const void *a)

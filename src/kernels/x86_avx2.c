@@ -964,39 +964,47 @@ static inline float hsum_ps128(__m128 v)
     return _mm_cvtss_f32(v);
 }
 
+/* The exact sum of a Q4_K superblock's quants times its scales against a Q8_K block. */
+static inline int q4_k_isum(const struct block_q4_K *x, const struct block_q8_K *y, __m256i scales)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i sumi     = _mm256_setzero_si256();
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g));
+        const __m256i yl   = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * g));
+        const __m256i yh   = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * g + 32));
+        const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(2 * g)),
+                                               _mm256_maddubs_epi16(_mm256_and_si256(bits, m4), yl));
+        const __m256i ph   = _mm256_madd_epi16(
+            _mm256_shuffle_epi8(scales, bcast16(2 * g + 1)),
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), yh));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+    }
+    return hsum_epi32_8(sumi);
+}
+
+/* ref_vec_dot_q4_k_q8_k's order (llama.cpp's repacked gemv): one fma per superblock per chain. */
 static void avx2_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q4_K *x = w;
     const struct block_q8_K *y = a;
     const int64_t nb           = n / QK_K;
-    const __m256i m4           = _mm256_set1_epi8(0x0F);
-    __m256 acc                 = _mm256_setzero_ps();
-    __m128 acc_m               = _mm_setzero_ps();
+    float acc = 0.0f, acc_m = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
-        const float d    = y[i].d * half(x[i].d);
-        const float dmin = -y[i].d * half(x[i].dmin);
-        __m256i scales;
-        const __m128i mins = k4_setup(x[i].scales, &y[i], &scales);
-        acc_m              = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(mins), acc_m);
-
-        const int8_t *q8 = y[i].qs;
-        __m256i sumi     = _mm256_setzero_si256();
-        UNROLL
-        for (int g = 0; g < 4; g++) {
-            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
-            const __m256i ql   = _mm256_and_si256(bits, m4);
-            const __m256i qh   = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-            const __m256i yl   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g));
-            const __m256i yh   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g + 32));
-            const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(2 * g)),
-                                                   _mm256_maddubs_epi16(ql, yl));
-            const __m256i ph   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(2 * g + 1)),
-                                                   _mm256_maddubs_epi16(qh, yh));
-            sumi               = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        const __m256i ms     = _mm256_cvtepu8_epi16(k4_scales(x[i].scales));
+        const __m128i sc16   = _mm256_castsi256_si128(ms);
+        const __m256i bs     = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m128i bs32   = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        __m128i mins         = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs32);
+        mins                 = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
+        mins                 = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 1));
+        const int imin       = _mm_cvtsi128_si32(mins);
+        const int isum       = q4_k_isum(&x[i], &y[i], _mm256_set_m128i(sc16, sc16));
+        acc   = fmaf((float)isum, half(x[i].d) * y[i].d, acc);
+        acc_m = fmaf((float)imin, half(x[i].dmin) * y[i].d, acc_m);
     }
-    *s = hsum_ps(acc) + hsum_ps128(acc_m);
+    *s = acc - acc_m;
 }
 
 /* Q5_K: Q4_K with the 5th bit (bit j of qh for sub-block j) added in as 16. */
@@ -1124,59 +1132,84 @@ static inline void kq_tokens(const void *a, size_t a_row, int32_t t0, int32_t tn
                                              (size_t)(t0 + (tt < tn ? tt : 0)) * a_row);
 }
 
+/*
+ * Q4_K gemm8 in ref_gemm8_q4_k's order (llama.cpp's repacked gemm): tokens
+ * in whole fours step once per 64-element pair of sub-blocks with a lane
+ * per row, the eight rows' exact sums reduced into one vector and the mins
+ * taken by one madd of the rows' min pairs; the tail tokens go to vec_dot.
+ */
 static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
                             const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
-        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+    const int64_t nb    = n / QK_K;
+    const int32_t quads = n_tok / 4 * 4;
+    const __m256i m4    = _mm256_set1_epi8(0x0F);
+    for (int32_t t0 = 0; t0 < quads; t0 += 4) {
         const struct block_q8_K *y[4];
-        kq_tokens(a, a_row, t0, tn, y);
-        for (int r = 0; r < 8; r++) {
-            const struct block_q4_K *x = (const struct block_q4_K *)((const uint8_t *)w + r * row_len);
-            __m256 acc[4];
-            __m128 acc_m[4];
-            for (int tt = 0; tt < 4; tt++) {
-                acc[tt]   = _mm256_setzero_ps();
-                acc_m[tt] = _mm_setzero_ps();
-            }
-            for (int64_t i = 0; i < nb; i++) {
-                const __m256i ms     = _mm256_cvtepu8_epi16(k4_scales(x[i].scales));
+        __m256 acc[4], acc_m[4];
+        for (int tt = 0; tt < 4; tt++) {
+            y[tt]   = (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row);
+            acc[tt] = acc_m[tt] = _mm256_setzero_ps();
+        }
+        for (int64_t i = 0; i < nb; i++) {
+            __m256i q[8][8], sc[8][8]; /* [row][sub-block] */
+            int32_t mn[4][8];          /* [pair][row]: the row's two mins of the pair, int16 each */
+            uint16_t dh[8], dmh[8];
+            for (int r = 0; r < 8; r++) {
+                const struct block_q4_K *x =
+                    (const struct block_q4_K *)((const uint8_t *)w + r * row_len) + i;
+                const __m256i ms     = _mm256_cvtepu8_epi16(k4_scales(x->scales));
                 const __m128i sc16   = _mm256_castsi256_si128(ms);
-                const __m128i mins   = _mm256_extracti128_si256(ms, 1);
                 const __m256i scales = _mm256_set_m128i(sc16, sc16);
-                __m256i q[8], sc[8];
+                int32_t mp[4];
+                _mm_storeu_si128((__m128i *)mp, _mm256_extracti128_si256(ms, 1));
                 UNROLL
                 for (int g = 0; g < 4; g++) {
-                    const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
-                    q[2 * g]      = _mm256_and_si256(bits, m4);
-                    q[2 * g + 1]  = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-                    sc[2 * g]     = _mm256_shuffle_epi8(scales, bcast16(2 * g));
-                    sc[2 * g + 1] = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
+                    const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g));
+                    q[r][2 * g]      = _mm256_and_si256(bits, m4);
+                    q[r][2 * g + 1]  = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                    sc[r][2 * g]     = _mm256_shuffle_epi8(scales, bcast16(2 * g));
+                    sc[r][2 * g + 1] = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
+                    mn[g][r]         = mp[g];
                 }
-                const __m256 dx  = _mm256_set1_ps(half(x[i].d));
-                const __m128 dmx = _mm_set1_ps(half(x[i].dmin));
-                UNROLL
-                for (int tt = 0; tt < 4; tt++) {
-                    const struct block_q8_K *yb = y[tt] + i;
-                    const __m256 dy  = _mm256_broadcast_ss(&yb->d);
-                    const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                    const __m128i bs32 =
-                        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-                    /* -(d_a) * dmin: the sign flip is exact, so vec_dot's product is kept */
-                    const __m128 dmin = _mm_mul_ps(_mm_xor_ps(_mm256_castps256_ps128(dy),
-                                                              _mm_set1_ps(-0.0f)), dmx);
-                    acc_m[tt] = _mm_fmadd_ps(dmin, _mm_cvtepi32_ps(_mm_madd_epi16(mins, bs32)),
-                                             acc_m[tt]);
-                    acc[tt]   = _mm256_fmadd_ps(_mm256_mul_ps(dy, dx),
-                                                _mm256_cvtepi32_ps(kq_dot8(q, sc, yb->qs)), acc[tt]);
+                dh[r]  = x->d;
+                dmh[r] = x->dmin;
+            }
+            const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+            const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmh));
+            for (int tt = 0; tt < 4; tt++) {
+                const struct block_q8_K *yb = y[tt] + i;
+                const __m256 da = _mm256_broadcast_ss(&yb->d);
+                const __m256 d = _mm256_mul_ps(dw, da), dm = _mm256_mul_ps(dmw, da);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                int32_t bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
+                _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                                               _mm256_extracti128_si256(bs, 1)));
+                for (int g = 0; g < 4; g++) {
+                    const __m256i yl = _mm256_loadu_si256((const __m256i *)(yb->qs + 64 * g));
+                    const __m256i yh = _mm256_loadu_si256((const __m256i *)(yb->qs + 64 * g + 32));
+                    __m256i v[8];
+                    UNROLL
+                    for (int r = 0; r < 8; r++)
+                        v[r] = _mm256_add_epi32(
+                            _mm256_madd_epi16(sc[r][2 * g], _mm256_maddubs_epi16(q[r][2 * g], yl)),
+                            _mm256_madd_epi16(sc[r][2 * g + 1],
+                                              _mm256_maddubs_epi16(q[r][2 * g + 1], yh)));
+                    const __m256i isum = reduce8_epi32(v);
+                    const __m256i imin = _mm256_madd_epi16(
+                        _mm256_loadu_si256((const __m256i *)mn[g]), _mm256_set1_epi32(bp[g]));
+                    acc[tt]   = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[tt]);
+                    acc_m[tt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm, acc_m[tt]);
                 }
             }
-            for (int32_t tt = 0; tt < tn; tt++)
-                s[(size_t)(t0 + tt) * s_stride + r] = hsum_ps(acc[tt]) + hsum_ps128(acc_m[tt]);
         }
+        for (int tt = 0; tt < 4; tt++)
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, _mm256_sub_ps(acc[tt], acc_m[tt]));
     }
+    for (int32_t t = quads; t < n_tok; t++)
+        for (int r = 0; r < 8; r++)
+            avx2_vec_dot_q4_k_q8_k(n, &s[(size_t)t * s_stride + r], (const uint8_t *)w + r * row_len,
+                                   (const uint8_t *)a + (size_t)t * a_row);
 }
 
 static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,

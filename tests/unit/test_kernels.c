@@ -1545,7 +1545,9 @@ static void test_f16_rows(void **state)
 
 /*
  * gemm8 (eight rows by several tokens) must equal vec_dot bit for bit for
- * every row and token: it is the same arithmetic, only blocked.
+ * every row and token: it is the same arithmetic, only blocked. Q4_K is the
+ * exception llama.cpp makes too: a batch's tokens in whole fours follow its
+ * repacked gemm (ref_dot_q4_k_q8_k_quad), the rest its gemv (vec_dot).
  */
 static void test_gemm8_matches_vec_dot(void **state)
 {
@@ -1559,7 +1561,7 @@ static void test_gemm8_matches_vec_dot(void **state)
             if (!tk->gemm8 && !tk->gemm8p)
                 continue;
             assert_true(!tk->pack8 == !tk->gemm8p);
-            const int64_t lens[] = {32 * 1, 32 * 7, 256 * 3};
+            const int64_t lens[] = {32 * 1, 32 * 7, 256 * 3, 256 * 17};
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 const int64_t n = lens[li] % dtype_get(t)->block ? dtype_get(t)->block : lens[li];
                 const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
@@ -1597,7 +1599,11 @@ static void test_gemm8_matches_vec_dot(void **state)
                     for (int32_t tok = 0; tok < nt; tok++)
                         for (int r = 0; r < 8; r++) {
                             float want;
-                            tk->vec_dot(n, &want, w + r * row_len, a + tok * a_row);
+                            /* Q4_K sums a batch's whole fours of tokens as llama.cpp's repacked gemm */
+                            if (t == DTYPE_Q4_K && tok < nt / 4 * 4)
+                                ref_dot_q4_k_q8_k_quad(n, &want, w + r * row_len, a + tok * a_row);
+                            else
+                                tk->vec_dot(n, &want, w + r * row_len, a + tok * a_row);
                             if (memcmp(&want, &out[tok * 11 + r], sizeof want) != 0)
                                 fail_msg("%s %s %s n=%lld tok %d row %d: %.9g, vec_dot %.9g",
                                          ks[k]->name, dtype_name(t), packed ? "gemm8p" : "gemm8",
