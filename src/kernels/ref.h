@@ -232,6 +232,10 @@ void ref_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 /* Q4_K in the order of llama.cpp's repacked gemm, for a batch's tokens in whole fours. */
 void ref_dot_q4_k_q8_k_quad(int64_t n, float *s, const void *w, const void *a);
+/* Q4_K's packed layout (ref_kquants.c) and gemm8p over it, with ref_gemm8_q4_k's rule. */
+void ref_pack8_q4_k(const void *rows, size_t row_len, int64_t n, void *dst);
+void ref_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
+                     const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
 /* gemm8 with that rule: tokens below n_tok / 4 * 4 in the quad order, the rest as vec_dot. */
 void ref_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
                     const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);

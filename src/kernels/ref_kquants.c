@@ -15,6 +15,7 @@
 #include "kernels/ref.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/fp16.h"
@@ -419,6 +420,89 @@ void ref_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const void *a)
 void ref_dot_q4_k_q8_k_quad(int64_t n, float *s, const void *w, const void *a)
 {
     *s = dot_q4_k_repacked(n, w, a, 2);
+}
+
+/*
+ * Packed Q4_K (pack8): per superblock, 8 * 144 bytes for eight rows:
+ *   0..15   the rows' d, 16..31 their dmin (fp16);
+ *   32..63  scale entry k = 8 * j + r (sub-block j, row r), low 4 bits: byte k % 32,
+ *           low nibble for k < 32, high nibble for k >= 32; 64..95 the mins alike;
+ *   96..127 the entries' top 2 bits: byte k % 32, bits 0-1 scale k < 32, 2-3 scale
+ *           k >= 32, 4-5 min k < 32, 6-7 min k >= 32;
+ *   128..   for pair g (0..3) and group k (0..7), 32 bytes: row r's bytes
+ *           32g + 4k .. +3 at 4r, so a 32-bit lane is a row whose low nibbles are
+ *           elements 4k..4k+3 of sub-block 2g and high nibbles those of 2g+1.
+ */
+#define Q4K_PACKED_QS 128
+
+void ref_pack8_q4_k(const void *rows, size_t row_len, int64_t n, void *dst)
+{
+    uint8_t *out = dst;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        memset(out, 0, Q4K_PACKED_QS);
+        for (int r = 0; r < 8; r++) {
+            const struct block_q4_K *x =
+                (const struct block_q4_K *)((const uint8_t *)rows + r * row_len) + b;
+            memcpy(out + 2 * r, &x->d, 2);
+            memcpy(out + 16 + 2 * r, &x->dmin, 2);
+            uint8_t sc[16];
+            ref_unpack_k4_scales(x->scales, sc);
+            for (int j = 0; j < 8; j++) {
+                const int k = 8 * j + r, hi = k >= 32;
+                out[32 + k % 32] |= (uint8_t)((sc[j] & 15) << (4 * hi));
+                out[64 + k % 32] |= (uint8_t)((sc[8 + j] & 15) << (4 * hi));
+                out[96 + k % 32] |= (uint8_t)((sc[j] >> 4) << (2 * hi));
+                out[96 + k % 32] |= (uint8_t)((sc[8 + j] >> 4) << (4 + 2 * hi));
+            }
+            for (int g = 0; g < 4; g++)
+                for (int k = 0; k < 8; k++)
+                    memcpy(out + Q4K_PACKED_QS + 256 * g + 32 * k + 4 * r, x->qs + 32 * g + 4 * k, 4);
+        }
+        out += 8 * sizeof(struct block_q4_K);
+    }
+}
+
+/* Row r of a packed superblock back in its own layout. */
+static void unpack8_q4_k(const uint8_t *p, int r, struct block_q4_K *x)
+{
+    memcpy(&x->d, p + 2 * r, 2);
+    memcpy(&x->dmin, p + 16 + 2 * r, 2);
+    uint8_t sc[16];
+    for (int j = 0; j < 8; j++) {
+        const int k = 8 * j + r, hi = k >= 32;
+        sc[j]     = (uint8_t)((p[32 + k % 32] >> (4 * hi) & 15) | (p[96 + k % 32] >> (2 * hi) & 3) << 4);
+        sc[8 + j] = (uint8_t)((p[64 + k % 32] >> (4 * hi) & 15) |
+                              (p[96 + k % 32] >> (4 + 2 * hi) & 3) << 4);
+    }
+    /* get_scale_min_k4's packing, inverted */
+    memset(x->scales, 0, sizeof x->scales);
+    for (int j = 0; j < 4; j++) {
+        x->scales[j]     = (uint8_t)(sc[j] | (sc[4 + j] >> 4) << 6);
+        x->scales[j + 4] = (uint8_t)(sc[8 + j] | (sc[12 + j] >> 4) << 6);
+        x->scales[j + 8] = (uint8_t)((sc[4 + j] & 15) | (sc[12 + j] & 15) << 4);
+    }
+    for (int g = 0; g < 4; g++)
+        for (int k = 0; k < 8; k++)
+            memcpy(x->qs + 32 * g + 4 * k, p + Q4K_PACKED_QS + 256 * g + 32 * k + 4 * r, 4);
+}
+
+/* ref_gemm8_q4_k's rule over a packed group: each row rebuilt, then dotted as ever. */
+void ref_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
+                     const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb = n / QK_K;
+    struct block_q4_K *rows = malloc((size_t)nb * sizeof *rows);
+    if (!rows)
+        abort(); /* the reference runs in tests only, on small rows */
+    const int32_t quads = n_tok / 4 * 4;
+    for (int r = 0; r < 8; r++) {
+        for (int64_t b = 0; b < nb; b++)
+            unpack8_q4_k((const uint8_t *)wp + b * 8 * sizeof(struct block_q4_K), r, &rows[b]);
+        for (int32_t t = 0; t < n_tok; t++)
+            (t < quads ? ref_dot_q4_k_q8_k_quad : ref_vec_dot_q4_k_q8_k)(
+                n, &s[t * s_stride + r], rows, (const uint8_t *)a + t * a_row);
+    }
+    free(rows);
 }
 
 void ref_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,

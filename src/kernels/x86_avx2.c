@@ -1212,6 +1212,120 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
                                    (const uint8_t *)a + (size_t)t * a_row);
 }
 
+/*
+ * The scales and mins of a packed Q4_K superblock (ref_pack8_q4_k), a lane
+ * per row: sc[j] holds sub-block j's scale twice (an int16 pair, for madd),
+ * mn[g] the mins of sub-blocks 2g and 2g+1 as an int16 pair.
+ */
+static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const __m256i ls = _mm256_loadu_si256((const __m256i *)(p + 32));
+    const __m256i lm = _mm256_loadu_si256((const __m256i *)(p + 64));
+    const __m256i h  = _mm256_loadu_si256((const __m256i *)(p + 96));
+    uint8_t e[4][32]; /* scale entries 0..31, 32..63, min entries 0..31, 32..63 (entry 8j + r) */
+    _mm256_storeu_si256((__m256i *)e[0],
+                        _mm256_or_si256(_mm256_and_si256(ls, m4),
+                                        _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)));
+    _mm256_storeu_si256(
+        (__m256i *)e[1],
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ls, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)));
+    _mm256_storeu_si256(
+        (__m256i *)e[2],
+        _mm256_or_si256(_mm256_and_si256(lm, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)));
+    _mm256_storeu_si256(
+        (__m256i *)e[3],
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lm, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)));
+    __m256i m[8];
+    for (int j = 0; j < 8; j++) {
+        const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[j / 4] + 8 * (j % 4))));
+        sc[j] = _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+        m[j]  = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[2 + j / 4] + 8 * (j % 4))));
+    }
+    for (int g = 0; g < 4; g++)
+        mn[g] = _mm256_or_si256(m[2 * g], _mm256_slli_epi32(m[2 * g + 1], 16));
+}
+
+/*
+ * Sub-block sums of eight packed rows against one token, a lane per row:
+ * eight maddubs of a nibble half with broadcast activation quads stay
+ * within int16 (16 products of at most 15 x 128), then the scale madd.
+ */
+static inline __m256i q4kp_sub(const uint8_t *q, int hi, const int8_t *qa, __m256i sc)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i p        = _mm256_setzero_si256();
+    UNROLL
+    for (int k = 0; k < 8; k++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+        v         = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+        p         = _mm256_add_epi16(p, _mm256_maddubs_epi16(v, bcast4(qa + 4 * k)));
+    }
+    return _mm256_madd_epi16(p, sc);
+}
+
+/*
+ * gemm8 over a packed Q4_K group, with avx2_gemm8_q4_k's rule: tokens below
+ * n_tok / 4 * 4 step once per sub-block pair (llama.cpp's repacked gemm), the
+ * others once per superblock (its gemv, as vec_dot), each a lane per row.
+ */
+static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
+                             const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb    = n / QK_K;
+    const int32_t quads = n_tok / 4 * 4;
+    const size_t gl     = 8 * sizeof(struct block_q4_K);
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        const int quad   = t0 < quads;
+        __m256 acc[4], acc_m[4];
+        for (int tt = 0; tt < 4; tt++)
+            acc[tt] = acc_m[tt] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *p = (const uint8_t *)wp + b * gl;
+            _mm_prefetch((const char *)(p + gl), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + gl + 576), _MM_HINT_T0);
+            __m256i sc[8], mn[4];
+            q4kp_scales(p, sc, mn);
+            const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+            const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+            for (int32_t tt = 0; tt < tn; tt++) {
+                const struct block_q8_K *yb =
+                    (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
+                const __m256 da = _mm256_broadcast_ss(&yb->d);
+                const __m256 d = _mm256_mul_ps(dw, da), dm = _mm256_mul_ps(dmw, da);
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                int32_t bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
+                _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                                               _mm256_extracti128_si256(bs, 1)));
+                __m256i isum = _mm256_setzero_si256(), imin = isum;
+                for (int g = 0; g < 4; g++) {
+                    const uint8_t *q  = p + 128 + 256 * g;
+                    const __m256i ig  = _mm256_add_epi32(q4kp_sub(q, 0, yb->qs + 64 * g, sc[2 * g]),
+                                                         q4kp_sub(q, 1, yb->qs + 64 * g + 32, sc[2 * g + 1]));
+                    const __m256i mg = _mm256_madd_epi16(mn[g], _mm256_set1_epi32(bp[g]));
+                    if (quad) {
+                        acc[tt]   = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ig), d, acc[tt]);
+                        acc_m[tt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mg), dm, acc_m[tt]);
+                    } else {
+                        isum = _mm256_add_epi32(isum, ig);
+                        imin = _mm256_add_epi32(imin, mg);
+                    }
+                }
+                if (!quad) {
+                    acc[tt]   = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[tt]);
+                    acc_m[tt] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), dm, acc_m[tt]);
+                }
+            }
+        }
+        for (int32_t tt = 0; tt < tn; tt++)
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, _mm256_sub_ps(acc[tt], acc_m[tt]));
+    }
+}
+
 static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
                             const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -1630,7 +1744,7 @@ static const struct kernels table = {
             [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},
             [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL, NULL, NULL},
             [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, avx2_gemm8_q4_k, NULL, NULL},
+            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, avx2_gemm8_q4_k, ref_pack8_q4_k, avx2_gemm8p_q4_k},
             [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL, NULL, NULL},
             [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k, avx2_gemm8_q6_k, NULL, NULL},
             [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k, NULL, NULL, NULL},
