@@ -957,13 +957,6 @@ static inline __m128i k4_setup(const uint8_t packed[12], const struct block_q8_K
     return _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs32);
 }
 
-static inline float hsum_ps128(__m128 v)
-{
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    v = _mm_add_ss(v, _mm_movehdup_ps(v));
-    return _mm_cvtss_f32(v);
-}
-
 /* The exact sum of a Q4_K superblock's quants times its scales against a Q8_K block. */
 static inline int q4_k_isum(const struct block_q4_K *x, const struct block_q8_K *y, __m256i scales)
 {
