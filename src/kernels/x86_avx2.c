@@ -571,6 +571,9 @@ static inline __m256 q4p_step(const __m256i lo[4], const __m256i hi[4], __m256 d
  * and a 32-bit lane per row throughout, so the eight rows' block sums need
  * no horizontal reduction. Four tokens share each unpacked weight block.
  */
+#ifndef Q40P_AHEAD
+#define Q40P_AHEAD 16
+#endif
 static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -588,7 +591,10 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *g = (const uint8_t *)wp + b * gl;
-            _mm_prefetch((const char *)(g + 4 * gl), _MM_HINT_T0);
+            /* every line of the block Q40P_AHEAD on (a block spans at most three) */
+            _mm_prefetch((const char *)(g + Q40P_AHEAD * gl), _MM_HINT_T0);
+            _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + gl - 1), _MM_HINT_T0);
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
             __m256i lo[4], hi[4];
             for (int k = 0; k < 4; k++) {
@@ -665,6 +671,9 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
     }
 }
 
+#ifndef Q80_AHEAD
+#define Q80_AHEAD 4096
+#endif
 static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w;
@@ -672,6 +681,8 @@ static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const voi
     const int64_t nb           = n / QK8_0;
     __m256 acc                 = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        /* decode streams the rows one after another: keep fetching ahead, past this row's end */
+        _mm_prefetch((const char *)&x[i] + Q80_AHEAD, _MM_HINT_T0);
         const __m256 d   = _mm256_set1_ps(half(x[i].d) * half(y[i].d));
         const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
@@ -1058,6 +1069,9 @@ static void avx2_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const voi
     const __m256i m4           = _mm256_set1_epi8(0x0F);
     __m256 acc                 = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        /* as Q8_0's: the rows stream one after another in decode */
+        for (int o = 0; o < (int)sizeof x[i]; o += 64)
+            _mm_prefetch((const char *)&x[i] + Q80_AHEAD + o, _MM_HINT_T0);
         const float d       = y[i].d * half(x[i].d);
         const __m128i sc8   = _mm_loadu_si128((const __m128i *)x[i].scales);
         const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
@@ -1265,6 +1279,9 @@ static inline __m256i q4kp_sub(const uint8_t *q, int hi, const int8_t *qa, __m25
  * n_tok / 4 * 4 step once per sub-block pair (llama.cpp's repacked gemm), the
  * others once per superblock (its gemv, as vec_dot), each a lane per row.
  */
+#ifndef Q4KP_AHEAD
+#define Q4KP_AHEAD 2
+#endif
 static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -1279,8 +1296,9 @@ static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_
             acc[tt] = acc_m[tt] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *p = (const uint8_t *)wp + b * gl;
-            _mm_prefetch((const char *)(p + gl), _MM_HINT_T0);
-            _mm_prefetch((const char *)(p + gl + 576), _MM_HINT_T0);
+            /* a superblock is eighteen lines: fetch the whole one Q4KP_AHEAD on */
+            for (size_t o = 0; o < gl; o += 64)
+                _mm_prefetch((const char *)(p + Q4KP_AHEAD * gl + o), _MM_HINT_T0);
             __m256i sc[8], mn[4];
             q4kp_scales(p, sc, mn);
             const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
