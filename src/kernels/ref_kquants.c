@@ -15,7 +15,6 @@
 #include "kernels/ref.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "util/fp16.h"
@@ -385,30 +384,35 @@ static inline float dot_k4_block(const int8_t q[QK_K], const uint8_t sc[16], flo
  * ggml_gemm_q4_K_8x8_q8_K (a batch's tokens in whole fours) once per
  * 64-element pair of sub-blocks (per = 2).
  */
+static void q4_k_repacked_step(const struct block_q4_K *x, const struct block_q8_K *y, int per,
+                               float *acc, float *acc_m)
+{
+    int8_t q[QK_K];
+    uint8_t sc[16];
+    ref_unpack_k4_scales(x->scales, sc);
+    unpack_4bit_k(x->qs, q);
+    const float d = fp16_to_fp32(x->d) * y->d, dm = fp16_to_fp32(x->dmin) * y->d;
+    for (int j0 = 0; j0 < 8; j0 += per) {
+        int isum = 0, imin = 0;
+        for (int j = j0; j < j0 + per; j++) {
+            int sj = 0;
+            for (int e = 32 * j; e < 32 * j + 32; e++)
+                sj += q[e] * y->qs[e];
+            isum += sc[j] * sj;
+            imin += sc[8 + j] * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+        }
+        *acc   = fmaf((float)isum, d, *acc);
+        *acc_m = fmaf((float)imin, dm, *acc_m);
+    }
+}
+
 static float dot_q4_k_repacked(int64_t n, const void *w, const void *a, int per)
 {
     const struct block_q4_K *x = w;
     const struct block_q8_K *y = a;
     float acc = 0.0f, acc_m = 0.0f;
-    int8_t q[QK_K];
-    uint8_t sc[16];
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        ref_unpack_k4_scales(x[i].scales, sc);
-        unpack_4bit_k(x[i].qs, q);
-        const float d = fp16_to_fp32(x[i].d) * y[i].d, dm = fp16_to_fp32(x[i].dmin) * y[i].d;
-        for (int j0 = 0; j0 < 8; j0 += per) {
-            int isum = 0, imin = 0;
-            for (int j = j0; j < j0 + per; j++) {
-                int sj = 0;
-                for (int e = 32 * j; e < 32 * j + 32; e++)
-                    sj += q[e] * y[i].qs[e];
-                isum += sc[j] * sj;
-                imin += sc[8 + j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
-            }
-            acc   = fmaf((float)isum, d, acc);
-            acc_m = fmaf((float)imin, dm, acc_m);
-        }
-    }
+    for (int64_t i = 0; i < n / QK_K; i++)
+        q4_k_repacked_step(&x[i], &y[i], per, &acc, &acc_m);
     return acc - acc_m;
 }
 
@@ -486,23 +490,22 @@ static void unpack8_q4_k(const uint8_t *p, int r, struct block_q4_K *x)
             memcpy(x->qs + 32 * g + 4 * k, p + Q4K_PACKED_QS + 256 * g + 32 * k + 4 * r, 4);
 }
 
-/* ref_gemm8_q4_k's rule over a packed group: each row rebuilt, then dotted as ever. */
+/* ref_gemm8_q4_k's rule over a packed group: each superblock of a row rebuilt, then dotted as ever. */
 void ref_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
                      const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
-    const int64_t nb = n / QK_K;
-    struct block_q4_K *rows = malloc((size_t)nb * sizeof *rows);
-    if (!rows)
-        abort(); /* the reference runs in tests only, on small rows */
     const int32_t quads = n_tok / 4 * 4;
-    for (int r = 0; r < 8; r++) {
-        for (int64_t b = 0; b < nb; b++)
-            unpack8_q4_k((const uint8_t *)wp + b * 8 * sizeof(struct block_q4_K), r, &rows[b]);
-        for (int32_t t = 0; t < n_tok; t++)
-            (t < quads ? ref_dot_q4_k_q8_k_quad : ref_vec_dot_q4_k_q8_k)(
-                n, &s[t * s_stride + r], rows, (const uint8_t *)a + t * a_row);
-    }
-    free(rows);
+    for (int r = 0; r < 8; r++)
+        for (int32_t t = 0; t < n_tok; t++) {
+            const struct block_q8_K *y = (const struct block_q8_K *)((const uint8_t *)a + t * a_row);
+            float acc = 0.0f, acc_m = 0.0f;
+            for (int64_t b = 0; b < n / QK_K; b++) {
+                struct block_q4_K x;
+                unpack8_q4_k((const uint8_t *)wp + b * 8 * sizeof(struct block_q4_K), r, &x);
+                q4_k_repacked_step(&x, &y[b], t < quads ? 2 : 8, &acc, &acc_m);
+            }
+            s[t * s_stride + r] = acc - acc_m;
+        }
 }
 
 void ref_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
