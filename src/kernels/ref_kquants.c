@@ -460,7 +460,8 @@ void ref_pack8_q4_k(const void *rows, size_t row_len, int64_t n, void *dst)
             }
             for (int g = 0; g < 4; g++)
                 for (int k = 0; k < 8; k++)
-                    memcpy(out + Q4K_PACKED_QS + 256 * g + 32 * k + 4 * r, x->qs + 32 * g + 4 * k, 4);
+                    memcpy(out + Q4K_PACKED_QS + 256 * g + 32 * k + 4 * r, x->qs + 32 * g + 4 * k,
+                           4);
         }
         out += 8 * sizeof(struct block_q4_K);
     }
@@ -474,7 +475,8 @@ static void unpack8_q4_k(const uint8_t *p, int r, struct block_q4_K *x)
     uint8_t sc[16];
     for (int j = 0; j < 8; j++) {
         const int k = 8 * j + r, hi = k >= 32;
-        sc[j]     = (uint8_t)((p[32 + k % 32] >> (4 * hi) & 15) | (p[96 + k % 32] >> (2 * hi) & 3) << 4);
+        sc[j] =
+            (uint8_t)((p[32 + k % 32] >> (4 * hi) & 15) | (p[96 + k % 32] >> (2 * hi) & 3) << 4);
         sc[8 + j] = (uint8_t)((p[64 + k % 32] >> (4 * hi) & 15) |
                               (p[96 + k % 32] >> (4 + 2 * hi) & 3) << 4);
     }
@@ -490,14 +492,15 @@ static void unpack8_q4_k(const uint8_t *p, int r, struct block_q4_K *x)
             memcpy(x->qs + 32 * g + 4 * k, p + Q4K_PACKED_QS + 256 * g + 32 * k + 4 * r, 4);
 }
 
-/* ref_gemm8_q4_k's rule over a packed group: each superblock of a row rebuilt, then dotted as ever. */
+/* ref_gemm8_q4_k's rule over a packed group, each row's superblocks rebuilt one by one. */
 void ref_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
                      const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int32_t quads = n_tok / 4 * 4;
     for (int r = 0; r < 8; r++)
         for (int32_t t = 0; t < n_tok; t++) {
-            const struct block_q8_K *y = (const struct block_q8_K *)((const uint8_t *)a + t * a_row);
+            const struct block_q8_K *y =
+                (const struct block_q8_K *)((const uint8_t *)a + t * a_row);
             float acc = 0.0f, acc_m = 0.0f;
             for (int64_t b = 0; b < n / QK_K; b++) {
                 struct block_q4_K x;

@@ -561,7 +561,7 @@ static inline __m256 q4p_step(const __m256i lo[4], const __m256i hi[4], __m256 d
                               const struct q8_0_sum *as, int64_t b, __m256 acc)
 {
     const struct block_q8_0 *ab = (const struct block_q8_0 *)a + b;
-    const __m256i isum = q4p_block(lo, hi, ab->qs, _mm256_set1_epi32(8 * as[b].sum));
+    const __m256i isum          = q4p_block(lo, hi, ab->qs, _mm256_set1_epi32(8 * as[b].sum));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(as[b].d)),
                            acc);
 }
@@ -585,7 +585,7 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
         const int32_t tn  = n_tok - t0 < 4 ? n_tok - t0 : 4;
         const uint8_t *a0 = (const uint8_t *)a + (size_t)t0 * a_row;
         const uint8_t *a1 = tn > 1 ? a0 + a_row : a0, *a2 = tn > 2 ? a0 + 2 * a_row : a0;
-        const uint8_t *a3 = tn > 3 ? a0 + 3 * a_row : a0;
+        const uint8_t *a3         = tn > 3 ? a0 + 3 * a_row : a0;
         const struct q8_0_sum *s0 = as + t0 * nb, *s1 = tn > 1 ? s0 + nb : s0;
         const struct q8_0_sum *s2 = tn > 2 ? s0 + 2 * nb : s0, *s3 = tn > 3 ? s0 + 3 * nb : s0;
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -636,12 +636,14 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
         const struct q8_0_sum *ys[4];
         for (int32_t tt = 0; tt < 4; tt++) {
             const int32_t t = t0 + (tt < tn ? tt : 0);
-            y[tt]  = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
-            ys[tt] = as + (size_t)t * nb;
+            y[tt]           = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
+            ys[tt]          = as + (size_t)t * nb;
         }
         for (int r = 0; r < 8; r += 2) {
-            const struct block_q8_0 *x0 = (const struct block_q8_0 *)((const uint8_t *)w + r * row_len);
-            const struct block_q8_0 *x1 = (const struct block_q8_0 *)((const uint8_t *)x0 + row_len);
+            const struct block_q8_0 *x0 =
+                (const struct block_q8_0 *)((const uint8_t *)w + r * row_len);
+            const struct block_q8_0 *x1 =
+                (const struct block_q8_0 *)((const uint8_t *)x0 + row_len);
             __m256 c[2][4];
             for (int i = 0; i < 2; i++)
                 for (int tt = 0; tt < 4; tt++)
@@ -656,11 +658,11 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
                     const __m256i qy = _mm256_loadu_si256((const __m256i *)y[tt][b].qs);
                     const __m256 dy  = _mm256_broadcast_ss(&ys[tt][b].d);
                     const __m256 p0  = _mm256_cvtepi32_ps(_mm256_madd_epi16(
-                        _mm256_maddubs_epi16(u0, _mm256_sign_epi8(qy, q0)), ones16));
+                         _mm256_maddubs_epi16(u0, _mm256_sign_epi8(qy, q0)), ones16));
                     const __m256 p1  = _mm256_cvtepi32_ps(_mm256_madd_epi16(
-                        _mm256_maddubs_epi16(u1, _mm256_sign_epi8(qy, q1)), ones16));
-                    c[0][tt] = _mm256_fmadd_ps(_mm256_mul_ps(d0, dy), p0, c[0][tt]);
-                    c[1][tt] = _mm256_fmadd_ps(_mm256_mul_ps(d1, dy), p1, c[1][tt]);
+                         _mm256_maddubs_epi16(u1, _mm256_sign_epi8(qy, q1)), ones16));
+                    c[0][tt]         = _mm256_fmadd_ps(_mm256_mul_ps(d0, dy), p0, c[0][tt]);
+                    c[1][tt]         = _mm256_fmadd_ps(_mm256_mul_ps(d1, dy), p1, c[1][tt]);
                 }
             }
             for (int32_t tt = 0; tt < tn; tt++) {
@@ -981,8 +983,8 @@ static inline int q4_k_isum(const struct block_q4_K *x, const struct block_q8_K 
         const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(2 * g)),
                                                _mm256_maddubs_epi16(_mm256_and_si256(bits, m4), yl));
         const __m256i ph   = _mm256_madd_epi16(
-            _mm256_shuffle_epi8(scales, bcast16(2 * g + 1)),
-            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), yh));
+              _mm256_shuffle_epi8(scales, bcast16(2 * g + 1)),
+              _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), yh));
         sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
     }
     return hsum_epi32_8(sumi);
@@ -996,17 +998,18 @@ static void avx2_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const voi
     const int64_t nb           = n / QK_K;
     float acc = 0.0f, acc_m = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
-        const __m256i ms     = _mm256_cvtepu8_epi16(k4_scales(x[i].scales));
-        const __m128i sc16   = _mm256_castsi256_si128(ms);
-        const __m256i bs     = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        const __m128i bs32   = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        __m128i mins         = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs32);
-        mins                 = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
-        mins                 = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 1));
-        const int imin       = _mm_cvtsi128_si32(mins);
-        const int isum       = q4_k_isum(&x[i], &y[i], _mm256_set_m128i(sc16, sc16));
-        acc   = fmaf((float)isum, half(x[i].d) * y[i].d, acc);
-        acc_m = fmaf((float)imin, half(x[i].dmin) * y[i].d, acc_m);
+        const __m256i ms   = _mm256_cvtepu8_epi16(k4_scales(x[i].scales));
+        const __m128i sc16 = _mm256_castsi256_si128(ms);
+        const __m256i bs   = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m128i bs32 =
+            _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        __m128i mins   = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs32);
+        mins           = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
+        mins           = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 1));
+        const int imin = _mm_cvtsi128_si32(mins);
+        const int isum = q4_k_isum(&x[i], &y[i], _mm256_set_m128i(sc16, sc16));
+        acc            = fmaf((float)isum, half(x[i].d) * y[i].d, acc);
+        acc_m          = fmaf((float)imin, half(x[i].dmin) * y[i].d, acc_m);
     }
     *s = acc - acc_m;
 }
@@ -1136,7 +1139,7 @@ static inline void kq_tokens(const void *a, size_t a_row, int32_t t0, int32_t tn
 {
     for (int32_t tt = 0; tt < 4; tt++)
         y[tt] = (const struct block_q8_K *)((const uint8_t *)a +
-                                             (size_t)(t0 + (tt < tn ? tt : 0)) * a_row);
+                                            (size_t)(t0 + (tt < tn ? tt : 0)) * a_row);
 }
 
 /*
@@ -1173,11 +1176,11 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
                 UNROLL
                 for (int g = 0; g < 4; g++) {
                     const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g));
-                    q[r][2 * g]      = _mm256_and_si256(bits, m4);
-                    q[r][2 * g + 1]  = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-                    sc[r][2 * g]     = _mm256_shuffle_epi8(scales, bcast16(2 * g));
-                    sc[r][2 * g + 1] = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
-                    mn[g][r]         = mp[g];
+                    q[r][2 * g]        = _mm256_and_si256(bits, m4);
+                    q[r][2 * g + 1]    = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+                    sc[r][2 * g]       = _mm256_shuffle_epi8(scales, bcast16(2 * g));
+                    sc[r][2 * g + 1]   = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
+                    mn[g][r]           = mp[g];
                 }
                 dh[r]  = x->d;
                 dmh[r] = x->dmin;
@@ -1186,10 +1189,11 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
             const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dmh));
             for (int tt = 0; tt < 4; tt++) {
                 const struct block_q8_K *yb = y[tt] + i;
-                const __m256 da = _mm256_broadcast_ss(&yb->d);
+                const __m256 da             = _mm256_broadcast_ss(&yb->d);
                 const __m256 d = _mm256_mul_ps(dw, da), dm = _mm256_mul_ps(dmw, da);
                 const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                int32_t bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
+                int32_t
+                    bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
                 _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                                                _mm256_extracti128_si256(bs, 1)));
                 for (int g = 0; g < 4; g++) {
@@ -1215,7 +1219,8 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
     }
     for (int32_t t = quads; t < n_tok; t++)
         for (int r = 0; r < 8; r++)
-            avx2_vec_dot_q4_k_q8_k(n, &s[(size_t)t * s_stride + r], (const uint8_t *)w + r * row_len,
+            avx2_vec_dot_q4_k_q8_k(n, &s[(size_t)t * s_stride + r],
+                                   (const uint8_t *)w + r * row_len,
                                    (const uint8_t *)a + (size_t)t * a_row);
 }
 
@@ -1231,9 +1236,9 @@ static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
     const __m256i lm = _mm256_loadu_si256((const __m256i *)(p + 64));
     const __m256i h  = _mm256_loadu_si256((const __m256i *)(p + 96));
     uint8_t e[4][32]; /* scale entries 0..31, 32..63, min entries 0..31, 32..63 (entry 8j + r) */
-    _mm256_storeu_si256((__m256i *)e[0],
-                        _mm256_or_si256(_mm256_and_si256(ls, m4),
-                                        _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)));
+    _mm256_storeu_si256(
+        (__m256i *)e[0],
+        _mm256_or_si256(_mm256_and_si256(ls, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)));
     _mm256_storeu_si256(
         (__m256i *)e[1],
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ls, 4), m4),
@@ -1248,9 +1253,10 @@ static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)));
     __m256i m[8];
     for (int j = 0; j < 8; j++) {
-        const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[j / 4] + 8 * (j % 4))));
+        const __m256i v =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[j / 4] + 8 * (j % 4))));
         sc[j] = _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
-        m[j]  = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[2 + j / 4] + 8 * (j % 4))));
+        m[j] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[2 + j / 4] + 8 * (j % 4))));
     }
     for (int g = 0; g < 4; g++)
         mn[g] = _mm256_or_si256(m[2 * g], _mm256_slli_epi32(m[2 * g + 1], 16));
@@ -1309,14 +1315,16 @@ static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_
                 const __m256 da = _mm256_broadcast_ss(&yb->d);
                 const __m256 d = _mm256_mul_ps(dw, da), dm = _mm256_mul_ps(dmw, da);
                 const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                int32_t bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
+                int32_t
+                    bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
                 _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm256_castsi256_si128(bs),
                                                                _mm256_extracti128_si256(bs, 1)));
                 __m256i isum = _mm256_setzero_si256(), imin = isum;
                 for (int g = 0; g < 4; g++) {
-                    const uint8_t *q  = p + 128 + 256 * g;
-                    const __m256i ig  = _mm256_add_epi32(q4kp_sub(q, 0, yb->qs + 64 * g, sc[2 * g]),
-                                                         q4kp_sub(q, 1, yb->qs + 64 * g + 32, sc[2 * g + 1]));
+                    const uint8_t *q = p + 128 + 256 * g;
+                    const __m256i ig =
+                        _mm256_add_epi32(q4kp_sub(q, 0, yb->qs + 64 * g, sc[2 * g]),
+                                         q4kp_sub(q, 1, yb->qs + 64 * g + 32, sc[2 * g + 1]));
                     const __m256i mg = _mm256_madd_epi16(mn[g], _mm256_set1_epi32(bp[g]));
                     if (quad) {
                         acc[tt]   = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ig), d, acc[tt]);
@@ -1348,7 +1356,8 @@ static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void
         const struct block_q8_K *y[4];
         kq_tokens(a, a_row, t0, tn, y);
         for (int r = 0; r < 8; r++) {
-            const struct block_q6_K *x = (const struct block_q6_K *)((const uint8_t *)w + r * row_len);
+            const struct block_q6_K *x =
+                (const struct block_q6_K *)((const uint8_t *)w + r * row_len);
             __m256 acc[4];
             for (int tt = 0; tt < 4; tt++)
                 acc[tt] = _mm256_setzero_ps();
@@ -1362,11 +1371,11 @@ static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void
                     const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
                     const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
                     const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-                    q[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                               _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-                    q[4 * h + 1] = _mm256_or_si256(
-                        _mm256_and_si256(l1, m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+                    q[4 * h]         = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                                       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+                    q[4 * h + 1]     = _mm256_or_si256(
+                            _mm256_and_si256(l1, m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
                     q[4 * h + 2] = _mm256_or_si256(
                         _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
@@ -1381,8 +1390,8 @@ static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void
                 UNROLL
                 for (int tt = 0; tt < 4; tt++) {
                     const struct block_q8_K *yb = y[tt] + i;
-                    const __m256i off = _mm256_slli_epi32(
-                        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yb->bsums), sc16), 5);
+                    const __m256i off           = _mm256_slli_epi32(
+                                  _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yb->bsums), sc16), 5);
                     const __m256i sumi = _mm256_sub_epi32(kq_dot8(q, sc, yb->qs), off);
                     acc[tt] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&yb->d), dx),
                                               _mm256_cvtepi32_ps(sumi), acc[tt]);
@@ -1738,41 +1747,58 @@ static void avx2_f16_to_f32(const uint16_t *x, float *y, int64_t n)
 
 /* ---------------------------------------------------------------- the table */
 
-static const struct kernels table = {
-    .name = "avx2",
-    .type =
-        {
-            [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, avx2_vec_dot_f32, NULL, NULL, NULL},
-            [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16, NULL, NULL, NULL},
-            [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float, avx2_vec_dot_bf16, NULL, NULL, NULL},
-            [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                            avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0, ref_pack8_q4_0, avx2_gemm8p_q4_0},
-            [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
-                            avx2_vec_dot_q8_0_q8_0, avx2_gemm8_q8_0, NULL, NULL},
-            [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1, NULL, NULL, NULL},
-            [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0, NULL, NULL, NULL},
-            [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1, NULL, NULL, NULL},
-            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},
-            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k, avx2_gemm8_q4_k, ref_pack8_q4_k, avx2_gemm8p_q4_k},
-            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k, avx2_gemm8_q6_k, NULL, NULL},
-            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL, NULL, NULL, NULL},
-            [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL, NULL, NULL, NULL},
-        },
-    .rmsnorm     = avx2_rmsnorm,
-    .silu_mul    = avx2_silu_mul,
-    .softmax     = avx2_softmax,
-    .dot_f32     = dot_f32,
-    .dot_f32_f16 = avx2_dot_f32_f16,
-    .axpy_f32    = avx2_axpy_f32,
-    .axpy_f16    = avx2_axpy_f16,
-    .scale_f32   = avx2_scale_f32,
-    .attn_rows   = avx2_attn_rows,
-    .f32_to_f16  = avx2_f32_to_f16,
-    .f16_to_f32  = avx2_f16_to_f32,
+static const struct kernels table =
+    {
+        .name = "avx2",
+        .type =
+            {
+                [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, avx2_vec_dot_f32,
+                                NULL, NULL, NULL},
+                [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16,
+                                NULL, NULL, NULL},
+                [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float,
+                                avx2_vec_dot_bf16, NULL, NULL, NULL},
+                [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
+                                avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0, ref_pack8_q4_0,
+                                avx2_gemm8p_q4_0},
+                [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
+                                avx2_vec_dot_q8_0_q8_0, avx2_gemm8_q8_0, NULL, NULL},
+                [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1, NULL,
+                                NULL, NULL},
+                [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0, NULL,
+                                NULL, NULL},
+                [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1, NULL,
+                                NULL, NULL},
+                [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0,
+                                  NULL, NULL, NULL},
+                [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k,
+                                  avx2_gemm8_q4_k, ref_pack8_q4_k, avx2_gemm8p_q4_k},
+                [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k,
+                                  avx2_gemm8_q6_k, NULL, NULL},
+                [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k,
+                                  NULL, NULL, NULL},
+                [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL, NULL,
+                                  NULL, NULL},
+            },
+        .rmsnorm     = avx2_rmsnorm,
+        .silu_mul    = avx2_silu_mul,
+        .softmax     = avx2_softmax,
+        .dot_f32     = dot_f32,
+        .dot_f32_f16 = avx2_dot_f32_f16,
+        .axpy_f32    = avx2_axpy_f32,
+        .axpy_f16    = avx2_axpy_f16,
+        .scale_f32   = avx2_scale_f32,
+        .attn_rows   = avx2_attn_rows,
+        .f32_to_f16  = avx2_f32_to_f16,
+        .f16_to_f32  = avx2_f16_to_f32,
 };
 
 const struct kernels *kernels_avx2(void)

@@ -69,8 +69,8 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     s->logits = malloc(nb * hp->n_vocab * sizeof(float));
     s->out_row = malloc(nb * sizeof(int32_t));
     s->seq_next = malloc((size_t)n_seq * sizeof(int32_t));
-    return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores && s->act_sum &&
-           s->act && s->logits && s->out_row && s->seq_next;
+    return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
+           s->act_sum && s->act && s->logits && s->out_row && s->seq_next;
 }
 
 enum hearth_status hearth_context_new(struct hearth_model *model,
