@@ -571,9 +571,7 @@ static inline __m256 q4p_step(const __m256i lo[4], const __m256i hi[4], __m256 d
  * and a 32-bit lane per row throughout, so the eight rows' block sums need
  * no horizontal reduction. Four tokens share each unpacked weight block.
  */
-#ifndef Q40P_AHEAD
 #define Q40P_AHEAD 16
-#endif
 static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -673,9 +671,7 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
     }
 }
 
-#ifndef Q80_AHEAD
 #define Q80_AHEAD 4096
-#endif
 static void avx2_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q8_0 *x = w;
@@ -954,6 +950,22 @@ static void avx2_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const voi
     *s = hsum_ps(acc);
 }
 
+/* A Q4_K/Q5_K superblock's 8 scales as int16 in both lanes (*scales); returns its 8 mins as int16. */
+static inline __m128i k4_scales_mins(const uint8_t packed[12], __m256i *scales)
+{
+    const __m256i ms   = _mm256_cvtepu8_epi16(k4_scales(packed));
+    const __m128i sc16 = _mm256_castsi256_si128(ms);
+    *scales            = _mm256_set_m128i(sc16, sc16);
+    return _mm256_extracti128_si256(ms, 1);
+}
+
+/* A Q8_K block's activation sums per 32-element sub-block (bsums[2j] + bsums[2j+1]), as int16. */
+static inline __m128i q8k_bsum_pairs(const struct block_q8_K *y)
+{
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+}
+
 /*
  * Q4_K/Q5_K setup: the 8 scales as int16 in both lanes, and the min term
  * sum_j m_j * (bsums[2j] + bsums[2j+1]) as 4 int32 lanes.
@@ -961,33 +973,52 @@ static void avx2_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const voi
 static inline __m128i k4_setup(const uint8_t packed[12], const struct block_q8_K *y,
                                __m256i *scales)
 {
-    const __m256i ms   = _mm256_cvtepu8_epi16(k4_scales(packed));
-    const __m128i sc16 = _mm256_castsi256_si128(ms);
-    *scales            = _mm256_set_m128i(sc16, sc16);
-    const __m256i bs   = _mm256_loadu_si256((const __m256i *)y->bsums);
-    const __m128i bs32 =
-        _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    return _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs32);
+    return _mm_madd_epi16(k4_scales_mins(packed, scales), q8k_bsum_pairs(y));
+}
+
+/*
+ * A K-quant superblock (kq_dot8) or half of one (kq_dot4) against a Q8_K
+ * block's quants, exact, eight int32 lanes: q[c] holds 32-element chunk c's
+ * quants as unsigned bytes, sc[c] its scale(s) shuffled into int16 lanes
+ * (q4_k_unpack, q6_k_unpack_half).
+ */
+static inline __m256i kq_dot4(const __m256i q[4], const __m256i sc[4], const int8_t *q8)
+{
+    __m256i sumi = _mm256_setzero_si256();
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 32 * c));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc[c], _mm256_maddubs_epi16(q[c], qy)));
+    }
+    return sumi;
+}
+
+static inline __m256i kq_dot8(const __m256i q[8], const __m256i sc[8], const int8_t *q8)
+{
+    return _mm256_add_epi32(kq_dot4(q, sc, q8), kq_dot4(q + 4, sc + 4, q8 + 128));
+}
+
+/* Q4_K's quants and scales in kq_dot8's form: chunk 2g is the low nibbles of qs[32g..], 2g+1 the high. */
+static inline void q4_k_unpack(const uint8_t qs[QK_K / 2], __m256i scales, __m256i q[8],
+                               __m256i sc[8])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    UNROLL
+    for (int g = 0; g < 4; g++) {
+        const __m256i bits = _mm256_loadu_si256((const __m256i *)(qs + 32 * g));
+        q[2 * g]           = _mm256_and_si256(bits, m4);
+        q[2 * g + 1]       = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+        sc[2 * g]          = _mm256_shuffle_epi8(scales, bcast16(2 * g));
+        sc[2 * g + 1]      = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
+    }
 }
 
 /* The exact sum of a Q4_K superblock's quants times its scales against a Q8_K block. */
 static inline int q4_k_isum(const struct block_q4_K *x, const struct block_q8_K *y, __m256i scales)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i sumi     = _mm256_setzero_si256();
-    UNROLL
-    for (int g = 0; g < 4; g++) {
-        const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g));
-        const __m256i yl   = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * g));
-        const __m256i yh   = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * g + 32));
-        const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(2 * g)),
-                                               _mm256_maddubs_epi16(_mm256_and_si256(bits, m4), yl));
-        const __m256i ph   = _mm256_madd_epi16(
-              _mm256_shuffle_epi8(scales, bcast16(2 * g + 1)),
-              _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4), yh));
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
-    }
-    return hsum_epi32_8(sumi);
+    __m256i q[8], sc[8];
+    q4_k_unpack(x->qs, scales, q, sc);
+    return hsum_epi32_8(kq_dot8(q, sc, y->qs));
 }
 
 /* ref_vec_dot_q4_k_q8_k's order (llama.cpp's repacked gemv): one fma per superblock per chain. */
@@ -998,16 +1029,12 @@ static void avx2_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const voi
     const int64_t nb           = n / QK_K;
     float acc = 0.0f, acc_m = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
-        const __m256i ms   = _mm256_cvtepu8_epi16(k4_scales(x[i].scales));
-        const __m128i sc16 = _mm256_castsi256_si128(ms);
-        const __m256i bs   = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        const __m128i bs32 =
-            _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        __m128i mins   = _mm_madd_epi16(_mm256_extracti128_si256(ms, 1), bs32);
+        __m256i scales;
+        __m128i mins   = k4_setup(x[i].scales, &y[i], &scales);
         mins           = _mm_add_epi32(mins, _mm_unpackhi_epi64(mins, mins));
         mins           = _mm_add_epi32(mins, _mm_shuffle_epi32(mins, 1));
         const int imin = _mm_cvtsi128_si32(mins);
-        const int isum = q4_k_isum(&x[i], &y[i], _mm256_set_m128i(sc16, sc16));
+        const int isum = q4_k_isum(&x[i], &y[i], scales);
         acc            = fmaf((float)isum, half(x[i].d) * y[i].d, acc);
         acc_m          = fmaf((float)imin, half(x[i].dmin) * y[i].d, acc_m);
     }
@@ -1059,6 +1086,37 @@ static void avx2_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const voi
     *s = hsum_ps(acc) + summs;
 }
 
+/* Q6_K's -32 offset against a Q8_K block: 32 * sum_j scale_j * bsums[j], sc16 the scales as int16. */
+static inline __m256i q6_k_off(const struct block_q8_K *y, __m256i sc16)
+{
+    const __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5);
+}
+
+/*
+ * Half h of a Q6_K superblock's quants (0..63, unsigned) and scales in
+ * kq_dot4's form: chunk c is elements 128h + 32c.., each 16-element half
+ * with its own scale; scales as scales16_halves gives them.
+ */
+static inline void q6_k_unpack_half(const struct block_q6_K *x, int h, const __m256i scales[2],
+                                    __m256i q[4], __m256i sc[4])
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+    UNROLL
+    for (int c = 0; c < 4; c++)
+        sc[c] = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * c));
+}
+
 /*
  * Q6_K: the unsigned 6-bit q (0..63) goes through maddubs; the -32 offset is
  * taken off at the end as 32 * sum_j scale_j * bsums[j].
@@ -1068,8 +1126,6 @@ static void avx2_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const voi
     const struct block_q6_K *x = w;
     const struct block_q8_K *y = a;
     const int64_t nb           = n / QK_K;
-    const __m256i m3           = _mm256_set1_epi8(3);
-    const __m256i m4           = _mm256_set1_epi8(0x0F);
     __m256 acc                 = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         /* as Q8_0's: the rows stream one after another in decode */
@@ -1077,60 +1133,19 @@ static void avx2_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const voi
             _mm_prefetch((const char *)&x[i] + Q80_AHEAD + o, _MM_HINT_T0);
         const float d       = y[i].d * half(x[i].d);
         const __m128i sc8   = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        const __m256i off =
-            _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc8)), 5);
         __m256i scales[2];
         scales16_halves(sc8, scales);
-
-        const int8_t *q8 = y[i].qs;
-        __m256i sumi     = _mm256_setzero_si256();
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        q6_k_off(&y[i], _mm256_cvtepi8_epi16(sc8)));
         UNROLL
         for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            __m256i q[4];
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-            q[1] = _mm256_or_si256(
-                _mm256_and_si256(l1, m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-            q[2] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-            q[3] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * c));
-                const __m256i sc = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * c));
-                sumi =
-                    _mm256_add_epi32(sumi, _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q[c], qy)));
-            }
+            __m256i q[4], sc[4];
+            q6_k_unpack_half(&x[i], h, scales, q, sc);
+            sumi = _mm256_add_epi32(sumi, kq_dot4(q, sc, y[i].qs + 128 * h));
         }
-        sumi = _mm256_sub_epi32(sumi, off);
-        acc  = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     *s = hsum_ps(acc);
-}
-
-/*
- * K-quant gemm8: each row's superblock is unpacked once (quants as unsigned
- * bytes, sub-block scales shuffled into int16 lanes) and dotted with up to
- * four tokens' Q8_K blocks by vec_dot's own integer steps, so every
- * (row, token) keeps vec_dot's float accumulators and its bits.
- */
-static inline __m256i kq_dot8(const __m256i q[8], const __m256i sc[8], const int8_t *q8)
-{
-    __m256i sumi = _mm256_setzero_si256();
-    UNROLL
-    for (int c = 0; c < 8; c++) {
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 32 * c));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(sc[c], _mm256_maddubs_epi16(q[c], qy)));
-    }
-    return sumi;
 }
 
 /* The Q8_K rows of tokens t0..t0+3 of a, repeating t0 past n_tok (computed, never stored). */
@@ -1153,7 +1168,6 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
 {
     const int64_t nb    = n / QK_K;
     const int32_t quads = n_tok / 4 * 4;
-    const __m256i m4    = _mm256_set1_epi8(0x0F);
     for (int32_t t0 = 0; t0 < quads; t0 += 4) {
         const struct block_q8_K *y[4];
         __m256 acc[4], acc_m[4];
@@ -1168,20 +1182,12 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
             for (int r = 0; r < 8; r++) {
                 const struct block_q4_K *x =
                     (const struct block_q4_K *)((const uint8_t *)w + r * row_len) + i;
-                const __m256i ms     = _mm256_cvtepu8_epi16(k4_scales(x->scales));
-                const __m128i sc16   = _mm256_castsi256_si128(ms);
-                const __m256i scales = _mm256_set_m128i(sc16, sc16);
+                __m256i scales;
                 int32_t mp[4];
-                _mm_storeu_si128((__m128i *)mp, _mm256_extracti128_si256(ms, 1));
-                UNROLL
-                for (int g = 0; g < 4; g++) {
-                    const __m256i bits = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * g));
-                    q[r][2 * g]        = _mm256_and_si256(bits, m4);
-                    q[r][2 * g + 1]    = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-                    sc[r][2 * g]       = _mm256_shuffle_epi8(scales, bcast16(2 * g));
-                    sc[r][2 * g + 1]   = _mm256_shuffle_epi8(scales, bcast16(2 * g + 1));
-                    mn[g][r]           = mp[g];
-                }
+                _mm_storeu_si128((__m128i *)mp, k4_scales_mins(x->scales, &scales));
+                q4_k_unpack(x->qs, scales, q[r], sc[r]);
+                for (int g = 0; g < 4; g++)
+                    mn[g][r] = mp[g];
                 dh[r]  = x->d;
                 dmh[r] = x->dmin;
             }
@@ -1191,11 +1197,8 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
                 const struct block_q8_K *yb = y[tt] + i;
                 const __m256 da             = _mm256_broadcast_ss(&yb->d);
                 const __m256 d = _mm256_mul_ps(dw, da), dm = _mm256_mul_ps(dmw, da);
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                int32_t
-                    bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
-                _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                                               _mm256_extracti128_si256(bs, 1)));
+                int32_t bp[4]; /* pair g: sub-blocks 2g and 2g+1's activation sums, int16 each */
+                _mm_storeu_si128((__m128i *)bp, q8k_bsum_pairs(yb));
                 for (int g = 0; g < 4; g++) {
                     const __m256i yl = _mm256_loadu_si256((const __m256i *)(yb->qs + 64 * g));
                     const __m256i yh = _mm256_loadu_si256((const __m256i *)(yb->qs + 64 * g + 32));
@@ -1285,9 +1288,7 @@ static inline __m256i q4kp_sub(const uint8_t *q, int hi, const int8_t *qa, __m25
  * n_tok / 4 * 4 step once per sub-block pair (llama.cpp's repacked gemm), the
  * others once per superblock (its gemv, as vec_dot), each a lane per row.
  */
-#ifndef Q4KP_AHEAD
 #define Q4KP_AHEAD 2
-#endif
 static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -1314,11 +1315,8 @@ static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_
                     (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
                 const __m256 da = _mm256_broadcast_ss(&yb->d);
                 const __m256 d = _mm256_mul_ps(dw, da), dm = _mm256_mul_ps(dmw, da);
-                const __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                int32_t
-                    bp[4]; /* pair g: the activation sums of sub-blocks 2g and 2g+1, int16 each */
-                _mm_storeu_si128((__m128i *)bp, _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                                               _mm256_extracti128_si256(bs, 1)));
+                int32_t bp[4]; /* pair g: sub-blocks 2g and 2g+1's activation sums, int16 each */
+                _mm_storeu_si128((__m128i *)bp, q8k_bsum_pairs(yb));
                 __m256i isum = _mm256_setzero_si256(), imin = isum;
                 for (int g = 0; g < 4; g++) {
                     const uint8_t *q = p + 128 + 256 * g;
@@ -1349,8 +1347,6 @@ static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void
                             const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int64_t nb = n / QK_K;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
         const struct block_q8_K *y[4];
@@ -1366,33 +1362,14 @@ static void avx2_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void
                 const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
                 __m256i scales[2], q[8], sc[8];
                 scales16_halves(sc8, scales);
-                UNROLL
-                for (int h = 0; h < 2; h++) {
-                    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-                    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-                    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-                    q[4 * h]         = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                                       _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-                    q[4 * h + 1]     = _mm256_or_si256(
-                            _mm256_and_si256(l1, m4),
-                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-                    q[4 * h + 2] = _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
-                    q[4 * h + 3] = _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
-                    UNROLL
-                    for (int c = 0; c < 4; c++)
-                        sc[4 * h + c] = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * c));
-                }
+                q6_k_unpack_half(&x[i], 0, scales, q, sc);
+                q6_k_unpack_half(&x[i], 1, scales, q + 4, sc + 4);
                 const __m256 dx = _mm256_set1_ps(half(x[i].d));
                 UNROLL
                 for (int tt = 0; tt < 4; tt++) {
                     const struct block_q8_K *yb = y[tt] + i;
-                    const __m256i off           = _mm256_slli_epi32(
-                                  _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)yb->bsums), sc16), 5);
-                    const __m256i sumi = _mm256_sub_epi32(kq_dot8(q, sc, yb->qs), off);
+                    const __m256i sumi =
+                        _mm256_sub_epi32(kq_dot8(q, sc, yb->qs), q6_k_off(yb, sc16));
                     acc[tt] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&yb->d), dx),
                                               _mm256_cvtepi32_ps(sumi), acc[tt]);
                 }
