@@ -566,12 +566,51 @@ static inline __m256 q4p_step(const __m256i lo[4], const __m256i hi[4], __m256 d
                            acc);
 }
 
+#define Q40P_AHEAD 16
+
+/*
+ * One token against a packed group: decode's case, where the kernel has to
+ * keep up with memory. Each 32-byte chunk is unpacked and multiplied as it
+ * arrives and the chain stays in a register, which the four-token loop's
+ * arrays of unpacked blocks and accumulators do not allow.
+ */
+static void q4p_gemv(int64_t nb, const uint8_t *wp, const uint8_t *a, const struct q8_0_sum *as,
+                     float *s)
+{
+    const size_t gl  = 8 * sizeof(struct block_q4_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc       = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = wp + b * gl;
+        const int8_t *qa = ((const struct block_q8_0 *)a + b)->qs;
+        _mm_prefetch((const char *)(g + Q40P_AHEAD * gl), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + gl - 1), _MM_HINT_T0);
+        __m256i p[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * k));
+            p[k] =
+                _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast4(qa + 4 * k)),
+                                 _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                                      bcast4(qa + 16 + 4 * k)));
+        }
+        const __m256i ps =
+            _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3]));
+        const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(ps, _mm256_set1_epi16(1)),
+                                              _mm256_set1_epi32(8 * as[b].sum));
+        const __m256 dw    = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(as[b].d)),
+                              acc);
+    }
+    _mm256_storeu_ps(s, acc);
+}
+
 /*
  * gemm8 over a packed group (ref_pack8_q4_0's layout): one contiguous stream,
  * and a 32-bit lane per row throughout, so the eight rows' block sums need
  * no horizontal reduction. Four tokens share each unpacked weight block.
  */
-#define Q40P_AHEAD 16
 static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -582,6 +621,10 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
     for (; t0 < n_tok; t0 += 4) {
         const int32_t tn  = n_tok - t0 < 4 ? n_tok - t0 : 4;
         const uint8_t *a0 = (const uint8_t *)a + (size_t)t0 * a_row;
+        if (tn == 1) {
+            q4p_gemv(nb, wp, a0, as + t0 * nb, s + (size_t)t0 * s_stride);
+            break;
+        }
         const uint8_t *a1 = tn > 1 ? a0 + a_row : a0, *a2 = tn > 2 ? a0 + 2 * a_row : a0;
         const uint8_t *a3         = tn > 3 ? a0 + 3 * a_row : a0;
         const struct q8_0_sum *s0 = as + t0 * nb, *s1 = tn > 1 ? s0 + nb : s0;
@@ -1228,17 +1271,16 @@ static void avx2_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
 }
 
 /*
- * The scales and mins of a packed Q4_K superblock (ref_pack8_q4_k), a lane
- * per row: sc[j] holds sub-block j's scale twice (an int16 pair, for madd),
- * mn[g] the mins of sub-blocks 2g and 2g+1 as an int16 pair.
+ * The 6-bit scale and min entries of a packed Q4_K superblock
+ * (ref_pack8_q4_k): e[0], e[1] the scales of sub-blocks 0..3 and 4..7,
+ * e[2], e[3] the mins, entry 8j + r for sub-block j of row r.
  */
-static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
+static inline void q4kp_entries(const uint8_t *p, uint8_t e[4][32])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
     const __m256i ls = _mm256_loadu_si256((const __m256i *)(p + 32));
     const __m256i lm = _mm256_loadu_si256((const __m256i *)(p + 64));
     const __m256i h  = _mm256_loadu_si256((const __m256i *)(p + 96));
-    uint8_t e[4][32]; /* scale entries 0..31, 32..63, min entries 0..31, 32..63 (entry 8j + r) */
     _mm256_storeu_si256(
         (__m256i *)e[0],
         _mm256_or_si256(_mm256_and_si256(ls, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)));
@@ -1254,15 +1296,37 @@ static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
         (__m256i *)e[3],
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lm, 4), m4),
                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)));
-    __m256i m[8];
-    for (int j = 0; j < 8; j++) {
-        const __m256i v =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[j / 4] + 8 * (j % 4))));
-        sc[j] = _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
-        m[j] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[2 + j / 4] + 8 * (j % 4))));
-    }
+}
+
+/* Eight entries from 8j (j = sub-block) of e[i], a lane per row. */
+static inline __m256i q4kp_entry(const uint8_t e[4][32], int i, int j)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[i + j / 4] + 8 * (j % 4))));
+}
+
+/* Sub-block j's scale in each row's lane twice (an int16 pair, for madd). */
+static inline __m256i q4kp_sc(const uint8_t e[4][32], int j)
+{
+    const __m256i v = q4kp_entry(e, 0, j);
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* The mins of sub-blocks 2g and 2g+1 as an int16 pair in each row's lane. */
+static inline __m256i q4kp_mn(const uint8_t e[4][32], int g)
+{
+    return _mm256_or_si256(q4kp_entry(e, 2, 2 * g),
+                           _mm256_slli_epi32(q4kp_entry(e, 2, 2 * g + 1), 16));
+}
+
+/* All of a superblock's scale pairs sc[j] and min pairs mn[g], for several tokens. */
+static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
+{
+    uint8_t e[4][32];
+    q4kp_entries(p, e);
+    for (int j = 0; j < 8; j++)
+        sc[j] = q4kp_sc(e, j);
     for (int g = 0; g < 4; g++)
-        mn[g] = _mm256_or_si256(m[2 * g], _mm256_slli_epi32(m[2 * g + 1], 16));
+        mn[g] = q4kp_mn(e, g);
 }
 
 /*
@@ -1289,6 +1353,44 @@ static inline __m256i q4kp_sub(const uint8_t *q, int hi, const int8_t *qa, __m25
  * others once per superblock (its gemv, as vec_dot), each a lane per row.
  */
 #define Q4KP_AHEAD 2
+
+/*
+ * One token against a packed Q4_K group in the gemv order (decode): scales
+ * are expanded as each sub-block pair needs them and both chains stay in
+ * registers, so the kernel keeps up with memory.
+ */
+static void q4kp_gemv(int64_t nb, const uint8_t *wp, const uint8_t *a, float *s)
+{
+    const size_t gl = 8 * sizeof(struct block_q4_K);
+    __m256 acc = _mm256_setzero_ps(), acc_m = acc;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p = wp + b * gl;
+        for (size_t o = 0; o < gl; o += 64)
+            _mm_prefetch((const char *)(p + Q4KP_AHEAD * gl + o), _MM_HINT_T0);
+        const struct block_q8_K *yb = (const struct block_q8_K *)a + b;
+        uint8_t e[4][32];
+        q4kp_entries(p, e);
+        int32_t bp[4];
+        _mm_storeu_si128((__m128i *)bp, q8k_bsum_pairs(yb));
+        __m256i isum = _mm256_setzero_si256(), imin = isum;
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            const uint8_t *q = p + 128 + 256 * g;
+            isum = _mm256_add_epi32(isum, q4kp_sub(q, 0, yb->qs + 64 * g, q4kp_sc(e, 2 * g)));
+            isum =
+                _mm256_add_epi32(isum, q4kp_sub(q, 1, yb->qs + 64 * g + 32, q4kp_sc(e, 2 * g + 1)));
+            imin =
+                _mm256_add_epi32(imin, _mm256_madd_epi16(q4kp_mn(e, g), _mm256_set1_epi32(bp[g])));
+        }
+        const __m256 da  = _mm256_broadcast_ss(&yb->d);
+        const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        acc              = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, da), acc);
+        acc_m            = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin), _mm256_mul_ps(dmw, da), acc_m);
+    }
+    _mm256_storeu_ps(s, _mm256_sub_ps(acc, acc_m));
+}
+
 static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -1298,6 +1400,10 @@ static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_
     for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
         const int quad   = t0 < quads;
+        if (tn == 1) {
+            q4kp_gemv(nb, wp, (const uint8_t *)a + (size_t)t0 * a_row, s + (size_t)t0 * s_stride);
+            break;
+        }
         __m256 acc[4], acc_m[4];
         for (int tt = 0; tt < 4; tt++)
             acc[tt] = acc_m[tt] = _mm256_setzero_ps();
