@@ -16,8 +16,8 @@
  * vector expf where the reference calls libm. The tests bound those.
  *
  * Vectorized: conversions to and from f16/bf16, the Q8_0/Q8_1/Q8_K
- * activation quantizers, vec_dot of every weight type, gemm8 for Q4_K
- * (llama.cpp's quad order), gemm8p over the reference's packed Q4_0 and
+ * activation quantizers, vec_dot of every weight type, gemm8 for Q8_0,
+ * Q6_K and Q4_K (llama.cpp's quad order), gemm8p over the reference's packed Q4_0 and
  * Q4_K layouts, attention and the float ops. The quantized types'
  * to_float and the weight quantizers (not on the inference path) are
  * ref.c's.
@@ -473,6 +473,35 @@ static void neon_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const voi
     *s = tinyblas_sum(acc);
 }
 
+/* Eight Q8_0 rows by up to four tokens in the tinyBLAS lanes: a weight block is loaded once. */
+static void neon_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                            const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb = n / QK8_0;
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        for (int r = 0; r < 8; r++) {
+            const struct block_q8_0 *x =
+                (const struct block_q8_0 *)((const uint8_t *)w + r * row_len);
+            float32x4_t acc[4][2];
+            for (int tt = 0; tt < 4; tt++)
+                acc[tt][0] = acc[tt][1] = vdupq_n_f32(0.0f);
+            for (int64_t b = 0; b < nb; b++) {
+                const int8x16_t w0 = vld1q_s8(x[b].qs), w1 = vld1q_s8(x[b].qs + 16);
+                const float dw     = half(x[b].d);
+                for (int32_t tt = 0; tt < tn; tt++) {
+                    const struct block_q8_0 *yb =
+                        (const struct block_q8_0 *)((const uint8_t *)a +
+                                                    (size_t)(t0 + tt) * a_row) + b;
+                    tinyblas_block(acc[tt], dw * half(yb->d), w0, w1, yb->qs);
+                }
+            }
+            for (int32_t tt = 0; tt < tn; tt++)
+                s[(size_t)(t0 + tt) * s_stride + r] = tinyblas_sum(acc[tt]);
+        }
+    }
+}
+
 /* Q5_0's q - 16 as int8: the nibble with 0xF0 or'ed in where the 5th bit is clear. */
 static void neon_vec_dot_q5_0_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
@@ -769,38 +798,80 @@ static void neon_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const voi
     *s = sum;
 }
 
+/*
+ * A Q6_K superblock's quants minus 32 (-32..31) by 16-element sub-block:
+ * q[j] is elements 16j..16j+15, which scales[j] scales.
+ */
+static inline void q6_k_unpack(const struct block_q6_K *x, int8x16_t q[16])
+{
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const int8x16_t off = vdupq_n_s8(32);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+        for (int c = 0; c < 2; c++) { /* elements l = 16c .. 16c + 15 of each quarter */
+            const uint8x16_t l0 = vld1q_u8(ql + 16 * c), l1 = vld1q_u8(ql + 32 + 16 * c);
+            const uint8x16_t hb = vld1q_u8(qh + 16 * c);
+            /* quarter k (elements 32k + l of the half) is sub-block 8h + 2k + c */
+            const uint8x16_t u[4] = {
+                vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
+                vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
+                vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
+                vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+            };
+            for (int k = 0; k < 4; k++)
+                q[8 * h + 2 * k + c] = vsubq_s8(vreinterpretq_s8_u8(u[k]), off);
+        }
+    }
+}
+
+/* sum_j scales[j] * (sum of sub-block j's q * a), exact. */
+static inline int32_t q6_k_isum(const int8x16_t q[16], const int8_t *sc, const int8_t *q8)
+{
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int j = 0; j < 16; j++)
+        acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), q[j], vld1q_s8(q8 + 16 * j)), sc[j]);
+    return vaddvq_s32(acc);
+}
+
 static void neon_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q6_K *x = w;
     const struct block_q8_K *y = a;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
-    const int8x16_t off = vdupq_n_s8(32);
-    float sum           = 0.0f;
+    float sum                  = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const int8_t *sc = x[i].scales;
-        int32x4_t acc    = vdupq_n_s32(0);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
-            const int8_t *q8  = y[i].qs + 128 * h;
-            for (int c = 0; c < 2; c++) { /* elements l = 16c .. 16c + 15 of each quarter */
-                const uint8x16_t l0 = vld1q_u8(ql + 16 * c), l1 = vld1q_u8(ql + 32 + 16 * c);
-                const uint8x16_t hb = vld1q_u8(qh + 16 * c);
-                const uint8x16_t q[4] = {
-                    vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-                    vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
-                };
-                for (int k = 0; k < 4; k++) { /* quarter k: elements 32k + l, sub-block 2k + c */
-                    const int8x16_t qs = vsubq_s8(vreinterpretq_s8_u8(q[k]), off);
-                    acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), qs, vld1q_s8(q8 + 32 * k + 16 * c)),
-                                      sc[8 * h + 2 * k + c]);
-                }
-            }
-        }
-        sum += (half(x[i].d) * y[i].d) * (float)vaddvq_s32(acc);
+        int8x16_t q[16];
+        q6_k_unpack(&x[i], q);
+        sum += (half(x[i].d) * y[i].d) * (float)q6_k_isum(q, x[i].scales, y[i].qs);
     }
     *s = sum;
+}
+
+/* Eight Q6_K rows by up to four tokens: a row's superblock is unpacked once for the tokens. */
+static void neon_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                            const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb = n / QK_K;
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        for (int r = 0; r < 8; r++) {
+            const struct block_q6_K *x =
+                (const struct block_q6_K *)((const uint8_t *)w + r * row_len);
+            float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int64_t i = 0; i < nb; i++) {
+                int8x16_t q[16];
+                q6_k_unpack(&x[i], q);
+                const float dw = half(x[i].d);
+                for (int32_t tt = 0; tt < tn; tt++) {
+                    const struct block_q8_K *yb =
+                        (const struct block_q8_K *)((const uint8_t *)a +
+                                                    (size_t)(t0 + tt) * a_row) + i;
+                    sum[tt] += (dw * yb->d) * (float)q6_k_isum(q, x[i].scales, yb->qs);
+                }
+            }
+            for (int32_t tt = 0; tt < tn; tt++)
+                s[(size_t)(t0 + tt) * s_stride + r] = sum[tt];
+        }
+    }
 }
 
 static void neon_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a)
@@ -1222,7 +1293,7 @@ static const struct kernels table = {
             [DTYPE_Q4_0]   = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
                               neon_vec_dot_q4_0_q8_0, NULL, ref_pack8_q4_0, neon_gemm8p_q4_0},
             [DTYPE_Q8_0]   = {DTYPE_Q8_0, ref_q8_0_to_float, neon_q8_0_from_float,
-                              neon_vec_dot_q8_0_q8_0, NULL, NULL, NULL},
+                              neon_vec_dot_q8_0_q8_0, neon_gemm8_q8_0, NULL, NULL},
             [DTYPE_Q4_1]   = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, neon_vec_dot_q4_1_q8_1, NULL,
                               NULL, NULL},
             [DTYPE_Q5_0]   = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, neon_vec_dot_q5_0_q8_0, NULL,
@@ -1239,8 +1310,8 @@ static const struct kernels table = {
                               neon_gemm8_q4_k, ref_pack8_q4_k, neon_gemm8p_q4_k},
             [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, neon_vec_dot_q5_k_q8_k, NULL,
                               NULL, NULL},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, neon_vec_dot_q6_k_q8_k, NULL,
-                              NULL, NULL},
+            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, neon_vec_dot_q6_k_q8_k,
+                              neon_gemm8_q6_k, NULL, NULL},
             [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, neon_vec_dot_iq4_xs_q8_k,
                               NULL, NULL, NULL},
             [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, neon_q8_1_from_float, NULL, NULL,
