@@ -79,7 +79,7 @@ static inline void nibbles32(const uint8_t *qs, int8x16_t *lo, int8x16_t *hi)
     *hi                = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
 }
 
-/* Byte j of the two results: 0xFF where bit j (lo) or bit 16 + j (hi) of the 32 bits at p is set. */
+/* Byte j of lo (hi): 0xFF where bit j (16 + j) of the 32 bits at p is set, else 0. */
 static inline void bits32_to_bytes(const uint8_t *p, uint8x16_t *lo, uint8x16_t *hi)
 {
     static const uint8_t idx_lo[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -102,15 +102,14 @@ static inline float32x4_t v_expf(float32x4_t x)
     const float32x4_t r = vdupq_n_f32(0x1.8p23f);
     const float32x4_t z = vfmaq_f32(r, x, vdupq_n_f32(0x1.715476p+0f));
     const float32x4_t n = vsubq_f32(z, r);
-    const float32x4_t b = vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n,
-                                    vdupq_n_f32(0x1.7f7d1cp-20f));
+    const float32x4_t b =
+        vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(0x1.62e4p-1f)), n, vdupq_n_f32(0x1.7f7d1cp-20f));
     const float32x4_t u = vmulq_f32(b, b);
-    const float32x4_t j =
-        vfmaq_f32(vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0x1.ffffecp-1f), b),
-                  vfmaq_f32(vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b),
-                            vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b),
-                            u),
-                  u);
+    const float32x4_t j = vfmaq_f32(
+        vfmaq_f32(vdupq_n_f32(1.0f), vdupq_n_f32(0x1.ffffecp-1f), b),
+        vfmaq_f32(vfmaq_f32(vdupq_n_f32(0x1.fffdb6p-2f), vdupq_n_f32(0x1.555e66p-3f), b),
+                  vfmaq_f32(vdupq_n_f32(0x1.573e2ep-5f), vdupq_n_f32(0x1.0e4020p-7f), b), u),
+        u);
     if (vmaxvq_u32(vcagtq_f32(n, vdupq_n_f32(126)))) {
         float xs[4], ys[4];
         vst1q_f32(xs, x);
@@ -177,8 +176,9 @@ static inline uint16x4_t bf16_round(float32x4_t v)
     const uint32x4_t u   = vreinterpretq_u32_f32(v);
     const uint32x4_t lsb = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
     const uint32x4_t r   = vaddq_u32(u, vaddq_u32(lsb, vdupq_n_u32(0x7fff)));
-    const uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffff)), vdupq_n_u32(0x7f800000));
-    const uint32x4_t q   = vorrq_u32(u, vdupq_n_u32(64u << 16));
+    const uint32x4_t nan =
+        vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffff)), vdupq_n_u32(0x7f800000));
+    const uint32x4_t q = vorrq_u32(u, vdupq_n_u32(64u << 16));
     return vshrn_n_u32(vbslq_u32(nan, q, r), 16);
 }
 
@@ -264,13 +264,13 @@ static void neon_q8_k_from_float(const float *x, void *y, int64_t n)
                 max = xb[k];
                 break;
             }
-        const float iscale = -127.0f / max;
+        const float iscale  = -127.0f / max;
         const int32x4_t cap = vdupq_n_s32(127);
         for (int k = 0; k < QK_K; k += 16) {
             int32x4_t q[4];
             for (int j = 0; j < 4; j++)
-                q[j] = vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(xb + k + 4 * j), iscale)),
-                                 cap);
+                q[j] =
+                    vminq_s32(vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(xb + k + 4 * j), iscale)), cap);
             const int16x8_t a = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]));
             const int16x8_t c = vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]));
             vst1q_s8(b[i].qs + k, vcombine_s8(vmovn_s16(a), vmovn_s16(c)));
@@ -428,8 +428,8 @@ static void neon_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const v
     for (; i < nb; i++) {
         int8x16_t wl, wh;
         nibbles32(x[i].qs, &wl, &wh);
-        int32x4_t p = dot16(vdupq_n_s32(0), vqtbl1q_s8(table, vreinterpretq_u8_s8(wl)),
-                            vld1q_s8(y[i].qs));
+        int32x4_t p =
+            dot16(vdupq_n_s32(0), vqtbl1q_s8(table, vreinterpretq_u8_s8(wl)), vld1q_s8(y[i].qs));
         p   = dot16(p, vqtbl1q_s8(table, vreinterpretq_u8_s8(wh)), vld1q_s8(y[i].qs + 16));
         sum = fmaf((float)vaddvq_s32(p), half(x[i].d) * half(y[i].d), sum);
     }
@@ -445,10 +445,10 @@ static inline void tinyblas_block(float32x4_t acc[2], float d, int8x16_t w0, int
                                   const int8_t *a)
 {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
-    const int32x4_t l0 = vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(a0))),
-                                    vpaddlq_s16(vmull_high_s8(w0, a0)));
-    const int32x4_t l1 = vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(w1), vget_low_s8(a1))),
-                                    vpaddlq_s16(vmull_high_s8(w1, a1)));
+    const int32x4_t l0   = vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(a0))),
+                                      vpaddlq_s16(vmull_high_s8(w0, a0)));
+    const int32x4_t l1   = vpaddq_s32(vpaddlq_s16(vmull_s8(vget_low_s8(w1), vget_low_s8(a1))),
+                                      vpaddlq_s16(vmull_high_s8(w1, a1)));
     const float32x4_t vd = vdupq_n_f32(d);
     acc[0]               = vfmaq_f32(acc[0], vd, vcvtq_f32_s32(l0));
     acc[1]               = vfmaq_f32(acc[1], vd, vcvtq_f32_s32(l1));
@@ -468,8 +468,8 @@ static void neon_vec_dot_q8_0_q8_0(int64_t n, float *s, const void *w, const voi
     const struct block_q8_0 *y = a;
     float32x4_t acc[2]         = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
     for (int64_t i = 0; i < n / QK8_0; i++)
-        tinyblas_block(acc, half(x[i].d) * half(y[i].d), vld1q_s8(x[i].qs),
-                       vld1q_s8(x[i].qs + 16), y[i].qs);
+        tinyblas_block(acc, half(x[i].d) * half(y[i].d), vld1q_s8(x[i].qs), vld1q_s8(x[i].qs + 16),
+                       y[i].qs);
     *s = tinyblas_sum(acc);
 }
 
@@ -488,11 +488,12 @@ static void neon_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
                 acc[tt][0] = acc[tt][1] = vdupq_n_f32(0.0f);
             for (int64_t b = 0; b < nb; b++) {
                 const int8x16_t w0 = vld1q_s8(x[b].qs), w1 = vld1q_s8(x[b].qs + 16);
-                const float dw     = half(x[b].d);
+                const float dw = half(x[b].d);
                 for (int32_t tt = 0; tt < tn; tt++) {
                     const struct block_q8_0 *yb =
                         (const struct block_q8_0 *)((const uint8_t *)a +
-                                                    (size_t)(t0 + tt) * a_row) + b;
+                                                    (size_t)(t0 + tt) * a_row) +
+                        b;
                     tinyblas_block(acc[tt], dw * half(yb->d), w0, w1, yb->qs);
                 }
             }
@@ -612,23 +613,23 @@ static void neon_vec_dot_q2_k_q8_k(int64_t n, float *s, const void *w, const voi
         const int16x8_t mn0 = vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(vget_low_u8(sc), 4)));
         const int16x8_t mn1 = vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(vget_high_u8(sc), 4)));
         const int16x8_t bs0 = vld1q_s16(y[i].bsums), bs1 = vld1q_s16(y[i].bsums + 8);
-        int32x4_t mm        = vmull_s16(vget_low_s16(mn0), vget_low_s16(bs0));
-        mm                  = vmlal_high_s16(mm, mn0, bs0);
-        mm                  = vmlal_s16(mm, vget_low_s16(mn1), vget_low_s16(bs1));
-        mm                  = vmlal_high_s16(mm, mn1, bs1);
-        const int summs     = vaddvq_s32(mm);
+        int32x4_t mm    = vmull_s16(vget_low_s16(mn0), vget_low_s16(bs0));
+        mm              = vmlal_high_s16(mm, mn0, bs0);
+        mm              = vmlal_s16(mm, vget_low_s16(mn1), vget_low_s16(bs1));
+        mm              = vmlal_high_s16(mm, mn1, bs1);
+        const int summs = vaddvq_s32(mm);
 
         uint8_t scl[16];
         vst1q_u8(scl, vandq_u8(sc, vdupq_n_u8(0x0F)));
         int32x4_t acc = vdupq_n_s32(0);
         for (int h = 0; h < 2; h++) {
             const uint8x16_t b0 = vld1q_u8(x[i].qs + 32 * h), b1 = vld1q_u8(x[i].qs + 32 * h + 16);
-            const int8_t *q8    = y[i].qs + 128 * h;
+            const int8_t *q8 = y[i].qs + 128 * h;
             for (int k = 0; k < 4; k++) {
                 const int8x16_t sh = vdupq_n_s8((int8_t)(-2 * k)); /* a right shift by 2k */
                 const int8x16_t q0 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(b0, sh), m3));
                 const int8x16_t q1 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(b1, sh), m3));
-                const int j         = 8 * h + 2 * k;
+                const int j        = 8 * h + 2 * k;
                 acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), q0, vld1q_s8(q8 + 32 * k)), scl[j]);
                 acc = vmlaq_n_s32(acc, dot16(vdupq_n_s32(0), q1, vld1q_s8(q8 + 32 * k + 16)),
                                   scl[j + 1]);
@@ -652,10 +653,10 @@ static void neon_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const voi
         int8_t sc[16];
         q3_k_scales(x[i].scales, sc);
         const uint8x16_t hm0 = vld1q_u8(x[i].hmask), hm1 = vld1q_u8(x[i].hmask + 16);
-        int32x4_t acc        = vdupq_n_s32(0);
+        int32x4_t acc = vdupq_n_s32(0);
         for (int h = 0; h < 2; h++) {
             const uint8x16_t b0 = vld1q_u8(x[i].qs + 32 * h), b1 = vld1q_u8(x[i].qs + 32 * h + 16);
-            const int8_t *q8    = y[i].qs + 128 * h;
+            const int8_t *q8 = y[i].qs + 128 * h;
             for (int k = 0; k < 4; k++) {
                 const int8x16_t sh  = vdupq_n_s8((int8_t)(-2 * k));
                 const uint8x16_t bm = vdupq_n_u8((uint8_t)(1u << (4 * h + k)));
@@ -688,8 +689,10 @@ static inline void q4_k_subsums(const uint8_t qs[QK_K / 2], const int8_t *q8, in
         const int8_t *a     = q8 + 64 * g;
         p[2 * g] = dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(b0, m4)), vld1q_s8(a));
         p[2 * g] = dot16(p[2 * g], vreinterpretq_s8_u8(vandq_u8(b1, m4)), vld1q_s8(a + 16));
-        p[2 * g + 1] = dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(b0, 4)), vld1q_s8(a + 32));
-        p[2 * g + 1] = dot16(p[2 * g + 1], vreinterpretq_s8_u8(vshrq_n_u8(b1, 4)), vld1q_s8(a + 48));
+        p[2 * g + 1] =
+            dot16(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(b0, 4)), vld1q_s8(a + 32));
+        p[2 * g + 1] =
+            dot16(p[2 * g + 1], vreinterpretq_s8_u8(vshrq_n_u8(b1, 4)), vld1q_s8(a + 48));
     }
     out[0] = hsum4_s32(p[0], p[1], p[2], p[3]);
     out[1] = hsum4_s32(p[4], p[5], p[6], p[7]);
@@ -756,9 +759,9 @@ static void neon_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void
     const int32_t quads = n_tok / 4 * 4;
     for (int r = 0; r < 8; r++)
         for (int32_t t = 0; t < n_tok; t++)
-            s[(size_t)t * s_stride + r] = q4_k_dot(n, (const uint8_t *)w + r * row_len,
-                                                   (const uint8_t *)a + (size_t)t * a_row,
-                                                   t < quads ? 2 : 8);
+            s[(size_t)t * s_stride + r] =
+                q4_k_dot(n, (const uint8_t *)w + r * row_len,
+                         (const uint8_t *)a + (size_t)t * a_row, t < quads ? 2 : 8);
 }
 
 static void neon_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const void *a)
@@ -779,14 +782,20 @@ static void neon_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const voi
             const uint8x16_t s4 = vdupq_n_u8(16);
             const int8_t *q8    = y[i].qs + 64 * g;
             /* the 5th bit adds 16 */
-            const int8x16_t l0 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b0, m4), vandq_u8(vtstq_u8(h0, bl), s4)));
-            const int8x16_t l1 = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b1, m4), vandq_u8(vtstq_u8(h1, bl), s4)));
-            const int8x16_t u0 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b0, 4), vandq_u8(vtstq_u8(h0, bh), s4)));
-            const int8x16_t u1 = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b1, 4), vandq_u8(vtstq_u8(h1, bh), s4)));
-            p[2 * g]     = dot16(dot16(vdupq_n_s32(0), l0, vld1q_s8(q8)), l1, vld1q_s8(q8 + 16));
-            p[2 * g + 1] = dot16(dot16(vdupq_n_s32(0), u0, vld1q_s8(q8 + 32)), u1, vld1q_s8(q8 + 48));
+            const int8x16_t l0 =
+                vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b0, m4), vandq_u8(vtstq_u8(h0, bl), s4)));
+            const int8x16_t l1 =
+                vreinterpretq_s8_u8(vorrq_u8(vandq_u8(b1, m4), vandq_u8(vtstq_u8(h1, bl), s4)));
+            const int8x16_t u0 =
+                vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b0, 4), vandq_u8(vtstq_u8(h0, bh), s4)));
+            const int8x16_t u1 =
+                vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(b1, 4), vandq_u8(vtstq_u8(h1, bh), s4)));
+            p[2 * g] = dot16(dot16(vdupq_n_s32(0), l0, vld1q_s8(q8)), l1, vld1q_s8(q8 + 16));
+            p[2 * g + 1] =
+                dot16(dot16(vdupq_n_s32(0), u0, vld1q_s8(q8 + 32)), u1, vld1q_s8(q8 + 48));
         }
-        const int32x4_t ss[2] = {hsum4_s32(p[0], p[1], p[2], p[3]), hsum4_s32(p[4], p[5], p[6], p[7])};
+        const int32x4_t ss[2] = {hsum4_s32(p[0], p[1], p[2], p[3]),
+                                 hsum4_s32(p[4], p[5], p[6], p[7])};
         int32x4_t is[2], im[2];
         k4_weighted(ss, sc, &y[i], is, im);
         /* dot_k4_block: the mins over the 16 bsums are the same integer as over their pairs */
@@ -864,7 +873,8 @@ static void neon_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void
                 for (int32_t tt = 0; tt < tn; tt++) {
                     const struct block_q8_K *yb =
                         (const struct block_q8_K *)((const uint8_t *)a +
-                                                    (size_t)(t0 + tt) * a_row) + i;
+                                                    (size_t)(t0 + tt) * a_row) +
+                        i;
                     sum[tt] += (dw * yb->d) * (float)q6_k_isum(q, x[i].scales, yb->qs);
                 }
             }
@@ -917,10 +927,10 @@ static inline void rows8_acc(uint8x16_t c0, uint8x16_t c1, int8x16_t a4, int16x8
                              int16x8_t *s1)
 {
     const int8x16_t w0 = vreinterpretq_s8_u8(c0), w1 = vreinterpretq_s8_u8(c1);
-    *s0 = vaddq_s16(*s0, vpaddq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(a4)),
-                                    vmull_high_s8(w0, a4)));
-    *s1 = vaddq_s16(*s1, vpaddq_s16(vmull_s8(vget_low_s8(w1), vget_low_s8(a4)),
-                                    vmull_high_s8(w1, a4)));
+    *s0 = vaddq_s16(*s0,
+                    vpaddq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(a4)), vmull_high_s8(w0, a4)));
+    *s1 = vaddq_s16(*s1,
+                    vpaddq_s16(vmull_s8(vget_low_s8(w1), vget_low_s8(a4)), vmull_high_s8(w1, a4)));
 }
 
 /* Four activation quants at p in every 32-bit lane. */
@@ -968,13 +978,14 @@ static void neon_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
         for (int tt = 0; tt < 4; tt++)
             acc[tt][0] = acc[tt][1] = vdupq_n_f32(0.0f);
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *g = (const uint8_t *)wp + b * gl;
+            const uint8_t *g      = (const uint8_t *)wp + b * gl;
             const float32x4_t dw0 = load_f16x4((const uint16_t *)g);
             const float32x4_t dw1 = load_f16x4((const uint16_t *)g + 4);
             for (int32_t tt = 0; tt < tn; tt++) {
-                const int32_t t              = t0 + tt;
-                const struct block_q8_0 *ab  = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row) + b;
-                const struct q8_0_sum *sb    = &as[(size_t)t * nb + b];
+                const int32_t t = t0 + tt;
+                const struct block_q8_0 *ab =
+                    (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row) + b;
+                const struct q8_0_sum *sb = &as[(size_t)t * nb + b];
                 int32x4_t i0, i1;
                 q4_0p_block(g, ab->qs, sb->sum, &i0, &i1);
                 acc[tt][0] = vfmaq_f32(acc[tt][0], vcvtq_f32_s32(i0), vmulq_n_f32(dw0, sb->d));
@@ -999,7 +1010,8 @@ static inline void q4_kp_scales(const uint8_t *p, int16x8_t sc[8], int16x8_t mn[
         const uint8x16_t ls = vld1q_u8(p + 32 + 16 * half16);
         const uint8x16_t lm = vld1q_u8(p + 64 + 16 * half16);
         const uint8x16_t h  = vld1q_u8(p + 96 + 16 * half16);
-        /* entries 0..31 (sub-blocks 0..3) and 32..63 (4..7); this half's bytes are two sub-blocks */
+        /* entries 0..31 (sub-blocks 0..3) and 32..63 (4..7); this half's bytes are two sub-blocks
+         */
         const uint8x16_t e[4] = {
             vorrq_u8(vandq_u8(ls, m4), vshlq_n_u8(vandq_u8(h, m3), 4)),
             vorrq_u8(vshrq_n_u8(ls, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4)),
@@ -1024,8 +1036,8 @@ static inline void q4_kp_sub(const uint8_t *q, int hi, const int8_t *qa, int32x4
     int16x8_t s0 = vdupq_n_s16(0), s1 = s0;
     for (int k = 0; k < 8; k++) {
         uint8x16_t c0 = vld1q_u8(q + 32 * k), c1 = vld1q_u8(q + 32 * k + 16);
-        c0            = hi ? vshrq_n_u8(c0, 4) : vandq_u8(c0, m4);
-        c1            = hi ? vshrq_n_u8(c1, 4) : vandq_u8(c1, m4);
+        c0 = hi ? vshrq_n_u8(c0, 4) : vandq_u8(c0, m4);
+        c1 = hi ? vshrq_n_u8(c1, 4) : vandq_u8(c1, m4);
         rows8_acc(c0, c1, bcast4(qa + 4 * k), &s0, &s1);
     }
     *i0 = rows_s32(s0);
@@ -1051,11 +1063,12 @@ static void neon_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_
     const int32_t quads = n_tok / 4 * 4;
     const size_t gl     = 8 * sizeof(struct block_q4_K);
     for (int32_t t = 0; t < n_tok; t++) {
-        const int quad = t < quads;
+        const int quad     = t < quads;
         float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}, acc_m[2] = {acc[0], acc[1]};
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *p            = (const uint8_t *)wp + b * gl;
-            const struct block_q8_K *yb = (const struct block_q8_K *)((const uint8_t *)a + (size_t)t * a_row) + b;
+            const uint8_t *p = (const uint8_t *)wp + b * gl;
+            const struct block_q8_K *yb =
+                (const struct block_q8_K *)((const uint8_t *)a + (size_t)t * a_row) + b;
             int16x8_t sc[8], mn[8];
             q4_kp_scales(p, sc, mn);
             const float32x4_t d0  = vmulq_n_f32(load_f16x4((const uint16_t *)p), yb->d);
@@ -1096,8 +1109,8 @@ static void neon_rmsnorm(float *y, const float *x, const float *w, int64_t n, fl
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const float32x4_t a = vld1q_f32(x + i), b = vld1q_f32(x + i + 4);
-        s0                  = acc_f64(s0, vmulq_f32(a, a));
-        s1                  = acc_f64(s1, vmulq_f32(b, b));
+        s0 = acc_f64(s0, vmulq_f32(a, a));
+        s1 = acc_f64(s1, vmulq_f32(b, b));
     }
     double sum = vaddvq_f64(vaddq_f64(s0, s1));
     for (; i < n; i++)
@@ -1189,8 +1202,8 @@ static void neon_scale_f32(float *y, float alpha, int64_t n)
 static inline void attn_load(float *dst, const uint8_t *row, int32_t hd, int f16)
 {
     for (int32_t d = 0; d < hd; d += 4)
-        vst1q_f32(dst + d, f16 ? load_f16x4((const uint16_t *)row + d)
-                               : vld1q_f32((const float *)row + d));
+        vst1q_f32(dst + d,
+                  f16 ? load_f16x4((const uint16_t *)row + d) : vld1q_f32((const float *)row + d));
 }
 
 /*
@@ -1237,7 +1250,7 @@ static void neon_attn_row(float *out, const float *q, int32_t hd, const struct a
                 vst1q_f32(out + d, vmulq_n_f32(vld1q_f32(out + d), ms));
             S *= ms;
         }
-        M = Mnew;
+        M           = Mnew;
         double tsum = 0;
         for (int32_t c = 0; c < ATTN_TILE; c += 16) {
             float32x4_t e[4];
@@ -1245,7 +1258,8 @@ static void neon_attn_row(float *out, const float *q, int32_t hd, const struct a
                 e[k] = v_expf(vsubq_f32(vld1q_f32(kq + c + 4 * k), vdupq_n_f32(Mnew)));
                 vst1q_f32(kq + c + 4 * k, e[k]);
             }
-            /* t3 = v[l + 8] + v[l], t6 = t3[l + 4] + t3[l], then (t6[0] + t6[2]) + (t6[1] + t6[3]) */
+            /* t3 = v[l + 8] + v[l], t6 = t3[l + 4] + t3[l], then (t6[0] + t6[2]) + (t6[1] + t6[3])
+             */
             const float32x4_t t6 = vaddq_f32(vaddq_f32(e[3], e[1]), vaddq_f32(e[2], e[0]));
             float t[4];
             vst1q_f32(t, t6);
@@ -1280,56 +1294,57 @@ static void neon_attn_rows(float *const *out, const float *const *q, int32_t nq,
 
 /* ---------------------------------------------------------------- the table */
 
-static const struct kernels table = {
-    .name = "neon",
-    .type =
-        {
-            [DTYPE_F32]    = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, neon_vec_dot_f32,
-                              NULL, NULL, NULL},
-            [DTYPE_F16]    = {DTYPE_F16, neon_f16_to_float, neon_f16_from_float, neon_vec_dot_f16,
-                              NULL, NULL, NULL},
-            [DTYPE_BF16]   = {DTYPE_BF16, neon_bf16_to_float, neon_bf16_from_float,
-                              neon_vec_dot_bf16, NULL, NULL, NULL},
-            [DTYPE_Q4_0]   = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                              neon_vec_dot_q4_0_q8_0, NULL, ref_pack8_q4_0, neon_gemm8p_q4_0},
-            [DTYPE_Q8_0]   = {DTYPE_Q8_0, ref_q8_0_to_float, neon_q8_0_from_float,
-                              neon_vec_dot_q8_0_q8_0, neon_gemm8_q8_0, NULL, NULL},
-            [DTYPE_Q4_1]   = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, neon_vec_dot_q4_1_q8_1, NULL,
-                              NULL, NULL},
-            [DTYPE_Q5_0]   = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, neon_vec_dot_q5_0_q8_0, NULL,
-                              NULL, NULL},
-            [DTYPE_Q5_1]   = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, neon_vec_dot_q5_1_q8_1, NULL,
-                              NULL, NULL},
-            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, neon_vec_dot_iq4_nl_q8_0,
-                              NULL, NULL, NULL},
-            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, neon_vec_dot_q2_k_q8_k, NULL,
-                              NULL, NULL},
-            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, neon_vec_dot_q3_k_q8_k, NULL,
-                              NULL, NULL},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, neon_vec_dot_q4_k_q8_k,
-                              neon_gemm8_q4_k, ref_pack8_q4_k, neon_gemm8p_q4_k},
-            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, neon_vec_dot_q5_k_q8_k, NULL,
-                              NULL, NULL},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, neon_vec_dot_q6_k_q8_k,
-                              neon_gemm8_q6_k, NULL, NULL},
-            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, neon_vec_dot_iq4_xs_q8_k,
-                              NULL, NULL, NULL},
-            [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, neon_q8_1_from_float, NULL, NULL,
-                              NULL, NULL},
-            [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, neon_q8_k_from_float, NULL, NULL,
-                              NULL, NULL},
-        },
-    .rmsnorm     = neon_rmsnorm,
-    .silu_mul    = neon_silu_mul,
-    .softmax     = neon_softmax,
-    .dot_f32     = neon_dot_f32,
-    .dot_f32_f16 = neon_dot_f32_f16,
-    .axpy_f32    = neon_axpy_f32,
-    .axpy_f16    = neon_axpy_f16,
-    .scale_f32   = neon_scale_f32,
-    .attn_rows   = neon_attn_rows,
-    .f32_to_f16  = neon_f32_to_f16,
-    .f16_to_f32  = neon_f16_to_f32,
+static const struct kernels table =
+    {
+        .name = "neon",
+        .type =
+            {
+                [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, neon_vec_dot_f32,
+                                NULL, NULL, NULL},
+                [DTYPE_F16]  = {DTYPE_F16, neon_f16_to_float, neon_f16_from_float, neon_vec_dot_f16,
+                                NULL, NULL, NULL},
+                [DTYPE_BF16] = {DTYPE_BF16, neon_bf16_to_float, neon_bf16_from_float,
+                                neon_vec_dot_bf16, NULL, NULL, NULL},
+                [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
+                                neon_vec_dot_q4_0_q8_0, NULL, ref_pack8_q4_0, neon_gemm8p_q4_0},
+                [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, neon_q8_0_from_float,
+                                neon_vec_dot_q8_0_q8_0, neon_gemm8_q8_0, NULL, NULL},
+                [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, neon_vec_dot_q4_1_q8_1, NULL,
+                                NULL, NULL},
+                [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, neon_vec_dot_q5_0_q8_0, NULL,
+                                NULL, NULL},
+                [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, neon_vec_dot_q5_1_q8_1, NULL,
+                                NULL, NULL},
+                [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, neon_vec_dot_iq4_nl_q8_0,
+                                  NULL, NULL, NULL},
+                [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, neon_vec_dot_q2_k_q8_k, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, neon_vec_dot_q3_k_q8_k, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, neon_vec_dot_q4_k_q8_k,
+                                  neon_gemm8_q4_k, ref_pack8_q4_k, neon_gemm8p_q4_k},
+                [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, neon_vec_dot_q5_k_q8_k, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, neon_vec_dot_q6_k_q8_k,
+                                  neon_gemm8_q6_k, NULL, NULL},
+                [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, neon_vec_dot_iq4_xs_q8_k,
+                                  NULL, NULL, NULL},
+                [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, neon_q8_1_from_float, NULL, NULL,
+                                  NULL, NULL},
+                [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, neon_q8_k_from_float, NULL, NULL,
+                                  NULL, NULL},
+            },
+        .rmsnorm     = neon_rmsnorm,
+        .silu_mul    = neon_silu_mul,
+        .softmax     = neon_softmax,
+        .dot_f32     = neon_dot_f32,
+        .dot_f32_f16 = neon_dot_f32_f16,
+        .axpy_f32    = neon_axpy_f32,
+        .axpy_f16    = neon_axpy_f16,
+        .scale_f32   = neon_scale_f32,
+        .attn_rows   = neon_attn_rows,
+        .f32_to_f16  = neon_f32_to_f16,
+        .f16_to_f32  = neon_f16_to_f32,
 };
 
 const struct kernels *kernels_neon(void)
