@@ -5,7 +5,7 @@
  * built for aarch64. Compiled with -ffp-contract=off: a product and a sum
  * written apart stay two roundings, as in the reference.
  *
- * Every entry gives the reference's bits, not just its accuracy: the
+ * Nearly every entry gives the reference's bits, not just its accuracy: the
  * integer sums of the quantized dots are exact in any order, so NEON takes
  * them (widening multiplies and pairwise adds), and the float arithmetic
  * around them (the per-block fma chains, tinyBLAS's eight lanes, the
@@ -17,10 +17,10 @@
  *
  * Vectorized: conversions to and from f16/bf16, the Q8_0/Q8_1/Q8_K
  * activation quantizers, vec_dot of every weight type, gemm8 for Q8_0,
- * Q6_K and Q4_K (llama.cpp's quad order), gemm8p over the reference's packed Q4_0 and
- * Q4_K layouts, attention and the float ops. The quantized types'
- * to_float and the weight quantizers (not on the inference path) are
- * ref.c's.
+ * Q6_K and Q4_K (llama.cpp's quad order), gemm8p over the reference's
+ * packed Q4_0 and Q4_K layouts (pack8 is ref's, so every table packs
+ * alike), attention and the float ops. The quantized types' to_float, the
+ * weight quantizers and the F32 copies (not on the inference path) are ref.c's.
  */
 #include "kernels/ref.h"
 
