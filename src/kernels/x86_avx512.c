@@ -1,21 +1,301 @@
 /*
- * x86_avx512.c: the kernel table for x86-64 with AVX-512 (F, BW, VL, DQ, VNNI,
- * BF16; Sapphire Rapids, Zen 4). Compiled alone with those -m flags; the
+ * x86_avx512.c: the kernel table for x86-64 with AVX-512 F, BW, VL, DQ and
+ * VNNI (Ice Lake and later, Zen 4). Compiled alone with those -m flags; the
  * dispatcher checks the CPU for every one of them before using this table.
- * Not written yet: kernels_avx512() returns NULL and the dispatcher falls back
- * to AVX2. When it is filled, entries it does not vectorize point at ref.h's
- * functions, and tests/unit/test_kernels.c checks it against the reference.
+ *
+ * It is the AVX2 table with the prefill gemms of the benchmark types
+ * replaced: VNNI's vpdpbusd sums four u8 x s8 products into a 32-bit lane
+ * in one instruction, where AVX2 needs maddubs, an int16 add and madd. The
+ * integer sums are exact either way, and the float steps around them are
+ * the AVX2 kernels' own, so every result keeps the reference's bits. The
+ * 256-bit forms (VL) are used: they run at full rate on Zen 4, whose 512-bit
+ * instructions take two passes, and they leave the data layouts alone.
+ * Decode stays on the AVX2 kernels, which already stream at memory speed.
+ *
+ * `make avx512-test` builds this file against SIMDe's portable AVX-512
+ * (HEARTH_AVX512_SIMDE) and runs the kernel tests on an AVX2 host.
  */
 #include "kernels/ref.h"
 
 #include <stddef.h>
 
-#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(__x86_64__) &&                                                                         \
+    (defined(HEARTH_AVX512_SIMDE) || (defined(__AVX512F__) && defined(__AVX512BW__) &&             \
+                                      defined(__AVX512VL__) && defined(__AVX512VNNI__)))
 
-/* The table goes here; until then the dispatcher never picks this ISA. */
+#if defined(HEARTH_AVX512_SIMDE)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#endif
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "kernels/x86_common.h"
+
+/* Lane i of the result: src + sum over j < 4 of u[4i + j] (unsigned) * s[4i + j] (signed). */
+static inline __m256i dpbusd(__m256i src, __m256i u, __m256i s)
+{
+    return _mm256_dpbusd_epi32(src, u, s);
+}
+
+/* ---------------------------------------------------------------- Q8_0 */
+
+/*
+ * Q8_0 x Q8_0 for eight rows by up to four tokens, with avx2_gemm8_q8_0's
+ * arithmetic: each (row, token) keeps eight tinyBLAS lanes of
+ * fma(d_w * d_a, float(four-product sum), acc), the products broadcast
+ * from a per-chunk table. A lane's four-product sum is taken as
+ * sum((a + 128) * w) - 128 * sum(w): a + 128 is a's byte with its top bit
+ * flipped, unsigned as vpdpbusd wants, and the second term, one per row and
+ * block, seeds the accumulator. One instruction per (row, token, block)
+ * instead of AVX2's sign, maddubs and madd. Four rows at a time keep sixteen
+ * accumulators in AVX-512's 32 registers.
+ */
+static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb   = n / QK8_0;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    float dw_all[Q80_DW_MAX][8];
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        const struct block_q8_0 *y[4];
+        const struct q8_0_sum *ys[4];
+        for (int32_t tt = 0; tt < 4; tt++) {
+            const int32_t t = t0 + (tt < tn ? tt : 0);
+            y[tt]           = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
+            ys[tt]          = as + (size_t)t * nb;
+        }
+        if (t0 == 0 && nb <= Q80_DW_MAX)
+            q80_scales(w, row_len, 0, nb, dw_all);
+        __m256 acc[8][4]; /* [row][token], between chunks */
+        for (int r = 0; r < 8; r++)
+            for (int tt = 0; tt < 4; tt++)
+                acc[r][tt] = _mm256_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += Q80_CHUNK) {
+            const int64_t bn = nb - b0 < Q80_CHUNK ? nb - b0 : Q80_CHUNK;
+            float dd[Q80_CHUNK][4][8]; /* [block][token][row] = d_w * d_a */
+            const float(*dw8)[8] = dw_all + b0;
+            if (nb > Q80_DW_MAX) {
+                q80_scales(w, row_len, b0, bn, dw_all);
+                dw8 = dw_all;
+            }
+            for (int64_t b = 0; b < bn; b++) {
+                const __m256 dw = _mm256_loadu_ps(dw8[b]);
+                for (int tt = 0; tt < 4; tt++)
+                    _mm256_storeu_ps(dd[b][tt],
+                                     _mm256_mul_ps(dw, _mm256_broadcast_ss(&ys[tt][b0 + b].d)));
+            }
+            for (int r = 0; r < 8; r += 4) {
+                const struct block_q8_0 *x[4];
+                for (int i = 0; i < 4; i++)
+                    x[i] = (const struct block_q8_0 *)((const uint8_t *)w + (r + i) * row_len) + b0;
+                __m256 c[4][4];
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+                    for (int tt = 0; tt < 4; tt++)
+                        c[i][tt] = acc[r + i][tt];
+                for (int64_t b = 0; b < bn; b++) {
+                    __m256i au[4];
+#pragma GCC unroll 4
+                    for (int tt = 0; tt < 4; tt++)
+                        au[tt] = _mm256_xor_si256(
+                            _mm256_loadu_si256((const __m256i *)y[tt][b0 + b].qs), flip);
+#pragma GCC unroll 4
+                    for (int i = 0; i < 4; i++) {
+                        const __m256i q   = _mm256_loadu_si256((const __m256i *)x[i][b].qs);
+                        const __m256i off = _mm256_sub_epi32(
+                            _mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), flip, q));
+#pragma GCC unroll 4
+                        for (int tt = 0; tt < 4; tt++)
+                            c[i][tt] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[b][tt][r + i]),
+                                                       _mm256_cvtepi32_ps(dpbusd(off, au[tt], q)),
+                                                       c[i][tt]);
+                    }
+                }
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+                    for (int tt = 0; tt < 4; tt++)
+                        acc[r + i][tt] = c[i][tt];
+            }
+        }
+        for (int32_t tt = 0; tt < tn; tt++)
+            for (int r = 0; r < 8; r++)
+                s[(size_t)(t0 + tt) * s_stride + r] = hsum_ps(acc[r][tt]);
+    }
+}
+
+/* ---------------------------------------------------------------- packed Q4_0 */
+
+/*
+ * The eight rows' exact block sums against one activation block (a lane per
+ * row, as avx2's q4p_block): the low nibbles of chunk k meet activations
+ * 4k..4k+3, the high ones 16 + 4k.., and the seed takes the nibbles' offset
+ * of 8 off. Two chains halve the dependent vpdpbusd latency.
+ */
+static inline __m256i q4p_block(const __m256i lo[4], const __m256i hi[4], const int8_t *qa,
+                                int32_t sum)
+{
+    __m256i s0 = _mm256_set1_epi32(-8 * sum), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        s0 = dpbusd(s0, lo[k], bcast4(qa + 4 * k));
+        s1 = dpbusd(s1, hi[k], bcast4(qa + 16 + 4 * k));
+    }
+    return _mm256_add_epi32(s0, s1);
+}
+
+/*
+ * gemm8p over packed Q4_0 (ref_pack8_q4_0's layout) for whole fours of
+ * tokens, each chain acc = fma(float(block sum), d_w * d_a, acc) in block
+ * order as in the AVX2 kernel; the last n_tok % 4 tokens go to the AVX2
+ * table's, whose one-token loop keeps pace with memory.
+ */
+static void avx512_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
+                               const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb    = n / QK4_0;
+    const int32_t quads = n_tok / 4 * 4;
+    const size_t gl     = 8 * sizeof(struct block_q4_0);
+    const __m256i m4    = _mm256_set1_epi8(0x0F);
+    for (int32_t t0 = 0; t0 < quads; t0 += 4) {
+        const struct block_q8_0 *y[4];
+        const struct q8_0_sum *ys[4];
+        for (int tt = 0; tt < 4; tt++) {
+            y[tt]  = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row);
+            ys[tt] = as + (size_t)(t0 + tt) * nb;
+        }
+        __m256 acc[4];
+        for (int tt = 0; tt < 4; tt++)
+            acc[tt] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *g = (const uint8_t *)wp + b * gl;
+            const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+            __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * k));
+                lo[k]           = _mm256_and_si256(v, m4);
+                hi[k]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+#pragma GCC unroll 4
+            for (int tt = 0; tt < 4; tt++) {
+                const __m256i isum = q4p_block(lo, hi, y[tt][b].qs, ys[tt][b].sum);
+                acc[tt]            = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                                     _mm256_mul_ps(dw, _mm256_set1_ps(ys[tt][b].d)), acc[tt]);
+            }
+        }
+        for (int tt = 0; tt < 4; tt++)
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
+    }
+    if (quads < n_tok)
+        kernels_avx2()->type[DTYPE_Q4_0].gemm8p(n, wp, (const uint8_t *)a + (size_t)quads * a_row,
+                                                a_row, as + (size_t)quads * nb, n_tok - quads,
+                                                s + (size_t)quads * s_stride, s_stride);
+}
+
+/* ---------------------------------------------------------------- packed Q4_K */
+
+/*
+ * Sub-block j of eight packed rows against one token, times the rows'
+ * scales: sum = the chunks' vpdpbusd over one nibble half (exact, as the
+ * AVX2 kernel's int16 maddubs sums are: at most 8 x 16 products of 15 x
+ * 128), then one multiply by the 6-bit scale, where AVX2 uses madd on the
+ * int16 halves.
+ */
+static inline __m256i q4kp_sub(const uint8_t *q, int hi, const int8_t *qa, __m256i scale)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+#pragma GCC unroll 4
+    for (int k = 0; k < 8; k += 2) {
+        __m256i v0 = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
+        __m256i v1 = _mm256_loadu_si256((const __m256i *)(q + 32 * k + 32));
+        v0         = _mm256_and_si256(hi ? _mm256_srli_epi16(v0, 4) : v0, m4);
+        v1         = _mm256_and_si256(hi ? _mm256_srli_epi16(v1, 4) : v1, m4);
+        s0         = dpbusd(s0, v0, bcast4(qa + 4 * k));
+        s1         = dpbusd(s1, v1, bcast4(qa + 4 * k + 4));
+    }
+    return _mm256_mullo_epi32(_mm256_add_epi32(s0, s1), scale);
+}
+
+/*
+ * gemm8p over packed Q4_K for whole fours of tokens, in llama.cpp's repacked
+ * gemm order as avx2_gemm8p_q4_k's quads: both chains step once per
+ * sub-block pair. The last n_tok % 4 tokens take the gemv order, which the
+ * AVX2 table gives when handed fewer than four.
+ */
+static void avx512_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
+                               const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb    = n / QK_K;
+    const int32_t quads = n_tok / 4 * 4;
+    const size_t gl     = 8 * sizeof(struct block_q4_K);
+    for (int32_t t0 = 0; t0 < quads; t0 += 4) {
+        __m256 acc[4], acc_m[4];
+        for (int tt = 0; tt < 4; tt++)
+            acc[tt] = acc_m[tt] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *p = (const uint8_t *)wp + b * gl;
+            uint8_t e[4][32];
+            q4kp_entries(p, e);
+            __m256i mn[4];
+            for (int g = 0; g < 4; g++)
+                mn[g] = q4kp_mn(e, g);
+            const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+            const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+            for (int tt = 0; tt < 4; tt++) {
+                const struct block_q8_K *yb =
+                    (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
+                const __m256 da = _mm256_broadcast_ss(&yb->d);
+                const __m256 d = _mm256_mul_ps(dw, da), dm = _mm256_mul_ps(dmw, da);
+                int32_t bp[4]; /* pair g: sub-blocks 2g and 2g+1's activation sums, int16 each */
+                _mm_storeu_si128((__m128i *)bp, q8k_bsum_pairs(yb));
+                for (int g = 0; g < 4; g++) {
+                    const uint8_t *q = p + 128 + 256 * g;
+                    const __m256i ig = _mm256_add_epi32(
+                        q4kp_sub(q, 0, yb->qs + 64 * g, q4kp_entry(e, 0, 2 * g)),
+                        q4kp_sub(q, 1, yb->qs + 64 * g + 32, q4kp_entry(e, 0, 2 * g + 1)));
+                    const __m256i mg = _mm256_madd_epi16(mn[g], _mm256_set1_epi32(bp[g]));
+                    acc[tt]          = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ig), d, acc[tt]);
+                    acc_m[tt]        = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mg), dm, acc_m[tt]);
+                }
+            }
+        }
+        for (int tt = 0; tt < 4; tt++)
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, _mm256_sub_ps(acc[tt], acc_m[tt]));
+    }
+    if (quads < n_tok)
+        kernels_avx2()->type[DTYPE_Q4_K].gemm8p(n, wp, (const uint8_t *)a + (size_t)quads * a_row,
+                                                a_row, as, n_tok - quads,
+                                                s + (size_t)quads * s_stride, s_stride);
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static struct kernels table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+/* The AVX2 table (every AVX-512 CPU runs it) with this file's kernels in place. */
+static void table_init(void)
+{
+    table                         = *kernels_avx2();
+    table.name                    = "avx512";
+    table.type[DTYPE_Q8_0].gemm8  = avx512_gemm8_q8_0;
+    table.type[DTYPE_Q4_0].gemm8p = avx512_gemm8p_q4_0;
+    table.type[DTYPE_Q4_K].gemm8p = avx512_gemm8p_q4_k;
+}
+
 const struct kernels *kernels_avx512(void)
 {
-    return NULL;
+    if (!kernels_avx2())
+        return NULL;
+    pthread_once(&table_once, table_init);
+    return &table;
 }
 
 #else

@@ -1,0 +1,118 @@
+/*
+ * x86_common.h: helpers the AVX2 and AVX-512 tables share (x86_avx2.c,
+ * x86_avx512.c). Only AVX2, FMA and F16C instructions, so either file may
+ * include it under its own flags.
+ */
+#ifndef HEARTH_X86_COMMON_H
+#define HEARTH_X86_COMMON_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/ref.h"
+
+static inline float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s        = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s        = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float half(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+/* Four activation quants broadcast to every 32-bit lane. */
+static inline __m256i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* Blocks whose scale products one pass of a Q8_0 gemm tabulates (8 KB of stack). */
+#define Q80_CHUNK 64
+/* Blocks per row whose scales a Q8_0 gemm converts once per call (16 KB of stack). */
+#define Q80_DW_MAX 512
+
+/* dw[b][r] = row r's scale of block b0 + b as a float, for bn blocks. */
+static inline void q80_scales(const void *w, size_t row_len, int64_t b0, int64_t bn, float (*dw)[8])
+{
+    for (int r = 0; r < 8; r++) {
+        const struct block_q8_0 *x =
+            (const struct block_q8_0 *)((const uint8_t *)w + r * row_len) + b0;
+        for (int64_t b = 0; b < bn; b++)
+            dw[b][r] = half(x[b].d);
+    }
+}
+
+/* A Q8_K block's activation sums per 32-element sub-block (bsums[2j] + bsums[2j+1]), as int16. */
+static inline __m128i q8k_bsum_pairs(const struct block_q8_K *y)
+{
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+}
+
+/*
+ * The 6-bit scale and min entries of a packed Q4_K superblock
+ * (ref_pack8_q4_k): e[0], e[1] the scales of sub-blocks 0..3 and 4..7,
+ * e[2], e[3] the mins, entry 8j + r for sub-block j of row r.
+ */
+static inline void q4kp_entries(const uint8_t *p, uint8_t e[4][32])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+    const __m256i ls = _mm256_loadu_si256((const __m256i *)(p + 32));
+    const __m256i lm = _mm256_loadu_si256((const __m256i *)(p + 64));
+    const __m256i h  = _mm256_loadu_si256((const __m256i *)(p + 96));
+    _mm256_storeu_si256(
+        (__m256i *)e[0],
+        _mm256_or_si256(_mm256_and_si256(ls, m4), _mm256_slli_epi16(_mm256_and_si256(h, m3), 4)));
+    _mm256_storeu_si256(
+        (__m256i *)e[1],
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ls, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m3), 4)));
+    _mm256_storeu_si256(
+        (__m256i *)e[2],
+        _mm256_or_si256(_mm256_and_si256(lm, m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m3), 4)));
+    _mm256_storeu_si256(
+        (__m256i *)e[3],
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lm, 4), m4),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m3), 4)));
+}
+
+/* Eight entries from 8j (j = sub-block) of e[i], a lane per row. */
+static inline __m256i q4kp_entry(const uint8_t e[4][32], int i, int j)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(e[i + j / 4] + 8 * (j % 4))));
+}
+
+/* Sub-block j's scale in each row's lane twice (an int16 pair, for madd). */
+static inline __m256i q4kp_sc(const uint8_t e[4][32], int j)
+{
+    const __m256i v = q4kp_entry(e, 0, j);
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* The mins of sub-blocks 2g and 2g+1 as an int16 pair in each row's lane. */
+static inline __m256i q4kp_mn(const uint8_t e[4][32], int g)
+{
+    return _mm256_or_si256(q4kp_entry(e, 2, 2 * g),
+                           _mm256_slli_epi32(q4kp_entry(e, 2, 2 * g + 1), 16));
+}
+
+/* All of a superblock's scale pairs sc[j] and min pairs mn[g], for several tokens. */
+static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
+{
+    uint8_t e[4][32];
+    q4kp_entries(p, e);
+    for (int j = 0; j < 8; j++)
+        sc[j] = q4kp_sc(e, j);
+    for (int g = 0; g < 4; g++)
+        mn[g] = q4kp_mn(e, g);
+}
+
+#endif
