@@ -63,11 +63,7 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
         const struct block_q8_0 *y[4];
         const struct q8_0_sum *ys[4];
-        for (int32_t tt = 0; tt < 4; tt++) {
-            const int32_t t = t0 + (tt < tn ? tt : 0);
-            y[tt]           = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
-            ys[tt]          = as + (size_t)t * nb;
-        }
+        q80_tokens(a, a_row, as, nb, t0, tn, y, ys);
         if (t0 == 0 && nb <= Q80_DW_MAX)
             q80_scales(w, row_len, 0, nb, dw_all);
         __m256 acc[8][4]; /* [row][token], between chunks */
@@ -77,17 +73,7 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
         for (int64_t b0 = 0; b0 < nb; b0 += Q80_CHUNK) {
             const int64_t bn = nb - b0 < Q80_CHUNK ? nb - b0 : Q80_CHUNK;
             float dd[Q80_CHUNK][4][8]; /* [block][token][row] = d_w * d_a */
-            const float(*dw8)[8] = dw_all + b0;
-            if (nb > Q80_DW_MAX) {
-                q80_scales(w, row_len, b0, bn, dw_all);
-                dw8 = dw_all;
-            }
-            for (int64_t b = 0; b < bn; b++) {
-                const __m256 dw = _mm256_loadu_ps(dw8[b]);
-                for (int tt = 0; tt < 4; tt++)
-                    _mm256_storeu_ps(dd[b][tt],
-                                     _mm256_mul_ps(dw, _mm256_broadcast_ss(&ys[tt][b0 + b].d)));
-            }
+            q80_products(w, row_len, nb, b0, bn, ys, dw_all, dd);
             for (int r = 0; r < 8; r += 4) {
                 const struct block_q8_0 *x[4];
                 for (int i = 0; i < 4; i++)

@@ -49,6 +49,40 @@ static inline void q80_scales(const void *w, size_t row_len, int64_t b0, int64_t
     }
 }
 
+/* Q8_0 rows and block sums of tokens t0..t0+3, repeating t0 past n_tok (computed, never stored). */
+static inline void q80_tokens(const void *a, size_t a_row, const struct q8_0_sum *as, int64_t nb,
+                              int32_t t0, int32_t tn, const struct block_q8_0 *y[4],
+                              const struct q8_0_sum *ys[4])
+{
+    for (int32_t tt = 0; tt < 4; tt++) {
+        const int32_t t = t0 + (tt < tn ? tt : 0);
+        y[tt]           = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
+        ys[tt]          = as + (size_t)t * nb;
+    }
+}
+
+/*
+ * dd[b][tt][r] = d_w * d_a for blocks b0..b0+bn of eight rows and four
+ * tokens: four multiplies per block. dw_all holds every block's row scales
+ * when nb <= Q80_DW_MAX (q80_scales, once per call); else this chunk's are
+ * converted into it here.
+ */
+static inline void q80_products(const void *w, size_t row_len, int64_t nb, int64_t b0, int64_t bn,
+                                const struct q8_0_sum *const ys[4], float (*dw_all)[8],
+                                float (*dd)[4][8])
+{
+    const float(*dw8)[8] = dw_all + b0;
+    if (nb > Q80_DW_MAX) {
+        q80_scales(w, row_len, b0, bn, dw_all);
+        dw8 = dw_all;
+    }
+    for (int64_t b = 0; b < bn; b++) {
+        const __m256 dw = _mm256_loadu_ps(dw8[b]);
+        for (int tt = 0; tt < 4; tt++)
+            _mm256_storeu_ps(dd[b][tt], _mm256_mul_ps(dw, _mm256_broadcast_ss(&ys[tt][b0 + b].d)));
+    }
+}
+
 /* A Q8_K block's activation sums per 32-element sub-block (bsums[2j] + bsums[2j+1]), as int16. */
 static inline __m128i q8k_bsum_pairs(const struct block_q8_K *y)
 {
