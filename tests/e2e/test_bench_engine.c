@@ -1,0 +1,131 @@
+/*
+ * test_bench_engine.c: `hearth bench-engine` run as a real process on a
+ * shared model: the lines it prints, their arithmetic (decode GB/s is the
+ * weights times tok/s), the tests -p 0 and -n 0 leave out, and bad usage.
+ * No figure is held to a speed: CI's machines are shared.
+ */
+#include "util/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs `hearth bench-engine args...` (NULL-terminated, at most 12); returns the exit status. */
+static int bench(const char *const *args, char **out, char **err)
+{
+    const char *argv[16] = {tu_bin(), "bench-engine"};
+    int n                = 2;
+    for (; args[n - 2] && n < 15; n++)
+        argv[n] = args[n - 2];
+    argv[n] = NULL;
+    int rc  = tu_run(argv, NULL, out, err, 300);
+    print_message("# rc=%d stdout: %s# stderr: %s\n", rc, *out ? *out : "", *err ? *err : "");
+    return rc;
+}
+
+/* The line of out that starts with prefix, or fails. */
+static const char *line_of(const char *out, const char *prefix)
+{
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, prefix, strlen(prefix)))
+            return p;
+    fail_msg("no line starting \"%s\" in:\n%s", prefix, out);
+    return NULL;
+}
+
+static void test_figures_and_their_arithmetic(void **state)
+{
+    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    const char *args[] = {"-m", path, "-t", "1", "-p", "16", "-n", "8", "-r", "1", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(bench(args, &out, &err), 0);
+
+    double mib = 0, pp = 0, tg = 0, reads = 0, ceiling = 0;
+    int threads = 0, share = -1;
+    assert_int_equal(sscanf(strstr(line_of(out, "model: "), ", ") + 2,
+                            "%lf MiB of weights, %d threads", &mib, &threads), 2);
+    assert_int_equal(threads, 1);
+    assert_true(mib > 0.5 && mib < 2.0); /* stories260K: about 1.1 MiB */
+    assert_int_equal(sscanf(line_of(out, "pp16: "), "pp16: %lf tok/s", &pp), 1);
+    assert_int_equal(sscanf(line_of(out, "tg8: "), "tg8: %lf tok/s", &tg), 1);
+    assert_true(pp > 0 && tg > 0);
+    assert_int_equal(sscanf(line_of(out, "decode reads "),
+                            "decode reads %lf GB/s (weights x tok/s); measured read bandwidth "
+                            "%lf GB/s; share %d%%",
+                            &reads, &ceiling, &share),
+                     3);
+    assert_true(ceiling > 0);
+    /* the printed figures agree with each other, within what their printed digits round off */
+    const double lo = (mib - 0.05) * 1048576.0 * (tg - 0.05) / 1e9 - 0.005;
+    const double hi = (mib + 0.05) * 1048576.0 * (tg + 0.05) / 1e9 + 0.005;
+    if (reads < lo || reads > hi)
+        fail_msg("decode reads %.2f GB/s, but %.1f MiB x %.1f tok/s is %.2f..%.2f", reads, mib, tg,
+                 lo, hi);
+    if (abs(share - (int)lround(100 * reads / ceiling)) > 2)
+        fail_msg("share %d%% is not %.2f / %.2f", share, reads, ceiling);
+    assert_int_equal(err[0], 0);
+    free(out);
+    free(err);
+}
+
+static void test_zero_skips_a_test(void **state)
+{
+    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    char *out = NULL, *err = NULL;
+    const char *no_tg[] = {"-m", path, "-t", "1", "-p", "8", "-n", "0", "-r", "1", NULL};
+    assert_int_equal(bench(no_tg, &out, &err), 0);
+    line_of(out, "pp8: ");
+    assert_null(strstr(out, "tg"));
+    assert_null(strstr(out, "decode reads"));
+    free(out);
+    free(err);
+
+    const char *no_pp[] = {"-m", path, "-t", "1", "-p", "0", "-n", "4", "-r", "1", NULL};
+    assert_int_equal(bench(no_pp, &out, &err), 0);
+    line_of(out, "tg4: ");
+    line_of(out, "decode reads ");
+    assert_null(strstr(out, "pp"));
+    free(out);
+    free(err);
+}
+
+static void test_bad_usage(void **state)
+{
+    (void)state;
+    char *out = NULL, *err = NULL;
+    const char *no_model[] = {"-p", "8", NULL};
+    assert_int_equal(bench(no_model, &out, &err), 2);
+    assert_true(!strncmp(err, "hearth bench-engine: needs -m MODEL\n", 36));
+    free(out);
+    free(err);
+
+    const char *zero_threads[] = {"-m", "x.gguf", "-t", "0", NULL};
+    assert_int_equal(bench(zero_threads, &out, &err), 2);
+    assert_non_null(strstr(err, "-t expects an integer in 1..512, got '0'"));
+    free(out);
+    free(err);
+
+    const char *unknown[] = {"-m", "x.gguf", "--bogus", "1", NULL};
+    assert_int_equal(bench(unknown, &out, &err), 2);
+    assert_non_null(strstr(err, "unknown option '--bogus'"));
+    free(out);
+    free(err);
+
+    const char *missing[] = {"-m", "/nonexistent/hearth/model.gguf", "-r", "1", NULL};
+    assert_int_equal(bench(missing, &out, &err), 1);
+    assert_true(!strncmp(err, "hearth: gguf: cannot open /nonexistent/hearth/model.gguf", 56));
+    assert_int_equal(out[0], 0);
+    free(out);
+    free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_figures_and_their_arithmetic),
+        cmocka_unit_test(test_zero_skips_a_test),
+        cmocka_unit_test(test_bad_usage),
+    };
+    return cmocka_run_group_tests_name("e2e_bench_engine", tests, NULL, NULL);
+}
