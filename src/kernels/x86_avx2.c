@@ -1133,17 +1133,16 @@ static inline __m256i q6_k_off(const struct block_q8_K *y, __m256i sc16)
 static inline void q6_k_unpack_half(const struct block_q6_K *x, int h, const __m256i scales[2],
                                     __m256i q[4], __m256i sc[4])
 {
-    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(0x0F);
-    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
-    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
-    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+    /* each high-bit pair is moved straight to bits 4-5 (mask 0x30), one shift or none */
+    const __m256i m30 = _mm256_set1_epi8(0x30), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i l0  = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+    const __m256i l1  = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+    const __m256i hb  = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                           _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
     UNROLL
     for (int c = 0; c < 4; c++)
         sc[c] = _mm256_shuffle_epi8(scales[h], bcast16_pair(2 * c));
