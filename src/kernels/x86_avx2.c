@@ -1074,6 +1074,12 @@ static void avx2_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const voi
 }
 
 /* Q5_K: Q4_K with the 5th bit (bit j of qh for sub-block j) added in as 16. */
+/* Each byte's bit b, the only one set, moved to bit 4: one shift (none for b = 4), b a constant. */
+static inline __m256i bit_to_4(__m256i v, int b)
+{
+    return b < 4 ? _mm256_slli_epi16(v, 4 - b) : b > 4 ? _mm256_srli_epi16(v, b - 4) : v;
+}
+
 static void avx2_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q5_K *x = w;
@@ -1101,10 +1107,9 @@ static void avx2_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const voi
             const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
             const __m256i hl   = _mm256_and_si256(hbits, _mm256_set1_epi8((char)(1 << bl)));
             const __m256i hh   = _mm256_and_si256(hbits, _mm256_set1_epi8((char)(1 << bh)));
-            const __m256i ql   = _mm256_add_epi8(_mm256_and_si256(bits, m4),
-                                                 _mm256_slli_epi16(_mm256_srli_epi16(hl, bl), 4));
+            const __m256i ql   = _mm256_add_epi8(_mm256_and_si256(bits, m4), bit_to_4(hl, bl));
             const __m256i qh   = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
-                                                 _mm256_slli_epi16(_mm256_srli_epi16(hh, bh), 4));
+                                                 bit_to_4(hh, bh));
             const __m256i yl   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g));
             const __m256i yh   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g + 32));
             const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(bl)),
