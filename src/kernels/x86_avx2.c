@@ -953,6 +953,16 @@ static void avx2_vec_dot_q2_k_q8_k(int64_t n, float *s, const void *w, const voi
  * Q3_K: q = low2 - 4 * (high bit clear). maddubs needs unsigned operands, so
  * maddubs(low2, q8) - maddubs(4 * !high, q8), both exact in int16.
  */
+/*
+ * Each byte's bit b, the only one set, moved to bit t: one shift, or none
+ * (b and t constants once unrolled). No bit crosses into the other byte of
+ * a 16-bit lane.
+ */
+static inline __m256i bit_to(__m256i v, int b, int t)
+{
+    return b < t ? _mm256_slli_epi16(v, t - b) : b > t ? _mm256_srli_epi16(v, b - t) : v;
+}
+
 static void avx2_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q3_K *x = w;
@@ -976,7 +986,7 @@ static void avx2_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const voi
                 const int bit    = 4 * h + k;
                 const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), m3);
                 const __m256i nh = _mm256_andnot_si256(hbits, _mm256_set1_epi8((char)(1 << bit)));
-                const __m256i h4 = _mm256_slli_epi16(_mm256_srli_epi16(nh, bit), 2);
+                const __m256i h4 = bit_to(nh, bit, 2);
                 const __m256i qy = _mm256_loadu_si256((const __m256i *)(q8 + 128 * h + 32 * k));
                 const __m256i p =
                     _mm256_sub_epi16(_mm256_maddubs_epi16(lo, qy), _mm256_maddubs_epi16(h4, qy));
@@ -1074,12 +1084,6 @@ static void avx2_vec_dot_q4_k_q8_k(int64_t n, float *s, const void *w, const voi
 }
 
 /* Q5_K: Q4_K with the 5th bit (bit j of qh for sub-block j) added in as 16. */
-/* Each byte's bit b, the only one set, moved to bit 4: one shift (none for b = 4), b a constant. */
-static inline __m256i bit_to_4(__m256i v, int b)
-{
-    return b < 4 ? _mm256_slli_epi16(v, 4 - b) : b > 4 ? _mm256_srli_epi16(v, b - 4) : v;
-}
-
 static void avx2_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const void *a)
 {
     const struct block_q5_K *x = w;
@@ -1107,9 +1111,9 @@ static void avx2_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const voi
             const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * g));
             const __m256i hl   = _mm256_and_si256(hbits, _mm256_set1_epi8((char)(1 << bl)));
             const __m256i hh   = _mm256_and_si256(hbits, _mm256_set1_epi8((char)(1 << bh)));
-            const __m256i ql   = _mm256_add_epi8(_mm256_and_si256(bits, m4), bit_to_4(hl, bl));
+            const __m256i ql   = _mm256_add_epi8(_mm256_and_si256(bits, m4), bit_to(hl, bl, 4));
             const __m256i qh   = _mm256_add_epi8(_mm256_and_si256(_mm256_srli_epi16(bits, 4), m4),
-                                                 bit_to_4(hh, bh));
+                                                 bit_to(hh, bh, 4));
             const __m256i yl   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g));
             const __m256i yh   = _mm256_loadu_si256((const __m256i *)(q8 + 64 * g + 32));
             const __m256i pl   = _mm256_madd_epi16(_mm256_shuffle_epi8(scales, bcast16(bl)),
