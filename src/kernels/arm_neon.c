@@ -813,19 +813,22 @@ static void neon_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const voi
  */
 static inline void q6_k_unpack(const struct block_q6_K *x, int8x16_t q[16])
 {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const uint8x16_t m3 = vdupq_n_u8(3), m30 = vdupq_n_u8(0x30);
     const int8x16_t off = vdupq_n_s8(32);
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
         for (int c = 0; c < 2; c++) { /* elements l = 16c .. 16c + 15 of each quarter */
             const uint8x16_t l0 = vld1q_u8(ql + 16 * c), l1 = vld1q_u8(ql + 32 + 16 * c);
             const uint8x16_t hb = vld1q_u8(qh + 16 * c);
-            /* quarter k (elements 32k + l of the half) is sub-block 8h + 2k + c */
+            /*
+             * quarter k (elements 32k + l of the half) is sub-block 8h + 2k + c; the
+             * shift-and-insert forms put a nibble and its high-bit pair together
+             */
             const uint8x16_t u[4] = {
-                vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(hb, m3), 4)),
-                vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m3), 4)),
-                vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(hb, 4), m3), 4)),
-                vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vshrq_n_u8(hb, 6), 4)),
+                vsliq_n_u8(l0, vandq_u8(hb, m3), 4),
+                vsliq_n_u8(l1, vandq_u8(vshrq_n_u8(hb, 2), m3), 4),
+                vsriq_n_u8(vandq_u8(hb, m30), l0, 4),
+                vsriq_n_u8(vandq_u8(vshrq_n_u8(hb, 2), m30), l1, 4),
             };
             for (int k = 0; k < 4; k++)
                 q[8 * h + 2 * k + c] = vsubq_s8(vreinterpretq_s8_u8(u[k]), off);
@@ -1005,7 +1008,7 @@ static void neon_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
  */
 static inline void q4_kp_scales(const uint8_t *p, int16x8_t sc[8], int16x8_t mn[8])
 {
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(3);
+    const uint8x16_t m3 = vdupq_n_u8(3), m30 = vdupq_n_u8(0x30);
     for (int half16 = 0; half16 < 2; half16++) {
         const uint8x16_t ls = vld1q_u8(p + 32 + 16 * half16);
         const uint8x16_t lm = vld1q_u8(p + 64 + 16 * half16);
@@ -1013,10 +1016,10 @@ static inline void q4_kp_scales(const uint8_t *p, int16x8_t sc[8], int16x8_t mn[
         /* entries 0..31 (sub-blocks 0..3) and 32..63 (4..7); this half's bytes are two sub-blocks
          */
         const uint8x16_t e[4] = {
-            vorrq_u8(vandq_u8(ls, m4), vshlq_n_u8(vandq_u8(h, m3), 4)),
-            vorrq_u8(vshrq_n_u8(ls, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m3), 4)),
-            vorrq_u8(vandq_u8(lm, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h, 4), m3), 4)),
-            vorrq_u8(vshrq_n_u8(lm, 4), vshlq_n_u8(vshrq_n_u8(h, 6), 4)),
+            vsliq_n_u8(ls, vandq_u8(h, m3), 4),
+            vsriq_n_u8(vandq_u8(vshlq_n_u8(h, 2), m30), ls, 4),
+            vsliq_n_u8(lm, vandq_u8(vshrq_n_u8(h, 4), m3), 4),
+            vsriq_n_u8(vandq_u8(vshrq_n_u8(h, 2), m30), lm, 4),
         };
         for (int hi = 0; hi < 2; hi++) {
             const int j = 4 * hi + 2 * half16;
