@@ -151,10 +151,7 @@ static void avx512_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t 
     for (int32_t t0 = 0; t0 < quads; t0 += 4) {
         const struct block_q8_0 *y[4];
         const struct q8_0_sum *ys[4];
-        for (int tt = 0; tt < 4; tt++) {
-            y[tt]  = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row);
-            ys[tt] = as + (size_t)(t0 + tt) * nb;
-        }
+        q80_tokens(a, a_row, as, nb, t0, 4, y, ys);
         __m256 acc[4];
         for (int tt = 0; tt < 4; tt++)
             acc[tt] = _mm256_setzero_ps();
