@@ -36,7 +36,7 @@ static const char *line_of(const char *out, const char *prefix)
 
 static void test_figures_and_their_arithmetic(void **state)
 {
-    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     const char *args[] = {"-m", path, "-t", "1", "-p", "16", "-n", "8", "-r", "1", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(bench(args, &out, &err), 0);
@@ -71,7 +71,7 @@ static void test_figures_and_their_arithmetic(void **state)
 
 static void test_zero_skips_a_test(void **state)
 {
-    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     char *out = NULL, *err = NULL;
     const char *no_tg[] = {"-m", path, "-t", "1", "-p", "8", "-n", "0", "-r", "1", NULL};
     assert_int_equal(bench(no_tg, &out, &err), 0);

@@ -36,7 +36,7 @@ static void assert_one_line(const char *err, const char *prefix)
 
 static void test_inspect_model(void **state)
 {
-    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     char *out = NULL, *err = NULL;
     assert_int_equal(inspect(path, NULL, &out, &err), 0);
     assert_contains(out, "version:   3");

@@ -75,7 +75,7 @@ static void test_perplexity_matches_llama_cpp(void **state)
 static void test_too_short_text_is_an_error(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
     char *dir = tu_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/short.txt", dir);

@@ -25,9 +25,7 @@ static void test_greedy_matches_llama_cpp(void **state)
             f[i] = strtok_r(NULL, i == 3 ? "" : "\t", &s2);
         assert_non_null(f[3]);
         tu_unescape(f[3]);
-        char rel[256];
-        snprintf(rel, sizeof rel, "models/%s", f[0]);
-        const char *model = tu_shared(rel);
+        const char *model = tu_model(f[0]);
         assert_non_null(model);
         const char *argv[] = {tu_bin(), "run", "-m", model, "-p", f[1], "-n", f[2],
                               "--temp", "0", "-t", "2", NULL};
@@ -52,7 +50,7 @@ static void test_greedy_matches_llama_cpp(void **state)
 static void test_seeded_sampling_is_reproducible(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
     const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "40",
                           "--temp", "0.9", "--seed", "42", "-t", "1", NULL};
     char *a = NULL, *b = NULL;
@@ -67,7 +65,7 @@ static void test_seeded_sampling_is_reproducible(void **state)
 static void test_timings_on_stderr(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(model, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
     const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Hi", "-n", "4", "--temp", "0",
                           NULL};
     char *out = NULL, *err = NULL;

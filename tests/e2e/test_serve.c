@@ -5,9 +5,9 @@
  * it with SIGTERM: the server must exit 0 and, under ASan, print no error
  * and no leak.
  *
- * The model is ../shared/models/stories260K.gguf (tiny, real, fast); its
- * greedy continuations are checked against llama.cpp's in
- * reference/greedy.tsv.
+ * The model is stories260K.gguf (tiny, real, fast; committed in models/);
+ * its greedy continuations are checked against llama.cpp's in
+ * ../shared/reference/greedy.tsv (that test alone skips without it).
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include "util/testutil.h"
 
 #define CURL      "/usr/bin/curl"
-#define MODEL_REL "models/stories260K.gguf"
+#define MODEL     "stories260K.gguf"
 
 static double now_s(void)
 {
@@ -246,7 +246,7 @@ static void srv_start_opt(struct srv *s, const char *model, const char *const *e
 
 static void srv_start(struct srv *s, const char *const *extra)
 {
-    const char *model = tu_shared(MODEL_REL);
+    const char *model = tu_model(MODEL);
     assert_non_null(model);
     srv_start_opt(s, model, extra, true);
 }
@@ -392,7 +392,7 @@ static bool have_curl(void)
 }
 
 #define NEED_CURL_AND_MODEL()                                                                      \
-    TU_SHARED_OR_SKIP(model_path_, MODEL_REL);                                                     \
+    TU_MODEL_OR_SKIP(model_path_, MODEL);                                                          \
     (void)model_path_;                                                                             \
     if (!have_curl())                                                                              \
         skip();
@@ -493,7 +493,7 @@ static void test_health_503_while_loading(void **state)
     NEED_CURL_AND_MODEL();
     setenv("HEARTH_SERVE_LOAD_DELAY_MS", "1500", 1);
     struct srv s;
-    srv_start_opt(&s, tu_shared(MODEL_REL), NULL, false);
+    srv_start_opt(&s, tu_model(MODEL), NULL, false);
     unsetenv("HEARTH_SERVE_LOAD_DELAY_MS");
     struct resp r = get(&s, "/health");
     free(check_error(&r, 503, NULL));

@@ -2,9 +2,9 @@
 """mkcorpus.py: writes the seed corpus of fuzz_gguf into tests/fuzz/corpus/gguf.
 
 Small valid GGUF files covering every metadata type, nested arrays, several
-tensor types and alignments, plus the first 16 KiB of stories260K.gguf (its
-whole header, cut inside the tensor data) when ../shared is beside the
-checkout. Deterministic: rerunning gives the same bytes.
+tensor types and alignments, plus the first 16 KiB of models/stories260K.gguf
+(its whole header, cut inside the tensor data). Deterministic: rerunning gives
+the same bytes.
 
     python3 tests/fuzz/mkcorpus.py
 """
@@ -13,7 +13,7 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus", "gguf")
-SHARED = os.environ.get("HEARTH_SHARED") or os.path.join(HERE, "..", "..", "..", "shared")
+MODELS = os.path.join(HERE, "..", "..", "models")
 
 U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
@@ -94,7 +94,7 @@ def main():
     ], [("blk.0.ffn_down.weight", [256, 2], 14), ("blk.0.ffn_up.weight", [256], 12),
         ("blk.0.attn_norm.weight", [5], 30)], alignment=16)
     files["empty.gguf"] = gguf([], [])
-    stories = os.path.join(SHARED, "models", "stories260K.gguf")
+    stories = os.path.join(MODELS, "stories260K.gguf")
     if os.path.exists(stories):
         with open(stories, "rb") as fp:
             files["stories260K-head16k.gguf"] = fp.read(16384)

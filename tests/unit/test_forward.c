@@ -20,7 +20,7 @@ struct fixture {
 
 static int setup(void **state)
 {
-    const char *path = tu_shared("models/stories260K.gguf");
+    const char *path = tu_model("stories260K.gguf");
     struct fixture *f = calloc(1, sizeof *f);
     *state = f;
     if (!path)
@@ -51,7 +51,7 @@ static int teardown(void **state)
 
 #define NEED_MODEL(f)                                                                      \
     if (!(f)->model) {                                                                     \
-        print_message("skip: models/stories260K.gguf not found\n");                        \
+        print_message("skip: stories260K.gguf not found\n");                               \
         skip();                                                                            \
     }
 

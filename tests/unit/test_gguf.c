@@ -744,7 +744,7 @@ static void test_bad_tensors(void **state)
 
 static void test_stories260k(void **state)
 {
-    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     struct gguf_file *f;
     char err[HEARTH_ERR_MAX];
     if (gguf_open(path, &f, err, sizeof err) != HEARTH_OK)
@@ -813,7 +813,7 @@ static void test_qwen2_f16(void **state)
     gguf_close(f);
 }
 
-/* Every shared model opens, and its tensors tile the data section inside the file. */
+/* Every model found (models/, ../shared/models) opens; its tensors tile the data section. */
 static void test_all_shared_models(void **state)
 {
     static const char *names[] = {
@@ -829,8 +829,8 @@ static void test_all_shared_models(void **state)
     int opened = 0;
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         char rel[128];
-        snprintf(rel, sizeof rel, "models/%s.gguf", names[k]);
-        const char *path = tu_shared(rel);
+        snprintf(rel, sizeof rel, "%s.gguf", names[k]);
+        const char *path = tu_model(rel);
         if (!path)
             continue;
         struct gguf_file *f;
@@ -851,7 +851,7 @@ static void test_all_shared_models(void **state)
         opened++;
     }
     if (!opened) {
-        print_message("skip: no shared models found\n");
+        print_message("skip: no models found\n");
         skip();
     }
 }

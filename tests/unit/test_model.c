@@ -56,7 +56,7 @@ static void expect_refusal(const char *path, enum hearth_status want, const char
 static void test_unknown_architecture_is_named(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(src, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(src, "stories260K.gguf");
     char *dir = tu_tmpdir(), path[512];
     snprintf(path, sizeof path, "%s/arch.gguf", dir);
     rewrite(src, path, "mamba", NULL);
@@ -68,7 +68,7 @@ static void test_unknown_architecture_is_named(void **state)
 static void test_missing_tensor_is_named(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(src, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(src, "stories260K.gguf");
     char *dir = tu_tmpdir(), path[512];
     snprintf(path, sizeof path, "%s/missing.gguf", dir);
     rewrite(src, path, "llama", "blk.2.ffn_up.weight");
@@ -80,7 +80,7 @@ static void test_missing_tensor_is_named(void **state)
 static void test_rewritten_model_still_loads(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(src, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(src, "stories260K.gguf");
     char *dir = tu_tmpdir(), path[512], err[HEARTH_ERR_MAX];
     snprintf(path, sizeof path, "%s/same.gguf", dir);
     rewrite(src, path, "llama", NULL);

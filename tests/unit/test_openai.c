@@ -1,7 +1,7 @@
 /*
  * test_openai.c: src/serve/openai.c. Parsing and validation need no model;
  * response rendering is fed fake scheduler events; job creation uses
- * ../shared/models/stories260K.gguf (skipped without it).
+ * stories260K.gguf (models/, else ../shared/models; skipped without it).
  */
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -345,7 +345,7 @@ static void test_render_completion_logprobs(void **state)
 static void test_jobs_from_model(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     char err[HEARTH_ERR_MAX];
     struct hearth_model_params mp = hearth_model_default_params();
     mp.n_threads                  = 1;

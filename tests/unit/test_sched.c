@@ -15,7 +15,7 @@
 #include "util/testutil.h"
 
 #define MAX_JOBS 64
-#define MODEL    "models/stories260K.gguf"
+#define MODEL    "stories260K.gguf"
 /* greedy.tsv's continuation of "Once upon a time" (its first 64 tokens begin so) */
 #define ONCE ", there was a little girl named Lily. She loved to play outside in the park."
 
@@ -261,12 +261,35 @@ static int load_refs(const char *path, struct ref_row *rows, int cap)
     return n;
 }
 
+/*
+ * 600 bytes of prose, malloc'd: the shared story when it is there, else one sentence
+ * repeated (the prefix cache needs only a prompt of several blocks, not the story).
+ */
+static char *prose_600(void)
+{
+    const char *story = tu_shared("reference/story.txt");
+    char *text        = story ? tu_read_file(story, NULL) : NULL;
+    if (text && strlen(text) >= 600) {
+        text[600] = 0;
+        return text;
+    }
+    free(text);
+    print_message("reference/story.txt not found: the prompt repeats one sentence instead\n");
+    static const char line[] = "Once upon a time, there was a little girl named Lily. ";
+    text                     = malloc(601);
+    assert_non_null(text);
+    for (size_t i = 0; i < 600; i++)
+        text[i] = line[i % (sizeof line - 1)];
+    text[600] = 0;
+    return text;
+}
+
 /* ------------------------------------------------------------------ tests --- */
 
 static void test_concurrent_greedy_matches_reference_and_solo(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
+    TU_MODEL_OR_SKIP(path, MODEL);
     TU_SHARED_OR_SKIP(tsv, "reference/greedy.tsv");
     struct ref_row refs[8];
     int n_ref = load_refs(tsv, refs, 8);
@@ -326,7 +349,7 @@ static void test_concurrent_greedy_matches_reference_and_solo(void **state)
 static void test_max_tokens_and_stop_strings(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
+    TU_MODEL_OR_SKIP(path, MODEL);
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 2, 256, 32, 8);
@@ -376,7 +399,7 @@ static void test_max_tokens_and_stop_strings(void **state)
 static void test_cancel_running_and_queued(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
+    TU_MODEL_OR_SKIP(path, MODEL);
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 1, 512, 32, 4);
@@ -425,7 +448,7 @@ static void test_cancel_running_and_queued(void **state)
 static void test_queue_full_and_shutdown(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
+    TU_MODEL_OR_SKIP(path, MODEL);
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 1, 512, 32, 1);
@@ -462,7 +485,7 @@ static void test_queue_full_and_shutdown(void **state)
 static void test_bad_jobs_get_errors(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
+    TU_MODEL_OR_SKIP(path, MODEL);
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 2, 64, 32, 8);
@@ -512,7 +535,7 @@ static void test_bad_jobs_get_errors(void **state)
 static void test_logprobs_and_penalties(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
+    TU_MODEL_OR_SKIP(path, MODEL);
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 2, 256, 32, 8);
@@ -549,11 +572,8 @@ static void test_logprobs_and_penalties(void **state)
 static void test_prefix_cache_reuse(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
-    TU_SHARED_OR_SKIP(story, "reference/story.txt");
-    char *text = tu_read_file(story, NULL);
-    assert_non_null(text);
-    text[600]              = 0;
+    TU_MODEL_OR_SKIP(path, MODEL);
+    char *text             = prose_600();
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 2, 512, 64, 8);
@@ -586,7 +606,7 @@ static void test_prefix_cache_reuse(void **state)
 static void test_churn_with_cancels(void **state)
 {
     (void)state;
-    TU_SHARED_OR_SKIP(path, MODEL);
+    TU_MODEL_OR_SKIP(path, MODEL);
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 3, 128, 16, 40);

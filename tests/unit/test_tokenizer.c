@@ -224,7 +224,7 @@ static void test_vectors_refact(void **state)
 
 static void test_stories_facts(void **state)
 {
-    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     struct tokenizer *t = load_path(path);
     assert_int_equal(tokenizer_n_vocab(t), 512);
     assert_int_equal(tokenizer_bos(t), 1);
@@ -265,7 +265,7 @@ static void test_stories_facts(void **state)
 /* Characters the 512-token vocab lacks become one <0xNN> token per UTF-8 byte. */
 static void test_byte_fallback(void **state)
 {
-    TU_SHARED_OR_SKIP(path, "models/stories260K.gguf");
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     struct tokenizer *t = load_path(path);
     const char *text    = "\xe6\x97\xa5"; /* U+65E5 */
     int32_t *ids;

@@ -478,13 +478,11 @@ static void assert_same_model(const char *pa, const char *pb)
 static void test_copy_shared_models(void **state)
 {
     (void)state;
-    static const char *const models[] = {"models/tiny-llama-spm-f32.gguf",
-                                         "models/tiny-llama-spm-q4_k_m.gguf",
-                                         "models/stories260K.gguf",
-                                         "models/tiny-qwen2-bpe-q4_k_m.gguf"};
+    static const char *const models[] = {"tiny-llama-spm-f32.gguf", "tiny-llama-spm-q4_k_m.gguf",
+                                         "stories260K.gguf", "tiny-qwen2-bpe-q4_k_m.gguf"};
     int copied = 0, identical = 0;
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
-        const char *src = tu_shared(models[m]);
+        const char *src = tu_model(models[m]);
         if (!src) {
             print_message("skip: %s not found\n", models[m]);
             continue;

@@ -14,17 +14,32 @@
 #include <time.h>
 #include <unistd.h>
 
-const char *tu_shared(const char *rel)
+static char *next_buf(void)
 {
     static char bufs[8][PATH_MAX];
     static int next;
-    char *buf = bufs[next++ & 7];
+    return bufs[next++ & 7];
+}
+
+const char *tu_shared(const char *rel)
+{
+    char *buf        = next_buf();
     const char *root = getenv("HEARTH_SHARED");
     if (root && *root)
         snprintf(buf, PATH_MAX, "%s/%s", root, rel);
     else
         snprintf(buf, PATH_MAX, "%s/../shared/%s", HEARTH_TOP, rel);
     return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+const char *tu_model(const char *name)
+{
+    char *buf = next_buf();
+    snprintf(buf, PATH_MAX, "%s/models/%s", HEARTH_TOP, name);
+    if (access(buf, R_OK) == 0)
+        return buf;
+    snprintf(buf, PATH_MAX, "models/%s", name);
+    return tu_shared(buf); /* it writes the next buffer, so buf stays intact */
 }
 
 const char *tu_bin(void)

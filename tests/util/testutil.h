@@ -1,6 +1,7 @@
 /*
- * testutil.h: what unit and end-to-end tests share: locating ../shared (tests
- * skip with a message when it is absent), running the real hearth binary
+ * testutil.h: what unit and end-to-end tests share: locating the models (the
+ * repository's models/, then ../shared/models) and ../shared (tests skip with
+ * a message when what they need is absent), running the real hearth binary
  * and capturing its output, reading files.
  */
 #ifndef HEARTH_TESTUTIL_H
@@ -24,6 +25,22 @@ const char *tu_shared(const char *rel);
     if (!var) {                                                                       \
         print_message("skip: %s not found (set HEARTH_SHARED or put shared/ beside "  \
                       "the checkout)\n", rel);                                        \
+        skip();                                                                       \
+    }
+
+/*
+ * Path of model file name ("stories260K.gguf"): the repository's models/name
+ * when it is committed there (so a bare clone tests with it), else
+ * tu_shared("models/name"); NULL if neither exists. Same buffers as tu_shared.
+ */
+const char *tu_model(const char *name);
+
+/* Skips the current test with a message when model name is absent; else yields its path. */
+#define TU_MODEL_OR_SKIP(var, name)                                                   \
+    const char *var = tu_model(name);                                                 \
+    if (!var) {                                                                       \
+        print_message("skip: %s is in neither models/ nor shared/models (set "        \
+                      "HEARTH_SHARED or put shared/ beside the checkout)\n", name);   \
         skip();                                                                       \
     }
 
