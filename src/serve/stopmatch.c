@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "serve/stopmatch.h"
+#include "util/utf8.h"
 
 void stopmatch_init(struct stopmatch *m)
 {
@@ -39,19 +40,7 @@ void stopmatch_reset(struct stopmatch *m, char *const *stop, int32_t n_stop)
 
 size_t stopmatch_utf8_tail(const char *s, size_t len)
 {
-    for (size_t k = 1; k <= 3 && k <= len; k++) {
-        unsigned char c = (unsigned char)s[len - k];
-        if ((c & 0xC0) == 0x80)
-            continue; /* continuation byte: look further back for its lead */
-        size_t need = c < 0x80    ? 1
-                      : c >= 0xF8 ? 1
-                      : c >= 0xF0 ? 4
-                      : c >= 0xE0 ? 3
-                      : c >= 0xC0 ? 2
-                                  : 1;
-        return need > k ? k : 0;
-    }
-    return 0; /* complete, or bytes that no later byte can make valid: release them */
+    return utf8_tail_len(s, len);
 }
 
 /* Position of the earliest whole stop string in buf[0..len), or len if none. */
@@ -119,7 +108,7 @@ enum stopmatch_result stopmatch_feed(struct stopmatch *m, const char *piece, siz
         return STOPMATCH_HIT;
     }
     size_t h = first_partial(m);
-    h -= stopmatch_utf8_tail(m->buf, h);
+    h -= utf8_tail_len(m->buf, h);
     m->sent  = h;
     *out_len = h;
     return STOPMATCH_MORE;

@@ -58,7 +58,8 @@ void stopmatch_flush(struct stopmatch *m, const char **out, size_t *out_len);
 
 /*
  * Bytes at the end of s[0..len) that form an incomplete UTF-8 sequence (a
- * lead byte whose continuation bytes have not all arrived): 0..3.
+ * lead byte whose continuation bytes have not all arrived): 0..3. The same as
+ * utf8_tail_len in util/utf8.h, which new code should call.
  */
 size_t stopmatch_utf8_tail(const char *s, size_t len);
 

@@ -45,6 +45,7 @@
 #include "text/vocab.h"
 #include "util/errfmt.h"
 #include "util/heap.h"
+#include "util/utf8.h"
 
 /* -------------------------------------------------- pre-tokenizer types --- */
 
@@ -236,78 +237,11 @@ int bpe_cpt_to_byte(uint32_t c)
 
 /* ---------------------------------------------------------------- UTF-8 --- */
 
-/*
- * One code point at s[0..n) read as llama.cpp's unicode_cpt_from_utf8 reads
- * it: lead and continuation bits checked, overlong forms and surrogates
- * accepted. Returns its length, 0 when invalid (also past U+10FFFF, which
- * llama.cpp cannot encode again and fails on).
- */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t v;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xE0) == 0xC0) {
-        len = 2, v = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-        len = 3, v = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-        len = 4, v = c & 0x07;
-    } else {
-        return 0; /* a continuation byte, or 0xF8.. */
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        v = v << 6 | (s[i] & 0x3F);
-    }
-    if (v > 0x10FFFF)
-        return 0;
-    *cp = v;
-    return len;
-}
-
-/* Writes cp (<= U+10FFFF, surrogates included) as UTF-8; returns its length. */
-static size_t utf8_encode(uint32_t cp, char *out)
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | cp >> 6);
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | cp >> 12);
-        out[1] = (char)(0x80 | (cp >> 6 & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | cp >> 18);
-    out[1] = (char)(0x80 | (cp >> 12 & 0x3F));
-    out[2] = (char)(0x80 | (cp >> 6 & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Unicode's White_Space characters past ASCII: the ones llama.cpp turns into \v. */
 static bool wide_space(uint32_t c)
 {
     return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
            c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-/* Bytes of the UTF-8 character that starts with c (c a lead byte of valid UTF-8). */
-static size_t utf8_len(unsigned char c)
-{
-    return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
 }
 
 /* ------------------------------------------------------------- merges --- */
@@ -569,7 +503,7 @@ static bool prepare(const char *text, size_t len, struct prepared *p)
     size_t c = 0, s = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t n = utf8_decode((const unsigned char *)text + i, len - i, &cp);
+        size_t n = utf8_decode(text + i, len - i, &cp);
         if (n == 0) {
             cp = 0xFFFD;
             n  = 1;
@@ -652,7 +586,8 @@ static int split_piece(struct matcher *m, const pcre2_code *re, const char *subj
         if (rc == PCRE2_ERROR_NOMATCH) {
             if (!opts || at == len)
                 break;
-            /* no non-empty match where an empty one was: move on one character */
+            /* no non-empty match where an empty one was: move on one character (subj is
+             * valid UTF-8, prepare() having replaced every invalid byte) */
             at += utf8_len((unsigned char)s[at]);
             opts = 0;
             continue;
@@ -893,7 +828,7 @@ size_t bpe_decode_text(const char *text, size_t len, char *buf, size_t cap)
     size_t n = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t k = utf8_decode((const unsigned char *)text + i, len - i, &cp);
+        size_t k = utf8_decode(text + i, len - i, &cp);
         if (k == 0) {
             cp = 0xFFFD;
             k  = 1;

@@ -18,6 +18,7 @@
 #include "text/vocab.h"
 #include "util/errfmt.h"
 #include "util/heap.h"
+#include "util/utf8.h"
 
 /* A run of bytes of the escaped text; merged away when n == 0. */
 struct sym {
@@ -54,13 +55,6 @@ static bool try_pair(const struct tokenizer *t, const char *text, const struct s
         return true;
     struct bigram b = {.score = t->tokens[id].score, .left = left, .right = right, .size = size};
     return heap_push(h, b);
-}
-
-/* Bytes a character takes, from its first byte (llama.cpp's unicode_len_utf8). */
-static uint32_t utf8_len(unsigned char c)
-{
-    static const uint8_t len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-    return len[c >> 4];
 }
 
 enum hearth_status spm_encode(const struct tokenizer *t, const char *text, size_t len,
@@ -100,7 +94,7 @@ enum hearth_status spm_encode(const struct tokenizer *t, const char *text, size_
         goto nomem;
     int32_t n_syms = 0;
     for (size_t off = 0; off < n_esc;) {
-        uint32_t n = utf8_len((unsigned char)esc[off]);
+        uint32_t n = (uint32_t)utf8_len((unsigned char)esc[off]);
         if (n > n_esc - off)
             n = (uint32_t)(n_esc - off);
         syms[n_syms] = (struct sym){.prev = n_syms - 1, .next = -1, .off = (uint32_t)off, .n = n};
