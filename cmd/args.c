@@ -43,14 +43,6 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i)
 }
 
 #include <sched.h>
-#include <time.h>
-
-double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 long default_threads(void)
 {

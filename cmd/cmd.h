@@ -33,7 +33,4 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i);
  * threads than cores make the spinning fork-join pool wait on descheduled peers. */
 long default_threads(void);
 
-/* Monotonic seconds, for the timings commands print. */
-double now_seconds(void);
-
 #endif

@@ -13,6 +13,7 @@
 
 #include "cmd.h"
 #include "hearth.h"
+#include "util/clock.h"
 
 static void usage(FILE *fp)
 {
@@ -33,14 +34,14 @@ struct run {
 static double time_pp(struct run *r, int32_t n, char *err, size_t err_len)
 {
     hearth_seq_truncate(r->ctx, 0, 0);
-    double t0 = now_seconds();
+    double t0 = now_s();
     for (int32_t i = 0; i < n; i += r->n_batch) {
         int32_t m = n - i < r->n_batch ? n - i : r->n_batch;
         struct hearth_batch b = {m, r->tok + i, r->pos + i, r->seq + i, NULL};
         if (hearth_decode(r->ctx, &b, err, err_len))
             return -1;
     }
-    return now_seconds() - t0;
+    return now_s() - t0;
 }
 
 /* Decode n tokens one at a time after a 1-token start; returns seconds or -1. */
@@ -50,13 +51,13 @@ static double time_tg(struct run *r, int32_t n, char *err, size_t err_len)
     struct hearth_batch b0 = {1, r->tok, r->pos, r->seq, NULL};
     if (hearth_decode(r->ctx, &b0, err, err_len))
         return -1;
-    double t0 = now_seconds();
+    double t0 = now_s();
     for (int32_t i = 1; i <= n; i++) {
         struct hearth_batch b = {1, r->tok + i, r->pos + i, r->seq, NULL};
         if (hearth_decode(r->ctx, &b, err, err_len))
             return -1;
     }
-    return now_seconds() - t0;
+    return now_s() - t0;
 }
 
 struct bw_slice {
@@ -112,7 +113,7 @@ static double bw_once(const struct bw_probe *p)
     pthread_t th[256];
     struct bw_slice sl[256];
     const size_t per = p->words / (size_t)p->n_threads / 16 * 16;
-    double t0        = now_seconds();
+    double t0        = now_s();
     for (int i = 0; i < p->n_threads; i++) {
         sl[i] = (struct bw_slice){p->buf + (size_t)i * per, per, 0};
         if (i > 0)
@@ -121,7 +122,7 @@ static double bw_once(const struct bw_probe *p)
     bw_read(&sl[0]);
     for (int i = 1; i < p->n_threads; i++)
         pthread_join(th[i], NULL);
-    return per * (size_t)p->n_threads * 8 / (now_seconds() - t0);
+    return per * (size_t)p->n_threads * 8 / (now_s() - t0);
 }
 
 int cmd_bench_engine(int argc, char **argv)

@@ -12,6 +12,7 @@
 
 #include "cmd.h"
 #include "hearth.h"
+#include "util/clock.h"
 
 static void usage(FILE *fp)
 {
@@ -133,7 +134,7 @@ int cmd_perplexity(int argc, char **argv)
     fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %ld\n", n_ids, n_chunk, n_ctx);
     double sum = 0, sum2 = 0;
     long count = 0;
-    double t0 = now_seconds();
+    double t0 = now_s();
     for (size_t c = 0; c < n_chunk; c++) {
         memcpy(chunk, ids + c * (size_t)n_ctx, (size_t)n_ctx * sizeof *chunk);
         if (add_bos)
@@ -161,8 +162,8 @@ int cmd_perplexity(int argc, char **argv)
     double ppl = exp(mean);
     double se = count > 1 && var > 0 ? sqrt(var / (count - 1)) * ppl : 0;
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, se);
-    fprintf(stderr, "perplexity: %.2f s, %.1f tok/s\n", now_seconds() - t0,
-            n_chunk * n_ctx / (now_seconds() - t0));
+    fprintf(stderr, "perplexity: %.2f s, %.1f tok/s\n", now_s() - t0,
+            n_chunk * n_ctx / (now_s() - t0));
     rc = EXIT_OK;
 out:
     free(pos);

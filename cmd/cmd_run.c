@@ -13,6 +13,7 @@
 
 #include "cmd.h"
 #include "hearth.h"
+#include "util/clock.h"
 
 static void usage(FILE *fp)
 {
@@ -66,7 +67,7 @@ static int32_t prefill(struct session *s, const hearth_token *ids, int32_t n)
         keep++;
     hearth_seq_truncate(s->ctx, 0, keep);
     keep = hearth_seq_len(s->ctx, 0);
-    double t0 = now_seconds();
+    double t0 = now_s();
     int32_t pos[512], seq[512] = {0}, row = -1;
     for (int32_t i = keep; i < n; i += s->n_batch) {
         int32_t m = n - i < s->n_batch ? n - i : s->n_batch;
@@ -82,7 +83,7 @@ static int32_t prefill(struct session *s, const hearth_token *ids, int32_t n)
     memcpy(s->cached + keep, ids + keep, (size_t)(n - keep) * sizeof *ids);
     s->n_cached = n;
     s->n_prefilled += n - keep;
-    s->t_prefill += now_seconds() - t0;
+    s->t_prefill += now_s() - t0;
     return row;
 }
 
@@ -96,7 +97,7 @@ static bool generate(struct session *s, int32_t row, long n_predict, char **repl
 {
     char err[HEARTH_ERR_MAX], piece[256];
     size_t reply_len = 0;
-    double t0 = now_seconds();
+    double t0 = now_s();
     const float *logits = hearth_get_logits(s->ctx, row);
     for (long n_gen = 0; n_predict < 0 || n_gen < n_predict; n_gen++) {
         hearth_token tok = hearth_sampler_sample(s->smp, logits);
@@ -131,7 +132,7 @@ static bool generate(struct session *s, int32_t row, long n_predict, char **repl
         s->cached[s->n_cached++] = tok;
         logits = hearth_get_logits(s->ctx, 0);
     }
-    s->t_decode += now_seconds() - t0;
+    s->t_decode += now_s() - t0;
     return true;
 }
 
@@ -320,7 +321,7 @@ int cmd_run(int argc, char **argv)
     struct session s = {0};
     hearth_token *ids = NULL;
     size_t n_ids = 0;
-    double t0 = now_seconds();
+    double t0 = now_s();
     struct hearth_model_params mp = hearth_model_default_params();
     mp.n_threads = (int)threads;
     if (hearth_model_load(model_path, &mp, &s.model, err, sizeof err)) {
@@ -350,7 +351,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "hearth: out of memory\n");
         goto out;
     }
-    double t_loaded = now_seconds();
+    double t_loaded = now_s();
     if (chat) {
         rc = chat_loop(&s, system, n_predict);
     } else {

@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "gguf/writer.h"
 #include "kernels/kernels.h"
 #include "quant/quants.h"
+#include "util/clock.h"
 #include "util/errfmt.h"
 #include "util/threadpool.h"
 
@@ -582,13 +582,6 @@ static bool key_dropped(struct gguf_str k)
         if (k.len == strlen(drop[i]) && !memcmp(k.ptr, drop[i], (size_t)k.len))
             return true;
     return false;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 enum hearth_status quant_file(const char *in, const char *out, const struct quant_preset *p,

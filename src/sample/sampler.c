@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hearth.h"
+#include "util/rng.h"
 
 struct cand {
     int32_t id;
@@ -33,14 +34,6 @@ struct hearth_sampler_params hearth_sampler_default_params(void)
     return (struct hearth_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
                                           .min_p = 0.05f, .repeat_penalty = 1.0f,
                                           .repeat_last_n = 64, .seed = 0};
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -21,10 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "serve/sched.h"
 #include "serve/stopmatch.h"
+#include "util/clock.h"
 #include "util/errfmt.h"
 
 #define MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
@@ -93,13 +93,6 @@ struct sched {
     struct sched_stats stats;     /* copy of acc after the last step */
     struct sched_slot_info *info; /* [n_slots] copy after the last step */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void sched_job_free(struct sched_job *job)
 {

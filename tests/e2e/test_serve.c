@@ -23,17 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/clock.h"
 #include "util/testutil.h"
 
 #define CURL      "/usr/bin/curl"
 #define MODEL     "stories260K.gguf"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void sleep_ms(int ms)
 {

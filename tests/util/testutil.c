@@ -11,8 +11,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "util/clock.h"
 
 static char *next_buf(void)
 {
@@ -62,13 +63,6 @@ static void sink_add(struct sink *s, const char *p, size_t n)
     memcpy(s->buf + s->len, p, n);
     s->len += n;
     s->buf[s->len] = 0;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int tu_run(const char *const argv[], const char *stdin_text, char **out, char **errout,
