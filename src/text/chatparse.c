@@ -1,0 +1,1071 @@
+/*
+ * chatparse.c: reasoning, content and tool calls out of generated text
+ * (contracts in chatparse.h).
+ *
+ * The parser keeps the bytes not yet settled in buf and is in one of three
+ * modes: reasoning text, content text, or holding a call. Every decision
+ * (is this a marker, is this call complete and valid) is taken only when no
+ * later byte can change it: a text mode holds back a possible marker
+ * prefix, trailing whitespace and a cut UTF-8 character; a held call is
+ * judged only on bytes up to its end, found by a search that looks no
+ * further than call_max bytes. That is what makes the deltas independent
+ * of the chunking, and it is all chatparse_finish changes: at the end of
+ * the generation nothing more can come, so everything held is decided.
+ *
+ * Arguments are parsed and printed again with cJSON, which writes compact
+ * JSON and copies UTF-8 through unescaped.
+ */
+#include "text/chatparse.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ markers --- */
+
+#define TOOL_CALL_OPEN   "<tool_call>"
+#define TOOL_CALL_CLOSE  "</tool_call>"
+#define PYTHON_TAG       "<|python_tag|>"
+#define MISTRAL_CALLS    "[TOOL_CALLS]"
+#define MISTRAL_ARGS     "[ARGS]"
+#define MISTRAL_CALL_ID  "[CALL_ID]"
+#define DS_CALLS_BEGIN   "<｜tool▁calls▁begin｜>"
+#define DS_CALLS_END     "<｜tool▁calls▁end｜>"
+#define DS_CALL_BEGIN    "<｜tool▁call▁begin｜>"
+#define DS_CALL_END      "<｜tool▁call▁end｜>"
+#define DS_SEP           "<｜tool▁sep｜>"
+
+#define MISTRAL_NAME_MAX 256 /* bytes of a [TOOL_CALLS]NAME before [ARGS] or [CALL_ID] */
+#define MISTRAL_ID_MAX   64
+
+static const char *const tools_names[] = {
+    [CHATPARSE_TOOLS_NONE]         = "none",
+    [CHATPARSE_TOOLS_HERMES]       = "hermes",
+    [CHATPARSE_TOOLS_QWEN3_CODER]  = "qwen3-coder",
+    [CHATPARSE_TOOLS_LLAMA3]       = "llama3",
+    [CHATPARSE_TOOLS_MISTRAL]      = "mistral",
+    [CHATPARSE_TOOLS_DEEPSEEK_R1]  = "deepseek-r1",
+    [CHATPARSE_TOOLS_DEEPSEEK_V31] = "deepseek-v3.1",
+};
+
+const char *chatparse_tools_name(enum chatparse_tools t)
+{
+    if ((unsigned)t >= sizeof tools_names / sizeof tools_names[0] || !tools_names[t])
+        return "unknown";
+    return tools_names[t];
+}
+
+/* ---------------------------------------------------------- detection --- */
+
+void chatparse_detect(const char *src, struct chatparse_format *out)
+{
+    if (!src)
+        src = "";
+    memset(out, 0, sizeof *out);
+    bool tool_call = strstr(src, TOOL_CALL_OPEN) != NULL;
+    bool function  = strstr(src, "<function=") != NULL;
+    if (strstr(src, DS_CALLS_BEGIN) && strstr(src, DS_SEP))
+        /* R1 wraps the arguments in a ```json fence after "function<｜tool▁sep｜>NAME";
+         * V3.1 writes NAME<｜tool▁sep｜> and the bare JSON */
+        out->tools = strstr(src, "```json") ? CHATPARSE_TOOLS_DEEPSEEK_R1
+                                            : CHATPARSE_TOOLS_DEEPSEEK_V31;
+    else if (strstr(src, MISTRAL_CALLS))
+        out->tools = CHATPARSE_TOOLS_MISTRAL;
+    else if (tool_call)
+        out->tools = function ? CHATPARSE_TOOLS_QWEN3_CODER : CHATPARSE_TOOLS_HERMES;
+    else if (!function && strstr(src, "<|start_header_id|>") &&
+             (strstr(src, PYTHON_TAG) || strstr(src, "\"parameters\"")))
+        /* functionary's <function=NAME> is a Llama 3 template too, with its own syntax */
+        out->tools = CHATPARSE_TOOLS_LLAMA3;
+
+    if (strstr(src, "<think>") && strstr(src, "</think>")) {
+        out->think_open  = "<think>";
+        out->think_close = "</think>";
+    } else if (strstr(src, "[THINK]") && strstr(src, "[/THINK]")) {
+        out->think_open  = "[THINK]";
+        out->think_close = "[/THINK]";
+    }
+}
+
+/* The last occurrence of needle (nlen >= 1) in s[0, n), or NULL. */
+static const char *find_last(const char *s, size_t n, const char *needle, size_t nlen)
+{
+    for (size_t i = n; i >= nlen; i--)
+        if (!memcmp(s + i - nlen, needle, nlen))
+            return s + i - nlen;
+    return NULL;
+}
+
+bool chatparse_prompt_opens_thinking(const struct chatparse_format *f, const char *prompt,
+                                     size_t len)
+{
+    if (!f->think_open || !f->think_close || !prompt)
+        return false;
+    size_t olen = strlen(f->think_open), clen = strlen(f->think_close);
+    const char *open = find_last(prompt, len, f->think_open, olen);
+    if (!open)
+        return false;
+    const char *after = open + olen;
+    return !memmem(after, (size_t)(prompt + len - after), f->think_close, clen);
+}
+
+/* ------------------------------------------------------------- deltas --- */
+
+void chatparse_deltas_clear(struct chatparse_deltas *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        free(d->v[i].text);
+        free(d->v[i].id);
+        free(d->v[i].name);
+    }
+    d->n = 0;
+}
+
+void chatparse_deltas_free(struct chatparse_deltas *d)
+{
+    chatparse_deltas_clear(d);
+    free(d->v);
+    d->v   = NULL;
+    d->cap = 0;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *r = malloc(n + 1);
+    if (r) {
+        memcpy(r, s, n);
+        r[n] = 0;
+    }
+    return r;
+}
+
+static struct chatparse_delta *deltas_push(struct chatparse_deltas *d)
+{
+    if (d->n == d->cap) {
+        size_t cap                 = d->cap ? 2 * d->cap : 8;
+        struct chatparse_delta *v = realloc(d->v, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        d->v   = v;
+        d->cap = cap;
+    }
+    struct chatparse_delta *e = &d->v[d->n];
+    memset(e, 0, sizeof *e);
+    e->index = -1;
+    return e;
+}
+
+/* Appends text of a kind, joining it to the last delta when that is the same kind and call. */
+static bool emit_text(struct chatparse_deltas *d, enum chatparse_delta_kind kind, int32_t index,
+                      const char *s, size_t n)
+{
+    if (!n)
+        return true;
+    struct chatparse_delta *last = d->n ? &d->v[d->n - 1] : NULL;
+    if (last && last->kind == kind && last->index == index && last->text) {
+        char *t = realloc(last->text, last->text_len + n + 1);
+        if (!t)
+            return false;
+        memcpy(t + last->text_len, s, n);
+        last->text_len += n;
+        t[last->text_len] = 0;
+        last->text        = t;
+        return true;
+    }
+    char *t = dup_n(s, n);
+    struct chatparse_delta *e = t ? deltas_push(d) : NULL;
+    if (!e) {
+        free(t);
+        return false;
+    }
+    e->kind     = kind;
+    e->index    = index;
+    e->text     = t;
+    e->text_len = n;
+    d->n++;
+    return true;
+}
+
+/* ---------------------------------------------------------- the parser --- */
+
+enum mode {
+    MODE_REASONING,
+    MODE_CONTENT,
+    MODE_CALL,
+};
+
+/* What opened the held call, which says how to find its end. */
+enum call_kind {
+    CALL_HERMES,      /* <tool_call>, JSON inside */
+    CALL_XML,         /* <tool_call>, <function=..> inside */
+    CALL_LLAMA_BRACE, /* a '{' starting the content; the marker is the brace itself */
+    CALL_LLAMA_TAG,   /* <|python_tag|> */
+    CALL_MISTRAL,     /* [TOOL_CALLS] */
+    CALL_DS_R1,       /* <｜tool▁calls▁begin｜> */
+    CALL_DS_V31,
+};
+
+enum verdict { NEED_MORE, REJECT, ACCEPT };
+
+/* Extent of one JSON object or array, found a byte at a time (strings may hold brackets). */
+struct jscan {
+    size_t pos;  /* next byte to look at, from the call's marker */
+    long depth;  /* open brackets */
+    bool in_str; /* inside a string */
+    bool esc;    /* the last byte was a backslash inside a string */
+};
+
+struct chatparse {
+    struct chatparse_format f;
+    struct chatparse_opts o;
+    char *buf;      /* bytes fed and not settled; buf[len] == 0 */
+    size_t len, cap;
+    enum mode mode;
+    bool trim_lead;   /* at the start of a text run: whitespace is dropped */
+    bool out_start;   /* nothing but whitespace so far: think_open may open the output */
+    bool llama_start; /* at the start of content or after a Llama 3 call: a call may begin */
+    bool after_llama; /* ...and a ';' may come before it */
+    bool finished;
+    int32_t n_calls; /* calls emitted */
+
+    /* the held call: buf[0, call_ws) is whitespace before its marker, call_mlen the marker */
+    enum call_kind call_kind;
+    size_t call_ws, call_mlen;
+    size_t scan;     /* bytes from the marker already searched for the closing marker */
+    struct jscan js; /* JSON extent, for the kinds whose end is the JSON's end */
+    size_t js_at;    /* where js started (from the marker); 0: not started */
+
+    /* calls of the held unit, parsed and waiting for the verdict */
+    struct chatparse_call *pend;
+    size_t n_pend, cap_pend;
+};
+
+static bool is_ws(char c)
+{
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+struct chatparse *chatparse_new(const struct chatparse_format *f, const struct chatparse_opts *opts)
+{
+    struct chatparse *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->f = *f;
+    if (opts)
+        p->o = *opts;
+    else
+        p->o = (struct chatparse_opts){.parse_tools = true, .split_reasoning = true};
+    if (!p->o.call_max)
+        p->o.call_max = CHATPARSE_CALL_MAX;
+    if (!f->think_open || !f->think_close || !*f->think_open || !*f->think_close) {
+        p->f.think_open = p->f.think_close = NULL;
+        p->o.split_reasoning               = false;
+    }
+    if (p->f.tools == CHATPARSE_TOOLS_NONE)
+        p->o.parse_tools = false;
+    if (!p->o.split_reasoning)
+        p->o.start_in_reasoning = false;
+    p->mode        = p->o.start_in_reasoning ? MODE_REASONING : MODE_CONTENT;
+    p->trim_lead   = true;
+    p->out_start   = p->o.split_reasoning;
+    p->llama_start = p->o.parse_tools && p->f.tools == CHATPARSE_TOOLS_LLAMA3;
+    return p;
+}
+
+static void pend_clear(struct chatparse *p)
+{
+    for (size_t i = 0; i < p->n_pend; i++) {
+        free(p->pend[i].id);
+        free(p->pend[i].name);
+        free(p->pend[i].arguments);
+    }
+    p->n_pend = 0;
+}
+
+void chatparse_free(struct chatparse *p)
+{
+    if (!p)
+        return;
+    pend_clear(p);
+    free(p->pend);
+    free(p->buf);
+    free(p);
+}
+
+bool chatparse_has_tool_calls(const struct chatparse *p)
+{
+    return p->n_calls > 0;
+}
+
+static void consume(struct chatparse *p, size_t n)
+{
+    memmove(p->buf, p->buf + n, p->len - n);
+    p->len -= n;
+    p->buf[p->len] = 0;
+}
+
+/* How s[0, n) stands against a marker: it starts with it, is cut inside it, or neither. */
+enum prefix { PREFIX_NO, PREFIX_PART, PREFIX_FULL };
+
+static enum prefix prefix_of(const char *s, size_t n, const char *m)
+{
+    size_t mlen = strlen(m);
+    if (n >= mlen)
+        return memcmp(s, m, mlen) ? PREFIX_NO : PREFIX_FULL;
+    return memcmp(s, m, n) ? PREFIX_NO : PREFIX_PART;
+}
+
+/* The marker that opens a call in content, or NULL (Llama 3's only open a content run). */
+static const char *call_marker(const struct chatparse *p)
+{
+    if (!p->o.parse_tools)
+        return NULL;
+    switch (p->f.tools) {
+    case CHATPARSE_TOOLS_HERMES:
+    case CHATPARSE_TOOLS_QWEN3_CODER: return TOOL_CALL_OPEN;
+    case CHATPARSE_TOOLS_MISTRAL: return MISTRAL_CALLS;
+    case CHATPARSE_TOOLS_DEEPSEEK_R1:
+    case CHATPARSE_TOOLS_DEEPSEEK_V31: return DS_CALLS_BEGIN;
+    default: return NULL;
+    }
+}
+
+/* Bytes at the end of s[0, n) that begin a UTF-8 character still missing bytes. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        unsigned char c = (unsigned char)s[n - k];
+        if ((c & 0xC0) == 0x80)
+            continue; /* a continuation byte: its lead is further back */
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > k ? k : 0;
+    }
+    return 0;
+}
+
+static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size_t mlen)
+{
+    p->mode      = MODE_CALL;
+    p->call_kind = kind;
+    p->call_ws   = ws;
+    p->call_mlen = mlen;
+    p->scan      = mlen;
+    p->js_at     = 0;
+    memset(&p->js, 0, sizeof p->js);
+}
+
+/*
+ * Llama 3's calls open only the content (or follow a call, after an optional ';'): checks
+ * buf for one. Returns 1 when a call was started, 0 when buf holds none, -1 when more
+ * bytes are needed to tell.
+ */
+static int llama_open(struct chatparse *p, bool at_end)
+{
+    size_t i = 0;
+    if (p->after_llama && p->buf[0] == ';') {
+        for (i = 1; i < p->len && is_ws(p->buf[i]); i++)
+            ;
+        if (i == p->len)
+            return at_end ? 0 : -1;
+    }
+    if (p->buf[i] == '{') {
+        start_call(p, CALL_LLAMA_BRACE, i, 1);
+        return 1;
+    }
+    enum prefix pr = prefix_of(p->buf + i, p->len - i, PYTHON_TAG);
+    if (pr == PREFIX_FULL) {
+        start_call(p, CALL_LLAMA_TAG, i, strlen(PYTHON_TAG));
+        return 1;
+    }
+    return pr == PREFIX_PART && !at_end ? -1 : 0;
+}
+
+/*
+ * One step in a text mode. Returns 1 when it made progress (consumed bytes or changed
+ * mode), 0 when it needs more input, -1 when out of memory.
+ */
+static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
+{
+    enum chatparse_delta_kind kind =
+        p->mode == MODE_REASONING ? CHATPARSE_REASONING : CHATPARSE_CONTENT;
+    if (p->trim_lead) {
+        size_t i = 0;
+        while (i < p->len && is_ws(p->buf[i]))
+            i++;
+        if (i)
+            consume(p, i);
+        if (!p->len)
+            return 0;
+    }
+    if (p->out_start) {
+        enum prefix pr = prefix_of(p->buf, p->len, p->f.think_open);
+        if (pr == PREFIX_PART && !at_end)
+            return 0;
+        p->out_start = false;
+        if (pr == PREFIX_FULL) {
+            consume(p, strlen(p->f.think_open));
+            p->mode      = MODE_REASONING;
+            p->trim_lead = true;
+            return 1;
+        }
+    }
+    if (p->mode == MODE_CONTENT && p->llama_start) {
+        int r = llama_open(p, at_end);
+        if (r < 0)
+            return 0;
+        if (r > 0)
+            return 1;
+        p->llama_start = p->after_llama = false;
+    }
+
+    const char *m = p->mode == MODE_REASONING ? p->f.think_close : call_marker(p);
+    size_t mlen   = m ? strlen(m) : 0;
+    size_t cut    = p->len; /* text ends here */
+    bool marker   = false;
+    for (const char *s = p->buf; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf)));
+         s++) {
+        enum prefix pr = prefix_of(s, p->len - (size_t)(s - p->buf), m);
+        if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
+            cut    = (size_t)(s - p->buf);
+            marker = pr == PREFIX_FULL;
+            break;
+        }
+    }
+    if (cut == p->len && !at_end)
+        cut -= utf8_cut(p->buf, cut);
+    size_t end = cut;
+    while (end > 0 && is_ws(p->buf[end - 1]))
+        end--;
+    if (end) {
+        if (!emit_text(out, kind, -1, p->buf, end))
+            return -1;
+        p->trim_lead = false;
+    }
+    if (!marker) {
+        /* at the end the trailing whitespace goes; before it, it waits for what follows */
+        consume(p, at_end ? p->len : end);
+        return end > 0;
+    }
+    if (p->mode == MODE_REASONING) {
+        consume(p, cut + mlen);
+        p->mode        = MODE_CONTENT;
+        p->trim_lead   = true;
+        p->llama_start = p->o.parse_tools && p->f.tools == CHATPARSE_TOOLS_LLAMA3;
+        return 1;
+    }
+    consume(p, end);
+    enum call_kind kind_of[] = {
+        [CHATPARSE_TOOLS_HERMES]       = CALL_HERMES,
+        [CHATPARSE_TOOLS_QWEN3_CODER]  = CALL_XML,
+        [CHATPARSE_TOOLS_MISTRAL]      = CALL_MISTRAL,
+        [CHATPARSE_TOOLS_DEEPSEEK_R1]  = CALL_DS_R1,
+        [CHATPARSE_TOOLS_DEEPSEEK_V31] = CALL_DS_V31,
+    };
+    start_call(p, kind_of[p->f.tools], cut - end, mlen);
+    return 1;
+}
+
+/* ------------------------------------------------------- call parsing --- */
+
+/* s[0, n) without whitespace at either end. */
+static void trim(const char **s, size_t *n)
+{
+    while (*n && is_ws(**s)) {
+        (*s)++;
+        (*n)--;
+    }
+    while (*n && is_ws((*s)[*n - 1]))
+        (*n)--;
+}
+
+/* Parses s[0, n) as exactly one JSON value (whitespace around allowed), or NULL. */
+static cJSON *json_parse(const char *s, size_t n)
+{
+    trim(&s, &n);
+    if (!n)
+        return NULL;
+    const char *end = NULL;
+    cJSON *j        = cJSON_ParseWithLengthOpts(s, n, &end, false);
+    if (j && end != s + n) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z          = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z          = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A fresh id for call index: "call_" and 24 alphanumerics, or Mistral's 9 alphanumerics. */
+static char *make_id(const struct chatparse *p, int32_t index)
+{
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    bool mistral              = p->f.tools == CHATPARSE_TOOLS_MISTRAL;
+    const char *prefix        = mistral ? "" : "call_";
+    size_t n_rand             = mistral ? 9 : 24;
+    char id[40];
+    size_t k   = strlen(prefix);
+    uint64_t x = p->o.id_seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(index + 1));
+    memcpy(id, prefix, k);
+    for (size_t i = 0; i < n_rand; i++)
+        id[k++] = alnum[splitmix64(&x) % (sizeof alnum - 1)];
+    id[k] = 0;
+    return dup_n(id, k);
+}
+
+/*
+ * Adds a call to the held unit: name (name_len bytes) and arguments (an object, or a string
+ * that holds one; taken over by this call). id may be NULL. Returns ACCEPT, REJECT when the
+ * call is not valid, or -1 when out of memory.
+ */
+static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSON *args,
+                    const char *id)
+{
+    trim(&name, &name_len);
+    if (args && cJSON_IsString(args)) {
+        /* some fine-tunes write the arguments as a JSON string, as OpenAI sends them */
+        const char *s = cJSON_GetStringValue(args);
+        cJSON *inner  = json_parse(s, strlen(s));
+        cJSON_Delete(args);
+        args = inner;
+    }
+    if (!name_len || memchr(name, 0, name_len) || !args || !cJSON_IsObject(args)) {
+        cJSON_Delete(args);
+        return REJECT;
+    }
+    if (p->n_pend == p->cap_pend) {
+        size_t cap               = p->cap_pend ? 2 * p->cap_pend : 4;
+        struct chatparse_call *v = realloc(p->pend, cap * sizeof *v);
+        if (!v) {
+            cJSON_Delete(args);
+            return -1;
+        }
+        p->pend     = v;
+        p->cap_pend = cap;
+    }
+    struct chatparse_call *c = &p->pend[p->n_pend];
+    c->arguments             = cJSON_PrintUnformatted(args);
+    cJSON_Delete(args);
+    c->name = dup_n(name, name_len);
+    c->id   = id && *id ? dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
+    p->n_pend++;
+    if (!c->arguments || !c->name || !c->id)
+        return -1;
+    return ACCEPT;
+}
+
+/* One {"name": .., "arguments"|"parameters": {..}} object of Hermes, Llama 3, Mistral. */
+static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, bool take_id)
+{
+    if (!cJSON_IsObject(o))
+        return REJECT;
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(o, "arguments");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(o, "type");
+    const cJSON *id   = cJSON_GetObjectItemCaseSensitive(o, "id");
+    if (!args)
+        args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+    if (!cJSON_IsString(name) || (type && !(cJSON_IsString(type) &&
+                                            !strcmp(type->valuestring, "function"))))
+        return REJECT;
+    if (!args && need_args)
+        return REJECT;
+    cJSON *a = args ? cJSON_Duplicate(args, true) : cJSON_CreateObject();
+    if (!a)
+        return -1;
+    const char *ids = take_id && cJSON_IsString(id) && strlen(id->valuestring) <= MISTRAL_ID_MAX
+                          ? id->valuestring
+                          : NULL;
+    return pend_add(p, name->valuestring, strlen(name->valuestring), a, ids);
+}
+
+/* Hermes: s[0, n) is the JSON between <tool_call> and </tool_call>. */
+static int parse_hermes(struct chatparse *p, const char *s, size_t n)
+{
+    cJSON *j = json_parse(s, n);
+    int r    = j ? pend_add_object(p, j, false, false) : REJECT;
+    cJSON_Delete(j);
+    return r;
+}
+
+/* s[*at, n) starts with lit (then *at moves past it). */
+static bool take(const char *s, size_t n, size_t *at, const char *lit)
+{
+    size_t l = strlen(lit);
+    if (n - *at < l || memcmp(s + *at, lit, l))
+        return false;
+    *at += l;
+    return true;
+}
+
+static void skip_ws(const char *s, size_t n, size_t *at)
+{
+    while (*at < n && is_ws(s[*at]))
+        (*at)++;
+}
+
+/* Position of lit in s[from, n), or n. */
+static size_t find_from(const char *s, size_t n, size_t from, const char *lit)
+{
+    const char *f = from <= n ? memmem(s + from, n - from, lit, strlen(lit)) : NULL;
+    return f ? (size_t)(f - s) : n;
+}
+
+/*
+ * A Qwen3-Coder parameter value: JSON when it is a number, true, false, null, an object or
+ * an array; a string otherwise. The template writes the value between two newlines.
+ */
+static cJSON *xml_value(const char *v, size_t n)
+{
+    if (n && v[0] == '\n') {
+        v++;
+        n--;
+    }
+    if (n && v[n - 1] == '\n')
+        n--;
+    cJSON *j = json_parse(v, n);
+    if (j && !cJSON_IsString(j))
+        return j;
+    cJSON_Delete(j);
+    char *t = dup_n(v, n);
+    j       = t ? cJSON_CreateString(t) : NULL;
+    free(t);
+    return j;
+}
+
+/* Qwen3-Coder: s[0, n) is what lies between <tool_call> and </tool_call>. */
+static int parse_xml(struct chatparse *p, const char *s, size_t n)
+{
+    size_t at = 0;
+    skip_ws(s, n, &at);
+    if (!take(s, n, &at, "<function="))
+        return REJECT;
+    size_t name_at = at, name_end = find_from(s, n, at, ">");
+    if (name_end == n || memchr(s + name_at, '\n', name_end - name_at))
+        return REJECT;
+    at         = name_end + 1;
+    cJSON *obj = cJSON_CreateObject();
+    if (!obj)
+        return -1;
+    for (;;) {
+        skip_ws(s, n, &at);
+        if (take(s, n, &at, "</function>"))
+            break;
+        if (!take(s, n, &at, "<parameter="))
+            goto reject;
+        size_t key_at    = at;
+        size_t key_end   = find_from(s, n, at, ">");
+        size_t value_end = find_from(s, n, key_end, "</parameter>");
+        if (value_end == n || key_end == key_at || memchr(s + key_at, '\n', key_end - key_at))
+            goto reject;
+        char *key = dup_n(s + key_at, key_end - key_at);
+        cJSON *v  = key ? xml_value(s + key_end + 1, value_end - key_end - 1) : NULL;
+        if (!v) {
+            free(key);
+            cJSON_Delete(obj);
+            return -1;
+        }
+        /* a key given twice keeps its last value, as a JSON parser would */
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
+        cJSON_AddItemToObject(obj, key, v);
+        free(key);
+        at = value_end + strlen("</parameter>");
+    }
+    skip_ws(s, n, &at);
+    if (at != n)
+        goto reject;
+    return pend_add(p, s + name_at, name_end - name_at, obj, NULL);
+reject:
+    cJSON_Delete(obj);
+    return REJECT;
+}
+
+/* Llama 3: s[0, n) is one JSON object. */
+static int parse_llama(struct chatparse *p, const char *s, size_t n)
+{
+    cJSON *j = json_parse(s, n);
+    int r    = j ? pend_add_object(p, j, true, false) : REJECT;
+    cJSON_Delete(j);
+    return r;
+}
+
+/* Mistral's older form: s[0, n) is the JSON array after [TOOL_CALLS]. */
+static int parse_mistral_array(struct chatparse *p, const char *s, size_t n)
+{
+    cJSON *j = json_parse(s, n);
+    int r    = cJSON_IsArray(j) && cJSON_GetArraySize(j) > 0 ? ACCEPT : REJECT;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, j)
+    {
+        if (r != ACCEPT)
+            break;
+        r = pend_add_object(p, o, false, true);
+    }
+    cJSON_Delete(j);
+    return r;
+}
+
+/* DeepSeek: s[0, n) is what lies between <｜tool▁calls▁begin｜> and <｜tool▁calls▁end｜>. */
+static int parse_deepseek(struct chatparse *p, const char *s, size_t n, bool r1)
+{
+    size_t at = 0;
+    int r     = REJECT;
+    for (;;) {
+        skip_ws(s, n, &at);
+        if (at == n)
+            return r; /* ACCEPT after at least one call */
+        if (!take(s, n, &at, DS_CALL_BEGIN))
+            return REJECT;
+        size_t name_at, name_end, json_at, json_end, next;
+        if (r1) {
+            /* function<｜tool▁sep｜>NAME\n```json\n{..}\n```<｜tool▁call▁end｜> */
+            size_t sep = find_from(s, n, at, DS_SEP);
+            if (sep == n)
+                return REJECT;
+            name_at  = sep + strlen(DS_SEP);
+            name_end = find_from(s, n, name_at, "\n");
+            at       = name_end;
+            skip_ws(s, n, &at);
+            if (!take(s, n, &at, "```json") && !take(s, n, &at, "```"))
+                return REJECT;
+            json_at  = at;
+            json_end = find_from(s, n, at, "```");
+            next     = json_end + 3;
+        } else {
+            /* NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜> */
+            name_at  = at;
+            name_end = find_from(s, n, at, DS_SEP);
+            json_at  = name_end + strlen(DS_SEP);
+            json_end = find_from(s, n, json_at, DS_CALL_END);
+            next     = json_end;
+        }
+        if (json_end >= n || memchr(s + name_at, '\n', name_end - name_at))
+            return REJECT;
+        at = next;
+        skip_ws(s, n, &at);
+        if (!take(s, n, &at, DS_CALL_END))
+            return REJECT;
+        cJSON *args = json_parse(s + json_at, json_end - json_at);
+        if (!args)
+            return REJECT;
+        r = pend_add(p, s + name_at, name_end - name_at, args, NULL);
+        if (r != ACCEPT)
+            return r;
+    }
+}
+
+/* Advances j over s[0, n); returns the end of the JSON value (past its last bracket) or 0. */
+static size_t jscan_run(struct jscan *j, const char *s, size_t n)
+{
+    for (; j->pos < n; j->pos++) {
+        char c = s[j->pos];
+        if (j->in_str) {
+            if (j->esc)
+                j->esc = false;
+            else if (c == '\\')
+                j->esc = true;
+            else if (c == '"')
+                j->in_str = false;
+        } else if (c == '"') {
+            j->in_str = true;
+        } else if (c == '{' || c == '[') {
+            j->depth++;
+        } else if ((c == '}' || c == ']') && --j->depth == 0) {
+            return ++j->pos;
+        }
+    }
+    return 0;
+}
+
+/* The end of the JSON value that starts at s[at] ('{' or '[' wanted there), or 0 for more. */
+static size_t json_extent(struct chatparse *p, const char *s, size_t n, size_t at)
+{
+    if (p->js_at != at) {
+        memset(&p->js, 0, sizeof p->js);
+        p->js_at  = at;
+        p->js.pos = at;
+    }
+    return jscan_run(&p->js, s, n);
+}
+
+/* Searches s[0, n) for the closing lit from where the last search stopped; n when absent. */
+static size_t find_close(struct chatparse *p, const char *s, size_t n, const char *lit)
+{
+    size_t e = find_from(s, n, p->scan, lit);
+    if (e == n) {
+        size_t l = strlen(lit);
+        p->scan  = n >= l && n - l + 1 > p->scan ? n - l + 1 : p->scan;
+    }
+    return e;
+}
+
+/*
+ * Mistral: [TOOL_CALLS] then a JSON array, or NAME, an optional [CALL_ID]ID, [ARGS] and
+ * a JSON object. Sets *used to the unit's length when it is whole.
+ */
+static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    size_t at = p->call_mlen;
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] == '[') {
+        size_t e = json_extent(p, s, n, at);
+        if (!e)
+            return NEED_MORE;
+        *used = e;
+        return parse_mistral_array(p, s + at, e - at);
+    }
+    size_t name_at = at;
+    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[')
+        at++;
+    if (at - name_at > MISTRAL_NAME_MAX)
+        return REJECT;
+    if (at == n)
+        return NEED_MORE;
+    size_t name_end = at;
+    char id[MISTRAL_ID_MAX + 1] = "";
+    enum prefix pr              = prefix_of(s + at, n - at, MISTRAL_CALL_ID);
+    if (pr == PREFIX_PART)
+        return NEED_MORE;
+    if (pr == PREFIX_FULL) {
+        at += strlen(MISTRAL_CALL_ID);
+        size_t id_at = at;
+        while (at < n && at - id_at <= MISTRAL_ID_MAX && s[at] != '[')
+            at++;
+        if (at - id_at > MISTRAL_ID_MAX)
+            return REJECT;
+        if (at == n)
+            return NEED_MORE;
+        memcpy(id, s + id_at, at - id_at);
+        id[at - id_at] = 0;
+    }
+    pr = prefix_of(s + at, n - at, MISTRAL_ARGS);
+    if (pr == PREFIX_PART)
+        return NEED_MORE;
+    if (pr == PREFIX_NO)
+        return REJECT;
+    at += strlen(MISTRAL_ARGS);
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '{')
+        return REJECT;
+    size_t e = json_extent(p, s, n, at);
+    if (!e)
+        return NEED_MORE;
+    *used       = e;
+    cJSON *args = json_parse(s + at, e - at);
+    if (!args)
+        return REJECT;
+    return pend_add(p, s + name_at, name_end - name_at, args, id[0] ? id : NULL);
+}
+
+/*
+ * Judges the held call on s[0, n) (from its marker, at most call_max bytes). Returns
+ * NEED_MORE, REJECT, ACCEPT with the unit's length in *used and its calls in p->pend, or
+ * -1 when out of memory.
+ */
+static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    size_t m = p->call_mlen, e, at;
+    switch (p->call_kind) {
+    case CALL_HERMES:
+    case CALL_XML:
+        e = find_close(p, s, n, TOOL_CALL_CLOSE);
+        if (e == n)
+            return NEED_MORE;
+        *used = e + strlen(TOOL_CALL_CLOSE);
+        return p->call_kind == CALL_HERMES ? parse_hermes(p, s + m, e - m)
+                                           : parse_xml(p, s + m, e - m);
+    case CALL_DS_R1:
+    case CALL_DS_V31:
+        e = find_close(p, s, n, DS_CALLS_END);
+        if (e == n)
+            return NEED_MORE;
+        *used = e + strlen(DS_CALLS_END);
+        return parse_deepseek(p, s + m, e - m, p->call_kind == CALL_DS_R1);
+    case CALL_LLAMA_BRACE:
+    case CALL_LLAMA_TAG:
+        at = p->call_kind == CALL_LLAMA_BRACE ? 0 : m;
+        skip_ws(s, n, &at);
+        if (at == n)
+            return NEED_MORE;
+        if (s[at] != '{')
+            return REJECT;
+        e = json_extent(p, s, n, at);
+        if (!e)
+            return NEED_MORE;
+        *used = e;
+        return parse_llama(p, s + at, e - at);
+    case CALL_MISTRAL: return match_mistral(p, s, n, used);
+    }
+    return REJECT;
+}
+
+/* One step in MODE_CALL; returns as text_step does. */
+static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
+{
+    size_t n    = p->len - p->call_ws;
+    bool capped = n >= p->o.call_max;
+    size_t used = 0;
+    int v = match_call(p, p->buf + p->call_ws, capped ? p->o.call_max : n, &used);
+    if (v < 0)
+        return -1;
+    if (v == NEED_MORE && !capped && !at_end)
+        return 0;
+    if (v == ACCEPT) {
+        for (size_t i = 0; i < p->n_pend; i++) {
+            struct chatparse_call *c  = &p->pend[i];
+            struct chatparse_delta *d = deltas_push(out);
+            if (!d)
+                return -1;
+            d->kind  = CHATPARSE_TOOL_START;
+            d->index = p->n_calls;
+            d->id    = c->id;
+            d->name  = c->name;
+            c->id = c->name = NULL;
+            out->n++;
+            if (!emit_text(out, CHATPARSE_TOOL_ARGS, p->n_calls, c->arguments,
+                           strlen(c->arguments)))
+                return -1;
+            p->n_calls++;
+        }
+        pend_clear(p);
+        bool llama = p->call_kind == CALL_LLAMA_BRACE || p->call_kind == CALL_LLAMA_TAG;
+        consume(p, p->call_ws + used);
+        p->mode        = MODE_CONTENT;
+        p->trim_lead   = true;
+        p->llama_start = p->after_llama = llama;
+        return 1;
+    }
+    /* not a call: its marker (and the whitespace before it) is text, and the search
+     * for markers goes on right after it */
+    pend_clear(p);
+    size_t text = p->call_ws + p->call_mlen;
+    if (!emit_text(out, CHATPARSE_CONTENT, -1, p->buf, text))
+        return -1;
+    consume(p, text);
+    p->mode        = MODE_CONTENT;
+    p->trim_lead   = false;
+    p->llama_start = p->after_llama = false;
+    return 1;
+}
+
+static enum hearth_status run(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
+{
+    for (;;) {
+        if (!p->len)
+            return HEARTH_OK;
+        int r = p->mode == MODE_CALL ? call_step(p, at_end, out) : text_step(p, at_end, out);
+        if (r < 0)
+            return HEARTH_ENOMEM;
+        if (r == 0)
+            return HEARTH_OK;
+    }
+}
+
+enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t len,
+                                  struct chatparse_deltas *out)
+{
+    if (p->finished)
+        return HEARTH_EINVAL;
+    if (p->len + len + 1 > p->cap) {
+        size_t cap = p->cap ? p->cap : 256;
+        while (cap < p->len + len + 1)
+            cap *= 2;
+        char *b = realloc(p->buf, cap);
+        if (!b)
+            return HEARTH_ENOMEM;
+        p->buf = b;
+        p->cap = cap;
+    }
+    if (len)
+        memcpy(p->buf + p->len, text, len);
+    p->len += len;
+    p->buf[p->len] = 0;
+    return run(p, false, out);
+}
+
+enum hearth_status chatparse_finish(struct chatparse *p, struct chatparse_deltas *out)
+{
+    if (p->finished)
+        return HEARTH_OK;
+    p->finished = true;
+    return run(p, true, out);
+}
+
+/* ------------------------------------------------------- whole message --- */
+
+static bool append(char **s, size_t *len, const char *t, size_t n)
+{
+    char *r = realloc(*s, *len + n + 1);
+    if (!r)
+        return false;
+    memcpy(r + *len, t, n);
+    *len += n;
+    r[*len] = 0;
+    *s      = r;
+    return true;
+}
+
+enum hearth_status chatparse_msg_add(struct chatparse_msg *msg, const struct chatparse_deltas *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        const struct chatparse_delta *e = &d->v[i];
+        bool ok                         = true;
+        switch (e->kind) {
+        case CHATPARSE_REASONING:
+            ok = append(&msg->reasoning, &msg->reasoning_len, e->text, e->text_len);
+            break;
+        case CHATPARSE_CONTENT:
+            ok = append(&msg->content, &msg->content_len, e->text, e->text_len);
+            break;
+        case CHATPARSE_TOOL_START: {
+            struct chatparse_call *v = realloc(msg->calls, (msg->n_calls + 1) * sizeof *v);
+            if (!v)
+                return HEARTH_ENOMEM;
+            msg->calls               = v;
+            struct chatparse_call *c = &v[msg->n_calls];
+            c->id                    = dup_n(e->id, strlen(e->id));
+            c->name                  = dup_n(e->name, strlen(e->name));
+            c->arguments             = dup_n("", 0);
+            if (!c->id || !c->name || !c->arguments) {
+                free(c->id);
+                free(c->name);
+                free(c->arguments);
+                return HEARTH_ENOMEM;
+            }
+            msg->n_calls++;
+            break;
+        }
+        case CHATPARSE_TOOL_ARGS: {
+            if (e->index < 0 || (size_t)e->index >= msg->n_calls)
+                return HEARTH_EINVAL;
+            struct chatparse_call *c = &msg->calls[e->index];
+            size_t n                 = strlen(c->arguments);
+            ok                       = append(&c->arguments, &n, e->text, e->text_len);
+            break;
+        }
+        }
+        if (!ok)
+            return HEARTH_ENOMEM;
+    }
+    return HEARTH_OK;
+}
+
+void chatparse_msg_free(struct chatparse_msg *msg)
+{
+    free(msg->reasoning);
+    free(msg->content);
+    for (size_t i = 0; i < msg->n_calls; i++) {
+        free(msg->calls[i].id);
+        free(msg->calls[i].name);
+        free(msg->calls[i].arguments);
+    }
+    free(msg->calls);
+    memset(msg, 0, sizeof *msg);
+}

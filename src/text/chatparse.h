@@ -1,0 +1,176 @@
+/*
+ * chatparse.h: splits the text a chat model generates for one choice into
+ * OpenAI's pieces: reasoning_content, content and tool_calls.
+ *
+ * The tool-call syntax and the reasoning markers are read off the chat
+ * template's source (chatparse_detect), never off a model name. The parser
+ * takes the generated text in chunks split anywhere (inside a UTF-8
+ * character, inside a marker) and answers each chunk with deltas in
+ * OpenAI's stream shape. Invariant: for a given text, options and seed, the
+ * concatenation of all deltas (reasoning, content, each call's start and
+ * arguments) is the same whatever the chunking; feeding the whole text at
+ * once and finishing is the non-streaming answer.
+ *
+ * Rules the output follows:
+ * - A marker is never emitted half: text that may still become a marker is
+ *   held until decided. Emitted text never ends inside a UTF-8 character
+ *   (unless the generation itself does, at finish).
+ * - Each run of reasoning or content text (runs are cut by markers and by
+ *   the ends of the generation) is trimmed of whitespace at both ends, so
+ *   the whitespace between and after calls and around </think> goes.
+ * - A call is held until it is complete and valid, then emitted whole.
+ *   A call that does not parse, is unterminated at finish, or grows past
+ *   call_max bytes is given back as content text (marker included), and
+ *   parsing goes on right after its opening marker. Never an error.
+ *
+ * Memory: the text held back (a partial marker, whitespace, one call up to
+ * call_max) plus the deltas of one feed. Not thread-safe per parser;
+ * separate parsers share nothing.
+ */
+#ifndef HEARTH_CHATPARSE_H
+#define HEARTH_CHATPARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth.h"
+
+/* Largest call (from its opening marker to its end) held before it is given back as text. */
+#define CHATPARSE_CALL_MAX (1u << 20)
+
+enum chatparse_tools {
+    CHATPARSE_TOOLS_NONE,         /* no tool-call syntax recognised: everything is text */
+    CHATPARSE_TOOLS_HERMES,       /* <tool_call>\n{"name": N, "arguments": {..}}\n</tool_call> */
+    CHATPARSE_TOOLS_QWEN3_CODER,  /* <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>.. */
+    CHATPARSE_TOOLS_LLAMA3,       /* [<|python_tag|>]{"name": N, "parameters": {..}} at the start */
+    CHATPARSE_TOOLS_MISTRAL,      /* [TOOL_CALLS][{..}, ..] or [TOOL_CALLS]N[CALL_ID]id[ARGS]{..} */
+    CHATPARSE_TOOLS_DEEPSEEK_R1,  /* <｜tool▁calls▁begin｜>..function<｜tool▁sep｜>N\n```json.. */
+    CHATPARSE_TOOLS_DEEPSEEK_V31, /* <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{..}.. */
+};
+
+struct chatparse_format {
+    enum chatparse_tools tools;
+    const char *think_open;  /* "<think>", "[THINK]"; NULL: the family has no reasoning markers */
+    const char *think_close; /* "</think>", "[/THINK]"; NULL exactly when think_open is */
+};
+
+/* The name of a tool format ("hermes", "qwen3-coder", ...); never NULL. */
+const char *chatparse_tools_name(enum chatparse_tools t);
+
+/*
+ * Reads a chat template's source (Jinja text, NUL-terminated; NULL is taken
+ * as "") for the markers it writes, and fills *out: which tool-call syntax
+ * its assistant turns use (NONE when it writes none this module knows) and
+ * its reasoning markers (both present in the template, or none). The
+ * strings in *out are static. Pure; thread-safe.
+ */
+void chatparse_detect(const char *template_src, struct chatparse_format *out);
+
+/*
+ * True when the rendered prompt (len bytes) ends inside an open reasoning
+ * block: its last think_open is not followed by a think_close (DeepSeek-R1
+ * distills, QwQ, Qwen3.5 open "<think>\n" in the generation prompt; Qwen3
+ * with enable_thinking false closes it at once). False when f has no
+ * reasoning markers. Pure; thread-safe.
+ */
+bool chatparse_prompt_opens_thinking(const struct chatparse_format *f, const char *prompt,
+                                     size_t len);
+
+struct chatparse_opts {
+    bool parse_tools;        /* false: tool-call markers are plain content */
+    bool split_reasoning;    /* false (reasoning_format "none"): think markers are content */
+    bool start_in_reasoning; /* the prompt opened the block (chatparse_prompt_opens_thinking) */
+    uint64_t id_seed;        /* call ids are a function of this seed and the call's index */
+    size_t call_max;         /* bytes a call may hold; 0 means CHATPARSE_CALL_MAX */
+};
+
+enum chatparse_delta_kind {
+    CHATPARSE_REASONING,  /* text: a piece of reasoning_content */
+    CHATPARSE_CONTENT,    /* text: a piece of content */
+    CHATPARSE_TOOL_START, /* a new call: index, id, name; its arguments so far are "" */
+    CHATPARSE_TOOL_ARGS,  /* text: the next piece of call index's arguments (a JSON string) */
+};
+
+struct chatparse_delta {
+    enum chatparse_delta_kind kind;
+    int32_t index;   /* TOOL_*: the call's position in tool_calls, 0, 1, ...; else -1 */
+    char *text;      /* REASONING, CONTENT, TOOL_ARGS: NUL-terminated (may hold no NUL) */
+    size_t text_len; /* bytes of text, >= 1 */
+    char *id;        /* TOOL_START: "call_" and 24 alphanumerics, or the model's own id */
+    char *name;      /* TOOL_START: the function's name */
+};
+
+/* A list of deltas in stream order; owns its strings. Zero-initialised is empty. */
+struct chatparse_deltas {
+    struct chatparse_delta *v;
+    size_t n, cap;
+};
+
+/* Frees every delta's strings and empties the list, keeping its array for reuse. */
+void chatparse_deltas_clear(struct chatparse_deltas *d);
+/* Frees everything; the list is empty (and reusable) afterwards. */
+void chatparse_deltas_free(struct chatparse_deltas *d);
+
+struct chatparse;
+
+/*
+ * A parser for one choice. opts may be NULL (tools and reasoning on, seed 0).
+ * Options a format cannot use are ignored (no markers, no split). Returns
+ * NULL only when out of memory. f and its strings must outlive the parser.
+ */
+struct chatparse *chatparse_new(const struct chatparse_format *f, const struct chatparse_opts *opts);
+
+/*
+ * Feeds the next len bytes of generated text and appends to out the deltas
+ * they settle (possibly none: text may be held back). out is appended to,
+ * never cleared. Returns HEARTH_OK, HEARTH_ENOMEM (the parser is then
+ * unusable: free it), or HEARTH_EINVAL after chatparse_finish.
+ */
+enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t len,
+                                  struct chatparse_deltas *out);
+
+/*
+ * Ends the generation: settles everything held (a pending call becomes text
+ * unless complete) and appends the last deltas to out. Later feeds fail
+ * with HEARTH_EINVAL; a second finish appends nothing. Returns HEARTH_OK,
+ * HEARTH_ENOMEM.
+ */
+enum hearth_status chatparse_finish(struct chatparse *p, struct chatparse_deltas *out);
+
+/* Whether any tool call has been emitted so far (finish_reason "tool_calls"). */
+bool chatparse_has_tool_calls(const struct chatparse *p);
+
+/* Frees the parser; NULL is a no-op. */
+void chatparse_free(struct chatparse *p);
+
+/* --------------------------------------------- non-streaming: the whole message --- */
+
+struct chatparse_call {
+    char *id;
+    char *name;
+    char *arguments; /* compact JSON text of an object, e.g. {"city":"Paris"} */
+};
+
+/* A whole message, built from deltas. Zero-initialised is empty; NULL strings mean "". */
+struct chatparse_msg {
+    char *reasoning;   /* NUL-terminated, or NULL when none */
+    size_t reasoning_len;
+    char *content;     /* NUL-terminated, or NULL when none */
+    size_t content_len;
+    struct chatparse_call *calls;
+    size_t n_calls;
+};
+
+/*
+ * Adds deltas to msg: text is appended to reasoning or content, a TOOL_START
+ * adds a call, TOOL_ARGS are appended to call index's arguments. Returns
+ * HEARTH_OK, HEARTH_ENOMEM, or HEARTH_EINVAL for TOOL_ARGS of a call never
+ * started (msg is left as it was before the failing delta).
+ */
+enum hearth_status chatparse_msg_add(struct chatparse_msg *msg, const struct chatparse_deltas *d);
+
+/* Frees msg's strings and calls; msg is empty afterwards. */
+void chatparse_msg_free(struct chatparse_msg *msg);
+
+#endif

@@ -1,0 +1,646 @@
+/*
+ * test_chatparse.c: src/text/chatparse.c. The outputs are written out as the
+ * model families emit them (markers as their chat templates in
+ * ../shared/templates write them). Each is parsed whole, then fed split at
+ * every byte offset, at every pair of offsets (short ones), and a byte at a
+ * time: every way must give the same message, since the server's stream is
+ * the concatenation of the deltas and must equal its non-streaming answer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/chatparse.h"
+#include "util/testutil.h"
+
+struct want_call {
+    const char *name;
+    const char *args;
+    const char *id; /* NULL: a generated one */
+};
+
+static struct chatparse_format fmt(enum chatparse_tools t, const char *open, const char *close)
+{
+    return (struct chatparse_format){.tools = t, .think_open = open, .think_close = close};
+}
+
+static const struct chatparse_format hermes_think = {CHATPARSE_TOOLS_HERMES, "<think>", "</think>"};
+
+/* True when s[0, n) ends inside a UTF-8 character. */
+static bool cut_utf8(const char *s, size_t n)
+{
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        unsigned char c = (unsigned char)s[n - k];
+        if ((c & 0xC0) == 0x80)
+            continue;
+        size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > k;
+    }
+    return false;
+}
+
+/*
+ * Checks the stream shape of one feed's deltas: text never empty nor cut inside a UTF-8
+ * character (before the finish), a call's arguments come after its start, indexes count up.
+ */
+static void check_shape(const struct chatparse_deltas *d, int32_t *n_started, bool final)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        const struct chatparse_delta *e = &d->v[i];
+        if (e->kind == CHATPARSE_TOOL_START) {
+            assert_int_equal(e->index, *n_started);
+            assert_non_null(e->id);
+            assert_non_null(e->name);
+            assert_true(e->name[0] && e->id[0]);
+            (*n_started)++;
+        } else {
+            assert_non_null(e->text);
+            assert_true(e->text_len > 0);
+            if (e->kind == CHATPARSE_TOOL_ARGS)
+                assert_true(e->index >= 0 && e->index < *n_started);
+            else
+                assert_int_equal(e->index, -1);
+            if (!final && e->kind != CHATPARSE_TOOL_ARGS)
+                assert_false(cut_utf8(e->text, e->text_len));
+        }
+    }
+}
+
+/* Parses text fed in the pieces that the cut offsets (ascending, n_cuts of them) make. */
+static void parse(const struct chatparse_format *f, const struct chatparse_opts *o, const char *text,
+                  size_t len, const size_t *cuts, size_t n_cuts, struct chatparse_msg *msg,
+                  bool *has_calls)
+{
+    struct chatparse *p         = chatparse_new(f, o);
+    struct chatparse_deltas d   = {0};
+    int32_t n_started           = 0;
+    size_t at                   = 0;
+    assert_non_null(p);
+    memset(msg, 0, sizeof *msg);
+    for (size_t i = 0; i <= n_cuts; i++) {
+        size_t to = i < n_cuts ? cuts[i] : len;
+        assert_int_equal(chatparse_feed(p, text + at, to - at, &d), HEARTH_OK);
+        check_shape(&d, &n_started, false);
+        assert_int_equal(chatparse_msg_add(msg, &d), HEARTH_OK);
+        chatparse_deltas_clear(&d);
+        at = to;
+    }
+    assert_int_equal(chatparse_finish(p, &d), HEARTH_OK);
+    check_shape(&d, &n_started, true);
+    assert_int_equal(chatparse_msg_add(msg, &d), HEARTH_OK);
+    assert_int_equal(chatparse_feed(p, "x", 1, &d), HEARTH_EINVAL);
+    *has_calls = chatparse_has_tool_calls(p);
+    assert_int_equal(*has_calls, msg->n_calls > 0);
+    chatparse_deltas_free(&d);
+    chatparse_free(p);
+}
+
+static const char *or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+static bool msg_equal(const struct chatparse_msg *a, const struct chatparse_msg *b)
+{
+    if (strcmp(or_empty(a->reasoning), or_empty(b->reasoning)) ||
+        strcmp(or_empty(a->content), or_empty(b->content)) || a->n_calls != b->n_calls)
+        return false;
+    for (size_t i = 0; i < a->n_calls; i++)
+        if (strcmp(a->calls[i].id, b->calls[i].id) || strcmp(a->calls[i].name, b->calls[i].name) ||
+            strcmp(a->calls[i].arguments, b->calls[i].arguments))
+            return false;
+    return true;
+}
+
+static void print_msg(const char *label, const struct chatparse_msg *m)
+{
+    print_message("%s: reasoning [%s]\n  content [%s]\n", label, or_empty(m->reasoning),
+                  or_empty(m->content));
+    for (size_t i = 0; i < m->n_calls; i++)
+        print_message("  call %zu: %s %s %s\n", i, m->calls[i].id, m->calls[i].name,
+                      m->calls[i].arguments);
+}
+
+/*
+ * Parses text whole and checks the message against the wanted one, then checks that every
+ * chunking gives the same message.
+ */
+static void expect_opts(const struct chatparse_format *f, const struct chatparse_opts *o,
+                        const char *text, const char *reasoning, const char *content,
+                        const struct want_call *calls, size_t n_calls)
+{
+    size_t len = strlen(text);
+    struct chatparse_msg whole;
+    bool has;
+    parse(f, o, text, len, NULL, 0, &whole, &has);
+    bool ok = !strcmp(or_empty(whole.reasoning), or_empty(reasoning)) &&
+              !strcmp(or_empty(whole.content), or_empty(content)) && whole.n_calls == n_calls;
+    for (size_t i = 0; ok && i < n_calls; i++)
+        ok = !strcmp(whole.calls[i].name, calls[i].name) &&
+             !strcmp(whole.calls[i].arguments, calls[i].args) &&
+             (calls[i].id ? !strcmp(whole.calls[i].id, calls[i].id)
+                          : (f->tools == CHATPARSE_TOOLS_MISTRAL
+                                 ? strlen(whole.calls[i].id) == 9
+                                 : !strncmp(whole.calls[i].id, "call_", 5) &&
+                                       strlen(whole.calls[i].id) == 29));
+    if (!ok) {
+        print_message("text [%s]\n", text);
+        print_msg("got", &whole);
+        print_message("want: reasoning [%s]\n  content [%s]\n", or_empty(reasoning),
+                      or_empty(content));
+        for (size_t i = 0; i < n_calls; i++)
+            print_message("  call %zu: %s %s %s\n", i, or_empty(calls[i].id), calls[i].name,
+                          calls[i].args);
+    }
+    assert_true(ok);
+
+    struct chatparse_msg m;
+    size_t *cuts = malloc((len + 1) * sizeof *cuts);
+    assert_non_null(cuts);
+    for (size_t i = 0; i < len; i++)
+        cuts[i] = i + 1;
+    parse(f, o, text, len, cuts, len, &m, &has); /* a byte at a time */
+    if (!msg_equal(&m, &whole)) {
+        print_message("byte by byte differs for [%s]\n", text);
+        print_msg("stream", &m);
+    }
+    assert_true(msg_equal(&m, &whole));
+    chatparse_msg_free(&m);
+    for (size_t i = 0; i <= len; i++) {
+        parse(f, o, text, len, &i, 1, &m, &has);
+        if (!msg_equal(&m, &whole)) {
+            print_message("split at %zu differs for [%s]\n", i, text);
+            print_msg("stream", &m);
+        }
+        assert_true(msg_equal(&m, &whole));
+        chatparse_msg_free(&m);
+    }
+    if (len <= 200)
+        for (size_t i = 0; i <= len; i++)
+            for (size_t j = i; j <= len; j++) {
+                size_t c[2] = {i, j};
+                parse(f, o, text, len, c, 2, &m, &has);
+                if (!msg_equal(&m, &whole)) {
+                    print_message("split at %zu, %zu differs for [%s]\n", i, j, text);
+                    print_msg("stream", &m);
+                }
+                assert_true(msg_equal(&m, &whole));
+                chatparse_msg_free(&m);
+            }
+    free(cuts);
+    chatparse_msg_free(&whole);
+}
+
+static const struct chatparse_opts defaults = {.parse_tools = true, .split_reasoning = true,
+                                               .id_seed = 42};
+static const struct chatparse_opts in_think = {.parse_tools = true, .split_reasoning = true,
+                                               .start_in_reasoning = true, .id_seed = 42};
+
+static void expect(const struct chatparse_format *f, const char *text, const char *reasoning,
+                   const char *content, const struct want_call *calls, size_t n_calls)
+{
+    expect_opts(f, &defaults, text, reasoning, content, calls, n_calls);
+}
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ------------------------------------------------------------- Hermes / Qwen --- */
+
+static void test_qwen3_think_then_call(void **state)
+{
+    (void)state;
+    static const struct want_call c[] = {
+        {"get_weather", "{\"location\":\"Paris, France\",\"unit\":\"celsius\"}", NULL}};
+    expect(&hermes_think,
+           "<think>\nThe user wants the current weather in Paris. I should call get_weather "
+           "with location \"Paris, France\".\n</think>\n\n<tool_call>\n{\"name\": "
+           "\"get_weather\", \"arguments\": {\"location\": \"Paris, France\", \"unit\": "
+           "\"celsius\"}}\n</tool_call>",
+           "The user wants the current weather in Paris. I should call get_weather with "
+           "location \"Paris, France\".",
+           NULL, c, N(c));
+    /* Qwen3 answering without a call */
+    expect(&hermes_think, "<think>\nSimple greeting.\n</think>\n\nHello! How can I help?\n",
+           "Simple greeting.", "Hello! How can I help?", NULL, 0);
+    /* the prompt closed an empty block (enable_thinking false): content from the start */
+    expect(&hermes_think, "Hi there.", NULL, "Hi there.", NULL, 0);
+}
+
+static void test_qwen25_parallel_calls(void **state)
+{
+    (void)state;
+    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\":\"Paris\"}", NULL},
+        {"get_time", "{\"timezone\":\"Europe/Paris\"}", NULL},
+    };
+    const char *two = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                      "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+                      "\"arguments\": {\"timezone\": \"Europe/Paris\"}}\n</tool_call>";
+    expect(&f, two, NULL, NULL, c, N(c));
+    char text[512];
+    snprintf(text, sizeof text, "I'll look both up.\n\n%s\n", two);
+    expect(&f, text, NULL, "I'll look both up.", c, N(c));
+    /* content after the calls stays content */
+    snprintf(text, sizeof text, "%s\nDone.", two);
+    expect(&f, text, NULL, "Done.", c, N(c));
+    /* Hermes 2 Pro fine-tunes: arguments written as a JSON string, no arguments at all */
+    static const struct want_call s[] = {{"f", "{\"a\":1}", NULL}, {"g", "{}", NULL}};
+    expect(&f,
+           "<tool_call>\n{\"arguments\": \"{\\\"a\\\": 1}\", \"name\": \"f\"}\n</tool_call>\n"
+           "<tool_call>{\"name\": \"g\"}</tool_call>",
+           NULL, NULL, s, N(s));
+}
+
+static void test_non_ascii_arguments(void **state)
+{
+    (void)state;
+    static const struct want_call c[] = {
+        {"translate", "{\"text\":\"Grüße aus Zürich\",\"to\":\"日本語\",\"note\":\"München ☀\"}",
+         NULL}};
+    expect(&hermes_think,
+           "<think>\nÜbersetzung nach Japanisch — 日本語.\n</think>\n\n<tool_call>\n{\"name\": "
+           "\"translate\", \"arguments\": {\"text\": \"Grüße aus Zürich\", \"to\": \"日本語\", "
+           "\"note\": \"M\\u00fcnchen \\u2600\"}}\n</tool_call>",
+           "Übersetzung nach Japanisch — 日本語.", NULL, c, N(c));
+    expect(&hermes_think, "Ça va très bien, merci ! 🙂", NULL, "Ça va très bien, merci ! 🙂",
+           NULL, 0);
+}
+
+static void test_hermes_malformed_stays_text(void **state)
+{
+    (void)state;
+    struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    const char *bad           = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>";
+    expect(&f, bad, NULL, bad, NULL, 0);
+    const char *unterminated = "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}";
+    expect(&f, unterminated, NULL, unterminated, NULL, 0);
+    expect(&f, "<tool_callx>hi</tool_callx> and <tool_call", NULL,
+           "<tool_callx>hi</tool_callx> and <tool_call", NULL, 0);
+    /* no name, arguments not an object, trailing garbage */
+    const char *noname = "<tool_call>{\"arguments\": {}}</tool_call>";
+    expect(&f, noname, NULL, noname, NULL, 0);
+    const char *array = "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>";
+    expect(&f, array, NULL, array, NULL, 0);
+    const char *extra = "<tool_call>{\"name\": \"f\", \"arguments\": {}} x</tool_call>";
+    expect(&f, extra, NULL, extra, NULL, 0);
+    /* a bad call is text, and the parse goes on after its marker */
+    static const struct want_call c[] = {{"f", "{\"a\":1}", NULL}};
+    expect(&f, "<tool_call>oops <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
+               "</tool_call>",
+           NULL, "<tool_call>oops", c, N(c));
+    /* a lone </think> is content; so is everything when tools are off */
+    expect(&hermes_think, "Use </think> to close.", NULL, "Use </think> to close.", NULL, 0);
+    struct chatparse_opts off = {.split_reasoning = true};
+    const char *call          = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    expect_opts(&f, &off, call, NULL, call, NULL, 0);
+}
+
+static void test_call_cap(void **state)
+{
+    (void)state;
+    struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    struct chatparse_opts o   = {.parse_tools = true, .call_max = 48};
+    const char *big = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"0123456789\"}}</tool_call>";
+    expect_opts(&f, &o, big, NULL, big, NULL, 0);
+    static const struct want_call c[] = {{"f", "{}", NULL}};
+    expect_opts(&f, &o, "<tool_call>{\"name\": \"f\"}</tool_call>", NULL, NULL, c, N(c));
+}
+
+/* ------------------------------------------------------------ Qwen3-Coder --- */
+
+static void test_qwen3_coder_xml(void **state)
+{
+    (void)state;
+    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\":\"San Francisco\",\"days\":3}", NULL}};
+    expect(&f,
+           "I'll check the forecast.\n<tool_call>\n<function=get_weather>\n<parameter=city>\n"
+           "San Francisco\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n"
+           "</tool_call>",
+           NULL, "I'll check the forecast.", c, N(c));
+    static const struct want_call w[] = {
+        {"write_file",
+         "{\"path\":\"a.py\",\"content\":\"def f():\\n    return 1\",\"opts\":{\"mode\":"
+         "\"w\"},\"tags\":[1,true,null],\"quoted\":\"\\\"x\\\"\"}",
+         NULL},
+        {"ls", "{}", NULL},
+    };
+    expect(&f,
+           "<tool_call>\n<function=write_file>\n<parameter=path>\na.py\n</parameter>\n"
+           "<parameter=content>\ndef f():\n    return 1\n</parameter>\n<parameter=opts>\n"
+           "{\"mode\": \"w\"}\n</parameter>\n<parameter=tags>\n[1, true, null]\n</parameter>\n"
+           "<parameter=quoted>\n\"x\"\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n"
+           "<function=ls>\n</function>\n</tool_call>",
+           NULL, NULL, w, N(w));
+    /* Qwen3.5: the prompt opened <think>, then the XML call */
+    struct chatparse_format f35 = fmt(CHATPARSE_TOOLS_QWEN3_CODER, "<think>", "</think>");
+    static const struct want_call s[] = {{"search", "{\"query\":\"hearth llm\"}", NULL}};
+    expect_opts(&f35, &in_think,
+                "I need to search.\n</think>\n\n<tool_call>\n<function=search>\n"
+                "<parameter=query>\nhearth llm\n</parameter>\n</function>\n</tool_call>",
+                "I need to search.", NULL, s, N(s));
+    const char *nofn = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</tool_call>";
+    expect(&f, nofn, NULL, nofn, NULL, 0);
+    const char *noparam = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>";
+    expect(&f, noparam, NULL, noparam, NULL, 0);
+    const char *json = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
+    expect(&f, json, NULL, json, NULL, 0);
+}
+
+/* --------------------------------------------------------------- Llama 3 --- */
+
+static void test_llama3_json(void **state)
+{
+    (void)state;
+    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_LLAMA3, NULL, NULL);
+    static const struct want_call c[] = {{"get_weather", "{\"city\":\"Paris\"}", NULL}};
+    expect(&f, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", NULL, NULL, c,
+           N(c));
+    expect(&f, "<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+           NULL, NULL, c, N(c));
+    expect(&f,
+           "\n{\"type\": \"function\", \"name\": \"get_weather\", \"parameters\": {\"city\": "
+           "\"Paris\"}}",
+           NULL, NULL, c, N(c));
+    static const struct want_call two[] = {{"a", "{\"x\":\"}{\"}", NULL}, {"b", "{}", NULL}};
+    expect(&f,
+           "{\"name\": \"a\", \"parameters\": {\"x\": \"}{\"}}; {\"name\": \"b\", "
+           "\"parameters\": {}}",
+           NULL, NULL, two, N(two));
+    /* braces later in the content, or JSON that is no call, are content */
+    expect(&f, "The set {1, 2} has two elements.", NULL, "The set {1, 2} has two elements.",
+           NULL, 0);
+    expect(&f, "{\"answer\": 42}", NULL, "{\"answer\": 42}", NULL, 0);
+    expect(&f, "{\"name\": \"Bob\"}", NULL, "{\"name\": \"Bob\"}", NULL, 0);
+    expect(&f, "{\"name\": \"f\", \"parameters\": {", NULL, "{\"name\": \"f\", \"parameters\": {",
+           NULL, 0);
+    expect(&f, "<|python_tag|>brave_search.call(query=\"x\")", NULL,
+           "<|python_tag|>brave_search.call(query=\"x\")", NULL, 0);
+    expect(&f, "{\"name\": \"a\", \"parameters\": {}}; and then", NULL, "; and then",
+           (const struct want_call[]){{"a", "{}", NULL}}, 1);
+}
+
+/* --------------------------------------------------------------- Mistral --- */
+
+static void test_mistral(void **state)
+{
+    (void)state;
+    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\":\"Paris\"}", "a1B2c3D4e"},
+        {"get_time", "{}", NULL},
+    };
+    /* Mistral Nemo / Small 3 */
+    expect(&f,
+           "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
+           "\"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {}}]",
+           NULL, NULL, c, N(c));
+    /* Devstral / Ministral 3 */
+    static const struct want_call d[] = {
+        {"get_weather", "{\"city\":\"Paris\"}", NULL},
+        {"get_time", "{\"tz\":\"[ARGS]\"}", NULL},
+    };
+    expect(&f,
+           "Checking.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time"
+           "[ARGS]{\"tz\": \"[ARGS]\"}",
+           NULL, "Checking.", d, N(d));
+    /* Mistral Small 3.2 */
+    static const struct want_call s[] = {{"get_weather", "{\"city\":\"Paris\"}", "Xy12AbC9z"}};
+    expect(&f, "[TOOL_CALLS]get_weather[CALL_ID]Xy12AbC9z[ARGS]{\"city\": \"Paris\"}", NULL, NULL,
+           s, N(s));
+    /* Ministral 3 Reasoning: [THINK] markers */
+    struct chatparse_format r = fmt(CHATPARSE_TOOLS_MISTRAL, "[THINK]", "[/THINK]");
+    expect(&r, "[THINK]The user wants Paris.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": "
+               "\"Paris\"}",
+           "The user wants Paris.", NULL, d, 1);
+    const char *bad[] = {
+        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {]",
+        "[TOOL_CALLS][]",
+        "[TOOL_CALLS]f[ARGS][1]",
+        "[TOOL_CALLS]f[ARG]{}",
+        "[TOOL_CALLS]f[ARGS]{\"a\": 1",
+        "[TOOL_CALLS]f g",
+    };
+    for (size_t i = 0; i < N(bad); i++)
+        expect(&f, bad[i], NULL, bad[i], NULL, 0);
+}
+
+/* -------------------------------------------------------------- DeepSeek --- */
+
+static void test_deepseek_r1(void **state)
+{
+    (void)state;
+    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>", "</think>");
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\":\"Paris\"}", NULL},
+        {"get_time", "{\"tz\":\"CET\"}", NULL},
+    };
+    expect_opts(&f, &in_think,
+                "Okay, the user wants the weather and the time in Paris.\n</think>\n\n"
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+                "```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>"
+                "function<｜tool▁sep｜>get_time\n```json\n{\"tz\": \"CET\"}\n```"
+                "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                "Okay, the user wants the weather and the time in Paris.", NULL, c, N(c));
+    /* no </think>: it all is reasoning; an opening <think> the model repeats is dropped */
+    expect_opts(&f, &in_think, "<think>\nStill thinking about 東京", "Still thinking about 東京",
+                NULL, NULL, 0);
+    const char *open = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n"
+                       "```json\n{}\n```<｜tool▁call▁end｜>";
+    expect(&f, open, NULL, open, NULL, 0);
+    const char *bad = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n"
+                      "```json\n{x}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    expect(&f, bad, NULL, bad, NULL, 0);
+}
+
+static void test_deepseek_v31(void **state)
+{
+    (void)state;
+    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_DEEPSEEK_V31, "<think>", "</think>");
+    static const struct want_call c[] = {{"get_weather", "{\"city\":\"Paris\"}", NULL}};
+    expect(&f,
+           "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
+           "{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+           NULL, "Let me check.", c, N(c));
+    expect_opts(&f, &in_think,
+                "Weather lookup.</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather"
+                "<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                "Weather lookup.", NULL, c, N(c));
+}
+
+/* -------------------------------------------------------------- reasoning --- */
+
+static void test_reasoning_rules(void **state)
+{
+    (void)state;
+    expect_opts(&hermes_think, &in_think, "All of this is reasoning <b>", "All of this is reasoning <b>",
+                NULL, NULL, 0);
+    expect_opts(&hermes_think, &in_think, "\n\nx\n</think>\n\n", "x", NULL, NULL, 0);
+    /* <think> opens reasoning only at the start of the output */
+    expect(&hermes_think, "Hi <think>x</think>", NULL, "Hi <think>x</think>", NULL, 0);
+    /* reasoning_format "none": markers are content */
+    struct chatparse_opts none = {.parse_tools = true};
+    expect_opts(&hermes_think, &none, "<think>\nhmm\n</think>\n\nYes.", NULL,
+                "<think>\nhmm\n</think>\n\nYes.", NULL, 0);
+    /* tool markers inside reasoning are reasoning */
+    expect(&hermes_think, "<think><tool_call>{\"name\": \"f\"}</tool_call></think>ok",
+           "<tool_call>{\"name\": \"f\"}</tool_call>", "ok", NULL, 0);
+}
+
+static void test_prompt_opens_thinking(void **state)
+{
+    (void)state;
+    const char *r1  = "<｜User｜>Hi<｜Assistant｜><think>\n";
+    const char *off = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    const char *old = "<|im_start|>assistant\n<think>\na\n</think>\n\nb<|im_end|>\n"
+                      "<|im_start|>assistant\n";
+    assert_true(chatparse_prompt_opens_thinking(&hermes_think, r1, strlen(r1)));
+    assert_false(chatparse_prompt_opens_thinking(&hermes_think, off, strlen(off)));
+    assert_false(chatparse_prompt_opens_thinking(&hermes_think, old, strlen(old)));
+    assert_false(chatparse_prompt_opens_thinking(&hermes_think, "", 0));
+    struct chatparse_format plain = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    assert_false(chatparse_prompt_opens_thinking(&plain, r1, strlen(r1)));
+}
+
+/* The deltas' stream shape: start (id, name), then the arguments; ids follow the seed. */
+static void test_stream_shape_and_ids(void **state)
+{
+    (void)state;
+    struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    const char *text = "Hi <tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>";
+    char first[64]   = "";
+    for (int run = 0; run < 3; run++) {
+        struct chatparse_opts o   = {.parse_tools = true, .id_seed = run < 2 ? 7 : 8};
+        struct chatparse *p       = chatparse_new(&f, &o);
+        struct chatparse_deltas d = {0};
+        assert_int_equal(chatparse_feed(p, text, strlen(text), &d), HEARTH_OK);
+        assert_int_equal(d.n, 3);
+        assert_int_equal(d.v[0].kind, CHATPARSE_CONTENT);
+        assert_string_equal(d.v[0].text, "Hi");
+        assert_int_equal(d.v[1].kind, CHATPARSE_TOOL_START);
+        assert_int_equal(d.v[1].index, 0);
+        assert_string_equal(d.v[1].name, "f");
+        assert_int_equal(d.v[2].kind, CHATPARSE_TOOL_ARGS);
+        assert_string_equal(d.v[2].text, "{\"a\":1}");
+        assert_true(chatparse_has_tool_calls(p));
+        if (run == 0)
+            snprintf(first, sizeof first, "%s", d.v[1].id);
+        else if (run == 1)
+            assert_string_equal(d.v[1].id, first);
+        else
+            assert_string_not_equal(d.v[1].id, first);
+        chatparse_deltas_clear(&d);
+        assert_int_equal(chatparse_finish(p, &d), HEARTH_OK);
+        assert_int_equal(d.n, 0);
+        chatparse_deltas_free(&d);
+        chatparse_free(p);
+    }
+    /* text that may be a marker waits; then goes out whole */
+    struct chatparse *p       = chatparse_new(&f, NULL);
+    struct chatparse_deltas d = {0};
+    assert_int_equal(chatparse_feed(p, "a <tool_c", 9, &d), HEARTH_OK);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.v[0].text, "a");
+    chatparse_deltas_clear(&d);
+    assert_int_equal(chatparse_feed(p, "all", 3, &d), HEARTH_OK);
+    assert_int_equal(d.n, 0);
+    assert_int_equal(chatparse_feed(p, "s", 1, &d), HEARTH_OK);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.v[0].text, " <tool_calls");
+    assert_false(chatparse_has_tool_calls(p));
+    chatparse_deltas_free(&d);
+    chatparse_free(p);
+}
+
+/* -------------------------------------------------------------- detection --- */
+
+static void detect_file(const char *rel, enum chatparse_tools tools, const char *think_open)
+{
+    const char *path = tu_shared(rel);
+    if (!path) {
+        print_message("skip: %s not found\n", rel);
+        return;
+    }
+    char *src = tu_read_file(path, NULL);
+    assert_non_null(src);
+    struct chatparse_format f;
+    chatparse_detect(src, &f);
+    if (f.tools != tools || (think_open ? !f.think_open || strcmp(f.think_open, think_open)
+                                        : f.think_open != NULL))
+        print_message("%s: got %s, think %s\n", rel, chatparse_tools_name(f.tools),
+                      f.think_open ? f.think_open : "none");
+    assert_int_equal(f.tools, tools);
+    if (think_open)
+        assert_string_equal(f.think_open, think_open);
+    else
+        assert_null(f.think_open);
+    free(src);
+}
+
+static void test_detect_templates(void **state)
+{
+    (void)state;
+    if (!tu_shared("templates")) {
+        print_message("skip: templates not found (set HEARTH_SHARED)\n");
+        skip();
+    }
+    static const struct {
+        const char *file;
+        enum chatparse_tools tools;
+        const char *think;
+    } cases[] = {
+        {"Qwen-Qwen3-0.6B.jinja", CHATPARSE_TOOLS_HERMES, "<think>"},
+        {"Qwen-QwQ-32B.jinja", CHATPARSE_TOOLS_HERMES, "<think>"},
+        {"Qwen-Qwen2.5-7B-Instruct.jinja", CHATPARSE_TOOLS_HERMES, NULL},
+        {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", CHATPARSE_TOOLS_HERMES, NULL},
+        {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", CHATPARSE_TOOLS_HERMES, NULL},
+        {"Qwen3-Coder.jinja", CHATPARSE_TOOLS_QWEN3_CODER, NULL},
+        {"Qwen3.5-4B.jinja", CHATPARSE_TOOLS_QWEN3_CODER, "<think>"},
+        {"meta-llama-Llama-3.1-8B-Instruct.jinja", CHATPARSE_TOOLS_LLAMA3, NULL},
+        {"meta-llama-Llama-3.2-3B-Instruct.jinja", CHATPARSE_TOOLS_LLAMA3, NULL},
+        {"meta-llama-Llama-3.3-70B-Instruct.jinja", CHATPARSE_TOOLS_LLAMA3, NULL},
+        {"mistralai-Mistral-Nemo-Instruct-2407.jinja", CHATPARSE_TOOLS_MISTRAL, NULL},
+        {"Mistral-Small-3.2-24B-Instruct-2506.jinja", CHATPARSE_TOOLS_MISTRAL, NULL},
+        {"unsloth-mistral-Devstral-Small-2507.jinja", CHATPARSE_TOOLS_MISTRAL, NULL},
+        {"mistralai-Ministral-3-14B-Reasoning-2512.jinja", CHATPARSE_TOOLS_MISTRAL, "[THINK]"},
+        {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>"},
+        {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>"},
+        {"llama-cpp-deepseek-r1.jinja", CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>"},
+        {"deepseek-ai-DeepSeek-V3.1.jinja", CHATPARSE_TOOLS_DEEPSEEK_V31, "<think>"},
+        {"google-gemma-2-2b-it.jinja", CHATPARSE_TOOLS_NONE, NULL},
+        {"microsoft-Phi-3.5-mini-instruct.jinja", CHATPARSE_TOOLS_NONE, NULL},
+        {"meetkai-functionary-medium-v3.1.jinja", CHATPARSE_TOOLS_NONE, NULL},
+    };
+    char rel[256];
+    for (size_t i = 0; i < N(cases); i++) {
+        snprintf(rel, sizeof rel, "templates/%s", cases[i].file);
+        detect_file(rel, cases[i].tools, cases[i].think);
+    }
+    struct chatparse_format f;
+    chatparse_detect(NULL, &f);
+    assert_int_equal(f.tools, CHATPARSE_TOOLS_NONE);
+    assert_null(f.think_open);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_qwen3_think_then_call),
+        cmocka_unit_test(test_qwen25_parallel_calls),
+        cmocka_unit_test(test_non_ascii_arguments),
+        cmocka_unit_test(test_hermes_malformed_stays_text),
+        cmocka_unit_test(test_call_cap),
+        cmocka_unit_test(test_qwen3_coder_xml),
+        cmocka_unit_test(test_llama3_json),
+        cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_deepseek_r1),
+        cmocka_unit_test(test_deepseek_v31),
+        cmocka_unit_test(test_reasoning_rules),
+        cmocka_unit_test(test_prompt_opens_thinking),
+        cmocka_unit_test(test_stream_shape_and_ids),
+        cmocka_unit_test(test_detect_templates),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
