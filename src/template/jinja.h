@@ -1,0 +1,62 @@
+/*
+ * jinja.h: a small, bounded Jinja interpreter for chat templates, with the
+ * semantics of Hugging Face's apply_chat_template: Python jinja2 3.1 in an
+ * ImmutableSandboxedEnvironment with trim_blocks and lstrip_blocks, the
+ * loopcontrols extension, a {% generation %} block rendered as its body,
+ * raise_exception(msg), strftime_now(fmt) and a tojson filter that is
+ * json.dumps keeping non-ASCII and key order.
+ *
+ * A compiled template is read-only: any number of threads may render it at
+ * once. Rendering allocates from a per-render arena bounded by the options
+ * (memory, steps, macro depth, output size); exceeding a bound is an error,
+ * never a crash. No global state.
+ */
+#ifndef HEARTH_JINJA_H
+#define HEARTH_JINJA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "hearth.h"
+
+struct jinja_template;
+
+struct jinja_opts {
+    int max_depth;     /* macro call nesting, >= 1 (default 128) */
+    int64_t max_steps; /* statements, expressions and loop iterations evaluated (default 10M) */
+    size_t max_output; /* bytes of output, and of any one string built (default 16 MiB) */
+    size_t max_memory; /* bytes a render may allocate in all (default 256 MiB) */
+    int64_t now;       /* unix seconds strftime_now formats in local time; < 0: the current time */
+};
+
+/* Fills o with the defaults above (now = -1). */
+void jinja_opts_default(struct jinja_opts *o);
+
+/*
+ * Parses src (len bytes, UTF-8). HEARTH_OK and *out (free with jinja_free),
+ * or HEARTH_EINVAL (a syntax error, an unknown filter or test) or
+ * HEARTH_ENOMEM with one sentence in err naming the line.
+ */
+enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_template **out,
+                                 char *err, size_t err_len);
+
+/*
+ * Renders t with the variables of the cJSON object vars (messages, tools,
+ * bos_token, eos_token, add_generation_prompt and any extra keyword
+ * arguments); vars may be NULL. JSON numbers that are whole and fit in 64
+ * bits become ints, others floats. On HEARTH_OK *out is malloc'd and
+ * NUL-terminated, *out_len its length (out_len may be NULL). Errors:
+ * HEARTH_EINVAL for a template error (raise_exception's message verbatim),
+ * HEARTH_ERANGE for a bound exceeded, HEARTH_ENOMEM; err gets one sentence
+ * and *out is NULL. o may be NULL for the defaults. Thread-safe.
+ */
+enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *vars,
+                                const struct jinja_opts *o, char **out, size_t *out_len,
+                                char *err, size_t err_len);
+
+/* Frees t; NULL is a no-op. */
+void jinja_free(struct jinja_template *t);
+
+#endif

@@ -1,0 +1,975 @@
+/*
+ * jinja_eval.c: walks the syntax tree and renders, with jinja2's scoping:
+ * a for loop's body gets a fresh scope on every iteration (what it sets
+ * stays in that iteration), if blocks share their parent's scope, a macro
+ * call's scope hangs off the scope the macro was defined in (names resolve
+ * there at call time), and the render's variables sit below the top-level
+ * scope. Attribute and item lookup follow the sandbox's getattr/getitem;
+ * undefined values carry the message their misuse raises.
+ *
+ * Every node evaluated counts a step; macro nesting and the evaluator's
+ * own recursion are bounded, so no template can exhaust time or the C
+ * stack.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "template/jinja_int.h"
+
+/* Evaluator recursion bound: a few hundred bytes of C stack per level. */
+#define MAX_C_DEPTH 3000
+
+enum flow { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
+
+void jinja_enter(struct jctx *c)
+{
+    if (++c->steps > c->o.max_steps)
+        jinja_failc(c, HEARTH_ERANGE, "the render passed its %lld steps",
+                    (long long)c->o.max_steps);
+    if (++c->c_depth > MAX_C_DEPTH)
+        jinja_failc(c, HEARTH_ERANGE, "the template nests too deep to evaluate");
+}
+
+void jinja_failc(struct jctx *c, enum hearth_status st, const char *fmt, ...)
+{
+    char msg[HEARTH_ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    jinja_fail(&c->mem, st, "%s", msg);
+}
+
+void jinja_undef_fail(struct jctx *c, struct jv v)
+{
+    if (v.u.s.p)
+        jinja_failc(c, HEARTH_EINVAL, "%.*s", (int)v.u.s.len, v.u.s.p);
+    jinja_failc(c, HEARTH_EINVAL, "a value is undefined");
+}
+
+static struct jv undef_fmt(struct jctx *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static struct jv undef_fmt(struct jctx *c, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t n = k < 0 ? 0 : (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
+    return jv_undef(jinja_strndup(&c->mem, msg, n));
+}
+
+/* jinja2's object_type_repr, for undefined messages. */
+static const char *obj_repr(struct jv v)
+{
+    switch (v.kind) {
+    case JV_NONE: return "None";
+    case JV_DICT: return "dict object";
+    case JV_LIST: return "list object";
+    case JV_TUPLE: return "tuple object";
+    case JV_STR: return "str object";
+    case JV_INT: return "int object";
+    case JV_FLOAT: return "float object";
+    case JV_BOOL: return "bool object";
+    case JV_NS: return "jinja2.utils.Namespace object";
+    case JV_LOOP: return "jinja2.runtime.LoopContext object";
+    default: return "object";
+    }
+}
+
+static struct jv no_attr(struct jctx *c, struct jv obj, struct jstr name)
+{
+    if (obj.kind == JV_NONE)
+        return undef_fmt(c, "'None' has no attribute '%.*s'", (int)name.len, name.p);
+    return undef_fmt(c, "'%s' has no attribute '%.*s'", obj_repr(obj), (int)name.len, name.p);
+}
+
+/* ---------------------------------------------------------------- scopes --- */
+
+static struct jscope *scope_new(struct jctx *c, struct jscope *parent)
+{
+    struct jscope *s = jinja_alloc(&c->mem, sizeof *s);
+    s->parent        = parent;
+    return s;
+}
+
+static void scope_set(struct jctx *c, struct jscope *s, struct jstr name, struct jv v)
+{
+    jv_dict_set(c, &s->vars, jv_strn(name.p, name.len), v);
+}
+
+static struct jv lookup(struct jctx *c, struct jscope *s, struct jstr name)
+{
+    for (; s; s = s->parent) {
+        struct jv *v = jv_dict_gets(&s->vars, name.p, name.len);
+        if (v)
+            return *v;
+    }
+    int g = jinja_global_find(name);
+    if (g >= 0)
+        return (struct jv){.kind = JV_FUNC, .u.i = g};
+    return undef_fmt(c, "'%.*s' is undefined", (int)name.len, name.p);
+}
+
+/* ---------------------------------------------------------------- lookup --- */
+
+static struct jv loop_attr(struct jctx *c, struct jv lv, struct jstr name)
+{
+    const struct jloop *lp = lv.u.lp;
+    int64_t i = (int64_t)lp->i, n = (int64_t)lp->items->n;
+    if (js_eq(name, "index"))
+        return jv_int(i + 1);
+    if (js_eq(name, "index0"))
+        return jv_int(i);
+    if (js_eq(name, "revindex"))
+        return jv_int(n - i);
+    if (js_eq(name, "revindex0"))
+        return jv_int(n - i - 1);
+    if (js_eq(name, "first"))
+        return jv_bool(i == 0);
+    if (js_eq(name, "last"))
+        return jv_bool(i == n - 1);
+    if (js_eq(name, "length"))
+        return jv_int(n);
+    if (js_eq(name, "depth"))
+        return jv_int(lp->depth);
+    if (js_eq(name, "depth0"))
+        return jv_int(lp->depth - 1);
+    if (js_eq(name, "previtem"))
+        return i > 0 ? lp->items->v[i - 1] : undef_fmt(c, "there is no previous item");
+    if (js_eq(name, "nextitem"))
+        return i + 1 < n ? lp->items->v[i + 1] : undef_fmt(c, "there is no next item");
+    if (js_eq(name, "cycle")) {
+        struct jmethod *me = jinja_alloc(&c->mem, sizeof *me);
+        me->self           = lv;
+        me->name           = "cycle";
+        return (struct jv){.kind = JV_METHOD, .u.me = me};
+    }
+    return no_attr(c, lv, name);
+}
+
+/* The method of obj by name as a bound value, an unsafe undefined, or kind JV_NONE if none. */
+static bool method_value(struct jctx *c, struct jv obj, struct jstr name, struct jv *out)
+{
+    bool unsafe     = false;
+    const char *mth = jinja_method_find(obj, name, &unsafe);
+    if (!mth)
+        return false;
+    if (unsafe) {
+        *out = undef_fmt(c, "access to attribute '%.*s' of '%s' object is unsafe.",
+                         (int)name.len, name.p, jv_type_name(obj));
+        return true;
+    }
+    struct jmethod *me = jinja_alloc(&c->mem, sizeof *me);
+    me->self           = obj;
+    me->name           = mth;
+    *out               = (struct jv){.kind = JV_METHOD, .u.me = me};
+    return true;
+}
+
+struct jv jinja_getattr(struct jctx *c, struct jv obj, struct jstr name)
+{
+    struct jv m;
+    switch (obj.kind) {
+    case JV_UNDEF:
+        jinja_undef_fail(c, obj);
+    case JV_LOOP:
+        return loop_attr(c, obj, name);
+    case JV_NS: {
+        struct jv *v = jv_dict_gets(obj.u.d, name.p, name.len);
+        return v ? *v : no_attr(c, obj, name);
+    }
+    case JV_DICT: {
+        if (method_value(c, obj, name, &m))
+            return m;
+        struct jv *v = jv_dict_gets(obj.u.d, name.p, name.len);
+        return v ? *v : no_attr(c, obj, name);
+    }
+    default:
+        if (method_value(c, obj, name, &m))
+            return m;
+        return no_attr(c, obj, name);
+    }
+}
+
+static bool as_index(struct jv k, int64_t *i)
+{
+    if (k.kind == JV_INT)
+        *i = k.u.i;
+    else if (k.kind == JV_BOOL)
+        *i = k.u.b;
+    else
+        return false;
+    return true;
+}
+
+struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
+{
+    int64_t i;
+    switch (obj.kind) {
+    case JV_UNDEF:
+        jinja_undef_fail(c, obj);
+    case JV_DICT: {
+        struct jv *v = jv_dict_get(obj.u.d, key);
+        if (v)
+            return *v;
+        break;
+    }
+    case JV_LIST:
+    case JV_TUPLE:
+        if (as_index(key, &i)) {
+            int64_t n = (int64_t)obj.u.l->n;
+            if (i < 0)
+                i += n;
+            if (i >= 0 && i < n)
+                return obj.u.l->v[i];
+            return undef_fmt(c, "'%s' has no element %lld", obj_repr(obj),
+                             (long long)(as_index(key, &i) ? i : 0));
+        }
+        break;
+    case JV_STR:
+        if (as_index(key, &i)) {
+            int64_t n = (int64_t)ju_count(obj.u.s);
+            if (i < 0)
+                i += n;
+            if (i >= 0 && i < n) {
+                size_t a = ju_offset(obj.u.s, (size_t)i);
+                size_t b = ju_offset(obj.u.s, (size_t)i + 1);
+                return jv_strn(obj.u.s.p + a, b - a);
+            }
+            return undef_fmt(c, "'str object' has no element %lld", (long long)i);
+        }
+        break;
+    default:
+        break;
+    }
+    if (key.kind == JV_STR) {
+        if (obj.kind == JV_NS || obj.kind == JV_LOOP)
+            return jinja_getattr(c, obj, key.u.s);
+        struct jv m;
+        if (method_value(c, obj, key.u.s, &m))
+            return m;
+        return no_attr(c, obj, key.u.s);
+    }
+    struct jstr r = jv_to_repr(c, key);
+    return undef_fmt(c, "'%s' has no element %.*s", obj_repr(obj), (int)r.len, r.p);
+}
+
+/* Python's slice.indices and the slice itself, for lists, tuples and strings. */
+static struct jv do_slice(struct jctx *c, struct jv obj, struct jv a, struct jv b, struct jv s)
+{
+    if (obj.kind == JV_UNDEF)
+        jinja_undef_fail(c, obj);
+    int64_t step = 1, start, stop, n;
+    if (s.kind != JV_NONE && !as_index(s, &step))
+        jinja_failc(c, HEARTH_EINVAL, "slice indices must be integers or None");
+    if (step == 0)
+        jinja_failc(c, HEARTH_EINVAL, "slice step cannot be zero");
+    if (obj.kind == JV_STR)
+        n = (int64_t)ju_count(obj.u.s);
+    else if (jv_is_seq(obj))
+        n = (int64_t)obj.u.l->n;
+    else
+        jinja_failc(c, HEARTH_EINVAL, "'%s' object is not subscriptable", jv_type_name(obj));
+    int64_t lo = step < 0 ? -1 : 0, hi = step < 0 ? n - 1 : n;
+    if (a.kind == JV_NONE)
+        start = step < 0 ? hi : lo;
+    else {
+        if (!as_index(a, &start))
+            jinja_failc(c, HEARTH_EINVAL, "slice indices must be integers or None");
+        start = start < 0 ? (start + n < lo ? lo : start + n) : (start > hi ? hi : start);
+    }
+    if (b.kind == JV_NONE)
+        stop = step < 0 ? lo : hi;
+    else {
+        if (!as_index(b, &stop))
+            jinja_failc(c, HEARTH_EINVAL, "slice indices must be integers or None");
+        stop = stop < 0 ? (stop + n < lo ? lo : stop + n) : (stop > hi ? hi : stop);
+    }
+    if (obj.kind == JV_STR) {
+        if (step == 1) {
+            if (stop <= start)
+                return jv_strn("", 0);
+            size_t x = ju_offset(obj.u.s, (size_t)start), y = ju_offset(obj.u.s, (size_t)stop);
+            return jv_strn(obj.u.s.p + x, y - x);
+        }
+        /* offsets of every code point, then pick */
+        size_t *off = jinja_alloc(&c->mem, ((size_t)n + 1) * sizeof *off);
+        size_t p    = 0;
+        for (int64_t k = 0; k < n; k++) {
+            off[k] = p;
+            uint32_t cp;
+            p += ju_decode(obj.u.s.p + p, obj.u.s.len - p, &cp);
+        }
+        off[n]        = p;
+        struct jbuf o = {0};
+        for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step)
+            jb_put(c, &o, obj.u.s.p + off[k], off[k + 1] - off[k]);
+        return jv_strn(o.p ? o.p : "", o.len);
+    }
+    struct jv out = jv_list_new(c, 0);
+    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step)
+        jv_list_push(c, out.u.l, obj.u.l->v[k]);
+    out.kind = obj.kind;
+    return out;
+}
+
+/* ------------------------------------------------------------ arithmetic --- */
+
+static bool numeric(struct jv v)
+{
+    return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
+}
+
+static double fval(struct jv v)
+{
+    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b;
+}
+
+static int64_t ival(struct jv v)
+{
+    return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
+}
+
+static _Noreturn void bad_operands(struct jctx *c, const char *op, struct jv a, struct jv b)
+{
+    jinja_failc(c, HEARTH_EINVAL, "unsupported operand type(s) for %s: '%s' and '%s'", op,
+                jv_type_name(a), jv_type_name(b));
+}
+
+static struct jv repeat(struct jctx *c, struct jv seq, int64_t times)
+{
+    if (times < 0)
+        times = 0;
+    if (seq.kind == JV_STR) {
+        if (seq.u.s.len && (uint64_t)times > c->o.max_output / seq.u.s.len)
+            jinja_failc(c, HEARTH_ERANGE, "a repeated string would pass %zu bytes",
+                        c->o.max_output);
+        struct jbuf b = {0};
+        for (int64_t i = 0; i < times; i++)
+            jb_put(c, &b, seq.u.s.p, seq.u.s.len);
+        return jv_strn(b.p ? b.p : "", b.len);
+    }
+    if (seq.u.l->n && (uint64_t)times > c->o.max_output / seq.u.l->n)
+        jinja_failc(c, HEARTH_ERANGE, "a repeated list would be too long");
+    struct jv out = jv_list_new(c, 0);
+    for (int64_t i = 0; i < times; i++)
+        for (size_t k = 0; k < seq.u.l->n; k++)
+            jv_list_push(c, out.u.l, seq.u.l->v[k]);
+    out.kind = seq.kind;
+    return out;
+}
+
+static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
+{
+    if (a.kind == JV_UNDEF)
+        jinja_undef_fail(c, a);
+    if (b.kind == JV_UNDEF)
+        jinja_undef_fail(c, b);
+    char ops[3] = {(char)op, 0, 0};
+    if (op == 'F')
+        ops[0] = ops[1] = '/';
+    if (op == 'P')
+        ops[0] = ops[1] = '*';
+    if (numeric(a) && numeric(b)) {
+        bool fl = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
+        int64_t x = ival(a), y = ival(b), r;
+        double fx = fval(a), fy = fval(b);
+        switch (op) {
+        case '+':
+            if (fl)
+                return jv_float(fx + fy);
+            if (__builtin_add_overflow(x, y, &r))
+                break;
+            return jv_int(r);
+        case '-':
+            if (fl)
+                return jv_float(fx - fy);
+            if (__builtin_sub_overflow(x, y, &r))
+                break;
+            return jv_int(r);
+        case '*':
+            if (fl)
+                return jv_float(fx * fy);
+            if (__builtin_mul_overflow(x, y, &r))
+                break;
+            return jv_int(r);
+        case '/':
+            if (fy == 0)
+                jinja_failc(c, HEARTH_EINVAL, "division by zero");
+            return jv_float(fx / fy);
+        case 'F':
+        case '%':
+            if (fl ? fy == 0 : y == 0)
+                jinja_failc(c, HEARTH_EINVAL, "integer division or modulo by zero");
+            if (fl) {
+                double m = fmod(fx, fy);
+                if (m != 0 && ((m < 0) != (fy < 0)))
+                    m += fy;
+                return op == '%' ? jv_float(m) : jv_float(floor(fx / fy));
+            }
+            if (x == INT64_MIN && y == -1)
+                break;
+            {
+                int64_t q = x / y, m = x % y;
+                if (m != 0 && ((m < 0) != (y < 0))) {
+                    q--;
+                    m += y;
+                }
+                return op == '%' ? jv_int(m) : jv_int(q);
+            }
+        case 'P':
+            if (!fl && y >= 0) {
+                int64_t acc = 1;
+                for (int64_t k = 0; k < y; k++) {
+                    if (__builtin_mul_overflow(acc, x, &acc))
+                        jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
+                    if (acc == 0 || acc == 1)
+                        break;
+                }
+                return jv_int(acc);
+            }
+            return jv_float(pow(fx, fy));
+        }
+        jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
+    }
+    if (op == '+' && a.kind == JV_STR && b.kind == JV_STR) {
+        if (a.u.s.len + b.u.s.len > c->o.max_output)
+            jinja_failc(c, HEARTH_ERANGE, "a string would pass %zu bytes", c->o.max_output);
+        char *p = jinja_alloc(&c->mem, a.u.s.len + b.u.s.len + 1);
+        memcpy(p, a.u.s.p, a.u.s.len);
+        memcpy(p + a.u.s.len, b.u.s.p, b.u.s.len);
+        return jv_strn(p, a.u.s.len + b.u.s.len);
+    }
+    if (op == '+' && jv_is_seq(a) && a.kind == b.kind) {
+        struct jv out = jv_list_new(c, a.u.l->n + b.u.l->n);
+        for (size_t i = 0; i < a.u.l->n; i++)
+            jv_list_push(c, out.u.l, a.u.l->v[i]);
+        for (size_t i = 0; i < b.u.l->n; i++)
+            jv_list_push(c, out.u.l, b.u.l->v[i]);
+        out.kind = a.kind;
+        return out;
+    }
+    if (op == '*' && (a.kind == JV_STR || jv_is_seq(a)) && (b.kind == JV_INT || b.kind == JV_BOOL))
+        return repeat(c, a, ival(b));
+    if (op == '*' && (b.kind == JV_STR || jv_is_seq(b)) && (a.kind == JV_INT || a.kind == JV_BOOL))
+        return repeat(c, b, ival(a));
+    if (op == '%' && a.kind == JV_STR)
+        jinja_failc(c, HEARTH_EUNSUPPORTED, "printf-style string formatting is not supported");
+    bad_operands(c, ops, a, b);
+}
+
+static struct jv concat(struct jctx *c, struct jv a, struct jv b)
+{
+    struct jstr x = jv_to_str(c, a), y = jv_to_str(c, b);
+    if (x.len + y.len > c->o.max_output)
+        jinja_failc(c, HEARTH_ERANGE, "a string would pass %zu bytes", c->o.max_output);
+    char *p = jinja_alloc(&c->mem, x.len + y.len + 1);
+    memcpy(p, x.p, x.len);
+    memcpy(p + x.len, y.p, y.len);
+    return jv_strn(p, x.len + y.len);
+}
+
+static bool contains(struct jctx *c, struct jv hay, struct jv needle)
+{
+    switch (hay.kind) {
+    case JV_UNDEF:
+        return false; /* Undefined iterates as empty */
+    case JV_STR:
+        if (needle.kind != JV_STR)
+            jinja_failc(c, HEARTH_EINVAL, "'in <string>' requires string as left operand, not %s",
+                        jv_type_name(needle));
+        if (!needle.u.s.len)
+            return true;
+        return memmem(hay.u.s.p, hay.u.s.len, needle.u.s.p, needle.u.s.len) != NULL;
+    case JV_LIST:
+    case JV_TUPLE:
+        for (size_t i = 0; i < hay.u.l->n; i++)
+            if (jv_eq(hay.u.l->v[i], needle))
+                return true;
+        return false;
+    case JV_DICT:
+        return jv_dict_get(hay.u.d, needle) != NULL;
+    default:
+        jinja_failc(c, HEARTH_EINVAL, "argument of type '%s' is not iterable",
+                    jv_type_name(hay));
+    }
+}
+
+static bool compare(struct jctx *c, int op, struct jv a, struct jv b)
+{
+    switch (op) {
+    case '=': return jv_eq(a, b);
+    case '!': return !jv_eq(a, b);
+    case '<': return jv_cmp(c, a, b) < 0;
+    case '>': return jv_cmp(c, a, b) > 0;
+    case 'l': return jv_cmp(c, a, b) <= 0;
+    case 'g': return jv_cmp(c, a, b) >= 0;
+    case 'i': return contains(c, b, a);
+    default: return !contains(c, b, a);
+    }
+}
+
+/* ------------------------------------------------------------ evaluation --- */
+
+static struct jv eval(struct jctx *c, const struct jnode *n, struct jscope *s);
+static enum flow exec(struct jctx *c, const struct jnode *n, struct jscope *s);
+
+static void eval_args(struct jctx *c, const struct jnode *n, struct jscope *s, struct jargs *a,
+                      int extra_front)
+{
+    a->n_pos = n->n_kids + extra_front;
+    a->pos   = jinja_alloc(&c->mem, ((size_t)a->n_pos + 1) * sizeof *a->pos);
+    for (int i = 0; i < n->n_kids; i++)
+        a->pos[i + extra_front] = eval(c, n->kids[i], s);
+    a->n_kw     = n->n_kw;
+    a->kw_names = n->kw_names;
+    a->kw       = jinja_alloc(&c->mem, ((size_t)n->n_kw + 1) * sizeof *a->kw);
+    for (int i = 0; i < n->n_kw; i++)
+        a->kw[i] = eval(c, n->kw_vals[i], s);
+}
+
+/* Runs body into a fresh buffer; the text it wrote. */
+static struct jstr capture(struct jctx *c, const struct jnode *body, struct jscope *s)
+{
+    struct jbuf buf    = {0};
+    struct jbuf *saved = c->out;
+    c->out             = &buf;
+    exec(c, body, s);
+    c->out = saved;
+    return jb_str(&buf);
+}
+
+static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
+{
+    const struct jnode *def = m->def;
+    if (c->depth >= c->o.max_depth)
+        jinja_failc(c, HEARTH_ERANGE, "macro calls nest deeper than %d", c->o.max_depth);
+    if (a->n_pos > def->n_kw)
+        jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' takes not more than %d argument(s)",
+                    (int)def->name.len, def->name.p, def->n_kw);
+    struct jscope *sc = scope_new(c, m->scope);
+    for (int k = 0; k < a->n_kw; k++) {
+        int found = -1;
+        for (int i = 0; i < def->n_kw; i++)
+            if (def->kw_names[i].len == a->kw_names[k].len &&
+                !memcmp(def->kw_names[i].p, a->kw_names[k].p, a->kw_names[k].len))
+                found = i;
+        if (found < 0)
+            jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' takes no keyword argument '%.*s'",
+                        (int)def->name.len, def->name.p, (int)a->kw_names[k].len,
+                        a->kw_names[k].p);
+        if (found < a->n_pos)
+            jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' got multiple values for argument '%.*s'",
+                        (int)def->name.len, def->name.p, (int)a->kw_names[k].len,
+                        a->kw_names[k].p);
+    }
+    for (int i = 0; i < def->n_kw; i++) {
+        struct jv v;
+        bool have = false;
+        if (i < a->n_pos) {
+            v    = a->pos[i];
+            have = true;
+        }
+        for (int k = 0; !have && k < a->n_kw; k++)
+            if (def->kw_names[i].len == a->kw_names[k].len &&
+                !memcmp(def->kw_names[i].p, a->kw_names[k].p, a->kw_names[k].len)) {
+                v    = a->kw[k];
+                have = true;
+            }
+        if (!have)
+            v = def->kw_vals[i] ? eval(c, def->kw_vals[i], sc)
+                                : undef_fmt(c, "parameter '%.*s' was not provided",
+                                            (int)def->kw_names[i].len, def->kw_names[i].p);
+        scope_set(c, sc, def->kw_names[i], v);
+    }
+    c->depth++;
+    struct jstr out = capture(c, def->b, sc);
+    c->depth--;
+    return jv_strn(out.p, out.len);
+}
+
+struct jv jinja_call(struct jctx *c, struct jv fn, struct jargs *a)
+{
+    switch (fn.kind) {
+    case JV_MACRO:
+        return call_macro(c, fn.u.m, a);
+    case JV_FUNC:
+        return jinja_global_call(c, (int)fn.u.i, a);
+    case JV_METHOD:
+        return jinja_method_call(c, fn.u.me->self, fn.u.me->name, a);
+    case JV_UNDEF:
+        jinja_undef_fail(c, fn);
+    default:
+        jinja_failc(c, HEARTH_EINVAL, "'%s' object is not callable", jv_type_name(fn));
+    }
+}
+
+static struct jv apply_filters(struct jctx *c, const struct jnode *f, struct jv v, struct jscope *s)
+{
+    struct jv in = f->a ? apply_filters(c, f->a, v, s) : v;
+    struct jargs a;
+    eval_args(c, f, s, &a, 0);
+    return jinja_filter(c, f->name, in, &a);
+}
+
+static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope *s)
+{
+    switch (n->kind) {
+    case JN_CONST:
+        return n->val;
+    case JN_NAME:
+        return lookup(c, s, n->name);
+    case JN_LIST:
+    case JN_TUPLE: {
+        struct jv l = jv_list_new(c, (size_t)n->n_kids);
+        for (int i = 0; i < n->n_kids; i++)
+            jv_list_push(c, l.u.l, eval(c, n->kids[i], s));
+        l.kind = n->kind == JN_LIST ? JV_LIST : JV_TUPLE;
+        return l;
+    }
+    case JN_DICT: {
+        struct jv d = jv_dict_new(c);
+        for (int i = 0; i + 1 < n->n_kids; i += 2) {
+            struct jv k = eval(c, n->kids[i], s);
+            if (k.kind == JV_LIST || k.kind == JV_DICT || k.kind == JV_NS)
+                jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jv_type_name(k));
+            jv_dict_set(c, d.u.d, k, eval(c, n->kids[i + 1], s));
+        }
+        return d;
+    }
+    case JN_GETATTR:
+        return jinja_getattr(c, eval(c, n->a, s), n->name);
+    case JN_GETITEM: {
+        struct jv obj = eval(c, n->a, s);
+        return jinja_getitem(c, obj, eval(c, n->b, s));
+    }
+    case JN_SLICE: {
+        struct jv obj = eval(c, n->a, s);
+        struct jv a   = n->b ? eval(c, n->b, s) : jv_none();
+        struct jv b   = n->c ? eval(c, n->c, s) : jv_none();
+        struct jv st  = n->d ? eval(c, n->d, s) : jv_none();
+        return do_slice(c, obj, a, b, st);
+    }
+    case JN_CALL: {
+        struct jv fn = eval(c, n->a, s);
+        struct jargs a;
+        eval_args(c, n, s, &a, 0);
+        return jinja_call(c, fn, &a);
+    }
+    case JN_FILTER: {
+        struct jv v = eval(c, n->a, s);
+        struct jargs a;
+        eval_args(c, n, s, &a, 0);
+        return jinja_filter(c, n->name, v, &a);
+    }
+    case JN_TEST: {
+        struct jv v = eval(c, n->a, s);
+        struct jargs a;
+        eval_args(c, n, s, &a, 0);
+        bool r = jinja_test(c, n->name, v, &a);
+        return jv_bool(n->op ? !r : r);
+    }
+    case JN_UNARY: {
+        struct jv v = eval(c, n->a, s);
+        if (n->op == '!')
+            return jv_bool(!jv_truthy(v));
+        if (v.kind == JV_UNDEF)
+            jinja_undef_fail(c, v);
+        if (!numeric(v))
+            jinja_failc(c, HEARTH_EINVAL, "bad operand type for unary %c: '%s'", n->op,
+                        jv_type_name(v));
+        if (n->op == '+')
+            return v.kind == JV_BOOL ? jv_int(v.u.b) : v;
+        if (v.kind == JV_FLOAT)
+            return jv_float(-v.u.f);
+        if (ival(v) == INT64_MIN)
+            jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
+        return jv_int(-ival(v));
+    }
+    case JN_BINOP: {
+        struct jv a = eval(c, n->a, s);
+        struct jv b = eval(c, n->b, s);
+        if (n->op == '~')
+            return concat(c, a, b);
+        return arith(c, n->op, a, b);
+    }
+    case JN_CMP: {
+        struct jv left = eval(c, n->a, s);
+        for (int i = 0; i < n->n_kids; i++) {
+            struct jv right = eval(c, n->kids[i], s);
+            if (!compare(c, n->ops[i], left, right))
+                return jv_bool(false);
+            left = right;
+        }
+        return jv_bool(true);
+    }
+    case JN_AND: {
+        struct jv a = eval(c, n->a, s);
+        return jv_truthy(a) ? eval(c, n->b, s) : a;
+    }
+    case JN_OR: {
+        struct jv a = eval(c, n->a, s);
+        return jv_truthy(a) ? a : eval(c, n->b, s);
+    }
+    case JN_COND:
+        if (jv_truthy(eval(c, n->a, s)))
+            return eval(c, n->b, s);
+        if (n->c)
+            return eval(c, n->c, s);
+        return undef_fmt(c, "the inline if-expression on line %d evaluated to false and no else "
+                            "section was defined.", n->line);
+    default:
+        jinja_failc(c, HEARTH_EINVAL, "line %d: a statement where an expression belongs",
+                    n->line);
+    }
+}
+
+static struct jv eval(struct jctx *c, const struct jnode *n, struct jscope *s)
+{
+    jinja_enter(c);
+    struct jv v = eval_inner(c, n, s);
+    jinja_leave(c);
+    return v;
+}
+
+/* ------------------------------------------------------------ statements --- */
+
+static void assign(struct jctx *c, const struct jnode *n, struct jscope *s, struct jv v)
+{
+    if (!n->op) {
+        scope_set(c, s, n->names[0], v);
+        return;
+    }
+    struct jlist *l = jinja_iter(c, v);
+    if (l->n != (size_t)n->n_names)
+        jinja_failc(c, HEARTH_EINVAL, "line %d: %s values to unpack (expected %d, got %zu)",
+                    n->line, l->n > (size_t)n->n_names ? "too many" : "not enough", n->n_names,
+                    l->n);
+    for (int i = 0; i < n->n_names; i++)
+        scope_set(c, s, n->names[i], l->v[i]);
+}
+
+static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *s)
+{
+    struct jv it = eval(c, n->a, s);
+    struct jlist *items = jinja_iter(c, it);
+    if (n->d) { /* for x in y if cond: the condition sees the loop variables, not loop */
+        struct jv kept = jv_list_new(c, 0);
+        for (size_t i = 0; i < items->n; i++) {
+            jinja_enter(c);
+            struct jscope *fs = scope_new(c, s);
+            assign(c, n, fs, items->v[i]);
+            if (jv_truthy(eval(c, n->d, fs)))
+                jv_list_push(c, kept.u.l, items->v[i]);
+            jinja_leave(c);
+        }
+        items = kept.u.l;
+    }
+    struct jloop *lp = jinja_alloc(&c->mem, sizeof *lp);
+    lp->items        = items;
+    lp->depth        = 1;
+    struct jv lv     = {.kind = JV_LOOP, .u.lp = lp};
+    for (size_t i = 0; i < items->n; i++) {
+        jinja_enter(c);
+        lp->i              = i;
+        struct jscope *ls  = scope_new(c, s);
+        scope_set(c, ls, (struct jstr){"loop", 4}, lv);
+        assign(c, n, ls, items->v[i]);
+        enum flow f = exec(c, n->b, ls);
+        jinja_leave(c);
+        if (f == FLOW_BREAK)
+            break;
+    }
+    if (!items->n && n->c)
+        return exec(c, n->c, s);
+    return FLOW_NEXT;
+}
+
+static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope *s)
+{
+    switch (n->kind) {
+    case JN_BODY:
+        for (int i = 0; i < n->n_kids; i++) {
+            enum flow f = exec(c, n->kids[i], s);
+            if (f != FLOW_NEXT)
+                return f;
+        }
+        return FLOW_NEXT;
+    case JN_TEXT:
+        jb_put(c, c->out, n->val.u.s.p, n->val.u.s.len);
+        return FLOW_NEXT;
+    case JN_PRINT: {
+        struct jstr t = jv_to_str(c, eval(c, n->a, s));
+        jb_put(c, c->out, t.p, t.len);
+        return FLOW_NEXT;
+    }
+    case JN_IF:
+        if (jv_truthy(eval(c, n->a, s)))
+            return exec(c, n->b, s);
+        return n->c ? exec(c, n->c, s) : FLOW_NEXT;
+    case JN_FOR:
+        return exec_for(c, n, s);
+    case JN_SET: {
+        struct jv v = eval(c, n->a, s);
+        if (n->attr.p) {
+            struct jv ns = lookup(c, s, n->name);
+            if (ns.kind != JV_NS)
+                jinja_failc(c, HEARTH_EINVAL, "line %d: cannot assign attribute on "
+                                              "non-namespace object", n->line);
+            jv_dict_set(c, ns.u.d, jv_strn(n->attr.p, n->attr.len), v);
+        } else
+            assign(c, n, s, v);
+        return FLOW_NEXT;
+    }
+    case JN_SETBLOCK: {
+        struct jstr t = capture(c, n->b, s);
+        struct jv v   = jv_strn(t.p, t.len);
+        if (n->a)
+            v = apply_filters(c, n->a, v, s);
+        scope_set(c, s, n->name, v);
+        return FLOW_NEXT;
+    }
+    case JN_FILTERBLK: {
+        struct jstr t = capture(c, n->b, s);
+        struct jstr o = jv_to_str(c, apply_filters(c, n->a, jv_strn(t.p, t.len), s));
+        jb_put(c, c->out, o.p, o.len);
+        return FLOW_NEXT;
+    }
+    case JN_MACRO: {
+        struct jmacro *m = jinja_alloc(&c->mem, sizeof *m);
+        m->def           = n;
+        m->scope         = s;
+        scope_set(c, s, n->name, (struct jv){.kind = JV_MACRO, .u.m = m});
+        return FLOW_NEXT;
+    }
+    case JN_BREAK:
+        return FLOW_BREAK;
+    case JN_CONTINUE:
+        return FLOW_CONTINUE;
+    default: {
+        struct jstr t = jv_to_str(c, eval(c, n, s));
+        jb_put(c, c->out, t.p, t.len);
+        return FLOW_NEXT;
+    }
+    }
+}
+
+static enum flow exec(struct jctx *c, const struct jnode *n, struct jscope *s)
+{
+    jinja_enter(c);
+    enum flow f = exec_inner(c, n, s);
+    jinja_leave(c);
+    return f;
+}
+
+/* ------------------------------------------------------------------- API --- */
+
+void jinja_opts_default(struct jinja_opts *o)
+{
+    o->max_depth  = 128;
+    o->max_steps  = 10 * 1000 * 1000;
+    o->max_output = 16u << 20;
+    o->max_memory = 256u << 20;
+    o->now        = -1;
+}
+
+enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_template **out,
+                                 char *err, size_t err_len)
+{
+    *out = NULL;
+    if (err && err_len)
+        err[0] = 0;
+    struct jinja_template *t = calloc(1, sizeof *t);
+    if (!t) {
+        snprintf(err, err_len, "jinja: out of memory");
+        return HEARTH_ENOMEM;
+    }
+    jmp_buf jb;
+    t->mem.cap     = 64u << 20;
+    t->mem.jb      = &jb;
+    t->mem.err     = err;
+    t->mem.err_len = err_len;
+    if (setjmp(jb)) {
+        enum hearth_status st = t->mem.st;
+        jinja_mem_free(&t->mem);
+        free(t);
+        return st;
+    }
+    if (len > t->mem.cap / 4)
+        jinja_fail(&t->mem, HEARTH_ERANGE, "the template is too long (%zu bytes)", len);
+    t->root    = jinja_parse(&t->mem, src ? src : "", src ? len : 0);
+    t->mem.jb  = NULL;
+    t->mem.err = NULL;
+    *out       = t;
+    return HEARTH_OK;
+}
+
+enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *vars,
+                                const struct jinja_opts *o, char **out, size_t *out_len,
+                                char *err, size_t err_len)
+{
+    *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    if (err && err_len)
+        err[0] = 0;
+    struct jctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, err_len, "jinja: out of memory");
+        return HEARTH_ENOMEM;
+    }
+    if (o)
+        c->o = *o;
+    else
+        jinja_opts_default(&c->o);
+    if (c->o.max_depth < 1)
+        c->o.max_depth = 1;
+    jmp_buf jb;
+    c->mem.cap     = c->o.max_memory;
+    c->mem.jb      = &jb;
+    c->mem.err     = err;
+    c->mem.err_len = err_len;
+    enum hearth_status st;
+    if (setjmp(jb)) {
+        st = c->mem.st;
+        jinja_mem_free(&c->mem);
+        free(c);
+        return st;
+    }
+    c->globals = scope_new(c, NULL);
+    if (vars && cJSON_IsObject(vars))
+        for (const cJSON *e = vars->child; e; e = e->next)
+            if (e->string)
+                jv_dict_set(c, &c->globals->vars, jv_cstr(e->string), jv_from_cjson(c, e, 0));
+    struct jscope *root = scope_new(c, c->globals);
+    struct jbuf buf     = {0};
+    c->out              = &buf;
+    exec(c, t->root, root);
+    char *res = malloc(buf.len + 1);
+    if (!res)
+        jinja_fail(&c->mem, HEARTH_ENOMEM, "out of memory");
+    if (buf.len)
+        memcpy(res, buf.p, buf.len);
+    res[buf.len] = 0;
+    *out         = res;
+    if (out_len)
+        *out_len = buf.len;
+    jinja_mem_free(&c->mem);
+    free(c);
+    return HEARTH_OK;
+}
+
+void jinja_free(struct jinja_template *t)
+{
+    if (!t)
+        return;
+    jinja_mem_free(&t->mem);
+    free(t);
+}

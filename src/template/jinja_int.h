@@ -1,0 +1,316 @@
+/*
+ * jinja_int.h: what the files of the Jinja interpreter share: the arena,
+ * the error exit, tokens, the syntax tree, values and the render context.
+ *
+ * Memory: a template's tree lives in the template's arena; everything a
+ * render makes lives in the render's arena, freed at once when the render
+ * ends, so values are plain structs without reference counts and an error
+ * leaves by longjmp to jinja_render (or jinja_compile) with nothing to undo.
+ * Every arena has a byte budget; passing it is an error, not a crash.
+ *
+ * Strings are UTF-8 byte spans; Python's code-point semantics (len,
+ * slicing, indexing) are computed where asked for.
+ */
+#ifndef HEARTH_JINJA_INT_H
+#define HEARTH_JINJA_INT_H
+
+#include <setjmp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "template/jinja.h"
+
+/* ---------------------------------------------------------------- arena --- */
+
+struct jchunk;
+
+struct jmem {
+    struct jchunk *head; /* newest chunk first */
+    size_t used;         /* bytes taken from malloc so far */
+    size_t cap;          /* budget for used; past it: HEARTH_ERANGE */
+    jmp_buf *jb;         /* where jinja_fail leaves to */
+    enum hearth_status st;
+    char *err;    /* caller's buffer for the sentence */
+    size_t err_len;
+};
+
+void *jinja_alloc(struct jmem *m, size_t n); /* zeroed, 16-aligned; never NULL (fails instead) */
+char *jinja_strndup(struct jmem *m, const char *s, size_t n);
+void jinja_mem_free(struct jmem *m);
+/* Writes "jinja: <fmt>" into m->err and leaves by longjmp with status st. */
+_Noreturn void jinja_fail(struct jmem *m, enum hearth_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ----------------------------------------------------------------- values --- */
+
+enum jv_kind {
+    JV_UNDEF, /* u.s: the message its misuse raises (NULL: generic) */
+    JV_NONE,
+    JV_BOOL,
+    JV_INT,
+    JV_FLOAT,
+    JV_STR,
+    JV_LIST,
+    JV_TUPLE, /* a list that prints with parentheses and is never equal to a list */
+    JV_DICT,
+    JV_NS,    /* namespace(): a dict whose items are attributes */
+    JV_LOOP,  /* the loop variable of a for */
+    JV_MACRO,
+    JV_FUNC,  /* a global function: u.i is its id */
+    JV_METHOD /* a bound method: u.me */
+};
+
+struct jstr {
+    const char *p;
+    size_t len; /* bytes */
+};
+
+struct jlist;
+struct jdict;
+struct jmacro;
+struct jloop;
+struct jmethod;
+
+struct jv {
+    enum jv_kind kind;
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        struct jstr s;
+        struct jlist *l;
+        struct jdict *d;
+        struct jmacro *m;
+        struct jloop *lp;
+        struct jmethod *me;
+    } u;
+};
+
+struct jlist {
+    struct jv *v;
+    size_t n, cap;
+};
+
+struct jdict {
+    struct jv *k, *v; /* insertion order, as Python's dict */
+    size_t n, cap;
+};
+
+struct jmethod {
+    struct jv self;
+    const char *name;
+};
+
+struct jctx;
+
+struct jv jv_none(void);
+struct jv jv_bool(bool b);
+struct jv jv_int(int64_t i);
+struct jv jv_float(double f);
+struct jv jv_cstr(const char *s); /* s must outlive the value */
+struct jv jv_strn(const char *s, size_t len);
+struct jv jv_undef(const char *msg);
+struct jv jv_list_new(struct jctx *c, size_t cap);
+struct jv jv_dict_new(struct jctx *c);
+void jv_list_push(struct jctx *c, struct jlist *l, struct jv v);
+struct jv *jv_dict_get(const struct jdict *d, struct jv key); /* NULL if absent */
+struct jv *jv_dict_gets(const struct jdict *d, const char *key, size_t len);
+void jv_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
+
+bool jv_is_seq(struct jv v); /* list or tuple */
+bool jv_truthy(struct jv v);
+bool jv_eq(struct jv a, struct jv b);
+/* <0, 0, >0 as Python's <; fails (TypeError) on unorderable kinds. */
+int jv_cmp(struct jctx *c, struct jv a, struct jv b);
+const char *jv_type_name(struct jv v); /* Python's type name: "str", "dict", ... */
+
+/* Python str(v) and repr(v), as new strings in the arena. */
+struct jstr jv_to_str(struct jctx *c, struct jv v);
+struct jstr jv_to_repr(struct jctx *c, struct jv v);
+/* json.dumps(v, ensure_ascii, indent (NULL or a string), item_sep, key_sep, sort_keys). */
+struct jstr jv_to_json(struct jctx *c, struct jv v, bool ensure_ascii, const struct jstr *indent,
+                       struct jstr item_sep, struct jstr key_sep, bool sort_keys);
+struct jv jv_from_cjson(struct jctx *c, const cJSON *j, int depth);
+
+/* UTF-8: code points in s, and the byte offset of code point i (clamped to len). */
+size_t ju_count(struct jstr s);
+size_t ju_offset(struct jstr s, size_t i);
+size_t ju_decode(const char *p, size_t n, uint32_t *cp); /* bytes of one code point, >= 1 */
+
+/* A growable byte buffer in the arena, bounded by max_output. */
+struct jbuf {
+    char *p;
+    size_t len, cap;
+};
+void jb_put(struct jctx *c, struct jbuf *b, const char *s, size_t n);
+void jb_puts(struct jctx *c, struct jbuf *b, const char *s);
+void jb_printf(struct jctx *c, struct jbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+struct jstr jb_str(struct jbuf *b);
+
+/* ------------------------------------------------------------ syntax tree --- */
+
+enum jn_kind {
+    /* expressions */
+    JN_CONST,   /* val */
+    JN_NAME,    /* name */
+    JN_LIST,    /* kids */
+    JN_TUPLE,   /* kids */
+    JN_DICT,    /* kids: key, value, key, value... */
+    JN_GETATTR, /* a.name */
+    JN_GETITEM, /* a[b] */
+    JN_SLICE,   /* a[b:c:d], each of b, c, d may be NULL */
+    JN_CALL,    /* a(kids, kw_names=kw_vals) */
+    JN_FILTER,  /* a|name(kids, kw); a NULL in a filter block or block set */
+    JN_TEST,    /* a is [not: op] name(kids) */
+    JN_UNARY,   /* op: '!' not, '-', '+' */
+    JN_BINOP,   /* op: + - * / % ~ and 'F' (//), 'P' (**) */
+    JN_CMP,     /* a, then ops[i] kids[i] chained; ops: = ! < > l (<=) g (>=) i (in) n (not in) */
+    JN_AND,
+    JN_OR,
+    JN_COND, /* b if a else c (c may be NULL) */
+    /* statements */
+    JN_BODY,     /* kids */
+    JN_TEXT,     /* val: the text */
+    JN_PRINT,    /* a */
+    JN_IF,       /* if a: b else c */
+    JN_FOR,      /* for names in a [if d]: b else c */
+    JN_SET,      /* names = a, or name.attr = a */
+    JN_SETBLOCK, /* name = body b, through filter a */
+    JN_MACRO,    /* name(names = kw_vals defaults): b */
+    JN_FILTERBLK,/* body b through filter a */
+    JN_BREAK,
+    JN_CONTINUE,
+};
+
+struct jnode {
+    enum jn_kind kind;
+    int op;
+    int line;
+    struct jnode *a, *b, *c, *d;
+    struct jnode **kids;
+    int n_kids;
+    struct jstr *kw_names; /* call keywords; macro parameters */
+    struct jnode **kw_vals;
+    int n_kw;
+    struct jstr *names; /* for / set targets */
+    int n_names;
+    char *ops;         /* JN_CMP */
+    struct jstr name;  /* variable, attribute, filter, test, macro name */
+    struct jstr attr;  /* JN_SET of a namespace attribute */
+    struct jv val;
+};
+
+struct jinja_template {
+    struct jmem mem;
+    struct jnode *root;
+};
+
+enum jt_kind {
+    JT_EOF,
+    JT_DATA,        /* s: literal text */
+    JT_VAR_BEGIN,   /* {{ */
+    JT_VAR_END,     /* }} */
+    JT_BLOCK_BEGIN, /* {% */
+    JT_BLOCK_END,   /* %} */
+    JT_NAME,        /* s */
+    JT_STRING,      /* s: escapes decoded */
+    JT_INT,         /* i */
+    JT_FLOAT,       /* f */
+    JT_OP,          /* s: "+", "//", "(", ... */
+};
+
+struct jtok {
+    enum jt_kind kind;
+    int line;
+    struct jstr s;
+    int64_t i;
+    double f;
+};
+
+/* Tokens of src with whitespace control applied, ending in JT_EOF; fails through jinja_fail. */
+struct jtok *jinja_lex(struct jmem *m, const char *src, size_t len, size_t *n_tok);
+
+/* Parses src into a JN_BODY in m; fails through jinja_fail. */
+struct jnode *jinja_parse(struct jmem *m, const char *src, size_t len);
+
+/* --------------------------------------------------------------- render --- */
+
+struct jscope {
+    struct jscope *parent;
+    struct jdict vars;
+};
+
+struct jmacro {
+    const struct jnode *def;
+    struct jscope *scope; /* where it was defined: names resolve there at call time */
+};
+
+struct jloop {
+    struct jlist *items;
+    size_t i;  /* index0 */
+    int depth; /* 1 for the outermost loop */
+};
+
+struct jctx {
+    struct jmem mem;
+    struct jinja_opts o;
+    int64_t steps;
+    int depth;      /* macro calls in progress */
+    int c_depth;    /* evaluator recursion, bounded to protect the C stack */
+    struct jscope *globals;
+    struct jbuf *out; /* where text goes now (a macro call or block set captures) */
+};
+
+/* Counts one step and one level of recursion; fails past the bounds. */
+void jinja_enter(struct jctx *c);
+static inline void jinja_leave(struct jctx *c)
+{
+    c->c_depth--;
+}
+
+_Noreturn void jinja_failc(struct jctx *c, enum hearth_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A misused undefined fails with its message. */
+_Noreturn void jinja_undef_fail(struct jctx *c, struct jv v);
+
+/* Arguments of a call, positional then keyword. */
+struct jargs {
+    struct jv *pos;
+    int n_pos;
+    struct jstr *kw_names;
+    struct jv *kw;
+    int n_kw;
+};
+
+/* In jinja_eval.c: calls a callable value; python's getattr / getitem as the sandbox does. */
+struct jv jinja_call(struct jctx *c, struct jv fn, struct jargs *a);
+struct jv jinja_getattr(struct jctx *c, struct jv obj, struct jstr name);
+struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key);
+
+/* In jinja_builtins.c. */
+bool jinja_filter_exists(struct jstr name);
+bool jinja_test_exists(struct jstr name);
+struct jv jinja_filter(struct jctx *c, struct jstr name, struct jv v, struct jargs *a);
+bool jinja_test(struct jctx *c, struct jstr name, struct jv v, struct jargs *a);
+/* The method name of obj's type, or NULL when it has none by that name; *unsafe for
+ * the mutating ones the immutable sandbox refuses. */
+const char *jinja_method_find(struct jv obj, struct jstr name, bool *unsafe);
+struct jv jinja_method_call(struct jctx *c, struct jv self, const char *name, struct jargs *a);
+/* Global functions: ids and calls. -1 when name is not one. */
+int jinja_global_find(struct jstr name);
+struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a);
+/* Iterable as a list (list, tuple: itself; dict: keys; str: characters; undefined: empty). */
+struct jlist *jinja_iter(struct jctx *c, struct jv v);
+
+static inline bool js_eq(struct jstr s, const char *lit)
+{
+    size_t i = 0;
+    for (; i < s.len; i++)
+        if (lit[i] != s.p[i] || !lit[i])
+            return false;
+    return lit[i] == 0;
+}
+
+#endif
