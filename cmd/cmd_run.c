@@ -178,7 +178,7 @@ static int chat_loop(struct session *s, const char *system, long n_predict)
         PUSH("system", sys);
     }
     fprintf(stderr, "hearth: chatting with the %s template; one message per line, EOF ends\n",
-            hearth_chat_family(s->model));
+            hearth_chat_template_name(s->model));
     for (;;) {
         if (tty)
             fprintf(stderr, "> ");

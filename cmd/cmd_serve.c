@@ -32,17 +32,27 @@ static void usage(FILE *fp)
         "                          /health (default: $HEARTH_API_KEY, else none)\n"
         "  --alias NAME            model name in /v1/models and responses (default: the\n"
         "                          file name without .gguf)\n"
+        "  --chat-template-file F  render chats with the Jinja template in F instead of the\n"
+        "                          model's own tokenizer.chat_template\n"
+        "  --chat-template NAME    a built-in template instead: chatml, llama2, llama3,\n"
+        "                          mistral, gemma, phi3 (the fallback for files without one)\n"
+        "  --chat-template-kwargs JSON  default template variables, e.g.\n"
+        "                          '{\"enable_thinking\": false}'; a request's\n"
+        "                          chat_template_kwargs add to them\n"
+        "  --cors-origin ORIGIN    answer browsers from ORIGIN ('*' for any) with CORS headers\n"
         "\n"
-        "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,\n"
-        "GET /health (503 while the model loads), GET /metrics (Prometheus), GET /slots.\n"
-        "max_tokens above the slot context is refused (400); below it, generation still\n"
-        "ends when the slot's context is full (finish_reason \"length\").\n"
+        "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
+        "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
+        "GET /slots, GET /props, POST /apply-template, POST /tokenize, POST /detokenize.\n"
+        "max_tokens above the room a slot has after the prompt is clamped to it; generation\n"
+        "also ends when the slot's context is full (finish_reason \"length\").\n"
         "Stops on SIGINT or SIGTERM, after telling running requests.\n");
 }
 
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
+    const char *tmpl_file = NULL, *tmpl_name = NULL, *tmpl_kwargs = NULL, *cors = NULL;
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304;
     for (int i = 1; i < argc; i++) {
@@ -85,6 +95,18 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--api-key")) {
             VALUE();
             api_key = v;
+        } else if (!strcmp(a, "--chat-template-file")) {
+            VALUE();
+            tmpl_file = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            VALUE();
+            tmpl_name = v;
+        } else if (!strcmp(a, "--chat-template-kwargs")) {
+            VALUE();
+            tmpl_kwargs = v;
+        } else if (!strcmp(a, "--cors-origin")) {
+            VALUE();
+            cors = v;
         } else if (!strcmp(a, "--alias")) {
             VALUE();
             alias = v;
@@ -122,6 +144,10 @@ int cmd_serve(int argc, char **argv)
         .port       = (int)port,
         .max_body   = (size_t)max_body,
         .api_key    = api_key,
+        .cors_origin          = cors,
+        .chat_template_file   = tmpl_file,
+        .chat_template        = tmpl_name,
+        .chat_template_kwargs = tmpl_kwargs,
         .sched      = {.n_slots   = (int32_t)parallel,
                        .n_ctx     = (int32_t)n_ctx,
                        .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),
@@ -129,8 +155,7 @@ int cmd_serve(int argc, char **argv)
                        .n_threads = (int)threads},
     };
     char err[HEARTH_ERR_MAX] = "";
-    int rc                   = http_serve(&p, err, sizeof err);
-    if (rc != 0) {
+    if (http_serve(&p, err, sizeof err) != HEARTH_OK) {
         fprintf(stderr, "hearth serve: %s\n", err[0] ? err : "failed");
         return EXIT_RUNTIME;
     }

@@ -75,6 +75,8 @@ int32_t hearth_model_n_ctx_train(const struct hearth_model *model);
 const char *hearth_model_arch(const struct hearth_model *model);
 /* Bytes of tensor data the model maps (what one decode step reads). */
 uint64_t hearth_model_weight_bytes(const struct hearth_model *model);
+/* The file's tokenizer.chat_template (Jinja source), NUL-terminated; NULL when it has none. */
+const char *hearth_model_chat_template(const struct hearth_model *model);
 
 /* ------------------------------------------------------------ tokenizer --- */
 
@@ -82,6 +84,8 @@ hearth_token hearth_token_bos(const struct hearth_model *model); /* -1 if none *
 hearth_token hearth_token_eos(const struct hearth_model *model); /* -1 if none */
 bool hearth_token_is_eog(const struct hearth_model *model, hearth_token tok);
 bool hearth_vocab_add_bos(const struct hearth_model *model);
+/* A token's text as the vocabulary stores it ("<s>", "<|im_end|>"); "" when out of range. */
+const char *hearth_token_text(const struct hearth_model *model, hearth_token tok);
 
 /*
  * Tokenizes len bytes of text. add_special: add BOS/EOS as the vocab says;
@@ -109,9 +113,9 @@ struct hearth_chat_msg {
 };
 
 /*
- * Renders a conversation with the model's tokenizer.chat_template family
- * (ChatML when it has none or it is not recognised), ending with the header
- * of the assistant's next turn. A BOS the template writes is left out when
+ * Renders a conversation with the model's own tokenizer.chat_template (run
+ * by hearth's Jinja interpreter; ChatML when it has none), ending with the
+ * header of the assistant's next turn. A BOS the template writes is left out when
  * the tokenizer adds BOS itself, so tokenize the result with add_special and
  * parse_special. *out is malloc'd (caller frees). HEARTH_EINVAL names what
  * the template cannot take (roles out of order, an unknown role).
@@ -119,8 +123,8 @@ struct hearth_chat_msg {
 enum hearth_status hearth_chat_render(const struct hearth_model *model,
                                       const struct hearth_chat_msg *msgs, size_t n_msgs,
                                       char **out, char *err, size_t err_len);
-/* The chat template family hearth_chat_render uses ("chatml", "llama3", ...). */
-const char *hearth_chat_family(const struct hearth_model *model);
+/* The template hearth_chat_render uses, in words ("the model's own (Jinja)", "chatml (built-in)"). */
+const char *hearth_chat_template_name(const struct hearth_model *model);
 
 /* --------------------------------------------------------------- context --- */
 

@@ -284,6 +284,16 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     if ((st = load_hparams(m, err, err_len)) || (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
         goto err;
     m->hp.n_vocab = tokenizer_n_vocab(m->tok);
+    struct gguf_str ct;
+    int64_t k = gguf_find_key(m->gguf, "tokenizer.chat_template");
+    if (k >= 0 && gguf_kv_str(m->gguf, k, &ct)) {
+        if (!(m->chat_template = malloc(ct.len + 1))) {
+            st = fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+            goto err;
+        }
+        memcpy(m->chat_template, ct.ptr, ct.len);
+        m->chat_template[ct.len] = 0;
+    }
     if ((st = load_weights(m, err, err_len)) || (st = pack_weights(m, err, err_len)))
         goto err;
     *out = m;
@@ -318,6 +328,7 @@ void hearth_model_free(struct hearth_model *m)
     free(m->output_norm);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);
+    free(m->chat_template);
     free(m);
 }
 
@@ -348,51 +359,13 @@ size_t hearth_token_to_piece(const struct hearth_model *m, hearth_token tok, cha
     return tokenizer_decode_token(m->tok, tok, buf, cap);
 }
 
-enum chat_family model_chat_family(const struct hearth_model *m, bool *recognised)
+const char *hearth_model_chat_template(const struct hearth_model *m)
 {
-    if (recognised)
-        *recognised = false;
-    struct gguf_str t;
-    int64_t k = gguf_find_key(m->gguf, "tokenizer.chat_template");
-    if (k < 0 || !gguf_kv_str(m->gguf, k, &t))
-        return chat_detect(NULL, recognised);
-    char *z = malloc(t.len + 1);
-    if (!z)
-        return CHAT_CHATML;
-    memcpy(z, t.ptr, t.len);
-    z[t.len]           = 0;
-    enum chat_family f = chat_detect(z, recognised);
-    free(z);
-    return f;
+    return m->chat_template;
 }
 
-const char *hearth_chat_family(const struct hearth_model *m)
+const char *hearth_token_text(const struct hearth_model *m, hearth_token tok)
 {
-    return chat_family_name(model_chat_family(m, NULL));
-}
-
-enum hearth_status hearth_chat_render(const struct hearth_model *m,
-                                      const struct hearth_chat_msg *msgs, size_t n_msgs,
-                                      char **out, char *err, size_t err_len)
-{
-    struct chat_msg *cm = calloc(n_msgs ? n_msgs : 1, sizeof *cm);
-    if (!cm)
-        return fail(HEARTH_ENOMEM, err, err_len, "chat: out of memory");
-    for (size_t i = 0; i < n_msgs; i++)
-        cm[i] = (struct chat_msg){msgs[i].role, msgs[i].content};
-    int32_t bos_id = tokenizer_bos(m->tok), eos_id = tokenizer_eos(m->tok);
-    const char *bos = bos_id >= 0 ? tokenizer_token_text(m->tok, bos_id) : "";
-    const char *eos = eos_id >= 0 ? tokenizer_token_text(m->tok, eos_id) : "";
-    char *text = NULL;
-    enum hearth_status st =
-        chat_render(model_chat_family(m, NULL), cm, n_msgs, true, bos, eos, &text, NULL, err, err_len);
-    free(cm);
-    if (st)
-        return st;
-    /* one BOS: the tokenizer's, when it adds one (what llama.cpp's server does) */
-    size_t bl = strlen(bos);
-    if (tokenizer_add_bos(m->tok) && bl && !strncmp(text, bos, bl))
-        memmove(text, text + bl, strlen(text + bl) + 1);
-    *out = text;
-    return HEARTH_OK;
+    const char *t = tok >= 0 && tok < m->hp.n_vocab ? tokenizer_token_text(m->tok, tok) : NULL;
+    return t ? t : "";
 }

@@ -63,6 +63,7 @@ struct hparams {
 struct hearth_model {
     struct gguf_file *gguf;
     struct tokenizer *tok;
+    char *chat_template;     /* tokenizer.chat_template, NUL-terminated, or NULL; owned */
     char arch[32];
     struct hparams hp;
     struct weight tok_embd;  /* (n_embd) x n_vocab rows */
@@ -102,9 +103,5 @@ struct hearth_context {
     struct scratch s;
     struct threadpool *tp;
 };
-
-/* The chat template family of the model's tokenizer.chat_template: ChatML (and
- * *recognised false, when non-NULL) for none or one not recognised. */
-enum chat_family model_chat_family(const struct hearth_model *m, bool *recognised);
 
 #endif

@@ -1,19 +1,25 @@
 /*
- * http.c: the event loop of `hearth serve` (see http.h).
+ * http.c: the event loop of `hearth serve` (see http.h): routing, replies,
+ * the mailbox from the other threads, and generation requests.
  *
  * A generation request's life on the loop thread:
- *   route -> auth -> parse (openai.c) -> jobs -> sched_submit, one per choice
- *   -> struct pending, found again by request id when scheduler events
- *   arrive -> SSE chunks or one JSON body -> freed after the last choice's
- *   DONE. The request is freed only then, even when the client has gone, so
- *   no event ever finds a dangling pointer.
+ *   route -> auth -> parse (oai_request.c) -> struct pending + a task for the
+ *   preparation thread (template, tokens: oai_jobs.c) -> back on the loop:
+ *   sched_submit, one job per choice -> SSE chunks or one JSON body as
+ *   scheduler events arrive -> freed after the last choice's DONE. The
+ *   record is freed only when nothing can refer to it any more (its task is
+ *   back and every DONE has arrived), even when the client has gone.
+ *
+ * Each job owns the node its DONE (or ERROR) event travels in, allocated
+ * before submission: a DONE is never lost to a failed allocation, so a
+ * request always completes.
  *
  * A client that hangs up: watched with EV_CLOSED on its socket (EPOLLRDHUP;
  * libevent stops reading a connection while its request is handled, so it
  * would only notice at the next write) and with the connection's close
  * callback. Either way: sched_cancel (the slot frees at the next step), the
- * HTTP side is finished at once, and the pending record stays until the
- * scheduler's DONE events have drained.
+ * HTTP side is finished at once, and the pending record stays until its
+ * task and the scheduler's DONE events have drained.
  *
  * Bodies: libevent's own limit (evhttp_set_max_body_size) answers with an
  * HTML page, so it is set to twice --max-body as a memory backstop and the
@@ -26,14 +32,11 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/event.h>
-#include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,21 +45,28 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "serve/metrics.h"
-#include "serve/openai.h"
+#include "serve/server.h"
+#include "template/chat_template.h"
+#include "util/clock.h"
 #include "util/errfmt.h"
 
-/* HTTP statuses the server sends, with their reason phrases. */
+/*
+ * HTTP statuses the server sends, with their reason phrases: every status a
+ * handler uses and every one hearth_status_http can return.
+ */
 #define HTTP_STATUS_LIST(X)                                                                        \
     X(200, "OK")                                                                                   \
+    X(204, "No Content")                                                                           \
     X(400, "Bad Request")                                                                          \
     X(401, "Unauthorized")                                                                         \
     X(404, "Not Found")                                                                            \
     X(405, "Method Not Allowed")                                                                   \
     X(413, "Payload Too Large")                                                                    \
+    X(422, "Unprocessable Content")                                                                \
     X(499, "Client Closed Request")                                                                \
     X(500, "Internal Server Error")                                                                \
-    X(503, "Service Unavailable")
+    X(503, "Service Unavailable")                                                                  \
+    X(507, "Insufficient Storage")
 
 static const char *reason(int code)
 {
@@ -72,83 +82,30 @@ static const char *reason(int code)
 
 #define SHUTDOWN_GRACE_S 5 /* longest wait for cancelled jobs to drain at shutdown */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ------------------------------------------------------------ the state --- */
-
-/* A scheduler event copied for the loop: top[] and the text follow the struct. */
-struct qev {
-    struct qev *next;
-    struct sched_event ev; /* text/logprob/top point into this allocation */
-    struct sched_logprob lp;
-    double t; /* monotonic arrival */
-};
-
-struct server;
-
-/* A generation request in flight. */
-struct pending {
-    struct server *srv;
-    struct pending *next, *prev;
-    uint64_t request_id;
-    enum metrics_endpoint ep;
-    struct evhttp_request *req; /* NULL once the HTTP side is finished */
-    struct event *ev_closed;    /* peer-hangup watch, or NULL */
-    struct oai_response *resp;
-    int32_t n_jobs, n_done; /* jobs submitted; DONE/ERROR events seen */
-    bool stream;
-    bool gone; /* HTTP side finished early (client gone, shutdown, refusal) */
-    double t_start;
-    double *t_last; /* [n_jobs] arrival of each choice's last token, 0 = none */
-    char id[48];    /* "chatcmpl-..." */
-};
-
-struct server {
-    const struct http_params *p;
-    struct sched_params sp; /* p->sched with n_ctx resolved */
-    struct event_base *base;
-    struct evhttp *http;
-    struct evhttp_bound_socket *bound;
-    struct event *ev_wake, *ev_loaded, *ev_sigint, *ev_sigterm, *ev_grace;
-    bool early_close; /* the backend supports EV_CLOSED */
-
-    /* written by the loader thread, read by the loop after ev_loaded fires */
-    pthread_t loader;
-    bool loader_running;
-    struct hearth_model *load_model;
-    struct sched *load_sched;
-    enum hearth_status load_status;
-    char load_err[HEARTH_ERR_MAX];
-
-    /* loop thread only */
-    bool ready, stopping;
-    int exit_code;
-    char *fatal; /* message for http_serve's err */
-    struct hearth_model *model;
-    struct sched *sched;
-    enum chat_family family;
-    struct pending *pending;
-    uint64_t next_request_id, next_job_id;
-    uint32_t id_salt;
-    struct metrics metrics;
-
-    /* the scheduler -> loop queue */
-    pthread_mutex_t qmu;
-    struct qev *qhead, **qtail;
-};
-
 /* ------------------------------------------------------------- replies --- */
 
-static void reply(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                  int status, const char *content_type, const char *body, size_t len)
+static void add_cors(struct server *s, struct evhttp_request *req)
+{
+    const char *allowed = s->p->cors_origin;
+    if (!allowed || !*allowed)
+        return;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    const char *origin  = evhttp_find_header(evhttp_request_get_input_headers(req), "Origin");
+    if (!strcmp(allowed, "*")) {
+        evhttp_add_header(h, "Access-Control-Allow-Origin", "*");
+    } else if (origin && !strcmp(origin, allowed)) {
+        evhttp_add_header(h, "Access-Control-Allow-Origin", allowed);
+        evhttp_add_header(h, "Vary", "Origin");
+    }
+}
+
+void serve_reply(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                 int status, const char *content_type, const char *body, size_t len)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", content_type);
+    if (content_type)
+        evhttp_add_header(h, "Content-Type", content_type);
+    add_cors(s, req);
     struct evbuffer *b = evbuffer_new();
     if (b && len)
         evbuffer_add(b, body, len);
@@ -158,23 +115,36 @@ static void reply(struct server *s, struct evhttp_request *req, enum metrics_end
     metrics_count_request(&s->metrics, ep, status);
 }
 
-static void reply_json(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                       int status, const char *json)
+void serve_reply_json(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                      int status, const char *json)
 {
     if (!json) {
-        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
-                                  "\"server_error\",\"param\":null,\"code\":null}}";
-        reply(s, req, ep, 500, "application/json", oom, sizeof oom - 1);
+        struct oai_error e;
+        oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        char *oom = oai_error_json(&e);
+        static const char last[] = "{\"error\":{\"message\":\"out of memory\"}}";
+        serve_reply(s, req, ep, 500, "application/json", oom ? oom : last,
+                    oom ? strlen(oom) : sizeof last - 1);
+        free(oom);
         return;
     }
-    reply(s, req, ep, status, "application/json", json, strlen(json));
+    serve_reply(s, req, ep, status, "application/json", json, strlen(json));
 }
 
-static void reply_error(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                        const struct oai_error *e)
+void serve_reply_error(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       const struct oai_error *e)
 {
     char *json = oai_error_json(e);
-    reply_json(s, req, ep, e->status, json);
+    serve_reply_json(s, req, ep, e->status, json);
+    free(json);
+}
+
+void serve_reply_cjson(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       cJSON *o)
+{
+    char *json = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    serve_reply_json(s, req, ep, 200, json);
     free(json);
 }
 
@@ -191,7 +161,7 @@ reply_fail(struct server *s, struct evhttp_request *req, enum metrics_endpoint e
     va_start(ap, fmt);
     vsnprintf(e.message, sizeof e.message, fmt, ap);
     va_end(ap);
-    reply_error(s, req, ep, &e);
+    serve_reply_error(s, req, ep, &e);
 }
 
 static void send_chunk(struct evhttp_request *req, const char *data, size_t len)
@@ -206,14 +176,65 @@ static void send_chunk(struct evhttp_request *req, const char *data, size_t len)
     evbuffer_free(b);
 }
 
+bool serve_check_ready(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep)
+{
+    if (s->stopping) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+        reply_fail(s, req, ep, 503, "server_error", "shutting_down",
+                   "The server is shutting down.");
+        return false;
+    }
+    if (!s->ready) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+        reply_fail(s, req, ep, 503, "server_error", "model_loading",
+                   "The model is still loading; retry shortly.");
+        return false;
+    }
+    return true;
+}
+
+const char *serve_body(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       size_t *len)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    *len                = evbuffer_get_length(in);
+    if (*len > s->p->max_body) {
+        reply_fail(s, req, ep, 413, "invalid_request_error", "request_too_large",
+                   "The request body is %zu bytes; this server takes at most %zu (--max-body).",
+                   *len, s->p->max_body);
+        return NULL;
+    }
+    if (*len == 0)
+        return "";
+    /* one more byte, so that the body reads as a NUL-terminated string */
+    if (evbuffer_add(in, "", 1) != 0)
+        return NULL;
+    const char *body = (const char *)evbuffer_pullup(in, -1);
+    return body;
+}
+
 /* ------------------------------------------------------------- pending --- */
 
-static struct pending *pending_find(struct server *s, uint64_t request_id)
+struct pending *serve_pending_find(struct server *s, uint64_t request_id)
 {
     for (struct pending *p = s->pending; p; p = p->next)
         if (p->request_id == request_id)
             return p;
     return NULL;
+}
+
+static void task_free(struct task *t)
+{
+    if (!t)
+        return;
+    oai_request_free(&t->r);
+    cJSON_Delete(t->body);
+    for (int32_t i = 0; t->jobs && i < t->n_jobs; i++)
+        if (t->jobs[i])
+            sched_job_free(t->jobs[i]);
+    free(t->jobs);
+    free(t->json);
+    free(t);
 }
 
 static void pending_unlink_free(struct pending *p)
@@ -258,7 +279,7 @@ static void release_http(struct pending *p, int status, const char *body, size_t
         send_chunk(req, body, len);
         evhttp_send_reply_end(req); /* frees req when the connection is already gone */
     } else {
-        reply(p->srv, req, p->ep, status, "application/json", body, len);
+        serve_reply(p->srv, req, p->ep, status, "application/json", body, len);
     }
 }
 
@@ -268,7 +289,7 @@ static void abandon(struct pending *p, int status, const char *body, size_t len)
     if (p->gone)
         return;
     p->gone = true;
-    if (p->srv->sched)
+    if (p->srv->sched && p->n_jobs > 0)
         sched_cancel(p->srv->sched, p->request_id);
     release_http(p, status, body, len);
 }
@@ -305,8 +326,26 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
     }
     if (!p->gone) {
         p->gone = true;
-        if (p->srv->sched)
+        if (p->srv->sched && p->n_jobs > 0)
             sched_cancel(p->srv->sched, p->request_id);
+    }
+}
+
+/* Watches req's connection for a hang-up on p's behalf. */
+static void watch(struct server *s, struct pending *p, struct evhttp_request *req)
+{
+    p->req                          = req;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    evutil_socket_t fd              = -1;
+    if (evcon) {
+        evhttp_connection_set_closecb(evcon, on_conn_close, p);
+        fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
+    }
+    if (fd >= 0) {
+        p->ev_closed =
+            event_new(s->base, fd, s->early_close ? EV_CLOSED : EV_READ, on_peer_closed, p);
+        if (p->ev_closed)
+            event_add(p->ev_closed, NULL);
     }
 }
 
@@ -319,9 +358,10 @@ static void pending_finish(struct pending *p)
         size_t len = 0;
         char *body = oai_response_finish(p->resp, &status, &len);
         if (!body && !p->stream) {
+            struct oai_error e;
+            oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
             status = 500;
-            body   = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
-                              "\"param\":null,\"code\":null}}");
+            body   = oai_error_json(&e);
             len    = body ? strlen(body) : 0;
         }
         release_http(p, status, body, len);
@@ -332,10 +372,198 @@ static void pending_finish(struct pending *p)
     pending_unlink_free(p);
 }
 
+static void run_task(struct prep_task *pt);
+
+void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                   enum pending_kind kind, struct task *t)
+{
+    struct pending *p = calloc(1, sizeof *p);
+    if (!p) {
+        task_free(t);
+        reply_fail(s, req, ep, 500, "server_error", NULL, "out of memory");
+        return;
+    }
+    p->srv          = s;
+    p->kind         = kind;
+    p->request_id   = s->next_request_id++;
+    p->ep           = ep;
+    p->t_start      = now_s();
+    p->task         = t;
+    t->pt.run       = run_task;
+    t->srv          = s;
+    t->p            = p;
+    t->first_job_id = s->next_job_id;
+    s->next_job_id += OAI_MAX_CHOICES;
+    p->next = s->pending;
+    if (s->pending)
+        s->pending->prev = p;
+    s->pending = p;
+    watch(s, p, req);
+    prep_submit(s->prep, &t->pt);
+}
+
+/* ---------------------------------------------------------- generation --- */
+
+/* On the prep thread: template, tokens, jobs. */
+static void prepare_generation(struct task *t)
+{
+    uint64_t next = t->first_job_id;
+    t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->sp.n_ctx, t->p->request_id,
+                          &next, &t->jobs, &t->n_jobs, &t->thinking, &t->e);
+}
+
+static void run_task(struct prep_task *pt)
+{
+    struct task *t = (struct task *)pt;
+    if (t->p->kind == PK_GENERATE)
+        prepare_generation(t);
+    else
+        endpoints_prepare(t);
+}
+
+/* Submits the prepared jobs of p and starts its reply. Takes the jobs out of t. */
+static void start_generation(struct server *s, struct pending *p, struct task *t)
+{
+    const struct oai_request *r = &t->r;
+    enum oai_kind kind          = r->kind;
+    p->stream                   = r->stream;
+    p->t_last                   = calloc((size_t)t->n_jobs, sizeof *p->t_last);
+    snprintf(p->id, sizeof p->id, "%s-%08x%016llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
+             s->id_salt, (unsigned long long)p->request_id);
+    if (p->t_last)
+        p->resp = oai_response_new(r, t->n_jobs, p->id, (int64_t)time(NULL), s->p->alias,
+                                   s->model, s->tmpl, t->thinking);
+    if (!p->t_last || !p->resp) {
+        struct oai_error e;
+        oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        char *json = oai_error_json(&e);
+        p->stream  = false;
+        release_http(p, 500, json, json ? strlen(json) : 0);
+        free(json);
+        pending_unlink_free(p);
+        return;
+    }
+    int32_t submitted     = 0;
+    enum hearth_status st = HEARTH_OK;
+    for (; submitted < t->n_jobs; submitted++) {
+        struct qev *node = calloc(1, sizeof *node);
+        if (!node) {
+            st = HEARTH_ENOMEM;
+            break;
+        }
+        struct sched_job *job = t->jobs[submitted];
+        t->jobs[submitted]    = NULL;
+        job->user             = node;
+        st                    = sched_submit(s->sched, job); /* takes the job, even on refusal */
+        if (st != HEARTH_OK) {
+            free(node); /* a refused job sends no event */
+            break;
+        }
+    }
+    p->n_jobs = submitted;
+    if (st != HEARTH_OK) {
+        /* Refused: the jobs already in are cancelled and their events absorbed. */
+        struct evhttp_request *req = p->req;
+        p->stream                  = false;
+        if (req)
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+        struct oai_error e;
+        if (st == HEARTH_EFULL)
+            oai_fail(&e, 503, "server_error", "server_overloaded",
+                     NULL, "All %d slots are busy and the queue (--max-queue %d) is full; retry "
+                     "later.",
+                     s->sp.n_slots, s->sp.max_queue);
+        else
+            oai_fail(&e, hearth_status_http(st), "server_error", NULL, NULL,
+                     "The scheduler refused the request: %s.", hearth_status_str(st));
+        char *json = oai_error_json(&e);
+        abandon(p, e.status, json, json ? strlen(json) : 0);
+        free(json);
+        if (submitted == 0)
+            pending_unlink_free(p);
+        return;
+    }
+    if (p->stream && p->req) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(p->req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+        evhttp_add_header(h, "X-Accel-Buffering", "no");
+        add_cors(s, p->req);
+        evhttp_send_reply_start(p->req, 200, "OK");
+        metrics_count_request(&s->metrics, p->ep, 200);
+        size_t n  = 0;
+        char *out = oai_response_start(p->resp, &n);
+        send_chunk(p->req, out, n);
+        free(out);
+    }
+}
+
+/* On the loop: a task is back from the prep thread. */
+static void task_done(struct server *s, struct task *t)
+{
+    struct pending *p = t->p;
+    p->task           = NULL;
+    if (p->gone) {
+        task_free(t);
+        pending_unlink_free(p);
+        return;
+    }
+    if (!t->ok) {
+        char *json = oai_error_json(&t->e);
+        release_http(p, t->e.status, json, json ? strlen(json) : 0);
+        free(json);
+        task_free(t);
+        pending_unlink_free(p);
+        return;
+    }
+    if (p->kind == PK_GENERATE) {
+        start_generation(s, p, t);
+    } else {
+        release_http(p, 200, t->json, t->json ? strlen(t->json) : 0);
+        pending_unlink_free(p);
+    }
+    task_free(t);
+}
+
+static void generate(struct server *s, struct evhttp_request *req, enum oai_kind kind,
+                     enum metrics_endpoint ep)
+{
+    if (!serve_check_ready(s, req, ep))
+        return;
+    size_t len;
+    const char *body = serve_body(s, req, ep, &len);
+    if (!body)
+        return;
+    struct task *t = calloc(1, sizeof *t);
+    if (!t) {
+        reply_fail(s, req, ep, 500, "server_error", NULL, "out of memory");
+        return;
+    }
+    struct oai_error e;
+    if (!oai_parse(kind, body, len, &t->r, &e)) {
+        free(t);
+        serve_reply_error(s, req, ep, &e);
+        return;
+    }
+    serve_prepare(s, req, ep, PK_GENERATE, t);
+}
+
+static void h_chat(struct server *s, struct evhttp_request *req)
+{
+    generate(s, req, OAI_CHAT, EP_CHAT);
+}
+
+static void h_completions(struct server *s, struct evhttp_request *req)
+{
+    generate(s, req, OAI_COMPLETION, EP_COMPLETIONS);
+}
+
+/* ------------------------------------------------------------- mailbox --- */
+
 static void handle_event(struct server *s, struct qev *q)
 {
     const struct sched_event *ev = &q->ev;
-    struct pending *p            = pending_find(s, ev->request_id);
+    struct pending *p            = serve_pending_find(s, ev->request_id);
     if (!p)
         return;
     size_t len = 0;
@@ -370,46 +598,8 @@ static void handle_event(struct server *s, struct qev *q)
         pending_finish(p);
 }
 
-/* Scheduler thread: copy the event, queue it, wake the loop. Never blocks for long. */
-static void on_sched_event(const struct sched_event *ev, void *user)
+static void post(struct server *s, struct qev *q)
 {
-    struct server *s = user;
-    size_t n_top     = ev->top && ev->n_top > 0 ? (size_t)ev->n_top : 0;
-    size_t text_len  = ev->text ? ev->text_len : 0;
-    struct qev *q    = malloc(sizeof *q + n_top * sizeof(struct sched_logprob) + text_len + 1);
-    if (!q) {
-        if (ev->kind == SCHED_EV_TEXT)
-            return; /* a lost piece of text; the DONE below must not be lost */
-        static struct qev spare[4];
-        static int next;
-        q = &spare[next++ & 3]; /* emergency: no text, but the request still completes */
-        memset(q, 0, sizeof *q);
-        q->ev          = *ev;
-        q->ev.text     = "";
-        q->ev.text_len = 0;
-        q->ev.logprob  = NULL;
-        q->ev.top      = NULL;
-        q->ev.n_top    = 0;
-        q->t           = -1; /* marks a static node: not freed */
-    } else {
-        q->ev                   = *ev;
-        q->t                    = now_s();
-        struct sched_logprob *t = (struct sched_logprob *)(q + 1);
-        char *text              = (char *)(t + n_top);
-        if (n_top)
-            memcpy(t, ev->top, n_top * sizeof *t);
-        if (text_len)
-            memcpy(text, ev->text, text_len);
-        text[text_len] = 0;
-        q->ev.text     = text;
-        q->ev.text_len = text_len;
-        q->ev.top      = n_top ? t : NULL;
-        q->ev.n_top    = (int32_t)n_top;
-        if (ev->logprob) {
-            q->lp         = *ev->logprob;
-            q->ev.logprob = &q->lp;
-        }
-    }
     q->next = NULL;
     pthread_mutex_lock(&s->qmu);
     *s->qtail = q;
@@ -418,320 +608,99 @@ static void on_sched_event(const struct sched_event *ev, void *user)
     event_active(s->ev_wake, EV_READ, 0);
 }
 
-static struct qev *queue_take(struct server *s)
+/*
+ * Scheduler thread: copy the event, queue it, wake the loop. Never blocks
+ * for long. A job's last event travels in the node the job was submitted
+ * with, so it needs no allocation and cannot be lost.
+ */
+static void on_sched_event(const struct sched_event *ev, void *user)
 {
-    pthread_mutex_lock(&s->qmu);
-    struct qev *q = s->qhead;
-    s->qhead      = NULL;
-    s->qtail      = &s->qhead;
-    pthread_mutex_unlock(&s->qmu);
-    return q;
+    struct server *s = user;
+    if (ev->kind != SCHED_EV_TEXT) {
+        struct qev *q = ev->user;
+        if (!q)
+            return; /* not a job of ours (cannot happen: every job carries its node) */
+        q->ev             = *ev;
+        q->t              = now_s();
+        size_t n          = ev->text && ev->text_len < sizeof q->msg ? ev->text_len
+                            : ev->text                               ? sizeof q->msg - 1
+                                                                     : 0;
+        memcpy(q->msg, ev->text ? ev->text : "", n);
+        q->msg[n]      = 0;
+        q->ev.text     = q->msg;
+        q->ev.text_len = n;
+        q->ev.logprob  = NULL;
+        q->ev.top      = NULL;
+        q->ev.n_top    = 0;
+        post(s, q);
+        return;
+    }
+    size_t n_top    = ev->top && ev->n_top > 0 ? (size_t)ev->n_top : 0;
+    size_t text_len = ev->text ? ev->text_len : 0;
+    struct qev *q   = malloc(sizeof *q + n_top * sizeof(struct sched_logprob) + text_len + 1);
+    if (!q)
+        return; /* a lost piece of text; the request still completes */
+    q->ev                   = *ev;
+    q->t                    = now_s();
+    struct sched_logprob *t = (struct sched_logprob *)(q + 1);
+    char *text              = (char *)(t + n_top);
+    if (n_top)
+        memcpy(t, ev->top, n_top * sizeof *t);
+    if (text_len)
+        memcpy(text, ev->text, text_len);
+    text[text_len] = 0;
+    q->ev.text     = text;
+    q->ev.text_len = text_len;
+    q->ev.top      = n_top ? t : NULL;
+    q->ev.n_top    = (int32_t)n_top;
+    if (ev->logprob) {
+        q->lp         = *ev->logprob;
+        q->ev.logprob = &q->lp;
+    }
+    post(s, q);
 }
 
-static void queue_free(struct qev *q)
+/* Prep thread: a finished task goes back to the loop. */
+static void on_prepared(struct prep_task *pt, void *user)
 {
-    while (q) {
-        struct qev *next = q->next;
-        if (q->t >= 0)
-            free(q);
-        q = next;
-    }
+    struct server *s = user;
+    pt->next         = NULL;
+    pthread_mutex_lock(&s->qmu);
+    *s->ptail = pt;
+    s->ptail  = &pt->next;
+    pthread_mutex_unlock(&s->qmu);
+    event_active(s->ev_wake, EV_READ, 0);
+}
+
+static void mailbox_take(struct server *s, struct qev **events, struct prep_task **tasks)
+{
+    pthread_mutex_lock(&s->qmu);
+    *events  = s->qhead;
+    *tasks   = s->phead;
+    s->qhead = NULL;
+    s->qtail = &s->qhead;
+    s->phead = NULL;
+    s->ptail = &s->phead;
+    pthread_mutex_unlock(&s->qmu);
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg)
 {
     struct server *s = arg;
-    for (struct qev *q = queue_take(s); q;) {
+    struct qev *q;
+    struct prep_task *pt;
+    mailbox_take(s, &q, &pt);
+    while (pt) { /* tasks first: a request's jobs exist only once its task is back */
+        struct prep_task *next = pt->next;
+        task_done(s, (struct task *)pt);
+        pt = next;
+    }
+    while (q) {
         struct qev *next = q->next;
         handle_event(s, q);
-        if (q->t >= 0)
-            free(q);
+        free(q);
         q = next;
     }
-}
-
-/* ------------------------------------------------------------ handlers --- */
-
-static bool check_ready(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep)
-{
-    if (s->stopping) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        reply_fail(s, req, ep, 503, "server_error", "shutting_down",
-                   "The server is shutting down.");
-        return false;
-    }
-    if (!s->ready) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
-        reply_fail(s, req, ep, 503, "server_error", "model_loading",
-                   "The model is still loading; retry shortly.");
-        return false;
-    }
-    return true;
-}
-
-static void generate(struct server *s, struct evhttp_request *req, enum oai_kind kind,
-                     enum metrics_endpoint ep)
-{
-    if (!check_ready(s, req, ep))
-        return;
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t len          = evbuffer_get_length(in);
-    if (len > s->p->max_body) {
-        reply_fail(s, req, ep, 413, "invalid_request_error", "request_too_large",
-                   "The request body is %zu bytes; this server takes at most %zu (--max-body).",
-                   len, s->p->max_body);
-        return;
-    }
-    const char *body = len ? (const char *)evbuffer_pullup(in, -1) : "";
-    struct oai_request r;
-    struct oai_error e;
-    if (!oai_parse(kind, body ? body : "", len, s->sp.n_ctx, &r, &e)) {
-        reply_error(s, req, ep, &e);
-        return;
-    }
-    uint64_t rid = s->next_request_id++;
-    bool stream  = r.stream;
-    struct sched_job **jobs;
-    int32_t n_jobs;
-    if (!oai_make_jobs(&r, s->model, s->family, s->sp.n_ctx, rid, &s->next_job_id, &jobs, &n_jobs,
-                       &e)) {
-        oai_request_free(&r);
-        reply_error(s, req, ep, &e);
-        return;
-    }
-    struct pending *p = calloc(1, sizeof *p);
-    if (p)
-        p->t_last = calloc((size_t)n_jobs, sizeof *p->t_last);
-    if (p && p->t_last) {
-        snprintf(p->id, sizeof p->id, "%s-%08x%016llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
-                 s->id_salt, (unsigned long long)rid);
-        p->resp = oai_response_new(&r, n_jobs, p->id, (int64_t)time(NULL), s->p->alias, s->model);
-    }
-    oai_request_free(&r);
-    if (!p || !p->t_last || !p->resp) {
-        for (int32_t i = 0; i < n_jobs; i++)
-            sched_job_free(jobs[i]);
-        free(jobs);
-        if (p) {
-            oai_response_free(p->resp);
-            free(p->t_last);
-            free(p);
-        }
-        reply_fail(s, req, ep, 500, "server_error", NULL, "out of memory");
-        return;
-    }
-    p->srv        = s;
-    p->request_id = rid;
-    p->ep         = ep;
-    p->stream     = stream;
-    p->t_start    = now_s();
-    p->next       = s->pending;
-    if (s->pending)
-        s->pending->prev = p;
-    s->pending = p;
-
-    int32_t submitted     = 0;
-    enum hearth_status st = HEARTH_OK;
-    for (; submitted < n_jobs; submitted++) {
-        st = sched_submit(s->sched, jobs[submitted]); /* takes the job, even on refusal */
-        jobs[submitted] = NULL;
-        if (st != HEARTH_OK)
-            break;
-    }
-    for (int32_t i = submitted + 1; i < n_jobs; i++)
-        sched_job_free(jobs[i]);
-    free(jobs);
-    p->n_jobs = submitted;
-    if (st != HEARTH_OK) {
-        /* Refused: the jobs already in are cancelled and their events absorbed. */
-        p->gone = true;
-        if (submitted > 0)
-            sched_cancel(s->sched, rid);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-        if (st == HEARTH_EFULL)
-            reply_fail(s, req, ep, 503, "server_error", "server_overloaded",
-                       "All %d slots are busy and the queue (--max-queue %d) is full; retry "
-                       "later.",
-                       s->sp.n_slots, s->sp.max_queue);
-        else
-            reply_fail(s, req, ep, hearth_status_http(st), "server_error", NULL,
-                       "The scheduler refused the request: %s.", hearth_status_str(st));
-        if (submitted == 0)
-            pending_unlink_free(p);
-        return;
-    }
-
-    p->req                          = req;
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    evutil_socket_t fd              = -1;
-    if (evcon) {
-        evhttp_connection_set_closecb(evcon, on_conn_close, p);
-        fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
-    }
-    if (fd >= 0) {
-        p->ev_closed =
-            event_new(s->base, fd, s->early_close ? EV_CLOSED : EV_READ, on_peer_closed, p);
-        if (p->ev_closed)
-            event_add(p->ev_closed, NULL);
-    }
-    if (p->stream) {
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Content-Type", "text/event-stream");
-        evhttp_add_header(h, "Cache-Control", "no-cache");
-        evhttp_add_header(h, "X-Accel-Buffering", "no");
-        evhttp_send_reply_start(req, 200, "OK");
-        metrics_count_request(&s->metrics, ep, 200);
-        size_t n  = 0;
-        char *out = oai_response_start(p->resp, &n);
-        send_chunk(req, out, n);
-        free(out);
-    }
-}
-
-static void h_chat(struct server *s, struct evhttp_request *req)
-{
-    generate(s, req, OAI_CHAT, EP_CHAT);
-}
-
-static void h_completions(struct server *s, struct evhttp_request *req)
-{
-    generate(s, req, OAI_COMPLETION, EP_COMPLETIONS);
-}
-
-static cJSON *model_obj(struct server *s)
-{
-    cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", s->p->alias);
-    cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
-    cJSON_AddStringToObject(m, "owned_by", "hearth");
-    return m;
-}
-
-static void send_cjson(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                       cJSON *o)
-{
-    char *json = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    reply_json(s, req, ep, 200, json);
-    free(json);
-}
-
-static void h_models(struct server *s, struct evhttp_request *req)
-{
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON *data = cJSON_AddArrayToObject(o, "data");
-    cJSON_AddItemToArray(data, model_obj(s));
-    send_cjson(s, req, EP_MODELS, o);
-}
-
-static void h_model_one(struct server *s, struct evhttp_request *req, const char *id)
-{
-    if (strcmp(id, s->p->alias)) {
-        struct oai_error e;
-        oai_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
-                 "The model '%.200s' does not exist; this server serves '%.200s'.", id,
-                 s->p->alias);
-        reply_error(s, req, EP_MODELS, &e);
-        return;
-    }
-    send_cjson(s, req, EP_MODELS, model_obj(s));
-}
-
-static void h_health(struct server *s, struct evhttp_request *req)
-{
-    if (!check_ready(s, req, EP_HEALTH))
-        return;
-    static const char ok[] = "{\"status\":\"ok\"}";
-    reply(s, req, EP_HEALTH, 200, "application/json", ok, sizeof ok - 1);
-}
-
-/* sched_snapshot into stats and a malloc'd slot array (NULL before the model is loaded). */
-static struct sched_slot_info *snapshot(struct server *s, struct sched_stats *st, int32_t *n)
-{
-    memset(st, 0, sizeof *st);
-    *n = 0;
-    if (!s->sched)
-        return NULL;
-    int32_t cap                  = s->sp.n_slots > 0 ? s->sp.n_slots : 1;
-    struct sched_slot_info *info = calloc((size_t)cap, sizeof *info);
-    if (!info)
-        return NULL;
-    *n = sched_snapshot(s->sched, st, info, cap);
-    if (*n > cap)
-        *n = cap;
-    return info;
-}
-
-static void h_metrics(struct server *s, struct evhttp_request *req)
-{
-    struct sched_stats st;
-    int32_t n;
-    free(snapshot(s, &st, &n));
-    double v[METRIC_COUNT] = {0};
-    v[M_PROMPT_TOKENS]     = (double)st.prompt_tokens_total;
-    v[M_GENERATED_TOKENS]  = (double)st.generated_tokens_total;
-    v[M_PREFIX_HIT_TOKENS] = (double)st.prefix_hit_tokens_total;
-    v[M_PREFILL_SECONDS]   = st.prefill_seconds_total;
-    v[M_DECODE_SECONDS]    = st.decode_seconds_total;
-    double computed        = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
-    v[M_PREFILL_TPS]       = st.prefill_seconds_total > 0 ? computed / st.prefill_seconds_total : 0;
-    v[M_DECODE_TPS]        = st.decode_seconds_total > 0
-                                 ? (double)st.generated_tokens_total / st.decode_seconds_total
-                                 : 0;
-    v[M_SLOTS_BUSY]        = st.slots_busy;
-    v[M_SLOTS]             = s->sched ? st.n_slots : s->sp.n_slots;
-    v[M_QUEUE_DEPTH]       = st.queue_depth;
-    v[M_KV_BLOCKS_USED]    = st.kv_blocks_used;
-    v[M_KV_BLOCKS_CACHED]  = st.kv_blocks_cached;
-    v[M_KV_BLOCKS_CAPACITY] = st.kv_blocks_total;
-    v[M_READY]              = s->ready ? 1 : 0;
-    /* this request is counted before rendering so a scrape sees itself */
-    metrics_count_request(&s->metrics, EP_METRICS, 200);
-    size_t len = 0;
-    char *page = metrics_render(&s->metrics, v, &len);
-    if (!page) {
-        reply_fail(s, req, EP_METRICS, 500, "server_error", NULL, "out of memory");
-        return;
-    }
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    struct evbuffer *b = evbuffer_new();
-    if (b)
-        evbuffer_add(b, page, len);
-    evhttp_send_reply(req, 200, "OK", b);
-    if (b)
-        evbuffer_free(b);
-    free(page);
-}
-
-static void h_slots(struct server *s, struct evhttp_request *req)
-{
-    if (!check_ready(s, req, EP_SLOTS))
-        return;
-    struct sched_stats st;
-    int32_t n;
-    struct sched_slot_info *info = snapshot(s, &st, &n);
-    cJSON *a                     = cJSON_CreateArray();
-    for (int32_t i = 0; i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "id", info[i].id);
-        cJSON_AddStringToObject(o, "state", info[i].busy ? "busy" : "idle");
-        struct pending *p = info[i].busy ? pending_find(s, info[i].request_id) : NULL;
-        if (p)
-            cJSON_AddStringToObject(o, "request_id", p->id);
-        else
-            cJSON_AddNullToObject(o, "request_id");
-        cJSON_AddNumberToObject(o, "n_ctx", s->sp.n_ctx);
-        cJSON_AddNumberToObject(o, "tokens_cached", info[i].n_ctx_used);
-        cJSON_AddNumberToObject(o, "n_prompt", info[i].n_prompt);
-        cJSON_AddNumberToObject(o, "n_prompt_cached", info[i].n_cached_tokens);
-        cJSON_AddNumberToObject(o, "n_generated", info[i].n_generated);
-        cJSON_AddItemToArray(a, o);
-    }
-    free(info);
-    send_cjson(s, req, EP_SLOTS, a);
 }
 
 /* ------------------------------------------------------------- routing --- */
@@ -744,13 +713,28 @@ static const struct route {
     bool auth;
     void (*fn)(struct server *, struct evhttp_request *);
 } routes[] = {
-    {"/v1/chat/completions", EVHTTP_REQ_POST, "POST", EP_CHAT, true, h_chat},
-    {"/v1/completions", EVHTTP_REQ_POST, "POST", EP_COMPLETIONS, true, h_completions},
-    {"/v1/models", EVHTTP_REQ_GET, "GET", EP_MODELS, true, h_models},
-    {"/health", EVHTTP_REQ_GET, "GET", EP_HEALTH, false, h_health},
-    {"/metrics", EVHTTP_REQ_GET, "GET", EP_METRICS, true, h_metrics},
-    {"/slots", EVHTTP_REQ_GET, "GET", EP_SLOTS, true, h_slots},
+#define HTTP_X_ROUTE(id, path, method, auth, handler)                                              \
+    {path, EVHTTP_REQ_##method, #method, id, auth, handler},
+    SERVE_ROUTE_LIST(HTTP_X_ROUTE)
+#undef HTTP_X_ROUTE
 };
+
+static const struct alias {
+    const char *path;
+    enum metrics_endpoint ep;
+} aliases[] = {
+#define HTTP_X_ALIAS(path, id) {path, id},
+    SERVE_ALIAS_LIST(HTTP_X_ALIAS)
+#undef HTTP_X_ALIAS
+};
+
+static const struct route *route_of(enum metrics_endpoint ep)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (routes[i].ep == ep)
+            return &routes[i];
+    return NULL;
+}
 
 static const char *method_name(enum evhttp_cmd_type m)
 {
@@ -796,6 +780,18 @@ static bool authorized(struct server *s, struct evhttp_request *req)
     return diff == 0;
 }
 
+/* A CORS preflight: which methods and headers the browser may use on r. */
+static void preflight(struct server *s, struct evhttp_request *req, const struct route *r)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    char methods[32];
+    snprintf(methods, sizeof methods, "%s, OPTIONS", r->allow);
+    evhttp_add_header(h, "Access-Control-Allow-Methods", methods);
+    evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    evhttp_add_header(h, "Access-Control-Max-Age", "600");
+    serve_reply(s, req, r->ep, 204, NULL, NULL, 0);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     struct server *s             = arg;
@@ -809,13 +805,20 @@ static void on_request(struct evhttp_request *req, void *arg)
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(path, routes[i].path))
             r = &routes[i];
-    if (!r && !strncmp(path, "/v1/models/", 11) && path[11]) {
-        r        = &routes[2];
-        model_id = path + 11;
+    for (size_t i = 0; !r && i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(path, aliases[i].path))
+            r = route_of(aliases[i].ep);
+    if (!r && (!strncmp(path, "/v1/models/", 11) || !strncmp(path, "/models/", 8))) {
+        model_id = path + (path[1] == 'v' ? 11 : 8);
+        r        = *model_id ? route_of(EP_MODELS) : NULL;
     }
     if (!r) {
         reply_fail(s, req, EP_OTHER, 404, "invalid_request_error", "unknown_url",
                    "Invalid URL (%s %.200s): no such endpoint.", method_name(method), path);
+        return;
+    }
+    if (method == EVHTTP_REQ_OPTIONS && s->p->cors_origin && *s->p->cors_origin) {
+        preflight(s, req, r);
         return;
     }
     if (method != r->method) {
@@ -843,6 +846,59 @@ static void on_request(struct evhttp_request *req, void *arg)
 
 /* -------------------------------------------------------- load, signals --- */
 
+/* The chat template the server renders with: options first, then the model's own. */
+static enum hearth_status load_template(struct server *s, struct hearth_model *model,
+                                        struct chat_template **out)
+{
+    const struct http_params *p = s->p;
+    char *src                   = NULL;
+    if (p->chat_template_file) {
+        FILE *f = fopen(p->chat_template_file, "rb");
+        if (!f)
+            return fail(HEARTH_EIO, s->load_err, sizeof s->load_err,
+                        "serve: cannot read --chat-template-file %s: %s", p->chat_template_file,
+                        strerror(errno));
+        size_t cap = 0, len = 0;
+        for (;;) {
+            if (len + 4096 + 1 > cap) {
+                char *grown = realloc(src, cap = (len + 4096 + 1) * 2);
+                if (!grown) {
+                    free(src);
+                    fclose(f);
+                    return fail(HEARTH_ENOMEM, s->load_err, sizeof s->load_err,
+                                "serve: out of memory reading the chat template");
+                }
+                src = grown;
+            }
+            size_t got = fread(src + len, 1, 4096, f);
+            len += got;
+            if (got < 4096)
+                break;
+        }
+        fclose(f);
+        src[len] = 0;
+    }
+    enum hearth_status st = chat_template_new(model, src, p->chat_template_file, p->chat_template,
+                                              out, s->load_err, sizeof s->load_err);
+    free(src);
+    if (st == HEARTH_OK && p->chat_template_kwargs) {
+        cJSON *kw = cJSON_Parse(p->chat_template_kwargs);
+        st        = kw ? chat_template_set_kwargs(*out, kw, s->load_err, sizeof s->load_err)
+                       : fail(HEARTH_EINVAL, s->load_err, sizeof s->load_err,
+                              "serve: --chat-template-kwargs is not valid JSON");
+        cJSON_Delete(kw);
+    }
+    /* Test hook: a fixed clock for strftime_now, so renderings can be compared byte for byte. */
+    const char *now = getenv("HEARTH_SERVE_TEMPLATE_NOW");
+    if (st == HEARTH_OK && now && *now)
+        chat_template_set_now(*out, strtoll(now, NULL, 10));
+    if (st != HEARTH_OK && *out) {
+        chat_template_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 static void *loader_main(void *arg)
 {
     struct server *s              = arg;
@@ -851,24 +907,31 @@ static void *loader_main(void *arg)
         mp.n_threads = s->sp.n_threads;
     struct hearth_model *model = NULL;
     struct sched *sched        = NULL;
+    struct chat_template *tmpl = NULL;
     /* Test hook: hold the load back so tests can see /health answer 503 while loading. */
     const char *delay = getenv("HEARTH_SERVE_LOAD_DELAY_MS");
     if (delay && atoi(delay) > 0)
         usleep((useconds_t)atoi(delay) * 1000);
     enum hearth_status st =
         hearth_model_load(s->p->model_path, &mp, &model, s->load_err, sizeof s->load_err);
+    if (st == HEARTH_OK)
+        st = load_template(s, model, &tmpl);
     if (st == HEARTH_OK) {
         int32_t train = hearth_model_n_ctx_train(model);
         if (s->sp.n_ctx <= 0) /* default: 4096, or the training context when smaller */
             s->sp.n_ctx = train > 0 && train < 4096 ? train : 4096;
         st = sched_start(model, &s->sp, on_sched_event, s, &sched, s->load_err, sizeof s->load_err);
-        if (st != HEARTH_OK) {
+    }
+    if (st != HEARTH_OK) {
+        chat_template_free(tmpl);
+        tmpl = NULL;
+        if (model)
             hearth_model_free(model);
-            model = NULL;
-        }
+        model = NULL;
     }
     s->load_model  = model;
     s->load_sched  = sched;
+    s->load_tmpl   = tmpl;
     s->load_status = st;
     event_active(s->ev_loaded, EV_READ, 0);
     return NULL;
@@ -882,20 +945,19 @@ static void on_loaded(evutil_socket_t fd, short what, void *arg)
     pthread_join(s->loader, NULL);
     s->loader_running = false;
     if (s->load_status != HEARTH_OK) {
-        s->fatal     = strdup(s->load_err);
-        s->exit_code = 1;
+        s->fatal       = strdup(s->load_err);
+        s->exit_status = s->load_status;
         event_base_loopbreak(s->base);
         return;
     }
     s->model = s->load_model;
     s->sched = s->load_sched;
-    bool known;
-    s->family = oai_model_chat_family(s->model, &known);
+    s->tmpl  = s->load_tmpl;
     fprintf(stderr,
             "hearth serve: model loaded (%s), %d slots x %d tokens of context, chat template "
-            "%s%s\n",
-            hearth_model_arch(s->model), s->sp.n_slots, s->sp.n_ctx, chat_family_name(s->family),
-            known ? "" : " (fallback: none recognised)");
+            "%s\n",
+            hearth_model_arch(s->model), s->sp.n_slots, s->sp.n_ctx,
+            chat_template_describe(s->tmpl));
     s->ready = !s->stopping;
 }
 
@@ -922,18 +984,19 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         event_base_loopbreak(s->base);
         return;
     }
-    static const char msg[] =
-        "{\"error\":{\"message\":\"The server is shutting down.\","
-        "\"type\":\"server_error\",\"param\":null,\"code\":\"shutting_down\"}}";
-    static const char sse_msg[] = "data: {\"error\":{\"message\":\"The server is shutting down.\","
-                                  "\"type\":\"server_error\",\"param\":null,\"code\":"
-                                  "\"shutting_down\"}}\n\ndata: [DONE]\n\n";
+    struct oai_error e;
+    oai_fail(&e, 503, "server_error", "shutting_down", NULL, "The server is shutting down.");
+    char *json = oai_error_json(&e);
+    size_t sse_len;
+    char *sse = oai_error_sse(&e, &sse_len);
     for (struct pending *p = s->pending; p; p = p->next) {
         if (p->stream)
-            abandon(p, 503, sse_msg, sizeof sse_msg - 1);
+            abandon(p, 503, sse, sse ? sse_len : 0);
         else
-            abandon(p, 503, msg, sizeof msg - 1);
+            abandon(p, 503, json, json ? strlen(json) : 0);
     }
+    free(json);
+    free(sse);
     struct timeval tv = {SHUTDOWN_GRACE_S, 0};
     s->ev_grace       = evtimer_new(s->base, on_grace_over, s);
     if (s->ev_grace)
@@ -950,12 +1013,29 @@ static void teardown(struct server *s)
         if (!s->model && !s->sched) {
             s->model = s->load_model;
             s->sched = s->load_sched;
+            s->tmpl  = s->load_tmpl;
         }
     }
+    prep_stop(s->prep); /* runs what is queued; the tasks land in the mailbox */
+    s->prep = NULL;
     if (s->sched)
-        sched_stop(s->sched); /* may still send events: they land in the queue */
+        sched_stop(s->sched); /* may still send events: they land in the mailbox */
     s->sched = NULL;
-    queue_free(queue_take(s));
+    struct qev *q;
+    struct prep_task *pt;
+    mailbox_take(s, &q, &pt);
+    while (q) {
+        struct qev *next = q->next;
+        free(q);
+        q = next;
+    }
+    while (pt) {
+        struct prep_task *next = pt->next;
+        struct task *t         = (struct task *)pt;
+        t->p->task             = NULL;
+        task_free(t);
+        pt = next;
+    }
     while (s->pending) {
         struct pending *p = s->pending;
         if (p->ev_closed) {
@@ -981,6 +1061,7 @@ static void teardown(struct server *s)
             event_free(evs[i]);
     if (s->base)
         event_base_free(s->base);
+    chat_template_free(s->tmpl);
     if (s->model)
         hearth_model_free(s->model);
     pthread_mutex_destroy(&s->qmu);
@@ -988,13 +1069,14 @@ static void teardown(struct server *s)
     libevent_global_shutdown();
 }
 
-int http_serve(const struct http_params *p, char *err, size_t err_len)
+enum hearth_status http_serve(const struct http_params *p, char *err, size_t err_len)
 {
     struct server srv  = {0};
     struct server *s   = &srv;
     s->p               = p;
     s->sp              = p->sched;
     s->qtail           = &s->qhead;
+    s->ptail           = &s->phead;
     s->next_request_id = 1;
     s->next_job_id     = 1;
     s->id_salt         = (uint32_t)time(NULL) ^ ((uint32_t)getpid() << 16);
@@ -1002,7 +1084,7 @@ int http_serve(const struct http_params *p, char *err, size_t err_len)
     pthread_mutex_init(&s->qmu, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error code, not a signal */
 
-    int rc = 1;
+    enum hearth_status st = HEARTH_EIO;
     if (evthread_use_pthreads() != 0) {
         set_err(err, err_len, "serve: libevent has no pthreads support");
         goto out;
@@ -1032,6 +1114,10 @@ int http_serve(const struct http_params *p, char *err, size_t err_len)
         set_err(err, err_len, "serve: cannot create the loop's events");
         goto out;
     }
+    if (!(s->prep = prep_start(on_prepared, s))) {
+        set_err(err, err_len, "serve: cannot start the preparation thread");
+        goto out;
+    }
     s->bound = evhttp_bind_socket_with_handle(s->http, p->host, (ev_uint16_t)p->port);
     if (!s->bound) {
         set_err(err, err_len, "serve: cannot listen on %s port %d: %s", p->host, p->port,
@@ -1054,10 +1140,10 @@ int http_serve(const struct http_params *p, char *err, size_t err_len)
     }
     s->loader_running = true;
     event_base_dispatch(s->base);
-    rc = s->exit_code;
-    if (rc && s->fatal)
+    st = s->exit_status;
+    if (st != HEARTH_OK && s->fatal)
         set_err(err, err_len, "%s", s->fatal);
 out:
     teardown(s);
-    return rc;
+    return st;
 }

@@ -2,15 +2,15 @@
  * http.h: the HTTP front of `hearth serve`, an OpenAI-compatible server.
  *
  * Threads (DESIGN.md, decision 7): one libevent loop owns every socket,
- * parses and validates requests (openai.c) and streams the answers; a loader
+ * parses and validates requests (oai_request.c) and streams the answers; a
+ * preparation thread (prep.c) renders chat templates and tokenizes; a loader
  * thread maps the model while the listener already answers (/health says
  * 503 until it is ready); the scheduler thread (sched.c) owns the engine.
- * Scheduler events cross to the loop through a mutex-protected queue and
- * event_active(); no engine call happens on the loop and no socket write on
- * the scheduler.
+ * Finished preparations and scheduler events cross to the loop through one
+ * mutex-protected mailbox and event_active(); no engine call, template or
+ * tokenization happens on the loop and no socket write on the scheduler.
  *
- * Endpoints: POST /v1/chat/completions, POST /v1/completions,
- * GET /v1/models[/ID], GET /health, GET /metrics, GET /slots.
+ * Endpoints: routes.h lists them.
  *
  * Test hook: HEARTH_SERVE_LOAD_DELAY_MS=N in the environment delays the
  * model load by N ms (the e2e test checks /health's 503 with it).
@@ -30,15 +30,20 @@ struct http_params {
     int port;                /* 0: any free port (the chosen one is printed) */
     size_t max_body;         /* bytes; larger request bodies get 413 */
     const char *api_key;     /* NULL: no auth; else Bearer KEY on all but /health */
+    const char *cors_origin; /* NULL: no CORS headers; else the allowed origin ("*" for any) */
+    const char *chat_template_file;   /* a Jinja file overriding the model's template, or NULL */
+    const char *chat_template;        /* a built-in template name overriding it, or NULL */
+    const char *chat_template_kwargs; /* JSON object of default template kwargs, or NULL */
     struct sched_params sched;
 };
 
 /*
  * Binds, prints "listening on http://HOST:PORT" on stderr, loads the model,
  * and serves until SIGINT or SIGTERM; then stops taking connections, cancels
- * what is running, and frees everything. Returns 0 after a clean shutdown,
- * or 1 with one sentence in err (bind or model load failed).
+ * what is running, and frees everything. Returns HEARTH_OK after a clean
+ * shutdown, or a status with one sentence in err (bind, model or template
+ * load failed).
  */
-int http_serve(const struct http_params *p, char *err, size_t err_len);
+enum hearth_status http_serve(const struct http_params *p, char *err, size_t err_len);
 
 #endif

@@ -38,9 +38,10 @@ _Static_assert(sizeof buckets_ITL / sizeof(double) <= METRICS_MAX_BUCKETS, "ITL 
 _Static_assert(sizeof buckets_REQ / sizeof(double) <= METRICS_MAX_BUCKETS, "REQ buckets");
 
 static const char *const endpoint_paths[EP_COUNT] = {
-#define METRICS_X_PATH(id, path) [id] = path,
-    METRICS_ENDPOINT_LIST(METRICS_X_PATH)
+#define METRICS_X_PATH(id, path, method, auth, handler) [id] = path,
+    SERVE_ROUTE_LIST(METRICS_X_PATH)
 #undef METRICS_X_PATH
+    [EP_OTHER] = "other",
 };
 
 static const char *const type_names[] = {"counter", "gauge", "histogram"};

@@ -18,22 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Endpoints of hearth_requests_total{endpoint=...}. */
-#define METRICS_ENDPOINT_LIST(X)                    \
-    X(EP_CHAT,        "/v1/chat/completions")       \
-    X(EP_COMPLETIONS, "/v1/completions")            \
-    X(EP_MODELS,      "/v1/models")                 \
-    X(EP_HEALTH,      "/health")                    \
-    X(EP_METRICS,     "/metrics")                   \
-    X(EP_SLOTS,       "/slots")                     \
-    X(EP_OTHER,       "other")
-
-enum metrics_endpoint {
-#define METRICS_X_EP(id, path) id,
-    METRICS_ENDPOINT_LIST(METRICS_X_EP)
-#undef METRICS_X_EP
-    EP_COUNT
-};
+#include "serve/routes.h" /* enum metrics_endpoint */
 
 /* Bucket upper bounds (seconds) of each histogram kind; +Inf is implied. */
 #define METRICS_BUCKETS_TTFT  {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}

@@ -1,32 +1,37 @@
 /*
  * openai.h: the OpenAI API's JSON <-> hearth's jobs and events.
  *
- * Three stages, each usable alone:
- *   1. oai_parse: body bytes -> a validated struct oai_request. Needs no
- *      model (the fuzz target runs it alone). Every field OpenAI defines and
- *      hearth honours is type- and range-checked; unknown fields are
- *      ignored; a known field with the wrong type is a 400 naming it.
- *   2. oai_make_jobs: request + model -> one sched_job per choice (chat
- *      template rendering, tokenization, context checks).
- *   3. struct oai_response: sched events -> the response body (chat.completion,
- *      text_completion) or its SSE chunks (chat.completion.chunk), in
- *      OpenAI's exact shapes, logprobs included.
- * Errors come out as struct oai_error and render to OpenAI's shape
- * {"error":{"message","type","param","code"}}.
+ * Three stages, each in its own file and usable alone:
+ *   1. oai_parse (oai_request.c): body bytes -> a validated struct
+ *      oai_request. Needs no model (the fuzz target runs it alone). Runs on
+ *      the event loop, so it does no template rendering and no tokenizing.
+ *   2. oai_prompt + oai_make_jobs (oai_jobs.c): request + chat template +
+ *      model -> the prompt text, then one sched_job per choice (tokenizing,
+ *      context checks). Runs on the preparation thread.
+ *   3. struct oai_response (oai_response.c): sched events -> the response
+ *      body (chat.completion, text_completion) or its SSE chunks
+ *      (chat.completion.chunk), in OpenAI's exact shapes, logprobs, tool
+ *      calls and reasoning included.
+ * Errors come out as struct oai_error and render through oai_error_json
+ * (oai_error.c), the one builder of OpenAI's {"error":{...}} body.
  *
  * Rules where OpenAI leaves room (also in `hearth serve --help`):
- * - max_tokens (or max_completion_tokens, which wins) must be an integer
- *   >= 1 and <= the slot context (--ctx-size); above that is a 400. Within
- *   it, generation still ends when the slot's context is full
- *   (finish_reason "length"). Absent: until end of text or a full context.
+ * - max_tokens, max_completion_tokens (which wins) and n_predict (llama.cpp's
+ *   name; -1 = no limit) above the room a slot has after the prompt are
+ *   clamped to that room: clients send 32000 whatever the model.
  * - Sampling defaults are OpenAI's: temperature 1, top_p 1; hearth's
- *   extensions (top_k, min_p, repetition_penalty) are off unless given.
+ *   extensions (top_k, min_p, repetition_penalty or repeat_penalty) are off
+ *   unless given.
  * - n <= 16 and (prompts x n) <= OAI_MAX_CHOICES.
- * - Features hearth does not have (tools, echo, best_of > 1, suffix,
- *   logit_bias, response_format other than text, non-text content parts)
- *   are refused with a 400 rather than silently ignored.
+ * - tool_choice "auto" and "none" are honoured; "required" and a named
+ *   function are refused until constrained decoding exists.
+ * - Features hearth does not have (echo, best_of > 1, suffix, logit_bias,
+ *   response_format other than text, non-text content parts, functions)
+ *   are refused with a 400 rather than silently ignored; so is any field
+ *   OpenAI does not define and hearth does not know.
  *
- * Thread-safety: no shared state; a response object belongs to one thread.
+ * Thread-safety: no shared state; a request or response object belongs to
+ * one thread at a time.
  */
 #ifndef HEARTH_OPENAI_H
 #define HEARTH_OPENAI_H
@@ -37,14 +42,17 @@
 
 #include "hearth.h"
 #include "serve/sched.h"
-#include "text/chat.h"
+
+struct cJSON;
+struct chat_template;
 
 #define OAI_MAX_CHOICES 64  /* jobs one request may create */
 #define OAI_MAX_N       16  /* n */
 #define OAI_MAX_STOP    4   /* stop strings (OpenAI's limit; <= SCHED_MAX_STOP) */
 #define OAI_MAX_TOP_LOGPROBS 20
 
-enum oai_kind { OAI_CHAT, OAI_COMPLETION };
+/* OAI_TEMPLATE: /apply-template's body, a chat request that is only rendered. */
+enum oai_kind { OAI_CHAT, OAI_COMPLETION, OAI_TEMPLATE };
 
 struct oai_error {
     int status;        /* HTTP status: 400, 401, 404, 405, 413, 500, 503 */
@@ -63,17 +71,22 @@ bool oai_fail(struct oai_error *e, int status, const char *type, const char *cod
 
 /* The error's JSON body, malloc'd, NUL-terminated (NULL when out of memory). */
 char *oai_error_json(const struct oai_error *e);
+/* The same body as one SSE event followed by "data: [DONE]" (malloc'd, *len bytes). */
+char *oai_error_sse(const struct oai_error *e, size_t *len);
 
-struct oai_message {
-    char *role;    /* "system", "user" or "assistant" ("developer" is read as system) */
-    char *content; /* text parts joined */
-};
+enum oai_reasoning { OAI_REASONING_AUTO, OAI_REASONING_NONE };
 
 struct oai_request {
     enum oai_kind kind;
     char *model;                    /* as sent, or NULL */
-    struct oai_message *messages;   /* [n_messages], chat only */
-    int32_t n_messages;
+    /* chat: the messages as the template sees them (a validated copy: roles
+     * checked, tool-call arguments parsed from their JSON strings) */
+    struct cJSON *messages;
+    struct cJSON *tools;            /* array of tools offered, or NULL */
+    struct cJSON *template_kwargs;  /* chat_template_kwargs (+ reasoning_effort), or NULL */
+    bool tool_choice_none;          /* tool_choice "none": tools shown, calls not parsed */
+    bool parallel_tool_calls;       /* default true */
+    enum oai_reasoning reasoning;   /* reasoning_format */
     char **prompts;                 /* [n_prompts], completions only */
     int32_t n_prompts;
     int32_t max_tokens;             /* -1: until end of text or a full context */
@@ -92,37 +105,39 @@ struct oai_request {
 
 /*
  * Parses and validates a request body of len bytes for the endpoint kind.
- * n_ctx is the slot context (max_tokens above it is refused; <= 0: no
- * check). On success fills *req (free with oai_request_free) and returns
- * true; otherwise fills *e (status 400) and leaves *req empty.
+ * On success fills *req (free with oai_request_free) and returns true;
+ * otherwise fills *e (status 400) and leaves *req empty.
  */
-bool oai_parse(enum oai_kind kind, const char *body, size_t len, int32_t n_ctx,
-               struct oai_request *req, struct oai_error *e);
+bool oai_parse(enum oai_kind kind, const char *body, size_t len, struct oai_request *req,
+               struct oai_error *e);
 void oai_request_free(struct oai_request *req);
 
 /*
- * The chat prompt text of req (chat only) in family fam, with the generation
- * prompt; bos/eos are the vocabulary's token texts ("" when none). *text is
- * malloc'd. False with *e (400) when the template refuses the conversation.
+ * The chat prompt of req (chat or template kind) rendered by tmpl, with the
+ * generation prompt; *text is malloc'd. BOS is left out when the model's
+ * tokenizer adds one itself (llama.cpp's server does the same). False with
+ * *e (400 with the template's message) when the template refuses the
+ * conversation. Thread-safe.
  */
-bool oai_chat_text(const struct oai_request *req, enum chat_family fam, const char *bos,
-                   const char *eos, char **text, struct oai_error *e);
+bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
+                const struct hearth_model *model, char **text, struct oai_error *e);
 
 /*
  * Builds the jobs of req: one per choice, choice i = prompt (i / n), copy
- * (i % n). Tokenizes with the model's vocabulary (BOS as the vocab says,
- * special-token text parsed); refuses (400, both numbers in the message) a
- * prompt that leaves no room to generate in a slot of n_ctx tokens. Job ids
- * are *next_job_id, *next_job_id + 1, ... On success *jobs is a malloc'd
- * array of *n_jobs malloc'd jobs (the caller submits or frees them).
+ * (i % n). Chat prompts are rendered by tmpl. Tokenizes with the model's
+ * vocabulary (BOS as the vocab says, special-token text parsed); refuses
+ * (400, both numbers in the message) a prompt that leaves no room to
+ * generate in a slot of n_ctx tokens, and clamps max_tokens to that room.
+ * Job ids are *next_job_id, ... (the counter is the caller's; this call
+ * only reads and advances it). On success *jobs is a malloc'd array of
+ * *n_jobs malloc'd jobs (the caller submits or frees them), and
+ * *thinking (may be NULL) says whether the chat prompt ends inside an open
+ * reasoning block. Thread-safe apart from *next_job_id.
  */
-bool oai_make_jobs(const struct oai_request *req, const struct hearth_model *model,
-                   enum chat_family fam, int32_t n_ctx, uint64_t request_id,
+bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
+                   const struct hearth_model *model, int32_t n_ctx, uint64_t request_id,
                    uint64_t *next_job_id, struct sched_job ***jobs, int32_t *n_jobs,
-                   struct oai_error *e);
-
-/* The family of the model's tokenizer.chat_template (ChatML when none); *recognised as chat_detect. */
-enum chat_family oai_model_chat_family(const struct hearth_model *model, bool *recognised);
+                   bool *thinking, struct oai_error *e);
 
 /* ------------------------------------------------------------ responses --- */
 
@@ -132,10 +147,13 @@ struct oai_response;
  * A response being built for req (which may be freed afterwards) with
  * n_choices choices. id is the response id ("chatcmpl-..."), model_name the
  * name reported back. model (may be NULL) gives token texts for logprobs.
+ * tmpl (may be NULL) gives the tool-call and reasoning formats a chat
+ * response is split by; thinking: the prompt ends inside a reasoning block.
  */
 struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_choices,
                                       const char *id, int64_t created, const char *model_name,
-                                      const struct hearth_model *model);
+                                      const struct hearth_model *model,
+                                      const struct chat_template *tmpl, bool thinking);
 void oai_response_free(struct oai_response *r);
 
 /*

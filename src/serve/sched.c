@@ -112,6 +112,7 @@ static void emit(struct sched *s, const struct sched_job *job, struct sched_even
     ev->job_id     = job->id;
     ev->request_id = job->request_id;
     ev->choice     = job->choice;
+    ev->user       = job->user;
     if (!ev->text)
         ev->text = "";
     s->on_event(ev, s->user);

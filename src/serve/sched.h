@@ -44,6 +44,7 @@ struct sched_job {
     int32_t n_stop;
     int32_t top_logprobs;         /* -1 = no logprobs; 0..20 = logprobs with that many alternatives */
     bool ignore_eos;
+    void *user;                   /* the front's, handed back in every event of the job */
 };
 
 /* Frees a job's owned memory (prompt, stop strings) and the job. */
@@ -67,6 +68,7 @@ struct sched_event {
     uint64_t job_id;
     uint64_t request_id;
     int32_t choice;
+    void *user;              /* the job's user pointer */
     /* TEXT: the bytes to send (stop strings already removed, never split inside one);
      * ERROR: the message. Owned by the event: the callback copies what it keeps. */
     const char *text;

@@ -90,7 +90,7 @@ static void test_chat_two_turns_reuse_the_conversation(void **state)
     for (const char *c = out; *c; c++)
         lines += *c == '\n';
     assert_int_equal(lines, 2); /* one reply per user line; the empty line is skipped */
-    assert_non_null(strstr(err, "chatml"));
+    assert_non_null(strstr(err, "the model's own (Jinja)")); /* its chatml.jinja, interpreted */
     /* the second turn's prompt holds the whole first exchange, yet it prefills fewer
      * tokens than the first turn did alone: the cached conversation is reused */
     const char *pf = strstr(err, "prefill: ");

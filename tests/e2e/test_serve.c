@@ -854,7 +854,6 @@ static void test_bad_input_never_hurts(void **state)
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":0}", 400, "max_tokens"},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1000000000000}", 400,
          "max_tokens"},
-        {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":100000}", 400, "max_tokens"},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":\"ten\"}", 400, "max_tokens"},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2.5}", 400, "max_tokens"},
         {"POST", "/v1/chat/completions",
@@ -895,7 +894,19 @@ static void test_bad_input_never_hurts(void **state)
         {"POST", "/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]"
          "}",
-         400, "tools"},
+         400, "tools[0].function"},
+        {"POST", "/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
+         400, "tool_choice"},
+        {"POST", "/v1/completions", "{\"prompt\":\"x\",\"frobnicate\":{\"a\":[1,null]}}", 400,
+         "frobnicate"},
+        {"POST", "/v1/completions", "{\"prompt\":\"x\",\"user\":17}", 400, "user"},
+        {"POST", "/tokenize", "{\"content\":5}", 400, "content"},
+        {"POST", "/tokenize", "{\"content\":\"x\",\"extra\":1}", 400, "extra"},
+        {"POST", "/detokenize", "{\"tokens\":[1,99999]}", 400, "tokens[1]"},
+        {"POST", "/detokenize", "{\"tokens\":\"1\"}", 400, "tokens"},
+        {"POST", "/apply-template", "{\"messages\":[]}", 400, "messages"},
+        {"GET", "/apply-template", NULL, 405, NULL},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
         {"GET", "/v1/nope", NULL, 404, NULL},
         {"GET", "/", NULL, 404, NULL},
@@ -915,11 +926,14 @@ static void test_bad_input_never_hurts(void **state)
         resp_free(&r);
     }
 
-    /* unknown fields are ignored, whatever their type */
+    /* fields agents send: user is taken, a max_tokens past the slot's room is clamped to it */
     struct resp r = post(&s, "/v1/completions",
-                         "{\"prompt\":\"Once\",\"max_tokens\":3,\"frobnicate\":{\"a\":[1,null]},"
-                         "\"user\":17,\"metadata\":\"m\"}");
+                         "{\"prompt\":\"Once\",\"max_tokens\":100000,\"user\":\"u-17\"}");
     assert_int_equal(r.status, 200);
+    cJSON *j = json_of(&r);
+    assert_string_equal(jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "finish_reason"), "length");
+    assert_int_equal(jnum(jget(j, "usage"), "total_tokens"), 256); /* the whole slot */
+    cJSON_Delete(j);
     resp_free(&r);
 
     /* a prompt longer than the slot context: 400 naming both numbers */

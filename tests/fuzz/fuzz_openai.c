@@ -1,19 +1,46 @@
 /*
  * fuzz_openai.c: libFuzzer target for the OpenAI request parser, which reads
  * bytes straight from the network. The first input byte picks the endpoint
- * (chat or completions), the rest is the body. An accepted request is
- * rendered in every chat family and run through the response builder with
- * fake scheduler events whose text comes from the input (so invalid UTF-8
- * and odd lengths reach the JSON writer); a refused one has its error body
- * rendered. No model is needed. Seeds: tests/fuzz/corpus/openai.
+ * (chat or completions) and the template the response splits by, the rest
+ * is the body. An accepted request is rendered by every built-in template
+ * and a Jinja one, and run through the response builder with fake
+ * scheduler events whose text comes from the input (so invalid UTF-8, odd
+ * lengths and tool-call markers reach the splitter and the JSON writer); a
+ * refused one has its error body rendered. No model is needed. Seeds: tests/fuzz/corpus/openai.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "serve/openai.h"
+#include "template/chat_template.h"
+#include "text/chat.h"
 
 static volatile size_t sink;
+
+#define N_TEMPLATES (CHAT_FAMILY_COUNT + 1)
+
+/* Every built-in family and one Jinja template with tool-call and reasoning markers. */
+static struct chat_template **templates(void)
+{
+    static struct chat_template *t[N_TEMPLATES + 1];
+    if (t[0])
+        return t;
+    static const char jinja[] =
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+        "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"
+        "{% endfor %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+    char err[HEARTH_ERR_MAX];
+    for (int f = 0; f < CHAT_FAMILY_COUNT; f++)
+        if (chat_template_new(NULL, NULL, NULL, chat_family_name((enum chat_family)f), &t[f], err,
+                              sizeof err) != HEARTH_OK)
+            abort();
+    if (chat_template_new(NULL, jinja, "fuzz", NULL, &t[CHAT_FAMILY_COUNT], err, sizeof err) !=
+        HEARTH_OK)
+        abort();
+    return t;
+}
 
 static void feed(struct oai_response *r, const struct sched_event *ev, bool done)
 {
@@ -32,21 +59,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len         = size - 1;
     struct oai_request req;
     struct oai_error e;
-    if (!oai_parse(kind, body, len, (data[0] & 2) ? 64 : 0, &req, &e)) {
+    if (!oai_parse(kind, body, len, &req, &e)) {
         char *j = oai_error_json(&e);
         sink += j ? strlen(j) : 0;
         free(j);
         return 0;
     }
+    struct chat_template **tmpls = templates();
     if (kind == OAI_CHAT)
-        for (int f = 0; f < CHAT_FAMILY_COUNT; f++) {
+        for (int t = 0; tmpls[t]; t++) {
             char *text = NULL;
-            if (oai_chat_text(&req, (enum chat_family)f, "<s>", "</s>", &text, &e))
+            if (oai_prompt(&req, tmpls[t], NULL, &text, &e))
                 sink += strlen(text);
             free(text);
         }
     int32_t n_choices      = (kind == OAI_CHAT ? 1 : req.n_prompts) * req.n;
-    struct oai_response *r = oai_response_new(&req, n_choices, "fuzz", 0, "m", NULL);
+    struct chat_template *tmpl = tmpls[(data[0] >> 1) % N_TEMPLATES];
+    struct oai_response *r =
+        oai_response_new(&req, n_choices, "fuzz", 0, "m", NULL, tmpl, (data[0] & 2) != 0);
     if (r) {
         size_t n;
         free(oai_response_start(r, &n));

@@ -1,0 +1,463 @@
+/*
+ * endpoints.c: the routes of `hearth serve` besides generation: models,
+ * health, metrics, slots, props, and llama-server's apply-template,
+ * tokenize and detokenize. The last three render or tokenize, so their
+ * work runs on the preparation thread (endpoints_prepare) like a
+ * generation's.
+ *
+ * Bodies: /apply-template takes a chat request (its rendered prompt comes
+ * back as {"prompt": ...}); /tokenize takes {"content", "add_special",
+ * "parse_special", "with_pieces"} and answers {"tokens": [...]}, each a
+ * {"id", "piece"} with with_pieces; /detokenize takes {"tokens": [ids]}
+ * and answers {"content": ...}. Unknown fields are refused by name.
+ */
+#include <cjson/cJSON.h>
+#include <event2/buffer.h>
+#include <event2/keyvalq_struct.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve/server.h"
+#include "template/chat_template.h"
+#include "text/chatparse.h"
+#include "util/utf8.h"
+
+#define BAD(e, code, param, ...)                                                                   \
+    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
+
+/* ---------------------------------------------------------- read-only --- */
+
+static cJSON *model_obj(struct server *s)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", s->p->alias);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "hearth");
+    if (s->model) {
+        /* vLLM's name for the context a request can use, and llama-server's meta block */
+        cJSON_AddNumberToObject(m, "max_model_len", s->sp.n_ctx);
+        cJSON *meta = cJSON_AddObjectToObject(m, "meta");
+        cJSON_AddNumberToObject(meta, "n_ctx_train", hearth_model_n_ctx_train(s->model));
+        cJSON_AddNumberToObject(meta, "n_ctx", s->sp.n_ctx);
+        cJSON_AddNumberToObject(meta, "n_vocab", hearth_model_n_vocab(s->model));
+        cJSON_AddNumberToObject(meta, "size", (double)hearth_model_weight_bytes(s->model));
+    }
+    return m;
+}
+
+void h_models(struct server *s, struct evhttp_request *req)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    cJSON_AddItemToArray(data, model_obj(s));
+    serve_reply_cjson(s, req, EP_MODELS, o);
+}
+
+void h_model_one(struct server *s, struct evhttp_request *req, const char *id)
+{
+    if (strcmp(id, s->p->alias)) {
+        struct oai_error e;
+        oai_fail(&e, 404, "invalid_request_error", "model_not_found", "model",
+                 "The model '%.200s' does not exist; this server serves '%.200s'.", id,
+                 s->p->alias);
+        serve_reply_error(s, req, EP_MODELS, &e);
+        return;
+    }
+    serve_reply_cjson(s, req, EP_MODELS, model_obj(s));
+}
+
+void h_health(struct server *s, struct evhttp_request *req)
+{
+    if (!serve_check_ready(s, req, EP_HEALTH))
+        return;
+    static const char ok[] = "{\"status\":\"ok\"}";
+    serve_reply(s, req, EP_HEALTH, 200, "application/json", ok, sizeof ok - 1);
+}
+
+/* sched_snapshot into stats and a malloc'd slot array (NULL before the model is loaded). */
+static struct sched_slot_info *snapshot(struct server *s, struct sched_stats *st, int32_t *n)
+{
+    memset(st, 0, sizeof *st);
+    *n = 0;
+    if (!s->sched)
+        return NULL;
+    int32_t cap                  = s->sp.n_slots > 0 ? s->sp.n_slots : 1;
+    struct sched_slot_info *info = calloc((size_t)cap, sizeof *info);
+    if (!info)
+        return NULL;
+    *n = sched_snapshot(s->sched, st, info, cap);
+    if (*n > cap)
+        *n = cap;
+    return info;
+}
+
+void h_metrics(struct server *s, struct evhttp_request *req)
+{
+    struct sched_stats st;
+    int32_t n;
+    free(snapshot(s, &st, &n));
+    double v[METRIC_COUNT] = {0};
+    v[M_PROMPT_TOKENS]     = (double)st.prompt_tokens_total;
+    v[M_GENERATED_TOKENS]  = (double)st.generated_tokens_total;
+    v[M_PREFIX_HIT_TOKENS] = (double)st.prefix_hit_tokens_total;
+    v[M_PREFILL_SECONDS]   = st.prefill_seconds_total;
+    v[M_DECODE_SECONDS]    = st.decode_seconds_total;
+    double computed        = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
+    v[M_PREFILL_TPS]       = st.prefill_seconds_total > 0 ? computed / st.prefill_seconds_total : 0;
+    v[M_DECODE_TPS]        = st.decode_seconds_total > 0
+                                 ? (double)st.generated_tokens_total / st.decode_seconds_total
+                                 : 0;
+    v[M_SLOTS_BUSY]        = st.slots_busy;
+    v[M_SLOTS]             = s->sched ? st.n_slots : s->sp.n_slots;
+    v[M_QUEUE_DEPTH]       = st.queue_depth;
+    v[M_KV_BLOCKS_USED]    = st.kv_blocks_used;
+    v[M_KV_BLOCKS_CACHED]  = st.kv_blocks_cached;
+    v[M_KV_BLOCKS_CAPACITY] = st.kv_blocks_total;
+    v[M_READY]              = s->ready ? 1 : 0;
+    /* this request is counted before rendering so a scrape sees itself */
+    metrics_count_request(&s->metrics, EP_METRICS, 200);
+    size_t len = 0;
+    char *page = metrics_render(&s->metrics, v, &len);
+    if (!page) {
+        serve_reply_json(s, req, EP_OTHER, 500, NULL);
+        return;
+    }
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    struct evbuffer *b = evbuffer_new();
+    if (b)
+        evbuffer_add(b, page, len);
+    evhttp_send_reply(req, 200, "OK", b);
+    if (b)
+        evbuffer_free(b);
+    free(page);
+}
+
+void h_slots(struct server *s, struct evhttp_request *req)
+{
+    if (!serve_check_ready(s, req, EP_SLOTS))
+        return;
+    struct sched_stats st;
+    int32_t n;
+    struct sched_slot_info *info = snapshot(s, &st, &n);
+    cJSON *a                     = cJSON_CreateArray();
+    for (int32_t i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", info[i].id);
+        cJSON_AddStringToObject(o, "state", info[i].busy ? "busy" : "idle");
+        struct pending *p = info[i].busy ? serve_pending_find(s, info[i].request_id) : NULL;
+        if (p)
+            cJSON_AddStringToObject(o, "request_id", p->id);
+        else
+            cJSON_AddNullToObject(o, "request_id");
+        cJSON_AddNumberToObject(o, "n_ctx", s->sp.n_ctx);
+        cJSON_AddNumberToObject(o, "tokens_cached", info[i].n_ctx_used);
+        cJSON_AddNumberToObject(o, "n_prompt", info[i].n_prompt);
+        cJSON_AddNumberToObject(o, "n_prompt_cached", info[i].n_cached_tokens);
+        cJSON_AddNumberToObject(o, "n_generated", info[i].n_generated);
+        cJSON_AddItemToArray(a, o);
+    }
+    free(info);
+    serve_reply_cjson(s, req, EP_SLOTS, a);
+}
+
+/* llama-server's /props: what the server runs with, the chat template first. */
+void h_props(struct server *s, struct evhttp_request *req)
+{
+    if (!serve_check_ready(s, req, EP_PROPS))
+        return;
+    cJSON *o        = cJSON_CreateObject();
+    const char *src = chat_template_source(s->tmpl);
+    struct chatparse_format f;
+    chatparse_detect(src, &f);
+    cJSON_AddStringToObject(o, "chat_template", src ? src : "");
+    cJSON_AddStringToObject(o, "chat_template_name", chat_template_describe(s->tmpl));
+    cJSON *caps = cJSON_AddObjectToObject(o, "chat_template_caps");
+    cJSON_AddStringToObject(caps, "tool_calls", chatparse_tools_name(f.tools));
+    if (f.think_open) {
+        cJSON_AddStringToObject(caps, "reasoning_open", f.think_open);
+        cJSON_AddStringToObject(caps, "reasoning_close", f.think_close);
+    } else {
+        cJSON_AddNullToObject(caps, "reasoning_open");
+        cJSON_AddNullToObject(caps, "reasoning_close");
+    }
+    cJSON_AddStringToObject(o, "bos_token", chat_template_bos(s->tmpl));
+    cJSON_AddStringToObject(o, "eos_token", chat_template_eos(s->tmpl));
+    cJSON_AddStringToObject(o, "model_path", s->p->model_path);
+    cJSON_AddStringToObject(o, "model_alias", s->p->alias);
+    cJSON_AddNumberToObject(o, "total_slots", s->sp.n_slots);
+    cJSON_AddNumberToObject(o, "n_ctx", s->sp.n_ctx);
+    cJSON_AddStringToObject(o, "build_info", "hearth");
+    serve_reply_cjson(s, req, EP_PROPS, o);
+}
+
+/* ------------------------------------------------- prepared elsewhere --- */
+
+static struct task *task_new(void)
+{
+    struct task *t = calloc(1, sizeof *t);
+    return t;
+}
+
+void h_apply_template(struct server *s, struct evhttp_request *req)
+{
+    if (!serve_check_ready(s, req, EP_APPLY_TEMPLATE))
+        return;
+    size_t len;
+    const char *body = serve_body(s, req, EP_APPLY_TEMPLATE, &len);
+    if (!body)
+        return;
+    struct task *t = task_new();
+    struct oai_error e;
+    if (!t) {
+        oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        serve_reply_error(s, req, EP_APPLY_TEMPLATE, &e);
+        return;
+    }
+    if (!oai_parse(OAI_TEMPLATE, body, len, &t->r, &e)) {
+        free(t);
+        serve_reply_error(s, req, EP_APPLY_TEMPLATE, &e);
+        return;
+    }
+    serve_prepare(s, req, EP_APPLY_TEMPLATE, PK_TEMPLATE, t);
+}
+
+/* A JSON object body with only the fields named in allowed; NULL with *e set otherwise. */
+static cJSON *object_body(const char *body, size_t len, const char *const *allowed,
+                          struct oai_error *e)
+{
+    cJSON *o = len ? cJSON_ParseWithLength(body, len) : NULL;
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        BAD(e, NULL, NULL, "We could not parse the JSON body of your request: expected an object.");
+        return NULL;
+    }
+    const cJSON *it;
+    cJSON_ArrayForEach(it, o)
+    {
+        size_t k = 0;
+        while (allowed[k] && strcmp(allowed[k], it->string))
+            k++;
+        if (!allowed[k]) {
+            BAD(e, "unknown_parameter", it->string,
+                "Unrecognized request argument supplied: %.64s", it->string);
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+static void prepared_body(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                          enum pending_kind kind, const char *const *allowed)
+{
+    if (!serve_check_ready(s, req, ep))
+        return;
+    size_t len;
+    const char *body = serve_body(s, req, ep, &len);
+    if (!body)
+        return;
+    struct oai_error e;
+    cJSON *o = object_body(body, len, allowed, &e);
+    if (!o) {
+        serve_reply_error(s, req, ep, &e);
+        return;
+    }
+    struct task *t = task_new();
+    if (!t) {
+        cJSON_Delete(o);
+        oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
+        serve_reply_error(s, req, ep, &e);
+        return;
+    }
+    t->body = o;
+    serve_prepare(s, req, ep, kind, t);
+}
+
+void h_tokenize(struct server *s, struct evhttp_request *req)
+{
+    static const char *const allowed[] = {"content", "add_special", "parse_special",
+                                          "with_pieces", NULL};
+    prepared_body(s, req, EP_TOKENIZE, PK_TOKENIZE, allowed);
+}
+
+void h_detokenize(struct server *s, struct evhttp_request *req)
+{
+    static const char *const allowed[] = {"tokens", NULL};
+    prepared_body(s, req, EP_DETOKENIZE, PK_DETOKENIZE, allowed);
+}
+
+/* ------------------------------------------------ on the prep thread --- */
+
+static bool want_bool(const cJSON *o, const char *name, bool dflt, bool *out, struct oai_error *e)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, name);
+    *out            = dflt;
+    if (!it || cJSON_IsNull(it))
+        return true;
+    if (!cJSON_IsBool(it))
+        return BAD(e, "invalid_type", name, "Invalid type for '%s': expected a boolean.", name);
+    *out = cJSON_IsTrue(it);
+    return true;
+}
+
+/* A token's piece as JSON text: invalid UTF-8 (a lone byte of a character) as U+FFFD. */
+static cJSON *piece_json(const char *s, size_t n)
+{
+    char *t = malloc(n * 3 + 1);
+    if (!t)
+        return cJSON_CreateString("");
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t len = utf8_decode(s + i, n - i, &cp);
+        if (len) {
+            memcpy(t + w, s + i, len);
+            w += len;
+            i += len;
+        } else {
+            memcpy(t + w, "\xef\xbf\xbd", 3);
+            w += 3;
+            i++;
+        }
+    }
+    t[w]     = 0;
+    cJSON *j = cJSON_CreateString(t);
+    free(t);
+    return j;
+}
+
+static bool do_tokenize(struct task *t)
+{
+    const struct hearth_model *m = t->srv->model;
+    const cJSON *content         = cJSON_GetObjectItemCaseSensitive(t->body, "content");
+    if (!cJSON_IsString(content))
+        return content ? BAD(&t->e, "invalid_type", "content",
+                             "Invalid type for 'content': expected a string.")
+                       : BAD(&t->e, "missing_required_parameter", "content",
+                             "Missing required parameter: 'content'.");
+    bool add_special, parse_special, with_pieces;
+    if (!want_bool(t->body, "add_special", false, &add_special, &t->e) ||
+        !want_bool(t->body, "parse_special", true, &parse_special, &t->e) ||
+        !want_bool(t->body, "with_pieces", false, &with_pieces, &t->e))
+        return false;
+    hearth_token *ids = NULL;
+    size_t n          = 0;
+    char err[HEARTH_ERR_MAX];
+    enum hearth_status st =
+        hearth_tokenize(m, content->valuestring, strlen(content->valuestring), add_special,
+                        parse_special, &ids, &n, err, sizeof err);
+    if (st != HEARTH_OK)
+        return oai_fail(&t->e, hearth_status_http(st),
+                        st == HEARTH_ENOMEM ? "server_error" : "invalid_request_error", NULL,
+                        "content", "%s", err);
+    cJSON *o    = cJSON_CreateObject();
+    cJSON *toks = cJSON_AddArrayToObject(o, "tokens");
+    char buf[256];
+    for (size_t i = 0; i < n; i++) {
+        if (!with_pieces) {
+            cJSON_AddItemToArray(toks, cJSON_CreateNumber(ids[i]));
+            continue;
+        }
+        size_t k = hearth_token_to_piece(m, ids[i], buf, sizeof buf);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "id", ids[i]);
+        cJSON_AddItemToObject(p, "piece", piece_json(buf, k <= sizeof buf ? k : 0));
+        cJSON_AddItemToArray(toks, p);
+    }
+    free(ids);
+    t->json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return t->json || oai_fail(&t->e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+static bool do_detokenize(struct task *t)
+{
+    const struct hearth_model *m = t->srv->model;
+    const cJSON *toks            = cJSON_GetObjectItemCaseSensitive(t->body, "tokens");
+    if (!cJSON_IsArray(toks))
+        return toks ? BAD(&t->e, "invalid_type", "tokens",
+                          "Invalid type for 'tokens': expected an array of token ids.")
+                    : BAD(&t->e, "missing_required_parameter", "tokens",
+                          "Missing required parameter: 'tokens'.");
+    int32_t n_vocab = hearth_model_n_vocab(m);
+    size_t cap = 256, len = 0;
+    char *text = malloc(cap);
+    if (!text)
+        return oai_fail(&t->e, 500, "server_error", NULL, NULL, "out of memory");
+    int i = 0;
+    const cJSON *id;
+    cJSON_ArrayForEach(id, toks)
+    {
+        double v = cJSON_IsNumber(id) ? id->valuedouble : -1;
+        if (v != floor(v) || v < 0 || v >= n_vocab) {
+            free(text);
+            char param[32];
+            snprintf(param, sizeof param, "tokens[%d]", i);
+            return BAD(&t->e, "invalid_value", param,
+                       "Invalid '%s': expected a token id from 0 to %d.", param, n_vocab - 1);
+        }
+        size_t need = hearth_token_to_piece(m, (hearth_token)v, text + len, cap - len);
+        if (need > cap - len) {
+            char *grown = realloc(text, cap = (len + need) * 2);
+            if (!grown) {
+                free(text);
+                return oai_fail(&t->e, 500, "server_error", NULL, NULL, "out of memory");
+            }
+            text = grown;
+            need = hearth_token_to_piece(m, (hearth_token)v, text + len, cap - len);
+        }
+        len += need;
+        i++;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "content", piece_json(text, len));
+    free(text);
+    t->json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return t->json || oai_fail(&t->e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+static bool do_template(struct task *t)
+{
+    char *text = NULL;
+    char err[HEARTH_ERR_MAX];
+    enum hearth_status st =
+        chat_template_render(t->srv->tmpl, t->r.messages, t->r.tools, t->r.template_kwargs, true,
+                             &text, NULL, err, sizeof err);
+    if (st == HEARTH_ENOMEM)
+        return oai_fail(&t->e, 500, "server_error", NULL, NULL, "%s", err);
+    if (st != HEARTH_OK)
+        return BAD(&t->e, "invalid_value", "messages",
+                   "The chat template (%s) refused the conversation: %s",
+                   chat_template_describe(t->srv->tmpl), err);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", text);
+    free(text);
+    t->json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return t->json || oai_fail(&t->e, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+void endpoints_prepare(struct task *t)
+{
+    switch (t->p->kind) {
+    case PK_TEMPLATE:
+        t->ok = do_template(t);
+        break;
+    case PK_TOKENIZE:
+        t->ok = do_tokenize(t);
+        break;
+    case PK_DETOKENIZE:
+        t->ok = do_detokenize(t);
+        break;
+    case PK_GENERATE:
+        t->ok = false;
+        break;
+    }
+}

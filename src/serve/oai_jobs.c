@@ -1,0 +1,165 @@
+/*
+ * oai_jobs.c: stage 2 of openai.h, a validated request -> the prompt text
+ * (chat template) -> tokens -> one sched_job per choice. Runs on the
+ * preparation thread: rendering a template and tokenizing a 4 MiB prompt
+ * take long enough that the event loop must not wait for them.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve/openai.h"
+#include "template/chat_template.h"
+#include "text/chatparse.h"
+#include "util/rng.h"
+
+#define BAD(e, code, param, ...)                                                                   \
+    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
+
+bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
+                const struct hearth_model *model, char **text, struct oai_error *e)
+{
+    char err[HEARTH_ERR_MAX];
+    *text                 = NULL;
+    enum hearth_status st = chat_template_render(tmpl, req->messages, req->tools,
+                                                 req->template_kwargs, true, text, NULL, err,
+                                                 sizeof err);
+    if (st == HEARTH_ENOMEM)
+        return oai_fail(e, 500, "server_error", NULL, NULL, "%s", err);
+    if (st != HEARTH_OK)
+        return BAD(e, "invalid_value", "messages",
+                   "The chat template (%s) refused the conversation: %s",
+                   chat_template_describe(tmpl), err);
+    /* The template writes BOS itself where the family has one; the tokenizer adds it
+     * too when the vocab says so: keep one (what llama.cpp's server does). */
+    const char *bos = chat_template_bos(tmpl);
+    size_t bl       = strlen(bos);
+    if (model && hearth_vocab_add_bos(model) && bl && !strncmp(*text, bos, bl))
+        memmove(*text, *text + bl, strlen(*text + bl) + 1);
+    return true;
+}
+
+/* Tokens of one prompt text, checked against the slot context. */
+static bool tokenize_prompt(const struct hearth_model *model, const char *text, size_t len,
+                            int32_t n_ctx, const char *param, hearth_token **ids, int32_t *n_ids,
+                            struct oai_error *e)
+{
+    char err[HEARTH_ERR_MAX];
+    size_t n              = 0;
+    *ids                  = NULL;
+    enum hearth_status st = hearth_tokenize(model, text, len, true, true, ids, &n, err, sizeof err);
+    if (st != HEARTH_OK)
+        return oai_fail(e, st == HEARTH_ENOMEM ? 500 : 400,
+                        st == HEARTH_ENOMEM ? "server_error" : "invalid_request_error", NULL, param,
+                        "%s", err);
+    if (n == 0) {
+        free(*ids);
+        *ids = NULL;
+        return BAD(e, "invalid_value", param, "Invalid '%s': the prompt is empty.", param);
+    }
+    if (n_ctx > 0 && n >= (size_t)n_ctx) {
+        free(*ids);
+        *ids = NULL;
+        return BAD(e, "context_length_exceeded", param,
+                   "The prompt is %zu tokens but a slot's context is %d tokens (--ctx-size), "
+                   "which must leave room for at least one generated token.",
+                   n, n_ctx);
+    }
+    *n_ids = (int32_t)n;
+    return true;
+}
+
+bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
+                   const struct hearth_model *model, int32_t n_ctx, uint64_t request_id,
+                   uint64_t *next_job_id, struct sched_job ***jobs_out, int32_t *n_jobs_out,
+                   bool *thinking, struct oai_error *e)
+{
+    int32_t n_prompts       = req->kind == OAI_COMPLETION ? req->n_prompts : 1;
+    int32_t n_jobs          = n_prompts * req->n;
+    struct sched_job **jobs = calloc((size_t)n_jobs, sizeof *jobs);
+    hearth_token **toks     = calloc((size_t)n_prompts, sizeof *toks);
+    int32_t *n_toks         = calloc((size_t)n_prompts, sizeof *n_toks);
+    bool ok                 = false;
+    if (thinking)
+        *thinking = false;
+    if (!jobs || !toks || !n_toks) {
+        oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
+        goto out;
+    }
+    if (req->kind != OAI_COMPLETION) {
+        char *text = NULL;
+        if (!oai_prompt(req, tmpl, model, &text, e))
+            goto out;
+        if (thinking) {
+            struct chatparse_format f;
+            chatparse_detect(chat_template_source(tmpl), &f);
+            *thinking = chatparse_prompt_opens_thinking(&f, text, strlen(text));
+        }
+        bool tok_ok = tokenize_prompt(model, text, strlen(text), n_ctx, "messages", &toks[0],
+                                      &n_toks[0], e);
+        free(text);
+        if (!tok_ok)
+            goto out;
+    } else {
+        for (int32_t i = 0; i < n_prompts; i++) {
+            char param[32];
+            snprintf(param, sizeof param, n_prompts == 1 ? "prompt" : "prompt[%d]", i);
+            if (!tokenize_prompt(model, req->prompts[i], strlen(req->prompts[i]), n_ctx, param,
+                                 &toks[i], &n_toks[i], e))
+                goto out;
+        }
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t rng = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (request_id << 7);
+    for (int32_t c = 0; c < n_jobs; c++) {
+        int32_t pi            = c / req->n;
+        struct sched_job *job = calloc(1, sizeof *job);
+        if (!job || !(job->prompt = malloc((size_t)n_toks[pi] * sizeof *job->prompt))) {
+            free(job);
+            oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
+            goto out;
+        }
+        jobs[c] = job;
+        memcpy(job->prompt, toks[pi], (size_t)n_toks[pi] * sizeof *job->prompt);
+        int32_t room           = n_ctx - n_toks[pi]; /* >= 1, checked above */
+        job->id                = (*next_job_id)++;
+        job->request_id        = request_id;
+        job->choice            = c;
+        job->n_prompt          = n_toks[pi];
+        job->max_tokens        = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens
+                                                                               : room;
+        job->sampling          = req->sampling;
+        job->sampling.seed     = req->has_seed ? req->sampling.seed + (uint64_t)c : splitmix64(&rng);
+        job->presence_penalty  = req->presence_penalty;
+        job->frequency_penalty = req->frequency_penalty;
+        job->top_logprobs      = req->top_logprobs;
+        job->ignore_eos        = req->ignore_eos;
+        for (int32_t s = 0; s < req->n_stop; s++) {
+            if (!(job->stop[s] = strdup(req->stop[s]))) {
+                oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
+                goto out;
+            }
+            job->n_stop = s + 1;
+        }
+    }
+    ok = true;
+out:
+    if (toks)
+        for (int32_t i = 0; i < n_prompts; i++)
+            free(toks[i]);
+    free(toks);
+    free(n_toks);
+    if (!ok && jobs) {
+        for (int32_t c = 0; c < n_jobs; c++)
+            if (jobs[c])
+                sched_job_free(jobs[c]);
+        free(jobs);
+        jobs = NULL;
+    }
+    *jobs_out   = ok ? jobs : NULL;
+    *n_jobs_out = ok ? n_jobs : 0;
+    return ok;
+}

@@ -1,0 +1,853 @@
+/*
+ * oai_request.c: stage 1 of openai.h, a request body -> a validated struct
+ * oai_request. Runs on the event loop: it parses JSON and checks fields,
+ * and leaves every costlier step (templates, tokens) to the preparation
+ * thread.
+ *
+ * Every top-level field is looked up in one table (FIELDS): its type, its
+ * range, where it is stored and which endpoints take it. A field that is
+ * not in the table, or not for this endpoint, is refused by name: nothing
+ * a client sends is silently ignored.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/openai.h"
+
+#define BAD(e, code, param, ...)                                                                   \
+    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
+#define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory reading the request")
+
+/* ---------------------------------------------------------- typed fields --- */
+
+/* The field, or NULL when absent or JSON null (OpenAI reads null as "not given"). */
+static const cJSON *field(const cJSON *obj, const char *name)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return it && !cJSON_IsNull(it) ? it : NULL;
+}
+
+static const char *kind_of(const cJSON *it)
+{
+    if (cJSON_IsString(it))
+        return "a string";
+    if (cJSON_IsNumber(it))
+        return "a number";
+    if (cJSON_IsBool(it))
+        return "a boolean";
+    if (cJSON_IsArray(it))
+        return "an array";
+    if (cJSON_IsObject(it))
+        return "an object";
+    return "null";
+}
+
+static bool wrong_type(struct oai_error *e, const char *param, const char *want, const cJSON *it)
+{
+    return BAD(e, "invalid_type", param, "Invalid type for '%s': expected %s, but got %s instead.",
+               param, want, kind_of(it));
+}
+
+static bool want_number(const cJSON *it, const char *param, double lo, double hi, double *out,
+                        struct oai_error *e)
+{
+    if (!cJSON_IsNumber(it))
+        return wrong_type(e, param, "a number", it);
+    double v = it->valuedouble;
+    if (!isfinite(v) || v < lo || v > hi)
+        return BAD(e, "invalid_value", param,
+                   "Invalid '%s': expected a value between %g and %g, but got %g instead.", param,
+                   lo, hi, v);
+    *out = v;
+    return true;
+}
+
+static bool want_int(const cJSON *it, const char *param, double lo, double hi, int64_t *out,
+                     struct oai_error *e)
+{
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
+        it->valuedouble != floor(it->valuedouble))
+        return wrong_type(e, param, "an integer", it);
+    double v = it->valuedouble;
+    if (v < lo)
+        return BAD(e, "integer_below_min_value", param,
+                   "Invalid '%s': integer below minimum value. Expected a value >= %.0f, but got "
+                   "%.0f instead.",
+                   param, lo, v);
+    if (v > hi)
+        return BAD(e, "integer_above_max_value", param,
+                   "Invalid '%s': integer above maximum value. Expected a value <= %.0f, but got "
+                   "%.0f instead.",
+                   param, hi, v);
+    *out = (int64_t)v;
+    return true;
+}
+
+static char *dup_str(const char *s, struct oai_error *e)
+{
+    char *d = strdup(s);
+    if (!d)
+        OOM(e);
+    return d;
+}
+
+void oai_request_free(struct oai_request *req)
+{
+    free(req->model);
+    cJSON_Delete(req->messages);
+    cJSON_Delete(req->tools);
+    cJSON_Delete(req->template_kwargs);
+    for (int32_t i = 0; i < req->n_prompts; i++)
+        free(req->prompts[i]);
+    free(req->prompts);
+    for (int32_t i = 0; i < req->n_stop; i++)
+        free(req->stop[i]);
+    memset(req, 0, sizeof *req);
+}
+
+/* -------------------------------------------------------------- messages --- */
+
+/* Checks a content array: text parts only. */
+static bool check_parts(const cJSON *c, const char *param, struct oai_error *e)
+{
+    int j = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c)
+    {
+        char pp[96];
+        snprintf(pp, sizeof pp, "%s[%d]", param, j++);
+        if (!cJSON_IsObject(part))
+            return wrong_type(e, pp, "an object", part);
+        const cJSON *type = field(part, "type");
+        const cJSON *text = field(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
+            return BAD(e, "invalid_value", pp,
+                       "Invalid '%s': only text content parts are supported (type \"text\").", pp);
+        if (!cJSON_IsString(text)) {
+            char tp[112];
+            snprintf(tp, sizeof tp, "%s.text", pp);
+            return wrong_type(e, tp, "a string", text ? text : part);
+        }
+    }
+    return true;
+}
+
+/*
+ * An assistant turn's tool_calls, checked, each arguments string replaced by
+ * the object it holds: templates read tool_call.function.arguments as a
+ * mapping, as Hugging Face's do.
+ */
+static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
+{
+    char param[96];
+    snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+    if (!cJSON_IsArray(calls))
+        return wrong_type(e, param, "an array", calls);
+    int j = 0;
+    cJSON *c;
+    cJSON_ArrayForEach(c, calls)
+    {
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, j);
+        if (!cJSON_IsObject(c))
+            return wrong_type(e, param, "an object", c);
+        const cJSON *type = field(c, "type");
+        if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function")))
+            return BAD(e, "invalid_value", param,
+                       "Invalid '%s.type': only \"function\" tool calls exist.", param);
+        const cJSON *id = field(c, "id");
+        if (id && !cJSON_IsString(id)) {
+            snprintf(param, sizeof param, "messages[%d].tool_calls[%d].id", i, j);
+            return wrong_type(e, param, "a string", id);
+        }
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function", i, j);
+        if (!cJSON_IsObject(fn))
+            return fn ? wrong_type(e, param, "an object", fn)
+                      : BAD(e, "missing_required_parameter", param,
+                            "Missing required parameter: '%s'.", param);
+        const cJSON *name = field(fn, "name");
+        if (!cJSON_IsString(name)) {
+            snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.name", i, j);
+            return name ? wrong_type(e, param, "a string", name)
+                        : BAD(e, "missing_required_parameter", param,
+                              "Missing required parameter: '%s'.", param);
+        }
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.arguments", i, j);
+        if (cJSON_IsString(args)) {
+            cJSON *parsed = cJSON_Parse(args->valuestring);
+            if (!parsed)
+                return BAD(e, "invalid_value", param, "Invalid '%s': not a JSON string.", param);
+            cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
+        } else if (args && !cJSON_IsObject(args)) {
+            return wrong_type(e, param, "a JSON string", args);
+        } else if (!args) {
+            cJSON_AddItemToObject(fn, "arguments", cJSON_CreateObject());
+        }
+        j++;
+    }
+    return true;
+}
+
+static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d]", i);
+    if (!cJSON_IsObject(m))
+        return wrong_type(e, param, "an object", m);
+    snprintf(param, sizeof param, "messages[%d].role", i);
+    cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+    if (!role || cJSON_IsNull(role))
+        return BAD(e, "missing_required_parameter", param, "Missing required parameter: '%s'.",
+                   param);
+    if (!cJSON_IsString(role))
+        return wrong_type(e, param, "a string", role);
+    if (!strcmp(role->valuestring, "developer")) /* OpenAI's newer name; templates know system */
+        cJSON_SetValuestring(role, "system");
+    const char *r = role->valuestring;
+    bool assistant = !strcmp(r, "assistant");
+    if (strcmp(r, "system") && strcmp(r, "user") && !assistant && strcmp(r, "tool"))
+        return BAD(e, "invalid_value", param,
+                   "Invalid '%s': '%.32s' is not supported; expected 'system', 'developer', "
+                   "'user', 'assistant' or 'tool'.",
+                   param, r);
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+    if (!c || cJSON_IsNull(c)) {
+        if (!assistant)
+            return BAD(e, "missing_required_parameter", param,
+                       "Missing required parameter: '%s'.", param);
+    } else if (cJSON_IsArray(c)) {
+        if (!check_parts(c, param, e))
+            return false;
+    } else if (!cJSON_IsString(c)) {
+        return wrong_type(e, param, "a string or an array of content parts", c);
+    }
+    static const char *const strings[] = {"name", "tool_call_id", "reasoning_content"};
+    for (size_t k = 0; k < sizeof strings / sizeof strings[0]; k++) {
+        const cJSON *s = field(m, strings[k]);
+        snprintf(param, sizeof param, "messages[%d].%s", i, strings[k]);
+        if (s && !cJSON_IsString(s))
+            return wrong_type(e, param, "a string", s);
+    }
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+    if (calls && !cJSON_IsNull(calls)) {
+        snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+        if (!assistant)
+            return BAD(e, "invalid_value", param,
+                       "Invalid '%s': only assistant messages make tool calls.", param);
+        if (!check_tool_calls(calls, i, e))
+            return false;
+    }
+    return true;
+}
+
+static bool take_messages(const cJSON *msgs, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsArray(msgs))
+        return wrong_type(e, "messages", "an array", msgs);
+    if (cJSON_GetArraySize(msgs) == 0)
+        return BAD(e, "empty_array", "messages",
+                   "Invalid 'messages': empty array. Expected an array with minimum length 1.");
+    if (!(req->messages = cJSON_Duplicate(msgs, true)))
+        return OOM(e);
+    int32_t i = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, req->messages)
+    {
+        if (!check_message(m, i++, e))
+            return false;
+    }
+    return true;
+}
+
+static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsArray(tools))
+        return wrong_type(e, "tools", "an array", tools);
+    int j = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools)
+    {
+        char param[64];
+        snprintf(param, sizeof param, "tools[%d]", j);
+        if (!cJSON_IsObject(t))
+            return wrong_type(e, param, "an object", t);
+        const cJSON *type = field(t, "type");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+            return BAD(e, "invalid_value", param,
+                       "Invalid '%s.type': only \"function\" tools are supported.", param);
+        const cJSON *fn = field(t, "function");
+        snprintf(param, sizeof param, "tools[%d].function", j);
+        if (!cJSON_IsObject(fn))
+            return fn ? wrong_type(e, param, "an object", fn)
+                      : BAD(e, "missing_required_parameter", param,
+                            "Missing required parameter: '%s'.", param);
+        const cJSON *name = field(fn, "name");
+        if (!cJSON_IsString(name) || !name->valuestring[0]) {
+            snprintf(param, sizeof param, "tools[%d].function.name", j);
+            return BAD(e, "invalid_value", param, "Invalid '%s': expected a non-empty string.",
+                       param);
+        }
+        const cJSON *params = field(fn, "parameters");
+        if (params && !cJSON_IsObject(params)) {
+            snprintf(param, sizeof param, "tools[%d].function.parameters", j);
+            return wrong_type(e, param, "an object (a JSON schema)", params);
+        }
+        j++;
+    }
+    if (j == 0)
+        return true; /* an empty list offers nothing: as if absent */
+    if (!(req->tools = cJSON_Duplicate(tools, true)))
+        return OOM(e);
+    return true;
+}
+
+static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oai_error *e)
+{
+    if (cJSON_IsString(tc)) {
+        if (!strcmp(tc->valuestring, "auto"))
+            return true;
+        if (!strcmp(tc->valuestring, "none")) {
+            req->tool_choice_none = true;
+            return true;
+        }
+        if (strcmp(tc->valuestring, "required"))
+            return BAD(e, "invalid_value", "tool_choice",
+                       "Invalid 'tool_choice': expected 'none', 'auto', 'required' or a named "
+                       "function, but got '%.32s'.",
+                       tc->valuestring);
+    } else if (!cJSON_IsObject(tc)) {
+        return wrong_type(e, "tool_choice", "a string or an object", tc);
+    }
+    return BAD(e, "unsupported_parameter", "tool_choice",
+               "Unsupported value: 'tool_choice' can be 'auto' or 'none' on this server; "
+               "'required' and a named function need constrained decoding, which it does not "
+               "have yet.");
+}
+
+static bool take_kwargs(const cJSON *kw, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsObject(kw))
+        return wrong_type(e, "chat_template_kwargs", "an object", kw);
+    cJSON *copy = cJSON_Duplicate(kw, true);
+    if (!copy)
+        return OOM(e);
+    if (req->template_kwargs) { /* reasoning_effort came first: the kwargs' own value wins */
+        cJSON *it;
+        cJSON_ArrayForEach(it, req->template_kwargs)
+        {
+            if (!cJSON_GetObjectItemCaseSensitive(copy, it->string))
+                cJSON_AddItemToObject(copy, it->string, cJSON_Duplicate(it, true));
+        }
+        cJSON_Delete(req->template_kwargs);
+    }
+    req->template_kwargs = copy;
+    return true;
+}
+
+static bool take_reasoning_effort(const cJSON *it, struct oai_request *req, struct oai_error *e)
+{
+    static const char *const ok[] = {"minimal", "low", "medium", "high"};
+    if (!cJSON_IsString(it))
+        return wrong_type(e, "reasoning_effort", "a string", it);
+    size_t k = 0;
+    while (k < sizeof ok / sizeof ok[0] && strcmp(it->valuestring, ok[k]))
+        k++;
+    if (k == sizeof ok / sizeof ok[0])
+        return BAD(e, "invalid_value", "reasoning_effort",
+                   "Invalid 'reasoning_effort': expected 'minimal', 'low', 'medium' or 'high', "
+                   "but got '%.32s'.",
+                   it->valuestring);
+    if (!req->template_kwargs && !(req->template_kwargs = cJSON_CreateObject()))
+        return OOM(e);
+    if (!cJSON_GetObjectItemCaseSensitive(req->template_kwargs, "reasoning_effort"))
+        cJSON_AddStringToObject(req->template_kwargs, "reasoning_effort", it->valuestring);
+    return true;
+}
+
+static bool take_reasoning_format(const cJSON *it, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsString(it))
+        return wrong_type(e, "reasoning_format", "a string", it);
+    const char *v = it->valuestring;
+    if (!strcmp(v, "none"))
+        req->reasoning = OAI_REASONING_NONE;
+    else if (!strcmp(v, "auto") || !strcmp(v, "deepseek"))
+        req->reasoning = OAI_REASONING_AUTO;
+    else
+        return BAD(e, "invalid_value", "reasoning_format",
+                   "Invalid 'reasoning_format': expected 'auto', 'deepseek' or 'none', but got "
+                   "'%.32s'.",
+                   v);
+    return true;
+}
+
+/* --------------------------------------------------------------- prompts --- */
+
+static bool take_prompt(const cJSON *p, struct oai_request *req, struct oai_error *e)
+{
+    if (cJSON_IsString(p)) {
+        req->prompts = calloc(1, sizeof *req->prompts);
+        if (!req->prompts || !(req->prompts[0] = dup_str(p->valuestring, e)))
+            return OOM(e);
+        req->n_prompts = 1;
+        return true;
+    }
+    if (!cJSON_IsArray(p))
+        return wrong_type(e, "prompt", "a string or an array of strings", p);
+    int n = cJSON_GetArraySize(p);
+    if (n == 0)
+        return BAD(e, "empty_array", "prompt",
+                   "Invalid 'prompt': empty array. Expected an array with minimum length 1.");
+    if (n > OAI_MAX_CHOICES)
+        return BAD(e, "invalid_value", "prompt",
+                   "Invalid 'prompt': %d prompts in one request; at most %d.", n, OAI_MAX_CHOICES);
+    req->prompts = calloc((size_t)n, sizeof *req->prompts);
+    if (!req->prompts)
+        return OOM(e);
+    int32_t i = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, p)
+    {
+        if (!cJSON_IsString(s)) {
+            char param[32];
+            snprintf(param, sizeof param, "prompt[%d]", i);
+            return wrong_type(e, param, "a string (token-id prompts are not supported)", s);
+        }
+        if (!(req->prompts[i] = dup_str(s->valuestring, e)))
+            return false;
+        req->n_prompts = ++i;
+    }
+    return true;
+}
+
+static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error *e)
+{
+    if (cJSON_IsString(st)) {
+        if (st->valuestring[0] && !(req->stop[req->n_stop++] = dup_str(st->valuestring, e)))
+            return false;
+        return true;
+    }
+    if (!cJSON_IsArray(st))
+        return wrong_type(e, "stop", "a string or an array of strings", st);
+    if (cJSON_GetArraySize(st) > OAI_MAX_STOP)
+        return BAD(e, "array_above_max_length", "stop",
+                   "Invalid 'stop': array too long. Expected an array with maximum length %d, but "
+                   "got an array with length %d instead.",
+                   OAI_MAX_STOP, cJSON_GetArraySize(st));
+    int i = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, st)
+    {
+        if (!cJSON_IsString(s)) {
+            char param[32];
+            snprintf(param, sizeof param, "stop[%d]", i);
+            return wrong_type(e, param, "a string", s);
+        }
+        i++;
+        if (s->valuestring[0] && !(req->stop[req->n_stop++] = dup_str(s->valuestring, e))) {
+            req->n_stop--;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ the table --- */
+
+/* What one request carries besides struct oai_request while it is read. */
+struct scratch {
+    int64_t max_tokens[3]; /* n_predict, max_tokens, max_completion_tokens; 0 = absent */
+    bool logprobs_bool, has_top_logprobs, has_stream_options;
+    const cJSON *stream_options;
+};
+
+enum ftype {
+    T_NUM,  /* number in [lo, hi] -> float at off */
+    T_INT,  /* integer in [lo, hi] -> int32 at off */
+    T_BOOL, /* boolean -> bool at off */
+    T_STR,  /* string, checked only */
+    T_FN,   /* the rule's own function */
+};
+
+#define K_CHAT (1u << OAI_CHAT | 1u << OAI_TEMPLATE)
+#define K_COMP (1u << OAI_COMPLETION)
+#define K_ALL  (K_CHAT | K_COMP)
+#define AT(f)  offsetof(struct oai_request, f)
+
+struct rule;
+typedef bool (*take_fn)(const struct rule *r, const cJSON *it, struct oai_request *req,
+                        struct scratch *sc, struct oai_error *e);
+
+struct rule {
+    const char *name;
+    unsigned kinds; /* endpoints that take it (K_*) */
+    enum ftype type;
+    double lo, hi;
+    size_t off;
+    take_fn fn;     /* T_FN */
+};
+
+static bool fn_model(const struct rule *r, const cJSON *it, struct oai_request *req,
+                     struct scratch *sc, struct oai_error *e)
+{
+    if (!cJSON_IsString(it))
+        return wrong_type(e, r->name, "a string", it);
+    return (req->model = dup_str(it->valuestring, e)) != NULL;
+}
+
+static bool fn_messages(const struct rule *r, const cJSON *it, struct oai_request *req,
+                        struct scratch *sc, struct oai_error *e)
+{
+    return take_messages(it, req, e);
+}
+
+static bool fn_prompt(const struct rule *r, const cJSON *it, struct oai_request *req,
+                      struct scratch *sc, struct oai_error *e)
+{
+    return take_prompt(it, req, e);
+}
+
+static bool fn_stop(const struct rule *r, const cJSON *it, struct oai_request *req,
+                    struct scratch *sc, struct oai_error *e)
+{
+    return take_stop(it, req, e);
+}
+
+static bool fn_tools(const struct rule *r, const cJSON *it, struct oai_request *req,
+                     struct scratch *sc, struct oai_error *e)
+{
+    return take_tools(it, req, e);
+}
+
+static bool fn_tool_choice(const struct rule *r, const cJSON *it, struct oai_request *req,
+                           struct scratch *sc, struct oai_error *e)
+{
+    return take_tool_choice(it, req, e);
+}
+
+static bool fn_kwargs(const struct rule *r, const cJSON *it, struct oai_request *req,
+                      struct scratch *sc, struct oai_error *e)
+{
+    return take_kwargs(it, req, e);
+}
+
+static bool fn_effort(const struct rule *r, const cJSON *it, struct oai_request *req,
+                      struct scratch *sc, struct oai_error *e)
+{
+    return take_reasoning_effort(it, req, e);
+}
+
+static bool fn_reasoning_format(const struct rule *r, const cJSON *it, struct oai_request *req,
+                                struct scratch *sc, struct oai_error *e)
+{
+    return take_reasoning_format(it, req, e);
+}
+
+/* max_tokens, max_completion_tokens and n_predict: lo says which slot of sc it fills */
+static bool fn_max_tokens(const struct rule *r, const cJSON *it, struct oai_request *req,
+                          struct scratch *sc, struct oai_error *e)
+{
+    bool n_predict = !strcmp(r->name, "n_predict");
+    int64_t v = 0;
+    if (!want_int(it, r->name, n_predict ? -1 : 1, 2147483647.0, &v, e))
+        return false;
+    if (n_predict && v == 0)
+        return BAD(e, "invalid_value", r->name,
+                   "Invalid 'n_predict': 0 generates nothing; give -1 for no limit or a count.");
+    sc->max_tokens[n_predict ? 0 : !strcmp(r->name, "max_tokens") ? 1 : 2] = v;
+    return true;
+}
+
+static bool fn_top_k(const struct rule *r, const cJSON *it, struct oai_request *req,
+                     struct scratch *sc, struct oai_error *e)
+{
+    int64_t v = 0;
+    if (!want_int(it, r->name, -1, 2147483647.0, &v, e))
+        return false;
+    req->sampling.top_k = v < 0 ? 0 : (int32_t)v;
+    return true;
+}
+
+static bool fn_penalty(const struct rule *r, const cJSON *it, struct oai_request *req,
+                       struct scratch *sc, struct oai_error *e)
+{
+    double v = 0;
+    if (!want_number(it, r->name, 0, 10, &v, e))
+        return false;
+    if (v <= 0)
+        return BAD(e, "invalid_value", r->name,
+                   "Invalid '%s': expected a value above 0 (1 = off), but got %g.", r->name, v);
+    req->sampling.repeat_penalty = (float)v;
+    return true;
+}
+
+static bool fn_seed(const struct rule *r, const cJSON *it, struct oai_request *req,
+                    struct scratch *sc, struct oai_error *e)
+{
+    int64_t v = 0; /* integers a double holds exactly; negative seeds wrap as two's complement */
+    if (!want_int(it, r->name, -9007199254740992.0, 9007199254740992.0, &v, e))
+        return false;
+    req->sampling.seed = (uint64_t)v;
+    req->has_seed      = true;
+    return true;
+}
+
+static bool fn_logprobs(const struct rule *r, const cJSON *it, struct oai_request *req,
+                        struct scratch *sc, struct oai_error *e)
+{
+    if (req->kind != OAI_COMPLETION) {
+        if (!cJSON_IsBool(it))
+            return wrong_type(e, r->name, "a boolean", it);
+        sc->logprobs_bool = cJSON_IsTrue(it);
+        return true;
+    }
+    int64_t v = 0;
+    if (!want_int(it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
+        return false;
+    req->top_logprobs = (int32_t)v;
+    return true;
+}
+
+static bool fn_top_logprobs(const struct rule *r, const cJSON *it, struct oai_request *req,
+                            struct scratch *sc, struct oai_error *e)
+{
+    int64_t v = 0;
+    if (!want_int(it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
+        return false;
+    req->top_logprobs    = (int32_t)v;
+    sc->has_top_logprobs = true;
+    return true;
+}
+
+static bool fn_stream_options(const struct rule *r, const cJSON *it, struct oai_request *req,
+                              struct scratch *sc, struct oai_error *e)
+{
+    if (!cJSON_IsObject(it))
+        return wrong_type(e, r->name, "an object", it);
+    const cJSON *k;
+    cJSON_ArrayForEach(k, it)
+    {
+        if (strcmp(k->string, "include_usage"))
+            return BAD(e, "unsupported_parameter", "stream_options",
+                       "Unsupported parameter: 'stream_options.%.64s' is not supported by this "
+                       "server.",
+                       k->string);
+    }
+    const cJSON *iu = field(it, "include_usage");
+    if (iu && !cJSON_IsBool(iu))
+        return wrong_type(e, "stream_options.include_usage", "a boolean", iu);
+    req->include_usage = cJSON_IsTrue(iu);
+    sc->stream_options = it;
+    return true;
+}
+
+/* Fields OpenAI defines that hearth cannot honour: accepted only where they ask for nothing. */
+static bool fn_unsupported(const struct rule *r, const cJSON *it, struct oai_request *req,
+                           struct scratch *sc, struct oai_error *e)
+{
+    const char *n = r->name;
+    bool harmless = false;
+    if (!strcmp(n, "echo"))
+        harmless = cJSON_IsFalse(it);
+    else if (!strcmp(n, "best_of"))
+        harmless = cJSON_IsNumber(it) && it->valuedouble == 1;
+    else if (!strcmp(n, "suffix"))
+        harmless = cJSON_IsString(it) && !it->valuestring[0];
+    else if (!strcmp(n, "response_format")) {
+        const cJSON *t = cJSON_IsObject(it) ? field(it, "type") : NULL;
+        harmless       = cJSON_IsString(t) && !strcmp(t->valuestring, "text");
+    } else /* functions, logit_bias */
+        harmless = (cJSON_IsArray(it) || cJSON_IsObject(it)) && cJSON_GetArraySize(it) == 0;
+    if (harmless)
+        return true;
+    return BAD(e, "unsupported_parameter", n,
+               "Unsupported parameter: '%s'%s is not supported by this server.", n,
+               !strcmp(n, "best_of")           ? " other than 1"
+               : !strcmp(n, "response_format") ? " other than {\"type\": \"text\"}"
+                                               : "");
+}
+
+static const struct rule FIELDS[] = {
+    {"model", K_ALL, T_FN, 0, 0, 0, fn_model},
+    {"messages", K_CHAT, T_FN, 0, 0, 0, fn_messages},
+    {"prompt", K_COMP, T_FN, 0, 0, 0, fn_prompt},
+    {"max_tokens", K_ALL, T_FN, 0, 0, 0, fn_max_tokens},
+    {"max_completion_tokens", K_CHAT, T_FN, 0, 0, 0, fn_max_tokens},
+    {"n_predict", K_ALL, T_FN, 0, 0, 0, fn_max_tokens},
+    {"temperature", K_ALL, T_NUM, 0, 2, AT(sampling.temperature), NULL},
+    {"top_p", K_ALL, T_NUM, 0, 1, AT(sampling.top_p), NULL},
+    {"min_p", K_ALL, T_NUM, 0, 1, AT(sampling.min_p), NULL},
+    {"top_k", K_ALL, T_FN, 0, 0, 0, fn_top_k},
+    {"repetition_penalty", K_ALL, T_FN, 0, 0, 0, fn_penalty},
+    {"repeat_penalty", K_ALL, T_FN, 0, 0, 0, fn_penalty},
+    {"presence_penalty", K_ALL, T_NUM, -2, 2, AT(presence_penalty), NULL},
+    {"frequency_penalty", K_ALL, T_NUM, -2, 2, AT(frequency_penalty), NULL},
+    {"seed", K_ALL, T_FN, 0, 0, 0, fn_seed},
+    {"n", K_ALL, T_INT, 1, OAI_MAX_N, AT(n), NULL},
+    {"stop", K_ALL, T_FN, 0, 0, 0, fn_stop},
+    {"logprobs", K_ALL, T_FN, 0, 0, 0, fn_logprobs},
+    {"top_logprobs", K_CHAT, T_FN, 0, 0, 0, fn_top_logprobs},
+    {"stream", K_ALL, T_BOOL, 0, 0, AT(stream), NULL},
+    {"stream_options", K_ALL, T_FN, 0, 0, 0, fn_stream_options},
+    {"ignore_eos", K_ALL, T_BOOL, 0, 0, AT(ignore_eos), NULL},
+    {"user", K_ALL, T_STR, 0, 0, 0, NULL}, /* an end-user id: nothing here depends on it */
+    {"tools", K_CHAT, T_FN, 0, 0, 0, fn_tools},
+    {"tool_choice", K_CHAT, T_FN, 0, 0, 0, fn_tool_choice},
+    {"parallel_tool_calls", K_CHAT, T_BOOL, 0, 0, AT(parallel_tool_calls), NULL},
+    {"chat_template_kwargs", K_CHAT, T_FN, 0, 0, 0, fn_kwargs},
+    {"reasoning_effort", K_CHAT, T_FN, 0, 0, 0, fn_effort},
+    {"reasoning_format", K_CHAT, T_FN, 0, 0, 0, fn_reasoning_format},
+    {"echo", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
+    {"best_of", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
+    {"suffix", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
+    {"logit_bias", K_ALL, T_FN, 0, 0, 0, fn_unsupported},
+    {"response_format", K_ALL, T_FN, 0, 0, 0, fn_unsupported},
+    {"functions", K_CHAT, T_FN, 0, 0, 0, fn_unsupported},
+};
+
+static const struct rule *rule_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++)
+        if (!strcmp(FIELDS[i].name, name))
+            return &FIELDS[i];
+    return NULL;
+}
+
+static bool apply(const struct rule *r, const cJSON *it, struct oai_request *req,
+                  struct scratch *sc, struct oai_error *e)
+{
+    char *at = (char *)req + r->off;
+    double dv = 0;
+    int64_t iv = 0;
+    switch (r->type) {
+    case T_NUM:
+        if (!want_number(it, r->name, r->lo, r->hi, &dv, e))
+            return false;
+        *(float *)at = (float)dv;
+        return true;
+    case T_INT:
+        if (!want_int(it, r->name, r->lo, r->hi, &iv, e))
+            return false;
+        *(int32_t *)at = (int32_t)iv;
+        return true;
+    case T_BOOL:
+        if (!cJSON_IsBool(it))
+            return wrong_type(e, r->name, "a boolean", it);
+        *(bool *)at = cJSON_IsTrue(it);
+        return true;
+    case T_STR:
+        return cJSON_IsString(it) || wrong_type(e, r->name, "a string", it);
+    case T_FN:
+        return r->fn(r, it, req, sc, e);
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- parse --- */
+
+/* Checks between fields, once all are read. */
+static bool cross_checks(const cJSON *root, struct oai_request *req, struct scratch *sc,
+                         struct oai_error *e)
+{
+    if (req->kind != OAI_COMPLETION && !req->messages)
+        return BAD(e, "missing_required_parameter", "messages",
+                   "Missing required parameter: 'messages'.");
+    if (req->kind == OAI_COMPLETION && !req->prompts)
+        return BAD(e, "missing_required_parameter", "prompt",
+                   "Missing required parameter: 'prompt'.");
+    /* the newest name wins: max_completion_tokens, then max_tokens, then n_predict */
+    for (int k = 0; k < 3; k++)
+        if (sc->max_tokens[k])
+            req->max_tokens = sc->max_tokens[k] < 0 ? -1 : (int32_t)sc->max_tokens[k];
+    if (req->kind != OAI_COMPLETION) {
+        if (sc->has_top_logprobs && !sc->logprobs_bool)
+            return BAD(e, "invalid_value", "top_logprobs",
+                       "Invalid 'top_logprobs': 'logprobs' must be true when 'top_logprobs' is "
+                       "given.");
+        if (sc->logprobs_bool && !sc->has_top_logprobs)
+            req->top_logprobs = 0;
+    }
+    if (sc->stream_options && !req->stream)
+        return BAD(e, "invalid_value", "stream_options",
+                   "Invalid 'stream_options': only allowed when 'stream' is true.");
+    if (req->kind == OAI_COMPLETION && req->n_prompts * req->n > OAI_MAX_CHOICES)
+        return BAD(e, "invalid_value", "n",
+                   "Invalid 'n': %d prompts x n = %d choices; at most %d in one request.",
+                   req->n_prompts, req->n_prompts * req->n, OAI_MAX_CHOICES);
+    return true;
+}
+
+bool oai_parse(enum oai_kind kind, const char *body, size_t len, struct oai_request *req,
+               struct oai_error *e)
+{
+    memset(req, 0, sizeof *req);
+    req->kind                = kind;
+    req->max_tokens          = -1;
+    req->top_logprobs        = -1;
+    req->n                   = 1;
+    req->parallel_tool_calls = true;
+    req->sampling            = (struct hearth_sampler_params){.temperature    = 1.0f,
+                                                              .top_k          = 0,
+                                                              .top_p          = 1.0f,
+                                                              .min_p          = 0.0f,
+                                                              .repeat_penalty = 1.0f,
+                                                              .repeat_last_n  = 64,
+                                                              .seed           = 0};
+
+    const char *end = NULL;
+    cJSON *root     = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
+    if (root) { /* only whitespace may follow the value */
+        size_t at = (size_t)(end - body);
+        while (at < len && body[at] && strchr(" \t\r\n", body[at]))
+            at++;
+        if (at < len) {
+            cJSON_Delete(root);
+            root = NULL;
+            end  = body + at;
+        }
+    }
+    if (!root) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return BAD(e, NULL, NULL,
+                   "We could not parse the JSON body of your request: invalid JSON near byte "
+                   "%zu of %zu.",
+                   at, len);
+    }
+    bool ok = false;
+    if (!cJSON_IsObject(root)) {
+        BAD(e, NULL, NULL, "The request body must be a JSON object, but it is %s.", kind_of(root));
+        goto out;
+    }
+    struct scratch sc = {0};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root)
+    {
+        const struct rule *r = rule_of(it->string);
+        if (!r || !(r->kinds & (1u << kind))) {
+            BAD(e, "unknown_parameter", it->string,
+                "Unrecognized request argument supplied: %.64s", it->string);
+            goto out;
+        }
+        if (cJSON_IsNull(it))
+            continue;
+        if (cJSON_GetObjectItemCaseSensitive(root, it->string) != it) {
+            BAD(e, "invalid_value", it->string, "Invalid request: '%.64s' is given twice.",
+                it->string);
+            goto out;
+        }
+        if (!apply(r, it, req, &sc, e))
+            goto out;
+    }
+    ok = cross_checks(root, req, &sc, e);
+out:
+    cJSON_Delete(root);
+    if (!ok)
+        oai_request_free(req);
+    return ok;
+}

@@ -1,0 +1,146 @@
+/*
+ * server.h: the state of `hearth serve` that its files share: http.c (the
+ * loop, routing, generation requests) and endpoints.c (the other routes).
+ * Internal to src/serve/; everything here belongs to the loop thread unless
+ * a field says otherwise.
+ */
+#ifndef HEARTH_SERVER_H
+#define HEARTH_SERVER_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "serve/http.h"
+#include "serve/metrics.h"
+#include "serve/openai.h"
+#include "serve/prep.h"
+
+struct cJSON;
+
+/* A scheduler event copied for the loop: top[] and the text follow the struct. */
+struct qev {
+    struct qev *next;
+    struct sched_event ev; /* text/logprob/top point into this allocation */
+    struct sched_logprob lp;
+    double t;       /* monotonic arrival */
+    char msg[256];  /* a job's last event: its ERROR text (the node is the job's own) */
+};
+
+/* What a request waits on the preparation thread for. */
+enum pending_kind { PK_GENERATE, PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE };
+
+struct pending;
+
+/* A preparation: filled on the loop, run on the prep thread, read back on the loop. */
+struct task {
+    struct prep_task pt; /* first: the prep module's view */
+    struct server *srv;  /* read-only on the prep thread: model, tmpl, sp */
+    struct pending *p;
+    struct oai_request r;  /* PK_GENERATE, PK_TEMPLATE */
+    struct cJSON *body;    /* PK_TOKENIZE, PK_DETOKENIZE: the parsed body */
+    uint64_t first_job_id; /* ids first_job_id .. + OAI_MAX_CHOICES are this task's */
+    /* results */
+    bool ok;
+    struct oai_error e;
+    struct sched_job **jobs; /* PK_GENERATE */
+    int32_t n_jobs;
+    bool thinking;           /* the chat prompt ends inside a reasoning block */
+    char *json;              /* the other kinds: the 200 body */
+};
+
+/* A request that outlives its handler: preparing, or generating. */
+struct pending {
+    struct server *srv;
+    struct pending *next, *prev;
+    enum pending_kind kind;
+    uint64_t request_id;
+    enum metrics_endpoint ep;
+    struct evhttp_request *req; /* NULL once the HTTP side is finished */
+    struct event *ev_closed;    /* peer-hangup watch, or NULL */
+    struct task *task;          /* on the prep thread, or NULL */
+    struct oai_response *resp;
+    int32_t n_jobs, n_done; /* jobs submitted; DONE/ERROR events seen */
+    bool stream;
+    bool gone; /* HTTP side finished early (client gone, shutdown, refusal) */
+    double t_start;
+    double *t_last; /* [n_jobs] arrival of each choice's last token, 0 = none */
+    char id[48];    /* "chatcmpl-..." */
+};
+
+struct server {
+    const struct http_params *p;
+    struct sched_params sp; /* p->sched with n_ctx resolved */
+    struct event_base *base;
+    struct evhttp *http;
+    struct evhttp_bound_socket *bound;
+    struct event *ev_wake, *ev_loaded, *ev_sigint, *ev_sigterm, *ev_grace;
+    bool early_close; /* the backend supports EV_CLOSED */
+
+    /* written by the loader thread, read by the loop after ev_loaded fires */
+    pthread_t loader;
+    bool loader_running;
+    struct hearth_model *load_model;
+    struct sched *load_sched;
+    struct chat_template *load_tmpl;
+    enum hearth_status load_status;
+    char load_err[HEARTH_ERR_MAX];
+
+    /* loop thread only (model and tmpl are read by the prep thread too: read-only) */
+    bool ready, stopping;
+    enum hearth_status exit_status;
+    char *fatal; /* message for http_serve's err */
+    struct hearth_model *model;
+    struct sched *sched;
+    struct chat_template *tmpl;
+    struct prep *prep;
+    struct pending *pending;
+    uint64_t next_request_id, next_job_id;
+    uint32_t id_salt;
+    struct metrics metrics;
+
+    /* the mailbox: scheduler events and finished preparations, to the loop */
+    pthread_mutex_t qmu;
+    struct qev *qhead, **qtail;
+    struct prep_task *phead, **ptail;
+};
+
+/* ---- replies (http.c) ---- */
+
+void serve_reply(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                 int status, const char *content_type, const char *body, size_t len);
+/* A JSON body (NULL: a 500 "out of memory" instead). */
+void serve_reply_json(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                      int status, const char *json);
+void serve_reply_error(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       const struct oai_error *e);
+/* A cJSON object as a 200 body (o is deleted). */
+void serve_reply_cjson(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       struct cJSON *o);
+/* 503 while loading or stopping; true when requests are served. */
+bool serve_check_ready(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep);
+/* The body of req when within --max-body (NUL-terminated view, *len bytes); else a 413 sent. */
+const char *serve_body(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       size_t *len);
+/* Hands a request to the preparation thread: a pending record that keeps req until t is back. */
+void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                   enum pending_kind kind, struct task *t);
+struct pending *serve_pending_find(struct server *s, uint64_t request_id);
+
+/* ---- endpoints (endpoints.c): handlers named in routes.h, and the prep-thread work ---- */
+
+void h_models(struct server *s, struct evhttp_request *req);
+void h_model_one(struct server *s, struct evhttp_request *req, const char *id);
+void h_health(struct server *s, struct evhttp_request *req);
+void h_metrics(struct server *s, struct evhttp_request *req);
+void h_slots(struct server *s, struct evhttp_request *req);
+void h_props(struct server *s, struct evhttp_request *req);
+void h_apply_template(struct server *s, struct evhttp_request *req);
+void h_tokenize(struct server *s, struct evhttp_request *req);
+void h_detokenize(struct server *s, struct evhttp_request *req);
+/* On the prep thread: the work of a PK_TEMPLATE, PK_TOKENIZE or PK_DETOKENIZE task. */
+void endpoints_prepare(struct task *t);
+
+#endif
