@@ -4,6 +4,7 @@
  * F32/F16/BF16/Q8_0/Q4_0 weights and 0.5% for the lower-bit types.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,20 @@ static double tolerance_pct(const char *model)
             return 0.2;
     }
     return 0.5;
+}
+
+/*
+ * Architectures the oracle has rows for and hearth does not load yet (the
+ * models-of-today issue): hearth must refuse them with a clear message, and
+ * this list must shrink as they land.
+ */
+static bool pending_arch(const char *model)
+{
+    static const char *const pending[] = {"-qwen3moe-", "-gemma3-", "-qwen35moe-"};
+    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
+        if (strstr(model, pending[i]))
+            return true;
+    return false;
 }
 
 static void test_perplexity_matches_llama_cpp(void **state)
@@ -53,6 +68,14 @@ static void test_perplexity_matches_llama_cpp(void **state)
                               NULL};
         char *out = NULL, *err = NULL;
         int rc = tu_run(argv, NULL, &out, &err, 300);
+        if (pending_arch(model)) {
+            print_message("%-28s not loaded yet: %s", model, err);
+            assert_int_equal(rc, 1);
+            assert_non_null(strstr(err, "is not supported"));
+            free(out);
+            free(err);
+            continue;
+        }
         checked++;
         const char *fin = strstr(out, "Final estimate: PPL = ");
         double got = fin ? atof(fin + strlen("Final estimate: PPL = ")) : -1, want = atof(ref);
