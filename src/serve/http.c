@@ -21,9 +21,10 @@
  * HTTP side is finished at once, and the pending record stays until its
  * task and the scheduler's DONE events have drained.
  *
- * Bodies: libevent's own limit (evhttp_set_max_body_size) answers with an
- * HTML page, so it is set to twice --max-body as a memory backstop and the
- * JSON 413 is given here for anything over --max-body that it let through.
+ * Bodies: every connection passes through bodylimit.c, which answers a
+ * body over --max-body with OpenAI's JSON 413 before evhttp reads it (at any
+ * size: evhttp's own limit, kept at twice --max-body as a backstop, would
+ * answer with an HTML page).
  */
 #include "serve/http.h"
 
@@ -45,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "serve/bodylimit.h"
 #include "serve/server.h"
 #include "template/chat_template.h"
 #include "util/clock.h"
@@ -792,6 +794,26 @@ static void preflight(struct server *s, struct evhttp_request *req, const struct
     serve_reply(s, req, r->ep, 204, NULL, NULL, 0);
 }
 
+/* The route of path, aliases included; NULL when there is none. */
+static const struct route *route_of_path(const char *path)
+{
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(path, routes[i].path))
+            return &routes[i];
+    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+        if (!strcmp(path, aliases[i].path))
+            return route_of(aliases[i].ep);
+    return NULL;
+}
+
+/* bodylimit.c answered a request with 413 before evhttp read it: count it under its route. */
+static void on_refused(const char *path, void *user)
+{
+    struct server *s      = user;
+    const struct route *r = route_of_path(path);
+    metrics_count_request(&s->metrics, r ? r->ep : EP_OTHER, 413);
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     struct server *s             = arg;
@@ -800,14 +822,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     enum evhttp_cmd_type method  = evhttp_request_get_command(req);
     if (!path || !*path)
         path = "/";
-    const struct route *r = NULL;
+    const struct route *r = route_of_path(path);
     const char *model_id  = NULL;
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (!strcmp(path, routes[i].path))
-            r = &routes[i];
-    for (size_t i = 0; !r && i < sizeof aliases / sizeof aliases[0]; i++)
-        if (!strcmp(path, aliases[i].path))
-            r = route_of(aliases[i].ep);
     if (!r && (!strncmp(path, "/v1/models/", 11) || !strncmp(path, "/models/", 8))) {
         model_id = path + (path[1] == 'v' ? 11 : 8);
         r        = *model_id ? route_of(EP_MODELS) : NULL;
@@ -1055,6 +1071,7 @@ static void teardown(struct server *s)
     }
     if (s->http)
         evhttp_free(s->http);
+    bodylimit_uninstall();
     struct event *evs[] = {s->ev_wake, s->ev_loaded, s->ev_sigint, s->ev_sigterm, s->ev_grace};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
@@ -1100,9 +1117,15 @@ enum hearth_status http_serve(const struct http_params *p, char *err, size_t err
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_OPTIONS | EVHTTP_REQ_TRACE |
                                             EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
+    /* bodylimit.c refuses what passes --max-body (or 64 KiB of head) with OpenAI's 413 before
+     * evhttp reads it; evhttp's own limits stay above those as a backstop */
+    if (!bodylimit_install(s->http, p->max_body, 64 * 1024, on_refused, s)) {
+        set_err(err, err_len, "serve: out of memory");
+        goto out;
+    }
     size_t hard = p->max_body * 2 > p->max_body + 65536 ? p->max_body * 2 : p->max_body + 65536;
     evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
-    evhttp_set_max_headers_size(s->http, 64 * 1024);
+    evhttp_set_max_headers_size(s->http, 80 * 1024);
     evhttp_set_flags(s->http, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_gencb(s->http, on_request, s);
     s->ev_wake    = event_new(s->base, -1, 0, on_wake, s);
