@@ -37,6 +37,9 @@
 
 #define MISTRAL_NAME_MAX 256 /* bytes of a [TOOL_CALLS]NAME before [ARGS] or [CALL_ID] */
 #define MISTRAL_ID_MAX   64
+/* Calls given back as text may have been judged on this many times call_max bytes in all;
+ * then the parse stops looking for calls, so that output made of markers costs linear time */
+#define CALL_REJECT_BUDGET 4
 
 static const char *const tools_names[] = {
     [CHATPARSE_TOOLS_NONE]         = "none",
@@ -163,9 +166,14 @@ static bool emit_text(struct chatparse_deltas *d, enum chatparse_delta_kind kind
         return true;
     struct chatparse_delta *last = d->n ? &d->v[d->n - 1] : NULL;
     if (last && last->kind == kind && last->index == index && last->text) {
-        char *t = realloc(last->text, last->text_len + n + 1);
-        if (!t)
-            return false;
+        char *t = last->text;
+        if (last->text_len + n + 1 > last->text_cap) {
+            /* doubling: a feed may join many small pieces (a run of rejected markers) */
+            size_t cap = 2 * (last->text_len + n + 1);
+            if (!(t = realloc(last->text, cap)))
+                return false;
+            last->text_cap = cap;
+        }
         memcpy(t + last->text_len, s, n);
         last->text_len += n;
         t[last->text_len] = 0;
@@ -182,6 +190,7 @@ static bool emit_text(struct chatparse_deltas *d, enum chatparse_delta_kind kind
     e->index    = index;
     e->text     = t;
     e->text_len = n;
+    e->text_cap = n + 1;
     d->n++;
     return true;
 }
@@ -218,7 +227,8 @@ struct jscan {
 struct chatparse {
     struct chatparse_format f;
     struct chatparse_opts o;
-    char *buf;      /* bytes fed and not settled; buf[len] == 0 */
+    char *base;     /* the allocation, cap bytes; buf lies in it */
+    char *buf;      /* bytes fed and not settled, len of them */
     size_t len, cap;
     enum mode mode;
     bool trim_lead;   /* at the start of a text run: whitespace is dropped */
@@ -232,6 +242,11 @@ struct chatparse {
     enum call_kind call_kind;
     size_t call_ws, call_mlen;
     size_t scan;     /* bytes from the marker already searched for the closing marker */
+    size_t close_free; /* no closing marker starts in buf[0, close_free): what searches of
+                        * earlier calls found, kept so that a run of unclosed markers is
+                        * searched once, not once per marker */
+    size_t reject_cost; /* bytes the calls given back as text were judged on: past
+                         * CALL_REJECT_BUDGET calls of call_max, no new call is held */
     struct jscan js; /* JSON extent, for the kinds whose end is the JSON's end */
     size_t js_at;    /* where js started (from the marker); 0: not started */
 
@@ -288,7 +303,7 @@ void chatparse_free(struct chatparse *p)
         return;
     pend_clear(p);
     free(p->pend);
-    free(p->buf);
+    free(p->base);
     free(p);
 }
 
@@ -299,9 +314,9 @@ bool chatparse_has_tool_calls(const struct chatparse *p)
 
 static void consume(struct chatparse *p, size_t n)
 {
-    memmove(p->buf, p->buf + n, p->len - n);
+    p->buf += n;
     p->len -= n;
-    p->buf[p->len] = 0;
+    p->close_free = p->close_free > n ? p->close_free - n : 0;
 }
 
 /* How s[0, n) stands against a marker: it starts with it, is cut inside it, or neither. */
@@ -793,14 +808,19 @@ static size_t json_extent(struct chatparse *p, const char *s, size_t n, size_t a
     return jscan_run(&p->js, s, n);
 }
 
-/* Searches s[0, n) for the closing lit from where the last search stopped; n when absent. */
+/*
+ * Searches the held call s[0, n) for its closing lit, from where the searches before stopped
+ * (this call's or earlier ones'); n when absent.
+ */
 static size_t find_close(struct chatparse *p, const char *s, size_t n, const char *lit)
 {
-    size_t e = find_from(s, n, p->scan, lit);
-    if (e == n) {
-        size_t l = strlen(lit);
-        p->scan  = n >= l && n - l + 1 > p->scan ? n - l + 1 : p->scan;
-    }
+    size_t from = p->scan;
+    if (p->close_free > p->call_ws && p->close_free - p->call_ws > from)
+        from = p->close_free - p->call_ws;
+    size_t e = find_from(s, n, from, lit);
+    size_t l = strlen(lit);
+    p->scan  = e < n ? e : n >= l && n - l + 1 > from ? n - l + 1 : from;
+    p->close_free = p->call_ws + p->scan;
     return e;
 }
 
@@ -945,6 +965,9 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     /* not a call: its marker (and the whitespace before it) is text, and the search
      * for markers goes on right after it */
     pend_clear(p);
+    p->reject_cost += v == NEED_MORE ? (capped ? p->o.call_max : n) : used;
+    if (p->reject_cost / CALL_REJECT_BUDGET >= p->o.call_max)
+        p->o.parse_tools = false;
     size_t text = p->call_ws + p->call_mlen;
     if (!emit_text(out, CHATPARSE_CONTENT, -1, p->buf, text))
         return -1;
@@ -973,20 +996,27 @@ enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t 
 {
     if (p->finished)
         return HEARTH_EINVAL;
-    if (p->len + len + 1 > p->cap) {
-        size_t cap = p->cap ? p->cap : 256;
-        while (cap < p->len + len + 1)
-            cap *= 2;
-        char *b = realloc(p->buf, cap);
-        if (!b)
-            return HEARTH_ENOMEM;
-        p->buf = b;
-        p->cap = cap;
+    size_t off = (size_t)(p->buf - p->base);
+    if (off + p->len + len > p->cap) {
+        if (off) {
+            memmove(p->base, p->buf, p->len);
+            p->buf = p->base;
+        }
+        /* grown to twice what it holds, so a move is paid for by as many bytes fed */
+        if (2 * (p->len + len) > p->cap) {
+            size_t cap = p->cap ? p->cap : 256;
+            while (cap < 2 * (p->len + len))
+                cap *= 2;
+            char *b = realloc(p->base, cap);
+            if (!b)
+                return HEARTH_ENOMEM;
+            p->base = p->buf = b;
+            p->cap           = cap;
+        }
     }
     if (len)
         memcpy(p->buf + p->len, text, len);
     p->len += len;
-    p->buf[p->len] = 0;
     return run(p, false, out);
 }
 

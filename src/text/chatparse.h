@@ -97,6 +97,7 @@ struct chatparse_delta {
     int32_t index;   /* TOOL_*: the call's position in tool_calls, 0, 1, ...; else -1 */
     char *text;      /* REASONING, CONTENT, TOOL_ARGS: NUL-terminated (may hold no NUL) */
     size_t text_len; /* bytes of text, >= 1 */
+    size_t text_cap; /* bytes allocated for text (the parser's business) */
     char *id;        /* TOOL_START: "call_" and 24 alphanumerics, or the model's own id */
     char *name;      /* TOOL_START: the function's name */
 };

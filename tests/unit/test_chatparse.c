@@ -307,6 +307,73 @@ static void test_call_cap(void **state)
     expect_opts(&f, &o, "<tool_call>{\"name\": \"f\"}</tool_call>", NULL, NULL, c, N(c));
 }
 
+/* Whole text and 7-byte chunks agree (for texts too long for expect's every split). */
+static void expect_same_chunked(const struct chatparse_format *f, const struct chatparse_opts *o,
+                                const char *text, size_t len, struct chatparse_msg *whole)
+{
+    size_t n_cuts = len / 7, *cuts = malloc((n_cuts + 1) * sizeof *cuts);
+    bool has;
+    assert_non_null(cuts);
+    for (size_t i = 0; i < n_cuts; i++)
+        cuts[i] = 7 * (i + 1);
+    struct chatparse_msg m;
+    parse(f, o, text, len, NULL, 0, whole, &has);
+    parse(f, o, text, len, cuts, n_cuts, &m, &has);
+    assert_true(msg_equal(&m, whole));
+    chatparse_msg_free(&m);
+    free(cuts);
+}
+
+/* Output made of markers that never close costs linear time, and stays text. */
+static void test_marker_floods(void **state)
+{
+    (void)state;
+    static const struct {
+        enum chatparse_tools tools;
+        const char *unit;
+    } floods[] = {
+        {CHATPARSE_TOOLS_HERMES, "<tool_call>"},
+        {CHATPARSE_TOOLS_QWEN3_CODER, "<tool_call>\n<function=f>"},
+        {CHATPARSE_TOOLS_MISTRAL, "[TOOL_CALLS]["},
+        {CHATPARSE_TOOLS_MISTRAL, "[TOOL_CALLS]f[ARGS]{"},
+        {CHATPARSE_TOOLS_DEEPSEEK_R1, "<｜tool▁calls▁begin｜>"},
+    };
+    for (size_t k = 0; k < N(floods); k++) {
+        size_t ulen = strlen(floods[k].unit), reps = 200000 / ulen, len = reps * ulen;
+        char *text  = malloc(len + 1);
+        assert_non_null(text);
+        for (size_t i = 0; i < reps; i++)
+            memcpy(text + i * ulen, floods[k].unit, ulen);
+        text[len] = 0;
+        struct chatparse_format f = fmt(floods[k].tools, NULL, NULL);
+        struct chatparse_opts o   = {.parse_tools = true, .call_max = 4096};
+        struct chatparse_msg whole;
+        expect_same_chunked(&f, &o, text, len, &whole);
+        assert_int_equal(whole.n_calls, 0);
+        assert_int_equal(whole.content_len, len);
+        chatparse_msg_free(&whole);
+        free(text);
+    }
+    /* an unclosed marker mentioned before a real call does not hide the call */
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    static const struct want_call c[] = {{"f", "{}", NULL}};
+    expect(&f, "Calls look like <tool_call> ... then:\n<tool_call>{\"name\": \"f\"}</tool_call>",
+           NULL, "Calls look like <tool_call> ... then:", c, N(c));
+    /* past the budget of rejected bytes (4 calls of call_max), markers are text even where
+     * a call would parse */
+    struct chatparse_opts small = {.parse_tools = true, .call_max = 40};
+    const char *x40  = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    const char *call = "<tool_call>{\"name\": \"f\"}</tool_call>";
+    char text[512];
+    snprintf(text, sizeof text, "<tool_call>%s<tool_call>%s<tool_call>%s%s", x40, x40, x40, call);
+    char want[512];
+    snprintf(want, sizeof want, "<tool_call>%s<tool_call>%s<tool_call>%s", x40, x40, x40);
+    expect_opts(&f, &small, text, NULL, want, c, N(c));
+    snprintf(text, sizeof text, "<tool_call>%s<tool_call>%s<tool_call>%s<tool_call>%s%s", x40,
+             x40, x40, x40, call);
+    expect_opts(&f, &small, text, NULL, text, NULL, 0);
+}
+
 /* ------------------------------------------------------------ Qwen3-Coder --- */
 
 static void test_qwen3_coder_xml(void **state)
@@ -632,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_non_ascii_arguments),
         cmocka_unit_test(test_hermes_malformed_stays_text),
         cmocka_unit_test(test_call_cap),
+        cmocka_unit_test(test_marker_floods),
         cmocka_unit_test(test_qwen3_coder_xml),
         cmocka_unit_test(test_llama3_json),
         cmocka_unit_test(test_mistral),
