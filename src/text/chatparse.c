@@ -74,6 +74,8 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
                                             : CHATPARSE_TOOLS_DEEPSEEK_V31;
     else if (strstr(src, MISTRAL_CALLS))
         out->tools = CHATPARSE_TOOLS_MISTRAL;
+    else if (tool_call && (strstr(src, "<arg_key>") || strstr(src, "<invoke name=")))
+        out->tools = CHATPARSE_TOOLS_NONE; /* GLM's and MiniMax's own syntaxes in <tool_call> */
     else if (tool_call)
         out->tools = function ? CHATPARSE_TOOLS_QWEN3_CODER : CHATPARSE_TOOLS_HERMES;
     else if (!function && strstr(src, "<|start_header_id|>") &&
@@ -841,10 +843,10 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         return parse_mistral_array(p, s + at, e - at);
     }
     size_t name_at = at;
-    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[')
+    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[' && !is_ws(s[at]))
         at++;
-    if (at - name_at > MISTRAL_NAME_MAX)
-        return REJECT;
+    if (at - name_at > MISTRAL_NAME_MAX || (at < n && is_ws(s[at])))
+        return REJECT; /* prose after the marker, not a name: tell at once */
     if (at == n)
         return NEED_MORE;
     size_t name_end = at;

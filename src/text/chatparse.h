@@ -78,13 +78,23 @@ bool chatparse_prompt_opens_thinking(const struct chatparse_format *f, const cha
                                      size_t len);
 
 struct chatparse_opts {
-    bool parse_tools;        /* false: tool-call markers are plain content */
+    bool parse_tools;        /* false (the request offers no tools): call markers are content */
     bool split_reasoning;    /* false (reasoning_format "none"): think markers are content */
     bool start_in_reasoning; /* the prompt opened the block (chatparse_prompt_opens_thinking) */
     uint64_t id_seed;        /* call ids are a function of this seed and the call's index */
     size_t call_max;         /* bytes a call may hold; 0 means CHATPARSE_CALL_MAX */
 };
 
+/*
+ * Deltas map onto a chat.completion.chunk's choices[i].delta one for one:
+ *   REASONING   {"reasoning_content": text}
+ *   CONTENT     {"content": text}
+ *   TOOL_START  {"tool_calls": [{"index": index, "id": id, "type": "function",
+ *                                "function": {"name": name, "arguments": ""}}]}
+ *   TOOL_ARGS   {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
+ * A TOOL_START is always followed by its TOOL_ARGS in the same list. For the
+ * non-streaming message, add every list to a chatparse_msg.
+ */
 enum chatparse_delta_kind {
     CHATPARSE_REASONING,  /* text: a piece of reasoning_content */
     CHATPARSE_CONTENT,    /* text: a piece of content */
@@ -95,7 +105,8 @@ enum chatparse_delta_kind {
 struct chatparse_delta {
     enum chatparse_delta_kind kind;
     int32_t index;   /* TOOL_*: the call's position in tool_calls, 0, 1, ...; else -1 */
-    char *text;      /* REASONING, CONTENT, TOOL_ARGS: NUL-terminated (may hold no NUL) */
+    char *text;      /* REASONING, CONTENT, TOOL_ARGS: NUL-terminated, text_len bytes before
+                      * the terminator (a NUL the model wrote counts in text_len) */
     size_t text_len; /* bytes of text, >= 1 */
     size_t text_cap; /* bytes allocated for text (the parser's business) */
     char *id;        /* TOOL_START: "call_" and 24 alphanumerics, or the model's own id */
