@@ -23,17 +23,17 @@
 
 /* ------------------------------------------------------------ markers --- */
 
-#define TOOL_CALL_OPEN   "<tool_call>"
-#define TOOL_CALL_CLOSE  "</tool_call>"
-#define PYTHON_TAG       "<|python_tag|>"
-#define MISTRAL_CALLS    "[TOOL_CALLS]"
-#define MISTRAL_ARGS     "[ARGS]"
-#define MISTRAL_CALL_ID  "[CALL_ID]"
-#define DS_CALLS_BEGIN   "<｜tool▁calls▁begin｜>"
-#define DS_CALLS_END     "<｜tool▁calls▁end｜>"
-#define DS_CALL_BEGIN    "<｜tool▁call▁begin｜>"
-#define DS_CALL_END      "<｜tool▁call▁end｜>"
-#define DS_SEP           "<｜tool▁sep｜>"
+#define TOOL_CALL_OPEN  "<tool_call>"
+#define TOOL_CALL_CLOSE "</tool_call>"
+#define PYTHON_TAG      "<|python_tag|>"
+#define MISTRAL_CALLS   "[TOOL_CALLS]"
+#define MISTRAL_ARGS    "[ARGS]"
+#define MISTRAL_CALL_ID "[CALL_ID]"
+#define DS_CALLS_BEGIN  "<｜tool▁calls▁begin｜>"
+#define DS_CALLS_END    "<｜tool▁calls▁end｜>"
+#define DS_CALL_BEGIN   "<｜tool▁call▁begin｜>"
+#define DS_CALL_END     "<｜tool▁call▁end｜>"
+#define DS_SEP          "<｜tool▁sep｜>"
 
 #define MISTRAL_NAME_MAX 256 /* bytes of a [TOOL_CALLS]NAME before [ARGS] or [CALL_ID] */
 #define MISTRAL_ID_MAX   64
@@ -70,8 +70,8 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
     if (strstr(src, DS_CALLS_BEGIN) && strstr(src, DS_SEP))
         /* R1 wraps the arguments in a ```json fence after "function<｜tool▁sep｜>NAME";
          * V3.1 writes NAME<｜tool▁sep｜> and the bare JSON */
-        out->tools = strstr(src, "```json") ? CHATPARSE_TOOLS_DEEPSEEK_R1
-                                            : CHATPARSE_TOOLS_DEEPSEEK_V31;
+        out->tools =
+            strstr(src, "```json") ? CHATPARSE_TOOLS_DEEPSEEK_R1 : CHATPARSE_TOOLS_DEEPSEEK_V31;
     else if (strstr(src, MISTRAL_CALLS))
         out->tools = CHATPARSE_TOOLS_MISTRAL;
     else if (tool_call && (strstr(src, "<arg_key>") || strstr(src, "<invoke name=")))
@@ -147,7 +147,7 @@ static char *dup_n(const char *s, size_t n)
 static struct chatparse_delta *deltas_push(struct chatparse_deltas *d)
 {
     if (d->n == d->cap) {
-        size_t cap                 = d->cap ? 2 * d->cap : 8;
+        size_t cap                = d->cap ? 2 * d->cap : 8;
         struct chatparse_delta *v = realloc(d->v, cap * sizeof *v);
         if (!v)
             return NULL;
@@ -182,7 +182,7 @@ static bool emit_text(struct chatparse_deltas *d, enum chatparse_delta_kind kind
         last->text        = t;
         return true;
     }
-    char *t = dup_n(s, n);
+    char *t                   = dup_n(s, n);
     struct chatparse_delta *e = t ? deltas_push(d) : NULL;
     if (!e) {
         free(t);
@@ -229,8 +229,8 @@ struct jscan {
 struct chatparse {
     struct chatparse_format f;
     struct chatparse_opts o;
-    char *base;     /* the allocation, cap bytes; buf lies in it */
-    char *buf;      /* bytes fed and not settled, len of them */
+    char *base; /* the allocation, cap bytes; buf lies in it */
+    char *buf;  /* bytes fed and not settled, len of them */
     size_t len, cap;
     enum mode mode;
     bool trim_lead;   /* at the start of a text run: whitespace is dropped */
@@ -243,14 +243,14 @@ struct chatparse {
     /* the held call: buf[0, call_ws) is whitespace before its marker, call_mlen the marker */
     enum call_kind call_kind;
     size_t call_ws, call_mlen;
-    size_t scan;     /* bytes from the marker already searched for the closing marker */
-    size_t close_free; /* no closing marker starts in buf[0, close_free): what searches of
-                        * earlier calls found, kept so that a run of unclosed markers is
-                        * searched once, not once per marker */
+    size_t scan;        /* bytes from the marker already searched for the closing marker */
+    size_t close_free;  /* no closing marker starts in buf[0, close_free): what searches of
+                         * earlier calls found, kept so that a run of unclosed markers is
+                         * searched once, not once per marker */
     size_t reject_cost; /* bytes the calls given back as text were judged on: past
                          * CALL_REJECT_BUDGET calls of call_max, no new call is held */
-    struct jscan js; /* JSON extent, for the kinds whose end is the JSON's end */
-    size_t js_at;    /* where js started (from the marker); 0: not started */
+    struct jscan js;    /* JSON extent, for the kinds whose end is the JSON's end */
+    size_t js_at;       /* where js started (from the marker); 0: not started */
 
     /* calls of the held unit, parsed and waiting for the verdict */
     struct chatparse_call *pend;
@@ -339,11 +339,15 @@ static const char *call_marker(const struct chatparse *p)
         return NULL;
     switch (p->f.tools) {
     case CHATPARSE_TOOLS_HERMES:
-    case CHATPARSE_TOOLS_QWEN3_CODER: return TOOL_CALL_OPEN;
-    case CHATPARSE_TOOLS_MISTRAL: return MISTRAL_CALLS;
+    case CHATPARSE_TOOLS_QWEN3_CODER:
+        return TOOL_CALL_OPEN;
+    case CHATPARSE_TOOLS_MISTRAL:
+        return MISTRAL_CALLS;
     case CHATPARSE_TOOLS_DEEPSEEK_R1:
-    case CHATPARSE_TOOLS_DEEPSEEK_V31: return DS_CALLS_BEGIN;
-    default: return NULL;
+    case CHATPARSE_TOOLS_DEEPSEEK_V31:
+        return DS_CALLS_BEGIN;
+    default:
+        return NULL;
     }
 }
 
@@ -439,8 +443,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     size_t mlen   = m ? strlen(m) : 0;
     size_t cut    = p->len; /* text ends here */
     bool marker   = false;
-    for (const char *s = p->buf; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf)));
-         s++) {
+    for (const char *s = p->buf; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf))); s++) {
         enum prefix pr = prefix_of(s, p->len - (size_t)(s - p->buf), m);
         if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
             cut    = (size_t)(s - p->buf);
@@ -471,14 +474,12 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         return 1;
     }
     consume(p, end);
-    enum call_kind kind_of[] = {
-        [CHATPARSE_TOOLS_HERMES]       = CALL_HERMES,
-        [CHATPARSE_TOOLS_QWEN3_CODER]  = CALL_XML,
-        [CHATPARSE_TOOLS_MISTRAL]      = CALL_MISTRAL,
-        [CHATPARSE_TOOLS_DEEPSEEK_R1]  = CALL_DS_R1,
-        [CHATPARSE_TOOLS_DEEPSEEK_V31] = CALL_DS_V31,
-    };
-    start_call(p, kind_of[p->f.tools], cut - end, mlen);
+    enum call_kind ck = p->f.tools == CHATPARSE_TOOLS_HERMES        ? CALL_HERMES
+                        : p->f.tools == CHATPARSE_TOOLS_QWEN3_CODER ? CALL_XML
+                        : p->f.tools == CHATPARSE_TOOLS_MISTRAL     ? CALL_MISTRAL
+                        : p->f.tools == CHATPARSE_TOOLS_DEEPSEEK_R1 ? CALL_DS_R1
+                                                                    : CALL_DS_V31;
+    start_call(p, ck, cut - end, mlen);
     return 1;
 }
 
@@ -587,8 +588,8 @@ static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, 
     const cJSON *id   = cJSON_GetObjectItemCaseSensitive(o, "id");
     if (!args)
         args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
-    if (!cJSON_IsString(name) || (type && !(cJSON_IsString(type) &&
-                                            !strcmp(type->valuestring, "function"))))
+    if (!cJSON_IsString(name) ||
+        (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))))
         return REJECT;
     if (!args && need_args)
         return REJECT;
@@ -819,9 +820,9 @@ static size_t find_close(struct chatparse *p, const char *s, size_t n, const cha
     size_t from = p->scan;
     if (p->close_free > p->call_ws && p->close_free - p->call_ws > from)
         from = p->close_free - p->call_ws;
-    size_t e = find_from(s, n, from, lit);
-    size_t l = strlen(lit);
-    p->scan  = e < n ? e : n >= l && n - l + 1 > from ? n - l + 1 : from;
+    size_t e      = find_from(s, n, from, lit);
+    size_t l      = strlen(lit);
+    p->scan       = e < n ? e : n >= l && n - l + 1 > from ? n - l + 1 : from;
     p->close_free = p->call_ws + p->scan;
     return e;
 }
@@ -849,7 +850,7 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         return REJECT; /* prose after the marker, not a name: tell at once */
     if (at == n)
         return NEED_MORE;
-    size_t name_end = at;
+    size_t name_end             = at;
     char id[MISTRAL_ID_MAX + 1] = "";
     enum prefix pr              = prefix_of(s + at, n - at, MISTRAL_CALL_ID);
     if (pr == PREFIX_PART)
@@ -923,7 +924,8 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
             return NEED_MORE;
         *used = e;
         return parse_llama(p, s + at, e - at);
-    case CALL_MISTRAL: return match_mistral(p, s, n, used);
+    case CALL_MISTRAL:
+        return match_mistral(p, s, n, used);
     }
     return REJECT;
 }
@@ -934,7 +936,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     size_t n    = p->len - p->call_ws;
     bool capped = n >= p->o.call_max;
     size_t used = 0;
-    int v = match_call(p, p->buf + p->call_ws, capped ? p->o.call_max : n, &used);
+    int v       = match_call(p, p->buf + p->call_ws, capped ? p->o.call_max : n, &used);
     if (v < 0)
         return -1;
     if (v == NEED_MORE && !capped && !at_end)

@@ -40,13 +40,13 @@
 #define CHATPARSE_CALL_MAX (1u << 20)
 
 enum chatparse_tools {
-    CHATPARSE_TOOLS_NONE,         /* no tool-call syntax recognised: everything is text */
-    CHATPARSE_TOOLS_HERMES,       /* <tool_call>\n{"name": N, "arguments": {..}}\n</tool_call> */
-    CHATPARSE_TOOLS_QWEN3_CODER,  /* <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>.. */
-    CHATPARSE_TOOLS_LLAMA3,       /* [<|python_tag|>]{"name": N, "parameters": {..}} at the start */
-    CHATPARSE_TOOLS_MISTRAL,      /* [TOOL_CALLS][{..}, ..] or [TOOL_CALLS]N[CALL_ID]id[ARGS]{..} */
-    CHATPARSE_TOOLS_DEEPSEEK_R1,  /* <｜tool▁calls▁begin｜>..function<｜tool▁sep｜>N\n```json.. */
-    CHATPARSE_TOOLS_DEEPSEEK_V31, /* <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{..}.. */
+    CHATPARSE_TOOLS_NONE,        /* no tool-call syntax recognised: everything is text */
+    CHATPARSE_TOOLS_HERMES,      /* <tool_call>\n{"name": N, "arguments": {..}}\n</tool_call> */
+    CHATPARSE_TOOLS_QWEN3_CODER, /* <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>.. */
+    CHATPARSE_TOOLS_LLAMA3,      /* [<|python_tag|>]{"name": N, "parameters": {..}} at the start */
+    CHATPARSE_TOOLS_MISTRAL,     /* [TOOL_CALLS][{..}, ..] or [TOOL_CALLS]N[CALL_ID]id[ARGS]{..} */
+    CHATPARSE_TOOLS_DEEPSEEK_R1, /* <｜tool▁calls▁begin｜>, function, sep, N, ```json{..}``` */
+    CHATPARSE_TOOLS_DEEPSEEK_V31, /* <｜tool▁calls▁begin｜>, N, sep, {..} (V3.1) */
 };
 
 struct chatparse_format {
@@ -131,7 +131,8 @@ struct chatparse;
  * Options a format cannot use are ignored (no markers, no split). Returns
  * NULL only when out of memory. f and its strings must outlive the parser.
  */
-struct chatparse *chatparse_new(const struct chatparse_format *f, const struct chatparse_opts *opts);
+struct chatparse *chatparse_new(const struct chatparse_format *f,
+                                const struct chatparse_opts *opts);
 
 /*
  * Feeds the next len bytes of generated text and appends to out the deltas
@@ -166,9 +167,9 @@ struct chatparse_call {
 
 /* A whole message, built from deltas. Zero-initialised is empty; NULL strings mean "". */
 struct chatparse_msg {
-    char *reasoning;   /* NUL-terminated, or NULL when none */
+    char *reasoning; /* NUL-terminated, reasoning_len bytes; NULL when none */
     size_t reasoning_len;
-    char *content;     /* NUL-terminated, or NULL when none */
+    char *content; /* NUL-terminated, content_len bytes; NULL when none */
     size_t content_len;
     struct chatparse_call *calls;
     size_t n_calls;

@@ -37,8 +37,12 @@ static bool cut_utf8(const char *s, size_t n)
 static bool valid_utf8(const unsigned char *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        size_t need = s[i] < 0x80 ? 1 : s[i] < 0xC0 ? 0 : s[i] < 0xE0 ? 2 : s[i] < 0xF0 ? 3
-                    : s[i] < 0xF8 ? 4 : 0;
+        size_t need = s[i] < 0x80   ? 1
+                      : s[i] < 0xC0 ? 0
+                      : s[i] < 0xE0 ? 2
+                      : s[i] < 0xF0 ? 3
+                      : s[i] < 0xF8 ? 4
+                                    : 0;
         if (!need || need > n - i)
             return false;
         for (size_t k = 1; k < need; k++)
@@ -80,12 +84,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
-    static const char *const think[][2] = {{NULL, NULL}, {"<think>", "</think>"},
-                                           {"[THINK]", "[/THINK]"}};
-    struct chatparse_format f = {.tools = (enum chatparse_tools)(data[0] % 7)};
-    f.think_open              = think[(data[0] / 7) % 3][0];
-    f.think_close             = think[(data[0] / 7) % 3][1];
-    uint8_t o                 = data[1];
+    static const char *const think[][2] = {
+        {NULL, NULL}, {"<think>", "</think>"}, {"[THINK]", "[/THINK]"}};
+    struct chatparse_format f  = {.tools = (enum chatparse_tools)(data[0] % 7)};
+    f.think_open               = think[(data[0] / 7) % 3][0];
+    f.think_close              = think[(data[0] / 7) % 3][1];
+    uint8_t o                  = data[1];
     struct chatparse_opts opts = {
         .parse_tools        = !(o & 1),
         .split_reasoning    = !(o & 2),
@@ -98,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool utf8        = valid_utf8(data + 2, len);
 
     struct chatparse_msg whole = {0}, streamed = {0};
-    struct chatparse_deltas d  = {0};
+    struct chatparse_deltas d = {0};
     int32_t n1 = 0, n2 = 0;
     struct chatparse *p = chatparse_new(&f, &opts);
     check(p && chatparse_feed(p, text, len, &d) == HEARTH_OK);

@@ -67,14 +67,14 @@ static void check_shape(const struct chatparse_deltas *d, int32_t *n_started, bo
 }
 
 /* Parses text fed in the pieces that the cut offsets (ascending, n_cuts of them) make. */
-static void parse(const struct chatparse_format *f, const struct chatparse_opts *o, const char *text,
-                  size_t len, const size_t *cuts, size_t n_cuts, struct chatparse_msg *msg,
-                  bool *has_calls)
+static void parse(const struct chatparse_format *f, const struct chatparse_opts *o,
+                  const char *text, size_t len, const size_t *cuts, size_t n_cuts,
+                  struct chatparse_msg *msg, bool *has_calls)
 {
-    struct chatparse *p         = chatparse_new(f, o);
-    struct chatparse_deltas d   = {0};
-    int32_t n_started           = 0;
-    size_t at                   = 0;
+    struct chatparse *p       = chatparse_new(f, o);
+    struct chatparse_deltas d = {0};
+    int32_t n_started         = 0;
+    size_t at                 = 0;
     assert_non_null(p);
     memset(msg, 0, sizeof *msg);
     for (size_t i = 0; i <= n_cuts; i++) {
@@ -191,10 +191,10 @@ static void expect_opts(const struct chatparse_format *f, const struct chatparse
     chatparse_msg_free(&whole);
 }
 
-static const struct chatparse_opts defaults = {.parse_tools = true, .split_reasoning = true,
-                                               .id_seed = 42};
-static const struct chatparse_opts in_think = {.parse_tools = true, .split_reasoning = true,
-                                               .start_in_reasoning = true, .id_seed = 42};
+static const struct chatparse_opts defaults = {
+    .parse_tools = true, .split_reasoning = true, .id_seed = 42};
+static const struct chatparse_opts in_think = {
+    .parse_tools = true, .split_reasoning = true, .start_in_reasoning = true, .id_seed = 42};
 
 static void expect(const struct chatparse_format *f, const char *text, const char *reasoning,
                    const char *content, const struct want_call *calls, size_t n_calls)
@@ -229,7 +229,7 @@ static void test_qwen3_think_then_call(void **state)
 static void test_qwen25_parallel_calls(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"Paris\"}", NULL},
         {"get_time", "{\"timezone\":\"Europe/Paris\"}", NULL},
@@ -263,15 +263,15 @@ static void test_non_ascii_arguments(void **state)
            "\"translate\", \"arguments\": {\"text\": \"Grüße aus Zürich\", \"to\": \"日本語\", "
            "\"note\": \"M\\u00fcnchen \\u2600\"}}\n</tool_call>",
            "Übersetzung nach Japanisch — 日本語.", NULL, c, N(c));
-    expect(&hermes_think, "Ça va très bien, merci ! 🙂", NULL, "Ça va très bien, merci ! 🙂",
-           NULL, 0);
+    expect(&hermes_think, "Ça va très bien, merci ! 🙂", NULL,
+           "Ça va très bien, merci ! 🙂", NULL, 0);
 }
 
 static void test_hermes_malformed_stays_text(void **state)
 {
     (void)state;
     struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
-    const char *bad           = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>";
+    const char *bad = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>";
     expect(&f, bad, NULL, bad, NULL, 0);
     const char *unterminated = "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}";
     expect(&f, unterminated, NULL, unterminated, NULL, 0);
@@ -286,8 +286,9 @@ static void test_hermes_malformed_stays_text(void **state)
     expect(&f, extra, NULL, extra, NULL, 0);
     /* a bad call is text, and the parse goes on after its marker */
     static const struct want_call c[] = {{"f", "{\"a\":1}", NULL}};
-    expect(&f, "<tool_call>oops <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
-               "</tool_call>",
+    expect(&f,
+           "<tool_call>oops <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
+           "</tool_call>",
            NULL, "<tool_call>oops", c, N(c));
     /* a lone </think> is content; so is everything when tools are off */
     expect(&hermes_think, "Use </think> to close.", NULL, "Use </think> to close.", NULL, 0);
@@ -301,7 +302,8 @@ static void test_call_cap(void **state)
     (void)state;
     struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
     struct chatparse_opts o   = {.parse_tools = true, .call_max = 48};
-    const char *big = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"0123456789\"}}</tool_call>";
+    const char *big =
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"0123456789\"}}</tool_call>";
     expect_opts(&f, &o, big, NULL, big, NULL, 0);
     static const struct want_call c[] = {{"f", "{}", NULL}};
     expect_opts(&f, &o, "<tool_call>{\"name\": \"f\"}</tool_call>", NULL, NULL, c, N(c));
@@ -340,11 +342,11 @@ static void test_marker_floods(void **state)
     };
     for (size_t k = 0; k < N(floods); k++) {
         size_t ulen = strlen(floods[k].unit), reps = 200000 / ulen, len = reps * ulen;
-        char *text  = malloc(len + 1);
+        char *text = malloc(len + 1);
         assert_non_null(text);
         for (size_t i = 0; i < reps; i++)
             memcpy(text + i * ulen, floods[k].unit, ulen);
-        text[len] = 0;
+        text[len]                 = 0;
         struct chatparse_format f = fmt(floods[k].tools, NULL, NULL);
         struct chatparse_opts o   = {.parse_tools = true, .call_max = 4096};
         struct chatparse_msg whole;
@@ -362,15 +364,15 @@ static void test_marker_floods(void **state)
     /* past the budget of rejected bytes (4 calls of call_max), markers are text even where
      * a call would parse */
     struct chatparse_opts small = {.parse_tools = true, .call_max = 40};
-    const char *x40  = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
-    const char *call = "<tool_call>{\"name\": \"f\"}</tool_call>";
+    const char *x40             = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    const char *call            = "<tool_call>{\"name\": \"f\"}</tool_call>";
     char text[512];
     snprintf(text, sizeof text, "<tool_call>%s<tool_call>%s<tool_call>%s%s", x40, x40, x40, call);
     char want[512];
     snprintf(want, sizeof want, "<tool_call>%s<tool_call>%s<tool_call>%s", x40, x40, x40);
     expect_opts(&f, &small, text, NULL, want, c, N(c));
-    snprintf(text, sizeof text, "<tool_call>%s<tool_call>%s<tool_call>%s<tool_call>%s%s", x40,
-             x40, x40, x40, call);
+    snprintf(text, sizeof text, "<tool_call>%s<tool_call>%s<tool_call>%s<tool_call>%s%s", x40, x40,
+             x40, x40, call);
     expect_opts(&f, &small, text, NULL, text, NULL, 0);
 }
 
@@ -379,7 +381,7 @@ static void test_marker_floods(void **state)
 static void test_qwen3_coder_xml(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"San Francisco\",\"days\":3}", NULL}};
     expect(&f,
@@ -402,7 +404,7 @@ static void test_qwen3_coder_xml(void **state)
            "<function=ls>\n</function>\n</tool_call>",
            NULL, NULL, w, N(w));
     /* Qwen3.5: the prompt opened <think>, then the XML call */
-    struct chatparse_format f35 = fmt(CHATPARSE_TOOLS_QWEN3_CODER, "<think>", "</think>");
+    struct chatparse_format f35       = fmt(CHATPARSE_TOOLS_QWEN3_CODER, "<think>", "</think>");
     static const struct want_call s[] = {{"search", "{\"query\":\"hearth llm\"}", NULL}};
     expect_opts(&f35, &in_think,
                 "I need to search.\n</think>\n\n<tool_call>\n<function=search>\n"
@@ -421,7 +423,7 @@ static void test_qwen3_coder_xml(void **state)
 static void test_llama3_json(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_LLAMA3, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_LLAMA3, NULL, NULL);
     static const struct want_call c[] = {{"get_weather", "{\"city\":\"Paris\"}", NULL}};
     expect(&f, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", NULL, NULL, c,
            N(c));
@@ -437,8 +439,8 @@ static void test_llama3_json(void **state)
            "\"parameters\": {}}",
            NULL, NULL, two, N(two));
     /* braces later in the content, or JSON that is no call, are content */
-    expect(&f, "The set {1, 2} has two elements.", NULL, "The set {1, 2} has two elements.",
-           NULL, 0);
+    expect(&f, "The set {1, 2} has two elements.", NULL, "The set {1, 2} has two elements.", NULL,
+           0);
     expect(&f, "{\"answer\": 42}", NULL, "{\"answer\": 42}", NULL, 0);
     expect(&f, "{\"name\": \"Bob\"}", NULL, "{\"name\": \"Bob\"}", NULL, 0);
     expect(&f, "{\"name\": \"f\", \"parameters\": {", NULL, "{\"name\": \"f\", \"parameters\": {",
@@ -454,7 +456,7 @@ static void test_llama3_json(void **state)
 static void test_mistral(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"Paris\"}", "a1B2c3D4e"},
         {"get_time", "{}", NULL},
@@ -479,8 +481,9 @@ static void test_mistral(void **state)
            s, N(s));
     /* Ministral 3 Reasoning: [THINK] markers */
     struct chatparse_format r = fmt(CHATPARSE_TOOLS_MISTRAL, "[THINK]", "[/THINK]");
-    expect(&r, "[THINK]The user wants Paris.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": "
-               "\"Paris\"}",
+    expect(&r,
+           "[THINK]The user wants Paris.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": "
+           "\"Paris\"}",
            "The user wants Paris.", NULL, d, 1);
     const char *bad[] = {
         "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {]",
@@ -499,7 +502,7 @@ static void test_mistral(void **state)
 static void test_deepseek_r1(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>", "</think>");
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>", "</think>");
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"Paris\"}", NULL},
         {"get_time", "{\"tz\":\"CET\"}", NULL},
@@ -525,7 +528,7 @@ static void test_deepseek_r1(void **state)
 static void test_deepseek_v31(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_DEEPSEEK_V31, "<think>", "</think>");
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_DEEPSEEK_V31, "<think>", "</think>");
     static const struct want_call c[] = {{"get_weather", "{\"city\":\"Paris\"}", NULL}};
     expect(&f,
            "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
@@ -542,8 +545,8 @@ static void test_deepseek_v31(void **state)
 static void test_reasoning_rules(void **state)
 {
     (void)state;
-    expect_opts(&hermes_think, &in_think, "All of this is reasoning <b>", "All of this is reasoning <b>",
-                NULL, NULL, 0);
+    expect_opts(&hermes_think, &in_think, "All of this is reasoning <b>",
+                "All of this is reasoning <b>", NULL, NULL, 0);
     expect_opts(&hermes_think, &in_think, "\n\nx\n</think>\n\n", "x", NULL, NULL, 0);
     /* <think> opens reasoning only at the start of the output */
     expect(&hermes_think, "Hi <think>x</think>", NULL, "Hi <think>x</think>", NULL, 0);
@@ -634,8 +637,8 @@ static void detect_file(const char *rel, enum chatparse_tools tools, const char 
     assert_non_null(src);
     struct chatparse_format f;
     chatparse_detect(src, &f);
-    if (f.tools != tools || (think_open ? !f.think_open || strcmp(f.think_open, think_open)
-                                        : f.think_open != NULL))
+    if (f.tools != tools ||
+        (think_open ? !f.think_open || strcmp(f.think_open, think_open) : f.think_open != NULL))
         print_message("%s: got %s, think %s\n", rel, chatparse_tools_name(f.tools),
                       f.think_open ? f.think_open : "none");
     assert_int_equal(f.tools, tools);
