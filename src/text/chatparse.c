@@ -207,8 +207,8 @@ enum mode {
 
 /* What opened the held call, which says how to find its end. */
 enum call_kind {
-    CALL_HERMES,      /* <tool_call>, JSON inside */
-    CALL_XML,         /* <tool_call>, <function=..> inside */
+    CALL_HERMES,      /* <tool_call>, JSON inside (or <function=..>) */
+    CALL_XML,         /* <tool_call>, <function=..> inside (or JSON) */
     CALL_LLAMA_BRACE, /* a '{' starting the content; the marker is the brace itself */
     CALL_LLAMA_TAG,   /* <|python_tag|> */
     CALL_MISTRAL,     /* [TOOL_CALLS] */
@@ -902,8 +902,11 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
         if (e == n)
             return NEED_MORE;
         *used = e + strlen(TOOL_CALL_CLOSE);
-        return p->call_kind == CALL_HERMES ? parse_hermes(p, s + m, e - m)
-                                           : parse_xml(p, s + m, e - m);
+        /* either body in either format: the template says which one the model was taught,
+         * but a fine-tune may write the other, and a valid call is worth more than the rule */
+        at = m;
+        skip_ws(s, e, &at);
+        return at < e && s[at] == '{' ? parse_hermes(p, s + m, e - m) : parse_xml(p, s + m, e - m);
     case CALL_DS_R1:
     case CALL_DS_V31:
         e = find_close(p, s, n, DS_CALLS_END);

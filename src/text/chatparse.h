@@ -22,6 +22,8 @@
  *   A call that does not parse, is unterminated at finish, or grows past
  *   call_max bytes is given back as content text (marker included), and
  *   parsing goes on right after its opening marker. Never an error.
+ * - Hermes and Qwen3-Coder share <tool_call>; inside it either body (JSON
+ *   or <function=..>) is taken whichever the template taught.
  *
  * Memory: the text held back (a partial marker, whitespace, one call up to
  * call_max) plus the deltas of one feed. Not thread-safe per parser;

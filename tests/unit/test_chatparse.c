@@ -414,8 +414,14 @@ static void test_qwen3_coder_xml(void **state)
     expect(&f, nofn, NULL, nofn, NULL, 0);
     const char *noparam = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>";
     expect(&f, noparam, NULL, noparam, NULL, 0);
-    const char *json = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
-    expect(&f, json, NULL, json, NULL, 0);
+    /* the JSON body of Hermes is taken in the XML format too, and the other way round */
+    static const struct want_call j[] = {{"f", "{\"a\":1}", NULL}};
+    expect(&f, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", NULL,
+           NULL, j, N(j));
+    struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    expect(&h,
+           "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+           NULL, NULL, j, N(j));
 }
 
 /* --------------------------------------------------------------- Llama 3 --- */
