@@ -233,6 +233,7 @@ struct chatparse {
     char *buf;  /* bytes fed and not settled, len of them */
     size_t len, cap;
     enum mode mode;
+    size_t ws_held;   /* buf starts with this many whitespace bytes already searched */
     bool trim_lead;   /* at the start of a text run: whitespace is dropped */
     bool out_start;   /* nothing but whitespace so far: think_open may open the output */
     bool llama_start; /* at the start of content or after a Llama 3 call: a call may begin */
@@ -319,6 +320,7 @@ static void consume(struct chatparse *p, size_t n)
     p->buf += n;
     p->len -= n;
     p->close_free = p->close_free > n ? p->close_free - n : 0;
+    p->ws_held    = p->ws_held > n ? p->ws_held - n : 0;
 }
 
 /* How s[0, n) stands against a marker: it starts with it, is cut inside it, or neither. */
@@ -443,7 +445,10 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     size_t mlen   = m ? strlen(m) : 0;
     size_t cut    = p->len; /* text ends here */
     bool marker   = false;
-    for (const char *s = p->buf; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf))); s++) {
+    /* whitespace held from the last step was searched then (and no marker starts with it):
+     * a long run of it, fed a byte at a time, is not searched again and again */
+    const char *from = p->buf + (p->ws_held < p->len ? p->ws_held : p->len);
+    for (const char *s = from; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf))); s++) {
         enum prefix pr = prefix_of(s, p->len - (size_t)(s - p->buf), m);
         if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
             cut    = (size_t)(s - p->buf);
@@ -454,8 +459,10 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     if (cut == p->len && !at_end)
         cut -= utf8_cut(p->buf, cut);
     size_t end = cut;
-    while (end > 0 && is_ws(p->buf[end - 1]))
+    while (end > p->ws_held && is_ws(p->buf[end - 1]))
         end--;
+    if (end <= p->ws_held)
+        end = 0; /* all whitespace up to the cut */
     if (end) {
         if (!emit_text(out, kind, -1, p->buf, end))
             return -1;
@@ -464,6 +471,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     if (!marker) {
         /* at the end the trailing whitespace goes; before it, it waits for what follows */
         consume(p, at_end ? p->len : end);
+        p->ws_held = at_end ? 0 : cut - end;
         return end > 0;
     }
     if (p->mode == MODE_REASONING) {

@@ -356,6 +356,25 @@ static void test_marker_floods(void **state)
         chatparse_msg_free(&whole);
         free(text);
     }
+    /* nor does a long run of whitespace (held until what follows it is known) */
+    size_t len = 300000;
+    char *ws   = malloc(len + 1);
+    assert_non_null(ws);
+    for (size_t i = 0; i < len; i++)
+        ws[i] = " \n"[i % 2];
+    ws[0]                     = 'a';
+    ws[len - 1]               = 'b';
+    ws[len]                   = 0;
+    struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, "<think>", "</think>");
+    struct chatparse_msg whole;
+    expect_same_chunked(&h, NULL, ws, len, &whole);
+    assert_string_equal(whole.content, ws);
+    chatparse_msg_free(&whole);
+    ws[len - 1] = ' ';
+    expect_same_chunked(&h, NULL, ws, len, &whole);
+    assert_string_equal(whole.content, "a");
+    chatparse_msg_free(&whole);
+    free(ws);
     /* an unclosed marker mentioned before a real call does not hide the call */
     struct chatparse_format f         = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
     static const struct want_call c[] = {{"f", "{}", NULL}};
