@@ -1114,3 +1114,23 @@ void chatparse_msg_free(struct chatparse_msg *msg)
     free(msg->calls);
     memset(msg, 0, sizeof *msg);
 }
+
+enum hearth_status chatparse_parse(const struct chatparse_format *f,
+                                   const struct chatparse_opts *opts, const char *text, size_t len,
+                                   struct chatparse_msg *msg, bool *has_calls)
+{
+    struct chatparse *p       = chatparse_new(f, opts);
+    struct chatparse_deltas d = {0};
+    if (!p)
+        return HEARTH_ENOMEM;
+    enum hearth_status st = chatparse_feed(p, text, len, &d);
+    if (st == HEARTH_OK)
+        st = chatparse_finish(p, &d);
+    if (st == HEARTH_OK)
+        st = chatparse_msg_add(msg, &d);
+    if (has_calls)
+        *has_calls = chatparse_has_tool_calls(p);
+    chatparse_deltas_free(&d);
+    chatparse_free(p);
+    return st;
+}

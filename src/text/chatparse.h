@@ -185,6 +185,17 @@ struct chatparse_msg {
  */
 enum hearth_status chatparse_msg_add(struct chatparse_msg *msg, const struct chatparse_deltas *d);
 
+/*
+ * The non-streaming answer in one call: a parser for f and opts (NULL as in
+ * chatparse_new) fed text whole and finished, its deltas added to *msg
+ * (zero-initialised by the caller, or holding earlier text). Returns
+ * HEARTH_OK or HEARTH_ENOMEM; has_calls (may be NULL) gets
+ * chatparse_has_tool_calls.
+ */
+enum hearth_status chatparse_parse(const struct chatparse_format *f,
+                                   const struct chatparse_opts *opts, const char *text, size_t len,
+                                   struct chatparse_msg *msg, bool *has_calls);
+
 /* Frees msg's strings and calls; msg is empty afterwards. */
 void chatparse_msg_free(struct chatparse_msg *msg);
 

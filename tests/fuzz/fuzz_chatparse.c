@@ -5,7 +5,8 @@
  * options and the chunking (byte by byte, or pieces of pseudo-random length
  * seeded by it); the rest is the generated text. The text is parsed whole
  * and streamed; abort() unless both give the same message, and unless every
- * delta has the stream shape chatparse.h promises. Seeds:
+ * delta has the stream shape chatparse.h promises. A first byte of 255
+ * instead runs template detection on the rest. Seeds:
  * tests/fuzz/corpus/chatparse (written by mkcorpus_chatparse.py).
  */
 #include <stdint.h>
@@ -84,6 +85,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2)
         return 0;
+    if (data[0] == 255) {
+        /* the rest is a chat template, or a rendered prompt */
+        char *src = malloc(size);
+        check(src != NULL);
+        memcpy(src, data + 1, size - 1);
+        src[size - 1] = 0;
+        struct chatparse_format f;
+        chatparse_detect(src, &f);
+        check((f.think_open == NULL) == (f.think_close == NULL));
+        chatparse_prompt_opens_thinking(&f, src, size - 1);
+        free(src);
+        return 0;
+    }
     static const char *const think[][2] = {
         {NULL, NULL}, {"<think>", "</think>"}, {"[THINK]", "[/THINK]"}};
     struct chatparse_format f  = {.tools = (enum chatparse_tools)(data[0] % 7)};

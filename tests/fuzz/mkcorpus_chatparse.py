@@ -6,7 +6,9 @@ Each seed is two bytes and a model output: byte 0 is the tool format
 (0 none, 1 hermes, 2 qwen3-coder, 3 llama3, 4 mistral, 5 deepseek-r1,
 6 deepseek-v3.1) plus 7 for <think> markers or 14 for [THINK]; byte 1 the
 options (4: start inside reasoning, 8: a 48-byte call cap, 16: random chunks
-instead of bytes). Deterministic.
+instead of bytes). A first byte of 255 makes the rest a chat template for
+detection (the Qwen3 and DeepSeek-R1 templates of ../shared when present).
+Deterministic.
 
     python3 tests/fuzz/mkcorpus_chatparse.py
 """
@@ -48,8 +50,17 @@ SEEDS = {
 }
 
 
+SHARED = os.environ.get("HEARTH_SHARED") or os.path.join(HERE, "..", "..", "..", "shared")
+TEMPLATES = ["Qwen-Qwen3-0.6B.jinja", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"]
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    for name in TEMPLATES:
+        path = os.path.join(SHARED, "templates", name)
+        if os.path.exists(path):
+            with open(path, "rb") as f, open(os.path.join(OUT, "template-" + name), "wb") as o:
+                o.write(bytes([255]) + f.read())
     for name, (fmt, opts, text) in SEEDS.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(bytes([fmt, opts]) + text.encode())

@@ -154,7 +154,11 @@ static void expect_opts(const struct chatparse_format *f, const struct chatparse
     }
     assert_true(ok);
 
-    struct chatparse_msg m;
+    struct chatparse_msg m = {0};
+    assert_int_equal(chatparse_parse(f, o, text, len, &m, &has), HEARTH_OK);
+    assert_true(msg_equal(&m, &whole));
+    assert_int_equal(has, n_calls > 0);
+    chatparse_msg_free(&m);
     size_t *cuts = malloc((len + 1) * sizeof *cuts);
     assert_non_null(cuts);
     for (size_t i = 0; i < len; i++)
