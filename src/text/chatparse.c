@@ -544,10 +544,25 @@ static char *make_id(const struct chatparse *p, int32_t index)
     return dup_n(id, k);
 }
 
+/* Whether a model's own call id is fit to pass on: 1 to 64 of [A-Za-z0-9_-]. */
+static bool id_ok(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    if (!n || n > MISTRAL_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 /*
  * Adds a call to the held unit: name (name_len bytes) and arguments (an object, or a string
  * that holds one; taken over by this call). id may be NULL. Returns ACCEPT, REJECT when the
- * call is not valid, or -1 when out of memory.
+ * call is not valid, or -1 when out of memory. An id that is not id_ok is replaced.
  */
 static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSON *args,
                     const char *id)
@@ -578,7 +593,7 @@ static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSO
     c->arguments             = cJSON_PrintUnformatted(args);
     cJSON_Delete(args);
     c->name = dup_n(name, name_len);
-    c->id   = id && *id ? dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
+    c->id   = id_ok(id) ? dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
     p->n_pend++;
     if (!c->arguments || !c->name || !c->id)
         return -1;
@@ -604,9 +619,7 @@ static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, 
     cJSON *a = args ? cJSON_Duplicate(args, true) : cJSON_CreateObject();
     if (!a)
         return -1;
-    const char *ids = take_id && cJSON_IsString(id) && strlen(id->valuestring) <= MISTRAL_ID_MAX
-                          ? id->valuestring
-                          : NULL;
+    const char *ids = take_id && cJSON_IsString(id) ? id->valuestring : NULL;
     return pend_add(p, name->valuestring, strlen(name->valuestring), a, ids);
 }
 

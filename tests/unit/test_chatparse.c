@@ -495,6 +495,10 @@ static void test_mistral(void **state)
            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
            "\"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {}}]",
            NULL, NULL, c, N(c));
+    /* an id not fit to pass on is replaced */
+    static const struct want_call odd[] = {{"f", "{}", NULL}};
+    expect(&f, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}, \"id\": \"a b\\n\"}]", NULL, NULL,
+           odd, N(odd));
     /* Devstral / Ministral 3 */
     static const struct want_call d[] = {
         {"get_weather", "{\"city\":\"Paris\"}", NULL},
