@@ -160,13 +160,16 @@ static struct chatparse_delta *deltas_push(struct chatparse_deltas *d)
     return e;
 }
 
-/* Appends text of a kind, joining it to the last delta when that is the same kind and call. */
-static bool emit_text(struct chatparse_deltas *d, enum chatparse_delta_kind kind, int32_t index,
-                      const char *s, size_t n)
+/*
+ * Appends text of a kind, joining it to the last delta when that is the same kind and call
+ * and was added since d held `first` deltas (a caller may keep the earlier ones in its list).
+ */
+static bool emit_text(struct chatparse_deltas *d, size_t first, enum chatparse_delta_kind kind,
+                      int32_t index, const char *s, size_t n)
 {
     if (!n)
         return true;
-    struct chatparse_delta *last = d->n ? &d->v[d->n - 1] : NULL;
+    struct chatparse_delta *last = d->n > first ? &d->v[d->n - 1] : NULL;
     if (last && last->kind == kind && last->index == index && last->text) {
         char *t = last->text;
         if (last->text_len + n + 1 > last->text_cap) {
@@ -239,7 +242,8 @@ struct chatparse {
     bool llama_start; /* at the start of content or after a Llama 3 call: a call may begin */
     bool after_llama; /* ...and a ';' may come before it */
     bool finished;
-    int32_t n_calls; /* calls emitted */
+    int32_t n_calls;  /* calls emitted */
+    size_t out_first; /* deltas the caller's list held when this feed began */
 
     /* the held call: buf[0, call_ws) is whitespace before its marker, call_mlen the marker */
     enum call_kind call_kind;
@@ -464,7 +468,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     if (end <= p->ws_held)
         end = 0; /* all whitespace up to the cut */
     if (end) {
-        if (!emit_text(out, kind, -1, p->buf, end))
+        if (!emit_text(out, p->out_first, kind, -1, p->buf, end))
             return -1;
         p->trim_lead = false;
     }
@@ -977,7 +981,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
             d->name  = c->name;
             c->id = c->name = NULL;
             out->n++;
-            if (!emit_text(out, CHATPARSE_TOOL_ARGS, p->n_calls, c->arguments,
+            if (!emit_text(out, p->out_first, CHATPARSE_TOOL_ARGS, p->n_calls, c->arguments,
                            strlen(c->arguments)))
                 return -1;
             p->n_calls++;
@@ -997,7 +1001,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     if (p->reject_cost / CALL_REJECT_BUDGET >= p->o.call_max)
         p->o.parse_tools = false;
     size_t text = p->call_ws + p->call_mlen;
-    if (!emit_text(out, CHATPARSE_CONTENT, -1, p->buf, text))
+    if (!emit_text(out, p->out_first, CHATPARSE_CONTENT, -1, p->buf, text))
         return -1;
     consume(p, text);
     p->mode        = MODE_CONTENT;
@@ -1008,6 +1012,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
 
 static enum hearth_status run(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
 {
+    p->out_first = out->n;
     for (;;) {
         if (!p->len)
             return HEARTH_OK;

@@ -139,8 +139,10 @@ struct chatparse *chatparse_new(const struct chatparse_format *f,
 /*
  * Feeds the next len bytes of generated text and appends to out the deltas
  * they settle (possibly none: text may be held back). out is appended to,
- * never cleared. Returns HEARTH_OK, HEARTH_ENOMEM (the parser is then
- * unusable: free it), or HEARTH_EINVAL after chatparse_finish.
+ * never cleared, and the deltas it held before stay as they were (adjacent
+ * text of one kind from one feed comes as one delta). Returns HEARTH_OK,
+ * HEARTH_ENOMEM (the parser is then unusable: free it), or HEARTH_EINVAL
+ * after chatparse_finish.
  */
 enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t len,
                                   struct chatparse_deltas *out);

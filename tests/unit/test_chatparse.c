@@ -301,18 +301,6 @@ static void test_hermes_malformed_stays_text(void **state)
     expect_opts(&f, &off, call, NULL, call, NULL, 0);
 }
 
-static void test_call_cap(void **state)
-{
-    (void)state;
-    struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
-    struct chatparse_opts o   = {.parse_tools = true, .call_max = 48};
-    const char *big =
-        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"0123456789\"}}</tool_call>";
-    expect_opts(&f, &o, big, NULL, big, NULL, 0);
-    static const struct want_call c[] = {{"f", "{}", NULL}};
-    expect_opts(&f, &o, "<tool_call>{\"name\": \"f\"}</tool_call>", NULL, NULL, c, N(c));
-}
-
 /* Whole text and 7-byte chunks agree (for texts too long for expect's every split). */
 static void expect_same_chunked(const struct chatparse_format *f, const struct chatparse_opts *o,
                                 const char *text, size_t len, struct chatparse_msg *whole)
@@ -328,6 +316,40 @@ static void expect_same_chunked(const struct chatparse_format *f, const struct c
     assert_true(msg_equal(&m, whole));
     chatparse_msg_free(&m);
     free(cuts);
+}
+
+static void test_call_cap(void **state)
+{
+    (void)state;
+    /* the default cap, 1 MiB from the marker to the end of the call */
+    size_t len = CHATPARSE_CALL_MAX + 64;
+    char *text = malloc(len + 1);
+    assert_non_null(text);
+    for (int over = 0; over < 2; over++) {
+        const char *head = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"";
+        const char *tail = "\"}}</tool_call>";
+        size_t n         = over ? len : CHATPARSE_CALL_MAX;
+        size_t hl = strlen(head), tl = strlen(tail);
+        memcpy(text, head, hl);
+        memset(text + hl, 'x', n - hl - tl);
+        memcpy(text + n - tl, tail, tl);
+        text[n]                   = 0;
+        struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+        struct chatparse_msg whole;
+        expect_same_chunked(&h, NULL, text, n, &whole);
+        assert_int_equal(whole.n_calls, over ? 0 : 1);
+        assert_int_equal(whole.content_len, over ? n : 0);
+        chatparse_msg_free(&whole);
+    }
+    free(text);
+
+    struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    struct chatparse_opts o   = {.parse_tools = true, .call_max = 48};
+    const char *big =
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"0123456789\"}}</tool_call>";
+    expect_opts(&f, &o, big, NULL, big, NULL, 0);
+    static const struct want_call c[] = {{"f", "{}", NULL}};
+    expect_opts(&f, &o, "<tool_call>{\"name\": \"f\"}</tool_call>", NULL, NULL, c, N(c));
 }
 
 /* Output made of markers that never close costs linear time, and stays text. */
@@ -639,6 +661,19 @@ static void test_stream_shape_and_ids(void **state)
         assert_int_equal(d.n, 0);
         chatparse_deltas_free(&d);
         chatparse_free(p);
+    }
+    /* a list the caller keeps across feeds: what it held is left alone */
+    {
+        struct chatparse *q       = chatparse_new(&f, NULL);
+        struct chatparse_deltas l = {0};
+        assert_int_equal(chatparse_feed(q, "Hello", 5, &l), HEARTH_OK);
+        assert_int_equal(chatparse_feed(q, " world", 6, &l), HEARTH_OK);
+        assert_int_equal(chatparse_finish(q, &l), HEARTH_OK);
+        assert_int_equal(l.n, 2);
+        assert_string_equal(l.v[0].text, "Hello");
+        assert_string_equal(l.v[1].text, " world");
+        chatparse_deltas_free(&l);
+        chatparse_free(q);
     }
     /* text that may be a marker waits; then goes out whole */
     struct chatparse *p       = chatparse_new(&f, NULL);
