@@ -14,7 +14,7 @@
  * Rules the output follows:
  * - A marker is never emitted half: text that may still become a marker is
  *   held until decided. Emitted text never ends inside a UTF-8 character
- *   (unless the generation itself does, at finish).
+ *   (unless the generation is not UTF-8, or ends inside one).
  * - Each run of reasoning or content text (runs are cut by markers and by
  *   the ends of the generation) is trimmed of whitespace at both ends, so
  *   the whitespace between and after calls and around </think> goes.
@@ -23,7 +23,11 @@
  *   call_max bytes is given back as content text (marker included), and
  *   parsing goes on right after its opening marker. Never an error.
  * - Hermes and Qwen3-Coder share <tool_call>; inside it either body (JSON
- *   or <function=..>) is taken whichever the template taught.
+ *   or <function=..>) is taken whichever the template taught. A Llama 3
+ *   call is recognised only where content starts (or after another call).
+ * - think_open opens reasoning only at the very start of the output; call
+ *   markers inside reasoning are reasoning; a think_close in content is
+ *   content. Starting inside reasoning with no think_close: all reasoning.
  *
  * Memory: the text held back (a partial marker, whitespace, one call up to
  * call_max) plus the deltas of one feed. Not thread-safe per parser;
@@ -94,8 +98,9 @@ struct chatparse_opts {
  *   TOOL_START  {"tool_calls": [{"index": index, "id": id, "type": "function",
  *                                "function": {"name": name, "arguments": ""}}]}
  *   TOOL_ARGS   {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
- * A TOOL_START is always followed by its TOOL_ARGS in the same list. For the
- * non-streaming message, add every list to a chatparse_msg.
+ * A TOOL_START is always followed by its TOOL_ARGS in the same list (today
+ * one, holding all the arguments). For the non-streaming message, add every
+ * list to a chatparse_msg, or use chatparse_parse.
  */
 enum chatparse_delta_kind {
     CHATPARSE_REASONING,  /* text: a piece of reasoning_content */
