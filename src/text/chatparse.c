@@ -23,20 +23,23 @@
 
 /* ------------------------------------------------------------ markers --- */
 
-#define TOOL_CALL_OPEN   "<tool_call>"
-#define TOOL_CALL_CLOSE  "</tool_call>"
-#define PYTHON_TAG       "<|python_tag|>"
-#define MISTRAL_CALLS    "[TOOL_CALLS]"
-#define MISTRAL_ARGS     "[ARGS]"
-#define MISTRAL_CALL_ID  "[CALL_ID]"
-#define DS_CALLS_BEGIN   "<｜tool▁calls▁begin｜>"
-#define DS_CALLS_END     "<｜tool▁calls▁end｜>"
-#define DS_CALL_BEGIN    "<｜tool▁call▁begin｜>"
-#define DS_CALL_END      "<｜tool▁call▁end｜>"
-#define DS_SEP           "<｜tool▁sep｜>"
+#define TOOL_CALL_OPEN  "<tool_call>"
+#define TOOL_CALL_CLOSE "</tool_call>"
+#define PYTHON_TAG      "<|python_tag|>"
+#define MISTRAL_CALLS   "[TOOL_CALLS]"
+#define MISTRAL_ARGS    "[ARGS]"
+#define MISTRAL_CALL_ID "[CALL_ID]"
+#define DS_CALLS_BEGIN  "<｜tool▁calls▁begin｜>"
+#define DS_CALLS_END    "<｜tool▁calls▁end｜>"
+#define DS_CALL_BEGIN   "<｜tool▁call▁begin｜>"
+#define DS_CALL_END     "<｜tool▁call▁end｜>"
+#define DS_SEP          "<｜tool▁sep｜>"
 
 #define MISTRAL_NAME_MAX 256 /* bytes of a [TOOL_CALLS]NAME before [ARGS] or [CALL_ID] */
 #define MISTRAL_ID_MAX   64
+/* Calls given back as text may have been judged on this many times call_max bytes in all;
+ * then the parse stops looking for calls, so that output made of markers costs linear time */
+#define CALL_REJECT_BUDGET 4
 
 static const char *const tools_names[] = {
     [CHATPARSE_TOOLS_NONE]         = "none",
@@ -67,10 +70,12 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
     if (strstr(src, DS_CALLS_BEGIN) && strstr(src, DS_SEP))
         /* R1 wraps the arguments in a ```json fence after "function<｜tool▁sep｜>NAME";
          * V3.1 writes NAME<｜tool▁sep｜> and the bare JSON */
-        out->tools = strstr(src, "```json") ? CHATPARSE_TOOLS_DEEPSEEK_R1
-                                            : CHATPARSE_TOOLS_DEEPSEEK_V31;
+        out->tools =
+            strstr(src, "```json") ? CHATPARSE_TOOLS_DEEPSEEK_R1 : CHATPARSE_TOOLS_DEEPSEEK_V31;
     else if (strstr(src, MISTRAL_CALLS))
         out->tools = CHATPARSE_TOOLS_MISTRAL;
+    else if (tool_call && (strstr(src, "<arg_key>") || strstr(src, "<invoke name=")))
+        out->tools = CHATPARSE_TOOLS_NONE; /* GLM's and MiniMax's own syntaxes in <tool_call> */
     else if (tool_call)
         out->tools = function ? CHATPARSE_TOOLS_QWEN3_CODER : CHATPARSE_TOOLS_HERMES;
     else if (!function && strstr(src, "<|start_header_id|>") &&
@@ -142,7 +147,7 @@ static char *dup_n(const char *s, size_t n)
 static struct chatparse_delta *deltas_push(struct chatparse_deltas *d)
 {
     if (d->n == d->cap) {
-        size_t cap                 = d->cap ? 2 * d->cap : 8;
+        size_t cap                = d->cap ? 2 * d->cap : 8;
         struct chatparse_delta *v = realloc(d->v, cap * sizeof *v);
         if (!v)
             return NULL;
@@ -155,24 +160,32 @@ static struct chatparse_delta *deltas_push(struct chatparse_deltas *d)
     return e;
 }
 
-/* Appends text of a kind, joining it to the last delta when that is the same kind and call. */
-static bool emit_text(struct chatparse_deltas *d, enum chatparse_delta_kind kind, int32_t index,
-                      const char *s, size_t n)
+/*
+ * Appends text of a kind, joining it to the last delta when that is the same kind and call
+ * and was added since d held `first` deltas (a caller may keep the earlier ones in its list).
+ */
+static bool emit_text(struct chatparse_deltas *d, size_t first, enum chatparse_delta_kind kind,
+                      int32_t index, const char *s, size_t n)
 {
     if (!n)
         return true;
-    struct chatparse_delta *last = d->n ? &d->v[d->n - 1] : NULL;
+    struct chatparse_delta *last = d->n > first ? &d->v[d->n - 1] : NULL;
     if (last && last->kind == kind && last->index == index && last->text) {
-        char *t = realloc(last->text, last->text_len + n + 1);
-        if (!t)
-            return false;
+        char *t = last->text;
+        if (last->text_len + n + 1 > last->text_cap) {
+            /* doubling: a feed may join many small pieces (a run of rejected markers) */
+            size_t cap = 2 * (last->text_len + n + 1);
+            if (!(t = realloc(last->text, cap)))
+                return false;
+            last->text_cap = cap;
+        }
         memcpy(t + last->text_len, s, n);
         last->text_len += n;
         t[last->text_len] = 0;
         last->text        = t;
         return true;
     }
-    char *t = dup_n(s, n);
+    char *t                   = dup_n(s, n);
     struct chatparse_delta *e = t ? deltas_push(d) : NULL;
     if (!e) {
         free(t);
@@ -182,6 +195,7 @@ static bool emit_text(struct chatparse_deltas *d, enum chatparse_delta_kind kind
     e->index    = index;
     e->text     = t;
     e->text_len = n;
+    e->text_cap = n + 1;
     d->n++;
     return true;
 }
@@ -196,8 +210,8 @@ enum mode {
 
 /* What opened the held call, which says how to find its end. */
 enum call_kind {
-    CALL_HERMES,      /* <tool_call>, JSON inside */
-    CALL_XML,         /* <tool_call>, <function=..> inside */
+    CALL_HERMES,      /* <tool_call>, JSON inside (or <function=..>) */
+    CALL_XML,         /* <tool_call>, <function=..> inside (or JSON) */
     CALL_LLAMA_BRACE, /* a '{' starting the content; the marker is the brace itself */
     CALL_LLAMA_TAG,   /* <|python_tag|> */
     CALL_MISTRAL,     /* [TOOL_CALLS] */
@@ -218,22 +232,30 @@ struct jscan {
 struct chatparse {
     struct chatparse_format f;
     struct chatparse_opts o;
-    char *buf;      /* bytes fed and not settled; buf[len] == 0 */
+    char *base; /* the allocation, cap bytes; buf lies in it */
+    char *buf;  /* bytes fed and not settled, len of them */
     size_t len, cap;
     enum mode mode;
+    size_t ws_held;   /* buf starts with this many whitespace bytes already searched */
     bool trim_lead;   /* at the start of a text run: whitespace is dropped */
     bool out_start;   /* nothing but whitespace so far: think_open may open the output */
     bool llama_start; /* at the start of content or after a Llama 3 call: a call may begin */
     bool after_llama; /* ...and a ';' may come before it */
     bool finished;
-    int32_t n_calls; /* calls emitted */
+    int32_t n_calls;  /* calls emitted */
+    size_t out_first; /* deltas the caller's list held when this feed began */
 
     /* the held call: buf[0, call_ws) is whitespace before its marker, call_mlen the marker */
     enum call_kind call_kind;
     size_t call_ws, call_mlen;
-    size_t scan;     /* bytes from the marker already searched for the closing marker */
-    struct jscan js; /* JSON extent, for the kinds whose end is the JSON's end */
-    size_t js_at;    /* where js started (from the marker); 0: not started */
+    size_t scan;        /* bytes from the marker already searched for the closing marker */
+    size_t close_free;  /* no closing marker starts in buf[0, close_free): what searches of
+                         * earlier calls found, kept so that a run of unclosed markers is
+                         * searched once, not once per marker */
+    size_t reject_cost; /* bytes the calls given back as text were judged on: past
+                         * CALL_REJECT_BUDGET calls of call_max, no new call is held */
+    struct jscan js;    /* JSON extent, for the kinds whose end is the JSON's end */
+    size_t js_at;       /* where js started (from the marker); 0: not started */
 
     /* calls of the held unit, parsed and waiting for the verdict */
     struct chatparse_call *pend;
@@ -288,7 +310,7 @@ void chatparse_free(struct chatparse *p)
         return;
     pend_clear(p);
     free(p->pend);
-    free(p->buf);
+    free(p->base);
     free(p);
 }
 
@@ -299,9 +321,10 @@ bool chatparse_has_tool_calls(const struct chatparse *p)
 
 static void consume(struct chatparse *p, size_t n)
 {
-    memmove(p->buf, p->buf + n, p->len - n);
+    p->buf += n;
     p->len -= n;
-    p->buf[p->len] = 0;
+    p->close_free = p->close_free > n ? p->close_free - n : 0;
+    p->ws_held    = p->ws_held > n ? p->ws_held - n : 0;
 }
 
 /* How s[0, n) stands against a marker: it starts with it, is cut inside it, or neither. */
@@ -322,11 +345,15 @@ static const char *call_marker(const struct chatparse *p)
         return NULL;
     switch (p->f.tools) {
     case CHATPARSE_TOOLS_HERMES:
-    case CHATPARSE_TOOLS_QWEN3_CODER: return TOOL_CALL_OPEN;
-    case CHATPARSE_TOOLS_MISTRAL: return MISTRAL_CALLS;
+    case CHATPARSE_TOOLS_QWEN3_CODER:
+        return TOOL_CALL_OPEN;
+    case CHATPARSE_TOOLS_MISTRAL:
+        return MISTRAL_CALLS;
     case CHATPARSE_TOOLS_DEEPSEEK_R1:
-    case CHATPARSE_TOOLS_DEEPSEEK_V31: return DS_CALLS_BEGIN;
-    default: return NULL;
+    case CHATPARSE_TOOLS_DEEPSEEK_V31:
+        return DS_CALLS_BEGIN;
+    default:
+        return NULL;
     }
 }
 
@@ -422,8 +449,10 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     size_t mlen   = m ? strlen(m) : 0;
     size_t cut    = p->len; /* text ends here */
     bool marker   = false;
-    for (const char *s = p->buf; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf)));
-         s++) {
+    /* whitespace held from the last step was searched then (and no marker starts with it):
+     * a long run of it, fed a byte at a time, is not searched again and again */
+    const char *from = p->buf + (p->ws_held < p->len ? p->ws_held : p->len);
+    for (const char *s = from; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf))); s++) {
         enum prefix pr = prefix_of(s, p->len - (size_t)(s - p->buf), m);
         if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
             cut    = (size_t)(s - p->buf);
@@ -434,16 +463,19 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     if (cut == p->len && !at_end)
         cut -= utf8_cut(p->buf, cut);
     size_t end = cut;
-    while (end > 0 && is_ws(p->buf[end - 1]))
+    while (end > p->ws_held && is_ws(p->buf[end - 1]))
         end--;
+    if (end <= p->ws_held)
+        end = 0; /* all whitespace up to the cut */
     if (end) {
-        if (!emit_text(out, kind, -1, p->buf, end))
+        if (!emit_text(out, p->out_first, kind, -1, p->buf, end))
             return -1;
         p->trim_lead = false;
     }
     if (!marker) {
         /* at the end the trailing whitespace goes; before it, it waits for what follows */
         consume(p, at_end ? p->len : end);
+        p->ws_held = at_end ? 0 : cut - end;
         return end > 0;
     }
     if (p->mode == MODE_REASONING) {
@@ -454,14 +486,12 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         return 1;
     }
     consume(p, end);
-    enum call_kind kind_of[] = {
-        [CHATPARSE_TOOLS_HERMES]       = CALL_HERMES,
-        [CHATPARSE_TOOLS_QWEN3_CODER]  = CALL_XML,
-        [CHATPARSE_TOOLS_MISTRAL]      = CALL_MISTRAL,
-        [CHATPARSE_TOOLS_DEEPSEEK_R1]  = CALL_DS_R1,
-        [CHATPARSE_TOOLS_DEEPSEEK_V31] = CALL_DS_V31,
-    };
-    start_call(p, kind_of[p->f.tools], cut - end, mlen);
+    enum call_kind ck = p->f.tools == CHATPARSE_TOOLS_HERMES        ? CALL_HERMES
+                        : p->f.tools == CHATPARSE_TOOLS_QWEN3_CODER ? CALL_XML
+                        : p->f.tools == CHATPARSE_TOOLS_MISTRAL     ? CALL_MISTRAL
+                        : p->f.tools == CHATPARSE_TOOLS_DEEPSEEK_R1 ? CALL_DS_R1
+                                                                    : CALL_DS_V31;
+    start_call(p, ck, cut - end, mlen);
     return 1;
 }
 
@@ -518,10 +548,25 @@ static char *make_id(const struct chatparse *p, int32_t index)
     return dup_n(id, k);
 }
 
+/* Whether a model's own call id is fit to pass on: 1 to 64 of [A-Za-z0-9_-]. */
+static bool id_ok(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    if (!n || n > MISTRAL_ID_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
 /*
  * Adds a call to the held unit: name (name_len bytes) and arguments (an object, or a string
  * that holds one; taken over by this call). id may be NULL. Returns ACCEPT, REJECT when the
- * call is not valid, or -1 when out of memory.
+ * call is not valid, or -1 when out of memory. An id that is not id_ok is replaced.
  */
 static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSON *args,
                     const char *id)
@@ -552,7 +597,7 @@ static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSO
     c->arguments             = cJSON_PrintUnformatted(args);
     cJSON_Delete(args);
     c->name = dup_n(name, name_len);
-    c->id   = id && *id ? dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
+    c->id   = id_ok(id) ? dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
     p->n_pend++;
     if (!c->arguments || !c->name || !c->id)
         return -1;
@@ -570,17 +615,15 @@ static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, 
     const cJSON *id   = cJSON_GetObjectItemCaseSensitive(o, "id");
     if (!args)
         args = cJSON_GetObjectItemCaseSensitive(o, "parameters");
-    if (!cJSON_IsString(name) || (type && !(cJSON_IsString(type) &&
-                                            !strcmp(type->valuestring, "function"))))
+    if (!cJSON_IsString(name) ||
+        (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))))
         return REJECT;
     if (!args && need_args)
         return REJECT;
     cJSON *a = args ? cJSON_Duplicate(args, true) : cJSON_CreateObject();
     if (!a)
         return -1;
-    const char *ids = take_id && cJSON_IsString(id) && strlen(id->valuestring) <= MISTRAL_ID_MAX
-                          ? id->valuestring
-                          : NULL;
+    const char *ids = take_id && cJSON_IsString(id) ? id->valuestring : NULL;
     return pend_add(p, name->valuestring, strlen(name->valuestring), a, ids);
 }
 
@@ -793,14 +836,19 @@ static size_t json_extent(struct chatparse *p, const char *s, size_t n, size_t a
     return jscan_run(&p->js, s, n);
 }
 
-/* Searches s[0, n) for the closing lit from where the last search stopped; n when absent. */
+/*
+ * Searches the held call s[0, n) for its closing lit, from where the searches before stopped
+ * (this call's or earlier ones'); n when absent.
+ */
 static size_t find_close(struct chatparse *p, const char *s, size_t n, const char *lit)
 {
-    size_t e = find_from(s, n, p->scan, lit);
-    if (e == n) {
-        size_t l = strlen(lit);
-        p->scan  = n >= l && n - l + 1 > p->scan ? n - l + 1 : p->scan;
-    }
+    size_t from = p->scan;
+    if (p->close_free > p->call_ws && p->close_free - p->call_ws > from)
+        from = p->close_free - p->call_ws;
+    size_t e      = find_from(s, n, from, lit);
+    size_t l      = strlen(lit);
+    p->scan       = e < n ? e : n >= l && n - l + 1 > from ? n - l + 1 : from;
+    p->close_free = p->call_ws + p->scan;
     return e;
 }
 
@@ -821,13 +869,13 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         return parse_mistral_array(p, s + at, e - at);
     }
     size_t name_at = at;
-    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[')
+    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[' && !is_ws(s[at]))
         at++;
-    if (at - name_at > MISTRAL_NAME_MAX)
-        return REJECT;
+    if (at - name_at > MISTRAL_NAME_MAX || (at < n && is_ws(s[at])))
+        return REJECT; /* prose after the marker, not a name: tell at once */
     if (at == n)
         return NEED_MORE;
-    size_t name_end = at;
+    size_t name_end             = at;
     char id[MISTRAL_ID_MAX + 1] = "";
     enum prefix pr              = prefix_of(s + at, n - at, MISTRAL_CALL_ID);
     if (pr == PREFIX_PART)
@@ -879,8 +927,11 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
         if (e == n)
             return NEED_MORE;
         *used = e + strlen(TOOL_CALL_CLOSE);
-        return p->call_kind == CALL_HERMES ? parse_hermes(p, s + m, e - m)
-                                           : parse_xml(p, s + m, e - m);
+        /* either body in either format: the template says which one the model was taught,
+         * but a fine-tune may write the other, and a valid call is worth more than the rule */
+        at = m;
+        skip_ws(s, e, &at);
+        return at < e && s[at] == '{' ? parse_hermes(p, s + m, e - m) : parse_xml(p, s + m, e - m);
     case CALL_DS_R1:
     case CALL_DS_V31:
         e = find_close(p, s, n, DS_CALLS_END);
@@ -901,7 +952,8 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
             return NEED_MORE;
         *used = e;
         return parse_llama(p, s + at, e - at);
-    case CALL_MISTRAL: return match_mistral(p, s, n, used);
+    case CALL_MISTRAL:
+        return match_mistral(p, s, n, used);
     }
     return REJECT;
 }
@@ -912,7 +964,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     size_t n    = p->len - p->call_ws;
     bool capped = n >= p->o.call_max;
     size_t used = 0;
-    int v = match_call(p, p->buf + p->call_ws, capped ? p->o.call_max : n, &used);
+    int v       = match_call(p, p->buf + p->call_ws, capped ? p->o.call_max : n, &used);
     if (v < 0)
         return -1;
     if (v == NEED_MORE && !capped && !at_end)
@@ -929,7 +981,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
             d->name  = c->name;
             c->id = c->name = NULL;
             out->n++;
-            if (!emit_text(out, CHATPARSE_TOOL_ARGS, p->n_calls, c->arguments,
+            if (!emit_text(out, p->out_first, CHATPARSE_TOOL_ARGS, p->n_calls, c->arguments,
                            strlen(c->arguments)))
                 return -1;
             p->n_calls++;
@@ -945,8 +997,11 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
     /* not a call: its marker (and the whitespace before it) is text, and the search
      * for markers goes on right after it */
     pend_clear(p);
+    p->reject_cost += v == NEED_MORE ? (capped ? p->o.call_max : n) : used;
+    if (p->reject_cost / CALL_REJECT_BUDGET >= p->o.call_max)
+        p->o.parse_tools = false;
     size_t text = p->call_ws + p->call_mlen;
-    if (!emit_text(out, CHATPARSE_CONTENT, -1, p->buf, text))
+    if (!emit_text(out, p->out_first, CHATPARSE_CONTENT, -1, p->buf, text))
         return -1;
     consume(p, text);
     p->mode        = MODE_CONTENT;
@@ -957,6 +1012,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
 
 static enum hearth_status run(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
 {
+    p->out_first = out->n;
     for (;;) {
         if (!p->len)
             return HEARTH_OK;
@@ -973,20 +1029,27 @@ enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t 
 {
     if (p->finished)
         return HEARTH_EINVAL;
-    if (p->len + len + 1 > p->cap) {
-        size_t cap = p->cap ? p->cap : 256;
-        while (cap < p->len + len + 1)
-            cap *= 2;
-        char *b = realloc(p->buf, cap);
-        if (!b)
-            return HEARTH_ENOMEM;
-        p->buf = b;
-        p->cap = cap;
+    size_t off = (size_t)(p->buf - p->base);
+    if (off + p->len + len > p->cap) {
+        if (off) {
+            memmove(p->base, p->buf, p->len);
+            p->buf = p->base;
+        }
+        /* grown to twice what it holds, so a move is paid for by as many bytes fed */
+        if (2 * (p->len + len) > p->cap) {
+            size_t cap = p->cap ? p->cap : 256;
+            while (cap < 2 * (p->len + len))
+                cap *= 2;
+            char *b = realloc(p->base, cap);
+            if (!b)
+                return HEARTH_ENOMEM;
+            p->base = p->buf = b;
+            p->cap           = cap;
+        }
     }
     if (len)
         memcpy(p->buf + p->len, text, len);
     p->len += len;
-    p->buf[p->len] = 0;
     return run(p, false, out);
 }
 
@@ -1068,4 +1131,24 @@ void chatparse_msg_free(struct chatparse_msg *msg)
     }
     free(msg->calls);
     memset(msg, 0, sizeof *msg);
+}
+
+enum hearth_status chatparse_parse(const struct chatparse_format *f,
+                                   const struct chatparse_opts *opts, const char *text, size_t len,
+                                   struct chatparse_msg *msg, bool *has_calls)
+{
+    struct chatparse *p       = chatparse_new(f, opts);
+    struct chatparse_deltas d = {0};
+    if (!p)
+        return HEARTH_ENOMEM;
+    enum hearth_status st = chatparse_feed(p, text, len, &d);
+    if (st == HEARTH_OK)
+        st = chatparse_finish(p, &d);
+    if (st == HEARTH_OK)
+        st = chatparse_msg_add(msg, &d);
+    if (has_calls)
+        *has_calls = chatparse_has_tool_calls(p);
+    chatparse_deltas_free(&d);
+    chatparse_free(p);
+    return st;
 }

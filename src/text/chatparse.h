@@ -14,7 +14,7 @@
  * Rules the output follows:
  * - A marker is never emitted half: text that may still become a marker is
  *   held until decided. Emitted text never ends inside a UTF-8 character
- *   (unless the generation itself does, at finish).
+ *   (unless the generation is not UTF-8, or ends inside one).
  * - Each run of reasoning or content text (runs are cut by markers and by
  *   the ends of the generation) is trimmed of whitespace at both ends, so
  *   the whitespace between and after calls and around </think> goes.
@@ -22,6 +22,12 @@
  *   A call that does not parse, is unterminated at finish, or grows past
  *   call_max bytes is given back as content text (marker included), and
  *   parsing goes on right after its opening marker. Never an error.
+ * - Hermes and Qwen3-Coder share <tool_call>; inside it either body (JSON
+ *   or <function=..>) is taken whichever the template taught. A Llama 3
+ *   call is recognised only where content starts (or after another call).
+ * - think_open opens reasoning only at the very start of the output; call
+ *   markers inside reasoning are reasoning; a think_close in content is
+ *   content. Starting inside reasoning with no think_close: all reasoning.
  *
  * Memory: the text held back (a partial marker, whitespace, one call up to
  * call_max) plus the deltas of one feed. Not thread-safe per parser;
@@ -40,13 +46,13 @@
 #define CHATPARSE_CALL_MAX (1u << 20)
 
 enum chatparse_tools {
-    CHATPARSE_TOOLS_NONE,         /* no tool-call syntax recognised: everything is text */
-    CHATPARSE_TOOLS_HERMES,       /* <tool_call>\n{"name": N, "arguments": {..}}\n</tool_call> */
-    CHATPARSE_TOOLS_QWEN3_CODER,  /* <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>.. */
-    CHATPARSE_TOOLS_LLAMA3,       /* [<|python_tag|>]{"name": N, "parameters": {..}} at the start */
-    CHATPARSE_TOOLS_MISTRAL,      /* [TOOL_CALLS][{..}, ..] or [TOOL_CALLS]N[CALL_ID]id[ARGS]{..} */
-    CHATPARSE_TOOLS_DEEPSEEK_R1,  /* <｜tool▁calls▁begin｜>..function<｜tool▁sep｜>N\n```json.. */
-    CHATPARSE_TOOLS_DEEPSEEK_V31, /* <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>N<｜tool▁sep｜>{..}.. */
+    CHATPARSE_TOOLS_NONE,        /* no tool-call syntax recognised: everything is text */
+    CHATPARSE_TOOLS_HERMES,      /* <tool_call>\n{"name": N, "arguments": {..}}\n</tool_call> */
+    CHATPARSE_TOOLS_QWEN3_CODER, /* <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>.. */
+    CHATPARSE_TOOLS_LLAMA3,      /* [<|python_tag|>]{"name": N, "parameters": {..}} at the start */
+    CHATPARSE_TOOLS_MISTRAL,     /* [TOOL_CALLS][{..}, ..] or [TOOL_CALLS]N[CALL_ID]id[ARGS]{..} */
+    CHATPARSE_TOOLS_DEEPSEEK_R1, /* <｜tool▁calls▁begin｜>, function, sep, N, ```json{..}``` */
+    CHATPARSE_TOOLS_DEEPSEEK_V31, /* <｜tool▁calls▁begin｜>, N, sep, {..} (V3.1) */
 };
 
 struct chatparse_format {
@@ -78,13 +84,24 @@ bool chatparse_prompt_opens_thinking(const struct chatparse_format *f, const cha
                                      size_t len);
 
 struct chatparse_opts {
-    bool parse_tools;        /* false: tool-call markers are plain content */
+    bool parse_tools;        /* false (the request offers no tools): call markers are content */
     bool split_reasoning;    /* false (reasoning_format "none"): think markers are content */
     bool start_in_reasoning; /* the prompt opened the block (chatparse_prompt_opens_thinking) */
     uint64_t id_seed;        /* call ids are a function of this seed and the call's index */
     size_t call_max;         /* bytes a call may hold; 0 means CHATPARSE_CALL_MAX */
 };
 
+/*
+ * Deltas map onto a chat.completion.chunk's choices[i].delta one for one:
+ *   REASONING   {"reasoning_content": text}
+ *   CONTENT     {"content": text}
+ *   TOOL_START  {"tool_calls": [{"index": index, "id": id, "type": "function",
+ *                                "function": {"name": name, "arguments": ""}}]}
+ *   TOOL_ARGS   {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
+ * A TOOL_START is always followed by its TOOL_ARGS in the same list (today
+ * one, holding all the arguments). For the non-streaming message, add every
+ * list to a chatparse_msg, or use chatparse_parse.
+ */
 enum chatparse_delta_kind {
     CHATPARSE_REASONING,  /* text: a piece of reasoning_content */
     CHATPARSE_CONTENT,    /* text: a piece of content */
@@ -95,8 +112,10 @@ enum chatparse_delta_kind {
 struct chatparse_delta {
     enum chatparse_delta_kind kind;
     int32_t index;   /* TOOL_*: the call's position in tool_calls, 0, 1, ...; else -1 */
-    char *text;      /* REASONING, CONTENT, TOOL_ARGS: NUL-terminated (may hold no NUL) */
+    char *text;      /* REASONING, CONTENT, TOOL_ARGS: NUL-terminated, text_len bytes before
+                      * the terminator (a NUL the model wrote counts in text_len) */
     size_t text_len; /* bytes of text, >= 1 */
+    size_t text_cap; /* bytes allocated for text (the parser's business) */
     char *id;        /* TOOL_START: "call_" and 24 alphanumerics, or the model's own id */
     char *name;      /* TOOL_START: the function's name */
 };
@@ -119,13 +138,16 @@ struct chatparse;
  * Options a format cannot use are ignored (no markers, no split). Returns
  * NULL only when out of memory. f and its strings must outlive the parser.
  */
-struct chatparse *chatparse_new(const struct chatparse_format *f, const struct chatparse_opts *opts);
+struct chatparse *chatparse_new(const struct chatparse_format *f,
+                                const struct chatparse_opts *opts);
 
 /*
  * Feeds the next len bytes of generated text and appends to out the deltas
  * they settle (possibly none: text may be held back). out is appended to,
- * never cleared. Returns HEARTH_OK, HEARTH_ENOMEM (the parser is then
- * unusable: free it), or HEARTH_EINVAL after chatparse_finish.
+ * never cleared, and the deltas it held before stay as they were (adjacent
+ * text of one kind from one feed comes as one delta). Returns HEARTH_OK,
+ * HEARTH_ENOMEM (the parser is then unusable: free it), or HEARTH_EINVAL
+ * after chatparse_finish.
  */
 enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t len,
                                   struct chatparse_deltas *out);
@@ -154,9 +176,9 @@ struct chatparse_call {
 
 /* A whole message, built from deltas. Zero-initialised is empty; NULL strings mean "". */
 struct chatparse_msg {
-    char *reasoning;   /* NUL-terminated, or NULL when none */
+    char *reasoning; /* NUL-terminated, reasoning_len bytes; NULL when none */
     size_t reasoning_len;
-    char *content;     /* NUL-terminated, or NULL when none */
+    char *content; /* NUL-terminated, content_len bytes; NULL when none */
     size_t content_len;
     struct chatparse_call *calls;
     size_t n_calls;
@@ -169,6 +191,17 @@ struct chatparse_msg {
  * started (msg is left as it was before the failing delta).
  */
 enum hearth_status chatparse_msg_add(struct chatparse_msg *msg, const struct chatparse_deltas *d);
+
+/*
+ * The non-streaming answer in one call: a parser for f and opts (NULL as in
+ * chatparse_new) fed text whole and finished, its deltas added to *msg
+ * (zero-initialised by the caller, or holding earlier text). Returns
+ * HEARTH_OK or HEARTH_ENOMEM; has_calls (may be NULL) gets
+ * chatparse_has_tool_calls.
+ */
+enum hearth_status chatparse_parse(const struct chatparse_format *f,
+                                   const struct chatparse_opts *opts, const char *text, size_t len,
+                                   struct chatparse_msg *msg, bool *has_calls);
 
 /* Frees msg's strings and calls; msg is empty afterwards. */
 void chatparse_msg_free(struct chatparse_msg *msg);

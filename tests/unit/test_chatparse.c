@@ -67,14 +67,14 @@ static void check_shape(const struct chatparse_deltas *d, int32_t *n_started, bo
 }
 
 /* Parses text fed in the pieces that the cut offsets (ascending, n_cuts of them) make. */
-static void parse(const struct chatparse_format *f, const struct chatparse_opts *o, const char *text,
-                  size_t len, const size_t *cuts, size_t n_cuts, struct chatparse_msg *msg,
-                  bool *has_calls)
+static void parse(const struct chatparse_format *f, const struct chatparse_opts *o,
+                  const char *text, size_t len, const size_t *cuts, size_t n_cuts,
+                  struct chatparse_msg *msg, bool *has_calls)
 {
-    struct chatparse *p         = chatparse_new(f, o);
-    struct chatparse_deltas d   = {0};
-    int32_t n_started           = 0;
-    size_t at                   = 0;
+    struct chatparse *p       = chatparse_new(f, o);
+    struct chatparse_deltas d = {0};
+    int32_t n_started         = 0;
+    size_t at                 = 0;
     assert_non_null(p);
     memset(msg, 0, sizeof *msg);
     for (size_t i = 0; i <= n_cuts; i++) {
@@ -154,7 +154,11 @@ static void expect_opts(const struct chatparse_format *f, const struct chatparse
     }
     assert_true(ok);
 
-    struct chatparse_msg m;
+    struct chatparse_msg m = {0};
+    assert_int_equal(chatparse_parse(f, o, text, len, &m, &has), HEARTH_OK);
+    assert_true(msg_equal(&m, &whole));
+    assert_int_equal(has, n_calls > 0);
+    chatparse_msg_free(&m);
     size_t *cuts = malloc((len + 1) * sizeof *cuts);
     assert_non_null(cuts);
     for (size_t i = 0; i < len; i++)
@@ -191,10 +195,10 @@ static void expect_opts(const struct chatparse_format *f, const struct chatparse
     chatparse_msg_free(&whole);
 }
 
-static const struct chatparse_opts defaults = {.parse_tools = true, .split_reasoning = true,
-                                               .id_seed = 42};
-static const struct chatparse_opts in_think = {.parse_tools = true, .split_reasoning = true,
-                                               .start_in_reasoning = true, .id_seed = 42};
+static const struct chatparse_opts defaults = {
+    .parse_tools = true, .split_reasoning = true, .id_seed = 42};
+static const struct chatparse_opts in_think = {
+    .parse_tools = true, .split_reasoning = true, .start_in_reasoning = true, .id_seed = 42};
 
 static void expect(const struct chatparse_format *f, const char *text, const char *reasoning,
                    const char *content, const struct want_call *calls, size_t n_calls)
@@ -229,7 +233,7 @@ static void test_qwen3_think_then_call(void **state)
 static void test_qwen25_parallel_calls(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"Paris\"}", NULL},
         {"get_time", "{\"timezone\":\"Europe/Paris\"}", NULL},
@@ -263,15 +267,15 @@ static void test_non_ascii_arguments(void **state)
            "\"translate\", \"arguments\": {\"text\": \"Grüße aus Zürich\", \"to\": \"日本語\", "
            "\"note\": \"M\\u00fcnchen \\u2600\"}}\n</tool_call>",
            "Übersetzung nach Japanisch — 日本語.", NULL, c, N(c));
-    expect(&hermes_think, "Ça va très bien, merci ! 🙂", NULL, "Ça va très bien, merci ! 🙂",
-           NULL, 0);
+    expect(&hermes_think, "Ça va très bien, merci ! 🙂", NULL,
+           "Ça va très bien, merci ! 🙂", NULL, 0);
 }
 
 static void test_hermes_malformed_stays_text(void **state)
 {
     (void)state;
     struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
-    const char *bad           = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>";
+    const char *bad = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": }\n</tool_call>";
     expect(&f, bad, NULL, bad, NULL, 0);
     const char *unterminated = "Sure.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}";
     expect(&f, unterminated, NULL, unterminated, NULL, 0);
@@ -286,8 +290,9 @@ static void test_hermes_malformed_stays_text(void **state)
     expect(&f, extra, NULL, extra, NULL, 0);
     /* a bad call is text, and the parse goes on after its marker */
     static const struct want_call c[] = {{"f", "{\"a\":1}", NULL}};
-    expect(&f, "<tool_call>oops <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
-               "</tool_call>",
+    expect(&f,
+           "<tool_call>oops <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
+           "</tool_call>",
            NULL, "<tool_call>oops", c, N(c));
     /* a lone </think> is content; so is everything when tools are off */
     expect(&hermes_think, "Use </think> to close.", NULL, "Use </think> to close.", NULL, 0);
@@ -296,15 +301,124 @@ static void test_hermes_malformed_stays_text(void **state)
     expect_opts(&f, &off, call, NULL, call, NULL, 0);
 }
 
+/* Whole text and 7-byte chunks agree (for texts too long for expect's every split). */
+static void expect_same_chunked(const struct chatparse_format *f, const struct chatparse_opts *o,
+                                const char *text, size_t len, struct chatparse_msg *whole)
+{
+    size_t n_cuts = len / 7, *cuts = malloc((n_cuts + 1) * sizeof *cuts);
+    bool has;
+    assert_non_null(cuts);
+    for (size_t i = 0; i < n_cuts; i++)
+        cuts[i] = 7 * (i + 1);
+    struct chatparse_msg m;
+    parse(f, o, text, len, NULL, 0, whole, &has);
+    parse(f, o, text, len, cuts, n_cuts, &m, &has);
+    assert_true(msg_equal(&m, whole));
+    chatparse_msg_free(&m);
+    free(cuts);
+}
+
 static void test_call_cap(void **state)
 {
     (void)state;
+    /* the default cap, 1 MiB from the marker to the end of the call */
+    size_t len = CHATPARSE_CALL_MAX + 64;
+    char *text = malloc(len + 1);
+    assert_non_null(text);
+    for (int over = 0; over < 2; over++) {
+        const char *head = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"";
+        const char *tail = "\"}}</tool_call>";
+        size_t n         = over ? len : CHATPARSE_CALL_MAX;
+        size_t hl = strlen(head), tl = strlen(tail);
+        memcpy(text, head, hl);
+        memset(text + hl, 'x', n - hl - tl);
+        memcpy(text + n - tl, tail, tl);
+        text[n]                   = 0;
+        struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+        struct chatparse_msg whole;
+        expect_same_chunked(&h, NULL, text, n, &whole);
+        assert_int_equal(whole.n_calls, over ? 0 : 1);
+        assert_int_equal(whole.content_len, over ? n : 0);
+        chatparse_msg_free(&whole);
+    }
+    free(text);
+
     struct chatparse_format f = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
     struct chatparse_opts o   = {.parse_tools = true, .call_max = 48};
-    const char *big = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"0123456789\"}}</tool_call>";
+    const char *big =
+        "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"0123456789\"}}</tool_call>";
     expect_opts(&f, &o, big, NULL, big, NULL, 0);
     static const struct want_call c[] = {{"f", "{}", NULL}};
     expect_opts(&f, &o, "<tool_call>{\"name\": \"f\"}</tool_call>", NULL, NULL, c, N(c));
+}
+
+/* Output made of markers that never close costs linear time, and stays text. */
+static void test_marker_floods(void **state)
+{
+    (void)state;
+    static const struct {
+        enum chatparse_tools tools;
+        const char *unit;
+    } floods[] = {
+        {CHATPARSE_TOOLS_HERMES, "<tool_call>"},
+        {CHATPARSE_TOOLS_QWEN3_CODER, "<tool_call>\n<function=f>"},
+        {CHATPARSE_TOOLS_MISTRAL, "[TOOL_CALLS]["},
+        {CHATPARSE_TOOLS_MISTRAL, "[TOOL_CALLS]f[ARGS]{"},
+        {CHATPARSE_TOOLS_DEEPSEEK_R1, "<｜tool▁calls▁begin｜>"},
+    };
+    for (size_t k = 0; k < N(floods); k++) {
+        size_t ulen = strlen(floods[k].unit), reps = 200000 / ulen, len = reps * ulen;
+        char *text = malloc(len + 1);
+        assert_non_null(text);
+        for (size_t i = 0; i < reps; i++)
+            memcpy(text + i * ulen, floods[k].unit, ulen);
+        text[len]                 = 0;
+        struct chatparse_format f = fmt(floods[k].tools, NULL, NULL);
+        struct chatparse_opts o   = {.parse_tools = true, .call_max = 4096};
+        struct chatparse_msg whole;
+        expect_same_chunked(&f, &o, text, len, &whole);
+        assert_int_equal(whole.n_calls, 0);
+        assert_int_equal(whole.content_len, len);
+        chatparse_msg_free(&whole);
+        free(text);
+    }
+    /* nor does a long run of whitespace (held until what follows it is known) */
+    size_t len = 300000;
+    char *ws   = malloc(len + 1);
+    assert_non_null(ws);
+    for (size_t i = 0; i < len; i++)
+        ws[i] = " \n"[i % 2];
+    ws[0]                     = 'a';
+    ws[len - 1]               = 'b';
+    ws[len]                   = 0;
+    struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, "<think>", "</think>");
+    struct chatparse_msg whole;
+    expect_same_chunked(&h, NULL, ws, len, &whole);
+    assert_string_equal(whole.content, ws);
+    chatparse_msg_free(&whole);
+    ws[len - 1] = ' ';
+    expect_same_chunked(&h, NULL, ws, len, &whole);
+    assert_string_equal(whole.content, "a");
+    chatparse_msg_free(&whole);
+    free(ws);
+    /* an unclosed marker mentioned before a real call does not hide the call */
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    static const struct want_call c[] = {{"f", "{}", NULL}};
+    expect(&f, "Calls look like <tool_call> ... then:\n<tool_call>{\"name\": \"f\"}</tool_call>",
+           NULL, "Calls look like <tool_call> ... then:", c, N(c));
+    /* past the budget of rejected bytes (4 calls of call_max), markers are text even where
+     * a call would parse */
+    struct chatparse_opts small = {.parse_tools = true, .call_max = 40};
+    const char *x40             = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    const char *call            = "<tool_call>{\"name\": \"f\"}</tool_call>";
+    char text[512];
+    snprintf(text, sizeof text, "<tool_call>%s<tool_call>%s<tool_call>%s%s", x40, x40, x40, call);
+    char want[512];
+    snprintf(want, sizeof want, "<tool_call>%s<tool_call>%s<tool_call>%s", x40, x40, x40);
+    expect_opts(&f, &small, text, NULL, want, c, N(c));
+    snprintf(text, sizeof text, "<tool_call>%s<tool_call>%s<tool_call>%s<tool_call>%s%s", x40, x40,
+             x40, x40, call);
+    expect_opts(&f, &small, text, NULL, text, NULL, 0);
 }
 
 /* ------------------------------------------------------------ Qwen3-Coder --- */
@@ -312,7 +426,7 @@ static void test_call_cap(void **state)
 static void test_qwen3_coder_xml(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"San Francisco\",\"days\":3}", NULL}};
     expect(&f,
@@ -335,7 +449,7 @@ static void test_qwen3_coder_xml(void **state)
            "<function=ls>\n</function>\n</tool_call>",
            NULL, NULL, w, N(w));
     /* Qwen3.5: the prompt opened <think>, then the XML call */
-    struct chatparse_format f35 = fmt(CHATPARSE_TOOLS_QWEN3_CODER, "<think>", "</think>");
+    struct chatparse_format f35       = fmt(CHATPARSE_TOOLS_QWEN3_CODER, "<think>", "</think>");
     static const struct want_call s[] = {{"search", "{\"query\":\"hearth llm\"}", NULL}};
     expect_opts(&f35, &in_think,
                 "I need to search.\n</think>\n\n<tool_call>\n<function=search>\n"
@@ -345,8 +459,14 @@ static void test_qwen3_coder_xml(void **state)
     expect(&f, nofn, NULL, nofn, NULL, 0);
     const char *noparam = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</function>\n</tool_call>";
     expect(&f, noparam, NULL, noparam, NULL, 0);
-    const char *json = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
-    expect(&f, json, NULL, json, NULL, 0);
+    /* the JSON body of Hermes is taken in the XML format too, and the other way round */
+    static const struct want_call j[] = {{"f", "{\"a\":1}", NULL}};
+    expect(&f, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>", NULL,
+           NULL, j, N(j));
+    struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    expect(&h,
+           "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+           NULL, NULL, j, N(j));
 }
 
 /* --------------------------------------------------------------- Llama 3 --- */
@@ -354,7 +474,7 @@ static void test_qwen3_coder_xml(void **state)
 static void test_llama3_json(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_LLAMA3, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_LLAMA3, NULL, NULL);
     static const struct want_call c[] = {{"get_weather", "{\"city\":\"Paris\"}", NULL}};
     expect(&f, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", NULL, NULL, c,
            N(c));
@@ -370,8 +490,8 @@ static void test_llama3_json(void **state)
            "\"parameters\": {}}",
            NULL, NULL, two, N(two));
     /* braces later in the content, or JSON that is no call, are content */
-    expect(&f, "The set {1, 2} has two elements.", NULL, "The set {1, 2} has two elements.",
-           NULL, 0);
+    expect(&f, "The set {1, 2} has two elements.", NULL, "The set {1, 2} has two elements.", NULL,
+           0);
     expect(&f, "{\"answer\": 42}", NULL, "{\"answer\": 42}", NULL, 0);
     expect(&f, "{\"name\": \"Bob\"}", NULL, "{\"name\": \"Bob\"}", NULL, 0);
     expect(&f, "{\"name\": \"f\", \"parameters\": {", NULL, "{\"name\": \"f\", \"parameters\": {",
@@ -387,7 +507,7 @@ static void test_llama3_json(void **state)
 static void test_mistral(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"Paris\"}", "a1B2c3D4e"},
         {"get_time", "{}", NULL},
@@ -397,6 +517,10 @@ static void test_mistral(void **state)
            "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
            "\"id\": \"a1B2c3D4e\"}, {\"name\": \"get_time\", \"arguments\": {}}]",
            NULL, NULL, c, N(c));
+    /* an id not fit to pass on is replaced */
+    static const struct want_call odd[] = {{"f", "{}", NULL}};
+    expect(&f, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}, \"id\": \"a b\\n\"}]", NULL, NULL,
+           odd, N(odd));
     /* Devstral / Ministral 3 */
     static const struct want_call d[] = {
         {"get_weather", "{\"city\":\"Paris\"}", NULL},
@@ -412,8 +536,9 @@ static void test_mistral(void **state)
            s, N(s));
     /* Ministral 3 Reasoning: [THINK] markers */
     struct chatparse_format r = fmt(CHATPARSE_TOOLS_MISTRAL, "[THINK]", "[/THINK]");
-    expect(&r, "[THINK]The user wants Paris.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": "
-               "\"Paris\"}",
+    expect(&r,
+           "[THINK]The user wants Paris.[/THINK][TOOL_CALLS]get_weather[ARGS]{\"city\": "
+           "\"Paris\"}",
            "The user wants Paris.", NULL, d, 1);
     const char *bad[] = {
         "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {]",
@@ -432,7 +557,7 @@ static void test_mistral(void **state)
 static void test_deepseek_r1(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>", "</think>");
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>", "</think>");
     static const struct want_call c[] = {
         {"get_weather", "{\"city\":\"Paris\"}", NULL},
         {"get_time", "{\"tz\":\"CET\"}", NULL},
@@ -458,7 +583,7 @@ static void test_deepseek_r1(void **state)
 static void test_deepseek_v31(void **state)
 {
     (void)state;
-    struct chatparse_format f          = fmt(CHATPARSE_TOOLS_DEEPSEEK_V31, "<think>", "</think>");
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_DEEPSEEK_V31, "<think>", "</think>");
     static const struct want_call c[] = {{"get_weather", "{\"city\":\"Paris\"}", NULL}};
     expect(&f,
            "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>"
@@ -475,8 +600,8 @@ static void test_deepseek_v31(void **state)
 static void test_reasoning_rules(void **state)
 {
     (void)state;
-    expect_opts(&hermes_think, &in_think, "All of this is reasoning <b>", "All of this is reasoning <b>",
-                NULL, NULL, 0);
+    expect_opts(&hermes_think, &in_think, "All of this is reasoning <b>",
+                "All of this is reasoning <b>", NULL, NULL, 0);
     expect_opts(&hermes_think, &in_think, "\n\nx\n</think>\n\n", "x", NULL, NULL, 0);
     /* <think> opens reasoning only at the start of the output */
     expect(&hermes_think, "Hi <think>x</think>", NULL, "Hi <think>x</think>", NULL, 0);
@@ -537,6 +662,19 @@ static void test_stream_shape_and_ids(void **state)
         chatparse_deltas_free(&d);
         chatparse_free(p);
     }
+    /* a list the caller keeps across feeds: what it held is left alone */
+    {
+        struct chatparse *q       = chatparse_new(&f, NULL);
+        struct chatparse_deltas l = {0};
+        assert_int_equal(chatparse_feed(q, "Hello", 5, &l), HEARTH_OK);
+        assert_int_equal(chatparse_feed(q, " world", 6, &l), HEARTH_OK);
+        assert_int_equal(chatparse_finish(q, &l), HEARTH_OK);
+        assert_int_equal(l.n, 2);
+        assert_string_equal(l.v[0].text, "Hello");
+        assert_string_equal(l.v[1].text, " world");
+        chatparse_deltas_free(&l);
+        chatparse_free(q);
+    }
     /* text that may be a marker waits; then goes out whole */
     struct chatparse *p       = chatparse_new(&f, NULL);
     struct chatparse_deltas d = {0};
@@ -567,8 +705,8 @@ static void detect_file(const char *rel, enum chatparse_tools tools, const char 
     assert_non_null(src);
     struct chatparse_format f;
     chatparse_detect(src, &f);
-    if (f.tools != tools || (think_open ? !f.think_open || strcmp(f.think_open, think_open)
-                                        : f.think_open != NULL))
+    if (f.tools != tools ||
+        (think_open ? !f.think_open || strcmp(f.think_open, think_open) : f.think_open != NULL))
         print_message("%s: got %s, think %s\n", rel, chatparse_tools_name(f.tools),
                       f.think_open ? f.think_open : "none");
     assert_int_equal(f.tools, tools);
@@ -609,6 +747,12 @@ static void test_detect_templates(void **state)
         {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>"},
         {"llama-cpp-deepseek-r1.jinja", CHATPARSE_TOOLS_DEEPSEEK_R1, "<think>"},
         {"deepseek-ai-DeepSeek-V3.1.jinja", CHATPARSE_TOOLS_DEEPSEEK_V31, "<think>"},
+        {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", CHATPARSE_TOOLS_QWEN3_CODER, "<think>"},
+        {"Bielik-11B-v3.0-Instruct.jinja", CHATPARSE_TOOLS_HERMES, "<think>"},
+        {"ibm-granite-granite-4.0.jinja", CHATPARSE_TOOLS_HERMES, NULL},
+        {"GLM-4.6.jinja", CHATPARSE_TOOLS_NONE, "<think>"},
+        {"poolside-Laguna-XS.2.jinja", CHATPARSE_TOOLS_NONE, "<think>"},
+        {"MiniMax-M3.jinja", CHATPARSE_TOOLS_NONE, NULL},
         {"google-gemma-2-2b-it.jinja", CHATPARSE_TOOLS_NONE, NULL},
         {"microsoft-Phi-3.5-mini-instruct.jinja", CHATPARSE_TOOLS_NONE, NULL},
         {"meetkai-functionary-medium-v3.1.jinja", CHATPARSE_TOOLS_NONE, NULL},
@@ -632,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_non_ascii_arguments),
         cmocka_unit_test(test_hermes_malformed_stays_text),
         cmocka_unit_test(test_call_cap),
+        cmocka_unit_test(test_marker_floods),
         cmocka_unit_test(test_qwen3_coder_xml),
         cmocka_unit_test(test_llama3_json),
         cmocka_unit_test(test_mistral),
