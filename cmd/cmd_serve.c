@@ -123,6 +123,11 @@ int cmd_serve(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
+    if (tmpl_file && tmpl_name) {
+        fprintf(stderr, "hearth serve: --chat-template-file and --chat-template name two templates; "
+                        "give one\n");
+        return EXIT_USAGE;
+    }
     if (!api_key) {
         const char *env = getenv("HEARTH_API_KEY");
         if (env && *env)
