@@ -19,7 +19,6 @@
  * polls with generous bounds.
  */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -34,36 +33,11 @@
 #include "util/serveutil.h"
 
 #define PYTHON    "/usr/bin/python3"
-#define NODE      "/usr/bin/node"
 #define NOW       "1767225600" /* 2026-01-01 00:00:00 UTC: strftime_now's clock on both sides */
 #define QWEN3     "tiny-qwen3-bpe-q8_0.gguf"
 #define QWEN3_TPL "templates/Qwen-Qwen3-0.6B.jinja"
 
 /* ----------------------------------------------------- apply-template --- */
-
-static int cmp_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The *.jinja names in dir, sorted (the caller frees each and the array). */
-static char **jinja_files(const char *dir, int *n)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    char **names = NULL;
-    *n           = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t len = strlen(e->d_name);
-        if (len <= 6 || strcmp(e->d_name + len - 6, ".jinja"))
-            continue;
-        names         = realloc(names, (size_t)(*n + 1) * sizeof *names);
-        names[(*n)++] = strdup(e->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)*n, sizeof *names, cmp_name);
-    return names;
-}
 
 /* The conversation as a request body: what a chat client sends (name and
  * add_generation_prompt are the scoreboard's, not the API's). */
@@ -177,7 +151,8 @@ static void test_apply_template_matches_jinja2(void **state)
 
     /* the reference, one run for every pair */
     int n_tmpl   = 0;
-    char **names = jinja_files(tdir, &n_tmpl);
+    char **names = tu_list_files(tdir, ".jinja", &n_tmpl);
+    assert_non_null(names);
     assert_true(n_tmpl > 0);
     cJSON *batch = cJSON_CreateArray();
     for (int t = 0; t < n_tmpl; t++) {
@@ -712,39 +687,19 @@ static void test_raising_template_is_400(void **state)
 static void test_openai_npm_client_for_agents(void **state)
 {
     (void)state;
-    if (!srv_have_curl())
+    if (!srv_have_curl() || !srv_have_node())
         skip();
     TU_MODEL_OR_SKIP(model_path, QWEN3);
     char model[4096];
     snprintf(model, sizeof model, "%s", model_path);
     TU_SHARED_OR_SKIP(tpl, QWEN3_TPL);
-    char pkg[1024], script[1024];
-    snprintf(pkg, sizeof pkg, "%s/tests/e2e/node/node_modules/openai/package.json", HEARTH_TOP);
-    snprintf(script, sizeof script, "%s/tests/e2e/node/agents.test.mjs", HEARTH_TOP);
-    if (access(NODE, X_OK) != 0 || access(pkg, R_OK) != 0) {
-        print_message("skip: needs %s and `npm ci --prefix tests/e2e/node`\n", NODE);
-        skip();
-    }
     struct srv s;
     const char *extra[] = {
         "--chat-template-file", tpl, "--ctx-size", "512", "--alias", "qwen3", NULL};
     srv_start_opt(&s, model, extra, true);
-    setenv("HEARTH_ORIGIN", s.base, 1);
-    setenv("HEARTH_MODEL_ALIAS", "qwen3", 1);
-    setenv("HEARTH_CTX_SIZE", "512", 1);
-    const char *argv[] = {NODE, "--test", script, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = tu_run(argv, NULL, &out, &err, 300);
-    unsetenv("HEARTH_ORIGIN");
-    unsetenv("HEARTH_MODEL_ALIAS");
-    unsetenv("HEARTH_CTX_SIZE");
-    if (rc != 0)
-        print_message("node --test rc %d\n%s\n%s\n", rc, out, err);
-    else
-        print_message("%s", strstr(out, "# pass") ? strstr(out, "# pass") : out);
-    free(out);
-    free(err);
-    assert_int_equal(rc, 0);
+    const char *env[] = {"HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", "qwen3", "HEARTH_CTX_SIZE",
+                         "512",           NULL};
+    srv_node_test("agents.test.mjs", env);
     srv_stop(&s);
 }
 

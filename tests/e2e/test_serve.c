@@ -874,35 +874,17 @@ static void test_openai_npm_client(void **state)
 {
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
-    const char *node = access("/usr/bin/node", X_OK) == 0 ? "/usr/bin/node" : NULL;
-    char pkg[1024], script[1024];
-    snprintf(pkg, sizeof pkg, "%s/tests/e2e/node/node_modules/openai/package.json", HEARTH_TOP);
-    snprintf(script, sizeof script, "%s/tests/e2e/node/openai.test.mjs", HEARTH_TOP);
-    if (!node || access(pkg, R_OK) != 0) {
-        print_message("skip: needs /usr/bin/node and `npm ci --prefix tests/e2e/node`\n");
+    if (!srv_have_node())
         skip();
-    }
     struct srv s;
     const char *extra[] = {"--alias", "stories", "--api-key", "node-key", NULL};
     srv_start(&s, extra);
     char base[128];
     snprintf(base, sizeof base, "%s/v1", s.base);
-    setenv("HEARTH_BASE_URL", base, 1);
-    setenv("HEARTH_API_KEY_FOR_TEST", "node-key", 1);
-    setenv("HEARTH_MODEL_ALIAS", "stories", 1);
-    const char *argv[] = {node, "--test", script, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = tu_run(argv, NULL, &out, &err, 300);
-    unsetenv("HEARTH_BASE_URL");
-    unsetenv("HEARTH_API_KEY_FOR_TEST");
-    unsetenv("HEARTH_MODEL_ALIAS");
-    if (rc != 0)
-        print_message("node --test rc %d\n%s\n%s\n", rc, out, err);
-    else
-        print_message("%s", strstr(out, "# pass") ? strstr(out, "# pass") : out);
-    free(out);
-    free(err);
-    assert_int_equal(rc, 0);
+    const char *env[] = {
+        "HEARTH_BASE_URL", base, "HEARTH_API_KEY_FOR_TEST", "node-key", "HEARTH_MODEL_ALIAS",
+        "stories",         NULL};
+    srv_node_test("openai.test.mjs", env);
     srv_stop(&s);
 }
 

@@ -222,6 +222,35 @@ void srv_stop(struct srv *s)
     assert_false(dirty);
 }
 
+bool srv_have_node(void)
+{
+    const char *pkg = HEARTH_TOP "/tests/e2e/node/node_modules/openai/package.json";
+    if (access(SRV_NODE, X_OK) == 0 && access(pkg, R_OK) == 0)
+        return true;
+    print_message("skip: needs %s and `npm ci --prefix tests/e2e/node`\n", SRV_NODE);
+    return false;
+}
+
+void srv_node_test(const char *script, const char *const *env)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/e2e/node/%s", HEARTH_TOP, script);
+    for (int i = 0; env && env[i]; i += 2)
+        setenv(env[i], env[i + 1], 1);
+    const char *argv[] = {SRV_NODE, "--test", path, NULL};
+    char *out = NULL, *err = NULL;
+    int rc = tu_run(argv, NULL, &out, &err, 300);
+    for (int i = 0; env && env[i]; i += 2)
+        unsetenv(env[i]);
+    if (rc != 0)
+        print_message("node --test %s: rc %d\n%s\n%s\n", script, rc, out, err);
+    else
+        print_message("%s", strstr(out, "# pass") ? strstr(out, "# pass") : out);
+    free(out);
+    free(err);
+    assert_int_equal(rc, 0);
+}
+
 /* ----------------------------------------------------------------- http --- */
 
 void http_resp_free(struct http_resp *r)

@@ -22,6 +22,7 @@
 struct cJSON;
 
 #define SRV_CURL  "/usr/bin/curl"
+#define SRV_NODE  "/usr/bin/node"
 #define SRV_MODEL "stories260K.gguf" /* tiny, real, fast; committed in models/ */
 
 /* Sleeps ms milliseconds (for polling loops only: never to create a condition). */
@@ -92,6 +93,17 @@ bool srv_have_curl(void);
     (void)model_path_;                                                                             \
     if (!srv_have_curl())                                                                          \
         skip();
+
+/* True when node and the npm packages of tests/e2e/node are there; else prints a skip message. */
+bool srv_have_node(void);
+
+/*
+ * Runs `node --test tests/e2e/node/SCRIPT` (tests of the official openai npm
+ * client against a server the caller started) with env set: NAME, value,
+ * NAME, value, ..., NULL (unset again afterwards). Prints node's summary,
+ * or all its output and fails the test when a node test failed.
+ */
+void srv_node_test(const char *script, const char *const *env);
 
 /* ----------------------------------------------------------------- http --- */
 
