@@ -23,14 +23,22 @@ void srv_sleep_ms(int ms)
 
 /* ------------------------------------------------------------ processes --- */
 
-/* Servers and clients still running: a failed test's teardown kills them. */
-static pid_t live[MAX_LIVE];
+/*
+ * Servers and clients still running, with each server's directory: a failed
+ * test's teardown kills them and removes the directories. An entry goes when
+ * its child is reaped; the directory is then its struct srv's to remove.
+ */
+static struct {
+    pid_t pid; /* 0: a free entry */
+    char *dir; /* a server's s->dir, or NULL */
+} live[MAX_LIVE];
 
-static void live_add(pid_t pid)
+static void live_add(pid_t pid, char *dir)
 {
     for (int i = 0; i < MAX_LIVE; i++)
-        if (!live[i]) {
-            live[i] = pid;
+        if (!live[i].pid) {
+            live[i].pid = pid;
+            live[i].dir = dir;
             return;
         }
 }
@@ -38,23 +46,29 @@ static void live_add(pid_t pid)
 static void live_del(pid_t pid)
 {
     for (int i = 0; i < MAX_LIVE; i++)
-        if (live[i] == pid)
-            live[i] = 0;
+        if (live[i].pid == pid) {
+            live[i].pid = 0;
+            live[i].dir = NULL;
+        }
 }
 
 int srv_kill_leftovers(void **state)
 {
     (void)state;
     for (int i = 0; i < MAX_LIVE; i++)
-        if (live[i] > 0) {
-            kill(live[i], SIGKILL);
-            waitpid(live[i], NULL, 0);
-            live[i] = 0;
+        if (live[i].pid > 0) {
+            kill(live[i].pid, SIGKILL);
+            waitpid(live[i].pid, NULL, 0);
+            tu_rmtree(live[i].dir);
+            free(live[i].dir);
+            live[i].pid = 0;
+            live[i].dir = NULL;
         }
     return 0;
 }
 
-pid_t srv_spawn(const char *const argv[], const char *out_path)
+/* srv_spawn, recording dir with the child. */
+static pid_t spawn_with(const char *const argv[], const char *out_path, char *dir)
 {
     pid_t pid = fork();
     if (pid == 0) {
@@ -69,8 +83,13 @@ pid_t srv_spawn(const char *const argv[], const char *out_path)
         _exit(127);
     }
     if (pid > 0)
-        live_add(pid);
+        live_add(pid, dir);
     return pid;
+}
+
+pid_t srv_spawn(const char *const argv[], const char *out_path)
+{
+    return spawn_with(argv, out_path, NULL);
 }
 
 int srv_wait_pid(pid_t pid, double timeout_s)
@@ -128,7 +147,7 @@ static int launch(struct srv *s, const char *model, const char *const *extra, bo
     for (int i = 0; extra && extra[i] && n < 38; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
-    s->pid  = srv_spawn(argv, s->log);
+    s->pid  = spawn_with(argv, s->log, s->dir);
     assert_true(s->pid > 0);
     double end = now_s() + 60;
     int st     = 0;
@@ -176,6 +195,7 @@ void srv_start_opt(struct srv *s, const char *model, const char *const *extra, b
         char *log = srv_slurp(s->log);
         print_message("server exited while starting:\n%s\n", log);
         free(log);
+        srv_forget(s);
     }
     if (got != 1)
         fail();

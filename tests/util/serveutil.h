@@ -43,7 +43,10 @@ pid_t srv_spawn(const char *const argv[], const char *out_path);
  */
 int srv_wait_pid(pid_t pid, double timeout_s);
 
-/* cmocka teardown: SIGKILLs and reaps every recorded child still running. Returns 0. */
+/*
+ * cmocka teardown: SIGKILLs and reaps every recorded child still running and
+ * removes the directories of the servers a failed test did not stop. Returns 0.
+ */
 int srv_kill_leftovers(void **state);
 
 /* ---------------------------------------------------------------- server --- */
