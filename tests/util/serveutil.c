@@ -262,9 +262,17 @@ void srv_node_test(const char *script, const char *const *env)
     int rc = tu_run(argv, NULL, &out, &err, 300);
     for (int i = 0; env && env[i]; i += 2)
         unsetenv(env[i]);
-    if (rc != 0)
-        print_message("node --test %s: rc %d\n%s\n%s\n", script, rc, out, err);
-    else
+    if (rc != 0) {
+        /* line by line (print_message cuts long texts), indented so that node's own
+         * "not ok" lines are not taken for this binary's TAP by tests/run.sh */
+        print_message("node --test %s: rc %d\n", script, rc);
+        for (char *text = out, pass = 0; pass < 2; text = err, pass++)
+            for (char *line = text; line && *line;) {
+                size_t n = strcspn(line, "\n");
+                print_message("  | %.*s\n", (int)(n < 900 ? n : 900), line);
+                line += n + (line[n] == '\n');
+            }
+    } else
         print_message("%s", strstr(out, "# pass") ? strstr(out, "# pass") : out);
     free(out);
     free(err);
