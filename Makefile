@@ -31,7 +31,11 @@ BIN      := $(BUILD)/hearth
 
 TEST_SRC := $(wildcard tests/unit/test_*.c tests/e2e/test_*.c)
 TEST_BIN := $(patsubst %.c,$(BUILD)/%,$(TEST_SRC))
-TEST_UTIL := tests/util/testutil.c
+# every test binary links TEST_UTIL; the cross and SIMDe kernel builds only TEST_UTIL_CORE (serveutil
+# needs cJSON, which those builds do not link)
+TEST_UTIL_CORE := tests/util/testutil.c
+TEST_UTIL      := $(TEST_UTIL_CORE) tests/util/serveutil.c
+TEST_UTIL_H    := tests/util/testutil.h tests/util/serveutil.h
 
 ifeq ($(ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
@@ -58,7 +62,7 @@ $(LIB): $(OBJ)
 $(BIN): $(CMD_OBJ) $(LIB)
 	$(CC) $(CFLAGS_ALL) -o $@ $(CMD_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_UTIL) tests/util/testutil.h $(LIB)
+$(BUILD)/tests/%: tests/%.c $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' \
 	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS)
@@ -85,11 +89,11 @@ $(ARM_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CROSS_CC) $(ARM_CFLAGS) -MMD -MP -c $< -o $@
 
-$(ARM_BUILD)/bin/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL) tests/util/testutil.h \
+$(ARM_BUILD)/bin/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL_CORE) tests/util/testutil.h \
                                $(ARM_OBJ)
 	@mkdir -p $(dir $@)
 	$(CROSS_CC) $(ARM_CFLAGS) -fno-tree-loop-vectorize -Itests -DHEARTH_TOP='"$(CURDIR)"' \
-	    -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' -o $@ $< $(TEST_UTIL) $(ARM_OBJ) -lcmocka -lm
+	    -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' -o $@ $< $(TEST_UTIL_CORE) $(ARM_OBJ) -lcmocka -lm
 
 $(ARM_BUILD)/tests/unit/test_kernels: $(ARM_BUILD)/bin/test_kernels
 	@mkdir -p $(dir $@)
@@ -125,11 +129,11 @@ $(AVX512_BUILD)/obj/src/kernels/x86_avx2.o:   ISA_FLAGS = $(ISA_avx2)
 $(AVX512_BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx2) $(AVX512_EMU)
 $(AVX512_BUILD)/obj/src/kernels/dispatch.o:   ISA_FLAGS = $(AVX512_EMU)
 
-$(AVX512_BUILD)/tests/unit/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL) \
+$(AVX512_BUILD)/tests/unit/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL_CORE) \
                                          tests/util/testutil.h $(AVX512_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' \
-	    -o $@ $< $(TEST_UTIL) $(AVX512_OBJ) -lcmocka -lm
+	    -o $@ $< $(TEST_UTIL_CORE) $(AVX512_OBJ) -lcmocka -lm
 
 avx512-test:
 	@if [ "$(ARCH)" != x86_64 ]; then \

@@ -10,304 +10,21 @@
  * ../shared/reference/greedy.tsv (that test alone skips without it).
  */
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/clock.h"
-#include "util/testutil.h"
-
-#define CURL      "/usr/bin/curl"
-#define MODEL     "stories260K.gguf"
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* ------------------------------------------------------------ processes --- */
-
-/* Servers and clients still running: a failed test's teardown kills them. */
-static pid_t live[16];
-
-static void live_add(pid_t pid)
-{
-    for (int i = 0; i < 16; i++)
-        if (!live[i]) {
-            live[i] = pid;
-            return;
-        }
-}
-
-static void live_del(pid_t pid)
-{
-    for (int i = 0; i < 16; i++)
-        if (live[i] == pid)
-            live[i] = 0;
-}
-
-static int kill_leftovers(void **state)
-{
-    (void)state;
-    for (int i = 0; i < 16; i++)
-        if (live[i] > 0) {
-            kill(live[i], SIGKILL);
-            waitpid(live[i], NULL, 0);
-            live[i] = 0;
-        }
-    return 0;
-}
-
-/* Starts argv with stdout and stderr to out_path (or /dev/null); returns the pid. */
-static pid_t spawn(const char *const argv[], const char *out_path)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd  = open(out_path ? out_path : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int nul = open("/dev/null", O_RDONLY);
-        if (fd < 0 || nul < 0)
-            _exit(126);
-        dup2(nul, 0);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    if (pid > 0)
-        live_add(pid);
-    return pid;
-}
-
-/* Waits for pid up to timeout_s; returns its exit status, 128+signal, or -1 on timeout. */
-static int wait_for(pid_t pid, double timeout_s)
-{
-    double end = now_s() + timeout_s;
-    for (;;) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            live_del(pid);
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        if (r < 0 || now_s() > end)
-            return -1;
-        sleep_ms(10);
-    }
-}
-
-/* ---------------------------------------------------------------- server --- */
-
-struct srv {
-    pid_t pid;
-    int port;
-    char *dir;
-    char log[512];
-    char base[64]; /* http://127.0.0.1:PORT */
-};
-
-/* Starts `hearth serve -m MODEL --port 0 -t 1 EXTRA...`; waits until it listens (and, unless
- * wait_ready is false, until /health says 200). Fails the test if it does not come up. */
-static void srv_start_opt(struct srv *s, const char *model, const char *const *extra,
-                          bool wait_ready);
-
-static char *slurp(const char *path)
-{
-    char *t = tu_read_file(path, NULL);
-    return t ? t : strdup("");
-}
-
-struct resp {
-    int status;
-    char *body;
-    char *headers;
-};
-
-static void resp_free(struct resp *r)
-{
-    free(r->body);
-    free(r->headers);
-    memset(r, 0, sizeof *r);
-}
-
-/*
- * One request with curl: method, path, body (NULL: none), extra headers
- * (NULL-terminated, may be NULL). Status 0 when curl could not connect.
- */
-static struct resp http_req(const struct srv *s, const char *method, const char *path,
-                            const char *body, const char *const *headers)
-{
-    char url[600], hfile[600], bfile[600];
-    snprintf(url, sizeof url, "%s%s", s->base, path);
-    snprintf(hfile, sizeof hfile, "%s/h.txt", s->dir);
-    snprintf(bfile, sizeof bfile, "%s/b.txt", s->dir);
-    const char *argv[40] = {CURL,  "-s", "-S",  "--max-time", "120",          "-X", method,   "-D",
-                            hfile, "-o", bfile, "-w",         "%{http_code}", "-H", "Expect:"};
-    int n                = 15;
-    for (int i = 0; headers && headers[i] && n < 34; i++) {
-        argv[n++] = "-H";
-        argv[n++] = headers[i];
-    }
-    if (body) {
-        argv[n++] = "-H";
-        argv[n++] = "Content-Type: application/json";
-        argv[n++] = "--data-binary";
-        argv[n++] = "@-";
-    }
-    argv[n++] = url;
-    argv[n]   = NULL;
-    unlink(hfile);
-    unlink(bfile);
-    char *out = NULL;
-    tu_run(argv, body ? body : NULL, &out, NULL, 150);
-    struct resp r = {0};
-    r.status      = out ? atoi(out) : 0;
-    free(out);
-    r.body    = slurp(bfile);
-    r.headers = slurp(hfile);
-    return r;
-}
-
-static struct resp get(const struct srv *s, const char *path)
-{
-    return http_req(s, "GET", path, NULL, NULL);
-}
-
-static struct resp post(const struct srv *s, const char *path, const char *body)
-{
-    return http_req(s, "POST", path, body, NULL);
-}
-
-static void srv_start_opt(struct srv *s, const char *model, const char *const *extra,
-                          bool wait_ready)
-{
-    memset(s, 0, sizeof *s);
-    s->dir = tu_tmpdir();
-    assert_non_null(s->dir);
-    snprintf(s->log, sizeof s->log, "%s/server.log", s->dir);
-    const char *argv[40] = {tu_bin(), "serve", "-m", model, "--port", "0", "-t", "1"};
-    int n                = 8;
-    for (int i = 0; extra && extra[i] && n < 38; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
-    s->pid  = spawn(argv, s->log);
-    assert_true(s->pid > 0);
-    double end = now_s() + 60;
-    while (!s->port && now_s() < end) {
-        char *log     = slurp(s->log);
-        const char *p = strstr(log, "listening on http://127.0.0.1:");
-        if (p)
-            s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
-        free(log);
-        if (!s->port) {
-            if (waitpid(s->pid, NULL, WNOHANG) == s->pid)
-                break;
-            sleep_ms(20);
-        }
-    }
-    if (!s->port) {
-        char *log = slurp(s->log);
-        print_message("server did not start:\n%s\n", log);
-        free(log);
-        kill(s->pid, SIGKILL);
-        fail();
-    }
-    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", s->port);
-    if (!wait_ready)
-        return;
-    int st = 0;
-    while (now_s() < end) {
-        struct resp r = get(s, "/health");
-        st            = r.status;
-        resp_free(&r);
-        if (st == 200)
-            return;
-        sleep_ms(50);
-    }
-    print_message("server never became ready (last /health: %d)\n", st);
-    kill(s->pid, SIGKILL);
-    fail();
-}
-
-static void srv_start(struct srv *s, const char *const *extra)
-{
-    const char *model = tu_model(MODEL);
-    assert_non_null(model);
-    srv_start_opt(s, model, extra, true);
-}
-
-/* SIGTERM; the server must exit 0 promptly with no sanitizer report in its log. */
-static void srv_stop(struct srv *s)
-{
-    if (s->pid <= 0)
-        return;
-    kill(s->pid, SIGTERM);
-    int rc = wait_for(s->pid, 60);
-    if (rc < 0) {
-        kill(s->pid, SIGKILL);
-        waitpid(s->pid, NULL, 0);
-    }
-    live_del(s->pid);
-    s->pid     = 0;
-    char *log  = slurp(s->log);
-    bool dirty = strstr(log, "AddressSanitizer") || strstr(log, "LeakSanitizer") ||
-                 strstr(log, "runtime error:");
-    if (rc != 0 || dirty)
-        print_message("server exit %d; log:\n%s\n", rc, log);
-    free(log);
-    tu_rmtree(s->dir);
-    free(s->dir);
-    s->dir = NULL;
-    assert_int_equal(rc, 0);
-    assert_false(dirty);
-}
-
-/* ------------------------------------------------------------------ json --- */
-
-static cJSON *json_of(const struct resp *r)
-{
-    cJSON *j = cJSON_Parse(r->body);
-    if (!j)
-        print_message("not JSON (status %d): %s\n", r->status, r->body);
-    assert_non_null(j);
-    return j;
-}
-
-static const char *jstr(const cJSON *o, const char *k)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(it) ? it->valuestring : NULL;
-}
-
-static double jnum(const cJSON *o, const char *k)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-    assert_true(cJSON_IsNumber(it));
-    return it->valuedouble;
-}
-
-static const cJSON *jget(const cJSON *o, const char *k)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!it)
-        print_message("missing key '%s'\n", k);
-    assert_non_null(it);
-    return it;
-}
+#include "util/serveutil.h"
 
 /* The first choice's text (completions) or message content (chat), malloc'd. */
-static char *first_text(const struct resp *r)
+static char *first_text(const struct http_resp *r)
 {
-    cJSON *j        = json_of(r);
+    cJSON *j        = http_json(r);
     const cJSON *ch = cJSON_GetArrayItem(jget(j, "choices"), 0);
     assert_non_null(ch);
     const cJSON *msg = cJSON_GetObjectItemCaseSensitive(ch, "message");
@@ -318,116 +35,43 @@ static char *first_text(const struct resp *r)
     return out;
 }
 
-/* The body must be OpenAI's error shape; returns the message (malloc'd). Checks param when given.
- */
-static char *check_error(const struct resp *r, int status, const char *param)
-{
-    if (r->status != status)
-        print_message("want status %d, got %d: %s\n", status, r->status, r->body);
-    assert_int_equal(r->status, status);
-    cJSON *j       = json_of(r);
-    const cJSON *e = jget(j, "error");
-    assert_true(cJSON_IsObject(e));
-    assert_non_null(jstr(e, "message"));
-    assert_true(strlen(jstr(e, "message")) > 0);
-    assert_non_null(jstr(e, "type"));
-    const cJSON *p = jget(e, "param");
-    const cJSON *c = jget(e, "code");
-    assert_true(cJSON_IsNull(p) || cJSON_IsString(p));
-    assert_true(cJSON_IsNull(c) || cJSON_IsString(c));
-    if (param) {
-        if (!cJSON_IsString(p) || strcmp(p->valuestring, param))
-            print_message("want param '%s': %s\n", param, r->body);
-        assert_true(cJSON_IsString(p));
-        assert_string_equal(p->valuestring, param);
-    }
-    char *msg = strdup(jstr(e, "message"));
-    cJSON_Delete(j);
-    return msg;
-}
-
-/* Splits an SSE body into its data payloads; checks the framing and the final [DONE]. */
-static cJSON *sse_events(const char *body)
-{
-    cJSON *arr    = cJSON_CreateArray();
-    const char *p = body;
-    bool done     = false;
-    while (*p) {
-        const char *end = strstr(p, "\n\n");
-        if (!end)
-            print_message("unterminated SSE event: %s\n", p);
-        assert_non_null(end);
-        assert_int_equal(strncmp(p, "data: ", 6), 0);
-        assert_false(done);
-        size_t n = (size_t)(end - p - 6);
-        if (n == 6 && !strncmp(p + 6, "[DONE]", 6)) {
-            done = true;
-        } else {
-            char *js = strndup(p + 6, n);
-            cJSON *o = cJSON_Parse(js);
-            if (!o)
-                print_message("bad SSE JSON: %s\n", js);
-            assert_non_null(o);
-            free(js);
-            cJSON_AddItemToArray(arr, o);
-        }
-        p = end + 2;
-    }
-    assert_true(done);
-    return arr;
-}
-
-static bool have_curl(void)
-{
-    if (access(CURL, X_OK) == 0)
-        return true;
-    print_message("skip: %s not installed\n", CURL);
-    return false;
-}
-
-#define NEED_CURL_AND_MODEL()                                                                      \
-    TU_MODEL_OR_SKIP(model_path_, MODEL);                                                          \
-    (void)model_path_;                                                                             \
-    if (!have_curl())                                                                              \
-        skip();
-
 /* ------------------------------------------------------------------ tests --- */
 
 static void test_health_models_slots_metrics(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     const char *extra[] = {"--parallel", "3", "--alias", "tiny", NULL};
     srv_start(&s, extra);
 
-    struct resp r = get(&s, "/health");
+    struct http_resp r = http_get(&s, "/health");
     assert_int_equal(r.status, 200);
-    resp_free(&r);
+    http_resp_free(&r);
 
-    r        = get(&s, "/v1/models");
-    cJSON *j = json_of(&r);
+    r        = http_get(&s, "/v1/models");
+    cJSON *j = http_json(&r);
     assert_int_equal(r.status, 200);
     assert_string_equal(jstr(j, "object"), "list");
     const cJSON *m = cJSON_GetArrayItem(jget(j, "data"), 0);
     assert_string_equal(jstr(m, "id"), "tiny");
     assert_string_equal(jstr(m, "object"), "model");
     cJSON_Delete(j);
-    resp_free(&r);
-    r = get(&s, "/v1/models/tiny");
+    http_resp_free(&r);
+    r = http_get(&s, "/v1/models/tiny");
     assert_int_equal(r.status, 200);
-    resp_free(&r);
-    r = get(&s, "/v1/models/other");
-    free(check_error(&r, 404, "model"));
-    resp_free(&r);
+    http_resp_free(&r);
+    r = http_get(&s, "/v1/models/other");
+    free(http_check_error(&r, 404, "model"));
+    http_resp_free(&r);
 
-    r = post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":8}");
+    r = http_post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":8}");
     assert_int_equal(r.status, 200);
-    resp_free(&r);
+    http_resp_free(&r);
 
-    r = get(&s, "/slots");
+    r = http_get(&s, "/slots");
     assert_int_equal(r.status, 200);
-    j = json_of(&r);
+    j = http_json(&r);
     assert_true(cJSON_IsArray(j));
     assert_int_equal(cJSON_GetArraySize(j), 3);
     const cJSON *sl;
@@ -440,9 +84,9 @@ static void test_health_models_slots_metrics(void **state)
         assert_true(cJSON_IsNull(jget(sl, "request_id")));
     }
     cJSON_Delete(j);
-    resp_free(&r);
+    http_resp_free(&r);
 
-    r = get(&s, "/metrics");
+    r = http_get(&s, "/metrics");
     assert_int_equal(r.status, 200);
     const char *want[] = {
         "hearth_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 1",
@@ -477,32 +121,33 @@ static void test_health_models_slots_metrics(void **state)
         print_message("note: promtool not installed (apt-get install prometheus); "
                       "/metrics not linted\n");
     }
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
 static void test_health_503_while_loading(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     setenv("HEARTH_SERVE_LOAD_DELAY_MS", "1500", 1);
     struct srv s;
-    srv_start_opt(&s, tu_model(MODEL), NULL, false);
+    srv_start_opt(&s, tu_model(SRV_MODEL), NULL, false);
     unsetenv("HEARTH_SERVE_LOAD_DELAY_MS");
-    struct resp r = get(&s, "/health");
-    free(check_error(&r, 503, NULL));
+    struct http_resp r = http_get(&s, "/health");
+    free(http_check_error(&r, 503, NULL));
     assert_non_null(strcasestr(r.headers, "Retry-After:"));
-    resp_free(&r);
-    r = post(&s, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
-    free(check_error(&r, 503, NULL));
-    resp_free(&r);
+    http_resp_free(&r);
+    r = http_post(&s, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
+    free(http_check_error(&r, 503, NULL));
+    http_resp_free(&r);
     double end = now_s() + 60;
     int st     = 0;
     while (st != 200 && now_s() < end) {
-        r  = get(&s, "/health");
+        r  = http_get(&s, "/health");
         st = r.status;
-        resp_free(&r);
-        sleep_ms(50);
+        http_resp_free(&r);
+        srv_sleep_ms(50);
     }
     assert_int_equal(st, 200);
     srv_stop(&s);
@@ -511,7 +156,7 @@ static void test_health_503_while_loading(void **state)
 static void test_completions_match_llama_cpp(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     TU_SHARED_OR_SKIP(tsv, "reference/greedy.tsv");
     struct srv s;
     srv_start(&s, NULL);
@@ -534,10 +179,10 @@ static void test_completions_match_llama_cpp(void **state)
         cJSON_AddNumberToObject(req, "temperature", 0);
         char *body = cJSON_PrintUnformatted(req);
         cJSON_Delete(req);
-        struct resp r = post(&s, "/v1/completions", body);
+        struct http_resp r = http_post(&s, "/v1/completions", body);
         free(body);
         assert_int_equal(r.status, 200);
-        cJSON *j = json_of(&r);
+        cJSON *j = http_json(&r);
         assert_string_equal(jstr(j, "object"), "text_completion");
         assert_true(!strncmp(jstr(j, "id"), "cmpl-", 5));
         assert_string_equal(jstr(j, "model"), "stories260K");
@@ -554,7 +199,7 @@ static void test_completions_match_llama_cpp(void **state)
         assert_int_equal((int)jnum(u, "total_tokens"), (int)jnum(u, "prompt_tokens") + atoi(f[2]));
         assert_true(jnum(jget(u, "prompt_tokens_details"), "cached_tokens") >= 0);
         cJSON_Delete(j);
-        resp_free(&r);
+        http_resp_free(&r);
         rows++;
     }
     free(text);
@@ -622,7 +267,7 @@ static char *stream_text(const char *body, bool chat, bool usage_chunk, const ch
 static void test_chat_and_streaming(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     srv_start(&s, NULL);
     const char *chat =
@@ -632,9 +277,9 @@ static void test_chat_and_streaming(void **state)
         "\"max_completion_tokens\":24,\"temperature\":0%s}";
     char body[1024];
     snprintf(body, sizeof body, chat, "");
-    struct resp r = post(&s, "/v1/chat/completions", body);
+    struct http_resp r = http_post(&s, "/v1/chat/completions", body);
     assert_int_equal(r.status, 200);
-    cJSON *j = json_of(&r);
+    cJSON *j = http_json(&r);
     assert_string_equal(jstr(j, "object"), "chat.completion");
     assert_true(!strncmp(jstr(j, "id"), "chatcmpl-", 9));
     const cJSON *ch = cJSON_GetArrayItem(jget(j, "choices"), 0);
@@ -647,11 +292,11 @@ static void test_chat_and_streaming(void **state)
     /* ChatML fallback around two messages: well over 20 tokens */
     assert_true(jnum(u, "prompt_tokens") > 20);
     cJSON_Delete(j);
-    resp_free(&r);
+    http_resp_free(&r);
 
     snprintf(body, sizeof body, chat,
              ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
-    r = post(&s, "/v1/chat/completions", body);
+    r = http_post(&s, "/v1/chat/completions", body);
     assert_int_equal(r.status, 200);
     assert_non_null(strcasestr(r.headers, "Content-Type: text/event-stream"));
     const char *sfinish = NULL;
@@ -660,66 +305,67 @@ static void test_chat_and_streaming(void **state)
     assert_string_equal(sfinish, finish);
     free(streamed);
     free(plain);
-    resp_free(&r);
+    http_resp_free(&r);
 
     /* completions, streaming and not, give the same text */
-    r           = post(&s, "/v1/completions",
-                       "{\"prompt\":\"One day, a big bird\",\"max_tokens\":30,\"temperature\":0}");
+    r           = http_post(&s, "/v1/completions",
+                            "{\"prompt\":\"One day, a big bird\",\"max_tokens\":30,\"temperature\":0}");
     char *ctext = first_text(&r);
-    resp_free(&r);
-    r = post(&s, "/v1/completions",
-             "{\"prompt\":\"One day, a big bird\",\"max_tokens\":30,"
-             "\"temperature\":0,\"stream\":true}");
+    http_resp_free(&r);
+    r = http_post(&s, "/v1/completions",
+                  "{\"prompt\":\"One day, a big bird\",\"max_tokens\":30,"
+                  "\"temperature\":0,\"stream\":true}");
     assert_int_equal(r.status, 200);
     streamed = stream_text(r.body, false, false, &sfinish);
     assert_string_equal(streamed, ctext);
     assert_string_equal(sfinish, "length");
     free(streamed);
     free(ctext);
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
 static void test_stop_strings(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     srv_start(&s, NULL);
     /* greedy: ", there was a little girl named Lily. She loved to play ..." */
-    struct resp r   = post(&s, "/v1/completions",
-                           "{\"prompt\":\"Once upon a time\",\"max_tokens\":64,\"temperature\":0,"
-                             "\"stop\":\"Lily\"}");
-    cJSON *j        = json_of(&r);
+    struct http_resp r =
+        http_post(&s, "/v1/completions",
+                  "{\"prompt\":\"Once upon a time\",\"max_tokens\":64,\"temperature\":0,"
+                  "\"stop\":\"Lily\"}");
+    cJSON *j        = http_json(&r);
     const cJSON *ch = cJSON_GetArrayItem(jget(j, "choices"), 0);
     assert_string_equal(jstr(ch, "text"), ", there was a little girl named ");
     assert_string_equal(jstr(ch, "finish_reason"), "stop");
     cJSON_Delete(j);
-    resp_free(&r);
+    http_resp_free(&r);
     /* a stop string that spans tokens, in a stream: never emitted, not even in part */
-    r                  = post(&s, "/v1/completions",
-                              "{\"prompt\":\"Once upon a time\",\"max_tokens\":64,\"temperature\":0,"
-                                               "\"stop\":[\"zzz\",\"tle gi\"],\"stream\":true}");
+    r                  = http_post(&s, "/v1/completions",
+                                   "{\"prompt\":\"Once upon a time\",\"max_tokens\":64,\"temperature\":0,"
+                                                    "\"stop\":[\"zzz\",\"tle gi\"],\"stream\":true}");
     const char *finish = NULL;
     char *t            = stream_text(r.body, false, false, &finish);
     assert_string_equal(t, ", there was a lit");
     assert_string_equal(finish, "stop");
     free(t);
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
 static void test_n_and_prompt_arrays(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     srv_start(&s, NULL);
-    struct resp r = post(&s, "/v1/completions",
-                         "{\"prompt\":[\"Once upon a time\",\"The little dog\"],\"n\":2,"
-                         "\"max_tokens\":12,\"temperature\":0}");
+    struct http_resp r = http_post(&s, "/v1/completions",
+                                   "{\"prompt\":[\"Once upon a time\",\"The little dog\"],\"n\":2,"
+                                   "\"max_tokens\":12,\"temperature\":0}");
     assert_int_equal(r.status, 200);
-    cJSON *j        = json_of(&r);
+    cJSON *j        = http_json(&r);
     const cJSON *cs = jget(j, "choices");
     assert_int_equal(cJSON_GetArraySize(cs), 4);
     for (int i = 0; i < 4; i++)
@@ -736,16 +382,16 @@ static void test_n_and_prompt_arrays(void **state)
     assert_int_equal((int)jnum(u, "completion_tokens"), 48);
     assert_int_equal((int)jnum(u, "prompt_tokens"), 5 + 5); /* each prompt once: BOS + 4 tokens */
     cJSON_Delete(j);
-    resp_free(&r);
+    http_resp_free(&r);
 
     /* chat with n = 3 and a seed: three choices; seeded sampling reproduces */
-    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"n\":3,"
-                       "\"max_tokens\":10,\"temperature\":0.9,\"seed\":7}";
-    r                = post(&s, "/v1/chat/completions", body);
-    struct resp r2   = post(&s, "/v1/chat/completions", body);
+    const char *body    = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"n\":3,"
+                          "\"max_tokens\":10,\"temperature\":0.9,\"seed\":7}";
+    r                   = http_post(&s, "/v1/chat/completions", body);
+    struct http_resp r2 = http_post(&s, "/v1/chat/completions", body);
     assert_int_equal(r.status, 200);
-    j         = json_of(&r);
-    cJSON *j2 = json_of(&r2);
+    j         = http_json(&r);
+    cJSON *j2 = http_json(&r2);
     assert_int_equal(cJSON_GetArraySize(jget(j, "choices")), 3);
     for (int i = 0; i < 3; i++)
         assert_string_equal(
@@ -753,22 +399,23 @@ static void test_n_and_prompt_arrays(void **state)
             jstr(jget(cJSON_GetArrayItem(jget(j2, "choices"), i), "message"), "content"));
     cJSON_Delete(j);
     cJSON_Delete(j2);
-    resp_free(&r);
-    resp_free(&r2);
+    http_resp_free(&r);
+    http_resp_free(&r2);
     srv_stop(&s);
 }
 
 static void test_logprobs(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     srv_start(&s, NULL);
-    struct resp r = post(&s, "/v1/chat/completions",
-                         "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":6,"
-                         "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}");
+    struct http_resp r =
+        http_post(&s, "/v1/chat/completions",
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":6,"
+                  "\"temperature\":0,\"logprobs\":true,\"top_logprobs\":3}");
     assert_int_equal(r.status, 200);
-    cJSON *j             = json_of(&r);
+    cJSON *j             = http_json(&r);
     const cJSON *ch      = cJSON_GetArrayItem(jget(j, "choices"), 0);
     const cJSON *content = jget(jget(ch, "logprobs"), "content");
     assert_int_equal(cJSON_GetArraySize(content), 6);
@@ -786,13 +433,13 @@ static void test_logprobs(void **state)
                     jnum(cJSON_GetArrayItem(top, 1), "logprob"));
     }
     cJSON_Delete(j);
-    resp_free(&r);
+    http_resp_free(&r);
 
-    r = post(&s, "/v1/completions",
-             "{\"prompt\":\"Once upon a time\",\"max_tokens\":5,"
-             "\"temperature\":0,\"logprobs\":2}");
+    r = http_post(&s, "/v1/completions",
+                  "{\"prompt\":\"Once upon a time\",\"max_tokens\":5,"
+                  "\"temperature\":0,\"logprobs\":2}");
     assert_int_equal(r.status, 200);
-    j               = json_of(&r);
+    j               = http_json(&r);
     ch              = cJSON_GetArrayItem(jget(j, "choices"), 0);
     const cJSON *lp = jget(ch, "logprobs");
     assert_int_equal(cJSON_GetArraySize(jget(lp, "tokens")), 5);
@@ -808,7 +455,7 @@ static void test_logprobs(void **state)
         strncat(joined, t->valuestring, sizeof joined - strlen(joined) - 1);
     assert_string_equal(joined, jstr(ch, "text"));
     cJSON_Delete(j);
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
@@ -821,7 +468,7 @@ struct bad_case {
 static void test_bad_input_never_hurts(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     const char *extra[] = {"--ctx-size", "256", "--max-body", "8192", NULL};
     srv_start(&s, extra);
@@ -896,8 +543,8 @@ static void test_bad_input_never_hurts(void **state)
          "}",
          400, "tools[0].function"},
         {"POST", "/v1/chat/completions",
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}",
-         400, "tool_choice"},
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":\"required\"}", 400,
+         "tool_choice"},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"frobnicate\":{\"a\":[1,null]}}", 400,
          "frobnicate"},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"user\":17}", 400, "user"},
@@ -917,24 +564,24 @@ static void test_bad_input_never_hurts(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct bad_case *c = &cases[i];
-        struct resp r            = http_req(&s, c->method, c->path, c->body, NULL);
+        struct http_resp r       = http_req(&s, c->method, c->path, c->body, NULL);
         if (r.status != c->status)
             print_message("case %zu: %s %s %s\n", i, c->method, c->path, c->body ? c->body : "");
-        free(check_error(&r, c->status, c->param));
+        free(http_check_error(&r, c->status, c->param));
         if (c->status == 405)
             assert_non_null(strcasestr(r.headers, "\nAllow: "));
-        resp_free(&r);
+        http_resp_free(&r);
     }
 
     /* fields agents send: user is taken, a max_tokens past the slot's room is clamped to it */
-    struct resp r = post(&s, "/v1/completions",
-                         "{\"prompt\":\"Once\",\"max_tokens\":100000,\"user\":\"u-17\"}");
+    struct http_resp r = http_post(&s, "/v1/completions",
+                                   "{\"prompt\":\"Once\",\"max_tokens\":100000,\"user\":\"u-17\"}");
     assert_int_equal(r.status, 200);
-    cJSON *j = json_of(&r);
+    cJSON *j = http_json(&r);
     assert_string_equal(jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "finish_reason"), "length");
     assert_int_equal(jnum(jget(j, "usage"), "total_tokens"), 256); /* the whole slot */
     cJSON_Delete(j);
-    resp_free(&r);
+    http_resp_free(&r);
 
     /* a prompt longer than the slot context: 400 naming both numbers */
     size_t n  = 4000;
@@ -944,55 +591,55 @@ static void test_bad_input_never_hurts(void **state)
     for (size_t i = 0; off < n; i++)
         big[off++] = "abc de"[i % 6];
     strcpy(big + off, "\"}");
-    r         = post(&s, "/v1/completions", big);
-    char *msg = check_error(&r, 400, "prompt");
+    r         = http_post(&s, "/v1/completions", big);
+    char *msg = http_check_error(&r, 400, "prompt");
     assert_non_null(strstr(msg, "256"));
     assert_non_null(strstr(msg, "tokens"));
     free(msg);
-    resp_free(&r);
+    http_resp_free(&r);
 
     /* a body over --max-body: 413 in the same shape */
     char *huge = malloc(12001);
     memset(huge, ' ', 12000);
     memcpy(huge, "{\"prompt\":\"x\"}", 14);
     huge[12000] = 0;
-    r           = post(&s, "/v1/completions", huge);
-    free(check_error(&r, 413, NULL));
-    resp_free(&r);
+    r           = http_post(&s, "/v1/completions", huge);
+    free(http_check_error(&r, 413, NULL));
+    http_resp_free(&r);
     /* far over it (where libevent would answer with its own HTML page): OpenAI's 413 all
      * the same, before the body is read, and the server lives on */
     char *giant = malloc(2000001);
     memset(giant, ' ', 2000000);
     memcpy(giant, "{\"prompt\":\"x\"}", 14);
     giant[2000000] = 0;
-    r              = post(&s, "/v1/completions", giant);
-    msg            = check_error(&r, 413, NULL);
+    r              = http_post(&s, "/v1/completions", giant);
+    msg            = http_check_error(&r, 413, NULL);
     assert_non_null(strstr(msg, "2000000 bytes"));
     free(msg);
-    resp_free(&r);
+    http_resp_free(&r);
     free(huge);
     free(giant);
     free(big);
 
     /* still serving */
-    r = post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
+    r = http_post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
     assert_int_equal(r.status, 200);
-    resp_free(&r);
-    r = get(&s, "/health");
+    http_resp_free(&r);
+    r = http_get(&s, "/health");
     assert_int_equal(r.status, 200);
-    resp_free(&r);
-    r = get(&s, "/metrics");
+    http_resp_free(&r);
+    r = http_get(&s, "/metrics");
     assert_non_null(
         strstr(r.body, "hearth_requests_total{endpoint=\"/v1/completions\",code=\"400\"}"));
     assert_non_null(strstr(r.body, "hearth_requests_total{endpoint=\"other\",code=\"404\"} 2"));
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
 static void test_api_key(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     for (int env = 0; env < 2; env++) {
         struct srv s;
         const char *extra[] = {"--api-key", "sekrit", NULL};
@@ -1000,26 +647,26 @@ static void test_api_key(void **state)
             setenv("HEARTH_API_KEY", "sekrit", 1);
         srv_start(&s, env ? NULL : extra);
         unsetenv("HEARTH_API_KEY");
-        struct resp r = get(&s, "/v1/models");
-        free(check_error(&r, 401, NULL));
-        resp_free(&r);
+        struct http_resp r = http_get(&s, "/v1/models");
+        free(http_check_error(&r, 401, NULL));
+        http_resp_free(&r);
         const char *wrong[] = {"Authorization: Bearer sekrit2", NULL};
         r                   = http_req(&s, "GET", "/v1/models", NULL, wrong);
-        free(check_error(&r, 401, NULL));
-        resp_free(&r);
+        free(http_check_error(&r, 401, NULL));
+        http_resp_free(&r);
         r = http_req(&s, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", wrong);
-        free(check_error(&r, 401, NULL));
-        resp_free(&r);
+        free(http_check_error(&r, 401, NULL));
+        http_resp_free(&r);
         const char *right[] = {"Authorization: Bearer sekrit", NULL};
         r                   = http_req(&s, "GET", "/v1/models", NULL, right);
         assert_int_equal(r.status, 200);
-        resp_free(&r);
+        http_resp_free(&r);
         r = http_req(&s, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", right);
         assert_int_equal(r.status, 200);
-        resp_free(&r);
-        r = get(&s, "/health"); /* stays open */
+        http_resp_free(&r);
+        r = http_get(&s, "/health"); /* stays open */
         assert_int_equal(r.status, 200);
-        resp_free(&r);
+        http_resp_free(&r);
         srv_stop(&s);
     }
 }
@@ -1031,30 +678,16 @@ static const char long_body[] = "{\"prompt\":\"Once upon a time\",\"max_tokens\"
 
 static pid_t start_long_stream(const struct srv *s, const char *out_path, const char *max_time)
 {
-    static char url[128], body[256];
-    snprintf(url, sizeof url, "%s/v1/completions", s->base);
-    snprintf(body, sizeof body, "%s", long_body);
-    const char *argv[] = {CURL,
-                          "-s",
-                          "-N",
-                          "--max-time",
-                          max_time,
-                          "-H",
-                          "Content-Type: application/json",
-                          "--data-binary",
-                          body,
-                          url,
-                          NULL};
-    return spawn(argv, out_path);
+    return http_post_bg(s, "/v1/completions", long_body, out_path, max_time);
 }
 
 static int slots_busy(const struct srv *s)
 {
-    struct resp r = get(s, "/slots");
-    int busy      = 0;
+    struct http_resp r = http_get(s, "/slots");
+    int busy           = 0;
     for (const char *p = r.body; (p = strstr(p, "\"busy\"")); p++)
         busy++;
-    resp_free(&r);
+    http_resp_free(&r);
     return busy;
 }
 
@@ -1064,7 +697,7 @@ static bool wait_busy(const struct srv *s, int want, double timeout_s)
     while (now_s() < end) {
         if (slots_busy(s) == want)
             return true;
-        sleep_ms(20);
+        srv_sleep_ms(20);
     }
     return false;
 }
@@ -1072,7 +705,7 @@ static bool wait_busy(const struct srv *s, int want, double timeout_s)
 static void test_queue_full_503(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     const char *extra[] = {"--parallel", "1", "--max-queue", "0", "--ctx-size", "8192", NULL};
     srv_start(&s, extra);
@@ -1080,28 +713,28 @@ static void test_queue_full_503(void **state)
     snprintf(out, sizeof out, "%s/long.txt", s.dir);
     pid_t bg = start_long_stream(&s, out, "60");
     assert_true(wait_busy(&s, 1, 30));
-    struct resp r = post(&s, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}");
-    free(check_error(&r, 503, NULL));
+    struct http_resp r = http_post(&s, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}");
+    free(http_check_error(&r, 503, NULL));
     assert_non_null(strcasestr(r.headers, "Retry-After:"));
-    resp_free(&r);
+    http_resp_free(&r);
     /* n = 2 on one free slot and no queue: refused as a whole */
     kill(bg, SIGKILL);
-    wait_for(bg, 30);
+    srv_wait_pid(bg, 30);
     assert_true(wait_busy(&s, 0, 30));
-    r = post(&s, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"n\":2}");
-    free(check_error(&r, 503, NULL));
-    resp_free(&r);
+    r = http_post(&s, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"n\":2}");
+    free(http_check_error(&r, 503, NULL));
+    http_resp_free(&r);
     assert_true(wait_busy(&s, 0, 30));
-    r = post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
+    r = http_post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
     assert_int_equal(r.status, 200);
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
 static void test_disconnect_frees_slot(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     const char *extra[] = {"--parallel", "2", "--ctx-size", "8192", NULL};
     srv_start(&s, extra);
@@ -1111,44 +744,34 @@ static void test_disconnect_frees_slot(void **state)
     const char *max_time = "1";
     pid_t bg             = start_long_stream(&s, out, max_time);
     assert_true(wait_busy(&s, 1, 30));
-    int rc = wait_for(bg, 60);
+    int rc = srv_wait_pid(bg, 60);
     assert_int_equal(rc, 28); /* curl: operation timed out */
-    char *got = slurp(out);
+    char *got = srv_slurp(out);
     assert_non_null(strstr(got, "data: {"));
     assert_null(strstr(got, "[DONE]"));
     free(got);
     assert_true(wait_busy(&s, 0, 10));
     /* the same for a plain request */
-    char url[128];
-    snprintf(url, sizeof url, "%s/v1/completions", s.base);
-    const char *argv[] = {CURL,
-                          "-s",
-                          "--max-time",
-                          "1",
-                          "-H",
-                          "Content-Type: application/json",
-                          "--data-binary",
-                          "{\"prompt\":\"Once\",\"max_tokens\":8000,\"ignore_eos\":true}",
-                          url,
-                          NULL};
-    bg                 = spawn(argv, NULL);
+    snprintf(out, sizeof out, "%s/plain.txt", s.dir);
+    bg = http_post_bg(&s, "/v1/completions",
+                      "{\"prompt\":\"Once\",\"max_tokens\":8000,\"ignore_eos\":true}", out, "1");
     assert_true(wait_busy(&s, 1, 30));
-    assert_int_equal(wait_for(bg, 60), 28);
+    assert_int_equal(srv_wait_pid(bg, 60), 28);
     assert_true(wait_busy(&s, 0, 10));
-    struct resp r =
-        post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
+    struct http_resp r =
+        http_post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
     assert_int_equal(r.status, 200);
-    resp_free(&r);
-    r = get(&s, "/metrics");
+    http_resp_free(&r);
+    r = http_get(&s, "/metrics");
     assert_non_null(strstr(r.body, "code=\"499\"} 1"));
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
 static void test_sigterm_mid_stream_is_graceful(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     const char *extra[] = {"--ctx-size", "8192", NULL};
     srv_start(&s, extra);
@@ -1160,8 +783,8 @@ static void test_sigterm_mid_stream_is_graceful(void **state)
     double t0 = now_s();
     srv_stop(&s); /* exit 0, no sanitizer report */
     assert_true(now_s() - t0 < 30);
-    assert_int_equal(wait_for(bg, 30), 0); /* the stream was ended properly, not cut */
-    char *got = slurp(out);
+    assert_int_equal(srv_wait_pid(bg, 30), 0); /* the stream was ended properly, not cut */
+    char *got = srv_slurp(out);
     tu_rmtree(keep);
     free(keep);
     if (!strstr(got, "\"code\":\"shutting_down\""))
@@ -1175,7 +798,7 @@ static void test_sigterm_mid_stream_is_graceful(void **state)
 static void test_parallel_greedy_equals_alone(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     const char *extra[] = {"--parallel", "4", NULL};
     srv_start(&s, extra);
@@ -1186,40 +809,29 @@ static void test_parallel_greedy_equals_alone(void **state)
         snprintf(bodies[i], sizeof bodies[i],
                  "{\"prompt\":\"%s\",\"max_tokens\":120,\"temperature\":0,\"ignore_eos\":true}",
                  prompts[i]);
-        struct resp r = post(&s, "/v1/completions", bodies[i]);
+        struct http_resp r = http_post(&s, "/v1/completions", bodies[i]);
         assert_int_equal(r.status, 200);
         alone[i] = first_text(&r);
-        resp_free(&r);
+        http_resp_free(&r);
     }
-    char url[128], outs[4][600];
-    snprintf(url, sizeof url, "%s/v1/completions", s.base);
+    char outs[4][600];
     pid_t pids[4];
     for (int i = 0; i < 4; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/par%d.json", s.dir, i);
-        const char *argv[] = {CURL,
-                              "-s",
-                              "--max-time",
-                              "120",
-                              "-H",
-                              "Content-Type: application/json",
-                              "--data-binary",
-                              bodies[i],
-                              url,
-                              NULL};
-        pids[i]            = spawn(argv, outs[i]);
+        pids[i] = http_post_bg(&s, "/v1/completions", bodies[i], outs[i], "120");
     }
     for (int i = 0; i < 4; i++)
-        assert_int_equal(wait_for(pids[i], 150), 0);
+        assert_int_equal(srv_wait_pid(pids[i], 150), 0);
     for (int i = 0; i < 4; i++) {
-        struct resp r = {200, slurp(outs[i]), strdup("")};
-        char *t       = first_text(&r);
+        struct http_resp r = {200, srv_slurp(outs[i]), strdup("")};
+        char *t            = first_text(&r);
         if (strcmp(t, alone[i]))
             print_message("prompt %d differs when run with others:\n  alone: %s\n  with:  %s\n", i,
                           alone[i], t);
         assert_string_equal(t, alone[i]);
         free(t);
         free(alone[i]);
-        resp_free(&r);
+        http_resp_free(&r);
     }
     srv_stop(&s);
 }
@@ -1227,7 +839,7 @@ static void test_parallel_greedy_equals_alone(void **state)
 static void test_prefix_reuse_reports_cached_tokens(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
+    SRV_NEED_CURL_AND_MODEL();
     struct srv s;
     srv_start(&s, NULL);
     char body[2048] = "{\"prompt\":\"";
@@ -1237,15 +849,15 @@ static void test_prefix_reuse_reports_cached_tokens(void **state)
     double cached[2];
     char *text[2];
     for (int k = 0; k < 2; k++) {
-        struct resp r = post(&s, "/v1/completions", body);
+        struct http_resp r = http_post(&s, "/v1/completions", body);
         assert_int_equal(r.status, 200);
-        cJSON *j       = json_of(&r);
+        cJSON *j       = http_json(&r);
         const cJSON *u = jget(j, "usage");
         assert_true(jnum(u, "prompt_tokens") > 100);
         cached[k] = jnum(jget(u, "prompt_tokens_details"), "cached_tokens");
         text[k]   = strdup(jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "text"));
         cJSON_Delete(j);
-        resp_free(&r);
+        http_resp_free(&r);
     }
     print_message("cached_tokens: first %g, second %g\n", cached[0], cached[1]);
     assert_true(cached[0] == 0);
@@ -1253,68 +865,50 @@ static void test_prefix_reuse_reports_cached_tokens(void **state)
     assert_string_equal(text[0], text[1]); /* reuse changes nothing in the output */
     free(text[0]);
     free(text[1]);
-    struct resp r = get(&s, "/metrics");
-    const char *p = strstr(r.body, "\nhearth_prefix_cache_hit_tokens_total ");
+    struct http_resp r = http_get(&s, "/metrics");
+    const char *p      = strstr(r.body, "\nhearth_prefix_cache_hit_tokens_total ");
     assert_non_null(p);
     assert_true(atof(p + strlen("\nhearth_prefix_cache_hit_tokens_total ")) >= 64);
-    resp_free(&r);
+    http_resp_free(&r);
     srv_stop(&s);
 }
 
 static void test_openai_npm_client(void **state)
 {
     (void)state;
-    NEED_CURL_AND_MODEL();
-    const char *node = access("/usr/bin/node", X_OK) == 0 ? "/usr/bin/node" : NULL;
-    char pkg[1024], script[1024];
-    snprintf(pkg, sizeof pkg, "%s/tests/e2e/node/node_modules/openai/package.json", HEARTH_TOP);
-    snprintf(script, sizeof script, "%s/tests/e2e/node/openai.test.mjs", HEARTH_TOP);
-    if (!node || access(pkg, R_OK) != 0) {
-        print_message("skip: needs /usr/bin/node and `npm ci --prefix tests/e2e/node`\n");
+    SRV_NEED_CURL_AND_MODEL();
+    if (!srv_have_node())
         skip();
-    }
     struct srv s;
     const char *extra[] = {"--alias", "stories", "--api-key", "node-key", NULL};
     srv_start(&s, extra);
     char base[128];
     snprintf(base, sizeof base, "%s/v1", s.base);
-    setenv("HEARTH_BASE_URL", base, 1);
-    setenv("HEARTH_API_KEY_FOR_TEST", "node-key", 1);
-    setenv("HEARTH_MODEL_ALIAS", "stories", 1);
-    const char *argv[] = {node, "--test", script, NULL};
-    char *out = NULL, *err = NULL;
-    int rc = tu_run(argv, NULL, &out, &err, 300);
-    unsetenv("HEARTH_BASE_URL");
-    unsetenv("HEARTH_API_KEY_FOR_TEST");
-    unsetenv("HEARTH_MODEL_ALIAS");
-    if (rc != 0)
-        print_message("node --test rc %d\n%s\n%s\n", rc, out, err);
-    else
-        print_message("%s", strstr(out, "# pass") ? strstr(out, "# pass") : out);
-    free(out);
-    free(err);
-    assert_int_equal(rc, 0);
+    const char *env[] = {
+        "HEARTH_BASE_URL", base, "HEARTH_API_KEY_FOR_TEST", "node-key", "HEARTH_MODEL_ALIAS",
+        "stories",         NULL};
+    srv_node_test("openai.test.mjs", env);
     srv_stop(&s);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_health_models_slots_metrics, kill_leftovers),
-        cmocka_unit_test_teardown(test_health_503_while_loading, kill_leftovers),
-        cmocka_unit_test_teardown(test_completions_match_llama_cpp, kill_leftovers),
-        cmocka_unit_test_teardown(test_chat_and_streaming, kill_leftovers),
-        cmocka_unit_test_teardown(test_stop_strings, kill_leftovers),
-        cmocka_unit_test_teardown(test_n_and_prompt_arrays, kill_leftovers),
-        cmocka_unit_test_teardown(test_logprobs, kill_leftovers),
-        cmocka_unit_test_teardown(test_bad_input_never_hurts, kill_leftovers),
-        cmocka_unit_test_teardown(test_api_key, kill_leftovers),
-        cmocka_unit_test_teardown(test_queue_full_503, kill_leftovers),
-        cmocka_unit_test_teardown(test_disconnect_frees_slot, kill_leftovers),
-        cmocka_unit_test_teardown(test_sigterm_mid_stream_is_graceful, kill_leftovers),
-        cmocka_unit_test_teardown(test_parallel_greedy_equals_alone, kill_leftovers),
-        cmocka_unit_test_teardown(test_prefix_reuse_reports_cached_tokens, kill_leftovers),
-        cmocka_unit_test_teardown(test_openai_npm_client, kill_leftovers),
+        cmocka_unit_test_teardown(test_health_models_slots_metrics, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_health_503_while_loading, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_completions_match_llama_cpp, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_chat_and_streaming, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_stop_strings, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_n_and_prompt_arrays, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_logprobs, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_bad_input_never_hurts, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_api_key, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_queue_full_503, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_disconnect_frees_slot, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_sigterm_mid_stream_is_graceful, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_parallel_greedy_equals_alone, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_prefix_reuse_reports_cached_tokens, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_openai_npm_client, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* testutil.c: see testutil.h. */
 #include "util/testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -163,6 +164,32 @@ char *tu_read_file(const char *path, size_t *len)
     if (len)
         *len = s.len;
     return s.buf;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char **tu_list_files(const char *dir, const char *suffix, int *n)
+{
+    *n     = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    char **names   = NULL;
+    size_t suf_len = strlen(suffix);
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (len <= suf_len || strcmp(e->d_name + len - suf_len, suffix))
+            continue;
+        names         = realloc(names, (size_t)(*n + 1) * sizeof *names);
+        names[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    if (*n)
+        qsort(names, (size_t)*n, sizeof *names, cmp_names);
+    return names ? names : calloc(1, sizeof *names);
 }
 
 char *tu_tmpdir(void)

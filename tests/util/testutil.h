@@ -59,6 +59,13 @@ int tu_run(const char *const argv[], const char *stdin_text, char **out, char **
 /* Whole file as a malloc'd NUL-terminated string (length in *len if non-NULL), or NULL. */
 char *tu_read_file(const char *path, size_t *len);
 
+/*
+ * The names of the files in dir that end in suffix (".jinja"), sorted by
+ * strcmp; *n of them. A malloc'd array of malloc'd names (free both), or
+ * NULL when dir cannot be read.
+ */
+char **tu_list_files(const char *dir, const char *suffix, int *n);
+
 /* A fresh temporary directory (mkdtemp under $TMPDIR), removed by tu_rmtree. */
 char *tu_tmpdir(void);
 void tu_rmtree(const char *dir);
