@@ -221,6 +221,13 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
         if (!assistant)
             return BAD(e, "missing_required_parameter", param,
                        "Missing required parameter: '%s'.", param);
+        /* An assistant turn that only calls tools comes with content null (the OpenAI SDKs
+         * send it so); templates test it as a string ('</think>' in message.content), so they
+         * see "" as vLLM and mlx-lm give them. */
+        if (c)
+            cJSON_ReplaceItemInObjectCaseSensitive(m, "content", cJSON_CreateString(""));
+        else
+            cJSON_AddItemToObject(m, "content", cJSON_CreateString(""));
     } else if (cJSON_IsArray(c)) {
         if (!check_parts(c, param, e))
             return false;

@@ -9,8 +9,9 @@ bos_token, eos_token, kwargs, now): prints the rendering byte-exact and exits 0,
 the error and exits 1. A JSON list of requests: prints a JSON list of {"ok": true, "text": ...}
 or {"ok": false, "error": ...}, one per request, and exits 0.
 
-Messages come in OpenAI wire form; each tool_calls[].function.arguments JSON string is parsed
-into an object first, as HF templates expect.
+Messages come in OpenAI wire form and are given to the template as hearth serve gives them:
+each tool_calls[].function.arguments JSON string is parsed into an object first, as HF
+templates expect, and an assistant message's null content becomes "".
 """
 import datetime
 import json
@@ -59,6 +60,10 @@ def parse_arguments(messages):
     out = []
     for m in messages:
         m = dict(m)
+        # hearth serve's rule for a tool-calling assistant turn: content null reaches the
+        # template as "" (src/serve/oai_request.c)
+        if m.get("role") == "assistant" and m.get("content") is None:
+            m["content"] = ""
         if isinstance(m.get("tool_calls"), list):
             calls = []
             for tc in m["tool_calls"]:

@@ -57,13 +57,21 @@ static char **list_templates(const char *dir, int *n)
     return names;
 }
 
-/* A copy of messages with every tool_calls[].function.arguments string parsed to JSON. */
+/* A copy of messages as the server hands them over: tool-call arguments parsed to JSON, an
+ * assistant turn's null content made "". */
 static cJSON *parse_arguments(const cJSON *messages)
 {
     cJSON *out = cJSON_Duplicate(messages, 1);
     const cJSON *m;
     cJSON_ArrayForEach(m, out)
     {
+        const cJSON *role    = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (cJSON_IsString(role) && !strcmp(role->valuestring, "assistant") &&
+            (!content || cJSON_IsNull(content))) {
+            cJSON_DeleteItemFromObjectCaseSensitive((cJSON *)m, "content");
+            cJSON_AddStringToObject((cJSON *)m, "content", "");
+        }
         const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
         const cJSON *tc;
         cJSON_ArrayForEach(tc, calls)
