@@ -23,7 +23,6 @@
 #include "serve/server.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
-#include "util/utf8.h"
 
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
@@ -198,33 +197,9 @@ void h_props(struct server *s, struct evhttp_request *req)
 
 /* ------------------------------------------------- prepared elsewhere --- */
 
-static struct task *task_new(void)
-{
-    struct task *t = calloc(1, sizeof *t);
-    return t;
-}
-
 void h_apply_template(struct server *s, struct evhttp_request *req)
 {
-    if (!serve_check_ready(s, req, EP_APPLY_TEMPLATE))
-        return;
-    size_t len;
-    const char *body = serve_body(s, req, EP_APPLY_TEMPLATE, &len);
-    if (!body)
-        return;
-    struct task *t = task_new();
-    struct oai_error e;
-    if (!t) {
-        oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        serve_reply_error(s, req, EP_APPLY_TEMPLATE, &e);
-        return;
-    }
-    if (!oai_parse(OAI_TEMPLATE, body, len, &t->r, &e)) {
-        free(t);
-        serve_reply_error(s, req, EP_APPLY_TEMPLATE, &e);
-        return;
-    }
-    serve_prepare(s, req, EP_APPLY_TEMPLATE, PK_TEMPLATE, t);
+    serve_prepare_oai(s, req, EP_APPLY_TEMPLATE, OAI_TEMPLATE, PK_TEMPLATE);
 }
 
 /* A JSON object body with only the fields named in allowed; NULL with *e set otherwise. */
@@ -268,7 +243,7 @@ static void prepared_body(struct server *s, struct evhttp_request *req, enum met
         serve_reply_error(s, req, ep, &e);
         return;
     }
-    struct task *t = task_new();
+    struct task *t = calloc(1, sizeof *t);
     if (!t) {
         cJSON_Delete(o);
         oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -306,32 +281,6 @@ static bool want_bool(const cJSON *o, const char *name, bool dflt, bool *out, st
     return true;
 }
 
-/* A token's piece as JSON text: invalid UTF-8 (a lone byte of a character) as U+FFFD. */
-static cJSON *piece_json(const char *s, size_t n)
-{
-    char *t = malloc(n * 3 + 1);
-    if (!t)
-        return cJSON_CreateString("");
-    size_t w = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t len = utf8_decode(s + i, n - i, &cp);
-        if (len) {
-            memcpy(t + w, s + i, len);
-            w += len;
-            i += len;
-        } else {
-            memcpy(t + w, "\xef\xbf\xbd", 3);
-            w += 3;
-            i++;
-        }
-    }
-    t[w]     = 0;
-    cJSON *j = cJSON_CreateString(t);
-    free(t);
-    return j;
-}
-
 static bool do_tokenize(struct task *t)
 {
     const struct hearth_model *m = t->srv->model;
@@ -367,7 +316,7 @@ static bool do_tokenize(struct task *t)
         size_t k = hearth_token_to_piece(m, ids[i], buf, sizeof buf);
         cJSON *p = cJSON_CreateObject();
         cJSON_AddNumberToObject(p, "id", ids[i]);
-        cJSON_AddItemToObject(p, "piece", piece_json(buf, k <= sizeof buf ? k : 0));
+        cJSON_AddItemToObject(p, "piece", oai_text_json(buf, k <= sizeof buf ? k : 0));
         cJSON_AddItemToArray(toks, p);
     }
     free(ids);
@@ -416,7 +365,7 @@ static bool do_detokenize(struct task *t)
         i++;
     }
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "content", piece_json(text, len));
+    cJSON_AddItemToObject(o, "content", oai_text_json(text, len));
     free(text);
     t->json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);

@@ -527,8 +527,8 @@ static void task_done(struct server *s, struct task *t)
     task_free(t);
 }
 
-static void generate(struct server *s, struct evhttp_request *req, enum oai_kind kind,
-                     enum metrics_endpoint ep)
+void serve_prepare_oai(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       enum oai_kind kind, enum pending_kind pkind)
 {
     if (!serve_check_ready(s, req, ep))
         return;
@@ -547,17 +547,17 @@ static void generate(struct server *s, struct evhttp_request *req, enum oai_kind
         serve_reply_error(s, req, ep, &e);
         return;
     }
-    serve_prepare(s, req, ep, PK_GENERATE, t);
+    serve_prepare(s, req, ep, pkind, t);
 }
 
 static void h_chat(struct server *s, struct evhttp_request *req)
 {
-    generate(s, req, OAI_CHAT, EP_CHAT);
+    serve_prepare_oai(s, req, EP_CHAT, OAI_CHAT, PK_GENERATE);
 }
 
 static void h_completions(struct server *s, struct evhttp_request *req)
 {
-    generate(s, req, OAI_COMPLETION, EP_COMPLETIONS);
+    serve_prepare_oai(s, req, EP_COMPLETIONS, OAI_COMPLETION, PK_GENERATE);
 }
 
 /* ------------------------------------------------------------- mailbox --- */

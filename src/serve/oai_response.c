@@ -187,20 +187,19 @@ static cJSON *bytes_json(const char *s, int32_t n)
     return a;
 }
 
-/* A token's text may be a lone byte of a UTF-8 character; JSON text must be valid UTF-8. */
-static cJSON *text_json(const char *s, int32_t n)
+cJSON *oai_text_json(const char *s, size_t n)
 {
-    char *t = malloc((size_t)n * 3 + 1);
+    char *t = malloc(n * 3 + 1);
     if (!t)
         return cJSON_CreateString("");
     size_t w = 0;
-    for (int32_t i = 0; i < n;) {
+    for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t len = utf8_decode(s + i, (size_t)(n - i), &cp);
+        size_t len = utf8_decode(s + i, n - i, &cp);
         if (len) {
             memcpy(t + w, s + i, len);
             w += len;
-            i += (int32_t)len;
+            i += len;
         } else { /* U+FFFD, as Python's bytes.decode(errors="replace") writes */
             memcpy(t + w, "\xef\xbf\xbd", 3);
             w += 3;
@@ -219,14 +218,14 @@ static cJSON *chat_logprob_entry(const struct oai_response *r, const struct sche
     char buf[256];
     int32_t n = piece(r, ev->logprob->token, buf, sizeof buf);
     cJSON *o  = cJSON_CreateObject();
-    cJSON_AddItemToObject(o, "token", text_json(buf, n));
+    cJSON_AddItemToObject(o, "token", oai_text_json(buf, n));
     cJSON_AddNumberToObject(o, "logprob", ev->logprob->logprob);
     cJSON_AddItemToObject(o, "bytes", bytes_json(buf, n));
     cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
     for (int32_t i = 0; i < ev->n_top; i++) {
         int32_t m = piece(r, ev->top[i].token, buf, sizeof buf);
         cJSON *t  = cJSON_CreateObject();
-        cJSON_AddItemToObject(t, "token", text_json(buf, m));
+        cJSON_AddItemToObject(t, "token", oai_text_json(buf, m));
         cJSON_AddNumberToObject(t, "logprob", ev->top[i].logprob);
         cJSON_AddItemToObject(t, "bytes", bytes_json(buf, m));
         cJSON_AddItemToArray(top, t);
@@ -241,13 +240,13 @@ static void completion_logprob_add(const struct oai_response *r, cJSON *lp,
 {
     char buf[256];
     int32_t n = piece(r, ev->logprob->token, buf, sizeof buf);
-    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), text_json(buf, n));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "tokens"), oai_text_json(buf, n));
     cJSON_AddItemToArray(cJSON_GetObjectItem(lp, "token_logprobs"),
                          cJSON_CreateNumber(ev->logprob->logprob));
     cJSON *top = cJSON_CreateObject();
     for (int32_t i = 0; i < ev->n_top; i++) {
         int32_t m = piece(r, ev->top[i].token, buf, sizeof buf);
-        cJSON *k  = text_json(buf, m);
+        cJSON *k  = oai_text_json(buf, m);
         /* two tokens with the same text: keep the first (the likelier) */
         if (!cJSON_GetObjectItemCaseSensitive(top, k->valuestring))
             cJSON_AddNumberToObject(top, k->valuestring, ev->top[i].logprob);
@@ -366,9 +365,9 @@ static char *delta_chunk(const struct oai_response *r, int32_t index,
     cJSON *o     = chunk_new(r, index, &c);
     cJSON *delta = cJSON_AddObjectToObject(c, "delta");
     if (d && d->kind == CHATPARSE_REASONING) {
-        cJSON_AddItemToObject(delta, "reasoning_content", text_json(d->text, (int32_t)d->text_len));
+        cJSON_AddItemToObject(delta, "reasoning_content", oai_text_json(d->text, d->text_len));
     } else if (d && d->kind == CHATPARSE_CONTENT) {
-        cJSON_AddItemToObject(delta, "content", text_json(d->text, (int32_t)d->text_len));
+        cJSON_AddItemToObject(delta, "content", oai_text_json(d->text, d->text_len));
     } else if (d) {
         cJSON *calls = cJSON_AddArrayToObject(delta, "tool_calls");
         cJSON *call  = cJSON_CreateObject();
@@ -383,7 +382,7 @@ static char *delta_chunk(const struct oai_response *r, int32_t index,
             cJSON_AddStringToObject(fn, "name", d->name);
             cJSON_AddStringToObject(fn, "arguments", "");
         } else {
-            cJSON_AddItemToObject(fn, "arguments", text_json(d->text, (int32_t)d->text_len));
+            cJSON_AddItemToObject(fn, "arguments", oai_text_json(d->text, d->text_len));
         }
     }
     if (lp)
@@ -466,7 +465,7 @@ char *oai_response_text(struct oai_response *r, const struct sched_event *ev, si
         return NULL; /* a token held back: nothing to say yet */
     cJSON *c;
     cJSON *o = chunk_new(r, ev->choice, &c);
-    cJSON *t = text_json(ev->text, (int32_t)ev->text_len);
+    cJSON *t = oai_text_json(ev->text, ev->text_len);
     if (r->kind == OAI_CHAT) {
         cJSON *delta = cJSON_AddObjectToObject(c, "delta");
         cJSON_AddItemToObject(delta, "content", t);
@@ -607,12 +606,12 @@ static void split_message(const struct oai_response *r, struct oai_choice *ch, c
     }
     bool has_calls = cJSON_GetArraySize(calls) > 0;
     if (ch->len || !has_calls)
-        cJSON_AddItemToObject(m, "content", text_json(ch->text ? ch->text : "", (int32_t)ch->len));
+        cJSON_AddItemToObject(m, "content", oai_text_json(ch->text ? ch->text : "", ch->len));
     else
         cJSON_AddNullToObject(m, "content");
     if (reason && at) {
         reason[at] = 0;
-        cJSON_AddItemToObject(m, "reasoning_content", text_json(reason, (int32_t)at));
+        cJSON_AddItemToObject(m, "reasoning_content", oai_text_json(reason, at));
     }
     free(reason);
     if (has_calls)
@@ -665,10 +664,10 @@ char *oai_response_finish(struct oai_response *r, int *status, size_t *len)
                 split_message(r, ch, m);
             else
                 cJSON_AddItemToObject(m, "content",
-                                      text_json(ch->text ? ch->text : "", (int32_t)ch->len));
+                                      oai_text_json(ch->text ? ch->text : "", ch->len));
             cJSON_AddNullToObject(m, "refusal");
         } else {
-            cJSON_AddItemToObject(c, "text", text_json(ch->text ? ch->text : "", (int32_t)ch->len));
+            cJSON_AddItemToObject(c, "text", oai_text_json(ch->text ? ch->text : "", ch->len));
         }
         if (r->logprobs) {
             cJSON *lp    = ch->logprobs;

@@ -141,6 +141,13 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
 
 /* ------------------------------------------------------------ responses --- */
 
+/*
+ * n bytes of generated text as a JSON string: a token's text may be a lone
+ * byte of a UTF-8 character, and JSON text must be valid UTF-8, so invalid
+ * bytes become U+FFFD (as Python's bytes.decode(errors="replace") writes).
+ */
+struct cJSON *oai_text_json(const char *s, size_t n);
+
 struct oai_response;
 
 /*

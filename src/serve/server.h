@@ -127,6 +127,9 @@ const char *serve_body(struct server *s, struct evhttp_request *req, enum metric
 /* Hands a request to the preparation thread: a pending record that keeps req until t is back. */
 void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                    enum pending_kind kind, struct task *t);
+/* Parses req's body as an OpenAI request of kind, then hands it to serve_prepare as pkind. */
+void serve_prepare_oai(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       enum oai_kind kind, enum pending_kind pkind);
 struct pending *serve_pending_find(struct server *s, uint64_t request_id);
 
 /* ---- endpoints (endpoints.c): handlers named in routes.h, and the prep-thread work ---- */
