@@ -59,6 +59,7 @@ struct jlist *jinja_iter(struct jctx *c, struct jv v)
     switch (v.kind) {
     case JV_LIST:
     case JV_TUPLE:
+    case JV_GEN:
         return v.u.l;
     case JV_UNDEF:
         return jv_list_new(c, 0).u.l;
@@ -743,7 +744,8 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
     if (!strcmp(name, "mapping"))
         return v.kind == JV_DICT;
     if (!strcmp(name, "iterable"))
-        return v.kind == JV_STR || jv_is_seq(v) || v.kind == JV_DICT || v.kind == JV_UNDEF;
+        return v.kind == JV_STR || jv_is_seq(v) || v.kind == JV_DICT || v.kind == JV_UNDEF ||
+               v.kind == JV_GEN;
     if (!strcmp(name, "sequence"))
         return v.kind == JV_STR || jv_is_seq(v) || v.kind == JV_DICT || v.kind == JV_UNDEF;
     if (!strcmp(name, "callable"))
@@ -984,7 +986,7 @@ static struct jv indent_filter(struct jctx *c, struct jstr s, struct jargs *a)
     return str_new(c, &b);
 }
 
-static struct jv html_escape(struct jctx *c, struct jstr s)
+struct jv jinja_escape(struct jctx *c, struct jstr s)
 {
     struct jbuf b = {0};
     for (size_t i = 0; i < s.len; i++) {
@@ -1001,8 +1003,16 @@ static struct jv html_escape(struct jctx *c, struct jstr s)
 }
 
 /* select/reject/selectattr/rejectattr: args from first on are the test and its arguments. */
+static struct jv gen(struct jv list)
+{
+    list.kind = JV_GEN;
+    return list;
+}
+
 static struct jv select_items(struct jctx *c, struct jv v, struct jargs *a, bool attr, bool keep)
 {
+    if (!jv_truthy(v)) /* jinja2: "if value: for item in value" */
+        return gen(jv_list_new(c, 0));
     struct jlist *l = jinja_iter(c, v);
     int first       = attr ? 1 : 0;
     struct jv out   = jv_list_new(c, 0);
@@ -1022,11 +1032,13 @@ static struct jv select_items(struct jctx *c, struct jv v, struct jargs *a, bool
             jv_list_push(c, out.u.l, l->v[i]);
         jinja_leave(c);
     }
-    return out;
+    return gen(out);
 }
 
 static struct jv map_items(struct jctx *c, struct jv v, struct jargs *a)
 {
+    if (!jv_truthy(v))
+        return gen(jv_list_new(c, 0));
     struct jlist *l = jinja_iter(c, v);
     struct jv out   = jv_list_new(c, l->n);
     struct jv at    = arg(a, -1, "attribute", jv_undef(NULL));
@@ -1039,7 +1051,7 @@ static struct jv map_items(struct jctx *c, struct jv v, struct jargs *a)
                 x = def;
             jv_list_push(c, out.u.l, x);
         }
-        return out;
+        return gen(out);
     }
     struct jstr f   = need_str(c, arg(a, 0, NULL, jv_undef(NULL)), "filter name");
     struct jargs fa = {a->pos + 1, a->n_pos - 1, a->kw_names, a->kw, a->n_kw};
@@ -1048,7 +1060,7 @@ static struct jv map_items(struct jctx *c, struct jv v, struct jargs *a)
         jv_list_push(c, out.u.l, jinja_filter(c, f, l->v[i], &fa));
         jinja_leave(c);
     }
-    return out;
+    return gen(out);
 }
 
 static struct jv minmax(struct jctx *c, struct jv v, struct jargs *a, bool max)
@@ -1180,8 +1192,12 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
             return arg(a, 0, "default_value", jv_strn("", 0));
         return v;
     }
-    if (!strcmp(name, "safe"))
-        return v;
+    if (!strcmp(name, "safe")) {
+        struct jstr t = jv_to_str(c, v);
+        struct jv r   = jv_strn(t.p, t.len);
+        r.safe        = true;
+        return r;
+    }
     if (!strcmp(name, "tojson"))
         return tojson(c, v, a);
     if (!strcmp(name, "trim")) {
@@ -1217,6 +1233,8 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return l->n ? l->v[0] : jv_undef("No first item, sequence was empty.");
     }
     if (!strcmp(name, "last")) {
+        if (v.kind == JV_GEN)
+            jinja_failc(c, HEARTH_EINVAL, "'generator' object is not reversible");
         struct jlist *l = jinja_iter(c, v);
         return l->n ? l->v[l->n - 1] : jv_undef("No last item, sequence was empty.");
     }
@@ -1239,7 +1257,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         struct jv out   = jv_list_new(c, l->n);
         for (size_t i = l->n; i-- > 0;)
             jv_list_push(c, out.u.l, l->v[i]);
-        return out;
+        return v.kind == JV_LIST ? gen(out) : out; /* reversed(list) is an iterator */
     }
     if (!strcmp(name, "map"))
         return map_items(c, v, a);
@@ -1262,7 +1280,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
                 jv_list_push(c, out.u.l, l->v[i]);
             }
         }
-        return out;
+        return gen(out);
     }
     if (!strcmp(name, "sort"))
         return sorted(c, jinja_iter(c, v), arg(a, 2, "attribute", none),
@@ -1279,7 +1297,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return sorted(c, it.u.l, jv_int(pos), cs, rev);
     }
     if (!strcmp(name, "items"))
-        return items_of(c, v);
+        return gen(items_of(c, v));
     if (!strcmp(name, "int"))
         return to_int(c, v, a);
     if (!strcmp(name, "float"))
@@ -1304,8 +1322,13 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return round_filter(c, v, a);
     if (!strcmp(name, "indent"))
         return indent_filter(c, jv_to_str(c, v), a);
-    if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape"))
-        return html_escape(c, jv_to_str(c, v));
+    if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape")) {
+        if (v.kind == JV_STR && v.safe && name[0] != 'f')
+            return v;
+        struct jv r = jinja_escape(c, jv_to_str(c, v));
+        r.safe      = true;
+        return r;
+    }
     if (!strcmp(name, "wordcount")) {
         struct jstr s = jv_to_str(c, v);
         int64_t n     = 0;
@@ -1378,5 +1401,5 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
             jv_list_push(c, cur.u.l, fill);
         jv_list_push(c, out.u.l, cur);
     }
-    return out;
+    return gen(out);
 }

@@ -83,6 +83,13 @@ static const char *obj_repr(struct jv v)
     }
 }
 
+static struct jv no_elem(struct jctx *c, struct jv obj, struct jstr key)
+{
+    if (obj.kind == JV_NONE)
+        return undef_fmt(c, "None has no element %.*s", (int)key.len, key.p);
+    return undef_fmt(c, "'%s' has no element %.*s", obj_repr(obj), (int)key.len, key.p);
+}
+
 static struct jv no_attr(struct jctx *c, struct jv obj, struct jstr name)
 {
     if (obj.kind == JV_NONE)
@@ -229,8 +236,7 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
                 i += n;
             if (i >= 0 && i < n)
                 return obj.u.l->v[i];
-            return undef_fmt(c, "'%s' has no element %lld", obj_repr(obj),
-                             (long long)(as_index(key, &i) ? i : 0));
+            return no_elem(c, obj, jv_to_repr(c, key));
         }
         break;
     case JV_STR:
@@ -243,7 +249,7 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
                 size_t b = ju_offset(obj.u.s, (size_t)i + 1);
                 return jv_strn(obj.u.s.p + a, b - a);
             }
-            return undef_fmt(c, "'str object' has no element %lld", (long long)i);
+            return no_elem(c, obj, jv_to_repr(c, key));
         }
         break;
     default:
@@ -257,8 +263,7 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
             return m;
         return no_attr(c, obj, key.u.s);
     }
-    struct jstr r = jv_to_repr(c, key);
-    return undef_fmt(c, "'%s' has no element %.*s", obj_repr(obj), (int)r.len, r.p);
+    return no_elem(c, obj, jv_to_repr(c, key));
 }
 
 /* Python's slice.indices and the slice itself, for lists, tuples and strings. */
@@ -439,13 +444,24 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
         }
         jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
     }
+    if (op == '+' && a.kind == JV_STR && b.kind == JV_STR && a.safe != b.safe) {
+        /* Markup + str escapes the str, and the sum is Markup */
+        struct jv x = a.safe ? a : jinja_escape(c, a.u.s);
+        struct jv y = b.safe ? b : jinja_escape(c, b.u.s);
+        x.safe = y.safe = false;
+        struct jv r     = arith(c, '+', x, y);
+        r.safe          = true;
+        return r;
+    }
     if (op == '+' && a.kind == JV_STR && b.kind == JV_STR) {
         if (a.u.s.len + b.u.s.len > c->o.max_output)
             jinja_failc(c, HEARTH_ERANGE, "a string would pass %zu bytes", c->o.max_output);
         char *p = jinja_alloc(&c->mem, a.u.s.len + b.u.s.len + 1);
         memcpy(p, a.u.s.p, a.u.s.len);
         memcpy(p + a.u.s.len, b.u.s.p, b.u.s.len);
-        return jv_strn(p, a.u.s.len + b.u.s.len);
+        struct jv r = jv_strn(p, a.u.s.len + b.u.s.len);
+        r.safe      = a.safe && b.safe;
+        return r;
     }
     if (op == '+' && jv_is_seq(a) && a.kind == b.kind) {
         struct jv out = jv_list_new(c, a.u.l->n + b.u.l->n);
@@ -460,6 +476,9 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
         return repeat(c, a, ival(b));
     if (op == '*' && (b.kind == JV_STR || jv_is_seq(b)) && (a.kind == JV_INT || a.kind == JV_BOOL))
         return repeat(c, b, ival(a));
+    if (op == '+' && (a.kind == JV_STR || jv_is_seq(a)))
+        jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s",
+                    jv_type_name(a), jv_type_name(b), jv_type_name(a));
     if (op == '%' && a.kind == JV_STR)
         jinja_failc(c, HEARTH_EUNSUPPORTED, "printf-style string formatting is not supported");
     bad_operands(c, ops, a, b);
@@ -490,6 +509,7 @@ static bool contains(struct jctx *c, struct jv hay, struct jv needle)
         return memmem(hay.u.s.p, hay.u.s.len, needle.u.s.p, needle.u.s.len) != NULL;
     case JV_LIST:
     case JV_TUPLE:
+    case JV_GEN:
         for (size_t i = 0; i < hay.u.l->n; i++)
             if (jv_eq(hay.u.l->v[i], needle))
                 return true;

@@ -58,7 +58,9 @@ enum jv_kind {
     JV_LOOP,  /* the loop variable of a for */
     JV_MACRO,
     JV_FUNC,  /* a global function: u.i is its id */
-    JV_METHOD /* a bound method: u.me */
+    JV_METHOD, /* a bound method: u.me */
+    JV_GEN     /* what map, select, unique... return: iterable once in Python, so no len,
+                  no subscript, no JSON; u.l holds its items */
 };
 
 struct jstr {
@@ -74,6 +76,7 @@ struct jmethod;
 
 struct jv {
     enum jv_kind kind;
+    bool safe; /* JV_STR: a Markup (from |safe or |e): + escapes the other operand */
     union {
         bool b;
         int64_t i;
@@ -301,6 +304,8 @@ struct jv jinja_method_call(struct jctx *c, struct jv self, const char *name, st
 /* Global functions: ids and calls. -1 when name is not one. */
 int jinja_global_find(struct jstr name);
 struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a);
+/* markupsafe's escape of s (& < > " '), as a new string. */
+struct jv jinja_escape(struct jctx *c, struct jstr s);
 /* Iterable as a list (list, tuple: itself; dict: keys; str: characters; undefined: empty). */
 struct jlist *jinja_iter(struct jctx *c, struct jv v);
 

@@ -372,6 +372,7 @@ const char *jv_type_name(struct jv v)
         [JV_LIST] = "list",       [JV_TUPLE] = "tuple",    [JV_DICT] = "dict",
         [JV_NS] = "Namespace",    [JV_LOOP] = "LoopContext", [JV_MACRO] = "Macro",
         [JV_FUNC] = "function",   [JV_METHOD] = "builtin_function_or_method",
+        [JV_GEN] = "generator",
     };
     return names[v.kind];
 }
@@ -605,6 +606,9 @@ static void put_value(struct jctx *c, struct jbuf *b, struct jv v, bool repr, in
         return;
     case JV_METHOD:
         jb_printf(c, b, "<built-in method %s>", v.u.me->name);
+        return;
+    case JV_GEN:
+        jb_puts(c, b, "<generator object>");
         return;
     }
 }

@@ -8,7 +8,8 @@
  * the template, the conversation and the first differing byte in context.
  *
  * HEARTH_JINJA_ONLY=substring limits the run to the templates whose file
- * name contains it (for debugging one template).
+ * name contains it (for debugging one template); HEARTH_JINJA_VERBOSE=1
+ * also prints both errors of each pair refused by both.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -211,8 +212,14 @@ static void test_templates(void **state)
             } else
                 snprintf(err, sizeof err, "%s", cerr);
             if (!py_ok) {
-                if (st != HEARTH_OK)
+                if (st != HEARTH_OK) {
                     refused++;
+                    if (getenv("HEARTH_JINJA_VERBOSE"))
+                        print_message("refused %s x %s:\n    jinja2: %s\n    hearth: %s\n",
+                                      names[t], cname,
+                                      cJSON_GetObjectItemCaseSensitive(res, "error")->valuestring,
+                                      err);
+                }
                 else {
                     mismatched++;
                     print_message("MISMATCH %s x %s: jinja2 refused (%s), hearth rendered\n",
