@@ -128,53 +128,154 @@ static struct jstr strip(struct jstr s, const struct jstr *chars, bool left, boo
     return (struct jstr){s.p + a, b - a};
 }
 
-static char up(char ch)
+/*
+ * Simple case mapping of one code point for the scripts chat text meets:
+ * ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic, fullwidth Latin.
+ * Returns cp itself where it has no mapping.
+ */
+static uint32_t to_case(uint32_t cp, bool upper)
 {
-    return ch >= 'a' && ch <= 'z' ? (char)(ch - 32) : ch;
+    if (cp < 0x80) {
+        if (upper && cp >= 'a' && cp <= 'z')
+            return cp - 32;
+        if (!upper && cp >= 'A' && cp <= 'Z')
+            return cp + 32;
+        return cp;
+    }
+    if (cp >= 0xc0 && cp <= 0xfe && cp != 0xd7 && cp != 0xf7 && cp != 0xdf)
+        return upper ? (cp >= 0xe0 ? cp - 32 : cp) : (cp < 0xe0 ? cp + 32 : cp);
+    if (cp == 0xff)
+        return upper ? 0x178 : cp;
+    if (cp == 0x178)
+        return upper ? cp : 0xff;
+    if (cp == 0xb5)
+        return upper ? 0x39c : cp;
+    if ((cp >= 0x100 && cp <= 0x12f) || (cp >= 0x132 && cp <= 0x137) ||
+        (cp >= 0x14a && cp <= 0x177)) /* even upper, odd lower */
+        return upper ? (cp & ~1u) : (cp | 1u);
+    if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e)) /* odd upper */
+        return upper ? ((cp & 1u) ? cp : cp - 1) : ((cp & 1u) ? cp + 1 : cp);
+    if (cp >= 0x391 && cp <= 0x3a9 && cp != 0x3a2)
+        return upper ? cp : cp + 32;
+    if (cp >= 0x3b1 && cp <= 0x3c9)
+        return upper ? (cp == 0x3c2 ? 0x3a3 : cp - 32) : cp;
+    if (cp == 0x386)
+        return upper ? cp : 0x3ac;
+    if (cp == 0x3ac)
+        return upper ? 0x386 : cp;
+    if (cp >= 0x388 && cp <= 0x38a)
+        return upper ? cp : cp + 37;
+    if (cp >= 0x3ad && cp <= 0x3af)
+        return upper ? cp - 37 : cp;
+    if (cp == 0x38c)
+        return upper ? cp : 0x3cc;
+    if (cp == 0x3cc)
+        return upper ? 0x38c : cp;
+    if (cp == 0x38e || cp == 0x38f)
+        return upper ? cp : cp + 63;
+    if (cp == 0x3cd || cp == 0x3ce)
+        return upper ? cp - 63 : cp;
+    if (cp >= 0x410 && cp <= 0x42f)
+        return upper ? cp : cp + 32;
+    if (cp >= 0x430 && cp <= 0x44f)
+        return upper ? cp - 32 : cp;
+    if (cp >= 0x400 && cp <= 0x40f)
+        return upper ? cp : cp + 80;
+    if (cp >= 0x450 && cp <= 0x45f)
+        return upper ? cp - 80 : cp;
+    if (cp >= 0xff21 && cp <= 0xff3a)
+        return upper ? cp : cp + 32;
+    if (cp >= 0xff41 && cp <= 0xff5a)
+        return upper ? cp - 32 : cp;
+    return cp;
 }
 
-static char low(char ch)
+static bool cased(uint32_t cp)
 {
-    return ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+    return to_case(cp, true) != cp || to_case(cp, false) != cp || cp == 0xdf;
 }
 
-static bool alpha(char ch)
+static size_t put_cp(char *o, uint32_t cp)
 {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xc0 | cp >> 6);
+        o[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xe0 | cp >> 12);
+        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+        o[2] = (char)(0x80 | (cp & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | cp >> 18);
+    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+    o[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
 }
 
+/* One code point of s at *i through a case change; ß upper-cases to "SS" as in Python. */
+static void put_case(struct jctx *c, struct jbuf *b, struct jstr s, size_t *i, bool upper,
+                     uint32_t *cp_out)
+{
+    uint32_t cp;
+    size_t k = ju_decode(s.p + *i, s.len - *i, &cp);
+    char tmp[4];
+    if (k == 1 && cp >= 0x80) /* a stray byte stays as it is */
+        jb_put(c, b, s.p + *i, 1);
+    else if (upper && cp == 0xdf)
+        jb_put(c, b, "SS", 2);
+    else
+        jb_put(c, b, tmp, put_cp(tmp, to_case(cp, upper)));
+    *i += k;
+    *cp_out = cp;
+}
+
+/* Python's upper ('u'), lower ('l'), capitalize ('c'), swapcase ('s') and title ('t'). */
 static struct jv map_case(struct jctx *c, struct jstr s, int mode)
 {
-    char *p = jinja_alloc(&c->mem, s.len + 1);
+    struct jbuf b   = {0};
     bool prev_cased = false;
-    for (size_t i = 0; i < s.len; i++) {
-        char ch = s.p[i];
+    for (size_t i = 0; i < s.len;) {
+        uint32_t cp;
+        ju_decode(s.p + i, s.len - i, &cp);
+        bool upper;
         switch (mode) {
-        case 'u': p[i] = up(ch); break;
-        case 'l': p[i] = low(ch); break;
-        case 'c': p[i] = i == 0 ? up(ch) : low(ch); break;
-        case 's': p[i] = alpha(ch) ? (ch >= 'a' ? up(ch) : low(ch)) : ch; break;
-        default: /* 't': str.title */
-            p[i]       = prev_cased ? low(ch) : up(ch);
-            prev_cased = alpha(ch);
+        case 'u': upper = true; break;
+        case 'l': upper = false; break;
+        case 'c': upper = i == 0; break;
+        case 's': upper = to_case(cp, true) != cp; break;
+        default: upper = !prev_cased; break;
         }
+        put_case(c, &b, s, &i, upper, &cp);
+        prev_cased = cased(cp);
     }
-    return jv_strn(p, s.len);
+    return jv_strn(b.p ? b.p : "", b.len);
 }
 
 /* jinja2's title filter: words split on whitespace, dashes and brackets. */
 static struct jv title_filter(struct jctx *c, struct jstr s)
 {
-    char *p    = jinja_alloc(&c->mem, s.len + 1);
-    bool start = true;
-    for (size_t i = 0; i < s.len; i++) {
+    struct jbuf b = {0};
+    bool start    = true;
+    for (size_t i = 0; i < s.len;) {
         char ch  = s.p[i];
         bool sep = ch == ' ' || (ch >= '\t' && ch <= '\r') || ch == '-' || ch == '[' ||
                    ch == ']' || ch == '(' || ch == ')' || ch == '{' || ch == '}';
-        p[i]     = sep ? ch : start ? up(ch) : low(ch);
-        start    = sep;
+        uint32_t cp;
+        if (sep) {
+            jb_put(c, &b, &ch, 1);
+            i++;
+        } else
+            put_case(c, &b, s, &i, start, &cp);
+        start = sep;
     }
-    return jv_strn(p, s.len);
+    return str_new(c, &b);
 }
 
 static const char *find(struct jstr h, struct jstr n, size_t from)
@@ -252,16 +353,12 @@ static struct jv split(struct jctx *c, struct jstr s, struct jv sepv, int64_t ma
         if (!right) {
             for (int64_t k = 0; k < maxsplit; k++)
                 jv_list_push(c, out.u.l, p->v[k]);
-            const char *rest = p->v[maxsplit].u.s.p;
-            struct jstr r    = strip((struct jstr){rest, (size_t)(s.p + s.len - rest)}, NULL,
-                                     false, true);
-            jv_list_push(c, out.u.l, jv_strn(r.p, r.len));
+            const char *rest = p->v[maxsplit].u.s.p; /* keeps its trailing whitespace */
+            jv_list_push(c, out.u.l, jv_strn(rest, (size_t)(s.p + s.len - rest)));
         } else {
             size_t keep      = p->n - (size_t)maxsplit;
             struct jv last   = p->v[keep - 1];
-            struct jstr head = strip((struct jstr){s.p, (size_t)(last.u.s.p + last.u.s.len - s.p)},
-                                     NULL, true, false);
-            jv_list_push(c, out.u.l, jv_strn(head.p, head.len));
+            jv_list_push(c, out.u.l, jv_strn(s.p, (size_t)(last.u.s.p + last.u.s.len - s.p)));
             for (size_t k = keep; k < p->n; k++)
                 jv_list_push(c, out.u.l, p->v[k]);
         }
@@ -407,6 +504,47 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
     return str_new(c, &b);
 }
 
+struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
+{
+    struct jbuf b   = {0};
+    struct jlist *l = NULL, one = {&args, 1, 1};
+    l               = args.kind == JV_TUPLE ? args.u.l : &one;
+    size_t next     = 0;
+    for (size_t i = 0; i < f.len; i++) {
+        if (f.p[i] != '%') {
+            jb_put(c, &b, f.p + i, 1);
+            continue;
+        }
+        char conv = i + 1 < f.len ? f.p[++i] : 0;
+        if (conv == '%') {
+            jb_put(c, &b, "%", 1);
+            continue;
+        }
+        if (!strchr("sdir", conv) || !conv)
+            jinja_failc(c, HEARTH_EUNSUPPORTED, "format '%%%c' is not supported", conv);
+        if (next >= l->n)
+            jinja_failc(c, HEARTH_EINVAL, "not enough arguments for format string");
+        struct jv v = l->v[next++];
+        struct jstr t;
+        if (conv == 'r')
+            t = jv_to_repr(c, v);
+        else if (conv == 's')
+            t = jv_to_str(c, v);
+        else {
+            if (v.kind == JV_FLOAT)
+                v = jv_int((int64_t)v.u.f);
+            if (v.kind != JV_INT && v.kind != JV_BOOL)
+                jinja_failc(c, HEARTH_EINVAL, "%%%c format: a real number is required, not %s",
+                            conv, jv_type_name(v));
+            t = jv_to_str(c, v.kind == JV_BOOL ? jv_int(v.u.b) : v);
+        }
+        jb_put(c, &b, t.p, t.len);
+    }
+    if (next < l->n)
+        jinja_failc(c, HEARTH_EINVAL, "not all arguments converted during string formatting");
+    return str_new(c, &b);
+}
+
 /* ---------------------------------------------------------------- methods --- */
 
 static const char *const str_methods[] = {
@@ -463,8 +601,9 @@ static bool all_chars(struct jstr s, int cls)
         bool ok;
         switch (cls) {
         case 'd': ok = ch >= '0' && ch <= '9'; break;
-        case 'a': ok = alpha(ch); break;
-        case 'n': ok = alpha(ch) || (ch >= '0' && ch <= '9'); break;
+        case 'a': ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); break;
+        case 'n': ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                       (ch >= '0' && ch <= '9'); break;
         case 's': ok = ch == ' ' || (ch >= '\t' && ch <= '\r'); break;
         case 'u': ok = !(ch >= 'a' && ch <= 'z'); any_cased |= ch >= 'A' && ch <= 'Z'; break;
         default: ok = !(ch >= 'A' && ch <= 'Z'); any_cased |= ch >= 'a' && ch <= 'z'; break;
@@ -720,6 +859,11 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
 
 static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct jargs *a)
 {
+    static const char *const alias[][2] = {{"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
+                                           {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (!strcmp(name, alias[i][0]))
+            name = alias[i][1];
     struct jv x = arg(a, 0, NULL, jv_undef(NULL));
     if (!strcmp(name, "defined"))
         return v.kind != JV_UNDEF;
@@ -749,7 +893,8 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
     if (!strcmp(name, "sequence"))
         return v.kind == JV_STR || jv_is_seq(v) || v.kind == JV_DICT || v.kind == JV_UNDEF;
     if (!strcmp(name, "callable"))
-        return v.kind == JV_MACRO || v.kind == JV_FUNC || v.kind == JV_METHOD;
+        return v.kind == JV_MACRO || v.kind == JV_FUNC || v.kind == JV_METHOD ||
+               v.kind == JV_UNDEF; /* Undefined defines __call__ (to raise) */
     if (!strcmp(name, "odd") || !strcmp(name, "even")) {
         if (v.kind == JV_UNDEF)
             jinja_undef_fail(c, v);
@@ -807,7 +952,7 @@ static const char *const test_names[] = {
     "defined", "undefined", "none", "boolean", "true", "false", "integer", "float", "number",
     "string", "mapping", "iterable", "sequence", "callable", "odd", "even", "divisibleby", "eq",
     "equalto", "sameas", "ne", "lt", "lessthan", "le", "gt", "greaterthan", "ge", "in", "lower",
-    "upper", "filter", "test", "escaped", NULL};
+    "upper", "filter", "test", "escaped", "==", "!=", "<", "<=", ">", ">=", NULL};
 
 bool jinja_test_exists(struct jstr name)
 {
@@ -1335,7 +1480,8 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         bool in       = false;
         for (size_t i = 0; i < s.len; i++) {
             unsigned char ch = (unsigned char)s.p[i];
-            bool w = alpha((char)ch) || (ch >= '0' && ch <= '9') || ch == '_' || ch >= 0x80;
+            bool w = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || ch == '_' || ch >= 0x80;
             n += w && !in;
             in = w;
         }

@@ -480,7 +480,7 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
         jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s",
                     jv_type_name(a), jv_type_name(b), jv_type_name(a));
     if (op == '%' && a.kind == JV_STR)
-        jinja_failc(c, HEARTH_EUNSUPPORTED, "printf-style string formatting is not supported");
+        return jinja_percent(c, a.u.s, b);
     bad_operands(c, ops, a, b);
 }
 

@@ -306,6 +306,8 @@ int jinja_global_find(struct jstr name);
 struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a);
 /* markupsafe's escape of s (& < > " '), as a new string. */
 struct jv jinja_escape(struct jctx *c, struct jstr s);
+/* Python's fmt % args for %s, %r, %d, %i and %%: args a tuple or one value. */
+struct jv jinja_percent(struct jctx *c, struct jstr fmt, struct jv args);
 /* Iterable as a list (list, tuple: itself; dict: keys; str: characters; undefined: empty). */
 struct jlist *jinja_iter(struct jctx *c, struct jv v);
 
