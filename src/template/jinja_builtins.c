@@ -437,6 +437,57 @@ static bool affix(struct jctx *c, struct jstr s, struct jv p, bool suffix)
     return !memcmp(suffix ? s.p + s.len - x.len : s.p, x.p, x.len);
 }
 
+/* A format spec [[fill]align][width][.precision][type] for s, d and f; others fail. */
+static struct jstr format_spec(struct jctx *c, struct jv v, struct jstr t, struct jstr spec,
+                               bool converted)
+{
+    size_t i  = 0;
+    char fill = ' ', align = 0;
+    if (spec.len >= 2 && strchr("<>^", spec.p[1])) {
+        fill  = spec.p[0];
+        align = spec.p[1];
+        i     = 2;
+    } else if (spec.len >= 1 && strchr("<>^", spec.p[0]))
+        align = spec.p[i++];
+    int64_t width = 0, prec = -1;
+    while (i < spec.len && spec.p[i] >= '0' && spec.p[i] <= '9' && width < 100000)
+        width = width * 10 + (spec.p[i++] - '0');
+    if (i < spec.len && spec.p[i] == '.') {
+        prec = 0;
+        for (i++; i < spec.len && spec.p[i] >= '0' && spec.p[i] <= '9' && prec < 1000; i++)
+            prec = prec * 10 + (spec.p[i] - '0');
+    }
+    char type = i < spec.len ? spec.p[i++] : 0;
+    if (i != spec.len || (type && !strchr("sdf", type)))
+        jinja_failc(c, HEARTH_EUNSUPPORTED, "format spec '%.*s' is not supported",
+                    (int)spec.len, spec.p);
+    bool num = !converted && (v.kind == JV_INT || v.kind == JV_FLOAT);
+    if (type == 'f' || (num && prec >= 0)) {
+        if (v.kind != JV_INT && v.kind != JV_FLOAT)
+            jinja_failc(c, HEARTH_EINVAL, "Unknown format code 'f' for object of type '%s'",
+                        jv_type_name(v));
+        struct jbuf nb = {0};
+        jb_printf(c, &nb, "%.*f", (int)(prec < 0 ? 6 : prec),
+                  v.kind == JV_INT ? (double)v.u.i : v.u.f);
+        t = jb_str(&nb);
+    } else if (prec >= 0 && !num) {
+        t.len = ju_offset(t, (size_t)prec);
+    }
+    if (!align)
+        align = num ? '>' : '<';
+    int64_t pad = width - (int64_t)ju_count(t);
+    if (pad <= 0)
+        return t;
+    int64_t left  = align == '>' ? pad : align == '^' ? pad / 2 : 0;
+    struct jbuf o = {0};
+    for (int64_t k = 0; k < left; k++)
+        jb_put(c, &o, &fill, 1);
+    jb_put(c, &o, t.p, t.len);
+    for (int64_t k = left; k < pad; k++)
+        jb_put(c, &o, &fill, 1);
+    return jb_str(&o);
+}
+
 /* str.format with {}, {0}, {name}, !r / !s conversions and {{ }} escapes. */
 static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
 {
@@ -472,9 +523,14 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
             conv      = bang + 1 < field.p + field.len ? bang[1] : 0;
             field.len = (size_t)(bang - field.p);
         }
-        if (memchr(field.p, ':', field.len) || memchr(field.p, '.', field.len) ||
-            memchr(field.p, '[', field.len))
-            jinja_failc(c, HEARTH_EUNSUPPORTED, "format specs are not supported");
+        struct jstr spec  = {"", 0};
+        const char *colon = memchr(field.p, ':', field.len);
+        if (colon) {
+            spec      = (struct jstr){colon + 1, (size_t)(field.p + field.len - colon - 1)};
+            field.len = (size_t)(colon - field.p);
+        }
+        if (memchr(field.p, '.', field.len) || memchr(field.p, '[', field.len))
+            jinja_failc(c, HEARTH_EUNSUPPORTED, "format fields with . or [] are not supported");
         struct jv v;
         if (!field.len) {
             if (autoidx >= a->n_pos)
@@ -499,6 +555,8 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
                 jinja_failc(c, HEARTH_EINVAL, "'%.*s'", (int)field.len, field.p);
         }
         struct jstr t = conv == 'r' ? jv_to_repr(c, v) : jv_to_str(c, v);
+        if (spec.len)
+            t = format_spec(c, v, t, spec, conv != 0);
         jb_put(c, &b, t.p, t.len);
     }
     return str_new(c, &b);
@@ -648,8 +706,21 @@ static struct jv str_method(struct jctx *c, struct jstr s, const char *name, str
                      "maxsplit"), name[0] == 'r');
     if (!strcmp(name, "splitlines"))
         return (struct jv){.kind = JV_LIST, .u.l = splitlines(c, s)};
-    if (!strcmp(name, "startswith") || !strcmp(name, "endswith"))
+    if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
+        struct jv st = arg(a, 1, NULL, none), en = arg(a, 2, NULL, none);
+        if (st.kind != JV_NONE || en.kind != JV_NONE) { /* s[start:end], by code points */
+            int64_t n  = (int64_t)ju_count(s);
+            int64_t lo = st.kind == JV_NONE ? 0 : need_int(c, st, "start");
+            int64_t hi = en.kind == JV_NONE ? n : need_int(c, en, "end");
+            lo = lo < 0 ? (lo + n < 0 ? 0 : lo + n) : (lo > n ? n : lo);
+            hi = hi < 0 ? (hi + n < 0 ? 0 : hi + n) : (hi > n ? n : hi);
+            if (hi < lo)
+                return jv_bool(false);
+            size_t x = ju_offset(s, (size_t)lo), y = ju_offset(s, (size_t)hi);
+            s        = (struct jstr){s.p + x, y - x};
+        }
         return jv_bool(affix(c, s, arg(a, 0, NULL, jv_undef(NULL)), name[0] == 'e'));
+    }
     if (!strcmp(name, "upper"))
         return map_case(c, s, 'u');
     if (!strcmp(name, "lower") || !strcmp(name, "casefold"))
@@ -1316,7 +1387,7 @@ static const char *const filter_names[] = {
     "reject", "selectattr", "rejectattr", "unique", "sort", "string", "int", "float", "abs",
     "lower", "upper", "capitalize", "title", "replace", "round", "indent", "tojson", "items",
     "dictsort", "safe", "escape", "e", "forceescape", "wordcount", "min", "max", "sum", "reverse",
-    "center", "attr", "batch", NULL};
+    "center", "attr", "batch", "format", "truncate", NULL};
 
 bool jinja_filter_exists(struct jstr name)
 {
@@ -1523,6 +1594,42 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         jb_put(c, &b, s.p, s.len);
         for (int64_t i = 0; i < pad - left; i++)
             jb_put(c, &b, " ", 1);
+        return str_new(c, &b);
+    }
+    if (!strcmp(name, "format")) {
+        struct jv args = jv_list_new(c, (size_t)a->n_pos);
+        for (int i = 0; i < a->n_pos; i++)
+            jv_list_push(c, args.u.l, a->pos[i]);
+        args.kind = JV_TUPLE;
+        return jinja_percent(c, jv_to_str(c, v), args);
+    }
+    if (!strcmp(name, "truncate")) {
+        struct jstr s  = jv_to_str(c, v);
+        int64_t len    = need_int(c, arg(a, 0, "length", jv_int(255)), "length");
+        bool kill      = jv_truthy(arg(a, 1, "killwords", jv_bool(false)));
+        struct jstr en = need_str(c, arg(a, 2, "end", jv_cstr("...")), "end");
+        struct jv lw   = arg(a, 3, "leeway", none);
+        int64_t leeway = lw.kind == JV_NONE ? 5 : need_int(c, lw, "leeway");
+        int64_t n = (int64_t)ju_count(s), n_end = (int64_t)ju_count(en);
+        if (len < n_end || leeway < 0)
+            jinja_failc(c, HEARTH_EINVAL, "expected length >= %lld, got %lld",
+                        (long long)n_end, (long long)len);
+        if (n <= len + leeway)
+            return jv_strn(s.p, s.len);
+        struct jstr head = {s.p, ju_offset(s, (size_t)(len - n_end))};
+        if (!kill) {
+            const char *sp = NULL;
+            for (size_t k = head.len; k-- > 0;)
+                if (head.p[k] == ' ') {
+                    sp = head.p + k;
+                    break;
+                }
+            if (sp)
+                head.len = (size_t)(sp - head.p);
+        }
+        struct jbuf b = {0};
+        jb_put(c, &b, head.p, head.len);
+        jb_put(c, &b, en.p, en.len);
         return str_new(c, &b);
     }
     if (!strcmp(name, "attr"))

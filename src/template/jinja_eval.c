@@ -44,8 +44,20 @@ void jinja_failc(struct jctx *c, enum hearth_status st, const char *fmt, ...)
     jinja_fail(&c->mem, st, "%s", msg);
 }
 
+static const char *obj_repr(struct jv v);
+
 void jinja_undef_fail(struct jctx *c, struct jv v)
 {
+    if (v.form == 1)
+        jinja_failc(c, HEARTH_EINVAL, "'%.*s' is undefined", (int)v.u.s.len, v.u.s.p);
+    if (v.form == 2) {
+        struct jv o = {.kind = (enum jv_kind)v.obj_kind};
+        if (o.kind == JV_NONE)
+            jinja_failc(c, HEARTH_EINVAL, "'None' has no attribute '%.*s'", (int)v.u.s.len,
+                        v.u.s.p);
+        jinja_failc(c, HEARTH_EINVAL, "'%s' has no attribute '%.*s'", obj_repr(o),
+                    (int)v.u.s.len, v.u.s.p);
+    }
     if (v.u.s.p)
         jinja_failc(c, HEARTH_EINVAL, "%.*s", (int)v.u.s.len, v.u.s.p);
     jinja_failc(c, HEARTH_EINVAL, "a value is undefined");
@@ -92,9 +104,7 @@ static struct jv no_elem(struct jctx *c, struct jv obj, struct jstr key)
 
 static struct jv no_attr(struct jctx *c, struct jv obj, struct jstr name)
 {
-    if (obj.kind == JV_NONE)
-        return undef_fmt(c, "'None' has no attribute '%.*s'", (int)name.len, name.p);
-    return undef_fmt(c, "'%s' has no attribute '%.*s'", obj_repr(obj), (int)name.len, name.p);
+    return (struct jv){.kind = JV_UNDEF, .form = 2, .obj_kind = (uint8_t)obj.kind, .u.s = name};
 }
 
 /* ---------------------------------------------------------------- scopes --- */
@@ -121,7 +131,7 @@ static struct jv lookup(struct jctx *c, struct jscope *s, struct jstr name)
     int g = jinja_global_find(name);
     if (g >= 0)
         return (struct jv){.kind = JV_FUNC, .u.i = g};
-    return undef_fmt(c, "'%.*s' is undefined", (int)name.len, name.p);
+    return (struct jv){.kind = JV_UNDEF, .form = 1, .u.s = name};
 }
 
 /* ---------------------------------------------------------------- lookup --- */
@@ -541,16 +551,27 @@ static bool compare(struct jctx *c, int op, struct jv a, struct jv b)
 static struct jv eval(struct jctx *c, const struct jnode *n, struct jscope *s);
 static enum flow exec(struct jctx *c, const struct jnode *n, struct jscope *s);
 
+/* Room for the arguments of most calls on the C stack, so that calls in long loops cost no
+   arena memory; callees only read them during the call. */
+#define ARGS_INLINE 6
+
+struct argbuf {
+    struct jv pos[ARGS_INLINE], kw[ARGS_INLINE];
+};
+
 static void eval_args(struct jctx *c, const struct jnode *n, struct jscope *s, struct jargs *a,
-                      int extra_front)
+                      struct argbuf *buf)
 {
-    a->n_pos = n->n_kids + extra_front;
-    a->pos   = jinja_alloc(&c->mem, ((size_t)a->n_pos + 1) * sizeof *a->pos);
+    a->n_pos = n->n_kids;
+    a->pos   = n->n_kids <= ARGS_INLINE
+                   ? buf->pos
+                   : jinja_alloc(&c->mem, (size_t)n->n_kids * sizeof *a->pos);
     for (int i = 0; i < n->n_kids; i++)
-        a->pos[i + extra_front] = eval(c, n->kids[i], s);
+        a->pos[i] = eval(c, n->kids[i], s);
     a->n_kw     = n->n_kw;
     a->kw_names = n->kw_names;
-    a->kw       = jinja_alloc(&c->mem, ((size_t)n->n_kw + 1) * sizeof *a->kw);
+    a->kw       = n->n_kw <= ARGS_INLINE ? buf->kw
+                                         : jinja_alloc(&c->mem, (size_t)n->n_kw * sizeof *a->kw);
     for (int i = 0; i < n->n_kw; i++)
         a->kw[i] = eval(c, n->kw_vals[i], s);
 }
@@ -635,7 +656,8 @@ static struct jv apply_filters(struct jctx *c, const struct jnode *f, struct jv 
 {
     struct jv in = f->a ? apply_filters(c, f->a, v, s) : v;
     struct jargs a;
-    eval_args(c, f, s, &a, 0);
+    struct argbuf ab;
+    eval_args(c, f, s, &a, &ab);
     return jinja_filter(c, f->name, in, &a);
 }
 
@@ -680,19 +702,22 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
     case JN_CALL: {
         struct jv fn = eval(c, n->a, s);
         struct jargs a;
-        eval_args(c, n, s, &a, 0);
+        struct argbuf ab;
+        eval_args(c, n, s, &a, &ab);
         return jinja_call(c, fn, &a);
     }
     case JN_FILTER: {
         struct jv v = eval(c, n->a, s);
         struct jargs a;
-        eval_args(c, n, s, &a, 0);
+        struct argbuf ab;
+        eval_args(c, n, s, &a, &ab);
         return jinja_filter(c, n->name, v, &a);
     }
     case JN_TEST: {
         struct jv v = eval(c, n->a, s);
         struct jargs a;
-        eval_args(c, n, s, &a, 0);
+        struct argbuf ab;
+        eval_args(c, n, s, &a, &ab);
         bool r = jinja_test(c, n->name, v, &a);
         return jv_bool(n->op ? !r : r);
     }
@@ -782,9 +807,12 @@ static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *
     struct jlist *items = jinja_iter(c, it);
     if (n->d) { /* for x in y if cond: the condition sees the loop variables, not loop */
         struct jv kept = jv_list_new(c, 0);
+        struct jscope *fs = NULL;
         for (size_t i = 0; i < items->n; i++) {
             jinja_enter(c);
-            struct jscope *fs = scope_new(c, s);
+            if (!fs || fs->captured)
+                fs = scope_new(c, s);
+            fs->vars.n = 0;
             assign(c, n, fs, items->v[i]);
             if (jv_truthy(eval(c, n->d, fs)))
                 jv_list_push(c, kept.u.l, items->v[i]);
@@ -796,10 +824,15 @@ static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *
     lp->items        = items;
     lp->depth        = 1;
     struct jv lv     = {.kind = JV_LOOP, .u.lp = lp};
+    struct jscope *ls = NULL;
     for (size_t i = 0; i < items->n; i++) {
         jinja_enter(c);
-        lp->i              = i;
-        struct jscope *ls  = scope_new(c, s);
+        lp->i = i;
+        /* a fresh scope per iteration, as jinja2; the last one is reused when nothing kept it,
+           so a long loop does not grow the arena */
+        if (!ls || ls->captured)
+            ls = scope_new(c, s);
+        ls->vars.n = 0;
         scope_set(c, ls, (struct jstr){"loop", 4}, lv);
         assign(c, n, ls, items->v[i]);
         enum flow f = exec(c, n->b, ls);
@@ -866,6 +899,8 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
         struct jmacro *m = jinja_alloc(&c->mem, sizeof *m);
         m->def           = n;
         m->scope         = s;
+        for (struct jscope *p = s; p && !p->captured; p = p->parent)
+            p->captured = true;
         scope_set(c, s, n->name, (struct jv){.kind = JV_MACRO, .u.m = m});
         return FLOW_NEXT;
     }
@@ -896,7 +931,7 @@ void jinja_opts_default(struct jinja_opts *o)
     o->max_depth  = 128;
     o->max_steps  = 10 * 1000 * 1000;
     o->max_output = 16u << 20;
-    o->max_memory = 256u << 20;
+    o->max_memory = 128u << 20;
     o->now        = -1;
 }
 

@@ -77,6 +77,10 @@ struct jmethod;
 struct jv {
     enum jv_kind kind;
     bool safe; /* JV_STR: a Markup (from |safe or |e): + escapes the other operand */
+    uint8_t form;  /* JV_UNDEF: 0 u.s is the message; 1 "'<u.s>' is undefined";
+                      2 "'<obj_kind> object' has no attribute '<u.s>'" (formatted on failure,
+                      so that testing names costs no memory) */
+    uint8_t obj_kind; /* JV_UNDEF form 2: the enum jv_kind of the object */
     union {
         bool b;
         int64_t i;
@@ -243,6 +247,7 @@ struct jnode *jinja_parse(struct jmem *m, const char *src, size_t len);
 struct jscope {
     struct jscope *parent;
     struct jdict vars;
+    bool captured; /* a macro defined here or below holds it: a loop may not reuse it */
 };
 
 struct jmacro {

@@ -864,7 +864,11 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends)
         if (t->kind == JT_EOF) {
             if (ends) {
                 char msg[96];
-                snprintf(msg, sizeof msg, "unexpected end of template, expected '%s'", ends[0]);
+                int last = 0;
+                while (ends[last + 1])
+                    last++;
+                snprintf(msg, sizeof msg, "unexpected end of template, expected '%s'",
+                         ends[last]);
                 fail_at(P, t, msg);
             }
             break;
