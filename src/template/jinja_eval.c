@@ -349,7 +349,7 @@ static double fval(struct jv v)
 
 static int64_t ival(struct jv v)
 {
-    return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
+    return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
 }
 
 static _Noreturn void bad_operands(struct jctx *c, const char *op, struct jv a, struct jv b)

@@ -322,7 +322,7 @@ static double num_f(struct jv v)
 
 static int64_t num_i(struct jv v)
 {
-    return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
+    return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
 }
 
 bool jv_eq(struct jv a, struct jv b)
