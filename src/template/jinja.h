@@ -9,7 +9,9 @@
  * A compiled template is read-only: any number of threads may render it at
  * once. Rendering allocates from a per-render arena bounded by the options
  * (memory, steps, macro depth, output size); exceeding a bound is an error,
- * never a crash. No global state.
+ * never a crash. A render uses at most about 1 MiB of the calling thread's
+ * stack (nesting deeper fails with HEARTH_ERANGE), so call it on a thread
+ * with a little more than that. No global state.
  */
 #ifndef HEARTH_JINJA_H
 #define HEARTH_JINJA_H

@@ -20,8 +20,10 @@
 
 #include "template/jinja_int.h"
 
-/* Evaluator recursion bound: a few hundred bytes of C stack per level. */
-#define MAX_C_DEPTH 3000
+/* Evaluator recursion bounds: levels, and bytes of the calling thread's C stack (measured from
+   jinja_render's frame, so frame sizes, optimisation and sanitizers do not matter). */
+#define MAX_C_DEPTH 5000
+#define MAX_STACK   (1024 * 1024)
 
 enum flow { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE };
 
@@ -30,7 +32,10 @@ void jinja_enter(struct jctx *c)
     if (++c->steps > c->o.max_steps)
         jinja_failc(c, HEARTH_ERANGE, "the render passed its %lld steps",
                     (long long)c->o.max_steps);
-    if (++c->c_depth > MAX_C_DEPTH)
+    const char *here = __builtin_frame_address(0);
+    size_t used      = here < c->stack_base ? (size_t)(c->stack_base - here)
+                                            : (size_t)(here - c->stack_base);
+    if (++c->c_depth > MAX_C_DEPTH || used > MAX_STACK)
         jinja_failc(c, HEARTH_ERANGE, "the template nests too deep to evaluate");
 }
 
@@ -998,7 +1003,8 @@ enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *var
         free(c);
         return st;
     }
-    c->globals = scope_new(c, NULL);
+    c->stack_base = __builtin_frame_address(0);
+    c->globals    = scope_new(c, NULL);
     if (vars && cJSON_IsObject(vars))
         for (const cJSON *e = vars->child; e; e = e->next)
             if (e->string)

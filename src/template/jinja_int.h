@@ -127,8 +127,8 @@ void jv_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
 
 bool jv_is_seq(struct jv v); /* list or tuple */
 bool jv_truthy(struct jv v);
-bool jv_eq(struct jv a, struct jv b);
-/* <0, 0, >0 as Python's <; fails (TypeError) on unorderable kinds. */
+bool jv_eq(struct jv a, struct jv b); /* containers nested past 200 levels compare unequal */
+/* <0, 0, >0 as Python's <; fails (TypeError) on unorderable kinds, ERANGE past 200 levels. */
 int jv_cmp(struct jctx *c, struct jv a, struct jv b);
 const char *jv_type_name(struct jv v); /* Python's type name: "str", "dict", ... */
 
@@ -267,6 +267,7 @@ struct jctx {
     int64_t steps;
     int depth;      /* macro calls in progress */
     int c_depth;    /* evaluator recursion, bounded to protect the C stack */
+    const char *stack_base; /* jinja_render's frame: stack use is measured from here */
     struct jscope *globals;
     struct jbuf *out; /* where text goes now (a macro call or block set captures) */
 };

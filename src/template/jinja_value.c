@@ -325,8 +325,17 @@ static int64_t num_i(struct jv v)
     return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
 }
 
+static bool eq_at(struct jv a, struct jv b, int depth);
+
 bool jv_eq(struct jv a, struct jv b)
 {
+    return eq_at(a, b, 0);
+}
+
+static bool eq_at(struct jv a, struct jv b, int depth)
+{
+    if (depth > 200)
+        return false;
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT)
             return num_f(a) == num_f(b);
@@ -345,7 +354,7 @@ bool jv_eq(struct jv a, struct jv b)
         if (a.u.l->n != b.u.l->n)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i]))
+            if (!eq_at(a.u.l->v[i], b.u.l->v[i], depth + 1))
                 return false;
         return true;
     case JV_DICT:
@@ -353,7 +362,7 @@ bool jv_eq(struct jv a, struct jv b)
             return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             struct jv *o = jv_dict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_eq(a.u.d->v[i], *o))
+            if (!o || !eq_at(a.u.d->v[i], *o, depth + 1))
                 return false;
         }
         return true;
@@ -377,8 +386,17 @@ const char *jv_type_name(struct jv v)
     return names[v.kind];
 }
 
+static int cmp_at(struct jctx *c, struct jv a, struct jv b, int depth);
+
 int jv_cmp(struct jctx *c, struct jv a, struct jv b)
 {
+    return cmp_at(c, a, b, 0);
+}
+
+static int cmp_at(struct jctx *c, struct jv a, struct jv b, int depth)
+{
+    if (depth > 200)
+        jinja_failc(c, HEARTH_ERANGE, "values nest too deep to compare");
     if (a.kind == JV_UNDEF)
         jinja_undef_fail(c, a);
     if (b.kind == JV_UNDEF)
@@ -401,7 +419,7 @@ int jv_cmp(struct jctx *c, struct jv a, struct jv b)
     if (a.kind == b.kind && jv_is_seq(a)) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++)
             if (!jv_eq(a.u.l->v[i], b.u.l->v[i]))
-                return jv_cmp(c, a.u.l->v[i], b.u.l->v[i]);
+                return cmp_at(c, a.u.l->v[i], b.u.l->v[i], depth + 1);
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     jinja_failc(c, HEARTH_EINVAL, "'<' not supported between instances of '%s' and '%s'",
