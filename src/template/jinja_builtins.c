@@ -909,8 +909,7 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
         /* the template's own message, verbatim, without the module prefix */
         if (c->mem.err && c->mem.err_len)
             snprintf(c->mem.err, c->mem.err_len, "%.*s", (int)m.len, m.p);
-        c->mem.st = HEARTH_EINVAL;
-        longjmp(*c->mem.jb, 1);
+        longjmp(*c->mem.jb, HEARTH_EINVAL);
     }
     default: {
         struct jstr f  = need_str(c, arg(a, 0, "format", jv_undef(NULL)), "strftime format");

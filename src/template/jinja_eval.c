@@ -952,12 +952,12 @@ enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_templ
         return HEARTH_ENOMEM;
     }
     jmp_buf jb;
-    t->mem.cap     = 64u << 20;
-    t->mem.jb      = &jb;
-    t->mem.err     = err;
-    t->mem.err_len = err_len;
-    if (setjmp(jb)) {
-        enum hearth_status st = t->mem.st;
+    /* jinja_mem_init (another file) lets t escape before setjmp: an optimiser may not then
+       assume t's memory unchanged when setjmp returns the second time */
+    jinja_mem_init(&t->mem, 64u << 20, &jb, err, err_len);
+    int jumped = setjmp(jb);
+    if (jumped) {
+        enum hearth_status st = (enum hearth_status)jumped;
         jinja_mem_free(&t->mem);
         free(t);
         return st;
@@ -992,13 +992,10 @@ enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *var
     if (c->o.max_depth < 1)
         c->o.max_depth = 1;
     jmp_buf jb;
-    c->mem.cap     = c->o.max_memory;
-    c->mem.jb      = &jb;
-    c->mem.err     = err;
-    c->mem.err_len = err_len;
-    enum hearth_status st;
-    if (setjmp(jb)) {
-        st = c->mem.st;
+    jinja_mem_init(&c->mem, c->o.max_memory, &jb, err, err_len); /* c escapes: see compile */
+    int jumped = setjmp(jb);
+    if (jumped) {
+        enum hearth_status st = (enum hearth_status)jumped;
         jinja_mem_free(&c->mem);
         free(c);
         return st;

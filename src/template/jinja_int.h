@@ -29,16 +29,17 @@ struct jmem {
     struct jchunk *head; /* newest chunk first */
     size_t used;         /* bytes taken from malloc so far */
     size_t cap;          /* budget for used; past it: HEARTH_ERANGE */
-    jmp_buf *jb;         /* where jinja_fail leaves to */
-    enum hearth_status st;
+    jmp_buf *jb;         /* where jinja_fail leaves to; setjmp returns the status */
     char *err;    /* caller's buffer for the sentence */
     size_t err_len;
 };
 
 void *jinja_alloc(struct jmem *m, size_t n); /* zeroed, 16-aligned; never NULL (fails instead) */
 char *jinja_strndup(struct jmem *m, const char *s, size_t n);
+/* Sets the budget and the exit; out of line on purpose (jinja_compile explains). */
+void jinja_mem_init(struct jmem *m, size_t cap, jmp_buf *jb, char *err, size_t err_len);
 void jinja_mem_free(struct jmem *m);
-/* Writes "jinja: <fmt>" into m->err and leaves by longjmp with status st. */
+/* Writes "jinja: <fmt>" into m->err and leaves by longjmp; setjmp returns st. */
 _Noreturn void jinja_fail(struct jmem *m, enum hearth_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

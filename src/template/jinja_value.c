@@ -61,6 +61,14 @@ char *jinja_strndup(struct jmem *m, const char *s, size_t n)
     return p;
 }
 
+void jinja_mem_init(struct jmem *m, size_t cap, jmp_buf *jb, char *err, size_t err_len)
+{
+    m->cap     = cap;
+    m->jb      = jb;
+    m->err     = err;
+    m->err_len = err_len;
+}
+
 void jinja_mem_free(struct jmem *m)
 {
     struct jchunk *h = m->head;
@@ -83,8 +91,7 @@ void jinja_fail(struct jmem *m, enum hearth_status st, const char *fmt, ...)
             vsnprintf(m->err + k, m->err_len - (size_t)k, fmt, ap);
         va_end(ap);
     }
-    m->st = st;
-    longjmp(*m->jb, 1);
+    longjmp(*m->jb, st == HEARTH_OK ? HEARTH_EINVAL : (int)st);
 }
 
 /* ----------------------------------------------------------------- utf-8 --- */
