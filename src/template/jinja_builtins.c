@@ -798,6 +798,14 @@ struct jv jinja_method_call(struct jctx *c, struct jv self, const char *name, st
 {
     if (self.kind == JV_STR)
         return str_method(c, self.u.s, name, a);
+    if (self.kind == JV_LOOP && !strcmp(name, "changed")) { /* loop.changed(*values) */
+        struct jv now = jv_list_new(c, (size_t)a->n_pos);
+        for (int i = 0; i < a->n_pos; i++)
+            jv_list_push(c, now.u.l, a->pos[i]);
+        bool changed = !jv_eq(self.u.lp->last_changed, now);
+        self.u.lp->last_changed = now;
+        return jv_bool(changed);
+    }
     if (self.kind == JV_LOOP) { /* loop.cycle(a, b, ...) */
         if (!a->n_pos)
             jinja_failc(c, HEARTH_EINVAL, "no items for cycling given");

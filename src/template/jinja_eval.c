@@ -167,10 +167,10 @@ static struct jv loop_attr(struct jctx *c, struct jv lv, struct jstr name)
         return i > 0 ? lp->items->v[i - 1] : undef_fmt(c, "there is no previous item");
     if (js_eq(name, "nextitem"))
         return i + 1 < n ? lp->items->v[i + 1] : undef_fmt(c, "there is no next item");
-    if (js_eq(name, "cycle")) {
+    if (js_eq(name, "cycle") || js_eq(name, "changed")) {
         struct jmethod *me = jinja_alloc(&c->mem, sizeof *me);
         me->self           = lv;
-        me->name           = "cycle";
+        me->name           = name.p[1] == 'y' ? "cycle" : "changed";
         return (struct jv){.kind = JV_METHOD, .u.me = me};
     }
     return no_attr(c, lv, name);
@@ -592,27 +592,45 @@ static struct jstr capture(struct jctx *c, const struct jnode *body, struct jsco
     return jb_str(&buf);
 }
 
+static bool same_name(struct jstr a, struct jstr b)
+{
+    return a.len == b.len && !memcmp(a.p, b.p, a.len);
+}
+
+/*
+ * Binds a call's arguments as jinja2's Macro.__call__ does: positional
+ * first, then keywords by name, then defaults (evaluated in the call's
+ * scope, so they may use earlier parameters). caller, kwargs and varargs
+ * take the extras only when the body names them; otherwise extras fail.
+ */
 static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
 {
     const struct jnode *def = m->def;
     if (c->depth >= c->o.max_depth)
         jinja_failc(c, HEARTH_ERANGE, "macro calls nest deeper than %d", c->o.max_depth);
-    if (a->n_pos > def->n_kw)
+    if (a->n_pos > def->n_kw && !(def->op & MACRO_VARARGS))
         jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' takes not more than %d argument(s)",
                     (int)def->name.len, def->name.p, def->n_kw);
     struct jscope *sc = scope_new(c, m->scope);
+    struct jv kwargs  = jv_dict_new(c);
+    struct jv caller  = jv_undef("No caller defined");
     for (int k = 0; k < a->n_kw; k++) {
         int found = -1;
-        for (int i = 0; i < def->n_kw; i++)
-            if (def->kw_names[i].len == a->kw_names[k].len &&
-                !memcmp(def->kw_names[i].p, a->kw_names[k].p, a->kw_names[k].len))
+        for (int i = a->n_pos; i < def->n_kw; i++)
+            if (same_name(def->kw_names[i], a->kw_names[k]))
                 found = i;
-        if (found < 0)
+        if (found >= 0)
+            continue;
+        if ((def->op & MACRO_CALLER) && js_eq(a->kw_names[k], "caller"))
+            caller = a->kw[k];
+        else if (def->op & MACRO_KWARGS)
+            jv_dict_set(c, kwargs.u.d, jv_strn(a->kw_names[k].p, a->kw_names[k].len), a->kw[k]);
+        else if (js_eq(a->kw_names[k], "caller"))
+            jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' was invoked with two values for the "
+                        "special caller argument. This is most likely a bug.",
+                        (int)def->name.len, def->name.p);
+        else
             jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' takes no keyword argument '%.*s'",
-                        (int)def->name.len, def->name.p, (int)a->kw_names[k].len,
-                        a->kw_names[k].p);
-        if (found < a->n_pos)
-            jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' got multiple values for argument '%.*s'",
                         (int)def->name.len, def->name.p, (int)a->kw_names[k].len,
                         a->kw_names[k].p);
     }
@@ -624,8 +642,7 @@ static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
             have = true;
         }
         for (int k = 0; !have && k < a->n_kw; k++)
-            if (def->kw_names[i].len == a->kw_names[k].len &&
-                !memcmp(def->kw_names[i].p, a->kw_names[k].p, a->kw_names[k].len)) {
+            if (same_name(def->kw_names[i], a->kw_names[k])) {
                 v    = a->kw[k];
                 have = true;
             }
@@ -634,6 +651,17 @@ static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
                                 : undef_fmt(c, "parameter '%.*s' was not provided",
                                             (int)def->kw_names[i].len, def->kw_names[i].p);
         scope_set(c, sc, def->kw_names[i], v);
+    }
+    if (def->op & MACRO_CALLER)
+        scope_set(c, sc, (struct jstr){"caller", 6}, caller);
+    if (def->op & MACRO_KWARGS)
+        scope_set(c, sc, (struct jstr){"kwargs", 6}, kwargs);
+    if (def->op & MACRO_VARARGS) {
+        struct jv rest = jv_list_new(c, 0);
+        for (int i = def->n_kw; i < a->n_pos; i++)
+            jv_list_push(c, rest.u.l, a->pos[i]);
+        rest.kind = JV_TUPLE;
+        scope_set(c, sc, (struct jstr){"varargs", 7}, rest);
     }
     c->depth++;
     struct jstr out = capture(c, def->b, sc);
@@ -828,6 +856,7 @@ static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *
     struct jloop *lp = jinja_alloc(&c->mem, sizeof *lp);
     lp->items        = items;
     lp->depth        = 1;
+    lp->last_changed = jv_undef(NULL);
     struct jv lv     = {.kind = JV_LOOP, .u.lp = lp};
     struct jscope *ls = NULL;
     for (size_t i = 0; i < items->n; i++) {
@@ -908,6 +937,36 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
             p->captured = true;
         scope_set(c, s, n->name, (struct jv){.kind = JV_MACRO, .u.m = m});
         return FLOW_NEXT;
+    }
+    case JN_CALLBLOCK: {
+        struct jmacro *m = jinja_alloc(&c->mem, sizeof *m);
+        m->def           = n->c;
+        m->scope         = s;
+        for (struct jscope *p = s; p && !p->captured; p = p->parent)
+            p->captured = true;
+        const struct jnode *call = n->a;
+        struct jv fn             = eval(c, call->a, s);
+        struct jargs a;
+        struct argbuf ab;
+        eval_args(c, call, s, &a, &ab);
+        struct jargs b = a; /* the same arguments and caller= */
+        b.kw_names     = jinja_alloc(&c->mem, ((size_t)a.n_kw + 1) * sizeof *b.kw_names);
+        b.kw           = jinja_alloc(&c->mem, ((size_t)a.n_kw + 1) * sizeof *b.kw);
+        for (int i = 0; i < a.n_kw; i++) {
+            b.kw_names[i] = a.kw_names[i];
+            b.kw[i]       = a.kw[i];
+        }
+        b.kw_names[a.n_kw] = (struct jstr){"caller", 6};
+        b.kw[b.n_kw++]     = (struct jv){.kind = JV_MACRO, .u.m = m};
+        struct jstr t      = jv_to_str(c, jinja_call(c, fn, &b));
+        jb_put(c, c->out, t.p, t.len);
+        return FLOW_NEXT;
+    }
+    case JN_WITH: {
+        struct jscope *ws = scope_new(c, s);
+        for (int i = 0; i < n->n_names; i++)
+            scope_set(c, ws, n->names[i], eval(c, n->kids[i], s));
+        return exec(c, n->b, ws);
     }
     case JN_BREAK:
         return FLOW_BREAK;

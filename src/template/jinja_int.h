@@ -186,11 +186,16 @@ enum jn_kind {
     JN_FOR,      /* for names in a [if d]: b else c */
     JN_SET,      /* names = a, or name.attr = a */
     JN_SETBLOCK, /* name = body b, through filter a */
-    JN_MACRO,    /* name(names = kw_vals defaults): b */
+    JN_MACRO,    /* name(kw_names = kw_vals defaults): b; op: MACRO_* the body uses */
+    JN_CALLBLOCK,/* {% call(params) a %}: the call a gets caller = macro c (body b) */
+    JN_WITH,     /* with names = kids (evaluated outside): body b */
     JN_FILTERBLK,/* body b through filter a */
     JN_BREAK,
     JN_CONTINUE,
 };
+
+/* Special names a macro's body refers to (jinja2 decides by them what a macro accepts). */
+enum { MACRO_CALLER = 1, MACRO_KWARGS = 2, MACRO_VARARGS = 4 };
 
 struct jnode {
     enum jn_kind kind;
@@ -260,6 +265,7 @@ struct jloop {
     struct jlist *items;
     size_t i;  /* index0 */
     int depth; /* 1 for the outermost loop */
+    struct jv last_changed; /* loop.changed's memory; JV_UNDEF before its first call */
 };
 
 struct jctx {

@@ -26,6 +26,7 @@ struct parser {
     int nest;   /* recursion depth of the parser */
     bool soft;  /* inside an if: unknown filters and tests fail at run time */
     int loops;  /* enclosing for loops, within the current macro */
+    int refs;   /* MACRO_* names seen since the current macro body began */
 };
 
 static _Noreturn void fail_at(struct parser *P, const struct jtok *t, const char *what)
@@ -158,6 +159,9 @@ static void parse_args(struct parser *P, struct jnode *n)
         if (is_op(cur(P), "*") || is_op(cur(P), "**"))
             fail_at(P, cur(P), "*args and **kwargs are not supported");
         if (cur(P)->kind == JT_NAME && is_op(peek(P, 1), "=")) {
+            for (int k = 0; k < kwn.n; k++)
+                if (kwn.v[k].len == cur(P)->s.len && !memcmp(kwn.v[k].p, cur(P)->s.p, kwn.v[k].len))
+                    fail_at(P, cur(P), "keyword argument repeated");
             svec_push(P, &kwn, cur(P)->s);
             next(P);
             next(P);
@@ -353,6 +357,10 @@ static struct jnode *parse_primary(struct parser *P)
         else {
             n->kind = JN_NAME;
             n->name = t->s;
+            P->refs |= js_eq(t->s, "caller")    ? MACRO_CALLER
+                       : js_eq(t->s, "kwargs")  ? MACRO_KWARGS
+                       : js_eq(t->s, "varargs") ? MACRO_VARARGS
+                                                : 0;
         }
         next(P);
         break;
@@ -764,10 +772,9 @@ static struct jnode *parse_set(struct parser *P, int line)
     return n;
 }
 
-static struct jnode *parse_macro(struct parser *P, int line)
+/* A macro's parameter list, "(a, b=1)", into n's kw_names and kw_vals. */
+static void parse_params(struct parser *P, struct jnode *n)
 {
-    struct jnode *n = node(P, JN_MACRO, line);
-    n->name         = expect_name(P);
     struct svec names = {0};
     struct nvec defs  = {0};
     expect_op(P, "(");
@@ -786,20 +793,79 @@ static struct jnode *parse_macro(struct parser *P, int line)
         nvec_push(P, &defs, d);
     }
     next(P);
-    expect_block_end(P);
     n->kw_names = names.v;
     n->kw_vals  = defs.v;
     n->n_kw     = names.n;
-    bool soft   = P->soft;
-    int loops   = P->loops;
-    P->soft     = false;
-    P->loops    = 0;
-    n->b        = parse_body(P, END_MACRO);
-    P->soft     = soft;
-    P->loops    = loops;
+}
+
+/* A macro body (or a call block's) through its end tag; notes the special names it uses. */
+static void parse_macro_body(struct parser *P, struct jnode *n, const char *const *ends)
+{
+    bool soft = P->soft;
+    int loops = P->loops, refs = P->refs;
+    P->soft   = false;
+    P->loops  = 0;
+    P->refs   = 0;
+    n->b      = parse_body(P, ends);
+    n->op     = P->refs;
+    P->soft   = soft;
+    P->loops  = loops;
+    P->refs   = refs | n->op; /* jinja2 counts names in nested macros too */
     next(P);
     if (cur(P)->kind == JT_NAME)
         next(P); /* {% endmacro name %} */
+    expect_block_end(P);
+}
+
+static struct jnode *parse_macro(struct parser *P, int line)
+{
+    struct jnode *n = node(P, JN_MACRO, line);
+    n->name         = expect_name(P);
+    parse_params(P, n);
+    expect_block_end(P);
+    parse_macro_body(P, n, END_MACRO);
+    return n;
+}
+
+static struct jnode *parse_call_block(struct parser *P, int line)
+{
+    struct jnode *n = node(P, JN_CALLBLOCK, line);
+    struct jnode *m = node(P, JN_MACRO, line);
+    m->name         = (struct jstr){"caller", 6};
+    if (is_op(cur(P), "("))
+        parse_params(P, m);
+    n->a = parse_expr(P, true);
+    if (n->a->kind != JN_CALL)
+        fail_at(P, cur(P), "expected call");
+    expect_block_end(P);
+    parse_macro_body(P, m, (const char *const[]){"endcall", NULL});
+    n->c = m;
+    return n;
+}
+
+/* {% with a = 1, b = x %} ... {% endwith %} */
+static struct jnode *parse_with(struct parser *P, int line)
+{
+    struct jnode *n = node(P, JN_WITH, line);
+    struct svec names = {0};
+    struct nvec vals  = {0};
+    while (cur(P)->kind != JT_BLOCK_END) {
+        if (names.n)
+            expect_op(P, ",");
+        svec_push(P, &names, expect_name(P));
+        expect_op(P, "=");
+        nvec_push(P, &vals, parse_expr(P, true));
+    }
+    expect_block_end(P);
+    n->names   = names.v;
+    n->n_names = names.n;
+    n->kids    = vals.v;
+    n->n_kids  = vals.n;
+    bool soft  = P->soft;
+    P->soft    = false;
+    n->b       = parse_body(P, (const char *const[]){"endwith", NULL});
+    P->soft    = soft;
+    next(P);
     expect_block_end(P);
     return n;
 }
@@ -819,6 +885,10 @@ static struct jnode *parse_statement(struct parser *P)
         return parse_set(P, t->line);
     if (js_eq(t->s, "macro"))
         return parse_macro(P, t->line);
+    if (js_eq(t->s, "call"))
+        return parse_call_block(P, t->line);
+    if (js_eq(t->s, "with"))
+        return parse_with(P, t->line);
     if (js_eq(t->s, "break") || js_eq(t->s, "continue")) {
         if (!P->loops)
             fail_at(P, t, "'break' or 'continue' outside a loop");

@@ -166,6 +166,21 @@ static const struct jcase cases[] = {
 /* unknown filter in an if */
     {"{% if false %}{{ foo | nosuchfilter }}{% endif %}ok",
      "ok"},
+/* call blocks, with, varargs, kwargs, loop.changed */
+    {"{% macro m(a) %}[{{ a }}|{{ varargs }}|{{ kwargs }}]{% endmacro %}{{ m(1, 2, 3, x=4) }}{{ m() }}",
+     "[1|(2, 3)|{'x': 4}][|()|{}]"},
+    {"{% macro wrap(t) %}<{{ t }}>{{ caller() }}</{{ t }}>{% endmacro %}{% call wrap('b') %}inner {{ 1 + 1 }}{% endcall %}",
+     "<b>inner 2</b>"},
+    {"{% macro list(items) %}{% for i in items %}{{ caller(i, loop.index) }}{% endfor %}{% endmacro %}{% call(x, n) list(['a', 'b']) %}{{ n }}={{ x }};{% endcall %}",
+     "1=a;2=b;"},
+    {"{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}{{ a }}|{% set q = 5 %}{% with q = q + 1 %}{{ q }}{% endwith %}{{ q }}",
+     "3|65"},
+    {"{% for x in [1, 1, 2, 2, 1] %}{% if loop.changed(x) %}{{ x }}{% endif %}{% endfor %}",
+     "121"},
+    {"{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, x=2) }}", NULL}, /* jinja2: TypeError: macro 'm' takes no keyword argument 'x' */
+    {"{% macro m() %}{{ caller() }}{% endmacro %}{{ m() }}", NULL}, /* jinja2: UndefinedError: No caller defined */
+    {"{% macro m() %}x{% endmacro %}{% call m() %}y{% endcall %}", NULL}, /* jinja2: TypeError: macro 'm' was invoked with two values for the special caller argument. This is  */
+    {"{{ m(a=2, a=3) }}", NULL}, /* jinja2: SyntaxError: keyword argument repeated: a (<template>, line 12) */
 };
 
 /* Compiles and renders src with vars (JSON text) under o; the status, output in *out. */
