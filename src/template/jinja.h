@@ -55,8 +55,8 @@ enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_templ
  * and *out is NULL. o may be NULL for the defaults. Thread-safe.
  */
 enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *vars,
-                                const struct jinja_opts *o, char **out, size_t *out_len,
-                                char *err, size_t err_len);
+                                const struct jinja_opts *o, char **out, size_t *out_len, char *err,
+                                size_t err_len);
 
 /* Frees t; NULL is a no-op. */
 void jinja_free(struct jinja_template *t);

@@ -1,10 +1,10 @@
 /*
- * jinja_builtins.c: jinja2's filters and tests, the Python str, dict and
- * list methods templates call, and the globals Hugging Face provides
- * (range, namespace, dict, raise_exception, strftime_now). Each is looked
- * up by name in a table; arguments come positional or by keyword as
- * Python binds them. Case mapping is ASCII-only: templates change the case
- * of roles and keywords, not of free text.
+ * jinja_builtins.c: jinja2's filters and tests, and the globals Hugging
+ * Face provides (range, namespace, dict, raise_exception, strftime_now).
+ * Each is found by name; arguments come positional or by keyword as Python
+ * binds them. Filters that return generators in jinja2 (map, select,
+ * unique, items...) return JV_GEN, which has no length, index or JSON form,
+ * as there. The str, dict and list methods are in jinja_str.c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,7 +17,7 @@
 /* ------------------------------------------------------------- arguments --- */
 
 /* Argument idx by position or by name, else def. */
-static struct jv arg(struct jargs *a, int idx, const char *name, struct jv def)
+struct jv jinja_arg(struct jargs *a, int idx, const char *name, struct jv def)
 {
     if (idx >= 0 && idx < a->n_pos)
         return a->pos[idx];
@@ -27,31 +27,25 @@ static struct jv arg(struct jargs *a, int idx, const char *name, struct jv def)
     return def;
 }
 
-static bool has_arg(struct jargs *a, int idx, const char *name)
+bool jinja_has_arg(struct jargs *a, int idx, const char *name)
 {
-    return arg(a, idx, name, jv_undef(NULL)).kind != JV_UNDEF ||
-           (idx >= 0 && idx < a->n_pos);
+    return jinja_arg(a, idx, name, jv_undef(NULL)).kind != JV_UNDEF || (idx >= 0 && idx < a->n_pos);
 }
 
-static struct jstr need_str(struct jctx *c, struct jv v, const char *what)
+struct jstr jinja_need_str(struct jctx *c, struct jv v, const char *what)
 {
     if (v.kind != JV_STR)
         jinja_failc(c, HEARTH_EINVAL, "%s must be str, not %s", what, jv_type_name(v));
     return v.u.s;
 }
 
-static int64_t need_int(struct jctx *c, struct jv v, const char *what)
+int64_t jinja_need_int(struct jctx *c, struct jv v, const char *what)
 {
     if (v.kind == JV_INT)
         return v.u.i;
     if (v.kind == JV_BOOL)
         return v.u.b;
     jinja_failc(c, HEARTH_EINVAL, "%s must be an integer, not %s", what, jv_type_name(v));
-}
-
-static struct jv str_new(struct jctx *c, struct jbuf *b)
-{
-    return jv_strn(b->p ? b->p : "", b->len);
 }
 
 struct jlist *jinja_iter(struct jctx *c, struct jv v)
@@ -84,775 +78,6 @@ struct jlist *jinja_iter(struct jctx *c, struct jv v)
     }
 }
 
-/* ---------------------------------------------------------- string tools --- */
-
-static bool py_space(uint32_t cp)
-{
-    return cp == ' ' || (cp >= '\t' && cp <= '\r') || (cp >= 0x1c && cp <= 0x1f) || cp == 0x85 ||
-           cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
-           cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
-}
-
-static bool in_set(struct jstr set, uint32_t cp)
-{
-    for (size_t i = 0; i < set.len;) {
-        uint32_t x;
-        i += ju_decode(set.p + i, set.len - i, &x);
-        if (x == cp)
-            return true;
-    }
-    return false;
-}
-
-/* Strips code points in chars (NULL: whitespace) from the left and/or right. */
-static struct jstr strip(struct jstr s, const struct jstr *chars, bool left, bool right)
-{
-    size_t a = 0, b = s.len;
-    while (left && a < b) {
-        uint32_t cp;
-        size_t k = ju_decode(s.p + a, b - a, &cp);
-        if (chars ? !in_set(*chars, cp) : !py_space(cp))
-            break;
-        a += k;
-    }
-    while (right && b > a) {
-        size_t st = b - 1;
-        while (st > a && ((unsigned char)s.p[st] & 0xc0) == 0x80)
-            st--;
-        uint32_t cp;
-        ju_decode(s.p + st, b - st, &cp);
-        if (chars ? !in_set(*chars, cp) : !py_space(cp))
-            break;
-        b = st;
-    }
-    return (struct jstr){s.p + a, b - a};
-}
-
-/*
- * Simple case mapping of one code point for the scripts chat text meets:
- * ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic, fullwidth Latin.
- * Returns cp itself where it has no mapping.
- */
-static uint32_t to_case(uint32_t cp, bool upper)
-{
-    if (cp < 0x80) {
-        if (upper && cp >= 'a' && cp <= 'z')
-            return cp - 32;
-        if (!upper && cp >= 'A' && cp <= 'Z')
-            return cp + 32;
-        return cp;
-    }
-    if (cp >= 0xc0 && cp <= 0xfe && cp != 0xd7 && cp != 0xf7 && cp != 0xdf)
-        return upper ? (cp >= 0xe0 ? cp - 32 : cp) : (cp < 0xe0 ? cp + 32 : cp);
-    if (cp == 0xff)
-        return upper ? 0x178 : cp;
-    if (cp == 0x178)
-        return upper ? cp : 0xff;
-    if (cp == 0xb5)
-        return upper ? 0x39c : cp;
-    if ((cp >= 0x100 && cp <= 0x12f) || (cp >= 0x132 && cp <= 0x137) ||
-        (cp >= 0x14a && cp <= 0x177)) /* even upper, odd lower */
-        return upper ? (cp & ~1u) : (cp | 1u);
-    if ((cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17e)) /* odd upper */
-        return upper ? ((cp & 1u) ? cp : cp - 1) : ((cp & 1u) ? cp + 1 : cp);
-    if (cp >= 0x391 && cp <= 0x3a9 && cp != 0x3a2)
-        return upper ? cp : cp + 32;
-    if (cp >= 0x3b1 && cp <= 0x3c9)
-        return upper ? (cp == 0x3c2 ? 0x3a3 : cp - 32) : cp;
-    if (cp == 0x386)
-        return upper ? cp : 0x3ac;
-    if (cp == 0x3ac)
-        return upper ? 0x386 : cp;
-    if (cp >= 0x388 && cp <= 0x38a)
-        return upper ? cp : cp + 37;
-    if (cp >= 0x3ad && cp <= 0x3af)
-        return upper ? cp - 37 : cp;
-    if (cp == 0x38c)
-        return upper ? cp : 0x3cc;
-    if (cp == 0x3cc)
-        return upper ? 0x38c : cp;
-    if (cp == 0x38e || cp == 0x38f)
-        return upper ? cp : cp + 63;
-    if (cp == 0x3cd || cp == 0x3ce)
-        return upper ? cp - 63 : cp;
-    if (cp >= 0x410 && cp <= 0x42f)
-        return upper ? cp : cp + 32;
-    if (cp >= 0x430 && cp <= 0x44f)
-        return upper ? cp - 32 : cp;
-    if (cp >= 0x400 && cp <= 0x40f)
-        return upper ? cp : cp + 80;
-    if (cp >= 0x450 && cp <= 0x45f)
-        return upper ? cp - 80 : cp;
-    if (cp >= 0xff21 && cp <= 0xff3a)
-        return upper ? cp : cp + 32;
-    if (cp >= 0xff41 && cp <= 0xff5a)
-        return upper ? cp - 32 : cp;
-    return cp;
-}
-
-static bool cased(uint32_t cp)
-{
-    return to_case(cp, true) != cp || to_case(cp, false) != cp || cp == 0xdf;
-}
-
-static size_t put_cp(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18);
-    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-/* One code point of s at *i through a case change; ß upper-cases to "SS" as in Python. */
-static void put_case(struct jctx *c, struct jbuf *b, struct jstr s, size_t *i, bool upper,
-                     uint32_t *cp_out)
-{
-    uint32_t cp;
-    size_t k = ju_decode(s.p + *i, s.len - *i, &cp);
-    char tmp[4];
-    if (k == 1 && cp >= 0x80) /* a stray byte stays as it is */
-        jb_put(c, b, s.p + *i, 1);
-    else if (upper && cp == 0xdf)
-        jb_put(c, b, "SS", 2);
-    else
-        jb_put(c, b, tmp, put_cp(tmp, to_case(cp, upper)));
-    *i += k;
-    *cp_out = cp;
-}
-
-/* Python's upper ('u'), lower ('l'), capitalize ('c'), swapcase ('s') and title ('t'). */
-static struct jv map_case(struct jctx *c, struct jstr s, int mode)
-{
-    struct jbuf b   = {0};
-    bool prev_cased = false;
-    for (size_t i = 0; i < s.len;) {
-        uint32_t cp;
-        ju_decode(s.p + i, s.len - i, &cp);
-        bool upper;
-        switch (mode) {
-        case 'u': upper = true; break;
-        case 'l': upper = false; break;
-        case 'c': upper = i == 0; break;
-        case 's': upper = to_case(cp, true) != cp; break;
-        default: upper = !prev_cased; break;
-        }
-        put_case(c, &b, s, &i, upper, &cp);
-        prev_cased = cased(cp);
-    }
-    return jv_strn(b.p ? b.p : "", b.len);
-}
-
-/* jinja2's title filter: words split on whitespace, dashes and brackets. */
-static struct jv title_filter(struct jctx *c, struct jstr s)
-{
-    struct jbuf b = {0};
-    bool start    = true;
-    for (size_t i = 0; i < s.len;) {
-        char ch  = s.p[i];
-        bool sep = ch == ' ' || (ch >= '\t' && ch <= '\r') || ch == '-' || ch == '[' ||
-                   ch == ']' || ch == '(' || ch == ')' || ch == '{' || ch == '}';
-        uint32_t cp;
-        if (sep) {
-            jb_put(c, &b, &ch, 1);
-            i++;
-        } else
-            put_case(c, &b, s, &i, start, &cp);
-        start = sep;
-    }
-    return str_new(c, &b);
-}
-
-static const char *find(struct jstr h, struct jstr n, size_t from)
-{
-    if (from > h.len)
-        return NULL;
-    if (!n.len)
-        return h.p + from;
-    return memmem(h.p + from, h.len - from, n.p, n.len);
-}
-
-static struct jv replace(struct jctx *c, struct jstr s, struct jstr old, struct jstr new,
-                         int64_t count)
-{
-    struct jbuf b = {0};
-    size_t i      = 0;
-    int64_t done  = 0;
-    if (!old.len) { /* Python inserts new between code points and at both ends */
-        for (;;) {
-            if (count >= 0 && done >= count)
-                break;
-            jb_put(c, &b, new.p, new.len);
-            done++;
-            if (i >= s.len)
-                break;
-            uint32_t cp;
-            size_t k = ju_decode(s.p + i, s.len - i, &cp);
-            jb_put(c, &b, s.p + i, k);
-            i += k;
-        }
-        jb_put(c, &b, s.p + i, s.len - i);
-        return str_new(c, &b);
-    }
-    for (;;) {
-        const char *f = count >= 0 && done >= count ? NULL : find(s, old, i);
-        if (!f) {
-            jb_put(c, &b, s.p + i, s.len - i);
-            break;
-        }
-        jb_put(c, &b, s.p + i, (size_t)(f - (s.p + i)));
-        jb_put(c, &b, new.p, new.len);
-        i = (size_t)(f - s.p) + old.len;
-        done++;
-    }
-    return str_new(c, &b);
-}
-
-static struct jv split(struct jctx *c, struct jstr s, struct jv sepv, int64_t maxsplit, bool right)
-{
-    struct jv out = jv_list_new(c, 0);
-    if (sepv.kind == JV_NONE || sepv.kind == JV_UNDEF) {
-        /* runs of whitespace; no empty strings */
-        struct jv parts = jv_list_new(c, 0);
-        size_t i        = 0;
-        while (i < s.len) {
-            uint32_t cp;
-            size_t k = ju_decode(s.p + i, s.len - i, &cp);
-            if (py_space(cp)) {
-                i += k;
-                continue;
-            }
-            size_t st = i;
-            while (i < s.len) {
-                k = ju_decode(s.p + i, s.len - i, &cp);
-                if (py_space(cp))
-                    break;
-                i += k;
-            }
-            jv_list_push(c, parts.u.l, jv_strn(s.p + st, i - st));
-        }
-        if (maxsplit < 0 || (size_t)maxsplit + 1 >= parts.u.l->n)
-            return parts;
-        /* a bounded split keeps the rest of the text, leading/trailing space trimmed */
-        struct jlist *p = parts.u.l;
-        if (!right) {
-            for (int64_t k = 0; k < maxsplit; k++)
-                jv_list_push(c, out.u.l, p->v[k]);
-            const char *rest = p->v[maxsplit].u.s.p; /* keeps its trailing whitespace */
-            jv_list_push(c, out.u.l, jv_strn(rest, (size_t)(s.p + s.len - rest)));
-        } else {
-            size_t keep      = p->n - (size_t)maxsplit;
-            struct jv last   = p->v[keep - 1];
-            jv_list_push(c, out.u.l, jv_strn(s.p, (size_t)(last.u.s.p + last.u.s.len - s.p)));
-            for (size_t k = keep; k < p->n; k++)
-                jv_list_push(c, out.u.l, p->v[k]);
-        }
-        return out;
-    }
-    struct jstr sep = need_str(c, sepv, "sep");
-    if (!sep.len)
-        jinja_failc(c, HEARTH_EINVAL, "empty separator");
-    if (!right) {
-        size_t i = 0;
-        for (int64_t n = 0; maxsplit < 0 || n < maxsplit; n++) {
-            const char *f = find(s, sep, i);
-            if (!f)
-                break;
-            jv_list_push(c, out.u.l, jv_strn(s.p + i, (size_t)(f - s.p) - i));
-            i = (size_t)(f - s.p) + sep.len;
-        }
-        jv_list_push(c, out.u.l, jv_strn(s.p + i, s.len - i));
-        return out;
-    }
-    /* rsplit: collect from the right, then reverse */
-    size_t end = s.len;
-    struct jv rev = jv_list_new(c, 0);
-    for (int64_t n = 0; maxsplit < 0 || n < maxsplit; n++) {
-        const char *f = NULL;
-        for (size_t k = end; k >= sep.len; k--)
-            if (!memcmp(s.p + k - sep.len, sep.p, sep.len)) {
-                f = s.p + k - sep.len;
-                break;
-            }
-        if (!f)
-            break;
-        jv_list_push(c, rev.u.l, jv_strn(f + sep.len, end - (size_t)(f - s.p) - sep.len));
-        end = (size_t)(f - s.p);
-    }
-    jv_list_push(c, rev.u.l, jv_strn(s.p, end));
-    for (size_t k = rev.u.l->n; k-- > 0;)
-        jv_list_push(c, out.u.l, rev.u.l->v[k]);
-    return out;
-}
-
-/* str.splitlines(keepends=False). */
-static struct jlist *splitlines(struct jctx *c, struct jstr s)
-{
-    struct jv out = jv_list_new(c, 0);
-    size_t i = 0, st = 0;
-    while (i < s.len) {
-        uint32_t cp;
-        size_t k = ju_decode(s.p + i, s.len - i, &cp);
-        bool nl  = cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f' ||
-                  (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
-        if (nl) {
-            jv_list_push(c, out.u.l, jv_strn(s.p + st, i - st));
-            if (cp == '\r' && i + 1 < s.len && s.p[i + 1] == '\n')
-                k++;
-            st = i + k;
-        }
-        i += k;
-    }
-    if (st < s.len)
-        jv_list_push(c, out.u.l, jv_strn(s.p + st, s.len - st));
-    return out.u.l;
-}
-
-static bool affix(struct jctx *c, struct jstr s, struct jv p, bool suffix)
-{
-    if (jv_is_seq(p)) {
-        for (size_t i = 0; i < p.u.l->n; i++)
-            if (affix(c, s, p.u.l->v[i], suffix))
-                return true;
-        return false;
-    }
-    struct jstr x = need_str(c, p, suffix ? "endswith argument" : "startswith argument");
-    if (x.len > s.len)
-        return false;
-    return !memcmp(suffix ? s.p + s.len - x.len : s.p, x.p, x.len);
-}
-
-/* A format spec [[fill]align][width][.precision][type] for s, d and f; others fail. */
-static struct jstr format_spec(struct jctx *c, struct jv v, struct jstr t, struct jstr spec,
-                               bool converted)
-{
-    size_t i  = 0;
-    char fill = ' ', align = 0;
-    if (spec.len >= 2 && strchr("<>^", spec.p[1])) {
-        fill  = spec.p[0];
-        align = spec.p[1];
-        i     = 2;
-    } else if (spec.len >= 1 && strchr("<>^", spec.p[0]))
-        align = spec.p[i++];
-    int64_t width = 0, prec = -1;
-    while (i < spec.len && spec.p[i] >= '0' && spec.p[i] <= '9' && width < 100000)
-        width = width * 10 + (spec.p[i++] - '0');
-    if (i < spec.len && spec.p[i] == '.') {
-        prec = 0;
-        for (i++; i < spec.len && spec.p[i] >= '0' && spec.p[i] <= '9' && prec < 1000; i++)
-            prec = prec * 10 + (spec.p[i] - '0');
-    }
-    char type = i < spec.len ? spec.p[i++] : 0;
-    if (i != spec.len || (type && !strchr("sdf", type)))
-        jinja_failc(c, HEARTH_EUNSUPPORTED, "format spec '%.*s' is not supported",
-                    (int)spec.len, spec.p);
-    bool num = !converted && (v.kind == JV_INT || v.kind == JV_FLOAT);
-    if (type == 'f' || (num && prec >= 0)) {
-        if (v.kind != JV_INT && v.kind != JV_FLOAT)
-            jinja_failc(c, HEARTH_EINVAL, "Unknown format code 'f' for object of type '%s'",
-                        jv_type_name(v));
-        struct jbuf nb = {0};
-        jb_printf(c, &nb, "%.*f", (int)(prec < 0 ? 6 : prec),
-                  v.kind == JV_INT ? (double)v.u.i : v.u.f);
-        t = jb_str(&nb);
-    } else if (prec >= 0 && !num) {
-        t.len = ju_offset(t, (size_t)prec);
-    }
-    if (!align)
-        align = num ? '>' : '<';
-    int64_t pad = width - (int64_t)ju_count(t);
-    if (pad <= 0)
-        return t;
-    int64_t left  = align == '>' ? pad : align == '^' ? pad / 2 : 0;
-    struct jbuf o = {0};
-    for (int64_t k = 0; k < left; k++)
-        jb_put(c, &o, &fill, 1);
-    jb_put(c, &o, t.p, t.len);
-    for (int64_t k = left; k < pad; k++)
-        jb_put(c, &o, &fill, 1);
-    return jb_str(&o);
-}
-
-/* str.format with {}, {0}, {name}, !r / !s conversions and {{ }} escapes. */
-static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
-{
-    struct jbuf b = {0};
-    int autoidx   = 0;
-    for (size_t i = 0; i < f.len; i++) {
-        char ch = f.p[i];
-        if (ch == '}' ) {
-            if (i + 1 < f.len && f.p[i + 1] == '}')
-                i++;
-            else
-                jinja_failc(c, HEARTH_EINVAL, "Single '}' encountered in format string");
-            jb_put(c, &b, "}", 1);
-            continue;
-        }
-        if (ch != '{') {
-            jb_put(c, &b, &ch, 1);
-            continue;
-        }
-        if (i + 1 < f.len && f.p[i + 1] == '{') {
-            jb_put(c, &b, "{", 1);
-            i++;
-            continue;
-        }
-        const char *end = memchr(f.p + i, '}', f.len - i);
-        if (!end)
-            jinja_failc(c, HEARTH_EINVAL, "Single '{' encountered in format string");
-        struct jstr field = {f.p + i + 1, (size_t)(end - (f.p + i + 1))};
-        i                 = (size_t)(end - f.p);
-        char conv         = 0;
-        const char *bang  = memchr(field.p, '!', field.len);
-        if (bang) {
-            conv      = bang + 1 < field.p + field.len ? bang[1] : 0;
-            field.len = (size_t)(bang - field.p);
-        }
-        struct jstr spec  = {"", 0};
-        const char *colon = memchr(field.p, ':', field.len);
-        if (colon) {
-            spec      = (struct jstr){colon + 1, (size_t)(field.p + field.len - colon - 1)};
-            field.len = (size_t)(colon - field.p);
-        }
-        if (memchr(field.p, '.', field.len) || memchr(field.p, '[', field.len))
-            jinja_failc(c, HEARTH_EUNSUPPORTED, "format fields with . or [] are not supported");
-        struct jv v;
-        if (!field.len) {
-            if (autoidx >= a->n_pos)
-                jinja_failc(c, HEARTH_EINVAL, "Replacement index %d out of range for positional "
-                                              "args tuple", autoidx);
-            v = a->pos[autoidx++];
-        } else if (field.p[0] >= '0' && field.p[0] <= '9') {
-            int idx = atoi(field.p);
-            if (idx >= a->n_pos)
-                jinja_failc(c, HEARTH_EINVAL, "Replacement index %d out of range for positional "
-                                              "args tuple", idx);
-            v = a->pos[idx];
-        } else {
-            bool found = false;
-            for (int k = 0; k < a->n_kw; k++)
-                if (a->kw_names[k].len == field.len &&
-                    !memcmp(a->kw_names[k].p, field.p, field.len)) {
-                    v     = a->kw[k];
-                    found = true;
-                }
-            if (!found)
-                jinja_failc(c, HEARTH_EINVAL, "'%.*s'", (int)field.len, field.p);
-        }
-        struct jstr t = conv == 'r' ? jv_to_repr(c, v) : jv_to_str(c, v);
-        if (spec.len)
-            t = format_spec(c, v, t, spec, conv != 0);
-        jb_put(c, &b, t.p, t.len);
-    }
-    return str_new(c, &b);
-}
-
-struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
-{
-    struct jbuf b   = {0};
-    struct jlist *l = NULL, one = {&args, 1, 1};
-    l               = args.kind == JV_TUPLE ? args.u.l : &one;
-    size_t next     = 0;
-    for (size_t i = 0; i < f.len; i++) {
-        if (f.p[i] != '%') {
-            jb_put(c, &b, f.p + i, 1);
-            continue;
-        }
-        char conv = i + 1 < f.len ? f.p[++i] : 0;
-        if (conv == '%') {
-            jb_put(c, &b, "%", 1);
-            continue;
-        }
-        if (!strchr("sdir", conv) || !conv)
-            jinja_failc(c, HEARTH_EUNSUPPORTED, "format '%%%c' is not supported", conv);
-        if (next >= l->n)
-            jinja_failc(c, HEARTH_EINVAL, "not enough arguments for format string");
-        struct jv v = l->v[next++];
-        struct jstr t;
-        if (conv == 'r')
-            t = jv_to_repr(c, v);
-        else if (conv == 's')
-            t = jv_to_str(c, v);
-        else {
-            if (v.kind == JV_FLOAT)
-                v = jv_int((int64_t)v.u.f);
-            if (v.kind != JV_INT && v.kind != JV_BOOL)
-                jinja_failc(c, HEARTH_EINVAL, "%%%c format: a real number is required, not %s",
-                            conv, jv_type_name(v));
-            t = jv_to_str(c, v.kind == JV_BOOL ? jv_int(v.u.b) : v);
-        }
-        jb_put(c, &b, t.p, t.len);
-    }
-    if (next < l->n)
-        jinja_failc(c, HEARTH_EINVAL, "not all arguments converted during string formatting");
-    return str_new(c, &b);
-}
-
-/* ---------------------------------------------------------------- methods --- */
-
-static const char *const str_methods[] = {
-    "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith",
-    "upper", "lower", "title", "capitalize", "swapcase", "casefold", "replace", "find", "rfind",
-    "index", "rindex", "count", "format", "join", "isdigit", "isalpha", "isalnum", "isspace",
-    "isupper", "islower", "isnumeric", "isdecimal", "removeprefix", "removesuffix", NULL};
-static const char *const dict_methods[] = {"items", "keys", "values", "get", "copy", NULL};
-static const char *const dict_unsafe[]  = {"pop", "popitem", "setdefault", "update", "clear",
-                                           NULL};
-static const char *const list_methods[] = {"index", "count", "copy", NULL};
-static const char *const list_unsafe[]  = {"append", "extend", "insert", "pop", "remove",
-                                           "clear", "sort", "reverse", NULL};
-
-static const char *in_table(const char *const *t, struct jstr name)
-{
-    for (int i = 0; t[i]; i++)
-        if (js_eq(name, t[i]))
-            return t[i];
-    return NULL;
-}
-
-const char *jinja_method_find(struct jv obj, struct jstr name, bool *unsafe)
-{
-    const char *m = NULL;
-    *unsafe       = false;
-    switch (obj.kind) {
-    case JV_STR:
-        return in_table(str_methods, name);
-    case JV_DICT:
-        if ((m = in_table(dict_unsafe, name)))
-            *unsafe = true;
-        return m ? m : in_table(dict_methods, name);
-    case JV_LIST:
-        if ((m = in_table(list_unsafe, name)))
-            *unsafe = true;
-        return m ? m : in_table(list_methods, name);
-    case JV_TUPLE:
-        return name.len == 5 && js_eq(name, "index") ? "index"
-               : js_eq(name, "count")                ? "count"
-                                                     : NULL;
-    default:
-        return NULL;
-    }
-}
-
-static bool all_chars(struct jstr s, int cls)
-{
-    if (!s.len)
-        return false;
-    bool any_cased = false;
-    for (size_t i = 0; i < s.len; i++) {
-        char ch = s.p[i];
-        bool ok;
-        switch (cls) {
-        case 'd': ok = ch >= '0' && ch <= '9'; break;
-        case 'a': ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); break;
-        case 'n': ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                       (ch >= '0' && ch <= '9'); break;
-        case 's': ok = ch == ' ' || (ch >= '\t' && ch <= '\r'); break;
-        case 'u': ok = !(ch >= 'a' && ch <= 'z'); any_cased |= ch >= 'A' && ch <= 'Z'; break;
-        default: ok = !(ch >= 'A' && ch <= 'Z'); any_cased |= ch >= 'a' && ch <= 'z'; break;
-        }
-        if (!ok)
-            return false;
-    }
-    return cls == 'u' || cls == 'l' ? any_cased : true;
-}
-
-/* Python's find/rfind/count over code points; the code-point index or -1. */
-static int64_t str_find(struct jctx *c, struct jstr s, struct jstr sub, bool rev)
-{
-    const char *hit = NULL;
-    if (!rev)
-        hit = find(s, sub, 0);
-    else
-        for (size_t k = s.len + 1; k-- > 0;)
-            if (k + sub.len <= s.len && !memcmp(s.p + k, sub.p, sub.len)) {
-                hit = s.p + k;
-                break;
-            }
-    if (!hit)
-        return -1;
-    return (int64_t)ju_count((struct jstr){s.p, (size_t)(hit - s.p)});
-}
-
-static struct jv str_method(struct jctx *c, struct jstr s, const char *name, struct jargs *a)
-{
-    struct jv none = jv_none();
-    if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip")) {
-        struct jv ch = arg(a, 0, "chars", none);
-        struct jstr set;
-        if (ch.kind != JV_NONE)
-            set = need_str(c, ch, "strip arg");
-        struct jstr r = strip(s, ch.kind == JV_NONE ? NULL : &set, name[0] != 'r',
-                              name[0] != 'l');
-        return jv_strn(r.p, r.len);
-    }
-    if (!strcmp(name, "split") || !strcmp(name, "rsplit"))
-        return split(c, s, arg(a, 0, "sep", none), need_int(c, arg(a, 1, "maxsplit", jv_int(-1)),
-                     "maxsplit"), name[0] == 'r');
-    if (!strcmp(name, "splitlines"))
-        return (struct jv){.kind = JV_LIST, .u.l = splitlines(c, s)};
-    if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
-        struct jv st = arg(a, 1, NULL, none), en = arg(a, 2, NULL, none);
-        if (st.kind != JV_NONE || en.kind != JV_NONE) { /* s[start:end], by code points */
-            int64_t n  = (int64_t)ju_count(s);
-            int64_t lo = st.kind == JV_NONE ? 0 : need_int(c, st, "start");
-            int64_t hi = en.kind == JV_NONE ? n : need_int(c, en, "end");
-            lo = lo < 0 ? (lo + n < 0 ? 0 : lo + n) : (lo > n ? n : lo);
-            hi = hi < 0 ? (hi + n < 0 ? 0 : hi + n) : (hi > n ? n : hi);
-            if (hi < lo)
-                return jv_bool(false);
-            size_t x = ju_offset(s, (size_t)lo), y = ju_offset(s, (size_t)hi);
-            s        = (struct jstr){s.p + x, y - x};
-        }
-        return jv_bool(affix(c, s, arg(a, 0, NULL, jv_undef(NULL)), name[0] == 'e'));
-    }
-    if (!strcmp(name, "upper"))
-        return map_case(c, s, 'u');
-    if (!strcmp(name, "lower") || !strcmp(name, "casefold"))
-        return map_case(c, s, 'l');
-    if (!strcmp(name, "title"))
-        return map_case(c, s, 't');
-    if (!strcmp(name, "capitalize"))
-        return map_case(c, s, 'c');
-    if (!strcmp(name, "swapcase"))
-        return map_case(c, s, 's');
-    if (!strcmp(name, "replace"))
-        return replace(c, s, need_str(c, arg(a, 0, "old", none), "replace arg"),
-                       need_str(c, arg(a, 1, "new", none), "replace arg"),
-                       need_int(c, arg(a, 2, "count", jv_int(-1)), "count"));
-    if (!strcmp(name, "find") || !strcmp(name, "rfind") || !strcmp(name, "index") ||
-        !strcmp(name, "rindex")) {
-        int64_t r = str_find(c, s, need_str(c, arg(a, 0, NULL, none), "substring"),
-                             name[0] == 'r');
-        if (r < 0 && name[name[0] == 'r'] == 'i')
-            jinja_failc(c, HEARTH_EINVAL, "substring not found");
-        return jv_int(r);
-    }
-    if (!strcmp(name, "count")) {
-        struct jstr sub = need_str(c, arg(a, 0, NULL, none), "substring");
-        if (!sub.len)
-            return jv_int((int64_t)ju_count(s) + 1);
-        int64_t n = 0;
-        for (const char *f = find(s, sub, 0); f; f = find(s, sub, (size_t)(f - s.p) + sub.len))
-            n++;
-        return jv_int(n);
-    }
-    if (!strcmp(name, "format"))
-        return format(c, s, a);
-    if (!strcmp(name, "join")) {
-        struct jlist *l = jinja_iter(c, arg(a, 0, NULL, none));
-        struct jbuf b   = {0};
-        for (size_t i = 0; i < l->n; i++) {
-            if (i)
-                jb_put(c, &b, s.p, s.len);
-            struct jstr x = need_str(c, l->v[i], "sequence item");
-            jb_put(c, &b, x.p, x.len);
-        }
-        return str_new(c, &b);
-    }
-    if (!strcmp(name, "removeprefix") || !strcmp(name, "removesuffix")) {
-        struct jstr x = need_str(c, arg(a, 0, NULL, none), "argument");
-        bool pre      = name[6] == 'p';
-        if (x.len <= s.len && !memcmp(pre ? s.p : s.p + s.len - x.len, x.p, x.len))
-            return jv_strn(pre ? s.p + x.len : s.p, s.len - x.len);
-        return jv_strn(s.p, s.len);
-    }
-    if (!strcmp(name, "isdigit") || !strcmp(name, "isnumeric") || !strcmp(name, "isdecimal"))
-        return jv_bool(all_chars(s, 'd'));
-    if (!strcmp(name, "isalpha"))
-        return jv_bool(all_chars(s, 'a'));
-    if (!strcmp(name, "isalnum"))
-        return jv_bool(all_chars(s, 'n'));
-    if (!strcmp(name, "isspace"))
-        return jv_bool(all_chars(s, 's'));
-    if (!strcmp(name, "isupper"))
-        return jv_bool(all_chars(s, 'u'));
-    return jv_bool(all_chars(s, 'l'));
-}
-
-static struct jv tuple2(struct jctx *c, struct jv a, struct jv b)
-{
-    struct jv t = jv_list_new(c, 2);
-    jv_list_push(c, t.u.l, a);
-    jv_list_push(c, t.u.l, b);
-    t.kind = JV_TUPLE;
-    return t;
-}
-
-struct jv jinja_method_call(struct jctx *c, struct jv self, const char *name, struct jargs *a)
-{
-    if (self.kind == JV_STR)
-        return str_method(c, self.u.s, name, a);
-    if (self.kind == JV_LOOP && !strcmp(name, "changed")) { /* loop.changed(*values) */
-        struct jv now = jv_list_new(c, (size_t)a->n_pos);
-        for (int i = 0; i < a->n_pos; i++)
-            jv_list_push(c, now.u.l, a->pos[i]);
-        bool changed = !jv_eq(self.u.lp->last_changed, now);
-        self.u.lp->last_changed = now;
-        return jv_bool(changed);
-    }
-    if (self.kind == JV_LOOP) { /* loop.cycle(a, b, ...) */
-        if (!a->n_pos)
-            jinja_failc(c, HEARTH_EINVAL, "no items for cycling given");
-        return a->pos[self.u.lp->i % (size_t)a->n_pos];
-    }
-    if (self.kind == JV_DICT) {
-        const struct jdict *d = self.u.d;
-        if (!strcmp(name, "get")) {
-            struct jv *v = jv_dict_get(d, arg(a, 0, NULL, jv_none()));
-            return v ? *v : arg(a, 1, NULL, jv_none());
-        }
-        struct jv out = jv_list_new(c, d->n);
-        for (size_t i = 0; i < d->n; i++)
-            jv_list_push(c, out.u.l, name[0] == 'i'   ? tuple2(c, d->k[i], d->v[i])
-                                     : name[0] == 'k' ? d->k[i]
-                                                      : d->v[i]);
-        if (!strcmp(name, "copy")) {
-            struct jv n = jv_dict_new(c);
-            for (size_t i = 0; i < d->n; i++)
-                jv_dict_set(c, n.u.d, d->k[i], d->v[i]);
-            return n;
-        }
-        return out;
-    }
-    if (jv_is_seq(self)) {
-        struct jlist *l = self.u.l;
-        if (!strcmp(name, "copy")) {
-            struct jv n = jv_list_new(c, l->n);
-            for (size_t i = 0; i < l->n; i++)
-                jv_list_push(c, n.u.l, l->v[i]);
-            return n;
-        }
-        struct jv x = arg(a, 0, NULL, jv_undef(NULL));
-        int64_t n   = 0;
-        for (size_t i = 0; i < l->n; i++)
-            if (jv_eq(l->v[i], x)) {
-                if (name[0] == 'i')
-                    return jv_int((int64_t)i);
-                n++;
-            }
-        if (name[0] == 'i')
-            jinja_failc(c, HEARTH_EINVAL, "value is not in list");
-        return jv_int(n);
-    }
-    jinja_failc(c, HEARTH_EINVAL, "'%s' object has no method '%s'", jv_type_name(self), name);
-}
-
 /* ---------------------------------------------------------------- globals --- */
 
 enum { G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME, G_COUNT };
@@ -873,12 +98,12 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
     case G_RANGE: {
         int64_t start = 0, stop, step = 1;
         if (a->n_pos == 1)
-            stop = need_int(c, a->pos[0], "range argument");
+            stop = jinja_need_int(c, a->pos[0], "range argument");
         else if (a->n_pos == 2 || a->n_pos == 3) {
-            start = need_int(c, a->pos[0], "range argument");
-            stop  = need_int(c, a->pos[1], "range argument");
+            start = jinja_need_int(c, a->pos[0], "range argument");
+            stop  = jinja_need_int(c, a->pos[1], "range argument");
             if (a->n_pos == 3)
-                step = need_int(c, a->pos[2], "range argument");
+                step = jinja_need_int(c, a->pos[2], "range argument");
         } else
             jinja_failc(c, HEARTH_EINVAL, "range expected 1 to 3 arguments, got %d", a->n_pos);
         if (step == 0)
@@ -889,8 +114,9 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
         else if (step < 0 && stop < start)
             n = (start - stop - step - 1) / -step;
         if (n > 100000)
-            jinja_failc(c, HEARTH_ERANGE, "Range too big. The sandbox blocks ranges larger than "
-                                          "MAX_RANGE (100000).");
+            jinja_failc(c, HEARTH_ERANGE,
+                        "Range too big. The sandbox blocks ranges larger than "
+                        "MAX_RANGE (100000).");
         struct jv l = jv_list_new(c, (size_t)n);
         for (int64_t i = 0; i < n; i++)
             jv_list_push(c, l.u.l, jv_int(start + i * step));
@@ -901,8 +127,7 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
         struct jv d = jv_dict_new(c);
         for (int i = 0; i < a->n_pos; i++) {
             if (a->pos[i].kind != JV_DICT)
-                jinja_failc(c, HEARTH_EINVAL, "%s takes a mapping or keywords",
-                            global_names[id]);
+                jinja_failc(c, HEARTH_EINVAL, "%s takes a mapping or keywords", global_names[id]);
             for (size_t k = 0; k < a->pos[i].u.d->n; k++)
                 jv_dict_set(c, d.u.d, a->pos[i].u.d->k[k], a->pos[i].u.d->v[k]);
         }
@@ -913,18 +138,19 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
         return d;
     }
     case G_RAISE: {
-        struct jstr m = jv_to_str(c, arg(a, 0, "message", jv_undef(NULL)));
+        struct jstr m = jv_to_str(c, jinja_arg(a, 0, "message", jv_undef(NULL)));
         /* the template's own message, verbatim, without the module prefix */
         if (c->mem.err && c->mem.err_len)
             snprintf(c->mem.err, c->mem.err_len, "%.*s", (int)m.len, m.p);
         longjmp(*c->mem.jb, HEARTH_EINVAL);
     }
     default: {
-        struct jstr f  = need_str(c, arg(a, 0, "format", jv_undef(NULL)), "strftime format");
-        time_t t       = c->o.now >= 0 ? (time_t)c->o.now : time(NULL);
+        struct jstr f =
+            jinja_need_str(c, jinja_arg(a, 0, "format", jv_undef(NULL)), "strftime format");
+        time_t t = c->o.now >= 0 ? (time_t)c->o.now : time(NULL);
         struct tm tm;
         localtime_r(&t, &tm);
-        char *fmt = jinja_strndup(&c->mem, f.p, f.len);
+        char *fmt  = jinja_strndup(&c->mem, f.p, f.len);
         size_t cap = f.len * 8 + 64;
         char *out  = jinja_alloc(&c->mem, cap);
         size_t n   = f.len ? strftime(out, cap, fmt, &tm) : 0;
@@ -938,11 +164,11 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
 static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct jargs *a)
 {
     static const char *const alias[][2] = {{"==", "eq"}, {"!=", "ne"}, {"<", "lt"},
-                                           {"<=", "le"}, {">", "gt"}, {">=", "ge"}};
+                                           {"<=", "le"}, {">", "gt"},  {">=", "ge"}};
     for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
         if (!strcmp(name, alias[i][0]))
             name = alias[i][1];
-    struct jv x = arg(a, 0, NULL, jv_undef(NULL));
+    struct jv x = jinja_arg(a, 0, NULL, jv_undef(NULL));
     if (!strcmp(name, "defined"))
         return v.kind != JV_UNDEF;
     if (!strcmp(name, "undefined"))
@@ -976,11 +202,11 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
     if (!strcmp(name, "odd") || !strcmp(name, "even")) {
         if (v.kind == JV_UNDEF)
             jinja_undef_fail(c, v);
-        int64_t i = need_int(c, v, "value");
+        int64_t i = jinja_need_int(c, v, "value");
         return (i & 1) == (name[0] == 'o');
     }
     if (!strcmp(name, "divisibleby")) {
-        int64_t d = need_int(c, x, "divisor"), i = need_int(c, v, "value");
+        int64_t d = jinja_need_int(c, x, "divisor"), i = jinja_need_int(c, v, "value");
         if (!d)
             jinja_failc(c, HEARTH_EINVAL, "integer division or modulo by zero");
         return i % d == 0;
@@ -1015,7 +241,8 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
     if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
         struct jstr s = jv_to_str(c, v);
         for (size_t i = 0; i < s.len; i++)
-            if (name[0] == 'l' ? (s.p[i] >= 'A' && s.p[i] <= 'Z') : (s.p[i] >= 'a' && s.p[i] <= 'z'))
+            if (name[0] == 'l' ? (s.p[i] >= 'A' && s.p[i] <= 'Z')
+                               : (s.p[i] >= 'a' && s.p[i] <= 'z'))
                 return false;
         return true;
     }
@@ -1027,19 +254,21 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
 }
 
 static const char *const test_names[] = {
-    "defined", "undefined", "none", "boolean", "true", "false", "integer", "float", "number",
-    "string", "mapping", "iterable", "sequence", "callable", "odd", "even", "divisibleby", "eq",
-    "equalto", "sameas", "ne", "lt", "lessthan", "le", "gt", "greaterthan", "ge", "in", "lower",
-    "upper", "filter", "test", "escaped", "==", "!=", "<", "<=", ">", ">=", NULL};
+    "defined", "undefined", "none",        "boolean", "true",        "false",    "integer",
+    "float",   "number",    "string",      "mapping", "iterable",    "sequence", "callable",
+    "odd",     "even",      "divisibleby", "eq",      "equalto",     "sameas",   "ne",
+    "lt",      "lessthan",  "le",          "gt",      "greaterthan", "ge",       "in",
+    "lower",   "upper",     "filter",      "test",    "escaped",     "==",       "!=",
+    "<",       "<=",        ">",           ">=",      NULL};
 
 bool jinja_test_exists(struct jstr name)
 {
-    return in_table(test_names, name) != NULL;
+    return jinja_name_in(test_names, name) != NULL;
 }
 
 bool jinja_test(struct jctx *c, struct jstr name, struct jv v, struct jargs *a)
 {
-    const char *n = in_table(test_names, name);
+    const char *n = jinja_name_in(test_names, name);
     if (!n)
         jinja_failc(c, HEARTH_EINVAL, "no test named '%.*s'", (int)name.len, name.p);
     return test_by_name(c, n, v, a);
@@ -1050,11 +279,15 @@ bool jinja_test(struct jctx *c, struct jstr name, struct jv v, struct jargs *a)
 static int64_t length(struct jctx *c, struct jv v)
 {
     switch (v.kind) {
-    case JV_STR: return (int64_t)ju_count(v.u.s);
+    case JV_STR:
+        return (int64_t)ju_count(v.u.s);
     case JV_LIST:
-    case JV_TUPLE: return (int64_t)v.u.l->n;
-    case JV_DICT: return (int64_t)v.u.d->n;
-    case JV_UNDEF: return 0;
+    case JV_TUPLE:
+        return (int64_t)v.u.l->n;
+    case JV_DICT:
+        return (int64_t)v.u.d->n;
+    case JV_UNDEF:
+        return 0;
     default:
         jinja_failc(c, HEARTH_EINVAL, "object of type '%s' has no len()", jv_type_name(v));
     }
@@ -1065,8 +298,8 @@ static struct jv attr_path(struct jctx *c, struct jv v, struct jstr path)
 {
     size_t i = 0;
     while (i <= path.len) {
-        const char *dot = memchr(path.p + i, '.', path.len - i);
-        size_t end      = dot ? (size_t)(dot - path.p) : path.len;
+        const char *dot  = memchr(path.p + i, '.', path.len - i);
+        size_t end       = dot ? (size_t)(dot - path.p) : path.len;
         struct jstr part = {path.p + i, end - i};
         bool num         = part.len > 0;
         for (size_t k = 0; k < part.len; k++)
@@ -1089,7 +322,7 @@ static struct jv sort_key(struct jctx *c, struct jv v, struct jv attr, bool cs)
     else if (attr.kind == JV_INT)
         v = jinja_getitem(c, v, attr);
     if (!cs && v.kind == JV_STR)
-        return map_case(c, v.u.s, 'l');
+        return jinja_case(c, v.u.s, 'l');
     return v;
 }
 
@@ -1106,19 +339,19 @@ static void msort(struct jctx *c, struct jv *v, struct jv *k, size_t n, struct j
     while (i < h && j < n) {
         int r = jv_cmp(c, k[j], k[i]);
         if (rev ? r > 0 : r < 0) {
-            tv[o] = v[j];
+            tv[o]   = v[j];
             tk[o++] = k[j++];
         } else {
-            tv[o] = v[i];
+            tv[o]   = v[i];
             tk[o++] = k[i++];
         }
     }
     while (i < h) {
-        tv[o] = v[i];
+        tv[o]   = v[i];
         tk[o++] = k[i++];
     }
     while (j < n) {
-        tv[o] = v[j];
+        tv[o]   = v[j];
         tk[o++] = k[j++];
     }
     memcpy(v, tv, n * sizeof *v);
@@ -1144,10 +377,10 @@ static struct jv sorted(struct jctx *c, struct jlist *l, struct jv attr, bool cs
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys) as HF's tojson. */
 static struct jv tojson(struct jctx *c, struct jv v, struct jargs *a)
 {
-    bool ascii      = jv_truthy(arg(a, 0, "ensure_ascii", jv_bool(false)));
-    struct jv ind   = arg(a, 1, "indent", jv_none());
-    struct jv seps  = arg(a, 2, "separators", jv_none());
-    bool sort       = jv_truthy(arg(a, 3, "sort_keys", jv_bool(false)));
+    bool ascii     = jv_truthy(jinja_arg(a, 0, "ensure_ascii", jv_bool(false)));
+    struct jv ind  = jinja_arg(a, 1, "indent", jv_none());
+    struct jv seps = jinja_arg(a, 2, "separators", jv_none());
+    bool sort      = jv_truthy(jinja_arg(a, 3, "sort_keys", jv_bool(false)));
     struct jstr istr, *indent = NULL;
     if (ind.kind == JV_INT) {
         int64_t n = ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i;
@@ -1173,12 +406,12 @@ static struct jv tojson(struct jctx *c, struct jv v, struct jargs *a)
 
 static struct jv indent_filter(struct jctx *c, struct jstr s, struct jargs *a)
 {
-    struct jv w = arg(a, 0, "width", jv_int(4));
+    struct jv w = jinja_arg(a, 0, "width", jv_int(4));
     struct jstr ind;
     if (w.kind == JV_STR)
         ind = w.u.s;
     else {
-        int64_t n = need_int(c, w, "indent width");
+        int64_t n = jinja_need_int(c, w, "indent width");
         if (n < 0)
             n = 0;
         if ((size_t)n > c->o.max_output)
@@ -1187,13 +420,13 @@ static struct jv indent_filter(struct jctx *c, struct jstr s, struct jargs *a)
         memset(p, ' ', (size_t)n);
         ind = (struct jstr){p, (size_t)n};
     }
-    bool first = jv_truthy(arg(a, 1, "first", jv_bool(false)));
-    bool blank = jv_truthy(arg(a, 2, "blank", jv_bool(false)));
+    bool first = jv_truthy(jinja_arg(a, 1, "first", jv_bool(false)));
+    bool blank = jv_truthy(jinja_arg(a, 2, "blank", jv_bool(false)));
     /* s += "\n", then splitlines, as jinja2 does */
     char *t = jinja_alloc(&c->mem, s.len + 2);
     memcpy(t, s.p, s.len);
     t[s.len]        = '\n';
-    struct jlist *l = splitlines(c, (struct jstr){t, s.len + 1});
+    struct jlist *l = jinja_splitlines(c, (struct jstr){t, s.len + 1});
     struct jbuf b   = {0};
     if (first)
         jb_put(c, &b, ind.p, ind.len);
@@ -1206,7 +439,7 @@ static struct jv indent_filter(struct jctx *c, struct jstr s, struct jargs *a)
         }
         jb_put(c, &b, line.p, line.len);
     }
-    return str_new(c, &b);
+    return jb_value(&b);
 }
 
 struct jv jinja_escape(struct jctx *c, struct jstr s)
@@ -1214,15 +447,26 @@ struct jv jinja_escape(struct jctx *c, struct jstr s)
     struct jbuf b = {0};
     for (size_t i = 0; i < s.len; i++) {
         switch (s.p[i]) {
-        case '&': jb_puts(c, &b, "&amp;"); break;
-        case '<': jb_puts(c, &b, "&lt;"); break;
-        case '>': jb_puts(c, &b, "&gt;"); break;
-        case '"': jb_puts(c, &b, "&#34;"); break;
-        case '\'': jb_puts(c, &b, "&#39;"); break;
-        default: jb_put(c, &b, s.p + i, 1);
+        case '&':
+            jb_puts(c, &b, "&amp;");
+            break;
+        case '<':
+            jb_puts(c, &b, "&lt;");
+            break;
+        case '>':
+            jb_puts(c, &b, "&gt;");
+            break;
+        case '"':
+            jb_puts(c, &b, "&#34;");
+            break;
+        case '\'':
+            jb_puts(c, &b, "&#39;");
+            break;
+        default:
+            jb_put(c, &b, s.p + i, 1);
         }
     }
-    return str_new(c, &b);
+    return jb_value(&b);
 }
 
 /* select/reject/selectattr/rejectattr: args from first on are the test and its arguments. */
@@ -1236,16 +480,16 @@ static struct jv select_items(struct jctx *c, struct jv v, struct jargs *a, bool
 {
     if (!jv_truthy(v)) /* jinja2: "if value: for item in value" */
         return gen(jv_list_new(c, 0));
-    struct jlist *l = jinja_iter(c, v);
-    int first       = attr ? 1 : 0;
-    struct jv out   = jv_list_new(c, 0);
+    struct jlist *l  = jinja_iter(c, v);
+    int first        = attr ? 1 : 0;
+    struct jv out    = jv_list_new(c, 0);
     struct jstr path = {0};
     if (attr)
-        path = need_str(c, arg(a, 0, NULL, jv_undef(NULL)), "attribute");
+        path = jinja_need_str(c, jinja_arg(a, 0, NULL, jv_undef(NULL)), "attribute");
     struct jstr test = {0};
     bool has_test    = a->n_pos > first;
     if (has_test)
-        test = need_str(c, a->pos[first], "test name");
+        test = jinja_need_str(c, a->pos[first], "test name");
     struct jargs ta = {a->pos + first + 1, has_test ? a->n_pos - first - 1 : 0, NULL, NULL, 0};
     for (size_t i = 0; i < l->n; i++) {
         jinja_enter(c);
@@ -1264,19 +508,19 @@ static struct jv map_items(struct jctx *c, struct jv v, struct jargs *a)
         return gen(jv_list_new(c, 0));
     struct jlist *l = jinja_iter(c, v);
     struct jv out   = jv_list_new(c, l->n);
-    struct jv at    = arg(a, -1, "attribute", jv_undef(NULL));
+    struct jv at    = jinja_arg(a, -1, "attribute", jv_undef(NULL));
     if (at.kind != JV_UNDEF) {
-        struct jv def = arg(a, -1, "default", jv_undef(NULL));
+        struct jv def = jinja_arg(a, -1, "default", jv_undef(NULL));
         for (size_t i = 0; i < l->n; i++) {
-            struct jv x = at.kind == JV_STR ? attr_path(c, l->v[i], at.u.s)
-                                            : jinja_getitem(c, l->v[i], at);
+            struct jv x =
+                at.kind == JV_STR ? attr_path(c, l->v[i], at.u.s) : jinja_getitem(c, l->v[i], at);
             if (x.kind == JV_UNDEF && def.kind != JV_UNDEF)
                 x = def;
             jv_list_push(c, out.u.l, x);
         }
         return gen(out);
     }
-    struct jstr f   = need_str(c, arg(a, 0, NULL, jv_undef(NULL)), "filter name");
+    struct jstr f   = jinja_need_str(c, jinja_arg(a, 0, NULL, jv_undef(NULL)), "filter name");
     struct jargs fa = {a->pos + 1, a->n_pos - 1, a->kw_names, a->kw, a->n_kw};
     for (size_t i = 0; i < l->n; i++) {
         jinja_enter(c);
@@ -1291,8 +535,8 @@ static struct jv minmax(struct jctx *c, struct jv v, struct jargs *a, bool max)
     struct jlist *l = jinja_iter(c, v);
     if (!l->n)
         return jv_undef("No aggregated item, sequence was empty.");
-    bool cs        = jv_truthy(arg(a, 0, "case_sensitive", jv_bool(false)));
-    struct jv attr = arg(a, 1, "attribute", jv_none());
+    bool cs        = jv_truthy(jinja_arg(a, 0, "case_sensitive", jv_bool(false)));
+    struct jv attr = jinja_arg(a, 1, "attribute", jv_none());
     size_t best    = 0;
     struct jv bk   = sort_key(c, l->v[0], attr, cs);
     for (size_t i = 1; i < l->n; i++) {
@@ -1308,22 +552,25 @@ static struct jv minmax(struct jctx *c, struct jv v, struct jargs *a, bool max)
 
 static struct jv to_int(struct jctx *c, struct jv v, struct jargs *a)
 {
-    struct jv def = arg(a, 0, "default", jv_int(0));
+    struct jv def = jinja_arg(a, 0, "default", jv_int(0));
     switch (v.kind) {
-    case JV_INT: return v;
-    case JV_BOOL: return jv_int(v.u.b);
+    case JV_INT:
+        return v;
+    case JV_BOOL:
+        return jv_int(v.u.b);
     case JV_FLOAT:
         if (isnan(v.u.f) || isinf(v.u.f) || fabs(v.u.f) >= 9.2e18)
             return def;
         return jv_int((int64_t)v.u.f);
     case JV_STR: {
-        struct jstr s = strip(v.u.s, NULL, true, true);
+        struct jstr s = jinja_strip(v.u.s, NULL, true, true);
         char *t       = jinja_strndup(&c->mem, s.p, s.len);
         for (char *p = t; *p; p++)
             if (*p == '_')
                 return def;
         char *end;
-        long long r = strtoll(t, &end, (int)need_int(c, arg(a, 1, "base", jv_int(10)), "base"));
+        long long r =
+            strtoll(t, &end, (int)jinja_need_int(c, jinja_arg(a, 1, "base", jv_int(10)), "base"));
         if (s.len && !*end)
             return jv_int(r);
         double d = strtod(t, &end);
@@ -1331,19 +578,23 @@ static struct jv to_int(struct jctx *c, struct jv v, struct jargs *a)
             return jv_int((int64_t)d);
         return def;
     }
-    default: return def;
+    default:
+        return def;
     }
 }
 
 static struct jv to_float(struct jctx *c, struct jv v, struct jargs *a)
 {
-    struct jv def = arg(a, 0, "default", jv_float(0.0));
+    struct jv def = jinja_arg(a, 0, "default", jv_float(0.0));
     switch (v.kind) {
-    case JV_FLOAT: return v;
-    case JV_INT: return jv_float((double)v.u.i);
-    case JV_BOOL: return jv_float(v.u.b);
+    case JV_FLOAT:
+        return v;
+    case JV_INT:
+        return jv_float((double)v.u.i);
+    case JV_BOOL:
+        return jv_float(v.u.b);
     case JV_STR: {
-        struct jstr s = strip(v.u.s, NULL, true, true);
+        struct jstr s = jinja_strip(v.u.s, NULL, true, true);
         char *t       = jinja_strndup(&c->mem, s.p, s.len);
         char *end;
         double d = strtod(t, &end);
@@ -1351,14 +602,15 @@ static struct jv to_float(struct jctx *c, struct jv v, struct jargs *a)
             return jv_float(d);
         return def;
     }
-    default: return def;
+    default:
+        return def;
     }
 }
 
 static struct jv round_filter(struct jctx *c, struct jv v, struct jargs *a)
 {
-    int64_t prec    = need_int(c, arg(a, 0, "precision", jv_int(0)), "precision");
-    struct jv m     = arg(a, 1, "method", jv_cstr("common"));
+    int64_t prec = jinja_need_int(c, jinja_arg(a, 0, "precision", jv_int(0)), "precision");
+    struct jv m  = jinja_arg(a, 1, "method", jv_cstr("common"));
     if (v.kind != JV_INT && v.kind != JV_FLOAT && v.kind != JV_BOOL)
         jinja_failc(c, HEARTH_EINVAL, "round needs a number, not %s", jv_type_name(v));
     double x = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b;
@@ -1385,34 +637,36 @@ static struct jv items_of(struct jctx *c, struct jv v)
         jinja_failc(c, HEARTH_EINVAL, "Can only get item pairs from a mapping.");
     struct jv out = jv_list_new(c, v.u.d->n);
     for (size_t i = 0; i < v.u.d->n; i++)
-        jv_list_push(c, out.u.l, tuple2(c, v.u.d->k[i], v.u.d->v[i]));
+        jv_list_push(c, out.u.l, jinja_pair(c, v.u.d->k[i], v.u.d->v[i]));
     return out;
 }
 
 static const char *const filter_names[] = {
-    "length", "count", "trim", "join", "default", "d", "first", "last", "list", "map", "select",
-    "reject", "selectattr", "rejectattr", "unique", "sort", "string", "int", "float", "abs",
-    "lower", "upper", "capitalize", "title", "replace", "round", "indent", "tojson", "items",
-    "dictsort", "safe", "escape", "e", "forceescape", "wordcount", "min", "max", "sum", "reverse",
-    "center", "attr", "batch", "format", "truncate", NULL};
+    "length", "count",      "trim",   "join",    "default", "d",           "first",
+    "last",   "list",       "map",    "select",  "reject",  "selectattr",  "rejectattr",
+    "unique", "sort",       "string", "int",     "float",   "abs",         "lower",
+    "upper",  "capitalize", "title",  "replace", "round",   "indent",      "tojson",
+    "items",  "dictsort",   "safe",   "escape",  "e",       "forceescape", "wordcount",
+    "min",    "max",        "sum",    "reverse", "center",  "attr",        "batch",
+    "format", "truncate",   NULL};
 
 bool jinja_filter_exists(struct jstr name)
 {
-    return in_table(filter_names, name) != NULL;
+    return jinja_name_in(filter_names, name) != NULL;
 }
 
 struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct jargs *a)
 {
-    const char *name = in_table(filter_names, fname);
+    const char *name = jinja_name_in(filter_names, fname);
     if (!name)
         jinja_failc(c, HEARTH_EINVAL, "no filter named '%.*s'", (int)fname.len, fname.p);
     struct jv none = jv_none();
     if (!strcmp(name, "length") || !strcmp(name, "count"))
         return jv_int(length(c, v));
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
-        bool boolean = jv_truthy(arg(a, 1, "boolean", jv_bool(false)));
+        bool boolean = jv_truthy(jinja_arg(a, 1, "boolean", jv_bool(false)));
         if (v.kind == JV_UNDEF || (boolean && !jv_truthy(v)))
-            return arg(a, 0, "default_value", jv_strn("", 0));
+            return jinja_arg(a, 0, "default_value", jv_strn("", 0));
         return v;
     }
     if (!strcmp(name, "safe")) {
@@ -1424,32 +678,32 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
     if (!strcmp(name, "tojson"))
         return tojson(c, v, a);
     if (!strcmp(name, "trim")) {
-        struct jv ch = arg(a, 0, "chars", none);
+        struct jv ch = jinja_arg(a, 0, "chars", none);
         struct jstr set;
         if (ch.kind != JV_NONE)
-            set = need_str(c, ch, "trim chars");
-        struct jstr r = strip(jv_to_str(c, v), ch.kind == JV_NONE ? NULL : &set, true, true);
+            set = jinja_need_str(c, ch, "trim chars");
+        struct jstr r = jinja_strip(jv_to_str(c, v), ch.kind == JV_NONE ? NULL : &set, true, true);
         return jv_strn(r.p, r.len);
     }
     if (!strcmp(name, "string"))
         return v.kind == JV_STR ? v : jv_strn(jv_to_str(c, v).p, jv_to_str(c, v).len);
     if (!strcmp(name, "lower") || !strcmp(name, "upper") || !strcmp(name, "capitalize"))
-        return map_case(c, jv_to_str(c, v), name[0] == 'l' ? 'l' : name[0] == 'u' ? 'u' : 'c');
+        return jinja_case(c, jv_to_str(c, v), name[0] == 'l' ? 'l' : name[0] == 'u' ? 'u' : 'c');
     if (!strcmp(name, "title"))
-        return title_filter(c, jv_to_str(c, v));
+        return jinja_title(c, jv_to_str(c, v));
     if (!strcmp(name, "join")) {
         struct jlist *l = jinja_iter(c, v);
-        struct jstr sep = need_str(c, arg(a, 0, "d", jv_strn("", 0)), "join separator");
-        struct jv at    = arg(a, 1, "attribute", none);
+        struct jstr sep = jinja_need_str(c, jinja_arg(a, 0, "d", jv_strn("", 0)), "join separator");
+        struct jv at    = jinja_arg(a, 1, "attribute", none);
         struct jbuf b   = {0};
         for (size_t i = 0; i < l->n; i++) {
             if (i)
                 jb_put(c, &b, sep.p, sep.len);
-            struct jv x = at.kind == JV_STR ? attr_path(c, l->v[i], at.u.s) : l->v[i];
+            struct jv x   = at.kind == JV_STR ? attr_path(c, l->v[i], at.u.s) : l->v[i];
             struct jstr t = jv_to_str(c, x);
             jb_put(c, &b, t.p, t.len);
         }
-        return str_new(c, &b);
+        return jb_value(&b);
     }
     if (!strcmp(name, "first")) {
         struct jlist *l = jinja_iter(c, v);
@@ -1474,7 +728,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
             struct jbuf b   = {0};
             for (size_t i = l->n; i-- > 0;)
                 jb_put(c, &b, l->v[i].u.s.p, l->v[i].u.s.len);
-            return str_new(c, &b);
+            return jb_value(&b);
         }
         struct jlist *l = jinja_iter(c, v);
         struct jv out   = jv_list_new(c, l->n);
@@ -1490,9 +744,9 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return select_items(c, v, a, true, name[0] == 's');
     if (!strcmp(name, "unique")) {
         struct jlist *l = jinja_iter(c, v);
-        bool cs         = jv_truthy(arg(a, 0, "case_sensitive", jv_bool(false)));
-        struct jv attr  = arg(a, 1, "attribute", none);
-        struct jv out   = jv_list_new(c, 0), seen = jv_list_new(c, 0);
+        bool cs         = jv_truthy(jinja_arg(a, 0, "case_sensitive", jv_bool(false)));
+        struct jv attr  = jinja_arg(a, 1, "attribute", none);
+        struct jv out = jv_list_new(c, 0), seen = jv_list_new(c, 0);
         for (size_t i = 0; i < l->n; i++) {
             struct jv k = sort_key(c, l->v[i], attr, cs);
             bool dup    = false;
@@ -1506,15 +760,15 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return gen(out);
     }
     if (!strcmp(name, "sort"))
-        return sorted(c, jinja_iter(c, v), arg(a, 2, "attribute", none),
-                      jv_truthy(arg(a, 1, "case_sensitive", jv_bool(false))),
-                      jv_truthy(arg(a, 0, "reverse", jv_bool(false))));
+        return sorted(c, jinja_iter(c, v), jinja_arg(a, 2, "attribute", none),
+                      jv_truthy(jinja_arg(a, 1, "case_sensitive", jv_bool(false))),
+                      jv_truthy(jinja_arg(a, 0, "reverse", jv_bool(false))));
     if (!strcmp(name, "dictsort")) {
-        struct jv it  = items_of(c, v);
-        bool cs       = jv_truthy(arg(a, 0, "case_sensitive", jv_bool(false)));
-        struct jv by  = arg(a, 1, "by", jv_cstr("key"));
-        bool rev      = jv_truthy(arg(a, 2, "reverse", jv_bool(false)));
-        int pos       = by.kind == JV_STR && js_eq(by.u.s, "value") ? 1 : 0;
+        struct jv it = items_of(c, v);
+        bool cs      = jv_truthy(jinja_arg(a, 0, "case_sensitive", jv_bool(false)));
+        struct jv by = jinja_arg(a, 1, "by", jv_cstr("key"));
+        bool rev     = jv_truthy(jinja_arg(a, 2, "reverse", jv_bool(false)));
+        int pos      = by.kind == JV_STR && js_eq(by.u.s, "value") ? 1 : 0;
         if (!pos && !(by.kind == JV_STR && js_eq(by.u.s, "key")))
             jinja_failc(c, HEARTH_EINVAL, "You can only sort by either \"key\" or \"value\"");
         return sorted(c, it.u.l, jv_int(pos), cs, rev);
@@ -1536,10 +790,10 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
     }
     if (!strcmp(name, "replace")) {
         struct jstr s = jv_to_str(c, v);
-        struct jv cnt = arg(a, 2, "count", none);
-        return replace(c, s, jv_to_str(c, arg(a, 0, "old", jv_undef(NULL))),
-                       jv_to_str(c, arg(a, 1, "new", jv_undef(NULL))),
-                       cnt.kind == JV_NONE ? -1 : need_int(c, cnt, "count"));
+        struct jv cnt = jinja_arg(a, 2, "count", none);
+        return jinja_replace(c, s, jv_to_str(c, jinja_arg(a, 0, "old", jv_undef(NULL))),
+                             jv_to_str(c, jinja_arg(a, 1, "new", jv_undef(NULL))),
+                             cnt.kind == JV_NONE ? -1 : jinja_need_int(c, cnt, "count"));
     }
     if (!strcmp(name, "round"))
         return round_filter(c, v, a);
@@ -1558,7 +812,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         bool in       = false;
         for (size_t i = 0; i < s.len; i++) {
             unsigned char ch = (unsigned char)s.p[i];
-            bool w = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+            bool w           = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
                      (ch >= '0' && ch <= '9') || ch == '_' || ch >= 0x80;
             n += w && !in;
             in = w;
@@ -1569,17 +823,18 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return minmax(c, v, a, name[1] == 'a');
     if (!strcmp(name, "sum")) {
         struct jlist *l = jinja_iter(c, v);
-        struct jv at    = arg(a, 0, "attribute", none);
-        struct jv acc   = arg(a, 1, "start", jv_int(0));
+        struct jv at    = jinja_arg(a, 0, "attribute", none);
+        struct jv acc   = jinja_arg(a, 1, "start", jv_int(0));
         for (size_t i = 0; i < l->n; i++) {
             struct jv x = at.kind == JV_STR ? attr_path(c, l->v[i], at.u.s) : l->v[i];
             if (acc.kind == JV_FLOAT || x.kind == JV_FLOAT)
-                acc = jv_float((acc.kind == JV_FLOAT ? acc.u.f : (double)need_int(c, acc, "sum")) +
-                               (x.kind == JV_FLOAT ? x.u.f : (double)need_int(c, x, "sum item")));
+                acc = jv_float(
+                    (acc.kind == JV_FLOAT ? acc.u.f : (double)jinja_need_int(c, acc, "sum")) +
+                    (x.kind == JV_FLOAT ? x.u.f : (double)jinja_need_int(c, x, "sum item")));
             else {
                 int64_t r;
-                if (__builtin_add_overflow(need_int(c, acc, "sum"), need_int(c, x, "sum item"),
-                                           &r))
+                if (__builtin_add_overflow(jinja_need_int(c, acc, "sum"),
+                                           jinja_need_int(c, x, "sum item"), &r))
                     jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
                 acc = jv_int(r);
             }
@@ -1588,7 +843,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
     }
     if (!strcmp(name, "center")) {
         struct jstr s = jv_to_str(c, v);
-        int64_t w     = need_int(c, arg(a, 0, "width", jv_int(80)), "width");
+        int64_t w     = jinja_need_int(c, jinja_arg(a, 0, "width", jv_int(80)), "width");
         int64_t n     = (int64_t)ju_count(s);
         if (w <= n)
             return jv_strn(s.p, s.len);
@@ -1601,7 +856,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         jb_put(c, &b, s.p, s.len);
         for (int64_t i = 0; i < pad - left; i++)
             jb_put(c, &b, " ", 1);
-        return str_new(c, &b);
+        return jb_value(&b);
     }
     if (!strcmp(name, "format")) {
         struct jv args = jv_list_new(c, (size_t)a->n_pos);
@@ -1612,15 +867,15 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
     }
     if (!strcmp(name, "truncate")) {
         struct jstr s  = jv_to_str(c, v);
-        int64_t len    = need_int(c, arg(a, 0, "length", jv_int(255)), "length");
-        bool kill      = jv_truthy(arg(a, 1, "killwords", jv_bool(false)));
-        struct jstr en = need_str(c, arg(a, 2, "end", jv_cstr("...")), "end");
-        struct jv lw   = arg(a, 3, "leeway", none);
-        int64_t leeway = lw.kind == JV_NONE ? 5 : need_int(c, lw, "leeway");
+        int64_t len    = jinja_need_int(c, jinja_arg(a, 0, "length", jv_int(255)), "length");
+        bool kill      = jv_truthy(jinja_arg(a, 1, "killwords", jv_bool(false)));
+        struct jstr en = jinja_need_str(c, jinja_arg(a, 2, "end", jv_cstr("...")), "end");
+        struct jv lw   = jinja_arg(a, 3, "leeway", none);
+        int64_t leeway = lw.kind == JV_NONE ? 5 : jinja_need_int(c, lw, "leeway");
         int64_t n = (int64_t)ju_count(s), n_end = (int64_t)ju_count(en);
         if (len < n_end || leeway < 0)
-            jinja_failc(c, HEARTH_EINVAL, "expected length >= %lld, got %lld",
-                        (long long)n_end, (long long)len);
+            jinja_failc(c, HEARTH_EINVAL, "expected length >= %lld, got %lld", (long long)n_end,
+                        (long long)len);
         if (n <= len + leeway)
             return jv_strn(s.p, s.len);
         struct jstr head = {s.p, ju_offset(s, (size_t)(len - n_end))};
@@ -1637,18 +892,19 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         struct jbuf b = {0};
         jb_put(c, &b, head.p, head.len);
         jb_put(c, &b, en.p, en.len);
-        return str_new(c, &b);
+        return jb_value(&b);
     }
     if (!strcmp(name, "attr"))
-        return jinja_getattr(c, v, need_str(c, arg(a, 0, "name", none), "attribute name"));
+        return jinja_getattr(c, v,
+                             jinja_need_str(c, jinja_arg(a, 0, "name", none), "attribute name"));
     /* batch(linecount, fill_with=None) */
-    int64_t size = need_int(c, arg(a, 0, "linecount", none), "batch size");
+    int64_t size = jinja_need_int(c, jinja_arg(a, 0, "linecount", none), "batch size");
     if (size <= 0)
         jinja_failc(c, HEARTH_EINVAL, "batch size must be positive");
-    struct jv fill  = arg(a, 1, "fill_with", none);
-    bool fill_given = has_arg(a, 1, "fill_with");
+    struct jv fill  = jinja_arg(a, 1, "fill_with", none);
+    bool fill_given = jinja_has_arg(a, 1, "fill_with");
     struct jlist *l = jinja_iter(c, v);
-    struct jv out   = jv_list_new(c, 0), cur = jv_list_new(c, 0);
+    struct jv out = jv_list_new(c, 0), cur = jv_list_new(c, 0);
     for (size_t i = 0; i < l->n; i++) {
         if (cur.u.l->n == (size_t)size) {
             jv_list_push(c, out.u.l, cur);

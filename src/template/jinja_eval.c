@@ -33,8 +33,8 @@ void jinja_enter(struct jctx *c)
         jinja_failc(c, HEARTH_ERANGE, "the render passed its %lld steps",
                     (long long)c->o.max_steps);
     const char *here = __builtin_frame_address(0);
-    size_t used      = here < c->stack_base ? (size_t)(c->stack_base - here)
-                                            : (size_t)(here - c->stack_base);
+    size_t used =
+        here < c->stack_base ? (size_t)(c->stack_base - here) : (size_t)(here - c->stack_base);
     if (++c->c_depth > MAX_C_DEPTH || used > MAX_STACK)
         jinja_failc(c, HEARTH_ERANGE, "the template nests too deep to evaluate");
 }
@@ -60,8 +60,8 @@ void jinja_undef_fail(struct jctx *c, struct jv v)
         if (o.kind == JV_NONE)
             jinja_failc(c, HEARTH_EINVAL, "'None' has no attribute '%.*s'", (int)v.u.s.len,
                         v.u.s.p);
-        jinja_failc(c, HEARTH_EINVAL, "'%s' has no attribute '%.*s'", obj_repr(o),
-                    (int)v.u.s.len, v.u.s.p);
+        jinja_failc(c, HEARTH_EINVAL, "'%s' has no attribute '%.*s'", obj_repr(o), (int)v.u.s.len,
+                    v.u.s.p);
     }
     if (v.u.s.p)
         jinja_failc(c, HEARTH_EINVAL, "%.*s", (int)v.u.s.len, v.u.s.p);
@@ -86,17 +86,28 @@ static struct jv undef_fmt(struct jctx *c, const char *fmt, ...)
 static const char *obj_repr(struct jv v)
 {
     switch (v.kind) {
-    case JV_NONE: return "None";
-    case JV_DICT: return "dict object";
-    case JV_LIST: return "list object";
-    case JV_TUPLE: return "tuple object";
-    case JV_STR: return "str object";
-    case JV_INT: return "int object";
-    case JV_FLOAT: return "float object";
-    case JV_BOOL: return "bool object";
-    case JV_NS: return "jinja2.utils.Namespace object";
-    case JV_LOOP: return "jinja2.runtime.LoopContext object";
-    default: return "object";
+    case JV_NONE:
+        return "None";
+    case JV_DICT:
+        return "dict object";
+    case JV_LIST:
+        return "list object";
+    case JV_TUPLE:
+        return "tuple object";
+    case JV_STR:
+        return "str object";
+    case JV_INT:
+        return "int object";
+    case JV_FLOAT:
+        return "float object";
+    case JV_BOOL:
+        return "bool object";
+    case JV_NS:
+        return "jinja2.utils.Namespace object";
+    case JV_LOOP:
+        return "jinja2.runtime.LoopContext object";
+    default:
+        return "object";
     }
 }
 
@@ -184,8 +195,8 @@ static bool method_value(struct jctx *c, struct jv obj, struct jstr name, struct
     if (!mth)
         return false;
     if (unsafe) {
-        *out = undef_fmt(c, "access to attribute '%.*s' of '%s' object is unsafe.",
-                         (int)name.len, name.p, jv_type_name(obj));
+        *out = undef_fmt(c, "access to attribute '%.*s' of '%s' object is unsafe.", (int)name.len,
+                         name.p, jv_type_name(obj));
         return true;
     }
     struct jmethod *me = jinja_alloc(&c->mem, sizeof *me);
@@ -398,7 +409,7 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
     if (op == 'P')
         ops[0] = ops[1] = '*';
     if (numeric(a) && numeric(b)) {
-        bool fl = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
+        bool fl   = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
         int64_t x = ival(a), y = ival(b), r;
         double fx = fval(a), fy = fval(b);
         switch (op) {
@@ -492,8 +503,8 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
     if (op == '*' && (b.kind == JV_STR || jv_is_seq(b)) && (a.kind == JV_INT || a.kind == JV_BOOL))
         return repeat(c, b, ival(a));
     if (op == '+' && (a.kind == JV_STR || jv_is_seq(a)))
-        jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s",
-                    jv_type_name(a), jv_type_name(b), jv_type_name(a));
+        jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s", jv_type_name(a),
+                    jv_type_name(b), jv_type_name(a));
     if (op == '%' && a.kind == JV_STR)
         return jinja_percent(c, a.u.s, b);
     bad_operands(c, ops, a, b);
@@ -532,22 +543,29 @@ static bool contains(struct jctx *c, struct jv hay, struct jv needle)
     case JV_DICT:
         return jv_dict_get(hay.u.d, needle) != NULL;
     default:
-        jinja_failc(c, HEARTH_EINVAL, "argument of type '%s' is not iterable",
-                    jv_type_name(hay));
+        jinja_failc(c, HEARTH_EINVAL, "argument of type '%s' is not iterable", jv_type_name(hay));
     }
 }
 
 static bool compare(struct jctx *c, int op, struct jv a, struct jv b)
 {
     switch (op) {
-    case '=': return jv_eq(a, b);
-    case '!': return !jv_eq(a, b);
-    case '<': return jv_cmp(c, a, b) < 0;
-    case '>': return jv_cmp(c, a, b) > 0;
-    case 'l': return jv_cmp(c, a, b) <= 0;
-    case 'g': return jv_cmp(c, a, b) >= 0;
-    case 'i': return contains(c, b, a);
-    default: return !contains(c, b, a);
+    case '=':
+        return jv_eq(a, b);
+    case '!':
+        return !jv_eq(a, b);
+    case '<':
+        return jv_cmp(c, a, b) < 0;
+    case '>':
+        return jv_cmp(c, a, b) > 0;
+    case 'l':
+        return jv_cmp(c, a, b) <= 0;
+    case 'g':
+        return jv_cmp(c, a, b) >= 0;
+    case 'i':
+        return contains(c, b, a);
+    default:
+        return !contains(c, b, a);
     }
 }
 
@@ -568,15 +586,14 @@ static void eval_args(struct jctx *c, const struct jnode *n, struct jscope *s, s
                       struct argbuf *buf)
 {
     a->n_pos = n->n_kids;
-    a->pos   = n->n_kids <= ARGS_INLINE
-                   ? buf->pos
-                   : jinja_alloc(&c->mem, (size_t)n->n_kids * sizeof *a->pos);
+    a->pos   = n->n_kids <= ARGS_INLINE ? buf->pos
+                                        : jinja_alloc(&c->mem, (size_t)n->n_kids * sizeof *a->pos);
     for (int i = 0; i < n->n_kids; i++)
         a->pos[i] = eval(c, n->kids[i], s);
     a->n_kw     = n->n_kw;
     a->kw_names = n->kw_names;
-    a->kw       = n->n_kw <= ARGS_INLINE ? buf->kw
-                                         : jinja_alloc(&c->mem, (size_t)n->n_kw * sizeof *a->kw);
+    a->kw =
+        n->n_kw <= ARGS_INLINE ? buf->kw : jinja_alloc(&c->mem, (size_t)n->n_kw * sizeof *a->kw);
     for (int i = 0; i < n->n_kw; i++)
         a->kw[i] = eval(c, n->kw_vals[i], s);
 }
@@ -626,13 +643,13 @@ static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
         else if (def->op & MACRO_KWARGS)
             jv_dict_set(c, kwargs.u.d, jv_strn(a->kw_names[k].p, a->kw_names[k].len), a->kw[k]);
         else if (js_eq(a->kw_names[k], "caller"))
-            jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' was invoked with two values for the "
+            jinja_failc(c, HEARTH_EINVAL,
+                        "macro '%.*s' was invoked with two values for the "
                         "special caller argument. This is most likely a bug.",
                         (int)def->name.len, def->name.p);
         else
             jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' takes no keyword argument '%.*s'",
-                        (int)def->name.len, def->name.p, (int)a->kw_names[k].len,
-                        a->kw_names[k].p);
+                        (int)def->name.len, def->name.p, (int)a->kw_names[k].len, a->kw_names[k].p);
     }
     for (int i = 0; i < def->n_kw; i++) {
         struct jv v;
@@ -801,11 +818,12 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
             return eval(c, n->b, s);
         if (n->c)
             return eval(c, n->c, s);
-        return undef_fmt(c, "the inline if-expression on line %d evaluated to false and no else "
-                            "section was defined.", n->line);
+        return undef_fmt(c,
+                         "the inline if-expression on line %d evaluated to false and no else "
+                         "section was defined.",
+                         n->line);
     default:
-        jinja_failc(c, HEARTH_EINVAL, "line %d: a statement where an expression belongs",
-                    n->line);
+        jinja_failc(c, HEARTH_EINVAL, "line %d: a statement where an expression belongs", n->line);
     }
 }
 
@@ -836,10 +854,10 @@ static void assign(struct jctx *c, const struct jnode *n, struct jscope *s, stru
 
 static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *s)
 {
-    struct jv it = eval(c, n->a, s);
+    struct jv it        = eval(c, n->a, s);
     struct jlist *items = jinja_iter(c, it);
     if (n->d) { /* for x in y if cond: the condition sees the loop variables, not loop */
-        struct jv kept = jv_list_new(c, 0);
+        struct jv kept    = jv_list_new(c, 0);
         struct jscope *fs = NULL;
         for (size_t i = 0; i < items->n; i++) {
             jinja_enter(c);
@@ -853,11 +871,11 @@ static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *
         }
         items = kept.u.l;
     }
-    struct jloop *lp = jinja_alloc(&c->mem, sizeof *lp);
-    lp->items        = items;
-    lp->depth        = 1;
-    lp->last_changed = jv_undef(NULL);
-    struct jv lv     = {.kind = JV_LOOP, .u.lp = lp};
+    struct jloop *lp  = jinja_alloc(&c->mem, sizeof *lp);
+    lp->items         = items;
+    lp->depth         = 1;
+    lp->last_changed  = jv_undef(NULL);
+    struct jv lv      = {.kind = JV_LOOP, .u.lp = lp};
     struct jscope *ls = NULL;
     for (size_t i = 0; i < items->n; i++) {
         jinja_enter(c);
@@ -908,8 +926,10 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
         if (n->attr.p) {
             struct jv ns = lookup(c, s, n->name);
             if (ns.kind != JV_NS)
-                jinja_failc(c, HEARTH_EINVAL, "line %d: cannot assign attribute on "
-                                              "non-namespace object", n->line);
+                jinja_failc(c, HEARTH_EINVAL,
+                            "line %d: cannot assign attribute on "
+                            "non-namespace object",
+                            n->line);
             jv_dict_set(c, ns.u.d, jv_strn(n->attr.p, n->attr.len), v);
         } else
             assign(c, n, s, v);
@@ -1031,8 +1051,8 @@ enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_templ
 }
 
 enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *vars,
-                                const struct jinja_opts *o, char **out, size_t *out_len,
-                                char *err, size_t err_len)
+                                const struct jinja_opts *o, char **out, size_t *out_len, char *err,
+                                size_t err_len)
 {
     *out = NULL;
     if (out_len)

@@ -30,7 +30,7 @@ struct jmem {
     size_t used;         /* bytes taken from malloc so far */
     size_t cap;          /* budget for used; past it: HEARTH_ERANGE */
     jmp_buf *jb;         /* where jinja_fail leaves to; setjmp returns the status */
-    char *err;    /* caller's buffer for the sentence */
+    char *err;           /* caller's buffer for the sentence */
     size_t err_len;
 };
 
@@ -55,10 +55,10 @@ enum jv_kind {
     JV_LIST,
     JV_TUPLE, /* a list that prints with parentheses and is never equal to a list */
     JV_DICT,
-    JV_NS,    /* namespace(): a dict whose items are attributes */
-    JV_LOOP,  /* the loop variable of a for */
+    JV_NS,   /* namespace(): a dict whose items are attributes */
+    JV_LOOP, /* the loop variable of a for */
     JV_MACRO,
-    JV_FUNC,  /* a global function: u.i is its id */
+    JV_FUNC,   /* a global function: u.i is its id */
     JV_METHOD, /* a bound method: u.me */
     JV_GEN     /* what map, select, unique... return: iterable once in Python, so no len,
                   no subscript, no JSON; u.l holds its items */
@@ -77,10 +77,10 @@ struct jmethod;
 
 struct jv {
     enum jv_kind kind;
-    bool safe; /* JV_STR: a Markup (from |safe or |e): + escapes the other operand */
-    uint8_t form;  /* JV_UNDEF: 0 u.s is the message; 1 "'<u.s>' is undefined";
-                      2 "'<obj_kind> object' has no attribute '<u.s>'" (formatted on failure,
-                      so that testing names costs no memory) */
+    bool safe;        /* JV_STR: a Markup (from |safe or |e): + escapes the other operand */
+    uint8_t form;     /* JV_UNDEF: 0 u.s is the message; 1 "'<u.s>' is undefined";
+                         2 "'<obj_kind> object' has no attribute '<u.s>'" (formatted on failure,
+                         so that testing names costs no memory) */
     uint8_t obj_kind; /* JV_UNDEF form 2: the enum jv_kind of the object */
     union {
         bool b;
@@ -156,6 +156,11 @@ void jb_puts(struct jctx *c, struct jbuf *b, const char *s);
 void jb_printf(struct jctx *c, struct jbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 struct jstr jb_str(struct jbuf *b);
+/* The buffer's text as a string value. */
+static inline struct jv jb_value(struct jbuf *b)
+{
+    return jv_strn(b->p ? b->p : "", b->len);
+}
 
 /* ------------------------------------------------------------ syntax tree --- */
 
@@ -179,17 +184,17 @@ enum jn_kind {
     JN_OR,
     JN_COND, /* b if a else c (c may be NULL) */
     /* statements */
-    JN_BODY,     /* kids */
-    JN_TEXT,     /* val: the text */
-    JN_PRINT,    /* a */
-    JN_IF,       /* if a: b else c */
-    JN_FOR,      /* for names in a [if d]: b else c */
-    JN_SET,      /* names = a, or name.attr = a */
-    JN_SETBLOCK, /* name = body b, through filter a */
-    JN_MACRO,    /* name(kw_names = kw_vals defaults): b; op: MACRO_* the body uses */
-    JN_CALLBLOCK,/* {% call(params) a %}: the call a gets caller = macro c (body b) */
-    JN_WITH,     /* with names = kids (evaluated outside): body b */
-    JN_FILTERBLK,/* body b through filter a */
+    JN_BODY,      /* kids */
+    JN_TEXT,      /* val: the text */
+    JN_PRINT,     /* a */
+    JN_IF,        /* if a: b else c */
+    JN_FOR,       /* for names in a [if d]: b else c */
+    JN_SET,       /* names = a, or name.attr = a */
+    JN_SETBLOCK,  /* name = body b, through filter a */
+    JN_MACRO,     /* name(kw_names = kw_vals defaults): b; op: MACRO_* the body uses */
+    JN_CALLBLOCK, /* {% call(params) a %}: the call a gets caller = macro c (body b) */
+    JN_WITH,      /* with names = kids (evaluated outside): body b */
+    JN_FILTERBLK, /* body b through filter a */
     JN_BREAK,
     JN_CONTINUE,
 };
@@ -209,9 +214,9 @@ struct jnode {
     int n_kw;
     struct jstr *names; /* for / set targets */
     int n_names;
-    char *ops;         /* JN_CMP */
-    struct jstr name;  /* variable, attribute, filter, test, macro name */
-    struct jstr attr;  /* JN_SET of a namespace attribute */
+    char *ops;        /* JN_CMP */
+    struct jstr name; /* variable, attribute, filter, test, macro name */
+    struct jstr attr; /* JN_SET of a namespace attribute */
     struct jv val;
 };
 
@@ -263,8 +268,8 @@ struct jmacro {
 
 struct jloop {
     struct jlist *items;
-    size_t i;  /* index0 */
-    int depth; /* 1 for the outermost loop */
+    size_t i;               /* index0 */
+    int depth;              /* 1 for the outermost loop */
     struct jv last_changed; /* loop.changed's memory; JV_UNDEF before its first call */
 };
 
@@ -272,8 +277,8 @@ struct jctx {
     struct jmem mem;
     struct jinja_opts o;
     int64_t steps;
-    int depth;      /* macro calls in progress */
-    int c_depth;    /* evaluator recursion, bounded to protect the C stack */
+    int depth;              /* macro calls in progress */
+    int c_depth;            /* evaluator recursion, bounded to protect the C stack */
     const char *stack_base; /* jinja_render's frame: stack use is measured from here */
     struct jscope *globals;
     struct jbuf *out; /* where text goes now (a macro call or block set captures) */
@@ -304,6 +309,29 @@ struct jargs {
 struct jv jinja_call(struct jctx *c, struct jv fn, struct jargs *a);
 struct jv jinja_getattr(struct jctx *c, struct jv obj, struct jstr name);
 struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key);
+
+/* In jinja_builtins.c: arguments by position idx (-1: keyword only) or by name, else def. */
+struct jv jinja_arg(struct jargs *a, int idx, const char *name, struct jv def);
+bool jinja_has_arg(struct jargs *a, int idx, const char *name);
+/* v itself, or a TypeError naming what. */
+struct jstr jinja_need_str(struct jctx *c, struct jv v, const char *what);
+int64_t jinja_need_int(struct jctx *c, struct jv v, const char *what);
+
+/* In jinja_str.c: str.strip/lstrip/rstrip (chars NULL: whitespace), a view into s. */
+struct jstr jinja_strip(struct jstr s, const struct jstr *chars, bool left, bool right);
+/* Case change: 'u' upper, 'l' lower, 'c' capitalize, 's' swapcase, 't' str.title. */
+struct jv jinja_case(struct jctx *c, struct jstr s, int mode);
+/* jinja2's title filter (words split at whitespace, dashes and brackets). */
+struct jv jinja_title(struct jctx *c, struct jstr s);
+/* str.replace(old, new, count); count < 0: all. */
+struct jv jinja_replace(struct jctx *c, struct jstr s, struct jstr old, struct jstr new,
+                        int64_t count);
+/* str.splitlines(): the lines without their breaks. */
+struct jlist *jinja_splitlines(struct jctx *c, struct jstr s);
+/* The entry of the NULL-terminated table equal to name, or NULL. */
+const char *jinja_name_in(const char *const *t, struct jstr name);
+/* The tuple (a, b). */
+struct jv jinja_pair(struct jctx *c, struct jv a, struct jv b);
 
 /* In jinja_builtins.c. */
 bool jinja_filter_exists(struct jstr name);

@@ -23,10 +23,10 @@ struct parser {
     struct jmem *m;
     struct jtok *t;
     size_t n, i;
-    int nest;   /* recursion depth of the parser */
-    bool soft;  /* inside an if: unknown filters and tests fail at run time */
-    int loops;  /* enclosing for loops, within the current macro */
-    int refs;   /* MACRO_* names seen since the current macro body began */
+    int nest;  /* recursion depth of the parser */
+    bool soft; /* inside an if: unknown filters and tests fail at run time */
+    int loops; /* enclosing for loops, within the current macro */
+    int refs;  /* MACRO_* names seen since the current macro body began */
 };
 
 static _Noreturn void fail_at(struct parser *P, const struct jtok *t, const char *what)
@@ -250,8 +250,8 @@ static struct jnode *parse_filter_expr(struct parser *P, struct jnode *n)
 
 static struct jnode *parse_subscript(struct parser *P, struct jnode *obj)
 {
-    struct jnode *n = node(P, JN_GETITEM, cur(P)->line);
-    n->a            = obj;
+    struct jnode *n        = node(P, JN_GETITEM, cur(P)->line);
+    n->a                   = obj;
     struct jnode *parts[3] = {NULL, NULL, NULL};
     int k                  = 0;
     bool slice             = false;
@@ -480,8 +480,11 @@ static struct jnode *parse_math2(struct parser *P)
     struct jnode *n = parse_pow(P);
     for (;;) {
         struct jtok *t = cur(P);
-        int op         = is_op(t, "*") ? '*' : is_op(t, "/") ? '/' : is_op(t, "//") ? 'F'
-                                       : is_op(t, "%") ? '%' : 0;
+        int op         = is_op(t, "*")    ? '*'
+                         : is_op(t, "/")  ? '/'
+                         : is_op(t, "//") ? 'F'
+                         : is_op(t, "%")  ? '%'
+                                          : 0;
         if (!op)
             return n;
         next(P);
@@ -522,9 +525,14 @@ static struct jnode *parse_compare(struct parser *P)
     int n_ops = 0;
     for (;;) {
         struct jtok *t = cur(P);
-        int op         = is_op(t, "==") ? '=' : is_op(t, "!=") ? '!' : is_op(t, "<") ? '<'
-                       : is_op(t, ">") ? '>' : is_op(t, "<=") ? 'l' : is_op(t, ">=") ? 'g'
-                       : is_name(t, "in") ? 'i' : 0;
+        int op         = is_op(t, "==")     ? '='
+                         : is_op(t, "!=")   ? '!'
+                         : is_op(t, "<")    ? '<'
+                         : is_op(t, ">")    ? '>'
+                         : is_op(t, "<=")   ? 'l'
+                         : is_op(t, ">=")   ? 'g'
+                         : is_name(t, "in") ? 'i'
+                                            : 0;
         if (!op && is_name(t, "not") && is_name(peek(P, 1), "in")) {
             op = 'n';
             next(P);
@@ -620,7 +628,7 @@ static struct jnode *parse_tuple(struct parser *P, bool condexpr)
             if (!is_op(cur(P), ","))
                 break;
             next(P);
-            comma = true;
+            comma          = true;
             struct jtok *t = cur(P);
             if (t->kind == JT_BLOCK_END || t->kind == JT_VAR_END || is_op(t, ")") ||
                 is_name(t, "in") || is_op(t, "="))
@@ -678,11 +686,11 @@ static struct jnode *parse_if(struct parser *P, int line)
     P->soft         = true;
     n->a            = parse_tuple(P, false);
     expect_block_end(P);
-    n->b = parse_body(P, END_IF);
+    n->b           = parse_body(P, END_IF);
     struct jtok *t = cur(P);
     next(P);
     if (js_eq(t->s, "elif")) {
-        n->c = parse_if(P, t->line);
+        n->c    = parse_if(P, t->line);
         P->soft = soft;
         return n;
     }
@@ -803,14 +811,14 @@ static void parse_macro_body(struct parser *P, struct jnode *n, const char *cons
 {
     bool soft = P->soft;
     int loops = P->loops, refs = P->refs;
-    P->soft   = false;
-    P->loops  = 0;
-    P->refs   = 0;
-    n->b      = parse_body(P, ends);
-    n->op     = P->refs;
-    P->soft   = soft;
-    P->loops  = loops;
-    P->refs   = refs | n->op; /* jinja2 counts names in nested macros too */
+    P->soft  = false;
+    P->loops = 0;
+    P->refs  = 0;
+    n->b     = parse_body(P, ends);
+    n->op    = P->refs;
+    P->soft  = soft;
+    P->loops = loops;
+    P->refs  = refs | n->op; /* jinja2 counts names in nested macros too */
     next(P);
     if (cur(P)->kind == JT_NAME)
         next(P); /* {% endmacro name %} */
@@ -846,7 +854,7 @@ static struct jnode *parse_call_block(struct parser *P, int line)
 /* {% with a = 1, b = x %} ... {% endwith %} */
 static struct jnode *parse_with(struct parser *P, int line)
 {
-    struct jnode *n = node(P, JN_WITH, line);
+    struct jnode *n   = node(P, JN_WITH, line);
     struct svec names = {0};
     struct nvec vals  = {0};
     while (cur(P)->kind != JT_BLOCK_END) {
@@ -915,8 +923,8 @@ static struct jnode *parse_statement(struct parser *P)
         return n;
     }
     char msg[96];
-    snprintf(msg, sizeof msg, "Encountered unknown tag '%.*s'", (int)(t->s.len > 40 ? 40 : t->s.len),
-             t->s.p);
+    snprintf(msg, sizeof msg, "Encountered unknown tag '%.*s'",
+             (int)(t->s.len > 40 ? 40 : t->s.len), t->s.p);
     fail_at(P, t, msg);
 }
 
@@ -937,8 +945,7 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends)
                 int last = 0;
                 while (ends[last + 1])
                     last++;
-                snprintf(msg, sizeof msg, "unexpected end of template, expected '%s'",
-                         ends[last]);
+                snprintf(msg, sizeof msg, "unexpected end of template, expected '%s'", ends[last]);
                 fail_at(P, t, msg);
             }
             break;

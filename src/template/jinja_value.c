@@ -25,7 +25,7 @@ struct jchunk {
 
 void *jinja_alloc(struct jmem *m, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
+    n                = (n + 15) & ~(size_t)15;
     struct jchunk *h = m->head;
     if (!h || h->size - h->used < n) {
         size_t size = n > CHUNK_MIN / 4 ? n : CHUNK_MIN;
@@ -383,11 +383,13 @@ static bool eq_at(struct jv a, struct jv b, int depth)
 const char *jv_type_name(struct jv v)
 {
     static const char *const names[] = {
-        [JV_UNDEF] = "Undefined", [JV_NONE] = "NoneType",  [JV_BOOL] = "bool",
-        [JV_INT] = "int",         [JV_FLOAT] = "float",    [JV_STR] = "str",
-        [JV_LIST] = "list",       [JV_TUPLE] = "tuple",    [JV_DICT] = "dict",
-        [JV_NS] = "Namespace",    [JV_LOOP] = "LoopContext", [JV_MACRO] = "Macro",
-        [JV_FUNC] = "function",   [JV_METHOD] = "builtin_function_or_method",
+        [JV_UNDEF] = "Undefined",  [JV_NONE] = "NoneType",
+        [JV_BOOL] = "bool",        [JV_INT] = "int",
+        [JV_FLOAT] = "float",      [JV_STR] = "str",
+        [JV_LIST] = "list",        [JV_TUPLE] = "tuple",
+        [JV_DICT] = "dict",        [JV_NS] = "Namespace",
+        [JV_LOOP] = "LoopContext", [JV_MACRO] = "Macro",
+        [JV_FUNC] = "function",    [JV_METHOD] = "builtin_function_or_method",
         [JV_GEN] = "generator",
     };
     return names[v.kind];
@@ -453,10 +455,10 @@ static void float_repr(char *out, size_t n, double f, bool json)
             break;
     }
     char digits[24];
-    int nd    = 0;
-    char *s   = buf;
-    bool neg  = *s == '-';
-    s        += neg;
+    int nd   = 0;
+    char *s  = buf;
+    bool neg = *s == '-';
+    s += neg;
     for (; *s && *s != 'e'; s++)
         if (*s >= '0' && *s <= '9')
             digits[nd++] = *s;
@@ -527,7 +529,7 @@ static bool printable(uint32_t cp)
 static void repr_str(struct jctx *c, struct jbuf *b, struct jstr s)
 {
     bool sq = memchr(s.p, '\'', s.len) != NULL, dq = memchr(s.p, '"', s.len) != NULL;
-    char q  = sq && !dq ? '"' : '\'';
+    char q = sq && !dq ? '"' : '\'';
     jb_put(c, b, &q, 1);
     for (size_t i = 0; i < s.len;) {
         uint32_t cp;
@@ -671,13 +673,27 @@ static void json_str(struct jctx *c, struct jbuf *b, struct jstr s, bool ascii)
         uint32_t cp;
         size_t k = ju_decode(s.p + i, s.len - i, &cp);
         switch (cp) {
-        case '"': jb_puts(c, b, "\\\""); break;
-        case '\\': jb_puts(c, b, "\\\\"); break;
-        case '\n': jb_puts(c, b, "\\n"); break;
-        case '\r': jb_puts(c, b, "\\r"); break;
-        case '\t': jb_puts(c, b, "\\t"); break;
-        case '\b': jb_puts(c, b, "\\b"); break;
-        case '\f': jb_puts(c, b, "\\f"); break;
+        case '"':
+            jb_puts(c, b, "\\\"");
+            break;
+        case '\\':
+            jb_puts(c, b, "\\\\");
+            break;
+        case '\n':
+            jb_puts(c, b, "\\n");
+            break;
+        case '\r':
+            jb_puts(c, b, "\\r");
+            break;
+        case '\t':
+            jb_puts(c, b, "\\t");
+            break;
+        case '\b':
+            jb_puts(c, b, "\\b");
+            break;
+        case '\f':
+            jb_puts(c, b, "\\f");
+            break;
         default:
             if (cp < 0x20 || (ascii && cp >= 0x7f && cp != 0x7f)) {
                 if (cp >= 0x10000) {

@@ -21,10 +21,10 @@
 #include "util/testutil.h"
 #include "template/jinja.h"
 
-#define PYTHON  "/usr/bin/python3"
-#define NOW     1767225600 /* 2026-01-01 00:00:00 UTC: strftime_now's fixed clock */
-#define BOS     "<|bos|>"
-#define EOS     "<|eos|>"
+#define PYTHON "/usr/bin/python3"
+#define NOW    1767225600 /* 2026-01-01 00:00:00 UTC: strftime_now's fixed clock */
+#define BOS    "<|bos|>"
+#define EOS    "<|eos|>"
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -37,10 +37,10 @@ static char **list_templates(const char *dir, int *n)
     DIR *d = opendir(dir);
     if (!d)
         return NULL;
-    char **names   = NULL;
-    int cap        = 0;
+    char **names     = NULL;
+    int cap          = 0;
     const char *only = getenv("HEARTH_JINJA_ONLY");
-    *n             = 0;
+    *n               = 0;
     for (struct dirent *e; (e = readdir(d));) {
         size_t len = strlen(e->d_name);
         if (len < 7 || strcmp(e->d_name + len - 6, ".jinja"))
@@ -84,8 +84,8 @@ static cJSON *parse_arguments(const cJSON *messages)
 /* The variables jinja_render gets for a conversation, as hf_render.py builds them. */
 static cJSON *conv_vars(const cJSON *conv)
 {
-    cJSON *v          = cJSON_CreateObject();
-    const cJSON *kw   = cJSON_GetObjectItemCaseSensitive(conv, "chat_template_kwargs");
+    cJSON *v        = cJSON_CreateObject();
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(conv, "chat_template_kwargs");
     const cJSON *e;
     cJSON_ArrayForEach(e, kw) cJSON_AddItemToObject(v, e->string, cJSON_Duplicate(e, 1));
     cJSON_AddItemToObject(v, "messages",
@@ -162,7 +162,7 @@ static void test_templates(void **state)
     int n_tmpl   = 0;
     char **names = list_templates(dir, &n_tmpl);
     assert_non_null(names);
-    char **srcs = calloc((size_t)n_tmpl, sizeof *srcs);
+    char **srcs  = calloc((size_t)n_tmpl, sizeof *srcs);
     cJSON *batch = cJSON_CreateArray();
     for (int t = 0; t < n_tmpl; t++) {
         char path[4096];
@@ -176,7 +176,7 @@ static void test_templates(void **state)
     cJSON_Delete(batch);
     const char *argv[] = {PYTHON, HEARTH_TOP "/tests/e2e/hf_render.py", NULL};
     char *py_out = NULL, *py_err = NULL;
-    int rc       = tu_run(argv, batch_text, &py_out, &py_err, 600);
+    int rc = tu_run(argv, batch_text, &py_out, &py_err, 600);
     free(batch_text);
     if (rc != 0)
         print_message("hf_render.py exited %d: %s\n", rc, py_err ? py_err : "");
@@ -190,7 +190,7 @@ static void test_templates(void **state)
     int identical = 0, refused = 0, mismatched = 0;
     struct jinja_opts o;
     jinja_opts_default(&o);
-    o.now = NOW;
+    o.now            = NOW;
     const cJSON *res = results->child;
     for (int t = 0; t < n_tmpl; t++) {
         char err[HEARTH_ERR_MAX];
@@ -199,11 +199,11 @@ static void test_templates(void **state)
         char cerr[HEARTH_ERR_MAX];
         snprintf(cerr, sizeof cerr, "%s", err);
         for (int c = 0; c < n_conv; c++, res = res->next) {
-            const cJSON *conv = cJSON_GetArrayItem(convs, c);
-            const char *cname = cJSON_GetObjectItemCaseSensitive(conv, "name")->valuestring;
-            bool py_ok        = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok"));
-            char *out         = NULL;
-            size_t out_len    = 0;
+            const cJSON *conv     = cJSON_GetArrayItem(convs, c);
+            const char *cname     = cJSON_GetObjectItemCaseSensitive(conv, "name")->valuestring;
+            bool py_ok            = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "ok"));
+            char *out             = NULL;
+            size_t out_len        = 0;
             enum hearth_status st = cst;
             if (cst == HEARTH_OK) {
                 cJSON *vars = conv_vars(conv);
@@ -215,12 +215,10 @@ static void test_templates(void **state)
                 if (st != HEARTH_OK) {
                     refused++;
                     if (getenv("HEARTH_JINJA_VERBOSE"))
-                        print_message("refused %s x %s:\n    jinja2: %s\n    hearth: %s\n",
-                                      names[t], cname,
-                                      cJSON_GetObjectItemCaseSensitive(res, "error")->valuestring,
-                                      err);
-                }
-                else {
+                        print_message(
+                            "refused %s x %s:\n    jinja2: %s\n    hearth: %s\n", names[t], cname,
+                            cJSON_GetObjectItemCaseSensitive(res, "error")->valuestring, err);
+                } else {
                     mismatched++;
                     print_message("MISMATCH %s x %s: jinja2 refused (%s), hearth rendered\n",
                                   names[t], cname,
