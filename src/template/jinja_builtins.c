@@ -374,6 +374,40 @@ static struct jv sorted(struct jctx *c, struct jlist *l, struct jv attr, bool cs
     return out;
 }
 
+/* groupby(attribute, default=None, case_sensitive=False): (grouper, list) tuples by key. */
+static struct jv groupby(struct jctx *c, struct jv v, struct jargs *a)
+{
+    struct jv attr = jinja_arg(a, 0, "attribute", jv_none());
+    struct jv def  = jinja_arg(a, 1, "default", jv_none());
+    bool cs        = jv_truthy(jinja_arg(a, 2, "case_sensitive", jv_bool(false)));
+    if (attr.kind != JV_STR && attr.kind != JV_INT)
+        jinja_failc(c, HEARTH_EINVAL, "groupby needs an attribute");
+    struct jlist *l = jinja_iter(c, v);
+    struct jv keyed = jv_list_new(c, l->n); /* (key, (item, raw key)), to sort by key */
+    struct jv out   = jv_list_new(c, 0);
+    for (size_t i = 0; i < l->n; i++) {
+        struct jv raw = sort_key(c, l->v[i], attr, true);
+        if (raw.kind == JV_UNDEF && def.kind != JV_NONE)
+            raw = def;
+        struct jv k = !cs && raw.kind == JV_STR ? jinja_case(c, raw.u.s, 'l') : raw;
+        jv_list_push(c, keyed.u.l, jinja_pair(c, k, jinja_pair(c, l->v[i], raw)));
+    }
+    struct jlist *s = sorted(c, keyed.u.l, jv_int(0), true, false).u.l;
+    struct jv key = jv_undef(NULL), group = {0};
+    for (size_t i = 0; i < s->n; i++) {
+        struct jv k = s->v[i].u.l->v[0], item = s->v[i].u.l->v[1];
+        if (!i || !jv_eq(k, key)) {
+            group       = jv_list_new(c, 0);
+            struct jv t = jinja_pair(c, item.u.l->v[1], group);
+            t.form      = 1;
+            jv_list_push(c, out.u.l, t);
+            key = k;
+        }
+        jv_list_push(c, group.u.l, item.u.l->v[0]);
+    }
+    return out;
+}
+
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys) as HF's tojson. */
 static struct jv tojson(struct jctx *c, struct jv v, struct jargs *a)
 {
@@ -564,17 +598,24 @@ static struct jv to_int(struct jctx *c, struct jv v, struct jargs *a)
         return jv_int((int64_t)v.u.f);
     case JV_STR: {
         struct jstr s = jinja_strip(v.u.s, NULL, true, true);
-        char *t       = jinja_strndup(&c->mem, s.p, s.len);
-        for (char *p = t; *p; p++)
-            if (*p == '_')
+        char *t       = jinja_alloc(&c->mem, s.len + 1);
+        size_t n      = 0;
+        for (size_t k = 0; k < s.len; k++) { /* Python allows 1_000, one _ between digits */
+            bool between = k > 0 && k + 1 < s.len && s.p[k - 1] >= '0' && s.p[k - 1] <= '9' &&
+                           s.p[k + 1] >= '0' && s.p[k + 1] <= '9';
+            if (s.p[k] == '_' && !between)
                 return def;
+            if (s.p[k] != '_')
+                t[n++] = s.p[k];
+        }
         char *end;
         long long r =
             strtoll(t, &end, (int)jinja_need_int(c, jinja_arg(a, 1, "base", jv_int(10)), "base"));
         if (s.len && !*end)
             return jv_int(r);
+        bool hex = strchr(t, 'x') || strchr(t, 'X');
         double d = strtod(t, &end);
-        if (s.len && !*end && !isnan(d) && !isinf(d) && fabs(d) < 9.2e18)
+        if (s.len && !*end && !hex && !isnan(d) && !isinf(d) && fabs(d) < 9.2e18)
             return jv_int((int64_t)d);
         return def;
     }
@@ -642,22 +683,31 @@ static struct jv items_of(struct jctx *c, struct jv v)
 }
 
 static const char *const filter_names[] = {
-    "length", "count",      "trim",   "join",    "default", "d",           "first",
-    "last",   "list",       "map",    "select",  "reject",  "selectattr",  "rejectattr",
-    "unique", "sort",       "string", "int",     "float",   "abs",         "lower",
-    "upper",  "capitalize", "title",  "replace", "round",   "indent",      "tojson",
-    "items",  "dictsort",   "safe",   "escape",  "e",       "forceescape", "wordcount",
-    "min",    "max",        "sum",    "reverse", "center",  "attr",        "batch",
-    "format", "truncate",   NULL};
+    "length", "count",      "trim",    "join",    "default", "d",           "first",
+    "last",   "list",       "map",     "select",  "reject",  "selectattr",  "rejectattr",
+    "unique", "sort",       "string",  "int",     "float",   "abs",         "lower",
+    "upper",  "capitalize", "title",   "replace", "round",   "indent",      "tojson",
+    "items",  "dictsort",   "safe",    "escape",  "e",       "forceescape", "wordcount",
+    "min",    "max",        "sum",     "reverse", "center",  "attr",        "batch",
+    "format", "truncate",   "groupby", NULL};
+
+/* jinja2's other filters: known, so a template naming them compiles as in jinja2, but a
+   render that reaches one fails (random and pprint cannot match Python's output anyway). */
+static const char *const filter_unsupported[] = {
+    "filesizeformat", "pprint", "random",   "slice",   "striptags",
+    "urlencode",      "urlize", "wordwrap", "xmlattr", NULL};
 
 bool jinja_filter_exists(struct jstr name)
 {
-    return jinja_name_in(filter_names, name) != NULL;
+    return jinja_name_in(filter_names, name) || jinja_name_in(filter_unsupported, name);
 }
 
 struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct jargs *a)
 {
     const char *name = jinja_name_in(filter_names, fname);
+    if (!name && jinja_name_in(filter_unsupported, fname))
+        jinja_failc(c, HEARTH_EUNSUPPORTED, "the filter '%.*s' is not supported", (int)fname.len,
+                    fname.p);
     if (!name)
         jinja_failc(c, HEARTH_EINVAL, "no filter named '%.*s'", (int)fname.len, fname.p);
     struct jv none = jv_none();
@@ -734,7 +784,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         struct jv out   = jv_list_new(c, l->n);
         for (size_t i = l->n; i-- > 0;)
             jv_list_push(c, out.u.l, l->v[i]);
-        return v.kind == JV_LIST ? gen(out) : out; /* reversed(list) is an iterator */
+        return v.kind == JV_GEN ? out : gen(out); /* reversed() is an iterator */
     }
     if (!strcmp(name, "map"))
         return map_items(c, v, a);
@@ -894,6 +944,8 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         jb_put(c, &b, en.p, en.len);
         return jb_value(&b);
     }
+    if (!strcmp(name, "groupby"))
+        return groupby(c, v, a);
     if (!strcmp(name, "attr"))
         return jinja_getattr(c, v,
                              jinja_need_str(c, jinja_arg(a, 0, "name", none), "attribute name"));

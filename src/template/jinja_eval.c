@@ -224,6 +224,12 @@ struct jv jinja_getattr(struct jctx *c, struct jv obj, struct jstr name)
         struct jv *v = jv_dict_gets(obj.u.d, name.p, name.len);
         return v ? *v : no_attr(c, obj, name);
     }
+    case JV_TUPLE:
+        if (obj.form == 1 && obj.u.l->n == 2 && js_eq(name, "grouper")) /* groupby's tuples */
+            return obj.u.l->v[0];
+        if (obj.form == 1 && obj.u.l->n == 2 && js_eq(name, "list"))
+            return obj.u.l->v[1];
+        /* fall through */
     default:
         if (method_value(c, obj, name, &m))
             return m;
@@ -282,12 +288,7 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
         break;
     }
     if (key.kind == JV_STR) {
-        if (obj.kind == JV_NS || obj.kind == JV_LOOP)
-            return jinja_getattr(c, obj, key.u.s);
-        struct jv m;
-        if (method_value(c, obj, key.u.s, &m))
-            return m;
-        return no_attr(c, obj, key.u.s);
+        return jinja_getattr(c, obj, key.u.s); /* obj[name] failed: getattr, as the sandbox */
     }
     return no_elem(c, obj, jv_to_repr(c, key));
 }

@@ -78,7 +78,8 @@ struct jmethod;
 struct jv {
     enum jv_kind kind;
     bool safe;        /* JV_STR: a Markup (from |safe or |e): + escapes the other operand */
-    uint8_t form;     /* JV_UNDEF: 0 u.s is the message; 1 "'<u.s>' is undefined";
+    uint8_t form;     /* JV_TUPLE: 1 for groupby's (grouper, list), which have those names.
+                         JV_UNDEF: 0 u.s is the message; 1 "'<u.s>' is undefined";
                          2 "'<obj_kind> object' has no attribute '<u.s>'" (formatted on failure,
                          so that testing names costs no memory) */
     uint8_t obj_kind; /* JV_UNDEF form 2: the enum jv_kind of the object */

@@ -159,6 +159,14 @@ static const struct jcase cases[] = {
      "truncate(9, leeway=0) }}",
      "[('b', 1), ('a', [1, 'x'])]3&lt;a href=&#34;x&#34;&gt;&amp;HeLLo WorLda|Hello Worldhello..."},
     {"{{ '<b>' | safe + '<i>' }}{{ '<b>' | safe ~ '<i>' }}", "<b>&lt;i&gt;<b><i>"},
+    {"{{ '0x1A' | int }}{{ '1_000' | int }}{{ ' 12 ' | int }}{{ '12abc' | int }}{{ 'ff' | int(0, "
+     "16) }}{{ (1, 2) | reverse | list }}",
+     "01000120255[2, 1]"},
+    {"{% for g in [{'a': 'X', 'v': 1}, {'a': 'y', 'v': 2}, {'a': 'x', 'v': 3}] | groupby('a') %}{{ "
+     "g.grouper }}:{{ g.list | map(attribute='v') | list }};{% endfor %}{{ [{'a': 1}] | "
+     "groupby('a') }}",
+     "X:[1, 3];y:[2];[(1, [{'a': 1}])]"},
+    {"{% if false %}{{ x | wordwrap }}{% endif %}ok", "ok"},
     /* tests */
     {"{{ 1 is number }}{{ 1.5 is float }}{{ 1 is integer }}{{ true is boolean }}{{ 's' is string "
      "}}{{ d is mapping }}{{ xs is sequence }}{{ 's' is iterable }}{{ undefined_name is defined "
