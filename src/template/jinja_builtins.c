@@ -120,6 +120,10 @@ struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
         struct jv l = jv_list_new(c, (size_t)n);
         for (int64_t i = 0; i < n; i++)
             jv_list_push(c, l.u.l, jv_int(start + i * step));
+        l.form          = JV_FORM_RANGE;
+        l.u.l->range[0] = start;
+        l.u.l->range[1] = stop;
+        l.u.l->range[2] = step;
         return l;
     }
     case G_NAMESPACE:
@@ -199,18 +203,12 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
     if (!strcmp(name, "callable"))
         return v.kind == JV_MACRO || v.kind == JV_FUNC || v.kind == JV_METHOD ||
                v.kind == JV_UNDEF; /* Undefined defines __call__ (to raise) */
-    if (!strcmp(name, "odd") || !strcmp(name, "even")) {
-        if (v.kind == JV_UNDEF)
-            jinja_undef_fail(c, v);
-        int64_t i = jinja_need_int(c, v, "value");
-        return (i & 1) == (name[0] == 'o');
-    }
-    if (!strcmp(name, "divisibleby")) {
-        int64_t d = jinja_need_int(c, x, "divisor"), i = jinja_need_int(c, v, "value");
-        if (!d)
-            jinja_failc(c, HEARTH_EINVAL, "integer division or modulo by zero");
-        return i % d == 0;
-    }
+    if (!strcmp(name, "odd"))      /* value % 2 == 1, so floats and bools work as in Python */
+        return jv_eq(jinja_binop(c, '%', v, jv_int(2)), jv_int(1));
+    if (!strcmp(name, "even"))
+        return jv_eq(jinja_binop(c, '%', v, jv_int(2)), jv_int(0));
+    if (!strcmp(name, "divisibleby"))
+        return jv_eq(jinja_binop(c, '%', v, x), jv_int(0));
     if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "sameas"))
         return jv_eq(v, x) && (name[0] != 's' || v.kind == x.kind);
     if (!strcmp(name, "ne"))
@@ -239,12 +237,10 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
         return false;
     }
     if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-        struct jstr s = jv_to_str(c, v);
-        for (size_t i = 0; i < s.len; i++)
-            if (name[0] == 'l' ? (s.p[i] >= 'A' && s.p[i] <= 'Z')
-                               : (s.p[i] >= 'a' && s.p[i] <= 'z'))
-                return false;
-        return true;
+        struct jstr s = jv_to_str(c, v); /* str.islower/isupper: no opposite case, one cased */
+        struct jv o   = jinja_case(c, s, name[0] == 'l' ? 'l' : 'u');
+        struct jv x   = jinja_case(c, s, name[0] == 'l' ? 'u' : 'l');
+        return jv_eq(o, jv_strn(s.p, s.len)) && !jv_eq(x, jv_strn(s.p, s.len));
     }
     if (!strcmp(name, "filter"))
         return v.kind == JV_STR && jinja_filter_exists(v.u.s);
@@ -665,6 +661,8 @@ static struct jv round_filter(struct jctx *c, struct jv v, struct jargs *a)
         return jv_float(ceil(x * p10) / p10);
     if (!(m.kind == JV_STR && js_eq(m.u.s, "common")))
         jinja_failc(c, HEARTH_EINVAL, "method must be common, ceil or floor");
+    if (v.kind != JV_FLOAT) /* Python's round(int, n) stays an int */
+        return jv_int(v.kind == JV_INT ? v.u.i : v.u.b);
     char buf[400];
     snprintf(buf, sizeof buf, "%.*f", (int)prec, x); /* correctly rounded, ties to even */
     return jv_float(strtod(buf, NULL));
@@ -799,7 +797,9 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         struct jv out = jv_list_new(c, 0), seen = jv_list_new(c, 0);
         for (size_t i = 0; i < l->n; i++) {
             struct jv k = sort_key(c, l->v[i], attr, cs);
-            bool dup    = false;
+            if (k.kind == JV_LIST || k.kind == JV_DICT || k.kind == JV_NS)
+                jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jv_type_name(k));
+            bool dup = false;
             for (size_t j = 0; j < seen.u.l->n && !dup; j++)
                 dup = jv_eq(seen.u.l->v[j], k);
             if (!dup) {
@@ -814,6 +814,8 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
                       jv_truthy(jinja_arg(a, 1, "case_sensitive", jv_bool(false))),
                       jv_truthy(jinja_arg(a, 0, "reverse", jv_bool(false))));
     if (!strcmp(name, "dictsort")) {
+        if (v.kind == JV_UNDEF) /* value.items() on Undefined */
+            jinja_undef_fail(c, v);
         struct jv it = items_of(c, v);
         bool cs      = jv_truthy(jinja_arg(a, 0, "case_sensitive", jv_bool(false)));
         struct jv by = jinja_arg(a, 1, "by", jv_cstr("key"));
@@ -825,6 +827,8 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
     }
     if (!strcmp(name, "items"))
         return gen(items_of(c, v));
+    if ((!strcmp(name, "int") || !strcmp(name, "float")) && v.kind == JV_UNDEF)
+        jinja_undef_fail(c, v); /* int(Undefined) raises, and not the ValueError caught */
     if (!strcmp(name, "int"))
         return to_int(c, v, a);
     if (!strcmp(name, "float"))
@@ -847,8 +851,11 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
     }
     if (!strcmp(name, "round"))
         return round_filter(c, v, a);
-    if (!strcmp(name, "indent"))
-        return indent_filter(c, jv_to_str(c, v), a);
+    if (!strcmp(name, "indent")) { /* jinja2 starts with s += "\n": only strings survive it */
+        if (v.kind == JV_UNDEF)
+            jinja_undef_fail(c, v);
+        return indent_filter(c, jinja_need_str(c, v, "indent's value"), a);
+    }
     if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape")) {
         if (v.kind == JV_STR && v.safe && name[0] != 'f')
             return v;
@@ -916,7 +923,16 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return jinja_percent(c, jv_to_str(c, v), args);
     }
     if (!strcmp(name, "truncate")) {
-        struct jstr s  = jv_to_str(c, v);
+        if (v.kind !=
+            JV_STR) { /* jinja2 measures len(s) first and returns short ones as they are */
+            int64_t n    = length(c, v);
+            int64_t len  = jinja_need_int(c, jinja_arg(a, 0, "length", jv_int(255)), "length");
+            struct jv lw = jinja_arg(a, 3, "leeway", none);
+            if (n <= len + (lw.kind == JV_NONE ? 5 : jinja_need_int(c, lw, "leeway")))
+                return v;
+            jinja_failc(c, HEARTH_EINVAL, "truncate of a long %s", jv_type_name(v));
+        }
+        struct jstr s  = v.u.s;
         int64_t len    = jinja_need_int(c, jinja_arg(a, 0, "length", jv_int(255)), "length");
         bool kill      = jv_truthy(jinja_arg(a, 1, "killwords", jv_bool(false)));
         struct jstr en = jinja_need_str(c, jinja_arg(a, 2, "end", jv_cstr("...")), "end");

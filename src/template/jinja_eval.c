@@ -398,10 +398,12 @@ static struct jv repeat(struct jctx *c, struct jv seq, int64_t times)
     return out;
 }
 
-static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
+struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
 {
     if (a.kind == JV_UNDEF)
         jinja_undef_fail(c, a);
+    if (op == '%' && a.kind == JV_STR) /* str % Undefined formats it (it looks like a mapping) */
+        return jinja_percent(c, a.u.s, b);
     if (b.kind == JV_UNDEF)
         jinja_undef_fail(c, b);
     char ops[3] = {(char)op, 0, 0};
@@ -476,7 +478,7 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
         struct jv x = a.safe ? a : jinja_escape(c, a.u.s);
         struct jv y = b.safe ? b : jinja_escape(c, b.u.s);
         x.safe = y.safe = false;
-        struct jv r     = arith(c, '+', x, y);
+        struct jv r     = jinja_binop(c, '+', x, y);
         r.safe          = true;
         return r;
     }
@@ -490,7 +492,8 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
         r.safe      = a.safe && b.safe;
         return r;
     }
-    if (op == '+' && jv_is_seq(a) && a.kind == b.kind) {
+    if (op == '+' && jv_is_seq(a) && a.kind == b.kind && a.form != JV_FORM_RANGE &&
+        b.form != JV_FORM_RANGE) {
         struct jv out = jv_list_new(c, a.u.l->n + b.u.l->n);
         for (size_t i = 0; i < a.u.l->n; i++)
             jv_list_push(c, out.u.l, a.u.l->v[i]);
@@ -499,11 +502,13 @@ static struct jv arith(struct jctx *c, int op, struct jv a, struct jv b)
         out.kind = a.kind;
         return out;
     }
-    if (op == '*' && (a.kind == JV_STR || jv_is_seq(a)) && (b.kind == JV_INT || b.kind == JV_BOOL))
+    bool rep_a = a.kind == JV_STR || (jv_is_seq(a) && a.form != JV_FORM_RANGE);
+    bool rep_b = b.kind == JV_STR || (jv_is_seq(b) && b.form != JV_FORM_RANGE);
+    if (op == '*' && rep_a && (b.kind == JV_INT || b.kind == JV_BOOL))
         return repeat(c, a, ival(b));
-    if (op == '*' && (b.kind == JV_STR || jv_is_seq(b)) && (a.kind == JV_INT || a.kind == JV_BOOL))
+    if (op == '*' && rep_b && (a.kind == JV_INT || a.kind == JV_BOOL))
         return repeat(c, b, ival(a));
-    if (op == '+' && (a.kind == JV_STR || jv_is_seq(a)))
+    if (op == '+' && (a.kind == JV_STR || (jv_is_seq(a) && a.form != JV_FORM_RANGE)))
         jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s", jv_type_name(a),
                     jv_type_name(b), jv_type_name(a));
     if (op == '%' && a.kind == JV_STR)
@@ -542,6 +547,8 @@ static bool contains(struct jctx *c, struct jv hay, struct jv needle)
                 return true;
         return false;
     case JV_DICT:
+        if (needle.kind == JV_LIST || needle.kind == JV_DICT || needle.kind == JV_NS)
+            jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jv_type_name(needle));
         return jv_dict_get(hay.u.d, needle) != NULL;
     default:
         jinja_failc(c, HEARTH_EINVAL, "argument of type '%s' is not iterable", jv_type_name(hay));
@@ -794,7 +801,7 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
         struct jv b = eval(c, n->b, s);
         if (n->op == '~')
             return concat(c, a, b);
-        return arith(c, n->op, a, b);
+        return jinja_binop(c, n->op, a, b);
     }
     case JN_CMP: {
         struct jv left = eval(c, n->a, s);

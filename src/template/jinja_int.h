@@ -78,7 +78,8 @@ struct jmethod;
 struct jv {
     enum jv_kind kind;
     bool safe;        /* JV_STR: a Markup (from |safe or |e): + escapes the other operand */
-    uint8_t form;     /* JV_TUPLE: 1 for groupby's (grouper, list), which have those names.
+    uint8_t form;     /* JV_LIST: 3 for a range(), which prints as one and adds to nothing.
+                         JV_TUPLE: 1 for groupby's (grouper, list), which have those names.
                          JV_UNDEF: 0 u.s is the message; 1 "'<u.s>' is undefined";
                          2 "'<obj_kind> object' has no attribute '<u.s>'" (formatted on failure,
                          so that testing names costs no memory) */
@@ -99,6 +100,7 @@ struct jv {
 struct jlist {
     struct jv *v;
     size_t n, cap;
+    int64_t range[3]; /* start, stop, step of a range(): a JV_LIST with form 3 */
 };
 
 struct jdict {
@@ -128,6 +130,7 @@ struct jv *jv_dict_gets(const struct jdict *d, const char *key, size_t len);
 void jv_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
 
 bool jv_is_seq(struct jv v); /* list or tuple */
+#define JV_FORM_RANGE 3
 bool jv_truthy(struct jv v);
 bool jv_eq(struct jv a, struct jv b); /* containers nested past 200 levels compare unequal */
 /* <0, 0, >0 as Python's <; fails (TypeError) on unorderable kinds, ERANGE past 200 levels. */
@@ -306,6 +309,8 @@ struct jargs {
     int n_kw;
 };
 
+/* In jinja_eval.c: Python's a <op> b for + - * / % and 'F' (//), 'P' (**); fails as Python. */
+struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b);
 /* In jinja_eval.c: calls a callable value; python's getattr / getitem as the sandbox does. */
 struct jv jinja_call(struct jctx *c, struct jv fn, struct jargs *a);
 struct jv jinja_getattr(struct jctx *c, struct jv obj, struct jstr name);

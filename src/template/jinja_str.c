@@ -507,7 +507,7 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
 struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
 {
     struct jbuf b   = {0};
-    struct jlist *l = NULL, one = {&args, 1, 1};
+    struct jlist *l = NULL, one = {.v = &args, .n = 1, .cap = 1};
     l           = args.kind == JV_TUPLE ? args.u.l : &one;
     size_t next = 0;
     for (size_t i = 0; i < f.len; i++) {
@@ -540,7 +540,10 @@ struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
         }
         jb_put(c, &b, t.p, t.len);
     }
-    if (next < l->n)
+    /* Python skips this check when the argument is a mapping by its protocol: dicts, and
+       lists too (they have __getitem__) */
+    bool mapping = args.kind == JV_DICT || args.kind == JV_LIST || args.kind == JV_UNDEF;
+    if (next < l->n && !mapping)
         jinja_failc(c, HEARTH_EINVAL, "not all arguments converted during string formatting");
     return jb_value(&b);
 }

@@ -348,7 +348,8 @@ static bool eq_at(struct jv a, struct jv b, int depth)
             return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
     }
-    if (a.kind != b.kind)
+    if (a.kind != b.kind ||
+        (a.kind == JV_LIST && (a.form == JV_FORM_RANGE) != (b.form == JV_FORM_RANGE)))
         return false;
     switch (a.kind) {
     case JV_UNDEF:
@@ -392,6 +393,8 @@ const char *jv_type_name(struct jv v)
         [JV_FUNC] = "function",    [JV_METHOD] = "builtin_function_or_method",
         [JV_GEN] = "generator",
     };
+    if (v.kind == JV_LIST && v.form == JV_FORM_RANGE)
+        return "range";
     return names[v.kind];
 }
 
@@ -425,7 +428,7 @@ static int cmp_at(struct jctx *c, struct jv a, struct jv b, int depth)
             return r;
         return a.u.s.len < b.u.s.len ? -1 : a.u.s.len > b.u.s.len;
     }
-    if (a.kind == b.kind && jv_is_seq(a)) {
+    if (a.kind == b.kind && jv_is_seq(a) && a.form != JV_FORM_RANGE && b.form != JV_FORM_RANGE) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++)
             if (!jv_eq(a.u.l->v[i], b.u.l->v[i]))
                 return cmp_at(c, a.u.l->v[i], b.u.l->v[i], depth + 1);
@@ -611,6 +614,15 @@ static void put_value(struct jctx *c, struct jbuf *b, struct jv v, bool repr, in
             jb_put(c, b, v.u.s.p, v.u.s.len);
         return;
     case JV_LIST:
+        if (v.form == JV_FORM_RANGE) {
+            const int64_t *r = v.u.l->range;
+            if (r[2] == 1)
+                jb_printf(c, b, "range(%" PRId64 ", %" PRId64 ")", r[0], r[1]);
+            else
+                jb_printf(c, b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", r[0], r[1], r[2]);
+            return;
+        }
+        /* fall through */
     case JV_TUPLE:
     case JV_DICT:
         put_items(c, b, v, depth);
@@ -746,6 +758,8 @@ static void json_val(struct jctx *c, struct jbuf *b, struct jv v, const struct j
         return;
     case JV_LIST:
     case JV_TUPLE:
+        if (v.form == JV_FORM_RANGE)
+            jinja_failc(c, HEARTH_EINVAL, "Object of type range is not JSON serializable");
         if (!v.u.l->n) {
             jb_puts(c, b, "[]");
             return;
