@@ -324,16 +324,17 @@ static struct jv sort_key(struct jctx *c, struct jv v, struct jv attr, bool cs)
 
 /* Stable merge sort of v[0..n) by keys k[0..n). */
 static void msort(struct jctx *c, struct jv *v, struct jv *k, size_t n, struct jv *tv,
-                  struct jv *tk, bool rev)
+                  struct jv *tk, bool rev, bool keyed)
 {
     if (n < 2)
         return;
     size_t h = n / 2;
-    msort(c, v, k, h, tv, tk, rev);
-    msort(c, v + h, k + h, n - h, tv, tk, rev);
+    msort(c, v, k, h, tv, tk, rev, keyed);
+    msort(c, v + h, k + h, n - h, tv, tk, rev, keyed);
     size_t i = 0, j = h, o = 0;
     while (i < h && j < n) {
-        int r = jv_cmp(c, k[j], k[i]);
+        /* attribute keys compare as jinja2's one-item lists: equal ones (undefined too) first */
+        int r = keyed && jv_eq(k[j], k[i]) ? 0 : jv_cmp(c, k[j], k[i]);
         if (rev ? r > 0 : r < 0) {
             tv[o]   = v[j];
             tk[o++] = k[j++];
@@ -354,7 +355,9 @@ static void msort(struct jctx *c, struct jv *v, struct jv *k, size_t n, struct j
     memcpy(k, tk, n * sizeof *k);
 }
 
-static struct jv sorted(struct jctx *c, struct jlist *l, struct jv attr, bool cs, bool rev)
+/* l sorted stably by key (attr applied); keyed: keys compare as jinja2's one-item lists. */
+static struct jv sorted(struct jctx *c, struct jlist *l, struct jv attr, bool cs, bool rev,
+                        bool keyed)
 {
     size_t n      = l->n;
     struct jv out = jv_list_new(c, n);
@@ -366,7 +369,7 @@ static struct jv sorted(struct jctx *c, struct jlist *l, struct jv attr, bool cs
         k[i]          = sort_key(c, l->v[i], attr, cs);
     }
     out.u.l->n = n;
-    msort(c, out.u.l->v, k, n, tv, tk, rev);
+    msort(c, out.u.l->v, k, n, tv, tk, rev, keyed);
     return out;
 }
 
@@ -388,7 +391,7 @@ static struct jv groupby(struct jctx *c, struct jv v, struct jargs *a)
         struct jv k = !cs && raw.kind == JV_STR ? jinja_case(c, raw.u.s, 'l') : raw;
         jv_list_push(c, keyed.u.l, jinja_pair(c, k, jinja_pair(c, l->v[i], raw)));
     }
-    struct jlist *s = sorted(c, keyed.u.l, jv_int(0), true, false).u.l;
+    struct jlist *s = sorted(c, keyed.u.l, jv_int(0), true, false, false).u.l;
     struct jv key = jv_undef(NULL), group = {0};
     for (size_t i = 0; i < s->n; i++) {
         struct jv k = s->v[i].u.l->v[0], item = s->v[i].u.l->v[1];
@@ -809,10 +812,13 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         }
         return gen(out);
     }
-    if (!strcmp(name, "sort"))
-        return sorted(c, jinja_iter(c, v), jinja_arg(a, 2, "attribute", none),
+    if (!strcmp(name, "sort")) {
+        struct jv attr = jinja_arg(a, 2, "attribute", none);
+        return sorted(c, jinja_iter(c, v), attr,
                       jv_truthy(jinja_arg(a, 1, "case_sensitive", jv_bool(false))),
-                      jv_truthy(jinja_arg(a, 0, "reverse", jv_bool(false))));
+                      jv_truthy(jinja_arg(a, 0, "reverse", jv_bool(false))),
+                      attr.kind == JV_STR || attr.kind == JV_INT);
+    }
     if (!strcmp(name, "dictsort")) {
         if (v.kind == JV_UNDEF) /* value.items() on Undefined */
             jinja_undef_fail(c, v);
@@ -823,7 +829,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         int pos      = by.kind == JV_STR && js_eq(by.u.s, "value") ? 1 : 0;
         if (!pos && !(by.kind == JV_STR && js_eq(by.u.s, "key")))
             jinja_failc(c, HEARTH_EINVAL, "You can only sort by either \"key\" or \"value\"");
-        return sorted(c, it.u.l, jv_int(pos), cs, rev);
+        return sorted(c, it.u.l, jv_int(pos), cs, rev, false);
     }
     if (!strcmp(name, "items"))
         return gen(items_of(c, v));
@@ -898,23 +904,10 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         }
         return acc;
     }
-    if (!strcmp(name, "center")) {
-        struct jstr s = jv_to_str(c, v);
-        int64_t w     = jinja_need_int(c, jinja_arg(a, 0, "width", jv_int(80)), "width");
-        int64_t n     = (int64_t)ju_count(s);
-        if (w <= n)
-            return jv_strn(s.p, s.len);
-        if ((uint64_t)w > c->o.max_output)
-            jinja_failc(c, HEARTH_ERANGE, "center width too large");
-        int64_t pad = w - n, left = pad / 2 + (pad & w & 1);
-        struct jbuf b = {0};
-        for (int64_t i = 0; i < left; i++)
-            jb_put(c, &b, " ", 1);
-        jb_put(c, &b, s.p, s.len);
-        for (int64_t i = 0; i < pad - left; i++)
-            jb_put(c, &b, " ", 1);
-        return jb_value(&b);
-    }
+    if (!strcmp(name, "center"))
+        return jinja_pad(c, jv_to_str(c, v),
+                         jinja_need_int(c, jinja_arg(a, 0, "width", jv_int(80)), "width"),
+                         jv_cstr(" ").u.s, 'c');
     if (!strcmp(name, "format")) {
         struct jv args = jv_list_new(c, (size_t)a->n_pos);
         for (int i = 0; i < a->n_pos; i++)

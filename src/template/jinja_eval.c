@@ -469,6 +469,10 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
                 }
                 return jv_int(acc);
             }
+            if (fx == 0 && fy < 0)
+                jinja_failc(c, HEARTH_EINVAL, "0.0 cannot be raised to a negative power");
+            if (fx < 0 && fy != floor(fy)) /* Python answers with a complex number */
+                jinja_failc(c, HEARTH_EUNSUPPORTED, "complex numbers are not supported");
             return jv_float(pow(fx, fy));
         }
         jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");

@@ -334,6 +334,8 @@ struct jv jinja_replace(struct jctx *c, struct jstr s, struct jstr old, struct j
                         int64_t count);
 /* str.splitlines(): the lines without their breaks. */
 struct jlist *jinja_splitlines(struct jctx *c, struct jstr s);
+/* s padded with fill to width code points: 'c' centred as str.center, 'l' ljust, 'r' rjust. */
+struct jv jinja_pad(struct jctx *c, struct jstr s, int64_t width, struct jstr fill, int mode);
 /* The entry of the NULL-terminated table equal to name, or NULL. */
 const char *jinja_name_in(const char *const *t, struct jstr name);
 /* The tuple (a, b). */

@@ -504,6 +504,24 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
     return jb_value(&b);
 }
 
+struct jv jinja_pad(struct jctx *c, struct jstr s, int64_t width, struct jstr fill, int mode)
+{
+    int64_t n = (int64_t)ju_count(s);
+    if (width <= n)
+        return jv_strn(s.p, s.len);
+    if ((uint64_t)width > c->o.max_output)
+        jinja_failc(c, HEARTH_ERANGE, "a padded string would pass %zu bytes", c->o.max_output);
+    int64_t pad   = width - n;
+    int64_t left  = mode == 'c' ? pad / 2 + (pad & width & 1) : mode == 'r' ? pad : 0;
+    struct jbuf b = {0};
+    for (int64_t i = 0; i < left; i++)
+        jb_put(c, &b, fill.p, fill.len);
+    jb_put(c, &b, s.p, s.len);
+    for (int64_t i = left; i < pad; i++)
+        jb_put(c, &b, fill.p, fill.len);
+    return jb_value(&b);
+}
+
 struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
 {
     struct jbuf b   = {0};
@@ -556,7 +574,8 @@ static const char *const str_methods[] = {
     "swapcase",     "casefold",     "replace", "find",    "rfind",     "index",
     "rindex",       "count",        "format",  "join",    "isdigit",   "isalpha",
     "isalnum",      "isspace",      "isupper", "islower", "isnumeric", "isdecimal",
-    "removeprefix", "removesuffix", NULL};
+    "removeprefix", "removesuffix", "zfill",   "center",  "ljust",     "rjust",
+    "partition",    "rpartition",   NULL};
 static const char *const dict_methods[] = {"items", "keys", "values", "get", "copy", NULL};
 static const char *const dict_unsafe[]  = {"pop", "popitem", "setdefault", "update", "clear", NULL};
 static const char *const list_methods[] = {"index", "count", "copy", NULL};
@@ -724,6 +743,52 @@ static struct jv str_method(struct jctx *c, struct jstr s, const char *name, str
             jb_put(c, &b, x.p, x.len);
         }
         return jb_value(&b);
+    }
+    if (!strcmp(name, "center") || !strcmp(name, "ljust") || !strcmp(name, "rjust")) {
+        struct jstr fill = jinja_need_str(c, jinja_arg(a, 1, NULL, jv_cstr(" ")), "fillchar");
+        if (ju_count(fill) != 1)
+            jinja_failc(c, HEARTH_EINVAL, "The fill character must be exactly one character long");
+        return jinja_pad(c, s, jinja_need_int(c, jinja_arg(a, 0, NULL, none), "width"), fill,
+                         name[0]);
+    }
+    if (!strcmp(name, "zfill")) {
+        int64_t w = jinja_need_int(c, jinja_arg(a, 0, NULL, none), "width");
+        bool sign = s.len && (s.p[0] == '+' || s.p[0] == '-');
+        struct jv r =
+            jinja_pad(c, (struct jstr){s.p + sign, s.len - sign}, w - sign, jv_cstr("0").u.s, 'r');
+        if (!sign)
+            return r;
+        struct jbuf b = {0};
+        jb_put(c, &b, s.p, 1);
+        jb_put(c, &b, r.u.s.p, r.u.s.len);
+        return jb_value(&b);
+    }
+    if (!strcmp(name, "partition") || !strcmp(name, "rpartition")) {
+        struct jstr sep = jinja_need_str(c, jinja_arg(a, 0, NULL, none), "sep");
+        if (!sep.len)
+            jinja_failc(c, HEARTH_EINVAL, "empty separator");
+        const char *hit = NULL;
+        if (name[0] == 'p')
+            hit = find(s, sep, 0);
+        else
+            for (size_t k = s.len + 1; k-- > 0;)
+                if (k + sep.len <= s.len && !memcmp(s.p + k, sep.p, sep.len)) {
+                    hit = s.p + k;
+                    break;
+                }
+        struct jv t = jv_list_new(c, 3);
+        t.kind      = JV_TUPLE;
+        if (!hit) {
+            struct jv empty = jv_strn("", 0), whole = jv_strn(s.p, s.len);
+            jv_list_push(c, t.u.l, name[0] == 'p' ? whole : empty);
+            jv_list_push(c, t.u.l, empty);
+            jv_list_push(c, t.u.l, name[0] == 'p' ? empty : whole);
+            return t;
+        }
+        jv_list_push(c, t.u.l, jv_strn(s.p, (size_t)(hit - s.p)));
+        jv_list_push(c, t.u.l, jv_strn(sep.p, sep.len));
+        jv_list_push(c, t.u.l, jv_strn(hit + sep.len, s.len - (size_t)(hit - s.p) - sep.len));
+        return t;
     }
     if (!strcmp(name, "removeprefix") || !strcmp(name, "removesuffix")) {
         struct jstr x = jinja_need_str(c, jinja_arg(a, 0, NULL, none), "argument");
