@@ -92,34 +92,44 @@ int jinja_global_find(struct jstr name)
     return -1;
 }
 
+int64_t jinja_range(struct jctx *c, struct jargs *a, int64_t *start, int64_t *stop, int64_t *step)
+{
+    *start = 0;
+    *step  = 1;
+    if (a->n_pos == 1)
+        *stop = jinja_need_int(c, a->pos[0], "range argument");
+    else if (a->n_pos == 2 || a->n_pos == 3) {
+        *start = jinja_need_int(c, a->pos[0], "range argument");
+        *stop  = jinja_need_int(c, a->pos[1], "range argument");
+        if (a->n_pos == 3)
+            *step = jinja_need_int(c, a->pos[2], "range argument");
+    } else
+        jinja_failc(c, HEARTH_EINVAL, "range expected 1 to 3 arguments, got %d", a->n_pos);
+    if (*step == 0)
+        jinja_failc(c, HEARTH_EINVAL, "range() arg 3 must not be zero");
+    uint64_t diff = 0, st = 0; /* unsigned: no overflow at the ends of int64 */
+    if (*step > 0 && *stop > *start) {
+        diff = (uint64_t)*stop - (uint64_t)*start;
+        st   = (uint64_t)*step;
+    } else if (*step < 0 && *stop < *start) {
+        diff = (uint64_t)*start - (uint64_t)*stop;
+        st   = 0 - (uint64_t)*step;
+    }
+    uint64_t n = st ? diff / st + (diff % st != 0) : 0;
+    if (n > 100000)
+        jinja_failc(c, HEARTH_ERANGE,
+                    "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+    return (int64_t)n;
+}
+
 struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a)
 {
     switch (id) {
     case G_RANGE: {
-        int64_t start = 0, stop, step = 1;
-        if (a->n_pos == 1)
-            stop = jinja_need_int(c, a->pos[0], "range argument");
-        else if (a->n_pos == 2 || a->n_pos == 3) {
-            start = jinja_need_int(c, a->pos[0], "range argument");
-            stop  = jinja_need_int(c, a->pos[1], "range argument");
-            if (a->n_pos == 3)
-                step = jinja_need_int(c, a->pos[2], "range argument");
-        } else
-            jinja_failc(c, HEARTH_EINVAL, "range expected 1 to 3 arguments, got %d", a->n_pos);
-        if (step == 0)
-            jinja_failc(c, HEARTH_EINVAL, "range() arg 3 must not be zero");
-        int64_t n = 0;
-        if (step > 0 && stop > start)
-            n = (stop - start + step - 1) / step;
-        else if (step < 0 && stop < start)
-            n = (start - stop - step - 1) / -step;
-        if (n > 100000)
-            jinja_failc(c, HEARTH_ERANGE,
-                        "Range too big. The sandbox blocks ranges larger than "
-                        "MAX_RANGE (100000).");
+        int64_t start, stop, step, n = jinja_range(c, a, &start, &stop, &step);
         struct jv l = jv_list_new(c, (size_t)n);
-        for (int64_t i = 0; i < n; i++)
-            jv_list_push(c, l.u.l, jv_int(start + i * step));
+        for (int64_t k = 0; k < n; k++)
+            jv_list_push(c, l.u.l, jv_int(start + k * step));
         l.form          = JV_FORM_RANGE;
         l.u.l->range[0] = start;
         l.u.l->range[1] = stop;

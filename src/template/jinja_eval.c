@@ -152,10 +152,15 @@ static struct jv lookup(struct jctx *c, struct jscope *s, struct jstr name)
 
 /* ---------------------------------------------------------------- lookup --- */
 
+static struct jv loop_item(const struct jloop *lp, size_t i)
+{
+    return lp->items ? lp->items->v[i] : jv_int(lp->start + (int64_t)i * lp->step);
+}
+
 static struct jv loop_attr(struct jctx *c, struct jv lv, struct jstr name)
 {
     const struct jloop *lp = lv.u.lp;
-    int64_t i = (int64_t)lp->i, n = (int64_t)lp->items->n;
+    int64_t i = (int64_t)lp->i, n = (int64_t)lp->n;
     if (js_eq(name, "index"))
         return jv_int(i + 1);
     if (js_eq(name, "index0"))
@@ -175,9 +180,9 @@ static struct jv loop_attr(struct jctx *c, struct jv lv, struct jstr name)
     if (js_eq(name, "depth0"))
         return jv_int(lp->depth - 1);
     if (js_eq(name, "previtem"))
-        return i > 0 ? lp->items->v[i - 1] : undef_fmt(c, "there is no previous item");
+        return i > 0 ? loop_item(lp, (size_t)i - 1) : undef_fmt(c, "there is no previous item");
     if (js_eq(name, "nextitem"))
-        return i + 1 < n ? lp->items->v[i + 1] : undef_fmt(c, "there is no next item");
+        return i + 1 < n ? loop_item(lp, (size_t)i + 1) : undef_fmt(c, "there is no next item");
     if (js_eq(name, "cycle") || js_eq(name, "changed")) {
         struct jmethod *me = jinja_alloc(&c->mem, sizeof *me);
         me->self           = lv;
@@ -442,11 +447,22 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
         case '%':
             if (fl ? fy == 0 : y == 0)
                 jinja_failc(c, HEARTH_EINVAL, "integer division or modulo by zero");
-            if (fl) {
-                double m = fmod(fx, fy);
-                if (m != 0 && ((m < 0) != (fy < 0)))
-                    m += fy;
-                return op == '%' ? jv_float(m) : jv_float(floor(fx / fy));
+            if (fl) { /* CPython's float divmod, for the same signs of zero and roundings */
+                double m = fmod(fx, fy), div = (fx - m) / fy, fd;
+                if (m != 0) {
+                    if ((fy < 0) != (m < 0)) {
+                        m += fy;
+                        div -= 1.0;
+                    }
+                } else
+                    m = copysign(0.0, fy);
+                if (div != 0) {
+                    fd = floor(div);
+                    if (div - fd > 0.5)
+                        fd += 1.0;
+                } else
+                    fd = copysign(0.0, fx / fy);
+                return op == '%' ? jv_float(m) : jv_float(fd);
             }
             if (x == INT64_MIN && y == -1)
                 break;
@@ -864,32 +880,52 @@ static void assign(struct jctx *c, const struct jnode *n, struct jscope *s, stru
         scope_set(c, s, n->names[i], l->v[i]);
 }
 
+/* For "for x in range(...)": the loop's bounds without building the list; false otherwise. */
+static bool lazy_range(struct jctx *c, const struct jnode *n, struct jscope *s, struct jloop *lp)
+{
+    const struct jnode *call = n->a;
+    if (n->d || call->kind != JN_CALL || call->a->kind != JN_NAME || call->n_kw ||
+        !js_eq(call->a->name, "range"))
+        return false;
+    struct jv fn = lookup(c, s, call->a->name);
+    if (fn.kind != JV_FUNC || fn.u.i != jinja_global_find(call->a->name))
+        return false;
+    struct jargs a;
+    struct argbuf ab;
+    eval_args(c, call, s, &a, &ab);
+    int64_t stop;
+    lp->n = (size_t)jinja_range(c, &a, &lp->start, &stop, &lp->step);
+    return true;
+}
+
 static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *s)
 {
-    struct jv it        = eval(c, n->a, s);
-    struct jlist *items = jinja_iter(c, it);
-    if (n->d) { /* for x in y if cond: the condition sees the loop variables, not loop */
-        struct jv kept    = jv_list_new(c, 0);
-        struct jscope *fs = NULL;
-        for (size_t i = 0; i < items->n; i++) {
-            jinja_enter(c);
-            if (!fs || fs->captured)
-                fs = scope_new(c, s);
-            fs->vars.n = 0;
-            assign(c, n, fs, items->v[i]);
-            if (jv_truthy(eval(c, n->d, fs)))
-                jv_list_push(c, kept.u.l, items->v[i]);
-            jinja_leave(c);
+    struct jloop *lp = jinja_alloc(&c->mem, sizeof *lp);
+    lp->depth        = 1;
+    lp->last_changed = jv_undef(NULL);
+    if (!lazy_range(c, n, s, lp)) {
+        struct jlist *items = jinja_iter(c, eval(c, n->a, s));
+        if (n->d) { /* for x in y if cond: the condition sees the loop variables, not loop */
+            struct jv kept    = jv_list_new(c, 0);
+            struct jscope *fs = NULL;
+            for (size_t i = 0; i < items->n; i++) {
+                jinja_enter(c);
+                if (!fs || fs->captured)
+                    fs = scope_new(c, s);
+                fs->vars.n = 0;
+                assign(c, n, fs, items->v[i]);
+                if (jv_truthy(eval(c, n->d, fs)))
+                    jv_list_push(c, kept.u.l, items->v[i]);
+                jinja_leave(c);
+            }
+            items = kept.u.l;
         }
-        items = kept.u.l;
+        lp->items = items;
+        lp->n     = items->n;
     }
-    struct jloop *lp  = jinja_alloc(&c->mem, sizeof *lp);
-    lp->items         = items;
-    lp->depth         = 1;
-    lp->last_changed  = jv_undef(NULL);
     struct jv lv      = {.kind = JV_LOOP, .u.lp = lp};
     struct jscope *ls = NULL;
-    for (size_t i = 0; i < items->n; i++) {
+    for (size_t i = 0; i < lp->n; i++) {
         jinja_enter(c);
         lp->i = i;
         /* a fresh scope per iteration, as jinja2; the last one is reused when nothing kept it,
@@ -898,13 +934,13 @@ static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *
             ls = scope_new(c, s);
         ls->vars.n = 0;
         scope_set(c, ls, (struct jstr){"loop", 4}, lv);
-        assign(c, n, ls, items->v[i]);
+        assign(c, n, ls, loop_item(lp, i));
         enum flow f = exec(c, n->b, ls);
         jinja_leave(c);
         if (f == FLOW_BREAK)
             break;
     }
-    if (!items->n && n->c)
+    if (!lp->n && n->c)
         return exec(c, n->c, s);
     return FLOW_NEXT;
 }

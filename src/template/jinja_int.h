@@ -271,7 +271,9 @@ struct jmacro {
 };
 
 struct jloop {
-    struct jlist *items;
+    struct jlist *items; /* NULL for a range() iterated without a list: start + i * step */
+    size_t n;            /* items */
+    int64_t start, step;
     size_t i;               /* index0 */
     int depth;              /* 1 for the outermost loop */
     struct jv last_changed; /* loop.changed's memory; JV_UNDEF before its first call */
@@ -350,6 +352,8 @@ bool jinja_test(struct jctx *c, struct jstr name, struct jv v, struct jargs *a);
  * the mutating ones the immutable sandbox refuses. */
 const char *jinja_method_find(struct jv obj, struct jstr name, bool *unsafe);
 struct jv jinja_method_call(struct jctx *c, struct jv self, const char *name, struct jargs *a);
+/* range(a)'s bounds as Python's range and its length, at most the sandbox's 100000. */
+int64_t jinja_range(struct jctx *c, struct jargs *a, int64_t *start, int64_t *stop, int64_t *step);
 /* Global functions: ids and calls. -1 when name is not one. */
 int jinja_global_find(struct jstr name);
 struct jv jinja_global_call(struct jctx *c, int id, struct jargs *a);

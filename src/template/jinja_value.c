@@ -633,7 +633,7 @@ static void put_value(struct jctx *c, struct jbuf *b, struct jv v, bool repr, in
         jb_puts(c, b, ">");
         return;
     case JV_LOOP:
-        jb_printf(c, b, "<LoopContext %zu/%zu>", v.u.lp->i + 1, v.u.lp->items->n);
+        jb_printf(c, b, "<LoopContext %zu/%zu>", v.u.lp->i + 1, v.u.lp->n);
         return;
     case JV_MACRO:
         jb_puts(c, b, "<Macro '");
