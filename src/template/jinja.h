@@ -27,7 +27,9 @@ struct jinja_template;
 
 struct jinja_opts {
     int max_depth;     /* macro call nesting, >= 1 (default 128) */
-    int64_t max_steps; /* statements, expressions and loop iterations evaluated (default 10M) */
+    int64_t max_steps; /* statements, expressions and loop iterations evaluated (default 100M,
+                          about a second: Gemma 4's template scans the history once per message,
+                          and 4000 messages take 20-50M) */
     size_t max_output; /* bytes of output, and of any one string built (default 16 MiB) */
     size_t max_memory; /* bytes a render may allocate in all (default 128 MiB) */
     int64_t now;       /* unix seconds strftime_now formats in local time; < 0: the current time */

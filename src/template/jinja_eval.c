@@ -1061,7 +1061,7 @@ static enum flow exec(struct jctx *c, const struct jnode *n, struct jscope *s)
 void jinja_opts_default(struct jinja_opts *o)
 {
     o->max_depth  = 128;
-    o->max_steps  = 10 * 1000 * 1000;
+    o->max_steps  = 100 * 1000 * 1000;
     o->max_output = 16u << 20;
     o->max_memory = 128u << 20;
     o->now        = -1;
