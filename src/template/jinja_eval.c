@@ -714,6 +714,8 @@ static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
     return jv_strn(out.p, out.len);
 }
 
+static struct jv call_loop(struct jctx *c, struct jloop *lp, struct jargs *a);
+
 struct jv jinja_call(struct jctx *c, struct jv fn, struct jargs *a)
 {
     switch (fn.kind) {
@@ -723,6 +725,8 @@ struct jv jinja_call(struct jctx *c, struct jv fn, struct jargs *a)
         return jinja_global_call(c, (int)fn.u.i, a);
     case JV_METHOD:
         return jinja_method_call(c, fn.u.me->self, fn.u.me->name, a);
+    case JV_LOOP:
+        return call_loop(c, fn.u.lp, a);
     case JV_UNDEF:
         jinja_undef_fail(c, fn);
     default:
@@ -867,7 +871,7 @@ static struct jv eval(struct jctx *c, const struct jnode *n, struct jscope *s)
 
 static void assign(struct jctx *c, const struct jnode *n, struct jscope *s, struct jv v)
 {
-    if (!n->op) {
+    if (!(n->op & FOR_UNPACK)) {
         scope_set(c, s, n->names[0], v);
         return;
     }
@@ -898,13 +902,21 @@ static bool lazy_range(struct jctx *c, const struct jnode *n, struct jscope *s, 
     return true;
 }
 
-static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *s)
+/*
+ * Runs the for statement n in scope s over it (a value), or over n's own
+ * iterable when it is NULL; depth is loop.depth, above 1 when a recursive
+ * loop calls loop(x).
+ */
+static enum flow run_for(struct jctx *c, const struct jnode *n, struct jscope *s,
+                         const struct jv *it, int depth)
 {
     struct jloop *lp = jinja_alloc(&c->mem, sizeof *lp);
-    lp->depth        = 1;
+    lp->depth        = depth;
     lp->last_changed = jv_undef(NULL);
-    if (!lazy_range(c, n, s, lp)) {
-        struct jlist *items = jinja_iter(c, eval(c, n->a, s));
+    lp->node         = n;
+    lp->scope        = s;
+    if (it || !lazy_range(c, n, s, lp)) {
+        struct jlist *items = jinja_iter(c, it ? *it : eval(c, n->a, s));
         if (n->d) { /* for x in y if cond: the condition sees the loop variables, not loop */
             struct jv kept    = jv_list_new(c, 0);
             struct jscope *fs = NULL;
@@ -943,6 +955,31 @@ static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *
     if (!lp->n && n->c)
         return exec(c, n->c, s);
     return FLOW_NEXT;
+}
+
+static enum flow exec_for(struct jctx *c, const struct jnode *n, struct jscope *s)
+{
+    return run_for(c, n, s, NULL, 1);
+}
+
+/* loop(x) in a recursive loop: the loop's body over x, one level deeper, as text. */
+static struct jv call_loop(struct jctx *c, struct jloop *lp, struct jargs *a)
+{
+    if (!(lp->node->op & FOR_RECURSIVE))
+        jinja_failc(c, HEARTH_EINVAL,
+                    "The loop must have the 'recursive' marker to be called recursively.");
+    if (a->n_pos != 1 || a->n_kw)
+        jinja_failc(c, HEARTH_EINVAL, "loop() takes exactly one argument");
+    if (c->depth >= c->o.max_depth)
+        jinja_failc(c, HEARTH_ERANGE, "recursive loops nest deeper than %d", c->o.max_depth);
+    struct jbuf buf    = {0};
+    struct jbuf *saved = c->out;
+    c->out             = &buf;
+    c->depth++;
+    run_for(c, lp->node, lp->scope, &a->pos[0], lp->depth + 1);
+    c->depth--;
+    c->out = saved;
+    return jb_value(&buf);
 }
 
 static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope *s)

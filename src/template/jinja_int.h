@@ -192,7 +192,7 @@ enum jn_kind {
     JN_TEXT,      /* val: the text */
     JN_PRINT,     /* a */
     JN_IF,        /* if a: b else c */
-    JN_FOR,       /* for names in a [if d]: b else c */
+    JN_FOR,       /* for names in a [if d]: b else c; op: FOR_UNPACK, FOR_RECURSIVE */
     JN_SET,       /* names = a, or name.attr = a */
     JN_SETBLOCK,  /* name = body b, through filter a */
     JN_MACRO,     /* name(kw_names = kw_vals defaults): b; op: MACRO_* the body uses */
@@ -202,6 +202,9 @@ enum jn_kind {
     JN_BREAK,
     JN_CONTINUE,
 };
+
+/* JN_FOR and JN_SET flags: targets unpack a sequence; the loop can be called as loop(x). */
+enum { FOR_UNPACK = 1, FOR_RECURSIVE = 2 };
 
 /* Special names a macro's body refers to (jinja2 decides by them what a macro accepts). */
 enum { MACRO_CALLER = 1, MACRO_KWARGS = 2, MACRO_VARARGS = 4 };
@@ -274,9 +277,11 @@ struct jloop {
     struct jlist *items; /* NULL for a range() iterated without a list: start + i * step */
     size_t n;            /* items */
     int64_t start, step;
-    size_t i;               /* index0 */
-    int depth;              /* 1 for the outermost loop */
-    struct jv last_changed; /* loop.changed's memory; JV_UNDEF before its first call */
+    size_t i;                 /* index0 */
+    int depth;                /* 1 for the outermost loop */
+    struct jv last_changed;   /* loop.changed's memory; JV_UNDEF before its first call */
+    const struct jnode *node; /* the for statement, and the scope it ran in: loop(x) reruns it */
+    struct jscope *scope;
 };
 
 struct jctx {

@@ -667,7 +667,7 @@ static void parse_targets(struct parser *P, struct jnode *n)
         expect_op(P, ")");
     n->names   = v.v;
     n->n_names = v.n;
-    n->op      = v.n > 1 || (paren) ? 1 : 0; /* 1: unpack */
+    n->op      = v.n > 1 || paren ? FOR_UNPACK : 0;
 }
 
 static const char *const END_IF[]     = {"elif", "else", "endif", NULL};
@@ -718,8 +718,10 @@ static struct jnode *parse_for(struct parser *P, int line)
         next(P);
         n->d = parse_expr(P, true);
     }
-    if (is_name(cur(P), "recursive"))
-        fail_at(P, cur(P), "recursive loops are not supported");
+    if (is_name(cur(P), "recursive")) {
+        n->op |= FOR_RECURSIVE;
+        next(P);
+    }
     expect_block_end(P);
     P->loops++;
     n->b = parse_body(P, END_FOR);

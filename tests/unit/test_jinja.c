@@ -115,6 +115,13 @@ static const struct jcase cases[] = {
      "5333351321331none"},
     {"{% set range = [7] %}{% for i in range(1) %}{{ i }}{% endfor %}",
      NULL}, /* jinja2: TypeError: 'list' object is not callable */
+    {"{% set tree = [{'n': 'a', 'c': [{'n': 'b', 'c': []}, {'n': 'c', 'c': [{'n': 'd', 'c': "
+     "[]}]}]}, {'n': 'e', 'c': []}] %}{% for x in tree recursive %}<{{ x.n }}{{ loop.depth }}{{ "
+     "loop.index }}{% if x.c %}[{{ loop(x.c) }}]{% endif %}>{% endfor %}",
+     "<a11[<b21><c22[<d31>]>]><e12>"},
+    {"{% for x in [1] %}{{ loop([2]) }}{% endfor %}",
+     NULL}, /* jinja2: TypeError: The loop must have the 'recursive' marker to be called
+               recursively. */
             /* set, namespace, macros */
     {"{% set a, b = 1, 2 %}{{ a }}{{ b }}{% set x %}block {{ a }}{% endset %}[{{ x }}]{% set y | "
      "upper %}up{% endset %}{{ y }}",
