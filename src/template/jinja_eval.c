@@ -79,7 +79,7 @@ static struct jv undef_fmt(struct jctx *c, const char *fmt, ...)
     int k = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     size_t n = k < 0 ? 0 : (size_t)k < sizeof msg ? (size_t)k : sizeof msg - 1;
-    return jv_undef(jinja_strndup(&c->mem, msg, n));
+    return jinja_undef(jinja_strndup(&c->mem, msg, n));
 }
 
 /* jinja2's object_type_repr, for undefined messages. */
@@ -134,13 +134,13 @@ static struct jscope *scope_new(struct jctx *c, struct jscope *parent)
 
 static void scope_set(struct jctx *c, struct jscope *s, struct jstr name, struct jv v)
 {
-    jv_dict_set(c, &s->vars, jv_strn(name.p, name.len), v);
+    jinja_dict_set(c, &s->vars, jinja_strn(name.p, name.len), v);
 }
 
 static struct jv lookup(struct jctx *c, struct jscope *s, struct jstr name)
 {
     for (; s; s = s->parent) {
-        struct jv *v = jv_dict_gets(&s->vars, name.p, name.len);
+        struct jv *v = jinja_dict_gets(&s->vars, name.p, name.len);
         if (v)
             return *v;
     }
@@ -154,36 +154,36 @@ static struct jv lookup(struct jctx *c, struct jscope *s, struct jstr name)
 
 static struct jv loop_item(const struct jloop *lp, size_t i)
 {
-    return lp->items ? lp->items->v[i] : jv_int(lp->start + (int64_t)i * lp->step);
+    return lp->items ? lp->items->v[i] : jinja_int(lp->start + (int64_t)i * lp->step);
 }
 
 static struct jv loop_attr(struct jctx *c, struct jv lv, struct jstr name)
 {
     const struct jloop *lp = lv.u.lp;
     int64_t i = (int64_t)lp->i, n = (int64_t)lp->n;
-    if (js_eq(name, "index"))
-        return jv_int(i + 1);
-    if (js_eq(name, "index0"))
-        return jv_int(i);
-    if (js_eq(name, "revindex"))
-        return jv_int(n - i);
-    if (js_eq(name, "revindex0"))
-        return jv_int(n - i - 1);
-    if (js_eq(name, "first"))
-        return jv_bool(i == 0);
-    if (js_eq(name, "last"))
-        return jv_bool(i == n - 1);
-    if (js_eq(name, "length"))
-        return jv_int(n);
-    if (js_eq(name, "depth"))
-        return jv_int(lp->depth);
-    if (js_eq(name, "depth0"))
-        return jv_int(lp->depth - 1);
-    if (js_eq(name, "previtem"))
+    if (jinja_str_is(name, "index"))
+        return jinja_int(i + 1);
+    if (jinja_str_is(name, "index0"))
+        return jinja_int(i);
+    if (jinja_str_is(name, "revindex"))
+        return jinja_int(n - i);
+    if (jinja_str_is(name, "revindex0"))
+        return jinja_int(n - i - 1);
+    if (jinja_str_is(name, "first"))
+        return jinja_bool(i == 0);
+    if (jinja_str_is(name, "last"))
+        return jinja_bool(i == n - 1);
+    if (jinja_str_is(name, "length"))
+        return jinja_int(n);
+    if (jinja_str_is(name, "depth"))
+        return jinja_int(lp->depth);
+    if (jinja_str_is(name, "depth0"))
+        return jinja_int(lp->depth - 1);
+    if (jinja_str_is(name, "previtem"))
         return i > 0 ? loop_item(lp, (size_t)i - 1) : undef_fmt(c, "there is no previous item");
-    if (js_eq(name, "nextitem"))
+    if (jinja_str_is(name, "nextitem"))
         return i + 1 < n ? loop_item(lp, (size_t)i + 1) : undef_fmt(c, "there is no next item");
-    if (js_eq(name, "cycle") || js_eq(name, "changed")) {
+    if (jinja_str_is(name, "cycle") || jinja_str_is(name, "changed")) {
         struct jmethod *me = jinja_alloc(&c->mem, sizeof *me);
         me->self           = lv;
         me->name           = name.p[1] == 'y' ? "cycle" : "changed";
@@ -201,7 +201,7 @@ static bool method_value(struct jctx *c, struct jv obj, struct jstr name, struct
         return false;
     if (unsafe) {
         *out = undef_fmt(c, "access to attribute '%.*s' of '%s' object is unsafe.", (int)name.len,
-                         name.p, jv_type_name(obj));
+                         name.p, jinja_type_name(obj));
         return true;
     }
     struct jmethod *me = jinja_alloc(&c->mem, sizeof *me);
@@ -220,19 +220,20 @@ struct jv jinja_getattr(struct jctx *c, struct jv obj, struct jstr name)
     case JV_LOOP:
         return loop_attr(c, obj, name);
     case JV_NS: {
-        struct jv *v = jv_dict_gets(obj.u.d, name.p, name.len);
+        struct jv *v = jinja_dict_gets(obj.u.d, name.p, name.len);
         return v ? *v : no_attr(c, obj, name);
     }
     case JV_DICT: {
         if (method_value(c, obj, name, &m))
             return m;
-        struct jv *v = jv_dict_gets(obj.u.d, name.p, name.len);
+        struct jv *v = jinja_dict_gets(obj.u.d, name.p, name.len);
         return v ? *v : no_attr(c, obj, name);
     }
     case JV_TUPLE:
-        if (obj.form == 1 && obj.u.l->n == 2 && js_eq(name, "grouper")) /* groupby's tuples */
+        if (obj.form == 1 && obj.u.l->n == 2 &&
+            jinja_str_is(name, "grouper")) /* groupby's tuples */
             return obj.u.l->v[0];
-        if (obj.form == 1 && obj.u.l->n == 2 && js_eq(name, "list"))
+        if (obj.form == 1 && obj.u.l->n == 2 && jinja_str_is(name, "list"))
             return obj.u.l->v[1];
         /* fall through */
     default:
@@ -260,7 +261,7 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
     case JV_UNDEF:
         jinja_undef_fail(c, obj);
     case JV_DICT: {
-        struct jv *v = jv_dict_get(obj.u.d, key);
+        struct jv *v = jinja_dict_get(obj.u.d, key);
         if (v)
             return *v;
         break;
@@ -273,20 +274,20 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
                 i += n;
             if (i >= 0 && i < n)
                 return obj.u.l->v[i];
-            return no_elem(c, obj, jv_to_repr(c, key));
+            return no_elem(c, obj, jinja_to_repr(c, key));
         }
         break;
     case JV_STR:
         if (as_index(key, &i)) {
-            int64_t n = (int64_t)ju_count(obj.u.s);
+            int64_t n = (int64_t)jinja_utf8_count(obj.u.s);
             if (i < 0)
                 i += n;
             if (i >= 0 && i < n) {
-                size_t a = ju_offset(obj.u.s, (size_t)i);
-                size_t b = ju_offset(obj.u.s, (size_t)i + 1);
-                return jv_strn(obj.u.s.p + a, b - a);
+                size_t a = jinja_utf8_offset(obj.u.s, (size_t)i);
+                size_t b = jinja_utf8_offset(obj.u.s, (size_t)i + 1);
+                return jinja_strn(obj.u.s.p + a, b - a);
             }
-            return no_elem(c, obj, jv_to_repr(c, key));
+            return no_elem(c, obj, jinja_to_repr(c, key));
         }
         break;
     default:
@@ -295,7 +296,7 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
     if (key.kind == JV_STR) {
         return jinja_getattr(c, obj, key.u.s); /* obj[name] failed: getattr, as the sandbox */
     }
-    return no_elem(c, obj, jv_to_repr(c, key));
+    return no_elem(c, obj, jinja_to_repr(c, key));
 }
 
 /* Python's slice.indices and the slice itself, for lists, tuples and strings. */
@@ -309,11 +310,11 @@ static struct jv do_slice(struct jctx *c, struct jv obj, struct jv a, struct jv 
     if (step == 0)
         jinja_failc(c, HEARTH_EINVAL, "slice step cannot be zero");
     if (obj.kind == JV_STR)
-        n = (int64_t)ju_count(obj.u.s);
-    else if (jv_is_seq(obj))
+        n = (int64_t)jinja_utf8_count(obj.u.s);
+    else if (jinja_is_seq(obj))
         n = (int64_t)obj.u.l->n;
     else
-        jinja_failc(c, HEARTH_EINVAL, "'%s' object is not subscriptable", jv_type_name(obj));
+        jinja_failc(c, HEARTH_EINVAL, "'%s' object is not subscriptable", jinja_type_name(obj));
     int64_t lo = step < 0 ? -1 : 0, hi = step < 0 ? n - 1 : n;
     if (a.kind == JV_NONE)
         start = step < 0 ? hi : lo;
@@ -332,9 +333,10 @@ static struct jv do_slice(struct jctx *c, struct jv obj, struct jv a, struct jv 
     if (obj.kind == JV_STR) {
         if (step == 1) {
             if (stop <= start)
-                return jv_strn("", 0);
-            size_t x = ju_offset(obj.u.s, (size_t)start), y = ju_offset(obj.u.s, (size_t)stop);
-            return jv_strn(obj.u.s.p + x, y - x);
+                return jinja_strn("", 0);
+            size_t x = jinja_utf8_offset(obj.u.s, (size_t)start),
+                   y = jinja_utf8_offset(obj.u.s, (size_t)stop);
+            return jinja_strn(obj.u.s.p + x, y - x);
         }
         /* offsets of every code point, then pick */
         size_t *off = jinja_alloc(&c->mem, ((size_t)n + 1) * sizeof *off);
@@ -342,17 +344,17 @@ static struct jv do_slice(struct jctx *c, struct jv obj, struct jv a, struct jv 
         for (int64_t k = 0; k < n; k++) {
             off[k] = p;
             uint32_t cp;
-            p += ju_decode(obj.u.s.p + p, obj.u.s.len - p, &cp);
+            p += jinja_utf8_decode(obj.u.s.p + p, obj.u.s.len - p, &cp);
         }
         off[n]        = p;
         struct jbuf o = {0};
         for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step)
-            jb_put(c, &o, obj.u.s.p + off[k], off[k + 1] - off[k]);
-        return jv_strn(o.p ? o.p : "", o.len);
+            jinja_buf_put(c, &o, obj.u.s.p + off[k], off[k + 1] - off[k]);
+        return jinja_strn(o.p ? o.p : "", o.len);
     }
-    struct jv out = jv_list_new(c, 0);
+    struct jv out = jinja_list_new(c, 0);
     for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step)
-        jv_list_push(c, out.u.l, obj.u.l->v[k]);
+        jinja_list_push(c, out.u.l, obj.u.l->v[k]);
     out.kind = obj.kind;
     return out;
 }
@@ -377,7 +379,7 @@ static int64_t ival(struct jv v)
 static _Noreturn void bad_operands(struct jctx *c, const char *op, struct jv a, struct jv b)
 {
     jinja_failc(c, HEARTH_EINVAL, "unsupported operand type(s) for %s: '%s' and '%s'", op,
-                jv_type_name(a), jv_type_name(b));
+                jinja_type_name(a), jinja_type_name(b));
 }
 
 static struct jv repeat(struct jctx *c, struct jv seq, int64_t times)
@@ -390,15 +392,15 @@ static struct jv repeat(struct jctx *c, struct jv seq, int64_t times)
                         c->o.max_output);
         struct jbuf b = {0};
         for (int64_t i = 0; i < times; i++)
-            jb_put(c, &b, seq.u.s.p, seq.u.s.len);
-        return jv_strn(b.p ? b.p : "", b.len);
+            jinja_buf_put(c, &b, seq.u.s.p, seq.u.s.len);
+        return jinja_strn(b.p ? b.p : "", b.len);
     }
     if (seq.u.l->n && (uint64_t)times > c->o.max_output / seq.u.l->n)
         jinja_failc(c, HEARTH_ERANGE, "a repeated list would be too long");
-    struct jv out = jv_list_new(c, 0);
+    struct jv out = jinja_list_new(c, 0);
     for (int64_t i = 0; i < times; i++)
         for (size_t k = 0; k < seq.u.l->n; k++)
-            jv_list_push(c, out.u.l, seq.u.l->v[k]);
+            jinja_list_push(c, out.u.l, seq.u.l->v[k]);
     out.kind = seq.kind;
     return out;
 }
@@ -423,26 +425,26 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
         switch (op) {
         case '+':
             if (fl)
-                return jv_float(fx + fy);
+                return jinja_float(fx + fy);
             if (__builtin_add_overflow(x, y, &r))
                 break;
-            return jv_int(r);
+            return jinja_int(r);
         case '-':
             if (fl)
-                return jv_float(fx - fy);
+                return jinja_float(fx - fy);
             if (__builtin_sub_overflow(x, y, &r))
                 break;
-            return jv_int(r);
+            return jinja_int(r);
         case '*':
             if (fl)
-                return jv_float(fx * fy);
+                return jinja_float(fx * fy);
             if (__builtin_mul_overflow(x, y, &r))
                 break;
-            return jv_int(r);
+            return jinja_int(r);
         case '/':
             if (fy == 0)
                 jinja_failc(c, HEARTH_EINVAL, "division by zero");
-            return jv_float(fx / fy);
+            return jinja_float(fx / fy);
         case 'F':
         case '%':
             if (fl ? fy == 0 : y == 0)
@@ -462,7 +464,7 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
                         fd += 1.0;
                 } else
                     fd = copysign(0.0, fx / fy);
-                return op == '%' ? jv_float(m) : jv_float(fd);
+                return op == '%' ? jinja_float(m) : jinja_float(fd);
             }
             if (x == INT64_MIN && y == -1)
                 break;
@@ -472,7 +474,7 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
                     q--;
                     m += y;
                 }
-                return op == '%' ? jv_int(m) : jv_int(q);
+                return op == '%' ? jinja_int(m) : jinja_int(q);
             }
         case 'P':
             if (!fl && y >= 0) {
@@ -483,13 +485,13 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
                     if (acc == 0 || acc == 1)
                         break;
                 }
-                return jv_int(acc);
+                return jinja_int(acc);
             }
             if (fx == 0 && fy < 0)
                 jinja_failc(c, HEARTH_EINVAL, "0.0 cannot be raised to a negative power");
             if (fx < 0 && fy != floor(fy)) /* Python answers with a complex number */
                 jinja_failc(c, HEARTH_EUNSUPPORTED, "complex numbers are not supported");
-            return jv_float(pow(fx, fy));
+            return jinja_float(pow(fx, fy));
         }
         jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
     }
@@ -508,29 +510,29 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
         char *p = jinja_alloc(&c->mem, a.u.s.len + b.u.s.len + 1);
         memcpy(p, a.u.s.p, a.u.s.len);
         memcpy(p + a.u.s.len, b.u.s.p, b.u.s.len);
-        struct jv r = jv_strn(p, a.u.s.len + b.u.s.len);
+        struct jv r = jinja_strn(p, a.u.s.len + b.u.s.len);
         r.safe      = a.safe && b.safe;
         return r;
     }
-    if (op == '+' && jv_is_seq(a) && a.kind == b.kind && a.form != JV_FORM_RANGE &&
+    if (op == '+' && jinja_is_seq(a) && a.kind == b.kind && a.form != JV_FORM_RANGE &&
         b.form != JV_FORM_RANGE) {
-        struct jv out = jv_list_new(c, a.u.l->n + b.u.l->n);
+        struct jv out = jinja_list_new(c, a.u.l->n + b.u.l->n);
         for (size_t i = 0; i < a.u.l->n; i++)
-            jv_list_push(c, out.u.l, a.u.l->v[i]);
+            jinja_list_push(c, out.u.l, a.u.l->v[i]);
         for (size_t i = 0; i < b.u.l->n; i++)
-            jv_list_push(c, out.u.l, b.u.l->v[i]);
+            jinja_list_push(c, out.u.l, b.u.l->v[i]);
         out.kind = a.kind;
         return out;
     }
-    bool rep_a = a.kind == JV_STR || (jv_is_seq(a) && a.form != JV_FORM_RANGE);
-    bool rep_b = b.kind == JV_STR || (jv_is_seq(b) && b.form != JV_FORM_RANGE);
+    bool rep_a = a.kind == JV_STR || (jinja_is_seq(a) && a.form != JV_FORM_RANGE);
+    bool rep_b = b.kind == JV_STR || (jinja_is_seq(b) && b.form != JV_FORM_RANGE);
     if (op == '*' && rep_a && (b.kind == JV_INT || b.kind == JV_BOOL))
         return repeat(c, a, ival(b));
     if (op == '*' && rep_b && (a.kind == JV_INT || a.kind == JV_BOOL))
         return repeat(c, b, ival(a));
-    if (op == '+' && (a.kind == JV_STR || (jv_is_seq(a) && a.form != JV_FORM_RANGE)))
-        jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s", jv_type_name(a),
-                    jv_type_name(b), jv_type_name(a));
+    if (op == '+' && (a.kind == JV_STR || (jinja_is_seq(a) && a.form != JV_FORM_RANGE)))
+        jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s",
+                    jinja_type_name(a), jinja_type_name(b), jinja_type_name(a));
     if (op == '%' && a.kind == JV_STR)
         return jinja_percent(c, a.u.s, b);
     bad_operands(c, ops, a, b);
@@ -538,13 +540,13 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
 
 static struct jv concat(struct jctx *c, struct jv a, struct jv b)
 {
-    struct jstr x = jv_to_str(c, a), y = jv_to_str(c, b);
+    struct jstr x = jinja_to_str(c, a), y = jinja_to_str(c, b);
     if (x.len + y.len > c->o.max_output)
         jinja_failc(c, HEARTH_ERANGE, "a string would pass %zu bytes", c->o.max_output);
     char *p = jinja_alloc(&c->mem, x.len + y.len + 1);
     memcpy(p, x.p, x.len);
     memcpy(p + x.len, y.p, y.len);
-    return jv_strn(p, x.len + y.len);
+    return jinja_strn(p, x.len + y.len);
 }
 
 static bool contains(struct jctx *c, struct jv hay, struct jv needle)
@@ -555,7 +557,7 @@ static bool contains(struct jctx *c, struct jv hay, struct jv needle)
     case JV_STR:
         if (needle.kind != JV_STR)
             jinja_failc(c, HEARTH_EINVAL, "'in <string>' requires string as left operand, not %s",
-                        jv_type_name(needle));
+                        jinja_type_name(needle));
         if (!needle.u.s.len)
             return true;
         return memmem(hay.u.s.p, hay.u.s.len, needle.u.s.p, needle.u.s.len) != NULL;
@@ -563,15 +565,16 @@ static bool contains(struct jctx *c, struct jv hay, struct jv needle)
     case JV_TUPLE:
     case JV_GEN:
         for (size_t i = 0; i < hay.u.l->n; i++)
-            if (jv_eq(hay.u.l->v[i], needle))
+            if (jinja_eq(hay.u.l->v[i], needle))
                 return true;
         return false;
     case JV_DICT:
         if (needle.kind == JV_LIST || needle.kind == JV_DICT || needle.kind == JV_NS)
-            jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jv_type_name(needle));
-        return jv_dict_get(hay.u.d, needle) != NULL;
+            jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jinja_type_name(needle));
+        return jinja_dict_get(hay.u.d, needle) != NULL;
     default:
-        jinja_failc(c, HEARTH_EINVAL, "argument of type '%s' is not iterable", jv_type_name(hay));
+        jinja_failc(c, HEARTH_EINVAL, "argument of type '%s' is not iterable",
+                    jinja_type_name(hay));
     }
 }
 
@@ -579,17 +582,17 @@ static bool compare(struct jctx *c, int op, struct jv a, struct jv b)
 {
     switch (op) {
     case '=':
-        return jv_eq(a, b);
+        return jinja_eq(a, b);
     case '!':
-        return !jv_eq(a, b);
+        return !jinja_eq(a, b);
     case '<':
-        return jv_cmp(c, a, b) < 0;
+        return jinja_cmp(c, a, b) < 0;
     case '>':
-        return jv_cmp(c, a, b) > 0;
+        return jinja_cmp(c, a, b) > 0;
     case 'l':
-        return jv_cmp(c, a, b) <= 0;
+        return jinja_cmp(c, a, b) <= 0;
     case 'g':
-        return jv_cmp(c, a, b) >= 0;
+        return jinja_cmp(c, a, b) >= 0;
     case 'i':
         return contains(c, b, a);
     default:
@@ -634,7 +637,7 @@ static struct jstr capture(struct jctx *c, const struct jnode *body, struct jsco
     c->out             = &buf;
     exec(c, body, s);
     c->out = saved;
-    return jb_str(&buf);
+    return jinja_buf_str(&buf);
 }
 
 static bool same_name(struct jstr a, struct jstr b)
@@ -657,8 +660,8 @@ static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
         jinja_failc(c, HEARTH_EINVAL, "macro '%.*s' takes not more than %d argument(s)",
                     (int)def->name.len, def->name.p, def->n_kw);
     struct jscope *sc = scope_new(c, m->scope);
-    struct jv kwargs  = jv_dict_new(c);
-    struct jv caller  = jv_undef("No caller defined");
+    struct jv kwargs  = jinja_dict_new(c);
+    struct jv caller  = jinja_undef("No caller defined");
     for (int k = 0; k < a->n_kw; k++) {
         int found = -1;
         for (int i = a->n_pos; i < def->n_kw; i++)
@@ -666,11 +669,12 @@ static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
                 found = i;
         if (found >= 0)
             continue;
-        if ((def->op & MACRO_CALLER) && js_eq(a->kw_names[k], "caller"))
+        if ((def->op & MACRO_CALLER) && jinja_str_is(a->kw_names[k], "caller"))
             caller = a->kw[k];
         else if (def->op & MACRO_KWARGS)
-            jv_dict_set(c, kwargs.u.d, jv_strn(a->kw_names[k].p, a->kw_names[k].len), a->kw[k]);
-        else if (js_eq(a->kw_names[k], "caller"))
+            jinja_dict_set(c, kwargs.u.d, jinja_strn(a->kw_names[k].p, a->kw_names[k].len),
+                           a->kw[k]);
+        else if (jinja_str_is(a->kw_names[k], "caller"))
             jinja_failc(c, HEARTH_EINVAL,
                         "macro '%.*s' was invoked with two values for the "
                         "special caller argument. This is most likely a bug.",
@@ -702,16 +706,16 @@ static struct jv call_macro(struct jctx *c, struct jmacro *m, struct jargs *a)
     if (def->op & MACRO_KWARGS)
         scope_set(c, sc, (struct jstr){"kwargs", 6}, kwargs);
     if (def->op & MACRO_VARARGS) {
-        struct jv rest = jv_list_new(c, 0);
+        struct jv rest = jinja_list_new(c, 0);
         for (int i = def->n_kw; i < a->n_pos; i++)
-            jv_list_push(c, rest.u.l, a->pos[i]);
+            jinja_list_push(c, rest.u.l, a->pos[i]);
         rest.kind = JV_TUPLE;
         scope_set(c, sc, (struct jstr){"varargs", 7}, rest);
     }
     c->depth++;
     struct jstr out = capture(c, def->b, sc);
     c->depth--;
-    return jv_strn(out.p, out.len);
+    return jinja_strn(out.p, out.len);
 }
 
 static struct jv call_loop(struct jctx *c, struct jloop *lp, struct jargs *a);
@@ -730,7 +734,7 @@ struct jv jinja_call(struct jctx *c, struct jv fn, struct jargs *a)
     case JV_UNDEF:
         jinja_undef_fail(c, fn);
     default:
-        jinja_failc(c, HEARTH_EINVAL, "'%s' object is not callable", jv_type_name(fn));
+        jinja_failc(c, HEARTH_EINVAL, "'%s' object is not callable", jinja_type_name(fn));
     }
 }
 
@@ -752,19 +756,19 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
         return lookup(c, s, n->name);
     case JN_LIST:
     case JN_TUPLE: {
-        struct jv l = jv_list_new(c, (size_t)n->n_kids);
+        struct jv l = jinja_list_new(c, (size_t)n->n_kids);
         for (int i = 0; i < n->n_kids; i++)
-            jv_list_push(c, l.u.l, eval(c, n->kids[i], s));
+            jinja_list_push(c, l.u.l, eval(c, n->kids[i], s));
         l.kind = n->kind == JN_LIST ? JV_LIST : JV_TUPLE;
         return l;
     }
     case JN_DICT: {
-        struct jv d = jv_dict_new(c);
+        struct jv d = jinja_dict_new(c);
         for (int i = 0; i + 1 < n->n_kids; i += 2) {
             struct jv k = eval(c, n->kids[i], s);
             if (k.kind == JV_LIST || k.kind == JV_DICT || k.kind == JV_NS)
-                jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jv_type_name(k));
-            jv_dict_set(c, d.u.d, k, eval(c, n->kids[i + 1], s));
+                jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jinja_type_name(k));
+            jinja_dict_set(c, d.u.d, k, eval(c, n->kids[i + 1], s));
         }
         return d;
     }
@@ -776,9 +780,9 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
     }
     case JN_SLICE: {
         struct jv obj = eval(c, n->a, s);
-        struct jv a   = n->b ? eval(c, n->b, s) : jv_none();
-        struct jv b   = n->c ? eval(c, n->c, s) : jv_none();
-        struct jv st  = n->d ? eval(c, n->d, s) : jv_none();
+        struct jv a   = n->b ? eval(c, n->b, s) : jinja_none();
+        struct jv b   = n->c ? eval(c, n->c, s) : jinja_none();
+        struct jv st  = n->d ? eval(c, n->d, s) : jinja_none();
         return do_slice(c, obj, a, b, st);
     }
     case JN_CALL: {
@@ -801,24 +805,24 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
         struct argbuf ab;
         eval_args(c, n, s, &a, &ab);
         bool r = jinja_test(c, n->name, v, &a);
-        return jv_bool(n->op ? !r : r);
+        return jinja_bool(n->op ? !r : r);
     }
     case JN_UNARY: {
         struct jv v = eval(c, n->a, s);
         if (n->op == '!')
-            return jv_bool(!jv_truthy(v));
+            return jinja_bool(!jinja_truthy(v));
         if (v.kind == JV_UNDEF)
             jinja_undef_fail(c, v);
         if (!numeric(v))
             jinja_failc(c, HEARTH_EINVAL, "bad operand type for unary %c: '%s'", n->op,
-                        jv_type_name(v));
+                        jinja_type_name(v));
         if (n->op == '+')
-            return v.kind == JV_BOOL ? jv_int(v.u.b) : v;
+            return v.kind == JV_BOOL ? jinja_int(v.u.b) : v;
         if (v.kind == JV_FLOAT)
-            return jv_float(-v.u.f);
+            return jinja_float(-v.u.f);
         if (ival(v) == INT64_MIN)
             jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
-        return jv_int(-ival(v));
+        return jinja_int(-ival(v));
     }
     case JN_BINOP: {
         struct jv a = eval(c, n->a, s);
@@ -832,21 +836,21 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
         for (int i = 0; i < n->n_kids; i++) {
             struct jv right = eval(c, n->kids[i], s);
             if (!compare(c, n->ops[i], left, right))
-                return jv_bool(false);
+                return jinja_bool(false);
             left = right;
         }
-        return jv_bool(true);
+        return jinja_bool(true);
     }
     case JN_AND: {
         struct jv a = eval(c, n->a, s);
-        return jv_truthy(a) ? eval(c, n->b, s) : a;
+        return jinja_truthy(a) ? eval(c, n->b, s) : a;
     }
     case JN_OR: {
         struct jv a = eval(c, n->a, s);
-        return jv_truthy(a) ? a : eval(c, n->b, s);
+        return jinja_truthy(a) ? a : eval(c, n->b, s);
     }
     case JN_COND:
-        if (jv_truthy(eval(c, n->a, s)))
+        if (jinja_truthy(eval(c, n->a, s)))
             return eval(c, n->b, s);
         if (n->c)
             return eval(c, n->c, s);
@@ -889,7 +893,7 @@ static bool lazy_range(struct jctx *c, const struct jnode *n, struct jscope *s, 
 {
     const struct jnode *call = n->a;
     if (n->d || call->kind != JN_CALL || call->a->kind != JN_NAME || call->n_kw ||
-        !js_eq(call->a->name, "range"))
+        !jinja_str_is(call->a->name, "range"))
         return false;
     struct jv fn = lookup(c, s, call->a->name);
     if (fn.kind != JV_FUNC || fn.u.i != jinja_global_find(call->a->name))
@@ -912,13 +916,13 @@ static enum flow run_for(struct jctx *c, const struct jnode *n, struct jscope *s
 {
     struct jloop *lp = jinja_alloc(&c->mem, sizeof *lp);
     lp->depth        = depth;
-    lp->last_changed = jv_undef(NULL);
+    lp->last_changed = jinja_undef(NULL);
     lp->node         = n;
     lp->scope        = s;
     if (it || !lazy_range(c, n, s, lp)) {
         struct jlist *items = jinja_iter(c, it ? *it : eval(c, n->a, s));
         if (n->d) { /* for x in y if cond: the condition sees the loop variables, not loop */
-            struct jv kept    = jv_list_new(c, 0);
+            struct jv kept    = jinja_list_new(c, 0);
             struct jscope *fs = NULL;
             for (size_t i = 0; i < items->n; i++) {
                 jinja_enter(c);
@@ -926,8 +930,8 @@ static enum flow run_for(struct jctx *c, const struct jnode *n, struct jscope *s
                     fs = scope_new(c, s);
                 fs->vars.n = 0;
                 assign(c, n, fs, items->v[i]);
-                if (jv_truthy(eval(c, n->d, fs)))
-                    jv_list_push(c, kept.u.l, items->v[i]);
+                if (jinja_truthy(eval(c, n->d, fs)))
+                    jinja_list_push(c, kept.u.l, items->v[i]);
                 jinja_leave(c);
             }
             items = kept.u.l;
@@ -979,7 +983,7 @@ static struct jv call_loop(struct jctx *c, struct jloop *lp, struct jargs *a)
     run_for(c, lp->node, lp->scope, &a->pos[0], lp->depth + 1);
     c->depth--;
     c->out = saved;
-    return jb_value(&buf);
+    return jinja_buf_value(&buf);
 }
 
 static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope *s)
@@ -993,15 +997,15 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
         }
         return FLOW_NEXT;
     case JN_TEXT:
-        jb_put(c, c->out, n->val.u.s.p, n->val.u.s.len);
+        jinja_buf_put(c, c->out, n->val.u.s.p, n->val.u.s.len);
         return FLOW_NEXT;
     case JN_PRINT: {
-        struct jstr t = jv_to_str(c, eval(c, n->a, s));
-        jb_put(c, c->out, t.p, t.len);
+        struct jstr t = jinja_to_str(c, eval(c, n->a, s));
+        jinja_buf_put(c, c->out, t.p, t.len);
         return FLOW_NEXT;
     }
     case JN_IF:
-        if (jv_truthy(eval(c, n->a, s)))
+        if (jinja_truthy(eval(c, n->a, s)))
             return exec(c, n->b, s);
         return n->c ? exec(c, n->c, s) : FLOW_NEXT;
     case JN_FOR:
@@ -1015,14 +1019,14 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
                             "line %d: cannot assign attribute on "
                             "non-namespace object",
                             n->line);
-            jv_dict_set(c, ns.u.d, jv_strn(n->attr.p, n->attr.len), v);
+            jinja_dict_set(c, ns.u.d, jinja_strn(n->attr.p, n->attr.len), v);
         } else
             assign(c, n, s, v);
         return FLOW_NEXT;
     }
     case JN_SETBLOCK: {
         struct jstr t = capture(c, n->b, s);
-        struct jv v   = jv_strn(t.p, t.len);
+        struct jv v   = jinja_strn(t.p, t.len);
         if (n->a)
             v = apply_filters(c, n->a, v, s);
         scope_set(c, s, n->name, v);
@@ -1030,8 +1034,8 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
     }
     case JN_FILTERBLK: {
         struct jstr t = capture(c, n->b, s);
-        struct jstr o = jv_to_str(c, apply_filters(c, n->a, jv_strn(t.p, t.len), s));
-        jb_put(c, c->out, o.p, o.len);
+        struct jstr o = jinja_to_str(c, apply_filters(c, n->a, jinja_strn(t.p, t.len), s));
+        jinja_buf_put(c, c->out, o.p, o.len);
         return FLOW_NEXT;
     }
     case JN_MACRO: {
@@ -1063,8 +1067,8 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
         }
         b.kw_names[a.n_kw] = (struct jstr){"caller", 6};
         b.kw[b.n_kw++]     = (struct jv){.kind = JV_MACRO, .u.m = m};
-        struct jstr t      = jv_to_str(c, jinja_call(c, fn, &b));
-        jb_put(c, c->out, t.p, t.len);
+        struct jstr t      = jinja_to_str(c, jinja_call(c, fn, &b));
+        jinja_buf_put(c, c->out, t.p, t.len);
         return FLOW_NEXT;
     }
     case JN_WITH: {
@@ -1078,8 +1082,8 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
     case JN_CONTINUE:
         return FLOW_CONTINUE;
     default: {
-        struct jstr t = jv_to_str(c, eval(c, n, s));
-        jb_put(c, c->out, t.p, t.len);
+        struct jstr t = jinja_to_str(c, eval(c, n, s));
+        jinja_buf_put(c, c->out, t.p, t.len);
         return FLOW_NEXT;
     }
     }
@@ -1169,7 +1173,8 @@ enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *var
     if (vars && cJSON_IsObject(vars))
         for (const cJSON *e = vars->child; e; e = e->next)
             if (e->string)
-                jv_dict_set(c, &c->globals->vars, jv_cstr(e->string), jv_from_cjson(c, e, 0));
+                jinja_dict_set(c, &c->globals->vars, jinja_cstr(e->string),
+                               jinja_from_cjson(c, e, 0));
     struct jscope *root = scope_new(c, c->globals);
     struct jbuf buf     = {0};
     c->out              = &buf;

@@ -115,55 +115,55 @@ struct jmethod {
 
 struct jctx;
 
-struct jv jv_none(void);
-struct jv jv_bool(bool b);
-struct jv jv_int(int64_t i);
-struct jv jv_float(double f);
-struct jv jv_cstr(const char *s); /* s must outlive the value */
-struct jv jv_strn(const char *s, size_t len);
-struct jv jv_undef(const char *msg);
-struct jv jv_list_new(struct jctx *c, size_t cap);
-struct jv jv_dict_new(struct jctx *c);
-void jv_list_push(struct jctx *c, struct jlist *l, struct jv v);
-struct jv *jv_dict_get(const struct jdict *d, struct jv key); /* NULL if absent */
-struct jv *jv_dict_gets(const struct jdict *d, const char *key, size_t len);
-void jv_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
+struct jv jinja_none(void);
+struct jv jinja_bool(bool b);
+struct jv jinja_int(int64_t i);
+struct jv jinja_float(double f);
+struct jv jinja_cstr(const char *s); /* s must outlive the value */
+struct jv jinja_strn(const char *s, size_t len);
+struct jv jinja_undef(const char *msg);
+struct jv jinja_list_new(struct jctx *c, size_t cap);
+struct jv jinja_dict_new(struct jctx *c);
+void jinja_list_push(struct jctx *c, struct jlist *l, struct jv v);
+struct jv *jinja_dict_get(const struct jdict *d, struct jv key); /* NULL if absent */
+struct jv *jinja_dict_gets(const struct jdict *d, const char *key, size_t len);
+void jinja_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
 
-bool jv_is_seq(struct jv v); /* list or tuple */
+bool jinja_is_seq(struct jv v); /* list or tuple */
 #define JV_FORM_RANGE 3
-bool jv_truthy(struct jv v);
-bool jv_eq(struct jv a, struct jv b); /* containers nested past 200 levels compare unequal */
+bool jinja_truthy(struct jv v);
+bool jinja_eq(struct jv a, struct jv b); /* containers nested past 200 levels compare unequal */
 /* <0, 0, >0 as Python's <; fails (TypeError) on unorderable kinds, ERANGE past 200 levels. */
-int jv_cmp(struct jctx *c, struct jv a, struct jv b);
-const char *jv_type_name(struct jv v); /* Python's type name: "str", "dict", ... */
+int jinja_cmp(struct jctx *c, struct jv a, struct jv b);
+const char *jinja_type_name(struct jv v); /* Python's type name: "str", "dict", ... */
 
 /* Python str(v) and repr(v), as new strings in the arena. */
-struct jstr jv_to_str(struct jctx *c, struct jv v);
-struct jstr jv_to_repr(struct jctx *c, struct jv v);
+struct jstr jinja_to_str(struct jctx *c, struct jv v);
+struct jstr jinja_to_repr(struct jctx *c, struct jv v);
 /* json.dumps(v, ensure_ascii, indent (NULL or a string), item_sep, key_sep, sort_keys). */
-struct jstr jv_to_json(struct jctx *c, struct jv v, bool ensure_ascii, const struct jstr *indent,
-                       struct jstr item_sep, struct jstr key_sep, bool sort_keys);
-struct jv jv_from_cjson(struct jctx *c, const cJSON *j, int depth);
+struct jstr jinja_to_json(struct jctx *c, struct jv v, bool ensure_ascii, const struct jstr *indent,
+                          struct jstr item_sep, struct jstr key_sep, bool sort_keys);
+struct jv jinja_from_cjson(struct jctx *c, const cJSON *j, int depth);
 
 /* UTF-8: code points in s, and the byte offset of code point i (clamped to len). */
-size_t ju_count(struct jstr s);
-size_t ju_offset(struct jstr s, size_t i);
-size_t ju_decode(const char *p, size_t n, uint32_t *cp); /* bytes of one code point, >= 1 */
+size_t jinja_utf8_count(struct jstr s);
+size_t jinja_utf8_offset(struct jstr s, size_t i);
+size_t jinja_utf8_decode(const char *p, size_t n, uint32_t *cp); /* bytes of one code point, >= 1 */
 
 /* A growable byte buffer in the arena, bounded by max_output. */
 struct jbuf {
     char *p;
     size_t len, cap;
 };
-void jb_put(struct jctx *c, struct jbuf *b, const char *s, size_t n);
-void jb_puts(struct jctx *c, struct jbuf *b, const char *s);
-void jb_printf(struct jctx *c, struct jbuf *b, const char *fmt, ...)
+void jinja_buf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n);
+void jinja_buf_puts(struct jctx *c, struct jbuf *b, const char *s);
+void jinja_buf_printf(struct jctx *c, struct jbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-struct jstr jb_str(struct jbuf *b);
+struct jstr jinja_buf_str(struct jbuf *b);
 /* The buffer's text as a string value. */
-static inline struct jv jb_value(struct jbuf *b)
+static inline struct jv jinja_buf_value(struct jbuf *b)
 {
-    return jv_strn(b->p ? b->p : "", b->len);
+    return jinja_strn(b->p ? b->p : "", b->len);
 }
 
 /* ------------------------------------------------------------ syntax tree --- */
@@ -369,7 +369,7 @@ struct jv jinja_percent(struct jctx *c, struct jstr fmt, struct jv args);
 /* Iterable as a list (list, tuple: itself; dict: keys; str: characters; undefined: empty). */
 struct jlist *jinja_iter(struct jctx *c, struct jv v);
 
-static inline bool js_eq(struct jstr s, const char *lit)
+static inline bool jinja_str_is(struct jstr s, const char *lit)
 {
     size_t i = 0;
     for (; i < s.len; i++)

@@ -52,12 +52,12 @@ static void next(struct parser *P)
 
 static bool is_op(const struct jtok *t, const char *op)
 {
-    return t->kind == JT_OP && js_eq(t->s, op);
+    return t->kind == JT_OP && jinja_str_is(t->s, op);
 }
 
 static bool is_name(const struct jtok *t, const char *name)
 {
-    return t->kind == JT_NAME && js_eq(t->s, name);
+    return t->kind == JT_NAME && jinja_str_is(t->s, name);
 }
 
 static void expect_op(struct parser *P, const char *op)
@@ -299,7 +299,7 @@ static struct jnode *parse_postfix(struct parser *P, struct jnode *n)
                 struct jnode *g = node(P, JN_GETITEM, t->line);
                 g->a            = n;
                 g->b            = node(P, JN_CONST, t->line);
-                g->b->val       = jv_int(a->i);
+                g->b->val       = jinja_int(a->i);
                 n               = g;
             } else
                 fail_at(P, a, "expected an attribute name after '.'");
@@ -348,19 +348,19 @@ static struct jnode *parse_primary(struct parser *P)
     switch (t->kind) {
     case JT_NAME:
         n = node(P, JN_CONST, t->line);
-        if (js_eq(t->s, "true") || js_eq(t->s, "True"))
-            n->val = jv_bool(true);
-        else if (js_eq(t->s, "false") || js_eq(t->s, "False"))
-            n->val = jv_bool(false);
-        else if (js_eq(t->s, "none") || js_eq(t->s, "None"))
-            n->val = jv_none();
+        if (jinja_str_is(t->s, "true") || jinja_str_is(t->s, "True"))
+            n->val = jinja_bool(true);
+        else if (jinja_str_is(t->s, "false") || jinja_str_is(t->s, "False"))
+            n->val = jinja_bool(false);
+        else if (jinja_str_is(t->s, "none") || jinja_str_is(t->s, "None"))
+            n->val = jinja_none();
         else {
             n->kind = JN_NAME;
             n->name = t->s;
-            P->refs |= js_eq(t->s, "caller")    ? MACRO_CALLER
-                       : js_eq(t->s, "kwargs")  ? MACRO_KWARGS
-                       : js_eq(t->s, "varargs") ? MACRO_VARARGS
-                                                : 0;
+            P->refs |= jinja_str_is(t->s, "caller")    ? MACRO_CALLER
+                       : jinja_str_is(t->s, "kwargs")  ? MACRO_KWARGS
+                       : jinja_str_is(t->s, "varargs") ? MACRO_VARARGS
+                                                       : 0;
         }
         next(P);
         break;
@@ -377,17 +377,17 @@ static struct jnode *parse_primary(struct parser *P)
             next(P);
         }
         n      = node(P, JN_CONST, t->line);
-        n->val = jv_strn(s.p, s.len);
+        n->val = jinja_strn(s.p, s.len);
         break;
     }
     case JT_INT:
         n      = node(P, JN_CONST, t->line);
-        n->val = jv_int(t->i);
+        n->val = jinja_int(t->i);
         next(P);
         break;
     case JT_FLOAT:
         n      = node(P, JN_CONST, t->line);
-        n->val = jv_float(t->f);
+        n->val = jinja_float(t->f);
         next(P);
         break;
     case JT_OP:
@@ -689,12 +689,12 @@ static struct jnode *parse_if(struct parser *P, int line)
     n->b           = parse_body(P, END_IF);
     struct jtok *t = cur(P);
     next(P);
-    if (js_eq(t->s, "elif")) {
+    if (jinja_str_is(t->s, "elif")) {
         n->c    = parse_if(P, t->line);
         P->soft = soft;
         return n;
     }
-    if (js_eq(t->s, "else")) {
+    if (jinja_str_is(t->s, "else")) {
         expect_block_end(P);
         n->c = parse_body(P, (const char *const[]){"endif", NULL});
         next(P);
@@ -728,7 +728,7 @@ static struct jnode *parse_for(struct parser *P, int line)
     P->loops--;
     struct jtok *t = cur(P);
     next(P);
-    if (js_eq(t->s, "else")) {
+    if (jinja_str_is(t->s, "else")) {
         expect_block_end(P);
         n->c = parse_body(P, END_FOR2);
         next(P);
@@ -887,25 +887,25 @@ static struct jnode *parse_statement(struct parser *P)
     if (t->kind != JT_NAME)
         fail_at(P, t, "tag name expected");
     next(P);
-    if (js_eq(t->s, "if"))
+    if (jinja_str_is(t->s, "if"))
         return parse_if(P, t->line);
-    if (js_eq(t->s, "for"))
+    if (jinja_str_is(t->s, "for"))
         return parse_for(P, t->line);
-    if (js_eq(t->s, "set"))
+    if (jinja_str_is(t->s, "set"))
         return parse_set(P, t->line);
-    if (js_eq(t->s, "macro"))
+    if (jinja_str_is(t->s, "macro"))
         return parse_macro(P, t->line);
-    if (js_eq(t->s, "call"))
+    if (jinja_str_is(t->s, "call"))
         return parse_call_block(P, t->line);
-    if (js_eq(t->s, "with"))
+    if (jinja_str_is(t->s, "with"))
         return parse_with(P, t->line);
-    if (js_eq(t->s, "break") || js_eq(t->s, "continue")) {
+    if (jinja_str_is(t->s, "break") || jinja_str_is(t->s, "continue")) {
         if (!P->loops)
             fail_at(P, t, "'break' or 'continue' outside a loop");
         expect_block_end(P);
-        return node(P, js_eq(t->s, "break") ? JN_BREAK : JN_CONTINUE, t->line);
+        return node(P, jinja_str_is(t->s, "break") ? JN_BREAK : JN_CONTINUE, t->line);
     }
-    if (js_eq(t->s, "filter")) {
+    if (jinja_str_is(t->s, "filter")) {
         struct jnode *n = node(P, JN_FILTERBLK, t->line);
         n->a            = parse_filter_chain(P);
         expect_block_end(P);
@@ -917,7 +917,7 @@ static struct jnode *parse_statement(struct parser *P)
         expect_block_end(P);
         return n;
     }
-    if (js_eq(t->s, "generation")) {
+    if (jinja_str_is(t->s, "generation")) {
         expect_block_end(P);
         struct jnode *n = parse_body(P, END_GEN);
         next(P);
@@ -954,7 +954,7 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends)
         }
         if (t->kind == JT_DATA) {
             struct jnode *n = node(P, JN_TEXT, t->line);
-            n->val          = jv_strn(t->s.p, t->s.len);
+            n->val          = jinja_strn(t->s.p, t->s.len);
             nvec_push(P, &v, n);
             next(P);
         } else if (t->kind == JT_VAR_BEGIN) {
@@ -971,7 +971,7 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends)
             if (ends && name->kind == JT_NAME) {
                 bool end = false;
                 for (int i = 0; ends[i]; i++)
-                    end |= js_eq(name->s, ends[i]);
+                    end |= jinja_str_is(name->s, ends[i]);
                 if (end)
                     break;
             }

@@ -25,7 +25,7 @@ static bool in_set(struct jstr set, uint32_t cp)
 {
     for (size_t i = 0; i < set.len;) {
         uint32_t x;
-        i += ju_decode(set.p + i, set.len - i, &x);
+        i += jinja_utf8_decode(set.p + i, set.len - i, &x);
         if (x == cp)
             return true;
     }
@@ -38,7 +38,7 @@ struct jstr jinja_strip(struct jstr s, const struct jstr *chars, bool left, bool
     size_t a = 0, b = s.len;
     while (left && a < b) {
         uint32_t cp;
-        size_t k = ju_decode(s.p + a, b - a, &cp);
+        size_t k = jinja_utf8_decode(s.p + a, b - a, &cp);
         if (chars ? !in_set(*chars, cp) : !py_space(cp))
             break;
         a += k;
@@ -48,7 +48,7 @@ struct jstr jinja_strip(struct jstr s, const struct jstr *chars, bool left, bool
         while (st > a && ((unsigned char)s.p[st] & 0xc0) == 0x80)
             st--;
         uint32_t cp;
-        ju_decode(s.p + st, b - st, &cp);
+        jinja_utf8_decode(s.p + st, b - st, &cp);
         if (chars ? !in_set(*chars, cp) : !py_space(cp))
             break;
         b = st;
@@ -152,14 +152,14 @@ static void put_case(struct jctx *c, struct jbuf *b, struct jstr s, size_t *i, b
                      uint32_t *cp_out)
 {
     uint32_t cp;
-    size_t k = ju_decode(s.p + *i, s.len - *i, &cp);
+    size_t k = jinja_utf8_decode(s.p + *i, s.len - *i, &cp);
     char tmp[4];
     if (k == 1 && cp >= 0x80) /* a stray byte stays as it is */
-        jb_put(c, b, s.p + *i, 1);
+        jinja_buf_put(c, b, s.p + *i, 1);
     else if (upper && cp == 0xdf)
-        jb_put(c, b, "SS", 2);
+        jinja_buf_put(c, b, "SS", 2);
     else
-        jb_put(c, b, tmp, put_cp(tmp, to_case(cp, upper)));
+        jinja_buf_put(c, b, tmp, put_cp(tmp, to_case(cp, upper)));
     *i += k;
     *cp_out = cp;
 }
@@ -171,7 +171,7 @@ struct jv jinja_case(struct jctx *c, struct jstr s, int mode)
     bool prev_cased = false;
     for (size_t i = 0; i < s.len;) {
         uint32_t cp;
-        ju_decode(s.p + i, s.len - i, &cp);
+        jinja_utf8_decode(s.p + i, s.len - i, &cp);
         bool upper;
         switch (mode) {
         case 'u':
@@ -193,7 +193,7 @@ struct jv jinja_case(struct jctx *c, struct jstr s, int mode)
         put_case(c, &b, s, &i, upper, &cp);
         prev_cased = cased(cp);
     }
-    return jv_strn(b.p ? b.p : "", b.len);
+    return jinja_strn(b.p ? b.p : "", b.len);
 }
 
 /* jinja2's title filter: words split on whitespace, dashes and brackets. */
@@ -207,13 +207,13 @@ struct jv jinja_title(struct jctx *c, struct jstr s)
                    ch == '(' || ch == ')' || ch == '{' || ch == '}';
         uint32_t cp;
         if (sep) {
-            jb_put(c, &b, &ch, 1);
+            jinja_buf_put(c, &b, &ch, 1);
             i++;
         } else
             put_case(c, &b, s, &i, start, &cp);
         start = sep;
     }
-    return jb_value(&b);
+    return jinja_buf_value(&b);
 }
 
 static const char *find(struct jstr h, struct jstr n, size_t from)
@@ -235,54 +235,54 @@ struct jv jinja_replace(struct jctx *c, struct jstr s, struct jstr old, struct j
         for (;;) {
             if (count >= 0 && done >= count)
                 break;
-            jb_put(c, &b, new.p, new.len);
+            jinja_buf_put(c, &b, new.p, new.len);
             done++;
             if (i >= s.len)
                 break;
             uint32_t cp;
-            size_t k = ju_decode(s.p + i, s.len - i, &cp);
-            jb_put(c, &b, s.p + i, k);
+            size_t k = jinja_utf8_decode(s.p + i, s.len - i, &cp);
+            jinja_buf_put(c, &b, s.p + i, k);
             i += k;
         }
-        jb_put(c, &b, s.p + i, s.len - i);
-        return jb_value(&b);
+        jinja_buf_put(c, &b, s.p + i, s.len - i);
+        return jinja_buf_value(&b);
     }
     for (;;) {
         const char *f = count >= 0 && done >= count ? NULL : find(s, old, i);
         if (!f) {
-            jb_put(c, &b, s.p + i, s.len - i);
+            jinja_buf_put(c, &b, s.p + i, s.len - i);
             break;
         }
-        jb_put(c, &b, s.p + i, (size_t)(f - (s.p + i)));
-        jb_put(c, &b, new.p, new.len);
+        jinja_buf_put(c, &b, s.p + i, (size_t)(f - (s.p + i)));
+        jinja_buf_put(c, &b, new.p, new.len);
         i = (size_t)(f - s.p) + old.len;
         done++;
     }
-    return jb_value(&b);
+    return jinja_buf_value(&b);
 }
 
 static struct jv split(struct jctx *c, struct jstr s, struct jv sepv, int64_t maxsplit, bool right)
 {
-    struct jv out = jv_list_new(c, 0);
+    struct jv out = jinja_list_new(c, 0);
     if (sepv.kind == JV_NONE || sepv.kind == JV_UNDEF) {
         /* runs of whitespace; no empty strings */
-        struct jv parts = jv_list_new(c, 0);
+        struct jv parts = jinja_list_new(c, 0);
         size_t i        = 0;
         while (i < s.len) {
             uint32_t cp;
-            size_t k = ju_decode(s.p + i, s.len - i, &cp);
+            size_t k = jinja_utf8_decode(s.p + i, s.len - i, &cp);
             if (py_space(cp)) {
                 i += k;
                 continue;
             }
             size_t st = i;
             while (i < s.len) {
-                k = ju_decode(s.p + i, s.len - i, &cp);
+                k = jinja_utf8_decode(s.p + i, s.len - i, &cp);
                 if (py_space(cp))
                     break;
                 i += k;
             }
-            jv_list_push(c, parts.u.l, jv_strn(s.p + st, i - st));
+            jinja_list_push(c, parts.u.l, jinja_strn(s.p + st, i - st));
         }
         if (maxsplit < 0 || (size_t)maxsplit + 1 >= parts.u.l->n)
             return parts;
@@ -290,15 +290,15 @@ static struct jv split(struct jctx *c, struct jstr s, struct jv sepv, int64_t ma
         struct jlist *p = parts.u.l;
         if (!right) {
             for (int64_t k = 0; k < maxsplit; k++)
-                jv_list_push(c, out.u.l, p->v[k]);
+                jinja_list_push(c, out.u.l, p->v[k]);
             const char *rest = p->v[maxsplit].u.s.p; /* keeps its trailing whitespace */
-            jv_list_push(c, out.u.l, jv_strn(rest, (size_t)(s.p + s.len - rest)));
+            jinja_list_push(c, out.u.l, jinja_strn(rest, (size_t)(s.p + s.len - rest)));
         } else {
             size_t keep    = p->n - (size_t)maxsplit;
             struct jv last = p->v[keep - 1];
-            jv_list_push(c, out.u.l, jv_strn(s.p, (size_t)(last.u.s.p + last.u.s.len - s.p)));
+            jinja_list_push(c, out.u.l, jinja_strn(s.p, (size_t)(last.u.s.p + last.u.s.len - s.p)));
             for (size_t k = keep; k < p->n; k++)
-                jv_list_push(c, out.u.l, p->v[k]);
+                jinja_list_push(c, out.u.l, p->v[k]);
         }
         return out;
     }
@@ -311,15 +311,15 @@ static struct jv split(struct jctx *c, struct jstr s, struct jv sepv, int64_t ma
             const char *f = find(s, sep, i);
             if (!f)
                 break;
-            jv_list_push(c, out.u.l, jv_strn(s.p + i, (size_t)(f - s.p) - i));
+            jinja_list_push(c, out.u.l, jinja_strn(s.p + i, (size_t)(f - s.p) - i));
             i = (size_t)(f - s.p) + sep.len;
         }
-        jv_list_push(c, out.u.l, jv_strn(s.p + i, s.len - i));
+        jinja_list_push(c, out.u.l, jinja_strn(s.p + i, s.len - i));
         return out;
     }
     /* rsplit: collect from the right, then reverse */
     size_t end    = s.len;
-    struct jv rev = jv_list_new(c, 0);
+    struct jv rev = jinja_list_new(c, 0);
     for (int64_t n = 0; maxsplit < 0 || n < maxsplit; n++) {
         const char *f = NULL;
         for (size_t k = end; k >= sep.len; k--)
@@ -329,27 +329,27 @@ static struct jv split(struct jctx *c, struct jstr s, struct jv sepv, int64_t ma
             }
         if (!f)
             break;
-        jv_list_push(c, rev.u.l, jv_strn(f + sep.len, end - (size_t)(f - s.p) - sep.len));
+        jinja_list_push(c, rev.u.l, jinja_strn(f + sep.len, end - (size_t)(f - s.p) - sep.len));
         end = (size_t)(f - s.p);
     }
-    jv_list_push(c, rev.u.l, jv_strn(s.p, end));
+    jinja_list_push(c, rev.u.l, jinja_strn(s.p, end));
     for (size_t k = rev.u.l->n; k-- > 0;)
-        jv_list_push(c, out.u.l, rev.u.l->v[k]);
+        jinja_list_push(c, out.u.l, rev.u.l->v[k]);
     return out;
 }
 
 /* str.jinja_splitlines(keepends=False). */
 struct jlist *jinja_splitlines(struct jctx *c, struct jstr s)
 {
-    struct jv out = jv_list_new(c, 0);
+    struct jv out = jinja_list_new(c, 0);
     size_t i = 0, st = 0;
     while (i < s.len) {
         uint32_t cp;
-        size_t k = ju_decode(s.p + i, s.len - i, &cp);
+        size_t k = jinja_utf8_decode(s.p + i, s.len - i, &cp);
         bool nl  = cp == '\n' || cp == '\r' || cp == '\v' || cp == '\f' ||
                   (cp >= 0x1c && cp <= 0x1e) || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
         if (nl) {
-            jv_list_push(c, out.u.l, jv_strn(s.p + st, i - st));
+            jinja_list_push(c, out.u.l, jinja_strn(s.p + st, i - st));
             if (cp == '\r' && i + 1 < s.len && s.p[i + 1] == '\n')
                 k++;
             st = i + k;
@@ -357,13 +357,13 @@ struct jlist *jinja_splitlines(struct jctx *c, struct jstr s)
         i += k;
     }
     if (st < s.len)
-        jv_list_push(c, out.u.l, jv_strn(s.p + st, s.len - st));
+        jinja_list_push(c, out.u.l, jinja_strn(s.p + st, s.len - st));
     return out.u.l;
 }
 
 static bool affix(struct jctx *c, struct jstr s, struct jv p, bool suffix)
 {
-    if (jv_is_seq(p)) {
+    if (jinja_is_seq(p)) {
         for (size_t i = 0; i < p.u.l->n; i++)
             if (affix(c, s, p.u.l->v[i], suffix))
                 return true;
@@ -403,27 +403,27 @@ static struct jstr format_spec(struct jctx *c, struct jv v, struct jstr t, struc
     if (type == 'f' || (num && prec >= 0)) {
         if (v.kind != JV_INT && v.kind != JV_FLOAT)
             jinja_failc(c, HEARTH_EINVAL, "Unknown format code 'f' for object of type '%s'",
-                        jv_type_name(v));
+                        jinja_type_name(v));
         struct jbuf nb = {0};
-        jb_printf(c, &nb, "%.*f", (int)(prec < 0 ? 6 : prec),
-                  v.kind == JV_INT ? (double)v.u.i : v.u.f);
-        t = jb_str(&nb);
+        jinja_buf_printf(c, &nb, "%.*f", (int)(prec < 0 ? 6 : prec),
+                         v.kind == JV_INT ? (double)v.u.i : v.u.f);
+        t = jinja_buf_str(&nb);
     } else if (prec >= 0 && !num) {
-        t.len = ju_offset(t, (size_t)prec);
+        t.len = jinja_utf8_offset(t, (size_t)prec);
     }
     if (!align)
         align = num ? '>' : '<';
-    int64_t pad = width - (int64_t)ju_count(t);
+    int64_t pad = width - (int64_t)jinja_utf8_count(t);
     if (pad <= 0)
         return t;
     int64_t left  = align == '>' ? pad : align == '^' ? pad / 2 : 0;
     struct jbuf o = {0};
     for (int64_t k = 0; k < left; k++)
-        jb_put(c, &o, &fill, 1);
-    jb_put(c, &o, t.p, t.len);
+        jinja_buf_put(c, &o, &fill, 1);
+    jinja_buf_put(c, &o, t.p, t.len);
     for (int64_t k = left; k < pad; k++)
-        jb_put(c, &o, &fill, 1);
-    return jb_str(&o);
+        jinja_buf_put(c, &o, &fill, 1);
+    return jinja_buf_str(&o);
 }
 
 /* str.format with {}, {0}, {name}, !r / !s conversions and {{ }} escapes. */
@@ -438,15 +438,15 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
                 i++;
             else
                 jinja_failc(c, HEARTH_EINVAL, "Single '}' encountered in format string");
-            jb_put(c, &b, "}", 1);
+            jinja_buf_put(c, &b, "}", 1);
             continue;
         }
         if (ch != '{') {
-            jb_put(c, &b, &ch, 1);
+            jinja_buf_put(c, &b, &ch, 1);
             continue;
         }
         if (i + 1 < f.len && f.p[i + 1] == '{') {
-            jb_put(c, &b, "{", 1);
+            jinja_buf_put(c, &b, "{", 1);
             i++;
             continue;
         }
@@ -496,30 +496,30 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
             if (!found)
                 jinja_failc(c, HEARTH_EINVAL, "'%.*s'", (int)field.len, field.p);
         }
-        struct jstr t = conv == 'r' ? jv_to_repr(c, v) : jv_to_str(c, v);
+        struct jstr t = conv == 'r' ? jinja_to_repr(c, v) : jinja_to_str(c, v);
         if (spec.len)
             t = format_spec(c, v, t, spec, conv != 0);
-        jb_put(c, &b, t.p, t.len);
+        jinja_buf_put(c, &b, t.p, t.len);
     }
-    return jb_value(&b);
+    return jinja_buf_value(&b);
 }
 
 struct jv jinja_pad(struct jctx *c, struct jstr s, int64_t width, struct jstr fill, int mode)
 {
-    int64_t n = (int64_t)ju_count(s);
+    int64_t n = (int64_t)jinja_utf8_count(s);
     if (width <= n)
-        return jv_strn(s.p, s.len);
+        return jinja_strn(s.p, s.len);
     if ((uint64_t)width > c->o.max_output)
         jinja_failc(c, HEARTH_ERANGE, "a padded string would pass %zu bytes", c->o.max_output);
     int64_t pad   = width - n;
     int64_t left  = mode == 'c' ? pad / 2 + (pad & width & 1) : mode == 'r' ? pad : 0;
     struct jbuf b = {0};
     for (int64_t i = 0; i < left; i++)
-        jb_put(c, &b, fill.p, fill.len);
-    jb_put(c, &b, s.p, s.len);
+        jinja_buf_put(c, &b, fill.p, fill.len);
+    jinja_buf_put(c, &b, s.p, s.len);
     for (int64_t i = left; i < pad; i++)
-        jb_put(c, &b, fill.p, fill.len);
-    return jb_value(&b);
+        jinja_buf_put(c, &b, fill.p, fill.len);
+    return jinja_buf_value(&b);
 }
 
 struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
@@ -530,12 +530,12 @@ struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
     size_t next = 0;
     for (size_t i = 0; i < f.len; i++) {
         if (f.p[i] != '%') {
-            jb_put(c, &b, f.p + i, 1);
+            jinja_buf_put(c, &b, f.p + i, 1);
             continue;
         }
         char conv = i + 1 < f.len ? f.p[++i] : 0;
         if (conv == '%') {
-            jb_put(c, &b, "%", 1);
+            jinja_buf_put(c, &b, "%", 1);
             continue;
         }
         if (!strchr("sdir", conv) || !conv)
@@ -545,25 +545,25 @@ struct jv jinja_percent(struct jctx *c, struct jstr f, struct jv args)
         struct jv v = l->v[next++];
         struct jstr t;
         if (conv == 'r')
-            t = jv_to_repr(c, v);
+            t = jinja_to_repr(c, v);
         else if (conv == 's')
-            t = jv_to_str(c, v);
+            t = jinja_to_str(c, v);
         else {
             if (v.kind == JV_FLOAT)
-                v = jv_int((int64_t)v.u.f);
+                v = jinja_int((int64_t)v.u.f);
             if (v.kind != JV_INT && v.kind != JV_BOOL)
                 jinja_failc(c, HEARTH_EINVAL, "%%%c format: a real number is required, not %s",
-                            conv, jv_type_name(v));
-            t = jv_to_str(c, v.kind == JV_BOOL ? jv_int(v.u.b) : v);
+                            conv, jinja_type_name(v));
+            t = jinja_to_str(c, v.kind == JV_BOOL ? jinja_int(v.u.b) : v);
         }
-        jb_put(c, &b, t.p, t.len);
+        jinja_buf_put(c, &b, t.p, t.len);
     }
     /* Python skips this check when the argument is a mapping by its protocol: dicts, and
        lists too (they have __getitem__) */
     bool mapping = args.kind == JV_DICT || args.kind == JV_LIST || args.kind == JV_UNDEF;
     if (next < l->n && !mapping)
         jinja_failc(c, HEARTH_EINVAL, "not all arguments converted during string formatting");
-    return jb_value(&b);
+    return jinja_buf_value(&b);
 }
 
 /* ---------------------------------------------------------------- methods --- */
@@ -585,7 +585,7 @@ static const char *const list_unsafe[]  = {"append", "extend", "insert",  "pop",
 const char *jinja_name_in(const char *const *t, struct jstr name)
 {
     for (int i = 0; t[i]; i++)
-        if (js_eq(name, t[i]))
+        if (jinja_str_is(name, t[i]))
             return t[i];
     return NULL;
 }
@@ -606,9 +606,9 @@ const char *jinja_method_find(struct jv obj, struct jstr name, bool *unsafe)
             *unsafe = true;
         return m ? m : jinja_name_in(list_methods, name);
     case JV_TUPLE:
-        return name.len == 5 && js_eq(name, "index") ? "index"
-               : js_eq(name, "count")                ? "count"
-                                                     : NULL;
+        return name.len == 5 && jinja_str_is(name, "index") ? "index"
+               : jinja_str_is(name, "count")                ? "count"
+                                                            : NULL;
     default:
         return NULL;
     }
@@ -664,12 +664,12 @@ static int64_t str_find(struct jctx *c, struct jstr s, struct jstr sub, bool rev
             }
     if (!hit)
         return -1;
-    return (int64_t)ju_count((struct jstr){s.p, (size_t)(hit - s.p)});
+    return (int64_t)jinja_utf8_count((struct jstr){s.p, (size_t)(hit - s.p)});
 }
 
 static struct jv str_method(struct jctx *c, struct jstr s, const char *name, struct jargs *a)
 {
-    struct jv none = jv_none();
+    struct jv none = jinja_none();
     if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip")) {
         struct jv ch = jinja_arg(a, 0, "chars", none);
         struct jstr set;
@@ -677,28 +677,28 @@ static struct jv str_method(struct jctx *c, struct jstr s, const char *name, str
             set = jinja_need_str(c, ch, "strip arg");
         struct jstr r =
             jinja_strip(s, ch.kind == JV_NONE ? NULL : &set, name[0] != 'r', name[0] != 'l');
-        return jv_strn(r.p, r.len);
+        return jinja_strn(r.p, r.len);
     }
     if (!strcmp(name, "split") || !strcmp(name, "rsplit"))
         return split(c, s, jinja_arg(a, 0, "sep", none),
-                     jinja_need_int(c, jinja_arg(a, 1, "maxsplit", jv_int(-1)), "maxsplit"),
+                     jinja_need_int(c, jinja_arg(a, 1, "maxsplit", jinja_int(-1)), "maxsplit"),
                      name[0] == 'r');
     if (!strcmp(name, "splitlines"))
         return (struct jv){.kind = JV_LIST, .u.l = jinja_splitlines(c, s)};
     if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
         struct jv st = jinja_arg(a, 1, NULL, none), en = jinja_arg(a, 2, NULL, none);
         if (st.kind != JV_NONE || en.kind != JV_NONE) { /* s[start:end], by code points */
-            int64_t n  = (int64_t)ju_count(s);
+            int64_t n  = (int64_t)jinja_utf8_count(s);
             int64_t lo = st.kind == JV_NONE ? 0 : jinja_need_int(c, st, "start");
             int64_t hi = en.kind == JV_NONE ? n : jinja_need_int(c, en, "end");
             lo         = lo < 0 ? (lo + n < 0 ? 0 : lo + n) : (lo > n ? n : lo);
             hi         = hi < 0 ? (hi + n < 0 ? 0 : hi + n) : (hi > n ? n : hi);
             if (hi < lo)
-                return jv_bool(false);
-            size_t x = ju_offset(s, (size_t)lo), y = ju_offset(s, (size_t)hi);
+                return jinja_bool(false);
+            size_t x = jinja_utf8_offset(s, (size_t)lo), y = jinja_utf8_offset(s, (size_t)hi);
             s = (struct jstr){s.p + x, y - x};
         }
-        return jv_bool(affix(c, s, jinja_arg(a, 0, NULL, jv_undef(NULL)), name[0] == 'e'));
+        return jinja_bool(affix(c, s, jinja_arg(a, 0, NULL, jinja_undef(NULL)), name[0] == 'e'));
     }
     if (!strcmp(name, "upper"))
         return jinja_case(c, s, 'u');
@@ -713,23 +713,23 @@ static struct jv str_method(struct jctx *c, struct jstr s, const char *name, str
     if (!strcmp(name, "replace"))
         return jinja_replace(c, s, jinja_need_str(c, jinja_arg(a, 0, "old", none), "replace arg"),
                              jinja_need_str(c, jinja_arg(a, 1, "new", none), "replace arg"),
-                             jinja_need_int(c, jinja_arg(a, 2, "count", jv_int(-1)), "count"));
+                             jinja_need_int(c, jinja_arg(a, 2, "count", jinja_int(-1)), "count"));
     if (!strcmp(name, "find") || !strcmp(name, "rfind") || !strcmp(name, "index") ||
         !strcmp(name, "rindex")) {
         int64_t r = str_find(c, s, jinja_need_str(c, jinja_arg(a, 0, NULL, none), "substring"),
                              name[0] == 'r');
         if (r < 0 && name[name[0] == 'r'] == 'i')
             jinja_failc(c, HEARTH_EINVAL, "substring not found");
-        return jv_int(r);
+        return jinja_int(r);
     }
     if (!strcmp(name, "count")) {
         struct jstr sub = jinja_need_str(c, jinja_arg(a, 0, NULL, none), "substring");
         if (!sub.len)
-            return jv_int((int64_t)ju_count(s) + 1);
+            return jinja_int((int64_t)jinja_utf8_count(s) + 1);
         int64_t n = 0;
         for (const char *f = find(s, sub, 0); f; f = find(s, sub, (size_t)(f - s.p) + sub.len))
             n++;
-        return jv_int(n);
+        return jinja_int(n);
     }
     if (!strcmp(name, "format"))
         return format(c, s, a);
@@ -738,30 +738,30 @@ static struct jv str_method(struct jctx *c, struct jstr s, const char *name, str
         struct jbuf b   = {0};
         for (size_t i = 0; i < l->n; i++) {
             if (i)
-                jb_put(c, &b, s.p, s.len);
+                jinja_buf_put(c, &b, s.p, s.len);
             struct jstr x = jinja_need_str(c, l->v[i], "sequence item");
-            jb_put(c, &b, x.p, x.len);
+            jinja_buf_put(c, &b, x.p, x.len);
         }
-        return jb_value(&b);
+        return jinja_buf_value(&b);
     }
     if (!strcmp(name, "center") || !strcmp(name, "ljust") || !strcmp(name, "rjust")) {
-        struct jstr fill = jinja_need_str(c, jinja_arg(a, 1, NULL, jv_cstr(" ")), "fillchar");
-        if (ju_count(fill) != 1)
+        struct jstr fill = jinja_need_str(c, jinja_arg(a, 1, NULL, jinja_cstr(" ")), "fillchar");
+        if (jinja_utf8_count(fill) != 1)
             jinja_failc(c, HEARTH_EINVAL, "The fill character must be exactly one character long");
         return jinja_pad(c, s, jinja_need_int(c, jinja_arg(a, 0, NULL, none), "width"), fill,
                          name[0]);
     }
     if (!strcmp(name, "zfill")) {
-        int64_t w = jinja_need_int(c, jinja_arg(a, 0, NULL, none), "width");
-        bool sign = s.len && (s.p[0] == '+' || s.p[0] == '-');
-        struct jv r =
-            jinja_pad(c, (struct jstr){s.p + sign, s.len - sign}, w - sign, jv_cstr("0").u.s, 'r');
+        int64_t w   = jinja_need_int(c, jinja_arg(a, 0, NULL, none), "width");
+        bool sign   = s.len && (s.p[0] == '+' || s.p[0] == '-');
+        struct jv r = jinja_pad(c, (struct jstr){s.p + sign, s.len - sign}, w - sign,
+                                jinja_cstr("0").u.s, 'r');
         if (!sign)
             return r;
         struct jbuf b = {0};
-        jb_put(c, &b, s.p, 1);
-        jb_put(c, &b, r.u.s.p, r.u.s.len);
-        return jb_value(&b);
+        jinja_buf_put(c, &b, s.p, 1);
+        jinja_buf_put(c, &b, r.u.s.p, r.u.s.len);
+        return jinja_buf_value(&b);
     }
     if (!strcmp(name, "partition") || !strcmp(name, "rpartition")) {
         struct jstr sep = jinja_need_str(c, jinja_arg(a, 0, NULL, none), "sep");
@@ -776,45 +776,45 @@ static struct jv str_method(struct jctx *c, struct jstr s, const char *name, str
                     hit = s.p + k;
                     break;
                 }
-        struct jv t = jv_list_new(c, 3);
+        struct jv t = jinja_list_new(c, 3);
         t.kind      = JV_TUPLE;
         if (!hit) {
-            struct jv empty = jv_strn("", 0), whole = jv_strn(s.p, s.len);
-            jv_list_push(c, t.u.l, name[0] == 'p' ? whole : empty);
-            jv_list_push(c, t.u.l, empty);
-            jv_list_push(c, t.u.l, name[0] == 'p' ? empty : whole);
+            struct jv empty = jinja_strn("", 0), whole = jinja_strn(s.p, s.len);
+            jinja_list_push(c, t.u.l, name[0] == 'p' ? whole : empty);
+            jinja_list_push(c, t.u.l, empty);
+            jinja_list_push(c, t.u.l, name[0] == 'p' ? empty : whole);
             return t;
         }
-        jv_list_push(c, t.u.l, jv_strn(s.p, (size_t)(hit - s.p)));
-        jv_list_push(c, t.u.l, jv_strn(sep.p, sep.len));
-        jv_list_push(c, t.u.l, jv_strn(hit + sep.len, s.len - (size_t)(hit - s.p) - sep.len));
+        jinja_list_push(c, t.u.l, jinja_strn(s.p, (size_t)(hit - s.p)));
+        jinja_list_push(c, t.u.l, jinja_strn(sep.p, sep.len));
+        jinja_list_push(c, t.u.l, jinja_strn(hit + sep.len, s.len - (size_t)(hit - s.p) - sep.len));
         return t;
     }
     if (!strcmp(name, "removeprefix") || !strcmp(name, "removesuffix")) {
         struct jstr x = jinja_need_str(c, jinja_arg(a, 0, NULL, none), "argument");
         bool pre      = name[6] == 'p';
         if (x.len <= s.len && !memcmp(pre ? s.p : s.p + s.len - x.len, x.p, x.len))
-            return jv_strn(pre ? s.p + x.len : s.p, s.len - x.len);
-        return jv_strn(s.p, s.len);
+            return jinja_strn(pre ? s.p + x.len : s.p, s.len - x.len);
+        return jinja_strn(s.p, s.len);
     }
     if (!strcmp(name, "isdigit") || !strcmp(name, "isnumeric") || !strcmp(name, "isdecimal"))
-        return jv_bool(all_chars(s, 'd'));
+        return jinja_bool(all_chars(s, 'd'));
     if (!strcmp(name, "isalpha"))
-        return jv_bool(all_chars(s, 'a'));
+        return jinja_bool(all_chars(s, 'a'));
     if (!strcmp(name, "isalnum"))
-        return jv_bool(all_chars(s, 'n'));
+        return jinja_bool(all_chars(s, 'n'));
     if (!strcmp(name, "isspace"))
-        return jv_bool(all_chars(s, 's'));
+        return jinja_bool(all_chars(s, 's'));
     if (!strcmp(name, "isupper"))
-        return jv_bool(all_chars(s, 'u'));
-    return jv_bool(all_chars(s, 'l'));
+        return jinja_bool(all_chars(s, 'u'));
+    return jinja_bool(all_chars(s, 'l'));
 }
 
 struct jv jinja_pair(struct jctx *c, struct jv a, struct jv b)
 {
-    struct jv t = jv_list_new(c, 2);
-    jv_list_push(c, t.u.l, a);
-    jv_list_push(c, t.u.l, b);
+    struct jv t = jinja_list_new(c, 2);
+    jinja_list_push(c, t.u.l, a);
+    jinja_list_push(c, t.u.l, b);
     t.kind = JV_TUPLE;
     return t;
 }
@@ -824,12 +824,12 @@ struct jv jinja_method_call(struct jctx *c, struct jv self, const char *name, st
     if (self.kind == JV_STR)
         return str_method(c, self.u.s, name, a);
     if (self.kind == JV_LOOP && !strcmp(name, "changed")) { /* loop.changed(*values) */
-        struct jv now = jv_list_new(c, (size_t)a->n_pos);
+        struct jv now = jinja_list_new(c, (size_t)a->n_pos);
         for (int i = 0; i < a->n_pos; i++)
-            jv_list_push(c, now.u.l, a->pos[i]);
-        bool changed            = !jv_eq(self.u.lp->last_changed, now);
+            jinja_list_push(c, now.u.l, a->pos[i]);
+        bool changed            = !jinja_eq(self.u.lp->last_changed, now);
         self.u.lp->last_changed = now;
-        return jv_bool(changed);
+        return jinja_bool(changed);
     }
     if (self.kind == JV_LOOP) { /* loop.cycle(a, b, ...) */
         if (!a->n_pos)
@@ -839,42 +839,42 @@ struct jv jinja_method_call(struct jctx *c, struct jv self, const char *name, st
     if (self.kind == JV_DICT) {
         const struct jdict *d = self.u.d;
         if (!strcmp(name, "get")) {
-            struct jv *v = jv_dict_get(d, jinja_arg(a, 0, NULL, jv_none()));
-            return v ? *v : jinja_arg(a, 1, NULL, jv_none());
+            struct jv *v = jinja_dict_get(d, jinja_arg(a, 0, NULL, jinja_none()));
+            return v ? *v : jinja_arg(a, 1, NULL, jinja_none());
         }
-        struct jv out = jv_list_new(c, d->n);
+        struct jv out = jinja_list_new(c, d->n);
         for (size_t i = 0; i < d->n; i++)
-            jv_list_push(c, out.u.l,
-                         name[0] == 'i'   ? jinja_pair(c, d->k[i], d->v[i])
-                         : name[0] == 'k' ? d->k[i]
-                                          : d->v[i]);
+            jinja_list_push(c, out.u.l,
+                            name[0] == 'i'   ? jinja_pair(c, d->k[i], d->v[i])
+                            : name[0] == 'k' ? d->k[i]
+                                             : d->v[i]);
         if (!strcmp(name, "copy")) {
-            struct jv n = jv_dict_new(c);
+            struct jv n = jinja_dict_new(c);
             for (size_t i = 0; i < d->n; i++)
-                jv_dict_set(c, n.u.d, d->k[i], d->v[i]);
+                jinja_dict_set(c, n.u.d, d->k[i], d->v[i]);
             return n;
         }
         return out;
     }
-    if (jv_is_seq(self)) {
+    if (jinja_is_seq(self)) {
         struct jlist *l = self.u.l;
         if (!strcmp(name, "copy")) {
-            struct jv n = jv_list_new(c, l->n);
+            struct jv n = jinja_list_new(c, l->n);
             for (size_t i = 0; i < l->n; i++)
-                jv_list_push(c, n.u.l, l->v[i]);
+                jinja_list_push(c, n.u.l, l->v[i]);
             return n;
         }
-        struct jv x = jinja_arg(a, 0, NULL, jv_undef(NULL));
+        struct jv x = jinja_arg(a, 0, NULL, jinja_undef(NULL));
         int64_t n   = 0;
         for (size_t i = 0; i < l->n; i++)
-            if (jv_eq(l->v[i], x)) {
+            if (jinja_eq(l->v[i], x)) {
                 if (name[0] == 'i')
-                    return jv_int((int64_t)i);
+                    return jinja_int((int64_t)i);
                 n++;
             }
         if (name[0] == 'i')
             jinja_failc(c, HEARTH_EINVAL, "value is not in list");
-        return jv_int(n);
+        return jinja_int(n);
     }
-    jinja_failc(c, HEARTH_EINVAL, "'%s' object has no method '%s'", jv_type_name(self), name);
+    jinja_failc(c, HEARTH_EINVAL, "'%s' object has no method '%s'", jinja_type_name(self), name);
 }
