@@ -426,6 +426,8 @@ static struct jv tojson(struct jctx *c, struct jv v, struct jargs *a)
     struct jv seps = jinja_arg(a, 2, "separators", jinja_none());
     bool sort      = jinja_truthy(jinja_arg(a, 3, "sort_keys", jinja_bool(false)));
     struct jstr istr, *indent = NULL;
+    if (ind.kind == JV_BOOL) /* json.dumps takes True as 1 */
+        ind = jinja_int(ind.u.b);
     if (ind.kind == JV_INT) {
         int64_t n = ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i;
         char *p   = jinja_alloc(&c->mem, (size_t)n + 1);

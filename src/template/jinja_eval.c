@@ -1077,6 +1077,11 @@ static enum flow exec_inner(struct jctx *c, const struct jnode *n, struct jscope
             scope_set(c, ws, n->names[i], eval(c, n->kids[i], s));
         return exec(c, n->b, ws);
     }
+    case JN_NOLOADER:
+        jinja_failc(c, HEARTH_EINVAL, "line %d: no loader for this environment specified", n->line);
+    case JN_BLOCK:
+        exec(c, n->b, scope_new(c, s));
+        return FLOW_NEXT;
     case JN_BREAK:
         return FLOW_BREAK;
     case JN_CONTINUE:

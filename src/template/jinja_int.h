@@ -199,6 +199,8 @@ enum jn_kind {
     JN_CALLBLOCK, /* {% call(params) a %}: the call a gets caller = macro c (body b) */
     JN_WITH,      /* with names = kids (evaluated outside): body b */
     JN_FILTERBLK, /* body b through filter a */
+    JN_NOLOADER,  /* include, import, from, extends: HF's environment has no loader */
+    JN_BLOCK,     /* {% block %}: without extends, its body b in place, in a scope of its own */
     JN_BREAK,
     JN_CONTINUE,
 };

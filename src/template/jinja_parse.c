@@ -4,8 +4,11 @@
  * ** (left-associative, as jinja2 has it), unary - +, then postfix
  * (.attr, [item], [a:b:c], call), filters and tests binding tighter than
  * any binary operator. Statements: if/elif/else, for (targets, loop filter,
- * else), set (name, tuple, namespace attribute, block with filters), macro,
- * filter blocks, generation, break and continue.
+ * else, recursive), set (name, tuple, namespace attribute, block with
+ * filters), macro (with caller, varargs and kwargs), call blocks, with,
+ * filter blocks, generation, block (rendered in place), break and
+ * continue; include, import and extends parse but fail when run, as
+ * jinja2's do without a loader.
  *
  * As jinja2 does, an unknown filter or test is a compile error except in
  * the branches of an if or a conditional expression, where it fails only
@@ -914,6 +917,30 @@ static struct jnode *parse_statement(struct parser *P)
         n->b      = parse_body(P, END_FILTER);
         P->soft   = soft;
         next(P);
+        expect_block_end(P);
+        return n;
+    }
+    if (jinja_str_is(t->s, "include") || jinja_str_is(t->s, "import") ||
+        jinja_str_is(t->s, "from") || jinja_str_is(t->s, "extends")) {
+        /* parsed loosely: rendering one fails anyway, as jinja2 without a loader does */
+        while (cur(P)->kind != JT_BLOCK_END && cur(P)->kind != JT_EOF)
+            next(P);
+        expect_block_end(P);
+        return node(P, JN_NOLOADER, t->line);
+    }
+    if (jinja_str_is(t->s, "block")) {
+        struct jnode *n = node(P, JN_BLOCK, t->line);
+        n->name         = expect_name(P);
+        while (is_name(cur(P), "scoped") || is_name(cur(P), "required"))
+            next(P);
+        expect_block_end(P);
+        bool soft = P->soft;
+        P->soft   = false;
+        n->b      = parse_body(P, (const char *const[]){"endblock", NULL});
+        P->soft   = soft;
+        next(P);
+        if (cur(P)->kind == JT_NAME)
+            next(P); /* {% endblock name %} */
         expect_block_end(P);
         return n;
     }

@@ -259,6 +259,11 @@ static const struct jcase cases[] = {
                argument. This is  */
     {"{{ m(a=2, a=3) }}",
      NULL}, /* jinja2: SyntaxError: keyword argument repeated: a (<template>, line 12) */
+    {"{% if false %}{% include \"x\" %}{% endif %}ok", "ok"},
+    {"{% import \"x\" as y %}ok",
+     NULL}, /* jinja2: TypeError: no loader for this environment specified */
+    {"{% set x = 1 %}{% block b %}[{{ x }}]{% endblock %}|{% block c scoped %}s{% endblock c %}",
+     "[1]|s"},
 };
 
 /* Compiles and renders src with vars (JSON text) under o; the status, output in *out. */
