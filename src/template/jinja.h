@@ -40,8 +40,10 @@ void jinja_opts_default(struct jinja_opts *o);
 
 /*
  * Parses src (len bytes, UTF-8). HEARTH_OK and *out (free with jinja_free),
- * or HEARTH_EINVAL (a syntax error, an unknown filter or test) or
- * HEARTH_ENOMEM with one sentence in err naming the line.
+ * or HEARTH_EINVAL (a syntax error, an unknown filter or test outside an
+ * if, as jinja2 refuses them), HEARTH_ERANGE (nesting past 200 levels, a
+ * source over 16 MiB) or HEARTH_ENOMEM, with one sentence in err
+ * ("jinja: line 3: ...") and *out NULL.
  */
 enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_template **out,
                                  char *err, size_t err_len);
@@ -51,10 +53,13 @@ enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_templ
  * bos_token, eos_token, add_generation_prompt and any extra keyword
  * arguments); vars may be NULL. JSON numbers that are whole and fit in 64
  * bits become ints, others floats. On HEARTH_OK *out is malloc'd and
- * NUL-terminated, *out_len its length (out_len may be NULL). Errors:
- * HEARTH_EINVAL for a template error (raise_exception's message verbatim),
- * HEARTH_ERANGE for a bound exceeded, HEARTH_ENOMEM; err gets one sentence
- * and *out is NULL. o may be NULL for the defaults. Thread-safe.
+ * NUL-terminated, *out_len its length (out_len may be NULL). Errors, with
+ * *out NULL and one sentence in err: HEARTH_EINVAL where jinja2 raises
+ * (raise_exception's message verbatim, others "jinja: ..."), HEARTH_ERANGE
+ * for a bound exceeded (and ints past 64 bits), HEARTH_EUNSUPPORTED for
+ * what hearth leaves out (filters such as wordwrap, format specs beyond
+ * fill, align, width and precision, complex numbers), HEARTH_ENOMEM.
+ * o may be NULL for the defaults. Thread-safe.
  */
 enum hearth_status jinja_render(const struct jinja_template *t, const cJSON *vars,
                                 const struct jinja_opts *o, char **out, size_t *out_len, char *err,
