@@ -106,6 +106,9 @@ struct jlist {
 struct jdict {
     struct jv *k, *v; /* insertion order, as Python's dict */
     size_t n, cap;
+    uint32_t *slot;   /* hash index from 16 entries on: entry + 1 per slot, 0 empty */
+    size_t n_slot;    /* power of two, over twice n_indexed */
+    size_t n_indexed; /* the first n_indexed entries are in slot; stale when above n */
 };
 
 struct jmethod {

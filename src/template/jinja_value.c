@@ -248,8 +248,63 @@ void jinja_list_push(struct jctx *c, struct jlist *l, struct jv v)
     l->v[l->n++] = v;
 }
 
+/* Dicts below this many entries are searched linearly; from it on, through the hash index. */
+#define DICT_INDEX_MIN 16
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Equal keys hash equal, as Python's: True, 1 and 1.0 are one key. */
+static uint64_t hash_key(struct jv k)
+{
+    switch (k.kind) {
+    case JV_STR:
+        return hash_bytes(k.u.s.p, k.u.s.len);
+    case JV_BOOL:
+        return mix64((uint64_t)k.u.b);
+    case JV_INT:
+        return mix64((uint64_t)k.u.i);
+    case JV_FLOAT:
+        if (k.u.f == floor(k.u.f) && fabs(k.u.f) < 9.2e18)
+            return mix64((uint64_t)(int64_t)k.u.f);
+        {
+            uint64_t bits;
+            memcpy(&bits, &k.u.f, sizeof bits);
+            return mix64(bits);
+        }
+    default:
+        return 0x9e3779b97f4a7c15ull + (uint64_t)k.kind;
+    }
+}
+
+static struct jv *indexed_find(const struct jdict *d, struct jv key, uint64_t h)
+{
+    for (size_t s = h & (d->n_slot - 1);; s = (s + 1) & (d->n_slot - 1)) {
+        uint32_t e = d->slot[s];
+        if (!e)
+            return NULL;
+        if (jinja_eq(d->k[e - 1], key))
+            return &d->v[e - 1];
+    }
+}
+
 struct jv *jinja_dict_get(const struct jdict *d, struct jv key)
 {
+    if (d->slot && d->n_indexed == d->n)
+        return indexed_find(d, key, hash_key(key));
     for (size_t i = 0; i < d->n; i++)
         if (jinja_eq(d->k[i], key))
             return &d->v[i];
@@ -258,6 +313,10 @@ struct jv *jinja_dict_get(const struct jdict *d, struct jv key)
 
 struct jv *jinja_dict_gets(const struct jdict *d, const char *key, size_t len)
 {
+    if (d->slot && d->n_indexed == d->n) {
+        struct jv k = jinja_strn(key, len);
+        return indexed_find(d, k, hash_bytes(key, len));
+    }
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].kind == JV_STR && d->k[i].u.s.len == len &&
             (len == 0 || !memcmp(d->k[i].u.s.p, key, len)))
@@ -265,8 +324,35 @@ struct jv *jinja_dict_gets(const struct jdict *d, const char *key, size_t len)
     return NULL;
 }
 
+static void index_put(struct jdict *d, size_t e)
+{
+    size_t s = hash_key(d->k[e]) & (d->n_slot - 1);
+    while (d->slot[s])
+        s = (s + 1) & (d->n_slot - 1);
+    d->slot[s] = (uint32_t)(e + 1);
+}
+
+/* Brings the index up to all n entries: rebuilt when stale or too full, else extended. */
+static void index_update(struct jctx *c, struct jdict *d)
+{
+    if (d->n < DICT_INDEX_MIN || d->n >= UINT32_MAX)
+        return;
+    if (!d->slot || d->n_indexed > d->n || d->n_slot < 2 * d->n + 2) {
+        size_t n_slot = 64;
+        while (n_slot < 4 * d->n)
+            n_slot *= 2;
+        d->slot      = jinja_alloc(&c->mem, n_slot * sizeof *d->slot);
+        d->n_slot    = n_slot;
+        d->n_indexed = 0;
+    }
+    for (; d->n_indexed < d->n; d->n_indexed++)
+        index_put(d, d->n_indexed);
+}
+
 void jinja_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val)
 {
+    if (d->slot && d->n_indexed != d->n)
+        index_update(c, d); /* a reset scope: rebuild before trusting the index */
     struct jv *have = jinja_dict_get(d, key);
     if (have) {
         *have = val;
@@ -286,6 +372,7 @@ void jinja_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv va
     }
     d->k[d->n]   = key;
     d->v[d->n++] = val;
+    index_update(c, d);
 }
 
 bool jinja_is_seq(struct jv v)

@@ -434,6 +434,30 @@ static void test_errors(void **state)
     jinja_free(NULL);
 }
 
+/* A 100k-key object: the dict's hash index keeps building and lookups linear in its size. */
+static void test_big_dict(void **state)
+{
+    (void)state;
+    cJSON *vars = cJSON_CreateObject(), *d = cJSON_AddObjectToObject(vars, "d");
+    char key[32];
+    for (int i = 0; i < 100000; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        cJSON_AddNumberToObject(d, key, i);
+    }
+    cJSON_AddNumberToObject(d, "k7", -7); /* a duplicate key: the last one wins, as json.loads */
+    const char *src = "{{ d | length }} {{ d.k99999 }} {{ d['k7'] }} {{ d.get('nope', 0) }}"
+                      "{% set ns = namespace(n=0) %}{% for k in d %}{% set ns.n = ns.n + 1 %}"
+                      "{% endfor %} {{ ns.n }}";
+    struct jinja_template *t = NULL;
+    char err[HEARTH_ERR_MAX], *out;
+    assert_int_equal(jinja_compile(src, strlen(src), &t, err, sizeof err), HEARTH_OK);
+    assert_int_equal(jinja_render(t, vars, NULL, &out, NULL, err, sizeof err), HEARTH_OK);
+    assert_string_equal(out, "100000 99999 -7 0 100000");
+    free(out);
+    jinja_free(t);
+    cJSON_Delete(vars);
+}
+
 /* Renders one template from several threads at once; each must get the same text. */
 struct worker {
     const struct jinja_template *t;
@@ -485,7 +509,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),        cmocka_unit_test(test_limits),
         cmocka_unit_test(test_deep_nesting), cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),      cmocka_unit_test(test_big_dict),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
