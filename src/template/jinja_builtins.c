@@ -287,6 +287,7 @@ static int64_t length(struct jctx *c, struct jv v)
 {
     switch (v.kind) {
     case JV_STR:
+        jinja_work(c, 0, v.u.s.len);
         return (int64_t)jinja_utf8_count(v.u.s);
     case JV_LIST:
     case JV_TUPLE:
@@ -370,7 +371,11 @@ static void msort(struct jctx *c, struct jv *v, struct jv *k, size_t n, struct j
 static struct jv sorted(struct jctx *c, struct jlist *l, struct jv attr, bool cs, bool rev,
                         bool keyed)
 {
-    size_t n      = l->n;
+    size_t n  = l->n;
+    size_t lg = 1;
+    while ((size_t)1 << lg < n && lg < 63)
+        lg++;
+    jinja_work(c, n * lg, 0);
     struct jv out = jinja_list_new(c, n);
     struct jv *k  = jinja_alloc(&c->mem, (n + 1) * sizeof *k);
     struct jv *tv = jinja_alloc(&c->mem, (n + 1) * sizeof *tv);
@@ -579,6 +584,7 @@ static struct jv map_items(struct jctx *c, struct jv v, struct jargs *a)
 static struct jv minmax(struct jctx *c, struct jv v, struct jargs *a, bool max)
 {
     struct jlist *l = jinja_iter(c, v);
+    jinja_work(c, l->n, 0);
     if (!l->n)
         return jinja_undef("No aggregated item, sequence was empty.");
     bool cs        = jinja_truthy(jinja_arg(a, 0, "case_sensitive", jinja_bool(false)));
@@ -758,6 +764,7 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return jinja_title(c, jinja_to_str(c, v));
     if (!strcmp(name, "join")) {
         struct jlist *l = jinja_iter(c, v);
+        jinja_work(c, l->n, 0);
         struct jstr sep =
             jinja_need_str(c, jinja_arg(a, 0, "d", jinja_strn("", 0)), "join separator");
         struct jv at  = jinja_arg(a, 1, "attribute", none);
@@ -812,16 +819,14 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         struct jlist *l = jinja_iter(c, v);
         bool cs         = jinja_truthy(jinja_arg(a, 0, "case_sensitive", jinja_bool(false)));
         struct jv attr  = jinja_arg(a, 1, "attribute", none);
-        struct jv out = jinja_list_new(c, 0), seen = jinja_list_new(c, 0);
+        struct jv out = jinja_list_new(c, 0), seen = jinja_dict_new(c); /* seen: a set */
+        jinja_work(c, l->n, 0);
         for (size_t i = 0; i < l->n; i++) {
             struct jv k = sort_key(c, l->v[i], attr, cs);
-            if (k.kind == JV_LIST || k.kind == JV_DICT || k.kind == JV_NS)
+            if (!jinja_hashable(k))
                 jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jinja_type_name(k));
-            bool dup = false;
-            for (size_t j = 0; j < seen.u.l->n && !dup; j++)
-                dup = jinja_eq(seen.u.l->v[j], k);
-            if (!dup) {
-                jinja_list_push(c, seen.u.l, k);
+            if (!jinja_dict_get(seen.u.d, k)) {
+                jinja_dict_set(c, seen.u.d, k, jinja_none());
                 jinja_list_push(c, out.u.l, l->v[i]);
             }
         }
@@ -886,8 +891,9 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
     }
     if (!strcmp(name, "wordcount")) {
         struct jstr s = jinja_to_str(c, v);
-        int64_t n     = 0;
-        bool in       = false;
+        jinja_work(c, 0, s.len);
+        int64_t n = 0;
+        bool in   = false;
         for (size_t i = 0; i < s.len; i++) {
             unsigned char ch = (unsigned char)s.p[i];
             bool w           = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
@@ -901,8 +907,9 @@ struct jv jinja_filter(struct jctx *c, struct jstr fname, struct jv v, struct ja
         return minmax(c, v, a, name[1] == 'a');
     if (!strcmp(name, "sum")) {
         struct jlist *l = jinja_iter(c, v);
-        struct jv at    = jinja_arg(a, 0, "attribute", none);
-        struct jv acc   = jinja_arg(a, 1, "start", jinja_int(0));
+        jinja_work(c, l->n, 0);
+        struct jv at  = jinja_arg(a, 0, "attribute", none);
+        struct jv acc = jinja_arg(a, 1, "start", jinja_int(0));
         for (size_t i = 0; i < l->n; i++) {
             struct jv x = at.kind == JV_STR ? attr_path(c, l->v[i], at.u.s) : l->v[i];
             if (acc.kind == JV_FLOAT || x.kind == JV_FLOAT)

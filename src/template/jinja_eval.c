@@ -39,6 +39,14 @@ void jinja_enter(struct jctx *c)
         jinja_failc(c, HEARTH_ERANGE, "the template nests too deep to evaluate");
 }
 
+void jinja_work(struct jctx *c, size_t elements, size_t bytes)
+{
+    c->steps += (int64_t)(elements + bytes / 8);
+    if (c->steps > c->o.max_steps)
+        jinja_failc(c, HEARTH_ERANGE, "the render passed its %lld steps",
+                    (long long)c->o.max_steps);
+}
+
 void jinja_failc(struct jctx *c, enum hearth_status st, const char *fmt, ...)
 {
     char msg[HEARTH_ERR_MAX];
@@ -279,6 +287,7 @@ struct jv jinja_getitem(struct jctx *c, struct jv obj, struct jv key)
         break;
     case JV_STR:
         if (as_index(key, &i)) {
+            jinja_work(c, 0, obj.u.s.len);
             int64_t n = (int64_t)jinja_utf8_count(obj.u.s);
             if (i < 0)
                 i += n;
@@ -309,9 +318,10 @@ static struct jv do_slice(struct jctx *c, struct jv obj, struct jv a, struct jv 
         jinja_failc(c, HEARTH_EINVAL, "slice indices must be integers or None");
     if (step == 0)
         jinja_failc(c, HEARTH_EINVAL, "slice step cannot be zero");
-    if (obj.kind == JV_STR)
+    if (obj.kind == JV_STR) {
         n = (int64_t)jinja_utf8_count(obj.u.s);
-    else if (jinja_is_seq(obj))
+        jinja_work(c, 0, obj.u.s.len);
+    } else if (jinja_is_seq(obj))
         n = (int64_t)obj.u.l->n;
     else
         jinja_failc(c, HEARTH_EINVAL, "'%s' object is not subscriptable", jinja_type_name(obj));
@@ -560,16 +570,18 @@ static bool contains(struct jctx *c, struct jv hay, struct jv needle)
                         jinja_type_name(needle));
         if (!needle.u.s.len)
             return true;
+        jinja_work(c, 0, hay.u.s.len);
         return memmem(hay.u.s.p, hay.u.s.len, needle.u.s.p, needle.u.s.len) != NULL;
     case JV_LIST:
     case JV_TUPLE:
     case JV_GEN:
+        jinja_work(c, hay.u.l->n, 0);
         for (size_t i = 0; i < hay.u.l->n; i++)
             if (jinja_eq(hay.u.l->v[i], needle))
                 return true;
         return false;
     case JV_DICT:
-        if (needle.kind == JV_LIST || needle.kind == JV_DICT || needle.kind == JV_NS)
+        if (!jinja_hashable(needle))
             jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jinja_type_name(needle));
         return jinja_dict_get(hay.u.d, needle) != NULL;
     default:
@@ -580,6 +592,12 @@ static bool contains(struct jctx *c, struct jv hay, struct jv needle)
 
 static bool compare(struct jctx *c, int op, struct jv a, struct jv b)
 {
+    if (op == '=' || op == '!') /* equal containers are walked to the end */
+        jinja_work(c,
+                   jinja_is_seq(a)     ? a.u.l->n
+                   : a.kind == JV_DICT ? a.u.d->n
+                                       : 0,
+                   a.kind == JV_STR ? a.u.s.len : 0);
     switch (op) {
     case '=':
         return jinja_eq(a, b);
@@ -766,7 +784,7 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
         struct jv d = jinja_dict_new(c);
         for (int i = 0; i + 1 < n->n_kids; i += 2) {
             struct jv k = eval(c, n->kids[i], s);
-            if (k.kind == JV_LIST || k.kind == JV_DICT || k.kind == JV_NS)
+            if (!jinja_hashable(k))
                 jinja_failc(c, HEARTH_EINVAL, "unhashable type: '%s'", jinja_type_name(k));
             jinja_dict_set(c, d.u.d, k, eval(c, n->kids[i + 1], s));
         }

@@ -133,6 +133,8 @@ struct jv *jinja_dict_gets(const struct jdict *d, const char *key, size_t len);
 void jinja_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val);
 
 bool jinja_is_seq(struct jv v); /* list or tuple */
+/* Python's hash() works on it: not a list (a range is fine) nor a dict. */
+bool jinja_hashable(struct jv v);
 #define JV_FORM_RANGE 3
 bool jinja_truthy(struct jv v);
 bool jinja_eq(struct jv a, struct jv b); /* containers nested past 200 levels compare unequal */
@@ -300,6 +302,13 @@ struct jctx {
     struct jbuf *out; /* where text goes now (a macro call or block set captures) */
 };
 
+/*
+ * Charges work that no node counts (scanning a long list or string inside
+ * one call) to the step bound: an element costs a step, a byte 1/8 (about
+ * their times against a node's), so a loop over a costly call still ends
+ * within max_steps, in about the time as many nodes would take.
+ */
+void jinja_work(struct jctx *c, size_t elements, size_t bytes);
 /* Counts one step and one level of recursion; fails past the bounds. */
 void jinja_enter(struct jctx *c);
 static inline void jinja_leave(struct jctx *c)

@@ -669,6 +669,7 @@ static int64_t str_find(struct jctx *c, struct jstr s, struct jstr sub, bool rev
 
 static struct jv str_method(struct jctx *c, struct jstr s, const char *name, struct jargs *a)
 {
+    jinja_work(c, 0, s.len); /* every method scans at most the string a few times */
     struct jv none = jinja_none();
     if (!strcmp(name, "strip") || !strcmp(name, "lstrip") || !strcmp(name, "rstrip")) {
         struct jv ch = jinja_arg(a, 0, "chars", none);

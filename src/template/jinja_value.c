@@ -375,6 +375,11 @@ void jinja_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv va
     index_update(c, d);
 }
 
+bool jinja_hashable(struct jv v)
+{
+    return !(v.kind == JV_LIST && v.form != JV_FORM_RANGE) && v.kind != JV_DICT;
+}
+
 bool jinja_is_seq(struct jv v)
 {
     return v.kind == JV_LIST || v.kind == JV_TUPLE;

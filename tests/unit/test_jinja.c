@@ -350,6 +350,22 @@ static void test_limits(void **state)
     expect_status("{% set ns = namespace(l=[0]) %}{% for i in range(30) %}"
                   "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}",
                   &o, HEARTH_ERANGE, "memory");
+    /* work inside one call counts too: a 100k-element scan per iteration ends on steps */
+    jinja_opts_default(&o);
+    o.max_steps = 1000 * 1000;
+    {
+        cJSON *vars = cJSON_CreateObject(), *big = cJSON_AddArrayToObject(vars, "big");
+        for (int i = 0; i < 100000; i++)
+            cJSON_AddItemToArray(big, cJSON_CreateNumber(i));
+        const char *src          = "{% for i in range(100000) %}{{ 99999 in big }}{% endfor %}";
+        struct jinja_template *t = NULL;
+        char err[HEARTH_ERR_MAX], *out;
+        assert_int_equal(jinja_compile(src, strlen(src), &t, err, sizeof err), HEARTH_OK);
+        assert_int_equal(jinja_render(t, vars, &o, &out, NULL, err, sizeof err), HEARTH_ERANGE);
+        assert_non_null(strstr(err, "steps"));
+        jinja_free(t);
+        cJSON_Delete(vars);
+    }
     /* steps bound small: a modest loop fails cleanly */
     jinja_opts_default(&o);
     o.max_steps = 1000;
