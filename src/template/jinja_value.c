@@ -90,6 +90,9 @@ void jinja_fail(struct jmem *m, enum hearth_status st, const char *fmt, ...)
         if (k > 0 && (size_t)k < m->err_len)
             vsnprintf(m->err + k, m->err_len - (size_t)k, fmt, ap);
         va_end(ap);
+        for (char *p = m->err; *p; p++) /* one line, whatever names or keys it quotes */
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
     }
     longjmp(*m->jb, st == HEARTH_OK ? HEARTH_EINVAL : (int)st);
 }
