@@ -113,8 +113,20 @@ def stmt(r, depth=0):
     if x < 0.9:
         return ("{%% macro mm(a, b=%s) %%}%s[{{ a }}{{ b }}]{%% endmacro %%}{{ mm(%s) }}"
                 % (expr(r), stmt(r, depth + 1), expr(r)))
-    return ("{%% set ns = namespace(v=%s) %%}{%% for q in xs %%}{%% set ns.v = %s %%}"
-            "{%% endfor %%}{{ ns.v }}" % (expr(r), expr(r)))
+    if x < 0.94:
+        return ("{%% set ns = namespace(v=%s) %%}{%% for q in xs %%}{%% set ns.v = %s %%}"
+                "{%% endfor %%}{{ ns.v }}" % (expr(r), expr(r)))
+    if x < 0.96:
+        return ("{%% macro w(t) %%}<{{ t }}>{{ caller(%s) }}{{ varargs }}{%% endmacro %%}"
+                "{%% call(c) w(%s, 1) %%}{{ c }}%s{%% endcall %%}"
+                % (expr(r), expr(r), stmt(r, depth + 1)))
+    if x < 0.98:
+        return ("{%% filter %s %%}%s{%% endfilter %%}{%% with w1 = %s %%}{{ w1 }}{%% endwith %%}"
+                % (r.choice(["upper", "trim", "title", "replace('a', 'b')", "indent(2)"]),
+                   stmt(r, depth + 1), expr(r)))
+    return ("{%% for t in [1, [2, [%s]], 'x'] recursive %%}{%% if t is iterable and t is not "
+            "string %%}({{ loop(t) }}){%% else %%}{{ t }}{{ loop.depth }}{%% endif %%}"
+            "{%% endfor %%}" % expr(r))
 
 
 OUT_OF_SCOPE = re.compile(r" at 0x|<generator|<built-in|\d{19,}|\dj\)|OverflowError|"
