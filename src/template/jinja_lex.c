@@ -147,17 +147,38 @@ static struct jstr decode_string(struct lexer *L, size_t from, size_t to)
         }
         char e = L->s[++i];
         switch (e) {
-        case '\n': break;
-        case '\\': o[n++] = '\\'; break;
-        case '\'': o[n++] = '\''; break;
-        case '"': o[n++] = '"'; break;
-        case 'a': o[n++] = '\a'; break;
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'n': o[n++] = '\n'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 't': o[n++] = '\t'; break;
-        case 'v': o[n++] = '\v'; break;
+        case '\n':
+            break;
+        case '\\':
+            o[n++] = '\\';
+            break;
+        case '\'':
+            o[n++] = '\'';
+            break;
+        case '"':
+            o[n++] = '"';
+            break;
+        case 'a':
+            o[n++] = '\a';
+            break;
+        case 'b':
+            o[n++] = '\b';
+            break;
+        case 'f':
+            o[n++] = '\f';
+            break;
+        case 'n':
+            o[n++] = '\n';
+            break;
+        case 'r':
+            o[n++] = '\r';
+            break;
+        case 't':
+            o[n++] = '\t';
+            break;
+        case 'v':
+            o[n++] = '\v';
+            break;
         case 'x':
         case 'u':
         case 'U': {
@@ -211,8 +232,8 @@ static size_t lex_number(struct lexer *L, size_t pos)
     bool isfloat = false;
     char buf[64];
     size_t n = 0;
-    while (i < L->len && (digit(L->s[i]) || (L->s[i] == '_' && i + 1 < L->len &&
-                                             digit(L->s[i + 1])))) {
+    while (i < L->len &&
+           (digit(L->s[i]) || (L->s[i] == '_' && i + 1 < L->len && digit(L->s[i + 1])))) {
         if (L->s[i] != '_' && n < sizeof buf - 1)
             buf[n++] = L->s[i];
         i++;
@@ -322,8 +343,7 @@ static size_t lex_tag(struct lexer *L, size_t pos, bool block, bool *ended_nl)
             if (!k && strchr(ops1, ch) && ch)
                 k = 1;
             if (!k)
-                jinja_fail(L->m, HEARTH_EINVAL, "line %d: unexpected character '%c'", L->line,
-                           ch);
+                jinja_fail(L->m, HEARTH_EINVAL, "line %d: unexpected character '%c'", L->line, ch);
             if (ch == '(' || ch == '[' || ch == '{') {
                 if (L->depth >= (int)sizeof L->stack)
                     jinja_fail(L->m, HEARTH_EINVAL, "line %d: brackets nest too deep", L->line);
@@ -372,8 +392,8 @@ static char *normalise(struct jmem *m, const char *src, size_t len, size_t *out_
 
 struct jtok *jinja_lex(struct jmem *m, const char *src, size_t len, size_t *n_tok)
 {
-    struct lexer L = {.m = m, .line = 1};
-    L.s            = normalise(m, src, len, &L.len);
+    struct lexer L     = {.m = m, .line = 1};
+    L.s                = normalise(m, src, len, &L.len);
     bool line_starting = true;
     size_t pos         = 0;
     while (pos < L.len) {
@@ -381,8 +401,8 @@ struct jtok *jinja_lex(struct jmem *m, const char *src, size_t len, size_t *n_to
         size_t at = pos;
         int kind  = 0; /* '{', '%', '#' */
         for (; at + 1 < L.len; at++)
-            if (L.s[at] == '{' && (L.s[at + 1] == '{' || L.s[at + 1] == '%' ||
-                                   L.s[at + 1] == '#')) {
+            if (L.s[at] == '{' &&
+                (L.s[at + 1] == '{' || L.s[at + 1] == '%' || L.s[at + 1] == '#')) {
                 kind = L.s[at + 1];
                 break;
             }
@@ -409,7 +429,7 @@ struct jtok *jinja_lex(struct jmem *m, const char *src, size_t len, size_t *n_to
                 int line = L.line;
                 L.line   = data_line;
                 emit_data(&L, pos, at, sign, true, line_starting);
-                L.line = line;
+                L.line      = line;
                 size_t body = e + el, k = body;
                 for (;; k++) {
                     if (k + 1 >= L.len)
@@ -417,9 +437,9 @@ struct jtok *jinja_lex(struct jmem *m, const char *src, size_t len, size_t *n_to
                                    L.line);
                     if (L.s[k] != '{' || L.s[k + 1] != '%')
                         continue;
-                    size_t q     = k + 2;
-                    char rsign   = q < L.len && (L.s[q] == '-' || L.s[q] == '+') ? L.s[q] : 0;
-                    q            = skip_ws(&L, q + (rsign != 0));
+                    size_t q   = k + 2;
+                    char rsign = q < L.len && (L.s[q] == '-' || L.s[q] == '+') ? L.s[q] : 0;
+                    q          = skip_ws(&L, q + (rsign != 0));
                     if (!starts(&L, q, "endraw"))
                         continue;
                     q         = skip_ws(&L, q + 6);
@@ -442,7 +462,7 @@ struct jtok *jinja_lex(struct jmem *m, const char *src, size_t len, size_t *n_to
             L.line = line;
         }
         if (kind == '#') {
-            size_t k = after;
+            size_t k  = after;
             size_t el = 0;
             for (; k + 1 < L.len; k++) {
                 if (L.s[k] == '+' && starts(&L, k + 1, "#}")) {

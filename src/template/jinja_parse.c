@@ -4,8 +4,11 @@
  * ** (left-associative, as jinja2 has it), unary - +, then postfix
  * (.attr, [item], [a:b:c], call), filters and tests binding tighter than
  * any binary operator. Statements: if/elif/else, for (targets, loop filter,
- * else), set (name, tuple, namespace attribute, block with filters), macro,
- * filter blocks, generation, break and continue.
+ * else, recursive), set (name, tuple, namespace attribute, block with
+ * filters), macro (with caller, varargs and kwargs), call blocks, with,
+ * filter blocks, generation, block (rendered in place), break and
+ * continue; include, import and extends parse but fail when run, as
+ * jinja2's do without a loader.
  *
  * As jinja2 does, an unknown filter or test is a compile error except in
  * the branches of an if or a conditional expression, where it fails only
@@ -23,9 +26,10 @@ struct parser {
     struct jmem *m;
     struct jtok *t;
     size_t n, i;
-    int nest;   /* recursion depth of the parser */
-    bool soft;  /* inside an if: unknown filters and tests fail at run time */
-    int loops;  /* enclosing for loops, within the current macro */
+    int nest;  /* recursion depth of the parser */
+    bool soft; /* inside an if: unknown filters and tests fail at run time */
+    int loops; /* enclosing for loops, within the current macro */
+    int refs;  /* MACRO_* names seen since the current macro body began */
 };
 
 static _Noreturn void fail_at(struct parser *P, const struct jtok *t, const char *what)
@@ -51,12 +55,12 @@ static void next(struct parser *P)
 
 static bool is_op(const struct jtok *t, const char *op)
 {
-    return t->kind == JT_OP && js_eq(t->s, op);
+    return t->kind == JT_OP && jinja_str_is(t->s, op);
 }
 
 static bool is_name(const struct jtok *t, const char *name)
 {
-    return t->kind == JT_NAME && js_eq(t->s, name);
+    return t->kind == JT_NAME && jinja_str_is(t->s, name);
 }
 
 static void expect_op(struct parser *P, const char *op)
@@ -158,6 +162,9 @@ static void parse_args(struct parser *P, struct jnode *n)
         if (is_op(cur(P), "*") || is_op(cur(P), "**"))
             fail_at(P, cur(P), "*args and **kwargs are not supported");
         if (cur(P)->kind == JT_NAME && is_op(peek(P, 1), "=")) {
+            for (int k = 0; k < kwn.n; k++)
+                if (kwn.v[k].len == cur(P)->s.len && !memcmp(kwn.v[k].p, cur(P)->s.p, kwn.v[k].len))
+                    fail_at(P, cur(P), "keyword argument repeated");
             svec_push(P, &kwn, cur(P)->s);
             next(P);
             next(P);
@@ -246,8 +253,8 @@ static struct jnode *parse_filter_expr(struct parser *P, struct jnode *n)
 
 static struct jnode *parse_subscript(struct parser *P, struct jnode *obj)
 {
-    struct jnode *n = node(P, JN_GETITEM, cur(P)->line);
-    n->a            = obj;
+    struct jnode *n        = node(P, JN_GETITEM, cur(P)->line);
+    n->a                   = obj;
     struct jnode *parts[3] = {NULL, NULL, NULL};
     int k                  = 0;
     bool slice             = false;
@@ -295,7 +302,7 @@ static struct jnode *parse_postfix(struct parser *P, struct jnode *n)
                 struct jnode *g = node(P, JN_GETITEM, t->line);
                 g->a            = n;
                 g->b            = node(P, JN_CONST, t->line);
-                g->b->val       = jv_int(a->i);
+                g->b->val       = jinja_int(a->i);
                 n               = g;
             } else
                 fail_at(P, a, "expected an attribute name after '.'");
@@ -344,15 +351,19 @@ static struct jnode *parse_primary(struct parser *P)
     switch (t->kind) {
     case JT_NAME:
         n = node(P, JN_CONST, t->line);
-        if (js_eq(t->s, "true") || js_eq(t->s, "True"))
-            n->val = jv_bool(true);
-        else if (js_eq(t->s, "false") || js_eq(t->s, "False"))
-            n->val = jv_bool(false);
-        else if (js_eq(t->s, "none") || js_eq(t->s, "None"))
-            n->val = jv_none();
+        if (jinja_str_is(t->s, "true") || jinja_str_is(t->s, "True"))
+            n->val = jinja_bool(true);
+        else if (jinja_str_is(t->s, "false") || jinja_str_is(t->s, "False"))
+            n->val = jinja_bool(false);
+        else if (jinja_str_is(t->s, "none") || jinja_str_is(t->s, "None"))
+            n->val = jinja_none();
         else {
             n->kind = JN_NAME;
             n->name = t->s;
+            P->refs |= jinja_str_is(t->s, "caller")    ? MACRO_CALLER
+                       : jinja_str_is(t->s, "kwargs")  ? MACRO_KWARGS
+                       : jinja_str_is(t->s, "varargs") ? MACRO_VARARGS
+                                                       : 0;
         }
         next(P);
         break;
@@ -369,17 +380,17 @@ static struct jnode *parse_primary(struct parser *P)
             next(P);
         }
         n      = node(P, JN_CONST, t->line);
-        n->val = jv_strn(s.p, s.len);
+        n->val = jinja_strn(s.p, s.len);
         break;
     }
     case JT_INT:
         n      = node(P, JN_CONST, t->line);
-        n->val = jv_int(t->i);
+        n->val = jinja_int(t->i);
         next(P);
         break;
     case JT_FLOAT:
         n      = node(P, JN_CONST, t->line);
-        n->val = jv_float(t->f);
+        n->val = jinja_float(t->f);
         next(P);
         break;
     case JT_OP:
@@ -472,8 +483,11 @@ static struct jnode *parse_math2(struct parser *P)
     struct jnode *n = parse_pow(P);
     for (;;) {
         struct jtok *t = cur(P);
-        int op         = is_op(t, "*") ? '*' : is_op(t, "/") ? '/' : is_op(t, "//") ? 'F'
-                                       : is_op(t, "%") ? '%' : 0;
+        int op         = is_op(t, "*")    ? '*'
+                         : is_op(t, "/")  ? '/'
+                         : is_op(t, "//") ? 'F'
+                         : is_op(t, "%")  ? '%'
+                                          : 0;
         if (!op)
             return n;
         next(P);
@@ -514,9 +528,14 @@ static struct jnode *parse_compare(struct parser *P)
     int n_ops = 0;
     for (;;) {
         struct jtok *t = cur(P);
-        int op         = is_op(t, "==") ? '=' : is_op(t, "!=") ? '!' : is_op(t, "<") ? '<'
-                       : is_op(t, ">") ? '>' : is_op(t, "<=") ? 'l' : is_op(t, ">=") ? 'g'
-                       : is_name(t, "in") ? 'i' : 0;
+        int op         = is_op(t, "==")     ? '='
+                         : is_op(t, "!=")   ? '!'
+                         : is_op(t, "<")    ? '<'
+                         : is_op(t, ">")    ? '>'
+                         : is_op(t, "<=")   ? 'l'
+                         : is_op(t, ">=")   ? 'g'
+                         : is_name(t, "in") ? 'i'
+                                            : 0;
         if (!op && is_name(t, "not") && is_name(peek(P, 1), "in")) {
             op = 'n';
             next(P);
@@ -612,7 +631,7 @@ static struct jnode *parse_tuple(struct parser *P, bool condexpr)
             if (!is_op(cur(P), ","))
                 break;
             next(P);
-            comma = true;
+            comma          = true;
             struct jtok *t = cur(P);
             if (t->kind == JT_BLOCK_END || t->kind == JT_VAR_END || is_op(t, ")") ||
                 is_name(t, "in") || is_op(t, "="))
@@ -651,7 +670,7 @@ static void parse_targets(struct parser *P, struct jnode *n)
         expect_op(P, ")");
     n->names   = v.v;
     n->n_names = v.n;
-    n->op      = v.n > 1 || (paren) ? 1 : 0; /* 1: unpack */
+    n->op      = v.n > 1 || paren ? FOR_UNPACK : 0;
 }
 
 static const char *const END_IF[]     = {"elif", "else", "endif", NULL};
@@ -670,15 +689,15 @@ static struct jnode *parse_if(struct parser *P, int line)
     P->soft         = true;
     n->a            = parse_tuple(P, false);
     expect_block_end(P);
-    n->b = parse_body(P, END_IF);
+    n->b           = parse_body(P, END_IF);
     struct jtok *t = cur(P);
     next(P);
-    if (js_eq(t->s, "elif")) {
-        n->c = parse_if(P, t->line);
+    if (jinja_str_is(t->s, "elif")) {
+        n->c    = parse_if(P, t->line);
         P->soft = soft;
         return n;
     }
-    if (js_eq(t->s, "else")) {
+    if (jinja_str_is(t->s, "else")) {
         expect_block_end(P);
         n->c = parse_body(P, (const char *const[]){"endif", NULL});
         next(P);
@@ -702,15 +721,17 @@ static struct jnode *parse_for(struct parser *P, int line)
         next(P);
         n->d = parse_expr(P, true);
     }
-    if (is_name(cur(P), "recursive"))
-        fail_at(P, cur(P), "recursive loops are not supported");
+    if (is_name(cur(P), "recursive")) {
+        n->op |= FOR_RECURSIVE;
+        next(P);
+    }
     expect_block_end(P);
     P->loops++;
     n->b = parse_body(P, END_FOR);
     P->loops--;
     struct jtok *t = cur(P);
     next(P);
-    if (js_eq(t->s, "else")) {
+    if (jinja_str_is(t->s, "else")) {
         expect_block_end(P);
         n->c = parse_body(P, END_FOR2);
         next(P);
@@ -764,10 +785,9 @@ static struct jnode *parse_set(struct parser *P, int line)
     return n;
 }
 
-static struct jnode *parse_macro(struct parser *P, int line)
+/* A macro's parameter list, "(a, b=1)", into n's kw_names and kw_vals. */
+static void parse_params(struct parser *P, struct jnode *n)
 {
-    struct jnode *n = node(P, JN_MACRO, line);
-    n->name         = expect_name(P);
     struct svec names = {0};
     struct nvec defs  = {0};
     expect_op(P, "(");
@@ -786,20 +806,79 @@ static struct jnode *parse_macro(struct parser *P, int line)
         nvec_push(P, &defs, d);
     }
     next(P);
-    expect_block_end(P);
     n->kw_names = names.v;
     n->kw_vals  = defs.v;
     n->n_kw     = names.n;
-    bool soft   = P->soft;
-    int loops   = P->loops;
-    P->soft     = false;
-    P->loops    = 0;
-    n->b        = parse_body(P, END_MACRO);
-    P->soft     = soft;
-    P->loops    = loops;
+}
+
+/* A macro body (or a call block's) through its end tag; notes the special names it uses. */
+static void parse_macro_body(struct parser *P, struct jnode *n, const char *const *ends)
+{
+    bool soft = P->soft;
+    int loops = P->loops, refs = P->refs;
+    P->soft  = false;
+    P->loops = 0;
+    P->refs  = 0;
+    n->b     = parse_body(P, ends);
+    n->op    = P->refs;
+    P->soft  = soft;
+    P->loops = loops;
+    P->refs  = refs | n->op; /* jinja2 counts names in nested macros too */
     next(P);
     if (cur(P)->kind == JT_NAME)
         next(P); /* {% endmacro name %} */
+    expect_block_end(P);
+}
+
+static struct jnode *parse_macro(struct parser *P, int line)
+{
+    struct jnode *n = node(P, JN_MACRO, line);
+    n->name         = expect_name(P);
+    parse_params(P, n);
+    expect_block_end(P);
+    parse_macro_body(P, n, END_MACRO);
+    return n;
+}
+
+static struct jnode *parse_call_block(struct parser *P, int line)
+{
+    struct jnode *n = node(P, JN_CALLBLOCK, line);
+    struct jnode *m = node(P, JN_MACRO, line);
+    m->name         = (struct jstr){"caller", 6};
+    if (is_op(cur(P), "("))
+        parse_params(P, m);
+    n->a = parse_expr(P, true);
+    if (n->a->kind != JN_CALL)
+        fail_at(P, cur(P), "expected call");
+    expect_block_end(P);
+    parse_macro_body(P, m, (const char *const[]){"endcall", NULL});
+    n->c = m;
+    return n;
+}
+
+/* {% with a = 1, b = x %} ... {% endwith %} */
+static struct jnode *parse_with(struct parser *P, int line)
+{
+    struct jnode *n   = node(P, JN_WITH, line);
+    struct svec names = {0};
+    struct nvec vals  = {0};
+    while (cur(P)->kind != JT_BLOCK_END) {
+        if (names.n)
+            expect_op(P, ",");
+        svec_push(P, &names, expect_name(P));
+        expect_op(P, "=");
+        nvec_push(P, &vals, parse_expr(P, true));
+    }
+    expect_block_end(P);
+    n->names   = names.v;
+    n->n_names = names.n;
+    n->kids    = vals.v;
+    n->n_kids  = vals.n;
+    bool soft  = P->soft;
+    P->soft    = false;
+    n->b       = parse_body(P, (const char *const[]){"endwith", NULL});
+    P->soft    = soft;
+    next(P);
     expect_block_end(P);
     return n;
 }
@@ -811,21 +890,25 @@ static struct jnode *parse_statement(struct parser *P)
     if (t->kind != JT_NAME)
         fail_at(P, t, "tag name expected");
     next(P);
-    if (js_eq(t->s, "if"))
+    if (jinja_str_is(t->s, "if"))
         return parse_if(P, t->line);
-    if (js_eq(t->s, "for"))
+    if (jinja_str_is(t->s, "for"))
         return parse_for(P, t->line);
-    if (js_eq(t->s, "set"))
+    if (jinja_str_is(t->s, "set"))
         return parse_set(P, t->line);
-    if (js_eq(t->s, "macro"))
+    if (jinja_str_is(t->s, "macro"))
         return parse_macro(P, t->line);
-    if (js_eq(t->s, "break") || js_eq(t->s, "continue")) {
+    if (jinja_str_is(t->s, "call"))
+        return parse_call_block(P, t->line);
+    if (jinja_str_is(t->s, "with"))
+        return parse_with(P, t->line);
+    if (jinja_str_is(t->s, "break") || jinja_str_is(t->s, "continue")) {
         if (!P->loops)
             fail_at(P, t, "'break' or 'continue' outside a loop");
         expect_block_end(P);
-        return node(P, js_eq(t->s, "break") ? JN_BREAK : JN_CONTINUE, t->line);
+        return node(P, jinja_str_is(t->s, "break") ? JN_BREAK : JN_CONTINUE, t->line);
     }
-    if (js_eq(t->s, "filter")) {
+    if (jinja_str_is(t->s, "filter")) {
         struct jnode *n = node(P, JN_FILTERBLK, t->line);
         n->a            = parse_filter_chain(P);
         expect_block_end(P);
@@ -837,7 +920,31 @@ static struct jnode *parse_statement(struct parser *P)
         expect_block_end(P);
         return n;
     }
-    if (js_eq(t->s, "generation")) {
+    if (jinja_str_is(t->s, "include") || jinja_str_is(t->s, "import") ||
+        jinja_str_is(t->s, "from") || jinja_str_is(t->s, "extends")) {
+        /* parsed loosely: rendering one fails anyway, as jinja2 without a loader does */
+        while (cur(P)->kind != JT_BLOCK_END && cur(P)->kind != JT_EOF)
+            next(P);
+        expect_block_end(P);
+        return node(P, JN_NOLOADER, t->line);
+    }
+    if (jinja_str_is(t->s, "block")) {
+        struct jnode *n = node(P, JN_BLOCK, t->line);
+        n->name         = expect_name(P);
+        while (is_name(cur(P), "scoped") || is_name(cur(P), "required"))
+            next(P);
+        expect_block_end(P);
+        bool soft = P->soft;
+        P->soft   = false;
+        n->b      = parse_body(P, (const char *const[]){"endblock", NULL});
+        P->soft   = soft;
+        next(P);
+        if (cur(P)->kind == JT_NAME)
+            next(P); /* {% endblock name %} */
+        expect_block_end(P);
+        return n;
+    }
+    if (jinja_str_is(t->s, "generation")) {
         expect_block_end(P);
         struct jnode *n = parse_body(P, END_GEN);
         next(P);
@@ -845,8 +952,8 @@ static struct jnode *parse_statement(struct parser *P)
         return n;
     }
     char msg[96];
-    snprintf(msg, sizeof msg, "Encountered unknown tag '%.*s'", (int)(t->s.len > 40 ? 40 : t->s.len),
-             t->s.p);
+    snprintf(msg, sizeof msg, "Encountered unknown tag '%.*s'",
+             (int)(t->s.len > 40 ? 40 : t->s.len), t->s.p);
     fail_at(P, t, msg);
 }
 
@@ -864,14 +971,17 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends)
         if (t->kind == JT_EOF) {
             if (ends) {
                 char msg[96];
-                snprintf(msg, sizeof msg, "unexpected end of template, expected '%s'", ends[0]);
+                int last = 0;
+                while (ends[last + 1])
+                    last++;
+                snprintf(msg, sizeof msg, "unexpected end of template, expected '%s'", ends[last]);
                 fail_at(P, t, msg);
             }
             break;
         }
         if (t->kind == JT_DATA) {
             struct jnode *n = node(P, JN_TEXT, t->line);
-            n->val          = jv_strn(t->s.p, t->s.len);
+            n->val          = jinja_strn(t->s.p, t->s.len);
             nvec_push(P, &v, n);
             next(P);
         } else if (t->kind == JT_VAR_BEGIN) {
@@ -888,7 +998,7 @@ static struct jnode *parse_body(struct parser *P, const char *const *ends)
             if (ends && name->kind == JT_NAME) {
                 bool end = false;
                 for (int i = 0; ends[i]; i++)
-                    end |= js_eq(name->s, ends[i]);
+                    end |= jinja_str_is(name->s, ends[i]);
                 if (end)
                     break;
             }

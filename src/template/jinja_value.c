@@ -25,7 +25,7 @@ struct jchunk {
 
 void *jinja_alloc(struct jmem *m, size_t n)
 {
-    n = (n + 15) & ~(size_t)15;
+    n                = (n + 15) & ~(size_t)15;
     struct jchunk *h = m->head;
     if (!h || h->size - h->used < n) {
         size_t size = n > CHUNK_MIN / 4 ? n : CHUNK_MIN;
@@ -61,6 +61,14 @@ char *jinja_strndup(struct jmem *m, const char *s, size_t n)
     return p;
 }
 
+void jinja_mem_init(struct jmem *m, size_t cap, jmp_buf *jb, char *err, size_t err_len)
+{
+    m->cap     = cap;
+    m->jb      = jb;
+    m->err     = err;
+    m->err_len = err_len;
+}
+
 void jinja_mem_free(struct jmem *m)
 {
     struct jchunk *h = m->head;
@@ -82,14 +90,16 @@ void jinja_fail(struct jmem *m, enum hearth_status st, const char *fmt, ...)
         if (k > 0 && (size_t)k < m->err_len)
             vsnprintf(m->err + k, m->err_len - (size_t)k, fmt, ap);
         va_end(ap);
+        for (char *p = m->err; *p; p++) /* one line, whatever names or keys it quotes */
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
     }
-    m->st = st;
-    longjmp(*m->jb, 1);
+    longjmp(*m->jb, st == HEARTH_OK ? HEARTH_EINVAL : (int)st);
 }
 
 /* ----------------------------------------------------------------- utf-8 --- */
 
-size_t ju_decode(const char *p, size_t n, uint32_t *cp)
+size_t jinja_utf8_decode(const char *p, size_t n, uint32_t *cp)
 {
     const unsigned char *s = (const unsigned char *)p;
     unsigned char b        = s[0];
@@ -110,30 +120,30 @@ size_t ju_decode(const char *p, size_t n, uint32_t *cp)
     return k;
 }
 
-size_t ju_count(struct jstr s)
+size_t jinja_utf8_count(struct jstr s)
 {
     size_t n = 0;
     for (size_t i = 0; i < s.len;) {
         uint32_t cp;
-        i += ju_decode(s.p + i, s.len - i, &cp);
+        i += jinja_utf8_decode(s.p + i, s.len - i, &cp);
         n++;
     }
     return n;
 }
 
-size_t ju_offset(struct jstr s, size_t idx)
+size_t jinja_utf8_offset(struct jstr s, size_t idx)
 {
     size_t i = 0;
     for (size_t n = 0; n < idx && i < s.len; n++) {
         uint32_t cp;
-        i += ju_decode(s.p + i, s.len - i, &cp);
+        i += jinja_utf8_decode(s.p + i, s.len - i, &cp);
     }
     return i;
 }
 
 /* --------------------------------------------------------------- buffers --- */
 
-void jb_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
+void jinja_buf_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
 {
     if (!n)
         return;
@@ -154,12 +164,12 @@ void jb_put(struct jctx *c, struct jbuf *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-void jb_puts(struct jctx *c, struct jbuf *b, const char *s)
+void jinja_buf_puts(struct jctx *c, struct jbuf *b, const char *s)
 {
-    jb_put(c, b, s, strlen(s));
+    jinja_buf_put(c, b, s, strlen(s));
 }
 
-void jb_printf(struct jctx *c, struct jbuf *b, const char *fmt, ...)
+void jinja_buf_printf(struct jctx *c, struct jbuf *b, const char *fmt, ...)
 {
     char tmp[128];
     va_list ap;
@@ -167,52 +177,52 @@ void jb_printf(struct jctx *c, struct jbuf *b, const char *fmt, ...)
     int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (k > 0)
-        jb_put(c, b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
+        jinja_buf_put(c, b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
 }
 
-struct jstr jb_str(struct jbuf *b)
+struct jstr jinja_buf_str(struct jbuf *b)
 {
     return (struct jstr){b->p ? b->p : "", b->len};
 }
 
 /* ---------------------------------------------------------------- values --- */
 
-struct jv jv_none(void)
+struct jv jinja_none(void)
 {
     return (struct jv){.kind = JV_NONE};
 }
 
-struct jv jv_bool(bool b)
+struct jv jinja_bool(bool b)
 {
     return (struct jv){.kind = JV_BOOL, .u.b = b};
 }
 
-struct jv jv_int(int64_t i)
+struct jv jinja_int(int64_t i)
 {
     return (struct jv){.kind = JV_INT, .u.i = i};
 }
 
-struct jv jv_float(double f)
+struct jv jinja_float(double f)
 {
     return (struct jv){.kind = JV_FLOAT, .u.f = f};
 }
 
-struct jv jv_cstr(const char *s)
+struct jv jinja_cstr(const char *s)
 {
     return (struct jv){.kind = JV_STR, .u.s = {s, strlen(s)}};
 }
 
-struct jv jv_strn(const char *s, size_t len)
+struct jv jinja_strn(const char *s, size_t len)
 {
     return (struct jv){.kind = JV_STR, .u.s = {s, len}};
 }
 
-struct jv jv_undef(const char *msg)
+struct jv jinja_undef(const char *msg)
 {
     return (struct jv){.kind = JV_UNDEF, .u.s = {msg, msg ? strlen(msg) : 0}};
 }
 
-struct jv jv_list_new(struct jctx *c, size_t cap)
+struct jv jinja_list_new(struct jctx *c, size_t cap)
 {
     struct jlist *l = jinja_alloc(&c->mem, sizeof *l);
     if (cap) {
@@ -222,13 +232,13 @@ struct jv jv_list_new(struct jctx *c, size_t cap)
     return (struct jv){.kind = JV_LIST, .u.l = l};
 }
 
-struct jv jv_dict_new(struct jctx *c)
+struct jv jinja_dict_new(struct jctx *c)
 {
     struct jdict *d = jinja_alloc(&c->mem, sizeof *d);
     return (struct jv){.kind = JV_DICT, .u.d = d};
 }
 
-void jv_list_push(struct jctx *c, struct jlist *l, struct jv v)
+void jinja_list_push(struct jctx *c, struct jlist *l, struct jv v)
 {
     if (l->n == l->cap) {
         size_t cap   = l->cap ? l->cap * 2 : 8;
@@ -241,16 +251,75 @@ void jv_list_push(struct jctx *c, struct jlist *l, struct jv v)
     l->v[l->n++] = v;
 }
 
-struct jv *jv_dict_get(const struct jdict *d, struct jv key)
+/* Dicts below this many entries are searched linearly; from it on, through the hash index. */
+#define DICT_INDEX_MIN 16
+
+static uint64_t mix64(uint64_t x)
 {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Equal keys hash equal, as Python's: True, 1 and 1.0 are one key. */
+static uint64_t hash_key(struct jv k)
+{
+    switch (k.kind) {
+    case JV_STR:
+        return hash_bytes(k.u.s.p, k.u.s.len);
+    case JV_BOOL:
+        return mix64((uint64_t)k.u.b);
+    case JV_INT:
+        return mix64((uint64_t)k.u.i);
+    case JV_FLOAT:
+        if (k.u.f == floor(k.u.f) && fabs(k.u.f) < 9.2e18)
+            return mix64((uint64_t)(int64_t)k.u.f);
+        {
+            uint64_t bits;
+            memcpy(&bits, &k.u.f, sizeof bits);
+            return mix64(bits);
+        }
+    default:
+        return 0x9e3779b97f4a7c15ull + (uint64_t)k.kind;
+    }
+}
+
+static struct jv *indexed_find(const struct jdict *d, struct jv key, uint64_t h)
+{
+    for (size_t s = h & (d->n_slot - 1);; s = (s + 1) & (d->n_slot - 1)) {
+        uint32_t e = d->slot[s];
+        if (!e)
+            return NULL;
+        if (jinja_eq(d->k[e - 1], key))
+            return &d->v[e - 1];
+    }
+}
+
+struct jv *jinja_dict_get(const struct jdict *d, struct jv key)
+{
+    if (d->slot && d->n_indexed == d->n)
+        return indexed_find(d, key, hash_key(key));
     for (size_t i = 0; i < d->n; i++)
-        if (jv_eq(d->k[i], key))
+        if (jinja_eq(d->k[i], key))
             return &d->v[i];
     return NULL;
 }
 
-struct jv *jv_dict_gets(const struct jdict *d, const char *key, size_t len)
+struct jv *jinja_dict_gets(const struct jdict *d, const char *key, size_t len)
 {
+    if (d->slot && d->n_indexed == d->n) {
+        struct jv k = jinja_strn(key, len);
+        return indexed_find(d, k, hash_bytes(key, len));
+    }
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i].kind == JV_STR && d->k[i].u.s.len == len &&
             (len == 0 || !memcmp(d->k[i].u.s.p, key, len)))
@@ -258,9 +327,36 @@ struct jv *jv_dict_gets(const struct jdict *d, const char *key, size_t len)
     return NULL;
 }
 
-void jv_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val)
+static void index_put(struct jdict *d, size_t e)
 {
-    struct jv *have = jv_dict_get(d, key);
+    size_t s = hash_key(d->k[e]) & (d->n_slot - 1);
+    while (d->slot[s])
+        s = (s + 1) & (d->n_slot - 1);
+    d->slot[s] = (uint32_t)(e + 1);
+}
+
+/* Brings the index up to all n entries: rebuilt when stale or too full, else extended. */
+static void index_update(struct jctx *c, struct jdict *d)
+{
+    if (d->n < DICT_INDEX_MIN || d->n >= UINT32_MAX)
+        return;
+    if (!d->slot || d->n_indexed > d->n || d->n_slot < 2 * d->n + 2) {
+        size_t n_slot = 64;
+        while (n_slot < 4 * d->n)
+            n_slot *= 2;
+        d->slot      = jinja_alloc(&c->mem, n_slot * sizeof *d->slot);
+        d->n_slot    = n_slot;
+        d->n_indexed = 0;
+    }
+    for (; d->n_indexed < d->n; d->n_indexed++)
+        index_put(d, d->n_indexed);
+}
+
+void jinja_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val)
+{
+    if (d->slot && d->n_indexed != d->n)
+        index_update(c, d); /* a reset scope: rebuild before trusting the index */
+    struct jv *have = jinja_dict_get(d, key);
     if (have) {
         *have = val;
         return;
@@ -279,14 +375,20 @@ void jv_dict_set(struct jctx *c, struct jdict *d, struct jv key, struct jv val)
     }
     d->k[d->n]   = key;
     d->v[d->n++] = val;
+    index_update(c, d);
 }
 
-bool jv_is_seq(struct jv v)
+bool jinja_hashable(struct jv v)
+{
+    return !(v.kind == JV_LIST && v.form != JV_FORM_RANGE) && v.kind != JV_DICT;
+}
+
+bool jinja_is_seq(struct jv v)
 {
     return v.kind == JV_LIST || v.kind == JV_TUPLE;
 }
 
-bool jv_truthy(struct jv v)
+bool jinja_truthy(struct jv v)
 {
     switch (v.kind) {
     case JV_UNDEF:
@@ -322,17 +424,27 @@ static double num_f(struct jv v)
 
 static int64_t num_i(struct jv v)
 {
-    return v.kind == JV_INT ? v.u.i : (int64_t)v.u.b;
+    return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
 }
 
-bool jv_eq(struct jv a, struct jv b)
+static bool eq_at(struct jv a, struct jv b, int depth);
+
+bool jinja_eq(struct jv a, struct jv b)
 {
+    return eq_at(a, b, 0);
+}
+
+static bool eq_at(struct jv a, struct jv b, int depth)
+{
+    if (depth > 200)
+        return false;
     if (is_num(a) && is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT)
             return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
     }
-    if (a.kind != b.kind)
+    if (a.kind != b.kind ||
+        (a.kind == JV_LIST && (a.form == JV_FORM_RANGE) != (b.form == JV_FORM_RANGE)))
         return false;
     switch (a.kind) {
     case JV_UNDEF:
@@ -345,15 +457,15 @@ bool jv_eq(struct jv a, struct jv b)
         if (a.u.l->n != b.u.l->n)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i]))
+            if (!eq_at(a.u.l->v[i], b.u.l->v[i], depth + 1))
                 return false;
         return true;
     case JV_DICT:
         if (a.u.d->n != b.u.d->n)
             return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            struct jv *o = jv_dict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jv_eq(a.u.d->v[i], *o))
+            struct jv *o = jinja_dict_get(b.u.d, a.u.d->k[i]);
+            if (!o || !eq_at(a.u.d->v[i], *o, depth + 1))
                 return false;
         }
         return true;
@@ -364,20 +476,34 @@ bool jv_eq(struct jv a, struct jv b)
     }
 }
 
-const char *jv_type_name(struct jv v)
+const char *jinja_type_name(struct jv v)
 {
     static const char *const names[] = {
-        [JV_UNDEF] = "Undefined", [JV_NONE] = "NoneType",  [JV_BOOL] = "bool",
-        [JV_INT] = "int",         [JV_FLOAT] = "float",    [JV_STR] = "str",
-        [JV_LIST] = "list",       [JV_TUPLE] = "tuple",    [JV_DICT] = "dict",
-        [JV_NS] = "Namespace",    [JV_LOOP] = "LoopContext", [JV_MACRO] = "Macro",
-        [JV_FUNC] = "function",   [JV_METHOD] = "builtin_function_or_method",
+        [JV_UNDEF] = "Undefined",  [JV_NONE] = "NoneType",
+        [JV_BOOL] = "bool",        [JV_INT] = "int",
+        [JV_FLOAT] = "float",      [JV_STR] = "str",
+        [JV_LIST] = "list",        [JV_TUPLE] = "tuple",
+        [JV_DICT] = "dict",        [JV_NS] = "Namespace",
+        [JV_LOOP] = "LoopContext", [JV_MACRO] = "Macro",
+        [JV_FUNC] = "function",    [JV_METHOD] = "builtin_function_or_method",
+        [JV_GEN] = "generator",
     };
+    if (v.kind == JV_LIST && v.form == JV_FORM_RANGE)
+        return "range";
     return names[v.kind];
 }
 
-int jv_cmp(struct jctx *c, struct jv a, struct jv b)
+static int cmp_at(struct jctx *c, struct jv a, struct jv b, int depth);
+
+int jinja_cmp(struct jctx *c, struct jv a, struct jv b)
 {
+    return cmp_at(c, a, b, 0);
+}
+
+static int cmp_at(struct jctx *c, struct jv a, struct jv b, int depth)
+{
+    if (depth > 200)
+        jinja_failc(c, HEARTH_ERANGE, "values nest too deep to compare");
     if (a.kind == JV_UNDEF)
         jinja_undef_fail(c, a);
     if (b.kind == JV_UNDEF)
@@ -397,14 +523,14 @@ int jv_cmp(struct jctx *c, struct jv a, struct jv b)
             return r;
         return a.u.s.len < b.u.s.len ? -1 : a.u.s.len > b.u.s.len;
     }
-    if (a.kind == b.kind && jv_is_seq(a)) {
+    if (a.kind == b.kind && jinja_is_seq(a) && a.form != JV_FORM_RANGE && b.form != JV_FORM_RANGE) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++)
-            if (!jv_eq(a.u.l->v[i], b.u.l->v[i]))
-                return jv_cmp(c, a.u.l->v[i], b.u.l->v[i]);
+            if (!jinja_eq(a.u.l->v[i], b.u.l->v[i]))
+                return cmp_at(c, a.u.l->v[i], b.u.l->v[i], depth + 1);
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n;
     }
     jinja_failc(c, HEARTH_EINVAL, "'<' not supported between instances of '%s' and '%s'",
-                jv_type_name(a), jv_type_name(b));
+                jinja_type_name(a), jinja_type_name(b));
 }
 
 /* ------------------------------------------------------------ formatting --- */
@@ -427,10 +553,10 @@ static void float_repr(char *out, size_t n, double f, bool json)
             break;
     }
     char digits[24];
-    int nd    = 0;
-    char *s   = buf;
-    bool neg  = *s == '-';
-    s        += neg;
+    int nd   = 0;
+    char *s  = buf;
+    bool neg = *s == '-';
+    s += neg;
     for (; *s && *s != 'e'; s++)
         if (*s >= '0' && *s <= '9')
             digits[nd++] = *s;
@@ -501,31 +627,31 @@ static bool printable(uint32_t cp)
 static void repr_str(struct jctx *c, struct jbuf *b, struct jstr s)
 {
     bool sq = memchr(s.p, '\'', s.len) != NULL, dq = memchr(s.p, '"', s.len) != NULL;
-    char q  = sq && !dq ? '"' : '\'';
-    jb_put(c, b, &q, 1);
+    char q = sq && !dq ? '"' : '\'';
+    jinja_buf_put(c, b, &q, 1);
     for (size_t i = 0; i < s.len;) {
         uint32_t cp;
-        size_t k = ju_decode(s.p + i, s.len - i, &cp);
+        size_t k = jinja_utf8_decode(s.p + i, s.len - i, &cp);
         if (cp == (uint32_t)q || cp == '\\') {
             char e[2] = {'\\', (char)cp};
-            jb_put(c, b, e, 2);
+            jinja_buf_put(c, b, e, 2);
         } else if (cp == '\n')
-            jb_puts(c, b, "\\n");
+            jinja_buf_puts(c, b, "\\n");
         else if (cp == '\r')
-            jb_puts(c, b, "\\r");
+            jinja_buf_puts(c, b, "\\r");
         else if (cp == '\t')
-            jb_puts(c, b, "\\t");
+            jinja_buf_puts(c, b, "\\t");
         else if (printable(cp))
-            jb_put(c, b, s.p + i, k);
+            jinja_buf_put(c, b, s.p + i, k);
         else if (cp < 0x100)
-            jb_printf(c, b, "\\x%02x", cp);
+            jinja_buf_printf(c, b, "\\x%02x", cp);
         else if (cp < 0x10000)
-            jb_printf(c, b, "\\u%04x", cp);
+            jinja_buf_printf(c, b, "\\u%04x", cp);
         else
-            jb_printf(c, b, "\\U%08x", cp);
+            jinja_buf_printf(c, b, "\\U%08x", cp);
         i += k;
     }
-    jb_put(c, b, &q, 1);
+    jinja_buf_put(c, b, &q, 1);
 }
 
 static void put_value(struct jctx *c, struct jbuf *b, struct jv v, bool repr, int depth);
@@ -534,25 +660,25 @@ static void put_items(struct jctx *c, struct jbuf *b, struct jv v, int depth)
 {
     if (depth > 200)
         jinja_failc(c, HEARTH_ERANGE, "a value nests too deep to print");
-    if (jv_is_seq(v)) {
-        jb_puts(c, b, v.kind == JV_LIST ? "[" : "(");
+    if (jinja_is_seq(v)) {
+        jinja_buf_puts(c, b, v.kind == JV_LIST ? "[" : "(");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
-                jb_puts(c, b, ", ");
+                jinja_buf_puts(c, b, ", ");
             put_value(c, b, v.u.l->v[i], true, depth + 1);
         }
-        jb_puts(c, b, v.kind == JV_LIST ? "]" : v.u.l->n == 1 ? ",)" : ")");
+        jinja_buf_puts(c, b, v.kind == JV_LIST ? "]" : v.u.l->n == 1 ? ",)" : ")");
         return;
     }
-    jb_puts(c, b, "{");
+    jinja_buf_puts(c, b, "{");
     for (size_t i = 0; i < v.u.d->n; i++) {
         if (i)
-            jb_puts(c, b, ", ");
+            jinja_buf_puts(c, b, ", ");
         put_value(c, b, v.u.d->k[i], true, depth + 1);
-        jb_puts(c, b, ": ");
+        jinja_buf_puts(c, b, ": ");
         put_value(c, b, v.u.d->v[i], true, depth + 1);
     }
-    jb_puts(c, b, "}");
+    jinja_buf_puts(c, b, "}");
 }
 
 static void put_value(struct jctx *c, struct jbuf *b, struct jv v, bool repr, int depth)
@@ -561,55 +687,68 @@ static void put_value(struct jctx *c, struct jbuf *b, struct jv v, bool repr, in
     switch (v.kind) {
     case JV_UNDEF:
         if (repr)
-            jb_puts(c, b, "Undefined");
+            jinja_buf_puts(c, b, "Undefined");
         return;
     case JV_NONE:
-        jb_puts(c, b, "None");
+        jinja_buf_puts(c, b, "None");
         return;
     case JV_BOOL:
-        jb_puts(c, b, v.u.b ? "True" : "False");
+        jinja_buf_puts(c, b, v.u.b ? "True" : "False");
         return;
     case JV_INT:
-        jb_printf(c, b, "%" PRId64, v.u.i);
+        jinja_buf_printf(c, b, "%" PRId64, v.u.i);
         return;
     case JV_FLOAT:
         float_repr(tmp, sizeof tmp, v.u.f, false);
-        jb_puts(c, b, tmp);
+        jinja_buf_puts(c, b, tmp);
         return;
     case JV_STR:
         if (repr)
             repr_str(c, b, v.u.s);
         else
-            jb_put(c, b, v.u.s.p, v.u.s.len);
+            jinja_buf_put(c, b, v.u.s.p, v.u.s.len);
         return;
     case JV_LIST:
+        if (v.form == JV_FORM_RANGE) {
+            const int64_t *r = v.u.l->range;
+            if (r[2] == 1)
+                jinja_buf_printf(c, b, "range(%" PRId64 ", %" PRId64 ")", r[0], r[1]);
+            else
+                jinja_buf_printf(c, b, "range(%" PRId64 ", %" PRId64 ", %" PRId64 ")", r[0], r[1],
+                                 r[2]);
+            return;
+        }
+        /* fall through */
     case JV_TUPLE:
     case JV_DICT:
         put_items(c, b, v, depth);
         return;
     case JV_NS:
-        jb_puts(c, b, "<Namespace ");
+        jinja_buf_puts(c, b, "<Namespace ");
         put_items(c, b, (struct jv){.kind = JV_DICT, .u.d = v.u.d}, depth);
-        jb_puts(c, b, ">");
+        jinja_buf_puts(c, b, ">");
         return;
     case JV_LOOP:
-        jb_printf(c, b, "<LoopContext %zu/%zu>", v.u.lp->i + 1, v.u.lp->items->n);
+        jinja_buf_printf(c, b, "<LoopContext %zu/%zu>", v.u.lp->i + 1, v.u.lp->n);
         return;
     case JV_MACRO:
-        jb_puts(c, b, "<Macro '");
-        jb_put(c, b, v.u.m->def->name.p, v.u.m->def->name.len);
-        jb_puts(c, b, "'>");
+        jinja_buf_puts(c, b, "<Macro '");
+        jinja_buf_put(c, b, v.u.m->def->name.p, v.u.m->def->name.len);
+        jinja_buf_puts(c, b, "'>");
         return;
     case JV_FUNC:
-        jb_puts(c, b, "<function>");
+        jinja_buf_puts(c, b, "<function>");
         return;
     case JV_METHOD:
-        jb_printf(c, b, "<built-in method %s>", v.u.me->name);
+        jinja_buf_printf(c, b, "<built-in method %s>", v.u.me->name);
+        return;
+    case JV_GEN:
+        jinja_buf_puts(c, b, "<generator object>");
         return;
     }
 }
 
-struct jstr jv_to_str(struct jctx *c, struct jv v)
+struct jstr jinja_to_str(struct jctx *c, struct jv v)
 {
     if (v.kind == JV_STR)
         return v.u.s;
@@ -617,14 +756,14 @@ struct jstr jv_to_str(struct jctx *c, struct jv v)
         return (struct jstr){"", 0};
     struct jbuf b = {0};
     put_value(c, &b, v, false, 0);
-    return jb_str(&b);
+    return jinja_buf_str(&b);
 }
 
-struct jstr jv_to_repr(struct jctx *c, struct jv v)
+struct jstr jinja_to_repr(struct jctx *c, struct jv v)
 {
     struct jbuf b = {0};
     put_value(c, &b, v, true, 0);
-    return jb_str(&b);
+    return jinja_buf_str(&b);
 }
 
 /* ------------------------------------------------------------------ json --- */
@@ -637,43 +776,58 @@ struct jsonfmt {
 
 static void json_str(struct jctx *c, struct jbuf *b, struct jstr s, bool ascii)
 {
-    jb_put(c, b, "\"", 1);
+    jinja_buf_put(c, b, "\"", 1);
     for (size_t i = 0; i < s.len;) {
         uint32_t cp;
-        size_t k = ju_decode(s.p + i, s.len - i, &cp);
+        size_t k = jinja_utf8_decode(s.p + i, s.len - i, &cp);
         switch (cp) {
-        case '"': jb_puts(c, b, "\\\""); break;
-        case '\\': jb_puts(c, b, "\\\\"); break;
-        case '\n': jb_puts(c, b, "\\n"); break;
-        case '\r': jb_puts(c, b, "\\r"); break;
-        case '\t': jb_puts(c, b, "\\t"); break;
-        case '\b': jb_puts(c, b, "\\b"); break;
-        case '\f': jb_puts(c, b, "\\f"); break;
+        case '"':
+            jinja_buf_puts(c, b, "\\\"");
+            break;
+        case '\\':
+            jinja_buf_puts(c, b, "\\\\");
+            break;
+        case '\n':
+            jinja_buf_puts(c, b, "\\n");
+            break;
+        case '\r':
+            jinja_buf_puts(c, b, "\\r");
+            break;
+        case '\t':
+            jinja_buf_puts(c, b, "\\t");
+            break;
+        case '\b':
+            jinja_buf_puts(c, b, "\\b");
+            break;
+        case '\f':
+            jinja_buf_puts(c, b, "\\f");
+            break;
         default:
             if (cp < 0x20 || (ascii && cp >= 0x7f && cp != 0x7f)) {
                 if (cp >= 0x10000) {
                     uint32_t v = cp - 0x10000;
-                    jb_printf(c, b, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+                    jinja_buf_printf(c, b, "\\u%04x\\u%04x", 0xd800 + (v >> 10),
+                                     0xdc00 + (v & 0x3ff));
                 } else
-                    jb_printf(c, b, "\\u%04x", cp);
+                    jinja_buf_printf(c, b, "\\u%04x", cp);
             } else
-                jb_put(c, b, s.p + i, k);
+                jinja_buf_put(c, b, s.p + i, k);
         }
         i += k;
     }
-    jb_put(c, b, "\"", 1);
+    jinja_buf_put(c, b, "\"", 1);
 }
 
 static void json_nl(struct jctx *c, struct jbuf *b, const struct jsonfmt *f, int level)
 {
-    jb_put(c, b, "\n", 1);
+    jinja_buf_put(c, b, "\n", 1);
     for (int i = 0; i < level; i++)
-        jb_put(c, b, f->indent->p, f->indent->len);
+        jinja_buf_put(c, b, f->indent->p, f->indent->len);
 }
 
 static int cmp_key(struct jctx *c, const struct jv *a, const struct jv *b)
 {
-    return jv_cmp(c, *a, *b);
+    return jinja_cmp(c, *a, *b);
 }
 
 static void json_val(struct jctx *c, struct jbuf *b, struct jv v, const struct jsonfmt *f,
@@ -684,43 +838,45 @@ static void json_val(struct jctx *c, struct jbuf *b, struct jv v, const struct j
         jinja_failc(c, HEARTH_ERANGE, "a value nests too deep for tojson");
     switch (v.kind) {
     case JV_NONE:
-        jb_puts(c, b, "null");
+        jinja_buf_puts(c, b, "null");
         return;
     case JV_BOOL:
-        jb_puts(c, b, v.u.b ? "true" : "false");
+        jinja_buf_puts(c, b, v.u.b ? "true" : "false");
         return;
     case JV_INT:
-        jb_printf(c, b, "%" PRId64, v.u.i);
+        jinja_buf_printf(c, b, "%" PRId64, v.u.i);
         return;
     case JV_FLOAT:
         float_repr(tmp, sizeof tmp, v.u.f, true);
-        jb_puts(c, b, tmp);
+        jinja_buf_puts(c, b, tmp);
         return;
     case JV_STR:
         json_str(c, b, v.u.s, f->ascii);
         return;
     case JV_LIST:
     case JV_TUPLE:
+        if (v.form == JV_FORM_RANGE)
+            jinja_failc(c, HEARTH_EINVAL, "Object of type range is not JSON serializable");
         if (!v.u.l->n) {
-            jb_puts(c, b, "[]");
+            jinja_buf_puts(c, b, "[]");
             return;
         }
-        jb_puts(c, b, "[");
+        jinja_buf_puts(c, b, "[");
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i)
-                jb_put(c, b, f->item_sep.p, f->item_sep.len);
+                jinja_buf_put(c, b, f->item_sep.p, f->item_sep.len);
             if (f->indent)
                 json_nl(c, b, f, level + 1);
             json_val(c, b, v.u.l->v[i], f, level + 1);
         }
         if (f->indent)
             json_nl(c, b, f, level);
-        jb_puts(c, b, "]");
+        jinja_buf_puts(c, b, "]");
         return;
     case JV_DICT: {
         const struct jdict *d = v.u.d;
         if (!d->n) {
-            jb_puts(c, b, "{}");
+            jinja_buf_puts(c, b, "{}");
             return;
         }
         size_t *order = jinja_alloc(&c->mem, d->n * sizeof *order);
@@ -734,11 +890,11 @@ static void json_val(struct jctx *c, struct jbuf *b, struct jv v, const struct j
                     order[j]     = order[j - 1];
                     order[j - 1] = t;
                 }
-        jb_puts(c, b, "{");
+        jinja_buf_puts(c, b, "{");
         for (size_t n = 0; n < d->n; n++) {
             size_t i = order[n];
             if (n)
-                jb_put(c, b, f->item_sep.p, f->item_sep.len);
+                jinja_buf_put(c, b, f->item_sep.p, f->item_sep.len);
             if (f->indent)
                 json_nl(c, b, f, level + 1);
             struct jv k = d->k[i];
@@ -748,61 +904,61 @@ static void json_val(struct jctx *c, struct jbuf *b, struct jv v, const struct j
                      k.kind == JV_NONE) {
                 struct jbuf kb = {0};
                 json_val(c, &kb, k, f, level + 1);
-                json_str(c, b, jb_str(&kb), f->ascii);
+                json_str(c, b, jinja_buf_str(&kb), f->ascii);
             } else
                 jinja_failc(c, HEARTH_EINVAL, "keys must be str, int, float, bool or None, not %s",
-                            jv_type_name(k));
-            jb_put(c, b, f->key_sep.p, f->key_sep.len);
+                            jinja_type_name(k));
+            jinja_buf_put(c, b, f->key_sep.p, f->key_sep.len);
             json_val(c, b, d->v[i], f, level + 1);
         }
         if (f->indent)
             json_nl(c, b, f, level);
-        jb_puts(c, b, "}");
+        jinja_buf_puts(c, b, "}");
         return;
     }
     default:
         jinja_failc(c, HEARTH_EINVAL, "Object of type %s is not JSON serializable",
-                    jv_type_name(v));
+                    jinja_type_name(v));
     }
 }
 
-struct jstr jv_to_json(struct jctx *c, struct jv v, bool ensure_ascii, const struct jstr *indent,
-                       struct jstr item_sep, struct jstr key_sep, bool sort_keys)
+struct jstr jinja_to_json(struct jctx *c, struct jv v, bool ensure_ascii, const struct jstr *indent,
+                          struct jstr item_sep, struct jstr key_sep, bool sort_keys)
 {
     struct jsonfmt f = {ensure_ascii, sort_keys, indent, item_sep, key_sep};
     struct jbuf b    = {0};
     json_val(c, &b, v, &f, 0);
-    return jb_str(&b);
+    return jinja_buf_str(&b);
 }
 
-struct jv jv_from_cjson(struct jctx *c, const cJSON *j, int depth)
+struct jv jinja_from_cjson(struct jctx *c, const cJSON *j, int depth)
 {
     if (!j || depth > 200)
         jinja_failc(c, HEARTH_EINVAL, "the variables nest too deep");
     if (cJSON_IsNull(j))
-        return jv_none();
+        return jinja_none();
     if (cJSON_IsBool(j))
-        return jv_bool(cJSON_IsTrue(j));
+        return jinja_bool(cJSON_IsTrue(j));
     if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         if (d == floor(d) && fabs(d) < 9.2e18)
-            return jv_int((int64_t)d);
-        return jv_float(d);
+            return jinja_int((int64_t)d);
+        return jinja_float(d);
     }
     if (cJSON_IsString(j))
-        return jv_cstr(j->valuestring ? j->valuestring : "");
+        return jinja_cstr(j->valuestring ? j->valuestring : "");
     if (cJSON_IsArray(j)) {
-        struct jv l = jv_list_new(c, (size_t)cJSON_GetArraySize(j));
+        struct jv l = jinja_list_new(c, (size_t)cJSON_GetArraySize(j));
         for (const cJSON *e = j->child; e; e = e->next)
-            jv_list_push(c, l.u.l, jv_from_cjson(c, e, depth + 1));
+            jinja_list_push(c, l.u.l, jinja_from_cjson(c, e, depth + 1));
         return l;
     }
     if (cJSON_IsObject(j)) {
-        struct jv d = jv_dict_new(c);
+        struct jv d = jinja_dict_new(c);
         for (const cJSON *e = j->child; e; e = e->next)
-            jv_dict_set(c, d.u.d, jv_cstr(e->string ? e->string : ""),
-                        jv_from_cjson(c, e, depth + 1));
+            jinja_dict_set(c, d.u.d, jinja_cstr(e->string ? e->string : ""),
+                           jinja_from_cjson(c, e, depth + 1));
         return d;
     }
-    return jv_none();
+    return jinja_none();
 }

@@ -6,7 +6,7 @@ raise_exception, strftime_now (at the request's fixed "now") and HF's tojson.
 
 One request on stdin (a JSON object: template, messages, tools, add_generation_prompt,
 bos_token, eos_token, kwargs, now): prints the rendering byte-exact and exits 0, or prints
-the error and exits 1. A JSON list of requests: prints a JSON list of {"ok": true, "text": ...}
+the error's message and exits 1. A JSON list of requests: prints a JSON list of {"ok": true, "text": ...}
 or {"ok": false, "error": ...}, one per request, and exits 0.
 
 Messages come in OpenAI wire form and are given to the template as hearth serve gives them:
@@ -117,8 +117,8 @@ def main():
         return 0
     try:
         text = render(req)
-    except Exception as e:
-        sys.stdout.write("%s: %s\n" % (type(e).__name__, e))
+    except Exception as e:  # the message alone: raise_exception's text verbatim
+        sys.stdout.write("%s\n" % e)
         return 1
     sys.stdout.buffer.write(text.encode("utf-8", "surrogatepass"))
     return 0
