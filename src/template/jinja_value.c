@@ -1,8 +1,9 @@
 /*
  * jinja_value.c: the arena, the error exit and Python's value semantics:
- * truth, equality, ordering, str(), repr(), json.dumps, and the conversion
- * from cJSON. Values are plain structs (jinja_int.h); containers live in a
- * render's arena and are never freed one by one.
+ * truth, equality, hashing (dicts index their keys from 16 entries on),
+ * ordering, str(), repr() and json.dumps. Values are plain structs
+ * (jinja_int.h); containers live in a render's arena and are never freed
+ * one by one.
  */
 #include <inttypes.h>
 #include <math.h>
