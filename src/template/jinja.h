@@ -51,8 +51,11 @@ enum hearth_status jinja_compile(const char *src, size_t len, struct jinja_templ
 /*
  * Renders t with the variables of the cJSON object vars (messages, tools,
  * bos_token, eos_token, add_generation_prompt and any extra keyword
- * arguments); vars may be NULL. JSON numbers that are whole and fit in 64
- * bits become ints, others floats. On HEARTH_OK *out is malloc'd and
+ * arguments); vars may be NULL. cJSON keeps no number text, so a number
+ * that is whole and fits in 64 bits becomes an int, others floats (1.0 in a
+ * tool schema prints as 1); a cJSON raw item (cJSON_CreateRaw) is parsed
+ * from its text as json.loads does (1.0 stays 1.0), for callers that keep
+ * the request's text. On HEARTH_OK *out is malloc'd and
  * NUL-terminated, *out_len its length (out_len may be NULL). Errors, with
  * *out NULL and one sentence in err: HEARTH_EINVAL where jinja2 raises
  * (raise_exception's message verbatim, others "jinja: ..."), HEARTH_ERANGE

@@ -148,7 +148,9 @@ struct jstr jinja_to_repr(struct jctx *c, struct jv v);
 /* json.dumps(v, ensure_ascii, indent (NULL or a string), item_sep, key_sep, sort_keys). */
 struct jstr jinja_to_json(struct jctx *c, struct jv v, bool ensure_ascii, const struct jstr *indent,
                           struct jstr item_sep, struct jstr key_sep, bool sort_keys);
+/* In jinja_json.c: cJSON (raw items parsed from their text) or JSON text, as json.loads. */
 struct jv jinja_from_cjson(struct jctx *c, const cJSON *j, int depth);
+struct jv jinja_from_json(struct jctx *c, const char *text, size_t len, int depth);
 
 /* UTF-8: code points in s, and the byte offset of code point i (clamped to len). */
 size_t jinja_utf8_count(struct jstr s);

@@ -1,8 +1,9 @@
 /*
  * jinja_value.c: the arena, the error exit and Python's value semantics:
- * truth, equality, ordering, str(), repr(), json.dumps, and the conversion
- * from cJSON. Values are plain structs (jinja_int.h); containers live in a
- * render's arena and are never freed one by one.
+ * truth, equality, hashing (dicts index their keys from 16 entries on),
+ * ordering, str(), repr() and json.dumps. Values are plain structs
+ * (jinja_int.h); containers live in a render's arena and are never freed
+ * one by one.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -929,36 +930,4 @@ struct jstr jinja_to_json(struct jctx *c, struct jv v, bool ensure_ascii, const 
     struct jbuf b    = {0};
     json_val(c, &b, v, &f, 0);
     return jinja_buf_str(&b);
-}
-
-struct jv jinja_from_cjson(struct jctx *c, const cJSON *j, int depth)
-{
-    if (!j || depth > 200)
-        jinja_failc(c, HEARTH_EINVAL, "the variables nest too deep");
-    if (cJSON_IsNull(j))
-        return jinja_none();
-    if (cJSON_IsBool(j))
-        return jinja_bool(cJSON_IsTrue(j));
-    if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d == floor(d) && fabs(d) < 9.2e18)
-            return jinja_int((int64_t)d);
-        return jinja_float(d);
-    }
-    if (cJSON_IsString(j))
-        return jinja_cstr(j->valuestring ? j->valuestring : "");
-    if (cJSON_IsArray(j)) {
-        struct jv l = jinja_list_new(c, (size_t)cJSON_GetArraySize(j));
-        for (const cJSON *e = j->child; e; e = e->next)
-            jinja_list_push(c, l.u.l, jinja_from_cjson(c, e, depth + 1));
-        return l;
-    }
-    if (cJSON_IsObject(j)) {
-        struct jv d = jinja_dict_new(c);
-        for (const cJSON *e = j->child; e; e = e->next)
-            jinja_dict_set(c, d.u.d, jinja_cstr(e->string ? e->string : ""),
-                           jinja_from_cjson(c, e, depth + 1));
-        return d;
-    }
-    return jinja_none();
 }

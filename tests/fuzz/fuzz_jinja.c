@@ -4,10 +4,12 @@
  * template; it is compiled and, if that succeeds, rendered with a small
  * fixed conversation under tight bounds (so a slow input is an error, not a
  * timeout). Any status is fine; a crash, a leak or undefined behaviour is
- * the bug. Seeds: tests/fuzz/corpus/jinja.
+ * the bug. Bytes after a NUL are JSON text given as the raw variable x
+ * (jinja_json.c's parser). Seeds: tests/fuzz/corpus/jinja.
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "template/jinja.h"
 
@@ -30,10 +32,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!vars)
         vars = cJSON_Parse(vars_json);
+    const uint8_t *nul       = memchr(data, 0, size);
+    size_t tmpl_len          = nul ? (size_t)(nul - data) : size;
     struct jinja_template *t = NULL;
     char err[HEARTH_ERR_MAX];
-    if (jinja_compile((const char *)data, size, &t, err, sizeof err) != HEARTH_OK)
+    if (jinja_compile((const char *)data, tmpl_len, &t, err, sizeof err) != HEARTH_OK)
         return 0;
+    cJSON *raw = NULL;
+    if (nul) { /* the rest as x: a raw item, so jinja_json.c parses it */
+        char *text = malloc(size - tmpl_len);
+        memcpy(text, nul + 1, size - tmpl_len - 1);
+        text[size - tmpl_len - 1] = 0;
+        raw                       = cJSON_CreateRaw(text);
+        free(text);
+        cJSON_AddItemToObject(vars, "x", raw);
+    }
     struct jinja_opts o;
     jinja_opts_default(&o);
     o.max_steps  = 20000;
@@ -47,5 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sink += len;
     free(out);
     jinja_free(t);
+    if (raw)
+        cJSON_DeleteItemFromObject(vars, "x");
     return 0;
 }

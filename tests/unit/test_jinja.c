@@ -474,6 +474,44 @@ static void test_big_dict(void **state)
     cJSON_Delete(vars);
 }
 
+/* A cJSON raw item is read from its text as json.loads would: 1.0 stays a float. */
+static void test_raw_json(void **state)
+{
+    (void)state;
+    const char *raw = "{\"a\": 1.0, \"b\": [2.50, 1e5, -0.0, 12345678901234], \"c\": "
+                      "\"\\u00e9\\ud83d\\ude00\\n\", \"a\": 3, \"d\": {\"e\": null, \"f\": true}, "
+                      "\"g\": NaN, \"h\": -Infinity}";
+    /* jinja2's rendering of json.loads(raw) */
+    const char *want =
+        "{\"a\": 3, \"b\": [2.5, 100000.0, -0.0, 12345678901234], \"c\": \"\303\251\360\237\230"
+        "\200\\n\", \"d\": {\"e\": null, \"f\": true}, \"g\": NaN, \"h\": -Infinity}|[2.5, "
+        "100000.0, -0.0, 12345678901234]|3|\303\251\360\237\230\200\n|{'a': 3, 'b': [2.5, "
+        "100000.0, -0.0, 12345678901234], 'c': '\303\251\360\237\230\200\\n', 'd': {'e': None, "
+        "'f': True}, 'g': nan, 'h': -inf}";
+    const char *src          = "{{ x | tojson }}|{{ x.b }}|{{ x.a }}|{{ x.c }}|{{ x }}";
+    struct jinja_template *t = NULL;
+    char err[HEARTH_ERR_MAX], *out;
+    assert_int_equal(jinja_compile(src, strlen(src), &t, err, sizeof err), HEARTH_OK);
+    cJSON *vars = cJSON_CreateObject();
+    cJSON_AddItemToObject(vars, "x", cJSON_CreateRaw(raw));
+    assert_int_equal(jinja_render(t, vars, NULL, &out, NULL, err, sizeof err), HEARTH_OK);
+    assert_string_equal(out, want);
+    free(out);
+    cJSON_Delete(vars);
+    /* bad raw text and integers past 64 bits are errors, not guesses */
+    const char *bad[] = {"{\"a\": }", "[1, 2", "99999999999999999999", "\"\\x\"", "1 2"};
+    const enum hearth_status why[] = {HEARTH_EINVAL, HEARTH_EINVAL, HEARTH_ERANGE, HEARTH_EINVAL,
+                                      HEARTH_EINVAL};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vars = cJSON_CreateObject();
+        cJSON_AddItemToObject(vars, "x", cJSON_CreateRaw(bad[i]));
+        assert_int_equal(jinja_render(t, vars, NULL, &out, NULL, err, sizeof err), why[i]);
+        assert_null(out);
+        cJSON_Delete(vars);
+    }
+    jinja_free(t);
+}
+
 /* Renders one template from several threads at once; each must get the same text. */
 struct worker {
     const struct jinja_template *t;
@@ -526,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_table),        cmocka_unit_test(test_limits),
         cmocka_unit_test(test_deep_nesting), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_threads),      cmocka_unit_test(test_big_dict),
+        cmocka_unit_test(test_raw_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
