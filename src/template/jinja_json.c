@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "template/jinja_int.h"
+#include "util/utf8.h"
 
 #define JSON_MAX_DEPTH 200
 
@@ -66,27 +67,7 @@ static int hex4(struct jsonp *p)
 static void put_cp(struct jctx *c, struct jbuf *b, uint32_t cp)
 {
     char o[4];
-    size_t k;
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        k    = 1;
-    } else if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        k    = 2;
-    } else if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        k    = 3;
-    } else {
-        o[0] = (char)(0xf0 | cp >> 18);
-        o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-        o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-        o[3] = (char)(0x80 | (cp & 0x3f));
-        k    = 4;
-    }
-    jinja_buf_put(c, b, o, k);
+    jinja_buf_put(c, b, o, utf8_encode(cp, o));
 }
 
 /* A string after its opening quote. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "template/jinja_int.h"
+#include "util/utf8.h"
 
 struct lexer {
     struct jmem *m;
@@ -110,30 +111,6 @@ static int hexval(char ch)
     return -1;
 }
 
-static size_t put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18);
-    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* A string literal body s[from, to) with Python's unicode-escape decoding. */
 static struct jstr decode_string(struct lexer *L, size_t from, size_t to)
 {
@@ -194,7 +171,7 @@ static struct jstr decode_string(struct lexer *L, size_t from, size_t to)
             if (cp > 0x10ffff)
                 jinja_fail(L->m, HEARTH_EINVAL, "line %d: illegal Unicode character", L->line);
             i += (size_t)digits;
-            n += put_utf8(o + n, cp); /* never longer than the escape it replaces */
+            n += utf8_encode(cp, o + n); /* never longer than the escape it replaces */
             break;
         }
         default:
@@ -204,7 +181,7 @@ static struct jstr decode_string(struct lexer *L, size_t from, size_t to)
                 for (; k < 3 && i < to && L->s[i] >= '0' && L->s[i] <= '7'; k++, i++)
                     cp = cp * 8 + (uint32_t)(L->s[i] - '0');
                 i--;
-                n += put_utf8(o + n, cp);
+                n += utf8_encode(cp, o + n);
             } else {
                 o[n++] = '\\';
                 o[n++] = e;

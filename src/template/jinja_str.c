@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "template/jinja_int.h"
+#include "util/utf8.h"
 
 /* ---------------------------------------------------------- string tools --- */
 
@@ -123,30 +124,6 @@ static bool cased(uint32_t cp)
     return to_case(cp, true) != cp || to_case(cp, false) != cp || cp == 0xdf;
 }
 
-static size_t put_cp(char *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18);
-    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* One code point of s at *i through a case change; ß upper-cases to "SS" as in Python. */
 static void put_case(struct jctx *c, struct jbuf *b, struct jstr s, size_t *i, bool upper,
                      uint32_t *cp_out)
@@ -159,7 +136,7 @@ static void put_case(struct jctx *c, struct jbuf *b, struct jstr s, size_t *i, b
     else if (upper && cp == 0xdf)
         jinja_buf_put(c, b, "SS", 2);
     else
-        jinja_buf_put(c, b, tmp, put_cp(tmp, to_case(cp, upper)));
+        jinja_buf_put(c, b, tmp, utf8_encode(to_case(cp, upper), tmp));
     *i += k;
     *cp_out = cp;
 }

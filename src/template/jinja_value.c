@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "template/jinja_int.h"
+#include "util/utf8.h"
 
 /* ---------------------------------------------------------------- arena --- */
 
@@ -102,23 +103,11 @@ void jinja_fail(struct jmem *m, enum hearth_status st, const char *fmt, ...)
 
 size_t jinja_utf8_decode(const char *p, size_t n, uint32_t *cp)
 {
-    const unsigned char *s = (const unsigned char *)p;
-    unsigned char b        = s[0];
-    size_t k               = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
-    if (k > n)
-        k = 1;
-    for (size_t i = 1; i < k; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            k = 1;
-    if (k == 1) {
-        *cp = b; /* a stray byte counts as one code point, as latin-1 would */
-        return 1;
-    }
-    uint32_t v = b & (0x7f >> k);
-    for (size_t i = 1; i < k; i++)
-        v = v << 6 | (s[i] & 0x3f);
-    *cp = v;
-    return k;
+    size_t k = utf8_decode(p, n, cp);
+    if (k)
+        return k;
+    *cp = (unsigned char)p[0]; /* a stray byte counts as one code point, as latin-1 would */
+    return 1;
 }
 
 size_t jinja_utf8_count(struct jstr s)
