@@ -404,6 +404,14 @@ static struct jstr format_spec(struct jctx *c, struct jv v, struct jstr t, struc
 }
 
 /* str.format with {}, {0}, {name}, !r / !s conversions and {{ }} escapes. */
+static bool all_digits(struct jstr s)
+{
+    for (size_t i = 0; i < s.len; i++)
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return false;
+    return s.len > 0;
+}
+
 static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
 {
     struct jbuf b = {0};
@@ -454,13 +462,16 @@ static struct jv format(struct jctx *c, struct jstr f, struct jargs *a)
                             "args tuple",
                             autoidx);
             v = a->pos[autoidx++];
-        } else if (field.p[0] >= '0' && field.p[0] <= '9') {
-            int idx = atoi(field.p);
+        } else if (all_digits(field)) {
+            /* the field is not NUL-terminated, and a long one must not wrap to a negative index */
+            int64_t idx = 0;
+            for (size_t k = 0; k < field.len && idx <= INT32_MAX; k++)
+                idx = idx * 10 + (field.p[k] - '0');
             if (idx >= a->n_pos)
                 jinja_failc(c, HEARTH_EINVAL,
                             "Replacement index %d out of range for positional "
                             "args tuple",
-                            idx);
+                            (int)(idx > INT32_MAX ? INT32_MAX : idx));
             v = a->pos[idx];
         } else {
             bool found = false;

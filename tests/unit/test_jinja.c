@@ -437,7 +437,16 @@ static void test_errors(void **state)
     assert_int_equal(render("{{ messages[0].nope.x }}", VARS, NULL, &out, err, sizeof err),
                      HEARTH_EINVAL);
     assert_non_null(strstr(err, "'dict object' has no attribute 'nope'"));
-    /* an empty template and no variables */
+    /* a positional index too big for an int must not wrap to a negative one (found by
+     * fuzz_jinja), and a field of digits and letters is a keyword, as in Python */
+    assert_int_equal(render("{{ '{99999999999999999999}'.format(1) }}", NULL, NULL, &out, err,
+                            sizeof err),
+                     HEARTH_EINVAL);
+    assert_non_null(strstr(err, "out of range"));
+    assert_int_equal(render("{{ '{0x}'.format(1) }}", NULL, NULL, &out, err, sizeof err),
+                     HEARTH_EINVAL);
+    assert_non_null(strstr(err, "'0x'"));
+        /* an empty template and no variables */
     assert_int_equal(render("", NULL, NULL, &out, err, sizeof err), HEARTH_OK);
     assert_string_equal(out, "");
     free(out);
