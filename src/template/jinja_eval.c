@@ -396,6 +396,10 @@ static struct jv repeat(struct jctx *c, struct jv seq, int64_t times)
 {
     if (times < 0)
         times = 0;
+    /* an empty sequence repeated stays empty: no loop, whatever the count (a fuzzer's
+     * () * 10**18 spun for minutes) */
+    if ((seq.kind == JV_STR && !seq.u.s.len) || (seq.kind != JV_STR && !seq.u.l->n))
+        times = 0;
     if (seq.kind == JV_STR) {
         if (seq.u.s.len && (uint64_t)times > c->o.max_output / seq.u.s.len)
             jinja_failc(c, HEARTH_ERANGE, "a repeated string would pass %zu bytes",

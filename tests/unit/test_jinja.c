@@ -446,6 +446,13 @@ static void test_errors(void **state)
     assert_int_equal(render("{{ '{0x}'.format(1) }}", NULL, NULL, &out, err, sizeof err),
                      HEARTH_EINVAL);
     assert_non_null(strstr(err, "'0x'"));
+        /* an empty sequence times a huge count is empty at once (a fuzzer's slow unit) */
+    assert_int_equal(render("[{{ () * 6666666666666666 * 20 }}|{{ '' * 9999999999999 }}|"
+                            "{{ [] * 4000000000000000000 }}]",
+                            NULL, NULL, &out, err, sizeof err),
+                     HEARTH_OK);
+    assert_string_equal(out, "[()||[]]");
+    free(out);
         /* an empty template and no variables */
     assert_int_equal(render("", NULL, NULL, &out, err, sizeof err), HEARTH_OK);
     assert_string_equal(out, "");
