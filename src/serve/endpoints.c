@@ -171,16 +171,15 @@ void h_props(struct server *s, struct evhttp_request *req)
     if (!serve_check_ready(s, req, EP_PROPS))
         return;
     cJSON *o        = cJSON_CreateObject();
-    const char *src = chat_template_source(s->tmpl);
-    struct chatparse_format f;
-    chatparse_detect(src, &f);
+    const char *src                  = chat_template_source(s->tmpl);
+    const struct chatparse_format *f = chat_template_format(s->tmpl);
     cJSON_AddStringToObject(o, "chat_template", src ? src : "");
     cJSON_AddStringToObject(o, "chat_template_name", chat_template_describe(s->tmpl));
     cJSON *caps = cJSON_AddObjectToObject(o, "chat_template_caps");
-    cJSON_AddStringToObject(caps, "tool_calls", chatparse_tools_name(f.tools));
-    if (f.think_open) {
-        cJSON_AddStringToObject(caps, "reasoning_open", f.think_open);
-        cJSON_AddStringToObject(caps, "reasoning_close", f.think_close);
+    cJSON_AddStringToObject(caps, "tool_calls", chatparse_tools_name(f->tools));
+    if (f->think_open) {
+        cJSON_AddStringToObject(caps, "reasoning_open", f->think_open);
+        cJSON_AddStringToObject(caps, "reasoning_close", f->think_close);
     } else {
         cJSON_AddNullToObject(caps, "reasoning_open");
         cJSON_AddNullToObject(caps, "reasoning_close");

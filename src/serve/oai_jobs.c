@@ -92,11 +92,9 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         char *text = NULL;
         if (!oai_prompt(req, tmpl, model, &text, e))
             goto out;
-        if (thinking) {
-            struct chatparse_format f;
-            chatparse_detect(chat_template_source(tmpl), &f);
-            *thinking = chatparse_prompt_opens_thinking(&f, text, strlen(text));
-        }
+        if (thinking)
+            *thinking =
+                chatparse_prompt_opens_thinking(chat_template_format(tmpl), text, strlen(text));
         bool tok_ok = tokenize_prompt(model, text, strlen(text), n_ctx, "messages", &toks[0],
                                       &n_toks[0], e);
         free(text);

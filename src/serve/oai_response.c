@@ -74,7 +74,7 @@ struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_c
      * request wants them: a plain chat keeps its text exactly as generated. */
     struct chatparse_format f = {0};
     if (req->kind == OAI_CHAT && tmpl)
-        chatparse_detect(chat_template_source(tmpl), &f);
+        f = *chat_template_format(tmpl);
     struct chatparse_opts o = {
         .parse_tools        = req->tools && !req->tool_choice_none && f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,

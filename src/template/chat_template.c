@@ -11,6 +11,7 @@
 
 #include "template/jinja.h"
 #include "text/chat.h"
+#include "text/chatparse.h"
 #include "util/errfmt.h"
 
 struct chat_template {
@@ -20,6 +21,7 @@ struct chat_template {
     bool typed_content;           /* the template iterates content parts itself */
     cJSON *kwargs;                /* default template kwargs (object) or NULL */
     int64_t now;                  /* strftime_now's clock; < 0: the real one */
+    struct chatparse_format fmt;  /* tool-call syntax and reasoning markers of source */
     char *bos, *eos;              /* token texts, "" when the vocab has none */
     char describe[160];
 };
@@ -128,6 +130,7 @@ enum hearth_status chat_template_new(const struct hearth_model *model, const cha
         }
         t->typed_content = probe_typed_content(t);
     }
+    chatparse_detect(t->source, &t->fmt);
 out:
     if (st != HEARTH_OK) {
         chat_template_free(t);
@@ -176,6 +179,11 @@ const char *chat_template_describe(const struct chat_template *t)
 const char *chat_template_source(const struct chat_template *t)
 {
     return t->source;
+}
+
+const struct chatparse_format *chat_template_format(const struct chat_template *t)
+{
+    return &t->fmt;
 }
 
 const char *chat_template_bos(const struct chat_template *t)

@@ -27,6 +27,7 @@
 
 struct cJSON;
 struct chat_template;
+struct chatparse_format;
 
 /*
  * The template a model's server or chat uses: file_src (a Jinja text the
@@ -55,6 +56,8 @@ void chat_template_set_now(struct chat_template *t, int64_t now);
 const char *chat_template_describe(const struct chat_template *t);
 /* The Jinja source, NUL-terminated, or NULL for a built-in family. */
 const char *chat_template_source(const struct chat_template *t);
+/* The tool-call syntax and reasoning markers its source shows (chatparse_detect, run once). */
+const struct chatparse_format *chat_template_format(const struct chat_template *t);
 /* The vocabulary's BOS and EOS texts the template sees ("" when none). */
 const char *chat_template_bos(const struct chat_template *t);
 const char *chat_template_eos(const struct chat_template *t);
