@@ -201,7 +201,7 @@ static bool test_by_name(struct jctx *c, const char *name, struct jv v, struct j
     if (!strcmp(name, "float"))
         return v.kind == JV_FLOAT;
     if (!strcmp(name, "number"))
-        return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
+        return jinja_is_num(v);
     if (!strcmp(name, "string"))
         return v.kind == JV_STR;
     if (!strcmp(name, "mapping"))
@@ -670,9 +670,9 @@ static struct jv round_filter(struct jctx *c, struct jv v, struct jargs *a)
 {
     int64_t prec = jinja_need_int(c, jinja_arg(a, 0, "precision", jinja_int(0)), "precision");
     struct jv m  = jinja_arg(a, 1, "method", jinja_cstr("common"));
-    if (v.kind != JV_INT && v.kind != JV_FLOAT && v.kind != JV_BOOL)
+    if (!jinja_is_num(v))
         jinja_failc(c, HEARTH_EINVAL, "round needs a number, not %s", jinja_type_name(v));
-    double x = v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : v.u.b;
+    double x = jinja_num_f(v);
     if (prec < 0 || prec > 30)
         jinja_failc(c, HEARTH_EUNSUPPORTED, "round precision %lld is not supported",
                     (long long)prec);

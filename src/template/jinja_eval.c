@@ -371,21 +371,6 @@ static struct jv do_slice(struct jctx *c, struct jv obj, struct jv a, struct jv 
 
 /* ------------------------------------------------------------ arithmetic --- */
 
-static bool numeric(struct jv v)
-{
-    return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
-}
-
-static double fval(struct jv v)
-{
-    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b;
-}
-
-static int64_t ival(struct jv v)
-{
-    return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
-}
-
 static _Noreturn void bad_operands(struct jctx *c, const char *op, struct jv a, struct jv b)
 {
     jinja_failc(c, HEARTH_EINVAL, "unsupported operand type(s) for %s: '%s' and '%s'", op,
@@ -432,10 +417,10 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
         ops[0] = ops[1] = '/';
     if (op == 'P')
         ops[0] = ops[1] = '*';
-    if (numeric(a) && numeric(b)) {
+    if (jinja_is_num(a) && jinja_is_num(b)) {
         bool fl   = a.kind == JV_FLOAT || b.kind == JV_FLOAT;
-        int64_t x = ival(a), y = ival(b), r;
-        double fx = fval(a), fy = fval(b);
+        int64_t x = jinja_num_i(a), y = jinja_num_i(b), r;
+        double fx = jinja_num_f(a), fy = jinja_num_f(b);
         switch (op) {
         case '+':
             if (fl)
@@ -541,9 +526,9 @@ struct jv jinja_binop(struct jctx *c, int op, struct jv a, struct jv b)
     bool rep_a = a.kind == JV_STR || (jinja_is_seq(a) && a.form != JV_FORM_RANGE);
     bool rep_b = b.kind == JV_STR || (jinja_is_seq(b) && b.form != JV_FORM_RANGE);
     if (op == '*' && rep_a && (b.kind == JV_INT || b.kind == JV_BOOL))
-        return repeat(c, a, ival(b));
+        return repeat(c, a, jinja_num_i(b));
     if (op == '*' && rep_b && (a.kind == JV_INT || a.kind == JV_BOOL))
-        return repeat(c, b, ival(a));
+        return repeat(c, b, jinja_num_i(a));
     if (op == '+' && (a.kind == JV_STR || (jinja_is_seq(a) && a.form != JV_FORM_RANGE)))
         jinja_failc(c, HEARTH_EINVAL, "can only concatenate %s (not \"%s\") to %s",
                     jinja_type_name(a), jinja_type_name(b), jinja_type_name(a));
@@ -835,16 +820,16 @@ static struct jv eval_inner(struct jctx *c, const struct jnode *n, struct jscope
             return jinja_bool(!jinja_truthy(v));
         if (v.kind == JV_UNDEF)
             jinja_undef_fail(c, v);
-        if (!numeric(v))
+        if (!jinja_is_num(v))
             jinja_failc(c, HEARTH_EINVAL, "bad operand type for unary %c: '%s'", n->op,
                         jinja_type_name(v));
         if (n->op == '+')
             return v.kind == JV_BOOL ? jinja_int(v.u.b) : v;
         if (v.kind == JV_FLOAT)
             return jinja_float(-v.u.f);
-        if (ival(v) == INT64_MIN)
+        if (jinja_num_i(v) == INT64_MIN)
             jinja_failc(c, HEARTH_ERANGE, "an integer grew past 64 bits");
-        return jinja_int(-ival(v));
+        return jinja_int(-jinja_num_i(v));
     }
     case JN_BINOP: {
         struct jv a = eval(c, n->a, s);

@@ -385,6 +385,26 @@ struct jv jinja_percent(struct jctx *c, struct jstr fmt, struct jv args);
 /* Iterable as a list (list, tuple: itself; dict: keys; str: characters; undefined: empty). */
 struct jlist *jinja_iter(struct jctx *c, struct jv v);
 
+/* Python's numbers: int, float, and bool (a subclass of int). */
+static inline bool jinja_is_num(struct jv v)
+{
+    return v.kind == JV_INT || v.kind == JV_FLOAT || v.kind == JV_BOOL;
+}
+
+/* A number's value as a double (0 for anything else). */
+static inline double jinja_num_f(struct jv v)
+{
+    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i
+                                      : v.kind == JV_BOOL ? (double)v.u.b
+                                                          : 0;
+}
+
+/* An int's or bool's value (0 for anything else, floats included). */
+static inline int64_t jinja_num_i(struct jv v)
+{
+    return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
+}
+
 static inline bool jinja_str_is(struct jstr s, const char *lit)
 {
     size_t i = 0;

@@ -402,21 +402,6 @@ bool jinja_truthy(struct jv v)
     }
 }
 
-static bool is_num(struct jv v)
-{
-    return v.kind == JV_BOOL || v.kind == JV_INT || v.kind == JV_FLOAT;
-}
-
-static double num_f(struct jv v)
-{
-    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i : (double)v.u.b;
-}
-
-static int64_t num_i(struct jv v)
-{
-    return v.kind == JV_INT ? v.u.i : v.kind == JV_BOOL ? (int64_t)v.u.b : 0;
-}
-
 static bool eq_at(struct jv a, struct jv b, int depth);
 
 bool jinja_eq(struct jv a, struct jv b)
@@ -428,10 +413,10 @@ static bool eq_at(struct jv a, struct jv b, int depth)
 {
     if (depth > 200)
         return false;
-    if (is_num(a) && is_num(b)) {
+    if (jinja_is_num(a) && jinja_is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT)
-            return num_f(a) == num_f(b);
-        return num_i(a) == num_i(b);
+            return jinja_num_f(a) == jinja_num_f(b);
+        return jinja_num_i(a) == jinja_num_i(b);
     }
     if (a.kind != b.kind ||
         (a.kind == JV_LIST && (a.form == JV_FORM_RANGE) != (b.form == JV_FORM_RANGE)))
@@ -498,12 +483,12 @@ static int cmp_at(struct jctx *c, struct jv a, struct jv b, int depth)
         jinja_undef_fail(c, a);
     if (b.kind == JV_UNDEF)
         jinja_undef_fail(c, b);
-    if (is_num(a) && is_num(b)) {
+    if (jinja_is_num(a) && jinja_is_num(b)) {
         if (a.kind == JV_FLOAT || b.kind == JV_FLOAT) {
-            double x = num_f(a), y = num_f(b);
+            double x = jinja_num_f(a), y = jinja_num_f(b);
             return x < y ? -1 : x > y ? 1 : 0;
         }
-        int64_t x = num_i(a), y = num_i(b);
+        int64_t x = jinja_num_i(a), y = jinja_num_i(b);
         return x < y ? -1 : x > y ? 1 : 0;
     }
     if (a.kind == JV_STR && b.kind == JV_STR) {
