@@ -682,6 +682,51 @@ static void test_raising_template_is_400(void **state)
     free(tmp);
 }
 
+/* A template option the server cannot use: one clear line and a non-zero exit, never a crash. */
+static void test_bad_template_options(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
+    char *tmp = tu_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/broken.jinja", tmp);
+    assert_int_equal(tu_write_file(path, "{% if %}", 8), 0);
+    static const struct {
+        const char *opt, *val, *opt2, *val2;
+        int rc;
+        const char *says;
+    } cases[] = {
+        {"--chat-template-file", NULL, NULL, NULL, 1, "line 1"},
+        {"--chat-template-file", "/nonexistent/t.jinja", NULL, NULL, 1, "cannot read"},
+        {"--chat-template", "nope", NULL, NULL, 1, "no built-in template named 'nope'"},
+        {"--chat-template-kwargs", "{bad", NULL, NULL, 1, "not valid JSON"},
+        {"--chat-template-kwargs", "[1]", NULL, NULL, 1, "expected a JSON object"},
+        {"--chat-template", "chatml", "--chat-template-file", NULL, 2, "give one"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[] = {tu_bin(),
+                              "serve",
+                              "-m",
+                              model,
+                              "--port",
+                              "0",
+                              cases[i].opt,
+                              cases[i].val ? cases[i].val : path,
+                              cases[i].opt2,
+                              cases[i].opt2 ? (cases[i].val2 ? cases[i].val2 : path) : NULL,
+                              NULL};
+        char *err = NULL;
+        int rc    = tu_run(argv, NULL, NULL, &err, 60);
+        if (rc != cases[i].rc || !strstr(err, cases[i].says))
+            print_message("case %zu: rc %d: %s\n", i, rc, err);
+        assert_int_equal(rc, cases[i].rc);
+        assert_non_null(strstr(err, cases[i].says));
+        free(err);
+    }
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
 /* ------------------------------------------------------------- openai --- */
 
 static void test_openai_npm_client_for_agents(void **state)
@@ -712,6 +757,7 @@ int main(void)
         cmocka_unit_test_teardown(test_models_report_context, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_cors, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_raising_template_is_400, srv_kill_leftovers),
+        cmocka_unit_test(test_bad_template_options),
         cmocka_unit_test_teardown(test_loop_serves_while_prompt_is_prepared, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_openai_npm_client_for_agents, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_apply_template_matches_jinja2, srv_kill_leftovers),
