@@ -133,10 +133,24 @@ void serve_reply_json(struct server *s, struct evhttp_request *req, enum metrics
     serve_reply(s, req, ep, status, "application/json", json, strlen(json));
 }
 
+/* The API each endpoint speaks, for the shape of its errors. */
+static const struct reply_ops *ep_ops(enum metrics_endpoint ep)
+{
+    switch (ep) {
+    default:
+        return &oai_reply_ops;
+    }
+}
+
+char *serve_error_json(enum metrics_endpoint ep, const struct oai_error *e)
+{
+    return ep_ops(ep)->error_json(e);
+}
+
 void serve_reply_error(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                        const struct oai_error *e)
 {
-    char *json = oai_error_json(e);
+    char *json = serve_error_json(ep, e);
     serve_reply_json(s, req, ep, e->status, json);
     free(json);
 }
@@ -248,7 +262,8 @@ static void pending_unlink_free(struct pending *p)
         s->pending = p->next;
     if (p->next)
         p->next->prev = p->prev;
-    oai_response_free(p->resp);
+    if (p->resp)
+        p->ops->destroy(p->resp);
     free(p->t_last);
     free(p);
     if (s->stopping && !s->pending) {
@@ -358,12 +373,12 @@ static void pending_finish(struct pending *p)
     if (!p->gone && p->req) {
         int status = 200;
         size_t len = 0;
-        char *body = oai_response_finish(p->resp, &status, &len);
+        char *body = p->ops->finish(p->resp, &status, &len);
         if (!body && !p->stream) {
             struct oai_error e;
             oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
             status = 500;
-            body   = oai_error_json(&e);
+            body   = p->ops->error_json(&e);
             len    = body ? strlen(body) : 0;
         }
         release_http(p, status, body, len);
@@ -389,6 +404,7 @@ void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_en
     p->kind         = kind;
     p->request_id   = s->next_request_id++;
     p->ep           = ep;
+    p->ops          = t->ops ? t->ops : ep_ops(ep);
     p->t_start      = now_s();
     p->task         = t;
     t->pt.run       = run_task;
@@ -427,18 +443,17 @@ static void run_task(struct prep_task *pt)
 static void start_generation(struct server *s, struct pending *p, struct task *t)
 {
     const struct oai_request *r = &t->r;
-    enum oai_kind kind          = r->kind;
     p->stream                   = r->stream;
     p->t_last                   = calloc((size_t)t->n_jobs, sizeof *p->t_last);
-    snprintf(p->id, sizeof p->id, "%s-%08x%016llx", kind == OAI_CHAT ? "chatcmpl" : "cmpl",
-             s->id_salt, (unsigned long long)p->request_id);
+    snprintf(p->id, sizeof p->id, "%s%08x%016llx", p->ops->id_prefix(r), s->id_salt,
+             (unsigned long long)p->request_id);
     if (p->t_last)
-        p->resp = oai_response_new(r, t->n_jobs, p->id, (int64_t)time(NULL), s->p->alias,
-                                   s->model, s->tmpl, t->thinking);
+        p->resp = p->ops->create(r, t->n_jobs, p->id, (int64_t)time(NULL), s->p->alias, s->model,
+                                 s->tmpl, t->thinking);
     if (!p->t_last || !p->resp) {
         struct oai_error e;
         oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        char *json = oai_error_json(&e);
+        char *json = p->ops->error_json(&e);
         p->stream  = false;
         release_http(p, 500, json, json ? strlen(json) : 0);
         free(json);
@@ -478,7 +493,7 @@ static void start_generation(struct server *s, struct pending *p, struct task *t
         else
             oai_fail(&e, hearth_status_http(st), "server_error", NULL, NULL,
                      "The scheduler refused the request: %s.", hearth_status_str(st));
-        char *json = oai_error_json(&e);
+        char *json = p->ops->error_json(&e);
         abandon(p, e.status, json, json ? strlen(json) : 0);
         free(json);
         if (submitted == 0)
@@ -494,7 +509,7 @@ static void start_generation(struct server *s, struct pending *p, struct task *t
         evhttp_send_reply_start(p->req, 200, "OK");
         metrics_count_request(&s->metrics, p->ep, 200);
         size_t n  = 0;
-        char *out = oai_response_start(p->resp, &n);
+        char *out = p->ops->start(p->resp, &n);
         send_chunk(p->req, out, n);
         free(out);
     }
@@ -511,7 +526,7 @@ static void task_done(struct server *s, struct task *t)
         return;
     }
     if (!t->ok) {
-        char *json = oai_error_json(&t->e);
+        char *json = p->ops->error_json(&t->e);
         release_http(p, t->e.status, json, json ? strlen(json) : 0);
         free(json);
         task_free(t);
@@ -550,6 +565,30 @@ void serve_prepare_oai(struct server *s, struct evhttp_request *req, enum metric
     serve_prepare(s, req, ep, pkind, t);
 }
 
+void serve_generate(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                    serve_parse_fn parse, const struct reply_ops *ops)
+{
+    if (!serve_check_ready(s, req, ep))
+        return;
+    size_t len;
+    const char *body = serve_body(s, req, ep, &len);
+    if (!body)
+        return;
+    struct task *t = calloc(1, sizeof *t);
+    if (!t) {
+        reply_fail(s, req, ep, 500, "server_error", NULL, "out of memory");
+        return;
+    }
+    struct oai_error e;
+    if (!parse(body, len, &t->r, &e)) {
+        free(t);
+        serve_reply_error(s, req, ep, &e);
+        return;
+    }
+    t->ops = ops;
+    serve_prepare(s, req, ep, PK_GENERATE, t);
+}
+
 static void h_chat(struct server *s, struct evhttp_request *req)
 {
     serve_prepare_oai(s, req, EP_CHAT, OAI_CHAT, PK_GENERATE);
@@ -579,7 +618,7 @@ static void handle_event(struct server *s, struct qev *q)
                 metrics_observe(&s->metrics, M_ITL, q->t - *last);
             *last = q->t;
         }
-        out = oai_response_text(p->resp, ev, &len);
+        out = p->ops->text(p->resp, ev, &len);
         send_chunk(p->req, out, len);
         free(out);
         return;
@@ -592,7 +631,7 @@ static void handle_event(struct server *s, struct qev *q)
         fprintf(stderr, "hearth serve: request %s choice %d failed: %.*s\n", p->id, ev->choice,
                 (int)ev->text_len, ev->text);
     if (!p->gone) {
-        out = oai_response_done(p->resp, ev, &len);
+        out = p->ops->done(p->resp, ev, &len);
         send_chunk(p->req, out, len);
         free(out);
     }
@@ -1002,17 +1041,14 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
     struct oai_error e;
     oai_fail(&e, 503, "server_error", "shutting_down", NULL, "The server is shutting down.");
-    char *json = oai_error_json(&e);
-    size_t sse_len;
-    char *sse = oai_error_sse(&e, &sse_len);
     for (struct pending *p = s->pending; p; p = p->next) {
-        if (p->stream)
-            abandon(p, 503, sse, sse ? sse_len : 0);
-        else
-            abandon(p, 503, json, json ? strlen(json) : 0);
+        size_t len = 0;
+        char *body = p->stream ? p->ops->error_sse(&e, &len) : p->ops->error_json(&e);
+        if (body && !p->stream)
+            len = strlen(body);
+        abandon(p, 503, body, len);
+        free(body);
     }
-    free(json);
-    free(sse);
     struct timeval tv = {SHUTDOWN_GRACE_S, 0};
     s->ev_grace       = evtimer_new(s->base, on_grace_over, s);
     if (s->ev_grace)

@@ -101,6 +101,9 @@ void oai_request_free(struct oai_request *req)
     cJSON_Delete(req->messages);
     cJSON_Delete(req->tools);
     cJSON_Delete(req->template_kwargs);
+    free(req->tool_name);
+    free(req->grammar);
+    cJSON_Delete(req->schema);
     for (int32_t i = 0; i < req->n_prompts; i++)
         free(req->prompts[i]);
     free(req->prompts);
@@ -320,7 +323,7 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
         if (!strcmp(tc->valuestring, "auto"))
             return true;
         if (!strcmp(tc->valuestring, "none")) {
-            req->tool_choice_none = true;
+            req->tool_choice = OAI_TOOL_NONE;
             return true;
         }
         if (strcmp(tc->valuestring, "required"))

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "serve/openai.h"
+#include "serve/reply.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
 #include "util/utf8.h"
@@ -76,7 +77,7 @@ struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_c
     if (req->kind == OAI_CHAT && tmpl)
         f = *chat_template_format(tmpl);
     struct chatparse_opts o = {
-        .parse_tools        = req->tools && !req->tool_choice_none && f.tools != CHATPARSE_TOOLS_NONE,
+        .parse_tools        = req->tools && req->tool_choice != OAI_TOOL_NONE && f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
     };
@@ -690,3 +691,44 @@ char *oai_response_finish(struct oai_response *r, int *status, size_t *len)
     *len = s ? strlen(s) : 0;
     return s;
 }
+
+/* ---------------------------------------------------------------- ops --- */
+
+static const char *oai_id_prefix(const struct oai_request *req)
+{
+    return req->kind == OAI_CHAT ? "chatcmpl-" : "cmpl-";
+}
+
+static void *oai_create(const struct oai_request *req, int32_t n_choices, const char *id,
+                        int64_t created, const char *model_name, const struct hearth_model *model,
+                        const struct chat_template *tmpl, bool thinking)
+{
+    return oai_response_new(req, n_choices, id, created, model_name, model, tmpl, thinking);
+}
+
+static char *oai_start(void *r, size_t *len) { return oai_response_start(r, len); }
+static char *oai_text(void *r, const struct sched_event *ev, size_t *len)
+{
+    return oai_response_text(r, ev, len);
+}
+static char *oai_done(void *r, const struct sched_event *ev, size_t *len)
+{
+    return oai_response_done(r, ev, len);
+}
+static char *oai_finish(void *r, int *status, size_t *len)
+{
+    return oai_response_finish(r, status, len);
+}
+static void oai_destroy(void *r) { oai_response_free(r); }
+
+const struct reply_ops oai_reply_ops = {
+    .id_prefix  = oai_id_prefix,
+    .create     = oai_create,
+    .start      = oai_start,
+    .text       = oai_text,
+    .done       = oai_done,
+    .finish     = oai_finish,
+    .destroy    = oai_destroy,
+    .error_json = oai_error_json,
+    .error_sse  = oai_error_sse,
+};

@@ -76,6 +76,13 @@ char *oai_error_sse(const struct oai_error *e, size_t *len);
 
 enum oai_reasoning { OAI_REASONING_AUTO, OAI_REASONING_NONE };
 
+enum oai_tool_choice {
+    OAI_TOOL_AUTO,     /* calls parsed when the model makes them (a lazy grammar keeps them valid) */
+    OAI_TOOL_NONE,     /* tools shown, calls not parsed */
+    OAI_TOOL_REQUIRED, /* the reply is one or more calls (parallel_tool_calls) of offered tools */
+    OAI_TOOL_NAMED,    /* the reply is a call of tool_name */
+};
+
 struct oai_request {
     enum oai_kind kind;
     char *model;                    /* as sent, or NULL */
@@ -84,7 +91,13 @@ struct oai_request {
     struct cJSON *messages;
     struct cJSON *tools;            /* array of tools offered, or NULL */
     struct cJSON *template_kwargs;  /* chat_template_kwargs (+ reasoning_effort), or NULL */
-    bool tool_choice_none;          /* tool_choice "none": tools shown, calls not parsed */
+    enum oai_tool_choice tool_choice;
+    char *tool_name;                /* OAI_TOOL_NAMED: an offered function's name */
+    /* constrained output (at most one of the two): llama.cpp's GBNF `grammar`, or a JSON
+     * schema (response_format json_schema, llama.cpp's json_schema; json_object gives
+     * {"type": "object"}) */
+    char *grammar;
+    struct cJSON *schema;
     bool parallel_tool_calls;       /* default true */
     enum oai_reasoning reasoning;   /* reasoning_format */
     char **prompts;                 /* [n_prompts], completions only */

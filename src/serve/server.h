@@ -17,6 +17,7 @@
 #include "serve/metrics.h"
 #include "serve/openai.h"
 #include "serve/prep.h"
+#include "serve/reply.h"
 
 struct cJSON;
 
@@ -40,6 +41,7 @@ struct task {
     struct server *srv;  /* read-only on the prep thread: model, tmpl, sp */
     struct pending *p;
     struct oai_request r;  /* PK_GENERATE, PK_TEMPLATE */
+    const struct reply_ops *ops; /* PK_GENERATE: the reply's API (NULL: OpenAI's) */
     struct cJSON *body;    /* PK_TOKENIZE, PK_DETOKENIZE: the parsed body */
     uint64_t first_job_id; /* ids first_job_id .. + OAI_MAX_CHOICES are this task's */
     /* results */
@@ -61,7 +63,8 @@ struct pending {
     struct evhttp_request *req; /* NULL once the HTTP side is finished */
     struct event *ev_closed;    /* peer-hangup watch, or NULL */
     struct task *task;          /* on the prep thread, or NULL */
-    struct oai_response *resp;
+    const struct reply_ops *ops; /* the API this request speaks (errors, the reply) */
+    void *resp;                  /* ops' reply, once generating */
     int32_t n_jobs, n_done; /* jobs submitted; DONE/ERROR events seen */
     bool stream;
     bool gone; /* HTTP side finished early (client gone, shutdown, refusal) */
@@ -130,6 +133,17 @@ void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_en
 /* Parses req's body as an OpenAI request of kind, then hands it to serve_prepare as pkind. */
 void serve_prepare_oai(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                        enum oai_kind kind, enum pending_kind pkind);
+/*
+ * A generation request of another API: parse translates the body onto a
+ * chat request (false with *e, which goes back in ops' error shape), and
+ * ops shapes the reply.
+ */
+typedef bool (*serve_parse_fn)(const char *body, size_t len, struct oai_request *req,
+                               struct oai_error *e);
+void serve_generate(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                    serve_parse_fn parse, const struct reply_ops *ops);
+/* The error body of endpoint ep's API. */
+char *serve_error_json(enum metrics_endpoint ep, const struct oai_error *e);
 struct pending *serve_pending_find(struct server *s, uint64_t request_id);
 
 /* ---- endpoints (endpoints.c): handlers named in routes.h, and the prep-thread work ---- */

@@ -203,7 +203,7 @@ static void test_parse_agent_fields(void **state)
     assert_true(cJSON_IsObject(args));
     assert_string_equal(cJSON_GetObjectItem(args, "city")->valuestring, "Paris");
     assert_int_equal(cJSON_GetArraySize(r.tools), 1);
-    assert_true(r.tool_choice_none);
+    assert_int_equal(r.tool_choice, OAI_TOOL_NONE);
     assert_false(r.parallel_tool_calls);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(r.template_kwargs, "enable_thinking")));
     assert_string_equal(cJSON_GetObjectItem(r.template_kwargs, "reasoning_effort")->valuestring,
