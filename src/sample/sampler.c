@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hearth.h"
+#include "sample/sampler.h"
 #include "util/rng.h"
 
 struct cand {
@@ -145,90 +146,131 @@ static int32_t select_top(struct cand *c, int32_t n, int32_t k)
     return k;
 }
 
-/* Softmax over cands[0..n) in place (logits become probabilities); cands sorted descending. */
-static void softmax_sorted(struct cand *c, int32_t n)
+static bool allowed_bit(const uint32_t *allowed, int32_t i)
 {
-    double sum = 0;
-    const float max = c[0].logit;
-    for (int32_t i = 0; i < n; i++) {
-        c[i].logit = expf(c[i].logit - max);
-        sum += c[i].logit;
-    }
-    for (int32_t i = 0; i < n; i++)
-        c[i].logit = (float)(c[i].logit / sum);
+    return !allowed || (allowed[i >> 5] >> (i & 31) & 1u);
 }
 
-hearth_token hearth_sampler_sample(struct hearth_sampler *s, const float *logits)
+/* The candidate of token t in c[0..n) (built in id order), or NULL. */
+static struct cand *find_cand(struct cand *c, int32_t n, hearth_token t)
+{
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (c[mid].id < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && c[lo].id == t ? &c[lo] : NULL;
+}
+
+/*
+ * Sorts the best candidates of c[0..n) to the front, descending, until
+ * their probability mass (p = exp(logit - max) / sum) reaches top_p, and
+ * returns how many that takes. Selecting a growing top-k and sorting only
+ * it keeps a 150k vocabulary from being sorted whole for every token.
+ */
+static int32_t sort_nucleus(struct cand *c, int32_t n, float max, double sum, float top_p)
+{
+    for (int32_t k = n < 64 ? n : 64;; k = k * 4 < n ? k * 4 : n) {
+        if (k < n)
+            select_top(c, n, k);
+        qsort(c, (size_t)k, sizeof *c, by_logit_desc);
+        double cum = 0;
+        for (int32_t i = 0; i < k; i++) {
+            cum += (float)(expf(c[i].logit - max) / sum);
+            if (cum >= top_p)
+                return i + 1;
+        }
+        if (k == n)
+            return n;
+    }
+}
+
+hearth_token sampler_pick(struct hearth_sampler *s, const float *logits, const uint32_t *allowed)
 {
     const int32_t nv = s->n_vocab;
-    struct cand *c = s->cands;
-    for (int32_t i = 0; i < nv; i++)
-        c[i] = (struct cand){i, logits[i]};
+    struct cand *c   = s->cands;
+    int32_t n        = 0;
+    if (!allowed) {
+        for (int32_t i = 0; i < nv; i++)
+            c[i] = (struct cand){i, logits[i]};
+        n = nv;
+    } else {
+        for (int32_t w = 0; w < (nv + 31) / 32; w++)
+            for (uint32_t bits = allowed[w]; bits; bits &= bits - 1) {
+                int32_t i = w * 32 + __builtin_ctz(bits);
+                if (i < nv)
+                    c[n++] = (struct cand){i, logits[i]};
+            }
+        if (n == 0)
+            return -1;
+    }
 
     /* llama.cpp's rule: divide positive logits, multiply negative ones, once per distinct token */
     if (s->p.repeat_penalty != 1.0f && s->n_hist > 0) {
         for (int32_t i = 0; i < s->n_hist; i++) {
             hearth_token t = s->hist[i];
-            if (t < 0 || t >= nv)
+            if (t < 0 || t >= nv || !allowed_bit(allowed, t))
                 continue;
             bool seen = false;
             for (int32_t j = 0; j < i && !seen; j++)
                 seen = s->hist[j] == t;
             if (seen)
                 continue;
-            c[t].logit = c[t].logit > 0 ? c[t].logit / s->p.repeat_penalty
-                                        : c[t].logit * s->p.repeat_penalty;
+            struct cand *ct = allowed ? find_cand(c, n, t) : &c[t];
+            ct->logit       = ct->logit > 0 ? ct->logit / s->p.repeat_penalty
+                                            : ct->logit * s->p.repeat_penalty;
         }
     }
 
-    hearth_token tok;
     if (s->p.temperature <= 0.0f) {
         int32_t best = 0;
-        for (int32_t i = 1; i < nv; i++)
+        for (int32_t i = 1; i < n; i++)
             if (c[i].logit > c[best].logit)
                 best = i;
-        tok = c[best].id;
-    } else {
-        int32_t n = nv;
-        if (s->p.top_k > 0 && s->p.top_k < n)
-            n = select_top(c, nv, s->p.top_k);
-        qsort(c, (size_t)n, sizeof *c, by_logit_desc);
-        softmax_sorted(c, n);
-        if (s->p.top_p < 1.0f) {
-            double cum = 0;
-            int32_t keep = n;
-            for (int32_t i = 0; i < n; i++) {
-                cum += c[i].logit;
-                if (cum >= s->p.top_p) {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            n = keep;
-        }
-        if (s->p.min_p > 0.0f) {
-            const float floor = c[0].logit * s->p.min_p;
-            int32_t keep = 1;
-            while (keep < n && c[keep].logit >= floor)
-                keep++;
-            n = keep;
-        }
-        /* temperature on the survivors: p^(1/T), renormalised */
-        double sum = 0;
-        for (int32_t i = 0; i < n; i++) {
-            c[i].logit = (float)pow(c[i].logit, 1.0 / s->p.temperature);
-            sum += c[i].logit;
-        }
-        double r = next_unit(s->rng) * sum, acc = 0;
-        tok = c[n - 1].id;
-        for (int32_t i = 0; i < n; i++) {
-            acc += c[i].logit;
-            if (r < acc) {
-                tok = c[i].id;
-                break;
-            }
-        }
+        return c[best].id;
     }
+    if (s->p.top_k > 0 && s->p.top_k < n)
+        n = select_top(c, n, s->p.top_k);
+    float max = c[0].logit;
+    for (int32_t i = 1; i < n; i++)
+        max = c[i].logit > max ? c[i].logit : max;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++)
+        sum += expf(c[i].logit - max);
+    if (s->p.top_p < 1.0f)
+        n = sort_nucleus(c, n, max, sum, s->p.top_p);
+    for (int32_t i = 0; i < n; i++)
+        c[i].logit = (float)(expf(c[i].logit - max) / sum);
+    if (s->p.min_p > 0.0f) {
+        /* the survivors need no order: the floor is relative to the best, which survives */
+        const float floor = (float)(1.0 / sum) * s->p.min_p;
+        int32_t keep      = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (c[i].logit >= floor)
+                c[keep++] = c[i];
+        n = keep;
+    }
+    /* temperature on the survivors: p^(1/T), renormalised */
+    double tsum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].logit = (float)pow(c[i].logit, 1.0 / s->p.temperature);
+        tsum += c[i].logit;
+    }
+    double r = next_unit(s->rng) * tsum, acc = 0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += c[i].logit;
+        if (r < acc)
+            return c[i].id;
+    }
+    return c[n - 1].id;
+}
+
+hearth_token hearth_sampler_sample(struct hearth_sampler *s, const float *logits)
+{
+    hearth_token tok = sampler_pick(s, logits, NULL);
     hearth_sampler_accept(s, tok);
     return tok;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hearth.h"
+#include "sample/sampler.h"
 #include "util/testutil.h"
 
 static struct hearth_sampler_params greedy(void)
@@ -133,10 +134,97 @@ static void test_top_k_selection_keeps_the_best_k(void **state)
     }
 }
 
+/*
+ * top_p over a large vocabulary sorts only a growing top-k: every draw must
+ * still lie in the true nucleus, the shortest prefix of the full sort
+ * whose mass reaches top_p, and the draws must reach its far end.
+ */
+static void test_top_p_keeps_the_true_nucleus_of_a_large_vocabulary(void **state)
+{
+    (void)state;
+    enum { NV = 20000 };
+    static float l[NV];
+    static int rank[NV];
+    for (int i = 0; i < NV; i++)
+        l[i] = (float)((i * 7919) % 1009) * 0.01f; /* flat: the nucleus holds thousands */
+    /* reference: mass of each logit level, walked from the best */
+    double sum = 0;
+    for (int i = 0; i < NV; i++)
+        sum += exp(l[i] - 10.08);
+    const float top_p = 0.6f;
+    double cum = 0;
+    float cut = 0;
+    for (int v = 1008; v >= 0; v--) {
+        for (int i = 0; i < NV; i++)
+            if ((i * 7919) % 1009 == v)
+                cum += exp(l[i] - 10.08) / sum;
+        if (cum >= top_p) {
+            cut = (float)v * 0.01f;
+            break;
+        }
+    }
+    for (int i = 0; i < NV; i++)
+        rank[i] = l[i] >= cut;
+    struct hearth_sampler_params p = hearth_sampler_default_params();
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = top_p;
+    p.min_p = 0.0f;
+    float lowest = 1e9f;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        p.seed = seed;
+        struct hearth_sampler *s = hearth_sampler_new(&p, NV);
+        hearth_token t = hearth_sampler_sample(s, l);
+        if (t < 0 || t >= NV || !rank[t])
+            fail_msg("seed %llu drew %d (logit %.2f), outside the nucleus (>= %.2f)",
+                     (unsigned long long)seed, t, t >= 0 && t < NV ? l[t] : -1.0, cut);
+        lowest = l[t] < lowest ? l[t] : lowest;
+        hearth_sampler_free(s);
+    }
+    assert_true(lowest < cut + 1.0f); /* the far end of the nucleus is reached */
+}
+
+/* A mask restricts the pick (greedy and sampled); an empty mask picks nothing. */
+static void test_pick_honours_the_mask(void **state)
+{
+    (void)state;
+    const float l[70] = {[3] = 5.0f, [40] = 1.0f, [65] = 2.0f};
+    uint32_t allowed[3] = {0};
+    allowed[40 >> 5] |= 1u << (40 & 31);
+    allowed[65 >> 5] |= 1u << (65 & 31);
+    struct hearth_sampler_params p = greedy();
+    struct hearth_sampler *s = hearth_sampler_new(&p, 70);
+    assert_int_equal(sampler_pick(s, l, NULL), 3);
+    assert_int_equal(sampler_pick(s, l, allowed), 65);
+    uint32_t none[3] = {0};
+    assert_int_equal(sampler_pick(s, l, none), -1);
+    hearth_sampler_free(s);
+    p = hearth_sampler_default_params();
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.temperature = 1.0f;
+    int seen40 = 0, seen65 = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        p.seed = seed;
+        s = hearth_sampler_new(&p, 70);
+        hearth_token t = sampler_pick(s, l, allowed);
+        assert_true(t == 40 || t == 65);
+        seen40 += t == 40;
+        seen65 += t == 65;
+        hearth_sampler_free(s);
+    }
+    /* p(65) = e^2 / (e^2 + e^1) = 0.73 */
+    assert_in_range(seen65, 120, 175);
+    assert_true(seen40 > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_is_argmax_lowest_id_on_ties),
+        cmocka_unit_test(test_top_p_keeps_the_true_nucleus_of_a_large_vocabulary),
+        cmocka_unit_test(test_pick_honours_the_mask),
         cmocka_unit_test(test_top_k_1_is_greedy_at_any_temperature),
         cmocka_unit_test(test_seed_reproduces_and_distribution_follows_softmax),
         cmocka_unit_test(test_top_p_and_min_p_cut_the_tail),
