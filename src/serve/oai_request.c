@@ -320,24 +320,93 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
 static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oai_error *e)
 {
     if (cJSON_IsString(tc)) {
-        if (!strcmp(tc->valuestring, "auto"))
-            return true;
-        if (!strcmp(tc->valuestring, "none")) {
-            req->tool_choice = OAI_TOOL_NONE;
-            return true;
-        }
-        if (strcmp(tc->valuestring, "required"))
-            return BAD(e, "invalid_value", "tool_choice",
-                       "Invalid 'tool_choice': expected 'none', 'auto', 'required' or a named "
-                       "function, but got '%.32s'.",
-                       tc->valuestring);
-    } else if (!cJSON_IsObject(tc)) {
-        return wrong_type(e, "tool_choice", "a string or an object", tc);
+        static const char *const names[] = {"auto", "none", "required"};
+        static const enum oai_tool_choice values[] = {OAI_TOOL_AUTO, OAI_TOOL_NONE,
+                                                      OAI_TOOL_REQUIRED};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (!strcmp(tc->valuestring, names[i])) {
+                req->tool_choice = values[i];
+                return true;
+            }
+        return BAD(e, "invalid_value", "tool_choice",
+                   "Invalid 'tool_choice': expected 'none', 'auto', 'required' or a named "
+                   "function, but got '%.32s'.",
+                   tc->valuestring);
     }
-    return BAD(e, "unsupported_parameter", "tool_choice",
-               "Unsupported value: 'tool_choice' can be 'auto' or 'none' on this server; "
-               "'required' and a named function need constrained decoding, which it does not "
-               "have yet.");
+    if (!cJSON_IsObject(tc))
+        return wrong_type(e, "tool_choice", "a string or an object", tc);
+    const cJSON *type = field(tc, "type"), *fn = field(tc, "function");
+    const cJSON *name = cJSON_IsObject(fn) ? field(fn, "name") : NULL;
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
+        return BAD(e, "invalid_value", "tool_choice.type",
+                   "Invalid 'tool_choice.type': expected 'function'.");
+    if (!cJSON_IsString(name) || !name->valuestring[0])
+        return BAD(e, "invalid_value", "tool_choice.function.name",
+                   "Invalid 'tool_choice.function.name': expected a non-empty string.");
+    req->tool_choice = OAI_TOOL_NAMED;
+    return (req->tool_name = dup_str(name->valuestring, e)) != NULL;
+}
+
+/*
+ * response_format: text (nothing), json_object (any object), json_schema
+ * (its schema; strict or not, the reply always matches it: hearth has no
+ * looser mode).
+ */
+static bool take_response_format(const cJSON *rf, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsObject(rf))
+        return wrong_type(e, "response_format", "an object", rf);
+    const cJSON *type = field(rf, "type"), *k;
+    if (!cJSON_IsString(type))
+        return BAD(e, "invalid_value", "response_format.type",
+                   "Invalid 'response_format.type': expected 'text', 'json_object' or "
+                   "'json_schema'.");
+    const char *t = type->valuestring;
+    const char *allowed = !strcmp(t, "json_schema") ? "json_schema" : "";
+    cJSON_ArrayForEach(k, rf)
+    {
+        if (strcmp(k->string, "type") && strcmp(k->string, allowed))
+            return BAD(e, "unknown_parameter", "response_format",
+                       "Unknown parameter: 'response_format.%.64s'.", k->string);
+    }
+    if (!strcmp(t, "text"))
+        return true;
+    if (!strcmp(t, "json_object")) {
+        if (!(req->schema = cJSON_CreateObject()) ||
+            !cJSON_AddStringToObject(req->schema, "type", "object"))
+            return OOM(e);
+        return true;
+    }
+    if (strcmp(t, "json_schema"))
+        return BAD(e, "invalid_value", "response_format.type",
+                   "Invalid 'response_format.type': expected 'text', 'json_object' or "
+                   "'json_schema', but got '%.32s'.",
+                   t);
+    const cJSON *js = field(rf, "json_schema");
+    if (!cJSON_IsObject(js))
+        return BAD(e, "missing_required_parameter", "response_format.json_schema",
+                   "Missing required parameter: 'response_format.json_schema'.");
+    cJSON_ArrayForEach(k, js)
+    {
+        if (strcmp(k->string, "name") && strcmp(k->string, "schema") &&
+            strcmp(k->string, "strict") && strcmp(k->string, "description"))
+            return BAD(e, "unknown_parameter", "response_format.json_schema",
+                       "Unknown parameter: 'response_format.json_schema.%.64s'.", k->string);
+    }
+    const cJSON *name = field(js, "name"), *schema = field(js, "schema"),
+                *strict = field(js, "strict");
+    if (!cJSON_IsString(name) || !name->valuestring[0])
+        return BAD(e, "missing_required_parameter", "response_format.json_schema.name",
+                   "Missing required parameter: 'response_format.json_schema.name'.");
+    if (strict && !cJSON_IsBool(strict))
+        return wrong_type(e, "response_format.json_schema.strict", "a boolean", strict);
+    if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
+        return wrong_type(e, "response_format.json_schema.schema", "an object", schema);
+    /* no schema: any JSON object, as the name alone constrains nothing */
+    req->schema = schema ? cJSON_Duplicate(schema, true) : cJSON_CreateObject();
+    if (!req->schema || (!schema && !cJSON_AddStringToObject(req->schema, "type", "object")))
+        return OOM(e);
+    return true;
 }
 
 static bool take_kwargs(const cJSON *kw, struct oai_request *req, struct oai_error *e)
@@ -475,6 +544,7 @@ struct scratch {
     int64_t max_tokens[3]; /* n_predict, max_tokens, max_completion_tokens; 0 = absent */
     bool logprobs_bool, has_top_logprobs, has_stream_options;
     const cJSON *stream_options;
+    int n_constraints; /* response_format, json_schema, grammar given */
 };
 
 enum ftype {
@@ -539,6 +609,35 @@ static bool fn_tool_choice(const struct rule *r, const cJSON *it, struct oai_req
                            struct scratch *sc, struct oai_error *e)
 {
     return take_tool_choice(it, req, e);
+}
+
+static bool fn_response_format(const struct rule *r, const cJSON *it, struct oai_request *req,
+                               struct scratch *sc, struct oai_error *e)
+{
+    sc->n_constraints++;
+    return take_response_format(it, req, e);
+}
+
+/* llama.cpp's json_schema: a schema for the whole reply */
+static bool fn_json_schema(const struct rule *r, const cJSON *it, struct oai_request *req,
+                           struct scratch *sc, struct oai_error *e)
+{
+    sc->n_constraints++;
+    if (!cJSON_IsObject(it) && !cJSON_IsBool(it))
+        return wrong_type(e, r->name, "an object (a JSON schema)", it);
+    return (req->schema = cJSON_Duplicate(it, true)) != NULL || OOM(e);
+}
+
+/* llama.cpp's grammar: GBNF text for the whole reply ("" = none) */
+static bool fn_grammar(const struct rule *r, const cJSON *it, struct oai_request *req,
+                       struct scratch *sc, struct oai_error *e)
+{
+    if (!cJSON_IsString(it))
+        return wrong_type(e, r->name, "a string (GBNF)", it);
+    if (!it->valuestring[0])
+        return true;
+    sc->n_constraints++;
+    return (req->grammar = dup_str(it->valuestring, e)) != NULL;
 }
 
 static bool fn_kwargs(const struct rule *r, const cJSON *it, struct oai_request *req,
@@ -669,10 +768,7 @@ static bool fn_unsupported(const struct rule *r, const cJSON *it, struct oai_req
         harmless = cJSON_IsNumber(it) && it->valuedouble == 1;
     else if (!strcmp(n, "suffix"))
         harmless = cJSON_IsString(it) && !it->valuestring[0];
-    else if (!strcmp(n, "response_format")) {
-        const cJSON *t = cJSON_IsObject(it) ? field(it, "type") : NULL;
-        harmless       = cJSON_IsString(t) && !strcmp(t->valuestring, "text");
-    } else /* functions, logit_bias */
+    else /* functions, logit_bias */
         harmless = (cJSON_IsArray(it) || cJSON_IsObject(it)) && cJSON_GetArraySize(it) == 0;
     if (harmless)
         return true;
@@ -717,7 +813,9 @@ static const struct rule FIELDS[] = {
     {"best_of", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
     {"suffix", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
     {"logit_bias", K_ALL, T_FN, 0, 0, 0, fn_unsupported},
-    {"response_format", K_ALL, T_FN, 0, 0, 0, fn_unsupported},
+    {"response_format", K_ALL, T_FN, 0, 0, 0, fn_response_format},
+    {"json_schema", K_ALL, T_FN, 0, 0, 0, fn_json_schema},
+    {"grammar", K_ALL, T_FN, 0, 0, 0, fn_grammar},
     {"functions", K_CHAT, T_FN, 0, 0, 0, fn_unsupported},
 };
 
@@ -783,6 +881,44 @@ static bool cross_checks(const cJSON *root, struct oai_request *req, struct scra
         if (sc->logprobs_bool && !sc->has_top_logprobs)
             req->top_logprobs = 0;
     }
+    if (sc->n_constraints > 1 && (req->schema || req->grammar)) {
+        cJSON_Delete(req->schema); /* which came last is not what the client meant */
+        req->schema = NULL;
+        return BAD(e, "invalid_value", "grammar",
+                   "Invalid request: 'response_format', 'json_schema' and 'grammar' each "
+                   "constrain the whole reply; give one of them.");
+    }
+    if ((req->schema || req->grammar) && req->ignore_eos)
+        return BAD(e, "invalid_value", "ignore_eos",
+                   "Invalid 'ignore_eos': a constrained reply ends where its grammar or schema "
+                   "does.");
+    if (req->tool_choice == OAI_TOOL_REQUIRED || req->tool_choice == OAI_TOOL_NAMED) {
+        if (!req->tools)
+            return BAD(e, "invalid_value", "tool_choice",
+                       "Invalid 'tool_choice': a call is required but no 'tools' are offered.");
+        if (req->schema || req->grammar)
+            return BAD(e, "invalid_value", "tool_choice",
+                       "Invalid 'tool_choice': a required tool call and a constrained reply "
+                       "('response_format', 'json_schema', 'grammar') exclude each other.");
+        if (req->tool_choice == OAI_TOOL_NAMED) {
+            bool found = false;
+            const cJSON *t;
+            cJSON_ArrayForEach(t, req->tools)
+            {
+                const cJSON *n = field(field(t, "function"), "name");
+                found |= cJSON_IsString(n) && !strcmp(n->valuestring, req->tool_name);
+            }
+            if (!found)
+                return BAD(e, "invalid_value", "tool_choice.function.name",
+                           "Invalid 'tool_choice.function.name': '%.64s' is not among the "
+                           "offered tools.",
+                           req->tool_name);
+        }
+    }
+    if (req->grammar && req->tools && req->tool_choice != OAI_TOOL_NONE)
+        return BAD(e, "invalid_value", "grammar",
+                   "Invalid 'grammar': a GBNF grammar constrains the whole reply, so tool calls "
+                   "cannot be parsed out of it; give tool_choice 'none' or no grammar.");
     if (sc->stream_options && !req->stream)
         return BAD(e, "invalid_value", "stream_options",
                    "Invalid 'stream_options': only allowed when 'stream' is true.");

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
+#include "sample/sampler.h"
 #include "serve/sched.h"
 #include "serve/stopmatch.h"
 #include "util/clock.h"
@@ -39,6 +41,8 @@ struct slot {
     int32_t id;                 /* == its sequence id in the context */
     struct sched_job *job;      /* NULL = idle */
     struct hearth_sampler *smp; /* the job's, NULL when idle */
+    struct grammar_matcher *gm; /* the job's grammar, NULL when it has none */
+    uint32_t *mask;             /* [(n_vocab + 31) / 32] tokens the grammar allows now */
     hearth_token *tokens;       /* [n_ctx + 1] prompt then generated tokens */
     int32_t n_tokens;           /* entries in tokens */
     int32_t n_past;             /* leading tokens whose KV is in the cache */
@@ -102,6 +106,11 @@ void sched_job_free(struct sched_job *job)
     int32_t n = job->n_stop < 0 ? 0 : job->n_stop > SCHED_MAX_STOP ? SCHED_MAX_STOP : job->n_stop;
     for (int32_t i = 0; i < n; i++)
         free(job->stop[i]);
+    if (job->grammar)
+        grammar_unref(job->grammar);
+    for (int32_t i = 0; i < job->n_triggers; i++)
+        free(job->triggers[i]);
+    free(job->triggers);
     free(job);
 }
 
@@ -160,6 +169,8 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     hearth_seq_truncate(s->ctx, sl->id, 0);
     hearth_sampler_free(sl->smp);
     sl->smp = NULL;
+    grammar_matcher_free(sl->gm);
+    sl->gm = NULL;
     for (int32_t i = 0; i < sl->n_seen; i++)
         sl->count[sl->seen[i]] = 0;
     sl->n_seen = sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
@@ -246,6 +257,18 @@ static void slot_start(struct sched *s, struct slot *sl)
         slot_fail(s, sl, "sched: out of memory for the sampler");
         return;
     }
+    if (job->grammar) {
+        if (job->ignore_eos) {
+            slot_fail(s, sl, "sched: a grammar ends in end-of-text, which ignore_eos forbids");
+            return;
+        }
+        sl->gm = grammar_matcher_new(job->grammar, (const char *const *)job->triggers,
+                                     job->n_triggers);
+        if (!sl->gm) {
+            slot_fail(s, sl, "sched: out of memory for the grammar");
+            return;
+        }
+    }
     for (int32_t i = 0; i < job->n_prompt; i++) /* the repetition penalty sees the prompt */
         hearth_sampler_accept(sl->smp, job->prompt[i]);
     memcpy(sl->tokens, job->prompt, (size_t)job->n_prompt * sizeof *sl->tokens);
@@ -308,7 +331,32 @@ static void slot_sample(struct sched *s, struct slot *sl)
         }
         use = sl->work;
     }
-    hearth_token tok = hearth_sampler_sample(sl->smp, use);
+    hearth_token tok = sampler_pick(sl->smp, use, NULL);
+    if (sl->gm) {
+        /* The unconstrained pick stands when the grammar allows it: the draw then follows
+         * the distribution renormalised over the allowed tokens (a refused pick falls
+         * through to a pick among them), and most steps of a good model cost no mask. */
+        char err[HEARTH_ERR_MAX];
+        if (!grammar_matcher_allows(sl->gm, tok)) {
+            int32_t n_ok = grammar_matcher_mask(sl->gm, sl->mask, err, sizeof err);
+            if (n_ok <= 0) {
+                char msg[HEARTH_ERR_MAX + 32];
+                snprintf(msg, sizeof msg, "sched: grammar: %s",
+                         n_ok < 0 ? err : "no token can continue the text");
+                slot_fail(s, sl, msg);
+                return;
+            }
+            tok = sampler_pick(sl->smp, use, sl->mask);
+        }
+        if (!hearth_token_is_eog(s->model, tok) &&
+            !grammar_matcher_accept(sl->gm, tok, err, sizeof err)) {
+            char msg[HEARTH_ERR_MAX + 32];
+            snprintf(msg, sizeof msg, "sched: grammar: %s", err);
+            slot_fail(s, sl, msg);
+            return;
+        }
+    }
+    hearth_sampler_accept(sl->smp, tok);
     if (sl->n_generated++ == 0)
         sl->t_first = now_s();
     s->acc.generated_tokens_total++;
@@ -600,8 +648,10 @@ static void sched_free(struct sched *s)
         for (int32_t i = 0; i < s->n_slots; i++) {
             struct slot *sl = &s->slots[i];
             hearth_sampler_free(sl->smp);
+            grammar_matcher_free(sl->gm);
             sched_job_free(sl->job);
             free(sl->tokens);
+            free(sl->mask);
             free(sl->count);
             free(sl->seen);
             free(sl->work);
@@ -694,9 +744,10 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         sl->seen      = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->seen);
         sl->count     = calloc((size_t)s->n_vocab, sizeof *sl->count);
         sl->work      = malloc((size_t)s->n_vocab * sizeof *sl->work);
+        sl->mask      = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof *sl->mask);
         sl->piece_cap = 256;
         sl->piece     = malloc(sl->piece_cap);
-        if (!sl->tokens || !sl->seen || !sl->count || !sl->work || !sl->piece)
+        if (!sl->tokens || !sl->seen || !sl->count || !sl->work || !sl->mask || !sl->piece)
             goto nomem;
         s->info[i].id = i;
     }

@@ -44,10 +44,15 @@ struct sched_job {
     int32_t n_stop;
     int32_t top_logprobs;         /* -1 = no logprobs; 0..20 = logprobs with that many alternatives */
     bool ignore_eos;
+    /* constrained output: the grammar the reply must match (a reference the job owns; NULL:
+     * none), lazy from the first of its triggers when n_triggers > 0 (grammar_matcher_new) */
+    struct grammar *grammar;
+    char **triggers;              /* [n_triggers], owned */
+    int32_t n_triggers;
     void *user;                   /* the front's, handed back in every event of the job */
 };
 
-/* Frees a job's owned memory (prompt, stop strings) and the job. */
+/* Frees a job's owned memory (prompt, stop strings, grammar reference, triggers) and the job. */
 void sched_job_free(struct sched_job *job);
 
 enum sched_event_kind {

@@ -105,11 +105,38 @@ static void test_parse_errors_name_the_field(void **state)
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":"
          "\"required\"}",
-         "tool_choice", "unsupported_parameter"},
+         "tool_choice", "invalid_value"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":"
+         "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}",
+         "tool_choice.function.name", "invalid_value"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tool_choice\":"
-         "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}}",
-         "tool_choice", "unsupported_parameter"},
+         "{\"type\":\"function\"}}",
+         "tool_choice.function.name", "invalid_value"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":\"required\","
+         "\"response_format\":{\"type\":\"json_object\"}}",
+         "tool_choice", "invalid_value"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"g\"}}],\"grammar\":\"root ::= \\\"a\\\"\"}",
+         "grammar", "invalid_value"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+         "{\"type\":\"json_schema\"}}",
+         "response_format.json_schema", "missing_required_parameter"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+         "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{},"
+         "\"frob\":1}}}",
+         "response_format.json_schema", "unknown_parameter"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+         "{\"type\":\"yaml\"}}",
+         "response_format.type", "invalid_value"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"chat_template_kwargs\":1}",
          "chat_template_kwargs", "invalid_type"},
@@ -151,10 +178,15 @@ static void test_parse_errors_name_the_field(void **state)
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":3}", "best_of", "unsupported_parameter"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":1}}", "logit_bias",
          "unsupported_parameter"},
-        {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
-         "{\"type\":\"json_object\"}}",
-         "response_format", "unsupported_parameter"},
+        {OAI_COMPLETION,
+         "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"},\"json_schema\":"
+         "{}}",
+         "grammar", "invalid_value"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"ignore_eos\":true}",
+         "ignore_eos", "invalid_value"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":5}", "grammar", "invalid_type"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"json_schema\":\"{}\"}", "json_schema",
+         "invalid_type"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct oai_request r;
@@ -173,6 +205,65 @@ static void test_parse_errors_name_the_field(void **state)
         assert_true(strlen(e.message) > 10);
         assert_null(r.messages);
         assert_null(r.prompts);
+    }
+}
+
+/* The constraint fields become the request's schema or grammar; tool_choice its enum. */
+static void test_parse_constraints(void **state)
+{
+    (void)state;
+    struct {
+        const char *body;
+        const char *schema; /* the schema kept, printed; NULL: none */
+        const char *grammar;
+        enum oai_tool_choice tc;
+    } cases[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+         "{\"type\":\"json_object\"}}",
+         "{\"type\":\"object\"}", NULL, OAI_TOOL_AUTO},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+         "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"strict\":true,"
+         "\"schema\":{\"type\":\"integer\"}}}}",
+         "{\"type\":\"integer\"}", NULL, OAI_TOOL_AUTO},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
+         "{\"type\":\"text\"}}",
+         NULL, NULL, OAI_TOOL_AUTO},
+        {"{\"prompt\":\"x\",\"json_schema\":{\"enum\":[1,2]}}", "{\"enum\":[1,2]}", NULL,
+         OAI_TOOL_AUTO},
+        {"{\"prompt\":\"x\",\"grammar\":\"root ::= [a-z]+\"}", NULL, "root ::= [a-z]+",
+         OAI_TOOL_AUTO},
+        {"{\"prompt\":\"x\",\"grammar\":\"\"}", NULL, NULL, OAI_TOOL_AUTO},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":\"required\"}",
+         NULL, NULL, OAI_TOOL_REQUIRED},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+         "\"function\",\"function\":{\"name\":\"g\"}}],\"tool_choice\":{\"type\":"
+         "\"function\",\"function\":{\"name\":\"g\"}}}",
+         NULL, NULL, OAI_TOOL_NAMED},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct oai_request r;
+        struct oai_error e;
+        enum oai_kind kind = cases[i].body[2] == 'p' ? OAI_COMPLETION : OAI_CHAT;
+        bool ok = oai_parse(kind, cases[i].body, strlen(cases[i].body), &r, &e);
+        if (!ok)
+            print_message("case %zu: %s (%s)\n", i, e.message, e.param);
+        assert_true(ok);
+        if (cases[i].schema) {
+            char *got = cJSON_PrintUnformatted(r.schema);
+            assert_string_equal(got, cases[i].schema);
+            free(got);
+        } else {
+            assert_null(r.schema);
+        }
+        if (cases[i].grammar)
+            assert_string_equal(r.grammar, cases[i].grammar);
+        else
+            assert_null(r.grammar);
+        assert_int_equal(r.tool_choice, cases[i].tc);
+        if (r.tool_choice == OAI_TOOL_NAMED)
+            assert_string_equal(r.tool_name, "g");
+        oai_request_free(&r);
     }
 }
 
@@ -256,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_parse_defaults),
         cmocka_unit_test(test_parse_errors_name_the_field),
         cmocka_unit_test(test_parse_agent_fields),
+        cmocka_unit_test(test_parse_constraints),
         cmocka_unit_test(test_error_json_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
