@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "grammar/grammar.h"
 #include "serve/bodylimit.h"
 #include "serve/server.h"
 #include "template/chat_template.h"
@@ -426,7 +427,8 @@ void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_en
 static void prepare_generation(struct task *t)
 {
     uint64_t next = t->first_job_id;
-    t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->sp.n_ctx, t->p->request_id,
+    t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->gvocab, t->srv->sp.n_ctx,
+                          t->p->request_id,
                           &next, &t->jobs, &t->n_jobs, &t->thinking, &t->e);
 }
 
@@ -963,6 +965,7 @@ static void *loader_main(void *arg)
     struct hearth_model *model = NULL;
     struct sched *sched        = NULL;
     struct chat_template *tmpl = NULL;
+    struct grammar_vocab *gv   = NULL;
     /* Test hook: hold the load back so tests can see /health answer 503 while loading. */
     const char *delay = getenv("HEARTH_SERVE_LOAD_DELAY_MS");
     if (delay && atoi(delay) > 0)
@@ -971,6 +974,10 @@ static void *loader_main(void *arg)
         hearth_model_load(s->p->model_path, &mp, &model, s->load_err, sizeof s->load_err);
     if (st == HEARTH_OK)
         st = load_template(s, model, &tmpl);
+    if (st == HEARTH_OK && !(gv = grammar_vocab_from_model(model))) {
+        snprintf(s->load_err, sizeof s->load_err, "out of memory indexing the vocabulary");
+        st = HEARTH_ENOMEM;
+    }
     if (st == HEARTH_OK) {
         int32_t train = hearth_model_n_ctx_train(model);
         if (s->sp.n_ctx <= 0) /* default: 4096, or the training context when smaller */
@@ -980,6 +987,8 @@ static void *loader_main(void *arg)
     if (st != HEARTH_OK) {
         chat_template_free(tmpl);
         tmpl = NULL;
+        grammar_vocab_free(gv);
+        gv = NULL;
         if (model)
             hearth_model_free(model);
         model = NULL;
@@ -987,6 +996,7 @@ static void *loader_main(void *arg)
     s->load_model  = model;
     s->load_sched  = sched;
     s->load_tmpl   = tmpl;
+    s->load_gvocab = gv;
     s->load_status = st;
     event_active(s->ev_loaded, EV_READ, 0);
     return NULL;
@@ -1007,7 +1017,8 @@ static void on_loaded(evutil_socket_t fd, short what, void *arg)
     }
     s->model = s->load_model;
     s->sched = s->load_sched;
-    s->tmpl  = s->load_tmpl;
+    s->tmpl   = s->load_tmpl;
+    s->gvocab = s->load_gvocab;
     fprintf(stderr,
             "hearth serve: model loaded (%s), %d slots x %d tokens of context, chat template "
             "%s\n",
@@ -1065,7 +1076,8 @@ static void teardown(struct server *s)
         if (!s->model && !s->sched) {
             s->model = s->load_model;
             s->sched = s->load_sched;
-            s->tmpl  = s->load_tmpl;
+            s->tmpl   = s->load_tmpl;
+            s->gvocab = s->load_gvocab;
         }
     }
     prep_stop(s->prep); /* runs what is queued; the tasks land in the mailbox */
@@ -1115,6 +1127,7 @@ static void teardown(struct server *s)
     if (s->base)
         event_base_free(s->base);
     chat_template_free(s->tmpl);
+    grammar_vocab_free(s->gvocab);
     if (s->model)
         hearth_model_free(s->model);
     pthread_mutex_destroy(&s->qmu);

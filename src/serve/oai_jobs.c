@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "grammar/grammar.h"
 #include "serve/openai.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
@@ -72,10 +73,14 @@ static bool tokenize_prompt(const struct hearth_model *model, const char *text, 
 }
 
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
-                   const struct hearth_model *model, int32_t n_ctx, uint64_t request_id,
-                   uint64_t *next_job_id, struct sched_job ***jobs_out, int32_t *n_jobs_out,
-                   bool *thinking, struct oai_error *e)
+                   const struct hearth_model *model, const struct grammar_vocab *gv,
+                   int32_t n_ctx, uint64_t request_id, uint64_t *next_job_id,
+                   struct sched_job ***jobs_out, int32_t *n_jobs_out, bool *thinking,
+                   struct oai_error *e)
 {
+    struct grammar *g = NULL;
+    char **trig       = NULL;
+    int32_t n_trig    = 0;
     int32_t n_prompts       = req->kind == OAI_COMPLETION ? req->n_prompts : 1;
     int32_t n_jobs          = n_prompts * req->n;
     struct sched_job **jobs = calloc((size_t)n_jobs, sizeof *jobs);
@@ -96,11 +101,14 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
             *thinking =
                 chatparse_prompt_opens_thinking(chat_template_format(tmpl), text, strlen(text));
         bool tok_ok = tokenize_prompt(model, text, strlen(text), n_ctx, "messages", &toks[0],
-                                      &n_toks[0], e);
+                                      &n_toks[0], e) &&
+                      oai_grammar(req, tmpl, gv, text, strlen(text), &g, &trig, &n_trig, e);
         free(text);
         if (!tok_ok)
             goto out;
     } else {
+        if (!oai_grammar(req, NULL, gv, "", 0, &g, &trig, &n_trig, e))
+            goto out;
         for (int32_t i = 0; i < n_prompts; i++) {
             char param[32];
             snprintf(param, sizeof param, n_prompts == 1 ? "prompt" : "prompt[%d]", i);
@@ -135,6 +143,19 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         job->frequency_penalty = req->frequency_penalty;
         job->top_logprobs      = req->top_logprobs;
         job->ignore_eos        = req->ignore_eos;
+        if (g) {
+            job->grammar = grammar_ref(g);
+            if (n_trig > 0 && !(job->triggers = calloc((size_t)n_trig, sizeof *job->triggers))) {
+                oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
+                goto out;
+            }
+            for (; job->n_triggers < n_trig; job->n_triggers++)
+                if (!(job->triggers[job->n_triggers] = strdup(trig[job->n_triggers]))) {
+                    oai_fail(e, 500, "server_error", NULL, NULL,
+                             "out of memory building the jobs");
+                    goto out;
+                }
+        }
         for (int32_t s = 0; s < req->n_stop; s++) {
             if (!(job->stop[s] = strdup(req->stop[s]))) {
                 oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
@@ -145,6 +166,11 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
     }
     ok = true;
 out:
+    if (g)
+        grammar_unref(g);
+    for (int32_t i = 0; i < n_trig; i++)
+        free(trig[i]);
+    free(trig);
     if (toks)
         for (int32_t i = 0; i < n_prompts; i++)
             free(toks[i]);

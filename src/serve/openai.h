@@ -23,10 +23,15 @@
  *   extensions (top_k, min_p, repetition_penalty or repeat_penalty) are off
  *   unless given.
  * - n <= 16 and (prompts x n) <= OAI_MAX_CHOICES.
- * - tool_choice "auto" and "none" are honoured; "required" and a named
- *   function are refused until constrained decoding exists.
+ * - Constrained output (oai_grammar.c): response_format json_object and
+ *   json_schema (strict or not: the reply always matches), llama.cpp's
+ *   json_schema and grammar (GBNF), at most one per request; tool_choice
+ *   "required" or a named function makes the reply tool calls in the
+ *   template's syntax, their arguments valid against the parameters
+ *   (formats hermes and llama3; others are refused), and "auto" keeps a
+ *   call valid once its marker appears (hermes).
  * - Features hearth does not have (echo, best_of > 1, suffix, logit_bias,
- *   response_format other than text, non-text content parts, functions)
+ *   non-text content parts, functions)
  *   are refused with a 400 rather than silently ignored; so is any field
  *   OpenAI does not define and hearth does not know.
  *
@@ -45,6 +50,8 @@
 
 struct cJSON;
 struct chat_template;
+struct grammar;
+struct grammar_vocab;
 
 #define OAI_MAX_CHOICES 64  /* jobs one request may create */
 #define OAI_MAX_N       16  /* n */
@@ -148,9 +155,22 @@ bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
  * reasoning block. Thread-safe apart from *next_job_id.
  */
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
-                   const struct hearth_model *model, int32_t n_ctx, uint64_t request_id,
-                   uint64_t *next_job_id, struct sched_job ***jobs, int32_t *n_jobs,
-                   bool *thinking, struct oai_error *e);
+                   const struct hearth_model *model, const struct grammar_vocab *gv,
+                   int32_t n_ctx, uint64_t request_id, uint64_t *next_job_id,
+                   struct sched_job ***jobs, int32_t *n_jobs, bool *thinking,
+                   struct oai_error *e);
+
+/*
+ * The grammar req's reply must match (oai_grammar.c), compiled against gv,
+ * given the rendered prompt (prompt_len bytes; where the reply starts with
+ * respect to reasoning depends on it). *g NULL: the reply is free. With
+ * *n_triggers > 0 the grammar is lazy from those strings (*triggers
+ * malloc'd, each string malloc'd). False with *e: a 400 for a schema,
+ * grammar or tool_choice that cannot be constrained, naming why.
+ */
+bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl,
+                 const struct grammar_vocab *gv, const char *prompt, size_t prompt_len,
+                 struct grammar **g, char ***triggers, int32_t *n_triggers, struct oai_error *e);
 
 /* ------------------------------------------------------------ responses --- */
 

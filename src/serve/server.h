@@ -88,6 +88,7 @@ struct server {
     struct hearth_model *load_model;
     struct sched *load_sched;
     struct chat_template *load_tmpl;
+    struct grammar_vocab *load_gvocab;
     enum hearth_status load_status;
     char load_err[HEARTH_ERR_MAX];
 
@@ -98,6 +99,7 @@ struct server {
     struct hearth_model *model;
     struct sched *sched;
     struct chat_template *tmpl;
+    struct grammar_vocab *gvocab; /* the vocabulary's trie for grammars (read-only) */
     struct prep *prep;
     struct pending *pending;
     uint64_t next_request_id, next_job_id;
