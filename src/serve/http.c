@@ -49,6 +49,7 @@
 #include "grammar/grammar.h"
 #include "serve/bodylimit.h"
 #include "serve/server.h"
+#include "serve/responses.h"
 #include "template/chat_template.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
@@ -138,6 +139,8 @@ void serve_reply_json(struct server *s, struct evhttp_request *req, enum metrics
 static const struct reply_ops *ep_ops(enum metrics_endpoint ep)
 {
     switch (ep) {
+    case EP_RESPONSES:
+        return &resp_reply_ops;
     default:
         return &oai_reply_ops;
     }
@@ -599,6 +602,11 @@ static void h_chat(struct server *s, struct evhttp_request *req)
 static void h_completions(struct server *s, struct evhttp_request *req)
 {
     serve_prepare_oai(s, req, EP_COMPLETIONS, OAI_COMPLETION, PK_GENERATE);
+}
+
+static void h_responses(struct server *s, struct evhttp_request *req)
+{
+    serve_generate(s, req, EP_RESPONSES, resp_parse, &resp_reply_ops);
 }
 
 /* ------------------------------------------------------------- mailbox --- */

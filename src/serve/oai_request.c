@@ -104,6 +104,7 @@ void oai_request_free(struct oai_request *req)
     free(req->tool_name);
     free(req->grammar);
     cJSON_Delete(req->schema);
+    cJSON_Delete(req->echo);
     for (int32_t i = 0; i < req->n_prompts; i++)
         free(req->prompts[i]);
     free(req->prompts);

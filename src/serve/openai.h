@@ -121,6 +121,7 @@ struct oai_request {
     bool stream;
     bool include_usage;             /* stream_options.include_usage */
     bool ignore_eos;                /* extension: keep generating past end-of-text */
+    struct cJSON *echo;             /* another API's request fields its reply echoes, or NULL */
 };
 
 /*

@@ -14,6 +14,7 @@
 #define SERVE_ROUTE_LIST(X)                                                                        \
     X(EP_CHAT, "/v1/chat/completions", POST, true, h_chat)                                         \
     X(EP_COMPLETIONS, "/v1/completions", POST, true, h_completions)                                \
+    X(EP_RESPONSES, "/v1/responses", POST, true, h_responses)                                      \
     X(EP_MODELS, "/v1/models", GET, true, h_models)                                                \
     X(EP_HEALTH, "/health", GET, false, h_health)                                                  \
     X(EP_METRICS, "/metrics", GET, true, h_metrics)                                                \
@@ -26,6 +27,7 @@
 #define SERVE_ALIAS_LIST(X)                                                                        \
     X("/chat/completions", EP_CHAT)                                                                \
     X("/completions", EP_COMPLETIONS)                                                              \
+    X("/responses", EP_RESPONSES)                                                                  \
     X("/models", EP_MODELS)                                                                        \
     X("/v1/health", EP_HEALTH)
 
