@@ -654,6 +654,7 @@ static void rename_param(struct oai_error *e)
         {"max_tokens", "max_output_tokens"},
         {"reasoning_effort", "reasoning.effort"},
         {"messages", "input"},
+        {"json_schema", "text.format"},
     };
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
         size_t n = strlen(map[k][0]);
@@ -762,21 +763,16 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
     }
     cJSON_AddItemToObject(chat, "messages", cv.msgs);
     cv.msgs = NULL;
+    if (schema) { /* llama.cpp's field on the chat path: the reply is held to the schema */
+        cJSON_AddItemToObject(chat, "json_schema", schema);
+        schema = NULL;
+    }
     if (!(text = cJSON_PrintUnformatted(chat))) {
         OOM(e);
         goto out;
     }
     if (!oai_parse(OAI_CHAT, text, strlen(text), req, e)) {
         rename_param(e);
-        goto out;
-    }
-    if (schema) {
-        /* The output would not be held to the schema until the grammar engine constrains
-         * generation; answering unconstrained text would pass for structured output. */
-        BAD(e, "unsupported_parameter", "text.format",
-            "Unsupported parameter: 'text.format' other than {\"type\": \"text\"} needs "
-            "constrained decoding, which this server does not have yet.");
-        oai_request_free(req);
         goto out;
     }
     echo_defaults(echo);

@@ -37,7 +37,10 @@ static int start_server(void **state)
         return 0; /* every test skips */
     char path[4096];
     snprintf(path, sizeof path, "%s", model);
-    const char *extra[] = {"--chat-template-file", tpl, "--ctx-size", "512", "--alias", "qwen3",
+    /* no thinking: a random model that opened a reasoning block would ramble in it until
+     * max_output_tokens, and the constrained replies are to be checked whole */
+    const char *extra[] = {"--chat-template-file",   tpl,   "--ctx-size", "1024", "--alias",
+                           "qwen3", "--chat-template-kwargs", "{\"enable_thinking\":false}",
                            NULL};
     srv_start_opt(&g_srv, path, extra, true);
     g_up = true;

@@ -174,25 +174,18 @@ static void test_tools_and_tool_choice(void **state)
     assert_string_equal(cJSON_GetObjectItem(r.echo, "tool_choice")->valuestring, "none");
     oai_request_free(&r);
 
-    /* "required" and a named function: the chat path's enum once constrained decoding takes
-     * them; until then its refusal, under the same param */
+    /* "required" and a named function: the chat path's enum */
     snprintf(body, sizeof body, "{\"input\":\"x\",%s,\"tool_choice\":\"required\"}", tools);
-    if (parse(body, &r, &e)) {
-        assert_int_equal(r.tool_choice, OAI_TOOL_REQUIRED);
-        oai_request_free(&r);
-    } else {
-        assert_string_equal(e.param, "tool_choice");
-    }
+    assert_true(parse(body, &r, &e));
+    assert_int_equal(r.tool_choice, OAI_TOOL_REQUIRED);
+    oai_request_free(&r);
     snprintf(body, sizeof body,
              "{\"input\":\"x\",%s,\"tool_choice\":{\"type\":\"function\",\"name\":\"get\"}}",
              tools);
-    if (parse(body, &r, &e)) {
-        assert_int_equal(r.tool_choice, OAI_TOOL_NAMED);
-        assert_string_equal(r.tool_name, "get");
-        oai_request_free(&r);
-    } else {
-        assert_string_equal(e.param, "tool_choice");
-    }
+    assert_true(parse(body, &r, &e));
+    assert_int_equal(r.tool_choice, OAI_TOOL_NAMED);
+    assert_string_equal(r.tool_name, "get");
+    oai_request_free(&r);
     check_refused("{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"},"
                   "{\"type\":\"web_search\"}]}",
                   "tools[1]", "'web_search' tools are not supported");
@@ -243,10 +236,12 @@ static void test_text_format_and_reasoning(void **state)
     assert_string_equal(cJSON_GetObjectItem(rs, "effort")->valuestring, "low");
     assert_string_equal(cJSON_GetObjectItem(rs, "summary")->valuestring, "auto");
     oai_request_free(&r);
-    /* a JSON schema is refused until constrained decoding holds the output to it */
-    check_refused("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"p\","
-                  "\"schema\":{\"type\":\"object\"}}}}",
-                  "text.format", "constrained decoding");
+    /* a JSON schema becomes the request's schema, which the reply is held to */
+    assert_true(parse("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":"
+                      "\"p\",\"schema\":{\"type\":\"integer\"}}}}",
+                      &r, &e));
+    assert_string_equal(cJSON_GetObjectItem(r.schema, "type")->valuestring, "integer");
+    oai_request_free(&r);
     check_refused("{\"input\":\"x\",\"text\":{\"format\":{\"type\":\"xml\"}}}", "text.format.type",
                   NULL);
     check_refused("{\"input\":\"x\",\"reasoning\":{\"effort\":\"extreme\"}}", "reasoning.effort",
