@@ -246,7 +246,8 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
             keys[n_keys++] = (struct gctx_key){p, v->v[i]};
         }
     }
-    qsort(keys, (size_t)n_keys, sizeof *keys, cmp_key);
+    if (n_keys > 1)
+        qsort(keys, (size_t)n_keys, sizeof *keys, cmp_key);
     *keys_out   = keys;
     *n_keys_out = (int32_t)n_keys;
     *follow_out = follow;

@@ -381,7 +381,8 @@ static int cmp_range(const void *a, const void *b)
 /* Sorts and merges ranges; negates them within the code points; drops the surrogates. */
 static int32_t normalize_ranges(struct cprange *r, int32_t n, bool negate, struct cprange *out)
 {
-    qsort(r, (size_t)n, sizeof *r, cmp_range);
+    if (n > 1)
+        qsort(r, (size_t)n, sizeof *r, cmp_range);
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
         if (m && r[i].lo <= r[m - 1].hi + 1) {
@@ -403,7 +404,8 @@ static int32_t normalize_ranges(struct cprange *r, int32_t n, bool negate, struc
         if (next <= 0x10FFFF)
             out[k++] = (struct cprange){next, 0x10FFFF};
     } else {
-        memcpy(out, r, (size_t)m * sizeof *r);
+        if (m > 0)
+            memcpy(out, r, (size_t)m * sizeof *r);
         k = m;
     }
     /* cut D800-DFFF out: UTF-8 has no encoding for them */
@@ -412,7 +414,8 @@ static int32_t normalize_ranges(struct cprange *r, int32_t n, bool negate, struc
     struct cprange *src = malloc((size_t)(k > 0 ? k : 1) * sizeof *src);
     if (!src)
         return -1;
-    memcpy(src, out, (size_t)k * sizeof *src);
+    if (k > 0)
+        memcpy(src, out, (size_t)k * sizeof *src);
     for (int32_t i = 0; i < k; i++) {
         int32_t nt = 0;
         if (src[i].lo < 0xD800)

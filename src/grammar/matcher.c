@@ -375,6 +375,20 @@ static bool check_uncertain(struct grammar_matcher *m, const struct gctx *c, int
     return true;
 }
 
+/* Set bits of a[0..n): SWAR, since a build for any x86-64 has no popcnt instruction. */
+static int32_t count_bits(const uint32_t *a, size_t n)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x = a[i];
+        x          = x - (x >> 1 & 0x55555555u);
+        x          = (x & 0x33333333u) + (x >> 2 & 0x33333333u);
+        x          = (x + (x >> 4)) & 0x0F0F0F0Fu;
+        total += (x * 0x01010101u) >> 24;
+    }
+    return (int32_t)total;
+}
+
 int32_t grammar_matcher_mask(struct grammar_matcher *m, uint32_t *allowed, char *err,
                              size_t err_len)
 {
@@ -428,10 +442,7 @@ int32_t grammar_matcher_mask(struct grammar_matcher *m, uint32_t *allowed, char 
     if (m->accept)
         for (int32_t i = 0; i < v->n_eog; i++)
             allowed[v->eog[i] >> 5] |= 1u << (v->eog[i] & 31);
-    int32_t n = 0;
-    for (size_t w = 0; w < words; w++)
-        n += __builtin_popcount(allowed[w]);
-    return n;
+    return count_bits(allowed, words);
 }
 
 bool grammar_matcher_allows(struct grammar_matcher *m, hearth_token tok)
@@ -455,7 +466,7 @@ bool grammar_matcher_allows(struct grammar_matcher *m, hearth_token tok)
     for (int32_t i = 0; i < m->stacks.n; i++) {
         int32_t below;
         int32_t ci = stack_ctx(m, m->stacks.v[i], &below);
-        if (ci < 0 || below < 0)
+        if (ci < 0 || below < 0 || g->ctxs[ci].n_unc == 0)
             continue;
         const struct gctx *c = &g->ctxs[ci];
         const struct gunc *u = g->unc + c->unc0;

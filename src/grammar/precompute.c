@@ -182,7 +182,7 @@ static bool tokset_equal(const struct gtokset *s, const int32_t *l, int32_t n)
     if (s->n != n)
         return false;
     if (!s->bits)
-        return memcmp(s->list, l, (size_t)n * sizeof *l) == 0;
+        return n == 0 || memcmp(s->list, l, (size_t)n * sizeof *l) == 0;
     for (int32_t i = 0; i < n; i++)
         if (!(s->bits[l[i] >> 5] >> (l[i] & 31) & 1))
             return false;
@@ -242,7 +242,8 @@ static int32_t intern_acc(struct grammar *g, struct accmap *m, int32_t *cap, con
         s->list = malloc(((size_t)n + 1) * sizeof *s->list);
         if (!s->list)
             return -1;
-        memcpy(s->list, l, (size_t)n * sizeof *l);
+        if (n > 0)
+            memcpy(s->list, l, (size_t)n * sizeof *l);
         g->mem_bytes += (size_t)n * sizeof *l;
     }
     m->hash[g->n_accs] = h;
@@ -253,7 +254,8 @@ static int32_t intern_acc(struct grammar *g, struct accmap *m, int32_t *cap, con
 static bool store_unc(struct grammar *g, struct gctx *c, struct walk *w, int64_t *cap)
 {
     const struct grammar_vocab *v = g->vocab;
-    qsort_r(w->unc, (size_t)w->n_unc, sizeof *w->unc, cmp_unc, (void *)v);
+    if (w->n_unc > 1)
+        qsort_r(w->unc, (size_t)w->n_unc, sizeof *w->unc, cmp_unc, (void *)v);
     for (int64_t i = 1; i < w->n_unc; i++) {
         const struct gunc *a = &w->unc[i - 1], *b = &w->unc[i];
         uint32_t la = v->lens[a->tok] - a->k, lb = v->lens[b->tok] - b->k;
@@ -273,7 +275,8 @@ static bool store_unc(struct grammar *g, struct gctx *c, struct walk *w, int64_t
     }
     c->unc0  = (int32_t)g->n_unc;
     c->n_unc = (int32_t)w->n_unc;
-    memcpy(g->unc + g->n_unc, w->unc, (size_t)w->n_unc * sizeof *w->unc);
+    if (w->n_unc > 0)
+        memcpy(g->unc + g->n_unc, w->unc, (size_t)w->n_unc * sizeof *w->unc);
     g->n_unc += w->n_unc;
     g->mem_bytes += (size_t)w->n_unc * (sizeof *w->unc + sizeof *c->by_tok);
     c->by_tok = malloc(((size_t)w->n_unc + 1) * sizeof *c->by_tok);
@@ -281,7 +284,8 @@ static bool store_unc(struct grammar *g, struct gctx *c, struct walk *w, int64_t
         return false;
     for (int32_t i = 0; i < c->n_unc; i++)
         c->by_tok[i] = i;
-    qsort_r(c->by_tok, (size_t)c->n_unc, sizeof *c->by_tok, cmp_by_tok, g->unc + c->unc0);
+    if (c->n_unc > 1)
+        qsort_r(c->by_tok, (size_t)c->n_unc, sizeof *c->by_tok, cmp_by_tok, g->unc + c->unc0);
     return true;
 }
 
@@ -320,7 +324,8 @@ enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_l
         struct gctx *c = &g->ctxs[i];
         c->p           = keys[i].p;
         c->q           = keys[i].q;
-        qsort(w.acc.v, (size_t)w.acc.n, sizeof *w.acc.v, cmp_i32);
+        if (w.acc.n > 1)
+            qsort(w.acc.v, (size_t)w.acc.n, sizeof *w.acc.v, cmp_i32);
         c->acc = intern_acc(g, &am, &cap_accs, w.acc.v, w.acc.n);
         if (c->acc < 0 || !store_unc(g, c, &w, &cap_unc))
             goto done;
