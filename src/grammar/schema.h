@@ -39,6 +39,12 @@ void schema_gbnf_free(struct schema_gbnf *b);
  */
 bool schema_gbnf_add(struct schema_gbnf *b, const char *name, const struct cJSON *schema,
                      char *err, size_t err_len);
+/*
+ * Adds rule `name` matching any JSON object: the grammar of the OpenAI
+ * response_format {"type": "json_object"}, the schema {"type": "object"}.
+ */
+bool schema_gbnf_add_json_object(struct schema_gbnf *b, const char *name, char *err,
+                                 size_t err_len);
 /* Adds the raw rule "name ::= body" (body in GBNF). False when out of memory. */
 bool schema_gbnf_rule(struct schema_gbnf *b, const char *name, const char *body);
 /* The whole grammar so far, malloc'd, NUL-terminated (NULL when out of memory). */
