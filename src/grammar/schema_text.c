@@ -53,11 +53,24 @@ void sb_printf(struct sbuf *b, const char *fmt, ...)
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        b->oom = true; /* only short fragments are formatted */
+    if (n < 0) {
+        b->oom = true;
         return;
     }
-    sb_addn(b, tmp, (size_t)n);
+    if ((size_t)n < sizeof tmp) {
+        sb_addn(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = true;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_addn(b, big, (size_t)n);
+    free(big);
 }
 
 void sb_free(struct sbuf *b)
@@ -430,7 +443,7 @@ struct rx {
 static bool rx_fail(struct rx *r, const char *what)
 {
     if (!r->failed)
-        set_err(r->err, r->err_len, "pattern: %s, at offset %zu", what, r->i);
+        set_err(r->err, r->err_len, "%s, at offset %zu", what, r->i);
     r->failed = true;
     return false;
 }
@@ -803,7 +816,7 @@ bool schema_regex(struct sbuf *out, const char *pattern, const char *any_char, c
 {
     struct rx r = {.s = pattern, .n = strlen(pattern), .err = err, .err_len = err_len};
     if (!schema_utf8_valid(pattern, r.n)) {
-        set_err(err, err_len, "pattern: not valid UTF-8");
+        set_err(err, err_len, "not valid UTF-8");
         return false;
     }
     struct sbuf body = {0};
