@@ -229,7 +229,11 @@ static bool fail_at(struct ctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    set_err(c->err, c->err_len, "%s: %s", c->path.n ? c->path.p : "(root)", what);
+    /* a deep path keeps its end, where the fault is */
+    const char *path = c->path.n ? c->path.p : "(root)";
+    size_t n         = strlen(path);
+    set_err(c->err, c->err_len, "%s%s: %s", n > 200 ? "..." : "", n > 200 ? path + n - 200 : path,
+            what);
     return false;
 }
 
@@ -286,7 +290,8 @@ static bool own(struct ctx *c, cJSON *j)
     return true;
 }
 
-/* A fresh rule name "<name>-<hint><n>" (hint reduced to [a-z0-9-]), malloc'd. */
+/* A fresh rule name "<name>-<hint>-<n>" (hint reduced to [a-z0-9-]; n unique within one add,
+   so two names of one add never meet), malloc'd. */
 static char *fresh_name(struct ctx *c, const char *hint)
 {
     struct sbuf t = {0};
@@ -301,7 +306,7 @@ static char *fresh_name(struct ctx *c, const char *hint)
                 ch = '-';
             sb_addn(&t, &ch, 1);
         }
-        sb_printf(&t, "%u", c->next_id++);
+        sb_printf(&t, "-%u", c->next_id++);
         if (t.oom || !name_used(c->b, t.p))
             break;
     }
@@ -408,7 +413,7 @@ static const struct {
     /* RFC 3339 full-time; no leap second, fractions of at most 9 digits */
     [P_TIME] = {"json-time",
                 "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" "
-                "[0-9]{1,9} )? ( \"Z\" | [+\\-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
+                "[0-9]{1,9} )? ( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
                 {0}, 0},
     [P_DATETIME] = {"json-date-time", "json-date \"T\" json-time", {P_DATE, P_TIME}, 2},
     [P_UUID]     = {"json-uuid",
@@ -633,11 +638,15 @@ static bool value_lit(struct ctx *c, struct sbuf *out, const cJSON *v, int depth
     } else if (cJSON_IsNumber(v)) {
         if (!isfinite(v->valuedouble))
             return fail_at(c, "a number is not finite");
-        char *t = cJSON_PrintUnformatted(v);
-        if (!t)
-            return oom(c);
+        /* the shortest spelling that reads back as the same double (cJSON's own printing
+           may drop the last digit) */
+        char t[32];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(t, sizeof t, "%.*g", prec, v->valuedouble);
+            if (strtod(t, NULL) == v->valuedouble)
+                break;
+        }
         sb_lit(out, t, strlen(t));
-        free(t);
     } else if (cJSON_IsString(v)) {
         return string_lit(c, out, v->valuestring);
     } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {

@@ -57,7 +57,8 @@ bool schema_regex(struct sbuf *out, const char *pattern, const char *any_char, c
 /* Appends code point c as it may stand inside a GBNF class (escaped unless alphanumeric). */
 void schema_class_char(struct sbuf *b, uint32_t c);
 
-/* The most a regex or a schema may ask one item to repeat ({m,n}, minLength, maxItems). */
-#define SCHEMA_MAX_REPEAT 10000
+/* The most a regex or a schema may ask one item to repeat ({m,n}, minLength, maxItems): the
+   grammar engine's own bound on {m,n} (GRAMMAR_MAX_REPEAT). */
+#define SCHEMA_MAX_REPEAT 4096
 
 #endif

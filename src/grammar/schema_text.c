@@ -653,7 +653,7 @@ static bool rx_count(struct rx *r, unsigned long *v)
     while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') {
         *v = *v * 10 + (unsigned long)(r->s[r->i++] - '0');
         if (*v > SCHEMA_MAX_REPEAT)
-            return rx_fail(r, "a repetition count is over 10000");
+            return rx_fail(r, "a repetition count is over 4096");
     }
     return true;
 }

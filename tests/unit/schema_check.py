@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Holds test_schema's data to a real JSON Schema validator.
 
-Reads the cases file test_schema writes (schema_cases.json plus generated
-cases) and checks with python3-jsonschema that every "accept" text is valid,
+Reads the case files named (schema_cases.json, and the generated cases
+test_schema writes beside it) and checks with python3-jsonschema that every "accept" text is valid,
 every "reject" text invalid (or not JSON), and every "strict" text valid
 (texts the grammar refuses by design, though the schema allows them).
 Exits 0 when all agree, 1 listing the disagreements, 77 when jsonschema is
@@ -66,8 +66,10 @@ def valid(schema, text):
 
 
 def main():
-    with open(sys.argv[1], encoding="utf-8") as f:
-        cases = json.load(f)["cases"]
+    cases = []
+    for path in sys.argv[1:]:
+        with open(path, encoding="utf-8") as f:
+            cases += json.load(f)["cases"]
     bad = 0
     n = 0
     for c in cases:
