@@ -356,6 +356,26 @@ static char *helper(struct ctx *c, const char *hint, struct sbuf *body)
     return copy;
 }
 
+/*
+ * A text written more than once (an array's item, an object's member) becomes a rule of its
+ * own when long, so that nesting adds to the grammar instead of doubling it.
+ */
+static bool shared(struct ctx *c, struct sbuf *text, const char *hint)
+{
+    if (text->oom)
+        return oom(c);
+    if (text->n <= 64)
+        return true;
+    struct sbuf body = *text;
+    *text            = (struct sbuf){0};
+    char *name       = helper(c, hint, &body);
+    if (!name)
+        return false;
+    sb_add(text, name);
+    free(name);
+    return text->oom ? oom(c) : true;
+}
+
 /* ---------------------------------------------------------- primitives --- */
 
 enum prim { P_WS, P_CHAR, P_STRING, P_NUMBER, P_INTEGER, P_VALUE, P_OBJECT, P_ARRAY, P_KEYCHAR,
@@ -1170,6 +1190,7 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
             path_pop(c, pn);
         }
         sb_printf(&p[i].kv, " %s", ws);
+        ok = ok && shared(c, &p[i].kv, "kv");
         if (ok && !trie_add(&names, p[i].key))
             ok = oom(c);
     }
@@ -1195,6 +1216,7 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
             ok = add_prim(c, kv, P_VALUE);
         }
         sb_printf(kv, " %s", ws);
+        ok = ok && shared(c, kv, "kv");
     }
     /*
      * after[i]: the members from i on once one has been written (each led by a comma);
@@ -1323,7 +1345,7 @@ static bool gen_array(struct ctx *c, const cJSON *s, struct sbuf *out)
         } else {
             ok = add_prim(c, &item, P_VALUE);
         }
-        if (!ok) {
+        if (!ok || !shared(c, &item, "item")) {
             sb_free(&item);
             return false;
         }
