@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "grammar/grammar.h"
 #include "grammar/schema.h"
 #include "grammar/schema_int.h"
 #include "util/errfmt.h"
@@ -28,7 +29,8 @@
 #define SCHEMA_MAX_DEPTH 64
 #define SCHEMA_MAX_WORK  200000
 #define SCHEMA_MAX_TEXT  (4u << 20)
-/* integer bounds past 2^53 are not exact in a double, so a bound there may not be the one written */
+/* integer bounds past 2^53 are not exact in a double, so a bound there may not be the one written
+ */
 #define SCHEMA_MAX_BOUND 9007199254740992.0
 
 struct rule {
@@ -39,9 +41,9 @@ struct rule {
 struct schema_gbnf {
     struct rule *rules; /* in the order added; the text lists them so */
     size_t n_rules, cap_rules;
-    size_t text_len;  /* bytes of the text so far */
-    uint32_t *hash;   /* open addressing over rule names: index + 1, 0 = empty */
-    size_t hash_cap;  /* a power of two, at least 2 * n_rules */
+    size_t text_len; /* bytes of the text so far */
+    uint32_t *hash;  /* open addressing over rule names: index + 1, 0 = empty */
+    size_t hash_cap; /* a power of two, at least 2 * n_rules */
 };
 
 /* -------------------------------------------------------------- names --- */
@@ -201,25 +203,26 @@ struct ref {
 
 struct ctx {
     struct schema_gbnf *b;
-    const char *name;   /* the rule being added; helpers are named after it */
-    const cJSON *root;  /* what "#" refers to */
-    struct sbuf path;   /* JSON pointer of the node being converted */
+    const char *name;  /* the rule being added; helpers are named after it */
+    const cJSON *root; /* what "#" refers to */
+    struct sbuf path;  /* JSON pointer of the node being converted */
     char *err;
     size_t err_len;
     bool failed;
     int depth;
-    size_t work;        /* nodes converted, against SCHEMA_MAX_WORK */
-    unsigned next_id;   /* for helper names */
-    struct ref *refs;   /* $ref targets converted or under way, with their rule */
+    size_t work;      /* nodes converted, against SCHEMA_MAX_WORK */
+    unsigned next_id; /* for helper names */
+    struct ref *refs; /* $ref targets converted or under way, with their rule */
     size_t n_refs, cap_refs;
-    cJSON **owned;      /* schemas built by merging, freed with the context */
+    cJSON **owned; /* schemas built by merging, freed with the context */
     size_t n_owned, cap_owned;
 };
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static bool fail_at(struct ctx *c, const char *fmt, ...)
+static bool
+fail_at(struct ctx *c, const char *fmt, ...)
 {
     if (c->failed)
         return false;
@@ -378,8 +381,24 @@ static bool shared(struct ctx *c, struct sbuf *text, const char *hint)
 
 /* ---------------------------------------------------------- primitives --- */
 
-enum prim { P_WS, P_CHAR, P_STRING, P_NUMBER, P_INTEGER, P_VALUE, P_OBJECT, P_ARRAY, P_KEYCHAR,
-            P_YEAR, P_LEAP, P_DATE, P_TIME, P_DATETIME, P_UUID, P_COUNT };
+enum prim {
+    P_WS,
+    P_CHAR,
+    P_STRING,
+    P_NUMBER,
+    P_INTEGER,
+    P_VALUE,
+    P_OBJECT,
+    P_ARRAY,
+    P_KEYCHAR,
+    P_YEAR,
+    P_LEAP,
+    P_DATE,
+    P_TIME,
+    P_DATETIME,
+    P_UUID,
+    P_COUNT
+};
 
 static const struct {
     const char *name;
@@ -391,55 +410,66 @@ static const struct {
     [P_WS] = {"json-ws", "( \" \" | \"\\n\" [ \\t]{0,20} )?", {0}, 0},
     /* one character of a JSON string: anything but '"', '\' and the controls, or an escape; a
        surrogate pair is one character (as a JSON reader decodes it), a lone surrogate none */
-    [P_CHAR] = {"json-char",
-                "[^\\x22\\x5C\\x00-\\x1F] | \"\\\\\" ( [\\x22\\x5C/bfnrt] | \"u\" ( "
-                "[0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] "
-                "[0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )",
-                {0}, 0},
+    [P_CHAR]    = {"json-char",
+                   "[^\\x22\\x5C\\x00-\\x1F] | \"\\\\\" ( [\\x22\\x5C/bfnrt] | \"u\" ( "
+                      "[0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] "
+                      "[0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )",
+                   {0},
+                   0},
     [P_STRING]  = {"json-string", "\"\\\"\" json-char* \"\\\"\"", {P_CHAR}, 1},
     [P_NUMBER]  = {"json-number",
-                   "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?", {0},
+                   "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?",
+                   {0},
                    0},
     [P_INTEGER] = {"json-integer", "\"-\"? ( \"0\" | [1-9] [0-9]* )", {0}, 0},
     [P_VALUE]   = {"json-value",
                    "json-object | json-array | json-string | json-number | \"true\" | \"false\" | "
-                   "\"null\"",
-                   {P_OBJECT, P_ARRAY, P_STRING, P_NUMBER}, 4},
+                     "\"null\"",
+                   {P_OBJECT, P_ARRAY, P_STRING, P_NUMBER},
+                   4},
     [P_OBJECT]  = {"json-object",
                    "\"{\" json-ws ( json-string json-ws \":\" json-ws json-value json-ws ( \",\" "
-                   "json-ws json-string json-ws \":\" json-ws json-value json-ws )* )? \"}\"",
-                   {P_WS, P_STRING}, 2},
+                    "json-ws json-string json-ws \":\" json-ws json-value json-ws )* )? \"}\"",
+                   {P_WS, P_STRING},
+                   2},
     [P_ARRAY]   = {"json-array",
                    "\"[\" json-ws ( json-value json-ws ( \",\" json-ws json-value json-ws )* )? "
-                   "\"]\"",
-                   {P_WS}, 1},
+                     "\"]\"",
+                   {P_WS},
+                   1},
     /* a character of an additional property's name: written as itself, never escaped */
     [P_KEYCHAR] = {"json-key-char", "[^\\x22\\x5C\\x00-\\x1F]", {0}, 0},
     /* 0001-9999, as RFC 3339 and Python's datetime read them */
     [P_YEAR] = {"json-year",
                 "[1-9] [0-9]{3} | \"0\" ( [1-9] [0-9]{2} | \"0\" ( [1-9] [0-9] | \"0\" [1-9] ) )",
-                {0}, 0},
+                {0},
+                0},
     /* divisible by 4 and not by 100, or by 400 */
     [P_LEAP] = {"json-leap-year",
                 "[0-9] [0-9] ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( \"0\" [48] | [2468] "
                 "[048] | [13579] [26] ) \"00\"",
-                {0}, 0},
+                {0},
+                0},
     [P_DATE] = {"json-date",
                 "json-year \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] "
                 "| \"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | "
                 "\"30\" ) | \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | json-leap-year "
                 "\"-02-29\"",
-                {P_YEAR, P_LEAP}, 2},
+                {P_YEAR, P_LEAP},
+                2},
     /* RFC 3339 full-time; no leap second, fractions of at most 9 digits */
-    [P_TIME] = {"json-time",
-                "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" "
-                "[0-9]{1,9} )? ( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
-                {0}, 0},
+    [P_TIME]     = {"json-time",
+                    "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" "
+                        "[0-9]{1,9} )? ( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" "
+                        "[0-5] [0-9] )",
+                    {0},
+                    0},
     [P_DATETIME] = {"json-date-time", "json-date \"T\" json-time", {P_DATE, P_TIME}, 2},
     [P_UUID]     = {"json-uuid",
                     "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} "
-                    "\"-\" [0-9a-fA-F]{12}",
-                    {0}, 0},
+                        "\"-\" [0-9a-fA-F]{12}",
+                    {0},
+                    0},
 };
 
 /* The primitive's rule name, adding it (and what it uses) on first use; NULL when out of memory. */
@@ -480,12 +510,28 @@ static const char *const annotations[] = {"title",    "description", "examples",
                                           "$schema",  "$id",         "$comment", "deprecated",
                                           "readOnly", "writeOnly",   "$defs",    "definitions"};
 
-static const char *const keywords[] = {
-    "type",     "properties", "required",  "additionalProperties", "enum",
-    "const",    "anyOf",      "oneOf",     "allOf",                "$ref",
-    "items",    "prefixItems", "minItems", "maxItems",             "minLength",
-    "maxLength", "pattern",   "format",    "minimum",              "maximum",
-    "exclusiveMinimum", "exclusiveMaximum"};
+static const char *const keywords[] = {"type",
+                                       "properties",
+                                       "required",
+                                       "additionalProperties",
+                                       "enum",
+                                       "const",
+                                       "anyOf",
+                                       "oneOf",
+                                       "allOf",
+                                       "$ref",
+                                       "items",
+                                       "prefixItems",
+                                       "minItems",
+                                       "maxItems",
+                                       "minLength",
+                                       "maxLength",
+                                       "pattern",
+                                       "format",
+                                       "minimum",
+                                       "maximum",
+                                       "exclusiveMinimum",
+                                       "exclusiveMaximum"};
 
 static bool in_list(const char *s, const char *const *list, size_t n)
 {
@@ -502,8 +548,16 @@ static bool is_annotation(const char *k)
     return in_list(k, annotations, N_OF(annotations));
 }
 
-enum jtype { T_NULL = 1, T_BOOLEAN = 2, T_OBJECT = 4, T_ARRAY = 8, T_STRING = 16, T_INTEGER = 32,
-             T_NUMBER = 64, T_ALL = 127 };
+enum jtype {
+    T_NULL    = 1,
+    T_BOOLEAN = 2,
+    T_OBJECT  = 4,
+    T_ARRAY   = 8,
+    T_STRING  = 16,
+    T_INTEGER = 32,
+    T_NUMBER  = 64,
+    T_ALL     = 127
+};
 
 static const char *const type_names[] = {"null",   "boolean", "object", "array",
                                          "string", "integer", "number"};
@@ -530,7 +584,8 @@ static int type_mask(struct ctx *c, const cJSON *s)
             fail_at(c, "unknown type \"%s\"", t->valuestring);
     } else if (cJSON_IsArray(t)) {
         const cJSON *e;
-        cJSON_ArrayForEach(e, t) {
+        cJSON_ArrayForEach(e, t)
+        {
             int bit = cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
             if (!bit) {
                 fail_at(c, "a type list holds only type names");
@@ -607,13 +662,27 @@ static void json_escape(struct sbuf *b, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
-        case '"': sb_add(b, "\\\""); break;
-        case '\\': sb_add(b, "\\\\"); break;
-        case '\b': sb_add(b, "\\b"); break;
-        case '\f': sb_add(b, "\\f"); break;
-        case '\n': sb_add(b, "\\n"); break;
-        case '\r': sb_add(b, "\\r"); break;
-        case '\t': sb_add(b, "\\t"); break;
+        case '"':
+            sb_add(b, "\\\"");
+            break;
+        case '\\':
+            sb_add(b, "\\\\");
+            break;
+        case '\b':
+            sb_add(b, "\\b");
+            break;
+        case '\f':
+            sb_add(b, "\\f");
+            break;
+        case '\n':
+            sb_add(b, "\\n");
+            break;
+        case '\r':
+            sb_add(b, "\\r");
+            break;
+        case '\t':
+            sb_add(b, "\\t");
+            break;
         default:
             if (*p < 0x20)
                 sb_printf(b, "\\u%04x", *p);
@@ -674,7 +743,8 @@ static bool value_lit(struct ctx *c, struct sbuf *out, const cJSON *v, int depth
         sb_printf(out, "( \"%c\" %s", obj ? '{' : '[', ws);
         const cJSON *e;
         bool first = true;
-        cJSON_ArrayForEach(e, v) {
+        cJSON_ArrayForEach(e, v)
+        {
             sb_add(out, first ? " " : " \",\" ");
             if (!first)
                 sb_printf(out, "%s ", ws);
@@ -843,7 +913,8 @@ static bool merge_into(struct ctx *c, cJSON *m, const cJSON *s, cJSON *members)
     static const char *const upper[] = {"maximum", "exclusiveMaximum", "maxLength", "maxItems"};
     cJSON_AddItemReferenceToArray(members, (cJSON *)s);
     const cJSON *k;
-    cJSON_ArrayForEach(k, s) {
+    cJSON_ArrayForEach(k, s)
+    {
         const char *key = k->string;
         if (is_annotation(key) || !strcmp(key, "$ref") || !strcmp(key, "allOf"))
             continue;
@@ -863,7 +934,8 @@ static bool merge_into(struct ctx *c, cJSON *m, const cJSON *s, cJSON *members)
                 cJSON_SetNumberValue(have, k->valuedouble);
         } else if (!strcmp(key, "required") && cJSON_IsArray(have) && cJSON_IsArray(k)) {
             const cJSON *e;
-            cJSON_ArrayForEach(e, k) {
+            cJSON_ArrayForEach(e, k)
+            {
                 bool dup = false;
                 const cJSON *f;
                 cJSON_ArrayForEach(f, have) dup |= cJSON_Compare(e, f, true);
@@ -887,7 +959,8 @@ static bool merge_into(struct ctx *c, cJSON *m, const cJSON *s, cJSON *members)
                 return oom(c);
         } else if ((!strcmp(key, "properties") && cJSON_IsObject(have) && cJSON_IsObject(k))) {
             const cJSON *p;
-            cJSON_ArrayForEach(p, k) {
+            cJSON_ArrayForEach(p, k)
+            {
                 cJSON *q = cJSON_GetObjectItemCaseSensitive(have, p->string);
                 cJSON *v = q ? conj_schema(q, p) : cJSON_Duplicate(p, true);
                 if (!replace(have, p->string, v))
@@ -915,7 +988,8 @@ static bool merge_extra(struct ctx *c, cJSON *m, const cJSON *members)
     if (!cJSON_IsObject(props))
         return true;
     const cJSON *mem;
-    cJSON_ArrayForEach(mem, members) {
+    cJSON_ArrayForEach(mem, members)
+    {
         const cJSON *ap = cJSON_GetObjectItemCaseSensitive(mem, "additionalProperties");
         if (!ap || schema_trivial(ap))
             continue;
@@ -926,10 +1000,13 @@ static bool merge_extra(struct ctx *c, cJSON *m, const cJSON *members)
             if (!cJSON_GetObjectItemCaseSensitive(own_props, p->string)) {
                 if (cJSON_IsFalse(ap)) {
                     const cJSON *req = cJSON_GetObjectItemCaseSensitive(m, "required"), *e;
-                    cJSON_ArrayForEach(e, req) {
+                    cJSON_ArrayForEach(e, req)
+                    {
                         if (cJSON_IsString(e) && !strcmp(e->valuestring, p->string))
-                            return fail_at(c, "allOf: property \"%s\" is required but a "
-                                              "member forbids it", p->string);
+                            return fail_at(c,
+                                           "allOf: property \"%s\" is required but a "
+                                           "member forbids it",
+                                           p->string);
                     }
                     cJSON_Delete(cJSON_DetachItemViaPointer(props, p));
                 } else if (!replace(props, p->string, conj_schema(p, ap))) {
@@ -950,7 +1027,8 @@ static const cJSON *merged(struct ctx *c, const cJSON *s, const char *const *dro
     if (!own(c, base) || !own(c, m) || !own(c, members))
         return NULL;
     const cJSON *k;
-    cJSON_ArrayForEach(k, s) {
+    cJSON_ArrayForEach(k, s)
+    {
         if (in_list(k->string, drop, n_drop))
             continue;
         if (!cJSON_AddItemReferenceToObject(base, k->string, (cJSON *)k))
@@ -979,7 +1057,7 @@ static bool gen_ref(struct ctx *c, const cJSON *ref, struct sbuf *out)
         }
     }
     const char *r = ref->valuestring, *slash = strrchr(r, '/');
-    char *name    = fresh_name(c, slash ? slash + 1 : "ref");
+    char *name = fresh_name(c, slash ? slash + 1 : "ref");
     if (!name)
         return oom(c);
     if (c->n_refs == c->cap_refs) {
@@ -995,7 +1073,7 @@ static bool gen_ref(struct ctx *c, const cJSON *ref, struct sbuf *out)
     c->refs[c->n_refs++] = (struct ref){t, name};
     /* the target is converted with the path it has in the document */
     struct sbuf saved = c->path, body = {0};
-    c->path           = (struct sbuf){0};
+    c->path = (struct sbuf){0};
     sb_add(&c->path, r + 1);
     bool ok = gen(c, t, &body);
     sb_free(&c->path);
@@ -1024,8 +1102,8 @@ static bool gen_ref(struct ctx *c, const cJSON *ref, struct sbuf *out)
 
 /* One trie node of the declared property names, for the names an extra property may not take. */
 struct trie {
-    uint32_t cp;          /* the character leading here */
-    bool end;             /* a declared name ends here */
+    uint32_t cp; /* the character leading here */
+    bool end;    /* a declared name ends here */
     struct trie *kid, *sib;
 };
 
@@ -1100,7 +1178,7 @@ struct prop {
     const char *key;
     const cJSON *schema; /* NULL: any value */
     bool required;
-    struct sbuf kv;      /* key ws ":" ws value ws */
+    struct sbuf kv; /* key ws ":" ws value ws */
 };
 
 static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
@@ -1134,18 +1212,19 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
         return false;
     /* no "properties": any object, as {"type": "object"} means; with them and no
        additionalProperties, exactly those (what a model asked for a schema should write) */
-    bool extra               = ap ? !cJSON_IsFalse(ap) : !props;
+    bool extra                = ap ? !cJSON_IsFalse(ap) : !props;
     const cJSON *extra_schema = ap && cJSON_IsObject(ap) ? ap : NULL;
 
-    size_t n_props = (size_t)cJSON_GetArraySize(props) + (size_t)cJSON_GetArraySize(req);
-    struct prop *p = calloc(n_props + 1, sizeof *p);
+    size_t n_props    = (size_t)cJSON_GetArraySize(props) + (size_t)cJSON_GetArraySize(req);
+    struct prop *p    = calloc(n_props + 1, sizeof *p);
     struct trie names = {0};
     bool ok           = p != NULL;
     size_t n          = 0;
     const cJSON *e;
     if (!ok)
         return oom(c);
-    cJSON_ArrayForEach(e, props) {
+    cJSON_ArrayForEach(e, props)
+    {
         bool dup = false;
         for (size_t i = 0; i < n; i++)
             dup |= !strcmp(p[i].key, e->string);
@@ -1158,7 +1237,8 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
         n++;
     }
     /* required names that "properties" does not declare take additionalProperties' schema */
-    cJSON_ArrayForEach(e, req) {
+    cJSON_ArrayForEach(e, req)
+    {
         bool dup = false;
         for (size_t i = 0; i < n; i++)
             dup |= !strcmp(p[i].key, e->valuestring);
@@ -1317,7 +1397,8 @@ static bool gen_array(struct ctx *c, const cJSON *s, struct sbuf *out)
     long i           = 0;
     long n_open      = 0;
     const cJSON *e;
-    cJSON_ArrayForEach(e, prefix) {
+    cJSON_ArrayForEach(e, prefix)
+    {
         if (hi >= 0 && i >= hi)
             break;
         if (i >= lo) {
@@ -1326,7 +1407,7 @@ static bool gen_array(struct ctx *c, const cJSON *s, struct sbuf *out)
         }
         if (i > 0)
             sb_printf(out, "\",\" %s ", ws);
-        pn = path_push(c, "prefixItems");
+        pn        = path_push(c, "prefixItems");
         size_t pi = path_push_index(c, (int)i);
         ok        = gen(c, e, out);
         path_pop(c, pi);
@@ -1419,8 +1500,8 @@ static bool gen_string(struct ctx *c, const cJSON *s, struct sbuf *out)
         static const struct {
             const char *name;
             enum prim p;
-        } formats[] = {{"date", P_DATE}, {"time", P_TIME}, {"date-time", P_DATETIME},
-                       {"uuid", P_UUID}};
+        } formats[] = {
+            {"date", P_DATE}, {"time", P_TIME}, {"date-time", P_DATETIME}, {"uuid", P_UUID}};
         pn = path_push(c, "format");
         for (size_t i = 0; cJSON_IsString(format) && i < N_OF(formats); i++) {
             if (!strcmp(format->valuestring, formats[i].name)) {
@@ -1522,7 +1603,8 @@ static bool gen_enum(struct ctx *c, const cJSON *s, int types, struct sbuf *out)
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     const cJSON *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *k;
-    cJSON_ArrayForEach(k, s) {
+    cJSON_ArrayForEach(k, s)
+    {
         if (!is_annotation(k->string) && strcmp(k->string, "type") && strcmp(k->string, "enum") &&
             strcmp(k->string, "const"))
             return fail_at(c, "\"%s\" next to enum or const is not supported", k->string);
@@ -1536,7 +1618,8 @@ static bool gen_enum(struct ctx *c, const cJSON *s, int types, struct sbuf *out)
     sb_add(out, "(");
     const cJSON *v;
     const cJSON *list = en ? en : s;
-    cJSON_ArrayForEach(v, list) {
+    cJSON_ArrayForEach(v, list)
+    {
         if (!en && v != cn)
             continue;
         if (!(value_type(v) & types) || (en && cn && !cJSON_Compare(v, cn, true)))
@@ -1574,7 +1657,8 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
     bool ok = false;
     const cJSON *k;
     bool constrains = false; /* keywords beside annotations, $ref, allOf, anyOf, oneOf */
-    cJSON_ArrayForEach(k, s) {
+    cJSON_ArrayForEach(k, s)
+    {
         if (is_annotation(k->string))
             continue;
         if (!in_list(k->string, keywords, N_OF(keywords))) {
@@ -1604,8 +1688,8 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
     }
     if (any || one) {
         /* oneOf is taken as anyOf: a grammar cannot tell that exactly one branch matches */
-        const cJSON *alts = any ? any : one;
-        const char *kw    = any ? "anyOf" : "oneOf";
+        const cJSON *alts               = any ? any : one;
+        const char *kw                  = any ? "anyOf" : "oneOf";
         static const char *const drop[] = {"anyOf", "oneOf"};
         size_t pn                       = path_push(c, kw);
         if (!cJSON_IsArray(alts) || cJSON_GetArraySize(alts) == 0) {
@@ -1617,7 +1701,8 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
         int i = 0;
         const cJSON *a;
         ok = true;
-        cJSON_ArrayForEach(a, alts) {
+        cJSON_ArrayForEach(a, alts)
+        {
             size_t pi = path_push_index(c, i);
             sb_add(out, i++ ? " | " : " ");
             if (constrains) {
@@ -1652,13 +1737,27 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
             continue;
         sb_add(out, n++ ? " | " : " ");
         switch (t) {
-        case T_NULL: sb_add(out, "\"null\""); break;
-        case T_BOOLEAN: sb_add(out, "( \"true\" | \"false\" )"); break;
-        case T_OBJECT: ok = gen_object(c, s, out); break;
-        case T_ARRAY: ok = gen_array(c, s, out); break;
-        case T_STRING: ok = gen_string(c, s, out); break;
-        case T_INTEGER: ok = gen_number(c, s, out, true); break;
-        case T_NUMBER: ok = gen_number(c, s, out, false); break;
+        case T_NULL:
+            sb_add(out, "\"null\"");
+            break;
+        case T_BOOLEAN:
+            sb_add(out, "( \"true\" | \"false\" )");
+            break;
+        case T_OBJECT:
+            ok = gen_object(c, s, out);
+            break;
+        case T_ARRAY:
+            ok = gen_array(c, s, out);
+            break;
+        case T_STRING:
+            ok = gen_string(c, s, out);
+            break;
+        case T_INTEGER:
+            ok = gen_number(c, s, out, true);
+            break;
+        case T_NUMBER:
+            ok = gen_number(c, s, out, false);
+            break;
         }
     }
     sb_add(out, " )");
@@ -1669,8 +1768,38 @@ out:
     return ok && !c->failed;
 }
 
-bool schema_gbnf_add(struct schema_gbnf *b, const char *name, const struct cJSON *schema,
-                     char *err, size_t err_len)
+/*
+ * Holds the rules this add wrote (and the primitives) to the engine's own check, which refuses
+ * what no generation could use: a $ref that reaches itself before any character
+ * ({"anyOf": [{"$ref": "#"}]}) or a pattern repeating what may match nothing ("(a|)*").
+ */
+static bool engine_check(struct ctx *c, size_t first)
+{
+    struct sbuf t = {0};
+    for (size_t i = 0; i < c->b->n_rules; i++) {
+        if (i < first && strncmp(c->b->rules[i].name, "json-", 5))
+            continue;
+        sb_add(&t, c->b->rules[i].name);
+        sb_add(&t, " ::= ");
+        sb_add(&t, c->b->rules[i].body);
+        sb_add(&t, "\n");
+    }
+    if (t.oom) {
+        sb_free(&t);
+        return oom(c);
+    }
+    char why[HEARTH_ERR_MAX];
+    enum hearth_status st = grammar_check(t.p, t.n, c->name, why, sizeof why);
+    sb_free(&t);
+    if (st == HEARTH_ENOMEM)
+        return oom(c);
+    if (st != HEARTH_OK)
+        return fail_at(c, "the schema's grammar is not usable: %s", why);
+    return true;
+}
+
+bool schema_gbnf_add(struct schema_gbnf *b, const char *name, const struct cJSON *schema, char *err,
+                     size_t err_len)
 {
     if (!name_ok(name))
         return fail(false, err, err_len,
@@ -1680,7 +1809,7 @@ bool schema_gbnf_add(struct schema_gbnf *b, const char *name, const struct cJSON
     if (name_used(b, name))
         return fail(false, err, err_len, "rule \"%s\" is already defined", name);
     size_t n_rules = b->n_rules, text_len = b->text_len;
-    struct ctx c   = {.b = b, .name = name, .root = schema, .err = err, .err_len = err_len};
+    struct ctx c     = {.b = b, .name = name, .root = schema, .err = err, .err_len = err_len};
     struct sbuf body = {0};
     bool ok          = false;
     char *own_name   = strdup(name);
@@ -1705,7 +1834,7 @@ bool schema_gbnf_add(struct schema_gbnf *b, const char *name, const struct cJSON
         oom(&c);
         goto out;
     }
-    ok = add_rule(&c, copy, &body);
+    ok = add_rule(&c, copy, &body) && engine_check(&c, n_rules);
 out:
     sb_free(&body);
     sb_free(&c.path);
@@ -1720,8 +1849,7 @@ out:
     return ok;
 }
 
-bool schema_gbnf_add_json_object(struct schema_gbnf *b, const char *name, char *err,
-                                 size_t err_len)
+bool schema_gbnf_add_json_object(struct schema_gbnf *b, const char *name, char *err, size_t err_len)
 {
     cJSON *s = cJSON_Parse("{\"type\":\"object\"}");
     if (!s)

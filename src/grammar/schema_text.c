@@ -85,11 +85,21 @@ void sb_lit(struct sbuf *b, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': sb_addn(b, "\\\"", 2); break;
-        case '\\': sb_addn(b, "\\\\", 2); break;
-        case '\n': sb_addn(b, "\\n", 2); break;
-        case '\r': sb_addn(b, "\\r", 2); break;
-        case '\t': sb_addn(b, "\\t", 2); break;
+        case '"':
+            sb_addn(b, "\\\"", 2);
+            break;
+        case '\\':
+            sb_addn(b, "\\\\", 2);
+            break;
+        case '\n':
+            sb_addn(b, "\\n", 2);
+            break;
+        case '\r':
+            sb_addn(b, "\\r", 2);
+            break;
+        case '\t':
+            sb_addn(b, "\\t", 2);
+            break;
         default:
             if (c < 0x20 || c == 0x7F)
                 sb_printf(b, "\\x%02X", c);
@@ -111,7 +121,10 @@ size_t schema_utf8_next(const char *s, size_t n, uint32_t *cp)
         *cp = c;
         return 1;
     }
-    size_t len   = c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
+    size_t len   = c >= 0xC2 && c < 0xE0   ? 2
+                   : c >= 0xE0 && c < 0xF0 ? 3
+                   : c >= 0xF0 && c < 0xF5 ? 4
+                                           : 0;
     uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
     if (len == 0 || len > n)
         return 0;
@@ -201,7 +214,7 @@ static void between(struct sbuf *b, const char *lo, const char *hi, size_t k)
     if (p == k)
         return;
     const char *a = lo + p, *z = hi + p;
-    size_t rest   = k - p - 1;
+    size_t rest = k - p - 1;
     sb_printf(b, " (\"%c\"", a[0]);
     ge(b, a + 1, rest);
     if (z[0] - a[0] >= 2) {
@@ -249,8 +262,8 @@ void schema_int_range(struct sbuf *b, bool has_lo, int64_t lo, bool has_hi, int6
     struct sbuf alts = {0};
     if (!has_lo || lo < 0) {
         /* -x for x in [max(1, -hi), -lo] */
-        int64_t xlo = has_hi && hi < 0 ? -hi : 1;
-        int64_t xhi = has_lo ? -lo : -1;
+        int64_t xlo     = has_hi && hi < 0 ? -hi : 1;
+        int64_t xhi     = has_lo ? -lo : -1;
         struct sbuf neg = {0};
         nonneg(&neg, xlo, xhi);
         sb_add(&alts, " | \"-\" (");
@@ -365,8 +378,8 @@ void schema_class_char(struct sbuf *b, uint32_t c)
 /* The JSON spelling a JSON encoder gives control character c. */
 static void control_escape(struct sbuf *b, uint32_t c)
 {
-    static const char named[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
-                                 ['\t'] = 't'};
+    static const char named[] = {
+        ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
     char t[8];
     if (c < sizeof named && named[c])
         snprintf(t, sizeof t, "\\%c", named[c]);
@@ -496,10 +509,9 @@ static void add_word(struct cset *s)
 }
 static void add_space(struct cset *s)
 {
-    static const uint32_t r[][2] = {{0x09, 0x0D}, {0x20, 0x20},     {0xA0, 0xA0},
-                                    {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029},
-                                    {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-                                    {0xFEFF, 0xFEFF}};
+    static const uint32_t r[][2] = {
+        {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
         cs_add(s, r[i][0], r[i][1]);
 }
@@ -516,9 +528,15 @@ static bool rx_escape(struct rx *r, bool in_class, struct cset *out, uint32_t *c
     uint32_t e = rx_take(r);
     *is_char   = false;
     switch (e) {
-    case 'd': add_digit(out); return true;
-    case 'w': add_word(out); return true;
-    case 's': add_space(out); return true;
+    case 'd':
+        add_digit(out);
+        return true;
+    case 'w':
+        add_word(out);
+        return true;
+    case 's':
+        add_space(out);
+        return true;
     case 'D':
     case 'W':
     case 'S': {
@@ -536,11 +554,21 @@ static bool rx_escape(struct rx *r, bool in_class, struct cset *out, uint32_t *c
         free(t.r);
         return true;
     }
-    case 'n': *c = '\n'; break;
-    case 'r': *c = '\r'; break;
-    case 't': *c = '\t'; break;
-    case 'f': *c = '\f'; break;
-    case 'v': *c = '\v'; break;
+    case 'n':
+        *c = '\n';
+        break;
+    case 'r':
+        *c = '\r';
+        break;
+    case 't':
+        *c = '\t';
+        break;
+    case 'f':
+        *c = '\f';
+        break;
+    case 'v':
+        *c = '\v';
+        break;
     case '0':
         if (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9')
             return rx_fail(r, "octal escapes are not supported");
@@ -765,8 +793,7 @@ static bool rx_seq(struct rx *r, struct sbuf *out, bool top, bool *anchor_lo, bo
             } else {
                 if (c == ']' || c == '}')
                     ok = rx_fail(r, "a literal ']' or '}' must be escaped");
-                else
-                    {
+                else {
                     rx_take(r);
                     cs_add(&s, c, c);
                 }

@@ -20,12 +20,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!text)
         return 0;
     memcpy(text, data, size);
-    text[size] = '\0';
+    text[size]    = '\0';
     cJSON *schema = cJSON_Parse(text);
     free(text);
     if (!schema)
         return 0;
-    struct schema_gbnf *b = schema_gbnf_new();
+    struct schema_gbnf *b    = schema_gbnf_new();
     char err[HEARTH_ERR_MAX] = "";
     if (!b || !schema_gbnf_rule(b, "wrap", "\"<\" root \">\""))
         abort();

@@ -3,7 +3,8 @@
  * in tests/unit/schema_cases.json: a schema, the texts its grammar must
  * accept, those it must reject (invalid for the schema), those it rejects
  * by design though the schema allows them ("strict": padding whitespace,
- * other spellings), or the error it must be refused with. Every grammar is
+ * other spellings), or the error it must be refused with (a prefix when it
+ * ends in "..."). Every grammar is
  * compiled by the engine and run with grammar_accepts_string; the same
  * texts go to python3-jsonschema (tests/unit/schema_check.py), so the data
  * is held to a real validator too. Plus exhaustive integer ranges, the
@@ -39,7 +40,7 @@ static cJSON *load_cases(void)
 /* The grammar of schema as rule "root", compiled; fails the test with the text on an error. */
 static struct grammar *schema_grammar(const cJSON *schema, const char *name)
 {
-    struct schema_gbnf *b = schema_gbnf_new();
+    struct schema_gbnf *b    = schema_gbnf_new();
     char err[HEARTH_ERR_MAX] = "";
     assert_non_null(b);
     if (!schema_gbnf_add(b, "root", schema, err, sizeof err))
@@ -63,8 +64,8 @@ static bool accepts(const struct grammar *g, const char *s)
 /* The integer range case, every integer from -40 to 300 against minimum -15, maximum 237. */
 static cJSON *range_case(void)
 {
-    cJSON *c = cJSON_Parse("{\"name\":\"integer range -15..237, -40..300 each\",\"schema\":"
-                           "{\"type\":\"integer\",\"minimum\":-15,\"maximum\":237}}");
+    cJSON *c   = cJSON_Parse("{\"name\":\"integer range -15..237, -40..300 each\",\"schema\":"
+                               "{\"type\":\"integer\",\"minimum\":-15,\"maximum\":237}}");
     cJSON *acc = cJSON_AddArrayToObject(c, "accept"), *rej = cJSON_AddArrayToObject(c, "reject");
     for (int i = -40; i <= 300; i++) {
         char t[16];
@@ -74,15 +75,24 @@ static cJSON *range_case(void)
     return c;
 }
 
+/* Whether err is want, or starts with want less its "..." (a message naming an engine helper). */
+static bool refused_as(const char *err, const char *want)
+{
+    size_t n = strlen(want);
+    if (n > 3 && !strcmp(want + n - 3, "..."))
+        return !strncmp(err, want, n - 3);
+    return !strcmp(err, want);
+}
+
 /* Runs one case; returns the number of disagreements (each printed). */
 static int run_case(const cJSON *c)
 {
-    const char *name     = cJSON_GetObjectItem(c, "name")->valuestring;
-    const cJSON *schema  = cJSON_GetObjectItem(c, "schema");
-    const cJSON *refuse  = cJSON_GetObjectItem(c, "refuse");
-    int bad              = 0;
+    const char *name    = cJSON_GetObjectItem(c, "name")->valuestring;
+    const cJSON *schema = cJSON_GetObjectItem(c, "schema");
+    const cJSON *refuse = cJSON_GetObjectItem(c, "refuse");
+    int bad             = 0;
     if (refuse) {
-        struct schema_gbnf *b = schema_gbnf_new();
+        struct schema_gbnf *b    = schema_gbnf_new();
         char err[HEARTH_ERR_MAX] = "";
         assert_true(schema_gbnf_rule(b, "keep", "\"k\""));
         char *before = schema_gbnf_text(b);
@@ -90,7 +100,7 @@ static int run_case(const cJSON *c)
             print_message("%s: converted, but should be refused with: %s\n", name,
                           refuse->valuestring);
             bad++;
-        } else if (strcmp(err, refuse->valuestring)) {
+        } else if (!refused_as(err, refuse->valuestring)) {
             print_message("%s: refused with\n  %s\nnot\n  %s\n", name, err, refuse->valuestring);
             bad++;
         }
@@ -102,14 +112,15 @@ static int run_case(const cJSON *c)
         schema_gbnf_free(b);
         return bad;
     }
-    struct grammar *g = schema_grammar(schema, name);
+    struct grammar *g                = schema_grammar(schema, name);
     static const char *const kinds[] = {"accept", "reject", "strict"};
     for (int k = 0; k < 3; k++) {
         const cJSON *t;
-        cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, kinds[k])) {
+        cJSON_ArrayForEach(t, cJSON_GetObjectItem(c, kinds[k]))
+        {
             if (accepts(g, t->valuestring) != (k == 0)) {
-                print_message("%s: %s %s but the grammar %s it\n", name, kinds[k],
-                              t->valuestring, k == 0 ? "rejects" : "accepts");
+                print_message("%s: %s %s but the grammar %s it\n", name, kinds[k], t->valuestring,
+                              k == 0 ? "rejects" : "accepts");
                 bad++;
             }
         }
@@ -126,7 +137,8 @@ static void test_cases(void **state)
     cJSON *all = load_cases();
     int n = 0, bad = 0;
     const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(all, "cases")) {
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(all, "cases"))
+    {
         bad += run_case(c);
         n++;
     }
@@ -143,8 +155,8 @@ static void test_integer_range(void **state)
     assert_int_equal(run_case(c), 0);
     cJSON_Delete(c);
     /* and a few ranges more, each integer of a window checked */
-    static const long ranges[][2] = {{0, 0}, {-1, -1}, {-100, 100}, {7, 1234}, {-1234, -7},
-                                     {99, 100}, {-9, 9}, {10, 99}, {-999, -100}};
+    static const long ranges[][2] = {{0, 0},    {-1, -1}, {-100, 100}, {7, 1234},   {-1234, -7},
+                                     {99, 100}, {-9, 9},  {10, 99},    {-999, -100}};
     for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
         char s[128];
         snprintf(s, sizeof s, "{\"type\":\"integer\",\"minimum\":%ld,\"maximum\":%ld}",
@@ -219,7 +231,7 @@ static void test_builder(void **state)
     assert_false(schema_gbnf_add(b, "Bad_Name", obj, err, sizeof err));
     assert_false(schema_gbnf_rule(b, "root", "\"y\""));
     assert_false(schema_gbnf_rule(b, "json-ws", "\"y\""));
-    char *text = schema_gbnf_text(b);
+    char *text        = schema_gbnf_text(b);
     struct grammar *g = NULL;
     if (grammar_compile(text, strlen(text), "root", NULL, &g, err, sizeof err) != HEARTH_OK)
         fail_msg("%s\n%s", err, text);
@@ -272,7 +284,7 @@ static void refused_with(const char *schema_text, const char *want)
 {
     cJSON *s = cJSON_Parse(schema_text);
     assert_non_null(s);
-    struct schema_gbnf *b = schema_gbnf_new();
+    struct schema_gbnf *b    = schema_gbnf_new();
     char err[HEARTH_ERR_MAX] = "";
     assert_false(schema_gbnf_add(b, "root", s, err, sizeof err));
     if (!strstr(err, want))
@@ -295,8 +307,8 @@ static void test_bounds(void **state)
     n += (size_t)snprintf(s + n, cap - n, "{}");
     for (int i = 0; i < 30; i++)
         n += (size_t)snprintf(s + n, cap - n, "}}");
-    cJSON *j = cJSON_Parse(s);
-    struct schema_gbnf *b = schema_gbnf_new();
+    cJSON *j                 = cJSON_Parse(s);
+    struct schema_gbnf *b    = schema_gbnf_new();
     char err[HEARTH_ERR_MAX] = "";
     assert_false(schema_gbnf_add(b, "root", j, err, sizeof err));
     if (!strstr(err, "nodes to convert") && !strstr(err, "the grammar would pass"))
@@ -334,7 +346,7 @@ static void test_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cases),   cmocka_unit_test(test_integer_range),
+        cmocka_unit_test(test_cases),         cmocka_unit_test(test_integer_range),
         cmocka_unit_test(test_python_agrees), cmocka_unit_test(test_builder),
         cmocka_unit_test(test_json_object),   cmocka_unit_test(test_bounds),
     };
