@@ -290,7 +290,9 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
                         "constrained output is not available: no vocabulary index");
 
     char *text = NULL;
-    const char *param = req->grammar ? "grammar" : req->schema ? "response_format" : "tool_choice";
+    const char *param = req->grammar  ? "grammar"
+                        : req->schema ? (req->schema_field ? req->schema_field : "response_format")
+                                      : "tool_choice";
     if (req->grammar) {
         text = strdup(req->grammar);
         if (!text)
@@ -306,8 +308,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
         if (ok && req->schema) {
             char err[512];
             if (!schema_gbnf_add(b, "reply", req->schema, err, sizeof err))
-                ok = BAD(e, "invalid_value", "response_format",
-                         "Invalid JSON schema: %s", err);
+                ok = BAD(e, "invalid_value", param, "Invalid JSON schema in '%s': %s", param, err);
         }
         if (ok) {
             const char *root = lazy ? "tool-calls"

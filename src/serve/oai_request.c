@@ -616,6 +616,7 @@ static bool fn_response_format(const struct rule *r, const cJSON *it, struct oai
                                struct scratch *sc, struct oai_error *e)
 {
     sc->n_constraints++;
+    req->schema_field = "response_format";
     return take_response_format(it, req, e);
 }
 
@@ -626,6 +627,7 @@ static bool fn_json_schema(const struct rule *r, const cJSON *it, struct oai_req
     sc->n_constraints++;
     if (!cJSON_IsObject(it) && !cJSON_IsBool(it))
         return wrong_type(e, r->name, "an object (a JSON schema)", it);
+    req->schema_field = "json_schema";
     return (req->schema = cJSON_Duplicate(it, true)) != NULL || OOM(e);
 }
 

@@ -105,6 +105,7 @@ struct oai_request {
      * {"type": "object"}) */
     char *grammar;
     struct cJSON *schema;
+    const char *schema_field;       /* the field the schema came in (static), for errors */
     bool parallel_tool_calls;       /* default true */
     enum oai_reasoning reasoning;   /* reasoning_format */
     char **prompts;                 /* [n_prompts], completions only */
