@@ -36,6 +36,7 @@ struct grammar_matcher {
     int32_t *doff;      /* [max_len + 2] depth d's stacks in dbuf */
     uint8_t *dacc;      /* [max_len + 1] whether the root matched at depth d */
     uint32_t *ctx_stamp; /* [n_ctxs] */
+    int32_t n_live;      /* pool nodes the live stacks used at the last compaction */
     uint32_t gen;
 };
 
@@ -145,7 +146,8 @@ static bool run_bytes(struct grammar_matcher *m, const uint8_t *s, size_t n, boo
 static bool compact(struct grammar_matcher *m)
 {
     struct gpool *old = &m->pool;
-    if (old->n < 65536 || old->n < 8 * (m->stacks.n + 1) * 16)
+    /* often enough that the pool's table stays small (growing it costs milliseconds) */
+    if (old->n < 4096 || old->n < 4 * m->n_live)
         return true;
     int32_t *map = malloc((size_t)old->n * sizeof *map);
     struct gpool np;
@@ -176,7 +178,8 @@ static bool compact(struct grammar_matcher *m)
         return false;
     }
     gpool_free(old);
-    m->pool = np;
+    m->pool   = np;
+    m->n_live = np.n;
     return true;
 }
 
