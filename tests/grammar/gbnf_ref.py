@@ -430,10 +430,12 @@ def _verify(cases_path):
     bad = 0
     n_acc = n_rej = 0
     for entry in cases["grammars"]:
+        label = entry.get("file") or entry["name"]
         try:
-            g = Grammar(_read(os.path.join(base, entry["file"])), entry.get("root", "root"))
+            text = _read(os.path.join(base, entry["file"])) if "file" in entry else entry["text"]
+            g = Grammar(text, entry.get("root", "root"))
         except GrammarError as e:
-            print("%s: refused: %s" % (entry["file"], e))
+            print("%s: refused: %s" % (label, e))
             bad += 1
             continue
         for want, key in ((True, "accept"), (False, "reject")):
@@ -444,7 +446,7 @@ def _verify(cases_path):
                 if got != want:
                     bad += 1
                     print("%s: %s %s but the cases say %s" % (
-                        entry["file"], json.dumps(s, ensure_ascii=False),
+                        label, json.dumps(s, ensure_ascii=False),
                         "accepted" if got else "rejected", key))
     n_inv = 0
     for entry in cases.get("invalid", []):
