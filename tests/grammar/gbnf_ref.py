@@ -10,8 +10,9 @@ Horspool), so the verdict is the textbook one for any context-free grammar.
 
 What llama.cpp refuses is refused here too: syntax errors, a reference to an
 undefined rule, a missing start rule, left recursion (also through rules
-that can match the empty string), a minimum repetition above 2000. Token
-references (<...>) have no meaning for a string and are refused.
+that can match the empty string), a minimum repetition above 2000. Also
+refused: {m,n} with n < m, which llama.cpp does not check (it loops), and
+token references (<...>), which have no meaning for a string.
 
 Usage:
     gbnf_ref.py GRAMMAR.gbnf [--root NAME]   < ["s1", "s2", ...]
