@@ -1,0 +1,273 @@
+/*
+ * analysis.c: static facts about a program: which rules match the empty
+ * string, left recursion (refused), the bytes that can follow each rule,
+ * and the contexts the token sets are keyed by.
+ *
+ * A context is (p, q): a terminal position p and the position q of the
+ * node right below it on the stack (the return position of the call that
+ * brought p's rule in; -1 when nothing is below). One level of the caller
+ * is what makes the sets useful: inside `char*`, the loop that follows a
+ * character sits in the parent, so keying by p alone would see every token
+ * leave the rule after its first character.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar_int.h"
+#include "util/errfmt.h"
+
+static bool *nullable_rules(const struct gprog *g)
+{
+    bool *nul = calloc((size_t)g->n_rules + 1, sizeof *nul);
+    if (!nul)
+        return NULL;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int32_t r = 0; r < g->n_rules; r++) {
+            if (nul[r])
+                continue;
+            for (int32_t a = g->rule_alt0[r]; a < g->rule_alt0[r + 1] && !nul[r]; a++) {
+                int32_t p = g->alts[a];
+                while (GE_KIND(g->elems[p]) == GE_REF && nul[GE_VAL(g->elems[p])])
+                    p++;
+                if (g->elems[p] == GE_END) {
+                    nul[r]  = true;
+                    changed = true;
+                }
+            }
+        }
+    }
+    return nul;
+}
+
+enum hearth_status gprog_check_left_recursion(const struct gprog *g, char *err, size_t err_len)
+{
+    bool *nul     = nullable_rules(g);
+    uint8_t *mark = calloc((size_t)g->n_rules + 1, 1); /* 0 new, 1 on the path, 2 done */
+    /* iterative DFS: each frame is a rule and the position it has scanned up to */
+    int32_t *rule = malloc(((size_t)g->n_rules + 1) * sizeof *rule);
+    int32_t *alt  = malloc(((size_t)g->n_rules + 1) * sizeof *alt);
+    int32_t *pos  = malloc(((size_t)g->n_rules + 1) * sizeof *pos);
+    enum hearth_status st = HEARTH_OK;
+    if (!nul || !mark || !rule || !alt || !pos) {
+        st = fail(HEARTH_ENOMEM, err, err_len, "out of memory");
+        goto done;
+    }
+    for (int32_t r0 = 0; r0 < g->n_rules && st == HEARTH_OK; r0++) {
+        if (mark[r0])
+            continue;
+        int32_t top = 0;
+        rule[0]     = r0;
+        alt[0]      = g->rule_alt0[r0];
+        pos[0]      = -1;
+        mark[r0]    = 1;
+        while (top >= 0) {
+            int32_t r = rule[top];
+            /* the next reference of r reachable without consuming a byte */
+            int32_t next = -1;
+            while (next < 0 && alt[top] < g->rule_alt0[r + 1]) {
+                int32_t p = pos[top] < 0 ? g->alts[alt[top]] : pos[top];
+                int32_t e = g->elems[p];
+                if (GE_KIND(e) == GE_REF) {
+                    next     = GE_VAL(e);
+                    /* continue past it only if it can match nothing */
+                    pos[top] = nul[next] ? p + 1 : -1;
+                    if (!nul[next])
+                        alt[top]++;
+                } else {
+                    alt[top]++;
+                    pos[top] = -1;
+                }
+            }
+            if (next < 0) {
+                mark[r] = 2;
+                top--;
+                continue;
+            }
+            if (mark[next] == 1) {
+                /* name a rule the user wrote when the cycle has one, not a helper */
+                int32_t name = next;
+                for (int32_t i = top; i >= 0 && rule[i] != next && strchr(g->rule_names[name], '_');
+                     i--)
+                    name = rule[i];
+                st = fail(HEARTH_EINVAL, err, err_len,
+                          "rule '%s' is left-recursive (it can reach itself without consuming "
+                          "a character)",
+                          g->rule_names[name]);
+                break;
+            }
+            if (mark[next] == 0) {
+                mark[next] = 1;
+                top++;
+                rule[top] = next;
+                alt[top]  = g->rule_alt0[next];
+                pos[top]  = -1;
+            }
+        }
+    }
+done:
+    free(nul);
+    free(mark);
+    free(rule);
+    free(alt);
+    free(pos);
+    return st;
+}
+
+static void set_or(struct gbyteset *a, const struct gbyteset *b, bool *changed)
+{
+    for (int i = 0; i < 4; i++) {
+        uint64_t w = a->w[i] | b->w[i];
+        if (w != a->w[i]) {
+            a->w[i]  = w;
+            *changed = true;
+        }
+    }
+}
+
+/* FIRST of the sequence from p into *out; returns whether it can match nothing. */
+static bool seq_first(const struct gprog *g, const struct gbyteset *first, const bool *nul,
+                      int32_t p, struct gbyteset *out, bool *changed)
+{
+    for (;; p++) {
+        int32_t e = g->elems[p];
+        if (e == GE_END)
+            return true;
+        if (GE_KIND(e) == GE_TERM) {
+            set_or(out, &g->sets[GE_VAL(e)], changed);
+            return false;
+        }
+        set_or(out, &first[GE_VAL(e)], changed);
+        if (!nul[GE_VAL(e)])
+            return false;
+    }
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const struct gctx_key *x = a, *y = b;
+    if (x->p != y->p)
+        return x->p < y->p ? -1 : 1;
+    return x->q < y->q ? -1 : x->q > y->q;
+}
+
+enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_out,
+                                  int32_t *n_keys_out, struct gbyteset **follow_out, char *err,
+                                  size_t err_len)
+{
+    int32_t R                = g->n_rules;
+    bool *nul                = nullable_rules(g);
+    struct gbyteset *first   = calloc((size_t)R + 1, sizeof *first);
+    struct gbyteset *follow  = calloc((size_t)R + 1, sizeof *follow);
+    struct ivec *ret         = calloc((size_t)R + 1, sizeof *ret); /* return positions per rule */
+    struct ivec *tail_from   = calloc((size_t)R + 1, sizeof *tail_from); /* R' tail-calls R */
+    struct gctx_key *keys    = NULL;
+    int64_t n_keys = 0, cap_keys = 0;
+    enum hearth_status st    = HEARTH_ENOMEM;
+    if (!nul || !first || !follow || !ret || !tail_from)
+        goto done;
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (int32_t r = 0; r < R; r++)
+            for (int32_t a = g->rule_alt0[r]; a < g->rule_alt0[r + 1]; a++)
+                seq_first(g, first, nul, g->alts[a], &first[r], &changed);
+    }
+    for (changed = true; changed;) {
+        changed = false;
+        for (int32_t p = 0; p < g->n_elems; p++) {
+            if (GE_KIND(g->elems[p]) != GE_REF)
+                continue;
+            int32_t r = GE_VAL(g->elems[p]);
+            if (seq_first(g, first, nul, p + 1, &follow[r], &changed))
+                set_or(&follow[r], &follow[g->pos_rule[p]], &changed);
+        }
+    }
+    /* who can lie right below a rule's positions: return positions, passed down tail calls */
+    if (!ivec_push(&ret[g->root], -1))
+        goto done;
+    for (int32_t p = 0; p < g->n_elems; p++) {
+        if (GE_KIND(g->elems[p]) != GE_REF)
+            continue;
+        int32_t r = GE_VAL(g->elems[p]);
+        if (g->elems[p + 1] == GE_END) {
+            if (!ivec_push(&tail_from[g->pos_rule[p]], r))
+                goto done;
+        } else if (!ivec_push(&ret[r], p + 1)) {
+            goto done;
+        }
+    }
+    for (int32_t r = 0; r < R; r++) { /* dedupe each rule's own list */
+        struct ivec *v = &ret[r];
+        int32_t w      = 0;
+        for (int32_t i = 0; i < v->n; i++) {
+            bool dup = false;
+            for (int32_t j = 0; j < w && !dup; j++)
+                dup = v->v[j] == v->v[i];
+            if (!dup)
+                v->v[w++] = v->v[i];
+        }
+        v->n = w;
+    }
+    for (changed = true; changed;) {
+        changed = false;
+        for (int32_t r = 0; r < R; r++) {
+            for (int32_t t = 0; t < tail_from[r].n; t++) {
+                struct ivec *dst = &ret[tail_from[r].v[t]];
+                for (int32_t i = 0; i < ret[r].n; i++) {
+                    bool has = false;
+                    for (int32_t j = 0; j < dst->n && !has; j++)
+                        has = dst->v[j] == ret[r].v[i];
+                    if (!has) {
+                        if (!ivec_push(dst, ret[r].v[i]))
+                            goto done;
+                        changed = true;
+                    }
+                }
+            }
+        }
+    }
+    for (int32_t p = 0; p < g->n_elems; p++) {
+        if (GE_KIND(g->elems[p]) != GE_TERM)
+            continue;
+        const struct ivec *v = &ret[g->pos_rule[p]];
+        for (int32_t i = 0; i < v->n; i++) {
+            if (n_keys == cap_keys) {
+                cap_keys             = cap_keys ? cap_keys * 2 : 256;
+                struct gctx_key *k2  = realloc(keys, (size_t)cap_keys * sizeof *k2);
+                if (!k2)
+                    goto done;
+                keys = k2;
+            }
+            if (n_keys >= INT32_MAX / 2) {
+                st = fail(HEARTH_EINVAL, err, err_len, "the grammar has too many contexts");
+                goto done_err;
+            }
+            keys[n_keys++] = (struct gctx_key){p, v->v[i]};
+        }
+    }
+    qsort(keys, (size_t)n_keys, sizeof *keys, cmp_key);
+    *keys_out   = keys;
+    *n_keys_out = (int32_t)n_keys;
+    *follow_out = follow;
+    keys        = NULL;
+    follow      = NULL;
+    st          = HEARTH_OK;
+done:
+    if (st == HEARTH_ENOMEM)
+        set_err(err, err_len, "out of memory");
+done_err:
+    free(nul);
+    free(first);
+    free(follow);
+    free(keys);
+    if (ret)
+        for (int32_t r = 0; r < R; r++)
+            ivec_free(&ret[r]);
+    if (tail_from)
+        for (int32_t r = 0; r < R; r++)
+            ivec_free(&tail_from[r]);
+    free(ret);
+    free(tail_from);
+    return st;
+}

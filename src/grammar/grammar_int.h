@@ -1,0 +1,234 @@
+/*
+ * grammar_int.h: what the grammar engine's files share.
+ *
+ * A grammar is compiled to a byte-level program: rules of alternatives of
+ * sequences, every terminal a set of bytes. The program is one array of
+ * positions; a rule's alternatives lie one after another, each ended by
+ * GE_END. A parse stack is a chain of interned nodes (pos, parent): pos is
+ * the position the stack is at, parent the node to continue with when pos's
+ * alternative ends. Equal stacks are the same node id, so a set of stacks
+ * deduplicates by id and pushing or popping costs nothing.
+ *
+ * Files: gbnf.c (text -> program), analysis.c (left recursion, FOLLOW sets,
+ * the contexts the token sets are keyed by), stacks.c (node pool, closure,
+ * one byte's step), vocab.c (token bytes, sorted), precompute.c (per-context
+ * token sets), matcher.c (the public matcher), grammar.c (compile, ref
+ * counting, accepts_string).
+ */
+#ifndef HEARTH_GRAMMAR_INT_H
+#define HEARTH_GRAMMAR_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grammar/grammar.h"
+
+/* ------------------------------------------------------------ program --- */
+
+enum { GE_END = 0, GE_TERM = 1, GE_REF = 2 };
+#define GE_KIND(e)    ((e) & 3)
+#define GE_VAL(e)     ((e) >> 2)
+#define GE_MAKE(k, v) ((int32_t)((uint32_t)(v) << 2 | (uint32_t)(k)))
+
+#define GRAMMAR_MAX_REPEAT 4096      /* a bound of {m,n} */
+#define GRAMMAR_MAX_ELEMS  (1 << 21) /* positions of a whole program */
+#define GRAMMAR_MAX_NEST   256       /* parentheses inside one another */
+
+struct gbyteset {
+    uint64_t w[4];
+};
+
+static inline bool gbs_has(const struct gbyteset *s, unsigned b)
+{
+    return s->w[b >> 6] >> (b & 63) & 1;
+}
+
+struct gprog {
+    int32_t *elems;            /* [n_elems] GE_MAKE(kind, set or rule); GE_END ends an alternative */
+    int32_t n_elems;
+    int32_t *pos_rule;         /* [n_elems] the rule each position belongs to */
+    int32_t n_rules;
+    int32_t *rule_alt0;        /* [n_rules + 1] rule r's alternatives are alts[rule_alt0[r]..[r+1]) */
+    int32_t *alts;             /* [n_alts] first position of each alternative */
+    char **rule_names;         /* [n_rules] NUL-terminated; helpers are "parent_N" */
+    struct gbyteset *sets;     /* [n_sets] distinct terminals */
+    int32_t n_sets;
+    int32_t root;
+};
+
+/* Parses GBNF into *out (zeroed on entry); HEARTH_EINVAL with "line L, column C: what". */
+enum hearth_status gbnf_parse(const char *text, size_t len, const char *root, struct gprog *out,
+                              char *err, size_t err_len);
+void gprog_free(struct gprog *g);
+
+/* ----------------------------------------------------------- analysis --- */
+
+/*
+ * Whether some rule can reach itself without consuming a byte (directly,
+ * or after rules that match the empty string): then expanding it would
+ * never end. HEARTH_EINVAL naming the rule.
+ */
+enum hearth_status gprog_check_left_recursion(const struct gprog *g, char *err, size_t err_len);
+
+/* A (position, parent's position) pair the token sets are precomputed for; q = -1: no parent. */
+struct gctx_key {
+    int32_t p, q;
+};
+
+/*
+ * Every key a live stack can have, sorted by (p, q), and for every rule the
+ * bytes that can follow it (what a stack may read after popping out of a
+ * key's parent). Both malloc'd.
+ */
+enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys, int32_t *n_keys,
+                                  struct gbyteset **follow, char *err, size_t err_len);
+
+/* -------------------------------------------------------------- stacks --- */
+
+#define GS_EMPTY  (-1) /* the empty stack: the whole root has matched */
+#define GS_BOTTOM (-2) /* precompute: below a local stack, what the real one holds */
+#define GPOOL_MAX_NODES (1 << 22)
+
+struct gnode {
+    int32_t pos;    /* position in the program */
+    int32_t parent; /* node id, GS_EMPTY or GS_BOTTOM */
+    int32_t depth;  /* nodes in the chain, this one included */
+};
+
+struct ivec {
+    int32_t *v;
+    int32_t n, cap;
+};
+
+bool ivec_push(struct ivec *a, int32_t x);
+void ivec_free(struct ivec *a);
+
+/* Interned nodes plus the scratch one closure needs. */
+struct gpool {
+    struct gnode *nodes; /* [n] */
+    int32_t n, cap;
+    int32_t *table;      /* [mask + 1] open addressing: node id or -1 */
+    uint32_t mask;
+    uint32_t *stamp;     /* [cap] closure visit marks */
+    uint32_t gen;
+    struct ivec work;    /* closure's worklist */
+    struct ivec seeds;   /* gstep_byte's (pos, parent) pairs */
+};
+
+void gpool_init(struct gpool *p);
+void gpool_free(struct gpool *p);
+void gpool_reset(struct gpool *p);
+
+enum { GX_ACCEPT = 1, GX_POP = 2 };
+
+/*
+ * One closure: visits seeds (node ids, or GS_EMPTY / GS_BOTTOM), expands
+ * rule references and ended alternatives, and appends the stacks whose top
+ * is a terminal to out, each once. *flags gets GX_ACCEPT when the empty
+ * stack was reached, GX_POP when a local stack's bottom was. seed_pairs:
+ * seeds are (pos, parent) pairs (n_seeds pairs) rather than node ids.
+ * False with err when a bound is passed.
+ */
+bool gstep_closure(const struct gprog *g, struct gpool *p, const int32_t *seeds, int32_t n_seeds,
+                   bool seed_pairs, struct ivec *out, int *flags, char *err, size_t err_len);
+
+/* Stacks in[0..n) after byte b: appended to out, with flags as above. */
+bool gstep_byte(const struct gprog *g, struct gpool *p, const int32_t *in, int32_t n, unsigned b,
+                struct ivec *out, int *flags, char *err, size_t err_len);
+
+/* Interns (pos, parent); -1 with err when a bound is passed. */
+int32_t gpool_intern(struct gpool *p, int32_t pos, int32_t parent, char *err, size_t err_len);
+
+/* The stacks at the start of the root (closure included); *accept when the root matches "". */
+bool grammar_start(const struct gprog *g, struct gpool *pool, struct ivec *out, bool *accept,
+                   char *err, size_t err_len);
+/*
+ * Runs s[0..n) from the stacks in cur (tmp: scratch); cur ends as the
+ * stacks after it, *accept whether the root has then matched. An empty cur
+ * with !*accept: rejected. False with err when a bound was passed.
+ */
+bool grammar_feed(const struct gprog *g, struct gpool *pool, struct ivec *cur, struct ivec *tmp,
+                  bool *accept, const uint8_t *s, size_t n, char *err, size_t err_len);
+
+/* --------------------------------------------------------------- vocab --- */
+
+struct grammar_vocab {
+    int32_t n;
+    uint8_t *kinds;   /* [n] enum grammar_token_kind */
+    uint32_t *off;    /* [n] start of token i's bytes in bytes */
+    uint32_t *lens;   /* [n] */
+    char *bytes;      /* all tokens' bytes, concatenated */
+    int32_t n_text;   /* TEXT tokens with at least one byte */
+    int32_t *order;   /* [n_text] those tokens sorted by their bytes: a trie in DFS order */
+    uint32_t *lcp;    /* [n_text] bytes order[i] shares with order[i - 1] (0 for i = 0) */
+    int32_t *eog;     /* [n_eog] */
+    int32_t n_eog;
+    uint32_t max_len; /* longest token, bytes */
+};
+
+struct tokenizer;
+/* A tokenizer's vocab, as grammar_vocab_from_model describes (vocab-only GGUF files have no model). */
+struct grammar_vocab *grammar_vocab_from_tokenizer(const struct tokenizer *t);
+
+static inline const uint8_t *gv_bytes(const struct grammar_vocab *v, int32_t tok)
+{
+    return (const uint8_t *)v->bytes + v->off[tok];
+}
+
+/* ----------------------------------------------------------- grammar --- */
+
+/* A token that pops out of its context's parent after k bytes: the rest is the parent's to judge. */
+struct gunc {
+    int32_t tok;
+    uint32_t k;   /* bytes consumed in the context, 1 <= k < the token's length */
+    uint32_t lcp; /* bytes this entry's rest shares with the previous entry's (sorted by rest) */
+};
+
+/* A set of tokens: a bitset when dense, else a sorted list. */
+struct gtokset {
+    int32_t n;       /* tokens in the set */
+    uint32_t *bits;  /* [(n_vocab + 31) / 32] or NULL */
+    int32_t *list;   /* [n] sorted, when bits is NULL */
+};
+
+struct gctx {
+    int32_t p, q;     /* the key */
+    int32_t acc;      /* index into grammar.accs: tokens accepted whatever lies below */
+    int32_t unc0;     /* uncertain tokens: grammar.unc[unc0 .. unc0 + n_unc), sorted by rest */
+    int32_t n_unc;
+    int32_t *by_tok;  /* [n_unc] indexes into that run sorted by token (for one-token checks) */
+};
+
+struct grammar {
+    int refs; /* atomic */
+    struct gprog prog;
+    const struct grammar_vocab *vocab;
+    struct gctx *ctxs;    /* [n_ctxs] sorted by (p, q) */
+    int32_t n_ctxs;
+    int32_t *ctx_first;   /* [n_elems + 1] contexts of terminal p: ctxs[ctx_first[p]..[p+1]) */
+    struct gtokset *accs; /* [n_accs] distinct accepted sets */
+    int32_t n_accs;
+    struct gunc *unc;     /* [n_unc] */
+    int64_t n_unc;
+    size_t mem_bytes;     /* what the precomputed tables hold */
+};
+
+/* Builds the contexts and their token sets for g->vocab. */
+enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_len);
+void grammar_precompute_free(struct grammar *g);
+
+/* The context of a stack top: index into g->ctxs, or -1. */
+int32_t grammar_find_ctx(const struct grammar *g, int32_t p, int32_t q);
+
+/* Bytes held by g's precomputed tables (for benchmarks). */
+size_t grammar_mem_bytes(const struct grammar *g);
+
+/*
+ * The reference the fast mask is tested against: every token's bytes run
+ * through the matcher's stacks. Same contract as grammar_matcher_mask.
+ */
+int32_t grammar_matcher_mask_naive(struct grammar_matcher *m, uint32_t *allowed, char *err,
+                                   size_t err_len);
+
+#endif
