@@ -497,12 +497,16 @@ static bool class_elems(struct parser *ps, struct cprange *r, int32_t n, bool ne
         oom(ps);
         return false;
     }
-    if (m == 0) {
-        free(norm);
-        perr(ps, at, "the character class matches no character");
-        return false;
-    }
     struct seqs sq = {0};
+    if (m == 0) { /* as in llama.cpp, a class of no character is a dead end, not an error */
+        free(norm);
+        int32_t id = intern_set(ps, &sq.one);
+        if (id < 0 || !count_elems(ps, 1, at) || !ivec_push(out, GE_MAKE(GE_TERM, id))) {
+            oom(ps);
+            return false;
+        }
+        return true;
+    }
     for (int32_t i = 0; i < m; i++)
         utf8_split(ps, norm[i].lo, norm[i].hi, &sq);
     free(norm);
@@ -721,32 +725,35 @@ static const char *parse_int(struct parser *ps, const char *p, int *v)
     return p;
 }
 
-/* {m} {m,} {m,n} {,n} at p (on '{'); sets lo and hi (-1: no bound). */
-static const char *parse_braces(struct parser *ps, const char *p, int *lo, int *hi)
+/*
+ * {m} {m,} {m,n} at p (on '{'); sets lo and hi (-1: no bound). As in
+ * llama.cpp: the minimum is required and at most GRAMMAR_MAX_MIN_REPEAT,
+ * and inside parentheses (nested) the braces may span lines.
+ */
+static const char *parse_braces(struct parser *ps, const char *p, bool nested, int *lo, int *hi)
 {
     const char *open = p;
-    p                = skip_space(ps, p + 1, false);
+    p                = skip_space(ps, p + 1, nested);
+    const char *at   = p;
     p                = parse_int(ps, p, lo);
     if (!p)
         return NULL;
-    p = skip_space(ps, p, false);
+    if (*lo < 0) {
+        perr(ps, at, "expecting a repetition count");
+        return NULL;
+    }
+    if (*lo > GRAMMAR_MAX_MIN_REPEAT) {
+        perr(ps, at, "repetition minimum %d is above %d", *lo, GRAMMAR_MAX_MIN_REPEAT);
+        return NULL;
+    }
+    p = skip_space(ps, p, nested);
     if (p < ps->end && *p == ',') {
-        p = skip_space(ps, p + 1, false);
+        p = skip_space(ps, p + 1, nested);
         p = parse_int(ps, p, hi);
         if (!p)
             return NULL;
-        p = skip_space(ps, p, false);
-        if (*lo < 0 && *hi < 0) {
-            perr(ps, open, "a repetition needs at least one bound");
-            return NULL;
-        }
-        if (*lo < 0)
-            *lo = 0;
+        p = skip_space(ps, p, nested);
     } else {
-        if (*lo < 0) {
-            perr(ps, p, "expecting a repetition count");
-            return NULL;
-        }
         *hi = *lo;
     }
     if (p >= ps->end || *p != '}') {
@@ -801,7 +808,6 @@ static const char *parse_class(struct parser *ps, const char *p, struct ivec *ou
     int32_t n = 0, cap = 0;
     while (p < ps->end && *p != ']') {
         uint32_t lo, hi;
-        const char *at = p;
         if (!parse_char(ps, &p, &lo))
             goto fail;
         hi = lo;
@@ -809,10 +815,8 @@ static const char *parse_class(struct parser *ps, const char *p, struct ivec *ou
             p++;
             if (!parse_char(ps, &p, &hi))
                 goto fail;
-            if (hi < lo) {
-                perr(ps, at, "the range's end U+%04X is below its start U+%04X", hi, lo);
-                goto fail;
-            }
+            if (hi < lo) /* llama.cpp reads a reversed range as matching nothing */
+                continue;
         }
         if (n == cap) {
             cap               = cap ? cap * 2 : 8;
@@ -918,7 +922,7 @@ static const char *parse_sequence(struct parser *ps, const char *p, bool nested,
             }
             int lo = c == '+', hi = c == '?' ? 1 : -1;
             if (c == '{')
-                p = parse_braces(ps, p, &lo, &hi);
+                p = parse_braces(ps, p, nested, &lo, &hi);
             else
                 p++;
             if (!p || !repeat(ps, out, last, lo, hi, at))

@@ -32,6 +32,7 @@ enum { GE_END = 0, GE_TERM = 1, GE_REF = 2 };
 #define GE_MAKE(k, v) ((int32_t)((uint32_t)(v) << 2 | (uint32_t)(k)))
 
 #define GRAMMAR_MAX_REPEAT 4096      /* a bound of {m,n} */
+#define GRAMMAR_MAX_MIN_REPEAT 2000  /* the minimum of {m,n}: llama.cpp's limit */
 #define GRAMMAR_MAX_ELEMS  (1 << 21) /* positions of a whole program */
 #define GRAMMAR_MAX_NEST   256       /* parentheses inside one another */
 
