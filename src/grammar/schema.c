@@ -412,8 +412,8 @@ static const struct {
        surrogate pair is one character (as a JSON reader decodes it), a lone surrogate none */
     [P_CHAR]    = {"json-char",
                    "[^\\x22\\x5C\\x00-\\x1F] | \"\\\\\" ( [\\x22\\x5C/bfnrt] | \"u\" ( "
-                      "[0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | [dD] [89abAB] "
-                      "[0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )",
+                      "[0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} | "
+                      "[dD] [89abAB] [0-9a-fA-F]{2} \"\\\\u\" [dD] [c-fC-F] [0-9a-fA-F]{2} ) )",
                    {0},
                    0},
     [P_STRING]  = {"json-string", "\"\\\"\" json-char* \"\\\"\"", {P_CHAR}, 1},
@@ -460,8 +460,8 @@ static const struct {
     /* RFC 3339 full-time; no leap second, fractions of at most 9 digits */
     [P_TIME]     = {"json-time",
                     "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" "
-                        "[0-9]{1,9} )? ( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" "
-                        "[0-5] [0-9] )",
+                        "[0-9]{1,9} )? ( \"Z\" | ( \"+\" | \"-\" ) "
+                        "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )",
                     {0},
                     0},
     [P_DATETIME] = {"json-date-time", "json-date \"T\" json-time", {P_DATE, P_TIME}, 2},
