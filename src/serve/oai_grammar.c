@@ -303,8 +303,20 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
             return OOM(e);
         enum think mode = lazy ? THINK_NONE : think_mode(req, f, prompt, prompt_len);
         bool ok         = think_rule(b, mode, f) || OOM(e);
-        if (ok && (forced || lazy || (tools_on && can_calls)))
-            ok = tool_call_rules(b, req, f->tools, e);
+        bool calls = forced || lazy || (tools_on && can_calls);
+        if (ok && calls) {
+            /* A tool whose parameters cannot be constrained refuses a forced call; when the
+             * model only may call, it calls unconstrained, as before grammars existed. */
+            struct oai_error te;
+            calls = tool_call_rules(b, req, f->tools, &te);
+            if (!calls && (forced || te.status != 400)) {
+                *e = te;
+                ok = false;
+            } else if (!calls && lazy) {
+                schema_gbnf_free(b);
+                return true;
+            }
+        }
         if (ok && req->schema) {
             char err[512];
             if (!schema_gbnf_add(b, "reply", req->schema, err, sizeof err))
@@ -313,8 +325,8 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
         if (ok) {
             const char *root = lazy ? "tool-calls"
                                : forced ? "think tool-calls"
-                               : req->schema && tools_on && can_calls ? "think ( tool-calls | reply )"
-                                                                      : "think reply";
+                               : req->schema && calls ? "think ( tool-calls | reply )"
+                                                      : "think reply";
             ok = schema_gbnf_rule(b, "root", root) || OOM(e);
         }
         if (ok && !(text = schema_gbnf_text(b)))

@@ -289,8 +289,21 @@ static void test_auto_calls_are_lazy(void **state)
     assert_true(grammar_matcher_can_end(m));
     assert_true(grammar_matcher_allows(m, 256));
     grammar_matcher_free(m);
-    /* tool_choice none: nothing */
     built_free(&b);
+    /* a tool whose parameters hearth cannot constrain: auto calls stay free, forced ones are
+     * refused naming the tool */
+    static const char odd[] = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                              "\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":"
+                              "{\"type\":\"number\",\"minimum\":0.5}}}}}]";
+    b = build(t, gv, odd, P_FREE);
+    assert_true(b.ok);
+    assert_null(b.g);
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", odd);
+    b = build(t, gv, extra, P_FREE);
+    assert_false(b.ok);
+    assert_int_equal(b.e.status, 400);
+    assert_string_equal(b.e.param, "tools[0].function.parameters");
+    /* tool_choice none: nothing */
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\"", TOOLS);
     b = build(t, gv, extra, P_FREE);
     assert_true(b.ok);
