@@ -89,12 +89,12 @@ static int chat_prompt_tokens(const char *chat_body, char **prompt_out)
 
 #define TOOLS_RESP                                                                                 \
     "[{\"type\":\"function\",\"name\":\"get_weather\",\"description\":\"Weather in a city.\","    \
-    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"        \
-    "\"required\":[\"city\"]},\"strict\":true}]"
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":" \
+    "20}},\"required\":[\"city\"]},\"strict\":true}]"
 #define TOOLS_CHAT                                                                                 \
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"             \
     "\"Weather in a city.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"        \
-    "{\"type\":\"string\"}},\"required\":[\"city\"]}}}]"
+    "{\"type\":\"string\",\"maxLength\":20}},\"required\":[\"city\"]}}}]"
 
 /* An agent's second request: the call the model made and its result, sent back as items. */
 static const char round_trip_resp[] =
@@ -306,44 +306,40 @@ static void test_refusals(void **state)
 
 /* Waits on constrained decoding: until then the server refuses these with a 400 naming the
  * field, and the test says it skipped that part. */
-static void test_constrained_output_or_refusal(void **state)
+/* text.format and a forced call hold the random model's reply to the schema and the tool */
+static void test_constrained_output(void **state)
 {
     (void)state;
     NEED_SERVER();
     struct http_resp r = http_post(
         &g_srv, "/v1/responses",
-        "{\"input\":\"A person.\",\"max_output_tokens\":200,\"text\":{\"format\":{\"type\":"
-        "\"json_schema\",\"name\":\"person\",\"strict\":true,\"schema\":{\"type\":\"object\","
-        "\"properties\":{\"name\":{\"type\":\"string\"}},\"required\":[\"name\"],"
-        "\"additionalProperties\":false}}}}");
-    if (r.status == 400) {
-        free(http_check_error(&r, 400, "text.format"));
-        print_message("skip part: text.format json_schema waits on constrained decoding\n");
-    } else {
-        assert_int_equal(r.status, 200);
-        cJSON *j        = http_json(&r);
-        const cJSON *it = cJSON_GetArrayItem(jget(j, "output"), 0);
-        cJSON *v = cJSON_Parse(jstr(cJSON_GetArrayItem(jget(it, "content"), 0), "text"));
-        assert_non_null(v);
-        assert_non_null(jstr(v, "name"));
-        cJSON_Delete(v);
-        cJSON_Delete(j);
-    }
+        "{\"input\":\"A person.\",\"max_output_tokens\":300,\"temperature\":1,\"text\":"
+        "{\"format\":{\"type\":\"json_schema\",\"name\":\"person\",\"strict\":true,\"schema\":"
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":12}},"
+        "\"required\":[\"name\"],\"additionalProperties\":false}}}}");
+    assert_int_equal(r.status, 200);
+    cJSON *j = http_json(&r);
+    assert_string_equal(jstr(j, "status"), "completed");
+    const cJSON *it = cJSON_GetArrayItem(jget(j, "output"), 0);
+    cJSON *v        = cJSON_Parse(jstr(cJSON_GetArrayItem(jget(it, "content"), 0), "text"));
+    assert_non_null(v);
+    assert_non_null(jstr(v, "name"));
+    assert_int_equal(cJSON_GetArraySize(v), 1);
+    cJSON_Delete(v);
+    cJSON_Delete(j);
     http_resp_free(&r);
     r = http_post(&g_srv, "/v1/responses",
-                  "{\"input\":\"Weather in Paris?\",\"max_output_tokens\":64,\"tools\":" TOOLS_RESP
-                  ",\"tool_choice\":\"required\"}");
-    if (r.status == 400) {
-        free(http_check_error(&r, 400, "tool_choice"));
-        print_message("skip part: tool_choice required waits on constrained decoding\n");
-    } else {
-        assert_int_equal(r.status, 200);
-        cJSON *j        = http_json(&r);
-        const cJSON *it = cJSON_GetArrayItem(jget(j, "output"), 0);
-        assert_string_equal(jstr(it, "type"), "function_call");
-        assert_string_equal(jstr(it, "name"), "get_weather");
-        cJSON_Delete(j);
-    }
+                  "{\"input\":\"Weather in Paris?\",\"max_output_tokens\":300,\"temperature\":1,"
+                  "\"tools\":" TOOLS_RESP ",\"tool_choice\":\"required\"}");
+    assert_int_equal(r.status, 200);
+    j  = http_json(&r);
+    it = cJSON_GetArrayItem(jget(j, "output"), 0);
+    assert_string_equal(jstr(it, "type"), "function_call");
+    assert_string_equal(jstr(it, "name"), "get_weather");
+    v = cJSON_Parse(jstr(it, "arguments"));
+    assert_non_null(jstr(v, "city"));
+    cJSON_Delete(v);
+    cJSON_Delete(j);
     http_resp_free(&r);
 }
 
@@ -363,7 +359,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_shape_and_usage),
         cmocka_unit_test(test_stream_events),
         cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_constrained_output_or_refusal),
+        cmocka_unit_test(test_constrained_output),
         cmocka_unit_test(test_openai_npm_client),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);

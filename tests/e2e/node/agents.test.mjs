@@ -149,13 +149,28 @@ test('tool_choice "none" is accepted', async () => {
   assert.ok(!c.message.tool_calls || c.message.tool_calls.length === 0);
 });
 
-test('tool_choice "required" is refused with a 400', async () => {
+test('tool_choice "required" with a call cut short by max_tokens says length', async () => {
+  // a forced call cannot finish in 4 tokens: the reply ends cut, never as a broken call
+  const r = await client.chat.completions.create({
+    model, messages: question, tools, tool_choice: 'required', max_tokens: 4,
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  const c = checkCompletion(r);
+  assert.equal(c.finish_reason, 'length');
+  assert.ok(!c.message.tool_calls || c.message.tool_calls.length === 0);
+  assert.equal(r.usage.completion_tokens, 4);
+});
+
+test('tool_choice naming a function that is not offered is refused with a 400', async () => {
   await assert.rejects(
-    client.chat.completions.create({ model, messages: question, tools, tool_choice: 'required', max_tokens: 4 }),
+    client.chat.completions.create({
+      model, messages: question, tools, max_tokens: 4,
+      tool_choice: { type: 'function', function: { name: 'send_email' } },
+    }),
     (err) => {
       assert.ok(err instanceof OpenAI.BadRequestError, String(err));
       assert.equal(err.status, 400);
-      assert.equal(err.param, 'tool_choice');
+      assert.equal(err.param, 'tool_choice.function.name');
       return true;
     },
   );
