@@ -46,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "serve/anthropic.h"
 #include "serve/bodylimit.h"
 #include "serve/server.h"
 #include "template/chat_template.h"
@@ -137,6 +138,9 @@ void serve_reply_json(struct server *s, struct evhttp_request *req, enum metrics
 static const struct reply_ops *ep_ops(enum metrics_endpoint ep)
 {
     switch (ep) {
+    case EP_MESSAGES:
+    case EP_COUNT_TOKENS:
+        return &anth_reply_ops;
     default:
         return &oai_reply_ops;
     }
@@ -802,23 +806,33 @@ static const char *method_name(enum evhttp_cmd_type m)
     return "?";
 }
 
-/* Bearer token check, in time independent of where the strings differ. */
+/* a == key, in time independent of where the strings differ */
+static bool key_equal(const char *key, const char *a)
+{
+    size_t n = strlen(key), m = strlen(a);
+    unsigned diff = n != m;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)key[i] ^ (unsigned char)(i < m ? a[i] : 0);
+    return diff == 0;
+}
+
+/* The key as OpenAI's clients send it (Authorization: Bearer) or Anthropic's (x-api-key). */
 static bool authorized(struct server *s, struct evhttp_request *req)
 {
     const char *key = s->p->api_key;
     if (!key || !*key)
         return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7))
-        return false;
-    h += 7;
-    while (*h == ' ')
-        h++;
-    size_t n = strlen(key), m = strlen(h);
-    unsigned diff = n != m;
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)key[i] ^ (unsigned char)(i < m ? h[i] : 0);
-    return diff == 0;
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *h        = evhttp_find_header(in, "Authorization");
+    if (h && !strncasecmp(h, "Bearer ", 7)) {
+        h += 7;
+        while (*h == ' ')
+            h++;
+        if (key_equal(key, h))
+            return true;
+    }
+    const char *x = evhttp_find_header(in, "x-api-key");
+    return x && key_equal(key, x);
 }
 
 /* A CORS preflight: which methods and headers the browser may use on r. */
@@ -828,7 +842,8 @@ static void preflight(struct server *s, struct evhttp_request *req, const struct
     char methods[32];
     snprintf(methods, sizeof methods, "%s, OPTIONS", r->allow);
     evhttp_add_header(h, "Access-Control-Allow-Methods", methods);
-    evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    evhttp_add_header(h, "Access-Control-Allow-Headers",
+                      "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
     evhttp_add_header(h, "Access-Control-Max-Age", "600");
     serve_reply(s, req, r->ep, 204, NULL, NULL, 0);
 }
@@ -886,8 +901,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (r->auth && !authorized(s, req)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
         reply_fail(s, req, r->ep, 401, "invalid_request_error", "invalid_api_key",
-                   "Missing or incorrect API key: send 'Authorization: Bearer KEY' with the key "
-                   "given to --api-key.");
+                   "Missing or incorrect API key: send 'Authorization: Bearer KEY' or 'x-api-key: "
+                   "KEY' with the key given to --api-key.");
         return;
     }
     if (model_id) {
