@@ -283,11 +283,14 @@ static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, stru
         return false;
     }
     /* OpenAI's tool messages have no error flag: the model reads it off the text */
-    if (cJSON_IsTrue(err) && pt.n == 0) {
-        if (!parts_add(&pt, "Error", e))
+    cJSON *first = pt.n ? cJSON_GetObjectItem(cJSON_GetArrayItem(pt.arr, 0), "text") : NULL;
+    if (cJSON_IsTrue(err) && (!first || !*first->valuestring)) {
+        if (first)
+            cJSON_SetValuestring(first, "Error");
+        else if (!parts_add(&pt, "Error", e))
             return false;
     } else if (cJSON_IsTrue(err)) {
-        cJSON *t     = cJSON_GetObjectItem(cJSON_GetArrayItem(pt.arr, 0), "text");
+        cJSON *t     = first;
         size_t n     = strlen(t->valuestring) + sizeof "Error: ";
         char *joined = malloc(n);
         if (!joined) {
