@@ -860,12 +860,15 @@ static const struct route *route_of_path(const char *path)
     return NULL;
 }
 
-/* bodylimit.c answered a request with 413 before evhttp read it: count it under its route. */
-static void on_refused(const char *path, void *user)
+/* bodylimit.c answers a request with 413 before evhttp reads it: counted under its route, in
+ * its route's error shape. */
+static char *on_refused(const char *path, const struct oai_error *e, void *user)
 {
-    struct server *s      = user;
-    const struct route *r = route_of_path(path);
-    metrics_count_request(&s->metrics, r ? r->ep : EP_OTHER, 413);
+    struct server *s          = user;
+    const struct route *r     = route_of_path(path);
+    enum metrics_endpoint ep  = r ? r->ep : EP_OTHER;
+    metrics_count_request(&s->metrics, ep, 413);
+    return serve_error_json(ep, e);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
