@@ -236,8 +236,8 @@ static const char tools_body[] =
 static const char *const call_pieces[] = {
     "<think>\nI should call", " it.\n</think>\n\nSure.",
     "\n<tool_call>\n{\"name\": \"get\", \"argu",
-    "ments\": {\"city\": \"Par\xc3\xads\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get\", "
-    "\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"};
+    ("ments\": {\"city\": \"Par\xc3\xads\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get\", "
+     "\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>")};
 
 /* Checks a tool_use id ("toolu_" + 24 characters) and blanks it for comparison. */
 static void blank_id(cJSON *block)
