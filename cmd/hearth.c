@@ -18,7 +18,7 @@ static const struct {
     {"bench-engine", cmd_bench_engine, "measure prefill and decode speed"},
     {"inspect",      cmd_inspect,      "print a GGUF file's metadata and tensor table"},
     {"tokenize",     cmd_tokenize,     "print the token ids of a text"},
-    {"serve",        cmd_serve,        "OpenAI-compatible HTTP server (chat, completions, metrics)"},
+    {"serve",        cmd_serve,        "OpenAI- and Anthropic-compatible HTTP server (chat, messages, metrics)"},
     {"quantize",     cmd_quantize,     "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q6_K, ...)"},
 };
 

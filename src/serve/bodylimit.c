@@ -1,5 +1,5 @@
 /*
- * bodylimit.c: OpenAI's 413 for a request body of any size, given before
+ * bodylimit.c: a JSON 413 for a request body of any size, given before
  * evhttp reads the request (see bodylimit.h).
  *
  * The framing is followed only as far as needed to find each request's body
@@ -258,11 +258,15 @@ static struct slot *slot_of(evutil_socket_t fd, struct bufferevent *bev)
 /* The 413, written straight to the socket: evhttp is still reading this request. */
 static void answer_413(evutil_socket_t fd, struct bufferevent *bev, const struct bodylimit *b)
 {
-    if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
-        return; /* an earlier answer is still going out: the connection just closes */
     struct oai_error e;
     oai_fail(&e, 413, "invalid_request_error", "request_too_large", NULL, "%s", b->reason);
-    char *json = oai_error_json(&e);
+    char *json = table->refused ? table->refused(b->path, &e, table->user) : NULL;
+    if (evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+        free(json);
+        return; /* an earlier answer is still going out: the connection just closes */
+    }
+    if (!json)
+        json = oai_error_json(&e);
     char head[192];
     int hn = snprintf(head, sizeof head,
                       "HTTP/1.1 413 Payload Too Large\r\nContent-Type: application/json\r\n"
@@ -308,8 +312,6 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
     if (!ok) {
         evbuffer_drain(buf, evbuffer_get_length(buf));
         answer_413(fd, bev, &s->b);
-        if (table->refused)
-            table->refused(s->b.path, table->user);
     }
 }
 

@@ -1,5 +1,6 @@
 /*
- * bodylimit.h: OpenAI's JSON 413 for a request body of any size.
+ * bodylimit.h: a JSON 413 (in the API shape of the request's path) for a
+ * request body of any size.
  *
  * libevent 2.1 enforces its body limit itself and answers with an HTML page
  * (and a 417 to "Expect: 100-continue"), with no hook to replace it. So
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 struct evhttp;
+struct oai_error;
 
 #define BODYLIMIT_LINE 512 /* bytes of a head or chunk line kept for parsing; the rest is counted */
 
@@ -67,12 +69,17 @@ void bodylimit_init(struct bodylimit *b, size_t max_body, size_t max_head);
  */
 bool bodylimit_feed(struct bodylimit *b, const char *data, size_t len);
 
-/* Called after a refusal with the refused request's path ("" when unknown). */
-typedef void (*bodylimit_refused_fn)(const char *path, void *user);
+/*
+ * Called at each refusal with the refused request's path ("" when unknown)
+ * and the error; returns the 413's JSON body in the API shape of that path
+ * (malloc'd), or NULL for OpenAI's.
+ */
+typedef char *(*bodylimit_refused_fn)(const char *path, const struct oai_error *e, void *user);
 
 /*
  * Makes every connection of http pass through the limits: max_body bytes of
- * body, max_head of head. refused (may be NULL) is told of each 413.
+ * body, max_head of head. refused (may be NULL) is told of each 413 and
+ * shapes its body.
  * Returns false when out of memory. One server per process.
  */
 bool bodylimit_install(struct evhttp *http, size_t max_body, size_t max_head,

@@ -10,6 +10,9 @@
  * "parse_special", "with_pieces"} and answers {"tokens": [...]}, each a
  * {"id", "piece"} with with_pieces; /detokenize takes {"tokens": [ids]}
  * and answers {"content": ...}. Unknown fields are refused by name.
+ * Anthropic's /v1/messages is a generation (serve_generate with
+ * anthropic.h's parse and reply); its count_tokens renders and tokenizes
+ * the prompt that generation would read and answers {"input_tokens": N}.
  */
 #include <cjson/cJSON.h>
 #include <event2/buffer.h>
@@ -20,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "serve/anthropic.h"
 #include "serve/server.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
@@ -199,6 +203,34 @@ void h_props(struct server *s, struct evhttp_request *req)
 void h_apply_template(struct server *s, struct evhttp_request *req)
 {
     serve_prepare_oai(s, req, EP_APPLY_TEMPLATE, OAI_TEMPLATE, PK_TEMPLATE);
+}
+
+void h_messages(struct server *s, struct evhttp_request *req)
+{
+    serve_generate(s, req, EP_MESSAGES, anth_parse_messages, &anth_reply_ops);
+}
+
+void h_count_tokens(struct server *s, struct evhttp_request *req)
+{
+    if (!serve_check_ready(s, req, EP_COUNT_TOKENS))
+        return;
+    size_t len;
+    const char *body = serve_body(s, req, EP_COUNT_TOKENS, &len);
+    if (!body)
+        return;
+    struct oai_error e;
+    struct task *t = calloc(1, sizeof *t);
+    if (!t) {
+        oai_fail(&e, 500, "api_error", NULL, NULL, "out of memory");
+        serve_reply_error(s, req, EP_COUNT_TOKENS, &e);
+        return;
+    }
+    if (!anth_parse(ANTH_COUNT_TOKENS, body, len, &t->r, &e)) {
+        free(t);
+        serve_reply_error(s, req, EP_COUNT_TOKENS, &e);
+        return;
+    }
+    serve_prepare(s, req, EP_COUNT_TOKENS, PK_COUNT_TOKENS, t);
 }
 
 /* A JSON object body with only the fields named in allowed; NULL with *e set otherwise. */
@@ -392,6 +424,30 @@ static bool do_template(struct task *t)
     return t->json || oai_fail(&t->e, 500, "server_error", NULL, NULL, "out of memory");
 }
 
+/* count_tokens: the prompt a generation would read, tokenized as oai_make_jobs tokenizes it. */
+static bool do_count_tokens(struct task *t)
+{
+    char *text = NULL;
+    if (!oai_prompt(&t->r, t->srv->tmpl, t->srv->model, &text, &t->e))
+        return false;
+    hearth_token *ids = NULL;
+    size_t n          = 0;
+    char err[HEARTH_ERR_MAX];
+    enum hearth_status st =
+        hearth_tokenize(t->srv->model, text, strlen(text), true, true, &ids, &n, err, sizeof err);
+    free(text);
+    free(ids);
+    if (st != HEARTH_OK)
+        return oai_fail(&t->e, hearth_status_http(st),
+                        st == HEARTH_ENOMEM ? "api_error" : "invalid_request_error", NULL,
+                        "messages", "%s", err);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "input_tokens", (double)n);
+    t->json = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return t->json || oai_fail(&t->e, 500, "api_error", NULL, NULL, "out of memory");
+}
+
 void endpoints_prepare(struct task *t)
 {
     switch (t->p->kind) {
@@ -403,6 +459,9 @@ void endpoints_prepare(struct task *t)
         break;
     case PK_DETOKENIZE:
         t->ok = do_detokenize(t);
+        break;
+    case PK_COUNT_TOKENS:
+        t->ok = do_count_tokens(t);
         break;
     case PK_GENERATE:
         t->ok = false;

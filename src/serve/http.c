@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "grammar/grammar.h"
+#include "serve/anthropic.h"
 #include "serve/bodylimit.h"
 #include "serve/server.h"
 #include "serve/responses.h"
@@ -141,6 +142,9 @@ static const struct reply_ops *ep_ops(enum metrics_endpoint ep)
     switch (ep) {
     case EP_RESPONSES:
         return &resp_reply_ops;
+    case EP_MESSAGES:
+    case EP_COUNT_TOKENS:
+        return &anth_reply_ops;
     default:
         return &oai_reply_ops;
     }
@@ -812,23 +816,33 @@ static const char *method_name(enum evhttp_cmd_type m)
     return "?";
 }
 
-/* Bearer token check, in time independent of where the strings differ. */
+/* a == key, in time independent of where the strings differ */
+static bool key_equal(const char *key, const char *a)
+{
+    size_t n = strlen(key), m = strlen(a);
+    unsigned diff = n != m;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)key[i] ^ (unsigned char)(i < m ? a[i] : 0);
+    return diff == 0;
+}
+
+/* The key as OpenAI's clients send it (Authorization: Bearer) or Anthropic's (x-api-key). */
 static bool authorized(struct server *s, struct evhttp_request *req)
 {
     const char *key = s->p->api_key;
     if (!key || !*key)
         return true;
-    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
-    if (!h || strncasecmp(h, "Bearer ", 7))
-        return false;
-    h += 7;
-    while (*h == ' ')
-        h++;
-    size_t n = strlen(key), m = strlen(h);
-    unsigned diff = n != m;
-    for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)key[i] ^ (unsigned char)(i < m ? h[i] : 0);
-    return diff == 0;
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    const char *h        = evhttp_find_header(in, "Authorization");
+    if (h && !strncasecmp(h, "Bearer ", 7)) {
+        h += 7;
+        while (*h == ' ')
+            h++;
+        if (key_equal(key, h))
+            return true;
+    }
+    const char *x = evhttp_find_header(in, "x-api-key");
+    return x && key_equal(key, x);
 }
 
 /* A CORS preflight: which methods and headers the browser may use on r. */
@@ -838,7 +852,8 @@ static void preflight(struct server *s, struct evhttp_request *req, const struct
     char methods[32];
     snprintf(methods, sizeof methods, "%s, OPTIONS", r->allow);
     evhttp_add_header(h, "Access-Control-Allow-Methods", methods);
-    evhttp_add_header(h, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    evhttp_add_header(h, "Access-Control-Allow-Headers",
+                      "Authorization, Content-Type, x-api-key, anthropic-version, anthropic-beta");
     evhttp_add_header(h, "Access-Control-Max-Age", "600");
     serve_reply(s, req, r->ep, 204, NULL, NULL, 0);
 }
@@ -855,12 +870,15 @@ static const struct route *route_of_path(const char *path)
     return NULL;
 }
 
-/* bodylimit.c answered a request with 413 before evhttp read it: count it under its route. */
-static void on_refused(const char *path, void *user)
+/* bodylimit.c answers a request with 413 before evhttp reads it: counted under its route, in
+ * its route's error shape. */
+static char *on_refused(const char *path, const struct oai_error *e, void *user)
 {
-    struct server *s      = user;
-    const struct route *r = route_of_path(path);
-    metrics_count_request(&s->metrics, r ? r->ep : EP_OTHER, 413);
+    struct server *s          = user;
+    const struct route *r     = route_of_path(path);
+    enum metrics_endpoint ep  = r ? r->ep : EP_OTHER;
+    metrics_count_request(&s->metrics, ep, 413);
+    return serve_error_json(ep, e);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
@@ -896,8 +914,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (r->auth && !authorized(s, req)) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
         reply_fail(s, req, r->ep, 401, "invalid_request_error", "invalid_api_key",
-                   "Missing or incorrect API key: send 'Authorization: Bearer KEY' with the key "
-                   "given to --api-key.");
+                   "Missing or incorrect API key: send 'Authorization: Bearer KEY' or 'x-api-key: "
+                   "KEY' with the key given to --api-key.");
         return;
     }
     if (model_id) {

@@ -22,14 +22,18 @@
     X(EP_PROPS, "/props", GET, true, h_props)                                                      \
     X(EP_APPLY_TEMPLATE, "/apply-template", POST, true, h_apply_template)                          \
     X(EP_TOKENIZE, "/tokenize", POST, true, h_tokenize)                                            \
-    X(EP_DETOKENIZE, "/detokenize", POST, true, h_detokenize)
+    X(EP_DETOKENIZE, "/detokenize", POST, true, h_detokenize)                                      \
+    X(EP_MESSAGES, "/v1/messages", POST, true, h_messages)                                         \
+    X(EP_COUNT_TOKENS, "/v1/messages/count_tokens", POST, true, h_count_tokens)
 
 #define SERVE_ALIAS_LIST(X)                                                                        \
     X("/chat/completions", EP_CHAT)                                                                \
     X("/completions", EP_COMPLETIONS)                                                              \
     X("/responses", EP_RESPONSES)                                                                  \
     X("/models", EP_MODELS)                                                                        \
-    X("/v1/health", EP_HEALTH)
+    X("/v1/health", EP_HEALTH)                                                                     \
+    X("/messages", EP_MESSAGES)                                                                    \
+    X("/messages/count_tokens", EP_COUNT_TOKENS)
 
 /* Endpoints of hearth_requests_total{endpoint=...}: the routes, then everything else. */
 enum metrics_endpoint {

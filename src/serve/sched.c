@@ -136,12 +136,15 @@ static void emit_error(struct sched *s, const struct sched_job *job, const char 
 static void emit_text(struct sched *s, const struct slot *sl, const char *text, size_t len,
                       const struct sched_logprob *lp, int32_t n_top)
 {
-    struct sched_event ev = {.kind     = SCHED_EV_TEXT,
-                             .text     = text,
-                             .text_len = len,
-                             .logprob  = lp,
-                             .top      = lp ? sl->top : NULL,
-                             .n_top    = lp ? n_top : 0};
+    struct sched_event ev = {.kind        = SCHED_EV_TEXT,
+                             .text        = text,
+                             .text_len    = len,
+                             .logprob     = lp,
+                             .top         = lp ? sl->top : NULL,
+                             .n_top       = lp ? n_top : 0,
+                             .n_prompt    = sl->job->n_prompt,
+                             .n_cached    = sl->n_cached,
+                             .n_generated = sl->n_generated};
     emit(s, sl->job, &ev);
 }
 
@@ -212,6 +215,7 @@ static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish fini
                              .n_prompt      = sl->job->n_prompt,
                              .n_cached      = sl->n_cached,
                              .n_generated   = sl->n_generated,
+                             .stop_hit      = finish == SCHED_FINISH_STOP ? sl->sm.hit + 1 : 0,
                              .t_first_token = sl->t_first >= 0 ? sl->t_first - sl->t_submit : 0};
     struct sched_job *job = slot_release(s, sl);
     emit(s, job, &ev);

@@ -82,11 +82,13 @@ struct sched_event {
     const struct sched_logprob *logprob;   /* [1] the chosen token */
     const struct sched_logprob *top;       /* [n_top] */
     int32_t n_top;
-    /* DONE: */
-    enum sched_finish finish;
+    /* TEXT and DONE: */
     int32_t n_prompt;        /* prompt tokens */
     int32_t n_cached;        /* prompt tokens reused from the prefix cache */
-    int32_t n_generated;     /* completion tokens */
+    int32_t n_generated;     /* completion tokens (TEXT: so far, this one included) */
+    /* DONE: */
+    enum sched_finish finish;
+    int32_t stop_hit;        /* STOP by a stop string: 1 + its index in the job's stop[]; else 0 */
     double t_first_token;    /* seconds from submit to the first generated token */
 };
 

@@ -31,7 +31,7 @@ struct qev {
 };
 
 /* What a request waits on the preparation thread for. */
-enum pending_kind { PK_GENERATE, PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE };
+enum pending_kind { PK_GENERATE, PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE, PK_COUNT_TOKENS };
 
 struct pending;
 
@@ -40,7 +40,7 @@ struct task {
     struct prep_task pt; /* first: the prep module's view */
     struct server *srv;  /* read-only on the prep thread: model, tmpl, sp */
     struct pending *p;
-    struct oai_request r;  /* PK_GENERATE, PK_TEMPLATE */
+    struct oai_request r;  /* PK_GENERATE, PK_TEMPLATE, PK_COUNT_TOKENS */
     const struct reply_ops *ops; /* PK_GENERATE: the reply's API (NULL: OpenAI's) */
     struct cJSON *body;    /* PK_TOKENIZE, PK_DETOKENIZE: the parsed body */
     uint64_t first_job_id; /* ids first_job_id .. + OAI_MAX_CHOICES are this task's */
@@ -159,7 +159,9 @@ void h_props(struct server *s, struct evhttp_request *req);
 void h_apply_template(struct server *s, struct evhttp_request *req);
 void h_tokenize(struct server *s, struct evhttp_request *req);
 void h_detokenize(struct server *s, struct evhttp_request *req);
-/* On the prep thread: the work of a PK_TEMPLATE, PK_TOKENIZE or PK_DETOKENIZE task. */
+void h_messages(struct server *s, struct evhttp_request *req);
+void h_count_tokens(struct server *s, struct evhttp_request *req);
+/* On the prep thread: the work of a PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE or PK_COUNT_TOKENS task. */
 void endpoints_prepare(struct task *t);
 
 #endif

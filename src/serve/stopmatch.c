@@ -16,12 +16,14 @@
 void stopmatch_init(struct stopmatch *m)
 {
     memset(m, 0, sizeof *m);
+    m->hit = -1;
 }
 
 void stopmatch_free(struct stopmatch *m)
 {
     free(m->buf);
     memset(m, 0, sizeof *m);
+    m->hit = -1;
 }
 
 void stopmatch_reset(struct stopmatch *m, char *const *stop, int32_t n_stop)
@@ -31,6 +33,7 @@ void stopmatch_reset(struct stopmatch *m, char *const *stop, int32_t n_stop)
     m->max_stop_len = 0;
     m->len          = 0;
     m->sent         = 0;
+    m->hit          = -1;
     for (int32_t i = 0; i < m->n_stop; i++) {
         size_t l = m->stop[i] ? strlen(m->stop[i]) : 0;
         if (l > m->max_stop_len)
@@ -43,18 +46,21 @@ size_t stopmatch_utf8_tail(const char *s, size_t len)
     return utf8_tail_len(s, len);
 }
 
-/* Position of the earliest whole stop string in buf[0..len), or len if none. */
-static size_t first_stop(const struct stopmatch *m)
+/* Position of the earliest whole stop string in buf[0..len), or len if none; *which: its index. */
+static size_t first_stop(const struct stopmatch *m, int32_t *which)
 {
     size_t best = m->len;
+    *which      = -1;
     for (int32_t i = 0; i < m->n_stop; i++) {
         const char *s = m->stop[i];
         size_t sl     = s ? strlen(s) : 0;
         if (sl == 0 || sl > m->len)
             continue;
         const char *p = memmem(m->buf, m->len, s, sl);
-        if (p && (size_t)(p - m->buf) < best)
-            best = (size_t)(p - m->buf);
+        if (p && (size_t)(p - m->buf) < best) {
+            best   = (size_t)(p - m->buf);
+            *which = i;
+        }
     }
     return best;
 }
@@ -101,8 +107,10 @@ enum stopmatch_result stopmatch_feed(struct stopmatch *m, const char *piece, siz
         memcpy(m->buf + m->len, piece, len);
     m->len += len;
 
-    size_t hit = first_stop(m);
+    int32_t which;
+    size_t hit = first_stop(m, &which);
     if (hit < m->len) {
+        m->hit = which;
         m->len = m->sent = hit; /* the stop string and what follows are dropped */
         *out_len         = hit;
         return STOPMATCH_HIT;

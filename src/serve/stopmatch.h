@@ -26,6 +26,7 @@ struct stopmatch {
     char *buf;           /* [cap] pending text; buf[0..len) */
     size_t len, cap;
     size_t sent; /* bytes at the front of buf released by the last call */
+    int32_t hit; /* after STOPMATCH_HIT: the index in stop[] of the string that matched; else -1 */
 };
 
 enum stopmatch_result {

@@ -35,6 +35,8 @@ struct rec {
     bool done, error, bad_utf8, event_after_end;
     enum sched_finish finish;
     int32_t n_prompt, n_cached, n_generated;
+    int32_t stop_hit;
+    int32_t text_n_prompt, text_n_generated; /* the last TEXT event's counts */
     double t_first;
     char err[HEARTH_ERR_MAX + 64];
     /* first logprob event */
@@ -87,6 +89,8 @@ static void on_event(const struct sched_event *ev, void *user)
     switch (ev->kind) {
     case SCHED_EV_TEXT:
         r->n_text_events++;
+        r->text_n_prompt    = ev->n_prompt;
+        r->text_n_generated = ev->n_generated;
         if (!valid_utf8(ev->text, ev->text_len))
             r->bad_utf8 = true;
         if (r->len + ev->text_len < sizeof r->text) {
@@ -116,6 +120,7 @@ static void on_event(const struct sched_event *ev, void *user)
         r->n_prompt    = ev->n_prompt;
         r->n_cached    = ev->n_cached;
         r->n_generated = ev->n_generated;
+        r->stop_hit    = ev->stop_hit;
         r->t_first     = ev->t_first_token;
         break;
     case SCHED_EV_ERROR:
@@ -358,6 +363,9 @@ static void test_max_tokens_and_stop_strings(void **state)
     struct rec *r = wait_end(c, 1);
     assert_int_equal(r->finish, SCHED_FINISH_LENGTH);
     assert_int_equal(r->n_generated, 5);
+    assert_int_equal(r->stop_hit, 0);
+    assert_int_equal(r->text_n_prompt, r->n_prompt); /* TEXT events carry the counts too */
+    assert_true(r->text_n_generated >= 1 && r->text_n_generated <= 5);
     assert_true(once_prefix(r->text));
 
     /* a stop string spanning several tokens: never sent, text before it kept */
@@ -368,6 +376,7 @@ static void test_max_tokens_and_stop_strings(void **state)
     r = wait_end(c, 2);
     assert_false(r->error);
     assert_int_equal(r->finish, SCHED_FINISH_STOP);
+    assert_int_equal(r->stop_hit, 1); /* "a little girl", the first stop string */
     assert_string_equal(r->text, ", there was ");
 
     /* overlapping stop strings: the earliest wins */
@@ -379,6 +388,7 @@ static void test_max_tokens_and_stop_strings(void **state)
     r = wait_end(c, 3);
     assert_int_equal(r->finish, SCHED_FINISH_STOP);
     assert_string_equal(r->text, ", there was a little girl ");
+    assert_int_equal(r->stop_hit, 2); /* "named" */
 
     /* a stop string that never comes: held-back prefixes are released */
     j = make_job(m, 4, 4, "Once upon a time", 24);

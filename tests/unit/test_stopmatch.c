@@ -111,6 +111,7 @@ static void test_earliest_of_several(void **state)
     feed(&m, &s, "lo");
     feed(&m, &s, " wor");
     assert_int_equal(s.last, STOPMATCH_HIT); /* "lo w" is complete before "world" is */
+    assert_int_equal(m.hit, 1);
     assert_string_equal(s.text, "hel");
     stopmatch_free(&m);
 
@@ -121,7 +122,10 @@ static void test_earliest_of_several(void **state)
     feed(&m, &s2, "xxf");
     feed(&m, &s2, "obarfoo");
     assert_int_equal(s2.last, STOPMATCH_HIT);
+    assert_int_equal(m.hit, 0); /* "bar" */
     assert_string_equal(s2.text, "xxfo");
+    stopmatch_reset(&m, stop2, 2); /* a new stream forgets the hit */
+    assert_int_equal(m.hit, -1);
     stopmatch_free(&m);
 }
 
@@ -161,6 +165,7 @@ static void test_overlapping_prefixes(void **state)
     assert_int_equal(feed(&m, &s3, "ab"), 2); /* "abab": the first "ab" cannot start "abx" */
     feed(&m, &s3, "x!");
     assert_int_equal(s3.last, STOPMATCH_HIT);
+    assert_int_equal(m.hit, 0);
     assert_string_equal(s3.text, "aab");
     stopmatch_free(&m);
 }

@@ -1,0 +1,959 @@
+/*
+ * anth_request.c: stage 1 of anthropic.h, a Messages body -> a validated
+ * struct oai_request in the chat path's form. Runs on the event loop: JSON
+ * and field checks only.
+ *
+ * Every field and every content block is checked by name: what Anthropic
+ * defines and hearth cannot honour is refused with a sentence saying so,
+ * anything else unknown as Anthropic refuses it ("x: Extra inputs are not
+ * permitted"). Messages name the field as Anthropic's do, a dotted path
+ * ("messages.1.content.0.tool_use_id: Field required").
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/anthropic.h"
+
+#define BAD(e, ...) oai_fail((e), 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
+#define OOM(e)      oai_fail((e), 500, "api_error", NULL, NULL, "out of memory reading the request")
+
+#define PATH_MAX_LEN 96
+
+/* ---------------------------------------------------------- typed fields --- */
+
+/* A field's path into buf[PATH_MAX_LEN]; a path cut short still shows where the field is. */
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void pathf(char *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, PATH_MAX_LEN, fmt, ap);
+    va_end(ap);
+}
+
+/* The field, or NULL when absent or JSON null (null reads as "not given"). */
+static const cJSON *field(const cJSON *obj, const char *name)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return it && !cJSON_IsNull(it) ? it : NULL;
+}
+
+static bool missing(struct oai_error *e, const char *path)
+{
+    return BAD(e, "%s: Field required", path);
+}
+
+static bool wrong(struct oai_error *e, const char *path, const char *want)
+{
+    return BAD(e, "%s: Input should be %s", path, want);
+}
+
+/* Refuses every key of obj not in allowed (NULL-terminated). */
+static bool only_keys(const cJSON *obj, const char *path, const char *const *allowed,
+                      struct oai_error *e)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj)
+    {
+        size_t k = 0;
+        while (allowed[k] && strcmp(allowed[k], it->string))
+            k++;
+        if (!allowed[k])
+            return BAD(e, "%s%s%.64s: Extra inputs are not permitted", path, *path ? "." : "",
+                       it->string);
+    }
+    return true;
+}
+
+/* A string field that must be present: its value, or NULL with *e set. */
+static const char *want_string(const cJSON *obj, const char *name, const char *path,
+                               struct oai_error *e)
+{
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s%s%s", path, *path ? "." : "", name);
+    const cJSON *it = field(obj, name);
+    if (!it) {
+        missing(e, p);
+        return NULL;
+    }
+    if (!cJSON_IsString(it)) {
+        wrong(e, p, "a valid string");
+        return NULL;
+    }
+    return it->valuestring;
+}
+
+static bool want_number(const cJSON *it, const char *name, double lo, double hi, double *out,
+                        struct oai_error *e)
+{
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+        return wrong(e, name, "a valid number");
+    if (it->valuedouble < lo || it->valuedouble > hi)
+        return BAD(e, "%s: Input should be between %g and %g, but got %g", name, lo, hi,
+                   it->valuedouble);
+    *out = it->valuedouble;
+    return true;
+}
+
+static bool want_int(const cJSON *it, const char *name, double lo, double hi, int64_t *out,
+                     struct oai_error *e)
+{
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
+        it->valuedouble != floor(it->valuedouble))
+        return wrong(e, name, "a valid integer");
+    if (it->valuedouble < lo)
+        return BAD(e, "%s: Input should be greater than or equal to %.0f", name, lo);
+    if (it->valuedouble > hi)
+        return BAD(e, "%s: Input should be less than or equal to %.0f", name, hi);
+    *out = (int64_t)it->valuedouble;
+    return true;
+}
+
+/* cache_control: accepted and ignored (the prefix cache needs no hint), but checked. */
+static bool check_cache_control(const cJSON *obj, const char *path, struct oai_error *e)
+{
+    const cJSON *cc = field(obj, "cache_control");
+    if (!cc)
+        return true;
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s%scache_control", path, *path ? "." : "");
+    if (!cJSON_IsObject(cc))
+        return wrong(e, p, "a valid dictionary");
+    static const char *const keys[] = {"type", "ttl", NULL};
+    if (!only_keys(cc, p, keys, e))
+        return false;
+    const cJSON *t = field(cc, "type");
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "ephemeral"))
+        return BAD(e, "%s.type: Input should be 'ephemeral'", p);
+    const cJSON *ttl = field(cc, "ttl");
+    if (ttl && (!cJSON_IsString(ttl) || (strcmp(ttl->valuestring, "5m") &&
+                                         strcmp(ttl->valuestring, "1h"))))
+        return BAD(e, "%s.ttl: Input should be '5m' or '1h'", p);
+    return true;
+}
+
+/* ---------------------------------------------------------------- blocks --- */
+
+/* Text parts being gathered for one OpenAI message. */
+struct parts {
+    cJSON *arr; /* [{"type": "text", "text": ...}] */
+    int n;
+};
+
+static bool parts_add(struct parts *pt, const char *text, struct oai_error *e)
+{
+    if (!pt->arr && !(pt->arr = cJSON_CreateArray()))
+        return OOM(e);
+    cJSON *p = cJSON_CreateObject();
+    if (!p || !cJSON_AddStringToObject(p, "type", "text") ||
+        !cJSON_AddStringToObject(p, "text", text)) {
+        cJSON_Delete(p);
+        return OOM(e);
+    }
+    cJSON_AddItemToArray(pt->arr, p);
+    pt->n++;
+    return true;
+}
+
+/*
+ * The content of an OpenAI message from gathered parts (taken): one part
+ * as a plain string, several as an array of text parts (the template joins
+ * them, or reads them itself), none as "".
+ */
+static cJSON *parts_content(struct parts *pt)
+{
+    cJSON *c;
+    if (pt->n == 1)
+        c = cJSON_CreateString(
+            cJSON_GetObjectItem(cJSON_GetArrayItem(pt->arr, 0), "text")->valuestring);
+    else if (pt->n > 1) {
+        c       = pt->arr;
+        pt->arr = NULL;
+    } else
+        c = cJSON_CreateString("");
+    cJSON_Delete(pt->arr);
+    pt->arr = NULL;
+    pt->n   = 0;
+    return c;
+}
+
+/* A {"type": "text", "text"} block: its text into pt. */
+static bool text_block(const cJSON *b, const char *path, struct parts *pt, struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "text", "cache_control", "citations", NULL};
+    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+        return false;
+    const cJSON *cit = field(b, "citations");
+    if (cit && !(cJSON_IsArray(cit) && cJSON_GetArraySize(cit) == 0))
+        return BAD(e, "%s.citations: citations are not supported by this server", path);
+    const char *text = want_string(b, "text", path, e);
+    return text && parts_add(pt, text, e);
+}
+
+static const char *kind_refusal(const char *type)
+{
+    if (!strcmp(type, "image") || !strcmp(type, "document") || !strcmp(type, "search_result") ||
+        !strcmp(type, "container_upload"))
+        return "is not supported by this server: only text, tool_use, tool_result and thinking "
+               "blocks are";
+    if (!strcmp(type, "redacted_thinking"))
+        return "cannot be read by this server: it holds another provider's encrypted reasoning";
+    if (strstr(type, "server_tool_use") || strstr(type, "_tool_result") ||
+        strstr(type, "mcp_tool"))
+        return "is not supported by this server: it runs no server tools";
+    return NULL;
+}
+
+/* The type of block b (an object with a string "type"), or NULL with *e set. */
+static const char *block_type(const cJSON *b, const char *path, struct oai_error *e)
+{
+    if (!cJSON_IsObject(b)) {
+        wrong(e, path, "a valid dictionary");
+        return NULL;
+    }
+    const char *type = want_string(b, "type", path, e);
+    if (!type)
+        return NULL;
+    const char *why = kind_refusal(type);
+    if (why) {
+        BAD(e, "%s: a '%.32s' block %s", path, type, why);
+        return NULL;
+    }
+    return type;
+}
+
+/* A tool_result's content: a string, or text blocks; into pt. */
+static bool result_content(const cJSON *c, const char *path, struct parts *pt,
+                           struct oai_error *e)
+{
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s.content", path);
+    if (!c)
+        return true;
+    if (cJSON_IsString(c))
+        return parts_add(pt, c->valuestring, e);
+    if (!cJSON_IsArray(c))
+        return wrong(e, p, "a valid string or a list of text blocks");
+    int j = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, c)
+    {
+        char bp[PATH_MAX_LEN];
+        pathf(bp, "%s.%d", p, j++);
+        const char *type = block_type(b, bp, e);
+        if (!type)
+            return false;
+        if (strcmp(type, "text"))
+            return BAD(e, "%s: a '%.32s' block is not supported in a tool_result by this server: "
+                          "only text blocks are",
+                       bp, type);
+        if (!text_block(b, bp, pt, e))
+            return false;
+    }
+    return true;
+}
+
+/* A tool_result block -> a {"role": "tool"} message appended to out. */
+static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "tool_use_id", "content", "is_error",
+                                       "cache_control", NULL};
+    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+        return false;
+    const char *id = want_string(b, "tool_use_id", path, e);
+    if (!id)
+        return false;
+    if (!*id)
+        return BAD(e, "%s.tool_use_id: String should have at least 1 character", path);
+    const cJSON *err = field(b, "is_error");
+    if (err && !cJSON_IsBool(err)) {
+        char p[PATH_MAX_LEN];
+        pathf(p, "%s.is_error", path);
+        return wrong(e, p, "a valid boolean");
+    }
+    struct parts pt = {0};
+    if (!result_content(field(b, "content"), path, &pt, e)) {
+        cJSON_Delete(pt.arr);
+        return false;
+    }
+    /* OpenAI's tool messages have no error flag: the model reads it off the text */
+    cJSON *first = pt.n ? cJSON_GetObjectItem(cJSON_GetArrayItem(pt.arr, 0), "text") : NULL;
+    if (cJSON_IsTrue(err) && (!first || !*first->valuestring)) {
+        if (first)
+            cJSON_SetValuestring(first, "Error");
+        else if (!parts_add(&pt, "Error", e))
+            return false;
+    } else if (cJSON_IsTrue(err)) {
+        cJSON *t     = first;
+        size_t n     = strlen(t->valuestring) + sizeof "Error: ";
+        char *joined = malloc(n);
+        if (!joined) {
+            cJSON_Delete(pt.arr);
+            return OOM(e);
+        }
+        snprintf(joined, n, "Error: %s", t->valuestring);
+        cJSON_SetValuestring(t, joined);
+        free(joined);
+    }
+    cJSON *m = cJSON_CreateObject();
+    if (!m) {
+        cJSON_Delete(pt.arr);
+        return OOM(e);
+    }
+    cJSON_AddItemToArray(out, m);
+    cJSON_AddStringToObject(m, "role", "tool");
+    cJSON_AddStringToObject(m, "tool_call_id", id);
+    cJSON_AddItemToObject(m, "content", parts_content(&pt));
+    return true;
+}
+
+/* A tool_use block -> one entry of an assistant's tool_calls. */
+static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "id", "name", "input", "cache_control", "caller",
+                                       NULL};
+    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+        return false;
+    const cJSON *caller = field(b, "caller");
+    if (caller) {
+        const cJSON *t = cJSON_IsObject(caller) ? field(caller, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "direct"))
+            return BAD(e, "%s.caller: only {\"type\": \"direct\"} is supported by this server",
+                       path);
+    }
+    const char *id   = want_string(b, "id", path, e);
+    const char *name = id ? want_string(b, "name", path, e) : NULL;
+    if (!name)
+        return false;
+    const cJSON *input = field(b, "input");
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s.input", path);
+    if (!input)
+        return missing(e, p);
+    if (!cJSON_IsObject(input))
+        return wrong(e, p, "a valid dictionary");
+    cJSON *call = cJSON_CreateObject();
+    cJSON *fn   = call ? cJSON_CreateObject() : NULL;
+    cJSON *args = fn ? cJSON_Duplicate(input, true) : NULL;
+    if (!args) {
+        cJSON_Delete(call);
+        cJSON_Delete(fn);
+        return OOM(e);
+    }
+    cJSON_AddStringToObject(call, "id", id);
+    cJSON_AddStringToObject(call, "type", "function");
+    cJSON_AddStringToObject(fn, "name", name);
+    cJSON_AddItemToObject(fn, "arguments", args);
+    cJSON_AddItemToObject(call, "function", fn);
+    cJSON_AddItemToArray(calls, call);
+    return true;
+}
+
+/* A thinking block: its text appended to reasoning (the signature is not checked). */
+static bool thinking_block(const cJSON *b, const char *path, struct parts *reasoning,
+                           struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "thinking", "signature", NULL};
+    if (!only_keys(b, path, keys, e))
+        return false;
+    const char *text = want_string(b, "thinking", path, e);
+    if (!text || !want_string(b, "signature", path, e))
+        return false;
+    return parts_add(reasoning, text, e);
+}
+
+/* The thinking texts of a turn as one reasoning_content string (joined by newlines). */
+static cJSON *reasoning_string(struct parts *pt)
+{
+    size_t n = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, pt->arr) n += strlen(cJSON_GetObjectItem(p, "text")->valuestring) + 1;
+    char *s = malloc(n + 1);
+    if (!s)
+        return NULL;
+    size_t at = 0;
+    cJSON_ArrayForEach(p, pt->arr)
+    {
+        const char *t = cJSON_GetObjectItem(p, "text")->valuestring;
+        if (at)
+            s[at++] = '\n';
+        memcpy(s + at, t, strlen(t));
+        at += strlen(t);
+    }
+    s[at]    = 0;
+    cJSON *r = cJSON_CreateString(s);
+    free(s);
+    cJSON_Delete(pt->arr);
+    pt->arr = NULL;
+    pt->n   = 0;
+    return r;
+}
+
+/* ---------------------------------------------------------------- turns --- */
+
+/*
+ * One Anthropic turn -> OpenAI messages appended to out. A user turn's
+ * tool_result blocks become "tool" messages, in order, before one user
+ * message holding its text; an assistant turn's text, tool_use and thinking
+ * become one assistant message (content, tool_calls, reasoning_content).
+ */
+static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
+                      struct oai_error *e)
+{
+    char path[PATH_MAX_LEN];
+    pathf(path, "messages.%d", i);
+    if (!cJSON_IsObject(m))
+        return wrong(e, path, "a valid dictionary");
+    static const char *const keys[] = {"role", "content", NULL};
+    if (!only_keys(m, path, keys, e))
+        return false;
+    const char *role = want_string(m, "role", path, e);
+    if (!role)
+        return false;
+    bool assistant = !strcmp(role, "assistant");
+    if (!assistant && strcmp(role, "user"))
+        return BAD(e, "%s.role: Input should be 'user' or 'assistant' (a system prompt goes in "
+                      "the top-level 'system' field)",
+                   path);
+    *assistant_out = assistant;
+    const cJSON *c = field(m, "content");
+    char cp[PATH_MAX_LEN];
+    pathf(cp, "%s.content", path);
+    if (!c)
+        return missing(e, cp);
+    cJSON *msg = cJSON_CreateObject();
+    if (!msg || !cJSON_AddStringToObject(msg, "role", role)) {
+        cJSON_Delete(msg);
+        return OOM(e);
+    }
+    if (cJSON_IsString(c)) {
+        cJSON_AddStringToObject(msg, "content", c->valuestring);
+        cJSON_AddItemToArray(out, msg);
+        return true;
+    }
+    if (!cJSON_IsArray(c)) {
+        cJSON_Delete(msg);
+        return wrong(e, cp, "a valid string or a list of content blocks");
+    }
+    if (cJSON_GetArraySize(c) == 0) {
+        cJSON_Delete(msg);
+        return BAD(e, "%s: List should have at least 1 item", cp);
+    }
+    struct parts text = {0}, reasoning = {0};
+    cJSON *calls      = cJSON_CreateArray();
+    bool ok           = calls != NULL || OOM(e);
+    int j             = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, c)
+    {
+        if (!ok)
+            break;
+        char bp[PATH_MAX_LEN];
+        pathf(bp, "%s.%d", cp, j++);
+        const char *type = block_type(b, bp, e);
+        if (!type)
+            ok = false;
+        else if (!strcmp(type, "text"))
+            ok = text_block(b, bp, &text, e);
+        else if (!strcmp(type, "tool_result") && !assistant)
+            ok = tool_result_block(b, bp, out, e);
+        else if (!strcmp(type, "tool_use") && assistant)
+            ok = tool_use_block(b, bp, calls, e);
+        else if (!strcmp(type, "thinking") && assistant)
+            ok = thinking_block(b, bp, &reasoning, e);
+        else if (!strcmp(type, "tool_result") || !strcmp(type, "tool_use") ||
+                 !strcmp(type, "thinking"))
+            ok = BAD(e, "%s: a '%s' block belongs in %s turn", bp, type,
+                     assistant ? "a user" : "an assistant");
+        else
+            ok = BAD(e, "%s.type: '%.32s' is not a content block type this server knows", bp,
+                     type);
+    }
+    if (ok && assistant) {
+        cJSON_AddItemToObject(msg, "content", parts_content(&text));
+        if (cJSON_GetArraySize(calls) > 0) {
+            cJSON_AddItemToObject(msg, "tool_calls", calls);
+            calls = NULL;
+        }
+        if (reasoning.n) {
+            cJSON *r = reasoning_string(&reasoning);
+            ok       = r ? (cJSON_AddItemToObject(msg, "reasoning_content", r), true) : OOM(e);
+        }
+        if (ok) {
+            cJSON_AddItemToArray(out, msg);
+            msg = NULL;
+        }
+    } else if (ok && text.n) { /* a user turn's text, after its tool results */
+        cJSON_AddItemToObject(msg, "content", parts_content(&text));
+        cJSON_AddItemToArray(out, msg);
+        msg = NULL;
+    }
+    cJSON_Delete(msg);
+    cJSON_Delete(calls);
+    cJSON_Delete(text.arr);
+    cJSON_Delete(reasoning.arr);
+    return ok;
+}
+
+/* system: a string or text blocks -> the first message. */
+static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
+{
+    struct parts pt = {0};
+    if (cJSON_IsString(sys)) {
+        if (!*sys->valuestring)
+            return true; /* an empty system prompt asks for nothing */
+        if (!parts_add(&pt, sys->valuestring, e))
+            return false;
+    } else if (cJSON_IsArray(sys)) {
+        int j = 0;
+        const cJSON *b;
+        cJSON_ArrayForEach(b, sys)
+        {
+            char bp[PATH_MAX_LEN];
+            pathf(bp, "system.%d", j++);
+            const char *type = block_type(b, bp, e);
+            bool ok          = type && (strcmp(type, "text")
+                                            ? BAD(e, "%s.type: Input should be 'text'", bp)
+                                            : text_block(b, bp, &pt, e));
+            if (!ok) {
+                cJSON_Delete(pt.arr);
+                return false;
+            }
+        }
+        if (!pt.n)
+            return true;
+    } else {
+        return wrong(e, "system", "a valid string or a list of text blocks");
+    }
+    cJSON *m = cJSON_CreateObject();
+    if (!m) {
+        cJSON_Delete(pt.arr);
+        return OOM(e);
+    }
+    cJSON_AddStringToObject(m, "role", "system");
+    cJSON_AddItemToObject(m, "content", parts_content(&pt));
+    cJSON_AddItemToArray(out, m);
+    return true;
+}
+
+static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
+                          struct oai_error *e)
+{
+    if (!cJSON_IsArray(msgs))
+        return wrong(e, "messages", "a valid list");
+    if (cJSON_GetArraySize(msgs) == 0)
+        return BAD(e, "messages: List should have at least 1 item");
+    if (!(req->messages = cJSON_CreateArray()))
+        return OOM(e);
+    if (sys && !take_system(sys, req->messages, e))
+        return false;
+    int i          = 0;
+    bool assistant = false;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs)
+    {
+        if (!take_turn(m, i++, req->messages, &assistant, e))
+            return false;
+    }
+    if (assistant)
+        return BAD(e, "messages.%d: the conversation ends with an assistant turn; continuing a "
+                      "prefilled assistant reply is not supported by this server",
+                   i - 1);
+    return true;
+}
+
+/* ----------------------------------------------------------------- tools --- */
+
+static bool valid_tool_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* One client tool -> {"type": "function", "function": {name, description, parameters}}. */
+static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
+{
+    char path[PATH_MAX_LEN];
+    pathf(path, "tools.%d", j);
+    if (!cJSON_IsObject(t))
+        return wrong(e, path, "a valid dictionary");
+    const cJSON *type = field(t, "type");
+    if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "custom")))
+        return BAD(e, "%s.type: '%.40s' tools are not supported by this server: only client "
+                      "tools (type 'custom', or no type) are",
+                   path, cJSON_IsString(type) ? type->valuestring : "?");
+    static const char *const keys[] = {"type",   "name",   "description",
+                                       "input_schema", "cache_control", "strict",
+                                       "eager_input_streaming", NULL};
+    if (!only_keys(t, path, keys, e) || !check_cache_control(t, path, e))
+        return false;
+    const char *name = want_string(t, "name", path, e);
+    if (!name)
+        return false;
+    if (!valid_tool_name(name))
+        return BAD(e, "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'", path);
+    const cJSON *desc = field(t, "description");
+    if (desc && !cJSON_IsString(desc)) {
+        char p[PATH_MAX_LEN];
+        pathf(p, "%s.description", path);
+        return wrong(e, p, "a valid string");
+    }
+    const cJSON *schema = field(t, "input_schema");
+    char sp[PATH_MAX_LEN];
+    pathf(sp, "%s.input_schema", path);
+    if (!schema)
+        return missing(e, sp);
+    if (!cJSON_IsObject(schema))
+        return wrong(e, sp, "a valid dictionary");
+    const cJSON *st = field(schema, "type");
+    if (!cJSON_IsString(st) || strcmp(st->valuestring, "object"))
+        return BAD(e, "%s.type: Input should be 'object'", sp);
+    const cJSON *strict = field(t, "strict");
+    if (strict && !cJSON_IsFalse(strict))
+        return BAD(e, "%s.strict: strict tool use needs constrained decoding, which this server "
+                      "does not have yet",
+                   path);
+    const cJSON *eager = field(t, "eager_input_streaming");
+    if (eager && !cJSON_IsBool(eager)) { /* a streaming granularity hint: calls come whole */
+        char p[PATH_MAX_LEN];
+        pathf(p, "%s.eager_input_streaming", path);
+        return wrong(e, p, "a valid boolean");
+    }
+    const cJSON *prev;
+    cJSON_ArrayForEach(prev, out)
+    {
+        const cJSON *fn = cJSON_GetObjectItem(prev, "function");
+        if (!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, name))
+            return BAD(e, "tools: Tool names must be unique ('%.64s' is given twice)", name);
+    }
+    cJSON *o  = cJSON_CreateObject();
+    cJSON *fn = o ? cJSON_CreateObject() : NULL;
+    cJSON *ps = fn ? cJSON_Duplicate(schema, true) : NULL;
+    if (!ps) {
+        cJSON_Delete(o);
+        cJSON_Delete(fn);
+        return OOM(e);
+    }
+    cJSON_AddStringToObject(o, "type", "function");
+    cJSON_AddStringToObject(fn, "name", name);
+    if (desc)
+        cJSON_AddStringToObject(fn, "description", desc->valuestring);
+    cJSON_AddItemToObject(fn, "parameters", ps);
+    cJSON_AddItemToObject(o, "function", fn);
+    cJSON_AddItemToArray(out, o);
+    return true;
+}
+
+static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsArray(tools))
+        return wrong(e, "tools", "a valid list");
+    cJSON *out = cJSON_CreateArray();
+    if (!out)
+        return OOM(e);
+    int j = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools)
+    {
+        if (!take_tool(t, j++, out, e)) {
+            cJSON_Delete(out);
+            return false;
+        }
+    }
+    if (j == 0) { /* an empty list offers nothing: as if absent */
+        cJSON_Delete(out);
+        return true;
+    }
+    req->tools = out;
+    return true;
+}
+
+static bool offered(const struct oai_request *req, const char *name)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, req->tools)
+    {
+        if (!strcmp(cJSON_GetObjectItem(cJSON_GetObjectItem(t, "function"), "name")->valuestring,
+                    name))
+            return true;
+    }
+    return false;
+}
+
+static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_request *req,
+                             struct oai_error *e)
+{
+    if (!cJSON_IsObject(tc))
+        return wrong(e, "tool_choice", "a valid dictionary");
+    const char *type = want_string(tc, "type", "tool_choice", e);
+    if (!type)
+        return false;
+    bool is_tool = !strcmp(type, "tool"), is_none = !strcmp(type, "none");
+    if (!is_tool && !is_none && strcmp(type, "auto") && strcmp(type, "any"))
+        return BAD(e, "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
+    static const char *const keys_tool[] = {"type", "name", "disable_parallel_tool_use", NULL};
+    static const char *const keys[]      = {"type", "disable_parallel_tool_use", NULL};
+    static const char *const keys_none[] = {"type", NULL};
+    if (!only_keys(tc, "tool_choice", is_tool ? keys_tool : is_none ? keys_none : keys, e))
+        return false;
+    const cJSON *dp = field(tc, "disable_parallel_tool_use");
+    if (dp && !cJSON_IsBool(dp))
+        return wrong(e, "tool_choice.disable_parallel_tool_use", "a valid boolean");
+    req->parallel_tool_calls = !cJSON_IsTrue(dp);
+    if (is_none) {
+        req->tool_choice = OAI_TOOL_NONE;
+        return true;
+    }
+    if (!strcmp(type, "auto"))
+        return true;
+    if (!req->tools)
+        return BAD(e, "tool_choice: tool_choice '%s' needs tools", type);
+    if (is_tool) {
+        const char *name = want_string(tc, "name", "tool_choice", e);
+        if (!name)
+            return false;
+        if (!offered(req, name))
+            return BAD(e, "tool_choice.name: '%.64s' is not one of the tools given", name);
+        if (!(req->tool_name = strdup(name)))
+            return OOM(e);
+        req->tool_choice = OAI_TOOL_NAMED;
+    } else {
+        req->tool_choice = OAI_TOOL_REQUIRED;
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------ the rest --- */
+
+static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max_tokens,
+                          struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsObject(th))
+        return wrong(e, "thinking", "a valid dictionary");
+    const char *type = want_string(th, "type", "thinking", e);
+    if (!type)
+        return false;
+    bool enabled = !strcmp(type, "enabled"), disabled = !strcmp(type, "disabled");
+    if (!enabled && !disabled && strcmp(type, "adaptive"))
+        return BAD(e, "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'");
+    static const char *const keys_on[]  = {"type", "budget_tokens", "display", NULL};
+    static const char *const keys_ad[]  = {"type", "display", NULL};
+    static const char *const keys_off[] = {"type", NULL};
+    if (!only_keys(th, "thinking", enabled ? keys_on : disabled ? keys_off : keys_ad, e))
+        return false;
+    const cJSON *display = field(th, "display");
+    if (display && (!cJSON_IsString(display) || strcmp(display->valuestring, "summarized")))
+        return BAD(e, "thinking.display: only 'summarized' is supported by this server (the "
+                      "reasoning comes back as the model wrote it)");
+    if (enabled) {
+        const cJSON *b = field(th, "budget_tokens");
+        int64_t v      = 0;
+        if (!b)
+            return missing(e, "thinking.budget_tokens");
+        if (!want_int(b, "thinking.budget_tokens", 1024, 2147483647.0, &v, e))
+            return false;
+        if (kind == ANTH_MESSAGES && cJSON_IsNumber(max_tokens) && v >= max_tokens->valuedouble)
+            return BAD(e, "max_tokens: must be greater than thinking.budget_tokens (%lld)",
+                       (long long)v);
+    }
+    if (!enabled && !disabled)
+        return true; /* adaptive: the template's own default */
+    if (!(req->template_kwargs = cJSON_CreateObject()) ||
+        !cJSON_AddBoolToObject(req->template_kwargs, "enable_thinking", enabled))
+        return OOM(e);
+    return true;
+}
+
+static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsArray(st))
+        return wrong(e, "stop_sequences", "a valid list");
+    if (cJSON_GetArraySize(st) > OAI_MAX_STOP)
+        return BAD(e, "stop_sequences: at most %d stop sequences are supported by this server, "
+                      "but got %d",
+                   OAI_MAX_STOP, cJSON_GetArraySize(st));
+    int i = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, st)
+    {
+        char p[32];
+        pathf(p, "stop_sequences.%d", i++);
+        if (!cJSON_IsString(s))
+            return wrong(e, p, "a valid string");
+        if (!*s->valuestring)
+            return BAD(e, "%s: String should have at least 1 character", p);
+        if (!(req->stop[req->n_stop] = strdup(s->valuestring)))
+            return OOM(e);
+        req->n_stop++;
+    }
+    return true;
+}
+
+static bool take_metadata(const cJSON *md, struct oai_error *e)
+{
+    if (!cJSON_IsObject(md))
+        return wrong(e, "metadata", "a valid dictionary");
+    static const char *const keys[] = {"user_id", NULL};
+    if (!only_keys(md, "metadata", keys, e))
+        return false;
+    const cJSON *u = field(md, "user_id"); /* an end-user id: nothing here depends on it */
+    return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
+}
+
+/* Fields Anthropic defines that hearth cannot honour, with the reason given back. */
+static const char *unsupported(const char *name)
+{
+    static const char *const names[] = {
+        "service_tier", "container",     "mcp_servers",   "context_management",
+        "output_config", "diagnostics",  "inference_geo", "speed",
+        "user_profile_id", "workspace_id", "output_format", NULL};
+    for (size_t k = 0; names[k]; k++)
+        if (!strcmp(names[k], name))
+            return names[k];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- parse --- */
+
+static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request *req,
+                      struct oai_error *e)
+{
+    static const char *const gen[]   = {"model",       "max_tokens", "messages", "system",
+                                        "tools",       "tool_choice", "stop_sequences",
+                                        "temperature", "top_p",       "top_k",   "stream",
+                                        "metadata",    "thinking",    "cache_control", NULL};
+    static const char *const count[] = {"model", "messages",    "system",   "tools",
+                                        "tool_choice", "thinking", "cache_control", NULL};
+    const char *const *allowed       = kind == ANTH_MESSAGES ? gen : count;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, root)
+    {
+        size_t k = 0;
+        while (allowed[k] && strcmp(allowed[k], it->string))
+            k++;
+        if (!allowed[k]) {
+            if (unsupported(it->string))
+                return BAD(e, "%.64s: not supported by this server", it->string);
+            return BAD(e, "%.64s: Extra inputs are not permitted", it->string);
+        }
+        if (cJSON_GetObjectItemCaseSensitive(root, it->string) != it)
+            return BAD(e, "%.64s: given twice", it->string);
+    }
+    const char *model = want_string(root, "model", "", e);
+    if (!model)
+        return false;
+    if (!(req->model = strdup(model)))
+        return OOM(e);
+    const cJSON *max_tokens = field(root, "max_tokens");
+    if (kind == ANTH_MESSAGES) {
+        int64_t v = 0;
+        if (!max_tokens)
+            return missing(e, "max_tokens");
+        if (!want_int(max_tokens, "max_tokens", 1, 2147483647.0, &v, e))
+            return false;
+        req->max_tokens = (int32_t)v; /* clamped to the slot's room by oai_make_jobs */
+    }
+    const cJSON *msgs = field(root, "messages");
+    if (!msgs)
+        return missing(e, "messages");
+    if (!take_messages(msgs, field(root, "system"), req, e))
+        return false;
+    if ((it = field(root, "tools")) && !take_tools(it, req, e))
+        return false;
+    if ((it = field(root, "tool_choice")) && !take_tool_choice(it, kind, req, e))
+        return false;
+    if ((it = field(root, "thinking")) && !take_thinking(it, kind, max_tokens, req, e))
+        return false;
+    if (!check_cache_control(root, "", e))
+        return false;
+    if ((it = field(root, "stop_sequences")) && !take_stop(it, req, e))
+        return false;
+    if ((it = field(root, "metadata")) && !take_metadata(it, e))
+        return false;
+    double d = 0;
+    if ((it = field(root, "temperature"))) {
+        if (!want_number(it, "temperature", 0, 1, &d, e))
+            return false;
+        req->sampling.temperature = (float)d;
+    }
+    if ((it = field(root, "top_p"))) {
+        if (!want_number(it, "top_p", 0, 1, &d, e))
+            return false;
+        req->sampling.top_p = (float)d;
+    }
+    if ((it = field(root, "top_k"))) {
+        int64_t v = 0;
+        if (!want_int(it, "top_k", 0, 2147483647.0, &v, e))
+            return false;
+        req->sampling.top_k = (int32_t)v;
+    }
+    if ((it = field(root, "stream"))) {
+        if (!cJSON_IsBool(it))
+            return wrong(e, "stream", "a valid boolean");
+        req->stream = cJSON_IsTrue(it);
+    }
+    return true;
+}
+
+bool anth_parse(enum anth_kind kind, const char *body, size_t len, struct oai_request *req,
+                struct oai_error *e)
+{
+    memset(req, 0, sizeof *req);
+    req->kind                = kind == ANTH_MESSAGES ? OAI_CHAT : OAI_TEMPLATE;
+    req->max_tokens          = -1;
+    req->top_logprobs        = -1;
+    req->n                   = 1;
+    req->parallel_tool_calls = true;
+    req->reasoning           = OAI_REASONING_AUTO;
+    req->sampling            = (struct hearth_sampler_params){.temperature    = 1.0f,
+                                                              .top_k          = 0,
+                                                              .top_p          = 1.0f,
+                                                              .min_p          = 0.0f,
+                                                              .repeat_penalty = 1.0f,
+                                                              .repeat_last_n  = 64,
+                                                              .seed           = 0};
+    const char *end = NULL;
+    cJSON *root     = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
+    if (root) { /* only whitespace may follow the value */
+        size_t at = (size_t)(end - body);
+        while (at < len && body[at] && strchr(" \t\r\n", body[at]))
+            at++;
+        if (at < len) {
+            cJSON_Delete(root);
+            root = NULL;
+            end  = body + at;
+        }
+    }
+    if (!root) {
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return BAD(e, "There was an error parsing the body of your request: invalid JSON near "
+                      "byte %zu of %zu",
+                   at, len);
+    }
+    bool ok = cJSON_IsObject(root) ? translate(root, kind, req, e)
+                                   : BAD(e, "The request body must be a JSON object");
+    cJSON_Delete(root);
+    if (!ok)
+        oai_request_free(req);
+    return ok;
+}
+
+bool anth_parse_messages(const char *body, size_t len, struct oai_request *req,
+                         struct oai_error *e)
+{
+    return anth_parse(ANTH_MESSAGES, body, len, req, e);
+}
