@@ -418,10 +418,11 @@ static const struct {
                    0},
     [P_STRING]  = {"json-string", "\"\\\"\" json-char* \"\\\"\"", {P_CHAR}, 1},
     [P_NUMBER]  = {"json-number",
-                   "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?",
+                   "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? "
+                   "( [eE] [-+]? ( \"0\" | [1-9] [0-9]{0,15} ) )?",
                    {0},
                    0},
-    [P_INTEGER] = {"json-integer", "\"-\"? ( \"0\" | [1-9] [0-9]* )", {0}, 0},
+    [P_INTEGER] = {"json-integer", "\"-\"? ( \"0\" | [1-9] [0-9]{0,15} )", {0}, 0},
     [P_VALUE]   = {"json-value",
                    "json-object | json-array | json-string | json-number | \"true\" | \"false\" | "
                      "\"null\"",

@@ -23,7 +23,9 @@
  * The grammar accepts a subset of the texts valid against the schema, never
  * a text the schema refuses:
  *   - whitespace between tokens is at most one space, or a newline and up
- *     to 20 spaces or tabs of indentation, so a model cannot pad forever;
+ *     to 20 spaces or tabs of indentation, and a number's integral part,
+ *     fraction and exponent at most 16 digits each (llama.cpp's bounds),
+ *     so a model cannot pad forever;
  *     none before or after the value;
  *   - object members come in the schema's order, required ones always,
  *     optional ones when the model wants them. additionalProperties absent

@@ -39,8 +39,9 @@
  *   ending in an assistant turn (a prefill: the template cannot continue a
  *   turn), more stop_sequences than OAI_MAX_STOP, service_tier and every
  *   field Anthropic defines that hearth cannot honour or does not know.
- * - tool_choice "any" and "tool" need constrained decoding: refused until
- *   the engine enforces forced tool calls (anth_request.c, forced_tools).
+ * - tool_choice "any" and "tool" are the chat path's forced calls
+ *   (OAI_TOOL_REQUIRED, OAI_TOOL_NAMED), held to the tool's input_schema
+ *   by the grammar oai_grammar.c builds.
  *
  * Thread-safety: no shared state; a request or reply belongs to one thread
  * at a time.

@@ -24,7 +24,7 @@
  * - Only function tools; built-in tools (web_search, file_search, ...) are
  *   refused by type. text.format json_schema / json_object map onto the
  *   request's schema; tool_choice "required" and a named function onto the
- *   chat path's, which refuses them until constrained decoding exists.
+ *   chat path's forced calls (oai_grammar.c).
  * - Reasoning is returned as a reasoning item's content (reasoning_text);
  *   its summary is always empty (reasoning.summary is accepted, nothing
  *   summarises). Reasoning items sent back in input become the next
