@@ -237,26 +237,27 @@ hearth_token sampler_pick(struct hearth_sampler *s, const float *logits, const u
     float max = c[0].logit;
     for (int32_t i = 1; i < n; i++)
         max = c[i].logit > max ? c[i].logit : max;
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++)
-        sum += expf(c[i].logit - max);
-    if (s->p.top_p < 1.0f)
+    if (s->p.top_p < 1.0f) {
+        double sum = 0;
+        for (int32_t i = 0; i < n; i++)
+            sum += expf(c[i].logit - max);
         n = sort_nucleus(c, n, max, sum, s->p.top_p);
-    for (int32_t i = 0; i < n; i++)
-        c[i].logit = (float)(expf(c[i].logit - max) / sum);
+    }
     if (s->p.min_p > 0.0f) {
-        /* the survivors need no order: the floor is relative to the best, which survives */
-        const float floor = (float)(1.0 / sum) * s->p.min_p;
+        /* p >= min_p * p_best, in logits; the survivors need no order */
+        const float floor = max + logf(s->p.min_p);
         int32_t keep      = 0;
         for (int32_t i = 0; i < n; i++)
             if (c[i].logit >= floor)
                 c[keep++] = c[i];
         n = keep;
     }
-    /* temperature on the survivors: p^(1/T), renormalised */
-    double tsum = 0;
+    /* temperature on the survivors: p^(1/T) renormalised is exp((l - max) / T) renormalised,
+     * one exp per candidate and no softmax at all when nothing is cut */
+    const float inv_t = 1.0f / s->p.temperature;
+    double tsum       = 0;
     for (int32_t i = 0; i < n; i++) {
-        c[i].logit = (float)pow(c[i].logit, 1.0 / s->p.temperature);
+        c[i].logit = expf((c[i].logit - max) * inv_t);
         tsum += c[i].logit;
     }
     double r = next_unit(s->rng) * tsum, acc = 0;
