@@ -84,6 +84,23 @@ enum hearth_status grammar_check(const char *text, size_t len, const char *root,
 struct grammar *grammar_ref(struct grammar *g);
 void grammar_unref(struct grammar *g);
 
+/* ---------------------------------------------------------------- cache --- */
+
+/*
+ * The last `capacity` grammars compiled against one vocab, reused when the
+ * same text and root come again (an agent resends its tools every turn).
+ * Thread-safe. grammar_cache_compile is grammar_compile through the cache:
+ * *out is a new reference either way.
+ */
+struct grammar_cache;
+
+struct grammar_cache *grammar_cache_new(const struct grammar_vocab *vocab, int32_t capacity);
+void grammar_cache_free(struct grammar_cache *c);
+const struct grammar_vocab *grammar_cache_vocab(const struct grammar_cache *c);
+enum hearth_status grammar_cache_compile(struct grammar_cache *c, const char *text, size_t len,
+                                         const char *root, struct grammar **out, char *err,
+                                         size_t err_len);
+
 /* -------------------------------------------------------------- matcher --- */
 
 struct grammar_matcher;

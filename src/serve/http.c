@@ -86,6 +86,7 @@ static const char *reason(int code)
 }
 
 #define SHUTDOWN_GRACE_S 5 /* longest wait for cancelled jobs to drain at shutdown */
+#define GRAMMAR_CACHE_SIZE 16 /* compiled grammars kept: an agent resends its tools every turn */
 
 /* ------------------------------------------------------------- replies --- */
 
@@ -434,7 +435,7 @@ void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_en
 static void prepare_generation(struct task *t)
 {
     uint64_t next = t->first_job_id;
-    t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->gvocab, t->srv->sp.n_ctx,
+    t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->gcache, t->srv->sp.n_ctx,
                           t->p->request_id,
                           &next, &t->jobs, &t->n_jobs, &t->thinking, &t->e);
 }
@@ -992,6 +993,7 @@ static void *loader_main(void *arg)
     struct sched *sched        = NULL;
     struct chat_template *tmpl = NULL;
     struct grammar_vocab *gv   = NULL;
+    struct grammar_cache *gc   = NULL;
     /* Test hook: hold the load back so tests can see /health answer 503 while loading. */
     const char *delay = getenv("HEARTH_SERVE_LOAD_DELAY_MS");
     if (delay && atoi(delay) > 0)
@@ -1000,7 +1002,8 @@ static void *loader_main(void *arg)
         hearth_model_load(s->p->model_path, &mp, &model, s->load_err, sizeof s->load_err);
     if (st == HEARTH_OK)
         st = load_template(s, model, &tmpl);
-    if (st == HEARTH_OK && !(gv = grammar_vocab_from_model(model))) {
+    if (st == HEARTH_OK && (!(gv = grammar_vocab_from_model(model)) ||
+                            !(gc = grammar_cache_new(gv, GRAMMAR_CACHE_SIZE)))) {
         snprintf(s->load_err, sizeof s->load_err, "out of memory indexing the vocabulary");
         st = HEARTH_ENOMEM;
     }
@@ -1013,6 +1016,8 @@ static void *loader_main(void *arg)
     if (st != HEARTH_OK) {
         chat_template_free(tmpl);
         tmpl = NULL;
+        grammar_cache_free(gc);
+        gc = NULL;
         grammar_vocab_free(gv);
         gv = NULL;
         if (model)
@@ -1023,6 +1028,7 @@ static void *loader_main(void *arg)
     s->load_sched  = sched;
     s->load_tmpl   = tmpl;
     s->load_gvocab = gv;
+    s->load_gcache = gc;
     s->load_status = st;
     event_active(s->ev_loaded, EV_READ, 0);
     return NULL;
@@ -1045,6 +1051,7 @@ static void on_loaded(evutil_socket_t fd, short what, void *arg)
     s->sched = s->load_sched;
     s->tmpl   = s->load_tmpl;
     s->gvocab = s->load_gvocab;
+    s->gcache = s->load_gcache;
     fprintf(stderr,
             "hearth serve: model loaded (%s), %d slots x %d tokens of context, chat template "
             "%s\n",
@@ -1104,6 +1111,7 @@ static void teardown(struct server *s)
             s->sched = s->load_sched;
             s->tmpl   = s->load_tmpl;
             s->gvocab = s->load_gvocab;
+            s->gcache = s->load_gcache;
         }
     }
     prep_stop(s->prep); /* runs what is queued; the tasks land in the mailbox */
@@ -1153,6 +1161,7 @@ static void teardown(struct server *s)
     if (s->base)
         event_base_free(s->base);
     chat_template_free(s->tmpl);
+    grammar_cache_free(s->gcache);
     grammar_vocab_free(s->gvocab);
     if (s->model)
         hearth_model_free(s->model);

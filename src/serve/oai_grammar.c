@@ -258,7 +258,7 @@ static bool constrainable(enum chatparse_tools fmt, const char **trigger)
 }
 
 bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl,
-                 const struct grammar_vocab *gv, const char *prompt, size_t prompt_len,
+                 struct grammar_cache *gc, const char *prompt, size_t prompt_len,
                  struct grammar **g, char ***triggers, int32_t *n_triggers, struct oai_error *e)
 {
     *g          = NULL;
@@ -285,7 +285,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
         return true;
     if (!req->grammar && !req->schema && !tools_on)
         return true;
-    if (!gv)
+    if (!gc)
         return oai_fail(e, 500, "server_error", NULL, NULL,
                         "constrained output is not available: no vocabulary index");
 
@@ -336,7 +336,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
             return false;
     }
     char err[512];
-    enum hearth_status st = grammar_compile(text, strlen(text), "root", gv, g, err, sizeof err);
+    enum hearth_status st = grammar_cache_compile(gc, text, strlen(text), "root", g, err, sizeof err);
     free(text);
     if (st == HEARTH_ENOMEM)
         return OOM(e);

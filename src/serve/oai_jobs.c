@@ -73,7 +73,7 @@ static bool tokenize_prompt(const struct hearth_model *model, const char *text, 
 }
 
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
-                   const struct hearth_model *model, const struct grammar_vocab *gv,
+                   const struct hearth_model *model, struct grammar_cache *gc,
                    int32_t n_ctx, uint64_t request_id, uint64_t *next_job_id,
                    struct sched_job ***jobs_out, int32_t *n_jobs_out, bool *thinking,
                    struct oai_error *e)
@@ -102,12 +102,12 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
                 chatparse_prompt_opens_thinking(chat_template_format(tmpl), text, strlen(text));
         bool tok_ok = tokenize_prompt(model, text, strlen(text), n_ctx, "messages", &toks[0],
                                       &n_toks[0], e) &&
-                      oai_grammar(req, tmpl, gv, text, strlen(text), &g, &trig, &n_trig, e);
+                      oai_grammar(req, tmpl, gc, text, strlen(text), &g, &trig, &n_trig, e);
         free(text);
         if (!tok_ok)
             goto out;
     } else {
-        if (!oai_grammar(req, NULL, gv, "", 0, &g, &trig, &n_trig, e))
+        if (!oai_grammar(req, NULL, gc, "", 0, &g, &trig, &n_trig, e))
             goto out;
         for (int32_t i = 0; i < n_prompts; i++) {
             char param[32];

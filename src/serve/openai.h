@@ -51,7 +51,7 @@
 struct cJSON;
 struct chat_template;
 struct grammar;
-struct grammar_vocab;
+struct grammar_cache;
 
 #define OAI_MAX_CHOICES 64  /* jobs one request may create */
 #define OAI_MAX_N       16  /* n */
@@ -157,13 +157,13 @@ bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
  * reasoning block. Thread-safe apart from *next_job_id.
  */
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
-                   const struct hearth_model *model, const struct grammar_vocab *gv,
+                   const struct hearth_model *model, struct grammar_cache *gc,
                    int32_t n_ctx, uint64_t request_id, uint64_t *next_job_id,
                    struct sched_job ***jobs, int32_t *n_jobs, bool *thinking,
                    struct oai_error *e);
 
 /*
- * The grammar req's reply must match (oai_grammar.c), compiled against gv,
+ * The grammar req's reply must match (oai_grammar.c), compiled through gc,
  * given the rendered prompt (prompt_len bytes; where the reply starts with
  * respect to reasoning depends on it). *g NULL: the reply is free. With
  * *n_triggers > 0 the grammar is lazy from those strings (*triggers
@@ -171,7 +171,7 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
  * grammar or tool_choice that cannot be constrained, naming why.
  */
 bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl,
-                 const struct grammar_vocab *gv, const char *prompt, size_t prompt_len,
+                 struct grammar_cache *gc, const char *prompt, size_t prompt_len,
                  struct grammar **g, char ***triggers, int32_t *n_triggers, struct oai_error *e);
 
 /* ------------------------------------------------------------ responses --- */

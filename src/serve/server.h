@@ -89,6 +89,7 @@ struct server {
     struct sched *load_sched;
     struct chat_template *load_tmpl;
     struct grammar_vocab *load_gvocab;
+    struct grammar_cache *load_gcache;
     enum hearth_status load_status;
     char load_err[HEARTH_ERR_MAX];
 
@@ -100,6 +101,7 @@ struct server {
     struct sched *sched;
     struct chat_template *tmpl;
     struct grammar_vocab *gvocab; /* the vocabulary's trie for grammars (read-only) */
+    struct grammar_cache *gcache; /* grammars compiled against it, for reuse (thread-safe) */
     struct prep *prep;
     struct pending *pending;
     uint64_t next_request_id, next_job_id;

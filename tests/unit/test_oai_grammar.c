@@ -76,6 +76,8 @@ struct built {
 static struct built build(const struct chat_template *t, const struct grammar_vocab *gv,
                           const char *extra, const char *prompt)
 {
+    struct grammar_cache *gc = grammar_cache_new(gv, 4);
+    assert_non_null(gc);
     char body[4096];
     snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]%s%s}",
              extra[0] ? "," : "", extra);
@@ -85,8 +87,9 @@ static struct built build(const struct chat_template *t, const struct grammar_vo
         print_message("parse: %s\n", b.e.message);
         fail();
     }
-    b.ok = oai_grammar(&r, t, gv, prompt, strlen(prompt), &b.g, &b.trig, &b.n_trig, &b.e);
+    b.ok = oai_grammar(&r, t, gc, prompt, strlen(prompt), &b.g, &b.trig, &b.n_trig, &b.e);
     oai_request_free(&r);
+    grammar_cache_free(gc); /* the grammar holds its own reference */
     return b;
 }
 
