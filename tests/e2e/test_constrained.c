@@ -33,7 +33,7 @@ static void test_constrained_through_the_openai_client(void **state)
                            NULL};
     srv_start_opt(&s, model, extra, true);
     const char *env[] = {"HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", "qwen3", "HEARTH_SEEDS",
-                         "6",             NULL};
+                         "16",            NULL};
     srv_node_test("constrained.test.mjs", env);
     srv_stop(&s);
 }
