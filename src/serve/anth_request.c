@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "serve/anthropic.h"
+#include "serve/reqjson.h"
 
 #define BAD(e, ...) oai_fail((e), 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
 #define OOM(e)      oai_fail((e), 500, "api_error", NULL, NULL, "out of memory reading the request")
@@ -37,12 +38,6 @@ static void pathf(char *buf, const char *fmt, ...)
     va_end(ap);
 }
 
-/* The field, or NULL when absent or JSON null (null reads as "not given"). */
-static const cJSON *field(const cJSON *obj, const char *name)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return it && !cJSON_IsNull(it) ? it : NULL;
-}
 
 static bool missing(struct oai_error *e, const char *path)
 {
@@ -77,7 +72,7 @@ static const char *want_string(const cJSON *obj, const char *name, const char *p
 {
     char p[PATH_MAX_LEN];
     pathf(p, "%s%s%s", path, *path ? "." : "", name);
-    const cJSON *it = field(obj, name);
+    const cJSON *it = reqjson_field(obj, name);
     if (!it) {
         missing(e, p);
         return NULL;
@@ -118,7 +113,7 @@ static bool want_int(const cJSON *it, const char *name, double lo, double hi, in
 /* cache_control: accepted and ignored (the prefix cache needs no hint), but checked. */
 static bool check_cache_control(const cJSON *obj, const char *path, struct oai_error *e)
 {
-    const cJSON *cc = field(obj, "cache_control");
+    const cJSON *cc = reqjson_field(obj, "cache_control");
     if (!cc)
         return true;
     char p[PATH_MAX_LEN];
@@ -128,10 +123,10 @@ static bool check_cache_control(const cJSON *obj, const char *path, struct oai_e
     static const char *const keys[] = {"type", "ttl", NULL};
     if (!only_keys(cc, p, keys, e))
         return false;
-    const cJSON *t = field(cc, "type");
+    const cJSON *t = reqjson_field(cc, "type");
     if (!cJSON_IsString(t) || strcmp(t->valuestring, "ephemeral"))
         return BAD(e, "%s.type: Input should be 'ephemeral'", p);
-    const cJSON *ttl = field(cc, "ttl");
+    const cJSON *ttl = reqjson_field(cc, "ttl");
     if (ttl && (!cJSON_IsString(ttl) || (strcmp(ttl->valuestring, "5m") &&
                                          strcmp(ttl->valuestring, "1h"))))
         return BAD(e, "%s.ttl: Input should be '5m' or '1h'", p);
@@ -189,7 +184,7 @@ static bool text_block(const cJSON *b, const char *path, struct parts *pt, struc
     static const char *const keys[] = {"type", "text", "cache_control", "citations", NULL};
     if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
         return false;
-    const cJSON *cit = field(b, "citations");
+    const cJSON *cit = reqjson_field(b, "citations");
     if (cit && !(cJSON_IsArray(cit) && cJSON_GetArraySize(cit) == 0))
         return BAD(e, "%s.citations: citations are not supported by this server", path);
     const char *text = want_string(b, "text", path, e);
@@ -271,14 +266,14 @@ static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, stru
         return false;
     if (!*id)
         return BAD(e, "%s.tool_use_id: String should have at least 1 character", path);
-    const cJSON *err = field(b, "is_error");
+    const cJSON *err = reqjson_field(b, "is_error");
     if (err && !cJSON_IsBool(err)) {
         char p[PATH_MAX_LEN];
         pathf(p, "%s.is_error", path);
         return wrong(e, p, "a valid boolean");
     }
     struct parts pt = {0};
-    if (!result_content(field(b, "content"), path, &pt, e)) {
+    if (!result_content(reqjson_field(b, "content"), path, &pt, e)) {
         cJSON_Delete(pt.arr);
         return false;
     }
@@ -320,9 +315,9 @@ static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struc
                                        NULL};
     if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
         return false;
-    const cJSON *caller = field(b, "caller");
+    const cJSON *caller = reqjson_field(b, "caller");
     if (caller) {
-        const cJSON *t = cJSON_IsObject(caller) ? field(caller, "type") : NULL;
+        const cJSON *t = cJSON_IsObject(caller) ? reqjson_field(caller, "type") : NULL;
         if (!cJSON_IsString(t) || strcmp(t->valuestring, "direct"))
             return BAD(e, "%s.caller: only {\"type\": \"direct\"} is supported by this server",
                        path);
@@ -331,7 +326,7 @@ static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struc
     const char *name = id ? want_string(b, "name", path, e) : NULL;
     if (!name)
         return false;
-    const cJSON *input = field(b, "input");
+    const cJSON *input = reqjson_field(b, "input");
     char p[PATH_MAX_LEN];
     pathf(p, "%s.input", path);
     if (!input)
@@ -422,7 +417,7 @@ static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
                       "the top-level 'system' field)",
                    path);
     *assistant_out = assistant;
-    const cJSON *c = field(m, "content");
+    const cJSON *c = reqjson_field(m, "content");
     char cp[PATH_MAX_LEN];
     pathf(cp, "%s.content", path);
     if (!c)
@@ -591,7 +586,7 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
     pathf(path, "tools.%d", j);
     if (!cJSON_IsObject(t))
         return wrong(e, path, "a valid dictionary");
-    const cJSON *type = field(t, "type");
+    const cJSON *type = reqjson_field(t, "type");
     if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "custom")))
         return BAD(e, "%s.type: '%.40s' tools are not supported by this server: only client "
                       "tools (type 'custom', or no type) are",
@@ -606,28 +601,28 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
         return false;
     if (!valid_tool_name(name))
         return BAD(e, "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'", path);
-    const cJSON *desc = field(t, "description");
+    const cJSON *desc = reqjson_field(t, "description");
     if (desc && !cJSON_IsString(desc)) {
         char p[PATH_MAX_LEN];
         pathf(p, "%s.description", path);
         return wrong(e, p, "a valid string");
     }
-    const cJSON *schema = field(t, "input_schema");
+    const cJSON *schema = reqjson_field(t, "input_schema");
     char sp[PATH_MAX_LEN];
     pathf(sp, "%s.input_schema", path);
     if (!schema)
         return missing(e, sp);
     if (!cJSON_IsObject(schema))
         return wrong(e, sp, "a valid dictionary");
-    const cJSON *st = field(schema, "type");
+    const cJSON *st = reqjson_field(schema, "type");
     if (!cJSON_IsString(st) || strcmp(st->valuestring, "object"))
         return BAD(e, "%s.type: Input should be 'object'", sp);
-    const cJSON *strict = field(t, "strict");
+    const cJSON *strict = reqjson_field(t, "strict");
     if (strict && !cJSON_IsFalse(strict))
         return BAD(e, "%s.strict: strict tool use needs constrained decoding, which this server "
                       "does not have yet",
                    path);
-    const cJSON *eager = field(t, "eager_input_streaming");
+    const cJSON *eager = reqjson_field(t, "eager_input_streaming");
     if (eager && !cJSON_IsBool(eager)) { /* a streaming granularity hint: calls come whole */
         char p[PATH_MAX_LEN];
         pathf(p, "%s.eager_input_streaming", path);
@@ -710,7 +705,7 @@ static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_re
     static const char *const keys_none[] = {"type", NULL};
     if (!only_keys(tc, "tool_choice", is_tool ? keys_tool : is_none ? keys_none : keys, e))
         return false;
-    const cJSON *dp = field(tc, "disable_parallel_tool_use");
+    const cJSON *dp = reqjson_field(tc, "disable_parallel_tool_use");
     if (dp && !cJSON_IsBool(dp))
         return wrong(e, "tool_choice.disable_parallel_tool_use", "a valid boolean");
     req->parallel_tool_calls = !cJSON_IsTrue(dp);
@@ -755,12 +750,12 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
     static const char *const keys_off[] = {"type", NULL};
     if (!only_keys(th, "thinking", enabled ? keys_on : disabled ? keys_off : keys_ad, e))
         return false;
-    const cJSON *display = field(th, "display");
+    const cJSON *display = reqjson_field(th, "display");
     if (display && (!cJSON_IsString(display) || strcmp(display->valuestring, "summarized")))
         return BAD(e, "thinking.display: only 'summarized' is supported by this server (the "
                       "reasoning comes back as the model wrote it)");
     if (enabled) {
-        const cJSON *b = field(th, "budget_tokens");
+        const cJSON *b = reqjson_field(th, "budget_tokens");
         int64_t v      = 0;
         if (!b)
             return missing(e, "thinking.budget_tokens");
@@ -810,7 +805,7 @@ static bool take_metadata(const cJSON *md, struct oai_error *e)
     static const char *const keys[] = {"user_id", NULL};
     if (!only_keys(md, "metadata", keys, e))
         return false;
-    const cJSON *u = field(md, "user_id"); /* an end-user id: nothing here depends on it */
+    const cJSON *u = reqjson_field(md, "user_id"); /* an end-user id: nothing here depends on it */
     return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
 }
 
@@ -858,7 +853,7 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
         return false;
     if (!(req->model = strdup(model)))
         return OOM(e);
-    const cJSON *max_tokens = field(root, "max_tokens");
+    const cJSON *max_tokens = reqjson_field(root, "max_tokens");
     if (kind == ANTH_MESSAGES) {
         int64_t v = 0;
         if (!max_tokens)
@@ -867,41 +862,41 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
             return false;
         req->max_tokens = (int32_t)v; /* clamped to the slot's room by oai_make_jobs */
     }
-    const cJSON *msgs = field(root, "messages");
+    const cJSON *msgs = reqjson_field(root, "messages");
     if (!msgs)
         return missing(e, "messages");
-    if (!take_messages(msgs, field(root, "system"), req, e))
+    if (!take_messages(msgs, reqjson_field(root, "system"), req, e))
         return false;
-    if ((it = field(root, "tools")) && !take_tools(it, req, e))
+    if ((it = reqjson_field(root, "tools")) && !take_tools(it, req, e))
         return false;
-    if ((it = field(root, "tool_choice")) && !take_tool_choice(it, kind, req, e))
+    if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, kind, req, e))
         return false;
-    if ((it = field(root, "thinking")) && !take_thinking(it, kind, max_tokens, req, e))
+    if ((it = reqjson_field(root, "thinking")) && !take_thinking(it, kind, max_tokens, req, e))
         return false;
     if (!check_cache_control(root, "", e))
         return false;
-    if ((it = field(root, "stop_sequences")) && !take_stop(it, req, e))
+    if ((it = reqjson_field(root, "stop_sequences")) && !take_stop(it, req, e))
         return false;
-    if ((it = field(root, "metadata")) && !take_metadata(it, e))
+    if ((it = reqjson_field(root, "metadata")) && !take_metadata(it, e))
         return false;
     double d = 0;
-    if ((it = field(root, "temperature"))) {
+    if ((it = reqjson_field(root, "temperature"))) {
         if (!want_number(it, "temperature", 0, 1, &d, e))
             return false;
         req->sampling.temperature = (float)d;
     }
-    if ((it = field(root, "top_p"))) {
+    if ((it = reqjson_field(root, "top_p"))) {
         if (!want_number(it, "top_p", 0, 1, &d, e))
             return false;
         req->sampling.top_p = (float)d;
     }
-    if ((it = field(root, "top_k"))) {
+    if ((it = reqjson_field(root, "top_k"))) {
         int64_t v = 0;
         if (!want_int(it, "top_k", 0, 2147483647.0, &v, e))
             return false;
         req->sampling.top_k = (int32_t)v;
     }
-    if ((it = field(root, "stream"))) {
+    if ((it = reqjson_field(root, "stream"))) {
         if (!cJSON_IsBool(it))
             return wrong(e, "stream", "a valid boolean");
         req->stream = cJSON_IsTrue(it);
@@ -912,38 +907,13 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
 bool anth_parse(enum anth_kind kind, const char *body, size_t len, struct oai_request *req,
                 struct oai_error *e)
 {
-    memset(req, 0, sizeof *req);
-    req->kind                = kind == ANTH_MESSAGES ? OAI_CHAT : OAI_TEMPLATE;
-    req->max_tokens          = -1;
-    req->top_logprobs        = -1;
-    req->n                   = 1;
-    req->parallel_tool_calls = true;
-    req->reasoning           = OAI_REASONING_AUTO;
-    req->sampling            = (struct hearth_sampler_params){.temperature    = 1.0f,
-                                                              .top_k          = 0,
-                                                              .top_p          = 1.0f,
-                                                              .min_p          = 0.0f,
-                                                              .repeat_penalty = 1.0f,
-                                                              .repeat_last_n  = 64,
-                                                              .seed           = 0};
-    const char *end = NULL;
-    cJSON *root     = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
-    if (root) { /* only whitespace may follow the value */
-        size_t at = (size_t)(end - body);
-        while (at < len && body[at] && strchr(" \t\r\n", body[at]))
-            at++;
-        if (at < len) {
-            cJSON_Delete(root);
-            root = NULL;
-            end  = body + at;
-        }
-    }
-    if (!root) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+    reqjson_defaults(req, kind == ANTH_MESSAGES ? OAI_CHAT : OAI_TEMPLATE);
+    size_t at;
+    cJSON *root = reqjson_parse(body, len, &at);
+    if (!root)
         return BAD(e, "There was an error parsing the body of your request: invalid JSON near "
                       "byte %zu of %zu",
                    at, len);
-    }
     bool ok = cJSON_IsObject(root) ? translate(root, kind, req, e)
                                    : BAD(e, "The request body must be a JSON object");
     cJSON_Delete(root);

@@ -552,8 +552,10 @@ static void task_done(struct server *s, struct task *t)
     task_free(t);
 }
 
-void serve_prepare_oai(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                       enum oai_kind kind, enum pending_kind pkind)
+/* Parses req's body (with parse, else as OpenAI's kind) and hands it to serve_prepare. */
+static void prepare_body(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                         enum pending_kind pkind, enum oai_kind kind, serve_parse_fn parse,
+                         const struct reply_ops *ops)
 {
     if (!serve_check_ready(s, req, ep))
         return;
@@ -567,36 +569,25 @@ void serve_prepare_oai(struct server *s, struct evhttp_request *req, enum metric
         return;
     }
     struct oai_error e;
-    if (!oai_parse(kind, body, len, &t->r, &e)) {
-        free(t);
-        serve_reply_error(s, req, ep, &e);
-        return;
-    }
-    serve_prepare(s, req, ep, pkind, t);
-}
-
-void serve_generate(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                    serve_parse_fn parse, const struct reply_ops *ops)
-{
-    if (!serve_check_ready(s, req, ep))
-        return;
-    size_t len;
-    const char *body = serve_body(s, req, ep, &len);
-    if (!body)
-        return;
-    struct task *t = calloc(1, sizeof *t);
-    if (!t) {
-        reply_fail(s, req, ep, 500, "server_error", NULL, "out of memory");
-        return;
-    }
-    struct oai_error e;
-    if (!parse(body, len, &t->r, &e)) {
+    if (parse ? !parse(body, len, &t->r, &e) : !oai_parse(kind, body, len, &t->r, &e)) {
         free(t);
         serve_reply_error(s, req, ep, &e);
         return;
     }
     t->ops = ops;
-    serve_prepare(s, req, ep, PK_GENERATE, t);
+    serve_prepare(s, req, ep, pkind, t);
+}
+
+void serve_prepare_oai(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                       enum oai_kind kind, enum pending_kind pkind)
+{
+    prepare_body(s, req, ep, pkind, kind, NULL, NULL);
+}
+
+void serve_generate(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
+                    serve_parse_fn parse, const struct reply_ops *ops)
+{
+    prepare_body(s, req, ep, PK_GENERATE, OAI_CHAT, parse, ops);
 }
 
 static void h_chat(struct server *s, struct evhttp_request *req)

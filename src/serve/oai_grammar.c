@@ -267,7 +267,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
     struct chatparse_format none = {0};
     const struct chatparse_format *f =
         req->kind != OAI_COMPLETION && tmpl ? chat_template_format(tmpl) : &none;
-    bool tools_on   = req->kind != OAI_COMPLETION && req->tools && req->tool_choice != OAI_TOOL_NONE;
+    bool tools_on = req->kind != OAI_COMPLETION && req->tools && req->tool_choice != OAI_TOOL_NONE;
     bool forced     = tools_on && (req->tool_choice == OAI_TOOL_REQUIRED ||
                                req->tool_choice == OAI_TOOL_NAMED);
     const char *trigger = NULL;
@@ -336,7 +336,8 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
             return false;
     }
     char err[512];
-    enum hearth_status st = grammar_cache_compile(gc, text, strlen(text), "root", g, err, sizeof err);
+    enum hearth_status st =
+        grammar_cache_compile(gc, text, strlen(text), "root", g, err, sizeof err);
     free(text);
     if (st == HEARTH_ENOMEM)
         return OOM(e);

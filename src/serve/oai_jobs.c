@@ -138,7 +138,7 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         job->max_tokens        = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens
                                                                                : room;
         job->sampling          = req->sampling;
-        job->sampling.seed     = req->has_seed ? req->sampling.seed + (uint64_t)c : splitmix64(&rng);
+        job->sampling.seed = req->has_seed ? req->sampling.seed + (uint64_t)c : splitmix64(&rng);
         job->presence_penalty  = req->presence_penalty;
         job->frequency_penalty = req->frequency_penalty;
         job->top_logprobs      = req->top_logprobs;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "serve/openai.h"
+#include "serve/reqjson.h"
 
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
@@ -24,32 +25,12 @@
 
 /* ---------------------------------------------------------- typed fields --- */
 
-/* The field, or NULL when absent or JSON null (OpenAI reads null as "not given"). */
-static const cJSON *field(const cJSON *obj, const char *name)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return it && !cJSON_IsNull(it) ? it : NULL;
-}
 
-static const char *kind_of(const cJSON *it)
-{
-    if (cJSON_IsString(it))
-        return "a string";
-    if (cJSON_IsNumber(it))
-        return "a number";
-    if (cJSON_IsBool(it))
-        return "a boolean";
-    if (cJSON_IsArray(it))
-        return "an array";
-    if (cJSON_IsObject(it))
-        return "an object";
-    return "null";
-}
 
 static bool wrong_type(struct oai_error *e, const char *param, const char *want, const cJSON *it)
 {
     return BAD(e, "invalid_type", param, "Invalid type for '%s': expected %s, but got %s instead.",
-               param, want, kind_of(it));
+               param, want, reqjson_kind(it));
 }
 
 static bool want_number(const cJSON *it, const char *param, double lo, double hi, double *out,
@@ -126,8 +107,8 @@ static bool check_parts(const cJSON *c, const char *param, struct oai_error *e)
         snprintf(pp, sizeof pp, "%s[%d]", param, j++);
         if (!cJSON_IsObject(part))
             return wrong_type(e, pp, "an object", part);
-        const cJSON *type = field(part, "type");
-        const cJSON *text = field(part, "text");
+        const cJSON *type = reqjson_field(part, "type");
+        const cJSON *text = reqjson_field(part, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
             return BAD(e, "invalid_value", pp,
                        "Invalid '%s': only text content parts are supported (type \"text\").", pp);
@@ -158,11 +139,11 @@ static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, j);
         if (!cJSON_IsObject(c))
             return wrong_type(e, param, "an object", c);
-        const cJSON *type = field(c, "type");
+        const cJSON *type = reqjson_field(c, "type");
         if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function")))
             return BAD(e, "invalid_value", param,
                        "Invalid '%s.type': only \"function\" tool calls exist.", param);
-        const cJSON *id = field(c, "id");
+        const cJSON *id = reqjson_field(c, "id");
         if (id && !cJSON_IsString(id)) {
             snprintf(param, sizeof param, "messages[%d].tool_calls[%d].id", i, j);
             return wrong_type(e, param, "a string", id);
@@ -173,7 +154,7 @@ static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
             return fn ? wrong_type(e, param, "an object", fn)
                       : BAD(e, "missing_required_parameter", param,
                             "Missing required parameter: '%s'.", param);
-        const cJSON *name = field(fn, "name");
+        const cJSON *name = reqjson_field(fn, "name");
         if (!cJSON_IsString(name)) {
             snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.name", i, j);
             return name ? wrong_type(e, param, "a string", name)
@@ -240,7 +221,7 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
     }
     static const char *const strings[] = {"name", "tool_call_id", "reasoning_content"};
     for (size_t k = 0; k < sizeof strings / sizeof strings[0]; k++) {
-        const cJSON *s = field(m, strings[k]);
+        const cJSON *s = reqjson_field(m, strings[k]);
         snprintf(param, sizeof param, "messages[%d].%s", i, strings[k]);
         if (s && !cJSON_IsString(s))
             return wrong_type(e, param, "a string", s);
@@ -288,23 +269,23 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
         snprintf(param, sizeof param, "tools[%d]", j);
         if (!cJSON_IsObject(t))
             return wrong_type(e, param, "an object", t);
-        const cJSON *type = field(t, "type");
+        const cJSON *type = reqjson_field(t, "type");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
             return BAD(e, "invalid_value", param,
                        "Invalid '%s.type': only \"function\" tools are supported.", param);
-        const cJSON *fn = field(t, "function");
+        const cJSON *fn = reqjson_field(t, "function");
         snprintf(param, sizeof param, "tools[%d].function", j);
         if (!cJSON_IsObject(fn))
             return fn ? wrong_type(e, param, "an object", fn)
                       : BAD(e, "missing_required_parameter", param,
                             "Missing required parameter: '%s'.", param);
-        const cJSON *name = field(fn, "name");
+        const cJSON *name = reqjson_field(fn, "name");
         if (!cJSON_IsString(name) || !name->valuestring[0]) {
             snprintf(param, sizeof param, "tools[%d].function.name", j);
             return BAD(e, "invalid_value", param, "Invalid '%s': expected a non-empty string.",
                        param);
         }
-        const cJSON *params = field(fn, "parameters");
+        const cJSON *params = reqjson_field(fn, "parameters");
         if (params && !cJSON_IsObject(params)) {
             snprintf(param, sizeof param, "tools[%d].function.parameters", j);
             return wrong_type(e, param, "an object (a JSON schema)", params);
@@ -336,8 +317,8 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
     }
     if (!cJSON_IsObject(tc))
         return wrong_type(e, "tool_choice", "a string or an object", tc);
-    const cJSON *type = field(tc, "type"), *fn = field(tc, "function");
-    const cJSON *name = cJSON_IsObject(fn) ? field(fn, "name") : NULL;
+    const cJSON *type = reqjson_field(tc, "type"), *fn = reqjson_field(tc, "function");
+    const cJSON *name = cJSON_IsObject(fn) ? reqjson_field(fn, "name") : NULL;
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
         return BAD(e, "invalid_value", "tool_choice.type",
                    "Invalid 'tool_choice.type': expected 'function'.");
@@ -357,7 +338,7 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
 {
     if (!cJSON_IsObject(rf))
         return wrong_type(e, "response_format", "an object", rf);
-    const cJSON *type = field(rf, "type"), *k;
+    const cJSON *type = reqjson_field(rf, "type"), *k;
     if (!cJSON_IsString(type))
         return BAD(e, "invalid_value", "response_format.type",
                    "Invalid 'response_format.type': expected 'text', 'json_object' or "
@@ -383,7 +364,7 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
                    "Invalid 'response_format.type': expected 'text', 'json_object' or "
                    "'json_schema', but got '%.32s'.",
                    t);
-    const cJSON *js = field(rf, "json_schema");
+    const cJSON *js = reqjson_field(rf, "json_schema");
     if (!cJSON_IsObject(js))
         return BAD(e, "missing_required_parameter", "response_format.json_schema",
                    "Missing required parameter: 'response_format.json_schema'.");
@@ -394,8 +375,8 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
             return BAD(e, "unknown_parameter", "response_format.json_schema",
                        "Unknown parameter: 'response_format.json_schema.%.64s'.", k->string);
     }
-    const cJSON *name = field(js, "name"), *schema = field(js, "schema"),
-                *strict = field(js, "strict");
+    const cJSON *name = reqjson_field(js, "name"), *schema = reqjson_field(js, "schema"),
+                *strict = reqjson_field(js, "strict");
     if (!cJSON_IsString(name) || !name->valuestring[0])
         return BAD(e, "missing_required_parameter", "response_format.json_schema.name",
                    "Missing required parameter: 'response_format.json_schema.name'.");
@@ -751,7 +732,7 @@ static bool fn_stream_options(const struct rule *r, const cJSON *it, struct oai_
                        "server.",
                        k->string);
     }
-    const cJSON *iu = field(it, "include_usage");
+    const cJSON *iu = reqjson_field(it, "include_usage");
     if (iu && !cJSON_IsBool(iu))
         return wrong_type(e, "stream_options.include_usage", "a boolean", iu);
     req->include_usage = cJSON_IsTrue(iu);
@@ -908,7 +889,7 @@ static bool cross_checks(const cJSON *root, struct oai_request *req, struct scra
             const cJSON *t;
             cJSON_ArrayForEach(t, req->tools)
             {
-                const cJSON *n = field(field(t, "function"), "name");
+                const cJSON *n = reqjson_field(reqjson_field(t, "function"), "name");
                 found |= cJSON_IsString(n) && !strcmp(n->valuestring, req->tool_name);
             }
             if (!found)
@@ -935,42 +916,18 @@ static bool cross_checks(const cJSON *root, struct oai_request *req, struct scra
 bool oai_parse(enum oai_kind kind, const char *body, size_t len, struct oai_request *req,
                struct oai_error *e)
 {
-    memset(req, 0, sizeof *req);
-    req->kind                = kind;
-    req->max_tokens          = -1;
-    req->top_logprobs        = -1;
-    req->n                   = 1;
-    req->parallel_tool_calls = true;
-    req->sampling            = (struct hearth_sampler_params){.temperature    = 1.0f,
-                                                              .top_k          = 0,
-                                                              .top_p          = 1.0f,
-                                                              .min_p          = 0.0f,
-                                                              .repeat_penalty = 1.0f,
-                                                              .repeat_last_n  = 64,
-                                                              .seed           = 0};
-
-    const char *end = NULL;
-    cJSON *root     = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
-    if (root) { /* only whitespace may follow the value */
-        size_t at = (size_t)(end - body);
-        while (at < len && body[at] && strchr(" \t\r\n", body[at]))
-            at++;
-        if (at < len) {
-            cJSON_Delete(root);
-            root = NULL;
-            end  = body + at;
-        }
-    }
-    if (!root) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+    reqjson_defaults(req, kind);
+    size_t at;
+    cJSON *root = reqjson_parse(body, len, &at);
+    if (!root)
         return BAD(e, NULL, NULL,
                    "We could not parse the JSON body of your request: invalid JSON near byte "
                    "%zu of %zu.",
                    at, len);
-    }
     bool ok = false;
     if (!cJSON_IsObject(root)) {
-        BAD(e, NULL, NULL, "The request body must be a JSON object, but it is %s.", kind_of(root));
+        BAD(e, NULL, NULL, "The request body must be a JSON object, but it is %s.",
+            reqjson_kind(root));
         goto out;
     }
     struct scratch sc = {0};

@@ -77,7 +77,8 @@ struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_c
     if (req->kind == OAI_CHAT && tmpl)
         f = *chat_template_format(tmpl);
     struct chatparse_opts o = {
-        .parse_tools        = req->tools && req->tool_choice != OAI_TOOL_NONE && f.tools != CHATPARSE_TOOLS_NONE,
+        .parse_tools =
+            req->tools && req->tool_choice != OAI_TOOL_NONE && f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
     };

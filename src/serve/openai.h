@@ -84,8 +84,8 @@ char *oai_error_sse(const struct oai_error *e, size_t *len);
 enum oai_reasoning { OAI_REASONING_AUTO, OAI_REASONING_NONE };
 
 enum oai_tool_choice {
-    OAI_TOOL_AUTO,     /* calls parsed when the model makes them (a lazy grammar keeps them valid) */
-    OAI_TOOL_NONE,     /* tools shown, calls not parsed */
+    OAI_TOOL_AUTO, /* calls parsed when the model makes them (a lazy grammar keeps them valid) */
+    OAI_TOOL_NONE, /* tools shown, calls not parsed */
     OAI_TOOL_REQUIRED, /* the reply is one or more calls (parallel_tool_calls) of offered tools */
     OAI_TOOL_NAMED,    /* the reply is a call of tool_name */
 };

@@ -15,37 +15,18 @@
 #include <string.h>
 
 #include "serve/responses.h"
+#include "serve/reqjson.h"
 
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
 #define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory reading the request")
 
-/* The field, or NULL when absent or JSON null (null reads as "not given"). */
-static const cJSON *field(const cJSON *obj, const char *name)
-{
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, name);
-    return it && !cJSON_IsNull(it) ? it : NULL;
-}
 
-static const char *kind_of(const cJSON *it)
-{
-    if (cJSON_IsString(it))
-        return "a string";
-    if (cJSON_IsNumber(it))
-        return "a number";
-    if (cJSON_IsBool(it))
-        return "a boolean";
-    if (cJSON_IsArray(it))
-        return "an array";
-    if (cJSON_IsObject(it))
-        return "an object";
-    return "null";
-}
 
 static bool wrong_type(struct oai_error *e, const char *param, const char *want, const cJSON *it)
 {
     return BAD(e, "invalid_type", param, "Invalid type for '%s': expected %s, but got %s instead.",
-               param, want, kind_of(it));
+               param, want, reqjson_kind(it));
 }
 
 static bool missing(struct oai_error *e, const char *param)
@@ -59,7 +40,7 @@ static const cJSON *want_string(const cJSON *obj, const char *name, const char *
 {
     char param[96];
     snprintf(param, sizeof param, "%s.%s", at, name);
-    const cJSON *it = field(obj, name);
+    const cJSON *it = reqjson_field(obj, name);
     if (!it)
         return missing(e, param), NULL;
     if (!cJSON_IsString(it))
@@ -110,7 +91,7 @@ static cJSON *content_of(const cJSON *c, const char *at, const char *name, struc
     cJSON_ArrayForEach(p, c)
     {
         snprintf(param, sizeof param, "%s.%s[%d]", at, name, j++);
-        const cJSON *type = cJSON_IsObject(p) ? field(p, "type") : NULL;
+        const cJSON *type = cJSON_IsObject(p) ? reqjson_field(p, "type") : NULL;
         if (!cJSON_IsString(type)) {
             cJSON_Delete(parts);
             return wrong_type(e, param, "a content part with a type", p), NULL;
@@ -169,7 +150,7 @@ static bool item_message(struct conv *cv, const cJSON *it, const char *at, struc
                    "'developer'.",
                    param, r);
     }
-    cJSON *content = content_of(field(it, "content"), at, "content", e);
+    cJSON *content = content_of(reqjson_field(it, "content"), at, "content", e);
     if (!content)
         return false;
     cJSON *m;
@@ -229,7 +210,7 @@ static bool item_function_output(struct conv *cv, const cJSON *it, const char *a
         return false;
     char param[96];
     snprintf(param, sizeof param, "%s.output", at);
-    const cJSON *out = field(it, "output");
+    const cJSON *out = reqjson_field(it, "output");
     char *text       = NULL;
     if (!out)
         return missing(e, param);
@@ -270,7 +251,7 @@ static bool item_function_output(struct conv *cv, const cJSON *it, const char *a
 static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, struct oai_error *e)
 {
     cv->turn        = NULL;
-    const cJSON *cs = field(it, "content");
+    const cJSON *cs = reqjson_field(it, "content");
     if (!cs)
         return true;
     char param[96];
@@ -282,7 +263,7 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
     cJSON_ArrayForEach(p, cs)
     {
         snprintf(param, sizeof param, "%s.content[%d]", at, j++);
-        const cJSON *type = cJSON_IsObject(p) ? field(p, "type") : NULL;
+        const cJSON *type = cJSON_IsObject(p) ? reqjson_field(p, "type") : NULL;
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "reasoning_text"))
             return BAD(e, "invalid_value", param,
                        "Invalid '%s': expected a reasoning_text part.", param);
@@ -315,7 +296,7 @@ static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
         snprintf(at, sizeof at, "input[%d]", i++);
         if (!cJSON_IsObject(it))
             return wrong_type(e, at, "an object", it);
-        const cJSON *type = field(it, "type");
+        const cJSON *type = reqjson_field(it, "type");
         if (type && !cJSON_IsString(type)) {
             char param[48];
             snprintf(param, sizeof param, "%s.type", at);
@@ -390,7 +371,7 @@ static cJSON *tools_of(const cJSON *tools, struct oai_error *e)
         cJSON_AddStringToObject(fn, "name", name->valuestring);
         static const char *const keep[] = {"description", "parameters"};
         for (int k = 0; k < 2; k++) {
-            const cJSON *v = field(t, keep[k]);
+            const cJSON *v = reqjson_field(t, keep[k]);
             if (v)
                 cJSON_AddItemToObject(fn, keep[k], cJSON_Duplicate(v, true));
         }
@@ -449,12 +430,12 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
     const cJSON *name = want_string(f, "name", "text.format", e);
     if (!name)
         return false;
-    const cJSON *s = field(f, "schema");
+    const cJSON *s = reqjson_field(f, "schema");
     if (!s)
         return missing(e, "text.format.schema");
     if (!cJSON_IsObject(s))
         return wrong_type(e, "text.format.schema", "an object (a JSON schema)", s);
-    const cJSON *strict = field(f, "strict");
+    const cJSON *strict = reqjson_field(f, "strict");
     if (strict && !cJSON_IsBool(strict))
         return wrong_type(e, "text.format.strict", "a boolean", strict);
     *schema = cJSON_Duplicate(s, true);
@@ -473,12 +454,12 @@ static bool take_text(const cJSON *text, cJSON **schema, struct oai_error *e)
             return BAD(e, "unknown_parameter", "text",
                        "Unrecognized request argument supplied: text.%.64s", k->string);
     }
-    const cJSON *v = field(text, "verbosity");
+    const cJSON *v = reqjson_field(text, "verbosity");
     if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "medium")))
         return BAD(e, "unsupported_value", "text.verbosity",
                    "Unsupported value: 'text.verbosity' can only be 'medium' on this server; the "
                    "model's verbosity is not adjustable.");
-    const cJSON *f = field(text, "format");
+    const cJSON *f = reqjson_field(text, "format");
     return !f || resp_text_format(f, schema, e);
 }
 
@@ -500,7 +481,7 @@ static bool take_reasoning(const cJSON *r, cJSON *chat, struct oai_error *e)
             return wrong_type(e, param, "a string", k);
         }
     }
-    const cJSON *effort = field(r, "effort");
+    const cJSON *effort = reqjson_field(r, "effort");
     if (effort)
         cJSON_AddStringToObject(chat, "reasoning_effort", effort->valuestring);
     return true;
@@ -672,22 +653,22 @@ static void echo_defaults(cJSON *echo)
     for (size_t k = 0; k < sizeof nulls / sizeof nulls[0]; k++)
         if (!cJSON_GetObjectItemCaseSensitive(echo, nulls[k]))
             cJSON_AddNullToObject(echo, nulls[k]);
-    if (!field(echo, "tools"))
+    if (!reqjson_field(echo, "tools"))
         cJSON_AddArrayToObject(echo, "tools");
-    if (!field(echo, "tool_choice"))
+    if (!reqjson_field(echo, "tool_choice"))
         cJSON_AddStringToObject(echo, "tool_choice", "auto");
-    if (!field(echo, "temperature"))
+    if (!reqjson_field(echo, "temperature"))
         cJSON_AddNumberToObject(echo, "temperature", 1);
-    if (!field(echo, "top_p"))
+    if (!reqjson_field(echo, "top_p"))
         cJSON_AddNumberToObject(echo, "top_p", 1);
-    if (!field(echo, "parallel_tool_calls"))
+    if (!reqjson_field(echo, "parallel_tool_calls"))
         cJSON_AddTrueToObject(echo, "parallel_tool_calls");
     cJSON *text = cJSON_GetObjectItemCaseSensitive(echo, "text");
     if (!cJSON_IsObject(text)) {
         cJSON_DeleteItemFromObjectCaseSensitive(echo, "text");
         text = cJSON_AddObjectToObject(echo, "text");
     }
-    if (!field(text, "format")) {
+    if (!reqjson_field(text, "format")) {
         cJSON_DeleteItemFromObjectCaseSensitive(text, "format");
         cJSON_AddStringToObject(cJSON_AddObjectToObject(text, "format"), "type", "text");
     }
@@ -707,21 +688,13 @@ static void echo_defaults(cJSON *echo)
 bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oai_error *e)
 {
     memset(req, 0, sizeof *req);
-    const char *end = NULL;
-    cJSON *root     = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
-    if (root) { /* only whitespace may follow the value */
-        size_t at = (size_t)(end - body);
-        while (at < len && body[at] && strchr(" \t\r\n", body[at]))
-            at++;
-        if (at < len) {
-            cJSON_Delete(root);
-            root = NULL;
-        }
-    }
+    size_t at;
+    cJSON *root = reqjson_parse(body, len, &at);
     if (!root)
         return BAD(e, NULL, NULL,
-                   "We could not parse the JSON body of your request: invalid JSON (%zu bytes).",
-                   len);
+                   "We could not parse the JSON body of your request: invalid JSON near byte "
+                   "%zu of %zu.",
+                   at, len);
     bool ok       = false;
     struct conv cv = {.msgs = cJSON_CreateArray()};
     cJSON *chat   = cJSON_CreateObject();
@@ -733,7 +706,8 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
         goto out;
     }
     if (!cJSON_IsObject(root)) {
-        BAD(e, NULL, NULL, "The request body must be a JSON object, but it is %s.", kind_of(root));
+        BAD(e, NULL, NULL, "The request body must be a JSON object, but it is %s.",
+            reqjson_kind(root));
         goto out;
     }
     bool has_input = false;
@@ -754,7 +728,7 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
         missing(e, "input");
         goto out;
     }
-    const cJSON *ins = field(root, "instructions");
+    const cJSON *ins = reqjson_field(root, "instructions");
     if (ins) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "role", "system");

@@ -42,7 +42,7 @@ struct sched_job {
     float frequency_penalty;      /* OpenAI's, -2..2, 0 = off */
     char *stop[SCHED_MAX_STOP];   /* owned, NUL-terminated, non-empty */
     int32_t n_stop;
-    int32_t top_logprobs;         /* -1 = no logprobs; 0..20 = logprobs with that many alternatives */
+    int32_t top_logprobs; /* -1 = no logprobs; 0..20 = logprobs with that many alternatives */
     bool ignore_eos;
     /* constrained output: the grammar the reply must match (a reference the job owns; NULL:
      * none), lazy from the first of its triggers when n_triggers > 0 (grammar_matcher_new) */
