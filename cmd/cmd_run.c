@@ -345,9 +345,14 @@ int cmd_run(int argc, char **argv)
     sp.min_p = min_p;
     sp.repeat_penalty = rep;
     sp.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL);
-    s.smp = hearth_sampler_new(&sp, hearth_model_n_vocab(s.model));
+    char serr[HEARTH_ERR_MAX];
+    if (hearth_sampler_new(&sp, hearth_model_n_vocab(s.model), &s.smp, serr, sizeof serr) !=
+        HEARTH_OK) {
+        fprintf(stderr, "hearth: %s\n", serr);
+        goto out;
+    }
     s.cached = malloc((size_t)s.n_ctx * sizeof *s.cached);
-    if (!s.smp || !s.cached) {
+    if (!s.cached) {
         fprintf(stderr, "hearth: out of memory\n");
         goto out;
     }

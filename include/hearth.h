@@ -218,8 +218,10 @@ struct hearth_sampler_params {
 };
 
 struct hearth_sampler_params hearth_sampler_default_params(void);
-struct hearth_sampler *hearth_sampler_new(const struct hearth_sampler_params *params,
-                                          int32_t n_vocab);
+/* A sampler over n_vocab tokens (params NULL: the defaults); HEARTH_EINVAL for n_vocab < 1,
+ * HEARTH_ENOMEM; *out NULL on failure. */
+enum hearth_status hearth_sampler_new(const struct hearth_sampler_params *params, int32_t n_vocab,
+                                      struct hearth_sampler **out, char *err, size_t err_len);
 void hearth_sampler_free(struct hearth_sampler *s);
 /* Picks a token from logits (n_vocab floats, not modified) and records it in the history. */
 hearth_token hearth_sampler_sample(struct hearth_sampler *s, const float *logits);

@@ -14,6 +14,7 @@
 
 #include "hearth.h"
 #include "sample/sampler.h"
+#include "util/errfmt.h"
 #include "util/rng.h"
 
 struct cand {
@@ -54,27 +55,31 @@ static uint64_t next_u64(uint64_t s[4])
 /* Uniform in [0, 1) with 53 random bits. */
 static double next_unit(uint64_t s[4]) { return (next_u64(s) >> 11) * 0x1.0p-53; }
 
-struct hearth_sampler *hearth_sampler_new(const struct hearth_sampler_params *params,
-                                          int32_t n_vocab)
+enum hearth_status hearth_sampler_new(const struct hearth_sampler_params *params, int32_t n_vocab,
+                                      struct hearth_sampler **out, char *err, size_t err_len)
 {
+    *out = NULL;
+    if (n_vocab < 1)
+        return fail(HEARTH_EINVAL, err, err_len, "sampler: the vocabulary has %d tokens", n_vocab);
     struct hearth_sampler *s = calloc(1, sizeof *s);
-    if (!s || n_vocab < 1)
-        goto err;
+    if (!s)
+        goto oom;
     s->p = params ? *params : hearth_sampler_default_params();
     if (s->p.repeat_last_n < 0)
         s->p.repeat_last_n = 0;
     s->n_vocab = n_vocab;
-    s->cands = malloc((size_t)n_vocab * sizeof *s->cands);
-    s->hist = malloc(((size_t)s->p.repeat_last_n + 1) * sizeof *s->hist);
+    s->cands   = malloc((size_t)n_vocab * sizeof *s->cands);
+    s->hist    = malloc(((size_t)s->p.repeat_last_n + 1) * sizeof *s->hist);
     if (!s->cands || !s->hist)
-        goto err;
+        goto oom;
     uint64_t seed = s->p.seed;
     for (int i = 0; i < 4; i++)
         s->rng[i] = splitmix64(&seed);
-    return s;
-err:
+    *out = s;
+    return HEARTH_OK;
+oom:
     hearth_sampler_free(s);
-    return NULL;
+    return fail(HEARTH_ENOMEM, err, err_len, "sampler: out of memory for %d candidates", n_vocab);
 }
 
 void hearth_sampler_free(struct hearth_sampler *s)

@@ -256,9 +256,8 @@ static void slot_start(struct sched *s, struct slot *sl)
             return;
         }
     }
-    sl->smp = hearth_sampler_new(&job->sampling, s->n_vocab);
-    if (!sl->smp) {
-        slot_fail(s, sl, "sched: out of memory for the sampler");
+    if (hearth_sampler_new(&job->sampling, s->n_vocab, &sl->smp, msg, sizeof msg) != HEARTH_OK) {
+        slot_fail(s, sl, msg);
         return;
     }
     if (job->grammar) {

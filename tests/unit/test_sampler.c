@@ -7,6 +7,25 @@
 #include "sample/sampler.h"
 #include "util/testutil.h"
 
+static struct hearth_sampler *new_sampler(const struct hearth_sampler_params *p, int32_t n_vocab)
+{
+    struct hearth_sampler *s = NULL;
+    char err[128];
+    assert_int_equal(hearth_sampler_new(p, n_vocab, &s, err, sizeof err), HEARTH_OK);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_new_refuses_an_empty_vocabulary(void **state)
+{
+    (void)state;
+    struct hearth_sampler *s = (struct hearth_sampler *)1;
+    char err[128];
+    assert_int_equal(hearth_sampler_new(NULL, 0, &s, err, sizeof err), HEARTH_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(err, "0 tokens"));
+}
+
 static struct hearth_sampler_params greedy(void)
 {
     struct hearth_sampler_params p = hearth_sampler_default_params();
@@ -18,7 +37,7 @@ static void test_greedy_is_argmax_lowest_id_on_ties(void **state)
 {
     (void)state;
     struct hearth_sampler_params p = greedy();
-    struct hearth_sampler *s = hearth_sampler_new(&p, 5);
+    struct hearth_sampler *s = new_sampler(&p, 5);
     const float l1[5] = {0.1f, 3.0f, -1.0f, 2.9f, 0.0f};
     assert_int_equal(hearth_sampler_sample(s, l1), 1);
     const float l2[5] = {1.0f, 7.0f, 7.0f, 2.0f, 0.0f};
@@ -32,7 +51,7 @@ static void test_top_k_1_is_greedy_at_any_temperature(void **state)
     struct hearth_sampler_params p = hearth_sampler_default_params();
     p.temperature = 5.0f;
     p.top_k = 1;
-    struct hearth_sampler *s = hearth_sampler_new(&p, 4);
+    struct hearth_sampler *s = new_sampler(&p, 4);
     const float l[4] = {0.5f, 0.4f, 0.6f, 0.1f};
     for (int i = 0; i < 50; i++)
         assert_int_equal(hearth_sampler_sample(s, l), 2);
@@ -49,7 +68,7 @@ static void test_seed_reproduces_and_distribution_follows_softmax(void **state)
     p.min_p = 0.0f;
     p.seed = 1234;
     const float l[3] = {0.0f, logf(2.0f), logf(7.0f)}; /* probabilities 0.1, 0.2, 0.7 */
-    struct hearth_sampler *a = hearth_sampler_new(&p, 3), *b = hearth_sampler_new(&p, 3);
+    struct hearth_sampler *a = new_sampler(&p, 3), *b = new_sampler(&p, 3);
     int counts[3] = {0};
     const int n = 20000;
     for (int i = 0; i < n; i++) {
@@ -74,13 +93,13 @@ static void test_top_p_and_min_p_cut_the_tail(void **state)
     p.top_k = 0;
     p.min_p = 0;
     p.top_p = 0.75f; /* keeps 0.5 + 0.3 */
-    struct hearth_sampler *s = hearth_sampler_new(&p, 4);
+    struct hearth_sampler *s = new_sampler(&p, 4);
     for (int i = 0; i < 2000; i++)
         assert_true(hearth_sampler_sample(s, l) <= 1);
     hearth_sampler_free(s);
     p.top_p = 1.0f;
     p.min_p = 0.5f; /* keeps p >= 0.25 */
-    s = hearth_sampler_new(&p, 4);
+    s = new_sampler(&p, 4);
     for (int i = 0; i < 2000; i++)
         assert_true(hearth_sampler_sample(s, l) <= 1);
     hearth_sampler_free(s);
@@ -91,7 +110,7 @@ static void test_repetition_penalty_moves_greedy_choice(void **state)
     (void)state;
     struct hearth_sampler_params p = greedy();
     p.repeat_penalty = 2.0f;
-    struct hearth_sampler *s = hearth_sampler_new(&p, 3);
+    struct hearth_sampler *s = new_sampler(&p, 3);
     const float l[3] = {3.0f, 2.0f, -1.0f};
     assert_int_equal(hearth_sampler_sample(s, l), 0); /* history now {0}: 3.0 -> 1.5 */
     assert_int_equal(hearth_sampler_sample(s, l), 1);
@@ -123,7 +142,7 @@ static void test_top_k_selection_keeps_the_best_k(void **state)
     p.min_p = 0.0f;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         p.seed = seed;
-        struct hearth_sampler *s = hearth_sampler_new(&p, NV);
+        struct hearth_sampler *s = new_sampler(&p, NV);
         hearth_token t = hearth_sampler_sample(s, l);
         bool found = false;
         for (int i = 0; i < nt; i++)
@@ -173,7 +192,7 @@ static void test_top_p_keeps_the_true_nucleus_of_a_large_vocabulary(void **state
     float lowest = 1e9f;
     for (uint64_t seed = 1; seed <= 300; seed++) {
         p.seed = seed;
-        struct hearth_sampler *s = hearth_sampler_new(&p, NV);
+        struct hearth_sampler *s = new_sampler(&p, NV);
         hearth_token t = hearth_sampler_sample(s, l);
         if (t < 0 || t >= NV || !rank[t])
             fail_msg("seed %llu drew %d (logit %.2f), outside the nucleus (>= %.2f)",
@@ -193,7 +212,7 @@ static void test_pick_honours_the_mask(void **state)
     allowed[40 >> 5] |= 1u << (40 & 31);
     allowed[65 >> 5] |= 1u << (65 & 31);
     struct hearth_sampler_params p = greedy();
-    struct hearth_sampler *s = hearth_sampler_new(&p, 70);
+    struct hearth_sampler *s = new_sampler(&p, 70);
     assert_int_equal(sampler_pick(s, l, NULL), 3);
     assert_int_equal(sampler_pick(s, l, allowed), 65);
     uint32_t none[3] = {0};
@@ -207,7 +226,7 @@ static void test_pick_honours_the_mask(void **state)
     int seen40 = 0, seen65 = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         p.seed = seed;
-        s = hearth_sampler_new(&p, 70);
+        s = new_sampler(&p, 70);
         hearth_token t = sampler_pick(s, l, allowed);
         assert_true(t == 40 || t == 65);
         seen40 += t == 40;
@@ -222,6 +241,7 @@ static void test_pick_honours_the_mask(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_new_refuses_an_empty_vocabulary),
         cmocka_unit_test(test_greedy_is_argmax_lowest_id_on_ties),
         cmocka_unit_test(test_top_p_keeps_the_true_nucleus_of_a_large_vocabulary),
         cmocka_unit_test(test_pick_honours_the_mask),
