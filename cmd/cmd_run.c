@@ -68,7 +68,15 @@ static int32_t prefill(struct session *s, const hearth_token *ids, int32_t n)
     hearth_seq_truncate(s->ctx, 0, keep);
     keep = hearth_seq_len(s->ctx, 0);
     double t0 = now_s();
-    int32_t pos[512], seq[512] = {0}, row = -1;
+    /* one chunk of n_batch rows at a time, the context's own batch size */
+    int32_t *pos = malloc((size_t)s->n_batch * sizeof *pos), row = -1;
+    int32_t *seq = calloc((size_t)s->n_batch, sizeof *seq);
+    if (!pos || !seq) {
+        free(pos);
+        free(seq);
+        fprintf(stderr, "hearth: out of memory\n");
+        return -1;
+    }
     for (int32_t i = keep; i < n; i += s->n_batch) {
         int32_t m = n - i < s->n_batch ? n - i : s->n_batch;
         for (int32_t j = 0; j < m; j++)
@@ -76,10 +84,15 @@ static int32_t prefill(struct session *s, const hearth_token *ids, int32_t n)
         struct hearth_batch b = {m, ids + i, pos, seq, NULL};
         if (hearth_decode(s->ctx, &b, err, sizeof err)) {
             fprintf(stderr, "hearth: %s\n", err);
-            return -1;
+            row = -1;
+            break;
         }
         row = m - 1;
     }
+    free(pos);
+    free(seq);
+    if (row < 0 && keep < n)
+        return -1;
     memcpy(s->cached + keep, ids + keep, (size_t)(n - keep) * sizeof *ids);
     s->n_cached = n;
     s->n_prefilled += n - keep;
