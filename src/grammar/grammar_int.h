@@ -13,7 +13,7 @@
  * the contexts the token sets are keyed by), stacks.c (node pool, closure,
  * one byte's step), vocab.c (token bytes, sorted), precompute.c (per-context
  * token sets), matcher.c (the public matcher), grammar.c (compile, ref
- * counting, accepts_string).
+ * counting, accepts_string), dfa.c (precompute's memoized byte steps).
  */
 #ifndef HEARTH_GRAMMAR_INT_H
 #define HEARTH_GRAMMAR_INT_H
@@ -152,7 +152,74 @@ bool grammar_start(const struct gprog *g, struct gpool *pool, struct ivec *out, 
 bool grammar_feed(const struct gprog *g, struct gpool *pool, struct ivec *cur, struct ivec *tmp,
                   bool *accept, const uint8_t *s, size_t n, char *err, size_t err_len);
 
+/* ----------------------------------------------------------------- dfa --- */
+
+/*
+ * The byte steps of precompute's local stacks, memoized: a state is a set
+ * of stacks (node ids in the DFA's own pool, shared by every context) and
+ * the GX_* flags of the step that reached it; each (state, byte class)
+ * step is run once per compile. Contexts of one grammar reach the same
+ * states (the k-th and the (k+1)-th place of an unrolled repetition are
+ * one byte apart), so most steps of a walk are a table read.
+ */
+struct gdfa {
+    const struct gprog *g;
+    struct gpool pool;
+    uint8_t cls[256];     /* byte -> class; bytes no terminal tells apart share a class */
+    int32_t n_cls;        /* 1 .. 256 */
+    int32_t n, cap;       /* states; state 0 is the dead one (no stack, no flag) */
+    int32_t *set0;        /* [cap + 1] state s's stacks are stacks.v[set0[s] .. set0[s + 1]), sorted */
+    struct ivec stacks;
+    uint8_t *flags;       /* [cap] GX_* */
+    uint32_t *hash;       /* [cap] */
+    int32_t *next;        /* [cap * n_cls] the state after a byte of each class; -1: not run yet */
+    int32_t *table;       /* [mask + 1] open addressing: state id or -1 */
+    uint32_t mask;
+    struct ivec tmp;
+};
+
+#define GDFA_ENOMEM (-2) /* what gdfa_start and gdfa_step return when out of memory */
+
+/* An empty DFA for g (which must outlive it); false when out of memory. */
+bool gdfa_init(struct gdfa *d, const struct gprog *g);
+void gdfa_free(struct gdfa *d);
+/* Forgets every state and node (bounds memory across many contexts); false when out of memory. */
+bool gdfa_reset(struct gdfa *d);
+/*
+ * The state of the local stack [p, q, BOTTOM] (q = -1: [p]); -1 with err
+ * when a bound is passed, GDFA_ENOMEM with err when out of memory.
+ */
+int32_t gdfa_start(struct gdfa *d, int32_t p, int32_t q, char *err, size_t err_len);
+/* Runs one step not run yet; as gdfa_step. */
+int32_t gdfa_step_slow(struct gdfa *d, int32_t s, unsigned b, char *err, size_t err_len);
+
+static inline bool gdfa_alive(const struct gdfa *d, int32_t s)
+{
+    return d->set0[s + 1] > d->set0[s];
+}
+
+/* The state after byte b from state s (which must be alive); errors as gdfa_start. */
+static inline int32_t gdfa_step(struct gdfa *d, int32_t s, unsigned b, char *err, size_t err_len)
+{
+    int32_t t = d->next[(size_t)s * (size_t)d->n_cls + d->cls[b]];
+    return t >= 0 ? t : gdfa_step_slow(d, s, b, err, err_len);
+}
+
 /* --------------------------------------------------------------- vocab --- */
+
+/* A node of the vocabulary's byte trie: a prefix some TEXT token has. */
+struct gtrie_node {
+    uint32_t end; /* the index after this node's subtree (nodes are in preorder) */
+    int32_t lo;   /* the subtree's tokens are order[lo .. the next subtree's lo), those ending here first */
+    uint32_t db;  /* depth << 8 | the prefix's last byte; depth 1 .. max_len */
+};
+
+#define GV_MAX_TOKEN_LEN (1u << 24) /* bytes of one token: a trie node's depth fits in 24 bits */
+
+static inline uint32_t gtrie_depth(const struct gtrie_node *n)
+{
+    return n->db >> 8;
+}
 
 struct grammar_vocab {
     int32_t n;
@@ -163,6 +230,8 @@ struct grammar_vocab {
     int32_t n_text;   /* TEXT tokens with at least one byte */
     int32_t *order;   /* [n_text] those tokens sorted by their bytes: a trie in DFS order */
     uint32_t *lcp;    /* [n_text] bytes order[i] shares with order[i - 1] (0 for i = 0) */
+    struct gtrie_node *trie; /* [n_trie] every distinct prefix of those tokens, in preorder */
+    int32_t n_trie;   /* about 3.5 per token (540k for a 152k vocabulary) */
     int32_t *eog;     /* [n_eog] */
     int32_t n_eog;
     uint32_t max_len; /* longest token, bytes */

@@ -28,13 +28,15 @@
 struct walk {
     const struct gprog *g;
     const struct grammar_vocab *v;
-    struct gpool pool;
-    struct ivec buf;  /* the stacks at each depth of the current prefix */
-    int32_t *off;     /* [max_len + 2] depth d's stacks are buf[off[d] .. off[d + 1]) */
-    int *flags;       /* [max_len + 1] GX_* at depth d */
-    struct ivec acc;  /* accepted tokens of the context */
+    struct gdfa dfa;
+    int32_t *state;   /* [max_len + 1] the DFA state at each depth of the current trie path */
+    int *flags;       /* [max_len + 1] its GX_* */
+    bool *popped;     /* [max_len + 1] whether some depth 1..d has GX_POP */
+    int32_t *acc;     /* [n_text] accepted tokens of the context, in trie order */
+    int32_t n_acc;
     struct gunc *unc; /* uncertain entries of the context */
     int64_t n_unc, cap_unc;
+    uint32_t *mark;   /* [(n_vocab + 31) / 32] scratch: the accepted set as bits, else zero */
 };
 
 static bool add_unc(struct walk *w, int32_t tok, uint32_t k)
@@ -62,84 +64,61 @@ static bool add_pops(struct walk *w, int32_t tok, uint32_t d, const struct gbyte
     return true;
 }
 
+/*
+ * The walk of one context over the vocabulary trie (vocab.c), the DFA
+ * giving the state at each node from its parent's: a token ending at a
+ * node is accepted when a stack is alive there or the step popped or
+ * matched the root; a node with no stack alive ends the walk of its
+ * subtree, whose tokens only keep the pops on their path.
+ */
 static enum hearth_status walk_ctx(struct walk *w, struct gctx_key key,
                                    const struct gbyteset *follow, char *err, size_t err_len)
 {
     const struct grammar_vocab *v = w->v;
-    gpool_reset(&w->pool);
-    w->acc.n = 0;
-    w->n_unc = 0;
-    int32_t below = GS_EMPTY;
-    if (key.q >= 0) {
-        below = gpool_intern(&w->pool, key.q, GS_BOTTOM, err, err_len);
-        if (below < 0)
-            return HEARTH_EINVAL;
-    }
-    int32_t n0 = gpool_intern(&w->pool, key.p, below, err, err_len);
-    if (n0 < 0)
-        return HEARTH_EINVAL;
-    w->buf.n    = 0;
-    if (!ivec_push(&w->buf, n0))
-        return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
-    w->off[0]   = 0;
-    w->off[1]   = 1;
-    w->flags[0] = 0;
-    uint32_t vd = 0; /* depths 0..vd hold the states of the current prefix */
-    for (int32_t i = 0; i < v->n_text;) {
-        int32_t tok      = v->order[i];
-        const uint8_t *b = gv_bytes(v, tok);
-        uint32_t len     = v->lens[tok];
-        if (vd > v->lcp[i])
-            vd = v->lcp[i];
-        uint32_t d = vd;
-        while (d < len && w->off[d + 1] > w->off[d]) {
-            w->buf.n = w->off[d + 1];
-            if (w->buf.cap - w->buf.n < GRAMMAR_MAX_STACKS + 1) {
-                int32_t cap = w->buf.cap * 2 + GRAMMAR_MAX_STACKS + 1;
-                int32_t *nv = realloc(w->buf.v, (size_t)cap * sizeof *nv);
-                if (!nv)
+    const struct gtrie_node *t    = v->trie;
+    const int32_t *order          = v->order;
+    w->n_acc                      = 0;
+    w->n_unc                      = 0;
+    w->state[0]                   = gdfa_start(&w->dfa, key.p, key.q, err, err_len);
+    if (w->state[0] < 0)
+        return w->state[0] == GDFA_ENOMEM ? HEARTH_ENOMEM : HEARTH_EINVAL;
+    w->flags[0]  = 0;
+    w->popped[0] = false;
+    for (int32_t i = 0; i < v->n_trie;) {
+        uint32_t d = gtrie_depth(&t[i]);
+        int32_t s  = gdfa_step(&w->dfa, w->state[d - 1], t[i].db & 255, err, err_len);
+        if (s < 0)
+            return s == GDFA_ENOMEM ? HEARTH_ENOMEM : HEARTH_EINVAL;
+        int f         = w->dfa.flags[s];
+        w->state[d]   = s;
+        w->flags[d]   = f;
+        w->popped[d]  = w->popped[d - 1] || (f & GX_POP);
+        bool alive    = gdfa_alive(&w->dfa, s);
+        int32_t k     = t[i].lo;
+        int32_t hi    = t[i].end < (uint32_t)v->n_trie ? t[t[i].end].lo : v->n_text;
+        if (alive || (f & (GX_POP | GX_ACCEPT))) {
+            for (; k < hi && v->lens[order[k]] == d; k++)
+                w->acc[w->n_acc++] = order[k];
+        } else {
+            for (; k < hi && v->lens[order[k]] == d; k++)
+                if (w->popped[d] && !add_pops(w, order[k], d, follow))
                     return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
-                w->buf.v   = nv;
-                w->buf.cap = cap;
-            }
-            int f = 0;
-            if (!gstep_byte(w->g, &w->pool, w->buf.v + w->off[d], w->off[d + 1] - w->off[d], b[d],
-                            &w->buf, &f, err, err_len))
-                return HEARTH_EINVAL;
-            w->flags[d + 1] = f;
-            w->off[d + 2]   = w->buf.n;
-            d++;
         }
-        vd = d;
-        if (d == len && (w->off[d + 1] > w->off[d] || (w->flags[d] & (GX_POP | GX_ACCEPT)))) {
-            if (!ivec_push(&w->acc, tok))
-                return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
+        if (alive) {
             i++;
             continue;
         }
-        /* dead after d bytes: so is every following token that shares them */
-        bool pops = false;
-        for (uint32_t k = 1; k <= d && !pops; k++)
-            pops = (w->flags[k] & GX_POP) != 0;
-        int32_t j = i + 1;
-        while (j < v->n_text && v->lcp[j] >= d)
-            j++;
-        if (pops)
-            for (int32_t t = i; t < j; t++)
-                if (!add_pops(w, v->order[t], d, follow))
+        /* dead after d bytes: so is every token below */
+        if (w->popped[d])
+            for (; k < hi; k++)
+                if (!add_pops(w, order[k], d, follow))
                     return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
-        i = j;
+        i = (int32_t)t[i].end;
     }
     return HEARTH_OK;
 }
 
 /* ------------------------------------------------------------- storing --- */
-
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int cmp_unc(const void *a, const void *b, void *arg)
 {
@@ -163,11 +142,14 @@ static int cmp_by_tok(const void *a, const void *b, void *arg)
     return x < y ? -1 : x > y;
 }
 
-static uint32_t hash_list(const int32_t *l, int32_t n)
+/* A hash of a set of tokens that does not depend on their order (the walk's is the trie's). */
+static uint32_t hash_set(const int32_t *l, int32_t n)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
-    for (int32_t i = 0; i < n; i++)
-        h = (h ^ (uint32_t)l[i]) * 1099511628211ull;
+    uint64_t h = (uint64_t)n * 0x9E3779B97F4A7C15ull;
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)(uint32_t)l[i] * 0xBF58476D1CE4E5B9ull;
+        h += x ^ x >> 31;
+    }
     return (uint32_t)(h ^ h >> 32);
 }
 
@@ -177,28 +159,39 @@ struct accmap {
     uint32_t mask;
 };
 
-static bool tokset_equal(const struct gtokset *s, const int32_t *l, int32_t n)
+/* Whether s holds exactly the n tokens whose bits are set in mark. */
+static bool tokset_equal(const struct gtokset *s, const uint32_t *mark, size_t words, int32_t n)
 {
     if (s->n != n)
         return false;
-    if (!s->bits)
-        return n == 0 || memcmp(s->list, l, (size_t)n * sizeof *l) == 0;
+    if (s->bits)
+        return memcmp(s->bits, mark, words * sizeof *mark) == 0;
     for (int32_t i = 0; i < n; i++)
-        if (!(s->bits[l[i] >> 5] >> (l[i] & 31) & 1))
+        if (!(mark[s->list[i] >> 5] >> (s->list[i] & 31) & 1))
             return false;
     return true;
 }
 
-/* The index of the set of tokens l[0..n) (sorted) in g->accs, added when new; -1 when OOM. */
+/*
+ * The index of the set of the n tokens in l (distinct, any order) in
+ * g->accs, added when new; -1 when OOM. mark: zeroed scratch, zeroed again
+ * on return.
+ */
 static int32_t intern_acc(struct grammar *g, struct accmap *m, int32_t *cap, const int32_t *l,
-                          int32_t n)
+                          int32_t n, uint32_t *mark)
 {
-    uint32_t h = hash_list(l, n);
+    int32_t n_vocab = g->vocab->n;
+    size_t words    = ((size_t)n_vocab + 31) / 32;
+    bool dense      = (int64_t)n * 32 > n_vocab;
+    uint32_t h      = hash_set(l, n);
+    int32_t found   = -1;
+    for (int32_t i = 0; i < n; i++)
+        mark[l[i] >> 5] |= 1u << (l[i] & 31);
     if ((uint32_t)(g->n_accs + 1) * 2 > m->mask + 1) {
         uint32_t size = (m->mask + 1) * 2;
         int32_t *s    = malloc(size * sizeof *s);
         if (!s)
-            return -1;
+            goto done;
         memset(s, 0xff, size * sizeof *s);
         for (int32_t a = 0; a < g->n_accs; a++) {
             uint32_t j = m->hash[a] & (size - 1);
@@ -211,9 +204,12 @@ static int32_t intern_acc(struct grammar *g, struct accmap *m, int32_t *cap, con
         m->mask = size - 1;
     }
     uint32_t j = h & m->mask;
-    for (; m->slot[j] >= 0; j = (j + 1) & m->mask)
-        if (m->hash[m->slot[j]] == h && tokset_equal(&g->accs[m->slot[j]], l, n))
-            return m->slot[j];
+    for (; m->slot[j] >= 0; j = (j + 1) & m->mask) {
+        if (m->hash[m->slot[j]] == h && tokset_equal(&g->accs[m->slot[j]], mark, words, n)) {
+            found = m->slot[j];
+            goto done;
+        }
+    }
     if (g->n_accs == *cap) {
         int32_t c         = *cap ? *cap * 2 : 64;
         struct gtokset *a = realloc(g->accs, (size_t)c * sizeof *a);
@@ -223,32 +219,38 @@ static int32_t intern_acc(struct grammar *g, struct accmap *m, int32_t *cap, con
         if (hh)
             m->hash = hh;
         if (!a || !hh)
-            return -1;
+            goto done;
         *cap = c;
     }
-    int32_t n_vocab    = g->vocab->n;
-    struct gtokset *s  = &g->accs[g->n_accs];
+    struct gtokset *s = &g->accs[g->n_accs];
     memset(s, 0, sizeof *s);
     s->n = n;
-    if ((int64_t)n * 32 > n_vocab) {
-        size_t words = ((size_t)n_vocab + 31) / 32;
-        s->bits      = calloc(words, sizeof *s->bits);
+    if (dense) {
+        s->bits = malloc(words * sizeof *s->bits);
         if (!s->bits)
-            return -1;
-        for (int32_t i = 0; i < n; i++)
-            s->bits[l[i] >> 5] |= 1u << (l[i] & 31);
+            goto done;
+        memcpy(s->bits, mark, words * sizeof *mark);
         g->mem_bytes += words * sizeof *s->bits;
     } else {
         s->list = malloc(((size_t)n + 1) * sizeof *s->list);
         if (!s->list)
-            return -1;
-        if (n > 0)
-            memcpy(s->list, l, (size_t)n * sizeof *l);
+            goto done;
+        int32_t k = 0; /* sorted: read back from the bits */
+        for (size_t w = 0; w < words && k < n; w++)
+            for (uint32_t x = mark[w]; x; x &= x - 1)
+                s->list[k++] = (int32_t)(w * 32 + (uint32_t)__builtin_ctz(x));
         g->mem_bytes += (size_t)n * sizeof *l;
     }
     m->hash[g->n_accs] = h;
     m->slot[j]         = g->n_accs;
-    return g->n_accs++;
+    found              = g->n_accs++;
+done:
+    if (dense)
+        memset(mark, 0, words * sizeof *mark);
+    else
+        for (int32_t i = 0; i < n; i++)
+            mark[l[i] >> 5] = 0;
+    return found;
 }
 
 static bool store_unc(struct grammar *g, struct gctx *c, struct walk *w, int64_t *cap)
@@ -289,33 +291,43 @@ static bool store_unc(struct grammar *g, struct gctx *c, struct walk *w, int64_t
     return true;
 }
 
+/* Nodes the DFA's pool may hold before it is emptied between contexts (a node is 12 bytes). */
+#define DFA_MAX_NODES (1 << 20)
+
 enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_len)
 {
-    const struct gprog *pg = &g->prog;
-    struct gctx_key *keys  = NULL;
+    const struct gprog *pg  = &g->prog;
+    const struct grammar_vocab *v = g->vocab;
+    struct gctx_key *keys   = NULL;
     struct gbyteset *follow = NULL;
-    int32_t n_keys         = 0;
-    enum hearth_status st  = gprog_contexts(pg, &keys, &n_keys, &follow, err, err_len);
+    int32_t n_keys          = 0;
+    enum hearth_status st   = gprog_contexts(pg, &keys, &n_keys, &follow, err, err_len);
     if (st != HEARTH_OK)
         return st;
-    struct walk w = {.g = pg, .v = g->vocab};
-    gpool_init(&w.pool);
+    struct walk w    = {.g = pg, .v = v};
+    bool dfa_ok      = gdfa_init(&w.dfa, pg);
     struct accmap am = {0};
     int32_t cap_accs = 0;
     int64_t cap_unc  = 0;
     static const struct gbyteset none;
-    w.off       = malloc(((size_t)g->vocab->max_len + 3) * sizeof *w.off);
-    w.flags     = calloc((size_t)g->vocab->max_len + 2, sizeof *w.flags);
-    g->ctxs     = calloc((size_t)n_keys + 1, sizeof *g->ctxs);
+    w.state      = malloc(((size_t)v->max_len + 1) * sizeof *w.state);
+    w.flags      = calloc((size_t)v->max_len + 1, sizeof *w.flags);
+    w.popped     = calloc((size_t)v->max_len + 1, sizeof *w.popped);
+    w.acc        = malloc(((size_t)v->n_text + 1) * sizeof *w.acc);
+    w.mark       = calloc(((size_t)v->n + 31) / 32 + 1, sizeof *w.mark);
+    g->ctxs      = calloc((size_t)n_keys + 1, sizeof *g->ctxs);
     g->ctx_first = calloc((size_t)pg->n_elems + 2, sizeof *g->ctx_first);
-    am.slot     = malloc(256 * sizeof *am.slot);
-    st          = HEARTH_ENOMEM;
-    if (!w.off || !w.flags || !g->ctxs || !g->ctx_first || !am.slot)
+    am.slot      = malloc(256 * sizeof *am.slot);
+    st           = HEARTH_ENOMEM;
+    if (!dfa_ok || !w.state || !w.flags || !w.popped || !w.acc || !w.mark || !g->ctxs ||
+        !g->ctx_first || !am.slot)
         goto done;
     memset(am.slot, 0xff, 256 * sizeof *am.slot);
     am.mask   = 255;
     g->n_ctxs = n_keys;
     for (int32_t i = 0; i < n_keys; i++) {
+        if (w.dfa.pool.n > DFA_MAX_NODES && !gdfa_reset(&w.dfa))
+            goto done;
         const struct gbyteset *f = keys[i].q >= 0 ? &follow[pg->pos_rule[keys[i].q]] : &none;
         st = walk_ctx(&w, keys[i], f, err, err_len);
         if (st != HEARTH_OK)
@@ -324,9 +336,7 @@ enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_l
         struct gctx *c = &g->ctxs[i];
         c->p           = keys[i].p;
         c->q           = keys[i].q;
-        if (w.acc.n > 1)
-            qsort(w.acc.v, (size_t)w.acc.n, sizeof *w.acc.v, cmp_i32);
-        c->acc = intern_acc(g, &am, &cap_accs, w.acc.v, w.acc.n);
+        c->acc         = intern_acc(g, &am, &cap_accs, w.acc, w.n_acc, w.mark);
         if (c->acc < 0 || !store_unc(g, c, &w, &cap_unc))
             goto done;
         g->ctx_first[keys[i].p + 1]++;
@@ -339,12 +349,13 @@ done:
     if (st == HEARTH_ENOMEM)
         set_err(err, err_len, "out of memory");
 done_err:
-    gpool_free(&w.pool);
-    ivec_free(&w.buf);
-    ivec_free(&w.acc);
-    free(w.unc);
-    free(w.off);
+    gdfa_free(&w.dfa);
+    free(w.state);
     free(w.flags);
+    free(w.popped);
+    free(w.acc);
+    free(w.mark);
+    free(w.unc);
     free(am.slot);
     free(am.hash);
     free(keys);

@@ -27,6 +27,38 @@ static int cmp_tok(const void *a, const void *b, void *arg)
     return x < y ? -1 : x > y;
 }
 
+/* The trie of the sorted tokens: token i adds the nodes of its bytes past those it shares. */
+static bool build_trie(struct grammar_vocab *v)
+{
+    uint64_t n_nodes = 0;
+    for (int32_t i = 0; i < v->n_text; i++)
+        n_nodes += v->lens[v->order[i]] - v->lcp[i];
+    if (n_nodes >= INT32_MAX)
+        return false;
+    v->trie        = malloc(((size_t)n_nodes + 1) * sizeof *v->trie);
+    uint32_t *open = malloc(((size_t)v->max_len + 1) * sizeof *open); /* node at each depth */
+    if (!v->trie || !open) {
+        free(open);
+        return false;
+    }
+    uint32_t n_open = 0, at = 0;
+    for (int32_t i = 0; i < v->n_text; i++) {
+        int32_t tok      = v->order[i];
+        const uint8_t *b = gv_bytes(v, tok);
+        for (; n_open > v->lcp[i]; n_open--)
+            v->trie[open[n_open - 1]].end = at;
+        for (uint32_t d = v->lcp[i] + 1; d <= v->lens[tok]; d++) {
+            v->trie[at]      = (struct gtrie_node){0, i, d << 8 | b[d - 1]};
+            open[n_open++] = at++;
+        }
+    }
+    for (; n_open > 0; n_open--)
+        v->trie[open[n_open - 1]].end = at;
+    v->n_trie = (int32_t)at;
+    free(open);
+    return true;
+}
+
 struct grammar_vocab *grammar_vocab_new(int32_t n, const char *const *bytes, const uint32_t *lens,
                                         const uint8_t *kinds)
 {
@@ -36,8 +68,11 @@ struct grammar_vocab *grammar_vocab_new(int32_t n, const char *const *bytes, con
     if (!v)
         return NULL;
     uint64_t total = 0;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < n; i++) {
         total += lens[i];
+        if (lens[i] >= GV_MAX_TOKEN_LEN)
+            goto fail;
+    }
     if (total > UINT32_MAX)
         goto fail;
     v->n     = n;
@@ -78,6 +113,8 @@ struct grammar_vocab *grammar_vocab_new(int32_t n, const char *const *bytes, con
         }
         v->lcp[i] = l;
     }
+    if (!build_trie(v))
+        goto fail;
     return v;
 fail:
     grammar_vocab_free(v);
@@ -134,6 +171,7 @@ void grammar_vocab_free(struct grammar_vocab *v)
     free(v->bytes);
     free(v->order);
     free(v->lcp);
+    free(v->trie);
     free(v->eog);
     free(v);
 }
