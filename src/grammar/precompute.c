@@ -53,14 +53,37 @@ static bool add_unc(struct walk *w, int32_t tok, uint32_t k)
     return true;
 }
 
-/* Entries for tok from the pops along its path up to depth d (its first d bytes agree). */
-static bool add_pops(struct walk *w, int32_t tok, uint32_t d, const struct gbyteset *follow)
+/* Entries (tok, k) for the tokens order[lo..hi). */
+static bool add_range(struct walk *w, int32_t lo, int32_t hi, uint32_t k)
 {
-    const uint8_t *b = gv_bytes(w->v, tok);
-    uint32_t len     = w->v->lens[tok];
-    for (uint32_t k = 1; k <= d && k < len; k++)
-        if ((w->flags[k] & GX_POP) && gbs_has(follow, b[k]) && !add_unc(w, tok, k))
+    for (int32_t t = lo; t < hi; t++)
+        if (!add_unc(w, w->v->order[t], k))
             return false;
+    return true;
+}
+
+/*
+ * The uncertain entries of the rejected tokens order[k0..hi) at trie node
+ * i (depth d): those ending there, or (below) those under it. A pop at
+ * depth k < d is followed by the prefix's own byte k, the same for all of
+ * them; a pop at d (which only the tokens below see) by each child's byte.
+ */
+static bool add_pops(struct walk *w, int32_t i, uint32_t d, int32_t k0, int32_t hi, bool below,
+                     const struct gbyteset *follow)
+{
+    const struct grammar_vocab *v = w->v;
+    const struct gtrie_node *t    = v->trie;
+    const uint8_t *b              = gv_bytes(v, v->order[t[i].lo]);
+    for (uint32_t k = 1; k < d; k++)
+        if ((w->flags[k] & GX_POP) && gbs_has(follow, b[k]) && !add_range(w, k0, hi, k))
+            return false;
+    if (!below || !(w->flags[d] & GX_POP))
+        return true;
+    for (uint32_t c = (uint32_t)i + 1; c < t[i].end; c = t[c].end) {
+        int32_t c_hi = t[c].end < (uint32_t)v->n_trie ? t[t[c].end].lo : v->n_text;
+        if (gbs_has(follow, t[c].db & 255) && !add_range(w, t[c].lo, c_hi, d))
+            return false;
+    }
     return true;
 }
 
@@ -100,19 +123,19 @@ static enum hearth_status walk_ctx(struct walk *w, struct gctx_key key,
             for (; k < hi && v->lens[order[k]] == d; k++)
                 w->acc[w->n_acc++] = order[k];
         } else {
-            for (; k < hi && v->lens[order[k]] == d; k++)
-                if (w->popped[d] && !add_pops(w, order[k], d, follow))
-                    return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
+            int32_t k0 = k;
+            while (k < hi && v->lens[order[k]] == d)
+                k++;
+            if (w->popped[d] && !add_pops(w, i, d, k0, k, false, follow))
+                return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
         }
         if (alive) {
             i++;
             continue;
         }
         /* dead after d bytes: so is every token below */
-        if (w->popped[d])
-            for (; k < hi; k++)
-                if (!add_pops(w, order[k], d, follow))
-                    return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
+        if (w->popped[d] && k < hi && !add_pops(w, i, d, k, hi, true, follow))
+            return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
         i = (int32_t)t[i].end;
     }
     return HEARTH_OK;
