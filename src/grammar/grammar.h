@@ -53,7 +53,7 @@ struct grammar_vocab;
 /*
  * A vocab of n tokens: token i's bytes are bytes[i][0..lens[i]), its kind
  * kinds[i]. Copies everything it needs. A TEXT token of 0 bytes is never
- * allowed. NULL when out of memory or a token is 16 MiB or longer.
+ * allowed. NULL when out of memory or a token is 8 MiB or longer.
  */
 struct grammar_vocab *grammar_vocab_new(int32_t n, const char *const *bytes, const uint32_t *lens,
                                         const uint8_t *kinds);

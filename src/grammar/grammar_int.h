@@ -211,14 +211,15 @@ static inline int32_t gdfa_step(struct gdfa *d, int32_t s, unsigned b, char *err
 struct gtrie_node {
     uint32_t end; /* the index after this node's subtree (nodes are in preorder) */
     int32_t lo;   /* the subtree's tokens are order[lo .. the next subtree's lo), those ending here first */
-    uint32_t db;  /* depth << 8 | the prefix's last byte; depth 1 .. max_len */
+    uint32_t db;  /* depth << 9 | GT_ENDS | the prefix's last byte; depth 1 .. max_len */
 };
 
-#define GV_MAX_TOKEN_LEN (1u << 24) /* bytes of one token: a trie node's depth fits in 24 bits */
+#define GT_ENDS          0x100u      /* db: some token ends at this node */
+#define GV_MAX_TOKEN_LEN (1u << 23)  /* bytes of one token: a trie node's depth fits in 23 bits */
 
 static inline uint32_t gtrie_depth(const struct gtrie_node *n)
 {
-    return n->db >> 8;
+    return n->db >> 9;
 }
 
 struct grammar_vocab {

@@ -118,11 +118,15 @@ static enum hearth_status walk_ctx(struct walk *w, struct gctx_key key,
         w->popped[d]  = w->popped[d - 1] || (f & GX_POP);
         bool alive    = gdfa_alive(&w->dfa, s);
         int32_t k     = t[i].lo;
-        int32_t hi    = t[i].end < (uint32_t)v->n_trie ? t[t[i].end].lo : v->n_text;
-        if (alive || (f & (GX_POP | GX_ACCEPT))) {
+        if (alive && !(t[i].db & GT_ENDS)) { /* most nodes: nothing to record */
+            i++;
+            continue;
+        }
+        int32_t hi = t[i].end < (uint32_t)v->n_trie ? t[t[i].end].lo : v->n_text;
+        if ((t[i].db & GT_ENDS) && (alive || (f & (GX_POP | GX_ACCEPT)))) {
             for (; k < hi && v->lens[order[k]] == d; k++)
                 w->acc[w->n_acc++] = order[k];
-        } else {
+        } else if (t[i].db & GT_ENDS) {
             int32_t k0 = k;
             while (k < hi && v->lens[order[k]] == d)
                 k++;

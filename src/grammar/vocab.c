@@ -48,9 +48,10 @@ static bool build_trie(struct grammar_vocab *v)
         for (; n_open > v->lcp[i]; n_open--)
             v->trie[open[n_open - 1]].end = at;
         for (uint32_t d = v->lcp[i] + 1; d <= v->lens[tok]; d++) {
-            v->trie[at]      = (struct gtrie_node){0, i, d << 8 | b[d - 1]};
+            v->trie[at]    = (struct gtrie_node){0, i, d << 9 | b[d - 1]};
             open[n_open++] = at++;
         }
+        v->trie[open[n_open - 1]].db |= GT_ENDS;
     }
     for (; n_open > 0; n_open--)
         v->trie[open[n_open - 1]].end = at;
