@@ -11,8 +11,11 @@
  * grammar either has or lacks together) keep the table narrow: a JSON
  * grammar has a few dozen.
  *
- * Memory: states x classes x 4 bytes for the table plus the stacks and
- * the pool; precompute resets the DFA when the pool grows past a bound.
+ * Memory: states x classes x 4 bytes for the table, up to
+ * GDFA_DENSE_BYTES (a few hundred kB for the grammars requests bring);
+ * past it, a hash of the steps actually run, at most one per trie node a
+ * context visits. Precompute resets the DFA between contexts when its
+ * pool or its states grow past a bound.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,13 +61,20 @@ static bool grow_states(struct gdfa *d)
     uint32_t *h = realloc(d->hash, (size_t)cap * sizeof *h);
     if (h)
         d->hash = h;
-    int32_t *nx = realloc(d->next, (size_t)cap * (size_t)d->n_cls * sizeof *nx);
-    if (nx)
-        d->next = nx;
+    int32_t dense = cap < d->n_dense_max ? cap : d->n_dense_max;
+    int32_t *nx   = d->next;
+    if (dense > d->n_dense) {
+        nx = realloc(d->next, (size_t)dense * (size_t)d->n_cls * sizeof *nx);
+        if (nx)
+            d->next = nx;
+    }
     if (!s0 || !fl || !h || !nx)
         return false;
-    memset(d->next + (size_t)d->cap * (size_t)d->n_cls, 0xff,
-           (size_t)(cap - d->cap) * (size_t)d->n_cls * sizeof *nx);
+    if (dense > d->n_dense) {
+        memset(d->next + (size_t)d->n_dense * (size_t)d->n_cls, 0xff,
+               (size_t)(dense - d->n_dense) * (size_t)d->n_cls * sizeof *nx);
+        d->n_dense = dense;
+    }
     d->cap = cap;
     return true;
 }
@@ -122,7 +132,43 @@ bool gdfa_init(struct gdfa *d, const struct gprog *g)
     d->g = g;
     gpool_init(&d->pool);
     byte_classes(d);
+    d->n_dense_max = (int32_t)(GDFA_DENSE_BYTES / ((uint32_t)d->n_cls * sizeof *d->next));
     return gdfa_reset(d);
+}
+
+static uint32_t far_hash(int64_t key)
+{
+    return (uint32_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> 32);
+}
+
+#define FAR_KEY(s, c) ((int64_t)(s) << 40 | (int64_t)(c) << 32)
+
+/* The slot of step (s, c) among the hashed ones: the entry there, or -1 where it would go. */
+static uint32_t far_find(const struct gdfa *d, int64_t key)
+{
+    uint32_t j = far_hash(key) & d->far_mask;
+    while (d->far[j] >= 0 && (d->far[j] & ~(int64_t)0xffffffff) != key)
+        j = (j + 1) & d->far_mask;
+    return j;
+}
+
+static bool far_grow(struct gdfa *d)
+{
+    uint32_t size = d->far ? (d->far_mask + 1) * 2 : 4096;
+    int64_t *old  = d->far;
+    uint32_t n    = d->far ? d->far_mask + 1 : 0;
+    d->far        = malloc(size * sizeof *d->far);
+    if (!d->far) {
+        d->far = old;
+        return false;
+    }
+    memset(d->far, 0xff, size * sizeof *d->far);
+    d->far_mask = size - 1;
+    for (uint32_t i = 0; i < n; i++)
+        if (old[i] >= 0)
+            d->far[far_find(d, old[i] & ~(int64_t)0xffffffff)] = old[i];
+    free(old);
+    return true;
 }
 
 void gdfa_free(struct gdfa *d)
@@ -132,6 +178,7 @@ void gdfa_free(struct gdfa *d)
     free(d->flags);
     free(d->hash);
     free(d->next);
+    free(d->far);
     free(d->table);
     ivec_free(&d->stacks);
     ivec_free(&d->tmp);
@@ -144,7 +191,10 @@ bool gdfa_reset(struct gdfa *d)
     if (d->table)
         memset(d->table, 0xff, ((size_t)d->mask + 1) * sizeof *d->table);
     if (d->next)
-        memset(d->next, 0xff, (size_t)d->cap * (size_t)d->n_cls * sizeof *d->next);
+        memset(d->next, 0xff, (size_t)d->n_dense * (size_t)d->n_cls * sizeof *d->next);
+    if (d->far)
+        memset(d->far, 0xff, ((size_t)d->far_mask + 1) * sizeof *d->far);
+    d->n_far    = 0;
     d->n        = 0;
     d->stacks.n = 0;
     if (!d->set0 && !grow_states(d))
@@ -190,6 +240,12 @@ static void sort_ids(int32_t *a, int32_t n)
 
 int32_t gdfa_step_slow(struct gdfa *d, int32_t s, unsigned b, char *err, size_t err_len)
 {
+    int64_t key = FAR_KEY(s, d->cls[b]);
+    if (s >= d->n_dense && d->far) {
+        int64_t e = d->far[far_find(d, key)];
+        if (e >= 0)
+            return (int32_t)(e & 0xffffffff);
+    }
     d->tmp.n = 0;
     int f    = 0;
     if (!gstep_byte(d->g, &d->pool, d->stacks.v + d->set0[s], d->set0[s + 1] - d->set0[s], b,
@@ -200,6 +256,13 @@ int32_t gdfa_step_slow(struct gdfa *d, int32_t s, unsigned b, char *err, size_t 
     int32_t t = intern_state(d, d->tmp.v, d->tmp.n, f);
     if (t < 0)
         return fail(GDFA_ENOMEM, err, err_len, "out of memory");
-    d->next[(size_t)s * (size_t)d->n_cls + d->cls[b]] = t;
+    if (s < d->n_dense) {
+        d->next[(size_t)s * (size_t)d->n_cls + d->cls[b]] = t;
+        return t;
+    }
+    if ((!d->far || (uint32_t)(d->n_far + 1) * 2 > d->far_mask + 1) && !far_grow(d))
+        return fail(GDFA_ENOMEM, err, err_len, "out of memory");
+    d->far[far_find(d, key)] = key | t;
+    d->n_far++;
     return t;
 }

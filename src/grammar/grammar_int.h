@@ -172,11 +172,21 @@ struct gdfa {
     struct ivec stacks;
     uint8_t *flags;       /* [cap] GX_* */
     uint32_t *hash;       /* [cap] */
-    int32_t *next;        /* [cap * n_cls] the state after a byte of each class; -1: not run yet */
+    int32_t *next;        /* [n_dense * n_cls] the state after a byte of each class; -1: not run yet */
+    int32_t n_dense;      /* states with a row in next: those below n_dense_max */
+    int32_t n_dense_max;  /* GDFA_DENSE_BYTES / the row's bytes */
+    int64_t *far;         /* [far_mask + 1] steps of the other states: s << 40 | cls << 32 | t, or -1 */
+    uint32_t far_mask;
+    int32_t n_far;
     int32_t *table;       /* [mask + 1] open addressing: state id or -1 */
     uint32_t mask;
     struct ivec tmp;
 };
+
+/* The dense table's bound: past it (a grammar tracking a prefix per trie node) steps are hashed. */
+#ifndef GDFA_DENSE_BYTES /* a test build may shrink it to run the hashed path */
+#define GDFA_DENSE_BYTES (32u << 20)
+#endif
 
 #define GDFA_ENOMEM (-2) /* what gdfa_start and gdfa_step return when out of memory */
 
@@ -201,7 +211,7 @@ static inline bool gdfa_alive(const struct gdfa *d, int32_t s)
 /* The state after byte b from state s (which must be alive); errors as gdfa_start. */
 static inline int32_t gdfa_step(struct gdfa *d, int32_t s, unsigned b, char *err, size_t err_len)
 {
-    int32_t t = d->next[(size_t)s * (size_t)d->n_cls + d->cls[b]];
+    int32_t t = s < d->n_dense ? d->next[(size_t)s * (size_t)d->n_cls + d->cls[b]] : -1;
     return t >= 0 ? t : gdfa_step_slow(d, s, b, err, err_len);
 }
 

@@ -318,7 +318,7 @@ static bool store_unc(struct grammar *g, struct gctx *c, struct walk *w, int64_t
     return true;
 }
 
-/* Nodes the DFA's pool may hold before it is emptied between contexts (a node is 12 bytes). */
+/* What the DFA may hold before it is emptied between contexts: pool nodes, states, hashed steps. */
 #define DFA_MAX_NODES (1 << 20)
 
 enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_len)
@@ -353,7 +353,9 @@ enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_l
     am.mask   = 255;
     g->n_ctxs = n_keys;
     for (int32_t i = 0; i < n_keys; i++) {
-        if (w.dfa.pool.n > DFA_MAX_NODES && !gdfa_reset(&w.dfa))
+        bool full = w.dfa.pool.n > DFA_MAX_NODES || w.dfa.n > DFA_MAX_NODES ||
+                    w.dfa.n_far > DFA_MAX_NODES;
+        if (full && !gdfa_reset(&w.dfa))
             goto done;
         const struct gbyteset *f = keys[i].q >= 0 ? &follow[pg->pos_rule[keys[i].q]] : &none;
         st = walk_ctx(&w, keys[i], f, err, err_len);
