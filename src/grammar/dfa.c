@@ -51,8 +51,8 @@ static uint32_t set_hash(const int32_t *ids, int32_t n, int flags)
 
 static bool grow_states(struct gdfa *d)
 {
-    int32_t cap  = d->cap ? d->cap * 2 : 256;
-    int32_t *s0  = realloc(d->set0, ((size_t)cap + 1) * sizeof *s0);
+    int32_t cap = d->cap ? d->cap * 2 : 256;
+    int32_t *s0 = realloc(d->set0, ((size_t)cap + 1) * sizeof *s0);
     if (s0)
         d->set0 = s0;
     uint8_t *fl = realloc(d->flags, (size_t)cap);
@@ -98,7 +98,8 @@ static bool grow_table(struct gdfa *d)
     return true;
 }
 
-/* The state of the stacks ids[0..n) (sorted, distinct) reached with flags; -1 when out of memory. */
+/* The state of the stacks ids[0..n) (sorted, distinct) reached with flags; -1 when out of memory.
+ */
 static int32_t intern_state(struct gdfa *d, const int32_t *ids, int32_t n, int flags)
 {
     if (!d->table || (uint32_t)(d->n + 1) * 2 > d->mask + 1) {
@@ -110,7 +111,7 @@ static int32_t intern_state(struct gdfa *d, const int32_t *ids, int32_t n, int f
     for (; d->table[j] >= 0; j = (j + 1) & d->mask) {
         int32_t s = d->table[j];
         if (d->hash[s] == h && d->flags[s] == flags && d->set0[s + 1] - d->set0[s] == n &&
-            memcmp(d->stacks.v + d->set0[s], ids, (size_t)n * sizeof *ids) == 0)
+            (n == 0 || memcmp(d->stacks.v + d->set0[s], ids, (size_t)n * sizeof *ids) == 0))
             return s;
     }
     if (d->n == d->cap && !grow_states(d))
@@ -118,11 +119,11 @@ static int32_t intern_state(struct gdfa *d, const int32_t *ids, int32_t n, int f
     for (int32_t i = 0; i < n; i++)
         if (!ivec_push(&d->stacks, ids[i]))
             return -1;
-    int32_t s       = d->n++;
-    d->flags[s]     = (uint8_t)flags;
-    d->hash[s]      = h;
-    d->set0[s + 1]  = d->stacks.n;
-    d->table[j]     = s;
+    int32_t s      = d->n++;
+    d->flags[s]    = (uint8_t)flags;
+    d->hash[s]     = h;
+    d->set0[s + 1] = d->stacks.n;
+    d->table[j]    = s;
     return s;
 }
 

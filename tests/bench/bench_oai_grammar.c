@@ -24,10 +24,10 @@
 
 #define TOOLS                                                                                      \
     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"     \
-    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":16},"       \
-    "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":14},\"unit\":{\"enum\":[\"c\","     \
-    "\"f\"]}},\"required\":[\"city\"],\"additionalProperties\":false}}},{\"type\":\"function\","  \
-    "\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":"   \
+    "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":16},"        \
+    "\"days\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":14},\"unit\":{\"enum\":[\"c\","      \
+    "\"f\"]}},\"required\":[\"city\"],\"additionalProperties\":false}}},{\"type\":\"function\","   \
+    "\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":"    \
     "{\"type\":\"integer\",\"minimum\":-100,\"maximum\":100}},\"required\":[\"a\"]}}}]"
 
 /*
@@ -101,7 +101,7 @@ static bool bench(const char *label, const char *extra, const struct chat_templa
         }
         double t0 = now_s();
         ok        = oai_grammar(&r, t, gc, prompt, strlen(prompt), &g, &trig, &n_trig, &e);
-        ms[i] = (now_s() - t0) * 1e3;
+        ms[i]     = (now_s() - t0) * 1e3;
         grammar_cache_free(gc);
         if (!ok) {
             fprintf(stderr, "%s: grammar: %s\n", label, e.message);
@@ -120,8 +120,8 @@ static bool bench(const char *label, const char *extra, const struct chat_templa
     }
     if (ok) {
         qsort(ms, (size_t)reps, sizeof *ms, cmp_dbl);
-        printf("%-22s compile best %8.1f ms  median %8.1f ms  (%d runs)\n", "", ms[0],
-               ms[reps / 2], reps);
+        printf("%-22s compile best %8.1f ms  median %8.1f ms  (%d runs)\n", "", ms[0], ms[reps / 2],
+               reps);
     }
     free(ms);
     free(prompt);
@@ -135,8 +135,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s MODEL.gguf [TEMPLATE.jinja] [REPS]\n", argv[0]);
         return 2;
     }
-    const char *tpath = argc > 2 && argv[2][0] ? argv[2] : tu_shared("templates/Qwen-Qwen3-0.6B.jinja");
-    int reps          = argc > 3 ? atoi(argv[3]) : 5;
+    const char *tpath =
+        argc > 2 && argv[2][0] ? argv[2] : tu_shared("templates/Qwen-Qwen3-0.6B.jinja");
+    int reps = argc > 3 ? atoi(argv[3]) : 5;
     if (!tpath || reps < 1) {
         fprintf(stderr, "no template (give one, or put shared/ beside the checkout)\n");
         return 2;
@@ -149,7 +150,7 @@ int main(int argc, char **argv)
         return 1;
     }
     size_t n;
-    char *src = tu_read_file(tpath, &n);
+    char *src               = tu_read_file(tpath, &n);
     struct chat_template *t = NULL;
     if (!src || chat_template_new(NULL, src, tpath, NULL, &t, err, sizeof err) != HEARTH_OK) {
         fprintf(stderr, "%s: %s\n", tpath, src ? err : "cannot read");
@@ -160,10 +161,10 @@ int main(int argc, char **argv)
     struct grammar_vocab *gv = grammar_vocab_from_model(model);
     printf("vocab: %d tokens (%d text), built in %.1f ms\n", gv->n, gv->n_text,
            (now_s() - t0) * 1e3);
-    bool ok = bench("tools required", TOOLS ",\"tool_choice\":\"required\"", t, model, gv, reps) &&
-              bench("tools auto", TOOLS ",\"tool_choice\":\"auto\"", t, model, gv, reps) &&
-              bench("json_object", "\"response_format\":{\"type\":\"json_object\"}", t, model, gv,
-                    reps);
+    bool ok =
+        bench("tools required", TOOLS ",\"tool_choice\":\"required\"", t, model, gv, reps) &&
+        bench("tools auto", TOOLS ",\"tool_choice\":\"auto\"", t, model, gv, reps) &&
+        bench("json_object", "\"response_format\":{\"type\":\"json_object\"}", t, model, gv, reps);
     grammar_vocab_free(gv);
     chat_template_free(t);
     hearth_model_free(model);
