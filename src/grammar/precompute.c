@@ -3,10 +3,11 @@
  * stack [p, q] accepts whatever lies below it, and which depend on it.
  *
  * The walk runs the local stack [p, q, BOTTOM] over the vocabulary's
- * sorted tokens (vocab.c), reusing the parse state of the prefix a token
- * shares with the one before and skipping every token under a dead prefix,
- * so its cost follows the live part of the trie, not the vocabulary. Per
- * token:
+ * trie (vocab.c), one byte step per live node and none under a dead one,
+ * so its cost follows the live part of the trie, not the vocabulary. The
+ * steps come from a DFA shared by all contexts (dfa.c): after its first
+ * run a step is a table read, and a context accepting most of a 152k
+ * vocabulary walks its 540k nodes in about a millisecond. Per token:
  *   - ACCEPTED when some path is still alive after its last byte, or pops
  *     out of q exactly there: the token is then consumed whatever the
  *     parent is (every rule has an alternative, so a popped-to parent

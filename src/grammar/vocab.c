@@ -4,8 +4,11 @@
  * The TEXT tokens are kept sorted by their bytes, with the length each
  * shares with the one before: that sorted list is a byte trie laid out in
  * depth-first order, so a walk can reuse the parse state of a shared prefix
- * and skip every token under a dead prefix at once. Sizes: 150k tokens of
- * about 7 bytes, a few MB.
+ * and skip every token under a dead prefix at once; the trie is also kept
+ * explicit (a node per distinct prefix, in preorder, with the end of its
+ * subtree) so a walk jumps past a dead subtree in one step. Sizes: 150k
+ * tokens of about 7 bytes, a few MB, of which the trie is 540k nodes of
+ * 12 bytes (6.2 MiB).
  */
 #include <stdlib.h>
 #include <string.h>
