@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/rng.h"
+
 /* ------------------------------------------------------------ markers --- */
 
 #define TOOL_CALL_OPEN  "<tool_call>"
@@ -521,14 +523,6 @@ static cJSON *json_parse(const char *s, size_t n)
         return NULL;
     }
     return j;
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z          = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z          = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
 }
 
 /* A fresh id for call index: "call_" and 24 alphanumerics, or Mistral's 9 alphanumerics. */
