@@ -25,19 +25,11 @@
 
 /* ---------------------------------------------------------- typed fields --- */
 
-
-
-static bool wrong_type(struct oai_error *e, const char *param, const char *want, const cJSON *it)
-{
-    return BAD(e, "invalid_type", param, "Invalid type for '%s': expected %s, but got %s instead.",
-               param, want, reqjson_kind(it));
-}
-
 static bool want_number(const cJSON *it, const char *param, double lo, double hi, double *out,
                         struct oai_error *e)
 {
     if (!cJSON_IsNumber(it))
-        return wrong_type(e, param, "a number", it);
+        return reqjson_wrong_type(e, param, "a number", it);
     double v = it->valuedouble;
     if (!isfinite(v) || v < lo || v > hi)
         return BAD(e, "invalid_value", param,
@@ -52,7 +44,7 @@ static bool want_int(const cJSON *it, const char *param, double lo, double hi, i
 {
     if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
         it->valuedouble != floor(it->valuedouble))
-        return wrong_type(e, param, "an integer", it);
+        return reqjson_wrong_type(e, param, "an integer", it);
     double v = it->valuedouble;
     if (v < lo)
         return BAD(e, "integer_below_min_value", param,
@@ -106,7 +98,7 @@ static bool check_parts(const cJSON *c, const char *param, struct oai_error *e)
         char pp[96];
         snprintf(pp, sizeof pp, "%s[%d]", param, j++);
         if (!cJSON_IsObject(part))
-            return wrong_type(e, pp, "an object", part);
+            return reqjson_wrong_type(e, pp, "an object", part);
         const cJSON *type = reqjson_field(part, "type");
         const cJSON *text = reqjson_field(part, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
@@ -115,7 +107,7 @@ static bool check_parts(const cJSON *c, const char *param, struct oai_error *e)
         if (!cJSON_IsString(text)) {
             char tp[112];
             snprintf(tp, sizeof tp, "%s.text", pp);
-            return wrong_type(e, tp, "a string", text ? text : part);
+            return reqjson_wrong_type(e, tp, "a string", text ? text : part);
         }
     }
     return true;
@@ -131,14 +123,14 @@ static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
     char param[96];
     snprintf(param, sizeof param, "messages[%d].tool_calls", i);
     if (!cJSON_IsArray(calls))
-        return wrong_type(e, param, "an array", calls);
+        return reqjson_wrong_type(e, param, "an array", calls);
     int j = 0;
     cJSON *c;
     cJSON_ArrayForEach(c, calls)
     {
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, j);
         if (!cJSON_IsObject(c))
-            return wrong_type(e, param, "an object", c);
+            return reqjson_wrong_type(e, param, "an object", c);
         const cJSON *type = reqjson_field(c, "type");
         if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function")))
             return BAD(e, "invalid_value", param,
@@ -146,18 +138,18 @@ static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
         const cJSON *id = reqjson_field(c, "id");
         if (id && !cJSON_IsString(id)) {
             snprintf(param, sizeof param, "messages[%d].tool_calls[%d].id", i, j);
-            return wrong_type(e, param, "a string", id);
+            return reqjson_wrong_type(e, param, "a string", id);
         }
         cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function", i, j);
         if (!cJSON_IsObject(fn))
-            return fn ? wrong_type(e, param, "an object", fn)
+            return fn ? reqjson_wrong_type(e, param, "an object", fn)
                       : BAD(e, "missing_required_parameter", param,
                             "Missing required parameter: '%s'.", param);
         const cJSON *name = reqjson_field(fn, "name");
         if (!cJSON_IsString(name)) {
             snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.name", i, j);
-            return name ? wrong_type(e, param, "a string", name)
+            return name ? reqjson_wrong_type(e, param, "a string", name)
                         : BAD(e, "missing_required_parameter", param,
                               "Missing required parameter: '%s'.", param);
         }
@@ -169,7 +161,7 @@ static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
                 return BAD(e, "invalid_value", param, "Invalid '%s': not a JSON string.", param);
             cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
         } else if (args && !cJSON_IsObject(args)) {
-            return wrong_type(e, param, "a JSON string", args);
+            return reqjson_wrong_type(e, param, "a JSON string", args);
         } else if (!args) {
             cJSON_AddItemToObject(fn, "arguments", cJSON_CreateObject());
         }
@@ -183,14 +175,14 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
     char param[64];
     snprintf(param, sizeof param, "messages[%d]", i);
     if (!cJSON_IsObject(m))
-        return wrong_type(e, param, "an object", m);
+        return reqjson_wrong_type(e, param, "an object", m);
     snprintf(param, sizeof param, "messages[%d].role", i);
     cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     if (!role || cJSON_IsNull(role))
         return BAD(e, "missing_required_parameter", param, "Missing required parameter: '%s'.",
                    param);
     if (!cJSON_IsString(role))
-        return wrong_type(e, param, "a string", role);
+        return reqjson_wrong_type(e, param, "a string", role);
     if (!strcmp(role->valuestring, "developer")) /* OpenAI's newer name; templates know system */
         cJSON_SetValuestring(role, "system");
     const char *r = role->valuestring;
@@ -217,14 +209,14 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
         if (!check_parts(c, param, e))
             return false;
     } else if (!cJSON_IsString(c)) {
-        return wrong_type(e, param, "a string or an array of content parts", c);
+        return reqjson_wrong_type(e, param, "a string or an array of content parts", c);
     }
     static const char *const strings[] = {"name", "tool_call_id", "reasoning_content"};
     for (size_t k = 0; k < sizeof strings / sizeof strings[0]; k++) {
         const cJSON *s = reqjson_field(m, strings[k]);
         snprintf(param, sizeof param, "messages[%d].%s", i, strings[k]);
         if (s && !cJSON_IsString(s))
-            return wrong_type(e, param, "a string", s);
+            return reqjson_wrong_type(e, param, "a string", s);
     }
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
     if (calls && !cJSON_IsNull(calls)) {
@@ -241,7 +233,7 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
 static bool take_messages(const cJSON *msgs, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsArray(msgs))
-        return wrong_type(e, "messages", "an array", msgs);
+        return reqjson_wrong_type(e, "messages", "an array", msgs);
     if (cJSON_GetArraySize(msgs) == 0)
         return BAD(e, "empty_array", "messages",
                    "Invalid 'messages': empty array. Expected an array with minimum length 1.");
@@ -260,7 +252,7 @@ static bool take_messages(const cJSON *msgs, struct oai_request *req, struct oai
 static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsArray(tools))
-        return wrong_type(e, "tools", "an array", tools);
+        return reqjson_wrong_type(e, "tools", "an array", tools);
     int j = 0;
     const cJSON *t;
     cJSON_ArrayForEach(t, tools)
@@ -268,7 +260,7 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
         char param[64];
         snprintf(param, sizeof param, "tools[%d]", j);
         if (!cJSON_IsObject(t))
-            return wrong_type(e, param, "an object", t);
+            return reqjson_wrong_type(e, param, "an object", t);
         const cJSON *type = reqjson_field(t, "type");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
             return BAD(e, "invalid_value", param,
@@ -276,7 +268,7 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
         const cJSON *fn = reqjson_field(t, "function");
         snprintf(param, sizeof param, "tools[%d].function", j);
         if (!cJSON_IsObject(fn))
-            return fn ? wrong_type(e, param, "an object", fn)
+            return fn ? reqjson_wrong_type(e, param, "an object", fn)
                       : BAD(e, "missing_required_parameter", param,
                             "Missing required parameter: '%s'.", param);
         const cJSON *name = reqjson_field(fn, "name");
@@ -288,7 +280,7 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
         const cJSON *params = reqjson_field(fn, "parameters");
         if (params && !cJSON_IsObject(params)) {
             snprintf(param, sizeof param, "tools[%d].function.parameters", j);
-            return wrong_type(e, param, "an object (a JSON schema)", params);
+            return reqjson_wrong_type(e, param, "an object (a JSON schema)", params);
         }
         j++;
     }
@@ -316,7 +308,7 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
                    tc->valuestring);
     }
     if (!cJSON_IsObject(tc))
-        return wrong_type(e, "tool_choice", "a string or an object", tc);
+        return reqjson_wrong_type(e, "tool_choice", "a string or an object", tc);
     const cJSON *type = reqjson_field(tc, "type"), *fn = reqjson_field(tc, "function");
     const cJSON *name = cJSON_IsObject(fn) ? reqjson_field(fn, "name") : NULL;
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
@@ -337,7 +329,7 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
 static bool take_response_format(const cJSON *rf, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsObject(rf))
-        return wrong_type(e, "response_format", "an object", rf);
+        return reqjson_wrong_type(e, "response_format", "an object", rf);
     const cJSON *type = reqjson_field(rf, "type"), *k;
     if (!cJSON_IsString(type))
         return BAD(e, "invalid_value", "response_format.type",
@@ -381,9 +373,9 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
         return BAD(e, "missing_required_parameter", "response_format.json_schema.name",
                    "Missing required parameter: 'response_format.json_schema.name'.");
     if (strict && !cJSON_IsBool(strict))
-        return wrong_type(e, "response_format.json_schema.strict", "a boolean", strict);
+        return reqjson_wrong_type(e, "response_format.json_schema.strict", "a boolean", strict);
     if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
-        return wrong_type(e, "response_format.json_schema.schema", "an object", schema);
+        return reqjson_wrong_type(e, "response_format.json_schema.schema", "an object", schema);
     /* no schema: any JSON object, as the name alone constrains nothing */
     req->schema = schema ? cJSON_Duplicate(schema, true) : cJSON_CreateObject();
     if (!req->schema || (!schema && !cJSON_AddStringToObject(req->schema, "type", "object")))
@@ -394,7 +386,7 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
 static bool take_kwargs(const cJSON *kw, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsObject(kw))
-        return wrong_type(e, "chat_template_kwargs", "an object", kw);
+        return reqjson_wrong_type(e, "chat_template_kwargs", "an object", kw);
     cJSON *copy = cJSON_Duplicate(kw, true);
     if (!copy)
         return OOM(e);
@@ -415,7 +407,7 @@ static bool take_reasoning_effort(const cJSON *it, struct oai_request *req, stru
 {
     static const char *const ok[] = {"minimal", "low", "medium", "high"};
     if (!cJSON_IsString(it))
-        return wrong_type(e, "reasoning_effort", "a string", it);
+        return reqjson_wrong_type(e, "reasoning_effort", "a string", it);
     size_t k = 0;
     while (k < sizeof ok / sizeof ok[0] && strcmp(it->valuestring, ok[k]))
         k++;
@@ -434,7 +426,7 @@ static bool take_reasoning_effort(const cJSON *it, struct oai_request *req, stru
 static bool take_reasoning_format(const cJSON *it, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsString(it))
-        return wrong_type(e, "reasoning_format", "a string", it);
+        return reqjson_wrong_type(e, "reasoning_format", "a string", it);
     const char *v = it->valuestring;
     if (!strcmp(v, "none"))
         req->reasoning = OAI_REASONING_NONE;
@@ -460,7 +452,7 @@ static bool take_prompt(const cJSON *p, struct oai_request *req, struct oai_erro
         return true;
     }
     if (!cJSON_IsArray(p))
-        return wrong_type(e, "prompt", "a string or an array of strings", p);
+        return reqjson_wrong_type(e, "prompt", "a string or an array of strings", p);
     int n = cJSON_GetArraySize(p);
     if (n == 0)
         return BAD(e, "empty_array", "prompt",
@@ -478,7 +470,7 @@ static bool take_prompt(const cJSON *p, struct oai_request *req, struct oai_erro
         if (!cJSON_IsString(s)) {
             char param[32];
             snprintf(param, sizeof param, "prompt[%d]", i);
-            return wrong_type(e, param, "a string (token-id prompts are not supported)", s);
+            return reqjson_wrong_type(e, param, "a string (token-id prompts are not supported)", s);
         }
         if (!(req->prompts[i] = dup_str(s->valuestring, e)))
             return false;
@@ -495,7 +487,7 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
         return true;
     }
     if (!cJSON_IsArray(st))
-        return wrong_type(e, "stop", "a string or an array of strings", st);
+        return reqjson_wrong_type(e, "stop", "a string or an array of strings", st);
     if (cJSON_GetArraySize(st) > OAI_MAX_STOP)
         return BAD(e, "array_above_max_length", "stop",
                    "Invalid 'stop': array too long. Expected an array with maximum length %d, but "
@@ -508,7 +500,7 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
         if (!cJSON_IsString(s)) {
             char param[32];
             snprintf(param, sizeof param, "stop[%d]", i);
-            return wrong_type(e, param, "a string", s);
+            return reqjson_wrong_type(e, param, "a string", s);
         }
         i++;
         if (s->valuestring[0] && !(req->stop[req->n_stop++] = dup_str(s->valuestring, e))) {
@@ -559,7 +551,7 @@ static bool fn_model(const struct rule *r, const cJSON *it, struct oai_request *
                      struct scratch *sc, struct oai_error *e)
 {
     if (!cJSON_IsString(it))
-        return wrong_type(e, r->name, "a string", it);
+        return reqjson_wrong_type(e, r->name, "a string", it);
     return (req->model = dup_str(it->valuestring, e)) != NULL;
 }
 
@@ -607,7 +599,7 @@ static bool fn_json_schema(const struct rule *r, const cJSON *it, struct oai_req
 {
     sc->n_constraints++;
     if (!cJSON_IsObject(it) && !cJSON_IsBool(it))
-        return wrong_type(e, r->name, "an object (a JSON schema)", it);
+        return reqjson_wrong_type(e, r->name, "an object (a JSON schema)", it);
     req->schema_field = "json_schema";
     return (req->schema = cJSON_Duplicate(it, true)) != NULL || OOM(e);
 }
@@ -617,7 +609,7 @@ static bool fn_grammar(const struct rule *r, const cJSON *it, struct oai_request
                        struct scratch *sc, struct oai_error *e)
 {
     if (!cJSON_IsString(it))
-        return wrong_type(e, r->name, "a string (GBNF)", it);
+        return reqjson_wrong_type(e, r->name, "a string (GBNF)", it);
     if (!it->valuestring[0])
         return true;
     sc->n_constraints++;
@@ -696,7 +688,7 @@ static bool fn_logprobs(const struct rule *r, const cJSON *it, struct oai_reques
 {
     if (req->kind != OAI_COMPLETION) {
         if (!cJSON_IsBool(it))
-            return wrong_type(e, r->name, "a boolean", it);
+            return reqjson_wrong_type(e, r->name, "a boolean", it);
         sc->logprobs_bool = cJSON_IsTrue(it);
         return true;
     }
@@ -722,7 +714,7 @@ static bool fn_stream_options(const struct rule *r, const cJSON *it, struct oai_
                               struct scratch *sc, struct oai_error *e)
 {
     if (!cJSON_IsObject(it))
-        return wrong_type(e, r->name, "an object", it);
+        return reqjson_wrong_type(e, r->name, "an object", it);
     const cJSON *k;
     cJSON_ArrayForEach(k, it)
     {
@@ -734,7 +726,7 @@ static bool fn_stream_options(const struct rule *r, const cJSON *it, struct oai_
     }
     const cJSON *iu = reqjson_field(it, "include_usage");
     if (iu && !cJSON_IsBool(iu))
-        return wrong_type(e, "stream_options.include_usage", "a boolean", iu);
+        return reqjson_wrong_type(e, "stream_options.include_usage", "a boolean", iu);
     req->include_usage = cJSON_IsTrue(iu);
     sc->stream_options = it;
     return true;
@@ -830,11 +822,11 @@ static bool apply(const struct rule *r, const cJSON *it, struct oai_request *req
         return true;
     case T_BOOL:
         if (!cJSON_IsBool(it))
-            return wrong_type(e, r->name, "a boolean", it);
+            return reqjson_wrong_type(e, r->name, "a boolean", it);
         *(bool *)at = cJSON_IsTrue(it);
         return true;
     case T_STR:
-        return cJSON_IsString(it) || wrong_type(e, r->name, "a string", it);
+        return cJSON_IsString(it) || reqjson_wrong_type(e, r->name, "a string", it);
     case T_FN:
         return r->fn(r, it, req, sc, e);
     }

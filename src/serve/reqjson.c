@@ -43,6 +43,13 @@ const char *reqjson_kind(const cJSON *it)
     return "null";
 }
 
+bool reqjson_wrong_type(struct oai_error *e, const char *param, const char *want, const cJSON *it)
+{
+    return oai_fail(e, 400, "invalid_request_error", "invalid_type", param,
+                    "Invalid type for '%s': expected %s, but got %s instead.", param, want,
+                    reqjson_kind(it));
+}
+
 void reqjson_defaults(struct oai_request *req, enum oai_kind kind)
 {
     memset(req, 0, sizeof *req);

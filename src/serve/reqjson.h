@@ -26,6 +26,11 @@ const struct cJSON *reqjson_field(const struct cJSON *obj, const char *name);
 /* "a string", "a number", "a boolean", "an array", "an object" or "null". */
 const char *reqjson_kind(const struct cJSON *it);
 
+/* Fills e with OpenAI's 400 invalid_type for param ("expected want, but got ...") and returns
+ * false. */
+bool reqjson_wrong_type(struct oai_error *e, const char *param, const char *want,
+                        const struct cJSON *it);
+
 /* A chat request of kind with nothing given: OpenAI's defaults (temperature 1, top_p 1, the
  * other samplers off, n 1, no token limit, no logprobs, parallel tool calls). */
 void reqjson_defaults(struct oai_request *req, enum oai_kind kind);

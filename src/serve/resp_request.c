@@ -21,14 +21,6 @@
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
 #define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory reading the request")
 
-
-
-static bool wrong_type(struct oai_error *e, const char *param, const char *want, const cJSON *it)
-{
-    return BAD(e, "invalid_type", param, "Invalid type for '%s': expected %s, but got %s instead.",
-               param, want, reqjson_kind(it));
-}
-
 static bool missing(struct oai_error *e, const char *param)
 {
     return BAD(e, "missing_required_parameter", param, "Missing required parameter: '%s'.", param);
@@ -44,7 +36,7 @@ static const cJSON *want_string(const cJSON *obj, const char *name, const char *
     if (!it)
         return missing(e, param), NULL;
     if (!cJSON_IsString(it))
-        return wrong_type(e, param, "a string", it), NULL;
+        return reqjson_wrong_type(e, param, "a string", it), NULL;
     return it;
 }
 
@@ -84,7 +76,7 @@ static cJSON *content_of(const cJSON *c, const char *at, const char *name, struc
     if (cJSON_IsString(c))
         return cJSON_CreateString(c->valuestring);
     if (!cJSON_IsArray(c))
-        return wrong_type(e, param, "a string or an array of content parts", c), NULL;
+        return reqjson_wrong_type(e, param, "a string or an array of content parts", c), NULL;
     cJSON *parts = cJSON_CreateArray();
     int j        = 0;
     const cJSON *p;
@@ -94,7 +86,7 @@ static cJSON *content_of(const cJSON *c, const char *at, const char *name, struc
         const cJSON *type = cJSON_IsObject(p) ? reqjson_field(p, "type") : NULL;
         if (!cJSON_IsString(type)) {
             cJSON_Delete(parts);
-            return wrong_type(e, param, "a content part with a type", p), NULL;
+            return reqjson_wrong_type(e, param, "a content part with a type", p), NULL;
         }
         const char *t   = type->valuestring;
         const char *key = !strcmp(t, "input_text") || !strcmp(t, "output_text") ? "text"
@@ -232,7 +224,7 @@ static bool item_function_output(struct conv *cv, const cJSON *it, const char *a
         }
         cJSON_Delete(parts);
     } else {
-        return wrong_type(e, param, "a string or an array of content parts", out);
+        return reqjson_wrong_type(e, param, "a string or an array of content parts", out);
     }
     if (!text)
         return OOM(e);
@@ -257,7 +249,7 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
     char param[96];
     snprintf(param, sizeof param, "%s.content", at);
     if (!cJSON_IsArray(cs))
-        return wrong_type(e, param, "an array", cs);
+        return reqjson_wrong_type(e, param, "an array", cs);
     int j = 0;
     const cJSON *p;
     cJSON_ArrayForEach(p, cs)
@@ -287,7 +279,7 @@ static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
         return true;
     }
     if (!cJSON_IsArray(in))
-        return wrong_type(e, "input", "a string or an array of input items", in);
+        return reqjson_wrong_type(e, "input", "a string or an array of input items", in);
     int i = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, in)
@@ -295,12 +287,12 @@ static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
         char at[32];
         snprintf(at, sizeof at, "input[%d]", i++);
         if (!cJSON_IsObject(it))
-            return wrong_type(e, at, "an object", it);
+            return reqjson_wrong_type(e, at, "an object", it);
         const cJSON *type = reqjson_field(it, "type");
         if (type && !cJSON_IsString(type)) {
             char param[48];
             snprintf(param, sizeof param, "%s.type", at);
-            return wrong_type(e, param, "a string", type);
+            return reqjson_wrong_type(e, param, "a string", type);
         }
         const char *t = type ? type->valuestring : "message"; /* EasyInputMessage has no type */
         bool ok;
@@ -337,7 +329,7 @@ static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
 static cJSON *tools_of(const cJSON *tools, struct oai_error *e)
 {
     if (!cJSON_IsArray(tools))
-        return wrong_type(e, "tools", "an array", tools), NULL;
+        return reqjson_wrong_type(e, "tools", "an array", tools), NULL;
     cJSON *out = cJSON_CreateArray();
     int j      = 0;
     const cJSON *t;
@@ -348,7 +340,7 @@ static cJSON *tools_of(const cJSON *tools, struct oai_error *e)
         const cJSON *type = cJSON_IsObject(t) ? want_string(t, "type", at, e) : NULL;
         if (!type) {
             if (!cJSON_IsObject(t))
-                wrong_type(e, at, "an object", t);
+                reqjson_wrong_type(e, at, "an object", t);
             cJSON_Delete(out);
             return NULL;
         }
@@ -385,7 +377,7 @@ static cJSON *tool_choice_of(const cJSON *tc, struct oai_error *e)
     if (cJSON_IsString(tc))
         return cJSON_CreateString(tc->valuestring); /* the chat path checks the value */
     if (!cJSON_IsObject(tc))
-        return wrong_type(e, "tool_choice", "a string or an object", tc), NULL;
+        return reqjson_wrong_type(e, "tool_choice", "a string or an object", tc), NULL;
     const cJSON *type = want_string(tc, "type", "tool_choice", e);
     if (!type)
         return NULL;
@@ -410,7 +402,7 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
 {
     *schema = NULL;
     if (!cJSON_IsObject(f))
-        return wrong_type(e, "text.format", "an object", f);
+        return reqjson_wrong_type(e, "text.format", "an object", f);
     const cJSON *type = want_string(f, "type", "text.format", e);
     if (!type)
         return false;
@@ -434,10 +426,10 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
     if (!s)
         return missing(e, "text.format.schema");
     if (!cJSON_IsObject(s))
-        return wrong_type(e, "text.format.schema", "an object (a JSON schema)", s);
+        return reqjson_wrong_type(e, "text.format.schema", "an object (a JSON schema)", s);
     const cJSON *strict = reqjson_field(f, "strict");
     if (strict && !cJSON_IsBool(strict))
-        return wrong_type(e, "text.format.strict", "a boolean", strict);
+        return reqjson_wrong_type(e, "text.format.strict", "a boolean", strict);
     *schema = cJSON_Duplicate(s, true);
     return *schema != NULL || OOM(e);
 }
@@ -446,7 +438,7 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
 static bool take_text(const cJSON *text, cJSON **schema, struct oai_error *e)
 {
     if (!cJSON_IsObject(text))
-        return wrong_type(e, "text", "an object", text);
+        return reqjson_wrong_type(e, "text", "an object", text);
     const cJSON *k;
     cJSON_ArrayForEach(k, text)
     {
@@ -467,7 +459,7 @@ static bool take_text(const cJSON *text, cJSON **schema, struct oai_error *e)
 static bool take_reasoning(const cJSON *r, cJSON *chat, struct oai_error *e)
 {
     if (!cJSON_IsObject(r))
-        return wrong_type(e, "reasoning", "an object", r);
+        return reqjson_wrong_type(e, "reasoning", "an object", r);
     const cJSON *k;
     cJSON_ArrayForEach(k, r)
     {
@@ -478,7 +470,7 @@ static bool take_reasoning(const cJSON *r, cJSON *chat, struct oai_error *e)
         if (!cJSON_IsNull(k) && !cJSON_IsString(k)) {
             char param[48];
             snprintf(param, sizeof param, "reasoning.%s", n);
-            return wrong_type(e, param, "a string", k);
+            return reqjson_wrong_type(e, param, "a string", k);
         }
     }
     const cJSON *effort = reqjson_field(r, "effort");
@@ -540,7 +532,7 @@ static bool take_field(const cJSON *it, cJSON *chat, cJSON *echo, struct conv *c
     }
     if (!strcmp(n, "instructions")) {
         if (!cJSON_IsString(it))
-            return wrong_type(e, n, "a string", it);
+            return reqjson_wrong_type(e, n, "a string", it);
         pass(echo, n, it);
         return true; /* placed first once all fields are read */
     }
@@ -574,7 +566,7 @@ static bool take_field(const cJSON *it, cJSON *chat, cJSON *echo, struct conv *c
     }
     if (!strcmp(n, "metadata")) {
         if (!cJSON_IsObject(it))
-            return wrong_type(e, n, "an object", it);
+            return reqjson_wrong_type(e, n, "an object", it);
         if (cJSON_GetArraySize(it) > 16)
             return BAD(e, "object_above_max_properties", n,
                        "Invalid 'metadata': at most 16 keys, but got %d.", cJSON_GetArraySize(it));
@@ -592,16 +584,17 @@ static bool take_field(const cJSON *it, cJSON *chat, cJSON *echo, struct conv *c
     }
     if (!strcmp(n, "store")) {
         if (!cJSON_IsBool(it))
-            return wrong_type(e, n, "a boolean", it);
+            return reqjson_wrong_type(e, n, "a boolean", it);
         return true; /* stateless: nothing is stored whatever it says (echoed as false) */
     }
     if (!strcmp(n, "safety_identifier") || !strcmp(n, "prompt_cache_key")) {
-        return cJSON_IsString(it) || wrong_type(e, n, "a string", it); /* nothing depends on them */
+        return cJSON_IsString(it) ||
+               reqjson_wrong_type(e, n, "a string", it); /* nothing depends on them */
     }
     if (!strcmp(n, "stream_options")) {
         const cJSON *k;
         if (!cJSON_IsObject(it))
-            return wrong_type(e, n, "an object", it);
+            return reqjson_wrong_type(e, n, "an object", it);
         cJSON_ArrayForEach(k, it)
         {
             if (strcmp(k->string, "include_obfuscation") || !cJSON_IsBool(k))
