@@ -257,6 +257,20 @@ static bool constrainable(enum chatparse_tools fmt, const char **trigger)
     }
 }
 
+/* Whether some token (or the end of text) may start a reply under g: a grammar of no
+ * sentence, or one whose first character no token spells, is the client's error, not a job
+ * that fails at its first step. */
+static bool can_start(struct grammar *g, const struct grammar_vocab *gv)
+{
+    struct grammar_matcher *m = grammar_matcher_new(g, NULL, 0);
+    uint32_t *mask = malloc(((size_t)grammar_vocab_size(gv) + 31) / 32 * sizeof *mask);
+    char err[256];
+    int32_t n = m && mask ? grammar_matcher_mask(m, mask, err, sizeof err) : 1;
+    free(mask);
+    grammar_matcher_free(m);
+    return n != 0;
+}
+
 bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl,
                  struct grammar_cache *gc, const char *prompt, size_t prompt_len,
                  struct grammar **g, char ***triggers, int32_t *n_triggers, struct oai_error *e)
@@ -343,6 +357,13 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
         return OOM(e);
     if (st != HEARTH_OK)
         return BAD(e, "invalid_value", param, "Invalid '%s': %s", param, err);
+    if (!lazy && !can_start(*g, grammar_cache_vocab(gc))) {
+        grammar_unref(*g);
+        *g = NULL;
+        return BAD(e, "invalid_value", param,
+                   "Invalid '%s': no reply can match it: no token of the vocabulary can start it.",
+                   param);
+    }
     if (lazy) {
         *triggers = malloc(sizeof **triggers);
         if (!*triggers || !((*triggers)[0] = strdup(trigger))) {

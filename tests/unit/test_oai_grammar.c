@@ -233,6 +233,12 @@ static void test_schemas_and_grammars(void **state)
     assert_int_equal(b.e.status, 400);
     assert_string_equal(b.e.param, "grammar");
     assert_non_null(strstr(b.e.message, "line 1"));
+    /* a grammar of no sentence is the client's error, not a job that fails at its first step */
+    b = build(t, gv, "\"grammar\":\"root ::= [z-a]\"", P_CLOSED);
+    assert_false(b.ok);
+    assert_int_equal(b.e.status, 400);
+    assert_null(b.g);
+    assert_non_null(strstr(b.e.message, "no reply can match it"));
     b = build(t, gv, "\"json_schema\":{\"type\":\"object\",\"not\":{}}", P_CLOSED);
     assert_false(b.ok);
     assert_int_equal(b.e.status, 400);
