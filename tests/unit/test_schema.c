@@ -164,7 +164,7 @@ static void test_integer_range(void **state)
         cJSON *schema     = cJSON_Parse(s);
         struct grammar *g = schema_grammar(schema, s);
         for (long i = -1500; i <= 1500; i++) {
-            char t[16];
+            char t[24];
             snprintf(t, sizeof t, "%ld", i);
             if (accepts(g, t) != (i >= ranges[r][0] && i <= ranges[r][1]))
                 fail_msg("%s: %ld is %s", s, i, accepts(g, t) ? "accepted" : "rejected");
