@@ -45,7 +45,12 @@ static void usage(FILE *fp)
         "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
         "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
         "GET /slots, GET /props, POST /apply-template, POST /tokenize, POST /detokenize,\n"
-        "and Anthropic's POST /v1/messages and POST /v1/messages/count_tokens.\n"
+        "OpenAI's POST /v1/responses (stateless), and Anthropic's POST /v1/messages and\n"
+        "POST /v1/messages/count_tokens.\n"
+        "Constrained output: response_format json_object / json_schema, llama.cpp's\n"
+        "json_schema and grammar (GBNF), and tool_choice \"required\" or a named function\n"
+        "(calls in the template's own syntax, their arguments held to the parameters'\n"
+        "schema); a schema or grammar hearth cannot hold a reply to is a 400.\n"
         "max_tokens above the room a slot has after the prompt is clamped to it; generation\n"
         "also ends when the slot's context is full (finish_reason \"length\").\n"
         "Stops on SIGINT or SIGTERM, after telling running requests.\n");
