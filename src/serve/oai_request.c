@@ -585,10 +585,22 @@ static bool fn_tool_choice(const struct rule *r, const cJSON *it, struct oai_req
     return take_tool_choice(it, req, e);
 }
 
+/* response_format, json_schema and grammar each constrain the whole reply: one may be given */
+static bool one_constraint(struct scratch *sc, struct oai_error *e)
+{
+    if (sc->n_constraints++ == 0)
+        return true;
+    return BAD(e, "invalid_value", "grammar",
+               "Invalid request: 'response_format', 'json_schema' and 'grammar' each constrain "
+               "the whole reply; give one of them.");
+}
+
 static bool fn_response_format(const struct rule *r, const cJSON *it, struct oai_request *req,
                                struct scratch *sc, struct oai_error *e)
 {
-    sc->n_constraints++;
+    const cJSON *t = cJSON_IsObject(it) ? reqjson_field(it, "type") : NULL;
+    if (!(cJSON_IsString(t) && !strcmp(t->valuestring, "text")) && !one_constraint(sc, e))
+        return false;
     req->schema_field = "response_format";
     return take_response_format(it, req, e);
 }
@@ -597,7 +609,8 @@ static bool fn_response_format(const struct rule *r, const cJSON *it, struct oai
 static bool fn_json_schema(const struct rule *r, const cJSON *it, struct oai_request *req,
                            struct scratch *sc, struct oai_error *e)
 {
-    sc->n_constraints++;
+    if (!one_constraint(sc, e))
+        return false;
     if (!cJSON_IsObject(it) && !cJSON_IsBool(it))
         return reqjson_wrong_type(e, r->name, "an object (a JSON schema)", it);
     req->schema_field = "json_schema";
@@ -612,7 +625,8 @@ static bool fn_grammar(const struct rule *r, const cJSON *it, struct oai_request
         return reqjson_wrong_type(e, r->name, "a string (GBNF)", it);
     if (!it->valuestring[0])
         return true;
-    sc->n_constraints++;
+    if (!one_constraint(sc, e))
+        return false;
     return (req->grammar = dup_str(it->valuestring, e)) != NULL;
 }
 
@@ -856,13 +870,6 @@ static bool cross_checks(const cJSON *root, struct oai_request *req, struct scra
                        "given.");
         if (sc->logprobs_bool && !sc->has_top_logprobs)
             req->top_logprobs = 0;
-    }
-    if (sc->n_constraints > 1 && (req->schema || req->grammar)) {
-        cJSON_Delete(req->schema); /* which came last is not what the client meant */
-        req->schema = NULL;
-        return BAD(e, "invalid_value", "grammar",
-                   "Invalid request: 'response_format', 'json_schema' and 'grammar' each "
-                   "constrain the whole reply; give one of them.");
     }
     if ((req->schema || req->grammar) && req->ignore_eos)
         return BAD(e, "invalid_value", "ignore_eos",
