@@ -1339,6 +1339,7 @@ static const struct kernels table =
             },
         .rmsnorm     = neon_rmsnorm,
         .silu_mul    = neon_silu_mul,
+        .gelu_mul    = ref_gelu_mul, /* a table lookup in ggml on every ISA */
         .softmax     = neon_softmax,
         .dot_f32     = neon_dot_f32,
         .dot_f32_f16 = neon_dot_f32_f16,

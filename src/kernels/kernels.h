@@ -94,6 +94,11 @@ struct kernels {
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
     /* y = silu(g) * u elementwise; y may alias g or u. */
     void (*silu_mul)(float *y, const float *g, const float *u, int64_t n);
+    /*
+     * y = gelu(g) * u elementwise (tanh GELU of g rounded to f16, looked up
+     * as f16, as ggml's geglu); y may alias g or u.
+     */
+    void (*gelu_mul)(float *y, const float *g, const float *u, int64_t n);
     /* x = softmax(x) in place, n >= 1. */
     void (*softmax)(float *x, int64_t n);
     /* sum a[i] * b[i]. */

@@ -14,6 +14,7 @@
 #include "kernels/ref.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "util/fp16.h"
@@ -610,6 +611,38 @@ void ref_silu_mul(float *y, const float *g, const float *u, int64_t n)
     }
 }
 
+/*
+ * GELU, tanh form, of every f16 value, stored as f16: ggml's CPU backend
+ * looks gated GELU up in such a table rather than computing it, so the
+ * inputs and the result are both rounded to f16. The constants and the one
+ * fused multiply-add are those of ggml_gelu_f32 as llama.cpp's build compiles it.
+ */
+static uint16_t gelu_f16[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void)
+{
+    const float coef_a = 0.044715f, sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+        const float x = fp16_to_fp32((uint16_t)i);
+        const float t = tanhf(sqrt_2_over_pi * x * fmaf(coef_a * x, x, 1.0f));
+        gelu_f16[i]   = fp32_to_fp16(0.5f * x * (1.0f + t));
+    }
+}
+
+void ref_gelu_mul(float *y, const float *g, const float *u, int64_t n)
+{
+    pthread_once(&gelu_once, gelu_table_init);
+    for (int64_t i = 0; i < n; i++) {
+        if (g[i] <= -10.0f)
+            y[i] = 0.0f;
+        else if (g[i] >= 10.0f)
+            y[i] = g[i] * u[i];
+        else
+            y[i] = fp16_to_fp32(gelu_f16[fp32_to_fp16(g[i])]) * u[i];
+    }
+}
+
 void ref_softmax(float *x, int64_t n)
 {
     float max = -INFINITY;
@@ -700,6 +733,7 @@ static const struct kernels table = {
         },
     .rmsnorm     = ref_rmsnorm,
     .silu_mul    = ref_silu_mul,
+    .gelu_mul    = ref_gelu_mul,
     .softmax     = ref_softmax,
     .dot_f32     = ref_dot_f32,
     .dot_f32_f16 = ref_dot_f32_f16,

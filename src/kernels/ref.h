@@ -246,6 +246,7 @@ void ref_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a);
 /* Float ops; contracts as in struct kernels. */
 void ref_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void ref_silu_mul(float *y, const float *g, const float *u, int64_t n);
+void ref_gelu_mul(float *y, const float *g, const float *u, int64_t n);
 void ref_softmax(float *x, int64_t n);
 float ref_dot_f32(const float *a, const float *b, int64_t n);
 float ref_dot_f32_f16(const float *a, const uint16_t *b, int64_t n);

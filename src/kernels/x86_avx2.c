@@ -1811,6 +1811,7 @@ static const struct kernels table =
             },
         .rmsnorm     = avx2_rmsnorm,
         .silu_mul    = avx2_silu_mul,
+        .gelu_mul    = ref_gelu_mul, /* a table lookup in ggml on every ISA */
         .softmax     = avx2_softmax,
         .dot_f32     = dot_f32,
         .dot_f32_f16 = avx2_dot_f32_f16,

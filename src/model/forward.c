@@ -342,8 +342,10 @@ static void qkv_finish(void *arg, int ith, int nth)
                 k->rmsnorm(kx + h * hp->head_dim, kx + h * hp->head_dim, L->k_norm, hp->head_dim,
                            hp->norm_eps);
         const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
-        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_neox, pos);
-        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, hp->rope_base, hp->rope_neox, pos);
+        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos);
+        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos);
+        if (hp->q_scale > 0)
+            k->scale_f32(q, hp->q_scale, qd);
         void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos), *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
         if (ctx->kv.type == HEARTH_KV_F16) {
             k->f32_to_f16(kx, kdst, kvd);
@@ -371,7 +373,8 @@ static void attention(void *arg, int ith, int nth)
     const struct kv_cache *kv  = &ctx->kv;
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     const int64_t qd     = (int64_t)hp->n_head * hd;
-    const float scale    = 1.0f / sqrtf((float)hd);
+    const float scale    = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hd);
+    const int32_t n_swa  = ctx->model->layers[s->l].swa ? hp->n_swa : 0;
     float *scratch       = ctx->s.scores + (size_t)ith * ctx->s.scores_per_thread;
     const uint8_t *kbase = kv->mem + (size_t)s->l * 2 * kv->layer_len,
                   *vbase = kbase + kv->layer_len;
@@ -408,7 +411,7 @@ static void attention(void *arg, int ith, int nth)
                 const int32_t pos = s->b->pos[t + u];
                 for (int32_t h = h0; h < h0 + nh; h++, r++) {
                     /* a sliding window sees the last n_swa positions, itself included */
-                    j0[r]  = hp->n_swa > 0 && pos >= hp->n_swa ? pos - hp->n_swa + 1 : 0;
+                    j0[r]  = n_swa > 0 && pos >= n_swa ? pos - n_swa + 1 : 0;
                     j1[r]  = pos;
                     q[r]   = ctx->s.q + (t + u) * qd + (int64_t)h * hd;
                     out[r] = ctx->s.att + (t + u) * qd + (int64_t)h * hd;
@@ -429,14 +432,18 @@ static void residual_add(void *arg, int ith, int nth)
         s->ctx->model->k->axpy_f32(s->dst + t * s->width, 1.0f, s->src + t * s->width, s->width);
 }
 
-static void swiglu(void *arg, int ith, int nth)
+/* hb = act(hb) * hb2: SiLU, or GELU for gemma3. */
+static void gated_act(void *arg, int ith, int nth)
 {
     struct step *s = arg;
+    const struct kernels *k = s->ctx->model->k;
+    void (*act)(float *, const float *, const float *, int64_t) =
+        s->ctx->model->hp.ffn_gelu ? k->gelu_mul : k->silu_mul;
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
     for (long t = t0; t < t1; t++)
-        s->ctx->model->k->silu_mul(s->ctx->s.hb + t * s->width, s->ctx->s.hb + t * s->width,
-                                   s->ctx->s.hb2 + t * s->width, s->width);
+        act(s->ctx->s.hb + t * s->width, s->ctx->s.hb + t * s->width,
+            s->ctx->s.hb2 + t * s->width, s->width);
 }
 
 static void layer_forward(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
@@ -456,6 +463,8 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
     run_by_token(ctx, qkv_finish, &st, n);
     threadpool_run(ctx->tp, attention, &st);
     matmul(ctx, &L->wo, S->att, qd, S->xb, d, n, NULL);
+    if (L->post_attn_norm)
+        rmsnorm(ctx, S->xb, S->xb, L->post_attn_norm, n);
     st.src = S->xb;
     st.dst = S->x;
     run_by_token(ctx, residual_add, &st, n);
@@ -464,8 +473,10 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
     matmul(ctx, &L->w_gate, S->xb, d, S->hb, hp->n_ff, n, NULL);
     matmul(ctx, &L->w_up, S->xb, d, S->hb2, hp->n_ff, n, &L->w_gate);
     st.width = hp->n_ff;
-    run_by_token(ctx, swiglu, &st, n);
+    run_by_token(ctx, gated_act, &st, n);
     matmul(ctx, &L->w_down, S->hb, hp->n_ff, S->xb, d, n, NULL);
+    if (L->post_ffn_norm)
+        rmsnorm(ctx, S->xb, S->xb, L->post_ffn_norm, n);
     st.width = d;
     run_by_token(ctx, residual_add, &st, n);
 }
@@ -515,9 +526,26 @@ static void embed_rows(void *arg, int ith, int nth)
     const struct type_kernels *tk = &s->ctx->model->k->type[e->type];
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
-    for (long t = t0; t < t1; t++)
-        tk->to_float((const uint8_t *)e->data + (size_t)s->b->token[t] * e->row_len,
-                     s->ctx->s.x + t * e->n_in, e->n_in);
+    for (long t = t0; t < t1; t++) {
+        float *x = s->ctx->s.x + t * e->n_in;
+        tk->to_float((const uint8_t *)e->data + (size_t)s->b->token[t] * e->row_len, x, e->n_in);
+        if (s->ctx->model->hp.embd_scale != 1.0f)
+            s->ctx->model->k->scale_f32(x, s->ctx->model->hp.embd_scale, e->n_in);
+    }
+}
+
+/* Logits to cap * tanh(logit / cap), as ggml's scale, tanh, scale. */
+static void softcap_rows(void *arg, int ith, int nth)
+{
+    struct step *s = arg;
+    const struct hparams *hp = &s->ctx->model->hp;
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        float *y = s->ctx->s.logits + t * hp->n_vocab;
+        for (int32_t i = 0; i < hp->n_vocab; i++)
+            y[i] = tanhf(y[i] * (1.0f / hp->logit_softcap)) * hp->logit_softcap;
+    }
 }
 
 enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth_batch *b,
@@ -555,6 +583,10 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
         return HEARTH_OK;
     rmsnorm(ctx, S->xb, S->x, ctx->model->output_norm, n_out);
     matmul(ctx, &ctx->model->output, S->xb, hp->n_embd, S->logits, hp->n_vocab, n_out, NULL);
+    if (hp->logit_softcap > 0) {
+        struct step c = {.ctx = ctx, .b = b, .n = n_out};
+        run_by_token(ctx, softcap_rows, &c, n_out);
+    }
     return HEARTH_OK;
 }
 

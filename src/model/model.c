@@ -4,6 +4,7 @@
  * mapping, norm vectors copied to f32. The public hearth_model_* and
  * tokenizer accessors live here too.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +19,23 @@ struct hearth_model_params hearth_model_default_params(void)
     return (struct hearth_model_params){.n_threads = 4};
 }
 
+static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size_t err_len);
+
 /*
  * Architectures whose forward pass hearth has. They share one llama-style
- * block; what differs is the rope layout and which optional tensors exist
- * (biases for qwen2, per-head q/k norms for qwen3), found by name at load.
+ * block; what differs is the rope layout, which optional tensors exist
+ * (biases for qwen2, per-head q/k norms for qwen3, post-norms for gemma3),
+ * found by name at load, and what an architecture's own hook sets.
  */
 static const struct {
     const char *name;
     bool rope_neox;
+    enum hearth_status (*hparams)(struct hearth_model *m, char *err, size_t err_len);
 } archs[] = {
-    {"llama", false},
-    {"qwen2", true},
-    {"qwen3", true},
+    {"llama", false, NULL},
+    {"qwen2", true, NULL},
+    {"qwen3", true, NULL},
+    {"gemma3", true, gemma3_hparams},
 };
 
 static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
@@ -91,6 +97,47 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
     hp->n_swa = arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
     hp->n_ctx_train = arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
                                                                                  : 2048;
+    hp->embd_scale = 1.0f;
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers)
+        return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+    /* a window in the file applies to every layer unless the architecture says which */
+    for (int32_t i = 0; i < hp->n_layer; i++) {
+        m->layers[i].swa       = true;
+        m->layers[i].rope_base = hp->rope_base;
+    }
+    return HEARTH_OK;
+}
+
+/*
+ * gemma3, as llama.cpp reads it: with a window, layer i is local unless
+ * i % pattern == pattern - 1 (pattern 0: all local), and local layers rotate
+ * with rope.freq_base_swa (10000 when absent, not the global base). Queries
+ * are scaled by 1/sqrt(head_dim) before attention, by 1/sqrt(n_embd/n_head)
+ * for the 62-layer 27B, whose head_dim differs; embeddings by sqrt(n_embd).
+ */
+static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size_t err_len)
+{
+    struct hparams *hp = &m->hp;
+    uint32_t pattern = 6;
+    float base_swa = 10000.0f;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
+    if (gguf_find_key(m->gguf, key) >= 0 && !gguf_get_u32(m->gguf, key, &pattern))
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: %s is not a single integer, which hearth cannot read yet", key);
+    arch_f32(m, "rope.freq_base_swa", &base_swa);
+    for (int32_t i = 0; i < hp->n_layer; i++) {
+        const bool local = hp->n_swa > 0 && (pattern == 0 || (uint32_t)i % pattern < pattern - 1);
+        m->layers[i].swa       = local;
+        m->layers[i].rope_base = local ? base_swa : hp->rope_base;
+    }
+    if (!arch_f32(m, "final_logit_softcapping", &hp->logit_softcap) || !(hp->logit_softcap > 0))
+        hp->logit_softcap = 0.0f;
+    hp->q_scale    = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                       : 1.0f / sqrtf((float)hp->head_dim);
+    hp->embd_scale = sqrtf((float)hp->n_embd);
+    hp->ffn_gelu   = true;
     return HEARTH_OK;
 }
 
@@ -168,18 +215,17 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
         return st;
     if (!m->output.data)
         m->output = m->tok_embd; /* tied embeddings */
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers)
-        return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+    const bool post_norms = !strcmp(m->arch, "gemma3");
     for (int32_t i = 0; i < hp->n_layer; i++) {
         struct layer *L = &m->layers[i];
-        char n[14][64];
+        char n[16][64];
         static const char *const parts[] = {
             "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
             "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
             "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
-            "attn_q_norm.weight", "attn_k_norm.weight"};
-        for (int j = 0; j < 14; j++)
+            "attn_q_norm.weight", "attn_k_norm.weight", "post_attention_norm.weight",
+            "post_ffw_norm.weight"};
+        for (int j = 0; j < 16; j++)
             snprintf(n[j], sizeof n[j], "blk.%d.%s", i, parts[j]);
         if ((st = get_vector(m, n[0], d, false, &L->attn_norm, err, err_len)) ||
             (st = get_weight(m, n[1], d, qd, false, &L->wq, err, err_len)) ||
@@ -193,8 +239,10 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
             (st = get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
             (st = get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
             (st = get_vector(m, n[11], kvd, true, &L->bv, err, err_len)) ||
-            (st = get_vector(m, n[12], hp->head_dim, true, &L->q_norm, err, err_len)) ||
-            (st = get_vector(m, n[13], hp->head_dim, true, &L->k_norm, err, err_len)))
+            (st = get_vector(m, n[12], hp->head_dim, !post_norms, &L->q_norm, err, err_len)) ||
+            (st = get_vector(m, n[13], hp->head_dim, !post_norms, &L->k_norm, err, err_len)) ||
+            (st = get_vector(m, n[14], d, !post_norms, &L->post_attn_norm, err, err_len)) ||
+            (st = get_vector(m, n[15], d, !post_norms, &L->post_ffn_norm, err, err_len)))
             return st;
     }
     return HEARTH_OK;
@@ -276,12 +324,14 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
         a++;
     if (a == n_archs) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
-                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3)",
+                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, gemma3)",
                   m->arch);
         goto err;
     }
     m->hp.rope_neox = archs[a].rope_neox;
-    if ((st = load_hparams(m, err, err_len)) || (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
+    if ((st = load_hparams(m, err, err_len)) ||
+        (archs[a].hparams && (st = archs[a].hparams(m, err, err_len))) ||
+        (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
         goto err;
     m->hp.n_vocab = tokenizer_n_vocab(m->tok);
     struct gguf_str ct;
@@ -317,6 +367,8 @@ void hearth_model_free(struct hearth_model *m)
             free(L->bv);
             free(L->q_norm);
             free(L->k_norm);
+            free(L->post_attn_norm);
+            free(L->post_ffn_norm);
             struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
                 unpack_weight(ws[j]);

@@ -37,10 +37,15 @@ struct layer {
     struct weight wo;         /* (n_head * head_dim -> n_embd) */
     float *bq, *bk, *bv;      /* optional biases (qwen2), owned; NULL when absent */
     float *q_norm, *k_norm;   /* (head_dim) per-head RMSNorm of q and k (qwen3); NULL when absent */
+    float *post_attn_norm;    /* (n_embd) RMSNorm of the attention output before its residual
+                                 add (gemma3); NULL when absent */
+    float *post_ffn_norm;     /* (n_embd) the same after the FFN (gemma3); NULL when absent */
     float *ffn_norm;          /* (n_embd) */
     struct weight w_gate;     /* (n_embd -> n_ff) */
     struct weight w_up;       /* (n_embd -> n_ff) */
     struct weight w_down;     /* (n_ff -> n_embd) */
+    bool swa;                 /* attends through the sliding window of hp.n_swa tokens */
+    float rope_base;          /* this layer's rope base: hp.rope_base, or gemma3's local one */
 };
 
 /* Hyperparameters from <arch>.* metadata. */
@@ -58,6 +63,11 @@ struct hparams {
     float norm_eps;      /* RMSNorm epsilon */
     bool rope_neox;      /* rotate (x[i], x[i + rope_dim/2]) instead of adjacent pairs */
     int32_t n_swa;       /* sliding attention window in tokens; 0 = full attention */
+    float embd_scale;    /* token embeddings are multiplied by this: 1, sqrt(n_embd) for gemma3 */
+    float q_scale;       /* > 0: q is multiplied by this after rope and attention scores are not
+                            scaled (gemma3); 0: scores are scaled by 1/sqrt(head_dim) */
+    float logit_softcap; /* > 0: logits become cap * tanh(logit / cap); 0 = off */
+    bool ffn_gelu;       /* FFN gate through GELU (gemma3) instead of SiLU */
 };
 
 struct hearth_model {
