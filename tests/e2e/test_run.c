@@ -3,22 +3,32 @@
  * output in ../shared/reference/greedy.tsv: every row must match byte for
  * byte. Also the CLI's exit codes on bad input.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/testutil.h"
 
-static void test_greedy_matches_llama_cpp(void **state)
+/*
+ * Runs every row of a greedy TSV (model, prompt, n, escaped continuation;
+ * lines starting with # and the header skipped) and asserts hearth's text is
+ * llama.cpp's byte for byte.
+ */
+static void check_greedy_tsv(const char *tsv, const char *label)
 {
-    (void)state;
-    TU_SHARED_OR_SKIP(tsv, "reference/greedy.tsv");
     char *text = tu_read_file(tsv, NULL);
     assert_non_null(text);
     int rows = 0, matched = 0;
     char *save = NULL;
-    strtok_r(text, "\n", &save); /* header */
-    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    bool header = true;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#')
+            continue;
+        if (header) {
+            header = false;
+            continue;
+        }
         char *f[4], *s2 = NULL;
         f[0] = strtok_r(line, "\t", &s2);
         for (int i = 1; i < 4; i++)
@@ -41,10 +51,25 @@ static void test_greedy_matches_llama_cpp(void **state)
         free(out);
         free(err);
     }
-    print_message("greedy.tsv: %d of %d rows match llama.cpp byte for byte\n", matched, rows);
+    print_message("%s: %d of %d rows match llama.cpp byte for byte\n", label, matched, rows);
     free(text);
     assert_true(rows > 0);
     assert_int_equal(matched, rows);
+}
+
+static void test_greedy_matches_llama_cpp(void **state)
+{
+    (void)state;
+    TU_SHARED_OR_SKIP(tsv, "reference/greedy.tsv");
+    check_greedy_tsv(tsv, "greedy.tsv");
+}
+
+/* The newer architectures' rows, recorded in this repository (see the file's header). */
+static void test_greedy_models_match_llama_cpp(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "tiny-gemma3-spm-q8_0.gguf");
+    check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-llamacpp.tsv", "greedy-llamacpp.tsv");
 }
 
 static void test_seeded_sampling_is_reproducible(void **state)
@@ -159,6 +184,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_matches_llama_cpp),
+        cmocka_unit_test(test_greedy_models_match_llama_cpp),
         cmocka_unit_test(test_seeded_sampling_is_reproducible),
         cmocka_unit_test(test_timings_on_stderr),
         cmocka_unit_test(test_chat_two_turns_reuse_the_conversation),

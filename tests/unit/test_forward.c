@@ -248,6 +248,138 @@ static void test_sliding_window_hides_old_tokens(void **state)
     free(lb);
 }
 
+/* ------------------------------------------------------------- gemma3 --- */
+
+/*
+ * tiny-gemma3 (window 32, pattern 3): the per-layer plan llama.cpp derives
+ * from the file, and greedy generation that crosses the window giving the
+ * same tokens and bit-identical logits whether the prompt is prefilled in
+ * one batch or fed one token at a time.
+ */
+struct gemma_fixture {
+    struct hearth_model *model;
+    struct hearth_context *ctx;
+};
+
+static int gemma_setup(void **state)
+{
+    struct gemma_fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    const char *path = tu_model("tiny-gemma3-spm-q8_0.gguf");
+    if (!path)
+        return 0;
+    char err[HEARTH_ERR_MAX];
+    struct hearth_model_params mp = hearth_model_default_params();
+    mp.n_threads = 2;
+    if (hearth_model_load(path, &mp, &f->model, err, sizeof err))
+        return -1;
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx = 160;
+    cp.kv_block = 16;
+    if (hearth_context_new(f->model, &cp, &f->ctx, err, sizeof err))
+        return -1;
+    return 0;
+}
+
+static int gemma_teardown(void **state)
+{
+    struct gemma_fixture *f = *state;
+    hearth_context_free(f->ctx);
+    hearth_model_free(f->model);
+    free(f);
+    return 0;
+}
+
+#define NEED_GEMMA(f)                                                                      \
+    if (!(f)->model) {                                                                     \
+        print_message("skip: tiny-gemma3-spm-q8_0.gguf not found\n");                      \
+        skip();                                                                            \
+    }
+
+static void test_gemma3_layer_plan(void **state)
+{
+    struct gemma_fixture *f = *state;
+    NEED_GEMMA(f);
+    const struct hparams *hp = &f->model->hp;
+    assert_int_equal(hp->n_layer, 6);
+    assert_int_equal(hp->n_swa, 32);
+    for (int32_t i = 0; i < hp->n_layer; i++) {
+        const struct layer *L = &f->model->layers[i];
+        /* every third layer, counting from the third, attends globally */
+        assert_int_equal(L->swa, i % 3 != 2);
+        assert_true(L->rope_base == 10000.0f);
+        assert_non_null(L->post_attn_norm);
+        assert_non_null(L->post_ffn_norm);
+        assert_non_null(L->q_norm);
+    }
+    assert_true(hp->q_scale == 0.125f);    /* 1/sqrt(head_dim 64) */
+    assert_true(hp->embd_scale == 16.0f);  /* sqrt(n_embd 256) */
+    assert_true(hp->logit_softcap == 0.0f);
+    assert_true(hp->ffn_gelu);
+}
+
+/* Feeds tok[0..n) as batches of `chunk`, then generates n_gen tokens greedily; returns the
+ * logits after the prompt in `first`. */
+static void gemma_greedy(struct gemma_fixture *f, const hearth_token *tok, int32_t n,
+                         int32_t chunk, int32_t n_gen, hearth_token *out, float *first)
+{
+    char err[HEARTH_ERR_MAX];
+    const int32_t n_vocab = hearth_model_n_vocab(f->model);
+    int32_t pos[64], seq[64] = {0};
+    hearth_seq_truncate(f->ctx, 0, 0);
+    for (int32_t i = 0; i < n; i += chunk) {
+        const int32_t m = n - i < chunk ? n - i : chunk;
+        for (int32_t j = 0; j < m; j++)
+            pos[j] = i + j;
+        struct hearth_batch b = {m, tok + i, pos, seq, NULL};
+        assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_OK);
+    }
+    const float *l = hearth_get_logits(f->ctx, (n - 1) % chunk);
+    memcpy(first, l, (size_t)n_vocab * sizeof(float));
+    for (int32_t g = 0; g < n_gen; g++) {
+        hearth_token best = 0;
+        for (hearth_token v = 1; v < n_vocab; v++)
+            best = l[v] > l[best] ? v : best;
+        out[g] = best;
+        pos[0] = n + g;
+        struct hearth_batch b = {1, &out[g], pos, seq, NULL};
+        assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_OK);
+        l = hearth_get_logits(f->ctx, 0);
+    }
+    hearth_seq_truncate(f->ctx, 0, 0);
+}
+
+static void test_gemma3_prefill_matches_token_by_token(void **state)
+{
+    struct gemma_fixture *f = *state;
+    NEED_GEMMA(f);
+    const int32_t n_vocab = hearth_model_n_vocab(f->model);
+    hearth_token prompt[48], a[64], b[64];
+    tokens(prompt, 48, 2); /* longer than the window of 32, and so is every generated step */
+    float *la = malloc((size_t)n_vocab * sizeof(float)), *lb = malloc((size_t)n_vocab * sizeof(float));
+    gemma_greedy(f, prompt, 48, 48, 64, a, la);
+    gemma_greedy(f, prompt, 48, 1, 64, b, lb);
+    int32_t runs = 1;
+    for (int32_t i = 1; i < 64; i++)
+        runs += a[i] != a[i - 1];
+    /* the window is in effect: attending to the whole prompt everywhere changes the logits */
+    hearth_token c[1];
+    float *lc = malloc((size_t)n_vocab * sizeof(float));
+    f->model->hp.n_swa = 0;
+    gemma_greedy(f, prompt, 48, 48, 0, c, lc);
+    f->model->hp.n_swa = 32;
+    print_message("prompt logits max |diff| %g; %d runs of one token in 64 generated; "
+                  "%g without the window\n", max_diff(la, lb, n_vocab), runs,
+                  max_diff(la, lc, n_vocab));
+    assert_true(max_diff(la, lb, n_vocab) == 0.0f);
+    assert_memory_equal(a, b, sizeof a);
+    assert_true(runs > 1);
+    assert_true(max_diff(la, lc, n_vocab) > 0.0f);
+    free(lc);
+    free(la);
+    free(lb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -257,5 +389,11 @@ int main(void)
         cmocka_unit_test(test_bad_batches_change_nothing),
         cmocka_unit_test(test_sliding_window_hides_old_tokens),
     };
-    return cmocka_run_group_tests_name("forward", tests, setup, teardown);
+    const struct CMUnitTest gemma3[] = {
+        cmocka_unit_test(test_gemma3_layer_plan),
+        cmocka_unit_test(test_gemma3_prefill_matches_token_by_token),
+    };
+    int failed = cmocka_run_group_tests_name("forward", tests, setup, teardown);
+    return failed + cmocka_run_group_tests_name("forward_gemma3", gemma3, gemma_setup,
+                                                gemma_teardown);
 }

@@ -146,6 +146,7 @@ static void test_tables_complete(void **state)
         }
         assert_non_null(K->rmsnorm);
         assert_non_null(K->silu_mul);
+        assert_non_null(K->gelu_mul);
         assert_non_null(K->softmax);
         assert_non_null(K->dot_f32);
         assert_non_null(K->dot_f32_f16);
@@ -1366,6 +1367,71 @@ static void test_silu_mul(void **state)
     }
 }
 
+/*
+ * gelu_mul follows ggml's geglu: GELU (tanh form) looked up in a table of f16
+ * values at the f16-rounded input, so it is within an f16 rounding of the
+ * exact GELU of that input; |g| >= 10 short-cuts to 0 or g. Every table gives
+ * the reference's bits.
+ */
+static void test_gelu_mul(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk               = host_tables(ks);
+    static const float edges[] = {0.0f,  -0.0f, 10.0f, -10.0f, 9.99f, -9.99f, 30.0f,
+                                  -30.0f, 1e-20f, -1e-20f, 3.0f,  -3.0f, 0.5f};
+    const int ne               = (int)(sizeof(edges) / sizeof(edges[0]));
+    for (int k = 0; k < nk; k++) {
+        double max_exact = 0;
+        for (int l = 0; l < N_OP_LENS; l++) {
+            const int64_t n = op_lens[l];
+            float *g = xmalloc((size_t)n * sizeof(float)), *u = xmalloc((size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++)
+                g[i] = rng_uniform() * 24.0f;
+            for (int64_t i = 0; i < n && n > 16; i += 7)
+                g[i] = edges[(i / 7) % ne];
+            fill_normal(u, n, 1.0f);
+            float *y = xmalloc((size_t)n * sizeof(float)), *yr = xmalloc((size_t)n * sizeof(float));
+            ks[k]->gelu_mul(y, g, u, n);
+            ref_gelu_mul(yr, g, u, n);
+            assert_memory_equal(y, yr, (size_t)n * sizeof(float));
+            for (int64_t i = 0; i < n; i++) {
+                double want;
+                if (g[i] <= -10.0f)
+                    want = 0.0;
+                else if (g[i] >= 10.0f)
+                    want = (double)g[i] * u[i];
+                else {
+                    const double x = fp16_to_fp32(fp32_to_fp16(g[i]));
+                    want = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) *
+                           u[i];
+                }
+                const double err = fabs(y[i] - want);
+                if (err > 1e-3 * fabs(want) + 1e-7 * fabs(u[i]))
+                    fail_msg("%s: gelu_mul n=%lld g=%g u=%g: %.9g, exact %.9g", ks[k]->name,
+                             (long long)n, g[i], u[i], y[i], want);
+                if (fabs(want) > 1e-3) /* the tail is judged by the absolute bound above */
+                    max_exact = fmax(max_exact, err / fabs(want));
+            }
+            float *ga = copy_of(g, n);
+            ks[k]->gelu_mul(ga, ga, u, n);
+            assert_memory_equal(ga, y, (size_t)n * sizeof(float));
+            free(ga);
+            free(g);
+            free(u);
+            free(y);
+            free(yr);
+        }
+        /* the f16 table, not the f32 formula: gelu(1) = 0.8411920 rounds to 0.84130859375 */
+        const float one = 1.0f;
+        float y1;
+        ks[k]->gelu_mul(&y1, &one, &one, 1);
+        assert_true(y1 == 0.84130859375f);
+        print_message("%-6s gelu_mul  max rel err vs exact GELU of the f16 input %.3g\n",
+                      ks[k]->name, max_exact);
+    }
+}
+
 static void test_softmax(void **state)
 {
     (void)state;
@@ -1730,6 +1796,7 @@ int main(void)
         cmocka_unit_test(test_weight_types),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_silu_mul),
+        cmocka_unit_test(test_gelu_mul),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_dots),
         cmocka_unit_test(test_gemm8_matches_vec_dot),
