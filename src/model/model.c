@@ -30,6 +30,7 @@ static const struct {
     {"llama", false},
     {"qwen2", true},
     {"qwen3", true},
+    {"qwen3moe", true},
 };
 
 static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
@@ -91,7 +92,7 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
     hp->n_swa = arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
     hp->n_ctx_train = arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
                                                                                  : 2048;
-    return HEARTH_OK;
+    return moe_load_hparams(m, err, err_len);
 }
 
 /* Finds a 2-D weight and checks its shape {n_in, n_out} and that the kernels can run its type. */
@@ -171,6 +172,8 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+    /* an MoE file has routed experts instead of the dense FFN tensors */
+    const bool moe = hp->n_expert > 0;
     for (int32_t i = 0; i < hp->n_layer; i++) {
         struct layer *L = &m->layers[i];
         char n[14][64];
@@ -187,14 +190,15 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
             (st = get_weight(m, n[3], d, kvd, false, &L->wv, err, err_len)) ||
             (st = get_weight(m, n[4], qd, d, false, &L->wo, err, err_len)) ||
             (st = get_vector(m, n[5], d, false, &L->ffn_norm, err, err_len)) ||
-            (st = get_weight(m, n[6], d, hp->n_ff, false, &L->w_gate, err, err_len)) ||
-            (st = get_weight(m, n[7], d, hp->n_ff, false, &L->w_up, err, err_len)) ||
-            (st = get_weight(m, n[8], hp->n_ff, d, false, &L->w_down, err, err_len)) ||
+            (st = get_weight(m, n[6], d, hp->n_ff, moe, &L->w_gate, err, err_len)) ||
+            (st = get_weight(m, n[7], d, hp->n_ff, moe, &L->w_up, err, err_len)) ||
+            (st = get_weight(m, n[8], hp->n_ff, d, moe, &L->w_down, err, err_len)) ||
             (st = get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
             (st = get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
             (st = get_vector(m, n[11], kvd, true, &L->bv, err, err_len)) ||
             (st = get_vector(m, n[12], hp->head_dim, true, &L->q_norm, err, err_len)) ||
-            (st = get_vector(m, n[13], hp->head_dim, true, &L->k_norm, err, err_len)))
+            (st = get_vector(m, n[13], hp->head_dim, true, &L->k_norm, err, err_len)) ||
+            (moe && (st = moe_load(m, i, &L->moe, err, err_len))))
             return st;
     }
     return HEARTH_OK;
@@ -206,11 +210,11 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
  * source pages back to the kernel: the packed copy replaces them, so the
  * resident set stays one copy of the weights, as llama.cpp's repack does not.
  */
-static enum hearth_status pack_weight(struct hearth_model *m, struct weight *w, char *err,
-                                      size_t err_len)
+enum hearth_status model_pack_weight(struct hearth_model *m, struct weight *w, char *err,
+                                     size_t err_len)
 {
     const struct type_kernels *tk = &m->k->type[w->type];
-    if (!tk->pack8 || !tk->gemm8p || w->n_out % 8)
+    if (!w->data || !tk->pack8 || !tk->gemm8p || w->n_out % 8)
         return HEARTH_OK;
     const size_t len = (size_t)w->n_out * w->row_len;
     void *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -237,16 +241,16 @@ static enum hearth_status pack_weights(struct hearth_model *m, char *err, size_t
         struct layer *L = &m->layers[i];
         struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-            if ((st = pack_weight(m, ws[j], err, err_len)))
+            if ((st = model_pack_weight(m, ws[j], err, err_len)))
                 return st;
     }
     /* a tied output shares token_embd's rows, which embedding lookups read as they are */
     if (m->output.data != m->tok_embd.data)
-        return pack_weight(m, &m->output, err, err_len);
+        return model_pack_weight(m, &m->output, err, err_len);
     return HEARTH_OK;
 }
 
-static void unpack_weight(struct weight *w)
+void model_unpack_weight(struct weight *w)
 {
     if (w->packed)
         munmap(w->packed, w->packed_len);
@@ -276,7 +280,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
         a++;
     if (a == n_archs) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
-                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3)",
+                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, qwen3moe)",
                   m->arch);
         goto err;
     }
@@ -319,12 +323,13 @@ void hearth_model_free(struct hearth_model *m)
             free(L->k_norm);
             struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-                unpack_weight(ws[j]);
+                model_unpack_weight(ws[j]);
+            moe_free(L->moe);
         }
         free(m->layers);
     }
     if (m->output.data != m->tok_embd.data)
-        unpack_weight(&m->output);
+        model_unpack_weight(&m->output);
     free(m->output_norm);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);
