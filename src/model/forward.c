@@ -39,6 +39,7 @@ static void scratch_free(struct scratch *s)
     free(s->logits);
     free(s->out_row);
     free(s->seq_next);
+    moe_scratch_free(s->moe);
     memset(s, 0, sizeof *s);
 }
 
@@ -69,6 +70,8 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     s->logits = malloc(nb * hp->n_vocab * sizeof(float));
     s->out_row = malloc(nb * sizeof(int32_t));
     s->seq_next = malloc((size_t)n_seq * sizeof(int32_t));
+    if (hp->n_expert && !(s->moe = moe_scratch_new(hp, n_batch)))
+        return false;
     return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
            s->act_sum && s->act && s->logits && s->out_row && s->seq_next;
 }
@@ -470,6 +473,17 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
     run_by_token(ctx, residual_add, &st, n);
 
     rmsnorm(ctx, S->xb, S->x, L->ffn_norm, n);
+    if (L->moe) {
+        /* llama.cpp runs the last layer's FFN on the rows it outputs only */
+        int32_t n_gemm = n;
+        if (l == hp->n_layer - 1 && b->logits)
+            for (int32_t i = n_gemm = 0; i < n; i++)
+                n_gemm += b->logits[i] != 0;
+        else if (l == hp->n_layer - 1)
+            n_gemm = 1;
+        moe_ffn(ctx, L->moe, S->xb, S->x, n, n_gemm);
+        return;
+    }
     matmul(ctx, &L->w_gate, S->xb, d, S->hb, hp->n_ff, n, NULL);
     matmul(ctx, &L->w_up, S->xb, d, S->hb2, hp->n_ff, n, &L->w_gate);
     st.width = hp->n_ff;

@@ -36,6 +36,7 @@ static const struct {
     {"qwen2", true, NULL},
     {"qwen3", true, NULL},
     {"gemma3", true, gemma3_hparams},
+    {"qwen3moe", true, NULL},
 };
 
 static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
@@ -106,7 +107,7 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
         m->layers[i].swa       = true;
         m->layers[i].rope_base = hp->rope_base;
     }
-    return HEARTH_OK;
+    return moe_load_hparams(m, err, err_len);
 }
 
 /*
@@ -216,6 +217,8 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     if (!m->output.data)
         m->output = m->tok_embd; /* tied embeddings */
     const bool post_norms = !strcmp(m->arch, "gemma3");
+    /* an MoE file has routed experts instead of the dense FFN tensors */
+    const bool moe = hp->n_expert > 0;
     for (int32_t i = 0; i < hp->n_layer; i++) {
         struct layer *L = &m->layers[i];
         char n[16][64];
@@ -233,16 +236,17 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
             (st = get_weight(m, n[3], d, kvd, false, &L->wv, err, err_len)) ||
             (st = get_weight(m, n[4], qd, d, false, &L->wo, err, err_len)) ||
             (st = get_vector(m, n[5], d, false, &L->ffn_norm, err, err_len)) ||
-            (st = get_weight(m, n[6], d, hp->n_ff, false, &L->w_gate, err, err_len)) ||
-            (st = get_weight(m, n[7], d, hp->n_ff, false, &L->w_up, err, err_len)) ||
-            (st = get_weight(m, n[8], hp->n_ff, d, false, &L->w_down, err, err_len)) ||
+            (st = get_weight(m, n[6], d, hp->n_ff, moe, &L->w_gate, err, err_len)) ||
+            (st = get_weight(m, n[7], d, hp->n_ff, moe, &L->w_up, err, err_len)) ||
+            (st = get_weight(m, n[8], hp->n_ff, d, moe, &L->w_down, err, err_len)) ||
             (st = get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
             (st = get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
             (st = get_vector(m, n[11], kvd, true, &L->bv, err, err_len)) ||
             (st = get_vector(m, n[12], hp->head_dim, !post_norms, &L->q_norm, err, err_len)) ||
             (st = get_vector(m, n[13], hp->head_dim, !post_norms, &L->k_norm, err, err_len)) ||
             (st = get_vector(m, n[14], d, !post_norms, &L->post_attn_norm, err, err_len)) ||
-            (st = get_vector(m, n[15], d, !post_norms, &L->post_ffn_norm, err, err_len)))
+            (st = get_vector(m, n[15], d, !post_norms, &L->post_ffn_norm, err, err_len)) ||
+            (moe && (st = moe_load(m, i, &L->moe, err, err_len))))
             return st;
     }
     return HEARTH_OK;
@@ -254,11 +258,11 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
  * source pages back to the kernel: the packed copy replaces them, so the
  * resident set stays one copy of the weights, as llama.cpp's repack does not.
  */
-static enum hearth_status pack_weight(struct hearth_model *m, struct weight *w, char *err,
-                                      size_t err_len)
+enum hearth_status model_pack_weight(struct hearth_model *m, struct weight *w, char *err,
+                                     size_t err_len)
 {
     const struct type_kernels *tk = &m->k->type[w->type];
-    if (!tk->pack8 || !tk->gemm8p || w->n_out % 8)
+    if (!w->data || !tk->pack8 || !tk->gemm8p || w->n_out % 8)
         return HEARTH_OK;
     const size_t len = (size_t)w->n_out * w->row_len;
     void *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -285,16 +289,16 @@ static enum hearth_status pack_weights(struct hearth_model *m, char *err, size_t
         struct layer *L = &m->layers[i];
         struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-            if ((st = pack_weight(m, ws[j], err, err_len)))
+            if ((st = model_pack_weight(m, ws[j], err, err_len)))
                 return st;
     }
     /* a tied output shares token_embd's rows, which embedding lookups read as they are */
     if (m->output.data != m->tok_embd.data)
-        return pack_weight(m, &m->output, err, err_len);
+        return model_pack_weight(m, &m->output, err, err_len);
     return HEARTH_OK;
 }
 
-static void unpack_weight(struct weight *w)
+void model_unpack_weight(struct weight *w)
 {
     if (w->packed)
         munmap(w->packed, w->packed_len);
@@ -324,7 +328,8 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
         a++;
     if (a == n_archs) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
-                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, gemma3)",
+                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, "
+                  "qwen3moe, gemma3)",
                   m->arch);
         goto err;
     }
@@ -371,12 +376,13 @@ void hearth_model_free(struct hearth_model *m)
             free(L->post_ffn_norm);
             struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-                unpack_weight(ws[j]);
+                model_unpack_weight(ws[j]);
+            moe_free(L->moe);
         }
         free(m->layers);
     }
     if (m->output.data != m->tok_embd.data)
-        unpack_weight(&m->output);
+        model_unpack_weight(&m->output);
     free(m->output_norm);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);

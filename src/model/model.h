@@ -13,6 +13,7 @@
 #include "hearth.h"
 #include "kernels/kernels.h"
 #include "model/kv.h"
+#include "model/moe.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 #include "util/threadpool.h"
@@ -46,6 +47,7 @@ struct layer {
     struct weight w_down;     /* (n_ff -> n_embd) */
     bool swa;                 /* attends through the sliding window of hp.n_swa tokens */
     float rope_base;          /* this layer's rope base: hp.rope_base, or gemma3's local one */
+    struct moe *moe;          /* routed experts in place of the FFN above (qwen3moe); else NULL */
 };
 
 /* Hyperparameters from <arch>.* metadata. */
@@ -68,6 +70,9 @@ struct hparams {
                             scaled (gemma3); 0: scores are scaled by 1/sqrt(head_dim) */
     float logit_softcap; /* > 0: logits become cap * tanh(logit / cap); 0 = off */
     bool ffn_gelu;       /* FFN gate through GELU (gemma3) instead of SiLU */
+    int32_t n_expert;      /* routed experts per layer; 0 = a dense FFN */
+    int32_t n_expert_used; /* experts per token, 1..n_expert */
+    int32_t n_ff_exp;      /* each expert's hidden width */
 };
 
 struct hearth_model {
@@ -104,6 +109,7 @@ struct scratch {
     int32_t *out_row; /* [n_batch] logits row of batch row i, or -1 */
     int32_t n_rows;   /* rows of the last batch (valid out_row entries) */
     int32_t *seq_next;/* [n_seq] next position per sequence while checking a batch */
+    struct moe_scratch *moe; /* the experts' buffers (moe.c); NULL for a dense model */
 };
 
 struct hearth_context {
@@ -113,5 +119,14 @@ struct hearth_context {
     struct scratch s;
     struct threadpool *tp;
 };
+
+/*
+ * Rewrites w into the kernel's packed layout when its type has one (and its
+ * rows come in groups of eight), releasing the mapping's pages it replaces;
+ * model_unpack_weight frees that copy. HEARTH_ENOMEM when it cannot map.
+ */
+enum hearth_status model_pack_weight(struct hearth_model *m, struct weight *w, char *err,
+                                     size_t err_len);
+void model_unpack_weight(struct weight *w);
 
 #endif

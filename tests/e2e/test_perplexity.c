@@ -36,7 +36,7 @@ static double tolerance_pct(const char *model)
  */
 static bool pending_arch(const char *model)
 {
-    static const char *const pending[] = {"-qwen3moe-", "-qwen35moe-"};
+    static const char *const pending[] = {"-qwen35moe-"};
     for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
         if (strstr(model, pending[i]))
             return true;
