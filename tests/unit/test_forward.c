@@ -10,50 +10,21 @@
 
 #include "hearth.h"
 #include "model/model.h"
+#include "util/engineutil.h"
 #include "util/testutil.h"
-
-struct fixture {
-    struct hearth_model *model;
-    struct hearth_context *ctx;
-    int32_t n_vocab;
-};
 
 static int setup(void **state)
 {
-    const char *path = tu_model("stories260K.gguf");
-    struct fixture *f = calloc(1, sizeof *f);
-    *state = f;
-    if (!path)
-        return 0;
-    char err[HEARTH_ERR_MAX];
-    struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads = 2;
-    if (hearth_model_load(path, &mp, &f->model, err, sizeof err))
-        return -1;
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_seq_max = 3;
-    cp.kv_block = 16;
-    if (hearth_context_new(f->model, &cp, &f->ctx, err, sizeof err))
-        return -1;
-    f->n_vocab = hearth_model_n_vocab(f->model);
-    return 0;
+    cp.n_ctx                        = 256;
+    cp.n_seq_max                    = 3;
+    cp.kv_block                     = 16;
+    return tu_engine_open((struct tu_engine **)state, "stories260K.gguf", &cp);
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    hearth_context_free(f->ctx);
-    hearth_model_free(f->model);
-    free(f);
-    return 0;
-}
+static int teardown(void **state) { return tu_engine_close(*state); }
 
-#define NEED_MODEL(f)                                                                      \
-    if (!(f)->model) {                                                                     \
-        print_message("skip: stories260K.gguf not found\n");                               \
-        skip();                                                                            \
-    }
+#define NEED_MODEL(f) TU_ENGINE_OR_SKIP(f)
 
 static void tokens(hearth_token *t, int32_t n, int32_t salt)
 {
@@ -63,7 +34,7 @@ static void tokens(hearth_token *t, int32_t n, int32_t salt)
 }
 
 /* Decodes tok[0..n) into seq from its current end in chunks of `chunk`; copies the last logits. */
-static void run_seq(struct fixture *f, int32_t seq, const hearth_token *tok, int32_t n,
+static void run_seq(struct tu_engine *f, int32_t seq, const hearth_token *tok, int32_t n,
                     int32_t chunk, float *last)
 {
     char err[HEARTH_ERR_MAX];
@@ -91,7 +62,7 @@ static float max_diff(const float *a, const float *b, int32_t n)
 
 static void test_interleaved_sequences_match_separate_runs(void **state)
 {
-    struct fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_MODEL(f);
     hearth_token a[40], b[25];
     tokens(a, 40, 1);
@@ -136,7 +107,7 @@ static void test_interleaved_sequences_match_separate_runs(void **state)
 
 static void test_chunked_prefill_matches_one_batch(void **state)
 {
-    struct fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_MODEL(f);
     hearth_token a[100];
     tokens(a, 100, 3);
@@ -153,7 +124,7 @@ static void test_chunked_prefill_matches_one_batch(void **state)
 
 static void test_reused_prefix_gives_same_logits(void **state)
 {
-    struct fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_MODEL(f);
     hearth_token a[90];
     tokens(a, 90, 4);
@@ -178,7 +149,7 @@ static void test_reused_prefix_gives_same_logits(void **state)
 
 static void test_bad_batches_change_nothing(void **state)
 {
-    struct fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_MODEL(f);
     char err[HEARTH_ERR_MAX];
     hearth_seq_truncate(f->ctx, 0, 0);
@@ -220,7 +191,7 @@ static void test_bad_batches_change_nothing(void **state)
  */
 static void test_sliding_window_hides_old_tokens(void **state)
 {
-    struct fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_MODEL(f);
     hearth_token a[48], b[48];
     tokens(a, 48, 6);
@@ -256,49 +227,21 @@ static void test_sliding_window_hides_old_tokens(void **state)
  * same tokens and bit-identical logits whether the prompt is prefilled in
  * one batch or fed one token at a time.
  */
-struct gemma_fixture {
-    struct hearth_model *model;
-    struct hearth_context *ctx;
-};
-
 static int gemma_setup(void **state)
 {
-    struct gemma_fixture *f = calloc(1, sizeof *f);
-    *state = f;
-    const char *path = tu_model("tiny-gemma3-spm-q8_0.gguf");
-    if (!path)
-        return 0;
-    char err[HEARTH_ERR_MAX];
-    struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads = 2;
-    if (hearth_model_load(path, &mp, &f->model, err, sizeof err))
-        return -1;
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = 160;
-    cp.kv_block = 16;
-    if (hearth_context_new(f->model, &cp, &f->ctx, err, sizeof err))
-        return -1;
-    return 0;
+    cp.n_ctx                        = 160;
+    cp.kv_block                     = 16;
+    return tu_engine_open((struct tu_engine **)state, "tiny-gemma3-spm-q8_0.gguf", &cp);
 }
 
-static int gemma_teardown(void **state)
-{
-    struct gemma_fixture *f = *state;
-    hearth_context_free(f->ctx);
-    hearth_model_free(f->model);
-    free(f);
-    return 0;
-}
+static int gemma_teardown(void **state) { return tu_engine_close(*state); }
 
-#define NEED_GEMMA(f)                                                                      \
-    if (!(f)->model) {                                                                     \
-        print_message("skip: tiny-gemma3-spm-q8_0.gguf not found\n");                      \
-        skip();                                                                            \
-    }
+#define NEED_GEMMA(f) TU_ENGINE_OR_SKIP(f)
 
 static void test_gemma3_layer_plan(void **state)
 {
-    struct gemma_fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_GEMMA(f);
     const struct hparams *hp = &f->model->hp;
     assert_int_equal(hp->n_layer, 6);
@@ -320,7 +263,7 @@ static void test_gemma3_layer_plan(void **state)
 
 /* Feeds tok[0..n) as batches of `chunk`, then generates n_gen tokens greedily; returns the
  * logits after the prompt in `first`. */
-static void gemma_greedy(struct gemma_fixture *f, const hearth_token *tok, int32_t n,
+static void gemma_greedy(struct tu_engine *f, const hearth_token *tok, int32_t n,
                          int32_t chunk, int32_t n_gen, hearth_token *out, float *first)
 {
     char err[HEARTH_ERR_MAX];
@@ -351,7 +294,7 @@ static void gemma_greedy(struct gemma_fixture *f, const hearth_token *tok, int32
 
 static void test_gemma3_prefill_matches_token_by_token(void **state)
 {
-    struct gemma_fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_GEMMA(f);
     const int32_t n_vocab = hearth_model_n_vocab(f->model);
     hearth_token prompt[48], a[64], b[64];

@@ -10,51 +10,22 @@
 
 #include "hearth.h"
 #include "model/model.h"
+#include "util/engineutil.h"
 #include "util/testutil.h"
 
 #define MODEL "tiny-qwen3moe-bpe-q8_0.gguf"
 
-struct fixture {
-    struct hearth_model *model;
-    struct hearth_context *ctx;
-    int32_t n_vocab;
-};
-
 static int setup(void **state)
 {
-    const char *path = tu_model(MODEL);
-    struct fixture *f = calloc(1, sizeof *f);
-    *state = f;
-    if (!path)
-        return 0;
-    char err[HEARTH_ERR_MAX];
-    struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads = 2;
-    if (hearth_model_load(path, &mp, &f->model, err, sizeof err))
-        return -1;
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = 256;
-    cp.kv_block = 16;
-    if (hearth_context_new(f->model, &cp, &f->ctx, err, sizeof err))
-        return -1;
-    f->n_vocab = hearth_model_n_vocab(f->model);
-    return 0;
+    cp.n_ctx                        = 256;
+    cp.kv_block                     = 16;
+    return tu_engine_open((struct tu_engine **)state, MODEL, &cp);
 }
 
-static int teardown(void **state)
-{
-    struct fixture *f = *state;
-    hearth_context_free(f->ctx);
-    hearth_model_free(f->model);
-    free(f);
-    return 0;
-}
+static int teardown(void **state) { return tu_engine_close(*state); }
 
-#define NEED_MODEL(f)                                                                      \
-    if (!(f)->model) {                                                                     \
-        print_message("skip: " MODEL " not found\n");                                      \
-        skip();                                                                            \
-    }
+#define NEED_MODEL(f) TU_ENGINE_OR_SKIP(f)
 
 static void tokens(hearth_token *t, int32_t n, int32_t salt)
 {
@@ -63,7 +34,7 @@ static void tokens(hearth_token *t, int32_t n, int32_t salt)
 }
 
 /* Decodes tok[0..n) into sequence 0 from its end in chunks of `chunk`; copies the last logits. */
-static void run(struct fixture *f, const hearth_token *tok, int32_t n, int32_t chunk, float *last)
+static void run(struct tu_engine *f, const hearth_token *tok, int32_t n, int32_t chunk, float *last)
 {
     char err[HEARTH_ERR_MAX];
     const int32_t p0 = hearth_seq_len(f->ctx, 0);
@@ -98,7 +69,7 @@ static float max_diff(const float *a, const float *b, int32_t n)
 /* Chunks of two or more rows take the same router arithmetic, so any split gives the same bits. */
 static void test_batch_composition_does_not_change_bits(void **state)
 {
-    struct fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_MODEL(f);
     hearth_token a[100];
     tokens(a, 100, 1);
@@ -119,7 +90,7 @@ static void test_batch_composition_does_not_change_bits(void **state)
 }
 
 /* Greedy continuation of 48 tokens after the prompt prefilled in chunks of `chunk`. */
-static void greedy(struct fixture *f, const hearth_token *prompt, int32_t n, int32_t chunk,
+static void greedy(struct tu_engine *f, const hearth_token *prompt, int32_t n, int32_t chunk,
                    hearth_token *out, int32_t n_out, float *last)
 {
     hearth_seq_truncate(f->ctx, 0, 0);
@@ -132,7 +103,7 @@ static void greedy(struct fixture *f, const hearth_token *prompt, int32_t n, int
 
 static void test_prefill_and_token_by_token_agree(void **state)
 {
-    struct fixture *f = *state;
+    struct tu_engine *f = *state;
     NEED_MODEL(f);
     float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
     for (int32_t salt = 2; salt < 5; salt++) {

@@ -1,0 +1,39 @@
+/*
+ * engineutil.h: a model and a context over it, for the tests that drive the
+ * engine directly (test_forward, test_moe): one setup and teardown instead
+ * of one per test file. Linked into the test binaries that link the whole
+ * library (not the cross-built kernel tests, which link only the kernels).
+ */
+#ifndef HEARTH_ENGINEUTIL_H
+#define HEARTH_ENGINEUTIL_H
+
+#include <stdint.h>
+
+#include "hearth.h"
+
+struct tu_engine {
+    struct hearth_model *model; /* NULL when the model file is absent: the tests skip */
+    struct hearth_context *ctx;
+    int32_t n_vocab;
+    const char *name;
+};
+
+/*
+ * A calloc'd engine on model file name (tu_model), loaded with 2 threads,
+ * with a context of cp (NULL: the defaults). Returns 0 with *out set (its
+ * model NULL when the file is absent) or -1 when loading fails (the message
+ * printed), as a cmocka group setup returns.
+ */
+int tu_engine_open(struct tu_engine **out, const char *name,
+                   const struct hearth_context_params *cp);
+/* Frees what tu_engine_open made; 0, as a group teardown returns. */
+int tu_engine_close(struct tu_engine *e);
+
+/* Skips the current test with a message when e's model file is absent. */
+#define TU_ENGINE_OR_SKIP(e)                                                                       \
+    if (!(e)->model) {                                                                             \
+        print_message("skip: %s not found\n", (e)->name);                                          \
+        skip();                                                                                    \
+    }
+
+#endif
