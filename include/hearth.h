@@ -198,7 +198,12 @@ void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_to
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,
                      int32_t *total);
 
-/* Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence). */
+/*
+ * Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence).
+ * A model with recurrent layers (qwen35moe) cannot go back to a shorter
+ * prefix: any p0 below the sequence's length empties it, so callers read
+ * hearth_seq_len afterwards to see what was kept.
+ */
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0);
 /* Tokens cached for sequence seq. */
 int32_t hearth_seq_len(const struct hearth_context *ctx, int32_t seq);

@@ -53,6 +53,8 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
         max_in = qd;
     if ((size_t)hp->n_ff > max_in)
         max_in = (size_t)hp->n_ff;
+    if ((size_t)hp->n_in_extra > max_in)
+        max_in = (size_t)hp->n_in_extra;
     /* f32 is the widest activation encoding (4 bytes/element); quantized ones are smaller */
     s->act_row = (max_in * sizeof(float) + 63) / 64 * 64;
     s->x = malloc(nb * hp->n_embd * sizeof(float));
@@ -108,6 +110,10 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                   p.n_batch);
         goto err;
     }
+    if (hp->recurrent && !(ctx->dn = dnet_cache_new(model, p.n_seq_max, p.n_batch))) {
+        st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for the recurrent state");
+        goto err;
+    }
     ctx->tp = threadpool_new(p.n_threads);
     if (!ctx->tp) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: cannot start %d threads", p.n_threads);
@@ -127,14 +133,21 @@ void hearth_context_free(struct hearth_context *ctx)
     if (ctx->tp)
         threadpool_free(ctx->tp);
     scratch_free(&ctx->s);
+    dnet_cache_free(ctx->dn);
     kv_free(&ctx->kv);
     free(ctx);
 }
 
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0)
 {
-    if (seq >= 0 && seq < ctx->kv.n_seq)
-        kv_truncate(&ctx->kv, seq, p0);
+    if (seq < 0 || seq >= ctx->kv.n_seq)
+        return;
+    /* a recurrent state cannot go back: it keeps all its tokens or none */
+    if (ctx->dn && p0 < ctx->kv.seqs[seq].n_tokens) {
+        p0 = 0;
+        dnet_cache_reset(ctx->dn, seq);
+    }
+    kv_truncate(&ctx->kv, seq, p0);
 }
 
 int32_t hearth_seq_len(const struct hearth_context *ctx, int32_t seq)
@@ -245,6 +258,17 @@ static void matmul_rows(void *arg, int ith, int nth)
  */
 static void matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
                    int64_t in_stride, float *out, int64_t out_stride, int32_t n,
+                   const struct weight *prev);
+
+void model_matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
+                  int64_t in_stride, float *out, int64_t out_stride, int32_t n,
+                  const struct weight *prev)
+{
+    matmul(ctx, w, in, in_stride, out, out_stride, n, prev);
+}
+
+static void matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
+                   int64_t in_stride, float *out, int64_t out_stride, int32_t n,
                    const struct weight *prev)
 {
     const struct kernels *k = ctx->model->k;
@@ -298,15 +322,25 @@ static void rmsnorm(struct hearth_context *ctx, float *dst, const float *src, co
  * ggml computes it, so rounding matches.
  */
 static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, float base,
-                 bool neox, int32_t pos)
+                 bool neox, int32_t pos, const int32_t *sections)
 {
+    /* IMRoPE (sections): pairs cycle through time, height and width, all at pos for text;
+     * pairs past those sections take the fourth position, 0 for text, so stay as they are */
+    int32_t n_sect = 0;
+    if (sections)
+        n_sect = sections[0] + sections[1] + sections[2] + sections[3];
     const float theta_scale = powf(base, -2.0f / (float)rope_dim);
     const int32_t half = rope_dim / 2;
     for (int32_t h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
         float theta = (float)pos;
         for (int32_t i = 0; i < half; i++) {
-            const float c = cosf(theta), s = sinf(theta);
+            bool still = false;
+            if (n_sect) {
+                const int32_t sec = i % n_sect, m3 = sec % 3;
+                still = !(sec < 3 * sections[m3]);
+            }
+            const float c = still ? 1.0f : cosf(theta), s = still ? 0.0f : sinf(theta);
             const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
             const float x0 = v[a], x1 = v[b];
             /* the fused forms llama.cpp's compiled rope produces, to the last bit */
@@ -345,8 +379,13 @@ static void qkv_finish(void *arg, int ith, int nth)
                 k->rmsnorm(kx + h * hp->head_dim, kx + h * hp->head_dim, L->k_norm, hp->head_dim,
                            hp->norm_eps);
         const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
-        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos);
-        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos);
+        const int32_t *sect = hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] +
+                                          hp->rope_sections[3]
+                                  ? hp->rope_sections
+                                  : NULL;
+        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos, sect);
+        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos,
+             sect);
         if (hp->q_scale > 0)
             k->scale_f32(q, hp->q_scale, qd);
         void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos), *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
@@ -460,12 +499,23 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
     struct step st = {.ctx = ctx, .b = b, .l = l, .n = n, .width = d};
 
     rmsnorm(ctx, S->xb, S->x, L->attn_norm, n);
-    matmul(ctx, &L->wq, S->xb, d, S->q, qd, n, NULL);
-    matmul(ctx, &L->wk, S->xb, d, S->kx, kvd, n, &L->wq);
-    matmul(ctx, &L->wv, S->xb, d, S->vx, kvd, n, &L->wk);
-    run_by_token(ctx, qkv_finish, &st, n);
-    threadpool_run(ctx->tp, attention, &st);
-    matmul(ctx, &L->wo, S->att, qd, S->xb, d, n, NULL);
+    if (L->dnet) {
+        dnet_forward(ctx, b, l, S->xb, S->xb);
+    } else {
+        if (L->attn_gated) {
+            matmul(ctx, &L->wq, S->xb, d, dnet_gate_rows(ctx), 2 * qd, n, NULL);
+            dnet_gate_split(ctx, S->q, n);
+        } else {
+            matmul(ctx, &L->wq, S->xb, d, S->q, qd, n, NULL);
+        }
+        matmul(ctx, &L->wk, S->xb, d, S->kx, kvd, n, &L->wq);
+        matmul(ctx, &L->wv, S->xb, d, S->vx, kvd, n, &L->wk);
+        run_by_token(ctx, qkv_finish, &st, n);
+        threadpool_run(ctx->tp, attention, &st);
+        if (L->attn_gated)
+            dnet_gate_apply(ctx, S->att, n);
+        matmul(ctx, &L->wo, S->att, qd, S->xb, d, n, NULL);
+    }
     if (L->post_attn_norm)
         rmsnorm(ctx, S->xb, S->xb, L->post_attn_norm, n);
     st.src = S->xb;
@@ -476,7 +526,9 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
     if (L->moe) {
         /* llama.cpp runs the last layer's FFN on the rows it outputs only */
         int32_t n_gemm = n;
-        if (l == hp->n_layer - 1 && b->logits)
+        if (hp->last_layer_all_rows)
+            ;
+        else if (l == hp->n_layer - 1 && b->logits)
             for (int32_t i = n_gemm = 0; i < n; i++)
                 n_gemm += b->logits[i] != 0;
         else if (l == hp->n_layer - 1)
@@ -609,7 +661,8 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
 int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                                 int32_t n)
 {
-    if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0)
+    /* a recurrent model would need its state at the prefix's end, which is not kept yet */
+    if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0 || ctx->dn)
         return 0;
     return kv_reuse_prefix(&ctx->kv, seq, tokens, n);
 }

@@ -37,6 +37,7 @@ static const struct {
     {"qwen3", true, NULL},
     {"gemma3", true, gemma3_hparams},
     {"qwen3moe", true, NULL},
+    {"qwen35moe", true, dnet_hparams},
 };
 
 static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
@@ -143,9 +144,9 @@ static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size
 }
 
 /* Finds a 2-D weight and checks its shape {n_in, n_out} and that the kernels can run its type. */
-static enum hearth_status get_weight(struct hearth_model *m, const char *name, int64_t n_in,
-                                     int64_t n_out, bool optional, struct weight *w, char *err,
-                                     size_t err_len)
+enum hearth_status model_get_weight(struct hearth_model *m, const char *name, int64_t n_in,
+                                    int64_t n_out, bool optional, struct weight *w, char *err,
+                                    size_t err_len)
 {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     memset(w, 0, sizeof *w);
@@ -174,8 +175,8 @@ static enum hearth_status get_weight(struct hearth_model *m, const char *name, i
 }
 
 /* Copies a 1-D vector of n elements (any float or quantized type) into a new f32 array. */
-static enum hearth_status get_vector(struct hearth_model *m, const char *name, int64_t n,
-                                     bool optional, float **out, char *err, size_t err_len)
+enum hearth_status model_get_vector(struct hearth_model *m, const char *name, int64_t n,
+                                    bool optional, float **out, char *err, size_t err_len)
 {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     *out = NULL;
@@ -209,10 +210,10 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     const int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim,
                   kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     enum hearth_status st;
-    if ((st = get_weight(m, "token_embd.weight", d, hp->n_vocab, false, &m->tok_embd, err,
+    if ((st = model_get_weight(m, "token_embd.weight", d, hp->n_vocab, false, &m->tok_embd, err,
                          err_len)) ||
-        (st = get_vector(m, "output_norm.weight", d, false, &m->output_norm, err, err_len)) ||
-        (st = get_weight(m, "output.weight", d, hp->n_vocab, true, &m->output, err, err_len)))
+        (st = model_get_vector(m, "output_norm.weight", d, false, &m->output_norm, err, err_len)) ||
+        (st = model_get_weight(m, "output.weight", d, hp->n_vocab, true, &m->output, err, err_len)))
         return st;
     if (!m->output.data)
         m->output = m->tok_embd; /* tied embeddings */
@@ -221,6 +222,11 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     const bool moe = hp->n_expert > 0;
     for (int32_t i = 0; i < hp->n_layer; i++) {
         struct layer *L = &m->layers[i];
+        if (hp->recurrent) { /* Qwen3.5's hybrid has its own layer layout */
+            if ((st = dnet_load_layer(m, i, L, err, err_len)))
+                return st;
+            continue;
+        }
         char n[16][64];
         static const char *const parts[] = {
             "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
@@ -230,22 +236,22 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
             "post_ffw_norm.weight"};
         for (int j = 0; j < 16; j++)
             snprintf(n[j], sizeof n[j], "blk.%d.%s", i, parts[j]);
-        if ((st = get_vector(m, n[0], d, false, &L->attn_norm, err, err_len)) ||
-            (st = get_weight(m, n[1], d, qd, false, &L->wq, err, err_len)) ||
-            (st = get_weight(m, n[2], d, kvd, false, &L->wk, err, err_len)) ||
-            (st = get_weight(m, n[3], d, kvd, false, &L->wv, err, err_len)) ||
-            (st = get_weight(m, n[4], qd, d, false, &L->wo, err, err_len)) ||
-            (st = get_vector(m, n[5], d, false, &L->ffn_norm, err, err_len)) ||
-            (st = get_weight(m, n[6], d, hp->n_ff, moe, &L->w_gate, err, err_len)) ||
-            (st = get_weight(m, n[7], d, hp->n_ff, moe, &L->w_up, err, err_len)) ||
-            (st = get_weight(m, n[8], hp->n_ff, d, moe, &L->w_down, err, err_len)) ||
-            (st = get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
-            (st = get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
-            (st = get_vector(m, n[11], kvd, true, &L->bv, err, err_len)) ||
-            (st = get_vector(m, n[12], hp->head_dim, !post_norms, &L->q_norm, err, err_len)) ||
-            (st = get_vector(m, n[13], hp->head_dim, !post_norms, &L->k_norm, err, err_len)) ||
-            (st = get_vector(m, n[14], d, !post_norms, &L->post_attn_norm, err, err_len)) ||
-            (st = get_vector(m, n[15], d, !post_norms, &L->post_ffn_norm, err, err_len)) ||
+        if ((st = model_get_vector(m, n[0], d, false, &L->attn_norm, err, err_len)) ||
+            (st = model_get_weight(m, n[1], d, qd, false, &L->wq, err, err_len)) ||
+            (st = model_get_weight(m, n[2], d, kvd, false, &L->wk, err, err_len)) ||
+            (st = model_get_weight(m, n[3], d, kvd, false, &L->wv, err, err_len)) ||
+            (st = model_get_weight(m, n[4], qd, d, false, &L->wo, err, err_len)) ||
+            (st = model_get_vector(m, n[5], d, false, &L->ffn_norm, err, err_len)) ||
+            (st = model_get_weight(m, n[6], d, hp->n_ff, moe, &L->w_gate, err, err_len)) ||
+            (st = model_get_weight(m, n[7], d, hp->n_ff, moe, &L->w_up, err, err_len)) ||
+            (st = model_get_weight(m, n[8], hp->n_ff, d, moe, &L->w_down, err, err_len)) ||
+            (st = model_get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
+            (st = model_get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
+            (st = model_get_vector(m, n[11], kvd, true, &L->bv, err, err_len)) ||
+            (st = model_get_vector(m, n[12], hp->head_dim, !post_norms, &L->q_norm, err, err_len)) ||
+            (st = model_get_vector(m, n[13], hp->head_dim, !post_norms, &L->k_norm, err, err_len)) ||
+            (st = model_get_vector(m, n[14], d, !post_norms, &L->post_attn_norm, err, err_len)) ||
+            (st = model_get_vector(m, n[15], d, !post_norms, &L->post_ffn_norm, err, err_len)) ||
             (moe && (st = moe_load(m, i, &L->moe, err, err_len))))
             return st;
     }
@@ -329,7 +335,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     if (a == n_archs) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
                   "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, "
-                  "qwen3moe, gemma3)",
+                  "qwen3moe, qwen35moe, gemma3)",
                   m->arch);
         goto err;
     }
@@ -378,6 +384,7 @@ void hearth_model_free(struct hearth_model *m)
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
                 model_unpack_weight(ws[j]);
             moe_free(L->moe);
+            dnet_free(L->dnet);
         }
         free(m->layers);
     }

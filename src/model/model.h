@@ -13,6 +13,7 @@
 #include "hearth.h"
 #include "kernels/kernels.h"
 #include "model/kv.h"
+#include "model/deltanet.h"
 #include "model/moe.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
@@ -48,6 +49,8 @@ struct layer {
     bool swa;                 /* attends through the sliding window of hp.n_swa tokens */
     float rope_base;          /* this layer's rope base: hp.rope_base, or gemma3's local one */
     struct moe *moe;          /* routed experts in place of the FFN above (qwen3moe); else NULL */
+    struct dnet *dnet;        /* a Gated DeltaNet mixer in place of attention (qwen35moe); else NULL */
+    bool attn_gated;          /* wq yields [q, gate] per head; the output is gated by sigmoid(gate) */
 };
 
 /* Hyperparameters from <arch>.* metadata. */
@@ -73,6 +76,13 @@ struct hparams {
     int32_t n_expert;      /* routed experts per layer; 0 = a dense FFN */
     int32_t n_expert_used; /* experts per token, 1..n_expert */
     int32_t n_ff_exp;      /* each expert's hidden width */
+    int32_t n_ff_shexp;    /* the sigmoid-gated shared expert's width (qwen35moe); 0 = none */
+    int32_t rope_sections[4]; /* IMRoPE sections in rotated pairs (qwen35moe); all 0 = plain rope */
+    int32_t n_in_extra;    /* widest matmul input beyond n_embd, q and n_ff (DeltaNet's value
+                              width); 0 when none */
+    bool recurrent;        /* some layers keep a per-sequence recurrent state (qwen35moe) */
+    bool last_layer_all_rows; /* llama.cpp runs the last layer's FFN on every row, not only the
+                                 output rows (qwen35moe), which picks the router's arithmetic */
 };
 
 struct hearth_model {
@@ -118,6 +128,7 @@ struct hearth_context {
     struct kv_cache kv;
     struct scratch s;
     struct threadpool *tp;
+    struct dnet_cache *dn;   /* recurrent state and scratch of the DeltaNet layers; else NULL */
 };
 
 /*
@@ -128,5 +139,25 @@ struct hearth_context {
 enum hearth_status model_pack_weight(struct hearth_model *m, struct weight *w, char *err,
                                      size_t err_len);
 void model_unpack_weight(struct weight *w);
+
+/*
+ * Finds a 2-D weight {n_in, n_out} (optional: absent leaves w zeroed and is
+ * OK) or a 1-D vector of n elements copied to a new f32 array (owned), and
+ * checks shape and type, as the loader does for every tensor.
+ */
+enum hearth_status model_get_weight(struct hearth_model *m, const char *name, int64_t n_in,
+                                    int64_t n_out, bool optional, struct weight *w, char *err,
+                                    size_t err_len);
+enum hearth_status model_get_vector(struct hearth_model *m, const char *name, int64_t n,
+                                    bool optional, float **out, char *err, size_t err_len);
+
+/*
+ * out[t][0..n_out) = W in[t] for t < n on ctx's pool (forward.c). prev: the
+ * weight of the matmul just run on the same in, or NULL; when it takes the
+ * same activation type, its quantized rows are used again.
+ */
+void model_matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
+                  int64_t in_stride, float *out, int64_t out_stride, int32_t n,
+                  const struct weight *prev);
 
 #endif

@@ -24,11 +24,17 @@
 
 struct moe {
     struct weight router; /* (n_embd -> n_expert) ffn_gate_inp */
-    struct weight *gate;  /* [n_expert] (n_embd -> n_ff) slices of ffn_gate_exps */
-    struct weight *up;    /* [n_expert] (n_embd -> n_ff) slices of ffn_up_exps */
-    struct weight *down;  /* [n_expert] (n_ff -> n_embd) slices of ffn_down_exps */
+    struct weight *gate;  /* [n_mats] (n_embd -> n_ff) slices of ffn_gate_exps, then the shared
+                             expert's ffn_gate_shexp when there is one */
+    struct weight *up;    /* [n_mats] (n_embd -> n_ff) ffn_up_exps, ffn_up_shexp */
+    struct weight *down;  /* [n_mats] (n_ff -> n_embd) ffn_down_exps, ffn_down_shexp */
+    float *shared_gate;   /* (n_embd) ffn_gate_inp_shexp: the shared expert's weight is
+                             sigmoid(shared_gate . x); NULL without a shared expert */
     int32_t n_expert;
+    int32_t n_mats;       /* n_expert, plus one with a shared expert (matrix n_expert) */
     int32_t n_used;       /* experts per token, 1..n_expert */
+    int32_t n_slots;      /* n_used, plus one for the shared expert, which every token takes
+                             in its last slot and which is added last, as llama.cpp adds it */
     int32_t n_ff;         /* each expert's hidden width */
     int32_t n_embd;
 };
@@ -37,18 +43,18 @@ struct moe {
 struct moe_scratch {
     int32_t cap;              /* tokens per batch at most */
     float *probs;             /* [cap][n_expert] router probabilities */
-    int32_t *sel;             /* [cap][n_used] chosen experts, most probable first */
-    float *wsel;              /* [cap][n_used] their renormalised weights */
-    int32_t *cnt;             /* [n_expert] rows routed to each expert */
-    int32_t *off;             /* [n_expert + 1] each expert's first row */
-    int32_t *row;             /* [cap * n_used] row of pair t * n_used + s */
-    int32_t *tok;             /* [cap * n_used] token of each row */
-    void *act;                /* [cap * n_used][act_row] a matmul's quantized input rows */
+    int32_t *sel;             /* [cap][n_slots] chosen experts, most probable first */
+    float *wsel;              /* [cap][n_slots] their renormalised weights */
+    int32_t *cnt;             /* [n_mats] rows routed to each expert */
+    int32_t *off;             /* [n_mats + 1] each expert's first row */
+    int32_t *row;             /* [cap * n_slots] row of pair t * n_slots + s */
+    int32_t *tok;             /* [cap * n_slots] token of each row */
+    void *act;                /* [cap * n_slots][act_row] a matmul's quantized input rows */
     size_t act_row;           /* bytes; f32 of the wider of n_embd and n_ff, the widest encoding */
-    struct q8_0_sum *act_sum; /* [cap * n_used][n_in / 32] Q8_0 block sums of act's rows, rows
+    struct q8_0_sum *act_sum; /* [cap * n_slots][n_in / 32] Q8_0 block sums of act's rows, rows
                                  as long as the matmul's input (the kernels' layout) */
-    float *hg, *hu;           /* [cap * n_used][n_ff] gate and up outputs */
-    float *out;               /* [cap * n_used][n_embd] down outputs */
+    float *hg, *hu;           /* [cap * n_slots][n_ff] gate and up outputs */
+    float *out;               /* [cap * n_slots][n_embd] down outputs */
 };
 
 /* ------------------------------------------------------------------ loading --- */
@@ -125,18 +131,21 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
 {
     const struct hparams *hp = &m->hp;
     const int64_t d = hp->n_embd, f = hp->n_ff_exp, E = hp->n_expert;
+    const int64_t n_mats = E + (hp->n_ff_shexp > 0);
     enum hearth_status st;
     *out           = NULL;
     struct moe *me = calloc(1, sizeof *me);
-    if (!me || !(me->gate = calloc((size_t)E, sizeof *me->gate)) ||
-        !(me->up = calloc((size_t)E, sizeof *me->up)) ||
-        !(me->down = calloc((size_t)E, sizeof *me->down))) {
+    if (!me || !(me->gate = calloc((size_t)n_mats, sizeof *me->gate)) ||
+        !(me->up = calloc((size_t)n_mats, sizeof *me->up)) ||
+        !(me->down = calloc((size_t)n_mats, sizeof *me->down))) {
         moe_free(me);
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory for %lld experts",
                     (long long)E);
     }
     me->n_expert = hp->n_expert;
+    me->n_mats   = (int32_t)n_mats;
     me->n_used   = hp->n_expert_used;
+    me->n_slots  = hp->n_expert_used + (hp->n_ff_shexp > 0);
     me->n_ff     = hp->n_ff_exp;
     me->n_embd   = hp->n_embd;
     if ((st = get_stack(m, il, "ffn_gate_inp.weight", d, E, 1, &me->router, err, err_len)) ||
@@ -144,6 +153,23 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
         (st = get_stack(m, il, "ffn_up_exps.weight", d, f, E, me->up, err, err_len)) ||
         (st = get_stack(m, il, "ffn_down_exps.weight", f, d, E, me->down, err, err_len)))
         goto err;
+    if (n_mats > E) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", il);
+        if ((st = get_stack(m, il, "ffn_gate_shexp.weight", d, f, 1, &me->gate[E], err, err_len)) ||
+            (st = get_stack(m, il, "ffn_up_shexp.weight", d, f, 1, &me->up[E], err, err_len)) ||
+            (st = get_stack(m, il, "ffn_down_shexp.weight", f, d, 1, &me->down[E], err,
+                            err_len)) ||
+            (st = model_get_vector(m, name, d, false, &me->shared_gate, err, err_len)))
+            goto err;
+        if (me->gate[E].type != me->gate[0].type || me->up[E].type != me->up[0].type ||
+            me->down[E].type != me->down[0].type) {
+            st = fail(HEARTH_EUNSUPPORTED, err, err_len,
+                      "model: blk.%d's shared expert and routed experts have different types, "
+                      "which hearth does not run yet", il);
+            goto err;
+        }
+    }
     /* gate and up share one quantized copy of the input rows */
     if (m->k->type[me->gate[0].type].vec_dot_type != m->k->type[me->up[0].type].vec_dot_type) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
@@ -152,7 +178,7 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
                   dtype_name(me->gate[0].type), dtype_name(me->up[0].type));
         goto err;
     }
-    for (int64_t e = 0; e < E; e++)
+    for (int64_t e = 0; e < n_mats; e++)
         if ((st = model_pack_weight(m, &me->gate[e], err, err_len)) ||
             (st = model_pack_weight(m, &me->up[e], err, err_len)) ||
             (st = model_pack_weight(m, &me->down[e], err, err_len)))
@@ -168,7 +194,7 @@ void moe_free(struct moe *moe)
 {
     if (!moe)
         return;
-    for (int32_t e = 0; e < moe->n_expert; e++) {
+    for (int32_t e = 0; e < moe->n_mats; e++) {
         if (moe->gate)
             model_unpack_weight(&moe->gate[e]);
         if (moe->up)
@@ -179,6 +205,7 @@ void moe_free(struct moe *moe)
     free(moe->gate);
     free(moe->up);
     free(moe->down);
+    free(moe->shared_gate);
     free(moe);
 }
 
@@ -187,7 +214,8 @@ struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch)
     struct moe_scratch *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    const size_t nb = (size_t)n_batch, nr = nb * hp->n_expert_used, E = (size_t)hp->n_expert;
+    const size_t nb = (size_t)n_batch, nr = nb * (hp->n_expert_used + (hp->n_ff_shexp > 0)),
+                 E = (size_t)hp->n_expert + (hp->n_ff_shexp > 0);
     const size_t max_in = hp->n_embd > hp->n_ff_exp ? (size_t)hp->n_embd : (size_t)hp->n_ff_exp;
     s->cap     = n_batch;
     s->act_row = (max_in * sizeof(float) + 63) / 64 * 64;
@@ -337,7 +365,7 @@ static void route(void *arg, int ith, int nth)
     const struct moe *me   = j->moe;
     struct moe_scratch *s  = j->s;
     const struct weight *r = &me->router;
-    const int32_t E = me->n_expert, K = me->n_used;
+    const int32_t E = me->n_expert, K = me->n_used, KS = me->n_slots;
     const bool tinyblas = j->n_gemm >= 2 && r->n_in % 16 == 0 && E % 4 == 0;
     long t0, t1;
     threadpool_split(j->n, ith, nth, &t0, &t1);
@@ -356,8 +384,8 @@ static void route(void *arg, int ith, int nth)
                 tk->vec_dot(r->n_in, &p[e], wr, a);
         }
         router_softmax(p, E);
-        int32_t *sel = s->sel + t * K;
-        float *w     = s->wsel + t * K;
+        int32_t *sel = s->sel + t * KS;
+        float *w     = s->wsel + t * KS;
         for (int32_t k = 0; k < K; k++) {
             int32_t best = -1;
             for (int32_t e = 0; e < E; e++) {
@@ -379,13 +407,19 @@ static void route(void *arg, int ith, int nth)
             fs = 6.103515625e-5f;
         for (int32_t k = 0; k < K; k++)
             w[k] = w[k] / fs;
+        if (me->shared_gate) {
+            /* a one-row f32 matmul: ggml_vec_dot_f32, then ggml's sigmoid */
+            const float gl = router_dot(me->shared_gate, j->in + t * me->n_embd, me->n_embd, false);
+            sel[K] = me->n_expert;
+            w[K]   = 1.0f / (1.0f + expf(-gl));
+        }
     }
 }
 
 /* Sorts the batch's (token, slot) pairs by expert into rows: off, row, tok. */
 static void bucket(struct moe_scratch *s, const struct moe *me, int32_t n)
 {
-    const int32_t E = me->n_expert, K = me->n_used;
+    const int32_t E = me->n_mats, K = me->n_slots;
     memset(s->cnt, 0, (size_t)E * sizeof(int32_t));
     for (int32_t i = 0; i < n * K; i++)
         s->cnt[s->sel[i]]++;
@@ -446,7 +480,7 @@ static void experts_matmul(void *arg, int ith, int nth)
 {
     struct job *j         = arg;
     struct moe_scratch *s = j->s;
-    const int32_t E       = j->moe->n_expert;
+    const int32_t E       = j->moe->n_mats;
     const long groups     = (j->w[0].n_out + 7) / 8;
     const size_t as_row   = (size_t)j->w[0].n_in / 32;
     const long long total = (long long)s->off[E] * groups;
@@ -482,7 +516,7 @@ static void quantize_in(void *arg, int ith, int nth)
     struct moe_scratch *s = j->s;
     const size_t as_row   = (size_t)j->moe->n_embd / 32;
     long r0, r1;
-    threadpool_split(s->off[j->moe->n_expert], ith, nth, &r0, &r1);
+    threadpool_split(s->off[j->moe->n_mats], ith, nth, &r0, &r1);
     for (long r = r0; r < r1; r++)
         to_act(j->k, j->moe->gate[0].type, j->in + (size_t)s->tok[r] * j->moe->n_embd,
                j->moe->n_embd, (uint8_t *)s->act + r * s->act_row, s->act_sum + r * as_row);
@@ -496,7 +530,7 @@ static void swiglu_rows(void *arg, int ith, int nth)
     const int32_t f       = j->moe->n_ff;
     const size_t as_row   = (size_t)f / 32;
     long r0, r1;
-    threadpool_split(s->off[j->moe->n_expert], ith, nth, &r0, &r1);
+    threadpool_split(s->off[j->moe->n_mats], ith, nth, &r0, &r1);
     for (long r = r0; r < r1; r++) {
         float *g = s->hg + r * f;
         j->k->silu_mul(g, g, s->hu + r * f, f);
@@ -513,7 +547,7 @@ static void combine(void *arg, int ith, int nth)
 {
     struct job *j         = arg;
     struct moe_scratch *s = j->s;
-    const int32_t K = j->moe->n_used, d = j->moe->n_embd;
+    const int32_t K = j->moe->n_slots, d = j->moe->n_embd;
     long t0, t1;
     threadpool_split(j->n, ith, nth, &t0, &t1);
     for (long t = t0; t < t1; t++) {

@@ -1,7 +1,9 @@
 /*
- * moe.h: the routed mixture-of-experts FFN (qwen3moe): a router picks
- * n_expert_used of n_expert SwiGLU experts per token, and their outputs are
- * summed with the router's renormalised weights. Internal to src/model.
+ * moe.h: the routed mixture-of-experts FFN (qwen3moe, qwen35moe): a router
+ * picks n_expert_used of n_expert SwiGLU experts per token, and their outputs
+ * are summed with the router's renormalised weights, plus, when the file has
+ * one, a shared expert weighted by sigmoid(ffn_gate_inp_shexp . x).
+ * Internal to src/model.
  */
 #ifndef HEARTH_MOE_H
 #define HEARTH_MOE_H

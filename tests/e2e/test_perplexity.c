@@ -36,8 +36,9 @@ static double tolerance_pct(const char *model)
  */
 static bool pending_arch(const char *model)
 {
-    static const char *const pending[] = {"-qwen35moe-"};
-    for (size_t i = 0; i < sizeof pending / sizeof pending[0]; i++)
+    /* none today; NULL ends the list */
+    static const char *const pending[] = {NULL};
+    for (size_t i = 0; pending[i]; i++)
         if (strstr(model, pending[i]))
             return true;
     return false;

@@ -70,7 +70,9 @@ static void test_greedy_models_match_llama_cpp(void **state)
     (void)state;
     TU_MODEL_OR_SKIP(model, "tiny-gemma3-spm-q8_0.gguf");
     TU_MODEL_OR_SKIP(moe, "tiny-qwen3moe-bpe-q8_0.gguf");
+    TU_MODEL_OR_SKIP(hybrid, "tiny-qwen35moe-bpe-q8_0.gguf");
     (void)moe;
+    (void)hybrid;
     check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-llamacpp.tsv", "greedy-llamacpp.tsv");
 }
 
