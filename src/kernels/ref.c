@@ -587,6 +587,63 @@ void ref_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t
         ref_attn_row(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
 }
 
+/*
+ * ggml_vec_dot_f16 as the reference machine's build runs it (AVX-512 without
+ * FP16 arithmetic): 64-element steps into four 16-lane fma accumulators,
+ * folded 0+2, 1+3, then 0+1 and reduced as _mm512_reduce_add_ps into a
+ * double; the tail as float products added to that double one by one.
+ */
+static float dot_f16_ggml(const uint16_t *x, const uint16_t *y, int32_t n)
+{
+    const int32_t np = n - n % 64;
+    float acc[4][16] = {{0}};
+    for (int32_t i = 0; i < np; i += 64)
+        for (int a = 0; a < 4; a++)
+            for (int l = 0; l < 16; l++)
+                acc[a][l] = fmaf(fp16_to_fp32(x[i + 16 * a + l]), fp16_to_fp32(y[i + 16 * a + l]),
+                                 acc[a][l]);
+    float v[16], t3[8], t6[4];
+    for (int l = 0; l < 16; l++)
+        v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    for (int l = 0; l < 8; l++) t3[l] = v[l + 8] + v[l];
+    for (int l = 0; l < 4; l++) t6[l] = t3[l + 4] + t3[l];
+    double sum = (double)((t6[0] + t6[2]) + (t6[1] + t6[3]));
+    for (int32_t i = np; i < n; i++)
+        sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+void ref_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
+                      int32_t j0, int32_t j1, float scale, float *scratch)
+{
+    uint16_t *q16 = (uint16_t *)scratch, *acc = q16 + hd;
+    for (int32_t d = 0; d < hd; d++) {
+        q16[d] = fp32_to_fp16(q[d]);
+        acc[d] = 0;
+    }
+    float M = -INFINITY, S = 0.0f;
+    for (int32_t j = j0; j <= j1; j++) {
+        const float s = dot_f16_ggml((const uint16_t *)attn_kv_row(kv->k, kv, j), q16, hd) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            /* a new maximum: rescale what is summed so far, this key weighs expf(0) */
+            ms = expf(M - s);
+            M  = s;
+            for (int32_t d = 0; d < hd; d++)
+                acc[d] = fp32_to_fp16(fp16_to_fp32(acc[d]) * ms);
+        } else {
+            vs = expf(s - M);
+        }
+        const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
+        for (int32_t d = 0; d < hd; d++)
+            acc[d] = fp32_to_fp16(fmaf(fp16_to_fp32(vr[d]), vs, fp16_to_fp32(acc[d])));
+        S = fmaf(S, ms, vs);
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (int32_t d = 0; d < hd; d++)
+        out[d] = fp16_to_fp32(acc[d]) * inv;
+}
+
 /* ---------------------------------------------------------------- float ops */
 
 /* As ggml_compute_forward_rms_norm followed by the weight multiply. */
@@ -741,6 +798,7 @@ static const struct kernels table = {
     .axpy_f16    = ref_axpy_f16,
     .scale_f32   = ref_scale_f32,
     .attn_rows   = ref_attn_rows,
+    .attn_row_f16 = ref_attn_row_f16,
     .f32_to_f16  = ref_f32_to_f16,
     .f16_to_f32  = ref_f16_to_f32,
 };

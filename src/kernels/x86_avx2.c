@@ -1553,6 +1553,79 @@ static inline __attribute__((always_inline)) void attn_acc_values(float *o, cons
         _mm256_storeu_ps(o + 8 * v, r[v]);
 }
 
+/* Eight f16 values from p as floats. */
+static inline __m256 load_ph(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+static inline void store_ph(uint16_t *p, __m256 v)
+{
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* ref.c's dot_f16_ggml: each of ggml's sixteen-lane accumulators as two eight-lane halves. */
+static float dot_f16_ggml(const uint16_t *x, const uint16_t *y, int32_t n)
+{
+    const int32_t np = n - n % 64;
+    __m256 a[8]; /* a[2k + h]: accumulator k, lanes 8h..8h+7 */
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm256_setzero_ps();
+    for (int32_t i = 0; i < np; i += 64)
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_fmadd_ps(load_ph(x + i + 8 * k), load_ph(y + i + 8 * k), a[k]);
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    const __m256 t3 = _mm256_add_ps(hi, lo);
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    const __m128 t7 = _mm_add_ps(t6, _mm_movehl_ps(t6, t6));
+    double sum      = (double)_mm_cvtss_f32(_mm_add_ss(t7, _mm_movehdup_ps(t7)));
+    for (int32_t i = np; i < n; i++)
+        sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
+    return (float)sum;
+}
+
+/*
+ * ref_attn_row_f16 with F16C conversions, bit for bit: the accumulator's
+ * elements are each their own multiply or fma and rounding, so eight at a
+ * time changes nothing.
+ */
+static void avx2_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
+                              int32_t j0, int32_t j1, float scale, float *scratch)
+{
+    if (hd % 8) {
+        ref_attn_row_f16(out, q, hd, kv, j0, j1, scale, scratch);
+        return;
+    }
+    uint16_t *q16 = (uint16_t *)scratch, *acc = q16 + hd;
+    for (int32_t d = 0; d < hd; d += 8) {
+        store_ph(q16 + d, _mm256_loadu_ps(q + d));
+        store_ph(acc + d, _mm256_setzero_ps());
+    }
+    float M = -INFINITY, S = 0.0f;
+    for (int32_t j = j0; j <= j1; j++) {
+        const float s = dot_f16_ggml((const uint16_t *)attn_kv_row(kv->k, kv, j), q16, hd) * scale;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            ms = expf(M - s);
+            M  = s;
+            const __m256 m = _mm256_set1_ps(ms);
+            for (int32_t d = 0; d < hd; d += 8)
+                store_ph(acc + d, _mm256_mul_ps(load_ph(acc + d), m));
+        } else {
+            vs = expf(s - M);
+        }
+        const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
+        const __m256 w     = _mm256_set1_ps(vs);
+        for (int32_t d = 0; d < hd; d += 8)
+            store_ph(acc + d, _mm256_fmadd_ps(load_ph(vr + d), w, load_ph(acc + d)));
+        S = fmaf(S, ms, vs);
+    }
+    const __m256 inv = _mm256_set1_ps(S == 0.0f ? 0.0f : 1.0f / S);
+    for (int32_t d = 0; d < hd; d += 8)
+        _mm256_storeu_ps(out + d, _mm256_mul_ps(load_ph(acc + d), inv));
+}
+
 /*
  * ref_attn_row's arithmetic for up to eight query rows at once, a lane per
  * row: each tile's keys and values are converted once for all rows, a score
@@ -1819,6 +1892,7 @@ static const struct kernels table =
         .axpy_f16    = avx2_axpy_f16,
         .scale_f32   = avx2_scale_f32,
         .attn_rows   = avx2_attn_rows,
+        .attn_row_f16 = avx2_attn_row_f16,
         .f32_to_f16  = avx2_f32_to_f16,
         .f16_to_f32  = avx2_f16_to_f32,
 };

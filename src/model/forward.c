@@ -417,6 +417,9 @@ static void attention(void *arg, int ith, int nth)
     const int64_t qd     = (int64_t)hp->n_head * hd;
     const float scale    = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hd);
     const int32_t n_swa  = ctx->model->layers[s->l].swa ? hp->n_swa : 0;
+    /* llama.cpp tiles only batches of ATTN_TILE rows or more, and only when a
+     * head is whole 16-float vectors (the reference machine's AVX-512 width) */
+    const bool per_key = kv->type == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
     float *scratch       = ctx->s.scores + (size_t)ith * ctx->s.scores_per_thread;
     const uint8_t *kbase = kv->mem + (size_t)s->l * 2 * kv->layer_len,
                   *vbase = kbase + kv->layer_len;
@@ -459,7 +462,11 @@ static void attention(void *arg, int ith, int nth)
                     out[r] = ctx->s.att + (t + u) * qd + (int64_t)h * hd;
                 }
             }
-            k->attn_rows(out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
+            if (per_key)
+                for (int32_t r = 0; r < tn * nh; r++)
+                    k->attn_row_f16(out[r], q[r], hd, &akv, j0[r], j1[r], scale, scratch);
+            else
+                k->attn_rows(out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
             t += tn;
         }
     }

@@ -64,6 +64,18 @@ static void test_greedy_matches_llama_cpp(void **state)
     check_greedy_tsv(tsv, "greedy.tsv");
 }
 
+/*
+ * Prompts whose continuation passes near-ties between two tokens: they match
+ * only if short batches and decode steps take llama.cpp's per-key attention
+ * arithmetic (attn_row_f16), not the tiled one.
+ */
+static void test_greedy_ties_match_llama_cpp(void **state)
+{
+    (void)state;
+    TU_SHARED_OR_SKIP(tsv, "reference/greedy-ties.tsv");
+    check_greedy_tsv(tsv, "greedy-ties.tsv");
+}
+
 /* The newer architectures' rows, recorded in this repository (see the file's header). */
 static void test_greedy_models_match_llama_cpp(void **state)
 {
@@ -71,8 +83,10 @@ static void test_greedy_models_match_llama_cpp(void **state)
     TU_MODEL_OR_SKIP(model, "tiny-gemma3-spm-q8_0.gguf");
     TU_MODEL_OR_SKIP(moe, "tiny-qwen3moe-bpe-q8_0.gguf");
     TU_MODEL_OR_SKIP(hybrid, "tiny-qwen35moe-bpe-q8_0.gguf");
+    TU_MODEL_OR_SKIP(dense, "tiny-qwen3-bpe-q8_0.gguf");
     (void)moe;
     (void)hybrid;
+    (void)dense;
     check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-llamacpp.tsv", "greedy-llamacpp.tsv");
 }
 
@@ -188,6 +202,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_matches_llama_cpp),
+        cmocka_unit_test(test_greedy_ties_match_llama_cpp),
         cmocka_unit_test(test_greedy_models_match_llama_cpp),
         cmocka_unit_test(test_seeded_sampling_is_reproducible),
         cmocka_unit_test(test_timings_on_stderr),

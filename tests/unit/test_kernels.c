@@ -156,6 +156,7 @@ static void test_tables_complete(void **state)
         assert_non_null(K->f32_to_f16);
         assert_non_null(K->f16_to_f32);
         assert_non_null(K->attn_rows);
+        assert_non_null(K->attn_row_f16);
     }
 
     const struct kernels *best = kernels_get();
@@ -1785,6 +1786,123 @@ static void test_attn_rows(void **state)
     print_message("attn_rows: %d configurations bit-identical to ref_attn_row\n", checked);
 }
 
+/* softmax(q.k * scale) . v in double, straight from the definition. */
+static void attn_double(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
+                        int32_t j0, int32_t j1, float scale)
+{
+    double m = -INFINITY, sum = 0, acc[128] = {0};
+    for (int32_t j = j0; j <= j1; j++) {
+        const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
+        double s = 0;
+        for (int32_t d = 0; d < hd; d++)
+            s += (double)q[d] * fp16_to_fp32(kr[d]);
+        m = fmax(m, s * scale);
+    }
+    for (int32_t j = j0; j <= j1; j++) {
+        const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
+        const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
+        double s = 0;
+        for (int32_t d = 0; d < hd; d++)
+            s += (double)q[d] * fp16_to_fp32(kr[d]);
+        const double p = exp(s * scale - m);
+        sum += p;
+        for (int32_t d = 0; d < hd; d++)
+            acc[d] += p * fp16_to_fp32(vr[d]);
+    }
+    for (int32_t d = 0; d < hd; d++)
+        out[d] = (float)(acc[d] / sum);
+}
+
+/*
+ * attn_row_f16, ggml's per-key arithmetic: every table bit-identical to the
+ * reference over a paged cache; one key gives that key's value exactly; a
+ * query moved by less than half an f16 step gives the same bits (the query
+ * is rounded to f16 first); and the result is attention, within the f16
+ * accumulator's error of a double computation.
+ */
+static void test_attn_row_f16(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    enum { TOKENS = 200, BT = 16, NBLK = (TOKENS + BT - 1) / BT };
+    static const int32_t hds[] = {8, 64, 72, 128};
+    static const int32_t ranges[][2] = {{0, 199}, {0, 0}, {7, 7}, {100, 140}, {0, 63}, {63, 130}};
+    int checked = 0;
+    double worst = 0;
+    for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++) {
+        const int32_t hd = hds[hi], kv_dim = 2 * hd;
+        const size_t row_len = (size_t)kv_dim * 2, block_len = (size_t)BT * row_len;
+        uint8_t *kpool = xmalloc(NBLK * block_len), *vpool = xmalloc(NBLK * block_len);
+        int32_t blocks[NBLK];
+        for (int b = 0; b < NBLK; b++)
+            blocks[b] = (b * 5 + 3) % NBLK;
+        float *x = xmalloc((size_t)kv_dim * sizeof(float));
+        for (int pool = 0; pool < 2; pool++)
+            for (int b = 0; b < NBLK * BT; b++) {
+                fill_normal(x, kv_dim, 1.0f);
+                ref_f32_to_f16(x, (uint16_t *)((pool ? vpool : kpool) + (size_t)b * row_len),
+                               kv_dim);
+            }
+        const struct attn_kv akv = {.k = kpool + (size_t)hd * 2, .v = vpool + (size_t)hd * 2,
+                                    .blocks = blocks, .block_len = block_len,
+                                    .row_len = row_len, .block_tokens = BT, .f16 = 1};
+        float *q = xmalloc((size_t)hd * sizeof(float)), *q2 = xmalloc((size_t)hd * sizeof(float));
+        float *out = xmalloc((size_t)hd * sizeof(float)), *want = xmalloc((size_t)hd * sizeof(float));
+        float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
+        fill_normal(q, hd, 3.0f);
+        for (int32_t d = 0; d < hd; d++) {
+            q[d]  = fp16_to_fp32(fp32_to_fp16(q[d]));
+            q2[d] = q[d] * (1.0f + 0x1p-14f); /* a quarter of an f16 step: rounds back to q */
+        }
+        const float scale = 1.0f / sqrtf((float)hd);
+        for (size_t c = 0; c < sizeof(ranges) / sizeof(ranges[0]); c++) {
+            const int32_t j0 = ranges[c][0], j1 = ranges[c][1];
+            ref_attn_row_f16(want, q, hd, &akv, j0, j1, scale, scratch);
+            for (int k = 0; k < nk; k++) {
+                memset(out, 0xff, (size_t)hd * sizeof(float));
+                ks[k]->attn_row_f16(out, q, hd, &akv, j0, j1, scale, scratch);
+                if (memcmp(out, want, (size_t)hd * sizeof(float)) != 0)
+                    fail_msg("%s: attn_row_f16 hd %d [%d, %d] differs from the reference",
+                             ks[k]->name, hd, j0, j1);
+                checked++;
+            }
+            ref_attn_row_f16(out, q2, hd, &akv, j0, j1, scale, scratch);
+            if (memcmp(out, want, (size_t)hd * sizeof(float)) != 0)
+                fail_msg("hd %d [%d, %d]: a query within half an f16 step changed the result",
+                         hd, j0, j1);
+            if (j0 == j1) {
+                const uint16_t *vr = (const uint16_t *)attn_kv_row(akv.v, &akv, j0);
+                for (int32_t d = 0; d < hd; d++)
+                    if (want[d] != fp16_to_fp32(vr[d]))
+                        fail_msg("hd %d key %d alone: d %d is %.9g, the value is %.9g", hd, j0, d,
+                                 want[d], fp16_to_fp32(vr[d]));
+            }
+            attn_double(out, q, hd, &akv, j0, j1, scale);
+            for (int32_t d = 0; d < hd; d++) {
+                /* each key's update rounds the accumulator to 11 bits: a random walk of
+                 * half-steps, bounded here with room to spare */
+                const double e = fabs((double)want[d] - out[d]) / (1.0 + fabs((double)out[d])) /
+                                 sqrt((double)(j1 - j0 + 1));
+                worst = e > worst ? e : worst;
+                if (e > 0x1p-9)
+                    fail_msg("hd %d [%d, %d] d %d: %.9g, in double %.9g", hd, j0, j1, d, want[d],
+                             out[d]);
+            }
+        }
+        free(scratch);
+        free(want);
+        free(out);
+        free(q2);
+        free(q);
+        free(x);
+        free(vpool);
+        free(kpool);
+    }
+    print_message("attn_row_f16: %d configurations bit-identical to the reference, "
+                  "max error vs double %.3g (relative, per sqrt(keys))\n", checked, worst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1805,6 +1923,7 @@ int main(void)
         cmocka_unit_test(test_dots),
         cmocka_unit_test(test_gemm8_matches_vec_dot),
         cmocka_unit_test(test_attn_rows),
+        cmocka_unit_test(test_attn_row_f16),
         cmocka_unit_test(test_axpy_scale),
         cmocka_unit_test(test_f16_rows),
     };
