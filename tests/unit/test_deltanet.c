@@ -34,42 +34,6 @@ static void tokens(hearth_token *t, int32_t n, int32_t salt)
         t[i] = 100 + (i * 7919 + salt * 104729) % 30000;
 }
 
-/* Decodes tok[0..n) into sequence seq from its end in chunks of `chunk`; copies the last logits. */
-static void run(struct tu_engine *f, int32_t seq, const hearth_token *tok, int32_t n,
-                int32_t chunk, float *last)
-{
-    char err[HEARTH_ERR_MAX];
-    const int32_t p0 = hearth_seq_len(f->ctx, seq);
-    int32_t pos[256], sq[256];
-    for (int32_t i = 0; i < n; i += chunk) {
-        const int32_t m = n - i < chunk ? n - i : chunk;
-        for (int32_t j = 0; j < m; j++) {
-            pos[j] = p0 + i + j;
-            sq[j]  = seq;
-        }
-        struct hearth_batch b = {m, tok + i, pos, sq, NULL};
-        assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_OK);
-    }
-    memcpy(last, hearth_get_logits(f->ctx, (n - 1) % chunk), (size_t)f->n_vocab * sizeof(float));
-}
-
-static hearth_token argmax(const float *l, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best])
-            best = i;
-    return best;
-}
-
-static float max_diff(const float *a, const float *b, int32_t n)
-{
-    float m = 0;
-    for (int32_t i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 static void reset(struct tu_engine *f)
 {
     hearth_seq_truncate(f->ctx, 0, 0);
@@ -81,10 +45,10 @@ static void greedy(struct tu_engine *f, const hearth_token *prompt, int32_t n, i
                    hearth_token *out, int32_t n_out, float *last)
 {
     reset(f);
-    run(f, 0, prompt, n, chunk, last);
+    tu_engine_run(f, 0, prompt, n, chunk, last);
     for (int32_t i = 0; i < n_out; i++) {
-        out[i] = argmax(last, f->n_vocab);
-        run(f, 0, &out[i], 1, 1, last);
+        out[i] = tu_argmax(last, f->n_vocab);
+        tu_engine_run(f, 0, &out[i], 1, 1, last);
     }
 }
 
@@ -98,11 +62,11 @@ static void test_prefill_and_token_by_token_agree(void **state)
         tokens(p, 40, salt);
         const int32_t chunks[] = {1, 7, 16};
         reset(f);
-        run(f, 0, p, 40, 40, l1);
+        tu_engine_run(f, 0, p, 40, 40, l1);
         for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
             reset(f);
-            run(f, 0, p, 40, chunks[c], l2);
-            const float d = max_diff(l1, l2, f->n_vocab);
+            tu_engine_run(f, 0, p, 40, chunks[c], l2);
+            const float d = tu_max_diff(l1, l2, f->n_vocab);
             print_message("prompt %d: one batch vs chunks of %d, last logits max |diff| %g\n", salt,
                           chunks[c], d);
             /* batches of two or more rows take the same arithmetic everywhere, and the state
@@ -112,7 +76,7 @@ static void test_prefill_and_token_by_token_agree(void **state)
                 assert_true(d == 0.0f);
             else
                 assert_true(d < 0.1f);
-            assert_int_equal(argmax(l1, f->n_vocab), argmax(l2, f->n_vocab));
+            assert_int_equal(tu_argmax(l1, f->n_vocab), tu_argmax(l2, f->n_vocab));
         }
         /* the continuation after a whole-prompt prefill and after one in chunks of 7 (the same
          * arithmetic) is the same; after one token at a time the one-row router sums may tip a
@@ -137,9 +101,9 @@ static void test_sequences_keep_their_own_state(void **state)
     tokens(a, 24, 7);
     tokens(b, 24, 8);
     reset(f);
-    run(f, 0, a, 24, 24, la);
+    tu_engine_run(f, 0, a, 24, 24, la);
     reset(f);
-    run(f, 0, b, 24, 24, lb);
+    tu_engine_run(f, 0, b, 24, 24, lb);
     reset(f);
     int32_t pos[48], sq[48];
     for (int32_t i = 0; i < 24; i++) {
@@ -150,12 +114,12 @@ static void test_sequences_keep_their_own_state(void **state)
     want[46] = want[47] = 1;
     struct hearth_batch bt = {48, mix, pos, sq, want};
     assert_int_equal(hearth_decode(f->ctx, &bt, err, sizeof err), HEARTH_OK);
-    const float da = max_diff(la, hearth_get_logits(f->ctx, 46), f->n_vocab),
-                db = max_diff(lb, hearth_get_logits(f->ctx, 47), f->n_vocab);
+    const float da = tu_max_diff(la, hearth_get_logits(f->ctx, 46), f->n_vocab),
+                db = tu_max_diff(lb, hearth_get_logits(f->ctx, 47), f->n_vocab);
     print_message("interleaved vs alone: max |diff| %g and %g\n", da, db);
     assert_true(da < 1e-3f && db < 1e-3f);
-    assert_int_equal(argmax(la, f->n_vocab), argmax(hearth_get_logits(f->ctx, 46), f->n_vocab));
-    assert_int_equal(argmax(lb, f->n_vocab), argmax(hearth_get_logits(f->ctx, 47), f->n_vocab));
+    assert_int_equal(tu_argmax(la, f->n_vocab), tu_argmax(hearth_get_logits(f->ctx, 46), f->n_vocab));
+    assert_int_equal(tu_argmax(lb, f->n_vocab), tu_argmax(hearth_get_logits(f->ctx, 47), f->n_vocab));
     reset(f);
     free(la);
     free(lb);
@@ -174,17 +138,17 @@ static void test_truncation_resets_the_state(void **state)
     hearth_token p[48];
     tokens(p, 48, 9);
     reset(f);
-    run(f, 0, p, 48, 48, l1);
+    tu_engine_run(f, 0, p, 48, 48, l1);
     hearth_seq_publish(f->ctx, 0, p, 48);
     hearth_seq_truncate(f->ctx, 0, 48); /* its full length: nothing changes */
     assert_int_equal(hearth_seq_len(f->ctx, 0), 48);
     hearth_seq_truncate(f->ctx, 0, 20);
     assert_int_equal(hearth_seq_len(f->ctx, 0), 0);
     assert_int_equal(hearth_seq_reuse_prefix(f->ctx, 0, p, 48), 0);
-    run(f, 0, p, 48, 48, l2);
+    tu_engine_run(f, 0, p, 48, 48, l2);
     assert_memory_equal(l1, l2, (size_t)f->n_vocab * sizeof(float));
     hearth_seq_truncate(f->ctx, 0, 0);
-    run(f, 0, p, 48, 48, l2);
+    tu_engine_run(f, 0, p, 48, 48, l2);
     assert_memory_equal(l1, l2, (size_t)f->n_vocab * sizeof(float));
     reset(f);
     free(l1);

@@ -33,33 +33,6 @@ static void tokens(hearth_token *t, int32_t n, int32_t salt)
         t[i] = 3 + (i * 37 + salt * 11) % 500;
 }
 
-/* Decodes tok[0..n) into seq from its current end in chunks of `chunk`; copies the last logits. */
-static void run_seq(struct tu_engine *f, int32_t seq, const hearth_token *tok, int32_t n,
-                    int32_t chunk, float *last)
-{
-    char err[HEARTH_ERR_MAX];
-    int32_t p0 = hearth_seq_len(f->ctx, seq);
-    int32_t pos[256], sq[256];
-    for (int32_t i = 0; i < n; i += chunk) {
-        int32_t m = n - i < chunk ? n - i : chunk;
-        for (int32_t j = 0; j < m; j++) {
-            pos[j] = p0 + i + j;
-            sq[j] = seq;
-        }
-        struct hearth_batch b = {m, tok + i, pos, sq, NULL};
-        assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_OK);
-    }
-    memcpy(last, hearth_get_logits(f->ctx, (n - 1) % chunk), (size_t)f->n_vocab * sizeof(float));
-}
-
-static float max_diff(const float *a, const float *b, int32_t n)
-{
-    float m = 0;
-    for (int32_t i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 static void test_interleaved_sequences_match_separate_runs(void **state)
 {
     struct tu_engine *f = *state;
@@ -69,9 +42,9 @@ static void test_interleaved_sequences_match_separate_runs(void **state)
     tokens(b, 25, 2);
     float *la = malloc(f->n_vocab * sizeof(float)), *lb = malloc(f->n_vocab * sizeof(float));
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, a, 40, 40, la);
+    tu_engine_run(f, 0, a, 40, 40, la);
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, b, 25, 25, lb);
+    tu_engine_run(f, 0, b, 25, 25, lb);
     hearth_seq_truncate(f->ctx, 0, 0);
 
     /* one batch holding both prompts, rows interleaved, seqs 1 and 2 */
@@ -94,8 +67,8 @@ static void test_interleaved_sequences_match_separate_runs(void **state)
     char err[HEARTH_ERR_MAX];
     struct hearth_batch bt = {n, tok, pos, seq, want};
     assert_int_equal(hearth_decode(f->ctx, &bt, err, sizeof err), HEARTH_OK);
-    float da = max_diff(la, hearth_get_logits(f->ctx, row_a), f->n_vocab);
-    float db = max_diff(lb, hearth_get_logits(f->ctx, row_b), f->n_vocab);
+    float da = tu_max_diff(la, hearth_get_logits(f->ctx, row_a), f->n_vocab);
+    float db = tu_max_diff(lb, hearth_get_logits(f->ctx, row_b), f->n_vocab);
     print_message("interleaved vs alone: max |diff| %g and %g\n", da, db);
     assert_true(da == 0.0f && db == 0.0f);
     assert_null(hearth_get_logits(f->ctx, 0)); /* not asked for */
@@ -113,10 +86,10 @@ static void test_chunked_prefill_matches_one_batch(void **state)
     tokens(a, 100, 3);
     float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, a, 100, 100, l1);
+    tu_engine_run(f, 0, a, 100, 100, l1);
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, a, 100, 7, l2);
-    assert_true(max_diff(l1, l2, f->n_vocab) == 0.0f);
+    tu_engine_run(f, 0, a, 100, 7, l2);
+    assert_true(tu_max_diff(l1, l2, f->n_vocab) == 0.0f);
     hearth_seq_truncate(f->ctx, 0, 0);
     free(l1);
     free(l2);
@@ -131,14 +104,14 @@ static void test_reused_prefix_gives_same_logits(void **state)
     float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
     hearth_seq_truncate(f->ctx, 0, 0);
     hearth_seq_truncate(f->ctx, 1, 0);
-    run_seq(f, 0, a, 90, 90, l1);
+    tu_engine_run(f, 0, a, 90, 90, l1);
     hearth_seq_publish(f->ctx, 0, a, 90);
     hearth_seq_truncate(f->ctx, 0, 0); /* released, but the blocks stay cached */
     int32_t reused = hearth_seq_reuse_prefix(f->ctx, 1, a, 90);
     assert_int_equal(reused, 80);
     assert_int_equal(hearth_seq_len(f->ctx, 1), 80);
-    run_seq(f, 1, a + 80, 10, 10, l2);
-    assert_true(max_diff(l1, l2, f->n_vocab) == 0.0f);
+    tu_engine_run(f, 1, a + 80, 10, 10, l2);
+    assert_true(tu_max_diff(l1, l2, f->n_vocab) == 0.0f);
     int32_t used, cached, total;
     hearth_kv_stats(f->ctx, &used, &cached, &total);
     assert_int_equal(used, 6); /* 90 tokens in blocks of 16 */
@@ -201,16 +174,16 @@ static void test_sliding_window_hides_old_tokens(void **state)
     float *la = malloc(f->n_vocab * sizeof(float)), *lb = malloc(f->n_vocab * sizeof(float));
     f->model->hp.n_swa = 4;
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, a, 48, 48, la);
+    tu_engine_run(f, 0, a, 48, 48, la);
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, b, 48, 48, lb);
-    const float with_window = max_diff(la, lb, f->n_vocab);
+    tu_engine_run(f, 0, b, 48, 48, lb);
+    const float with_window = tu_max_diff(la, lb, f->n_vocab);
     f->model->hp.n_swa = 0;
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, a, 48, 48, la);
+    tu_engine_run(f, 0, a, 48, 48, la);
     hearth_seq_truncate(f->ctx, 0, 0);
-    run_seq(f, 0, b, 48, 48, lb);
-    const float without = max_diff(la, lb, f->n_vocab);
+    tu_engine_run(f, 0, b, 48, 48, lb);
+    const float without = tu_max_diff(la, lb, f->n_vocab);
     hearth_seq_truncate(f->ctx, 0, 0);
     print_message("logit diff: %g with a 4-token window, %g without\n", with_window, without);
     assert_true(with_window == 0.0f);
@@ -312,12 +285,12 @@ static void test_gemma3_prefill_matches_token_by_token(void **state)
     gemma_greedy(f, prompt, 48, 48, 0, c, lc);
     f->model->hp.n_swa = 32;
     print_message("prompt logits max |diff| %g; %d runs of one token in 64 generated; "
-                  "%g without the window\n", max_diff(la, lb, n_vocab), runs,
-                  max_diff(la, lc, n_vocab));
-    assert_true(max_diff(la, lb, n_vocab) == 0.0f);
+                  "%g without the window\n", tu_max_diff(la, lb, n_vocab), runs,
+                  tu_max_diff(la, lc, n_vocab));
+    assert_true(tu_max_diff(la, lb, n_vocab) == 0.0f);
     assert_memory_equal(a, b, sizeof a);
     assert_true(runs > 1);
-    assert_true(max_diff(la, lc, n_vocab) > 0.0f);
+    assert_true(tu_max_diff(la, lc, n_vocab) > 0.0f);
     free(lc);
     free(la);
     free(lb);

@@ -33,39 +33,6 @@ static void tokens(hearth_token *t, int32_t n, int32_t salt)
         t[i] = 100 + (i * 7919 + salt * 104729) % 30000;
 }
 
-/* Decodes tok[0..n) into sequence 0 from its end in chunks of `chunk`; copies the last logits. */
-static void run(struct tu_engine *f, const hearth_token *tok, int32_t n, int32_t chunk, float *last)
-{
-    char err[HEARTH_ERR_MAX];
-    const int32_t p0 = hearth_seq_len(f->ctx, 0);
-    int32_t pos[256], sq[256] = {0};
-    for (int32_t i = 0; i < n; i += chunk) {
-        const int32_t m = n - i < chunk ? n - i : chunk;
-        for (int32_t j = 0; j < m; j++)
-            pos[j] = p0 + i + j;
-        struct hearth_batch b = {m, tok + i, pos, sq, NULL};
-        assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_OK);
-    }
-    memcpy(last, hearth_get_logits(f->ctx, (n - 1) % chunk), (size_t)f->n_vocab * sizeof(float));
-}
-
-static hearth_token argmax(const float *l, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best])
-            best = i;
-    return best;
-}
-
-static float max_diff(const float *a, const float *b, int32_t n)
-{
-    float m = 0;
-    for (int32_t i = 0; i < n; i++)
-        m = fmaxf(m, fabsf(a[i] - b[i]));
-    return m;
-}
-
 /*
  * Chunks of two or more rows take the same router arithmetic, so any split
  * gives the same bits, as long as every chunk takes the same attention path:
@@ -84,10 +51,10 @@ static void test_batch_composition_does_not_change_bits(void **state)
                                        {128, 128, 64}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         hearth_seq_truncate(f->ctx, 0, 0);
-        run(f, a, cases[c][0], cases[c][1], l1);
+        tu_engine_run(f, 0, a, cases[c][0], cases[c][1], l1);
         hearth_seq_truncate(f->ctx, 0, 0);
-        run(f, a, cases[c][0], cases[c][2], l2);
-        const float d = max_diff(l1, l2, f->n_vocab);
+        tu_engine_run(f, 0, a, cases[c][0], cases[c][2], l2);
+        const float d = tu_max_diff(l1, l2, f->n_vocab);
         print_message("%d tokens, chunks of %d vs %d: max |diff| %g\n", cases[c][0], cases[c][1],
                       cases[c][2], d);
         assert_true(d == 0.0f);
@@ -102,10 +69,10 @@ static void greedy(struct tu_engine *f, const hearth_token *prompt, int32_t n, i
                    hearth_token *out, int32_t n_out, float *last)
 {
     hearth_seq_truncate(f->ctx, 0, 0);
-    run(f, prompt, n, chunk, last);
+    tu_engine_run(f, 0, prompt, n, chunk, last);
     for (int32_t i = 0; i < n_out; i++) {
-        out[i] = argmax(last, f->n_vocab);
-        run(f, &out[i], 1, 1, last);
+        out[i] = tu_argmax(last, f->n_vocab);
+        tu_engine_run(f, 0, &out[i], 1, 1, last);
     }
 }
 
@@ -118,14 +85,14 @@ static void test_prefill_and_token_by_token_agree(void **state)
         hearth_token p[40], g1[48], g2[48];
         tokens(p, 40, salt);
         hearth_seq_truncate(f->ctx, 0, 0);
-        run(f, p, 40, 40, l1);
+        tu_engine_run(f, 0, p, 40, 40, l1);
         hearth_seq_truncate(f->ctx, 0, 0);
-        run(f, p, 40, 1, l2);
+        tu_engine_run(f, 0, p, 40, 1, l2);
         /* one-row routers sum as ggml_vec_dot_f32, batches as tinyBLAS: last bits may differ */
-        const float d = max_diff(l1, l2, f->n_vocab);
+        const float d = tu_max_diff(l1, l2, f->n_vocab);
         print_message("prompt %d: prefill vs token by token, last logits max |diff| %g\n", salt, d);
         assert_true(d < 1e-2f);
-        assert_int_equal(argmax(l1, f->n_vocab), argmax(l2, f->n_vocab));
+        assert_int_equal(tu_argmax(l1, f->n_vocab), tu_argmax(l2, f->n_vocab));
         greedy(f, p, 40, 40, g1, 48, l1);
         greedy(f, p, 40, 1, g2, 48, l2);
         assert_memory_equal(g1, g2, sizeof g1);

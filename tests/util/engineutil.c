@@ -1,5 +1,7 @@
 /* engineutil.c: a model and a context for engine tests (engineutil.h). */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/engineutil.h"
 #include "util/testutil.h"
@@ -37,4 +39,40 @@ int tu_engine_close(struct tu_engine *e)
         hearth_model_free(e->model);
     free(e);
     return 0;
+}
+
+void tu_engine_run(struct tu_engine *e, int32_t seq, const hearth_token *tok, int32_t n,
+                   int32_t chunk, float *last)
+{
+    char err[HEARTH_ERR_MAX];
+    const int32_t p0 = hearth_seq_len(e->ctx, seq);
+    int32_t pos[256], sq[256];
+    assert_true(chunk >= 1 && chunk <= 256);
+    for (int32_t i = 0; i < n; i += chunk) {
+        const int32_t m = n - i < chunk ? n - i : chunk;
+        for (int32_t j = 0; j < m; j++) {
+            pos[j] = p0 + i + j;
+            sq[j]  = seq;
+        }
+        struct hearth_batch b = {m, tok + i, pos, sq, NULL};
+        assert_int_equal(hearth_decode(e->ctx, &b, err, sizeof err), HEARTH_OK);
+    }
+    memcpy(last, hearth_get_logits(e->ctx, (n - 1) % chunk), (size_t)e->n_vocab * sizeof(float));
+}
+
+hearth_token tu_argmax(const float *l, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (l[i] > l[best])
+            best = i;
+    return best;
+}
+
+float tu_max_diff(const float *a, const float *b, int32_t n)
+{
+    float m = 0;
+    for (int32_t i = 0; i < n; i++)
+        m = fmaxf(m, fabsf(a[i] - b[i]));
+    return m;
 }

@@ -29,6 +29,18 @@ int tu_engine_open(struct tu_engine **out, const char *name,
 /* Frees what tu_engine_open made; 0, as a group teardown returns. */
 int tu_engine_close(struct tu_engine *e);
 
+/*
+ * Decodes tok[0..n) into sequence seq from its current end, in batches of
+ * `chunk` tokens (at most 256), asserting each succeeds, and copies the last
+ * token's logits (n_vocab floats) into last.
+ */
+void tu_engine_run(struct tu_engine *e, int32_t seq, const hearth_token *tok, int32_t n,
+                   int32_t chunk, float *last);
+/* The index of the largest of l[0..n) (the lowest on ties). */
+hearth_token tu_argmax(const float *l, int32_t n);
+/* The largest |a[i] - b[i]|. */
+float tu_max_diff(const float *a, const float *b, int32_t n);
+
 /* Skips the current test with a message when e's model file is absent. */
 #define TU_ENGINE_OR_SKIP(e)                                                                       \
     if (!(e)->model) {                                                                             \
