@@ -197,6 +197,9 @@ int cmd_bench_engine(int argc, char **argv)
     }
     printf("model: %s, %.1f MiB of weights, %ld threads\n", model_path,
            hearth_model_weight_bytes(model) / 1048576.0, threads);
+    if (hearth_model_token_bytes(model) != hearth_model_weight_bytes(model))
+        printf("a token reads %.1f MiB of them (the routed experts it uses)\n",
+               hearth_model_token_bytes(model) / 1048576.0);
     if (n_pp > 0) {
         double best = 1e30;
         for (long k = 0; k <= reps; k++) { /* k = 0 warms up */
@@ -230,10 +233,11 @@ int cmd_bench_engine(int argc, char **argv)
             }
         }
         free(probe.buf);
-        double tps = n_tg / best, bytes = (double)hearth_model_weight_bytes(model);
+        double tps = n_tg / best, bytes = (double)hearth_model_token_bytes(model);
         printf("tg%ld: %.1f tok/s\n", n_tg, tps);
-        printf("decode reads %.2f GB/s (weights x tok/s); measured read bandwidth %.2f GB/s; "
-               "share %.0f%%\n", bytes * tps / 1e9, bw / 1e9, bw > 0 ? 100 * bytes * tps / bw : 0);
+        printf("decode reads %.2f GB/s (weights a token reads x tok/s); measured read bandwidth "
+               "%.2f GB/s; share %.0f%%\n",
+               bytes * tps / 1e9, bw / 1e9, bw > 0 ? 100 * bytes * tps / bw : 0);
     }
     rc = EXIT_OK;
 out:

@@ -73,8 +73,11 @@ int32_t hearth_model_n_vocab(const struct hearth_model *model);
 int32_t hearth_model_n_ctx_train(const struct hearth_model *model);
 /* Architecture name from general.architecture ("llama"). */
 const char *hearth_model_arch(const struct hearth_model *model);
-/* Bytes of tensor data the model maps (what one decode step reads). */
+/* Bytes of tensor data the model maps. */
 uint64_t hearth_model_weight_bytes(const struct hearth_model *model);
+/* Bytes of weights one decoded token reads: all of them, but of a mixture of experts' routed
+ * experts only the expert_used_count it routes to. */
+uint64_t hearth_model_token_bytes(const struct hearth_model *model);
 /* The file's tokenizer.chat_template (Jinja source), NUL-terminated; NULL when it has none. */
 const char *hearth_model_chat_template(const struct hearth_model *model);
 

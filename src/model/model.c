@@ -402,6 +402,14 @@ int32_t hearth_model_n_ctx_train(const struct hearth_model *m) { return m->hp.n_
 const char *hearth_model_arch(const struct hearth_model *m) { return m->arch; }
 uint64_t hearth_model_weight_bytes(const struct hearth_model *m) { return m->weight_bytes; }
 
+uint64_t hearth_model_token_bytes(const struct hearth_model *m)
+{
+    if (m->hp.n_expert <= 0)
+        return m->weight_bytes;
+    return m->weight_bytes - m->routed_bytes +
+           m->routed_bytes / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+}
+
 hearth_token hearth_token_bos(const struct hearth_model *m) { return tokenizer_bos(m->tok); }
 hearth_token hearth_token_eos(const struct hearth_model *m) { return tokenizer_eos(m->tok); }
 bool hearth_vocab_add_bos(const struct hearth_model *m) { return tokenizer_add_bos(m->tok); }

@@ -97,6 +97,7 @@ struct hearth_model {
     struct layer *layers;    /* [n_layer] */
     int n_threads;
     uint64_t weight_bytes;
+    uint64_t routed_bytes;   /* of those, the routed experts' stacks (MoE) */
     const struct kernels *k;
 };
 

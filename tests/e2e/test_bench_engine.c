@@ -47,11 +47,13 @@ static void test_figures_and_their_arithmetic(void **state)
                             "%lf MiB of weights, %d threads", &mib, &threads), 2);
     assert_int_equal(threads, 1);
     assert_true(mib > 0.5 && mib < 2.0); /* stories260K: about 1.1 MiB */
+    assert_null(strstr(out, "\na token reads")); /* dense: a token reads every weight */
     assert_int_equal(sscanf(line_of(out, "pp16: "), "pp16: %lf tok/s", &pp), 1);
     assert_int_equal(sscanf(line_of(out, "tg8: "), "tg8: %lf tok/s", &tg), 1);
     assert_true(pp > 0 && tg > 0);
     assert_int_equal(sscanf(line_of(out, "decode reads "),
-                            "decode reads %lf GB/s (weights x tok/s); measured read bandwidth "
+                            "decode reads %lf GB/s (weights a token reads x tok/s); measured "
+                            "read bandwidth "
                             "%lf GB/s; share %d%%",
                             &reads, &ceiling, &share),
                      3);
@@ -65,6 +67,36 @@ static void test_figures_and_their_arithmetic(void **state)
     if (abs(share - (int)lround(100 * reads / ceiling)) > 2)
         fail_msg("share %d%% is not %.2f / %.2f", share, reads, ceiling);
     assert_int_equal(err[0], 0);
+    free(out);
+    free(err);
+}
+
+/* A mixture of experts' token reads only its routed experts: the bandwidth figure counts those. */
+static void test_moe_counts_the_routed_experts(void **state)
+{
+    TU_MODEL_OR_SKIP(path, "tiny-qwen3moe-bpe-q8_0.gguf");
+    const char *args[] = {"-m", path, "-t", "1", "-p", "0", "-n", "8", "-r", "1", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(bench(args, &out, &err), 0);
+    double mib = 0, token_mib = 0, tg = 0, reads = 0, ceiling = 0;
+    int threads = 0, share = -1;
+    assert_int_equal(sscanf(strstr(line_of(out, "model: "), ", ") + 2,
+                            "%lf MiB of weights, %d threads", &mib, &threads), 2);
+    assert_int_equal(sscanf(line_of(out, "a token reads "), "a token reads %lf MiB", &token_mib),
+                     1);
+    /* 8 experts, 2 used: the experts' stacks count a quarter; attention and embeddings whole */
+    assert_true(token_mib > 0.1 * mib && token_mib < 0.9 * mib);
+    assert_int_equal(sscanf(line_of(out, "tg8: "), "tg8: %lf tok/s", &tg), 1);
+    assert_int_equal(sscanf(line_of(out, "decode reads "),
+                            "decode reads %lf GB/s (weights a token reads x tok/s); measured "
+                            "read bandwidth %lf GB/s; share %d%%",
+                            &reads, &ceiling, &share),
+                     3);
+    const double lo = (token_mib - 0.05) * 1048576.0 * (tg - 0.05) / 1e9 - 0.005;
+    const double hi = (token_mib + 0.05) * 1048576.0 * (tg + 0.05) / 1e9 + 0.005;
+    if (reads < lo || reads > hi)
+        fail_msg("decode reads %.2f GB/s, but %.1f MiB x %.1f tok/s is %.2f..%.2f", reads,
+                 token_mib, tg, lo, hi);
     free(out);
     free(err);
 }
@@ -124,6 +156,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_figures_and_their_arithmetic),
+        cmocka_unit_test(test_moe_counts_the_routed_experts),
         cmocka_unit_test(test_zero_skips_a_test),
         cmocka_unit_test(test_bad_usage),
     };
