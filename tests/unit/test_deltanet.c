@@ -28,28 +28,10 @@ static int teardown(void **state) { return tu_engine_close(*state); }
 
 #define NEED_MODEL(f) TU_ENGINE_OR_SKIP(f)
 
-static void tokens(hearth_token *t, int32_t n, int32_t salt)
-{
-    for (int32_t i = 0; i < n; i++)
-        t[i] = 100 + (i * 7919 + salt * 104729) % 30000;
-}
-
 static void reset(struct tu_engine *f)
 {
     hearth_seq_truncate(f->ctx, 0, 0);
     hearth_seq_truncate(f->ctx, 1, 0);
-}
-
-/* Greedy continuation of n_out tokens after the prompt prefilled in chunks of `chunk`. */
-static void greedy(struct tu_engine *f, const hearth_token *prompt, int32_t n, int32_t chunk,
-                   hearth_token *out, int32_t n_out, float *last)
-{
-    reset(f);
-    tu_engine_run(f, 0, prompt, n, chunk, last);
-    for (int32_t i = 0; i < n_out; i++) {
-        out[i] = tu_argmax(last, f->n_vocab);
-        tu_engine_run(f, 0, &out[i], 1, 1, last);
-    }
 }
 
 static void test_prefill_and_token_by_token_agree(void **state)
@@ -59,7 +41,7 @@ static void test_prefill_and_token_by_token_agree(void **state)
     float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
     for (int32_t salt = 2; salt < 5; salt++) {
         hearth_token p[40], g1[32], g2[32];
-        tokens(p, 40, salt);
+        tu_tokens(p, 40, salt);
         const int32_t chunks[] = {1, 7, 16};
         reset(f);
         tu_engine_run(f, 0, p, 40, 40, l1);
@@ -81,8 +63,8 @@ static void test_prefill_and_token_by_token_agree(void **state)
         /* the continuation after a whole-prompt prefill and after one in chunks of 7 (the same
          * arithmetic) is the same; after one token at a time the one-row router sums may tip a
          * near tie of this random model later on, in llama.cpp as here */
-        greedy(f, p, 40, 40, g1, 32, l1);
-        greedy(f, p, 40, 7, g2, 32, l2);
+        tu_engine_greedy(f, p, 40, 40, g1, 32, l1);
+        tu_engine_greedy(f, p, 40, 7, g2, 32, l2);
         assert_memory_equal(g1, g2, sizeof g1);
     }
     reset(f);
@@ -98,8 +80,8 @@ static void test_sequences_keep_their_own_state(void **state)
     char err[HEARTH_ERR_MAX];
     float *la = malloc(f->n_vocab * sizeof(float)), *lb = malloc(f->n_vocab * sizeof(float));
     hearth_token a[24], b[24], mix[48];
-    tokens(a, 24, 7);
-    tokens(b, 24, 8);
+    tu_tokens(a, 24, 7);
+    tu_tokens(b, 24, 8);
     reset(f);
     tu_engine_run(f, 0, a, 24, 24, la);
     reset(f);
@@ -136,7 +118,7 @@ static void test_truncation_resets_the_state(void **state)
     NEED_MODEL(f);
     float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
     hearth_token p[48];
-    tokens(p, 48, 9);
+    tu_tokens(p, 48, 9);
     reset(f);
     tu_engine_run(f, 0, p, 48, 48, l1);
     hearth_seq_publish(f->ctx, 0, p, 48);

@@ -27,12 +27,6 @@ static int teardown(void **state) { return tu_engine_close(*state); }
 
 #define NEED_MODEL(f) TU_ENGINE_OR_SKIP(f)
 
-static void tokens(hearth_token *t, int32_t n, int32_t salt)
-{
-    for (int32_t i = 0; i < n; i++)
-        t[i] = 100 + (i * 7919 + salt * 104729) % 30000;
-}
-
 /*
  * Chunks of two or more rows take the same router arithmetic, so any split
  * gives the same bits, as long as every chunk takes the same attention path:
@@ -43,7 +37,7 @@ static void test_batch_composition_does_not_change_bits(void **state)
     struct tu_engine *f = *state;
     NEED_MODEL(f);
     hearth_token a[128];
-    tokens(a, 128, 1);
+    tu_tokens(a, 128, 1);
     float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
     static const int32_t cases[][3] = {/* tokens, first split, second split */
                                        {100, 7, 33},
@@ -64,18 +58,6 @@ static void test_batch_composition_does_not_change_bits(void **state)
     free(l2);
 }
 
-/* Greedy continuation of 48 tokens after the prompt prefilled in chunks of `chunk`. */
-static void greedy(struct tu_engine *f, const hearth_token *prompt, int32_t n, int32_t chunk,
-                   hearth_token *out, int32_t n_out, float *last)
-{
-    hearth_seq_truncate(f->ctx, 0, 0);
-    tu_engine_run(f, 0, prompt, n, chunk, last);
-    for (int32_t i = 0; i < n_out; i++) {
-        out[i] = tu_argmax(last, f->n_vocab);
-        tu_engine_run(f, 0, &out[i], 1, 1, last);
-    }
-}
-
 static void test_prefill_and_token_by_token_agree(void **state)
 {
     struct tu_engine *f = *state;
@@ -83,7 +65,7 @@ static void test_prefill_and_token_by_token_agree(void **state)
     float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
     for (int32_t salt = 2; salt < 5; salt++) {
         hearth_token p[40], g1[48], g2[48];
-        tokens(p, 40, salt);
+        tu_tokens(p, 40, salt);
         hearth_seq_truncate(f->ctx, 0, 0);
         tu_engine_run(f, 0, p, 40, 40, l1);
         hearth_seq_truncate(f->ctx, 0, 0);
@@ -93,8 +75,8 @@ static void test_prefill_and_token_by_token_agree(void **state)
         print_message("prompt %d: prefill vs token by token, last logits max |diff| %g\n", salt, d);
         assert_true(d < 1e-2f);
         assert_int_equal(tu_argmax(l1, f->n_vocab), tu_argmax(l2, f->n_vocab));
-        greedy(f, p, 40, 40, g1, 48, l1);
-        greedy(f, p, 40, 1, g2, 48, l2);
+        tu_engine_greedy(f, p, 40, 40, g1, 48, l1);
+        tu_engine_greedy(f, p, 40, 1, g2, 48, l2);
         assert_memory_equal(g1, g2, sizeof g1);
     }
     hearth_seq_truncate(f->ctx, 0, 0);

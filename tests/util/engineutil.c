@@ -60,6 +60,23 @@ void tu_engine_run(struct tu_engine *e, int32_t seq, const hearth_token *tok, in
     memcpy(last, hearth_get_logits(e->ctx, (n - 1) % chunk), (size_t)e->n_vocab * sizeof(float));
 }
 
+void tu_engine_greedy(struct tu_engine *e, const hearth_token *prompt, int32_t n, int32_t chunk,
+                      hearth_token *out, int32_t n_out, float *last)
+{
+    hearth_seq_truncate(e->ctx, 0, 0);
+    tu_engine_run(e, 0, prompt, n, chunk, last);
+    for (int32_t i = 0; i < n_out; i++) {
+        out[i] = tu_argmax(last, e->n_vocab);
+        tu_engine_run(e, 0, &out[i], 1, 1, last);
+    }
+}
+
+void tu_tokens(hearth_token *t, int32_t n, int32_t salt)
+{
+    for (int32_t i = 0; i < n; i++)
+        t[i] = 100 + (i * 7919 + salt * 104729) % 30000;
+}
+
 hearth_token tu_argmax(const float *l, int32_t n)
 {
     int32_t best = 0;

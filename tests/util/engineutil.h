@@ -36,6 +36,15 @@ int tu_engine_close(struct tu_engine *e);
  */
 void tu_engine_run(struct tu_engine *e, int32_t seq, const hearth_token *tok, int32_t n,
                    int32_t chunk, float *last);
+/*
+ * Empties sequence 0, prefills prompt[0..n) in batches of `chunk`, then
+ * decodes n_out greedy tokens one at a time into out; last ends with the
+ * logits after the last of them.
+ */
+void tu_engine_greedy(struct tu_engine *e, const hearth_token *prompt, int32_t n, int32_t chunk,
+                      hearth_token *out, int32_t n_out, float *last);
+/* n token ids in 100..30099, a fixed function of i and salt (for BPE vocabularies of 32k+). */
+void tu_tokens(hearth_token *t, int32_t n, int32_t salt);
 /* The index of the largest of l[0..n) (the lowest on ties). */
 hearth_token tu_argmax(const float *l, int32_t n);
 /* The largest |a[i] - b[i]|. */
