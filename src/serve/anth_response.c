@@ -86,16 +86,8 @@ static void event(struct out *o, const char *name, cJSON *data)
 {
     char *json = data ? cJSON_PrintUnformatted(data) : NULL;
     cJSON_Delete(data);
-    if (!json)
-        return;
-    size_t nl = strlen(name), jl = strlen(json);
-    size_t add  = 7 + nl + 7 + jl + 2; /* "event: " name "\ndata: " json "\n\n" */
-    char *grown = realloc(o->p, o->len + add + 1);
-    if (grown) {
-        o->p = grown;
-        snprintf(o->p + o->len, add + 1, "event: %s\ndata: %s\n\n", name, json);
-        o->len += add;
-    }
+    if (json)
+        reply_sse_event(&o->p, &o->len, name, json);
     free(json);
 }
 

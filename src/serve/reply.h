@@ -38,6 +38,14 @@ struct reply_ops {
     char *(*error_sse)(const struct oai_error *e, size_t *len);
 };
 
+/*
+ * Appends the named SSE event "event: name\ndata: json\n\n" to *buf (*len
+ * bytes, malloc'd or NULL; kept NUL-terminated), as Anthropic's and the
+ * Responses API's streams frame every event. False when out of memory
+ * (*buf unchanged).
+ */
+bool reply_sse_event(char **buf, size_t *len, const char *name, const char *json);
+
 /* OpenAI's chat.completion / text_completion (oai_response.c). */
 extern const struct reply_ops oai_reply_ops;
 

@@ -135,15 +135,8 @@ static void emit(struct resp_reply *r, cJSON *o)
     cJSON_AddNumberToObject(o, "sequence_number", (double)r->seq++);
     char *json       = cJSON_PrintUnformatted(o);
     const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "type"));
-    if (json && type) {
-        size_t n    = strlen(json) + strlen(type) + 20;
-        char *grown = realloc(r->out, r->out_len + n + 1);
-        if (grown) {
-            r->out = grown;
-            r->out_len += (size_t)snprintf(r->out + r->out_len, n + 1, "event: %s\ndata: %s\n\n",
-                                           type, json);
-        }
-    }
+    if (json && type)
+        reply_sse_event(&r->out, &r->out_len, type, json);
     free(json);
     cJSON_Delete(o);
 }
@@ -532,12 +525,9 @@ static char *reply_error_sse(const struct oai_error *e, size_t *len)
     cJSON_AddNumberToObject(o, "sequence_number", 0);
     char *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    if (!json)
-        return NULL;
-    size_t n  = strlen(json) + 24;
-    char *out = malloc(n);
-    if (out)
-        *len = (size_t)snprintf(out, n, "event: error\ndata: %s\n\n", json);
+    char *out = NULL;
+    if (json && !reply_sse_event(&out, len, "error", json))
+        *len = 0;
     free(json);
     return out;
 }
