@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ggml_dot.h"
 #include "model/model.h"
 #include "util/errfmt.h"
 
@@ -322,45 +323,6 @@ struct job {
     int32_t n;
 };
 
-/* Sixteen lanes added as gcc's _mm512_reduce_add_ps adds them (halves, then quarters, ...). */
-static float reduce16(const float v[16])
-{
-    float t8[8], t4[4];
-    for (int l = 0; l < 8; l++)
-        t8[l] = v[l + 8] + v[l];
-    for (int l = 0; l < 4; l++)
-        t4[l] = t8[l + 4] + t8[l];
-    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
-
-/*
- * ggml_vec_dot_f32 as llama.cpp's AVX-512 build runs it: four sixteen-lane
- * fma accumulators over 64-element steps, folded pairwise and reduced, then
- * a scalar tail that the compiler fuses into fmas (state_size 32 is all tail).
- */
-static float dot_f32(const float *x, const float *y, int32_t n)
-{
-    const int32_t np = n & ~63;
-    float sum        = 0.0f;
-    if (np) {
-        float acc[4][16] = {{0}};
-        for (int32_t i = 0; i < np; i += 64)
-            for (int j = 0; j < 4; j++)
-                for (int l = 0; l < 16; l++)
-                    acc[j][l] = fmaf(x[i + 16 * j + l], y[i + 16 * j + l], acc[j][l]);
-        for (int l = 0; l < 16; l++) {
-            acc[0][l] += acc[2][l];
-            acc[1][l] += acc[3][l];
-        }
-        for (int l = 0; l < 16; l++)
-            acc[0][l] += acc[1][l];
-        sum = reduce16(acc[0]);
-    }
-    for (int32_t i = np; i < n; i++)
-        sum = fmaf(x[i], y[i], sum);
-    return sum;
-}
-
 static float *conv_state(struct dnet_cache *c, const struct dnet *dn, int32_t seq)
 {
     return c->conv + ((size_t)dn->slot * c->n_seq + seq) * c->conv_len;
@@ -455,7 +417,7 @@ static void delta_heads(void *arg, int ith, int nth)
             for (int32_t i = 0; i < S * S; i++)
                 M[i] *= eg;
             for (int32_t r = 0; r < S; r++)
-                delta[r] = (v[r] - dot_f32(M + (size_t)r * S, kv, S)) * beta;
+                delta[r] = (v[r] - ggml_vec_dot_f32_ref(M + (size_t)r * S, kv, S)) * beta;
             for (int32_t r = 0; r < S; r++) {
                 float *row = M + (size_t)r * S;
                 for (int32_t i = 0; i < S; i++)
@@ -463,7 +425,7 @@ static void delta_heads(void *arg, int ith, int nth)
             }
             float *o = c->o + ((size_t)t * nv + h) * S;
             for (int32_t r = 0; r < S; r++)
-                o[r] = dot_f32(M + (size_t)r * S, q, S) * scale;
+                o[r] = ggml_vec_dot_f32_ref(M + (size_t)r * S, q, S) * scale;
         }
     }
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ggml_dot.h"
 #include "kernels/ref.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -289,17 +290,6 @@ static void to_act(const struct kernels *k, enum dtype t, const float *src, int6
         q8_0_sums(dst, n_in, sum);
 }
 
-/* Sixteen lanes added as gcc's _mm512_reduce_add_ps adds them (halves, then quarters, ...). */
-static float reduce16(const float v[16])
-{
-    float t8[8], t4[4];
-    for (int l = 0; l < 8; l++)
-        t8[l] = v[l + 8] + v[l];
-    for (int l = 0; l < 4; l++)
-        t4[l] = t8[l + 4] + t8[l];
-    return (t4[0] + t4[2]) + (t4[1] + t4[3]);
-}
-
 /*
  * An f32 router row against an f32 input, summed as llama.cpp's AVX-512
  * build sums it: a matmul over two or more rows goes through llamafile's
@@ -316,26 +306,9 @@ static float router_dot(const float *w, const float *x, int64_t n, bool tinyblas
         for (int64_t i = 0; i < n; i += 16)
             for (int l = 0; l < 16; l++)
                 acc[l] = fmaf(w[i + l], x[i + l], acc[l]);
-        return reduce16(acc);
+        return ggml_reduce16(acc);
     }
-    float acc[4][16] = {{0}};
-    const int64_t np = n & ~(int64_t)63;
-    for (int64_t i = 0; i < np; i += 64)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 16; l++)
-                acc[j][l] = fmaf(w[i + 16 * j + l], x[i + 16 * j + l], acc[j][l]);
-    for (int l = 0; l < 16; l++) {
-        acc[0][l] += acc[2][l];
-        acc[1][l] += acc[3][l];
-    }
-    for (int l = 0; l < 16; l++)
-        acc[0][l] += acc[1][l];
-    float sum = reduce16(acc[0]);
-    for (int64_t i = np; i < n; i++) {
-        const float p = w[i] * x[i];
-        sum += p;
-    }
-    return sum;
+    return ggml_vec_dot_f32_ref(w, x, n);
 }
 
 /*

@@ -1,6 +1,7 @@
 /* testutil.c: see testutil.h. */
 #include "util/testutil.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -222,7 +223,12 @@ void tu_unescape(char *s)
 {
     char *w = s;
     for (char *r = s; *r; r++) {
-        if (*r == '\\' && r[1]) {
+        if (*r == '\\' && r[1] == 'x' && isxdigit((unsigned char)r[2]) &&
+            isxdigit((unsigned char)r[3])) {
+            const char hex[3] = {r[2], r[3], 0};
+            *w++ = (char)strtol(hex, NULL, 16);
+            r += 3;
+        } else if (*r == '\\' && r[1]) {
             r++;
             *w++ = *r == 'n' ? '\n' : *r == 't' ? '\t' : *r;
         } else {

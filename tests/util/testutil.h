@@ -70,7 +70,7 @@ char **tu_list_files(const char *dir, const char *suffix, int *n);
 char *tu_tmpdir(void);
 void tu_rmtree(const char *dir);
 
-/* Undoes the escaping of \n, \t and \\ in the reference .tsv files, in place. */
+/* Undoes the escaping of \n, \t, \\ and \xHH (a byte) in the reference .tsv files, in place. */
 void tu_unescape(char *s);
 
 /* Writes len bytes to path; returns 0 or -1. */
