@@ -411,7 +411,7 @@ static void neon_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const v
     const struct block_iq4_nl *x = w;
     const struct block_q8_0 *y   = a;
     const int64_t nb             = n / QK4_NL;
-    const int8x16_t table        = vld1q_s8(ref_iq4nl_values);
+    const int8x16_t table        = vld1q_s8(iq4nl_values);
     float sum                    = 0.0f;
     int64_t i                    = 0;
     for (; i + 4 <= nb; i += 4) {
@@ -891,7 +891,7 @@ static void neon_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const v
 {
     const struct block_iq4_xs *x = w;
     const struct block_q8_K *y   = a;
-    const int8x16_t table        = vld1q_s8(ref_iq4nl_values);
+    const int8x16_t table        = vld1q_s8(iq4nl_values);
     float sum                    = 0.0f;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int32x4_t p[8];

@@ -253,9 +253,6 @@ void ref_q8_1_act_from_float(const float *x, void *y, int64_t n)
     }
 }
 
-const int8_t ref_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                     1,    13,   25,  38,  53,  69,  89,  113};
-
 void ref_iq4_nl_to_float(const void *x, float *y, int64_t n)
 {
     const struct block_iq4_nl *b = x;
@@ -263,8 +260,8 @@ void ref_iq4_nl_to_float(const void *x, float *y, int64_t n)
     for (int64_t i = 0; i < nb; i++) {
         const float d = fp16_to_fp32(b[i].d);
         for (int j = 0; j < QK4_NL / 2; j++) {
-            y[i * QK4_NL + j]              = d * (float)ref_iq4nl_values[b[i].qs[j] & 0x0F];
-            y[i * QK4_NL + j + QK4_NL / 2] = d * (float)ref_iq4nl_values[b[i].qs[j] >> 4];
+            y[i * QK4_NL + j]              = d * (float)iq4nl_values[b[i].qs[j] & 0x0F];
+            y[i * QK4_NL + j + QK4_NL / 2] = d * (float)iq4nl_values[b[i].qs[j] >> 4];
         }
     }
 }
@@ -476,8 +473,8 @@ void ref_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *a)
     for (int64_t i = 0; i < nb; i++) {
         int sumi0 = 0, sumi1 = 0;
         for (int j = 0; j < QK4_NL / 2; j++) {
-            sumi0 += ref_iq4nl_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
-            sumi1 += ref_iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + QK4_NL / 2];
+            sumi0 += iq4nl_values[x[i].qs[j] & 0x0F] * y[i].qs[j];
+            sumi1 += iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + QK4_NL / 2];
         }
         sum = fmaf((float)(sumi0 + sumi1), fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d), sum);
     }

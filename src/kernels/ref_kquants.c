@@ -230,8 +230,8 @@ void ref_iq4_xs_to_float(const void *x, float *y, int64_t n)
             const uint8_t *qs = b[i].qs + 16 * j;
             float *o          = y + i * QK_K + 32 * j;
             for (int l = 0; l < 16; l++) {
-                o[l]      = dl * (float)ref_iq4nl_values[qs[l] & 0x0F];
-                o[l + 16] = dl * (float)ref_iq4nl_values[qs[l] >> 4];
+                o[l]      = dl * (float)iq4nl_values[qs[l] & 0x0F];
+                o[l + 16] = dl * (float)iq4nl_values[qs[l] >> 4];
             }
         }
     }
@@ -577,8 +577,8 @@ void ref_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a)
             const int8_t *q8  = y[i].qs + 32 * j;
             int sumi1 = 0, sumi2 = 0;
             for (int l = 0; l < 16; l++) {
-                sumi1 += q8[l] * ref_iq4nl_values[qs[l] & 0x0F];
-                sumi2 += q8[l + 16] * ref_iq4nl_values[qs[l] >> 4];
+                sumi1 += q8[l] * iq4nl_values[qs[l] & 0x0F];
+                sumi2 += q8[l + 16] * iq4nl_values[qs[l] >> 4];
             }
             sum += (d4d8 * (float)iq4_xs_scale(&x[i], j)) * (float)(sumi1 + sumi2);
         }

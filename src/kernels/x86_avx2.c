@@ -826,7 +826,7 @@ static void avx2_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const v
     const struct block_iq4_nl *x = w;
     const struct block_q8_0 *y   = a;
     const int64_t nb             = n / QK4_NL;
-    const __m128i table          = _mm_loadu_si128((const __m128i *)ref_iq4nl_values);
+    const __m128i table          = _mm_loadu_si128((const __m128i *)iq4nl_values);
     float sum                    = 0.0f;
     for (int64_t i = 0; i < nb; i++) {
         const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
@@ -1430,7 +1430,7 @@ static void avx2_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const v
     const struct block_iq4_xs *x = w;
     const struct block_q8_K *y   = a;
     const int64_t nb             = n / QK_K;
-    const __m128i table          = _mm_loadu_si128((const __m128i *)ref_iq4nl_values);
+    const __m128i table          = _mm_loadu_si128((const __m128i *)iq4nl_values);
     __m256 acc                   = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         __m256i sumi = _mm256_setzero_si256();

@@ -6,7 +6,7 @@
  * files. Hence no fused multiply-add (contraction is off below) and no
  * reassociation of sums.
  *
- * Layouts are the GGUF blocks (../shared/reference/gguf-types.md); the
+ * Layouts are util/dtype_blocks.h's, which the kernels read; the
  * scale searches are ggml's make_qx_quants (Q6_K), make_q3_quants (Q3_K),
  * make_qkx2_quants (Q2_K, Q4_K, Q5_K) and the IQ4 non-linear search.
  */
@@ -19,90 +19,18 @@
 
 #include "kernels/kernels.h"
 #include "kernels/ref.h"
+#include "util/dtype_blocks.h"
 #include "util/fp16.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define QK   32  /* elements per block of the 32-element types */
-#define QK_K 256 /* elements per K-quant super-block */
-
 /* Groups whose largest magnitude is below this quantize to zeros (ggml's GROUP_MAX_EPS). */
 #define GROUP_EPS 1e-15f
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
-
-/* ---------------------------------------------------------- block layouts --- */
-
-struct blk_q4_1 {
-    uint16_t d, m;      /* scale and minimum, fp16 */
-    uint8_t qs[QK / 2]; /* element j low nibble of byte j, element j+16 high nibble */
-};
-struct blk_q5_0 {
-    uint16_t d;         /* scale, fp16 */
-    uint8_t qh[4];      /* bit j: 5th bit of element j */
-    uint8_t qs[QK / 2];
-};
-struct blk_q5_1 {
-    uint16_t d, m;
-    uint8_t qh[4];
-    uint8_t qs[QK / 2];
-};
-struct blk_q2_k {
-    uint8_t scales[QK_K / 16]; /* per 16: scale low nibble, min high nibble */
-    uint8_t qs[QK_K / 4];
-    uint16_t d, dmin;
-};
-struct blk_q3_k {
-    uint8_t hmask[QK_K / 8];
-    uint8_t qs[QK_K / 4];
-    uint8_t scales[12]; /* 16 6-bit scales */
-    uint16_t d;
-};
-struct blk_q4_k {
-    uint16_t d, dmin;
-    uint8_t scales[12]; /* 8 6-bit scales and 8 6-bit mins */
-    uint8_t qs[QK_K / 2];
-};
-struct blk_q5_k {
-    uint16_t d, dmin;
-    uint8_t scales[12];
-    uint8_t qh[QK_K / 8];
-    uint8_t qs[QK_K / 2];
-};
-struct blk_q6_k {
-    uint8_t ql[QK_K / 2];
-    uint8_t qh[QK_K / 4];
-    int8_t scales[QK_K / 16];
-    uint16_t d;
-};
-struct blk_iq4_nl {
-    uint16_t d;
-    uint8_t qs[QK / 2];
-};
-struct blk_iq4_xs {
-    uint16_t d;
-    uint16_t scales_h;           /* top 2 bits of the 8 6-bit scales */
-    uint8_t scales_l[QK_K / 64]; /* low nibbles */
-    uint8_t qs[QK_K / 2];
-};
-
-_Static_assert(sizeof(struct blk_q4_1) == 20, "q4_1 block");
-_Static_assert(sizeof(struct blk_q5_0) == 22, "q5_0 block");
-_Static_assert(sizeof(struct blk_q5_1) == 24, "q5_1 block");
-_Static_assert(sizeof(struct blk_q2_k) == 84, "q2_k block");
-_Static_assert(sizeof(struct blk_q3_k) == 110, "q3_k block");
-_Static_assert(sizeof(struct blk_q4_k) == 144, "q4_k block");
-_Static_assert(sizeof(struct blk_q5_k) == 176, "q5_k block");
-_Static_assert(sizeof(struct blk_q6_k) == 210, "q6_k block");
-_Static_assert(sizeof(struct blk_iq4_nl) == 18, "iq4_nl block");
-_Static_assert(sizeof(struct blk_iq4_xs) == 136, "iq4_xs block");
-
-/* The IQ4 code book (ggml's kvalues_iq4nl), ascending. */
-static const int8_t iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                      1,    13,   25,  38,  53,  69,  89,  113};
 
 /* ---------------------------------------------------------------- helpers --- */
 
@@ -384,28 +312,28 @@ static inline void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m
 static inline int iq4_index(float x)
 {
     const int n = 16;
-    if (x <= iq4_values[0])
+    if (x <= iq4nl_values[0])
         return 0;
-    if (x >= iq4_values[n - 1])
+    if (x >= iq4nl_values[n - 1])
         return n - 1;
     int lo = 0, hi = n - 1;
     while (hi - lo > 1) {
         int mid = (lo + hi) / 2;
-        if (x < iq4_values[mid])
+        if (x < iq4nl_values[mid])
             hi = mid;
         else
             lo = mid;
     }
-    return x - iq4_values[hi - 1] < iq4_values[hi] - x ? hi - 1 : hi;
+    return x - iq4nl_values[hi - 1] < iq4nl_values[hi] - x ? hi - 1 : hi;
 }
 
 /* ------------------------------------------------------- 32-element types --- */
 
-static void q4_1_row(const float *x, struct blk_q4_1 *y, int64_t n)
+static void q4_1_row(const float *x, struct block_q4_1 *y, int64_t n)
 {
-    for (int64_t b = 0; b < n / QK; b++, x += QK) {
+    for (int64_t b = 0; b < n / QK4_1; b++, x += QK4_1) {
         float lo = FLT_MAX, hi = -FLT_MAX;
-        for (int j = 0; j < QK; j++) {
+        for (int j = 0; j < QK4_1; j++) {
             if (x[j] < lo)
                 lo = x[j];
             if (x[j] > hi)
@@ -415,8 +343,8 @@ static void q4_1_row(const float *x, struct blk_q4_1 *y, int64_t n)
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = fp32_to_fp16(d);
         y[b].m = fp32_to_fp16(lo);
-        for (int j = 0; j < QK / 2; j++) {
-            const float x0 = (x[j] - lo) * id, x1 = (x[j + QK / 2] - lo) * id;
+        for (int j = 0; j < QK4_1 / 2; j++) {
+            const float x0 = (x[j] - lo) * id, x1 = (x[j + QK4_1 / 2] - lo) * id;
             const uint8_t q0 = (uint8_t)MIN(15, trunc_i8(x0 + 0.5f));
             const uint8_t q1 = (uint8_t)MIN(15, trunc_i8(x1 + 0.5f));
             y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
@@ -424,11 +352,11 @@ static void q4_1_row(const float *x, struct blk_q4_1 *y, int64_t n)
     }
 }
 
-static void q5_0_row(const float *x, struct blk_q5_0 *y, int64_t n)
+static void q5_0_row(const float *x, struct block_q5_0 *y, int64_t n)
 {
-    for (int64_t b = 0; b < n / QK; b++, x += QK) {
+    for (int64_t b = 0; b < n / QK5_0; b++, x += QK5_0) {
         float amax = 0, max = 0;
-        for (int j = 0; j < QK; j++) {
+        for (int j = 0; j < QK5_0; j++) {
             if (amax < fabsf(x[j])) {
                 amax = fabsf(x[j]);
                 max  = x[j];
@@ -438,23 +366,23 @@ static void q5_0_row(const float *x, struct blk_q5_0 *y, int64_t n)
         const float id = d ? 1.0f / d : 0.0f;
         y[b].d = fp32_to_fp16(d);
         uint32_t qh = 0;
-        for (int j = 0; j < QK / 2; j++) {
-            const float x0 = x[j] * id, x1 = x[j + QK / 2] * id;
+        for (int j = 0; j < QK5_0 / 2; j++) {
+            const float x0 = x[j] * id, x1 = x[j + QK5_0 / 2] * id;
             const uint8_t q0 = (uint8_t)MIN(31, trunc_i8(x0 + 16.5f));
             const uint8_t q1 = (uint8_t)MIN(31, trunc_i8(x1 + 16.5f));
             y[b].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
             qh |= (uint32_t)(q0 >> 4) << j;
-            qh |= (uint32_t)(q1 >> 4) << (j + QK / 2);
+            qh |= (uint32_t)(q1 >> 4) << (j + QK5_0 / 2);
         }
         memcpy(y[b].qh, &qh, 4);
     }
 }
 
-static void q5_1_row(const float *x, struct blk_q5_1 *y, int64_t n)
+static void q5_1_row(const float *x, struct block_q5_1 *y, int64_t n)
 {
-    for (int64_t b = 0; b < n / QK; b++, x += QK) {
+    for (int64_t b = 0; b < n / QK5_1; b++, x += QK5_1) {
         float lo = FLT_MAX, hi = -FLT_MAX;
-        for (int j = 0; j < QK; j++) {
+        for (int j = 0; j < QK5_1; j++) {
             if (x[j] < lo)
                 lo = x[j];
             if (x[j] > hi)
@@ -465,12 +393,12 @@ static void q5_1_row(const float *x, struct blk_q5_1 *y, int64_t n)
         y[b].d = fp32_to_fp16(d);
         y[b].m = fp32_to_fp16(lo);
         uint32_t qh = 0;
-        for (int j = 0; j < QK / 2; j++) {
-            const float x0 = (x[j] - lo) * id, x1 = (x[j + QK / 2] - lo) * id;
+        for (int j = 0; j < QK5_1 / 2; j++) {
+            const float x0 = (x[j] - lo) * id, x1 = (x[j + QK5_1 / 2] - lo) * id;
             const uint8_t q0 = trunc_u8(x0 + 0.5f), q1 = trunc_u8(x1 + 0.5f);
             y[b].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
             qh |= (uint32_t)((q0 & 0x10u) >> 4) << j;
-            qh |= (uint32_t)((q1 & 0x10u) >> 4) << (j + QK / 2);
+            qh |= (uint32_t)((q1 & 0x10u) >> 4) << (j + QK5_1 / 2);
         }
         memcpy(y[b].qh, &qh, 4);
     }
@@ -487,7 +415,7 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs)
                                       (L[h + l + 96] << 6));
 }
 
-static void q2_k_row(const float *x, struct blk_q2_k *y, int64_t n)
+static void q2_k_row(const float *x, struct block_q2_K *y, int64_t n)
 {
     uint8_t L[QK_K];
     float weights[16], mins[QK_K / 16], scales[QK_K / 16];
@@ -537,7 +465,7 @@ static void q2_k_row(const float *x, struct blk_q2_k *y, int64_t n)
     }
 }
 
-static void q3_k_row(const float *x, struct blk_q3_k *y, int64_t n)
+static void q3_k_row(const float *x, struct block_q3_K *y, int64_t n)
 {
     int8_t L[QK_K];
     float scales[QK_K / 16];
@@ -648,7 +576,7 @@ static void k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *
     }
 }
 
-static void q4_k_row(const float *x, struct blk_q4_k *y, int64_t n)
+static void q4_k_row(const float *x, struct block_q4_K *y, int64_t n)
 {
     uint8_t L[QK_K];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
@@ -660,7 +588,7 @@ static void q4_k_row(const float *x, struct blk_q4_k *y, int64_t n)
     }
 }
 
-static void q5_k_row(const float *x, struct blk_q5_k *y, int64_t n)
+static void q5_k_row(const float *x, struct block_q5_K *y, int64_t n)
 {
     uint8_t L[QK_K];
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
@@ -683,7 +611,7 @@ static void q5_k_row(const float *x, struct blk_q5_k *y, int64_t n)
     }
 }
 
-static void q6_k_row(const float *x, struct blk_q6_k *y, int64_t n)
+static void q6_k_row(const float *x, struct block_q6_K *y, int64_t n)
 {
     int8_t L[QK_K];
     float scales[QK_K / 16];
@@ -767,13 +695,13 @@ static void iq4_block(int sb, const float *x, uint16_t *dh, uint8_t *q4, uint16_
             scales[ib] = 0;
             continue;
         }
-        float d  = -max / iq4_values[0];
+        float d  = -max / iq4nl_values[0];
         float id = 1 / d;
         float sumqx = 0, sumq2 = 0;
         for (int j = 0; j < 32; j++) {
             int l   = iq4_index(id * xb[j]);
             Lb[j]   = (uint8_t)l;
-            float q = iq4_values[l];
+            float q = iq4nl_values[l];
             float w = weight[j];
             sumqx += w * q * xb[j];
             sumq2 += w * q * q;
@@ -781,10 +709,10 @@ static void iq4_block(int sb, const float *x, uint16_t *dh, uint8_t *q4, uint16_
         d          = sumq2 > 0 ? sumqx / sumq2 : 0.f;
         float best = d * sumqx;
         for (int itry = -ntry; itry <= ntry; itry++) {
-            id    = (itry + iq4_values[0]) / max;
+            id    = (itry + iq4nl_values[0]) / max;
             sumqx = sumq2 = 0;
             for (int j = 0; j < 32; j++) {
-                float q = iq4_values[iq4_index(id * xb[j])];
+                float q = iq4nl_values[iq4_index(id * xb[j])];
                 float w = weight[j];
                 sumqx += w * q * xb[j];
                 sumq2 += w * q * q;
@@ -830,13 +758,13 @@ static void iq4_block(int sb, const float *x, uint16_t *dh, uint8_t *q4, uint16_
             q4[16 * i + j] = (uint8_t)(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
 }
 
-static void iq4_nl_row(const float *x, struct blk_iq4_nl *y, int64_t n)
+static void iq4_nl_row(const float *x, struct block_iq4_nl *y, int64_t n)
 {
-    for (int64_t b = 0; b < n / QK; b++)
-        iq4_block(QK, x + QK * b, &y[b].d, y[b].qs, NULL, NULL);
+    for (int64_t b = 0; b < n / QK4_NL; b++)
+        iq4_block(QK4_NL, x + QK4_NL * b, &y[b].d, y[b].qs, NULL, NULL);
 }
 
-static void iq4_xs_row(const float *x, struct blk_iq4_xs *y, int64_t n)
+static void iq4_xs_row(const float *x, struct block_iq4_xs *y, int64_t n)
 {
     for (int64_t b = 0; b < n / QK_K; b++)
         iq4_block(QK_K, x + QK_K * b, &y[b].d, y[b].qs, &y[b].scales_h, y[b].scales_l);

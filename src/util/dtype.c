@@ -1,24 +1,33 @@
-/* dtype.c: the block geometry table (facts of the GGUF format, see ggml-common.h). */
+/*
+ * dtype.c: the block geometry table (facts of the GGUF format, see
+ * ggml-common.h). The quantized types' sizes are their structs' in
+ * dtype_blocks.h, so the table and the layouts cannot disagree.
+ */
 #include "util/dtype.h"
+
+#include "util/dtype_blocks.h"
+
+const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                 1,    13,   25,  38,  53,  69,  89,  113};
 
 static const struct dtype_info table[DTYPE_COUNT] = {
     [DTYPE_F32]    = {"f32", 1, 4},
     [DTYPE_F16]    = {"f16", 1, 2},
     [DTYPE_BF16]   = {"bf16", 1, 2},
-    [DTYPE_Q4_0]   = {"q4_0", 32, 18},
-    [DTYPE_Q4_1]   = {"q4_1", 32, 20},
-    [DTYPE_Q5_0]   = {"q5_0", 32, 22},
-    [DTYPE_Q5_1]   = {"q5_1", 32, 24},
-    [DTYPE_Q8_0]   = {"q8_0", 32, 34},
-    [DTYPE_Q8_1]   = {"q8_1", 32, 36},
-    [DTYPE_Q2_K]   = {"q2_k", 256, 84},
-    [DTYPE_Q3_K]   = {"q3_k", 256, 110},
-    [DTYPE_Q4_K]   = {"q4_k", 256, 144},
-    [DTYPE_Q5_K]   = {"q5_k", 256, 176},
-    [DTYPE_Q6_K]   = {"q6_k", 256, 210},
-    [DTYPE_Q8_K]   = {"q8_k", 256, 292},
-    [DTYPE_IQ4_NL] = {"iq4_nl", 32, 18},
-    [DTYPE_IQ4_XS] = {"iq4_xs", 256, 136},
+    [DTYPE_Q4_0]   = {"q4_0", QK4_0, sizeof(struct block_q4_0)},
+    [DTYPE_Q4_1]   = {"q4_1", QK4_1, sizeof(struct block_q4_1)},
+    [DTYPE_Q5_0]   = {"q5_0", QK5_0, sizeof(struct block_q5_0)},
+    [DTYPE_Q5_1]   = {"q5_1", QK5_1, sizeof(struct block_q5_1)},
+    [DTYPE_Q8_0]   = {"q8_0", QK8_0, sizeof(struct block_q8_0)},
+    [DTYPE_Q8_1]   = {"q8_1", QK8_1, sizeof(struct block_q8_1)},
+    [DTYPE_Q2_K]   = {"q2_k", QK_K, sizeof(struct block_q2_K)},
+    [DTYPE_Q3_K]   = {"q3_k", QK_K, sizeof(struct block_q3_K)},
+    [DTYPE_Q4_K]   = {"q4_k", QK_K, sizeof(struct block_q4_K)},
+    [DTYPE_Q5_K]   = {"q5_k", QK_K, sizeof(struct block_q5_K)},
+    [DTYPE_Q6_K]   = {"q6_k", QK_K, sizeof(struct block_q6_K)},
+    [DTYPE_Q8_K]   = {"q8_k", QK_K, sizeof(struct block_q8_K)},
+    [DTYPE_IQ4_NL] = {"iq4_nl", QK4_NL, sizeof(struct block_iq4_nl)},
+    [DTYPE_IQ4_XS] = {"iq4_xs", QK_K, sizeof(struct block_iq4_xs)},
 };
 
 const struct dtype_info *dtype_get(uint32_t t)

@@ -1,7 +1,8 @@
 /*
  * dtype.h: the tensor element types of GGUF (ggml's ids) and their block
  * geometry. One table; the GGUF reader validates sizes by it, the kernels
- * dispatch by it, the memory law sizes by it.
+ * dispatch by it, the memory law sizes by it. What the bytes of a block
+ * mean is util/dtype_blocks.h.
  */
 #ifndef HEARTH_DTYPE_H
 #define HEARTH_DTYPE_H
