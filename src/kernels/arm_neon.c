@@ -10,10 +10,9 @@
  * them (widening multiplies and pairwise adds), and the float arithmetic
  * around them (the per-block fma chains, tinyBLAS's eight lanes, the
  * K-quants' per-superblock multiplies) is the reference's, operation for
- * operation. The exceptions are the f32/f16/bf16 dot products, rmsnorm's
- * sum of squares and softmax's sum: the reference adds in double one
- * element at a time, here two double lanes do; and softmax uses ggml's
- * vector expf where the reference calls libm. The tests bound those.
+ * operation. The exceptions are the f32/f16/bf16 dot products and
+ * rmsnorm's sum of squares: the reference adds in double one element at a
+ * time, here two double lanes do. The tests bound those.
  *
  * Vectorized: conversions to and from f16/bf16, the Q8_0/Q8_1/Q8_K
  * activation quantizers, vec_dot of every weight type, gemm8 for Q8_0,
@@ -295,22 +294,6 @@ static float neon_dot_f32(const float *a, const float *b, int64_t n)
     double sum = vaddvq_f64(vaddq_f64(s0, s1));
     for (; i < n; i++)
         sum += (double)(a[i] * b[i]);
-    return (float)sum;
-}
-
-static float neon_dot_f32_f16(const float *a, const uint16_t *b, int64_t n)
-{
-    float64x2_t s0 = vdupq_n_f64(0.0), s1 = s0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        s0 = acc_f64(s0, vmulq_f32(vld1q_f32(a + i), load_f16x4(b + i)));
-        s1 = acc_f64(s1, vmulq_f32(vld1q_f32(a + i + 4), load_f16x4(b + i + 4)));
-    }
-    for (; i + 4 <= n; i += 4)
-        s0 = acc_f64(s0, vmulq_f32(vld1q_f32(a + i), load_f16x4(b + i)));
-    double sum = vaddvq_f64(vaddq_f64(s0, s1));
-    for (; i < n; i++)
-        sum += (double)(a[i] * fp16_to_fp32(b[i]));
     return (float)sum;
 }
 
@@ -1144,33 +1127,6 @@ static void neon_silu_mul(float *y, const float *g, const float *u, int64_t n)
     }
 }
 
-static void neon_softmax(float *x, int64_t n)
-{
-    int64_t i      = 0;
-    float32x4_t vm = vdupq_n_f32(-INFINITY);
-    for (; i + 4 <= n; i += 4)
-        vm = vmaxq_f32(vm, vld1q_f32(x + i));
-    float max = vmaxvq_f32(vm);
-    for (; i < n; i++)
-        max = max > x[i] ? max : x[i];
-    float64x2_t s0 = vdupq_n_f64(0.0);
-    for (i = 0; i + 4 <= n; i += 4) {
-        const float32x4_t e = v_expf(vsubq_f32(vld1q_f32(x + i), vdupq_n_f32(max)));
-        vst1q_f32(x + i, e);
-        s0 = acc_f64(s0, e);
-    }
-    double sum = vaddvq_f64(s0);
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += (double)x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (i = 0; i + 4 <= n; i += 4)
-        vst1q_f32(x + i, vmulq_n_f32(vld1q_f32(x + i), inv));
-    for (; i < n; i++)
-        x[i] *= inv;
-}
-
 /* y += alpha * x with the product rounded before the add, as the reference. */
 static void neon_axpy_f32(float *y, float alpha, const float *x, int64_t n)
 {
@@ -1179,15 +1135,6 @@ static void neon_axpy_f32(float *y, float alpha, const float *x, int64_t n)
         vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_n_f32(vld1q_f32(x + i), alpha)));
     for (; i < n; i++)
         y[i] += alpha * x[i];
-}
-
-static void neon_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n)
-{
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_n_f32(load_f16x4(x + i), alpha)));
-    for (; i < n; i++)
-        y[i] += alpha * fp16_to_fp32(x[i]);
 }
 
 static void neon_scale_f32(float *y, float alpha, int64_t n)
@@ -1297,59 +1244,82 @@ static void neon_attn_rows(float *const *out, const float *const *q, int32_t nq,
 
 /* ---------------------------------------------------------------- the table */
 
-static const struct kernels table =
-    {
-        .name = "neon",
-        .type =
-            {
-                [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, neon_vec_dot_f32,
-                                NULL, NULL, NULL},
-                [DTYPE_F16]  = {DTYPE_F16, neon_f16_to_float, neon_f16_from_float, neon_vec_dot_f16,
-                                NULL, NULL, NULL},
-                [DTYPE_BF16] = {DTYPE_BF16, neon_bf16_to_float, neon_bf16_from_float,
-                                neon_vec_dot_bf16, NULL, NULL, NULL},
-                [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                                neon_vec_dot_q4_0_q8_0, NULL, ref_pack8_q4_0, neon_gemm8p_q4_0},
-                [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, neon_q8_0_from_float,
-                                neon_vec_dot_q8_0_q8_0, neon_gemm8_q8_0, NULL, NULL},
-                [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, neon_vec_dot_q4_1_q8_1, NULL,
-                                NULL, NULL},
-                [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, neon_vec_dot_q5_0_q8_0, NULL,
-                                NULL, NULL},
-                [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, neon_vec_dot_q5_1_q8_1, NULL,
-                                NULL, NULL},
-                [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, neon_vec_dot_iq4_nl_q8_0,
-                                  NULL, NULL, NULL},
-                [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, neon_vec_dot_q2_k_q8_k, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, neon_vec_dot_q3_k_q8_k, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, neon_vec_dot_q4_k_q8_k,
-                                  neon_gemm8_q4_k, ref_pack8_q4_k, neon_gemm8p_q4_k},
-                [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, neon_vec_dot_q5_k_q8_k, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, neon_vec_dot_q6_k_q8_k,
-                                  neon_gemm8_q6_k, NULL, NULL},
-                [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, neon_vec_dot_iq4_xs_q8_k,
-                                  NULL, NULL, NULL},
-                [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, neon_q8_1_from_float, NULL, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, neon_q8_k_from_float, NULL, NULL,
-                                  NULL, NULL},
-            },
-        .rmsnorm     = neon_rmsnorm,
-        .silu_mul    = neon_silu_mul,
-        .gelu_mul    = ref_gelu_mul, /* a table lookup in ggml on every ISA */
-        .softmax     = neon_softmax,
-        .dot_f32     = neon_dot_f32,
-        .dot_f32_f16 = neon_dot_f32_f16,
-        .axpy_f32    = neon_axpy_f32,
-        .axpy_f16    = neon_axpy_f16,
-        .scale_f32   = neon_scale_f32,
-        .attn_rows   = neon_attn_rows,
-        .attn_row_f16 = ref_attn_row_f16,
-        .f32_to_f16  = neon_f32_to_f16,
-        .f16_to_f32  = neon_f16_to_f32,
+static const struct kernels table = {
+    .name = "neon",
+    .type =
+        {
+            [DTYPE_F32]    = {.vec_dot_type = DTYPE_F32,
+                              .to_float     = ref_f32_to_float,
+                              .from_float   = ref_f32_from_float,
+                              .vec_dot      = neon_vec_dot_f32},
+            [DTYPE_F16]    = {.vec_dot_type = DTYPE_F16,
+                              .to_float     = neon_f16_to_float,
+                              .from_float   = neon_f16_from_float,
+                              .vec_dot      = neon_vec_dot_f16},
+            [DTYPE_BF16]   = {.vec_dot_type = DTYPE_BF16,
+                              .to_float     = neon_bf16_to_float,
+                              .from_float   = neon_bf16_from_float,
+                              .vec_dot      = neon_vec_dot_bf16},
+            [DTYPE_Q4_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q4_0_to_float,
+                              .from_float   = ref_q4_0_from_float,
+                              .vec_dot      = neon_vec_dot_q4_0_q8_0,
+                              .pack8        = ref_pack8_q4_0,
+                              .gemm8p       = neon_gemm8p_q4_0},
+            [DTYPE_Q8_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q8_0_to_float,
+                              .from_float   = neon_q8_0_from_float,
+                              .vec_dot      = neon_vec_dot_q8_0_q8_0,
+                              .gemm8        = neon_gemm8_q8_0},
+            [DTYPE_Q4_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q4_1_to_float,
+                              .vec_dot      = neon_vec_dot_q4_1_q8_1},
+            [DTYPE_Q5_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q5_0_to_float,
+                              .vec_dot      = neon_vec_dot_q5_0_q8_0},
+            [DTYPE_Q5_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q5_1_to_float,
+                              .vec_dot      = neon_vec_dot_q5_1_q8_1},
+            [DTYPE_IQ4_NL] = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_iq4_nl_to_float,
+                              .vec_dot      = neon_vec_dot_iq4_nl_q8_0},
+            [DTYPE_Q2_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q2_k_to_float,
+                              .vec_dot      = neon_vec_dot_q2_k_q8_k},
+            [DTYPE_Q3_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q3_k_to_float,
+                              .vec_dot      = neon_vec_dot_q3_k_q8_k},
+            [DTYPE_Q4_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q4_k_to_float,
+                              .vec_dot      = neon_vec_dot_q4_k_q8_k,
+                              .gemm8        = neon_gemm8_q4_k,
+                              .pack8        = ref_pack8_q4_k,
+                              .gemm8p       = neon_gemm8p_q4_k},
+            [DTYPE_Q5_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q5_k_to_float,
+                              .vec_dot      = neon_vec_dot_q5_k_q8_k},
+            [DTYPE_Q6_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q6_k_to_float,
+                              .vec_dot      = neon_vec_dot_q6_k_q8_k,
+                              .gemm8        = neon_gemm8_q6_k},
+            [DTYPE_IQ4_XS] = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_iq4_xs_to_float,
+                              .vec_dot      = neon_vec_dot_iq4_xs_q8_k},
+            [DTYPE_Q8_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q8_1_to_float,
+                              .from_float   = neon_q8_1_from_float},
+            [DTYPE_Q8_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q8_k_to_float,
+                              .from_float   = neon_q8_k_from_float},
+        },
+    .rmsnorm      = neon_rmsnorm,
+    .silu_mul     = neon_silu_mul,
+    .gelu_mul     = ref_gelu_mul, /* a table lookup in ggml on every ISA */
+    .axpy_f32     = neon_axpy_f32,
+    .scale_f32    = neon_scale_f32,
+    .attn_rows    = neon_attn_rows,
+    .attn_row_f16 = ref_attn_row_f16,
+    .f32_to_f16   = neon_f32_to_f16,
 };
 
 const struct kernels *kernels_neon(void)

@@ -99,16 +99,8 @@ struct kernels {
      * as f16, as ggml's geglu); y may alias g or u.
      */
     void (*gelu_mul)(float *y, const float *g, const float *u, int64_t n);
-    /* x = softmax(x) in place, n >= 1. */
-    void (*softmax)(float *x, int64_t n);
-    /* sum a[i] * b[i]. */
-    float (*dot_f32)(const float *a, const float *b, int64_t n);
-    /* sum a[i] * b[i], a in f32, b in f16 bits. */
-    float (*dot_f32_f16)(const float *a, const uint16_t *b, int64_t n);
     /* y[i] += alpha * x[i]. */
     void (*axpy_f32)(float *y, float alpha, const float *x, int64_t n);
-    /* y[i] += alpha * x[i], x in f16 bits. */
-    void (*axpy_f16)(float *y, float alpha, const uint16_t *x, int64_t n);
     /* y[i] *= alpha. */
     void (*scale_f32)(float *y, float alpha, int64_t n);
     /*
@@ -135,9 +127,8 @@ struct kernels {
      */
     void (*attn_row_f16)(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
                          int32_t j0, int32_t j1, float scale, float *scratch);
-    /* Row conversions for the KV cache. */
+    /* A row of f32 to f16 bits, for the KV cache. */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
-    void (*f16_to_f32)(const uint16_t *x, float *y, int64_t n);
 };
 
 /* The reference table: portable scalar C, the definition every ISA is tested against. */

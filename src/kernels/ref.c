@@ -268,9 +268,14 @@ void ref_iq4_nl_to_float(const void *x, float *y, int64_t n)
 
 /* ---------------------------------------------------------------- dot products */
 
+/* As ggml_vec_dot_f32's scalar loop: products in f32, summed in double. */
 void ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *a)
 {
-    *s = ref_dot_f32(w, a, n);
+    const float *x = w, *y = a;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * y[i]);
+    *s = (float)sum;
 }
 
 /* As ggml_vec_dot_f16: products in f32, summed in double. */
@@ -697,47 +702,10 @@ void ref_gelu_mul(float *y, const float *g, const float *u, int64_t n)
     }
 }
 
-void ref_softmax(float *x, int64_t n)
-{
-    float max = -INFINITY;
-    for (int64_t i = 0; i < n; i++)
-        max = max > x[i] ? max : x[i];
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += (double)x[i];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < n; i++)
-        x[i] *= inv;
-}
-
-float ref_dot_f32(const float *a, const float *b, int64_t n)
-{
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)(a[i] * b[i]);
-    return (float)sum;
-}
-
-float ref_dot_f32_f16(const float *a, const uint16_t *b, int64_t n)
-{
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)(a[i] * fp16_to_fp32(b[i]));
-    return (float)sum;
-}
-
 void ref_axpy_f32(float *y, float alpha, const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] += alpha * x[i];
-}
-
-void ref_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] += alpha * fp16_to_fp32(x[i]);
 }
 
 void ref_scale_f32(float *y, float alpha, int64_t n)
@@ -752,52 +720,83 @@ void ref_f32_to_f16(const float *x, uint16_t *y, int64_t n)
         y[i] = fp32_to_fp16(x[i]);
 }
 
-void ref_f16_to_f32(const uint16_t *x, float *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        y[i] = fp16_to_fp32(x[i]);
-}
-
 /* ---------------------------------------------------------------- the table */
 
 static const struct kernels table = {
     .name = "ref",
     .type =
         {
-            [DTYPE_F32]    = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, ref_vec_dot_f32, NULL, NULL, NULL},
-            [DTYPE_F16]    = {DTYPE_F16, ref_f16_to_float, ref_f16_from_float, ref_vec_dot_f16, NULL, NULL, NULL},
-            [DTYPE_BF16]   = {DTYPE_BF16, ref_bf16_to_float, ref_bf16_from_float, ref_vec_dot_bf16, NULL, NULL, NULL},
-            [DTYPE_Q4_0]   = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                              ref_vec_dot_q4_0_q8_0, NULL, ref_pack8_q4_0, ref_gemm8p_q4_0},
-            [DTYPE_Q8_0]   = {DTYPE_Q8_0, ref_q8_0_to_float, ref_q8_0_act_from_float,
-                              ref_vec_dot_q8_0_q8_0, NULL, NULL, NULL},
-            [DTYPE_Q4_1]   = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, ref_vec_dot_q4_1_q8_1, NULL, NULL, NULL},
-            [DTYPE_Q5_0]   = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, ref_vec_dot_q5_0_q8_0, NULL, NULL, NULL},
-            [DTYPE_Q5_1]   = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, ref_vec_dot_q5_1_q8_1, NULL, NULL, NULL},
-            [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, ref_vec_dot_iq4_nl_q8_0, NULL, NULL, NULL},
-            [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, ref_vec_dot_q2_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, ref_vec_dot_q3_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, ref_vec_dot_q4_k_q8_k, ref_gemm8_q4_k, ref_pack8_q4_k, ref_gemm8p_q4_k},
-            [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, ref_vec_dot_q5_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, ref_vec_dot_q6_k_q8_k, NULL, NULL, NULL},
-            [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, ref_vec_dot_iq4_xs_q8_k, NULL, NULL, NULL},
+            [DTYPE_F32]    = {.vec_dot_type = DTYPE_F32,
+                              .to_float     = ref_f32_to_float,
+                              .from_float   = ref_f32_from_float,
+                              .vec_dot      = ref_vec_dot_f32},
+            [DTYPE_F16]    = {.vec_dot_type = DTYPE_F16,
+                              .to_float     = ref_f16_to_float,
+                              .from_float   = ref_f16_from_float,
+                              .vec_dot      = ref_vec_dot_f16},
+            [DTYPE_BF16]   = {.vec_dot_type = DTYPE_BF16,
+                              .to_float     = ref_bf16_to_float,
+                              .from_float   = ref_bf16_from_float,
+                              .vec_dot      = ref_vec_dot_bf16},
+            [DTYPE_Q4_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q4_0_to_float,
+                              .from_float   = ref_q4_0_from_float,
+                              .vec_dot      = ref_vec_dot_q4_0_q8_0,
+                              .pack8        = ref_pack8_q4_0,
+                              .gemm8p       = ref_gemm8p_q4_0},
+            [DTYPE_Q8_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q8_0_to_float,
+                              .from_float   = ref_q8_0_act_from_float,
+                              .vec_dot      = ref_vec_dot_q8_0_q8_0},
+            [DTYPE_Q4_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q4_1_to_float,
+                              .vec_dot      = ref_vec_dot_q4_1_q8_1},
+            [DTYPE_Q5_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q5_0_to_float,
+                              .vec_dot      = ref_vec_dot_q5_0_q8_0},
+            [DTYPE_Q5_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q5_1_to_float,
+                              .vec_dot      = ref_vec_dot_q5_1_q8_1},
+            [DTYPE_IQ4_NL] = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_iq4_nl_to_float,
+                              .vec_dot      = ref_vec_dot_iq4_nl_q8_0},
+            [DTYPE_Q2_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q2_k_to_float,
+                              .vec_dot      = ref_vec_dot_q2_k_q8_k},
+            [DTYPE_Q3_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q3_k_to_float,
+                              .vec_dot      = ref_vec_dot_q3_k_q8_k},
+            [DTYPE_Q4_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q4_k_to_float,
+                              .vec_dot      = ref_vec_dot_q4_k_q8_k,
+                              .gemm8        = ref_gemm8_q4_k,
+                              .pack8        = ref_pack8_q4_k,
+                              .gemm8p       = ref_gemm8p_q4_k},
+            [DTYPE_Q5_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q5_k_to_float,
+                              .vec_dot      = ref_vec_dot_q5_k_q8_k},
+            [DTYPE_Q6_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q6_k_to_float,
+                              .vec_dot      = ref_vec_dot_q6_k_q8_k},
+            [DTYPE_IQ4_XS] = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_iq4_xs_to_float,
+                              .vec_dot      = ref_vec_dot_iq4_xs_q8_k},
             /* Activation types: converted to, never dotted as weights. */
-            [DTYPE_Q8_1] = {DTYPE_Q8_1, ref_q8_1_to_float, ref_q8_1_act_from_float, NULL, NULL, NULL, NULL},
-            [DTYPE_Q8_K] = {DTYPE_Q8_K, ref_q8_k_to_float, ref_q8_k_from_float, NULL, NULL, NULL, NULL},
+            [DTYPE_Q8_1] = {.vec_dot_type = DTYPE_Q8_1,
+                            .to_float     = ref_q8_1_to_float,
+                            .from_float   = ref_q8_1_act_from_float},
+            [DTYPE_Q8_K] = {.vec_dot_type = DTYPE_Q8_K,
+                            .to_float     = ref_q8_k_to_float,
+                            .from_float   = ref_q8_k_from_float},
         },
-    .rmsnorm     = ref_rmsnorm,
-    .silu_mul    = ref_silu_mul,
-    .gelu_mul    = ref_gelu_mul,
-    .softmax     = ref_softmax,
-    .dot_f32     = ref_dot_f32,
-    .dot_f32_f16 = ref_dot_f32_f16,
-    .axpy_f32    = ref_axpy_f32,
-    .axpy_f16    = ref_axpy_f16,
-    .scale_f32   = ref_scale_f32,
-    .attn_rows   = ref_attn_rows,
+    .rmsnorm      = ref_rmsnorm,
+    .silu_mul     = ref_silu_mul,
+    .gelu_mul     = ref_gelu_mul,
+    .axpy_f32     = ref_axpy_f32,
+    .scale_f32    = ref_scale_f32,
+    .attn_rows    = ref_attn_rows,
     .attn_row_f16 = ref_attn_row_f16,
-    .f32_to_f16  = ref_f32_to_f16,
-    .f16_to_f32  = ref_f16_to_f32,
+    .f32_to_f16   = ref_f32_to_f16,
 };
 
 const struct kernels *kernels_ref(void)

@@ -93,13 +93,8 @@ void ref_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void ref_silu_mul(float *y, const float *g, const float *u, int64_t n);
 void ref_gelu_mul(float *y, const float *g, const float *u, int64_t n);
-void ref_softmax(float *x, int64_t n);
-float ref_dot_f32(const float *a, const float *b, int64_t n);
-float ref_dot_f32_f16(const float *a, const uint16_t *b, int64_t n);
 void ref_axpy_f32(float *y, float alpha, const float *x, int64_t n);
-void ref_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n);
 void ref_scale_f32(float *y, float alpha, int64_t n);
 void ref_f32_to_f16(const float *x, uint16_t *y, int64_t n);
-void ref_f16_to_f32(const uint16_t *x, float *y, int64_t n);
 
 #endif

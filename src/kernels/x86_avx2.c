@@ -88,43 +88,6 @@ static inline __m256i unpack_q4_0(const uint8_t *qs)
 }
 
 /*
- * Vectorized expf (the polynomial of ARM's optimized-routines, as ggml's
- * ggml_v_expf): exp(x) = 2^n * (1 + p(b)), b = x - n*ln2. About 1.5 ulp;
- * overflows to inf, underflows through subnormals to 0, exp(-inf) = 0.
- */
-static inline __m256 v_expf(__m256 x)
-{
-    const __m256 r  = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z  = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n  = _mm256_sub_ps(z, r);
-    const __m256 b  = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                       _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-    const __m256 k =
-        _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
-    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 c  = _mm256_cmp_ps(an, _mm256_set1_ps(126), _CMP_GT_OQ);
-    const __m256 u  = _mm256_mul_ps(b, b);
-    const __m256 j  = _mm256_fmadd_ps(
-         _mm256_fmadd_ps(
-             _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-             _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-         u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
-    if (!_mm256_movemask_ps(c))
-        return _mm256_fmadd_ps(j, k, k);
-    /* |n| > 126: 2^n is not a normal float; scale in two steps s1 * s2. */
-    const __m256i g =
-        _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                         _mm256_set1_epi32((int)0x82000000u));
-    const __m256 s1     = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-    const __m256 s2     = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-    const __m256 big    = _mm256_cmp_ps(an, _mm256_set1_ps(192), _CMP_GT_OQ);
-    const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
-    const __m256 normal = _mm256_fmadd_ps(k, j, k);
-    return _mm256_blendv_ps(_mm256_blendv_ps(normal, scaled, c), _mm256_mul_ps(s1, s1), big);
-}
-
-/*
  * ggml's AVX-512 ggml_v_expf in eight lanes (ref_ggml_expf says why this
  * variant): j = 1 + p(b) rounded inside the last fma, times 2^n, which is
  * exact where |n| <= 126; the rare lanes beyond take the scalar path.
@@ -1490,37 +1453,6 @@ static void avx2_silu_mul(float *y, const float *g, const float *u, int64_t n)
         y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-static void avx2_softmax(float *x, int64_t n)
-{
-    int64_t i   = 0;
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    for (; i + 8 <= n; i += 8)
-        vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-    float max = hmax_ps(vmax);
-    for (; i < n; i++)
-        max = max > x[i] ? max : x[i];
-
-    const __m256 m = _mm256_set1_ps(max);
-    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-    for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 e = v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
-        _mm256_storeu_ps(x + i, e);
-        acc_pd(&lo, &hi, e);
-    }
-    double sum = hsum_pd(_mm256_add_pd(lo, hi));
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += (double)x[i];
-    }
-
-    const float inv = (float)(1.0 / sum);
-    const __m256 vi = _mm256_set1_ps(inv);
-    for (i = 0; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
-    for (; i < n; i++)
-        x[i] *= inv;
-}
-
 /* Row c of a key or value tile as floats: tile[c * hd ..], from the cache's f16 or f32 row. */
 static inline void attn_load_row(float *dst, const uint8_t *row, int32_t hd, int f16)
 {
@@ -1768,25 +1700,6 @@ static void avx2_attn_rows(float *const *out, const float *const *q, int32_t nq,
     }
 }
 
-static float avx2_dot_f32_f16(const float *a, const uint16_t *b, int64_t n)
-{
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load_f16(b + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), load_f16(b + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), load_f16(b + i + 24), acc3);
-    }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load_f16(b + i), acc0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; i++)
-        sum += a[i] * half(b[i]);
-    return sum;
-}
-
 static void avx2_axpy_f32(float *y, float alpha, const float *x, int64_t n)
 {
     const __m256 va = _mm256_set1_ps(alpha);
@@ -1804,21 +1717,6 @@ static void avx2_axpy_f32(float *y, float alpha, const float *x, int64_t n)
         y[i] += alpha * x[i];
 }
 
-static void avx2_axpy_f16(float *y, float alpha, const uint16_t *x, int64_t n)
-{
-    const __m256 va = _mm256_set1_ps(alpha);
-    int64_t i       = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_f16(x + i), _mm256_loadu_ps(y + i)));
-        _mm256_storeu_ps(y + i + 8,
-                         _mm256_fmadd_ps(va, load_f16(x + i + 8), _mm256_loadu_ps(y + i + 8)));
-    }
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, load_f16(x + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++)
-        y[i] += alpha * half(x[i]);
-}
-
 static void avx2_scale_f32(float *y, float alpha, int64_t n)
 {
     const __m256 va = _mm256_set1_ps(alpha);
@@ -1834,67 +1732,85 @@ static void avx2_f32_to_f16(const float *x, uint16_t *y, int64_t n)
     avx2_f16_from_float(x, y, n);
 }
 
-static void avx2_f16_to_f32(const uint16_t *x, float *y, int64_t n)
-{
-    avx2_f16_to_float(x, y, n);
-}
-
 /* ---------------------------------------------------------------- the table */
 
-static const struct kernels table =
-    {
-        .name = "avx2",
-        .type =
-            {
-                [DTYPE_F32]  = {DTYPE_F32, ref_f32_to_float, ref_f32_from_float, avx2_vec_dot_f32,
-                                NULL, NULL, NULL},
-                [DTYPE_F16]  = {DTYPE_F16, avx2_f16_to_float, avx2_f16_from_float, avx2_vec_dot_f16,
-                                NULL, NULL, NULL},
-                [DTYPE_BF16] = {DTYPE_BF16, ref_bf16_to_float, avx2_bf16_from_float,
-                                avx2_vec_dot_bf16, NULL, NULL, NULL},
-                [DTYPE_Q4_0] = {DTYPE_Q8_0, ref_q4_0_to_float, ref_q4_0_from_float,
-                                avx2_vec_dot_q4_0_q8_0, avx2_gemm8_q4_0, ref_pack8_q4_0,
-                                avx2_gemm8p_q4_0},
-                [DTYPE_Q8_0] = {DTYPE_Q8_0, ref_q8_0_to_float, avx2_q8_0_from_float,
-                                avx2_vec_dot_q8_0_q8_0, avx2_gemm8_q8_0, NULL, NULL},
-                [DTYPE_Q4_1] = {DTYPE_Q8_1, ref_q4_1_to_float, NULL, avx2_vec_dot_q4_1_q8_1, NULL,
-                                NULL, NULL},
-                [DTYPE_Q5_0] = {DTYPE_Q8_0, ref_q5_0_to_float, NULL, avx2_vec_dot_q5_0_q8_0, NULL,
-                                NULL, NULL},
-                [DTYPE_Q5_1] = {DTYPE_Q8_1, ref_q5_1_to_float, NULL, avx2_vec_dot_q5_1_q8_1, NULL,
-                                NULL, NULL},
-                [DTYPE_IQ4_NL] = {DTYPE_Q8_0, ref_iq4_nl_to_float, NULL, avx2_vec_dot_iq4_nl_q8_0,
-                                  NULL, NULL, NULL},
-                [DTYPE_Q2_K]   = {DTYPE_Q8_K, ref_q2_k_to_float, NULL, avx2_vec_dot_q2_k_q8_k, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q3_K]   = {DTYPE_Q8_K, ref_q3_k_to_float, NULL, avx2_vec_dot_q3_k_q8_k, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q4_K]   = {DTYPE_Q8_K, ref_q4_k_to_float, NULL, avx2_vec_dot_q4_k_q8_k,
-                                  avx2_gemm8_q4_k, ref_pack8_q4_k, avx2_gemm8p_q4_k},
-                [DTYPE_Q5_K]   = {DTYPE_Q8_K, ref_q5_k_to_float, NULL, avx2_vec_dot_q5_k_q8_k, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q6_K]   = {DTYPE_Q8_K, ref_q6_k_to_float, NULL, avx2_vec_dot_q6_k_q8_k,
-                                  avx2_gemm8_q6_k, NULL, NULL},
-                [DTYPE_IQ4_XS] = {DTYPE_Q8_K, ref_iq4_xs_to_float, NULL, avx2_vec_dot_iq4_xs_q8_k,
-                                  NULL, NULL, NULL},
-                [DTYPE_Q8_1]   = {DTYPE_Q8_1, ref_q8_1_to_float, avx2_q8_1_from_float, NULL, NULL,
-                                  NULL, NULL},
-                [DTYPE_Q8_K]   = {DTYPE_Q8_K, ref_q8_k_to_float, avx2_q8_k_from_float, NULL, NULL,
-                                  NULL, NULL},
-            },
-        .rmsnorm     = avx2_rmsnorm,
-        .silu_mul    = avx2_silu_mul,
-        .gelu_mul    = ref_gelu_mul, /* a table lookup in ggml on every ISA */
-        .softmax     = avx2_softmax,
-        .dot_f32     = dot_f32,
-        .dot_f32_f16 = avx2_dot_f32_f16,
-        .axpy_f32    = avx2_axpy_f32,
-        .axpy_f16    = avx2_axpy_f16,
-        .scale_f32   = avx2_scale_f32,
-        .attn_rows   = avx2_attn_rows,
-        .attn_row_f16 = avx2_attn_row_f16,
-        .f32_to_f16  = avx2_f32_to_f16,
-        .f16_to_f32  = avx2_f16_to_f32,
+static const struct kernels table = {
+    .name = "avx2",
+    .type =
+        {
+            [DTYPE_F32]    = {.vec_dot_type = DTYPE_F32,
+                              .to_float     = ref_f32_to_float,
+                              .from_float   = ref_f32_from_float,
+                              .vec_dot      = avx2_vec_dot_f32},
+            [DTYPE_F16]    = {.vec_dot_type = DTYPE_F16,
+                              .to_float     = avx2_f16_to_float,
+                              .from_float   = avx2_f16_from_float,
+                              .vec_dot      = avx2_vec_dot_f16},
+            [DTYPE_BF16]   = {.vec_dot_type = DTYPE_BF16,
+                              .to_float     = ref_bf16_to_float,
+                              .from_float   = avx2_bf16_from_float,
+                              .vec_dot      = avx2_vec_dot_bf16},
+            [DTYPE_Q4_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q4_0_to_float,
+                              .from_float   = ref_q4_0_from_float,
+                              .vec_dot      = avx2_vec_dot_q4_0_q8_0,
+                              .gemm8        = avx2_gemm8_q4_0,
+                              .pack8        = ref_pack8_q4_0,
+                              .gemm8p       = avx2_gemm8p_q4_0},
+            [DTYPE_Q8_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q8_0_to_float,
+                              .from_float   = avx2_q8_0_from_float,
+                              .vec_dot      = avx2_vec_dot_q8_0_q8_0,
+                              .gemm8        = avx2_gemm8_q8_0},
+            [DTYPE_Q4_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q4_1_to_float,
+                              .vec_dot      = avx2_vec_dot_q4_1_q8_1},
+            [DTYPE_Q5_0]   = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_q5_0_to_float,
+                              .vec_dot      = avx2_vec_dot_q5_0_q8_0},
+            [DTYPE_Q5_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q5_1_to_float,
+                              .vec_dot      = avx2_vec_dot_q5_1_q8_1},
+            [DTYPE_IQ4_NL] = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_iq4_nl_to_float,
+                              .vec_dot      = avx2_vec_dot_iq4_nl_q8_0},
+            [DTYPE_Q2_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q2_k_to_float,
+                              .vec_dot      = avx2_vec_dot_q2_k_q8_k},
+            [DTYPE_Q3_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q3_k_to_float,
+                              .vec_dot      = avx2_vec_dot_q3_k_q8_k},
+            [DTYPE_Q4_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q4_k_to_float,
+                              .vec_dot      = avx2_vec_dot_q4_k_q8_k,
+                              .gemm8        = avx2_gemm8_q4_k,
+                              .pack8        = ref_pack8_q4_k,
+                              .gemm8p       = avx2_gemm8p_q4_k},
+            [DTYPE_Q5_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q5_k_to_float,
+                              .vec_dot      = avx2_vec_dot_q5_k_q8_k},
+            [DTYPE_Q6_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q6_k_to_float,
+                              .vec_dot      = avx2_vec_dot_q6_k_q8_k,
+                              .gemm8        = avx2_gemm8_q6_k},
+            [DTYPE_IQ4_XS] = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_iq4_xs_to_float,
+                              .vec_dot      = avx2_vec_dot_iq4_xs_q8_k},
+            [DTYPE_Q8_1]   = {.vec_dot_type = DTYPE_Q8_1,
+                              .to_float     = ref_q8_1_to_float,
+                              .from_float   = avx2_q8_1_from_float},
+            [DTYPE_Q8_K]   = {.vec_dot_type = DTYPE_Q8_K,
+                              .to_float     = ref_q8_k_to_float,
+                              .from_float   = avx2_q8_k_from_float},
+        },
+    .rmsnorm      = avx2_rmsnorm,
+    .silu_mul     = avx2_silu_mul,
+    .gelu_mul     = ref_gelu_mul, /* a table lookup in ggml on every ISA */
+    .axpy_f32     = avx2_axpy_f32,
+    .scale_f32    = avx2_scale_f32,
+    .attn_rows    = avx2_attn_rows,
+    .attn_row_f16 = avx2_attn_row_f16,
+    .f32_to_f16   = avx2_f32_to_f16,
 };
 
 const struct kernels *kernels_avx2(void)
