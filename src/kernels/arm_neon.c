@@ -31,6 +31,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "util/dtype_blocks.h"
 #include "util/fp16.h"
 
 /* ---------------------------------------------------------------- helpers */

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "util/dtype_blocks.h"
 #include "util/fp16.h"
 
 /* ---------------------------------------------------------------- conversions */

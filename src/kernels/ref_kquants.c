@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "util/dtype_blocks.h"
 #include "util/fp16.h"
 
 /* ---------------------------------------------------------------- scale packing */

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "kernels/x86_common.h"
+#include "util/dtype_blocks.h"
 #include "util/fp16.h"
 
 /* ---------------------------------------------------------------- helpers */

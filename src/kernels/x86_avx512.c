@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "kernels/x86_common.h"
+#include "util/dtype_blocks.h"
 
 /* Lane i of the result: src + sum over j < 4 of u[4i + j] (unsigned) * s[4i + j] (signed). */
 static inline __m256i dpbusd(__m256i src, __m256i u, __m256i s)

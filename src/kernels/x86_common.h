@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/ref.h"
+#include "util/dtype_blocks.h"
 
 static inline float hsum_ps(__m256 v)
 {

@@ -16,6 +16,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/ref.h"
+#include "util/dtype_blocks.h"
 #include "util/fp16.h"
 
 #define N_ISA 4
