@@ -154,7 +154,4 @@ const struct kernels *kernels_find(const char *isa);
  */
 const struct kernels *kernels_get(void);
 
-/* Bytes a row of n activations takes in type t (for sizing from_float buffers). */
-#define KERNELS_ROW_LEN(t, n) dtype_row_len((t), (n))
-
 #endif
