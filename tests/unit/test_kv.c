@@ -410,6 +410,58 @@ static void test_truncate_behind_the_window_empties_the_sequence(void **state)
     kv_free(&kv);
 }
 
+/*
+ * A cut inside a block shared in both pools copies it in each; when the
+ * window pool has no block for its copy, the cut moves down to the block
+ * boundary in every pool, and the full pool's copy goes back.
+ */
+static void test_truncate_falls_back_to_the_boundary_in_every_pool(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    int32_t tok[24];
+    fill_tokens(tok, 24, 4);
+    init_window(&kv, 2, 200, 3);
+    advance(&kv, 0, 16);
+    kv_publish(&kv, 0, tok, 16);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 17), 16);
+    advance(&kv, 0, 8); /* the window pool's third and last block */
+    assert_int_equal(kv.pool[1].n_free + kv.pool[1].n_cached, 0);
+    kv_truncate(&kv, 1, 12);
+    assert_int_equal(kv.seqs[1].n_tokens, 8);
+    assert_int_equal(kv.seqs[1].t[0].n_blocks, 1);
+    assert_int_equal(kv.seqs[1].t[1].n_blocks, 1);
+    assert_int_equal(kv.seqs[1].t[0].blocks[0], kv.seqs[0].t[0].blocks[0]);
+    assert_int_equal(pool_used(&kv, 0), 3);
+    assert_int_equal(kv.pool[0].n_free, kv.pool[0].n_blocks - 3);
+    kv_free(&kv);
+}
+
+/* Every layer windowed: no full pool at all, and reuse goes by the window pool alone. */
+static void test_all_window_layers_need_no_full_pool(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    char err[256];
+    const bool swa[2] = {true, true};
+    const struct kv_params p = {.n_layer = 2, .kv_dim = 4, .n_seq = 2, .n_ctx = 200,
+                                .block_tokens = 8, .n_blocks = 50, .type = HEARTH_KV_F16,
+                                .swa = swa, .n_swa = 20, .n_blocks_swa = 20};
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv.pool[0].n_layer, 0);
+    assert_null(kv.pool[0].mem);
+    assert_int_equal(kv_bytes(&p), (size_t)2 * 2 * 20 * 8 * 4 * 2);
+    int32_t tok[100];
+    fill_tokens(tok, 100, 6);
+    run_100(&kv, 0, tok, true);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 0);
+    kv_truncate(&kv, 0, 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100), 96);
+    assert_int_equal(kv.seqs[1].t[1].n_released, 9);
+    assert_int_equal(kv_used_blocks(&kv), 3);
+    kv_free(&kv);
+}
+
 static void test_kv_bytes_counts_the_window_pool(void **state)
 {
     (void)state;
@@ -448,6 +500,8 @@ int main(void)
         cmocka_unit_test(test_window_pool_stays_bounded_over_a_long_sequence),
         cmocka_unit_test(test_reuse_needs_the_window_blocks_cached),
         cmocka_unit_test(test_truncate_behind_the_window_empties_the_sequence),
+        cmocka_unit_test(test_truncate_falls_back_to_the_boundary_in_every_pool),
+        cmocka_unit_test(test_all_window_layers_need_no_full_pool),
         cmocka_unit_test(test_kv_bytes_counts_the_window_pool),
     };
     return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
