@@ -132,10 +132,11 @@ void kv_free(struct kv_cache *kv);
 /*
  * Makes room for n_new more tokens in sequence seq (allocating blocks in
  * each pool). First gives back the window blocks no query from n_tokens on
- * can see (published ones stay cached), so call it only once the caller
- * will not go back before n_tokens. HEARTH_EFULL if the sequence would pass
- * n_ctx or a pool is out of blocks; then nothing is allocated. Does not
- * change n_tokens.
+ * can see (published ones stay cached; a later truncate whose window reaches
+ * into them empties the sequence): doing it here rather than after a batch
+ * lets the caller publish the batch's blocks in between. HEARTH_EFULL if
+ * the sequence would pass n_ctx or a pool is out of blocks; then nothing is
+ * allocated. Does not change n_tokens.
  */
 enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, char *err,
                               size_t err_len);
