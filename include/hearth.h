@@ -184,7 +184,9 @@ const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i);
  * longest cached run of whole blocks that matches tokens[0..n), sharing the
  * blocks (no copy), and returns how many tokens it covers: a multiple of
  * kv_block, at most n - 1 so the caller always computes at least the last
- * token (whose logits it needs). Returns 0 when nothing matches.
+ * token (whose logits it needs). With sliding-window layers it stops where
+ * the window's own blocks are no longer cached. Returns 0 when nothing
+ * matches.
  */
 int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                                 int32_t n);
@@ -197,14 +199,21 @@ int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const h
 void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                         int32_t n);
 
-/* KV pool occupancy: blocks in use by sequences, cached-only (evictable), and total. */
+/*
+ * KV pool occupancy: blocks in use by sequences, cached-only (evictable), and
+ * total, summed over the cache's pools (a model with sliding-window layers
+ * has a second, smaller one for them).
+ */
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,
                      int32_t *total);
 
 /*
  * Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence).
  * A model with recurrent layers (qwen35moe) cannot go back to a shorter
- * prefix: any p0 below the sequence's length empties it, so callers read
+ * prefix: any p0 below the sequence's length empties it. Sliding-window
+ * layers give back the blocks their window has passed: a p0 whose window
+ * (p0 - n_swa + 1 on) reaches into one of them empties it too, while a p0
+ * at or after the start of the last batch always keeps. So callers read
  * hearth_seq_len afterwards to see what was kept.
  */
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0);

@@ -100,9 +100,21 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     ctx->model = model;
     ctx->p = p;
     int32_t per_seq = (p.n_ctx + p.kv_block - 1) / p.kv_block;
-    enum hearth_status st =
-        kv_init(&ctx->kv, hp->n_layer, hp->n_head_kv * hp->head_dim, p.n_seq_max, p.n_ctx,
-                p.kv_block, per_seq * p.n_seq_max, p.kv_type, err, err_len);
+    bool *swa = malloc((size_t)hp->n_layer * sizeof *swa);
+    enum hearth_status st;
+    if (!swa) {
+        st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
+        goto err;
+    }
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        swa[l] = model->layers[l].swa;
+    const struct kv_params kp = {
+        .n_layer = hp->n_layer, .kv_dim = hp->n_head_kv * hp->head_dim, .n_seq = p.n_seq_max,
+        .n_ctx = p.n_ctx, .block_tokens = p.kv_block, .n_blocks = per_seq * p.n_seq_max,
+        .type = p.kv_type, .swa = swa, .n_swa = hp->n_swa,
+        .n_blocks_swa = kv_window_blocks(p.n_seq_max, p.n_ctx, hp->n_swa, p.n_batch, p.kv_block)};
+    st = kv_init(&ctx->kv, &kp, err, err_len);
+    free(swa);
     if (st)
         goto err;
     if (!scratch_alloc(&ctx->s, hp, p.n_batch, p.n_ctx, p.n_threads, p.n_seq_max)) {
@@ -416,13 +428,12 @@ static void attention(void *arg, int ith, int nth)
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
     const int64_t qd     = (int64_t)hp->n_head * hd;
     const float scale    = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hd);
-    const int32_t n_swa  = ctx->model->layers[s->l].swa ? hp->n_swa : 0;
+    const int32_t n_swa  = kv->window[s->l];
     /* llama.cpp tiles only batches of ATTN_TILE rows or more, and only when a
      * head is whole 16-float vectors (the reference machine's AVX-512 width) */
     const bool per_key = kv->type == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
     float *scratch       = ctx->s.scores + (size_t)ith * ctx->s.scores_per_thread;
-    const uint8_t *kbase = kv->mem + (size_t)s->l * 2 * kv->layer_len,
-                  *vbase = kbase + kv->layer_len;
+    const uint8_t *kbase = kv_layer_base(kv, s->l, 0), *vbase = kv_layer_base(kv, s->l, 1);
     /* an item: ATTN_LANES heads of one token, or whole groups of tok_per tokens */
     const int32_t heads_per = group < ATTN_LANES ? group : ATTN_LANES;
     const int32_t tok_per   = group < ATTN_LANES ? ATTN_LANES / group : 1;
@@ -443,7 +454,7 @@ static void attention(void *arg, int ith, int nth)
                 tn++;
             const struct attn_kv akv = {.k      = kbase + head_off,
                                         .v      = vbase + head_off,
-                                        .blocks = kv->seqs[s->b->seq[t]].blocks,
+                                        .blocks = kv_layer_blocks(kv, s->l, s->b->seq[t]),
                                         .block_len =
                                             (size_t)kv->block_tokens * kv->kv_dim * kv->elem_len,
                                         .row_len      = (size_t)kv->kv_dim * kv->elem_len,
@@ -684,10 +695,15 @@ void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_to
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,
                      int32_t *total)
 {
+    int32_t n_cached = 0, n_blocks = 0;
+    for (int g = 0; g < KV_GROUPS; g++) {
+        n_cached += ctx->kv.pool[g].n_cached;
+        n_blocks += ctx->kv.pool[g].n_blocks;
+    }
     if (cached)
-        *cached = ctx->kv.n_cached;
+        *cached = n_cached;
     if (used)
-        *used = ctx->kv.n_blocks - ctx->kv.n_free - ctx->kv.n_cached;
+        *used = kv_used_blocks(&ctx->kv);
     if (total)
-        *total = ctx->kv.n_blocks;
+        *total = n_blocks;
 }

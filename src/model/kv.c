@@ -7,83 +7,152 @@
 
 #include "util/errfmt.h"
 
-size_t kv_bytes(int32_t n_layer, int32_t kv_dim, int32_t n_blocks, int32_t block_tokens,
-                enum hearth_kv_type type)
+static int32_t ceil_div(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
+
+int32_t kv_window_blocks(int32_t n_seq, int32_t n_ctx, int32_t n_swa, int32_t n_batch,
+                         int32_t block_tokens)
 {
-    size_t elem = type == HEARTH_KV_F32 ? 4 : 2;
-    return (size_t)n_layer * 2 * (size_t)n_blocks * (size_t)block_tokens * (size_t)kv_dim * elem;
+    if (n_swa <= 0 || n_seq < 1 || n_ctx < 1 || n_batch < 1 || block_tokens < 1)
+        return 0;
+    const int64_t live = ceil_div((int64_t)n_swa - 1 + n_batch, block_tokens) + 1;
+    if (2 * live >= ceil_div(n_ctx, block_tokens))
+        return 0;
+    return (int32_t)(2 * live * n_seq);
 }
 
-enum hearth_status kv_init(struct kv_cache *kv, int32_t n_layer, int32_t kv_dim, int32_t n_seq,
-                           int32_t n_ctx, int32_t block_tokens, int32_t n_blocks,
-                           enum hearth_kv_type type, char *err, size_t err_len)
+/* Layers of each pool: window layers get their own only when it has blocks. */
+static void count_layers(const struct kv_params *p, int32_t n_layer[KV_GROUPS])
 {
-    memset(kv, 0, sizeof *kv);
-    if (n_layer < 1 || kv_dim < 1 || n_seq < 1 || n_ctx < 1 || block_tokens < 1 || n_blocks < 1)
-        return fail(HEARTH_EINVAL, err, err_len, "kv: every dimension must be at least 1");
-    kv->n_layer = n_layer;
-    kv->kv_dim = kv_dim;
-    kv->n_seq = n_seq;
-    kv->n_ctx = n_ctx;
-    kv->block_tokens = block_tokens;
-    kv->n_blocks = n_blocks;
-    kv->type = type;
-    kv->elem_len = type == HEARTH_KV_F32 ? 4 : 2;
-    kv->layer_len = (size_t)n_blocks * (size_t)block_tokens * (size_t)kv_dim * kv->elem_len;
-    kv->mem_len = kv_bytes(n_layer, kv_dim, n_blocks, block_tokens, type);
-    void *mem = mmap(NULL, kv->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    n_layer[0] = n_layer[1] = 0;
+    const bool split = p->swa && p->n_swa > 0 && p->n_blocks_swa > 0;
+    for (int32_t l = 0; l < p->n_layer; l++)
+        n_layer[split && p->swa[l]]++;
+}
+
+size_t kv_bytes(const struct kv_params *p)
+{
+    const size_t elem = p->type == HEARTH_KV_F32 ? 4 : 2;
+    const size_t row  = (size_t)p->block_tokens * (size_t)p->kv_dim * elem;
+    int32_t n_layer[KV_GROUPS];
+    count_layers(p, n_layer);
+    return (size_t)n_layer[0] * 2 * (size_t)p->n_blocks * row +
+           (size_t)n_layer[1] * 2 * (size_t)p->n_blocks_swa * row;
+}
+
+static void pool_free(struct kv_pool *p)
+{
+    if (p->mem)
+        munmap(p->mem, p->mem_len);
+    free(p->refcnt);
+    free(p->free_ids);
+    free(p->hash);
+    free(p->tokens);
+    free(p->lru_prev);
+    free(p->lru_next);
+    free(p->index_key);
+    free(p->index_val);
+    memset(p, 0, sizeof *p);
+}
+
+static bool pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, size_t block_len,
+                      int32_t block_tokens)
+{
+    p->n_layer   = n_layer;
+    p->n_blocks  = n_blocks;
+    p->layer_len = (size_t)n_blocks * block_len;
+    p->mem_len   = (size_t)n_layer * 2 * p->layer_len;
+    void *mem = mmap(NULL, p->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
-        goto nomem;
-    kv->mem = mem;
-    int32_t per_seq = (n_ctx + block_tokens - 1) / block_tokens;
-    kv->index_cap = 16;
-    while (kv->index_cap < 2u * (uint32_t)n_blocks)
-        kv->index_cap *= 2;
-    kv->refcnt = calloc((size_t)n_blocks, sizeof *kv->refcnt);
-    kv->free_ids = malloc((size_t)n_blocks * sizeof *kv->free_ids);
-    kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
-    kv->hash = calloc((size_t)n_blocks, sizeof *kv->hash);
-    kv->tokens = malloc((size_t)n_blocks * (size_t)block_tokens * sizeof *kv->tokens);
-    kv->lru_prev = malloc((size_t)n_blocks * sizeof *kv->lru_prev);
-    kv->lru_next = malloc((size_t)n_blocks * sizeof *kv->lru_next);
-    kv->index_key = calloc(kv->index_cap, sizeof *kv->index_key);
-    kv->index_val = malloc(kv->index_cap * sizeof *kv->index_val);
-    if (!kv->refcnt || !kv->free_ids || !kv->seqs || !kv->hash || !kv->tokens || !kv->lru_prev ||
-        !kv->lru_next || !kv->index_key || !kv->index_val)
-        goto nomem;
-    for (int32_t s = 0; s < n_seq; s++) {
-        kv->seqs[s].blocks = malloc((size_t)per_seq * sizeof(int32_t));
-        if (!kv->seqs[s].blocks)
-            goto nomem;
-    }
+        return false;
+    p->mem       = mem;
+    p->index_cap = 16;
+    while (p->index_cap < 2u * (uint32_t)n_blocks)
+        p->index_cap *= 2;
+    p->refcnt    = calloc((size_t)n_blocks, sizeof *p->refcnt);
+    p->free_ids  = malloc((size_t)n_blocks * sizeof *p->free_ids);
+    p->hash      = calloc((size_t)n_blocks, sizeof *p->hash);
+    p->tokens    = malloc((size_t)n_blocks * (size_t)block_tokens * sizeof *p->tokens);
+    p->lru_prev  = malloc((size_t)n_blocks * sizeof *p->lru_prev);
+    p->lru_next  = malloc((size_t)n_blocks * sizeof *p->lru_next);
+    p->index_key = calloc(p->index_cap, sizeof *p->index_key);
+    p->index_val = malloc(p->index_cap * sizeof *p->index_val);
+    if (!p->refcnt || !p->free_ids || !p->hash || !p->tokens || !p->lru_prev || !p->lru_next ||
+        !p->index_key || !p->index_val)
+        return false;
     /* lowest ids on top of the stack: early blocks are the first touched */
     for (int32_t i = 0; i < n_blocks; i++)
-        kv->free_ids[i] = n_blocks - 1 - i;
-    kv->n_free = n_blocks;
-    kv->lru_head = kv->lru_tail = -1;
+        p->free_ids[i] = n_blocks - 1 - i;
+    p->n_free   = n_blocks;
+    p->lru_head = p->lru_tail = -1;
+    return true;
+}
+
+enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char *err,
+                           size_t err_len)
+{
+    memset(kv, 0, sizeof *kv);
+    if (p->n_layer < 1 || p->kv_dim < 1 || p->n_seq < 1 || p->n_ctx < 1 || p->block_tokens < 1 ||
+        p->n_blocks < 1 || p->n_swa < 0 || p->n_blocks_swa < 0)
+        return fail(HEARTH_EINVAL, err, err_len, "kv: every dimension must be at least 1");
+    kv->n_layer      = p->n_layer;
+    kv->kv_dim       = p->kv_dim;
+    kv->n_seq        = p->n_seq;
+    kv->n_ctx        = p->n_ctx;
+    kv->block_tokens = p->block_tokens;
+    kv->n_swa        = p->swa ? p->n_swa : 0;
+    kv->type         = p->type;
+    kv->elem_len     = p->type == HEARTH_KV_F32 ? 4 : 2;
+    const size_t block_len = (size_t)p->block_tokens * (size_t)p->kv_dim * kv->elem_len;
+    const int32_t per_seq  = ceil_div(p->n_ctx, p->block_tokens);
+    int32_t n_layer[KV_GROUPS];
+    count_layers(p, n_layer);
+    kv->group  = malloc((size_t)p->n_layer * sizeof *kv->group);
+    kv->slot   = malloc((size_t)p->n_layer * sizeof *kv->slot);
+    kv->window = malloc((size_t)p->n_layer * sizeof *kv->window);
+    kv->seqs   = calloc((size_t)p->n_seq, sizeof *kv->seqs);
+    if (!kv->group || !kv->slot || !kv->window || !kv->seqs)
+        goto nomem;
+    int32_t next[KV_GROUPS] = {0, 0};
+    for (int32_t l = 0; l < p->n_layer; l++) {
+        const bool win = kv->n_swa > 0 && p->swa[l];
+        kv->group[l]  = (uint8_t)(win && n_layer[1] > 0);
+        kv->slot[l]   = next[kv->group[l]]++;
+        kv->window[l] = win ? kv->n_swa : 0;
+    }
+    const int32_t n_blocks[KV_GROUPS] = {p->n_blocks, p->n_blocks_swa};
+    for (int g = 0; g < KV_GROUPS; g++)
+        if (n_layer[g] > 0 &&
+            !pool_init(&kv->pool[g], n_layer[g], n_blocks[g], block_len, p->block_tokens))
+            goto nomem;
+    for (int32_t s = 0; s < p->n_seq; s++) {
+        struct kv_seq *q = &kv->seqs[s];
+        if (!(q->chain = malloc((size_t)per_seq * sizeof *q->chain)))
+            goto nomem;
+        for (int g = 0; g < KV_GROUPS; g++)
+            if (!(q->t[g].blocks = malloc((size_t)per_seq * sizeof(int32_t))))
+                goto nomem;
+    }
     return HEARTH_OK;
 nomem:
     kv_free(kv);
     return fail(HEARTH_ENOMEM, err, err_len, "kv: cannot allocate %zu bytes for the KV cache",
-                kv_bytes(n_layer, kv_dim, n_blocks, block_tokens, type));
+                kv_bytes(p));
 }
 
 void kv_free(struct kv_cache *kv)
 {
-    if (kv->mem)
-        munmap(kv->mem, kv->mem_len);
+    for (int g = 0; g < KV_GROUPS; g++)
+        pool_free(&kv->pool[g]);
     if (kv->seqs)
-        for (int32_t s = 0; s < kv->n_seq; s++)
-            free(kv->seqs[s].blocks);
+        for (int32_t s = 0; s < kv->n_seq; s++) {
+            free(kv->seqs[s].chain);
+            for (int g = 0; g < KV_GROUPS; g++)
+                free(kv->seqs[s].t[g].blocks);
+        }
     free(kv->seqs);
-    free(kv->refcnt);
-    free(kv->free_ids);
-    free(kv->hash);
-    free(kv->tokens);
-    free(kv->lru_prev);
-    free(kv->lru_next);
-    free(kv->index_key);
-    free(kv->index_val);
+    free(kv->group);
+    free(kv->slot);
+    free(kv->window);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -104,99 +173,135 @@ static uint64_t chain_hash(uint64_t parent, const int32_t *tok, int32_t n)
     return h ? h : 1;
 }
 
-static uint32_t index_slot(const struct kv_cache *kv, uint64_t key)
+static uint32_t index_slot(const struct kv_pool *p, uint64_t key)
 {
-    uint32_t mask = kv->index_cap - 1, i = (uint32_t)key & mask;
-    while (kv->index_key[i] && kv->index_key[i] != key)
+    uint32_t mask = p->index_cap - 1, i = (uint32_t)key & mask;
+    while (p->index_key[i] && p->index_key[i] != key)
         i = (i + 1) & mask;
     return i;
 }
 
-static int32_t index_find(const struct kv_cache *kv, uint64_t key)
+static int32_t index_find(const struct kv_pool *p, uint64_t key)
 {
-    uint32_t i = index_slot(kv, key);
-    return kv->index_key[i] ? kv->index_val[i] : -1;
+    uint32_t i = index_slot(p, key);
+    return p->index_key[i] ? p->index_val[i] : -1;
 }
 
 /* Removes key by backward-shift deletion, so probe chains stay unbroken without tombstones. */
-static void index_remove(struct kv_cache *kv, uint64_t key)
+static void index_remove(struct kv_pool *p, uint64_t key)
 {
-    uint32_t mask = kv->index_cap - 1, i = index_slot(kv, key);
-    if (!kv->index_key[i])
+    uint32_t mask = p->index_cap - 1, i = index_slot(p, key);
+    if (!p->index_key[i])
         return;
-    for (uint32_t j = (i + 1) & mask; kv->index_key[j]; j = (j + 1) & mask) {
-        uint32_t home = (uint32_t)kv->index_key[j] & mask;
+    for (uint32_t j = (i + 1) & mask; p->index_key[j]; j = (j + 1) & mask) {
+        uint32_t home = (uint32_t)p->index_key[j] & mask;
         /* j's entry may move into the hole at i if its home is not in (i, j] cyclically */
         if (((j - home) & mask) >= ((j - i) & mask)) {
-            kv->index_key[i] = kv->index_key[j];
-            kv->index_val[i] = kv->index_val[j];
+            p->index_key[i] = p->index_key[j];
+            p->index_val[i] = p->index_val[j];
             i = j;
         }
     }
-    kv->index_key[i] = 0;
+    p->index_key[i] = 0;
 }
 
-static void lru_unlink(struct kv_cache *kv, int32_t b)
+static void lru_unlink(struct kv_pool *p, int32_t b)
 {
-    int32_t p = kv->lru_prev[b], n = kv->lru_next[b];
-    if (p >= 0)
-        kv->lru_next[p] = n;
+    int32_t pr = p->lru_prev[b], n = p->lru_next[b];
+    if (pr >= 0)
+        p->lru_next[pr] = n;
     else
-        kv->lru_head = n;
+        p->lru_head = n;
     if (n >= 0)
-        kv->lru_prev[n] = p;
+        p->lru_prev[n] = pr;
     else
-        kv->lru_tail = p;
-    kv->n_cached--;
+        p->lru_tail = pr;
+    p->n_cached--;
 }
 
-static void lru_push(struct kv_cache *kv, int32_t b)
+static void lru_push(struct kv_pool *p, int32_t b)
 {
-    kv->lru_prev[b] = kv->lru_tail;
-    kv->lru_next[b] = -1;
-    if (kv->lru_tail >= 0)
-        kv->lru_next[kv->lru_tail] = b;
+    p->lru_prev[b] = p->lru_tail;
+    p->lru_next[b] = -1;
+    if (p->lru_tail >= 0)
+        p->lru_next[p->lru_tail] = b;
     else
-        kv->lru_head = b;
-    kv->lru_tail = b;
-    kv->n_cached++;
+        p->lru_head = b;
+    p->lru_tail = b;
+    p->n_cached++;
 }
 
-static void unpublish(struct kv_cache *kv, int32_t b)
+static void unpublish(struct kv_pool *p, int32_t b)
 {
-    index_remove(kv, kv->hash[b]);
-    kv->hash[b] = 0;
+    index_remove(p, p->hash[b]);
+    p->hash[b] = 0;
 }
 
 /* Drops one reference; at zero the block is cached (if published) or freed. */
-static void block_release(struct kv_cache *kv, int32_t b)
+static void block_release(struct kv_pool *p, int32_t b)
 {
-    if (--kv->refcnt[b] > 0)
+    if (--p->refcnt[b] > 0)
         return;
-    if (kv->hash[b])
-        lru_push(kv, b);
+    if (p->hash[b])
+        lru_push(p, b);
     else
-        kv->free_ids[kv->n_free++] = b;
+        p->free_ids[p->n_free++] = b;
 }
 
 /* A block for writing: free list first, else the least recently used cached block. */
-static int32_t block_take(struct kv_cache *kv)
+static int32_t block_take(struct kv_pool *p)
 {
     int32_t b;
-    if (kv->n_free > 0) {
-        b = kv->free_ids[--kv->n_free];
-    } else if (kv->lru_head >= 0) {
-        b = kv->lru_head;
-        lru_unlink(kv, b);
-        unpublish(kv, b);
+    if (p->n_free > 0) {
+        b = p->free_ids[--p->n_free];
+    } else if (p->lru_head >= 0) {
+        b = p->lru_head;
+        lru_unlink(p, b);
+        unpublish(p, b);
     } else {
         return -1;
     }
-    kv->refcnt[b] = 1;
+    p->refcnt[b] = 1;
+    return b;
+}
+
+/* Takes one more reference to a block found in the index (a cached one leaves the LRU). */
+static void block_share(struct kv_pool *p, int32_t b)
+{
+    if (p->refcnt[b]++ == 0)
+        lru_unlink(p, b);
+}
+
+/* The cached block of pool p holding tokens tok[0..bt) under chain hash h, or -1. */
+static int32_t cached_block(const struct kv_pool *p, uint64_t h, const int32_t *tok, int32_t bt)
+{
+    int32_t b = index_find(p, h);
+    if (b < 0 || memcmp(p->tokens + (size_t)b * bt, tok, (size_t)bt * sizeof *tok) != 0)
+        return -1;
     return b;
 }
 
 /* ------------------------------------------------------------- sequences --- */
+
+/* First window block a query at position pos can see. */
+static int32_t window_first_block(const struct kv_cache *kv, int32_t pos)
+{
+    const int32_t first = pos - kv->n_swa + 1;
+    return first > 0 ? first / kv->block_tokens : 0;
+}
+
+/* Gives back the window blocks no query at or after n_tokens can see. */
+static void window_release(struct kv_cache *kv, struct kv_seq *s)
+{
+    struct kv_table *t = &s->t[1];
+    int32_t lo = window_first_block(kv, s->n_tokens);
+    if (lo > t->n_blocks)
+        lo = t->n_blocks;
+    for (; t->n_released < lo; t->n_released++) {
+        block_release(&kv->pool[1], t->blocks[t->n_released]);
+        t->blocks[t->n_released] = -1;
+    }
+}
 
 enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, char *err,
                               size_t err_len)
@@ -207,85 +312,156 @@ enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, c
         return fail(HEARTH_EFULL, err, err_len,
                     "kv: sequence %d would hold %d tokens but the context is %d", seq, want,
                     kv->n_ctx);
-    int32_t need = (want + kv->block_tokens - 1) / kv->block_tokens - s->n_blocks;
-    if (need > kv->n_free + kv->n_cached)
-        return fail(HEARTH_EFULL, err, err_len,
-                    "kv: sequence %d needs %d more blocks but only %d of %d are free", seq, need,
-                    kv->n_free + kv->n_cached, kv->n_blocks);
-    for (int32_t i = 0; i < need; i++)
-        s->blocks[s->n_blocks++] = block_take(kv);
+    if (kv->pool[1].n_layer)
+        window_release(kv, s);
+    const int32_t n_want = ceil_div(want, kv->block_tokens);
+    for (int g = 0; g < KV_GROUPS; g++) {
+        const struct kv_pool *p = &kv->pool[g];
+        int32_t need = n_want - s->t[g].n_blocks;
+        if (p->n_layer && need > p->n_free + p->n_cached)
+            return fail(HEARTH_EFULL, err, err_len,
+                        "kv: sequence %d needs %d more %sblocks but only %d of %d are free", seq,
+                        need, g ? "sliding-window " : "", p->n_free + p->n_cached, p->n_blocks);
+    }
+    for (int g = 0; g < KV_GROUPS; g++) {
+        struct kv_table *t = &s->t[g];
+        if (kv->pool[g].n_layer)
+            while (t->n_blocks < n_want)
+                t->blocks[t->n_blocks++] = block_take(&kv->pool[g]);
+    }
     return HEARTH_OK;
 }
 
 /* Copies the first n_rows token rows of every layer's K and V from block src to dst. */
-static void block_copy(struct kv_cache *kv, int32_t dst, int32_t src, int32_t n_rows)
+static void block_copy(struct kv_cache *kv, struct kv_pool *p, int32_t dst, int32_t src,
+                       int32_t n_rows)
 {
     const size_t block_len = (size_t)kv->block_tokens * (size_t)kv->kv_dim * kv->elem_len;
-    const size_t rows_len = (size_t)n_rows * (size_t)kv->kv_dim * kv->elem_len;
-    for (int32_t l = 0; l < kv->n_layer * 2; l++) {
-        uint8_t *base = kv->mem + (size_t)l * kv->layer_len;
+    const size_t rows_len  = (size_t)n_rows * (size_t)kv->kv_dim * kv->elem_len;
+    for (int32_t l = 0; l < p->n_layer * 2; l++) {
+        uint8_t *base = p->mem + (size_t)l * p->layer_len;
         memcpy(base + (size_t)dst * block_len, base + (size_t)src * block_len, rows_len);
     }
+}
+
+/*
+ * Cuts pool g's table of s to positions below p0. Returns p0, or p0 moved
+ * down to its block boundary when the kept partial block is shared and no
+ * block can be had to copy it.
+ */
+static int32_t table_cut(struct kv_cache *kv, int g, struct kv_seq *s, int32_t p0)
+{
+    struct kv_pool *p  = &kv->pool[g];
+    struct kv_table *t = &s->t[g];
+    const int32_t bt   = kv->block_tokens;
+    /* also releases blocks reserved past n_tokens by a batch that failed */
+    int32_t keep = ceil_div(p0, bt);
+    while (t->n_blocks > keep) {
+        int32_t b = t->blocks[--t->n_blocks];
+        if (b >= 0)
+            block_release(p, b);
+    }
+    if (t->n_released > t->n_blocks)
+        t->n_released = t->n_blocks;
+    if (p0 % bt && keep > 0) {
+        /* the kept partial block will be written again: it must be ours alone and unpublished */
+        int32_t b = t->blocks[keep - 1];
+        if (p->refcnt[b] > 1) {
+            int32_t c = block_take(p);
+            if (c < 0) {
+                block_release(p, b);
+                t->n_blocks--;
+                return p0 - p0 % bt;
+            }
+            block_copy(kv, p, c, b, p0 % bt);
+            block_release(p, b);
+            t->blocks[keep - 1] = c;
+        } else if (p->hash[b]) {
+            unpublish(p, b);
+        }
+    }
+    if (t->n_published > p0 / bt)
+        t->n_published = p0 / bt;
+    return p0;
 }
 
 void kv_truncate(struct kv_cache *kv, int32_t seq, int32_t p0)
 {
     struct kv_seq *s = &kv->seqs[seq];
-    const int32_t bt = kv->block_tokens;
+    const bool window = kv->pool[1].n_layer > 0;
     if (p0 < 0)
         p0 = 0;
     if (p0 > s->n_tokens)
         p0 = s->n_tokens;
-    /* also releases blocks reserved past n_tokens by a batch that failed */
-    int32_t keep = (p0 + bt - 1) / bt;
-    while (s->n_blocks > keep)
-        block_release(kv, s->blocks[--s->n_blocks]);
-    if (p0 % bt && keep > 0) {
-        /* the kept partial block will be written again: it must be ours alone and unpublished */
-        int32_t b = s->blocks[keep - 1];
-        if (kv->refcnt[b] > 1) {
-            int32_t c = block_take(kv);
-            if (c < 0) {
-                block_release(kv, b);
-                s->n_blocks--;
-                p0 -= p0 % bt;
-            } else {
-                block_copy(kv, c, b, p0 % bt);
-                block_release(kv, b);
-                s->blocks[keep - 1] = c;
-            }
-        } else if (kv->hash[b]) {
-            unpublish(kv, b);
+    /* a query at p0 would need window blocks already given back: start over */
+    if (window && window_first_block(kv, p0) < s->t[1].n_released)
+        p0 = 0;
+    for (int g = 0; g < KV_GROUPS;) {
+        const int32_t q = kv->pool[g].n_layer ? table_cut(kv, g, s, p0) : p0;
+        if (q == p0) {
+            g++;
+            continue;
         }
+        /* lower and block-aligned: check the window again and cut every pool there */
+        p0 = q;
+        if (window && window_first_block(kv, p0) < s->t[1].n_released)
+            p0 = 0;
+        g = 0;
     }
     s->n_tokens = p0;
-    if (s->n_published > p0 / bt)
-        s->n_published = p0 / bt;
+    if (s->n_chain > p0 / kv->block_tokens)
+        s->n_chain = p0 / kv->block_tokens;
 }
 
 int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n)
 {
-    struct kv_seq *s = &kv->seqs[seq];
-    const int32_t bt = kv->block_tokens;
-    if (s->n_tokens != 0 || s->n_blocks != 0 || n < 2)
+    struct kv_seq *s   = &kv->seqs[seq];
+    const int32_t bt   = kv->block_tokens;
+    struct kv_pool *fp = &kv->pool[0], *wp = &kv->pool[1];
+    if (s->n_tokens != 0 || s->t[0].n_blocks != 0 || s->t[1].n_blocks != 0 || n < 2)
         return 0;
     int32_t max_blocks = (n - 1) / bt;
-    if (max_blocks > (kv->n_ctx + bt - 1) / bt)
-        max_blocks = (kv->n_ctx + bt - 1) / bt;
+    if (max_blocks > ceil_div(kv->n_ctx, bt))
+        max_blocks = ceil_div(kv->n_ctx, bt);
+    /* k blocks can be resumed when the full pool holds blocks 0..k-1 and the window pool
+     * window_first_block(k * bt)..k-1: a run of cached window blocks ending at k - 1 */
     uint64_t h = 0;
-    int32_t i = 0;
-    for (; i < max_blocks; i++) {
-        h = chain_hash(h, tokens + (size_t)i * bt, bt);
-        int32_t b = index_find(kv, h);
-        if (b < 0 || memcmp(kv->tokens + (size_t)b * bt, tokens + (size_t)i * bt,
-                            (size_t)bt * sizeof *tokens) != 0)
+    int32_t k = 0, run = 0;
+    for (int32_t i = 0; i < max_blocks; i++) {
+        const int32_t *tok = tokens + (size_t)i * bt;
+        h = chain_hash(h, tok, bt);
+        s->chain[i] = h;
+        if (fp->n_layer && cached_block(fp, h, tok, bt) < 0)
             break;
-        if (kv->refcnt[b]++ == 0)
-            lru_unlink(kv, b);
-        s->blocks[s->n_blocks++] = b;
+        if (wp->n_layer) {
+            run = cached_block(wp, h, tok, bt) >= 0 ? run + 1 : 0;
+            if (run < i + 1 - window_first_block(kv, (i + 1) * bt))
+                continue;
+        }
+        k = i + 1;
     }
-    s->n_tokens = i * bt;
-    s->n_published = i;
+    const int32_t lo = wp->n_layer ? window_first_block(kv, k * bt) : 0;
+    for (int32_t i = 0; i < k; i++) {
+        const int32_t *tok = tokens + (size_t)i * bt;
+        if (fp->n_layer) {
+            int32_t b = cached_block(fp, s->chain[i], tok, bt);
+            block_share(fp, b);
+            s->t[0].blocks[i] = b;
+        }
+        if (wp->n_layer) {
+            int32_t b = i < lo ? -1 : cached_block(wp, s->chain[i], tok, bt);
+            if (b >= 0)
+                block_share(wp, b);
+            s->t[1].blocks[i] = b;
+        }
+    }
+    for (int g = 0; g < KV_GROUPS; g++) {
+        s->t[g].n_blocks    = kv->pool[g].n_layer ? k : 0;
+        s->t[g].n_published = s->t[g].n_blocks;
+    }
+    s->t[1].n_released = wp->n_layer ? lo : 0;
+    s->n_chain         = k;
+    s->n_tokens        = k * bt;
     return s->n_tokens;
 }
 
@@ -295,24 +471,30 @@ void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t
     const int32_t bt = kv->block_tokens;
     if (n > s->n_tokens)
         n = s->n_tokens;
-    int32_t full = n / bt;
-    for (int32_t i = s->n_published; i < full; i++) {
-        int32_t b = s->blocks[i];
-        uint64_t parent = i > 0 ? kv->hash[s->blocks[i - 1]] : 0;
-        if (i > 0 && !parent)
-            break; /* the parent lost its publication (an equal block was published first) */
-        uint64_t h = chain_hash(parent, tokens + (size_t)i * bt, bt);
-        if (kv->hash[b] == h) {
-            s->n_published = i + 1;
+    const int32_t full = n / bt;
+    for (; s->n_chain < full; s->n_chain++)
+        s->chain[s->n_chain] =
+            chain_hash(s->n_chain > 0 ? s->chain[s->n_chain - 1] : 0,
+                       tokens + (size_t)s->n_chain * bt, bt);
+    for (int g = 0; g < KV_GROUPS; g++) {
+        struct kv_pool *p  = &kv->pool[g];
+        struct kv_table *t = &s->t[g];
+        if (!p->n_layer)
             continue;
+        for (int32_t i = t->n_published; i < full; i++) {
+            const int32_t b = t->blocks[i];
+            const uint64_t h = s->chain[i];
+            if (b >= 0 && p->hash[b] != h) {
+                if (index_find(p, h) >= 0)
+                    break; /* another sequence computed the same prefix first; ours stays private */
+                p->hash[b] = h;
+                memcpy(p->tokens + (size_t)b * bt, tokens + (size_t)i * bt,
+                       (size_t)bt * sizeof *tokens);
+                uint32_t slot = index_slot(p, h);
+                p->index_key[slot] = h;
+                p->index_val[slot] = b;
+            }
+            t->n_published = i + 1;
         }
-        if (index_find(kv, h) >= 0)
-            break; /* another sequence computed the same prefix first; ours stays private */
-        kv->hash[b] = h;
-        memcpy(kv->tokens + (size_t)b * bt, tokens + (size_t)i * bt, (size_t)bt * sizeof *tokens);
-        uint32_t slot = index_slot(kv, h);
-        kv->index_key[slot] = h;
-        kv->index_val[slot] = b;
-        s->n_published = i + 1;
     }
 }

@@ -2,52 +2,69 @@
  * kv.h: the paged KV cache.
  *
  * KV memory is a pool of fixed-size blocks of `block_tokens` tokens; a block
- * id names the same token range in every layer's K and V arrays. Each
- * sequence owns a block table (block ids in position order). Blocks carry a
+ * id names the same token range in every layer of its pool. Each sequence
+ * owns a block table per pool (block ids in position order). Blocks carry a
  * reference count so sequences can share a prefix without copying (the
  * server's prefix cache builds on this); a block returns to the free list
  * when its count drops to zero.
  *
+ * Layers come in up to two groups, each with its own pool and tables:
+ * full-attention layers (group 0, every layer of most models) and
+ * sliding-window layers (group 1), which see only the last n_swa positions.
+ * A window table keeps only the blocks the window can still reach: once no
+ * later query of the sequence can see a block, its entry is released
+ * (entries below n_released hold -1), so the window pool is sized by the
+ * window, not by the context. Without window layers, or when a separate
+ * pool would save nothing, there is one group and window layers (if any)
+ * mask the ordinary cache.
+ *
  * Layout of one layer's K (V alike): [n_blocks][block_tokens][kv_dim] of
  * the cache type (f16 or f32), so one block of one layer is contiguous.
- * The pool is one anonymous mapping: pages are touched (and count in RSS)
+ * Each pool is one anonymous mapping: pages are touched (and count in RSS)
  * only as blocks are used.
  *
  * Sizes: kv_dim = n_head_kv * head_dim (64..1024), block_tokens 16..256,
- * n_blocks up to n_seq_max * n_ctx / block_tokens.
+ * full pool up to n_seq_max * n_ctx / block_tokens blocks, window pool
+ * about 2 * n_seq_max * (n_swa + n_batch) / block_tokens (kv_window_blocks).
  * Not thread-safe: owned by the one thread that runs the engine.
  */
 #ifndef HEARTH_KV_H
 #define HEARTH_KV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hearth.h"
 
-struct kv_seq {
-    int32_t n_tokens;    /* positions 0..n_tokens-1 hold K/V */
-    int32_t n_blocks;    /* entries used in blocks[] */
-    int32_t n_published; /* leading blocks already in the prefix index */
-    int32_t *blocks;     /* [max_blocks_per_seq] block ids */
+#define KV_GROUPS 2 /* full-attention layers, sliding-window layers */
+
+/* One sequence's block table in one pool. */
+struct kv_table {
+    int32_t n_blocks;    /* entries used in blocks[], released ones included */
+    int32_t n_released;  /* leading entries given back (window pool only): blocks[i] = -1 */
+    int32_t n_published; /* leading entries already in the prefix index, or released */
+    int32_t *blocks;     /* [ceil(n_ctx / block_tokens)] block ids, -1 = released */
 };
 
-struct kv_cache {
-    int32_t n_layer;
-    int32_t kv_dim;          /* elements per token per layer, K and V each */
-    int32_t block_tokens;
+struct kv_seq {
+    int32_t n_tokens;  /* positions 0..n_tokens-1 hold K/V (window layers: the reachable ones) */
+    int32_t n_chain;   /* leading entries of chain[] computed */
+    uint64_t *chain;   /* [ceil(n_ctx / block_tokens)] chain hash of the tokens up to each
+                          block's end, shared by the pools' prefix indexes */
+    struct kv_table t[KV_GROUPS];
+};
+
+/* A pool of blocks for the layers of one group, with its own prefix cache. */
+struct kv_pool {
+    int32_t n_layer;         /* layers in the group, 0 = the group is absent */
     int32_t n_blocks;        /* blocks in the pool */
-    int32_t n_seq;           /* sequences */
-    int32_t n_ctx;           /* max tokens per sequence */
-    enum hearth_kv_type type;
-    size_t elem_len;         /* bytes per element: 2 (f16) or 4 (f32) */
     size_t layer_len;        /* bytes of one layer's K (or V) pool */
     uint8_t *mem;            /* [n_layer][2][n_blocks][block_tokens][kv_dim] */
     size_t mem_len;
     int32_t *refcnt;         /* [n_blocks] */
     int32_t *free_ids;       /* stack of free block ids */
     int32_t n_free;
-    struct kv_seq *seqs;     /* [n_seq] */
     /* prefix cache */
     uint64_t *hash;          /* [n_blocks] chain hash of a published block, 0 = unpublished */
     int32_t *tokens;         /* [n_blocks][block_tokens] tokens of a published block */
@@ -59,23 +76,67 @@ struct kv_cache {
     uint32_t index_cap;      /* power of two >= 2 * n_blocks */
 };
 
-/* Bytes kv_init would map for these dimensions (the memory law uses the same sum). */
-size_t kv_bytes(int32_t n_layer, int32_t kv_dim, int32_t n_blocks, int32_t block_tokens,
-                enum hearth_kv_type type);
+/* What kv_init builds; kv_bytes sums the same. */
+struct kv_params {
+    int32_t n_layer;       /* layers holding K/V */
+    int32_t kv_dim;        /* elements per token per layer, K and V each */
+    int32_t n_seq;         /* sequences */
+    int32_t n_ctx;         /* max tokens per sequence */
+    int32_t block_tokens;
+    int32_t n_blocks;      /* full-attention pool */
+    enum hearth_kv_type type;
+    const bool *swa;       /* [n_layer] layers that see only the last n_swa positions; NULL = none */
+    int32_t n_swa;         /* their window in tokens, itself included; 0 = no window */
+    int32_t n_blocks_swa;  /* window pool; 0 = window layers mask the full pool instead */
+};
+
+struct kv_cache {
+    int32_t n_layer;
+    int32_t kv_dim;          /* elements per token per layer, K and V each */
+    int32_t block_tokens;
+    int32_t n_seq;           /* sequences */
+    int32_t n_ctx;           /* max tokens per sequence */
+    int32_t n_swa;           /* window of the window layers, 0 = none */
+    enum hearth_kv_type type;
+    size_t elem_len;         /* bytes per element: 2 (f16) or 4 (f32) */
+    uint8_t *group;          /* [n_layer] pool of each layer: 0 full, 1 window */
+    int32_t *slot;           /* [n_layer] the layer's index within its pool */
+    int32_t *window;         /* [n_layer] positions a query sees: n_swa, or 0 = all */
+    struct kv_pool pool[KV_GROUPS];
+    struct kv_seq *seqs;     /* [n_seq] */
+};
 
 /*
- * Sets up an empty cache of n_blocks blocks for n_seq sequences of up to
- * n_ctx tokens each. HEARTH_ENOMEM if the pool cannot be mapped.
+ * Window pool that sequences of a context need: each holds at most the
+ * blocks spanning the n_swa - 1 positions before a batch plus the batch's
+ * n_batch, ceil((n_swa - 1 + n_batch) / block_tokens) + 1 (a span not
+ * aligned to blocks touches one more), and as many again are left for the
+ * prefix cache to keep ended sequences' last windows. Returns 0 when that
+ * is not smaller than the full pool (no window, or n_ctx within the window):
+ * the window layers then mask the full pool.
  */
-enum hearth_status kv_init(struct kv_cache *kv, int32_t n_layer, int32_t kv_dim, int32_t n_seq,
-                           int32_t n_ctx, int32_t block_tokens, int32_t n_blocks,
-                           enum hearth_kv_type type, char *err, size_t err_len);
+int32_t kv_window_blocks(int32_t n_seq, int32_t n_ctx, int32_t n_swa, int32_t n_batch,
+                         int32_t block_tokens);
+
+/* Bytes kv_init maps for p: K and V of every layer of each pool (the memory law's sum). */
+size_t kv_bytes(const struct kv_params *p);
+
+/*
+ * Sets up an empty cache as p describes. HEARTH_EINVAL for a dimension
+ * below 1, HEARTH_ENOMEM if a pool cannot be mapped.
+ */
+enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char *err,
+                           size_t err_len);
 void kv_free(struct kv_cache *kv);
 
 /*
- * Makes room for n_new more tokens in sequence seq (allocating blocks).
- * HEARTH_EFULL if the sequence would pass n_ctx or the pool is out of
- * blocks; then nothing is allocated. Does not change n_tokens.
+ * Makes room for n_new more tokens in sequence seq (allocating blocks in
+ * each pool). First gives back the window blocks no query from n_tokens on
+ * can see (published ones stay cached; a later truncate whose window reaches
+ * into them empties the sequence): doing it here rather than after a batch
+ * lets the caller publish the batch's blocks in between. HEARTH_EFULL if
+ * the sequence would pass n_ctx or a pool is out of blocks; then nothing is
+ * allocated. Does not change n_tokens.
  */
 enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, char *err,
                               size_t err_len);
@@ -84,34 +145,56 @@ enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, c
  * Drops positions p0.. of sequence seq, releasing blocks no longer used
  * (published ones stay cached). A cut inside a shared block copies it
  * first; if no block can be had for the copy, the cut moves down to the
- * block boundary: callers read the new length back (hearth_seq_len).
+ * block boundary. A cut whose window (p0 - n_swa + 1 ..) lies partly in
+ * released blocks cannot be resumed and empties the sequence. Callers read
+ * the new length back (hearth_seq_len).
  */
 void kv_truncate(struct kv_cache *kv, int32_t seq, int32_t p0);
 
 /*
  * Attaches to empty sequence seq the longest run of cached whole blocks
- * matching tokens[0..n), at most n - 1 tokens; returns the tokens attached.
+ * matching tokens[0..n), at most n - 1 tokens, that every pool can resume
+ * from: the full pool holds all its blocks, the window pool those its
+ * window reaches (positions M - n_swa + 1 .. M - 1 for a resume at M).
+ * Returns the tokens attached.
  */
 int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
 
-/* Publishes seq's full blocks covering tokens[0..n) (n capped at its length). */
+/*
+ * Publishes seq's full blocks covering tokens[0..n) (n capped at its
+ * length) in each pool, window blocks not yet released included.
+ */
 void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+
+/* Base of layer l's K (which=0) or V (which=1) pool: [n_blocks][block_tokens][kv_dim]. */
+static inline uint8_t *kv_layer_base(const struct kv_cache *kv, int32_t l, int which)
+{
+    const struct kv_pool *p = &kv->pool[kv->group[l]];
+    return p->mem + ((size_t)kv->slot[l] * 2 + (size_t)which) * p->layer_len;
+}
+
+/* Sequence seq's block table for layer l's pool (entries of released blocks are -1). */
+static inline const int32_t *kv_layer_blocks(const struct kv_cache *kv, int32_t l, int32_t seq)
+{
+    return kv->seqs[seq].t[kv->group[l]].blocks;
+}
 
 /* Address of token pos's K (which=0) or V (which=1) row in layer l of sequence seq. */
 static inline void *kv_row(const struct kv_cache *kv, int32_t l, int which, int32_t seq,
                            int32_t pos)
 {
-    const struct kv_seq *s = &kv->seqs[seq];
-    int32_t b = s->blocks[pos / kv->block_tokens];
+    int32_t b = kv_layer_blocks(kv, l, seq)[pos / kv->block_tokens];
     size_t tok = (size_t)b * kv->block_tokens + (size_t)(pos % kv->block_tokens);
-    return kv->mem + ((size_t)l * 2 + (size_t)which) * kv->layer_len +
-           tok * (size_t)kv->kv_dim * kv->elem_len;
+    return kv_layer_base(kv, l, which) + tok * (size_t)kv->kv_dim * kv->elem_len;
 }
 
-/* Blocks in use by sequences (refcount > 0). */
+/* Blocks in use by sequences (refcount > 0), over all pools. */
 static inline int32_t kv_used_blocks(const struct kv_cache *kv)
 {
-    return kv->n_blocks - kv->n_free - kv->n_cached;
+    int32_t n = 0;
+    for (int g = 0; g < KV_GROUPS; g++)
+        n += kv->pool[g].n_blocks - kv->pool[g].n_free - kv->pool[g].n_cached;
+    return n;
 }
 
 #endif

@@ -96,18 +96,16 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
         hp->rope_base = 10000.0f;
     if (!arch_f32(m, "attention.layer_norm_rms_epsilon", &hp->norm_eps))
         hp->norm_eps = 1e-5f;
-    hp->n_swa = arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
     hp->n_ctx_train = arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
                                                                                  : 2048;
     hp->embd_scale = 1.0f;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
-    /* a window in the file applies to every layer unless the architecture says which */
-    for (int32_t i = 0; i < hp->n_layer; i++) {
-        m->layers[i].swa       = true;
+    /* attention.sliding_window is read only by the architectures that have windows (gemma3),
+     * as llama.cpp does: a llama or qwen2 file carrying the key attends over everything */
+    for (int32_t i = 0; i < hp->n_layer; i++)
         m->layers[i].rope_base = hp->rope_base;
-    }
     return moe_load_hparams(m, err, err_len);
 }
 
@@ -121,9 +119,10 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
 static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size_t err_len)
 {
     struct hparams *hp = &m->hp;
-    uint32_t pattern = 6;
+    uint32_t pattern = 6, v;
     float base_swa = 10000.0f;
     char key[128];
+    hp->n_swa = arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
     if (gguf_find_key(m->gguf, key) >= 0 && !gguf_get_u32(m->gguf, key, &pattern))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,

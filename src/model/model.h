@@ -67,7 +67,8 @@ struct hparams {
     float rope_base;     /* 10000 by default */
     float norm_eps;      /* RMSNorm epsilon */
     bool rope_neox;      /* rotate (x[i], x[i + rope_dim/2]) instead of adjacent pairs */
-    int32_t n_swa;       /* sliding attention window in tokens; 0 = full attention */
+    int32_t n_swa;       /* sliding attention window in tokens of the layers marked swa, read
+                            by the architectures that have one (gemma3); 0 = full attention */
     float embd_scale;    /* token embeddings are multiplied by this: 1, sqrt(n_embd) for gemma3 */
     float q_scale;       /* > 0: q is multiplied by this after rope and attention scores are not
                             scaled (gemma3); 0: scores are scaled by 1/sqrt(head_dim) */

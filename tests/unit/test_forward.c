@@ -157,10 +157,30 @@ static void test_bad_batches_change_nothing(void **state)
 }
 
 /*
+ * A context over e's model made now, so it takes the model's window as it
+ * stands (a context keeps the window it was made with). The engine copy
+ * *view runs on it; hearth_context_free(view->ctx) when done.
+ */
+static void context_now(const struct tu_engine *e, int32_t n_ctx, int32_t n_seq, int32_t n_batch,
+                        struct tu_engine *view)
+{
+    char err[HEARTH_ERR_MAX];
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx                        = n_ctx;
+    cp.n_seq_max                    = n_seq;
+    cp.n_batch                      = n_batch;
+    cp.kv_block                     = 16;
+    *view                           = *e;
+    assert_int_equal(hearth_context_new(e->model, &cp, &view->ctx, err, sizeof err), HEARTH_OK);
+}
+
+/*
  * A sliding window hides tokens further back than n_swa at every layer, so
  * with 5 layers and a window of 4 the last token of a 48-token sequence sees
  * nothing of its first 16: two sequences differing only there agree on it,
- * and disagree once the window is off.
+ * and disagree once the window is off. The window layers' own ring of blocks
+ * (a context of batches of 16) gives the same bits as the window as a mask
+ * over the whole history (batches of up to 512, where a ring saves nothing).
  */
 static void test_sliding_window_hides_old_tokens(void **state)
 {
@@ -172,24 +192,42 @@ static void test_sliding_window_hides_old_tokens(void **state)
     for (int i = 1; i < 8; i++)
         b[i] = (hearth_token)(3 + (a[i] + 101) % 500);
     float *la = malloc(f->n_vocab * sizeof(float)), *lb = malloc(f->n_vocab * sizeof(float));
-    f->model->hp.n_swa = 4;
-    hearth_seq_truncate(f->ctx, 0, 0);
-    tu_engine_run(f, 0, a, 48, 48, la);
-    hearth_seq_truncate(f->ctx, 0, 0);
-    tu_engine_run(f, 0, b, 48, 48, lb);
+    float *lr = malloc(f->n_vocab * sizeof(float));
+    struct hparams *hp = &f->model->hp;
+    struct tu_engine mask, ring;
+    hp->n_swa = 4;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        f->model->layers[l].swa = true;
+    context_now(f, 256, 1, 512, &mask);
+    context_now(f, 256, 1, 16, &ring);
+    hp->n_swa = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        f->model->layers[l].swa = false;
+    assert_int_equal(mask.ctx->kv.pool[1].n_layer, 0);
+    assert_int_equal(ring.ctx->kv.pool[1].n_layer, 5); /* every layer: no full pool at all */
+    assert_int_equal(ring.ctx->kv.pool[0].n_layer, 0);
+    tu_engine_run(&mask, 0, a, 48, 16, la);
+    hearth_seq_truncate(mask.ctx, 0, 0);
+    tu_engine_run(&mask, 0, b, 48, 16, lb);
     const float with_window = tu_max_diff(la, lb, f->n_vocab);
-    f->model->hp.n_swa = 0;
+    tu_engine_run(&ring, 0, a, 48, 16, lr);
+    const float ring_vs_mask = tu_max_diff(la, lr, f->n_vocab);
     hearth_seq_truncate(f->ctx, 0, 0);
-    tu_engine_run(f, 0, a, 48, 48, la);
+    tu_engine_run(f, 0, a, 48, 16, la);
     hearth_seq_truncate(f->ctx, 0, 0);
-    tu_engine_run(f, 0, b, 48, 48, lb);
+    tu_engine_run(f, 0, b, 48, 16, lb);
     const float without = tu_max_diff(la, lb, f->n_vocab);
     hearth_seq_truncate(f->ctx, 0, 0);
-    print_message("logit diff: %g with a 4-token window, %g without\n", with_window, without);
+    print_message("logit diff: %g with a 4-token window, %g without; ring vs mask %g\n",
+                  with_window, without, ring_vs_mask);
     assert_true(with_window == 0.0f);
     assert_true(without > 0.0f);
+    assert_true(ring_vs_mask == 0.0f);
+    hearth_context_free(mask.ctx);
+    hearth_context_free(ring.ctx);
     free(la);
     free(lb);
+    free(lr);
 }
 
 /* ------------------------------------------------------------- gemma3 --- */
@@ -281,9 +319,12 @@ static void test_gemma3_prefill_matches_token_by_token(void **state)
     /* the window is in effect: attending to the whole prompt everywhere changes the logits */
     hearth_token c[1];
     float *lc = malloc((size_t)n_vocab * sizeof(float));
+    struct tu_engine full;
     f->model->hp.n_swa = 0;
-    gemma_greedy(f, prompt, 48, 48, 0, c, lc);
+    context_now(f, 160, 1, 512, &full);
     f->model->hp.n_swa = 32;
+    gemma_greedy(&full, prompt, 48, 48, 0, c, lc);
+    hearth_context_free(full.ctx);
     print_message("prompt logits max |diff| %g; %d runs of one token in 64 generated; "
                   "%g without the window\n", tu_max_diff(la, lb, n_vocab), runs,
                   tu_max_diff(la, lc, n_vocab));
@@ -294,6 +335,117 @@ static void test_gemma3_prefill_matches_token_by_token(void **state)
     free(lc);
     free(la);
     free(lb);
+}
+
+/*
+ * A context of batches of up to 64 over 512 tokens gives the window layers
+ * a ring of 14 blocks of 16 (twice the 7 a sequence can reach), where one
+ * of batches of up to 512 masks the whole history (a ring would save
+ * nothing). Over a prompt of 300 tokens (more than nine windows) and 100
+ * greedy steps both give the same bits, and the ring holds only the window.
+ */
+static void test_gemma3_window_ring_matches_masked_history(void **state)
+{
+    struct tu_engine *f = *state;
+    NEED_GEMMA(f);
+    const int32_t n_vocab = hearth_model_n_vocab(f->model);
+    hearth_token prompt[300], a[100], b[100], c[100];
+    tokens(prompt, 300, 5);
+    float *la = malloc((size_t)n_vocab * sizeof(float)), *lb = malloc((size_t)n_vocab * sizeof(float));
+    float *lc = malloc((size_t)n_vocab * sizeof(float));
+    struct tu_engine mask, ring;
+    context_now(f, 512, 1, 512, &mask);
+    context_now(f, 512, 1, 64, &ring);
+    const struct kv_cache *rk = &ring.ctx->kv, *mk = &mask.ctx->kv;
+    assert_int_equal(mk->pool[1].n_layer, 0);
+    assert_int_equal(rk->pool[1].n_layer, 4);
+    assert_int_equal(rk->pool[1].n_blocks, 14);
+    gemma_greedy(&mask, prompt, 300, 48, 100, a, la);
+    gemma_greedy(&ring, prompt, 300, 48, 100, b, lb);
+    gemma_greedy(&ring, prompt, 300, 1, 100, c, lc);
+    print_message("ring vs mask: prompt logits max |diff| %g; token by token %g\n",
+                  tu_max_diff(la, lb, n_vocab), tu_max_diff(lb, lc, n_vocab));
+    assert_true(tu_max_diff(la, lb, n_vocab) == 0.0f);
+    assert_true(tu_max_diff(lb, lc, n_vocab) == 0.0f);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(b, c, sizeof b);
+    /* 300 tokens in: the window layers hold blocks 16..18 (the query at 288 sees from 257) */
+    tu_engine_run(&ring, 0, prompt, 300, 48, la);
+    assert_int_equal(rk->seqs[0].t[1].n_released, 16);
+    assert_int_equal(rk->pool[1].n_blocks - rk->pool[1].n_free, 3);
+    assert_int_equal(rk->pool[0].n_blocks - rk->pool[0].n_free, 19);
+    const size_t ring_len = rk->pool[0].mem_len + rk->pool[1].mem_len;
+    print_message("KV bytes at n_ctx 512: %zu with the ring, %zu masking the history\n",
+                  ring_len, mk->pool[0].mem_len);
+    assert_true(ring_len < mk->pool[0].mem_len);
+    hearth_context_free(mask.ctx);
+    hearth_context_free(ring.ctx);
+    free(la);
+    free(lb);
+    free(lc);
+}
+
+/* Feeds tok[0..n) to seq from its end in batches of 48, publishing after each as the server does. */
+static void run_published(struct tu_engine *e, int32_t seq, const hearth_token *tok, int32_t n,
+                          float *last)
+{
+    for (int32_t i = hearth_seq_len(e->ctx, seq); i < n; i += 48) {
+        const int32_t m = n - i < 48 ? n - i : 48;
+        tu_engine_run(e, seq, tok + i, m, 48, last);
+        hearth_seq_publish(e->ctx, seq, tok, i + m);
+    }
+}
+
+/*
+ * Prefix reuse on the ring: the whole 300-token prompt resumes at 288, a
+ * prompt sharing its first 200 tokens at 192, whose window (161..191) is
+ * cached; both continue to the same bits as computing everything. Cutting
+ * back inside the window keeps the sequence; behind it, empties it.
+ */
+static void test_gemma3_reuse_and_truncate_on_the_ring(void **state)
+{
+    struct tu_engine *f = *state;
+    NEED_GEMMA(f);
+    const int32_t n_vocab = hearth_model_n_vocab(f->model);
+    hearth_token a[300], b[300];
+    tokens(a, 300, 7);
+    memcpy(b, a, sizeof a);
+    for (int32_t i = 200; i < 300; i++)
+        b[i] = (hearth_token)(3 + (a[i] + 55) % 500);
+    float *l1 = malloc((size_t)n_vocab * sizeof(float)), *l2 = malloc((size_t)n_vocab * sizeof(float));
+    struct tu_engine ring;
+    context_now(f, 512, 2, 64, &ring);
+    assert_int_equal(ring.ctx->kv.pool[1].n_layer, 4);
+
+    run_published(&ring, 0, a, 300, l1);
+    hearth_seq_truncate(ring.ctx, 0, 0);
+    assert_int_equal(hearth_seq_reuse_prefix(ring.ctx, 1, a, 300), 288);
+    run_published(&ring, 1, a, 300, l2);
+    const float d_whole = tu_max_diff(l1, l2, n_vocab);
+    hearth_seq_truncate(ring.ctx, 1, 0);
+    /* b's block 12 (192..207) differs from a's; the resume at 192 needs window blocks 10, 11 */
+    assert_int_equal(hearth_seq_reuse_prefix(ring.ctx, 1, b, 300), 192);
+    run_published(&ring, 1, b, 300, l2);
+    hearth_seq_truncate(ring.ctx, 1, 0);
+    run_published(&ring, 0, b, 300, l1); /* from scratch */
+    const float d_shared = tu_max_diff(l1, l2, n_vocab);
+    hearth_seq_truncate(ring.ctx, 0, 0);
+    print_message("reused prefix then continued vs computed whole: max |diff| %g (288), %g (192)\n",
+                  d_whole, d_shared);
+    assert_true(d_whole == 0.0f);
+    assert_true(d_shared == 0.0f);
+
+    /* cut back inside the window and redo the last 10 tokens; cut behind it: empty */
+    run_published(&ring, 0, a, 300, l1);
+    hearth_seq_truncate(ring.ctx, 0, 290);
+    assert_int_equal(hearth_seq_len(ring.ctx, 0), 290);
+    tu_engine_run(&ring, 0, a + 290, 10, 10, l2);
+    assert_true(tu_max_diff(l1, l2, n_vocab) == 0.0f);
+    hearth_seq_truncate(ring.ctx, 0, 100);
+    assert_int_equal(hearth_seq_len(ring.ctx, 0), 0);
+    hearth_context_free(ring.ctx);
+    free(l1);
+    free(l2);
 }
 
 int main(void)
@@ -308,6 +460,8 @@ int main(void)
     const struct CMUnitTest gemma3[] = {
         cmocka_unit_test(test_gemma3_layer_plan),
         cmocka_unit_test(test_gemma3_prefill_matches_token_by_token),
+        cmocka_unit_test(test_gemma3_window_ring_matches_masked_history),
+        cmocka_unit_test(test_gemma3_reuse_and_truncate_on_the_ring),
     };
     int failed = cmocka_run_group_tests_name("forward", tests, setup, teardown);
     return failed + cmocka_run_group_tests_name("forward_gemma3", gemma3, gemma_setup,

@@ -4,21 +4,33 @@
 #include "model/kv.h"
 #include "util/testutil.h"
 
+/* A cache of one pool (no window layers), as every model without sliding windows has. */
+static enum hearth_status init(struct kv_cache *kv, int32_t n_layer, int32_t kv_dim,
+                               int32_t n_seq, int32_t n_ctx, int32_t block_tokens,
+                               int32_t n_blocks, enum hearth_kv_type type)
+{
+    char err[256];
+    const struct kv_params p = {.n_layer = n_layer, .kv_dim = kv_dim, .n_seq = n_seq,
+                                .n_ctx = n_ctx, .block_tokens = block_tokens,
+                                .n_blocks = n_blocks, .type = type};
+    return kv_init(kv, &p, err, sizeof err);
+}
+
 static void test_reserve_allocates_blocks_per_block_tokens(void **state)
 {
     (void)state;
     struct kv_cache kv;
     char err[256];
-    assert_int_equal(kv_init(&kv, 2, 8, 2, 100, 16, 10, HEARTH_KV_F16, err, sizeof err), HEARTH_OK);
-    assert_int_equal(kv.n_free, 10);
+    assert_int_equal(init(&kv, 2, 8, 2, 100, 16, 10, HEARTH_KV_F16), HEARTH_OK);
+    assert_int_equal(kv.pool[0].n_free, 10);
     assert_int_equal(kv_reserve(&kv, 0, 17, err, sizeof err), HEARTH_OK);
-    assert_int_equal(kv.seqs[0].n_blocks, 2);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 2);
     kv.seqs[0].n_tokens = 17;
     assert_int_equal(kv_reserve(&kv, 0, 15, err, sizeof err), HEARTH_OK); /* fills block 2 */
-    assert_int_equal(kv.seqs[0].n_blocks, 2);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 2);
     kv.seqs[0].n_tokens = 32;
     assert_int_equal(kv_reserve(&kv, 0, 1, err, sizeof err), HEARTH_OK);
-    assert_int_equal(kv.seqs[0].n_blocks, 3);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 3);
     assert_int_equal(kv_used_blocks(&kv), 3);
     kv_free(&kv);
 }
@@ -28,7 +40,7 @@ static void test_rows_of_different_tokens_do_not_overlap(void **state)
     (void)state;
     struct kv_cache kv;
     char err[256];
-    assert_int_equal(kv_init(&kv, 3, 4, 2, 64, 8, 16, HEARTH_KV_F32, err, sizeof err), HEARTH_OK);
+    assert_int_equal(init(&kv, 3, 4, 2, 64, 8, 16, HEARTH_KV_F32), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 0, 20, err, sizeof err), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 1, 20, err, sizeof err), HEARTH_OK);
     /* write a distinct value into every row, then read them all back */
@@ -56,14 +68,14 @@ static void test_full_pool_and_context_limit_are_reported(void **state)
     (void)state;
     struct kv_cache kv;
     char err[256];
-    assert_int_equal(kv_init(&kv, 1, 4, 2, 40, 16, 4, HEARTH_KV_F16, err, sizeof err), HEARTH_OK);
+    assert_int_equal(init(&kv, 1, 4, 2, 40, 16, 4, HEARTH_KV_F16), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 0, 41, err, sizeof err), HEARTH_EFULL);
     assert_non_null(strstr(err, "context is 40"));
     assert_int_equal(kv_reserve(&kv, 0, 40, err, sizeof err), HEARTH_OK); /* 3 blocks */
     assert_int_equal(kv_reserve(&kv, 1, 17, err, sizeof err), HEARTH_EFULL); /* needs 2, 1 free */
     assert_non_null(strstr(err, "only 1 of 4 are free"));
-    assert_int_equal(kv.seqs[1].n_blocks, 0); /* nothing half-allocated */
-    assert_int_equal(kv.n_free, 1);
+    assert_int_equal(kv.seqs[1].t[0].n_blocks, 0); /* nothing half-allocated */
+    assert_int_equal(kv.pool[0].n_free, 1);
     kv_free(&kv);
 }
 
@@ -72,19 +84,19 @@ static void test_truncate_returns_blocks(void **state)
     (void)state;
     struct kv_cache kv;
     char err[256];
-    assert_int_equal(kv_init(&kv, 1, 4, 1, 64, 16, 4, HEARTH_KV_F16, err, sizeof err), HEARTH_OK);
+    assert_int_equal(init(&kv, 1, 4, 1, 64, 16, 4, HEARTH_KV_F16), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 0, 50, err, sizeof err), HEARTH_OK);
     kv.seqs[0].n_tokens = 50;
     kv_truncate(&kv, 0, 20);
     assert_int_equal(kv.seqs[0].n_tokens, 20);
-    assert_int_equal(kv.seqs[0].n_blocks, 2);
-    assert_int_equal(kv.n_free, 2);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 2);
+    assert_int_equal(kv.pool[0].n_free, 2);
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv.n_free, 4);
+    assert_int_equal(kv.pool[0].n_free, 4);
     /* blocks reserved past n_tokens (a failed batch) are released by a truncate at n_tokens */
     assert_int_equal(kv_reserve(&kv, 0, 33, err, sizeof err), HEARTH_OK);
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv.n_free, 4);
+    assert_int_equal(kv.pool[0].n_free, 4);
     kv_free(&kv);
 }
 
@@ -92,9 +104,10 @@ static void test_bad_dimensions_are_refused(void **state)
 {
     (void)state;
     struct kv_cache kv;
-    char err[256];
-    assert_int_equal(kv_init(&kv, 0, 4, 1, 64, 16, 4, HEARTH_KV_F16, err, sizeof err), HEARTH_EINVAL);
-    assert_int_equal(kv_bytes(22, 256, 256, 32, HEARTH_KV_F16), (size_t)22 * 2 * 256 * 32 * 256 * 2);
+    assert_int_equal(init(&kv, 0, 4, 1, 64, 16, 4, HEARTH_KV_F16), HEARTH_EINVAL);
+    struct kv_params p = {.n_layer = 22, .kv_dim = 256, .n_seq = 1, .n_ctx = 8192,
+                          .block_tokens = 32, .n_blocks = 256, .type = HEARTH_KV_F16};
+    assert_int_equal(kv_bytes(&p), (size_t)22 * 2 * 256 * 32 * 256 * 2);
 }
 
 static void fill_tokens(int32_t *t, int32_t n, int32_t salt)
@@ -110,18 +123,18 @@ static void test_publish_then_reuse_shares_whole_blocks(void **state)
     char err[256];
     int32_t tok[100];
     fill_tokens(tok, 100, 3);
-    assert_int_equal(kv_init(&kv, 1, 4, 2, 128, 16, 16, HEARTH_KV_F16, err, sizeof err), HEARTH_OK);
+    assert_int_equal(init(&kv, 1, 4, 2, 128, 16, 16, HEARTH_KV_F16), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 0, 70, err, sizeof err), HEARTH_OK);
     kv.seqs[0].n_tokens = 70;
     kv_publish(&kv, 0, tok, 70); /* 4 full blocks */
-    assert_int_equal(kv.seqs[0].n_published, 4);
+    assert_int_equal(kv.seqs[0].t[0].n_published, 4);
     /* same first 60 tokens then different: 3 blocks match */
     int32_t other[100];
     memcpy(other, tok, sizeof other);
     other[50] = 499;
     assert_int_equal(kv_reuse_prefix(&kv, 1, other, 90), 48);
-    assert_int_equal(kv.seqs[1].blocks[0], kv.seqs[0].blocks[0]);
-    assert_int_equal(kv.refcnt[kv.seqs[0].blocks[2]], 2);
+    assert_int_equal(kv.seqs[1].t[0].blocks[0], kv.seqs[0].t[0].blocks[0]);
+    assert_int_equal(kv.pool[0].refcnt[kv.seqs[0].t[0].blocks[2]], 2);
     /* at most n - 1 tokens: a prompt of exactly 64 matching tokens reuses 48 */
     kv_truncate(&kv, 1, 0);
     assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64), 48);
@@ -141,26 +154,26 @@ static void test_released_blocks_stay_cached_until_evicted(void **state)
     char err[256];
     int32_t tok[64];
     fill_tokens(tok, 64, 5);
-    assert_int_equal(kv_init(&kv, 1, 4, 2, 64, 16, 4, HEARTH_KV_F16, err, sizeof err), HEARTH_OK);
+    assert_int_equal(init(&kv, 1, 4, 2, 64, 16, 4, HEARTH_KV_F16), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 0, 64, err, sizeof err), HEARTH_OK);
     kv.seqs[0].n_tokens = 64;
     kv_publish(&kv, 0, tok, 64);
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv.n_cached, 4);
-    assert_int_equal(kv.n_free, 0);
+    assert_int_equal(kv.pool[0].n_cached, 4);
+    assert_int_equal(kv.pool[0].n_free, 0);
     assert_int_equal(kv_used_blocks(&kv), 0);
     assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64), 48);
-    assert_int_equal(kv.n_cached, 1);
+    assert_int_equal(kv.pool[0].n_cached, 1);
     kv_truncate(&kv, 1, 0);
     /* a sequence needing every block evicts the cached ones, oldest first */
     int32_t other[64];
     fill_tokens(other, 64, 9);
     assert_int_equal(kv_reserve(&kv, 0, 64, err, sizeof err), HEARTH_OK);
-    assert_int_equal(kv.n_cached, 0);
+    assert_int_equal(kv.pool[0].n_cached, 0);
     kv.seqs[0].n_tokens = 64;
     kv_truncate(&kv, 0, 0);
     assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64), 0); /* evicted: nothing left to reuse */
-    assert_int_equal(kv.n_free, 4);
+    assert_int_equal(kv.pool[0].n_free, 4);
     kv_free(&kv);
 }
 
@@ -171,7 +184,7 @@ static void test_truncate_inside_shared_block_copies_it(void **state)
     char err[256];
     int32_t tok[64];
     fill_tokens(tok, 64, 1);
-    assert_int_equal(kv_init(&kv, 2, 4, 2, 64, 16, 8, HEARTH_KV_F32, err, sizeof err), HEARTH_OK);
+    assert_int_equal(init(&kv, 2, 4, 2, 64, 16, 8, HEARTH_KV_F32), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 0, 40, err, sizeof err), HEARTH_OK);
     kv.seqs[0].n_tokens = 40;
     for (int l = 0; l < 2; l++)
@@ -183,8 +196,8 @@ static void test_truncate_inside_shared_block_copies_it(void **state)
     kv_truncate(&kv, 1, 20);
     assert_int_equal(hearth_status_http(HEARTH_OK), 200);
     assert_int_equal(kv.seqs[1].n_tokens, 20);
-    assert_int_not_equal(kv.seqs[1].blocks[1], kv.seqs[0].blocks[1]);
-    assert_int_equal(kv.seqs[1].blocks[0], kv.seqs[0].blocks[0]);
+    assert_int_not_equal(kv.seqs[1].t[0].blocks[1], kv.seqs[0].t[0].blocks[1]);
+    assert_int_equal(kv.seqs[1].t[0].blocks[0], kv.seqs[0].t[0].blocks[0]);
     for (int l = 0; l < 2; l++)
         for (int p = 0; p < 20; p++)
             assert_true(((float *)kv_row(&kv, l, 1, 1, p))[0] == (float)(l * 100 + p));
@@ -193,9 +206,282 @@ static void test_truncate_inside_shared_block_copies_it(void **state)
     /* rolling back inside an unshared published block unpublishes it */
     kv_truncate(&kv, 1, 0);
     kv_truncate(&kv, 0, 24);
-    assert_int_equal(kv.seqs[0].n_published, 1);
+    assert_int_equal(kv.seqs[0].t[0].n_published, 1);
     assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40), 16);
     kv_free(&kv);
+}
+
+/* ------------------------------------------------------- sliding windows --- */
+
+/*
+ * Layers 0 and 2 of 3 see the last 20 positions; blocks of 8 tokens. The
+ * window pool is n_blocks_swa blocks, the full pool what n_seq whole
+ * contexts take.
+ */
+static const bool swa3[3] = {true, false, true};
+
+static void init_window(struct kv_cache *kv, int32_t n_seq, int32_t n_ctx, int32_t n_blocks_swa)
+{
+    char err[256];
+    const struct kv_params p = {.n_layer = 3, .kv_dim = 4, .n_seq = n_seq, .n_ctx = n_ctx,
+                                .block_tokens = 8, .n_blocks = n_seq * ((n_ctx + 7) / 8),
+                                .type = HEARTH_KV_F32,
+                                .swa = swa3, .n_swa = 20, .n_blocks_swa = n_blocks_swa};
+    assert_int_equal(kv_init(kv, &p, err, sizeof err), HEARTH_OK);
+}
+
+/* Reserves and commits n more tokens of seq, as a decoded batch does. */
+static void advance(struct kv_cache *kv, int32_t seq, int32_t n)
+{
+    char err[256];
+    assert_int_equal(kv_reserve(kv, seq, n, err, sizeof err), HEARTH_OK);
+    kv->seqs[seq].n_tokens += n;
+}
+
+static int32_t pool_used(const struct kv_cache *kv, int g)
+{
+    return kv->pool[g].n_blocks - kv->pool[g].n_free - kv->pool[g].n_cached;
+}
+
+static void test_window_layers_get_their_own_pool(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    init_window(&kv, 1, 200, 12);
+    assert_int_equal(kv.pool[0].n_layer, 1);
+    assert_int_equal(kv.pool[1].n_layer, 2);
+    assert_int_equal(kv.group[0], 1);
+    assert_int_equal(kv.group[1], 0);
+    assert_int_equal(kv.slot[2], 1);
+    assert_int_equal(kv.window[0], 20);
+    assert_int_equal(kv.window[1], 0);
+    kv_free(&kv);
+    /* no window pool: the window layers mask the full pool, which holds every layer */
+    init_window(&kv, 1, 200, 0);
+    assert_int_equal(kv.pool[0].n_layer, 3);
+    assert_int_equal(kv.pool[1].n_layer, 0);
+    assert_int_equal(kv.window[2], 20);
+    advance(&kv, 0, 100);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 13);
+    assert_int_equal(kv.seqs[0].t[0].n_released, 0);
+    kv_free(&kv);
+}
+
+static void test_window_blocks_are_released_as_the_window_passes(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    init_window(&kv, 1, 200, 12);
+    advance(&kv, 0, 10);
+    advance(&kv, 0, 30); /* the query at 10 sees from 0: nothing to give back yet */
+    assert_int_equal(kv.seqs[0].t[1].n_blocks, 5);
+    assert_int_equal(kv.seqs[0].t[1].n_released, 0);
+    /* the query at 40 sees from 21, in block 2: blocks 0 and 1 go back */
+    advance(&kv, 0, 1);
+    assert_int_equal(kv.seqs[0].t[1].n_released, 2);
+    assert_int_equal(kv.seqs[0].t[1].blocks[0], -1);
+    assert_int_equal(kv.seqs[0].t[1].blocks[1], -1);
+    assert_int_equal(pool_used(&kv, 1), 4);
+    assert_int_equal(kv.pool[1].n_free, 8);
+    assert_int_equal(pool_used(&kv, 0), 6); /* the full layer keeps everything */
+    assert_true(kv_layer_blocks(&kv, 1, 0)[0] >= 0);
+    assert_int_equal(kv_layer_blocks(&kv, 0, 0)[1], -1);
+    kv_free(&kv);
+}
+
+/*
+ * Over 1000 tokens in batches of up to 13, a window pool of exactly
+ * ceil((20 - 1 + 13) / 8) + 1 = 5 blocks suffices, and every row a query
+ * can still see keeps what was written there; one block less runs out.
+ */
+static void test_window_pool_stays_bounded_over_a_long_sequence(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    char err[256];
+    assert_int_equal(kv_window_blocks(1, 1000, 20, 13, 8), 10); /* twice that: room to cache */
+    init_window(&kv, 1, 1000, 5);
+    int32_t step = 0;
+    while (kv.seqs[0].n_tokens < 1000) {
+        const int32_t t0 = kv.seqs[0].n_tokens;
+        int32_t n = 1 + (step++ * 7) % 13;
+        if (n > 1000 - t0)
+            n = 1000 - t0;
+        assert_int_equal(kv_reserve(&kv, 0, n, err, sizeof err), HEARTH_OK);
+        assert_true(pool_used(&kv, 1) <= 5);
+        for (int32_t p = t0; p < t0 + n; p++)
+            for (int l = 0; l < 3; l += 2)
+                ((float *)kv_row(&kv, l, 1, 0, p))[3] = (float)(p * 10 + l);
+        kv.seqs[0].n_tokens = t0 + n;
+        const int32_t first = t0 + n - 20 > 0 ? t0 + n - 20 : 0; /* the last query's window */
+        for (int32_t p = first; p < t0 + n; p++)
+            for (int l = 0; l < 3; l += 2)
+                assert_true(((float *)kv_row(&kv, l, 1, 0, p))[3] == (float)(p * 10 + l));
+    }
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 125);
+    kv_free(&kv);
+
+    init_window(&kv, 1, 1000, 4);
+    enum hearth_status st = HEARTH_OK;
+    while (st == HEARTH_OK && kv.seqs[0].n_tokens < 1000) {
+        st = kv_reserve(&kv, 0, 13, err, sizeof err);
+        if (st == HEARTH_OK)
+            kv.seqs[0].n_tokens += 13;
+    }
+    assert_int_equal(st, HEARTH_EFULL);
+    assert_non_null(strstr(err, "sliding-window blocks"));
+    kv_free(&kv);
+}
+
+/* Runs tok[0..100) through seq in batches of 10, publishing after each when asked. */
+static void run_100(struct kv_cache *kv, int32_t seq, const int32_t *tok, bool publish_each)
+{
+    for (int32_t i = 0; i < 100; i += 10) {
+        advance(kv, seq, 10);
+        if (publish_each)
+            kv_publish(kv, seq, tok, kv->seqs[seq].n_tokens);
+    }
+    kv_publish(kv, seq, tok, 100);
+}
+
+static void test_reuse_needs_the_window_blocks_cached(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    int32_t tok[100], other[100];
+    fill_tokens(tok, 100, 2);
+    init_window(&kv, 2, 200, 20);
+    /* published after every batch (as the server does): every full block stays cached */
+    run_100(&kv, 0, tok, true);
+    kv_truncate(&kv, 0, 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100), 96);
+    /* a resume at 96 sees from 77, in block 9: the window table holds blocks 9..11 */
+    assert_int_equal(kv.seqs[1].t[1].n_released, 9);
+    assert_int_equal(kv.seqs[1].t[1].blocks[8], -1);
+    assert_true(kv.seqs[1].t[1].blocks[9] >= 0);
+    assert_int_equal(pool_used(&kv, 1), 3);
+    assert_int_equal(pool_used(&kv, 0), 12);
+    kv_truncate(&kv, 1, 0);
+    memcpy(other, tok, sizeof other);
+    other[50] = 499;
+    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 100), 48);
+    kv_truncate(&kv, 1, 0);
+    kv_free(&kv);
+
+    /* published only at the end: the window blocks the window had passed went back unpublished */
+    init_window(&kv, 2, 200, 20);
+    run_100(&kv, 0, tok, false);
+    kv_truncate(&kv, 0, 0);
+    assert_int_equal(kv.pool[0].n_cached, 12);
+    assert_int_equal(kv.pool[1].n_cached, 4); /* blocks 8..11 */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100), 96);
+    kv_truncate(&kv, 1, 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 90), 88); /* sees from 69: blocks 8..10 */
+    kv_truncate(&kv, 1, 0);
+    /* the full pool matches 48 tokens, but a resume at 48 needs window blocks 3..5 */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 100), 0);
+    assert_int_equal(kv.seqs[1].t[0].n_blocks, 0);
+    assert_int_equal(kv_used_blocks(&kv), 0);
+    kv_free(&kv);
+}
+
+static void test_truncate_behind_the_window_empties_the_sequence(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    init_window(&kv, 1, 200, 20);
+    for (int i = 0; i < 10; i++)
+        advance(&kv, 0, 10);
+    /* the last batch began at 90, whose window starts at 71: blocks 0..7 are gone */
+    assert_int_equal(kv.seqs[0].t[1].n_released, 8);
+    kv_truncate(&kv, 0, 95);
+    assert_int_equal(kv.seqs[0].n_tokens, 95);
+    kv_truncate(&kv, 0, 83); /* sees from 64, block 8 */
+    assert_int_equal(kv.seqs[0].n_tokens, 83);
+    assert_int_equal(kv.seqs[0].t[1].n_blocks, 11);
+    kv_truncate(&kv, 0, 82); /* would see from 63, in released block 7 */
+    assert_int_equal(kv.seqs[0].n_tokens, 0);
+    assert_int_equal(kv.seqs[0].t[1].n_released, 0);
+    assert_int_equal(kv.pool[0].n_free, 25);
+    assert_int_equal(kv.pool[1].n_free, 20);
+    /* from empty it runs again as new */
+    advance(&kv, 0, 30);
+    assert_int_equal(kv.seqs[0].t[1].n_blocks, 4);
+    kv_free(&kv);
+}
+
+/*
+ * A cut inside a block shared in both pools copies it in each; when the
+ * window pool has no block for its copy, the cut moves down to the block
+ * boundary in every pool, and the full pool's copy goes back.
+ */
+static void test_truncate_falls_back_to_the_boundary_in_every_pool(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    int32_t tok[24];
+    fill_tokens(tok, 24, 4);
+    init_window(&kv, 2, 200, 3);
+    advance(&kv, 0, 16);
+    kv_publish(&kv, 0, tok, 16);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 17), 16);
+    advance(&kv, 0, 8); /* the window pool's third and last block */
+    assert_int_equal(kv.pool[1].n_free + kv.pool[1].n_cached, 0);
+    kv_truncate(&kv, 1, 12);
+    assert_int_equal(kv.seqs[1].n_tokens, 8);
+    assert_int_equal(kv.seqs[1].t[0].n_blocks, 1);
+    assert_int_equal(kv.seqs[1].t[1].n_blocks, 1);
+    assert_int_equal(kv.seqs[1].t[0].blocks[0], kv.seqs[0].t[0].blocks[0]);
+    assert_int_equal(pool_used(&kv, 0), 3);
+    assert_int_equal(kv.pool[0].n_free, kv.pool[0].n_blocks - 3);
+    kv_free(&kv);
+}
+
+/* Every layer windowed: no full pool at all, and reuse goes by the window pool alone. */
+static void test_all_window_layers_need_no_full_pool(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    char err[256];
+    const bool swa[2] = {true, true};
+    const struct kv_params p = {.n_layer = 2, .kv_dim = 4, .n_seq = 2, .n_ctx = 200,
+                                .block_tokens = 8, .n_blocks = 50, .type = HEARTH_KV_F16,
+                                .swa = swa, .n_swa = 20, .n_blocks_swa = 20};
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv.pool[0].n_layer, 0);
+    assert_null(kv.pool[0].mem);
+    assert_int_equal(kv_bytes(&p), (size_t)2 * 2 * 20 * 8 * 4 * 2);
+    int32_t tok[100];
+    fill_tokens(tok, 100, 6);
+    run_100(&kv, 0, tok, true);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 0);
+    kv_truncate(&kv, 0, 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100), 96);
+    assert_int_equal(kv.seqs[1].t[1].n_released, 9);
+    assert_int_equal(kv_used_blocks(&kv), 3);
+    kv_free(&kv);
+}
+
+static void test_kv_bytes_counts_the_window_pool(void **state)
+{
+    (void)state;
+    /* gemma3 27B's shape: 62 layers, 52 of them local with a window of 1024, kv_dim 16 * 128 */
+    bool swa[62];
+    for (int i = 0; i < 62; i++)
+        swa[i] = i % 6 < 5;
+    struct kv_params p = {.n_layer = 62, .kv_dim = 2048, .n_seq = 1, .n_ctx = 32768,
+                          .block_tokens = 32, .n_blocks = 1024, .type = HEARTH_KV_F16,
+                          .swa = swa, .n_swa = 1024};
+    const size_t block = (size_t)2 * 32 * 2048 * 2; /* K and V of one layer's block */
+    assert_int_equal(kv_bytes(&p), 62 * 1024 * block);
+    p.n_blocks_swa = kv_window_blocks(1, 32768, 1024, 512, 32);
+    assert_int_equal(p.n_blocks_swa, 2 * (48 + 1)); /* ceil((1023 + 512) / 32) + 1, twice */
+    assert_int_equal(kv_bytes(&p), 10 * 1024 * block + 52 * 98 * block);
+    print_message("27B at 32768: %zu MiB with window rings, %zu MiB without\n",
+                  kv_bytes(&p) >> 20, (size_t)62 * 1024 * block >> 20);
+    /* no saving when the context is within reach of the window */
+    assert_int_equal(kv_window_blocks(1, 160, 32, 512, 16), 0);
+    assert_int_equal(kv_window_blocks(1, 4096, 0, 512, 16), 0);
 }
 
 int main(void)
@@ -209,6 +495,14 @@ int main(void)
         cmocka_unit_test(test_publish_then_reuse_shares_whole_blocks),
         cmocka_unit_test(test_released_blocks_stay_cached_until_evicted),
         cmocka_unit_test(test_truncate_inside_shared_block_copies_it),
+        cmocka_unit_test(test_window_layers_get_their_own_pool),
+        cmocka_unit_test(test_window_blocks_are_released_as_the_window_passes),
+        cmocka_unit_test(test_window_pool_stays_bounded_over_a_long_sequence),
+        cmocka_unit_test(test_reuse_needs_the_window_blocks_cached),
+        cmocka_unit_test(test_truncate_behind_the_window_empties_the_sequence),
+        cmocka_unit_test(test_truncate_falls_back_to_the_boundary_in_every_pool),
+        cmocka_unit_test(test_all_window_layers_need_no_full_pool),
+        cmocka_unit_test(test_kv_bytes_counts_the_window_pool),
     };
     return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
