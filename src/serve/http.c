@@ -5,7 +5,7 @@
  * A generation request's life on the loop thread:
  *   route -> auth -> parse (oai_request.c) -> struct pending + a task for the
  *   preparation thread (template, tokens: oai_jobs.c) -> back on the loop:
- *   sched_submit, one job per choice -> SSE chunks or one JSON body as
+ *   sched_submit_all, one job per choice, all or none -> SSE chunks or one JSON body as
  *   scheduler events arrive -> freed after the last choice's DONE. The
  *   record is freed only when nothing can refer to it any more (its task is
  *   back and every DONE has arrived), even when the client has gone.
@@ -470,26 +470,25 @@ static void start_generation(struct server *s, struct pending *p, struct task *t
         pending_unlink_free(p);
         return;
     }
-    int32_t submitted     = 0;
-    enum hearth_status st = HEARTH_OK;
-    for (; submitted < t->n_jobs; submitted++) {
-        struct qev *node = calloc(1, sizeof *node);
-        if (!node) {
+    /* every choice gets its event node first, so admission is one all-or-nothing step */
+    struct qev **nodes    = calloc((size_t)t->n_jobs, sizeof *nodes);
+    enum hearth_status st = nodes ? HEARTH_OK : HEARTH_ENOMEM;
+    for (int32_t i = 0; i < t->n_jobs && st == HEARTH_OK; i++)
+        if (!(nodes[i] = calloc(1, sizeof **nodes)))
             st = HEARTH_ENOMEM;
-            break;
-        }
-        struct sched_job *job = t->jobs[submitted];
-        t->jobs[submitted]    = NULL;
-        job->user             = node;
-        st                    = sched_submit(s->sched, job); /* takes the job, even on refusal */
-        if (st != HEARTH_OK) {
-            free(node); /* a refused job sends no event */
-            break;
-        }
+    if (st == HEARTH_OK) {
+        for (int32_t i = 0; i < t->n_jobs; i++)
+            t->jobs[i]->user = nodes[i];
+        st = sched_submit_all(s->sched, t->jobs, t->n_jobs); /* takes the jobs, even on refusal */
+        for (int32_t i = 0; i < t->n_jobs; i++)
+            t->jobs[i] = NULL;
     }
-    p->n_jobs = submitted;
+    for (int32_t i = 0; st != HEARTH_OK && nodes && i < t->n_jobs; i++)
+        free(nodes[i]); /* a refused job sends no event */
+    free(nodes);
+    p->n_jobs = st == HEARTH_OK ? t->n_jobs : 0;
     if (st != HEARTH_OK) {
-        /* Refused: the jobs already in are cancelled and their events absorbed. */
+        /* Refused as a whole: no job of it is in. */
         struct evhttp_request *req = p->req;
         p->stream                  = false;
         if (req)
@@ -506,8 +505,7 @@ static void start_generation(struct server *s, struct pending *p, struct task *t
         char *json = p->ops->error_json(&e);
         abandon(p, e.status, json, json ? strlen(json) : 0);
         free(json);
-        if (submitted == 0)
-            pending_unlink_free(p);
+        pending_unlink_free(p);
         return;
     }
     if (p->stream && p->req) {

@@ -787,17 +787,32 @@ void sched_stop(struct sched *s)
 
 enum hearth_status sched_submit(struct sched *s, struct sched_job *job)
 {
-    if (!job)
+    return sched_submit_all(s, &job, 1);
+}
+
+enum hearth_status sched_submit_all(struct sched *s, struct sched_job **jobs, int32_t n)
+{
+    bool ok = n > 0;
+    for (int32_t i = 0; i < n; i++)
+        ok = ok && jobs[i];
+    if (!ok) {
+        for (int32_t i = 0; i < n; i++)
+            sched_job_free(jobs[i]);
         return HEARTH_EINVAL;
+    }
     double t = now_s();
     pthread_mutex_lock(&s->mu);
-    if (s->stopping || s->q_len - s->n_free >= s->max_queue) {
+    /* the jobs that would still wait once every free slot took one */
+    if (s->stopping || s->q_len + n - s->n_free > s->max_queue) {
         pthread_mutex_unlock(&s->mu);
-        sched_job_free(job);
+        for (int32_t i = 0; i < n; i++)
+            sched_job_free(jobs[i]);
         return HEARTH_EFULL;
     }
-    s->queue[(s->q_head + s->q_len) % s->q_cap] = (struct qent){job, t, false};
-    s->q_len++;
+    for (int32_t i = 0; i < n; i++) {
+        s->queue[(s->q_head + s->q_len) % s->q_cap] = (struct qent){jobs[i], t, false};
+        s->q_len++;
+    }
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return HEARTH_OK;

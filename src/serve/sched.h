@@ -113,6 +113,13 @@ void sched_stop(struct sched *s);
 
 /* Takes ownership of job. HEARTH_EFULL when the queue is full (job is freed). */
 enum hearth_status sched_submit(struct sched *s, struct sched_job *job);
+/*
+ * Takes ownership of jobs[0..n) (a request's choices) and admits all of them
+ * or none: HEARTH_EFULL (every job freed) when the slots and the queue cannot
+ * take n more at this moment, so a request is never half admitted however
+ * fast the scheduler finishes the first of its choices.
+ */
+enum hearth_status sched_submit_all(struct sched *s, struct sched_job **jobs, int32_t n);
 /* Cancels every job of request_id (client gone): their slots free at the next step;
  * each still gets its DONE event with SCHED_FINISH_CANCELLED. */
 void sched_cancel(struct sched *s, uint64_t request_id);

@@ -492,6 +492,51 @@ static void test_queue_full_and_shutdown(void **state)
     hearth_model_free(m);
 }
 
+/*
+ * A request's choices are admitted all or none: with one slot held and room
+ * for one waiting job, three choices are refused whole (none queued) and two
+ * are taken whole, whatever the scheduler does meanwhile.
+ */
+static void test_submit_all_is_all_or_nothing(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(path, MODEL);
+    struct hearth_model *m = load_model(path);
+    struct collector *c    = collector_new();
+    struct sched *s        = start(m, c, 2, 512, 32, 1);
+    c->gate_job            = 1; /* job 1 holds the scheduler at its first token */
+    struct sched_job *a    = make_job(m, 1, 1, "Once upon a time", 300);
+    a->ignore_eos          = true;
+    assert_int_equal(sched_submit(s, a), HEARTH_OK);
+    pthread_mutex_lock(&c->mu);
+    while (!c->gate_reached)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    struct sched_job *three[3], *two[2];
+    for (int i = 0; i < 3; i++)
+        three[i] = make_job(m, (uint64_t)(2 + i), 2, "The little dog", 5);
+    assert_int_equal(sched_submit_all(s, three, 3), HEARTH_EFULL);
+    struct sched_stats st;
+    sched_snapshot(s, &st, NULL, 0);
+    assert_int_equal(st.queue_depth, 0);
+    for (int i = 0; i < 2; i++)
+        two[i] = make_job(m, (uint64_t)(5 + i), 3, "The little dog", 5);
+    assert_int_equal(sched_submit_all(s, two, 2), HEARTH_OK);
+    sched_snapshot(s, &st, NULL, 0);
+    assert_int_equal(st.queue_depth, 2);
+    pthread_mutex_lock(&c->mu);
+    c->gate_open = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    sched_stop(s);
+    for (int id = 2; id <= 4; id++)
+        assert_false(c->recs[id].done || c->recs[id].error);
+    for (int id = 5; id <= 6; id++)
+        assert_true(c->recs[id].done || c->recs[id].error);
+    collector_free(c);
+    hearth_model_free(m);
+}
+
 static void test_bad_jobs_get_errors(void **state)
 {
     (void)state;
@@ -665,6 +710,7 @@ int main(void)
         cmocka_unit_test(test_max_tokens_and_stop_strings),
         cmocka_unit_test(test_cancel_running_and_queued),
         cmocka_unit_test(test_queue_full_and_shutdown),
+        cmocka_unit_test(test_submit_all_is_all_or_nothing),
         cmocka_unit_test(test_bad_jobs_get_errors),
         cmocka_unit_test(test_logprobs_and_penalties),
         cmocka_unit_test(test_prefix_cache_reuse),
