@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu.h"
 #include "model/model.h"
 #include "util/errfmt.h"
 
@@ -229,7 +230,7 @@ enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct la
         return st;
     struct weight *ws[] = {&dn->wqkv, &dn->wgate, &dn->wbeta, &dn->walpha, &dn->wout};
     for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-        if ((st = model_pack_weight(m, ws[j], err, err_len)))
+        if ((st = model_prepare_weight(m, ws[j], err, err_len)))
             return st;
     return HEARTH_OK;
 }
@@ -240,7 +241,7 @@ void dnet_free(struct dnet *d)
         return;
     struct weight *ws[] = {&d->wqkv, &d->wgate, &d->wbeta, &d->walpha, &d->wout};
     for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-        model_unpack_weight(ws[j]);
+        model_release_weight(ws[j]);
     free(d->conv);
     free(d->dt_bias);
     free(d->a);
@@ -406,7 +407,7 @@ static void token_prep(void *arg, int ith, int nth)
 {
     struct job *j            = arg;
     struct dnet_cache *c     = j->c;
-    const struct kernels *k  = j->ctx->model->k;
+    const struct kernels *k  = cpu_of(j->ctx)->k;
     const struct dnet *dn    = j->dn;
     const float eps          = j->ctx->model->hp.norm_eps;
     const int32_t S = c->d.S, C = c->d.conv_dim, nv = c->d.n_v;
@@ -473,7 +474,7 @@ static void gated_norm(void *arg, int ith, int nth)
 {
     struct job *j           = arg;
     struct dnet_cache *c    = j->c;
-    const struct kernels *k = j->ctx->model->k;
+    const struct kernels *k = cpu_of(j->ctx)->k;
     const int32_t S = c->d.S, nv = c->d.n_v;
     long t0, t1;
     threadpool_split(j->n, ith, nth, &t0, &t1);
@@ -491,34 +492,34 @@ static void run_small(struct hearth_context *ctx, threadpool_fn fn, void *arg, i
     if (n == 1)
         fn(arg, 0, 1);
     else
-        threadpool_run(ctx->tp, fn, arg);
+        threadpool_run(cpu_of(ctx)->tp, fn, arg);
 }
 
 void dnet_forward(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l,
                   const float *in, float *out)
 {
     const struct dnet *dn = ctx->model->layers[l].dnet;
-    struct dnet_cache *c  = ctx->dn;
+    struct dnet_cache *c  = cpu_of(ctx)->dn;
     const int64_t d = ctx->model->hp.n_embd, vd = (int64_t)c->d.n_v * c->d.S;
     struct job j = {ctx, b, dn, c, b->n};
-    model_matmul(ctx, &dn->wqkv, in, d, c->qkv, c->d.conv_dim, b->n, NULL);
-    model_matmul(ctx, &dn->wgate, in, d, c->z, vd, b->n, &dn->wqkv);
-    model_matmul(ctx, &dn->wbeta, in, d, c->beta, c->d.n_v, b->n, &dn->wgate);
-    model_matmul(ctx, &dn->walpha, in, d, c->g, c->d.n_v, b->n, &dn->wbeta);
-    threadpool_run(ctx->tp, conv_channels, &j);
+    cpu_matmul(ctx, &dn->wqkv, in, d, c->qkv, c->d.conv_dim, b->n, NULL);
+    cpu_matmul(ctx, &dn->wgate, in, d, c->z, vd, b->n, &dn->wqkv);
+    cpu_matmul(ctx, &dn->wbeta, in, d, c->beta, c->d.n_v, b->n, &dn->wgate);
+    cpu_matmul(ctx, &dn->walpha, in, d, c->g, c->d.n_v, b->n, &dn->wbeta);
+    threadpool_run(cpu_of(ctx)->tp, conv_channels, &j);
     run_small(ctx, token_prep, &j, b->n);
-    threadpool_run(ctx->tp, delta_heads, &j);
+    threadpool_run(cpu_of(ctx)->tp, delta_heads, &j);
     run_small(ctx, gated_norm, &j, b->n);
-    model_matmul(ctx, &dn->wout, c->o, vd, out, d, b->n, NULL);
+    cpu_matmul(ctx, &dn->wout, c->o, vd, out, d, b->n, NULL);
 }
 
 /* ------------------------------------------------------------ gated attention --- */
 
-float *dnet_gate_rows(struct hearth_context *ctx) { return ctx->dn->qg; }
+float *dnet_gate_rows(struct hearth_context *ctx) { return cpu_of(ctx)->dn->qg; }
 
 void dnet_gate_split(struct hearth_context *ctx, float *q, int32_t n)
 {
-    struct dnet_cache *c = ctx->dn;
+    struct dnet_cache *c = cpu_of(ctx)->dn;
     const int32_t hd = ctx->model->hp.head_dim, nh = ctx->model->hp.n_head;
     for (int32_t t = 0; t < n; t++)
         for (int32_t h = 0; h < nh; h++) {
@@ -530,7 +531,7 @@ void dnet_gate_split(struct hearth_context *ctx, float *q, int32_t n)
 
 void dnet_gate_apply(struct hearth_context *ctx, float *att, int32_t n)
 {
-    const struct dnet_cache *c = ctx->dn;
+    const struct dnet_cache *c = cpu_of(ctx)->dn;
     const size_t len           = (size_t)n * c->n_gate;
     for (size_t i = 0; i < len; i++)
         att[i] *= 1.0f / (1.0f + expf(-c->gate[i]));

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu.h"
 #include "kernels/ref.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -110,8 +111,7 @@ static enum hearth_status get_stack(struct hearth_model *m, int32_t il, const ch
                     "was expected", name, (long long)t->ne[0], (long long)t->ne[1],
                     (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out,
                     (long long)n_mat);
-    const struct type_kernels *tk = &m->k->type[t->type];
-    if (!tk->vec_dot || !tk->to_float)
+    if (!m->be->weight_supported((enum dtype)t->type))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
                     dtype_name(t->type));
@@ -172,8 +172,7 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
             goto err;
         }
     }
-    /* gate and up share one quantized copy of the input rows */
-    if (m->k->type[me->gate[0].type].vec_dot_type != m->k->type[me->up[0].type].vec_dot_type) {
+    if (!m->be->moe_supported(me->gate[0].type, me->up[0].type, me->down[0].type)) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
                   "model: blk.%d ffn_gate_exps (%s) and ffn_up_exps (%s) take different "
                   "activation types, which hearth does not run yet", il,
@@ -181,9 +180,9 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
         goto err;
     }
     for (int64_t e = 0; e < n_mats; e++)
-        if ((st = model_pack_weight(m, &me->gate[e], err, err_len)) ||
-            (st = model_pack_weight(m, &me->up[e], err, err_len)) ||
-            (st = model_pack_weight(m, &me->down[e], err, err_len)))
+        if ((st = model_prepare_weight(m, &me->gate[e], err, err_len)) ||
+            (st = model_prepare_weight(m, &me->up[e], err, err_len)) ||
+            (st = model_prepare_weight(m, &me->down[e], err, err_len)))
             goto err;
     *out = me;
     return HEARTH_OK;
@@ -198,11 +197,11 @@ void moe_free(struct moe *moe)
         return;
     for (int32_t e = 0; e < moe->n_mats; e++) {
         if (moe->gate)
-            model_unpack_weight(&moe->gate[e]);
+            model_release_weight(&moe->gate[e]);
         if (moe->up)
-            model_unpack_weight(&moe->up[e]);
+            model_release_weight(&moe->up[e]);
         if (moe->down)
-            model_unpack_weight(&moe->down[e]);
+            model_release_weight(&moe->down[e]);
     }
     free(moe->gate);
     free(moe->up);
@@ -458,8 +457,8 @@ static void group_rows(const struct kernels *k, const struct weight *w, long g, 
         const uint8_t *a = act + (size_t)t0 * act_row;
         const struct q8_0_sum *s = as + (size_t)t0 * as_row;
         float *o                 = out + (size_t)t0 * out_stride;
-        if (w->packed)
-            tk->gemm8p(w->n_in, (const uint8_t *)w->packed + (size_t)g * 8 * w->row_len, a,
+        if (w->dev)
+            tk->gemm8p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, a,
                        act_row, s, tn, o + r0, out_stride);
         else if (tk->gemm8 && r1 - r0 == 8 && tn > 1)
             tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)r0 * w->row_len, w->row_len, a,
@@ -577,15 +576,15 @@ static void run_small(struct hearth_context *ctx, threadpool_fn fn, void *arg, l
     if (n == 1)
         fn(arg, 0, 1);
     else
-        threadpool_run(ctx->tp, fn, arg);
+        threadpool_run(cpu_of(ctx)->tp, fn, arg);
 }
 
 void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in, float *x,
              int32_t n, int32_t n_gemm)
 {
-    struct moe_scratch *s = ctx->s.moe;
+    struct moe_scratch *s = cpu_of(ctx)->moe;
     struct job j = {.ctx    = ctx,
-                    .k      = ctx->model->k,
+                    .k      = cpu_of(ctx)->k,
                     .moe    = moe,
                     .s      = s,
                     .in     = in,
@@ -599,12 +598,12 @@ void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in,
     j.w2   = moe->up;
     j.out  = s->hg;
     j.out2 = s->hu;
-    threadpool_run(ctx->tp, experts_matmul, &j);
+    threadpool_run(cpu_of(ctx)->tp, experts_matmul, &j);
     run_small(ctx, swiglu_rows, &j, n);
     j.w    = moe->down;
     j.w2   = NULL;
     j.out  = s->out;
     j.out2 = NULL;
-    threadpool_run(ctx->tp, experts_matmul, &j);
+    threadpool_run(cpu_of(ctx)->tp, experts_matmul, &j);
     run_small(ctx, combine, &j, n);
 }
