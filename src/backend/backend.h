@@ -16,11 +16,11 @@
  * vectors are named by their layer, and the backend reads the model's f32
  * copies (a device backend uploads them at its first use or at ctx_init).
  *
- * Bits: an operation of the CPU backend computes exactly what forward.c
- * computed before the boundary (the kernels' arithmetic, llama.cpp's
- * order); tests/e2e/test_perplexity.c, test_run.c and the engine unit tests
- * hold it to llama.cpp's outputs. A new backend states in its own header
- * which operations differ in the last bits and by how much.
+ * Bits: the CPU backend's operations run the arithmetic of llama.cpp's x86
+ * build (docs/ARCHITECTURE.md, "Numerics"), which tests/e2e/test_perplexity.c,
+ * test_run.c and the engine unit tests hold to llama.cpp's outputs. A new
+ * backend states in its own header which operations differ in the last bits
+ * and by how much.
  */
 #ifndef HEARTH_BACKEND_H
 #define HEARTH_BACKEND_H

@@ -79,7 +79,7 @@ void cpu_op_add(struct hearth_context *ctx, enum act dst, enum act src, int32_t 
 
 void cpu_op_gather(struct hearth_context *ctx, enum act buf, const int32_t *rows, int32_t n_out)
 {
-    /* only the rows of the widths that forward.c gathers: the residual stream */
+    /* the contract's buffers are n_embd wide */
     float *x = cpu_act(ctx, buf);
     const size_t d = (size_t)ctx->model->hp.n_embd;
     for (int32_t i = 0; i < n_out; i++)

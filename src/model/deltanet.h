@@ -1,7 +1,9 @@
 /*
  * deltanet.h: Qwen3.5's hybrid layers (qwen35moe): Gated DeltaNet token
  * mixers with their per-sequence recurrent state, and the output-gated
- * attention of its full-attention layers. Internal to src/model.
+ * attention of its full-attention layers. Loading is the model's; the cache
+ * and the mixer are the CPU backend's implementation of its deltanet
+ * operation and of the gate in qkv_store and attention (backend.h).
  */
 #ifndef HEARTH_DELTANET_H
 #define HEARTH_DELTANET_H
@@ -56,7 +58,8 @@ void dnet_forward(struct hearth_context *ctx, const struct hearth_batch *b, int3
  * Gated attention: the q projection carries per head [q (head_dim), gate
  * (head_dim)]. dnet_gate_split moves the q halves of qg's n rows into q
  * and keeps the gates; dnet_gate_apply multiplies the attention output rows
- * by sigmoid(gate). qg: the cache's scratch row buffer dnet_gate_rows gives.
+ * by sigmoid(gate). qg: the cache's scratch row buffer dnet_gate_rows gives
+ * (the CPU's ACT_QG).
  */
 float *dnet_gate_rows(struct hearth_context *ctx);
 void dnet_gate_split(struct hearth_context *ctx, float *q, int32_t n);

@@ -437,7 +437,7 @@ static void bucket(struct moe_scratch *s, const struct moe *me, int32_t n)
 
 /* ---------------------------------------------------------------- the experts --- */
 
-/* Tokens per pass over a group of weight rows, as forward.c's matmul. */
+/* Tokens per pass over a group of weight rows, as cpu_matmul.c tiles them. */
 #define TOKEN_TILE 64
 
 /*

@@ -3,7 +3,8 @@
  * picks n_expert_used of n_expert SwiGLU experts per token, and their outputs
  * are summed with the router's renormalised weights, plus, when the file has
  * one, a shared expert weighted by sigmoid(ffn_gate_inp_shexp . x).
- * Internal to src/model.
+ * Loading is the model's; moe_scratch_* and moe_ffn are the CPU backend's
+ * implementation of its moe operation (src/backend/backend.h).
  */
 #ifndef HEARTH_MOE_H
 #define HEARTH_MOE_H
@@ -29,7 +30,7 @@ enum hearth_status moe_load_hparams(struct hearth_model *m, char *err, size_t er
 /*
  * Loads layer il's router and stacked experts (blk.<il>.ffn_gate_inp,
  * ffn_{gate,up,down}_exps), checking shapes and types, and repacks each
- * expert's slice when the kernels have a packed form. *out is owned by the
+ * expert's slice for the backend (model_prepare_weight). *out is owned by the
  * caller (moe_free); NULL on error.
  */
 enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out, char *err,
@@ -45,7 +46,7 @@ void moe_scratch_free(struct moe_scratch *s);
  * in is the FFN-normed residual, x the residual stream. n_gemm: how many
  * rows llama.cpp would run this FFN on (fewer than n in the last layer,
  * which it runs on the output rows only), which picks the summation order
- * of an f32 router. Runs on ctx's pool with ctx->s.moe as scratch.
+ * of an f32 router. Runs on the CPU backend's pool, with its moe scratch.
  */
 void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in, float *x,
              int32_t n, int32_t n_gemm);
