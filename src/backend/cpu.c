@@ -1,9 +1,9 @@
 /*
  * cpu.c: the CPU backend's table and context: the activation buffers, the
- * thread pool, weight preparation (the kernels' pack8 layout), and the MoE
- * and DeltaNet operations, whose arithmetic lives beside their loaders in
- * src/model/moe.c and deltanet.c. The other operations are in cpu_*.c by
- * concept.
+ * thread pool, weight preparation (the kernels' pack8 layout), and the
+ * entries of the MoE (cpu_moe.c) and DeltaNet operations (whose arithmetic
+ * still lives beside its loader in src/model/deltanet.c). The other
+ * operations are in cpu_*.c by concept.
  */
 #include <stdlib.h>
 #include <string.h>

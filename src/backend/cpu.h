@@ -1,6 +1,6 @@
 /*
  * cpu.h: the CPU backend's own state, internal to src/backend/cpu*.c and to
- * the compute halves of src/model/moe.c and deltanet.c. Each operation of
+ * the compute half of src/model/deltanet.c. Each operation of
  * the table is one or a few fork-join regions of the context's thread pool
  * over the kernel table (src/kernels/kernels.h), split by output row
  * (matmuls), by token (norms, rope, elementwise steps) or by runs of query
@@ -40,7 +40,7 @@ struct cpu_ctx {
     const struct kernels *k;  /* kernels_get(), fixed for the process */
     struct threadpool *tp;    /* ctx->p.n_threads threads, the caller being thread 0 */
     struct scratch s;
-    struct moe_scratch *moe;  /* the experts' buffers (moe.c); NULL for a dense model */
+    struct moe_scratch *moe;  /* the experts' buffers (cpu_moe.c); NULL for a dense model */
     struct dnet_cache *dn;    /* recurrent state and scratch of the DeltaNet layers
                                  (deltanet.c); NULL without them */
 };
@@ -63,12 +63,27 @@ void cpu_run_rows(struct hearth_context *ctx, threadpool_fn fn, void *arg, int32
  * out[t][0..n_out) = W in[t] for t < n, rows of in w->n_in floats in_stride
  * apart. prev: the weight of the matmul just run on the same in, or NULL;
  * when it takes the same activation type, its quantized rows are used again.
- * The table's matmul is this over the named buffers; moe.c and deltanet.c
- * call it over their own.
+ * The table's matmul is this over the named buffers; deltanet.c calls it
+ * over its own.
  */
 void cpu_matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
                 int64_t in_stride, float *out, int64_t out_stride, int32_t n,
                 const struct weight *prev);
+
+/* The experts' buffers for micro-batches of up to n_batch tokens (cpu_moe.c); NULL when out of
+ * memory. */
+struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch);
+void moe_scratch_free(struct moe_scratch *s);
+
+/*
+ * x[t] += MoE-FFN(in[t]) for the n rows of the batch (rows n_embd floats):
+ * in is the FFN-normed residual, x the residual stream. n_gemm: how many
+ * rows llama.cpp would run this FFN on (fewer than n in the last layer,
+ * which it runs on the output rows only), which picks the summation order
+ * of an f32 router. Runs on ctx's pool, with its moe scratch.
+ */
+void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in, float *x,
+             int32_t n, int32_t n_gemm);
 
 /* The table's entries, by file. */
 void cpu_op_matmul(struct hearth_context *ctx, const struct weight *w, enum act in, enum act out,

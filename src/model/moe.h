@@ -3,8 +3,8 @@
  * picks n_expert_used of n_expert SwiGLU experts per token, and their outputs
  * are summed with the router's renormalised weights, plus, when the file has
  * one, a shared expert weighted by sigmoid(ffn_gate_inp_shexp . x).
- * Loading is the model's; moe_scratch_* and moe_ffn are the CPU backend's
- * implementation of its moe operation (src/backend/backend.h).
+ * Loading is the model's (struct moe is in model.h); the arithmetic is the
+ * backend's moe operation (src/backend/backend.h, cpu_moe.c on the CPU).
  */
 #ifndef HEARTH_MOE_H
 #define HEARTH_MOE_H
@@ -15,10 +15,7 @@
 #include "hearth.h"
 
 struct hearth_model;
-struct hearth_context;
-struct hparams;
 struct moe;
-struct moe_scratch;
 
 /*
  * Reads <arch>.expert_count, expert_used_count and expert_feed_forward_length
@@ -36,19 +33,5 @@ enum hearth_status moe_load_hparams(struct hearth_model *m, char *err, size_t er
 enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out, char *err,
                             size_t err_len);
 void moe_free(struct moe *moe);
-
-/* Scratch for micro-batches of up to n_batch tokens; NULL when out of memory. */
-struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch);
-void moe_scratch_free(struct moe_scratch *s);
-
-/*
- * x[t] += MoE-FFN(in[t]) for the n rows of the batch (rows n_embd floats):
- * in is the FFN-normed residual, x the residual stream. n_gemm: how many
- * rows llama.cpp would run this FFN on (fewer than n in the last layer,
- * which it runs on the output rows only), which picks the summation order
- * of an f32 router. Runs on the CPU backend's pool, with its moe scratch.
- */
-void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in, float *x,
-             int32_t n, int32_t n_gemm);
 
 #endif
