@@ -1,9 +1,8 @@
 /*
  * cpu.c: the CPU backend's table and context: the activation buffers, the
  * thread pool, weight preparation (the kernels' pack8 layout), and the
- * entries of the MoE (cpu_moe.c) and DeltaNet operations (whose arithmetic
- * still lives beside its loader in src/model/deltanet.c). The other
- * operations are in cpu_*.c by concept.
+ * entries of the MoE (cpu_moe.c) and DeltaNet (cpu_deltanet.c) operations.
+ * The other operations are in cpu_*.c by concept.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
- * cpu.h: the CPU backend's own state, internal to src/backend/cpu*.c and to
- * the compute half of src/model/deltanet.c. Each operation of
+ * cpu.h: the CPU backend's own state, internal to src/backend/cpu*.c. Each
+ * operation of
  * the table is one or a few fork-join regions of the context's thread pool
  * over the kernel table (src/kernels/kernels.h), split by output row
  * (matmuls), by token (norms, rope, elementwise steps) or by runs of query
@@ -14,7 +14,9 @@
 
 #include "backend/backend.h"
 #include "kernels/kernels.h"
+#include "model/deltanet.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "util/threadpool.h"
 
 /* Activations for one micro-batch of up to n_batch tokens. Shapes are [token][feature]. */
@@ -42,7 +44,7 @@ struct cpu_ctx {
     struct scratch s;
     struct moe_scratch *moe;  /* the experts' buffers (cpu_moe.c); NULL for a dense model */
     struct dnet_cache *dn;    /* recurrent state and scratch of the DeltaNet layers
-                                 (deltanet.c); NULL without them */
+                                 (cpu_deltanet.c); NULL without them */
 };
 
 static inline struct cpu_ctx *cpu_of(const struct hearth_context *ctx)
@@ -63,8 +65,8 @@ void cpu_run_rows(struct hearth_context *ctx, threadpool_fn fn, void *arg, int32
  * out[t][0..n_out) = W in[t] for t < n, rows of in w->n_in floats in_stride
  * apart. prev: the weight of the matmul just run on the same in, or NULL;
  * when it takes the same activation type, its quantized rows are used again.
- * The table's matmul is this over the named buffers; deltanet.c calls it
- * over its own.
+ * The table's matmul is this over the named buffers; cpu_deltanet.c calls
+ * it over its own.
  */
 void cpu_matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
                 int64_t in_stride, float *out, int64_t out_stride, int32_t n,
@@ -84,6 +86,36 @@ void moe_scratch_free(struct moe_scratch *s);
  */
 void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in, float *x,
              int32_t n, int32_t n_gemm);
+
+/*
+ * The recurrent state of every DeltaNet layer for n_seq sequences (conv
+ * window and delta-rule matrices, fixed size, zeroed), and the scratch for
+ * micro-batches of up to n_batch tokens (cpu_deltanet.c). NULL when out of
+ * memory.
+ */
+struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t n_seq, int32_t n_batch);
+void dnet_cache_free(struct dnet_cache *c);
+/* Zeroes sequence seq's state in every layer: it starts again from no tokens. */
+void dnet_cache_reset(struct dnet_cache *c, int32_t seq);
+
+/*
+ * out[t] = the DeltaNet mixer of layer l over the batch's normed rows in[t]
+ * (n_embd floats each), advancing each row's sequence state in batch order.
+ * in and out may be the same rows.
+ */
+void dnet_forward(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l,
+                  const float *in, float *out);
+
+/*
+ * Gated attention: the q projection carries per head [q (head_dim), gate
+ * (head_dim)]. dnet_gate_split moves the q halves of qg's n rows into q
+ * and keeps the gates; dnet_gate_apply multiplies the attention output rows
+ * by sigmoid(gate). qg: the cache's scratch row buffer dnet_gate_rows gives
+ * (the CPU's ACT_QG).
+ */
+float *dnet_gate_rows(struct hearth_context *ctx);
+void dnet_gate_split(struct hearth_context *ctx, float *q, int32_t n);
+void dnet_gate_apply(struct hearth_context *ctx, float *att, int32_t n);
 
 /* The table's entries, by file. */
 void cpu_op_matmul(struct hearth_context *ctx, const struct weight *w, enum act in, enum act out,

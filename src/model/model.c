@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/deltanet.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "util/errfmt.h"
 
 struct hearth_model_params hearth_model_default_params(void)

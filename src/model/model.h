@@ -13,8 +13,6 @@
 #include "backend/backend.h"
 #include "hearth.h"
 #include "model/kv.h"
-#include "model/deltanet.h"
-#include "model/moe.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
@@ -30,23 +28,8 @@ struct weight {
     size_t dev_len;   /* bytes at dev */
 };
 
-/* A layer's routed experts (moe.c loads them; the backend's moe operation runs them). */
-struct moe {
-    struct weight router; /* (n_embd -> n_expert) ffn_gate_inp */
-    struct weight *gate;  /* [n_mats] (n_embd -> n_ff) slices of ffn_gate_exps, then the shared
-                             expert's ffn_gate_shexp when there is one */
-    struct weight *up;    /* [n_mats] (n_embd -> n_ff) ffn_up_exps, ffn_up_shexp */
-    struct weight *down;  /* [n_mats] (n_ff -> n_embd) ffn_down_exps, ffn_down_shexp */
-    float *shared_gate;   /* (n_embd) ffn_gate_inp_shexp: the shared expert's weight is
-                             sigmoid(shared_gate . x); NULL without a shared expert */
-    int32_t n_expert;
-    int32_t n_mats;       /* n_expert, plus one with a shared expert (matrix n_expert) */
-    int32_t n_used;       /* experts per token, 1..n_expert */
-    int32_t n_slots;      /* n_used, plus one for the shared expert, which every token takes
-                             in its last slot and which is added last, as llama.cpp adds it */
-    int32_t n_ff;         /* each expert's hidden width */
-    int32_t n_embd;
-};
+struct moe;
+struct dnet;
 
 struct layer {
     float *attn_norm;         /* (n_embd) owned f32 copy */

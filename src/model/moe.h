@@ -3,7 +3,7 @@
  * picks n_expert_used of n_expert SwiGLU experts per token, and their outputs
  * are summed with the router's renormalised weights, plus, when the file has
  * one, a shared expert weighted by sigmoid(ffn_gate_inp_shexp . x).
- * Loading is the model's (struct moe is in model.h); the arithmetic is the
+ * Loading is the model's; the arithmetic is the
  * backend's moe operation (src/backend/backend.h, cpu_moe.c on the CPU).
  */
 #ifndef HEARTH_MOE_H
@@ -12,10 +12,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hearth.h"
+#include "model/model.h"
 
-struct hearth_model;
-struct moe;
+/* A layer's routed experts (struct layer's moe), as moe_load fills them. */
+struct moe {
+    struct weight router; /* (n_embd -> n_expert) ffn_gate_inp */
+    struct weight *gate;  /* [n_mats] (n_embd -> n_ff) slices of ffn_gate_exps, then the shared
+                             expert's ffn_gate_shexp when there is one */
+    struct weight *up;    /* [n_mats] (n_embd -> n_ff) ffn_up_exps, ffn_up_shexp */
+    struct weight *down;  /* [n_mats] (n_ff -> n_embd) ffn_down_exps, ffn_down_shexp */
+    float *shared_gate;   /* (n_embd) ffn_gate_inp_shexp: the shared expert's weight is
+                             sigmoid(shared_gate . x); NULL without a shared expert */
+    int32_t n_expert;
+    int32_t n_mats;       /* n_expert, plus one with a shared expert (matrix n_expert) */
+    int32_t n_used;       /* experts per token, 1..n_expert */
+    int32_t n_slots;      /* n_used, plus one for the shared expert, which every token takes
+                             in its last slot and which is added last, as llama.cpp adds it */
+    int32_t n_ff;         /* each expert's hidden width */
+    int32_t n_embd;
+};
+
 
 /*
  * Reads <arch>.expert_count, expert_used_count and expert_feed_forward_length
