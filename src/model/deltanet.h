@@ -1,7 +1,9 @@
 /*
  * deltanet.h: Qwen3.5's hybrid layers (qwen35moe): Gated DeltaNet token
- * mixers with their per-sequence recurrent state, and the output-gated
- * attention of its full-attention layers. Internal to src/model.
+ * mixers and the output-gated attention of its full-attention layers, as
+ * the model loads them. Their arithmetic and the per-sequence recurrent
+ * state are the backend's deltanet operation and the gate in its qkv_store
+ * and attention (backend.h; the CPU's: src/backend/cpu_deltanet.c).
  */
 #ifndef HEARTH_DELTANET_H
 #define HEARTH_DELTANET_H
@@ -9,14 +11,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hearth.h"
+#include "model/model.h"
 
-struct hearth_model;
-struct hearth_context;
-struct hearth_batch;
-struct layer;
-struct dnet;
-struct dnet_cache;
+/* A DeltaNet layer's tensors (struct layer's dnet). */
+struct dnet {
+    struct weight wqkv;  /* (n_embd -> conv_dim) q, k, v before the conv */
+    struct weight wgate; /* (n_embd -> value_dim) z, the output gate */
+    struct weight wbeta; /* (n_embd -> n_v_heads) write strength before sigmoid */
+    struct weight walpha;/* (n_embd -> n_v_heads) decay input */
+    struct weight wout;  /* (value_dim -> n_embd) */
+    float *conv;         /* [conv_dim][n_conv] conv taps, oldest input first */
+    float *dt_bias;      /* [n_v_heads] */
+    float *a;            /* [n_v_heads] ssm_a = -exp(A_log) */
+    float *norm;         /* [state_size] the gated RMSNorm's weight */
+    int32_t slot;        /* index among the model's DeltaNet layers (state layout) */
+};
+
+/* Shapes shared by every DeltaNet layer of a model. */
+struct dnet_dims {
+    int32_t n_conv;  /* conv taps (ssm.conv_kernel), 2..16 */
+    int32_t S;       /* state_size: width of every key and value head */
+    int32_t n_k;     /* key heads (ssm.group_count) */
+    int32_t n_v;     /* value heads (ssm.time_step_rank), a multiple of n_k */
+    int32_t conv_dim;/* 2 n_k S + n_v S */
+};
 
 /*
  * qwen35moe's own hyperparameters (ssm.*, full_attention_interval,
@@ -26,6 +44,9 @@ struct dnet_cache;
  */
 enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_len);
 
+/* The shapes of m's DeltaNet layers, once dnet_hparams has accepted them. */
+struct dnet_dims dnet_dims_of(const struct hearth_model *m);
+
 /*
  * Loads layer il of a qwen35moe file into L: the DeltaNet tensors (L->dnet,
  * owned, dnet_free) or the gated attention ones, the norms and the experts.
@@ -33,33 +54,5 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
 enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct layer *L, char *err,
                                    size_t err_len);
 void dnet_free(struct dnet *d);
-
-/*
- * The recurrent state of every DeltaNet layer for n_seq sequences (conv
- * window and delta-rule matrices, fixed size, zeroed), and the scratch for
- * micro-batches of up to n_batch tokens. NULL when out of memory.
- */
-struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t n_seq, int32_t n_batch);
-void dnet_cache_free(struct dnet_cache *c);
-/* Zeroes sequence seq's state in every layer: it starts again from no tokens. */
-void dnet_cache_reset(struct dnet_cache *c, int32_t seq);
-
-/*
- * out[t] = the DeltaNet mixer of layer l over the batch's normed rows in[t]
- * (n_embd floats each), advancing each row's sequence state in batch order.
- * in and out may be the same rows.
- */
-void dnet_forward(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l,
-                  const float *in, float *out);
-
-/*
- * Gated attention: the q projection carries per head [q (head_dim), gate
- * (head_dim)]. dnet_gate_split moves the q halves of qg's n rows into q
- * and keeps the gates; dnet_gate_apply multiplies the attention output rows
- * by sigmoid(gate). qg: the cache's scratch row buffer dnet_gate_rows gives.
- */
-float *dnet_gate_rows(struct hearth_context *ctx);
-void dnet_gate_split(struct hearth_context *ctx, float *q, int32_t n);
-void dnet_gate_apply(struct hearth_context *ctx, float *att, int32_t n);
 
 #endif

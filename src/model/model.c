@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
+#include "model/deltanet.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "util/errfmt.h"
 
 struct hearth_model_params hearth_model_default_params(void)
@@ -142,7 +142,7 @@ static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size
     return HEARTH_OK;
 }
 
-/* Finds a 2-D weight and checks its shape {n_in, n_out} and that the kernels can run its type. */
+/* Finds a 2-D weight and checks its shape {n_in, n_out} and that the backend runs its type. */
 enum hearth_status model_get_weight(struct hearth_model *m, const char *name, int64_t n_in,
                                     int64_t n_out, bool optional, struct weight *w, char *err,
                                     size_t err_len)
@@ -159,8 +159,7 @@ enum hearth_status model_get_weight(struct hearth_model *m, const char *name, in
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld] but [%lld, %lld] was "
                     "expected", name, (long long)t->ne[0], (long long)t->ne[1],
                     (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out);
-    const struct type_kernels *tk = &m->k->type[t->type];
-    if (!tk->vec_dot || !tk->to_float)
+    if (!m->be->weight_supported((enum dtype)t->type))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
                     dtype_name(t->type));
@@ -189,15 +188,15 @@ enum hearth_status model_get_vector(struct hearth_model *m, const char *name, in
                     "model: tensor %s has %lld x %lld elements but %lld were expected", name,
                     (long long)t->ne[0], (long long)(t->ne[1] * t->ne[2] * t->ne[3]),
                     (long long)n);
-    const struct type_kernels *tk = &m->k->type[t->type];
-    if (!tk->to_float)
-        return fail(HEARTH_EUNSUPPORTED, err, err_len,
-                    "model: tensor %s has type %s, which hearth cannot read yet", name,
-                    dtype_name(t->type));
     float *v = malloc((size_t)n * sizeof *v);
     if (!v)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory copying %s", name);
-    tk->to_float(t->data, v, n);
+    if (!m->be->vector_to_f32((enum dtype)t->type, t->data, v, n)) {
+        free(v);
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: tensor %s has type %s, which hearth cannot read yet", name,
+                    dtype_name(t->type));
+    }
     m->weight_bytes += t->size;
     *out = v;
     return HEARTH_OK;
@@ -257,57 +256,36 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     return HEARTH_OK;
 }
 
-/*
- * Rewrites w into the kernel's packed layout when the table offers one for
- * its type (and its rows come in whole groups of eight), then hands the
- * source pages back to the kernel: the packed copy replaces them, so the
- * resident set stays one copy of the weights, as llama.cpp's repack does not.
- */
-enum hearth_status model_pack_weight(struct hearth_model *m, struct weight *w, char *err,
-                                     size_t err_len)
+enum hearth_status model_prepare_weight(struct hearth_model *m, struct weight *w, char *err,
+                                        size_t err_len)
 {
-    const struct type_kernels *tk = &m->k->type[w->type];
-    if (!w->data || !tk->pack8 || !tk->gemm8p || w->n_out % 8)
-        return HEARTH_OK;
-    const size_t len = (size_t)w->n_out * w->row_len;
-    void *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (dst == MAP_FAILED)
-        return fail(HEARTH_ENOMEM, err, err_len, "model: cannot map %zu bytes to repack weights",
-                    len);
-    for (int64_t g = 0; g < w->n_out / 8; g++)
-        tk->pack8((const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len, w->n_in,
-                  (uint8_t *)dst + (size_t)g * 8 * w->row_len);
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)w->data + page - 1) & ~(page - 1),
-              hi = ((uintptr_t)w->data + len) & ~(page - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    w->packed     = dst;
-    w->packed_len = len;
-    return HEARTH_OK;
+    return m->be->weight_prepare(w, WEIGHT_MATMUL, err, err_len);
 }
 
-static enum hearth_status pack_weights(struct hearth_model *m, char *err, size_t err_len)
+static enum hearth_status prepare_weights(struct hearth_model *m, char *err, size_t err_len)
 {
     enum hearth_status st;
     for (int32_t i = 0; i < m->hp.n_layer; i++) {
         struct layer *L = &m->layers[i];
         struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-            if ((st = model_pack_weight(m, ws[j], err, err_len)))
+            if ((st = model_prepare_weight(m, ws[j], err, err_len)))
                 return st;
     }
     /* a tied output shares token_embd's rows, which embedding lookups read as they are */
-    if (m->output.data != m->tok_embd.data)
-        return model_pack_weight(m, &m->output, err, err_len);
+    const bool tied = m->output.data == m->tok_embd.data;
+    if ((st = m->be->weight_prepare(&m->tok_embd, WEIGHT_ROWS, err, err_len)))
+        return st;
+    if (tied)
+        m->output = m->tok_embd;
+    else if ((st = model_prepare_weight(m, &m->output, err, err_len)))
+        return st;
     return HEARTH_OK;
 }
 
-void model_unpack_weight(struct weight *w)
+void model_release_weight(struct weight *w)
 {
-    if (w->packed)
-        munmap(w->packed, w->packed_len);
-    w->packed = NULL;
+    backend_get()->weight_release(w);
 }
 
 enum hearth_status hearth_model_load(const char *path, const struct hearth_model_params *params,
@@ -319,7 +297,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     struct hearth_model *m = calloc(1, sizeof *m);
     if (!m)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
-    m->k = kernels_get();
+    m->be = backend_get();
     m->n_threads = p.n_threads > 0 ? p.n_threads : 1;
     if ((st = gguf_open(path, &m->gguf, err, err_len)))
         goto err;
@@ -354,7 +332,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
         memcpy(m->chat_template, ct.ptr, ct.len);
         m->chat_template[ct.len] = 0;
     }
-    if ((st = load_weights(m, err, err_len)) || (st = pack_weights(m, err, err_len)))
+    if ((st = load_weights(m, err, err_len)) || (st = prepare_weights(m, err, err_len)))
         goto err;
     *out = m;
     return HEARTH_OK;
@@ -381,14 +359,15 @@ void hearth_model_free(struct hearth_model *m)
             free(L->post_ffn_norm);
             struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-                model_unpack_weight(ws[j]);
+                model_release_weight(ws[j]);
             moe_free(L->moe);
             dnet_free(L->dnet);
         }
         free(m->layers);
     }
     if (m->output.data != m->tok_embd.data)
-        model_unpack_weight(&m->output);
+        model_release_weight(&m->output);
+    model_release_weight(&m->tok_embd);
     free(m->output_norm);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);

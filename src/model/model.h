@@ -1,7 +1,7 @@
 /*
  * model.h: the loaded model (weights in the GGUF mapping, hyperparameters,
- * tokenizer) and the context that runs it (KV cache, scratch buffers,
- * threads). Internal to the library; include/hearth.h is the public face.
+ * tokenizer) and the context that runs it (KV cache, the backend's buffers
+ * and state). Internal to the library; include/hearth.h is the public face.
  */
 #ifndef HEARTH_MODEL_H
 #define HEARTH_MODEL_H
@@ -10,14 +10,11 @@
 #include <stdint.h>
 
 #include "gguf/gguf.h"
+#include "backend/backend.h"
 #include "hearth.h"
-#include "kernels/kernels.h"
 #include "model/kv.h"
-#include "model/deltanet.h"
-#include "model/moe.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
-#include "util/threadpool.h"
 
 /* A 2-D weight: n_out rows of n_in elements of `type`, rows row_len bytes apart. */
 struct weight {
@@ -26,10 +23,13 @@ struct weight {
     int64_t n_out;    /* ne[1]: rows */
     size_t row_len;   /* bytes per row */
     const void *data; /* into the mapping */
-    void *packed;     /* the kernel's packed layout (pack8) when it has one, else NULL;
-                         then data's pages are released and only packed is read */
-    size_t packed_len;
+    void *dev;        /* the backend's prepared copy (backend.h's weight_prepare), or NULL: the
+                         CPU's pack8 layout, whose data pages are released and never read */
+    size_t dev_len;   /* bytes at dev */
 };
+
+struct moe;
+struct dnet;
 
 struct layer {
     float *attn_norm;         /* (n_embd) owned f32 copy */
@@ -99,48 +99,30 @@ struct hearth_model {
     int n_threads;
     uint64_t weight_bytes;
     uint64_t routed_bytes;   /* of those, the routed experts' stacks (MoE) */
-    const struct kernels *k;
-};
-
-/* Scratch for one micro-batch of up to n_batch tokens. Shapes are [token][feature]. */
-struct scratch {
-    float *x;       /* [n_batch][n_embd] residual stream */
-    float *xb;      /* [n_batch][n_embd] normed input */
-    float *q;       /* [n_batch][n_head * head_dim] */
-    float *kx;      /* [n_batch][kv_dim] */
-    float *vx;      /* [n_batch][kv_dim] */
-    float *att;     /* [n_batch][n_head * head_dim] attention output */
-    float *hb;      /* [n_batch][n_ff] */
-    float *hb2;     /* [n_batch][n_ff] */
-    float *scores;  /* [n_threads][scores_per_thread] attention scratch (a key tile) */
-    size_t scores_per_thread;
-    void *act;      /* [n_batch][row bytes of the widest activation, quantized] */
-    size_t act_row; /* bytes per activation row in act */
-    struct q8_0_sum *act_sum; /* [n_batch][max_in / 32]: Q8_0 activations' block sums */
-    float *logits;  /* [n_batch][n_vocab] */
-    int32_t *out_row; /* [n_batch] logits row of batch row i, or -1 */
-    int32_t n_rows;   /* rows of the last batch (valid out_row entries) */
-    int32_t *seq_next;/* [n_seq] next position per sequence while checking a batch */
-    struct moe_scratch *moe; /* the experts' buffers (moe.c); NULL for a dense model */
+    const struct backend *be; /* runs the forward pass; prepared every weight at load */
 };
 
 struct hearth_context {
     struct hearth_model *model;
     struct hearth_context_params p;
-    struct kv_cache kv;
-    struct scratch s;
-    struct threadpool *tp;
-    struct dnet_cache *dn;   /* recurrent state and scratch of the DeltaNet layers; else NULL */
+    struct kv_cache kv;      /* block tables and, on the CPU, the pool the blocks live in */
+    void *be;                /* the backend's buffers and state (model->be->ctx_init) */
+    const float *logits;     /* [n_out][n_vocab] host rows of the last batch's logits */
+    int32_t *out_row;        /* [n_batch] logits row of batch row i, or -1 */
+    int32_t *out_src;        /* [n_batch] batch row of logits row i (the rows gathered) */
+    int32_t n_rows;          /* rows of the last batch (valid out_row entries) */
+    int32_t *seq_next;       /* [n_seq] next position per sequence while checking a batch */
 };
 
 /*
- * Rewrites w into the kernel's packed layout when its type has one (and its
- * rows come in groups of eight), releasing the mapping's pages it replaces;
- * model_unpack_weight frees that copy. HEARTH_ENOMEM when it cannot map.
+ * Hands w, read only through matmul, to the model's backend to prepare (the
+ * CPU repacks it, a device backend uploads it); model_release_weight frees
+ * that copy (the backend is one per process: backend_get). HEARTH_ENOMEM
+ * with a sentence when the backend cannot.
  */
-enum hearth_status model_pack_weight(struct hearth_model *m, struct weight *w, char *err,
-                                     size_t err_len);
-void model_unpack_weight(struct weight *w);
+enum hearth_status model_prepare_weight(struct hearth_model *m, struct weight *w, char *err,
+                                        size_t err_len);
+void model_release_weight(struct weight *w);
 
 /*
  * Finds a 2-D weight {n_in, n_out} (optional: absent leaves w zeroed and is
@@ -152,14 +134,5 @@ enum hearth_status model_get_weight(struct hearth_model *m, const char *name, in
                                     size_t err_len);
 enum hearth_status model_get_vector(struct hearth_model *m, const char *name, int64_t n,
                                     bool optional, float **out, char *err, size_t err_len);
-
-/*
- * out[t][0..n_out) = W in[t] for t < n on ctx's pool (forward.c). prev: the
- * weight of the matmul just run on the same in, or NULL; when it takes the
- * same activation type, its quantized rows are used again.
- */
-void model_matmul(struct hearth_context *ctx, const struct weight *w, const float *in,
-                  int64_t in_stride, float *out, int64_t out_stride, int32_t n,
-                  const struct weight *prev);
 
 #endif

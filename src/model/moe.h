@@ -3,7 +3,8 @@
  * picks n_expert_used of n_expert SwiGLU experts per token, and their outputs
  * are summed with the router's renormalised weights, plus, when the file has
  * one, a shared expert weighted by sigmoid(ffn_gate_inp_shexp . x).
- * Internal to src/model.
+ * Loading is the model's; the arithmetic is the
+ * backend's moe operation (src/backend/backend.h, cpu_moe.c on the CPU).
  */
 #ifndef HEARTH_MOE_H
 #define HEARTH_MOE_H
@@ -11,13 +12,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hearth.h"
+#include "model/model.h"
 
-struct hearth_model;
-struct hearth_context;
-struct hparams;
-struct moe;
-struct moe_scratch;
+/* A layer's routed experts (struct layer's moe), as moe_load fills them. */
+struct moe {
+    struct weight router; /* (n_embd -> n_expert) ffn_gate_inp */
+    struct weight *gate;  /* [n_mats] (n_embd -> n_ff) slices of ffn_gate_exps, then the shared
+                             expert's ffn_gate_shexp when there is one */
+    struct weight *up;    /* [n_mats] (n_embd -> n_ff) ffn_up_exps, ffn_up_shexp */
+    struct weight *down;  /* [n_mats] (n_ff -> n_embd) ffn_down_exps, ffn_down_shexp */
+    float *shared_gate;   /* (n_embd) ffn_gate_inp_shexp: the shared expert's weight is
+                             sigmoid(shared_gate . x); NULL without a shared expert */
+    int32_t n_expert;
+    int32_t n_mats;       /* n_expert, plus one with a shared expert (matrix n_expert) */
+    int32_t n_used;       /* experts per token, 1..n_expert */
+    int32_t n_slots;      /* n_used, plus one for the shared expert, which every token takes
+                             in its last slot and which is added last, as llama.cpp adds it */
+    int32_t n_ff;         /* each expert's hidden width */
+    int32_t n_embd;
+};
+
 
 /*
  * Reads <arch>.expert_count, expert_used_count and expert_feed_forward_length
@@ -29,25 +43,11 @@ enum hearth_status moe_load_hparams(struct hearth_model *m, char *err, size_t er
 /*
  * Loads layer il's router and stacked experts (blk.<il>.ffn_gate_inp,
  * ffn_{gate,up,down}_exps), checking shapes and types, and repacks each
- * expert's slice when the kernels have a packed form. *out is owned by the
+ * expert's slice for the backend (model_prepare_weight). *out is owned by the
  * caller (moe_free); NULL on error.
  */
 enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out, char *err,
                             size_t err_len);
 void moe_free(struct moe *moe);
-
-/* Scratch for micro-batches of up to n_batch tokens; NULL when out of memory. */
-struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch);
-void moe_scratch_free(struct moe_scratch *s);
-
-/*
- * x[t] += MoE-FFN(in[t]) for the n rows of the batch (rows n_embd floats):
- * in is the FFN-normed residual, x the residual stream. n_gemm: how many
- * rows llama.cpp would run this FFN on (fewer than n in the last layer,
- * which it runs on the output rows only), which picks the summation order
- * of an f32 router. Runs on ctx's pool with ctx->s.moe as scratch.
- */
-void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in, float *x,
-             int32_t n, int32_t n_gemm);
 
 #endif

@@ -1,0 +1,211 @@
+/*
+ * backend.h: the forward pass's boundary. forward.c runs the model's graph
+ * (which operations, in which order, per architecture) by calling one table
+ * of layer-level operations; a backend fills the table. The CPU backend
+ * (src/backend/cpu*.c) runs today's kernel table on the thread pool; a
+ * device backend fills the same entries with whole-operation kernels and
+ * keeps weights, activations, the KV cache and the recurrent state on the
+ * device, so only token ids and positions go in and the wanted logits come
+ * out.
+ *
+ * Activations are not pointers: an operation names the context's scratch
+ * buffers (enum act) and the backend keeps them where it computes. Every
+ * buffer holds up to n_batch rows, one per batch row, row-major and packed
+ * (row t of a buffer of width w starts at t * w). Weights are struct weight,
+ * prepared once at load into the backend's own form (w->dev); norm and bias
+ * vectors are named by their layer, and the backend reads the model's f32
+ * copies (a device backend uploads them at its first use or at ctx_init).
+ *
+ * Bits: the CPU backend's operations run the arithmetic of llama.cpp's x86
+ * build (docs/ARCHITECTURE.md, "Numerics"), which tests/e2e/test_perplexity.c,
+ * test_run.c and the engine unit tests hold to llama.cpp's outputs. A new
+ * backend states in its own header which operations differ in the last bits
+ * and by how much.
+ */
+#ifndef HEARTH_BACKEND_H
+#define HEARTH_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth.h"
+#include "util/dtype.h"
+
+struct hearth_model;
+struct hearth_context;
+struct hearth_batch;
+struct weight;
+
+/* The context's activation buffers, each [n_batch][width]; widths from struct hparams. */
+enum act {
+    ACT_X,      /* [n][n_embd] the residual stream */
+    ACT_XB,     /* [n][n_embd] a normed copy, a sublayer's output before its residual add */
+    ACT_Q,      /* [n][n_head * head_dim] queries */
+    ACT_QG,     /* [n][2 * n_head * head_dim] a gated attention layer's q projection: per
+                   head [q, gate] (qwen35moe) */
+    ACT_K,      /* [n][n_head_kv * head_dim] this batch's keys before they enter the cache */
+    ACT_V,      /* [n][n_head_kv * head_dim] its values */
+    ACT_ATT,    /* [n][n_head * head_dim] attention output */
+    ACT_HB,     /* [n][n_ff] FFN gate, then the gated activation */
+    ACT_HB2,    /* [n][n_ff] FFN up */
+    ACT_LOGITS, /* [n][n_vocab] */
+    ACT_COUNT
+};
+
+/* A layer's RMSNorm weights (struct layer's f32 vectors); NORM_OUTPUT is the model's. */
+enum norm {
+    NORM_ATTN,      /* attn_norm, before the token mixer */
+    NORM_POST_ATTN, /* post_attn_norm, on the mixer's output (gemma3) */
+    NORM_FFN,       /* ffn_norm, before the FFN */
+    NORM_POST_FFN,  /* post_ffn_norm, on the FFN's output (gemma3) */
+    NORM_OUTPUT     /* output_norm, before the logits; the layer is ignored */
+};
+
+/* How a weight is read, which decides what preparing it may do. */
+enum weight_use {
+    WEIGHT_MATMUL, /* only through matmul: the backend may keep its own layout alone */
+    WEIGHT_ROWS    /* also row by row through embed (token_embd, the output when tied):
+                      its rows must stay readable as the file stores them */
+};
+
+/*
+ * One backend. Every entry is required. Entries take the context (or, at
+ * load, the weight) and return nothing unless they can fail: the forward
+ * pass runs after batch checking and KV reservation, so an operation has no
+ * error to report. Not thread-safe: one context is driven by one thread.
+ */
+struct backend {
+    const char *name; /* "cpu", as HEARTH_BACKEND names it */
+
+    /* ------------------------------------------------ the model, at load --- */
+
+    /* Whether matmul and embed run weights of this type. */
+    bool (*weight_supported)(enum dtype type);
+    /*
+     * Whether the routed experts run with these types (moe runs gate and up
+     * over the same input rows). A model the backend cannot run is refused
+     * at load with a sentence naming the types.
+     */
+    bool (*moe_supported)(enum dtype gate, enum dtype up, enum dtype down);
+    /*
+     * dst[0..n) = the n elements of type at src as f32: how the model's norm
+     * and bias vectors become the host f32 copies the operations read. false
+     * when the type cannot be read.
+     */
+    bool (*vector_to_f32)(enum dtype type, const void *src, float *dst, int64_t n);
+    /*
+     * Prepares w (data in the mapping) for use: the CPU repacks WEIGHT_MATMUL
+     * weights of a type with a pack8 layout into w->dev and releases the
+     * mapping's pages it replaces; a device backend uploads. HEARTH_ENOMEM
+     * with a sentence when it cannot. weight_release frees w->dev (and is a
+     * no-op for a weight never prepared).
+     */
+    enum hearth_status (*weight_prepare)(struct weight *w, enum weight_use use, char *err,
+                                         size_t err_len);
+    void (*weight_release)(struct weight *w);
+
+    /* ------------------------------------------------------- the context --- */
+
+    /*
+     * Allocates ctx->be: the activation buffers for ctx->p.n_batch rows, the
+     * recurrent state of ctx->p.n_seq_max sequences (zeroed) when
+     * hp.recurrent, and whatever the backend computes with (the CPU's
+     * thread pool of ctx->p.n_threads). Reads ctx->model, ctx->p and
+     * ctx->kv (already initialised). HEARTH_ENOMEM with a sentence.
+     * ctx_free releases it; it takes a context whose ctx_init failed or
+     * never ran (ctx->be NULL).
+     */
+    enum hearth_status (*ctx_init)(struct hearth_context *ctx, char *err, size_t err_len);
+    void (*ctx_free)(struct hearth_context *ctx);
+    /* Zeroes sequence seq's recurrent state in every layer (no-op without one). */
+    void (*seq_reset)(struct hearth_context *ctx, int32_t seq);
+
+    /* ------------------------------------------------- the forward pass --- */
+
+    /*
+     * Called once per batch before its first operation, once the batch is
+     * checked and its KV blocks reserved: b's tokens, positions and
+     * sequences, and those sequences' block tables (ctx->kv), are what the
+     * operations below read. A device backend uploads them here.
+     */
+    void (*batch_begin)(struct hearth_context *ctx, const struct hearth_batch *b);
+    /* ACT_X[t] = token_embd row b->token[t] as f32, times hp.embd_scale, for t < b->n. */
+    void (*embed)(struct hearth_context *ctx, const struct hearth_batch *b);
+    /*
+     * dst[t] = RMSNorm(src[t]) * norm for t < n over n_embd floats, eps
+     * hp.norm_eps; norm: layer l's vector `which`. dst may be src.
+     */
+    void (*rmsnorm)(struct hearth_context *ctx, enum act dst, enum act src, int32_t l,
+                    enum norm which, int32_t n);
+    /*
+     * out[t] = w in[t] for t < n: in holds rows of w->n_in floats, out
+     * receives rows of w->n_out floats (the buffer's width must match). in
+     * and out differ. prev: the weight of the matmul that ran last on the
+     * same in, or NULL; a backend may reuse what it derived from in then
+     * (the CPU's quantized activations, when prev takes the same type).
+     */
+    void (*matmul)(struct hearth_context *ctx, const struct weight *w, enum act in, enum act out,
+                   int32_t n, const struct weight *prev);
+    /*
+     * Layer l's attention inputs, per batch row t, from ACT_Q (or, for an
+     * attn_gated layer, the q halves of ACT_QG, whose gates attention
+     * applies), ACT_K and ACT_V: biases bq, bk, bv added; q_norm and
+     * k_norm RMSNorm per head; rope at b->pos[t] with the layer's base
+     * (adjacent pairs, hp.rope_neox halves, hp.rope_sections IMRoPE); q
+     * times hp.q_scale when set; then K and V stored into layer l's cache
+     * at (b->seq[t], b->pos[t]) in the cache's type (f16 rounded or f32).
+     */
+    void (*qkv_store)(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l);
+    /*
+     * ACT_ATT[t] = causal attention of ACT_Q[t] over layer l's cached keys
+     * of sequence b->seq[t], positions 0..b->pos[t] (the last hp.n_swa of
+     * them on a sliding-window layer), heads grouped over n_head_kv KV
+     * heads, scores scaled by 1/sqrt(head_dim) unless hp.q_scale is set; on
+     * an attn_gated layer each output times sigmoid of its gate. The CPU
+     * picks llama.cpp's per-key or tiled arithmetic by batch size here.
+     */
+    void (*attention)(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l);
+    /* ACT_HB[t] = act(ACT_HB[t]) * ACT_HB2[t], act SiLU or (hp.ffn_gelu) ggml's f16 GELU. */
+    void (*gated_act)(struct hearth_context *ctx, int32_t n);
+    /* dst[t] += src[t] over n_embd floats, t < n. */
+    void (*add)(struct hearth_context *ctx, enum act dst, enum act src, int32_t n);
+    /*
+     * Layer l's routed FFN (layer.moe): ACT_X[t] += MoE(ACT_XB[t]) for t < n:
+     * router, top-k, the chosen experts' SwiGLU, weights renormalised, the
+     * shared expert when the layer has one. n_gemm: how many rows llama.cpp
+     * would run it on (the output rows only, in most last layers), which
+     * picks an f32 router's summation order. ACT_HB, ACT_HB2 are free to use.
+     */
+    void (*moe)(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm);
+    /*
+     * Layer l's Gated DeltaNet mixer (layer.dnet): ACT_XB[t] = DeltaNet(ACT_XB[t]),
+     * advancing each row's sequence state token by token in batch order.
+     */
+    void (*deltanet)(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l);
+    /*
+     * buf[i] = buf[rows[i]] for i < n_out, buf ACT_X or ACT_XB (n_embd
+     * wide), rows strictly increasing (so rows[i] >= i and the copy runs
+     * front to back): the output rows packed to the front.
+     */
+    void (*gather)(struct hearth_context *ctx, enum act buf, const int32_t *rows, int32_t n_out);
+    /* ACT_LOGITS[t] = cap * tanh(ACT_LOGITS[t] / cap), cap hp.logit_softcap, t < n. */
+    void (*softcap)(struct hearth_context *ctx, int32_t n);
+    /*
+     * The host copy of ACT_LOGITS's first n rows after the last operation
+     * (a device backend copies them back here); valid until the next batch.
+     */
+    const float *(*logits)(struct hearth_context *ctx, int32_t n);
+};
+
+/* The CPU backend: today's kernel table (kernels_get) on a thread pool. */
+const struct backend *backend_cpu(void);
+
+/*
+ * The backend a model loads with: HEARTH_BACKEND if set (an unknown name
+ * falls back to the CPU with a warning on stderr), else the CPU. Chosen
+ * once; thread-safe after the first call.
+ */
+const struct backend *backend_get(void);
+
+#endif

@@ -1,0 +1,255 @@
+/*
+ * cpu.c: the CPU backend's table and context: the activation buffers, the
+ * thread pool, weight preparation (the kernels' pack8 layout), and the
+ * entries of the MoE (cpu_moe.c) and DeltaNet (cpu_deltanet.c) operations.
+ * The other operations are in cpu_*.c by concept.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend/cpu.h"
+#include "util/errfmt.h"
+
+/* ------------------------------------------------------------------ weights --- */
+
+static bool weight_supported(enum dtype type)
+{
+    const struct type_kernels *tk = &kernels_get()->type[type];
+    return tk->vec_dot && tk->to_float;
+}
+
+/* gate and up share one quantized copy of their input rows */
+static bool moe_supported(enum dtype gate, enum dtype up, enum dtype down)
+{
+    const struct kernels *k = kernels_get();
+    return k->type[gate].vec_dot_type == k->type[up].vec_dot_type;
+}
+
+static bool vector_to_f32(enum dtype type, const void *src, float *dst, int64_t n)
+{
+    const struct type_kernels *tk = &kernels_get()->type[type];
+    if (!tk->to_float)
+        return false;
+    tk->to_float(src, dst, n);
+    return true;
+}
+
+/*
+ * Rewrites w into the kernel's packed layout when the table offers one for
+ * its type (and its rows come in whole groups of eight), then hands the
+ * source pages back to the kernel: the packed copy replaces them, so the
+ * resident set stays one copy of the weights, as llama.cpp's repack does not.
+ * Every ISA table offers the same layout, so HEARTH_ISA may pick any after.
+ */
+static enum hearth_status weight_prepare(struct weight *w, enum weight_use use, char *err,
+                                         size_t err_len)
+{
+    const struct type_kernels *tk = &kernels_get()->type[w->type];
+    if (use != WEIGHT_MATMUL || !w->data || !tk->pack8 || !tk->gemm8p || w->n_out % 8)
+        return HEARTH_OK;
+    const size_t len = (size_t)w->n_out * w->row_len;
+    void *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (dst == MAP_FAILED)
+        return fail(HEARTH_ENOMEM, err, err_len, "model: cannot map %zu bytes to repack weights",
+                    len);
+    for (int64_t g = 0; g < w->n_out / 8; g++)
+        tk->pack8((const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len, w->n_in,
+                  (uint8_t *)dst + (size_t)g * 8 * w->row_len);
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)w->data + page - 1) & ~(page - 1),
+              hi = ((uintptr_t)w->data + len) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    w->dev     = dst;
+    w->dev_len = len;
+    return HEARTH_OK;
+}
+
+static void weight_release(struct weight *w)
+{
+    if (w->dev)
+        munmap(w->dev, w->dev_len);
+    w->dev = NULL;
+}
+
+/* ------------------------------------------------------------------ context --- */
+
+static void scratch_free(struct scratch *s)
+{
+    free(s->x);
+    free(s->xb);
+    free(s->q);
+    free(s->kx);
+    free(s->vx);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->scores);
+    free(s->act);
+    free(s->act_sum);
+    free(s->logits);
+    memset(s, 0, sizeof *s);
+}
+
+static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n_batch,
+                          int n_threads)
+{
+    const size_t nb = (size_t)n_batch, qd = (size_t)hp->n_head * hp->head_dim,
+                 kvd = (size_t)hp->n_head_kv * hp->head_dim;
+    size_t max_in = (size_t)hp->n_embd;
+    if (qd > max_in)
+        max_in = qd;
+    if ((size_t)hp->n_ff > max_in)
+        max_in = (size_t)hp->n_ff;
+    if ((size_t)hp->n_in_extra > max_in)
+        max_in = (size_t)hp->n_in_extra;
+    /* f32 is the widest activation encoding (4 bytes/element); quantized ones are smaller */
+    s->act_row = (max_in * sizeof(float) + 63) / 64 * 64;
+    s->x = malloc(nb * hp->n_embd * sizeof(float));
+    s->xb = malloc(nb * (hp->n_embd > (int32_t)qd ? (size_t)hp->n_embd : qd) * sizeof(float));
+    s->q = malloc(nb * qd * sizeof(float));
+    s->kx = malloc(nb * kvd * sizeof(float));
+    s->vx = malloc(nb * kvd * sizeof(float));
+    s->att = malloc(nb * qd * sizeof(float));
+    s->hb = malloc(nb * hp->n_ff * sizeof(float));
+    s->hb2 = malloc(nb * hp->n_ff * sizeof(float));
+    s->scores_per_thread = ATTN_SCRATCH(hp->head_dim);
+    s->scores = malloc((size_t)n_threads * s->scores_per_thread * sizeof(float));
+    s->act = malloc(nb * s->act_row);
+    s->act_sum = malloc(nb * (max_in / 32) * sizeof(*s->act_sum));
+    s->logits = malloc(nb * hp->n_vocab * sizeof(float));
+    return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
+           s->act_sum && s->act && s->logits;
+}
+
+static void ctx_free(struct hearth_context *ctx)
+{
+    struct cpu_ctx *c = cpu_of(ctx);
+    if (!c)
+        return;
+    if (c->tp)
+        threadpool_free(c->tp);
+    scratch_free(&c->s);
+    moe_scratch_free(c->moe);
+    dnet_cache_free(c->dn);
+    free(c);
+    ctx->be = NULL;
+}
+
+static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t err_len)
+{
+    const struct hparams *hp = &ctx->model->hp;
+    const struct hearth_context_params *p = &ctx->p;
+    struct cpu_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
+    ctx->be = c;
+    c->k = kernels_get();
+    if (!scratch_alloc(&c->s, hp, p->n_batch, p->n_threads) ||
+        (hp->n_expert && !(c->moe = moe_scratch_new(hp, p->n_batch))))
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
+                    p->n_batch);
+    if (hp->recurrent && !(c->dn = dnet_cache_new(ctx->model, p->n_seq_max, p->n_batch)))
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for the recurrent state");
+    if (!(c->tp = threadpool_new(p->n_threads)))
+        return fail(HEARTH_ENOMEM, err, err_len, "context: cannot start %d threads", p->n_threads);
+    return HEARTH_OK;
+}
+
+static void seq_reset(struct hearth_context *ctx, int32_t seq)
+{
+    dnet_cache_reset(cpu_of(ctx)->dn, seq);
+}
+
+float *cpu_act(struct hearth_context *ctx, enum act a)
+{
+    struct scratch *s = &cpu_of(ctx)->s;
+    switch (a) {
+    case ACT_X:
+        return s->x;
+    case ACT_XB:
+        return s->xb;
+    case ACT_Q:
+        return s->q;
+    case ACT_QG:
+        return dnet_gate_rows(ctx);
+    case ACT_K:
+        return s->kx;
+    case ACT_V:
+        return s->vx;
+    case ACT_ATT:
+        return s->att;
+    case ACT_HB:
+        return s->hb;
+    case ACT_HB2:
+        return s->hb2;
+    case ACT_LOGITS:
+    case ACT_COUNT:
+        break;
+    }
+    return s->logits;
+}
+
+void cpu_run_rows(struct hearth_context *ctx, threadpool_fn fn, void *arg, int32_t n)
+{
+    if (n == 1)
+        fn(arg, 0, 1);
+    else
+        threadpool_run(cpu_of(ctx)->tp, fn, arg);
+}
+
+/* ------------------------------------------------------------ the operations --- */
+
+/* The batch and the block tables are host memory the operations read in place. */
+static void batch_begin(struct hearth_context *ctx, const struct hearth_batch *b)
+{
+}
+
+static void moe(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm)
+{
+    struct scratch *s = &cpu_of(ctx)->s;
+    moe_ffn(ctx, ctx->model->layers[l].moe, s->xb, s->x, n, n_gemm);
+}
+
+static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
+{
+    struct scratch *s = &cpu_of(ctx)->s;
+    dnet_forward(ctx, b, l, s->xb, s->xb);
+}
+
+static const float *logits(struct hearth_context *ctx, int32_t n)
+{
+    return cpu_of(ctx)->s.logits;
+}
+
+static const struct backend cpu = {
+    .name             = "cpu",
+    .weight_supported = weight_supported,
+    .moe_supported    = moe_supported,
+    .vector_to_f32    = vector_to_f32,
+    .weight_prepare   = weight_prepare,
+    .weight_release   = weight_release,
+    .ctx_init         = ctx_init,
+    .ctx_free         = ctx_free,
+    .seq_reset        = seq_reset,
+    .batch_begin      = batch_begin,
+    .embed            = cpu_op_embed,
+    .rmsnorm          = cpu_op_rmsnorm,
+    .matmul           = cpu_op_matmul,
+    .qkv_store        = cpu_op_qkv_store,
+    .attention        = cpu_op_attention,
+    .gated_act        = cpu_op_gated_act,
+    .add              = cpu_op_add,
+    .moe              = moe,
+    .deltanet         = deltanet,
+    .gather           = cpu_op_gather,
+    .softcap          = cpu_op_softcap,
+    .logits           = logits,
+};
+
+const struct backend *backend_cpu(void)
+{
+    return &cpu;
+}

@@ -1,0 +1,150 @@
+/*
+ * cpu_norm_rope.c: the CPU backend's RMSNorm over rows and the step between
+ * the q/k/v projections and attention: biases, per-head norms, rope in its
+ * three layouts, the q scale and the store of K/V rows into the paged
+ * cache. Split by token.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu.h"
+
+struct job {
+    struct hearth_context *ctx;
+    const struct hearth_batch *b;
+    int32_t l;          /* layer */
+    const float *w;     /* rmsnorm weights */
+    const float *src;   /* [n][n_embd] rmsnorm input rows */
+    float *dst;         /* [n][n_embd] rmsnorm output rows */
+    int32_t n;          /* rows */
+};
+
+static const float *norm_of(const struct hearth_model *m, int32_t l, enum norm which)
+{
+    switch (which) {
+    case NORM_ATTN:
+        return m->layers[l].attn_norm;
+    case NORM_POST_ATTN:
+        return m->layers[l].post_attn_norm;
+    case NORM_FFN:
+        return m->layers[l].ffn_norm;
+    case NORM_POST_FFN:
+        return m->layers[l].post_ffn_norm;
+    case NORM_OUTPUT:
+        break;
+    }
+    return m->output_norm;
+}
+
+static void rmsnorm_rows(void *arg, int ith, int nth)
+{
+    struct job *s = arg;
+    const struct kernels *k = cpu_of(s->ctx)->k;
+    const int64_t width = s->ctx->model->hp.n_embd;
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++)
+        k->rmsnorm(s->dst + t * width, s->src + t * width, s->w, width,
+                   s->ctx->model->hp.norm_eps);
+}
+
+void cpu_op_rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int32_t l,
+                    enum norm which, int32_t n)
+{
+    struct job s = {.ctx = ctx, .l = l, .w = norm_of(ctx->model, l, which),
+                    .src = cpu_act(ctx, src), .dst = cpu_act(ctx, dst), .n = n};
+    cpu_run_rows(ctx, rmsnorm_rows, &s, n);
+}
+
+/*
+ * Rotates the first rope_dim dims of each head by pos * base^(-2i/rope_dim):
+ * adjacent pairs (x[2i], x[2i+1]) for llama, halves (x[i], x[i + rope_dim/2])
+ * for NEOX-style models. The angle advances by repeated multiplication, as
+ * ggml computes it, so rounding matches.
+ */
+static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, float base,
+                 bool neox, int32_t pos, const int32_t *sections)
+{
+    /* IMRoPE (sections): pairs cycle through time, height and width, all at pos for text;
+     * pairs past those sections take the fourth position, 0 for text, so stay as they are */
+    int32_t n_sect = 0;
+    if (sections)
+        n_sect = sections[0] + sections[1] + sections[2] + sections[3];
+    const float theta_scale = powf(base, -2.0f / (float)rope_dim);
+    const int32_t half = rope_dim / 2;
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        float theta = (float)pos;
+        for (int32_t i = 0; i < half; i++) {
+            bool still = false;
+            if (n_sect) {
+                const int32_t sec = i % n_sect, m3 = sec % 3;
+                still = !(sec < 3 * sections[m3]);
+            }
+            const float c = still ? 1.0f : cosf(theta), s = still ? 0.0f : sinf(theta);
+            const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            const float x0 = v[a], x1 = v[b];
+            /* the fused forms llama.cpp's compiled rope produces, to the last bit */
+            v[a] = fmaf(x0, c, -(x1 * s));
+            v[b] = fmaf(x0, s, x1 * c);
+            theta *= theta_scale;
+        }
+    }
+}
+
+/* Adds biases, applies rope and stores this batch's K/V rows into the cache. */
+static void qkv_rows(void *arg, int ith, int nth)
+{
+    struct job *s = arg;
+    struct hearth_context *ctx = s->ctx;
+    struct cpu_ctx *c = cpu_of(ctx);
+    const struct hparams *hp = &ctx->model->hp;
+    const struct layer *L = &ctx->model->layers[s->l];
+    const struct kernels *k = c->k;
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    long t0, t1;
+    threadpool_split(s->n, ith, nth, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        float *q = c->s.q + t * qd, *kx = c->s.kx + t * kvd, *vx = c->s.vx + t * kvd;
+        if (L->bq)
+            k->axpy_f32(q, 1.0f, L->bq, qd);
+        if (L->bk)
+            k->axpy_f32(kx, 1.0f, L->bk, kvd);
+        if (L->bv)
+            k->axpy_f32(vx, 1.0f, L->bv, kvd);
+        if (L->q_norm)
+            for (int32_t h = 0; h < hp->n_head; h++)
+                k->rmsnorm(q + h * hp->head_dim, q + h * hp->head_dim, L->q_norm, hp->head_dim,
+                           hp->norm_eps);
+        if (L->k_norm)
+            for (int32_t h = 0; h < hp->n_head_kv; h++)
+                k->rmsnorm(kx + h * hp->head_dim, kx + h * hp->head_dim, L->k_norm, hp->head_dim,
+                           hp->norm_eps);
+        const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
+        const int32_t *sect = hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] +
+                                          hp->rope_sections[3]
+                                  ? hp->rope_sections
+                                  : NULL;
+        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos, sect);
+        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos,
+             sect);
+        if (hp->q_scale > 0)
+            k->scale_f32(q, hp->q_scale, qd);
+        void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos), *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
+        if (ctx->kv.type == HEARTH_KV_F16) {
+            k->f32_to_f16(kx, kdst, kvd);
+            k->f32_to_f16(vx, vdst, kvd);
+        } else {
+            memcpy(kdst, kx, (size_t)kvd * sizeof(float));
+            memcpy(vdst, vx, (size_t)kvd * sizeof(float));
+        }
+    }
+}
+
+void cpu_op_qkv_store(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
+{
+    struct job s = {.ctx = ctx, .b = b, .l = l, .n = b->n};
+    if (ctx->model->layers[l].attn_gated)
+        dnet_gate_split(ctx, cpu_of(ctx)->s.q, b->n);
+    cpu_run_rows(ctx, qkv_rows, &s, b->n);
+}
