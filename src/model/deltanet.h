@@ -45,6 +45,20 @@ void dnet_cache_free(struct dnet_cache *c);
 void dnet_cache_reset(struct dnet_cache *c, int32_t seq);
 
 /*
+ * One sequence's whole state as a flat copy: every DeltaNet layer's conv
+ * window, then every layer's matrices. dnet_state_len: its floats.
+ */
+size_t dnet_state_len(const struct dnet_cache *c);
+void dnet_state_save(const struct dnet_cache *c, int32_t seq, float *dst);
+void dnet_state_load(struct dnet_cache *c, int32_t seq, const float *src);
+/*
+ * [n_batch] destinations the next dnet_forward copies each row's state to
+ * once that row is mixed in (dnet_state_len floats, every layer's part as
+ * that layer runs); NULL rows are not copied. All NULL until set.
+ */
+float **dnet_snap_rows(struct dnet_cache *c);
+
+/*
  * out[t] = the DeltaNet mixer of layer l over the batch's normed rows in[t]
  * (n_embd floats each), advancing each row's sequence state in batch order.
  * in and out may be the same rows.

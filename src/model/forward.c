@@ -20,7 +20,7 @@ struct hearth_context_params hearth_context_default_params(void)
 {
     return (struct hearth_context_params){
         .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = 32, .kv_type = HEARTH_KV_F16,
-        .n_threads = 0};
+        .n_threads = 0, .n_state_snapshots = 8};
 }
 
 static void scratch_free(struct scratch *s)
@@ -92,6 +92,10 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         return fail(HEARTH_EINVAL, err, err_len,
                     "context: n_ctx %d, n_seq_max %d, n_batch %d or kv_block %d is out of range",
                     p.n_ctx, p.n_seq_max, p.n_batch, p.kv_block);
+    if (p.n_state_snapshots < 0 || p.n_state_snapshots > 1024)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "context: n_state_snapshots %d is out of range (0..1024 per sequence)",
+                    p.n_state_snapshots);
     if (p.n_threads <= 0)
         p.n_threads = model->n_threads;
     struct hearth_context *ctx = calloc(1, sizeof *ctx);
@@ -114,6 +118,15 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for the recurrent state");
         goto err;
     }
+    if (ctx->dn && p.n_state_snapshots > 0) {
+        const size_t len = dnet_state_len(ctx->dn);
+        if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, len))) {
+            st = fail(HEARTH_ENOMEM, err, err_len,
+                      "context: cannot map %zu bytes for %d state snapshots per sequence",
+                      snap_bytes(p.n_seq_max, p.n_state_snapshots, len), p.n_state_snapshots);
+            goto err;
+        }
+    }
     ctx->tp = threadpool_new(p.n_threads);
     if (!ctx->tp) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: cannot start %d threads", p.n_threads);
@@ -133,20 +146,37 @@ void hearth_context_free(struct hearth_context *ctx)
     if (ctx->tp)
         threadpool_free(ctx->tp);
     scratch_free(&ctx->s);
+    snap_free(ctx->snap);
     dnet_cache_free(ctx->dn);
     kv_free(&ctx->kv);
     free(ctx);
+}
+
+/*
+ * Loads seq's recurrent state from the snapshot nearest at or below p0
+ * (zeroes it when there is none) and returns that snapshot's position,
+ * where the caller cuts the KV. seq's own snapshots above it are given up.
+ */
+static int32_t state_resume(struct hearth_context *ctx, int32_t seq, int32_t p0)
+{
+    int32_t at         = 0;
+    const float *state = ctx->snap ? snap_find(ctx->snap, &ctx->kv, seq, p0, &at) : NULL;
+    if (state)
+        dnet_state_load(ctx->dn, seq, state);
+    else
+        dnet_cache_reset(ctx->dn, seq);
+    if (ctx->snap)
+        snap_disown(ctx->snap, seq, at);
+    return at;
 }
 
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0)
 {
     if (seq < 0 || seq >= ctx->kv.n_seq)
         return;
-    /* a recurrent state cannot go back: it keeps all its tokens or none */
-    if (ctx->dn && p0 < ctx->kv.seqs[seq].n_tokens) {
-        p0 = 0;
-        dnet_cache_reset(ctx->dn, seq);
-    }
+    /* a recurrent state cannot go back by itself: it resumes from a snapshot or from 0 */
+    if (ctx->dn && p0 < ctx->kv.seqs[seq].n_tokens)
+        p0 = state_resume(ctx, seq, p0);
     kv_truncate(&ctx->kv, seq, p0);
 }
 
@@ -630,6 +660,8 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
     enum hearth_status st = batch_prepare(ctx, b, err, err_len);
     if (st)
         return st;
+    if (ctx->snap)
+        snap_plan(ctx->snap, b, ctx->kv.block_tokens, dnet_snap_rows(ctx->dn));
     struct step e = {.ctx = ctx, .b = b, .n = b->n};
     run_by_token(ctx, embed_rows, &e, b->n);
     for (int32_t l = 0; l < hp->n_layer; l++)
@@ -668,17 +700,25 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
 int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                                 int32_t n)
 {
-    /* a recurrent model would need its state at the prefix's end, which is not kept yet */
-    if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0 || ctx->dn)
+    if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0)
         return 0;
-    return kv_reuse_prefix(&ctx->kv, seq, tokens, n);
+    int32_t got = kv_reuse_prefix(&ctx->kv, seq, tokens, n);
+    /* a recurrent model resumes only where a snapshot of its state matches the prefix */
+    if (ctx->dn && got > 0) {
+        got = state_resume(ctx, seq, got);
+        kv_truncate(&ctx->kv, seq, got);
+    }
+    return got;
 }
 
 void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                         int32_t n)
 {
-    if (seq >= 0 && seq < ctx->kv.n_seq)
-        kv_publish(&ctx->kv, seq, tokens, n);
+    if (seq < 0 || seq >= ctx->kv.n_seq)
+        return;
+    kv_publish(&ctx->kv, seq, tokens, n);
+    if (ctx->snap)
+        snap_bind(ctx->snap, &ctx->kv, seq);
 }
 
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,

@@ -15,6 +15,7 @@
 #include "model/kv.h"
 #include "model/deltanet.h"
 #include "model/moe.h"
+#include "model/snapshot.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 #include "util/threadpool.h"
@@ -130,6 +131,7 @@ struct hearth_context {
     struct scratch s;
     struct threadpool *tp;
     struct dnet_cache *dn;   /* recurrent state and scratch of the DeltaNet layers; else NULL */
+    struct snap_store *snap; /* snapshots of dn's state at block boundaries; NULL when off */
 };
 
 /*
