@@ -9,6 +9,7 @@
  * rows while it is in cache: weights are read once per micro-batch.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,13 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                       snap_bytes(p.n_seq_max, p.n_state_snapshots, len), p.n_state_snapshots);
             goto err;
         }
+        /* the one memory figure a user of --ctx-checkpoints needs, said once at startup */
+        fprintf(stderr,
+                "hearth: %s: state snapshots: up to %d per sequence x %d of %.2f MiB each "
+                "(%.1f MiB at most)\n",
+                model->arch, p.n_state_snapshots, p.n_seq_max,
+                (double)len * sizeof(float) / (1 << 20),
+                (double)snap_bytes(p.n_seq_max, p.n_state_snapshots, len) / (1 << 20));
     }
     ctx->tp = threadpool_new(p.n_threads);
     if (!ctx->tp) {
