@@ -9,29 +9,29 @@
 #include "model/kv.h"
 
 struct entry {
-    uint64_t key;  /* chain hash of the block ending at pos; 0 = not keyed (yet) */
-    uint64_t used; /* store clock at the last save or load: eviction order */
-    int32_t pos;   /* tokens the state covers, a multiple of the block size; 0 = free */
-    int32_t owner; /* sequence that saved it and still stands on it; -1 = none */
-    bool unkeyable;/* its block was published but another entry holds that key */
+    uint64_t key;   /* chain hash of the block ending at pos; 0 = not keyed (yet) */
+    uint64_t used;  /* store clock at the last save or load: eviction order */
+    int32_t pos;    /* tokens the state covers, a multiple of the block size; 0 = free */
+    int32_t owner;  /* sequence that saved it and still stands on it; -1 = none */
+    bool unkeyable; /* its block was published but another entry holds that key */
 };
 
 struct snap_store {
     int32_t n_seq;
-    int32_t per_seq;   /* snapshots a sequence may own, >= 1 */
-    int32_t cap;       /* n_seq * per_seq entries */
-    size_t state_len;  /* floats per snapshot */
-    float *mem;        /* [cap][state_len] */
+    int32_t per_seq;  /* snapshots a sequence may own, >= 1 */
+    int32_t cap;      /* n_seq * per_seq entries */
+    size_t state_len; /* floats per snapshot */
+    float *mem;       /* [cap][state_len] */
     size_t mem_len;
-    struct entry *e;   /* [cap] */
-    int32_t *own;      /* [n_seq][per_seq] entry ids of each sequence, ascending pos */
-    int32_t *n_own;    /* [n_seq] */
+    struct entry *e; /* [cap] */
+    int32_t *own;    /* [n_seq][per_seq] entry ids of each sequence, ascending pos */
+    int32_t *n_own;  /* [n_seq] */
     uint64_t clock;
     /* snap_plan scratch, grown to the largest batch seen */
     int32_t *sim_pos, *sim_tag; /* [per_seq + n_rows] */
     int32_t *cand;              /* [n_rows] rows ending a boundary, of one sequence */
     int32_t sim_cap;
-    uint8_t *seen;              /* [n_seq] */
+    uint8_t *seen; /* [n_seq] */
 };
 
 size_t snap_bytes(int32_t n_seq, int32_t per_seq, size_t state_len)
@@ -144,7 +144,7 @@ static bool grow(struct snap_store *s, int32_t n_rows)
     if (s->per_seq + n_rows <= s->sim_cap)
         return true;
     const int32_t want = s->per_seq + n_rows;
-    int32_t *p = realloc(s->sim_pos, (size_t)want * sizeof *p);
+    int32_t *p         = realloc(s->sim_pos, (size_t)want * sizeof *p);
     if (p)
         s->sim_pos = p;
     int32_t *t = realloc(s->sim_tag, (size_t)want * sizeof *t);
@@ -255,10 +255,10 @@ const float *snap_find(struct snap_store *s, const struct kv_cache *kv, int32_t 
                        int32_t *pos)
 {
     const int32_t bt = kv->block_tokens;
-    int32_t limit    = kv->seqs[seq].n_tokens, best = -1;
+    int32_t limit = kv->seqs[seq].n_tokens, best = -1;
     if (p0 < limit)
         limit = p0;
-    *pos = 0;
+    *pos               = 0;
     const int32_t *own = s->own + (size_t)seq * s->per_seq;
     for (int32_t i = 0; i < s->n_own[seq]; i++)
         if (s->e[own[i]].pos <= limit && (best < 0 || s->e[own[i]].pos > s->e[best].pos))

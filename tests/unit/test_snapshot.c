@@ -4,13 +4,14 @@
  * ones thin out, that only a matching prefix finds one, and that the store
  * never holds more than n_seq x per_seq of them.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "model/kv.h"
 #include "model/snapshot.h"
 #include "util/testutil.h"
 
-#define BT 4        /* tokens per KV block */
+#define BT        4 /* tokens per KV block */
 #define STATE_LEN 3 /* floats per snapshot */
 
 struct fx {
@@ -40,8 +41,7 @@ static void fx_close(struct fx *f)
  * would: blocks reserved, the plan made, each planned state filled with
  * (position, salt), then the KV length advanced and the blocks published.
  */
-static void run(struct fx *f, int32_t seq, const int32_t *tok, int32_t from, int32_t to,
-                float salt)
+static void run(struct fx *f, int32_t seq, const int32_t *tok, int32_t from, int32_t to, float salt)
 {
     char err[256];
     int32_t pos[64], sq[64];
@@ -66,7 +66,7 @@ static void run(struct fx *f, int32_t seq, const int32_t *tok, int32_t from, int
 /* Position of the snapshot snap_find gives seq at or below p0, checking its contents. */
 static int32_t found(struct fx *f, int32_t seq, int32_t p0, float salt)
 {
-    int32_t at = -1;
+    int32_t at      = -1;
     const float *st = snap_find(f->s, &f->kv, seq, p0, &at);
     if (!st) {
         assert_int_equal(at, 0);
@@ -239,6 +239,39 @@ static void test_cached_snapshots_are_evicted_least_recently_used_first(void **s
     fx_close(&f);
 }
 
+/* Rows of two sequences interleaved in one batch: each gets its own boundaries. */
+static void test_sequences_in_one_batch_keep_their_own(void **state)
+{
+    (void)state;
+    struct fx f;
+    fx_open(&f, 2, 4);
+    int32_t tok[16], pos[16], sq[16];
+    char err[256];
+    tokens(tok, 16, 9);
+    for (int32_t i = 0; i < 16; i++)
+        pos[i] = i / 2 + (i % 2) * 2, sq[i] = i % 2; /* seq 0 at 0..7, seq 1 at 2..9 */
+    f.kv.seqs[1].n_tokens = 2;
+    assert_int_equal(kv_reserve(&f.kv, 0, 8, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv_reserve(&f.kv, 1, 10, err, sizeof err), HEARTH_OK);
+    struct hearth_batch b = {16, tok, pos, sq, NULL};
+    snap_plan(f.s, &b, BT, f.dst);
+    for (int32_t i = 0; i < 16; i++) {
+        const bool want = (pos[i] + 1) % BT == 0;
+        assert_true((f.dst[i] != NULL) == want);
+        if (want) {
+            f.dst[i][0] = (float)(pos[i] + 1);
+            f.dst[i][1] = (float)sq[i];
+        }
+    }
+    f.kv.seqs[0].n_tokens = 8;
+    f.kv.seqs[1].n_tokens = 10;
+    assert_int_equal(found(&f, 0, 8, 0.0f), 8);
+    assert_int_equal(found(&f, 0, 7, 0.0f), 4);
+    assert_int_equal(found(&f, 1, 10, 1.0f), 8);
+    assert_int_equal(found(&f, 1, 7, 1.0f), 4);
+    fx_close(&f);
+}
+
 static void test_bytes_are_entries_times_state(void **state)
 {
     (void)state;
@@ -255,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_only_a_matching_prefix_finds_a_snapshot),
         cmocka_unit_test(test_unpublished_snapshots_are_not_kept),
         cmocka_unit_test(test_cached_snapshots_are_evicted_least_recently_used_first),
+        cmocka_unit_test(test_sequences_in_one_batch_keep_their_own),
         cmocka_unit_test(test_bytes_are_entries_times_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
