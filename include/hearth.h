@@ -196,7 +196,8 @@ int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const h
                                 int32_t n);
 
 /*
- * Makes sequence seq's full blocks findable by hearth_seq_reuse_prefix.
+ * Makes sequence seq's full blocks findable by hearth_seq_reuse_prefix, and
+ * with them the state snapshots seq took where those blocks end.
  * tokens[0..n) must be the tokens whose KV seq holds (n <= its length).
  * Cheap to call after every step: blocks already published are skipped.
  */
