@@ -321,16 +321,6 @@ size_t dnet_state_len(const struct dnet_cache *c)
     return (size_t)c->n_layer * (c->conv_len + c->ssm_len);
 }
 
-void dnet_state_save(const struct dnet_cache *c, int32_t seq, float *dst)
-{
-    for (int32_t l = 0; l < c->n_layer; l++) {
-        const size_t at = (size_t)l * c->n_seq + seq;
-        memcpy(dst + l * c->conv_len, c->conv + at * c->conv_len, c->conv_len * sizeof(float));
-        memcpy(dst + c->n_layer * c->conv_len + l * c->ssm_len, c->ssm + at * c->ssm_len,
-               c->ssm_len * sizeof(float));
-    }
-}
-
 void dnet_state_load(struct dnet_cache *c, int32_t seq, const float *src)
 {
     for (int32_t l = 0; l < c->n_layer; l++) {
@@ -392,7 +382,8 @@ static void conv_channels(void *arg, int ith, int nth)
         }
         if (c->snap[t]) {
             float *to = c->snap[t] + (size_t)j->dn->slot * c->conv_len;
-            memcpy(to + c0 * (K - 1), st + c0 * (K - 1), (size_t)(c1 - c0) * (K - 1) * sizeof(float));
+            memcpy(to + c0 * (K - 1), st + c0 * (K - 1),
+                   (size_t)(c1 - c0) * (K - 1) * sizeof(float));
         }
     }
 }

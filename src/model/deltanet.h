@@ -45,11 +45,11 @@ void dnet_cache_free(struct dnet_cache *c);
 void dnet_cache_reset(struct dnet_cache *c, int32_t seq);
 
 /*
- * One sequence's whole state as a flat copy: every DeltaNet layer's conv
- * window, then every layer's matrices. dnet_state_len: its floats.
+ * One sequence's whole state as a flat copy (a snapshot): every DeltaNet
+ * layer's conv window, then every layer's matrices. dnet_state_len: its
+ * floats; dnet_state_load makes it sequence seq's state.
  */
 size_t dnet_state_len(const struct dnet_cache *c);
-void dnet_state_save(const struct dnet_cache *c, int32_t seq, float *dst);
 void dnet_state_load(struct dnet_cache *c, int32_t seq, const float *src);
 /*
  * [n_batch] destinations the next dnet_forward copies each row's state to
