@@ -27,6 +27,13 @@ static void usage(FILE *fp)
         "                          is one forward pass, so it uses min(B, U)\n"
         "  -t, --threads T         threads for the forward pass (default: CPU count)\n"
         "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
+        "  --ctx-checkpoints N     models with recurrent layers (qwen35moe): copies of a slot's\n"
+        "                          state kept at KV block boundaries, so a prompt sharing a\n"
+        "                          cached prefix resumes at the last one it covers instead of\n"
+        "                          at token 0; 0..1024 per slot (default 8, 0 = off). Memory:\n"
+        "                          up to N x slots copies of one sequence's state (the DeltaNet\n"
+        "                          layers' conv windows and matrices; the startup line says\n"
+        "                          its size), touched only as they are taken\n"
         "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
         "                          on every endpoint but /health (default: $HEARTH_API_KEY,\n"
@@ -61,7 +68,7 @@ int cmd_serve(int argc, char **argv)
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
     const char *tmpl_file = NULL, *tmpl_name = NULL, *tmpl_kwargs = NULL, *cors = NULL;
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
-    long max_queue = 64, max_body = 4194304;
+    long max_queue = 64, max_body = 4194304, checkpoints = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -97,6 +104,8 @@ int cmd_serve(int argc, char **argv)
             LONG(threads, 1, 512);
         } else if (!strcmp(a, "--max-queue")) {
             LONG(max_queue, 0, 1 << 20);
+        } else if (!strcmp(a, "--ctx-checkpoints")) {
+            LONG(checkpoints, 0, 1024);
         } else if (!strcmp(a, "--max-body")) {
             LONG(max_body, 1024, 1L << 30);
         } else if (!strcmp(a, "--api-key")) {
@@ -164,7 +173,8 @@ int cmd_serve(int argc, char **argv)
                        .n_ctx     = (int32_t)n_ctx,
                        .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),
                        .max_queue = (int32_t)max_queue,
-                       .n_threads = (int)threads},
+                       .n_threads = (int)threads,
+                       .n_state_snapshots = (int32_t)checkpoints},
     };
     char err[HEARTH_ERR_MAX] = "";
     if (http_serve(&p, err, sizeof err) != HEARTH_OK) {

@@ -142,6 +142,9 @@ struct hearth_context_params {
     int32_t kv_block;     /* tokens per KV block (paging unit) */
     enum hearth_kv_type kv_type;
     int n_threads;        /* 0 = the model's */
+    int32_t n_state_snapshots; /* models with recurrent layers: snapshots of a sequence's
+                                  state kept per sequence at kv_block boundaries, 0..1024
+                                  (0 = off: prefix reuse and truncation start from 0) */
 };
 
 struct hearth_context_params hearth_context_default_params(void);
@@ -186,13 +189,16 @@ const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i);
  * kv_block, at most n - 1 so the caller always computes at least the last
  * token (whose logits it needs). With sliding-window layers it stops where
  * the window's own blocks are no longer cached. Returns 0 when nothing
- * matches.
+ * matches. A model with recurrent layers resumes only where a state
+ * snapshot was kept (see n_state_snapshots): the match is cut to the
+ * nearest such position, and that is what it returns.
  */
 int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                                 int32_t n);
 
 /*
- * Makes sequence seq's full blocks findable by hearth_seq_reuse_prefix.
+ * Makes sequence seq's full blocks findable by hearth_seq_reuse_prefix, and
+ * with them the state snapshots seq took where those blocks end.
  * tokens[0..n) must be the tokens whose KV seq holds (n <= its length).
  * Cheap to call after every step: blocks already published are skipped.
  */
@@ -209,12 +215,13 @@ void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *c
 
 /*
  * Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence).
- * A model with recurrent layers (qwen35moe) cannot go back to a shorter
- * prefix: any p0 below the sequence's length empties it. Sliding-window
- * layers give back the blocks their window has passed: a p0 whose window
- * (p0 - n_swa + 1 on) reaches into one of them empties it too, while a p0
- * at or after the start of the last batch always keeps. So callers read
- * hearth_seq_len afterwards to see what was kept.
+ * A model with recurrent layers (qwen35moe) goes back only to a state
+ * snapshot: any p0 below the sequence's length falls to the nearest one at
+ * or below p0 (0 when there is none). Sliding-window layers give back the
+ * blocks their window has passed: a p0 whose window (p0 - n_swa + 1 on)
+ * reaches into one of them empties the sequence, while a p0 at or after the
+ * start of the last batch always keeps. So callers read hearth_seq_len
+ * afterwards to see what was kept.
  */
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0);
 /* Tokens cached for sequence seq. */

@@ -120,6 +120,19 @@ struct backend {
     void (*ctx_free)(struct hearth_context *ctx);
     /* Zeroes sequence seq's recurrent state in every layer (no-op without one). */
     void (*seq_reset)(struct hearth_context *ctx, int32_t seq);
+    /*
+     * Snapshots of one sequence's recurrent state, which the host keeps
+     * (src/model/snapshot.c): state_len is its floats (every recurrent
+     * layer's conv window, then every layer's matrices; 0 without recurrent
+     * layers); state_load makes src sequence seq's state. state_save_rows
+     * gives the [n_batch] destinations the next batch's deltanet operations
+     * copy each row's sequence state to once that row is mixed in (NULL: not
+     * copied; all NULL until set). A device backend copies those states back
+     * to the host as each layer finishes.
+     */
+    size_t (*state_len)(const struct hearth_context *ctx);
+    void (*state_load)(struct hearth_context *ctx, int32_t seq, const float *src);
+    float **(*state_save_rows)(struct hearth_context *ctx);
 
     /* ------------------------------------------------- the forward pass --- */
 

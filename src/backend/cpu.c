@@ -163,6 +163,22 @@ static void seq_reset(struct hearth_context *ctx, int32_t seq)
     dnet_cache_reset(cpu_of(ctx)->dn, seq);
 }
 
+static size_t state_len(const struct hearth_context *ctx)
+{
+    const struct cpu_ctx *c = ctx->be;
+    return c->dn ? dnet_state_len(c->dn) : 0;
+}
+
+static void state_load(struct hearth_context *ctx, int32_t seq, const float *src)
+{
+    dnet_state_load(cpu_of(ctx)->dn, seq, src);
+}
+
+static float **state_save_rows(struct hearth_context *ctx)
+{
+    return dnet_snap_rows(cpu_of(ctx)->dn);
+}
+
 float *cpu_act(struct hearth_context *ctx, enum act a)
 {
     struct scratch *s = &cpu_of(ctx)->s;
@@ -234,6 +250,9 @@ static const struct backend cpu = {
     .ctx_init         = ctx_init,
     .ctx_free         = ctx_free,
     .seq_reset        = seq_reset,
+    .state_len        = state_len,
+    .state_load       = state_load,
+    .state_save_rows  = state_save_rows,
     .batch_begin      = batch_begin,
     .embed            = cpu_op_embed,
     .rmsnorm          = cpu_op_rmsnorm,

@@ -97,6 +97,10 @@ struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t n_seq, i
 void dnet_cache_free(struct dnet_cache *c);
 /* Zeroes sequence seq's state in every layer: it starts again from no tokens. */
 void dnet_cache_reset(struct dnet_cache *c, int32_t seq);
+/* The backend's state_len, state_load and state_save_rows over c (backend.h). */
+size_t dnet_state_len(const struct dnet_cache *c);
+void dnet_state_load(struct dnet_cache *c, int32_t seq, const float *src);
+float **dnet_snap_rows(struct dnet_cache *c);
 
 /*
  * out[t] = the DeltaNet mixer of layer l over the batch's normed rows in[t]

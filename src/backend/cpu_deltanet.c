@@ -44,6 +44,7 @@ struct dnet_cache {
     float *qg;        /* [n][2 * n_head * head_dim] gated attention's q projection */
     float *gate;      /* [n][n_head * head_dim] its gates */
     int32_t n_gate;   /* n_head * head_dim */
+    float **snap;     /* [n] where to copy the state after row t (dnet_state_len floats), or NULL */
 };
 
 /* -------------------------------------------------------------------- state --- */
@@ -72,8 +73,9 @@ struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t n_seq, i
     c->ones = malloc((size_t)c->d.conv_dim * sizeof(float));
     c->qg   = malloc(nb * 2 * c->n_gate * sizeof(float));
     c->gate = malloc(nb * c->n_gate * sizeof(float));
+    c->snap = calloc(nb, sizeof *c->snap);
     if ((ls && (!c->conv || !c->ssm)) || !c->qkv || !c->z || !c->beta || !c->g || !c->o ||
-        !c->ones || !c->qg || !c->gate) {
+        !c->ones || !c->qg || !c->gate || !c->snap) {
         dnet_cache_free(c);
         return NULL;
     }
@@ -96,6 +98,7 @@ void dnet_cache_free(struct dnet_cache *c)
     free(c->ones);
     free(c->qg);
     free(c->gate);
+    free(c->snap);
     free(c);
 }
 
@@ -109,6 +112,23 @@ void dnet_cache_reset(struct dnet_cache *c, int32_t seq)
         memset(c->ssm + at * c->ssm_len, 0, c->ssm_len * sizeof(float));
     }
 }
+
+size_t dnet_state_len(const struct dnet_cache *c)
+{
+    return (size_t)c->n_layer * (c->conv_len + c->ssm_len);
+}
+
+void dnet_state_load(struct dnet_cache *c, int32_t seq, const float *src)
+{
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const size_t at = (size_t)l * c->n_seq + seq;
+        memcpy(c->conv + at * c->conv_len, src + l * c->conv_len, c->conv_len * sizeof(float));
+        memcpy(c->ssm + at * c->ssm_len, src + c->n_layer * c->conv_len + l * c->ssm_len,
+               c->ssm_len * sizeof(float));
+    }
+}
+
+float **dnet_snap_rows(struct dnet_cache *c) { return c->snap; }
 
 /* ---------------------------------------------------------------- the mixer --- */
 
@@ -156,6 +176,11 @@ static void conv_channels(void *arg, int ith, int nth)
                 win[i] = win[i + 1];
             win[K - 2] = x[ch];
             x[ch]      = sum;
+        }
+        if (c->snap[t]) {
+            float *to = c->snap[t] + (size_t)j->dn->slot * c->conv_len;
+            memcpy(to + c0 * (K - 1), st + c0 * (K - 1),
+                   (size_t)(c1 - c0) * (K - 1) * sizeof(float));
         }
     }
 }
@@ -223,6 +248,10 @@ static void delta_heads(void *arg, int ith, int nth)
             float *o = c->o + ((size_t)t * nv + h) * S;
             for (int32_t r = 0; r < S; r++)
                 o[r] = ggml_vec_dot_f32_ref(M + (size_t)r * S, q, S) * scale;
+            if (c->snap[t])
+                memcpy(c->snap[t] + (size_t)c->n_layer * c->conv_len +
+                           (size_t)j->dn->slot * c->ssm_len + (size_t)h * S * S,
+                       M, (size_t)S * S * sizeof(float));
         }
     }
 }

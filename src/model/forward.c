@@ -5,6 +5,7 @@
  * (src/backend/backend.h); what stays here runs on the host: checking a
  * batch, reserving its KV blocks, choosing the rows whose logits are wanted.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ struct hearth_context_params hearth_context_default_params(void)
 {
     return (struct hearth_context_params){
         .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = 32, .kv_type = HEARTH_KV_F16,
-        .n_threads = 0};
+        .n_threads = 0, .n_state_snapshots = 8};
 }
 
 enum hearth_status hearth_context_new(struct hearth_model *model,
@@ -32,6 +33,10 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         return fail(HEARTH_EINVAL, err, err_len,
                     "context: n_ctx %d, n_seq_max %d, n_batch %d or kv_block %d is out of range",
                     p.n_ctx, p.n_seq_max, p.n_batch, p.kv_block);
+    if (p.n_state_snapshots < 0 || p.n_state_snapshots > 1024)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "context: n_state_snapshots %d is out of range (0..1024 per sequence)",
+                    p.n_state_snapshots);
     if (p.n_threads <= 0)
         p.n_threads = model->n_threads;
     struct hearth_context *ctx = calloc(1, sizeof *ctx);
@@ -67,6 +72,22 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     }
     if ((st = model->be->ctx_init(ctx, err, err_len)))
         goto err;
+    if (model->hp.recurrent && p.n_state_snapshots > 0) {
+        const size_t len = model->be->state_len(ctx);
+        if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, len))) {
+            st = fail(HEARTH_ENOMEM, err, err_len,
+                      "context: cannot map %zu bytes for %d state snapshots per sequence",
+                      snap_bytes(p.n_seq_max, p.n_state_snapshots, len), p.n_state_snapshots);
+            goto err;
+        }
+        /* the one memory figure a user of --ctx-checkpoints needs, said once at startup */
+        fprintf(stderr,
+                "hearth: %s: state snapshots: up to %d per sequence x %d of %.2f MiB each "
+                "(%.1f MiB at most)\n",
+                model->arch, p.n_state_snapshots, p.n_seq_max,
+                (double)len * sizeof(float) / (1 << 20),
+                (double)snap_bytes(p.n_seq_max, p.n_state_snapshots, len) / (1 << 20));
+    }
     *out = ctx;
     return HEARTH_OK;
 err:
@@ -82,19 +103,36 @@ void hearth_context_free(struct hearth_context *ctx)
     free(ctx->out_row);
     free(ctx->out_src);
     free(ctx->seq_next);
+    snap_free(ctx->snap);
     kv_free(&ctx->kv);
     free(ctx);
+}
+
+/*
+ * Loads seq's recurrent state from the snapshot nearest at or below p0
+ * (zeroes it when there is none) and returns that snapshot's position,
+ * where the caller cuts the KV. seq's own snapshots above it are given up.
+ */
+static int32_t state_resume(struct hearth_context *ctx, int32_t seq, int32_t p0)
+{
+    int32_t at         = 0;
+    const float *state = ctx->snap ? snap_find(ctx->snap, &ctx->kv, seq, p0, &at) : NULL;
+    if (state)
+        ctx->model->be->state_load(ctx, seq, state);
+    else
+        ctx->model->be->seq_reset(ctx, seq);
+    if (ctx->snap)
+        snap_disown(ctx->snap, seq, at);
+    return at;
 }
 
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0)
 {
     if (seq < 0 || seq >= ctx->kv.n_seq)
         return;
-    /* a recurrent state cannot go back: it keeps all its tokens or none */
-    if (ctx->model->hp.recurrent && p0 < ctx->kv.seqs[seq].n_tokens) {
-        p0 = 0;
-        ctx->model->be->seq_reset(ctx, seq);
-    }
+    /* a recurrent state cannot go back by itself: it resumes from a snapshot or from 0 */
+    if (ctx->model->hp.recurrent && p0 < ctx->kv.seqs[seq].n_tokens)
+        p0 = state_resume(ctx, seq, p0);
     kv_truncate(&ctx->kv, seq, p0);
 }
 
@@ -205,6 +243,8 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
     if (st)
         return st;
     be->batch_begin(ctx, b);
+    if (ctx->snap)
+        snap_plan(ctx->snap, b, ctx->kv.block_tokens, be->state_save_rows(ctx));
     be->embed(ctx, b);
     for (int32_t l = 0; l < hp->n_layer; l++)
         layer_forward(ctx, b, l);
@@ -238,18 +278,25 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
 int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                                 int32_t n)
 {
-    /* a recurrent model would need its state at the prefix's end, which is not kept yet */
-    if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0 ||
-        ctx->model->hp.recurrent)
+    if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0)
         return 0;
-    return kv_reuse_prefix(&ctx->kv, seq, tokens, n);
+    int32_t got = kv_reuse_prefix(&ctx->kv, seq, tokens, n);
+    /* a recurrent model resumes only where a snapshot of its state matches the prefix */
+    if (ctx->model->hp.recurrent && got > 0) {
+        got = state_resume(ctx, seq, got);
+        kv_truncate(&ctx->kv, seq, got);
+    }
+    return got;
 }
 
 void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                         int32_t n)
 {
-    if (seq >= 0 && seq < ctx->kv.n_seq)
-        kv_publish(&ctx->kv, seq, tokens, n);
+    if (seq < 0 || seq >= ctx->kv.n_seq)
+        return;
+    kv_publish(&ctx->kv, seq, tokens, n);
+    if (ctx->snap)
+        snap_bind(ctx->snap, &ctx->kv, seq);
 }
 
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,

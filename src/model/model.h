@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "hearth.h"
 #include "model/kv.h"
+#include "model/snapshot.h"
 #include "text/chat.h"
 #include "text/tokenizer.h"
 
@@ -112,6 +113,8 @@ struct hearth_context {
     int32_t *out_src;        /* [n_batch] batch row of logits row i (the rows gathered) */
     int32_t n_rows;          /* rows of the last batch (valid out_row entries) */
     int32_t *seq_next;       /* [n_seq] next position per sequence while checking a batch */
+    struct snap_store *snap; /* host copies of the recurrent state at block boundaries
+                                (src/model/snapshot.c); NULL without recurrent layers or when off */
 };
 
 /*

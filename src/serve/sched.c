@@ -712,6 +712,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     cp.n_seq_max                    = p->n_slots;
     cp.n_batch                      = p->n_batch;
     cp.n_threads                    = p->n_threads;
+    cp.n_state_snapshots            = p->n_state_snapshots;
     enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
     if (st)
         goto err;

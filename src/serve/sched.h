@@ -100,6 +100,7 @@ struct sched_params {
     int32_t n_batch;     /* most tokens in one step's micro-batch (--batch-size) */
     int32_t max_queue;   /* jobs waiting beyond the slots before sched_submit refuses */
     int n_threads;
+    int32_t n_state_snapshots; /* recurrent models: state snapshots per slot (--ctx-checkpoints) */
 };
 
 struct sched;

@@ -873,6 +873,105 @@ static void test_prefix_reuse_reports_cached_tokens(void **state)
     srv_stop(&s);
 }
 
+/*
+ * A greedy completion of 24 tokens: its usage.prompt_tokens_details.cached_tokens,
+ * its text and its logprobs (3 best per token) as JSON text (both malloc'd).
+ */
+static char *complete(const struct srv *s, const char *prompt, double *cached, char **logprobs)
+{
+    char *body = malloc(strlen(prompt) + 128);
+    sprintf(body, "{\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0,\"logprobs\":3}",
+            prompt);
+    struct http_resp r = http_post(s, "/v1/completions", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    cJSON *j              = http_json(&r);
+    const cJSON *choice   = cJSON_GetArrayItem(jget(j, "choices"), 0);
+    *cached   = jnum(jget(jget(j, "usage"), "prompt_tokens_details"), "cached_tokens");
+    *logprobs = cJSON_PrintUnformatted(jget(choice, "logprobs"));
+    char *t   = strdup(jstr(choice, "text"));
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    return t;
+}
+
+/*
+ * qwen35moe's recurrent state: a second prompt sharing a 200-token prefix
+ * resumes from the state snapshot at the last block boundary the prefix
+ * covers (192 with 32-token blocks), and its greedy text is the text of a
+ * server that keeps no snapshots (--ctx-checkpoints 0, which reuses nothing).
+ * Its logprobs are those of that server prefilling in the same batch shapes
+ * (192 rows, then the rest); in one batch of all 215 rows the prompt's last
+ * row goes through tiled attention instead of per-key (64 rows or more), so
+ * the first token's logprobs may differ in the last bits there.
+ */
+static void test_hybrid_prefix_resumes_from_a_state_snapshot(void **state)
+{
+    (void)state;
+    if (!srv_have_curl())
+        skip();
+    TU_MODEL_OR_SKIP(model, "tiny-qwen35moe-bpe-q8_0.gguf");
+    static const char *words[] = {"the",  "a",     "cat",  "dog",  "ran",   "over",
+                                  "hill", "under", "sky",  "blue", "river", "stone",
+                                  "tree", "house", "small", "big"};
+    char prefix[2048] = "", a[2300], b[2300];
+    uint32_t x        = 12345;
+    for (int i = 0; i < 199; i++) {
+        x = x * 1103515245u + 12345u;
+        strcat(prefix, words[(x >> 16) % 16]);
+        strcat(prefix, " ");
+    }
+    prefix[strlen(prefix) - 1] = '.';
+    snprintf(a, sizeof a, "%s And then the first tail goes on about apples in the garden.", prefix);
+    snprintf(b, sizeof b, "%s But a second ending speaks of ships and the wide sea at night.",
+             prefix);
+
+    struct srv s;
+    srv_start_opt(&s, model, NULL, true);
+    char body[2200];
+    snprintf(body, sizeof body, "{\"content\":\"%s\"}", prefix);
+    struct http_resp r = http_post(&s, "/tokenize", body);
+    assert_int_equal(r.status, 200);
+    cJSON *j           = http_json(&r);
+    const int n_prefix = cJSON_GetArraySize(jget(j, "tokens"));
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    double cached_a, cached_b, cached_off, cached_shaped;
+    char *lp_a, *lp_b, *lp_off, *lp_shaped;
+    char *ta = complete(&s, a, &cached_a, &lp_a), *tb = complete(&s, b, &cached_b, &lp_b);
+    srv_stop(&s);
+
+    const char *off[] = {"--ctx-checkpoints", "0", NULL};
+    srv_start_opt(&s, model, off, true);
+    char *tb_off = complete(&s, b, &cached_off, &lp_off);
+    srv_stop(&s);
+    const char *shaped[] = {"--ctx-checkpoints", "0", "--batch-size", "192", NULL};
+    srv_start_opt(&s, model, shaped, true);
+    char *tb_shaped = complete(&s, b, &cached_shaped, &lp_shaped);
+    srv_stop(&s);
+
+    print_message("prefix of %d tokens: cached_tokens A %g, B %g, B without snapshots %g\n",
+                  n_prefix, cached_a, cached_b, cached_off);
+    print_message("B: %s\nB without snapshots: %s\n", tb, tb_off);
+    assert_true(n_prefix >= 200 && n_prefix < 224);
+    assert_true(cached_a == 0);
+    assert_true(cached_b >= 128);
+    assert_true(cached_b == 192); /* the last 32-token boundary the prefix covers */
+    assert_true(cached_off == 0 && cached_shaped == 0);
+    assert_string_equal(tb, tb_off);
+    assert_string_equal(tb, tb_shaped);
+    assert_string_equal(lp_b, lp_shaped);
+    assert_true(strcmp(ta, tb) != 0);
+    free(ta);
+    free(tb);
+    free(tb_off);
+    free(tb_shaped);
+    free(lp_a);
+    free(lp_b);
+    free(lp_off);
+    free(lp_shaped);
+}
+
 static void test_openai_npm_client(void **state)
 {
     (void)state;
@@ -908,6 +1007,8 @@ int main(void)
         cmocka_unit_test_teardown(test_sigterm_mid_stream_is_graceful, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_parallel_greedy_equals_alone, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_prefix_reuse_reports_cached_tokens, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_hybrid_prefix_resumes_from_a_state_snapshot,
+                                  srv_kill_leftovers),
         cmocka_unit_test_teardown(test_openai_npm_client, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

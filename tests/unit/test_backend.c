@@ -84,6 +84,8 @@ static void test_cpu_table_is_complete(void **state)
         (const void *)b->vector_to_f32,    (const void *)b->weight_prepare,
         (const void *)b->weight_release,   (const void *)b->ctx_init,
         (const void *)b->ctx_free,         (const void *)b->seq_reset,
+        (const void *)b->state_len,        (const void *)b->state_load,
+        (const void *)b->state_save_rows,
         (const void *)b->batch_begin,      (const void *)b->embed,
         (const void *)b->rmsnorm,          (const void *)b->matmul,
         (const void *)b->qkv_store,        (const void *)b->attention,

@@ -2,7 +2,7 @@
  * test_deltanet.c: Qwen3.5's hybrid (src/backend/cpu_deltanet.c) on the tiny
  * qwen35moe model: the recurrent state advances the same whether a prompt
  * is prefilled at once, in chunks or a token at a time; each sequence keeps
- * its own state; truncating a sequence resets it, and prefix reuse is off.
+ * its own state; truncation and prefix reuse resume from state snapshots.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -108,11 +108,12 @@ static void test_sequences_keep_their_own_state(void **state)
 }
 
 /*
- * The state cannot go back to a shorter prefix: truncating to 0 starts the
- * sequence afresh (same bits as the first time), truncating to a middle
- * position empties it too, and prefix reuse attaches nothing.
+ * The state goes back only to a snapshot (every 16-token block boundary
+ * here): truncating resumes from the nearest one at or below the cut, and
+ * continuing from there gives the bits of the uncut run (the same batch
+ * shapes); below the first boundary the sequence starts afresh.
  */
-static void test_truncation_resets_the_state(void **state)
+static void test_truncation_resumes_from_a_snapshot(void **state)
 {
     struct tu_engine *f = *state;
     NEED_MODEL(f);
@@ -120,18 +121,81 @@ static void test_truncation_resets_the_state(void **state)
     hearth_token p[48];
     tu_tokens(p, 48, 9);
     reset(f);
-    tu_engine_run(f, 0, p, 48, 48, l1);
-    hearth_seq_publish(f->ctx, 0, p, 48);
+    tu_engine_run(f, 0, p, 48, 16, l1);
     hearth_seq_truncate(f->ctx, 0, 48); /* its full length: nothing changes */
     assert_int_equal(hearth_seq_len(f->ctx, 0), 48);
-    hearth_seq_truncate(f->ctx, 0, 20);
-    assert_int_equal(hearth_seq_len(f->ctx, 0), 0);
-    assert_int_equal(hearth_seq_reuse_prefix(f->ctx, 0, p, 48), 0);
-    tu_engine_run(f, 0, p, 48, 48, l2);
-    assert_memory_equal(l1, l2, (size_t)f->n_vocab * sizeof(float));
+    const int32_t cut[] = {40, 20, 10, 0}, at[] = {32, 16, 0, 0};
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+        hearth_seq_truncate(f->ctx, 0, cut[i]);
+        assert_int_equal(hearth_seq_len(f->ctx, 0), at[i]);
+        tu_engine_run(f, 0, p + at[i], 48 - at[i], 16, l2);
+        print_message("cut at %d, resumed at %d: max |diff| %g\n", cut[i], at[i],
+                      tu_max_diff(l1, l2, f->n_vocab));
+        assert_memory_equal(l1, l2, (size_t)f->n_vocab * sizeof(float));
+    }
+    reset(f);
+    free(l1);
+    free(l2);
+}
+
+/*
+ * Prefix reuse across sequences: a second sequence with the same prompt
+ * resumes at the last snapshot its KV match reaches and continues to the
+ * same bits; a prompt that parts after 20 tokens resumes at 16; one that
+ * differs in its first block resumes nowhere. Without snapshots nothing is
+ * reused.
+ */
+static void test_prefix_reuse_resumes_from_a_snapshot(void **state)
+{
+    struct tu_engine *f = *state;
+    NEED_MODEL(f);
+    float *l1 = malloc(f->n_vocab * sizeof(float)), *l2 = malloc(f->n_vocab * sizeof(float));
+    hearth_token p[48], q[48], r[48];
+    tu_tokens(p, 48, 10);
+    tu_tokens(q, 48, 11);
+    memcpy(q, p, 20 * sizeof *p);
+    memcpy(r, p, sizeof p);
+    r[3] = p[3] + 1;
+    reset(f);
+    tu_engine_run(f, 0, p, 48, 48, l1);
+    hearth_seq_publish(f->ctx, 0, p, 48);
     hearth_seq_truncate(f->ctx, 0, 0);
-    tu_engine_run(f, 0, p, 48, 48, l2);
+
+    assert_int_equal(hearth_seq_reuse_prefix(f->ctx, 1, p, 48), 32);
+    assert_int_equal(hearth_seq_len(f->ctx, 1), 32);
+    tu_engine_run(f, 1, p + 32, 16, 16, l2);
     assert_memory_equal(l1, l2, (size_t)f->n_vocab * sizeof(float));
+    hearth_seq_truncate(f->ctx, 1, 0);
+
+    reset(f);
+    tu_engine_run(f, 0, q, 48, 48, l1);
+    hearth_seq_truncate(f->ctx, 0, 0);
+    assert_int_equal(hearth_seq_reuse_prefix(f->ctx, 1, q, 48), 16);
+    tu_engine_run(f, 1, q + 16, 32, 32, l2);
+    assert_memory_equal(l1, l2, (size_t)f->n_vocab * sizeof(float));
+    hearth_seq_truncate(f->ctx, 1, 0);
+
+    assert_int_equal(hearth_seq_reuse_prefix(f->ctx, 1, r, 48), 0);
+    assert_int_equal(hearth_seq_len(f->ctx, 1), 0);
+
+    struct hearth_context *off;
+    struct hearth_context_params cp = hearth_context_default_params();
+    char err[HEARTH_ERR_MAX];
+    cp.n_ctx = 64, cp.kv_block = 16, cp.n_state_snapshots = 0;
+    assert_int_equal(hearth_context_new(f->model, &cp, &off, err, sizeof err), HEARTH_OK);
+    const int32_t pos[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+    const int32_t seq[18] = {0};
+    struct hearth_batch b = {18, p, pos, seq, NULL};
+    assert_int_equal(hearth_decode(off, &b, err, sizeof err), HEARTH_OK);
+    hearth_seq_publish(off, 0, p, 18);
+    hearth_seq_truncate(off, 0, 17);
+    assert_int_equal(hearth_seq_len(off, 0), 0);
+    assert_int_equal(hearth_seq_reuse_prefix(off, 0, p, 18), 0);
+    hearth_context_free(off);
+    cp.n_state_snapshots = 1025;
+    assert_int_equal(hearth_context_new(f->model, &cp, &off, err, sizeof err), HEARTH_EINVAL);
+    print_message("%s\n", err);
+    assert_non_null(strstr(err, "n_state_snapshots"));
     reset(f);
     free(l1);
     free(l2);
@@ -142,7 +206,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_prefill_and_token_by_token_agree),
         cmocka_unit_test(test_sequences_keep_their_own_state),
-        cmocka_unit_test(test_truncation_resets_the_state),
+        cmocka_unit_test(test_truncation_resumes_from_a_snapshot),
+        cmocka_unit_test(test_prefix_reuse_resumes_from_a_snapshot),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
