@@ -406,6 +406,33 @@ static void test_max_tokens_and_stop_strings(void **state)
     hearth_model_free(m);
 }
 
+/* Blocks until the gated job has reached its first token and the scheduler waits there. */
+static void wait_at_gate(struct collector *c)
+{
+    pthread_mutex_lock(&c->mu);
+    while (!c->gate_reached)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void open_gate(struct collector *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gate_open = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Job 1 (request 1) takes a slot and holds the scheduler at its first token. */
+static void hold_scheduler(struct sched *s, struct collector *c, struct hearth_model *m)
+{
+    c->gate_job         = 1;
+    struct sched_job *a = make_job(m, 1, 1, "Once upon a time", 300);
+    a->ignore_eos       = true;
+    assert_int_equal(sched_submit(s, a), HEARTH_OK);
+    wait_at_gate(c);
+}
+
 static void test_cancel_running_and_queued(void **state)
 {
     (void)state;
@@ -421,15 +448,9 @@ static void test_cancel_running_and_queued(void **state)
     struct sched_job *b    = make_job(m, 2, 20, "The little dog", 400);
     c->gate_job            = 1; /* job 2 is queued before job 1 passes its first token */
     assert_int_equal(sched_submit(s, a), HEARTH_OK);
-    pthread_mutex_lock(&c->mu);
-    while (!c->gate_reached)
-        pthread_cond_wait(&c->cv, &c->mu);
-    pthread_mutex_unlock(&c->mu);
+    wait_at_gate(c);
     assert_int_equal(sched_submit(s, b), HEARTH_OK);
-    pthread_mutex_lock(&c->mu);
-    c->gate_open = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    open_gate(c);
     struct rec *r = wait_end(c, 1);
     assert_true(r->done);
     assert_int_equal(r->finish, SCHED_FINISH_CANCELLED);
@@ -462,14 +483,7 @@ static void test_queue_full_and_shutdown(void **state)
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 1, 512, 32, 1);
-    c->gate_job            = 1; /* job 1 holds the scheduler at its first token */
-    struct sched_job *a    = make_job(m, 1, 1, "Once upon a time", 300);
-    a->ignore_eos          = true;
-    assert_int_equal(sched_submit(s, a), HEARTH_OK);
-    pthread_mutex_lock(&c->mu);
-    while (!c->gate_reached)
-        pthread_cond_wait(&c->cv, &c->mu);
-    pthread_mutex_unlock(&c->mu);
+    hold_scheduler(s, c, m);
     /* the slot is busy: one may wait, the next is refused (and freed by sched_submit) */
     assert_int_equal(sched_submit(s, make_job(m, 2, 2, "The little dog", 5)), HEARTH_OK);
     assert_int_equal(sched_submit(s, make_job(m, 3, 3, "The little dog", 5)), HEARTH_EFULL);
@@ -477,10 +491,7 @@ static void test_queue_full_and_shutdown(void **state)
     sched_snapshot(s, &st, NULL, 0);
     assert_int_equal(st.queue_depth, 1);
     assert_int_equal(st.slots_busy, 1);
-    pthread_mutex_lock(&c->mu);
-    c->gate_open = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    open_gate(c);
     /* stopping now: the running and the waiting job both end with an ERROR */
     sched_stop(s);
     assert_true(c->recs[1].done || c->recs[1].error);
@@ -504,14 +515,7 @@ static void test_submit_all_is_all_or_nothing(void **state)
     struct hearth_model *m = load_model(path);
     struct collector *c    = collector_new();
     struct sched *s        = start(m, c, 2, 512, 32, 1);
-    c->gate_job            = 1; /* job 1 holds the scheduler at its first token */
-    struct sched_job *a    = make_job(m, 1, 1, "Once upon a time", 300);
-    a->ignore_eos          = true;
-    assert_int_equal(sched_submit(s, a), HEARTH_OK);
-    pthread_mutex_lock(&c->mu);
-    while (!c->gate_reached)
-        pthread_cond_wait(&c->cv, &c->mu);
-    pthread_mutex_unlock(&c->mu);
+    hold_scheduler(s, c, m);
     struct sched_job *three[3], *two[2];
     for (int i = 0; i < 3; i++)
         three[i] = make_job(m, (uint64_t)(2 + i), 2, "The little dog", 5);
@@ -524,10 +528,7 @@ static void test_submit_all_is_all_or_nothing(void **state)
     assert_int_equal(sched_submit_all(s, two, 2), HEARTH_OK);
     sched_snapshot(s, &st, NULL, 0);
     assert_int_equal(st.queue_depth, 2);
-    pthread_mutex_lock(&c->mu);
-    c->gate_open = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
+    open_gate(c);
     sched_stop(s);
     for (int id = 2; id <= 4; id++)
         assert_false(c->recs[id].done || c->recs[id].error);
