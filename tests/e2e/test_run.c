@@ -90,6 +90,21 @@ static void test_greedy_models_match_llama_cpp(void **state)
     check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-llamacpp.tsv", "greedy-llamacpp.tsv");
 }
 
+/* A qwen35moe file with MTP layers loads; the layers are skipped with a note, not silently. */
+static void test_mtp_layers_ignored_with_a_note(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
+    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Hello", "-n", "4", "--temp", "0",
+                          "-t", "2", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 0);
+    assert_non_null(strstr(err, "qwen35moe: ignoring 1 multi-token-prediction layer"));
+    assert_true(strlen(out) > 0);
+    free(out);
+    free(err);
+}
+
 static void test_seeded_sampling_is_reproducible(void **state)
 {
     (void)state;
@@ -204,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_greedy_matches_llama_cpp),
         cmocka_unit_test(test_greedy_ties_match_llama_cpp),
         cmocka_unit_test(test_greedy_models_match_llama_cpp),
+        cmocka_unit_test(test_mtp_layers_ignored_with_a_note),
         cmocka_unit_test(test_seeded_sampling_is_reproducible),
         cmocka_unit_test(test_timings_on_stderr),
         cmocka_unit_test(test_chat_two_turns_reuse_the_conversation),
