@@ -45,21 +45,24 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     ctx->model = model;
     ctx->p = p;
     int32_t per_seq = (p.n_ctx + p.kv_block - 1) / p.kv_block;
-    bool *swa = malloc((size_t)hp->n_layer * sizeof *swa);
+    /* [0, n_layer): window layers; [n_layer, 2 n_layer): layers with no K/V (DeltaNet) */
+    bool *flags = malloc(2 * (size_t)hp->n_layer * sizeof *flags);
     enum hearth_status st;
-    if (!swa) {
+    if (!flags) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
         goto err;
     }
-    for (int32_t l = 0; l < hp->n_layer; l++)
-        swa[l] = model->layers[l].swa;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        flags[l]               = model->layers[l].swa;
+        flags[hp->n_layer + l] = model->layers[l].dnet != NULL;
+    }
     const struct kv_params kp = {
         .n_layer = hp->n_layer, .kv_dim = hp->n_head_kv * hp->head_dim, .n_seq = p.n_seq_max,
         .n_ctx = p.n_ctx, .block_tokens = p.kv_block, .n_blocks = per_seq * p.n_seq_max,
-        .type = p.kv_type, .swa = swa, .n_swa = hp->n_swa,
+        .type = p.kv_type, .swa = flags, .no_kv = flags + hp->n_layer, .n_swa = hp->n_swa,
         .n_blocks_swa = kv_window_blocks(p.n_seq_max, p.n_ctx, hp->n_swa, p.n_batch, p.kv_block)};
     st = kv_init(&ctx->kv, &kp, err, err_len);
-    free(swa);
+    free(flags);
     if (st)
         goto err;
     ctx->out_row = malloc((size_t)p.n_batch * sizeof(int32_t));

@@ -26,7 +26,8 @@ static void count_layers(const struct kv_params *p, int32_t n_layer[KV_GROUPS])
     n_layer[0] = n_layer[1] = 0;
     const bool split = p->swa && p->n_swa > 0 && p->n_blocks_swa > 0;
     for (int32_t l = 0; l < p->n_layer; l++)
-        n_layer[split && p->swa[l]]++;
+        if (!(p->no_kv && p->no_kv[l]))
+            n_layer[split && p->swa[l]]++;
 }
 
 size_t kv_bytes(const struct kv_params *p)
@@ -115,9 +116,14 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
     int32_t next[KV_GROUPS] = {0, 0};
     for (int32_t l = 0; l < p->n_layer; l++) {
         const bool win = kv->n_swa > 0 && p->swa[l];
-        kv->group[l]  = (uint8_t)(win && n_layer[1] > 0);
-        kv->slot[l]   = next[kv->group[l]]++;
-        kv->window[l] = win ? kv->n_swa : 0;
+        kv->window[l]  = win ? kv->n_swa : 0;
+        if (p->no_kv && p->no_kv[l]) {
+            kv->group[l] = KV_NONE;
+            kv->slot[l]  = -1;
+            continue;
+        }
+        kv->group[l] = (uint8_t)(win && n_layer[1] > 0);
+        kv->slot[l]  = next[kv->group[l]]++;
     }
     const int32_t n_blocks[KV_GROUPS] = {p->n_blocks, p->n_blocks_swa};
     for (int g = 0; g < KV_GROUPS; g++)

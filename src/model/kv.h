@@ -55,6 +55,9 @@ struct kv_seq {
     struct kv_table t[KV_GROUPS];
 };
 
+/* kv_cache.group of a layer that keeps no K/V (a recurrent mixer): no pool, never addressed. */
+#define KV_NONE 0xFF
+
 /* A pool of blocks for the layers of one group, with its own prefix cache. */
 struct kv_pool {
     int32_t n_layer;         /* layers in the group, 0 = the group is absent */
@@ -86,6 +89,7 @@ struct kv_params {
     int32_t n_blocks;      /* full-attention pool */
     enum hearth_kv_type type;
     const bool *swa;       /* [n_layer] layers that see only the last n_swa positions; NULL = none */
+    const bool *no_kv;     /* [n_layer] layers that keep no K/V (recurrent mixers); NULL = none */
     int32_t n_swa;         /* their window in tokens, itself included; 0 = no window */
     int32_t n_blocks_swa;  /* window pool; 0 = window layers mask the full pool instead */
 };
@@ -99,7 +103,7 @@ struct kv_cache {
     int32_t n_swa;           /* window of the window layers, 0 = none */
     enum hearth_kv_type type;
     size_t elem_len;         /* bytes per element: 2 (f16) or 4 (f32) */
-    uint8_t *group;          /* [n_layer] pool of each layer: 0 full, 1 window */
+    uint8_t *group;          /* [n_layer] pool of each layer: 0 full, 1 window, KV_NONE none */
     int32_t *slot;           /* [n_layer] the layer's index within its pool */
     int32_t *window;         /* [n_layer] positions a query sees: n_swa, or 0 = all */
     struct kv_pool pool[KV_GROUPS];
@@ -166,7 +170,10 @@ int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens,
  */
 void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
 
-/* Base of layer l's K (which=0) or V (which=1) pool: [n_blocks][block_tokens][kv_dim]. */
+/*
+ * Base of layer l's K (which=0) or V (which=1) pool: [n_blocks][block_tokens][kv_dim].
+ * Layers of group KV_NONE have none and are never addressed (here or below).
+ */
 static inline uint8_t *kv_layer_base(const struct kv_cache *kv, int32_t l, int which)
 {
     const struct kv_pool *p = &kv->pool[kv->group[l]];

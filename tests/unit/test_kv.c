@@ -484,6 +484,36 @@ static void test_kv_bytes_counts_the_window_pool(void **state)
     assert_int_equal(kv_window_blocks(1, 4096, 0, 512, 16), 0);
 }
 
+/*
+ * Recurrent layers (qwen35moe's DeltaNet, three of every four) keep no K/V:
+ * the pool holds the attention layers only, and those keep their slots.
+ */
+static void test_layers_without_kv_take_no_pool_space(void **state)
+{
+    (void)state;
+    bool no_kv[8];
+    for (int i = 0; i < 8; i++)
+        no_kv[i] = i % 4 != 3;
+    struct kv_params p = {.n_layer = 8, .kv_dim = 64, .n_seq = 2, .n_ctx = 256,
+                          .block_tokens = 16, .n_blocks = 32, .type = HEARTH_KV_F16,
+                          .no_kv = no_kv};
+    const size_t block = (size_t)2 * 16 * 64 * 2;
+    assert_int_equal(kv_bytes(&p), 2 * 32 * block);
+    struct kv_cache kv;
+    char err[256];
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv.pool[0].n_layer, 2);
+    assert_int_equal(kv.pool[0].mem_len, 2 * 32 * block);
+    assert_int_equal(kv.group[0], KV_NONE);
+    assert_int_equal(kv.group[3], 0);
+    assert_int_equal(kv.slot[3], 0);
+    assert_int_equal(kv.slot[7], 1);
+    /* the two attention layers' rows of one token are apart */
+    assert_int_equal(kv_reserve(&kv, 0, 1, err, sizeof err), HEARTH_OK);
+    assert_ptr_not_equal(kv_row(&kv, 3, 0, 0, 0), kv_row(&kv, 7, 0, 0, 0));
+    kv_free(&kv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -503,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_truncate_falls_back_to_the_boundary_in_every_pool),
         cmocka_unit_test(test_all_window_layers_need_no_full_pool),
         cmocka_unit_test(test_kv_bytes_counts_the_window_pool),
+        cmocka_unit_test(test_layers_without_kv_take_no_pool_space),
     };
     return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
