@@ -20,8 +20,6 @@
  * polls with generous bounds.
  */
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -264,36 +262,6 @@ static void test_apply_template_matches_jinja2(void **state)
 
 /* -------------------------------------------------------- preparation --- */
 
-/*
- * The preparation gate (HEARTH_SERVE_PREP_GATE): the prep thread opens the
- * FIFO for reading before each task and reads one byte. Opening the write
- * end without blocking succeeds only while that reader is there, so it
- * tells when a task has reached the gate; the task stays held while the
- * write end is open and empty, and goes once a byte is written.
- * Returns the write end, or fails the test when no task arrives in a minute.
- */
-static int gate_wait_task(const char *fifo)
-{
-    double end = now_s() + 60;
-    for (;;) {
-        int fd = open(fifo, O_WRONLY | O_NONBLOCK);
-        if (fd >= 0)
-            return fd;
-        if (errno != ENXIO || now_s() > end) {
-            print_message("no preparation reached the gate %s: %s\n", fifo, strerror(errno));
-            fail();
-        }
-        srv_sleep_ms(10);
-    }
-}
-
-/* Lets the held task through. */
-static void gate_release(int fd)
-{
-    assert_int_equal(write(fd, "g", 1), 1);
-    close(fd);
-}
-
 static int events_in(const char *file, bool *done)
 {
     char *t = srv_slurp(file);
@@ -326,7 +294,7 @@ static void test_loop_serves_while_prompt_is_prepared(void **state)
                            "{\"prompt\":\"Once upon a time\",\"max_tokens\":400,"
                            "\"ignore_eos\":true,\"temperature\":0,\"stream\":true}",
                            out_a, "600");
-    gate_release(gate_wait_task(fifo));
+    srv_fifo_release(srv_fifo_wait_reader(fifo));
     srv_gate_steps(&s, 2);
     srv_wait_generated(&s, 2);
     assert_true(sse_wait(out_a, 2));
@@ -341,7 +309,8 @@ static void test_loop_serves_while_prompt_is_prepared(void **state)
     strcpy(body + off, "\"}");
     pid_t b = http_post_bg(&s, "/v1/completions", body, out_b, "600");
     free(body);
-    int held = gate_wait_task(fifo); /* B's whole body is read and parsed: it is at the gate */
+    /* the prep thread opens the FIFO before each task: B's body is read and parsed, it is held */
+    int held = srv_fifo_wait_reader(fifo);
 
     /* A goes on (50 more steps, each streamed) and the loop answers while B is held */
     bool a_done = false;
@@ -365,7 +334,7 @@ static void test_loop_serves_while_prompt_is_prepared(void **state)
     /* B let through, the engine too: a well-formed answer (its prompt is over the slot's
      * context: 400) */
     srv_gate_lift(&s);
-    gate_release(held);
+    srv_fifo_release(held);
     assert_int_equal(srv_wait_pid(b, 120), 0);
     char hfile[800];
     snprintf(hfile, sizeof hfile, "%s.headers", out_b);

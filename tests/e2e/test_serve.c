@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -129,10 +130,15 @@ static void test_health_503_while_loading(void **state)
 {
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
-    setenv("HEARTH_SERVE_LOAD_DELAY_MS", "1500", 1);
+    char *tmp = tu_tmpdir();
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/load-gate", tmp);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    setenv("HEARTH_SERVE_LOAD_GATE", fifo, 1);
     struct srv s;
     srv_start_opt(&s, tu_model(SRV_MODEL), NULL, false);
-    unsetenv("HEARTH_SERVE_LOAD_DELAY_MS");
+    unsetenv("HEARTH_SERVE_LOAD_GATE");
+    int held = srv_fifo_wait_reader(fifo); /* the loader waits there: still loading */
     struct http_resp r = http_get(&s, "/health");
     free(http_check_error(&r, 503, NULL));
     assert_non_null(strcasestr(r.headers, "Retry-After:"));
@@ -141,6 +147,7 @@ static void test_health_503_while_loading(void **state)
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
     free(http_check_error(&r, 503, NULL));
     http_resp_free(&r);
+    srv_fifo_release(held);
     double end = now_s() + 60;
     int st     = 0;
     while (st != 200 && now_s() < end) {
@@ -151,6 +158,8 @@ static void test_health_503_while_loading(void **state)
     }
     assert_int_equal(st, 200);
     srv_stop(&s);
+    tu_rmtree(tmp);
+    free(tmp);
 }
 
 static void test_completions_match_llama_cpp(void **state)
@@ -840,12 +849,20 @@ static void test_parallel_greedy_equals_alone(void **state)
         alone[i] = first_text(&r);
         http_resp_free(&r);
     }
+    srv_stop(&s);
+    /* together: a gated server takes all four into its slots before any step runs, so
+     * they share every batch from their prefill on, however fast each would finish alone */
+    srv_start_gated(&s, extra);
     char outs[4][600];
     pid_t pids[4];
     for (int i = 0; i < 4; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/par%d.json", s.dir, i);
         pids[i] = http_post_bg(&s, "/v1/completions", bodies[i], outs[i], "120");
     }
+    assert_true(wait_busy(&s, 4, 60));
+    srv_gate_steps(&s, 1);
+    srv_wait_generated(&s, 4); /* one step gave each its first token: one batch */
+    srv_gate_lift(&s);
     for (int i = 0; i < 4; i++)
         assert_int_equal(srv_wait_pid(pids[i], 150), 0);
     for (int i = 0; i < 4; i++) {

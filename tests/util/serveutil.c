@@ -57,7 +57,10 @@ static void live_del(pid_t pid)
 int srv_kill_leftovers(void **state)
 {
     (void)state;
-    unsetenv("HEARTH_SERVE_SCHED_GATE"); /* a gated start that failed must not gate the next */
+    /* a gated start that failed must not gate the next test's servers */
+    unsetenv("HEARTH_SERVE_SCHED_GATE");
+    unsetenv("HEARTH_SERVE_PREP_GATE");
+    unsetenv("HEARTH_SERVE_LOAD_GATE");
     for (int i = 0; i < MAX_LIVE; i++)
         if (live[i].pid > 0) {
             kill(live[i].pid, SIGKILL);
@@ -222,6 +225,27 @@ bool srv_start_try(struct srv *s, const char *model, const char *const *extra, c
     *log = srv_slurp(s->log);
     srv_forget(s);
     return false;
+}
+
+int srv_fifo_wait_reader(const char *fifo)
+{
+    double end = now_s() + 60;
+    for (;;) {
+        int fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        if (errno != ENXIO || now_s() > end) {
+            print_message("nothing reached the gate %s: %s\n", fifo, strerror(errno));
+            fail();
+        }
+        srv_sleep_ms(10);
+    }
+}
+
+void srv_fifo_release(int fd)
+{
+    assert_int_equal(write(fd, "g", 1), 1);
+    close(fd);
 }
 
 void srv_start_gated(struct srv *s, const char *const *extra)

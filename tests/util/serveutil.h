@@ -81,6 +81,20 @@ void srv_start(struct srv *s, const char *const *extra);
 bool srv_start_try(struct srv *s, const char *model, const char *const *extra, char **log);
 
 /*
+ * The gates that open their FIFO for reading when they get to it, and read
+ * one byte (HEARTH_SERVE_PREP_GATE before each preparation,
+ * HEARTH_SERVE_LOAD_GATE before the load): opening the write end without
+ * blocking succeeds only while that reader is there, so it tells when the
+ * server has reached the gate; it stays held while the write end is open and
+ * empty. Returns the write end, or fails the test when nothing reaches the
+ * gate in a minute.
+ */
+int srv_fifo_wait_reader(const char *fifo);
+
+/* Lets the held reader through: one byte, and the write end closed. */
+void srv_fifo_release(int fd);
+
+/*
  * srv_start with the scheduler's test gate (sched.h, HEARTH_SERVE_SCHED_GATE):
  * no engine step runs until srv_gate_steps lets it, while requests are still
  * taken in and cancelled. The gate stays shut until srv_gate_lift or srv_stop
