@@ -725,8 +725,8 @@ static void test_churn_with_cancels(void **state)
 }
 
 /*
- * The test gate: k bytes let exactly k steps run; a cancel and sched_stop get
- * through while it holds; closing the write end lifts it.
+ * The test gate: k bytes let exactly k steps run; a cancel and sched_stop end
+ * a held job without another step; closing the write end lifts it.
  */
 static void test_fifo_gate(void **state)
 {
