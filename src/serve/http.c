@@ -31,6 +31,7 @@
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
@@ -983,10 +984,17 @@ static void *loader_main(void *arg)
     struct chat_template *tmpl = NULL;
     struct grammar_vocab *gv   = NULL;
     struct grammar_cache *gc   = NULL;
-    /* Test hook: hold the load back so tests can see /health answer 503 while loading. */
-    const char *delay = getenv("HEARTH_SERVE_LOAD_DELAY_MS");
-    if (delay && atoi(delay) > 0)
-        usleep((useconds_t)atoi(delay) * 1000);
+    /* Test hook (http.h): hold the load until the test lets it go, so that it sees /health
+     * answer 503 while loading; a missing FIFO, or one closed unwritten, holds nothing. */
+    const char *gate = getenv("HEARTH_SERVE_LOAD_GATE");
+    if (gate && *gate) {
+        int fd = open(gate, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            char c;
+            (void)!read(fd, &c, 1);
+            close(fd);
+        }
+    }
     enum hearth_status st =
         hearth_model_load(s->p->model_path, &mp, &model, s->load_err, sizeof s->load_err);
     if (st == HEARTH_OK)

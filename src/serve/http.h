@@ -12,8 +12,11 @@
  *
  * Endpoints: routes.h lists them.
  *
- * Test hook: HEARTH_SERVE_LOAD_DELAY_MS=N in the environment delays the
- * model load by N ms (the e2e test checks /health's 503 with it).
+ * Test hook, inert unless the variable is set: HEARTH_SERVE_LOAD_GATE=PATH
+ * (a FIFO) makes the loader thread read one byte from PATH before it loads
+ * the model, so the e2e test sees /health's 503 while loading for as long
+ * as it needs (a missing FIFO holds nothing; the loader waits for a writer,
+ * as the preparation gate does, so stopping waits for the load to be let go).
  */
 #ifndef HEARTH_HTTP_H
 #define HEARTH_HTTP_H

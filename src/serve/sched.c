@@ -15,12 +15,22 @@
  * event callback runs on the scheduler thread with no lock held. Per-slot
  * buffers (tokens, penalty counts, logits copy, stop matcher, piece) are
  * allocated once, so a token costs no allocation.
+ *
+ * The test gate (sched.h): before each step that has rows, the thread waits
+ * on the gate FIFO for one byte, or for a byte on a self-pipe that submit,
+ * cancel and stop write, so intake, cancellation and shutdown are never held,
+ * only hearth_decode. Without HEARTH_SERVE_SCHED_GATE there is no FIFO and
+ * no self-pipe, and nothing of it runs.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "grammar/grammar.h"
 #include "sample/sampler.h"
@@ -71,6 +81,8 @@ struct sched {
     void *user;
     pthread_t thread;
     bool thread_started;
+    int gate_fd; /* the test gate's read end (scheduler thread only); -1: no gate, or lifted */
+    int wake[2]; /* self-pipe out of the gate, written by any thread; -1: no gate */
 
     /* scheduler thread only */
     struct slot *slots;     /* [n_slots] */
@@ -410,6 +422,77 @@ static void slot_sample(struct sched *s, struct slot *sl)
         slot_finish(s, sl, SCHED_FINISH_LENGTH, true);
 }
 
+/* -------------------------------------------------------------- test gate --- */
+
+/*
+ * Opens HEARTH_SERVE_SCHED_GATE's FIFO without blocking (a reader opened
+ * before any writer waits in poll until one comes) and the self-pipe. A
+ * missing FIFO means no gate.
+ */
+static void gate_open(struct sched *s)
+{
+    const char *path = getenv("HEARTH_SERVE_SCHED_GATE");
+    if (!path || !*path)
+        return;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (pipe(s->wake) != 0) {
+        s->wake[0] = s->wake[1] = -1;
+        close(fd);
+        return;
+    }
+    for (int i = 0; i < 2; i++)
+        fcntl(s->wake[i], F_SETFL, fcntl(s->wake[i], F_GETFL) | O_NONBLOCK);
+    s->gate_fd = fd;
+}
+
+/* From any thread: pulls the scheduler out of the gate (a full pipe already will). */
+static void gate_wake(struct sched *s)
+{
+    if (s->wake[1] >= 0)
+        (void)!write(s->wake[1], "w", 1);
+}
+
+/*
+ * Before a step: true when it may run (a byte came, or there is no gate any
+ * more); false when the self-pipe woke the thread, so the caller goes round
+ * to take in, cancel or stop first. End of file (the writer gone, a test that
+ * died) lifts the gate for good.
+ */
+static bool gate_pass(struct sched *s)
+{
+    while (s->gate_fd >= 0) {
+        struct pollfd pf[2] = {{.fd = s->gate_fd, .events = POLLIN},
+                               {.fd = s->wake[0], .events = POLLIN}};
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (pf[1].revents) {
+            char buf[64];
+            while (read(s->wake[0], buf, sizeof buf) > 0)
+                ;
+            return false;
+        }
+        if (pf[0].revents) {
+            char c;
+            ssize_t n = read(s->gate_fd, &c, 1);
+            if (n == 1)
+                return true;
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
+            break;
+        }
+    }
+    if (s->gate_fd >= 0) {
+        close(s->gate_fd);
+        s->gate_fd = -1;
+    }
+    return true;
+}
+
 /* ------------------------------------------------------------------- step --- */
 
 /* A refused batch changed nothing: on a full pool the youngest job yields, else all fail. */
@@ -617,10 +700,16 @@ static void *sched_main(void *arg)
             if (sl->job && !sl->fresh && s->cancel_now[i])
                 slot_finish(s, sl, SCHED_FINISH_CANCELLED, false);
         }
-        for (int32_t i = 0; i < s->n_slots; i++)
+        bool busy = false;
+        for (int32_t i = 0; i < s->n_slots; i++) {
             if (s->slots[i].job && s->slots[i].fresh)
                 slot_start(s, &s->slots[i]);
-        step(s);
+            busy = busy || s->slots[i].job;
+        }
+        if (busy && s->gate_fd >= 0)
+            publish_stats(s); /* what a test sees while the gate holds this step */
+        if (!busy || gate_pass(s))
+            step(s);
         publish_stats(s);
     }
 
@@ -675,6 +764,11 @@ static void sched_free(struct sched *s)
     free(s->slot_req);
     free(s->slot_cancel);
     free(s->info);
+    if (s->gate_fd >= 0)
+        close(s->gate_fd);
+    for (int i = 0; i < 2; i++)
+        if (s->wake[i] >= 0)
+            close(s->wake[i]);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -698,6 +792,8 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    s->gate_fd = s->wake[0] = s->wake[1] = -1;
+
     s->model     = model;
     s->on_event  = on_event;
     s->user      = user;
@@ -757,6 +853,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     }
     s->stats.n_slots = s->n_slots;
     publish_stats(s);
+    gate_open(s);
     if (pthread_create(&s->thread, NULL, sched_main, s) != 0) {
         st = fail(HEARTH_ENOMEM, err, err_len, "sched: cannot start the scheduler thread");
         goto err;
@@ -781,6 +878,7 @@ void sched_stop(struct sched *s)
         s->stopping = true;
         pthread_cond_signal(&s->cv);
         pthread_mutex_unlock(&s->mu);
+        gate_wake(s);
         pthread_join(s->thread, NULL);
     }
     sched_free(s);
@@ -816,6 +914,7 @@ enum hearth_status sched_submit_all(struct sched *s, struct sched_job **jobs, in
     }
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    gate_wake(s);
     return HEARTH_OK;
 }
 
@@ -837,6 +936,8 @@ void sched_cancel(struct sched *s, uint64_t request_id)
     if (any)
         pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    if (any)
+        gate_wake(s);
 }
 
 int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,

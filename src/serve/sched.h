@@ -14,6 +14,15 @@
  * the scheduler thread: the front's callback copies the event into its own
  * queue and wakes its event loop (event_active); it must not block.
  *
+ * Test hook, inert unless the variable is set: HEARTH_SERVE_SCHED_GATE=PATH
+ * (a FIFO) makes the thread read one byte from PATH before each step that
+ * runs the engine (one token for every generating slot), so a test can let
+ * exactly k steps run and hold a stream mid-generation. Only those steps
+ * wait: submissions, cancellations and sched_stop still get through while
+ * it is held. The FIFO is opened at sched_start (missing: no gate); once
+ * its writer has come and gone (end of file: the test closed it, or died)
+ * every step goes through.
+ *
  * Thread-safety: sched_submit, sched_cancel, sched_snapshot may be called
  * from any thread; everything else belongs to the scheduler thread.
  */

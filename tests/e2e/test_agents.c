@@ -8,7 +8,8 @@
  *   Python jinja2), and refuses (4xx) what jinja2 refuses;
  * - the event loop never waits for a preparation: with one held inside the
  *   preparation thread by the HEARTH_SERVE_PREP_GATE FIFO (a 4 MiB prompt),
- *   a stream goes on and /health answers;
+ *   a stream goes on (its steps let through the scheduler's gate) and
+ *   /health answers;
  * - llama-server's endpoints (/props, /tokenize, /detokenize), the paths
  *   without /v1, /v1/models' context length, CORS, a raising template;
  * - the official `openai` npm client doing what agents do (tool round trips,
@@ -19,8 +20,6 @@
  * polls with generous bounds.
  */
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -263,51 +262,6 @@ static void test_apply_template_matches_jinja2(void **state)
 
 /* -------------------------------------------------------- preparation --- */
 
-/*
- * The preparation gate (HEARTH_SERVE_PREP_GATE): the prep thread opens the
- * FIFO for reading before each task and reads one byte. Opening the write
- * end without blocking succeeds only while that reader is there, so it
- * tells when a task has reached the gate; the task stays held while the
- * write end is open and empty, and goes once a byte is written.
- * Returns the write end, or fails the test when no task arrives in a minute.
- */
-static int gate_wait_task(const char *fifo)
-{
-    double end = now_s() + 60;
-    for (;;) {
-        int fd = open(fifo, O_WRONLY | O_NONBLOCK);
-        if (fd >= 0)
-            return fd;
-        if (errno != ENXIO || now_s() > end) {
-            print_message("no preparation reached the gate %s: %s\n", fifo, strerror(errno));
-            fail();
-        }
-        srv_sleep_ms(10);
-    }
-}
-
-/* Lets the held task through. */
-static void gate_release(int fd)
-{
-    assert_int_equal(write(fd, "g", 1), 1);
-    close(fd);
-}
-
-/* Polls file until it holds at least n SSE events; false after a minute or two. */
-static bool wait_events(const char *file, int n)
-{
-    double end = now_s() + 120;
-    while (now_s() < end) {
-        char *t = srv_slurp(file);
-        int got = sse_count(t);
-        free(t);
-        if (got >= n)
-            return true;
-        srv_sleep_ms(20);
-    }
-    return false;
-}
-
 static int events_in(const char *file, bool *done)
 {
     char *t = srv_slurp(file);
@@ -327,21 +281,23 @@ static void test_loop_serves_while_prompt_is_prepared(void **state)
     assert_int_equal(mkfifo(fifo, 0600), 0);
     setenv("HEARTH_SERVE_PREP_GATE", fifo, 1);
     struct srv s;
-    /* 16000 tokens of greedy text in a 16384-token slot: minutes, so A streams on throughout */
-    const char *extra[] = {"--max-body", "8388608", "--ctx-size", "16384", "--parallel", "2", NULL};
-    srv_start(&s, extra);
+    /* the scheduler gated too: A generates exactly the tokens the test lets it */
+    const char *extra[] = {"--max-body", "8388608", "--parallel", "2", NULL};
+    srv_start_gated(&s, extra);
     unsetenv("HEARTH_SERVE_PREP_GATE");
 
-    /* A: a long stream, let through its preparation */
+    /* A: a stream, let through its preparation and 2 steps */
     char out_a[700], out_b[700];
     snprintf(out_a, sizeof out_a, "%s/a.sse", tmp);
     snprintf(out_b, sizeof out_b, "%s/b.json", tmp);
     pid_t a = http_post_bg(&s, "/v1/completions",
-                           "{\"prompt\":\"Once upon a time\",\"max_tokens\":16000,"
+                           "{\"prompt\":\"Once upon a time\",\"max_tokens\":400,"
                            "\"ignore_eos\":true,\"temperature\":0,\"stream\":true}",
                            out_a, "600");
-    gate_release(gate_wait_task(fifo));
-    assert_true(wait_events(out_a, 2));
+    srv_fifo_release(srv_fifo_wait_reader(fifo));
+    srv_gate_steps(&s, 2);
+    srv_wait_generated(&s, 2);
+    assert_true(sse_wait(out_a, 2));
 
     /* B: a 4 MiB prompt, held inside its preparation */
     size_t big                = 4u << 20;
@@ -353,18 +309,20 @@ static void test_loop_serves_while_prompt_is_prepared(void **state)
     strcpy(body + off, "\"}");
     pid_t b = http_post_bg(&s, "/v1/completions", body, out_b, "600");
     free(body);
-    int held = gate_wait_task(fifo); /* B's whole body is read and parsed: it is at the gate */
+    /* the prep thread opens the FIFO before each task: B's body is read and parsed, it is held */
+    int held = srv_fifo_wait_reader(fifo);
 
+    /* A goes on (50 more steps, each streamed) and the loop answers while B is held */
     bool a_done = false;
     int before  = events_in(out_a, &a_done);
-    if (a_done)
-        print_message("A ended before B was held (%d events): make A longer\n", before);
-    assert_false(a_done);
-    /* A goes on and the loop answers while B is held */
-    bool grew = wait_events(out_a, before + 50);
+    assert_int_equal(before, 2);
+    srv_gate_steps(&s, 50);
+    srv_wait_generated(&s, 52);
+    bool grew = sse_wait(out_a, 52);
     int after = events_in(out_a, &a_done);
     print_message("A's events with B held: %d, then %d\n", before, after);
     assert_true(grew);
+    assert_false(a_done);
     struct http_resp r = http_get(&s, "/health");
     assert_int_equal(r.status, 200);
     http_resp_free(&r);
@@ -373,8 +331,10 @@ static void test_loop_serves_while_prompt_is_prepared(void **state)
     assert_string_equal(b_text, "");
     free(b_text);
 
-    /* B let through: a well-formed answer (its prompt is over the slot's context: 400) */
-    gate_release(held);
+    /* B let through, the engine too: a well-formed answer (its prompt is over the slot's
+     * context: 400) */
+    srv_gate_lift(&s);
+    srv_fifo_release(held);
     assert_int_equal(srv_wait_pid(b, 120), 0);
     char hfile[800];
     snprintf(hfile, sizeof hfile, "%s.headers", out_b);

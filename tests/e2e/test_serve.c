@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/clock.h"
@@ -129,10 +130,15 @@ static void test_health_503_while_loading(void **state)
 {
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
-    setenv("HEARTH_SERVE_LOAD_DELAY_MS", "1500", 1);
+    char *tmp = tu_tmpdir();
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/load-gate", tmp);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    setenv("HEARTH_SERVE_LOAD_GATE", fifo, 1);
     struct srv s;
     srv_start_opt(&s, tu_model(SRV_MODEL), NULL, false);
-    unsetenv("HEARTH_SERVE_LOAD_DELAY_MS");
+    unsetenv("HEARTH_SERVE_LOAD_GATE");
+    int held = srv_fifo_wait_reader(fifo); /* the loader waits there: still loading */
     struct http_resp r = http_get(&s, "/health");
     free(http_check_error(&r, 503, NULL));
     assert_non_null(strcasestr(r.headers, "Retry-After:"));
@@ -141,6 +147,7 @@ static void test_health_503_while_loading(void **state)
                   "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
     free(http_check_error(&r, 503, NULL));
     http_resp_free(&r);
+    srv_fifo_release(held);
     double end = now_s() + 60;
     int st     = 0;
     while (st != 200 && now_s() < end) {
@@ -151,6 +158,8 @@ static void test_health_503_while_loading(void **state)
     }
     assert_int_equal(st, 200);
     srv_stop(&s);
+    tu_rmtree(tmp);
+    free(tmp);
 }
 
 static void test_completions_match_llama_cpp(void **state)
@@ -671,14 +680,17 @@ static void test_api_key(void **state)
     }
 }
 
-/* A long greedy request that runs until killed (ignore_eos, most of an 8192-token slot:
- * tens of seconds for stories260K, so it is surely still running when the test acts). */
-static const char long_body[] = "{\"prompt\":\"Once upon a time\",\"max_tokens\":8000,"
+/*
+ * A greedy stream far longer than any test lets it run: the tests that need a
+ * request in flight start the server gated (srv_start_gated) and let it run a
+ * known number of steps, so it is mid-generation by construction, not by speed.
+ */
+static const char long_body[] = "{\"prompt\":\"Once upon a time\",\"max_tokens\":400,"
                                 "\"ignore_eos\":true,\"temperature\":0,\"stream\":true}";
 
-static pid_t start_long_stream(const struct srv *s, const char *out_path, const char *max_time)
+static pid_t start_long_stream(const struct srv *s, const char *out_path)
 {
-    return http_post_bg(s, "/v1/completions", long_body, out_path, max_time);
+    return http_post_bg(s, "/v1/completions", long_body, out_path, "120");
 }
 
 static int slots_busy(const struct srv *s)
@@ -702,22 +714,33 @@ static bool wait_busy(const struct srv *s, int want, double timeout_s)
     return false;
 }
 
+/* The number of times needle occurs in text. */
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
 static void test_queue_full_503(void **state)
 {
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv s;
-    const char *extra[] = {"--parallel", "1", "--max-queue", "0", "--ctx-size", "8192", NULL};
-    srv_start(&s, extra);
+    const char *extra[] = {"--parallel", "1", "--max-queue", "0", NULL};
+    srv_start_gated(&s, extra);
     char out[600];
     snprintf(out, sizeof out, "%s/long.txt", s.dir);
-    pid_t bg = start_long_stream(&s, out, "60");
-    assert_true(wait_busy(&s, 1, 30));
+    pid_t bg = start_long_stream(&s, out);
+    srv_gate_steps(&s, 1);
+    srv_wait_generated(&s, 1); /* the one slot is busy, and the gate keeps it so */
     struct http_resp r = http_post(&s, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}");
     free(http_check_error(&r, 503, NULL));
     assert_non_null(strcasestr(r.headers, "Retry-After:"));
     http_resp_free(&r);
-    /* n = 2 on one free slot and no queue: refused as a whole */
+    /* n = 2 on one free slot and no queue: refused as a whole (half of it, admitted, would
+     * sit busy in the slot: the gate lets no step finish it) */
     kill(bg, SIGKILL);
     srv_wait_pid(bg, 30);
     assert_true(wait_busy(&s, 0, 30));
@@ -725,6 +748,11 @@ static void test_queue_full_503(void **state)
     free(http_check_error(&r, 503, NULL));
     http_resp_free(&r);
     assert_true(wait_busy(&s, 0, 30));
+    r = http_get(&s, "/metrics");
+    assert_non_null(strstr(r.body, "\nhearth_slots_busy 0\n"));
+    assert_non_null(strstr(r.body, "\nhearth_queue_depth 0\n"));
+    http_resp_free(&r);
+    srv_gate_lift(&s);
     r = http_post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
     assert_int_equal(r.status, 200);
     http_resp_free(&r);
@@ -736,28 +764,33 @@ static void test_disconnect_frees_slot(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv s;
-    const char *extra[] = {"--parallel", "2", "--ctx-size", "8192", NULL};
-    srv_start(&s, extra);
+    const char *extra[] = {"--parallel", "2", NULL};
+    srv_start_gated(&s, extra);
     char out[600];
     snprintf(out, sizeof out, "%s/long.txt", s.dir);
-    /* a stream whose client gives up after 1 s, mid-generation */
-    const char *max_time = "1";
-    pid_t bg             = start_long_stream(&s, out, max_time);
-    assert_true(wait_busy(&s, 1, 30));
-    int rc = srv_wait_pid(bg, 60);
-    assert_int_equal(rc, 28); /* curl: operation timed out */
+    /* a stream held after 3 tokens, whose client then goes away */
+    pid_t bg = start_long_stream(&s, out);
+    srv_gate_steps(&s, 3);
+    srv_wait_generated(&s, 3);
+    assert_true(sse_wait(out, 3));
+    kill(bg, SIGKILL);
+    assert_int_equal(srv_wait_pid(bg, 30), 128 + SIGKILL);
     char *got = srv_slurp(out);
     assert_non_null(strstr(got, "data: {"));
     assert_null(strstr(got, "[DONE]"));
     free(got);
-    assert_true(wait_busy(&s, 0, 10));
+    /* the slot frees with the gate still shut: no further step is needed for that */
+    assert_true(wait_busy(&s, 0, 30));
     /* the same for a plain request */
     snprintf(out, sizeof out, "%s/plain.txt", s.dir);
     bg = http_post_bg(&s, "/v1/completions",
-                      "{\"prompt\":\"Once\",\"max_tokens\":8000,\"ignore_eos\":true}", out, "1");
-    assert_true(wait_busy(&s, 1, 30));
-    assert_int_equal(srv_wait_pid(bg, 60), 28);
-    assert_true(wait_busy(&s, 0, 10));
+                      "{\"prompt\":\"Once\",\"max_tokens\":400,\"ignore_eos\":true}", out, "120");
+    srv_gate_steps(&s, 2);
+    srv_wait_generated(&s, 2);
+    kill(bg, SIGKILL);
+    assert_int_equal(srv_wait_pid(bg, 30), 128 + SIGKILL);
+    assert_true(wait_busy(&s, 0, 30));
+    srv_gate_lift(&s);
     struct http_resp r =
         http_post(&s, "/v1/completions", "{\"prompt\":\"Once upon a time\",\"max_tokens\":4}");
     assert_int_equal(r.status, 200);
@@ -773,23 +806,25 @@ static void test_sigterm_mid_stream_is_graceful(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv s;
-    const char *extra[] = {"--ctx-size", "8192", NULL};
-    srv_start(&s, extra);
+    srv_start_gated(&s, NULL);
     char *keep = tu_tmpdir(); /* outlives the server's directory */
     char out[600];
     snprintf(out, sizeof out, "%s/stream.txt", keep);
-    pid_t bg = start_long_stream(&s, out, "60");
-    assert_true(wait_busy(&s, 1, 30));
+    pid_t bg = start_long_stream(&s, out);
+    srv_gate_steps(&s, 2);
+    srv_wait_generated(&s, 2);
+    assert_true(sse_wait(out, 2)); /* two tokens sent, and the gate holds the third */
     double t0 = now_s();
-    srv_stop(&s); /* exit 0, no sanitizer report */
+    srv_stop(&s); /* SIGTERM with the gate still shut: exit 0, no sanitizer report */
     assert_true(now_s() - t0 < 30);
     assert_int_equal(srv_wait_pid(bg, 30), 0); /* the stream was ended properly, not cut */
     char *got = srv_slurp(out);
     tu_rmtree(keep);
     free(keep);
-    if (!strstr(got, "\"code\":\"shutting_down\""))
-        print_message("stream as received (%zu bytes), tail: %s\n", strlen(got),
-                      strlen(got) > 600 ? got + strlen(got) - 600 : got);
+    if (!strstr(got, "\"code\":\"shutting_down\"") ||
+        count_of(got, "\"object\":\"text_completion\"") != 2)
+        print_message("stream as received (%zu bytes): %s\n", strlen(got), got);
+    assert_int_equal(count_of(got, "\"object\":\"text_completion\""), 2);
     assert_non_null(strstr(got, "\"code\":\"shutting_down\""));
     assert_non_null(strstr(got, "data: [DONE]\n\n"));
     free(got);
@@ -814,12 +849,20 @@ static void test_parallel_greedy_equals_alone(void **state)
         alone[i] = first_text(&r);
         http_resp_free(&r);
     }
+    srv_stop(&s);
+    /* together: a gated server takes all four into its slots before any step runs, so
+     * they share every batch from their prefill on, however fast each would finish alone */
+    srv_start_gated(&s, extra);
     char outs[4][600];
     pid_t pids[4];
     for (int i = 0; i < 4; i++) {
         snprintf(outs[i], sizeof outs[i], "%s/par%d.json", s.dir, i);
         pids[i] = http_post_bg(&s, "/v1/completions", bodies[i], outs[i], "120");
     }
+    assert_true(wait_busy(&s, 4, 60));
+    srv_gate_steps(&s, 1);
+    srv_wait_generated(&s, 4); /* one step gave each its first token: one batch */
+    srv_gate_lift(&s);
     for (int i = 0; i < 4; i++)
         assert_int_equal(srv_wait_pid(pids[i], 150), 0);
     for (int i = 0; i < 4; i++) {

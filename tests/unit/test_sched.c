@@ -2,13 +2,16 @@
  * test_sched.c: the serving scheduler (src/serve/sched.c) on stories260K:
  * concurrent greedy streams equal the reference and each other's solo runs,
  * finish reasons, stop strings, cancel, the queue bound, bad jobs, logprobs,
- * penalties and the prefix cache.
+ * penalties, the prefix cache and the test gate (HEARTH_SERVE_SCHED_GATE).
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hearth.h"
 #include "serve/sched.h"
@@ -167,6 +170,23 @@ static struct rec *wait_end(struct collector *c, uint64_t id)
     if (!ended)
         fail_msg("job %llu did not end within 60 s", (unsigned long long)id);
     return &c->recs[id];
+}
+
+/* Waits (up to 60 s) until job id has had n TEXT events; fails the test otherwise. */
+static void wait_texts(struct collector *c, uint64_t id, int n)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 60;
+    pthread_mutex_lock(&c->mu);
+    while (c->recs[id].n_text_events < n)
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) != 0)
+            break;
+    int got = c->recs[id].n_text_events;
+    pthread_mutex_unlock(&c->mu);
+    if (got < n)
+        fail_msg("job %llu had %d TEXT events, not %d, within 60 s", (unsigned long long)id, got,
+                 n);
 }
 
 /* ------------------------------------------------------------------ setup --- */
@@ -704,6 +724,75 @@ static void test_churn_with_cancels(void **state)
     hearth_model_free(m);
 }
 
+/*
+ * The test gate: k bytes let exactly k steps run; a cancel and sched_stop end
+ * a held job without another step; closing the write end lifts it.
+ */
+static void test_fifo_gate(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(path, MODEL);
+    char *dir = tu_tmpdir();
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/gate", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    struct hearth_model *m = load_model(path);
+    struct collector *c    = collector_new();
+    setenv("HEARTH_SERVE_SCHED_GATE", fifo, 1);
+    struct sched *s = start(m, c, 2, 512, 64, 4);
+    unsetenv("HEARTH_SERVE_SCHED_GATE");
+    int w = open(fifo, O_WRONLY | O_NONBLOCK); /* sched_start opened the read end */
+    assert_true(w >= 0);
+
+    struct sched_job *a = make_job(m, 1, 1, "Once upon a time", 300);
+    a->ignore_eos       = true;
+    assert_int_equal(sched_submit(s, a), HEARTH_OK);
+    assert_int_equal(write(w, "sss", 3), 3);
+    wait_texts(c, 1, 3);
+    assert_int_equal(write(w, "s", 1), 1);
+    wait_texts(c, 1, 4);
+
+    /* a cancel while it holds: the slot frees without a step (no fifth token) */
+    sched_cancel(s, 1);
+    struct rec *r = wait_end(c, 1);
+    assert_true(r->done);
+    assert_int_equal(r->finish, SCHED_FINISH_CANCELLED);
+    assert_int_equal(r->n_generated, 4);
+
+    /* sched_stop while it holds a job mid-generation: the job fails, nothing hangs */
+    struct sched_job *b = make_job(m, 2, 2, "The little dog", 300);
+    b->ignore_eos       = true;
+    assert_int_equal(sched_submit(s, b), HEARTH_OK);
+    assert_int_equal(write(w, "s", 1), 1);
+    wait_texts(c, 2, 1);
+    sched_stop(s);
+    r = wait_end(c, 2);
+    assert_true(r->error);
+    assert_int_equal(r->n_text_events, 1);
+    assert_non_null(strstr(r->err, "shutting down"));
+    close(w);
+
+    /* the write end opened and closed unwritten (a test that died): everything runs */
+    setenv("HEARTH_SERVE_SCHED_GATE", fifo, 1);
+    s = start(m, c, 1, 512, 64, 4);
+    unsetenv("HEARTH_SERVE_SCHED_GATE");
+    w = open(fifo, O_WRONLY | O_NONBLOCK);
+    assert_true(w >= 0);
+    close(w);
+    assert_int_equal(sched_submit(s, make_job(m, 3, 3, "Once upon a time", 24)), HEARTH_OK);
+    r = wait_end(c, 3);
+    assert_true(r->done);
+    assert_int_equal(r->finish, SCHED_FINISH_LENGTH);
+    assert_int_equal(r->n_generated, 24);
+    assert_true(once_prefix(r->text));
+    sched_stop(s);
+
+    collector_free(c);
+    hearth_model_free(m);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -716,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_logprobs_and_penalties),
         cmocka_unit_test(test_prefix_cache_reuse),
         cmocka_unit_test(test_churn_with_cancels),
+        cmocka_unit_test(test_fifo_gate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +57,10 @@ static void live_del(pid_t pid)
 int srv_kill_leftovers(void **state)
 {
     (void)state;
+    /* a gated start that failed must not gate the next test's servers */
+    unsetenv("HEARTH_SERVE_SCHED_GATE");
+    unsetenv("HEARTH_SERVE_PREP_GATE");
+    unsetenv("HEARTH_SERVE_LOAD_GATE");
     for (int i = 0; i < MAX_LIVE; i++)
         if (live[i].pid > 0) {
             kill(live[i].pid, SIGKILL);
@@ -139,7 +145,8 @@ static void srv_forget(struct srv *s)
 static int launch(struct srv *s, const char *model, const char *const *extra, bool wait_ready)
 {
     memset(s, 0, sizeof *s);
-    s->dir = tu_tmpdir();
+    s->gate = -1;
+    s->dir  = tu_tmpdir();
     assert_non_null(s->dir);
     snprintf(s->log, sizeof s->log, "%s/server.log", s->dir);
     const char *argv[40] = {tu_bin(), "serve", "-m", model, "--port", "0", "-t", "1"};
@@ -220,6 +227,89 @@ bool srv_start_try(struct srv *s, const char *model, const char *const *extra, c
     return false;
 }
 
+int srv_fifo_wait_reader(const char *fifo)
+{
+    double end = now_s() + 60;
+    for (;;) {
+        int fd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        if (errno != ENXIO || now_s() > end) {
+            print_message("nothing reached the gate %s: %s\n", fifo, strerror(errno));
+            fail();
+        }
+        srv_sleep_ms(10);
+    }
+}
+
+void srv_fifo_release(int fd)
+{
+    assert_int_equal(write(fd, "g", 1), 1);
+    close(fd);
+}
+
+void srv_start_gated(struct srv *s, const char *const *extra)
+{
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    char fifo[600];
+    snprintf(fifo, sizeof fifo, "%s/sched-gate", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    setenv("HEARTH_SERVE_SCHED_GATE", fifo, 1);
+    srv_start(s, extra);
+    unsetenv("HEARTH_SERVE_SCHED_GATE");
+    s->gate_dir = dir;
+    /* ready means the scheduler runs and holds the read end, so this cannot fail with
+     * ENXIO; close-on-exec, or the curl children would keep the gate from ever lifting */
+    s->gate = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (s->gate < 0)
+        print_message("scheduler gate %s: %s\n", fifo, strerror(errno));
+    assert_true(s->gate >= 0);
+}
+
+void srv_gate_steps(struct srv *s, int n)
+{
+    assert_true(s->gate >= 0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(write(s->gate, "s", 1), 1);
+}
+
+void srv_gate_lift(struct srv *s)
+{
+    if (s->gate >= 0)
+        close(s->gate);
+    s->gate = -1;
+}
+
+void srv_wait_generated(const struct srv *s, int n)
+{
+    double end = now_s() + 60;
+    for (;;) {
+        struct http_resp r = http_get(s, "/slots");
+        cJSON *j           = cJSON_Parse(r.body);
+        const cJSON *sl;
+        int got = 0;
+        cJSON_ArrayForEach(sl, j)
+        {
+            const cJSON *g = cJSON_GetObjectItemCaseSensitive(sl, "n_generated");
+            if (jstr(sl, "state") && !strcmp(jstr(sl, "state"), "busy") && cJSON_IsNumber(g))
+                got += g->valueint;
+        }
+        cJSON_Delete(j);
+        if (got == n) {
+            http_resp_free(&r);
+            return;
+        }
+        if (got > n || now_s() > end) {
+            print_message("want %d tokens generated in all, got %d: %s\n", n, got, r.body);
+            http_resp_free(&r);
+            fail();
+        }
+        http_resp_free(&r);
+        srv_sleep_ms(10);
+    }
+}
+
 void srv_stop(struct srv *s)
 {
     if (s->pid <= 0)
@@ -231,6 +321,12 @@ void srv_stop(struct srv *s)
         waitpid(s->pid, NULL, 0);
     }
     live_del(s->pid);
+    srv_gate_lift(s);
+    if (s->gate_dir) {
+        tu_rmtree(s->gate_dir);
+        free(s->gate_dir);
+        s->gate_dir = NULL;
+    }
     char *log  = srv_slurp(s->log);
     bool dirty = strstr(log, "AddressSanitizer") || strstr(log, "LeakSanitizer") ||
                  strstr(log, "runtime error:");
@@ -457,4 +553,18 @@ int sse_count(const char *text)
     for (const char *p = text; (p = strstr(p, "\n\n")); p += 2)
         n++;
     return n;
+}
+
+bool sse_wait(const char *file, int n)
+{
+    double end = now_s() + 120;
+    while (now_s() < end) {
+        char *t = srv_slurp(file);
+        int got = sse_count(t);
+        free(t);
+        if (got >= n)
+            return true;
+        srv_sleep_ms(20);
+    }
+    return false;
 }

@@ -52,11 +52,13 @@ int srv_kill_leftovers(void **state);
 /* ---------------------------------------------------------------- server --- */
 
 struct srv {
-    pid_t pid;     /* the server; 0 once stopped */
-    int port;      /* the port it printed */
-    char *dir;     /* a temporary directory (its log, curl's files), removed by srv_stop */
-    char log[512]; /* dir/server.log: the server's stdout and stderr */
-    char base[64]; /* http://127.0.0.1:PORT */
+    pid_t pid;      /* the server; 0 once stopped */
+    int port;       /* the port it printed */
+    char *dir;      /* a temporary directory (its log, curl's files), removed by srv_stop */
+    char log[512];  /* dir/server.log: the server's stdout and stderr */
+    char base[64];  /* http://127.0.0.1:PORT */
+    int gate;       /* srv_start_gated: the scheduler gate FIFO's write end; else -1 */
+    char *gate_dir; /* the FIFO's directory (it must exist before the server), or NULL */
 };
 
 /*
@@ -77,6 +79,41 @@ void srv_start(struct srv *s, const char *const *extra);
  * on a timeout.
  */
 bool srv_start_try(struct srv *s, const char *model, const char *const *extra, char **log);
+
+/*
+ * The gates that open their FIFO for reading when they get to it, and read
+ * one byte (HEARTH_SERVE_PREP_GATE before each preparation,
+ * HEARTH_SERVE_LOAD_GATE before the load): opening the write end without
+ * blocking succeeds only while that reader is there, so it tells when the
+ * server has reached the gate; it stays held while the write end is open and
+ * empty. Returns the write end, or fails the test when nothing reaches the
+ * gate in a minute.
+ */
+int srv_fifo_wait_reader(const char *fifo);
+
+/* Lets the held reader through: one byte, and the write end closed. */
+void srv_fifo_release(int fd);
+
+/*
+ * srv_start with the scheduler's test gate (sched.h, HEARTH_SERVE_SCHED_GATE):
+ * no engine step runs until srv_gate_steps lets it, while requests are still
+ * taken in and cancelled. The gate stays shut until srv_gate_lift or srv_stop
+ * (which sends SIGTERM with it still shut).
+ */
+void srv_start_gated(struct srv *s, const char *const *extra);
+
+/* Lets n more engine steps run; each gives every generating slot one token. */
+void srv_gate_steps(struct srv *s, int n);
+
+/* Closes the gate's write end: every step runs from now on. */
+void srv_gate_lift(struct srv *s);
+
+/*
+ * Polls /slots until the busy slots have generated n tokens in all; fails the
+ * test, showing /slots, when they go past n (the gate did not hold) or when a
+ * minute passes.
+ */
+void srv_wait_generated(const struct srv *s, int n);
 
 /*
  * SIGTERM; the server must exit 0 within a minute with no sanitizer report
@@ -169,5 +206,8 @@ struct cJSON *sse_events(const char *body);
 
 /* The number of complete "data: " events in an SSE text so far ([DONE] included). */
 int sse_count(const char *text);
+
+/* Polls file until it holds at least n SSE events; false after two minutes. */
+bool sse_wait(const char *file, int n);
 
 #endif
