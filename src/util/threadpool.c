@@ -128,6 +128,11 @@ void threadpool_free(struct threadpool *tp)
     free(tp);
 }
 
+int threadpool_sleepers(const struct threadpool *tp)
+{
+    return atomic_load(&((struct threadpool *)tp)->sleepers);
+}
+
 int threadpool_size(const struct threadpool *tp)
 {
     return tp->n_threads;

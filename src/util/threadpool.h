@@ -20,6 +20,8 @@ struct threadpool;
 struct threadpool *threadpool_new(int n_threads);
 void threadpool_free(struct threadpool *tp);
 int threadpool_size(const struct threadpool *tp);
+/* Workers blocked waiting for work (spun out and asleep): what a test waits on, never a clock. */
+int threadpool_sleepers(const struct threadpool *tp);
 /* Runs fn on every thread and returns when all have finished. */
 void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg);
 

@@ -1,7 +1,7 @@
 /* test_threadpool.c: fork-join regions run every index exactly once (src/util/threadpool.c). */
 #include <stdatomic.h>
+#include <sched.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "util/testutil.h"
 #include "util/threadpool.h"
@@ -48,8 +48,9 @@ static void test_many_regions_each_index_once(void **state)
         struct job j = {.n = 1001, .hits = calloc(1001, sizeof(int))};
         for (int r = 0; r < 2000; r++) {
             threadpool_run(tp, mark, &j);
-            if (r == 1000)
-                usleep(50000); /* let the workers fall asleep, then wake them */
+            if (r == 1000) /* let every worker spin out and sleep, then wake them */
+                while (threadpool_sleepers(tp) < nth - 1)
+                    sched_yield();
         }
         for (long i = 0; i < j.n; i++)
             assert_int_equal(j.hits[i], 2000);
