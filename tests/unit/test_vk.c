@@ -12,6 +12,9 @@
  * n_in / 64 + 6 roundings, so at n_in <= 4096 it stays under 72 * 2^-24,
  * 4.3e-6. The table below states each type's bound.
  *
+ * SwiGLU against the reference silu_mul, and RoPE (normal and NEOX, partial
+ * rotation) against the rotation in double by the exact angle.
+ *
  * Skips with "vulkan-test: skipped: ..." when hearth is built without
  * Vulkan or the machine has no Vulkan device; .ci/run fails on that line.
  */
@@ -53,10 +56,20 @@ static const struct {
     {DTYPE_F16, 5e-6},
     {DTYPE_Q8_0, 5e-6},
     {DTYPE_Q4_0, 5e-6},
+    {DTYPE_Q4_K, 5e-6},
+    {DTYPE_Q5_K, 5e-6},
+    {DTYPE_Q6_K, 5e-6},
 };
 
 /* RMSNorm bound, relative per element: an f32 sum of squares against the reference's f64. */
 #define RMSNORM_BOUND 1e-5
+/* SwiGLU bound, relative per element, |g| <= 10: the device's exp may be 3 + 2|x| ulp off. */
+#define SWIGLU_BOUND 1e-5
+/*
+ * RoPE bound on |out - exact| / (|x0| + |x1|) per rotated pair, against the rotation in double
+ * by the exact angle: the angles are rounded once to f32 on the host, the rotation rounds twice.
+ */
+#define ROPE_BOUND 1e-6
 
 struct fixture {
     struct vk_dev *d;      /* vulkan0, buffers mapped where the memory allows */
@@ -311,18 +324,21 @@ static void check_matmul(void **state, enum dtype type)
             bound = mul_bounds[i].bound;
     assert_true(bound > 0);
     assert_true(vk_op_matmul_supported(type));
-    /* matrix-vector and matrix-matrix, token counts around the 8-token tile, rows past one
-     * workgroup's stride, and a row of 4096 (the bound's worst case) */
+    /* matrix-vector and matrix-matrix, token counts around the 8-token tile, rows of more
+     * units than a workgroup has invocations, and a row of 4096 (the bound's worst case);
+     * n_in in the type's blocks (32 elements, or 256 for the K-quants: 8x fewer) */
     static const uint32_t shapes[][3] = {
         {32, 1, 1}, {352, 67, 1}, {352, 67, 5}, {352, 67, 13}, {4096, 24, 3}, {96, 300, 8},
     };
-    double worst = 0;
+    const uint32_t block = dtype_get(type)->block;
+    double worst         = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        double e = matmul_err(f->d, type, shapes[i][0], shapes[i][1], shapes[i][2]);
+        const uint32_t n_in = block == 256 ? (shapes[i][0] + 255) / 256 * 256 : shapes[i][0];
+        double e = matmul_err(f->d, type, n_in, shapes[i][1], shapes[i][2]);
         worst    = e > worst ? e : worst;
     }
     /* and through staged copies */
-    double e = matmul_err(f->staged, type, 352, 67, 5);
+    double e = matmul_err(f->staged, type, block == 256 ? 768 : 352, 67, 5);
     worst    = e > worst ? e : worst;
     print_message("# mul_%s: max error %.3g of sum |w x| (bound %.0e)\n", dtype_name(type), worst,
                   bound);
@@ -347,6 +363,21 @@ static void test_mul_q8_0(void **state)
 static void test_mul_q4_0(void **state)
 {
     check_matmul(state, DTYPE_Q4_0);
+}
+
+static void test_mul_q4_k(void **state)
+{
+    check_matmul(state, DTYPE_Q4_K);
+}
+
+static void test_mul_q5_k(void **state)
+{
+    check_matmul(state, DTYPE_Q5_K);
+}
+
+static void test_mul_q6_k(void **state)
+{
+    check_matmul(state, DTYPE_Q6_K);
 }
 
 /* ------------------------------------------------------------ rmsnorm --- */
@@ -459,6 +490,93 @@ static void test_sequence(void **state)
     vk_buf_free(by);
 }
 
+/* ------------------------------------------------------ swiglu, rope --- */
+
+static void test_swiglu(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 3001 }; /* past 11 workgroups of 256, with a tail */
+    static float g[N], u[N], got[N], ref[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = 10.0f * frand();
+        u[i] = 2.0f * frand();
+    }
+    g[0] = 0.0f;
+    struct vk_buf *bg = upload(f->d, g, sizeof g), *bu = upload(f->d, u, sizeof u);
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_swiglu(s, bg, bu, N, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    kernels_ref()->silu_mul(ref, g, u, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        const double d = fabs((double)got[i] - ref[i]);
+        const double e = ref[i] != 0 ? d / fabs(ref[i]) : d;
+        if (!(e <= worst))
+            worst = e;
+    }
+    print_message("# swiglu: max relative error %.3g (bound %.0e)\n", worst, SWIGLU_BOUND);
+    assert_true(worst <= SWIGLU_BOUND);
+    vk_seq_free(s);
+    vk_buf_free(bg);
+    vk_buf_free(bu);
+}
+
+/* One layout (normal or NEOX) over rows of 3 heads of 80 with 64 rotated, large positions. */
+static double rope_err(struct vk_dev *d, bool neox, float base)
+{
+    enum { TOK = 4, HEADS = 3, HD = 80, ROT = 64 };
+    static const int32_t pos[TOK] = {0, 1, 4097, 131071};
+    static float x[TOK * HEADS * HD], got[TOK * HEADS * HD], cs[TOK * ROT];
+    for (int i = 0; i < TOK * HEADS * HD; i++)
+        x[i] = 4.0f * frand();
+    vk_rope_angles(pos, TOK, ROT, base, cs);
+    struct vk_buf *bx = upload(d, x, sizeof x), *bcs = upload(d, cs, sizeof cs);
+    struct vk_seq *s;
+    OK(vk_seq_new(d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_rope(s, bx, bcs, TOK, HEADS, HD, ROT, neox, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(bx, 0, got, sizeof got, err, sizeof err));
+    double worst = 0;
+    for (int t = 0; t < TOK; t++)
+        for (int h = 0; h < HEADS; h++) {
+            const float *xh = x + (t * HEADS + h) * HD, *gh = got + (t * HEADS + h) * HD;
+            for (int i = 0; i < ROT / 2; i++) {
+                const int a = neox ? i : 2 * i, b = neox ? i + ROT / 2 : 2 * i + 1;
+                const double th = pos[t] * pow(base, -2.0 * i / ROT);
+                const double r0 = xh[a] * cos(th) - xh[b] * sin(th);
+                const double r1 = xh[a] * sin(th) + xh[b] * cos(th);
+                const double mag = fabs(xh[a]) + fabs(xh[b]);
+                const double e   = fmax(fabs(gh[a] - r0), fabs(gh[b] - r1)) / (mag > 0 ? mag : 1);
+                if (!(e <= worst))
+                    worst = e;
+            }
+            /* past n_rot the head passes through untouched */
+            assert_memory_equal(gh + ROT, xh + ROT, (HD - ROT) * sizeof(float));
+            /* position 0 is the identity */
+            if (pos[t] == 0)
+                assert_memory_equal(gh, xh, ROT * sizeof(float));
+        }
+    vk_seq_free(s);
+    vk_buf_free(bx);
+    vk_buf_free(bcs);
+    return worst;
+}
+
+static void test_rope(void **state)
+{
+    NEED_DEVICE(f);
+    const double normal = fmax(rope_err(f->d, false, 10000.0f), rope_err(f->d, false, 1e6f));
+    const double neox   = fmax(rope_err(f->d, true, 10000.0f), rope_err(f->d, true, 1e6f));
+    print_message("# rope: max error %.3g (normal), %.3g (neox) of |x0| + |x1| (bound %.0e)\n",
+                  normal, neox, ROPE_BOUND);
+    assert_true(normal <= ROPE_BOUND);
+    assert_true(neox <= ROPE_BOUND);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,7 +584,10 @@ int main(void)
         cmocka_unit_test(test_buffer_refused), cmocka_unit_test(test_pipeline_errors),
         cmocka_unit_test(test_mul_f32),        cmocka_unit_test(test_mul_f16),
         cmocka_unit_test(test_mul_q8_0),       cmocka_unit_test(test_mul_q4_0),
-        cmocka_unit_test(test_rmsnorm),        cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_mul_q4_k),       cmocka_unit_test(test_mul_q5_k),
+        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_sequence),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

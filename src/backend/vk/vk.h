@@ -139,6 +139,26 @@ bool vk_op_matmul_supported(enum dtype t);
 enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
                                 struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
                                 uint32_t n_out, uint32_t n_tok, char *err, size_t err_len);
+/*
+ * g[i] = silu(g[i]) * u[i] for i < n (SwiGLU's gating, in place): exp is the device's, so
+ * the result differs from the reference's in the last bits (test_vk.c states the bound).
+ */
+enum hearth_status vk_op_swiglu(struct vk_seq *s, struct vk_buf *g, struct vk_buf *u, uint32_t n,
+                                char *err, size_t err_len);
+/*
+ * The angles vk_op_rope takes, computed on the host in double: cs[t][i] = (cos, sin) of
+ * pos[t] * base^(-2i / n_rot) for i < n_rot / 2, n_tok * n_rot floats. Positions are host
+ * data already, and the device's sin and cos are only bounded to 2^-11 by the spec.
+ */
+void vk_rope_angles(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float base, float *cs);
+/*
+ * Rotates the first n_rot floats of every head of n_tok rows of x ([n_tok][n_head][head_dim])
+ * in place by cs (vk_rope_angles, uploaded): pairs (2i, 2i + 1), or (i, i + n_rot / 2) with
+ * neox.
+ */
+enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs,
+                              uint32_t n_tok, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
+                              bool neox, char *err, size_t err_len);
 /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w for t < n_rows over n floats; y may be x. */
 enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_buf *w,
                                  struct vk_buf *y, uint32_t n, uint32_t n_rows, float eps,

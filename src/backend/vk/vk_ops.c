@@ -4,6 +4,7 @@
  * backend table will call per layer; the numerics are stated in vk.h and
  * held to the CPU reference by tests/unit/test_vk.c.
  */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -17,7 +18,8 @@
 
 static const char *const mul_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "mul_f32", [DTYPE_F16] = "mul_f16", [DTYPE_Q8_0] = "mul_q8_0",
-    [DTYPE_Q4_0] = "mul_q4_0",
+    [DTYPE_Q4_0] = "mul_q4_0", [DTYPE_Q4_K] = "mul_q4_k", [DTYPE_Q5_K] = "mul_q5_k",
+    [DTYPE_Q6_K] = "mul_q6_k",
 };
 
 bool vk_op_matmul_supported(enum dtype t)
@@ -100,4 +102,55 @@ enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_b
     row_grid(n_rows, groups);
     struct vk_buf *bufs[3] = {x, w, y};
     return vk_seq_dispatch(s, p, bufs, &push, groups, err, err_len);
+}
+
+enum hearth_status vk_op_swiglu(struct vk_seq *s, struct vk_buf *g, struct vk_buf *u, uint32_t n,
+                                char *err, size_t err_len)
+{
+    if (n == 0)
+        return fail(HEARTH_EINVAL, err, err_len, "vulkan: swiglu of 0 floats");
+    enum hearth_status st;
+    if ((st = check_len("swiglu", "the gate", g, (uint64_t)n * 4, err, err_len)) ||
+        (st = check_len("swiglu", "the up", u, (uint64_t)n * 4, err, err_len)))
+        return st;
+    uint32_t groups[3];
+    row_grid((n + 255) / 256, groups);
+    const uint32_t push[2] = {n, groups[0]};
+    struct vk_pipe *p;
+    if ((st = vk_pipe_get(s->d, "swiglu", 2, sizeof push, &p, err, err_len)))
+        return st;
+    struct vk_buf *bufs[2] = {g, u};
+    return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
+}
+
+void vk_rope_angles(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float base, float *cs)
+{
+    for (uint32_t t = 0; t < n_tok; t++)
+        for (uint32_t i = 0; i < n_rot / 2; i++) {
+            const double theta = pos[t] * pow(base, -2.0 * i / n_rot);
+            cs[2 * ((size_t)t * (n_rot / 2) + i)]     = (float)cos(theta);
+            cs[2 * ((size_t)t * (n_rot / 2) + i) + 1] = (float)sin(theta);
+        }
+}
+
+enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs,
+                              uint32_t n_tok, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
+                              bool neox, char *err, size_t err_len)
+{
+    if (n_tok == 0 || n_head == 0 || n_rot == 0 || n_rot % 2 || n_rot > head_dim)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "vulkan: rope of %u rows of %u heads of %u, %u rotated (even, <= the head)",
+                    n_tok, n_head, head_dim, n_rot);
+    enum hearth_status st;
+    if ((st = check_len("rope", "the rows", x, (uint64_t)n_tok * n_head * head_dim * 4, err,
+                        err_len)) ||
+        (st = check_len("rope", "the angles", cs, (uint64_t)n_tok * n_rot * 4, err, err_len)))
+        return st;
+    const uint32_t push[4] = {head_dim, n_head, n_rot, neox};
+    struct vk_pipe *p;
+    if ((st = vk_pipe_get(s->d, "rope", 2, sizeof push, &p, err, err_len)))
+        return st;
+    const uint32_t groups[3] = {n_head, n_tok, 1};
+    struct vk_buf *bufs[2]   = {x, cs};
+    return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
 }
