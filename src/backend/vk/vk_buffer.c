@@ -27,7 +27,7 @@ static enum hearth_status make(struct vk_dev *d, VkDeviceSize size, VkBufferUsag
                                const VkMemoryPropertyFlags *want, int n_want, VkBuffer *buf,
                                VkDeviceMemory *mem, uint32_t *type, char *err, size_t err_len)
 {
-    const struct vk_fns *fn = &d->vi.fn;
+    const struct vk_fns *fn = &d->fn;
     const VkBufferCreateInfo bci = {
         .sType       = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size        = size,
@@ -120,7 +120,7 @@ enum hearth_status vk_buf_new(struct vk_dev *d, size_t len, struct vk_buf **out,
         return st;
     }
     if (map && (d->mem.memoryTypes[type].propertyFlags & mapped) == mapped) {
-        VkResult r = d->vi.fn.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
+        VkResult r = d->fn.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
         if (r != VK_SUCCESS) {
             vk_buf_free(b);
             return vk_fail("vkMapMemory", r, err, err_len);
@@ -134,7 +134,7 @@ void vk_buf_free(struct vk_buf *b)
 {
     if (!b)
         return;
-    const struct vk_fns *fn = &b->d->vi.fn;
+    const struct vk_fns *fn = &b->d->fn;
     if (b->map)
         fn->vkUnmapMemory(b->d->dev, b->mem);
     fn->vkDestroyBuffer(b->d->dev, b->buf, NULL);
@@ -152,7 +152,7 @@ static enum hearth_status staged(struct vk_buf *b, size_t off, void *host, size_
                                  char *err, size_t err_len)
 {
     struct vk_dev *d        = b->d;
-    const struct vk_fns *fn = &d->vi.fn;
+    const struct vk_fns *fn = &d->fn;
     const VkMemoryPropertyFlags want[2] = {
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
             VK_MEMORY_PROPERTY_HOST_CACHED_BIT,

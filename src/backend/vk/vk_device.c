@@ -146,21 +146,21 @@ enum hearth_status vk_enumerate(struct vk_device_info **out, int *n, char *err, 
 {
     *out = NULL;
     *n   = 0;
-    struct vk_inst vi;
-    enum hearth_status st = vk_inst_open(&vi, err, err_len);
+    const struct vk_inst *vi;
+    enum hearth_status st = vk_inst_get(&vi, err, err_len);
     if (st != HEARTH_OK)
         return st;
     VkPhysicalDevice *pds = NULL;
     uint32_t n_pd         = 0;
     struct vk_device_info *infos = NULL;
-    if ((st = physical_devices(&vi, &pds, &n_pd, err, err_len)) != HEARTH_OK || n_pd == 0)
+    if ((st = physical_devices(vi, &pds, &n_pd, err, err_len)) != HEARTH_OK || n_pd == 0)
         goto out;
     if (!(infos = calloc(n_pd, sizeof *infos))) {
         st = fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory listing devices");
         goto out;
     }
     for (uint32_t i = 0; i < n_pd; i++)
-        if ((st = describe(&vi, pds[i], &infos[i], NULL, err, err_len)) != HEARTH_OK)
+        if ((st = describe(vi, pds[i], &infos[i], NULL, err, err_len)) != HEARTH_OK)
             goto out;
     *out  = infos;
     *n    = (int)n_pd;
@@ -168,7 +168,6 @@ enum hearth_status vk_enumerate(struct vk_device_info **out, int *n, char *err, 
 out:
     free(infos);
     free(pds);
-    vk_inst_close(&vi);
     return st;
 }
 
@@ -194,14 +193,15 @@ enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, c
     struct vk_dev *d = calloc(1, sizeof *d);
     if (!d)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
-    enum hearth_status st = vk_inst_open(&d->vi, err, err_len);
+    enum hearth_status st = vk_inst_get(&d->vi, err, err_len);
     if (st != HEARTH_OK) {
         free(d);
         return st;
     }
+    d->fn = d->vi->fn;
     VkPhysicalDevice *pds = NULL;
     uint32_t n_pd         = 0;
-    if ((st = physical_devices(&d->vi, &pds, &n_pd, err, err_len)) != HEARTH_OK)
+    if ((st = physical_devices(d->vi, &pds, &n_pd, err, err_len)) != HEARTH_OK)
         goto fail;
     if (index < 0 || (uint32_t)index >= n_pd) {
         st = fail(HEARTH_ERANGE, err, err_len, "vulkan: no device vulkan%d (%u found)", index,
@@ -209,9 +209,9 @@ enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, c
         goto fail;
     }
     d->phys = pds[index];
-    if ((st = describe(&d->vi, d->phys, &d->info, d, err, err_len)) != HEARTH_OK)
+    if ((st = describe(d->vi, d->phys, &d->info, d, err, err_len)) != HEARTH_OK)
         goto fail;
-    d->queue_family = compute_family(&d->vi, d->phys);
+    d->queue_family = compute_family(d->vi, d->phys);
     if (d->queue_family == UINT32_MAX) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len, "vulkan: vulkan%d (%s) has no compute queue",
                   index, d->info.name);
@@ -229,23 +229,23 @@ enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, c
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos    = &qci,
     };
-    VkResult r = d->vi.fn.vkCreateDevice(d->phys, &dci, NULL, &d->dev);
+    VkResult r = d->fn.vkCreateDevice(d->phys, &dci, NULL, &d->dev);
     if (r != VK_SUCCESS) {
         d->dev = VK_NULL_HANDLE;
         st     = vk_fail("vkCreateDevice", r, err, err_len);
         goto fail;
     }
-    if (!vk_inst_load_device(&d->vi, d->dev, err, err_len)) {
+    if (!vk_inst_load_device(&d->fn, d->dev, err, err_len)) {
         st = HEARTH_EUNSUPPORTED;
         goto fail;
     }
-    d->vi.fn.vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
+    d->fn.vkGetDeviceQueue(d->dev, d->queue_family, 0, &d->queue);
     const VkCommandPoolCreateInfo pci = {
         .sType            = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
         .flags            = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
         .queueFamilyIndex = d->queue_family,
     };
-    if ((r = d->vi.fn.vkCreateCommandPool(d->dev, &pci, NULL, &d->pool)) != VK_SUCCESS) {
+    if ((r = d->fn.vkCreateCommandPool(d->dev, &pci, NULL, &d->pool)) != VK_SUCCESS) {
         d->pool = VK_NULL_HANDLE;
         st      = vk_fail("vkCreateCommandPool", r, err, err_len);
         goto fail;
@@ -276,13 +276,13 @@ enum hearth_status vk_dev_submit(struct vk_dev *d, VkCommandBuffer cb, VkFence f
         .commandBufferCount = 1,
         .pCommandBuffers    = &cb,
     };
-    VkResult r = d->vi.fn.vkResetFences(d->dev, 1, &fence);
+    VkResult r = d->fn.vkResetFences(d->dev, 1, &fence);
     if (r != VK_SUCCESS)
         return vk_fail("vkResetFences", r, err, err_len);
-    if ((r = d->vi.fn.vkQueueSubmit(d->queue, 1, &si, fence)) != VK_SUCCESS)
+    if ((r = d->fn.vkQueueSubmit(d->queue, 1, &si, fence)) != VK_SUCCESS)
         return vk_fail("vkQueueSubmit", r, err, err_len);
     /* no timeout: a step that never finishes is a lost device, which the wait reports */
-    if ((r = d->vi.fn.vkWaitForFences(d->dev, 1, &fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
+    if ((r = d->fn.vkWaitForFences(d->dev, 1, &fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
         return vk_fail("vkWaitForFences", r, err, err_len);
     return HEARTH_OK;
 }
@@ -292,13 +292,12 @@ void vk_dev_close(struct vk_dev *d)
     if (!d)
         return;
     if (d->dev) {
-        d->vi.fn.vkDeviceWaitIdle(d->dev);
+        d->fn.vkDeviceWaitIdle(d->dev);
         vk_dev_pipes_free(d);
         if (d->pool)
-            d->vi.fn.vkDestroyCommandPool(d->dev, d->pool, NULL);
-        d->vi.fn.vkDestroyDevice(d->dev, NULL);
+            d->fn.vkDestroyCommandPool(d->dev, d->pool, NULL);
+        d->fn.vkDestroyDevice(d->dev, NULL);
     }
-    vk_inst_close(&d->vi);
     free(d);
 }
 

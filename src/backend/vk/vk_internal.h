@@ -85,7 +85,7 @@ struct vk_fns {
 #undef X
 };
 
-/* An instance and its entry points; vk_enumerate and each vk_dev own one. */
+/* The process's instance and its entry points (vk_inst_get). */
 struct vk_inst {
     void *lib; /* dlopen handle of the loader */
     VkInstance inst;
@@ -93,13 +93,14 @@ struct vk_inst {
 };
 
 /*
- * Opens the loader and creates an instance (API 1.1 or newer). HEARTH_EUNSUPPORTED with a
- * sentence when there is no loader or no driver: "no Vulkan loader (libvulkan.so.1: ...)".
+ * The process's instance (API 1.1 or newer), made at the first call and never destroyed;
+ * later calls return it, or the first call's failure again. HEARTH_EUNSUPPORTED with a
+ * sentence when there is no loader or no driver: "vulkan: no Vulkan loader (...)".
+ * Thread-safe.
  */
-enum hearth_status vk_inst_open(struct vk_inst *vi, char *err, size_t err_len);
-void vk_inst_close(struct vk_inst *vi);
-/* The device-level entry points of dev into vi->fn; false when one is missing. */
-bool vk_inst_load_device(struct vk_inst *vi, VkDevice dev, char *err, size_t err_len);
+enum hearth_status vk_inst_get(const struct vk_inst **out, char *err, size_t err_len);
+/* The device-level entry points of dev into fn; false when one is missing. */
+bool vk_inst_load_device(struct vk_fns *fn, VkDevice dev, char *err, size_t err_len);
 
 /* A VkResult's name: "VK_ERROR_OUT_OF_DEVICE_MEMORY"; "VkResult -13" for one not listed. */
 const char *vk_result_str(VkResult r, char buf[32]);
@@ -110,7 +111,8 @@ const char *vk_result_str(VkResult r, char buf[32]);
 enum hearth_status vk_fail(const char *call, VkResult r, char *err, size_t err_len);
 
 struct vk_dev {
-    struct vk_inst vi;
+    const struct vk_inst *vi;
+    struct vk_fns fn;         /* vi's entry points, with this device's device-level ones */
     VkPhysicalDevice phys;
     VkDevice dev;
     VkQueue queue;

@@ -1,8 +1,20 @@
 /*
- * vk_loader.c: the Vulkan loader opened at run time, an instance with its
- * entry-point table, and the one-line messages every failed call becomes.
+ * vk_loader.c: the Vulkan loader opened at run time, the process's one
+ * instance with its entry-point table, and the one-line messages every
+ * failed call becomes.
+ *
+ * The instance is made at first use and lives as long as the process, as
+ * the loader and the drivers it loads do: creating one loads and queries
+ * every installed driver (tens of milliseconds), the devices a model is
+ * split across must come from one instance, and lavapipe (Mesa 22.3) leaks
+ * 128 bytes per instance it is unloaded with, which LeakSanitizer cannot
+ * attribute (the driver's symbols are gone by exit) and so could only be
+ * silenced wholesale. With one instance nothing is unloaded and nothing of
+ * the driver's is reported, while everything hearth allocates per device
+ * is still freed by vk_dev_close and checked.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,7 +71,17 @@ enum hearth_status vk_fail(const char *call, VkResult r, char *err, size_t err_l
                : HEARTH_EIO;
 }
 
-enum hearth_status vk_inst_open(struct vk_inst *vi, char *err, size_t err_len)
+/* Undoes a failed inst_open. */
+static void inst_close(struct vk_inst *vi)
+{
+    if (vi->inst && vi->fn.vkDestroyInstance)
+        vi->fn.vkDestroyInstance(vi->inst, NULL);
+    if (vi->lib)
+        dlclose(vi->lib);
+    memset(vi, 0, sizeof *vi);
+}
+
+static enum hearth_status inst_open(struct vk_inst *vi, char *err, size_t err_len)
 {
     memset(vi, 0, sizeof *vi);
     vi->lib = dlopen(VK_LOADER, RTLD_NOW | RTLD_LOCAL);
@@ -72,7 +94,7 @@ enum hearth_status vk_inst_open(struct vk_inst *vi, char *err, size_t err_len)
         (PFN_vkGetInstanceProcAddr)dlsym(vi->lib, "vkGetInstanceProcAddr");
     if (!gipa) {
         set_err(err, err_len, "vulkan: %s has no vkGetInstanceProcAddr", VK_LOADER);
-        vk_inst_close(vi);
+        inst_close(vi);
         return HEARTH_EUNSUPPORTED;
     }
 #define X(name) vi->fn.name = (PFN_##name)gipa(NULL, #name);
@@ -84,7 +106,7 @@ enum hearth_status vk_inst_open(struct vk_inst *vi, char *err, size_t err_len)
         version < VK_API_VERSION_1_1) {
         set_err(err, err_len, "vulkan: the loader offers Vulkan %u.%u; hearth needs 1.1",
                VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version));
-        vk_inst_close(vi);
+        inst_close(vi);
         return HEARTH_EUNSUPPORTED;
     }
     const VkApplicationInfo app = {
@@ -100,7 +122,7 @@ enum hearth_status vk_inst_open(struct vk_inst *vi, char *err, size_t err_len)
     VkResult r = vi->fn.vkCreateInstance(&ci, NULL, &vi->inst);
     if (r != VK_SUCCESS) {
         vi->inst = VK_NULL_HANDLE;
-        vk_inst_close(vi);
+        inst_close(vi);
         /* the loader says this when it finds no driver at all */
         if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
             return fail(HEARTH_EUNSUPPORTED, err, err_len,
@@ -111,7 +133,7 @@ enum hearth_status vk_inst_open(struct vk_inst *vi, char *err, size_t err_len)
 #define X(name)                                                                              \
     if (!(vi->fn.name = (PFN_##name)gipa(vi->inst, #name))) {                                \
         set_err(err, err_len, "vulkan: the loader has no %s", #name);                         \
-        vk_inst_close(vi);                                                                   \
+        inst_close(vi);                                                                   \
         return HEARTH_EUNSUPPORTED;                                                          \
     }
     VK_INSTANCE_FNS(X)
@@ -119,10 +141,10 @@ enum hearth_status vk_inst_open(struct vk_inst *vi, char *err, size_t err_len)
     return HEARTH_OK;
 }
 
-bool vk_inst_load_device(struct vk_inst *vi, VkDevice dev, char *err, size_t err_len)
+bool vk_inst_load_device(struct vk_fns *fn, VkDevice dev, char *err, size_t err_len)
 {
 #define X(name)                                                                              \
-    if (!(vi->fn.name = (PFN_##name)vi->fn.vkGetDeviceProcAddr(dev, #name))) {              \
+    if (!(fn->name = (PFN_##name)fn->vkGetDeviceProcAddr(dev, #name))) {                    \
         set_err(err, err_len, "vulkan: the device has no %s", #name);                         \
         return false;                                                                        \
     }
@@ -131,11 +153,21 @@ bool vk_inst_load_device(struct vk_inst *vi, VkDevice dev, char *err, size_t err
     return true;
 }
 
-void vk_inst_close(struct vk_inst *vi)
+static struct vk_inst the_inst;
+static enum hearth_status the_status;
+static char the_err[HEARTH_ERR_MAX];
+static pthread_once_t the_once = PTHREAD_ONCE_INIT;
+
+static void open_once(void)
 {
-    if (vi->inst && vi->fn.vkDestroyInstance)
-        vi->fn.vkDestroyInstance(vi->inst, NULL);
-    if (vi->lib)
-        dlclose(vi->lib);
-    memset(vi, 0, sizeof *vi);
+    the_status = inst_open(&the_inst, the_err, sizeof the_err);
+}
+
+enum hearth_status vk_inst_get(const struct vk_inst **out, char *err, size_t err_len)
+{
+    pthread_once(&the_once, open_once);
+    *out = the_status == HEARTH_OK ? &the_inst : NULL;
+    if (the_status != HEARTH_OK)
+        set_err(err, err_len, "%s", the_err);
+    return the_status;
 }

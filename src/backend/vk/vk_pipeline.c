@@ -21,7 +21,7 @@
 
 static void pipe_free(struct vk_dev *d, struct vk_pipe *p)
 {
-    const struct vk_fns *fn = &d->vi.fn;
+    const struct vk_fns *fn = &d->fn;
     if (p->pipe)
         fn->vkDestroyPipeline(d->dev, p->pipe, NULL);
     if (p->layout)
@@ -44,7 +44,7 @@ static enum hearth_status pipe_make(struct vk_dev *d, const struct vk_shader *sh
                                     uint32_t n_bufs, uint32_t push_len, struct vk_pipe *p,
                                     char *err, size_t err_len)
 {
-    const struct vk_fns *fn = &d->vi.fn;
+    const struct vk_fns *fn = &d->fn;
     VkDescriptorSetLayoutBinding bind[VK_MAX_BUFS];
     for (uint32_t i = 0; i < n_bufs; i++)
         bind[i] = (VkDescriptorSetLayoutBinding){
@@ -147,7 +147,7 @@ enum hearth_status vk_pipe_get(struct vk_dev *d, const char *name, uint32_t n_bu
 enum hearth_status vk_seq_new(struct vk_dev *d, struct vk_seq **out, char *err, size_t err_len)
 {
     *out                    = NULL;
-    const struct vk_fns *fn = &d->vi.fn;
+    const struct vk_fns *fn = &d->fn;
     struct vk_seq *s        = calloc(1, sizeof *s);
     if (!s)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
@@ -195,7 +195,7 @@ void vk_seq_free(struct vk_seq *s)
 {
     if (!s)
         return;
-    const struct vk_fns *fn = &s->d->vi.fn;
+    const struct vk_fns *fn = &s->d->fn;
     if (s->fence)
         fn->vkDestroyFence(s->d->dev, s->fence, NULL);
     if (s->cb)
@@ -207,7 +207,7 @@ void vk_seq_free(struct vk_seq *s)
 
 enum hearth_status vk_seq_begin(struct vk_seq *s, char *err, size_t err_len)
 {
-    const struct vk_fns *fn = &s->d->vi.fn;
+    const struct vk_fns *fn = &s->d->fn;
     VkResult r              = fn->vkResetCommandBuffer(s->cb, 0);
     if (r != VK_SUCCESS)
         return vk_fail("vkResetCommandBuffer", r, err, err_len);
@@ -238,7 +238,7 @@ enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p,
                                    const uint32_t groups[3], char *err, size_t err_len)
 {
     struct vk_dev *d        = s->d;
-    const struct vk_fns *fn = &d->vi.fn;
+    const struct vk_fns *fn = &d->fn;
     if (!s->recording)
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: %s dispatched outside begin/run",
                     p->name);
@@ -301,7 +301,7 @@ enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p,
 
 enum hearth_status vk_seq_run(struct vk_seq *s, char *err, size_t err_len)
 {
-    const struct vk_fns *fn = &s->d->vi.fn;
+    const struct vk_fns *fn = &s->d->fn;
     if (!s->recording)
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: a sequence run without begin");
     s->recording = false;
