@@ -380,6 +380,16 @@ static void test_mul_q6_k(void **state)
     check_matmul(state, DTYPE_Q6_K);
 }
 
+/* More rows than one grid dimension takes (65535): rows spill from x into y, as a vocabulary's
+ * output matrix does. */
+static void test_mul_many_rows(void **state)
+{
+    NEED_DEVICE(f);
+    const double e = matmul_err(f->d, DTYPE_Q4_0, 64, 70001, 2);
+    print_message("# mul_q4_0 over 70001 rows: max error %.3g of sum |w x|\n", e);
+    assert_true(e <= 5e-6);
+}
+
 /* ------------------------------------------------------------ rmsnorm --- */
 
 /* Largest relative error of the device's rows against ref_rmsnorm's. */
@@ -585,7 +595,8 @@ int main(void)
         cmocka_unit_test(test_mul_f32),        cmocka_unit_test(test_mul_f16),
         cmocka_unit_test(test_mul_q8_0),       cmocka_unit_test(test_mul_q4_0),
         cmocka_unit_test(test_mul_q4_k),       cmocka_unit_test(test_mul_q5_k),
-        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_many_rows),
+        cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_sequence),
     };
