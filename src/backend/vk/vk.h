@@ -154,7 +154,9 @@ void vk_rope_angles(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float ba
 /*
  * Rotates the first n_rot floats of every head of n_tok rows of x ([n_tok][n_head][head_dim])
  * in place by cs (vk_rope_angles, uploaded): pairs (2i, 2i + 1), or (i, i + n_rot / 2) with
- * neox.
+ * neox. Bits: the CPU backend takes ggml's angles (f32, theta scaled pair by pair), which
+ * drift from these exact ones by a few ulp of the angle, so at position p the two differ by
+ * up to about p * 2^-22 radians.
  */
 enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs,
                               uint32_t n_tok, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,

@@ -5,8 +5,9 @@
  * than linked, so a hearth built with Vulkan still starts, and says there is
  * no Vulkan, on a machine without it.
  *
- * Function pointers live in a table per instance (the spec makes instance-
- * and device-level pointers valid only for the object they were queried on).
+ * The process's one instance holds the instance-level entry points; each
+ * device copies that table and adds its own device-level ones (the spec makes
+ * a pointer valid only for the object it was queried on).
  */
 #ifndef HEARTH_VK_INTERNAL_H
 #define HEARTH_VK_INTERNAL_H
@@ -128,7 +129,7 @@ struct vk_dev {
     struct vk_pipe *pipes;    /* the pipelines vk_pipe_get made, a list; freed at close */
 };
 
-/* Submits cb (ended) on d's queue and waits for it with a fence of its own. */
+/* Resets fence, submits cb (ended) on d's queue and waits on fence until it has run. */
 enum hearth_status vk_dev_submit(struct vk_dev *d, VkCommandBuffer cb, VkFence fence, char *err,
                                  size_t err_len);
 /* Frees d's pipelines (vk_pipeline.c), at vk_dev_close. */
