@@ -20,6 +20,7 @@ static const struct {
     {"tokenize",     cmd_tokenize,     "print the token ids of a text"},
     {"serve",        cmd_serve,        "OpenAI- and Anthropic-compatible HTTP server (chat, messages, metrics)"},
     {"quantize",     cmd_quantize,     "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q6_K, ...)"},
+    {"devices",      cmd_devices,      "list the CPU and the Vulkan devices hearth can compute on"},
 };
 
 static void usage(FILE *fp)

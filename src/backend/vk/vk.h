@@ -1,0 +1,169 @@
+/*
+ * vk.h: the Vulkan runtime, the layer the Vulkan backend table will be
+ * built on: devices (vk_device.c), buffers and their uploads (vk_buffer.c),
+ * compute pipelines from the built-in SPIR-V and command sequences
+ * (vk_pipeline.c), and the operations' dispatch geometry (vk_ops.c).
+ *
+ * Compiled only when the Makefile finds Vulkan (it defines HEARTH_VULKAN).
+ * Every call that can fail returns a hearth_status and writes one sentence
+ * naming the Vulkan call and its VkResult into err. A device is driven by
+ * one thread at a time; distinct devices are independent.
+ *
+ * Typical use: vk_dev_open, vk_buf_new + vk_buf_upload for weights and
+ * activations, vk_pipe_get per shader, then per micro-batch step one
+ * sequence (vk_seq_begin, vk_op_* or vk_seq_dispatch per operation,
+ * vk_seq_run), then vk_buf_download of the result.
+ */
+#ifndef HEARTH_VK_H
+#define HEARTH_VK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth.h"
+#include "util/dtype.h"
+
+/* What `hearth devices` shows of one physical device, and what kernels may rely on. */
+struct vk_device_info {
+    char name[256];          /* deviceName */
+    char driver[256];        /* driverName and driverInfo: "llvmpipe (Mesa 22.3.6 (LLVM 15.0.6))" */
+    const char *type;        /* "discrete", "integrated", "virtual", "cpu", "other" */
+    char api[24];            /* the device's Vulkan version: "1.3.230" */
+    uint64_t local_bytes;    /* sum of the device-local heaps */
+    uint32_t subgroup_size;  /* default subgroup size, 1..128 */
+    bool fp16;               /* shaderFloat16 */
+    bool int8;               /* shaderInt8 */
+    bool storage16;          /* storageBuffer16BitAccess */
+    bool int_dot;            /* VK_KHR_shader_integer_dot_product (or core 1.3) */
+    bool coopmat;            /* VK_KHR_cooperative_matrix is offered */
+};
+
+/*
+ * The Vulkan devices this machine offers, in the loader's order (index i is
+ * "vulkan<i>"): a malloc'd array of *n in *out (NULL when *n is 0).
+ * HEARTH_EUNSUPPORTED with a sentence when there is no loader or no driver;
+ * zero devices is HEARTH_OK with *n 0.
+ */
+enum hearth_status vk_enumerate(struct vk_device_info **out, int *n, char *err, size_t err_len);
+
+struct vk_dev;
+
+enum {
+    VK_OPEN_STAGING = 1 /* always copy through a staging buffer, even on unified memory */
+};
+
+/*
+ * Opens device index (as vk_enumerate numbers them) with one compute queue.
+ * flags: VK_OPEN_*. HEARTH_ERANGE when there is no such device.
+ */
+enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, char *err,
+                               size_t err_len);
+/* Waits for the device to go idle and frees it; every buffer, pipeline and sequence first. */
+void vk_dev_close(struct vk_dev *d);
+const struct vk_device_info *vk_dev_info(const struct vk_dev *d);
+
+/* ------------------------------------------------------------- buffers --- */
+
+struct vk_buf;
+
+/*
+ * A device-local storage buffer of len bytes (> 0). HEARTH_ENOMEM with a
+ * sentence when the device refuses it or it exceeds what one buffer may
+ * hold (maxStorageBufferRange, maxMemoryAllocationSize).
+ */
+enum hearth_status vk_buf_new(struct vk_dev *d, size_t len, struct vk_buf **out, char *err,
+                              size_t err_len);
+void vk_buf_free(struct vk_buf *b);
+size_t vk_buf_len(const struct vk_buf *b);
+/*
+ * Copies len bytes between host memory and the buffer at byte offset off
+ * (off + len within the buffer, else HEARTH_ERANGE). Synchronous: waits for
+ * the device's queue to finish the copy; call between sequences, not
+ * during one.
+ */
+enum hearth_status vk_buf_upload(struct vk_buf *b, size_t off, const void *src, size_t len,
+                                 char *err, size_t err_len);
+enum hearth_status vk_buf_download(struct vk_buf *b, size_t off, void *dst, size_t len,
+                                   char *err, size_t err_len);
+
+/* ----------------------------------------------------------- pipelines --- */
+
+struct vk_pipe;
+
+/*
+ * The compute pipeline of built-in shader name ("mul_q4_0"), whose
+ * bindings 0..n_bufs-1 are storage buffers and whose push constants are
+ * push_len bytes (at most 128). Created at the first call and kept by the
+ * device (freed by vk_dev_close); later calls return the same pipeline.
+ * HEARTH_EINVAL when no shader has that name.
+ */
+enum hearth_status vk_pipe_get(struct vk_dev *d, const char *name, uint32_t n_bufs,
+                               uint32_t push_len, struct vk_pipe **out, char *err,
+                               size_t err_len);
+
+/*
+ * A sequence: one command buffer recorded with dispatches, each separated
+ * from the next by a barrier that makes its writes visible to the next's
+ * reads, submitted once and waited on with a fence. One per micro-batch
+ * step: begin, record, run, and begin again to reuse it.
+ */
+struct vk_seq;
+
+enum hearth_status vk_seq_new(struct vk_dev *d, struct vk_seq **out, char *err, size_t err_len);
+void vk_seq_free(struct vk_seq *s);
+/* Starts recording (dropping whatever was recorded and not run). */
+enum hearth_status vk_seq_begin(struct vk_seq *s, char *err, size_t err_len);
+/*
+ * Records pipeline p over bufs (p's n_bufs of them, bound in order) with
+ * push constants push, as groups[0] x groups[1] x groups[2] workgroups
+ * (each within the device's maxComputeWorkGroupCount, else HEARTH_ERANGE).
+ */
+enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p,
+                                   struct vk_buf *const *bufs, const void *push,
+                                   const uint32_t groups[3], char *err, size_t err_len);
+/* Submits what was recorded and waits for it to finish. */
+enum hearth_status vk_seq_run(struct vk_seq *s, char *err, size_t err_len);
+
+/* ---------------------------------------------------------- operations --- */
+
+/* Whether vk_op_matmul has a shader for weights of type t. */
+bool vk_op_matmul_supported(enum dtype t);
+/*
+ * y[t][r] = sum_i W[r][i] * x[t][i] for r < n_out, t < n_tok: w holds n_out
+ * rows of n_in elements of type t (dtype_row_len bytes each, the file's
+ * layout, from byte 0), x n_tok rows of n_in f32, y n_tok rows of n_out f32.
+ * Summed in f32 in the shader's order (tests/unit/test_vk.c states the
+ * bound against the f64 sum of the dequantized products).
+ */
+enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
+                                uint32_t n_out, uint32_t n_tok, char *err, size_t err_len);
+/*
+ * g[i] = silu(g[i]) * u[i] for i < n (SwiGLU's gating, in place): exp is the device's, so
+ * the result differs from the reference's in the last bits (test_vk.c states the bound).
+ */
+enum hearth_status vk_op_swiglu(struct vk_seq *s, struct vk_buf *g, struct vk_buf *u, uint32_t n,
+                                char *err, size_t err_len);
+/*
+ * The angles vk_op_rope takes, computed on the host in double: cs[t][i] = (cos, sin) of
+ * pos[t] * base^(-2i / n_rot) for i < n_rot / 2, n_tok * n_rot floats. Positions are host
+ * data already, and the device's sin and cos are only bounded to 2^-11 by the spec.
+ */
+void vk_rope_angles(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float base, float *cs);
+/*
+ * Rotates the first n_rot floats of every head of n_tok rows of x ([n_tok][n_head][head_dim])
+ * in place by cs (vk_rope_angles, uploaded): pairs (2i, 2i + 1), or (i, i + n_rot / 2) with
+ * neox. Bits: the CPU backend takes ggml's angles (f32, theta scaled pair by pair), which
+ * drift from these exact ones by a few ulp of the angle, so at position p the two differ by
+ * up to about p * 2^-22 radians.
+ */
+enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs,
+                              uint32_t n_tok, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
+                              bool neox, char *err, size_t err_len);
+/* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w for t < n_rows over n floats; y may be x. */
+enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_buf *w,
+                                 struct vk_buf *y, uint32_t n, uint32_t n_rows, float eps,
+                                 char *err, size_t err_len);
+
+#endif

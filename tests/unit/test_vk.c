@@ -1,0 +1,606 @@
+/*
+ * test_vk.c: the Vulkan runtime (src/backend/vk/) on whatever device the
+ * loader offers first (lavapipe in CI): enumeration, buffers copied both
+ * mapped and through staging, errors that name their call, and every
+ * shader against the CPU reference with an error bound stated per type.
+ *
+ * Matmul bound: the shaders dequantize exactly as the reference to_float
+ * does (the same f32 products), so what remains is f32 summation in the
+ * shader's order against the f64 sum of the dequantized products. Each
+ * output's error is measured relative to sum |w_i x_i| (what summation
+ * error scales with, whatever the cancellation); the order adds about
+ * n_in / 64 + 6 roundings, so at n_in <= 4096 it stays under 72 * 2^-24,
+ * 4.3e-6. The table below states each type's bound.
+ *
+ * SwiGLU against the reference silu_mul, and RoPE (normal and NEOX, partial
+ * rotation) against the rotation in double by the exact angle.
+ *
+ * Skips with "vulkan-test: skipped: ..." when hearth is built without
+ * Vulkan or the machine has no Vulkan device; .ci/run fails on that line.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/testutil.h"
+
+#ifndef HEARTH_VULKAN
+
+static void test_not_built(void **state)
+{
+    print_message("vulkan-test: skipped: hearth is built without Vulkan "
+                  "(needs libvulkan-dev and glslc)\n");
+    skip();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_not_built)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else
+
+#include "backend/vk/vk.h"
+#include "kernels/kernels.h"
+#include "quant/quants.h"
+#include "util/dtype.h"
+
+/* Bound on |y - ref| / sum |w_i x_i| per weight type (see the file header). */
+static const struct {
+    enum dtype type;
+    double bound;
+} mul_bounds[] = {
+    {DTYPE_F32, 5e-6},
+    {DTYPE_F16, 5e-6},
+    {DTYPE_Q8_0, 5e-6},
+    {DTYPE_Q4_0, 5e-6},
+    {DTYPE_Q4_K, 5e-6},
+    {DTYPE_Q5_K, 5e-6},
+    {DTYPE_Q6_K, 5e-6},
+};
+
+/* RMSNorm bound, relative per element: an f32 sum of squares against the reference's f64. */
+#define RMSNORM_BOUND 1e-5
+/* SwiGLU bound, relative per element, |g| <= 10: the device's exp may be 3 + 2|x| ulp off. */
+#define SWIGLU_BOUND 1e-5
+/*
+ * RoPE bound on |out - exact| / (|x0| + |x1|) per rotated pair, against the rotation in double
+ * by the exact angle: the angles are rounded once to f32 on the host, the rotation rounds twice.
+ */
+#define ROPE_BOUND 1e-6
+
+struct fixture {
+    struct vk_dev *d;      /* vulkan0, buffers mapped where the memory allows */
+    struct vk_dev *staged; /* vulkan0 again, every copy through a staging buffer */
+};
+
+static char err[HEARTH_ERR_MAX];
+static char skip_why[HEARTH_ERR_MAX];
+
+static int setup(void **state)
+{
+    static struct fixture f;
+    struct vk_device_info *info = NULL;
+    int n                       = 0;
+    if (vk_enumerate(&info, &n, err, sizeof err) != HEARTH_OK) {
+        snprintf(skip_why, sizeof skip_why, "%s", err);
+    } else if (n == 0) {
+        snprintf(skip_why, sizeof skip_why, "the loader found no Vulkan device");
+    } else {
+        print_message("# vulkan0: %s (%s)\n", info[0].name, info[0].driver);
+        if (vk_dev_open(0, 0, &f.d, err, sizeof err) != HEARTH_OK ||
+            vk_dev_open(0, VK_OPEN_STAGING, &f.staged, err, sizeof err) != HEARTH_OK) {
+            print_message("vk_dev_open: %s\n", err);
+            free(info);
+            return -1;
+        }
+    }
+    free(info);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    vk_dev_close(f->d);
+    vk_dev_close(f->staged);
+    return 0;
+}
+
+#define NEED_DEVICE(f)                                                                       \
+    struct fixture *f = *state;                                                              \
+    if (!f->d) {                                                                             \
+        print_message("vulkan-test: skipped: %s\n", skip_why);                               \
+        skip();                                                                              \
+    }
+
+#define OK(call)                                                                             \
+    do {                                                                                     \
+        enum hearth_status st_ = (call);                                                     \
+        if (st_ != HEARTH_OK)                                                                \
+            print_message("%s: %s\n", #call, err);                                          \
+        assert_int_equal(st_, HEARTH_OK);                                                    \
+    } while (0)
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+/* Uniform in [-1, 1). */
+static float frand(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / (double)(1ull << 52)) * 2.0f - 1.0f;
+}
+
+/* A buffer on d holding len bytes of src. */
+static struct vk_buf *upload(struct vk_dev *d, const void *src, size_t len)
+{
+    struct vk_buf *b;
+    OK(vk_buf_new(d, len, &b, err, sizeof err));
+    OK(vk_buf_upload(b, 0, src, len, err, sizeof err));
+    return b;
+}
+
+/* ------------------------------------------------------------ devices --- */
+
+static void test_enumerate(void **state)
+{
+    NEED_DEVICE(f);
+    struct vk_device_info *info;
+    int n;
+    OK(vk_enumerate(&info, &n, err, sizeof err));
+    assert_true(n >= 1);
+    const struct vk_device_info *d = vk_dev_info(f->d);
+    assert_string_equal(info[0].name, d->name);
+    assert_true(d->name[0] && d->driver[0] && d->api[0]);
+    assert_true(d->local_bytes > 0);
+    assert_true(d->subgroup_size >= 1 && d->subgroup_size <= 128);
+    free(info);
+
+    struct vk_dev *none;
+    assert_int_equal(vk_dev_open(n, 0, &none, err, sizeof err), HEARTH_ERANGE);
+    assert_null(none);
+    assert_non_null(strstr(err, "no device vulkan"));
+}
+
+/* ------------------------------------------------------------ buffers --- */
+
+/* A round trip of odd lengths at odd offsets, mapped or staged. */
+static void roundtrip(struct vk_dev *d)
+{
+    enum { LEN = 1001 };
+    uint8_t src[LEN], back[LEN];
+    for (int i = 0; i < LEN; i++)
+        src[i] = (uint8_t)(i * 37 + 11);
+    struct vk_buf *b;
+    OK(vk_buf_new(d, LEN, &b, err, sizeof err));
+    assert_int_equal(vk_buf_len(b), LEN);
+    OK(vk_buf_upload(b, 0, src, LEN, err, sizeof err));
+    OK(vk_buf_upload(b, 3, "xyz", 3, err, sizeof err));
+    memcpy(src + 3, "xyz", 3);
+    memset(back, 0, sizeof back);
+    OK(vk_buf_download(b, 0, back, LEN, err, sizeof err));
+    assert_memory_equal(back, src, LEN);
+    OK(vk_buf_download(b, 997, back, 4, err, sizeof err));
+    assert_memory_equal(back, src + 997, 4);
+
+    assert_int_equal(vk_buf_upload(b, 1000, src, 2, err, sizeof err), HEARTH_ERANGE);
+    assert_non_null(strstr(err, "overruns a buffer of 1001"));
+    assert_int_equal(vk_buf_download(b, (size_t)-1, back, 2, err, sizeof err), HEARTH_ERANGE);
+    vk_buf_free(b);
+}
+
+static void test_buffers(void **state)
+{
+    NEED_DEVICE(f);
+    roundtrip(f->d);
+    roundtrip(f->staged);
+}
+
+static void test_buffer_refused(void **state)
+{
+    NEED_DEVICE(f);
+    struct vk_buf *b;
+    assert_int_equal(vk_buf_new(f->d, 0, &b, err, sizeof err), HEARTH_EINVAL);
+    assert_null(b);
+    /* past every heap the device has: a sentence, not a crash */
+    const size_t huge = (size_t)1 << 60;
+    assert_int_equal(vk_buf_new(f->d, huge, &b, err, sizeof err), HEARTH_ENOMEM);
+    assert_null(b);
+    print_message("# %s\n", err);
+    assert_non_null(strstr(err, "exceeds"));
+}
+
+static void test_pipeline_errors(void **state)
+{
+    NEED_DEVICE(f);
+    struct vk_pipe *p;
+    assert_int_equal(vk_pipe_get(f->d, "no_such_shader", 1, 0, &p, err, sizeof err),
+                     HEARTH_EINVAL);
+    assert_non_null(strstr(err, "no built-in shader no_such_shader"));
+    OK(vk_pipe_get(f->d, "rmsnorm", 3, 12, &p, err, sizeof err));
+    struct vk_pipe *again;
+    OK(vk_pipe_get(f->d, "rmsnorm", 3, 12, &again, err, sizeof err));
+    assert_ptr_equal(p, again);
+    assert_int_equal(vk_pipe_get(f->d, "rmsnorm", 2, 12, &again, err, sizeof err),
+                     HEARTH_EINVAL);
+
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    assert_int_equal(vk_seq_run(s, err, sizeof err), HEARTH_EINVAL);
+    float one = 1.0f;
+    struct vk_buf *b = upload(f->d, &one, sizeof one);
+    OK(vk_seq_begin(s, err, sizeof err));
+    /* a weight too short for the shape asked: refused before anything is recorded */
+    assert_int_equal(vk_op_matmul(s, DTYPE_F32, b, b, b, 32, 1, 1, err, sizeof err),
+                     HEARTH_ERANGE);
+    assert_non_null(strstr(err, "the weight needs 128 bytes"));
+    assert_int_equal(vk_op_matmul(s, DTYPE_Q4_0, b, b, b, 33, 1, 1, err, sizeof err),
+                     HEARTH_EINVAL);
+    assert_int_equal(vk_op_matmul(s, DTYPE_Q2_K, b, b, b, 256, 1, 1, err, sizeof err),
+                     HEARTH_EUNSUPPORTED);
+    const uint32_t none[3] = {0, 1, 1};
+    assert_int_equal(vk_seq_dispatch(s, p, (struct vk_buf *[]){b, b, b}, "0123456789ab", none,
+                                     err, sizeof err),
+                     HEARTH_ERANGE);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_buf_free(b);
+    vk_seq_free(s);
+}
+
+/* ------------------------------------------------------------- matmul --- */
+
+/*
+ * W (n_out x n_in, random, quantized to type) times n_tok random rows on the device against
+ * the f64 dot of the reference-dequantized weight; returns the largest error relative to
+ * sum |w_i x_i|.
+ */
+static double matmul_err(struct vk_dev *d, enum dtype type, uint32_t n_in, uint32_t n_out,
+                         uint32_t n_tok)
+{
+    const size_t row_len = dtype_row_len(type, n_in);
+    float *wf = malloc((size_t)n_out * n_in * sizeof *wf);
+    float *x  = malloc((size_t)n_tok * n_in * sizeof *x);
+    float *y  = malloc((size_t)n_tok * n_out * sizeof *y);
+    float *deq = malloc((size_t)n_in * sizeof *deq);
+    uint8_t *wq = malloc(row_len * n_out);
+    assert_true(wf && x && y && deq && wq);
+    for (size_t i = 0; i < (size_t)n_out * n_in; i++)
+        wf[i] = frand() * (1.0f + (float)(i % 7));
+    for (size_t i = 0; i < (size_t)n_tok * n_in; i++)
+        x[i] = frand();
+    for (uint32_t r = 0; r < n_out; r++)
+        assert_true(quant_row(type, wf + (size_t)r * n_in, wq + r * row_len, n_in));
+
+    struct vk_buf *bw = upload(d, wq, row_len * n_out);
+    struct vk_buf *bx = upload(d, x, (size_t)n_tok * n_in * sizeof *x);
+    struct vk_buf *by;
+    OK(vk_buf_new(d, (size_t)n_tok * n_out * sizeof *y, &by, err, sizeof err));
+    struct vk_seq *s;
+    OK(vk_seq_new(d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_matmul(s, type, bw, bx, by, n_in, n_out, n_tok, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(by, 0, y, (size_t)n_tok * n_out * sizeof *y, err, sizeof err));
+
+    const struct type_kernels *tk = &kernels_ref()->type[type];
+    double worst = 0;
+    for (uint32_t r = 0; r < n_out; r++) {
+        tk->to_float(wq + r * row_len, deq, n_in);
+        for (uint32_t t = 0; t < n_tok; t++) {
+            const float *xt = x + (size_t)t * n_in;
+            double sum = 0, mag = 0;
+            for (uint32_t i = 0; i < n_in; i++) {
+                sum += (double)deq[i] * xt[i];
+                mag += fabs((double)deq[i] * xt[i]);
+            }
+            const double e = fabs(y[(size_t)t * n_out + r] - sum) / (mag > 0 ? mag : 1);
+            if (!(e <= worst)) /* NaN too */
+                worst = e;
+        }
+    }
+    vk_seq_free(s);
+    vk_buf_free(bw);
+    vk_buf_free(bx);
+    vk_buf_free(by);
+    free(wf);
+    free(x);
+    free(y);
+    free(deq);
+    free(wq);
+    return worst;
+}
+
+static void check_matmul(void **state, enum dtype type)
+{
+    NEED_DEVICE(f);
+    double bound = 0;
+    for (size_t i = 0; i < sizeof mul_bounds / sizeof mul_bounds[0]; i++)
+        if (mul_bounds[i].type == type)
+            bound = mul_bounds[i].bound;
+    assert_true(bound > 0);
+    assert_true(vk_op_matmul_supported(type));
+    /* matrix-vector and matrix-matrix, token counts around the 8-token tile, rows of more
+     * units than a workgroup has invocations, and a row of 4096 (the bound's worst case);
+     * n_in in the type's blocks (32 elements, or 256 for the K-quants: 8x fewer) */
+    static const uint32_t shapes[][3] = {
+        {32, 1, 1}, {352, 67, 1}, {352, 67, 5}, {352, 67, 13}, {4096, 24, 3}, {96, 300, 8},
+    };
+    const uint32_t block = dtype_get(type)->block;
+    double worst         = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const uint32_t n_in = block == 256 ? (shapes[i][0] + 255) / 256 * 256 : shapes[i][0];
+        double e = matmul_err(f->d, type, n_in, shapes[i][1], shapes[i][2]);
+        worst    = e > worst ? e : worst;
+    }
+    /* and through staged copies */
+    double e = matmul_err(f->staged, type, block == 256 ? 768 : 352, 67, 5);
+    worst    = e > worst ? e : worst;
+    print_message("# mul_%s: max error %.3g of sum |w x| (bound %.0e)\n", dtype_name(type), worst,
+                  bound);
+    assert_true(worst <= bound);
+}
+
+static void test_mul_f32(void **state)
+{
+    check_matmul(state, DTYPE_F32);
+}
+
+static void test_mul_f16(void **state)
+{
+    check_matmul(state, DTYPE_F16);
+}
+
+static void test_mul_q8_0(void **state)
+{
+    check_matmul(state, DTYPE_Q8_0);
+}
+
+static void test_mul_q4_0(void **state)
+{
+    check_matmul(state, DTYPE_Q4_0);
+}
+
+static void test_mul_q4_k(void **state)
+{
+    check_matmul(state, DTYPE_Q4_K);
+}
+
+static void test_mul_q5_k(void **state)
+{
+    check_matmul(state, DTYPE_Q5_K);
+}
+
+static void test_mul_q6_k(void **state)
+{
+    check_matmul(state, DTYPE_Q6_K);
+}
+
+/* More rows than one grid dimension takes (65535): rows spill from x into y, as a vocabulary's
+ * output matrix does. */
+static void test_mul_many_rows(void **state)
+{
+    NEED_DEVICE(f);
+    const double e = matmul_err(f->d, DTYPE_Q4_0, 64, 70001, 2);
+    print_message("# mul_q4_0 over 70001 rows: max error %.3g of sum |w x|\n", e);
+    assert_true(e <= 5e-6);
+}
+
+/* ------------------------------------------------------------ rmsnorm --- */
+
+/* Largest relative error of the device's rows against ref_rmsnorm's. */
+static double rmsnorm_err(const float *got, const float *x, const float *w, uint32_t n,
+                          uint32_t rows, float eps)
+{
+    float *ref = malloc(n * sizeof *ref);
+    assert_non_null(ref);
+    double worst = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        kernels_ref()->rmsnorm(ref, x + (size_t)r * n, w, n, eps);
+        for (uint32_t i = 0; i < n; i++) {
+            const double d = fabs((double)got[(size_t)r * n + i] - ref[i]);
+            const double e = ref[i] != 0 ? d / fabs(ref[i]) : d;
+            if (!(e <= worst))
+                worst = e;
+        }
+    }
+    free(ref);
+    return worst;
+}
+
+static void test_rmsnorm(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 1000, ROWS = 5 };
+    const float eps = 1e-5f;
+    static float x[ROWS * N], w[N], y[ROWS * N];
+    for (int i = 0; i < ROWS * N; i++)
+        x[i] = frand() * (float)(1 + i / N * 10);
+    for (int i = 0; i < N; i++)
+        w[i] = 0.5f + frand();
+    struct vk_buf *bx = upload(f->d, x, sizeof x), *bw = upload(f->d, w, sizeof w), *by;
+    OK(vk_buf_new(f->d, sizeof y, &by, err, sizeof err));
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_rmsnorm(s, bx, bw, by, N, ROWS, eps, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(by, 0, y, sizeof y, err, sizeof err));
+    double worst = rmsnorm_err(y, x, w, N, ROWS, eps);
+
+    /* in place, reusing the sequence */
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_rmsnorm(s, bx, bw, bx, N, ROWS, eps, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(bx, 0, y, sizeof y, err, sizeof err));
+    double e = rmsnorm_err(y, x, w, N, ROWS, eps);
+    worst    = e > worst ? e : worst;
+    print_message("# rmsnorm: max relative error %.3g (bound %.0e)\n", worst, RMSNORM_BOUND);
+    assert_true(worst <= RMSNORM_BOUND);
+    vk_seq_free(s);
+    vk_buf_free(bx);
+    vk_buf_free(bw);
+    vk_buf_free(by);
+}
+
+/*
+ * Two dispatches in one sequence, the second reading what the first wrote (the barrier
+ * between them), then a second step on the same sequence: y = rmsnorm(W x).
+ */
+static void test_sequence(void **state)
+{
+    NEED_DEVICE(f);
+    enum { IN = 256, OUT = 96, TOK = 3 };
+    static float w[OUT * IN], x[TOK * IN], norm[OUT], h[TOK * OUT], y[TOK * OUT];
+    for (int i = 0; i < OUT * IN; i++)
+        w[i] = frand();
+    for (int i = 0; i < TOK * IN; i++)
+        x[i] = frand();
+    for (int i = 0; i < OUT; i++)
+        norm[i] = 1.0f + frand() / 2;
+    struct vk_buf *bw = upload(f->d, w, sizeof w), *bx = upload(f->d, x, sizeof x);
+    struct vk_buf *bn = upload(f->d, norm, sizeof norm), *bh, *by;
+    OK(vk_buf_new(f->d, sizeof h, &bh, err, sizeof err));
+    OK(vk_buf_new(f->d, sizeof y, &by, err, sizeof err));
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    for (int step = 0; step < 2; step++) {
+        if (step == 1) { /* new activations between steps */
+            for (int i = 0; i < TOK * IN; i++)
+                x[i] = frand();
+            OK(vk_buf_upload(bx, 0, x, sizeof x, err, sizeof err));
+        }
+        OK(vk_seq_begin(s, err, sizeof err));
+        OK(vk_op_matmul(s, DTYPE_F32, bw, bx, bh, IN, OUT, TOK, err, sizeof err));
+        OK(vk_op_rmsnorm(s, bh, bn, by, OUT, TOK, 1e-6f, err, sizeof err));
+        OK(vk_seq_run(s, err, sizeof err));
+        OK(vk_buf_download(by, 0, y, sizeof y, err, sizeof err));
+        for (int t = 0; t < TOK; t++)
+            for (int r = 0; r < OUT; r++) {
+                double sum = 0;
+                for (int i = 0; i < IN; i++)
+                    sum += (double)w[r * IN + i] * x[t * IN + i];
+                h[t * OUT + r] = (float)sum;
+            }
+        /* h in f64-rounded form stands in for the device's; a matmul's error (under 1e-5 of
+         * sum |w x|) moves the norm's output by about as much */
+        double e = rmsnorm_err(y, h, norm, OUT, TOK, 1e-6f);
+        print_message("# step %d: rmsnorm(W x) max relative error %.3g\n", step, e);
+        assert_true(e < 1e-3);
+    }
+    vk_seq_free(s);
+    vk_buf_free(bw);
+    vk_buf_free(bx);
+    vk_buf_free(bn);
+    vk_buf_free(bh);
+    vk_buf_free(by);
+}
+
+/* ------------------------------------------------------ swiglu, rope --- */
+
+static void test_swiglu(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 3001 }; /* past 11 workgroups of 256, with a tail */
+    static float g[N], u[N], got[N], ref[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = 10.0f * frand();
+        u[i] = 2.0f * frand();
+    }
+    g[0] = 0.0f;
+    struct vk_buf *bg = upload(f->d, g, sizeof g), *bu = upload(f->d, u, sizeof u);
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_swiglu(s, bg, bu, N, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    kernels_ref()->silu_mul(ref, g, u, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        const double d = fabs((double)got[i] - ref[i]);
+        const double e = ref[i] != 0 ? d / fabs(ref[i]) : d;
+        if (!(e <= worst))
+            worst = e;
+    }
+    print_message("# swiglu: max relative error %.3g (bound %.0e)\n", worst, SWIGLU_BOUND);
+    assert_true(worst <= SWIGLU_BOUND);
+    vk_seq_free(s);
+    vk_buf_free(bg);
+    vk_buf_free(bu);
+}
+
+/* One layout (normal or NEOX) over rows of 3 heads of 80 with 64 rotated, large positions. */
+static double rope_err(struct vk_dev *d, bool neox, float base)
+{
+    enum { TOK = 4, HEADS = 3, HD = 80, ROT = 64 };
+    static const int32_t pos[TOK] = {0, 1, 4097, 131071};
+    static float x[TOK * HEADS * HD], got[TOK * HEADS * HD], cs[TOK * ROT];
+    for (int i = 0; i < TOK * HEADS * HD; i++)
+        x[i] = 4.0f * frand();
+    vk_rope_angles(pos, TOK, ROT, base, cs);
+    struct vk_buf *bx = upload(d, x, sizeof x), *bcs = upload(d, cs, sizeof cs);
+    struct vk_seq *s;
+    OK(vk_seq_new(d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_rope(s, bx, bcs, TOK, HEADS, HD, ROT, neox, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(bx, 0, got, sizeof got, err, sizeof err));
+    double worst = 0;
+    for (int t = 0; t < TOK; t++)
+        for (int h = 0; h < HEADS; h++) {
+            const float *xh = x + (t * HEADS + h) * HD, *gh = got + (t * HEADS + h) * HD;
+            for (int i = 0; i < ROT / 2; i++) {
+                const int a = neox ? i : 2 * i, b = neox ? i + ROT / 2 : 2 * i + 1;
+                const double th = pos[t] * pow(base, -2.0 * i / ROT);
+                const double r0 = xh[a] * cos(th) - xh[b] * sin(th);
+                const double r1 = xh[a] * sin(th) + xh[b] * cos(th);
+                const double mag = fabs(xh[a]) + fabs(xh[b]);
+                const double e   = fmax(fabs(gh[a] - r0), fabs(gh[b] - r1)) / (mag > 0 ? mag : 1);
+                if (!(e <= worst))
+                    worst = e;
+            }
+            /* past n_rot the head passes through untouched */
+            assert_memory_equal(gh + ROT, xh + ROT, (HD - ROT) * sizeof(float));
+            /* position 0 is the identity */
+            if (pos[t] == 0)
+                assert_memory_equal(gh, xh, ROT * sizeof(float));
+        }
+    vk_seq_free(s);
+    vk_buf_free(bx);
+    vk_buf_free(bcs);
+    return worst;
+}
+
+static void test_rope(void **state)
+{
+    NEED_DEVICE(f);
+    const double normal = fmax(rope_err(f->d, false, 10000.0f), rope_err(f->d, false, 1e6f));
+    const double neox   = fmax(rope_err(f->d, true, 10000.0f), rope_err(f->d, true, 1e6f));
+    print_message("# rope: max error %.3g (normal), %.3g (neox) of |x0| + |x1| (bound %.0e)\n",
+                  normal, neox, ROPE_BOUND);
+    assert_true(normal <= ROPE_BOUND);
+    assert_true(neox <= ROPE_BOUND);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_enumerate),      cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_buffer_refused), cmocka_unit_test(test_pipeline_errors),
+        cmocka_unit_test(test_mul_f32),        cmocka_unit_test(test_mul_f16),
+        cmocka_unit_test(test_mul_q8_0),       cmocka_unit_test(test_mul_q4_0),
+        cmocka_unit_test(test_mul_q4_k),       cmocka_unit_test(test_mul_q5_k),
+        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_many_rows),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_sequence),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
+
+#endif
