@@ -166,4 +166,58 @@ enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_b
                                  struct vk_buf *y, uint32_t n, uint32_t n_rows, float eps,
                                  char *err, size_t err_len);
 
+
+/* ------------------------------------------------------ the KV cache --- */
+
+/*
+ * One layer's paged KV cache on the device, as src/model/kv.h lays it out, and the batch
+ * rows that address it. The host owns the tables (kv.c allocates blocks) and uploads them,
+ * and the rows, once per batch: the shaders trust them, so every row's sequence must be
+ * < n_seq, its position's block reserved in the table, and (for attention) every block of
+ * positions j0..pos present.
+ */
+struct vk_kv {
+    struct vk_buf *k, *v;  /* [n_blocks][block_tokens][kv_dim] of f16 (f16) or f32 each */
+    struct vk_buf *tables; /* int32 [n_seq][table_stride]: each sequence's block ids */
+    struct vk_buf *rows;   /* int32 [n_tok][2]: each batch row's (sequence, position) */
+    uint32_t n_blocks;     /* blocks in k and v */
+    uint32_t block_tokens;
+    uint32_t n_seq;
+    uint32_t table_stride; /* entries per sequence in tables */
+    bool f16;              /* elements are IEEE half (else f32) */
+};
+
+/*
+ * K and V rows of this batch into the cache: k_rows[t] and v_rows[t] (n_tok rows of kv_dim
+ * f32) become token pos of sequence seq (kv->rows[t]), f16 rounded to nearest even as the
+ * CPU's f32_to_f16, or f32 bit for bit. kv_dim must be even for an f16 cache.
+ */
+enum hearth_status vk_op_kv_store(struct vk_seq *s, const struct vk_kv *kv, struct vk_buf *k_rows,
+                                  struct vk_buf *v_rows, uint32_t kv_dim, uint32_t n_tok,
+                                  char *err, size_t err_len);
+
+/* What one attention call computes over. */
+struct vk_attn_shape {
+    uint32_t n_tok;     /* query rows */
+    uint32_t n_head;    /* query heads, a multiple of n_head_kv */
+    uint32_t n_head_kv; /* KV heads: kv_dim = n_head_kv * head_dim */
+    uint32_t head_dim;  /* 1..256, even for an f16 cache */
+    uint32_t n_swa;     /* sliding window (positions a query sees, its own included); 0 = all */
+    float scale;        /* score scale: 1 / sqrtf(head_dim), or 1 when q is pre-scaled */
+};
+
+/*
+ * out[t][h] = causal attention of q[t][h] (n_tok rows of n_head * head_dim f32) over the
+ * keys j0..pos of row t's sequence (kv->rows[t]), j0 = pos - n_swa + 1 when a window
+ * applies, else 0; query head h reads KV head h / (n_head / n_head_kv). gate: NULL, or
+ * rows shaped as q, and then each output times sigmoid(gate) (gated attention). out
+ * differs from q. Scores are the reference's bits (a sequential fma over the head, times
+ * scale); the softmax and the weighted sum of values are f32 with the device's exp, in
+ * tiles of 64 keys from j0 (tests/unit/test_vk.c states the bound against ref_attn_row).
+ */
+enum hearth_status vk_op_attention(struct vk_seq *s, const struct vk_kv *kv,
+                                   const struct vk_attn_shape *a, struct vk_buf *q,
+                                   struct vk_buf *gate, struct vk_buf *out, char *err,
+                                   size_t err_len);
+
 #endif

@@ -162,4 +162,16 @@ struct vk_seq {
     bool recording;
 };
 
+/* Workgroups along x before rows spill into y: maxComputeWorkGroupCount's guaranteed minimum. */
+#define VK_GROUPS_X 65535u
+
+/* n rows as an x by y grid of one workgroup per row (row = y * groups[0] + x). */
+void vk_row_grid(uint32_t n, uint32_t groups[3]);
+/*
+ * Whether buffer b holds need bytes (what operation op reads or writes as `what`), which the
+ * shaders address with 32-bit offsets: HEARTH_ERANGE with a sentence if not.
+ */
+enum hearth_status vk_check_len(const char *op, const char *what, const struct vk_buf *b,
+                                uint64_t need, char *err, size_t err_len);
+
 #endif
