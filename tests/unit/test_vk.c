@@ -698,6 +698,162 @@ static void test_mul_many_rows(void **state)
     assert_true(e <= 5e-6);
 }
 
+/* ------------------------------------------------- embed, split weights --- */
+
+/* A random weight of rows of n_in quantized to type: malloc'd, rows back to back. */
+static uint8_t *random_weight(enum dtype type, uint32_t n_in, uint32_t n_rows)
+{
+    const size_t row_len = dtype_row_len(type, n_in);
+    uint8_t *w = malloc(row_len * n_rows);
+    float *row = malloc(n_in * sizeof *row);
+    assert_true(w && row);
+    for (uint32_t r = 0; r < n_rows; r++) {
+        for (uint32_t i = 0; i < n_in; i++)
+            row[i] = frand() * (1.0f + (float)((r + i) % 5));
+        assert_true(quant_row(type, row, w + r * row_len, n_in));
+    }
+    free(row);
+    return w;
+}
+
+/* Embedding rows of w on the device, split into parts of part_max bytes; asserts every row
+ * equals the reference to_float's times scale to the bit. Returns the parts. */
+static uint32_t check_embed(struct vk_dev *d, enum dtype type, const uint8_t *w, uint32_t n_in,
+                            uint32_t n_rows, size_t part_max, const int32_t *ids,
+                            uint32_t n_tok, float scale)
+{
+    const size_t row_len = dtype_row_len(type, n_in);
+    struct vk_weight *vw;
+    OK(vk_weight_new(d, type, n_in, n_rows, w, part_max, &vw, err, sizeof err));
+    struct vk_buf *bids = upload(d, ids, n_tok * sizeof *ids), *bx;
+    OK(vk_buf_new(d, (size_t)n_tok * n_in * 4, &bx, err, sizeof err));
+    struct vk_seq *s;
+    OK(vk_seq_new(d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_embed(s, vw, bids, bx, n_tok, scale, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    float *got = malloc((size_t)n_tok * n_in * 4), *ref = malloc((size_t)n_in * 4);
+    assert_true(got && ref);
+    OK(vk_buf_download(bx, 0, got, (size_t)n_tok * n_in * 4, err, sizeof err));
+    const struct type_kernels *tk = &kernels_ref()->type[type];
+    for (uint32_t t = 0; t < n_tok; t++) {
+        tk->to_float(w + (size_t)ids[t] * row_len, ref, n_in);
+        if (scale != 1.0f)
+            kernels_ref()->scale_f32(ref, scale, n_in);
+        assert_memory_equal(got + (size_t)t * n_in, ref, (size_t)n_in * 4);
+    }
+    const uint32_t parts = vk_weight_parts(vw);
+    vk_seq_free(s);
+    vk_buf_free(bids);
+    vk_buf_free(bx);
+    vk_weight_free(vw);
+    free(got);
+    free(ref);
+    return parts;
+}
+
+static void test_embed(void **state)
+{
+    NEED_DEVICE(f);
+    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0,
+                                       DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K};
+    enum { ROWS = 37, TOK = 7 };
+    static const int32_t ids[TOK] = {0, 36, 9, 10, 9, 20, 29};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const uint32_t n_in = dtype_get(types[i])->block == 256 ? 512 : 96;
+        uint8_t *w = random_weight(types[i], n_in, ROWS);
+        /* one buffer, then parts of 10 rows (the last of 7), gemma's scale on the second */
+        assert_int_equal(check_embed(f->d, types[i], w, n_in, ROWS, 0, ids, TOK, 1.0f), 1);
+        const size_t ten = 10 * dtype_row_len(types[i], n_in) + 1;
+        assert_int_equal(check_embed(f->d, types[i], w, n_in, ROWS, ten, ids, TOK,
+                                     sqrtf((float)n_in)),
+                         4);
+        free(w);
+    }
+    print_message("# embed: every type's rows equal to_float's to the bit, whole and split\n");
+    struct vk_weight *vw;
+    assert_int_equal(vk_weight_new(f->d, DTYPE_Q4_0, 33, 2, NULL, 0, &vw, err, sizeof err),
+                     HEARTH_EINVAL);
+    assert_int_equal(vk_weight_new(f->d, DTYPE_F32, 64, 2, NULL, 100, &vw, err, sizeof err),
+                     HEARTH_ENOMEM);
+    assert_non_null(strstr(err, "exceeds one buffer"));
+}
+
+/*
+ * A weight past what one buffer holds (lavapipe: 128 MiB): 32000 rows of 4096 Q8_0, 139 MB,
+ * as a large vocabulary's output matrix. Its matmul over both parts against the f64 dot of
+ * every row, and embedding rows on each side of the split.
+ */
+static void test_weight_past_one_buffer(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N_IN = 4096, ROWS = 32000, TOK = 2 };
+    const size_t row_len = dtype_row_len(DTYPE_Q8_0, N_IN), len = row_len * ROWS;
+    uint8_t *w = malloc(len);
+    float *x = malloc(TOK * N_IN * sizeof *x), *y = malloc((size_t)TOK * ROWS * sizeof *y);
+    float *deq = malloc(N_IN * sizeof *deq);
+    assert_true(w && x && y && deq);
+    /* random blocks straight away (quantizing 131M floats would dominate the test) */
+    for (size_t b = 0; b < len / 34; b++) {
+        uint8_t *blk = w + b * 34;
+        const uint16_t dh = fp32_to_fp16(0.01f + 0.01f * (frand() + 1.0f));
+        memcpy(blk, &dh, 2);
+        for (int j = 0; j < 32; j += 8) {
+            (void)frand();
+            memcpy(blk + 2 + j, &rng_state, 8);
+        }
+    }
+    for (int i = 0; i < TOK * N_IN; i++)
+        x[i] = frand();
+    /* the device's own limit where one buffer cannot hold it (lavapipe), else lavapipe's */
+    struct vk_buf *whole;
+    size_t part_max = 0;
+    if (vk_buf_new(f->d, len, &whole, err, sizeof err) == HEARTH_OK) {
+        vk_buf_free(whole);
+        part_max = (size_t)128 << 20;
+    }
+    struct vk_weight *vw;
+    OK(vk_weight_new(f->d, DTYPE_Q8_0, N_IN, ROWS, w, part_max, &vw, err, sizeof err));
+    print_message("# a Q8_0 weight of %zu bytes in %u buffers\n", len, vk_weight_parts(vw));
+    assert_true(vk_weight_parts(vw) >= 2);
+    struct vk_buf *bx = upload(f->d, x, TOK * N_IN * sizeof *x), *by;
+    OK(vk_buf_new(f->d, (size_t)TOK * ROWS * sizeof *y, &by, err, sizeof err));
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_matmul_w(s, vw, bx, by, TOK, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(by, 0, y, (size_t)TOK * ROWS * sizeof *y, err, sizeof err));
+    const struct type_kernels *tk = &kernels_ref()->type[DTYPE_Q8_0];
+    double worst = 0;
+    for (uint32_t r = 0; r < ROWS; r++) {
+        tk->to_float(w + r * row_len, deq, N_IN);
+        for (int t = 0; t < TOK; t++) {
+            double sum = 0, mag = 0;
+            for (int i = 0; i < N_IN; i++) {
+                sum += (double)deq[i] * x[t * N_IN + i];
+                mag += fabs((double)deq[i] * x[t * N_IN + i]);
+            }
+            const double e = fabs(y[(size_t)t * ROWS + r] - sum) / (mag > 0 ? mag : 1);
+            if (!(e <= worst))
+                worst = e;
+        }
+    }
+    print_message("# matmul past one buffer: max error %.3g of sum |w x| (bound 5e-06)\n", worst);
+    assert_true(worst <= 5e-6);
+    vk_seq_free(s);
+    vk_buf_free(bx);
+    vk_buf_free(by);
+    vk_weight_free(vw);
+    /* embedding rows from both parts and the very last */
+    const int32_t ids[4] = {0, ROWS / 2, ROWS - 2, ROWS - 1};
+    assert_true(check_embed(f->d, DTYPE_Q8_0, w, N_IN, ROWS, part_max, ids, 4, 1.0f) >= 2);
+    free(w);
+    free(x);
+    free(y);
+    free(deq);
+}
+
 /* ------------------------------------------------------------ rmsnorm --- */
 
 /* Largest relative error of the device's rows against ref_rmsnorm's. */
@@ -1202,7 +1358,8 @@ int main(void)
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_sequence),       cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_kv_store_f16_bits),
+        cmocka_unit_test(test_kv_store_f16_bits), cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_weight_past_one_buffer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -167,6 +167,44 @@ enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_b
                                  char *err, size_t err_len);
 
 
+/* ----------------------------------------------------- split weights --- */
+
+/*
+ * A weight of n_rows rows of n_in elements of one type, held in as many buffers as the
+ * device needs: each part holds whole rows, at most part_max bytes (vk_weight_new), so a
+ * 150k-row embedding or output matrix passes lavapipe's 128 MiB per buffer.
+ */
+struct vk_weight;
+
+/*
+ * Uploads data (n_rows rows of dtype_row_len(type, n_in) bytes, the file's layout) into a
+ * weight of parts of at most part_max bytes each; part_max 0 takes the device's limit on one
+ * buffer (maxStorageBufferRange, maxMemoryAllocationSize). HEARTH_EINVAL for an empty shape
+ * or a row not whole blocks, HEARTH_ENOMEM (naming the limit) when one row exceeds a part or
+ * the device refuses a buffer.
+ */
+enum hearth_status vk_weight_new(struct vk_dev *d, enum dtype type, uint32_t n_in,
+                                 uint32_t n_rows, const void *data, size_t part_max,
+                                 struct vk_weight **out, char *err, size_t err_len);
+void vk_weight_free(struct vk_weight *w);
+/* How many buffers w is split across. */
+uint32_t vk_weight_parts(const struct vk_weight *w);
+
+/* vk_op_matmul of a split weight: y[t] = w x[t], y n_tok rows of w's n_rows f32. */
+enum hearth_status vk_op_matmul_w(struct vk_seq *s, const struct vk_weight *w, struct vk_buf *x,
+                                  struct vk_buf *y, uint32_t n_tok, char *err, size_t err_len);
+/* Whether vk_op_embed reads rows of type t. */
+bool vk_op_embed_supported(enum dtype t);
+/*
+ * x[t] = row ids[t] of w as f32, times scale (1, or gemma3's sqrt(n_embd)), for t < n_tok:
+ * ids n_tok int32 token ids, x n_tok rows of w's n_in f32. The values are the reference
+ * to_float's bits, times scale in f32 (exact at 1). An id outside 0..n_rows - 1 leaves its
+ * row of x as it was (the host checks the batch's tokens).
+ */
+enum hearth_status vk_op_embed(struct vk_seq *s, const struct vk_weight *w, struct vk_buf *ids,
+                               struct vk_buf *x, uint32_t n_tok, float scale, char *err,
+                               size_t err_len);
+
 /* ------------------------------------------------------ the KV cache --- */
 
 /*

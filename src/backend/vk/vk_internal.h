@@ -174,4 +174,13 @@ void vk_row_grid(uint32_t n, uint32_t groups[3]);
 enum hearth_status vk_check_len(const char *op, const char *what, const struct vk_buf *b,
                                 uint64_t need, char *err, size_t err_len);
 
+/*
+ * y[t][row0 + r] = W[r] x[t] for the n_rows rows of w (all of vk_op_matmul's weight, or one
+ * part of a split one), y n_out wide: vk_op_matmul's checks and dispatch.
+ */
+enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                   uint32_t row0, uint32_t n_rows, struct vk_buf *x,
+                                   struct vk_buf *y, uint32_t n_in, uint32_t n_out,
+                                   uint32_t n_tok, char *err, size_t err_len);
+
 #endif

@@ -46,9 +46,10 @@ enum hearth_status vk_check_len(const char *op, const char *what, const struct v
     return HEARTH_OK;
 }
 
-enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
-                                struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
-                                uint32_t n_out, uint32_t n_tok, char *err, size_t err_len)
+enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                   uint32_t row0, uint32_t n_rows, struct vk_buf *x,
+                                   struct vk_buf *y, uint32_t n_in, uint32_t n_out,
+                                   uint32_t n_tok, char *err, size_t err_len)
 {
     if (!vk_op_matmul_supported(t))
         return fail(HEARTH_EUNSUPPORTED, err, err_len, "vulkan: no matmul for %s weights",
@@ -58,21 +59,31 @@ enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w
         return fail(HEARTH_EINVAL, err, err_len,
                     "vulkan: matmul of %u x %u %s by %u rows (rows must be whole %u-blocks)",
                     n_out, n_in, ti->name, n_tok, ti->block);
+    if (n_rows == 0 || row0 > n_out || n_rows > n_out - row0)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "vulkan: matmul: rows %u..%u of a weight of %u", row0, row0 + n_rows, n_out);
     const uint64_t row_len = dtype_row_len(t, n_in);
     enum hearth_status st;
-    if ((st = vk_check_len("matmul", "the weight", w, row_len * n_out, err, err_len)) ||
+    if ((st = vk_check_len("matmul", "the weight", w, row_len * n_rows, err, err_len)) ||
         (st = vk_check_len("matmul", "the input", x, (uint64_t)n_tok * n_in * 4, err, err_len)) ||
         (st = vk_check_len("matmul", "the output", y, (uint64_t)n_tok * n_out * 4, err, err_len)))
         return st;
-    const uint32_t push[4] = {n_in, n_out, n_tok, (uint32_t)row_len};
+    const uint32_t push[6] = {n_in, n_rows, n_tok, (uint32_t)row_len, row0, n_out};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, mul_shader[t], 3, sizeof push, &p, err, err_len)))
         return st;
     uint32_t groups[3];
-    vk_row_grid(n_out, groups);
+    vk_row_grid(n_rows, groups);
     groups[2] = (n_tok + MUL_TILE - 1) / MUL_TILE;
     struct vk_buf *bufs[3] = {w, x, y};
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
+}
+
+enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
+                                uint32_t n_out, uint32_t n_tok, char *err, size_t err_len)
+{
+    return vk_mul_dispatch(s, t, w, 0, n_out, x, y, n_in, n_out, n_tok, err, err_len);
 }
 
 enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_buf *w,
