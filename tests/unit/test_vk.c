@@ -329,6 +329,154 @@ static void test_attention(void **state)
     assert_true(worst_f16 <= ATTN_F16_BOUND);
 }
 
+/* ---------------------------------------------------------- row ops --- */
+
+/* One sequence of one operation, recorded by the caller between begin and run. */
+#define RUN1(d, call)                                                                        \
+    do {                                                                                     \
+        struct vk_seq *s_;                                                                   \
+        OK(vk_seq_new(d, &s_, err, sizeof err));                                             \
+        OK(vk_seq_begin(s_, err, sizeof err));                                               \
+        struct vk_seq *s = s_;                                                               \
+        OK(call);                                                                            \
+        OK(vk_seq_run(s_, err, sizeof err));                                                 \
+        vk_seq_free(s_);                                                                     \
+    } while (0)
+
+/* The residual add and a bias over rows, and the scale: the CPU's bits. */
+static void test_add_scale(void **state)
+{
+    NEED_DEVICE(f);
+    enum { W = 300, ROWS = 11, N = W * ROWS };
+    static float y[N], x[N], b[W], got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = 8.0f * frand();
+        x[i] = frand();
+    }
+    for (int i = 0; i < W; i++)
+        b[i] = frand() / 8;
+    struct vk_buf *by = upload(f->d, y, sizeof y), *bx = upload(f->d, x, sizeof x);
+    struct vk_buf *bb = upload(f->d, b, sizeof b);
+    RUN1(f->d, vk_op_add(s, by, bx, N, N, err, sizeof err));
+    RUN1(f->d, vk_op_add(s, by, bb, N, W, err, sizeof err));
+    RUN1(f->d, vk_op_scale(s, by, N, 0.0883883f, err, sizeof err));
+    OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+    memcpy(want, y, sizeof y);
+    kernels_ref()->axpy_f32(want, 1.0f, x, N);
+    for (int r = 0; r < ROWS; r++)
+        kernels_ref()->axpy_f32(want + r * W, 1.0f, b, W);
+    kernels_ref()->scale_f32(want, 0.0883883f, N);
+    assert_memory_equal(got, want, sizeof got);
+    print_message("# add, bias add, scale: the CPU's bits\n");
+    /* a broadcast onto itself is refused: its source would change under it */
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_add(s, by, by, N, W, err, sizeof err), HEARTH_EINVAL);
+    assert_int_equal(vk_op_add(s, by, bb, N, N, err, sizeof err), HEARTH_ERANGE);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(by);
+    vk_buf_free(bx);
+    vk_buf_free(bb);
+}
+
+/*
+ * Soft-cap bound, on |got - cpu| / cap: tanh from the device's exp, (1 - e) / (1 + e), is a
+ * few ulp of 1 off the CPU's tanhf in absolute terms, then both multiply by cap.
+ */
+#define SOFTCAP_BOUND 1e-6
+
+static void test_softcap(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 5000 };
+    static float y[N], got[N];
+    for (int i = 0; i < N; i++)
+        y[i] = i < 1000 ? frand() * 1e-3f : 120.0f * frand();
+    y[0] = 0.0f;
+    double worst = 0;
+    static const float caps[] = {30.0f, 50.0f};
+    for (int c = 0; c < 2; c++) {
+        const float cap = caps[c];
+        struct vk_buf *by = upload(f->d, y, sizeof y);
+        RUN1(f->d, vk_op_softcap(s, by, N, cap, err, sizeof err));
+        OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+        for (int i = 0; i < N; i++) {
+            const float want = tanhf(y[i] * (1.0f / cap)) * cap;
+            const double e   = fabs((double)got[i] - want) / cap;
+            if (!(e <= worst))
+                worst = e;
+        }
+        assert_true(got[0] == 0.0f);
+        vk_buf_free(by);
+    }
+    print_message("# softcap: max error %.3g of cap (bound %.0e)\n", worst, SOFTCAP_BOUND);
+    assert_true(worst <= SOFTCAP_BOUND);
+}
+
+/* GELU-gated: the CPU's gelu_mul to the bit, across the f16 range and both cut-offs. */
+static void test_gelu(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 6001 };
+    static float g[N], u[N], got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = i % 3 == 0 ? 12.0f * frand() : i % 3 == 1 ? 3.0f * frand() : 1e-4f * frand();
+        u[i] = 2.0f * frand();
+    }
+    g[1] = -10.0f, g[2] = 10.0f, g[3] = 9.999f, g[4] = -9.999f, g[5] = 0.0f, g[6] = -0.0f;
+    struct vk_buf *bg = upload(f->d, g, sizeof g), *bu = upload(f->d, u, sizeof u);
+    RUN1(f->d, vk_op_gelu(s, bg, bu, N, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    kernels_ref()->gelu_mul(want, g, u, N);
+    int wrong = 0;
+    for (int i = 0; i < N; i++)
+        if (memcmp(&got[i], &want[i], 4) && wrong++ < 5)
+            print_message("gelu(%a) * %a: %a, want %a\n", (double)g[i], (double)u[i],
+                          (double)got[i], (double)want[i]);
+    assert_int_equal(wrong, 0);
+    /* a second call reuses the device's table */
+    OK(vk_buf_upload(bg, 0, g, sizeof g, err, sizeof err));
+    RUN1(f->d, vk_op_gelu(s, bg, bu, N, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    assert_memory_equal(got, want, sizeof got);
+    print_message("# gelu: the CPU's gelu_mul to the bit\n");
+    vk_buf_free(bg);
+    vk_buf_free(bu);
+}
+
+static void test_gather(void **state)
+{
+    NEED_DEVICE(f);
+    enum { W = 70, SRC = 6, OUT = 4 };
+    static float src[SRC * W], got[OUT * W];
+    for (int i = 0; i < SRC * W; i++)
+        src[i] = frand();
+    const int32_t rows[OUT] = {1, 3, 5, 6}; /* 6: past the source, left as it was */
+    const float keep = 42.0f;
+    float init[OUT * W];
+    for (int i = 0; i < OUT * W; i++)
+        init[i] = keep;
+    struct vk_buf *bs = upload(f->d, src, sizeof src), *bd = upload(f->d, init, sizeof init);
+    struct vk_buf *br = upload(f->d, rows, sizeof rows);
+    RUN1(f->d, vk_op_gather(s, bs, bd, br, W, SRC, OUT, err, sizeof err));
+    OK(vk_buf_download(bd, 0, got, sizeof got, err, sizeof err));
+    for (int i = 0; i < 3; i++)
+        assert_memory_equal(got + i * W, src + rows[i] * W, W * sizeof(float));
+    for (int e = 0; e < W; e++)
+        assert_true(got[3 * W + e] == keep);
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_gather(s, bs, bs, br, W, SRC, OUT, err, sizeof err), HEARTH_EINVAL);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(bs);
+    vk_buf_free(bd);
+    vk_buf_free(br);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_not_built)};
@@ -1346,6 +1494,154 @@ static void test_attention(void **state)
     assert_true(worst_f16 <= ATTN_F16_BOUND);
 }
 
+/* ---------------------------------------------------------- row ops --- */
+
+/* One sequence of one operation, recorded by the caller between begin and run. */
+#define RUN1(d, call)                                                                        \
+    do {                                                                                     \
+        struct vk_seq *s_;                                                                   \
+        OK(vk_seq_new(d, &s_, err, sizeof err));                                             \
+        OK(vk_seq_begin(s_, err, sizeof err));                                               \
+        struct vk_seq *s = s_;                                                               \
+        OK(call);                                                                            \
+        OK(vk_seq_run(s_, err, sizeof err));                                                 \
+        vk_seq_free(s_);                                                                     \
+    } while (0)
+
+/* The residual add and a bias over rows, and the scale: the CPU's bits. */
+static void test_add_scale(void **state)
+{
+    NEED_DEVICE(f);
+    enum { W = 300, ROWS = 11, N = W * ROWS };
+    static float y[N], x[N], b[W], got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = 8.0f * frand();
+        x[i] = frand();
+    }
+    for (int i = 0; i < W; i++)
+        b[i] = frand() / 8;
+    struct vk_buf *by = upload(f->d, y, sizeof y), *bx = upload(f->d, x, sizeof x);
+    struct vk_buf *bb = upload(f->d, b, sizeof b);
+    RUN1(f->d, vk_op_add(s, by, bx, N, N, err, sizeof err));
+    RUN1(f->d, vk_op_add(s, by, bb, N, W, err, sizeof err));
+    RUN1(f->d, vk_op_scale(s, by, N, 0.0883883f, err, sizeof err));
+    OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+    memcpy(want, y, sizeof y);
+    kernels_ref()->axpy_f32(want, 1.0f, x, N);
+    for (int r = 0; r < ROWS; r++)
+        kernels_ref()->axpy_f32(want + r * W, 1.0f, b, W);
+    kernels_ref()->scale_f32(want, 0.0883883f, N);
+    assert_memory_equal(got, want, sizeof got);
+    print_message("# add, bias add, scale: the CPU's bits\n");
+    /* a broadcast onto itself is refused: its source would change under it */
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_add(s, by, by, N, W, err, sizeof err), HEARTH_EINVAL);
+    assert_int_equal(vk_op_add(s, by, bb, N, N, err, sizeof err), HEARTH_ERANGE);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(by);
+    vk_buf_free(bx);
+    vk_buf_free(bb);
+}
+
+/*
+ * Soft-cap bound, on |got - cpu| / cap: tanh from the device's exp, (1 - e) / (1 + e), is a
+ * few ulp of 1 off the CPU's tanhf in absolute terms, then both multiply by cap.
+ */
+#define SOFTCAP_BOUND 1e-6
+
+static void test_softcap(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 5000 };
+    static float y[N], got[N];
+    for (int i = 0; i < N; i++)
+        y[i] = i < 1000 ? frand() * 1e-3f : 120.0f * frand();
+    y[0] = 0.0f;
+    double worst = 0;
+    static const float caps[] = {30.0f, 50.0f};
+    for (int c = 0; c < 2; c++) {
+        const float cap = caps[c];
+        struct vk_buf *by = upload(f->d, y, sizeof y);
+        RUN1(f->d, vk_op_softcap(s, by, N, cap, err, sizeof err));
+        OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+        for (int i = 0; i < N; i++) {
+            const float want = tanhf(y[i] * (1.0f / cap)) * cap;
+            const double e   = fabs((double)got[i] - want) / cap;
+            if (!(e <= worst))
+                worst = e;
+        }
+        assert_true(got[0] == 0.0f);
+        vk_buf_free(by);
+    }
+    print_message("# softcap: max error %.3g of cap (bound %.0e)\n", worst, SOFTCAP_BOUND);
+    assert_true(worst <= SOFTCAP_BOUND);
+}
+
+/* GELU-gated: the CPU's gelu_mul to the bit, across the f16 range and both cut-offs. */
+static void test_gelu(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 6001 };
+    static float g[N], u[N], got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = i % 3 == 0 ? 12.0f * frand() : i % 3 == 1 ? 3.0f * frand() : 1e-4f * frand();
+        u[i] = 2.0f * frand();
+    }
+    g[1] = -10.0f, g[2] = 10.0f, g[3] = 9.999f, g[4] = -9.999f, g[5] = 0.0f, g[6] = -0.0f;
+    struct vk_buf *bg = upload(f->d, g, sizeof g), *bu = upload(f->d, u, sizeof u);
+    RUN1(f->d, vk_op_gelu(s, bg, bu, N, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    kernels_ref()->gelu_mul(want, g, u, N);
+    int wrong = 0;
+    for (int i = 0; i < N; i++)
+        if (memcmp(&got[i], &want[i], 4) && wrong++ < 5)
+            print_message("gelu(%a) * %a: %a, want %a\n", (double)g[i], (double)u[i],
+                          (double)got[i], (double)want[i]);
+    assert_int_equal(wrong, 0);
+    /* a second call reuses the device's table */
+    OK(vk_buf_upload(bg, 0, g, sizeof g, err, sizeof err));
+    RUN1(f->d, vk_op_gelu(s, bg, bu, N, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    assert_memory_equal(got, want, sizeof got);
+    print_message("# gelu: the CPU's gelu_mul to the bit\n");
+    vk_buf_free(bg);
+    vk_buf_free(bu);
+}
+
+static void test_gather(void **state)
+{
+    NEED_DEVICE(f);
+    enum { W = 70, SRC = 6, OUT = 4 };
+    static float src[SRC * W], got[OUT * W];
+    for (int i = 0; i < SRC * W; i++)
+        src[i] = frand();
+    const int32_t rows[OUT] = {1, 3, 5, 6}; /* 6: past the source, left as it was */
+    const float keep = 42.0f;
+    float init[OUT * W];
+    for (int i = 0; i < OUT * W; i++)
+        init[i] = keep;
+    struct vk_buf *bs = upload(f->d, src, sizeof src), *bd = upload(f->d, init, sizeof init);
+    struct vk_buf *br = upload(f->d, rows, sizeof rows);
+    RUN1(f->d, vk_op_gather(s, bs, bd, br, W, SRC, OUT, err, sizeof err));
+    OK(vk_buf_download(bd, 0, got, sizeof got, err, sizeof err));
+    for (int i = 0; i < 3; i++)
+        assert_memory_equal(got + i * W, src + rows[i] * W, W * sizeof(float));
+    for (int e = 0; e < W; e++)
+        assert_true(got[3 * W + e] == keep);
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_gather(s, bs, bs, br, W, SRC, OUT, err, sizeof err), HEARTH_EINVAL);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(bs);
+    vk_buf_free(bd);
+    vk_buf_free(br);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1360,6 +1656,8 @@ int main(void)
         cmocka_unit_test(test_sequence),       cmocka_unit_test(test_attention),
         cmocka_unit_test(test_kv_store_f16_bits), cmocka_unit_test(test_embed),
         cmocka_unit_test(test_weight_past_one_buffer),
+        cmocka_unit_test(test_add_scale),      cmocka_unit_test(test_softcap),
+        cmocka_unit_test(test_gelu),           cmocka_unit_test(test_gather),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -166,6 +166,38 @@ enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_b
                                  struct vk_buf *y, uint32_t n, uint32_t n_rows, float eps,
                                  char *err, size_t err_len);
 
+/*
+ * y[i] += x[i % period] for i < n: the residual add (period n) or a bias added to each row
+ * of width period. One f32 addition per element, the CPU's bits. x may be y only at period n.
+ */
+enum hearth_status vk_op_add(struct vk_seq *s, struct vk_buf *y, struct vk_buf *x, uint32_t n,
+                             uint32_t period, char *err, size_t err_len);
+/* y[i] *= a for i < n (the CPU's bits). */
+enum hearth_status vk_op_scale(struct vk_seq *s, struct vk_buf *y, uint32_t n, float a,
+                               char *err, size_t err_len);
+/*
+ * y[i] = cap * tanh(y[i] / cap) for i < n, as the CPU orders it (times 1 / cap, tanh, times
+ * cap); tanh from the device's exp, so within a few ulp of cap of the CPU's (test_vk.c).
+ */
+enum hearth_status vk_op_softcap(struct vk_seq *s, struct vk_buf *y, uint32_t n, float cap,
+                                 char *err, size_t err_len);
+/*
+ * g[i] = gelu(g[i]) * u[i] for i < n, in place, the CPU's gelu_mul to the bit: g rounded to
+ * f16 and looked up in the table vk_gelu_table makes (held by the device from the first call,
+ * which uploads it and so must not come while another thread copies on the device).
+ */
+enum hearth_status vk_op_gelu(struct vk_seq *s, struct vk_buf *g, struct vk_buf *u, uint32_t n,
+                              char *err, size_t err_len);
+/* The tanh GELU of every half as a half, computed as ggml's CPU backend computes its table. */
+void vk_gelu_table(uint16_t table[65536]);
+/*
+ * dst[i] = src[rows[i]] for i < n_out, rows of width floats, src holding n_src rows: the
+ * output rows packed to the front. rows: n_out int32 on the device; an id >= n_src copies
+ * nothing. dst and src differ (the copies run in parallel).
+ */
+enum hearth_status vk_op_gather(struct vk_seq *s, struct vk_buf *src, struct vk_buf *dst,
+                                struct vk_buf *rows, uint32_t width, uint32_t n_src,
+                                uint32_t n_out, char *err, size_t err_len);
 
 /* ----------------------------------------------------- split weights --- */
 

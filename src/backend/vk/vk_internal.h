@@ -127,6 +127,7 @@ struct vk_dev {
     bool unified;             /* device-local memory is host-visible and coherent */
     bool force_staging;       /* vk_dev_open's VK_OPEN_STAGING */
     struct vk_pipe *pipes;    /* the pipelines vk_pipe_get made, a list; freed at close */
+    struct vk_buf *gelu;      /* vk_op_gelu's table of 65536 halves, made at its first use */
 };
 
 /* Resets fence, submits cb (ended) on d's queue and waits on fence until it has run. */
