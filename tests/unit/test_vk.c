@@ -320,6 +320,36 @@ static void test_attention(void **state)
     assert_int_equal(vk_op_kv_store(s, &c.kv, c.kv.k, c.kv.v, 127, 1, err, sizeof err),
                      HEARTH_EINVAL);
     OK(vk_seq_run(s, err, sizeof err));
+    /* rows naming a sequence past n_seq or a position past the table write nothing */
+    const int32_t bad[2][2] = {{N_SEQ, 0}, {0, STRIDE * BT}};
+    static float junk[2 * 4 * 64], outb[2 * 4 * 64];
+    for (size_t i = 0; i < sizeof outb / sizeof outb[0]; i++)
+        outb[i] = 7.0f;
+    struct vk_buf *rows_all = c.kv.rows, *bj = upload(f->d, junk, sizeof junk);
+    struct vk_buf *bo = upload(f->d, outb, sizeof outb);
+    uint8_t *before = malloc(vk_buf_len(c.kv.k)), *after = malloc(vk_buf_len(c.kv.k));
+    assert_true(before && after);
+    OK(vk_buf_download(c.kv.k, 0, before, vk_buf_len(c.kv.k), err, sizeof err));
+    c.kv.rows = upload(f->d, bad, sizeof bad);
+    a = (struct vk_attn_shape){.n_tok = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+                               .scale = 0.125f};
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_kv_store(s, &c.kv, bj, bj, 128, 2, err, sizeof err));
+    OK(vk_op_attention(s, &c.kv, &a, bj, NULL, bo, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(c.kv.k, 0, after, vk_buf_len(c.kv.k), err, sizeof err));
+    assert_memory_equal(before, after, vk_buf_len(c.kv.k));
+    OK(vk_buf_download(bo, 0, outb, sizeof outb, err, sizeof err));
+    for (size_t i = 0; i < sizeof outb / sizeof outb[0]; i++)
+        assert_true(outb[i] == 7.0f);
+    vk_buf_free(c.kv.rows);
+    c.kv.rows = rows_all;
+    vk_buf_free(bj);
+    vk_buf_free(bo);
+    free(before);
+    free(after);
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
     vk_seq_free(s);
     cache_free(&c);
     print_message("# attention: max error %.3g (f32 cache), %.3g (f16 cache) of max |v| "
@@ -1484,6 +1514,36 @@ static void test_attention(void **state)
                      HEARTH_ERANGE);
     assert_int_equal(vk_op_kv_store(s, &c.kv, c.kv.k, c.kv.v, 127, 1, err, sizeof err),
                      HEARTH_EINVAL);
+    OK(vk_seq_run(s, err, sizeof err));
+    /* rows naming a sequence past n_seq or a position past the table write nothing */
+    const int32_t bad[2][2] = {{N_SEQ, 0}, {0, STRIDE * BT}};
+    static float junk[2 * 4 * 64], outb[2 * 4 * 64];
+    for (size_t i = 0; i < sizeof outb / sizeof outb[0]; i++)
+        outb[i] = 7.0f;
+    struct vk_buf *rows_all = c.kv.rows, *bj = upload(f->d, junk, sizeof junk);
+    struct vk_buf *bo = upload(f->d, outb, sizeof outb);
+    uint8_t *before = malloc(vk_buf_len(c.kv.k)), *after = malloc(vk_buf_len(c.kv.k));
+    assert_true(before && after);
+    OK(vk_buf_download(c.kv.k, 0, before, vk_buf_len(c.kv.k), err, sizeof err));
+    c.kv.rows = upload(f->d, bad, sizeof bad);
+    a = (struct vk_attn_shape){.n_tok = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+                               .scale = 0.125f};
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_kv_store(s, &c.kv, bj, bj, 128, 2, err, sizeof err));
+    OK(vk_op_attention(s, &c.kv, &a, bj, NULL, bo, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(c.kv.k, 0, after, vk_buf_len(c.kv.k), err, sizeof err));
+    assert_memory_equal(before, after, vk_buf_len(c.kv.k));
+    OK(vk_buf_download(bo, 0, outb, sizeof outb, err, sizeof err));
+    for (size_t i = 0; i < sizeof outb / sizeof outb[0]; i++)
+        assert_true(outb[i] == 7.0f);
+    vk_buf_free(c.kv.rows);
+    c.kv.rows = rows_all;
+    vk_buf_free(bj);
+    vk_buf_free(bo);
+    free(before);
+    free(after);
+    OK(vk_seq_begin(s, err, sizeof err));
     OK(vk_seq_run(s, err, sizeof err));
     vk_seq_free(s);
     cache_free(&c);

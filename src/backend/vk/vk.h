@@ -242,9 +242,9 @@ enum hearth_status vk_op_embed(struct vk_seq *s, const struct vk_weight *w, stru
 /*
  * One layer's paged KV cache on the device, as src/model/kv.h lays it out, and the batch
  * rows that address it. The host owns the tables (kv.c allocates blocks) and uploads them,
- * and the rows, once per batch: the shaders trust them, so every row's sequence must be
- * < n_seq, its position's block reserved in the table, and (for attention) every block of
- * positions j0..pos present.
+ * and the rows, once per batch. A row whose sequence is not below n_seq or whose position is
+ * past the table is skipped (its output left as it was); the block ids themselves are
+ * trusted: every block of positions j0..pos of a row must be reserved, below n_blocks.
  */
 struct vk_kv {
     struct vk_buf *k, *v;  /* [n_blocks][block_tokens][kv_dim] of f16 (f16) or f32 each */

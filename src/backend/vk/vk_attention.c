@@ -46,7 +46,7 @@ enum hearth_status vk_op_kv_store(struct vk_seq *s, const struct vk_kv *kv, stru
         (st = vk_check_len("kv_store", "the K rows", k_rows, len, err, err_len)) ||
         (st = vk_check_len("kv_store", "the V rows", v_rows, len, err, err_len)))
         return st;
-    const uint32_t push[3] = {kv_dim, kv->block_tokens, kv->table_stride};
+    const uint32_t push[4] = {kv_dim, kv->block_tokens, kv->table_stride, kv->n_seq};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, kv->f16 ? "kv_store_f16" : "kv_store_f32", 6, sizeof push, &p,
                           err, err_len)))
@@ -81,9 +81,9 @@ enum hearth_status vk_op_attention(struct vk_seq *s, const struct vk_kv *kv,
     struct {
         uint32_t n_head, n_head_kv, head_dim, block_tokens, table_stride, n_swa;
         float scale;
-        uint32_t gated;
+        uint32_t gated, n_seq;
     } push = {a->n_head, a->n_head_kv, a->head_dim, kv->block_tokens, kv->table_stride,
-              a->n_swa, a->scale, gate != NULL};
+              a->n_swa, a->scale, gate != NULL, kv->n_seq};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, kv->f16 ? "attn_f16" : "attn_f32", 7, sizeof push, &p, err,
                           err_len)))

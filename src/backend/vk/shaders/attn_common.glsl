@@ -26,6 +26,7 @@ layout(push_constant) uniform Push {
     uint n_swa;        // window in positions, the query's own included; 0 = none
     float scale;       // score scale: 1 / sqrt(head_dim), or 1 when q is pre-scaled
     uint gated;        // 1: out *= sigmoid(gate)
+    uint n_seq;        // sequences in tables: a row naming another is left unwritten
 } p;
 
 layout(std430, binding = 0) readonly buffer Q { float q[]; };      // [n_tok][n_head][head_dim]
@@ -48,8 +49,11 @@ void main()
     const uint hd     = p.head_dim;
     const uint kv_dim = p.n_head_kv * hd;
     const uint koff   = (h / (p.n_head / p.n_head_kv)) * hd;
-    const uint tb     = uint(rows[2u * t]) * p.table_stride;
+    const uint seq    = uint(rows[2u * t]);
     const int pos     = rows[2u * t + 1u];
+    if (seq >= p.n_seq || pos < 0 || uint(pos) / p.block_tokens >= p.table_stride)
+        return; // the whole workgroup: the row is uniform
+    const uint tb     = seq * p.table_stride;
     const int j0      = p.n_swa > 0u && pos >= int(p.n_swa) ? pos - int(p.n_swa) + 1 : 0;
     const uint qo     = (t * p.n_head + h) * hd;
     for (uint d = tid; d < hd; d += WG)

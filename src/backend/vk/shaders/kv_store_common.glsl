@@ -9,6 +9,7 @@ layout(push_constant) uniform Push {
     uint kv_dim;       // elements per row, even for an f16 cache
     uint block_tokens;
     uint table_stride; // block ids per sequence in tables
+    uint n_seq;        // sequences in tables: a row naming another is not stored
 } p;
 
 layout(std430, binding = 0) readonly buffer KS { float ks[]; };   // [n_tok][kv_dim]
@@ -24,10 +25,10 @@ void main()
 {
     const uint t = gl_WorkGroupID.y;
     const uint e = (gl_WorkGroupID.x * 64u + gl_LocalInvocationID.x) * WORD_ELEMS;
-    if (e >= p.kv_dim)
+    const uint seq = uint(rows[2u * t]), pos = uint(rows[2u * t + 1u]);
+    if (e >= p.kv_dim || seq >= p.n_seq || pos / p.block_tokens >= p.table_stride)
         return;
-    const uint dst = kv_row(uint(rows[2u * t]) * p.table_stride, uint(rows[2u * t + 1u]),
-                            p.block_tokens, p.kv_dim) + e;
+    const uint dst = kv_row(seq * p.table_stride, pos, p.block_tokens, p.kv_dim) + e;
     const uint src = t * p.kv_dim + e;
     kc[dst / WORD_ELEMS] = pack(ks, src);
     vc[dst / WORD_ELEMS] = pack(vs, src);
