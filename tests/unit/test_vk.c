@@ -13,7 +13,11 @@
  * 4.3e-6. The table below states each type's bound.
  *
  * SwiGLU against the reference silu_mul, and RoPE (normal and NEOX, partial
- * rotation) against the rotation in double by the exact angle.
+ * rotation) against the rotation in double by the exact angle. Attention
+ * over a paged cache of three sequences with shuffled block tables against
+ * ref_attn_row and the per-key f16 path (bounds at ATTN_BOUND), soft-cap
+ * against tanhf; the K/V store, embed (whole and split weights, one past
+ * 128 MiB), add, scale, GELU and gather must equal the CPU's bits.
  *
  * Skips with "vulkan-test: skipped: ..." when hearth is built without
  * Vulkan or the machine has no Vulkan device; .ci/run fails on that line.

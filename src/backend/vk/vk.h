@@ -2,7 +2,10 @@
  * vk.h: the Vulkan runtime, the layer the Vulkan backend table will be
  * built on: devices (vk_device.c), buffers and their uploads (vk_buffer.c),
  * compute pipelines from the built-in SPIR-V and command sequences
- * (vk_pipeline.c), and the operations' dispatch geometry (vk_ops.c).
+ * (vk_pipeline.c), and the operations' dispatch geometry: matmul, norm,
+ * rope, SwiGLU (vk_ops.c), weights split across buffers and embedding rows
+ * (vk_weight.c), the paged KV cache's store and attention (vk_attention.c),
+ * and the row operations between them (vk_rows.c).
  *
  * Compiled only when the Makefile finds Vulkan (it defines HEARTH_VULKAN).
  * Every call that can fail returns a hearth_status and writes one sentence
