@@ -1265,6 +1265,36 @@ static void test_gather(void **state)
     vk_buf_free(br);
 }
 
+/* A gated layer's [q, gate] heads split as the CPU's dnet_gate_split does: plain copies. */
+static void test_split_qg(void **state)
+{
+    NEED_DEVICE(f);
+    enum { ROWS = 3 * 5, HD = 80 }; /* 3 tokens of 5 heads */
+    static float qg[ROWS * 2 * HD], q[ROWS * HD], g[ROWS * HD];
+    for (int i = 0; i < ROWS * 2 * HD; i++)
+        qg[i] = frand();
+    struct vk_buf *bqg = upload(f->d, qg, sizeof qg), *bq, *bg;
+    OK(vk_buf_new(f->d, sizeof q, &bq, err, sizeof err));
+    OK(vk_buf_new(f->d, sizeof g, &bg, err, sizeof err));
+    RUN1(f->d, vk_op_split_qg(s, bqg, bq, bg, ROWS, HD, err, sizeof err));
+    OK(vk_buf_download(bq, 0, q, sizeof q, err, sizeof err));
+    OK(vk_buf_download(bg, 0, g, sizeof g, err, sizeof err));
+    for (int r = 0; r < ROWS; r++) {
+        assert_memory_equal(q + r * HD, qg + r * 2 * HD, HD * sizeof(float));
+        assert_memory_equal(g + r * HD, qg + r * 2 * HD + HD, HD * sizeof(float));
+    }
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_split_qg(s, bqg, bq, bq, ROWS, HD, err, sizeof err), HEARTH_EINVAL);
+    assert_int_equal(vk_op_split_qg(s, bq, bqg, bg, ROWS, HD, err, sizeof err), HEARTH_ERANGE);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(bqg);
+    vk_buf_free(bq);
+    vk_buf_free(bg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1281,6 +1311,7 @@ int main(void)
         cmocka_unit_test(test_weight_past_one_buffer),
         cmocka_unit_test(test_add_scale),      cmocka_unit_test(test_softcap),
         cmocka_unit_test(test_gelu),           cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_split_qg),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -201,6 +201,14 @@ void vk_gelu_table(uint16_t table[65536]);
 enum hearth_status vk_op_gather(struct vk_seq *s, struct vk_buf *src, struct vk_buf *dst,
                                 struct vk_buf *rows, uint32_t width, uint32_t n_src,
                                 uint32_t n_out, char *err, size_t err_len);
+/*
+ * A gated attention layer's q projection (qwen35moe: n_rows heads of [q, gate], head_dim
+ * each, 2 * n_rows * head_dim f32) into q and gate (n_rows heads of head_dim each), as the
+ * CPU splits it before rope; vk_op_attention then takes gate. Copies, so the bits.
+ */
+enum hearth_status vk_op_split_qg(struct vk_seq *s, struct vk_buf *qg, struct vk_buf *q,
+                                  struct vk_buf *gate, uint32_t n_rows, uint32_t head_dim,
+                                  char *err, size_t err_len);
 
 /* ----------------------------------------------------- split weights --- */
 

@@ -1,8 +1,8 @@
 /*
  * vk_rows.c: the elementwise and row operations between the matmuls:
  * residual and bias adds, scaling, logit soft-capping, the GELU-gated
- * activation (its f16 table, made on the host once per device) and the
- * gather of output rows. Each is one dispatch of a small shader; the
+ * activation (its f16 table, made on the host once per device), the
+ * gather of output rows and the split of a gated layer's [q, gate] heads. Each is one dispatch of a small shader; the
  * numerics are stated in vk.h.
  */
 #include <math.h>
@@ -122,6 +122,31 @@ enum hearth_status vk_op_gelu(struct vk_seq *s, struct vk_buf *g, struct vk_buf 
     if ((st = vk_pipe_get(d, "gelu", 3, sizeof push, &p, err, err_len)))
         return st;
     struct vk_buf *bufs[3] = {g, u, d->gelu};
+    return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
+}
+
+enum hearth_status vk_op_split_qg(struct vk_seq *s, struct vk_buf *qg, struct vk_buf *q,
+                                  struct vk_buf *gate, uint32_t n_rows, uint32_t head_dim,
+                                  char *err, size_t err_len)
+{
+    const uint64_t n = (uint64_t)n_rows * head_dim;
+    if (n == 0 || n > UINT32_MAX)
+        return fail(HEARTH_EINVAL, err, err_len, "vulkan: split_qg of %u heads of %u", n_rows,
+                    head_dim);
+    if (q == qg || gate == qg || q == gate)
+        return fail(HEARTH_EINVAL, err, err_len, "vulkan: split_qg into its own buffers");
+    enum hearth_status st;
+    if ((st = vk_check_len("split_qg", "the q projection", qg, n * 8, err, err_len)) ||
+        (st = vk_check_len("split_qg", "the queries", q, n * 4, err, err_len)) ||
+        (st = vk_check_len("split_qg", "the gate", gate, n * 4, err, err_len)))
+        return st;
+    uint32_t groups[3];
+    elem_grid((uint32_t)n, groups);
+    const uint32_t push[3] = {(uint32_t)n, groups[0], head_dim};
+    struct vk_pipe *p;
+    if ((st = vk_pipe_get(s->d, "split_qg", 3, sizeof push, &p, err, err_len)))
+        return st;
+    struct vk_buf *bufs[3] = {qg, q, gate};
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
 }
 
