@@ -2,8 +2,9 @@
  * vk_rows.c: the elementwise and row operations between the matmuls:
  * residual and bias adds, scaling, logit soft-capping, the GELU-gated
  * activation (its f16 table, made on the host once per device), the
- * gather of output rows and the split of a gated layer's [q, gate] heads. Each is one dispatch of a small shader; the
- * numerics are stated in vk.h.
+ * gather of output rows and the split of a gated layer's [q, gate]
+ * heads. Each is one dispatch of a small shader; the numerics are stated
+ * in vk.h.
  */
 #include <math.h>
 #include <stdint.h>
