@@ -13,7 +13,11 @@
  * 4.3e-6. The table below states each type's bound.
  *
  * SwiGLU against the reference silu_mul, and RoPE (normal and NEOX, partial
- * rotation) against the rotation in double by the exact angle.
+ * rotation) against the rotation in double by the exact angle. Attention
+ * over a paged cache of three sequences with shuffled block tables against
+ * ref_attn_row and the per-key f16 path (bounds at ATTN_BOUND), soft-cap
+ * against tanhf; the K/V store, embed (whole and split weights, one past
+ * 128 MiB), add, scale, GELU and gather must equal the CPU's bits.
  *
  * Skips with "vulkan-test: skipped: ..." when hearth is built without
  * Vulkan or the machine has no Vulkan device; .ci/run fails on that line.
@@ -44,8 +48,10 @@ int main(void)
 
 #include "backend/vk/vk.h"
 #include "kernels/kernels.h"
+#include "kernels/ref.h"
 #include "quant/quants.h"
 #include "util/dtype.h"
+#include "util/fp16.h"
 
 /* Bound on |y - ref| / sum |w_i x_i| per weight type (see the file header). */
 static const struct {
@@ -70,6 +76,17 @@ static const struct {
  * by the exact angle: the angles are rounded once to f32 on the host, the rotation rounds twice.
  */
 #define ROPE_BOUND 1e-6
+
+/*
+ * Attention bounds on |out - ref| / max |v| over the keys a row sees (the output is a convex
+ * combination of those v). Against ref_attn_row (the tiled arithmetic, f16 cache read
+ * exactly): the scores are the same bits, then the device's exp may be 3 + 2|x| ulp off,
+ * about 2.6e-6 at the score gaps of 20 these peaked queries reach, and the sums run in
+ * another order; measured up to 4.8e-6. Against the per-key f16 path, which rounds q and
+ * every update of the running output to f16: dominated by those roundings, measured 2.4e-3.
+ */
+#define ATTN_BOUND 1e-5
+#define ATTN_F16_BOUND 1e-2
 
 struct fixture {
     struct vk_dev *d;      /* vulkan0, buffers mapped where the memory allows */
@@ -123,6 +140,18 @@ static int teardown(void **state)
         if (st_ != HEARTH_OK)                                                                \
             print_message("%s: %s\n", #call, err);                                          \
         assert_int_equal(st_, HEARTH_OK);                                                    \
+    } while (0)
+
+/* One sequence of one operation, call (naming the sequence s), begun and run. */
+#define RUN1(d, call)                                                                        \
+    do {                                                                                     \
+        struct vk_seq *s_;                                                                   \
+        OK(vk_seq_new(d, &s_, err, sizeof err));                                             \
+        OK(vk_seq_begin(s_, err, sizeof err));                                               \
+        struct vk_seq *s = s_;                                                               \
+        OK(call);                                                                            \
+        OK(vk_seq_run(s_, err, sizeof err));                                                 \
+        vk_seq_free(s_);                                                                     \
     } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -390,6 +419,188 @@ static void test_mul_many_rows(void **state)
     assert_true(e <= 5e-6);
 }
 
+/* ------------------------------------------------- embed, split weights --- */
+
+/* A random weight of rows of n_in quantized to type: malloc'd, rows back to back. */
+static uint8_t *random_weight(enum dtype type, uint32_t n_in, uint32_t n_rows)
+{
+    const size_t row_len = dtype_row_len(type, n_in);
+    uint8_t *w = malloc(row_len * n_rows);
+    float *row = malloc(n_in * sizeof *row);
+    assert_true(w && row);
+    for (uint32_t r = 0; r < n_rows; r++) {
+        for (uint32_t i = 0; i < n_in; i++)
+            row[i] = frand() * (1.0f + (float)((r + i) % 5));
+        assert_true(quant_row(type, row, w + r * row_len, n_in));
+    }
+    free(row);
+    return w;
+}
+
+/* Embedding rows of w on the device, split into parts of part_max bytes; asserts every row
+ * equals the reference to_float's times scale to the bit. Returns the parts. */
+static uint32_t check_embed(struct vk_dev *d, enum dtype type, const uint8_t *w, uint32_t n_in,
+                            uint32_t n_rows, size_t part_max, const int32_t *ids,
+                            uint32_t n_tok, float scale)
+{
+    const size_t row_len = dtype_row_len(type, n_in);
+    struct vk_weight *vw;
+    OK(vk_weight_new(d, type, n_in, n_rows, w, part_max, &vw, err, sizeof err));
+    struct vk_buf *bids = upload(d, ids, n_tok * sizeof *ids), *bx;
+    OK(vk_buf_new(d, (size_t)n_tok * n_in * 4, &bx, err, sizeof err));
+    struct vk_seq *s;
+    OK(vk_seq_new(d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_embed(s, vw, bids, bx, n_tok, scale, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    float *got = malloc((size_t)n_tok * n_in * 4), *ref = malloc((size_t)n_in * 4);
+    assert_true(got && ref);
+    OK(vk_buf_download(bx, 0, got, (size_t)n_tok * n_in * 4, err, sizeof err));
+    const struct type_kernels *tk = &kernels_ref()->type[type];
+    for (uint32_t t = 0; t < n_tok; t++) {
+        tk->to_float(w + (size_t)ids[t] * row_len, ref, n_in);
+        if (scale != 1.0f)
+            kernels_ref()->scale_f32(ref, scale, n_in);
+        assert_memory_equal(got + (size_t)t * n_in, ref, (size_t)n_in * 4);
+    }
+    const uint32_t parts = vk_weight_parts(vw);
+    vk_seq_free(s);
+    vk_buf_free(bids);
+    vk_buf_free(bx);
+    vk_weight_free(vw);
+    free(got);
+    free(ref);
+    return parts;
+}
+
+static void test_embed(void **state)
+{
+    NEED_DEVICE(f);
+    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0,
+                                       DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K};
+    enum { ROWS = 37, TOK = 7 };
+    static const int32_t ids[TOK] = {0, 36, 9, 10, 9, 20, 29};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const uint32_t n_in = dtype_get(types[i])->block == 256 ? 512 : 96;
+        uint8_t *w = random_weight(types[i], n_in, ROWS);
+        /* one buffer, then parts of 10 rows (the last of 7), gemma's scale on the second */
+        assert_int_equal(check_embed(f->d, types[i], w, n_in, ROWS, 0, ids, TOK, 1.0f), 1);
+        const size_t ten = 10 * dtype_row_len(types[i], n_in) + 1;
+        assert_int_equal(check_embed(f->d, types[i], w, n_in, ROWS, ten, ids, TOK,
+                                     sqrtf((float)n_in)),
+                         4);
+        free(w);
+    }
+    print_message("# embed: every type's rows equal to_float's to the bit, whole and split\n");
+
+    /* a matmul split in parts of 10 rows is the whole one's bits: each row's sum is the same */
+    enum { IN = 256, OUT = 37, NT = 3 };
+    uint8_t *w = random_weight(DTYPE_Q4_K, IN, OUT);
+    static float x[NT * IN], y1[NT * OUT], y2[NT * OUT];
+    for (int i = 0; i < NT * IN; i++)
+        x[i] = frand();
+    struct vk_weight *whole, *split;
+    OK(vk_weight_new(f->d, DTYPE_Q4_K, IN, OUT, w, 0, &whole, err, sizeof err));
+    OK(vk_weight_new(f->d, DTYPE_Q4_K, IN, OUT, w, 10 * dtype_row_len(DTYPE_Q4_K, IN), &split,
+                     err, sizeof err));
+    assert_int_equal(vk_weight_parts(split), 4);
+    struct vk_buf *bx = upload(f->d, x, sizeof x), *by1, *by2;
+    OK(vk_buf_new(f->d, sizeof y1, &by1, err, sizeof err));
+    OK(vk_buf_new(f->d, sizeof y2, &by2, err, sizeof err));
+    RUN1(f->d, vk_op_matmul_w(s, whole, bx, by1, NT, err, sizeof err));
+    RUN1(f->d, vk_op_matmul_w(s, split, bx, by2, NT, err, sizeof err));
+    OK(vk_buf_download(by1, 0, y1, sizeof y1, err, sizeof err));
+    OK(vk_buf_download(by2, 0, y2, sizeof y2, err, sizeof err));
+    assert_memory_equal(y1, y2, sizeof y1);
+    vk_weight_free(whole);
+    vk_weight_free(split);
+    vk_buf_free(bx);
+    vk_buf_free(by1);
+    vk_buf_free(by2);
+    free(w);
+    struct vk_weight *vw;
+    assert_int_equal(vk_weight_new(f->d, DTYPE_Q4_0, 33, 2, NULL, 0, &vw, err, sizeof err),
+                     HEARTH_EINVAL);
+    assert_int_equal(vk_weight_new(f->d, DTYPE_F32, 64, 2, NULL, 100, &vw, err, sizeof err),
+                     HEARTH_ENOMEM);
+    assert_non_null(strstr(err, "exceeds one buffer"));
+}
+
+/*
+ * A weight past what one buffer holds (lavapipe: 128 MiB): 32000 rows of 4096 Q8_0, 139 MB,
+ * as a large vocabulary's output matrix. Its matmul over both parts against the f64 dot of
+ * every row, and embedding rows on each side of the split.
+ */
+static void test_weight_past_one_buffer(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N_IN = 4096, ROWS = 32000, TOK = 2 };
+    const size_t row_len = dtype_row_len(DTYPE_Q8_0, N_IN), len = row_len * ROWS;
+    uint8_t *w = malloc(len);
+    float *x = malloc(TOK * N_IN * sizeof *x), *y = malloc((size_t)TOK * ROWS * sizeof *y);
+    float *deq = malloc(N_IN * sizeof *deq);
+    assert_true(w && x && y && deq);
+    /* random blocks straight away (quantizing 131M floats would dominate the test) */
+    for (size_t b = 0; b < len / 34; b++) {
+        uint8_t *blk = w + b * 34;
+        const uint16_t dh = fp32_to_fp16(0.01f + 0.01f * (frand() + 1.0f));
+        memcpy(blk, &dh, 2);
+        for (int j = 0; j < 32; j += 8) {
+            (void)frand();
+            memcpy(blk + 2 + j, &rng_state, 8);
+        }
+    }
+    for (int i = 0; i < TOK * N_IN; i++)
+        x[i] = frand();
+    /* the device's own limit where one buffer cannot hold it (lavapipe), else lavapipe's */
+    struct vk_buf *whole;
+    size_t part_max = 0;
+    if (vk_buf_new(f->d, len, &whole, err, sizeof err) == HEARTH_OK) {
+        vk_buf_free(whole);
+        part_max = (size_t)128 << 20;
+    }
+    struct vk_weight *vw;
+    OK(vk_weight_new(f->d, DTYPE_Q8_0, N_IN, ROWS, w, part_max, &vw, err, sizeof err));
+    print_message("# a Q8_0 weight of %zu bytes in %u buffers\n", len, vk_weight_parts(vw));
+    assert_true(vk_weight_parts(vw) >= 2);
+    struct vk_buf *bx = upload(f->d, x, TOK * N_IN * sizeof *x), *by;
+    OK(vk_buf_new(f->d, (size_t)TOK * ROWS * sizeof *y, &by, err, sizeof err));
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_matmul_w(s, vw, bx, by, TOK, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(by, 0, y, (size_t)TOK * ROWS * sizeof *y, err, sizeof err));
+    const struct type_kernels *tk = &kernels_ref()->type[DTYPE_Q8_0];
+    double worst = 0;
+    for (uint32_t r = 0; r < ROWS; r++) {
+        tk->to_float(w + r * row_len, deq, N_IN);
+        for (int t = 0; t < TOK; t++) {
+            double sum = 0, mag = 0;
+            for (int i = 0; i < N_IN; i++) {
+                sum += (double)deq[i] * x[t * N_IN + i];
+                mag += fabs((double)deq[i] * x[t * N_IN + i]);
+            }
+            const double e = fabs(y[(size_t)t * ROWS + r] - sum) / (mag > 0 ? mag : 1);
+            if (!(e <= worst))
+                worst = e;
+        }
+    }
+    print_message("# matmul past one buffer: max error %.3g of sum |w x| (bound 5e-06)\n", worst);
+    assert_true(worst <= 5e-6);
+    vk_seq_free(s);
+    vk_buf_free(bx);
+    vk_buf_free(by);
+    vk_weight_free(vw);
+    /* embedding rows from both parts and the very last */
+    const int32_t ids[4] = {0, ROWS / 2, ROWS - 2, ROWS - 1};
+    assert_true(check_embed(f->d, DTYPE_Q8_0, w, N_IN, ROWS, part_max, ids, 4, 1.0f) >= 2);
+    free(w);
+    free(x);
+    free(y);
+    free(deq);
+}
+
 /* ------------------------------------------------------------ rmsnorm --- */
 
 /* Largest relative error of the device's rows against ref_rmsnorm's. */
@@ -587,6 +798,503 @@ static void test_rope(void **state)
     assert_true(neox <= ROPE_BOUND);
 }
 
+/* ---------------------------------------------------------- attention --- */
+
+/*
+ * A paged cache on the host and the device: N_SEQ sequences of the lengths below, their
+ * blocks handed out in a shuffled order so no table is the identity, K and V random in
+ * [-1, 1) and stored through vk_op_kv_store (all of every sequence's rows in one batch).
+ */
+enum { BT = 16, N_SEQ = 3, STRIDE = 12 };
+static const int32_t seq_len[N_SEQ] = {150, 37, 100};
+
+struct cache {
+    struct vk_kv kv;
+    uint32_t kv_dim;
+    int32_t table[N_SEQ][STRIDE];
+    uint8_t *k, *v; /* host copies as the device holds them */
+};
+
+static void cache_make(struct vk_dev *d, struct cache *c, uint32_t kv_dim, bool f16)
+{
+    const uint32_t n_blocks = N_SEQ * STRIDE, elem = f16 ? 2 : 4;
+    const size_t len = (size_t)n_blocks * BT * kv_dim * elem;
+    int32_t perm[N_SEQ * STRIDE];
+    for (uint32_t i = 0; i < n_blocks; i++)
+        perm[i] = (int32_t)i;
+    for (uint32_t i = n_blocks - 1; i > 0; i--) {
+        const uint32_t j = (uint32_t)((frand() + 1.0f) / 2.0f * (float)(i + 1)) % (i + 1);
+        const int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    memcpy(c->table, perm, sizeof c->table);
+    c->kv_dim = kv_dim;
+    c->k = calloc(1, len);
+    c->v = calloc(1, len);
+    int32_t n_tok = 0;
+    for (int s = 0; s < N_SEQ; s++)
+        n_tok += seq_len[s];
+    int32_t *rows = malloc((size_t)n_tok * 2 * sizeof *rows);
+    float *kr = malloc((size_t)n_tok * kv_dim * sizeof *kr);
+    float *vr = malloc((size_t)n_tok * kv_dim * sizeof *vr);
+    assert_true(c->k && c->v && rows && kr && vr);
+    for (int s = 0, t = 0; s < N_SEQ; s++)
+        for (int32_t pos = 0; pos < seq_len[s]; pos++, t++) {
+            rows[2 * t] = s;
+            rows[2 * t + 1] = pos;
+            const size_t at = ((size_t)c->table[s][pos / BT] * BT + pos % BT) * kv_dim;
+            for (uint32_t e = 0; e < kv_dim; e++) {
+                const float kx = frand(), vx = frand();
+                kr[(size_t)t * kv_dim + e] = kx;
+                vr[(size_t)t * kv_dim + e] = vx;
+                if (f16) {
+                    ((uint16_t *)c->k)[at + e] = fp32_to_fp16(kx);
+                    ((uint16_t *)c->v)[at + e] = fp32_to_fp16(vx);
+                } else {
+                    ((float *)c->k)[at + e] = kx;
+                    ((float *)c->v)[at + e] = vx;
+                }
+            }
+        }
+    c->kv = (struct vk_kv){.n_blocks = n_blocks, .block_tokens = BT, .n_seq = N_SEQ,
+                           .table_stride = STRIDE, .f16 = f16};
+    OK(vk_buf_new(d, len, &c->kv.k, err, sizeof err));
+    OK(vk_buf_new(d, len, &c->kv.v, err, sizeof err));
+    c->kv.tables = upload(d, c->table, sizeof c->table);
+    c->kv.rows   = upload(d, rows, (size_t)n_tok * 2 * sizeof *rows);
+    struct vk_buf *bk = upload(d, kr, (size_t)n_tok * kv_dim * sizeof *kr);
+    struct vk_buf *bv = upload(d, vr, (size_t)n_tok * kv_dim * sizeof *vr);
+    struct vk_seq *s;
+    OK(vk_seq_new(d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_kv_store(s, &c->kv, bk, bv, kv_dim, (uint32_t)n_tok, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    /* the store is exact: f32 bit for bit, f16 as fp32_to_fp16 rounds (blocks no sequence
+     * uses stay zero, as vk_buf_new's memory is not promised to be: compare the used rows) */
+    uint8_t *got = malloc(len);
+    assert_non_null(got);
+    OK(vk_buf_download(c->kv.k, 0, got, len, err, sizeof err));
+    for (int sq = 0; sq < N_SEQ; sq++)
+        for (int32_t pos = 0; pos < seq_len[sq]; pos++) {
+            const size_t at = (((size_t)c->table[sq][pos / BT] * BT + pos % BT) * kv_dim) * elem;
+            assert_memory_equal(got + at, c->k + at, kv_dim * elem);
+        }
+    OK(vk_buf_download(c->kv.v, 0, got, len, err, sizeof err));
+    for (int sq = 0; sq < N_SEQ; sq++)
+        for (int32_t pos = 0; pos < seq_len[sq]; pos++) {
+            const size_t at = (((size_t)c->table[sq][pos / BT] * BT + pos % BT) * kv_dim) * elem;
+            assert_memory_equal(got + at, c->v + at, kv_dim * elem);
+        }
+    free(got);
+    vk_seq_free(s);
+    vk_buf_free(bk);
+    vk_buf_free(bv);
+    free(rows);
+    free(kr);
+    free(vr);
+}
+
+static void cache_free(struct cache *c)
+{
+    vk_buf_free(c->kv.k);
+    vk_buf_free(c->kv.v);
+    vk_buf_free(c->kv.tables);
+    vk_buf_free(c->kv.rows);
+    free(c->k);
+    free(c->v);
+}
+
+/* Largest errors of one attention configuration: against ref_attn_row (*e_ref) and, for an
+ * f16 cache, ref_attn_row_f16 (*e_f16); each |out - ref| / max |v| over the keys seen. */
+static void attn_err(struct vk_dev *d, uint32_t hd, bool f16, uint32_t n_swa, bool prescaled,
+                     bool gated, double *e_ref, double *e_f16)
+{
+    enum { N_HEAD = 4, N_KV = 2, N_Q = 9 };
+    struct cache c;
+    cache_make(d, &c, N_KV * hd, f16);
+    /* query rows: the first and last positions, and ones around tile and block edges */
+    static const int32_t qrow[N_Q][2] = {{0, 0},  {0, 63},  {0, 64}, {0, 149}, {1, 36},
+                                         {1, 16}, {2, 99}, {2, 5},  {0, 128}};
+    const size_t qlen = (size_t)N_Q * N_HEAD * hd;
+    float *q = malloc(qlen * sizeof *q), *g = malloc(qlen * sizeof *g);
+    float *out = malloc(qlen * sizeof *out), *ref = malloc(hd * sizeof *ref);
+    float *scratch = malloc(ATTN_SCRATCH(hd) * sizeof *scratch);
+    assert_true(q && g && out && ref && scratch);
+    const float scale = prescaled ? 1.0f : 1.0f / sqrtf((float)hd);
+    for (size_t i = 0; i < qlen; i++) {
+        /* peaked enough that the running maximum moves between tiles */
+        q[i] = 6.0f * frand() * (prescaled ? 1.0f / sqrtf((float)hd) : 1.0f);
+        g[i] = 4.0f * frand();
+    }
+    struct vk_buf *bq = upload(d, q, qlen * sizeof *q), *bg = upload(d, g, qlen * sizeof *g);
+    struct vk_buf *bo, *rows_all = c.kv.rows;
+    c.kv.rows = upload(d, qrow, sizeof qrow);
+    OK(vk_buf_new(d, qlen * sizeof *out, &bo, err, sizeof err));
+    const struct vk_attn_shape a = {.n_tok = N_Q, .n_head = N_HEAD, .n_head_kv = N_KV,
+                                    .head_dim = hd, .n_swa = n_swa, .scale = scale};
+    struct vk_seq *s;
+    OK(vk_seq_new(d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_attention(s, &c.kv, &a, bq, gated ? bg : NULL, bo, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(bo, 0, out, qlen * sizeof *out, err, sizeof err));
+    const size_t elem = f16 ? 2 : 4;
+    *e_ref = *e_f16 = 0;
+    for (int r = 0; r < N_Q; r++) {
+        const int32_t sq = qrow[r][0], pos = qrow[r][1];
+        const int32_t j0 = n_swa > 0 && pos >= (int32_t)n_swa ? pos - (int32_t)n_swa + 1 : 0;
+        for (int h = 0; h < N_HEAD; h++) {
+            const int kvh = h / (N_HEAD / N_KV);
+            const struct attn_kv akv = {.k = c.k + (size_t)kvh * hd * elem,
+                                        .v = c.v + (size_t)kvh * hd * elem,
+                                        .blocks = c.table[sq],
+                                        .block_len = (size_t)BT * c.kv_dim * elem,
+                                        .row_len = (size_t)c.kv_dim * elem,
+                                        .block_tokens = BT,
+                                        .f16 = f16};
+            double vmax = 0;
+            for (int32_t j = j0; j <= pos; j++)
+                for (uint32_t e = 0; e < hd; e++) {
+                    const uint8_t *vr = attn_kv_row(akv.v, &akv, j);
+                    const float v = f16 ? fp16_to_fp32(((const uint16_t *)vr)[e])
+                                        : ((const float *)vr)[e];
+                    vmax = fmax(vmax, fabs(v));
+                }
+            const size_t qo = ((size_t)r * N_HEAD + h) * hd;
+            for (int pass = 0; pass < (f16 ? 2 : 1); pass++) {
+                if (pass == 0)
+                    ref_attn_row(ref, q + qo, (int32_t)hd, &akv, j0, pos, scale, scratch);
+                else
+                    ref_attn_row_f16(ref, q + qo, (int32_t)hd, &akv, j0, pos, scale, scratch);
+                double *worst = pass == 0 ? e_ref : e_f16;
+                for (uint32_t e = 0; e < hd; e++) {
+                    const float want =
+                        gated ? ref[e] * (1.0f / (1.0f + expf(-g[qo + e]))) : ref[e];
+                    const double err_ = fabs((double)out[qo + e] - want) / vmax;
+                    if (!(err_ <= *worst))
+                        *worst = err_;
+                }
+            }
+        }
+    }
+    vk_seq_free(s);
+    vk_buf_free(c.kv.rows);
+    c.kv.rows = rows_all;
+    cache_free(&c);
+    vk_buf_free(bq);
+    vk_buf_free(bg);
+    vk_buf_free(bo);
+    free(q);
+    free(g);
+    free(out);
+    free(ref);
+    free(scratch);
+}
+
+/* The f16 store rounds as fp32_to_fp16 to the bit: every exponent from far below the
+ * smallest subnormal half to past the largest half, ties at both, infinities, NaN, zeros. */
+static void test_kv_store_f16_bits(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 4096 };
+    static float x[N];
+    static uint16_t got[N];
+    for (uint32_t i = 0; i < N; i++) {
+        (void)frand();
+        uint32_t m = (uint32_t)(rng_state >> 20) & 0x7FFFFFu;
+        const uint32_t e = 97u + (i / 4) % 52, shift = 126 - e; /* shift: subnormal halves' */
+        if (i % 4 == 1)
+            m = (m & ~0x1FFFu) | 0x1000u; /* a tie for a normal half */
+        else if (i % 4 == 2 && e <= 112 && shift <= 23)
+            m = (m & ~((1u << shift) - 1)) | (1u << (shift - 1)); /* a tie for a subnormal */
+        else if (i % 4 == 2 && shift == 24)
+            m = 0; /* exactly 2^-25 */
+        const uint32_t bits = ((i % 8 >= 4) ? 0x80000000u : 0) | (e << 23) | m;
+        memcpy(&x[i], &bits, 4);
+    }
+    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.99f,
+                             65520.0f, 1e-8f, 2.9802322e-8f /* 2^-25, ties to 0 */,
+                             5.9604645e-8f, 8.940697e-8f /* 1.5 * 2^-24, ties up to 2 */};
+    memcpy(x, special, sizeof special);
+    struct vk_kv kv = {.n_blocks = 1, .block_tokens = 1, .n_seq = 1, .table_stride = 1,
+                       .f16 = true};
+    const int32_t zero[2] = {0, 0};
+    OK(vk_buf_new(f->d, N * 2, &kv.k, err, sizeof err));
+    OK(vk_buf_new(f->d, N * 2, &kv.v, err, sizeof err));
+    kv.tables = upload(f->d, zero, 4);
+    kv.rows   = upload(f->d, zero, 8);
+    struct vk_buf *bx = upload(f->d, x, sizeof x);
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_kv_store(s, &kv, bx, bx, N, 1, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(kv.v, 0, got, sizeof got, err, sizeof err));
+    int wrong = 0;
+    for (uint32_t i = 0; i < N; i++)
+        if (got[i] != fp32_to_fp16(x[i]) && wrong++ < 5)
+            print_message("%a: 0x%04x, want 0x%04x\n", (double)x[i], got[i], fp32_to_fp16(x[i]));
+    assert_int_equal(wrong, 0);
+    vk_seq_free(s);
+    vk_buf_free(kv.k);
+    vk_buf_free(kv.v);
+    vk_buf_free(kv.tables);
+    vk_buf_free(kv.rows);
+    vk_buf_free(bx);
+}
+
+static void test_attention(void **state)
+{
+    NEED_DEVICE(f);
+    static const uint32_t hds[] = {64, 128, 80};
+    double worst[2] = {0, 0}, worst_f16 = 0;
+    for (size_t i = 0; i < sizeof hds / sizeof hds[0]; i++)
+        for (int f16 = 0; f16 < 2; f16++)
+            for (int v = 0; v < 4; v++) {
+                /* no window, a window inside a tile, pre-scaled queries, a gated layer */
+                double e, e16;
+                attn_err(f->d, hds[i], f16, v == 1 ? 24 : 0, v == 2, v == 3, &e, &e16);
+                static const char *const what[] = {"", " window 24", " prescaled", " gated"};
+                print_message("# attention hd %u %s%s: %.3g of max |v| against ref_attn_row",
+                              hds[i], f16 ? "f16" : "f32", what[v], e);
+                if (f16)
+                    print_message(", %.3g against the per-key f16 path", e16);
+                print_message("\n");
+                worst[f16] = fmax(worst[f16], e);
+                worst_f16  = fmax(worst_f16, e16);
+            }
+    /* shapes refused before anything is recorded */
+    struct cache c;
+    cache_make(f->d, &c, 2 * 64, true);
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    struct vk_attn_shape a = {.n_tok = 1, .n_head = 3, .n_head_kv = 2, .head_dim = 64,
+                              .scale = 0.125f};
+    assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
+                     HEARTH_EINVAL);
+    a.n_head = 4, a.head_dim = 512;
+    assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
+                     HEARTH_EINVAL);
+    a.head_dim = 64, a.n_tok = 1u << 20;
+    assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
+                     HEARTH_ERANGE);
+    assert_int_equal(vk_op_kv_store(s, &c.kv, c.kv.k, c.kv.v, 127, 1, err, sizeof err),
+                     HEARTH_EINVAL);
+    OK(vk_seq_run(s, err, sizeof err));
+    /* rows naming a sequence past n_seq or a position past the table write nothing */
+    const int32_t bad[2][2] = {{N_SEQ, 0}, {0, STRIDE * BT}};
+    static float junk[2 * 4 * 64], outb[2 * 4 * 64];
+    for (size_t i = 0; i < sizeof outb / sizeof outb[0]; i++)
+        outb[i] = 7.0f;
+    struct vk_buf *rows_all = c.kv.rows, *bj = upload(f->d, junk, sizeof junk);
+    struct vk_buf *bo = upload(f->d, outb, sizeof outb);
+    uint8_t *before = malloc(vk_buf_len(c.kv.k)), *after = malloc(vk_buf_len(c.kv.k));
+    assert_true(before && after);
+    OK(vk_buf_download(c.kv.k, 0, before, vk_buf_len(c.kv.k), err, sizeof err));
+    c.kv.rows = upload(f->d, bad, sizeof bad);
+    a = (struct vk_attn_shape){.n_tok = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
+                               .scale = 0.125f};
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_op_kv_store(s, &c.kv, bj, bj, 128, 2, err, sizeof err));
+    OK(vk_op_attention(s, &c.kv, &a, bj, NULL, bo, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_buf_download(c.kv.k, 0, after, vk_buf_len(c.kv.k), err, sizeof err));
+    assert_memory_equal(before, after, vk_buf_len(c.kv.k));
+    OK(vk_buf_download(bo, 0, outb, sizeof outb, err, sizeof err));
+    for (size_t i = 0; i < sizeof outb / sizeof outb[0]; i++)
+        assert_true(outb[i] == 7.0f);
+    vk_buf_free(c.kv.rows);
+    c.kv.rows = rows_all;
+    vk_buf_free(bj);
+    vk_buf_free(bo);
+    free(before);
+    free(after);
+    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    cache_free(&c);
+    print_message("# attention: max error %.3g (f32 cache), %.3g (f16 cache) of max |v| "
+                  "(bound %.0e); %.3g against the per-key f16 path (bound %.0e)\n",
+                  worst[0], worst[1], ATTN_BOUND, worst_f16, ATTN_F16_BOUND);
+    assert_true(worst[0] <= ATTN_BOUND && worst[1] <= ATTN_BOUND);
+    assert_true(worst_f16 <= ATTN_F16_BOUND);
+}
+
+/* ---------------------------------------------------------- row ops --- */
+
+/* The residual add and a bias over rows, and the scale: the CPU's bits. */
+static void test_add_scale(void **state)
+{
+    NEED_DEVICE(f);
+    enum { W = 300, ROWS = 11, N = W * ROWS };
+    static float y[N], x[N], b[W], got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = 8.0f * frand();
+        x[i] = frand();
+    }
+    for (int i = 0; i < W; i++)
+        b[i] = frand() / 8;
+    struct vk_buf *by = upload(f->d, y, sizeof y), *bx = upload(f->d, x, sizeof x);
+    struct vk_buf *bb = upload(f->d, b, sizeof b);
+    RUN1(f->d, vk_op_add(s, by, bx, N, N, err, sizeof err));
+    RUN1(f->d, vk_op_add(s, by, bb, N, W, err, sizeof err));
+    RUN1(f->d, vk_op_scale(s, by, N, 0.0883883f, err, sizeof err));
+    OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+    memcpy(want, y, sizeof y);
+    kernels_ref()->axpy_f32(want, 1.0f, x, N);
+    for (int r = 0; r < ROWS; r++)
+        kernels_ref()->axpy_f32(want + r * W, 1.0f, b, W);
+    kernels_ref()->scale_f32(want, 0.0883883f, N);
+    assert_memory_equal(got, want, sizeof got);
+    print_message("# add, bias add, scale: the CPU's bits\n");
+    /* a broadcast onto itself is refused: its source would change under it */
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_add(s, by, by, N, W, err, sizeof err), HEARTH_EINVAL);
+    assert_int_equal(vk_op_add(s, by, bb, N, N, err, sizeof err), HEARTH_ERANGE);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(by);
+    vk_buf_free(bx);
+    vk_buf_free(bb);
+}
+
+/*
+ * Soft-cap bound, on |got - cpu| / cap: tanh from the device's exp, (1 - e) / (1 + e), is a
+ * few ulp of 1 off the CPU's tanhf in absolute terms, then both multiply by cap.
+ */
+#define SOFTCAP_BOUND 1e-6
+
+static void test_softcap(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 5000 };
+    static float y[N], got[N];
+    for (int i = 0; i < N; i++)
+        y[i] = i < 1000 ? frand() * 1e-3f : 120.0f * frand();
+    y[0] = 0.0f;
+    double worst = 0;
+    static const float caps[] = {30.0f, 50.0f};
+    for (int c = 0; c < 2; c++) {
+        const float cap = caps[c];
+        struct vk_buf *by = upload(f->d, y, sizeof y);
+        RUN1(f->d, vk_op_softcap(s, by, N, cap, err, sizeof err));
+        OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+        for (int i = 0; i < N; i++) {
+            const float want = tanhf(y[i] * (1.0f / cap)) * cap;
+            const double e   = fabs((double)got[i] - want) / cap;
+            if (!(e <= worst))
+                worst = e;
+        }
+        assert_true(got[0] == 0.0f);
+        vk_buf_free(by);
+    }
+    print_message("# softcap: max error %.3g of cap (bound %.0e)\n", worst, SOFTCAP_BOUND);
+    assert_true(worst <= SOFTCAP_BOUND);
+}
+
+/* GELU-gated: the CPU's gelu_mul to the bit, across the f16 range and both cut-offs. */
+static void test_gelu(void **state)
+{
+    NEED_DEVICE(f);
+    enum { N = 6001 };
+    static float g[N], u[N], got[N], want[N];
+    for (int i = 0; i < N; i++) {
+        g[i] = i % 3 == 0 ? 12.0f * frand() : i % 3 == 1 ? 3.0f * frand() : 1e-4f * frand();
+        u[i] = 2.0f * frand();
+    }
+    g[1] = -10.0f, g[2] = 10.0f, g[3] = 9.999f, g[4] = -9.999f, g[5] = 0.0f, g[6] = -0.0f;
+    struct vk_buf *bg = upload(f->d, g, sizeof g), *bu = upload(f->d, u, sizeof u);
+    RUN1(f->d, vk_op_gelu(s, bg, bu, N, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    kernels_ref()->gelu_mul(want, g, u, N);
+    int wrong = 0;
+    for (int i = 0; i < N; i++)
+        if (memcmp(&got[i], &want[i], 4) && wrong++ < 5)
+            print_message("gelu(%a) * %a: %a, want %a\n", (double)g[i], (double)u[i],
+                          (double)got[i], (double)want[i]);
+    assert_int_equal(wrong, 0);
+    /* the table uploaded through staging too */
+    struct vk_buf *sg = upload(f->staged, g, sizeof g), *su = upload(f->staged, u, sizeof u);
+    RUN1(f->staged, vk_op_gelu(s, sg, su, N, err, sizeof err));
+    OK(vk_buf_download(sg, 0, got, sizeof got, err, sizeof err));
+    assert_memory_equal(got, want, sizeof got);
+    vk_buf_free(sg);
+    vk_buf_free(su);
+    /* a second call reuses the device's table */
+    OK(vk_buf_upload(bg, 0, g, sizeof g, err, sizeof err));
+    RUN1(f->d, vk_op_gelu(s, bg, bu, N, err, sizeof err));
+    OK(vk_buf_download(bg, 0, got, sizeof got, err, sizeof err));
+    assert_memory_equal(got, want, sizeof got);
+    print_message("# gelu: the CPU's gelu_mul to the bit\n");
+    vk_buf_free(bg);
+    vk_buf_free(bu);
+}
+
+static void test_gather(void **state)
+{
+    NEED_DEVICE(f);
+    enum { W = 70, SRC = 6, OUT = 4 };
+    static float src[SRC * W], got[OUT * W];
+    for (int i = 0; i < SRC * W; i++)
+        src[i] = frand();
+    const int32_t rows[OUT] = {1, 3, 5, 6}; /* 6: past the source, left as it was */
+    const float keep = 42.0f;
+    float init[OUT * W];
+    for (int i = 0; i < OUT * W; i++)
+        init[i] = keep;
+    struct vk_buf *bs = upload(f->d, src, sizeof src), *bd = upload(f->d, init, sizeof init);
+    struct vk_buf *br = upload(f->d, rows, sizeof rows);
+    RUN1(f->d, vk_op_gather(s, bs, bd, br, W, SRC, OUT, err, sizeof err));
+    OK(vk_buf_download(bd, 0, got, sizeof got, err, sizeof err));
+    for (int i = 0; i < 3; i++)
+        assert_memory_equal(got + i * W, src + rows[i] * W, W * sizeof(float));
+    for (int e = 0; e < W; e++)
+        assert_true(got[3 * W + e] == keep);
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_gather(s, bs, bs, br, W, SRC, OUT, err, sizeof err), HEARTH_EINVAL);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(bs);
+    vk_buf_free(bd);
+    vk_buf_free(br);
+}
+
+/* A gated layer's [q, gate] heads split as the CPU's dnet_gate_split does: plain copies. */
+static void test_split_qg(void **state)
+{
+    NEED_DEVICE(f);
+    enum { ROWS = 3 * 5, HD = 80 }; /* 3 tokens of 5 heads */
+    static float qg[ROWS * 2 * HD], q[ROWS * HD], g[ROWS * HD];
+    for (int i = 0; i < ROWS * 2 * HD; i++)
+        qg[i] = frand();
+    struct vk_buf *bqg = upload(f->d, qg, sizeof qg), *bq, *bg;
+    OK(vk_buf_new(f->d, sizeof q, &bq, err, sizeof err));
+    OK(vk_buf_new(f->d, sizeof g, &bg, err, sizeof err));
+    RUN1(f->d, vk_op_split_qg(s, bqg, bq, bg, ROWS, HD, err, sizeof err));
+    OK(vk_buf_download(bq, 0, q, sizeof q, err, sizeof err));
+    OK(vk_buf_download(bg, 0, g, sizeof g, err, sizeof err));
+    for (int r = 0; r < ROWS; r++) {
+        assert_memory_equal(q + r * HD, qg + r * 2 * HD, HD * sizeof(float));
+        assert_memory_equal(g + r * HD, qg + r * 2 * HD + HD, HD * sizeof(float));
+    }
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_split_qg(s, bqg, bq, bq, ROWS, HD, err, sizeof err), HEARTH_EINVAL);
+    assert_int_equal(vk_op_split_qg(s, bq, bqg, bg, ROWS, HD, err, sizeof err), HEARTH_ERANGE);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    vk_buf_free(bqg);
+    vk_buf_free(bq);
+    vk_buf_free(bg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -598,7 +1306,12 @@ int main(void)
         cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_many_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_sequence),       cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_kv_store_f16_bits), cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_weight_past_one_buffer),
+        cmocka_unit_test(test_add_scale),      cmocka_unit_test(test_softcap),
+        cmocka_unit_test(test_gelu),           cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_split_qg),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,7 +2,10 @@
  * vk.h: the Vulkan runtime, the layer the Vulkan backend table will be
  * built on: devices (vk_device.c), buffers and their uploads (vk_buffer.c),
  * compute pipelines from the built-in SPIR-V and command sequences
- * (vk_pipeline.c), and the operations' dispatch geometry (vk_ops.c).
+ * (vk_pipeline.c), and the operations' dispatch geometry: matmul, norm,
+ * rope, SwiGLU (vk_ops.c), weights split across buffers and embedding rows
+ * (vk_weight.c), the paged KV cache's store and attention (vk_attention.c),
+ * and the row operations between them (vk_rows.c).
  *
  * Compiled only when the Makefile finds Vulkan (it defines HEARTH_VULKAN).
  * Every call that can fail returns a hearth_status and writes one sentence
@@ -165,5 +168,137 @@ enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf 
 enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_buf *w,
                                  struct vk_buf *y, uint32_t n, uint32_t n_rows, float eps,
                                  char *err, size_t err_len);
+
+/*
+ * y[i] += x[i % period] for i < n: the residual add (period n) or a bias added to each row
+ * of width period. One f32 addition per element, the CPU's bits. x may be y only at period n.
+ */
+enum hearth_status vk_op_add(struct vk_seq *s, struct vk_buf *y, struct vk_buf *x, uint32_t n,
+                             uint32_t period, char *err, size_t err_len);
+/* y[i] *= a for i < n (the CPU's bits). */
+enum hearth_status vk_op_scale(struct vk_seq *s, struct vk_buf *y, uint32_t n, float a,
+                               char *err, size_t err_len);
+/*
+ * y[i] = cap * tanh(y[i] / cap) for i < n, as the CPU orders it (times 1 / cap, tanh, times
+ * cap); tanh from the device's exp, so within a few ulp of cap of the CPU's (test_vk.c).
+ */
+enum hearth_status vk_op_softcap(struct vk_seq *s, struct vk_buf *y, uint32_t n, float cap,
+                                 char *err, size_t err_len);
+/*
+ * g[i] = gelu(g[i]) * u[i] for i < n, in place, the CPU's gelu_mul to the bit: g rounded to
+ * f16 and looked up in the table vk_gelu_table makes (held by the device from the first call,
+ * which uploads it and so must not come while another thread copies on the device).
+ */
+enum hearth_status vk_op_gelu(struct vk_seq *s, struct vk_buf *g, struct vk_buf *u, uint32_t n,
+                              char *err, size_t err_len);
+/* The tanh GELU of every half as a half, computed as ggml's CPU backend computes its table. */
+void vk_gelu_table(uint16_t table[65536]);
+/*
+ * dst[i] = src[rows[i]] for i < n_out, rows of width floats, src holding n_src rows: the
+ * output rows packed to the front. rows: n_out int32 on the device; an id >= n_src copies
+ * nothing. dst and src differ (the copies run in parallel).
+ */
+enum hearth_status vk_op_gather(struct vk_seq *s, struct vk_buf *src, struct vk_buf *dst,
+                                struct vk_buf *rows, uint32_t width, uint32_t n_src,
+                                uint32_t n_out, char *err, size_t err_len);
+/*
+ * A gated attention layer's q projection (qwen35moe: n_rows heads of [q, gate], head_dim
+ * each, 2 * n_rows * head_dim f32) into q and gate (n_rows heads of head_dim each), as the
+ * CPU splits it before rope; vk_op_attention then takes gate. Copies, so the bits.
+ */
+enum hearth_status vk_op_split_qg(struct vk_seq *s, struct vk_buf *qg, struct vk_buf *q,
+                                  struct vk_buf *gate, uint32_t n_rows, uint32_t head_dim,
+                                  char *err, size_t err_len);
+
+/* ----------------------------------------------------- split weights --- */
+
+/*
+ * A weight of n_rows rows of n_in elements of one type, held in as many buffers as the
+ * device needs: each part holds whole rows, at most part_max bytes (vk_weight_new), so a
+ * 150k-row embedding or output matrix passes lavapipe's 128 MiB per buffer.
+ */
+struct vk_weight;
+
+/*
+ * Uploads data (n_rows rows of dtype_row_len(type, n_in) bytes, the file's layout) into a
+ * weight of parts of at most part_max bytes each; part_max 0 takes the device's limit on one
+ * buffer (maxStorageBufferRange, maxMemoryAllocationSize). HEARTH_EINVAL for an empty shape
+ * or a row not whole blocks, HEARTH_ENOMEM (naming the limit) when one row exceeds a part or
+ * the device refuses a buffer.
+ */
+enum hearth_status vk_weight_new(struct vk_dev *d, enum dtype type, uint32_t n_in,
+                                 uint32_t n_rows, const void *data, size_t part_max,
+                                 struct vk_weight **out, char *err, size_t err_len);
+void vk_weight_free(struct vk_weight *w);
+/* How many buffers w is split across. */
+uint32_t vk_weight_parts(const struct vk_weight *w);
+
+/* vk_op_matmul of a split weight: y[t] = w x[t], y n_tok rows of w's n_rows f32. */
+enum hearth_status vk_op_matmul_w(struct vk_seq *s, const struct vk_weight *w, struct vk_buf *x,
+                                  struct vk_buf *y, uint32_t n_tok, char *err, size_t err_len);
+/* Whether vk_op_embed reads rows of type t. */
+bool vk_op_embed_supported(enum dtype t);
+/*
+ * x[t] = row ids[t] of w as f32, times scale (1, or gemma3's sqrt(n_embd)), for t < n_tok:
+ * ids n_tok int32 token ids, x n_tok rows of w's n_in f32. The values are the reference
+ * to_float's bits, times scale in f32 (exact at 1). An id outside 0..n_rows - 1 leaves its
+ * row of x as it was (the host checks the batch's tokens).
+ */
+enum hearth_status vk_op_embed(struct vk_seq *s, const struct vk_weight *w, struct vk_buf *ids,
+                               struct vk_buf *x, uint32_t n_tok, float scale, char *err,
+                               size_t err_len);
+
+/* ------------------------------------------------------ the KV cache --- */
+
+/*
+ * One layer's paged KV cache on the device, as src/model/kv.h lays it out, and the batch
+ * rows that address it. The host owns the tables (kv.c allocates blocks) and uploads them,
+ * and the rows, once per batch. A row whose sequence is not below n_seq or whose position is
+ * past the table is skipped (its output left as it was); the block ids themselves are
+ * trusted: every block of positions j0..pos of a row must be reserved, below n_blocks.
+ */
+struct vk_kv {
+    struct vk_buf *k, *v;  /* [n_blocks][block_tokens][kv_dim] of f16 (f16) or f32 each */
+    struct vk_buf *tables; /* int32 [n_seq][table_stride]: each sequence's block ids */
+    struct vk_buf *rows;   /* int32 [n_tok][2]: each batch row's (sequence, position) */
+    uint32_t n_blocks;     /* blocks in k and v */
+    uint32_t block_tokens;
+    uint32_t n_seq;
+    uint32_t table_stride; /* entries per sequence in tables */
+    bool f16;              /* elements are IEEE half (else f32) */
+};
+
+/*
+ * K and V rows of this batch into the cache: k_rows[t] and v_rows[t] (n_tok rows of kv_dim
+ * f32) become token pos of sequence seq (kv->rows[t]), f16 rounded to nearest even as the
+ * CPU's f32_to_f16, or f32 bit for bit. kv_dim must be even for an f16 cache.
+ */
+enum hearth_status vk_op_kv_store(struct vk_seq *s, const struct vk_kv *kv, struct vk_buf *k_rows,
+                                  struct vk_buf *v_rows, uint32_t kv_dim, uint32_t n_tok,
+                                  char *err, size_t err_len);
+
+/* What one attention call computes over. */
+struct vk_attn_shape {
+    uint32_t n_tok;     /* query rows */
+    uint32_t n_head;    /* query heads, a multiple of n_head_kv */
+    uint32_t n_head_kv; /* KV heads: kv_dim = n_head_kv * head_dim */
+    uint32_t head_dim;  /* 1..256, even for an f16 cache */
+    uint32_t n_swa;     /* sliding window (positions a query sees, its own included); 0 = all */
+    float scale;        /* score scale: 1 / sqrtf(head_dim), or 1 when q is pre-scaled */
+};
+
+/*
+ * out[t][h] = causal attention of q[t][h] (n_tok rows of n_head * head_dim f32) over the
+ * keys j0..pos of row t's sequence (kv->rows[t]), j0 = pos - n_swa + 1 when a window
+ * applies, else 0; query head h reads KV head h / (n_head / n_head_kv). gate: NULL, or
+ * rows shaped as q, and then each output times sigmoid(gate) (gated attention). out
+ * differs from q. Scores are the reference's bits (a sequential fma over the head, times
+ * scale); the softmax and the weighted sum of values are f32 with the device's exp, in
+ * tiles of 64 keys from j0 (tests/unit/test_vk.c states the bound against ref_attn_row).
+ */
+enum hearth_status vk_op_attention(struct vk_seq *s, const struct vk_kv *kv,
+                                   const struct vk_attn_shape *a, struct vk_buf *q,
+                                   struct vk_buf *gate, struct vk_buf *out, char *err,
+                                   size_t err_len);
 
 #endif

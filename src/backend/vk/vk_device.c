@@ -293,6 +293,7 @@ void vk_dev_close(struct vk_dev *d)
         return;
     if (d->dev) {
         d->fn.vkDeviceWaitIdle(d->dev);
+        vk_buf_free(d->gelu);
         vk_dev_pipes_free(d);
         if (d->pool)
             d->fn.vkDestroyCommandPool(d->dev, d->pool, NULL);

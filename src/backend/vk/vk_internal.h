@@ -127,6 +127,7 @@ struct vk_dev {
     bool unified;             /* device-local memory is host-visible and coherent */
     bool force_staging;       /* vk_dev_open's VK_OPEN_STAGING */
     struct vk_pipe *pipes;    /* the pipelines vk_pipe_get made, a list; freed at close */
+    struct vk_buf *gelu;      /* vk_op_gelu's table of 65536 halves, made at its first use */
 };
 
 /* Resets fence, submits cb (ended) on d's queue and waits on fence until it has run. */
@@ -161,5 +162,26 @@ struct vk_seq {
     uint32_t n;             /* dispatches recorded since begin */
     bool recording;
 };
+
+/* Workgroups along x before rows spill into y: maxComputeWorkGroupCount's guaranteed minimum. */
+#define VK_GROUPS_X 65535u
+
+/* n rows as an x by y grid of one workgroup per row (row = y * groups[0] + x). */
+void vk_row_grid(uint32_t n, uint32_t groups[3]);
+/*
+ * Whether buffer b holds need bytes (what operation op reads or writes as `what`), which the
+ * shaders address with 32-bit offsets: HEARTH_ERANGE with a sentence if not.
+ */
+enum hearth_status vk_check_len(const char *op, const char *what, const struct vk_buf *b,
+                                uint64_t need, char *err, size_t err_len);
+
+/*
+ * y[t][row0 + r] = W[r] x[t] for the n_rows rows of w (all of vk_op_matmul's weight, or one
+ * part of a split one), y n_out wide: vk_op_matmul's checks and dispatch.
+ */
+enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                   uint32_t row0, uint32_t n_rows, struct vk_buf *x,
+                                   struct vk_buf *y, uint32_t n_in, uint32_t n_out,
+                                   uint32_t n_tok, char *err, size_t err_len);
 
 #endif

@@ -13,8 +13,6 @@
 
 /* Tokens per matmul workgroup (TILE in shaders/mul_common.glsl). */
 #define MUL_TILE 8
-/* Workgroups along x before rows spill into y: maxComputeWorkGroupCount's guaranteed minimum. */
-#define GROUPS_X 65535u
 
 static const char *const mul_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "mul_f32", [DTYPE_F16] = "mul_f16", [DTYPE_Q8_0] = "mul_q8_0",
@@ -27,16 +25,14 @@ bool vk_op_matmul_supported(enum dtype t)
     return (unsigned)t < DTYPE_COUNT && mul_shader[t];
 }
 
-/* n rows as an x by y grid of one workgroup per row. */
-static void row_grid(uint32_t n, uint32_t groups[3])
+void vk_row_grid(uint32_t n, uint32_t groups[3])
 {
-    groups[0] = n < GROUPS_X ? n : GROUPS_X;
+    groups[0] = n < VK_GROUPS_X ? n : VK_GROUPS_X;
     groups[1] = (n + groups[0] - 1) / groups[0];
     groups[2] = 1;
 }
 
-/* Whether a buffer of len bytes holds need bytes, which the shaders address with 32-bit offsets. */
-static enum hearth_status check_len(const char *op, const char *what, const struct vk_buf *b,
+enum hearth_status vk_check_len(const char *op, const char *what, const struct vk_buf *b,
                                     uint64_t need, char *err, size_t err_len)
 {
     if (need > UINT32_MAX)
@@ -50,9 +46,10 @@ static enum hearth_status check_len(const char *op, const char *what, const stru
     return HEARTH_OK;
 }
 
-enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
-                                struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
-                                uint32_t n_out, uint32_t n_tok, char *err, size_t err_len)
+enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                   uint32_t row0, uint32_t n_rows, struct vk_buf *x,
+                                   struct vk_buf *y, uint32_t n_in, uint32_t n_out,
+                                   uint32_t n_tok, char *err, size_t err_len)
 {
     if (!vk_op_matmul_supported(t))
         return fail(HEARTH_EUNSUPPORTED, err, err_len, "vulkan: no matmul for %s weights",
@@ -62,21 +59,31 @@ enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w
         return fail(HEARTH_EINVAL, err, err_len,
                     "vulkan: matmul of %u x %u %s by %u rows (rows must be whole %u-blocks)",
                     n_out, n_in, ti->name, n_tok, ti->block);
+    if (n_rows == 0 || row0 > n_out || n_rows > n_out - row0)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "vulkan: matmul: rows %u..%u of a weight of %u", row0, row0 + n_rows, n_out);
     const uint64_t row_len = dtype_row_len(t, n_in);
     enum hearth_status st;
-    if ((st = check_len("matmul", "the weight", w, row_len * n_out, err, err_len)) ||
-        (st = check_len("matmul", "the input", x, (uint64_t)n_tok * n_in * 4, err, err_len)) ||
-        (st = check_len("matmul", "the output", y, (uint64_t)n_tok * n_out * 4, err, err_len)))
+    if ((st = vk_check_len("matmul", "the weight", w, row_len * n_rows, err, err_len)) ||
+        (st = vk_check_len("matmul", "the input", x, (uint64_t)n_tok * n_in * 4, err, err_len)) ||
+        (st = vk_check_len("matmul", "the output", y, (uint64_t)n_tok * n_out * 4, err, err_len)))
         return st;
-    const uint32_t push[4] = {n_in, n_out, n_tok, (uint32_t)row_len};
+    const uint32_t push[6] = {n_in, n_rows, n_tok, (uint32_t)row_len, row0, n_out};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, mul_shader[t], 3, sizeof push, &p, err, err_len)))
         return st;
     uint32_t groups[3];
-    row_grid(n_out, groups);
+    vk_row_grid(n_rows, groups);
     groups[2] = (n_tok + MUL_TILE - 1) / MUL_TILE;
     struct vk_buf *bufs[3] = {w, x, y};
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
+}
+
+enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
+                                uint32_t n_out, uint32_t n_tok, char *err, size_t err_len)
+{
+    return vk_mul_dispatch(s, t, w, 0, n_out, x, y, n_in, n_out, n_tok, err, err_len);
 }
 
 enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_buf *w,
@@ -87,9 +94,9 @@ enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_b
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: rmsnorm of %u rows of %u", n_rows, n);
     enum hearth_status st;
     const uint64_t len = (uint64_t)n * n_rows * 4;
-    if ((st = check_len("rmsnorm", "the input", x, len, err, err_len)) ||
-        (st = check_len("rmsnorm", "the weight", w, (uint64_t)n * 4, err, err_len)) ||
-        (st = check_len("rmsnorm", "the output", y, len, err, err_len)))
+    if ((st = vk_check_len("rmsnorm", "the input", x, len, err, err_len)) ||
+        (st = vk_check_len("rmsnorm", "the weight", w, (uint64_t)n * 4, err, err_len)) ||
+        (st = vk_check_len("rmsnorm", "the output", y, len, err, err_len)))
         return st;
     struct {
         uint32_t n, n_rows;
@@ -99,7 +106,7 @@ enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_b
     if ((st = vk_pipe_get(s->d, "rmsnorm", 3, sizeof push, &p, err, err_len)))
         return st;
     uint32_t groups[3];
-    row_grid(n_rows, groups);
+    vk_row_grid(n_rows, groups);
     struct vk_buf *bufs[3] = {x, w, y};
     return vk_seq_dispatch(s, p, bufs, &push, groups, err, err_len);
 }
@@ -110,11 +117,11 @@ enum hearth_status vk_op_swiglu(struct vk_seq *s, struct vk_buf *g, struct vk_bu
     if (n == 0)
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: swiglu of 0 floats");
     enum hearth_status st;
-    if ((st = check_len("swiglu", "the gate", g, (uint64_t)n * 4, err, err_len)) ||
-        (st = check_len("swiglu", "the up", u, (uint64_t)n * 4, err, err_len)))
+    if ((st = vk_check_len("swiglu", "the gate", g, (uint64_t)n * 4, err, err_len)) ||
+        (st = vk_check_len("swiglu", "the up", u, (uint64_t)n * 4, err, err_len)))
         return st;
     uint32_t groups[3];
-    row_grid((n + 255) / 256, groups);
+    vk_row_grid((n + 255) / 256, groups);
     const uint32_t push[2] = {n, groups[0]};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, "swiglu", 2, sizeof push, &p, err, err_len)))
@@ -142,9 +149,9 @@ enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf 
                     "vulkan: rope of %u rows of %u heads of %u, %u rotated (even, <= the head)",
                     n_tok, n_head, head_dim, n_rot);
     enum hearth_status st;
-    if ((st = check_len("rope", "the rows", x, (uint64_t)n_tok * n_head * head_dim * 4, err,
+    if ((st = vk_check_len("rope", "the rows", x, (uint64_t)n_tok * n_head * head_dim * 4, err,
                         err_len)) ||
-        (st = check_len("rope", "the angles", cs, (uint64_t)n_tok * n_rot * 4, err, err_len)))
+        (st = vk_check_len("rope", "the angles", cs, (uint64_t)n_tok * n_rot * 4, err, err_len)))
         return st;
     const uint32_t push[4] = {head_dim, n_head, n_rot, neox};
     struct vk_pipe *p;

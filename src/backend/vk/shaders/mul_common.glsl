@@ -3,6 +3,7 @@
 // the UNIT values of unit u of the row starting at byte base, exactly as the reference
 // to_float does (the same f32 products).
 //
+// W may be one part of a weight split by rows across buffers: its rows are y's row0.. .
 // One workgroup per output row and tile of TILE tokens: each invocation takes every WG-th unit
 // of the row, dequantizes it once and dots it with the tile's activation rows, then the
 // workgroup adds its partial sums as a tree. Rows run along x and y (row = y * groups_x + x,
@@ -17,9 +18,11 @@ layout(local_size_x = WG) in;
 
 layout(push_constant) uniform Push {
     uint n_in;    // elements per row, a multiple of UNIT
-    uint n_out;   // rows of W
+    uint n_rows;  // rows of W in this buffer
     uint n_tok;   // activation rows
     uint row_len; // bytes per row of W
+    uint row0;    // the first of them in y: a weight past one buffer is split by rows
+    uint n_out;   // outputs per token (y's row length)
 } p;
 
 layout(std430, binding = 1) readonly buffer Acts { float x[]; };  // [n_tok][n_in]
@@ -30,7 +33,7 @@ shared float part[TILE][WG];
 void main()
 {
     const uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (row >= p.n_out)
+    if (row >= p.n_rows)
         return; // the whole workgroup: row is uniform
     const uint t0  = gl_WorkGroupID.z * TILE;
     const uint nt  = min(uint(TILE), p.n_tok - t0);
@@ -61,5 +64,5 @@ void main()
         barrier();
     }
     if (tid < nt)
-        y[(t0 + tid) * p.n_out + row] = part[tid][0];
+        y[(t0 + tid) * p.n_out + p.row0 + row] = part[tid][0];
 }

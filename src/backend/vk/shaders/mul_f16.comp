@@ -1,9 +1,5 @@
 #version 450
-// mul_f16: y = W x, W IEEE half.
+// mul_f16: y = W x (mul_common.glsl), W as dq_f16.glsl reads it.
 #include "common.glsl"
-#define UNIT 1
-void unit(uint base, uint u, out float v[UNIT])
-{
-    v[0] = w_f16(base + 2u * u);
-}
+#include "dq_f16.glsl"
 #include "mul_common.glsl"

@@ -1,9 +1,5 @@
 #version 450
-// mul_f32: y = W x, W f32.
+// mul_f32: y = W x (mul_common.glsl), W as dq_f32.glsl reads it.
 #include "common.glsl"
-#define UNIT 1
-void unit(uint base, uint u, out float v[UNIT])
-{
-    v[0] = uintBitsToFloat(w[(base >> 2) + u]);
-}
+#include "dq_f32.glsl"
 #include "mul_common.glsl"

@@ -1,12 +1,5 @@
 #version 450
-// mul_q8_0: y = W x, W Q8_0 (34-byte blocks: fp16 d, 32 int8 q; value q * d).
+// mul_q8_0: y = W x (mul_common.glsl), W as dq_q8_0.glsl reads it.
 #include "common.glsl"
-#define UNIT 32
-void unit(uint base, uint u, out float v[UNIT])
-{
-    const uint o  = base + 34u * u;
-    const float d = w_f16(o);
-    for (uint j = 0; j < 32u; j++)
-        v[j] = float(w_i8(o + 2u + j)) * d;
-}
+#include "dq_q8_0.glsl"
 #include "mul_common.glsl"
