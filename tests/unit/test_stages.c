@@ -11,8 +11,9 @@
  * window and global layers with a window pool (tiny gemma3), between MoE
  * layers (tiny qwen3moe), and an output-only last stage. Then the
  * refusals: splits that do not add up, unknown backends, -ngl without a
- * GPU; and -ngl's placement with a stand-in GPU backend.
+ * GPU, random strings; and -ngl's placement with a stand-in GPU backend.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,6 +306,54 @@ static void test_bad_placements_are_refused(void **state)
     refused(&p, HEARTH_EINVAL, "device 'cuda0'");
 }
 
+/*
+ * Any layer_split string gives a placement that covers the layers in order,
+ * or a refusal with a sentence: random strings over the syntax's alphabet.
+ */
+static void test_random_splits_place_or_refuse(void **state)
+{
+    static const char alphabet[] = "cpu:vulkan0123456789,-x ";
+    struct hearth_model m        = {.hp = {.n_layer = 5}};
+    struct hearth_model_params p = hearth_model_default_params();
+    char split[24], err[HEARTH_ERR_MAX];
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int placed = 0;
+    for (int i = 0; i < 20000; i++) {
+        int len = (int)(rng >> 59) % 20;
+        for (int j = 0; j < len; j++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            split[j] = alphabet[(rng >> 32) % (sizeof alphabet - 1)];
+        }
+        split[len] = 0;
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        /* every tenth a well-formed start, so placements that succeed are drawn too */
+        if (i % 10 == 0)
+            snprintf(split, sizeof split, "cpu:%d,cpu:%d", (int)(rng % 6), (int)(rng >> 8) % 6);
+        p.layer_split        = split;
+        err[0]               = 0;
+        enum hearth_status st = model_place(&m, &p, err, sizeof err);
+        if (st == HEARTH_OK) {
+            placed++;
+            assert_true(m.n_stage >= 1 && m.n_stage <= MODEL_MAX_STAGES);
+            for (int32_t s = 0; s < m.n_stage; s++) {
+                assert_int_equal(m.stage[s].l0, s ? m.stage[s - 1].l1 : 0);
+                assert_true(m.stage[s].l1 > m.stage[s].l0 || (s > 0 && s == m.n_stage - 1));
+            }
+            assert_int_equal(m.stage[m.n_stage - 1].l1, 5);
+        } else {
+            assert_true(st == HEARTH_EINVAL || st == HEARTH_EUNSUPPORTED);
+            assert_int_equal(m.n_stage, 0);
+            assert_true(strlen(err) > 10);
+        }
+    }
+    print_message("random splits: %d of 20000 placed\n", placed);
+    assert_true(placed > 100);
+}
+
 /* -ngl N: the last N layers on the GPU, the output too only past n_layer (llama.cpp's rule). */
 static void test_ngl_places_the_last_layers(void **state)
 {
@@ -343,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_qwen3moe_two_stages),
         cmocka_unit_test(test_state_split_over_stages),
         cmocka_unit_test(test_bad_placements_are_refused),
+        cmocka_unit_test(test_random_splits_place_or_refuse),
         cmocka_unit_test(test_ngl_places_the_last_layers),
     };
     return cmocka_run_group_tests_name("stages", tests, NULL, NULL);
