@@ -114,7 +114,7 @@ static enum hearth_status place_split(struct hearth_model *m, const char *split,
                         "model: layer_split entry '%.*s' is not BACKEND[DEVICE]:LAYERS",
                         (int)len, s);
         const long count = strtol(colon + 1, &num_end, 10);
-        if (num_end != s + len || num_end == colon + 1 || count < 0 || count > n_layer)
+        if (num_end != s + len || num_end == colon + 1 || count < 0 || count > (1 << 30))
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: layer_split entry '%.*s' needs a layer count in 0..%d",
                         (int)len, s, n_layer);

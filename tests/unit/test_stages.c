@@ -283,6 +283,8 @@ static void test_bad_placements_are_refused(void **state)
         {"cpu", "is not BACKEND[DEVICE]:LAYERS"},
         {"cpu:x", "needs a layer count"},
         {"cpu:-1,cpu:6", "needs a layer count"},
+        {"cpu:99999999999", "needs a layer count"},
+        {"cpu:6", "places more than the model's 5 layers"},
         {"cpu:0,cpu:5", "only the last"},
         {"cpu:0", "places no layer"},
     };
