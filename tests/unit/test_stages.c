@@ -11,7 +11,8 @@
  * window and global layers with a window pool (tiny gemma3), between MoE
  * layers (tiny qwen3moe), and an output-only last stage. Then the
  * refusals: splits that do not add up, unknown backends, -ngl without a
- * GPU, random strings; and -ngl's placement with a stand-in GPU backend.
+ * GPU, random strings; -ngl's placement with a stand-in GPU backend; and
+ * kv.c's block-copy hook reaching a stand-in device stage's kv_copy.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,56 @@ static void test_state_split_over_stages(void **state)
     hearth_model_free(m);
 }
 
+/* What a stand-in device backend's kv_copy saw: the state it ran with and the copy. */
+static struct {
+    int n;
+    void *state;
+    int group;
+    int32_t dst, src, n_rows;
+} seen;
+
+static void fake_kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t src,
+                         int32_t n_rows)
+{
+    seen.n++;
+    seen.state  = ctx->be;
+    seen.group  = group;
+    seen.dst    = dst;
+    seen.src    = src;
+    seen.n_rows = n_rows;
+}
+
+/*
+ * kv.c's copy hook reaches every stage that owns its K/V memory (kv_host
+ * false), with that stage's state as ctx->be, and leaves the running stage
+ * current; a kv_host stage is not asked.
+ */
+static void test_kv_copy_reaches_device_stages(void **state)
+{
+    struct backend dev                = *backend_cpu();
+    dev.kv_host                       = false;
+    dev.kv_copy                       = fake_kv_copy;
+    struct hearth_model m             = {.n_stage = 3};
+    m.stage[0]                        = (struct stage_place){backend_cpu(), 0, 0, 2};
+    m.stage[1]                        = (struct stage_place){&dev, 1, 2, 4};
+    m.stage[2]                        = (struct stage_place){backend_cpu(), 0, 4, 4};
+    int states[3];
+    struct stage stages[3];
+    for (int i = 0; i < 3; i++)
+        stages[i] = (struct stage){.place = &m.stage[i], .state = &states[i]};
+    struct hearth_context ctx = {.model = &m, .n_stage = 3, .stages = stages};
+    stage_enter(&ctx, 2);
+    stages_kv_copy(&ctx, 1, 7, 3, 5);
+    assert_int_equal(seen.n, 1);
+    assert_ptr_equal(seen.state, &states[1]);
+    assert_int_equal(seen.group, 1);
+    assert_int_equal(seen.dst, 7);
+    assert_int_equal(seen.src, 3);
+    assert_int_equal(seen.n_rows, 5);
+    assert_ptr_equal(ctx.st, &stages[2]);
+    assert_ptr_equal(ctx.be, &states[2]);
+}
+
 /* Loads with p and expects st and a message containing want. */
 static void refused(const struct hearth_model_params *p, enum hearth_status st, const char *want)
 {
@@ -393,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_gemma3_window_global_boundary),
         cmocka_unit_test(test_qwen3moe_two_stages),
         cmocka_unit_test(test_state_split_over_stages),
+        cmocka_unit_test(test_kv_copy_reaches_device_stages),
         cmocka_unit_test(test_bad_placements_are_refused),
         cmocka_unit_test(test_random_splits_place_or_refuse),
         cmocka_unit_test(test_ngl_places_the_last_layers),
