@@ -53,8 +53,23 @@ typedef int32_t hearth_token;
 
 struct hearth_model;
 
+/*
+ * Where the layers run is decided at load, as llama.cpp's -ngl is a model
+ * parameter. With neither n_gpu_layers nor layer_split, every layer runs on
+ * one backend (the CPU; HEARTH_BACKEND may name another built-in one).
+ */
 struct hearth_model_params {
-    int n_threads; /* worker threads for the forward pass; >= 1 */
+    int n_threads;        /* worker threads for the forward pass; >= 1 */
+    int32_t n_gpu_layers; /* llama.cpp's -ngl: the last N layers on the GPU, and the output
+                             too when N > the layer count; 0 = none. This build has no GPU
+                             backend yet: N > 0 is refused (HEARTH_EUNSUPPORTED) */
+    const char *devices;  /* the GPUs the offloaded layers use, "vulkan0,vulkan1" (as
+                             `hearth devices` names them); NULL = the first */
+    const char *layer_split; /* an explicit placement instead: comma-separated ranges in layer
+                                order, BACKEND[DEVICE]:N each ("cpu:12,vulkan0:20"), the counts
+                                adding up to the layer count; a last range of 0 layers puts
+                                only the output there. "cpu" may appear several times (CPU
+                                stages: for tests, bit-identical to one). NULL = none */
 };
 
 struct hearth_model_params hearth_model_default_params(void);

@@ -16,6 +16,13 @@
  * vectors are named by their layer, and the backend reads the model's f32
  * copies (a device backend uploads them at its first use or at ctx_init).
  *
+ * Stages: a model's layers may run in contiguous ranges on several
+ * backends (src/model/stages.h). Each stage's backend has its own ctx->be,
+ * allocated for the stage's layers only (ctx->st->place: l0, l1, device;
+ * ctx->st->embed, ctx->st->output), and forward.c sets ctx->be to the
+ * running stage's before each operation. Operations name layers by their
+ * model index.
+ *
  * Bits: the CPU backend's operations run the arithmetic of llama.cpp's x86
  * build (docs/ARCHITECTURE.md, "Numerics"), which tests/e2e/test_perplexity.c,
  * test_run.c and the engine unit tests hold to llama.cpp's outputs. A new
@@ -77,6 +84,8 @@ enum weight_use {
  */
 struct backend {
     const char *name; /* "cpu", as HEARTH_BACKEND names it */
+    bool kv_host;     /* its layers' K/V lives in kv.c's host pool (kv_layer_base); else the
+                         backend maps its own in ctx_init and copies blocks in kv_copy */
 
     /* ------------------------------------------------ the model, at load --- */
 
@@ -108,21 +117,25 @@ struct backend {
     /* ------------------------------------------------------- the context --- */
 
     /*
-     * Allocates ctx->be: the activation buffers for ctx->p.n_batch rows, the
-     * recurrent state of ctx->p.n_seq_max sequences (zeroed) when
-     * hp.recurrent, and whatever the backend computes with (the CPU's
-     * thread pool of ctx->p.n_threads). Reads ctx->model, ctx->p and
-     * ctx->kv (already initialised). HEARTH_ENOMEM with a sentence.
-     * ctx_free releases it; it takes a context whose ctx_init failed or
-     * never ran (ctx->be NULL).
+     * Allocates ctx->be for the stage ctx->st: the activation buffers for
+     * ctx->p.n_batch rows (ACT_LOGITS only on the output stage), the
+     * recurrent state of ctx->p.n_seq_max sequences (zeroed) for the
+     * stage's recurrent layers, the K/V memory of its attention layers
+     * unless kv_host (sized by ctx->kv's pools), and whatever the backend
+     * computes with (the CPU's thread pool of ctx->p.n_threads). Reads
+     * ctx->model, ctx->p, ctx->kv (already initialised) and the stages
+     * before ctx->st (already initialised, ctx->stages[i].state).
+     * HEARTH_ENOMEM with a sentence. ctx_free releases it; it takes a
+     * context whose ctx_init failed or never ran (ctx->be NULL).
      */
     enum hearth_status (*ctx_init)(struct hearth_context *ctx, char *err, size_t err_len);
     void (*ctx_free)(struct hearth_context *ctx);
-    /* Zeroes sequence seq's recurrent state in every layer (no-op without one). */
+    /* Zeroes sequence seq's recurrent state in the stage's layers (no-op without one). */
     void (*seq_reset)(struct hearth_context *ctx, int32_t seq);
     /*
      * Snapshots of one sequence's recurrent state, which the host keeps
-     * (src/model/snapshot.c): state_len is its floats (every recurrent
+     * (src/model/snapshot.c), the stage's share of it (a snapshot is the
+     * stages' shares in order): state_len is its floats (every recurrent
      * layer's conv window, then every layer's matrices; 0 without recurrent
      * layers); state_load makes src sequence seq's state. state_save_rows
      * gives the [n_batch] destinations the next batch's deltanet operations
@@ -133,6 +146,14 @@ struct backend {
     size_t (*state_len)(const struct hearth_context *ctx);
     void (*state_load)(struct hearth_context *ctx, int32_t seq, const float *src);
     float **(*state_save_rows)(struct hearth_context *ctx);
+    /*
+     * Copies the first n_rows token rows of block src to block dst in
+     * ctx->kv's pool `group`, K and V of each of the stage's layers in that
+     * pool: kv.c copies a shared block before a truncation writes into it.
+     * A kv_host backend has nothing to copy (kv.c copied the host pool).
+     */
+    void (*kv_copy)(struct hearth_context *ctx, int group, int32_t dst, int32_t src,
+                    int32_t n_rows);
 
     /* ------------------------------------------------- the forward pass --- */
 
@@ -143,6 +164,13 @@ struct backend {
      * operations below read. A device backend uploads them here.
      */
     void (*batch_begin)(struct hearth_context *ctx, const struct hearth_batch *b);
+    /*
+     * The residual stream across a stage boundary: residual_get copies
+     * ACT_X's first n rows (n_embd floats each) to the host at dst,
+     * residual_set makes them ACT_X's first n rows from src.
+     */
+    void (*residual_get)(struct hearth_context *ctx, int32_t n, float *dst);
+    void (*residual_set)(struct hearth_context *ctx, int32_t n, const float *src);
     /* ACT_X[t] = token_embd row b->token[t] as f32, times hp.embd_scale, for t < b->n. */
     void (*embed)(struct hearth_context *ctx, const struct hearth_batch *b);
     /*
@@ -214,8 +242,12 @@ struct backend {
 /* The CPU backend: today's kernel table (kernels_get) on a thread pool. */
 const struct backend *backend_cpu(void);
 
+/* The built-in backend named name ("cpu"), or NULL when none is built by that name. */
+const struct backend *backend_find(const char *name);
+
 /*
- * The backend a model loads with: HEARTH_BACKEND if set (an unknown name
+ * The backend a model loads with when its parameters place no layer:
+ * HEARTH_BACKEND if set (an unknown name
  * falls back to the CPU with a warning on stderr), else the CPU. Chosen
  * once; thread-safe after the first call.
  */

@@ -94,7 +94,7 @@ static void scratch_free(struct scratch *s)
 }
 
 static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n_batch,
-                          int n_threads)
+                          int n_threads, bool output)
 {
     const size_t nb = (size_t)n_batch, qd = (size_t)hp->n_head * hp->head_dim,
                  kvd = (size_t)hp->n_head_kv * hp->head_dim;
@@ -119,9 +119,9 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     s->scores = malloc((size_t)n_threads * s->scores_per_thread * sizeof(float));
     s->act = malloc(nb * s->act_row);
     s->act_sum = malloc(nb * (max_in / 32) * sizeof(*s->act_sum));
-    s->logits = malloc(nb * hp->n_vocab * sizeof(float));
+    s->logits = output ? malloc(nb * hp->n_vocab * sizeof(float)) : NULL;
     return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
-           s->act_sum && s->act && s->logits;
+           s->act_sum && s->act && (s->logits || !output);
 }
 
 static void ctx_free(struct hearth_context *ctx)
@@ -129,7 +129,7 @@ static void ctx_free(struct hearth_context *ctx)
     struct cpu_ctx *c = cpu_of(ctx);
     if (!c)
         return;
-    if (c->tp)
+    if (c->tp && c->tp_owned)
         threadpool_free(c->tp);
     scratch_free(&c->s);
     moe_scratch_free(c->moe);
@@ -138,23 +138,46 @@ static void ctx_free(struct hearth_context *ctx)
     ctx->be = NULL;
 }
 
+/*
+ * The thread pool of an earlier CPU stage of the context, or NULL: stages
+ * run one after another, so CPU stages share one pool rather than keep
+ * idle workers spinning beside the running ones.
+ */
+static struct threadpool *shared_pool(const struct hearth_context *ctx)
+{
+    for (const struct stage *s = ctx->stages; s && s < ctx->st; s++)
+        if (s->place->be == backend_cpu() && s->state)
+            return ((const struct cpu_ctx *)s->state)->tp;
+    return NULL;
+}
+
 static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t err_len)
 {
-    const struct hparams *hp = &ctx->model->hp;
+    const struct hearth_model *m = ctx->model;
+    const struct hparams *hp = &m->hp;
     const struct hearth_context_params *p = &ctx->p;
+    const int32_t l0 = ctx->st->place->l0, l1 = ctx->st->place->l1;
+    bool moe = false, dnet = false;
+    for (int32_t l = l0; l < l1; l++) {
+        moe |= m->layers[l].moe != NULL;
+        dnet |= m->layers[l].dnet != NULL || m->layers[l].attn_gated;
+    }
     struct cpu_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     ctx->be = c;
     c->k = kernels_get();
-    if (!scratch_alloc(&c->s, hp, p->n_batch, p->n_threads) ||
-        (hp->n_expert && !(c->moe = moe_scratch_new(hp, p->n_batch))))
+    if (!scratch_alloc(&c->s, hp, p->n_batch, p->n_threads, ctx->st->output) ||
+        (moe && !(c->moe = moe_scratch_new(hp, p->n_batch))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     p->n_batch);
-    if (hp->recurrent && !(c->dn = dnet_cache_new(ctx->model, p->n_seq_max, p->n_batch)))
+    if (dnet && !(c->dn = dnet_cache_new(m, l0, l1, p->n_seq_max, p->n_batch)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for the recurrent state");
+    if ((c->tp = shared_pool(ctx)))
+        return HEARTH_OK;
     if (!(c->tp = threadpool_new(p->n_threads)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: cannot start %d threads", p->n_threads);
+    c->tp_owned = true;
     return HEARTH_OK;
 }
 
@@ -177,6 +200,12 @@ static void state_load(struct hearth_context *ctx, int32_t seq, const float *src
 static float **state_save_rows(struct hearth_context *ctx)
 {
     return dnet_snap_rows(cpu_of(ctx)->dn);
+}
+
+/* The CPU's K/V is kv.c's host pool, which kv.c copies itself. */
+static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t src,
+                    int32_t n_rows)
+{
 }
 
 float *cpu_act(struct hearth_context *ctx, enum act a)
@@ -235,6 +264,16 @@ static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, i
     dnet_forward(ctx, b, l, s->xb, s->xb);
 }
 
+static void residual_get(struct hearth_context *ctx, int32_t n, float *dst)
+{
+    memcpy(dst, cpu_of(ctx)->s.x, (size_t)n * ctx->model->hp.n_embd * sizeof(float));
+}
+
+static void residual_set(struct hearth_context *ctx, int32_t n, const float *src)
+{
+    memcpy(cpu_of(ctx)->s.x, src, (size_t)n * ctx->model->hp.n_embd * sizeof(float));
+}
+
 static const float *logits(struct hearth_context *ctx, int32_t n)
 {
     return cpu_of(ctx)->s.logits;
@@ -242,6 +281,7 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
 
 static const struct backend cpu = {
     .name             = "cpu",
+    .kv_host          = true,
     .weight_supported = weight_supported,
     .moe_supported    = moe_supported,
     .vector_to_f32    = vector_to_f32,
@@ -253,7 +293,10 @@ static const struct backend cpu = {
     .state_len        = state_len,
     .state_load       = state_load,
     .state_save_rows  = state_save_rows,
+    .kv_copy          = kv_copy,
     .batch_begin      = batch_begin,
+    .residual_get     = residual_get,
+    .residual_set     = residual_set,
     .embed            = cpu_op_embed,
     .rmsnorm          = cpu_op_rmsnorm,
     .matmul           = cpu_op_matmul,

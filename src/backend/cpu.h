@@ -9,6 +9,7 @@
 #ifndef HEARTH_BACKEND_CPU_H
 #define HEARTH_BACKEND_CPU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,10 +42,12 @@ struct scratch {
 struct cpu_ctx {
     const struct kernels *k;  /* kernels_get(), fixed for the process */
     struct threadpool *tp;    /* ctx->p.n_threads threads, the caller being thread 0 */
+    bool tp_owned;            /* tp is this stage's; else an earlier CPU stage's, shared */
     struct scratch s;
-    struct moe_scratch *moe;  /* the experts' buffers (cpu_moe.c); NULL for a dense model */
-    struct dnet_cache *dn;    /* recurrent state and scratch of the DeltaNet layers
-                                 (cpu_deltanet.c); NULL without them */
+    struct moe_scratch *moe;  /* the experts' buffers (cpu_moe.c); NULL without MoE layers in
+                                 the stage */
+    struct dnet_cache *dn;    /* recurrent state and scratch of the stage's DeltaNet layers
+                                 and its gated attention's (cpu_deltanet.c); NULL without */
 };
 
 static inline struct cpu_ctx *cpu_of(const struct hearth_context *ctx)
@@ -88,12 +91,13 @@ void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in,
              int32_t n, int32_t n_gemm);
 
 /*
- * The recurrent state of every DeltaNet layer for n_seq sequences (conv
- * window and delta-rule matrices, fixed size, zeroed), and the scratch for
- * micro-batches of up to n_batch tokens (cpu_deltanet.c). NULL when out of
- * memory.
+ * The recurrent state of the DeltaNet layers among [l0, l1) for n_seq
+ * sequences (conv window and delta-rule matrices, fixed size, zeroed), and
+ * the scratch for micro-batches of up to n_batch tokens (cpu_deltanet.c).
+ * NULL when out of memory.
  */
-struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t n_seq, int32_t n_batch);
+struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int32_t l1,
+                                  int32_t n_seq, int32_t n_batch);
 void dnet_cache_free(struct dnet_cache *c);
 /* Zeroes sequence seq's state in every layer: it starts again from no tokens. */
 void dnet_cache_reset(struct dnet_cache *c, int32_t seq);

@@ -27,7 +27,8 @@
 
 struct dnet_cache {
     struct dnet_dims d;
-    int32_t n_layer;  /* DeltaNet layers */
+    int32_t n_layer;  /* DeltaNet layers of the stage */
+    int32_t slot0;    /* the first one's dnet.slot: a layer's state is at slot - slot0 */
     int32_t n_seq;
     size_t conv_len;  /* floats of one (layer, seq) conv window: (n_conv - 1) * conv_dim */
     size_t ssm_len;   /* floats of one (layer, seq) state: n_v * S * S */
@@ -49,15 +50,21 @@ struct dnet_cache {
 
 /* -------------------------------------------------------------------- state --- */
 
-struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t n_seq, int32_t n_batch)
+struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int32_t l1,
+                                  int32_t n_seq, int32_t n_batch)
 {
     struct dnet_cache *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     const struct hparams *hp = &m->hp;
     c->d                     = dnet_dims_of(m);
-    for (int32_t i = 0; i < hp->n_layer; i++)
-        c->n_layer += m->layers[i].dnet != NULL;
+    c->slot0 = -1;
+    for (int32_t i = l0; i < l1; i++)
+        if (m->layers[i].dnet) {
+            if (c->slot0 < 0)
+                c->slot0 = m->layers[i].dnet->slot;
+            c->n_layer++;
+        }
     c->n_seq    = n_seq;
     c->conv_len = (size_t)(c->d.n_conv - 1) * c->d.conv_dim;
     c->ssm_len  = (size_t)c->d.n_v * c->d.S * c->d.S;
@@ -142,12 +149,12 @@ struct job {
 
 static float *conv_state(struct dnet_cache *c, const struct dnet *dn, int32_t seq)
 {
-    return c->conv + ((size_t)dn->slot * c->n_seq + seq) * c->conv_len;
+    return c->conv + ((size_t)(dn->slot - c->slot0) * c->n_seq + seq) * c->conv_len;
 }
 
 static float *ssm_state(struct dnet_cache *c, const struct dnet *dn, int32_t seq)
 {
-    return c->ssm + ((size_t)dn->slot * c->n_seq + seq) * c->ssm_len;
+    return c->ssm + ((size_t)(dn->slot - c->slot0) * c->n_seq + seq) * c->ssm_len;
 }
 
 /*
@@ -178,7 +185,7 @@ static void conv_channels(void *arg, int ith, int nth)
             x[ch]      = sum;
         }
         if (c->snap[t]) {
-            float *to = c->snap[t] + (size_t)j->dn->slot * c->conv_len;
+            float *to = c->snap[t] + (size_t)(j->dn->slot - c->slot0) * c->conv_len;
             memcpy(to + c0 * (K - 1), st + c0 * (K - 1),
                    (size_t)(c1 - c0) * (K - 1) * sizeof(float));
         }
@@ -250,7 +257,7 @@ static void delta_heads(void *arg, int ith, int nth)
                 o[r] = ggml_vec_dot_f32_ref(M + (size_t)r * S, q, S) * scale;
             if (c->snap[t])
                 memcpy(c->snap[t] + (size_t)c->n_layer * c->conv_len +
-                           (size_t)j->dn->slot * c->ssm_len + (size_t)h * S * S,
+                           (size_t)(j->dn->slot - c->slot0) * c->ssm_len + (size_t)h * S * S,
                        M, (size_t)S * S * sizeof(float));
         }
     }

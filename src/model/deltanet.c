@@ -172,18 +172,18 @@ enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct la
         return st;
     struct weight *ws[] = {&dn->wqkv, &dn->wgate, &dn->wbeta, &dn->walpha, &dn->wout};
     for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-        if ((st = model_prepare_weight(m, ws[j], err, err_len)))
+        if ((st = model_prepare_weight(m, il, ws[j], err, err_len)))
             return st;
     return HEARTH_OK;
 }
 
-void dnet_free(struct dnet *d)
+void dnet_free(const struct hearth_model *m, int32_t il, struct dnet *d)
 {
     if (!d)
         return;
     struct weight *ws[] = {&d->wqkv, &d->wgate, &d->wbeta, &d->walpha, &d->wout};
     for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-        model_release_weight(ws[j]);
+        model_release_weight(m, il, ws[j]);
     free(d->conv);
     free(d->dt_bias);
     free(d->a);

@@ -53,6 +53,6 @@ struct dnet_dims dnet_dims_of(const struct hearth_model *m);
  */
 enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct layer *L, char *err,
                                    size_t err_len);
-void dnet_free(struct dnet *d);
+void dnet_free(const struct hearth_model *m, int32_t il, struct dnet *d);
 
 #endif

@@ -1,15 +1,17 @@
 /*
  * forward.c: the model's graph over one micro-batch (which operations run
  * in which order, per architecture), and the context that owns the KV
- * cache. Every operation goes through the model's backend
- * (src/backend/backend.h); what stays here runs on the host: checking a
- * batch, reserving its KV blocks, choosing the rows whose logits are wanted.
+ * cache. Every operation goes through the backend of the stage that holds
+ * its layer (src/backend/backend.h, src/model/stages.h); what stays here
+ * runs on the host: checking a batch, reserving its KV blocks, choosing the
+ * rows whose logits are wanted.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
+#include "model/stages.h"
 #include "util/errfmt.h"
 
 struct hearth_context_params hearth_context_default_params(void)
@@ -45,8 +47,9 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     ctx->model = model;
     ctx->p = p;
     int32_t per_seq = (p.n_ctx + p.kv_block - 1) / p.kv_block;
-    /* [0, n_layer): window layers; [n_layer, 2 n_layer): layers with no K/V (DeltaNet) */
-    bool *flags = malloc(2 * (size_t)hp->n_layer * sizeof *flags);
+    /* [0, n_layer): window layers; [n_layer, 2 n_layer): layers with no K/V (DeltaNet);
+     * [2 n_layer, 3 n_layer): layers whose stage keeps K/V in the host pool */
+    bool *flags = malloc(3 * (size_t)hp->n_layer * sizeof *flags);
     enum hearth_status st;
     if (!flags) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
@@ -55,16 +58,20 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     for (int32_t l = 0; l < hp->n_layer; l++) {
         flags[l]               = model->layers[l].swa;
         flags[hp->n_layer + l] = model->layers[l].dnet != NULL;
+        flags[2 * hp->n_layer + l] = model_stage_of(model, l)->be->kv_host;
     }
     const struct kv_params kp = {
         .n_layer = hp->n_layer, .kv_dim = hp->n_head_kv * hp->head_dim, .n_seq = p.n_seq_max,
         .n_ctx = p.n_ctx, .block_tokens = p.kv_block, .n_blocks = per_seq * p.n_seq_max,
-        .type = p.kv_type, .swa = flags, .no_kv = flags + hp->n_layer, .n_swa = hp->n_swa,
+        .type = p.kv_type, .swa = flags, .no_kv = flags + hp->n_layer,
+        .host = flags + 2 * hp->n_layer, .n_swa = hp->n_swa,
         .n_blocks_swa = kv_window_blocks(p.n_seq_max, p.n_ctx, hp->n_swa, p.n_batch, p.kv_block)};
     st = kv_init(&ctx->kv, &kp, err, err_len);
     free(flags);
     if (st)
         goto err;
+    ctx->kv.copy     = stages_kv_copy;
+    ctx->kv.copy_arg = ctx;
     ctx->out_row = malloc((size_t)p.n_batch * sizeof(int32_t));
     ctx->out_src = malloc((size_t)p.n_batch * sizeof(int32_t));
     ctx->seq_next = malloc((size_t)p.n_seq_max * sizeof(int32_t));
@@ -73,10 +80,10 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                   p.n_batch);
         goto err;
     }
-    if ((st = model->be->ctx_init(ctx, err, err_len)))
+    if ((st = stages_init(ctx, err, err_len)))
         goto err;
     if (model->hp.recurrent && p.n_state_snapshots > 0) {
-        const size_t len = model->be->state_len(ctx);
+        const size_t len = ctx->state_len;
         if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, len))) {
             st = fail(HEARTH_ENOMEM, err, err_len,
                       "context: cannot map %zu bytes for %d state snapshots per sequence",
@@ -102,7 +109,7 @@ void hearth_context_free(struct hearth_context *ctx)
 {
     if (!ctx)
         return;
-    ctx->model->be->ctx_free(ctx);
+    stages_free(ctx);
     free(ctx->out_row);
     free(ctx->out_src);
     free(ctx->seq_next);
@@ -121,9 +128,9 @@ static int32_t state_resume(struct hearth_context *ctx, int32_t seq, int32_t p0)
     int32_t at         = 0;
     const float *state = ctx->snap ? snap_find(ctx->snap, &ctx->kv, seq, p0, &at) : NULL;
     if (state)
-        ctx->model->be->state_load(ctx, seq, state);
+        stages_state_load(ctx, seq, state);
     else
-        ctx->model->be->seq_reset(ctx, seq);
+        stages_seq_reset(ctx, seq);
     if (ctx->snap)
         snap_disown(ctx->snap, seq, at);
     return at;
@@ -155,7 +162,7 @@ const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i)
 
 static void layer_forward(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
 {
-    const struct backend *be = ctx->model->be;
+    const struct backend *be = ctx->st->place->be;
     const struct hparams *hp = &ctx->model->hp;
     const struct layer *L = &ctx->model->layers[l];
     const int32_t n = b->n;
@@ -239,18 +246,29 @@ static enum hearth_status batch_prepare(struct hearth_context *ctx, const struct
 enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth_batch *b,
                                  char *err, size_t err_len)
 {
-    const struct backend *be = ctx->model->be;
     const struct hparams *hp = &ctx->model->hp;
     ctx->n_rows = 0;
     enum hearth_status st = batch_prepare(ctx, b, err, err_len);
     if (st)
         return st;
-    be->batch_begin(ctx, b);
-    if (ctx->snap)
-        snap_plan(ctx->snap, b, ctx->kv.block_tokens, be->state_save_rows(ctx));
-    be->embed(ctx, b);
-    for (int32_t l = 0; l < hp->n_layer; l++)
-        layer_forward(ctx, b, l);
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
+        stage_enter(ctx, i);
+        ctx->st->place->be->batch_begin(ctx, b);
+    }
+    if (ctx->snap) {
+        snap_plan(ctx->snap, b, ctx->kv.block_tokens, ctx->snap_rows);
+        stages_state_save_plan(ctx, b->n);
+    }
+    stage_enter(ctx, 0);
+    ctx->st->place->be->embed(ctx, b);
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
+        if (i > 0)
+            stages_cross(ctx, i, b->n);
+        for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++)
+            layer_forward(ctx, b, l);
+    }
+    /* the last stage holds the output */
+    const struct backend *be = ctx->st->place->be;
     for (int32_t i = 0; i < b->n; i++)
         ctx->kv.seqs[b->seq[i]].n_tokens = b->pos[i] + 1 > ctx->kv.seqs[b->seq[i]].n_tokens
                                                ? b->pos[i] + 1

@@ -55,17 +55,21 @@ static void pool_free(struct kv_pool *p)
     memset(p, 0, sizeof *p);
 }
 
-static bool pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_blocks, size_t block_len,
-                      int32_t block_tokens)
+static bool pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_host, int32_t n_blocks,
+                      size_t block_len, int32_t block_tokens)
 {
     p->n_layer   = n_layer;
+    p->n_host    = n_host;
     p->n_blocks  = n_blocks;
     p->layer_len = (size_t)n_blocks * block_len;
-    p->mem_len   = (size_t)n_layer * 2 * p->layer_len;
-    void *mem = mmap(NULL, p->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED)
-        return false;
-    p->mem       = mem;
+    p->mem_len   = (size_t)n_host * 2 * p->layer_len;
+    if (n_host > 0) {
+        void *mem = mmap(NULL, p->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+        if (mem == MAP_FAILED)
+            return false;
+        p->mem = mem;
+    }
     p->index_cap = 16;
     while (p->index_cap < 2u * (uint32_t)n_blocks)
         p->index_cap *= 2;
@@ -123,12 +127,12 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
             continue;
         }
         kv->group[l] = (uint8_t)(win && n_layer[1] > 0);
-        kv->slot[l]  = next[kv->group[l]]++;
+        kv->slot[l]  = !p->host || p->host[l] ? next[kv->group[l]]++ : -1;
     }
     const int32_t n_blocks[KV_GROUPS] = {p->n_blocks, p->n_blocks_swa};
     for (int g = 0; g < KV_GROUPS; g++)
-        if (n_layer[g] > 0 &&
-            !pool_init(&kv->pool[g], n_layer[g], n_blocks[g], block_len, p->block_tokens))
+        if (n_layer[g] > 0 && !pool_init(&kv->pool[g], n_layer[g], next[g], n_blocks[g],
+                                         block_len, p->block_tokens))
             goto nomem;
     for (int32_t s = 0; s < p->n_seq; s++) {
         struct kv_seq *q = &kv->seqs[s];
@@ -338,16 +342,21 @@ enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, c
     return HEARTH_OK;
 }
 
-/* Copies the first n_rows token rows of every layer's K and V from block src to dst. */
+/*
+ * Copies the first n_rows token rows of every layer's K and V from block src to dst: the
+ * host layers here, the others through the copy hook.
+ */
 static void block_copy(struct kv_cache *kv, struct kv_pool *p, int32_t dst, int32_t src,
                        int32_t n_rows)
 {
     const size_t block_len = (size_t)kv->block_tokens * (size_t)kv->kv_dim * kv->elem_len;
     const size_t rows_len  = (size_t)n_rows * (size_t)kv->kv_dim * kv->elem_len;
-    for (int32_t l = 0; l < p->n_layer * 2; l++) {
+    for (int32_t l = 0; l < p->n_host * 2; l++) {
         uint8_t *base = p->mem + (size_t)l * p->layer_len;
         memcpy(base + (size_t)dst * block_len, base + (size_t)src * block_len, rows_len);
     }
+    if (kv->copy && p->n_host < p->n_layer)
+        kv->copy(kv->copy_arg, (int)(p - kv->pool), dst, src, n_rows);
 }
 
 /*

@@ -21,7 +21,10 @@
  * Layout of one layer's K (V alike): [n_blocks][block_tokens][kv_dim] of
  * the cache type (f16 or f32), so one block of one layer is contiguous.
  * Each pool is one anonymous mapping: pages are touched (and count in RSS)
- * only as blocks are used.
+ * only as blocks are used. That memory is kv.c's for the layers marked
+ * host (every layer unless kv_params.host says otherwise); the others'
+ * memory belongs to a device backend, which addresses it by the same block
+ * ids and which the copy hook tells when kv.c copies a block.
  *
  * Sizes: kv_dim = n_head_kv * head_dim (64..1024), block_tokens 16..256,
  * full pool up to n_seq_max * n_ctx / block_tokens blocks, window pool
@@ -61,9 +64,11 @@ struct kv_seq {
 /* A pool of blocks for the layers of one group, with its own prefix cache. */
 struct kv_pool {
     int32_t n_layer;         /* layers in the group, 0 = the group is absent */
+    int32_t n_host;          /* of those, the layers whose memory is mem (host layers) */
     int32_t n_blocks;        /* blocks in the pool */
     size_t layer_len;        /* bytes of one layer's K (or V) pool */
-    uint8_t *mem;            /* [n_layer][2][n_blocks][block_tokens][kv_dim] */
+    uint8_t *mem;            /* [n_host][2][n_blocks][block_tokens][kv_dim]; NULL when n_host
+                                is 0 */
     size_t mem_len;
     int32_t *refcnt;         /* [n_blocks] */
     int32_t *free_ids;       /* stack of free block ids */
@@ -90,6 +95,7 @@ struct kv_params {
     enum hearth_kv_type type;
     const bool *swa;       /* [n_layer] layers that see only the last n_swa positions; NULL = none */
     const bool *no_kv;     /* [n_layer] layers that keep no K/V (recurrent mixers); NULL = none */
+    const bool *host;      /* [n_layer] layers whose K/V memory kv.c maps; NULL = every layer */
     int32_t n_swa;         /* their window in tokens, itself included; 0 = no window */
     int32_t n_blocks_swa;  /* window pool; 0 = window layers mask the full pool instead */
 };
@@ -104,10 +110,15 @@ struct kv_cache {
     enum hearth_kv_type type;
     size_t elem_len;         /* bytes per element: 2 (f16) or 4 (f32) */
     uint8_t *group;          /* [n_layer] pool of each layer: 0 full, 1 window, KV_NONE none */
-    int32_t *slot;           /* [n_layer] the layer's index within its pool */
+    int32_t *slot;           /* [n_layer] the layer's index among its pool's host layers; -1
+                                for a layer not on the host or without K/V */
     int32_t *window;         /* [n_layer] positions a query sees: n_swa, or 0 = all */
     struct kv_pool pool[KV_GROUPS];
     struct kv_seq *seqs;     /* [n_seq] */
+    /* called after kv.c copies the first n_rows rows of block src to dst in pool group, for
+       the memory it does not own (the layers not on the host); NULL = none */
+    void (*copy)(void *arg, int group, int32_t dst, int32_t src, int32_t n_rows);
+    void *copy_arg;
 };
 
 /*
@@ -122,7 +133,7 @@ struct kv_cache {
 int32_t kv_window_blocks(int32_t n_seq, int32_t n_ctx, int32_t n_swa, int32_t n_batch,
                          int32_t block_tokens);
 
-/* Bytes kv_init maps for p: K and V of every layer of each pool (the memory law's sum). */
+/* Bytes of K and V of every layer of each pool, host or not (the memory law's sum). */
 size_t kv_bytes(const struct kv_params *p);
 
 /*
@@ -172,7 +183,8 @@ void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t
 
 /*
  * Base of layer l's K (which=0) or V (which=1) pool: [n_blocks][block_tokens][kv_dim].
- * Layers of group KV_NONE have none and are never addressed (here or below).
+ * Layers of group KV_NONE, and layers not on the host, have none here and are never
+ * addressed (here or below).
  */
 static inline uint8_t *kv_layer_base(const struct kv_cache *kv, int32_t l, int which)
 {

@@ -159,7 +159,7 @@ enum hearth_status model_get_weight(struct hearth_model *m, const char *name, in
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld] but [%lld, %lld] was "
                     "expected", name, (long long)t->ne[0], (long long)t->ne[1],
                     (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out);
-    if (!m->be->weight_supported((enum dtype)t->type))
+    if (!model_weight_supported(m, (enum dtype)t->type))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
                     dtype_name(t->type));
@@ -256,10 +256,10 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     return HEARTH_OK;
 }
 
-enum hearth_status model_prepare_weight(struct hearth_model *m, struct weight *w, char *err,
-                                        size_t err_len)
+enum hearth_status model_prepare_weight(struct hearth_model *m, int32_t l, struct weight *w,
+                                        char *err, size_t err_len)
 {
-    return m->be->weight_prepare(w, WEIGHT_MATMUL, err, err_len);
+    return model_stage_of(m, l)->be->weight_prepare(w, WEIGHT_MATMUL, err, err_len);
 }
 
 static enum hearth_status prepare_weights(struct hearth_model *m, char *err, size_t err_len)
@@ -269,23 +269,33 @@ static enum hearth_status prepare_weights(struct hearth_model *m, char *err, siz
         struct layer *L = &m->layers[i];
         struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-            if ((st = model_prepare_weight(m, ws[j], err, err_len)))
+            if ((st = model_prepare_weight(m, i, ws[j], err, err_len)))
                 return st;
     }
-    /* a tied output shares token_embd's rows, which embedding lookups read as they are */
+    /*
+     * a tied output shares token_embd's rows, which embedding lookups read as they are; the
+     * embedding runs on the first stage, the output on the last, so a tied output on another
+     * backend would need its own copy there, which no backend pair needs yet (CPU stages
+     * share one table)
+     */
     const bool tied = m->output.data == m->tok_embd.data;
-    if ((st = m->be->weight_prepare(&m->tok_embd, WEIGHT_ROWS, err, err_len)))
+    if ((st = m->stage[0].be->weight_prepare(&m->tok_embd, WEIGHT_ROWS, err, err_len)))
         return st;
+    if (tied && m->stage[m->n_stage - 1].be != m->stage[0].be)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: the output is tied to token_embd, which cannot be on %s and %s "
+                    "at once yet", m->stage[0].be->name, m->stage[m->n_stage - 1].be->name);
     if (tied)
         m->output = m->tok_embd;
-    else if ((st = model_prepare_weight(m, &m->output, err, err_len)))
+    else if ((st = model_prepare_weight(m, m->hp.n_layer, &m->output, err, err_len)))
         return st;
     return HEARTH_OK;
 }
 
-void model_release_weight(struct weight *w)
+void model_release_weight(const struct hearth_model *m, int32_t l, struct weight *w)
 {
-    backend_get()->weight_release(w);
+    if (w->dev) /* a weight never prepared (a load that failed first) has no stage copy */
+        model_stage_of(m, l)->be->weight_release(w);
 }
 
 enum hearth_status hearth_model_load(const char *path, const struct hearth_model_params *params,
@@ -297,7 +307,6 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     struct hearth_model *m = calloc(1, sizeof *m);
     if (!m)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
-    m->be = backend_get();
     m->n_threads = p.n_threads > 0 ? p.n_threads : 1;
     if ((st = gguf_open(path, &m->gguf, err, err_len)))
         goto err;
@@ -319,6 +328,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     m->hp.rope_neox = archs[a].rope_neox;
     if ((st = load_hparams(m, err, err_len)) ||
         (archs[a].hparams && (st = archs[a].hparams(m, err, err_len))) ||
+        (st = model_place(m, &p, err, err_len)) ||
         (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
         goto err;
     m->hp.n_vocab = tokenizer_n_vocab(m->tok);
@@ -359,15 +369,15 @@ void hearth_model_free(struct hearth_model *m)
             free(L->post_ffn_norm);
             struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
-                model_release_weight(ws[j]);
-            moe_free(L->moe);
-            dnet_free(L->dnet);
+                model_release_weight(m, i, ws[j]);
+            moe_free(m, i, L->moe);
+            dnet_free(m, i, L->dnet);
         }
         free(m->layers);
     }
     if (m->output.data != m->tok_embd.data)
-        model_release_weight(&m->output);
-    model_release_weight(&m->tok_embd);
+        model_release_weight(m, m->hp.n_layer, &m->output);
+    model_release_weight(m, 0, &m->tok_embd);
     free(m->output_norm);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);

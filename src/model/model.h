@@ -87,6 +87,22 @@ struct hparams {
                                  output rows (qwen35moe), which picks the router's arithmetic */
 };
 
+/*
+ * Where a contiguous range of layers runs (src/model/stages.c decides it at
+ * load). Stages are in layer order; the first also runs the embedding and
+ * the last the output (final norm, output matmul, soft-cap), so a last
+ * stage of no layers puts the output on another backend than the last
+ * layers (llama.cpp's -ngl n_layer: every layer on the GPU, the output on
+ * the CPU).
+ */
+struct stage_place {
+    const struct backend *be; /* the backend that prepares and runs these layers */
+    int device;               /* the backend's device index (0 for the CPU) */
+    int32_t l0, l1;           /* layers [l0, l1); l0 == l1 only for an output-only last stage */
+};
+
+#define MODEL_MAX_STAGES 16
+
 struct hearth_model {
     struct gguf_file *gguf;
     struct tokenizer *tok;
@@ -100,14 +116,36 @@ struct hearth_model {
     int n_threads;
     uint64_t weight_bytes;
     uint64_t routed_bytes;   /* of those, the routed experts' stacks (MoE) */
-    const struct backend *be; /* runs the forward pass; prepared every weight at load */
+    const struct backend *be; /* the first stage's backend: reads norm and bias vectors into
+                                 host f32 (vector_to_f32) */
+    int32_t n_stage;          /* 1..MODEL_MAX_STAGES */
+    struct stage_place stage[MODEL_MAX_STAGES];
+};
+
+/* A context's share of one stage: the model's placement and the backend's state for it. */
+struct stage {
+    const struct stage_place *place;
+    void *state;       /* the backend's ctx->be while this stage runs (its ctx_init) */
+    bool embed;        /* the first stage: runs embed */
+    bool output;       /* the last stage: runs the output and holds ACT_LOGITS */
+    size_t state_len;  /* floats of one sequence's recurrent state on this stage */
+    size_t state_off;  /* where that share starts in a whole-model snapshot */
 };
 
 struct hearth_context {
     struct hearth_model *model;
     struct hearth_context_params p;
     struct kv_cache kv;      /* block tables and, on the CPU, the pool the blocks live in */
-    void *be;                /* the backend's buffers and state (model->be->ctx_init) */
+    void *be;                /* the current stage's backend state (stage.state): what the
+                                backend's operations read as theirs */
+    const struct stage *st;  /* the stage ctx->be belongs to; its place says the layers */
+    int32_t n_stage;         /* model->n_stage */
+    struct stage *stages;    /* [n_stage] */
+    float *x_host;           /* [n_batch][n_embd] the residual stream crossing a stage
+                                boundary; NULL with one stage */
+    float **snap_rows;       /* [n_batch] snap_plan's whole-model destinations, which each
+                                stage's state_save_rows receive offset to its share */
+    size_t state_len;        /* floats of one sequence's recurrent state over all stages */
     const float *logits;     /* [n_out][n_vocab] host rows of the last batch's logits */
     int32_t *out_row;        /* [n_batch] logits row of batch row i, or -1 */
     int32_t *out_src;        /* [n_batch] batch row of logits row i (the rows gathered) */
@@ -118,14 +156,29 @@ struct hearth_context {
 };
 
 /*
- * Hands w, read only through matmul, to the model's backend to prepare (the
- * CPU repacks it, a device backend uploads it); model_release_weight frees
- * that copy (the backend is one per process: backend_get). HEARTH_ENOMEM
- * with a sentence when the backend cannot.
+ * Hands w, read only through matmul, to the backend of layer l's stage to
+ * prepare (the CPU repacks it, a device backend uploads it; l = n_layer:
+ * the output's stage); model_release_weight frees that copy with the same
+ * backend. HEARTH_ENOMEM with a sentence when the backend cannot.
  */
-enum hearth_status model_prepare_weight(struct hearth_model *m, struct weight *w, char *err,
-                                        size_t err_len);
-void model_release_weight(struct weight *w);
+enum hearth_status model_prepare_weight(struct hearth_model *m, int32_t l, struct weight *w,
+                                        char *err, size_t err_len);
+void model_release_weight(const struct hearth_model *m, int32_t l, struct weight *w);
+
+/* Whether every backend the model's stages use runs weights of this type. */
+bool model_weight_supported(const struct hearth_model *m, enum dtype type);
+
+/* The stage of layer l (l = n_layer: the output's, the last). */
+const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l);
+
+/*
+ * Decides m->stage from p (n_gpu_layers, devices, layer_split; m->hp.n_layer
+ * known). HEARTH_EINVAL for a split that does not add up to n_layer, an
+ * unknown backend, or flags that contradict; HEARTH_EUNSUPPORTED when a GPU
+ * is asked for and none can be used. One sentence in err.
+ */
+enum hearth_status model_place(struct hearth_model *m, const struct hearth_model_params *p,
+                               char *err, size_t err_len);
 
 /*
  * Finds a 2-D weight {n_in, n_out} (optional: absent leaves w zeroed and is

@@ -64,7 +64,7 @@ static enum hearth_status get_stack(struct hearth_model *m, int32_t il, const ch
                     "was expected", name, (long long)t->ne[0], (long long)t->ne[1],
                     (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out,
                     (long long)n_mat);
-    if (!m->be->weight_supported((enum dtype)t->type))
+    if (!model_weight_supported(m, (enum dtype)t->type))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
                     dtype_name(t->type));
@@ -93,7 +93,7 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
     if (!me || !(me->gate = calloc((size_t)n_mats, sizeof *me->gate)) ||
         !(me->up = calloc((size_t)n_mats, sizeof *me->up)) ||
         !(me->down = calloc((size_t)n_mats, sizeof *me->down))) {
-        moe_free(me);
+        moe_free(m, il, me);
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory for %lld experts",
                     (long long)E);
     }
@@ -125,7 +125,8 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
             goto err;
         }
     }
-    if (!m->be->moe_supported(me->gate[0].type, me->up[0].type, me->down[0].type)) {
+    const struct backend *be = model_stage_of(m, il)->be;
+    if (!be->moe_supported(me->gate[0].type, me->up[0].type, me->down[0].type)) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
                   "model: blk.%d ffn_gate_exps (%s) and ffn_up_exps (%s) take different "
                   "activation types, which hearth does not run yet", il,
@@ -133,28 +134,28 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
         goto err;
     }
     for (int64_t e = 0; e < n_mats; e++)
-        if ((st = model_prepare_weight(m, &me->gate[e], err, err_len)) ||
-            (st = model_prepare_weight(m, &me->up[e], err, err_len)) ||
-            (st = model_prepare_weight(m, &me->down[e], err, err_len)))
+        if ((st = model_prepare_weight(m, il, &me->gate[e], err, err_len)) ||
+            (st = model_prepare_weight(m, il, &me->up[e], err, err_len)) ||
+            (st = model_prepare_weight(m, il, &me->down[e], err, err_len)))
             goto err;
     *out = me;
     return HEARTH_OK;
 err:
-    moe_free(me);
+    moe_free(m, il, me);
     return st;
 }
 
-void moe_free(struct moe *moe)
+void moe_free(const struct hearth_model *m, int32_t il, struct moe *moe)
 {
     if (!moe)
         return;
     for (int32_t e = 0; e < moe->n_mats; e++) {
         if (moe->gate)
-            model_release_weight(&moe->gate[e]);
+            model_release_weight(m, il, &moe->gate[e]);
         if (moe->up)
-            model_release_weight(&moe->up[e]);
+            model_release_weight(m, il, &moe->up[e]);
         if (moe->down)
-            model_release_weight(&moe->down[e]);
+            model_release_weight(m, il, &moe->down[e]);
     }
     free(moe->gate);
     free(moe->up);

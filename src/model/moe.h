@@ -44,10 +44,11 @@ enum hearth_status moe_load_hparams(struct hearth_model *m, char *err, size_t er
  * Loads layer il's router and stacked experts (blk.<il>.ffn_gate_inp,
  * ffn_{gate,up,down}_exps), checking shapes and types, and repacks each
  * expert's slice for the backend (model_prepare_weight). *out is owned by the
- * caller (moe_free); NULL on error.
+ * caller (moe_free, with the same layer, whose stage's backend releases the copies); NULL on
+ * error.
  */
 enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out, char *err,
                             size_t err_len);
-void moe_free(struct moe *moe);
+void moe_free(const struct hearth_model *m, int32_t il, struct moe *moe);
 
 #endif

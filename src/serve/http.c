@@ -979,6 +979,8 @@ static void *loader_main(void *arg)
     struct hearth_model_params mp = hearth_model_default_params();
     if (s->sp.n_threads > 0)
         mp.n_threads = s->sp.n_threads;
+    mp.n_gpu_layers = s->p->n_gpu_layers;
+    mp.layer_split  = s->p->layer_split;
     struct hearth_model *model = NULL;
     struct sched *sched        = NULL;
     struct chat_template *tmpl = NULL;

@@ -37,6 +37,8 @@ struct http_params {
     const char *chat_template_file;   /* a Jinja file overriding the model's template, or NULL */
     const char *chat_template;        /* a built-in template name overriding it, or NULL */
     const char *chat_template_kwargs; /* JSON object of default template kwargs, or NULL */
+    int32_t n_gpu_layers;    /* hearth_model_params's: the last N layers on the GPU */
+    const char *layer_split; /* hearth_model_params's: layers per backend, or NULL */
     struct sched_params sched;
 };
 

@@ -113,11 +113,46 @@ static void test_too_short_text_is_an_error(void **state)
     free(dir);
 }
 
+/*
+ * Layers across stages change no bit: two and three CPU stages print the
+ * unsplit figures to every digit; -ngl without a GPU backend is refused.
+ */
+static void test_layer_split_prints_the_same_figures(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "tiny-qwen35moe-bpe-q8_0.gguf");
+    TU_SHARED_OR_SKIP(text, "reference/prose.txt");
+    const char *split[] = {NULL, "cpu:3,cpu:1", "cpu:1,cpu:2,cpu:1"};
+    char *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
+                              "-t", "2", split[i] ? "--layer-split" : NULL, split[i], NULL};
+        char *out = NULL;
+        assert_int_equal(tu_run(argv, NULL, &out, NULL, 300), 0);
+        const char *fin = strstr(out, "Final estimate");
+        assert_non_null(fin);
+        print_message("%-18s %s", split[i] ? split[i] : "(one stage)", fin);
+        if (!first)
+            first = out;
+        else {
+            assert_string_equal(out, first); /* every chunk's figure, every digit */
+            free(out);
+        }
+    }
+    free(first);
+    const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-ngl", "2", NULL};
+    char *err = NULL;
+    assert_int_equal(tu_run(argv, NULL, NULL, &err, 60), 1);
+    assert_non_null(strstr(err, "no Vulkan device"));
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perplexity_matches_llama_cpp),
         cmocka_unit_test(test_too_short_text_is_an_error),
+        cmocka_unit_test(test_layer_split_prints_the_same_figures),
     };
     return cmocka_run_group_tests_name("e2e_perplexity", tests, NULL, NULL);
 }

@@ -213,6 +213,30 @@ static void test_runtime_errors_exit_1(void **state)
     free(dir);
 }
 
+/* Layers in stages write the same greedy text; a GPU asked for, or a bad split, is refused. */
+static void test_layer_split_same_text(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
+    const char *one[]   = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "48",
+                           "--temp", "0", "-t", "2", NULL};
+    const char *three[] = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "48",
+                           "--temp", "0", "-t", "2", "--layer-split", "cpu:1,cpu:3,cpu:1", NULL};
+    char *a = NULL, *b = NULL;
+    assert_int_equal(tu_run(one, NULL, &a, NULL, 60), 0);
+    assert_int_equal(tu_run(three, NULL, &b, NULL, 60), 0);
+    print_message("one stage: %s\n", a);
+    assert_true(strlen(a) > 40);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    const char *ngl[] = {tu_bin(), "run", "-m", model, "-p", "hi", "-ngl", "99", NULL};
+    expect_exit(ngl, 1, "no Vulkan device");
+    const char *bad[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--layer-split", "cpu:9",
+                         NULL};
+    expect_exit(bad, 1, "places more than the model's 5 layers");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_seeded_sampling_is_reproducible),
         cmocka_unit_test(test_timings_on_stderr),
         cmocka_unit_test(test_chat_two_turns_reuse_the_conversation),
+        cmocka_unit_test(test_layer_split_same_text),
         cmocka_unit_test(test_usage_errors_exit_2),
         cmocka_unit_test(test_runtime_errors_exit_1),
     };

@@ -879,6 +879,37 @@ static void test_parallel_greedy_equals_alone(void **state)
     srv_stop(&s);
 }
 
+/* Layers in stages serve the same greedy text; -ngl without a GPU backend stops the server. */
+static void test_layer_split_serves_the_same_text(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    static const char body[] =
+        "{\"prompt\":\"Once upon a time\",\"max_tokens\":60,\"temperature\":0,"
+        "\"ignore_eos\":true}";
+    const char *split[] = {"--layer-split", "cpu:2,cpu:3", NULL};
+    char *text[2];
+    struct srv s;
+    for (int i = 0; i < 2; i++) {
+        srv_start(&s, i ? split : NULL);
+        struct http_resp r = http_post(&s, "/v1/completions", body);
+        assert_int_equal(r.status, 200);
+        text[i] = first_text(&r);
+        http_resp_free(&r);
+        srv_stop(&s);
+    }
+    print_message("one stage: %s\n", text[0]);
+    assert_true(strlen(text[0]) > 40);
+    assert_string_equal(text[1], text[0]);
+    free(text[0]);
+    free(text[1]);
+    const char *ngl[] = {"-ngl", "2", NULL};
+    char *log         = NULL;
+    assert_false(srv_start_try(&s, tu_model(SRV_MODEL), ngl, &log));
+    assert_non_null(strstr(log, "no Vulkan device"));
+    free(log);
+}
+
 static void test_prefix_reuse_reports_cached_tokens(void **state)
 {
     (void)state;
@@ -1049,6 +1080,7 @@ int main(void)
         cmocka_unit_test_teardown(test_disconnect_frees_slot, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sigterm_mid_stream_is_graceful, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_parallel_greedy_equals_alone, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_layer_split_serves_the_same_text, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_prefix_reuse_reports_cached_tokens, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_hybrid_prefix_resumes_from_a_state_snapshot,
                                   srv_kill_leftovers),

@@ -11,7 +11,8 @@
  *   the reference table's product within float rounding;
  * - matmul's prev reuses quantized rows only when the activation type
  *   matches: after an f32 matmul, a Q4_0 one with prev still quantizes;
- * - embed, rmsnorm, add, gather and softcap against their definitions.
+ * - embed, rmsnorm, add, gather, softcap and the residual stream's crossing
+ *   (residual_get, residual_set) against their definitions.
  *
  * The engine tests (test_forward, test_moe, test_deltanet, test_perplexity,
  * test_run) hold the whole graph to llama.cpp; this file is where a new
@@ -30,6 +31,7 @@ enum { D = 64, FF = 96, VOCAB = 16, NB = 4 };
 struct fixture {
     struct hearth_model m;
     struct hearth_context ctx;
+    struct stage stage;
     float norm[D];
     float embd[VOCAB][D];
 };
@@ -41,7 +43,11 @@ static int setup(void **state)
     f->m.hp = (struct hparams){.n_vocab = VOCAB, .n_embd = D, .n_layer = 1, .n_head = 2,
                                .n_head_kv = 1, .head_dim = 32, .n_ff = FF, .norm_eps = 1e-5f,
                                .embd_scale = 2.0f, .logit_softcap = 3.0f};
-    f->m.be = backend_cpu();
+    f->m.be       = backend_cpu();
+    f->m.n_stage  = 1;
+    /* the output alone: the fixture has no layers for a stage to look at */
+    f->m.stage[0] = (struct stage_place){.be = backend_cpu(), .l0 = 0, .l1 = 0};
+    f->stage      = (struct stage){.place = &f->m.stage[0], .embed = true, .output = true};
     for (int i = 0; i < D; i++)
         f->norm[i] = 0.5f + (float)i / D;
     for (int v = 0; v < VOCAB; v++)
@@ -50,7 +56,10 @@ static int setup(void **state)
     f->m.output_norm = f->norm;
     f->m.tok_embd = (struct weight){.type = DTYPE_F32, .n_in = D, .n_out = VOCAB,
                                     .row_len = D * sizeof(float), .data = f->embd};
-    f->ctx.model = &f->m;
+    f->ctx.model   = &f->m;
+    f->ctx.st      = &f->stage;
+    f->ctx.stages  = &f->stage;
+    f->ctx.n_stage = 1;
     f->ctx.p = (struct hearth_context_params){.n_ctx = 16, .n_seq_max = 1, .n_batch = NB,
                                               .kv_block = 16, .n_threads = 2};
     char err[HEARTH_ERR_MAX];
@@ -85,16 +94,19 @@ static void test_cpu_table_is_complete(void **state)
         (const void *)b->weight_release,   (const void *)b->ctx_init,
         (const void *)b->ctx_free,         (const void *)b->seq_reset,
         (const void *)b->state_len,        (const void *)b->state_load,
-        (const void *)b->state_save_rows,
-        (const void *)b->batch_begin,      (const void *)b->embed,
+        (const void *)b->state_save_rows,  (const void *)b->kv_copy,
+        (const void *)b->batch_begin,      (const void *)b->residual_get,
+        (const void *)b->residual_set,     (const void *)b->embed,
         (const void *)b->rmsnorm,          (const void *)b->matmul,
         (const void *)b->qkv_store,        (const void *)b->attention,
         (const void *)b->gated_act,        (const void *)b->add,
         (const void *)b->moe,              (const void *)b->deltanet,
         (const void *)b->gather,           (const void *)b->softcap,
         (const void *)b->logits};
-    /* the table's size over pointer size counts the name too: a new entry must be listed */
-    assert_int_equal(sizeof entries / sizeof entries[0] + 1, sizeof *b / sizeof(void *));
+    /* the table's size over pointer size counts the name and the kv_host flag too: a new
+     * entry must be listed */
+    assert_int_equal(sizeof entries / sizeof entries[0] + 2, sizeof *b / sizeof(void *));
+    assert_true(b->kv_host);
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
         assert_non_null(entries[i]);
     assert_true(b->weight_supported(DTYPE_Q4_0));
@@ -241,6 +253,18 @@ static void test_row_operations(void **state)
     be->gather(&f->ctx, ACT_X, rows, 2);
     assert_memory_equal(x, before + 1 * D, D * sizeof(float));
     assert_memory_equal(x + D, before + 3 * D, D * sizeof(float));
+
+    /* the residual stream's crossing: n rows out to the host and back, nothing more */
+    float host[NB * D], back[NB * D];
+    memcpy(before, x, sizeof before);
+    for (int i = 0; i < NB * D; i++)
+        host[i] = back[i] = -1.0f;
+    be->residual_get(&f->ctx, 2, host);
+    assert_memory_equal(host, before, 2 * D * sizeof(float));
+    assert_true(host[2 * D] == -1.0f);
+    be->residual_set(&f->ctx, 1, back);
+    assert_true(x[0] == -1.0f && x[D - 1] == -1.0f);
+    assert_memory_equal(x + D, before + D, (NB - 1) * D * sizeof(float));
 
     float *lg = cpu_act(&f->ctx, ACT_LOGITS);
     for (int i = 0; i < 2 * VOCAB; i++)

@@ -514,6 +514,71 @@ static void test_layers_without_kv_take_no_pool_space(void **state)
     kv_free(&kv);
 }
 
+/* What the copy hook was told, for the layers whose memory a device backend owns. */
+struct copies {
+    int n, group;
+    int32_t dst, src, n_rows;
+};
+
+static void on_copy(void *arg, int group, int32_t dst, int32_t src, int32_t n_rows)
+{
+    struct copies *c = arg;
+    *c = (struct copies){c->n + 1, group, dst, src, n_rows};
+}
+
+/*
+ * Layers 1 and 2 of 4 on a device: kv.c maps memory for layers 0 and 3
+ * only, addresses them as before, and copies a shared block's host rows
+ * itself and tells the hook of the others'; the tables are the same.
+ */
+static void test_device_layers_own_their_memory(void **state)
+{
+    (void)state;
+    const bool host[4] = {true, false, false, true};
+    struct kv_params p = {.n_layer = 4, .kv_dim = 4, .n_seq = 2, .n_ctx = 64,
+                          .block_tokens = 16, .n_blocks = 8, .type = HEARTH_KV_F32,
+                          .host = host};
+    struct kv_cache kv;
+    char err[256];
+    int32_t tok[64];
+    fill_tokens(tok, 64, 5);
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv.pool[0].n_layer, 4);
+    assert_int_equal(kv.pool[0].n_host, 2);
+    assert_int_equal(kv.pool[0].mem_len, (size_t)2 * 2 * 8 * 16 * 4 * 4);
+    assert_int_equal(kv.slot[0], 0);
+    assert_int_equal(kv.slot[1], -1);
+    assert_int_equal(kv.slot[3], 1);
+    struct copies c = {0};
+    kv.copy         = on_copy;
+    kv.copy_arg     = &c;
+    assert_int_equal(kv_reserve(&kv, 0, 40, err, sizeof err), HEARTH_OK);
+    kv.seqs[0].n_tokens = 40;
+    for (int p = 0; p < 40; p++)
+        ((float *)kv_row(&kv, 3, 0, 0, p))[0] = (float)p;
+    kv_publish(&kv, 0, tok, 40);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40), 32);
+    kv_truncate(&kv, 1, 20);
+    assert_int_equal(c.n, 1);
+    assert_int_equal(c.group, 0);
+    assert_int_equal(c.src, kv.seqs[0].t[0].blocks[1]);
+    assert_int_equal(c.dst, kv.seqs[1].t[0].blocks[1]);
+    assert_int_not_equal(c.dst, c.src);
+    assert_int_equal(c.n_rows, 4);
+    for (int p = 0; p < 20; p++)
+        assert_true(((float *)kv_row(&kv, 3, 0, 1, p))[0] == (float)p);
+    kv_free(&kv);
+
+    /* every layer on a device: no host memory at all, the tables still work */
+    const bool none[4] = {false, false, false, false};
+    p.host             = none;
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    assert_null(kv.pool[0].mem);
+    assert_int_equal(kv_reserve(&kv, 0, 40, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv.seqs[0].t[0].n_blocks, 3);
+    kv_free(&kv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_all_window_layers_need_no_full_pool),
         cmocka_unit_test(test_kv_bytes_counts_the_window_pool),
         cmocka_unit_test(test_layers_without_kv_take_no_pool_space),
+        cmocka_unit_test(test_device_layers_own_their_memory),
     };
     return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }

@@ -1,0 +1,330 @@
+/*
+ * stages.c: layers across backends. At load, model_place decides the
+ * model's stages (contiguous layer ranges, each on one backend and device)
+ * from n_gpu_layers or layer_split; a context then holds one backend state
+ * per stage (stages.h), and forward.c runs each range on its stage, handing
+ * the residual stream across each boundary through the host.
+ *
+ * Invariant: stages cover layers 0..n_layer in order without gaps; only the
+ * last may be empty (it then holds the output alone). At most
+ * MODEL_MAX_STAGES.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "model/stages.h"
+#include "util/errfmt.h"
+
+/* ---------------------------------------------------------- placement --- */
+
+const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l)
+{
+    for (int32_t i = 0; i < m->n_stage - 1; i++)
+        if (l < m->stage[i].l1)
+            return &m->stage[i];
+    return &m->stage[m->n_stage - 1];
+}
+
+bool model_weight_supported(const struct hearth_model *m, enum dtype type)
+{
+    for (int32_t i = 0; i < m->n_stage; i++)
+        if (!m->stage[i].be->weight_supported(type))
+            return false;
+    return true;
+}
+
+/*
+ * The GPU backend device `device` runs on, or NULL when none can be used:
+ * the Vulkan backend will be looked up here once it is a table.
+ */
+static const struct backend *gpu_backend(int device)
+{
+    return backend_find("vulkan");
+}
+
+static enum hearth_status no_gpu(const char *what, char *err, size_t err_len)
+{
+    return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                "model: %s asks for a GPU, but no Vulkan device can be used: this build has no "
+                "Vulkan backend yet", what);
+}
+
+/* Appends a stage of layers [l0, l1) on (be, device). */
+static void add_stage(struct hearth_model *m, const struct backend *be, int device, int32_t l0,
+                      int32_t l1)
+{
+    m->stage[m->n_stage++] = (struct stage_place){.be = be, .device = device, .l0 = l0, .l1 = l1};
+}
+
+enum hearth_status model_place_ngl(struct hearth_model *m, int32_t ngl, const struct backend *cpu,
+                                   const struct backend *gpu, int device)
+{
+    const int32_t n = m->hp.n_layer, on_gpu = ngl < n ? ngl : n;
+    m->n_stage = 0;
+    if (on_gpu < n)
+        add_stage(m, cpu, 0, 0, n - on_gpu);
+    if (on_gpu > 0)
+        add_stage(m, gpu, device, n - on_gpu, n);
+    /* llama.cpp keeps the output on the CPU unless -ngl passes the layer count */
+    if (on_gpu > 0 && ngl <= n)
+        add_stage(m, cpu, 0, n, n);
+    return HEARTH_OK;
+}
+
+/* Reads "name[device]" from s (up to its ':'), the name letters, the device digits. */
+static bool split_name(const char *s, size_t len, char *name, size_t name_len, int *device)
+{
+    size_t i = 0;
+    while (i < len && isalpha((unsigned char)s[i]))
+        i++;
+    if (i == 0 || i >= name_len)
+        return false;
+    memcpy(name, s, i);
+    name[i] = 0;
+    *device = 0;
+    if (i == len)
+        return true;
+    long d = 0;
+    for (size_t j = i; j < len; j++) {
+        if (!isdigit((unsigned char)s[j]) || j - i > 3)
+            return false;
+        d = d * 10 + (s[j] - '0');
+    }
+    *device = (int)d;
+    return true;
+}
+
+static enum hearth_status place_split(struct hearth_model *m, const char *split, char *err,
+                                      size_t err_len)
+{
+    const int32_t n_layer = m->hp.n_layer;
+    int32_t at = 0;
+    m->n_stage = 0;
+    for (const char *s = split; *s;) {
+        const char *end = strchr(s, ','), *colon;
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        char name[16], *num_end;
+        int device;
+        colon = memchr(s, ':', len);
+        if (!colon || !split_name(s, (size_t)(colon - s), name, sizeof name, &device))
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: layer_split entry '%.*s' is not BACKEND[DEVICE]:LAYERS",
+                        (int)len, s);
+        const long count = strtol(colon + 1, &num_end, 10);
+        if (num_end != s + len || num_end == colon + 1 || count < 0 || count > (1 << 30))
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: layer_split entry '%.*s' needs a layer count in 0..%d",
+                        (int)len, s, n_layer);
+        if (at + count > n_layer)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: layer_split '%s' places more than the model's %d layers", split,
+                        n_layer);
+        const struct backend *be;
+        if (!strcmp(name, "cpu")) {
+            if (device != 0)
+                return fail(HEARTH_EINVAL, err, err_len,
+                            "model: layer_split names cpu%d, but the CPU is one device (cpu)",
+                            device);
+            be = backend_cpu();
+        } else if (!strcmp(name, "vulkan")) {
+            if (!(be = gpu_backend(device)))
+                return no_gpu("layer_split", err, err_len);
+        } else {
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: layer_split names backend '%s'; hearth knows cpu and vulkan<i>",
+                        name);
+        }
+        if (m->n_stage == MODEL_MAX_STAGES)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: layer_split has more than %d ranges", MODEL_MAX_STAGES);
+        if (count == 0 && end)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: layer_split entry '%.*s' has no layers, which only the last "
+                        "(the output alone) may have", (int)len, s);
+        if (count == 0 && m->n_stage == 0)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: layer_split '%s' places no layer", split);
+        add_stage(m, be, device, at, at + (int32_t)count);
+        at += (int32_t)count;
+        s = end ? end + 1 : s + len;
+        if (end && !*s)
+            return fail(HEARTH_EINVAL, err, err_len, "model: layer_split '%s' ends with a comma",
+                        split);
+    }
+    if (at != n_layer)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "model: layer_split '%s' places %d layers but the model has %d", split, at,
+                    n_layer);
+    return HEARTH_OK;
+}
+
+/* Checks the device list names GPUs as `hearth devices` does (vulkan<i>); the first one's index. */
+static enum hearth_status check_devices(const char *devices, int *first, char *err, size_t err_len)
+{
+    *first = 0;
+    bool seen = false;
+    for (const char *s = devices; *s;) {
+        const char *end = strchr(s, ',');
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        char name[16];
+        int device;
+        if (!split_name(s, len, name, sizeof name, &device) || strcmp(name, "vulkan") ||
+            len == strlen(name))
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: device '%.*s' is not a GPU as hearth devices names them "
+                        "(vulkan0, vulkan1, ...)", (int)len, s);
+        if (!seen)
+            *first = device;
+        seen = true;
+        s = end ? end + 1 : s + len;
+    }
+    return HEARTH_OK;
+}
+
+enum hearth_status model_place(struct hearth_model *m, const struct hearth_model_params *p,
+                               char *err, size_t err_len)
+{
+    enum hearth_status st;
+    m->n_stage = 0;
+    if (p->n_gpu_layers < 0)
+        return fail(HEARTH_EINVAL, err, err_len, "model: n_gpu_layers %d is negative",
+                    p->n_gpu_layers);
+    const bool split = p->layer_split && *p->layer_split;
+    if (split && (p->n_gpu_layers > 0 || (p->devices && *p->devices)))
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "model: layer_split places every layer itself; give it without "
+                    "n_gpu_layers and devices");
+    int device = 0;
+    if (p->devices && *p->devices && (st = check_devices(p->devices, &device, err, err_len)))
+        return st;
+    if (split)
+        st = place_split(m, p->layer_split, err, err_len);
+    else if (p->n_gpu_layers > 0) {
+        const struct backend *gpu = gpu_backend(device);
+        char what[48];
+        snprintf(what, sizeof what, "n_gpu_layers %d", p->n_gpu_layers);
+        st = gpu ? model_place_ngl(m, p->n_gpu_layers, backend_cpu(), gpu, device)
+                 : no_gpu(what, err, err_len);
+    } else {
+        add_stage(m, backend_get(), 0, 0, m->hp.n_layer);
+        st = HEARTH_OK;
+    }
+    if (st) {
+        m->n_stage = 0;
+        return st;
+    }
+    m->be = m->stage[0].be;
+    return HEARTH_OK;
+}
+
+/* ------------------------------------------------------------- context --- */
+
+void stage_enter(struct hearth_context *ctx, int32_t i)
+{
+    ctx->st = &ctx->stages[i];
+    ctx->be = ctx->stages[i].state;
+}
+
+enum hearth_status stages_init(struct hearth_context *ctx, char *err, size_t err_len)
+{
+    const struct hearth_model *m = ctx->model;
+    ctx->n_stage = m->n_stage;
+    if (!(ctx->stages = calloc((size_t)m->n_stage, sizeof *ctx->stages)))
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
+    if (m->n_stage > 1 && !(ctx->x_host = malloc((size_t)ctx->p.n_batch * m->hp.n_embd *
+                                                 sizeof(float))))
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
+                    ctx->p.n_batch);
+    ctx->state_len = 0;
+    for (int32_t i = 0; i < m->n_stage; i++) {
+        struct stage *s = &ctx->stages[i];
+        s->place        = &m->stage[i];
+        s->embed        = i == 0;
+        s->output       = i == m->n_stage - 1;
+        stage_enter(ctx, i);
+        enum hearth_status st = s->place->be->ctx_init(ctx, err, err_len);
+        s->state              = ctx->be;
+        if (st)
+            return st;
+        s->state_len = s->place->be->state_len(ctx);
+        s->state_off = ctx->state_len;
+        ctx->state_len += s->state_len;
+    }
+    if (ctx->state_len && !(ctx->snap_rows = calloc((size_t)ctx->p.n_batch,
+                                                    sizeof *ctx->snap_rows)))
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
+    return HEARTH_OK;
+}
+
+void stages_free(struct hearth_context *ctx)
+{
+    /* later stages may borrow from earlier ones (the CPU's thread pool): free them first */
+    for (int32_t i = ctx->n_stage - 1; ctx->stages && i >= 0; i--) {
+        stage_enter(ctx, i);
+        if (ctx->stages[i].place)
+            ctx->stages[i].place->be->ctx_free(ctx);
+        ctx->stages[i].state = NULL;
+    }
+    free(ctx->stages);
+    free(ctx->x_host);
+    free(ctx->snap_rows);
+    ctx->stages    = NULL;
+    ctx->x_host    = NULL;
+    ctx->snap_rows = NULL;
+    ctx->st        = NULL;
+    ctx->be        = NULL;
+}
+
+void stages_cross(struct hearth_context *ctx, int32_t to, int32_t n)
+{
+    ctx->st->place->be->residual_get(ctx, n, ctx->x_host);
+    stage_enter(ctx, to);
+    ctx->st->place->be->residual_set(ctx, n, ctx->x_host);
+}
+
+void stages_seq_reset(struct hearth_context *ctx, int32_t seq)
+{
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
+        stage_enter(ctx, i);
+        ctx->st->place->be->seq_reset(ctx, seq);
+    }
+}
+
+void stages_state_load(struct hearth_context *ctx, int32_t seq, const float *src)
+{
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
+        if (!ctx->stages[i].state_len)
+            continue;
+        stage_enter(ctx, i);
+        ctx->st->place->be->state_load(ctx, seq, src + ctx->st->state_off);
+    }
+}
+
+void stages_state_save_plan(struct hearth_context *ctx, int32_t n)
+{
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
+        if (!ctx->stages[i].state_len)
+            continue;
+        stage_enter(ctx, i);
+        float **rows = ctx->st->place->be->state_save_rows(ctx);
+        for (int32_t t = 0; t < n; t++)
+            rows[t] = ctx->snap_rows[t] ? ctx->snap_rows[t] + ctx->st->state_off : NULL;
+    }
+}
+
+void stages_kv_copy(void *arg, int group, int32_t dst, int32_t src, int32_t n_rows)
+{
+    struct hearth_context *ctx = arg;
+    const struct stage *cur    = ctx->st;
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
+        if (ctx->stages[i].place->be->kv_host)
+            continue;
+        stage_enter(ctx, i);
+        ctx->st->place->be->kv_copy(ctx, group, dst, src, n_rows);
+    }
+    if (cur)
+        stage_enter(ctx, (int32_t)(cur - ctx->stages));
+}
