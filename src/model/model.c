@@ -342,6 +342,9 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
         memcpy(m->chat_template, ct.ptr, ct.len);
         m->chat_template[ct.len] = 0;
     }
+    for (int32_t l = 0; l < m->hp.n_layer; l++)
+        if ((st = model_stage_of(m, l)->be->layer_supported(m, l, err, err_len)))
+            goto err;
     if ((st = load_weights(m, err, err_len)) || (st = prepare_weights(m, err, err_len)))
         goto err;
     *out = m;
