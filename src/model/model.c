@@ -159,7 +159,12 @@ enum hearth_status model_get_weight(struct hearth_model *m, const char *name, in
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld] but [%lld, %lld] was "
                     "expected", name, (long long)t->ne[0], (long long)t->ne[1],
                     (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out);
-    if (!model_weight_supported(m, (enum dtype)t->type))
+    const struct backend *refuser = model_weight_refuser(m, (enum dtype)t->type);
+    if (refuser && refuser != backend_cpu() && backend_cpu()->weight_supported(t->type))
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: tensor %s has type %s, which the %s backend cannot compute with "
+                    "yet; keep its layers on the CPU", name, dtype_name(t->type), refuser->name);
+    if (refuser)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
                     dtype_name(t->type));

@@ -28,12 +28,17 @@ const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l
     return &m->stage[m->n_stage - 1];
 }
 
-bool model_weight_supported(const struct hearth_model *m, enum dtype type)
+const struct backend *model_weight_refuser(const struct hearth_model *m, enum dtype type)
 {
     for (int32_t i = 0; i < m->n_stage; i++)
         if (!m->stage[i].be->weight_supported(type))
-            return false;
-    return true;
+            return m->stage[i].be;
+    return NULL;
+}
+
+bool model_weight_supported(const struct hearth_model *m, enum dtype type)
+{
+    return !model_weight_refuser(m, type);
 }
 
 /* The GPU backend device `device` runs on, or NULL with the reason in why. */

@@ -339,6 +339,9 @@ static void test_refusals(void **state)
             "layer 0 is a Gated DeltaNet layer");
     refused("stories260K.gguf", 0, "vulkan7:5", HEARTH_EUNSUPPORTED,
             "Vulkan device 7 cannot be used: this machine offers");
+    /* a type the CPU runs and the shaders do not */
+    refused("tiny-llama-spm-q2_k.gguf", 99, NULL, HEARTH_EUNSUPPORTED,
+            "type q2_k, which the vulkan backend cannot compute with yet");
     /* the CPU stages of such a model still run it: its Vulkan stage is only refused */
     struct hearth_model *m = load("tiny-qwen3moe-bpe-q8_0.gguf", 0, NULL);
     assert_non_null(m);
