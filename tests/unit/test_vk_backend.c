@@ -9,8 +9,8 @@
  * runs fed the CPU's greedy tokens so the rows stay comparable. Every
  * logit row must stay within a bound of the CPU's, relative to the row's
  * largest |logit| (below). Then stories260K's greedy text from greedy.tsv with
- * -ngl 99, and the refusals: MoE and DeltaNet layers on Vulkan, a device
- * that does not exist.
+ * -ngl 99, and the refusals: MoE, DeltaNet and gated attention layers on
+ * Vulkan, a weight type the shaders lack, a device that does not exist.
  *
  * Skips with a "vulkan-test: skipped" line when the build has no Vulkan or
  * the machine no device; .ci/run treats that line as a failure.

@@ -298,8 +298,8 @@ static void ctx_free(struct hearth_context *ctx)
     ctx->be = NULL;
 }
 
-static enum hearth_status buf(struct vk_ctx *c, size_t len, struct vk_buf **out, char *err,
-                              size_t err_len)
+static enum hearth_status dev_buf(struct vk_ctx *c, size_t len, struct vk_buf **out, char *err,
+                                  size_t err_len)
 {
     return vk_buf_new(c->d, len ? len : 4, out, err, err_len);
 }
@@ -312,7 +312,7 @@ static enum hearth_status vec(struct vk_ctx *c, const float *v, int64_t n, struc
     *out = NULL;
     if (!v)
         return HEARTH_OK;
-    if ((st = buf(c, (size_t)n * sizeof(float), out, err, err_len)))
+    if ((st = dev_buf(c, (size_t)n * sizeof(float), out, err, err_len)))
         return st;
     return vk_buf_upload(*out, 0, v, (size_t)n * sizeof(float), err, err_len);
 }
@@ -344,15 +344,15 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
         [ACT_HB2] = (size_t)hp->n_ff};
     for (int a = 0; a < ACT_COUNT; a++)
         if (a != ACT_LOGITS && a != ACT_QG &&
-            (st = buf(c, nb * width[a] * f, &c->act[a], err, err_len)))
+            (st = dev_buf(c, nb * width[a] * f, &c->act[a], err, err_len)))
             return st;
     const size_t stride = (size_t)(kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
     c->stride           = (uint32_t)stride;
     const size_t n_i32  = nb * 2 > kv->n_seq * stride ? nb * 2 : kv->n_seq * stride;
-    if ((st = buf(c, nb * xb * f, &c->spare, err, err_len)) ||
-        (st = buf(c, nb * 4, &c->ids, err, err_len)) ||
-        (st = buf(c, nb * 4, &c->rows, err, err_len)) ||
-        (st = buf(c, nb * 8, &c->kvrows, err, err_len)))
+    if ((st = dev_buf(c, nb * xb * f, &c->spare, err, err_len)) ||
+        (st = dev_buf(c, nb * 4, &c->ids, err, err_len)) ||
+        (st = dev_buf(c, nb * 4, &c->rows, err, err_len)) ||
+        (st = dev_buf(c, nb * 8, &c->kvrows, err, err_len)))
         return st;
     c->host_i32 = malloc(n_i32 * sizeof(int32_t));
     c->cs_host  = malloc(nb * hp->rope_dim * f);
@@ -370,10 +370,10 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
             c->rope_base[n_base++] = m->layers[l].rope_base;
     }
     for (int b = 0; b < n_base; b++)
-        if ((st = buf(c, nb * hp->rope_dim * f, &c->cs[b], err, err_len)))
+        if ((st = dev_buf(c, nb * hp->rope_dim * f, &c->cs[b], err, err_len)))
             return st;
     for (int g = 0; g < KV_GROUPS; g++)
-        if (kv->pool[g].n_layer && (st = buf(c, kv->n_seq * stride * 4, &c->tables[g], err,
+        if (kv->pool[g].n_layer && (st = dev_buf(c, kv->n_seq * stride * 4, &c->tables[g], err,
                                              err_len)))
             return st;
     for (int32_t l = l0; l < l1; l++) {
@@ -400,8 +400,8 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
                             .n_seq        = (uint32_t)kv->n_seq,
                             .table_stride = c->stride,
                             .f16          = kv->type == HEARTH_KV_F16};
-        if ((st = buf(c, p->layer_len, &k->k, err, err_len)) ||
-            (st = buf(c, p->layer_len, &k->v, err, err_len)))
+        if ((st = dev_buf(c, p->layer_len, &k->k, err, err_len)) ||
+            (st = dev_buf(c, p->layer_len, &k->v, err, err_len)))
             return st;
     }
     if (!ctx->st->output)
@@ -424,8 +424,8 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     ctx->p.n_batch);
     for (int32_t i = 0; i < c->n_chunks; i++) {
-        if ((st = buf(c, (size_t)c->chunk_rows * row, &c->logit_buf[i], err, err_len)) ||
-            (st = buf(c, (size_t)c->chunk_rows * 4, &c->chunk_ids[i], err, err_len)))
+        if ((st = dev_buf(c, (size_t)c->chunk_rows * row, &c->logit_buf[i], err, err_len)) ||
+            (st = dev_buf(c, (size_t)c->chunk_rows * 4, &c->chunk_ids[i], err, err_len)))
             return st;
         for (int32_t r = 0; r < c->chunk_rows; r++)
             c->host_i32[r] = i * c->chunk_rows + r;
@@ -435,7 +435,7 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     }
     c->act[ACT_LOGITS] = c->logit_buf[0];
     if (c->n_chunks > 1 &&
-        (st = buf(c, (size_t)c->chunk_rows * hp->n_embd * f, &c->chunk_in, err, err_len)))
+        (st = dev_buf(c, (size_t)c->chunk_rows * hp->n_embd * f, &c->chunk_in, err, err_len)))
         return st;
     return HEARTH_OK;
 }
@@ -703,19 +703,19 @@ static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, i
 }
 
 /* Out of place into the spare buffer, which then becomes buf: parallel copies in place race. */
-static void gather(struct hearth_context *ctx, enum act buf_, const int32_t *rows, int32_t n_out)
+static void gather(struct hearth_context *ctx, enum act a, const int32_t *rows, int32_t n_out)
 {
     struct vk_ctx *c = vc_of(ctx);
     char err[256];
     flush(c);
     enum hearth_status st = vk_buf_upload(c->rows, 0, rows, (size_t)n_out * 4, err, sizeof err);
     if (!st)
-        st = vk_op_gather(rec(c), c->act[buf_], c->spare, c->rows,
+        st = vk_op_gather(rec(c), c->act[a], c->spare, c->rows,
                           (uint32_t)ctx->model->hp.n_embd, (uint32_t)ctx->p.n_batch,
                           (uint32_t)n_out, err, sizeof err);
     if (!st) {
-        struct vk_buf *t = c->act[buf_];
-        c->act[buf_]     = c->spare;
+        struct vk_buf *t = c->act[a];
+        c->act[a]     = c->spare;
         c->spare         = t;
     }
     failed(c, st, err);
