@@ -1,6 +1,7 @@
 /*
- * backend.c: the built-in backends by name. The CPU is the only one today;
- * a new backend adds its table to the list in backend_find.
+ * backend.c: the built-in backends by name: the CPU, and Vulkan when the
+ * build has it (vk_backend.c); a new backend adds its table to
+ * backend_find.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -11,12 +12,22 @@
 
 const struct backend *backend_find(const char *name)
 {
-    const struct backend *all[] = {backend_cpu()};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (!strcmp(all[i]->name, name))
-            return all[i];
+    char why[256];
+    if (!strcmp(name, "cpu"))
+        return backend_cpu();
+    if (!strcmp(name, "vulkan"))
+        return backend_vulkan(0, why, sizeof why);
     return NULL;
 }
+
+#ifndef HEARTH_VULKAN
+const struct backend *backend_vulkan(int device, char *why, size_t why_len)
+{
+    snprintf(why, why_len, "this build has no Vulkan backend (libvulkan-dev and glslc were not "
+                           "found when it was built)");
+    return NULL;
+}
+#endif
 
 static const struct backend *chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;

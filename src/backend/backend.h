@@ -98,6 +98,15 @@ struct backend {
      */
     bool (*moe_supported)(enum dtype gate, enum dtype up, enum dtype down);
     /*
+     * Whether the backend runs layer l of m, judged from the hyperparameters
+     * (m->hp, m->layers[l]'s flags: the weights are not loaded yet):
+     * HEARTH_OK, or HEARTH_EUNSUPPORTED with a sentence naming the layer's
+     * kind (a MoE or DeltaNet layer on a backend without those operations).
+     * Checked at load, once the stages are placed, for every layer.
+     */
+    enum hearth_status (*layer_supported)(const struct hearth_model *m, int32_t l, char *err,
+                                          size_t err_len);
+    /*
      * dst[0..n) = the n elements of type at src as f32: how the model's norm
      * and bias vectors become the host f32 copies the operations read. false
      * when the type cannot be read.
@@ -242,7 +251,17 @@ struct backend {
 /* The CPU backend: today's kernel table (kernels_get) on a thread pool. */
 const struct backend *backend_cpu(void);
 
-/* The built-in backend named name ("cpu"), or NULL when none is built by that name. */
+/*
+ * The Vulkan backend on device index device ("vulkan<device>"), or NULL with
+ * a sentence in why when it cannot be used: not built (no HEARTH_VULKAN), no
+ * loader or driver, no such device.
+ */
+const struct backend *backend_vulkan(int device, char *why, size_t why_len);
+
+/*
+ * The built-in backend named name ("cpu", "vulkan" for device 0), or NULL
+ * when none is built or usable by that name.
+ */
 const struct backend *backend_find(const char *name);
 
 /*

@@ -27,6 +27,13 @@ static bool moe_supported(enum dtype gate, enum dtype up, enum dtype down)
     return k->type[gate].vec_dot_type == k->type[up].vec_dot_type;
 }
 
+/* The CPU runs every layer kind the loader accepts. */
+static enum hearth_status layer_supported(const struct hearth_model *m, int32_t l, char *err,
+                                          size_t err_len)
+{
+    return HEARTH_OK;
+}
+
 static bool vector_to_f32(enum dtype type, const void *src, float *dst, int64_t n)
 {
     const struct type_kernels *tk = &kernels_get()->type[type];
@@ -284,6 +291,7 @@ static const struct backend cpu = {
     .kv_host          = true,
     .weight_supported = weight_supported,
     .moe_supported    = moe_supported,
+    .layer_supported  = layer_supported,
     .vector_to_f32    = vector_to_f32,
     .weight_prepare   = weight_prepare,
     .weight_release   = weight_release,

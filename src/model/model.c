@@ -159,7 +159,12 @@ enum hearth_status model_get_weight(struct hearth_model *m, const char *name, in
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld] but [%lld, %lld] was "
                     "expected", name, (long long)t->ne[0], (long long)t->ne[1],
                     (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out);
-    if (!model_weight_supported(m, (enum dtype)t->type))
+    const struct backend *refuser = model_weight_refuser(m, (enum dtype)t->type);
+    if (refuser && refuser != backend_cpu() && backend_cpu()->weight_supported(t->type))
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: tensor %s has type %s, which the %s backend cannot compute with "
+                    "yet; keep its layers on the CPU", name, dtype_name(t->type), refuser->name);
+    if (refuser)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
                     dtype_name(t->type));
@@ -342,6 +347,9 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
         memcpy(m->chat_template, ct.ptr, ct.len);
         m->chat_template[ct.len] = 0;
     }
+    for (int32_t l = 0; l < m->hp.n_layer; l++)
+        if ((st = model_stage_of(m, l)->be->layer_supported(m, l, err, err_len)))
+            goto err;
     if ((st = load_weights(m, err, err_len)) || (st = prepare_weights(m, err, err_len)))
         goto err;
     *out = m;

@@ -167,6 +167,8 @@ void model_release_weight(const struct hearth_model *m, int32_t l, struct weight
 
 /* Whether every backend the model's stages use runs weights of this type. */
 bool model_weight_supported(const struct hearth_model *m, enum dtype type);
+/* The first of the model's stage backends that does not run weights of type, or NULL. */
+const struct backend *model_weight_refuser(const struct hearth_model *m, enum dtype type);
 
 /* The stage of layer l (l = n_layer: the output's, the last). */
 const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l);

@@ -28,28 +28,31 @@ const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l
     return &m->stage[m->n_stage - 1];
 }
 
-bool model_weight_supported(const struct hearth_model *m, enum dtype type)
+const struct backend *model_weight_refuser(const struct hearth_model *m, enum dtype type)
 {
     for (int32_t i = 0; i < m->n_stage; i++)
         if (!m->stage[i].be->weight_supported(type))
-            return false;
-    return true;
+            return m->stage[i].be;
+    return NULL;
 }
 
-/*
- * The GPU backend device `device` runs on, or NULL when none can be used:
- * the Vulkan backend will be looked up here once it is a table.
- */
-static const struct backend *gpu_backend(int device)
+bool model_weight_supported(const struct hearth_model *m, enum dtype type)
 {
-    return backend_find("vulkan");
+    return !model_weight_refuser(m, type);
 }
 
-static enum hearth_status no_gpu(const char *what, char *err, size_t err_len)
+/* The GPU backend device `device` runs on, or NULL with the reason in why. */
+static const struct backend *gpu_backend(int device, char *why, size_t why_len)
+{
+    return backend_vulkan(device, why, why_len);
+}
+
+static enum hearth_status no_gpu(const char *what, int device, const char *why, char *err,
+                                 size_t err_len)
 {
     return fail(HEARTH_EUNSUPPORTED, err, err_len,
-                "model: %s asks for a GPU, but no Vulkan device can be used: this build has no "
-                "Vulkan backend yet", what);
+                "model: %s asks for a GPU, but Vulkan device %d cannot be used: %s", what, device,
+                why);
 }
 
 /* Appends a stage of layers [l0, l1) on (be, device). */
@@ -130,8 +133,9 @@ static enum hearth_status place_split(struct hearth_model *m, const char *split,
                             device);
             be = backend_cpu();
         } else if (!strcmp(name, "vulkan")) {
-            if (!(be = gpu_backend(device)))
-                return no_gpu("layer_split", err, err_len);
+            char why[256];
+            if (!(be = gpu_backend(device, why, sizeof why)))
+                return no_gpu("layer_split", device, why, err, err_len);
         } else {
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: layer_split names backend '%s'; hearth knows cpu and vulkan<i>",
@@ -203,11 +207,11 @@ enum hearth_status model_place(struct hearth_model *m, const struct hearth_model
     if (split)
         st = place_split(m, p->layer_split, err, err_len);
     else if (p->n_gpu_layers > 0) {
-        const struct backend *gpu = gpu_backend(device);
-        char what[48];
+        char what[48], why[256];
+        const struct backend *gpu = gpu_backend(device, why, sizeof why);
         snprintf(what, sizeof what, "n_gpu_layers %d", p->n_gpu_layers);
         st = gpu ? model_place_ngl(m, p->n_gpu_layers, backend_cpu(), gpu, device)
-                 : no_gpu(what, err, err_len);
+                 : no_gpu(what, device, why, err, err_len);
     } else {
         add_stage(m, backend_get(), 0, 0, m->hp.n_layer);
         st = HEARTH_OK;

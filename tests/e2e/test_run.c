@@ -228,10 +228,24 @@ static void test_layer_split_same_text(void **state)
     print_message("one stage: %s\n", a);
     assert_true(strlen(a) > 40);
     assert_string_equal(a, b);
-    free(a);
     free(b);
-    const char *ngl[] = {tu_bin(), "run", "-m", model, "-p", "hi", "-ngl", "99", NULL};
-    expect_exit(ngl, 1, "no Vulkan device");
+    /* every layer on vulkan0 writes the CPU's text; without a device, a clear refusal */
+    const char *ngl[] = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "48",
+                         "--temp", "0", "-t", "2", "-ngl", "99", NULL};
+    char *c = NULL, *e = NULL;
+    if (tu_run(ngl, NULL, &c, &e, 120) == 0) {
+        print_message("-ngl 99: %s\n", c);
+        assert_string_equal(c, a);
+    } else {
+        print_message("-ngl 99 refused: %s", e);
+        assert_non_null(strstr(e, "Vulkan device 0 cannot be used"));
+    }
+    free(c);
+    free(e);
+    const char *none[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--layer-split", "vulkan9:5",
+                          NULL};
+    expect_exit(none, 1, "Vulkan device 9 cannot be used");
+    free(a);
     const char *bad[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--layer-split", "cpu:9",
                          NULL};
     expect_exit(bad, 1, "places more than the model's 5 layers");

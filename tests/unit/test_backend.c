@@ -84,33 +84,59 @@ static float input(int t, int i)
     return cosf((float)(t * 131 + i * 7)) * (1.0f + (float)((t + i) % 5));
 }
 
+/* Every entry of b is filled; the table's size says when a new entry is not listed here. */
+static void table_complete(const struct backend *b)
+{
+    const void *entries[] = {
+        (const void *)b->weight_supported, (const void *)b->moe_supported,
+        (const void *)b->layer_supported,  (const void *)b->vector_to_f32,
+        (const void *)b->weight_prepare,   (const void *)b->weight_release,
+        (const void *)b->ctx_init,         (const void *)b->ctx_free,
+        (const void *)b->seq_reset,        (const void *)b->state_len,
+        (const void *)b->state_load,       (const void *)b->state_save_rows,
+        (const void *)b->kv_copy,          (const void *)b->batch_begin,
+        (const void *)b->residual_get,     (const void *)b->residual_set,
+        (const void *)b->embed,            (const void *)b->rmsnorm,
+        (const void *)b->matmul,           (const void *)b->qkv_store,
+        (const void *)b->attention,        (const void *)b->gated_act,
+        (const void *)b->add,              (const void *)b->moe,
+        (const void *)b->deltanet,         (const void *)b->gather,
+        (const void *)b->softcap,          (const void *)b->logits};
+    /* the table's size over pointer size counts the name and the kv_host flag too: a new
+     * entry must be listed */
+    assert_int_equal(sizeof entries / sizeof entries[0] + 2, sizeof *b / sizeof(void *));
+    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+        assert_non_null(entries[i]);
+}
+
 static void test_cpu_table_is_complete(void **state)
 {
     const struct backend *b = backend_cpu();
     assert_string_equal(b->name, "cpu");
-    const void *entries[] = {
-        (const void *)b->weight_supported, (const void *)b->moe_supported,
-        (const void *)b->vector_to_f32,    (const void *)b->weight_prepare,
-        (const void *)b->weight_release,   (const void *)b->ctx_init,
-        (const void *)b->ctx_free,         (const void *)b->seq_reset,
-        (const void *)b->state_len,        (const void *)b->state_load,
-        (const void *)b->state_save_rows,  (const void *)b->kv_copy,
-        (const void *)b->batch_begin,      (const void *)b->residual_get,
-        (const void *)b->residual_set,     (const void *)b->embed,
-        (const void *)b->rmsnorm,          (const void *)b->matmul,
-        (const void *)b->qkv_store,        (const void *)b->attention,
-        (const void *)b->gated_act,        (const void *)b->add,
-        (const void *)b->moe,              (const void *)b->deltanet,
-        (const void *)b->gather,           (const void *)b->softcap,
-        (const void *)b->logits};
-    /* the table's size over pointer size counts the name and the kv_host flag too: a new
-     * entry must be listed */
-    assert_int_equal(sizeof entries / sizeof entries[0] + 2, sizeof *b / sizeof(void *));
+    table_complete(b);
     assert_true(b->kv_host);
-    for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
-        assert_non_null(entries[i]);
     assert_true(b->weight_supported(DTYPE_Q4_0));
     assert_false(b->weight_supported(DTYPE_Q8_K)); /* an activation type only */
+}
+
+/* The Vulkan table, where a device exists: complete, its own K/V, the shaders' types. */
+static void test_vulkan_table_is_complete(void **state)
+{
+    char why[256];
+    const struct backend *b = backend_vulkan(0, why, sizeof why);
+    if (!b) {
+        print_message("skip: %s\n", why);
+        skip();
+    }
+    assert_string_equal(b->name, "vulkan");
+    assert_ptr_equal(backend_find("vulkan"), b);
+    table_complete(b);
+    assert_false(b->kv_host);
+    assert_true(b->weight_supported(DTYPE_Q4_K));
+    assert_false(b->weight_supported(DTYPE_Q2_K));
+    assert_false(b->moe_supported(DTYPE_Q8_0, DTYPE_Q8_0, DTYPE_Q8_0));
+    assert_null(backend_vulkan(9, why, sizeof why));
+    assert_non_null(strstr(why, "Vulkan device"));
 }
 
 static void test_unknown_backend_falls_back_to_cpu(void **state)
@@ -282,6 +308,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_table_is_complete),
+        cmocka_unit_test(test_vulkan_table_is_complete),
         cmocka_unit_test(test_unknown_backend_falls_back_to_cpu),
         cmocka_unit_test_setup_teardown(test_packed_matmul_keeps_the_bits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prev_requantizes_for_another_type, setup, teardown),

@@ -10,8 +10,8 @@
  * resumptions load state snapshots gathered over the stages), between
  * window and global layers with a window pool (tiny gemma3), between MoE
  * layers (tiny qwen3moe), and an output-only last stage. Then the
- * refusals: splits that do not add up, unknown backends, -ngl without a
- * GPU, random strings; -ngl's placement with a stand-in GPU backend; and
+ * refusals: splits that do not add up, unknown backends, a GPU that is
+ * not there, random strings; -ngl's placement with a stand-in GPU backend; and
  * kv.c's block-copy hook reaching a stand-in device stage's kv_copy.
  */
 #include <stdio.h>
@@ -343,11 +343,14 @@ static void test_bad_placements_are_refused(void **state)
         p.layer_split = cases[i].split;
         refused(&p, HEARTH_EINVAL, cases[i].want);
     }
-    p.layer_split = "vulkan0:2,cpu:3";
-    refused(&p, HEARTH_EUNSUPPORTED, "no Vulkan device");
+    /* a device this machine does not have, with or without Vulkan built */
+    p.layer_split = "vulkan9:2,cpu:3";
+    refused(&p, HEARTH_EUNSUPPORTED, "Vulkan device 9 cannot be used");
     p.layer_split  = NULL;
     p.n_gpu_layers = 99;
-    refused(&p, HEARTH_EUNSUPPORTED, "no Vulkan device");
+    p.devices      = "vulkan9";
+    refused(&p, HEARTH_EUNSUPPORTED, "Vulkan device 9 cannot be used");
+    p.devices      = NULL;
     p.n_gpu_layers = -1;
     refused(&p, HEARTH_EINVAL, "negative");
     p.n_gpu_layers = 2;

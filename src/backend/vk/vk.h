@@ -90,6 +90,14 @@ enum hearth_status vk_buf_upload(struct vk_buf *b, size_t off, const void *src, 
 enum hearth_status vk_buf_download(struct vk_buf *b, size_t off, void *dst, size_t len,
                                    char *err, size_t err_len);
 
+/*
+ * Copies len bytes from src at src_off to dst at dst_off on the device (the K/V block copy
+ * of a truncation). Synchronous, between sequences, like the uploads. HEARTH_ERANGE past
+ * either buffer, HEARTH_EINVAL for ranges of one buffer that overlap.
+ */
+enum hearth_status vk_buf_copy(struct vk_buf *dst, size_t dst_off, struct vk_buf *src,
+                               size_t src_off, size_t len, char *err, size_t err_len);
+
 /* ----------------------------------------------------------- pipelines --- */
 
 struct vk_pipe;

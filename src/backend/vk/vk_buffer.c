@@ -261,3 +261,75 @@ enum hearth_status vk_buf_download(struct vk_buf *b, size_t off, void *dst, size
 {
     return copy(b, off, dst, len, false, err, err_len);
 }
+
+enum hearth_status vk_buf_copy(struct vk_buf *dst, size_t dst_off, struct vk_buf *src,
+                               size_t src_off, size_t len, char *err, size_t err_len)
+{
+    if (dst_off > dst->len || len > dst->len - dst_off || src_off > src->len ||
+        len > src->len - src_off)
+        return fail(HEARTH_ERANGE, err, err_len,
+                    "vulkan: a copy of %zu bytes from offset %zu to %zu overruns a buffer", len,
+                    src_off, dst_off);
+    if (dst == src && (dst_off < src_off ? src_off - dst_off : dst_off - src_off) < len)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "vulkan: a copy of %zu bytes within one buffer overlaps itself", len);
+    if (len == 0)
+        return HEARTH_OK;
+    if (dst->map && src->map) {
+        memcpy((char *)dst->map + dst_off, (const char *)src->map + src_off, len);
+        return HEARTH_OK;
+    }
+    struct vk_dev *d        = dst->d;
+    const struct vk_fns *fn = &d->fn;
+    VkCommandBuffer cb      = VK_NULL_HANDLE;
+    VkFence fence           = VK_NULL_HANDLE;
+    enum hearth_status st   = HEARTH_OK;
+    VkResult r;
+    const VkCommandBufferAllocateInfo cai = {
+        .sType              = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool        = d->pool,
+        .level              = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = 1,
+    };
+    if ((r = fn->vkAllocateCommandBuffers(d->dev, &cai, &cb)) != VK_SUCCESS) {
+        cb = VK_NULL_HANDLE;
+        st = vk_fail("vkAllocateCommandBuffers", r, err, err_len);
+        goto out;
+    }
+    const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if ((r = fn->vkCreateFence(d->dev, &fci, NULL, &fence)) != VK_SUCCESS) {
+        fence = VK_NULL_HANDLE;
+        st    = vk_fail("vkCreateFence", r, err, err_len);
+        goto out;
+    }
+    const VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    if ((r = fn->vkBeginCommandBuffer(cb, &bi)) != VK_SUCCESS) {
+        st = vk_fail("vkBeginCommandBuffer", r, err, err_len);
+        goto out;
+    }
+    /* earlier sequences' shader writes land before the copy reads or overwrites them */
+    const VkMemoryBarrier mb = {
+        .sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    };
+    fn->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                     VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = len};
+    fn->vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &region);
+    if ((r = fn->vkEndCommandBuffer(cb)) != VK_SUCCESS) {
+        st = vk_fail("vkEndCommandBuffer", r, err, err_len);
+        goto out;
+    }
+    st = vk_dev_submit(d, cb, fence, err, err_len);
+out:
+    if (fence)
+        fn->vkDestroyFence(d->dev, fence, NULL);
+    if (cb)
+        fn->vkFreeCommandBuffers(d->dev, d->pool, 1, &cb);
+    return st;
+}

@@ -1,0 +1,367 @@
+/*
+ * test_vk_backend.c: the Vulkan backend (src/backend/vk/vk_backend.c)
+ * against the CPU over whole models. Each dense shared model runs one
+ * scenario (a chunked prompt, greedy steps, a second sequence reusing the
+ * first's published prefix, a truncation inside a block it shares, which
+ * makes kv.c copy the block on the device too, more steps) on the CPU,
+ * with every layer and the output on vulkan0 (-ngl 99) and with the last
+ * half of the layers there (-ngl n/2: CPU, Vulkan, CPU output), the device
+ * runs fed the CPU's greedy tokens so the rows stay comparable. Every
+ * logit row must stay within a bound of the CPU's, relative to the row's
+ * largest |logit| (below). Then stories260K's greedy text from greedy.tsv with
+ * -ngl 99, and the refusals: MoE, DeltaNet and gated attention layers on
+ * Vulkan, a weight type the shaders lack, a device that does not exist.
+ *
+ * Skips with a "vulkan-test: skipped" line when the build has no Vulkan or
+ * the machine no device; .ci/run treats that line as a failure.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "hearth.h"
+#include "model/model.h"
+#include "util/engineutil.h"
+#include "util/testutil.h"
+
+enum { PROMPT = 40, STEPS = 8, TAIL = 10, MAX_REC = 2 * STEPS + 16 };
+
+/*
+ * The bounds, relative to a row's largest |logit|. The attention, SwiGLU
+ * and norms differ from the CPU's by the device's exp and summation order
+ * (each within 1e-5 of its scale, test_vk.c), and the CPU rounds an F16
+ * weight's activations to f16 (2^-11 relative) where the device keeps
+ * f32; compounded through the residual stream over a few layers that is
+ * about 1e-3 (measured 9.7e-4 on tiny llama f16): BOUND_FLOAT 5e-3. For
+ * quantized weights the CPU rounds the activations to 8 bits per element
+ * (Q8_0, Q8_K: up to 2^-8 of a block's largest value), which is most of
+ * the difference: measured up to 3.1e-2 (tiny qwen2 q8_0), and argmax
+ * equal in most rows: BOUND_QUANT 6e-2. A wrong operation (a missing
+ * bias or norm, a misplaced rope, a wrong K/V row) moves logits by a good
+ * fraction of their range, and the float models hold the tight bound.
+ */
+#define BOUND_FLOAT 5e-3
+#define BOUND_QUANT 6e-2
+
+static char why[256];
+
+static bool have_vulkan(void)
+{
+    if (backend_vulkan(0, why, sizeof why))
+        return true;
+    print_message("vulkan-test: skipped: %s\n", why);
+    return false;
+}
+
+struct record {
+    float *logits; /* [MAX_REC][n_vocab] */
+    int32_t n, n_vocab;
+    hearth_token picks[MAX_REC]; /* the greedy tokens, in order */
+    int32_t n_picks;
+    const hearth_token *force;   /* the reference's picks to take instead, or NULL */
+    int32_t lens[2];
+};
+
+static void keep(struct record *r, const float *l)
+{
+    assert_non_null(l);
+    assert_true(r->n < MAX_REC);
+    memcpy(r->logits + (size_t)r->n++ * r->n_vocab, l, (size_t)r->n_vocab * sizeof(float));
+}
+
+static void tokens(hearth_token *t, int32_t n, int32_t salt, int32_t n_vocab)
+{
+    for (int32_t i = 0; i < n; i++)
+        t[i] = 3 + (i * 7919 + salt * 104729) % (n_vocab - 3);
+}
+
+static void run(struct hearth_context *ctx, struct record *r, int32_t seq,
+                const hearth_token *toks, int32_t n, int32_t chunk)
+{
+    char err[HEARTH_ERR_MAX];
+    int32_t pos[64], sq[64];
+    for (int32_t i = hearth_seq_len(ctx, seq); i < n; i += chunk) {
+        const int32_t m = n - i < chunk ? n - i : chunk;
+        for (int32_t j = 0; j < m; j++) {
+            pos[j] = i + j;
+            sq[j]  = seq;
+        }
+        struct hearth_batch b = {m, toks + i, pos, sq, NULL};
+        if (hearth_decode(ctx, &b, err, sizeof err) != HEARTH_OK)
+            fail_msg("decode: %s", err);
+        hearth_seq_publish(ctx, seq, toks, i + m);
+        if (i + m == n)
+            keep(r, hearth_get_logits(ctx, m - 1));
+    }
+}
+
+static void greedy(struct hearth_context *ctx, struct record *r, int32_t seq, hearth_token *toks,
+                   int32_t *n_toks, int32_t steps)
+{
+    for (int32_t i = 0; i < steps; i++) {
+        hearth_token t = r->force ? r->force[r->n_picks]
+                                  : tu_argmax(r->logits + (size_t)(r->n - 1) * r->n_vocab,
+                                              r->n_vocab);
+        r->picks[r->n_picks++] = t;
+        toks[(*n_toks)++]      = t;
+        run(ctx, r, seq, toks, *n_toks, 1);
+    }
+}
+
+static void scenario(struct hearth_model *model, struct record *r)
+{
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx                        = 128;
+    cp.n_seq_max                    = 2;
+    cp.n_batch                      = 32;
+    cp.kv_block                     = 16;
+    char err[HEARTH_ERR_MAX];
+    struct hearth_context *ctx;
+    if (hearth_context_new(model, &cp, &ctx, err, sizeof err) != HEARTH_OK)
+        fail_msg("context: %s", err);
+    r->n_vocab = hearth_model_n_vocab(model);
+    r->n = r->n_picks = 0;
+    hearth_token a[PROMPT + 2 * STEPS + 16], b[PROMPT + STEPS];
+    int32_t n_a = PROMPT;
+    tokens(a, PROMPT, 1, r->n_vocab);
+    run(ctx, r, 0, a, PROMPT, 32);
+    greedy(ctx, r, 0, a, &n_a, STEPS);
+    /* a second sequence shares the first's first blocks, then goes its own way */
+    memcpy(b, a, (PROMPT - TAIL) * sizeof *b);
+    tokens(b + PROMPT - TAIL, TAIL, 2, r->n_vocab);
+    r->lens[0] = hearth_seq_reuse_prefix(ctx, 1, b, PROMPT);
+    run(ctx, r, 1, b, PROMPT, 32);
+    /* a cut inside the block the second sequence shares: the block is copied first */
+    hearth_seq_truncate(ctx, 0, 10);
+    r->lens[1] = hearth_seq_len(ctx, 0);
+    n_a        = r->lens[1];
+    tokens(a + n_a, 12, 3, r->n_vocab);
+    n_a += 12;
+    run(ctx, r, 0, a, n_a, 5);
+    greedy(ctx, r, 0, a, &n_a, STEPS / 2);
+    int32_t n_b = PROMPT;
+    greedy(ctx, r, 1, b, &n_b, STEPS / 2);
+    hearth_context_free(ctx);
+}
+
+static struct hearth_model *load(const char *name, int32_t ngl, const char *split)
+{
+    const char *path = tu_model(name);
+    if (!path)
+        return NULL;
+    struct hearth_model_params mp = hearth_model_default_params();
+    mp.n_threads                  = 2;
+    mp.n_gpu_layers               = ngl;
+    mp.layer_split                = split;
+    struct hearth_model *m;
+    char err[HEARTH_ERR_MAX];
+    if (hearth_model_load(path, &mp, &m, err, sizeof err) != HEARTH_OK)
+        fail_msg("%s with -ngl %d: %s", name, ngl, err);
+    return m;
+}
+
+/* Runs name on the CPU, with -ngl 99 and with -ngl n_layer / 2; every row within BOUND. */
+static void near_cpu(const char *name, double bound)
+{
+    if (!have_vulkan())
+        skip();
+    struct hearth_model *cpu = load(name, 0, NULL);
+    if (!cpu) {
+        print_message("skip: %s not found\n", name);
+        skip();
+    }
+    const int32_t n_layer = cpu->hp.n_layer;
+    struct record ref = {0}, got = {0};
+    const size_t len  = (size_t)MAX_REC * hearth_model_n_vocab(cpu) * sizeof(float);
+    ref.logits        = malloc(len);
+    got.logits        = malloc(len);
+    assert_non_null(ref.logits);
+    assert_non_null(got.logits);
+    scenario(cpu, &ref);
+    hearth_model_free(cpu);
+    const int32_t ngls[2] = {99, n_layer / 2};
+    for (int i = 0; i < 2; i++) {
+        struct hearth_model *m = load(name, ngls[i], NULL);
+        /* -ngl 99: one Vulkan stage; n/2: CPU layers, Vulkan layers, the CPU's output */
+        assert_int_equal(m->n_stage, i == 0 ? 1 : 3);
+        assert_string_equal(m->stage[i == 0 ? 0 : 1].be->name, "vulkan");
+        got.force = ref.picks;
+        scenario(m, &got);
+        hearth_model_free(m);
+        assert_int_equal(got.n, ref.n);
+        assert_memory_equal(got.lens, ref.lens, sizeof ref.lens);
+        double worst = 0;
+        int agree    = 0;
+        for (int32_t r = 0; r < ref.n; r++) {
+            const float *a = ref.logits + (size_t)r * ref.n_vocab,
+                        *b = got.logits + (size_t)r * ref.n_vocab;
+            double scale = 0, diff = 0;
+            for (int32_t j = 0; j < ref.n_vocab; j++) {
+                scale = fmax(scale, fabs(a[j]));
+                diff  = fmax(diff, fabs((double)a[j] - b[j]));
+            }
+            assert_false(isnan(diff));
+            worst = fmax(worst, diff / scale);
+            agree += tu_argmax(a, ref.n_vocab) == tu_argmax(b, ref.n_vocab);
+        }
+        print_message("%s -ngl %d: %d rows, worst |diff| / max|logit| %.2e (bound %.0e), "
+                      "argmax equal in %d; reuse %d, cut to %d\n", name, ngls[i], ref.n, worst,
+                      bound, agree, got.lens[0], got.lens[1]);
+        assert_true(worst <= bound);
+    }
+    /* the scenario exercised what it means to: a reused prefix and a cut inside a block */
+    assert_int_equal(ref.lens[0], 16);
+    assert_int_equal(ref.lens[1], 10);
+    free(ref.logits);
+    free(got.logits);
+}
+
+static void test_stories260k(void **state) { near_cpu("stories260K.gguf", BOUND_FLOAT); }
+static void test_llama_f16(void **state) { near_cpu("tiny-llama-spm-f16.gguf", BOUND_FLOAT); }
+static void test_llama_q4_0(void **state) { near_cpu("tiny-llama-spm-q4_0.gguf", BOUND_QUANT); }
+static void test_llama_q4_k_m(void **state)
+{
+    near_cpu("tiny-llama-spm-q4_k_m.gguf", BOUND_QUANT);
+}
+static void test_llama_q6_k(void **state) { near_cpu("tiny-llama-spm-q6_k.gguf", BOUND_QUANT); }
+/* f16 holds its biases to the tight bound */
+static void test_qwen2_f16(void **state) { near_cpu("tiny-qwen2-bpe-f16.gguf", BOUND_FLOAT); }
+static void test_qwen2_q8_0(void **state) { near_cpu("tiny-qwen2-bpe-q8_0.gguf", BOUND_QUANT); }
+static void test_qwen3(void **state) { near_cpu("tiny-qwen3-bpe-q8_0.gguf", BOUND_QUANT); }
+static void test_gemma3(void **state) { near_cpu("tiny-gemma3-spm-q8_0.gguf", BOUND_QUANT); }
+
+/* The continuation greedy.tsv gives for prompt, generated from hearth's own loop. */
+static char *generate(struct hearth_model *m, const char *prompt, int n)
+{
+    char err[HEARTH_ERR_MAX];
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx                        = 256;
+    struct hearth_context *ctx;
+    if (hearth_context_new(m, &cp, &ctx, err, sizeof err) != HEARTH_OK)
+        fail_msg("context: %s", err);
+    hearth_token *ids = NULL;
+    size_t n_ids      = 0;
+    assert_int_equal(hearth_tokenize(m, prompt, strlen(prompt), true, false, &ids, &n_ids, err,
+                                     sizeof err),
+                     HEARTH_OK);
+    hearth_token toks[256];
+    memcpy(toks, ids, n_ids * sizeof *ids);
+    free(ids);
+    int32_t n_tok = (int32_t)n_ids, pos[256], seq[256] = {0};
+    for (int32_t i = 0; i < 256; i++)
+        pos[i] = i;
+    char *out  = calloc(1, 4096);
+    size_t len = 0;
+    assert_non_null(out);
+    struct hearth_batch b = {n_tok, toks, pos, seq, NULL};
+    for (int i = 0; i < n; i++) {
+        if (hearth_decode(ctx, &b, err, sizeof err) != HEARTH_OK)
+            fail_msg("decode: %s", err);
+        const hearth_token t = tu_argmax(hearth_get_logits(ctx, b.n - 1), hearth_model_n_vocab(m));
+        if (hearth_token_is_eog(m, t))
+            break;
+        len += hearth_token_to_piece(m, t, out + len, 4095 - len);
+        toks[n_tok] = t;
+        b = (struct hearth_batch){1, &toks[n_tok], &pos[n_tok], seq, NULL};
+        n_tok++;
+    }
+    out[len] = 0;
+    hearth_context_free(ctx);
+    return out;
+}
+
+/* greedy.tsv's stories260K rows: the text with every layer on vulkan0 is the CPU's, byte for byte. */
+static void test_stories260k_greedy_text(void **state)
+{
+    if (!have_vulkan())
+        skip();
+    TU_SHARED_OR_SKIP(tsv, "reference/greedy.tsv");
+    char *text = tu_read_file(tsv, NULL);
+    assert_non_null(text);
+    struct hearth_model *cpu = load("stories260K.gguf", 0, NULL),
+                        *dev = load("stories260K.gguf", 99, NULL);
+    assert_non_null(cpu);
+    int rows = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[4], *s2 = NULL;
+        f[0] = strtok_r(line, "\t", &s2);
+        for (int i = 1; i < 4; i++)
+            f[i] = strtok_r(NULL, i == 3 ? "" : "\t", &s2);
+        if (line[0] == '#' || !f[3] || strcmp(f[0], "stories260K.gguf"))
+            continue;
+        tu_unescape(f[3]);
+        char *a = generate(cpu, f[1], atoi(f[2])), *b = generate(dev, f[1], atoi(f[2]));
+        print_message("\"%s\": %s\n", f[1], b);
+        assert_string_equal(a, f[3]);
+        assert_string_equal(b, a);
+        free(a);
+        free(b);
+        rows++;
+    }
+    assert_true(rows >= 4);
+    hearth_model_free(cpu);
+    hearth_model_free(dev);
+    free(text);
+}
+
+/* Loads name with p and expects st and a message containing want. */
+static void refused(const char *name, int32_t ngl, const char *split, enum hearth_status want_st,
+                    const char *want)
+{
+    const char *path = tu_model(name);
+    if (!path) {
+        print_message("skip: %s not found\n", name);
+        skip();
+    }
+    struct hearth_model_params mp = hearth_model_default_params();
+    mp.n_gpu_layers               = ngl;
+    mp.layer_split                = split;
+    struct hearth_model *m        = NULL;
+    char err[HEARTH_ERR_MAX]      = "";
+    assert_int_equal(hearth_model_load(path, &mp, &m, err, sizeof err), want_st);
+    assert_null(m);
+    print_message("%s: %s\n", name, err);
+    assert_non_null(strstr(err, want));
+}
+
+static void test_refusals(void **state)
+{
+    if (!have_vulkan())
+        skip();
+    refused("tiny-qwen3moe-bpe-q8_0.gguf", 99, NULL, HEARTH_EUNSUPPORTED,
+            "is a MoE layer, which the Vulkan backend does not run yet");
+    refused("tiny-qwen35moe-bpe-q8_0.gguf", 0, "cpu:3,vulkan0:1", HEARTH_EUNSUPPORTED,
+            "layer 3 is a gated attention layer");
+    refused("tiny-qwen35moe-bpe-q8_0.gguf", 99, NULL, HEARTH_EUNSUPPORTED,
+            "layer 0 is a Gated DeltaNet layer");
+    refused("stories260K.gguf", 0, "vulkan7:5", HEARTH_EUNSUPPORTED,
+            "Vulkan device 7 cannot be used: this machine offers");
+    /* a type the CPU runs and the shaders do not */
+    refused("tiny-llama-spm-q2_k.gguf", 99, NULL, HEARTH_EUNSUPPORTED,
+            "type q2_k, which the vulkan backend cannot compute with yet");
+    /* the CPU stages of such a model still run it: its Vulkan stage is only refused */
+    struct hearth_model *m = load("tiny-qwen3moe-bpe-q8_0.gguf", 0, NULL);
+    assert_non_null(m);
+    hearth_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stories260k),
+        cmocka_unit_test(test_llama_f16),
+        cmocka_unit_test(test_llama_q4_0),
+        cmocka_unit_test(test_llama_q4_k_m),
+        cmocka_unit_test(test_llama_q6_k),
+        cmocka_unit_test(test_qwen2_f16),
+        cmocka_unit_test(test_qwen2_q8_0),
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_stories260k_greedy_text),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
