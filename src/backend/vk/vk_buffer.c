@@ -147,34 +147,19 @@ size_t vk_buf_len(const struct vk_buf *b)
     return b->len;
 }
 
-/* One copy through a staging buffer: to the device (up) or from it. */
-static enum hearth_status staged(struct vk_buf *b, size_t off, void *host, size_t len, bool up,
-                                 char *err, size_t err_len)
+/*
+ * One device-side copy of len bytes, src to dst, in a one-time command
+ * buffer, waited for. Earlier sequences' shader writes land before the copy
+ * reads or overwrites them.
+ */
+static enum hearth_status device_copy(struct vk_dev *d, VkBuffer src, size_t src_off, VkBuffer dst,
+                                      size_t dst_off, size_t len, char *err, size_t err_len)
 {
-    struct vk_dev *d        = b->d;
     const struct vk_fns *fn = &d->fn;
-    const VkMemoryPropertyFlags want[2] = {
-        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-            VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT};
-    VkBuffer sbuf;
-    VkDeviceMemory smem;
-    uint32_t type;
-    VkCommandBuffer cb = VK_NULL_HANDLE;
-    VkFence fence      = VK_NULL_HANDLE;
-    void *map          = NULL;
-    enum hearth_status st =
-        make(d, len, up ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-             want, 2, &sbuf, &smem, &type, err, err_len);
-    if (st != HEARTH_OK)
-        return st;
+    VkCommandBuffer cb      = VK_NULL_HANDLE;
+    VkFence fence           = VK_NULL_HANDLE;
+    enum hearth_status st   = HEARTH_OK;
     VkResult r;
-    if ((r = fn->vkMapMemory(d->dev, smem, 0, VK_WHOLE_SIZE, 0, &map)) != VK_SUCCESS) {
-        st = vk_fail("vkMapMemory", r, err, err_len);
-        goto out;
-    }
-    if (up)
-        memcpy(map, host, len);
     const VkCommandBufferAllocateInfo cai = {
         .sType              = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
         .commandPool        = d->pool,
@@ -200,7 +185,6 @@ static enum hearth_status staged(struct vk_buf *b, size_t off, void *host, size_
         st = vk_fail("vkBeginCommandBuffer", r, err, err_len);
         goto out;
     }
-    /* an earlier sequence's shader writes must land before a download copies them */
     const VkMemoryBarrier mb = {
         .sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -209,22 +193,53 @@ static enum hearth_status staged(struct vk_buf *b, size_t off, void *host, size_
     fn->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
                                      VK_PIPELINE_STAGE_TRANSFER_BIT,
                              VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-    const VkBufferCopy copy = {
-        .srcOffset = up ? 0 : off, .dstOffset = up ? off : 0, .size = len};
-    fn->vkCmdCopyBuffer(cb, up ? sbuf : b->buf, up ? b->buf : sbuf, 1, &copy);
+    const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = len};
+    fn->vkCmdCopyBuffer(cb, src, dst, 1, &region);
     if ((r = fn->vkEndCommandBuffer(cb)) != VK_SUCCESS) {
         st = vk_fail("vkEndCommandBuffer", r, err, err_len);
         goto out;
     }
-    if ((st = vk_dev_submit(d, cb, fence, err, err_len)) != HEARTH_OK)
-        goto out;
-    if (!up)
-        memcpy(host, map, len);
+    st = vk_dev_submit(d, cb, fence, err, err_len);
 out:
     if (fence)
         fn->vkDestroyFence(d->dev, fence, NULL);
     if (cb)
         fn->vkFreeCommandBuffers(d->dev, d->pool, 1, &cb);
+    return st;
+}
+
+/* One copy through a staging buffer: to the device (up) or from it. */
+static enum hearth_status staged(struct vk_buf *b, size_t off, void *host, size_t len, bool up,
+                                 char *err, size_t err_len)
+{
+    struct vk_dev *d        = b->d;
+    const struct vk_fns *fn = &d->fn;
+    const VkMemoryPropertyFlags want[2] = {
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+            VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT};
+    VkBuffer sbuf;
+    VkDeviceMemory smem;
+    uint32_t type;
+    void *map = NULL;
+    enum hearth_status st =
+        make(d, len, up ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+             want, 2, &sbuf, &smem, &type, err, err_len);
+    if (st != HEARTH_OK)
+        return st;
+    VkResult r;
+    if ((r = fn->vkMapMemory(d->dev, smem, 0, VK_WHOLE_SIZE, 0, &map)) != VK_SUCCESS) {
+        map = NULL;
+        st  = vk_fail("vkMapMemory", r, err, err_len);
+        goto out;
+    }
+    if (up)
+        memcpy(map, host, len);
+    st = up ? device_copy(d, sbuf, 0, b->buf, off, len, err, err_len)
+            : device_copy(d, b->buf, off, sbuf, 0, len, err, err_len);
+    if (st == HEARTH_OK && !up)
+        memcpy(host, map, len);
+out:
     if (map)
         fn->vkUnmapMemory(d->dev, smem);
     fn->vkDestroyBuffer(d->dev, sbuf, NULL);
@@ -279,57 +294,5 @@ enum hearth_status vk_buf_copy(struct vk_buf *dst, size_t dst_off, struct vk_buf
         memcpy((char *)dst->map + dst_off, (const char *)src->map + src_off, len);
         return HEARTH_OK;
     }
-    struct vk_dev *d        = dst->d;
-    const struct vk_fns *fn = &d->fn;
-    VkCommandBuffer cb      = VK_NULL_HANDLE;
-    VkFence fence           = VK_NULL_HANDLE;
-    enum hearth_status st   = HEARTH_OK;
-    VkResult r;
-    const VkCommandBufferAllocateInfo cai = {
-        .sType              = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-        .commandPool        = d->pool,
-        .level              = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-        .commandBufferCount = 1,
-    };
-    if ((r = fn->vkAllocateCommandBuffers(d->dev, &cai, &cb)) != VK_SUCCESS) {
-        cb = VK_NULL_HANDLE;
-        st = vk_fail("vkAllocateCommandBuffers", r, err, err_len);
-        goto out;
-    }
-    const VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    if ((r = fn->vkCreateFence(d->dev, &fci, NULL, &fence)) != VK_SUCCESS) {
-        fence = VK_NULL_HANDLE;
-        st    = vk_fail("vkCreateFence", r, err, err_len);
-        goto out;
-    }
-    const VkCommandBufferBeginInfo bi = {
-        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-    };
-    if ((r = fn->vkBeginCommandBuffer(cb, &bi)) != VK_SUCCESS) {
-        st = vk_fail("vkBeginCommandBuffer", r, err, err_len);
-        goto out;
-    }
-    /* earlier sequences' shader writes land before the copy reads or overwrites them */
-    const VkMemoryBarrier mb = {
-        .sType         = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-    };
-    fn->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                     VK_PIPELINE_STAGE_TRANSFER_BIT,
-                             VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
-    const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = len};
-    fn->vkCmdCopyBuffer(cb, src->buf, dst->buf, 1, &region);
-    if ((r = fn->vkEndCommandBuffer(cb)) != VK_SUCCESS) {
-        st = vk_fail("vkEndCommandBuffer", r, err, err_len);
-        goto out;
-    }
-    st = vk_dev_submit(d, cb, fence, err, err_len);
-out:
-    if (fence)
-        fn->vkDestroyFence(d->dev, fence, NULL);
-    if (cb)
-        fn->vkFreeCommandBuffers(d->dev, d->pool, 1, &cb);
-    return st;
+    return device_copy(dst->d, src->buf, src_off, dst->buf, dst_off, len, err, err_len);
 }
