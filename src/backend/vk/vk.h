@@ -53,7 +53,8 @@ enum hearth_status vk_enumerate(struct vk_device_info **out, int *n, char *err, 
 struct vk_dev;
 
 enum {
-    VK_OPEN_STAGING = 1 /* always copy through a staging buffer, even on unified memory */
+    VK_OPEN_STAGING = 1, /* always copy through a staging buffer, even on unified memory */
+    VK_OPEN_PLAIN   = 2  /* shaders without subgroup operations, even where the device has them */
 };
 
 /*
