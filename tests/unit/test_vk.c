@@ -1052,7 +1052,8 @@ static void test_kv_store_f16_bits(void **state)
 static void test_attention(void **state)
 {
     NEED_DEVICE(f);
-    static const uint32_t hds[] = {64, 128, 80};
+    /* a head of 256 gives each invocation two output pairs; one of 8 leaves most idle */
+    static const uint32_t hds[] = {64, 128, 80, 256, 8};
     double worst[2] = {0, 0}, worst_f16 = 0;
     for (size_t i = 0; i < sizeof hds / sizeof hds[0]; i++)
         for (int f16 = 0; f16 < 2; f16++)
@@ -1080,6 +1081,9 @@ static void test_attention(void **state)
     assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
                      HEARTH_EINVAL);
     a.n_head = 4, a.head_dim = 512;
+    assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
+                     HEARTH_EINVAL);
+    a.head_dim = 63; /* odd: the shader reads pairs */
     assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
                      HEARTH_EINVAL);
     a.head_dim = 64, a.n_tok = 1u << 20;
