@@ -356,12 +356,13 @@ static void check_matmul(void **state, enum dtype type)
     assert_true(bound > 0);
     assert_true(vk_op_matmul_supported(type));
     /* matrix-vector and tiled, token counts around the switch between them (8) and past one
-     * tile (32 tokens by 32 rows), rows of more chunks than a team has lanes, a row of 4096
-     * (the bound's worst case) and, for the float types, rows that end inside a chunk and
-     * inside a vec4; n_in rounded up to the type's blocks (32 or 256 elements) */
+     * tile (32 tokens by 64 rows), rows of 1, 2, 3, 4 and more chunks of 32 than a team has
+     * lanes (teams of 1, 2, 4 and 8), a row of 4096 (the bound's worst case) and, for the
+     * float types, rows that end inside a chunk and inside a vec4; n_in rounded up to the
+     * type's blocks (32 or 256 elements) */
     static const uint32_t shapes[][3] = {
-        {32, 1, 1},  {352, 67, 1},  {352, 67, 5}, {352, 67, 13}, {4096, 24, 3}, {96, 300, 8},
-        {96, 70, 40}, {4096, 9, 9}, {35, 9, 1},   {35, 41, 33}, {70, 17, 2},
+        {32, 1, 1},   {352, 67, 1}, {352, 67, 5}, {352, 67, 13}, {4096, 24, 3}, {96, 300, 8},
+        {96, 70, 40}, {4096, 9, 9}, {35, 9, 1},   {35, 41, 33},  {70, 17, 2},   {128, 20, 1},
     };
     const uint32_t block = dtype_get(type)->block;
     double worst         = 0;

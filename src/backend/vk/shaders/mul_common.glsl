@@ -8,9 +8,10 @@
 // Workgroups are numbered w = y * groups_x + x (x alone may stop at 65535). Two kernels, one
 // picked per dispatch by push.tiled:
 //
-// - matrix-vector (decode): a team of TEAM invocations per row, WG / TEAM rows per workgroup,
-//   token z. Lane l of a team takes chunks l, l + TEAM, ... of the row; the team adds its
-//   lanes' sums by shuffles (MUL_SUBGROUP) or through shared memory.
+// - matrix-vector (decode): a team of push.team invocations (1, 2, 4 or 8: no more than the
+//   row has chunks) per row, WG / team rows per workgroup, token z. Lane l of a team takes
+//   chunks l, l + team, ... of the row; the team adds its lanes' sums by shuffles
+//   (MUL_SUBGROUP) or through shared memory.
 // - tiled (prefill): a workgroup computes TM rows by TN tokens (tile w, token tile z). Per
 //   chunk of the row it stages the rows' dequantized values and the tokens' activations in
 //   shared memory, then each invocation computes RM x RN outputs from them: a weight is
@@ -21,15 +22,16 @@
 // elements; an output's products over a chunk go into four interleaved partial sums (CH / 4
 // roundings each) added as a pair of pairs (2). A tiled output adds its chunks' sums
 // alternately into two accumulators (n_in / (2 CH) each, then 1); a team's lane adds every
-// TEAM-th chunk (n_in / (TEAM CH)) and the team adds its lanes as a tree (log2 TEAM). At
+// team-th chunk (vk_ops.c's teams make that at most n_in / (8 CH) + 1, or 2) and the team
+// adds its lanes as a tree (log2 team). At
 // n_in = 4096 that is at most 1 + 8 + 2 + 64 + 1 = 76 roundings of sum |w x|.
 //
 // Loads are vec4 where they can be: on a CPU implementation (lavapipe) every load is a loop
 // over the lanes, so their count, not the arithmetic, sets the speed.
 
 #define WG 64
-#define TEAM 8
-#define RM 4            // rows per invocation, tiled
+#define TEAM 8 // the largest team
+#define RM 8            // rows per invocation, tiled
 #define RN 4            // tokens per invocation, tiled
 #define TM (8 * RM)     // rows per tile: invocations form 8 x 8
 #define TN (8 * RN)
@@ -67,6 +69,7 @@ layout(push_constant) uniform Push {
     uint row0;    // the first of them in y: a weight past one buffer is split by rows
     uint n_out;   // outputs per token (y's row length)
     uint tiled;   // 1: the tiled kernel, grid (row tiles of TM, token tiles of TN)
+    uint team;    // matrix-vector: invocations per row, 1, 2, 4 or 8
 } p;
 
 layout(std430, binding = 1) readonly buffer Acts { float x[]; };   // [n_tok][n_in]
@@ -121,20 +124,21 @@ float hsum(vec4 s)
 void mul_vec(uint wgi)
 {
 #ifdef MUL_SUBGROUP
-    // teams are runs of TEAM in a subgroup's numbering (full subgroups of a multiple of TEAM)
+    // teams are runs of team in a subgroup's numbering (full subgroups of 8 or more)
     const uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
 #else
     const uint tid = gl_LocalInvocationID.x;
 #endif
-    const uint lane = tid % TEAM;
-    const uint row  = wgi * (WG / TEAM) + tid / TEAM;
+    const uint team = p.team;
+    const uint lane = tid % team;
+    const uint row  = wgi * (WG / team) + tid / team;
     const uint t    = gl_WorkGroupID.z;
     const uint n_ch = (p.n_in + CH - 1) / CH;
     float acc = 0.0;
     if (row < p.n_rows) {
         const uint base = row * p.row_len;
         vec4 o[GE / 4];
-        for (uint k = lane; k < n_ch; k += TEAM) {
+        for (uint k = lane; k < n_ch; k += team) {
             vec4 s = vec4(0.0);
             for (uint g = 0; g < CH / GE; g++) {
                 group(base, k * (CH / GE) + g, o);
@@ -146,7 +150,8 @@ void mul_vec(uint wgi)
     }
 #ifdef MUL_SUBGROUP
     for (uint h = TEAM / 2; h > 0; h >>= 1)
-        acc += subgroupShuffleXor(acc, h);
+        if (h < team)
+            acc += subgroupShuffleXor(acc, h);
     if (lane == 0 && row < p.n_rows)
         y[t * p.n_out + p.row0 + row] = acc;
 #else
@@ -155,7 +160,7 @@ void mul_vec(uint wgi)
     if (lane == 0 && row < p.n_rows) {
         float s[TEAM];
         for (uint l = 0; l < TEAM; l++)
-            s[l] = team_part[tid + l];
+            s[l] = l < team ? team_part[tid + l] : 0.0;
         for (uint h = TEAM / 2; h > 0; h >>= 1)
             for (uint l = 0; l < h; l++)
                 s[l] += s[l + h];
