@@ -415,8 +415,9 @@ static void test_mul_q6_k(void **state)
     check_matmul(state, DTYPE_Q6_K);
 }
 
-/* More rows than one grid dimension takes (65535): rows spill from x into y, as a vocabulary's
- * output matrix does. */
+/* More rows than one grid dimension takes (65535), as a vocabulary's output matrix has. A
+ * workgroup now covers 64 to 256 rows, so the grid itself stays under 65535 along x here; the
+ * spill into y (vk_row_grid) is what one-row-per-workgroup operations such as RMSNorm use. */
 static void test_mul_many_rows(void **state)
 {
     NEED_DEVICE(f);

@@ -13,9 +13,10 @@
 #include "util/errfmt.h"
 
 /* shaders/mul_common.glsl's shapes: invocations per workgroup (WG), the largest matrix-vector
- * team (TEAM), the tiled kernel's tile of rows by tokens (TM, TN) */
+ * team (TEAM) and its rows (VR), the tiled kernel's tile of rows by tokens (TM, TN) */
 #define MUL_WG 64
 #define MUL_TEAM 8
+#define MUL_VR 4
 #define MUL_TM 64
 #define MUL_TN 32
 /* The tiled kernel from this many tokens on: below, re-reading each row per token is cheaper
@@ -94,7 +95,7 @@ enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf
         vk_row_grid((n_rows + MUL_TM - 1) / MUL_TM, groups);
         groups[2] = (n_tok + MUL_TN - 1) / MUL_TN;
     } else {
-        const uint32_t per_group = MUL_WG / team;
+        const uint32_t per_group = MUL_WG / team * MUL_VR;
         vk_row_grid((n_rows + per_group - 1) / per_group, groups);
         groups[2] = n_tok;
     }

@@ -9,9 +9,9 @@
 // picked per dispatch by push.tiled:
 //
 // - matrix-vector (decode): a team of push.team invocations (1, 2, 4 or 8: no more than the
-//   row has chunks) per row, WG / team rows per workgroup, token z. Lane l of a team takes
-//   chunks l, l + team, ... of the row; the team adds its lanes' sums by shuffles
-//   (MUL_SUBGROUP) or through shared memory.
+//   row has chunks) per VR rows, VR * WG / team rows per workgroup, token z. Lane l of a team
+//   takes chunks l, l + team, ... of its rows, reading each chunk's activations once for all
+//   VR; the team adds its lanes' sums by shuffles (MUL_SUBGROUP) or through shared memory.
 // - tiled (prefill): a workgroup computes TM rows by TN tokens (tile w, token tile z). Per
 //   chunk of the row it stages the rows' dequantized values and the tokens' activations in
 //   shared memory, then each invocation computes RM x RN outputs from them: a weight is
@@ -31,6 +31,7 @@
 
 #define WG 64
 #define TEAM 8 // the largest team
+#define VR 4   // rows per team, matrix-vector: the chunk's activations serve them all
 #define RM 8            // rows per invocation, tiled
 #define RN 4            // tokens per invocation, tiled
 #define TM (8 * RM)     // rows per tile: invocations form 8 x 8
@@ -131,40 +132,54 @@ void mul_vec(uint wgi)
 #endif
     const uint team = p.team;
     const uint lane = tid % team;
-    const uint row  = wgi * (WG / team) + tid / team;
+    const uint row0 = (wgi * (WG / team) + tid / team) * VR; // this team's rows row0..+VR-1
     const uint t    = gl_WorkGroupID.z;
     const uint n_ch = (p.n_in + CH - 1) / CH;
-    float acc = 0.0;
-    if (row < p.n_rows) {
-        const uint base = row * p.row_len;
+    float acc[VR];
+    for (uint r = 0; r < VR; r++)
+        acc[r] = 0.0;
+    if (row0 < p.n_rows) {
         vec4 o[GE / 4];
         for (uint k = lane; k < n_ch; k += team) {
-            vec4 s = vec4(0.0);
-            for (uint g = 0; g < CH / GE; g++) {
-                group(base, k * (CH / GE) + g, o);
-                for (uint q = 0; q < GE / 4; q++)
-                    s += o[q] * x_load(t, k * CH + g * GE + 4u * q);
+            // the chunk's activations, read once for the team's VR rows
+            vec4 xc[CH4];
+            for (uint q = 0; q < CH4; q++)
+                xc[q] = x_load(t, k * CH + 4u * q);
+            for (uint r = 0; r < VR; r++) {
+                const uint row = min(row0 + r, p.n_rows - 1u);
+                vec4 s = vec4(0.0);
+                for (uint g = 0; g < CH / GE; g++) {
+                    group(row * p.row_len, k * (CH / GE) + g, o);
+                    for (uint q = 0; q < GE / 4; q++)
+                        s += o[q] * xc[g * (GE / 4) + q];
+                }
+                acc[r] += hsum(s);
             }
-            acc += hsum(s);
         }
     }
 #ifdef MUL_SUBGROUP
-    for (uint h = TEAM / 2; h > 0; h >>= 1)
-        if (h < team)
-            acc += subgroupShuffleXor(acc, h);
-    if (lane == 0 && row < p.n_rows)
-        y[t * p.n_out + p.row0 + row] = acc;
-#else
-    team_part[tid] = acc;
-    barrier();
-    if (lane == 0 && row < p.n_rows) {
-        float s[TEAM];
-        for (uint l = 0; l < TEAM; l++)
-            s[l] = l < team ? team_part[tid + l] : 0.0;
+    for (uint r = 0; r < VR; r++)
         for (uint h = TEAM / 2; h > 0; h >>= 1)
-            for (uint l = 0; l < h; l++)
-                s[l] += s[l + h];
-        y[t * p.n_out + p.row0 + row] = s[0];
+            if (h < team)
+                acc[r] += subgroupShuffleXor(acc[r], h);
+    if (lane == 0)
+        for (uint r = 0; r < VR; r++)
+            if (row0 + r < p.n_rows)
+                y[t * p.n_out + p.row0 + row0 + r] = acc[r];
+#else
+    for (uint r = 0; r < VR; r++) {
+        team_part[tid] = acc[r];
+        barrier();
+        if (lane == 0 && row0 + r < p.n_rows) {
+            float s[TEAM];
+            for (uint l = 0; l < TEAM; l++)
+                s[l] = l < team ? team_part[tid + l] : 0.0;
+            for (uint h = TEAM / 2; h > 0; h >>= 1)
+                for (uint l = 0; l < h; l++)
+                    s[l] += s[l + h];
+            y[t * p.n_out + p.row0 + row0 + r] = s[0];
+        }
+        barrier();
     }
 #endif
 }
