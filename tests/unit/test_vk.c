@@ -416,7 +416,7 @@ static void test_mul_q6_k(void **state)
 }
 
 /* More rows than one grid dimension takes (65535), as a vocabulary's output matrix has. A
- * workgroup now covers 64 to 256 rows, so the grid itself stays under 65535 along x here; the
+ * workgroup now covers 32 to 256 rows, so the grid itself stays under 65535 along x here; the
  * spill into y (vk_row_grid) is what one-row-per-workgroup operations such as RMSNorm use. */
 static void test_mul_many_rows(void **state)
 {
