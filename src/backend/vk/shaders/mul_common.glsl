@@ -23,19 +23,20 @@
 // roundings each) added as a pair of pairs (2). A tiled output adds its chunks' sums
 // alternately into two accumulators (n_in / (2 CH) each, then 1); a team's lane adds every
 // team-th chunk (vk_ops.c's teams make that at most n_in / (8 CH) + 1, or 2) and the team
-// adds its lanes as a tree (log2 team). At
-// n_in = 4096 that is at most 1 + 8 + 2 + 64 + 1 = 76 roundings of sum |w x|.
+// adds its lanes as a tree (log2 team). At n_in = 4096 that is at most 1 + 8 + 2 + 64 + 1 =
+// 76 roundings of sum |w x|.
 //
-// Loads are vec4 where they can be: on a CPU implementation (lavapipe) every load is a loop
-// over the lanes, so their count, not the arithmetic, sets the speed.
+// On a CPU implementation (lavapipe) every load is a loop over the lanes, each component
+// on its own, so the values loaded per product, not the arithmetic, set the speed: hence
+// the staging, the registers that hold a chunk's activations, and vec4 loads (fewer loops).
 
 #define WG 64
-#define TEAM 8 // the largest team
-#define VR 4   // rows per team, matrix-vector: the chunk's activations serve them all
-#define RM 8            // rows per invocation, tiled
-#define RN 4            // tokens per invocation, tiled
-#define TM (8 * RM)     // rows per tile: invocations form 8 x 8
-#define TN (8 * RN)
+#define TEAM 8      // the largest team
+#define VR 4        // rows per team, matrix-vector: the chunk's activations serve them all
+#define RM 8        // rows per invocation, tiled
+#define RN 4        // tokens per invocation, tiled
+#define TM (8 * RM) // rows per tile: the invocations form 8 x 8
+#define TN (8 * RN) // tokens per tile
 
 #if UNIT >= 32
 #define CH UNIT
@@ -70,7 +71,7 @@ layout(push_constant) uniform Push {
     uint row0;    // the first of them in y: a weight past one buffer is split by rows
     uint n_out;   // outputs per token (y's row length)
     uint tiled;   // 1: the tiled kernel, grid (row tiles of TM, token tiles of TN)
-    uint team;    // matrix-vector: invocations per row, 1, 2, 4 or 8
+    uint team;    // matrix-vector: invocations per team of VR rows, 1, 2, 4 or 8
 } p;
 
 layout(std430, binding = 1) readonly buffer Acts { float x[]; };   // [n_tok][n_in]
