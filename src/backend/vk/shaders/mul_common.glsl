@@ -38,13 +38,11 @@
 #define TM (8 * RM) // rows per tile: the invocations form 8 x 8
 #define TN (8 * RN) // tokens per tile
 
-#if UNIT >= 32
-#define CH UNIT
-#else
+// a chunk: the staging tiles (TM + TN) x CH floats fit the 16 KiB of shared memory every
+// device offers; the types' units are blocks or sub-blocks of 32 or 16, or single floats
 #define CH 32
-#endif
-#if (CH & (CH - 1)) != 0 || (CH % UNIT) != 0
-#error "mul_common.glsl: UNIT must be a power of two"
+#if UNIT > CH || (CH % UNIT) != 0
+#error "mul_common.glsl: UNIT must divide 32"
 #endif
 #define CH4 (CH / 4)
 // units that fill whole vec4s: one unit of 4 or more elements, or 4 / UNIT of them
