@@ -48,6 +48,28 @@ shared vec2 qs[HD_MAX / 2];
 shared vec4 pk[WG / 4];   // the tile's scores, then its weights, four keys a vec4
 shared uvec4 kro[WG / 4]; // the tile's keys' row offsets (+ koff) in the cache
 shared float red[WG];     // reduction scratch
+shared vec4 red8[2];      // a reduction's eight partial results
+
+// The pairwise tree of red[0..63] (red[i] + red[i + 32], then + 16, 8, ...) by op, in two
+// steps with two barriers rather than six: invocation i < 8 folds the eight values that meet
+// at node i of the tree's level 8, then every invocation folds those eight. The same pairs
+// in the same order, so the same bits as the six-level tree.
+#define RED_TREE(op, out)                                                                    \
+    barrier();                                                                               \
+    if (tid < 8u)                                                                            \
+        red8[tid / 4u][tid % 4u] =                                                           \
+            op(op(op(red[tid], red[tid + 32u]), op(red[tid + 16u], red[tid + 48u])),         \
+               op(op(red[tid + 8u], red[tid + 40u]), op(red[tid + 24u], red[tid + 56u])));   \
+    barrier();                                                                               \
+    {                                                                                        \
+        const vec4 c0 = red8[0], c1 = red8[1];                                               \
+        out = op(op(op(c0.x, c1.x), op(c0.z, c1.z)), op(op(c0.y, c1.y), op(c0.w, c1.w)));    \
+    }
+
+float add(float a, float b)
+{
+    return a + b;
+}
 
 void main()
 {
@@ -88,25 +110,16 @@ void main()
         }
         kro[tid / 4u][tid % 4u] = kr;
         red[tid] = s;
-        barrier();
-        for (uint w = WG / 2; w > 0; w >>= 1) {
-            if (tid < w)
-                red[tid] = max(red[tid], red[tid + w]);
-            barrier();
-        }
-        const float m_new = max(M, red[0]);
-        barrier(); // every invocation has read red[0]
+        float m_tile;
+        RED_TREE(max, m_tile)
+        const float m_new = max(M, m_tile);
         const float pc = j <= pos ? exp(s - m_new) : 0.0;
         pk[tid / 4u][tid % 4u] = pc;
-        red[tid] = pc;
-        barrier();
-        for (uint w = WG / 2; w > 0; w >>= 1) {
-            if (tid < w)
-                red[tid] += red[tid + w];
-            barrier();
-        }
+        red[tid] = pc; // every invocation read red before the last barrier
+        float s_tile;
+        RED_TREE(add, s_tile)
         const float ms = M == NEG_INF ? 0.0 : exp(M - m_new);
-        S = S * ms + red[0];
+        S = S * ms + s_tile;
         M = m_new;
         const int n = min(int(WG), pos - t0 + 1);
         for (uint i = 0; i < PAIRS; i++)
@@ -123,7 +136,7 @@ void main()
                         acc[i] = fma(kv_pair(vc, vc2, vr[m] + d), vec2(pw[m]), acc[i]);
                 }
         }
-        barrier(); // pk, kro and red are rewritten by the next tile
+        barrier(); // pk, kro, red and red8 are rewritten by the next tile
     }
     const float inv = S == 0.0 ? 0.0 : 1.0 / S;
     for (uint i = 0; i < PAIRS; i++) {
