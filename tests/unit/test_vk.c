@@ -8,9 +8,10 @@
  * does (the same f32 products), so what remains is f32 summation in the
  * shader's order against the f64 sum of the dequantized products. Each
  * output's error is measured relative to sum |w_i x_i| (what summation
- * error scales with, whatever the cancellation); the order adds about
- * n_in / 64 + 6 roundings, so at n_in <= 4096 it stays under 72 * 2^-24,
- * 4.3e-6. The table below states each type's bound.
+ * error scales with, whatever the cancellation); the order
+ * (shaders/mul_common.glsl) adds at most n_in / 64 + 12 roundings, so at
+ * n_in <= 4096 it stays under 76 * 2^-24, 4.5e-6. The table below states
+ * each type's bound.
  *
  * SwiGLU against the reference silu_mul, and RoPE (normal and NEOX, partial
  * rotation) against the rotation in double by the exact angle. Attention
@@ -90,7 +91,8 @@ static const struct {
 
 struct fixture {
     struct vk_dev *d;      /* vulkan0, buffers mapped where the memory allows */
-    struct vk_dev *staged; /* vulkan0 again, every copy through a staging buffer */
+    struct vk_dev *staged; /* vulkan0 again, every copy through a staging buffer and the
+                            * shaders without subgroup operations (VK_OPEN_PLAIN) */
 };
 
 static char err[HEARTH_ERR_MAX];
@@ -108,7 +110,7 @@ static int setup(void **state)
     } else {
         print_message("# vulkan0: %s (%s)\n", info[0].name, info[0].driver);
         if (vk_dev_open(0, 0, &f.d, err, sizeof err) != HEARTH_OK ||
-            vk_dev_open(0, VK_OPEN_STAGING, &f.staged, err, sizeof err) != HEARTH_OK) {
+            vk_dev_open(0, VK_OPEN_STAGING | VK_OPEN_PLAIN, &f.staged, err, sizeof err) != HEARTH_OK) {
             print_message("vk_dev_open: %s\n", err);
             free(info);
             return -1;
@@ -353,22 +355,26 @@ static void check_matmul(void **state, enum dtype type)
             bound = mul_bounds[i].bound;
     assert_true(bound > 0);
     assert_true(vk_op_matmul_supported(type));
-    /* matrix-vector and matrix-matrix, token counts around the 8-token tile, rows of more
-     * units than a workgroup has invocations, and a row of 4096 (the bound's worst case);
-     * n_in in the type's blocks (32 elements, or 256 for the K-quants: 8x fewer) */
+    /* matrix-vector and tiled, token counts around the switch between them (8) and past one
+     * tile (32 tokens by 64 rows), rows of 1, 2, 3, 4 and more chunks of 32 than a team has
+     * lanes (teams of 1, 2, 4 and 8), a row of 4096 (the bound's worst case) and, for the
+     * float types, rows that end inside a chunk and inside a vec4; n_in rounded up to the
+     * type's blocks (32 or 256 elements) */
     static const uint32_t shapes[][3] = {
-        {32, 1, 1}, {352, 67, 1}, {352, 67, 5}, {352, 67, 13}, {4096, 24, 3}, {96, 300, 8},
+        {32, 1, 1},   {352, 67, 1}, {352, 67, 5}, {352, 67, 13}, {4096, 24, 3}, {96, 300, 8},
+        {96, 70, 40}, {4096, 9, 9}, {35, 9, 1},   {35, 41, 33},  {70, 17, 2},   {128, 20, 1},
     };
     const uint32_t block = dtype_get(type)->block;
     double worst         = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        const uint32_t n_in = block == 256 ? (shapes[i][0] + 255) / 256 * 256 : shapes[i][0];
-        double e = matmul_err(f->d, type, n_in, shapes[i][1], shapes[i][2]);
-        worst    = e > worst ? e : worst;
+        const uint32_t n_in = (shapes[i][0] + block - 1) / block * block;
+        /* both the subgroup shaders (where the device has them) and the plain ones */
+        for (int plain = 0; plain < 2; plain++) {
+            double e = matmul_err(plain ? f->staged : f->d, type, n_in, shapes[i][1],
+                                  shapes[i][2]);
+            worst    = e > worst ? e : worst;
+        }
     }
-    /* and through staged copies */
-    double e = matmul_err(f->staged, type, block == 256 ? 768 : 352, 67, 5);
-    worst    = e > worst ? e : worst;
     print_message("# mul_%s: max error %.3g of sum |w x| (bound %.0e)\n", dtype_name(type), worst,
                   bound);
     assert_true(worst <= bound);
@@ -409,8 +415,9 @@ static void test_mul_q6_k(void **state)
     check_matmul(state, DTYPE_Q6_K);
 }
 
-/* More rows than one grid dimension takes (65535): rows spill from x into y, as a vocabulary's
- * output matrix does. */
+/* More rows than one grid dimension takes (65535), as a vocabulary's output matrix has. A
+ * workgroup now covers 32 to 256 rows, so the grid itself stays under 65535 along x here; the
+ * spill into y (vk_row_grid) is what one-row-per-workgroup operations such as RMSNorm use. */
 static void test_mul_many_rows(void **state)
 {
     NEED_DEVICE(f);
@@ -1047,7 +1054,8 @@ static void test_kv_store_f16_bits(void **state)
 static void test_attention(void **state)
 {
     NEED_DEVICE(f);
-    static const uint32_t hds[] = {64, 128, 80};
+    /* a head of 256 gives each invocation two output pairs; one of 8 leaves most idle */
+    static const uint32_t hds[] = {64, 128, 80, 256, 8};
     double worst[2] = {0, 0}, worst_f16 = 0;
     for (size_t i = 0; i < sizeof hds / sizeof hds[0]; i++)
         for (int f16 = 0; f16 < 2; f16++)
@@ -1075,6 +1083,9 @@ static void test_attention(void **state)
     assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
                      HEARTH_EINVAL);
     a.n_head = 4, a.head_dim = 512;
+    assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
+                     HEARTH_EINVAL);
+    a.head_dim = 63; /* odd: the shader reads pairs */
     assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
                      HEARTH_EINVAL);
     a.head_dim = 64, a.n_tok = 1u << 20;

@@ -53,7 +53,8 @@ enum hearth_status vk_enumerate(struct vk_device_info **out, int *n, char *err, 
 struct vk_dev;
 
 enum {
-    VK_OPEN_STAGING = 1 /* always copy through a staging buffer, even on unified memory */
+    VK_OPEN_STAGING = 1, /* always copy through a staging buffer, even on unified memory */
+    VK_OPEN_PLAIN   = 2  /* shaders without subgroup operations, even where the device has them */
 };
 
 /*
@@ -290,7 +291,7 @@ struct vk_attn_shape {
     uint32_t n_tok;     /* query rows */
     uint32_t n_head;    /* query heads, a multiple of n_head_kv */
     uint32_t n_head_kv; /* KV heads: kv_dim = n_head_kv * head_dim */
-    uint32_t head_dim;  /* 1..256, even for an f16 cache */
+    uint32_t head_dim;  /* 2..256, even (the shader reads elements in pairs) */
     uint32_t n_swa;     /* sliding window (positions a query sees, its own included); 0 = all */
     float scale;        /* score scale: 1 / sqrtf(head_dim), or 1 when q is pre-scaled */
 };

@@ -63,10 +63,10 @@ enum hearth_status vk_op_attention(struct vk_seq *s, const struct vk_kv *kv,
                                    size_t err_len)
 {
     if (a->n_tok == 0 || a->n_head_kv == 0 || a->n_head % a->n_head_kv || a->head_dim == 0 ||
-        a->head_dim > ATTN_HD_MAX || !(a->scale > 0))
+        a->head_dim % 2 || a->head_dim > ATTN_HD_MAX || !(a->scale > 0))
         return fail(HEARTH_EINVAL, err, err_len,
                     "vulkan: attention of %u rows of %u heads over %u KV heads of %u, scale %g "
-                    "(heads a multiple of the KV heads, 1..%d per head, scale > 0)",
+                    "(heads a multiple of the KV heads, an even 2..%d per head, scale > 0)",
                     a->n_tok, a->n_head, a->n_head_kv, a->head_dim, (double)a->scale,
                     ATTN_HD_MAX);
     if (q == out || gate == out)

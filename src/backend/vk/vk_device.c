@@ -117,6 +117,11 @@ static enum hearth_status describe(const struct vk_inst *vi, VkPhysicalDevice pd
         d->max_range = p->limits.maxStorageBufferRange;
         for (int i = 0; i < 3; i++)
             d->max_groups[i] = p->limits.maxComputeWorkGroupCount[i];
+        const VkSubgroupFeatureFlags need =
+            VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+        d->subgroup_shuffle = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                              (subgroup.supportedOperations & need) == need &&
+                              subgroup.subgroupSize >= 8 && subgroup.subgroupSize <= 64;
     }
     return HEARTH_OK;
 }
@@ -259,6 +264,8 @@ enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, c
             d->unified = true;
     }
     d->force_staging = flags & VK_OPEN_STAGING;
+    if (flags & VK_OPEN_PLAIN)
+        d->subgroup_shuffle = false;
     free(pds);
     *out = d;
     return HEARTH_OK;

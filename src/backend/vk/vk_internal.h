@@ -126,6 +126,9 @@ struct vk_dev {
     uint32_t max_groups[3];   /* maxComputeWorkGroupCount */
     bool unified;             /* device-local memory is host-visible and coherent */
     bool force_staging;       /* vk_dev_open's VK_OPEN_STAGING */
+    /* compute subgroups shuffle and a 64-invocation workgroup is whole subgroups of 8 or more:
+     * the matmul shaders' _sg variants run (off under VK_OPEN_PLAIN) */
+    bool subgroup_shuffle;
     struct vk_pipe *pipes;    /* the pipelines vk_pipe_get made, a list; freed at close */
     struct vk_buf *gelu;      /* vk_op_gelu's table of 65536 halves, made at its first use */
 };

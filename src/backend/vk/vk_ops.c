@@ -5,14 +5,23 @@
  * held to the CPU reference by tests/unit/test_vk.c.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "backend/vk/vk_internal.h"
 #include "util/errfmt.h"
 
-/* Tokens per matmul workgroup (TILE in shaders/mul_common.glsl). */
-#define MUL_TILE 8
+/* shaders/mul_common.glsl's shapes: invocations per workgroup (WG), the largest matrix-vector
+ * team (TEAM) and its rows (VR), the tiled kernel's tile of rows by tokens (TM, TN) */
+#define MUL_WG 64
+#define MUL_TEAM 8
+#define MUL_VR 4
+#define MUL_TM 64
+#define MUL_TN 32
+/* The tiled kernel from this many tokens on: below, re-reading each row per token is cheaper
+ * than a tile of mostly idle tokens. */
+#define MUL_TILED_MIN 8
 
 static const char *const mul_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "mul_f32", [DTYPE_F16] = "mul_f16", [DTYPE_Q8_0] = "mul_q8_0",
@@ -68,13 +77,28 @@ enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf
         (st = vk_check_len("matmul", "the input", x, (uint64_t)n_tok * n_in * 4, err, err_len)) ||
         (st = vk_check_len("matmul", "the output", y, (uint64_t)n_tok * n_out * 4, err, err_len)))
         return st;
-    const uint32_t push[6] = {n_in, n_rows, n_tok, (uint32_t)row_len, row0, n_out};
+    const bool tiled = n_tok >= MUL_TILED_MIN;
+    /* lanes per row: 8, or as many as the row has chunks of 32 (a power of two), so that a
+     * short row does not leave most of a team idle */
+    uint32_t team = MUL_TEAM;
+    while (team > 1 && team > (n_in + 31) / 32)
+        team /= 2;
+    const uint32_t push[8] = {n_in, n_rows, n_tok, (uint32_t)row_len, row0, n_out, tiled, team};
+    /* the Makefile builds each mul_X.comp also as mul_X_sg, its teams adding by shuffles */
+    char name[48];
+    snprintf(name, sizeof name, "%s%s", mul_shader[t], s->d->subgroup_shuffle ? "_sg" : "");
     struct vk_pipe *p;
-    if ((st = vk_pipe_get(s->d, mul_shader[t], 3, sizeof push, &p, err, err_len)))
+    if ((st = vk_pipe_get(s->d, name, 3, sizeof push, &p, err, err_len)))
         return st;
     uint32_t groups[3];
-    vk_row_grid(n_rows, groups);
-    groups[2] = (n_tok + MUL_TILE - 1) / MUL_TILE;
+    if (tiled) {
+        vk_row_grid((n_rows + MUL_TM - 1) / MUL_TM, groups);
+        groups[2] = (n_tok + MUL_TN - 1) / MUL_TN;
+    } else {
+        const uint32_t per_group = MUL_WG / team * MUL_VR;
+        vk_row_grid((n_rows + per_group - 1) / per_group, groups);
+        groups[2] = n_tok;
+    }
     struct vk_buf *bufs[3] = {w, x, y};
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
 }
