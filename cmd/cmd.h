@@ -30,6 +30,35 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 
+/* ------------------------------------------------------------ placement --- */
+
+struct hearth_model_params;
+
+/* Where the layers run (placement.c): -ngl, --device, --tensor-split, --layer-split. */
+struct placement {
+    long ngl;                 /* -ngl / --gpu-layers: the last N layers on the GPUs */
+    const char *devices;      /* --device vulkan0,vulkan1, or NULL */
+    const char *tensor_split; /* --tensor-split 3:1 (or 3,1), or NULL */
+    const char *layer_split;  /* --layer-split cpu:2,vulkan0:3, or NULL */
+};
+
+/* Their usage lines, the option names in a column of 24. */
+#define PLACEMENT_USAGE                                                                        \
+    "  -ngl, --gpu-layers N  the last N layers on the GPUs, and past the layer count the\n"     \
+    "                        output too (99: everything; also --n-gpu-layers)\n"               \
+    "  --device LIST         the GPUs they go to, as hearth devices names them:\n"             \
+    "                        vulkan0,vulkan1 (default vulkan0; also -dev)\n"                   \
+    "  --tensor-split A:B    the GPUs' shares of those layers, one per --device, each a\n"     \
+    "                        contiguous range (or A,B; default equal; also -ts)\n"             \
+    "  --layer-split SPEC    instead: layers per backend in order, \"cpu:12,vulkan0:20\"\n"
+
+/* Whether opt is one of them (its value follows it). */
+bool placement_opt(const char *opt);
+/* Takes opt's value v; false with a usage message on stderr when -ngl's is not a count. */
+bool placement_set(const char *cmd, const char *opt, const char *v, struct placement *p);
+/* Copies p into the model parameters. */
+void placement_params(const struct placement *p, struct hearth_model_params *mp);
+
 /* Default worker threads: the CPUs this process may run on (at least 1). More
  * threads than cores make the spinning fork-join pool wait on descheduled peers. */
 long default_threads(void);
