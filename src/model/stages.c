@@ -183,9 +183,9 @@ static enum hearth_status place_split(struct hearth_model *m, const char *split,
 
 /*
  * The GPUs of p->devices ("vulkan0,vulkan1"; NULL or empty: vulkan0), each
- * once and usable, into gpus[0..*n).
+ * once, into gpus[0..*n) (device and an equal share; be found later).
  */
-static enum hearth_status parse_devices(const struct hearth_model_params *p, const char *what,
+static enum hearth_status parse_devices(const struct hearth_model_params *p,
                                         struct gpu_share *gpus, int *n, char *err,
                                         size_t err_len)
 {
@@ -194,7 +194,7 @@ static enum hearth_status parse_devices(const struct hearth_model_params *p, con
     for (const char *s = devices;;) {
         const char *end = strchr(s, ',');
         const size_t len = end ? (size_t)(end - s) : strlen(s);
-        char name[16], why[256];
+        char name[16];
         int device;
         if (!split_name(s, len, name, sizeof name, &device) || strcmp(name, "vulkan") ||
             len == strlen(name))
@@ -208,10 +208,7 @@ static enum hearth_status parse_devices(const struct hearth_model_params *p, con
         if (*n == MODEL_MAX_STAGES - 2)
             return fail(HEARTH_EINVAL, err, err_len, "model: devices '%s' names more than %d GPUs",
                         devices, MODEL_MAX_STAGES - 2);
-        const struct backend *be = gpu_backend(device, why, sizeof why);
-        if (!be)
-            return no_gpu(what, device, why, err, err_len);
-        gpus[(*n)++] = (struct gpu_share){.be = be, .device = device, .share = 1};
+        gpus[(*n)++] = (struct gpu_share){.device = device, .share = 1};
         if (!end)
             return HEARTH_OK;
         s = end + 1;
@@ -287,10 +284,17 @@ enum hearth_status model_place(struct hearth_model *m, const struct hearth_model
     char what[48];
     snprintf(what, sizeof what, p->n_gpu_layers ? "n_gpu_layers %d" : "devices",
              p->n_gpu_layers);
+    /* what the flags say is checked before whether the machine has the devices, so a
+     * malformed --tensor-split is named as such everywhere */
     if ((devs || p->n_gpu_layers > 0) &&
-        ((st = parse_devices(p, what, gpus, &n_gpu, err, err_len)) ||
+        ((st = parse_devices(p, gpus, &n_gpu, err, err_len)) ||
          (ts && (st = parse_shares(p->tensor_split, gpus, n_gpu, err, err_len)))))
         return st;
+    for (int i = 0; i < n_gpu; i++) {
+        char why[256];
+        if (!(gpus[i].be = gpu_backend(gpus[i].device, why, sizeof why)))
+            return no_gpu(what, gpus[i].device, why, err, err_len);
+    }
     if (split)
         st = place_split(m, p->layer_split, err, err_len);
     else if (p->n_gpu_layers > 0)
