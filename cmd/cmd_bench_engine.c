@@ -126,15 +126,15 @@ static double bw_once(const struct bw_probe *p)
     return per * (size_t)p->n_threads * 8 / (now_s() - t0);
 }
 
-/* One line per stage when layers run on more than the CPU; whether any is on a GPU. */
+/* One line per stage unless one CPU stage runs everything; whether any stage is on a GPU. */
 static bool print_stages(const struct hearth_context *ctx)
 {
     const int32_t n = hearth_context_n_stages(ctx);
-    bool gpu        = false;
-    for (int32_t i = 0; n > 1 && i < n; i++) {
-        struct hearth_stage_info st;
+    struct hearth_stage_info st;
+    hearth_context_stage(ctx, 0, &st);
+    const bool gpu = n > 1 || strcmp(st.device, "cpu") != 0;
+    for (int32_t i = 0; gpu && i < n; i++) {
         hearth_context_stage(ctx, i, &st);
-        gpu |= strcmp(st.device, "cpu") != 0;
         if (st.layer_end > st.layer_first)
             printf("stage %d: %s, layers %d-%d%s, %.1f MiB of weights, %.1f MiB of K/V\n", i,
                    st.device, st.layer_first, st.layer_end - 1, st.output ? " and the output" : "",
@@ -143,7 +143,10 @@ static bool print_stages(const struct hearth_context *ctx)
             printf("stage %d: %s, the output, %.1f MiB of weights\n", i, st.device,
                    st.weight_bytes / 1048576.0);
     }
-    return gpu;
+    for (int32_t i = 0; i < n; i++)
+        if (hearth_context_stage(ctx, i, &st) && strcmp(st.device, "cpu"))
+            return true;
+    return false;
 }
 
 int cmd_bench_engine(int argc, char **argv)
