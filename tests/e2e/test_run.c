@@ -288,7 +288,7 @@ static void test_bad_placements_exit_1(void **state)
         {{"--tensor-split", "1"}, "n_gpu_layers is 0"},
         {{"-ngl", "2", "--layer-split", "cpu:5"}, "layer_split places every layer itself"},
         /* a device this machine lacks, with or without Vulkan */
-        {{"--gpu-layers", "3", "--device", "vulkan0,vulkan9"}, "Vulkan device 9 cannot be used"},
+        {{"--gpu-layers", "3", "--device", "vulkan9,vulkan0"}, "Vulkan device 9 cannot be used"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *argv[16] = {tu_bin(), "run", "-m", model, "-p", "hi", "-n", "4"};

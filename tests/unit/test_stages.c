@@ -528,7 +528,7 @@ static void test_bad_devices_and_shares_are_refused(void **state)
     }
     /* a device past the machine's, by itself and in a list */
     p.tensor_split = "2:1";
-    p.devices      = "vulkan0,vulkan7";
+    p.devices      = "vulkan7,vulkan0";
     refused(&p, HEARTH_EUNSUPPORTED, "Vulkan device 7 cannot be used");
     p.devices      = "vulkan7";
     p.tensor_split = NULL;
