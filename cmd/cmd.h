@@ -7,6 +7,7 @@
 #define HEARTH_CMD_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 int cmd_run(int argc, char **argv);
@@ -42,15 +43,8 @@ struct placement {
     const char *layer_split;  /* --layer-split cpu:2,vulkan0:3, or NULL */
 };
 
-/* Their usage lines, the option names in a column of 24. */
-#define PLACEMENT_USAGE                                                                        \
-    "  -ngl, --gpu-layers N  the last N layers on the GPUs, and past the layer count the\n"     \
-    "                        output too (99: everything; also --n-gpu-layers)\n"               \
-    "  --device LIST         the GPUs they go to, as hearth devices names them:\n"             \
-    "                        vulkan0,vulkan1 (default vulkan0; also -dev)\n"                   \
-    "  --tensor-split A:B    the GPUs' shares of those layers, one per --device, each a\n"     \
-    "                        contiguous range (or A,B; default equal; also -ts)\n"             \
-    "  --layer-split SPEC    instead: layers per backend in order, \"cpu:12,vulkan0:20\"\n"
+/* Prints their usage lines to fp, the descriptions starting at column col (>= 24). */
+void placement_usage(FILE *fp, int col);
 
 /* Whether opt is one of them (its value follows it). */
 bool placement_opt(const char *opt);

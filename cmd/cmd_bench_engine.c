@@ -20,8 +20,8 @@ static void usage(FILE *fp)
     fprintf(fp, "usage: hearth bench-engine -m MODEL [-t THREADS] [-p P] [-n N] [-r REPS] [-ngl N]\n"
                 "  -p N                  prompt tokens for the prefill test (default 512, 0 = skip)\n"
                 "  -n N                  tokens for the decode test (default 128, 0 = skip)\n"
-                "  -r N                  repetitions, best kept (default 3)\n"
-                PLACEMENT_USAGE);
+                "  -r N                  repetitions, best kept (default 3)\n");
+    placement_usage(fp, 24);
 }
 
 struct run {

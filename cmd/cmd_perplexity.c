@@ -18,8 +18,8 @@ static void usage(FILE *fp)
 {
     fprintf(fp, "usage: hearth perplexity -m MODEL -f TEXT [-c CTX] [-t THREADS] [-ngl N]\n"
                 "  -c, --ctx N           tokens per chunk (default 512)\n"
-                "  -t, --threads N       threads (default: the CPU count)\n"
-                PLACEMENT_USAGE);
+                "  -t, --threads N       threads (default: the CPU count)\n");
+    placement_usage(fp, 24);
 }
 
 /* -log softmax(logits)[tok], computed in double like llama-perplexity. */

@@ -35,8 +35,8 @@ static void usage(FILE *fp)
             "  --repeat-penalty R    penalty for the last 64 tokens (default 1 = off)\n"
             "  --seed S              sampling seed (default: from the clock)\n"
             "  -t, --threads N       threads (default: the CPU count)\n"
-            "  -c, --ctx N           context length (default: the model's)\n"
-            PLACEMENT_USAGE);
+            "  -c, --ctx N           context length (default: the model's)\n");
+    placement_usage(fp, 24);
 }
 
 /* The state of one generation session: sequence 0 of ctx holds tokens[0..n_cached). */

@@ -25,8 +25,10 @@ static void usage(FILE *fp)
         "  -b, --batch-size B      most tokens one scheduler step takes (default 512)\n"
         "  -ub, --ubatch-size U    most tokens one forward pass takes (default 512); a step\n"
         "                          is one forward pass, so it uses min(B, U)\n"
-        "  -t, --threads T         threads for the forward pass (default: CPU count)\n"
-        PLACEMENT_USAGE
+        "  -t, --threads T         threads for the forward pass (default: CPU count)\n");
+    placement_usage(fp, 26);
+    fprintf(
+        fp,
         "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
         "  --ctx-checkpoints N     models with recurrent layers (qwen35moe): copies of a slot's\n"
         "                          state kept at KV block boundaries, so a prompt sharing a\n"

@@ -5,10 +5,26 @@
  * (a device that exists, shares that match the devices) is the library's
  * to refuse at load, so the server refuses the same configurations.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "hearth.h"
+
+void placement_usage(FILE *fp, int col)
+{
+    static const char *const lines[][2] = {
+        {"-ngl, --gpu-layers N", "the last N layers on the GPUs, and past the layer count the"},
+        {"", "output too (99: everything; also --n-gpu-layers)"},
+        {"--device LIST", "the GPUs they go to, as hearth devices names them:"},
+        {"", "vulkan0,vulkan1 (default vulkan0; also -dev)"},
+        {"--tensor-split A:B", "the GPUs' shares of those layers, one per --device, each a"},
+        {"", "contiguous range (or A,B; default equal; also -ts)"},
+        {"--layer-split SPEC", "instead: layers per backend in order, \"cpu:12,vulkan0:20\""},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        fprintf(fp, "  %-*s%s\n", col - 2, lines[i][0], lines[i][1]);
+}
 
 bool placement_opt(const char *opt)
 {

@@ -6,7 +6,9 @@
  * (vk_backend.c's ctx_init: every enum act buffer but the logits, a spare
  * as wide as ACT_XB, the rope tables, the block tables), within a few KiB;
  * the weights are the file's bytes, which a device backend uploads as they
- * are. A backend whose device_memory is 0 (the CPU) is not checked.
+ * are. A backend whose device_memory is 0 (the CPU) is not checked. Each
+ * context is checked with the model's weights alone: two contexts on one
+ * device (hearth makes one per process) are not summed.
  */
 #include <stdio.h>
 #include <stdlib.h>

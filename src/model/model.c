@@ -309,10 +309,15 @@ static enum hearth_status prepare_weights(struct hearth_model *m, char *err, siz
     const bool tied = m->output.data == m->tok_embd.data;
     if ((st = m->stage[0].be->weight_prepare(&m->tok_embd, WEIGHT_ROWS, err, err_len)))
         return upload_failed(&m->stage[0], -1, st, err, err_len);
-    if (tied && m->stage[m->n_stage - 1].be != m->stage[0].be)
+    if (tied && m->stage[m->n_stage - 1].be != m->stage[0].be) {
+        char first[32], last[32];
+        budget_device_name(&m->stage[0], first, sizeof first);
+        budget_device_name(&m->stage[m->n_stage - 1], last, sizeof last);
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: the output is tied to token_embd, which cannot be on %s and %s "
-                    "at once yet", m->stage[0].be->name, m->stage[m->n_stage - 1].be->name);
+                    "at once yet; keep the output with the first layer (-ngl at most the layer "
+                    "count, or every layer on one device)", first, last);
+    }
     if (tied)
         m->output = m->tok_embd;
     else if ((st = model_prepare_weight(m, m->hp.n_layer, &m->output, err, err_len)))
