@@ -257,6 +257,9 @@ static enum hearth_status parse_shares(const char *split, struct gpu_share *gpus
     if (!(total > 0))
         return fail(HEARTH_EINVAL, err, err_len,
                     "model: tensor_split '%s' gives every device a zero share", split);
+    if (!isfinite(total))
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "model: tensor_split '%s' has shares too large to add up", split);
     return HEARTH_OK;
 }
 

@@ -513,6 +513,8 @@ static void test_bad_devices_and_shares_are_refused(void **state)
         {NULL, "1:x2", "entry 'x2' is not a number"},
         {NULL, "nan", "entry 'nan' is not a number"},
         {NULL, "0", "gives every device a zero share"},
+        {NULL, "inf", "entry 'inf' is not a number"},
+        {"vulkan0,vulkan1", "1e308:1e308", "shares too large to add up"},
         {NULL, "0:0", "has 2 shares but 1 device is given"},
         {NULL, "3:1", "has 2 shares but 1 device is given"},
         {NULL, "3,1", "has 2 shares but 1 device is given"},
