@@ -7,6 +7,7 @@
 #define HEARTH_CMD_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 int cmd_run(int argc, char **argv);
@@ -29,6 +30,28 @@ bool arg_long(const char *cmd, const char *opt, const char *s, long lo, long hi,
 bool arg_float(const char *cmd, const char *opt, const char *s, double lo, double hi, float *out);
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
+
+/* ------------------------------------------------------------ placement --- */
+
+struct hearth_model_params;
+
+/* Where the layers run (placement.c): -ngl, --device, --tensor-split, --layer-split. */
+struct placement {
+    long ngl;                 /* -ngl / --gpu-layers: the last N layers on the GPUs */
+    const char *devices;      /* --device vulkan0,vulkan1, or NULL */
+    const char *tensor_split; /* --tensor-split 3:1 (or 3,1), or NULL */
+    const char *layer_split;  /* --layer-split cpu:2,vulkan0:3, or NULL */
+};
+
+/* Prints their usage lines to fp, the descriptions starting at column col (>= 24). */
+void placement_usage(FILE *fp, int col);
+
+/* Whether opt is one of them (its value follows it). */
+bool placement_opt(const char *opt);
+/* Takes opt's value v; false with a usage message on stderr when -ngl's is not a count. */
+bool placement_set(const char *cmd, const char *opt, const char *v, struct placement *p);
+/* Copies p into the model parameters. */
+void placement_params(const struct placement *p, struct hearth_model_params *mp);
 
 /* Default worker threads: the CPUs this process may run on (at least 1). More
  * threads than cores make the spinning fork-join pool wait on descheduled peers. */

@@ -17,10 +17,11 @@
 
 static void usage(FILE *fp)
 {
-    fprintf(fp, "usage: hearth bench-engine -m MODEL [-t THREADS] [-p P] [-n N] [-r REPS]\n"
-                "  -p N   prompt tokens for the prefill test (default 512, 0 = skip)\n"
-                "  -n N   tokens for the decode test (default 128, 0 = skip)\n"
-                "  -r N   repetitions, best kept (default 3)\n");
+    fprintf(fp, "usage: hearth bench-engine -m MODEL [-t THREADS] [-p P] [-n N] [-r REPS] [-ngl N]\n"
+                "  -p N                  prompt tokens for the prefill test (default 512, 0 = skip)\n"
+                "  -n N                  tokens for the decode test (default 128, 0 = skip)\n"
+                "  -r N                  repetitions, best kept (default 3)\n");
+    placement_usage(fp, 24);
 }
 
 struct run {
@@ -125,10 +126,34 @@ static double bw_once(const struct bw_probe *p)
     return per * (size_t)p->n_threads * 8 / (now_s() - t0);
 }
 
+/* One line per stage unless one CPU stage runs everything; whether any stage is on a GPU. */
+static bool print_stages(const struct hearth_context *ctx)
+{
+    const int32_t n = hearth_context_n_stages(ctx);
+    struct hearth_stage_info st;
+    hearth_context_stage(ctx, 0, &st);
+    const bool gpu = n > 1 || strcmp(st.device, "cpu") != 0;
+    for (int32_t i = 0; gpu && i < n; i++) {
+        hearth_context_stage(ctx, i, &st);
+        if (st.layer_end > st.layer_first)
+            printf("stage %d: %s, layers %d-%d%s, %.1f MiB of weights, %.1f MiB of K/V\n", i,
+                   st.device, st.layer_first, st.layer_end - 1, st.output ? " and the output" : "",
+                   st.weight_bytes / 1048576.0, st.kv_bytes / 1048576.0);
+        else
+            printf("stage %d: %s, the output, %.1f MiB of weights\n", i, st.device,
+                   st.weight_bytes / 1048576.0);
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (hearth_context_stage(ctx, i, &st) && strcmp(st.device, "cpu"))
+            return true;
+    return false;
+}
+
 int cmd_bench_engine(int argc, char **argv)
 {
     const char *model_path = NULL;
     long threads = default_threads(), n_pp = 512, n_tg = 128, reps = 3;
+    struct placement place = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -151,6 +176,9 @@ int cmd_bench_engine(int argc, char **argv)
         } else if (!strcmp(a, "-r")) {
             if (!arg_long("bench-engine", a, v, 1, 100, &reps))
                 return EXIT_USAGE;
+        } else if (placement_opt(a)) {
+            if (!placement_set("bench-engine", a, v, &place))
+                return EXIT_USAGE;
         } else {
             fprintf(stderr, "hearth bench-engine: unknown option '%s'\n", a);
             usage(stderr);
@@ -168,6 +196,7 @@ int cmd_bench_engine(int argc, char **argv)
     struct run r = {0};
     struct hearth_model_params mp = hearth_model_default_params();
     mp.n_threads = (int)threads;
+    placement_params(&place, &mp);
     if (hearth_model_load(model_path, &mp, &model, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         return EXIT_RUNTIME;
@@ -200,6 +229,7 @@ int cmd_bench_engine(int argc, char **argv)
     if (hearth_model_token_bytes(model) != hearth_model_weight_bytes(model))
         printf("a token reads %.1f MiB of them (the routed experts it uses)\n",
                hearth_model_token_bytes(model) / 1048576.0);
+    const bool offloaded = print_stages(r.ctx);
     if (n_pp > 0) {
         double best = 1e30;
         for (long k = 0; k <= reps; k++) { /* k = 0 warms up */
@@ -236,8 +266,10 @@ int cmd_bench_engine(int argc, char **argv)
         double tps = n_tg / best, bytes = (double)hearth_model_token_bytes(model);
         printf("tg%ld: %.1f tok/s\n", n_tg, tps);
         printf("decode reads %.2f GB/s (weights a token reads x tok/s); measured read bandwidth "
-               "%.2f GB/s; share %.0f%%\n",
-               bytes * tps / 1e9, bw / 1e9, bw > 0 ? 100 * bytes * tps / bw : 0);
+               "%.2f GB/s; share %.0f%%%s\n",
+               bytes * tps / 1e9, bw / 1e9, bw > 0 ? 100 * bytes * tps / bw : 0,
+               offloaded ? " (the bandwidth is the CPU's: layers on a GPU read its own memory)"
+                         : "");
     }
     rc = EXIT_OK;
 out:

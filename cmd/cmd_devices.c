@@ -72,7 +72,10 @@ static void list_vulkan(void)
         printf("    type      %s\n", d->type);
         printf("    driver    %s\n", d->driver);
         printf("    api       %s\n", d->api);
-        printf("    memory    %.1f GiB device-local\n", gib(d->local_bytes));
+        if (d->local_bytes >= (1u << 30))
+            printf("    memory    %.1f GiB device-local\n", gib(d->local_bytes));
+        else /* a small device, or HEARTH_VK_MEMORY_MIB's figure */
+            printf("    memory    %.1f MiB device-local\n", d->local_bytes / 1048576.0);
         printf("    subgroup  %u\n", d->subgroup_size);
         printf("    features  fp16 %s, int8 %s, 16-bit storage %s, integer dot %s, "
                "cooperative matrix %s\n",

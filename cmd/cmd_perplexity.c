@@ -17,10 +17,9 @@
 static void usage(FILE *fp)
 {
     fprintf(fp, "usage: hearth perplexity -m MODEL -f TEXT [-c CTX] [-t THREADS] [-ngl N]\n"
-                "  -c, --ctx N               tokens per chunk (default 512)\n"
-                "  -t, --threads N           threads (default: the CPU count)\n"
-                "  -ngl, --n-gpu-layers N    the last N layers on the GPU (none in this build)\n"
-                "  --layer-split SPEC        layers per backend in order, \"cpu:12,cpu:20\"\n");
+                "  -c, --ctx N           tokens per chunk (default 512)\n"
+                "  -t, --threads N       threads (default: the CPU count)\n");
+    placement_usage(fp, 24);
 }
 
 /* -log softmax(logits)[tok], computed in double like llama-perplexity. */
@@ -38,8 +37,9 @@ static double nll(const float *logits, int32_t n_vocab, hearth_token tok)
 
 int cmd_perplexity(int argc, char **argv)
 {
-    const char *model_path = NULL, *text_path = NULL, *split = NULL;
-    long n_ctx = 512, threads = default_threads(), ngl = 0;
+    const char *model_path = NULL, *text_path = NULL;
+    long n_ctx = 512, threads = default_threads();
+    struct placement place = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -58,11 +58,9 @@ int cmd_perplexity(int argc, char **argv)
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!arg_long("perplexity", a, v, 1, 512, &threads))
                 return EXIT_USAGE;
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            if (!arg_long("perplexity", a, v, 0, 1 << 20, &ngl))
+        } else if (placement_opt(a)) {
+            if (!placement_set("perplexity", a, v, &place))
                 return EXIT_USAGE;
-        } else if (!strcmp(a, "--layer-split")) {
-            split = v;
         } else {
             fprintf(stderr, "hearth perplexity: unknown option '%s'\n", a);
             usage(stderr);
@@ -104,8 +102,7 @@ int cmd_perplexity(int argc, char **argv)
 
     struct hearth_model_params mp = hearth_model_default_params();
     mp.n_threads = (int)threads;
-    mp.n_gpu_layers = (int32_t)ngl;
-    mp.layer_split = split;
+    placement_params(&place, &mp);
     if (hearth_model_load(model_path, &mp, &model, err, sizeof err) ||
         hearth_tokenize(model, text, len, true, false, &ids, &n_ids, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);

@@ -35,9 +35,8 @@ static void usage(FILE *fp)
             "  --repeat-penalty R    penalty for the last 64 tokens (default 1 = off)\n"
             "  --seed S              sampling seed (default: from the clock)\n"
             "  -t, --threads N       threads (default: the CPU count)\n"
-            "  -c, --ctx N           context length (default: the model's)\n"
-            "  -ngl, --n-gpu-layers N  the last N layers on the GPU (none in this build)\n"
-            "  --layer-split SPEC    layers per backend in order, \"cpu:12,cpu:20\"\n");
+            "  -c, --ctx N           context length (default: the model's)\n");
+    placement_usage(fp, 24);
 }
 
 /* The state of one generation session: sequence 0 of ctx holds tokens[0..n_cached). */
@@ -249,8 +248,8 @@ done:
 int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
-    const char *split = NULL;
-    long n_predict = -1, seed = -1, threads = default_threads(), n_ctx = 0, top_k = 40, ngl = 0;
+    struct placement place = {0};
+    long n_predict = -1, seed = -1, threads = default_threads(), n_ctx = 0, top_k = 40;
     float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, rep = 1.0f;
     bool chat = false;
     for (int i = 1; i < argc; i++) {
@@ -288,10 +287,8 @@ int cmd_run(int argc, char **argv)
             VALUE(); if (!arg_long("run", a, v, 1, 512, &threads)) return EXIT_USAGE;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
             VALUE(); if (!arg_long("run", a, v, 1, 1 << 24, &n_ctx)) return EXIT_USAGE;
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            VALUE(); if (!arg_long("run", a, v, 0, 1 << 20, &ngl)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--layer-split")) {
-            VALUE(); split = v;
+        } else if (placement_opt(a)) {
+            VALUE(); if (!placement_set("run", a, v, &place)) return EXIT_USAGE;
         } else {
             fprintf(stderr, "hearth run: unknown option '%s'\n", a);
             usage(stderr);
@@ -344,8 +341,7 @@ int cmd_run(int argc, char **argv)
     double t0 = now_s();
     struct hearth_model_params mp = hearth_model_default_params();
     mp.n_threads = (int)threads;
-    mp.n_gpu_layers = (int32_t)ngl;
-    mp.layer_split = split;
+    placement_params(&place, &mp);
     if (hearth_model_load(model_path, &mp, &s.model, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         goto out;

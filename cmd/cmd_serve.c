@@ -25,9 +25,10 @@ static void usage(FILE *fp)
         "  -b, --batch-size B      most tokens one scheduler step takes (default 512)\n"
         "  -ub, --ubatch-size U    most tokens one forward pass takes (default 512); a step\n"
         "                          is one forward pass, so it uses min(B, U)\n"
-        "  -t, --threads T         threads for the forward pass (default: CPU count)\n"
-        "  -ngl, --n-gpu-layers N  the last N layers on the GPU (none in this build)\n"
-        "  --layer-split SPEC      layers per backend in order, \"cpu:12,cpu:20\"\n"
+        "  -t, --threads T         threads for the forward pass (default: CPU count)\n");
+    placement_usage(fp, 26);
+    fprintf(
+        fp,
         "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
         "  --ctx-checkpoints N     models with recurrent layers (qwen35moe): copies of a slot's\n"
         "                          state kept at KV block boundaries, so a prompt sharing a\n"
@@ -69,9 +70,9 @@ int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
     const char *tmpl_file = NULL, *tmpl_name = NULL, *tmpl_kwargs = NULL, *cors = NULL;
-    const char *split = NULL;
+    struct placement place = {0};
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
-    long max_queue = 64, max_body = 4194304, checkpoints = 8, ngl = 0;
+    long max_queue = 64, max_body = 4194304, checkpoints = 8;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -105,11 +106,10 @@ int cmd_serve(int argc, char **argv)
             LONG(ubatch, 1, 1 << 16);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             LONG(threads, 1, 512);
-        } else if (!strcmp(a, "-ngl") || !strcmp(a, "--n-gpu-layers")) {
-            LONG(ngl, 0, 1 << 20);
-        } else if (!strcmp(a, "--layer-split")) {
+        } else if (placement_opt(a)) {
             VALUE();
-            split = v;
+            if (!placement_set("serve", a, v, &place))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "--max-queue")) {
             LONG(max_queue, 0, 1 << 20);
         } else if (!strcmp(a, "--ctx-checkpoints")) {
@@ -177,8 +177,10 @@ int cmd_serve(int argc, char **argv)
         .chat_template_file   = tmpl_file,
         .chat_template        = tmpl_name,
         .chat_template_kwargs = tmpl_kwargs,
-        .n_gpu_layers         = (int32_t)ngl,
-        .layer_split          = split,
+        .n_gpu_layers         = (int32_t)place.ngl,
+        .devices              = place.devices,
+        .tensor_split         = place.tensor_split,
+        .layer_split          = place.layer_split,
         .sched      = {.n_slots   = (int32_t)parallel,
                        .n_ctx     = (int32_t)n_ctx,
                        .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),

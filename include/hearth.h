@@ -60,11 +60,16 @@ struct hearth_model;
  */
 struct hearth_model_params {
     int n_threads;        /* worker threads for the forward pass; >= 1 */
-    int32_t n_gpu_layers; /* llama.cpp's -ngl: the last N layers on the GPU, and the output
-                             too when N > the layer count; 0 = none. This build has no GPU
-                             backend yet: N > 0 is refused (HEARTH_EUNSUPPORTED) */
+    int32_t n_gpu_layers; /* llama.cpp's -ngl: the last N layers on the GPUs, and the output
+                             too when N > the layer count; 0 = none. Refused
+                             (HEARTH_EUNSUPPORTED, naming the cause) where no Vulkan device
+                             can be used */
     const char *devices;  /* the GPUs the offloaded layers use, "vulkan0,vulkan1" (as
-                             `hearth devices` names them); NULL = the first */
+                             `hearth devices` names them, each once); NULL = vulkan0 */
+    const char *tensor_split; /* how the n_gpu_layers are shared among devices: one proportion
+                                 per device, "3:1" or llama.cpp's "3,1" (numbers >= 0, not all
+                                 zero); each device gets a contiguous range, in device order.
+                                 NULL = equal shares */
     const char *layer_split; /* an explicit placement instead: comma-separated ranges in layer
                                 order, BACKEND[DEVICE]:N each ("cpu:12,vulkan0:20"), the counts
                                 adding up to the layer count; a last range of 0 layers puts
@@ -168,6 +173,23 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                                       const struct hearth_context_params *params,
                                       struct hearth_context **out, char *err, size_t err_len);
 void hearth_context_free(struct hearth_context *ctx);
+
+/* One stage of a context: a contiguous range of layers on one device. */
+struct hearth_stage_info {
+    char device[16];        /* "cpu", "vulkan0", as `hearth devices` names it */
+    int32_t layer_first;    /* layers [layer_first, layer_end); equal: the output alone */
+    int32_t layer_end;
+    bool output;            /* the stage computes the logits (holds the output weight) */
+    uint64_t weight_bytes;  /* bytes of the weights the stage holds: uploaded to a device, or
+                               mapped from the file on the CPU */
+    uint64_t kv_bytes;      /* bytes of its layers' K/V memory */
+};
+
+/* How many stages ctx runs (1 unless layers are offloaded or split). */
+int32_t hearth_context_n_stages(const struct hearth_context *ctx);
+/* Stage i's placement and memory into *out; false when i is out of range. */
+bool hearth_context_stage(const struct hearth_context *ctx, int32_t i,
+                          struct hearth_stage_info *out);
 
 /*
  * A micro-batch: n tokens, each with its position and sequence id; logits[i]

@@ -23,8 +23,8 @@ const struct backend *backend_find(const char *name)
 #ifndef HEARTH_VULKAN
 const struct backend *backend_vulkan(int device, char *why, size_t why_len)
 {
-    snprintf(why, why_len, "this build has no Vulkan backend (libvulkan-dev and glslc were not "
-                           "found when it was built)");
+    snprintf(why, why_len, "this build has no Vulkan backend (it was built with HEARTH_VULKAN=0, "
+                           "or without libvulkan-dev and glslc)");
     return NULL;
 }
 #endif

@@ -89,6 +89,13 @@ struct backend {
 
     /* ------------------------------------------------ the model, at load --- */
 
+    /*
+     * Bytes of memory device `device` offers this backend's buffers (a GPU's
+     * device-local heaps), which the stages placed there must fit: checked
+     * at load and at context creation (src/model/budget.c) before anything
+     * is allocated. 0 for a backend on host memory (not checked).
+     */
+    uint64_t (*device_memory)(int device);
     /* Whether matmul and embed run weights of this type. */
     bool (*weight_supported)(enum dtype type);
     /*

@@ -43,6 +43,12 @@ static bool vector_to_f32(enum dtype type, const void *src, float *dst, int64_t 
     return true;
 }
 
+/* Host memory: the budget is the machine's, which load does not check. */
+static uint64_t device_memory(int device)
+{
+    return 0;
+}
+
 /*
  * Rewrites w into the kernel's packed layout when the table offers one for
  * its type (and its rows come in whole groups of eight), then hands the
@@ -293,6 +299,7 @@ static const struct backend cpu = {
     .moe_supported    = moe_supported,
     .layer_supported  = layer_supported,
     .vector_to_f32    = vector_to_f32,
+    .device_memory    = device_memory,
     .weight_prepare   = weight_prepare,
     .weight_release   = weight_release,
     .ctx_init         = ctx_init,

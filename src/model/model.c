@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/budget.h"
 #include "model/deltanet.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -261,10 +262,32 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
     return HEARTH_OK;
 }
 
+/*
+ * A device that refuses memory the budget allowed for (other processes hold
+ * some of it) fails the load here: the sentence says where and what to do.
+ */
+static enum hearth_status upload_failed(const struct stage_place *place, int32_t l,
+                                        enum hearth_status st, char *err, size_t err_len)
+{
+    if (st != HEARTH_ENOMEM || !place->be->device_memory(place->device))
+        return st;
+    char why[HEARTH_ERR_MAX], name[32], what[32];
+    snprintf(why, sizeof why, "%s", err);
+    budget_device_name(place, name, sizeof name);
+    if (l < 0 || l >= place->l1)
+        snprintf(what, sizeof what, l < 0 ? "token_embd" : "the output");
+    else
+        snprintf(what, sizeof what, "layer %d", l);
+    return fail(st, err, err_len, "model: %s refused the weights of %s (%s); offload fewer "
+                "layers (a smaller -ngl)", name, what, why);
+}
+
 enum hearth_status model_prepare_weight(struct hearth_model *m, int32_t l, struct weight *w,
                                         char *err, size_t err_len)
 {
-    return model_stage_of(m, l)->be->weight_prepare(w, WEIGHT_MATMUL, err, err_len);
+    const struct stage_place *place = model_stage_of(m, l);
+    return upload_failed(place, l, place->be->weight_prepare(w, WEIGHT_MATMUL, err, err_len),
+                         err, err_len);
 }
 
 static enum hearth_status prepare_weights(struct hearth_model *m, char *err, size_t err_len)
@@ -285,11 +308,16 @@ static enum hearth_status prepare_weights(struct hearth_model *m, char *err, siz
      */
     const bool tied = m->output.data == m->tok_embd.data;
     if ((st = m->stage[0].be->weight_prepare(&m->tok_embd, WEIGHT_ROWS, err, err_len)))
-        return st;
-    if (tied && m->stage[m->n_stage - 1].be != m->stage[0].be)
+        return upload_failed(&m->stage[0], -1, st, err, err_len);
+    if (tied && m->stage[m->n_stage - 1].be != m->stage[0].be) {
+        char first[32], last[32];
+        budget_device_name(&m->stage[0], first, sizeof first);
+        budget_device_name(&m->stage[m->n_stage - 1], last, sizeof last);
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: the output is tied to token_embd, which cannot be on %s and %s "
-                    "at once yet", m->stage[0].be->name, m->stage[m->n_stage - 1].be->name);
+                    "at once yet; keep the output with the first layer (-ngl at most the layer "
+                    "count, or every layer on one device)", first, last);
+    }
     if (tied)
         m->output = m->tok_embd;
     else if ((st = model_prepare_weight(m, m->hp.n_layer, &m->output, err, err_len)))
@@ -350,7 +378,10 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     for (int32_t l = 0; l < m->hp.n_layer; l++)
         if ((st = model_stage_of(m, l)->be->layer_supported(m, l, err, err_len)))
             goto err;
-    if ((st = load_weights(m, err, err_len)) || (st = prepare_weights(m, err, err_len)))
+    if ((st = load_weights(m, err, err_len)))
+        goto err;
+    budget_weights(m);
+    if ((st = budget_check_model(m, err, err_len)) || (st = prepare_weights(m, err, err_len)))
         goto err;
     *out = m;
     return HEARTH_OK;

@@ -99,6 +99,7 @@ struct stage_place {
     const struct backend *be; /* the backend that prepares and runs these layers */
     int device;               /* the backend's device index (0 for the CPU) */
     int32_t l0, l1;           /* layers [l0, l1); l0 == l1 only for an output-only last stage */
+    uint64_t weight_bytes;    /* the file's bytes of the weights it holds (budget.c) */
 };
 
 #define MODEL_MAX_STAGES 16
@@ -130,6 +131,8 @@ struct stage {
     bool output;       /* the last stage: runs the output and holds ACT_LOGITS */
     size_t state_len;  /* floats of one sequence's recurrent state on this stage */
     size_t state_off;  /* where that share starts in a whole-model snapshot */
+    uint64_t kv_bytes;  /* its layers' K/V memory, on its device or in the host pool */
+    uint64_t act_bytes; /* its activation buffers, and the logits on the output stage */
 };
 
 struct hearth_context {

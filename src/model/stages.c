@@ -10,10 +10,12 @@
  * MODEL_MAX_STAGES.
  */
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/budget.h"
 #include "model/model.h"
 #include "model/stages.h"
 #include "util/errfmt.h"
@@ -63,14 +65,28 @@ static void add_stage(struct hearth_model *m, const struct backend *be, int devi
 }
 
 enum hearth_status model_place_ngl(struct hearth_model *m, int32_t ngl, const struct backend *cpu,
-                                   const struct backend *gpu, int device)
+                                   const struct gpu_share *gpus, int n_gpu)
 {
     const int32_t n = m->hp.n_layer, on_gpu = ngl < n ? ngl : n;
+    double total = 0;
+    for (int i = 0; i < n_gpu; i++)
+        total += gpus[i].share;
     m->n_stage = 0;
     if (on_gpu < n)
         add_stage(m, cpu, 0, 0, n - on_gpu);
-    if (on_gpu > 0)
-        add_stage(m, gpu, device, n - on_gpu, n);
+    /* device i ends where the shares before it and its own end, rounded: contiguous ranges
+     * that add up to on_gpu whatever the rounding */
+    double cum = 0;
+    int32_t at = n - on_gpu;
+    for (int i = 0; i < n_gpu && on_gpu > 0; i++) {
+        cum += gpus[i].share;
+        int32_t end = i == n_gpu - 1 ? n : n - on_gpu + (int32_t)(on_gpu * (cum / total) + 0.5);
+        if (end > n)
+            end = n;
+        if (end > at)
+            add_stage(m, gpus[i].be, gpus[i].device, at, end);
+        at = end > at ? end : at;
+    }
     /* llama.cpp keeps the output on the CPU unless -ngl passes the layer count */
     if (on_gpu > 0 && ngl <= n)
         add_stage(m, cpu, 0, n, n);
@@ -165,12 +181,17 @@ static enum hearth_status place_split(struct hearth_model *m, const char *split,
     return HEARTH_OK;
 }
 
-/* Checks the device list names GPUs as `hearth devices` does (vulkan<i>); the first one's index. */
-static enum hearth_status check_devices(const char *devices, int *first, char *err, size_t err_len)
+/*
+ * The GPUs of p->devices ("vulkan0,vulkan1"; NULL or empty: vulkan0), each
+ * once, into gpus[0..*n) (device and an equal share; be found later).
+ */
+static enum hearth_status parse_devices(const struct hearth_model_params *p,
+                                        struct gpu_share *gpus, int *n, char *err,
+                                        size_t err_len)
 {
-    *first = 0;
-    bool seen = false;
-    for (const char *s = devices; *s;) {
+    const char *devices = p->devices && *p->devices ? p->devices : "vulkan0";
+    *n                  = 0;
+    for (const char *s = devices;;) {
         const char *end = strchr(s, ',');
         const size_t len = end ? (size_t)(end - s) : strlen(s);
         char name[16];
@@ -180,11 +201,65 @@ static enum hearth_status check_devices(const char *devices, int *first, char *e
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: device '%.*s' is not a GPU as hearth devices names them "
                         "(vulkan0, vulkan1, ...)", (int)len, s);
-        if (!seen)
-            *first = device;
-        seen = true;
-        s = end ? end + 1 : s + len;
+        for (int i = 0; i < *n; i++)
+            if (gpus[i].device == device)
+                return fail(HEARTH_EINVAL, err, err_len,
+                            "model: devices '%s' names vulkan%d twice", devices, device);
+        if (*n == MODEL_MAX_STAGES - 2)
+            return fail(HEARTH_EINVAL, err, err_len, "model: devices '%s' names more than %d GPUs",
+                        devices, MODEL_MAX_STAGES - 2);
+        gpus[(*n)++] = (struct gpu_share){.device = device, .share = 1};
+        if (!end)
+            return HEARTH_OK;
+        s = end + 1;
     }
+}
+
+/*
+ * Reads tensor_split ("3:1", or llama.cpp's "3,1") into the shares of the n
+ * GPUs: one number >= 0 per device, not all zero.
+ */
+static enum hearth_status parse_shares(const char *split, struct gpu_share *gpus, int n,
+                                       char *err, size_t err_len)
+{
+    const char sep = strchr(split, ':') ? ':' : ',';
+    int i          = 0;
+    double total   = 0;
+    for (const char *s = split;; i++) {
+        const char *end  = strchr(s, sep);
+        const size_t len = end ? (size_t)(end - s) : strlen(s);
+        char num[32], *num_end;
+        if (len == 0 || len >= sizeof num)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: tensor_split '%s' has an entry that is not a number", split);
+        memcpy(num, s, len);
+        num[len] = 0;
+        const double v = strtod(num, &num_end);
+        if (num_end != num + len || !isfinite(v) || isspace((unsigned char)num[0]))
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: tensor_split entry '%s' is not a number", num);
+        if (v < 0)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "model: tensor_split entry '%s' is negative; each device's share is a "
+                        "number >= 0", num);
+        if (i < n)
+            gpus[i].share = v;
+        total += v;
+        if (!end)
+            break;
+        s = end + 1;
+    }
+    if (i + 1 != n)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "model: tensor_split '%s' has %d share%s but %d device%s %s given; give one "
+                    "share per device", split, i + 1, i ? "s" : "", n, n == 1 ? "" : "s",
+                    n == 1 ? "is" : "are");
+    if (!(total > 0))
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "model: tensor_split '%s' gives every device a zero share", split);
+    if (!isfinite(total))
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "model: tensor_split '%s' has shares too large to add up", split);
     return HEARTH_OK;
 }
 
@@ -196,23 +271,38 @@ enum hearth_status model_place(struct hearth_model *m, const struct hearth_model
     if (p->n_gpu_layers < 0)
         return fail(HEARTH_EINVAL, err, err_len, "model: n_gpu_layers %d is negative",
                     p->n_gpu_layers);
-    const bool split = p->layer_split && *p->layer_split;
-    if (split && (p->n_gpu_layers > 0 || (p->devices && *p->devices)))
+    const bool split = p->layer_split && *p->layer_split,
+               devs  = p->devices && *p->devices,
+               ts    = p->tensor_split && *p->tensor_split;
+    if (split && (p->n_gpu_layers > 0 || devs || ts))
         return fail(HEARTH_EINVAL, err, err_len,
                     "model: layer_split places every layer itself; give it without "
-                    "n_gpu_layers and devices");
-    int device = 0;
-    if (p->devices && *p->devices && (st = check_devices(p->devices, &device, err, err_len)))
+                    "n_gpu_layers, devices and tensor_split");
+    if (ts && p->n_gpu_layers == 0)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "model: tensor_split shares the offloaded layers among devices, but "
+                    "n_gpu_layers is 0");
+    struct gpu_share gpus[MODEL_MAX_STAGES];
+    int n_gpu = 0;
+    char what[48];
+    snprintf(what, sizeof what, p->n_gpu_layers ? "n_gpu_layers %d" : "devices",
+             p->n_gpu_layers);
+    /* what the flags say is checked before whether the machine has the devices, so a
+     * malformed --tensor-split is named as such everywhere */
+    if ((devs || p->n_gpu_layers > 0) &&
+        ((st = parse_devices(p, gpus, &n_gpu, err, err_len)) ||
+         (ts && (st = parse_shares(p->tensor_split, gpus, n_gpu, err, err_len)))))
         return st;
+    for (int i = 0; i < n_gpu; i++) {
+        char why[256];
+        if (!(gpus[i].be = gpu_backend(gpus[i].device, why, sizeof why)))
+            return no_gpu(what, gpus[i].device, why, err, err_len);
+    }
     if (split)
         st = place_split(m, p->layer_split, err, err_len);
-    else if (p->n_gpu_layers > 0) {
-        char what[48], why[256];
-        const struct backend *gpu = gpu_backend(device, why, sizeof why);
-        snprintf(what, sizeof what, "n_gpu_layers %d", p->n_gpu_layers);
-        st = gpu ? model_place_ngl(m, p->n_gpu_layers, backend_cpu(), gpu, device)
-                 : no_gpu(what, device, why, err, err_len);
-    } else {
+    else if (p->n_gpu_layers > 0)
+        st = model_place_ngl(m, p->n_gpu_layers, backend_cpu(), gpus, n_gpu);
+    else {
         add_stage(m, backend_get(), 0, 0, m->hp.n_layer);
         st = HEARTH_OK;
     }
@@ -242,15 +332,21 @@ enum hearth_status stages_init(struct hearth_context *ctx, char *err, size_t err
                                                  sizeof(float))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     ctx->p.n_batch);
-    ctx->state_len = 0;
     for (int32_t i = 0; i < m->n_stage; i++) {
         struct stage *s = &ctx->stages[i];
         s->place        = &m->stage[i];
         s->embed        = i == 0;
         s->output       = i == m->n_stage - 1;
+    }
+    enum hearth_status st = budget_check_context(ctx, err, err_len);
+    if (st)
+        return st;
+    ctx->state_len = 0;
+    for (int32_t i = 0; i < m->n_stage; i++) {
+        struct stage *s = &ctx->stages[i];
         stage_enter(ctx, i);
-        enum hearth_status st = s->place->be->ctx_init(ctx, err, err_len);
-        s->state              = ctx->be;
+        st       = s->place->be->ctx_init(ctx, err, err_len);
+        s->state = ctx->be;
         if (st)
             return st;
         s->state_len = s->place->be->state_len(ctx);
@@ -261,6 +357,27 @@ enum hearth_status stages_init(struct hearth_context *ctx, char *err, size_t err
                                                     sizeof *ctx->snap_rows)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     return HEARTH_OK;
+}
+
+int32_t hearth_context_n_stages(const struct hearth_context *ctx)
+{
+    return ctx->n_stage;
+}
+
+bool hearth_context_stage(const struct hearth_context *ctx, int32_t i,
+                          struct hearth_stage_info *out)
+{
+    if (i < 0 || i >= ctx->n_stage)
+        return false;
+    const struct stage *s = &ctx->stages[i];
+    memset(out, 0, sizeof *out);
+    budget_device_name(s->place, out->device, sizeof out->device);
+    out->layer_first  = s->place->l0;
+    out->layer_end    = s->place->l1;
+    out->output       = s->output;
+    out->weight_bytes = s->place->weight_bytes;
+    out->kv_bytes     = s->kv_bytes;
+    return true;
 }
 
 void stages_free(struct hearth_context *ctx)

@@ -15,13 +15,22 @@
 
 #include "model/model.h"
 
+/* One GPU the offloaded layers use, and its share of them (any scale, >= 0, not all 0). */
+struct gpu_share {
+    const struct backend *be;
+    int device;
+    double share;
+};
+
 /*
- * -ngl's placement: the last ngl layers on gpu (device), the rest on cpu,
- * and the output on gpu only when ngl > n_layer, as llama.cpp places them.
- * Taking the backends as arguments lets tests place a stand-in. HEARTH_OK.
+ * -ngl's placement: the last ngl layers on the GPUs, split into contiguous
+ * ranges in the order given in proportion to their shares (a GPU whose share
+ * rounds to no layer gets no stage), the rest on cpu, and the output on the
+ * last GPU only when ngl > n_layer, as llama.cpp places them. Taking the
+ * backends as arguments lets tests place stand-ins. HEARTH_OK.
  */
 enum hearth_status model_place_ngl(struct hearth_model *m, int32_t ngl, const struct backend *cpu,
-                                   const struct backend *gpu, int device);
+                                   const struct gpu_share *gpus, int n_gpu);
 
 /* Makes stage i current: ctx->st, and ctx->be its backend state. */
 void stage_enter(struct hearth_context *ctx, int32_t i);

@@ -122,6 +122,8 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_KV_BLOCKS_CACHED]  = st.kv_blocks_cached;
     v[M_KV_BLOCKS_CAPACITY] = st.kv_blocks_total;
     v[M_READY]              = s->ready ? 1 : 0;
+    s->metrics.n_stages =
+        s->sched ? sched_stages(s->sched, s->metrics.stages, METRICS_MAX_STAGES) : 0;
     /* this request is counted before rendering so a scrape sees itself */
     metrics_count_request(&s->metrics, EP_METRICS, 200);
     size_t len = 0;
@@ -141,6 +143,31 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     free(page);
 }
 
+/*
+ * A slot's "stages": where its layers run, as /metrics' hearth_stage_* say:
+ * per stage the device, the layers ("3-4", "" for the output alone),
+ * whether it holds the output, and its weight and K/V bytes (the K/V pool
+ * every slot shares on that device).
+ */
+static void add_stages(cJSON *o, const struct hearth_stage_info *stages, int32_t n)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, "stages");
+    for (int32_t i = 0; a && i < n; i++) {
+        cJSON *st = cJSON_CreateObject();
+        char layers[32] = "";
+        if (stages[i].layer_end > stages[i].layer_first)
+            snprintf(layers, sizeof layers, "%d-%d", stages[i].layer_first,
+                     stages[i].layer_end - 1);
+        cJSON_AddStringToObject(st, "device", stages[i].device);
+        cJSON_AddStringToObject(st, "layers", layers);
+        cJSON_AddNumberToObject(st, "n_layers", stages[i].layer_end - stages[i].layer_first);
+        cJSON_AddBoolToObject(st, "output", stages[i].output);
+        cJSON_AddNumberToObject(st, "weight_bytes", (double)stages[i].weight_bytes);
+        cJSON_AddNumberToObject(st, "kv_bytes", (double)stages[i].kv_bytes);
+        cJSON_AddItemToArray(a, st);
+    }
+}
+
 void h_slots(struct server *s, struct evhttp_request *req)
 {
     if (!serve_check_ready(s, req, EP_SLOTS))
@@ -148,6 +175,8 @@ void h_slots(struct server *s, struct evhttp_request *req)
     struct sched_stats st;
     int32_t n;
     struct sched_slot_info *info = snapshot(s, &st, &n);
+    struct hearth_stage_info stages[SCHED_MAX_STAGES];
+    const int32_t n_stages = s->sched ? sched_stages(s->sched, stages, SCHED_MAX_STAGES) : 0;
     cJSON *a                     = cJSON_CreateArray();
     for (int32_t i = 0; i < n; i++) {
         cJSON *o = cJSON_CreateObject();
@@ -163,6 +192,7 @@ void h_slots(struct server *s, struct evhttp_request *req)
         cJSON_AddNumberToObject(o, "n_prompt", info[i].n_prompt);
         cJSON_AddNumberToObject(o, "n_prompt_cached", info[i].n_cached_tokens);
         cJSON_AddNumberToObject(o, "n_generated", info[i].n_generated);
+        add_stages(o, stages, n_stages);
         cJSON_AddItemToArray(a, o);
     }
     free(info);

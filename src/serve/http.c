@@ -980,6 +980,8 @@ static void *loader_main(void *arg)
     if (s->sp.n_threads > 0)
         mp.n_threads = s->sp.n_threads;
     mp.n_gpu_layers = s->p->n_gpu_layers;
+    mp.devices      = s->p->devices;
+    mp.tensor_split = s->p->tensor_split;
     mp.layer_split  = s->p->layer_split;
     struct hearth_model *model = NULL;
     struct sched *sched        = NULL;

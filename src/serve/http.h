@@ -37,8 +37,10 @@ struct http_params {
     const char *chat_template_file;   /* a Jinja file overriding the model's template, or NULL */
     const char *chat_template;        /* a built-in template name overriding it, or NULL */
     const char *chat_template_kwargs; /* JSON object of default template kwargs, or NULL */
-    int32_t n_gpu_layers;    /* hearth_model_params's: the last N layers on the GPU */
-    const char *layer_split; /* hearth_model_params's: layers per backend, or NULL */
+    int32_t n_gpu_layers;     /* hearth_model_params's: the last N layers on the GPUs */
+    const char *devices;      /* hearth_model_params's: the GPUs, or NULL */
+    const char *tensor_split; /* hearth_model_params's: the GPUs' shares, or NULL */
+    const char *layer_split;  /* hearth_model_params's: layers per backend, or NULL */
     struct sched_params sched;
 };
 

@@ -145,6 +145,18 @@ char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT],
                     if (m->requests[ep][code])
                         put(&o, "%s{endpoint=\"%s\",code=\"%d\"} %llu\n", d->name,
                             endpoint_paths[ep], code, (unsigned long long)m->requests[ep][code]);
+        } else if (id == M_STAGE_WEIGHT_BYTES || id == M_STAGE_KV_BYTES) {
+            for (int32_t i = 0; i < m->n_stages; i++) {
+                const struct hearth_stage_info *st = &m->stages[i];
+                char layers[32] = "";
+                if (st->layer_end > st->layer_first)
+                    snprintf(layers, sizeof layers, "%d-%d", st->layer_first,
+                             st->layer_end - 1);
+                put(&o, "%s{stage=\"%d\",device=\"%s\",layers=\"%s\",output=\"%s\"} %llu\n",
+                    d->name, i, st->device, layers, st->output ? "true" : "false",
+                    (unsigned long long)(id == M_STAGE_KV_BYTES ? st->kv_bytes
+                                                                : st->weight_bytes));
+            }
         } else if (d->type == MT_histogram) {
             const struct metrics_histogram *h = &m->hist[id];
             uint64_t cum                      = 0;

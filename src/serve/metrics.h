@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hearth.h"        /* struct hearth_stage_info */
 #include "serve/routes.h" /* enum metrics_endpoint */
 
 /* Bucket upper bounds (seconds) of each histogram kind; +Inf is implied. */
@@ -26,6 +27,7 @@
 #define METRICS_BUCKETS_REQ   {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 #define METRICS_BUCKETS_NONE  {0}
 #define METRICS_MAX_BUCKETS   16
+#define METRICS_MAX_STAGES    16
 
 /* X(id, name, type, buckets, help). type: counter, gauge, histogram. */
 #define METRICS_LIST(X)                                                                        \
@@ -61,7 +63,11 @@
     X(M_KV_BLOCKS_CAPACITY, "hearth_kv_blocks_capacity", gauge, NONE,                          \
       "KV cache blocks in the pool.")                                                          \
     X(M_READY, "hearth_ready", gauge, NONE,                                                    \
-      "1 once the model is loaded and requests are served, 0 while loading.")
+      "1 once the model is loaded and requests are served, 0 while loading.")                  \
+    X(M_STAGE_WEIGHT_BYTES, "hearth_stage_weight_bytes", gauge, NONE,                          \
+      "Bytes of weights each stage holds, by device and layer range.")                         \
+    X(M_STAGE_KV_BYTES, "hearth_stage_kv_bytes", gauge, NONE,                                  \
+      "Bytes of K/V memory each stage holds for its layers, by device and layer range.")
 
 enum metric_id {
 #define METRICS_X_ENUM(id, name, type, buckets, help) id,
@@ -79,6 +85,9 @@ struct metrics_histogram {
 struct metrics {
     uint64_t requests[EP_COUNT][600];          /* [endpoint][HTTP status 100..599] */
     struct metrics_histogram hist[METRIC_COUNT]; /* used for histogram ids only */
+    struct hearth_stage_info stages[METRICS_MAX_STAGES]; /* where the layers run: the
+                                                            M_STAGE_* samples, one per stage */
+    int32_t n_stages;                          /* 0 until the model is loaded */
 };
 
 /* Zeroes everything. */
@@ -96,7 +105,7 @@ const char *metrics_endpoint_path(enum metrics_endpoint ep);
 /*
  * The text exposition page (format 0.0.4): HELP and TYPE for every metric in
  * list order, then its samples. values[id] gives each counter and gauge but
- * M_REQUESTS (taken from m). Returns a malloc'd NUL-terminated string and its
+ * M_REQUESTS and the M_STAGE_* gauges (taken from m). Returns a malloc'd NUL-terminated string and its
  * length in *len, or NULL when out of memory.
  */
 char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT], size_t *len);

@@ -77,6 +77,8 @@ struct sched {
     struct hearth_model *model;
     struct hearth_context *ctx;
     int32_t n_slots, n_ctx, n_batch, max_queue, n_vocab;
+    struct hearth_stage_info stages[SCHED_MAX_STAGES]; /* the context's, fixed at start */
+    int32_t n_stages;
     sched_event_fn on_event;
     void *user;
     pthread_t thread;
@@ -812,6 +814,8 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
     if (st)
         goto err;
+    for (int32_t i = 0; i < hearth_context_n_stages(s->ctx) && i < SCHED_MAX_STAGES; i++)
+        hearth_context_stage(s->ctx, s->n_stages++, &s->stages[i]);
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : hearth_model_n_ctx_train(model);
     if (s->n_ctx < 2) {
         st = fail(HEARTH_EINVAL, err, err_len, "sched: a slot context of %d tokens is too small",
@@ -954,4 +958,11 @@ int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_
         slots[i] = s->info[i];
     pthread_mutex_unlock(&s->mu);
     return s->n_slots;
+}
+
+int32_t sched_stages(const struct sched *s, struct hearth_stage_info *out, int32_t cap)
+{
+    for (int32_t i = 0; i < s->n_stages && i < cap; i++)
+        out[i] = s->stages[i];
+    return s->n_stages < cap ? s->n_stages : cap;
 }

@@ -152,4 +152,11 @@ struct sched_stats {
 int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,
                        int32_t cap);
 
+#define SCHED_MAX_STAGES 16
+/*
+ * Where the context's layers run (hearth_context_stage), up to cap stages
+ * into out; returns how many. Fixed once started: any thread.
+ */
+int32_t sched_stages(const struct sched *s, struct hearth_stage_info *out, int32_t cap);
+
 #endif

@@ -4,6 +4,7 @@
  * weights times tok/s), the tests -p 0 and -n 0 leave out, and bad usage.
  * No figure is held to a speed: CI's machines are shared.
  */
+#include "backend/backend.h"
 #include "util/testutil.h"
 
 #include <math.h>
@@ -152,6 +153,49 @@ static void test_bad_usage(void **state)
     free(err);
 }
 
+/*
+ * Placed layers, as run places them: one line per stage with its device,
+ * layers and bytes; a bad --tensor-split is refused with run's sentence.
+ */
+static void test_placement_options(void **state)
+{
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
+    /* 512 prompt tokens: a context whose K/V shows in the lines' tenths of a MiB */
+    const char *args[] = {"-m", path, "-t", "1", "-p", "512", "-n", "4", "-r", "1",
+                          "--layer-split", "cpu:3,cpu:2", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(bench(args, &out, &err), 0);
+    double w[2], kv[2];
+    assert_int_equal(sscanf(line_of(out, "stage 0: "), "stage 0: cpu, layers 0-2, %lf MiB of "
+                            "weights, %lf MiB of K/V", &w[0], &kv[0]), 2);
+    assert_int_equal(sscanf(line_of(out, "stage 1: "), "stage 1: cpu, layers 3-4 and the "
+                            "output, %lf MiB of weights, %lf MiB of K/V", &w[1], &kv[1]), 2);
+    assert_true(w[0] > 0 && w[1] > 0 && kv[0] > kv[1] && kv[1] > 0);
+    assert_null(strstr(out, "the bandwidth is the CPU's")); /* no GPU stage */
+    line_of(out, "tg4: ");
+    free(out);
+    free(err);
+    const char *bad[] = {"-m", path, "-ngl", "2", "--tensor-split", "-1", NULL};
+    assert_int_equal(bench(bad, &out, &err), 1);
+    assert_non_null(strstr(err, "tensor_split entry '-1' is negative"));
+    free(out);
+    free(err);
+    char why[256];
+    if (!backend_vulkan(0, why, sizeof why)) {
+        print_message("vulkan-test: skipped: %s\n", why);
+        return;
+    }
+    /* every layer and the output on vulkan0, with --gpu-layers and --device */
+    const char *gpu[] = {"-m", path, "-p", "8", "-n", "4", "-r", "1", "--gpu-layers", "99",
+                         "--device", "vulkan0", NULL};
+    assert_int_equal(bench(gpu, &out, &err), 0);
+    line_of(out, "stage 0: vulkan0, layers 0-4 and the output, ");
+    assert_non_null(strstr(out, "(the bandwidth is the CPU's: layers on a GPU read its own "
+                                "memory)"));
+    free(out);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_moe_counts_the_routed_experts),
         cmocka_unit_test(test_zero_skips_a_test),
         cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_placement_options),
     };
     return cmocka_run_group_tests_name("e2e_bench_engine", tests, NULL, NULL);
 }

@@ -80,6 +80,47 @@ static void test_no_driver(void **state)
     free(err);
 }
 
+/*
+ * HEARTH_VK_MEMORY_MIB, the test knob for the memory check at load, is the
+ * figure every device shows; a value that is not a positive count is ignored.
+ */
+static void test_memory_knob(void **state)
+{
+#ifdef HEARTH_VULKAN
+    struct vk_device_info *info = NULL;
+    int n                       = 0;
+    char why[HEARTH_ERR_MAX];
+    const bool any = vk_enumerate(&info, &n, why, sizeof why) == HEARTH_OK && n > 0;
+    free(info);
+    if (!any) {
+        print_message("vulkan-test: skipped: no Vulkan device\n");
+        skip();
+    }
+    char *out = NULL, *err = NULL;
+    setenv("HEARTH_VK_MEMORY_MIB", "14", 1);
+    assert_int_equal(run(NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "\n    memory    14.0 MiB device-local\n"));
+    assert_int_equal((int)vk_device_memory(0), 14 << 20);
+    free(out);
+    free(err);
+    const uint64_t real = (unsetenv("HEARTH_VK_MEMORY_MIB"), vk_device_memory(0));
+    static const char *const ignored[] = {"-3", "0", "12x", ""};
+    for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {
+        setenv("HEARTH_VK_MEMORY_MIB", ignored[i], 1);
+        assert_true(vk_device_memory(0) == real);
+    }
+    assert_int_equal(run(NULL, &out, &err), 0);
+    unsetenv("HEARTH_VK_MEMORY_MIB");
+    assert_null(strstr(out, "memory    14.0 MiB"));
+    assert_true(real > (14u << 20));
+    assert_int_equal(vk_device_memory(n), 0);
+    free(out);
+    free(err);
+#else
+    skip();
+#endif
+}
+
 static void test_help_and_usage(void **state)
 {
     char *out = NULL, *err = NULL;
@@ -98,6 +139,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_cpu_and_vulkan),
         cmocka_unit_test(test_no_driver),
+        cmocka_unit_test(test_memory_knob),
         cmocka_unit_test(test_help_and_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,11 +3,13 @@
  * output in ../shared/reference/greedy.tsv: every row must match byte for
  * byte. Also the CLI's exit codes on bad input.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "util/testutil.h"
 
 /*
@@ -251,6 +253,137 @@ static void test_layer_split_same_text(void **state)
     expect_exit(bad, 1, "places more than the model's 5 layers");
 }
 
+/* Whether a Vulkan device can be used here; else the "vulkan-test: skipped" line. */
+static bool have_vulkan(void)
+{
+    char why[256];
+    if (backend_vulkan(0, why, sizeof why))
+        return true;
+    print_message("vulkan-test: skipped: %s\n", why);
+    return false;
+}
+
+/*
+ * -ngl, --device and --tensor-split that do not fit: exit 1 and one sentence
+ * naming the fault, on any machine (what the flags say is checked before
+ * whether the devices exist).
+ */
+static void test_bad_placements_exit_1(void **state)
+{
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
+    static const struct {
+        const char *opt[6], *want;
+    } cases[] = {
+        {{"-ngl", "3", "--tensor-split", "1:1"}, "has 2 shares but 1 device is given"},
+        {{"-ngl", "3", "--tensor-split", "3,1"}, "has 2 shares but 1 device is given"},
+        {{"-ngl", "3", "--device", "vulkan0,vulkan1", "--tensor-split", "1:1:1"},
+         "has 3 shares but 2 devices are given"},
+        {{"-ngl", "3", "--device", "vulkan0,vulkan1", "--tensor-split", "1:-1"},
+         "entry '-1' is negative"},
+        {{"-ngl", "3", "--tensor-split", "lots"}, "entry 'lots' is not a number"},
+        {{"-ngl", "3", "--device", "vulkan0,vulkan1", "--tensor-split", "0:0"},
+         "gives every device a zero share"},
+        {{"--gpu-layers", "3", "--device", "vulkan0,vulkan0"}, "names vulkan0 twice"},
+        {{"-ngl", "3", "--device", "gpu0"}, "device 'gpu0' is not a GPU"},
+        {{"--tensor-split", "1"}, "n_gpu_layers is 0"},
+        {{"-ngl", "2", "--layer-split", "cpu:5"}, "layer_split places every layer itself"},
+        /* a device this machine lacks, with or without Vulkan */
+        {{"--gpu-layers", "3", "--device", "vulkan9,vulkan0"}, "Vulkan device 9 cannot be used"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *argv[16] = {tu_bin(), "run", "-m", model, "-p", "hi", "-n", "4"};
+        int n                = 8;
+        for (int j = 0; j < 6 && cases[i].opt[j]; j++)
+            argv[n++] = cases[i].opt[j];
+        argv[n] = NULL;
+        expect_exit(argv, 1, cases[i].want);
+    }
+    const char *bad_ngl[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--gpu-layers", "many",
+                             NULL};
+    expect_exit(bad_ngl, 2, "--gpu-layers expects an integer");
+}
+
+/*
+ * -ngl where the loader finds no Vulkan driver (or the build has no
+ * Vulkan): exit 1, the sentence naming that cause.
+ */
+static void test_ngl_without_vulkan_names_the_cause(void **state)
+{
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
+    setenv("VK_ICD_FILENAMES", "/nonexistent/hearth-no-icd.json", 1);
+    setenv("VK_DRIVER_FILES", "/nonexistent/hearth-no-icd.json", 1);
+    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "hi", "-ngl", "2", NULL};
+    char *out = NULL, *err = NULL;
+    const int rc = tu_run(argv, NULL, &out, &err, 60);
+    unsetenv("VK_ICD_FILENAMES");
+    unsetenv("VK_DRIVER_FILES");
+    print_message("rc %d: %s", rc, err);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "n_gpu_layers 2 asks for a GPU, but Vulkan device 0 cannot be used"));
+    assert_true(strstr(err, "no Vulkan driver") || strstr(err, "no Vulkan loader") ||
+                strstr(err, "this build has no Vulkan backend"));
+    free(out);
+    free(err);
+}
+
+/* Runs argv with HEARTH_VK_MEMORY_MIB=mib; the exit status, stderr in *err. */
+static int run_with_memory(const char *const argv[], const char *mib, char **err)
+{
+    setenv("HEARTH_VK_MEMORY_MIB", mib, 1);
+    char *out = NULL;
+    const int rc = tu_run(argv, NULL, &out, err, 120);
+    unsetenv("HEARTH_VK_MEMORY_MIB");
+    print_message("%s MiB: rc %d, %s", mib, rc, *err);
+    free(out);
+    return rc;
+}
+
+/*
+ * A model larger than the device's memory (HEARTH_VK_MEMORY_MIB stands in
+ * for a small GPU): refused at load with both figures, the weights first,
+ * then with the context's K/V and activations; it loads with room, or with
+ * fewer layers offloaded. tiny-llama f32: 13.0 MiB of weights, 4 layers.
+ */
+static void test_device_memory_is_checked_at_load(void **state)
+{
+    TU_MODEL_OR_SKIP(model, "tiny-llama-spm-f32.gguf");
+    if (!have_vulkan())
+        skip();
+    const char *all[] = {tu_bin(), "run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0",
+                         "-c", "256", "--gpu-layers", "99", NULL};
+    char *err = NULL;
+    double w = 0, have = 0, total = 0, kv = 0, act = 0;
+    assert_int_equal(run_with_memory(all, "8", &err), 1);
+    const char *s = strstr(err, "model: vulkan0 would hold ");
+    assert_non_null(s);
+    assert_int_equal(sscanf(s, "model: vulkan0 would hold %lf MiB of weights (layers 0-3 and the "
+                               "output) but has %lf MiB of device memory;", &w, &have), 2);
+    assert_true(w > 12.5 && w < 13.1); /* the file is 13.02 MiB, tokenizer included */
+    assert_true(have == 8.0);
+    assert_non_null(strstr(err, "offload fewer layers (a smaller -ngl)"));
+    free(err);
+    /* the weights fit in 16 MiB; with a context's K/V and buffers they do not */
+    assert_int_equal(run_with_memory(all, "16", &err), 1);
+    assert_non_null(s = strstr(err, "context: vulkan0 would hold "));
+    assert_int_equal(sscanf(s, "context: vulkan0 would hold %lf MiB (weights %lf, K/V %lf, "
+                               "activations and logits %lf for layers 0-3 and the output) but has "
+                               "%lf MiB", &total, &w, &kv, &act, &have), 5);
+    assert_true(have == 16.0 && total > have);
+    assert_true(fabs(total - (w + kv + act)) < 0.2);
+    assert_true(kv > 0 && act > 0 && w > 12.5);
+    free(err);
+    /* room enough: the whole model; or one layer (3.0 MiB, and 6.1 MiB of buffers for a
+     * batch of 512) where the whole does not fit */
+    assert_int_equal(run_with_memory(all, "64", &err), 0);
+    free(err);
+    assert_int_equal(run_with_memory(all, "12", &err), 1);
+    free(err);
+    const char *one[] = {tu_bin(), "run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0",
+                         "-c", "256", "-ngl", "1", NULL};
+    assert_int_equal(run_with_memory(one, "12", &err), 0);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +395,9 @@ int main(void)
         cmocka_unit_test(test_timings_on_stderr),
         cmocka_unit_test(test_chat_two_turns_reuse_the_conversation),
         cmocka_unit_test(test_layer_split_same_text),
+        cmocka_unit_test(test_bad_placements_exit_1),
+        cmocka_unit_test(test_ngl_without_vulkan_names_the_cause),
+        cmocka_unit_test(test_device_memory_is_checked_at_load),
         cmocka_unit_test(test_usage_errors_exit_2),
         cmocka_unit_test(test_runtime_errors_exit_1),
     };

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/backend.h"
 #include "util/clock.h"
 #include "util/serveutil.h"
 
@@ -910,6 +911,143 @@ static void test_layer_split_serves_the_same_text(void **state)
     free(log);
 }
 
+/* The value of the /metrics sample that starts with prefix ("name{labels} "), or fails. */
+static double sample(const char *page, const char *prefix)
+{
+    const char *at = strstr(page, prefix);
+    if (!at)
+        fail_msg("no sample '%s' in:\n%s", prefix, page);
+    return atof(at + strlen(prefix));
+}
+
+/*
+ * One /slots entry's stages against what /metrics said: n stages, each
+ * (device, layers, output) as want[i] gives them and the bytes of w[i], kv[i].
+ */
+static void check_slot_stages(const cJSON *slot, int n, const char *const want[][2],
+                              const bool *output, const double *w, const double *kv)
+{
+    const cJSON *st = jget(slot, "stages");
+    assert_true(cJSON_IsArray(st));
+    assert_int_equal(cJSON_GetArraySize(st), n);
+    for (int i = 0; i < n; i++) {
+        const cJSON *o = cJSON_GetArrayItem(st, i);
+        assert_string_equal(jstr(o, "device"), want[i][0]);
+        assert_string_equal(jstr(o, "layers"), want[i][1]);
+        assert_int_equal(cJSON_IsTrue(jget(o, "output")), output[i]);
+        assert_true(jnum(o, "weight_bytes") == w[i]);
+        assert_true(jnum(o, "kv_bytes") == kv[i]);
+    }
+}
+
+/*
+ * /metrics and /slots say which device holds which layers, their weights
+ * and their K/V: CPU stages (--layer-split cpu:3,cpu:2) run everywhere;
+ * a bad --tensor-split stops the server before it listens.
+ */
+static void test_stages_in_metrics_and_slots(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    const char *split[] = {"--layer-split", "cpu:3,cpu:2", NULL};
+    struct srv s;
+    srv_start(&s, split);
+    struct http_resp r = http_get(&s, "/metrics");
+    assert_int_equal(r.status, 200);
+    double w[2], kv[2];
+    w[0]  = sample(r.body, "hearth_stage_weight_bytes{stage=\"0\",device=\"cpu\",layers=\"0-2\","
+                          "output=\"false\"} ");
+    w[1]  = sample(r.body, "hearth_stage_weight_bytes{stage=\"1\",device=\"cpu\",layers=\"3-4\","
+                          "output=\"true\"} ");
+    kv[0] = sample(r.body, "hearth_stage_kv_bytes{stage=\"0\",device=\"cpu\",layers=\"0-2\","
+                           "output=\"false\"} ");
+    kv[1] = sample(r.body, "hearth_stage_kv_bytes{stage=\"1\",device=\"cpu\",layers=\"3-4\","
+                           "output=\"true\"} ");
+    assert_null(strstr(r.body, "stage=\"2\""));
+    print_message("weights %.0f + %.0f bytes, K/V %.0f + %.0f bytes\n", w[0], w[1], kv[0], kv[1]);
+    /* the layers are alike: K/V in proportion to their count, 3:2; weights about so, the
+     * embedding table on the first stage (stories260K's output is tied to it) */
+    assert_true(kv[1] > 0 && kv[0] * 2 == kv[1] * 3);
+    assert_true(w[0] > w[1] && w[1] > 0);
+    http_resp_free(&r);
+    r = http_get(&s, "/slots");
+    assert_int_equal(r.status, 200);
+    cJSON *j                      = http_json(&r);
+    static const char *const want[][2] = {{"cpu", "0-2"}, {"cpu", "3-4"}};
+    static const bool output[]    = {false, true};
+    assert_true(cJSON_GetArraySize(j) > 0);
+    const cJSON *slot;
+    cJSON_ArrayForEach(slot, j) check_slot_stages(slot, 2, want, output, w, kv);
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    srv_stop(&s);
+    /* one stage without a split: every layer and the output, the two stages' bytes */
+    srv_start(&s, NULL);
+    r = http_get(&s, "/metrics");
+    assert_true(sample(r.body, "hearth_stage_weight_bytes{stage=\"0\",device=\"cpu\","
+                               "layers=\"0-4\",output=\"true\"} ") == w[0] + w[1]);
+    assert_true(sample(r.body, "hearth_stage_kv_bytes{stage=\"0\",device=\"cpu\","
+                               "layers=\"0-4\",output=\"true\"} ") == kv[0] + kv[1]);
+    http_resp_free(&r);
+    srv_stop(&s);
+    /* a placement that does not fit refuses to start, with the sentence */
+    const char *bad[] = {"-ngl", "2", "--tensor-split", "1:1", NULL};
+    char *log         = NULL;
+    assert_false(srv_start_try(&s, tu_model(SRV_MODEL), bad, &log));
+    assert_non_null(strstr(log, "tensor_split '1:1' has 2 shares but 1 device is given"));
+    free(log);
+}
+
+/*
+ * The same on a Vulkan device (-ngl 2: layers 3-4 on vulkan0, the output
+ * back on the CPU), and a device too small for the model (HEARTH_VK_MEMORY_MIB)
+ * stops the server with the figures. Skips without a device.
+ */
+static void test_vulkan_stages_in_metrics(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    char why[256];
+    if (!backend_vulkan(0, why, sizeof why)) {
+        print_message("vulkan-test: skipped: %s\n", why);
+        skip();
+    }
+    const char *ngl[] = {"-ngl", "2", NULL};
+    struct srv s;
+    srv_start(&s, ngl);
+    struct http_resp r = http_get(&s, "/metrics");
+    assert_int_equal(r.status, 200);
+    const double w = sample(r.body, "hearth_stage_weight_bytes{stage=\"1\",device=\"vulkan0\","
+                                    "layers=\"3-4\",output=\"false\"} ");
+    const double kv = sample(r.body, "hearth_stage_kv_bytes{stage=\"1\",device=\"vulkan0\","
+                                     "layers=\"3-4\",output=\"false\"} ");
+    sample(r.body, "hearth_stage_weight_bytes{stage=\"0\",device=\"cpu\",layers=\"0-2\","
+                   "output=\"false\"} ");
+    sample(r.body, "hearth_stage_kv_bytes{stage=\"2\",device=\"cpu\",layers=\"\",output=\"true\"} ");
+    assert_true(w > 0 && kv > 0);
+    http_resp_free(&r);
+    r = http_get(&s, "/slots");
+    cJSON *j = http_json(&r);
+    const cJSON *st = cJSON_GetArrayItem(jget(cJSON_GetArrayItem(j, 0), "stages"), 1);
+    assert_string_equal(jstr(st, "device"), "vulkan0");
+    assert_true(jnum(st, "weight_bytes") == w && jnum(st, "kv_bytes") == kv);
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    srv_stop(&s);
+    const char *all[] = {"-ngl", "99", NULL};
+    char *log         = NULL;
+    setenv("HEARTH_VK_MEMORY_MIB", "1", 1);
+    const bool started = srv_start_try(&s, tu_model(SRV_MODEL), all, &log);
+    unsetenv("HEARTH_VK_MEMORY_MIB");
+    if (started)
+        srv_stop(&s);
+    assert_false(started);
+    print_message("%s", log);
+    assert_non_null(strstr(log, "vulkan0 would hold "));
+    assert_non_null(strstr(log, "but has 1.0 MiB of device memory"));
+    free(log);
+}
+
 static void test_prefix_reuse_reports_cached_tokens(void **state)
 {
     (void)state;
@@ -1081,6 +1219,8 @@ int main(void)
         cmocka_unit_test_teardown(test_sigterm_mid_stream_is_graceful, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_parallel_greedy_equals_alone, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_layer_split_serves_the_same_text, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_stages_in_metrics_and_slots, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_vulkan_stages_in_metrics, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_prefix_reuse_reports_cached_tokens, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_hybrid_prefix_resumes_from_a_state_snapshot,
                                   srv_kill_leftovers),

@@ -88,6 +88,7 @@ static float input(int t, int i)
 static void table_complete(const struct backend *b)
 {
     const void *entries[] = {
+        (const void *)b->device_memory,
         (const void *)b->weight_supported, (const void *)b->moe_supported,
         (const void *)b->layer_supported,  (const void *)b->vector_to_f32,
         (const void *)b->weight_prepare,   (const void *)b->weight_release,

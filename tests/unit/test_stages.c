@@ -283,9 +283,9 @@ static void test_kv_copy_reaches_device_stages(void **state)
     dev.kv_host                       = false;
     dev.kv_copy                       = fake_kv_copy;
     struct hearth_model m             = {.n_stage = 3};
-    m.stage[0]                        = (struct stage_place){backend_cpu(), 0, 0, 2};
-    m.stage[1]                        = (struct stage_place){&dev, 1, 2, 4};
-    m.stage[2]                        = (struct stage_place){backend_cpu(), 0, 4, 4};
+    m.stage[0]                        = (struct stage_place){.be = backend_cpu(), .l0 = 0, .l1 = 2};
+    m.stage[1]                        = (struct stage_place){.be = &dev, .device = 1, .l0 = 2, .l1 = 4};
+    m.stage[2]                        = (struct stage_place){.be = backend_cpu(), .l0 = 4, .l1 = 4};
     int states[3];
     struct stage stages[3];
     for (int i = 0; i < 3; i++)
@@ -422,7 +422,8 @@ static void test_ngl_places_the_last_layers(void **state)
     } cases[] = {{0, 1, 5, false}, {2, 3, 3, false}, {5, 2, 0, false}, {6, 1, 0, true},
                  {99, 1, 0, true}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        assert_int_equal(model_place_ngl(&m, cases[i].ngl, cpu, &gpu, 1), HEARTH_OK);
+        const struct gpu_share one = {.be = &gpu, .device = 1, .share = 1};
+        assert_int_equal(model_place_ngl(&m, cases[i].ngl, cpu, &one, 1), HEARTH_OK);
         assert_int_equal(m.n_stage, cases[i].n_stage);
         int32_t on_cpu = 0;
         for (int32_t s = 0; s < m.n_stage; s++) {
@@ -439,6 +440,110 @@ static void test_ngl_places_the_last_layers(void **state)
     }
 }
 
+/*
+ * -ngl across GPUs: the offloaded layers in contiguous ranges in device
+ * order, in proportion to the shares; a share that rounds to no layer gets
+ * no stage; the output on the last GPU past the layer count.
+ */
+static void test_ngl_shares_across_gpus(void **state)
+{
+    static struct backend g0, g1, g2; /* stand-ins, told apart by identity */
+    const struct backend *cpu = backend_cpu();
+    struct hearth_model m     = {.hp = {.n_layer = 8}};
+    static const struct {
+        int32_t ngl;
+        double share[3];
+        int32_t n_gpu;
+        int32_t want[3];   /* layers on each GPU */
+        int32_t n_stage;
+    } cases[] = {
+        {8, {1, 1}, 2, {4, 4}, 3},       /* whole layers, output on the CPU */
+        {99, {1, 1}, 2, {4, 4}, 2},      /* and the output on the last GPU */
+        {8, {3, 1}, 2, {6, 2}, 3},
+        {4, {1, 1}, 2, {2, 2}, 4},       /* the first 4 layers stay on the CPU */
+        {8, {0, 1}, 2, {0, 8}, 2},       /* a zero share: no stage */
+        {8, {1, 0}, 2, {8, 0}, 2},
+        {5, {1, 1, 1}, 3, {2, 1, 2}, 5}, /* rounding: 1.67 -> 2, 3.33 -> 3, 5 */
+        {2, {1, 1, 1}, 3, {1, 0, 1}, 4}, /* fewer layers than GPUs */
+    };
+    const struct backend *g[3] = {&g0, &g1, &g2};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct gpu_share gpus[3];
+        for (int d = 0; d < cases[i].n_gpu; d++)
+            gpus[d] = (struct gpu_share){.be = g[d], .device = d, .share = cases[i].share[d]};
+        assert_int_equal(model_place_ngl(&m, cases[i].ngl, cpu, gpus, cases[i].n_gpu), HEARTH_OK);
+        int32_t got[3] = {0}, on_cpu = 0;
+        for (int32_t s = 0; s < m.n_stage; s++) {
+            const struct stage_place *p = &m.stage[s];
+            assert_int_equal(p->l0, s ? m.stage[s - 1].l1 : 0);
+            assert_true(p->l1 > p->l0 || s == m.n_stage - 1);
+            if (p->be == cpu) {
+                on_cpu += p->l1 - p->l0;
+                continue;
+            }
+            assert_ptr_equal(p->be, g[p->device]);
+            got[p->device] += p->l1 - p->l0;
+            /* device order: a GPU's range starts after every earlier GPU's */
+            for (int32_t t = 0; t < s; t++)
+                if (m.stage[t].be != cpu)
+                    assert_true(m.stage[t].device < p->device);
+        }
+        print_message("-ngl %d over %d GPUs: %d %d %d, %d on the CPU\n", cases[i].ngl,
+                      cases[i].n_gpu, got[0], got[1], got[2], on_cpu);
+        for (int d = 0; d < 3; d++)
+            assert_int_equal(got[d], cases[i].want[d]);
+        assert_int_equal(m.n_stage, cases[i].n_stage);
+        assert_int_equal(m.stage[m.n_stage - 1].l1, 8);
+        assert_int_equal(model_stage_of(&m, 8)->be != cpu, cases[i].ngl > 8);
+    }
+}
+
+/* --device and --tensor-split that do not fit each other, or name no usable device. */
+static void test_bad_devices_and_shares_are_refused(void **state)
+{
+    struct hearth_model_params p = hearth_model_default_params();
+    p.n_gpu_layers               = 3;
+    static const struct {
+        const char *devices, *split, *want;
+    } cases[] = {
+        {NULL, "1:-1", "entry '-1' is negative"},
+        {NULL, "-2", "entry '-2' is negative"},
+        {NULL, "abc", "entry 'abc' is not a number"},
+        {NULL, "1:", "has an entry that is not a number"},
+        {NULL, "1:x2", "entry 'x2' is not a number"},
+        {NULL, "nan", "entry 'nan' is not a number"},
+        {NULL, "0", "gives every device a zero share"},
+        {NULL, "inf", "entry 'inf' is not a number"},
+        {"vulkan0,vulkan1", "1e308:1e308", "shares too large to add up"},
+        {NULL, "0:0", "has 2 shares but 1 device is given"},
+        {NULL, "3:1", "has 2 shares but 1 device is given"},
+        {NULL, "3,1", "has 2 shares but 1 device is given"},
+        {"vulkan0,vulkan0", NULL, "names vulkan0 twice"},
+        {"vulkan0,cpu", NULL, "device 'cpu' is not a GPU"},
+        {"vulkan0,", NULL, "device '' is not a GPU"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p.devices      = cases[i].devices;
+        p.tensor_split = cases[i].split;
+        /* checked before the devices are looked for: the same on a machine without them */
+        refused(&p, HEARTH_EINVAL, cases[i].want);
+    }
+    /* a device past the machine's, by itself and in a list */
+    p.tensor_split = "2:1";
+    p.devices      = "vulkan7,vulkan0";
+    refused(&p, HEARTH_EUNSUPPORTED, "Vulkan device 7 cannot be used");
+    p.devices      = "vulkan7";
+    p.tensor_split = NULL;
+    refused(&p, HEARTH_EUNSUPPORTED, "Vulkan device 7 cannot be used");
+    /* shares without offloaded layers, and with an explicit placement */
+    p.devices      = NULL;
+    p.n_gpu_layers = 0;
+    p.tensor_split = "1";
+    refused(&p, HEARTH_EINVAL, "n_gpu_layers is 0");
+    p.layer_split = "cpu:5";
+    refused(&p, HEARTH_EINVAL, "without n_gpu_layers, devices and tensor_split");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -451,6 +556,8 @@ int main(void)
         cmocka_unit_test(test_bad_placements_are_refused),
         cmocka_unit_test(test_random_splits_place_or_refuse),
         cmocka_unit_test(test_ngl_places_the_last_layers),
+        cmocka_unit_test(test_ngl_shares_across_gpus),
+        cmocka_unit_test(test_bad_devices_and_shares_are_refused),
     };
     return cmocka_run_group_tests_name("stages", tests, NULL, NULL);
 }

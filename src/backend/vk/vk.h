@@ -50,6 +50,15 @@ struct vk_device_info {
  */
 enum hearth_status vk_enumerate(struct vk_device_info **out, int *n, char *err, size_t err_len);
 
+/*
+ * Device index's device-local memory in bytes (vk_device_info.local_bytes),
+ * or 0 when there is no such device. HEARTH_VK_MEMORY_MIB=N in the
+ * environment (a positive whole number; anything else is ignored) makes
+ * every device report N MiB instead: a test knob for the memory check at
+ * load, and `hearth devices` shows the figure it sets.
+ */
+uint64_t vk_device_memory(int index);
+
 struct vk_dev;
 
 enum {

@@ -760,7 +760,8 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
 
 #define TABLE(i)                                                                             \
     {                                                                                        \
-        .name = "vulkan", .kv_host = false, .weight_supported = weight_supported,            \
+        .name = "vulkan", .kv_host = false, .device_memory = vk_device_memory,               \
+        .weight_supported = weight_supported,                                                \
         .moe_supported = moe_supported, .layer_supported = layer_supported,                  \
         .vector_to_f32 = vector_to_f32, .weight_prepare = prepare##i,                        \
         .weight_release = weight_release, .ctx_init = ctx_init, .ctx_free = ctx_free,        \

@@ -4,6 +4,8 @@
  * compute queue, a command pool for transfers. A device and everything made
  * on it belong to one thread at a time.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,20 @@ static bool has_extension(const VkExtensionProperties *ext, uint32_t n, const ch
         if (!strcmp(ext[i].extensionName, name))
             return true;
     return false;
+}
+
+/* HEARTH_VK_MEMORY_MIB in bytes (vk.h), or 0 when unset or not a positive whole number. */
+static uint64_t memory_knob(void)
+{
+    const char *s = getenv("HEARTH_VK_MEMORY_MIB");
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return 0;
+    errno                  = 0;
+    const unsigned long long mib = strtoull(s, &end, 10);
+    if (errno || *end || mib == 0 || mib > (1ull << 40))
+        return 0;
+    return (uint64_t)mib << 20;
 }
 
 /* Fills info (and the limits d keeps, when d is non-NULL) from physical device pd. */
@@ -70,6 +86,9 @@ static enum hearth_status describe(const struct vk_inst *vi, VkPhysicalDevice pd
     for (uint32_t h = 0; h < mem.memoryHeapCount; h++)
         if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
             info->local_bytes += mem.memoryHeaps[h].size;
+    const uint64_t knob = memory_knob();
+    if (knob)
+        info->local_bytes = knob;
 
     uint32_t n_ext = 0;
     VkResult r     = vi->fn.vkEnumerateDeviceExtensionProperties(pd, NULL, &n_ext, NULL);
@@ -174,6 +193,18 @@ out:
     free(infos);
     free(pds);
     return st;
+}
+
+uint64_t vk_device_memory(int index)
+{
+    struct vk_device_info *info = NULL;
+    int n                       = 0;
+    char why[256];
+    uint64_t bytes = 0;
+    if (vk_enumerate(&info, &n, why, sizeof why) == HEARTH_OK && index >= 0 && index < n)
+        bytes = info[index].local_bytes;
+    free(info);
+    return bytes;
 }
 
 /* The first queue family with compute, or UINT32_MAX. */
