@@ -521,6 +521,7 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
         .up       = mat_upload(d, &up, 100 * dtype_row_len(type, d_in)),
         .down     = mat_upload(d, &down, 0),
         .act      = act,
+        .act_down = act,
         .n_expert = E,
         .n_used   = K,
         .n_ff     = f_in,

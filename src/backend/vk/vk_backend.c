@@ -777,6 +777,7 @@ static void moe(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm
         .sh_up      = sh ? vw(&me->up[E]) : NULL,
         .sh_down    = sh ? vw(&me->down[E]) : NULL,
         .act        = act_type(me->gate[0].type),
+        .act_down   = act_type(me->down[0].type),
         .n_expert   = (uint32_t)E,
         .n_used     = (uint32_t)me->n_used,
         .n_ff       = (uint32_t)me->n_ff,

@@ -242,8 +242,8 @@ enum hearth_status vk_moe_ffn(struct vk_seq *s, const struct vk_moe_layer *L,
                                  n_tok, K, err, err_len);
     if (!st)
         st = vk_op_swiglu(s, sc->hg, sc->hu, n_tok * K * f, err, err_len);
-    if (round && !st)
-        st = vk_op_round_act(s, L->act, sc->hg, sc->hg, n_tok * K * f, err, err_len);
+    if (L->act_down != DTYPE_F32 && !st)
+        st = vk_op_round_act(s, L->act_down, sc->hg, sc->hg, n_tok * K * f, err, err_len);
     const struct vk_weight *down[2] = {L->down, L->sh_down};
     for (int j = 0; j < 1 + sh && !st; j++)
         st = vk_op_matmul_id(s, down[j], d, j ? E : 0, sc->ids, sc->hg, true, sc->out, n_tok, K,

@@ -75,8 +75,9 @@ struct vk_moe_layer {
     const struct vk_weight *sh_gate; /* the shared expert's n_ff rows of n_embd, with */
     const struct vk_weight *sh_up;   /* shexp_gate; else NULL */
     const struct vk_weight *sh_down; /* its n_embd rows of n_ff */
-    enum dtype act;                  /* the experts' inputs rounded to this activation type
+    enum dtype act;                  /* gate's and up's inputs rounded to this activation type
                                         first (vk_op_round_act), or DTYPE_F32: as they are */
+    enum dtype act_down;             /* the same for down's input */
     uint32_t n_expert, n_used, n_ff, n_embd;
 };
 
