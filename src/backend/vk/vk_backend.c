@@ -23,9 +23,9 @@
  * and Q4_0 weights), leaving only the summation order; for the other types
  * it sums f32 activations where the CPU rounds them (f16, Q8_K), so a
  * product differs by that rounding (about 2^-9 relative per element for
- * 8 bits, summed); the routed experts as vk_moe.h states; attention, SwiGLU, RMSNorm and
- * soft-cap differ by the device's exp and summation order (vk.h,
- * tests/unit/test_vk.c); rope takes the CPU's angles (computed here on the
+ * 8 bits, summed); the routed experts as vk_moe.h states; attention,
+ * SwiGLU, RMSNorm and soft-cap differ by the device's exp and summation
+ * order (vk.h, tests/unit/test_vk.c); rope takes the CPU's angles (computed here on the
  * host as ggml does) without its fused multiply-adds; embed, add, scale,
  * GELU, the K/V store and gather are the CPU's bits. tests/unit/test_vk_backend.c
  * states the bound over whole models.
