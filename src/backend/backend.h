@@ -86,6 +86,9 @@ struct backend {
     const char *name; /* "cpu", as HEARTH_BACKEND names it */
     bool kv_host;     /* its layers' K/V lives in kv.c's host pool (kv_layer_base); else the
                          backend maps its own in ctx_init and copies blocks in kv_copy */
+    bool moe_stacks;  /* moe reads a layer's router and whole expert stacks (struct moe's
+                         router, gate_exps, up_exps, down_exps), which the load prepares; else
+                         the routed experts' slices, and the router from the mapping */
 
     /* ------------------------------------------------ the model, at load --- */
 

@@ -295,6 +295,7 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
 static const struct backend cpu = {
     .name             = "cpu",
     .kv_host          = true,
+    .moe_stacks       = false,
     .weight_supported = weight_supported,
     .moe_supported    = moe_supported,
     .layer_supported  = layer_supported,

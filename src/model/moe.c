@@ -128,12 +128,27 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
     const struct backend *be = model_stage_of(m, il)->be;
     if (!be->moe_supported(me->gate[0].type, me->up[0].type, me->down[0].type)) {
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
-                  "model: blk.%d ffn_gate_exps (%s) and ffn_up_exps (%s) take different "
-                  "activation types, which hearth does not run yet", il,
-                  dtype_name(me->gate[0].type), dtype_name(me->up[0].type));
+                  "model: blk.%d's experts (ffn_gate_exps %s, ffn_up_exps %s, ffn_down_exps %s) "
+                  "are types the %s backend does not run together yet (the CPU's gate and up "
+                  "must take one activation type)", il, dtype_name(me->gate[0].type),
+                  dtype_name(me->up[0].type), dtype_name(me->down[0].type), be->name);
         goto err;
     }
-    for (int64_t e = 0; e < n_mats; e++)
+    struct weight *stacks[3] = {&me->gate_exps, &me->up_exps, &me->down_exps};
+    const struct weight *first[3] = {&me->gate[0], &me->up[0], &me->down[0]};
+    for (int i = 0; i < 3; i++) {
+        *stacks[i]       = *first[i];
+        stacks[i]->n_out = first[i]->n_out * E;
+    }
+    /* a backend that reads the stacks gets them whole, and only the shared expert's slices */
+    const int64_t e0 = be->moe_stacks ? E : 0;
+    if (be->moe_stacks)
+        for (int i = 0; i < 3; i++)
+            if ((st = model_prepare_weight(m, il, stacks[i], err, err_len)))
+                goto err;
+    if (be->moe_stacks && (st = model_prepare_weight(m, il, &me->router, err, err_len)))
+        goto err;
+    for (int64_t e = e0; e < n_mats; e++)
         if ((st = model_prepare_weight(m, il, &me->gate[e], err, err_len)) ||
             (st = model_prepare_weight(m, il, &me->up[e], err, err_len)) ||
             (st = model_prepare_weight(m, il, &me->down[e], err, err_len)))
@@ -157,6 +172,10 @@ void moe_free(const struct hearth_model *m, int32_t il, struct moe *moe)
         if (moe->down)
             model_release_weight(m, il, &moe->down[e]);
     }
+    model_release_weight(m, il, &moe->router);
+    model_release_weight(m, il, &moe->gate_exps);
+    model_release_weight(m, il, &moe->up_exps);
+    model_release_weight(m, il, &moe->down_exps);
     free(moe->gate);
     free(moe->up);
     free(moe->down);

@@ -21,6 +21,12 @@ struct moe {
                              expert's ffn_gate_shexp when there is one */
     struct weight *up;    /* [n_mats] (n_embd -> n_ff) ffn_up_exps, ffn_up_shexp */
     struct weight *down;  /* [n_mats] (n_ff -> n_embd) ffn_down_exps, ffn_down_shexp */
+    /* The routed experts' whole stacks, expert e's rows from e * n_out: what a backend
+       with moe_stacks reads (prepared for it, and the router too, in place of the slices
+       above); else unprepared views of the file's data. */
+    struct weight gate_exps; /* (n_embd -> n_expert * n_ff) */
+    struct weight up_exps;   /* (n_embd -> n_expert * n_ff) */
+    struct weight down_exps; /* (n_ff -> n_expert * n_embd) */
     float *shared_gate;   /* (n_embd) ffn_gate_inp_shexp: the shared expert's weight is
                              sigmoid(shared_gate . x); NULL without a shared expert */
     int32_t n_expert;
@@ -42,8 +48,9 @@ enum hearth_status moe_load_hparams(struct hearth_model *m, char *err, size_t er
 
 /*
  * Loads layer il's router and stacked experts (blk.<il>.ffn_gate_inp,
- * ffn_{gate,up,down}_exps), checking shapes and types, and repacks each
- * expert's slice for the backend (model_prepare_weight). *out is owned by the
+ * ffn_{gate,up,down}_exps), checking shapes and types, and prepares each
+ * expert's slice for the backend (model_prepare_weight), or, for a backend
+ * with moe_stacks, the router and the whole stacks. *out is owned by the
  * caller (moe_free, with the same layer, whose stage's backend releases the copies); NULL on
  * error.
  */

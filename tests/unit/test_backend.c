@@ -103,8 +103,8 @@ static void table_complete(const struct backend *b)
         (const void *)b->add,              (const void *)b->moe,
         (const void *)b->deltanet,         (const void *)b->gather,
         (const void *)b->softcap,          (const void *)b->logits};
-    /* the table's size over pointer size counts the name and the kv_host flag too: a new
-     * entry must be listed */
+    /* the table's size over pointer size counts the name and the flags (kv_host, moe_stacks,
+     * one word) too: a new entry must be listed */
     assert_int_equal(sizeof entries / sizeof entries[0] + 2, sizeof *b / sizeof(void *));
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
         assert_non_null(entries[i]);
@@ -116,6 +116,7 @@ static void test_cpu_table_is_complete(void **state)
     assert_string_equal(b->name, "cpu");
     table_complete(b);
     assert_true(b->kv_host);
+    assert_false(b->moe_stacks);
     assert_true(b->weight_supported(DTYPE_Q4_0));
     assert_false(b->weight_supported(DTYPE_Q8_K)); /* an activation type only */
 }
@@ -135,7 +136,11 @@ static void test_vulkan_table_is_complete(void **state)
     assert_false(b->kv_host);
     assert_true(b->weight_supported(DTYPE_Q4_K));
     assert_false(b->weight_supported(DTYPE_Q2_K));
-    assert_false(b->moe_supported(DTYPE_Q8_0, DTYPE_Q8_0, DTYPE_Q8_0));
+    /* experts through the mul-by-id shaders, whose stacks the load prepares whole */
+    assert_true(b->moe_stacks);
+    assert_true(b->moe_supported(DTYPE_Q8_0, DTYPE_Q8_0, DTYPE_Q8_0));
+    assert_true(b->moe_supported(DTYPE_Q4_K, DTYPE_Q4_K, DTYPE_Q6_K));
+    assert_false(b->moe_supported(DTYPE_Q8_0, DTYPE_Q2_K, DTYPE_Q8_0));
     assert_null(backend_vulkan(9, why, sizeof why));
     assert_non_null(strstr(why, "Vulkan device"));
 }

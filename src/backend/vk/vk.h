@@ -228,6 +228,16 @@ enum hearth_status vk_op_split_qg(struct vk_seq *s, struct vk_buf *qg, struct vk
                                   struct vk_buf *gate, uint32_t n_rows, uint32_t head_dim,
                                   char *err, size_t err_len);
 
+/* Whether vk_op_round_act rounds to type act (a CPU vec_dot_type). */
+bool vk_op_round_act_supported(enum dtype act);
+/*
+ * y[i] = x[i] rounded to the activation type act and back to f32, for i < n (whole blocks of
+ * act): the values the CPU backend's matmul sums for a weight whose vec_dot_type is act, to
+ * the bit (Q8_0: kernels/ref.c's ref_q8_0_act_from_float, then to_float). y may be x.
+ */
+enum hearth_status vk_op_round_act(struct vk_seq *s, enum dtype act, struct vk_buf *x,
+                                   struct vk_buf *y, uint32_t n, char *err, size_t err_len);
+
 /* ----------------------------------------------------- split weights --- */
 
 /*

@@ -1,10 +1,12 @@
 /*
  * vk_backend.c: the Vulkan backend's table (backend.h) over the runtime of
- * vk.h, for the dense architectures (llama, qwen2, qwen3, gemma3). Weights
+ * vk.h, for the dense architectures (llama, qwen2, qwen3, gemma3) and
+ * qwen3moe's routed experts (vk_moe.h, whose expert stacks the load
+ * prepares whole: moe_stacks). Weights
  * are uploaded at load, split across buffers as vk_weight does; a stage's
  * context keeps every activation, its layers' K/V memory (kv_host false,
  * addressed by kv.c's block ids) and the norm and bias vectors on the
- * device. MoE, DeltaNet, gated attention and IMRoPE layers are refused at
+ * device. DeltaNet, gated attention and IMRoPE layers are refused at
  * load (layer_supported); the CPU stages still run them.
  *
  * Submission: operations are recorded into one sequence (one command
@@ -16,12 +18,14 @@
  * Devices: one vk_dev per device index, opened by the first weight or
  * context that needs it and closed when the last is released.
  *
- * Bits (against the CPU backend): matmul sums f32 activations where the
- * CPU quantizes them to the weight's vec_dot_type (Q8_0 for the quantized
- * types), so a product differs by the activations' rounding (about 2^-9
- * relative per element for Q8_0, summed); attention, SwiGLU, RMSNorm and
- * soft-cap differ by the device's exp and summation order (vk.h,
- * tests/unit/test_vk.c); rope takes the CPU's angles (computed here on the
+ * Bits (against the CPU backend): matmul rounds its activations to the
+ * weight's vec_dot_type as the CPU does where vk_act.c can (Q8_0, for Q8_0
+ * and Q4_0 weights), leaving only the summation order; for the other types
+ * it sums f32 activations where the CPU rounds them (f16, Q8_K), so a
+ * product differs by that rounding (about 2^-9 relative per element for
+ * 8 bits, summed); the routed experts as vk_moe.h states; attention,
+ * SwiGLU, RMSNorm and soft-cap differ by the device's exp and summation
+ * order (vk.h, tests/unit/test_vk.c); rope takes the CPU's angles (computed here on the
  * host as ggml does) without its fused multiply-adds; embed, add, scale,
  * GELU, the K/V store and gather are the CPU's bits. tests/unit/test_vk_backend.c
  * states the bound over whole models.
@@ -34,7 +38,10 @@
 
 #include "backend/backend.h"
 #include "backend/vk/vk_internal.h"
+#include "backend/vk/vk_moe.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
+#include "model/moe.h"
 #include "util/errfmt.h"
 
 #define VK_MAX_DEVICES 4
@@ -87,7 +94,8 @@ static bool weight_supported(enum dtype type)
 
 static bool moe_supported(enum dtype gate, enum dtype up, enum dtype down)
 {
-    return false;
+    return vk_op_matmul_id_supported(gate) && vk_op_matmul_id_supported(up) &&
+           vk_op_matmul_id_supported(down);
 }
 
 static bool vector_to_f32(enum dtype type, const void *src, float *dst, int64_t n)
@@ -154,7 +162,6 @@ static enum hearth_status layer_supported(const struct hearth_model *m, int32_t 
     const struct hparams *hp = &m->hp;
     const char *kind = hp->recurrent && !L->attn_gated ? "a Gated DeltaNet"
                        : L->attn_gated                 ? "a gated attention"
-                       : hp->n_expert > 0              ? "a MoE"
                        : hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] +
                                  hp->rope_sections[3]
                            ? "an IMRoPE"
@@ -205,6 +212,10 @@ struct vk_ctx {
     struct vk_buf **chunk_ids;   /* [n_chunks] int32 row ids c * chunk_rows + i */
     struct vk_buf *chunk_in;     /* [chunk_rows][n_embd] a chunk's normed rows */
     float *logits;               /* [n_batch][n_vocab] host copy */
+    struct vk_buf *actq;         /* [n_batch][widest matmul input] a matmul's input rounded as
+                                    the CPU rounds it (vk_op_round_act) */
+    struct vk_moe_scratch *moe;  /* the MoE layers' buffers, when the stage has one */
+    struct vk_buf **shexp_gate;  /* [n_layer] each MoE layer's ffn_gate_inp_shexp, or NULL */
 };
 
 static struct vk_ctx *vc_of(const struct hearth_context *ctx)
@@ -284,6 +295,10 @@ static void ctx_free(struct hearth_context *ctx)
             vk_buf_free(c->chunk_ids ? c->chunk_ids[i] : NULL);
         }
         vk_buf_free(c->chunk_in);
+        vk_buf_free(c->actq);
+        vk_moe_scratch_free(c->moe);
+        for (int32_t l = l0; c->shexp_gate && l < l1; l++)
+            vk_buf_free(c->shexp_gate[l]);
         vk_seq_free(c->seq);
         dev_drop(c->device);
     }
@@ -294,6 +309,7 @@ static void ctx_free(struct hearth_context *ctx)
     free(c->cs_host);
     free(c->host_i32);
     free(c->logits);
+    free(c->shexp_gate);
     free(c);
     ctx->be = NULL;
 }
@@ -315,6 +331,32 @@ static enum hearth_status vec(struct vk_ctx *c, const float *v, int64_t n, struc
     if ((st = dev_buf(c, (size_t)n * sizeof(float), out, err, err_len)))
         return st;
     return vk_buf_upload(*out, 0, v, (size_t)n * sizeof(float), err, err_len);
+}
+
+/* The stage's MoE layers' scratch and shared-expert gates, when it has MoE layers. */
+static enum hearth_status moe_init(struct hearth_context *ctx, struct vk_ctx *c, char *err,
+                                   size_t err_len)
+{
+    const struct hearth_model *m = ctx->model;
+    const struct hparams *hp     = &m->hp;
+    int32_t n_moe = 0;
+    for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++)
+        n_moe += m->layers[l].moe != NULL;
+    if (!n_moe)
+        return HEARTH_OK;
+    enum hearth_status st;
+    const uint32_t n_slots = (uint32_t)(hp->n_expert_used + (hp->n_ff_shexp > 0));
+    if ((st = vk_moe_scratch_new(c->d, (uint32_t)ctx->p.n_batch, (uint32_t)hp->n_embd,
+                                 (uint32_t)hp->n_ff_exp, (uint32_t)hp->n_expert, n_slots,
+                                 &c->moe, err, err_len)))
+        return st;
+    if (!(c->shexp_gate = calloc((size_t)hp->n_layer, sizeof *c->shexp_gate)))
+        return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
+    for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++)
+        if (m->layers[l].moe && (st = vec(c, m->layers[l].moe->shared_gate, hp->n_embd,
+                                          &c->shexp_gate[l], err, err_len)))
+            return st;
+    return HEARTH_OK;
 }
 
 static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t err_len)
@@ -349,7 +391,10 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     const size_t stride = (size_t)(kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
     c->stride           = (uint32_t)stride;
     const size_t n_i32  = nb * 2 > kv->n_seq * stride ? nb * 2 : kv->n_seq * stride;
+    size_t in_max = xb > (size_t)hp->n_ff ? xb : (size_t)hp->n_ff;
+    in_max        = in_max > (size_t)hp->n_in_extra ? in_max : (size_t)hp->n_in_extra;
     if ((st = dev_buf(c, nb * xb * f, &c->spare, err, err_len)) ||
+        (st = dev_buf(c, nb * in_max * f, &c->actq, err, err_len)) ||
         (st = dev_buf(c, nb * 4, &c->ids, err, err_len)) ||
         (st = dev_buf(c, nb * 4, &c->rows, err, err_len)) ||
         (st = dev_buf(c, nb * 8, &c->kvrows, err, err_len)))
@@ -404,6 +449,8 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
             (st = dev_buf(c, p->layer_len, &k->v, err, err_len)))
             return st;
     }
+    if ((st = moe_init(ctx, c, err, err_len)))
+        return st;
     if (!ctx->st->output)
         return HEARTH_OK;
     if ((st = vec(c, m->output_norm, hp->n_embd, &c->out_norm, err, err_len)))
@@ -592,14 +639,34 @@ static void rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int3
            err);
 }
 
+/*
+ * The type the CPU rounds a matmul's activations to for weights of type t, when the device
+ * can round them the same way (vk_act.c); else DTYPE_F32, activations summed as they are.
+ */
+static enum dtype act_type(enum dtype t)
+{
+    const enum dtype a = kernels_get()->type[t].vec_dot_type;
+    return vk_op_round_act_supported(a) ? a : DTYPE_F32;
+}
+
 static void matmul(struct hearth_context *ctx, const struct weight *w, enum act in, enum act out,
                    int32_t n, const struct weight *prev)
 {
     struct vk_ctx *c = vc_of(ctx);
     char err[256];
     enum hearth_status st = HEARTH_OK;
+    struct vk_buf *x      = c->act[in];
+    const enum dtype at   = act_type(w->type);
+    if (at != DTYPE_F32) {
+        /* prev ran on the same input: actq holds it rounded already when it took this type */
+        if (!prev || act_type(prev->type) != at)
+            st = vk_op_round_act(rec(c), at, x, c->actq, (uint32_t)(n * w->n_in), err,
+                                 sizeof err);
+        x = c->actq;
+    }
     if (out != ACT_LOGITS) {
-        st = vk_op_matmul_w(rec(c), vw(w), c->act[in], c->act[out], (uint32_t)n, err, sizeof err);
+        if (!st)
+            st = vk_op_matmul_w(rec(c), vw(w), x, c->act[out], (uint32_t)n, err, sizeof err);
         failed(c, st, err);
         return;
     }
@@ -607,14 +674,14 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
     for (int32_t i = 0; !st && i * c->chunk_rows < n; i++) {
         const int32_t r0 = i * c->chunk_rows;
         const uint32_t rn = (uint32_t)(n - r0 < c->chunk_rows ? n - r0 : c->chunk_rows);
-        struct vk_buf *x = c->act[in];
+        struct vk_buf *xi = x;
         if (i > 0) {
-            x  = c->chunk_in;
-            st = vk_op_gather(rec(c), c->act[in], x, c->chunk_ids[i], (uint32_t)w->n_in,
-                              (uint32_t)n, rn, err, sizeof err);
+            xi = c->chunk_in;
+            st = vk_op_gather(rec(c), x, xi, c->chunk_ids[i], (uint32_t)w->n_in, (uint32_t)n, rn,
+                              err, sizeof err);
         }
         if (!st)
-            st = vk_op_matmul_w(rec(c), vw(w), x, c->logit_buf[i], rn, err, sizeof err);
+            st = vk_op_matmul_w(rec(c), vw(w), xi, c->logit_buf[i], rn, err, sizeof err);
     }
     failed(c, st, err);
 }
@@ -693,11 +760,36 @@ static void add(struct hearth_context *ctx, enum act dst, enum act src, int32_t 
     failed(c, vk_op_add(rec(c), c->act[dst], c->act[src], len, len, err, sizeof err), err);
 }
 
-/* layer_supported keeps MoE and DeltaNet layers off this backend: never called. */
+/* n_gemm picks the CPU's f32 router arithmetic; the device's has one order. */
 static void moe(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm)
 {
+    struct vk_ctx *c      = vc_of(ctx);
+    const struct moe *me  = ctx->model->layers[l].moe;
+    const bool sh         = me->shared_gate != NULL;
+    const int32_t E       = me->n_expert;
+    const struct vk_moe_layer L = {
+        .router     = vw(&me->router),
+        .shexp_gate = sh ? c->shexp_gate[l] : NULL,
+        .gate       = vw(&me->gate_exps),
+        .up         = vw(&me->up_exps),
+        .down       = vw(&me->down_exps),
+        .sh_gate    = sh ? vw(&me->gate[E]) : NULL,
+        .sh_up      = sh ? vw(&me->up[E]) : NULL,
+        .sh_down    = sh ? vw(&me->down[E]) : NULL,
+        .act        = act_type(me->gate[0].type),
+        .act_down   = act_type(me->down[0].type),
+        .n_expert   = (uint32_t)E,
+        .n_used     = (uint32_t)me->n_used,
+        .n_ff       = (uint32_t)me->n_ff,
+        .n_embd     = (uint32_t)me->n_embd};
+    char err[256];
+    failed(c,
+           vk_moe_ffn(rec(c), &L, c->moe, c->act[ACT_XB], c->act[ACT_X], (uint32_t)n, err,
+                      sizeof err),
+           err);
 }
 
+/* layer_supported keeps DeltaNet layers off this backend: never called. */
 static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
 {
 }
@@ -760,7 +852,8 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
 
 #define TABLE(i)                                                                             \
     {                                                                                        \
-        .name = "vulkan", .kv_host = false, .device_memory = vk_device_memory,               \
+        .name = "vulkan", .kv_host = false, .moe_stacks = true,                              \
+        .device_memory = vk_device_memory,                                                   \
         .weight_supported = weight_supported,                                                \
         .moe_supported = moe_supported, .layer_supported = layer_supported,                  \
         .vector_to_f32 = vector_to_f32, .weight_prepare = prepare##i,                        \

@@ -187,4 +187,11 @@ enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf
                                    struct vk_buf *y, uint32_t n_in, uint32_t n_out,
                                    uint32_t n_tok, char *err, size_t err_len);
 
+/* Part i (< vk_weight_parts) of w: its buffer, the weight's row at its row 0, its rows. */
+struct vk_buf *vk_weight_part(const struct vk_weight *w, uint32_t i, uint32_t *row0,
+                              uint32_t *n_rows);
+/* w's element type, elements per row and rows (all parts together). */
+void vk_weight_shape(const struct vk_weight *w, enum dtype *type, uint32_t *n_in,
+                     uint32_t *n_rows);
+
 #endif

@@ -137,3 +137,19 @@ enum hearth_status vk_op_embed(struct vk_seq *s, const struct vk_weight *w, stru
     }
     return st;
 }
+
+struct vk_buf *vk_weight_part(const struct vk_weight *w, uint32_t i, uint32_t *row0,
+                              uint32_t *n_rows)
+{
+    *row0   = w->part[i].row0;
+    *n_rows = w->part[i].n_rows;
+    return w->part[i].buf;
+}
+
+void vk_weight_shape(const struct vk_weight *w, enum dtype *type, uint32_t *n_in,
+                     uint32_t *n_rows)
+{
+    *type   = w->type;
+    *n_in   = w->n_in;
+    *n_rows = w->n_rows;
+}
