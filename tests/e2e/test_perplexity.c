@@ -3,6 +3,7 @@
  * ../shared/reference/perplexity.tsv: every row, within 0.2% for
  * F32/F16/BF16/Q8_0/Q4_0 weights and 0.5% for the lower-bit types.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -230,6 +231,118 @@ static void test_vulkan_moe_figure_near_cpu(void **state)
     assert_true(fabs(ppl[2] / ppl[0] - 1) < 0.005);
 }
 
+/*
+ * The lavapipe driver's manifest (Mesa's mesa-vulkan-drivers), for a second
+ * copy: the loader then offers two devices, each its own VkDevice with its
+ * own memory. NULL where it is not installed.
+ */
+static char *lavapipe_manifest(void)
+{
+    const char *dirs[] = {"/usr/share/vulkan/icd.d", "/etc/vulkan/icd.d"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        DIR *d = opendir(dirs[i]);
+        if (!d)
+            continue;
+        for (struct dirent *e; (e = readdir(d));)
+            if (!strncmp(e->d_name, "lvp_icd", 7)) {
+                char *path = NULL;
+                if (asprintf(&path, "%s/%s", dirs[i], e->d_name) < 0)
+                    path = NULL;
+                closedir(d);
+                return path;
+            }
+        closedir(d);
+    }
+    return NULL;
+}
+
+/*
+ * A split across two Vulkan devices gives one device's figures to every
+ * digit: the hidden state crosses between devices as the f32 rows it is,
+ * each device holding its layers' weights and K/V. Two copies of
+ * lavapipe's manifest make two devices (vulkan0, vulkan1); -ngl 99 over
+ * both with --tensor-split 3:2, and -ngl 3 (CPU, then both devices) against
+ * -ngl 3 on one.
+ */
+static void test_two_vulkan_devices_print_one_devices_figures(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
+    TU_SHARED_OR_SKIP(text, "reference/prose.txt");
+    char *manifest = lavapipe_manifest();
+    if (!manifest) {
+        print_message("vulkan-test: skipped: no lavapipe manifest (mesa-vulkan-drivers)\n");
+        skip();
+    }
+    size_t len = 0;
+    char *src  = tu_read_file(manifest, &len);
+    assert_non_null(src);
+    char *dir = tu_tmpdir(), a[512], b[512], both[1100];
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
+    snprintf(both, sizeof both, "%s:%s", a, b);
+    assert_int_equal(tu_write_file(a, src, len), 0);
+    assert_int_equal(tu_write_file(b, src, len), 0);
+    setenv("VK_ICD_FILENAMES", both, 1);
+    setenv("VK_DRIVER_FILES", both, 1);
+
+    const char *devs[] = {tu_bin(), "devices", NULL};
+    char *listed = NULL, *err = NULL;
+    assert_int_equal(tu_run(devs, NULL, &listed, &err, 60), 0);
+    if (!strstr(listed, "vulkan1")) {
+        print_message("vulkan-test: skipped: the loader offers one device from two manifests:\n%s",
+                      listed);
+        free(listed);
+        free(err);
+        unsetenv("VK_ICD_FILENAMES");
+        unsetenv("VK_DRIVER_FILES");
+        tu_rmtree(dir);
+        free(dir);
+        free(src);
+        free(manifest);
+        skip();
+    }
+    free(listed);
+    free(err);
+
+    const char *place[][6] = {
+        {"-ngl", "99", NULL},
+        {"-ngl", "99", "--device", "vulkan0,vulkan1", "--tensor-split", "3:2"},
+        {"-ngl", "3", NULL},
+        {"-ngl", "3", "--device", "vulkan1,vulkan0", "--tensor-split", "1,2"},
+    };
+    char *figures[4];
+    for (int i = 0; i < 4; i++) {
+        const char *argv[17] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
+                                "-t", "2"};
+        int k = 10;
+        for (int j = 0; j < 6 && place[i][j]; j++)
+            argv[k++] = place[i][j];
+        char *out = NULL;
+        err = NULL;
+        assert_int_equal(tu_run(argv, NULL, &out, &err, 300), 0);
+        const char *fin = strstr(out, "Final estimate");
+        assert_non_null(fin);
+        print_message("%-12s %-34s %s", i & 1 ? "two devices" : "one device", place[i][3] ? place[i][3] : "", fin);
+        /* every chunk's figure, then the final estimate */
+        const char *chunks = strstr(out, "[1]"), *end = chunks ? strchr(chunks, '\n') : NULL;
+        assert_non_null(end);
+        assert_true(asprintf(&figures[i], "%.*s%s", (int)(end - chunks), chunks, fin) > 0);
+        free(out);
+        free(err);
+    }
+    assert_string_equal(figures[1], figures[0]);
+    assert_string_equal(figures[3], figures[2]);
+    for (int i = 0; i < 4; i++)
+        free(figures[i]);
+    unsetenv("VK_ICD_FILENAMES");
+    unsetenv("VK_DRIVER_FILES");
+    tu_rmtree(dir);
+    free(dir);
+    free(src);
+    free(manifest);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_too_short_text_is_an_error),
         cmocka_unit_test(test_layer_split_prints_the_same_figures),
         cmocka_unit_test(test_vulkan_figures_near_cpu),
+        cmocka_unit_test(test_two_vulkan_devices_print_one_devices_figures),
         cmocka_unit_test(test_vulkan_moe_figure_near_cpu),
     };
     return cmocka_run_group_tests_name("e2e_perplexity", tests, NULL, NULL);
