@@ -817,8 +817,13 @@ static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, i
         flush(c);
         st = vk_dnet_plan(c->dn, b->n, err, sizeof err);
     }
-    const struct vk_dnet_weights w = {vw(&dn->wqkv), vw(&dn->wgate), vw(&dn->wbeta),
-                                      vw(&dn->walpha), vw(&dn->wout)};
+    const struct weight *ws[DNET_N_WEIGHTS] = {&dn->wqkv, &dn->wgate, &dn->wbeta, &dn->walpha,
+                                                &dn->wout};
+    struct vk_dnet_weights w = {.actq = c->actq};
+    for (int i = 0; i < DNET_N_WEIGHTS; i++) {
+        w.w[i]   = vw(ws[i]);
+        w.act[i] = act_type(ws[i]->type);
+    }
     if (!st)
         st = vk_dnet_forward(c->dn, rec(c), l, &w, c->act[ACT_XB], c->kvrows, b->n,
                              ctx->model->hp.norm_eps, err, sizeof err);

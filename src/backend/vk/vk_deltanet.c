@@ -170,6 +170,7 @@ struct vk_dnet {
     int32_t *idx;           /* [l1 - l0] a layer's index among the stage's DeltaNet ones, or -1 */
     int32_t n_layer;        /* DeltaNet layers of the stage */
     int32_t n_seq, n_batch;
+    uint32_t n_embd;        /* floats of a row of the layer's input */
     size_t conv_len;        /* floats of one (layer, sequence) window */
     size_t ssm_len;         /* floats of one (layer, sequence) set of matrices */
     struct dnet_layer *lay; /* [n_layer] */
@@ -218,6 +219,7 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
     dn->n_layer = n_layer;
     dn->n_seq   = n_seq;
     dn->n_batch = n_batch;
+    dn->n_embd  = (uint32_t)m->hp.n_embd;
     dn->conv_len = (size_t)(dd.n_conv - 1) * dd.conv_dim;
     dn->ssm_len  = (size_t)dd.n_v * dd.S * dd.S;
     const size_t nb = (size_t)n_batch, vd = (size_t)dd.n_v * dd.S, f = sizeof(float);
@@ -382,13 +384,18 @@ enum hearth_status vk_dnet_forward(struct vk_dnet *dn, struct vk_seq *s, int32_t
     const struct dnet_layer *L = &dn->lay[i];
     const struct vk_dnet_snap *snap = dn->n_used ? &dn->snap : NULL;
     const uint32_t n = (uint32_t)n_tok, vd = dn->sh.n_v * dn->sh.S, ns = (uint32_t)dn->n_seq;
-    enum hearth_status st;
-    if ((st = vk_op_matmul_w(s, w->qkv, xb, dn->qkv, n, err, err_len)) ||
-        (st = vk_op_matmul_w(s, w->gate, xb, dn->z, n, err, err_len)) ||
-        (st = vk_op_matmul_w(s, w->beta, xb, dn->beta, n, err, err_len)) ||
-        (st = vk_op_matmul_w(s, w->alpha, xb, dn->g, n, err, err_len)) ||
-        (st = vk_op_conv1d(s, &dn->sh, dn->qkv, L->taps, L->conv, ns, rows, n, snap, err,
-                           err_len)) ||
+    struct vk_buf *const proj[4] = {dn->qkv, dn->z, dn->beta, dn->g};
+    enum hearth_status st = HEARTH_OK;
+    /* the four projections share their input, rounded once per type as the CPU's prev does */
+    for (int j = 0; !st && j < DNET_OUT; j++) {
+        struct vk_buf *in = w->act[j] == DTYPE_F32 ? xb : w->actq;
+        if (in != xb && (j == 0 || w->act[j - 1] != w->act[j]))
+            st = vk_op_round_act(s, w->act[j], xb, in, n * dn->n_embd, err, err_len);
+        if (!st)
+            st = vk_op_matmul_w(s, w->w[j], in, proj[j], n, err, err_len);
+    }
+    if (st || (st = vk_op_conv1d(s, &dn->sh, dn->qkv, L->taps, L->conv, ns, rows, n, snap, err,
+                                 err_len)) ||
         (st = vk_op_dnet_prep(s, &dn->sh, dn->qkv, dn->beta, dn->g, L->dt_bias, L->a, n, eps,
                               err, err_len)) ||
         (st = vk_op_dnet_scan(s, &dn->sh, dn->qkv, dn->beta, dn->g, L->ssm, ns, dn->o, rows, n,
@@ -398,7 +405,13 @@ enum hearth_status vk_dnet_forward(struct vk_dnet *dn, struct vk_seq *s, int32_t
         /* z = SiLU(z) o, the CPU's silu_mul(o, z, o) */
         (st = vk_op_swiglu(s, dn->z, dn->o, n * vd, err, err_len)))
         return st;
-    return vk_op_matmul_w(s, w->out, dn->z, xb, n, err, err_len);
+    struct vk_buf *z = dn->z;
+    if (w->act[DNET_OUT] != DTYPE_F32) {
+        z = w->actq;
+        if ((st = vk_op_round_act(s, w->act[DNET_OUT], dn->z, z, n * vd, err, err_len)))
+            return st;
+    }
+    return vk_op_matmul_w(s, w->w[DNET_OUT], z, xb, n, err, err_len);
 }
 
 enum hearth_status vk_dnet_fetch(struct vk_dnet *dn, int32_t l, char *err, size_t err_len)

@@ -5,8 +5,10 @@
  * and a stage's recurrent state, kept on the device with the snapshots
  * backend.h's state_save_rows asks for copied back to the host.
  *
- * Bits (against the CPU): the conv's fmas and the delta rule's dot products
- * run in the CPU's order, so what differs is the device's exp (SiLU,
+ * Bits (against the CPU): the projections' inputs are rounded to their
+ * weights' activation types as the CPU rounds them (vk_act.c), the conv's
+ * fmas and the delta rule's dot products run in the CPU's order, so what
+ * differs is the matmuls' summation order, the device's exp (SiLU,
  * sigmoid, softplus, the decay; 3 + 2|x| ulp in the spec), the f32 sums of
  * squares of the L2 norms and the head RMSNorm (f64 on the CPU), and
  * whatever those feed through the state. tests/unit/test_vk_deltanet.c
@@ -81,9 +83,17 @@ enum hearth_status vk_op_dnet_scan(struct vk_seq *s, const struct vk_dnet_shape 
 /* The recurrent state and scratch of one stage's DeltaNet layers. */
 struct vk_dnet;
 
-/* A DeltaNet layer's matmul weights, on the stage's device. */
+/*
+ * A DeltaNet layer's matmul weights on the stage's device, in the order the
+ * layer runs them, and the type each one's input is rounded to first, as
+ * the CPU rounds it (vk_op_round_act; DTYPE_F32: summed as it is), in actq
+ * ([n_batch][the wider of n_embd and n_v S] f32).
+ */
+enum { DNET_QKV, DNET_GATE, DNET_BETA, DNET_ALPHA, DNET_OUT, DNET_N_WEIGHTS };
 struct vk_dnet_weights {
-    const struct vk_weight *qkv, *gate, *beta, *alpha, *out;
+    const struct vk_weight *w[DNET_N_WEIGHTS];
+    enum dtype act[DNET_N_WEIGHTS];
+    struct vk_buf *actq;
 };
 
 /*
