@@ -815,7 +815,7 @@ static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, i
     enum hearth_status st = HEARTH_OK;
     if (vk_dnet_plan_pending(c->dn)) {
         flush(c);
-        st = vk_dnet_plan(c->dn, b->n, err, sizeof err);
+        failed(c, vk_dnet_plan(c->dn, b->n, err, sizeof err), err);
     }
     const struct weight *ws[DNET_N_WEIGHTS] = {&dn->wqkv, &dn->wgate, &dn->wbeta, &dn->walpha,
                                                 &dn->wout};

@@ -341,8 +341,9 @@ enum hearth_status vk_dnet_plan(struct vk_dnet *dn, int32_t n_tok, char *err, si
     uint32_t n = 0;
     for (int32_t t = 0; t < n_tok; t++)
         dn->slot[t] = dn->save[t] ? (int32_t)n++ : -1;
+    /* a plan that fails takes no snapshot: the batch's layers still run */
     dn->planned = true;
-    dn->n_used  = n;
+    dn->n_used  = 0;
     dn->n_tok   = n_tok;
     if (!n)
         return HEARTH_OK;
@@ -367,7 +368,10 @@ enum hearth_status vk_dnet_plan(struct vk_dnet *dn, int32_t n_tok, char *err, si
         dn->snap.stride = (uint32_t)stride;
         dn->snap.off    = (uint32_t)dn->conv_len;
     }
-    return vk_buf_upload(dn->snap.slots, 0, dn->slot, (size_t)n_tok * 4, err, err_len);
+    if ((st = vk_buf_upload(dn->snap.slots, 0, dn->slot, (size_t)n_tok * 4, err, err_len)))
+        return st;
+    dn->n_used = n;
+    return HEARTH_OK;
 }
 
 bool vk_dnet_saving(const struct vk_dnet *dn)
