@@ -4,7 +4,9 @@
  * and before a context allocates (stages_init). The activation figure is
  * the buffers backend.h names as a device backend allocates them
  * (vk_backend.c's ctx_init: every enum act buffer but the logits, a spare
- * as wide as ACT_XB, the rope tables, the block tables), within a few KiB;
+ * as wide as ACT_XB, the rope tables, the block tables; a gated layer's
+ * [q, gate] rows and gates; the recurrent state of the stage's DeltaNet
+ * layers for n_seq_max sequences and their scratch), within a few KiB;
  * the weights are the file's bytes, which a device backend uploads as they
  * are. A backend whose device_memory is 0 (the CPU) is not checked. Each
  * context is checked with the model's weights alone: two contexts on one
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "model/budget.h"
+#include "model/deltanet.h"
 #include "util/errfmt.h"
 
 #define MIB(x) ((double)(x) / (1 << 20))
@@ -152,6 +155,22 @@ static uint64_t act_bytes(const struct hearth_context *ctx, const struct stage *
             len += (uint64_t)kv->n_seq * stride * 4;
     if (s->output)
         len += nb * (uint64_t)hp->n_vocab * f + nb * 4 + (uint64_t)hp->n_embd * f;
+    bool gated = false;
+    uint64_t n_dnet = 0;
+    for (int32_t l = s->place->l0; l < s->place->l1; l++) {
+        gated |= m->layers[l].attn_gated;
+        n_dnet += m->layers[l].dnet != NULL;
+    }
+    if (gated)
+        len += nb * f * 3 * qd;
+    if (n_dnet) {
+        const struct dnet_dims d = dnet_dims_of(m);
+        const uint64_t vd = (uint64_t)d.n_v * d.S;
+        /* per layer every sequence's windows and matrices; qkv, z, o, beta, g per row */
+        len += n_dnet * (uint64_t)ctx->p.n_seq_max * f *
+                   ((uint64_t)(d.n_conv - 1) * d.conv_dim + vd * d.S) +
+               nb * f * ((uint64_t)d.conv_dim + 2 * vd + 2 * (uint64_t)d.n_v) + nb * 4;
+    }
     return len;
 }
 

@@ -14,7 +14,8 @@
  * each type's bound.
  *
  * SwiGLU against the reference silu_mul, and RoPE (normal and NEOX, partial
- * rotation) against the rotation in double by the exact angle. Attention
+ * rotation) against the rotation in double by the exact angle; IMRoPE
+ * against the CPU backend's arithmetic (ggml's angles, fused rotation). Attention
  * over a paged cache of three sequences with shuffled block tables against
  * ref_attn_row and the per-key f16 path (bounds at ATTN_BOUND), soft-cap
  * against tanhf; the K/V store, embed (whole and split weights, one past
@@ -805,6 +806,84 @@ static void test_rope(void **state)
     assert_true(neox <= ROPE_BOUND);
 }
 
+/*
+ * IMRoPE (qwen35moe) as the CPU backend's rope computes it for text: ggml's f32 angles, pairs
+ * outside their section left as they are, the rotation as two fused multiply-adds.
+ */
+static void ref_imrope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, float base, int32_t pos,
+                       const int32_t sections[4])
+{
+    const int32_t n_sect = sections[0] + sections[1] + sections[2] + sections[3];
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * hd, theta = (float)pos;
+        for (int32_t i = 0; i < n_rot / 2; i++) {
+            const int32_t sec = i % n_sect;
+            const bool still  = !(sec < 3 * sections[sec % 3]);
+            const float c = still ? 1.0f : cosf(theta), s = still ? 0.0f : sinf(theta);
+            const float x0 = v[i], x1 = v[i + n_rot / 2];
+            v[i]             = fmaf(x0, c, -(x1 * s));
+            v[i + n_rot / 2] = fmaf(x0, s, x1 * c);
+            theta *= theta_scale;
+        }
+    }
+}
+
+/*
+ * IMRoPE through vk_rope_angles_ggml and the NEOX rotation against ref_imrope: the angles are
+ * the same bits, the device rounds the products where the CPU fuses them (ROPE_BOUND of
+ * |x0| + |x1|), and the pairs IMRoPE leaves alone must come back bit for bit. Sections of
+ * the tiny qwen35moe (pair 7 of 8 still) and ones that leave several pairs still.
+ */
+static void test_rope_imrope(void **state)
+{
+    NEED_DEVICE(f);
+    enum { TOK = 4, HEADS = 3, HD = 64, ROT = 32 };
+    static const int32_t pos[TOK] = {0, 5, 1000, 40000};
+    static const int32_t sects[2][4] = {{4, 2, 2, 0}, {3, 1, 2, 5}};
+    static float x[TOK * HEADS * HD], got[TOK * HEADS * HD], want[TOK * HEADS * HD],
+        cs[TOK * ROT];
+    double worst = 0;
+    int n_still  = 0;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < TOK * HEADS * HD; i++)
+            x[i] = 4.0f * frand();
+        memcpy(want, x, sizeof x);
+        for (int t = 0; t < TOK; t++)
+            ref_imrope(want + t * HEADS * HD, HEADS, HD, ROT, 1e4f, pos[t], sects[k]);
+        vk_rope_angles_ggml(pos, TOK, ROT, 1e4f, sects[k], cs);
+        struct vk_buf *bx = upload(f->d, x, sizeof x), *bcs = upload(f->d, cs, sizeof cs);
+        RUN1(f->d, vk_op_rope(s, bx, bcs, TOK, HEADS, HD, ROT, true, err, sizeof err));
+        OK(vk_buf_download(bx, 0, got, sizeof got, err, sizeof err));
+        const int32_t n_sect = sects[k][0] + sects[k][1] + sects[k][2] + sects[k][3];
+        for (int t = 0; t < TOK; t++)
+            for (int h = 0; h < HEADS; h++) {
+                const int o = (t * HEADS + h) * HD;
+                for (int i = 0; i < ROT / 2; i++) {
+                    const int a = o + i, b = o + i + ROT / 2, sec = i % n_sect;
+                    if (!(sec < 3 * sects[k][sec % 3])) {
+                        assert_memory_equal(&got[a], &x[a], sizeof(float));
+                        assert_memory_equal(&got[b], &x[b], sizeof(float));
+                        n_still++;
+                        continue;
+                    }
+                    const double mag = fabs(x[a]) + fabs(x[b]);
+                    const double e   = fmax(fabs(got[a] - want[a]), fabs(got[b] - want[b])) /
+                                     (mag > 0 ? mag : 1);
+                    if (!(e <= worst))
+                        worst = e;
+                }
+                assert_memory_equal(got + o + ROT, x + o + ROT, (HD - ROT) * sizeof(float));
+            }
+        vk_buf_free(bx);
+        vk_buf_free(bcs);
+    }
+    print_message("# imrope: max error %.3g of |x0| + |x1| (bound %.0e), %d still pairs exact\n",
+                  worst, ROPE_BOUND, n_still);
+    assert_true(n_still > 0);
+    assert_true(worst <= ROPE_BOUND);
+}
+
 /* ---------------------------------------------------------- attention --- */
 
 /*
@@ -1317,6 +1396,7 @@ int main(void)
         cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_many_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_imrope),
         cmocka_unit_test(test_sequence),       cmocka_unit_test(test_attention),
         cmocka_unit_test(test_kv_store_f16_bits), cmocka_unit_test(test_embed),
         cmocka_unit_test(test_weight_past_one_buffer),

@@ -173,6 +173,15 @@ enum hearth_status vk_op_swiglu(struct vk_seq *s, struct vk_buf *g, struct vk_bu
  */
 void vk_rope_angles(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float base, float *cs);
 /*
+ * The angles as the CPU backend's rope takes them (ggml's: theta = pos, times
+ * base^(-2 / n_rot) in f32 pair by pair, libm's cosf and sinf), for rows at pos. sections:
+ * NULL, or IMRoPE's four section sizes (hp.rope_sections, not all 0): a text token's pair i
+ * rotates when i % sum lies in the first 3 * sections[(i % sum) % 3] of its cycle, as
+ * ggml's imrope assigns pairs to time, height and width, and is (1, 0), the identity, else.
+ */
+void vk_rope_angles_ggml(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float base,
+                         const int32_t *sections, float *cs);
+/*
  * Rotates the first n_rot floats of every head of n_tok rows of x ([n_tok][n_head][head_dim])
  * in place by cs (vk_rope_angles, uploaded): pairs (2i, 2i + 1), or (i, i + n_rot / 2) with
  * neox. Bits: the CPU backend takes ggml's angles (f32, theta scaled pair by pair), which

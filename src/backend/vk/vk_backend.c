@@ -2,12 +2,12 @@
  * vk_backend.c: the Vulkan backend's table (backend.h) over the runtime of
  * vk.h, for the dense architectures (llama, qwen2, qwen3, gemma3) and
  * qwen3moe's routed experts (vk_moe.h, whose expert stacks the load
- * prepares whole: moe_stacks). Weights
- * are uploaded at load, split across buffers as vk_weight does; a stage's
- * context keeps every activation, its layers' K/V memory (kv_host false,
- * addressed by kv.c's block ids) and the norm and bias vectors on the
- * device. DeltaNet, gated attention and IMRoPE layers are refused at
- * load (layer_supported); the CPU stages still run them.
+ * prepares whole: moe_stacks) and Qwen3.5's hybrid layers (Gated DeltaNet,
+ * vk_deltanet.h; gated attention with IMRoPE). Weights are uploaded at load,
+ * split across buffers as vk_weight does; a stage's context keeps every
+ * activation, its layers' K/V memory (kv_host false, addressed by kv.c's
+ * block ids), the recurrent state of its DeltaNet layers and the norm and
+ * bias vectors on the device.
  *
  * Submission: operations are recorded into one sequence (one command
  * buffer) that runs when the host needs a result (residual_get, logits, a
@@ -37,9 +37,11 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/vk/vk_deltanet.h"
 #include "backend/vk/vk_internal.h"
 #include "backend/vk/vk_moe.h"
 #include "kernels/kernels.h"
+#include "model/deltanet.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "util/errfmt.h"
@@ -160,16 +162,14 @@ static enum hearth_status layer_supported(const struct hearth_model *m, int32_t 
 {
     const struct layer *L = &m->layers[l];
     const struct hparams *hp = &m->hp;
-    const char *kind = hp->recurrent && !L->attn_gated ? "a Gated DeltaNet"
-                       : L->attn_gated                 ? "a gated attention"
-                       : hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] +
-                                 hp->rope_sections[3]
-                           ? "an IMRoPE"
-                           : NULL;
-    if (kind)
-        return fail(HEARTH_EUNSUPPORTED, err, err_len,
-                    "model: layer %d is %s layer, which the Vulkan backend does not run yet; "
-                    "keep it on the CPU (a smaller -ngl or --layer-split)", l, kind);
+    if (hp->recurrent && !L->attn_gated) {
+        const struct dnet_dims dd = dnet_dims_of(m);
+        if ((uint64_t)dd.n_v * dd.S * dd.S * sizeof(float) > UINT32_MAX)
+            return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                        "model: layer %d's DeltaNet state of %d heads of %d x %d is past the "
+                        "Vulkan shaders' 32-bit offsets", l, dd.n_v, dd.S, dd.S);
+        return HEARTH_OK;
+    }
     if (hp->head_dim > 256 || (hp->head_dim % 2))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: layer %d has heads of %d, which the Vulkan attention does not run "
@@ -206,6 +206,8 @@ struct vk_ctx {
     struct vk_kv *kv;            /* [n_layer], the stage's layers' only */
     struct vk_buf *out_norm;
     struct vk_layer_vecs *vec;   /* [n_layer], the stage's layers' only */
+    struct vk_buf *gate;         /* [n_batch][n_head * head_dim] a gated layer's gates, or NULL */
+    struct vk_dnet *dn;          /* the stage's DeltaNet state, or NULL without such layers */
     /* logits in chunks of at most one buffer: chunk c holds rows [c * chunk_rows, ...) */
     int32_t chunk_rows, n_chunks;
     struct vk_buf **logit_buf;   /* [n_chunks] (logit_buf[0] is act[ACT_LOGITS]) */
@@ -290,6 +292,8 @@ static void ctx_free(struct hearth_context *ctx)
                 vk_buf_free(all[i]);
         }
         vk_buf_free(c->out_norm);
+        vk_buf_free(c->gate);
+        vk_dnet_free(c->dn);
         for (int32_t i = 0; i < c->n_chunks; i++) {
             vk_buf_free(c->logit_buf ? c->logit_buf[i] : NULL);
             vk_buf_free(c->chunk_ids ? c->chunk_ids[i] : NULL);
@@ -380,14 +384,21 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     if ((st = vk_seq_new(c->d, &c->seq, err, err_len)))
         return st;
     const size_t xb = (size_t)hp->n_embd > qd ? (size_t)hp->n_embd : qd;
+    bool gated = false;
+    for (int32_t l = l0; l < l1; l++)
+        gated |= m->layers[l].attn_gated;
     const size_t width[ACT_COUNT] = {
-        [ACT_X] = (size_t)hp->n_embd, [ACT_XB] = xb, [ACT_Q] = qd, [ACT_QG] = 0,
+        [ACT_X] = (size_t)hp->n_embd, [ACT_XB] = xb, [ACT_Q] = qd, [ACT_QG] = gated ? 2 * qd : 0,
         [ACT_K] = kvd, [ACT_V] = kvd, [ACT_ATT] = qd, [ACT_HB] = (size_t)hp->n_ff,
         [ACT_HB2] = (size_t)hp->n_ff};
     for (int a = 0; a < ACT_COUNT; a++)
-        if (a != ACT_LOGITS && a != ACT_QG &&
+        if (a != ACT_LOGITS && width[a] &&
             (st = dev_buf(c, nb * width[a] * f, &c->act[a], err, err_len)))
             return st;
+    if ((gated && (st = dev_buf(c, nb * qd * f, &c->gate, err, err_len))) ||
+        (st = vk_dnet_new(c->d, m, l0, l1, ctx->p.n_seq_max, ctx->p.n_batch, &c->dn, err,
+                          err_len)))
+        return st;
     const size_t stride = (size_t)(kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
     c->stride           = (uint32_t)stride;
     const size_t n_i32  = nb * 2 > kv->n_seq * stride ? nb * 2 : kv->n_seq * stride;
@@ -487,23 +498,36 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     return HEARTH_OK;
 }
 
-/* No recurrent layers run here (layer_supported): no state. */
+/* The recurrent state is copied between sequences: what was recorded runs first. */
 static void seq_reset(struct hearth_context *ctx, int32_t seq)
 {
+    struct vk_ctx *c = vc_of(ctx);
+    char err[256];
+    if (!c->dn)
+        return;
+    flush(c);
+    failed(c, vk_dnet_reset(c->dn, seq, err, sizeof err), err);
 }
 
 static size_t state_len(const struct hearth_context *ctx)
 {
-    return 0;
+    return vk_dnet_state_len(vc_of(ctx)->dn);
 }
 
 static void state_load(struct hearth_context *ctx, int32_t seq, const float *src)
 {
+    struct vk_ctx *c = vc_of(ctx);
+    char err[256];
+    if (!c->dn)
+        return;
+    flush(c);
+    failed(c, vk_dnet_load(c->dn, seq, src, err, sizeof err), err);
 }
 
 static float **state_save_rows(struct hearth_context *ctx)
 {
-    return NULL;
+    struct vk_ctx *c = vc_of(ctx);
+    return c->dn ? vk_dnet_save_rows(c->dn) : NULL;
 }
 
 static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t src,
@@ -529,22 +553,6 @@ static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t 
 
 /* ------------------------------------------------------- the operations --- */
 
-/* Rope angles as the CPU's rope computes them: theta advanced by f32 multiplication. */
-static void rope_angles(const struct hparams *hp, const int32_t *pos, int32_t n, float base,
-                        float *cs)
-{
-    const float theta_scale = powf(base, -2.0f / (float)hp->rope_dim);
-    const int32_t half      = hp->rope_dim / 2;
-    for (int32_t t = 0; t < n; t++) {
-        float theta = (float)pos[t];
-        for (int32_t i = 0; i < half; i++) {
-            cs[2 * ((size_t)t * half + i)]     = cosf(theta);
-            cs[2 * ((size_t)t * half + i) + 1] = sinf(theta);
-            theta *= theta_scale;
-        }
-    }
-}
-
 static void batch_begin(struct hearth_context *ctx, const struct hearth_batch *b)
 {
     struct vk_ctx *c          = vc_of(ctx);
@@ -554,11 +562,16 @@ static void batch_begin(struct hearth_context *ctx, const struct hearth_batch *b
     enum hearth_status st = HEARTH_OK;
     flush(c);
     c->failed = HEARTH_OK;
+    if (c->dn)
+        vk_dnet_batch_begin(c->dn);
     int32_t *h = c->host_i32;
     if (ctx->st->embed)
         st = vk_buf_upload(c->ids, 0, b->token, (size_t)b->n * 4, err, sizeof err);
+    const bool imrope =
+        hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] + hp->rope_sections[3];
     for (int i = 0; i < 2 && !st && c->cs[i]; i++) {
-        rope_angles(hp, b->pos, b->n, c->rope_base[i], c->cs_host);
+        vk_rope_angles_ggml(b->pos, (uint32_t)b->n, (uint32_t)hp->rope_dim, c->rope_base[i],
+                            imrope ? hp->rope_sections : NULL, c->cs_host);
         st = vk_buf_upload(c->cs[i], 0, c->cs_host, (size_t)b->n * hp->rope_dim * sizeof(float),
                            err, sizeof err);
     }
@@ -697,6 +710,9 @@ static void qkv_store(struct hearth_context *ctx, const struct hearth_batch *b, 
     struct vk_buf *cs = c->cs[c->cs[1] && c->rope_base[1] == ctx->model->layers[l].rope_base];
     char err[256];
     enum hearth_status st = HEARTH_OK;
+    if (ctx->model->layers[l].attn_gated)
+        st = vk_op_split_qg(rec(c), c->act[ACT_QG], q, c->gate, n * (uint32_t)hp->n_head, hd,
+                            err, sizeof err);
     if (v->bq && !st)
         st = vk_op_add(rec(c), q, v->bq, n * qd, qd, err, sizeof err);
     if (v->bk && !st)
@@ -735,8 +751,9 @@ static void attention(struct hearth_context *ctx, const struct hearth_batch *b, 
         .scale     = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hp->head_dim)};
     char err[256];
     failed(c,
-           vk_op_attention(rec(c), &c->kv[l], &a, c->act[ACT_Q], NULL, c->act[ACT_ATT], err,
-                           sizeof err),
+           vk_op_attention(rec(c), &c->kv[l], &a, c->act[ACT_Q],
+                           ctx->model->layers[l].attn_gated ? c->gate : NULL, c->act[ACT_ATT],
+                           err, sizeof err),
            err);
 }
 
@@ -789,9 +806,32 @@ static void moe(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm
            err);
 }
 
-/* layer_supported keeps DeltaNet layers off this backend: never called. */
+/* Snapshots come back to the host after the layer: it runs then, not at the batch's end. */
 static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
 {
+    struct vk_ctx *c      = vc_of(ctx);
+    const struct dnet *dn = ctx->model->layers[l].dnet;
+    char err[256];
+    enum hearth_status st = HEARTH_OK;
+    if (vk_dnet_plan_pending(c->dn)) {
+        flush(c);
+        failed(c, vk_dnet_plan(c->dn, b->n, err, sizeof err), err);
+    }
+    const struct weight *ws[DNET_N_WEIGHTS] = {&dn->wqkv, &dn->wgate, &dn->wbeta, &dn->walpha,
+                                                &dn->wout};
+    struct vk_dnet_weights w = {.actq = c->actq};
+    for (int i = 0; i < DNET_N_WEIGHTS; i++) {
+        w.w[i]   = vw(ws[i]);
+        w.act[i] = act_type(ws[i]->type);
+    }
+    if (!st)
+        st = vk_dnet_forward(c->dn, rec(c), l, &w, c->act[ACT_XB], c->kvrows, b->n,
+                             ctx->model->hp.norm_eps, err, sizeof err);
+    if (!st && vk_dnet_saving(c->dn)) {
+        flush(c);
+        st = vk_dnet_fetch(c->dn, l, err, sizeof err);
+    }
+    failed(c, st, err);
 }
 
 /* Out of place into the spare buffer, which then becomes buf: parallel copies in place race. */

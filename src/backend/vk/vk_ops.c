@@ -164,6 +164,28 @@ void vk_rope_angles(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float ba
         }
 }
 
+void vk_rope_angles_ggml(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float base,
+                         const int32_t *sections, float *cs)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const uint32_t half     = n_rot / 2;
+    int32_t n_sect          = 0;
+    for (int i = 0; sections && i < 4; i++)
+        n_sect += sections[i];
+    for (uint32_t t = 0; t < n_tok; t++) {
+        float theta = (float)pos[t];
+        for (uint32_t i = 0; i < half; i++) {
+            /* a text token's time, height and width positions are all pos; the pairs past
+             * their sections take the fourth, 0, and stay as they are */
+            const int32_t sec = n_sect ? (int32_t)(i % (uint32_t)n_sect) : 0;
+            const bool still  = n_sect && !(sec < 3 * sections[sec % 3]);
+            cs[2 * ((size_t)t * half + i)]     = still ? 1.0f : cosf(theta);
+            cs[2 * ((size_t)t * half + i) + 1] = still ? 0.0f : sinf(theta);
+            theta *= theta_scale;
+        }
+    }
+}
+
 enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs,
                               uint32_t n_tok, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
                               bool neox, char *err, size_t err_len)
