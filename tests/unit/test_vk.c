@@ -65,6 +65,14 @@ static const struct {
     {DTYPE_Q4_K, 5e-6},
     {DTYPE_Q5_K, 5e-6},
     {DTYPE_Q6_K, 5e-6},
+    {DTYPE_BF16, 5e-6},
+    {DTYPE_Q4_1, 5e-6},
+    {DTYPE_Q5_0, 5e-6},
+    {DTYPE_Q5_1, 5e-6},
+    {DTYPE_Q2_K, 5e-6},
+    {DTYPE_Q3_K, 5e-6},
+    {DTYPE_IQ4_NL, 5e-6},
+    {DTYPE_IQ4_XS, 5e-6},
 };
 
 /* RMSNorm bound, relative per element: an f32 sum of squares against the reference's f64. */
@@ -270,8 +278,10 @@ static void test_pipeline_errors(void **state)
     assert_non_null(strstr(err, "the weight needs 128 bytes"));
     assert_int_equal(vk_op_matmul(s, DTYPE_Q4_0, b, b, b, 33, 1, 1, err, sizeof err),
                      HEARTH_EINVAL);
-    assert_int_equal(vk_op_matmul(s, DTYPE_Q2_K, b, b, b, 256, 1, 1, err, sizeof err),
+    /* an activation-only type has no shader */
+    assert_int_equal(vk_op_matmul(s, DTYPE_Q8_K, b, b, b, 256, 1, 1, err, sizeof err),
                      HEARTH_EUNSUPPORTED);
+    assert_non_null(strstr(err, "no matmul for"));
     const uint32_t none[3] = {0, 1, 1};
     assert_int_equal(vk_seq_dispatch(s, p, (struct vk_buf *[]){b, b, b}, "0123456789ab", none,
                                      err, sizeof err),
@@ -409,6 +419,46 @@ static void test_mul_q6_k(void **state)
     check_matmul(state, DTYPE_Q6_K);
 }
 
+static void test_mul_bf16(void **state)
+{
+    check_matmul(state, DTYPE_BF16);
+}
+
+static void test_mul_q4_1(void **state)
+{
+    check_matmul(state, DTYPE_Q4_1);
+}
+
+static void test_mul_q5_0(void **state)
+{
+    check_matmul(state, DTYPE_Q5_0);
+}
+
+static void test_mul_q5_1(void **state)
+{
+    check_matmul(state, DTYPE_Q5_1);
+}
+
+static void test_mul_q2_k(void **state)
+{
+    check_matmul(state, DTYPE_Q2_K);
+}
+
+static void test_mul_q3_k(void **state)
+{
+    check_matmul(state, DTYPE_Q3_K);
+}
+
+static void test_mul_iq4_nl(void **state)
+{
+    check_matmul(state, DTYPE_IQ4_NL);
+}
+
+static void test_mul_iq4_xs(void **state)
+{
+    check_matmul(state, DTYPE_IQ4_XS);
+}
+
 /* More rows than one grid dimension takes (65535): rows spill from x into y, as a vocabulary's
  * output matrix does. */
 static void test_mul_many_rows(void **state)
@@ -476,8 +526,10 @@ static uint32_t check_embed(struct vk_dev *d, enum dtype type, const uint8_t *w,
 static void test_embed(void **state)
 {
     NEED_DEVICE(f);
-    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0,
-                                       DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K};
+    static const enum dtype types[] = {
+        DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K,   DTYPE_Q5_K,   DTYPE_Q6_K,
+        DTYPE_BF16, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q2_K,   DTYPE_Q3_K,   DTYPE_IQ4_NL,
+        DTYPE_IQ4_XS};
     enum { ROWS = 37, TOK = 7 };
     static const int32_t ids[TOK] = {0, 36, 9, 10, 9, 20, 29};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -1303,7 +1355,11 @@ int main(void)
         cmocka_unit_test(test_mul_f32),        cmocka_unit_test(test_mul_f16),
         cmocka_unit_test(test_mul_q8_0),       cmocka_unit_test(test_mul_q4_0),
         cmocka_unit_test(test_mul_q4_k),       cmocka_unit_test(test_mul_q5_k),
-        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_many_rows),
+        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_bf16),
+        cmocka_unit_test(test_mul_q4_1),       cmocka_unit_test(test_mul_q5_0),
+        cmocka_unit_test(test_mul_q5_1),       cmocka_unit_test(test_mul_q2_k),
+        cmocka_unit_test(test_mul_q3_k),       cmocka_unit_test(test_mul_iq4_nl),
+        cmocka_unit_test(test_mul_iq4_xs),     cmocka_unit_test(test_mul_many_rows),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_sequence),       cmocka_unit_test(test_attention),
