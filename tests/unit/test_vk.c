@@ -469,6 +469,79 @@ static void test_mul_many_rows(void **state)
     assert_true(e <= 5e-6);
 }
 
+/* ------------------------------------------------- activation rounding --- */
+
+/*
+ * vk_op_act_round against the CPU table's from_float then to_float, for every type the CPU
+ * rounds activations to: rows of mixed magnitudes, a zero block, blocks whose extreme is
+ * negative, values on Q8_0's rounding ties. The device's divisions may be 2.5 ulp off IEEE's
+ * (lavapipe's are exact: 0 differ there), which moves a q by one at a tie: any differing
+ * element must be one step off, and few.
+ */
+static void test_act_round(void **state)
+{
+    NEED_DEVICE(f);
+    static const enum dtype types[] = {DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q8_1,
+                                       DTYPE_Q8_K};
+    enum { N = 6 * 256 };
+    static float x[N], got[N], ref[N];
+    static uint8_t q[N * 4];
+    for (int i = 0; i < N; i++)
+        x[i] = frand() * (i % 3 == 0 ? 1e-3f : (float)(1 + i % 11));
+    for (int i = 256; i < 512; i++) /* a zero block of every block size */
+        x[i] = 0.0f;
+    x[600] = -40.0f; /* the extreme of its Q8_K block (and Q8_0 block) negative */
+    for (int i = 1024; i < 1056; i++) /* a block scaled by exactly 1: its q fall on ties */
+        x[i] = (float)(i - 1040) + 0.5f;
+    x[1024] = 127.0f;
+    const struct kernels *k = kernels_get();
+    struct vk_buf *bx = upload(f->d, x, sizeof x), *by;
+    OK(vk_buf_new(f->d, sizeof got, &by, err, sizeof err));
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const enum dtype t = types[i];
+        RUN1(f->d, vk_op_act_round(s, t, bx, by, N, err, sizeof err));
+        OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+        k->type[t].from_float(x, q, N);
+        k->type[t].to_float(q, ref, N);
+        int differ = 0;
+        const uint32_t block = dtype_get(t)->block;
+        for (uint32_t b = 0; b < N / block; b++) {
+            float step = 0; /* the block's quantization step: its largest |value| / 127 */
+            for (uint32_t j = 0; j < block; j++)
+                step = fmaxf(step, fabsf(ref[b * block + j]) / 127.0f);
+            for (uint32_t j = 0; j < block; j++) {
+                const uint32_t e = b * block + j;
+                if (memcmp(&got[e], &ref[e], 4)) {
+                    differ++;
+                    assert_true(block > 1 && fabsf(got[e] - ref[e]) <= step * 1.001f);
+                }
+            }
+        }
+        print_message("# act_round %s: %d of %d differ from the CPU's\n", dtype_name(t), differ,
+                      N);
+        assert_true(differ <= N / 100);
+    }
+    /* refused: a type the CPU does not round to, a partial block, in place */
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_act_round(s, DTYPE_F32, bx, by, N, err, sizeof err),
+                     HEARTH_EUNSUPPORTED);
+    assert_int_equal(vk_op_act_round(s, DTYPE_Q8_K, bx, by, 300, err, sizeof err),
+                     HEARTH_EINVAL);
+    assert_non_null(strstr(err, "whole q8_k blocks"));
+    assert_int_equal(vk_op_act_round(s, DTYPE_Q8_0, bx, bx, N, err, sizeof err), HEARTH_EINVAL);
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    /* the types the backend rounds to are the CPU's */
+    assert_int_equal(vk_act_type(DTYPE_Q4_K), DTYPE_Q8_K);
+    assert_int_equal(vk_act_type(DTYPE_Q4_1), DTYPE_Q8_1);
+    assert_int_equal(vk_act_type(DTYPE_F16), DTYPE_F16);
+    assert_int_equal(vk_act_type(DTYPE_F32), DTYPE_F32);
+    vk_buf_free(bx);
+    vk_buf_free(by);
+}
+
 /* ------------------------------------------------- embed, split weights --- */
 
 /* A random weight of rows of n_in quantized to type: malloc'd, rows back to back. */
@@ -1360,6 +1433,7 @@ int main(void)
         cmocka_unit_test(test_mul_q5_1),       cmocka_unit_test(test_mul_q2_k),
         cmocka_unit_test(test_mul_q3_k),       cmocka_unit_test(test_mul_iq4_nl),
         cmocka_unit_test(test_mul_iq4_xs),     cmocka_unit_test(test_mul_many_rows),
+        cmocka_unit_test(test_act_round),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_sequence),       cmocka_unit_test(test_attention),

@@ -244,6 +244,19 @@ uint32_t vk_weight_parts(const struct vk_weight *w);
 /* vk_op_matmul of a split weight: y[t] = w x[t], y n_tok rows of w's n_rows f32. */
 enum hearth_status vk_op_matmul_w(struct vk_seq *s, const struct vk_weight *w, struct vk_buf *x,
                                   struct vk_buf *y, uint32_t n_tok, char *err, size_t err_len);
+/*
+ * The type the CPU rounds a matmul's activations to for weights of type weight (the kernel
+ * table's vec_dot_type), or DTYPE_F32 where it keeps f32 (vk_act.c).
+ */
+enum dtype vk_act_type(enum dtype weight);
+/*
+ * y = x rounded to type (F16, BF16, Q8_0, Q8_1 or Q8_K: vk_act_type's) and back to f32, n
+ * floats in whole blocks of the type, as the CPU's conversion rounds them (shaders/
+ * act_round.comp states each; a device division's last bit may move a tie). x and y differ.
+ * HEARTH_EUNSUPPORTED for another type, HEARTH_EINVAL for a partial block.
+ */
+enum hearth_status vk_op_act_round(struct vk_seq *s, enum dtype type, struct vk_buf *x,
+                                   struct vk_buf *y, uint32_t n, char *err, size_t err_len);
 /* Whether vk_op_embed reads rows of type t. */
 bool vk_op_embed_supported(enum dtype t);
 /*

@@ -187,6 +187,7 @@ struct vk_ctx {
     enum hearth_status failed;   /* the first failure of a batch's operation, said once */
     struct vk_buf *act[ACT_COUNT]; /* [n_batch][width] each, ACT_LOGITS: chunk 0 of logits */
     struct vk_buf *spare;        /* as ACT_X: gather's destination, then swapped with it */
+    struct vk_buf *act_r;        /* [n_batch][widest act] a matmul's input rounded (vk_act.c) */
     struct vk_buf *ids;          /* int32 [n_batch] the batch's tokens */
     struct vk_buf *cs[2];        /* [n_batch][rope_dim / 2] (cos, sin): the two rope bases */
     float rope_base[2];
@@ -259,6 +260,7 @@ static void ctx_free(struct hearth_context *ctx)
             if (a != ACT_LOGITS)
                 vk_buf_free(c->act[a]);
         vk_buf_free(c->spare);
+        vk_buf_free(c->act_r);
         vk_buf_free(c->ids);
         vk_buf_free(c->cs[0]);
         vk_buf_free(c->cs[1]);
@@ -342,10 +344,15 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
         [ACT_X] = (size_t)hp->n_embd, [ACT_XB] = xb, [ACT_Q] = qd, [ACT_QG] = 0,
         [ACT_K] = kvd, [ACT_V] = kvd, [ACT_ATT] = qd, [ACT_HB] = (size_t)hp->n_ff,
         [ACT_HB2] = (size_t)hp->n_ff};
-    for (int a = 0; a < ACT_COUNT; a++)
+    size_t widest = 0;
+    for (int a = 0; a < ACT_COUNT; a++) {
         if (a != ACT_LOGITS && a != ACT_QG &&
             (st = dev_buf(c, nb * width[a] * f, &c->act[a], err, err_len)))
             return st;
+        widest = width[a] > widest ? width[a] : widest;
+    }
+    if ((st = dev_buf(c, nb * widest * f, &c->act_r, err, err_len)))
+        return st;
     const size_t stride = (size_t)(kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
     c->stride           = (uint32_t)stride;
     const size_t n_i32  = nb * 2 > kv->n_seq * stride ? nb * 2 : kv->n_seq * stride;
@@ -598,8 +605,19 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
     struct vk_ctx *c = vc_of(ctx);
     char err[256];
     enum hearth_status st = HEARTH_OK;
-    if (out != ACT_LOGITS) {
-        st = vk_op_matmul_w(rec(c), vw(w), c->act[in], c->act[out], (uint32_t)n, err, sizeof err);
+    /* the CPU's rounding of the input; act_r still holds it when the last matmul on this input
+     * took the same type */
+    struct vk_buf *in_buf = c->act[in];
+    const enum dtype at   = vk_act_type(w->type);
+    if (at != DTYPE_F32) {
+        if (!prev || vk_act_type(prev->type) != at || prev->n_in != w->n_in)
+            st = vk_op_act_round(rec(c), at, in_buf, c->act_r, (uint32_t)(n * w->n_in), err,
+                                 sizeof err);
+        in_buf = c->act_r;
+    }
+    if (!st && out != ACT_LOGITS)
+        st = vk_op_matmul_w(rec(c), vw(w), in_buf, c->act[out], (uint32_t)n, err, sizeof err);
+    if (st || out != ACT_LOGITS) {
         failed(c, st, err);
         return;
     }
@@ -607,10 +625,10 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
     for (int32_t i = 0; !st && i * c->chunk_rows < n; i++) {
         const int32_t r0 = i * c->chunk_rows;
         const uint32_t rn = (uint32_t)(n - r0 < c->chunk_rows ? n - r0 : c->chunk_rows);
-        struct vk_buf *x = c->act[in];
+        struct vk_buf *x = in_buf;
         if (i > 0) {
             x  = c->chunk_in;
-            st = vk_op_gather(rec(c), c->act[in], x, c->chunk_ids[i], (uint32_t)w->n_in,
+            st = vk_op_gather(rec(c), in_buf, x, c->chunk_ids[i], (uint32_t)w->n_in,
                               (uint32_t)n, rn, err, sizeof err);
         }
         if (!st)
