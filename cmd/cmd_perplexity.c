@@ -3,7 +3,8 @@
  * llama-perplexity default method so the figures compare: the whole file
  * tokenized once (BOS first when the vocab adds it), non-overlapping chunks
  * of ctx tokens each evaluated from an empty cache with BOS as its first
- * token, and only the second half of each chunk scored.
+ * token, and only the second half of each chunk scored. --chunks N stops
+ * after the first N chunks, as llama-perplexity's does.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,8 +17,10 @@
 
 static void usage(FILE *fp)
 {
-    fprintf(fp, "usage: hearth perplexity -m MODEL -f TEXT [-c CTX] [-t THREADS] [-ngl N]\n"
+    fprintf(fp, "usage: hearth perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [-t THREADS] "
+                "[-ngl N]\n"
                 "  -c, --ctx N           tokens per chunk (default 512)\n"
+                "  --chunks N            score only the first N chunks (default: all)\n"
                 "  -t, --threads N       threads (default: the CPU count)\n");
     placement_usage(fp, 24);
 }
@@ -38,7 +41,7 @@ static double nll(const float *logits, int32_t n_vocab, hearth_token tok)
 int cmd_perplexity(int argc, char **argv)
 {
     const char *model_path = NULL, *text_path = NULL;
-    long n_ctx = 512, threads = default_threads();
+    long n_ctx = 512, threads = default_threads(), max_chunks = 0;
     struct placement place = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -54,6 +57,9 @@ int cmd_perplexity(int argc, char **argv)
             text_path = v;
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
             if (!arg_long("perplexity", a, v, 4, 1 << 20, &n_ctx))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "--chunks")) {
+            if (!arg_long("perplexity", a, v, 1, 1L << 30, &max_chunks))
                 return EXIT_USAGE;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!arg_long("perplexity", a, v, 1, 512, &threads))
@@ -120,7 +126,9 @@ int cmd_perplexity(int argc, char **argv)
         fprintf(stderr, "hearth: %s\n", err);
         goto out;
     }
-    const size_t n_chunk = n_ids / (size_t)n_ctx;
+    size_t n_chunk = n_ids / (size_t)n_ctx;
+    if (max_chunks && n_chunk > (size_t)max_chunks)
+        n_chunk = (size_t)max_chunks;
     const int32_t first = (int32_t)n_ctx / 2, n_vocab = hearth_model_n_vocab(model);
     const bool add_bos = hearth_vocab_add_bos(model);
     pos = malloc((size_t)n_ctx * sizeof *pos);

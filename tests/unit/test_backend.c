@@ -134,13 +134,24 @@ static void test_vulkan_table_is_complete(void **state)
     assert_ptr_equal(backend_find("vulkan"), b);
     table_complete(b);
     assert_false(b->kv_host);
-    assert_true(b->weight_supported(DTYPE_Q4_K));
-    assert_false(b->weight_supported(DTYPE_Q2_K));
-    /* experts through the mul-by-id shaders, whose stacks the load prepares whole */
+    /* every weight type the CPU computes with, and nothing else */
+    int n_types = 0;
+    for (int t = 0; t < DTYPE_COUNT; t++) {
+        if (b->weight_supported((enum dtype)t) != backend_cpu()->weight_supported((enum dtype)t))
+            print_message("type %d: vulkan %d, cpu %d\n", t, b->weight_supported((enum dtype)t),
+                          backend_cpu()->weight_supported((enum dtype)t));
+        assert_int_equal(b->weight_supported((enum dtype)t),
+                         backend_cpu()->weight_supported((enum dtype)t));
+        n_types += b->weight_supported((enum dtype)t);
+    }
+    assert_int_equal(n_types, 15);
+    /* experts through the mul-by-id shaders, whose stacks the load prepares whole; every
+     * weight type reads experts too */
     assert_true(b->moe_stacks);
     assert_true(b->moe_supported(DTYPE_Q8_0, DTYPE_Q8_0, DTYPE_Q8_0));
     assert_true(b->moe_supported(DTYPE_Q4_K, DTYPE_Q4_K, DTYPE_Q6_K));
-    assert_false(b->moe_supported(DTYPE_Q8_0, DTYPE_Q2_K, DTYPE_Q8_0));
+    assert_true(b->moe_supported(DTYPE_Q8_0, DTYPE_Q2_K, DTYPE_IQ4_XS));
+    assert_false(b->moe_supported(DTYPE_Q8_0, DTYPE_Q8_K, DTYPE_Q8_0));
     assert_null(backend_vulkan(9, why, sizeof why));
     assert_non_null(strstr(why, "Vulkan device"));
 }

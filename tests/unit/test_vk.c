@@ -67,6 +67,14 @@ static const struct {
     {DTYPE_Q4_K, 5e-6},
     {DTYPE_Q5_K, 5e-6},
     {DTYPE_Q6_K, 5e-6},
+    {DTYPE_BF16, 5e-6},
+    {DTYPE_Q4_1, 5e-6},
+    {DTYPE_Q5_0, 5e-6},
+    {DTYPE_Q5_1, 5e-6},
+    {DTYPE_Q2_K, 5e-6},
+    {DTYPE_Q3_K, 5e-6},
+    {DTYPE_IQ4_NL, 5e-6},
+    {DTYPE_IQ4_XS, 5e-6},
 };
 
 /* RMSNorm bound, relative per element: an f32 sum of squares against the reference's f64. */
@@ -273,8 +281,10 @@ static void test_pipeline_errors(void **state)
     assert_non_null(strstr(err, "the weight needs 128 bytes"));
     assert_int_equal(vk_op_matmul(s, DTYPE_Q4_0, b, b, b, 33, 1, 1, err, sizeof err),
                      HEARTH_EINVAL);
-    assert_int_equal(vk_op_matmul(s, DTYPE_Q2_K, b, b, b, 256, 1, 1, err, sizeof err),
+    /* an activation-only type has no shader */
+    assert_int_equal(vk_op_matmul(s, DTYPE_Q8_K, b, b, b, 256, 1, 1, err, sizeof err),
                      HEARTH_EUNSUPPORTED);
+    assert_non_null(strstr(err, "no matmul for"));
     const uint32_t none[3] = {0, 1, 1};
     assert_int_equal(vk_seq_dispatch(s, p, (struct vk_buf *[]){b, b, b}, "0123456789ab", none,
                                      err, sizeof err),
@@ -416,6 +426,46 @@ static void test_mul_q6_k(void **state)
     check_matmul(state, DTYPE_Q6_K);
 }
 
+static void test_mul_bf16(void **state)
+{
+    check_matmul(state, DTYPE_BF16);
+}
+
+static void test_mul_q4_1(void **state)
+{
+    check_matmul(state, DTYPE_Q4_1);
+}
+
+static void test_mul_q5_0(void **state)
+{
+    check_matmul(state, DTYPE_Q5_0);
+}
+
+static void test_mul_q5_1(void **state)
+{
+    check_matmul(state, DTYPE_Q5_1);
+}
+
+static void test_mul_q2_k(void **state)
+{
+    check_matmul(state, DTYPE_Q2_K);
+}
+
+static void test_mul_q3_k(void **state)
+{
+    check_matmul(state, DTYPE_Q3_K);
+}
+
+static void test_mul_iq4_nl(void **state)
+{
+    check_matmul(state, DTYPE_IQ4_NL);
+}
+
+static void test_mul_iq4_xs(void **state)
+{
+    check_matmul(state, DTYPE_IQ4_XS);
+}
+
 /* More rows than one grid dimension takes (65535), as a vocabulary's output matrix has. A
  * workgroup now covers 32 to 256 rows, so the grid itself stays under 65535 along x here; the
  * spill into y (vk_row_grid) is what one-row-per-workgroup operations such as RMSNorm use. */
@@ -425,6 +475,76 @@ static void test_mul_many_rows(void **state)
     const double e = matmul_err(f->d, DTYPE_Q4_0, 64, 70001, 2);
     print_message("# mul_q4_0 over 70001 rows: max error %.3g of sum |w x|\n", e);
     assert_true(e <= 5e-6);
+}
+
+/* ------------------------------------------------- activation rounding --- */
+
+/*
+ * vk_op_act_round against the CPU table's from_float then to_float, for every type the CPU
+ * rounds activations to: rows of mixed magnitudes, a zero block, blocks whose extreme is
+ * negative, values on Q8_0's rounding ties; out of place and in place. The shader's
+ * divisions are correctly rounded as the CPU's are (div_rn.glsl), so every element is the
+ * CPU's to the bit.
+ */
+static void test_act_round(void **state)
+{
+    NEED_DEVICE(f);
+    static const enum dtype types[] = {DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q8_1,
+                                       DTYPE_Q8_K};
+    enum { N = 6 * 256 };
+    static float x[N], got[N], ref[N];
+    static uint8_t q[N * 4];
+    for (int i = 0; i < N; i++)
+        x[i] = frand() * (i % 3 == 0 ? 1e-3f : (float)(1 + i % 11));
+    for (int i = 256; i < 512; i++) /* a zero block of every block size */
+        x[i] = 0.0f;
+    x[600] = -40.0f; /* the extreme of its Q8_K block (and Q8_0 block) negative */
+    for (int i = 1024; i < 1056; i++) /* a block scaled by exactly 1: its q fall on ties */
+        x[i] = (float)(i - 1040) + 0.5f;
+    x[1024] = 127.0f;
+    const struct kernels *k = kernels_get();
+    struct vk_buf *bx = upload(f->d, x, sizeof x), *by;
+    OK(vk_buf_new(f->d, sizeof got, &by, err, sizeof err));
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        const enum dtype t = types[i];
+        RUN1(f->d, vk_op_act_round(s, t, bx, by, N, err, sizeof err));
+        OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
+        k->type[t].from_float(x, q, N);
+        k->type[t].to_float(q, ref, N);
+        int differ = 0;
+        for (int e = 0; e < N; e++)
+            differ += memcmp(&got[e], &ref[e], 4) != 0;
+        /* in place: each block is read whole before it is written */
+        struct vk_buf *bz = upload(f->d, x, sizeof x);
+        RUN1(f->d, vk_op_act_round(s, t, bz, bz, N, err, sizeof err));
+        OK(vk_buf_download(bz, 0, got, sizeof got, err, sizeof err));
+        vk_buf_free(bz);
+        int differ_in_place = 0;
+        for (int e = 0; e < N; e++)
+            differ_in_place += memcmp(&got[e], &ref[e], 4) != 0;
+        print_message("# act_round %s: %d (in place %d) of %d differ from the CPU's\n",
+                      dtype_name(t), differ, differ_in_place, N);
+        assert_int_equal(differ, 0);
+        assert_int_equal(differ_in_place, 0);
+    }
+    /* refused: a type the CPU does not round to, a partial block */
+    struct vk_seq *s;
+    OK(vk_seq_new(f->d, &s, err, sizeof err));
+    OK(vk_seq_begin(s, err, sizeof err));
+    assert_int_equal(vk_op_act_round(s, DTYPE_F32, bx, by, N, err, sizeof err),
+                     HEARTH_EUNSUPPORTED);
+    assert_int_equal(vk_op_act_round(s, DTYPE_Q8_K, bx, by, 300, err, sizeof err),
+                     HEARTH_EINVAL);
+    assert_non_null(strstr(err, "whole q8_k blocks"));
+    OK(vk_seq_run(s, err, sizeof err));
+    vk_seq_free(s);
+    /* the types the backend rounds to are the CPU's */
+    assert_int_equal(vk_act_type(DTYPE_Q4_K), DTYPE_Q8_K);
+    assert_int_equal(vk_act_type(DTYPE_Q4_1), DTYPE_Q8_1);
+    assert_int_equal(vk_act_type(DTYPE_F16), DTYPE_F16);
+    assert_int_equal(vk_act_type(DTYPE_F32), DTYPE_F32);
+    vk_buf_free(bx);
+    vk_buf_free(by);
 }
 
 /* ------------------------------------------------- embed, split weights --- */
@@ -484,8 +604,10 @@ static uint32_t check_embed(struct vk_dev *d, enum dtype type, const uint8_t *w,
 static void test_embed(void **state)
 {
     NEED_DEVICE(f);
-    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0,
-                                       DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K};
+    static const enum dtype types[] = {
+        DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K,   DTYPE_Q5_K,   DTYPE_Q6_K,
+        DTYPE_BF16, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q2_K,   DTYPE_Q3_K,   DTYPE_IQ4_NL,
+        DTYPE_IQ4_XS};
     enum { ROWS = 37, TOK = 7 };
     static const int32_t ids[TOK] = {0, 36, 9, 10, 9, 20, 29};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -1393,7 +1515,12 @@ int main(void)
         cmocka_unit_test(test_mul_f32),        cmocka_unit_test(test_mul_f16),
         cmocka_unit_test(test_mul_q8_0),       cmocka_unit_test(test_mul_q4_0),
         cmocka_unit_test(test_mul_q4_k),       cmocka_unit_test(test_mul_q5_k),
-        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_many_rows),
+        cmocka_unit_test(test_mul_q6_k),       cmocka_unit_test(test_mul_bf16),
+        cmocka_unit_test(test_mul_q4_1),       cmocka_unit_test(test_mul_q5_0),
+        cmocka_unit_test(test_mul_q5_1),       cmocka_unit_test(test_mul_q2_k),
+        cmocka_unit_test(test_mul_q3_k),       cmocka_unit_test(test_mul_iq4_nl),
+        cmocka_unit_test(test_mul_iq4_xs),     cmocka_unit_test(test_mul_many_rows),
+        cmocka_unit_test(test_act_round),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_rope_imrope),

@@ -262,8 +262,10 @@ static double mul_id_err(struct vk_dev *d, enum dtype type, bool per_slot, size_
 static void test_mul_id(void **state)
 {
     NEED_DEVICE(d);
-    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0,
-                                       DTYPE_Q4_K, DTYPE_Q5_K, DTYPE_Q6_K};
+    static const enum dtype types[] = {
+        DTYPE_F32,  DTYPE_F16,  DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0,   DTYPE_Q4_1,   DTYPE_Q5_0,
+        DTYPE_Q5_1, DTYPE_Q2_K, DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K,   DTYPE_Q6_K,   DTYPE_IQ4_NL,
+        DTYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         assert_true(vk_op_matmul_id_supported(types[i]));
         double worst = 0;
@@ -276,7 +278,7 @@ static void test_mul_id(void **state)
                       dtype_name(types[i]), worst, MUL_ID_BOUND);
         assert_true(worst <= MUL_ID_BOUND);
     }
-    assert_false(vk_op_matmul_id_supported(DTYPE_Q2_K));
+    assert_false(vk_op_matmul_id_supported(DTYPE_Q8_K)); /* an activation type only */
 }
 
 /* Shapes that do not fit are refused with a sentence, not dispatched. */
@@ -437,7 +439,7 @@ static void test_combine(void **state)
 /* ------------------------------------------------- activation rounding --- */
 
 /*
- * vk_op_round_act against the CPU's own from_float (this machine's kernel table) then the
+ * vk_op_act_round (Q8_0, the experts' input type) against the CPU's own from_float (this machine's kernel table) then the
  * reference to_float: the same bits, over blocks of every scale, halfway cases (values whose
  * scaled quant ends in .5), zero blocks and in place.
  */
@@ -462,18 +464,17 @@ static void test_round_act(void **state)
     k->type[DTYPE_Q8_0].from_float(x, q, N);
     kernels_ref()->type[DTYPE_Q8_0].to_float(q, want, N);
     struct vk_buf *bx = upload(d, x, sizeof x), *by = zeros(d, sizeof x);
-    RUN1(d, vk_op_round_act(s, DTYPE_Q8_0, bx, by, N, err, sizeof err));
+    RUN1(d, vk_op_act_round(s, DTYPE_Q8_0, bx, by, N, err, sizeof err));
     download(by, got, sizeof got);
     int diff = 0;
     for (int i = 0; i < N; i++)
         diff += memcmp(&got[i], &want[i], 4) != 0;
-    RUN1(d, vk_op_round_act(s, DTYPE_Q8_0, bx, bx, N, err, sizeof err));
+    RUN1(d, vk_op_act_round(s, DTYPE_Q8_0, bx, bx, N, err, sizeof err));
     download(bx, x, sizeof x);
     print_message("# round_act q8_0 (%s's from_float): %d of %d values differ, in place %s\n",
                   k->name, diff, N, memcmp(x, want, sizeof x) ? "differs" : "the same");
     assert_int_equal(diff, 0);
     assert_memory_equal(x, want, sizeof x);
-    assert_false(vk_op_round_act_supported(DTYPE_Q8_K));
     vk_buf_free(bx);
     vk_buf_free(by);
 }

@@ -44,6 +44,21 @@ const char *tu_model(const char *name);
         skip();                                                                       \
     }
 
+/*
+ * 1 in a build under AddressSanitizer (make asan-test, where tests and hearth
+ * are built alike), where a test may cut a slow table to a few rows; else 0.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define TU_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TU_SANITIZED 1
+#endif
+#endif
+#ifndef TU_SANITIZED
+#define TU_SANITIZED 0
+#endif
+
 /* The hearth binary under test. */
 const char *tu_bin(void);
 

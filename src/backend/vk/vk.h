@@ -237,16 +237,6 @@ enum hearth_status vk_op_split_qg(struct vk_seq *s, struct vk_buf *qg, struct vk
                                   struct vk_buf *gate, uint32_t n_rows, uint32_t head_dim,
                                   char *err, size_t err_len);
 
-/* Whether vk_op_round_act rounds to type act (a CPU vec_dot_type). */
-bool vk_op_round_act_supported(enum dtype act);
-/*
- * y[i] = x[i] rounded to the activation type act and back to f32, for i < n (whole blocks of
- * act): the values the CPU backend's matmul sums for a weight whose vec_dot_type is act, to
- * the bit (Q8_0: kernels/ref.c's ref_q8_0_act_from_float, then to_float). y may be x.
- */
-enum hearth_status vk_op_round_act(struct vk_seq *s, enum dtype act, struct vk_buf *x,
-                                   struct vk_buf *y, uint32_t n, char *err, size_t err_len);
-
 /* ----------------------------------------------------- split weights --- */
 
 /*
@@ -273,6 +263,19 @@ uint32_t vk_weight_parts(const struct vk_weight *w);
 /* vk_op_matmul of a split weight: y[t] = w x[t], y n_tok rows of w's n_rows f32. */
 enum hearth_status vk_op_matmul_w(struct vk_seq *s, const struct vk_weight *w, struct vk_buf *x,
                                   struct vk_buf *y, uint32_t n_tok, char *err, size_t err_len);
+/*
+ * The type the CPU rounds a matmul's activations to for weights of type weight (the kernel
+ * table's vec_dot_type), or DTYPE_F32 where it keeps f32 (vk_act.c).
+ */
+enum dtype vk_act_type(enum dtype weight);
+/*
+ * y = x rounded to type (F16, BF16, Q8_0, Q8_1 or Q8_K: vk_act_type's) and back to f32, n
+ * floats in whole blocks of the type, as the CPU's conversion rounds them (shaders/
+ * act_round.comp states each, divisions correctly rounded). y may be x.
+ * HEARTH_EUNSUPPORTED for another type, HEARTH_EINVAL for a partial block.
+ */
+enum hearth_status vk_op_act_round(struct vk_seq *s, enum dtype type, struct vk_buf *x,
+                                   struct vk_buf *y, uint32_t n, char *err, size_t err_len);
 /* Whether vk_op_embed reads rows of type t. */
 bool vk_op_embed_supported(enum dtype t);
 /*

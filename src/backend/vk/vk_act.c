@@ -1,43 +1,52 @@
 /*
- * vk_act.c: activations rounded as the CPU backend rounds them before a
- * matmul. The CPU converts a matmul's f32 input to its weight's
- * vec_dot_type (Q8_0 for Q8_0 and Q4_0 weights: 8 bits per element of a
- * 32-block) and sums those; the shaders sum f32. The difference is small
- * in a dense layer, but a MoE router choosing between experts whose
- * probabilities are that close chooses differently, and one token's
- * different expert moves every later logit of its sequence: rounding the
- * same way keeps the two backends' routing, hence their figures, together.
+ * vk_act.c: a matmul's activations rounded as the CPU rounds them. The
+ * CPU converts each activation row to its weight type's vec_dot_type
+ * (f16 for F16 weights, 8-bit blocks for the quantized types) before its
+ * dot products; the device's matmul multiplies f32 activations, so the
+ * backend rounds them first the same way (shaders/act_round.comp) and the
+ * two differ by summation order, not by the activations' 8 bits. One
+ * dispatch over n_tok x n_in floats, small beside the matmul it feeds.
  */
 #include "backend/vk/vk_internal.h"
+#include "kernels/kernels.h"
 #include "util/errfmt.h"
 
-/* Blocks per workgroup of the elementwise grid (elementwise.glsl). */
-#define ELEM_WG 256
+/* act_round.comp's modes, and the elements each invocation rounds */
+static const struct {
+    uint32_t mode, block;
+} round_of[DTYPE_COUNT] = {
+    [DTYPE_F16] = {0, 1},   [DTYPE_BF16] = {1, 1},   [DTYPE_Q8_0] = {2, 32},
+    [DTYPE_Q8_1] = {2, 32}, [DTYPE_Q8_K] = {3, 256},
+};
 
-bool vk_op_round_act_supported(enum dtype act)
+enum dtype vk_act_type(enum dtype weight)
 {
-    return act == DTYPE_Q8_0;
+    if ((unsigned)weight >= DTYPE_COUNT)
+        return DTYPE_F32;
+    const enum dtype t = kernels_get()->type[weight].vec_dot_type;
+    return round_of[t].block ? t : DTYPE_F32;
 }
 
-enum hearth_status vk_op_round_act(struct vk_seq *s, enum dtype act, struct vk_buf *x,
+enum hearth_status vk_op_act_round(struct vk_seq *s, enum dtype type, struct vk_buf *x,
                                    struct vk_buf *y, uint32_t n, char *err, size_t err_len)
 {
-    if (!vk_op_round_act_supported(act))
-        return fail(HEARTH_EUNSUPPORTED, err, err_len,
-                    "vulkan: no rounding of activations to %s", dtype_name(act));
-    if (n == 0 || n % 32)
+    if ((unsigned)type >= DTYPE_COUNT || !round_of[type].block)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len, "vulkan: no activation rounding to %s",
+                    (unsigned)type < DTYPE_COUNT ? dtype_name(type) : "?");
+    const uint32_t block = round_of[type].block;
+    if (n == 0 || n % block)
         return fail(HEARTH_EINVAL, err, err_len,
-                    "vulkan: rounding %u activations to %s (whole blocks of 32)", n,
-                    dtype_name(act));
+                    "vulkan: %u activations do not make whole %s blocks of %u", n,
+                    dtype_name(type), block);
     enum hearth_status st;
-    if ((st = vk_check_len("rounding", "the input", x, (uint64_t)n * 4, err, err_len)) ||
-        (st = vk_check_len("rounding", "the output", y, (uint64_t)n * 4, err, err_len)))
+    if ((st = vk_check_len("act_round", "the input", x, (uint64_t)n * 4, err, err_len)) ||
+        (st = vk_check_len("act_round", "the output", y, (uint64_t)n * 4, err, err_len)))
         return st;
     uint32_t groups[3];
-    vk_row_grid((n / 32 + ELEM_WG - 1) / ELEM_WG, groups);
-    const uint32_t push[2] = {n / 32, groups[0]};
+    vk_row_grid((n / block + 255) / 256, groups);
+    const uint32_t push[3] = {n / block, groups[0], round_of[type].mode};
     struct vk_pipe *p;
-    if ((st = vk_pipe_get(s->d, "act_q8_0", 2, sizeof push, &p, err, err_len)))
+    if ((st = vk_pipe_get(s->d, "act_round", 2, sizeof push, &p, err, err_len)))
         return st;
     struct vk_buf *bufs[2] = {x, y};
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);

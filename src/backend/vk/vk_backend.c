@@ -19,11 +19,10 @@
  * context that needs it and closed when the last is released.
  *
  * Bits (against the CPU backend): matmul rounds its activations to the
- * weight's vec_dot_type as the CPU does where vk_act.c can (Q8_0, for Q8_0
- * and Q4_0 weights), leaving only the summation order; for the other types
- * it sums f32 activations where the CPU rounds them (f16, Q8_K), so a
- * product differs by that rounding (about 2^-9 relative per element for
- * 8 bits, summed); the routed experts as vk_moe.h states; attention,
+ * weight's vec_dot_type as the CPU does (vk_act.c: f16, bf16, Q8_0, Q8_1,
+ * Q8_K), leaving the summation order, and for Q4_1/Q5_1 the offset term
+ * the CPU takes from Q8_1's separately rounded block sum; the routed
+ * experts as vk_moe.h states; attention,
  * SwiGLU, RMSNorm and soft-cap differ by the device's exp and summation
  * order (vk.h, tests/unit/test_vk.c); rope takes the CPU's angles (computed here on the
  * host as ggml does) without its fused multiply-adds; embed, add, scale,
@@ -215,7 +214,7 @@ struct vk_ctx {
     struct vk_buf *chunk_in;     /* [chunk_rows][n_embd] a chunk's normed rows */
     float *logits;               /* [n_batch][n_vocab] host copy */
     struct vk_buf *actq;         /* [n_batch][widest matmul input] a matmul's input rounded as
-                                    the CPU rounds it (vk_op_round_act) */
+                                    the CPU rounds it (vk_op_act_round) */
     struct vk_moe_scratch *moe;  /* the MoE layers' buffers, when the stage has one */
     struct vk_buf **shexp_gate;  /* [n_layer] each MoE layer's ffn_gate_inp_shexp, or NULL */
 };
@@ -652,16 +651,6 @@ static void rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int3
            err);
 }
 
-/*
- * The type the CPU rounds a matmul's activations to for weights of type t, when the device
- * can round them the same way (vk_act.c); else DTYPE_F32, activations summed as they are.
- */
-static enum dtype act_type(enum dtype t)
-{
-    const enum dtype a = kernels_get()->type[t].vec_dot_type;
-    return vk_op_round_act_supported(a) ? a : DTYPE_F32;
-}
-
 static void matmul(struct hearth_context *ctx, const struct weight *w, enum act in, enum act out,
                    int32_t n, const struct weight *prev)
 {
@@ -669,11 +658,11 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
     char err[256];
     enum hearth_status st = HEARTH_OK;
     struct vk_buf *x      = c->act[in];
-    const enum dtype at   = act_type(w->type);
+    const enum dtype at   = vk_act_type(w->type);
     if (at != DTYPE_F32) {
         /* prev ran on the same input: actq holds it rounded already when it took this type */
-        if (!prev || act_type(prev->type) != at)
-            st = vk_op_round_act(rec(c), at, x, c->actq, (uint32_t)(n * w->n_in), err,
+        if (!prev || vk_act_type(prev->type) != at || prev->n_in != w->n_in)
+            st = vk_op_act_round(rec(c), at, x, c->actq, (uint32_t)(n * w->n_in), err,
                                  sizeof err);
         x = c->actq;
     }
@@ -793,8 +782,8 @@ static void moe(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm
         .sh_gate    = sh ? vw(&me->gate[E]) : NULL,
         .sh_up      = sh ? vw(&me->up[E]) : NULL,
         .sh_down    = sh ? vw(&me->down[E]) : NULL,
-        .act        = act_type(me->gate[0].type),
-        .act_down   = act_type(me->down[0].type),
+        .act        = vk_act_type(me->gate[0].type),
+        .act_down   = vk_act_type(me->down[0].type),
         .n_expert   = (uint32_t)E,
         .n_used     = (uint32_t)me->n_used,
         .n_ff       = (uint32_t)me->n_ff,
@@ -822,7 +811,7 @@ static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, i
     struct vk_dnet_weights w = {.actq = c->actq};
     for (int i = 0; i < DNET_N_WEIGHTS; i++) {
         w.w[i]   = vw(ws[i]);
-        w.act[i] = act_type(ws[i]->type);
+        w.act[i] = vk_act_type(ws[i]->type);
     }
     if (!st)
         st = vk_dnet_forward(c->dn, rec(c), l, &w, c->act[ACT_XB], c->kvrows, b->n,

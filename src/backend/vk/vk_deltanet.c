@@ -394,7 +394,7 @@ enum hearth_status vk_dnet_forward(struct vk_dnet *dn, struct vk_seq *s, int32_t
     for (int j = 0; !st && j < DNET_OUT; j++) {
         struct vk_buf *in = w->act[j] == DTYPE_F32 ? xb : w->actq;
         if (in != xb && (j == 0 || w->act[j - 1] != w->act[j]))
-            st = vk_op_round_act(s, w->act[j], xb, in, n * dn->n_embd, err, err_len);
+            st = vk_op_act_round(s, w->act[j], xb, in, n * dn->n_embd, err, err_len);
         if (!st)
             st = vk_op_matmul_w(s, w->w[j], in, proj[j], n, err, err_len);
     }
@@ -412,7 +412,7 @@ enum hearth_status vk_dnet_forward(struct vk_dnet *dn, struct vk_seq *s, int32_t
     struct vk_buf *z = dn->z;
     if (w->act[DNET_OUT] != DTYPE_F32) {
         z = w->actq;
-        if ((st = vk_op_round_act(s, w->act[DNET_OUT], dn->z, z, n * vd, err, err_len)))
+        if ((st = vk_op_act_round(s, w->act[DNET_OUT], dn->z, z, n * vd, err, err_len)))
             return st;
     }
     return vk_op_matmul_w(s, w->w[DNET_OUT], z, xb, n, err, err_len);

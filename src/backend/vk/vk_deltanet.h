@@ -86,7 +86,7 @@ struct vk_dnet;
 /*
  * A DeltaNet layer's matmul weights on the stage's device, in the order the
  * layer runs them, and the type each one's input is rounded to first, as
- * the CPU rounds it (vk_op_round_act; DTYPE_F32: summed as it is), in actq
+ * the CPU rounds it (vk_op_act_round; DTYPE_F32: summed as it is), in actq
  * ([n_batch][the wider of n_embd and n_v S] f32).
  */
 enum { DNET_QKV, DNET_GATE, DNET_BETA, DNET_ALPHA, DNET_OUT, DNET_N_WEIGHTS };

@@ -15,7 +15,9 @@
 static const char *const mul_id_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "mul_id_f32", [DTYPE_F16] = "mul_id_f16", [DTYPE_Q8_0] = "mul_id_q8_0",
     [DTYPE_Q4_0] = "mul_id_q4_0", [DTYPE_Q4_K] = "mul_id_q4_k", [DTYPE_Q5_K] = "mul_id_q5_k",
-    [DTYPE_Q6_K] = "mul_id_q6_k",
+    [DTYPE_Q6_K] = "mul_id_q6_k", [DTYPE_BF16] = "mul_id_bf16", [DTYPE_Q4_1] = "mul_id_q4_1",
+    [DTYPE_Q5_0] = "mul_id_q5_0", [DTYPE_Q5_1] = "mul_id_q5_1", [DTYPE_Q2_K] = "mul_id_q2_k",
+    [DTYPE_Q3_K] = "mul_id_q3_k", [DTYPE_IQ4_NL] = "mul_id_iq4_nl", [DTYPE_IQ4_XS] = "mul_id_iq4_xs",
 };
 
 bool vk_op_matmul_id_supported(enum dtype t)
@@ -233,7 +235,7 @@ enum hearth_status vk_moe_ffn(struct vk_seq *s, const struct vk_moe_layer *L,
     const bool round = L->act != DTYPE_F32;
     struct vk_buf *in = round ? sc->xq : xb;
     if (round && !st)
-        st = vk_op_round_act(s, L->act, xb, in, n_tok * d, err, err_len);
+        st = vk_op_act_round(s, L->act, xb, in, n_tok * d, err, err_len);
     const struct vk_weight *gu[2][2] = {{L->gate, L->sh_gate}, {L->up, L->sh_up}};
     struct vk_buf *gu_out[2]         = {sc->hg, sc->hu};
     for (int m = 0; m < 2 && !st; m++)
@@ -243,7 +245,7 @@ enum hearth_status vk_moe_ffn(struct vk_seq *s, const struct vk_moe_layer *L,
     if (!st)
         st = vk_op_swiglu(s, sc->hg, sc->hu, n_tok * K * f, err, err_len);
     if (L->act_down != DTYPE_F32 && !st)
-        st = vk_op_round_act(s, L->act_down, sc->hg, sc->hg, n_tok * K * f, err, err_len);
+        st = vk_op_act_round(s, L->act_down, sc->hg, sc->hg, n_tok * K * f, err, err_len);
     const struct vk_weight *down[2] = {L->down, L->sh_down};
     for (int j = 0; j < 1 + sh && !st; j++)
         st = vk_op_matmul_id(s, down[j], d, j ? E : 0, sc->ids, sc->hg, true, sc->out, n_tok, K,

@@ -14,7 +14,7 @@
  * expert is its own weight, addressed as expert n_expert.
  *
  * Bits (against the CPU backend, src/backend/cpu_moe.c): the experts'
- * inputs are rounded to the CPU's activation type where vk_op_round_act
+ * inputs are rounded to the CPU's activation type where vk_op_act_round
  * can (Q8_0), so the matmuls differ from the CPU's only by f32 summation
  * order; with other types they sum f32 activations; the router's softmax and the
  * shared gate's sigmoid use the device's exp and f32 sums (the CPU's sums
@@ -76,7 +76,7 @@ struct vk_moe_layer {
     const struct vk_weight *sh_up;   /* shexp_gate; else NULL */
     const struct vk_weight *sh_down; /* its n_embd rows of n_ff */
     enum dtype act;                  /* gate's and up's inputs rounded to this activation type
-                                        first (vk_op_round_act), or DTYPE_F32: as they are */
+                                        first (vk_op_act_round), or DTYPE_F32: as they are */
     enum dtype act_down;             /* the same for down's input */
     uint32_t n_expert, n_used, n_ff, n_embd;
 };

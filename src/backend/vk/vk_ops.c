@@ -26,7 +26,9 @@
 static const char *const mul_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "mul_f32", [DTYPE_F16] = "mul_f16", [DTYPE_Q8_0] = "mul_q8_0",
     [DTYPE_Q4_0] = "mul_q4_0", [DTYPE_Q4_K] = "mul_q4_k", [DTYPE_Q5_K] = "mul_q5_k",
-    [DTYPE_Q6_K] = "mul_q6_k",
+    [DTYPE_Q6_K] = "mul_q6_k", [DTYPE_BF16] = "mul_bf16", [DTYPE_Q4_1] = "mul_q4_1",
+    [DTYPE_Q5_0] = "mul_q5_0", [DTYPE_Q5_1] = "mul_q5_1", [DTYPE_Q2_K] = "mul_q2_k",
+    [DTYPE_Q3_K] = "mul_q3_k", [DTYPE_IQ4_NL] = "mul_iq4_nl", [DTYPE_IQ4_XS] = "mul_iq4_xs",
 };
 
 bool vk_op_matmul_supported(enum dtype t)

@@ -28,7 +28,10 @@ struct vk_weight {
 static const char *const embed_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "embed_f32", [DTYPE_F16] = "embed_f16", [DTYPE_Q8_0] = "embed_q8_0",
     [DTYPE_Q4_0] = "embed_q4_0", [DTYPE_Q4_K] = "embed_q4_k", [DTYPE_Q5_K] = "embed_q5_k",
-    [DTYPE_Q6_K] = "embed_q6_k",
+    [DTYPE_Q6_K] = "embed_q6_k", [DTYPE_BF16] = "embed_bf16", [DTYPE_Q4_1] = "embed_q4_1",
+    [DTYPE_Q5_0] = "embed_q5_0", [DTYPE_Q5_1] = "embed_q5_1", [DTYPE_Q2_K] = "embed_q2_k",
+    [DTYPE_Q3_K] = "embed_q3_k", [DTYPE_IQ4_NL] = "embed_iq4_nl",
+    [DTYPE_IQ4_XS] = "embed_iq4_xs",
 };
 
 bool vk_op_embed_supported(enum dtype t)

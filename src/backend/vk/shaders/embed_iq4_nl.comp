@@ -1,0 +1,5 @@
+#version 450
+// embed_iq4_nl: token embedding rows (embed_common.glsl) of a weight as dq_iq4_nl.glsl reads it.
+#include "common.glsl"
+#include "dq_iq4_nl.glsl"
+#include "embed_common.glsl"
