@@ -44,6 +44,17 @@ VK_SKIP  := no $(GLSLC) on the PATH (Debian: glslc)
 endif
 ifeq ($(VK_SKIP),)
 VK_CFLAGS := -DHEARTH_VULKAN $(shell pkg-config --cflags vulkan)
+# The integer-dot matmuls (mul_dot_*) declare OpSDot through GL_EXT_spirv_intrinsics: built only
+# where this glslc compiles them (the device then picks them only where it has the feature).
+VK_DOT    := $(filter $(VK_DIR)/shaders/mul_dot_%.comp,$(VK_COMP))
+ifneq ($(VK_DOT),)
+ifneq ($(shell $(GLSLC) --target-env=vulkan1.1 -I$(VK_DIR)/shaders -o /dev/null $(firstword $(VK_DOT)) 2>/dev/null && echo y),y)
+VK_COMP   := $(filter-out $(VK_DOT),$(VK_COMP))
+ifeq ($(MAKELEVEL),0)
+$(info vulkan: integer-dot matmuls skipped: $(GLSLC) does not compile GL_EXT_spirv_intrinsics)
+endif
+endif
+endif
 # The matmul shaders again with MUL_SUBGROUP (shaders/mul_common.glsl), as NAME_sg.
 VK_SG     := $(patsubst $(VK_DIR)/shaders/%.comp,%_sg,$(filter $(VK_DIR)/shaders/mul_%.comp,$(VK_COMP)))
 VK_NAMES  := $(notdir $(VK_COMP:.comp=)) $(VK_SG)

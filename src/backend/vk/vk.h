@@ -63,12 +63,15 @@ struct vk_dev;
 
 enum {
     VK_OPEN_STAGING = 1, /* always copy through a staging buffer, even on unified memory */
-    VK_OPEN_PLAIN   = 2  /* shaders without subgroup operations, even where the device has them */
+    VK_OPEN_PLAIN   = 2, /* shaders without subgroup operations, even where the device has them */
+    VK_OPEN_NO_IDOT = 4  /* decode matmuls in f32 even where the device has integer dot products */
 };
 
 /*
  * Opens device index (as vk_enumerate numbers them) with one compute queue.
  * flags: VK_OPEN_*. HEARTH_ERANGE when there is no such device.
+ * HEARTH_VK_IDOT=0 in the environment acts as VK_OPEN_NO_IDOT on every
+ * device: the f32 decode matmuls, to compare the two paths end to end.
  */
 enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, char *err,
                                size_t err_len);
@@ -237,6 +240,28 @@ enum hearth_status vk_op_split_qg(struct vk_seq *s, struct vk_buf *qg, struct vk
                                   struct vk_buf *gate, uint32_t n_rows, uint32_t head_dim,
                                   char *err, size_t err_len);
 
+/*
+ * Integer-dot decode matmuls (vk_idot.c). Where the device has integer dot products (and the
+ * build their shaders; not under VK_OPEN_NO_IDOT), a matmul of up to VK_DOT_MAX_TOK tokens by
+ * Q8_0 or Q4_0 weights can take its activations as Q8_0 blocks (vk_op_quant_act) and sum them
+ * as the CPU's reference vec_dot_q8_0_q8_0 / vec_dot_q4_0_q8_0 do: the same integer block sums
+ * and scale products, to the bit where a row is one block, else within a few roundings of
+ * sum |w x| (the order of the adds).
+ */
+#define VK_DOT_MAX_TOK 7
+bool vk_op_matmul_dot_supported(const struct vk_dev *d, enum dtype t, uint32_t n_tok);
+/*
+ * The Q8_0 blocks of x[0..n) (whole blocks of 32), rounded as vk_op_act_round rounds them to Q8_0:
+ * block b is y's words 9 b .. 9 b + 8, the 32 quants packed four to a word (element 4 k + e in
+ * byte e of word k) and then the scale, half(d), as an f32. y holds 36 bytes per 32 floats.
+ */
+enum hearth_status vk_op_quant_act(struct vk_seq *s, struct vk_buf *x, struct vk_buf *y,
+                                   uint32_t n, char *err, size_t err_len);
+/* y[t] = W xq[t] for t < n_tok, xq from vk_op_quant_act; W n_out rows of n_in of type t. */
+enum hearth_status vk_op_matmul_dot(struct vk_seq *s, enum dtype t, struct vk_buf *w,
+                                    struct vk_buf *xq, struct vk_buf *y, uint32_t n_in,
+                                    uint32_t n_out, uint32_t n_tok, char *err, size_t err_len);
+
 /* ----------------------------------------------------- split weights --- */
 
 /*
@@ -276,6 +301,10 @@ enum dtype vk_act_type(enum dtype weight);
  */
 enum hearth_status vk_op_act_round(struct vk_seq *s, enum dtype type, struct vk_buf *x,
                                    struct vk_buf *y, uint32_t n, char *err, size_t err_len);
+/* vk_op_matmul_dot of a split weight. */
+enum hearth_status vk_op_matmul_dot_w(struct vk_seq *s, const struct vk_weight *w,
+                                      struct vk_buf *xq, struct vk_buf *y, uint32_t n_tok,
+                                      char *err, size_t err_len);
 /* Whether vk_op_embed reads rows of type t. */
 bool vk_op_embed_supported(enum dtype t);
 /*

@@ -651,6 +651,21 @@ static void rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int3
            err);
 }
 
+/*
+ * How a matmul of weight w over n tokens reads its input from actq: blocks for the integer-dot
+ * kernel where the device takes it (vk_idot.c), else rounded floats (vk_act_type's) or the
+ * input itself. A matmul that follows another on the same input reuses actq when both read it
+ * the same way.
+ */
+enum act_form { FORM_F32, FORM_ROUNDED, FORM_BLOCKS };
+
+static enum act_form act_form(struct vk_ctx *c, const struct weight *w, int32_t n)
+{
+    if (vk_op_matmul_dot_supported(c->seq->d, w->type, (uint32_t)n))
+        return FORM_BLOCKS;
+    return vk_act_type(w->type) != DTYPE_F32 ? FORM_ROUNDED : FORM_F32;
+}
+
 static void matmul(struct hearth_context *ctx, const struct weight *w, enum act in, enum act out,
                    int32_t n, const struct weight *prev)
 {
@@ -659,9 +674,27 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
     enum hearth_status st = HEARTH_OK;
     struct vk_buf *x      = c->act[in];
     const enum dtype at   = vk_act_type(w->type);
-    if (at != DTYPE_F32) {
-        /* prev ran on the same input: actq holds it rounded already when it took this type */
-        if (!prev || vk_act_type(prev->type) != at || prev->n_in != w->n_in)
+    enum act_form form    = act_form(c, w, n);
+    /* the logits past one chunk gather float rows: those take the rounded floats */
+    if (form == FORM_BLOCKS && out == ACT_LOGITS && n > c->chunk_rows) {
+        form = FORM_ROUNDED;
+        prev = NULL;
+    }
+    /* prev ran on the same input: actq holds it already when prev read it the same way */
+    const bool have = prev && prev->n_in == w->n_in && act_form(c, prev, n) == form &&
+                      vk_act_type(prev->type) == at;
+    if (form == FORM_BLOCKS) {
+        if (!have)
+            st = vk_op_quant_act(rec(c), x, c->actq, (uint32_t)(n * w->n_in), err, sizeof err);
+        if (!st)
+            st = vk_op_matmul_dot_w(rec(c), vw(w), c->actq,
+                                    out == ACT_LOGITS ? c->logit_buf[0] : c->act[out],
+                                    (uint32_t)n, err, sizeof err);
+        failed(c, st, err);
+        return;
+    }
+    if (form == FORM_ROUNDED) {
+        if (!have)
             st = vk_op_act_round(rec(c), at, x, c->actq, (uint32_t)(n * w->n_in), err,
                                  sizeof err);
         x = c->actq;

@@ -131,6 +131,7 @@ static enum hearth_status describe(const struct vk_inst *vi, VkPhysicalDevice pd
     info->int_dot   = dot.shaderIntegerDotProduct;
 
     if (d) {
+        d->ext_dot   = ext_dot;
         d->mem       = mem;
         d->max_alloc = maint3.maxMemoryAllocationSize;
         d->max_range = p->limits.maxStorageBufferRange;
@@ -260,10 +261,22 @@ enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, c
         .queueCount       = 1,
         .pQueuePriorities = &prio,
     };
+    const char *no_idot = getenv("HEARTH_VK_IDOT");
+    d->int_dot = d->info.int_dot && vk_shader_built("mul_dot_q8_0") &&
+                 !(flags & VK_OPEN_NO_IDOT) && !(no_idot && !strcmp(no_idot, "0"));
+    /* the shaders' DotProduct capabilities need the feature enabled; the extension too where it
+     * is listed (a 1.3 device has the feature in core and may not list it) */
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+        .shaderIntegerDotProduct = VK_TRUE};
+    const char *dot_ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     const VkDeviceCreateInfo dci = {
-        .sType                = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-        .queueCreateInfoCount = 1,
-        .pQueueCreateInfos    = &qci,
+        .sType                   = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+        .pNext                   = d->int_dot ? &dot : NULL,
+        .queueCreateInfoCount    = 1,
+        .pQueueCreateInfos       = &qci,
+        .enabledExtensionCount   = d->int_dot && d->ext_dot ? 1 : 0,
+        .ppEnabledExtensionNames = &dot_ext,
     };
     VkResult r = d->fn.vkCreateDevice(d->phys, &dci, NULL, &d->dev);
     if (r != VK_SUCCESS) {

@@ -129,9 +129,17 @@ struct vk_dev {
     /* compute subgroups shuffle and a 64-invocation workgroup is whole subgroups of 8 or more:
      * the matmul shaders' _sg variants run (off under VK_OPEN_PLAIN) */
     bool subgroup_shuffle;
+    /* the device lists VK_KHR_shader_integer_dot_product (enabled with the feature) */
+    bool ext_dot;
+    /* shaderIntegerDotProduct is enabled and the mul_dot_* shaders are built: decode matmuls of
+     * Q8_0 and Q4_0 weights take activations as Q8_0 blocks and sum them as integers (vk_idot.c) */
+    bool int_dot;
     struct vk_pipe *pipes;    /* the pipelines vk_pipe_get made, a list; freed at close */
     struct vk_buf *gelu;      /* vk_op_gelu's table of 65536 halves, made at its first use */
 };
+
+/* Whether the build compiled shader name (vk_shaders.h): the Makefile leaves some out. */
+bool vk_shader_built(const char *name);
 
 /* Resets fence, submits cb (ended) on d's queue and waits on fence until it has run. */
 enum hearth_status vk_dev_submit(struct vk_dev *d, VkCommandBuffer cb, VkFence fence, char *err,

@@ -101,6 +101,14 @@ static enum hearth_status pipe_make(struct vk_dev *d, const struct vk_shader *sh
     return HEARTH_OK;
 }
 
+bool vk_shader_built(const char *name)
+{
+    for (const struct vk_shader *sh = vk_shaders; sh->name; sh++)
+        if (!strcmp(sh->name, name))
+            return true;
+    return false;
+}
+
 enum hearth_status vk_pipe_get(struct vk_dev *d, const char *name, uint32_t n_bufs,
                                uint32_t push_len, struct vk_pipe **out, char *err,
                                size_t err_len)
