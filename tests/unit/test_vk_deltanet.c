@@ -29,21 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/testutil.h"
+#include "util/vkutil.h"
 
 #ifndef HEARTH_VULKAN
 
-static void test_not_built(void **state)
-{
-    print_message("vulkan-test: skipped: hearth is built without Vulkan "
-                  "(needs libvulkan-dev and glslc)\n");
-    skip();
-}
-
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_not_built)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vku_not_built_main();
 }
 
 #else
@@ -54,67 +46,6 @@ int main(void)
 
 #define CONV_BOUND 1e-6
 #define SCAN_BOUND 5e-6
-
-static char err[256];
-static char skip_why[256];
-static struct vk_dev *dev;
-
-static int setup(void **state)
-{
-    struct vk_device_info *info = NULL;
-    int n                       = 0;
-    if (vk_enumerate(&info, &n, err, sizeof err) != HEARTH_OK)
-        snprintf(skip_why, sizeof skip_why, "%s", err);
-    else if (n == 0)
-        snprintf(skip_why, sizeof skip_why, "the loader found no Vulkan device");
-    else if (vk_dev_open(0, 0, &dev, err, sizeof err) != HEARTH_OK) {
-        print_message("vk_dev_open: %s\n", err);
-        free(info);
-        return -1;
-    }
-    free(info);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    vk_dev_close(dev);
-    return 0;
-}
-
-#define NEED_DEVICE()                                                                        \
-    if (!dev) {                                                                              \
-        print_message("vulkan-test: skipped: %s\n", skip_why);                               \
-        skip();                                                                              \
-    }
-
-#define OK(call)                                                                             \
-    do {                                                                                     \
-        enum hearth_status st_ = (call);                                                     \
-        if (st_ != HEARTH_OK)                                                                \
-            print_message("%s: %s\n", #call, err);                                          \
-        assert_int_equal(st_, HEARTH_OK);                                                    \
-    } while (0)
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-/* Uniform in [-1, 1). */
-static float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / (double)(1ull << 52)) * 2.0f - 1.0f;
-}
-
-static struct vk_buf *dev_buf(const void *src, size_t len)
-{
-    struct vk_buf *b;
-    OK(vk_buf_new(dev, len, &b, err, sizeof err));
-    if (src)
-        OK(vk_buf_upload(b, 0, src, len, err, sizeof err));
-    return b;
-}
 
 static void *zalloc(size_t n_floats)
 {
@@ -262,7 +193,7 @@ static struct vk_buf *rows_buf(const int32_t *seq, int n, int32_t *next_pos)
         rows[2 * t]     = seq[t];
         rows[2 * t + 1] = next_pos[seq[t]]++;
     }
-    return dev_buf(rows, (size_t)n * 8);
+    return vku_upload(vku_dev, rows, (size_t)n * 8);
 }
 
 /*
@@ -284,18 +215,20 @@ static void run_shape(struct vk_dnet_shape sh)
     r.conv    = zalloc(N_SEQ * cl);
     r.ssm     = zalloc(N_SEQ * sl);
     for (size_t i = 0; i < (size_t)C * K; i++)
-        r.taps[i] = 0.7f * frand();
+        r.taps[i] = 0.7f * vku_frand();
     for (uint32_t h = 0; h < nv; h++) {
-        r.dt_bias[h] = frand();
-        r.a[h]       = -expf(frand());
+        r.dt_bias[h] = vku_frand();
+        r.a[h]       = -expf(vku_frand());
     }
-    struct vk_buf *btaps = dev_buf(r.taps, (size_t)C * K * f), *bdt = dev_buf(r.dt_bias, nv * f),
-                  *ba = dev_buf(r.a, nv * f), *bconv = dev_buf(r.conv, N_SEQ * cl * f),
-                  *bssm = dev_buf(r.ssm, N_SEQ * sl * f);
+    struct vk_buf *btaps = vku_upload(vku_dev, r.taps, (size_t)C * K * f),
+                  *bdt   = vku_upload(vku_dev, r.dt_bias, nv * f),
+                  *ba    = vku_upload(vku_dev, r.a, nv * f),
+                  *bconv = vku_upload(vku_dev, r.conv, N_SEQ * cl * f),
+                  *bssm  = vku_upload(vku_dev, r.ssm, N_SEQ * sl * f);
     /* a slot of the device's snapshots holds the window, then the matrices */
     const struct vk_dnet_shape *shp = &sh;
     struct vk_dnet_snap snap = {.n_slot = 2, .stride = (uint32_t)(cl + sl), .off = (uint32_t)cl};
-    snap.buf  = dev_buf(NULL, 2 * (cl + sl) * f);
+    snap.buf  = vku_upload(vku_dev, NULL, 2 * (cl + sl) * f);
     int32_t next_pos[N_SEQ] = {0};
     double conv_worst = 0, o_worst = 0, st_worst = 0, snap_worst = 0;
     for (int batch = 0; batch < 2; batch++) {
@@ -305,13 +238,15 @@ static void run_shape(struct vk_dnet_shape sh)
               *g = zalloc((size_t)n * nv), *o = zalloc((size_t)n * nv * S),
               *got = zalloc((size_t)n * nv * S + (size_t)n * C + N_SEQ * sl);
         for (size_t i = 0; i < (size_t)n * C; i++)
-            x[i] = frand();
+            x[i] = vku_frand();
         for (size_t i = 0; i < (size_t)n * nv; i++) {
-            beta[i] = 3.0f * frand();
-            g[i]    = 3.0f * frand();
+            beta[i] = 3.0f * vku_frand();
+            g[i]    = 3.0f * vku_frand();
         }
-        struct vk_buf *bx = dev_buf(x, (size_t)n * C * f), *bb = dev_buf(beta, n * nv * f),
-                      *bg = dev_buf(g, n * nv * f), *bo = dev_buf(NULL, (size_t)n * nv * S * f),
+        struct vk_buf *bx    = vku_upload(vku_dev, x, (size_t)n * C * f),
+                      *bb    = vku_upload(vku_dev, beta, n * nv * f),
+                      *bg    = vku_upload(vku_dev, g, n * nv * f),
+                      *bo    = vku_upload(vku_dev, NULL, (size_t)n * nv * S * f),
                       *brows = rows_buf(seq, n, next_pos);
         int32_t slots[MAX_TOK];
         float *ref_snap[MAX_TOK] = {0};
@@ -323,21 +258,22 @@ static void run_shape(struct vk_dnet_shape sh)
             ref_snap[snap_a] = zalloc(cl + sl);
             ref_snap[snap_b] = zalloc(cl + sl);
         }
-        snap.slots = dev_buf(slots, (size_t)n * 4);
+        snap.slots = vku_upload(vku_dev, slots, (size_t)n * 4);
         struct vk_seq *s;
-        OK(vk_seq_new(dev, &s, err, sizeof err));
-        OK(vk_seq_begin(s, err, sizeof err));
+        OK(vk_seq_new(vku_dev, &s, vku_err, sizeof vku_err));
+        OK(vk_seq_begin(s, vku_err, sizeof vku_err));
         OK(vk_op_conv1d(s, shp, bx, btaps, bconv, N_SEQ, brows, (uint32_t)n,
-                        batch ? &snap : NULL, err, sizeof err));
-        OK(vk_seq_run(s, err, sizeof err));
+                        batch ? &snap : NULL, vku_err, sizeof vku_err));
+        OK(vk_seq_run(s, vku_err, sizeof vku_err));
         /* the conv's output before prep normalises q and k in place */
         float *conv_got = got + (size_t)n * nv * S;
-        OK(vk_buf_download(bx, 0, conv_got, (size_t)n * C * f, err, sizeof err));
-        OK(vk_seq_begin(s, err, sizeof err));
-        OK(vk_op_dnet_prep(s, shp, bx, bb, bg, bdt, ba, (uint32_t)n, 1e-6f, err, sizeof err));
+        OK(vk_buf_download(bx, 0, conv_got, (size_t)n * C * f, vku_err, sizeof vku_err));
+        OK(vk_seq_begin(s, vku_err, sizeof vku_err));
+        OK(vk_op_dnet_prep(s, shp, bx, bb, bg, bdt, ba, (uint32_t)n, 1e-6f, vku_err,
+                           sizeof vku_err));
         OK(vk_op_dnet_scan(s, shp, bx, bb, bg, bssm, N_SEQ, bo, brows, (uint32_t)n,
-                           batch ? &snap : NULL, err, sizeof err));
-        OK(vk_seq_run(s, err, sizeof err));
+                           batch ? &snap : NULL, vku_err, sizeof vku_err));
+        OK(vk_seq_run(s, vku_err, sizeof vku_err));
         vk_seq_free(s);
 
         double *mag = calloc((size_t)n * C, sizeof *mag);
@@ -350,16 +286,16 @@ static void run_shape(struct vk_dnet_shape sh)
             snap_m[t] = ref_snap[t] ? ref_snap[t] + cl : NULL;
         /* windows after the batch: bit for bit */
         float *win = got + (size_t)n * nv * S + (size_t)n * C;
-        OK(vk_buf_download(bconv, 0, win, N_SEQ * cl * f, err, sizeof err));
+        OK(vk_buf_download(bconv, 0, win, N_SEQ * cl * f, vku_err, sizeof vku_err));
         assert_memory_equal(win, r.conv, N_SEQ * cl * f);
         ref_scan(&r, seq, n, x, beta, g, o, snap_m);
-        OK(vk_buf_download(bo, 0, got, (size_t)n * nv * S * f, err, sizeof err));
+        OK(vk_buf_download(bo, 0, got, (size_t)n * nv * S * f, vku_err, sizeof vku_err));
         o_worst = fmax(o_worst, rel_err(got, o, (size_t)n * nv * S));
-        OK(vk_buf_download(bssm, 0, win, N_SEQ * sl * f, err, sizeof err));
+        OK(vk_buf_download(bssm, 0, win, N_SEQ * sl * f, vku_err, sizeof vku_err));
         st_worst = fmax(st_worst, rel_err(win, r.ssm, N_SEQ * sl));
         if (batch) {
             float *sg = zalloc(2 * (cl + sl));
-            OK(vk_buf_download(snap.buf, 0, sg, 2 * (cl + sl) * f, err, sizeof err));
+            OK(vk_buf_download(snap.buf, 0, sg, 2 * (cl + sl) * f, vku_err, sizeof vku_err));
             const int rows[2] = {snap_a, snap_b};
             for (int i = 0; i < 2; i++) {
                 assert_memory_equal(sg + i * (cl + sl), ref_snap[rows[i]], cl * f);
@@ -367,7 +303,7 @@ static void run_shape(struct vk_dnet_shape sh)
                                   rel_err(sg + i * (cl + sl) + cl, ref_snap[rows[i]] + cl, sl));
             }
             /* sequence 0's last row: its snapshot is the state the batch leaves */
-            OK(vk_buf_download(bssm, 0, win, sl * f, err, sizeof err));
+            OK(vk_buf_download(bssm, 0, win, sl * f, vku_err, sizeof vku_err));
             assert_memory_equal(sg + (cl + sl) + cl, win, sl * f);
             free(sg);
             free(ref_snap[snap_a]);
@@ -403,14 +339,14 @@ static void run_shape(struct vk_dnet_shape sh)
 
 static void test_scan_tiny_shape(void **state)
 {
-    NEED_DEVICE();
+    NEED_DEVICE(d);
     run_shape((struct vk_dnet_shape){.n_conv = 4, .S = 32, .n_k = 2, .n_v = 4,
                                      .conv_dim = (2 * 2 + 4) * 32});
 }
 
 static void test_scan_odd_shape(void **state)
 {
-    NEED_DEVICE();
+    NEED_DEVICE(d);
     run_shape((struct vk_dnet_shape){.n_conv = 3, .S = 91, .n_k = 1, .n_v = 3,
                                      .conv_dim = (2 * 1 + 3) * 91});
 }
@@ -418,25 +354,26 @@ static void test_scan_odd_shape(void **state)
 /* Shapes that do not fit, and buffers too small, are refused with a sentence, not run. */
 static void test_refusals(void **state)
 {
-    NEED_DEVICE();
+    NEED_DEVICE(d);
     const struct vk_dnet_shape good = {4, 32, 2, 4, 256}, bad = {4, 32, 3, 4, 320};
-    struct vk_buf *small = dev_buf(NULL, 64), *big = dev_buf(NULL, 1 << 16);
+    struct vk_buf *small = vku_upload(d, NULL, 64), *big = vku_upload(d, NULL, 1 << 16);
     struct vk_seq *s;
-    OK(vk_seq_new(dev, &s, err, sizeof err));
-    OK(vk_seq_begin(s, err, sizeof err));
-    assert_int_equal(vk_op_conv1d(s, &bad, big, big, big, 1, big, 1, NULL, err, sizeof err),
+    OK(vk_seq_new(d, &s, vku_err, sizeof vku_err));
+    OK(vk_seq_begin(s, vku_err, sizeof vku_err));
+    assert_int_equal(vk_op_conv1d(s, &bad, big, big, big, 1, big, 1, NULL, vku_err, sizeof vku_err),
                      HEARTH_EINVAL);
-    assert_non_null(strstr(err, "value heads"));
-    assert_int_equal(vk_op_conv1d(s, &good, small, big, big, 1, big, 1, NULL, err, sizeof err),
-                     HEARTH_ERANGE);
-    assert_non_null(strstr(err, "conv1d"));
-    assert_int_equal(vk_op_dnet_scan(s, &good, big, big, big, big, 5, big, big, 1, NULL, err,
-                                     sizeof err),
+    assert_non_null(strstr(vku_err, "value heads"));
+    assert_int_equal(
+        vk_op_conv1d(s, &good, small, big, big, 1, big, 1, NULL, vku_err, sizeof vku_err),
+        HEARTH_ERANGE);
+    assert_non_null(strstr(vku_err, "conv1d"));
+    assert_int_equal(vk_op_dnet_scan(s, &good, big, big, big, big, 5, big, big, 1, NULL, vku_err,
+                                     sizeof vku_err),
                      HEARTH_ERANGE); /* 5 states of 4 x 32 x 32 floats: 64 KiB is too small */
-    assert_int_equal(vk_op_dnet_scan(s, &good, big, big, big, big, 1, big, big, 1, NULL, err,
-                                     sizeof err),
+    assert_int_equal(vk_op_dnet_scan(s, &good, big, big, big, big, 1, big, big, 1, NULL, vku_err,
+                                     sizeof vku_err),
                      HEARTH_EINVAL); /* the output over its input */
-    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_seq_run(s, vku_err, sizeof vku_err));
     vk_seq_free(s);
     vk_buf_free(small);
     vk_buf_free(big);
@@ -449,7 +386,7 @@ int main(void)
         cmocka_unit_test(test_scan_odd_shape),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, vku_setup, vku_teardown);
 }
 
 #endif

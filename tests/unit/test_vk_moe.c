@@ -29,21 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/testutil.h"
+#include "util/vkutil.h"
 
 #ifndef HEARTH_VULKAN
 
-static void test_not_built(void **state)
-{
-    print_message("vulkan-test: skipped: hearth is built without Vulkan "
-                  "(needs libvulkan-dev and glslc)\n");
-    skip();
-}
-
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_not_built)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vku_not_built_main();
 }
 
 #else
@@ -63,93 +55,6 @@ int main(void)
  */
 #define LAYER_Q8_BOUND 2e-3
 
-static char err[HEARTH_ERR_MAX];
-static char skip_why[HEARTH_ERR_MAX];
-
-static int setup(void **state)
-{
-    static struct vk_dev *d;
-    struct vk_device_info *info = NULL;
-    int n                       = 0;
-    if (vk_enumerate(&info, &n, err, sizeof err) != HEARTH_OK)
-        snprintf(skip_why, sizeof skip_why, "%s", err);
-    else if (n == 0)
-        snprintf(skip_why, sizeof skip_why, "the loader found no Vulkan device");
-    else if (vk_dev_open(0, 0, &d, err, sizeof err) != HEARTH_OK) {
-        print_message("vk_dev_open: %s\n", err);
-        free(info);
-        return -1;
-    }
-    free(info);
-    *state = &d;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    vk_dev_close(*(struct vk_dev **)*state);
-    return 0;
-}
-
-#define NEED_DEVICE(d)                                                                       \
-    struct vk_dev *d = *(struct vk_dev **)*state;                                            \
-    if (!d) {                                                                                \
-        print_message("vulkan-test: skipped: %s\n", skip_why);                               \
-        skip();                                                                              \
-    }
-
-#define OK(call)                                                                             \
-    do {                                                                                     \
-        enum hearth_status st_ = (call);                                                     \
-        if (st_ != HEARTH_OK)                                                                \
-            print_message("%s: %s\n", #call, err);                                          \
-        assert_int_equal(st_, HEARTH_OK);                                                    \
-    } while (0)
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-/* Uniform in [-1, 1). */
-static float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / (double)(1ull << 52)) * 2.0f - 1.0f;
-}
-
-static struct vk_buf *upload(struct vk_dev *d, const void *src, size_t len)
-{
-    struct vk_buf *b;
-    OK(vk_buf_new(d, len, &b, err, sizeof err));
-    OK(vk_buf_upload(b, 0, src, len, err, sizeof err));
-    return b;
-}
-
-static struct vk_buf *zeros(struct vk_dev *d, size_t len)
-{
-    void *z = calloc(1, len);
-    assert_non_null(z);
-    struct vk_buf *b = upload(d, z, len);
-    free(z);
-    return b;
-}
-
-static void download(struct vk_buf *b, void *dst, size_t len)
-{
-    OK(vk_buf_download(b, 0, dst, len, err, sizeof err));
-}
-
-/* Records what call does (naming the sequence s) and runs it. */
-#define RUN1(d, call)                                                                        \
-    do {                                                                                     \
-        struct vk_seq *s;                                                                    \
-        OK(vk_seq_new(d, &s, err, sizeof err));                                              \
-        OK(vk_seq_begin(s, err, sizeof err));                                                \
-        OK(call);                                                                            \
-        OK(vk_seq_run(s, err, sizeof err));                                                  \
-        vk_seq_free(s);                                                                      \
-    } while (0)
-
 /* A weight of rows of n_in random values quantized to type, and its dequantized f32 copy. */
 struct mat {
     enum dtype type;
@@ -168,7 +73,7 @@ static struct mat mat_new(enum dtype type, uint32_t n_in, uint32_t n_rows, float
     assert_true(row && m.q && m.deq);
     for (uint32_t r = 0; r < n_rows; r++) {
         for (uint32_t i = 0; i < n_in; i++)
-            row[i] = scale * frand() * (1.0f + (float)((r + i) % 5));
+            row[i] = scale * vku_frand() * (1.0f + (float)((r + i) % 5));
         assert_true(quant_row(type, row, m.q + r * row_len, n_in));
         kernels_ref()->type[type].to_float(m.q + r * row_len, m.deq + (size_t)r * n_in, n_in);
     }
@@ -185,7 +90,7 @@ static void mat_free(struct mat *m)
 static struct vk_weight *mat_upload(struct vk_dev *d, const struct mat *m, size_t part_max)
 {
     struct vk_weight *w;
-    OK(vk_weight_new(d, m->type, m->n_in, m->n_rows, m->q, part_max, &w, err, sizeof err));
+    OK(vk_weight_new(d, m->type, m->n_in, m->n_rows, m->q, part_max, &w, vku_err, sizeof vku_err));
     return w;
 }
 
@@ -227,13 +132,15 @@ static double mul_id_err(struct vk_dev *d, enum dtype type, bool per_slot, size_
     float *x = malloc((size_t)x_rows * n_in * sizeof *x), y[PAIRS * OUT];
     assert_non_null(x);
     for (size_t i = 0; i < (size_t)x_rows * n_in; i++)
-        x[i] = frand();
+        x[i] = vku_frand();
     for (int i = 0; i < PAIRS * OUT; i++)
         y[i] = -12345.0f;
-    struct vk_buf *bi = upload(d, ids, sizeof ids), *bx = upload(d, x, (size_t)x_rows * n_in * 4),
-                  *by = upload(d, y, sizeof y);
-    RUN1(d, vk_op_matmul_id(s, w, OUT, BASE, bi, bx, per_slot, by, TOK, SLOTS, err, sizeof err));
-    download(by, y, sizeof y);
+    struct vk_buf *bi = vku_upload(d, ids, sizeof ids),
+                  *bx = vku_upload(d, x, (size_t)x_rows * n_in * 4),
+                  *by = vku_upload(d, y, sizeof y);
+    RUN1(d, vk_op_matmul_id(s, w, OUT, BASE, bi, bx, per_slot, by, TOK, SLOTS, vku_err,
+                            sizeof vku_err));
+    vku_download(by, y, sizeof y);
     double worst = 0;
     for (int q = 0; q < PAIRS; q++) {
         const float *xq = x + (size_t)(per_slot ? q : q / SLOTS) * n_in;
@@ -287,22 +194,24 @@ static void test_mul_id_refusals(void **state)
     NEED_DEVICE(d);
     struct mat m = mat_new(DTYPE_Q8_0, 64, 6, 1.0f);
     struct vk_weight *w = mat_upload(d, &m, 0);
-    struct vk_buf *b = zeros(d, 64), *big = zeros(d, 4096);
+    struct vk_buf *b = vku_zeros(d, 64), *big = vku_zeros(d, 4096);
     struct vk_seq *s;
-    OK(vk_seq_new(d, &s, err, sizeof err));
-    OK(vk_seq_begin(s, err, sizeof err));
+    OK(vk_seq_new(d, &s, vku_err, sizeof vku_err));
+    OK(vk_seq_begin(s, vku_err, sizeof vku_err));
     /* 6 rows are not experts of 4 */
-    assert_int_equal(vk_op_matmul_id(s, w, 4, 0, big, big, false, big, 1, 1, err, sizeof err),
-                     HEARTH_EINVAL);
-    assert_non_null(strstr(err, "experts of 4"));
+    assert_int_equal(
+        vk_op_matmul_id(s, w, 4, 0, big, big, false, big, 1, 1, vku_err, sizeof vku_err),
+        HEARTH_EINVAL);
+    assert_non_null(strstr(vku_err, "experts of 4"));
     /* an output of 64 bytes cannot hold 8 pairs of 3 floats */
-    assert_int_equal(vk_op_matmul_id(s, w, 3, 0, big, big, false, b, 4, 2, err, sizeof err),
+    assert_int_equal(vk_op_matmul_id(s, w, 3, 0, big, big, false, b, 4, 2, vku_err, sizeof vku_err),
                      HEARTH_ERANGE);
-    assert_non_null(strstr(err, "the output"));
-    assert_int_equal(vk_op_moe_route(s, big, big, big, 1, 4, 5, false, err, sizeof err),
+    assert_non_null(strstr(vku_err, "the output"));
+    assert_int_equal(vk_op_moe_route(s, big, big, big, 1, 4, 5, false, vku_err, sizeof vku_err),
                      HEARTH_EINVAL);
-    assert_int_equal(vk_op_moe_combine(s, b, b, b, 1, 16, 2, err, sizeof err), HEARTH_ERANGE);
-    OK(vk_seq_run(s, err, sizeof err));
+    assert_int_equal(vk_op_moe_combine(s, b, b, b, 1, 16, 2, vku_err, sizeof vku_err),
+                     HEARTH_ERANGE);
+    OK(vk_seq_run(s, vku_err, sizeof vku_err));
     vk_seq_free(s);
     vk_buf_free(b);
     vk_buf_free(big);
@@ -362,7 +271,7 @@ static void test_route(void **state)
     static int32_t ids[TOK * S], want[S];
     static float w[TOK * S];
     for (int i = 0; i < TOK * L; i++)
-        logit[i] = 6.0f * frand();
+        logit[i] = 6.0f * vku_frand();
     /* exact ties: equal logits go to the lower index, in order */
     for (int e = 0; e < E; e++)
         logit[e] = e % 3 == 0 ? 2.5f : -1.0f;
@@ -372,11 +281,11 @@ static void test_route(void **state)
         static float packed[TOK * L];
         for (int t = 0; t < TOK; t++)
             memcpy(packed + t * nl, logit + t * L, (size_t)nl * 4);
-        struct vk_buf *bl = upload(d, packed, sizeof packed), *bi = zeros(d, sizeof ids),
-                      *bw = zeros(d, sizeof w);
-        RUN1(d, vk_op_moe_route(s, bl, bi, bw, TOK, E, K, sh, err, sizeof err));
-        download(bi, ids, sizeof ids);
-        download(bw, w, sizeof w);
+        struct vk_buf *bl = vku_upload(d, packed, sizeof packed), *bi = vku_zeros(d, sizeof ids),
+                      *bw = vku_zeros(d, sizeof w);
+        RUN1(d, vk_op_moe_route(s, bl, bi, bw, TOK, E, K, sh, vku_err, sizeof vku_err));
+        vku_download(bi, ids, sizeof ids);
+        vku_download(bw, w, sizeof w);
         double worst = 0, gap;
         double ww[S];
         int close    = 0;
@@ -410,15 +319,15 @@ static void test_combine(void **state)
     enum { TOK = 13, D = 300, S = 3 };
     static float x[TOK * D], o[TOK * S * D], w[TOK * S], got[TOK * D];
     for (int i = 0; i < TOK * D; i++)
-        x[i] = 4.0f * frand();
+        x[i] = 4.0f * vku_frand();
     for (int i = 0; i < TOK * S * D; i++)
-        o[i] = 3.0f * frand();
+        o[i] = 3.0f * vku_frand();
     for (int i = 0; i < TOK * S; i++)
-        w[i] = 0.5f * (frand() + 1.0f);
-    struct vk_buf *bx = upload(d, x, sizeof x), *bo = upload(d, o, sizeof o),
-                  *bw = upload(d, w, sizeof w);
-    RUN1(d, vk_op_moe_combine(s, bx, bo, bw, TOK, D, S, err, sizeof err));
-    download(bx, got, sizeof got);
+        w[i] = 0.5f * (vku_frand() + 1.0f);
+    struct vk_buf *bx = vku_upload(d, x, sizeof x), *bo = vku_upload(d, o, sizeof o),
+                  *bw = vku_upload(d, w, sizeof w);
+    RUN1(d, vk_op_moe_combine(s, bx, bo, bw, TOK, D, S, vku_err, sizeof vku_err));
+    vku_download(bx, got, sizeof got);
     for (int t = 0; t < TOK; t++)
         for (int i = 0; i < D; i++) {
             float acc = o[(t * S) * D + i] * w[t * S];
@@ -452,7 +361,7 @@ static void test_round_act(void **state)
     for (int b = 0; b < N / 32; b++) {
         const float scale = ldexpf(1.0f, b % 40 - 20);
         for (int j = 0; j < 32; j++)
-            x[b * 32 + j] = scale * frand();
+            x[b * 32 + j] = scale * vku_frand();
         if (b % 7 == 1) /* amax 127: x * 127 / amax is x, so .5s are exact halfway cases */
             for (int j = 0; j < 32; j++)
                 x[b * 32 + j] = j == 0 ? 127.0f : (float)(j * 4 - 64) + 0.5f;
@@ -463,14 +372,14 @@ static void test_round_act(void **state)
     assert_int_equal(k->type[DTYPE_Q8_0].vec_dot_type, DTYPE_Q8_0);
     k->type[DTYPE_Q8_0].from_float(x, q, N);
     kernels_ref()->type[DTYPE_Q8_0].to_float(q, want, N);
-    struct vk_buf *bx = upload(d, x, sizeof x), *by = zeros(d, sizeof x);
-    RUN1(d, vk_op_act_round(s, DTYPE_Q8_0, bx, by, N, err, sizeof err));
-    download(by, got, sizeof got);
+    struct vk_buf *bx = vku_upload(d, x, sizeof x), *by = vku_zeros(d, sizeof x);
+    RUN1(d, vk_op_act_round(s, DTYPE_Q8_0, bx, by, N, vku_err, sizeof vku_err));
+    vku_download(by, got, sizeof got);
     int diff = 0;
     for (int i = 0; i < N; i++)
         diff += memcmp(&got[i], &want[i], 4) != 0;
-    RUN1(d, vk_op_act_round(s, DTYPE_Q8_0, bx, bx, N, err, sizeof err));
-    download(bx, x, sizeof x);
+    RUN1(d, vk_op_act_round(s, DTYPE_Q8_0, bx, bx, N, vku_err, sizeof vku_err));
+    vku_download(bx, x, sizeof x);
     print_message("# round_act q8_0 (%s's from_float): %d of %d values differ, in place %s\n",
                   k->name, diff, N, memcmp(x, want, sizeof x) ? "differs" : "the same");
     assert_int_equal(diff, 0);
@@ -507,13 +416,13 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
                sdown = mat_new(type, f_in, D, 0.1f);
     float shg[D];
     for (int i = 0; i < D; i++)
-        shg[i] = 0.2f * frand();
+        shg[i] = 0.2f * vku_frand();
     float *x = malloc((size_t)n_tok * D * 4), *xb = malloc((size_t)n_tok * D * 4),
           *got = malloc((size_t)n_tok * D * 4);
     assert_true(x && xb && got);
     for (size_t i = 0; i < (size_t)n_tok * D; i++) {
-        x[i]  = frand();
-        xb[i] = 2.0f * frand();
+        x[i]  = vku_frand();
+        xb[i] = 2.0f * vku_frand();
     }
     struct vk_moe_layer L = {
         .router   = mat_upload(d, &router, 0),
@@ -528,17 +437,17 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
         .n_ff     = f_in,
         .n_embd   = D};
     if (sh) {
-        L.shexp_gate = upload(d, shg, sizeof shg);
+        L.shexp_gate = vku_upload(d, shg, sizeof shg);
         L.sh_gate    = mat_upload(d, &sgate, 0);
         L.sh_up      = mat_upload(d, &sup, 0);
         L.sh_down    = mat_upload(d, &sdown, 0);
     }
     struct vk_moe_scratch *sc;
-    OK(vk_moe_scratch_new(d, n_tok + 3, D, f_in, E, S, &sc, err, sizeof err));
-    struct vk_buf *bx = upload(d, x, (size_t)n_tok * D * 4),
-                  *bxb = upload(d, xb, (size_t)n_tok * D * 4);
-    RUN1(d, vk_moe_ffn(s, &L, sc, bxb, bx, n_tok, err, sizeof err));
-    download(bx, got, (size_t)n_tok * D * 4);
+    OK(vk_moe_scratch_new(d, n_tok + 3, D, f_in, E, S, &sc, vku_err, sizeof vku_err));
+    struct vk_buf *bx = vku_upload(d, x, (size_t)n_tok * D * 4),
+                  *bxb = vku_upload(d, xb, (size_t)n_tok * D * 4);
+    RUN1(d, vk_moe_ffn(s, &L, sc, bxb, bx, n_tok, vku_err, sizeof vku_err));
+    vku_download(bx, got, (size_t)n_tok * D * 4);
 
     double worst = 0;
     for (uint32_t t = 0; t < n_tok; t++) {
@@ -634,7 +543,7 @@ int main(void)
         cmocka_unit_test(test_route),    cmocka_unit_test(test_combine),
         cmocka_unit_test(test_round_act), cmocka_unit_test(test_layer),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, vku_setup, vku_teardown);
 }
 
 #endif
