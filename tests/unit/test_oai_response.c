@@ -235,8 +235,8 @@ static void test_render_tool_call_and_reasoning(void **state)
     const char *want_order[] = {"\"delta\":{\"reasoning_content\":\"I should call",
                                 "\"delta\":{\"content\":\"Sure.\"}",
                                 "\"tool_calls\":[{\"index\":0,\"id\":\"call_",
-                                "\"type\":\"function\",\"function\":{\"name\":\"get\","
-                                "\"arguments\":\"\"}}]",
+                                ("\"type\":\"function\",\"function\":{\"name\":\"get\","
+                                 "\"arguments\":\"\"}}]"),
                                 "\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":",
                                 "\"finish_reason\":\"tool_calls\"", "data: [DONE]"};
     const char *p            = all;
