@@ -316,22 +316,12 @@ static void test_vulkan_moe_figure_near_cpu(void **state)
     const char *ngl[] = {"0", "99", "2"};
     double ppl[3];
     for (int i = 0; i < 3; i++) {
-        const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
-                              "-t", "2", "-ngl", ngl[i], NULL};
-        char *out = NULL, *err = NULL;
-        const int rc = tu_run(argv, NULL, &out, &err, 300);
-        if (rc != 0 && i > 0 && strstr(err, "Vulkan device 0 cannot be used")) {
-            print_message("vulkan-test: skipped: %s", err);
-            free(out);
-            free(err);
+        bool refused;
+        ppl[i] = ppl_ngl(model, text, ngl[i], &refused);
+        if (refused)
             skip();
-        }
-        assert_int_equal(rc, 0);
-        ppl[i] = final_ppl(out);
         print_message("qwen3moe -ngl %-3s PPL %.4f (%+.3f%%)\n", ngl[i], ppl[i],
                       100 * (ppl[i] / ppl[0] - 1));
-        free(out);
-        free(err);
     }
     assert_true(fabs(ppl[1] / ppl[0] - 1) < 0.005);
     assert_true(fabs(ppl[2] / ppl[0] - 1) < 0.005);
@@ -474,24 +464,15 @@ static void test_vulkan_qwen35moe_figure_near_cpu(void **state)
     const char *ngl[] = {"0", "99", "2"};
     double ppl[3];
     for (int i = 0; i < 3; i++) {
-        const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
-                              "-t", "2", "-ngl", ngl[i], NULL};
-        char *out = NULL, *err = NULL;
-        const int rc = tu_run(argv, NULL, &out, &err, 300);
-        if (rc != 0 && i > 0 && strstr(err, "Vulkan device 0 cannot be used")) {
-            print_message("vulkan-test: skipped: %s", err);
-            free(out);
-            free(err);
+        bool refused;
+        ppl[i] = ppl_ngl(model, text, ngl[i], &refused);
+        if (refused) {
             tu_rmtree(dir);
             free(dir);
             skip();
         }
-        assert_int_equal(rc, 0);
-        ppl[i] = final_ppl(out);
         print_message("qwen35moe F32 -ngl %-3s PPL %.4f (%+.2e)\n", ngl[i], ppl[i],
                       ppl[i] / ppl[0] - 1);
-        free(out);
-        free(err);
     }
     tu_rmtree(dir);
     free(dir);

@@ -31,20 +31,13 @@
 #include <string.h>
 
 #include "util/testutil.h"
+#include "util/vkutil.h"
 
 #ifndef HEARTH_VULKAN
 
-static void test_not_built(void **state)
-{
-    print_message("vulkan-test: skipped: hearth is built without Vulkan "
-                  "(needs libvulkan-dev and glslc)\n");
-    skip();
-}
-
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_not_built)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return vku_not_built_main();
 }
 
 #else
@@ -63,25 +56,22 @@ struct fixture {
     struct vk_dev *none;  /* without the integer path (VK_OPEN_NO_IDOT) */
 };
 
-static char err[HEARTH_ERR_MAX];
-static char skip_why[HEARTH_ERR_MAX];
-
 static int setup(void **state)
 {
     static struct fixture f;
     struct vk_device_info *info = NULL;
     int n                       = 0;
-    if (vk_enumerate(&info, &n, err, sizeof err) != HEARTH_OK) {
-        snprintf(skip_why, sizeof skip_why, "%s", err);
+    if (vk_enumerate(&info, &n, vku_err, sizeof vku_err) != HEARTH_OK) {
+        snprintf(vku_skip_why, sizeof vku_skip_why, "%s", vku_err);
     } else if (n == 0) {
-        snprintf(skip_why, sizeof skip_why, "the loader found no Vulkan device");
+        snprintf(vku_skip_why, sizeof vku_skip_why, "the loader found no Vulkan device");
     } else {
         print_message("# vulkan0: %s (%s), integer dot %s\n", info[0].name, info[0].driver,
                       info[0].int_dot ? "yes" : "no");
-        if (vk_dev_open(0, 0, &f.d, err, sizeof err) != HEARTH_OK ||
-            vk_dev_open(0, VK_OPEN_PLAIN, &f.plain, err, sizeof err) != HEARTH_OK ||
-            vk_dev_open(0, VK_OPEN_NO_IDOT, &f.none, err, sizeof err) != HEARTH_OK) {
-            print_message("vk_dev_open: %s\n", err);
+        if (vk_dev_open(0, 0, &f.d, vku_err, sizeof vku_err) != HEARTH_OK ||
+            vk_dev_open(0, VK_OPEN_PLAIN, &f.plain, vku_err, sizeof vku_err) != HEARTH_OK ||
+            vk_dev_open(0, VK_OPEN_NO_IDOT, &f.none, vku_err, sizeof vku_err) != HEARTH_OK) {
+            print_message("vk_dev_open: %s\n", vku_err);
             free(info);
             return -1;
         }
@@ -100,48 +90,21 @@ static int teardown(void **state)
     return 0;
 }
 
-#define NEED_DEVICE(f)                                                                       \
+#define NEED_FIXTURE(f)                                                                      \
     struct fixture *f = *state;                                                              \
     if (!f->d) {                                                                             \
-        print_message("vulkan-test: skipped: %s\n", skip_why);                               \
+        print_message("vulkan-test: skipped: %s\n", vku_skip_why);                           \
         skip();                                                                              \
     }
 
 /* The integer path's checks need a device that runs it: elsewhere only the refusals run. */
 #define NEED_IDOT(f)                                                                         \
-    NEED_DEVICE(f);                                                                          \
+    NEED_FIXTURE(f);                                                                         \
     if (!vk_op_matmul_dot_supported(f->d, DTYPE_Q8_0, 1)) {                                  \
-        print_message("# no integer-dot path on %s: refusals only\n",                       \
+        print_message("# no integer-dot path on %s: refusals only\n",                        \
                       vk_dev_info(f->d)->name);                                              \
         return;                                                                              \
     }
-
-#define OK(call)                                                                             \
-    do {                                                                                     \
-        enum hearth_status st_ = (call);                                                     \
-        if (st_ != HEARTH_OK)                                                                \
-            print_message("%s: %s\n", #call, err);                                          \
-        assert_int_equal(st_, HEARTH_OK);                                                    \
-    } while (0)
-
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-/* Uniform in [-1, 1). */
-static float frand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / (double)(1ull << 52)) * 2.0f - 1.0f;
-}
-
-static struct vk_buf *upload(struct vk_dev *d, const void *src, size_t len)
-{
-    struct vk_buf *b;
-    OK(vk_buf_new(d, len, &b, err, sizeof err));
-    OK(vk_buf_upload(b, 0, src, len, err, sizeof err));
-    return b;
-}
 
 /* Random activations of n (a multiple of 32): block 1 all zero, the rest of varied scale. */
 static float *activations(uint32_t n)
@@ -149,7 +112,7 @@ static float *activations(uint32_t n)
     float *x = malloc((size_t)n * sizeof *x);
     assert_non_null(x);
     for (uint32_t i = 0; i < n; i++)
-        x[i] = i / 32 == 1 ? 0.0f : frand() * (float)(1 + (i / 32) % 5) * 3.0f;
+        x[i] = i / 32 == 1 ? 0.0f : vku_frand() * (float)(1 + (i / 32) % 5) * 3.0f;
     return x;
 }
 
@@ -159,14 +122,14 @@ static uint32_t *device_blocks(struct vk_dev *d, const float *x, uint32_t n, str
     const size_t len = (size_t)n / 32 * 36;
     uint32_t *q      = malloc(len);
     assert_non_null(q);
-    struct vk_buf *bx = upload(d, x, (size_t)n * sizeof *x), *bq;
-    OK(vk_buf_new(d, len, &bq, err, sizeof err));
+    struct vk_buf *bx = vku_upload(d, x, (size_t)n * sizeof *x), *bq;
+    OK(vk_buf_new(d, len, &bq, vku_err, sizeof vku_err));
     struct vk_seq *s;
-    OK(vk_seq_new(d, &s, err, sizeof err));
-    OK(vk_seq_begin(s, err, sizeof err));
-    OK(vk_op_quant_act(s, bx, bq, n, err, sizeof err));
-    OK(vk_seq_run(s, err, sizeof err));
-    OK(vk_buf_download(bq, 0, q, len, err, sizeof err));
+    OK(vk_seq_new(d, &s, vku_err, sizeof vku_err));
+    OK(vk_seq_begin(s, vku_err, sizeof vku_err));
+    OK(vk_op_quant_act(s, bx, bq, n, vku_err, sizeof vku_err));
+    OK(vk_seq_run(s, vku_err, sizeof vku_err));
+    OK(vk_buf_download(bq, 0, q, len, vku_err, sizeof vku_err));
     vk_seq_free(s);
     vk_buf_free(bx);
     if (keep)
@@ -216,7 +179,7 @@ static double dot_err(struct vk_dev *d, enum dtype type, uint32_t n_in, uint32_t
     assert_true(wf && wq && y && xq);
     for (uint32_t r = 0; r < n_out; r++) {
         for (uint32_t i = 0; i < n_in; i++)
-            wf[i] = frand() * (1.0f + (float)((r + i / 32) % 7));
+            wf[i] = vku_frand() * (1.0f + (float)((r + i / 32) % 7));
         assert_true(quant_row(type, wf, wq + r * row_len, n_in));
     }
     float *x = activations(n_tok * n_in);
@@ -224,14 +187,14 @@ static double dot_err(struct vk_dev *d, enum dtype type, uint32_t n_in, uint32_t
 
     struct vk_buf *bq;
     free(device_blocks(d, x, n_tok * n_in, &bq));
-    struct vk_buf *bw = upload(d, wq, row_len * n_out), *by;
-    OK(vk_buf_new(d, (size_t)n_tok * n_out * sizeof *y, &by, err, sizeof err));
+    struct vk_buf *bw = vku_upload(d, wq, row_len * n_out), *by;
+    OK(vk_buf_new(d, (size_t)n_tok * n_out * sizeof *y, &by, vku_err, sizeof vku_err));
     struct vk_seq *s;
-    OK(vk_seq_new(d, &s, err, sizeof err));
-    OK(vk_seq_begin(s, err, sizeof err));
-    OK(vk_op_matmul_dot(s, type, bw, bq, by, n_in, n_out, n_tok, err, sizeof err));
-    OK(vk_seq_run(s, err, sizeof err));
-    OK(vk_buf_download(by, 0, y, (size_t)n_tok * n_out * sizeof *y, err, sizeof err));
+    OK(vk_seq_new(d, &s, vku_err, sizeof vku_err));
+    OK(vk_seq_begin(s, vku_err, sizeof vku_err));
+    OK(vk_op_matmul_dot(s, type, bw, bq, by, n_in, n_out, n_tok, vku_err, sizeof vku_err));
+    OK(vk_seq_run(s, vku_err, sizeof vku_err));
+    OK(vk_buf_download(by, 0, y, (size_t)n_tok * n_out * sizeof *y, vku_err, sizeof vku_err));
 
     double worst = 0;
     *exact       = true;
@@ -304,39 +267,39 @@ static void test_dot_q4_0(void **state)
 
 static void test_refusals(void **state)
 {
-    NEED_DEVICE(f);
+    NEED_FIXTURE(f);
     /* the flag (and HEARTH_VK_IDOT=0) turns the path off; prefill and other types never take it */
     assert_false(vk_op_matmul_dot_supported(f->none, DTYPE_Q8_0, 1));
     assert_false(vk_op_matmul_dot_supported(f->d, DTYPE_Q4_K, 1));
     assert_false(vk_op_matmul_dot_supported(f->d, DTYPE_Q8_0, VK_DOT_MAX_TOK + 1));
     assert_false(vk_op_matmul_dot_supported(f->d, DTYPE_Q8_0, 0));
     float one[64] = {1.0f};
-    struct vk_buf *b = upload(f->none, one, sizeof one);
+    struct vk_buf *b = vku_upload(f->none, one, sizeof one);
     struct vk_seq *s;
-    OK(vk_seq_new(f->none, &s, err, sizeof err));
-    OK(vk_seq_begin(s, err, sizeof err));
-    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 32, 1, 1, err, sizeof err),
+    OK(vk_seq_new(f->none, &s, vku_err, sizeof vku_err));
+    OK(vk_seq_begin(s, vku_err, sizeof vku_err));
+    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 32, 1, 1, vku_err, sizeof vku_err),
                      HEARTH_EUNSUPPORTED);
-    assert_non_null(strstr(err, "no integer-dot matmul"));
-    assert_int_equal(vk_op_quant_act(s, b, b, 33, err, sizeof err), HEARTH_EINVAL);
-    assert_int_equal(vk_op_quant_act(s, b, b, 96, err, sizeof err), HEARTH_ERANGE);
-    OK(vk_seq_run(s, err, sizeof err));
+    assert_non_null(strstr(vku_err, "no integer-dot matmul"));
+    assert_int_equal(vk_op_quant_act(s, b, b, 33, vku_err, sizeof vku_err), HEARTH_EINVAL);
+    assert_int_equal(vk_op_quant_act(s, b, b, 96, vku_err, sizeof vku_err), HEARTH_ERANGE);
+    OK(vk_seq_run(s, vku_err, sizeof vku_err));
     vk_seq_free(s);
     vk_buf_free(b);
     if (!vk_op_matmul_dot_supported(f->d, DTYPE_Q8_0, 1))
         return;
-    b = upload(f->d, one, sizeof one);
-    OK(vk_seq_new(f->d, &s, err, sizeof err));
-    OK(vk_seq_begin(s, err, sizeof err));
-    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 48, 1, 1, err, sizeof err),
+    b = vku_upload(f->d, one, sizeof one);
+    OK(vk_seq_new(f->d, &s, vku_err, sizeof vku_err));
+    OK(vk_seq_begin(s, vku_err, sizeof vku_err));
+    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 48, 1, 1, vku_err, sizeof vku_err),
                      HEARTH_EINVAL);
     /* 2 rows of 64 Q8_0 need 136 bytes of weight; the buffer has 256 but 4 rows need 272 */
-    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 64, 4, 1, err, sizeof err),
+    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 64, 4, 1, vku_err, sizeof vku_err),
                      HEARTH_ERANGE);
-    assert_non_null(strstr(err, "the weight needs 272 bytes"));
-    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 64, 1, 8, err, sizeof err),
+    assert_non_null(strstr(vku_err, "the weight needs 272 bytes"));
+    assert_int_equal(vk_op_matmul_dot(s, DTYPE_Q8_0, b, b, b, 64, 1, 8, vku_err, sizeof vku_err),
                      HEARTH_EUNSUPPORTED);
-    OK(vk_seq_run(s, err, sizeof err));
+    OK(vk_seq_run(s, vku_err, sizeof vku_err));
     vk_seq_free(s);
     vk_buf_free(b);
 }
