@@ -82,6 +82,8 @@ shared vec4 xs[TN][CH4]; // tiled: the tile's tokens over that chunk
 shared float team_part[WG];
 #endif
 
+#include "mul_team.glsl"
+
 // Elements i..i+3 of the activations (i a multiple of 4 in token t's row), zero past n_in.
 vec4 x_load(uint t, uint i)
 {
@@ -156,31 +158,7 @@ void mul_vec(uint wgi)
             }
         }
     }
-#ifdef MUL_SUBGROUP
-    for (uint r = 0; r < VR; r++)
-        for (uint h = TEAM / 2; h > 0; h >>= 1)
-            if (h < team)
-                acc[r] += subgroupShuffleXor(acc[r], h);
-    if (lane == 0)
-        for (uint r = 0; r < VR; r++)
-            if (row0 + r < p.n_rows)
-                y[t * p.n_out + p.row0 + row0 + r] = acc[r];
-#else
-    for (uint r = 0; r < VR; r++) {
-        team_part[tid] = acc[r];
-        barrier();
-        if (lane == 0 && row0 + r < p.n_rows) {
-            float s[TEAM];
-            for (uint l = 0; l < TEAM; l++)
-                s[l] = l < team ? team_part[tid + l] : 0.0;
-            for (uint h = TEAM / 2; h > 0; h >>= 1)
-                for (uint l = 0; l < h; l++)
-                    s[l] += s[l + h];
-            y[t * p.n_out + p.row0 + row0 + r] = s[0];
-        }
-        barrier();
-    }
-#endif
+    team_store(acc, tid, lane, team, row0, t);
 }
 
 // ---------------------------------------------------------------------- tiled ---

@@ -49,6 +49,8 @@ layout(std430, binding = 2) writeonly buffer Out { float y[]; };
 shared float team_part[WG];
 #endif
 
+#include "mul_team.glsl"
+
 void dot_block(uint o, uint xq[8], float dx, inout float acc[NACC]);
 float acc_sum(float acc[NACC]);
 
@@ -85,29 +87,5 @@ void main()
     precise float sum[VR];
     for (uint r = 0; r < VR; r++)
         sum[r] = acc_sum(acc[r]);
-#ifdef MUL_SUBGROUP
-    for (uint r = 0; r < VR; r++)
-        for (uint h = TEAM / 2; h > 0; h >>= 1)
-            if (h < team)
-                sum[r] += subgroupShuffleXor(sum[r], h);
-    if (lane == 0)
-        for (uint r = 0; r < VR; r++)
-            if (row0 + r < p.n_rows)
-                y[t * p.n_out + p.row0 + row0 + r] = sum[r];
-#else
-    for (uint r = 0; r < VR; r++) {
-        team_part[tid] = sum[r];
-        barrier();
-        if (lane == 0 && row0 + r < p.n_rows) {
-            float s[TEAM];
-            for (uint l = 0; l < TEAM; l++)
-                s[l] = l < team ? team_part[tid + l] : 0.0;
-            for (uint h = TEAM / 2; h > 0; h >>= 1)
-                for (uint l = 0; l < h; l++)
-                    s[l] += s[l + h];
-            y[t * p.n_out + p.row0 + row0 + r] = s[0];
-        }
-        barrier();
-    }
-#endif
+    team_store(sum, tid, lane, team, row0, t);
 }
