@@ -450,7 +450,10 @@ static void whole_answer(struct conn *c, const struct answer *a)
                    a->req->reply, f);
     int cached =
         a->step.cached_tokens < a->req->prompt_words ? a->step.cached_tokens : a->req->prompt_words;
-    usage_json(&b, a->req->prompt_words, n, cached);
+    if (a->step.fault != BENCHFIX_NO_USAGE)
+        usage_json(&b, a->req->prompt_words, n, cached);
+    else
+        b.p[--b.len] = 0; /* the ',' after choices */
     buf_add(&b, "}", 1);
     send_whole(c, 200, "OK", b.p);
     free(b.p);
@@ -513,8 +516,6 @@ static void serve_completion(struct conn *c, bool chat, const char *body)
     uint32_t seed = fx->seed;
     int n_common  = fx->n_common;
     pthread_mutex_unlock(&fx->mu);
-    if (!a.stream)
-        a.step.fault = BENCHFIX_NONE;
     r->fault = a.step.fault;
 
     int n = a.step.n_tokens > 0 ? a.step.n_tokens : a.max_tokens > 0 ? a.max_tokens : 16;
@@ -540,8 +541,10 @@ static void serve_completion(struct conn *c, bool chat, const char *body)
 
     if (a.step.fault == BENCHFIX_HTTP_500)
         send_error(c, 500, "Internal Server Error", "server_error", "fixture: injected failure");
-    else if (a.step.fault == BENCHFIX_DROP)
+    else if (a.step.fault == BENCHFIX_DROP && a.stream)
         stream_answer(c, &a, a.step.k < 0 ? 0 : a.step.k < n ? a.step.k : n, false);
+    else if (a.step.fault == BENCHFIX_DROP)
+        ; /* a whole answer dropped: closed unanswered */
     else if (a.step.fault == BENCHFIX_HOLD && !hold(c))
         ; /* stopped while held: closed unanswered */
     else if (a.stream)

@@ -92,8 +92,8 @@ void benchfix_set_default(struct benchfix *fx, const struct benchfix_step *step)
 
 /*
  * Appends n steps to the script; streamed requests take them in the order
- * they are read. A request that is not streamed takes the default step's
- * n_tokens and cached_tokens and never a fault.
+ * they are read. A request that is not streamed always takes the default
+ * step: its whole answer, or the fault (a drop closes before any byte).
  */
 void benchfix_script(struct benchfix *fx, const struct benchfix_step *steps, int n);
 
