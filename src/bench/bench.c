@@ -177,7 +177,8 @@ static void record(struct cell_run *cr, struct bench_reply *rep, int turn)
     cr->done_live++;
     cr->t_last = now_s();
     if (!rep->ok) {
-        c->errors++;
+        if (!c->errors++)
+            snprintf(c->first_error, sizeof c->first_error, "%s", rep->err);
         if (rep->outcome == HTTPC_TIMEOUT)
             c->errors_timeout++;
         else if (rep->outcome == HTTPC_PROTOCOL || rep->stream_error)

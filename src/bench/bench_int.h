@@ -64,6 +64,7 @@ struct bench_reply {
     double t_start;            /* the request was sent */
     double t_end;              /* the last event arrived */
     double *arrivals;          /* each content-bearing event's arrival (malloc'd) */
+    size_t *text_ends;         /* text.len after each of those events (malloc'd) */
     int n_arrivals, cap_arrivals;
     struct sbuf text;          /* the content (chat: delta.content; completions: text) */
     bool has_usage;

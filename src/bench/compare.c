@@ -11,6 +11,7 @@
 
 #include "bench/bench_int.h"
 #include "util/errfmt.h"
+#include "util/utf8.h"
 
 #include <cjson/cJSON.h>
 
@@ -64,24 +65,44 @@ static int load_prompts(const char *path, char ***out, char *err, size_t err_len
     return n;
 }
 
-/* Prints s[from..to) quoted, with newlines and quotes escaped, '...' at cut ends. */
+/*
+ * Prints s[from..to) quoted: valid UTF-8 as it is, control characters, quotes
+ * and bytes that are not UTF-8 escaped, '...' where the text goes on; from and
+ * to are moved off the middle of a character.
+ */
 static void show(FILE *fp, const char *s, size_t len, size_t from, size_t to)
 {
     if (to > len)
         to = len;
+    while (from > 0 && ((unsigned char)s[from] & 0xC0) == 0x80)
+        from--;
+    while (to < len && ((unsigned char)s[to] & 0xC0) == 0x80)
+        to++;
     fputs(from ? "\"..." : "\"", fp);
-    for (size_t i = from; i < to; i++) {
+    for (size_t i = from; i < to;) {
         unsigned char ch = (unsigned char)s[i];
+        uint32_t cp;
+        size_t n = utf8_decode(s + i, to - i, &cp);
         if (ch == '\n')
             fputs("\\n", fp);
         else if (ch == '"' || ch == '\\')
             fprintf(fp, "\\%c", ch);
-        else if (ch < 0x20)
+        else if (ch < 0x20 || ch == 0x7f || !n)
             fprintf(fp, "\\x%02x", ch);
         else
-            fputc(ch, fp);
+            fwrite(s + i, 1, n, fp);
+        i += n ? n : 1;
     }
     fputs(to < len ? "...\"" : "\"", fp);
+}
+
+/* The streamed event (counted from 1) whose text holds byte at, or the count + 1 past the end. */
+static int event_at(const struct bench_reply *r, size_t at)
+{
+    int k = 0;
+    while (k < r->n_arrivals && r->text_ends[k] <= at)
+        k++;
+    return k + 1;
 }
 
 int bench_compare(const struct bench_compare_opts *co, FILE *fp, char *err, size_t err_len)
@@ -147,10 +168,14 @@ int bench_compare(const struct bench_compare_opts *co, FILE *fp, char *err, size
                     at++;
                 if (same)
                     fprintf(fp, "prompt %d: differ: ", p + 1);
+                else
+                    fprintf(fp, "  ");
                 same = false;
                 size_t from = at > 30 ? at - 30 : 0;
-                fprintf(fp, "endpoint %d and endpoint 1 part at byte %zu of the text "
-                            "(lengths %zu and %zu)\n", t + 1, at, lb, la);
+                fprintf(fp,
+                        "endpoint %d parts from endpoint 1 at byte %zu (token %d of its reply, "
+                        "token %d of endpoint 1's; lengths %zu and %zu bytes)\n",
+                        t + 1, at, event_at(&rep[t], at), event_at(&rep[0], at), lb, la);
                 fprintf(fp, "  endpoint 1: ");
                 show(fp, a, la, from, at + 40);
                 fprintf(fp, "\n  endpoint %d: ", t + 1);

@@ -129,6 +129,8 @@ void bench_report_table(FILE *fp, const struct bench_run *run)
                 fprintf(fp, " %d x%d", c->http_status[i], c->http_count[i]);
             fputc('\n', fp);
         }
+        if (c->errors)
+            fprintf(fp, "cell %d: first error: %s\n", k + 1, c->first_error);
         if (c->early_stops)
             fprintf(fp,
                     "cell %d: %ld replies stopped before max_tokens: the server ignored "

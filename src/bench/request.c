@@ -60,13 +60,16 @@ static long num_of(const cJSON *o, const char *k)
 static void arrival(struct bench_reply *rep, double t)
 {
     if (rep->n_arrivals == rep->cap_arrivals) {
-        int cap      = rep->cap_arrivals ? 2 * rep->cap_arrivals : 64;
-        double *a    = realloc(rep->arrivals, (size_t)cap * sizeof *a);
-        if (!a)
+        int cap   = rep->cap_arrivals ? 2 * rep->cap_arrivals : 64;
+        double *a = realloc(rep->arrivals, (size_t)cap * sizeof *a);
+        size_t *e = a ? realloc(rep->text_ends, (size_t)cap * sizeof *e) : NULL;
+        if (!e)
             abort();
         rep->arrivals     = a;
+        rep->text_ends    = e;
         rep->cap_arrivals = cap;
     }
+    rep->text_ends[rep->n_arrivals] = rep->text.len;
     rep->arrivals[rep->n_arrivals++] = t;
 }
 
@@ -229,6 +232,7 @@ long bench_reply_tokens(const struct bench_reply *rep)
 void bench_reply_free(struct bench_reply *rep)
 {
     free(rep->arrivals);
+    free(rep->text_ends);
     sbuf_free(&rep->text);
     *rep = (struct bench_reply){0};
 }
