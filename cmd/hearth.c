@@ -16,6 +16,7 @@ static const struct {
     {"run",          cmd_run,          "generate text from a prompt"},
     {"perplexity",   cmd_perplexity,   "perplexity of a text file, as llama-perplexity computes it"},
     {"bench-engine", cmd_bench_engine, "measure prefill and decode speed"},
+    {"bench",        cmd_bench,        "load-test and compare OpenAI-compatible servers (hearth, llama-server, vLLM)"},
     {"inspect",      cmd_inspect,      "print a GGUF file's metadata and tensor table"},
     {"tokenize",     cmd_tokenize,     "print the token ids of a text"},
     {"serve",        cmd_serve,        "OpenAI- and Anthropic-compatible HTTP server (chat, messages, metrics)"},

@@ -91,6 +91,7 @@ struct bench_cell {
     long prompt_tokens, cached_tokens;       /* usage summed */
     double ttft_cold_ms_p50, ttft_warm_ms_p50; /* conversation; NaN otherwise */
     int http_status[8], http_count[8];       /* the first 8 distinct error statuses seen */
+    char first_error[200];                    /* what the cell's first failed request said */
     bool usage_missing;                       /* some reply carried no usage */
     bool interrupted;                         /* the cell was stopped before its end */
 };

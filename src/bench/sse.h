@@ -21,7 +21,9 @@ struct sse_parser {
      * One event: its name ("" when none was given; "message" is not
      * substituted), its data (NUL-terminated, valid until the callback returns)
      * and the offset, in the bytes fed so far, just past the blank line that
-     * ended it. Returns false to stop parsing (sse_feed then returns false).
+     * ended it (past its CR when it ends in CRLF: the event is complete at the
+     * CR, and the offset must not depend on whether the LF came in the same
+     * piece). Returns false to stop parsing (sse_feed then returns false).
      */
     bool (*on_event)(void *ctx, const char *event, const char *data, size_t data_len,
                      uint64_t end);

@@ -1,0 +1,148 @@
+/*
+ * workload.c: the prompts of `hearth bench`. They are made of common English
+ * words drawn by a seeded generator, so a run's prompts are the same on every
+ * machine for a seed and differ between requests (no prefix shared by
+ * accident). Their size in tokens is asked of the server, which has the
+ * tokenizer: bench never needs the model file.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench_int.h"
+#include "util/errfmt.h"
+#include "util/rng.h"
+
+#include <cjson/cJSON.h>
+
+void sbuf_add(struct sbuf *b, const char *s, size_t len)
+{
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p)
+            abort(); /* a bench client out of memory has nothing left to measure */
+        b->s   = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, len);
+    b->len += len;
+    b->s[b->len] = 0;
+}
+
+void sbuf_adds(struct sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
+
+void sbuf_free(struct sbuf *b)
+{
+    free(b->s);
+    *b = (struct sbuf){0};
+}
+
+/* Frequent words of every kind, so any English tokenizer takes them in one or two tokens. */
+static const char *const words[] = {
+    "the",     "of",     "and",    "to",      "in",      "is",     "was",     "for",    "on",
+    "that",    "with",   "as",     "it",      "by",      "at",     "from",    "his",    "her",
+    "they",    "we",     "you",    "this",    "had",     "not",    "but",     "what",   "all",
+    "were",    "when",   "there",  "can",     "an",      "which",  "their",   "said",   "if",
+    "do",      "will",   "each",   "about",   "how",     "up",     "out",     "them",   "then",
+    "she",     "many",   "some",   "so",      "these",   "would",  "other",   "into",   "has",
+    "more",    "two",    "like",   "him",     "see",     "time",   "could",   "no",     "make",
+    "than",    "first",  "been",   "its",     "who",     "now",    "people",  "my",     "made",
+    "over",    "did",    "down",   "only",    "way",     "find",   "use",     "may",    "water",
+    "long",    "little", "very",   "after",   "words",   "called", "just",    "where",  "most",
+    "know",    "get",    "through", "back",   "much",    "before", "go",      "good",   "new",
+    "write",   "our",    "used",   "me",      "man",     "too",    "any",     "day",    "same",
+    "right",   "look",   "think",  "also",    "around",  "another", "came",   "come",   "work",
+    "three",   "word",   "must",   "because", "does",    "part",   "even",    "place",  "well",
+    "such",    "here",   "take",   "why",     "things",  "help",   "put",     "years",  "different",
+    "away",    "again",  "off",    "went",    "old",     "number", "great",   "tell",   "men",
+    "say",     "small",  "every",  "found",   "still",   "between", "name",   "should", "home",
+    "big",     "give",   "air",    "line",    "set",     "own",    "under",   "read",   "last",
+    "never",   "us",     "left",   "end",     "along",   "while",  "might",   "next",   "sound",
+    "below",   "saw",    "something", "thought", "both", "few",    "those",   "always", "looked",
+    "show",    "large",  "often",  "together", "asked",  "house",  "world",   "going",  "want",
+    "school",  "important", "until", "form",  "food",    "keep",   "children", "feet",  "land",
+    "side",    "without", "boy",   "once",    "animals", "life",   "enough",  "took",   "sometimes",
+    "four",    "head",   "above",  "kind",    "began",   "almost", "live",    "page",   "got",
+    "earth",   "need",   "far",    "hand",    "high",    "year",   "mother",  "light",  "parts",
+    "country", "father", "let",    "night",   "following", "picture", "being", "study", "second",
+    "eyes",    "soon",   "times",  "story",   "boys",    "since",  "white",   "days",   "ever",
+    "paper",   "hard",   "near",   "sentence", "better", "best",   "across",  "during", "today",
+    "others",  "however", "sure",  "means",   "knew",    "try",    "told",    "young",  "miles",
+    "sun",     "ways",   "thing",  "whole",   "hear",    "example", "heard",  "several", "change",
+    "answer",  "room",   "sea",    "against", "top",     "turned", "learn",   "point",  "city",
+    "play",    "toward", "five",   "using",   "himself", "usually",
+};
+#define N_WORDS (sizeof words / sizeof words[0])
+
+void wl_words(struct sbuf *b, uint64_t seed, int n_words)
+{
+    uint64_t st  = seed;
+    int sentence = 0; /* words left in this sentence */
+    for (int i = 0; i < n_words; i++) {
+        uint64_t r = splitmix64(&st);
+        if (!sentence)
+            sentence = 8 + (int)(r >> 61); /* 8..15 words */
+        if (b->len)
+            sbuf_add(b, " ", 1);
+        sbuf_adds(b, words[(r & 0xffffffff) % N_WORDS]);
+        if (--sentence == 0 || i == n_words - 1)
+            sbuf_add(b, ".", 1);
+    }
+}
+
+/* The token count of text by POST /tokenize with body, or -1. */
+static long tokenize_count(const struct bench_opts *o, cJSON *body)
+{
+    char *json = cJSON_PrintUnformatted(body);
+    if (!json)
+        return -1;
+    struct httpc_request req = {
+        .method = "POST", .path = "/tokenize", .body = json, .body_len = strlen(json),
+        .api_key = o->api_key, .timeout_s = o->timeout_s, .stop_fd = o->stop_fd,
+    };
+    char *answer = NULL;
+    struct httpc_result res;
+    httpc_fetch(&o->target, &req, 16u << 20, &answer, &res);
+    free(json);
+    long n = -1;
+    if (res.outcome == HTTPC_OK && res.status == 200 && answer) {
+        cJSON *a = cJSON_Parse(answer);
+        cJSON *t = cJSON_GetObjectItemCaseSensitive(a, "tokens");
+        if (cJSON_IsArray(t))
+            n = cJSON_GetArraySize(t);
+        cJSON_Delete(a);
+    }
+    free(answer);
+    return n;
+}
+
+double wl_tokens_per_word(const struct bench_opts *o, const char *model, char *note,
+                          size_t note_len)
+{
+    enum { SAMPLE = 400 };
+    struct sbuf text = {0};
+    wl_words(&text, 0x5eed, SAMPLE);
+    cJSON *body = cJSON_CreateObject();
+    cJSON_AddStringToObject(body, "content", text.s);
+    long n = tokenize_count(o, body);
+    cJSON_Delete(body);
+    if (n <= 0) { /* vLLM's shape */
+        body = cJSON_CreateObject();
+        cJSON_AddStringToObject(body, "model", model);
+        cJSON_AddStringToObject(body, "prompt", text.s);
+        n = tokenize_count(o, body);
+        cJSON_Delete(body);
+    }
+    sbuf_free(&text);
+    if (n <= 0) {
+        set_err(note, note_len, "prompts sized at 1.3 tokens per word: the server has no /tokenize");
+        return 1.3;
+    }
+    double r = (double)n / SAMPLE;
+    set_err(note, note_len, "prompts sized by the server's /tokenize: %.3f tokens per word", r);
+    return r;
+}
