@@ -222,14 +222,16 @@ static void test_faults_counted_by_kind(void **state)
 {
     struct benchfix *fx           = fix();
     const struct benchfix_step ok = {.n_tokens = 32, .ttft_ms = 200, .itl_ms = 20};
-    struct benchfix_step e500 = ok, drop5 = ok, drop0 = ok;
+    struct benchfix_step e500 = ok, drop5 = ok, drop0 = ok, evt = ok;
     e500.fault                            = BENCHFIX_HTTP_500;
     drop5.fault                           = BENCHFIX_DROP;
     drop5.k                               = 5;
     drop0.fault                           = BENCHFIX_DROP;
     drop0.k                               = 0;
-    const struct benchfix_step script[16] = {ok,    e500, drop5, ok, e500, drop0, ok,    ok,
-                                             drop5, ok,   e500,  ok, ok,   ok,    drop0, e500};
+    evt.fault                             = BENCHFIX_ERROR_EVENT;
+    evt.k                                 = 7;
+    const struct benchfix_step script[16] = {ok,    e500, drop5, evt, e500, drop0, ok,    ok,
+                                             drop5, ok,   e500,  ok,  evt,  ok,    drop0, e500};
     benchfix_script(fx, script, 16);
     benchfix_set_default(fx, &ok);
     struct bench_opts o;
@@ -243,7 +245,7 @@ static void test_faults_counted_by_kind(void **state)
     run_ok(&o, &run);
     assert_int_equal(run.n_cells, 2);
     assert_int_equal(benchfix_n_requests(fx), 16);
-    const int n_http[2] = {2, 2}, n_conn[2] = {2, 2}, n_good[2] = {4, 4};
+    const int n_http[2] = {2, 2}, n_conn[2] = {2, 2}, n_proto[2] = {1, 1}, n_good[2] = {3, 3};
     for (int ci = 0; ci < 2; ci++) {
         const struct bench_cell *c = &run.cells[ci];
         print_message("# c=%d: requests %ld errors %ld http %ld conn %ld output %ld\n",
@@ -253,9 +255,15 @@ static void test_faults_counted_by_kind(void **state)
         assert_int_equal(c->errors_http, n_http[ci]);
         assert_int_equal(c->errors_connection, n_conn[ci]);
         assert_int_equal(c->errors_timeout, 0);
-        assert_int_equal(c->errors_protocol, 0);
-        assert_int_equal(c->errors, n_http[ci] + n_conn[ci]);
+        /* an error object inside a 200 stream (README: errors_protocol) */
+        assert_int_equal(c->errors_protocol, n_proto[ci]);
+        assert_int_equal(c->errors, n_http[ci] + n_conn[ci] + n_proto[ci]);
         assert_int_equal(c->output_tokens, n_good[ci] * 32);
+        /* README: successful requests, and output tokens, per second of duration_s */
+        assert_true(c->duration_s > 0);
+        assert_true(fabs(c->req_per_s - n_good[ci] / c->duration_s) <= 1e-9 * c->req_per_s);
+        assert_true(fabs(c->output_tok_per_s - c->output_tokens / c->duration_s) <=
+                    1e-9 * c->output_tok_per_s);
         assert_int_equal(c->http_status[0], 500);
         assert_int_equal(c->http_count[0], n_http[ci]);
         assert_int_equal(c->http_status[1], 0);
@@ -265,6 +273,119 @@ static void test_faults_counted_by_kind(void **state)
         ASSERT_MS(c->e2e_ms[0], 200.0 + 31 * 20.0);
     }
     benchfix_stop(fx);
+}
+
+/*
+ * --duration: requests are sent for that long; however many that is (it
+ * depends on the machine), each finished one is counted with its tokens.
+ */
+static void test_duration(void **state)
+{
+    struct benchfix *fx = fix();
+    benchfix_set_default(fx, &(struct benchfix_step){.n_tokens = 8, .ttft_ms = 200, .itl_ms = 20});
+    struct bench_opts o;
+    opts_for(&o, fx, BENCH_COMPLETION);
+    o.concurrency[0] = 2;
+    o.n_concurrency  = 1;
+    o.duration_s     = 0.2;
+    o.max_tokens     = 8;
+    struct bench_run run;
+    run_ok(&o, &run);
+    const struct bench_cell *c = &run.cells[0];
+    print_message("# %ld requests in %.3f s\n", c->requests, c->duration_s);
+    assert_true(c->requests >= 1);
+    assert_no_errors(c);
+    assert_int_equal(c->output_tokens, 8 * c->requests);
+    assert_true(benchfix_n_requests(fx) >= c->requests);
+    ASSERT_MS(c->ttft_ms[0], 200.0);
+    ASSERT_MS(c->e2e_ms[2], 200.0 + 7 * 20.0);
+    benchfix_stop(fx);
+}
+
+/* --api-key goes as a bearer token on every request; --model names the model asked for. */
+static void test_api_key_and_model(void **state)
+{
+    struct benchfix *fx = fix();
+    struct bench_opts o;
+    opts_for(&o, fx, BENCH_CHAT);
+    o.requests   = 3;
+    o.max_tokens = 4;
+    o.api_key    = "sekrit";
+    o.model      = "other-model";
+    struct bench_run run;
+    run_ok(&o, &run);
+    assert_string_equal(run.model, "other-model");
+    assert_int_equal(run.cells[0].requests, 3);
+    assert_no_errors(&run.cells[0]);
+    assert_int_equal(benchfix_n_requests(fx), 3);
+    for (int i = 0; i < 3; i++) {
+        const struct benchfix_req *r = benchfix_request(fx, i);
+        assert_non_null(r->authorization);
+        assert_string_equal(r->authorization, "Bearer sekrit");
+        cJSON *b = body_of(fx, i);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(b, "model")), "other-model");
+        cJSON_Delete(b);
+    }
+    benchfix_stop(fx);
+}
+
+/* The prompts of one run of 4 completions, malloc'd. */
+static void run_prompts(uint64_t seed, bool salt, char *prompts[4])
+{
+    struct benchfix *fx = fix();
+    struct bench_opts o;
+    opts_for(&o, fx, BENCH_COMPLETION);
+    o.requests   = 4;
+    o.max_tokens = 2;
+    o.seed       = seed;
+    o.salt       = salt;
+    struct bench_run run;
+    run_ok(&o, &run);
+    assert_int_equal(benchfix_n_requests(fx), 4);
+    for (int i = 0; i < 4; i++) {
+        cJSON *b   = body_of(fx, i);
+        prompts[i] = strdup(cJSON_GetStringValue(cJSON_GetObjectItem(b, "prompt")));
+        cJSON_Delete(b);
+    }
+    benchfix_stop(fx);
+}
+
+/* The sorted prompts of two runs are the same. */
+static bool same_prompts(char *a[4], char *b[4])
+{
+    int used[4] = {0};
+    for (int i = 0; i < 4; i++) {
+        bool found = false;
+        for (int k = 0; k < 4 && !found; k++)
+            if (!used[k] && !strcmp(a[i], b[k]))
+                found = (used[k] = 1);
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* --seed makes the prompts (the same seed, the same prompts); --salt makes every run's new. */
+static void test_seed_and_salt(void **state)
+{
+    char *a[4], *b[4], *c[4], *d[4];
+    run_prompts(7, false, a);
+    run_prompts(7, false, b);
+    run_prompts(8, false, c);
+    run_prompts(7, true, d);
+    assert_true(same_prompts(a, b));
+    assert_false(same_prompts(a, c));
+    assert_false(same_prompts(a, d));
+    /* within a run, the prompts differ */
+    for (int i = 0; i < 4; i++)
+        for (int k = i + 1; k < 4; k++)
+            assert_true(strcmp(a[i], a[k]) != 0);
+    for (int i = 0; i < 4; i++) {
+        free(a[i]);
+        free(b[i]);
+        free(c[i]);
+        free(d[i]);
+    }
 }
 
 /* Without usage in the replies, output is counted from the content events; the cell says so. */
@@ -1118,6 +1239,9 @@ int main(void)
         cmocka_unit_test(test_chat_figures),
         cmocka_unit_test(test_rate_cell),
         cmocka_unit_test(test_faults_counted_by_kind),
+        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_api_key_and_model),
+        cmocka_unit_test(test_seed_and_salt),
         cmocka_unit_test(test_no_usage_completion),
         cmocka_unit_test(test_no_usage_chat),
         cmocka_unit_test(test_early_stops),

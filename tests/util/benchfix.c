@@ -429,6 +429,19 @@ static bool stream_answer(struct conn *c, const struct answer *a, int n_send, bo
     return send_event(c, t, "[DONE]", true);
 }
 
+/* k tokens, then an error object where the next chunk would be, then [DONE]. */
+static void error_event_answer(struct conn *c, const struct answer *a, int k)
+{
+    if (!stream_answer(c, a, k, false))
+        return;
+    double t = (a->ttft_ms + (k > 0 ? k - 1 : 0) * a->step.itl_ms) / 1e3;
+    if (send_event(c, t,
+                   "{\"error\":{\"message\":\"fixture: injected failure mid-stream\","
+                   "\"type\":\"server_error\",\"param\":null,\"code\":500}}",
+                   false))
+        send_event(c, t, "[DONE]", true);
+}
+
 static void whole_answer(struct conn *c, const struct answer *a)
 {
     struct buf b  = {0};
@@ -476,7 +489,7 @@ static bool hold(struct conn *c)
     return released;
 }
 
-static void serve_completion(struct conn *c, bool chat, const char *body)
+static void serve_completion(struct conn *c, bool chat, const char *body, const char *auth)
 {
     struct benchfix *fx = c->fx;
     cJSON *req          = cJSON_Parse(body);
@@ -501,12 +514,13 @@ static void serve_completion(struct conn *c, bool chat, const char *body)
     struct benchfix_req *r = calloc(1, sizeof *r);
     if (!r)
         abort();
-    r->chat         = chat;
-    r->stream       = a.stream;
-    r->body         = strdup(body);
-    r->peer_port    = c->port;
-    r->prompt_words = words;
-    r->step         = -1;
+    r->chat          = chat;
+    r->stream        = a.stream;
+    r->body          = strdup(body);
+    r->authorization = auth ? strdup(auth) : NULL;
+    r->peer_port     = c->port;
+    r->prompt_words  = words;
+    r->step          = -1;
     pthread_mutex_lock(&fx->mu);
     a.step = fx->dflt;
     if (a.stream && fx->next_step < fx->n_script) {
@@ -545,6 +559,8 @@ static void serve_completion(struct conn *c, bool chat, const char *body)
         stream_answer(c, &a, a.step.k < 0 ? 0 : a.step.k < n ? a.step.k : n, false);
     else if (a.step.fault == BENCHFIX_DROP)
         ; /* a whole answer dropped: closed unanswered */
+    else if (a.step.fault == BENCHFIX_ERROR_EVENT && a.stream)
+        error_event_answer(c, &a, a.step.k < 0 ? 0 : a.step.k < n ? a.step.k : n);
     else if (a.step.fault == BENCHFIX_HOLD && !hold(c))
         ; /* stopped while held: closed unanswered */
     else if (a.stream)
@@ -646,6 +662,16 @@ static void serve(struct conn *c)
     char *q = strchr(path, '?');
     if (q)
         *q = 0;
+    /* the Authorization header's value, cut out of the head in place */
+    char *auth = NULL;
+    for (char *l = strstr(b.p, "\r\n"); l && l < b.p + off - 2; l = strstr(l + 2, "\r\n"))
+        if (!strncasecmp(l + 2, "Authorization:", 14)) {
+            auth = l + 16;
+            while (*auth == ' ')
+                auth++;
+            *strstr(auth, "\r\n") = 0;
+            break;
+        }
     char *body = b.p + off;
     body[len]  = 0;
     bool post  = !strcmp(method, "POST");
@@ -659,9 +685,9 @@ static void serve(struct conn *c)
     } else if (post && !strcmp(path, "/tokenize")) {
         serve_tokenize(c, body);
     } else if (post && !strcmp(path, "/v1/completions")) {
-        serve_completion(c, false, body);
+        serve_completion(c, false, body, auth);
     } else if (post && !strcmp(path, "/v1/chat/completions")) {
-        serve_completion(c, true, body);
+        serve_completion(c, true, body, auth);
     } else {
         send_error(c, 404, "Not Found", "not_found_error", "no such endpoint");
     }
@@ -820,6 +846,7 @@ void benchfix_stop(struct benchfix *fx)
     }
     for (int i = 0; i < fx->n_reqs; i++) {
         free(fx->reqs[i]->body);
+        free(fx->reqs[i]->authorization);
         free(fx->reqs[i]->reply);
         free(fx->reqs[i]);
     }

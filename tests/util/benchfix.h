@@ -33,12 +33,14 @@
 #define BENCHFIX_MODEL "fixture-model"
 
 enum benchfix_fault {
-    BENCHFIX_NONE,       /* the whole stream: tokens, finish, usage (when asked), [DONE] */
-    BENCHFIX_HTTP_500,   /* status 500 with OpenAI's error body, no stream */
-    BENCHFIX_DROP,       /* the connection closed after k token events: no finish, no [DONE] */
-    BENCHFIX_HOLD,       /* nothing sent until benchfix_release or benchfix_stop */
-    BENCHFIX_STOP_EARLY, /* finish_reason "stop" after k tokens, whatever ignore_eos says */
-    BENCHFIX_NO_USAGE,   /* no usage chunk even when stream_options.include_usage asks */
+    BENCHFIX_NONE,        /* the whole stream: tokens, finish, usage (when asked), [DONE] */
+    BENCHFIX_HTTP_500,    /* status 500 with OpenAI's error body, no stream */
+    BENCHFIX_DROP,        /* the connection closed after k token events: no finish, no [DONE] */
+    BENCHFIX_HOLD,        /* nothing sent until benchfix_release or benchfix_stop */
+    BENCHFIX_STOP_EARLY,  /* finish_reason "stop" after k tokens, whatever ignore_eos says */
+    BENCHFIX_NO_USAGE,    /* no usage chunk even when stream_options.include_usage asks */
+    BENCHFIX_ERROR_EVENT, /* after k token events, an OpenAI error object as an event of the
+                             200 stream, then [DONE] */
 };
 
 /* How one streamed request is answered. */
@@ -50,19 +52,20 @@ struct benchfix_step {
     double ttft_first_ms; /* > 0: ttft_ms of a chat request with one user message (a
                              conversation's first turn) */
     enum benchfix_fault fault;
-    int k;             /* DROP, STOP_EARLY: token events sent first (0..n_tokens) */
+    int k;             /* DROP, STOP_EARLY, ERROR_EVENT: token events sent first (0..n_tokens) */
     int cached_tokens; /* usage.prompt_tokens_details.cached_tokens (<= the prompt's words) */
 };
 
 /* One completion request as the fixture read and answered it. Never changes once recorded. */
 struct benchfix_req {
-    bool chat;        /* /v1/chat/completions, else /v1/completions */
-    bool stream;      /* "stream": true */
-    char *body;       /* the request's JSON body, NUL-terminated */
-    int peer_port;    /* the client's port */
-    int prompt_words; /* usage.prompt_tokens: words of the prompt (chat: of every content) */
-    int n_tokens;     /* tokens the answer has (a drop sends only the first k of them) */
-    int step;         /* the script's index it took, -1 for the default step */
+    bool chat;           /* /v1/chat/completions, else /v1/completions */
+    bool stream;         /* "stream": true */
+    char *body;          /* the request's JSON body, NUL-terminated */
+    char *authorization; /* the Authorization header's value, NULL without one */
+    int peer_port;       /* the client's port */
+    int prompt_words;    /* usage.prompt_tokens: words of the prompt (chat: of every content) */
+    int n_tokens;        /* tokens the answer has (a drop sends only the first k of them) */
+    int step;            /* the script's index it took, -1 for the default step */
     enum benchfix_fault fault;
     char *reply; /* the text of its n_tokens tokens, concatenated */
 };
