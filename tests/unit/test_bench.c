@@ -388,6 +388,47 @@ static void test_seed_and_salt(void **state)
     }
 }
 
+/*
+ * A percentile without samples is NaN (bench.h): a cell whose every request
+ * failed has no latency at all, and replies of one token have no gap.
+ */
+static void test_no_samples_is_nan(void **state)
+{
+    struct benchfix *fx = fix();
+    benchfix_set_default(fx, &(struct benchfix_step){.fault = BENCHFIX_HTTP_500});
+    struct bench_opts o;
+    opts_for(&o, fx, BENCH_COMPLETION);
+    o.requests   = 3;
+    o.max_tokens = 4;
+    struct bench_run run;
+    run_ok(&o, &run);
+    const struct bench_cell *c = &run.cells[0];
+    assert_int_equal(c->requests, 3);
+    assert_int_equal(c->errors_http, 3);
+    assert_int_equal(c->output_tokens, 0);
+    assert_true(c->req_per_s == 0);
+    for (int p = 0; p < 3; p++) {
+        assert_true(isnan(c->ttft_ms[p]));
+        assert_true(isnan(c->itl_ms[p]));
+        assert_true(isnan(c->e2e_ms[p]));
+    }
+    benchfix_stop(fx);
+
+    fx = fix();
+    benchfix_set_default(fx, &(struct benchfix_step){.n_tokens = 1, .ttft_ms = 200, .itl_ms = 20});
+    opts_for(&o, fx, BENCH_COMPLETION);
+    o.requests   = 3;
+    o.max_tokens = 1;
+    run_ok(&o, &run);
+    c = &run.cells[0];
+    assert_no_errors(c);
+    assert_int_equal(c->output_tokens, 3);
+    ASSERT_MS(c->ttft_ms[1], 200.0);
+    ASSERT_MS(c->e2e_ms[1], 200.0);
+    assert_true(isnan(c->itl_ms[0]));
+    benchfix_stop(fx);
+}
+
 /* Without usage in the replies, output is counted from the content events; the cell says so. */
 static void no_usage(enum bench_workload w)
 {
@@ -1242,6 +1283,7 @@ int main(void)
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_api_key_and_model),
         cmocka_unit_test(test_seed_and_salt),
+        cmocka_unit_test(test_no_samples_is_nan),
         cmocka_unit_test(test_no_usage_completion),
         cmocka_unit_test(test_no_usage_chat),
         cmocka_unit_test(test_early_stops),
