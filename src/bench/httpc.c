@@ -101,10 +101,10 @@ bool httpc_target_parse(const char *url, struct httpc_target *t, char *err, size
         t->port  = (int)port;
         has_port = true;
     }
-    if (*rest && *rest != '/')
-        return target_fail(err, err_len, "unexpected '%c' after the host in %s", *rest, url);
     if (strpbrk(rest, "?#"))
         return target_fail(err, err_len, "queries and fragments are not supported in %s", url);
+    if (*rest && *rest != '/')
+        return target_fail(err, err_len, "unexpected '%c' after the host in %s", *rest, url);
 
     size_t plen = strlen(rest);
     while (plen > 0 && rest[plen - 1] == '/')
