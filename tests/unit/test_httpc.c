@@ -615,7 +615,7 @@ static void test_fetch(void **state)
     srv_start(&s, SRV_REPLY);
     struct httpc_target t = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/v1/models", .api_key = "",
-                                .stop_fd = -1};
+                                .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
     char *body = NULL;
     httpc_fetch(&t, &req, 1 << 20, &body, &res);
@@ -747,7 +747,7 @@ static void test_stopped(void **state)
     struct server s = {.signal_fd = stop[1]};
     srv_start(&s, SRV_HOLD);
     struct httpc_target t = srv_target(s.port, "");
-    struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 0, .stop_fd = stop[0]};
+    struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 60, .stop_fd = stop[0]};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
     srv_stop(&s);
