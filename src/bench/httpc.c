@@ -101,10 +101,10 @@ bool httpc_target_parse(const char *url, struct httpc_target *t, char *err, size
         t->port  = (int)port;
         has_port = true;
     }
-    if (*rest && *rest != '/')
-        return target_fail(err, err_len, "unexpected '%c' after the host in %s", *rest, url);
     if (strpbrk(rest, "?#"))
         return target_fail(err, err_len, "queries and fragments are not supported in %s", url);
+    if (*rest && *rest != '/')
+        return target_fail(err, err_len, "unexpected '%c' after the host in %s", *rest, url);
 
     size_t plen = strlen(rest);
     while (plen > 0 && rest[plen - 1] == '/')
@@ -438,6 +438,12 @@ static void result_fail(struct httpc_result *res, enum httpc_outcome o, const ch
     res->outcome = o;
 }
 
+/* errno's text; strerror_r (GNU) rather than strerror, which may share one buffer between threads. */
+static const char *errtext(int e, char *buf, size_t len)
+{
+    return strerror_r(e, buf, len);
+}
+
 /* Milliseconds poll() may wait before deadline (< 0: none), rounded up so it never spins. */
 static int wait_ms(double deadline)
 {
@@ -469,7 +475,8 @@ static int wait_fd(int fd, short ev, int stop_fd, double deadline, short *revent
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            result_fail(res, HTTPC_CONNECTION, "poll: %s", strerror(errno));
+            char eb[96];
+            result_fail(res, HTTPC_CONNECTION, "poll: %s", errtext(errno, eb, sizeof eb));
             return 0;
         }
         if (stop_fd >= 0 && pf[1].revents) {
@@ -527,9 +534,10 @@ static int connect_to(const struct httpc_target *t, int stop_fd, double deadline
         fd = -1;
     }
     freeaddrinfo(ai);
+    char eb[96];
     if (fd < 0)
         result_fail(res, HTTPC_CONNECTION, "cannot connect to %s: %s", t->hostport,
-                    strerror(last_err ? last_err : ECONNREFUSED));
+                    errtext(last_err ? last_err : ECONNREFUSED, eb, sizeof eb));
     return fd;
 }
 
@@ -545,7 +553,8 @@ static char *request_head(const struct httpc_target *t, const struct httpc_reque
                       "%s%s%s%s%s\r\n";
     const char *path = req->path && *req->path ? req->path : "/";
     const char *ct   = req->body ? "Content-Type: application/json\r\n" : "";
-    int n = snprintf(NULL, 0, fmt, req->method, t->prefix, path, t->hostport,
+    const char *method = req->method && *req->method ? req->method : "GET";
+    int n = snprintf(NULL, 0, fmt, method, t->prefix, path, t->hostport,
                      key ? "Authorization: Bearer " : "", key ? key : "", key ? "\r\n" : "", ct,
                      clen);
     if (n < 0)
@@ -553,7 +562,7 @@ static char *request_head(const struct httpc_target *t, const struct httpc_reque
     char *s = malloc((size_t)n + 1);
     if (!s)
         return NULL;
-    snprintf(s, (size_t)n + 1, fmt, req->method, t->prefix, path, t->hostport,
+    snprintf(s, (size_t)n + 1, fmt, method, t->prefix, path, t->hostport,
              key ? "Authorization: Bearer " : "", key ? key : "", key ? "\r\n" : "", ct, clen);
     *len = (size_t)n;
     return s;
@@ -598,7 +607,7 @@ static void exchange(const struct httpc_target *t, const struct httpc_request *r
     /* Sending and reading overlap: a server may answer (and close) before the body is sent. */
     size_t body_len = req->body ? req->body_len : 0, sent = 0, total = head_len + body_len;
     bool sending = true;
-    char buf[16384];
+    char buf[16384], eb[96];
     for (;;) {
         short rev = 0;
         if (!wait_fd(fd, (short)(POLLIN | (sending ? POLLOUT : 0)), req->stop_fd, deadline, &rev,
@@ -617,7 +626,7 @@ static void exchange(const struct httpc_target *t, const struct httpc_request *r
                 sending = false;
                 if (!(rev & (POLLIN | POLLHUP | POLLERR))) {
                     result_fail(res, HTTPC_CONNECTION, "the connection to %s broke: %s",
-                                t->hostport, strerror(errno));
+                                t->hostport, errtext(errno, eb, sizeof eb));
                     break;
                 }
             }
@@ -629,7 +638,7 @@ static void exchange(const struct httpc_target *t, const struct httpc_request *r
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 continue;
             result_fail(res, HTTPC_CONNECTION, "the connection to %s broke: %s", t->hostport,
-                        strerror(errno));
+                        errtext(errno, eb, sizeof eb));
             break;
         }
         if (r == 0) {

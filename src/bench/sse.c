@@ -60,6 +60,11 @@ static bool line_done(struct sse_parser *p, uint64_t end)
     const char *s = p->line;
     size_t n      = p->line_len;
     p->line_len   = 0;
+    /* A byte order mark opening the stream is not part of its first line (WHATWG). */
+    if (end == n + 1 && n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) {
+        s += 3;
+        n -= 3;
+    }
     if (n == 0) {
         bool go = true;
         if (p->has_data) {

@@ -111,6 +111,10 @@ static void test_fields(void **state)
     /* an event that never gets its blank line is not dispatched */
     check("data: partial\n", "");
     check("data: partial", "");
+    /* a byte order mark is skipped at the start of the stream, and only there */
+    check("\xEF\xBB\xBF" "data: bom\n\n", "|bom|14\n");
+    check("\xEF\xBB\xBF\n" "data: b\n\n", "|b|13\n");
+    check("data: a\n\n\xEF\xBB\xBF" "data: b\n\n", "|a|9\n");
 }
 
 static void test_openai_stream(void **state)
