@@ -7,6 +7,7 @@
 #   make neon-test    the kernel tests cross-built for AArch64, run under qemu-user, in build-arm64/
 #   make avx512-test  the kernel tests with the AVX-512 table built on SIMDe, in build-avx512/
 #   make bench        generate the 1B-class benchmark models and run bench-engine
+#   make bench-clockcheck  hearth bench's real clock against a fixture that streams at known times
 #
 # The Vulkan runtime (src/backend/vk/) is built when pkg-config finds vulkan
 # and glslc is on the PATH (Debian: libvulkan-dev glslc); otherwise one line
@@ -94,7 +95,7 @@ $(BUILD)/obj/src/kernels/x86_avx2.o:   ISA_FLAGS = $(ISA_avx2)
 $(BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx512)
 $(BUILD)/obj/src/kernels/arm_neon.o:   ISA_FLAGS = $(ISA_neon)
 
-.PHONY: all test asan-test neon-test avx512-test fuzz bench clean format
+.PHONY: all test asan-test neon-test avx512-test fuzz bench bench-clockcheck clean format
 all: $(BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -232,6 +233,16 @@ fuzz:
 
 bench: $(BIN)
 	@sh tools/bench.sh $(BIN)
+
+# bench-clockcheck: hearth bench's real clock against the test fixture's realtime mode (a
+# measurement, so not a test: it depends on the machine's timing).
+$(BUILD)/tools/bench_clockcheck: tools/bench_clockcheck.c $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' \
+	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS)
+
+bench-clockcheck: $(BIN) $(BUILD)/tools/bench_clockcheck
+	@$(BUILD)/tools/bench_clockcheck
 
 format:
 	clang-format -i $(SRC) $(CMD_SRC) $(TEST_SRC) include/*.h $(shell find src -name '*.h')
