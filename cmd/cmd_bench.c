@@ -46,7 +46,9 @@ static void usage(FILE *fp)
         "  --no-progress         none\n\n"
         "  --compare URL ...     the same prompts at temperature 0 to URL and each of these:\n"
         "                        per prompt, identical or where the texts part; exit 1 if any do\n"
-        "  --prompts FILE        --compare's prompts, one per line (default: a built-in set)\n\n"
+        "  --prompts FILE        prompts, one per line: --compare's (default: a built-in set),\n"
+        "                        or completion and chat requests', taken in turn (instead of\n"
+        "                        --prompt-tokens of words)\n\n"
         "Exit status: 0 done, 1 the run could not start, 2 usage, 130 stopped by Ctrl-C.\n");
 }
 
@@ -232,7 +234,7 @@ int cmd_bench(int argc, char **argv)
             progress = 0;
         } else if (!strcmp(a, "--prompts")) {
             VALUE();
-            co.prompts_file = val;
+            co.prompts_file = o.prompts_file = val;
         } else if (!strcmp(a, "--compare")) {
             compare_mode = true;
             while (i + 1 < argc && argv[i + 1][0] != '-') {
@@ -266,8 +268,10 @@ int cmd_bench(int argc, char **argv)
                         "--no-ignore-eos, --model, --api-key and --timeout\n");
         return EXIT_USAGE;
     }
-    if (!compare_mode && co.prompts_file) {
-        fprintf(stderr, "hearth bench: --prompts goes with --compare\n");
+    if (!compare_mode && o.prompts_file && o.workload != BENCH_COMPLETION &&
+        o.workload != BENCH_CHAT) {
+        fprintf(stderr, "hearth bench: --prompts goes with --compare or the completion and chat "
+                        "workloads\n");
         return EXIT_USAGE;
     }
     if (o.n_rate && have_conc) {

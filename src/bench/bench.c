@@ -140,8 +140,10 @@ struct cell_run {
     double t0, t_last;    /* wall clock: the cell's start, the last reply's end */
     long tokens_live;     /* content events so far (progress) */
     long done_live;       /* replies so far (progress) */
-    struct dvec ttft, itl, e2e, cold, warm;
+    struct dvec ttft, itl, e2e, cold, warm, decode;
     struct sbuf prefix;   /* prefix-share: the shared prefix */
+    char **prompts;       /* --prompts, or NULL */
+    int n_prompts;
     struct session *sessions;
     int sessions_left;    /* sessions with turns to go */
 };
@@ -215,6 +217,9 @@ static void record(struct cell_run *cr, struct bench_reply *rep, int turn)
             dvec_push(&cr->warm, ttft);
         for (int i = 1; i < rep->n_arrivals; i++)
             dvec_push(&cr->itl, (rep->arrivals[i] - rep->arrivals[i - 1]) * 1e3);
+        double span = rep->arrivals[rep->n_arrivals - 1] - rep->arrivals[0];
+        if (n > 1 && span > 0)
+            dvec_push(&cr->decode, (double)(n - 1) / span);
     }
     dvec_push(&cr->e2e, (rep->t_end - rep->t_start) * 1e3);
     pthread_mutex_unlock(&cr->mu);
@@ -226,7 +231,10 @@ static void run_one(struct cell_run *cr, long idx)
     const struct bench_opts *o = cr->o;
     struct sbuf text           = {0};
     uint64_t seed              = mix(o->seed, (uint64_t)cr->k + 1, (uint64_t)idx + 1, 1);
-    if (o->workload == BENCH_PREFIX_SHARE) {
+    if (cr->prompts) {
+        sbuf_adds(&text, cr->salt);
+        sbuf_adds(&text, cr->prompts[idx % cr->n_prompts]);
+    } else if (o->workload == BENCH_PREFIX_SHARE) {
         sbuf_add(&text, cr->prefix.s, cr->prefix.len);
         sbuf_adds(&text, " ");
         wl_words(&text, seed, words_for(cr, o->tail_tokens));
@@ -499,6 +507,7 @@ static void summarize(struct cell_run *cr)
         c->itl_ms[i]  = bench_percentile(cr->itl.v, cr->itl.n, pct[i]);
         c->e2e_ms[i]  = bench_percentile(cr->e2e.v, cr->e2e.n, pct[i]);
     }
+    c->decode_tok_per_s = bench_percentile(cr->decode.v, cr->decode.n, 50);
     if (c->workload == BENCH_CONVERSATION) {
         c->ttft_cold_ms_p50 = bench_percentile(cr->cold.v, cr->cold.n, 50);
         c->ttft_warm_ms_p50 = bench_percentile(cr->warm.v, cr->warm.n, 50);
@@ -508,10 +517,11 @@ static void summarize(struct cell_run *cr)
 }
 
 static bool run_cell(const struct bench_opts *o, const char *model, const char *salt, double wpt,
-                     int k, int n_cells, struct bench_cell *cell, char *err, size_t err_len)
+                     char **prompts, int n_prompts, int k, int n_cells, struct bench_cell *cell,
+                     char *err, size_t err_len)
 {
     struct cell_run cr = {.o = o, .model = model, .salt = salt, .k = k, .words_per_token = wpt,
-                          .cell = cell};
+                          .cell = cell, .prompts = prompts, .n_prompts = n_prompts};
     pthread_mutex_init(&cr.mu, NULL);
     pthread_cond_init(&cr.cv, NULL);
     if (o->workload == BENCH_PREFIX_SHARE)
@@ -556,6 +566,7 @@ static bool run_cell(const struct bench_opts *o, const char *model, const char *
     free(cr.e2e.v);
     free(cr.cold.v);
     free(cr.warm.v);
+    free(cr.decode.v);
     sbuf_free(&cr.prefix);
     sessions_free(&cr);
     pthread_mutex_destroy(&cr.mu);
@@ -621,9 +632,23 @@ bool bench_run(const struct bench_opts *o, struct bench_run *run, char *err, siz
             r = (uint32_t)(now_s() * 1e9);
         snprintf(salt, sizeof salt, "[run %08x] ", r);
     }
-    double tpw = wl_tokens_per_word(o, run->model, run->prompt_note, sizeof run->prompt_note);
+    char **prompts = NULL;
+    int n_prompts  = 0;
+    double tpw     = 1;
+    if (o->prompts_file) {
+        if (o->workload != BENCH_COMPLETION && o->workload != BENCH_CHAT)
+            return fail(false, err, err_len,
+                        "bench: --prompts applies to the completion and chat workloads");
+        if ((n_prompts = wl_load_prompts(o->prompts_file, &prompts, err, err_len)) < 0)
+            return false;
+        snprintf(run->prompt_note, sizeof run->prompt_note, "%d prompts from %s, taken in turn",
+                 n_prompts, o->prompts_file);
+    } else {
+        tpw = wl_tokens_per_word(o, run->model, run->prompt_note, sizeof run->prompt_note);
+    }
     int n_cells = o->n_rate ? o->n_rate : o->n_concurrency;
-    for (int k = 0; k < n_cells && k < BENCH_MAX_CELLS; k++) {
+    bool ok     = true;
+    for (int k = 0; k < n_cells && k < BENCH_MAX_CELLS && ok; k++) {
         if (stop_requested(o->stop_fd))
             break;
         struct bench_cell *cell = &run->cells[k];
@@ -633,9 +658,14 @@ bool bench_run(const struct bench_opts *o, struct bench_run *run, char *err, siz
         else
             cell->concurrency = o->concurrency[k];
         run->n_cells = k + 1;
-        if (!run_cell(o, run->model, salt, 1.0 / tpw, k, n_cells, cell, err, err_len))
-            return false;
+        ok = run_cell(o, run->model, salt, 1.0 / tpw, prompts, n_prompts, k, n_cells, cell, err,
+                      err_len);
     }
+    for (int i = 0; i < n_prompts; i++)
+        free(prompts[i]);
+    free(prompts);
+    if (!ok)
+        return false;
     run->stopped = stop_requested(o->stop_fd);
     return true;
 }

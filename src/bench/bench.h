@@ -54,6 +54,8 @@ struct bench_opts {
     const char *model;            /* NULL: the first of GET /v1/models */
     enum bench_workload workload;
     int prompt_tokens;            /* approximate prompt (or shared prefix, system prompt) size */
+    const char *prompts_file;     /* completion, chat: prompts taken in turn from this file's
+                                     lines instead of made of words; NULL: words */
     int tail_tokens;              /* prefix-share: the different tail's size */
     int max_tokens;               /* per request */
     bool ignore_eos;              /* send ignore_eos (every reply max_tokens long) */
@@ -88,6 +90,7 @@ struct bench_cell {
     double duration_s;
     double req_per_s, output_tok_per_s;
     double ttft_ms[3], itl_ms[3], e2e_ms[3]; /* p50, p95, p99 */
+    double decode_tok_per_s;      /* median over requests: tokens after the first per second */
     long prompt_tokens, cached_tokens;       /* usage summed */
     double ttft_cold_ms_p50, ttft_warm_ms_p50; /* conversation; NaN otherwise */
     int http_status[8], http_count[8];       /* the first 8 distinct error statuses seen */
@@ -141,6 +144,7 @@ bool bench_run(const struct bench_opts *o, struct bench_run *run, char *err, siz
     X(e2e_ms_p50, f, c->e2e_ms[0])                                                                 \
     X(e2e_ms_p95, f, c->e2e_ms[1])                                                                 \
     X(e2e_ms_p99, f, c->e2e_ms[2])                                                                 \
+    X(decode_tok_per_s, f, c->decode_tok_per_s)                                                    \
     X(prompt_tokens, i, c->prompt_tokens)                                                          \
     X(cached_tokens, i, c->cached_tokens)                                                          \
     X(ttft_cold_ms_p50, f, c->ttft_cold_ms_p50)                                                    \

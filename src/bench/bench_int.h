@@ -39,6 +39,13 @@ void wl_words(struct sbuf *b, uint64_t seed, int n_words);
 double wl_tokens_per_word(const struct bench_opts *o, const char *model, char *note,
                           size_t note_len);
 
+/*
+ * The prompts of path, one per line (empty lines skipped), or with path NULL
+ * the built-in set; *out is malloc'd, as each string. Returns the count, or
+ * -1 with err when the file cannot be read or has none.
+ */
+int wl_load_prompts(const char *path, char ***out, char *err, size_t err_len);
+
 /* ------------------------------------------------------------ request --- */
 
 struct bench_msg {

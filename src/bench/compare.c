@@ -15,55 +15,6 @@
 
 #include <cjson/cJSON.h>
 
-static const char *const builtin[] = {
-    "Once upon a time",
-    "The little dog ran to the park and",
-    "Lily and Tom went to the beach. They",
-    "The capital of France is",
-    "def fibonacci(n):",
-    "Here is a list of three colors: red,",
-    "One day, a big bird",
-    "The sun was hot, so the children",
-};
-
-/* The prompts: one per line of path (empty lines skipped), or the built-in set. */
-static int load_prompts(const char *path, char ***out, char *err, size_t err_len)
-{
-    if (!path) {
-        int n  = (int)(sizeof builtin / sizeof *builtin);
-        *out   = malloc((size_t)n * sizeof **out);
-        for (int i = 0; i < n; i++)
-            (*out)[i] = strdup(builtin[i]);
-        return n;
-    }
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return fail(-1, err, err_len, "bench: cannot read --prompts %s: %m", path);
-    int n = 0, cap = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    *out = NULL;
-    while ((len = getline(&line, &lcap, f)) >= 0) {
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-            line[--len] = 0;
-        if (!len)
-            continue;
-        if (n == cap) {
-            cap      = cap ? 2 * cap : 16;
-            char **p = realloc(*out, (size_t)cap * sizeof *p);
-            if (!p)
-                abort();
-            *out = p;
-        }
-        (*out)[n++] = strdup(line);
-    }
-    free(line);
-    fclose(f);
-    if (!n)
-        return fail(-1, err, err_len, "bench: --prompts %s has no prompt", path);
-    return n;
-}
 
 /*
  * Prints s[from..to) quoted: valid UTF-8 as it is, control characters, quotes
@@ -108,7 +59,7 @@ static int event_at(const struct bench_reply *r, size_t at)
 int bench_compare(const struct bench_compare_opts *co, FILE *fp, char *err, size_t err_len)
 {
     char **prompts = NULL;
-    int n_prompts  = load_prompts(co->prompts_file, &prompts, err, err_len);
+    int n_prompts  = wl_load_prompts(co->prompts_file, &prompts, err, err_len);
     if (n_prompts < 0)
         return 2;
     int n = co->n_targets;

@@ -146,3 +146,54 @@ double wl_tokens_per_word(const struct bench_opts *o, const char *model, char *n
     set_err(note, note_len, "prompts sized by the server's /tokenize: %.3f tokens per word", r);
     return r;
 }
+
+/* What --compare sends when no --prompts file is given: openings of short stories and tasks. */
+static const char *const builtin[] = {
+    "Once upon a time",
+    "The little dog ran to the park and",
+    "Lily and Tom went to the beach. They",
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Here is a list of three colors: red,",
+    "One day, a big bird",
+    "The sun was hot, so the children",
+};
+
+int wl_load_prompts(const char *path, char ***out, char *err, size_t err_len)
+{
+    if (!path) {
+        int n  = (int)(sizeof builtin / sizeof *builtin);
+        *out   = malloc((size_t)n * sizeof **out);
+        for (int i = 0; i < n; i++)
+            (*out)[i] = strdup(builtin[i]);
+        return n;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return fail(-1, err, err_len, "bench: cannot read --prompts %s: %m", path);
+    int n = 0, cap = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    *out = NULL;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        if (!len)
+            continue;
+        if (n == cap) {
+            cap      = cap ? 2 * cap : 16;
+            char **p = realloc(*out, (size_t)cap * sizeof *p);
+            if (!p)
+                abort();
+            *out = p;
+        }
+        (*out)[n++] = strdup(line);
+    }
+    free(line);
+    fclose(f);
+    if (!n)
+        return fail(-1, err, err_len, "bench: --prompts %s has no prompt", path);
+    return n;
+}
+

@@ -130,6 +130,8 @@ static void figures(enum bench_workload w)
             ASSERT_MS(c->itl_ms[p], 20.0);
             ASSERT_MS(c->e2e_ms[p], 200.0 + 31 * 20.0);
         }
+        /* 31 tokens after the first, 20 ms apart */
+        assert_true(fabs(c->decode_tok_per_s - 50.0) < 1e-6);
         assert_true(isnan(c->ttft_cold_ms_p50));
         assert_true(isnan(c->ttft_warm_ms_p50));
         assert_true(c->duration_s > 0);
@@ -326,6 +328,41 @@ static void test_api_key_and_model(void **state)
         assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(b, "model")), "other-model");
         cJSON_Delete(b);
     }
+    benchfix_stop(fx);
+}
+
+/* --prompts: completion requests take the file's lines in turn; the words are not asked for. */
+static void test_prompts_file(void **state)
+{
+    struct benchfix *fx = fix();
+    char *dir           = tu_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/prompts.txt", dir);
+    static const char lines[] = "first prompt\n\nsecond one here\nthird\n";
+    assert_int_equal(tu_write_file(path, lines, sizeof lines - 1), 0);
+    struct bench_opts o;
+    opts_for(&o, fx, BENCH_COMPLETION);
+    o.requests     = 6;
+    o.max_tokens   = 2;
+    o.prompts_file = path;
+    struct bench_run run;
+    run_ok(&o, &run);
+    assert_no_errors(&run.cells[0]);
+    assert_int_equal(benchfix_n_tokenize(fx), 0);
+    static const char *const want[] = {"first prompt", "second one here", "third"};
+    assert_int_equal(benchfix_n_requests(fx), 6);
+    for (int i = 0; i < 6; i++) {
+        cJSON *b = body_of(fx, i);
+        assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(b, "prompt")), want[i % 3]);
+        cJSON_Delete(b);
+    }
+    /* a conversation cannot take them */
+    o.workload = BENCH_CONVERSATION;
+    char err[300];
+    assert_false(bench_run(&o, &run, err, sizeof err));
+    assert_non_null(strstr(err, "--prompts applies to the completion and chat workloads"));
+    tu_rmtree(dir);
+    free(dir);
     benchfix_stop(fx);
 }
 
@@ -1282,6 +1319,7 @@ int main(void)
         cmocka_unit_test(test_faults_counted_by_kind),
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_api_key_and_model),
+        cmocka_unit_test(test_prompts_file),
         cmocka_unit_test(test_seed_and_salt),
         cmocka_unit_test(test_no_samples_is_nan),
         cmocka_unit_test(test_no_usage_completion),
