@@ -37,6 +37,16 @@ static void usage(FILE *fp)
         "                          up to N x slots copies of one sequence's state (the DeltaNet\n"
         "                          layers' conv windows and matrices; the startup line says\n"
         "                          its size), touched only as they are taken\n"
+        "  --spec ngram            speculative decoding by prompt lookup: the slot's last\n"
+        "                          tokens found earlier in it propose what followed, and the\n"
+        "                          model verifies them in the step's one forward pass; the\n"
+        "                          text is what plain decoding gives, at any temperature\n"
+        "                          (default: none; not yet for models with recurrent layers)\n"
+        "  --draft-max N           most tokens drafted per slot and step (default 16, 1..64);\n"
+        "                          the depth follows each slot's recent acceptance\n"
+        "  --draft-min N           fewer proposed than N: no drafting that step (default 1)\n"
+        "  --spec-ngram-min N      the shortest n-gram looked up (default 2)\n"
+        "  --spec-ngram-max N      the longest (default 4, at most 16)\n"
         "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
         "                          on every endpoint but /health (default: $HEARTH_API_KEY,\n"
@@ -73,6 +83,8 @@ int cmd_serve(int argc, char **argv)
     struct placement place = {0};
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
+    long draft_max = 16, draft_min = 1, ngram_min = 2, ngram_max = 4;
+    bool spec_ngram = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -114,6 +126,25 @@ int cmd_serve(int argc, char **argv)
             LONG(max_queue, 0, 1 << 20);
         } else if (!strcmp(a, "--ctx-checkpoints")) {
             LONG(checkpoints, 0, 1024);
+        } else if (!strcmp(a, "--spec")) {
+            VALUE();
+            if (!strcmp(v, "ngram"))
+                spec_ngram = true;
+            else if (!strcmp(v, "none"))
+                spec_ngram = false;
+            else {
+                fprintf(stderr, "hearth serve: --spec takes ngram or none (the draft-model and "
+                                "MTP drafters are not built yet), got '%s'\n", v);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--draft-max")) {
+            LONG(draft_max, 1, 64);
+        } else if (!strcmp(a, "--draft-min")) {
+            LONG(draft_min, 1, 64);
+        } else if (!strcmp(a, "--spec-ngram-min")) {
+            LONG(ngram_min, 1, 16);
+        } else if (!strcmp(a, "--spec-ngram-max")) {
+            LONG(ngram_max, 1, 16);
         } else if (!strcmp(a, "--max-body")) {
             LONG(max_body, 1024, 1L << 30);
         } else if (!strcmp(a, "--api-key")) {
@@ -152,6 +183,11 @@ int cmd_serve(int argc, char **argv)
                         "give one\n");
         return EXIT_USAGE;
     }
+    if (draft_min > draft_max || ngram_min > ngram_max) {
+        fprintf(stderr, "hearth serve: --draft-min is above --draft-max, or --spec-ngram-min "
+                        "above --spec-ngram-max\n");
+        return EXIT_USAGE;
+    }
     if (!api_key) {
         const char *env = getenv("HEARTH_API_KEY");
         if (env && *env)
@@ -186,7 +222,12 @@ int cmd_serve(int argc, char **argv)
                        .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),
                        .max_queue = (int32_t)max_queue,
                        .n_threads = (int)threads,
-                       .n_state_snapshots = (int32_t)checkpoints},
+                       .n_state_snapshots = (int32_t)checkpoints,
+                       .spec      = {.ngram     = spec_ngram,
+                                     .draft_max = (int32_t)draft_max,
+                                     .draft_min = (int32_t)draft_min,
+                                     .ngram_min = (int32_t)ngram_min,
+                                     .ngram_max = (int32_t)ngram_max}},
     };
     char err[HEARTH_ERR_MAX] = "";
     if (http_serve(&p, err, sizeof err) != HEARTH_OK) {

@@ -93,6 +93,9 @@ int32_t hearth_model_n_vocab(const struct hearth_model *model);
 int32_t hearth_model_n_ctx_train(const struct hearth_model *model);
 /* Architecture name from general.architecture ("llama"). */
 const char *hearth_model_arch(const struct hearth_model *model);
+/* Whether some layers keep a recurrent state (qwen35moe): a sequence's cache then goes back
+ * only to a state snapshot (hearth_seq_truncate). */
+bool hearth_model_is_recurrent(const struct hearth_model *model);
 /* Bytes of tensor data the model maps. */
 uint64_t hearth_model_weight_bytes(const struct hearth_model *model);
 /* Bytes of weights one decoded token reads: all of them, but of a mixture of experts' routed

@@ -427,6 +427,8 @@ void hearth_model_free(struct hearth_model *m)
 int32_t hearth_model_n_vocab(const struct hearth_model *m) { return m->hp.n_vocab; }
 int32_t hearth_model_n_ctx_train(const struct hearth_model *m) { return m->hp.n_ctx_train; }
 const char *hearth_model_arch(const struct hearth_model *m) { return m->arch; }
+
+bool hearth_model_is_recurrent(const struct hearth_model *m) { return m->hp.recurrent; }
 uint64_t hearth_model_weight_bytes(const struct hearth_model *m) { return m->weight_bytes; }
 
 uint64_t hearth_model_token_bytes(const struct hearth_model *m)

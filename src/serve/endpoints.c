@@ -115,6 +115,9 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_DECODE_TPS]        = st.decode_seconds_total > 0
                                  ? (double)st.generated_tokens_total / st.decode_seconds_total
                                  : 0;
+    v[M_SPEC_DRAFTED]      = (double)st.spec_drafted_total;
+    v[M_SPEC_ACCEPTED]     = (double)st.spec_accepted_total;
+    v[M_DECODE_FORWARDS]   = (double)st.decode_forwards_total;
     v[M_SLOTS_BUSY]        = st.slots_busy;
     v[M_SLOTS]             = s->sched ? st.n_slots : s->sp.n_slots;
     v[M_QUEUE_DEPTH]       = st.queue_depth;
@@ -192,6 +195,8 @@ void h_slots(struct server *s, struct evhttp_request *req)
         cJSON_AddNumberToObject(o, "n_prompt", info[i].n_prompt);
         cJSON_AddNumberToObject(o, "n_prompt_cached", info[i].n_cached_tokens);
         cJSON_AddNumberToObject(o, "n_generated", info[i].n_generated);
+        cJSON_AddNumberToObject(o, "draft_n", info[i].n_drafted);
+        cJSON_AddNumberToObject(o, "draft_n_accepted", info[i].n_draft_accepted);
         add_stages(o, stages, n_stages);
         cJSON_AddItemToArray(a, o);
     }

@@ -47,6 +47,13 @@
       "Prompt tokens computed per second of prefill time, since start.")                       \
     X(M_DECODE_TPS, "hearth_decode_tokens_per_second", gauge, NONE,                            \
       "Tokens generated per second of decode time, since start.")                              \
+    X(M_SPEC_DRAFTED, "hearth_spec_drafted_tokens_total", counter, NONE,                       \
+      "Tokens proposed by the speculative drafter (--spec) and verified.")                     \
+    X(M_SPEC_ACCEPTED, "hearth_spec_accepted_tokens_total", counter, NONE,                     \
+      "Of the drafted tokens, those the model reproduced and kept.")                           \
+    X(M_DECODE_FORWARDS, "hearth_decode_forwards_total", counter, NONE,                        \
+      "Forward passes a generating slot took part in, counted per slot; without "             \
+      "speculation one per generated token (less the first of each request).")                 \
     X(M_TTFT, "hearth_time_to_first_token_seconds", histogram, TTFT,                           \
       "Time from a request's arrival to its first generated token.")                           \
     X(M_ITL, "hearth_inter_token_latency_seconds", histogram, ITL,                             \

@@ -36,6 +36,7 @@
 #include "sample/sampler.h"
 #include "serve/sched.h"
 #include "serve/stopmatch.h"
+#include "spec/ngram.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
 
@@ -68,6 +69,10 @@ struct slot {
     struct stopmatch sm;
     double t_submit, t_first; /* monotonic seconds; t_first < 0 until the first token */
     uint64_t order;           /* start order: the youngest job yields on a full pool */
+    hearth_token *draft;      /* [draft_max] this step's drafted tokens */
+    int32_t n_draft;          /* of them in this step's batch, after its decode row */
+    int32_t depth;            /* tokens to draft next: follows the recent acceptance */
+    int32_t n_drafted, n_accepted; /* this job's */
     int32_t take;             /* rows in this step's batch */
     int32_t row;              /* batch row holding this slot's logits, -1 none */
     bool fresh;               /* assigned this step, not started yet */
@@ -96,6 +101,7 @@ struct sched {
     int32_t rr;             /* slot the prefill share starts from */
     uint64_t n_started;
     struct sched_stats acc; /* running totals */
+    struct sched_spec spec; /* as started; draft_max 0 when off */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -172,6 +178,10 @@ static void copy_totals_locked(struct sched *s)
     s->stats.prefix_hit_tokens_total = s->acc.prefix_hit_tokens_total;
     s->stats.prefill_seconds_total   = s->acc.prefill_seconds_total;
     s->stats.decode_seconds_total    = s->acc.decode_seconds_total;
+    s->stats.spec_drafted_total      = s->acc.spec_drafted_total;
+    s->stats.spec_accepted_total     = s->acc.spec_accepted_total;
+    s->stats.decode_forwards_total   = s->acc.decode_forwards_total;
+    s->stats.spec_ngram              = s->spec.ngram;
 }
 
 /*
@@ -191,6 +201,7 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     for (int32_t i = 0; i < sl->n_seen; i++)
         sl->count[sl->seen[i]] = 0;
     sl->n_seen = sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
+    sl->n_draft = sl->n_drafted = sl->n_accepted = 0;
     sl->take                                                                = 0;
     sl->row                                                                 = -1;
     sl->fresh                                                               = false;
@@ -298,6 +309,7 @@ static void slot_start(struct sched *s, struct slot *sl)
     }
     sl->n_cached = sl->n_past = reused;
     sl->order                 = ++s->n_started;
+    sl->depth                 = s->spec.draft_max;
     stopmatch_reset(&sl->sm, job->stop, job->n_stop);
     s->acc.prompt_tokens_total += (uint64_t)job->n_prompt;
     s->acc.prefix_hit_tokens_total += (uint64_t)reused;
@@ -330,14 +342,19 @@ static void logprobs(struct slot *sl, const float *logits, int32_t n_vocab, hear
 }
 
 /* Samples from the slot's logits row and streams the token; may finish the job. */
-static void slot_sample(struct sched *s, struct slot *sl)
+/*
+ * Samples the slot's next token from its row's logits, emits its text and
+ * finishes the slot when it ends the job. Returns the token; the slot may be
+ * idle afterwards (sl->job NULL).
+ */
+static hearth_token slot_sample(struct sched *s, struct slot *sl)
 {
     const struct sched_job *job = sl->job;
     const float *logits         = hearth_get_logits(s->ctx, sl->row);
     sl->row                     = -1;
     if (!logits) {
         slot_fail(s, sl, "sched: the engine returned no logits for the slot's row");
-        return;
+        return -1;
     }
     const float *use = logits;
     if ((job->presence_penalty != 0 || job->frequency_penalty != 0) && sl->n_seen > 0) {
@@ -361,7 +378,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
                 snprintf(msg, sizeof msg, "sched: grammar: %s",
                          n_ok < 0 ? err : "no token can continue the text");
                 slot_fail(s, sl, msg);
-                return;
+                return -1;
             }
             tok = sampler_pick(sl->smp, use, sl->mask);
         }
@@ -370,7 +387,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
             char msg[HEARTH_ERR_MAX + 32];
             snprintf(msg, sizeof msg, "sched: grammar: %s", err);
             slot_fail(s, sl, msg);
-            return;
+            return tok;
         }
     }
     hearth_sampler_accept(sl->smp, tok);
@@ -388,7 +405,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
     }
     if (!job->ignore_eos && hearth_token_is_eog(s->model, tok)) {
         slot_finish(s, sl, SCHED_FINISH_STOP, true);
-        return;
+        return tok;
     }
     sl->tokens[sl->n_tokens++] = tok;
     if (sl->count[tok]++ == 0)
@@ -399,7 +416,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
         char *p = realloc(sl->piece, n);
         if (!p) {
             slot_fail(s, sl, "sched: out of memory for a token's text");
-            return;
+            return tok;
         }
         sl->piece     = p;
         sl->piece_cap = n;
@@ -410,19 +427,21 @@ static void slot_sample(struct sched *s, struct slot *sl)
     enum stopmatch_result r = stopmatch_feed(&sl->sm, sl->piece, n, &out, &out_len);
     if (r == STOPMATCH_ENOMEM) {
         slot_fail(s, sl, "sched: out of memory for the pending text");
-        return;
+        return tok;
     }
     if (r == STOPMATCH_HIT) {
         if (out_len > 0)
             emit_text(s, sl, out, out_len, NULL, 0);
         slot_finish(s, sl, SCHED_FINISH_STOP, false);
-        return;
+        return tok;
     }
     emit_text(s, sl, out, out_len, lp, n_top);
     /* the next step decodes tokens[n_tokens - 1] at that position: it must fit the slot */
     if (sl->n_generated >= job->max_tokens || sl->n_tokens > s->n_ctx)
         slot_finish(s, sl, SCHED_FINISH_LENGTH, true);
+    return tok;
 }
+
 
 /* -------------------------------------------------------------- test gate --- */
 
@@ -523,14 +542,84 @@ static void batch_failed(struct sched *s, enum hearth_status st, const char *err
     }
 }
 
+/* ----------------------------------------------------------- speculation --- */
+
+/*
+ * The slot's drafts for this step into sl->draft: at most its depth, the
+ * batch room left, the tokens it may still generate after the one this step
+ * samples, and the context. 0 when the drafter has nothing of draft_min.
+ */
+static int32_t draft(struct sched *s, struct slot *sl, int32_t room)
+{
+    const struct sched_job *job = sl->job;
+    int32_t k                   = sl->depth;
+    int32_t left                = job->max_tokens - sl->n_generated - 1;
+    int32_t ctx_left            = s->n_ctx - sl->n_tokens;
+    k = k < room ? k : room;
+    k = k < left ? k : left;
+    k = k < ctx_left ? k : ctx_left;
+    if (k < s->spec.draft_min || k < 1)
+        return 0;
+    int32_t m = ngram_propose(sl->tokens, sl->n_tokens, s->spec.ngram_min, s->spec.ngram_max, k,
+                              sl->draft);
+    return m >= s->spec.draft_min ? m : 0;
+}
+
+/*
+ * After a step that computed the slot's decode row and its drafts: samples
+ * at each row in turn, as plain decoding would, and goes on while the sample
+ * reproduces the next draft. The first sample that differs (or the one after
+ * the last draft) is the step's extra token; the rows past it are dropped
+ * from the cache. The drafts kept are tokens the target itself sampled, with
+ * the same random draws in the same order, so the text is what plain
+ * decoding gives, at any temperature.
+ */
+static void verify(struct sched *s, struct slot *sl)
+{
+    const int32_t base = sl->n_past, k = sl->n_draft, row0 = sl->row;
+    sl->n_draft = 0;
+    sl->take    = 0;
+    int32_t a   = 0;
+    sl->n_drafted += k;
+    s->acc.spec_drafted_total += (uint64_t)k;
+    for (;;) {
+        /* the cache holds base .. base + k; the sample at row a follows tokens up to base + a */
+        sl->n_past       = base + 1 + a;
+        sl->row          = row0 + a;
+        hearth_token tok = slot_sample(s, sl);
+        if (!sl->job) /* finished or failed: slot_release dropped the sequence */
+            break;
+        if (a == k || tok != sl->draft[a])
+            break;
+        a++;
+        sl->n_accepted++;
+        s->acc.spec_accepted_total++;
+    }
+    if (sl->job) {
+        if (a < k)
+            hearth_seq_truncate(s->ctx, sl->id, sl->n_past);
+        hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
+        /* depth: one more than was accepted, doubled back up while all is accepted */
+        int32_t next = a == k ? 2 * k : a + 1;
+        sl->depth    = next < s->spec.draft_min ? s->spec.draft_min
+                     : next > s->spec.draft_max ? s->spec.draft_max
+                                                : next;
+    }
+}
+
 /* Builds one micro-batch from every busy slot and runs it. */
 static void step(struct sched *s)
 {
-    int32_t n = 0, n_decode = 0, n_prefill_slots = 0;
+    int32_t n = 0, n_decode = 0, n_prefill_slots = 0, n_gen = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        const struct slot *sl = &s->slots[i];
+        n_gen += sl->job && sl->n_past >= sl->job->n_prompt;
+    }
     for (int32_t i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
         sl->take        = 0;
         sl->row         = -1;
+        sl->n_draft     = 0;
         if (!sl->job)
             continue;
         if (sl->n_past < sl->job->n_prompt) {
@@ -544,6 +633,20 @@ static void step(struct sched *s)
         sl->row        = n++;
         sl->take       = 1;
         n_decode++;
+        n_gen--;
+        s->acc.decode_forwards_total++;
+        /* drafts right after the slot's decode row, leaving a row for each slot still to come */
+        int32_t k = s->spec.draft_max > 0 ? draft(s, sl, s->n_batch - n - n_gen) : 0;
+        for (int32_t j = 0; j < k; j++) {
+            s->b_tok[n]    = sl->draft[j];
+            s->b_pos[n]    = sl->n_past + 1 + j;
+            s->b_seq[n]    = sl->id;
+            s->b_logits[n] = 1;
+            n++;
+        }
+        sl->n_draft = k;
+        sl->take += k;
+        n_decode += k;
     }
 
     /* prefill: the room left is shared evenly, leftovers going round from s->rr */
@@ -597,15 +700,17 @@ static void step(struct sched *s)
     s->acc.prefill_seconds_total += dt * (n - n_decode) / n;
     for (int32_t i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        if (!sl->job || sl->take == 0)
-            continue;
+        if (!sl->job || sl->take == 0 || sl->n_draft > 0)
+            continue; /* a drafting slot's cache is settled by verify() */
         sl->n_past += sl->take;
         sl->take = 0;
         hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
     }
     for (int32_t i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        if (sl->job && sl->row >= 0)
+        if (sl->job && sl->n_draft > 0)
+            verify(s, sl);
+        else if (sl->job && sl->row >= 0)
             slot_sample(s, sl);
     }
 }
@@ -630,6 +735,8 @@ static void publish_stats(struct sched *s)
                        .n_cached_tokens = sl->n_cached,
                        .n_generated     = sl->n_generated,
                        .n_ctx_used      = sl->n_past,
+                       .n_drafted       = sl->n_drafted,
+                       .n_draft_accepted = sl->n_accepted,
         };
     }
     pthread_mutex_unlock(&s->mu);
@@ -750,6 +857,7 @@ static void sched_free(struct sched *s)
             free(sl->seen);
             free(sl->work);
             free(sl->piece);
+            free(sl->draft);
             stopmatch_free(&sl->sm);
         }
         free(s->slots);
@@ -823,6 +931,26 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         goto err;
     }
 
+    s->spec = p->spec;
+    if (!s->spec.ngram)
+        s->spec = (struct sched_spec){0};
+    else if (s->spec.draft_max < 1 || s->spec.draft_max > 64 || s->spec.draft_min < 1 ||
+             s->spec.draft_min > s->spec.draft_max || s->spec.ngram_min < 1 ||
+             s->spec.ngram_min > s->spec.ngram_max || s->spec.ngram_max > NGRAM_MAX_N) {
+        st = fail(HEARTH_EINVAL, err, err_len,
+                  "sched: speculation with drafts of %d..%d tokens and n-grams of %d..%d: need "
+                  "1 <= min <= max, drafts <= 64, n-grams <= %d",
+                  s->spec.draft_min, s->spec.draft_max, s->spec.ngram_min, s->spec.ngram_max,
+                  NGRAM_MAX_N);
+        goto err;
+    } else if (hearth_model_is_recurrent(model)) {
+        st = fail(HEARTH_EUNSUPPORTED, err, err_len,
+                  "sched: speculative decoding is not available for %s yet: its recurrent "
+                  "state cannot be cut back to a drafted position",
+                  hearth_model_arch(model));
+        goto err;
+    }
+
     s->q_cap       = p->max_queue + p->n_slots;
     s->queue       = calloc((size_t)s->q_cap, sizeof *s->queue);
     s->dropped     = calloc((size_t)s->q_cap, sizeof *s->dropped);
@@ -851,7 +979,9 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         sl->mask      = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof *sl->mask);
         sl->piece_cap = 256;
         sl->piece     = malloc(sl->piece_cap);
-        if (!sl->tokens || !sl->seen || !sl->count || !sl->work || !sl->mask || !sl->piece)
+        sl->draft     = malloc(((size_t)s->spec.draft_max + 1) * sizeof *sl->draft);
+        if (!sl->tokens || !sl->seen || !sl->count || !sl->work || !sl->mask || !sl->piece ||
+            !sl->draft)
             goto nomem;
         s->info[i].id = i;
     }

@@ -103,6 +103,23 @@ struct sched_event {
 
 typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
 
+/*
+ * Speculative decoding (--spec): each step a drafter proposes up to
+ * draft_max tokens per generating slot, the target computes all of them in
+ * the step's one micro-batch, and the slot keeps the drafts its own
+ * sampling reproduces, plus the token it sampled where they part. The
+ * output is the target's at any temperature and, for a seed, the same
+ * tokens (see docs/ARCHITECTURE.md). Off on models with recurrent layers,
+ * whose state cannot be cut back to a drafted position yet.
+ */
+struct sched_spec {
+    bool ngram;          /* prompt lookup (src/spec/ngram.h) */
+    int32_t draft_max;   /* most tokens drafted per slot and step, 1..64 */
+    int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
+    int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */
+    int32_t ngram_max;   /* the longest, ..NGRAM_MAX_N */
+};
+
 struct sched_params {
     int32_t n_slots;     /* parallel sequences (--parallel) */
     int32_t n_ctx;       /* context of EACH slot (--ctx-size) */
@@ -110,6 +127,7 @@ struct sched_params {
     int32_t max_queue;   /* jobs waiting beyond the slots before sched_submit refuses */
     int n_threads;
     int32_t n_state_snapshots; /* recurrent models: state snapshots per slot (--ctx-checkpoints) */
+    struct sched_spec spec;    /* all zero: no speculation */
 };
 
 struct sched;
@@ -141,12 +159,17 @@ struct sched_slot_info {
     uint64_t request_id;     /* 0 when idle */
     int32_t n_prompt, n_cached_tokens, n_generated;
     int32_t n_ctx_used;      /* tokens in this slot's KV */
+    int32_t n_drafted;       /* tokens drafted for this job, and of those accepted */
+    int32_t n_draft_accepted;
 };
 struct sched_stats {
     int32_t n_slots, slots_busy, queue_depth;
     int32_t kv_blocks_used, kv_blocks_cached, kv_blocks_total;
     uint64_t prompt_tokens_total, generated_tokens_total, prefix_hit_tokens_total;
     double prefill_seconds_total, decode_seconds_total; /* engine time spent */
+    uint64_t spec_drafted_total, spec_accepted_total; /* drafted tokens; those kept */
+    uint64_t decode_forwards_total; /* a slot's rows in a step's forward, counted once a slot */
+    bool spec_ngram;                /* the n-gram drafter is on */
 };
 /* Fills stats and up to cap slot infos (returns the number of slots). */
 int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,

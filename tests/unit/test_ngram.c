@@ -1,0 +1,92 @@
+/* test_ngram.c: prompt lookup, the n-gram drafter (src/spec/ngram.c). */
+#include <string.h>
+
+#include "spec/ngram.h"
+#include "util/testutil.h"
+
+/* Proposes after t (len n) with the given window and cap; returns the count, drafts in out. */
+static int32_t propose(const hearth_token *t, int32_t n, int32_t n_min, int32_t n_max, int32_t k,
+                       hearth_token *out)
+{
+    memset(out, 0xff, 32 * sizeof *out);
+    return ngram_propose(t, n, n_min, n_max, k, out);
+}
+
+/* What followed the earlier occurrence of the last tokens is proposed, up to k. */
+static void test_echo_proposes_what_followed(void **state)
+{
+    (void)state;
+    const hearth_token t[] = {1, 2, 3, 4, 5, 6, 7, 9, 2, 3};
+    hearth_token out[32];
+    assert_int_equal(propose(t, 10, 2, 4, 3, out), 3);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(out[1], 5);
+    assert_int_equal(out[2], 6);
+    /* k caps it; tokens after the match run out before a large k */
+    assert_int_equal(propose(t, 10, 2, 4, 1, out), 1);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(propose(t, 10, 2, 4, 30, out), 7); /* 4 5 6 7 9 2 3 */
+    assert_int_equal(out[6], 3);
+}
+
+/* The longest suffix wins over a later, shorter match; among equals the latest. */
+static void test_longest_then_latest(void **state)
+{
+    (void)state;
+    /* "7 8 9" then 100 early; "8 9" then 200 later: the 3-gram match is longer */
+    const hearth_token a[] = {7, 8, 9, 100, 5, 8, 9, 200, 6, 7, 8, 9};
+    hearth_token out[32];
+    assert_int_equal(propose(a, 12, 2, 4, 1, out), 1);
+    assert_int_equal(out[0], 100);
+    /* with n_max 2 both are 2-grams: the latest (200) wins */
+    assert_int_equal(propose(a, 12, 2, 2, 1, out), 1);
+    assert_int_equal(out[0], 200);
+    /* two equal 3-gram matches: the latest */
+    const hearth_token b[] = {1, 2, 3, 10, 1, 2, 3, 20, 1, 2, 3};
+    assert_int_equal(propose(b, 11, 2, 4, 1, out), 1);
+    assert_int_equal(out[0], 20);
+}
+
+/* Matches shorter than n_min propose nothing; so do bad arguments and tiny inputs. */
+static void test_no_proposal(void **state)
+{
+    (void)state;
+    const hearth_token t[] = {1, 2, 3, 4, 5, 9, 5};
+    hearth_token out[32];
+    assert_int_equal(propose(t, 7, 2, 4, 4, out), 0); /* only "5" recurs: a 1-gram */
+    assert_int_equal(propose(t, 7, 1, 4, 4, out), 2); /* with n_min 1 it counts: 9 5 */
+    assert_int_equal(out[0], 9);
+    assert_int_equal(propose(t, 7, 2, 4, 0, out), 0);
+    assert_int_equal(propose(t, 7, 0, 4, 4, out), 0);
+    assert_int_equal(propose(t, 7, 3, 2, 4, out), 0);
+    assert_int_equal(propose(t, 7, 2, NGRAM_MAX_N + 1, 4, out), 0);
+    assert_int_equal(propose(t, 1, 1, 4, 4, out), 0);
+    assert_int_equal(propose(t, 0, 1, 4, 4, out), 0);
+    assert_int_equal(out[0], (hearth_token)-1); /* nothing written */
+}
+
+/* A run of one token matches itself shifted by one: it proposes more of the run. */
+static void test_overlapping_run(void **state)
+{
+    (void)state;
+    const hearth_token t[] = {4, 4, 4, 4, 4};
+    hearth_token out[32];
+    assert_int_equal(propose(t, 5, 2, 4, 8, out), 1);
+    assert_int_equal(out[0], 4);
+    /* an ABAB pattern proposes its continuation */
+    const hearth_token u[] = {1, 2, 1, 2, 1, 2};
+    assert_int_equal(propose(u, 6, 2, 4, 8, out), 2);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(out[1], 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_echo_proposes_what_followed),
+        cmocka_unit_test(test_longest_then_latest),
+        cmocka_unit_test(test_no_proposal),
+        cmocka_unit_test(test_overlapping_run),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
