@@ -102,6 +102,7 @@ struct sched {
     uint64_t n_started;
     struct sched_stats acc; /* running totals */
     struct sched_spec spec; /* as started; draft_max 0 when off */
+    bool no_drafts;         /* this step is retried without drafts (the pool was full) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -610,7 +611,7 @@ static void verify(struct sched *s, struct slot *sl)
 /* Builds one micro-batch from every busy slot and runs it. */
 static void step(struct sched *s)
 {
-    int32_t n = 0, n_decode = 0, n_prefill_slots = 0, n_gen = 0;
+    int32_t n = 0, n_decode = 0, n_prefill_slots = 0, n_gen = 0, n_drafts = 0, n_gen_rows = 0;
     for (int32_t i = 0; i < s->n_slots; i++) {
         const struct slot *sl = &s->slots[i];
         n_gen += sl->job && sl->n_past >= sl->job->n_prompt;
@@ -634,9 +635,11 @@ static void step(struct sched *s)
         sl->take       = 1;
         n_decode++;
         n_gen--;
-        s->acc.decode_forwards_total++;
+        n_gen_rows++;
         /* drafts right after the slot's decode row, leaving a row for each slot still to come */
-        int32_t k = s->spec.draft_max > 0 ? draft(s, sl, s->n_batch - n - n_gen) : 0;
+        int32_t k = s->spec.draft_max > 0 && !s->no_drafts ? draft(s, sl, s->n_batch - n - n_gen)
+                                                            : 0;
+        n_drafts += k;
         for (int32_t j = 0; j < k; j++) {
             s->b_tok[n]    = sl->draft[j];
             s->b_pos[n]    = sl->n_past + 1 + j;
@@ -692,10 +695,18 @@ static void step(struct sched *s)
     double t0             = now_s();
     enum hearth_status st = hearth_decode(s->ctx, &b, err, sizeof err);
     double dt             = now_s() - t0;
+    if (st == HEARTH_EFULL && n_drafts > 0 && !s->no_drafts) {
+        /* the pool had no room for the drafts: they are only a bet, so the step runs without */
+        s->no_drafts = true;
+        step(s);
+        s->no_drafts = false;
+        return;
+    }
     if (st) {
         batch_failed(s, st, err);
         return;
     }
+    s->acc.decode_forwards_total += (uint64_t)n_gen_rows;
     s->acc.decode_seconds_total += dt * n_decode / n;
     s->acc.prefill_seconds_total += dt * (n - n_decode) / n;
     for (int32_t i = 0; i < s->n_slots; i++) {
