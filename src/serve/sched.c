@@ -73,6 +73,7 @@ struct slot {
     int32_t n_draft;          /* of them in this step's batch, after its decode row */
     int32_t depth;            /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
+    hearth_token force;       /* test hook: the token this sample must pick, -1 none */
     int32_t take;             /* rows in this step's batch */
     int32_t row;              /* batch row holding this slot's logits, -1 none */
     bool fresh;               /* assigned this step, not started yet */
@@ -103,6 +104,7 @@ struct sched {
     struct sched_stats acc; /* running totals */
     struct sched_spec spec; /* as started; draft_max 0 when off */
     bool no_drafts;         /* this step is retried without drafts (the pool was full) */
+    bool spec_broken;       /* test hook HEARTH_SPEC_TEST_BREAK: keep every draft (wrong) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -366,6 +368,12 @@ static hearth_token slot_sample(struct sched *s, struct slot *sl)
         }
         use = sl->work;
     }
+    if (sl->force >= 0) { /* HEARTH_SPEC_TEST_BREAK: the draft outweighs everything */
+        if (use != sl->work)
+            memcpy(sl->work, logits, (size_t)s->n_vocab * sizeof *sl->work);
+        sl->work[sl->force] += 1e4f;
+        use = sl->work;
+    }
     hearth_token tok = sampler_pick(sl->smp, use, NULL);
     if (sl->gm) {
         /* The unconstrained pick stands when the grammar allows it: the draw then follows
@@ -587,7 +595,9 @@ static void verify(struct sched *s, struct slot *sl)
         /* the cache holds base .. base + k; the sample at row a follows tokens up to base + a */
         sl->n_past       = base + 1 + a;
         sl->row          = row0 + a;
+        sl->force        = s->spec_broken && a < k ? sl->draft[a] : -1;
         hearth_token tok = slot_sample(s, sl);
+        sl->force        = -1;
         if (!sl->job) /* finished or failed: slot_release dropped the sequence */
             break;
         if (a == k || tok != sl->draft[a])
@@ -943,6 +953,9 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     }
 
     s->spec = p->spec;
+    /* Test hook, inert unless set: verification keeps every draft whatever the model samples,
+     * the broken rule tests/e2e/test_spec.c's distribution test must catch. */
+    s->spec_broken = getenv("HEARTH_SPEC_TEST_BREAK") != NULL;
     if (!s->spec.ngram)
         s->spec = (struct sched_spec){0};
     else if (s->spec.draft_max < 1 || s->spec.draft_max > 64 || s->spec.draft_min < 1 ||
@@ -982,6 +995,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         struct slot *sl = &s->slots[i];
         sl->id          = i;
         sl->row         = -1;
+        sl->force       = -1;
         stopmatch_init(&sl->sm);
         sl->tokens    = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->tokens);
         sl->seen      = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->seen);

@@ -7,11 +7,15 @@
  * proposed and accepted, so the comparison is not vacuous. At temperature 1
  * the same seed must give the same text with and without speculation
  * (stronger than the same distribution: hearth samples each verified
- * position with the same draws plain decoding makes). Models with
+ * position with the same draws plain decoding makes), and over many seeds
+ * the first four sampled tokens pass a chi-square test against plain
+ * decoding, which the same test fails on a server whose rule is broken on
+ * purpose (HEARTH_SPEC_TEST_BREAK: every draft kept). Models with
  * recurrent layers are refused, with the reason, until their state can be
  * cut back to a drafted position.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +150,139 @@ static void test_sampled_same_per_seed(void **state)
     srv_stop(&spec);
 }
 
+/* ------------------------------------------------------------- chi-square --- */
+
+enum { N_SEEDS = 300, MAX_CAT = N_SEEDS };
+
+struct tally {
+    char *text[MAX_CAT];
+    int count[MAX_CAT];
+    int n;
+};
+
+static void tally_add(struct tally *t, const char *text)
+{
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->text[i], text)) {
+            t->count[i]++;
+            return;
+        }
+    assert_true(t->n < MAX_CAT);
+    t->text[t->n]    = strdup(text);
+    t->count[t->n++] = 1;
+}
+
+static int tally_of(const struct tally *t, const char *text)
+{
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->text[i], text))
+            return t->count[i];
+    return 0;
+}
+
+static void tally_free(struct tally *t)
+{
+    for (int i = 0; i < t->n; i++)
+        free(t->text[i]);
+}
+
+/* The first 4 tokens sampled at temperature 1 for seeds 1..N_SEEDS. */
+static void sample_texts(const struct srv *s, struct tally *t)
+{
+    memset(t, 0, sizeof *t);
+    for (int seed = 1; seed <= N_SEEDS; seed++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"prompt\":\"the cat and the dog and the cat and the\",\"max_tokens\":4,"
+                 "\"temperature\":1,\"seed\":%d}",
+                 seed);
+        struct http_resp r = http_post(s, "/v1/completions", body);
+        cJSON *j           = http_json(&r);
+        const char *text   = jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "text");
+        assert_non_null(text);
+        tally_add(t, text);
+        cJSON_Delete(j);
+        http_resp_free(&r);
+    }
+}
+
+/*
+ * Pearson's chi-square statistic of homogeneity between two samples of equal
+ * size, texts seen fewer than 10 times in both together pooled into one
+ * category; *df its degrees of freedom.
+ */
+static double chi_square(const struct tally *a, const struct tally *b, int *df)
+{
+    double stat = 0, pool_a = 0, pool_b = 0;
+    int cats    = 0;
+    const struct tally *both[2] = {a, b};
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < both[w]->n; i++) {
+            const char *text = both[w]->text[i];
+            if (w == 1 && tally_of(a, text))
+                continue; /* counted from a's side */
+            double x = tally_of(a, text), y = tally_of(b, text);
+            if (x + y < 10) {
+                pool_a += x;
+                pool_b += y;
+                continue;
+            }
+            double e = (x + y) / 2;
+            stat += (x - e) * (x - e) / e + (y - e) * (y - e) / e;
+            cats++;
+        }
+    if (pool_a + pool_b > 0) {
+        double e = (pool_a + pool_b) / 2;
+        stat += (pool_a - e) * (pool_a - e) / e + (pool_b - e) * (pool_b - e) / e;
+        cats++;
+    }
+    *df = cats - 1;
+    return stat;
+}
+
+/* The chi-square quantile at 1 - 0.001 (Wilson and Hilferty's approximation). */
+static double chi_critical(int df)
+{
+    const double z = 3.090; /* the normal quantile at 0.999 */
+    double h       = 2.0 / (9.0 * df);
+    return df * pow(1 - h + z * sqrt(h), 3);
+}
+
+/*
+ * Temperature 1 over 300 seeds: the first four tokens of plain decoding and
+ * of speculation agree by a chi-square test at significance 0.001; a server
+ * that keeps every draft (the broken rule) is told apart by the same test.
+ */
+static void test_sampled_distribution(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    struct srv plain, spec, broken;
+    srv_start(&plain, plain_args);
+    srv_start(&spec, spec_args);
+    setenv("HEARTH_SPEC_TEST_BREAK", "1", 1);
+    srv_start(&broken, spec_args);
+    unsetenv("HEARTH_SPEC_TEST_BREAK");
+    struct tally tp, ts, tb;
+    sample_texts(&plain, &tp);
+    sample_texts(&spec, &ts);
+    sample_texts(&broken, &tb);
+    assert_true(metric(&spec, "hearth_spec_drafted_tokens_total") > 0);
+    int df_s, df_b;
+    double chi_s = chi_square(&tp, &ts, &df_s), chi_b = chi_square(&tp, &tb, &df_b);
+    print_message("chi-square: speculation %.2f (df %d, critical %.2f); broken rule %.2f (df %d, "
+                  "critical %.2f)\n",
+                  chi_s, df_s, chi_critical(df_s), chi_b, df_b, chi_critical(df_b));
+    assert_true(df_s >= 1 && df_b >= 1);
+    assert_true(chi_s < chi_critical(df_s));
+    assert_true(chi_b > chi_critical(df_b));
+    tally_free(&tp);
+    tally_free(&ts);
+    tally_free(&tb);
+    srv_stop(&plain);
+    srv_stop(&spec);
+    srv_stop(&broken);
+}
+
 /* A recurrent model is refused at start with the reason; a bad --spec is a usage error. */
 static void test_refusals(void **state)
 {
@@ -172,6 +309,7 @@ int main(void)
         cmocka_unit_test_teardown(test_greedy_identical_stories, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_greedy_identical_quantized, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_same_per_seed, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_sampled_distribution, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
