@@ -37,11 +37,16 @@ static void usage(FILE *fp)
         "                          up to N x slots copies of one sequence's state (the DeltaNet\n"
         "                          layers' conv windows and matrices; the startup line says\n"
         "                          its size), touched only as they are taken\n"
-        "  --spec ngram            speculative decoding by prompt lookup: the slot's last\n"
-        "                          tokens found earlier in it propose what followed, and the\n"
+        "  --spec LIST             speculative decoding: drafters propose tokens and the\n"
         "                          model verifies them in the step's one forward pass; the\n"
-        "                          text is what plain decoding gives, at any temperature\n"
-        "                          (default: none; not yet for models with recurrent layers)\n"
+        "                          text is what plain decoding gives, at any temperature.\n"
+        "                          ngram: prompt lookup (the slot's last tokens found earlier\n"
+        "                          in it propose what followed); draft: --model-draft's greedy\n"
+        "                          tokens; ngram,draft: the n-gram proposal when there is one,\n"
+        "                          else the draft model's (default: none; not yet for models\n"
+        "                          with recurrent layers)\n"
+        "  --model-draft FILE      the draft model (same vocabulary; on the CPU); implies\n"
+        "                          --spec draft unless --spec says otherwise\n"
         "  --draft-max N           most tokens drafted per slot and step (default 16, 1..64);\n"
         "                          the depth follows each slot's recent acceptance\n"
         "  --draft-min N           fewer proposed than N: no drafting that step (default 1)\n"
@@ -84,7 +89,8 @@ int cmd_serve(int argc, char **argv)
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
     long draft_max = 16, draft_min = 1, ngram_min = 2, ngram_max = 4;
-    bool spec_ngram = false;
+    bool spec_ngram = false, spec_draft = false, spec_set = false;
+    const char *draft_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -128,15 +134,19 @@ int cmd_serve(int argc, char **argv)
             LONG(checkpoints, 0, 1024);
         } else if (!strcmp(a, "--spec")) {
             VALUE();
-            if (!strcmp(v, "ngram"))
-                spec_ngram = true;
-            else if (!strcmp(v, "none"))
-                spec_ngram = false;
-            else {
-                fprintf(stderr, "hearth serve: --spec takes ngram or none (the draft-model and "
-                                "MTP drafters are not built yet), got '%s'\n", v);
+            spec_set = true;
+            if (!strcmp(v, "ngram") || !strcmp(v, "draft") || !strcmp(v, "ngram,draft") ||
+                !strcmp(v, "none")) {
+                spec_ngram = !strncmp(v, "ngram", 5);
+                spec_draft = strstr(v, "draft") != NULL;
+            } else {
+                fprintf(stderr, "hearth serve: --spec takes ngram, draft, ngram,draft or none "
+                                "(the MTP drafter is not built yet), got '%s'\n", v);
                 return EXIT_USAGE;
             }
+        } else if (!strcmp(a, "--model-draft") || !strcmp(a, "-md")) {
+            VALUE();
+            draft_path = v;
         } else if (!strcmp(a, "--draft-max")) {
             LONG(draft_max, 1, 64);
         } else if (!strcmp(a, "--draft-min")) {
@@ -183,6 +193,16 @@ int cmd_serve(int argc, char **argv)
                         "give one\n");
         return EXIT_USAGE;
     }
+    if (draft_path && !spec_set)
+        spec_draft = true;
+    if (spec_draft && !draft_path) {
+        fprintf(stderr, "hearth serve: --spec draft needs --model-draft FILE\n");
+        return EXIT_USAGE;
+    }
+    if (draft_path && !spec_draft) {
+        fprintf(stderr, "hearth serve: --model-draft is given but --spec does not name draft\n");
+        return EXIT_USAGE;
+    }
     if (draft_min > draft_max || ngram_min > ngram_max) {
         fprintf(stderr, "hearth serve: --draft-min is above --draft-max, or --spec-ngram-min "
                         "above --spec-ngram-max\n");
@@ -217,6 +237,7 @@ int cmd_serve(int argc, char **argv)
         .devices              = place.devices,
         .tensor_split         = place.tensor_split,
         .layer_split          = place.layer_split,
+        .draft_path           = draft_path,
         .sched      = {.n_slots   = (int32_t)parallel,
                        .n_ctx     = (int32_t)n_ctx,
                        .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),

@@ -115,8 +115,10 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_DECODE_TPS]        = st.decode_seconds_total > 0
                                  ? (double)st.generated_tokens_total / st.decode_seconds_total
                                  : 0;
-    v[M_SPEC_DRAFTED]      = (double)st.spec_drafted_total;
-    v[M_SPEC_ACCEPTED]     = (double)st.spec_accepted_total;
+    for (int d = 0; d < SCHED_N_DRAFTERS; d++) {
+        s->metrics.spec_drafted[d]  = st.spec_drafted[d];
+        s->metrics.spec_accepted[d] = st.spec_accepted[d];
+    }
     v[M_DECODE_FORWARDS]   = (double)st.decode_forwards_total;
     v[M_SLOTS_BUSY]        = st.slots_busy;
     v[M_SLOTS]             = s->sched ? st.n_slots : s->sp.n_slots;

@@ -1008,6 +1008,18 @@ static void *loader_main(void *arg)
         snprintf(s->load_err, sizeof s->load_err, "out of memory indexing the vocabulary");
         st = HEARTH_ENOMEM;
     }
+    struct hearth_model *draft = NULL;
+    if (st == HEARTH_OK && s->p->draft_path) {
+        /* the draft model runs on the CPU: placement options are the target's */
+        struct hearth_model_params dp = hearth_model_default_params();
+        dp.n_threads                  = mp.n_threads;
+        char why[HEARTH_ERR_MAX];
+        st = hearth_model_load(s->p->draft_path, &dp, &draft, why, sizeof why);
+        if (st != HEARTH_OK)
+            snprintf(s->load_err, sizeof s->load_err, "--model-draft %.200s: %.280s",
+                     s->p->draft_path, why);
+        s->sp.spec.draft_model = draft;
+    }
     if (st == HEARTH_OK) {
         int32_t train = hearth_model_n_ctx_train(model);
         if (s->sp.n_ctx <= 0) /* default: 4096, or the training context when smaller */
@@ -1024,8 +1036,12 @@ static void *loader_main(void *arg)
         if (model)
             hearth_model_free(model);
         model = NULL;
+        if (draft)
+            hearth_model_free(draft);
+        draft = NULL;
     }
     s->load_model  = model;
+    s->load_draft  = draft;
     s->load_sched  = sched;
     s->load_tmpl   = tmpl;
     s->load_gvocab = gv;
@@ -1049,6 +1065,7 @@ static void on_loaded(evutil_socket_t fd, short what, void *arg)
         return;
     }
     s->model = s->load_model;
+    s->draft = s->load_draft;
     s->sched = s->load_sched;
     s->tmpl   = s->load_tmpl;
     s->gvocab = s->load_gvocab;
@@ -1166,6 +1183,8 @@ static void teardown(struct server *s)
     grammar_vocab_free(s->gvocab);
     if (s->model)
         hearth_model_free(s->model);
+    if (s->draft)
+        hearth_model_free(s->draft);
     pthread_mutex_destroy(&s->qmu);
     free(s->fatal);
     libevent_global_shutdown();

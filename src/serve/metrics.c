@@ -157,6 +157,12 @@ char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT],
                     (unsigned long long)(id == M_STAGE_KV_BYTES ? st->kv_bytes
                                                                 : st->weight_bytes));
             }
+        } else if (id == M_SPEC_DRAFTED || id == M_SPEC_ACCEPTED) {
+            static const char *const drafters[] = SCHED_DRAFTER_NAMES;
+            for (int k = 0; k < SCHED_N_DRAFTERS; k++)
+                put(&o, "%s{drafter=\"%s\"} %llu\n", d->name, drafters[k],
+                    (unsigned long long)(id == M_SPEC_DRAFTED ? m->spec_drafted[k]
+                                                              : m->spec_accepted[k]));
         } else if (d->type == MT_histogram) {
             const struct metrics_histogram *h = &m->hist[id];
             uint64_t cum                      = 0;

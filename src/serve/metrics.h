@@ -20,6 +20,7 @@
 
 #include "hearth.h"        /* struct hearth_stage_info */
 #include "serve/routes.h" /* enum metrics_endpoint */
+#include "serve/sched.h"  /* SCHED_N_DRAFTERS */
 
 /* Bucket upper bounds (seconds) of each histogram kind; +Inf is implied. */
 #define METRICS_BUCKETS_TTFT  {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -48,9 +49,9 @@
     X(M_DECODE_TPS, "hearth_decode_tokens_per_second", gauge, NONE,                            \
       "Tokens generated per second of decode time, since start.")                              \
     X(M_SPEC_DRAFTED, "hearth_spec_drafted_tokens_total", counter, NONE,                       \
-      "Tokens proposed by the speculative drafter (--spec) and verified.")                     \
+      "Tokens proposed by the speculative drafters (--spec) and verified, by drafter.")        \
     X(M_SPEC_ACCEPTED, "hearth_spec_accepted_tokens_total", counter, NONE,                     \
-      "Of the drafted tokens, those the model reproduced and kept.")                           \
+      "Of the drafted tokens, those the model reproduced and kept, by drafter.")               \
     X(M_DECODE_FORWARDS, "hearth_decode_forwards_total", counter, NONE,                        \
       "Forward passes a generating slot took part in, counted per slot; without "             \
       "speculation one per generated token (less the first of each request).")                 \
@@ -95,6 +96,8 @@ struct metrics {
     struct hearth_stage_info stages[METRICS_MAX_STAGES]; /* where the layers run: the
                                                             M_STAGE_* samples, one per stage */
     int32_t n_stages;                          /* 0 until the model is loaded */
+    uint64_t spec_drafted[SCHED_N_DRAFTERS];   /* set by the caller before metrics_render */
+    uint64_t spec_accepted[SCHED_N_DRAFTERS];
 };
 
 /* Zeroes everything. */

@@ -36,6 +36,7 @@
 #include "sample/sampler.h"
 #include "serve/sched.h"
 #include "serve/stopmatch.h"
+#include "serve/spec.h"
 #include "spec/ngram.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
@@ -71,6 +72,7 @@ struct slot {
     uint64_t order;           /* start order: the youngest job yields on a full pool */
     hearth_token *draft;      /* [draft_max] this step's drafted tokens */
     int32_t n_draft;          /* of them in this step's batch, after its decode row */
+    enum sched_drafter draft_src; /* who proposed them */
     int32_t depth;            /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
     hearth_token force;       /* test hook: the token this sample must pick, -1 none */
@@ -103,6 +105,8 @@ struct sched {
     uint64_t n_started;
     struct sched_stats acc; /* running totals */
     struct sched_spec spec; /* as started; draft_max 0 when off */
+    struct spec *drafters;  /* NULL when off */
+    struct spec_req *reqs;  /* [n_slots] this step's draft requests */
     bool no_drafts;         /* this step is retried without drafts (the pool was full) */
     bool spec_broken;       /* test hook HEARTH_SPEC_TEST_BREAK: keep every draft (wrong) */
 
@@ -181,8 +185,10 @@ static void copy_totals_locked(struct sched *s)
     s->stats.prefix_hit_tokens_total = s->acc.prefix_hit_tokens_total;
     s->stats.prefill_seconds_total   = s->acc.prefill_seconds_total;
     s->stats.decode_seconds_total    = s->acc.decode_seconds_total;
-    s->stats.spec_drafted_total      = s->acc.spec_drafted_total;
-    s->stats.spec_accepted_total     = s->acc.spec_accepted_total;
+    for (int d = 0; d < SCHED_N_DRAFTERS; d++) {
+        s->stats.spec_drafted[d]  = s->acc.spec_drafted[d];
+        s->stats.spec_accepted[d] = s->acc.spec_accepted[d];
+    }
     s->stats.decode_forwards_total   = s->acc.decode_forwards_total;
     s->stats.spec_ngram              = s->spec.ngram;
 }
@@ -197,6 +203,8 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     struct sched_job *job = sl->job;
     hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
     hearth_seq_truncate(s->ctx, sl->id, 0);
+    if (s->drafters)
+        spec_rewind(s->drafters, sl->id, 0);
     hearth_sampler_free(sl->smp);
     sl->smp = NULL;
     grammar_matcher_free(sl->gm);
@@ -554,24 +562,43 @@ static void batch_failed(struct sched *s, enum hearth_status st, const char *err
 /* ----------------------------------------------------------- speculation --- */
 
 /*
- * The slot's drafts for this step into sl->draft: at most its depth, the
- * batch room left, the tokens it may still generate after the one this step
- * samples, and the context. 0 when the drafter has nothing of draft_min.
+ * How many tokens the slot may draft this step: its depth, the tokens it may
+ * still generate after the one this step samples, and the context; 0 below
+ * draft_min.
  */
-static int32_t draft(struct sched *s, struct slot *sl, int32_t room)
+static int32_t draft_room(const struct sched *s, const struct slot *sl)
 {
-    const struct sched_job *job = sl->job;
-    int32_t k                   = sl->depth;
-    int32_t left                = job->max_tokens - sl->n_generated - 1;
-    int32_t ctx_left            = s->n_ctx - sl->n_tokens;
-    k = k < room ? k : room;
-    k = k < left ? k : left;
-    k = k < ctx_left ? k : ctx_left;
-    if (k < s->spec.draft_min || k < 1)
-        return 0;
-    int32_t m = ngram_propose(sl->tokens, sl->n_tokens, s->spec.ngram_min, s->spec.ngram_max, k,
-                              sl->draft);
-    return m >= s->spec.draft_min ? m : 0;
+    int32_t k        = sl->depth;
+    int32_t left     = sl->job->max_tokens - sl->n_generated - 1;
+    int32_t ctx_left = s->n_ctx - sl->n_tokens;
+    k                = k < left ? k : left;
+    k                = k < ctx_left ? k : ctx_left;
+    return k >= s->spec.draft_min ? k : 0;
+}
+
+/* Asks the drafters for every generating slot's proposal (sl->draft, sl->n_draft). */
+static void propose_all(struct sched *s)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        sl->n_draft     = 0;
+        if (!sl->job || sl->n_past < sl->job->n_prompt)
+            continue;
+        int32_t k = draft_room(s, sl);
+        if (k <= 0)
+            continue;
+        s->reqs[n++] = (struct spec_req){.slot = sl->id, .tokens = sl->tokens,
+                                         .n_tokens = sl->n_tokens, .k = k, .out = sl->draft};
+    }
+    if (n == 0)
+        return;
+    spec_propose(s->drafters, s->reqs, n);
+    for (int32_t j = 0; j < n; j++) {
+        struct slot *sl = &s->slots[s->reqs[j].slot];
+        sl->n_draft     = s->reqs[j].n_out >= s->spec.draft_min ? s->reqs[j].n_out : 0;
+        sl->draft_src   = s->reqs[j].from_model ? SCHED_DRAFTER_MODEL : SCHED_DRAFTER_NGRAM;
+    }
 }
 
 /*
@@ -590,7 +617,7 @@ static void verify(struct sched *s, struct slot *sl)
     sl->take    = 0;
     int32_t a   = 0;
     sl->n_drafted += k;
-    s->acc.spec_drafted_total += (uint64_t)k;
+    s->acc.spec_drafted[sl->draft_src] += (uint64_t)k;
     for (;;) {
         /* the cache holds base .. base + k; the sample at row a follows tokens up to base + a */
         sl->n_past       = base + 1 + a;
@@ -604,11 +631,12 @@ static void verify(struct sched *s, struct slot *sl)
             break;
         a++;
         sl->n_accepted++;
-        s->acc.spec_accepted_total++;
+        s->acc.spec_accepted[sl->draft_src]++;
     }
     if (sl->job) {
         if (a < k)
             hearth_seq_truncate(s->ctx, sl->id, sl->n_past);
+        spec_rewind(s->drafters, sl->id, sl->n_past);
         hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
         /* depth: one more than was accepted, doubled back up while all is accepted */
         int32_t next = a == k ? 2 * k : a + 1;
@@ -626,11 +654,14 @@ static void step(struct sched *s)
         const struct slot *sl = &s->slots[i];
         n_gen += sl->job && sl->n_past >= sl->job->n_prompt;
     }
+    if (s->drafters && !s->no_drafts)
+        propose_all(s);
     for (int32_t i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        sl->take        = 0;
-        sl->row         = -1;
-        sl->n_draft     = 0;
+        int32_t proposed = s->no_drafts ? 0 : sl->n_draft;
+        sl->take         = 0;
+        sl->row          = -1;
+        sl->n_draft      = 0;
         if (!sl->job)
             continue;
         if (sl->n_past < sl->job->n_prompt) {
@@ -647,8 +678,8 @@ static void step(struct sched *s)
         n_gen--;
         n_gen_rows++;
         /* drafts right after the slot's decode row, leaving a row for each slot still to come */
-        int32_t k = s->spec.draft_max > 0 && !s->no_drafts ? draft(s, sl, s->n_batch - n - n_gen)
-                                                            : 0;
+        int32_t room = s->n_batch - n - n_gen;
+        int32_t k    = proposed < room ? proposed : room;
         n_drafts += k;
         for (int32_t j = 0; j < k; j++) {
             s->b_tok[n]    = sl->draft[j];
@@ -883,6 +914,8 @@ static void sched_free(struct sched *s)
         }
         free(s->slots);
     }
+    spec_free(s->drafters);
+    free(s->reqs);
     hearth_context_free(s->ctx);
     free(s->b_tok);
     free(s->b_pos);
@@ -956,7 +989,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     /* Test hook, inert unless set: verification keeps every draft whatever the model samples,
      * the broken rule tests/e2e/test_spec.c's distribution test must catch. */
     s->spec_broken = getenv("HEARTH_SPEC_TEST_BREAK") != NULL;
-    if (!s->spec.ngram)
+    if (!s->spec.ngram && !s->spec.draft_model)
         s->spec = (struct sched_spec){0};
     else if (s->spec.draft_max < 1 || s->spec.draft_max > 64 || s->spec.draft_min < 1 ||
              s->spec.draft_min > s->spec.draft_max || s->spec.ngram_min < 1 ||
@@ -973,6 +1006,15 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
                   "state cannot be cut back to a drafted position",
                   hearth_model_arch(model));
         goto err;
+    }
+    if (s->spec.draft_max > 0) {
+        st = spec_new(model, &s->spec, p->n_slots, s->n_ctx, p->n_batch, p->n_threads,
+                      &s->drafters, err, err_len);
+        if (st)
+            goto err;
+        s->reqs = calloc((size_t)p->n_slots, sizeof *s->reqs);
+        if (!s->reqs)
+            goto nomem;
     }
 
     s->q_cap       = p->max_queue + p->n_slots;

@@ -112,8 +112,15 @@ typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
  * tokens (see docs/ARCHITECTURE.md). Off on models with recurrent layers,
  * whose state cannot be cut back to a drafted position yet.
  */
+/* The drafters, as /metrics labels them. */
+enum sched_drafter { SCHED_DRAFTER_NGRAM, SCHED_DRAFTER_MODEL, SCHED_N_DRAFTERS };
+#define SCHED_DRAFTER_NAMES {"ngram", "draft"}
+
 struct sched_spec {
     bool ngram;          /* prompt lookup (src/spec/ngram.h) */
+    struct hearth_model *draft_model; /* a draft model (--model-draft), NULL: none. Chained after
+                                         the n-gram drafter when both are on. The caller's: it
+                                         must outlive the scheduler */
     int32_t draft_max;   /* most tokens drafted per slot and step, 1..64 */
     int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
     int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */
@@ -167,7 +174,8 @@ struct sched_stats {
     int32_t kv_blocks_used, kv_blocks_cached, kv_blocks_total;
     uint64_t prompt_tokens_total, generated_tokens_total, prefix_hit_tokens_total;
     double prefill_seconds_total, decode_seconds_total; /* engine time spent */
-    uint64_t spec_drafted_total, spec_accepted_total; /* drafted tokens; those kept */
+    uint64_t spec_drafted[SCHED_N_DRAFTERS];  /* tokens drafted, by drafter */
+    uint64_t spec_accepted[SCHED_N_DRAFTERS]; /* of those, kept */
     uint64_t decode_forwards_total; /* a slot's rows in a step's forward, counted once a slot */
     bool spec_ngram;                /* the n-gram drafter is on */
 };

@@ -86,6 +86,7 @@ struct server {
     pthread_t loader;
     bool loader_running;
     struct hearth_model *load_model;
+    struct hearth_model *load_draft;
     struct sched *load_sched;
     struct chat_template *load_tmpl;
     struct grammar_vocab *load_gvocab;
@@ -98,6 +99,7 @@ struct server {
     enum hearth_status exit_status;
     char *fatal; /* message for http_serve's err */
     struct hearth_model *model;
+    struct hearth_model *draft; /* --model-draft's, read by the scheduler only; or NULL */
     struct sched *sched;
     struct chat_template *tmpl;
     struct grammar_vocab *gvocab; /* the vocabulary's trie for grammars (read-only) */

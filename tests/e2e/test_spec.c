@@ -37,20 +37,31 @@ static const char *const plain_args[] = {"--parallel", "2", "--ctx-size", "512",
 static const char *const spec_args[]  = {"--parallel", "2", "--ctx-size", "512", "--spec",
                                          "ngram", "--draft-max", "8", NULL};
 
-/* A counter of /metrics (its unlabelled sample). */
-static double metric(const struct srv *s, const char *name)
+/* A counter of /metrics: its samples summed (over labels), or only those with label when set. */
+static double metric_of(const struct srv *s, const char *name, const char *label)
 {
     struct http_resp r = http_get(s, "/metrics");
     assert_int_equal(r.status, 200);
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(r.body, key);
-    if (!p)
-        fail_msg("/metrics has no %s:\n%s", name, r.body);
-    double v = strtod(p + strlen(key), NULL);
+    double sum  = 0;
+    bool found  = false;
+    size_t nlen = strlen(name);
+    for (const char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, name, nlen) || (line[nlen] != ' ' && line[nlen] != '{'))
+            continue;
+        const char *end = strchr(line, '\n');
+        if (label && !(strstr(line, label) && strstr(line, label) < end))
+            continue;
+        const char *v = line[nlen] == ' ' ? line + nlen : strchr(line, '}') + 1;
+        sum += strtod(v, NULL);
+        found = true;
+    }
+    if (!found)
+        fail_msg("/metrics has no %s%s:\n%s", name, label ? label : "", r.body);
     http_resp_free(&r);
-    return v;
+    return sum;
 }
+
+static double metric(const struct srv *s, const char *name) { return metric_of(s, name, NULL); }
 
 /* hearth bench A --compare B with the prompts above; its exit status, output printed. */
 static int compare(const struct srv *a, const struct srv *b, const char *max_tokens)
@@ -283,6 +294,79 @@ static void test_sampled_distribution(void **state)
     srv_stop(&broken);
 }
 
+/* ------------------------------------------------------------ draft model --- */
+
+/*
+ * Self-speculation: the model drafts for itself, so every draft is what the
+ * model then samples (100% accepted) and the text is plain decoding's.
+ */
+static void test_draft_self(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
+    const char *const self[] = {"--parallel", "2", "--ctx-size", "512", "--model-draft", path,
+                                NULL};
+    struct srv plain, spec;
+    srv_start_opt(&plain, path, plain_args, true);
+    srv_start_opt(&spec, path, self, true);
+    assert_int_equal(compare(&plain, &spec, "48"), 0);
+    double drafted  = metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"draft\"");
+    double accepted = metric_of(&spec, "hearth_spec_accepted_tokens_total", "drafter=\"draft\"");
+    print_message("self-speculation: %.0f of %.0f drafts accepted\n", accepted, drafted);
+    assert_true(drafted > 0);
+    assert_true(accepted == drafted);
+    assert_true(metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"ngram\"") == 0);
+    srv_stop(&plain);
+    srv_stop(&spec);
+}
+
+/*
+ * A chain: the n-gram proposal where there is one, a Q4_0 copy of the Q8_0
+ * model otherwise; both drafters land some tokens and the text is unchanged.
+ */
+static void test_draft_chain(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(target, "tiny-llama-spm-q8_0.gguf");
+    TU_MODEL_OR_SKIP(draft, "tiny-llama-spm-q4_0.gguf");
+    const char *const chain[] = {"--parallel", "2", "--ctx-size", "512", "--spec", "ngram,draft",
+                                 "--model-draft", draft, NULL};
+    struct srv plain, spec;
+    srv_start_opt(&plain, target, plain_args, true);
+    srv_start_opt(&spec, target, chain, true);
+    assert_int_equal(compare(&plain, &spec, "64"), 0);
+    static const char *const who[] = {"drafter=\"ngram\"", "drafter=\"draft\""};
+    for (int d = 0; d < 2; d++) {
+        double n = metric_of(&spec, "hearth_spec_drafted_tokens_total", who[d]);
+        double a = metric_of(&spec, "hearth_spec_accepted_tokens_total", who[d]);
+        print_message("%s: %.0f of %.0f accepted\n", who[d], a, n);
+        assert_true(n > 0 && a > 0 && a <= n);
+    }
+    srv_stop(&plain);
+    srv_stop(&spec);
+}
+
+/* A draft model with another vocabulary is refused at load, naming the difference. */
+static void test_draft_vocab_refused(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(target, "tiny-llama-spm-q8_0.gguf");
+    TU_MODEL_OR_SKIP(other, "tiny-qwen2-bpe-q8_0.gguf"); /* a BPE vocabulary of 32256 */
+    const char *const args[] = {"--model-draft", other, NULL};
+    struct srv s;
+    char *log = NULL;
+    assert_false(srv_start_try(&s, target, args, &log));
+    print_message("%s", log);
+    assert_non_null(strstr(log, "a draft model must share the vocabulary"));
+    free(log);
+    const char *argv[] = {tu_bin(), "serve", "-m", target, "--spec", "draft", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
+    assert_non_null(strstr(err, "--spec draft needs --model-draft"));
+    free(out);
+    free(err);
+}
+
 /* A recurrent model is refused at start with the reason; a bad --spec is a usage error. */
 static void test_refusals(void **state)
 {
@@ -295,10 +379,10 @@ static void test_refusals(void **state)
     print_message("%s", log);
     assert_non_null(strstr(log, "speculative decoding is not available for qwen35moe"));
     free(log);
-    const char *argv[] = {tu_bin(), "serve", "-m", "x.gguf", "--spec", "draft", NULL};
+    const char *argv[] = {tu_bin(), "serve", "-m", "x.gguf", "--spec", "mtp", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
-    assert_non_null(strstr(err, "--spec takes ngram or none"));
+    assert_non_null(strstr(err, "--spec takes ngram, draft, ngram,draft or none"));
     free(out);
     free(err);
 }
@@ -310,6 +394,9 @@ int main(void)
         cmocka_unit_test_teardown(test_greedy_identical_quantized, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_same_per_seed, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_distribution, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_draft_self, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_draft_chain, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_draft_vocab_refused, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

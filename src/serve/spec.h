@@ -1,0 +1,68 @@
+/*
+ * spec.h: the scheduler's drafters for speculative decoding (sched.h,
+ * struct sched_spec). For each generating slot they propose the tokens the
+ * target is likely to produce next: the n-gram drafter (src/spec/ngram.h)
+ * from the slot's own text, the draft model from its own greedy decoding.
+ * Chained (--spec ngram,draft), a slot takes the n-gram proposal when there
+ * is one and the draft model's otherwise. Every proposal is deterministic
+ * (a draft model proposes its argmax), which is what lets the scheduler
+ * verify by sampling (docs/ARCHITECTURE.md).
+ *
+ * The draft model keeps its own paged KV, one sequence per slot, holding a
+ * prefix of the slot's tokens: spec_propose catches it up before drafting
+ * and spec_rewind cuts it back to what the target kept. Scheduler thread
+ * only.
+ */
+#ifndef HEARTH_SERVE_SPEC_H
+#define HEARTH_SERVE_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth.h"
+#include "serve/sched.h"
+
+struct spec;
+
+/* One slot's request for drafts. */
+struct spec_req {
+    int32_t slot;               /* 0..n_slots: the draft model's sequence */
+    const hearth_token *tokens; /* the slot's tokens: the prompt, then what was generated */
+    int32_t n_tokens;           /* >= 1; the last has no K/V in the target yet */
+    int32_t k;                  /* most tokens to propose, >= 1 */
+    hearth_token *out;          /* [k] the proposal */
+    int32_t n_out;              /* set: tokens proposed (0: none) */
+    bool from_model;            /* set: the draft model proposed them (else the n-gram drafter) */
+};
+
+/*
+ * The drafters p asks for, over n_slots sequences of up to n_ctx tokens, the
+ * draft model's forward passes taking up to n_batch rows. p->draft_model,
+ * when set, must share the target's vocabulary (HEARTH_EINVAL with the
+ * first difference named otherwise). The draft model stays the caller's.
+ */
+enum hearth_status spec_new(const struct hearth_model *target, const struct sched_spec *p,
+                            int32_t n_slots, int32_t n_ctx, int32_t n_batch, int n_threads,
+                            struct spec **out, char *err, size_t err_len);
+void spec_free(struct spec *sp);
+
+/*
+ * Fills each request's proposal: the n-gram drafter first where it is on,
+ * then one batched greedy run of the draft model for the slots left, if
+ * there is one. A draft model that fails (its pool full) proposes nothing
+ * this step; that is never an error.
+ */
+void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n);
+
+/* The slot's target cache now holds n_keep tokens (0: the job ended): the draft model's too. */
+void spec_rewind(struct spec *sp, int32_t slot, int32_t n_keep);
+
+/*
+ * Checks that draft can draft for target: the same vocabulary, token by
+ * token, and the same BOS and EOS. false with the first difference in err.
+ */
+bool spec_vocab_match(const struct hearth_model *target, const struct hearth_model *draft,
+                      char *err, size_t err_len);
+
+#endif
