@@ -31,6 +31,7 @@ struct oai_choice {
     bool done;
     const char *finish; /* "stop", "length", NULL while running */
     int32_t n_prompt, n_cached, n_generated;
+    int32_t n_drafted, n_draft_accepted; /* speculation */
 };
 
 struct oai_response {
@@ -165,6 +166,32 @@ static cJSON *usage_json(const struct oai_response *r)
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", (double)k);
     return u;
+}
+
+/*
+ * llama-server's timings extension, the counts only: prompt tokens computed
+ * and served from the cache, tokens generated, and speculation's drafted and
+ * kept tokens; summed over the choices.
+ */
+static cJSON *timings_json(const struct oai_response *r)
+{
+    long long p = 0, k = 0, g = 0, dn = 0, da = 0;
+    for (int32_t i = 0; i < r->n_choices; i++) {
+        g += r->ch[i].n_generated;
+        dn += r->ch[i].n_drafted;
+        da += r->ch[i].n_draft_accepted;
+        if (i % r->n_per_prompt == 0) {
+            p += r->ch[i].n_prompt - r->ch[i].n_cached;
+            k += r->ch[i].n_cached;
+        }
+    }
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "prompt_n", (double)p);
+    cJSON_AddNumberToObject(t, "cache_n", (double)k);
+    cJSON_AddNumberToObject(t, "predicted_n", (double)g);
+    cJSON_AddNumberToObject(t, "draft_n", (double)dn);
+    cJSON_AddNumberToObject(t, "draft_n_accepted", (double)da);
+    return t;
 }
 
 /* The token's text and its bytes as OpenAI shows them. */
@@ -546,6 +573,8 @@ char *oai_response_done(struct oai_response *r, const struct sched_event *ev, si
     ch->n_prompt    = ev->n_prompt;
     ch->n_cached    = ev->n_cached;
     ch->n_generated = ev->n_generated;
+    ch->n_drafted        = ev->n_drafted;
+    ch->n_draft_accepted = ev->n_draft_accepted;
     if (!r->stream)
         return NULL;
     cJSON *c;
@@ -633,6 +662,7 @@ char *oai_response_finish(struct oai_response *r, int *status, size_t *len)
             cJSON *o = envelope(r, chunk_object(r));
             cJSON_AddArrayToObject(o, "choices");
             cJSON_AddItemToObject(o, "usage", usage_json(r));
+            cJSON_AddItemToObject(o, "timings", timings_json(r));
             usage = sse(o, &ulen);
         }
         static const char done[] = "data: [DONE]\n\n";
@@ -687,6 +717,7 @@ char *oai_response_finish(struct oai_response *r, int *status, size_t *len)
         cJSON_AddItemToArray(cs, c);
     }
     cJSON_AddItemToObject(o, "usage", usage_json(r));
+    cJSON_AddItemToObject(o, "timings", timings_json(r));
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     *len = s ? strlen(s) : 0;

@@ -252,7 +252,9 @@ static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish fini
                              .n_cached      = sl->n_cached,
                              .n_generated   = sl->n_generated,
                              .stop_hit      = finish == SCHED_FINISH_STOP ? sl->sm.hit + 1 : 0,
-                             .t_first_token = sl->t_first >= 0 ? sl->t_first - sl->t_submit : 0};
+                             .t_first_token = sl->t_first >= 0 ? sl->t_first - sl->t_submit : 0,
+                             .n_drafted        = sl->n_drafted,
+                             .n_draft_accepted = sl->n_accepted};
     struct sched_job *job = slot_release(s, sl);
     emit(s, job, &ev);
     sched_job_free(job);

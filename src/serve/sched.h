@@ -99,6 +99,8 @@ struct sched_event {
     enum sched_finish finish;
     int32_t stop_hit;        /* STOP by a stop string: 1 + its index in the job's stop[]; else 0 */
     double t_first_token;    /* seconds from submit to the first generated token */
+    int32_t n_drafted;       /* speculation: tokens drafted for the job, and of those kept */
+    int32_t n_draft_accepted;
 };
 
 typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);

@@ -316,6 +316,19 @@ static void test_draft_self(void **state)
     assert_true(drafted > 0);
     assert_true(accepted == drafted);
     assert_true(metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"ngram\"") == 0);
+    /* the response's timings (llama-server's extension) say the same of one request */
+    struct http_resp r = http_post(&spec, "/v1/completions",
+                                   "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,"
+                                   "\"temperature\":0,\"ignore_eos\":true}");
+    cJSON *j           = http_json(&r);
+    const cJSON *t     = jget(j, "timings");
+    print_message("timings: draft_n %.0f, draft_n_accepted %.0f, predicted_n %.0f\n",
+                  jnum(t, "draft_n"), jnum(t, "draft_n_accepted"), jnum(t, "predicted_n"));
+    assert_true(jnum(t, "draft_n") > 0);
+    assert_true(jnum(t, "draft_n_accepted") == jnum(t, "draft_n"));
+    assert_true(jnum(t, "predicted_n") == 24);
+    cJSON_Delete(j);
+    http_resp_free(&r);
     srv_stop(&plain);
     srv_stop(&spec);
 }
