@@ -52,6 +52,9 @@ static void usage(FILE *fp)
         "  --draft-min N           fewer proposed than N: no drafting that step (default 1)\n"
         "  --spec-ngram-min N      the shortest n-gram looked up (default 2)\n"
         "  --spec-ngram-max N      the longest (default 4, at most 16)\n"
+        "  --spec-ngram-pool MIB   with ngram: a pool of n-gram statistics every request feeds,\n"
+        "                          so a slot drafts from text other requests saw, when its own\n"
+        "                          has no match (default 16, 0 = none)\n"
         "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
         "                          on every endpoint but /health (default: $HEARTH_API_KEY,\n"
@@ -88,7 +91,7 @@ int cmd_serve(int argc, char **argv)
     struct placement place = {0};
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
-    long draft_max = 16, draft_min = 1, ngram_min = 2, ngram_max = 4;
+    long draft_max = 16, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
     bool spec_ngram = false, spec_draft = false, spec_set = false;
     const char *draft_path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -155,6 +158,8 @@ int cmd_serve(int argc, char **argv)
             LONG(ngram_min, 1, 16);
         } else if (!strcmp(a, "--spec-ngram-max")) {
             LONG(ngram_max, 1, 16);
+        } else if (!strcmp(a, "--spec-ngram-pool")) {
+            LONG(pool_mib, 0, 1 << 16);
         } else if (!strcmp(a, "--max-body")) {
             LONG(max_body, 1024, 1L << 30);
         } else if (!strcmp(a, "--api-key")) {
@@ -248,7 +253,8 @@ int cmd_serve(int argc, char **argv)
                                      .draft_max = (int32_t)draft_max,
                                      .draft_min = (int32_t)draft_min,
                                      .ngram_min = (int32_t)ngram_min,
-                                     .ngram_max = (int32_t)ngram_max}},
+                                     .ngram_max = (int32_t)ngram_max,
+                                     .ngram_pool_bytes = (size_t)pool_mib << 20}},
     };
     char err[HEARTH_ERR_MAX] = "";
     if (http_serve(&p, err, sizeof err) != HEARTH_OK) {

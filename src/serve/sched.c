@@ -76,6 +76,7 @@ struct slot {
     int32_t depth;            /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
     hearth_token force;       /* test hook: the token this sample must pick, -1 none */
+    int32_t n_fed;            /* tokens the n-gram pool has been fed */
     int32_t take;             /* rows in this step's batch */
     int32_t row;              /* batch row holding this slot's logits, -1 none */
     bool fresh;               /* assigned this step, not started yet */
@@ -212,7 +213,7 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     for (int32_t i = 0; i < sl->n_seen; i++)
         sl->count[sl->seen[i]] = 0;
     sl->n_seen = sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
-    sl->n_draft = sl->n_drafted = sl->n_accepted = 0;
+    sl->n_draft = sl->n_drafted = sl->n_accepted = sl->n_fed = 0;
     sl->take                                                                = 0;
     sl->row                                                                 = -1;
     sl->fresh                                                               = false;
@@ -585,7 +586,11 @@ static void propose_all(struct sched *s)
     for (int32_t i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
         sl->n_draft     = 0;
-        if (!sl->job || sl->n_past < sl->job->n_prompt)
+        if (!sl->job)
+            continue;
+        spec_feed(s->drafters, sl->tokens, sl->n_fed, sl->n_tokens);
+        sl->n_fed = sl->n_tokens;
+        if (sl->n_past < sl->job->n_prompt)
             continue;
         int32_t k = draft_room(s, sl);
         if (k <= 0)
@@ -599,7 +604,7 @@ static void propose_all(struct sched *s)
     for (int32_t j = 0; j < n; j++) {
         struct slot *sl = &s->slots[s->reqs[j].slot];
         sl->n_draft     = s->reqs[j].n_out >= s->spec.draft_min ? s->reqs[j].n_out : 0;
-        sl->draft_src   = s->reqs[j].from_model ? SCHED_DRAFTER_MODEL : SCHED_DRAFTER_NGRAM;
+        sl->draft_src   = s->reqs[j].from;
     }
 }
 

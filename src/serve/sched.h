@@ -115,8 +115,9 @@ typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
  * whose state cannot be cut back to a drafted position yet.
  */
 /* The drafters, as /metrics labels them. */
-enum sched_drafter { SCHED_DRAFTER_NGRAM, SCHED_DRAFTER_MODEL, SCHED_N_DRAFTERS };
-#define SCHED_DRAFTER_NAMES {"ngram", "draft"}
+enum sched_drafter { SCHED_DRAFTER_NGRAM, SCHED_DRAFTER_POOL, SCHED_DRAFTER_MODEL,
+                     SCHED_N_DRAFTERS };
+#define SCHED_DRAFTER_NAMES {"ngram", "ngram_pool", "draft"}
 
 struct sched_spec {
     bool ngram;          /* prompt lookup (src/spec/ngram.h) */
@@ -127,6 +128,7 @@ struct sched_spec {
     int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
     int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */
     int32_t ngram_max;   /* the longest, ..NGRAM_MAX_N */
+    size_t ngram_pool_bytes; /* with ngram: the n-gram pool shared by all requests, 0: none */
 };
 
 struct sched_params {

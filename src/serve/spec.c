@@ -16,6 +16,7 @@
 struct spec {
     struct sched_spec p;
     struct hearth_context *dctx; /* the draft model's; NULL without one */
+    struct ngram_pool *pool;     /* the shared n-gram pool; NULL without one */
     int32_t n_slots, n_ctx, n_batch, n_vocab;
     hearth_token *b_tok;         /* [n_batch] */
     int32_t *b_pos, *b_seq;      /* [n_batch] */
@@ -66,6 +67,12 @@ enum hearth_status spec_new(const struct hearth_model *target, const struct sche
     sp->n_ctx   = n_ctx;
     sp->n_batch = n_batch;
     sp->n_vocab = hearth_model_n_vocab(target);
+    if (p->ngram && p->ngram_pool_bytes > 0 &&
+        !(sp->pool = ngram_pool_new(p->ngram_pool_bytes, p->ngram_min, p->ngram_max))) {
+        spec_free(sp);
+        return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for an n-gram pool of %zu "
+                    "bytes", p->ngram_pool_bytes);
+    }
     if (p->draft_model) {
         char why[HEARTH_ERR_MAX];
         if (!spec_vocab_match(target, p->draft_model, why, sizeof why)) {
@@ -102,12 +109,19 @@ void spec_free(struct spec *sp)
     if (!sp)
         return;
     hearth_context_free(sp->dctx);
+    ngram_pool_free(sp->pool);
     free(sp->b_tok);
     free(sp->b_pos);
     free(sp->b_seq);
     free(sp->b_logits);
     free(sp->row);
     free(sp);
+}
+
+void spec_feed(struct spec *sp, const hearth_token *tokens, int32_t from, int32_t n)
+{
+    if (sp->pool)
+        ngram_pool_feed(sp->pool, tokens, from, n);
 }
 
 void spec_rewind(struct spec *sp, int32_t slot, int32_t n_keep)
@@ -206,13 +220,18 @@ void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n)
     for (int32_t i = 0; i < n; i++) {
         struct spec_req *r = &reqs[i];
         r->n_out           = 0;
-        r->from_model      = false;
+        r->from            = SCHED_DRAFTER_NGRAM;
         if (sp->p.ngram)
             r->n_out = ngram_propose(r->tokens, r->n_tokens, sp->p.ngram_min, sp->p.ngram_max,
                                      r->k, r->out);
+        if (r->n_out == 0 && sp->pool) {
+            r->n_out = ngram_pool_propose(sp->pool, r->tokens, r->n_tokens, r->k, r->out);
+            r->from  = SCHED_DRAFTER_POOL;
+        }
         want[i] = sp->dctx && r->n_out == 0;
         any     = any || want[i];
-        r->from_model = want[i];
+        if (want[i])
+            r->from = SCHED_DRAFTER_MODEL;
     }
     if (any)
         draft_model(sp, reqs, n, want);

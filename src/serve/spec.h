@@ -2,7 +2,8 @@
  * spec.h: the scheduler's drafters for speculative decoding (sched.h,
  * struct sched_spec). For each generating slot they propose the tokens the
  * target is likely to produce next: the n-gram drafter (src/spec/ngram.h)
- * from the slot's own text, the draft model from its own greedy decoding.
+ * from the slot's own text, then the n-gram pool every request feeds, the
+ * draft model from its own greedy decoding.
  * Chained (--spec ngram,draft), a slot takes the n-gram proposal when there
  * is one and the draft model's otherwise. Every proposal is deterministic
  * (a draft model proposes its argmax), which is what lets the scheduler
@@ -33,7 +34,7 @@ struct spec_req {
     int32_t k;                  /* most tokens to propose, >= 1 */
     hearth_token *out;          /* [k] the proposal */
     int32_t n_out;              /* set: tokens proposed (0: none) */
-    bool from_model;            /* set: the draft model proposed them (else the n-gram drafter) */
+    enum sched_drafter from;    /* set: who proposed them */
 };
 
 /*
@@ -54,6 +55,9 @@ void spec_free(struct spec *sp);
  * this step; that is never an error.
  */
 void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n);
+
+/* Feeds the shared n-gram pool (when there is one) tokens[from..n) of a slot, in their context. */
+void spec_feed(struct spec *sp, const hearth_token *tokens, int32_t from, int32_t n);
 
 /* The slot's target cache now holds n_keep tokens (0: the job ended): the draft model's too. */
 void spec_rewind(struct spec *sp, int32_t slot, int32_t n_keep);

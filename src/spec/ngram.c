@@ -37,3 +37,103 @@ int32_t ngram_propose(const hearth_token *tokens, int32_t n, int32_t n_min, int3
         out[m++] = tokens[p];
     return m;
 }
+
+/* ------------------------------------------------------------------ pool --- */
+
+#include <stdlib.h>
+
+struct pool_entry {
+    uint64_t key;      /* the n-gram's hash (never 0: 0 marks an empty entry) */
+    hearth_token next; /* what followed it last */
+    uint32_t pad;
+};
+
+struct ngram_pool {
+    struct pool_entry *e; /* [n] */
+    size_t n;
+    int32_t n_min, n_max;
+};
+
+/* The hash of tokens[0..len), its length mixed in; never 0. */
+static uint64_t gram_key(const hearth_token *t, int32_t len)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)len;
+    for (int32_t i = 0; i < len; i++) {
+        h ^= (uint64_t)(uint32_t)t[i];
+        h *= 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    return h ? h : 1;
+}
+
+struct ngram_pool *ngram_pool_new(size_t bytes, int32_t n_min, int32_t n_max)
+{
+    if (n_min < 1 || n_max < n_min || n_max > NGRAM_MAX_N)
+        return NULL;
+    struct ngram_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->n     = bytes / sizeof *p->e > 0 ? bytes / sizeof *p->e : 1;
+    p->e     = calloc(p->n, sizeof *p->e);
+    p->n_min = n_min;
+    p->n_max = n_max;
+    if (!p->e) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void ngram_pool_free(struct ngram_pool *p)
+{
+    if (!p)
+        return;
+    free(p->e);
+    free(p);
+}
+
+size_t ngram_pool_entries(const struct ngram_pool *p) { return p->n; }
+
+void ngram_pool_feed(struct ngram_pool *p, const hearth_token *tokens, int32_t from, int32_t n)
+{
+    for (int32_t i = from > 1 ? from : 1; i < n; i++)
+        for (int32_t len = p->n_min; len <= p->n_max && len <= i; len++) {
+            uint64_t key          = gram_key(tokens + i - len, len);
+            struct pool_entry *e  = &p->e[key % p->n];
+            e->key                = key;
+            e->next               = tokens[i];
+        }
+}
+
+/* What the pool says follows the longest known n-gram ending t[0..n), or -1. */
+static hearth_token pool_next(const struct ngram_pool *p, const hearth_token *t, int32_t n)
+{
+    for (int32_t len = p->n_max < n ? p->n_max : n; len >= p->n_min; len--) {
+        uint64_t key               = gram_key(t + n - len, len);
+        const struct pool_entry *e = &p->e[key % p->n];
+        if (e->key == key)
+            return e->next;
+    }
+    return -1;
+}
+
+int32_t ngram_pool_propose(const struct ngram_pool *p, const hearth_token *tokens, int32_t n,
+                           int32_t k, hearth_token *out)
+{
+    /* the last n_max tokens, then the proposal, so each lookup sees what it extends */
+    hearth_token win[2 * NGRAM_MAX_N + 64];
+    int32_t have = n < p->n_max ? n : p->n_max;
+    if (k > 64)
+        k = 64;
+    for (int32_t i = 0; i < have; i++)
+        win[i] = tokens[n - have + i];
+    int32_t m = 0;
+    while (m < k) {
+        hearth_token t = pool_next(p, win, have + m);
+        if (t < 0)
+            break;
+        out[m]          = t;
+        win[have + m++] = t;
+    }
+    return m;
+}

@@ -30,4 +30,34 @@
 int32_t ngram_propose(const hearth_token *tokens, int32_t n, int32_t n_min, int32_t n_max,
                       int32_t k, hearth_token *out);
 
+/* --------------------------------------------------------------- pool --- */
+
+/*
+ * The shared pool: n-gram statistics fed by every request (what followed
+ * each n-gram of the last n_min..n_max tokens, the latest continuation
+ * winning), so a slot can draft from text another request saw: a system
+ * prompt's boilerplate, an agent's repeated tool output. Fixed memory: a
+ * direct-mapped table of 16-byte entries, a newer n-gram replacing an older
+ * one on a collision. Not thread-safe (the scheduler thread owns it).
+ */
+struct ngram_pool;
+
+/* A pool of about bytes (at least one entry); NULL when out of memory. */
+struct ngram_pool *ngram_pool_new(size_t bytes, int32_t n_min, int32_t n_max);
+void ngram_pool_free(struct ngram_pool *p);
+
+/* Records what followed each n-gram ending before tokens[from..n): tokens[i] after tokens[i-k..i). */
+void ngram_pool_feed(struct ngram_pool *p, const hearth_token *tokens, int32_t from, int32_t n);
+
+/*
+ * Proposes up to k tokens after tokens[0..n): the longest n-gram ending the
+ * sequence that the pool knows gives the next token, which is appended and
+ * looked up again. Returns the count written to out.
+ */
+int32_t ngram_pool_propose(const struct ngram_pool *p, const hearth_token *tokens, int32_t n,
+                           int32_t k, hearth_token *out);
+
+/* Entries in the pool (its fixed size). */
+size_t ngram_pool_entries(const struct ngram_pool *p);
+
 #endif

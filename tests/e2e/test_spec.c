@@ -294,6 +294,42 @@ static void test_sampled_distribution(void **state)
     srv_stop(&broken);
 }
 
+/*
+ * The shared pool: a second request, whose own text has no earlier match,
+ * drafts from what the first one generated, and its text is still plain
+ * decoding's.
+ */
+static void test_ngram_pool(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    struct srv plain, spec;
+    srv_start(&plain, plain_args);
+    srv_start(&spec, spec_args);
+    static const char *const bodies[] = {
+        "{\"prompt\":\"Once upon a time\",\"max_tokens\":48,\"temperature\":0}",
+        "{\"prompt\":\"The sun was hot. Once upon a time\",\"max_tokens\":48,\"temperature\":0}"};
+    for (int i = 0; i < 2; i++) {
+        struct http_resp a = http_post(&plain, "/v1/completions", bodies[i]);
+        struct http_resp b = http_post(&spec, "/v1/completions", bodies[i]);
+        cJSON *ja = http_json(&a), *jb = http_json(&b);
+        const char *ta = jstr(cJSON_GetArrayItem(jget(ja, "choices"), 0), "text");
+        const char *tb = jstr(cJSON_GetArrayItem(jget(jb, "choices"), 0), "text");
+        assert_non_null(ta);
+        assert_non_null(tb);
+        assert_string_equal(ta, tb);
+        cJSON_Delete(ja);
+        cJSON_Delete(jb);
+        http_resp_free(&a);
+        http_resp_free(&b);
+    }
+    double n = metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"ngram_pool\"");
+    double a = metric_of(&spec, "hearth_spec_accepted_tokens_total", "drafter=\"ngram_pool\"");
+    print_message("ngram_pool: %.0f of %.0f accepted\n", a, n);
+    assert_true(n > 0 && a > 0);
+    srv_stop(&plain);
+    srv_stop(&spec);
+}
+
 /* ------------------------------------------------------------ draft model --- */
 
 /*
@@ -407,6 +443,7 @@ int main(void)
         cmocka_unit_test_teardown(test_greedy_identical_quantized, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_same_per_seed, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_distribution, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_ngram_pool, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_self, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_chain, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_vocab_refused, srv_kill_leftovers),

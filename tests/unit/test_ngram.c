@@ -1,4 +1,4 @@
-/* test_ngram.c: prompt lookup, the n-gram drafter (src/spec/ngram.c). */
+/* test_ngram.c: the n-gram drafter (src/spec/ngram.c): prompt lookup and the shared pool. */
 #include <string.h>
 
 #include "spec/ngram.h"
@@ -80,6 +80,53 @@ static void test_overlapping_run(void **state)
     assert_int_equal(out[1], 2);
 }
 
+/* The pool proposes what followed an n-gram in text it was fed, chaining its own proposals. */
+static void test_pool_chains_what_it_saw(void **state)
+{
+    (void)state;
+    struct ngram_pool *p = ngram_pool_new(1 << 16, 2, 4);
+    assert_non_null(p);
+    const hearth_token seen[] = {10, 11, 12, 13, 14, 15, 16};
+    ngram_pool_feed(p, seen, 0, 7);
+    /* another sequence ending in 11 12: the pool goes on 13 14 15 16, then knows no more */
+    const hearth_token other[] = {99, 98, 11, 12};
+    hearth_token out[32];
+    assert_int_equal(ngram_pool_propose(p, other, 4, 8, out), 4);
+    assert_int_equal(out[0], 13);
+    assert_int_equal(out[3], 16);
+    assert_int_equal(ngram_pool_propose(p, other, 4, 2, out), 2); /* k caps it */
+    /* an n-gram it never saw, or shorter than n_min: nothing */
+    const hearth_token unseen[] = {12, 11};
+    assert_int_equal(ngram_pool_propose(p, unseen, 2, 8, out), 0);
+    assert_int_equal(ngram_pool_propose(p, other + 3, 1, 8, out), 0);
+    /* the latest continuation wins: 11 12 now followed by 50 */
+    const hearth_token later[] = {11, 12, 50};
+    ngram_pool_feed(p, later, 0, 3);
+    assert_int_equal(ngram_pool_propose(p, other, 4, 1, out), 1);
+    assert_int_equal(out[0], 50);
+    ngram_pool_free(p);
+}
+
+/* Fixed memory: a one-entry pool keeps only the last n-gram fed; bad windows are refused. */
+static void test_pool_fixed_memory(void **state)
+{
+    (void)state;
+    struct ngram_pool *p = ngram_pool_new(1, 2, 2);
+    assert_non_null(p);
+    assert_int_equal(ngram_pool_entries(p), 1);
+    const hearth_token a[] = {1, 2, 3, 4, 5};
+    ngram_pool_feed(p, a, 0, 5);
+    hearth_token out[8];
+    const hearth_token q1[] = {1, 2}, q2[] = {3, 4};
+    assert_int_equal(ngram_pool_propose(p, q1, 2, 1, out), 0); /* replaced */
+    assert_int_equal(ngram_pool_propose(p, q2, 2, 1, out), 1);
+    assert_int_equal(out[0], 5);
+    ngram_pool_free(p);
+    assert_null(ngram_pool_new(1 << 10, 0, 2));
+    assert_null(ngram_pool_new(1 << 10, 3, 2));
+    assert_null(ngram_pool_new(1 << 10, 2, NGRAM_MAX_N + 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -87,6 +134,8 @@ int main(void)
         cmocka_unit_test(test_longest_then_latest),
         cmocka_unit_test(test_no_proposal),
         cmocka_unit_test(test_overlapping_run),
+        cmocka_unit_test(test_pool_chains_what_it_saw),
+        cmocka_unit_test(test_pool_fixed_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
