@@ -32,9 +32,11 @@ int32_t ngram_propose(const hearth_token *tokens, int32_t n, int32_t n_min, int3
     }
     if (best_len < n_min)
         return 0;
+    /* what followed the match, and past the sequence's end the same again: a match d tokens
+     * back means the text repeats with period d, as a looping generation does */
     int32_t m = 0;
-    for (int32_t p = best_end + 1; p < n && m < k; p++)
-        out[m++] = tokens[p];
+    for (int32_t p = best_end + 1; m < k; p++)
+        out[m++] = p < n ? tokens[p] : out[p - n];
     return m;
 }
 

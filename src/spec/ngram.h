@@ -20,12 +20,13 @@
 #define NGRAM_SCAN  65536   /* tokens scanned back from the end at most, per lookup */
 
 /*
- * Proposes up to k tokens to follow tokens[0..n): finds the longest suffix of
+ * Proposes k tokens to follow tokens[0..n): finds the longest suffix of
  * length in [n_min, n_max] (1 <= n_min <= n_max <= NGRAM_MAX_N) that also
  * ends earlier in tokens (the latest such place, within the last NGRAM_SCAN
- * tokens) and copies what followed it into out[0..k). Returns the count
- * written (0 when nothing matches or k < 1); never more than the tokens that
- * followed the match. Pure: thread-safe, no allocation.
+ * tokens) and copies what followed it into out[0..k); a match d tokens back
+ * reads as text repeating with period d, so past the sequence's end the copy
+ * goes on from its own start. Returns k, or 0 when nothing matches or k < 1.
+ * Pure: thread-safe, no allocation.
  */
 int32_t ngram_propose(const hearth_token *tokens, int32_t n, int32_t n_min, int32_t n_max,
                       int32_t k, hearth_token *out);

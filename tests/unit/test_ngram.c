@@ -12,7 +12,7 @@ static int32_t propose(const hearth_token *t, int32_t n, int32_t n_min, int32_t 
     return ngram_propose(t, n, n_min, n_max, k, out);
 }
 
-/* What followed the earlier occurrence of the last tokens is proposed, up to k. */
+/* What followed the earlier occurrence of the last tokens is proposed, k of them. */
 static void test_echo_proposes_what_followed(void **state)
 {
     (void)state;
@@ -25,8 +25,11 @@ static void test_echo_proposes_what_followed(void **state)
     /* k caps it; tokens after the match run out before a large k */
     assert_int_equal(propose(t, 10, 2, 4, 1, out), 1);
     assert_int_equal(out[0], 4);
-    assert_int_equal(propose(t, 10, 2, 4, 30, out), 7); /* 4 5 6 7 9 2 3 */
+    /* past the end the match (7 tokens back) reads as a period: 4 5 6 7 9 2 3 4 5 ... */
+    assert_int_equal(propose(t, 10, 2, 4, 30, out), 30);
     assert_int_equal(out[6], 3);
+    assert_int_equal(out[7], 4);
+    assert_int_equal(out[29], out[29 - 7]);
 }
 
 /* The longest suffix wins over a later, shorter match; among equals the latest. */
@@ -54,8 +57,9 @@ static void test_no_proposal(void **state)
     const hearth_token t[] = {1, 2, 3, 4, 5, 9, 5};
     hearth_token out[32];
     assert_int_equal(propose(t, 7, 2, 4, 4, out), 0); /* only "5" recurs: a 1-gram */
-    assert_int_equal(propose(t, 7, 1, 4, 4, out), 2); /* with n_min 1 it counts: 9 5 */
+    assert_int_equal(propose(t, 7, 1, 4, 4, out), 4); /* with n_min 1 it counts: 9 5 9 5 */
     assert_int_equal(out[0], 9);
+    assert_int_equal(out[3], 5);
     assert_int_equal(propose(t, 7, 2, 4, 0, out), 0);
     assert_int_equal(propose(t, 7, 0, 4, 4, out), 0);
     assert_int_equal(propose(t, 7, 3, 2, 4, out), 0);
@@ -71,13 +75,15 @@ static void test_overlapping_run(void **state)
     (void)state;
     const hearth_token t[] = {4, 4, 4, 4, 4};
     hearth_token out[32];
-    assert_int_equal(propose(t, 5, 2, 4, 8, out), 1);
-    assert_int_equal(out[0], 4);
-    /* an ABAB pattern proposes its continuation */
+    assert_int_equal(propose(t, 5, 2, 4, 8, out), 8);
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(out[i], 4);
+    /* an ABAB pattern proposes its continuation, as far as asked */
     const hearth_token u[] = {1, 2, 1, 2, 1, 2};
-    assert_int_equal(propose(u, 6, 2, 4, 8, out), 2);
+    assert_int_equal(propose(u, 6, 2, 4, 5, out), 5);
     assert_int_equal(out[0], 1);
     assert_int_equal(out[1], 2);
+    assert_int_equal(out[4], 1);
 }
 
 /* The pool proposes what followed an n-gram in text it was fed, chaining its own proposals. */
