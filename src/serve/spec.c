@@ -1,9 +1,9 @@
 /*
  * spec.c: the scheduler's drafters (spec.h). The draft model runs in its
- * own context with one sequence per slot; a step's drafting is one
- * catch-up batch (each slot's tokens the draft model has not seen, the
- * whole prompt for a new job) and then k - 1 single-row batches, every
- * drafting slot in each, its argmax fed back. Typical cost: a draft model
+ * own context with one sequence per slot; a step's drafting is a catch-up
+ * (each slot's tokens the draft model has not seen, the whole prompt for a
+ * new job, in batches of n_batch) and then k batches of one row per
+ * drafting slot, its argmax fed back. Typical cost: a draft model
  * a tenth of the target's size adds a tenth of a decode per drafted token.
  */
 #include <stdlib.h>
@@ -140,46 +140,54 @@ static hearth_token argmax(const float *l, int32_t n)
 }
 
 /*
- * The draft model's greedy proposals for the requests marked in want[]:
- * catch-up rows (in batches of n_batch) whose last gives the first draft,
- * then one row per slot and batch until each has its k.
+ * The draft model's greedy proposals for the requests marked in want[]: the
+ * tokens it lacks but the last, without logits (in batches of n_batch), then
+ * rounds of one row per slot: the last token first, then its own argmax fed
+ * back, until each slot has its k.
  */
 static void draft_model(struct spec *sp, struct spec_req *reqs, int32_t n, const bool *want)
 {
     char err[HEARTH_ERR_MAX];
-    /* catch up: each slot's tokens the draft model lacks, the last one with logits */
     int32_t m = 0;
     for (int32_t i = 0; i < n; i++) {
-        sp->row[i] = -1;
         if (!want[i])
             continue;
         struct spec_req *r = &reqs[i];
         int32_t have       = hearth_seq_len(sp->dctx, r->slot);
-        if (have >= r->n_tokens) { /* never more than the slot's tokens: start it over */
-            hearth_seq_truncate(sp->dctx, r->slot, 0);
+        if (have > r->n_tokens - 1) { /* never ahead of the slot: cut back */
+            hearth_seq_truncate(sp->dctx, r->slot, r->n_tokens - 1);
             have = hearth_seq_len(sp->dctx, r->slot);
         }
-        for (int32_t p = have; p < r->n_tokens; p++) {
-            if (m == sp->n_batch) { /* a long catch-up: run what is there, no logits needed */
-                struct hearth_batch b = {m, sp->b_tok, sp->b_pos, sp->b_seq, sp->b_logits};
-                if (hearth_decode(sp->dctx, &b, err, sizeof err) != HEARTH_OK)
-                    goto failed;
-                for (int32_t j = 0; j < n; j++)
-                    sp->row[j] = -1;
-                m = 0;
-            }
+        for (int32_t p = have; p < r->n_tokens - 1; p++) {
             sp->b_tok[m]    = r->tokens[p];
             sp->b_pos[m]    = p;
             sp->b_seq[m]    = r->slot;
-            sp->b_logits[m] = p == r->n_tokens - 1;
-            if (sp->b_logits[m])
-                sp->row[i] = m;
-            m++;
+            sp->b_logits[m] = 0;
+            if (++m == sp->n_batch) {
+                struct hearth_batch b = {m, sp->b_tok, sp->b_pos, sp->b_seq, sp->b_logits};
+                if (hearth_decode(sp->dctx, &b, err, sizeof err) != HEARTH_OK)
+                    goto failed;
+                m = 0;
+            }
         }
     }
-    if (m == 0)
-        return;
-    for (int32_t round = 0;; round++) {
+    if (m > 0) {
+        struct hearth_batch b = {m, sp->b_tok, sp->b_pos, sp->b_seq, sp->b_logits};
+        if (hearth_decode(sp->dctx, &b, err, sizeof err) != HEARTH_OK)
+            goto failed;
+        m = 0;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        sp->row[i] = -1;
+        if (!want[i])
+            continue;
+        sp->b_tok[m]    = reqs[i].tokens[reqs[i].n_tokens - 1];
+        sp->b_pos[m]    = reqs[i].n_tokens - 1;
+        sp->b_seq[m]    = reqs[i].slot;
+        sp->b_logits[m] = 1;
+        sp->row[i]      = m++;
+    }
+    while (m > 0) {
         struct hearth_batch b = {m, sp->b_tok, sp->b_pos, sp->b_seq, sp->b_logits};
         if (hearth_decode(sp->dctx, &b, err, sizeof err) != HEARTH_OK)
             goto failed;
@@ -189,8 +197,8 @@ static void draft_model(struct spec *sp, struct spec_req *reqs, int32_t n, const
             struct spec_req *r = &reqs[i];
             if (!want[i] || sp->row[i] < 0)
                 continue;
-            const float *l    = hearth_get_logits(sp->dctx, sp->row[i]);
-            sp->row[i]        = -1;
+            const float *l     = hearth_get_logits(sp->dctx, sp->row[i]);
+            sp->row[i]         = -1;
             r->out[r->n_out++] = argmax(l, sp->n_vocab);
             if (r->n_out == r->k)
                 continue;
@@ -200,9 +208,8 @@ static void draft_model(struct spec *sp, struct spec_req *reqs, int32_t n, const
             sp->b_logits[m] = 1;
             sp->row[i]      = m++;
         }
-        if (m == 0)
-            return;
     }
+    return;
 failed:
     /* the draft model's pool was full, or it failed: no proposals this step, and its
      * sequences start over (a cut sequence would be as costly to track as to redo) */

@@ -370,6 +370,44 @@ static void test_draft_self(void **state)
 }
 
 /*
+ * A prompt longer than a batch: the draft model catches up on it over
+ * several batches before its first proposal, and still drafts what the
+ * model then samples (self-speculation again).
+ */
+static void test_draft_long_prompt(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
+    const char *const small[] = {"--parallel", "2", "--ctx-size", "512", "--batch-size", "16",
+                                 "--model-draft", path, NULL};
+    struct srv plain, spec;
+    srv_start_opt(&plain, path, plain_args, true);
+    srv_start_opt(&spec, path, small, true);
+    char body[2048] = "{\"prompt\":\"";
+    for (int i = 0; i < 12; i++)
+        strcat(body, "The cat sat on the mat and looked at the dog. ");
+    strcat(body, "\",\"max_tokens\":40,\"temperature\":0,\"ignore_eos\":true}");
+    struct http_resp a = http_post(&plain, "/v1/completions", body);
+    struct http_resp b = http_post(&spec, "/v1/completions", body);
+    cJSON *ja = http_json(&a), *jb = http_json(&b);
+    assert_true(jnum(jget(jb, "usage"), "prompt_tokens") > 16 * 4);
+    assert_string_equal(jstr(cJSON_GetArrayItem(jget(ja, "choices"), 0), "text"),
+                        jstr(cJSON_GetArrayItem(jget(jb, "choices"), 0), "text"));
+    const cJSON *t = jget(jb, "timings");
+    print_message("long prompt: %.0f prompt tokens, draft_n %.0f, draft_n_accepted %.0f\n",
+                  jnum(jget(jb, "usage"), "prompt_tokens"), jnum(t, "draft_n"),
+                  jnum(t, "draft_n_accepted"));
+    assert_true(jnum(t, "draft_n") > 0);
+    assert_true(jnum(t, "draft_n_accepted") == jnum(t, "draft_n"));
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    http_resp_free(&a);
+    http_resp_free(&b);
+    srv_stop(&plain);
+    srv_stop(&spec);
+}
+
+/*
  * A chain: the n-gram proposal where there is one, a Q4_0 copy of the Q8_0
  * model otherwise; both drafters land some tokens and the text is unchanged.
  */
@@ -445,6 +483,7 @@ int main(void)
         cmocka_unit_test_teardown(test_sampled_distribution, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_ngram_pool, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_self, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_draft_long_prompt, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_chain, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_vocab_refused, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
