@@ -76,6 +76,8 @@ struct slot {
     int32_t depth;            /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
     hearth_token force;       /* test hook: the token this sample must pick, -1 none */
+    hearth_token judging;     /* verify(): the draft this sample judges, -1 none */
+    bool judged_kept;         /* it was the token sampled */
     int32_t n_fed;            /* tokens the n-gram pool has been fed */
     int32_t take;             /* rows in this step's batch */
     int32_t row;              /* batch row holding this slot's logits, -1 none */
@@ -372,6 +374,17 @@ static void logprobs(struct slot *sl, const float *logits, int32_t n_vocab, hear
 }
 
 /* Samples from the slot's logits row and streams the token; may finish the job. */
+/* Counts one judged draft of the slot's: the job's counts and the scheduler's. */
+static void judged(struct sched *s, struct slot *sl, bool kept)
+{
+    sl->n_drafted++;
+    s->acc.spec_drafted[sl->draft_src]++;
+    if (kept) {
+        sl->n_accepted++;
+        s->acc.spec_accepted[sl->draft_src]++;
+    }
+}
+
 /*
  * Samples the slot's next token from its row's logits, emits its text and
  * finishes the slot when it ends the job. Returns the token; the slot may be
@@ -425,6 +438,11 @@ static hearth_token slot_sample(struct sched *s, struct slot *sl)
             slot_fail(s, sl, msg);
             return tok;
         }
+    }
+    if (sl->judging >= 0) { /* verify()'s draft at this row, judged before the job can end */
+        sl->judged_kept = tok == sl->judging;
+        judged(s, sl, sl->judged_kept);
+        sl->judging = -1;
     }
     hearth_sampler_accept(sl->smp, tok);
     if (sl->n_generated++ == 0)
@@ -624,17 +642,6 @@ static void propose_all(struct sched *s)
     }
 }
 
-/* Counts one judged draft of the slot's (sl->job may be gone: the counts are the scheduler's). */
-static void judged(struct sched *s, struct slot *sl, bool kept)
-{
-    sl->n_drafted++;
-    s->acc.spec_drafted[sl->draft_src]++;
-    if (kept) {
-        sl->n_accepted++;
-        s->acc.spec_accepted[sl->draft_src]++;
-    }
-}
-
 /*
  * After a step that computed the slot's decode row and its drafts: samples
  * at each row in turn, as plain decoding would, and goes on while the sample
@@ -655,15 +662,14 @@ static void verify(struct sched *s, struct slot *sl)
         sl->n_past       = base + 1 + a;
         sl->row          = row0 + a;
         sl->force        = s->spec_broken && a < k ? sl->draft[a] : -1;
-        hearth_token tok = slot_sample(s, sl);
-        sl->force        = -1;
-        if (a == k)
-            break;
         /* a draft counts once judged: kept, or the first the model did not reproduce; those
          * past it, or past the job's end, were never in question */
-        bool kept = tok == sl->draft[a];
-        judged(s, sl, kept);
-        if (!sl->job || !kept) /* finished or failed: slot_release dropped the sequence */
+        sl->judging      = a < k ? sl->draft[a] : -1;
+        sl->judged_kept  = false;
+        slot_sample(s, sl);
+        sl->force   = -1;
+        sl->judging = -1;
+        if (a == k || !sl->job || !sl->judged_kept) /* the job may have ended: slot_release */
             break;
         a++;
     }
@@ -1069,6 +1075,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         sl->id          = i;
         sl->row         = -1;
         sl->force       = -1;
+        sl->judging     = -1;
         stopmatch_init(&sl->sm);
         sl->tokens    = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->tokens);
         sl->seen      = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->seen);

@@ -308,6 +308,7 @@ static void test_ngram_pool(void **state)
     static const char *const bodies[] = {
         "{\"prompt\":\"Once upon a time\",\"max_tokens\":48,\"temperature\":0}",
         "{\"prompt\":\"The sun was hot. Once upon a time\",\"max_tokens\":48,\"temperature\":0}"};
+    double timed_n = 0, timed_a = 0;
     for (int i = 0; i < 2; i++) {
         struct http_resp a = http_post(&plain, "/v1/completions", bodies[i]);
         struct http_resp b = http_post(&spec, "/v1/completions", bodies[i]);
@@ -317,6 +318,8 @@ static void test_ngram_pool(void **state)
         assert_non_null(ta);
         assert_non_null(tb);
         assert_string_equal(ta, tb);
+        timed_n += jnum(jget(jb, "timings"), "draft_n");
+        timed_a += jnum(jget(jb, "timings"), "draft_n_accepted");
         cJSON_Delete(ja);
         cJSON_Delete(jb);
         http_resp_free(&a);
@@ -326,6 +329,9 @@ static void test_ngram_pool(void **state)
     double a = metric_of(&spec, "hearth_spec_accepted_tokens_total", "drafter=\"ngram_pool\"");
     print_message("ngram_pool: %.0f of %.0f accepted\n", a, n);
     assert_true(n > 0 && a > 0);
+    /* the responses' timings account for every draft /metrics counts, the last of a job too */
+    assert_true(timed_n == metric(&spec, "hearth_spec_drafted_tokens_total"));
+    assert_true(timed_a == metric(&spec, "hearth_spec_accepted_tokens_total"));
     srv_stop(&plain);
     srv_stop(&spec);
 }
