@@ -165,6 +165,8 @@ struct hearth_context_params {
     int32_t kv_block;     /* tokens per KV block (paging unit) */
     enum hearth_kv_type kv_type;
     int n_threads;        /* 0 = the model's */
+    int32_t n_keep_states; /* models with recurrent layers: rows of one sequence's batch whose
+                              states hearth_seq_keep_states may keep, 0..64 (0 = none) */
     int32_t n_state_snapshots; /* models with recurrent layers: snapshots of a sequence's
                                   state kept per sequence at kv_block boundaries, 0..1024
                                   (0 = off: prefix reuse and truncation start from 0) */
@@ -266,6 +268,16 @@ void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *c
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0);
 /* Tokens cached for sequence seq. */
 int32_t hearth_seq_len(const struct hearth_context *ctx, int32_t seq);
+
+/*
+ * Speculative verification on a model with recurrent layers: the next
+ * hearth_decode keeps sequence seq's state after each of its first
+ * n_keep_states rows, so that a hearth_seq_truncate to a position inside that
+ * batch (after its first row) goes back exactly there rather than to a
+ * snapshot. Good for that one decode; a no-op without recurrent layers or
+ * with n_keep_states 0.
+ */
+void hearth_seq_keep_states(struct hearth_context *ctx, int32_t seq);
 
 /* --------------------------------------------------------------- sampler --- */
 

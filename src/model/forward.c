@@ -18,7 +18,7 @@ struct hearth_context_params hearth_context_default_params(void)
 {
     return (struct hearth_context_params){
         .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = 32, .kv_type = HEARTH_KV_F16,
-        .n_threads = 0, .n_state_snapshots = 8};
+        .n_threads = 0, .n_keep_states = 0, .n_state_snapshots = 8};
 }
 
 enum hearth_status hearth_context_new(struct hearth_model *model,
@@ -35,6 +35,9 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         return fail(HEARTH_EINVAL, err, err_len,
                     "context: n_ctx %d, n_seq_max %d, n_batch %d or kv_block %d is out of range",
                     p.n_ctx, p.n_seq_max, p.n_batch, p.kv_block);
+    if (p.n_keep_states < 0 || p.n_keep_states > 64)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "context: n_keep_states %d is out of range (0..64)", p.n_keep_states);
     if (p.n_state_snapshots < 0 || p.n_state_snapshots > 1024)
         return fail(HEARTH_EINVAL, err, err_len,
                     "context: n_state_snapshots %d is out of range (0..1024 per sequence)",
@@ -98,6 +101,22 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                 (double)len * sizeof(float) / (1 << 20),
                 (double)snap_bytes(p.n_seq_max, p.n_state_snapshots, len) / (1 << 20));
     }
+    if (model->hp.recurrent && p.n_keep_states > 0) {
+        const size_t n = (size_t)p.n_seq_max * p.n_keep_states * ctx->state_len;
+        ctx->keep       = malloc(n * sizeof *ctx->keep);
+        ctx->keep_want  = calloc((size_t)p.n_seq_max, sizeof *ctx->keep_want);
+        ctx->keep_first = malloc((size_t)p.n_seq_max * sizeof *ctx->keep_first);
+        ctx->keep_n     = calloc((size_t)p.n_seq_max, sizeof *ctx->keep_n);
+        ctx->keep_dup   = calloc((size_t)p.n_batch, sizeof *ctx->keep_dup);
+        if (!ctx->keep || !ctx->keep_want || !ctx->keep_first || !ctx->keep_n || !ctx->keep_dup) {
+            st = fail(HEARTH_ENOMEM, err, err_len,
+                      "context: out of memory for %d kept states per sequence (%zu bytes)",
+                      p.n_keep_states, n * sizeof *ctx->keep);
+            goto err;
+        }
+        for (int32_t i = 0; i < p.n_seq_max; i++)
+            ctx->keep_first[i] = -1;
+    }
     *out = ctx;
     return HEARTH_OK;
 err:
@@ -114,6 +133,11 @@ void hearth_context_free(struct hearth_context *ctx)
     free(ctx->out_src);
     free(ctx->seq_next);
     snap_free(ctx->snap);
+    free(ctx->keep);
+    free(ctx->keep_want);
+    free(ctx->keep_first);
+    free(ctx->keep_n);
+    free(ctx->keep_dup);
     kv_free(&ctx->kv);
     free(ctx);
 }
@@ -136,14 +160,77 @@ static int32_t state_resume(struct hearth_context *ctx, int32_t seq, int32_t p0)
     return at;
 }
 
+/* seq's kept state after the row at position p - 1, or NULL when the last batch kept none. */
+static const float *kept_state(const struct hearth_context *ctx, int32_t seq, int32_t p)
+{
+    if (!ctx->keep || ctx->keep_first[seq] < 0)
+        return NULL;
+    int32_t j = p - 1 - ctx->keep_first[seq];
+    if (j < 0 || j >= ctx->keep_n[seq])
+        return NULL;
+    return ctx->keep + ((size_t)seq * ctx->p.n_keep_states + (size_t)j) * ctx->state_len;
+}
+
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0)
 {
     if (seq < 0 || seq >= ctx->kv.n_seq)
         return;
-    /* a recurrent state cannot go back by itself: it resumes from a snapshot or from 0 */
-    if (ctx->model->hp.recurrent && p0 < ctx->kv.seqs[seq].n_tokens)
-        p0 = state_resume(ctx, seq, p0);
+    /* a recurrent state cannot go back by itself: it resumes from a state kept in the last
+     * batch, from a snapshot, or from 0 */
+    if (ctx->model->hp.recurrent && p0 < ctx->kv.seqs[seq].n_tokens) {
+        const float *state = kept_state(ctx, seq, p0);
+        if (state) {
+            stages_state_load(ctx, seq, state);
+            if (ctx->snap)
+                snap_disown(ctx->snap, seq, p0);
+        } else {
+            p0 = state_resume(ctx, seq, p0);
+        }
+    }
+    if (ctx->keep)
+        ctx->keep_first[seq] = -1;
     kv_truncate(&ctx->kv, seq, p0);
+}
+
+void hearth_seq_keep_states(struct hearth_context *ctx, int32_t seq)
+{
+    if (ctx->keep && seq >= 0 && seq < ctx->kv.n_seq)
+        ctx->keep_want[seq] = true;
+}
+
+/*
+ * Adds to ctx->snap_rows the rows whose states hearth_seq_keep_states asked
+ * for (a row snap_plan already took gets a copy after the decode, in
+ * keep_dup), and records what each sequence keeps. Returns whether any row is.
+ */
+static bool keep_plan(struct hearth_context *ctx, const struct hearth_batch *b)
+{
+    bool any = false;
+    for (int32_t i = 0; i < b->n; i++)
+        ctx->keep_first[b->seq[i]] = -1; /* this batch moves the sequence: old states go */
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t seq      = b->seq[i];
+        ctx->keep_dup[i] = NULL;
+        if (!ctx->keep_want[seq])
+            continue;
+        if (ctx->keep_first[seq] < 0) {
+            ctx->keep_first[seq] = b->pos[i];
+            ctx->keep_n[seq]     = 0;
+        }
+        int32_t j = b->pos[i] - ctx->keep_first[seq];
+        if (j != ctx->keep_n[seq] || j >= ctx->p.n_keep_states)
+            continue; /* rows past the room, or out of order: not kept */
+        float *dst = ctx->keep + ((size_t)seq * ctx->p.n_keep_states + (size_t)j) * ctx->state_len;
+        if (ctx->snap_rows[i])
+            ctx->keep_dup[i] = dst;
+        else
+            ctx->snap_rows[i] = dst;
+        ctx->keep_n[seq]++;
+        any = true;
+    }
+    for (int32_t i = 0; i < b->n; i++)
+        ctx->keep_want[b->seq[i]] = false;
+    return any;
 }
 
 int32_t hearth_seq_len(const struct hearth_context *ctx, int32_t seq)
@@ -255,8 +342,13 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
         stage_enter(ctx, i);
         ctx->st->place->be->batch_begin(ctx, b);
     }
-    if (ctx->snap) {
-        snap_plan(ctx->snap, b, ctx->kv.block_tokens, ctx->snap_rows);
+    bool kept = false;
+    if (ctx->snap || ctx->keep) {
+        if (ctx->snap)
+            snap_plan(ctx->snap, b, ctx->kv.block_tokens, ctx->snap_rows);
+        else
+            memset(ctx->snap_rows, 0, (size_t)b->n * sizeof *ctx->snap_rows);
+        kept = ctx->keep && keep_plan(ctx, b);
         stages_state_save_plan(ctx, b->n);
     }
     stage_enter(ctx, 0);
@@ -267,6 +359,9 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
         for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++)
             layer_forward(ctx, b, l);
     }
+    for (int32_t i = 0; kept && i < b->n; i++)
+        if (ctx->keep_dup[i])
+            memcpy(ctx->keep_dup[i], ctx->snap_rows[i], ctx->state_len * sizeof(float));
     /* the last stage holds the output */
     const struct backend *be = ctx->st->place->be;
     for (int32_t i = 0; i < b->n; i++)

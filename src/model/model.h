@@ -156,6 +156,12 @@ struct hearth_context {
     int32_t *seq_next;       /* [n_seq] next position per sequence while checking a batch */
     struct snap_store *snap; /* host copies of the recurrent state at block boundaries
                                 (src/model/snapshot.c); NULL without recurrent layers or when off */
+    float *keep;             /* [n_seq][p.n_keep_states][state_len] states hearth_seq_keep_states
+                                asked for: after each row of the sequence's last batch; NULL: off */
+    bool *keep_want;         /* [n_seq] keep them in the next decode */
+    int32_t *keep_first;     /* [n_seq] position of the first kept row, -1: none kept */
+    int32_t *keep_n;         /* [n_seq] rows kept from keep_first on */
+    float **keep_dup;        /* [n_batch] a row's kept copy when snap_rows[row] took it first */
 };
 
 /*

@@ -676,6 +676,10 @@ static void verify(struct sched *s, struct slot *sl)
     if (sl->job) {
         if (a < k)
             hearth_seq_truncate(s->ctx, sl->id, sl->n_past);
+        if (hearth_seq_len(s->ctx, sl->id) != sl->n_past) {
+            slot_fail(s, sl, "sched: the cache could not be cut back to the drafts kept");
+            return;
+        }
         spec_rewind(s->drafters, sl->id, sl->n_past);
         hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
         /* depth: one more than was accepted, rows doubled while all is accepted */
@@ -768,6 +772,9 @@ static void step(struct sched *s)
     if (n == 0)
         return;
 
+    for (int32_t i = 0; i < s->n_slots && n_drafts > 0; i++)
+        if (s->slots[i].n_draft > 0)
+            hearth_seq_keep_states(s->ctx, s->slots[i].id);
     struct hearth_batch b = {n, s->b_tok, s->b_pos, s->b_seq, s->b_logits};
     char err[HEARTH_ERR_MAX];
     double t0             = now_s();
@@ -1010,6 +1017,9 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     cp.n_batch                      = p->n_batch;
     cp.n_threads                    = p->n_threads;
     cp.n_state_snapshots            = p->n_state_snapshots;
+    /* a recurrent state goes back to a drafted position only from a state kept in the batch */
+    if ((p->spec.ngram || p->spec.draft_model) && hearth_model_is_recurrent(model))
+        cp.n_keep_states = p->spec.draft_max + 1 > 64 ? 64 : p->spec.draft_max + 1;
     enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
     if (st)
         goto err;
@@ -1036,12 +1046,6 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
                   "1 <= min <= max, drafts <= 64, n-grams <= %d",
                   s->spec.draft_min, s->spec.draft_max, s->spec.ngram_min, s->spec.ngram_max,
                   NGRAM_MAX_N);
-        goto err;
-    } else if (hearth_model_is_recurrent(model)) {
-        st = fail(HEARTH_EUNSUPPORTED, err, err_len,
-                  "sched: speculative decoding is not available for %s yet: its recurrent "
-                  "state cannot be cut back to a drafted position",
-                  hearth_model_arch(model));
         goto err;
     }
     if (s->spec.draft_max > 0) {

@@ -111,8 +111,9 @@ typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
  * the step's one micro-batch, and the slot keeps the drafts its own
  * sampling reproduces, plus the token it sampled where they part. The
  * output is the target's at any temperature and, for a seed, the same
- * tokens (see docs/ARCHITECTURE.md). Off on models with recurrent layers,
- * whose state cannot be cut back to a drafted position yet.
+ * tokens (see docs/ARCHITECTURE.md). On a model with recurrent layers the
+ * verify batch keeps each drafting slot's state after every row, so a cut
+ * goes back exactly to the drafts kept (hearth_seq_keep_states).
  */
 /* The drafters, as /metrics labels them. */
 enum sched_drafter { SCHED_DRAFTER_NGRAM, SCHED_DRAFTER_POOL, SCHED_DRAFTER_MODEL,

@@ -136,6 +136,56 @@ static void test_qwen3_q8_0(void **state) { check_model("tiny-qwen3-bpe-q8_0.ggu
 static void test_gemma3_q8_0(void **state) { check_model("tiny-gemma3-spm-q8_0.gguf"); }
 static void test_qwen3moe_q8_0(void **state) { check_model("tiny-qwen3moe-bpe-q8_0.gguf"); }
 
+/*
+ * A model with recurrent layers (qwen35moe): with hearth_seq_keep_states,
+ * a batch of rows cut back to any position after its first row resumes
+ * exactly there: the next token's logits equal those of decoding only the
+ * rows kept, bit for bit. Without it, the cut falls back to a snapshot.
+ */
+static void test_recurrent_cut_inside_batch(void **state)
+{
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_keep_states                = 8;
+    cp.n_state_snapshots            = 0;
+    struct tu_engine *e             = NULL;
+    assert_int_equal(tu_engine_open(&e, "tiny-qwen35moe-bpe-q8_0.gguf", &cp), 0);
+    TU_ENGINE_OR_SKIP(e);
+    int32_t nv = e->n_vocab;
+    float *want = malloc((size_t)nv * sizeof *want), *got = malloc((size_t)nv * sizeof *got);
+    assert_non_null(want);
+    assert_non_null(got);
+    hearth_token prompt[N_PROMPT], rows[N_ROWS], next = 777 % nv;
+    tu_tokens(prompt, N_PROMPT, 5);
+    tu_tokens(rows, N_ROWS, 13);
+    for (int32_t keep = 1; keep < N_ROWS; keep++) {
+        /* the reference: the prompt, the first `keep` rows, then next */
+        hearth_seq_truncate(e->ctx, 0, 0);
+        tu_engine_run(e, 0, prompt, N_PROMPT, N_PROMPT, want);
+        tu_engine_run(e, 0, rows, keep, keep, want);
+        tu_engine_run(e, 0, &next, 1, 1, want);
+        /* all the rows with their states kept, cut back to `keep` of them, then next */
+        hearth_seq_truncate(e->ctx, 0, 0);
+        tu_engine_run(e, 0, prompt, N_PROMPT, N_PROMPT, got);
+        hearth_seq_keep_states(e->ctx, 0);
+        tu_engine_run(e, 0, rows, N_ROWS, N_ROWS, got);
+        hearth_seq_truncate(e->ctx, 0, N_PROMPT + keep);
+        assert_int_equal(hearth_seq_len(e->ctx, 0), N_PROMPT + keep);
+        tu_engine_run(e, 0, &next, 1, 1, got);
+        if (memcmp(want, got, (size_t)nv * sizeof *got))
+            fail_msg("cut to %d of %d kept rows: logits differ (max |diff| %g)", keep, N_ROWS,
+                     tu_max_diff(want, got, nv));
+    }
+    /* no states kept (and no snapshots): the cut goes back to the start */
+    hearth_seq_truncate(e->ctx, 0, 0);
+    tu_engine_run(e, 0, prompt, N_PROMPT, N_PROMPT, got);
+    tu_engine_run(e, 0, rows, N_ROWS, N_ROWS, got);
+    hearth_seq_truncate(e->ctx, 0, N_PROMPT + 2);
+    assert_int_equal(hearth_seq_len(e->ctx, 0), 0);
+    free(want);
+    free(got);
+    tu_engine_close(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_gemma3_q8_0),
         cmocka_unit_test(test_qwen3moe_q8_0),
         cmocka_unit_test(test_q4_k_rows_differ),
+        cmocka_unit_test(test_recurrent_cut_inside_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
