@@ -479,7 +479,8 @@ static int requests_ok(const char *metrics, const char *ep)
 }
 
 /* The response without what differs between two calls (id, created, and the cached
- * prompt tokens: the second call finds the first one's prefix), as text. */
+ * prompt tokens: the second call finds the first one's prefix, which usage's details and
+ * the timings count), as text. */
 static char *stable_json(const char *body)
 {
     cJSON *j = cJSON_Parse(body);
@@ -488,6 +489,7 @@ static char *stable_json(const char *body)
     cJSON_DeleteItemFromObject(j, "created");
     cJSON_DeleteItemFromObject(cJSON_GetObjectItemCaseSensitive(j, "usage"),
                                "prompt_tokens_details");
+    cJSON_DeleteItemFromObject(j, "timings");
     cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
     cJSON *m;
     cJSON_ArrayForEach(m, data) cJSON_DeleteItemFromObject(m, "created");
