@@ -46,7 +46,9 @@ static void usage(FILE *fp)
         "                          else the draft model's (default: none)\n"
         "  --model-draft FILE      the draft model (same vocabulary; on the CPU); implies\n"
         "                          --spec draft unless --spec says otherwise\n"
-        "  --draft-max N           most tokens drafted per slot and step (default 16, 1..64);\n"
+        "  --draft-max N           most tokens drafted per slot and step (default 3, 1..64:\n"
+        "                          on a CPU a verify batch past four rows costs more than\n"
+        "                          its drafts usually keep);\n"
         "                          the depth follows each slot's recent acceptance\n"
         "  --draft-min N           fewer proposed than N: no drafting that step (default 1)\n"
         "  --spec-ngram-min N      the shortest n-gram looked up (default 2)\n"
@@ -90,7 +92,7 @@ int cmd_serve(int argc, char **argv)
     struct placement place = {0};
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
-    long draft_max = 16, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
+    long draft_max = 3, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
     bool spec_ngram = false, spec_draft = false, spec_set = false;
     const char *draft_path = NULL;
     for (int i = 1; i < argc; i++) {

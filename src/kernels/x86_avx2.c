@@ -592,9 +592,11 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
                 acc1 = q4p_step(lo, hi, dw, a1, s1, b, acc1);
                 acc2 = q4p_step(lo, hi, dw, a2, s2, b, acc2);
                 acc3 = q4p_step(lo, hi, dw, a3, s3, b, acc3);
-            } else if (tn > 1) {
+            } else if (tn == 3) {
                 acc1 = q4p_step(lo, hi, dw, a1, s1, b, acc1);
                 acc2 = q4p_step(lo, hi, dw, a2, s2, b, acc2);
+            } else {
+                acc1 = q4p_step(lo, hi, dw, a1, s1, b, acc1);
             }
         }
         const __m256 accs[4] = {acc0, acc1, acc2, acc3};

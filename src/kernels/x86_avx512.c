@@ -145,14 +145,17 @@ static inline __m256i q4p_block(const __m256i lo[4], const __m256i hi[4], const 
 static void avx512_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
                                const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
-    const int64_t nb    = n / QK4_0;
-    const int32_t quads = n_tok / 4 * 4;
+    const int64_t nb = n / QK4_0;
+    /* a last three tokens ride in a quad too (the fourth a copy, not stored): each token's sums
+     * are its own, so they come out as the AVX2 gemv's do, at a quad's cost rather than 1.4 */
+    const int32_t quads = n_tok % 4 == 3 ? n_tok : n_tok / 4 * 4;
     const size_t gl     = 8 * sizeof(struct block_q4_0);
     const __m256i m4    = _mm256_set1_epi8(0x0F);
     for (int32_t t0 = 0; t0 < quads; t0 += 4) {
+        const int32_t tn = quads - t0 < 4 ? quads - t0 : 4;
         const struct block_q8_0 *y[4];
         const struct q8_0_sum *ys[4];
-        q80_tokens(a, a_row, as, nb, t0, 4, y, ys);
+        q80_tokens(a, a_row, as, nb, t0, tn, y, ys);
         __m256 acc[4];
         for (int tt = 0; tt < 4; tt++)
             acc[tt] = _mm256_setzero_ps();
@@ -173,7 +176,7 @@ static void avx512_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t 
                                                      _mm256_mul_ps(dw, _mm256_set1_ps(ys[tt][b].d)), acc[tt]);
             }
         }
-        for (int tt = 0; tt < 4; tt++)
+        for (int tt = 0; tt < tn; tt++)
             _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
     }
     if (quads < n_tok)
