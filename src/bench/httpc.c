@@ -23,37 +23,27 @@
 #include <unistd.h>
 
 #include "util/clock.h"
+#include "util/errfmt.h"
 
 /* ------------------------------------------------------------ target --- */
-
-static bool target_fail(char *err, size_t err_len, const char *fmt, ...)
-{
-    if (err && err_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
 
 bool httpc_target_parse(const char *url, struct httpc_target *t, char *err, size_t err_len)
 {
     memset(t, 0, sizeof *t);
     if (!url || !*url)
-        return target_fail(err, err_len, "the URL is empty");
+        return fail(false, err, err_len, "the URL is empty");
     for (const char *c = url; *c; c++)
         if ((unsigned char)*c <= ' ' || *c == 0x7f)
-            return target_fail(err, err_len, "the URL %s contains a space or control character",
+            return fail(false, err, err_len, "the URL %s contains a space or control character",
                                url);
     const char *sep = strstr(url, "://");
     if (!sep)
-        return target_fail(err, err_len, "the URL %s does not start with http://", url);
+        return fail(false, err, err_len, "the URL %s does not start with http://", url);
     size_t scheme_len = (size_t)(sep - url);
     if (scheme_len == 5 && strncasecmp(url, "https", 5) == 0)
-        return target_fail(err, err_len, "https is not supported: hearth bench speaks plain HTTP");
+        return fail(false, err, err_len, "https is not supported: hearth bench speaks plain HTTP");
     if (scheme_len != 4 || strncasecmp(url, "http", 4) != 0)
-        return target_fail(err, err_len, "the URL scheme %.*s is not supported: use http://",
+        return fail(false, err, err_len, "the URL scheme %.*s is not supported: use http://",
                            (int)(scheme_len > 32 ? 32 : scheme_len), url);
 
     const char *h = sep + 3, *host_end, *rest;
@@ -61,28 +51,28 @@ bool httpc_target_parse(const char *url, struct httpc_target *t, char *err, size
     if (*h == '[') {
         host_end = strchr(h, ']');
         if (!host_end)
-            return target_fail(err, err_len, "the IPv6 address in %s has no closing ']'", url);
+            return fail(false, err, err_len, "the IPv6 address in %s has no closing ']'", url);
         h++;
         rest = host_end + 1;
         v6   = true;
         if (*rest && *rest != ':' && *rest != '/')
-            return target_fail(err, err_len, "unexpected text after ']' in %s", url);
+            return fail(false, err, err_len, "unexpected text after ']' in %s", url);
     } else {
         host_end = h + strcspn(h, ":/?#@");
         rest     = host_end;
     }
     if (*rest == '@' || memchr(h, '@', (size_t)(host_end - h)))
-        return target_fail(err, err_len, "user names in URLs are not supported (%s)", url);
+        return fail(false, err, err_len, "user names in URLs are not supported (%s)", url);
     size_t host_len = (size_t)(host_end - h);
     if (host_len == 0)
-        return target_fail(err, err_len, "the URL %s has no host", url);
+        return fail(false, err, err_len, "the URL %s has no host", url);
     if (host_len >= sizeof t->host)
-        return target_fail(err, err_len, "the host of %s is longer than %zu bytes", url,
+        return fail(false, err, err_len, "the host of %s is longer than %zu bytes", url,
                            sizeof t->host - 1);
     memcpy(t->host, h, host_len);
     t->host[host_len] = 0;
     if (v6 && !strchr(t->host, ':'))
-        return target_fail(err, err_len, "[%s] in %s is not an IPv6 address", t->host, url);
+        return fail(false, err, err_len, "[%s] in %s is not an IPv6 address", t->host, url);
 
     t->port = 80;
     bool has_port = false;
@@ -96,15 +86,15 @@ bool httpc_target_parse(const char *url, struct httpc_target *t, char *err, size
             digits++;
         }
         if (digits == 0 || port < 1 || port > 65535 || (*rest && *rest != '/'))
-            return target_fail(err, err_len, "the port of %s is not a number from 1 to 65535",
+            return fail(false, err, err_len, "the port of %s is not a number from 1 to 65535",
                                url);
         t->port  = (int)port;
         has_port = true;
     }
     if (strpbrk(rest, "?#"))
-        return target_fail(err, err_len, "queries and fragments are not supported in %s", url);
+        return fail(false, err, err_len, "queries and fragments are not supported in %s", url);
     if (*rest && *rest != '/')
-        return target_fail(err, err_len, "unexpected '%c' after the host in %s", *rest, url);
+        return fail(false, err, err_len, "unexpected '%c' after the host in %s", *rest, url);
 
     size_t plen = strlen(rest);
     while (plen > 0 && rest[plen - 1] == '/')
@@ -114,7 +104,7 @@ bool httpc_target_parse(const char *url, struct httpc_target *t, char *err, size
     while (plen > 0 && rest[plen - 1] == '/')
         plen--;
     if (plen >= sizeof t->prefix)
-        return target_fail(err, err_len, "the path of %s is longer than %zu bytes", url,
+        return fail(false, err, err_len, "the path of %s is longer than %zu bytes", url,
                            sizeof t->prefix - 1);
     memcpy(t->prefix, rest, plen);
     t->prefix[plen] = 0;

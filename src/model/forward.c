@@ -160,6 +160,12 @@ static int32_t state_resume(struct hearth_context *ctx, int32_t seq, int32_t p0)
     return at;
 }
 
+/* Where seq's j-th kept state (after the row at position keep_first[seq] + j) lives. */
+static float *keep_slot(const struct hearth_context *ctx, int32_t seq, int32_t j)
+{
+    return ctx->keep + ((size_t)seq * ctx->p.n_keep_states + (size_t)j) * ctx->state_len;
+}
+
 /* seq's kept state after the row at position p - 1, or NULL when the last batch kept none. */
 static const float *kept_state(const struct hearth_context *ctx, int32_t seq, int32_t p)
 {
@@ -168,7 +174,7 @@ static const float *kept_state(const struct hearth_context *ctx, int32_t seq, in
     int32_t j = p - 1 - ctx->keep_first[seq];
     if (j < 0 || j >= ctx->keep_n[seq])
         return NULL;
-    return ctx->keep + ((size_t)seq * ctx->p.n_keep_states + (size_t)j) * ctx->state_len;
+    return keep_slot(ctx, seq, j);
 }
 
 void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0)
@@ -220,7 +226,7 @@ static bool keep_plan(struct hearth_context *ctx, const struct hearth_batch *b)
         int32_t j = b->pos[i] - ctx->keep_first[seq];
         if (j != ctx->keep_n[seq] || j >= ctx->p.n_keep_states)
             continue; /* rows past the room, or out of order: not kept */
-        float *dst = ctx->keep + ((size_t)seq * ctx->p.n_keep_states + (size_t)j) * ctx->state_len;
+        float *dst = keep_slot(ctx, seq, j);
         if (ctx->snap_rows[i])
             ctx->keep_dup[i] = dst;
         else

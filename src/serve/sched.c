@@ -193,7 +193,6 @@ static void copy_totals_locked(struct sched *s)
         s->stats.spec_accepted[d] = s->acc.spec_accepted[d];
     }
     s->stats.decode_forwards_total   = s->acc.decode_forwards_total;
-    s->stats.spec_ngram              = s->spec.ngram;
 }
 
 /*
@@ -373,7 +372,6 @@ static void logprobs(struct slot *sl, const float *logits, int32_t n_vocab, hear
         sl->top[i].logprob -= lse;
 }
 
-/* Samples from the slot's logits row and streams the token; may finish the job. */
 /* Counts one judged draft of the slot's: the job's counts and the scheduler's. */
 static void judged(struct sched *s, struct slot *sl, bool kept)
 {
@@ -385,19 +383,15 @@ static void judged(struct sched *s, struct slot *sl, bool kept)
     }
 }
 
-/*
- * Samples the slot's next token from its row's logits, emits its text and
- * finishes the slot when it ends the job. Returns the token; the slot may be
- * idle afterwards (sl->job NULL).
- */
-static hearth_token slot_sample(struct sched *s, struct slot *sl)
+/* Samples from the slot's logits row and streams the token; may finish the job. */
+static void slot_sample(struct sched *s, struct slot *sl)
 {
     const struct sched_job *job = sl->job;
     const float *logits         = hearth_get_logits(s->ctx, sl->row);
     sl->row                     = -1;
     if (!logits) {
         slot_fail(s, sl, "sched: the engine returned no logits for the slot's row");
-        return -1;
+        return;
     }
     const float *use = logits;
     if ((job->presence_penalty != 0 || job->frequency_penalty != 0) && sl->n_seen > 0) {
@@ -427,7 +421,7 @@ static hearth_token slot_sample(struct sched *s, struct slot *sl)
                 snprintf(msg, sizeof msg, "sched: grammar: %s",
                          n_ok < 0 ? err : "no token can continue the text");
                 slot_fail(s, sl, msg);
-                return -1;
+                return;
             }
             tok = sampler_pick(sl->smp, use, sl->mask);
         }
@@ -436,7 +430,7 @@ static hearth_token slot_sample(struct sched *s, struct slot *sl)
             char msg[HEARTH_ERR_MAX + 32];
             snprintf(msg, sizeof msg, "sched: grammar: %s", err);
             slot_fail(s, sl, msg);
-            return tok;
+            return;
         }
     }
     if (sl->judging >= 0) { /* verify()'s draft at this row, judged before the job can end */
@@ -459,7 +453,7 @@ static hearth_token slot_sample(struct sched *s, struct slot *sl)
     }
     if (!job->ignore_eos && hearth_token_is_eog(s->model, tok)) {
         slot_finish(s, sl, SCHED_FINISH_STOP, true);
-        return tok;
+        return;
     }
     sl->tokens[sl->n_tokens++] = tok;
     if (sl->count[tok]++ == 0)
@@ -470,7 +464,7 @@ static hearth_token slot_sample(struct sched *s, struct slot *sl)
         char *p = realloc(sl->piece, n);
         if (!p) {
             slot_fail(s, sl, "sched: out of memory for a token's text");
-            return tok;
+            return;
         }
         sl->piece     = p;
         sl->piece_cap = n;
@@ -481,21 +475,19 @@ static hearth_token slot_sample(struct sched *s, struct slot *sl)
     enum stopmatch_result r = stopmatch_feed(&sl->sm, sl->piece, n, &out, &out_len);
     if (r == STOPMATCH_ENOMEM) {
         slot_fail(s, sl, "sched: out of memory for the pending text");
-        return tok;
+        return;
     }
     if (r == STOPMATCH_HIT) {
         if (out_len > 0)
             emit_text(s, sl, out, out_len, NULL, 0);
         slot_finish(s, sl, SCHED_FINISH_STOP, false);
-        return tok;
+        return;
     }
     emit_text(s, sl, out, out_len, lp, n_top);
     /* the next step decodes tokens[n_tokens - 1] at that position: it must fit the slot */
     if (sl->n_generated >= job->max_tokens || sl->n_tokens > s->n_ctx)
         slot_finish(s, sl, SCHED_FINISH_LENGTH, true);
-    return tok;
 }
-
 
 /* -------------------------------------------------------------- test gate --- */
 

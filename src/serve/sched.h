@@ -182,7 +182,6 @@ struct sched_stats {
     uint64_t spec_drafted[SCHED_N_DRAFTERS];  /* tokens drafted, by drafter */
     uint64_t spec_accepted[SCHED_N_DRAFTERS]; /* of those, kept */
     uint64_t decode_forwards_total; /* a slot's rows in a step's forward, counted once a slot */
-    bool spec_ngram;                /* the n-gram drafter is on */
 };
 /* Fills stats and up to cap slot infos (returns the number of slots). */
 int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,
