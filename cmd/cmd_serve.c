@@ -42,8 +42,10 @@ static void usage(FILE *fp)
         "                          text is what plain decoding gives, at any temperature.\n"
         "                          ngram: prompt lookup (the slot's last tokens found earlier\n"
         "                          in it propose what followed); draft: --model-draft's greedy\n"
-        "                          tokens; ngram,draft: the n-gram proposal when there is one,\n"
-        "                          else the draft model's (default: none)\n"
+        "                          tokens; mtp: the model's own multi-token-prediction head\n"
+        "                          (qwen35moe files with nextn layers; on the CPU);\n"
+        "                          ngram,draft and ngram,mtp: the n-gram proposal when there\n"
+        "                          is one, else the model drafter's (default: none)\n"
         "  --model-draft FILE      the draft model (same vocabulary; on the CPU); implies\n"
         "                          --spec draft unless --spec says otherwise\n"
         "  --draft-max N           most tokens drafted per slot and step (default 3, 1..64:\n"
@@ -93,7 +95,7 @@ int cmd_serve(int argc, char **argv)
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
     long draft_max = 3, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
-    bool spec_ngram = false, spec_draft = false, spec_set = false;
+    bool spec_ngram = false, spec_draft = false, spec_mtp = false, spec_set = false;
     const char *draft_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -140,12 +142,13 @@ int cmd_serve(int argc, char **argv)
             VALUE();
             spec_set = true;
             if (!strcmp(v, "ngram") || !strcmp(v, "draft") || !strcmp(v, "ngram,draft") ||
-                !strcmp(v, "none")) {
+                !strcmp(v, "mtp") || !strcmp(v, "ngram,mtp") || !strcmp(v, "none")) {
                 spec_ngram = !strncmp(v, "ngram", 5);
                 spec_draft = strstr(v, "draft") != NULL;
+                spec_mtp   = strstr(v, "mtp") != NULL;
             } else {
-                fprintf(stderr, "hearth serve: --spec takes ngram, draft, ngram,draft or none "
-                                "(the MTP drafter is not built yet), got '%s'\n", v);
+                fprintf(stderr, "hearth serve: --spec takes ngram, draft, mtp, ngram,draft, "
+                                "ngram,mtp or none, got '%s'\n", v);
                 return EXIT_USAGE;
             }
         } else if (!strcmp(a, "--model-draft") || !strcmp(a, "-md")) {
@@ -251,6 +254,7 @@ int cmd_serve(int argc, char **argv)
                        .n_threads = (int)threads,
                        .n_state_snapshots = (int32_t)checkpoints,
                        .spec      = {.ngram     = spec_ngram,
+                                     .mtp       = spec_mtp,
                                      .draft_max = (int32_t)draft_max,
                                      .draft_min = (int32_t)draft_min,
                                      .ngram_min = (int32_t)ngram_min,

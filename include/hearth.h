@@ -75,6 +75,10 @@ struct hearth_model_params {
                                 adding up to the layer count; a last range of 0 layers puts
                                 only the output there. "cpu" may appear several times (CPU
                                 stages: for tests, bit-identical to one). NULL = none */
+    bool mtp;             /* also load the model's multi-token-prediction head (qwen35moe's
+                             nextn block), for a context with .mtp; a file without one loads
+                             as usual (hearth_model_has_mtp says). The head runs where the
+                             output does, on a backend that has it (the CPU) */
 };
 
 struct hearth_model_params hearth_model_default_params(void);
@@ -96,6 +100,10 @@ const char *hearth_model_arch(const struct hearth_model *model);
 /* Whether some layers keep a recurrent state (qwen35moe): a sequence's cache then goes back
  * only to a state snapshot (hearth_seq_truncate). */
 bool hearth_model_is_recurrent(const struct hearth_model *model);
+/* Whether the model's MTP head was loaded (hearth_model_params.mtp and the file has one). */
+bool hearth_model_has_mtp(const struct hearth_model *model);
+/* The width of the hidden states hearth_get_hidden returns. */
+int32_t hearth_model_n_embd(const struct hearth_model *model);
 /* Bytes of tensor data the model maps. */
 uint64_t hearth_model_weight_bytes(const struct hearth_model *model);
 /* Bytes of weights one decoded token reads: all of them, but of a mixture of experts' routed
@@ -170,6 +178,11 @@ struct hearth_context_params {
     int32_t n_state_snapshots; /* models with recurrent layers: snapshots of a sequence's
                                   state kept per sequence at kv_block boundaries, 0..1024
                                   (0 = off: prefix reuse and truncation start from 0) */
+    bool keep_hidden;     /* keep every row's final hidden state (hearth_get_hidden): what
+                             an MTP context reads */
+    bool mtp;             /* the context runs the model's MTP head instead of its layers
+                             (hearth_model_has_mtp): its batches go through hearth_mtp_decode,
+                             its KV is the head's one layer, and it keeps its hidden states */
 };
 
 struct hearth_context_params hearth_context_default_params(void);
@@ -220,6 +233,25 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
 
 /* Logits (n_vocab floats) of batch row i from the last hearth_decode; NULL if not computed. */
 const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i);
+
+/*
+ * Batch row i's final hidden state (n_embd floats, after the output norm)
+ * from the last decode of a context with keep_hidden or mtp; NULL otherwise.
+ */
+const float *hearth_get_hidden(const struct hearth_context *ctx, int32_t i);
+
+/*
+ * An MTP context's forward pass (hearth_context_params.mtp): row i pairs
+ * token[i] at pos[i] with hidden[i] (n_embd floats), the target's final
+ * hidden state at pos[i] - 1 (hearth_get_hidden of a keep_hidden context;
+ * zeros where there is none), and the head predicts the token after
+ * token[i]: its logits as hearth_get_logits gives them, its own hidden
+ * state, which the next draft row takes as its input, by
+ * hearth_get_hidden. hearth_decode refuses an MTP context and this refuses
+ * any other (HEARTH_EINVAL).
+ */
+enum hearth_status hearth_mtp_decode(struct hearth_context *ctx, const struct hearth_batch *batch,
+                                     const float *hidden, char *err, size_t err_len);
 
 /*
  * Prefix cache. Full KV blocks that sequences have computed are indexed by a

@@ -66,7 +66,8 @@ enum norm {
     NORM_POST_ATTN, /* post_attn_norm, on the mixer's output (gemma3) */
     NORM_FFN,       /* ffn_norm, before the FFN */
     NORM_POST_FFN,  /* post_ffn_norm, on the FFN's output (gemma3) */
-    NORM_OUTPUT     /* output_norm, before the logits; the layer is ignored */
+    NORM_OUTPUT,    /* output_norm, before the logits; the layer is ignored */
+    NORM_NEXTN_HEAD /* an MTP head's shared_head_norm (layer.nextn), else output_norm */
 };
 
 /* How a weight is read, which decides what preparing it may do. */
@@ -77,10 +78,11 @@ enum weight_use {
 };
 
 /*
- * One backend. Every entry is required. Entries take the context (or, at
- * load, the weight) and return nothing unless they can fail: the forward
- * pass runs after batch checking and KV reservation, so an operation has no
- * error to report. Not thread-safe: one context is driven by one thread.
+ * One backend. Every entry is required but nextn_input. Entries take the
+ * context (or, at load, the weight) and return nothing unless they can
+ * fail: the forward pass runs after batch checking and KV reservation, so
+ * an operation has no error to report. Not thread-safe: one context is
+ * driven by one thread.
  */
 struct backend {
     const char *name; /* "cpu", as HEARTH_BACKEND names it */
@@ -249,6 +251,14 @@ struct backend {
      * front to back): the output rows packed to the front.
      */
     void (*gather)(struct hearth_context *ctx, enum act buf, const int32_t *rows, int32_t n_out);
+    /*
+     * An MTP head's input (layer l's nextn, src/model/model.h): ACT_X[t] =
+     * eh_proj [RMSNorm(ACT_X[t]) * enorm; RMSNorm(h[t]) * hnorm] for t < n,
+     * ACT_X holding the token embeddings and h the host rows (n_embd floats
+     * each) of the target's hidden states. NULL: the backend runs no MTP
+     * head (the load refuses one where the output is on it).
+     */
+    void (*nextn_input)(struct hearth_context *ctx, int32_t l, const float *h, int32_t n);
     /* ACT_LOGITS[t] = cap * tanh(ACT_LOGITS[t] / cap), cap hp.logit_softcap, t < n. */
     void (*softcap)(struct hearth_context *ctx, int32_t n);
     /*

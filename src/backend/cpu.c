@@ -103,15 +103,16 @@ static void scratch_free(struct scratch *s)
     free(s->act);
     free(s->act_sum);
     free(s->logits);
+    free(s->eh);
     memset(s, 0, sizeof *s);
 }
 
 static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n_batch,
-                          int n_threads, bool output)
+                          int n_threads, bool output, bool nextn)
 {
     const size_t nb = (size_t)n_batch, qd = (size_t)hp->n_head * hp->head_dim,
                  kvd = (size_t)hp->n_head_kv * hp->head_dim;
-    size_t max_in = (size_t)hp->n_embd;
+    size_t max_in = (size_t)hp->n_embd * (nextn ? 2 : 1);
     if (qd > max_in)
         max_in = qd;
     if ((size_t)hp->n_ff > max_in)
@@ -133,8 +134,9 @@ static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n
     s->act = malloc(nb * s->act_row);
     s->act_sum = malloc(nb * (max_in / 32) * sizeof(*s->act_sum));
     s->logits = output ? malloc(nb * hp->n_vocab * sizeof(float)) : NULL;
+    s->eh = nextn ? malloc(nb * 2 * hp->n_embd * sizeof(float)) : NULL;
     return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
-           s->act_sum && s->act && (s->logits || !output);
+           s->act_sum && s->act && (s->logits || !output) && (s->eh || !nextn);
 }
 
 static void ctx_free(struct hearth_context *ctx)
@@ -170,17 +172,18 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     const struct hparams *hp = &m->hp;
     const struct hearth_context_params *p = &ctx->p;
     const int32_t l0 = ctx->st->place->l0, l1 = ctx->st->place->l1;
-    bool moe = false, dnet = false;
+    bool moe = false, dnet = false, nextn = false;
     for (int32_t l = l0; l < l1; l++) {
         moe |= m->layers[l].moe != NULL;
         dnet |= m->layers[l].dnet != NULL || m->layers[l].attn_gated;
+        nextn |= m->layers[l].nextn != NULL;
     }
     struct cpu_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     ctx->be = c;
     c->k = kernels_get();
-    if (!scratch_alloc(&c->s, hp, p->n_batch, p->n_threads, ctx->st->output) ||
+    if (!scratch_alloc(&c->s, hp, p->n_batch, p->n_threads, ctx->st->output, nextn) ||
         (moe && !(c->moe = moe_scratch_new(hp, p->n_batch))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     p->n_batch);
@@ -324,6 +327,7 @@ static const struct backend cpu = {
     .deltanet         = deltanet,
     .gather           = cpu_op_gather,
     .softcap          = cpu_op_softcap,
+    .nextn_input      = cpu_op_nextn_input,
     .logits           = logits,
 };
 

@@ -36,6 +36,7 @@ struct scratch {
     size_t act_row; /* bytes per activation row in act */
     struct q8_0_sum *act_sum; /* [n_batch][max_in / 32]: Q8_0 activations' block sums */
     float *logits;  /* [n_batch][n_vocab] */
+    float *eh;      /* [n_batch][2 n_embd] an MTP head's normed input pairs; NULL without one */
 };
 
 /* ctx->be of a context on the CPU backend. */
@@ -138,5 +139,7 @@ void cpu_op_gated_act(struct hearth_context *ctx, int32_t n);
 void cpu_op_add(struct hearth_context *ctx, enum act dst, enum act src, int32_t n);
 void cpu_op_gather(struct hearth_context *ctx, enum act buf, const int32_t *rows, int32_t n_out);
 void cpu_op_softcap(struct hearth_context *ctx, int32_t n);
+void cpu_op_nextn_input(struct hearth_context *ctx, int32_t l, const float *h,
+                        int32_t n); /* cpu_norm_rope.c */
 
 #endif

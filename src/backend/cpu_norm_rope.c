@@ -30,6 +30,10 @@ static const float *norm_of(const struct hearth_model *m, int32_t l, enum norm w
         return m->layers[l].ffn_norm;
     case NORM_POST_FFN:
         return m->layers[l].post_ffn_norm;
+    case NORM_NEXTN_HEAD:
+        if (m->layers[l].nextn->head_norm)
+            return m->layers[l].nextn->head_norm;
+        break;
     case NORM_OUTPUT:
         break;
     }
@@ -54,6 +58,20 @@ void cpu_op_rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int3
     struct job s = {.ctx = ctx, .l = l, .w = norm_of(ctx->model, l, which),
                     .src = cpu_act(ctx, src), .dst = cpu_act(ctx, dst), .n = n};
     cpu_run_rows(ctx, rmsnorm_rows, &s, n);
+}
+
+void cpu_op_nextn_input(struct hearth_context *ctx, int32_t l, const float *h, int32_t n)
+{
+    const struct nextn *x   = ctx->model->layers[l].nextn;
+    const struct kernels *k = cpu_of(ctx)->k;
+    const int64_t d         = ctx->model->hp.n_embd;
+    const float eps         = ctx->model->hp.norm_eps;
+    float *eh = cpu_of(ctx)->s.eh, *xs = cpu_act(ctx, ACT_X);
+    for (int32_t t = 0; t < n; t++) {
+        k->rmsnorm(eh + t * 2 * d, xs + t * d, x->enorm, d, eps);
+        k->rmsnorm(eh + t * 2 * d + d, h + t * d, x->hnorm, d, eps);
+    }
+    cpu_matmul(ctx, &x->eh_proj, eh, 2 * d, xs, d, n, NULL);
 }
 
 /*

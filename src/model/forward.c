@@ -42,6 +42,16 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         return fail(HEARTH_EINVAL, err, err_len,
                     "context: n_state_snapshots %d is out of range (0..1024 per sequence)",
                     p.n_state_snapshots);
+    if (p.mtp && !model->has_mtp)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "context: an MTP context needs a model loaded with its MTP head, and %s",
+                    model->hp.n_nextn ? "this one was loaded without it"
+                                      : "this file has none");
+    if (p.mtp) { /* the head has no recurrent layer: nothing to snapshot or keep */
+        p.n_state_snapshots = 0;
+        p.n_keep_states     = 0;
+        p.keep_hidden       = true;
+    }
     if (p.n_threads <= 0)
         p.n_threads = model->n_threads;
     struct hearth_context *ctx = calloc(1, sizeof *ctx);
@@ -50,24 +60,26 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     ctx->model = model;
     ctx->p = p;
     int32_t per_seq = (p.n_ctx + p.kv_block - 1) / p.kv_block;
-    /* [0, n_layer): window layers; [n_layer, 2 n_layer): layers with no K/V (DeltaNet);
-     * [2 n_layer, 3 n_layer): layers whose stage keeps K/V in the host pool */
-    bool *flags = malloc(3 * (size_t)hp->n_layer * sizeof *flags);
+    /* [0, nl): window layers; [nl, 2 nl): layers with no K/V (DeltaNet, and all but the
+     * head in an MTP context); [2 nl, 3 nl): layers whose stage keeps K/V in the host pool */
+    const int32_t nl = hp->n_layer + (p.mtp ? 1 : 0);
+    bool *flags      = malloc(3 * (size_t)nl * sizeof *flags);
     enum hearth_status st;
     if (!flags) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
         goto err;
     }
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        flags[l]               = model->layers[l].swa;
-        flags[hp->n_layer + l] = model->layers[l].dnet != NULL;
-        flags[2 * hp->n_layer + l] = model_stage_of(model, l)->be->kv_host;
+    for (int32_t l = 0; l < nl; l++) {
+        const bool head = l == hp->n_layer;
+        flags[l]          = model->layers[l].swa;
+        flags[nl + l]     = p.mtp ? !head : model->layers[l].dnet != NULL;
+        flags[2 * nl + l] = (head ? model->mtp_place.be : model_stage_of(model, l)->be)->kv_host;
     }
     const struct kv_params kp = {
-        .n_layer = hp->n_layer, .kv_dim = hp->n_head_kv * hp->head_dim, .n_seq = p.n_seq_max,
+        .n_layer = nl, .kv_dim = hp->n_head_kv * hp->head_dim, .n_seq = p.n_seq_max,
         .n_ctx = p.n_ctx, .block_tokens = p.kv_block, .n_blocks = per_seq * p.n_seq_max,
-        .type = p.kv_type, .swa = flags, .no_kv = flags + hp->n_layer,
-        .host = flags + 2 * hp->n_layer, .n_swa = hp->n_swa,
+        .type = p.kv_type, .swa = flags, .no_kv = flags + nl,
+        .host = flags + 2 * nl, .n_swa = hp->n_swa,
         .n_blocks_swa = kv_window_blocks(p.n_seq_max, p.n_ctx, hp->n_swa, p.n_batch, p.kv_block)};
     st = kv_init(&ctx->kv, &kp, err, err_len);
     free(flags);
@@ -78,14 +90,16 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     ctx->out_row = malloc((size_t)p.n_batch * sizeof(int32_t));
     ctx->out_src = malloc((size_t)p.n_batch * sizeof(int32_t));
     ctx->seq_next = malloc((size_t)p.n_seq_max * sizeof(int32_t));
-    if (!ctx->out_row || !ctx->out_src || !ctx->seq_next) {
+    if (p.keep_hidden)
+        ctx->hidden = malloc((size_t)p.n_batch * hp->n_embd * sizeof(float));
+    if (!ctx->out_row || !ctx->out_src || !ctx->seq_next || (p.keep_hidden && !ctx->hidden)) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                   p.n_batch);
         goto err;
     }
     if ((st = stages_init(ctx, err, err_len)))
         goto err;
-    if (model->hp.recurrent && p.n_state_snapshots > 0) {
+    if (ctx->state_len && p.n_state_snapshots > 0) {
         const size_t len = ctx->state_len;
         if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, len))) {
             st = fail(HEARTH_ENOMEM, err, err_len,
@@ -101,7 +115,7 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                 (double)len * sizeof(float) / (1 << 20),
                 (double)snap_bytes(p.n_seq_max, p.n_state_snapshots, len) / (1 << 20));
     }
-    if (model->hp.recurrent && p.n_keep_states > 0) {
+    if (ctx->state_len && p.n_keep_states > 0) {
         const size_t n = (size_t)p.n_seq_max * p.n_keep_states * ctx->state_len;
         ctx->keep       = malloc(n * sizeof *ctx->keep);
         ctx->keep_want  = calloc((size_t)p.n_seq_max, sizeof *ctx->keep_want);
@@ -132,6 +146,7 @@ void hearth_context_free(struct hearth_context *ctx)
     free(ctx->out_row);
     free(ctx->out_src);
     free(ctx->seq_next);
+    free(ctx->hidden);
     snap_free(ctx->snap);
     free(ctx->keep);
     free(ctx->keep_want);
@@ -183,7 +198,7 @@ void hearth_seq_truncate(struct hearth_context *ctx, int32_t seq, int32_t p0)
         return;
     /* a recurrent state cannot go back by itself: it resumes from a state kept in the last
      * batch, from a snapshot, or from 0 */
-    if (ctx->model->hp.recurrent && p0 < ctx->kv.seqs[seq].n_tokens) {
+    if (ctx->state_len && p0 < ctx->kv.seqs[seq].n_tokens) {
         const float *state = kept_state(ctx, seq, p0);
         if (state) {
             stages_state_load(ctx, seq, state);
@@ -249,6 +264,13 @@ const float *hearth_get_logits(const struct hearth_context *ctx, int32_t i)
     if (i < 0 || i >= ctx->n_rows || ctx->out_row[i] < 0)
         return NULL;
     return ctx->logits + (size_t)ctx->out_row[i] * ctx->model->hp.n_vocab;
+}
+
+const float *hearth_get_hidden(const struct hearth_context *ctx, int32_t i)
+{
+    if (!ctx->hidden || i < 0 || i >= ctx->n_rows)
+        return NULL;
+    return ctx->hidden + (size_t)i * ctx->model->hp.n_embd;
 }
 
 /* -------------------------------------------------------------- the graph --- */
@@ -336,8 +358,9 @@ static enum hearth_status batch_prepare(struct hearth_context *ctx, const struct
     return HEARTH_OK;
 }
 
-enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth_batch *b,
-                                 char *err, size_t err_len)
+/* The forward pass of hearth_decode and, with the head's hidden inputs h, hearth_mtp_decode. */
+static enum hearth_status decode(struct hearth_context *ctx, const struct hearth_batch *b,
+                                 const float *h, char *err, size_t err_len)
 {
     const struct hparams *hp = &ctx->model->hp;
     ctx->n_rows = 0;
@@ -359,6 +382,8 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
     }
     stage_enter(ctx, 0);
     ctx->st->place->be->embed(ctx, b);
+    if (h)
+        ctx->st->place->be->nextn_input(ctx, hp->n_layer, h, b->n);
     for (int32_t i = 0; i < ctx->n_stage; i++) {
         if (i > 0)
             stages_cross(ctx, i, b->n);
@@ -384,15 +409,44 @@ enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth
             rows[n_out++] = i;
     }
     ctx->n_rows = b->n;
-    if (n_out == 0)
-        return HEARTH_OK;
-    be->gather(ctx, ACT_X, rows, n_out);
-    be->rmsnorm(ctx, ACT_XB, ACT_X, -1, NORM_OUTPUT, n_out);
-    be->matmul(ctx, &ctx->model->output, ACT_XB, ACT_LOGITS, n_out, NULL);
+    if (ctx->hidden) {
+        /* every row normed, kept, then the wanted ones projected: the same rows' arithmetic */
+        const int32_t l = hp->n_layer;
+        be->rmsnorm(ctx, ACT_X, ACT_X, l, ctx->p.mtp ? NORM_NEXTN_HEAD : NORM_OUTPUT, b->n);
+        be->residual_get(ctx, b->n, ctx->hidden);
+        if (n_out == 0)
+            return HEARTH_OK;
+        be->gather(ctx, ACT_X, rows, n_out);
+        be->matmul(ctx, &ctx->model->output, ACT_X, ACT_LOGITS, n_out, NULL);
+    } else {
+        if (n_out == 0)
+            return HEARTH_OK;
+        be->gather(ctx, ACT_X, rows, n_out);
+        be->rmsnorm(ctx, ACT_XB, ACT_X, -1, NORM_OUTPUT, n_out);
+        be->matmul(ctx, &ctx->model->output, ACT_XB, ACT_LOGITS, n_out, NULL);
+    }
     if (hp->logit_softcap > 0)
         be->softcap(ctx, n_out);
     ctx->logits = be->logits(ctx, n_out);
     return HEARTH_OK;
+}
+
+enum hearth_status hearth_decode(struct hearth_context *ctx, const struct hearth_batch *b,
+                                 char *err, size_t err_len)
+{
+    if (ctx->p.mtp)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "decode: an MTP context decodes through hearth_mtp_decode");
+    return decode(ctx, b, NULL, err, err_len);
+}
+
+enum hearth_status hearth_mtp_decode(struct hearth_context *ctx, const struct hearth_batch *b,
+                                     const float *hidden, char *err, size_t err_len)
+{
+    if (!ctx->p.mtp || !hidden)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "decode: hearth_mtp_decode needs an MTP context and the hidden rows");
+    return decode(ctx, b, hidden, err, err_len);
 }
 
 /* ------------------------------------------------------------ prefix cache --- */
@@ -404,7 +458,7 @@ int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const h
         return 0;
     int32_t got = kv_reuse_prefix(&ctx->kv, seq, tokens, n);
     /* a recurrent model resumes only where a snapshot of its state matches the prefix */
-    if (ctx->model->hp.recurrent && got > 0) {
+    if (ctx->state_len && got > 0) {
         got = state_resume(ctx, seq, got);
         kv_truncate(&ctx->kv, seq, got);
     }

@@ -263,6 +263,60 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
 }
 
 /*
+ * The MTP head after the n_layer layers (hp.n_nextn of them in the file;
+ * hearth runs one): a qwen35moe gated-attention layer with its experts,
+ * and the nextn tensors around it. It runs where the output does, so that
+ * backend must have the head's input operation.
+ */
+static enum hearth_status load_nextn(struct hearth_model *m, char *err, size_t err_len)
+{
+    const struct hparams *hp = &m->hp;
+    const int32_t il         = hp->n_layer;
+    const struct stage_place *out = model_stage_of(m, il);
+    if (hp->n_nextn != 1 || !hp->recurrent)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: an MTP head of %d blocks on %s is not supported (hearth runs "
+                    "qwen35moe's single nextn block)", hp->n_nextn, m->arch);
+    if (!out->be->nextn_input)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: the MTP head runs where the output does, and the %s backend "
+                    "cannot run it yet; keep the output on the CPU (-ngl at most the layer "
+                    "count)", out->be->name);
+    char e[64], h[64], eh[64], hn[64], emb[64], head[64];
+    snprintf(e, sizeof e, "blk.%d.nextn.enorm.weight", il);
+    snprintf(h, sizeof h, "blk.%d.nextn.hnorm.weight", il);
+    snprintf(eh, sizeof eh, "blk.%d.nextn.eh_proj.weight", il);
+    snprintf(hn, sizeof hn, "blk.%d.nextn.shared_head_norm.weight", il);
+    snprintf(emb, sizeof emb, "blk.%d.nextn.embed_tokens.weight", il);
+    snprintf(head, sizeof head, "blk.%d.nextn.shared_head_head.weight", il);
+    if (gguf_find_tensor(m->gguf, emb) || gguf_find_tensor(m->gguf, head))
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: an MTP head with its own embedding or output matrix (%s) is not "
+                    "supported yet", gguf_find_tensor(m->gguf, emb) ? emb : head);
+    struct layer *L = &m->layers[il];
+    L->attn_gated   = true;
+    L->rope_base    = hp->rope_base;
+    m->has_mtp      = true; /* from here on hearth_model_free releases the layer */
+    enum hearth_status st;
+    if ((st = out->be->layer_supported(m, il, err, err_len)) ||
+        (st = dnet_load_layer(m, il, L, err, err_len)))
+        return st;
+    if (!(L->nextn = calloc(1, sizeof *L->nextn)))
+        return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+    struct nextn *x = L->nextn;
+    if ((st = model_get_vector(m, e, hp->n_embd, false, &x->enorm, err, err_len)) ||
+        (st = model_get_vector(m, h, hp->n_embd, false, &x->hnorm, err, err_len)) ||
+        (st = model_get_vector(m, hn, hp->n_embd, true, &x->head_norm, err, err_len)) ||
+        (st = model_get_weight(m, eh, 2 * (int64_t)hp->n_embd, hp->n_embd, false, &x->eh_proj,
+                               err, err_len)) ||
+        (st = model_prepare_weight(m, il, &x->eh_proj, err, err_len)))
+        return st;
+    m->mtp_place = (struct stage_place){.be = out->be, .device = out->device, .l0 = il,
+                                        .l1 = il + 1};
+    return HEARTH_OK;
+}
+
+/*
  * A device that refuses memory the budget allowed for (other processes hold
  * some of it) fails the load here: the sentence says where and what to do.
  */
@@ -293,7 +347,7 @@ enum hearth_status model_prepare_weight(struct hearth_model *m, int32_t l, struc
 static enum hearth_status prepare_weights(struct hearth_model *m, char *err, size_t err_len)
 {
     enum hearth_status st;
-    for (int32_t i = 0; i < m->hp.n_layer; i++) {
+    for (int32_t i = 0; i < m->hp.n_layer + m->has_mtp; i++) {
         struct layer *L = &m->layers[i];
         struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
@@ -359,6 +413,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
         goto err;
     }
     m->hp.rope_neox = archs[a].rope_neox;
+    m->want_mtp     = p.mtp;
     if ((st = load_hparams(m, err, err_len)) ||
         (archs[a].hparams && (st = archs[a].hparams(m, err, err_len))) ||
         (st = model_place(m, &p, err, err_len)) ||
@@ -378,7 +433,8 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     for (int32_t l = 0; l < m->hp.n_layer; l++)
         if ((st = model_stage_of(m, l)->be->layer_supported(m, l, err, err_len)))
             goto err;
-    if ((st = load_weights(m, err, err_len)))
+    if ((st = load_weights(m, err, err_len)) ||
+        (m->want_mtp && m->hp.n_nextn > 0 && (st = load_nextn(m, err, err_len))))
         goto err;
     budget_weights(m);
     if ((st = budget_check_model(m, err, err_len)) || (st = prepare_weights(m, err, err_len)))
@@ -395,7 +451,7 @@ void hearth_model_free(struct hearth_model *m)
     if (!m)
         return;
     if (m->layers) {
-        for (int32_t i = 0; i < m->hp.n_layer; i++) {
+        for (int32_t i = 0; i < m->hp.n_layer + m->has_mtp; i++) {
             struct layer *L = &m->layers[i];
             free(L->attn_norm);
             free(L->ffn_norm);
@@ -411,6 +467,13 @@ void hearth_model_free(struct hearth_model *m)
                 model_release_weight(m, i, ws[j]);
             moe_free(m, i, L->moe);
             dnet_free(m, i, L->dnet);
+            if (L->nextn) {
+                model_release_weight(m, i, &L->nextn->eh_proj);
+                free(L->nextn->enorm);
+                free(L->nextn->hnorm);
+                free(L->nextn->head_norm);
+                free(L->nextn);
+            }
         }
         free(m->layers);
     }
@@ -429,6 +492,8 @@ int32_t hearth_model_n_ctx_train(const struct hearth_model *m) { return m->hp.n_
 const char *hearth_model_arch(const struct hearth_model *m) { return m->arch; }
 
 bool hearth_model_is_recurrent(const struct hearth_model *m) { return m->hp.recurrent; }
+bool hearth_model_has_mtp(const struct hearth_model *m) { return m->has_mtp; }
+int32_t hearth_model_n_embd(const struct hearth_model *m) { return m->hp.n_embd; }
 uint64_t hearth_model_weight_bytes(const struct hearth_model *m) { return m->weight_bytes; }
 
 uint64_t hearth_model_token_bytes(const struct hearth_model *m)

@@ -32,6 +32,19 @@ struct weight {
 struct moe;
 struct dnet;
 
+/*
+ * A multi-token-prediction (nextn) block's own tensors (qwen35moe's MTP
+ * head): its input is eh_proj over [enorm(embedding of token t); hnorm(the
+ * target's final hidden state at t - 1)], then an ordinary layer, then
+ * head_norm before the model's output matrix.
+ */
+struct nextn {
+    struct weight eh_proj; /* (2 n_embd -> n_embd) */
+    float *enorm;          /* (n_embd) owned */
+    float *hnorm;          /* (n_embd) owned */
+    float *head_norm;      /* (n_embd) shared_head_norm, owned; NULL: the model's output_norm */
+};
+
 struct layer {
     float *attn_norm;         /* (n_embd) owned f32 copy */
     struct weight wq;         /* (n_embd -> n_head * head_dim) */
@@ -52,6 +65,7 @@ struct layer {
     struct moe *moe;          /* routed experts in place of the FFN above (qwen3moe); else NULL */
     struct dnet *dnet;        /* a Gated DeltaNet mixer in place of attention (qwen35moe); else NULL */
     bool attn_gated;          /* wq yields [q, gate] per head; the output is gated by sigmoid(gate) */
+    struct nextn *nextn;      /* the MTP head's input and output norms (layer n_layer only) */
 };
 
 /* Hyperparameters from <arch>.* metadata. */
@@ -83,6 +97,7 @@ struct hparams {
     int32_t n_in_extra;    /* widest matmul input beyond n_embd, q and n_ff (DeltaNet's value
                               width); 0 when none */
     bool recurrent;        /* some layers keep a per-sequence recurrent state (qwen35moe) */
+    int32_t n_nextn;       /* MTP blocks the file has after its n_layer layers (not in n_layer) */
     bool last_layer_all_rows; /* llama.cpp runs the last layer's FFN on every row, not only the
                                  output rows (qwen35moe), which picks the router's arithmetic */
 };
@@ -113,7 +128,7 @@ struct hearth_model {
     struct weight tok_embd;  /* (n_embd) x n_vocab rows */
     float *output_norm;      /* (n_embd) owned */
     struct weight output;    /* (n_embd -> n_vocab); tok_embd when tied */
-    struct layer *layers;    /* [n_layer] */
+    struct layer *layers;    /* [n_layer + n_nextn]: the MTP blocks after the layers */
     int n_threads;
     uint64_t weight_bytes;
     uint64_t routed_bytes;   /* of those, the routed experts' stacks (MoE) */
@@ -121,6 +136,10 @@ struct hearth_model {
                                  host f32 (vector_to_f32) */
     int32_t n_stage;          /* 1..MODEL_MAX_STAGES */
     struct stage_place stage[MODEL_MAX_STAGES];
+    bool want_mtp;            /* the load was asked for the MTP head (hearth_model_params.mtp) */
+    bool has_mtp;             /* layers[n_layer] is the MTP head, loaded and prepared */
+    struct stage_place mtp_place; /* where an MTP context runs it: the output's backend, layer
+                                     n_layer alone */
 };
 
 /* A context's share of one stage: the model's placement and the backend's state for it. */
@@ -142,7 +161,7 @@ struct hearth_context {
     void *be;                /* the current stage's backend state (stage.state): what the
                                 backend's operations read as theirs */
     const struct stage *st;  /* the stage ctx->be belongs to; its place says the layers */
-    int32_t n_stage;         /* model->n_stage */
+    int32_t n_stage;         /* model->n_stage; 1 for an MTP context (model->mtp_place) */
     struct stage *stages;    /* [n_stage] */
     float *x_host;           /* [n_batch][n_embd] the residual stream crossing a stage
                                 boundary; NULL with one stage */
@@ -150,6 +169,9 @@ struct hearth_context {
                                 stage's state_save_rows receive offset to its share */
     size_t state_len;        /* floats of one sequence's recurrent state over all stages */
     const float *logits;     /* [n_out][n_vocab] host rows of the last batch's logits */
+    float *hidden;           /* [n_batch][n_embd] every row's final hidden state (after the
+                                output norm; the MTP head's after its own) of the last batch:
+                                p.keep_hidden or p.mtp; else NULL */
     int32_t *out_row;        /* [n_batch] logits row of batch row i, or -1 */
     int32_t *out_src;        /* [n_batch] batch row of logits row i (the rows gathered) */
     int32_t n_rows;          /* rows of the last batch (valid out_row entries) */

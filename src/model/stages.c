@@ -325,24 +325,27 @@ void stage_enter(struct hearth_context *ctx, int32_t i)
 enum hearth_status stages_init(struct hearth_context *ctx, char *err, size_t err_len)
 {
     const struct hearth_model *m = ctx->model;
-    ctx->n_stage = m->n_stage;
-    if (!(ctx->stages = calloc((size_t)m->n_stage, sizeof *ctx->stages)))
+    /* an MTP context is one stage: the head, where the output runs */
+    ctx->n_stage = ctx->p.mtp ? 1 : m->n_stage;
+    if (!(ctx->stages = calloc((size_t)ctx->n_stage, sizeof *ctx->stages)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
-    if (m->n_stage > 1 && !(ctx->x_host = malloc((size_t)ctx->p.n_batch * m->hp.n_embd *
-                                                 sizeof(float))))
+    if (ctx->n_stage > 1 && !(ctx->x_host = malloc((size_t)ctx->p.n_batch * m->hp.n_embd *
+                                                   sizeof(float))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     ctx->p.n_batch);
-    for (int32_t i = 0; i < m->n_stage; i++) {
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
         struct stage *s = &ctx->stages[i];
-        s->place        = &m->stage[i];
+        s->place        = ctx->p.mtp ? &m->mtp_place : &m->stage[i];
         s->embed        = i == 0;
-        s->output       = i == m->n_stage - 1;
+        s->output       = i == ctx->n_stage - 1;
     }
-    enum hearth_status st = budget_check_context(ctx, err, err_len);
+    /* the head's backend is the CPU's (the only one with nextn_input), whose memory load and
+     * budget.c do not check */
+    enum hearth_status st = ctx->p.mtp ? HEARTH_OK : budget_check_context(ctx, err, err_len);
     if (st)
         return st;
     ctx->state_len = 0;
-    for (int32_t i = 0; i < m->n_stage; i++) {
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
         struct stage *s = &ctx->stages[i];
         stage_enter(ctx, i);
         st       = s->place->be->ctx_init(ctx, err, err_len);

@@ -983,6 +983,7 @@ static void *loader_main(void *arg)
     mp.devices      = s->p->devices;
     mp.tensor_split = s->p->tensor_split;
     mp.layer_split  = s->p->layer_split;
+    mp.mtp          = s->sp.spec.mtp;
     struct hearth_model *model = NULL;
     struct sched *sched        = NULL;
     struct chat_template *tmpl = NULL;

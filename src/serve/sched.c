@@ -783,6 +783,12 @@ static void step(struct sched *s)
         batch_failed(s, st, err);
         return;
     }
+    if (s->drafters) {
+        const hearth_token *toks[s->n_slots];
+        for (int32_t i = 0; i < s->n_slots; i++)
+            toks[i] = s->slots[i].tokens;
+        spec_observe(s->drafters, &b, toks);
+    }
     s->acc.decode_forwards_total += (uint64_t)n_gen_rows;
     s->acc.decode_seconds_total += dt * n_decode / n;
     s->acc.prefill_seconds_total += dt * (n - n_decode) / n;
@@ -1010,8 +1016,9 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     cp.n_threads                    = p->n_threads;
     cp.n_state_snapshots            = p->n_state_snapshots;
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
-    if ((p->spec.ngram || p->spec.draft_model) && hearth_model_is_recurrent(model))
+    if ((p->spec.ngram || p->spec.draft_model || p->spec.mtp) && hearth_model_is_recurrent(model))
         cp.n_keep_states = p->spec.draft_max + 1 > 64 ? 64 : p->spec.draft_max + 1;
+    cp.keep_hidden = p->spec.mtp; /* the MTP head reads the target's hidden states */
     enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
     if (st)
         goto err;
@@ -1028,8 +1035,14 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     /* Test hook, inert unless set: verification keeps every draft whatever the model samples,
      * the broken rule tests/e2e/test_spec.c's distribution test must catch. */
     s->spec_broken = getenv("HEARTH_SPEC_TEST_BREAK") != NULL;
-    if (!s->spec.ngram && !s->spec.draft_model)
+    if (!s->spec.ngram && !s->spec.draft_model && !s->spec.mtp)
         s->spec = (struct sched_spec){0};
+    else if (s->spec.draft_model && s->spec.mtp) {
+        st = fail(HEARTH_EINVAL, err, err_len,
+                  "sched: a draft model and the MTP head cannot both draft (chain either "
+                  "after the n-gram drafter)");
+        goto err;
+    }
     else if (s->spec.draft_max < 1 || s->spec.draft_max > 64 || s->spec.draft_min < 1 ||
              s->spec.draft_min > s->spec.draft_max || s->spec.ngram_min < 1 ||
              s->spec.ngram_min > s->spec.ngram_max || s->spec.ngram_max > NGRAM_MAX_N) {
@@ -1041,8 +1054,8 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         goto err;
     }
     if (s->spec.draft_max > 0) {
-        st = spec_new(model, &s->spec, p->n_slots, s->n_ctx, p->n_batch, p->n_threads,
-                      &s->drafters, err, err_len);
+        st = spec_new(model, s->ctx, &s->spec, p->n_slots, s->n_ctx, p->n_batch,
+                      p->n_threads, &s->drafters, err, err_len);
         if (st)
             goto err;
         s->reqs = calloc((size_t)p->n_slots, sizeof *s->reqs);

@@ -117,14 +117,16 @@ typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
  */
 /* The drafters, as /metrics labels them. */
 enum sched_drafter { SCHED_DRAFTER_NGRAM, SCHED_DRAFTER_POOL, SCHED_DRAFTER_MODEL,
-                     SCHED_N_DRAFTERS };
-#define SCHED_DRAFTER_NAMES {"ngram", "ngram_pool", "draft"}
+                     SCHED_DRAFTER_MTP, SCHED_N_DRAFTERS };
+#define SCHED_DRAFTER_NAMES {"ngram", "ngram_pool", "draft", "mtp"}
 
 struct sched_spec {
     bool ngram;          /* prompt lookup (src/spec/ngram.h) */
     struct hearth_model *draft_model; /* a draft model (--model-draft), NULL: none. Chained after
                                          the n-gram drafter when both are on. The caller's: it
                                          must outlive the scheduler */
+    bool mtp;            /* the model's own MTP head drafts (a model loaded with
+                            hearth_model_params.mtp); not with draft_model */
     int32_t draft_max;   /* most tokens drafted per slot and step, 1..64 */
     int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
     int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */

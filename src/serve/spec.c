@@ -16,6 +16,18 @@
 struct spec {
     struct sched_spec p;
     struct hearth_context *dctx; /* the draft model's; NULL without one */
+    struct hearth_context *mctx; /* the MTP head's; NULL without one */
+    const struct hearth_context *tctx; /* the target's, whose hidden rows the head reads */
+    int32_t n_embd;
+    float *hin;                  /* [n_batch][n_embd] the head's hidden inputs of one batch */
+    float *pend;                 /* [n_slots][n_embd] the target's hidden state at position
+                                    head_len - 1 of the slot, the head's next input */
+    bool *pend_ok;               /* [n_slots] pend holds it (else the next row takes zeros) */
+    int32_t *head_len;           /* [n_slots] positions the head holds for the target's tokens,
+                                    beyond which its cache has only its own drafts */
+    int32_t *v_row0, *v_pos0, *v_n, *v_prev; /* [n_slots] the slot's rows in the last target
+                                                batch: first row, its position, count; and the
+                                                last seen while walking it */
     struct ngram_pool *pool;     /* the shared n-gram pool; NULL without one */
     int32_t n_slots, n_ctx, n_batch, n_vocab;
     hearth_token *b_tok;         /* [n_batch] */
@@ -54,11 +66,48 @@ bool spec_vocab_match(const struct hearth_model *target, const struct hearth_mod
     return true;
 }
 
-enum hearth_status spec_new(const struct hearth_model *target, const struct sched_spec *p,
-                            int32_t n_slots, int32_t n_ctx, int32_t n_batch, int n_threads,
-                            struct spec **out, char *err, size_t err_len)
+/* The MTP head's context and the per-slot state that feeds it. */
+static enum hearth_status mtp_new(struct spec *sp, struct hearth_model *target,
+                                  const struct hearth_context *tctx, int32_t n_slots,
+                                  int32_t n_ctx, int32_t n_batch, int n_threads, char *err,
+                                  size_t err_len)
+{
+    if (!hearth_model_has_mtp(target))
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "--spec mtp: the model has no multi-token-prediction head (a qwen35moe "
+                    "file with nextn_predict_layers)");
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx                        = n_ctx;
+    cp.n_seq_max                    = n_slots;
+    cp.n_batch                      = n_batch;
+    cp.n_threads                    = n_threads;
+    cp.mtp                          = true;
+    enum hearth_status st = hearth_context_new(target, &cp, &sp->mctx, err, err_len);
+    if (st)
+        return st;
+    sp->tctx     = tctx;
+    sp->n_embd   = hearth_model_n_embd(target);
+    sp->hin      = calloc((size_t)n_batch * sp->n_embd, sizeof *sp->hin);
+    sp->pend     = calloc((size_t)n_slots * sp->n_embd, sizeof *sp->pend);
+    sp->pend_ok  = calloc((size_t)n_slots, sizeof *sp->pend_ok);
+    sp->head_len = calloc((size_t)n_slots, sizeof *sp->head_len);
+    sp->v_row0   = calloc((size_t)n_slots, sizeof *sp->v_row0);
+    sp->v_pos0   = calloc((size_t)n_slots, sizeof *sp->v_pos0);
+    sp->v_n      = calloc((size_t)n_slots, sizeof *sp->v_n);
+    sp->v_prev   = calloc((size_t)n_slots, sizeof *sp->v_prev);
+    if (!sp->hin || !sp->pend || !sp->pend_ok || !sp->head_len || !sp->v_row0 || !sp->v_pos0 ||
+        !sp->v_n || !sp->v_prev)
+        return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for the MTP head");
+    return HEARTH_OK;
+}
+
+enum hearth_status spec_new(struct hearth_model *target, const struct hearth_context *tctx,
+                            const struct sched_spec *p, int32_t n_slots, int32_t n_ctx,
+                            int32_t n_batch, int n_threads, struct spec **out, char *err,
+                            size_t err_len)
 {
     *out            = NULL;
+    enum hearth_status st;
     struct spec *sp = calloc(1, sizeof *sp);
     if (!sp)
         return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for the drafters");
@@ -73,6 +122,11 @@ enum hearth_status spec_new(const struct hearth_model *target, const struct sche
         return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for an n-gram pool of %zu "
                     "bytes", p->ngram_pool_bytes);
     }
+    if (p->mtp && (st = mtp_new(sp, target, tctx, n_slots, n_ctx, n_batch, n_threads, err,
+                                 err_len))) {
+        spec_free(sp);
+        return st;
+    }
     if (p->draft_model) {
         char why[HEARTH_ERR_MAX];
         if (!spec_vocab_match(target, p->draft_model, why, sizeof why)) {
@@ -84,12 +138,13 @@ enum hearth_status spec_new(const struct hearth_model *target, const struct sche
         cp.n_seq_max                    = n_slots;
         cp.n_batch                      = n_batch;
         cp.n_threads                    = n_threads;
-        enum hearth_status st =
-            hearth_context_new(p->draft_model, &cp, &sp->dctx, err, err_len);
+        st = hearth_context_new(p->draft_model, &cp, &sp->dctx, err, err_len);
         if (st) {
             spec_free(sp);
             return st;
         }
+    }
+    if (p->draft_model || p->mtp) {
         sp->b_tok    = malloc((size_t)n_batch * sizeof *sp->b_tok);
         sp->b_pos    = malloc((size_t)n_batch * sizeof *sp->b_pos);
         sp->b_seq    = malloc((size_t)n_batch * sizeof *sp->b_seq);
@@ -97,7 +152,7 @@ enum hearth_status spec_new(const struct hearth_model *target, const struct sche
         sp->row      = malloc((size_t)n_slots * sizeof *sp->row);
         if (!sp->b_tok || !sp->b_pos || !sp->b_seq || !sp->b_logits || !sp->row) {
             spec_free(sp);
-            return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for the draft model");
+            return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for the drafters");
         }
     }
     *out = sp;
@@ -109,6 +164,15 @@ void spec_free(struct spec *sp)
     if (!sp)
         return;
     hearth_context_free(sp->dctx);
+    hearth_context_free(sp->mctx);
+    free(sp->hin);
+    free(sp->pend);
+    free(sp->pend_ok);
+    free(sp->head_len);
+    free(sp->v_row0);
+    free(sp->v_pos0);
+    free(sp->v_n);
+    free(sp->v_prev);
     ngram_pool_free(sp->pool);
     free(sp->b_tok);
     free(sp->b_pos);
@@ -128,6 +192,120 @@ void spec_rewind(struct spec *sp, int32_t slot, int32_t n_keep)
 {
     if (sp->dctx && hearth_seq_len(sp->dctx, slot) > n_keep)
         hearth_seq_truncate(sp->dctx, slot, n_keep);
+    if (!sp->mctx)
+        return;
+    if (hearth_seq_len(sp->mctx, slot) > n_keep)
+        hearth_seq_truncate(sp->mctx, slot, n_keep);
+    if (sp->head_len[slot] < n_keep)
+        return; /* the head is behind: spec_observe fills the gap */
+    sp->head_len[slot] = n_keep;
+    /* the next input is the target's hidden state at n_keep - 1, a row of its last batch */
+    const int32_t j    = n_keep - 1 - sp->v_pos0[slot];
+    const float *h     = j >= 0 && j < sp->v_n[slot]
+                             ? hearth_get_hidden(sp->tctx, sp->v_row0[slot] + j) : NULL;
+    sp->pend_ok[slot]  = h != NULL;
+    if (h)
+        memcpy(sp->pend + (size_t)slot * sp->n_embd, h, (size_t)sp->n_embd * sizeof *h);
+}
+
+/* Runs the head over the m rows staged in b_* and hin; false when it could not. */
+static bool head_run(struct spec *sp, int32_t m)
+{
+    char err[HEARTH_ERR_MAX];
+    struct hearth_batch b = {m, sp->b_tok, sp->b_pos, sp->b_seq, sp->b_logits};
+    return hearth_mtp_decode(sp->mctx, &b, sp->hin, err, sizeof err) == HEARTH_OK;
+}
+
+/* The head's cache lost track of some slots (its pool was full): they start over. */
+static void head_reset(struct spec *sp)
+{
+    for (int32_t s = 0; s < sp->n_slots; s++) {
+        hearth_seq_truncate(sp->mctx, s, 0);
+        sp->head_len[s] = 0;
+        sp->pend_ok[s]  = false;
+    }
+}
+
+/* Stages head row m: token tok at pos of slot s with hidden input h (NULL: zeros). */
+static void head_stage(struct spec *sp, int32_t m, int32_t s, hearth_token tok, int32_t pos,
+                       const float *h, int8_t logits)
+{
+    sp->b_tok[m]    = tok;
+    sp->b_pos[m]    = pos;
+    sp->b_seq[m]    = s;
+    sp->b_logits[m] = logits;
+    float *dst      = sp->hin + (size_t)m * sp->n_embd;
+    if (h)
+        memcpy(dst, h, (size_t)sp->n_embd * sizeof *h);
+    else
+        memset(dst, 0, (size_t)sp->n_embd * sizeof *dst);
+}
+
+/* Stages a row without logits as row *m, running the staged rows once n_batch are. */
+static bool head_row(struct spec *sp, int32_t *m, int32_t s, hearth_token tok, int32_t pos,
+                     const float *h)
+{
+    head_stage(sp, *m, s, tok, pos, h, 0);
+    if (++*m < sp->n_batch)
+        return true;
+    bool ok = head_run(sp, *m);
+    *m      = 0;
+    return ok;
+}
+
+void spec_observe(struct spec *sp, const struct hearth_batch *b,
+                  const hearth_token *const *slot_tokens)
+{
+    if (!sp || !sp->mctx)
+        return;
+    for (int32_t s = 0; s < sp->n_slots; s++)
+        sp->v_n[s] = 0;
+    for (int32_t i = 0; i < b->n; i++) {
+        int32_t s = b->seq[i];
+        if (sp->v_n[s]++ == 0) {
+            sp->v_row0[s] = i;
+            sp->v_pos0[s] = b->pos[i];
+            sp->v_prev[s] = -1;
+        }
+    }
+    int32_t m = 0;
+    bool ok   = true;
+    /* each slot's head continues at the batch's first position: its drafts there are cut,
+     * and positions it missed (a reused prefix) are filled with zero hidden inputs */
+    for (int32_t s = 0; s < sp->n_slots && ok; s++) {
+        if (sp->v_n[s] == 0)
+            continue;
+        const int32_t p0 = sp->v_pos0[s];
+        if (hearth_seq_len(sp->mctx, s) > p0)
+            hearth_seq_truncate(sp->mctx, s, p0);
+        if (sp->head_len[s] != p0)
+            sp->pend_ok[s] = false;
+        int32_t have = hearth_seq_len(sp->mctx, s);
+        for (int32_t p = have; p < p0 && ok; p++)
+            ok = head_row(sp, &m, s, slot_tokens[s][p], p, NULL);
+    }
+    for (int32_t i = 0; i < b->n && ok; i++) {
+        int32_t s      = b->seq[i];
+        const float *h = sp->v_prev[s] >= 0   ? hearth_get_hidden(sp->tctx, sp->v_prev[s])
+                         : sp->pend_ok[s]     ? sp->pend + (size_t)s * sp->n_embd
+                                              : NULL;
+        sp->v_prev[s]  = i;
+        ok             = head_row(sp, &m, s, b->token[i], b->pos[i], h);
+    }
+    if (ok && m > 0)
+        ok = head_run(sp, m);
+    if (!ok) {
+        head_reset(sp);
+        return;
+    }
+    for (int32_t s = 0; s < sp->n_slots; s++) {
+        if (sp->v_n[s] == 0)
+            continue;
+        sp->head_len[s] = sp->v_pos0[s] + sp->v_n[s];
+        sp->pend_ok[s]  = true;
+        memcpy(sp->pend + (size_t)s * sp->n_embd, hearth_get_hidden(sp->tctx, sp->v_prev[s]),
+               (size_t)sp->n_embd * sizeof(float));
+    }
 }
 
 static hearth_token argmax(const float *l, int32_t n)
@@ -220,6 +398,56 @@ failed:
         }
 }
 
+/*
+ * The MTP head's proposals for the requests marked in want[]: a slot whose
+ * head holds every position but the last token's drafts from that token and
+ * the target's hidden state before it, then from each draft and the head's
+ * own hidden state, one row per slot and round.
+ */
+static void draft_mtp(struct spec *sp, struct spec_req *reqs, int32_t n, const bool *want)
+{
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        struct spec_req *r = &reqs[i];
+        const int32_t s    = r->slot;
+        sp->row[i]         = -1;
+        if (!want[i])
+            continue;
+        if (hearth_seq_len(sp->mctx, s) > sp->head_len[s])
+            hearth_seq_truncate(sp->mctx, s, sp->head_len[s]);
+        if (sp->head_len[s] != r->n_tokens - 1 || !sp->pend_ok[s] || m == sp->n_batch)
+            continue; /* the head has not seen the target's state yet */
+        head_stage(sp, m, s, r->tokens[r->n_tokens - 1], r->n_tokens - 1,
+                   sp->pend + (size_t)s * sp->n_embd, 1);
+        sp->row[i] = m++;
+    }
+    while (m > 0) {
+        if (!head_run(sp, m)) {
+            head_reset(sp);
+            for (int32_t i = 0; i < n; i++)
+                if (want[i])
+                    reqs[i].n_out = 0;
+            return;
+        }
+        /* each slot's argmax is its next draft, fed back with the head's own hidden state
+         * (the context's, which staging does not touch) */
+        m = 0;
+        for (int32_t i = 0; i < n; i++) {
+            struct spec_req *r = &reqs[i];
+            if (sp->row[i] < 0)
+                continue;
+            const int32_t row  = sp->row[i];
+            r->out[r->n_out++] = argmax(hearth_get_logits(sp->mctx, row), sp->n_vocab);
+            sp->row[i]         = -1;
+            if (r->n_out == r->k)
+                continue;
+            head_stage(sp, m, r->slot, r->out[r->n_out - 1], r->n_tokens + r->n_out - 1,
+                       hearth_get_hidden(sp->mctx, row), 1);
+            sp->row[i] = m++;
+        }
+    }
+}
+
 void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n)
 {
     bool want[n > 0 ? n : 1];
@@ -235,11 +463,13 @@ void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n)
             r->n_out = ngram_pool_propose(sp->pool, r->tokens, r->n_tokens, r->k, r->out);
             r->from  = SCHED_DRAFTER_POOL;
         }
-        want[i] = sp->dctx && r->n_out == 0;
+        want[i] = (sp->dctx || sp->mctx) && r->n_out == 0;
         any     = any || want[i];
         if (want[i])
-            r->from = SCHED_DRAFTER_MODEL;
+            r->from = sp->mctx ? SCHED_DRAFTER_MTP : SCHED_DRAFTER_MODEL;
     }
-    if (any)
+    if (any && sp->dctx)
         draft_model(sp, reqs, n, want);
+    else if (any)
+        draft_mtp(sp, reqs, n, want);
 }

@@ -3,16 +3,20 @@
  * struct sched_spec). For each generating slot they propose the tokens the
  * target is likely to produce next: the n-gram drafter (src/spec/ngram.h)
  * from the slot's own text, then the n-gram pool every request feeds, the
- * draft model from its own greedy decoding.
- * Chained (--spec ngram,draft), a slot takes the n-gram proposal when there
- * is one and the draft model's otherwise. Every proposal is deterministic
+ * draft model from its own greedy decoding, or the MTP head from the
+ * target's hidden state.
+ * Chained (--spec ngram,draft or ngram,mtp), a slot takes the n-gram
+ * proposal when there is one and the model drafter's otherwise. Every proposal is deterministic
  * (a draft model proposes its argmax), which is what lets the scheduler
  * verify by sampling (docs/ARCHITECTURE.md).
  *
  * The draft model keeps its own paged KV, one sequence per slot, holding a
  * prefix of the slot's tokens: spec_propose catches it up before drafting
- * and spec_rewind cuts it back to what the target kept. Scheduler thread
- * only.
+ * and spec_rewind cuts it back to what the target kept. The MTP head
+ * (--spec mtp, the target's own nextn block) has a cache of its one layer
+ * per slot too, but it needs the target's hidden states, so spec_observe
+ * feeds it after every target decode, and spec_rewind hands it the state
+ * at the last position kept. Scheduler thread only.
  */
 #ifndef HEARTH_SERVE_SPEC_H
 #define HEARTH_SERVE_SPEC_H
@@ -43,9 +47,10 @@ struct spec_req {
  * when set, must share the target's vocabulary (HEARTH_EINVAL with the
  * first difference named otherwise). The draft model stays the caller's.
  */
-enum hearth_status spec_new(const struct hearth_model *target, const struct sched_spec *p,
-                            int32_t n_slots, int32_t n_ctx, int32_t n_batch, int n_threads,
-                            struct spec **out, char *err, size_t err_len);
+enum hearth_status spec_new(struct hearth_model *target, const struct hearth_context *tctx,
+                            const struct sched_spec *p, int32_t n_slots, int32_t n_ctx,
+                            int32_t n_batch, int n_threads, struct spec **out, char *err,
+                            size_t err_len);
 void spec_free(struct spec *sp);
 
 /*
@@ -55,6 +60,17 @@ void spec_free(struct spec *sp);
  * this step; that is never an error.
  */
 void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n);
+
+/*
+ * After each decode of the target's context tctx (which keeps its hidden
+ * states when p->mtp): runs the MTP head over b's rows, each token paired
+ * with the target's hidden state one position before it, so the head's
+ * cache follows the target's. slot_tokens[s]: slot s's tokens, which fill
+ * positions the head missed (a reused prefix) with zero hidden inputs.
+ * No-op without the head. A head that fails (its pool full) starts over.
+ */
+void spec_observe(struct spec *sp, const struct hearth_batch *b,
+                  const hearth_token *const *slot_tokens);
 
 /* Feeds the shared n-gram pool (when there is one) tokens[from..n) of a slot, in their context. */
 void spec_feed(struct spec *sp, const hearth_token *tokens, int32_t from, int32_t n);

@@ -12,7 +12,7 @@
  * decoding, which the same test fails on a server whose rule is broken on
  * purpose (HEARTH_SPEC_TEST_BREAK: every draft kept). On a model with
  * recurrent layers the rejected drafts are rolled back from the states kept
- * in the verify batch.
+ * in the verify batch, with a draft model and with the model's own MTP head.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -486,15 +486,84 @@ static void test_recurrent_rollback(void **state)
     srv_stop(&spec);
 }
 
-/* A bad --spec is a usage error. */
+/*
+ * The model's own MTP head (--spec mtp) on the shared file that has one: its
+ * random head is mostly rejected, so nearly every step rolls the recurrent
+ * state back, and the text is plain decoding's, alone and chained after the
+ * n-gram drafter. A prompt sent twice reuses its prefix in the target: the
+ * head, which did not see those positions, catches up on them.
+ */
+static void test_mtp(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(path, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
+    const char *const mtp[]   = {"--parallel", "2", "--ctx-size", "512", "--spec", "mtp",
+                                 "--ctx-checkpoints", "16", NULL};
+    const char *const chain[] = {"--parallel", "2", "--ctx-size", "512", "--spec", "ngram,mtp",
+                                 NULL};
+    struct srv plain, spec, both;
+    srv_start_opt(&plain, path, plain_args, true);
+    srv_start_opt(&spec, path, mtp, true);
+    srv_start_opt(&both, path, chain, true);
+    assert_int_equal(compare(&plain, &spec, "48"), 0);
+    assert_int_equal(compare(&plain, &both, "48"), 0);
+    char body[2048] = "{\"prompt\":\"";
+    for (int i = 0; i < 10; i++)
+        strcat(body, "The cat sat on the mat and looked at the dog. ");
+    strcat(body, "\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true}");
+    struct http_resp r0 = http_post(&plain, "/v1/completions", body);
+    cJSON *j0           = http_json(&r0);
+    /* the second time the chain's n-gram pool knows the continuation */
+    for (int round = 0; round < 4; round++) {
+        struct http_resp r = http_post(round % 2 ? &both : &spec, "/v1/completions", body);
+        cJSON *j           = http_json(&r);
+        const cJSON *t     = jget(j, "timings");
+        print_message("%s, round %d: cache_n %.0f, draft_n %.0f, kept %.0f\n",
+                      round % 2 ? "ngram,mtp" : "mtp", round / 2, jnum(t, "cache_n"),
+                      jnum(t, "draft_n"), jnum(t, "draft_n_accepted"));
+        assert_string_equal(jstr(cJSON_GetArrayItem(jget(j0, "choices"), 0), "text"),
+                            jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "text"));
+        assert_true(jnum(t, "draft_n") > 0);
+        if (round >= 2)
+            assert_true(jnum(t, "cache_n") > 0);
+        cJSON_Delete(j);
+        http_resp_free(&r);
+    }
+    double n  = metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"mtp\"");
+    double a  = metric_of(&spec, "hearth_spec_accepted_tokens_total", "drafter=\"mtp\"");
+    double gn = metric_of(&both, "hearth_spec_drafted_tokens_total", "drafter=\"ngram");
+    double ga = metric_of(&both, "hearth_spec_accepted_tokens_total", "drafter=\"ngram");
+    double bn = metric_of(&both, "hearth_spec_drafted_tokens_total", "drafter=\"mtp\"");
+    print_message("mtp: %.0f of %.0f kept; chained: n-grams %.0f of %.0f, mtp %.0f drafted\n",
+                  a, n, ga, gn, bn);
+    assert_true(n > 100 && a < n);
+    assert_true(gn > 0 && ga > 0 && bn > 0);
+    assert_true(metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"draft\"") == 0);
+    cJSON_Delete(j0);
+    http_resp_free(&r0);
+    srv_stop(&plain);
+    srv_stop(&spec);
+    srv_stop(&both);
+}
+
+/* A bad --spec is a usage error; --spec mtp on a model without a head is refused at load. */
 static void test_refusals(void **state)
 {
-    const char *argv[] = {tu_bin(), "serve", "-m", "x.gguf", "--spec", "mtp", NULL};
+    const char *argv[] = {tu_bin(), "serve", "-m", "x.gguf", "--spec", "eagle", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
-    assert_non_null(strstr(err, "--spec takes ngram, draft, ngram,draft or none"));
+    assert_non_null(strstr(err, "--spec takes ngram, draft, mtp, ngram,draft, ngram,mtp or none"));
     free(out);
     free(err);
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(path, "tiny-qwen35moe-bpe-q8_0.gguf");
+    const char *const args[] = {"--spec", "mtp", NULL};
+    struct srv s;
+    char *log = NULL;
+    assert_false(srv_start_try(&s, path, args, &log));
+    print_message("%s", log);
+    assert_non_null(strstr(log, "the model has no multi-token-prediction head"));
+    free(log);
 }
 
 int main(void)
@@ -510,6 +579,7 @@ int main(void)
         cmocka_unit_test_teardown(test_draft_chain, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_vocab_refused, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_recurrent_rollback, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_mtp, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

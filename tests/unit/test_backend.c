@@ -104,8 +104,8 @@ static void table_complete(const struct backend *b)
         (const void *)b->deltanet,         (const void *)b->gather,
         (const void *)b->softcap,          (const void *)b->logits};
     /* the table's size over pointer size counts the name and the flags (kv_host, moe_stacks,
-     * one word) too: a new entry must be listed */
-    assert_int_equal(sizeof entries / sizeof entries[0] + 2, sizeof *b / sizeof(void *));
+     * one word) too, and nextn_input, the one optional entry: a new entry must be listed */
+    assert_int_equal(sizeof entries / sizeof entries[0] + 3, sizeof *b / sizeof(void *));
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
         assert_non_null(entries[i]);
 }
@@ -117,6 +117,7 @@ static void test_cpu_table_is_complete(void **state)
     table_complete(b);
     assert_true(b->kv_host);
     assert_false(b->moe_stacks);
+    assert_non_null(b->nextn_input); /* the MTP head runs on the CPU */
     assert_true(b->weight_supported(DTYPE_Q4_0));
     assert_false(b->weight_supported(DTYPE_Q8_K)); /* an activation type only */
 }
