@@ -137,52 +137,90 @@ static inline __m256i q4p_block(const __m256i lo[4], const __m256i hi[4], const 
 }
 
 /*
- * gemm8p over packed Q4_0 (ref_pack8_q4_0's layout) for whole fours of
- * tokens, each chain acc = fma(float(block sum), d_w * d_a, acc) in block
- * order as in the AVX2 kernel; the last n_tok % 4 tokens go to the AVX2
- * table's, whose one-token loop keeps pace with memory.
+ * Blocks ahead the packed kernels fetch while a pass streams a group's rows
+ * in (later passes find them in L1): without it the compute of a few tokens
+ * and the memory stream do not overlap, and on 2 Zen 4 cores 4 tokens of
+ * bench-1b Q4_0 took 28 ms where they take 20 (one alone: 17). The
+ * distances are the AVX2 kernels', which measured best here too.
+ */
+#define Q40P512_AHEAD 16
+#define Q4KP512_AHEAD 2
+
+/*
+ * One pass over a group's blocks for NT tokens (4: a quad, 2: a pair; a
+ * constant where it is inlined), each chain acc = fma(float(block sum),
+ * d_w * d_a, acc) in block order as in the AVX2 kernel. stream: the pass
+ * reads the rows from memory (the first over the group), so it fetches
+ * Q40P512_AHEAD blocks on.
+ */
+static inline __attribute__((always_inline)) void
+q4p512_pass(int64_t nb, const uint8_t *wp, const struct block_q8_0 *const y[4],
+            const struct q8_0_sum *const ys[4], const int nt, bool stream, __m256 acc[4])
+{
+    const size_t gl  = 8 * sizeof(struct block_q4_0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int tt = 0; tt < nt; tt++)
+        acc[tt] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *g = wp + b * gl;
+        if (stream) {
+            _mm_prefetch((const char *)(g + Q40P512_AHEAD * gl), _MM_HINT_T0);
+            _mm_prefetch((const char *)(g + Q40P512_AHEAD * gl + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(g + Q40P512_AHEAD * gl + gl - 1), _MM_HINT_T0);
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * k));
+            lo[k]           = _mm256_and_si256(v, m4);
+            hi[k]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        }
+#pragma GCC unroll 4
+        for (int tt = 0; tt < nt; tt++) {
+            const __m256i isum = q4p_block(lo, hi, y[tt][b].qs, ys[tt][b].sum);
+            acc[tt]            = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                                 _mm256_mul_ps(dw, _mm256_set1_ps(ys[tt][b].d)), acc[tt]);
+        }
+    }
+}
+
+/*
+ * gemm8p over packed Q4_0 (ref_pack8_q4_0's layout): tokens in quads, a
+ * last three in a quad too (the fourth a copy, not stored: each token's
+ * sums are its own, so they come out as the AVX2 gemv's do, at a quad's
+ * cost rather than 1.4), a last two as a pair, which costs a decode and a
+ * tenth where AVX2's two tokens cost a fifth more (the rows of a rejected
+ * draft), and a last one to the AVX2 table's gemv, which keeps pace with
+ * memory.
  */
 static void avx512_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
                                const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
-    const int64_t nb = n / QK4_0;
-    /* a last three tokens ride in a quad too (the fourth a copy, not stored): each token's sums
-     * are its own, so they come out as the AVX2 gemv's do, at a quad's cost rather than 1.4 */
+    const int64_t nb    = n / QK4_0;
     const int32_t quads = n_tok % 4 == 3 ? n_tok : n_tok / 4 * 4;
-    const size_t gl     = 8 * sizeof(struct block_q4_0);
-    const __m256i m4    = _mm256_set1_epi8(0x0F);
-    for (int32_t t0 = 0; t0 < quads; t0 += 4) {
+    const struct block_q8_0 *y[4];
+    const struct q8_0_sum *ys[4];
+    __m256 acc[4];
+    int32_t t0 = 0;
+    for (; t0 < quads; t0 += 4) {
         const int32_t tn = quads - t0 < 4 ? quads - t0 : 4;
-        const struct block_q8_0 *y[4];
-        const struct q8_0_sum *ys[4];
         q80_tokens(a, a_row, as, nb, t0, tn, y, ys);
-        __m256 acc[4];
-        for (int tt = 0; tt < 4; tt++)
-            acc[tt] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *g = (const uint8_t *)wp + b * gl;
-            const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
-            __m256i lo[4], hi[4];
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + 16 + 32 * k));
-                lo[k]           = _mm256_and_si256(v, m4);
-                hi[k]           = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            }
-#pragma GCC unroll 4
-            for (int tt = 0; tt < 4; tt++) {
-                const __m256i isum = q4p_block(lo, hi, y[tt][b].qs, ys[tt][b].sum);
-                acc[tt]            = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                                                     _mm256_mul_ps(dw, _mm256_set1_ps(ys[tt][b].d)), acc[tt]);
-            }
-        }
+        q4p512_pass(nb, wp, y, ys, 4, t0 == 0, acc);
         for (int tt = 0; tt < tn; tt++)
             _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
     }
-    if (quads < n_tok)
-        kernels_avx2()->type[DTYPE_Q4_0].gemm8p(n, wp, (const uint8_t *)a + (size_t)quads * a_row,
-                                                a_row, as + (size_t)quads * nb, n_tok - quads,
-                                                s + (size_t)quads * s_stride, s_stride);
+    if (n_tok - t0 >= 2) {
+        q80_tokens(a, a_row, as, nb, t0, 2, y, ys);
+        q4p512_pass(nb, wp, y, ys, 2, t0 == 0, acc);
+        for (int tt = 0; tt < 2; tt++)
+            _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
+        t0 += 2;
+    }
+    if (t0 < n_tok)
+        kernels_avx2()->type[DTYPE_Q4_0].gemm8p(n, wp, (const uint8_t *)a + (size_t)t0 * a_row,
+                                                a_row, as + (size_t)t0 * nb, n_tok - t0,
+                                                s + (size_t)t0 * s_stride, s_stride);
 }
 
 /* ---------------------------------------------------------------- packed Q4_K */
@@ -228,6 +266,9 @@ static void avx512_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t 
             acc[tt] = acc_m[tt] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *p = (const uint8_t *)wp + b * gl;
+            /* as for Q4_0: the first quad streams the superblocks, Q4KP512_AHEAD on */
+            for (size_t o = 0; t0 == 0 && o < gl; o += 64)
+                _mm_prefetch((const char *)(p + Q4KP512_AHEAD * gl + o), _MM_HINT_T0);
             uint8_t e[4][32];
             q4kp_entries(p, e);
             __m256i mn[4];

@@ -374,7 +374,13 @@ static enum hearth_status prepare_weights(struct hearth_model *m, char *err, siz
     }
     if (tied)
         m->output = m->tok_embd;
-    else if ((st = model_prepare_weight(m, m->hp.n_layer, &m->output, err, err_len)))
+    /* a tied output gets a matmul copy of its own where token_embd's preparation made none
+     * (the CPU reads embedding rows from the mapping): the packed kernels then verify and
+     * prefill its rows in fours, with vec_dot's bits; the mapping pages it replaces are
+     * released as for any packed weight, and the few rows embedding lookups touch are read
+     * back from the file */
+    if ((!tied || !m->output.dev) &&
+        (st = model_prepare_weight(m, m->hp.n_layer, &m->output, err, err_len)))
         return st;
     return HEARTH_OK;
 }
@@ -477,7 +483,7 @@ void hearth_model_free(struct hearth_model *m)
         }
         free(m->layers);
     }
-    if (m->output.data != m->tok_embd.data)
+    if (m->output.dev != m->tok_embd.dev)
         model_release_weight(m, m->hp.n_layer, &m->output);
     model_release_weight(m, 0, &m->tok_embd);
     free(m->output_norm);

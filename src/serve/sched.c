@@ -74,6 +74,8 @@ struct slot {
     int32_t n_draft;          /* of them in this step's batch, after its decode row */
     enum sched_drafter draft_src; /* who proposed them */
     int32_t depth;            /* tokens to draft next: follows the recent acceptance */
+    double keep_s, keep_t;    /* drafts kept and judged, each step's weighing 0.75 of the one
+                                 after it: their ratio is the recent keep rate */
     int32_t n_drafted, n_accepted; /* this job's */
     hearth_token force;       /* test hook: the token this sample must pick, -1 none */
     hearth_token judging;     /* verify(): the draft this sample judges, -1 none */
@@ -263,19 +265,44 @@ static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish fini
 }
 
 /*
- * A depth in the sizes the CPU verifies best: its packed matmuls take a
- * slot's rows in fours (src/kernels), so a batch of 4m rows costs little more
- * than one of 4m - 1 and 3 rows cost more than 4 (pp3 47 ms, pp4 33 ms on
- * bench-1b Q4_0, 2 Zen 4 cores): depths 1, 3, 7, 11, ..., within draft_min
- * and draft_max.
+ * What a verify step of `rows` rows of one slot costs against a decode on
+ * the CPU's packed kernels, which take rows in fours and a last two as a
+ * pair (src/kernels; bench-1b Q4_0 on 2 Zen 4 cores, best of 12: pp1 16 ms,
+ * pp2 16, pp3 17, pp4 21, pp8 37, pp16 63).
  */
-static int32_t depth_of(const struct sched *s, int32_t want)
+static double rows_cost(int32_t rows)
 {
-    if (want >= 2)
-        want = (want + 4) / 4 * 4 - 1;
-    if (want > s->spec.draft_max)
-        want = s->spec.draft_max >= 3 ? (s->spec.draft_max + 1) / 4 * 4 - 1 : s->spec.draft_max;
-    return want < s->spec.draft_min ? s->spec.draft_min : want;
+    if (rows <= 2)
+        return rows == 1 ? 1.0 : 1.05;
+    if (rows <= 4)
+        return 1.3;
+    return 1.3 + 0.23 * (rows - 4);
+}
+
+/*
+ * The depth that yields the most tokens per unit of step cost for a slot
+ * whose drafts are kept with probability p, each draft's keep depending on
+ * the ones before: (1 + p + ... + p^d) / rows_cost(d + 1), over the depths
+ * that fill the kernels' fours (1, 3, 7, 11, ..., and draft_max) within
+ * draft_min and draft_max. p 0.85 (a loop) gives 3, p 0.35 (prose) 1; a
+ * slot whose drafts all keep goes deeper when draft_max allows.
+ */
+static int32_t depth_for(const struct sched *s, double p)
+{
+    int32_t best = s->spec.draft_min;
+    double value = 0;
+    for (int32_t d = s->spec.draft_min; d <= s->spec.draft_max; d++) {
+        if (d != 1 && d != s->spec.draft_max && (d + 1) % 4)
+            continue;
+        double sum = 1, pk = 1;
+        for (int32_t i = 1; i <= d; i++)
+            sum += pk *= p;
+        if (sum / rows_cost(d + 1) > value) {
+            value = sum / rows_cost(d + 1);
+            best  = d;
+        }
+    }
+    return best;
 }
 
 /* Checks a newly assigned job and readies its slot; on a bad job, ERROR and the slot is free. */
@@ -340,7 +367,10 @@ static void slot_start(struct sched *s, struct slot *sl)
     }
     sl->n_cached = sl->n_past = reused;
     sl->order                 = ++s->n_started;
-    sl->depth                 = s->spec.draft_max > 0 ? depth_of(s, s->spec.draft_max) : 0;
+    /* a new job's drafts start as if three in four were kept */
+    sl->keep_s                = 3;
+    sl->keep_t                = 4;
+    sl->depth                 = s->spec.draft_max > 0 ? depth_for(s, 0.75) : 0;
     stopmatch_reset(&sl->sm, job->stop, job->n_stop);
     s->acc.prompt_tokens_total += (uint64_t)job->n_prompt;
     s->acc.prefix_hit_tokens_total += (uint64_t)reused;
@@ -674,8 +704,11 @@ static void verify(struct sched *s, struct slot *sl)
         }
         spec_rewind(s->drafters, sl->id, sl->n_past);
         hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
-        /* depth: one more than was accepted, rows doubled while all is accepted */
-        sl->depth = depth_of(s, a == k ? 2 * (k + 1) - 1 : a + 1);
+        /* the keep rate over the last few steps (each draft a trial until the first
+         * rejected), and the depth it pays to draft at */
+        sl->keep_s = 0.75 * sl->keep_s + a;
+        sl->keep_t = 0.75 * sl->keep_t + a + (a < k);
+        sl->depth  = depth_for(s, sl->keep_s / sl->keep_t);
     }
 }
 

@@ -1575,7 +1575,7 @@ static void test_gemm8_matches_vec_dot(void **state)
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 const int64_t n = lens[li] % dtype_get(t)->block ? dtype_get(t)->block : lens[li];
                 const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
-                const int32_t n_toks[] = {1, 2, 3, 4, 9};
+                const int32_t n_toks[] = {1, 2, 3, 4, 6, 9};
                 uint8_t *w = malloc(8 * row_len), *a = malloc(9 * a_row);
                 fill_random_blocks(t, w, 8 * row_len);
                 float *x = malloc((size_t)n * sizeof(float));
