@@ -3,7 +3,8 @@
  * to end. The judge is `hearth bench --compare` against a server without
  * speculation: the texts must be identical, byte for byte, on echo-shaped
  * prompts where the drafter proposes (and on prose where it rarely does),
- * on stories260K (F32) and on a quantized model; /metrics must show drafts
+ * on stories260K (F32), a quantized model and every other architecture of
+ * the shared models; /metrics must show drafts
  * proposed and accepted, so the comparison is not vacuous. At temperature 1
  * the same seed must give the same text with and without speculation
  * (stronger than the same distribution: hearth samples each verified
@@ -118,6 +119,34 @@ static void test_greedy_identical_quantized(void **state)
     SRV_NEED_CURL_AND_MODEL();
     TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q4_0.gguf");
     same_text(path, "64");
+}
+
+/*
+ * Every other architecture of the shared models (Q8_0; Q4_K is the known
+ * exception, tests/unit/test_batch_rows.c): qwen2's biases, qwen3's head
+ * norms, qwen3moe's experts, gemma3's sliding window, whose cache a
+ * rejected draft cuts inside the window. Their random weights still echo
+ * the prompts often enough to draft, and to reject some.
+ */
+static void test_greedy_identical_every_architecture(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    static const char *const models[] = {"tiny-qwen2-bpe-q8_0.gguf", "tiny-qwen3-bpe-q8_0.gguf",
+                                         "tiny-qwen3moe-bpe-q8_0.gguf",
+                                         "tiny-gemma3-spm-q8_0.gguf"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        TU_MODEL_OR_SKIP(path, models[i]);
+        struct srv plain, spec;
+        srv_start_opt(&plain, path, plain_args, true);
+        srv_start_opt(&spec, path, spec_args, true);
+        assert_int_equal(compare(&plain, &spec, "64"), 0);
+        double n = metric(&spec, "hearth_spec_drafted_tokens_total");
+        double a = metric(&spec, "hearth_spec_accepted_tokens_total");
+        print_message("%s: %.0f of %.0f drafts kept\n", models[i], a, n);
+        assert_true(n > 0 && a <= n);
+        srv_stop(&plain);
+        srv_stop(&spec);
+    }
 }
 
 /* Temperature 1, top-k and top-p: a seed gives the same text with and without drafting. */
@@ -571,6 +600,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_greedy_identical_stories, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_greedy_identical_quantized, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_greedy_identical_every_architecture, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_same_per_seed, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_distribution, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_ngram_pool, srv_kill_leftovers),
