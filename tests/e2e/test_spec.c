@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "util/serveutil.h"
 #include "util/testutil.h"
 
@@ -592,6 +593,18 @@ static void test_refusals(void **state)
     assert_false(srv_start_try(&s, path, args, &log));
     print_message("%s", log);
     assert_non_null(strstr(log, "the model has no multi-token-prediction head"));
+    free(log);
+    /* the head runs with the output, which must then stay on the CPU */
+    TU_MODEL_OR_SKIP(mtp_path, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
+    char why[256];
+    if (!backend_vulkan(0, why, sizeof why)) {
+        print_message("skip: no Vulkan device for the -ngl case: %s\n", why);
+        return;
+    }
+    const char *const gpu[] = {"--spec", "mtp", "-ngl", "99", NULL};
+    assert_false(srv_start_try(&s, mtp_path, gpu, &log));
+    print_message("%s", log);
+    assert_non_null(strstr(log, "the MTP head runs where the output does"));
     free(log);
 }
 
