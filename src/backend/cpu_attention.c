@@ -78,8 +78,7 @@ static void attention_items(void *arg, int ith, int nth)
                 }
             }
             if (per_key)
-                for (int32_t r = 0; r < tn * nh; r++)
-                    k->attn_row_f16(out[r], q[r], hd, &akv, j0[r], j1[r], scale, scratch);
+                k->attn_rows_f16(out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
             else
                 k->attn_rows(out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
             t += tn;

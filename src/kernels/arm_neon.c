@@ -1319,7 +1319,7 @@ static const struct kernels table = {
     .axpy_f32     = neon_axpy_f32,
     .scale_f32    = neon_scale_f32,
     .attn_rows    = neon_attn_rows,
-    .attn_row_f16 = ref_attn_row_f16,
+    .attn_rows_f16 = ref_attn_rows_f16,
     .f32_to_f16   = neon_f32_to_f16,
 };
 

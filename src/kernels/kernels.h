@@ -118,16 +118,20 @@ struct kernels {
                       const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
                       float *scratch);
     /*
-     * One query row over an f16 cache with ggml's per-key flash-attention
-     * arithmetic, which llama.cpp's CPU backend runs for batches of fewer
-     * than ATTN_TILE rows (decode included) and whenever the head dimension
-     * is not a multiple of 16: q rounded to f16, each score ggml_vec_dot_f16
-     * of f16 key and query, an online softmax key by key with libm expf,
-     * values accumulated in f16 (each update rounded to f16), then divided
-     * by the sum. scratch holds ATTN_SCRATCH(hd) floats.
+     * Up to ATTN_LANES query rows of one KV head over an f16 cache, row r
+     * (q[r], out[r]) seeing keys j0[r]..j1[r], each with ggml's per-key
+     * flash-attention arithmetic, which llama.cpp's CPU backend runs for
+     * batches of fewer than ATTN_TILE rows (decode included) and whenever
+     * the head dimension is not a multiple of 16: q rounded to f16, each
+     * score ggml_vec_dot_f16 of f16 key and query, an online softmax key by
+     * key with libm expf, values accumulated in f16 (each update rounded to
+     * f16), then divided by the sum (ref_attn_row_f16, row by row, is the
+     * definition). The rows share the key and value rows' conversions.
+     * scratch holds ATTN_SCRATCH(hd) floats.
      */
-    void (*attn_row_f16)(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
-                         int32_t j0, int32_t j1, float scale, float *scratch);
+    void (*attn_rows_f16)(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                          const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                          float scale, float *scratch);
     /* A row of f32 to f16 bits, for the KV cache. */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
 };

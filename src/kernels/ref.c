@@ -647,6 +647,14 @@ void ref_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_
         out[d] = fp16_to_fp32(acc[d]) * inv;
 }
 
+void ref_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                       const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
+                       float *scratch)
+{
+    for (int32_t r = 0; r < nq; r++)
+        ref_attn_row_f16(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
+}
+
 /* ---------------------------------------------------------------- float ops */
 
 /* As ggml_compute_forward_rms_norm followed by the weight multiply. */
@@ -796,7 +804,7 @@ static const struct kernels table = {
     .axpy_f32     = ref_axpy_f32,
     .scale_f32    = ref_scale_f32,
     .attn_rows    = ref_attn_rows,
-    .attn_row_f16 = ref_attn_row_f16,
+    .attn_rows_f16 = ref_attn_rows_f16,
     .f32_to_f16   = ref_f32_to_f16,
 };
 

@@ -1561,6 +1561,95 @@ static void avx2_attn_row_f16(float *out, const float *q, int32_t hd, const stru
         _mm256_storeu_ps(out + d, _mm256_mul_ps(load_ph(acc + d), inv));
 }
 
+/* dot_f16_ggml over operands already converted to f32 (exactly): the same sums in the same order. */
+static float dot_f32_ggml(const float *x, const float *y, int32_t n)
+{
+    const int32_t np = n - n % 64;
+    __m256 a[8];
+    for (int i = 0; i < 8; i++)
+        a[i] = _mm256_setzero_ps();
+    for (int32_t i = 0; i < np; i += 64)
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k),
+                                   a[k]);
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    const __m256 t3 = _mm256_add_ps(hi, lo);
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    const __m128 t7 = _mm_add_ps(t6, _mm_movehl_ps(t6, t6));
+    double sum      = (double)_mm_cvtss_f32(_mm_add_ss(t7, _mm_movehdup_ps(t7)));
+    for (int32_t i = np; i < n; i++)
+        sum += (double)(x[i] * y[i]);
+    return (float)sum;
+}
+
+/*
+ * avx2_attn_row_f16 for up to ATTN_LANES rows of one KV head (the heads of a
+ * GQA group, a verify step's tokens), bit for bit row by row: each key and
+ * value row is converted from f16 once for every row that sees it, and each
+ * row's query once, where the single row converted all three per key. A
+ * row's scores, softmax and f16 accumulator steps are its own, in key order.
+ */
+static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                               const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                               float scale, float *scratch)
+{
+    if (hd % 8 || nq > ATTN_LANES) {
+        for (int32_t r = 0; r < nq; r++)
+            avx2_attn_row_f16(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
+        return;
+    }
+    float *kf = scratch, *vf = kf + hd, *qf = vf + hd; /* qf: [nq][hd] */
+    uint16_t *acc = (uint16_t *)(qf + (size_t)nq * hd); /* [nq][hd] */
+    float M[ATTN_LANES], S[ATTN_LANES];
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    for (int32_t r = 0; r < nq; r++) {
+        for (int32_t d = 0; d < hd; d += 8) {
+            uint16_t h[8];
+            store_ph(h, _mm256_loadu_ps(q[r] + d));
+            _mm256_storeu_ps(qf + (size_t)r * hd + d, load_ph(h));
+            store_ph(acc + (size_t)r * hd + d, _mm256_setzero_ps());
+        }
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+        lo   = j0[r] < lo ? j0[r] : lo;
+        hi   = j1[r] > hi ? j1[r] : hi;
+    }
+    for (int32_t j = lo; j <= hi; j++) {
+        const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
+        const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
+        for (int32_t d = 0; d < hd; d += 8) {
+            _mm256_storeu_ps(kf + d, load_ph(kr + d));
+            _mm256_storeu_ps(vf + d, load_ph(vr + d));
+        }
+        for (int32_t r = 0; r < nq; r++) {
+            if (j < j0[r] || j > j1[r])
+                continue;
+            uint16_t *a   = acc + (size_t)r * hd;
+            const float s = dot_f32_ggml(kf, qf + (size_t)r * hd, hd) * scale;
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M[r]) {
+                ms   = expf(M[r] - s);
+                M[r] = s;
+                const __m256 m = _mm256_set1_ps(ms);
+                for (int32_t d = 0; d < hd; d += 8)
+                    store_ph(a + d, _mm256_mul_ps(load_ph(a + d), m));
+            } else {
+                vs = expf(s - M[r]);
+            }
+            const __m256 w = _mm256_set1_ps(vs);
+            for (int32_t d = 0; d < hd; d += 8)
+                store_ph(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(vf + d), w, load_ph(a + d)));
+            S[r] = fmaf(S[r], ms, vs);
+        }
+    }
+    for (int32_t r = 0; r < nq; r++) {
+        const __m256 inv = _mm256_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
+        for (int32_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(out[r] + d, _mm256_mul_ps(load_ph(acc + (size_t)r * hd + d), inv));
+    }
+}
+
 /*
  * ref_attn_row's arithmetic for up to eight query rows at once, a lane per
  * row: each tile's keys and values are converted once for all rows, a score
@@ -1812,7 +1901,7 @@ static const struct kernels table = {
     .axpy_f32     = avx2_axpy_f32,
     .scale_f32    = avx2_scale_f32,
     .attn_rows    = avx2_attn_rows,
-    .attn_row_f16 = avx2_attn_row_f16,
+    .attn_rows_f16 = avx2_attn_rows_f16,
     .f32_to_f16   = avx2_f32_to_f16,
 };
 

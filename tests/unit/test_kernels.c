@@ -152,7 +152,7 @@ static void test_tables_complete(void **state)
         assert_non_null(K->scale_f32);
         assert_non_null(K->f32_to_f16);
         assert_non_null(K->attn_rows);
-        assert_non_null(K->attn_row_f16);
+        assert_non_null(K->attn_rows_f16);
     }
 
     const struct kernels *best = kernels_get();
@@ -1753,8 +1753,8 @@ static void attn_double(float *out, const float *q, int32_t hd, const struct att
 }
 
 /*
- * attn_row_f16, ggml's per-key arithmetic: every table bit-identical to the
- * reference over a paged cache; one key gives that key's value exactly; a
+ * attn_rows_f16, ggml's per-key arithmetic: every table bit-identical to the
+ * reference over a paged cache, one row at a time and eight together; one key gives that key's value exactly; a
  * query moved by less than half an f16 step gives the same bits (the query
  * is rounded to f16 first); and the result is attention, within the f16
  * accumulator's error of a double computation.
@@ -1800,9 +1800,10 @@ static void test_attn_row_f16(void **state)
             ref_attn_row_f16(want, q, hd, &akv, j0, j1, scale, scratch);
             for (int k = 0; k < nk; k++) {
                 memset(out, 0xff, (size_t)hd * sizeof(float));
-                ks[k]->attn_row_f16(out, q, hd, &akv, j0, j1, scale, scratch);
+                ks[k]->attn_rows_f16(&out, (const float *const *)&q, 1, hd, &akv, &j0, &j1, scale,
+                                     scratch);
                 if (memcmp(out, want, (size_t)hd * sizeof(float)) != 0)
-                    fail_msg("%s: attn_row_f16 hd %d [%d, %d] differs from the reference",
+                    fail_msg("%s: attn_rows_f16 hd %d [%d, %d] differs from the reference",
                              ks[k]->name, hd, j0, j1);
                 checked++;
             }
@@ -1829,6 +1830,34 @@ static void test_attn_row_f16(void **state)
                              out[d]);
             }
         }
+        /* a whole lane set at once, as a GQA group's heads over a verify step's tokens: rows
+         * with their own queries and ranges, some starting late or ending early */
+        float *qs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
+        float *outs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
+        fill_normal(qs, ATTN_LANES * hd, 2.0f);
+        const float *qr[ATTN_LANES];
+        float *outr[ATTN_LANES];
+        int32_t rj0[ATTN_LANES], rj1[ATTN_LANES];
+        for (int32_t r = 0; r < ATTN_LANES; r++) {
+            qr[r]   = qs + (size_t)r * hd;
+            outr[r] = outs + (size_t)r * hd;
+            rj0[r]  = r % 3 == 2 ? 40 + r : 0;
+            rj1[r]  = 150 + 6 * r;
+        }
+        for (int32_t nq = 1; nq <= ATTN_LANES; nq += 3)
+            for (int k = 0; k < nk; k++) {
+                memset(outs, 0xff, (size_t)ATTN_LANES * hd * sizeof(float));
+                ks[k]->attn_rows_f16(outr, qr, nq, hd, &akv, rj0, rj1, scale, scratch);
+                for (int32_t r = 0; r < nq; r++) {
+                    ref_attn_row_f16(want, qr[r], hd, &akv, rj0[r], rj1[r], scale, scratch);
+                    if (memcmp(outr[r], want, (size_t)hd * sizeof(float)) != 0)
+                        fail_msg("%s: attn_rows_f16 hd %d, %d rows: row %d differs from the "
+                                 "reference", ks[k]->name, hd, nq, r);
+                    checked++;
+                }
+            }
+        free(outs);
+        free(qs);
         free(scratch);
         free(want);
         free(out);
@@ -1838,7 +1867,7 @@ static void test_attn_row_f16(void **state)
         free(vpool);
         free(kpool);
     }
-    print_message("attn_row_f16: %d configurations bit-identical to the reference, "
+    print_message("attn_rows_f16: %d rows bit-identical to the reference, "
                   "max error vs double %.3g (relative, per sqrt(keys))\n", checked, worst);
 }
 
