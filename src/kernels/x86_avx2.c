@@ -1583,12 +1583,16 @@ static float dot_f32_ggml(const float *x, const float *y, int32_t n)
     return (float)sum;
 }
 
+/* Keys per tile of attn_rows_f16: their f32 keys and values, 2 x 32 x hd floats, stay in L1. */
+#define ATTN_F16_TILE 32
+
 /*
  * avx2_attn_row_f16 for up to ATTN_LANES rows of one KV head (the heads of a
- * GQA group, a verify step's tokens), bit for bit row by row: each key and
- * value row is converted from f16 once for every row that sees it, and each
- * row's query once, where the single row converted all three per key. A
- * row's scores, softmax and f16 accumulator steps are its own, in key order.
+ * GQA group, a verify step's tokens), bit for bit row by row: a tile of keys
+ * and values is converted from f16 once for all the rows, and each row's
+ * query once, where the single row converted all three per key; then each
+ * row walks the tile's keys it sees. A row's scores, softmax and f16
+ * accumulator steps are its own, in key order.
  */
 static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                                const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
@@ -1599,8 +1603,9 @@ static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t
             avx2_attn_row_f16(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
         return;
     }
-    float *kf = scratch, *vf = kf + hd, *qf = vf + hd; /* qf: [nq][hd] */
-    uint16_t *acc = (uint16_t *)(qf + (size_t)nq * hd); /* [nq][hd] */
+    /* [tile][hd] keys, then values, [nq][hd] queries, then the [nq][hd] f16 accumulators */
+    float *kf = scratch, *vf = kf + (size_t)ATTN_F16_TILE * hd, *qf = vf + (size_t)ATTN_F16_TILE * hd;
+    uint16_t *acc = (uint16_t *)(qf + (size_t)nq * hd);
     float M[ATTN_LANES], S[ATTN_LANES];
     int32_t lo = INT32_MAX, hi = INT32_MIN;
     for (int32_t r = 0; r < nq; r++) {
@@ -1615,32 +1620,39 @@ static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t
         lo   = j0[r] < lo ? j0[r] : lo;
         hi   = j1[r] > hi ? j1[r] : hi;
     }
-    for (int32_t j = lo; j <= hi; j++) {
-        const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
-        const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
-        for (int32_t d = 0; d < hd; d += 8) {
-            _mm256_storeu_ps(kf + d, load_ph(kr + d));
-            _mm256_storeu_ps(vf + d, load_ph(vr + d));
+    for (int32_t t0 = lo; t0 <= hi; t0 += ATTN_F16_TILE) {
+        const int32_t t1 = t0 + ATTN_F16_TILE - 1 < hi ? t0 + ATTN_F16_TILE - 1 : hi;
+        for (int32_t j = t0; j <= t1; j++) {
+            const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
+            const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
+            float *kd = kf + (size_t)(j - t0) * hd, *vd = vf + (size_t)(j - t0) * hd;
+            for (int32_t d = 0; d < hd; d += 8) {
+                _mm256_storeu_ps(kd + d, load_ph(kr + d));
+                _mm256_storeu_ps(vd + d, load_ph(vr + d));
+            }
         }
         for (int32_t r = 0; r < nq; r++) {
-            if (j < j0[r] || j > j1[r])
-                continue;
-            uint16_t *a   = acc + (size_t)r * hd;
-            const float s = dot_f32_ggml(kf, qf + (size_t)r * hd, hd) * scale;
-            float ms = 1.0f, vs = 1.0f;
-            if (s > M[r]) {
-                ms   = expf(M[r] - s);
-                M[r] = s;
-                const __m256 m = _mm256_set1_ps(ms);
+            uint16_t *a       = acc + (size_t)r * hd;
+            const float *qr   = qf + (size_t)r * hd;
+            const int32_t ja  = j0[r] > t0 ? j0[r] : t0, jb = j1[r] < t1 ? j1[r] : t1;
+            for (int32_t j = ja; j <= jb; j++) {
+                const float *vd = vf + (size_t)(j - t0) * hd;
+                const float s   = dot_f32_ggml(kf + (size_t)(j - t0) * hd, qr, hd) * scale;
+                float ms = 1.0f, vs = 1.0f;
+                if (s > M[r]) {
+                    ms   = expf(M[r] - s);
+                    M[r] = s;
+                    const __m256 m = _mm256_set1_ps(ms);
+                    for (int32_t d = 0; d < hd; d += 8)
+                        store_ph(a + d, _mm256_mul_ps(load_ph(a + d), m));
+                } else {
+                    vs = expf(s - M[r]);
+                }
+                const __m256 w = _mm256_set1_ps(vs);
                 for (int32_t d = 0; d < hd; d += 8)
-                    store_ph(a + d, _mm256_mul_ps(load_ph(a + d), m));
-            } else {
-                vs = expf(s - M[r]);
+                    store_ph(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(vd + d), w, load_ph(a + d)));
+                S[r] = fmaf(S[r], ms, vs);
             }
-            const __m256 w = _mm256_set1_ps(vs);
-            for (int32_t d = 0; d < hd; d += 8)
-                store_ph(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(vf + d), w, load_ph(a + d)));
-            S[r] = fmaf(S[r], ms, vs);
         }
     }
     for (int32_t r = 0; r < nq; r++) {
