@@ -1499,6 +1499,17 @@ static inline void store_ph(uint16_t *p, __m256 v)
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 
+/* ggml_vec_dot_f16's reduction of its four sixteen-lane accumulators (a[2k + h]: k's lanes 8h..) */
+static inline double ggml_f16_reduce(const __m256 a[8])
+{
+    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+    const __m256 t3 = _mm256_add_ps(hi, lo);
+    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
+    const __m128 t7 = _mm_add_ps(t6, _mm_movehl_ps(t6, t6));
+    return (double)_mm_cvtss_f32(_mm_add_ss(t7, _mm_movehdup_ps(t7)));
+}
+
 /* ref.c's dot_f16_ggml: each of ggml's sixteen-lane accumulators as two eight-lane halves. */
 static float dot_f16_ggml(const uint16_t *x, const uint16_t *y, int32_t n)
 {
@@ -1509,12 +1520,7 @@ static float dot_f16_ggml(const uint16_t *x, const uint16_t *y, int32_t n)
     for (int32_t i = 0; i < np; i += 64)
         for (int k = 0; k < 8; k++)
             a[k] = _mm256_fmadd_ps(load_ph(x + i + 8 * k), load_ph(y + i + 8 * k), a[k]);
-    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
-    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-    const __m256 t3 = _mm256_add_ps(hi, lo);
-    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
-    const __m128 t7 = _mm_add_ps(t6, _mm_movehl_ps(t6, t6));
-    double sum      = (double)_mm_cvtss_f32(_mm_add_ss(t7, _mm_movehdup_ps(t7)));
+    double sum = ggml_f16_reduce(a);
     for (int32_t i = np; i < n; i++)
         sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
     return (float)sum;
@@ -1572,12 +1578,7 @@ static float dot_f32_ggml(const float *x, const float *y, int32_t n)
         for (int k = 0; k < 8; k++)
             a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k),
                                    a[k]);
-    const __m256 lo = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
-    const __m256 hi = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-    const __m256 t3 = _mm256_add_ps(hi, lo);
-    const __m128 t6 = _mm_add_ps(_mm256_extractf128_ps(t3, 1), _mm256_castps256_ps128(t3));
-    const __m128 t7 = _mm_add_ps(t6, _mm_movehl_ps(t6, t6));
-    double sum      = (double)_mm_cvtss_f32(_mm_add_ss(t7, _mm_movehdup_ps(t7)));
+    double sum = ggml_f16_reduce(a);
     for (int32_t i = np; i < n; i++)
         sum += (double)(x[i] * y[i]);
     return (float)sum;

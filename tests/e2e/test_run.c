@@ -69,7 +69,7 @@ static void test_greedy_matches_llama_cpp(void **state)
 /*
  * Prompts whose continuation passes near-ties between two tokens: they match
  * only if short batches and decode steps take llama.cpp's per-key attention
- * arithmetic (attn_row_f16), not the tiled one.
+ * arithmetic (attn_rows_f16), not the tiled one.
  */
 static void test_greedy_ties_match_llama_cpp(void **state)
 {
