@@ -510,8 +510,6 @@ static inline __m256 q4p_step(const __m256i lo[4], const __m256i hi[4], __m256 d
                            acc);
 }
 
-#define Q40P_AHEAD 16
-
 /*
  * One token against a packed group: decode's case, where the kernel has to
  * keep up with memory. Each 32-byte chunk is unpacked and multiplied as it
@@ -527,9 +525,7 @@ static void q4p_gemv(int64_t nb, const uint8_t *wp, const uint8_t *a, const stru
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = wp + b * gl;
         const int8_t *qa = ((const struct block_q8_0 *)a + b)->qs;
-        _mm_prefetch((const char *)(g + Q40P_AHEAD * gl), _MM_HINT_T0);
-        _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + 64), _MM_HINT_T0);
-        _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + gl - 1), _MM_HINT_T0);
+        q40p_prefetch(g, gl);
         __m256i p[4];
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {
@@ -576,10 +572,7 @@ static void avx2_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *g = (const uint8_t *)wp + b * gl;
-            /* every line of the block Q40P_AHEAD on (a block spans at most three) */
-            _mm_prefetch((const char *)(g + Q40P_AHEAD * gl), _MM_HINT_T0);
-            _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + 64), _MM_HINT_T0);
-            _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + gl - 1), _MM_HINT_T0);
+            q40p_prefetch(g, gl);
             const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
             __m256i lo[4], hi[4];
             for (int k = 0; k < 4; k++) {
@@ -1252,13 +1245,6 @@ static inline __m256i q4kp_sub(const uint8_t *q, int hi, const int8_t *qa, __m25
 }
 
 /*
- * gemm8 over a packed Q4_K group, with avx2_gemm8_q4_k's rule: tokens below
- * n_tok / 4 * 4 step once per sub-block pair (llama.cpp's repacked gemm), the
- * others once per superblock (its gemv, as vec_dot), each a lane per row.
- */
-#define Q4KP_AHEAD 2
-
-/*
  * One token against a packed Q4_K group in the gemv order (decode): scales
  * are expanded as each sub-block pair needs them and both chains stay in
  * registers, so the kernel keeps up with memory.
@@ -1269,8 +1255,7 @@ static void q4kp_gemv(int64_t nb, const uint8_t *wp, const uint8_t *a, float *s)
     __m256 acc = _mm256_setzero_ps(), acc_m = acc;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *p = wp + b * gl;
-        for (size_t o = 0; o < gl; o += 64)
-            _mm_prefetch((const char *)(p + Q4KP_AHEAD * gl + o), _MM_HINT_T0);
+        q4kp_prefetch(p, gl);
         const struct block_q8_K *yb = (const struct block_q8_K *)a + b;
         uint8_t e[4][32];
         q4kp_entries(p, e);
@@ -1295,6 +1280,11 @@ static void q4kp_gemv(int64_t nb, const uint8_t *wp, const uint8_t *a, float *s)
     _mm256_storeu_ps(s, _mm256_sub_ps(acc, acc_m));
 }
 
+/*
+ * gemm8 over a packed Q4_K group, with avx2_gemm8_q4_k's rule: tokens below
+ * n_tok / 4 * 4 step once per sub-block pair (llama.cpp's repacked gemm), the
+ * others once per superblock (its gemv, as vec_dot), each a lane per row.
+ */
 static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
@@ -1313,9 +1303,7 @@ static void avx2_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t a_
             acc[tt] = acc_m[tt] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *p = (const uint8_t *)wp + b * gl;
-            /* a superblock is eighteen lines: fetch the whole one Q4KP_AHEAD on */
-            for (size_t o = 0; o < gl; o += 64)
-                _mm_prefetch((const char *)(p + Q4KP_AHEAD * gl + o), _MM_HINT_T0);
+            q4kp_prefetch(p, gl);
             __m256i sc[8], mn[4];
             q4kp_scales(p, sc, mn);
             const __m256 dw  = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));

@@ -137,21 +137,11 @@ static inline __m256i q4p_block(const __m256i lo[4], const __m256i hi[4], const 
 }
 
 /*
- * Blocks ahead the packed kernels fetch while a pass streams a group's rows
- * in (later passes find them in L1): without it the compute of a few tokens
- * and the memory stream do not overlap, and on 2 Zen 4 cores 4 tokens of
- * bench-1b Q4_0 took 28 ms where they take 20 (one alone: 17). The
- * distances are the AVX2 kernels', which measured best here too.
- */
-#define Q40P512_AHEAD 16
-#define Q4KP512_AHEAD 2
-
-/*
  * One pass over a group's blocks for NT tokens (4: a quad, 2: a pair; a
  * constant where it is inlined), each chain acc = fma(float(block sum),
  * d_w * d_a, acc) in block order as in the AVX2 kernel. stream: the pass
- * reads the rows from memory (the first over the group), so it fetches
- * Q40P512_AHEAD blocks on.
+ * reads the rows from memory (the first over the group; later passes find
+ * them in L1), so it fetches ahead (q40p_prefetch).
  */
 static inline __attribute__((always_inline)) void
 q4p512_pass(int64_t nb, const uint8_t *wp, const struct block_q8_0 *const y[4],
@@ -163,11 +153,8 @@ q4p512_pass(int64_t nb, const uint8_t *wp, const struct block_q8_0 *const y[4],
         acc[tt] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *g = wp + b * gl;
-        if (stream) {
-            _mm_prefetch((const char *)(g + Q40P512_AHEAD * gl), _MM_HINT_T0);
-            _mm_prefetch((const char *)(g + Q40P512_AHEAD * gl + 64), _MM_HINT_T0);
-            _mm_prefetch((const char *)(g + Q40P512_AHEAD * gl + gl - 1), _MM_HINT_T0);
-        }
+        if (stream)
+            q40p_prefetch(g, gl);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
         __m256i lo[4], hi[4];
 #pragma GCC unroll 4
@@ -266,9 +253,8 @@ static void avx512_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t 
             acc[tt] = acc_m[tt] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *p = (const uint8_t *)wp + b * gl;
-            /* as for Q4_0: the first quad streams the superblocks, Q4KP512_AHEAD on */
-            for (size_t o = 0; t0 == 0 && o < gl; o += 64)
-                _mm_prefetch((const char *)(p + Q4KP512_AHEAD * gl + o), _MM_HINT_T0);
+            if (t0 == 0) /* as for Q4_0: the first quad streams the superblocks in */
+                q4kp_prefetch(p, gl);
             uint8_t e[4][32];
             q4kp_entries(p, e);
             __m256i mn[4];

@@ -127,7 +127,7 @@ static void test_greedy_identical_quantized(void **state)
  * exception, tests/unit/test_batch_rows.c): qwen2's biases, qwen3's head
  * norms, qwen3moe's experts, gemma3's sliding window, whose cache a
  * rejected draft cuts inside the window. Their random weights still echo
- * the prompts often enough to draft, and to reject some.
+ * the prompts often enough to draft, keep some and reject some.
  */
 static void test_greedy_identical_every_architecture(void **state)
 {
@@ -137,16 +137,7 @@ static void test_greedy_identical_every_architecture(void **state)
                                          "tiny-gemma3-spm-q8_0.gguf"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         TU_MODEL_OR_SKIP(path, models[i]);
-        struct srv plain, spec;
-        srv_start_opt(&plain, path, plain_args, true);
-        srv_start_opt(&spec, path, spec_args, true);
-        assert_int_equal(compare(&plain, &spec, "64"), 0);
-        double n = metric(&spec, "hearth_spec_drafted_tokens_total");
-        double a = metric(&spec, "hearth_spec_accepted_tokens_total");
-        print_message("%s: %.0f of %.0f drafts kept\n", models[i], a, n);
-        assert_true(n > 0 && a <= n);
-        srv_stop(&plain);
-        srv_stop(&spec);
+        same_text(path, "64");
     }
 }
 

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "hearth.h"
+#include "util/engineutil.h"
 #include "util/testutil.h"
 
 #define MTP_FILE "tiny-qwen35moe-mtp-bpe-q8_0.gguf"
@@ -52,15 +53,6 @@ static struct hearth_context *context(struct hearth_model *m, bool keep_hidden, 
     char err[HEARTH_ERR_MAX];
     assert_int_equal(hearth_context_new(m, &cp, &ctx, err, sizeof err), HEARTH_OK);
     return ctx;
-}
-
-static hearth_token argmax(const float *l, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (l[i] > l[best])
-            best = i;
-    return best;
 }
 
 /* Decodes n tokens of sequence 0 from pos, every row's logits wanted. */
@@ -186,7 +178,7 @@ static void test_drafts_match_llama_cpp(void **state)
     int32_t at = 0, len = n;
     for (int32_t s = 0; s <= STEPS; s++) {
         run(tgt, tok + at, at, len, NULL);
-        tok[at + len] = argmax(hearth_get_logits(tgt, len - 1), nv);
+        tok[at + len] = tu_argmax(hearth_get_logits(tgt, len - 1), nv);
         memcpy(hin, pend, (size_t)d * sizeof *hin);
         for (int32_t i = 1; i < len; i++)
             memcpy(hin + (size_t)i * d, hearth_get_hidden(tgt, i - 1), (size_t)d * sizeof *hin);
@@ -201,7 +193,7 @@ static void test_drafts_match_llama_cpp(void **state)
         memcpy(hin, pend, (size_t)d * sizeof *hin);
         for (int32_t j = 0; j < DEPTH; j++) {
             run(head, &last, at + j, 1, hin);
-            draft[j] = last = argmax(hearth_get_logits(head, 0), nv);
+            draft[j] = last = tu_argmax(hearth_get_logits(head, 0), nv);
             memcpy(hin, hearth_get_hidden(head, 0), (size_t)d * sizeof *hin);
         }
         hearth_seq_truncate(head, 0, at);
