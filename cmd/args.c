@@ -2,8 +2,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
+#include "hearth.h"
 
 bool arg_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
 {
@@ -33,6 +35,34 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
     return true;
 }
 
+bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = s[0] >= '0' && s[0] <= '9' ? strtod(s, &end) : -1;
+    double unit = 1;
+    if (v >= 0 && !errno && end != s) {
+        switch (*end) {
+        case 'K': case 'k': unit = 1024.0; end++; break;
+        case 'M': case 'm': unit = 1024.0 * 1024; end++; break;
+        case 'G': case 'g': unit = 1024.0 * 1024 * 1024; end++; break;
+        case 'T': case 't': unit = 1024.0 * 1024 * 1024 * 1024; end++; break;
+        default: break;
+        }
+        if (unit > 1 && (!strcmp(end, "iB") || !strcmp(end, "B")))
+            end += strlen(end);
+    }
+    if (v < 0 || errno || end == s || *end || v * unit > 9.0e18) {
+        fprintf(stderr,
+                "hearth %s: %s expects a size such as 8G, 512M, 64MiB or a count of bytes, got "
+                "'%s'\n",
+                cmd, opt, s);
+        return false;
+    }
+    *out = (int64_t)(v * unit);
+    return true;
+}
+
 const char *arg_value(const char *cmd, int argc, char **argv, int *i)
 {
     if (*i + 1 >= argc) {
@@ -50,4 +80,48 @@ long default_threads(void)
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
         return CPU_COUNT(&set);
     return 1;
+}
+
+uint64_t host_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kib * 1024;
+}
+
+void cache_types_usage(FILE *fp, int col)
+{
+    static const char *const lines[][2] = {
+        {"-ctk, --cache-type-k T", "the K cache: f16 (default), f32, q8_0 or q4_0"},
+        {"-ctv, --cache-type-v T", "the V cache: f16 (default), f32 or q8_0 (quantized caches"},
+        {"", "need heads of a multiple of 32 values and run on the CPU)"},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        fprintf(fp, "  %-*s%s\n", col - 2, lines[i][0], lines[i][1]);
+}
+
+bool cache_types_opt(const char *opt)
+{
+    return !strcmp(opt, "-ctk") || !strcmp(opt, "--cache-type-k") || !strcmp(opt, "-ctv") ||
+           !strcmp(opt, "--cache-type-v");
+}
+
+bool cache_types_set(const char *cmd, const char *opt, const char *v, struct cache_types *ct)
+{
+    const bool is_v = !strcmp(opt, "-ctv") || !strcmp(opt, "--cache-type-v");
+    enum hearth_kv_type t;
+    if (!hearth_kv_type_parse(v, &t) || (is_v && t == HEARTH_KV_Q4_0)) {
+        fprintf(stderr, "hearth %s: %s takes %s, got '%s'\n", cmd, opt,
+                is_v ? "f16, f32 or q8_0" : "f16, f32, q8_0 or q4_0", v);
+        return false;
+    }
+    *(is_v ? &ct->v : &ct->k) = (int)t;
+    return true;
 }

@@ -29,6 +29,13 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
  */
 bool arg_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 bool arg_float(const char *cmd, const char *opt, const char *s, double lo, double hi, float *out);
+/*
+ * A size: a count of bytes, or a number with K, M, G or T (powers of 1024; "iB" or "B" may
+ * follow: 8G, 512M, 1.5GiB). On failure a usage message as arg_long's, and false.
+ */
+bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out);
+/* The host's MemAvailable (/proc/meminfo) in bytes; 0 when unknown. */
+uint64_t host_mem_available(void);
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 
@@ -53,6 +60,20 @@ bool placement_opt(const char *opt);
 bool placement_set(const char *cmd, const char *opt, const char *v, struct placement *p);
 /* Copies p into the model parameters. */
 void placement_params(const struct placement *p, struct hearth_model_params *mp);
+
+/* ---------------------------------------------------------- cache types --- */
+
+/* The K/V cache's types (args.c): --cache-type-k / -ctk and --cache-type-v / -ctv. */
+struct cache_types {
+    int k, v; /* enum hearth_kv_type; both f16 unless given */
+};
+
+/* Prints their usage lines to fp, the descriptions starting at column col (>= 24). */
+void cache_types_usage(FILE *fp, int col);
+/* Whether opt is one of them (its value follows it). */
+bool cache_types_opt(const char *opt);
+/* Takes opt's value v; false with a usage message on stderr for a type it does not take. */
+bool cache_types_set(const char *cmd, const char *opt, const char *v, struct cache_types *ct);
 
 /* Default worker threads: the CPUs this process may run on (at least 1). More
  * threads than cores make the spinning fork-join pool wait on descheduled peers. */

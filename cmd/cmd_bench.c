@@ -35,6 +35,8 @@ static void usage(FILE *fp)
         "  --temperature T       default 0\n"
         "  --sessions S          conversation: sessions (default 8)\n"
         "  --turns T             conversation: turns per session (default 4)\n"
+        "  --own-system          conversation: each session its own system prompt (its agent's\n"
+        "                        files), so every first turn is cold; default: one shared\n"
         "  --salt                a random prefix on every prompt, so no earlier run's cache helps\n"
         "  --seed N              the prompts' words (default 1)\n"
         "  --timeout S           per request (default 600)\n"
@@ -202,6 +204,9 @@ int cmd_bench(int argc, char **argv)
                 return EXIT_USAGE;
             *(a[2] == 's' ? &o.sessions : &o.turns) = (int)v;
             any_run_opt = true;
+        } else if (!strcmp(a, "--own-system")) {
+            o.own_system = true;
+            any_run_opt  = true;
         } else if (!strcmp(a, "--salt")) {
             o.salt      = true;
             any_run_opt = true;
@@ -285,6 +290,10 @@ int cmd_bench(int argc, char **argv)
     if (o.workload == BENCH_CONVERSATION && (o.n_rate || o.duration_s > 0 || have_requests)) {
         fprintf(stderr, "hearth bench: a conversation run is --sessions x --turns requests: "
                         "--rate, --requests and --duration do not apply\n");
+        return EXIT_USAGE;
+    }
+    if (o.own_system && o.workload != BENCH_CONVERSATION) {
+        fprintf(stderr, "hearth bench: --own-system goes with the conversation workload\n");
         return EXIT_USAGE;
     }
     if (o.rate[0] > 0)

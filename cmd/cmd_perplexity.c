@@ -23,6 +23,7 @@ static void usage(FILE *fp)
                 "  --chunks N            score only the first N chunks (default: all)\n"
                 "  -t, --threads N       threads (default: the CPU count)\n");
     placement_usage(fp, 24);
+    cache_types_usage(fp, 24);
 }
 
 /* -log softmax(logits)[tok], computed in double like llama-perplexity. */
@@ -43,6 +44,7 @@ int cmd_perplexity(int argc, char **argv)
     const char *model_path = NULL, *text_path = NULL;
     long n_ctx = 512, threads = default_threads(), max_chunks = 0;
     struct placement place = {0};
+    struct cache_types ct  = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -66,6 +68,9 @@ int cmd_perplexity(int argc, char **argv)
                 return EXIT_USAGE;
         } else if (placement_opt(a)) {
             if (!placement_set("perplexity", a, v, &place))
+                return EXIT_USAGE;
+        } else if (cache_types_opt(a)) {
+            if (!cache_types_set("perplexity", a, v, &ct))
                 return EXIT_USAGE;
         } else {
             fprintf(stderr, "hearth perplexity: unknown option '%s'\n", a);
@@ -120,7 +125,9 @@ int cmd_perplexity(int argc, char **argv)
         goto out;
     }
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = (int32_t)n_ctx;
+    cp.n_ctx     = (int32_t)n_ctx;
+    cp.kv_type   = (enum hearth_kv_type)ct.k;
+    cp.kv_type_v = (enum hearth_kv_type)ct.v;
     cp.n_batch = (int32_t)n_ctx;
     if (hearth_context_new(model, &cp, &ctx, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);

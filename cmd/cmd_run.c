@@ -37,6 +37,7 @@ static void usage(FILE *fp)
             "  -t, --threads N       threads (default: the CPU count)\n"
             "  -c, --ctx N           context length (default: the model's)\n");
     placement_usage(fp, 24);
+    cache_types_usage(fp, 24);
 }
 
 /* The state of one generation session: sequence 0 of ctx holds tokens[0..n_cached). */
@@ -249,6 +250,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
     struct placement place = {0};
+    struct cache_types ct  = {0};
     long n_predict = -1, seed = -1, threads = default_threads(), n_ctx = 0, top_k = 40;
     float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, rep = 1.0f;
     bool chat = false;
@@ -289,6 +291,8 @@ int cmd_run(int argc, char **argv)
             VALUE(); if (!arg_long("run", a, v, 1, 1 << 24, &n_ctx)) return EXIT_USAGE;
         } else if (placement_opt(a)) {
             VALUE(); if (!placement_set("run", a, v, &place)) return EXIT_USAGE;
+        } else if (cache_types_opt(a)) {
+            VALUE(); if (!cache_types_set("run", a, v, &ct)) return EXIT_USAGE;
         } else {
             fprintf(stderr, "hearth run: unknown option '%s'\n", a);
             usage(stderr);
@@ -350,6 +354,8 @@ int cmd_run(int argc, char **argv)
         goto out;
     struct hearth_context_params cp = hearth_context_default_params();
     cp.n_ctx = n_ctx > 0 ? (int32_t)n_ctx : hearth_model_n_ctx_train(s.model);
+    cp.kv_type   = (enum hearth_kv_type)ct.k;
+    cp.kv_type_v = (enum hearth_kv_type)ct.v;
     s.n_ctx = cp.n_ctx;
     s.n_batch = cp.n_batch;
     if (hearth_context_new(s.model, &cp, &s.ctx, err, sizeof err)) {

@@ -27,6 +27,7 @@ static void usage(FILE *fp)
         "                          is one forward pass, so it uses min(B, U)\n"
         "  -t, --threads T         threads for the forward pass (default: CPU count)\n");
     placement_usage(fp, 26);
+    cache_types_usage(fp, 26);
     fprintf(
         fp,
         "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
@@ -58,6 +59,12 @@ static void usage(FILE *fp)
         "  --spec-ngram-pool MIB   with ngram: a pool of n-gram statistics every request feeds,\n"
         "                          so a slot drafts from text other requests saw, when its own\n"
         "                          has no match (default 16, 0 = none)\n"
+        "  --cache-ram SIZE        memory for the prefix cache on top of the slots' K/V: the\n"
+        "                          finished requests' prompts kept (longest prefix reused,\n"
+        "                          least recently used dropped first), as 8G or 512M\n"
+        "                          (default: a quarter of the RAM free at start; with\n"
+        "                          layers on a GPU 0); 0: only what the idle slots' blocks\n"
+        "                          hold\n"
         "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
         "                          on every endpoint but /health (default: $HEARTH_API_KEY,\n"
@@ -97,6 +104,8 @@ int cmd_serve(int argc, char **argv)
     long draft_max = 3, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
     bool spec_ngram = false, spec_draft = false, spec_mtp = false, spec_set = false;
     const char *draft_path = NULL;
+    int64_t cache_ram = -1; /* -1: not given */
+    struct cache_types ct = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -164,6 +173,14 @@ int cmd_serve(int argc, char **argv)
             LONG(ngram_max, 1, 16);
         } else if (!strcmp(a, "--spec-ngram-pool")) {
             LONG(pool_mib, 0, 1 << 16);
+        } else if (cache_types_opt(a)) {
+            VALUE();
+            if (!cache_types_set("serve", a, v, &ct))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "--cache-ram")) {
+            VALUE();
+            if (!arg_bytes("serve", a, v, &cache_ram))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "--max-body")) {
             LONG(max_body, 1024, 1L << 30);
         } else if (!strcmp(a, "--api-key")) {
@@ -222,6 +239,20 @@ int cmd_serve(int argc, char **argv)
         if (env && *env)
             api_key = env;
     }
+    if (cache_ram < 0) {
+        /* K/V of layers on a GPU lives in its memory: a share of the host's free RAM says
+         * nothing about what fits there, so the cache keeps to the slots' own blocks */
+        const bool gpu = place.ngl > 0 || (place.layer_split && strstr(place.layer_split, "vulkan"));
+        const uint64_t avail = host_mem_available();
+        cache_ram            = gpu ? 0 : (int64_t)(avail / 4);
+        if (gpu)
+            fprintf(stderr, "hearth serve: --cache-ram 0 (layers on a GPU): the prefix cache "
+                            "keeps what the idle slots' K/V blocks hold\n");
+        else
+            fprintf(stderr, "hearth serve: --cache-ram %.2f GiB (a quarter of the %.2f GiB of "
+                            "RAM free)\n",
+                    (double)cache_ram / (1 << 30), (double)avail / (1 << 30));
+    }
     char name[256];
     if (!alias) {
         const char *base = strrchr(model_path, '/');
@@ -253,6 +284,9 @@ int cmd_serve(int argc, char **argv)
                        .max_queue = (int32_t)max_queue,
                        .n_threads = (int)threads,
                        .n_state_snapshots = (int32_t)checkpoints,
+                       .cache_bytes       = cache_ram,
+                       .kv_type           = ct.k,
+                       .kv_type_v         = ct.v,
                        .spec      = {.ngram     = spec_ngram,
                                      .mtp       = spec_mtp,
                                      .draft_max = (int32_t)draft_max,

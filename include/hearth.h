@@ -164,14 +164,26 @@ const char *hearth_chat_template_name(const struct hearth_model *model);
 
 struct hearth_context;
 
-enum hearth_kv_type { HEARTH_KV_F16 = 0, HEARTH_KV_F32 = 1 };
+/*
+ * K/V cache types, as llama.cpp's --cache-type-k/-v: f16 (its default), f32,
+ * q8_0 (34 bytes per 32 values: about half of f16) and, for K only, q4_0
+ * (18 bytes per 32). The quantized ones need a head dimension that is a
+ * multiple of 32 and run on the CPU; attention reads their blocks directly.
+ */
+enum hearth_kv_type { HEARTH_KV_F16 = 0, HEARTH_KV_F32 = 1, HEARTH_KV_Q8_0 = 2, HEARTH_KV_Q4_0 = 3 };
+
+/* "f16", "f32", "q8_0", "q4_0"; NULL for another value. */
+const char *hearth_kv_type_name(enum hearth_kv_type t);
+/* The type named s (as hearth_kv_type_name gives), false when there is none. */
+bool hearth_kv_type_parse(const char *s, enum hearth_kv_type *out);
 
 struct hearth_context_params {
     int32_t n_ctx;        /* tokens per sequence; 0 = the model's training context */
     int32_t n_seq_max;    /* sequences that can hold KV at once; >= 1 */
     int32_t n_batch;      /* most tokens one hearth_decode call takes */
     int32_t kv_block;     /* tokens per KV block (paging unit) */
-    enum hearth_kv_type kv_type;
+    enum hearth_kv_type kv_type;   /* K's type */
+    enum hearth_kv_type kv_type_v; /* V's type (not q4_0) */
     int n_threads;        /* 0 = the model's */
     int32_t n_keep_states; /* models with recurrent layers: rows of one sequence's batch whose
                               states hearth_seq_keep_states may keep, 0..64 (0 = none) */
@@ -180,6 +192,11 @@ struct hearth_context_params {
                                   (0 = off: prefix reuse and truncation start from 0) */
     bool keep_hidden;     /* keep every row's final hidden state (hearth_get_hidden): what
                              an MTP context reads */
+    int64_t cache_bytes;  /* the prefix cache's cap: K/V bytes of blocks kept for no
+                             sequence (finished requests' prefixes), allocated on top of what
+                             the n_seq_max sequences can hold and never exceeded; -1 (the
+                             default) = no extra memory: the cache is whatever blocks the
+                             sequences leave free */
     bool mtp;             /* the context runs the model's MTP head instead of its layers
                              (hearth_model_has_mtp): its batches go through hearth_mtp_decode,
                              its KV is the head's one layer, and it keeps its hidden states */
@@ -286,6 +303,14 @@ void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_to
  */
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,
                      int32_t *total);
+
+/* The prefix cache in bytes: what its blocks hold against its cap, and evictions so far. */
+struct hearth_cache_stats {
+    uint64_t bytes;     /* K/V bytes of the cached blocks (every layer, host or device) */
+    int64_t cap_bytes;  /* cache_bytes as the blocks round it down; -1 = no cap */
+    int64_t evicted;    /* cached blocks dropped, to make room or by the cap */
+};
+void hearth_cache_stats(const struct hearth_context *ctx, struct hearth_cache_stats *out);
 
 /*
  * Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence).

@@ -33,9 +33,12 @@ static void attention_items(void *arg, int ith, int nth)
     const int64_t qd     = (int64_t)hp->n_head * hd;
     const float scale    = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hd);
     const int32_t n_swa  = kv->window[s->l];
-    /* llama.cpp tiles only batches of ATTN_TILE rows or more, and only when a
-     * head is whole 16-float vectors (the reference machine's AVX-512 width) */
-    const bool per_key = kv->type == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
+    /* llama.cpp tiles only batches of ATTN_TILE rows or more over K and V of one
+     * type, f16 or f32, and only when a head is whole 16-float vectors (the
+     * reference machine's AVX-512 width); other caches go key by key */
+    const bool same   = kv->type[0] == kv->type[1];
+    const bool mixed  = !same || (kv->type[0] != HEARTH_KV_F16 && kv->type[0] != HEARTH_KV_F32);
+    const bool per_key = !mixed && kv->type[0] == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
     float *scratch       = c->s.scores + (size_t)ith * c->s.scores_per_thread;
     const uint8_t *kbase = kv_layer_base(kv, s->l, 0), *vbase = kv_layer_base(kv, s->l, 1);
     /* an item: ATTN_LANES heads of one token, or whole groups of tok_per tokens */
@@ -50,20 +53,26 @@ static void attention_items(void *arg, int ith, int nth)
         const int32_t h0 = kvh * group + hb * heads_per;
         const int32_t nh = group - hb * heads_per < heads_per ? group - hb * heads_per : heads_per;
         const int32_t te = (tb + 1) * tok_per < s->n ? (tb + 1) * tok_per : s->n;
-        const size_t head_off = (size_t)kvh * hd * kv->elem_len;
+        /* quantized rows hold whole 32-value blocks per head (hd % 32 == 0) */
+        const size_t k_off = kv->row_len[0] / hp->n_head_kv * kvh,
+                     v_off = kv->row_len[1] / hp->n_head_kv * kvh;
         for (int32_t t = tb * tok_per; t < te;) {
             /* one call per run of tokens of the same sequence */
             int32_t tn = 1;
             while (t + tn < te && s->b->seq[t + tn] == s->b->seq[t])
                 tn++;
-            const struct attn_kv akv = {.k      = kbase + head_off,
-                                        .v      = vbase + head_off,
-                                        .blocks = kv_layer_blocks(kv, s->l, s->b->seq[t]),
-                                        .block_len =
-                                            (size_t)kv->block_tokens * kv->kv_dim * kv->elem_len,
-                                        .row_len      = (size_t)kv->kv_dim * kv->elem_len,
-                                        .block_tokens = kv->block_tokens,
-                                        .f16          = kv->type == HEARTH_KV_F16};
+            const struct attn_kv akv = {
+                .k            = kbase + k_off,
+                .v            = vbase + v_off,
+                .blocks       = kv_layer_blocks(kv, s->l, s->b->seq[t]),
+                .block_len    = (size_t)kv->block_tokens * kv->row_len[0],
+                .row_len      = kv->row_len[0],
+                .block_tokens = kv->block_tokens,
+                .f16          = kv->type[0] == HEARTH_KV_F16,
+                .kt           = kv_dtype(kv->type[0]),
+                .vt           = kv_dtype(kv->type[1]),
+                .v_block_len  = (size_t)kv->block_tokens * kv->row_len[1],
+                .v_row_len    = kv->row_len[1]};
             int32_t j0[ATTN_LANES], j1[ATTN_LANES];
             float *out[ATTN_LANES];
             const float *q[ATTN_LANES];
@@ -77,7 +86,9 @@ static void attention_items(void *arg, int ith, int nth)
                     out[r] = c->s.att + (t + u) * qd + (int64_t)h * hd;
                 }
             }
-            if (per_key)
+            if (mixed)
+                attn_rows_quant(k, out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
+            else if (per_key)
                 k->attn_rows_f16(out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
             else
                 k->attn_rows(out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);

@@ -110,6 +110,18 @@ static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, 
     }
 }
 
+/* A K or V row into the cache as its type: ggml's f32 to f16 or its quantizer, as ggml_cpy. */
+static void kv_store(const struct kernels *k, enum hearth_kv_type t, const float *x, void *dst,
+                     int64_t n)
+{
+    if (t == HEARTH_KV_F32)
+        memcpy(dst, x, (size_t)n * sizeof(float));
+    else if (t == HEARTH_KV_F16)
+        k->f32_to_f16(x, dst, n);
+    else
+        k->type[kv_dtype(t)].from_float(x, dst, n);
+}
+
 /* Adds biases, applies rope and stores this batch's K/V rows into the cache. */
 static void qkv_rows(void *arg, int ith, int nth)
 {
@@ -149,13 +161,8 @@ static void qkv_rows(void *arg, int ith, int nth)
         if (hp->q_scale > 0)
             k->scale_f32(q, hp->q_scale, qd);
         void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos), *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
-        if (ctx->kv.type == HEARTH_KV_F16) {
-            k->f32_to_f16(kx, kdst, kvd);
-            k->f32_to_f16(vx, vdst, kvd);
-        } else {
-            memcpy(kdst, kx, (size_t)kvd * sizeof(float));
-            memcpy(vdst, vx, (size_t)kvd * sizeof(float));
-        }
+        kv_store(k, ctx->kv.type[0], kx, kdst, kvd);
+        kv_store(k, ctx->kv.type[1], vx, vdst, kvd);
     }
 }
 

@@ -353,15 +353,19 @@ static void *conversation_worker(void *arg)
 static void sessions_init(struct cell_run *cr)
 {
     const struct bench_opts *o = cr->o;
-    struct sbuf sys            = {0};
-    text_of(cr, &sys, mix(o->seed, (uint64_t)cr->k + 1, 0, 3), o->prompt_tokens);
-    cr->sessions = calloc((size_t)o->sessions, sizeof *cr->sessions);
+    cr->sessions               = calloc((size_t)o->sessions, sizeof *cr->sessions);
     if (!cr->sessions)
         abort();
-    for (int s = 0; s < o->sessions; s++)
+    for (int s = 0; s < o->sessions; s++) {
+        struct sbuf sys = {0};
+        /* c 0 is no user turn's (those take turn + 2) */
+        const uint64_t seed = o->own_system ? mix(o->seed, (uint64_t)cr->k + 1, (uint64_t)s + 1, 0)
+                                            : mix(o->seed, (uint64_t)cr->k + 1, 0, 3);
+        text_of(cr, &sys, seed, o->prompt_tokens);
         add_msg(&cr->sessions[s], "system", sys.s);
+        sbuf_free(&sys);
+    }
     cr->sessions_left = o->turns > 0 ? o->sessions : 0;
-    sbuf_free(&sys);
 }
 
 static void sessions_free(struct cell_run *cr)

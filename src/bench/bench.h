@@ -67,6 +67,7 @@ struct bench_opts {
     int requests;                 /* per cell (not conversation: sessions x turns) */
     double duration_s;            /* > 0: a cell sends requests for this long instead */
     int sessions, turns;          /* conversation */
+    bool own_system;              /* conversation: a system prompt per session, not one shared */
     bool salt;                    /* a random prefix per run */
     uint64_t seed;                /* the prompts' words */
     double timeout_s;             /* per request */

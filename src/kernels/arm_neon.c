@@ -1147,6 +1147,15 @@ static void neon_scale_f32(float *y, float alpha, int64_t n)
         y[i] *= alpha;
 }
 
+static void neon_mad_f32(float *y, const float *x, float a, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i < n; i++)
+        y[i] = fmaf(x[i], a, y[i]);
+}
+
 /* ---------------------------------------------------------------- attention */
 
 /* Row j of the cache (f16 or f32) as hd floats at dst. */
@@ -1318,6 +1327,7 @@ static const struct kernels table = {
     .gelu_mul     = ref_gelu_mul, /* a table lookup in ggml on every ISA */
     .axpy_f32     = neon_axpy_f32,
     .scale_f32    = neon_scale_f32,
+    .mad_f32      = neon_mad_f32,
     .attn_rows    = neon_attn_rows,
     .attn_rows_f16 = ref_attn_rows_f16,
     .f32_to_f16   = neon_f32_to_f16,

@@ -71,7 +71,11 @@ struct attn_kv {
     size_t block_len;      /* bytes per block */
     size_t row_len;        /* bytes between consecutive tokens' rows */
     int32_t block_tokens;
-    int f16;               /* rows are f16 bits (else f32) */
+    int f16;               /* rows are f16 bits (else f32); attn_rows and attn_rows_f16, whose
+                              K and V have one type */
+    enum dtype kt, vt;     /* K's and V's types, for attn_rows_quant */
+    size_t v_block_len;    /* V's block_len and row_len, for attn_rows_quant (K's above) */
+    size_t v_row_len;
 };
 
 /* Address of token j's row in base (kv->k or kv->v) through the block table. */
@@ -79,6 +83,13 @@ static inline const uint8_t *attn_kv_row(const uint8_t *base, const struct attn_
 {
     return base + (size_t)kv->blocks[j / kv->block_tokens] * kv->block_len +
            (size_t)(j % kv->block_tokens) * kv->row_len;
+}
+
+/* Address of token j's V row when V's rows have their own length (attn_rows_quant). */
+static inline const uint8_t *attn_kv_vrow(const struct attn_kv *kv, int32_t j)
+{
+    return kv->v + (size_t)kv->blocks[j / kv->block_tokens] * kv->v_block_len +
+           (size_t)(j % kv->block_tokens) * kv->v_row_len;
 }
 
 /* Tile of keys the attention kernels work in (llama.cpp's GGML_FA_TILE_KV). */
@@ -104,6 +115,8 @@ struct kernels {
     void (*axpy_f32)(float *y, float alpha, const float *x, int64_t n);
     /* y[i] *= alpha. */
     void (*scale_f32)(float *y, float alpha, int64_t n);
+    /* y[i] = fmaf(x[i], a, y[i]): one fused multiply-add each, as ggml_vec_mad_f32's lanes. */
+    void (*mad_f32)(float *y, const float *x, float a, int64_t n);
     /*
      * Up to ATTN_LANES query rows of one KV head: row r (q[r], written to
      * out[r]) attends to keys j0[r]..j1[r] inclusive; rows sharing a KV head
@@ -135,6 +148,23 @@ struct kernels {
     /* A row of f32 to f16 bits, for the KV cache. */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
 };
+
+/*
+ * Up to ATTN_LANES query rows of one KV head over a cache whose K and V
+ * types differ or are quantized (K f16, f32, q8_0 or q4_0; V f16, f32 or
+ * q8_0): llama.cpp's per-key flash attention, the path its CPU backend
+ * always takes for such caches, composed of k's row operations. Row r's
+ * query is converted once with K's vec_dot type's from_float (q8_0 for a
+ * quantized K); each score is K's vec_dot times scale; the softmax goes key
+ * by key with libm expf (a new maximum rescales the sum so far with
+ * scale_f32); each value row is converted to f32 with V's to_float and
+ * added with mad_f32, the sum rounded to f16 after every step when V is
+ * f16 (ggml_vec_mad_f16 and ggml_vec_scale_f16); at the end it is divided
+ * by the softmax sum. scratch holds ATTN_SCRATCH(hd) floats.
+ */
+void attn_rows_quant(const struct kernels *k, float *const *out, const float *const *q,
+                     int32_t nq, int32_t hd, const struct attn_kv *kv, const int32_t *j0,
+                     const int32_t *j1, float scale, float *scratch);
 
 /* The reference table: portable scalar C, the definition every ISA is tested against. */
 const struct kernels *kernels_ref(void);

@@ -723,6 +723,12 @@ void ref_scale_f32(float *y, float alpha, int64_t n)
         y[i] *= alpha;
 }
 
+void ref_mad_f32(float *y, const float *x, float a, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = fmaf(x[i], a, y[i]);
+}
+
 void ref_f32_to_f16(const float *x, uint16_t *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -803,6 +809,7 @@ static const struct kernels table = {
     .gelu_mul     = ref_gelu_mul,
     .axpy_f32     = ref_axpy_f32,
     .scale_f32    = ref_scale_f32,
+    .mad_f32      = ref_mad_f32,
     .attn_rows    = ref_attn_rows,
     .attn_rows_f16 = ref_attn_rows_f16,
     .f32_to_f16   = ref_f32_to_f16,

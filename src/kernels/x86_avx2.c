@@ -1820,6 +1820,17 @@ static void avx2_scale_f32(float *y, float alpha, int64_t n)
         y[i] *= alpha;
 }
 
+static void avx2_mad_f32(float *y, const float *x, float a, int64_t n)
+{
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i       = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] = fmaf(x[i], a, y[i]);
+}
+
 static void avx2_f32_to_f16(const float *x, uint16_t *y, int64_t n)
 {
     avx2_f16_from_float(x, y, n);
@@ -1901,6 +1912,7 @@ static const struct kernels table = {
     .gelu_mul     = ref_gelu_mul, /* a table lookup in ggml on every ISA */
     .axpy_f32     = avx2_axpy_f32,
     .scale_f32    = avx2_scale_f32,
+    .mad_f32      = avx2_mad_f32,
     .attn_rows    = avx2_attn_rows,
     .attn_rows_f16 = avx2_attn_rows_f16,
     .f32_to_f16   = avx2_f32_to_f16,

@@ -182,7 +182,8 @@ enum hearth_status budget_check_context(struct hearth_context *ctx, char *err, s
         s->kv_bytes     = 0;
         for (int32_t l = s->place->l0; l < s->place->l1; l++)
             if (kv->group[l] != KV_NONE)
-                s->kv_bytes += 2 * (uint64_t)kv->pool[kv->group[l]].layer_len;
+                s->kv_bytes += (uint64_t)kv->pool[kv->group[l]].layer_len[0] +
+                               kv->pool[kv->group[l]].layer_len[1];
         s->act_bytes = act_bytes(ctx, s);
     }
     return check(ctx->model, ctx, err, err_len);

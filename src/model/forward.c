@@ -14,11 +14,29 @@
 #include "model/stages.h"
 #include "util/errfmt.h"
 
+static const char *const kv_type_names[] = {"f16", "f32", "q8_0", "q4_0"};
+
+const char *hearth_kv_type_name(enum hearth_kv_type t)
+{
+    return (unsigned)t < sizeof kv_type_names / sizeof *kv_type_names ? kv_type_names[t] : NULL;
+}
+
+bool hearth_kv_type_parse(const char *s, enum hearth_kv_type *out)
+{
+    for (unsigned i = 0; i < sizeof kv_type_names / sizeof *kv_type_names; i++)
+        if (!strcmp(s, kv_type_names[i])) {
+            *out = (enum hearth_kv_type)i;
+            return true;
+        }
+    return false;
+}
+
 struct hearth_context_params hearth_context_default_params(void)
 {
     return (struct hearth_context_params){
         .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = 32, .kv_type = HEARTH_KV_F16,
-        .n_threads = 0, .n_keep_states = 0, .n_state_snapshots = 8};
+        .kv_type_v = HEARTH_KV_F16,
+        .n_threads = 0, .n_keep_states = 0, .n_state_snapshots = 8, .cache_bytes = -1};
 }
 
 enum hearth_status hearth_context_new(struct hearth_model *model,
@@ -52,6 +70,18 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         p.n_keep_states     = 0;
         p.keep_hidden       = true;
     }
+    for (int w = 0; w < 2; w++) {
+        const enum hearth_kv_type t = w ? p.kv_type_v : p.kv_type;
+        if (!hearth_kv_type_name(t) || (w && t == HEARTH_KV_Q4_0))
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "context: the %s cache takes %s, not type %d", w ? "V" : "K",
+                        w ? "f16, f32 or q8_0" : "f16, f32, q8_0 or q4_0", (int)t);
+        if ((t == HEARTH_KV_Q8_0 || t == HEARTH_KV_Q4_0) && hp->head_dim % 32)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "context: a %s %s cache stores heads in blocks of 32 values, and this "
+                        "model's heads have %d; use f16",
+                        hearth_kv_type_name(t), w ? "V" : "K", hp->head_dim);
+    }
     if (p.n_threads <= 0)
         p.n_threads = model->n_threads;
     struct hearth_context *ctx = calloc(1, sizeof *ctx);
@@ -75,12 +105,21 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         flags[nl + l]     = p.mtp ? !head : model->layers[l].dnet != NULL;
         flags[2 * nl + l] = (head ? model->mtp_place.be : model_stage_of(model, l)->be)->kv_host;
     }
-    const struct kv_params kp = {
+    struct kv_params kp = {
         .n_layer = nl, .kv_dim = hp->n_head_kv * hp->head_dim, .n_seq = p.n_seq_max,
         .n_ctx = p.n_ctx, .block_tokens = p.kv_block, .n_blocks = per_seq * p.n_seq_max,
-        .type = p.kv_type, .swa = flags, .no_kv = flags + nl,
+        .type = p.kv_type, .type_v = p.kv_type_v, .swa = flags, .no_kv = flags + nl,
         .host = flags + 2 * nl, .n_swa = hp->n_swa,
         .n_blocks_swa = kv_window_blocks(p.n_seq_max, p.n_ctx, hp->n_swa, p.n_batch, p.kv_block)};
+    if (p.cache_bytes >= 0) {
+        const size_t per_block = kv_retain_block_len(&kp);
+        const uint64_t n = per_block ? (uint64_t)p.cache_bytes / per_block : 0;
+        kp.retain        = true;
+        kp.n_retain      = n > INT32_MAX ? INT32_MAX : (int32_t)n;
+        ctx->cache_cap   = (int64_t)((uint64_t)kp.n_retain * per_block);
+    } else {
+        ctx->cache_cap = -1;
+    }
     st = kv_init(&ctx->kv, &kp, err, err_len);
     free(flags);
     if (st)
@@ -473,6 +512,15 @@ void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_to
     kv_publish(&ctx->kv, seq, tokens, n);
     if (ctx->snap)
         snap_bind(ctx->snap, &ctx->kv, seq);
+}
+
+void hearth_cache_stats(const struct hearth_context *ctx, struct hearth_cache_stats *out)
+{
+    int64_t evicted = 0;
+    for (int g = 0; g < KV_GROUPS; g++)
+        evicted += ctx->kv.pool[g].n_evicted;
+    *out = (struct hearth_cache_stats){
+        .bytes = kv_cached_bytes(&ctx->kv), .cap_bytes = ctx->cache_cap, .evicted = evicted};
 }
 
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,

@@ -1,6 +1,7 @@
 /* kv.c: the paged KV cache and its prefix cache (see kv.h for layout and invariants). */
 #include "model/kv.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,14 +31,56 @@ static void count_layers(const struct kv_params *p, int32_t n_layer[KV_GROUPS])
             n_layer[split && p->swa[l]]++;
 }
 
+/* Blocks of each pool: what the sequences can hold, plus the retained ones. */
+static void count_blocks(const struct kv_params *p, const int32_t n_layer[KV_GROUPS],
+                         int64_t n_blocks[KV_GROUPS])
+{
+    const int64_t extra = p->retain ? p->n_retain : 0;
+    n_blocks[0]         = n_layer[0] ? p->n_blocks + extra : 0;
+    n_blocks[1]         = n_layer[1] ? p->n_blocks_swa + extra : 0;
+}
+
+size_t kv_row_len(enum hearth_kv_type t, int64_t n)
+{
+    switch (t) {
+    case HEARTH_KV_F32: return (size_t)n * 4;
+    case HEARTH_KV_Q8_0: return (size_t)n / 32 * 34;
+    case HEARTH_KV_Q4_0: return (size_t)n / 32 * 18;
+    default: return (size_t)n * 2;
+    }
+}
+
+/* Bytes of one block's K and V rows in one layer. */
+static size_t block_bytes(const struct kv_params *p)
+{
+    return (size_t)p->block_tokens *
+           (kv_row_len(p->type, p->kv_dim) + kv_row_len(p->type_v, p->kv_dim));
+}
+
 size_t kv_bytes(const struct kv_params *p)
 {
-    const size_t elem = p->type == HEARTH_KV_F32 ? 4 : 2;
-    const size_t row  = (size_t)p->block_tokens * (size_t)p->kv_dim * elem;
+    int32_t n_layer[KV_GROUPS];
+    int64_t n_blocks[KV_GROUPS];
+    count_layers(p, n_layer);
+    count_blocks(p, n_layer, n_blocks);
+    return ((size_t)n_layer[0] * (size_t)n_blocks[0] + (size_t)n_layer[1] * (size_t)n_blocks[1]) *
+           block_bytes(p);
+}
+
+size_t kv_retain_block_len(const struct kv_params *p)
+{
     int32_t n_layer[KV_GROUPS];
     count_layers(p, n_layer);
-    return (size_t)n_layer[0] * 2 * (size_t)p->n_blocks * row +
-           (size_t)n_layer[1] * 2 * (size_t)p->n_blocks_swa * row;
+    return (size_t)(n_layer[0] + n_layer[1]) * block_bytes(p);
+}
+
+size_t kv_cached_bytes(const struct kv_cache *kv)
+{
+    const size_t block = (size_t)kv->block_tokens * (kv->row_len[0] + kv->row_len[1]);
+    size_t n           = 0;
+    for (int g = 0; g < KV_GROUPS; g++)
+        n += (size_t)kv->pool[g].n_cached * (size_t)kv->pool[g].n_layer * block;
+    return n;
 }
 
 static void pool_free(struct kv_pool *p)
@@ -56,13 +99,14 @@ static void pool_free(struct kv_pool *p)
 }
 
 static bool pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_host, int32_t n_blocks,
-                      size_t block_len, int32_t block_tokens)
+                      const size_t block_len[2], int32_t block_tokens)
 {
-    p->n_layer   = n_layer;
-    p->n_host    = n_host;
-    p->n_blocks  = n_blocks;
-    p->layer_len = (size_t)n_blocks * block_len;
-    p->mem_len   = (size_t)n_host * 2 * p->layer_len;
+    p->n_layer      = n_layer;
+    p->n_host       = n_host;
+    p->n_blocks     = n_blocks;
+    p->layer_len[0] = (size_t)n_blocks * block_len[0];
+    p->layer_len[1] = (size_t)n_blocks * block_len[1];
+    p->mem_len      = (size_t)n_host * (p->layer_len[0] + p->layer_len[1]);
     if (n_host > 0) {
         void *mem = mmap(NULL, p->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                          -1, 0);
@@ -97,17 +141,30 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
 {
     memset(kv, 0, sizeof *kv);
     if (p->n_layer < 1 || p->kv_dim < 1 || p->n_seq < 1 || p->n_ctx < 1 || p->block_tokens < 1 ||
-        p->n_blocks < 1 || p->n_swa < 0 || p->n_blocks_swa < 0)
+        p->n_blocks < 1 || p->n_swa < 0 || p->n_blocks_swa < 0 || p->n_retain < 0)
         return fail(HEARTH_EINVAL, err, err_len, "kv: every dimension must be at least 1");
+    for (int w = 0; w < 2; w++) {
+        const enum hearth_kv_type t = w ? p->type_v : p->type;
+        if ((unsigned)t > HEARTH_KV_Q4_0 || (w && t == HEARTH_KV_Q4_0))
+            return fail(HEARTH_EINVAL, err, err_len, "kv: %s cannot be of type %d", w ? "V" : "K",
+                        (int)t);
+        if ((t == HEARTH_KV_Q8_0 || t == HEARTH_KV_Q4_0) && p->kv_dim % 32)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "kv: a quantized cache needs rows of whole 32-value blocks, and these "
+                        "have %d values", p->kv_dim);
+    }
     kv->n_layer      = p->n_layer;
     kv->kv_dim       = p->kv_dim;
     kv->n_seq        = p->n_seq;
     kv->n_ctx        = p->n_ctx;
     kv->block_tokens = p->block_tokens;
     kv->n_swa        = p->swa ? p->n_swa : 0;
-    kv->type         = p->type;
-    kv->elem_len     = p->type == HEARTH_KV_F32 ? 4 : 2;
-    const size_t block_len = (size_t)p->block_tokens * (size_t)p->kv_dim * kv->elem_len;
+    kv->type[0]      = p->type;
+    kv->type[1]      = p->type_v;
+    kv->row_len[0]   = kv_row_len(p->type, p->kv_dim);
+    kv->row_len[1]   = kv_row_len(p->type_v, p->kv_dim);
+    const size_t block_len[2] = {(size_t)p->block_tokens * kv->row_len[0],
+                                 (size_t)p->block_tokens * kv->row_len[1]};
     const int32_t per_seq  = ceil_div(p->n_ctx, p->block_tokens);
     int32_t n_layer[KV_GROUPS];
     count_layers(p, n_layer);
@@ -129,11 +186,22 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
         kv->group[l] = (uint8_t)(win && n_layer[1] > 0);
         kv->slot[l]  = !p->host || p->host[l] ? next[kv->group[l]]++ : -1;
     }
-    const int32_t n_blocks[KV_GROUPS] = {p->n_blocks, p->n_blocks_swa};
+    int64_t n_blocks[KV_GROUPS];
+    count_blocks(p, n_layer, n_blocks);
     for (int g = 0; g < KV_GROUPS; g++)
-        if (n_layer[g] > 0 && !pool_init(&kv->pool[g], n_layer[g], next[g], n_blocks[g],
+        if (n_blocks[g] > INT32_MAX / 2) {
+            kv_free(kv);
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "kv: %lld blocks in one pool is past the most it can index (%d); give "
+                        "a smaller cache or context",
+                        (long long)n_blocks[g], INT32_MAX / 2);
+        }
+    for (int g = 0; g < KV_GROUPS; g++) {
+        if (n_layer[g] > 0 && !pool_init(&kv->pool[g], n_layer[g], next[g], (int32_t)n_blocks[g],
                                          block_len, p->block_tokens))
             goto nomem;
+        kv->pool[g].cap = p->retain ? p->n_retain : -1;
+    }
     for (int32_t s = 0; s < p->n_seq; s++) {
         struct kv_seq *q = &kv->seqs[s];
         if (!(q->chain = malloc((size_t)per_seq * sizeof *q->chain)))
@@ -247,7 +315,17 @@ static void unpublish(struct kv_pool *p, int32_t b)
     p->hash[b] = 0;
 }
 
-/* Drops one reference; at zero the block is cached (if published) or freed. */
+/* Drops the least recently used cached block from the index: it is a block to write now. */
+static int32_t evict(struct kv_pool *p)
+{
+    int32_t b = p->lru_head;
+    lru_unlink(p, b);
+    unpublish(p, b);
+    p->n_evicted++;
+    return b;
+}
+
+/* Drops one reference; at zero the block is cached (if published, within the cap) or freed. */
 static void block_release(struct kv_pool *p, int32_t b)
 {
     if (--p->refcnt[b] > 0)
@@ -256,6 +334,8 @@ static void block_release(struct kv_pool *p, int32_t b)
         lru_push(p, b);
     else
         p->free_ids[p->n_free++] = b;
+    while (p->cap >= 0 && p->n_cached > p->cap)
+        p->free_ids[p->n_free++] = evict(p);
 }
 
 /* A block for writing: free list first, else the least recently used cached block. */
@@ -265,9 +345,7 @@ static int32_t block_take(struct kv_pool *p)
     if (p->n_free > 0) {
         b = p->free_ids[--p->n_free];
     } else if (p->lru_head >= 0) {
-        b = p->lru_head;
-        lru_unlink(p, b);
-        unpublish(p, b);
+        b = evict(p);
     } else {
         return -1;
     }
@@ -349,11 +427,13 @@ enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, c
 static void block_copy(struct kv_cache *kv, struct kv_pool *p, int32_t dst, int32_t src,
                        int32_t n_rows)
 {
-    const size_t block_len = (size_t)kv->block_tokens * (size_t)kv->kv_dim * kv->elem_len;
-    const size_t rows_len  = (size_t)n_rows * (size_t)kv->kv_dim * kv->elem_len;
+    uint8_t *base = p->mem;
     for (int32_t l = 0; l < p->n_host * 2; l++) {
-        uint8_t *base = p->mem + (size_t)l * p->layer_len;
-        memcpy(base + (size_t)dst * block_len, base + (size_t)src * block_len, rows_len);
+        const int w            = l % 2;
+        const size_t block_len = (size_t)kv->block_tokens * kv->row_len[w];
+        memcpy(base + (size_t)dst * block_len, base + (size_t)src * block_len,
+               (size_t)n_rows * kv->row_len[w]);
+        base += p->layer_len[w];
     }
     if (kv->copy && p->n_host < p->n_layer)
         kv->copy(kv->copy_arg, (int)(p - kv->pool), dst, src, n_rows);

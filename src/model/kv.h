@@ -18,17 +18,30 @@
  * pool would save nothing, there is one group and window layers (if any)
  * mask the ordinary cache.
  *
- * Layout of one layer's K (V alike): [n_blocks][block_tokens][kv_dim] of
- * the cache type (f16 or f32), so one block of one layer is contiguous.
+ * Layout of one layer's K (V alike): [n_blocks][block_tokens][row] where a
+ * row is kv_dim elements of its type: f16 or f32, or q8_0 or q4_0 blocks
+ * of 32 (kv_row_len), so one block of one layer is contiguous. K and V may
+ * have different types.
  * Each pool is one anonymous mapping: pages are touched (and count in RSS)
  * only as blocks are used. That memory is kv.c's for the layers marked
  * host (every layer unless kv_params.host says otherwise); the others'
  * memory belongs to a device backend, which addresses it by the same block
  * ids and which the copy hook tells when kv.c copies a block.
  *
+ * Retention: a block no sequence holds any more stays cached while it is
+ * published (the prefix index finds it) until it is evicted, least recently
+ * used first. Released tail first, a sequence's leaves are older than its
+ * prefix, and a shared prefix is refreshed by every sequence that reuses
+ * it, so eviction takes leaves first and a sequence too big for the cache
+ * keeps its prefix. Without kv_params.retain the cache is whatever the
+ * pools have free; with it each pool has n_retain blocks on top of what the
+ * sequences can hold and caches at most n_retain blocks (evicting at
+ * release), so the cache's bytes never pass n_retain * kv_retain_block_len.
+ *
  * Sizes: kv_dim = n_head_kv * head_dim (64..1024), block_tokens 16..256,
  * full pool up to n_seq_max * n_ctx / block_tokens blocks, window pool
- * about 2 * n_seq_max * (n_swa + n_batch) / block_tokens (kv_window_blocks).
+ * about 2 * n_seq_max * (n_swa + n_batch) / block_tokens (kv_window_blocks),
+ * each plus n_retain.
  * Not thread-safe: owned by the one thread that runs the engine.
  */
 #ifndef HEARTH_KV_H
@@ -39,6 +52,7 @@
 #include <stdint.h>
 
 #include "hearth.h"
+#include "util/dtype.h"
 
 #define KV_GROUPS 2 /* full-attention layers, sliding-window layers */
 
@@ -66,8 +80,8 @@ struct kv_pool {
     int32_t n_layer;         /* layers in the group, 0 = the group is absent */
     int32_t n_host;          /* of those, the layers whose memory is mem (host layers) */
     int32_t n_blocks;        /* blocks in the pool */
-    size_t layer_len;        /* bytes of one layer's K (or V) pool */
-    uint8_t *mem;            /* [n_host][2][n_blocks][block_tokens][kv_dim]; NULL when n_host
+    size_t layer_len[2];     /* bytes of one layer's K pool, and of its V pool */
+    uint8_t *mem;            /* [n_host][K, V][n_blocks][block_tokens][row]; NULL when n_host
                                 is 0 */
     size_t mem_len;
     int32_t *refcnt;         /* [n_blocks] */
@@ -79,6 +93,8 @@ struct kv_pool {
     int32_t *lru_prev, *lru_next; /* [n_blocks] doubly linked LRU of cached blocks, -1 = none */
     int32_t lru_head, lru_tail;
     int32_t n_cached;        /* published blocks with refcnt 0 (evictable) */
+    int32_t cap;             /* most blocks cached at once, -1 = as many as are free */
+    int64_t n_evicted;       /* cached blocks dropped so far (for a write or by the cap) */
     uint64_t *index_key;     /* [index_cap] open addressing, 0 = empty */
     int32_t *index_val;      /* [index_cap] block id */
     uint32_t index_cap;      /* power of two >= 2 * n_blocks */
@@ -92,12 +108,16 @@ struct kv_params {
     int32_t n_ctx;         /* max tokens per sequence */
     int32_t block_tokens;
     int32_t n_blocks;      /* full-attention pool */
-    enum hearth_kv_type type;
+    enum hearth_kv_type type;   /* K's (a quantized type needs kv_dim a multiple of 32) */
+    enum hearth_kv_type type_v; /* V's */
     const bool *swa;       /* [n_layer] layers that see only the last n_swa positions; NULL = none */
     const bool *no_kv;     /* [n_layer] layers that keep no K/V (recurrent mixers); NULL = none */
     const bool *host;      /* [n_layer] layers whose K/V memory kv.c maps; NULL = every layer */
     int32_t n_swa;         /* their window in tokens, itself included; 0 = no window */
     int32_t n_blocks_swa;  /* window pool; 0 = window layers mask the full pool instead */
+    bool retain;           /* false: the cache is whatever blocks the pools have free */
+    int32_t n_retain;      /* with retain: blocks each pool caches for no sequence (at most),
+                              on top of n_blocks and n_blocks_swa */
 };
 
 struct kv_cache {
@@ -107,8 +127,8 @@ struct kv_cache {
     int32_t n_seq;           /* sequences */
     int32_t n_ctx;           /* max tokens per sequence */
     int32_t n_swa;           /* window of the window layers, 0 = none */
-    enum hearth_kv_type type;
-    size_t elem_len;         /* bytes per element: 2 (f16) or 4 (f32) */
+    enum hearth_kv_type type[2]; /* K's and V's */
+    size_t row_len[2];       /* bytes of one token's K row, and of its V row */
     uint8_t *group;          /* [n_layer] pool of each layer: 0 full, 1 window, KV_NONE none */
     int32_t *slot;           /* [n_layer] the layer's index among its pool's host layers; -1
                                 for a layer not on the host or without K/V */
@@ -133,8 +153,26 @@ struct kv_cache {
 int32_t kv_window_blocks(int32_t n_seq, int32_t n_ctx, int32_t n_swa, int32_t n_batch,
                          int32_t block_tokens);
 
+/* The element type of a cache of type t, as the kernels name it. */
+static inline enum dtype kv_dtype(enum hearth_kv_type t)
+{
+    return t == HEARTH_KV_F32    ? DTYPE_F32
+           : t == HEARTH_KV_Q8_0 ? DTYPE_Q8_0
+           : t == HEARTH_KV_Q4_0 ? DTYPE_Q4_0
+                                 : DTYPE_F16;
+}
+
+/* Bytes of a row of n elements of type t (n a multiple of 32 for the quantized types). */
+size_t kv_row_len(enum hearth_kv_type t, int64_t n);
+
 /* Bytes of K and V of every layer of each pool, host or not (the memory law's sum). */
 size_t kv_bytes(const struct kv_params *p);
+
+/* Bytes one retained block costs: K and V of every layer of each pool for block_tokens tokens. */
+size_t kv_retain_block_len(const struct kv_params *p);
+
+/* Bytes the cached blocks hold now (K and V of every layer of each pool, host or not). */
+size_t kv_cached_bytes(const struct kv_cache *kv);
 
 /*
  * Sets up an empty cache as p describes. HEARTH_EINVAL for a dimension
@@ -189,7 +227,8 @@ void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t
 static inline uint8_t *kv_layer_base(const struct kv_cache *kv, int32_t l, int which)
 {
     const struct kv_pool *p = &kv->pool[kv->group[l]];
-    return p->mem + ((size_t)kv->slot[l] * 2 + (size_t)which) * p->layer_len;
+    return p->mem + (size_t)kv->slot[l] * (p->layer_len[0] + p->layer_len[1]) +
+           (which ? p->layer_len[0] : 0);
 }
 
 /* Sequence seq's block table for layer l's pool (entries of released blocks are -1). */
@@ -204,7 +243,7 @@ static inline void *kv_row(const struct kv_cache *kv, int32_t l, int which, int3
 {
     int32_t b = kv_layer_blocks(kv, l, seq)[pos / kv->block_tokens];
     size_t tok = (size_t)b * kv->block_tokens + (size_t)(pos % kv->block_tokens);
-    return kv_layer_base(kv, l, which) + tok * (size_t)kv->kv_dim * kv->elem_len;
+    return kv_layer_base(kv, l, which) + tok * kv->row_len[which];
 }
 
 /* Blocks in use by sequences (refcount > 0), over all pools. */

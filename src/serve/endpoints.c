@@ -108,6 +108,7 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_PROMPT_TOKENS]     = (double)st.prompt_tokens_total;
     v[M_GENERATED_TOKENS]  = (double)st.generated_tokens_total;
     v[M_PREFIX_HIT_TOKENS] = (double)st.prefix_hit_tokens_total;
+    v[M_PREFIX_MISS_TOKENS] = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
     v[M_PREFILL_SECONDS]   = st.prefill_seconds_total;
     v[M_DECODE_SECONDS]    = st.decode_seconds_total;
     double computed        = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
@@ -126,6 +127,9 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_KV_BLOCKS_USED]    = st.kv_blocks_used;
     v[M_KV_BLOCKS_CACHED]  = st.kv_blocks_cached;
     v[M_KV_BLOCKS_CAPACITY] = st.kv_blocks_total;
+    v[M_CACHE_RAM_BYTES]     = (double)st.cache_bytes;
+    v[M_CACHE_RAM_CAP_BYTES] = (double)st.cache_cap_bytes;
+    v[M_CACHE_RAM_EVICTED]   = (double)st.cache_evicted;
     v[M_READY]              = s->ready ? 1 : 0;
     s->metrics.n_stages =
         s->sched ? sched_stages(s->sched, s->metrics.stages, METRICS_MAX_STAGES) : 0;

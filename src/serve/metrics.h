@@ -40,6 +40,8 @@
       "Tokens generated.")                                                                     \
     X(M_PREFIX_HIT_TOKENS, "hearth_prefix_cache_hit_tokens_total", counter, NONE,              \
       "Prompt tokens reused from the prefix cache instead of computed.")                       \
+    X(M_PREFIX_MISS_TOKENS, "hearth_prefix_cache_miss_tokens_total", counter, NONE,            \
+      "Prompt tokens the prefix cache did not hold, so computed.")                             \
     X(M_PREFILL_SECONDS, "hearth_prefill_seconds_total", counter, NONE,                        \
       "Engine time spent computing prompts.")                                                  \
     X(M_DECODE_SECONDS, "hearth_decode_seconds_total", counter, NONE,                          \
@@ -70,6 +72,13 @@
       "KV cache blocks kept only for prefix reuse (evictable).")                               \
     X(M_KV_BLOCKS_CAPACITY, "hearth_kv_blocks_capacity", gauge, NONE,                          \
       "KV cache blocks in the pool.")                                                          \
+    X(M_CACHE_RAM_BYTES, "hearth_cache_ram_bytes", gauge, NONE,                                \
+      "K/V bytes the prefix cache keeps in memory for no running request.")                   \
+    X(M_CACHE_RAM_CAP_BYTES, "hearth_cache_ram_cap_bytes", gauge, NONE,                        \
+      "The cap on hearth_cache_ram_bytes (--cache-ram in whole blocks); -1: none, the "        \
+      "cache keeps what the idle slots' blocks hold.")                                         \
+    X(M_CACHE_RAM_EVICTED, "hearth_cache_ram_evicted_blocks_total", counter, NONE,             \
+      "KV blocks the prefix cache dropped, to make room or to stay within its cap.")          \
     X(M_READY, "hearth_ready", gauge, NONE,                                                    \
       "1 once the model is loaded and requests are served, 0 while loading.")                  \
     X(M_STAGE_WEIGHT_BYTES, "hearth_stage_weight_bytes", gauge, NONE,                          \

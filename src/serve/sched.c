@@ -846,12 +846,17 @@ static void step(struct sched *s)
 static void publish_stats(struct sched *s)
 {
     int32_t used = 0, cached = 0, total = 0;
+    struct hearth_cache_stats cs;
     hearth_kv_stats(s->ctx, &used, &cached, &total);
+    hearth_cache_stats(s->ctx, &cs);
     pthread_mutex_lock(&s->mu);
     copy_totals_locked(s);
     s->stats.kv_blocks_used   = used;
     s->stats.kv_blocks_cached = cached;
     s->stats.kv_blocks_total  = total;
+    s->stats.cache_bytes      = cs.bytes;
+    s->stats.cache_cap_bytes  = cs.cap_bytes;
+    s->stats.cache_evicted    = cs.evicted;
     for (int32_t i = 0; i < s->n_slots; i++) {
         const struct slot *sl = &s->slots[i];
         s->info[i]            = (struct sched_slot_info){
@@ -1048,6 +1053,9 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     cp.n_batch                      = p->n_batch;
     cp.n_threads                    = p->n_threads;
     cp.n_state_snapshots            = p->n_state_snapshots;
+    cp.cache_bytes                  = p->cache_bytes > 0 ? p->cache_bytes : -1;
+    cp.kv_type                      = (enum hearth_kv_type)p->kv_type;
+    cp.kv_type_v                    = (enum hearth_kv_type)p->kv_type_v;
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
     if ((p->spec.ngram || p->spec.draft_model || p->spec.mtp) && hearth_model_is_recurrent(model))
         cp.n_keep_states = p->spec.draft_max + 1 > 64 ? 64 : p->spec.draft_max + 1;

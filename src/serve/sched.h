@@ -141,6 +141,10 @@ struct sched_params {
     int32_t max_queue;   /* jobs waiting beyond the slots before sched_submit refuses */
     int n_threads;
     int32_t n_state_snapshots; /* recurrent models: state snapshots per slot (--ctx-checkpoints) */
+    int kv_type, kv_type_v;    /* enum hearth_kv_type of K and V (--cache-type-k, -v) */
+    int64_t cache_bytes;       /* the prefix cache's cap (--cache-ram): K/V of finished requests
+                                  kept on top of the slots' own; 0 = no memory of its own (it
+                                  keeps what the idle slots' blocks hold) */
     struct sched_spec spec;    /* all zero: no speculation */
 };
 
@@ -179,6 +183,9 @@ struct sched_slot_info {
 struct sched_stats {
     int32_t n_slots, slots_busy, queue_depth;
     int32_t kv_blocks_used, kv_blocks_cached, kv_blocks_total;
+    uint64_t cache_bytes;     /* K/V bytes the prefix cache holds (the RAM tier) */
+    int64_t cache_cap_bytes;  /* its cap, -1 = none (the slots' free blocks) */
+    int64_t cache_evicted;    /* blocks it dropped */
     uint64_t prompt_tokens_total, generated_tokens_total, prefix_hit_tokens_total;
     double prefill_seconds_total, decode_seconds_total; /* engine time spent */
     uint64_t spec_drafted[SCHED_N_DRAFTERS];  /* tokens drafted, by drafter */

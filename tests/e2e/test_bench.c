@@ -424,6 +424,49 @@ static void test_hearth_conversation(void **state)
     srv_stop(&s);
 }
 
+/*
+ * First turns only: with the shared system prompt every session after the
+ * first finds it cached; with --own-system no first turn finds anything.
+ */
+static void test_hearth_conversation_own_system(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    struct srv s;
+    srv_start(&s, (const char *[]){"--parallel", "2", "--ctx-size", "512", NULL});
+    long cached[2];
+    for (int own = 0; own < 2; own++) {
+        char *dir = tu_tmpdir();
+        char json[512];
+        snprintf(json, sizeof json, "%s", in_dir(dir, "run.json"));
+        const char *args[] = {s.base, "--workload", "conversation", "--sessions", "3", "--turns",
+                              "1", "--prompt-tokens", "64", "--max-tokens", "4", "--seed",
+                              "5", "--json", json, "--no-progress",
+                              own ? "--own-system" : NULL, NULL};
+        char *out = NULL, *err = NULL;
+        bench_expect(args, 0, &out, &err);
+        cJSON *cells = json_cells(json, 1);
+        assert_int_equal(cell_int(cells, 0, "requests"), 3);
+        assert_cell_clean(cells, 0);
+        cached[own] = cell_int(cells, 0, "cached_tokens");
+        cJSON_Delete(cells);
+        free(out);
+        free(err);
+        tu_rmtree(dir);
+        free(dir);
+    }
+    print_message("first turns' cached tokens: %ld with one system prompt, %ld with one each\n",
+                  cached[0], cached[1]);
+    assert_true(cached[0] >= 2 * 64);
+    assert_int_equal(cached[1], 0);
+    const char *bad[] = {s.base, "--own-system", "--no-progress", NULL};
+    char *out = NULL, *err = NULL;
+    bench_expect(bad, 2, &out, &err);
+    assert_non_null(strstr(err, "--own-system goes with the conversation workload"));
+    free(out);
+    free(err);
+    srv_stop(&s);
+}
+
 /* Requests sharing a long prefix: the server's cache serves it. */
 static void test_hearth_prefix_share(void **state)
 {
@@ -591,6 +634,7 @@ int main(void)
         cmocka_unit_test_teardown(test_hearth_completion, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_hearth_chat, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_hearth_conversation, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_hearth_conversation_own_system, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_hearth_prefix_share, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_compare_hearth_same_model, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_compare_hearth_other_model, srv_kill_leftovers),

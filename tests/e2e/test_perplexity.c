@@ -1,7 +1,8 @@
 /*
  * test_perplexity.c: `hearth perplexity` against llama.cpp's figures in
  * ../shared/reference/perplexity.tsv: every row, within 0.2% for
- * F32/F16/BF16/Q8_0/Q4_0 weights and 0.5% for the lower-bit types.
+ * F32/F16/BF16/Q8_0/Q4_0 weights and 0.5% for the lower-bit types; and
+ * with a quantized K/V cache against perplexity-kv.tsv, within 0.3%.
  */
 #include <dirent.h>
 #include <math.h>
@@ -95,6 +96,92 @@ static void test_perplexity_matches_llama_cpp(void **state)
     free(text);
     assert_true(checked > 0);
     assert_int_equal(ok, checked);
+}
+
+/*
+ * With K and V both in the cache type of perplexity-kv.tsv's row (q8_0):
+ * within 0.3% of llama.cpp's figure with the same cache, and not the f16
+ * cache's figure (the rows really are stored quantized).
+ */
+static void test_quantized_cache_matches_llama_cpp(void **state)
+{
+    (void)state;
+    TU_SHARED_OR_SKIP(tsv, "reference/perplexity-kv.tsv");
+    char *text = tu_read_file(tsv, NULL);
+    assert_non_null(text);
+    int checked = 0;
+    char *save = NULL;
+    strtok_r(text, "\n", &save);
+    for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *s2 = NULL;
+        char *model = strtok_r(line, "\t", &s2), *txt = strtok_r(NULL, "\t", &s2),
+             *ctx = strtok_r(NULL, "\t", &s2), *type = strtok_r(NULL, "\t", &s2),
+             *ref = strtok_r(NULL, "\t", &s2);
+        assert_non_null(ref);
+        char rm[256], rt[256];
+        snprintf(rm, sizeof rm, "models/%s", model);
+        snprintf(rt, sizeof rt, "reference/%s", txt);
+        const char *mp = tu_shared(rm), *tp = tu_shared(rt);
+        assert_non_null(mp);
+        assert_non_null(tp);
+        double got[2];
+        for (int q = 0; q < 2; q++) {
+            const char *argv[] = {tu_bin(), "perplexity", "-m", mp, "-f", tp, "-c", ctx, "-t",
+                                  "2", "-ctk", q ? type : "f16", "-ctv", q ? type : "f16", NULL};
+            char *out = NULL, *err = NULL;
+            assert_int_equal(tu_run(argv, NULL, &out, &err, 300), 0);
+            const char *fin = strstr(out, "Final estimate: PPL = ");
+            assert_non_null(fin);
+            got[q] = atof(fin + strlen("Final estimate: PPL = "));
+            free(out);
+            free(err);
+        }
+        const double want = atof(ref), diff = fabs(got[1] - want) / want * 100;
+        print_message("%-24s ctx %s K/V %s: llama.cpp %.4f hearth %.4f diff %.4f%% (max 0.3%%); "
+                      "f16 %.4f\n", model, ctx, type, want, got[1], diff, got[0]);
+        assert_true(diff <= 0.3);
+        assert_true(got[1] != got[0]);
+        checked++;
+    }
+    free(text);
+    assert_true(checked > 0);
+}
+
+/* Cache types the model or the backend cannot hold are refused with the reason. */
+static void test_cache_types_refused_with_the_reason(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "stories260K.gguf");
+    TU_SHARED_OR_SKIP(text, "reference/prose.txt");
+    static const char *const cases[][3] = {
+        {"-ctv", "q4_0", "-ctv takes f16, f32 or q8_0, got 'q4_0'"},
+        {"-ctk", "q5_1", "-ctk takes f16, f32, q8_0 or q4_0, got 'q5_1'"},
+        /* stories260K's heads have 8 values */
+        {"-ctk", "q8_0", "heads have 8; use f16"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "64",
+                              cases[i][0], cases[i][1], NULL};
+        char *out = NULL, *err = NULL;
+        const int rc = tu_run(argv, NULL, &out, &err, 120);
+        print_message("%s %s: exit %d: %s", cases[i][0], cases[i][1], rc, err);
+        assert_true(rc == 1 || rc == 2);
+        assert_non_null(strstr(err, cases[i][2]));
+        free(out);
+        free(err);
+    }
+    /* the Vulkan backend keeps f16 or f32 K/V: on a device, a quantized cache is refused */
+    TU_MODEL_OR_SKIP(tiny, "tiny-llama-spm-f32.gguf");
+    const char *argv[] = {tu_bin(), "perplexity", "-m", tiny, "-f", text, "-c", "64", "-ngl",
+                          "99", "-ctk", "q8_0", "-ctv", "q8_0", NULL};
+    char *out = NULL, *err = NULL;
+    const int rc = tu_run(argv, NULL, &out, &err, 120);
+    print_message("-ngl 99 -ctk q8_0 -ctv q8_0: exit %d: %s", rc, err);
+    assert_int_equal(rc, 1);
+    assert_true(strstr(err, "a quantized cache runs on the CPU") ||
+                strstr(err, "cannot be used")); /* no device here */
+    free(out);
+    free(err);
 }
 
 static void test_too_short_text_is_an_error(void **state)
@@ -484,6 +571,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perplexity_matches_llama_cpp),
+        cmocka_unit_test(test_quantized_cache_matches_llama_cpp),
+        cmocka_unit_test(test_cache_types_refused_with_the_reason),
         cmocka_unit_test(test_too_short_text_is_an_error),
         cmocka_unit_test(test_layer_split_prints_the_same_figures),
         cmocka_unit_test(test_chunks_scores_the_first_n),

@@ -17,7 +17,12 @@
  * lines starting with # and the header skipped) and asserts hearth's text is
  * llama.cpp's byte for byte.
  */
-static void check_greedy_tsv(const char *tsv, const char *label)
+/*
+ * Runs every row of a greedy TSV (model, prompt, n, [ctk, ctv,] continuation)
+ * and wants llama.cpp's continuation byte for byte; kv_cols: the rows name
+ * the K and V cache types.
+ */
+static void check_greedy_tsv(const char *tsv, const char *label, bool kv_cols)
 {
     char *text = tu_read_file(tsv, NULL);
     assert_non_null(text);
@@ -31,24 +36,26 @@ static void check_greedy_tsv(const char *tsv, const char *label)
             header = false;
             continue;
         }
-        char *f[4], *s2 = NULL;
+        const int nf = kv_cols ? 6 : 4;
+        char *f[6], *s2 = NULL;
         f[0] = strtok_r(line, "\t", &s2);
-        for (int i = 1; i < 4; i++)
-            f[i] = strtok_r(NULL, i == 3 ? "" : "\t", &s2);
-        assert_non_null(f[3]);
-        tu_unescape(f[3]);
+        for (int i = 1; i < nf; i++)
+            f[i] = strtok_r(NULL, i == nf - 1 ? "" : "\t", &s2);
+        assert_non_null(f[nf - 1]);
+        char *want = f[nf - 1];
+        tu_unescape(want);
         const char *model = tu_model(f[0]);
         assert_non_null(model);
-        const char *argv[] = {tu_bin(), "run", "-m", model, "-p", f[1], "-n", f[2],
-                              "--temp", "0", "-t", "2", NULL};
+        const char *argv[] = {tu_bin(), "run", "-m", model, "-p", f[1], "-n", f[2], "--temp", "0",
+                              "-t", "2", kv_cols ? "-ctk" : NULL, f[3], "-ctv", f[4], NULL};
         char *out = NULL, *err = NULL;
         int rc = tu_run(argv, NULL, &out, &err, 120);
         rows++;
-        if (rc == 0 && !strcmp(out, f[3])) {
+        if (rc == 0 && !strcmp(out, want)) {
             matched++;
         } else {
             print_message("row %d (%s, \"%s\"): rc %d\n  want: %s\n  got:  %s\n  stderr: %s\n",
-                          rows, f[0], f[1], rc, f[3], out, err);
+                          rows, f[0], f[1], rc, want, out, err);
         }
         free(out);
         free(err);
@@ -63,7 +70,7 @@ static void test_greedy_matches_llama_cpp(void **state)
 {
     (void)state;
     TU_SHARED_OR_SKIP(tsv, "reference/greedy.tsv");
-    check_greedy_tsv(tsv, "greedy.tsv");
+    check_greedy_tsv(tsv, "greedy.tsv", false);
 }
 
 /*
@@ -75,7 +82,7 @@ static void test_greedy_ties_match_llama_cpp(void **state)
 {
     (void)state;
     TU_SHARED_OR_SKIP(tsv, "reference/greedy-ties.tsv");
-    check_greedy_tsv(tsv, "greedy-ties.tsv");
+    check_greedy_tsv(tsv, "greedy-ties.tsv", false);
 }
 
 /* The newer architectures' rows, recorded in this repository (see the file's header). */
@@ -89,7 +96,17 @@ static void test_greedy_models_match_llama_cpp(void **state)
     (void)moe;
     (void)hybrid;
     (void)dense;
-    check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-llamacpp.tsv", "greedy-llamacpp.tsv");
+    check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-llamacpp.tsv", "greedy-llamacpp.tsv", false);
+}
+
+/* Quantized K/V caches (q8_0, q4_0 for K) against llama.cpp's flash-attention path. */
+static void test_greedy_quantized_cache_matches_llama_cpp(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "tiny-llama-spm-f32.gguf");
+    (void)model;
+    check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-kv-llamacpp.tsv", "greedy-kv-llamacpp.tsv",
+                     true);
 }
 
 /*
@@ -394,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_greedy_matches_llama_cpp),
         cmocka_unit_test(test_greedy_ties_match_llama_cpp),
         cmocka_unit_test(test_greedy_models_match_llama_cpp),
+        cmocka_unit_test(test_greedy_quantized_cache_matches_llama_cpp),
         cmocka_unit_test(test_mtp_layers_ignored_with_a_note),
         cmocka_unit_test(test_seeded_sampling_is_reproducible),
         cmocka_unit_test(test_timings_on_stderr),

@@ -150,6 +150,7 @@ static void test_tables_complete(void **state)
         assert_non_null(K->gelu_mul);
         assert_non_null(K->axpy_f32);
         assert_non_null(K->scale_f32);
+        assert_non_null(K->mad_f32);
         assert_non_null(K->f32_to_f16);
         assert_non_null(K->attn_rows);
         assert_non_null(K->attn_rows_f16);
@@ -1512,6 +1513,13 @@ static void test_axpy_scale(void **state)
             ks[k]->scale_f32(y, -1.7f, n);
             ref_scale_f32(yr, -1.7f, n);
             assert_memory_equal(y, yr, (size_t)n * sizeof(float));
+            /* mad_f32: one rounding per element, so the same bits everywhere */
+            memcpy(y, y0, (size_t)n * sizeof(float));
+            ks[k]->mad_f32(y, x, alpha, n);
+            for (int64_t i = 0; i < n; i++)
+                if (y[i] != fmaf(x[i], alpha, y0[i]))
+                    fail_msg("%s: mad_f32 n=%lld [%lld] %.9g, fmaf %.9g", ks[k]->name,
+                             (long long)n, (long long)i, y[i], fmaf(x[i], alpha, y0[i]));
 
             free(x);
             free(y0);
@@ -1871,6 +1879,172 @@ static void test_attn_row_f16(void **state)
                   "max error vs double %.3g (relative, per sqrt(keys))\n", checked, worst);
 }
 
+/*
+ * attn_rows_quant's definition, written out for one row with table k's type
+ * kernels: the query converted to K's vec_dot type, a score per key, an
+ * online softmax with expf, values converted to f32 and added with fmaf,
+ * rounded to f16 after each step when V is f16.
+ */
+static void attn_quant_def(const struct kernels *k, float *out, const float *q, int32_t hd,
+                           const struct attn_kv *kv, int32_t j0, int32_t j1, float scale)
+{
+    const struct type_kernels *kt = &k->type[kv->kt];
+    uint8_t qq[128 * 4];
+    float acc[128] = {0}, v[128];
+    k->type[kt->vec_dot_type].from_float(q, qq, hd);
+    float M = -INFINITY, S = 0;
+    for (int32_t j = j0; j <= j1; j++) {
+        float s;
+        kt->vec_dot(hd, &s, attn_kv_row(kv->k, kv, j), qq);
+        s *= scale;
+        float ms = 1, vs = 1;
+        if (s > M) {
+            ms = expf(M - s);
+            M  = s;
+        } else {
+            vs = expf(s - M);
+        }
+        k->type[kv->vt].to_float(attn_kv_vrow(kv, j), v, hd);
+        for (int32_t d = 0; d < hd; d++) {
+            float a = acc[d] * ms;
+            if (kv->vt == DTYPE_F16)
+                a = fp16_to_fp32(fp32_to_fp16(a));
+            a = fmaf(v[d], vs, a);
+            acc[d] = kv->vt == DTYPE_F16 ? fp16_to_fp32(fp32_to_fp16(a)) : a;
+        }
+        S = fmaf(S, ms, vs);
+    }
+    for (int32_t d = 0; d < hd; d++)
+        out[d] = acc[d] * (S == 0 ? 0 : 1 / S);
+}
+
+/* Attention in double over the cache's dequantized K and V, the query as K's dot sees it. */
+static void attn_quant_double(const struct kernels *k, float *out, const float *q, int32_t hd,
+                              const struct attn_kv *kv, int32_t j0, int32_t j1, float scale)
+{
+    const struct type_kernels *kt = &k->type[kv->kt];
+    uint8_t qq[128 * 4];
+    float qf[128], kr[128], vr[128];
+    k->type[kt->vec_dot_type].from_float(q, qq, hd);
+    k->type[kt->vec_dot_type].to_float(qq, qf, hd);
+    double m = -INFINITY, sum = 0, acc[128] = {0}, sc[512];
+    for (int32_t j = j0; j <= j1; j++) {
+        kt->to_float(attn_kv_row(kv->k, kv, j), kr, hd);
+        double s = 0;
+        for (int32_t d = 0; d < hd; d++)
+            s += (double)qf[d] * kr[d];
+        sc[j - j0] = s * scale;
+        m          = fmax(m, sc[j - j0]);
+    }
+    for (int32_t j = j0; j <= j1; j++) {
+        k->type[kv->vt].to_float(attn_kv_vrow(kv, j), vr, hd);
+        const double p = exp(sc[j - j0] - m);
+        sum += p;
+        for (int32_t d = 0; d < hd; d++)
+            acc[d] += p * vr[d];
+    }
+    for (int32_t d = 0; d < hd; d++)
+        out[d] = (float)(acc[d] / sum);
+}
+
+/*
+ * attn_rows_quant over caches of mixed and quantized types: with every table
+ * the bits of the definition written out with that table's type kernels,
+ * one row at a time and a lane set together; and attention, within the
+ * rounding of an f32 (or f16) accumulator, of a double computation over the
+ * same quantized rows.
+ */
+static void test_attn_rows_quant(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    enum { TOKENS = 200, BT = 16, NBLK = (TOKENS + BT - 1) / BT };
+    static const enum dtype types[][2] = {{DTYPE_Q8_0, DTYPE_Q8_0}, {DTYPE_Q4_0, DTYPE_Q8_0},
+                                          {DTYPE_Q8_0, DTYPE_F16},  {DTYPE_Q4_0, DTYPE_F16},
+                                          {DTYPE_F16, DTYPE_Q8_0},  {DTYPE_F16, DTYPE_F32}};
+    static const int32_t hds[]       = {32, 64, 128};
+    static const int32_t ranges[][2] = {{0, 199}, {0, 0}, {7, 7}, {100, 140}, {63, 130}};
+    const struct kernels *ref        = kernels_ref();
+    int checked                      = 0;
+    double worst[2]                  = {0, 0};
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
+            const enum dtype kt = types[ti][0], vt = types[ti][1];
+            const int32_t hd = hds[hi], kv_dim = 2 * hd;
+            const size_t krow = dtype_row_len(kt, kv_dim), vrow = dtype_row_len(vt, kv_dim);
+            uint8_t *kpool = xmalloc(NBLK * BT * krow), *vpool = xmalloc(NBLK * BT * vrow);
+            int32_t blocks[NBLK];
+            for (int b = 0; b < NBLK; b++)
+                blocks[b] = (b * 5 + 3) % NBLK;
+            float *x = xmalloc((size_t)kv_dim * sizeof(float));
+            for (int b = 0; b < NBLK * BT; b++) {
+                fill_normal(x, kv_dim, 1.0f);
+                ref->type[kt].from_float(x, kpool + (size_t)b * krow, kv_dim);
+                fill_normal(x, kv_dim, 1.0f);
+                ref->type[vt].from_float(x, vpool + (size_t)b * vrow, kv_dim);
+            }
+            const struct attn_kv akv = {.k = kpool + krow / 2, .v = vpool + vrow / 2,
+                                        .blocks = blocks, .block_len = BT * krow,
+                                        .row_len = krow, .block_tokens = BT, .kt = kt, .vt = vt,
+                                        .v_block_len = BT * vrow, .v_row_len = vrow};
+            float *qs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
+            float *outs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
+            float want[128], dbl[128];
+            float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
+            fill_normal(qs, ATTN_LANES * hd, 2.0f);
+            const float scale = 1.0f / sqrtf((float)hd);
+            const float *qr[ATTN_LANES];
+            float *outr[ATTN_LANES];
+            int32_t rj0[ATTN_LANES], rj1[ATTN_LANES];
+            for (int32_t r = 0; r < ATTN_LANES; r++) {
+                qr[r]   = qs + (size_t)r * hd;
+                outr[r] = outs + (size_t)r * hd;
+            }
+            for (size_t c = 0; c <= sizeof ranges / sizeof *ranges; c++) {
+                /* the ranges one row at a time, then eight rows with their own */
+                const int32_t nq = c < sizeof ranges / sizeof *ranges ? 1 : ATTN_LANES;
+                for (int32_t r = 0; r < nq; r++) {
+                    rj0[r] = nq == 1 ? ranges[c][0] : r % 3 == 2 ? 40 + r : 0;
+                    rj1[r] = nq == 1 ? ranges[c][1] : 150 + 6 * r;
+                }
+                for (int k = 0; k < nk; k++) {
+                    memset(outs, 0xff, (size_t)ATTN_LANES * hd * sizeof(float));
+                    attn_rows_quant(ks[k], outr, qr, nq, hd, &akv, rj0, rj1, scale, scratch);
+                    for (int32_t r = 0; r < nq; r++) {
+                        attn_quant_def(ks[k], want, qr[r], hd, &akv, rj0[r], rj1[r], scale);
+                        if (memcmp(outr[r], want, (size_t)hd * sizeof(float)) != 0)
+                            fail_msg("%s: attn_rows_quant K %s V %s hd %d, row %d of %d "
+                                     "[%d, %d] differs from its definition",
+                                     ks[k]->name, dtype_name(kt), dtype_name(vt), hd, r, nq,
+                                     rj0[r], rj1[r]);
+                        attn_quant_double(ks[k], dbl, qr[r], hd, &akv, rj0[r], rj1[r], scale);
+                        for (int32_t d = 0; d < hd; d++) {
+                            const double e = fabs((double)want[d] - dbl[d]) /
+                                             (1.0 + fabs((double)dbl[d])) /
+                                             sqrt((double)(rj1[r] - rj0[r] + 1));
+                            worst[vt == DTYPE_F16] = fmax(worst[vt == DTYPE_F16], e);
+                            if (e > (vt == DTYPE_F16 ? 0x1p-9 : 0x1p-18))
+                                fail_msg("K %s V %s hd %d [%d, %d] d %d: %.9g, in double "
+                                         "%.9g", dtype_name(kt), dtype_name(vt), hd, rj0[r],
+                                         rj1[r], d, want[d], dbl[d]);
+                        }
+                        checked++;
+                    }
+                }
+            }
+            free(scratch);
+            free(outs);
+            free(qs);
+            free(x);
+            free(vpool);
+            free(kpool);
+        }
+    print_message("attn_rows_quant: %d rows equal to the definition; max error vs double %.3g "
+                  "(f32 values), %.3g (f16 values), relative per sqrt(keys)\n",
+                  checked, worst[0], worst[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1891,6 +2065,7 @@ int main(void)
         cmocka_unit_test(test_gemm8_matches_vec_dot),
         cmocka_unit_test(test_attn_rows),
         cmocka_unit_test(test_attn_row_f16),
+        cmocka_unit_test(test_attn_rows_quant),
         cmocka_unit_test(test_axpy_scale),
         cmocka_unit_test(test_f16_rows),
     };

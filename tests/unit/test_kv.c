@@ -12,7 +12,7 @@ static enum hearth_status init(struct kv_cache *kv, int32_t n_layer, int32_t kv_
     char err[256];
     const struct kv_params p = {.n_layer = n_layer, .kv_dim = kv_dim, .n_seq = n_seq,
                                 .n_ctx = n_ctx, .block_tokens = block_tokens,
-                                .n_blocks = n_blocks, .type = type};
+                                .n_blocks = n_blocks, .type = type, .type_v = type};
     return kv_init(kv, &p, err, sizeof err);
 }
 
@@ -106,7 +106,8 @@ static void test_bad_dimensions_are_refused(void **state)
     struct kv_cache kv;
     assert_int_equal(init(&kv, 0, 4, 1, 64, 16, 4, HEARTH_KV_F16), HEARTH_EINVAL);
     struct kv_params p = {.n_layer = 22, .kv_dim = 256, .n_seq = 1, .n_ctx = 8192,
-                          .block_tokens = 32, .n_blocks = 256, .type = HEARTH_KV_F16};
+                          .block_tokens = 32, .n_blocks = 256, .type = HEARTH_KV_F16,
+                          .type_v = HEARTH_KV_F16};
     assert_int_equal(kv_bytes(&p), (size_t)22 * 2 * 256 * 32 * 256 * 2);
 }
 
@@ -225,7 +226,7 @@ static void init_window(struct kv_cache *kv, int32_t n_seq, int32_t n_ctx, int32
     char err[256];
     const struct kv_params p = {.n_layer = 3, .kv_dim = 4, .n_seq = n_seq, .n_ctx = n_ctx,
                                 .block_tokens = 8, .n_blocks = n_seq * ((n_ctx + 7) / 8),
-                                .type = HEARTH_KV_F32,
+                                .type = HEARTH_KV_F32, .type_v = HEARTH_KV_F32,
                                 .swa = swa3, .n_swa = 20, .n_blocks_swa = n_blocks_swa};
     assert_int_equal(kv_init(kv, &p, err, sizeof err), HEARTH_OK);
 }
@@ -446,6 +447,7 @@ static void test_all_window_layers_need_no_full_pool(void **state)
     const bool swa[2] = {true, true};
     const struct kv_params p = {.n_layer = 2, .kv_dim = 4, .n_seq = 2, .n_ctx = 200,
                                 .block_tokens = 8, .n_blocks = 50, .type = HEARTH_KV_F16,
+                                .type_v = HEARTH_KV_F16,
                                 .swa = swa, .n_swa = 20, .n_blocks_swa = 20};
     assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
     assert_int_equal(kv.pool[0].n_layer, 0);
@@ -471,6 +473,7 @@ static void test_kv_bytes_counts_the_window_pool(void **state)
         swa[i] = i % 6 < 5;
     struct kv_params p = {.n_layer = 62, .kv_dim = 2048, .n_seq = 1, .n_ctx = 32768,
                           .block_tokens = 32, .n_blocks = 1024, .type = HEARTH_KV_F16,
+                          .type_v = HEARTH_KV_F16,
                           .swa = swa, .n_swa = 1024};
     const size_t block = (size_t)2 * 32 * 2048 * 2; /* K and V of one layer's block */
     assert_int_equal(kv_bytes(&p), 62 * 1024 * block);
@@ -496,6 +499,7 @@ static void test_layers_without_kv_take_no_pool_space(void **state)
         no_kv[i] = i % 4 != 3;
     struct kv_params p = {.n_layer = 8, .kv_dim = 64, .n_seq = 2, .n_ctx = 256,
                           .block_tokens = 16, .n_blocks = 32, .type = HEARTH_KV_F16,
+                          .type_v = HEARTH_KV_F16,
                           .no_kv = no_kv};
     const size_t block = (size_t)2 * 16 * 64 * 2;
     assert_int_equal(kv_bytes(&p), 2 * 32 * block);
@@ -537,6 +541,7 @@ static void test_device_layers_own_their_memory(void **state)
     const bool host[4] = {true, false, false, true};
     struct kv_params p = {.n_layer = 4, .kv_dim = 4, .n_seq = 2, .n_ctx = 64,
                           .block_tokens = 16, .n_blocks = 8, .type = HEARTH_KV_F32,
+                          .type_v = HEARTH_KV_F32,
                           .host = host};
     struct kv_cache kv;
     char err[256];
@@ -579,6 +584,178 @@ static void test_device_layers_own_their_memory(void **state)
     kv_free(&kv);
 }
 
+/* K q8_0 and V f16: rows of their own lengths, K and V apart, copied apart. */
+static void test_quantized_k_and_f16_v_have_their_own_rows(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    char err[256];
+    const struct kv_params p = {.n_layer = 2, .kv_dim = 64, .n_seq = 2, .n_ctx = 64,
+                                .block_tokens = 16, .n_blocks = 8, .type = HEARTH_KV_Q8_0,
+                                .type_v = HEARTH_KV_F16};
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv.row_len[0], 2 * 34);
+    assert_int_equal(kv.row_len[1], 64 * 2);
+    assert_int_equal(kv_bytes(&p), (size_t)2 * 8 * 16 * (68 + 128));
+    assert_int_equal(kv_retain_block_len(&p), (size_t)2 * 16 * (68 + 128));
+    assert_ptr_equal(kv_layer_base(&kv, 1, 0), kv.pool[0].mem + 8 * 16 * (68 + 128));
+    assert_ptr_equal(kv_layer_base(&kv, 1, 1), kv_layer_base(&kv, 1, 0) + 8 * 16 * 68);
+    /* every row of both sequences written with its own byte, then read back */
+    int32_t tok[40];
+    fill_tokens(tok, 40, 1);
+    assert_int_equal(kv_reserve(&kv, 0, 40, err, sizeof err), HEARTH_OK);
+    for (int l = 0; l < 2; l++)
+        for (int w = 0; w < 2; w++)
+            for (int pos = 0; pos < 40; pos++)
+                memset(kv_row(&kv, l, w, 0, pos), l * 100 + w * 50 + pos, kv.row_len[w]);
+    kv.seqs[0].n_tokens = 40;
+    kv_publish(&kv, 0, tok, 40);
+    /* a second sequence shares two blocks and cuts inside the second: a copy of 4 rows */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40), 32);
+    kv_truncate(&kv, 1, 20);
+    assert_int_not_equal(kv_layer_blocks(&kv, 0, 1)[1], kv_layer_blocks(&kv, 0, 0)[1]);
+    for (int l = 0; l < 2; l++)
+        for (int w = 0; w < 2; w++)
+            for (int pos = 0; pos < 20; pos++) {
+                const uint8_t *r = kv_row(&kv, l, w, 1, pos);
+                for (size_t i = 0; i < kv.row_len[w]; i++)
+                    assert_int_equal(r[i], (uint8_t)(l * 100 + w * 50 + pos));
+            }
+    kv_free(&kv);
+}
+
+static void test_quantized_types_are_checked(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    char err[256];
+    struct kv_params p = {.n_layer = 1, .kv_dim = 48, .n_seq = 1, .n_ctx = 32,
+                          .block_tokens = 16, .n_blocks = 2, .type = HEARTH_KV_Q8_0,
+                          .type_v = HEARTH_KV_F16};
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_EINVAL);
+    assert_non_null(strstr(err, "whole 32-value blocks"));
+    p.kv_dim = 64;
+    p.type_v = HEARTH_KV_Q4_0;
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_EINVAL);
+    p.type_v = HEARTH_KV_Q8_0;
+    p.type   = HEARTH_KV_Q4_0;
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv.row_len[0], 2 * 18);
+    assert_int_equal(kv.row_len[1], 2 * 34);
+    kv_free(&kv);
+}
+
+/* ---------------------------------------------------------- retention --- */
+
+/* One pool of n_blocks for the sequences and n_retain more, caching at most n_retain. */
+static void init_retain(struct kv_cache *kv, int32_t n_seq, int32_t n_ctx, int32_t n_retain)
+{
+    char err[256];
+    const struct kv_params p = {.n_layer = 2, .kv_dim = 4, .n_seq = n_seq, .n_ctx = n_ctx,
+                                .block_tokens = 16, .n_blocks = n_seq * ((n_ctx + 15) / 16),
+                                .type = HEARTH_KV_F16, .type_v = HEARTH_KV_F16, .retain = true,
+                                .n_retain = n_retain};
+    assert_int_equal(kv_init(kv, &p, err, sizeof err), HEARTH_OK);
+    assert_int_equal(kv->pool[0].n_blocks, p.n_blocks + n_retain);
+    assert_int_equal(kv_bytes(&p), (size_t)(p.n_blocks + n_retain) * kv_retain_block_len(&p));
+}
+
+/* Runs tokens[0..n) through seq: reserved, written, published, released. */
+static void run_seq(struct kv_cache *kv, int32_t seq, const int32_t *tok, int32_t n)
+{
+    char err[256];
+    int32_t have = kv_reuse_prefix(kv, seq, tok, n);
+    assert_int_equal(kv_reserve(kv, seq, n - have, err, sizeof err), HEARTH_OK);
+    kv->seqs[seq].n_tokens = n;
+    kv_publish(kv, seq, tok, n);
+    kv_truncate(kv, seq, 0);
+}
+
+static void test_retention_never_passes_its_cap(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    char err[256];
+    init_retain(&kv, 2, 64, 5);
+    const size_t block = (size_t)2 * 2 * 16 * 4 * 2; /* 2 layers x K,V x 16 tokens x 4 x f16 */
+    uint64_t r = 12345;
+    int32_t tok[2][64];
+    for (int round = 0; round < 400; round++) {
+        /* two sequences at once, of random lengths, often sharing a start */
+        for (int q = 0; q < 2; q++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            int32_t n = 2 + (int32_t)((r >> 33) % 62);
+            for (int32_t i = 0; i < 64; i++)
+                tok[q][i] = i < 20 && (r >> 20) % 2 ? i : (int32_t)((r >> (i % 40)) % 50);
+            int32_t have = kv_reuse_prefix(&kv, q, tok[q], n);
+            assert_int_equal(kv_reserve(&kv, q, n - have, err, sizeof err), HEARTH_OK);
+            kv.seqs[q].n_tokens = n;
+            kv_publish(&kv, q, tok[q], n);
+        }
+        for (int q = 0; q < 2; q++) {
+            kv_truncate(&kv, q, (int32_t)(round % 3) * 7);
+            assert_true(kv.pool[0].n_cached <= 5);
+            assert_true(kv_cached_bytes(&kv) <= 5 * block);
+            assert_int_equal(kv_cached_bytes(&kv), (size_t)kv.pool[0].n_cached * block);
+            assert_int_equal(kv_used_blocks(&kv) + kv.pool[0].n_cached + kv.pool[0].n_free,
+                             kv.pool[0].n_blocks);
+            kv_truncate(&kv, q, 0);
+        }
+    }
+    assert_true(kv.pool[0].n_evicted > 0);
+    kv_free(&kv);
+}
+
+static void test_a_sequence_past_the_cap_keeps_its_prefix(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    int32_t tok[64];
+    fill_tokens(tok, 64, 11);
+    init_retain(&kv, 1, 64, 2);
+    run_seq(&kv, 0, tok, 64); /* 4 blocks, room to keep 2 */
+    assert_int_equal(kv.pool[0].n_cached, 2);
+    assert_int_equal(kv.pool[0].n_evicted, 2);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, tok, 64), 32);
+    kv_free(&kv);
+}
+
+static void test_a_shared_prefix_outlives_the_tails_that_hang_off_it(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    int32_t a[48], b[48], c[48];
+    fill_tokens(a, 48, 3);
+    memcpy(b, a, sizeof b);
+    for (int i = 32; i < 48; i++)
+        b[i] = 600 + i; /* the same two blocks, then its own */
+    fill_tokens(c, 48, 21);
+    init_retain(&kv, 1, 64, 3);
+    run_seq(&kv, 0, a, 48);
+    run_seq(&kv, 0, b, 48); /* reuses a's first two blocks: 4 cached, so a's tail goes */
+    assert_int_equal(kv.pool[0].n_cached, 3);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, a, 48), 32);
+    kv_truncate(&kv, 0, 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, b, 48), 32); /* at most n - 1 tokens */
+    kv_truncate(&kv, 0, 0);
+    /* without a cap the same runs keep all four */
+    struct kv_cache free_kv;
+    assert_int_equal(init(&free_kv, 2, 4, 1, 64, 16, 8, HEARTH_KV_F16), HEARTH_OK);
+    run_seq(&free_kv, 0, a, 48);
+    run_seq(&free_kv, 0, b, 48);
+    assert_int_equal(free_kv.pool[0].n_cached, 4);
+    assert_int_equal(free_kv.pool[0].cap, -1);
+    kv_free(&free_kv);
+    /* another sequence of two blocks: the oldest leaf (b's tail) goes first, then the
+     * shared prefix's last block, whose child is gone; its first block stays */
+    run_seq(&kv, 0, c, 33);
+    assert_int_equal(kv.pool[0].n_cached, 3);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, c, 33), 32);
+    kv_truncate(&kv, 0, 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, a, 48), 16);
+    kv_free(&kv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -600,6 +777,11 @@ int main(void)
         cmocka_unit_test(test_kv_bytes_counts_the_window_pool),
         cmocka_unit_test(test_layers_without_kv_take_no_pool_space),
         cmocka_unit_test(test_device_layers_own_their_memory),
+        cmocka_unit_test(test_quantized_k_and_f16_v_have_their_own_rows),
+        cmocka_unit_test(test_quantized_types_are_checked),
+        cmocka_unit_test(test_retention_never_passes_its_cap),
+        cmocka_unit_test(test_a_sequence_past_the_cap_keeps_its_prefix),
+        cmocka_unit_test(test_a_shared_prefix_outlives_the_tails_that_hang_off_it),
     };
     return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }

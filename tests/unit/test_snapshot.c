@@ -25,7 +25,8 @@ static void fx_open(struct fx *f, int32_t n_seq, int32_t per_seq)
     char err[256];
     memset(f, 0, sizeof *f);
     const struct kv_params kp = {.n_layer = 1, .kv_dim = 4, .n_seq = n_seq, .n_ctx = 64,
-                                 .block_tokens = BT, .n_blocks = 64, .type = HEARTH_KV_F32};
+                                 .block_tokens = BT, .n_blocks = 64, .type = HEARTH_KV_F32,
+                                 .type_v = HEARTH_KV_F32};
     assert_int_equal(kv_init(&f->kv, &kp, err, sizeof err), HEARTH_OK);
     f->s = snap_new(n_seq, per_seq, STATE_LEN);
     assert_non_null(f->s);

@@ -446,6 +446,12 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
             return st;
         if (kv->group[l] == KV_NONE)
             continue;
+        if (kv->type[0] != kv->type[1] ||
+            (kv->type[0] != HEARTH_KV_F16 && kv->type[0] != HEARTH_KV_F32))
+            return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                        "context: the Vulkan backend keeps K and V both f16 or both f32, not K "
+                        "%s and V %s; a quantized cache runs on the CPU (fewer -ngl layers)",
+                        hearth_kv_type_name(kv->type[0]), hearth_kv_type_name(kv->type[1]));
         const struct kv_pool *p = &kv->pool[kv->group[l]];
         struct vk_kv *k         = &c->kv[l];
         *k = (struct vk_kv){.tables       = c->tables[kv->group[l]],
@@ -454,9 +460,9 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
                             .block_tokens = (uint32_t)kv->block_tokens,
                             .n_seq        = (uint32_t)kv->n_seq,
                             .table_stride = c->stride,
-                            .f16          = kv->type == HEARTH_KV_F16};
-        if ((st = dev_buf(c, p->layer_len, &k->k, err, err_len)) ||
-            (st = dev_buf(c, p->layer_len, &k->v, err, err_len)))
+                            .f16          = kv->type[0] == HEARTH_KV_F16};
+        if ((st = dev_buf(c, p->layer_len[0], &k->k, err, err_len)) ||
+            (st = dev_buf(c, p->layer_len[1], &k->v, err, err_len)))
             return st;
     }
     if ((st = moe_init(ctx, c, err, err_len)))
@@ -534,8 +540,7 @@ static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t 
 {
     struct vk_ctx *c          = vc_of(ctx);
     const struct kv_cache *kv = &ctx->kv;
-    const size_t row = (size_t)kv->kv_dim * kv->elem_len,
-                 blk = (size_t)kv->block_tokens * row;
+    const size_t row = kv->row_len[0], blk = (size_t)kv->block_tokens * row;
     char err[256];
     flush(c);
     for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++) {
