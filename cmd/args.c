@@ -35,6 +35,12 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
     return true;
 }
 
+void usage_lines(FILE *fp, int col, const char *const (*lines)[2], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        fprintf(fp, "  %-*s%s\n", col - 2, lines[i][0], lines[i][1]);
+}
+
 bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out)
 {
     char *end;
@@ -99,12 +105,11 @@ uint64_t host_mem_available(void)
 void cache_types_usage(FILE *fp, int col)
 {
     static const char *const lines[][2] = {
-        {"-ctk, --cache-type-k T", "the K cache: f16 (default), f32, q8_0 or q4_0"},
-        {"-ctv, --cache-type-v T", "the V cache: f16 (default), f32 or q8_0 (quantized caches"},
-        {"", "need heads of a multiple of 32 values and run on the CPU)"},
+        {"--cache-type-k T", "the K cache: f16 (default), f32, q8_0 or q4_0 (also -ctk)"},
+        {"--cache-type-v T", "the V cache: f16 (default), f32 or q8_0 (also -ctv); the"},
+        {"", "quantized ones need heads of a multiple of 32 values, on the CPU"},
     };
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
-        fprintf(fp, "  %-*s%s\n", col - 2, lines[i][0], lines[i][1]);
+    usage_lines(fp, col, lines, sizeof lines / sizeof lines[0]);
 }
 
 bool cache_types_opt(const char *opt)

@@ -36,6 +36,8 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
 bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out);
 /* The host's MemAvailable (/proc/meminfo) in bytes; 0 when unknown. */
 uint64_t host_mem_available(void);
+/* Option lines {option, description} indented by 2, the descriptions from column col. */
+void usage_lines(FILE *fp, int col, const char *const (*lines)[2], size_t n);
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 

@@ -22,8 +22,7 @@ void placement_usage(FILE *fp, int col)
         {"", "contiguous range (or A,B; default equal; also -ts)"},
         {"--layer-split SPEC", "instead: layers per backend in order, \"cpu:12,vulkan0:20\""},
     };
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
-        fprintf(fp, "  %-*s%s\n", col - 2, lines[i][0], lines[i][1]);
+    usage_lines(fp, col, lines, sizeof lines / sizeof lines[0]);
 }
 
 bool placement_opt(const char *opt)

@@ -304,6 +304,28 @@ void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_to
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,
                      int32_t *total);
 
+/*
+ * Writes sequence seq's K/V for its first n tokens (tokens[0..n), the ones
+ * it holds; 1 <= n <= its length) to path: written to a temporary name
+ * beside it, synced and renamed, so a crash leaves no half file. The file
+ * carries the model's fingerprint, the cache's shape and a checksum.
+ * HEARTH_EUNSUPPORTED for a model with recurrent or sliding-window layers
+ * or K/V on a GPU (not saved yet), HEARTH_EIO with the reason.
+ */
+enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
+                                   const hearth_token *tokens, int32_t n, const char *path,
+                                   char *err, size_t err_len);
+/*
+ * Loads a file hearth_seq_save wrote into empty sequence seq: its K/V, its
+ * tokens in *tokens (malloc'd, *n_tokens of them), its whole blocks
+ * published for prefix reuse. A file of another model, cache shape or type,
+ * cut short, longer or damaged (checksum) is HEARTH_EFORMAT with the reason,
+ * and nothing is loaded.
+ */
+enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, const char *path,
+                                   hearth_token **tokens, int32_t *n_tokens, char *err,
+                                   size_t err_len);
+
 /* The prefix cache in bytes: what its blocks hold against its cap, and evictions so far. */
 struct hearth_cache_stats {
     uint64_t bytes;     /* K/V bytes of the cached blocks (every layer, host or device) */

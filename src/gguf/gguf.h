@@ -65,6 +65,14 @@ uint32_t gguf_alignment(const struct gguf_file *f);
 /* Byte offset of the tensor data section in the file. */
 uint64_t gguf_data_offset(const struct gguf_file *f);
 
+/*
+ * A 64-bit fingerprint of the file: its header (metadata and tensor table),
+ * its size and 16 samples of 4 KiB spread over the tensor data, so two
+ * files of one architecture and shape with other weights differ. Reads
+ * about 64 KiB; the same bytes give the same value on every host.
+ */
+uint64_t gguf_fingerprint(const struct gguf_file *f);
+
 /* ---- metadata: keys by index 0..gguf_n_kv-1 ---- */
 int64_t gguf_n_kv(const struct gguf_file *f);
 /* Index of key, or -1. */

@@ -403,6 +403,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     m->n_threads = p.n_threads > 0 ? p.n_threads : 1;
     if ((st = gguf_open(path, &m->gguf, err, err_len)))
         goto err;
+    m->fingerprint = gguf_fingerprint(m->gguf);
     if (!gguf_get_str(m->gguf, "general.architecture", m->arch, sizeof m->arch)) {
         st = fail(HEARTH_EFORMAT, err, err_len,
                   "model: general.architecture is missing or not a short string");

@@ -121,6 +121,7 @@ struct stage_place {
 
 struct hearth_model {
     struct gguf_file *gguf;
+    uint64_t fingerprint;    /* gguf_fingerprint: which weights a saved K/V belongs to */
     struct tokenizer *tok;
     char *chat_template;     /* tokenizer.chat_template, NUL-terminated, or NULL; owned */
     char arch[32];

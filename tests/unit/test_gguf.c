@@ -742,6 +742,38 @@ static void test_bad_tensors(void **state)
 
 /* ------------------------------------------------------- real models --- */
 
+/*
+ * The fingerprint: the same bytes give the same value; a byte changed in a
+ * sampled stretch of the tensor data, or in the header, gives another.
+ */
+static void test_fingerprint(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(path, "stories260K.gguf");
+    size_t len;
+    uint8_t *a = (uint8_t *)tu_read_file(path, &len), *b = malloc(len);
+    assert_non_null(a);
+    memcpy(b, a, len);
+    struct gguf_file *fa, *fb;
+    char err[HEARTH_ERR_MAX];
+    assert_int_equal(gguf_open_buffer(a, len, &fa, err, sizeof err), HEARTH_OK);
+    assert_int_equal(gguf_open_buffer(b, len, &fb, err, sizeof err), HEARTH_OK);
+    const uint64_t fp = gguf_fingerprint(fa);
+    assert_true(fp == gguf_fingerprint(fb));
+    b[gguf_data_offset(fb)] ^= 1; /* the first sample's first byte */
+    assert_true(fp != gguf_fingerprint(fb));
+    b[gguf_data_offset(fb)] ^= 1;
+    b[len - 1] ^= 1; /* the last sample's last byte */
+    assert_true(fp != gguf_fingerprint(fb));
+    b[len - 1] ^= 1;
+    b[40] ^= 1; /* in the metadata */
+    assert_true(fp != gguf_fingerprint(fb));
+    gguf_close(fa);
+    gguf_close(fb);
+    free(a);
+    free(b);
+}
+
 static void test_stories260k(void **state)
 {
     TU_MODEL_OR_SKIP(path, "stories260K.gguf");
@@ -864,6 +896,7 @@ int main(void)
         cmocka_unit_test(test_bad_header),    cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_bad_tensors),   cmocka_unit_test(test_stories260k),
         cmocka_unit_test(test_qwen2_f16),     cmocka_unit_test(test_all_shared_models),
+        cmocka_unit_test(test_fingerprint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,7 +55,8 @@ void tu_engine_run(struct tu_engine *e, int32_t seq, const hearth_token *tok, in
             sq[j]  = seq;
         }
         struct hearth_batch b = {m, tok + i, pos, sq, NULL};
-        assert_int_equal(hearth_decode(e->ctx, &b, err, sizeof err), HEARTH_OK);
+        if (hearth_decode(e->ctx, &b, err, sizeof err) != HEARTH_OK)
+            fail_msg("decode of %d rows at %d into sequence %d: %s", m, p0 + i, seq, err);
     }
     memcpy(last, hearth_get_logits(e->ctx, (n - 1) % chunk), (size_t)e->n_vocab * sizeof(float));
 }

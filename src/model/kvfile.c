@@ -1,0 +1,265 @@
+/* kvfile.c: a sequence's K/V in a file (kvfile.h). */
+#include "model/kvfile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/kv.h"
+#include "model/model.h"
+#include "util/errfmt.h"
+
+/* FNV-1a 64 over bytes, continuing from h: streamable, so writing needs no second pass. */
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+#define FNV_SEED 0xcbf29ce484222325ull
+
+uint64_t kvfile_checksum(const uint8_t *p, size_t len)
+{
+    return fnv(FNV_SEED, p, len);
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvfile_shape *want,
+                                uint64_t max_tokens, struct kvfile_view *out, char *err,
+                                size_t err_len)
+{
+    if (len < KVFILE_HEADER + 8 || memcmp(buf, KVFILE_MAGIC, 8) != 0)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "kv file: not a hearth K/V file (%zu bytes, no %s header)", len, KVFILE_MAGIC);
+    const uint64_t fp = get_u64(buf + 8), n_layer = get_u64(buf + 16), kv_dim = get_u64(buf + 24),
+                   bt = get_u64(buf + 32), tk = get_u64(buf + 40), tv = get_u64(buf + 48),
+                   n = get_u64(buf + 56);
+    if (fp != want->fingerprint)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "kv file: written for another model (fingerprint %016llx, this model's "
+                    "%016llx)",
+                    (unsigned long long)fp, (unsigned long long)want->fingerprint);
+    if (n_layer != want->n_layer || kv_dim != want->kv_dim || bt != want->block_tokens ||
+        tk != want->type_k || tv != want->type_v)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "kv file: a cache of another shape (%llu layers of %llu values, blocks of "
+                    "%llu, K/V types %llu/%llu; this context's %llu, %llu, %llu, %llu/%llu)",
+                    (unsigned long long)n_layer, (unsigned long long)kv_dim,
+                    (unsigned long long)bt, (unsigned long long)tk, (unsigned long long)tv,
+                    (unsigned long long)want->n_layer, (unsigned long long)want->kv_dim,
+                    (unsigned long long)want->block_tokens, (unsigned long long)want->type_k,
+                    (unsigned long long)want->type_v);
+    if (n < 1 || n > max_tokens)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "kv file: holds %llu tokens, and a sequence here holds 1 to %llu",
+                    (unsigned long long)n, (unsigned long long)max_tokens);
+    /* n <= max_tokens (a context, < 2^31) and rows of at most a few KiB: no overflow */
+    const uint64_t need =
+        KVFILE_HEADER + n * 4 + n_layer * n * (want->row_k + want->row_v) + 8;
+    if (len != need)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "kv file: %zu bytes where %llu tokens take %llu (%s)", len,
+                    (unsigned long long)n, (unsigned long long)need,
+                    len < need ? "cut short" : "bytes past its end");
+    if (kvfile_checksum(buf, len - 8) != get_u64(buf + len - 8))
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "kv file: the checksum does not match its bytes (a damaged file)");
+    const uint8_t *tok = buf + KVFILE_HEADER;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint32_t t = (uint32_t)tok[4 * i] | (uint32_t)tok[4 * i + 1] << 8 |
+                           (uint32_t)tok[4 * i + 2] << 16 | (uint32_t)tok[4 * i + 3] << 24;
+        if (t >= want->n_vocab)
+            return fail(HEARTH_EFORMAT, err, err_len,
+                        "kv file: token %llu is %u, past the vocabulary's %llu",
+                        (unsigned long long)i, t, (unsigned long long)want->n_vocab);
+    }
+    out->n_tokens = n;
+    out->tokens   = tok;
+    out->rows     = tok + n * 4;
+    return HEARTH_OK;
+}
+
+/* ---------------------------------------------------------- a context --- */
+
+/* The shape of ctx's cache as a file states it; HEARTH_EUNSUPPORTED where no file can. */
+static enum hearth_status shape_of(const struct hearth_context *ctx, struct kvfile_shape *s,
+                                   char *err, size_t err_len)
+{
+    const struct kv_cache *kv = &ctx->kv;
+    if (ctx->state_len)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "kv file: %s keeps a recurrent state beside its K/V, which a file does not "
+                    "hold yet", ctx->model->arch);
+    if (kv->pool[1].n_layer)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "kv file: the sliding-window layers' cache is not saved yet");
+    *s = (struct kvfile_shape){.fingerprint  = ctx->model->fingerprint,
+                               .kv_dim       = (uint64_t)kv->kv_dim,
+                               .block_tokens = (uint64_t)kv->block_tokens,
+                               .type_k       = (uint64_t)kv->type[0],
+                               .type_v       = (uint64_t)kv->type[1],
+                               .row_k        = kv->row_len[0],
+                               .row_v        = kv->row_len[1],
+                               .n_vocab      = (uint64_t)ctx->model->hp.n_vocab};
+    for (int32_t l = 0; l < kv->n_layer; l++) {
+        if (kv->group[l] == KV_NONE)
+            continue;
+        if (kv->slot[l] < 0)
+            return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                        "kv file: layer %d keeps its K/V on a GPU, which a file does not read "
+                        "back yet", l);
+        s->n_layer++;
+    }
+    return HEARTH_OK;
+}
+
+/* Writes n bytes and folds them into the checksum; false on a write error. */
+static bool put(FILE *f, uint64_t *h, const void *p, size_t n)
+{
+    *h = fnv(*h, p, n);
+    return fwrite(p, 1, n, f) == n;
+}
+
+enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
+                                   const hearth_token *tokens, int32_t n, const char *path,
+                                   char *err, size_t err_len)
+{
+    struct kvfile_shape s;
+    enum hearth_status st = shape_of(ctx, &s, err, err_len);
+    if (st)
+        return st;
+    const struct kv_cache *kv = &ctx->kv;
+    if (seq < 0 || seq >= kv->n_seq || n < 1 || n > kv->seqs[seq].n_tokens)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "kv file: sequence %d holds %d tokens, so it saves 1 to that many, not %d",
+                    seq, seq >= 0 && seq < kv->n_seq ? kv->seqs[seq].n_tokens : 0, n);
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return fail(HEARTH_EINVAL, err, err_len, "kv file: the path is too long");
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return fail(HEARTH_EIO, err, err_len, "kv file: cannot write %s: %s", tmp,
+                    strerror(errno));
+    uint8_t head[KVFILE_HEADER];
+    memcpy(head, KVFILE_MAGIC, 8);
+    const uint64_t fields[7] = {s.fingerprint, s.n_layer, s.kv_dim,       s.block_tokens,
+                                s.type_k,      s.type_v,  (uint64_t)n};
+    for (int i = 0; i < 7; i++)
+        put_u64(head + 8 + 8 * i, fields[i]);
+    uint64_t h = FNV_SEED;
+    bool ok    = put(f, &h, head, sizeof head);
+    for (int32_t i = 0; ok && i < n; i++) {
+        const uint32_t t = (uint32_t)tokens[i];
+        const uint8_t b[4] = {(uint8_t)t, (uint8_t)(t >> 8), (uint8_t)(t >> 16), (uint8_t)(t >> 24)};
+        ok = put(f, &h, b, 4);
+    }
+    for (int32_t l = 0; ok && l < kv->n_layer; l++) {
+        if (kv->group[l] == KV_NONE)
+            continue;
+        for (int w = 0; ok && w < 2; w++)
+            for (int32_t p = 0; ok && p < n; p++)
+                ok = put(f, &h, kv_row(kv, l, w, seq, p), kv->row_len[w]);
+    }
+    uint8_t sum[8];
+    put_u64(sum, h);
+    ok = ok && fwrite(sum, 1, 8, f) == 8 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    const int saved_errno = errno;
+    if (fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(tmp, path) != 0) {
+        const int e = ok ? errno : saved_errno;
+        unlink(tmp);
+        return fail(HEARTH_EIO, err, err_len, "kv file: cannot write %s: %s", path, strerror(e));
+    }
+    return HEARTH_OK;
+}
+
+enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, const char *path,
+                                   hearth_token **tokens, int32_t *n_tokens, char *err,
+                                   size_t err_len)
+{
+    *tokens   = NULL;
+    *n_tokens = 0;
+    struct kvfile_shape s;
+    enum hearth_status st = shape_of(ctx, &s, err, err_len);
+    if (st)
+        return st;
+    struct kv_cache *kv = &ctx->kv;
+    if (seq < 0 || seq >= kv->n_seq || kv->seqs[seq].n_tokens != 0)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "kv file: loads into an empty sequence, and %d is not one", seq);
+    FILE *f = fopen(path, "rb");
+    struct stat sb;
+    if (!f || fstat(fileno(f), &sb) != 0) {
+        st = fail(HEARTH_EIO, err, err_len, "kv file: cannot read %s: %s", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return st;
+    }
+    const uint64_t most = KVFILE_HEADER + (uint64_t)kv->n_ctx * (4 + s.n_layer * (s.row_k + s.row_v)) + 8;
+    if ((uint64_t)sb.st_size > most) {
+        fclose(f);
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "kv file: %s has %lld bytes, more than a sequence of this context takes",
+                    path, (long long)sb.st_size);
+    }
+    const size_t len = (size_t)sb.st_size;
+    uint8_t *buf     = malloc(len ? len : 1);
+    if (!buf) {
+        fclose(f);
+        return fail(HEARTH_ENOMEM, err, err_len, "kv file: out of memory for %zu bytes", len);
+    }
+    const bool got = fread(buf, 1, len, f) == len;
+    fclose(f);
+    struct kvfile_view v;
+    if (!got)
+        st = fail(HEARTH_EIO, err, err_len, "kv file: cannot read %s", path);
+    else if (!(st = kvfile_parse(buf, len, &s, (uint64_t)kv->n_ctx, &v, err, err_len)) &&
+             !(*tokens = malloc(v.n_tokens * sizeof **tokens)))
+        st = fail(HEARTH_ENOMEM, err, err_len, "kv file: out of memory");
+    const int32_t n = st ? 0 : (int32_t)v.n_tokens;
+    if (!st)
+        st = kv_reserve(kv, seq, n, err, err_len);
+    if (!st) {
+        for (int32_t i = 0; i < n; i++)
+            (*tokens)[i] = (hearth_token)((uint32_t)v.tokens[4 * i] |
+                                          (uint32_t)v.tokens[4 * i + 1] << 8 |
+                                          (uint32_t)v.tokens[4 * i + 2] << 16 |
+                                          (uint32_t)v.tokens[4 * i + 3] << 24);
+        const uint8_t *r = v.rows;
+        for (int32_t l = 0; l < kv->n_layer; l++) {
+            if (kv->group[l] == KV_NONE)
+                continue;
+            for (int w = 0; w < 2; w++)
+                for (int32_t p = 0; p < n; p++, r += kv->row_len[w])
+                    memcpy(kv_row(kv, l, w, seq, p), r, kv->row_len[w]);
+        }
+        kv->seqs[seq].n_tokens = n;
+        kv_publish(kv, seq, *tokens, n);
+        *n_tokens = n;
+    } else {
+        free(*tokens);
+        *tokens = NULL;
+    }
+    free(buf);
+    return st;
+}

@@ -1,0 +1,57 @@
+/*
+ * kvfile.h: a sequence's K/V in a file (hearth_seq_save, hearth_seq_load),
+ * what slot saving and the cache's disk tier store.
+ *
+ * Layout, little-endian: the 8-byte magic "HKVCACH1", then a header of
+ * u64 fields (the model's fingerprint, the layers with K/V, kv_dim,
+ * block_tokens, K's and V's types, the token count n), then n i32 tokens,
+ * then each K/V layer's K rows of positions 0..n-1 and its V rows (the
+ * rows' bytes as the cache holds them), then a u64 checksum of everything
+ * before it. A file whose fingerprint, shape or types differ from the
+ * context's, that is cut short, longer, or whose checksum does not match is
+ * refused whole, with the reason. Internal to src/model.
+ */
+#ifndef HEARTH_KVFILE_H
+#define HEARTH_KVFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hearth.h"
+
+#define KVFILE_MAGIC "HKVCACH1"
+
+/* What a file must hold to be loaded into a context: its header fields. */
+struct kvfile_shape {
+    uint64_t fingerprint;
+    uint64_t n_layer;      /* layers with K/V */
+    uint64_t kv_dim;
+    uint64_t block_tokens;
+    uint64_t type_k, type_v; /* enum hearth_kv_type */
+    uint64_t row_k, row_v;   /* bytes of a K and a V row (not stored: from kv_dim and types) */
+    uint64_t n_vocab;        /* tokens must be below it (not stored) */
+};
+
+/* A parsed file: pointers into the caller's buffer. */
+struct kvfile_view {
+    uint64_t n_tokens;
+    const uint8_t *tokens; /* [n_tokens] little-endian i32 */
+    const uint8_t *rows;   /* [n_layer][K, V][n_tokens][row] */
+};
+
+/* The checksum the file ends with, over bytes [0, len). */
+uint64_t kvfile_checksum(const uint8_t *p, size_t len);
+
+/* Bytes of the header: the magic and 7 u64 fields. */
+#define KVFILE_HEADER 64
+
+/*
+ * Checks buf (len bytes) against the shape want, the token count against
+ * max_tokens (1 or more tokens, each below want->n_vocab), and fills *out. HEARTH_EFORMAT with the reason otherwise.
+ * Pure: reads only buf; the fuzz target drives it.
+ */
+enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvfile_shape *want,
+                                uint64_t max_tokens, struct kvfile_view *out, char *err,
+                                size_t err_len);
+
+#endif
