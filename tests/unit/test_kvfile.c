@@ -90,6 +90,7 @@ static void test_a_loaded_sequence_continues_as_the_saved_one(void **state)
     assert_int_equal(hearth_seq_reuse_prefix(eng->ctx, 2, tok, N_PROMPT + 1), 64);
     hearth_seq_truncate(eng->ctx, 2, 0);
     hearth_seq_truncate(eng->ctx, 1, 0);
+    free(got);
     /* into a sequence that holds tokens: refused */
     assert_int_equal(hearth_seq_load(eng->ctx, 0, path, &got, &n, err, sizeof err) == HEARTH_OK,
                      0);
