@@ -60,6 +60,8 @@ void placement_usage(FILE *fp, int col);
 bool placement_opt(const char *opt);
 /* Takes opt's value v; false with a usage message on stderr when -ngl's is not a count. */
 bool placement_set(const char *cmd, const char *opt, const char *v, struct placement *p);
+/* Whether p puts any layer (or the output) on a GPU. */
+bool placement_uses_gpu(const struct placement *p);
 /* Copies p into the model parameters. */
 void placement_params(const struct placement *p, struct hearth_model_params *mp);
 

@@ -242,7 +242,7 @@ int cmd_serve(int argc, char **argv)
     if (cache_ram < 0) {
         /* K/V of layers on a GPU lives in its memory: a share of the host's free RAM says
          * nothing about what fits there, so the cache keeps to the slots' own blocks */
-        const bool gpu = place.ngl > 0 || (place.layer_split && strstr(place.layer_split, "vulkan"));
+        const bool gpu = placement_uses_gpu(&place);
         const uint64_t avail = host_mem_available();
         cache_ram            = gpu ? 0 : (int64_t)(avail / 4);
         if (gpu)

@@ -48,6 +48,12 @@ bool placement_set(const char *cmd, const char *opt, const char *v, struct place
     return true;
 }
 
+bool placement_uses_gpu(const struct placement *p)
+{
+    /* a backend other than the CPU in --layer-split is a GPU's name (vulkan0, ...) */
+    return p->ngl > 0 || (p->layer_split && strstr(p->layer_split, "vulkan"));
+}
+
 void placement_params(const struct placement *p, struct hearth_model_params *mp)
 {
     mp->n_gpu_layers = (int32_t)p->ngl;

@@ -30,6 +30,7 @@
 
 #include "util/dtype.h"
 #include "util/errfmt.h"
+#include "util/hash.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads little-endian fields with memcpy; add byte swaps before porting"
@@ -679,28 +680,18 @@ uint64_t gguf_data_offset(const struct gguf_file *f)
     return f->data_offset;
 }
 
-/* FNV-1a over bytes, continuing from h. */
-static uint64_t fnv1a(uint64_t h, const uint8_t *p, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 uint64_t gguf_fingerprint(const struct gguf_file *f)
 {
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, f->base, f->data_offset);
+    uint64_t h = fnv1a64(FNV1A64_SEED, f->base, f->data_offset);
     uint8_t len[8];
     for (int i = 0; i < 8; i++)
         len[i] = (uint8_t)(f->len >> (8 * i));
-    h                    = fnv1a(h, len, 8);
+    h                    = fnv1a64(h, len, 8);
     const uint64_t data  = f->len - f->data_offset, chunk = 4096;
     for (uint64_t s = 0; s < 16 && data > 0; s++) {
         /* evenly spread, the first at the start of the data and the last at its end */
         const uint64_t at = data <= chunk ? 0 : s == 15 ? data - chunk : (data - chunk) / 15 * s;
-        h = fnv1a(h, f->base + f->data_offset + at, data - at < chunk ? data - at : chunk);
+        h = fnv1a64(h, f->base + f->data_offset + at, data - at < chunk ? data - at : chunk);
     }
     return h;
 }

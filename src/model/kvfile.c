@@ -11,22 +11,12 @@
 #include "model/kv.h"
 #include "model/model.h"
 #include "util/errfmt.h"
+#include "util/hash.h"
 
-/* FNV-1a 64 over bytes, continuing from h: streamable, so writing needs no second pass. */
-static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-#define FNV_SEED 0xcbf29ce484222325ull
-
+/* FNV-1a 64: streamable, so writing needs no second pass. */
 uint64_t kvfile_checksum(const uint8_t *p, size_t len)
 {
-    return fnv(FNV_SEED, p, len);
+    return fnv1a64(FNV1A64_SEED, p, len);
 }
 
 static uint64_t get_u64(const uint8_t *p)
@@ -135,7 +125,7 @@ static enum hearth_status shape_of(const struct hearth_context *ctx, struct kvfi
 /* Writes n bytes and folds them into the checksum; false on a write error. */
 static bool put(FILE *f, uint64_t *h, const void *p, size_t n)
 {
-    *h = fnv(*h, p, n);
+    *h = fnv1a64(*h, p, n);
     return fwrite(p, 1, n, f) == n;
 }
 
@@ -165,7 +155,7 @@ enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
                                 s.type_k,      s.type_v,  (uint64_t)n};
     for (int i = 0; i < 7; i++)
         put_u64(head + 8 + 8 * i, fields[i]);
-    uint64_t h = FNV_SEED;
+    uint64_t h = FNV1A64_SEED;
     bool ok    = put(f, &h, head, sizeof head);
     for (int32_t i = 0; ok && i < n; i++) {
         const uint32_t t = (uint32_t)tokens[i];

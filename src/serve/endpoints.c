@@ -108,10 +108,10 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_PROMPT_TOKENS]     = (double)st.prompt_tokens_total;
     v[M_GENERATED_TOKENS]  = (double)st.generated_tokens_total;
     v[M_PREFIX_HIT_TOKENS] = (double)st.prefix_hit_tokens_total;
-    v[M_PREFIX_MISS_TOKENS] = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
+    const double computed  = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
+    v[M_PREFIX_MISS_TOKENS] = computed;
     v[M_PREFILL_SECONDS]   = st.prefill_seconds_total;
     v[M_DECODE_SECONDS]    = st.decode_seconds_total;
-    double computed        = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
     v[M_PREFILL_TPS]       = st.prefill_seconds_total > 0 ? computed / st.prefill_seconds_total : 0;
     v[M_DECODE_TPS]        = st.decode_seconds_total > 0
                                  ? (double)st.generated_tokens_total / st.decode_seconds_total

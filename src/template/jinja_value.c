@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "template/jinja_int.h"
+#include "util/hash.h"
 #include "util/utf8.h"
 
 /* ---------------------------------------------------------------- arena --- */
@@ -254,10 +255,7 @@ static uint64_t mix64(uint64_t x)
 
 static uint64_t hash_bytes(const char *p, size_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
-    return h;
+    return fnv1a64(FNV1A64_SEED, p, n);
 }
 
 /* Equal keys hash equal, as Python's: True, 1 and 1.0 are one key. */

@@ -44,6 +44,7 @@
 
 #include "text/vocab.h"
 #include "util/errfmt.h"
+#include "util/hash.h"
 #include "util/heap.h"
 #include "util/utf8.h"
 
@@ -265,11 +266,8 @@ struct bpe {
 
 static uint64_t hash_pair(const char *s, size_t len, size_t split)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ split; /* FNV-1a, seeded by where the pair splits */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
+    /* seeded by where the pair splits */
+    const uint64_t h = fnv1a64(FNV1A64_SEED ^ split, s, len);
     return h ^ (h >> 29);
 }
 

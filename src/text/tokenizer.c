@@ -16,6 +16,7 @@
 
 #include "text/vocab.h"
 #include "util/errfmt.h"
+#include "util/hash.h"
 
 /* ------------------------------------------------------------ id lists --- */
 
@@ -37,11 +38,7 @@ bool id_buf_push(struct id_buf *b, int32_t id)
 
 static uint64_t hash_bytes(const char *s, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
+    const uint64_t h = fnv1a64(FNV1A64_SEED, s, len);
     return h ^ (h >> 29);
 }
 
