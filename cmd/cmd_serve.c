@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmd.h"
 #include "hearth.h"
@@ -65,6 +66,9 @@ static void usage(FILE *fp)
         "                          (default: a quarter of the RAM free at start; with\n"
         "                          layers on a GPU 0); 0: only what the idle slots' blocks\n"
         "                          hold\n"
+        "  --slot-save-path DIR    POST /slots/{id}?action=save|restore with {\"filename\":\n"
+        "                          NAME} writes or reads a slot's conversation (its tokens\n"
+        "                          and K/V) as DIR/NAME (default: none, so a 501)\n"
         "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
         "                          on every endpoint but /health (default: $HEARTH_API_KEY,\n"
@@ -82,7 +86,7 @@ static void usage(FILE *fp)
         "\n"
         "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
         "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
-        "GET /slots, GET /props, POST /apply-template, POST /tokenize, POST /detokenize,\n"
+        "GET /slots, POST /slots/{id}?action=save|restore|erase, GET /props, POST /apply-template, POST /tokenize, POST /detokenize,\n"
         "OpenAI's POST /v1/responses (stateless), and Anthropic's POST /v1/messages and\n"
         "POST /v1/messages/count_tokens.\n"
         "Constrained output: response_format json_object / json_schema, llama.cpp's\n"
@@ -103,7 +107,7 @@ int cmd_serve(int argc, char **argv)
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
     long draft_max = 3, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
     bool spec_ngram = false, spec_draft = false, spec_mtp = false, spec_set = false;
-    const char *draft_path = NULL;
+    const char *draft_path = NULL, *slot_dir = NULL;
     int64_t cache_ram = -1; /* -1: not given */
     struct cache_types ct = {0};
     for (int i = 1; i < argc; i++) {
@@ -181,6 +185,9 @@ int cmd_serve(int argc, char **argv)
             VALUE();
             if (!arg_bytes("serve", a, v, &cache_ram))
                 return EXIT_USAGE;
+        } else if (!strcmp(a, "--slot-save-path")) {
+            VALUE();
+            slot_dir = v;
         } else if (!strcmp(a, "--max-body")) {
             LONG(max_body, 1024, 1L << 30);
         } else if (!strcmp(a, "--api-key")) {
@@ -234,6 +241,11 @@ int cmd_serve(int argc, char **argv)
                         "above --spec-ngram-max\n");
         return EXIT_USAGE;
     }
+    struct stat sb;
+    if (slot_dir && (stat(slot_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+        fprintf(stderr, "hearth serve: --slot-save-path %s is not a directory\n", slot_dir);
+        return EXIT_USAGE;
+    }
     if (!api_key) {
         const char *env = getenv("HEARTH_API_KEY");
         if (env && *env)
@@ -278,6 +290,7 @@ int cmd_serve(int argc, char **argv)
         .tensor_split         = place.tensor_split,
         .layer_split          = place.layer_split,
         .draft_path           = draft_path,
+        .slot_save_path       = slot_dir,
         .sched      = {.n_slots   = (int32_t)parallel,
                        .n_ctx     = (int32_t)n_ctx,
                        .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),
@@ -287,6 +300,7 @@ int cmd_serve(int argc, char **argv)
                        .cache_bytes       = cache_ram,
                        .kv_type           = ct.k,
                        .kv_type_v         = ct.v,
+                       .slot_files        = slot_dir != NULL,
                        .spec      = {.ngram     = spec_ngram,
                                      .mtp       = spec_mtp,
                                      .draft_max = (int32_t)draft_max,

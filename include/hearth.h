@@ -316,6 +316,13 @@ enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
                                    const hearth_token *tokens, int32_t n, const char *path,
                                    char *err, size_t err_len);
 /*
+ * HEARTH_OK when ctx's sequences can be saved (hearth_seq_save), else
+ * HEARTH_EUNSUPPORTED with the reason: a caller that offers saving asks
+ * once, up front.
+ */
+enum hearth_status hearth_seq_save_supported(const struct hearth_context *ctx, char *err,
+                                             size_t err_len);
+/*
  * Loads a file hearth_seq_save wrote into empty sequence seq: its K/V, its
  * tokens in *tokens (malloc'd, *n_tokens of them), its whole blocks
  * published for prefix reuse. A file of another model, cache shape or type,

@@ -122,6 +122,13 @@ static enum hearth_status shape_of(const struct hearth_context *ctx, struct kvfi
     return HEARTH_OK;
 }
 
+enum hearth_status hearth_seq_save_supported(const struct hearth_context *ctx, char *err,
+                                             size_t err_len)
+{
+    struct kvfile_shape s;
+    return shape_of(ctx, &s, err, err_len);
+}
+
 /* Writes n bytes and folds them into the checksum; false on a write error. */
 static bool put(FILE *f, uint64_t *h, const void *p, size_t n)
 {

@@ -505,6 +505,7 @@ void endpoints_prepare(struct task *t)
         t->ok = do_count_tokens(t);
         break;
     case PK_GENERATE:
+    case PK_SLOT: /* not prepared here */
         t->ok = false;
         break;
     }

@@ -275,6 +275,7 @@ static void pending_unlink_free(struct pending *p)
     if (p->resp)
         p->ops->destroy(p->resp);
     free(p->t_last);
+    free(p->op);
     free(p);
     if (s->stopping && !s->pending) {
         /* the last replies' final chunks are queued, not yet written: let the loop flush
@@ -396,6 +397,34 @@ static void pending_finish(struct pending *p)
         metrics_observe(&s->metrics, M_REQUEST_DURATION, now_s() - p->t_start);
     }
     release_http(p, 499, NULL, 0); /* no-op unless something above failed */
+    pending_unlink_free(p);
+}
+
+struct pending *serve_pending_new(struct server *s, struct evhttp_request *req,
+                                  enum metrics_endpoint ep, enum pending_kind kind)
+{
+    struct pending *p = calloc(1, sizeof *p);
+    if (!p) {
+        reply_fail(s, req, ep, 500, "server_error", NULL, "out of memory");
+        return NULL;
+    }
+    p->srv        = s;
+    p->kind       = kind;
+    p->request_id = s->next_request_id++;
+    p->ep         = ep;
+    p->ops        = ep_ops(ep);
+    p->t_start    = now_s();
+    p->next       = s->pending;
+    if (s->pending)
+        s->pending->prev = p;
+    s->pending = p;
+    watch(s, p, req);
+    return p;
+}
+
+void serve_pending_reply(struct pending *p, int status, const char *json)
+{
+    release_http(p, status, json, json ? strlen(json) : 0);
     pending_unlink_free(p);
 }
 
@@ -612,6 +641,10 @@ static void handle_event(struct server *s, struct qev *q)
     struct pending *p            = serve_pending_find(s, ev->request_id);
     if (!p)
         return;
+    if (ev->kind == SCHED_EV_SLOT) {
+        slot_action_done(p, ev->op);
+        return;
+    }
     size_t len = 0;
     char *out  = NULL;
     if (ev->kind == SCHED_EV_TEXT) {
@@ -886,6 +919,8 @@ static void on_request(struct evhttp_request *req, void *arg)
         model_id = path + (path[1] == 'v' ? 11 : 8);
         r        = *model_id ? route_of(EP_MODELS) : NULL;
     }
+    if (!r && !strncmp(path, "/slots/", 7) && path[7])
+        r = route_of(EP_SLOT_ACTION); /* the handler reads the slot from the path */
     if (!r) {
         reply_fail(s, req, EP_OTHER, 404, "invalid_request_error", "unknown_url",
                    "Invalid URL (%s %.200s): no such endpoint.", method_name(method), path);

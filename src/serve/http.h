@@ -42,6 +42,7 @@ struct http_params {
     const char *tensor_split; /* hearth_model_params's: the GPUs' shares, or NULL */
     const char *layer_split;  /* hearth_model_params's: layers per backend, or NULL */
     const char *draft_path;   /* --model-draft: a GGUF file whose model drafts, or NULL */
+    const char *slot_save_path; /* --slot-save-path: the directory of slot files, or NULL */
     struct sched_params sched;
 };
 

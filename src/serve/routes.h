@@ -19,6 +19,7 @@
     X(EP_HEALTH, "/health", GET, false, h_health)                                                  \
     X(EP_METRICS, "/metrics", GET, true, h_metrics)                                                \
     X(EP_SLOTS, "/slots", GET, true, h_slots)                                                      \
+    X(EP_SLOT_ACTION, "/slots/{id}", POST, true, h_slot_action)                                    \
     X(EP_PROPS, "/props", GET, true, h_props)                                                      \
     X(EP_APPLY_TEMPLATE, "/apply-template", POST, true, h_apply_template)                          \
     X(EP_TOKENIZE, "/tokenize", POST, true, h_tokenize)                                            \

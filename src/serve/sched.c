@@ -35,100 +35,12 @@
 #include "grammar/grammar.h"
 #include "sample/sampler.h"
 #include "serve/sched.h"
+#include "serve/sched_int.h"
 #include "serve/stopmatch.h"
 #include "serve/spec.h"
 #include "spec/ngram.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
-
-#define MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
-
-struct qent {
-    struct sched_job *job;
-    double t_submit; /* monotonic seconds */
-    bool cancelled;
-};
-
-struct slot {
-    int32_t id;                 /* == its sequence id in the context */
-    struct sched_job *job;      /* NULL = idle */
-    struct hearth_sampler *smp; /* the job's, NULL when idle */
-    struct grammar_matcher *gm; /* the job's grammar, NULL when it has none */
-    uint32_t *mask;             /* [(n_vocab + 31) / 32] tokens the grammar allows now */
-    hearth_token *tokens;       /* [n_ctx + 1] prompt then generated tokens */
-    int32_t n_tokens;           /* entries in tokens */
-    int32_t n_past;             /* leading tokens whose KV is in the cache */
-    int32_t n_cached;           /* of those, reused from the prefix cache at start */
-    int32_t n_generated;        /* sampled tokens, EOG included */
-    int32_t *count;             /* [n_vocab] occurrences in the generated tokens */
-    hearth_token *seen;         /* [n_ctx + 1] distinct generated tokens */
-    int32_t n_seen;
-    float *work; /* [n_vocab] logits after the OpenAI penalties */
-    struct sched_logprob top[MAX_TOP_LOGPROBS];
-    char *piece; /* [piece_cap] one token's text */
-    size_t piece_cap;
-    struct stopmatch sm;
-    double t_submit, t_first; /* monotonic seconds; t_first < 0 until the first token */
-    uint64_t order;           /* start order: the youngest job yields on a full pool */
-    hearth_token *draft;      /* [draft_max] this step's drafted tokens */
-    int32_t n_draft;          /* of them in this step's batch, after its decode row */
-    enum sched_drafter draft_src; /* who proposed them */
-    int32_t depth;            /* tokens to draft next: follows the recent acceptance */
-    double keep_s, keep_t;    /* drafts kept and judged, each step's weighing 0.75 of the one
-                                 after it: their ratio is the recent keep rate */
-    int32_t n_drafted, n_accepted; /* this job's */
-    hearth_token force;       /* test hook: the token this sample must pick, -1 none */
-    hearth_token judging;     /* verify(): the draft this sample judges, -1 none */
-    bool judged_kept;         /* it was the token sampled */
-    int32_t n_fed;            /* tokens the n-gram pool has been fed */
-    int32_t take;             /* rows in this step's batch */
-    int32_t row;              /* batch row holding this slot's logits, -1 none */
-    bool fresh;               /* assigned this step, not started yet */
-};
-
-struct sched {
-    struct hearth_model *model;
-    struct hearth_context *ctx;
-    int32_t n_slots, n_ctx, n_batch, max_queue, n_vocab;
-    struct hearth_stage_info stages[SCHED_MAX_STAGES]; /* the context's, fixed at start */
-    int32_t n_stages;
-    sched_event_fn on_event;
-    void *user;
-    pthread_t thread;
-    bool thread_started;
-    int gate_fd; /* the test gate's read end (scheduler thread only); -1: no gate, or lifted */
-    int wake[2]; /* self-pipe out of the gate, written by any thread; -1: no gate */
-
-    /* scheduler thread only */
-    struct slot *slots;     /* [n_slots] */
-    hearth_token *b_tok;    /* [n_batch] this step's micro-batch */
-    int32_t *b_pos, *b_seq; /* [n_batch] */
-    int8_t *b_logits;       /* [n_batch] */
-    struct qent *dropped;   /* [q_cap] cancelled queued jobs taken out this step */
-    bool *cancel_now;       /* [n_slots] cancel flags copied this step */
-    int32_t rr;             /* slot the prefill share starts from */
-    uint64_t n_started;
-    struct sched_stats acc; /* running totals */
-    struct sched_spec spec; /* as started; draft_max 0 when off */
-    struct spec *drafters;  /* NULL when off */
-    struct spec_req *reqs;  /* [n_slots] this step's draft requests */
-    bool no_drafts;         /* this step is retried without drafts (the pool was full) */
-    bool spec_broken;       /* test hook HEARTH_SPEC_TEST_BREAK: keep every draft (wrong) */
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    /* under mu */
-    bool stopping;
-    struct qent *queue; /* [q_cap] ring */
-    int32_t q_cap, q_head, q_len;
-    int32_t n_free;               /* idle slots, counting those queued jobs will take */
-    bool any_cancelled;           /* some queued job is cancelled */
-    bool *slot_busy;              /* [n_slots] */
-    uint64_t *slot_req;           /* [n_slots] request_id of the slot's job */
-    bool *slot_cancel;            /* [n_slots] */
-    struct sched_stats stats;     /* copy of acc after the last step */
-    struct sched_slot_info *info; /* [n_slots] copy after the last step */
-};
 
 void sched_job_free(struct sched_job *job)
 {
@@ -207,6 +119,7 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     struct sched_job *job = sl->job;
     hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
     hearth_seq_truncate(s->ctx, sl->id, 0);
+    sl->n_last = sl->n_past; /* the slot's conversation, for slot actions */
     if (s->drafters)
         spec_rewind(s->drafters, sl->id, 0);
     hearth_sampler_free(sl->smp);
@@ -312,6 +225,7 @@ static void slot_start(struct sched *s, struct slot *sl)
     char msg[HEARTH_ERR_MAX];
     sl->fresh   = false;
     sl->t_first = -1;
+    sl->n_last  = 0; /* tokens[] becomes the job's */
     if (!job->prompt || job->n_prompt < 1 || job->n_prompt >= s->n_ctx) {
         snprintf(msg, sizeof msg,
                  "sched: the prompt has %d tokens but a slot holds %d, so it must have 1 to %d",
@@ -545,7 +459,7 @@ static void gate_open(struct sched *s)
 }
 
 /* From any thread: pulls the scheduler out of the gate (a full pipe already will). */
-static void gate_wake(struct sched *s)
+void sched_gate_wake(struct sched *s)
 {
     if (s->wake[1] >= 0)
         (void)!write(s->wake[1], "w", 1);
@@ -874,6 +788,15 @@ static void publish_stats(struct sched *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Under mu: a slot action waits for slot i (it takes no job until the action ran). */
+static bool slot_op_waits(const struct sched *s, int32_t i)
+{
+    for (const struct sched_slot_op *op = s->ops; op; op = op->next)
+        if (op->slot == i)
+            return true;
+    return false;
+}
+
 /*
  * Under mu: takes cancelled jobs out of the queue (into s->dropped), copies
  * the slots' cancel flags, and assigns queued jobs to idle slots. Returns
@@ -898,7 +821,7 @@ static int32_t intake_locked(struct sched *s)
         s->cancel_now[i] = s->slot_cancel[i];
     for (int32_t i = 0; i < s->n_slots && s->q_len > 0; i++) {
         struct slot *sl = &s->slots[i];
-        if (sl->job)
+        if (sl->job || slot_op_waits(s, i))
             continue;
         struct qent e = s->queue[s->q_head];
         s->q_head     = (s->q_head + 1) % s->q_cap;
@@ -920,7 +843,8 @@ static void *sched_main(void *arg)
     struct sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stopping && s->q_len == 0 && s->n_free == s->n_slots && !s->any_cancelled)
+        while (!s->stopping && s->q_len == 0 && s->n_free == s->n_slots && !s->any_cancelled &&
+               !s->ops)
             pthread_cond_wait(&s->cv, &s->mu);
         if (s->stopping) {
             pthread_mutex_unlock(&s->mu);
@@ -941,6 +865,7 @@ static void *sched_main(void *arg)
             if (sl->job && !sl->fresh && s->cancel_now[i])
                 slot_finish(s, sl, SCHED_FINISH_CANCELLED, false);
         }
+        sched_slot_ops_run(s);
         bool busy = false;
         for (int32_t i = 0; i < s->n_slots; i++) {
             if (s->slots[i].job && s->slots[i].fresh)
@@ -958,6 +883,7 @@ static void *sched_main(void *arg)
     for (int32_t i = 0; i < s->n_slots; i++)
         if (s->slots[i].job)
             slot_fail(s, &s->slots[i], "server shutting down");
+    sched_slot_ops_fail(s, "server shutting down");
     pthread_mutex_lock(&s->mu);
     int32_t n_left = 0;
     for (; s->q_len > 0; s->q_len--, s->q_head = (s->q_head + 1) % s->q_cap)
@@ -1063,6 +989,11 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
     if (st)
         goto err;
+    char why[HEARTH_ERR_MAX];
+    if (p->slot_files && (st = hearth_seq_save_supported(s->ctx, why, sizeof why))) {
+        st = fail(st, err, err_len, "sched: slots cannot be saved (--slot-save-path): %s", why);
+        goto err;
+    }
     for (int32_t i = 0; i < hearth_context_n_stages(s->ctx) && i < SCHED_MAX_STAGES; i++)
         hearth_context_stage(s->ctx, s->n_stages++, &s->stages[i]);
     s->n_ctx = p->n_ctx > 0 ? p->n_ctx : hearth_model_n_ctx_train(model);
@@ -1167,7 +1098,7 @@ void sched_stop(struct sched *s)
         s->stopping = true;
         pthread_cond_signal(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        gate_wake(s);
+        sched_gate_wake(s);
         pthread_join(s->thread, NULL);
     }
     sched_free(s);
@@ -1203,7 +1134,7 @@ enum hearth_status sched_submit_all(struct sched *s, struct sched_job **jobs, in
     }
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    gate_wake(s);
+    sched_gate_wake(s);
     return HEARTH_OK;
 }
 
@@ -1226,7 +1157,7 @@ void sched_cancel(struct sched *s, uint64_t request_id)
         pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (any)
-        gate_wake(s);
+        sched_gate_wake(s);
 }
 
 int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,

@@ -68,6 +68,7 @@ enum sched_event_kind {
     SCHED_EV_TEXT,   /* text generated for the job (may be empty for a token held back) */
     SCHED_EV_DONE,   /* the job finished; no more events for it */
     SCHED_EV_ERROR,  /* the job failed; message in text; no more events */
+    SCHED_EV_SLOT,   /* a slot action is done: its result in op (no job: job_id 0) */
 };
 
 enum sched_finish { SCHED_FINISH_STOP, SCHED_FINISH_LENGTH, SCHED_FINISH_CANCELLED };
@@ -101,6 +102,8 @@ struct sched_event {
     double t_first_token;    /* seconds from submit to the first generated token */
     int32_t n_drafted;       /* speculation: tokens drafted for the job, and of those kept */
     int32_t n_draft_accepted;
+    /* SLOT: */
+    struct sched_slot_op *op;
 };
 
 typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
@@ -145,6 +148,8 @@ struct sched_params {
     int64_t cache_bytes;       /* the prefix cache's cap (--cache-ram): K/V of finished requests
                                   kept on top of the slots' own; 0 = no memory of its own (it
                                   keeps what the idle slots' blocks hold) */
+    bool slot_files;           /* slot actions save and restore files (--slot-save-path): the
+                                  context must be one hearth_seq_save can write */
     struct sched_spec spec;    /* all zero: no speculation */
 };
 
@@ -195,6 +200,40 @@ struct sched_stats {
 /* Fills stats and up to cap slot infos (returns the number of slots). */
 int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,
                        int32_t cap);
+
+/*
+ * Slot actions (llama-server's POST /slots/{id}?action=save|restore|erase).
+ * A slot's conversation is the tokens whose K/V it held when its last job
+ * ended (or what a restore loaded): save writes them and their K/V to a
+ * file (hearth_seq_save), restore loads a file into the prefix cache and
+ * makes it the slot's conversation, erase forgets it (blocks other
+ * conversations share stay cached). An action on a busy slot waits for its
+ * job to end, and the slot takes no new job while one waits. The op comes
+ * back in a SCHED_EV_SLOT event with its user pointer; the caller owns it
+ * throughout and must keep it until that event.
+ */
+enum sched_slot_action { SCHED_SLOT_SAVE, SCHED_SLOT_RESTORE, SCHED_SLOT_ERASE };
+
+struct sched_slot_op {
+    enum sched_slot_action action;
+    int32_t slot;          /* 0 <= slot < n_slots */
+    char path[4096];       /* save, restore: the file */
+    uint64_t request_id;   /* handed back in the event */
+    void *user;            /* the event's user pointer */
+    /* results */
+    enum hearth_status status;
+    char err[HEARTH_ERR_MAX];
+    int32_t n_tokens;      /* saved, restored or erased */
+    uint64_t n_bytes;      /* written or read */
+    double seconds;
+    struct sched_slot_op *next; /* the scheduler's list */
+};
+
+/*
+ * Queues op. HEARTH_EINVAL (a slot out of range) or HEARTH_EFULL (stopping)
+ * with no event; otherwise exactly one SCHED_EV_SLOT follows.
+ */
+enum hearth_status sched_slot_submit(struct sched *s, struct sched_slot_op *op);
 
 #define SCHED_MAX_STAGES 16
 /*

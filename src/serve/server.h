@@ -31,7 +31,8 @@ struct qev {
 };
 
 /* What a request waits on the preparation thread for. */
-enum pending_kind { PK_GENERATE, PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE, PK_COUNT_TOKENS };
+enum pending_kind { PK_GENERATE, PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE, PK_COUNT_TOKENS,
+                    PK_SLOT };
 
 struct pending;
 
@@ -70,6 +71,7 @@ struct pending {
     bool gone; /* HTTP side finished early (client gone, shutdown, refusal) */
     double t_start;
     double *t_last; /* [n_jobs] arrival of each choice's last token, 0 = none */
+    struct sched_slot_op *op; /* PK_SLOT: the action, the scheduler's until its event */
     char id[48];    /* "chatcmpl-..." */
 };
 
@@ -151,6 +153,14 @@ void serve_generate(struct server *s, struct evhttp_request *req, enum metrics_e
 /* The error body of endpoint ep's API. */
 char *serve_error_json(enum metrics_endpoint ep, const struct oai_error *e);
 struct pending *serve_pending_find(struct server *s, uint64_t request_id);
+/*
+ * A pending record for a request that waits on the scheduler itself (PK_SLOT):
+ * linked, its connection watched. NULL (a 500 sent) when out of memory.
+ */
+struct pending *serve_pending_new(struct server *s, struct evhttp_request *req,
+                                  enum metrics_endpoint ep, enum pending_kind kind);
+/* Ends p's HTTP side with status and a JSON body (NULL: none), and frees the record. */
+void serve_pending_reply(struct pending *p, int status, const char *json);
 
 /* ---- endpoints (endpoints.c): handlers named in routes.h, and the prep-thread work ---- */
 
@@ -165,6 +175,10 @@ void h_tokenize(struct server *s, struct evhttp_request *req);
 void h_detokenize(struct server *s, struct evhttp_request *req);
 void h_messages(struct server *s, struct evhttp_request *req);
 void h_count_tokens(struct server *s, struct evhttp_request *req);
+/* ---- slot actions (slot_actions.c) ---- */
+void h_slot_action(struct server *s, struct evhttp_request *req);
+/* On the loop: p's action is back from the scheduler; replies and frees p. */
+void slot_action_done(struct pending *p, const struct sched_slot_op *op);
 /* On the prep thread: the work of a PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE or PK_COUNT_TOKENS task. */
 void endpoints_prepare(struct task *t);
 
