@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "cmd.h"
 #include "hearth.h"
@@ -66,6 +67,12 @@ static void usage(FILE *fp)
         "                          (default: a quarter of the RAM free at start; with\n"
         "                          layers on a GPU 0); 0: only what the idle slots' blocks\n"
         "                          hold\n"
+        "  --cache-dir DIR         the prefix cache's disk tier: blocks dropped from memory\n"
+        "                          are written to DIR (made when missing) and read back on a\n"
+        "                          hit; at shutdown the cached blocks are written too, so a\n"
+        "                          restart with the same DIR starts warm\n"
+        "  --cache-disk SIZE       its cap, as 20G (default: a quarter of the space free\n"
+        "                          there at start)\n"
         "  --slot-save-path DIR    POST /slots/{id}?action=save|restore with {\"filename\":\n"
         "                          NAME} writes or reads a slot's conversation (its tokens\n"
         "                          and K/V) as DIR/NAME (default: none, so a 501)\n"
@@ -107,7 +114,8 @@ int cmd_serve(int argc, char **argv)
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
     long draft_max = 3, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
     bool spec_ngram = false, spec_draft = false, spec_mtp = false, spec_set = false;
-    const char *draft_path = NULL, *slot_dir = NULL;
+    const char *draft_path = NULL, *slot_dir = NULL, *cache_dir = NULL;
+    int64_t cache_disk = -1; /* -1: not given */
     int64_t cache_ram = -1; /* -1: not given */
     struct cache_types ct = {0};
     for (int i = 1; i < argc; i++) {
@@ -185,6 +193,13 @@ int cmd_serve(int argc, char **argv)
             VALUE();
             if (!arg_bytes("serve", a, v, &cache_ram))
                 return EXIT_USAGE;
+        } else if (!strcmp(a, "--cache-dir")) {
+            VALUE();
+            cache_dir = v;
+        } else if (!strcmp(a, "--cache-disk")) {
+            VALUE();
+            if (!arg_bytes("serve", a, v, &cache_disk))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "--slot-save-path")) {
             VALUE();
             slot_dir = v;
@@ -246,6 +261,32 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "hearth serve: --slot-save-path %s is not a directory\n", slot_dir);
         return EXIT_USAGE;
     }
+    if (cache_disk >= 0 && !cache_dir) {
+        fprintf(stderr, "hearth serve: --cache-disk sizes the disk tier --cache-dir DIR makes; "
+                        "give that too\n");
+        return EXIT_USAGE;
+    }
+    if (cache_dir && cache_disk < 0) {
+        struct statvfs fs;
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", cache_dir);
+        bool ok = statvfs(parent, &fs) == 0;
+        if (!ok) { /* not made yet: the directory it will be made in */
+            char *slash = strrchr(parent, '/');
+            if (slash == parent)
+                slash[1] = 0;
+            else if (slash)
+                *slash = 0;
+            else
+                snprintf(parent, sizeof parent, ".");
+            ok = statvfs(parent, &fs) == 0;
+        }
+        const uint64_t free_b = ok ? (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize : 0;
+        cache_disk = (int64_t)(free_b / 4);
+        fprintf(stderr, "hearth serve: --cache-disk %.2f GiB (a quarter of the %.2f GiB free "
+                        "there)\n",
+                (double)cache_disk / (1 << 30), (double)free_b / (1 << 30));
+    }
     if (!api_key) {
         const char *env = getenv("HEARTH_API_KEY");
         if (env && *env)
@@ -301,6 +342,8 @@ int cmd_serve(int argc, char **argv)
                        .kv_type           = ct.k,
                        .kv_type_v         = ct.v,
                        .slot_files        = slot_dir != NULL,
+                       .cache_dir         = cache_dir,
+                       .cache_disk_bytes  = cache_disk,
                        .spec      = {.ngram     = spec_ngram,
                                      .mtp       = spec_mtp,
                                      .draft_max = (int32_t)draft_max,

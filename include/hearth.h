@@ -197,6 +197,13 @@ struct hearth_context_params {
                              the n_seq_max sequences can hold and never exceeded; -1 (the
                              default) = no extra memory: the cache is whatever blocks the
                              sequences leave free */
+    const char *cache_dir;    /* the prefix cache's disk tier, or NULL: blocks evicted from
+                                 memory are written here, one file a block, read back on a
+                                 hit, and hearth_cache_flush writes the cached ones; the
+                                 files found at creation are the index (others' skipped with
+                                 a warning). Made when missing. Not for models with
+                                 recurrent or sliding-window layers or K/V on a GPU */
+    int64_t cache_disk_bytes; /* its cap (whole files; least recently used deleted first) */
     bool mtp;             /* the context runs the model's MTP head instead of its layers
                              (hearth_model_has_mtp): its batches go through hearth_mtp_decode,
                              its KV is the head's one layer, and it keeps its hidden states */
@@ -338,8 +345,21 @@ struct hearth_cache_stats {
     uint64_t bytes;     /* K/V bytes of the cached blocks (every layer, host or device) */
     int64_t cap_bytes;  /* cache_bytes as the blocks round it down; -1 = no cap */
     int64_t evicted;    /* cached blocks dropped, to make room or by the cap */
+    /* the disk tier (cache_dir; all 0 without one) */
+    uint64_t disk_bytes, disk_cap_bytes; /* its files, and their cap (whole files) */
+    uint64_t disk_reads, disk_writes;    /* blocks read back, written */
+    uint64_t disk_hit_tokens;            /* tokens reused from blocks read back */
+    uint64_t disk_evicted;               /* files deleted for the cap */
+    uint64_t disk_skipped;               /* files refused: another model's, cut short, damaged */
 };
 void hearth_cache_stats(const struct hearth_context *ctx, struct hearth_cache_stats *out);
+
+/*
+ * Writes the prefix cache's cached blocks to its disk tier (cache_dir), the
+ * most recently used kept within its cap: what a clean shutdown calls, so
+ * the next start is warm. Nothing without a disk tier.
+ */
+void hearth_cache_flush(struct hearth_context *ctx);
 
 /*
  * Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence).

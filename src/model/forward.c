@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/kvdisk.h"
+#include "model/kvfile.h"
 #include "model/model.h"
 #include "model/stages.h"
 #include "util/errfmt.h"
@@ -37,6 +39,23 @@ struct hearth_context_params hearth_context_default_params(void)
         .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = 32, .kv_type = HEARTH_KV_F16,
         .kv_type_v = HEARTH_KV_F16,
         .n_threads = 0, .n_keep_states = 0, .n_state_snapshots = 8, .cache_bytes = -1};
+}
+
+/* The KV cache evicts a block: the disk tier writes it, the snapshots keyed by it go. */
+static void block_evicted(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                          const int32_t *tokens)
+{
+    struct hearth_context *ctx = arg;
+    if (ctx->disk)
+        kvdisk_evicted(ctx->disk, kv, block, hash, tokens);
+    if (ctx->snap)
+        snap_forget(ctx->snap, hash);
+}
+
+static bool block_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
+                        const int32_t *tokens)
+{
+    return kvdisk_fetch(((struct hearth_context *)arg)->disk, kv, block, hash, tokens);
 }
 
 enum hearth_status hearth_context_new(struct hearth_model *model,
@@ -111,8 +130,8 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         .type = p.kv_type, .type_v = p.kv_type_v, .swa = flags, .no_kv = flags + nl,
         .host = flags + 2 * nl, .n_swa = hp->n_swa,
         .n_blocks_swa = kv_window_blocks(p.n_seq_max, p.n_ctx, hp->n_swa, p.n_batch, p.kv_block)};
+    const size_t per_block = kv_retain_block_len(&kp); /* kp's flags are freed below */
     if (p.cache_bytes >= 0) {
-        const size_t per_block = kv_retain_block_len(&kp);
         const uint64_t n = per_block ? (uint64_t)p.cache_bytes / per_block : 0;
         kp.retain        = true;
         kp.n_retain      = n > INT32_MAX ? INT32_MAX : (int32_t)n;
@@ -138,22 +157,48 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     }
     if ((st = stages_init(ctx, err, err_len)))
         goto err;
+    if (p.cache_dir) {
+        struct kvfile_shape shape;
+        char why[HEARTH_ERR_MAX];
+        if ((st = kvfile_shape_of(ctx, &shape, why, sizeof why)) ||
+            (st = kvdisk_open(p.cache_dir, p.cache_disk_bytes > 0 ? (uint64_t)p.cache_disk_bytes
+                                                                   : 0,
+                              &shape, &ctx->disk, why, sizeof why))) {
+            st = fail(st, err, err_len, "context: the cache's disk tier: %s", why);
+            goto err;
+        }
+    }
     if (ctx->state_len && p.n_state_snapshots > 0) {
         const size_t len = ctx->state_len;
-        if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, len))) {
+        int32_t n_cached = -1;
+        if (p.cache_bytes >= 0) {
+            /* the cap holds blocks and states alike: each retained block is charged the share
+             * of a state a sequence's own blocks carry (n_state_snapshots per context) */
+            const double block = (double)per_block, state = (double)len * sizeof(float);
+            const double share = state * p.n_state_snapshots / per_seq;
+            const int64_t blocks = (int64_t)((double)p.cache_bytes / (block + share));
+            n_cached = (int32_t)(((double)p.cache_bytes - (double)blocks * block) / state);
+            kv_set_cache_cap(&ctx->kv, (int32_t)blocks);
+            ctx->cache_cap = (int64_t)((double)blocks * block + (double)n_cached * state);
+        }
+        if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, n_cached, len))) {
             st = fail(HEARTH_ENOMEM, err, err_len,
                       "context: cannot map %zu bytes for %d state snapshots per sequence",
-                      snap_bytes(p.n_seq_max, p.n_state_snapshots, len), p.n_state_snapshots);
+                      snap_bytes(p.n_seq_max, p.n_state_snapshots, n_cached, len),
+                      p.n_state_snapshots);
             goto err;
         }
         /* the one memory figure a user of --ctx-checkpoints needs, said once at startup */
         fprintf(stderr,
-                "hearth: %s: state snapshots: up to %d per sequence x %d of %.2f MiB each "
+                "hearth: %s: state snapshots: up to %d per sequence x %d%s of %.2f MiB each "
                 "(%.1f MiB at most)\n",
                 model->arch, p.n_state_snapshots, p.n_seq_max,
+                n_cached > 0 ? ", and the prefix cache's" : "",
                 (double)len * sizeof(float) / (1 << 20),
-                (double)snap_bytes(p.n_seq_max, p.n_state_snapshots, len) / (1 << 20));
+                (double)snap_bytes(p.n_seq_max, p.n_state_snapshots, n_cached, len) / (1 << 20));
     }
+    if (ctx->disk || ctx->snap)
+        kv_set_tier(&ctx->kv, block_evicted, ctx->disk ? block_fetch : NULL, ctx);
     if (ctx->state_len && p.n_keep_states > 0) {
         const size_t n = (size_t)p.n_seq_max * p.n_keep_states * ctx->state_len;
         ctx->keep       = malloc(n * sizeof *ctx->keep);
@@ -193,6 +238,7 @@ void hearth_context_free(struct hearth_context *ctx)
     free(ctx->keep_n);
     free(ctx->keep_dup);
     kv_free(&ctx->kv);
+    kvdisk_close(ctx->disk);
     free(ctx);
 }
 
@@ -519,8 +565,27 @@ void hearth_cache_stats(const struct hearth_context *ctx, struct hearth_cache_st
     int64_t evicted = 0;
     for (int g = 0; g < KV_GROUPS; g++)
         evicted += ctx->kv.pool[g].n_evicted;
-    *out = (struct hearth_cache_stats){
-        .bytes = kv_cached_bytes(&ctx->kv), .cap_bytes = ctx->cache_cap, .evicted = evicted};
+    struct kv_disk_stats d;
+    kvdisk_stats(ctx->disk, &d);
+    int32_t states = 0;
+    if (ctx->snap)
+        snap_stats(ctx->snap, NULL, &states);
+    *out = (struct hearth_cache_stats){.bytes = kv_cached_bytes(&ctx->kv) +
+                                                (uint64_t)states * ctx->state_len * sizeof(float),
+                                       .cap_bytes       = ctx->cache_cap,
+                                       .evicted         = evicted,
+                                       .disk_bytes      = d.bytes,
+                                       .disk_cap_bytes  = d.cap_bytes,
+                                       .disk_reads      = d.reads,
+                                       .disk_writes     = d.writes,
+                                       .disk_hit_tokens = d.reads * (uint64_t)ctx->kv.block_tokens,
+                                       .disk_evicted    = d.evicted,
+                                       .disk_skipped    = d.skipped};
+}
+
+void hearth_cache_flush(struct hearth_context *ctx)
+{
+    kvdisk_flush(ctx->disk, &ctx->kv);
 }
 
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,

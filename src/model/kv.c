@@ -93,8 +93,7 @@ static void pool_free(struct kv_pool *p)
     free(p->tokens);
     free(p->lru_prev);
     free(p->lru_next);
-    free(p->index_key);
-    free(p->index_val);
+    u64map_free(&p->index);
     memset(p, 0, sizeof *p);
 }
 
@@ -114,19 +113,14 @@ static bool pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_host, int32_
             return false;
         p->mem = mem;
     }
-    p->index_cap = 16;
-    while (p->index_cap < 2u * (uint32_t)n_blocks)
-        p->index_cap *= 2;
     p->refcnt    = calloc((size_t)n_blocks, sizeof *p->refcnt);
     p->free_ids  = malloc((size_t)n_blocks * sizeof *p->free_ids);
     p->hash      = calloc((size_t)n_blocks, sizeof *p->hash);
     p->tokens    = malloc((size_t)n_blocks * (size_t)block_tokens * sizeof *p->tokens);
     p->lru_prev  = malloc((size_t)n_blocks * sizeof *p->lru_prev);
     p->lru_next  = malloc((size_t)n_blocks * sizeof *p->lru_next);
-    p->index_key = calloc(p->index_cap, sizeof *p->index_key);
-    p->index_val = malloc(p->index_cap * sizeof *p->index_val);
-    if (!p->refcnt || !p->free_ids || !p->hash || !p->tokens || !p->lru_prev || !p->lru_next ||
-        !p->index_key || !p->index_val)
+    if (!u64map_init(&p->index, n_blocks) || !p->refcnt || !p->free_ids || !p->hash ||
+        !p->tokens || !p->lru_prev || !p->lru_next)
         return false;
     /* lowest ids on top of the stack: early blocks are the first touched */
     for (int32_t i = 0; i < n_blocks; i++)
@@ -251,38 +245,6 @@ static uint64_t chain_hash(uint64_t parent, const int32_t *tok, int32_t n)
     return h ? h : 1;
 }
 
-static uint32_t index_slot(const struct kv_pool *p, uint64_t key)
-{
-    uint32_t mask = p->index_cap - 1, i = (uint32_t)key & mask;
-    while (p->index_key[i] && p->index_key[i] != key)
-        i = (i + 1) & mask;
-    return i;
-}
-
-static int32_t index_find(const struct kv_pool *p, uint64_t key)
-{
-    uint32_t i = index_slot(p, key);
-    return p->index_key[i] ? p->index_val[i] : -1;
-}
-
-/* Removes key by backward-shift deletion, so probe chains stay unbroken without tombstones. */
-static void index_remove(struct kv_pool *p, uint64_t key)
-{
-    uint32_t mask = p->index_cap - 1, i = index_slot(p, key);
-    if (!p->index_key[i])
-        return;
-    for (uint32_t j = (i + 1) & mask; p->index_key[j]; j = (j + 1) & mask) {
-        uint32_t home = (uint32_t)p->index_key[j] & mask;
-        /* j's entry may move into the hole at i if its home is not in (i, j] cyclically */
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            p->index_key[i] = p->index_key[j];
-            p->index_val[i] = p->index_val[j];
-            i = j;
-        }
-    }
-    p->index_key[i] = 0;
-}
-
 static void lru_unlink(struct kv_pool *p, int32_t b)
 {
     int32_t pr = p->lru_prev[b], n = p->lru_next[b];
@@ -311,15 +273,30 @@ static void lru_push(struct kv_pool *p, int32_t b)
 
 static void unpublish(struct kv_pool *p, int32_t b)
 {
-    index_remove(p, p->hash[b]);
+    u64map_remove(&p->index, p->hash[b]);
     p->hash[b] = 0;
 }
 
-/* Drops the least recently used cached block from the index: it is a block to write now. */
+/* Makes block b findable under chain hash h with tokens tok[0..bt). */
+static void publish(struct kv_pool *p, int32_t b, uint64_t h, const int32_t *tok, int32_t bt)
+{
+    p->hash[b] = h;
+    memcpy(p->tokens + (size_t)b * bt, tok, (size_t)bt * sizeof *tok);
+    u64map_put(&p->index, h, b);
+}
+
+/*
+ * Drops the least recently used cached block from the index: it is a block to write now.
+ * The disk tier sees it first.
+ */
 static int32_t evict(struct kv_pool *p)
 {
     int32_t b = p->lru_head;
     lru_unlink(p, b);
+    const struct kv_cache *kv = p->owner;
+    if (kv && kv->evicted && p == &kv->pool[0])
+        kv->evicted(kv->tier_arg, kv, b, p->hash[b],
+                    p->tokens + (size_t)b * (size_t)kv->block_tokens);
     unpublish(p, b);
     p->n_evicted++;
     return b;
@@ -363,7 +340,7 @@ static void block_share(struct kv_pool *p, int32_t b)
 /* The cached block of pool p holding tokens tok[0..bt) under chain hash h, or -1. */
 static int32_t cached_block(const struct kv_pool *p, uint64_t h, const int32_t *tok, int32_t bt)
 {
-    int32_t b = index_find(p, h);
+    int32_t b = u64map_find(&p->index, h);
     if (b < 0 || memcmp(p->tokens + (size_t)b * bt, tok, (size_t)bt * sizeof *tok) != 0)
         return -1;
     return b;
@@ -550,6 +527,29 @@ int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens,
             s->t[1].blocks[i] = b;
         }
     }
+    /* the disk tier: the blocks past the pool's run, each read into a block of the pool
+     * (taken as the pool takes one, so only unshared cached blocks make room) */
+    if (kv->fetch && fp->n_layer && !wp->n_layer) {
+        for (int32_t i = k; i < max_blocks; i++) {
+            const int32_t *tok = tokens + (size_t)i * bt;
+            s->chain[i]        = chain_hash(i ? s->chain[i - 1] : 0, tok, bt);
+            int32_t b          = cached_block(fp, s->chain[i], tok, bt);
+            if (b >= 0) {
+                block_share(fp, b);
+            } else {
+                if (u64map_find(&fp->index, s->chain[i]) >= 0 || (b = block_take(fp)) < 0)
+                    break;
+                if (!kv->fetch(kv->tier_arg, kv, b, s->chain[i], tok)) {
+                    fp->refcnt[b]               = 0;
+                    fp->free_ids[fp->n_free++] = b;
+                    break;
+                }
+                publish(fp, b, s->chain[i], tok, bt);
+            }
+            s->t[0].blocks[i] = b;
+            k                 = i + 1;
+        }
+    }
     for (int g = 0; g < KV_GROUPS; g++) {
         s->t[g].n_blocks    = kv->pool[g].n_layer ? k : 0;
         s->t[g].n_published = s->t[g].n_blocks;
@@ -558,6 +558,26 @@ int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens,
     s->n_chain         = k;
     s->n_tokens        = k * bt;
     return s->n_tokens;
+}
+
+void kv_set_cache_cap(struct kv_cache *kv, int32_t blocks)
+{
+    for (int g = 0; g < KV_GROUPS; g++)
+        if (kv->pool[g].cap > blocks)
+            kv->pool[g].cap = blocks;
+}
+
+void kv_set_tier(struct kv_cache *kv,
+                 void (*evicted)(void *, const struct kv_cache *, int32_t, uint64_t,
+                                 const int32_t *),
+                 bool (*fetch)(void *, struct kv_cache *, int32_t, uint64_t, const int32_t *),
+                 void *arg)
+{
+    kv->evicted  = evicted;
+    kv->fetch    = fetch;
+    kv->tier_arg = arg;
+    for (int g = 0; g < KV_GROUPS; g++)
+        kv->pool[g].owner = evicted || fetch ? kv : NULL;
 }
 
 void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n)
@@ -580,14 +600,9 @@ void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t
             const int32_t b = t->blocks[i];
             const uint64_t h = s->chain[i];
             if (b >= 0 && p->hash[b] != h) {
-                if (index_find(p, h) >= 0)
+                if (u64map_find(&p->index, h) >= 0)
                     break; /* another sequence computed the same prefix first; ours stays private */
-                p->hash[b] = h;
-                memcpy(p->tokens + (size_t)b * bt, tokens + (size_t)i * bt,
-                       (size_t)bt * sizeof *tokens);
-                uint32_t slot = index_slot(p, h);
-                p->index_key[slot] = h;
-                p->index_val[slot] = b;
+                publish(p, b, h, tokens + (size_t)i * bt, bt);
             }
             t->n_published = i + 1;
         }

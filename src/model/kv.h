@@ -53,6 +53,7 @@
 
 #include "hearth.h"
 #include "util/dtype.h"
+#include "util/u64map.h"
 
 #define KV_GROUPS 2 /* full-attention layers, sliding-window layers */
 
@@ -95,9 +96,8 @@ struct kv_pool {
     int32_t n_cached;        /* published blocks with refcnt 0 (evictable) */
     int32_t cap;             /* most blocks cached at once, -1 = as many as are free */
     int64_t n_evicted;       /* cached blocks dropped so far (for a write or by the cap) */
-    uint64_t *index_key;     /* [index_cap] open addressing, 0 = empty */
-    int32_t *index_val;      /* [index_cap] block id */
-    uint32_t index_cap;      /* power of two >= 2 * n_blocks */
+    struct u64map index;     /* chain hash -> block id of the published blocks */
+    struct kv_cache *owner;  /* the cache, for its disk tier's hooks (kv_set_tier); or NULL */
 };
 
 /* What kv_init builds; kv_bytes sums the same. */
@@ -139,6 +139,14 @@ struct kv_cache {
        the memory it does not own (the layers not on the host); NULL = none */
     void (*copy)(void *arg, int group, int32_t dst, int32_t src, int32_t n_rows);
     void *copy_arg;
+    /* the disk tier (kvdisk.h), for a cache of one pool on the host; NULL = none. evicted:
+       a cached block is about to be dropped (its rows still intact); fetch: fill block with
+       the rows of the block keyed hash holding tokens, false when the tier has none */
+    void (*evicted)(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                    const int32_t *tokens);
+    bool (*fetch)(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
+                  const int32_t *tokens);
+    void *tier_arg;
 };
 
 /*
@@ -212,6 +220,24 @@ void kv_truncate(struct kv_cache *kv, int32_t seq, int32_t p0);
  * Returns the tokens attached.
  */
 int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+
+/*
+ * Lowers the retained pools' cap on cached blocks to blocks (at most
+ * kv_params.n_retain): what a context whose cache also keeps recurrent
+ * states leaves to the K/V.
+ */
+void kv_set_cache_cap(struct kv_cache *kv, int32_t blocks);
+
+/*
+ * Installs the disk tier's hooks (see kv_cache.evicted). kv_reuse_prefix
+ * then continues past the pool's cached blocks with the tier's, each read
+ * into a block taken from the pool. The cache must stay at this address.
+ */
+void kv_set_tier(struct kv_cache *kv,
+                 void (*evicted)(void *, const struct kv_cache *, int32_t, uint64_t,
+                                 const int32_t *),
+                 bool (*fetch)(void *, struct kv_cache *, int32_t, uint64_t, const int32_t *),
+                 void *arg);
 
 /*
  * Publishes seq's full blocks covering tokens[0..n) (n capped at its

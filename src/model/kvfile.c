@@ -33,16 +33,30 @@ static void put_u64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvfile_shape *want,
-                                uint64_t max_tokens, struct kvfile_view *out, char *err,
-                                size_t err_len)
+void kvfile_header(uint8_t *head, const struct kvfile_shape *s, uint64_t n)
 {
-    if (len < KVFILE_HEADER + 8 || memcmp(buf, KVFILE_MAGIC, 8) != 0)
+    memcpy(head, KVFILE_MAGIC, 8);
+    const uint64_t fields[7] = {s->fingerprint, s->n_layer, s->kv_dim, s->block_tokens,
+                                s->type_k,      s->type_v,  n};
+    for (int i = 0; i < 7; i++)
+        put_u64(head + 8 + 8 * i, fields[i]);
+}
+
+uint64_t kvfile_size(const struct kvfile_shape *s, uint64_t n)
+{
+    return KVFILE_HEADER + n * 4 + s->n_layer * n * (s->row_k + s->row_v) + 8;
+}
+
+enum hearth_status kvfile_parse_header(const uint8_t *buf, size_t len,
+                                       const struct kvfile_shape *want, uint64_t *n_tokens,
+                                       char *err, size_t err_len)
+{
+    if (len < KVFILE_HEADER || memcmp(buf, KVFILE_MAGIC, 8) != 0)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "kv file: not a hearth K/V file (%zu bytes, no %s header)", len, KVFILE_MAGIC);
     const uint64_t fp = get_u64(buf + 8), n_layer = get_u64(buf + 16), kv_dim = get_u64(buf + 24),
-                   bt = get_u64(buf + 32), tk = get_u64(buf + 40), tv = get_u64(buf + 48),
-                   n = get_u64(buf + 56);
+                   bt = get_u64(buf + 32), tk = get_u64(buf + 40), tv = get_u64(buf + 48);
+    *n_tokens = get_u64(buf + 56);
     if (fp != want->fingerprint)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "kv file: written for another model (fingerprint %016llx, this model's "
@@ -58,13 +72,25 @@ enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvf
                     (unsigned long long)want->n_layer, (unsigned long long)want->kv_dim,
                     (unsigned long long)want->block_tokens, (unsigned long long)want->type_k,
                     (unsigned long long)want->type_v);
+    return HEARTH_OK;
+}
+
+enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvfile_shape *want,
+                                uint64_t max_tokens, struct kvfile_view *out, char *err,
+                                size_t err_len)
+{
+    uint64_t n;
+    enum hearth_status st = kvfile_parse_header(buf, len, want, &n, err, err_len);
+    if (st)
+        return st;
+    if (len < KVFILE_HEADER + 8)
+        return fail(HEARTH_EFORMAT, err, err_len, "kv file: %zu bytes, cut short", len);
     if (n < 1 || n > max_tokens)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "kv file: holds %llu tokens, and a sequence here holds 1 to %llu",
                     (unsigned long long)n, (unsigned long long)max_tokens);
     /* n <= max_tokens (a context, < 2^31) and rows of at most a few KiB: no overflow */
-    const uint64_t need =
-        KVFILE_HEADER + n * 4 + n_layer * n * (want->row_k + want->row_v) + 8;
+    const uint64_t need = kvfile_size(want, n);
     if (len != need)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "kv file: %zu bytes where %llu tokens take %llu (%s)", len,
@@ -91,7 +117,7 @@ enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvf
 /* ---------------------------------------------------------- a context --- */
 
 /* The shape of ctx's cache as a file states it; HEARTH_EUNSUPPORTED where no file can. */
-static enum hearth_status shape_of(const struct hearth_context *ctx, struct kvfile_shape *s,
+enum hearth_status kvfile_shape_of(const struct hearth_context *ctx, struct kvfile_shape *s,
                                    char *err, size_t err_len)
 {
     const struct kv_cache *kv = &ctx->kv;
@@ -126,7 +152,7 @@ enum hearth_status hearth_seq_save_supported(const struct hearth_context *ctx, c
                                              size_t err_len)
 {
     struct kvfile_shape s;
-    return shape_of(ctx, &s, err, err_len);
+    return kvfile_shape_of(ctx, &s, err, err_len);
 }
 
 /* Writes n bytes and folds them into the checksum; false on a write error. */
@@ -141,7 +167,7 @@ enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
                                    char *err, size_t err_len)
 {
     struct kvfile_shape s;
-    enum hearth_status st = shape_of(ctx, &s, err, err_len);
+    enum hearth_status st = kvfile_shape_of(ctx, &s, err, err_len);
     if (st)
         return st;
     const struct kv_cache *kv = &ctx->kv;
@@ -157,11 +183,7 @@ enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
         return fail(HEARTH_EIO, err, err_len, "kv file: cannot write %s: %s", tmp,
                     strerror(errno));
     uint8_t head[KVFILE_HEADER];
-    memcpy(head, KVFILE_MAGIC, 8);
-    const uint64_t fields[7] = {s.fingerprint, s.n_layer, s.kv_dim,       s.block_tokens,
-                                s.type_k,      s.type_v,  (uint64_t)n};
-    for (int i = 0; i < 7; i++)
-        put_u64(head + 8 + 8 * i, fields[i]);
+    kvfile_header(head, &s, (uint64_t)n);
     uint64_t h = FNV1A64_SEED;
     bool ok    = put(f, &h, head, sizeof head);
     for (int32_t i = 0; ok && i < n; i++) {
@@ -197,7 +219,7 @@ enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, cons
     *tokens   = NULL;
     *n_tokens = 0;
     struct kvfile_shape s;
-    enum hearth_status st = shape_of(ctx, &s, err, err_len);
+    enum hearth_status st = kvfile_shape_of(ctx, &s, err, err_len);
     if (st)
         return st;
     struct kv_cache *kv = &ctx->kv;

@@ -45,6 +45,26 @@ uint64_t kvfile_checksum(const uint8_t *p, size_t len);
 /* Bytes of the header: the magic and 7 u64 fields. */
 #define KVFILE_HEADER 64
 
+/* Writes the header (KVFILE_HEADER bytes) of a file of n tokens of shape s. */
+void kvfile_header(uint8_t *head, const struct kvfile_shape *s, uint64_t n);
+
+/* Bytes of a file of n tokens of shape s. */
+uint64_t kvfile_size(const struct kvfile_shape *s, uint64_t n);
+
+/*
+ * Checks a header (buf holds len >= KVFILE_HEADER bytes of a file) against
+ * want: magic, model, shape. Its token count in *n_tokens, unchecked.
+ * HEARTH_EFORMAT with the reason otherwise.
+ */
+enum hearth_status kvfile_parse_header(const uint8_t *buf, size_t len,
+                                       const struct kvfile_shape *want, uint64_t *n_tokens,
+                                       char *err, size_t err_len);
+
+struct hearth_context;
+/* The shape of ctx's cache as a file states it; HEARTH_EUNSUPPORTED where no file can. */
+enum hearth_status kvfile_shape_of(const struct hearth_context *ctx, struct kvfile_shape *s,
+                                   char *err, size_t err_len);
+
 /*
  * Checks buf (len bytes) against the shape want, the token count against
  * max_tokens (1 or more tokens, each below want->n_vocab), and fills *out. HEARTH_EFORMAT with the reason otherwise.

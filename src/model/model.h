@@ -160,6 +160,7 @@ struct hearth_context {
     struct hearth_context_params p;
     struct kv_cache kv;      /* block tables and, on the CPU, the pool the blocks live in */
     int64_t cache_cap;       /* bytes the prefix cache may hold (whole blocks), -1 = no cap */
+    struct kv_disk *disk;    /* the prefix cache's disk tier (kvdisk.h), or NULL */
     void *be;                /* the current stage's backend state (stage.state): what the
                                 backend's operations read as theirs */
     const struct stage *st;  /* the stage ctx->be belongs to; its place says the layers */

@@ -19,7 +19,8 @@ struct entry {
 struct snap_store {
     int32_t n_seq;
     int32_t per_seq;  /* snapshots a sequence may own, >= 1 */
-    int32_t cap;      /* n_seq * per_seq entries */
+    int32_t cap;      /* n_seq * per_seq (+ n_cached) entries */
+    int32_t n_cached_cap; /* most cached (keyed, unowned) entries; -1 = no cap */
     size_t state_len; /* floats per snapshot */
     float *mem;       /* [cap][state_len] */
     size_t mem_len;
@@ -34,23 +35,25 @@ struct snap_store {
     uint8_t *seen; /* [n_seq] */
 };
 
-size_t snap_bytes(int32_t n_seq, int32_t per_seq, size_t state_len)
+size_t snap_bytes(int32_t n_seq, int32_t per_seq, int32_t n_cached, size_t state_len)
 {
-    return (size_t)n_seq * (size_t)per_seq * state_len * sizeof(float);
+    return ((size_t)n_seq * (size_t)per_seq + (size_t)(n_cached > 0 ? n_cached : 0)) * state_len *
+           sizeof(float);
 }
 
-struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, size_t state_len)
+struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, int32_t n_cached, size_t state_len)
 {
-    if (n_seq < 1 || per_seq < 1 || state_len < 1)
+    if (n_seq < 1 || per_seq < 1 || state_len < 1 || n_cached < -1)
         return NULL;
     struct snap_store *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->n_seq     = n_seq;
     s->per_seq   = per_seq;
-    s->cap       = n_seq * per_seq;
+    s->cap       = n_seq * per_seq + (n_cached > 0 ? n_cached : 0);
+    s->n_cached_cap = n_cached;
     s->state_len = state_len;
-    s->mem_len   = snap_bytes(n_seq, per_seq, state_len);
+    s->mem_len   = snap_bytes(n_seq, per_seq, n_cached, state_len);
     void *mem = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         free(s);
@@ -91,7 +94,32 @@ static float *state_of(const struct snap_store *s, int32_t id)
     return s->mem + (size_t)id * s->state_len;
 }
 
-/* Leaves entry id to the cache when keyed, else frees it; the caller fixes the owner's list. */
+/* The least recently used cached entry, or -1. */
+static int32_t lru_cached(const struct snap_store *s)
+{
+    int32_t best = -1;
+    for (int32_t i = 0; i < s->cap; i++) {
+        const struct entry *e = &s->e[i];
+        if (e->owner >= 0 || !e->pos)
+            continue;
+        if (best < 0 || e->used < s->e[best].used)
+            best = i;
+    }
+    return best;
+}
+
+static int32_t n_cached(const struct snap_store *s)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->cap; i++)
+        n += s->e[i].owner < 0 && s->e[i].pos > 0;
+    return n;
+}
+
+/*
+ * Leaves entry id to the cache when keyed (the least recently used cached
+ * one going past the cap), else frees it; the caller fixes the owner's list.
+ */
 static void release(struct snap_store *s, int32_t id)
 {
     struct entry *e = &s->e[id];
@@ -99,7 +127,11 @@ static void release(struct snap_store *s, int32_t id)
     if (!e->key) {
         e->pos       = 0;
         e->unkeyable = false;
+        return;
     }
+    if (s->n_cached_cap >= 0)
+        while (n_cached(s) > s->n_cached_cap)
+            s->e[lru_cached(s)] = (struct entry){.owner = -1};
 }
 
 /* An entry to write: a free one, else the least recently used cached one; -1 if all are owned. */
@@ -276,6 +308,21 @@ const float *snap_find(struct snap_store *s, const struct kv_cache *kv, int32_t 
     s->e[best].used = ++s->clock;
     *pos            = s->e[best].pos;
     return state_of(s, best);
+}
+
+void snap_forget(struct snap_store *s, uint64_t hash)
+{
+    for (int32_t i = 0; i < s->cap; i++) {
+        struct entry *e = &s->e[i];
+        if (e->key != hash)
+            continue;
+        if (e->owner < 0) {
+            *e = (struct entry){.owner = -1};
+        } else {
+            e->key       = 0;
+            e->unkeyable = true;
+        }
+    }
 }
 
 void snap_disown(struct snap_store *s, int32_t seq, int32_t p0)

@@ -13,9 +13,16 @@
  * gives up stays cached while keyed (least recently used evicted first) and
  * is freed otherwise.
  *
- * Memory: n_seq * per_seq entries of state_len floats, one anonymous
- * mapping, so entries never written cost no resident memory. Internal to
- * src/model; not thread-safe (the engine's thread owns it).
+ * With the prefix cache's byte cap (hearth_context_params.cache_bytes), the
+ * store has n_cached entries on top of the sequences' own and caches at
+ * most that many (the least recently used goes when one more is given up),
+ * and a snapshot goes with the block it is keyed by when the KV cache
+ * evicts that block (snap_forget): the cache keeps a conversation's blocks
+ * and the states to resume it together.
+ *
+ * Memory: n_seq * per_seq (+ n_cached) entries of state_len floats, one
+ * anonymous mapping, so entries never written cost no resident memory.
+ * Internal to src/model; not thread-safe (the engine's thread owns it).
  */
 #ifndef HEARTH_SNAPSHOT_H
 #define HEARTH_SNAPSHOT_H
@@ -28,11 +35,18 @@
 struct kv_cache;
 struct snap_store;
 
-/* Bytes of state a store of n_seq x per_seq snapshots of state_len floats maps. */
-size_t snap_bytes(int32_t n_seq, int32_t per_seq, size_t state_len);
+/* Bytes of state a store of n_seq x per_seq (+ n_cached) snapshots of state_len floats maps. */
+size_t snap_bytes(int32_t n_seq, int32_t per_seq, int32_t n_cached, size_t state_len);
 
-/* A store for n_seq sequences, per_seq >= 1 snapshots each. NULL when out of memory. */
-struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, size_t state_len);
+/*
+ * A store for n_seq sequences, per_seq >= 1 snapshots each; n_cached >= 0:
+ * that many more entries and the cap on cached ones, -1: no cap (the
+ * sequences' entries cache what they do not use). NULL when out of memory.
+ */
+struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, int32_t n_cached, size_t state_len);
+
+/* Drops the cached snapshot keyed hash (its block is gone); one still owned just loses its key. */
+void snap_forget(struct snap_store *s, uint64_t hash);
 void snap_free(struct snap_store *s);
 
 /*

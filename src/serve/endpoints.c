@@ -130,6 +130,13 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_CACHE_RAM_BYTES]     = (double)st.cache_bytes;
     v[M_CACHE_RAM_CAP_BYTES] = (double)st.cache_cap_bytes;
     v[M_CACHE_RAM_EVICTED]   = (double)st.cache_evicted;
+    v[M_CACHE_DISK_BYTES]      = (double)st.disk.disk_bytes;
+    v[M_CACHE_DISK_CAP_BYTES]  = (double)st.disk.disk_cap_bytes;
+    v[M_CACHE_DISK_HIT_TOKENS] = (double)st.disk.disk_hit_tokens;
+    v[M_CACHE_DISK_READS]      = (double)st.disk.disk_reads;
+    v[M_CACHE_DISK_WRITES]     = (double)st.disk.disk_writes;
+    v[M_CACHE_DISK_EVICTED]    = (double)st.disk.disk_evicted;
+    v[M_CACHE_DISK_SKIPPED]    = (double)st.disk.disk_skipped;
     v[M_READY]              = s->ready ? 1 : 0;
     s->metrics.n_stages =
         s->sched ? sched_stages(s->sched, s->metrics.stages, METRICS_MAX_STAGES) : 0;

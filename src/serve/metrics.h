@@ -79,6 +79,20 @@
       "cache keeps what the idle slots' blocks hold.")                                         \
     X(M_CACHE_RAM_EVICTED, "hearth_cache_ram_evicted_blocks_total", counter, NONE,             \
       "KV blocks the prefix cache dropped, to make room or to stay within its cap.")          \
+    X(M_CACHE_DISK_BYTES, "hearth_cache_disk_bytes", gauge, NONE,                              \
+      "Bytes of the block files the prefix cache's disk tier holds (--cache-dir).")           \
+    X(M_CACHE_DISK_CAP_BYTES, "hearth_cache_disk_cap_bytes", gauge, NONE,                      \
+      "The cap on hearth_cache_disk_bytes (--cache-disk in whole files); 0: no disk tier.")   \
+    X(M_CACHE_DISK_HIT_TOKENS, "hearth_prefix_cache_disk_hit_tokens_total", counter, NONE,     \
+      "Prompt tokens reused from blocks read back from disk (part of the hit tokens).")       \
+    X(M_CACHE_DISK_READS, "hearth_cache_disk_read_blocks_total", counter, NONE,                \
+      "KV blocks read back from the disk tier.")                                              \
+    X(M_CACHE_DISK_WRITES, "hearth_cache_disk_written_blocks_total", counter, NONE,            \
+      "KV blocks written to the disk tier (evicted from memory, or at shutdown).")            \
+    X(M_CACHE_DISK_EVICTED, "hearth_cache_disk_evicted_blocks_total", counter, NONE,           \
+      "Block files the disk tier deleted to stay within its cap.")                            \
+    X(M_CACHE_DISK_SKIPPED, "hearth_cache_disk_skipped_files_total", counter, NONE,            \
+      "Files in --cache-dir refused: another model's, cut short or damaged.")                 \
     X(M_READY, "hearth_ready", gauge, NONE,                                                    \
       "1 once the model is loaded and requests are served, 0 while loading.")                  \
     X(M_STAGE_WEIGHT_BYTES, "hearth_stage_weight_bytes", gauge, NONE,                          \

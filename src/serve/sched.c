@@ -771,6 +771,7 @@ static void publish_stats(struct sched *s)
     s->stats.cache_bytes      = cs.bytes;
     s->stats.cache_cap_bytes  = cs.cap_bytes;
     s->stats.cache_evicted    = cs.evicted;
+    s->stats.disk             = cs;
     for (int32_t i = 0; i < s->n_slots; i++) {
         const struct slot *sl = &s->slots[i];
         s->info[i]            = (struct sched_slot_info){
@@ -884,6 +885,7 @@ static void *sched_main(void *arg)
         if (s->slots[i].job)
             slot_fail(s, &s->slots[i], "server shutting down");
     sched_slot_ops_fail(s, "server shutting down");
+    hearth_cache_flush(s->ctx); /* every slot is idle: its blocks are cached */
     pthread_mutex_lock(&s->mu);
     int32_t n_left = 0;
     for (; s->q_len > 0; s->q_len--, s->q_head = (s->q_head + 1) % s->q_cap)
@@ -982,6 +984,8 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     cp.cache_bytes                  = p->cache_bytes > 0 ? p->cache_bytes : -1;
     cp.kv_type                      = (enum hearth_kv_type)p->kv_type;
     cp.kv_type_v                    = (enum hearth_kv_type)p->kv_type_v;
+    cp.cache_dir                    = p->cache_dir;
+    cp.cache_disk_bytes             = p->cache_disk_bytes;
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
     if ((p->spec.ngram || p->spec.draft_model || p->spec.mtp) && hearth_model_is_recurrent(model))
         cp.n_keep_states = p->spec.draft_max + 1 > 64 ? 64 : p->spec.draft_max + 1;

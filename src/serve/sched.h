@@ -148,6 +148,9 @@ struct sched_params {
     int64_t cache_bytes;       /* the prefix cache's cap (--cache-ram): K/V of finished requests
                                   kept on top of the slots' own; 0 = no memory of its own (it
                                   keeps what the idle slots' blocks hold) */
+    const char *cache_dir;     /* the prefix cache's disk tier (--cache-dir), or NULL; written
+                                  to at a clean stop (hearth_cache_flush) */
+    int64_t cache_disk_bytes;  /* its cap (--cache-disk) */
     bool slot_files;           /* slot actions save and restore files (--slot-save-path): the
                                   context must be one hearth_seq_save can write */
     struct sched_spec spec;    /* all zero: no speculation */
@@ -191,6 +194,7 @@ struct sched_stats {
     uint64_t cache_bytes;     /* K/V bytes the prefix cache holds (the RAM tier) */
     int64_t cache_cap_bytes;  /* its cap, -1 = none (the slots' free blocks) */
     int64_t cache_evicted;    /* blocks it dropped */
+    struct hearth_cache_stats disk; /* its disk tier: the disk_* fields */
     uint64_t prompt_tokens_total, generated_tokens_total, prefix_hit_tokens_total;
     double prefill_seconds_total, decode_seconds_total; /* engine time spent */
     uint64_t spec_drafted[SCHED_N_DRAFTERS];  /* tokens drafted, by drafter */

@@ -8,8 +8,15 @@
  * token, 20 KiB a 32-token block). One slot of 256 tokens holds 8 blocks.
  * Each conversation here is a prompt of 161 to 187 tokens and 4 generated:
  * 5 whole blocks published, 160 tokens to reuse.
+ *
+ * The disk tier (--cache-dir): a conversation of 9 blocks through a memory
+ * cache of 5 writes what memory drops and, at SIGTERM, the rest; a new
+ * server on the same directory finds all of it. Damaged files and another
+ * model's are refused with a warning and the text is what a cold server
+ * computes.
  */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +134,240 @@ static void test_cache_holds_its_cap_and_drops_the_oldest(void **state)
     srv_stop(&s);
 }
 
+/* A prompt of ~300 tokens: 9 whole blocks. */
+static const char long_story[] =
+    "Once upon a time there was a little dog named Max. Max liked to run in the park. "
+    "One day he saw a big red ball under a tree. He ran to the ball and pushed it with his "
+    "nose. The ball rolled down the hill and Max ran after it. A little girl named Lily saw "
+    "Max and laughed. She threw the ball back to him and they played all day. When the sun "
+    "went down Lily took Max home. Her mom gave them milk and cookies. Max was very happy. "
+    "The next day Max went to the park again. He looked for Lily but she was not there. He "
+    "sat under the tree and waited. Soon he heard a voice. It was Lily with a new ball. It "
+    "was blue and very shiny. Max jumped up and wagged his tail. They played until it was "
+    "dark and then they went home together.";
+
+/* Completes prompt (4 greedy tokens) on s: the text (malloc'd), its usage's counts. */
+static char *complete(const struct srv *s, const char *prompt, int *n_prompt, int *cached)
+{
+    char body[4096];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}",
+             prompt);
+    struct http_resp r = http_post(s, "/v1/completions", body);
+    assert_int_equal(r.status, 200);
+    cJSON *j       = http_json(&r);
+    const cJSON *u = jget(j, "usage");
+    *n_prompt      = (int)jnum(u, "prompt_tokens");
+    *cached        = (int)jnum(jget(u, "prompt_tokens_details"), "cached_tokens");
+    char *text     = strdup(jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "text"));
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    return text;
+}
+
+/* Block files in dir. */
+static int files_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strstr(e->d_name, ".kvb") != NULL;
+    closedir(d);
+    return n;
+}
+
+static void sh(const char *fmt, const char *a, const char *b)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, fmt, a, b);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Starts a server of model on the disk tier dir; returns the turn's text, its counts, log. */
+static char *turn_on_disk(const char *model, const char *dir, const char *prompt, int *n_prompt,
+                          int *cached, double *skipped, char **log)
+{
+    struct srv s;
+    const char *extra[] = {"--parallel", "1", "-c", "512", "--cache-ram", "100K",
+                           "--cache-dir", dir, "--cache-disk", "10M", NULL};
+    srv_start_opt(&s, tu_model(model), extra, true);
+    char *text = complete(&s, prompt, n_prompt, cached);
+    *skipped   = metric(&s, "hearth_cache_disk_skipped_files_total");
+    *log       = srv_slurp(s.log);
+    srv_stop(&s);
+    return text;
+}
+
+static void test_cache_disk_tier_survives_a_restart(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    char dir[] = "/tmp/hearth-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char tier[64];
+    snprintf(tier, sizeof tier, "%s/tier", dir);
+    int n1, c1, n2, c2;
+    /* the first turn: memory keeps 5 of its 9 blocks and drops 4 to disk */
+    struct srv s;
+    const char *extra[] = {"--parallel", "1", "-c", "512", "--cache-ram", "100K",
+                           "--cache-dir", tier, "--cache-disk", "10M", NULL};
+    srv_start(&s, extra);
+    char *reply = complete(&s, long_story, &n1, &c1);
+    assert_int_equal(c1, 0);
+    assert_true(n1 >= 9 * 32 && n1 + 3 < 10 * 32);
+    assert_true(metric(&s, "hearth_cache_disk_written_blocks_total") == 4);
+    srv_stop(&s); /* SIGTERM: the 5 in memory are written too */
+    assert_int_equal(files_in(tier), 9);
+
+    char turn2[4096];
+    snprintf(turn2, sizeof turn2, "%s%s and", long_story, reply);
+    double skipped;
+    char *log;
+    char *warm = turn_on_disk(SRV_MODEL, tier, turn2, &n2, &c2, &skipped, &log);
+    print_message("after a restart: cached_tokens %d of %d (%.1f%%)\n", c2, n2, 100.0 * c2 / n2);
+    assert_int_equal(c2, 9 * 32);
+    assert_true(c2 >= 0.9 * n2);
+    assert_true(skipped == 0);
+    assert_non_null(strstr(log, "9 block files"));
+    free(log);
+
+    /* the same turn, cold */
+    const char *plain[] = {"--parallel", "1", "-c", "512", "--cache-ram", "0", NULL};
+    srv_start(&s, plain);
+    int n3, c3;
+    char *cold = complete(&s, turn2, &n3, &c3);
+    srv_stop(&s);
+    assert_int_equal(c3, 0);
+    assert_string_equal(warm, cold);
+
+    /* every file cut short: skipped at start, with a warning; the turn is computed */
+    char copy[96];
+    snprintf(copy, sizeof copy, "%s/short", dir);
+    sh("cp -r '%s' '%s'", tier, copy);
+    sh("for f in '%s'/*.kvb; do truncate -s 5000 \"$f\"; done%s", copy, "");
+    char *text = turn_on_disk(SRV_MODEL, copy, turn2, &n3, &c3, &skipped, &log);
+    assert_int_equal(c3, 0);
+    assert_true(skipped == 10); /* the warm server wrote turn 2's new block */
+    assert_non_null(strstr(log, "skipped"));
+    assert_string_equal(text, cold);
+    free(text);
+    free(log);
+
+    /* a byte flipped in every file's rows: found when read, dropped with a warning */
+    snprintf(copy, sizeof copy, "%s/flip", dir);
+    sh("cp -r '%s' '%s'", tier, copy);
+    sh("for f in '%s'/*.kvb; do printf '\\125' | dd of=\"$f\" bs=1 seek=9000 conv=notrunc "
+       "status=none; done%s",
+       copy, "");
+    text = turn_on_disk(SRV_MODEL, copy, turn2, &n3, &c3, &skipped, &log);
+    assert_int_equal(c3, 0);
+    assert_true(skipped == 1); /* the first block's: the chain stops there */
+    assert_non_null(strstr(log, "checksum"));
+    assert_string_equal(text, cold);
+    free(text);
+    free(log);
+
+    /* another model's files, under this cache's names */
+    snprintf(copy, sizeof copy, "%s/other", dir);
+    {
+        /* a conversation on the other model fills its tier */
+        struct srv o;
+        const char *oextra[] = {"--parallel", "1", "-c", "512", "--cache-dir", copy,
+                                "--cache-disk", "10M", NULL};
+        srv_start_opt(&o, tu_model("tiny-llama-spm-q8_0.gguf"), oextra, true);
+        int a, b;
+        free(complete(&o, long_story, &a, &b));
+        srv_stop(&o);
+    }
+    const int n_other = files_in(copy);
+    assert_true(n_other > 0);
+    text = turn_on_disk(SRV_MODEL, copy, turn2, &n3, &c3, &skipped, &log);
+    assert_int_equal(c3, 0);
+    assert_true(skipped == n_other);
+    assert_non_null(strstr(log, "another model"));
+    assert_string_equal(text, cold);
+    free(text);
+    free(log);
+
+    free(cold);
+    free(warm);
+    free(reply);
+    sh("rm -rf '%s'%s", dir, "");
+}
+
+/*
+ * A hybrid model (qwen35moe: Gated DeltaNet layers beside attention)
+ * resumes only from a saved recurrent state. With two states per slot, the
+ * second conversation's states push the first's out of the slot's own
+ * room; the cache's own room (--cache-ram) keeps them, charged to its cap
+ * with the blocks, so going back to the first conversation is warm.
+ */
+static void test_cache_keeps_a_hybrid_models_states(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    const char *model = "tiny-qwen35moe-bpe-q8_0.gguf";
+    double back[2];
+    for (int c = 0; c < 2; c++) {
+        struct srv s;
+        const char *extra[] = {"--parallel", "1", "-c", "512", "--ctx-checkpoints", "2",
+                               "--cache-ram", c ? "0" : "8M", NULL};
+        srv_start_opt(&s, tu_model(model), extra, true);
+        int n, k;
+        free(complete(&s, long_story, &n, &k));
+        assert_int_equal(k, 0);
+        char other[2048];
+        snprintf(other, sizeof other, "A different story. %s", long_story);
+        free(complete(&s, other, &n, &k));
+        assert_int_equal(k, 0);
+        free(complete(&s, long_story, &n, &k));
+        back[c] = k;
+        if (!c)
+            assert_true(metric(&s, "hearth_cache_ram_bytes") <=
+                        metric(&s, "hearth_cache_ram_cap_bytes"));
+        srv_stop(&s);
+    }
+    print_message("a hybrid model back to the first conversation: cached_tokens %g with the "
+                  "cache's own room, %g without\n", back[0], back[1]);
+    assert_true(back[0] >= 128); /* ~190 tokens in this vocabulary: a state at 160 */
+    assert_true(back[1] == 0);
+}
+
+/* A disk tier of two files keeps the last two blocks written; a model it cannot hold is refused. */
+static void test_cache_disk_holds_its_cap(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    char dir[] = "/tmp/hearth-cache-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct srv s;
+    const char *extra[] = {"--parallel", "1", "-c", "512", "--cache-ram", "100K",
+                           "--cache-dir", dir, "--cache-disk", "50K", NULL};
+    srv_start(&s, extra);
+    int n, c;
+    free(complete(&s, long_story, &n, &c));
+    const double file = 20680; /* a block file of stories260K: header, 32 tokens, rows, sum */
+    assert_true(metric(&s, "hearth_cache_disk_cap_bytes") == 2 * file);
+    assert_true(metric(&s, "hearth_cache_disk_written_blocks_total") == 4);
+    assert_true(metric(&s, "hearth_cache_disk_evicted_blocks_total") == 2);
+    assert_true(metric(&s, "hearth_cache_disk_bytes") == 2 * file);
+    srv_stop(&s);
+    assert_int_equal(files_in(dir), 2);
+
+    char *log = NULL;
+    assert_false(srv_start_try(&s, tu_model("tiny-qwen35moe-bpe-q8_0.gguf"), extra, &log));
+    assert_non_null(strstr(log, "disk tier"));
+    free(log);
+    const char *argv[] = {tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "--cache-disk", "1G",
+                          NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
+    assert_non_null(strstr(err, "--cache-dir"));
+    free(out);
+    free(err);
+    sh("rm -rf '%s'%s", dir, "");
+}
+
 static void test_cache_ram_takes_sizes_and_refuses_the_rest(void **state)
 {
     (void)state;
@@ -158,6 +399,9 @@ int main(void)
                                   srv_kill_leftovers),
         cmocka_unit_test_teardown(test_cache_ram_takes_sizes_and_refuses_the_rest,
                                   srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_cache_disk_tier_survives_a_restart, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_cache_disk_holds_its_cap, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_cache_keeps_a_hybrid_models_states, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

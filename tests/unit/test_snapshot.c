@@ -20,16 +20,23 @@ struct fx {
     float *dst[64];
 };
 
-static void fx_open(struct fx *f, int32_t n_seq, int32_t per_seq)
+/* A store over a cache; n_cached >= 0: the prefix cache's cap, n_cached states and blocks. */
+static void fx_open_cap(struct fx *f, int32_t n_seq, int32_t per_seq, int32_t n_cached)
 {
     char err[256];
     memset(f, 0, sizeof *f);
     const struct kv_params kp = {.n_layer = 1, .kv_dim = 4, .n_seq = n_seq, .n_ctx = 64,
                                  .block_tokens = BT, .n_blocks = 64, .type = HEARTH_KV_F32,
-                                 .type_v = HEARTH_KV_F32};
+                                 .type_v = HEARTH_KV_F32, .retain = n_cached >= 0,
+                                 .n_retain = n_cached > 0 ? n_cached : 0};
     assert_int_equal(kv_init(&f->kv, &kp, err, sizeof err), HEARTH_OK);
-    f->s = snap_new(n_seq, per_seq, STATE_LEN);
+    f->s = snap_new(n_seq, per_seq, n_cached, STATE_LEN);
     assert_non_null(f->s);
+}
+
+static void fx_open(struct fx *f, int32_t n_seq, int32_t per_seq)
+{
+    fx_open_cap(f, n_seq, per_seq, -1);
 }
 
 static void fx_close(struct fx *f)
@@ -274,12 +281,80 @@ static void test_sequences_in_one_batch_keep_their_own(void **state)
     fx_close(&f);
 }
 
+/* As a context wires them: the KV cache's evicted block takes its snapshots along. */
+static void forget(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                   const int32_t *tokens)
+{
+    (void)kv, (void)block, (void)tokens;
+    snap_forget(arg, hash);
+}
+
+/*
+ * With the prefix cache's cap (2 blocks, 2 states): a finished conversation
+ * keeps its blocks and states; the next one's release evicts the first's
+ * blocks, and its states go with them, so the cache never holds a state
+ * nothing can resume from, and never more states than its cap.
+ */
+static void test_cached_snapshots_go_with_their_blocks(void **state)
+{
+    (void)state;
+    struct fx f;
+    fx_open_cap(&f, 1, 2, 2);
+    kv_set_tier(&f.kv, forget, NULL, f.s);
+    int32_t a[9], b[9], owned, cached;
+    tokens(a, 9, 10);
+    tokens(b, 9, 11);
+    run(&f, 0, a, 0, 8, 10.0f); /* a: blocks 0, 1; states at 4, 8 */
+    kv_truncate(&f.kv, 0, 0);
+    snap_disown(f.s, 0, 0);
+    snap_stats(f.s, &owned, &cached);
+    assert_int_equal(cached, 2);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9), 8);
+    assert_int_equal(found(&f, 0, 8, 10.0f), 8);
+    kv_truncate(&f.kv, 0, 0);
+
+    run(&f, 0, b, 0, 8, 11.0f);
+    kv_truncate(&f.kv, 0, 0); /* four cached blocks, two allowed: a's go */
+    snap_stats(f.s, &owned, &cached);
+    assert_int_equal(cached, 0); /* a's states went with a's blocks */
+    assert_int_equal(owned, 2);
+    snap_disown(f.s, 0, 0);
+    snap_stats(f.s, &owned, &cached);
+    assert_int_equal(cached, 2);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9), 0);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, b, 9), 8);
+    assert_int_equal(found(&f, 0, 8, 11.0f), 8);
+    assert_int_equal(found(&f, 0, 7, 11.0f), 4);
+    fx_close(&f);
+}
+
+/* The cap on cached states holds on its own: the least recently used past it goes. */
+static void test_cached_snapshots_keep_to_their_cap(void **state)
+{
+    (void)state;
+    struct fx f;
+    fx_open_cap(&f, 1, 2, 1);
+    int32_t a[9], owned, cached;
+    tokens(a, 9, 12);
+    run(&f, 0, a, 0, 8, 12.0f);
+    kv_truncate(&f.kv, 0, 0);
+    snap_disown(f.s, 0, 0);
+    snap_stats(f.s, &owned, &cached);
+    assert_int_equal(owned, 0);
+    assert_int_equal(cached, 1);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9), 4); /* one block left by the cap */
+    assert_int_equal(found(&f, 0, 4, 12.0f), 0);         /* state 4 was the older: gone */
+    fx_close(&f);
+}
+
 static void test_bytes_are_entries_times_state(void **state)
 {
     (void)state;
-    assert_int_equal(snap_bytes(4, 8, 1000), (size_t)4 * 8 * 1000 * sizeof(float));
-    assert_null(snap_new(1, 0, 3));
-    assert_null(snap_new(0, 1, 3));
+    assert_int_equal(snap_bytes(4, 8, -1, 1000), (size_t)4 * 8 * 1000 * sizeof(float));
+    assert_int_equal(snap_bytes(4, 8, 5, 1000), (size_t)(4 * 8 + 5) * 1000 * sizeof(float));
+    assert_null(snap_new(1, 0, -1, 3));
+    assert_null(snap_new(0, 1, -1, 3));
+    assert_null(snap_new(1, 1, -2, 3));
 }
 
 int main(void)
@@ -291,6 +366,8 @@ int main(void)
         cmocka_unit_test(test_unpublished_snapshots_are_not_kept),
         cmocka_unit_test(test_cached_snapshots_are_evicted_least_recently_used_first),
         cmocka_unit_test(test_sequences_in_one_batch_keep_their_own),
+        cmocka_unit_test(test_cached_snapshots_go_with_their_blocks),
+        cmocka_unit_test(test_cached_snapshots_keep_to_their_cap),
         cmocka_unit_test(test_bytes_are_entries_times_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,356 @@
+/* kvdisk.c: the prefix cache's disk tier (kvdisk.h). */
+#include "model/kvdisk.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/kv.h"
+#include "util/errfmt.h"
+#include "util/u64map.h"
+
+/* A block file: its chain hash, its place in the LRU (head: least recently used). */
+struct entry {
+    uint64_t hash;
+    int32_t prev, next;
+};
+
+struct kv_disk {
+    char *dir;
+    struct kvfile_shape shape;
+    uint64_t file_len;   /* every block file's size */
+    int32_t cap_files;   /* files the cap holds */
+    struct entry *e;     /* [cap_files] */
+    int32_t n_e;         /* entries in use (the ids below n_e minus the free ones) */
+    int32_t *free_e;     /* [cap_files] entry ids given back */
+    int32_t n_free_e;
+    int32_t head, tail;
+    struct u64map index; /* chain hash -> entry id */
+    uint8_t *buf;        /* [file_len] a file being written or read */
+    struct kv_disk_stats st;
+};
+
+static void name_of(const struct kv_disk *d, uint64_t hash, char *out, size_t len)
+{
+    snprintf(out, len, "%s/%016llx.kvb", d->dir, (unsigned long long)hash);
+}
+
+static void lru_unlink(struct kv_disk *d, int32_t i)
+{
+    struct entry *x = &d->e[i];
+    if (x->prev >= 0)
+        d->e[x->prev].next = x->next;
+    else
+        d->head = x->next;
+    if (x->next >= 0)
+        d->e[x->next].prev = x->prev;
+    else
+        d->tail = x->prev;
+}
+
+static void lru_push(struct kv_disk *d, int32_t i)
+{
+    d->e[i].prev = d->tail;
+    d->e[i].next = -1;
+    if (d->tail >= 0)
+        d->e[d->tail].next = i;
+    else
+        d->head = i;
+    d->tail = i;
+}
+
+/* Forgets entry i; with unlink_file its file goes too. */
+static void drop(struct kv_disk *d, int32_t i, bool unlink_file)
+{
+    char path[4200];
+    lru_unlink(d, i);
+    u64map_remove(&d->index, d->e[i].hash);
+    if (unlink_file) {
+        name_of(d, d->e[i].hash, path, sizeof path);
+        unlink(path);
+    }
+    d->free_e[d->n_free_e++] = i;
+    d->st.bytes -= d->file_len;
+}
+
+/* A new most recently used entry for hash; the least recently used file goes when full. */
+static void add(struct kv_disk *d, uint64_t hash)
+{
+    if (d->n_free_e == 0) {
+        drop(d, d->head, true);
+        d->st.evicted++;
+    }
+    const int32_t i = d->free_e[--d->n_free_e];
+    d->e[i].hash    = hash;
+    lru_push(d, i);
+    u64map_put(&d->index, hash, i);
+    d->st.bytes += d->file_len;
+}
+
+/* "0123456789abcdef.kvb" -> the hash; 0 for any other name. */
+static uint64_t hash_of_name(const char *name)
+{
+    if (strlen(name) != 20 || strcmp(name + 16, ".kvb"))
+        return 0;
+    uint64_t h = 0;
+    for (int i = 0; i < 16; i++) {
+        const char c = name[i];
+        const int v  = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0)
+            return 0;
+        h = h << 4 | (uint64_t)v;
+    }
+    return h;
+}
+
+/* A file found at start, with its modification time: the oldest are used least recently. */
+struct found {
+    uint64_t hash;
+    int64_t mtime_ns;
+};
+
+static int by_mtime(const void *a, const void *b)
+{
+    const struct found *x = a, *y = b;
+    return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
+}
+
+/* Indexes the block files in d->dir whose header and size are this cache's. */
+static enum hearth_status scan(struct kv_disk *d, char *err, size_t err_len)
+{
+    DIR *dir = opendir(d->dir);
+    if (!dir)
+        return fail(HEARTH_EIO, err, err_len, "cache dir: cannot read %s: %s", d->dir,
+                    strerror(errno));
+    struct found *f = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    char path[4200], why[HEARTH_ERR_MAX];
+    while ((de = readdir(dir))) {
+        const uint64_t h = hash_of_name(de->d_name);
+        if (!h)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", d->dir, de->d_name);
+        struct stat sb;
+        FILE *fp = fopen(path, "rb");
+        uint8_t head[KVFILE_HEADER];
+        uint64_t n_tok = 0;
+        enum hearth_status st =
+            !fp || fstat(fileno(fp), &sb) != 0
+                ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(errno))
+            : fread(head, 1, sizeof head, fp) != sizeof head
+                ? fail(HEARTH_EFORMAT, why, sizeof why, "cut short (%lld bytes)",
+                       (long long)sb.st_size)
+                : kvfile_parse_header(head, sizeof head, &d->shape, &n_tok, why, sizeof why);
+        if (!st && (n_tok != d->shape.block_tokens || (uint64_t)sb.st_size != d->file_len))
+            st = fail(HEARTH_EFORMAT, why, sizeof why,
+                      "%llu tokens in %lld bytes where a block is %llu in %llu (cut short?)",
+                      (unsigned long long)n_tok, (long long)sb.st_size,
+                      (unsigned long long)d->shape.block_tokens,
+                      (unsigned long long)d->file_len);
+        if (fp)
+            fclose(fp);
+        if (st) {
+            fprintf(stderr, "hearth: cache dir: skipped %s: %s\n", path, why);
+            d->st.skipped++;
+            continue;
+        }
+        if (n == cap) {
+            struct found *g = realloc(f, (cap = cap ? 2 * cap : 256) * sizeof *f);
+            if (!g) {
+                free(f);
+                closedir(dir);
+                return fail(HEARTH_ENOMEM, err, err_len, "cache dir: out of memory");
+            }
+            f = g;
+        }
+        f[n++] = (struct found){h, (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec};
+    }
+    closedir(dir);
+    qsort(f, n, sizeof *f, by_mtime);
+    for (size_t i = 0; i < n; i++)
+        add(d, f[i].hash); /* past the cap, the oldest files go */
+    free(f);
+    return HEARTH_OK;
+}
+
+enum hearth_status kvdisk_open(const char *dir, uint64_t cap_bytes, const struct kvfile_shape *s,
+                               struct kv_disk **out, char *err, size_t err_len)
+{
+    *out = NULL;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return fail(HEARTH_EIO, err, err_len, "cache dir: cannot make %s: %s", dir,
+                    strerror(errno));
+    if (strlen(dir) > 4000)
+        return fail(HEARTH_EINVAL, err, err_len, "cache dir: the path is too long");
+    struct kv_disk *d = calloc(1, sizeof *d);
+    if (!d)
+        return fail(HEARTH_ENOMEM, err, err_len, "cache dir: out of memory");
+    d->dir      = strdup(dir);
+    d->shape    = *s;
+    d->file_len = kvfile_size(s, s->block_tokens);
+    const uint64_t files = cap_bytes / d->file_len;
+    d->cap_files         = files > (1u << 24) ? 1 << 24 : (int32_t)files;
+    d->st.cap_bytes      = (uint64_t)d->cap_files * d->file_len;
+    d->head = d->tail = -1;
+    d->e              = malloc(((size_t)d->cap_files + 1) * sizeof *d->e);
+    d->free_e         = malloc(((size_t)d->cap_files + 1) * sizeof *d->free_e);
+    d->buf            = malloc(d->file_len);
+    if (!d->dir || !d->e || !d->free_e || !d->buf || !u64map_init(&d->index, d->cap_files)) {
+        kvdisk_close(d);
+        return fail(HEARTH_ENOMEM, err, err_len, "cache dir: out of memory for %d files",
+                    d->cap_files);
+    }
+    for (int32_t i = 0; i < d->cap_files; i++)
+        d->free_e[d->n_free_e++] = d->cap_files - 1 - i;
+    enum hearth_status st = d->cap_files > 0 ? scan(d, err, err_len) : HEARTH_OK;
+    if (st) {
+        kvdisk_close(d);
+        return st;
+    }
+    fprintf(stderr, "hearth: cache dir %s: %d block files of %.1f KiB (%.1f MiB), cap %.1f MiB\n",
+            dir, d->cap_files - d->n_free_e, (double)d->file_len / 1024,
+            (double)d->st.bytes / (1 << 20), (double)d->st.cap_bytes / (1 << 20));
+    *out = d;
+    return HEARTH_OK;
+}
+
+void kvdisk_close(struct kv_disk *d)
+{
+    if (!d)
+        return;
+    free(d->dir);
+    free(d->e);
+    free(d->free_e);
+    free(d->buf);
+    u64map_free(&d->index);
+    free(d);
+}
+
+/* The rows of block b of layer l's K (w 0) or V (w 1), block_tokens of them. */
+static uint8_t *block_rows(const struct kv_cache *kv, int32_t l, int w, int32_t b)
+{
+    return kv_layer_base(kv, l, w) + (size_t)b * kv->block_tokens * kv->row_len[w];
+}
+
+void kvdisk_evicted(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                    const int32_t *tokens)
+{
+    struct kv_disk *d = arg;
+    if (!d || d->cap_files == 0)
+        return;
+    const int32_t have = u64map_find(&d->index, hash);
+    if (have >= 0) { /* written before: now the most recently used */
+        lru_unlink(d, have);
+        lru_push(d, have);
+        return;
+    }
+    const int32_t bt = kv->block_tokens;
+    uint8_t *p       = d->buf;
+    kvfile_header(p, &d->shape, (uint64_t)bt);
+    p += KVFILE_HEADER;
+    for (int32_t i = 0; i < bt; i++, p += 4) {
+        const uint32_t t = (uint32_t)tokens[i];
+        p[0] = (uint8_t)t, p[1] = (uint8_t)(t >> 8), p[2] = (uint8_t)(t >> 16),
+        p[3] = (uint8_t)(t >> 24);
+    }
+    for (int32_t l = 0; l < kv->n_layer; l++) {
+        if (kv->group[l] == KV_NONE)
+            continue;
+        for (int w = 0; w < 2; w++) {
+            const size_t len = (size_t)bt * kv->row_len[w];
+            memcpy(p, block_rows(kv, l, w, block), len);
+            p += len;
+        }
+    }
+    const uint64_t sum = kvfile_checksum(d->buf, d->file_len - 8);
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(sum >> (8 * i));
+    char path[4200], tmp[4250];
+    name_of(d, hash, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    bool ok = f && fwrite(d->buf, 1, d->file_len, f) == d->file_len;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp); /* a full disk costs this block its disk copy, nothing more */
+        return;
+    }
+    add(d, hash);
+    d->st.writes++;
+}
+
+bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
+                  const int32_t *tokens)
+{
+    struct kv_disk *d = arg;
+    const int32_t i   = d ? u64map_find(&d->index, hash) : -1;
+    if (i < 0)
+        return false;
+    char path[4200], why[HEARTH_ERR_MAX];
+    name_of(d, hash, path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(d->buf, 1, d->file_len, f) : 0;
+    if (f && got == d->file_len && fgetc(f) != EOF)
+        got++; /* longer than a block file */
+    if (f)
+        fclose(f);
+    struct kvfile_view v;
+    enum hearth_status st =
+        !f ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(errno))
+           : kvfile_parse(d->buf, got, &d->shape, d->shape.block_tokens, &v, why, sizeof why);
+    const int32_t bt = kv->block_tokens;
+    if (!st && v.n_tokens != (uint64_t)bt)
+        st = fail(HEARTH_EFORMAT, why, sizeof why, "holds %llu tokens, not a block's %d",
+                  (unsigned long long)v.n_tokens, bt);
+    for (int32_t t = 0; !st && t < bt; t++) {
+        const uint8_t *q = v.tokens + 4 * t;
+        const uint32_t x = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+                           (uint32_t)q[3] << 24;
+        if (x != (uint32_t)tokens[t])
+            st = fail(HEARTH_EFORMAT, why, sizeof why, "its tokens are another block's");
+    }
+    if (st) {
+        fprintf(stderr, "hearth: cache dir: dropped %s: %s\n", path, why);
+        d->st.skipped++;
+        drop(d, i, true);
+        return false;
+    }
+    const uint8_t *r = v.rows;
+    for (int32_t l = 0; l < kv->n_layer; l++) {
+        if (kv->group[l] == KV_NONE)
+            continue;
+        for (int w = 0; w < 2; w++) {
+            const size_t len = (size_t)bt * kv->row_len[w];
+            memcpy(block_rows(kv, l, w, block), r, len);
+            r += len;
+        }
+    }
+    lru_unlink(d, i);
+    lru_push(d, i);
+    d->st.reads++;
+    return true;
+}
+
+void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv)
+{
+    const struct kv_pool *p = &kv->pool[0];
+    if (!d || d->cap_files == 0 || !p->n_layer)
+        return;
+    /* the cap's worth of the most recently used, written oldest first so the newest stay */
+    int32_t b = p->lru_tail;
+    for (int32_t k = 1; k < d->cap_files && b >= 0 && p->lru_prev[b] >= 0; k++)
+        b = p->lru_prev[b];
+    for (; b >= 0; b = p->lru_next[b])
+        kvdisk_evicted(d, kv, b, p->hash[b], p->tokens + (size_t)b * kv->block_tokens);
+}
+
+void kvdisk_stats(const struct kv_disk *d, struct kv_disk_stats *out)
+{
+    *out = d ? d->st : (struct kv_disk_stats){0};
+}
