@@ -171,7 +171,8 @@ static enum hearth_status scan(struct kv_disk *d, char *err, size_t err_len)
         f[n++] = (struct found){h, (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec};
     }
     closedir(dir);
-    qsort(f, n, sizeof *f, by_mtime);
+    if (n > 0)
+        qsort(f, n, sizeof *f, by_mtime);
     for (size_t i = 0; i < n; i++)
         add(d, f[i].hash); /* past the cap, the oldest files go */
     free(f);
