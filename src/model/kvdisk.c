@@ -22,11 +22,11 @@ struct entry {
 struct kv_disk {
     char *dir;
     struct kvfile_shape shape;
-    uint64_t file_len;   /* every block file's size */
-    int32_t cap_files;   /* files the cap holds */
-    struct entry *e;     /* [cap_files] */
-    int32_t n_e;         /* entries in use (the ids below n_e minus the free ones) */
-    int32_t *free_e;     /* [cap_files] entry ids given back */
+    uint64_t file_len; /* every block file's size */
+    int32_t cap_files; /* files the cap holds */
+    struct entry *e;   /* [cap_files] */
+    int32_t n_e;       /* entries in use (the ids below n_e minus the free ones) */
+    int32_t *free_e;   /* [cap_files] entry ids given back */
     int32_t n_free_e;
     int32_t head, tail;
     struct u64map index; /* chain hash -> entry id */
@@ -150,8 +150,7 @@ static enum hearth_status scan(struct kv_disk *d, char *err, size_t err_len)
             st = fail(HEARTH_EFORMAT, why, sizeof why,
                       "%llu tokens in %lld bytes where a block is %llu in %llu (cut short?)",
                       (unsigned long long)n_tok, (long long)sb.st_size,
-                      (unsigned long long)d->shape.block_tokens,
-                      (unsigned long long)d->file_len);
+                      (unsigned long long)d->shape.block_tokens, (unsigned long long)d->file_len);
         if (fp)
             fclose(fp);
         if (st) {
@@ -191,9 +190,9 @@ enum hearth_status kvdisk_open(const char *dir, uint64_t cap_bytes, const struct
     struct kv_disk *d = calloc(1, sizeof *d);
     if (!d)
         return fail(HEARTH_ENOMEM, err, err_len, "cache dir: out of memory");
-    d->dir      = strdup(dir);
-    d->shape    = *s;
-    d->file_len = kvfile_size(s, s->block_tokens);
+    d->dir               = strdup(dir);
+    d->shape             = *s;
+    d->file_len          = kvfile_size(s, s->block_tokens);
     const uint64_t files = cap_bytes / d->file_len;
     d->cap_files         = files > (1u << 24) ? 1 << 24 : (int32_t)files;
     d->st.cap_bytes      = (uint64_t)d->cap_files * d->file_len;
@@ -295,7 +294,7 @@ bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
         return false;
     char path[4200], why[HEARTH_ERR_MAX];
     name_of(d, hash, path, sizeof path);
-    FILE *f = fopen(path, "rb");
+    FILE *f    = fopen(path, "rb");
     size_t got = f ? fread(d->buf, 1, d->file_len, f) : 0;
     if (f && got == d->file_len && fgetc(f) != EOF)
         got++; /* longer than a block file */
@@ -311,8 +310,8 @@ bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
                   (unsigned long long)v.n_tokens, bt);
     for (int32_t t = 0; !st && t < bt; t++) {
         const uint8_t *q = v.tokens + 4 * t;
-        const uint32_t x = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
-                           (uint32_t)q[3] << 24;
+        const uint32_t x =
+            (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
         if (x != (uint32_t)tokens[t])
             st = fail(HEARTH_EFORMAT, why, sizeof why, "its tokens are another block's");
     }

@@ -61,8 +61,8 @@ static void save(struct sched *s, struct slot *sl, struct sched_slot_op *op)
     }
     op->status = compute(s, sl, m, n, op->err, sizeof op->err);
     if (!op->status)
-        op->status = hearth_seq_save(s->ctx, sl->id, sl->tokens, n, op->path, op->err,
-                                     sizeof op->err);
+        op->status =
+            hearth_seq_save(s->ctx, sl->id, sl->tokens, n, op->path, op->err, sizeof op->err);
     if (!op->status) {
         struct stat sb;
         op->n_tokens = n;

@@ -60,10 +60,10 @@ static bool parse(struct server *s, struct evhttp_request *req, struct sched_slo
         return BAD(e, "invalid_slot", NULL,
                    "Invalid slot '%.40s': this server has slots 0 to %d (--parallel).",
                    path + strlen("/slots/"), s->sp.n_slots - 1);
-    op->slot                 = (int32_t)id;
-    const char *query        = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    struct evkeyvalq q       = {0};
-    const char *action       = NULL;
+    op->slot           = (int32_t)id;
+    const char *query  = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyvalq q = {0};
+    const char *action = NULL;
     if (query && evhttp_parse_query_str(query, &q) == 0)
         action = evhttp_find_header(&q, "action");
     int a = -1;
@@ -168,13 +168,12 @@ void slot_action_done(struct pending *p, const struct sched_slot_op *op)
     if (op->status != HEARTH_OK) {
         struct oai_error e;
         const int status = op->status == HEARTH_EFULL ? 503
-                         : op->status == HEARTH_EINVAL || op->status == HEARTH_EFORMAT ||
-                                 op->status == HEARTH_EUNSUPPORTED
-                             ? 400
-                             : hearth_status_http(op->status);
-        oai_fail(&e, status, status < 500 ? "invalid_request_error" : "server_error", NULL,
-                 NULL, "Slot %d: the %s action failed: %s", op->slot, action_names[op->action],
-                 op->err);
+                           : op->status == HEARTH_EINVAL || op->status == HEARTH_EFORMAT ||
+                                   op->status == HEARTH_EUNSUPPORTED
+                               ? 400
+                               : hearth_status_http(op->status);
+        oai_fail(&e, status, status < 500 ? "invalid_request_error" : "server_error", NULL, NULL,
+                 "Slot %d: the %s action failed: %s", op->slot, action_names[op->action], op->err);
         char *json = serve_error_json(EP_SLOT_ACTION, &e);
         serve_pending_reply(p, status, json);
         free(json);

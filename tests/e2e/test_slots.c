@@ -115,7 +115,8 @@ static void test_restored_slot_continues_the_conversation(void **state)
     int cached_back;
     char *got = complete(&s, turn2, &cached_back, NULL);
     print_message("second turn: cached_tokens %d after the restore, %d on the first server; "
-                  "'%s'\n", cached_back, cached_ref, got);
+                  "'%s'\n",
+                  cached_back, cached_ref, got);
     assert_int_equal(cached_back, cached_ref);
     assert_string_equal(got, want);
     free(got);
@@ -175,10 +176,14 @@ static void test_slot_actions_refuse_bad_input(void **state)
     srv_start(&s, extra);
     cJSON_Delete(action(&s, "save", "{\"filename\":\"empty.bin\"}", 400)); /* nothing yet */
     free(complete(&s, turn1, NULL, NULL));
-    static const char *const names[] = {"{\"filename\":\"../x.bin\"}", "{\"filename\":\"a/b\"}",
-                                        "{\"filename\":\"..\"}",       "{\"filename\":\"\"}",
-                                        "{\"filename\":7}",            "{}",
-                                        "{\"filename\":\"x\",\"y\":1}", "[1]"};
+    static const char *const names[] = {"{\"filename\":\"../x.bin\"}",
+                                        "{\"filename\":\"a/b\"}",
+                                        "{\"filename\":\"..\"}",
+                                        "{\"filename\":\"\"}",
+                                        "{\"filename\":7}",
+                                        "{}",
+                                        "{\"filename\":\"x\",\"y\":1}",
+                                        "[1]"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         cJSON_Delete(action(&s, "save", names[i], 400));
     cJSON_Delete(action(&s, "fly", "{\"filename\":\"x.bin\"}", 400));
@@ -230,8 +235,8 @@ static void test_slot_actions_refuse_bad_input(void **state)
     assert_false(srv_start_try(&o, tu_model("tiny-qwen35moe-bpe-q8_0.gguf"), extra, &log));
     assert_non_null(strstr(log, "slots cannot be saved (--slot-save-path)"));
     free(log);
-    const char *argv[] = {tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "--slot-save-path",
-                          "/nonexistent/dir", NULL};
+    const char *argv[] = {
+        tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "--slot-save-path", "/nonexistent/dir", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
     assert_non_null(strstr(err, "is not a directory"));
