@@ -2,6 +2,8 @@
  * cmd_bench_engine.c: `hearth bench-engine`, prefill and decode speed on a
  * model, the way llama-bench measures them: pp = a P-token prompt in
  * micro-batches from an empty cache; tg = N single-token decode steps.
+ * With -d D both start from a cache already holding D tokens (llama-bench's
+ * depth), which is where the K/V cache's type (-ctk, -ctv) shows.
  * Each is run once to warm up, then timed over R repetitions (best kept).
  * Also reports the bytes decode reads per token against a read bandwidth
  * measured here, so the figure says how close to the memory limit it is.
@@ -17,10 +19,14 @@
 
 static void usage(FILE *fp)
 {
-    fprintf(fp, "usage: hearth bench-engine -m MODEL [-t THREADS] [-p P] [-n N] [-r REPS] [-ngl N]\n"
+    fprintf(fp, "usage: hearth bench-engine -m MODEL [-t THREADS] [-p P] [-n N] [-d D] [-r REPS] "
+                "[-ctk T] [-ctv T] [-ngl N]\n"
                 "  -p N                  prompt tokens for the prefill test (default 512, 0 = skip)\n"
                 "  -n N                  tokens for the decode test (default 128, 0 = skip)\n"
+                "  -d N                  tokens already in the cache when each test starts\n"
+                "                        (llama-bench's depth; default 0)\n"
                 "  -r N                  repetitions, best kept (default 3)\n");
+    cache_types_usage(fp, 24);
     placement_usage(fp, 24);
 }
 
@@ -29,31 +35,49 @@ struct run {
     hearth_token *tok;
     int32_t *pos, *seq;
     int32_t n_vocab, n_batch;
+    int32_t depth; /* tokens in the cache when a test starts */
 };
 
-/* Prefill n tokens from an empty cache; returns seconds or -1. */
-static double time_pp(struct run *r, int32_t n, char *err, size_t err_len)
+/* Prefills tokens [from, to) in micro-batches; false on an error. */
+static bool prefill(struct run *r, int32_t from, int32_t to, char *err, size_t err_len)
 {
-    hearth_seq_truncate(r->ctx, 0, 0);
-    double t0 = now_s();
-    for (int32_t i = 0; i < n; i += r->n_batch) {
-        int32_t m = n - i < r->n_batch ? n - i : r->n_batch;
+    for (int32_t i = from; i < to; i += r->n_batch) {
+        int32_t m = to - i < r->n_batch ? to - i : r->n_batch;
         struct hearth_batch b = {m, r->tok + i, r->pos + i, r->seq + i, NULL};
         if (hearth_decode(r->ctx, &b, err, err_len))
-            return -1;
+            return false;
     }
+    return true;
+}
+
+/* Back to the first depth tokens (computed once, then kept); false on an error. */
+static bool at_depth(struct run *r, char *err, size_t err_len)
+{
+    if (hearth_seq_len(r->ctx, 0) < r->depth)
+        hearth_seq_truncate(r->ctx, 0, 0);
+    else
+        hearth_seq_truncate(r->ctx, 0, r->depth);
+    return prefill(r, hearth_seq_len(r->ctx, 0), r->depth, err, err_len);
+}
+
+/* Prefill n tokens on top of the depth; returns seconds or -1. */
+static double time_pp(struct run *r, int32_t n, char *err, size_t err_len)
+{
+    if (!at_depth(r, err, err_len))
+        return -1;
+    double t0 = now_s();
+    if (!prefill(r, r->depth, r->depth + n, err, err_len))
+        return -1;
     return now_s() - t0;
 }
 
-/* Decode n tokens one at a time after a 1-token start; returns seconds or -1. */
+/* Decode n tokens one at a time after a 1-token start on top of the depth; seconds or -1. */
 static double time_tg(struct run *r, int32_t n, char *err, size_t err_len)
 {
-    hearth_seq_truncate(r->ctx, 0, 0);
-    struct hearth_batch b0 = {1, r->tok, r->pos, r->seq, NULL};
-    if (hearth_decode(r->ctx, &b0, err, err_len))
+    if (!at_depth(r, err, err_len) || !prefill(r, r->depth, r->depth + 1, err, err_len))
         return -1;
     double t0 = now_s();
-    for (int32_t i = 1; i <= n; i++) {
+    for (int32_t i = r->depth + 1; i <= r->depth + n; i++) {
         struct hearth_batch b = {1, r->tok + i, r->pos + i, r->seq, NULL};
         if (hearth_decode(r->ctx, &b, err, err_len))
             return -1;
@@ -152,8 +176,9 @@ static bool print_stages(const struct hearth_context *ctx)
 int cmd_bench_engine(int argc, char **argv)
 {
     const char *model_path = NULL;
-    long threads = default_threads(), n_pp = 512, n_tg = 128, reps = 3;
+    long threads = default_threads(), n_pp = 512, n_tg = 128, reps = 3, depth = 0;
     struct placement place = {0};
+    struct cache_types ct  = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -173,8 +198,14 @@ int cmd_bench_engine(int argc, char **argv)
         } else if (!strcmp(a, "-n")) {
             if (!arg_long("bench-engine", a, v, 0, 1 << 16, &n_tg))
                 return EXIT_USAGE;
+        } else if (!strcmp(a, "-d")) {
+            if (!arg_long("bench-engine", a, v, 0, 1 << 20, &depth))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "-r")) {
             if (!arg_long("bench-engine", a, v, 1, 100, &reps))
+                return EXIT_USAGE;
+        } else if (cache_types_opt(a)) {
+            if (!cache_types_set("bench-engine", a, v, &ct))
                 return EXIT_USAGE;
         } else if (placement_opt(a)) {
             if (!placement_set("bench-engine", a, v, &place))
@@ -201,11 +232,14 @@ int cmd_bench_engine(int argc, char **argv)
         fprintf(stderr, "hearth: %s\n", err);
         return EXIT_RUNTIME;
     }
-    int32_t n_tok = (int32_t)(n_pp > n_tg + 1 ? n_pp : n_tg + 1);
+    int32_t n_tok = (int32_t)(depth + (n_pp > n_tg + 1 ? n_pp : n_tg + 1));
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = n_tok;
-    cp.n_batch = 512;
-    r.n_batch = cp.n_batch;
+    cp.n_ctx     = n_tok;
+    cp.n_batch   = 512;
+    cp.kv_type   = (enum hearth_kv_type)ct.k;
+    cp.kv_type_v = (enum hearth_kv_type)ct.v;
+    r.n_batch    = cp.n_batch;
+    r.depth      = (int32_t)depth;
     r.n_vocab = hearth_model_n_vocab(model);
     r.tok = malloc((size_t)n_tok * sizeof *r.tok);
     r.pos = malloc((size_t)n_tok * sizeof *r.pos);
@@ -224,8 +258,10 @@ int cmd_bench_engine(int argc, char **argv)
         r.tok[i] = (hearth_token)(x % (uint64_t)r.n_vocab);
         r.pos[i] = i;
     }
-    printf("model: %s, %.1f MiB of weights, %ld threads\n", model_path,
-           hearth_model_weight_bytes(model) / 1048576.0, threads);
+    printf("model: %s, %.1f MiB of weights, %ld threads, K/V %s/%s, depth %ld\n", model_path,
+           hearth_model_weight_bytes(model) / 1048576.0, threads,
+           hearth_kv_type_name((enum hearth_kv_type)ct.k),
+           hearth_kv_type_name((enum hearth_kv_type)ct.v), depth);
     if (hearth_model_token_bytes(model) != hearth_model_weight_bytes(model))
         printf("a token reads %.1f MiB of them (the routed experts it uses)\n",
                hearth_model_token_bytes(model) / 1048576.0);
