@@ -25,37 +25,56 @@ void attn_rows_quant(const struct kernels *k, float *const *out, const float *co
     const struct type_kernels *kt = &k->type[kv->kt], *vt = &k->type[kv->vt];
     const struct type_kernels *qt = &k->type[kt->vec_dot_type];
     const bool v16                = kv->vt == DTYPE_F16;
-    /* the sum, one value row, an f16 row, the converted query (at most hd floats' bytes) */
-    float *acc = scratch, *vrow = acc + hd;
+    /* per row its sum and its converted query (at most hd floats' bytes), then one value
+     * row and an f16 row: 2 * ATTN_LANES + 2 rows of hd floats, within ATTN_SCRATCH */
+    float *acc = scratch, *qbuf = acc + (size_t)ATTN_LANES * hd;
+    float *vrow   = qbuf + (size_t)ATTN_LANES * hd;
     uint16_t *tmp = (uint16_t *)(vrow + hd);
-    void *qq      = vrow + 2 * hd;
+    float M[ATTN_LANES], S[ATTN_LANES];
+    int32_t lo = j0[0], hi = j1[0];
     for (int32_t r = 0; r < nq; r++) {
-        qt->from_float(q[r], qq, hd);
-        memset(acc, 0, (size_t)hd * sizeof *acc);
-        float M = -INFINITY, S = 0.0f;
-        for (int32_t j = j0[r]; j <= j1[r]; j++) {
+        qt->from_float(q[r], qbuf + (size_t)r * hd, hd);
+        memset(acc + (size_t)r * hd, 0, (size_t)hd * sizeof *acc);
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+        lo   = j0[r] < lo ? j0[r] : lo;
+        hi   = j1[r] > hi ? j1[r] : hi;
+    }
+    /* key by key, each row in turn: a value row is converted once for every row that sees it,
+     * and each row still sums its keys in order, so its bits are the one-row loop's */
+    for (int32_t j = lo; j <= hi; j++) {
+        bool have_v = false;
+        for (int32_t r = 0; r < nq; r++) {
+            if (j < j0[r] || j > j1[r])
+                continue;
+            float *a = acc + (size_t)r * hd;
             float s;
-            kt->vec_dot(hd, &s, attn_kv_row(kv->k, kv, j), qq);
+            kt->vec_dot(hd, &s, attn_kv_row(kv->k, kv, j), qbuf + (size_t)r * hd);
             s *= scale;
             float ms = 1.0f, vs = 1.0f;
-            if (s > M) {
+            if (s > M[r]) {
                 /* a new maximum: rescale what is summed so far, this key weighs expf(0) */
-                ms = expf(M - s);
-                M  = s;
-                k->scale_f32(acc, ms, hd);
+                ms   = expf(M[r] - s);
+                M[r] = s;
+                k->scale_f32(a, ms, hd);
                 if (v16)
-                    round_f16(k, acc, tmp, hd);
+                    round_f16(k, a, tmp, hd);
             } else {
-                vs = expf(s - M);
+                vs = expf(s - M[r]);
             }
-            vt->to_float(attn_kv_vrow(kv, j), vrow, hd);
-            k->mad_f32(acc, vrow, vs, hd);
+            if (!have_v) {
+                vt->to_float(attn_kv_vrow(kv, j), vrow, hd);
+                have_v = true;
+            }
+            k->mad_f32(a, vrow, vs, hd);
             if (v16)
-                round_f16(k, acc, tmp, hd);
-            S = fmaf(S, ms, vs);
+                round_f16(k, a, tmp, hd);
+            S[r] = fmaf(S[r], ms, vs);
         }
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    }
+    for (int32_t r = 0; r < nq; r++) {
+        const float inv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
         for (int32_t d = 0; d < hd; d++)
-            out[r][d] = acc[d] * inv;
+            out[r][d] = acc[(size_t)r * hd + d] * inv;
     }
 }
