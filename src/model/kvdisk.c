@@ -343,11 +343,19 @@ void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv)
     if (!d || d->cap_files == 0 || !p->n_layer)
         return;
     /* the cap's worth of the most recently used, written oldest first so the newest stay */
-    int32_t b = p->lru_tail;
-    for (int32_t k = 1; k < d->cap_files && b >= 0 && p->lru_prev[b] >= 0; k++)
+    int32_t b = p->lru_tail, n = b >= 0;
+    for (; n < d->cap_files && b >= 0 && p->lru_prev[b] >= 0; n++)
         b = p->lru_prev[b];
+    if (n == 0)
+        return;
+    const uint64_t before = d->st.writes;
+    /* a large memory tier takes a while to write: say so before, not after */
+    fprintf(stderr, "hearth: cache dir %s: writing up to %d cached blocks (%.1f MiB)\n", d->dir, n,
+            (double)n * (double)d->file_len / (1 << 20));
     for (; b >= 0; b = p->lru_next[b])
         kvdisk_evicted(d, kv, b, p->hash[b], p->tokens + (size_t)b * kv->block_tokens);
+    fprintf(stderr, "hearth: cache dir %s: %llu of them written (the rest were there)\n", d->dir,
+            (unsigned long long)(d->st.writes - before));
 }
 
 void kvdisk_stats(const struct kv_disk *d, struct kv_disk_stats *out)
