@@ -294,7 +294,7 @@ static int32_t evict(struct kv_pool *p)
     int32_t b = p->lru_head;
     lru_unlink(p, b);
     const struct kv_cache *kv = p->owner;
-    if (kv && kv->evicted && p == &kv->pool[0])
+    if (kv && kv->evicted)
         kv->evicted(kv->tier_arg, kv, b, p->hash[b],
                     p->tokens + (size_t)b * (size_t)kv->block_tokens);
     unpublish(p, b);
@@ -540,8 +540,7 @@ int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens,
                 if (u64map_find(&fp->index, s->chain[i]) >= 0 || (b = block_take(fp)) < 0)
                     break;
                 if (!kv->fetch(kv->tier_arg, kv, b, s->chain[i], tok)) {
-                    fp->refcnt[b]               = 0;
-                    fp->free_ids[fp->n_free++] = b;
+                    block_release(fp, b); /* unpublished: back to the free list */
                     break;
                 }
                 publish(fp, b, s->chain[i], tok, bt);
@@ -576,8 +575,8 @@ void kv_set_tier(struct kv_cache *kv,
     kv->evicted  = evicted;
     kv->fetch    = fetch;
     kv->tier_arg = arg;
-    for (int g = 0; g < KV_GROUPS; g++)
-        kv->pool[g].owner = evicted || fetch ? kv : NULL;
+    /* the tier holds the full-attention pool only (window models have no tier) */
+    kv->pool[0].owner = evicted || fetch ? kv : NULL;
 }
 
 void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n)

@@ -97,7 +97,7 @@ struct kv_pool {
     int32_t cap;             /* most blocks cached at once, -1 = as many as are free */
     int64_t n_evicted;       /* cached blocks dropped so far (for a write or by the cap) */
     struct u64map index;     /* chain hash -> block id of the published blocks */
-    struct kv_cache *owner;  /* the cache, for its disk tier's hooks (kv_set_tier); or NULL */
+    struct kv_cache *owner;  /* pool 0: the cache, for its tier's hooks (kv_set_tier); or NULL */
 };
 
 /* What kv_init builds; kv_bytes sums the same. */

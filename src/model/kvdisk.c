@@ -25,7 +25,6 @@ struct kv_disk {
     uint64_t file_len; /* every block file's size */
     int32_t cap_files; /* files the cap holds */
     struct entry *e;   /* [cap_files] */
-    int32_t n_e;       /* entries in use (the ids below n_e minus the free ones) */
     int32_t *free_e;   /* [cap_files] entry ids given back */
     int32_t n_free_e;
     int32_t head, tail;
@@ -253,11 +252,8 @@ void kvdisk_evicted(void *arg, const struct kv_cache *kv, int32_t block, uint64_
     uint8_t *p       = d->buf;
     kvfile_header(p, &d->shape, (uint64_t)bt);
     p += KVFILE_HEADER;
-    for (int32_t i = 0; i < bt; i++, p += 4) {
-        const uint32_t t = (uint32_t)tokens[i];
-        p[0] = (uint8_t)t, p[1] = (uint8_t)(t >> 8), p[2] = (uint8_t)(t >> 16),
-        p[3] = (uint8_t)(t >> 24);
-    }
+    for (int32_t i = 0; i < bt; i++, p += 4)
+        kvfile_put_token(p, tokens[i]);
     for (int32_t l = 0; l < kv->n_layer; l++) {
         if (kv->group[l] == KV_NONE)
             continue;
@@ -308,13 +304,9 @@ bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
     if (!st && v.n_tokens != (uint64_t)bt)
         st = fail(HEARTH_EFORMAT, why, sizeof why, "holds %llu tokens, not a block's %d",
                   (unsigned long long)v.n_tokens, bt);
-    for (int32_t t = 0; !st && t < bt; t++) {
-        const uint8_t *q = v.tokens + 4 * t;
-        const uint32_t x =
-            (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-        if (x != (uint32_t)tokens[t])
+    for (int32_t t = 0; !st && t < bt; t++)
+        if (kvfile_get_token(v.tokens + 4 * t) != (uint32_t)tokens[t])
             st = fail(HEARTH_EFORMAT, why, sizeof why, "its tokens are another block's");
-    }
     if (st) {
         fprintf(stderr, "hearth: cache dir: dropped %s: %s\n", path, why);
         d->st.skipped++;

@@ -101,8 +101,7 @@ enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvf
                     "kv file: the checksum does not match its bytes (a damaged file)");
     const uint8_t *tok = buf + KVFILE_HEADER;
     for (uint64_t i = 0; i < n; i++) {
-        const uint32_t t = (uint32_t)tok[4 * i] | (uint32_t)tok[4 * i + 1] << 8 |
-                           (uint32_t)tok[4 * i + 2] << 16 | (uint32_t)tok[4 * i + 3] << 24;
+        const uint32_t t = kvfile_get_token(tok + 4 * i);
         if (t >= want->n_vocab)
             return fail(HEARTH_EFORMAT, err, err_len,
                         "kv file: token %llu is %u, past the vocabulary's %llu",
@@ -187,8 +186,8 @@ enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
     uint64_t h = FNV1A64_SEED;
     bool ok    = put(f, &h, head, sizeof head);
     for (int32_t i = 0; ok && i < n; i++) {
-        const uint32_t t = (uint32_t)tokens[i];
-        const uint8_t b[4] = {(uint8_t)t, (uint8_t)(t >> 8), (uint8_t)(t >> 16), (uint8_t)(t >> 24)};
+        uint8_t b[4];
+        kvfile_put_token(b, tokens[i]);
         ok = put(f, &h, b, 4);
     }
     for (int32_t l = 0; ok && l < kv->n_layer; l++) {
@@ -260,10 +259,7 @@ enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, cons
         st = kv_reserve(kv, seq, n, err, err_len);
     if (!st) {
         for (int32_t i = 0; i < n; i++)
-            (*tokens)[i] = (hearth_token)((uint32_t)v.tokens[4 * i] |
-                                          (uint32_t)v.tokens[4 * i + 1] << 8 |
-                                          (uint32_t)v.tokens[4 * i + 2] << 16 |
-                                          (uint32_t)v.tokens[4 * i + 3] << 24);
+            (*tokens)[i] = (hearth_token)kvfile_get_token(v.tokens + 4 * i);
         const uint8_t *r = v.rows;
         for (int32_t l = 0; l < kv->n_layer; l++) {
             if (kv->group[l] == KV_NONE)

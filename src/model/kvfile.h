@@ -24,7 +24,7 @@
 /* What a file must hold to be loaded into a context: its header fields. */
 struct kvfile_shape {
     uint64_t fingerprint;
-    uint64_t n_layer;      /* layers with K/V */
+    uint64_t n_layer; /* layers with K/V */
     uint64_t kv_dim;
     uint64_t block_tokens;
     uint64_t type_k, type_v; /* enum hearth_kv_type */
@@ -38,6 +38,19 @@ struct kvfile_view {
     const uint8_t *tokens; /* [n_tokens] little-endian i32 */
     const uint8_t *rows;   /* [n_layer][K, V][n_tokens][row] */
 };
+
+/* A token as the file stores it: 4 bytes, little-endian. */
+static inline void kvfile_put_token(uint8_t *p, int32_t token)
+{
+    const uint32_t t = (uint32_t)token;
+    p[0] = (uint8_t)t, p[1] = (uint8_t)(t >> 8), p[2] = (uint8_t)(t >> 16),
+    p[3] = (uint8_t)(t >> 24);
+}
+
+static inline uint32_t kvfile_get_token(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 /* The checksum the file ends with, over bytes [0, len). */
 uint64_t kvfile_checksum(const uint8_t *p, size_t len);
@@ -67,8 +80,8 @@ enum hearth_status kvfile_shape_of(const struct hearth_context *ctx, struct kvfi
 
 /*
  * Checks buf (len bytes) against the shape want, the token count against
- * max_tokens (1 or more tokens, each below want->n_vocab), and fills *out. HEARTH_EFORMAT with the reason otherwise.
- * Pure: reads only buf; the fuzz target drives it.
+ * max_tokens (1 or more tokens, each below want->n_vocab), and fills *out. HEARTH_EFORMAT with the
+ * reason otherwise. Pure: reads only buf; the fuzz target drives it.
  */
 enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvfile_shape *want,
                                 uint64_t max_tokens, struct kvfile_view *out, char *err,

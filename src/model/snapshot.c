@@ -137,16 +137,10 @@ static void release(struct snap_store *s, int32_t id)
 /* An entry to write: a free one, else the least recently used cached one; -1 if all are owned. */
 static int32_t take(struct snap_store *s)
 {
-    int32_t best = -1;
-    for (int32_t i = 0; i < s->cap; i++) {
-        const struct entry *e = &s->e[i];
-        if (e->owner >= 0)
-            continue;
-        if (!e->pos)
+    for (int32_t i = 0; i < s->cap; i++)
+        if (s->e[i].owner < 0 && !s->e[i].pos)
             return i;
-        if (best < 0 || e->used < s->e[best].used)
-            best = i;
-    }
+    const int32_t best = lru_cached(s);
     if (best >= 0)
         s->e[best] = (struct entry){.owner = -1};
     return best;

@@ -433,29 +433,19 @@ static void run_task(struct prep_task *pt);
 void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                    enum pending_kind kind, struct task *t)
 {
-    struct pending *p = calloc(1, sizeof *p);
+    struct pending *p = serve_pending_new(s, req, ep, kind);
     if (!p) {
         task_free(t);
-        reply_fail(s, req, ep, 500, "server_error", NULL, "out of memory");
         return;
     }
-    p->srv          = s;
-    p->kind         = kind;
-    p->request_id   = s->next_request_id++;
-    p->ep           = ep;
-    p->ops          = t->ops ? t->ops : ep_ops(ep);
-    p->t_start      = now_s();
+    if (t->ops)
+        p->ops = t->ops;
     p->task         = t;
     t->pt.run       = run_task;
     t->srv          = s;
     t->p            = p;
     t->first_job_id = s->next_job_id;
     s->next_job_id += OAI_MAX_CHOICES;
-    p->next = s->pending;
-    if (s->pending)
-        s->pending->prev = p;
-    s->pending = p;
-    watch(s, p, req);
     prep_submit(s->prep, &t->pt);
 }
 

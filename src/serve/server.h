@@ -154,8 +154,9 @@ void serve_generate(struct server *s, struct evhttp_request *req, enum metrics_e
 char *serve_error_json(enum metrics_endpoint ep, const struct oai_error *e);
 struct pending *serve_pending_find(struct server *s, uint64_t request_id);
 /*
- * A pending record for a request that waits on the scheduler itself (PK_SLOT):
- * linked, its connection watched. NULL (a 500 sent) when out of memory.
+ * A pending record for req: linked, its connection watched, speaking ep's API.
+ * serve_prepare makes one for a preparation; a slot action (PK_SLOT) waits on
+ * the scheduler itself. NULL (a 500 sent) when out of memory.
  */
 struct pending *serve_pending_new(struct server *s, struct evhttp_request *req,
                                   enum metrics_endpoint ep, enum pending_kind kind);
