@@ -358,6 +358,11 @@ static void test_cache_disk_holds_its_cap(void **state)
     assert_false(srv_start_try(&s, tu_model("tiny-qwen35moe-bpe-q8_0.gguf"), extra, &log));
     assert_non_null(strstr(log, "disk tier"));
     free(log);
+    const char *nowhere[] = {"--cache-dir", "/nonexistent/hearth/cache", "--cache-disk", "1M",
+                             NULL};
+    assert_false(srv_start_try(&s, tu_model(SRV_MODEL), nowhere, &log));
+    assert_non_null(strstr(log, "cannot make /nonexistent/hearth/cache"));
+    free(log);
     const char *argv[] = {tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "--cache-disk", "1G",
                           NULL};
     char *out = NULL, *err = NULL;
