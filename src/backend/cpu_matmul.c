@@ -5,6 +5,7 @@
  * per micro-batch. Work is split by output row (whole groups of eight for
  * packed weights and prefill gemms), tokens tiled by 64.
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include "backend/cpu.h"
@@ -49,7 +50,14 @@ static void matmul_rows(void *arg, int ith, int nth)
     const struct weight *w = j->w;
     const struct type_kernels *tk = &j->k->type[w->type];
     long r0, r1, g0 = 0, g1 = 0;
-    if (w->dev) {
+    const bool pairs = w->dev && tk->gemm16p && j->n > 1;
+    if (pairs) {
+        /* prefill on sixteen-lane tables: pairs of packed groups, the odd last one to the last thread */
+        threadpool_split(w->n_out / 16, ith, nth, &g0, &g1);
+        g0 *= 2;
+        g1 = ith == nth - 1 ? w->n_out / 8 : g1 * 2;
+        r0 = r1 = 0;
+    } else if (w->dev) {
         /* packed weights: whole groups of eight rows, each one stream, decode and prefill */
         threadpool_split(w->n_out / 8, ith, nth, &g0, &g1);
         r0 = r1 = 0;
@@ -68,7 +76,11 @@ static void matmul_rows(void *arg, int ith, int nth)
         const struct q8_0_sum *as = j->act_sum + (size_t)t0 * (w->n_in / 32);
         float *out = j->out + (int64_t)t0 * j->out_stride;
         for (long g = g0; g < g1; g++) {
-            if (w->dev)
+            if (pairs && g + 1 < g1) {
+                tk->gemm16p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, act,
+                            j->act_row, as, tn, out + g * 8, (size_t)j->out_stride);
+                g++;
+            } else if (w->dev)
                 tk->gemm8p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, act,
                            j->act_row, as, tn, out + g * 8, (size_t)j->out_stride);
             else

@@ -62,6 +62,14 @@ struct type_kernels {
     void (*pack8)(const void *rows, size_t row_len, int64_t n, void *dst);
     void (*gemm8p)(int64_t n, const void *wp, const void *a, size_t a_row,
                    const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
+    /*
+     * gemm8p over two adjacent packed groups (the second starts where the
+     * first ends): s[t * s_stride + r] for r < 16, the second group's rows
+     * as 8..15, each with gemm8p's bits. For tables whose vectors hold
+     * sixteen lanes. NULL: matmul calls gemm8p per group.
+     */
+    void (*gemm16p)(int64_t n, const void *wp, const void *a, size_t a_row,
+                    const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
 };
 
 /* Keys and values of one KV head of one sequence, in the paged cache layout. */

@@ -1639,6 +1639,67 @@ static void test_gemm8_matches_vec_dot(void **state)
     print_message("gemm8/gemm8p: %d configurations bit-identical to vec_dot\n", checked);
 }
 
+/*
+ * gemm16p (two packed groups, sixteen rows) must equal gemm8p on each group
+ * bit for bit, at every token count its passes split differently.
+ */
+static void test_gemm16p_matches_gemm8p(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    int checked = 0;
+    for (int k = 0; k < nk; k++)
+        for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
+            const struct type_kernels *tk = &ks[k]->type[t];
+            if (!tk->gemm16p)
+                continue;
+            assert_non_null(tk->gemm8p);
+            const int64_t lens[] = {256 * 1, 256 * 3, 256 * 22};
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                const int64_t n      = lens[li];
+                const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
+                enum { MAXT = 19 };
+                uint8_t *w = malloc(16 * row_len), *wp = malloc(16 * row_len), *a = malloc(MAXT * a_row);
+                fill_random_blocks(t, w, 16 * row_len);
+                for (int g = 0; g < 2; g++)
+                    tk->pack8(w + 8 * g * row_len, row_len, n, wp + 8 * g * row_len);
+                float *x = malloc((size_t)n * sizeof(float));
+                for (int32_t tok = 0; tok < MAXT; tok++) {
+                    for (int64_t e = 0; e < n; e++)
+                        x[e] = rng_uniform() * 4.0f - 2.0f;
+                    ks[k]->type[tk->vec_dot_type].from_float(x, a + tok * a_row, n);
+                }
+                struct q8_0_sum *as = NULL;
+                if (tk->vec_dot_type == DTYPE_Q8_0) {
+                    as = malloc(MAXT * (size_t)(n / 32) * sizeof *as);
+                    for (int32_t tok = 0; tok < MAXT; tok++)
+                        q8_0_sums(a + tok * a_row, n, as + tok * (n / 32));
+                }
+                for (int32_t nt = 1; nt <= MAXT; nt++) {
+                    float out[MAXT * 17], want[MAXT * 17];
+                    tk->gemm16p(n, wp, a, a_row, as, nt, out, 17);
+                    for (int g = 0; g < 2; g++)
+                        tk->gemm8p(n, wp + 8 * g * row_len, a, a_row, as, nt, want + 8 * g, 17);
+                    for (int32_t tok = 0; tok < nt; tok++)
+                        for (int r = 0; r < 16; r++)
+                            if (memcmp(&want[tok * 17 + r], &out[tok * 17 + r], sizeof(float)) != 0)
+                                fail_msg("%s %s gemm16p n=%lld of %d tokens, tok %d row %d: %.9g, "
+                                         "gemm8p %.9g",
+                                         ks[k]->name, dtype_name(t), (long long)n, nt, tok, r,
+                                         out[tok * 17 + r], want[tok * 17 + r]);
+                    checked++;
+                }
+                free(as);
+                free(wp);
+                free(w);
+                free(a);
+                free(x);
+            }
+        }
+    print_message("gemm16p: %d configurations bit-identical to gemm8p\n", checked);
+}
+
 /* ---------------------------------------------------------------- attention */
 
 /*
@@ -2063,6 +2124,7 @@ int main(void)
         cmocka_unit_test(test_gelu_mul),
         cmocka_unit_test(test_dots),
         cmocka_unit_test(test_gemm8_matches_vec_dot),
+        cmocka_unit_test(test_gemm16p_matches_gemm8p),
         cmocka_unit_test(test_attn_rows),
         cmocka_unit_test(test_attn_row_f16),
         cmocka_unit_test(test_attn_rows_quant),
