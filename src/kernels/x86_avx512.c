@@ -46,19 +46,28 @@ static inline __m256i dpbusd(__m256i src, __m256i u, __m256i s)
 /*
  * Q8_0 x Q8_0 for eight rows by up to four tokens, with avx2_gemm8_q8_0's
  * arithmetic: each (row, token) keeps eight tinyBLAS lanes of
- * fma(d_w * d_a, float(four-product sum), acc), the products broadcast
- * from a per-chunk table. A lane's four-product sum is taken as
- * sum((a + 128) * w) - 128 * sum(w): a + 128 is a's byte with its top bit
- * flipped, unsigned as vpdpbusd wants, and the second term, one per row and
- * block, seeds the accumulator. One instruction per (row, token, block)
- * instead of AVX2's sign, maddubs and madd. Four rows at a time keep sixteen
- * accumulators in AVX-512's 32 registers.
+ * fma(d_w * d_a, float(four-product sum), acc), the products from a
+ * per-chunk table, and sums them with hsum_ps at the end. A lane's
+ * four-product sum is taken as sum((a + 128) * w) - 128 * sum(w): a + 128
+ * is a's byte with its top bit flipped, unsigned as vpdpbusd wants, and the
+ * second term, one per row and block, seeds the accumulator.
+ *
+ * In 512 bits a register holds two rows' eight lanes interleaved (row r in
+ * the even lanes, r + 1 in the odd): the pair's weights are merged
+ * four bytes at a time with one vpermt2d, the token's quants doubled the
+ * same way once per block for all pairs, and the two rows' scale products,
+ * adjacent in the table, arrive as one 64-bit broadcast. Each lane's chain
+ * is the 256-bit kernel's, so the bits are too.
  */
 static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
                               const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int64_t nb   = n / QK8_0;
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    /* a pair's rows four bytes at a time; a token's four-byte groups each twice */
+    const __m512i merge = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i twice = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     float dw_all[Q80_DW_MAX][8];
     for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
@@ -67,52 +76,53 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
         q80_tokens(a, a_row, as, nb, t0, tn, y, ys);
         if (t0 == 0 && nb <= Q80_DW_MAX)
             q80_scales(w, row_len, 0, nb, dw_all);
-        __m256 acc[8][4]; /* [row][token], between chunks */
-        for (int r = 0; r < 8; r++)
+        __m512 c[4][4]; /* [pair][token] */
+        for (int p = 0; p < 4; p++)
             for (int tt = 0; tt < 4; tt++)
-                acc[r][tt] = _mm256_setzero_ps();
+                c[p][tt] = _mm512_setzero_ps();
         for (int64_t b0 = 0; b0 < nb; b0 += Q80_CHUNK) {
             const int64_t bn = nb - b0 < Q80_CHUNK ? nb - b0 : Q80_CHUNK;
             float dd[Q80_CHUNK][4][8]; /* [block][token][row] = d_w * d_a */
             q80_products(w, row_len, nb, b0, bn, ys, dw_all, dd);
-            for (int r = 0; r < 8; r += 4) {
-                const struct block_q8_0 *x[4];
-                for (int i = 0; i < 4; i++)
-                    x[i] = (const struct block_q8_0 *)((const uint8_t *)w + (r + i) * row_len) + b0;
-                __m256 c[4][4];
+            const struct block_q8_0 *x[8];
+            for (int r = 0; r < 8; r++)
+                x[r] = (const struct block_q8_0 *)((const uint8_t *)w + r * row_len) + b0;
+            for (int64_t b = 0; b < bn; b++) {
+                __m512i au[4];
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++)
+                for (int tt = 0; tt < 4; tt++)
+                    au[tt] = _mm512_xor_si512(
+                        _mm512_permutexvar_epi32(
+                            twice, _mm512_castsi256_si512(_mm256_loadu_si256(
+                                       (const __m256i *)y[tt][b0 + b].qs))),
+                        flip);
 #pragma GCC unroll 4
-                    for (int tt = 0; tt < 4; tt++)
-                        c[i][tt] = acc[r + i][tt];
-                for (int64_t b = 0; b < bn; b++) {
-                    __m256i au[4];
+                for (int p = 0; p < 4; p++) {
+                    const __m512i q = _mm512_permutex2var_epi32(
+                        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[2 * p][b].qs)),
+                        merge,
+                        _mm512_castsi256_si512(
+                            _mm256_loadu_si256((const __m256i *)x[2 * p + 1][b].qs)));
+                    const __m512i off = _mm512_sub_epi32(
+                        _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, q));
 #pragma GCC unroll 4
-                    for (int tt = 0; tt < 4; tt++)
-                        au[tt] = _mm256_xor_si256(
-                            _mm256_loadu_si256((const __m256i *)y[tt][b0 + b].qs), flip);
-#pragma GCC unroll 4
-                    for (int i = 0; i < 4; i++) {
-                        const __m256i q   = _mm256_loadu_si256((const __m256i *)x[i][b].qs);
-                        const __m256i off = _mm256_sub_epi32(
-                            _mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), flip, q));
-#pragma GCC unroll 4
-                        for (int tt = 0; tt < 4; tt++)
-                            c[i][tt] = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[b][tt][r + i]),
-                                                       _mm256_cvtepi32_ps(dpbusd(off, au[tt], q)),
-                                                       c[i][tt]);
+                    for (int tt = 0; tt < 4; tt++) {
+                        double d2;
+                        memcpy(&d2, &dd[b][tt][2 * p], sizeof d2);
+                        c[p][tt] = _mm512_fmadd_ps(
+                            _mm512_castpd_ps(_mm512_set1_pd(d2)),
+                            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(off, au[tt], q)), c[p][tt]);
                     }
                 }
-#pragma GCC unroll 4
-                for (int i = 0; i < 4; i++)
-#pragma GCC unroll 4
-                    for (int tt = 0; tt < 4; tt++)
-                        acc[r + i][tt] = c[i][tt];
             }
         }
         for (int32_t tt = 0; tt < tn; tt++)
-            for (int r = 0; r < 8; r++)
-                s[(size_t)(t0 + tt) * s_stride + r] = hsum_ps(acc[r][tt]);
+            for (int p = 0; p < 4; p++) {
+                const __m512 v = _mm512_permutexvar_ps(split, c[p][tt]);
+                s[(size_t)(t0 + tt) * s_stride + 2 * p] = hsum_ps(_mm512_castps512_ps256(v));
+                s[(size_t)(t0 + tt) * s_stride + 2 * p + 1] =
+                    hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+            }
     }
 }
 
