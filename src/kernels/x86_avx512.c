@@ -430,6 +430,103 @@ static void avx512_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t 
                                                 s + (size_t)quads * s_stride, s_stride);
 }
 
+/* Two eight-lane int32 vectors as one: a's in lanes 0..7, b's in 8..15. */
+static inline __m512i join256(__m256i a, __m256i b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+
+/*
+ * A sub-block's eight chunks of quants for sixteen rows (decoded once per
+ * sub-block, then used for four tokens) against one token, times the rows'
+ * scales: q4kp_sub's sum.
+ */
+static inline __m512i q4kp16_sub(const __m512i v[8], const int8_t *qa, __m512i scale)
+{
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0;
+#pragma GCC unroll 4
+    for (int k = 0; k < 8; k += 2) {
+        s0 = dpbusd512(s0, v[k], bcast4_512(qa + 4 * k));
+        s1 = dpbusd512(s1, v[k + 1], bcast4_512(qa + 4 * k + 4));
+    }
+    return _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), scale);
+}
+
+/*
+ * gemm16p over two packed Q4_K groups: avx512_gemm8p_q4_k's quads, each
+ * lane in the same order, with each sub-block's nibbles decoded once for
+ * the quad's four tokens instead of once per token. The last n_tok % 4
+ * tokens go to gemm8p per group (the gemv order, as there).
+ */
+static void avx512_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
+                                const struct q8_0_sum *as, int32_t n_tok, float *s,
+                                size_t s_stride)
+{
+    const int64_t nb    = n / QK_K;
+    const int32_t quads = n_tok / 4 * 4;
+    const size_t gl     = 8 * sizeof(struct block_q4_K);
+    const uint8_t *w0 = wp, *w1 = w0 + (size_t)nb * gl;
+    const __m512i m4  = _mm512_set1_epi8(0x0F);
+    for (int32_t t0 = 0; t0 < quads; t0 += 4) {
+        __m512 acc[4], acc_m[4];
+        for (int tt = 0; tt < 4; tt++)
+            acc[tt] = acc_m[tt] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *p0 = w0 + b * gl, *p1 = w1 + b * gl;
+            if (t0 == 0) {
+                q4kp_prefetch(p0, gl);
+                q4kp_prefetch(p1, gl);
+            }
+            uint8_t e0[4][32], e1[4][32];
+            q4kp_entries(p0, e0);
+            q4kp_entries(p1, e1);
+            const __m512 dw = pair_ph(p0, p1), dmw = pair_ph(p0 + 16, p1 + 16);
+            const struct block_q8_K *yb[4];
+            __m512 d[4], dm[4];
+            int32_t bp[4][4]; /* [token][pair g]: sub-blocks 2g and 2g+1's activation sums */
+            for (int tt = 0; tt < 4; tt++) {
+                yb[tt] = (const struct block_q8_K *)((const uint8_t *)a +
+                                                     (size_t)(t0 + tt) * a_row) + b;
+                const __m512 da = _mm512_set1_ps(yb[tt]->d);
+                d[tt]           = _mm512_mul_ps(dw, da);
+                dm[tt]          = _mm512_mul_ps(dmw, da);
+                _mm_storeu_si128((__m128i *)bp[tt], q8k_bsum_pairs(yb[tt]));
+            }
+            for (int g = 0; g < 4; g++) {
+                const uint8_t *q0 = p0 + 128 + 256 * g, *q1 = p1 + 128 + 256 * g;
+                __m512i v[8], ig[4];
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++)
+                    v[k] = _mm512_and_si512(pair256(q0 + 32 * k, q1 + 32 * k), m4);
+                const __m512i sc0 = join256(q4kp_entry(e0, 0, 2 * g), q4kp_entry(e1, 0, 2 * g));
+#pragma GCC unroll 4
+                for (int tt = 0; tt < 4; tt++)
+                    ig[tt] = q4kp16_sub(v, yb[tt]->qs + 64 * g, sc0);
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++)
+                    v[k] = _mm512_and_si512(
+                        _mm512_srli_epi16(pair256(q0 + 32 * k, q1 + 32 * k), 4), m4);
+                const __m512i sc1 =
+                    join256(q4kp_entry(e0, 0, 2 * g + 1), q4kp_entry(e1, 0, 2 * g + 1));
+                const __m512i mn = join256(q4kp_mn(e0, g), q4kp_mn(e1, g));
+#pragma GCC unroll 4
+                for (int tt = 0; tt < 4; tt++) {
+                    ig[tt] = _mm512_add_epi32(ig[tt], q4kp16_sub(v, yb[tt]->qs + 64 * g + 32, sc1));
+                    const __m512i mg = _mm512_madd_epi16(mn, _mm512_set1_epi32(bp[tt][g]));
+                    acc[tt]          = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ig[tt]), d[tt], acc[tt]);
+                    acc_m[tt]        = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mg), dm[tt], acc_m[tt]);
+                }
+            }
+        }
+        for (int tt = 0; tt < 4; tt++)
+            _mm512_storeu_ps(s + (size_t)(t0 + tt) * s_stride, _mm512_sub_ps(acc[tt], acc_m[tt]));
+    }
+    if (quads < n_tok)
+        for (int g = 0; g < 2; g++)
+            avx512_gemm8p_q4_k(n, g ? w1 : w0, (const uint8_t *)a + (size_t)quads * a_row, a_row,
+                               as, n_tok - quads, s + (size_t)quads * s_stride + 8 * g, s_stride);
+}
+
 /* ---------------------------------------------------------------- the table */
 
 static struct kernels table;
@@ -444,6 +541,7 @@ static void table_init(void)
     table.type[DTYPE_Q4_0].gemm8p = avx512_gemm8p_q4_0;
     table.type[DTYPE_Q4_0].gemm16p = avx512_gemm16p_q4_0;
     table.type[DTYPE_Q4_K].gemm8p = avx512_gemm8p_q4_k;
+    table.type[DTYPE_Q4_K].gemm16p = avx512_gemm16p_q4_k;
 }
 
 const struct kernels *kernels_avx512(void)
