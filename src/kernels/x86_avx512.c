@@ -527,6 +527,87 @@ static void avx512_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t
                                as, n_tok - quads, s + (size_t)quads * s_stride + 8 * g, s_stride);
 }
 
+/* ---------------------------------------------------------------- Q6_K */
+
+/*
+ * Q6_K x Q8_K for eight rows, with avx2_gemm8_q6_k's arithmetic: per row
+ * and token eight int32 lanes, lane l holding elements 4l..4l+3 of every
+ * 32-element chunk times their scales, less 32 x (scale x activation sums)
+ * of chunk l, then fma(d_a * d_w, float(lane), acc) per superblock and
+ * hsum_ps at the end. The lane sums are exact integers whichever way they
+ * are formed, so here a register takes two chunks: vpdpbusd of the
+ * unsigned 6-bit quants against 64 activation bytes (loaded as they lie),
+ * one vpmulld by the four scales, and the two halves added at the end of
+ * the superblock. A row's superblock is unpacked once for up to eight
+ * tokens.
+ */
+static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
+                              const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const int64_t nb   = n / QK_K;
+    const __m512i m4   = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* the high bits of chunk pair (0, 1) of a half sit at shifts 4 and 2, of (2, 3) at 0 and 2 */
+    const __m512i up   = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i down = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 8) {
+        const int32_t tn = n_tok - t0 < 8 ? n_tok - t0 : 8;
+        const struct block_q8_K *y[8];
+        for (int32_t tt = 0; tt < tn; tt++)
+            y[tt] = (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row);
+        for (int r = 0; r < 8; r++) {
+            const struct block_q6_K *x =
+                (const struct block_q6_K *)((const uint8_t *)w + r * row_len);
+            __m256 acc[8];
+            for (int tt = 0; tt < 8; tt++)
+                acc[tt] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < nb; i++) {
+                const __m128i sc8  = _mm_loadu_si128((const __m128i *)x[i].scales);
+                const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+                const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
+                __m512i q[4], sc[4]; /* chunks 2k and 2k + 1, and their four scales */
+                for (int h = 0; h < 2; h++) {
+                    const __m512i l  = _mm512_loadu_si512(x[i].ql + 64 * h);
+                    const __m512i hb = _mm512_broadcast_i64x4(
+                        _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
+                    q[2 * h]     = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                                   _mm512_and_si512(_mm512_sllv_epi16(hb, up), m30));
+                    q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                                   _mm512_and_si512(_mm512_srlv_epi16(hb, down), m30));
+                }
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++)
+                    sc[k] = _mm512_permutexvar_epi32(
+                        _mm512_setr_epi32(4 * k, 4 * k, 4 * k, 4 * k, 4 * k + 1, 4 * k + 1,
+                                          4 * k + 1, 4 * k + 1, 4 * k + 2, 4 * k + 2, 4 * k + 2,
+                                          4 * k + 2, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3),
+                        sc32);
+                const __m256 dx = _mm256_set1_ps(half(x[i].d));
+                for (int32_t tt = 0; tt < tn; tt++) {
+                    const struct block_q8_K *yb = y[tt] + i;
+                    __m512i sum                 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++)
+                        sum = _mm512_add_epi32(
+                            sum, _mm512_mullo_epi32(
+                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k],
+                                                         _mm512_loadu_si512(yb->qs + 64 * k)),
+                                     sc[k]));
+                    const __m256i bs   = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                    const __m256i off  = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+                    const __m256i sumi = _mm256_sub_epi32(
+                        _mm256_add_epi32(_mm512_castsi512_si256(sum),
+                                         _mm512_extracti64x4_epi64(sum, 1)),
+                        off);
+                    acc[tt] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&yb->d), dx),
+                                              _mm256_cvtepi32_ps(sumi), acc[tt]);
+                }
+            }
+            for (int32_t tt = 0; tt < tn; tt++)
+                s[(size_t)(t0 + tt) * s_stride + r] = hsum_ps(acc[tt]);
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- the table */
 
 static struct kernels table;
@@ -542,6 +623,7 @@ static void table_init(void)
     table.type[DTYPE_Q4_0].gemm16p = avx512_gemm16p_q4_0;
     table.type[DTYPE_Q4_K].gemm8p = avx512_gemm8p_q4_k;
     table.type[DTYPE_Q4_K].gemm16p = avx512_gemm16p_q4_k;
+    table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
 }
 
 const struct kernels *kernels_avx512(void)
