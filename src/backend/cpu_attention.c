@@ -16,7 +16,7 @@ struct job {
 
 /*
  * Causal attention of every (token, head) of the batch over its sequence's
- * cache. Work items are runs of up to ATTN_LANES query rows that share a KV
+ * cache. Work items are runs of up to a kernel's lanes of query rows that share a KV
  * head: the heads of one GQA group, over as many consecutive tokens of one
  * sequence as fit. Items go round-robin to threads, so the long rows at the
  * end of a causal prefill are spread over all of them.
@@ -41,9 +41,11 @@ static void attention_items(void *arg, int ith, int nth)
     const bool per_key = !mixed && kv->type[0] == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
     float *scratch       = c->s.scores + (size_t)ith * c->s.scores_per_thread;
     const uint8_t *kbase = kv_layer_base(kv, s->l, 0), *vbase = kv_layer_base(kv, s->l, 1);
-    /* an item: ATTN_LANES heads of one token, or whole groups of tok_per tokens */
-    const int32_t heads_per = group < ATTN_LANES ? group : ATTN_LANES;
-    const int32_t tok_per   = group < ATTN_LANES ? ATTN_LANES / group : 1;
+    /* an item: `lanes` heads of one token, or whole groups of tok_per tokens; the tiled
+     * kernel may take more rows than the per-key ones */
+    const int32_t lanes     = mixed || per_key ? ATTN_LANES : k->attn_rows_lanes;
+    const int32_t heads_per = group < lanes ? group : lanes;
+    const int32_t tok_per   = group < lanes ? lanes / group : 1;
     const int32_t hblocks   = (group + heads_per - 1) / heads_per;
     const int32_t tblocks   = (s->n + tok_per - 1) / tok_per;
     const long items        = (long)tblocks * hp->n_head_kv * hblocks;
@@ -73,9 +75,9 @@ static void attention_items(void *arg, int ith, int nth)
                 .vt           = kv_dtype(kv->type[1]),
                 .v_block_len  = (size_t)kv->block_tokens * kv->row_len[1],
                 .v_row_len    = kv->row_len[1]};
-            int32_t j0[ATTN_LANES], j1[ATTN_LANES];
-            float *out[ATTN_LANES];
-            const float *q[ATTN_LANES];
+            int32_t j0[ATTN_LANES_MAX], j1[ATTN_LANES_MAX];
+            float *out[ATTN_LANES_MAX];
+            const float *q[ATTN_LANES_MAX];
             for (int32_t u = 0, r = 0; u < tn; u++) {
                 const int32_t pos = s->b->pos[t + u];
                 for (int32_t h = h0; h < h0 + nh; h++, r++) {

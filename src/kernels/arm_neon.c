@@ -1329,6 +1329,7 @@ static const struct kernels table = {
     .scale_f32    = neon_scale_f32,
     .mad_f32      = neon_mad_f32,
     .attn_rows    = neon_attn_rows,
+    .attn_rows_lanes = ATTN_LANES,
     .attn_rows_f16 = ref_attn_rows_f16,
     .f32_to_f16   = neon_f32_to_f16,
 };

@@ -102,9 +102,15 @@ static inline const uint8_t *attn_kv_vrow(const struct attn_kv *kv, int32_t j)
 
 /* Tile of keys the attention kernels work in (llama.cpp's GGML_FA_TILE_KV). */
 #define ATTN_TILE 64
-/* Query rows one attn_rows call takes (a lane each), and the floats of scratch it needs. */
+/*
+ * Query rows an attn_rows_f16 call takes (a lane each); attn_rows takes
+ * the table's attn_rows_lanes, at most ATTN_LANES_MAX. ATTN_SCRATCH: the
+ * floats of scratch either needs.
+ */
 #define ATTN_LANES 8
-#define ATTN_SCRATCH(hd) ((size_t)(hd) * (2 * ATTN_TILE + 2 * ATTN_LANES) + ATTN_LANES * ATTN_TILE)
+#define ATTN_LANES_MAX 16
+#define ATTN_SCRATCH(hd)                                                                           \
+    ((size_t)(hd) * (2 * ATTN_TILE + 2 * ATTN_LANES_MAX) + ATTN_LANES_MAX * ATTN_TILE)
 
 struct kernels {
     const char *name; /* "ref", "avx2", "avx512", "neon" */
@@ -126,7 +132,7 @@ struct kernels {
     /* y[i] = fmaf(x[i], a, y[i]): one fused multiply-add each, as ggml_vec_mad_f32's lanes. */
     void (*mad_f32)(float *y, const float *x, float a, int64_t n);
     /*
-     * Up to ATTN_LANES query rows of one KV head: row r (q[r], written to
+     * Up to attn_rows_lanes query rows of one KV head: row r (q[r], written to
      * out[r]) attends to keys j0[r]..j1[r] inclusive; rows sharing a KV head
      * share the key and value loads. Each row is computed with llama.cpp's
      * tiled flash-attention arithmetic: tiles of ATTN_TILE keys aligned at
@@ -138,6 +144,8 @@ struct kernels {
     void (*attn_rows)(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                       const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
                       float *scratch);
+    /* The rows attn_rows takes (ATTN_LANES, or ATTN_LANES_MAX on sixteen-lane tables). */
+    int32_t attn_rows_lanes;
     /*
      * Up to ATTN_LANES query rows of one KV head over an f16 cache, row r
      * (q[r], out[r]) seeing keys j0[r]..j1[r], each with ggml's per-key

@@ -811,6 +811,7 @@ static const struct kernels table = {
     .scale_f32    = ref_scale_f32,
     .mad_f32      = ref_mad_f32,
     .attn_rows    = ref_attn_rows,
+    .attn_rows_lanes = ATTN_LANES,
     .attn_rows_f16 = ref_attn_rows_f16,
     .f32_to_f16   = ref_f32_to_f16,
 };

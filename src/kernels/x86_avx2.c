@@ -1914,6 +1914,7 @@ static const struct kernels table = {
     .scale_f32    = avx2_scale_f32,
     .mad_f32      = avx2_mad_f32,
     .attn_rows    = avx2_attn_rows,
+    .attn_rows_lanes = ATTN_LANES,
     .attn_rows_f16 = avx2_attn_rows_f16,
     .f32_to_f16   = avx2_f32_to_f16,
 };

@@ -29,6 +29,7 @@
 #endif
 
 #include <immintrin.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -608,6 +609,206 @@ static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const vo
     }
 }
 
+/* ---------------------------------------------------------------- attention */
+
+/* v_expf512 of x86_avx2.c, sixteen lanes: the same operations per lane, the same fallback. */
+static inline __m512 v_expf16(__m512 x)
+{
+    const __m512 r  = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z  = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n  = _mm512_sub_ps(z, r);
+    const __m512 b  = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                       _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u  = _mm512_mul_ps(b, b);
+    const __m512 j  = _mm512_fmadd_ps(
+         _mm512_fmadd_ps(
+             _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+             _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+         u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 an = _mm512_abs_ps(n);
+    if (_mm512_cmp_ps_mask(an, _mm512_set1_ps(126), _CMP_GT_OQ)) {
+        float xs[16], ys[16];
+        _mm512_storeu_ps(xs, x);
+        for (int l = 0; l < 16; l++)
+            ys[l] = ref_ggml_expf(xs[l]);
+        return _mm512_loadu_ps(ys);
+    }
+    const __m512i e = _mm512_slli_epi32(_mm512_castps_si512(z), 23);
+    return _mm512_mul_ps(
+        j, _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_castps_si512(_mm512_set1_ps(1)))));
+}
+
+/* A key or value row as floats, from the cache's f16 or f32 row (hd a multiple of 16). */
+static inline void attn16_load_row(float *dst, const uint8_t *row, int32_t hd, int f16)
+{
+    for (int32_t d = 0; d < hd; d += 16)
+        _mm512_storeu_ps(dst + d,
+                         f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)row + d / 16))
+                             : _mm512_loadu_ps((const float *)row + d));
+}
+
+/* o[0..16 nv) += p[c * 16] v_c over keys c0..c1 of the value tile, a sequential fma per dimension. */
+static inline __attribute__((always_inline)) void attn16_acc_values(float *o, const float *vt,
+                                                                    int32_t hd, const float *p,
+                                                                    int32_t c0, int32_t c1, int nv)
+{
+    __m512 r[8];
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; v++)
+        r[v] = v < nv ? _mm512_loadu_ps(o + 16 * v) : _mm512_setzero_ps();
+    for (int32_t c = c0; c <= c1; c++) {
+        const __m512 pc = _mm512_set1_ps(p[c * 16]);
+        const float *vr = vt + (size_t)c * hd;
+#pragma GCC unroll 8
+        for (int v = 0; v < nv; v++)
+            r[v] = _mm512_fmadd_ps(_mm512_loadu_ps(vr + 16 * v), pc, r[v]);
+    }
+#pragma GCC unroll 8
+    for (int v = 0; v < nv; v++)
+        _mm512_storeu_ps(o + 16 * v, r[v]);
+}
+
+/*
+ * avx2_attn_rows for up to sixteen rows of one KV head (two tokens of a
+ * GQA group of eight, say), a lane per row: every lane's arithmetic is the
+ * eight-lane kernel's, so each row stays bit-identical to ref_attn_row,
+ * while each key and value tile is converted once for twice the rows and
+ * each fma serves sixteen. Heads off the sixteen-float grid go to the AVX2
+ * kernel eight rows at a time.
+ */
+static void avx512_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                             const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                             float scale, float *scratch)
+{
+    if (hd % 16 || hd > 256) {
+        for (int32_t r = 0; r < nq; r += 8)
+            kernels_avx2()->attn_rows(out + r, q + r, nq - r < 8 ? nq - r : 8, hd, kv, j0 + r,
+                                      j1 + r, scale, scratch);
+        return;
+    }
+    float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *qt = vt + (size_t)ATTN_TILE * hd;
+    float *acc = qt + (size_t)16 * hd, *p = acc + (size_t)16 * hd;
+    int32_t lo = INT32_MAX, hi = INT32_MIN, jl[16], jh[16], tl[16];
+    for (int32_t r = 0; r < 16; r++) {
+        jl[r] = r < nq ? j0[r] : INT32_MAX;
+        jh[r] = r < nq ? j1[r] : INT32_MIN;
+        tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX;
+        lo    = jl[r] < lo ? jl[r] : lo;
+        hi    = jh[r] > hi ? jh[r] : hi;
+    }
+    for (int32_t d = 0; d < hd; d++)
+        for (int32_t r = 0; r < 16; r++)
+            qt[d * 16 + r] = r < nq ? q[r][d] : 0.0f;
+    memset(acc, 0, (size_t)16 * hd * sizeof(float));
+    const __m512i vjl   = _mm512_loadu_si512(jl);
+    const __m512i vjh   = _mm512_loadu_si512(jh);
+    const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    __m512 M    = ninf;
+    float S[16] = {0};
+    for (int32_t t0 = lo - lo % ATTN_TILE; t0 <= hi; t0 += ATTN_TILE) {
+        const int32_t c0 = lo > t0 ? lo - t0 : 0;
+        const int32_t c1 = hi - t0 < ATTN_TILE - 1 ? hi - t0 : ATTN_TILE - 1;
+        for (int32_t c = c0; c <= c1; c++) {
+            attn16_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
+            attn16_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
+        }
+        __m512 tmax = ninf;
+        for (int32_t c = 0; c < ATTN_TILE; c += 8) {
+            if (c + 7 < c0 || c > c1) {
+                for (int32_t u = 0; u < 8; u++)
+                    _mm512_storeu_ps(p + (c + u) * 16, ninf);
+                continue;
+            }
+            const float *kr[8];
+            for (int32_t u = 0; u < 8; u++) {
+                const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
+                kr[u]            = kt + (size_t)cc * hd;
+            }
+            __m512 a[8];
+            for (int32_t u = 0; u < 8; u++)
+                a[u] = _mm512_setzero_ps();
+            for (int32_t d = 0; d < hd; d++) {
+                const __m512 qd = _mm512_loadu_ps(qt + d * 16);
+#pragma GCC unroll 8
+                for (int32_t u = 0; u < 8; u++)
+                    a[u] = _mm512_fmadd_ps(_mm512_set1_ps(kr[u][d]), qd, a[u]);
+            }
+            for (int32_t u = 0; u < 8; u++) {
+                const __m512i j = _mm512_set1_epi32(t0 + c + u);
+                const __mmask16 out_of_range =
+                    _mm512_cmpgt_epi32_mask(vjl, j) | _mm512_cmpgt_epi32_mask(j, vjh);
+                const __m512 sc =
+                    _mm512_mask_blend_ps(out_of_range, _mm512_mul_ps(a[u], vscale), ninf);
+                _mm512_storeu_ps(p + (c + u) * 16, sc);
+                tmax = _mm512_max_ps(tmax, sc);
+            }
+        }
+        int visit = 0;
+        for (int32_t r = 0; r < 16; r++)
+            visit |= (t0 >= tl[r] && t0 <= jh[r]) << r;
+        const __m512 Mnew = _mm512_max_ps(M, tmax);
+        float mo[16], mn[16];
+        _mm512_storeu_ps(mo, M);
+        _mm512_storeu_ps(mn, Mnew);
+        for (int32_t r = 0; r < nq; r++) {
+            if (!(visit >> r & 1) || !(mn[r] > mo[r]))
+                continue;
+            const float ms  = expf(mo[r] - mn[r]);
+            const __m512 vm = _mm512_set1_ps(ms);
+            for (int32_t d = 0; d < hd; d += 16)
+                _mm512_storeu_ps(acc + r * hd + d,
+                                 _mm512_mul_ps(_mm512_loadu_ps(acc + r * hd + d), vm));
+            S[r] *= ms;
+        }
+        M = Mnew;
+        __m512d sum_lo = _mm512_setzero_pd(), sum_hi = sum_lo;
+        for (int32_t c = 0; c < ATTN_TILE; c += 16) {
+            __m512 e[16];
+            for (int32_t u = 0; u < 16; u++) {
+                const __m512 sc = _mm512_loadu_ps(p + (c + u) * 16);
+                /* a key no lane sees is 0 for every lane that visits the tile */
+                e[u] = _mm512_cmp_ps_mask(sc, ninf, _CMP_NEQ_OQ)
+                           ? v_expf16(_mm512_sub_ps(sc, Mnew))
+                           : _mm512_setzero_ps();
+                _mm512_storeu_ps(p + (c + u) * 16, e[u]);
+            }
+            __m512 t3[8], t6[4];
+            for (int l = 0; l < 8; l++)
+                t3[l] = _mm512_add_ps(e[l + 8], e[l]);
+            for (int l = 0; l < 4; l++)
+                t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
+            const __m512 s16 =
+                _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+            sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(s16)));
+            sum_hi = _mm512_add_pd(
+                sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                            _mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1))));
+        }
+        double sums[16];
+        _mm512_storeu_pd(sums, sum_lo);
+        _mm512_storeu_pd(sums + 8, sum_hi);
+        for (int32_t r = 0; r < nq; r++) {
+            if (!(visit >> r & 1))
+                continue;
+            S[r]             = (float)((double)S[r] + sums[r]);
+            const int32_t a0 = jl[r] > t0 + c0 ? jl[r] - t0 : c0;
+            const int32_t a1 = jh[r] < t0 + c1 ? jh[r] - t0 : c1;
+            for (int32_t d0 = 0; d0 < hd; d0 += 128) {
+                float *o = acc + r * hd + d0;
+                if (hd - d0 >= 128)
+                    attn16_acc_values(o, vt + d0, hd, p + r, a0, a1, 8);
+                else
+                    attn16_acc_values(o, vt + d0, hd, p + r, a0, a1, (hd - d0) / 16);
+            }
+        }
+    }
+    for (int32_t r = 0; r < nq; r++) {
+        const __m512 inv = _mm512_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
+        for (int32_t d = 0; d < hd; d += 16)
+            _mm512_storeu_ps(out[r] + d, _mm512_mul_ps(_mm512_loadu_ps(acc + r * hd + d), inv));
+    }
+}
+
 /* ---------------------------------------------------------------- the table */
 
 static struct kernels table;
@@ -624,6 +825,8 @@ static void table_init(void)
     table.type[DTYPE_Q4_K].gemm8p = avx512_gemm8p_q4_k;
     table.type[DTYPE_Q4_K].gemm16p = avx512_gemm16p_q4_k;
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
+    table.attn_rows                = avx512_attn_rows;
+    table.attn_rows_lanes          = 16;
 }
 
 const struct kernels *kernels_avx512(void)

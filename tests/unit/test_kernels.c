@@ -1717,12 +1717,17 @@ static void test_attn_rows(void **state)
     enum { TOKENS = 200, BT = 16, NBLK = (TOKENS + BT - 1) / BT };
     static const int32_t hds[] = {8, 64, 72, 128, 12};
     /* lane r's range: {j0, j1} per case, -1 ends the list */
-    static const int32_t cases[][8][2] = {
+    /* up to sixteen lanes: two tokens of a group of eight heads, as the sixteen-lane tables take */
+    static const int32_t cases[][ATTN_LANES_MAX][2] = {
         {{0, 199}, {-1, -1}},
-        {{0, 130}, {0, 131}, {0, 132}, {0, 133}, {0, 134}, {0, 135}, {0, 136}, {0, 137}},
+        {{0, 130}, {0, 131}, {0, 132}, {0, 133}, {0, 134}, {0, 135}, {0, 136}, {0, 137}, {-1, -1}},
         {{0, 63}, {0, 64}, {0, 127}, {0, 128}, {0, 5}, {0, 199}, {-1, -1}},
         {{100, 140}, {101, 141}, {150, 199}, {0, 5}, {64, 64}, {63, 63}, {130, 131}, {-1, -1}},
         {{7, 7}, {0, 0}, {-1, -1}},
+        {{0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127},
+         {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}},
+        {{60, 63}, {0, 64}, {0, 5}, {130, 199}, {0, 199}, {64, 64}, {3, 3}, {0, 70},
+         {71, 140}, {0, 199}, {192, 199}, {0, 1}, {1, 190}, {120, 130}, {0, 63}, {-1, -1}},
     };
     int checked = 0;
     for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++)
@@ -1752,24 +1757,26 @@ static void test_attn_rows(void **state)
                                             .row_len = row_len,
                                             .block_tokens = BT,
                                             .f16 = f16};
-                float *qs = xmalloc((size_t)8 * hd * sizeof(float));
-                float *outs = xmalloc((size_t)8 * hd * sizeof(float));
+                float *qs = xmalloc((size_t)ATTN_LANES_MAX * hd * sizeof(float));
+                float *outs = xmalloc((size_t)ATTN_LANES_MAX * hd * sizeof(float));
                 float *want = xmalloc((size_t)hd * sizeof(float));
                 float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
-                fill_normal(qs, 8 * hd, wide ? 40.0f : 1.0f);
+                fill_normal(qs, ATTN_LANES_MAX * hd, wide ? 40.0f : 1.0f);
                 const float scale = 1.0f / sqrtf((float)hd);
                 for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-                    int32_t j0[8], j1[8], nq = 0;
-                    float *out[8];
-                    const float *q[8];
-                    for (; nq < 8 && cases[c][nq][0] >= 0; nq++) {
+                    int32_t j0[ATTN_LANES_MAX], j1[ATTN_LANES_MAX], nq = 0;
+                    float *out[ATTN_LANES_MAX];
+                    const float *q[ATTN_LANES_MAX];
+                    for (; nq < ATTN_LANES_MAX && cases[c][nq][0] >= 0; nq++) {
                         j0[nq]  = cases[c][nq][0];
                         j1[nq]  = cases[c][nq][1];
                         q[nq]   = qs + (size_t)nq * hd;
                         out[nq] = outs + (size_t)nq * hd;
                     }
                     for (int k = 0; k < nk; k++) {
-                        memset(outs, 0xff, (size_t)8 * hd * sizeof(float));
+                        if (nq > ks[k]->attn_rows_lanes)
+                            continue;
+                        memset(outs, 0xff, (size_t)ATTN_LANES_MAX * hd * sizeof(float));
                         ks[k]->attn_rows(out, q, nq, hd, &akv, j0, j1, scale, scratch);
                         for (int32_t r = 0; r < nq; r++) {
                             ref_attn_row(want, q[r], hd, &akv, j0[r], j1[r], scale, scratch);
