@@ -6,7 +6,9 @@
  * depth), which is where the K/V cache's type (-ctk, -ctv) shows.
  * Each is run once to warm up, then timed over R repetitions (best kept).
  * Also reports the bytes decode reads per token against a read bandwidth
- * measured here, so the figure says how close to the memory limit it is.
+ * measured here, and prefill's arithmetic rate against the int8 dot rate
+ * of the kernels in use, measured here too, so each figure says how close
+ * to its machine's limit it is.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "cmd.h"
 #include "hearth.h"
+#include "kernels/kernels.h"
 #include "util/clock.h"
 
 static void usage(FILE *fp)
@@ -150,6 +153,51 @@ static double bw_once(const struct bw_probe *p)
     return per * (size_t)p->n_threads * 8 / (now_s() - t0);
 }
 
+struct probe_thread {
+    double (*fn)(int64_t rounds);
+    int64_t rounds;
+    double ops;
+};
+
+static void *probe_run(void *arg)
+{
+    struct probe_thread *p = arg;
+    p->ops                 = p->fn(p->rounds);
+    return NULL;
+}
+
+/*
+ * The int8 dot rate of the kernel table on n_threads threads, in op/s (two
+ * per multiply-add), best of five short bursts; 0 when the table has no
+ * probe. Prefill's integer dot products cannot go faster than this.
+ */
+static double int8_peak(int n_threads)
+{
+    const struct kernels *k = kernels_get();
+    if (!k->int8_probe || n_threads < 1 || n_threads > 256)
+        return 0;
+    pthread_t th[256];
+    struct probe_thread pt[256];
+    double best = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        const double t0 = now_s();
+        for (int i = 0; i < n_threads; i++) {
+            pt[i] = (struct probe_thread){k->int8_probe, 2000000, 0};
+            if (i > 0)
+                pthread_create(&th[i], NULL, probe_run, &pt[i]);
+        }
+        probe_run(&pt[0]);
+        double ops = pt[0].ops;
+        for (int i = 1; i < n_threads; i++) {
+            pthread_join(th[i], NULL);
+            ops += pt[i].ops;
+        }
+        const double rate = ops / (now_s() - t0);
+        best              = rate > best ? rate : best;
+    }
+    return best;
+}
+
 /* One line per stage unless one CPU stage runs everything; whether any stage is on a GPU. */
 static bool print_stages(const struct hearth_context *ctx)
 {
@@ -277,7 +325,18 @@ int cmd_bench_engine(int argc, char **argv)
             if (k > 0 && t < best)
                 best = t;
         }
+        const double ops = hearth_model_prefill_ops(model, depth, n_pp) / best;
+        const double peak = int8_peak((int)threads);
         printf("pp%ld: %.1f tok/s\n", n_pp, n_pp / best);
+        if (peak > 0)
+            printf("prefill %.3f TOP/s (matmuls and attention); measured int8 peak %.3f TOP/s "
+                   "(%s, %ld threads); share %.0f%%%s\n",
+                   ops / 1e12, peak / 1e12, kernels_get()->name, threads, 100 * ops / peak,
+                   offloaded ? " (the peak is the CPU's)" : "");
+        else
+            printf("prefill %.3f TOP/s (matmuls and attention); no int8 peak probe for the %s "
+                   "kernels\n",
+                   ops / 1e12, kernels_get()->name);
         fflush(stdout);
     }
     if (n_tg > 0) {

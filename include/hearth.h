@@ -109,6 +109,11 @@ uint64_t hearth_model_weight_bytes(const struct hearth_model *model);
 /* Bytes of weights one decoded token reads: all of them, but of a mixture of experts' routed
  * experts only the expert_used_count it routes to. */
 uint64_t hearth_model_token_bytes(const struct hearth_model *model);
+/* Arithmetic operations (two per multiply-add) of prefilling n tokens on top of depth cached
+ * ones: the layers' matrices (of routed experts, those a token uses) and attention's scores and
+ * weighted values over the keys each token sees; not the norms, rope, or the output matrix,
+ * which a prefill runs for its last token only. */
+double hearth_model_prefill_ops(const struct hearth_model *model, int64_t depth, int64_t n);
 /* The file's tokenizer.chat_template (Jinja source), NUL-terminated; NULL when it has none. */
 const char *hearth_model_chat_template(const struct hearth_model *model);
 

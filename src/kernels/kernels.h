@@ -163,6 +163,13 @@ struct kernels {
                           float scale, float *scratch);
     /* A row of f32 to f16 bits, for the KV cache. */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
+    /*
+     * The table's widest int8 dot instruction (vpdpbusd, or maddubs and
+     * madd) back to back on independent accumulators, rounds times; returns
+     * the operations done (two per multiply-add). What bench-engine reports
+     * prefill against. NULL: the table has none.
+     */
+    double (*int8_probe)(int64_t rounds);
 };
 
 /*

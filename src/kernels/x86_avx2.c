@@ -1404,6 +1404,34 @@ static void avx2_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const v
     *s = hsum_ps(acc);
 }
 
+/* ---------------------------------------------------------------- int8 peak */
+
+/* Eight independent maddubs, madd, add chains: the AVX2 int8 dot as the gemms run it. */
+static double avx2_int8_probe(int64_t rounds)
+{
+    __m256i acc[8], u[8];
+    const __m256i v = _mm256_set1_epi8(5), ones = _mm256_set1_epi16(1);
+    for (int i = 0; i < 8; i++) {
+        acc[i] = _mm256_set1_epi32(i);
+        u[i]   = _mm256_set1_epi8((char)(i + 1));
+    }
+    for (int64_t it = 0; it < rounds; it++) {
+        UNROLL
+        for (int i = 0; i < 8; i++)
+            acc[i] = _mm256_add_epi32(acc[i],
+                                      _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], v), ones));
+        /* the operands are "changed" each round, so nothing is hoisted out of the loop */
+        __asm__ volatile("" : "+x"(u[0]), "+x"(u[1]), "+x"(u[2]), "+x"(u[3]), "+x"(u[4]),
+                         "+x"(u[5]), "+x"(u[6]), "+x"(u[7]));
+    }
+    __m256i t = acc[0];
+    for (int i = 1; i < 8; i++)
+        t = _mm256_add_epi32(t, acc[i]);
+    int32_t sink = _mm256_extract_epi32(t, 0);
+    __asm__ volatile("" : : "r"(sink));
+    return (double)rounds * 8 * 32 * 2;
+}
+
 /* ---------------------------------------------------------------- float ops */
 
 /* Sum of squares in double like the reference; the products are the same float products. */
@@ -1915,6 +1943,7 @@ static const struct kernels table = {
     .mad_f32      = avx2_mad_f32,
     .attn_rows    = avx2_attn_rows,
     .attn_rows_lanes = ATTN_LANES,
+    .int8_probe      = avx2_int8_probe,
     .attn_rows_f16 = avx2_attn_rows_f16,
     .f32_to_f16   = avx2_f32_to_f16,
 };

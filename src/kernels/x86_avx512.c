@@ -809,6 +809,28 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
     }
 }
 
+/* ---------------------------------------------------------------- int8 peak */
+
+/* Twelve independent 512-bit vpdpbusd chains: enough to cover the latency on two ports. */
+static double avx512_int8_probe(int64_t rounds)
+{
+    __m512i acc[12];
+    __m512i u = _mm512_set1_epi8(3), v = _mm512_set1_epi8(5);
+    for (int i = 0; i < 12; i++)
+        acc[i] = _mm512_set1_epi32(i);
+    for (int64_t it = 0; it < rounds; it++) {
+#pragma GCC unroll 12
+        for (int i = 0; i < 12; i++)
+            acc[i] = _mm512_dpbusd_epi32(acc[i], u, v);
+        __asm__ volatile("" : "+v"(u), "+v"(v)); /* keeps the operands from folding */
+    }
+    int32_t sink = 0;
+    for (int i = 0; i < 12; i++)
+        sink += _mm512_reduce_add_epi32(acc[i]);
+    __asm__ volatile("" : : "r"(sink));
+    return (double)rounds * 12 * 64 * 2;
+}
+
 /* ---------------------------------------------------------------- the table */
 
 static struct kernels table;
@@ -827,6 +849,7 @@ static void table_init(void)
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
     table.attn_rows                = avx512_attn_rows;
     table.attn_rows_lanes          = 16;
+    table.int8_probe               = avx512_int8_probe;
 }
 
 const struct kernels *kernels_avx512(void)

@@ -175,6 +175,7 @@ enum hearth_status model_get_weight(struct hearth_model *m, const char *name, in
     w->row_len = dtype_row_len(w->type, n_in);
     w->data = t->data;
     m->weight_bytes += t->size;
+    m->matmul_macs += (uint64_t)n_in * (uint64_t)n_out;
     return HEARTH_OK;
 }
 
@@ -509,6 +510,34 @@ uint64_t hearth_model_token_bytes(const struct hearth_model *m)
         return m->weight_bytes;
     return m->weight_bytes - m->routed_bytes +
            m->routed_bytes / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+}
+
+double hearth_model_prefill_ops(const struct hearth_model *m, int64_t depth, int64_t n)
+{
+    const struct hparams *hp = &m->hp;
+    uint64_t macs            = m->matmul_macs - m->routed_macs;
+    if (hp->n_expert > 0)
+        macs += m->routed_macs / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+    /* the embedding is a lookup, and the output runs for a batch's last token only */
+    macs -= (uint64_t)m->tok_embd.n_in * (uint64_t)m->tok_embd.n_out;
+    if (m->output.data != m->tok_embd.data)
+        macs -= (uint64_t)m->output.n_in * (uint64_t)m->output.n_out;
+    for (int32_t i = hp->n_layer; i < hp->n_layer + hp->n_nextn; i++) /* MTP: drafting only */
+        if (m->layers[i].nextn)
+            macs -= (uint64_t)m->layers[i].nextn->eh_proj.n_in * m->layers[i].nextn->eh_proj.n_out;
+    double ops = 2.0 * (double)macs * (double)n;
+    /* attention: a score and a weighted value per head, dimension and key seen */
+    const double per_key = 2.0 * 2.0 * hp->n_head * hp->head_dim;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        if (m->layers[l].dnet)
+            continue;
+        double keys = 0;
+        for (int64_t p = depth; p < depth + n; p++)
+            keys += (double)(m->layers[l].swa && hp->n_swa > 0 && p + 1 > hp->n_swa ? hp->n_swa
+                                                                                   : p + 1);
+        ops += per_key * keys;
+    }
+    return ops;
 }
 
 hearth_token hearth_token_bos(const struct hearth_model *m) { return tokenizer_bos(m->tok); }

@@ -76,8 +76,11 @@ static enum hearth_status get_stack(struct hearth_model *m, int32_t il, const ch
                                .row_len = row_len,
                                .data    = (const uint8_t *)t->data + (size_t)e * n_out * row_len};
     m->weight_bytes += t->size;
-    if (n_mat > 1) /* the routed experts' stack: a token reads only n_expert_used of them */
+    m->matmul_macs += (uint64_t)n_in * (uint64_t)n_out * (uint64_t)n_mat;
+    if (n_mat > 1) { /* the routed experts' stack: a token reads only n_expert_used of them */
         m->routed_bytes += t->size;
+        m->routed_macs += (uint64_t)n_in * (uint64_t)n_out * (uint64_t)n_mat;
+    }
     return HEARTH_OK;
 }
 
