@@ -108,7 +108,7 @@ static inline const uint8_t *attn_kv_vrow(const struct attn_kv *kv, int32_t j)
  * floats of scratch either needs.
  */
 #define ATTN_LANES 8
-#define ATTN_LANES_MAX 16
+#define ATTN_LANES_MAX 64
 #define ATTN_SCRATCH(hd)                                                                           \
     ((size_t)(hd) * (2 * ATTN_TILE + 2 * ATTN_LANES_MAX) + ATTN_LANES_MAX * ATTN_TILE)
 
@@ -144,7 +144,8 @@ struct kernels {
     void (*attn_rows)(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                       const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
                       float *scratch);
-    /* The rows attn_rows takes (ATTN_LANES, or ATTN_LANES_MAX on sixteen-lane tables). */
+    /* The rows attn_rows takes: ATTN_LANES, or ATTN_LANES_MAX where one call shares each tile
+     * of keys among several groups of rows. */
     int32_t attn_rows_lanes;
     /*
      * Up to ATTN_LANES query rows of one KV head over an f16 cache, row r

@@ -669,12 +669,155 @@ static inline __attribute__((always_inline)) void attn16_acc_values(float *o, co
 }
 
 /*
- * avx2_attn_rows for up to sixteen rows of one KV head (two tokens of a
- * GQA group of eight, say), a lane per row: every lane's arithmetic is the
- * eight-lane kernel's, so each row stays bit-identical to ref_attn_row,
- * while each key and value tile is converted once for twice the rows and
- * each fma serves sixteen. Heads off the sixteen-float grid go to the AVX2
- * kernel eight rows at a time.
+ * One group of up to sixteen query rows (a lane each) of avx512_attn_rows:
+ * the rows' queries transposed, their running maxima, sums and outputs.
+ */
+struct attn16 {
+    int32_t nq, lo, hi;           /* rows; the first and last key any of them sees */
+    int32_t jl[16], jh[16], tl[16]; /* each lane's keys and first tile (idle lanes see none) */
+    float *qt, *acc, *p;          /* [hd][16], [16][hd], [ATTN_TILE][16] */
+    __m512 M;
+    float S[16];
+};
+
+static void attn16_init(struct attn16 *g, const float *const *q, int32_t nq, int32_t hd,
+                        const int32_t *j0, const int32_t *j1, float *mem)
+{
+    g->nq  = nq;
+    g->lo  = INT32_MAX;
+    g->hi  = INT32_MIN;
+    g->qt  = mem;
+    g->acc = g->qt + (size_t)16 * hd;
+    g->p   = g->acc + (size_t)16 * hd;
+    for (int32_t r = 0; r < 16; r++) {
+        g->jl[r] = r < nq ? j0[r] : INT32_MAX;
+        g->jh[r] = r < nq ? j1[r] : INT32_MIN;
+        g->tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX;
+        g->lo    = g->jl[r] < g->lo ? g->jl[r] : g->lo;
+        g->hi    = g->jh[r] > g->hi ? g->jh[r] : g->hi;
+        g->S[r]  = 0;
+    }
+    for (int32_t d = 0; d < hd; d++)
+        for (int32_t r = 0; r < 16; r++)
+            g->qt[d * 16 + r] = r < nq ? q[r][d] : 0.0f;
+    memset(g->acc, 0, (size_t)16 * hd * sizeof(float));
+    g->M = _mm512_set1_ps(-INFINITY);
+}
+
+/*
+ * The tile of keys from t0 for one group, its keys and values already in
+ * kt and vt as floats: what avx2_attn_rows does for a tile, a lane per row.
+ */
+static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const float *vt, int32_t hd,
+                        float scale)
+{
+    const int32_t c0 = g->lo > t0 ? g->lo - t0 : 0;
+    const int32_t c1 = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
+    const __m512i vjl   = _mm512_loadu_si512(g->jl);
+    const __m512i vjh   = _mm512_loadu_si512(g->jh);
+    const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
+    float *p            = g->p;
+    __m512 tmax         = ninf;
+    for (int32_t c = 0; c < ATTN_TILE; c += 8) {
+        if (c + 7 < c0 || c > c1) {
+            for (int32_t u = 0; u < 8; u++)
+                _mm512_storeu_ps(p + (c + u) * 16, ninf);
+            continue;
+        }
+        const float *kr[8];
+        for (int32_t u = 0; u < 8; u++) {
+            const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
+            kr[u]            = kt + (size_t)cc * hd;
+        }
+        __m512 a[8];
+        for (int32_t u = 0; u < 8; u++)
+            a[u] = _mm512_setzero_ps();
+        for (int32_t d = 0; d < hd; d++) {
+            const __m512 qd = _mm512_loadu_ps(g->qt + d * 16);
+#pragma GCC unroll 8
+            for (int32_t u = 0; u < 8; u++)
+                a[u] = _mm512_fmadd_ps(_mm512_set1_ps(kr[u][d]), qd, a[u]);
+        }
+        for (int32_t u = 0; u < 8; u++) {
+            const __m512i j = _mm512_set1_epi32(t0 + c + u);
+            const __mmask16 out_of_range =
+                _mm512_cmpgt_epi32_mask(vjl, j) | _mm512_cmpgt_epi32_mask(j, vjh);
+            const __m512 sc = _mm512_mask_blend_ps(out_of_range, _mm512_mul_ps(a[u], vscale), ninf);
+            _mm512_storeu_ps(p + (c + u) * 16, sc);
+            tmax = _mm512_max_ps(tmax, sc);
+        }
+    }
+    /* lanes whose row ref visits this tile */
+    int visit = 0;
+    for (int32_t r = 0; r < 16; r++)
+        visit |= (t0 >= g->tl[r] && t0 <= g->jh[r]) << r;
+    const __m512 Mnew = _mm512_max_ps(g->M, tmax);
+    float mo[16], mn[16];
+    _mm512_storeu_ps(mo, g->M);
+    _mm512_storeu_ps(mn, Mnew);
+    for (int32_t r = 0; r < g->nq; r++) {
+        if (!(visit >> r & 1) || !(mn[r] > mo[r]))
+            continue;
+        const float ms  = expf(mo[r] - mn[r]);
+        const __m512 vm = _mm512_set1_ps(ms);
+        for (int32_t d = 0; d < hd; d += 16)
+            _mm512_storeu_ps(g->acc + r * hd + d,
+                             _mm512_mul_ps(_mm512_loadu_ps(g->acc + r * hd + d), vm));
+        g->S[r] *= ms;
+    }
+    g->M = Mnew;
+    /* probabilities and the tile sum, sixteen keys per reduction as ref_softmax_tile */
+    __m512d sum_lo = _mm512_setzero_pd(), sum_hi = sum_lo;
+    for (int32_t c = 0; c < ATTN_TILE; c += 16) {
+        __m512 e[16];
+        for (int32_t u = 0; u < 16; u++) {
+            const __m512 sc = _mm512_loadu_ps(p + (c + u) * 16);
+            /* a key no lane sees is 0 for every lane that visits the tile */
+            e[u] = _mm512_cmp_ps_mask(sc, ninf, _CMP_NEQ_OQ) ? v_expf16(_mm512_sub_ps(sc, Mnew))
+                                                             : _mm512_setzero_ps();
+            _mm512_storeu_ps(p + (c + u) * 16, e[u]);
+        }
+        __m512 t3[8], t6[4];
+        for (int l = 0; l < 8; l++)
+            t3[l] = _mm512_add_ps(e[l + 8], e[l]);
+        for (int l = 0; l < 4; l++)
+            t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
+        const __m512 s16 = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+        sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(s16)));
+        sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                           _mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1))));
+    }
+    double sums[16];
+    _mm512_storeu_pd(sums, sum_lo);
+    _mm512_storeu_pd(sums + 8, sum_hi);
+    for (int32_t r = 0; r < g->nq; r++) {
+        if (!(visit >> r & 1))
+            continue;
+        g->S[r]          = (float)((double)g->S[r] + sums[r]);
+        const int32_t a0 = g->jl[r] > t0 + c0 ? g->jl[r] - t0 : c0;
+        const int32_t a1 = g->jh[r] < t0 + c1 ? g->jh[r] - t0 : c1;
+        for (int32_t d0 = 0; d0 < hd; d0 += 128) {
+            float *o = g->acc + r * hd + d0;
+            /* constant widths keep the chunk in registers */
+            const int32_t nv = hd - d0 >= 128 ? 8 : (hd - d0) / 16;
+            if (nv == 8)
+                attn16_acc_values(o, vt + d0, hd, p + r, a0, a1, 8);
+            else if (nv == 4)
+                attn16_acc_values(o, vt + d0, hd, p + r, a0, a1, 4);
+            else
+                attn16_acc_values(o, vt + d0, hd, p + r, a0, a1, nv);
+        }
+    }
+}
+
+/*
+ * avx2_attn_rows for up to ATTN_LANES_MAX rows of one KV head (eight tokens
+ * of a GQA group of eight, say), in groups of sixteen lanes: each lane's
+ * arithmetic is the eight-lane kernel's, so every row stays bit-identical
+ * to ref_attn_row, while each tile of keys and values is converted once for
+ * all the rows and stays in L1 across the groups, and each fma serves
+ * sixteen rows. Heads off the sixteen-float grid go to the AVX2 kernel
+ * eight rows at a time.
  */
 static void avx512_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                              const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
@@ -686,25 +829,17 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
                                       j1 + r, scale, scratch);
         return;
     }
-    float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *qt = vt + (size_t)ATTN_TILE * hd;
-    float *acc = qt + (size_t)16 * hd, *p = acc + (size_t)16 * hd;
-    int32_t lo = INT32_MAX, hi = INT32_MIN, jl[16], jh[16], tl[16];
-    for (int32_t r = 0; r < 16; r++) {
-        jl[r] = r < nq ? j0[r] : INT32_MAX;
-        jh[r] = r < nq ? j1[r] : INT32_MIN;
-        tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX;
-        lo    = jl[r] < lo ? jl[r] : lo;
-        hi    = jh[r] > hi ? jh[r] : hi;
+    float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *mem = vt + (size_t)ATTN_TILE * hd;
+    struct attn16 gs[ATTN_LANES_MAX / 16];
+    const int32_t ng = (nq + 15) / 16;
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    for (int32_t k = 0; k < ng; k++) {
+        struct attn16 *g = &gs[k];
+        attn16_init(g, q + 16 * k, nq - 16 * k < 16 ? nq - 16 * k : 16, hd, j0 + 16 * k,
+                    j1 + 16 * k, mem + (size_t)k * (32 * hd + 16 * ATTN_TILE));
+        lo = g->lo < lo ? g->lo : lo;
+        hi = g->hi > hi ? g->hi : hi;
     }
-    for (int32_t d = 0; d < hd; d++)
-        for (int32_t r = 0; r < 16; r++)
-            qt[d * 16 + r] = r < nq ? q[r][d] : 0.0f;
-    memset(acc, 0, (size_t)16 * hd * sizeof(float));
-    const __m512i vjl   = _mm512_loadu_si512(jl);
-    const __m512i vjh   = _mm512_loadu_si512(jh);
-    const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-    __m512 M    = ninf;
-    float S[16] = {0};
     for (int32_t t0 = lo - lo % ATTN_TILE; t0 <= hi; t0 += ATTN_TILE) {
         const int32_t c0 = lo > t0 ? lo - t0 : 0;
         const int32_t c1 = hi - t0 < ATTN_TILE - 1 ? hi - t0 : ATTN_TILE - 1;
@@ -712,101 +847,18 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
             attn16_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
             attn16_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
         }
-        __m512 tmax = ninf;
-        for (int32_t c = 0; c < ATTN_TILE; c += 8) {
-            if (c + 7 < c0 || c > c1) {
-                for (int32_t u = 0; u < 8; u++)
-                    _mm512_storeu_ps(p + (c + u) * 16, ninf);
-                continue;
-            }
-            const float *kr[8];
-            for (int32_t u = 0; u < 8; u++) {
-                const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
-                kr[u]            = kt + (size_t)cc * hd;
-            }
-            __m512 a[8];
-            for (int32_t u = 0; u < 8; u++)
-                a[u] = _mm512_setzero_ps();
-            for (int32_t d = 0; d < hd; d++) {
-                const __m512 qd = _mm512_loadu_ps(qt + d * 16);
-#pragma GCC unroll 8
-                for (int32_t u = 0; u < 8; u++)
-                    a[u] = _mm512_fmadd_ps(_mm512_set1_ps(kr[u][d]), qd, a[u]);
-            }
-            for (int32_t u = 0; u < 8; u++) {
-                const __m512i j = _mm512_set1_epi32(t0 + c + u);
-                const __mmask16 out_of_range =
-                    _mm512_cmpgt_epi32_mask(vjl, j) | _mm512_cmpgt_epi32_mask(j, vjh);
-                const __m512 sc =
-                    _mm512_mask_blend_ps(out_of_range, _mm512_mul_ps(a[u], vscale), ninf);
-                _mm512_storeu_ps(p + (c + u) * 16, sc);
-                tmax = _mm512_max_ps(tmax, sc);
-            }
-        }
-        int visit = 0;
-        for (int32_t r = 0; r < 16; r++)
-            visit |= (t0 >= tl[r] && t0 <= jh[r]) << r;
-        const __m512 Mnew = _mm512_max_ps(M, tmax);
-        float mo[16], mn[16];
-        _mm512_storeu_ps(mo, M);
-        _mm512_storeu_ps(mn, Mnew);
-        for (int32_t r = 0; r < nq; r++) {
-            if (!(visit >> r & 1) || !(mn[r] > mo[r]))
-                continue;
-            const float ms  = expf(mo[r] - mn[r]);
-            const __m512 vm = _mm512_set1_ps(ms);
+        /* each group visits the tiles it would alone: from its first key's to its last key */
+        for (int32_t k = 0; k < ng; k++)
+            if (t0 >= gs[k].lo - gs[k].lo % ATTN_TILE && t0 <= gs[k].hi)
+                attn16_tile(&gs[k], t0, kt, vt, hd, scale);
+    }
+    for (int32_t k = 0; k < ng; k++)
+        for (int32_t r = 0; r < gs[k].nq; r++) {
+            const __m512 inv = _mm512_set1_ps(gs[k].S[r] == 0.0f ? 0.0f : 1.0f / gs[k].S[r]);
             for (int32_t d = 0; d < hd; d += 16)
-                _mm512_storeu_ps(acc + r * hd + d,
-                                 _mm512_mul_ps(_mm512_loadu_ps(acc + r * hd + d), vm));
-            S[r] *= ms;
+                _mm512_storeu_ps(out[16 * k + r] + d,
+                                 _mm512_mul_ps(_mm512_loadu_ps(gs[k].acc + r * hd + d), inv));
         }
-        M = Mnew;
-        __m512d sum_lo = _mm512_setzero_pd(), sum_hi = sum_lo;
-        for (int32_t c = 0; c < ATTN_TILE; c += 16) {
-            __m512 e[16];
-            for (int32_t u = 0; u < 16; u++) {
-                const __m512 sc = _mm512_loadu_ps(p + (c + u) * 16);
-                /* a key no lane sees is 0 for every lane that visits the tile */
-                e[u] = _mm512_cmp_ps_mask(sc, ninf, _CMP_NEQ_OQ)
-                           ? v_expf16(_mm512_sub_ps(sc, Mnew))
-                           : _mm512_setzero_ps();
-                _mm512_storeu_ps(p + (c + u) * 16, e[u]);
-            }
-            __m512 t3[8], t6[4];
-            for (int l = 0; l < 8; l++)
-                t3[l] = _mm512_add_ps(e[l + 8], e[l]);
-            for (int l = 0; l < 4; l++)
-                t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
-            const __m512 s16 =
-                _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
-            sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(s16)));
-            sum_hi = _mm512_add_pd(
-                sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
-                            _mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1))));
-        }
-        double sums[16];
-        _mm512_storeu_pd(sums, sum_lo);
-        _mm512_storeu_pd(sums + 8, sum_hi);
-        for (int32_t r = 0; r < nq; r++) {
-            if (!(visit >> r & 1))
-                continue;
-            S[r]             = (float)((double)S[r] + sums[r]);
-            const int32_t a0 = jl[r] > t0 + c0 ? jl[r] - t0 : c0;
-            const int32_t a1 = jh[r] < t0 + c1 ? jh[r] - t0 : c1;
-            for (int32_t d0 = 0; d0 < hd; d0 += 128) {
-                float *o = acc + r * hd + d0;
-                if (hd - d0 >= 128)
-                    attn16_acc_values(o, vt + d0, hd, p + r, a0, a1, 8);
-                else
-                    attn16_acc_values(o, vt + d0, hd, p + r, a0, a1, (hd - d0) / 16);
-            }
-        }
-    }
-    for (int32_t r = 0; r < nq; r++) {
-        const __m512 inv = _mm512_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
-        for (int32_t d = 0; d < hd; d += 16)
-            _mm512_storeu_ps(out[r] + d, _mm512_mul_ps(_mm512_loadu_ps(acc + r * hd + d), inv));
-    }
 }
 
 /* ---------------------------------------------------------------- int8 peak */
@@ -848,7 +900,7 @@ static void table_init(void)
     table.type[DTYPE_Q4_K].gemm16p = avx512_gemm16p_q4_k;
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
     table.attn_rows                = avx512_attn_rows;
-    table.attn_rows_lanes          = 16;
+    table.attn_rows_lanes          = ATTN_LANES_MAX;
     table.int8_probe               = avx512_int8_probe;
 }
 

@@ -1763,13 +1763,22 @@ static void test_attn_rows(void **state)
                 float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
                 fill_normal(qs, ATTN_LANES_MAX * hd, wide ? 40.0f : 1.0f);
                 const float scale = 1.0f / sqrtf((float)hd);
-                for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                const size_t n_cases = sizeof(cases) / sizeof(cases[0]);
+                for (size_t c = 0; c < n_cases + 2; c++) {
                     int32_t j0[ATTN_LANES_MAX], j1[ATTN_LANES_MAX], nq = 0;
                     float *out[ATTN_LANES_MAX];
                     const float *q[ATTN_LANES_MAX];
-                    for (; nq < ATTN_LANES_MAX && cases[c][nq][0] >= 0; nq++) {
-                        j0[nq]  = cases[c][nq][0];
-                        j1[nq]  = cases[c][nq][1];
+                    /* past the table: five tokens of a group of eight heads (a prefill's item,
+                     * three groups of sixteen lanes), and every lane a table takes at once,
+                     * ranges in different tiles */
+                    const int32_t many = c == n_cases ? 40 : ATTN_LANES_MAX;
+                    for (; nq < ATTN_LANES_MAX &&
+                           (c < n_cases ? cases[c][nq][0] >= 0 : nq < many);
+                         nq++) {
+                        j0[nq] = c < n_cases ? cases[c][nq][0] : c == n_cases ? 0 : nq * 3 % 70;
+                        j1[nq] = c < n_cases ? cases[c][nq][1]
+                                 : c == n_cases ? 150 + nq / 8
+                                                : 70 + nq * 2;
                         q[nq]   = qs + (size_t)nq * hd;
                         out[nq] = outs + (size_t)nq * hd;
                     }
