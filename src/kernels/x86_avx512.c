@@ -564,7 +564,10 @@ static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const vo
             for (int64_t i = 0; i < nb; i++) {
                 const __m128i sc8  = _mm_loadu_si128((const __m128i *)x[i].scales);
                 const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-                const __m512i sc32 = _mm512_cvtepi8_epi32(sc8);
+                /* each scale in the low half of its lane, 0 in the high: vpdpwssd by it is an
+                 * exact multiply of a four-product sum, which fits int16 (4 x 63 x 128) */
+                const __m512i lo16 =
+                    _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), _mm512_set1_epi32(0xFFFF));
                 __m512i q[4], sc[4]; /* chunks 2k and 2k + 1, and their four scales */
                 for (int h = 0; h < 2; h++) {
                     const __m512i l  = _mm512_loadu_si512(x[i].ql + 64 * h);
@@ -581,18 +584,18 @@ static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const vo
                         _mm512_setr_epi32(4 * k, 4 * k, 4 * k, 4 * k, 4 * k + 1, 4 * k + 1,
                                           4 * k + 1, 4 * k + 1, 4 * k + 2, 4 * k + 2, 4 * k + 2,
                                           4 * k + 2, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3),
-                        sc32);
+                        lo16);
                 const __m256 dx = _mm256_set1_ps(half(x[i].d));
                 for (int32_t tt = 0; tt < tn; tt++) {
                     const struct block_q8_K *yb = y[tt] + i;
                     __m512i sum                 = _mm512_setzero_si512();
 #pragma GCC unroll 4
                     for (int k = 0; k < 4; k++)
-                        sum = _mm512_add_epi32(
-                            sum, _mm512_mullo_epi32(
-                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k],
-                                                         _mm512_loadu_si512(yb->qs + 64 * k)),
-                                     sc[k]));
+                        sum = _mm512_dpwssd_epi32(
+                            sum,
+                            _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k],
+                                                _mm512_loadu_si512(yb->qs + 64 * k)),
+                            sc[k]);
                     const __m256i bs   = _mm256_loadu_si256((const __m256i *)yb->bsums);
                     const __m256i off  = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
                     const __m256i sumi = _mm256_sub_epi32(
