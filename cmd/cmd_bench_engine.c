@@ -329,12 +329,12 @@ int cmd_bench_engine(int argc, char **argv)
         const double peak = int8_peak((int)threads);
         printf("pp%ld: %.1f tok/s\n", n_pp, n_pp / best);
         if (peak > 0)
-            printf("prefill %.3f TOP/s (matmuls and attention); measured int8 peak %.3f TOP/s "
+            printf("prefill %.4g TOP/s (matmuls and attention); measured int8 peak %.4g TOP/s "
                    "(%s, %ld threads); share %.0f%%%s\n",
                    ops / 1e12, peak / 1e12, kernels_get()->name, threads, 100 * ops / peak,
                    offloaded ? " (the peak is the CPU's)" : "");
         else
-            printf("prefill %.3f TOP/s (matmuls and attention); no int8 peak probe for the %s "
+            printf("prefill %.4g TOP/s (matmuls and attention); no int8 peak probe for the %s "
                    "kernels\n",
                    ops / 1e12, kernels_get()->name);
         fflush(stdout);

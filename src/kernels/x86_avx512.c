@@ -36,6 +36,46 @@
 #include "kernels/x86_common.h"
 #include "util/dtype_blocks.h"
 
+#if defined(HEARTH_AVX512_SIMDE)
+/* Debian 12's SIMDe (0.7.4) aliases _mm512_madd_epi16 with the masked form's four arguments */
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
+/* and lacks these conversions; each is its two 256-bit halves. */
+#ifndef _mm512_cvtepi32_ps
+static inline __m512 fill_cvtepi32_ps(__m512i a)
+{
+    return _mm512_insertf32x8(
+        _mm512_castps256_ps512(_mm256_cvtepi32_ps(_mm512_castsi512_si256(a))),
+        _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(a, 1)), 1);
+}
+#define _mm512_cvtepi32_ps fill_cvtepi32_ps
+#endif
+#ifndef _mm512_cvtepi8_epi32
+static inline __m512i fill_cvtepi8_epi32(__m128i a)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_cvtepi8_epi32(a)),
+                              _mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)), 1);
+}
+#define _mm512_cvtepi8_epi32 fill_cvtepi8_epi32
+#endif
+#ifndef _mm512_cvtph_ps
+static inline __m512 fill_cvtph_ps(__m256i a)
+{
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_castsi256_si128(a))),
+                              _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)), 1);
+}
+#define _mm512_cvtph_ps fill_cvtph_ps
+#endif
+#ifndef _mm512_cvtps_pd
+static inline __m512d fill_cvtps_pd(__m256 a)
+{
+    return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_cvtps_pd(_mm256_castps256_ps128(a))),
+                              _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)), 1);
+}
+#define _mm512_cvtps_pd fill_cvtps_pd
+#endif
+#endif
+
 /* Lane i of the result: src + sum over j < 4 of u[4i + j] (unsigned) * s[4i + j] (signed). */
 static inline __m256i dpbusd(__m256i src, __m256i u, __m256i s)
 {
@@ -866,6 +906,7 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
 
 /* ---------------------------------------------------------------- int8 peak */
 
+#if !defined(HEARTH_AVX512_SIMDE) /* a peak is only worth measuring on the real thing */
 /* Twelve independent 512-bit vpdpbusd chains: enough to cover the latency on two ports. */
 static double avx512_int8_probe(int64_t rounds)
 {
@@ -885,6 +926,7 @@ static double avx512_int8_probe(int64_t rounds)
     __asm__ volatile("" : : "r"(sink));
     return (double)rounds * 12 * 64 * 2;
 }
+#endif
 
 /* ---------------------------------------------------------------- the table */
 
@@ -904,7 +946,9 @@ static void table_init(void)
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
     table.attn_rows                = avx512_attn_rows;
     table.attn_rows_lanes          = ATTN_LANES_MAX;
-    table.int8_probe               = avx512_int8_probe;
+#if !defined(HEARTH_AVX512_SIMDE)
+    table.int8_probe = avx512_int8_probe;
+#endif
 }
 
 const struct kernels *kernels_avx512(void)

@@ -5,6 +5,7 @@
  * No figure is held to a speed: CI's machines are shared.
  */
 #include "backend/backend.h"
+#include "gguf/gguf.h"
 #include "util/testutil.h"
 
 #include <math.h>
@@ -68,6 +69,58 @@ static void test_figures_and_their_arithmetic(void **state)
     if (abs(share - (int)lround(100 * reads / ceiling)) > 2)
         fail_msg("share %d%% is not %.2f / %.2f", share, reads, ceiling);
     assert_int_equal(err[0], 0);
+    free(out);
+    free(err);
+}
+
+/*
+ * The prefill's TOP/s is its tok/s times the operations of the prompt,
+ * derived here from the file on its own: every layer matrix's rows x
+ * columns, two operations per multiply-add, plus attention's score and
+ * value products over the keys each position sees; and the int8 peak is
+ * measured beside it.
+ */
+static void test_prefill_ops_against_the_file(void **state)
+{
+    TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
+    const char *args[] = {"-m", path, "-t", "1", "-p", "24", "-n", "0", "-r", "1", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(bench(args, &out, &err), 0);
+    double pp = 0, tops = 0;
+    assert_int_equal(sscanf(line_of(out, "pp24: "), "pp24: %lf tok/s", &pp), 1);
+    assert_int_equal(sscanf(line_of(out, "prefill "), "prefill %lf TOP/s", &tops), 1);
+
+    struct gguf_file *f = NULL;
+    char gerr[256];
+    assert_int_equal(gguf_open(path, &f, gerr, sizeof gerr), HEARTH_OK);
+    uint32_t n_layer = 0, n_head = 0, n_embd = 0;
+    assert_true(gguf_get_u32(f, "llama.block_count", &n_layer));
+    assert_true(gguf_get_u32(f, "llama.attention.head_count", &n_head));
+    assert_true(gguf_get_u32(f, "llama.embedding_length", &n_embd));
+    double macs = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
+        const struct gguf_tensor *t = gguf_tensor(f, i);
+        if (!strncmp(t->name, "blk.", 4) && t->n_dims == 2)
+            macs += (double)t->ne[0] * (double)t->ne[1];
+    }
+    gguf_close(f);
+    double keys = 0;
+    for (int p = 0; p < 24; p++)
+        keys += p + 1; /* position p sees keys 0..p */
+    const double ops = 2 * macs * 24 + 4.0 * n_head * (n_embd / n_head) * keys * n_layer;
+    const double want = ops * pp / 24 / 1e12;
+    /* %.4g and pp's one decimal round both figures */
+    if (fabs(tops - want) > 2e-3 * want)
+        fail_msg("prefill %.6g TOP/s, but %.0f operations per 24 tokens at %.1f tok/s is %.6g",
+                 tops, ops, pp, want);
+    const char *peak = strstr(line_of(out, "prefill "), "measured int8 peak ");
+    if (peak) { /* tables without a probe say so instead */
+        double p = 0;
+        assert_int_equal(sscanf(peak, "measured int8 peak %lf TOP/s", &p), 1);
+        assert_true(p > 0);
+    } else {
+        assert_non_null(strstr(line_of(out, "prefill "), "no int8 peak probe"));
+    }
     free(out);
     free(err);
 }
@@ -224,6 +277,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_figures_and_their_arithmetic),
+        cmocka_unit_test(test_prefill_ops_against_the_file),
         cmocka_unit_test(test_moe_counts_the_routed_experts),
         cmocka_unit_test(test_zero_skips_a_test),
         cmocka_unit_test(test_depth_and_cache_types),
