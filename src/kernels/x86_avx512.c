@@ -712,6 +712,38 @@ static inline __attribute__((always_inline)) void attn16_acc_values(float *o, co
 }
 
 /*
+ * attn16_acc_values for four consecutive rows of a 64-value head over the
+ * same keys (o: the first row's output, the next ones 64 floats apart; p:
+ * the first row's probabilities, the next ones one lane over): each key's
+ * value row is loaded once for the four, and each element keeps its own
+ * sequential chain.
+ */
+static inline void attn16_acc_values4(float *o, const float *vt, const float *p, int32_t c0,
+                                      int32_t c1)
+{
+    __m512 r[4][4];
+    for (int k = 0; k < 4; k++)
+        for (int v = 0; v < 4; v++)
+            r[k][v] = _mm512_loadu_ps(o + 64 * k + 16 * v);
+    for (int32_t c = c0; c <= c1; c++) {
+        const float *vr = vt + (size_t)c * 64;
+        __m512 vv[4];
+        for (int v = 0; v < 4; v++)
+            vv[v] = _mm512_loadu_ps(vr + 16 * v);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512 pc = _mm512_set1_ps(p[c * 16 + k]);
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; v++)
+                r[k][v] = _mm512_fmadd_ps(vv[v], pc, r[k][v]);
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        for (int v = 0; v < 4; v++)
+            _mm512_storeu_ps(o + 64 * k + 16 * v, r[k][v]);
+}
+
+/*
  * One group of up to sixteen query rows (a lane each) of avx512_attn_rows:
  * the rows' queries transposed, their running maxima, sums and outputs.
  */
@@ -839,6 +871,21 @@ static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const flo
         g->S[r]          = (float)((double)g->S[r] + sums[r]);
         const int32_t a0 = g->jl[r] > t0 + c0 ? g->jl[r] - t0 : c0;
         const int32_t a1 = g->jh[r] < t0 + c1 ? g->jh[r] - t0 : c1;
+        /* the next rows over the same keys (a token's heads) go together: four rows of a
+         * 64-value head are sixteen independent chains, where one row's four wait on fma
+         * latency */
+        int32_t n4 = 1;
+        if (hd == 64)
+            while (n4 < 4 && r + n4 < g->nq && visit >> (r + n4) & 1 &&
+                   g->jl[r + n4] == g->jl[r] && g->jh[r + n4] == g->jh[r])
+                n4++;
+        if (n4 == 4) {
+            for (int32_t k = 1; k < 4; k++)
+                g->S[r + k] = (float)((double)g->S[r + k] + sums[r + k]);
+            attn16_acc_values4(g->acc + r * hd, vt, p + r, a0, a1);
+            r += 3;
+            continue;
+        }
         for (int32_t d0 = 0; d0 < hd; d0 += 128) {
             float *o = g->acc + r * hd + d0;
             /* constant widths keep the chunk in registers */
@@ -889,6 +936,16 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
         for (int32_t c = c0; c <= c1; c++) {
             attn16_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
             attn16_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
+            /* the next tile's rows are on their way while this one is computed: a long
+             * context's keys come from L3 or memory, a few hundred bytes per row */
+            if (t0 + ATTN_TILE + c <= hi) {
+                const uint8_t *nk = attn_kv_row(kv->k, kv, t0 + ATTN_TILE + c);
+                const uint8_t *nv = attn_kv_row(kv->v, kv, t0 + ATTN_TILE + c);
+                for (size_t o = 0; o < (size_t)hd * (kv->f16 ? 2 : 4); o += 64) {
+                    _mm_prefetch((const char *)nk + o, _MM_HINT_T0);
+                    _mm_prefetch((const char *)nv + o, _MM_HINT_T0);
+                }
+            }
         }
         /* each group visits the tiles it would alone: from its first key's to its last key */
         for (int32_t k = 0; k < ng; k++)
