@@ -44,9 +44,8 @@
 #ifndef _mm512_cvtepi32_ps
 static inline __m512 fill_cvtepi32_ps(__m512i a)
 {
-    return _mm512_insertf32x8(
-        _mm512_castps256_ps512(_mm256_cvtepi32_ps(_mm512_castsi512_si256(a))),
-        _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(a, 1)), 1);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_cvtepi32_ps(_mm512_castsi512_si256(a))),
+                              _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(a, 1)), 1);
 }
 #define _mm512_cvtepi32_ps fill_cvtepi32_ps
 #endif
@@ -133,9 +132,8 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
 #pragma GCC unroll 4
                 for (int tt = 0; tt < 4; tt++)
                     au[tt] = _mm512_xor_si512(
-                        _mm512_permutexvar_epi32(
-                            twice, _mm512_castsi256_si512(_mm256_loadu_si256(
-                                       (const __m256i *)y[tt][b0 + b].qs))),
+                        _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(_mm256_loadu_si256(
+                                                            (const __m256i *)y[tt][b0 + b].qs))),
                         flip);
 #pragma GCC unroll 4
                 for (int p = 0; p < 4; p++) {
@@ -144,8 +142,9 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
                         merge,
                         _mm512_castsi256_si512(
                             _mm256_loadu_si256((const __m256i *)x[2 * p + 1][b].qs)));
-                    const __m512i off = _mm512_sub_epi32(
-                        _mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, q));
+                    const __m512i off =
+                        _mm512_sub_epi32(_mm512_setzero_si512(),
+                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, q));
 #pragma GCC unroll 4
                     for (int tt = 0; tt < 4; tt++) {
                         double d2;
@@ -159,7 +158,7 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
         }
         for (int32_t tt = 0; tt < tn; tt++)
             for (int p = 0; p < 4; p++) {
-                const __m512 v = _mm512_permutexvar_ps(split, c[p][tt]);
+                const __m512 v                          = _mm512_permutexvar_ps(split, c[p][tt]);
                 s[(size_t)(t0 + tt) * s_stride + 2 * p] = hsum_ps(_mm512_castps512_ps256(v));
                 s[(size_t)(t0 + tt) * s_stride + 2 * p + 1] =
                     hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
@@ -362,8 +361,7 @@ q4p16_pass(int64_t nb, const uint8_t *w0, const uint8_t *w1, const struct block_
  * gemm8p per group (the gemv, at memory speed).
  */
 static void avx512_gemm16p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
-                                const struct q8_0_sum *as, int32_t n_tok, float *s,
-                                size_t s_stride)
+                                const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int64_t nb  = n / QK4_0;
     const uint8_t *w0 = wp, *w1 = w0 + (size_t)nb * 8 * sizeof(struct block_q4_0);
@@ -500,14 +498,13 @@ static inline __m512i q4kp16_sub(const __m512i v[8], const int8_t *qa, __m512i s
  * tokens go to gemm8p per group (the gemv order, as there).
  */
 static void avx512_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
-                                const struct q8_0_sum *as, int32_t n_tok, float *s,
-                                size_t s_stride)
+                                const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int64_t nb    = n / QK_K;
     const int32_t quads = n_tok / 4 * 4;
     const size_t gl     = 8 * sizeof(struct block_q4_K);
     const uint8_t *w0 = wp, *w1 = w0 + (size_t)nb * gl;
-    const __m512i m4  = _mm512_set1_epi8(0x0F);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int32_t t0 = 0; t0 < quads; t0 += 4) {
         __m512 acc[4], acc_m[4];
         for (int tt = 0; tt < 4; tt++)
@@ -526,8 +523,8 @@ static void avx512_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t
             __m512 d[4], dm[4];
             int32_t bp[4][4]; /* [token][pair g]: sub-blocks 2g and 2g+1's activation sums */
             for (int tt = 0; tt < 4; tt++) {
-                yb[tt] = (const struct block_q8_K *)((const uint8_t *)a +
-                                                     (size_t)(t0 + tt) * a_row) + b;
+                yb[tt] =
+                    (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
                 const __m512 da = _mm512_set1_ps(yb[tt]->d);
                 d[tt]           = _mm512_mul_ps(dw, da);
                 dm[tt]          = _mm512_mul_ps(dmw, da);
@@ -545,8 +542,8 @@ static void avx512_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t
                     ig[tt] = q4kp16_sub(v, yb[tt]->qs + 64 * g, sc0);
 #pragma GCC unroll 8
                 for (int k = 0; k < 8; k++)
-                    v[k] = _mm512_and_si512(
-                        _mm512_srli_epi16(pair256(q0 + 32 * k, q1 + 32 * k), 4), m4);
+                    v[k] = _mm512_and_si512(_mm512_srli_epi16(pair256(q0 + 32 * k, q1 + 32 * k), 4),
+                                            m4);
                 const __m512i sc1 =
                     join256(q4kp_entry(e0, 0, 2 * g + 1), q4kp_entry(e1, 0, 2 * g + 1));
                 const __m512i mn = join256(q4kp_mn(e0, g), q4kp_mn(e1, g));
@@ -585,8 +582,8 @@ static void avx512_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t
 static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const void *a, size_t a_row,
                               const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
-    const int64_t nb   = n / QK_K;
-    const __m512i m4   = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     /* the high bits of chunk pair (0, 1) of a half sit at shifts 4 and 2, of (2, 3) at 0 and 2 */
     const __m512i up   = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i down = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
@@ -613,10 +610,11 @@ static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const vo
                     const __m512i l  = _mm512_loadu_si512(x[i].ql + 64 * h);
                     const __m512i hb = _mm512_broadcast_i64x4(
                         _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
-                    q[2 * h]     = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                                   _mm512_and_si512(_mm512_sllv_epi16(hb, up), m30));
-                    q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                                   _mm512_and_si512(_mm512_srlv_epi16(hb, down), m30));
+                    q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                               _mm512_and_si512(_mm512_sllv_epi16(hb, up), m30));
+                    q[2 * h + 1] =
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                        _mm512_and_si512(_mm512_srlv_epi16(hb, down), m30));
                 }
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++)
@@ -636,12 +634,12 @@ static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const vo
                             _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k],
                                                 _mm512_loadu_si512(yb->qs + 64 * k)),
                             sc[k]);
-                    const __m256i bs   = _mm256_loadu_si256((const __m256i *)yb->bsums);
-                    const __m256i off  = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
-                    const __m256i sumi = _mm256_sub_epi32(
-                        _mm256_add_epi32(_mm512_castsi512_si256(sum),
-                                         _mm512_extracti64x4_epi64(sum, 1)),
-                        off);
+                    const __m256i bs  = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                    const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16), 5);
+                    const __m256i sumi =
+                        _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(sum),
+                                                          _mm512_extracti64x4_epi64(sum, 1)),
+                                         off);
                     acc[tt] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcast_ss(&yb->d), dx),
                                               _mm256_cvtepi32_ps(sumi), acc[tt]);
                 }
@@ -657,17 +655,17 @@ static void avx512_gemm8_q6_k(int64_t n, const void *w, size_t row_len, const vo
 /* v_expf512 of x86_avx2.c, sixteen lanes: the same operations per lane, the same fallback. */
 static inline __m512 v_expf16(__m512 x)
 {
-    const __m512 r  = _mm512_set1_ps(0x1.8p23f);
-    const __m512 z  = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
-    const __m512 n  = _mm512_sub_ps(z, r);
-    const __m512 b  = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
-                                       _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
-    const __m512 u  = _mm512_mul_ps(b, b);
-    const __m512 j  = _mm512_fmadd_ps(
-         _mm512_fmadd_ps(
-             _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
-             _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
-         u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(
+            _mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+            _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
     const __m512 an = _mm512_abs_ps(n);
     if (_mm512_cmp_ps_mask(an, _mm512_set1_ps(126), _CMP_GT_OQ)) {
         float xs[16], ys[16];
@@ -690,7 +688,8 @@ static inline void attn16_load_row(float *dst, const uint8_t *row, int32_t hd, i
                              : _mm512_loadu_ps((const float *)row + d));
 }
 
-/* o[0..16 nv) += p[c * 16] v_c over keys c0..c1 of the value tile, a sequential fma per dimension. */
+/* o[0..16 nv) += p[c * 16] v_c over keys c0..c1 of the value tile, a sequential fma per dimension.
+ */
 static inline __attribute__((always_inline)) void attn16_acc_values(float *o, const float *vt,
                                                                     int32_t hd, const float *p,
                                                                     int32_t c0, int32_t c1, int nv)
@@ -748,9 +747,9 @@ static inline void attn16_acc_values4(float *o, const float *vt, const float *p,
  * the rows' queries transposed, their running maxima, sums and outputs.
  */
 struct attn16 {
-    int32_t nq, lo, hi;           /* rows; the first and last key any of them sees */
+    int32_t nq, lo, hi;             /* rows; the first and last key any of them sees */
     int32_t jl[16], jh[16], tl[16]; /* each lane's keys and first tile (idle lanes see none) */
-    float *qt, *acc, *p;          /* [hd][16], [16][hd], [ATTN_TILE][16] */
+    float *qt, *acc, *p;            /* [hd][16], [16][hd], [ATTN_TILE][16] */
     __m512 M;
     float S[16];
 };
@@ -786,13 +785,13 @@ static void attn16_init(struct attn16 *g, const float *const *q, int32_t nq, int
 static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const float *vt, int32_t hd,
                         float scale)
 {
-    const int32_t c0 = g->lo > t0 ? g->lo - t0 : 0;
-    const int32_t c1 = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
+    const int32_t c0    = g->lo > t0 ? g->lo - t0 : 0;
+    const int32_t c1    = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
     const __m512i vjl   = _mm512_loadu_si512(g->jl);
     const __m512i vjh   = _mm512_loadu_si512(g->jh);
     const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-    float *p            = g->p;
-    __m512 tmax         = ninf;
+    float *p    = g->p;
+    __m512 tmax = ninf;
     for (int32_t c = 0; c < ATTN_TILE; c += 8) {
         if (c + 7 < c0 || c > c1) {
             for (int32_t u = 0; u < 8; u++)
@@ -858,9 +857,9 @@ static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const flo
         for (int l = 0; l < 4; l++)
             t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
         const __m512 s16 = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
-        sum_lo = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(s16)));
-        sum_hi = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
-                                           _mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1))));
+        sum_lo           = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(s16)));
+        sum_hi           = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                                     _mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1))));
     }
     double sums[16];
     _mm512_storeu_pd(sums, sum_lo);
@@ -876,8 +875,8 @@ static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const flo
          * latency */
         int32_t n4 = 1;
         if (hd == 64)
-            while (n4 < 4 && r + n4 < g->nq && visit >> (r + n4) & 1 &&
-                   g->jl[r + n4] == g->jl[r] && g->jh[r + n4] == g->jh[r])
+            while (n4 < 4 && r + n4 < g->nq && visit >> (r + n4) & 1 && g->jl[r + n4] == g->jl[r] &&
+                   g->jh[r + n4] == g->jh[r])
                 n4++;
         if (n4 == 4) {
             for (int32_t k = 1; k < 4; k++)
@@ -993,12 +992,12 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 /* The AVX2 table (every AVX-512 CPU runs it) with this file's kernels in place. */
 static void table_init(void)
 {
-    table                         = *kernels_avx2();
-    table.name                    = "avx512";
-    table.type[DTYPE_Q8_0].gemm8  = avx512_gemm8_q8_0;
-    table.type[DTYPE_Q4_0].gemm8p = avx512_gemm8p_q4_0;
+    table                          = *kernels_avx2();
+    table.name                     = "avx512";
+    table.type[DTYPE_Q8_0].gemm8   = avx512_gemm8_q8_0;
+    table.type[DTYPE_Q4_0].gemm8p  = avx512_gemm8p_q4_0;
     table.type[DTYPE_Q4_0].gemm16p = avx512_gemm16p_q4_0;
-    table.type[DTYPE_Q4_K].gemm8p = avx512_gemm8p_q4_k;
+    table.type[DTYPE_Q4_K].gemm8p  = avx512_gemm8p_q4_k;
     table.type[DTYPE_Q4_K].gemm16p = avx512_gemm16p_q4_k;
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
     table.attn_rows                = avx512_attn_rows;
