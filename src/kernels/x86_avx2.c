@@ -619,7 +619,7 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
         const struct block_q8_0 *y[4];
         const struct q8_0_sum *ys[4];
-        q80_tokens(a, a_row, as, nb, t0, tn, y, ys);
+        q80_tokens(a, a_row, as, nb, t0, tn, 4, y, ys);
         if (t0 == 0 && nb <= Q80_DW_MAX)
             q80_scales(w, row_len, 0, nb, dw_all);
         __m256 acc[8][4]; /* [row][token], between chunks */

@@ -113,7 +113,7 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
         const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
         const struct block_q8_0 *y[4];
         const struct q8_0_sum *ys[4];
-        q80_tokens(a, a_row, as, nb, t0, tn, y, ys);
+        q80_tokens(a, a_row, as, nb, t0, tn, 4, y, ys);
         if (t0 == 0 && nb <= Q80_DW_MAX)
             q80_scales(w, row_len, 0, nb, dw_all);
         __m512 c[4][4]; /* [pair][token] */
@@ -242,13 +242,13 @@ static void avx512_gemm8p_q4_0(int64_t n, const void *wp, const void *a, size_t 
     int32_t t0 = 0;
     for (; t0 < quads; t0 += 4) {
         const int32_t tn = quads - t0 < 4 ? quads - t0 : 4;
-        q80_tokens(a, a_row, as, nb, t0, tn, y, ys);
+        q80_tokens(a, a_row, as, nb, t0, tn, 4, y, ys);
         q4p512_pass(nb, wp, y, ys, 4, t0 == 0, acc);
         for (int tt = 0; tt < tn; tt++)
             _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
     }
     if (n_tok - t0 >= 2) {
-        q80_tokens(a, a_row, as, nb, t0, 2, y, ys);
+        q80_tokens(a, a_row, as, nb, t0, 2, 4, y, ys);
         q4p512_pass(nb, wp, y, ys, 2, t0 == 0, acc);
         for (int tt = 0; tt < 2; tt++)
             _mm256_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
@@ -295,18 +295,6 @@ static inline __m512i bcast4_512(const int8_t *p)
     int32_t v;
     memcpy(&v, p, sizeof v);
     return _mm512_set1_epi32(v);
-}
-
-/* Up to eight tokens' Q8_0 rows and sums from t0, repeating t0 past tn (computed, never stored). */
-static inline void q80_tokens8(const void *a, size_t a_row, const struct q8_0_sum *as, int64_t nb,
-                               int32_t t0, int32_t tn, const struct block_q8_0 *y[8],
-                               const struct q8_0_sum *ys[8])
-{
-    for (int32_t tt = 0; tt < 8; tt++) {
-        const int32_t t = t0 + (tt < tn ? tt : 0);
-        y[tt]           = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
-        ys[tt]          = as + (size_t)t * nb;
-    }
 }
 
 /* q4p_block for sixteen rows. */
@@ -372,7 +360,7 @@ static void avx512_gemm16p_q4_0(int64_t n, const void *wp, const void *a, size_t
     while (n_tok - t0 >= 2) {
         const int32_t left = n_tok - t0;
         const int32_t tn   = left >= 8 ? 8 : left;
-        q80_tokens8(a, a_row, as, nb, t0, tn, y, ys);
+        q80_tokens(a, a_row, as, nb, t0, tn, 8, y, ys);
         if (tn >= 5)
             q4p16_pass(nb, w0, w1, y, ys, 8, t0 == 0, acc);
         else if (tn >= 3)

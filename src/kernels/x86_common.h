@@ -76,12 +76,15 @@ static inline void q80_scales(const void *w, size_t row_len, int64_t b0, int64_t
     }
 }
 
-/* Q8_0 rows and block sums of tokens t0..t0+3, repeating t0 past n_tok (computed, never stored). */
+/*
+ * Q8_0 rows and block sums of n tokens from t0 (n the arrays' length), repeating t0 past the tn
+ * the batch has (computed, never stored).
+ */
 static inline void q80_tokens(const void *a, size_t a_row, const struct q8_0_sum *as, int64_t nb,
-                              int32_t t0, int32_t tn, const struct block_q8_0 *y[4],
-                              const struct q8_0_sum *ys[4])
+                              int32_t t0, int32_t tn, int32_t n, const struct block_q8_0 **y,
+                              const struct q8_0_sum **ys)
 {
-    for (int32_t tt = 0; tt < 4; tt++) {
+    for (int32_t tt = 0; tt < n; tt++) {
         const int32_t t = t0 + (tt < tn ? tt : 0);
         y[tt]           = (const struct block_q8_0 *)((const uint8_t *)a + (size_t)t * a_row);
         ys[tt]          = as + (size_t)t * nb;
