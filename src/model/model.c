@@ -441,9 +441,17 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     for (int32_t l = 0; l < m->hp.n_layer; l++)
         if ((st = model_stage_of(m, l)->be->layer_supported(m, l, err, err_len)))
             goto err;
-    if ((st = load_weights(m, err, err_len)) ||
-        (m->want_mtp && m->hp.n_nextn > 0 && (st = load_nextn(m, err, err_len))))
+    if ((st = load_weights(m, err, err_len)))
         goto err;
+    if (m->want_mtp && m->hp.n_nextn > 0) {
+        /* the head runs in a context of its own (hearth_mtp_decode): a prefill's count of
+         * multiply-adds leaves all of its matrices out */
+        const uint64_t macs = m->matmul_macs, routed = m->routed_macs;
+        if ((st = load_nextn(m, err, err_len)))
+            goto err;
+        m->matmul_macs = macs;
+        m->routed_macs = routed;
+    }
     budget_weights(m);
     if ((st = budget_check_model(m, err, err_len)) || (st = prepare_weights(m, err, err_len)))
         goto err;
@@ -504,27 +512,27 @@ bool hearth_model_has_mtp(const struct hearth_model *m) { return m->has_mtp; }
 int32_t hearth_model_n_embd(const struct hearth_model *m) { return m->hp.n_embd; }
 uint64_t hearth_model_weight_bytes(const struct hearth_model *m) { return m->weight_bytes; }
 
-uint64_t hearth_model_token_bytes(const struct hearth_model *m)
+/* Of a total whose routed experts' stacks make up routed, what one token uses. */
+static uint64_t per_token(const struct hearth_model *m, uint64_t total, uint64_t routed)
 {
     if (m->hp.n_expert <= 0)
-        return m->weight_bytes;
-    return m->weight_bytes - m->routed_bytes +
-           m->routed_bytes / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+        return total;
+    return total - routed + routed / (uint64_t)m->hp.n_expert * (uint64_t)m->hp.n_expert_used;
+}
+
+uint64_t hearth_model_token_bytes(const struct hearth_model *m)
+{
+    return per_token(m, m->weight_bytes, m->routed_bytes);
 }
 
 double hearth_model_prefill_ops(const struct hearth_model *m, int64_t depth, int64_t n)
 {
     const struct hparams *hp = &m->hp;
-    uint64_t macs            = m->matmul_macs - m->routed_macs;
-    if (hp->n_expert > 0)
-        macs += m->routed_macs / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used;
+    uint64_t macs            = per_token(m, m->matmul_macs, m->routed_macs);
     /* the embedding is a lookup, and the output runs for a batch's last token only */
     macs -= (uint64_t)m->tok_embd.n_in * (uint64_t)m->tok_embd.n_out;
     if (m->output.data != m->tok_embd.data)
         macs -= (uint64_t)m->output.n_in * (uint64_t)m->output.n_out;
-    for (int32_t i = hp->n_layer; i < hp->n_layer + hp->n_nextn; i++) /* MTP: drafting only */
-        if (m->layers[i].nextn)
-            macs -= (uint64_t)m->layers[i].nextn->eh_proj.n_in * m->layers[i].nextn->eh_proj.n_out;
     double ops = 2.0 * (double)macs * (double)n;
     /* attention: a score and a weighted value per head, dimension and key seen */
     const double per_key = 2.0 * 2.0 * hp->n_head * hp->head_dim;

@@ -133,7 +133,8 @@ struct hearth_model {
     int n_threads;
     uint64_t weight_bytes;
     uint64_t routed_bytes;   /* of those, the routed experts' stacks (MoE) */
-    uint64_t matmul_macs;    /* multiply-adds of one row through every matrix it holds */
+    uint64_t matmul_macs;    /* multiply-adds of one row through every matrix it holds but
+                                the MTP head's, which runs in a context of its own */
     uint64_t routed_macs;    /* of those, the routed experts' stacks' (MoE) */
     const struct backend *be; /* the first stage's backend: reads norm and bias vectors into
                                  host f32 (vector_to_f32) */

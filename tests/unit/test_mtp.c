@@ -114,6 +114,23 @@ static void test_load(void **state)
 }
 
 /* Keeping every row's hidden state changes no logit. */
+/*
+ * The head runs in a context of its own, so a prefill's operations
+ * (hearth_model_prefill_ops, bench-engine's TOP/s) are the same whether it
+ * was loaded or not.
+ */
+static void test_prefill_ops_leave_the_head_out(void **state)
+{
+    TU_MODEL_OR_SKIP(path, MTP_FILE);
+    struct hearth_model *plain = load(path, false), *with = load(path, true);
+    assert_true(hearth_model_has_mtp(with));
+    const double a = hearth_model_prefill_ops(plain, 0, 32), b = hearth_model_prefill_ops(with, 0, 32);
+    if (!(a > 0) || a != b)
+        fail_msg("prefill ops %.17g without the head, %.17g with it", a, b);
+    hearth_model_free(plain);
+    hearth_model_free(with);
+}
+
 static void test_keep_hidden_same_logits(void **state)
 {
     TU_MODEL_OR_SKIP(path, MTP_FILE);
@@ -213,6 +230,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load),
+        cmocka_unit_test(test_prefill_ops_leave_the_head_out),
         cmocka_unit_test(test_keep_hidden_same_logits),
         cmocka_unit_test(test_drafts_match_llama_cpp),
     };
