@@ -136,21 +136,30 @@ static int bw_open(struct bw_probe *p, int n_threads)
     return 0;
 }
 
-static double bw_once(const struct bw_probe *p)
+/*
+ * Runs fn on each of the n (<= 256) arguments at args, elem bytes apart: the
+ * first on this thread, the others on threads of their own. Returns the
+ * seconds from the first start to the last finish.
+ */
+static double on_threads(void *(*fn)(void *), void *args, size_t elem, int n)
 {
     pthread_t th[256];
+    const double t0 = now_s();
+    for (int i = 1; i < n; i++)
+        pthread_create(&th[i], NULL, fn, (uint8_t *)args + (size_t)i * elem);
+    fn(args);
+    for (int i = 1; i < n; i++)
+        pthread_join(th[i], NULL);
+    return now_s() - t0;
+}
+
+static double bw_once(const struct bw_probe *p)
+{
     struct bw_slice sl[256];
     const size_t per = p->words / (size_t)p->n_threads / 16 * 16;
-    double t0        = now_s();
-    for (int i = 0; i < p->n_threads; i++) {
+    for (int i = 0; i < p->n_threads; i++)
         sl[i] = (struct bw_slice){p->buf + (size_t)i * per, per, 0};
-        if (i > 0)
-            pthread_create(&th[i], NULL, bw_read, &sl[i]);
-    }
-    bw_read(&sl[0]);
-    for (int i = 1; i < p->n_threads; i++)
-        pthread_join(th[i], NULL);
-    return per * (size_t)p->n_threads * 8 / (now_s() - t0);
+    return per * (size_t)p->n_threads * 8 / on_threads(bw_read, sl, sizeof sl[0], p->n_threads);
 }
 
 struct probe_thread {
@@ -176,24 +185,16 @@ static double int8_peak(int n_threads)
     const struct kernels *k = kernels_get();
     if (!k->int8_probe || n_threads < 1 || n_threads > 256)
         return 0;
-    pthread_t th[256];
     struct probe_thread pt[256];
     double best = 0;
     for (int rep = 0; rep < 5; rep++) {
-        const double t0 = now_s();
-        for (int i = 0; i < n_threads; i++) {
+        for (int i = 0; i < n_threads; i++)
             pt[i] = (struct probe_thread){k->int8_probe, 2000000, 0};
-            if (i > 0)
-                pthread_create(&th[i], NULL, probe_run, &pt[i]);
-        }
-        probe_run(&pt[0]);
-        double ops = pt[0].ops;
-        for (int i = 1; i < n_threads; i++) {
-            pthread_join(th[i], NULL);
+        const double t = on_threads(probe_run, pt, sizeof pt[0], n_threads);
+        double ops     = 0;
+        for (int i = 0; i < n_threads; i++)
             ops += pt[i].ops;
-        }
-        const double rate = ops / (now_s() - t0);
-        best              = rate > best ? rate : best;
+        best = ops / t > best ? ops / t : best;
     }
     return best;
 }

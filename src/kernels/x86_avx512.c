@@ -275,11 +275,17 @@ static inline __m512i dpbusd512(__m512i src, __m512i u, __m512i s)
     return _mm512_dpbusd_epi32(src, u, s);
 }
 
+/* Two 256-bit vectors as one: a in the low half, b in the high. */
+static inline __m512i join256(__m256i a, __m256i b)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+
 /* 32 bytes at p0 in the low half, 32 at p1 in the high half. */
 static inline __m512i pair256(const uint8_t *p0, const uint8_t *p1)
 {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
-                              _mm256_loadu_si256((const __m256i *)p1), 1);
+    return join256(_mm256_loadu_si256((const __m256i *)p0),
+                   _mm256_loadu_si256((const __m256i *)p1));
 }
 
 /* Eight f16 at p0 and eight at p1 as sixteen floats. */
@@ -455,12 +461,6 @@ static void avx512_gemm8p_q4_k(int64_t n, const void *wp, const void *a, size_t 
         kernels_avx2()->type[DTYPE_Q4_K].gemm8p(n, wp, (const uint8_t *)a + (size_t)quads * a_row,
                                                 a_row, as, n_tok - quads,
                                                 s + (size_t)quads * s_stride, s_stride);
-}
-
-/* Two eight-lane int32 vectors as one: a's in lanes 0..7, b's in 8..15. */
-static inline __m512i join256(__m256i a, __m256i b)
-{
-    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
 }
 
 /*

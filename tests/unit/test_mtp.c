@@ -124,7 +124,8 @@ static void test_prefill_ops_leave_the_head_out(void **state)
     TU_MODEL_OR_SKIP(path, MTP_FILE);
     struct hearth_model *plain = load(path, false), *with = load(path, true);
     assert_true(hearth_model_has_mtp(with));
-    const double a = hearth_model_prefill_ops(plain, 0, 32), b = hearth_model_prefill_ops(with, 0, 32);
+    const double a = hearth_model_prefill_ops(plain, 0, 32);
+    const double b = hearth_model_prefill_ops(with, 0, 32);
     if (!(a > 0) || a != b)
         fail_msg("prefill ops %.17g without the head, %.17g with it", a, b);
     hearth_model_free(plain);
