@@ -1562,6 +1562,31 @@ static void test_f16_rows(void **state)
 }
 
 /*
+ * toks activation rows of n random values in [-2, 2), converted with k's
+ * from_float for type at, a_row bytes apart; *as gets each row's q8_0_sum
+ * blocks when at is Q8_0, else NULL. The caller frees both.
+ */
+static uint8_t *gemm_activations(const struct kernels *k, enum dtype at, int64_t n, int32_t toks,
+                                 size_t a_row, struct q8_0_sum **as)
+{
+    uint8_t *a = malloc((size_t)toks * a_row);
+    float *x   = malloc((size_t)n * sizeof(float));
+    for (int32_t tok = 0; tok < toks; tok++) {
+        for (int64_t e = 0; e < n; e++)
+            x[e] = rng_uniform() * 4.0f - 2.0f;
+        k->type[at].from_float(x, a + tok * a_row, n);
+    }
+    free(x);
+    *as = NULL;
+    if (at == DTYPE_Q8_0) {
+        *as = malloc((size_t)toks * (size_t)(n / 32) * sizeof **as);
+        for (int32_t tok = 0; tok < toks; tok++)
+            q8_0_sums(a + tok * a_row, n, *as + tok * (n / 32));
+    }
+    return a;
+}
+
+/*
  * gemm8 (eight rows by several tokens) must equal vec_dot bit for bit for
  * every row and token: it is the same arithmetic, only blocked. Q4_K is the
  * exception llama.cpp makes too: a batch's tokens in whole fours follow its
@@ -1584,20 +1609,10 @@ static void test_gemm8_matches_vec_dot(void **state)
                 const int64_t n = lens[li] % dtype_get(t)->block ? dtype_get(t)->block : lens[li];
                 const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
                 const int32_t n_toks[] = {1, 2, 3, 4, 6, 9};
-                uint8_t *w = malloc(8 * row_len), *a = malloc(9 * a_row);
+                uint8_t *w = malloc(8 * row_len);
                 fill_random_blocks(t, w, 8 * row_len);
-                float *x = malloc((size_t)n * sizeof(float));
-                for (int32_t tok = 0; tok < 9; tok++) {
-                    for (int64_t e = 0; e < n; e++)
-                        x[e] = rng_uniform() * 4.0f - 2.0f;
-                    ks[k]->type[tk->vec_dot_type].from_float(x, a + tok * a_row, n);
-                }
-                struct q8_0_sum *as = NULL;
-                if (tk->vec_dot_type == DTYPE_Q8_0) {
-                    as = malloc(9 * (size_t)(n / 32) * sizeof *as);
-                    for (int32_t tok = 0; tok < 9; tok++)
-                        q8_0_sums(a + tok * a_row, n, as + tok * (n / 32));
-                }
+                struct q8_0_sum *as;
+                uint8_t *a = gemm_activations(ks[k], tk->vec_dot_type, n, 9, a_row, &as);
                 uint8_t *wp = tk->pack8 ? malloc(8 * row_len) : NULL;
                 if (wp)
                     tk->pack8(w, row_len, n, wp);
@@ -1633,7 +1648,6 @@ static void test_gemm8_matches_vec_dot(void **state)
                 free(wp);
                 free(w);
                 free(a);
-                free(x);
             }
         }
     print_message("gemm8/gemm8p: %d configurations bit-identical to vec_dot\n", checked);
@@ -1660,22 +1674,12 @@ static void test_gemm16p_matches_gemm8p(void **state)
                 const int64_t n      = lens[li];
                 const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
                 enum { MAXT = 19 };
-                uint8_t *w = malloc(16 * row_len), *wp = malloc(16 * row_len), *a = malloc(MAXT * a_row);
+                uint8_t *w = malloc(16 * row_len), *wp = malloc(16 * row_len);
                 fill_random_blocks(t, w, 16 * row_len);
                 for (int g = 0; g < 2; g++)
                     tk->pack8(w + 8 * g * row_len, row_len, n, wp + 8 * g * row_len);
-                float *x = malloc((size_t)n * sizeof(float));
-                for (int32_t tok = 0; tok < MAXT; tok++) {
-                    for (int64_t e = 0; e < n; e++)
-                        x[e] = rng_uniform() * 4.0f - 2.0f;
-                    ks[k]->type[tk->vec_dot_type].from_float(x, a + tok * a_row, n);
-                }
-                struct q8_0_sum *as = NULL;
-                if (tk->vec_dot_type == DTYPE_Q8_0) {
-                    as = malloc(MAXT * (size_t)(n / 32) * sizeof *as);
-                    for (int32_t tok = 0; tok < MAXT; tok++)
-                        q8_0_sums(a + tok * a_row, n, as + tok * (n / 32));
-                }
+                struct q8_0_sum *as;
+                uint8_t *a = gemm_activations(ks[k], tk->vec_dot_type, n, MAXT, a_row, &as);
                 for (int32_t nt = 1; nt <= MAXT; nt++) {
                     float out[MAXT * 17], want[MAXT * 17];
                     tk->gemm16p(n, wp, a, a_row, as, nt, out, 17);
@@ -1694,7 +1698,6 @@ static void test_gemm16p_matches_gemm8p(void **state)
                 free(wp);
                 free(w);
                 free(a);
-                free(x);
             }
         }
     print_message("gemm16p: %d configurations bit-identical to gemm8p\n", checked);
