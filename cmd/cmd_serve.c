@@ -9,6 +9,9 @@
 #include <sys/statvfs.h>
 
 #include "cmd.h"
+#include "fit/fit.h"
+
+#define MIB(x) ((double)(x) / (1 << 20))
 #include "hearth.h"
 #include "serve/http.h"
 
@@ -22,8 +25,11 @@ static void usage(FILE *fp)
         "  --port P                TCP port (default 8080; 0 = any free port)\n"
         "  -np, --parallel N       slots: requests generated at the same time (default 4)\n"
         "  -c, --ctx-size C        context of EACH slot, in tokens (default 4096, or the\n"
-        "                          model's training context when smaller). Not divided among\n"
-        "                          the slots as llama.cpp does: N slots hold N x C tokens.\n"
+        "                          model's training context when smaller, or the most that\n"
+        "                          fits when that does not). Not divided among the slots as\n"
+        "                          llama.cpp does: N slots hold N x C tokens. max: the most\n"
+        "                          that fits in the RAM free (hearth fit). A configuration\n"
+        "                          the RAM free cannot hold is refused before it loads.\n"
         "  -b, --batch-size B      most tokens one scheduler step takes (default 512)\n"
         "  -ub, --ubatch-size U    most tokens one forward pass takes (default 512); a step\n"
         "                          is one forward pass, so it uses min(B, U)\n"
@@ -106,6 +112,61 @@ static void usage(FILE *fp)
         "Stops on SIGINT or SIGTERM, after telling running requests.\n");
 }
 
+/*
+ * The memory law's verdict on this configuration before anything loads
+ * (src/fit/fit.c, as `hearth fit` prints it): a configuration the host's
+ * free memory cannot hold is refused with the figures, instead of being
+ * killed at its first long prompt; with -c max, or no -c and a default
+ * that does not fit, the largest context that does is taken and said.
+ */
+static int fit_or_refuse(const char *model, const char *draft, long *n_ctx, bool ctx_max,
+                         long parallel, long ubatch, long threads, long checkpoints,
+                         int64_t cache_ram, const struct cache_types *ct, uint64_t extra)
+{
+    struct fit_params p = {.model = model, .draft = draft, .n_ctx = (int32_t)*n_ctx,
+                           .ctx_max = ctx_max, .n_parallel = (int32_t)parallel,
+                           .n_ubatch = (int32_t)ubatch, .kv_block = 32,
+                           .kv_type = (enum hearth_kv_type)ct->k,
+                           .kv_type_v = (enum hearth_kv_type)ct->v, .cache_ram = cache_ram,
+                           .n_threads = (int)threads, .n_state_snapshots = (int32_t)checkpoints,
+                           .n_dev = 1, .host_extra = extra};
+    const uint64_t avail = host_mem_available();
+    if (!avail)
+        return EXIT_OK; /* no figure to hold it to */
+    p.dev[0] = (struct fit_device){.name = "ram", .capacity = avail, .host = true};
+    struct fit_plan plan;
+    char err[HEARTH_ERR_MAX];
+    if (fit_plan(&p, &plan, err, sizeof err) != HEARTH_OK) {
+        fprintf(stderr, "hearth serve: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    if (!plan.fits && !ctx_max && *n_ctx == 0) { /* the default: take what fits */
+        p.ctx_max = true;
+        if (fit_plan(&p, &plan, err, sizeof err) != HEARTH_OK) {
+            fprintf(stderr, "hearth serve: %s\n", err);
+            return EXIT_RUNTIME;
+        }
+    }
+    const struct fit_use *u = &plan.use[0];
+    if (!plan.fits) {
+        fprintf(stderr,
+                "hearth serve: %d slots of %d tokens do not fit: %s (weights %.1f, K/V and "
+                "cache %.1f, buffers %.1f, logits %.1f, the rest %.1f MiB); give a smaller -c, "
+                "-np or --cache-ram (hearth fit says what fits)\n",
+                (int)parallel, plan.n_ctx, plan.why, MIB(u->mem.b[MEM_WEIGHTS]),
+                MIB(u->mem.b[MEM_KV]), MIB(u->mem.b[MEM_COMPUTE]), MIB(u->mem.b[MEM_OUTPUT]),
+                MIB(u->mem.b[MEM_OTHER]));
+        return EXIT_RUNTIME;
+    }
+    if (p.ctx_max) {
+        fprintf(stderr, "hearth serve: --ctx-size %d: the largest that fits in %.1f MiB (%.1f "
+                        "MiB left)\n",
+                plan.n_ctx, MIB(avail), (double)u->free / (1 << 20));
+        *n_ctx = plan.n_ctx;
+    }
+    return EXIT_OK;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
@@ -118,6 +179,7 @@ int cmd_serve(int argc, char **argv)
     const char *draft_path = NULL, *slot_dir = NULL, *cache_dir = NULL;
     int64_t cache_disk = -1; /* -1: not given */
     int64_t cache_ram = -1; /* -1: not given */
+    bool ctx_max      = false;
     struct cache_types ct = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -145,7 +207,11 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
             LONG(parallel, 1, 256);
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            LONG(n_ctx, 16, 1 << 22);
+            VALUE();
+            if (!strcmp(v, "max"))
+                ctx_max = true;
+            else if (!arg_long("serve", a, v, 16, 1 << 22, &n_ctx))
+                return EXIT_USAGE;
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             LONG(batch, 1, 1 << 16);
         } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) {
@@ -306,6 +372,17 @@ int cmd_serve(int argc, char **argv)
             fprintf(stderr, "hearth serve: --cache-ram %.2f GiB (a quarter of the %.2f GiB of "
                             "RAM free)\n",
                     (double)cache_ram / (1 << 30), (double)avail / (1 << 30));
+    }
+    if (!placement_uses_gpu(&place)) {
+        const int rc = fit_or_refuse(model_path, draft_path, &n_ctx, ctx_max, parallel,
+                                     batch < ubatch ? batch : ubatch, threads, checkpoints,
+                                     cache_ram, &ct, spec_ngram ? (uint64_t)pool_mib << 20 : 0);
+        if (rc != EXIT_OK)
+            return rc;
+    } else if (ctx_max) {
+        fprintf(stderr, "hearth serve: --ctx-size max plans the host's memory only, and layers "
+                        "go on a GPU here; give -c N (hearth fit --device says what fits)\n");
+        return EXIT_USAGE;
     }
     char name[256];
     if (!alias) {

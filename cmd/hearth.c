@@ -22,6 +22,7 @@ static const struct {
     {"serve",        cmd_serve,        "OpenAI- and Anthropic-compatible HTTP server (chat, messages, metrics)"},
     {"quantize",     cmd_quantize,     "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q6_K, ...)"},
     {"devices",      cmd_devices,      "list the CPU and the Vulkan devices hearth can compute on"},
+    {"fit",          cmd_fit,          "what a serving configuration holds in memory, per device, from the file's header"},
 };
 
 static void usage(FILE *fp)

@@ -232,6 +232,32 @@ struct hearth_stage_info {
     uint64_t kv_bytes;      /* bytes of its layers' K/V memory */
 };
 
+/*
+ * Memory by what it is for, in bytes: the columns of `hearth fit`.
+ * weights: the weights as loaded (mapped from the file or a packed copy),
+ * with the host's f32 copies of the norm vectors; kv: per-sequence state
+ * (K/V rows, the prefix cache's blocks, recurrent states and their
+ * snapshots); compute: the buffers a micro-batch is computed in; output:
+ * the logits rows; other: tables and indexes.
+ */
+struct hearth_memory {
+    uint64_t weights, kv, compute, output, other;
+};
+
+/*
+ * What the model holds in host memory, counted as it was loaded (the
+ * tensors hearth reads, and the vectors' copies); a GPU stage's weights are
+ * counted all the same, as the file's bytes.
+ */
+void hearth_model_memory(const struct hearth_model *m, struct hearth_memory *out);
+
+/*
+ * What ctx allocated in host memory, counted as it allocated: its cache's
+ * pools and tables, its CPU stages' buffers, its arrays. A GPU stage's
+ * buffers are not in it. `hearth fit` predicts exactly these figures.
+ */
+void hearth_context_memory(const struct hearth_context *ctx, struct hearth_memory *out);
+
 /* How many stages ctx runs (1 unless layers are offloaded or split). */
 int32_t hearth_context_n_stages(const struct hearth_context *ctx);
 /* Stage i's placement and memory into *out; false when i is out of range. */

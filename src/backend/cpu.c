@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "backend/cpu.h"
+#include "model/memlaw.h"
 #include "util/errfmt.h"
 
 /* ------------------------------------------------------------------ weights --- */
@@ -121,34 +122,27 @@ static void scratch_free(struct scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-static bool scratch_alloc(struct scratch *s, const struct hparams *hp, int32_t n_batch,
-                          int n_threads, bool output, bool nextn)
+static bool scratch_alloc(struct scratch *s, struct mem_acct *a, const struct hparams *hp,
+                          int32_t n_batch, int n_threads, bool output, bool nextn)
 {
-    const size_t nb = (size_t)n_batch, qd = (size_t)hp->n_head * hp->head_dim,
-                 kvd = (size_t)hp->n_head_kv * hp->head_dim;
-    size_t max_in = (size_t)hp->n_embd * (nextn ? 2 : 1);
-    if (qd > max_in)
-        max_in = qd;
-    if ((size_t)hp->n_ff > max_in)
-        max_in = (size_t)hp->n_ff;
-    if ((size_t)hp->n_in_extra > max_in)
-        max_in = (size_t)hp->n_in_extra;
-    /* f32 is the widest activation encoding (4 bytes/element); quantized ones are smaller */
-    s->act_row = (max_in * sizeof(float) + 63) / 64 * 64;
-    s->x = malloc(nb * hp->n_embd * sizeof(float));
-    s->xb = malloc(nb * (hp->n_embd > (int32_t)qd ? (size_t)hp->n_embd : qd) * sizeof(float));
-    s->q = malloc(nb * qd * sizeof(float));
-    s->kx = malloc(nb * kvd * sizeof(float));
-    s->vx = malloc(nb * kvd * sizeof(float));
-    s->att = malloc(nb * qd * sizeof(float));
-    s->hb = malloc(nb * hp->n_ff * sizeof(float));
-    s->hb2 = malloc(nb * hp->n_ff * sizeof(float));
-    s->scores_per_thread = ATTN_SCRATCH(hp->head_dim);
-    s->scores = malloc((size_t)n_threads * s->scores_per_thread * sizeof(float));
-    s->act = malloc(nb * s->act_row);
-    s->act_sum = malloc(nb * (max_in / 32) * sizeof(*s->act_sum));
-    s->logits = output ? malloc(nb * hp->n_vocab * sizeof(float)) : NULL;
-    s->eh = nextn ? malloc(nb * 2 * hp->n_embd * sizeof(float)) : NULL;
+    struct memlaw_cpu_scratch z;
+    memlaw_cpu_scratch(hp, n_batch, n_threads, output, nextn, &z);
+    const enum mem_kind k = MEM_COMPUTE;
+    s->act_row           = z.act_row;
+    s->scores_per_thread = z.scores_per_thread;
+    s->x                 = acct_malloc(a, k, z.x);
+    s->xb                = acct_malloc(a, k, z.xb);
+    s->q                 = acct_malloc(a, k, z.q);
+    s->kx                = acct_malloc(a, k, z.kx);
+    s->vx                = acct_malloc(a, k, z.vx);
+    s->att               = acct_malloc(a, k, z.att);
+    s->hb                = acct_malloc(a, k, z.hb);
+    s->hb2               = acct_malloc(a, k, z.hb2);
+    s->scores            = acct_malloc(a, k, z.scores);
+    s->act               = acct_malloc(a, k, z.act);
+    s->act_sum           = acct_malloc(a, k, z.act_sum);
+    s->logits            = output ? acct_malloc(a, MEM_OUTPUT, z.logits) : NULL;
+    s->eh                = nextn ? acct_malloc(a, k, z.eh) : NULL;
     return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
            s->act_sum && s->act && (s->logits || !output) && (s->eh || !nextn);
 }
@@ -197,11 +191,11 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     ctx->be = c;
     c->k = kernels_get();
-    if (!scratch_alloc(&c->s, hp, p->n_batch, p->n_threads, ctx->st->output, nextn) ||
-        (moe && !(c->moe = moe_scratch_new(hp, p->n_batch))))
+    if (!scratch_alloc(&c->s, &c->acct, hp, p->n_batch, p->n_threads, ctx->st->output, nextn) ||
+        (moe && !(c->moe = moe_scratch_new(hp, p->n_batch, &c->acct))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     p->n_batch);
-    if (dnet && !(c->dn = dnet_cache_new(m, l0, l1, p->n_seq_max, p->n_batch)))
+    if (dnet && !(c->dn = dnet_cache_new(m, l0, l1, p->n_seq_max, p->n_batch, &c->acct)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for the recurrent state");
     if ((c->tp = shared_pool(ctx)))
         return HEARTH_OK;
@@ -209,6 +203,11 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
         return fail(HEARTH_ENOMEM, err, err_len, "context: cannot start %d threads", p->n_threads);
     c->tp_owned = true;
     return HEARTH_OK;
+}
+
+static void ctx_memory(const void *state, struct mem_acct *out)
+{
+    mem_acct_add(out, &((const struct cpu_ctx *)state)->acct);
 }
 
 static void seq_reset(struct hearth_context *ctx, int32_t seq)
@@ -322,6 +321,7 @@ static const struct backend cpu = {
     .weight_release   = weight_release,
     .ctx_init         = ctx_init,
     .ctx_free         = ctx_free,
+    .ctx_memory       = ctx_memory,
     .seq_reset        = seq_reset,
     .state_len        = state_len,
     .state_load       = state_load,

@@ -18,6 +18,7 @@
 #include "model/deltanet.h"
 #include "model/model.h"
 #include "model/moe.h"
+#include "util/memacct.h"
 #include "util/threadpool.h"
 
 /* Activations for one micro-batch of up to n_batch tokens. Shapes are [token][feature]. */
@@ -49,6 +50,7 @@ struct cpu_ctx {
                                  the stage */
     struct dnet_cache *dn;    /* recurrent state and scratch of the stage's DeltaNet layers
                                  and its gated attention's (cpu_deltanet.c); NULL without */
+    struct mem_acct acct;     /* what the stage's buffers above took (memlaw.c sizes them) */
 };
 
 static inline struct cpu_ctx *cpu_of(const struct hearth_context *ctx)
@@ -78,7 +80,8 @@ void cpu_matmul(struct hearth_context *ctx, const struct weight *w, const float 
 
 /* The experts' buffers for micro-batches of up to n_batch tokens (cpu_moe.c); NULL when out of
  * memory. */
-struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch);
+struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch,
+                                    struct mem_acct *a);
 void moe_scratch_free(struct moe_scratch *s);
 
 /*
@@ -94,11 +97,11 @@ void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in,
 /*
  * The recurrent state of the DeltaNet layers among [l0, l1) for n_seq
  * sequences (conv window and delta-rule matrices, fixed size, zeroed), and
- * the scratch for micro-batches of up to n_batch tokens (cpu_deltanet.c).
- * NULL when out of memory.
+ * the scratch for micro-batches of up to n_batch tokens (cpu_deltanet.c),
+ * counted in a. NULL when out of memory.
  */
 struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int32_t l1,
-                                  int32_t n_seq, int32_t n_batch);
+                                  int32_t n_seq, int32_t n_batch, struct mem_acct *a);
 void dnet_cache_free(struct dnet_cache *c);
 /* Zeroes sequence seq's state in every layer: it starts again from no tokens. */
 void dnet_cache_reset(struct dnet_cache *c, int32_t seq);

@@ -24,6 +24,7 @@
 
 #include "backend/cpu.h"
 #include "kernels/ggml_dot.h"
+#include "model/memlaw.h"
 
 struct dnet_cache {
     struct dnet_dims d;
@@ -51,7 +52,7 @@ struct dnet_cache {
 /* -------------------------------------------------------------------- state --- */
 
 struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int32_t l1,
-                                  int32_t n_seq, int32_t n_batch)
+                                  int32_t n_seq, int32_t n_batch, struct mem_acct *a)
 {
     struct dnet_cache *c = calloc(1, sizeof *c);
     if (!c)
@@ -65,24 +66,26 @@ struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int3
                 c->slot0 = m->layers[i].dnet->slot;
             c->n_layer++;
         }
+    struct memlaw_dnet z;
+    memlaw_dnet(m, c->n_layer, n_seq, n_batch, &z);
     c->n_seq    = n_seq;
-    c->conv_len = (size_t)(c->d.n_conv - 1) * c->d.conv_dim;
-    c->ssm_len  = (size_t)c->d.n_v * c->d.S * c->d.S;
+    c->conv_len = z.conv_len;
+    c->ssm_len  = z.ssm_len;
     c->n_gate   = hp->n_head * hp->head_dim;
-    const size_t nb = (size_t)n_batch, vd = (size_t)c->d.n_v * c->d.S, ls = (size_t)c->n_layer * n_seq;
-    c->conv = calloc(ls * c->conv_len, sizeof(float));
-    c->ssm  = calloc(ls * c->ssm_len, sizeof(float));
-    c->qkv  = malloc(nb * c->d.conv_dim * sizeof(float));
-    c->z    = malloc(nb * vd * sizeof(float));
-    c->beta = malloc(nb * c->d.n_v * sizeof(float));
-    c->g    = malloc(nb * c->d.n_v * sizeof(float));
-    c->o    = malloc(nb * vd * sizeof(float));
-    c->ones = malloc((size_t)c->d.conv_dim * sizeof(float));
-    c->qg   = malloc(nb * 2 * c->n_gate * sizeof(float));
-    c->gate = malloc(nb * c->n_gate * sizeof(float));
-    c->snap = calloc(nb, sizeof *c->snap);
-    if ((ls && (!c->conv || !c->ssm)) || !c->qkv || !c->z || !c->beta || !c->g || !c->o ||
-        !c->ones || !c->qg || !c->gate || !c->snap) {
+    const enum mem_kind k = MEM_COMPUTE;
+    c->conv = acct_malloc(a, MEM_KV, z.conv);
+    c->ssm  = acct_malloc(a, MEM_KV, z.ssm);
+    c->qkv  = acct_malloc(a, k, z.qkv);
+    c->z    = acct_malloc(a, k, z.z);
+    c->beta = acct_malloc(a, k, z.beta);
+    c->g    = acct_malloc(a, k, z.g);
+    c->o    = acct_malloc(a, k, z.o);
+    c->ones = acct_malloc(a, k, z.ones);
+    c->qg   = acct_malloc(a, k, z.qg);
+    c->gate = acct_malloc(a, k, z.gate);
+    c->snap = acct_malloc(a, k, z.snap);
+    if (!c->conv || !c->ssm || !c->qkv || !c->z || !c->beta || !c->g || !c->o || !c->ones ||
+        !c->qg || !c->gate || !c->snap) {
         dnet_cache_free(c);
         return NULL;
     }

@@ -20,6 +20,7 @@
 #include "backend/cpu.h"
 #include "kernels/ggml_dot.h"
 #include "kernels/ref.h"
+#include "model/memlaw.h"
 #include "model/moe.h"
 
 /* Rows are sorted by expert: "row" below means a (token, slot) pair's place in that order. */
@@ -40,28 +41,29 @@ struct moe_scratch {
     float *out;               /* [cap * n_slots][n_embd] down outputs */
 };
 
-struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch)
+struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch,
+                                    struct mem_acct *a)
 {
     struct moe_scratch *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    const size_t nb = (size_t)n_batch, nr = nb * (hp->n_expert_used + (hp->n_ff_shexp > 0)),
-                 E = (size_t)hp->n_expert + (hp->n_ff_shexp > 0);
-    const size_t max_in = hp->n_embd > hp->n_ff_exp ? (size_t)hp->n_embd : (size_t)hp->n_ff_exp;
+    struct memlaw_moe_scratch z;
+    memlaw_moe_scratch(hp, n_batch, &z);
+    const enum mem_kind k = MEM_COMPUTE;
     s->cap     = n_batch;
-    s->act_row = (max_in * sizeof(float) + 63) / 64 * 64;
-    s->probs   = malloc(nb * E * sizeof(float));
-    s->sel     = malloc(nr * sizeof(int32_t));
-    s->wsel    = malloc(nr * sizeof(float));
-    s->cnt     = malloc(E * sizeof(int32_t));
-    s->off     = malloc((E + 1) * sizeof(int32_t));
-    s->row     = malloc(nr * sizeof(int32_t));
-    s->tok     = malloc(nr * sizeof(int32_t));
-    s->act     = malloc(nr * s->act_row);
-    s->act_sum = malloc(nr * (max_in / 32 + 1) * sizeof(*s->act_sum));
-    s->hg      = malloc(nr * hp->n_ff_exp * sizeof(float));
-    s->hu      = malloc(nr * hp->n_ff_exp * sizeof(float));
-    s->out     = malloc(nr * hp->n_embd * sizeof(float));
+    s->act_row = z.act_row;
+    s->probs   = acct_malloc(a, k, z.probs);
+    s->sel     = acct_malloc(a, k, z.sel);
+    s->wsel    = acct_malloc(a, k, z.wsel);
+    s->cnt     = acct_malloc(a, k, z.cnt);
+    s->off     = acct_malloc(a, k, z.off);
+    s->row     = acct_malloc(a, k, z.row);
+    s->tok     = acct_malloc(a, k, z.tok);
+    s->act     = acct_malloc(a, k, z.act);
+    s->act_sum = acct_malloc(a, k, z.act_sum);
+    s->hg      = acct_malloc(a, k, z.hg);
+    s->hu      = acct_malloc(a, k, z.hu);
+    s->out     = acct_malloc(a, k, z.out);
     if (!s->probs || !s->sel || !s->wsel || !s->cnt || !s->off || !s->row || !s->tok || !s->act ||
         !s->act_sum || !s->hg || !s->hu || !s->out) {
         moe_scratch_free(s);

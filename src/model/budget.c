@@ -2,12 +2,8 @@
  * budget.c: what each stage holds, summed per device and checked against
  * the device's memory before the weights are uploaded (hearth_model_load)
  * and before a context allocates (stages_init). The activation figure is
- * the buffers backend.h names as a device backend allocates them
- * (vk_backend.c's ctx_init: every enum act buffer but the logits, a spare
- * as wide as ACT_XB, the rope tables, the block tables; a gated layer's
- * [q, gate] rows and gates; the recurrent state of the stage's DeltaNet
- * layers for n_seq_max sequences and their scratch), within a few KiB;
- * the weights are the file's bytes, which a device backend uploads as they
+ * the memory law's for a device stage (memlaw_vk_stage); the weights are
+ * the file's bytes, which a device backend uploads as they
  * are. A backend whose device_memory is 0 (the CPU) is not checked. Each
  * context is checked with the model's weights alone: two contexts on one
  * device (hearth makes one per process) are not summed.
@@ -17,7 +13,7 @@
 #include <string.h>
 
 #include "model/budget.h"
-#include "model/deltanet.h"
+#include "model/memlaw.h"
 #include "util/errfmt.h"
 
 #define MIB(x) ((double)(x) / (1 << 20))
@@ -135,43 +131,16 @@ enum hearth_status budget_check_model(const struct hearth_model *m, char *err, s
     return check(m, NULL, err, err_len);
 }
 
-/* Bytes of stage s's activation buffers (and logits on the output stage), as budget.c's header says. */
+/* Bytes of stage s's activation buffers (and logits on the output stage): the memory law's. */
 static uint64_t act_bytes(const struct hearth_context *ctx, const struct stage *s)
 {
-    const struct hearth_model *m = ctx->model;
-    const struct hparams *hp     = &m->hp;
-    const struct kv_cache *kv    = &ctx->kv;
-    const uint64_t nb = (uint64_t)ctx->p.n_batch, f = sizeof(float),
-                   qd = (uint64_t)hp->n_head * hp->head_dim,
-                   kvd = (uint64_t)hp->n_head_kv * hp->head_dim,
-                   xb = (uint64_t)hp->n_embd > qd ? (uint64_t)hp->n_embd : qd;
-    /* X, XB, Q, K, V, ATT, HB, HB2, the spare, two rope tables; ids, rows, (seq, pos) */
-    uint64_t len = nb * f * ((uint64_t)hp->n_embd + 2 * xb + 2 * qd + 2 * kvd +
-                             2 * (uint64_t)hp->n_ff + 2 * (uint64_t)hp->rope_dim) +
-                   nb * 16;
-    const uint64_t stride = ((uint64_t)kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
+    const struct kv_cache *kv = &ctx->kv;
+    const int32_t stride      = (kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
+    int n_pools               = 0;
     for (int g = 0; g < KV_GROUPS; g++)
-        if (kv->pool[g].n_layer)
-            len += (uint64_t)kv->n_seq * stride * 4;
-    if (s->output)
-        len += nb * (uint64_t)hp->n_vocab * f + nb * 4 + (uint64_t)hp->n_embd * f;
-    bool gated = false;
-    uint64_t n_dnet = 0;
-    for (int32_t l = s->place->l0; l < s->place->l1; l++) {
-        gated |= m->layers[l].attn_gated;
-        n_dnet += m->layers[l].dnet != NULL;
-    }
-    if (gated)
-        len += nb * f * 3 * qd;
-    if (n_dnet) {
-        const struct dnet_dims d = dnet_dims_of(m);
-        const uint64_t vd = (uint64_t)d.n_v * d.S;
-        /* per layer every sequence's windows and matrices; qkv, z, o, beta, g per row */
-        len += n_dnet * (uint64_t)ctx->p.n_seq_max * f *
-                   ((uint64_t)(d.n_conv - 1) * d.conv_dim + vd * d.S) +
-               nb * f * ((uint64_t)d.conv_dim + 2 * vd + 2 * (uint64_t)d.n_v) + nb * 4;
-    }
-    return len;
+        n_pools += kv->pool[g].n_layer > 0;
+    return memlaw_vk_stage(ctx->model, &ctx->p, s->place->l0, s->place->l1, s->output, stride,
+                           n_pools);
 }
 
 enum hearth_status budget_check_context(struct hearth_context *ctx, char *err, size_t err_len)

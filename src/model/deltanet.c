@@ -158,7 +158,7 @@ enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct la
         t->type != DTYPE_F32)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: tensor %s must be f32 of shape [%d, %d]", cv, dd.n_conv, dd.conv_dim);
-    if (!(dn->conv = malloc(t->size)))
+    if (!(dn->conv = acct_malloc(&m->acct, MEM_WEIGHTS, t->size)))
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
     memcpy(dn->conv, t->data, t->size);
     m->weight_bytes += t->size;

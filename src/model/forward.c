@@ -12,6 +12,7 @@
 
 #include "model/kvdisk.h"
 #include "model/kvfile.h"
+#include "model/memlaw.h"
 #include "model/model.h"
 #include "model/stages.h"
 #include "util/errfmt.h"
@@ -108,48 +109,36 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     ctx->model = model;
     ctx->p = p;
-    int32_t per_seq = (p.n_ctx + p.kv_block - 1) / p.kv_block;
-    /* [0, nl): window layers; [nl, 2 nl): layers with no K/V (DeltaNet, and all but the
-     * head in an MTP context); [2 nl, 3 nl): layers whose stage keeps K/V in the host pool */
-    const int32_t nl = hp->n_layer + (p.mtp ? 1 : 0);
-    bool *flags      = malloc(3 * (size_t)nl * sizeof *flags);
+    struct memlaw_stage mst[MODEL_MAX_STAGES];
+    const int32_t n_mst = memlaw_stages_of(model, p.mtp, mst);
+    bool *flags = malloc(3 * ((size_t)hp->n_layer + 1) * sizeof *flags);
     enum hearth_status st;
     if (!flags) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
         goto err;
     }
-    for (int32_t l = 0; l < nl; l++) {
-        const bool head = l == hp->n_layer;
-        flags[l]          = model->layers[l].swa;
-        flags[nl + l]     = p.mtp ? !head : model->layers[l].dnet != NULL;
-        flags[2 * nl + l] = (head ? model->mtp_place.be : model_stage_of(model, l)->be)->kv_host;
-    }
-    struct kv_params kp = {
-        .n_layer = nl, .kv_dim = hp->n_head_kv * hp->head_dim, .n_seq = p.n_seq_max,
-        .n_ctx = p.n_ctx, .block_tokens = p.kv_block, .n_blocks = per_seq * p.n_seq_max,
-        .type = p.kv_type, .type_v = p.kv_type_v, .swa = flags, .no_kv = flags + nl,
-        .host = flags + 2 * nl, .n_swa = hp->n_swa,
-        .n_blocks_swa = kv_window_blocks(p.n_seq_max, p.n_ctx, hp->n_swa, p.n_batch, p.kv_block)};
-    const size_t per_block = kv_retain_block_len(&kp); /* kp's flags are freed below */
-    if (p.cache_bytes >= 0) {
-        const uint64_t n = per_block ? (uint64_t)p.cache_bytes / per_block : 0;
-        kp.retain        = true;
-        kp.n_retain      = n > INT32_MAX ? INT32_MAX : (int32_t)n;
-        ctx->cache_cap   = (int64_t)((uint64_t)kp.n_retain * per_block);
-    } else {
-        ctx->cache_cap = -1;
-    }
+    struct kv_params kp;
+    memlaw_kv_params(model, &p, mst, n_mst, flags, &kp);
+    /* the prefix cache's cap holds blocks and, on a recurrent model, their states */
+    const size_t state_len = memlaw_state_len(model, &p);
+    struct memlaw_cache cache;
+    memlaw_state_cache(&p, kv_retain_block_len(&kp), state_len, &cache);
+    kp.retain      = p.cache_bytes >= 0;
+    kp.n_retain    = cache.n_retain;
+    ctx->cache_cap = cache.cap_bytes;
     st = kv_init(&ctx->kv, &kp, err, err_len);
     free(flags);
     if (st)
         goto err;
     ctx->kv.copy     = stages_kv_copy;
     ctx->kv.copy_arg = ctx;
-    ctx->out_row = malloc((size_t)p.n_batch * sizeof(int32_t));
-    ctx->out_src = malloc((size_t)p.n_batch * sizeof(int32_t));
-    ctx->seq_next = malloc((size_t)p.n_seq_max * sizeof(int32_t));
+    struct mem_acct *a = &ctx->acct;
+    const size_t nb    = (size_t)p.n_batch;
+    ctx->out_row  = acct_calloc(a, MEM_OTHER, nb, sizeof(int32_t));
+    ctx->out_src  = acct_calloc(a, MEM_OTHER, nb, sizeof(int32_t));
+    ctx->seq_next = acct_calloc(a, MEM_OTHER, (size_t)p.n_seq_max, sizeof(int32_t));
     if (p.keep_hidden)
-        ctx->hidden = malloc((size_t)p.n_batch * hp->n_embd * sizeof(float));
+        ctx->hidden = acct_calloc(a, MEM_COMPUTE, nb * hp->n_embd, sizeof(float));
     if (!ctx->out_row || !ctx->out_src || !ctx->seq_next || (p.keep_hidden && !ctx->hidden)) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                   p.n_batch);
@@ -157,6 +146,12 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     }
     if ((st = stages_init(ctx, err, err_len)))
         goto err;
+    if (ctx->state_len != state_len) {
+        st = fail(HEARTH_EINVAL, err, err_len,
+                  "context: the stages keep %zu floats of state a sequence and the memory law "
+                  "%zu", ctx->state_len, state_len);
+        goto err;
+    }
     if (p.cache_dir) {
         struct kvfile_shape shape;
         char why[HEARTH_ERR_MAX];
@@ -170,17 +165,7 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     }
     if (ctx->state_len && p.n_state_snapshots > 0) {
         const size_t len = ctx->state_len;
-        int32_t n_cached = -1;
-        if (p.cache_bytes >= 0) {
-            /* the cap holds blocks and states alike: each retained block is charged the share
-             * of a state a sequence's own blocks carry (n_state_snapshots per context) */
-            const double block = (double)per_block, state = (double)len * sizeof(float);
-            const double share = state * p.n_state_snapshots / per_seq;
-            const int64_t blocks = (int64_t)((double)p.cache_bytes / (block + share));
-            n_cached = (int32_t)(((double)p.cache_bytes - (double)blocks * block) / state);
-            kv_set_cache_cap(&ctx->kv, (int32_t)blocks);
-            ctx->cache_cap = (int64_t)((double)blocks * block + (double)n_cached * state);
-        }
+        const int32_t n_cached = cache.n_cached;
         if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, n_cached, len))) {
             st = fail(HEARTH_ENOMEM, err, err_len,
                       "context: cannot map %zu bytes for %d state snapshots per sequence",
@@ -201,11 +186,12 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
         kv_set_tier(&ctx->kv, block_evicted, ctx->disk ? block_fetch : NULL, ctx);
     if (ctx->state_len && p.n_keep_states > 0) {
         const size_t n = (size_t)p.n_seq_max * p.n_keep_states * ctx->state_len;
-        ctx->keep       = malloc(n * sizeof *ctx->keep);
-        ctx->keep_want  = calloc((size_t)p.n_seq_max, sizeof *ctx->keep_want);
-        ctx->keep_first = malloc((size_t)p.n_seq_max * sizeof *ctx->keep_first);
-        ctx->keep_n     = calloc((size_t)p.n_seq_max, sizeof *ctx->keep_n);
-        ctx->keep_dup   = calloc((size_t)p.n_batch, sizeof *ctx->keep_dup);
+        const size_t ns = (size_t)p.n_seq_max;
+        ctx->keep       = acct_calloc(a, MEM_KV, n, sizeof *ctx->keep);
+        ctx->keep_want  = acct_calloc(a, MEM_OTHER, ns, sizeof *ctx->keep_want);
+        ctx->keep_first = acct_calloc(a, MEM_OTHER, ns, sizeof *ctx->keep_first);
+        ctx->keep_n     = acct_calloc(a, MEM_OTHER, ns, sizeof *ctx->keep_n);
+        ctx->keep_dup   = acct_calloc(a, MEM_OTHER, nb, sizeof *ctx->keep_dup);
         if (!ctx->keep || !ctx->keep_want || !ctx->keep_first || !ctx->keep_n || !ctx->keep_dup) {
             st = fail(HEARTH_ENOMEM, err, err_len,
                       "context: out of memory for %d kept states per sequence (%zu bytes)",
@@ -220,6 +206,20 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
 err:
     hearth_context_free(ctx);
     return st;
+}
+
+void hearth_context_memory(const struct hearth_context *ctx, struct hearth_memory *out)
+{
+    struct mem_acct a = ctx->acct;
+    mem_acct_add(&a, &ctx->kv.acct);
+    if (ctx->snap)
+        mem_acct_add(&a, snap_acct(ctx->snap));
+    for (int32_t i = 0; i < ctx->n_stage; i++) {
+        const struct backend *be = ctx->stages[i].place->be;
+        if (ctx->stages[i].state && be->ctx_memory)
+            be->ctx_memory(ctx->stages[i].state, &a);
+    }
+    mem_acct_public(&a, out);
 }
 
 void hearth_context_free(struct hearth_context *ctx)

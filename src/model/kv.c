@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "util/errfmt.h"
 
@@ -21,14 +22,21 @@ int32_t kv_window_blocks(int32_t n_seq, int32_t n_ctx, int32_t n_swa, int32_t n_
     return (int32_t)(2 * live * n_seq);
 }
 
-/* Layers of each pool: window layers get their own only when it has blocks. */
+int kv_group_of(const struct kv_params *p, int32_t l)
+{
+    if (p->no_kv && p->no_kv[l])
+        return KV_NONE;
+    /* window layers get a pool of their own only when it has blocks */
+    return p->swa && p->n_swa > 0 && p->n_blocks_swa > 0 && p->swa[l];
+}
+
+/* Layers of each pool. */
 static void count_layers(const struct kv_params *p, int32_t n_layer[KV_GROUPS])
 {
     n_layer[0] = n_layer[1] = 0;
-    const bool split = p->swa && p->n_swa > 0 && p->n_blocks_swa > 0;
     for (int32_t l = 0; l < p->n_layer; l++)
-        if (!(p->no_kv && p->no_kv[l]))
-            n_layer[split && p->swa[l]]++;
+        if (kv_group_of(p, l) != KV_NONE)
+            n_layer[kv_group_of(p, l)]++;
 }
 
 /* Blocks of each pool: what the sequences can hold, plus the retained ones. */
@@ -67,6 +75,35 @@ size_t kv_bytes(const struct kv_params *p)
            block_bytes(p);
 }
 
+size_t kv_layer_bytes(const struct kv_params *p, int g)
+{
+    int32_t n_layer[KV_GROUPS];
+    int64_t n_blocks[KV_GROUPS];
+    count_layers(p, n_layer);
+    count_blocks(p, n_layer, n_blocks);
+    return (size_t)n_blocks[g] * block_bytes(p);
+}
+
+size_t kv_table_bytes(const struct kv_params *p)
+{
+    int32_t n_layer[KV_GROUPS];
+    int64_t n_blocks[KV_GROUPS];
+    count_layers(p, n_layer);
+    count_blocks(p, n_layer, n_blocks);
+    const size_t per_seq = (size_t)ceil_div(p->n_ctx, p->block_tokens);
+    /* group, slot, window per layer; each sequence's chain and tables (both pools') */
+    size_t n = (size_t)p->n_layer * (sizeof(uint8_t) + 2 * sizeof(int32_t)) +
+               (size_t)p->n_seq * (sizeof(struct kv_seq) + per_seq * sizeof(uint64_t) +
+                                   KV_GROUPS * per_seq * sizeof(int32_t));
+    /* each pool's refcnt, free_ids, hash, tokens, LRU links and index */
+    for (int g = 0; g < KV_GROUPS; g++)
+        if (n_layer[g])
+            n += (size_t)n_blocks[g] * (4 * sizeof(int32_t) + sizeof(uint64_t) +
+                                        (size_t)p->block_tokens * sizeof(int32_t)) +
+                 u64map_bytes(n_blocks[g]);
+    return n;
+}
+
 size_t kv_retain_block_len(const struct kv_params *p)
 {
     int32_t n_layer[KV_GROUPS];
@@ -97,8 +134,31 @@ static void pool_free(struct kv_pool *p)
     memset(p, 0, sizeof *p);
 }
 
-static bool pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_host, int32_t n_blocks,
-                      const size_t block_len[2], int32_t block_tokens)
+/*
+ * Maps the pages of the first n_live blocks of every host layer's K and V
+ * now (the sequences' share; the blocks past it, the prefix cache's, come
+ * as they fill): the memory is the process's from the start, as the
+ * memory law counts it. Best effort, as in cpu.c.
+ */
+static void pool_populate(struct kv_pool *p, int64_t n_live)
+{
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int32_t l = 0; l < p->n_host; l++)
+        for (int w = 0; w < 2; w++) {
+            const uintptr_t a = (uintptr_t)p->mem + (size_t)l * (p->layer_len[0] + p->layer_len[1]) +
+                                (w ? p->layer_len[0] : 0);
+            const size_t len = (size_t)n_live * (p->layer_len[w] / (size_t)p->n_blocks);
+            const uintptr_t lo = a & ~(page - 1);
+            if (len)
+                madvise((void *)lo, len + (a - lo), MADV_POPULATE_WRITE);
+        }
+#endif
+}
+
+static bool pool_init(struct kv_pool *p, struct mem_acct *acct, int32_t n_layer, int32_t n_host,
+                      int32_t n_blocks, int32_t n_live, const size_t block_len[2],
+                      int32_t block_tokens)
 {
     p->n_layer      = n_layer;
     p->n_host       = n_host;
@@ -112,16 +172,20 @@ static bool pool_init(struct kv_pool *p, int32_t n_layer, int32_t n_host, int32_
         if (mem == MAP_FAILED)
             return false;
         p->mem = mem;
+        acct->b[MEM_KV] += p->mem_len;
+        pool_populate(p, n_live);
     }
-    p->refcnt    = calloc((size_t)n_blocks, sizeof *p->refcnt);
-    p->free_ids  = malloc((size_t)n_blocks * sizeof *p->free_ids);
-    p->hash      = calloc((size_t)n_blocks, sizeof *p->hash);
-    p->tokens    = malloc((size_t)n_blocks * (size_t)block_tokens * sizeof *p->tokens);
-    p->lru_prev  = malloc((size_t)n_blocks * sizeof *p->lru_prev);
-    p->lru_next  = malloc((size_t)n_blocks * sizeof *p->lru_next);
+    const size_t nb = (size_t)n_blocks;
+    p->refcnt    = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->refcnt);
+    p->free_ids  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->free_ids);
+    p->hash      = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->hash);
+    p->tokens    = acct_calloc(acct, MEM_OTHER, nb * (size_t)block_tokens, sizeof *p->tokens);
+    p->lru_prev  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_prev);
+    p->lru_next  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_next);
     if (!u64map_init(&p->index, n_blocks) || !p->refcnt || !p->free_ids || !p->hash ||
         !p->tokens || !p->lru_prev || !p->lru_next)
         return false;
+    acct->b[MEM_OTHER] += (size_t)p->index.cap * (sizeof *p->index.key + sizeof *p->index.val);
     /* lowest ids on top of the stack: early blocks are the first touched */
     for (int32_t i = 0; i < n_blocks; i++)
         p->free_ids[i] = n_blocks - 1 - i;
@@ -162,10 +226,11 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
     const int32_t per_seq  = ceil_div(p->n_ctx, p->block_tokens);
     int32_t n_layer[KV_GROUPS];
     count_layers(p, n_layer);
-    kv->group  = malloc((size_t)p->n_layer * sizeof *kv->group);
-    kv->slot   = malloc((size_t)p->n_layer * sizeof *kv->slot);
-    kv->window = malloc((size_t)p->n_layer * sizeof *kv->window);
-    kv->seqs   = calloc((size_t)p->n_seq, sizeof *kv->seqs);
+    struct mem_acct *a = &kv->acct;
+    kv->group  = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->group);
+    kv->slot   = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->slot);
+    kv->window = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->window);
+    kv->seqs   = acct_calloc(a, MEM_OTHER, (size_t)p->n_seq, sizeof *kv->seqs);
     if (!kv->group || !kv->slot || !kv->window || !kv->seqs)
         goto nomem;
     int32_t next[KV_GROUPS] = {0, 0};
@@ -177,7 +242,7 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
             kv->slot[l]  = -1;
             continue;
         }
-        kv->group[l] = (uint8_t)(win && n_layer[1] > 0);
+        kv->group[l] = (uint8_t)kv_group_of(p, l);
         kv->slot[l]  = !p->host || p->host[l] ? next[kv->group[l]]++ : -1;
     }
     int64_t n_blocks[KV_GROUPS];
@@ -191,17 +256,18 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
                         (long long)n_blocks[g], INT32_MAX / 2);
         }
     for (int g = 0; g < KV_GROUPS; g++) {
-        if (n_layer[g] > 0 && !pool_init(&kv->pool[g], n_layer[g], next[g], (int32_t)n_blocks[g],
-                                         block_len, p->block_tokens))
+        if (n_layer[g] > 0 &&
+            !pool_init(&kv->pool[g], a, n_layer[g], next[g], (int32_t)n_blocks[g],
+                       g ? p->n_blocks_swa : p->n_blocks, block_len, p->block_tokens))
             goto nomem;
         kv->pool[g].cap = p->retain ? p->n_retain : -1;
     }
     for (int32_t s = 0; s < p->n_seq; s++) {
         struct kv_seq *q = &kv->seqs[s];
-        if (!(q->chain = malloc((size_t)per_seq * sizeof *q->chain)))
+        if (!(q->chain = acct_calloc(a, MEM_OTHER, (size_t)per_seq, sizeof *q->chain)))
             goto nomem;
         for (int g = 0; g < KV_GROUPS; g++)
-            if (!(q->t[g].blocks = malloc((size_t)per_seq * sizeof(int32_t))))
+            if (!(q->t[g].blocks = acct_calloc(a, MEM_OTHER, (size_t)per_seq, sizeof(int32_t))))
                 goto nomem;
     }
     return HEARTH_OK;

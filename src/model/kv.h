@@ -53,6 +53,7 @@
 
 #include "hearth.h"
 #include "util/dtype.h"
+#include "util/memacct.h"
 #include "util/u64map.h"
 
 #define KV_GROUPS 2 /* full-attention layers, sliding-window layers */
@@ -147,6 +148,7 @@ struct kv_cache {
     bool (*fetch)(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
                   const int32_t *tokens);
     void *tier_arg;
+    struct mem_acct acct;    /* what kv_init allocated: the host pools' K/V, the tables */
 };
 
 /*
@@ -175,6 +177,15 @@ size_t kv_row_len(enum hearth_kv_type t, int64_t n);
 
 /* Bytes of K and V of every layer of each pool, host or not (the memory law's sum). */
 size_t kv_bytes(const struct kv_params *p);
+
+/* The pool of layer l under p (0 full, 1 window), KV_NONE for a layer that keeps no K/V. */
+int kv_group_of(const struct kv_params *p, int32_t l);
+
+/* Bytes of K and V of one layer in pool g (0 when the pool is absent). */
+size_t kv_layer_bytes(const struct kv_params *p, int g);
+
+/* Bytes of the cache's tables: block tables, chains, refcounts, the prefix index. */
+size_t kv_table_bytes(const struct kv_params *p);
 
 /* Bytes one retained block costs: K and V of every layer of each pool for block_tokens tokens. */
 size_t kv_retain_block_len(const struct kv_params *p);

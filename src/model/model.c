@@ -195,7 +195,7 @@ enum hearth_status model_get_vector(struct hearth_model *m, const char *name, in
                     "model: tensor %s has %lld x %lld elements but %lld were expected", name,
                     (long long)t->ne[0], (long long)(t->ne[1] * t->ne[2] * t->ne[3]),
                     (long long)n);
-    float *v = malloc((size_t)n * sizeof *v);
+    float *v = acct_calloc(&m->acct, MEM_WEIGHTS, (size_t)n, sizeof *v);
     if (!v)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory copying %s", name);
     if (!m->be->vector_to_f32((enum dtype)t->type, t->data, v, n)) {
@@ -392,6 +392,64 @@ void model_release_weight(const struct hearth_model *m, int32_t l, struct weight
         model_stage_of(m, l)->be->weight_release(w);
 }
 
+/*
+ * What a file's header says: the architecture, the hyperparameters and the
+ * layers' kinds (window, gated attention), m allocated by the caller.
+ */
+static enum hearth_status model_header(struct hearth_model *m, const char *path, bool mtp,
+                                       char *err, size_t err_len)
+{
+    enum hearth_status st;
+    if ((st = gguf_open(path, &m->gguf, err, err_len)))
+        return st;
+    m->fingerprint = gguf_fingerprint(m->gguf);
+    if (!gguf_get_str(m->gguf, "general.architecture", m->arch, sizeof m->arch))
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "model: general.architecture is missing or not a short string");
+    size_t a = 0, n_archs = sizeof archs / sizeof archs[0];
+    while (a < n_archs && strcmp(m->arch, archs[a].name))
+        a++;
+    if (a == n_archs)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, "
+                    "qwen3moe, qwen35moe, gemma3)",
+                    m->arch);
+    m->hp.rope_neox = archs[a].rope_neox;
+    m->want_mtp     = mtp;
+    if ((st = load_hparams(m, err, err_len)) ||
+        (archs[a].hparams && (st = archs[a].hparams(m, err, err_len))))
+        return st;
+    return HEARTH_OK;
+}
+
+enum hearth_status model_describe(const char *path, bool mtp, struct hearth_model **out,
+                                  char *err, size_t err_len)
+{
+    enum hearth_status st;
+    *out                   = NULL;
+    struct hearth_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
+    m->n_threads = 1;
+    if ((st = model_header(m, path, mtp, err, err_len)))
+        goto err;
+    enum gguf_vtype et;
+    uint64_t n      = 0;
+    const int64_t k = gguf_find_key(m->gguf, "tokenizer.ggml.tokens");
+    if (k < 0 || !gguf_kv_arr(m->gguf, k, &et, &n) || et != GGUF_STR || n < 1 ||
+        n > INT32_MAX) {
+        st = fail(HEARTH_EFORMAT, err, err_len,
+                  "model: tokenizer.ggml.tokens is missing or not a list of strings");
+        goto err;
+    }
+    m->hp.n_vocab = (int32_t)n;
+    *out          = m;
+    return HEARTH_OK;
+err:
+    hearth_model_free(m);
+    return st;
+}
+
 enum hearth_status hearth_model_load(const char *path, const struct hearth_model_params *params,
                                      struct hearth_model **out, char *err, size_t err_len)
 {
@@ -402,28 +460,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     if (!m)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
     m->n_threads = p.n_threads > 0 ? p.n_threads : 1;
-    if ((st = gguf_open(path, &m->gguf, err, err_len)))
-        goto err;
-    m->fingerprint = gguf_fingerprint(m->gguf);
-    if (!gguf_get_str(m->gguf, "general.architecture", m->arch, sizeof m->arch)) {
-        st = fail(HEARTH_EFORMAT, err, err_len,
-                  "model: general.architecture is missing or not a short string");
-        goto err;
-    }
-    size_t a = 0, n_archs = sizeof archs / sizeof archs[0];
-    while (a < n_archs && strcmp(m->arch, archs[a].name))
-        a++;
-    if (a == n_archs) {
-        st = fail(HEARTH_EUNSUPPORTED, err, err_len,
-                  "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, "
-                  "qwen3moe, qwen35moe, gemma3)",
-                  m->arch);
-        goto err;
-    }
-    m->hp.rope_neox = archs[a].rope_neox;
-    m->want_mtp     = p.mtp;
-    if ((st = load_hparams(m, err, err_len)) ||
-        (archs[a].hparams && (st = archs[a].hparams(m, err, err_len))) ||
+    if ((st = model_header(m, path, p.mtp, err, err_len)) ||
         (st = model_place(m, &p, err, err_len)) ||
         (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
         goto err;
@@ -501,6 +538,13 @@ void hearth_model_free(struct hearth_model *m)
     gguf_close(m->gguf);
     free(m->chat_template);
     free(m);
+}
+
+void hearth_model_memory(const struct hearth_model *m, struct hearth_memory *out)
+{
+    struct mem_acct a = m->acct;
+    a.b[MEM_WEIGHTS] += m->weight_bytes;
+    mem_acct_public(&a, out);
 }
 
 int32_t hearth_model_n_vocab(const struct hearth_model *m) { return m->hp.n_vocab; }

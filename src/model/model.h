@@ -131,7 +131,8 @@ struct hearth_model {
     struct weight output;    /* (n_embd -> n_vocab); tok_embd when tied */
     struct layer *layers;    /* [n_layer + n_nextn]: the MTP blocks after the layers */
     int n_threads;
-    uint64_t weight_bytes;
+    uint64_t weight_bytes;   /* the file's bytes of every tensor loaded */
+    struct mem_acct acct;    /* the host's copies of the vectors (MEM_WEIGHTS) */
     uint64_t routed_bytes;   /* of those, the routed experts' stacks (MoE) */
     uint64_t matmul_macs;    /* multiply-adds of one row through every matrix it holds but
                                 the MTP head's, which runs in a context of its own */
@@ -190,6 +191,7 @@ struct hearth_context {
     int32_t *keep_first;     /* [n_seq] position of the first kept row, -1: none kept */
     int32_t *keep_n;         /* [n_seq] rows kept from keep_first on */
     float **keep_dup;        /* [n_batch] a row's kept copy when snap_rows[row] took it first */
+    struct mem_acct acct;    /* what this file and stages.c allocated for it directly */
 };
 
 /*
@@ -207,8 +209,24 @@ bool model_weight_supported(const struct hearth_model *m, enum dtype type);
 /* The first of the model's stage backends that does not run weights of type, or NULL. */
 const struct backend *model_weight_refuser(const struct hearth_model *m, enum dtype type);
 
+/*
+ * A model read from path's header alone (gguf_open validates the whole
+ * table, but no tensor is read): the architecture, the hyperparameters,
+ * the layers' kinds and n_vocab, enough for the memory law. No tokenizer,
+ * no weights, no placement; hearth_model_free frees it. mtp: as if loaded
+ * with its MTP head.
+ */
+enum hearth_status model_describe(const char *path, bool mtp, struct hearth_model **out,
+                                  char *err, size_t err_len);
+
 /* The stage of layer l (l = n_layer: the output's, the last). */
 const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l);
+
+/* Whether layer l is a recurrent (DeltaNet) mixer: known from the hyperparameters, before load. */
+static inline bool model_layer_is_dnet(const struct hearth_model *m, int32_t l)
+{
+    return m->hp.recurrent && l < m->hp.n_layer && !m->layers[l].attn_gated;
+}
 
 /*
  * Decides m->stage from p (n_gpu_layers, devices, layer_split; m->hp.n_layer

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 
 #include "model/kv.h"
+#include "util/memacct.h"
 
 struct entry {
     uint64_t key;   /* chain hash of the block ending at pos; 0 = not keyed (yet) */
@@ -33,12 +34,24 @@ struct snap_store {
     int32_t *cand;              /* [n_rows] rows ending a boundary, of one sequence */
     int32_t sim_cap;
     uint8_t *seen; /* [n_seq] */
+    struct mem_acct acct; /* what snap_new allocated */
 };
 
 size_t snap_bytes(int32_t n_seq, int32_t per_seq, int32_t n_cached, size_t state_len)
 {
     return ((size_t)n_seq * (size_t)per_seq + (size_t)(n_cached > 0 ? n_cached : 0)) * state_len *
            sizeof(float);
+}
+
+size_t snap_table_bytes(int32_t n_seq, int32_t per_seq, int32_t n_cached)
+{
+    const size_t cap = (size_t)n_seq * (size_t)per_seq + (size_t)(n_cached > 0 ? n_cached : 0);
+    return cap * (sizeof(struct entry) + sizeof(int32_t)) + (size_t)n_seq * (sizeof(int32_t) + 1);
+}
+
+const struct mem_acct *snap_acct(const struct snap_store *s)
+{
+    return &s->acct;
 }
 
 struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, int32_t n_cached, size_t state_len)
@@ -60,10 +73,15 @@ struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, int32_t n_cached, si
         return NULL;
     }
     s->mem   = mem;
-    s->e     = calloc((size_t)s->cap, sizeof *s->e);
-    s->own   = malloc((size_t)s->cap * sizeof *s->own);
-    s->n_own = calloc((size_t)n_seq, sizeof *s->n_own);
-    s->seen  = calloc((size_t)n_seq, 1);
+    s->acct.b[MEM_KV] += s->mem_len;
+#ifdef MADV_POPULATE_WRITE
+    /* the sequences' own share now, as kv.c maps theirs; the cached ones come as they fill */
+    madvise(mem, (size_t)n_seq * (size_t)per_seq * state_len * sizeof(float), MADV_POPULATE_WRITE);
+#endif
+    s->e     = acct_calloc(&s->acct, MEM_OTHER, (size_t)s->cap, sizeof *s->e);
+    s->own   = acct_calloc(&s->acct, MEM_OTHER, (size_t)s->cap, sizeof *s->own);
+    s->n_own = acct_calloc(&s->acct, MEM_OTHER, (size_t)n_seq, sizeof *s->n_own);
+    s->seen  = acct_calloc(&s->acct, MEM_OTHER, (size_t)n_seq, 1);
     if (!s->e || !s->own || !s->n_own || !s->seen) {
         snap_free(s);
         return NULL;

@@ -32,11 +32,19 @@
 
 #include "hearth.h"
 
+struct mem_acct;
+
 struct kv_cache;
 struct snap_store;
 
 /* Bytes of state a store of n_seq x per_seq (+ n_cached) snapshots of state_len floats maps. */
 size_t snap_bytes(int32_t n_seq, int32_t per_seq, int32_t n_cached, size_t state_len);
+
+/* Bytes of a store's tables (entries, owners), beside its snapshots. */
+size_t snap_table_bytes(int32_t n_seq, int32_t per_seq, int32_t n_cached);
+
+/* What the store allocated, by kind (util/memacct.h). */
+const struct mem_acct *snap_acct(const struct snap_store *s);
 
 /*
  * A store for n_seq sequences, per_seq >= 1 snapshots each; n_cached >= 0:

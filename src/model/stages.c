@@ -327,10 +327,12 @@ enum hearth_status stages_init(struct hearth_context *ctx, char *err, size_t err
     const struct hearth_model *m = ctx->model;
     /* an MTP context is one stage: the head, where the output runs */
     ctx->n_stage = ctx->p.mtp ? 1 : m->n_stage;
-    if (!(ctx->stages = calloc((size_t)ctx->n_stage, sizeof *ctx->stages)))
+    struct mem_acct *a = &ctx->acct;
+    if (!(ctx->stages = acct_calloc(a, MEM_OTHER, (size_t)ctx->n_stage, sizeof *ctx->stages)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
-    if (ctx->n_stage > 1 && !(ctx->x_host = malloc((size_t)ctx->p.n_batch * m->hp.n_embd *
-                                                   sizeof(float))))
+    if (ctx->n_stage > 1 &&
+        !(ctx->x_host = acct_calloc(a, MEM_COMPUTE, (size_t)ctx->p.n_batch * m->hp.n_embd,
+                                    sizeof(float))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     ctx->p.n_batch);
     for (int32_t i = 0; i < ctx->n_stage; i++) {
@@ -356,8 +358,8 @@ enum hearth_status stages_init(struct hearth_context *ctx, char *err, size_t err
         s->state_off = ctx->state_len;
         ctx->state_len += s->state_len;
     }
-    if (ctx->state_len && !(ctx->snap_rows = calloc((size_t)ctx->p.n_batch,
-                                                    sizeof *ctx->snap_rows)))
+    if (ctx->state_len && !(ctx->snap_rows = acct_calloc(a, MEM_OTHER, (size_t)ctx->p.n_batch,
+                                                         sizeof *ctx->snap_rows)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     return HEARTH_OK;
 }

@@ -19,12 +19,25 @@ struct u64map {
     uint32_t cap;  /* a power of two */
 };
 
+/* The table's entries for at most most keys. */
+static inline uint32_t u64map_cap(int64_t most)
+{
+    uint32_t cap = 16;
+    while (cap < 2 * most && cap < (1u << 31))
+        cap *= 2;
+    return cap;
+}
+
+/* Bytes the table of a map for at most most keys holds. */
+static inline size_t u64map_bytes(int64_t most)
+{
+    return (size_t)u64map_cap(most) * (sizeof(uint64_t) + sizeof(int32_t));
+}
+
 /* false when out of memory (m is then empty and freeable). */
 static inline bool u64map_init(struct u64map *m, int64_t most)
 {
-    m->cap = 16;
-    while (m->cap < 2 * most && m->cap < (1u << 31))
-        m->cap *= 2;
+    m->cap = u64map_cap(most);
     m->key = calloc(m->cap, sizeof *m->key);
     m->val = malloc(m->cap * sizeof *m->val);
     return m->key && m->val;

@@ -1,0 +1,230 @@
+/*
+ * test_fit.c: `hearth fit` and the check `hearth serve` makes with the same
+ * law before it loads. A damaged file gets the GGUF reader's message and
+ * exit 1; --check exits 1 with the reason when a device is short and 0
+ * when not; --json's figures add up; -c max on a host of a given size
+ * (HEARTH_HOST_MEMORY, serve's test knob for the RAM free) is a context the
+ * server starts with, while one block more is refused before it loads; and
+ * a multi-device plan puts every layer somewhere, the output last.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "util/serveutil.h"
+#include "util/testutil.h"
+
+#define MODEL "stories260K.gguf"
+
+/* Runs hearth fit with args (NULL-terminated, at most 16); stdout and stderr malloc'd. */
+static int fit(const char *const *args, char **out, char **errout)
+{
+    const char *argv[24] = {tu_bin(), "fit"};
+    int n                = 2;
+    for (int i = 0; args[i] && n < 22; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return tu_run(argv, NULL, out, errout, 60);
+}
+
+static void test_damaged_file(void **state)
+{
+    TU_MODEL_OR_SKIP(path, MODEL);
+    char *dir = tu_tmpdir(), cut[512];
+    size_t len;
+    char *whole = tu_read_file(path, &len);
+    assert_non_null(whole);
+    snprintf(cut, sizeof cut, "%s/cut.gguf", dir);
+    assert_int_equal(tu_write_file(cut, whole, len / 3), 0);
+    char *out, *err, *ierr;
+    assert_int_equal(fit((const char *[]){cut, NULL}, &out, &err), 1);
+    /* the reader's own sentence, as `hearth inspect` prints it */
+    const char *iargv[] = {tu_bin(), "inspect", cut, NULL};
+    assert_int_equal(tu_run(iargv, NULL, NULL, &ierr, 60), 1);
+    const char *reason = strstr(ierr, ": ");
+    assert_non_null(reason);
+    assert_non_null(strstr(err, reason + 2));
+    assert_non_null(strstr(err, "hearth fit: "));
+    free(out), free(err), free(ierr), free(whole);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The JSON of a fit run that exits 0. */
+static cJSON *fit_json(const char *const *args)
+{
+    char *out, *err;
+    const int rc = fit(args, &out, &err);
+    if (rc)
+        print_message("hearth fit: %s\n", err);
+    assert_int_equal(rc, 0);
+    cJSON *j = cJSON_Parse(out);
+    assert_non_null(j);
+    free(out), free(err);
+    return j;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static void test_check_and_json(void **state)
+{
+    TU_MODEL_OR_SKIP(path, MODEL);
+    char *out, *err;
+    const char *small[] = {path, "-t", "1", "--device", "ram:1M", "--check", NULL};
+    assert_int_equal(fit(small, &out, &err), 1);
+    assert_non_null(strstr(err, "does not fit: ram would hold"));
+    free(out), free(err);
+    const char *unchecked[] = {path, "-t", "1", "--device", "ram:1M", NULL};
+    assert_int_equal(fit(unchecked, &out, &err), 0);
+    free(out), free(err);
+
+    cJSON *j = fit_json((const char *[]){path, "-t", "1", "-c", "256", "-np", "2", "--device",
+                                         "ram:1G", "--check", "--json", NULL});
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits")));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "runtime")->valuestring, "hearth");
+    assert_int_equal((int)num(j, "ctx_size"), 256);
+    assert_int_equal((int)num(j, "parallel"), 2);
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "devices"), 0);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(d, "name")->valuestring, "ram");
+    const double total = num(d, "total_bytes");
+    assert_true(num(d, "weights_bytes") > 0 && num(d, "kv_bytes") > 0);
+    assert_true(total == num(d, "weights_bytes") + num(d, "kv_bytes") + num(d, "compute_bytes") +
+                             num(d, "output_bytes") + num(d, "other_bytes"));
+    assert_true(num(d, "free_bytes") == num(d, "capacity_bytes") - total);
+    /* stories260K's 5 layers, all on the host */
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "layers")), 5);
+    /* K/V grows with the context, by whole blocks */
+    cJSON *j2 = fit_json((const char *[]){path, "-t", "1", "-c", "512", "-np", "2", "--device",
+                                          "ram:1G", "--json", NULL});
+    const cJSON *d2 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j2, "devices"), 0);
+    assert_true(num(d2, "kv_bytes") == 2 * num(d, "kv_bytes"));
+    cJSON_Delete(j), cJSON_Delete(j2);
+}
+
+static void test_ctx_max_is_what_serve_takes(void **state)
+{
+    TU_MODEL_OR_SKIP(path, MODEL);
+    /* a host whose memory binds below the training context (2048) at 64 slots */
+    const char *host = "22M";
+    char dev[64];
+    snprintf(dev, sizeof dev, "ram:%s", host);
+    cJSON *j = fit_json((const char *[]){path, "-t", "1", "-np", "64", "-ub", "64", "--device", dev,
+                                         "-c", "max", "--json", NULL});
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits")));
+    const int n = (int)num(j, "ctx_size");
+    cJSON_Delete(j);
+    assert_true(n > 0 && n < 2048 && n % 32 == 0);
+    setenv("HEARTH_HOST_MEMORY", host, 1);
+    char c_ok[16], c_more[16];
+    snprintf(c_ok, sizeof c_ok, "%d", n);
+    snprintf(c_more, sizeof c_more, "%d", n + 32);
+    /* one block more is refused before the load, with the figures */
+    const char *argv[] = {tu_bin(),      "serve", "-m", path,   "--port", "0",   "-t",
+                          "1",           "-np",   "64", "-b",   "64",     "-ub", "64",
+                          "--cache-ram", "0",     "-c", c_more, NULL};
+    char *err;
+    assert_int_equal(tu_run(argv, NULL, NULL, &err, 60), 1);
+    assert_non_null(strstr(err, "do not fit"));
+    assert_non_null(strstr(err, "hearth fit"));
+    free(err);
+    /* and the context fit found starts */
+    struct srv s;
+    char *log           = NULL;
+    const char *extra[] = {"-np",         "64", "-b", "64", "-ub", "64",
+                           "--cache-ram", "0",  "-c", c_ok, NULL};
+    const bool up       = srv_start_try(&s, path, extra, &log);
+    if (!up)
+        print_message("%s\n", log);
+    assert_true(up);
+    srv_stop(&s);
+    /* -c max in serve takes the same */
+    const char *extra_max[] = {"-np",         "64", "-b", "64",  "-ub", "64",
+                               "--cache-ram", "0",  "-c", "max", NULL};
+    assert_true(srv_start_try(&s, path, extra_max, &log));
+    char *slog = tu_read_file(s.log, NULL);
+    char want[64];
+    snprintf(want, sizeof want, "--ctx-size %d: the largest that fits", n);
+    assert_non_null(strstr(slog, want));
+    free(slog);
+    srv_stop(&s);
+    unsetenv("HEARTH_HOST_MEMORY");
+}
+
+/* The least free memory among the GPUs of a plan's JSON. */
+static double gpu_min_free(const cJSON *devs)
+{
+    double m = 1e300;
+    for (int i = 1; i < cJSON_GetArraySize(devs); i++) {
+        const double f = num(cJSON_GetArrayItem(devs, i), "free_bytes");
+        m              = f < m ? f : m;
+    }
+    return m;
+}
+
+static void test_devices_split(void **state)
+{
+    TU_MODEL_OR_SKIP(path, MODEL);
+    /* unequal GPUs: every layer placed once, in order, the output where the last layer is;
+     * --balance leaves the GPUs at least as much free memory as the proportional split */
+    const char *args[] = {path,       "-t",     "1",        "-c",      "256",
+                          "--device", "ram:1G", "--device", "gpu0:5M", "--device",
+                          "gpu1:4M",  "--json", NULL};
+    double min_free[2];
+    for (int balance = 0; balance < 2; balance++) {
+        const char *a[16];
+        int k = 0;
+        for (; args[k]; k++)
+            a[k] = args[k];
+        if (balance)
+            a[k++] = "--balance";
+        a[k]     = NULL;
+        cJSON *j = fit_json(a);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits")));
+        const cJSON *devs = cJSON_GetObjectItemCaseSensitive(j, "devices");
+        assert_int_equal(cJSON_GetArraySize(devs), 3);
+        int next = 0, outputs = 0;
+        for (int i = 0; i < 3; i++) {
+            const cJSON *d = cJSON_GetArrayItem(devs, i), *l;
+            const bool out = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(d, "output"));
+            cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(d, "layers"))
+                assert_int_equal((int)l->valuedouble, next++);
+            outputs += out;
+            if (out)
+                assert_int_equal(next, 5);
+        }
+        assert_int_equal(next, 5);
+        assert_int_equal(outputs, 1);
+        min_free[balance] = gpu_min_free(devs);
+        cJSON_Delete(j);
+    }
+    assert_true(min_free[1] >= min_free[0]);
+    /* a configuration that cannot fit anywhere: exit 1 and the device short */
+    char *out, *err;
+    const char *none[] = {path,       "-t",      "1",       "--device", "ram:2M",
+                          "--device", "gpu0:1M", "--check", NULL};
+    assert_int_equal(fit(none, &out, &err), 1);
+    assert_non_null(strstr(err, "does not fit"));
+    free(out), free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_damaged_file, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_check_and_json, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_ctx_max_is_what_serve_takes, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_devices_split, srv_kill_leftovers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
