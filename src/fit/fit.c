@@ -232,9 +232,10 @@ enum hearth_status fit_plan(const struct fit_params *p, struct fit_plan *out, ch
     enum hearth_status st;
     if ((st = model_describe(p->model, false, &pl.m, err, err_len)))
         return st;
-    if (p->draft && (st = model_describe(p->draft, false, &pl.draft, err, err_len))) {
+    char why[HEARTH_ERR_MAX];
+    if (p->draft && (st = model_describe(p->draft, false, &pl.draft, why, sizeof why))) {
         hearth_model_free(pl.m);
-        return st;
+        return fail(st, err, err_len, "--model-draft %.200s: %s", p->draft, why);
     }
     for (int w = 0; w < 2; w++) {
         const enum hearth_kv_type t = w ? p->kv_type_v : p->kv_type;

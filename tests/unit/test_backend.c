@@ -40,11 +40,18 @@ static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    f->m.hp = (struct hparams){.n_vocab = VOCAB, .n_embd = D, .n_layer = 1, .n_head = 2,
-                               .n_head_kv = 1, .head_dim = 32, .n_ff = FF, .norm_eps = 1e-5f,
-                               .embd_scale = 2.0f, .logit_softcap = 3.0f};
-    f->m.be       = backend_cpu();
-    f->m.n_stage  = 1;
+    f->m.hp      = (struct hparams){.n_vocab       = VOCAB,
+                                    .n_embd        = D,
+                                    .n_layer       = 1,
+                                    .n_head        = 2,
+                                    .n_head_kv     = 1,
+                                    .head_dim      = 32,
+                                    .n_ff          = FF,
+                                    .norm_eps      = 1e-5f,
+                                    .embd_scale    = 2.0f,
+                                    .logit_softcap = 3.0f};
+    f->m.be      = backend_cpu();
+    f->m.n_stage = 1;
     /* the output alone: the fixture has no layers for a stage to look at */
     f->m.stage[0] = (struct stage_place){.be = backend_cpu(), .l0 = 0, .l1 = 0};
     f->stage      = (struct stage){.place = &f->m.stage[0], .embed = true, .output = true};
@@ -54,14 +61,17 @@ static int setup(void **state)
         for (int i = 0; i < D; i++)
             f->embd[v][i] = sinf((float)(v * D + i));
     f->m.output_norm = f->norm;
-    f->m.tok_embd = (struct weight){.type = DTYPE_F32, .n_in = D, .n_out = VOCAB,
-                                    .row_len = D * sizeof(float), .data = f->embd};
-    f->ctx.model   = &f->m;
-    f->ctx.st      = &f->stage;
-    f->ctx.stages  = &f->stage;
-    f->ctx.n_stage = 1;
-    f->ctx.p = (struct hearth_context_params){.n_ctx = 16, .n_seq_max = 1, .n_batch = NB,
-                                              .kv_block = 16, .n_threads = 2};
+    f->m.tok_embd    = (struct weight){.type    = DTYPE_F32,
+                                       .n_in    = D,
+                                       .n_out   = VOCAB,
+                                       .row_len = D * sizeof(float),
+                                       .data    = f->embd};
+    f->ctx.model     = &f->m;
+    f->ctx.st        = &f->stage;
+    f->ctx.stages    = &f->stage;
+    f->ctx.n_stage   = 1;
+    f->ctx.p         = (struct hearth_context_params){
+                .n_ctx = 16, .n_seq_max = 1, .n_batch = NB, .kv_block = 16, .n_threads = 2};
     char err[HEARTH_ERR_MAX];
     assert_int_equal(f->m.be->ctx_init(&f->ctx, err, sizeof err), HEARTH_OK);
     *state = f;
@@ -87,25 +97,39 @@ static float input(int t, int i)
 /* Every entry of b is filled; the table's size says when a new entry is not listed here. */
 static void table_complete(const struct backend *b)
 {
-    const void *entries[] = {
-        (const void *)b->device_memory,
-        (const void *)b->weight_supported, (const void *)b->moe_supported,
-        (const void *)b->layer_supported,  (const void *)b->vector_to_f32,
-        (const void *)b->weight_prepare,   (const void *)b->weight_release,
-        (const void *)b->ctx_init,         (const void *)b->ctx_free,
-        (const void *)b->seq_reset,        (const void *)b->state_len,
-        (const void *)b->state_load,       (const void *)b->state_save_rows,
-        (const void *)b->kv_copy,          (const void *)b->batch_begin,
-        (const void *)b->residual_get,     (const void *)b->residual_set,
-        (const void *)b->embed,            (const void *)b->rmsnorm,
-        (const void *)b->matmul,           (const void *)b->qkv_store,
-        (const void *)b->attention,        (const void *)b->gated_act,
-        (const void *)b->add,              (const void *)b->moe,
-        (const void *)b->deltanet,         (const void *)b->gather,
-        (const void *)b->softcap,          (const void *)b->logits};
+    const void *entries[] = {(const void *)b->device_memory,
+                             (const void *)b->weight_supported,
+                             (const void *)b->moe_supported,
+                             (const void *)b->layer_supported,
+                             (const void *)b->vector_to_f32,
+                             (const void *)b->weight_prepare,
+                             (const void *)b->weight_release,
+                             (const void *)b->ctx_init,
+                             (const void *)b->ctx_free,
+                             (const void *)b->seq_reset,
+                             (const void *)b->state_len,
+                             (const void *)b->state_load,
+                             (const void *)b->state_save_rows,
+                             (const void *)b->kv_copy,
+                             (const void *)b->batch_begin,
+                             (const void *)b->residual_get,
+                             (const void *)b->residual_set,
+                             (const void *)b->embed,
+                             (const void *)b->rmsnorm,
+                             (const void *)b->matmul,
+                             (const void *)b->qkv_store,
+                             (const void *)b->attention,
+                             (const void *)b->gated_act,
+                             (const void *)b->add,
+                             (const void *)b->moe,
+                             (const void *)b->deltanet,
+                             (const void *)b->gather,
+                             (const void *)b->softcap,
+                             (const void *)b->logits};
     /* the table's size over pointer size counts the name and the flags (kv_host, moe_stacks,
-     * one word) too, and nextn_input, the one optional entry: a new entry must be listed */
-    assert_int_equal(sizeof entries / sizeof entries[0] + 3, sizeof *b / sizeof(void *));
+     * one word) too, and the two optional entries, nextn_input and ctx_memory (a host
+     * backend's count of its buffers): a new entry must be listed */
+    assert_int_equal(sizeof entries / sizeof entries[0] + 4, sizeof *b / sizeof(void *));
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
         assert_non_null(entries[i]);
 }
@@ -118,6 +142,7 @@ static void test_cpu_table_is_complete(void **state)
     assert_true(b->kv_host);
     assert_false(b->moe_stacks);
     assert_non_null(b->nextn_input); /* the MTP head runs on the CPU */
+    assert_non_null(b->ctx_memory);  /* its buffers are host memory, which the law predicts */
     assert_true(b->weight_supported(DTYPE_Q4_0));
     assert_false(b->weight_supported(DTYPE_Q8_K)); /* an activation type only */
 }
@@ -168,7 +193,7 @@ static void test_unknown_backend_falls_back_to_cpu(void **state)
 static struct weight q4_0_weight(int64_t n_out)
 {
     const size_t row_len = dtype_row_len(DTYPE_Q4_0, D);
-    uint8_t *data = malloc((size_t)n_out * row_len);
+    uint8_t *data        = malloc((size_t)n_out * row_len);
     assert_non_null(data);
     float row[D];
     for (int64_t r = 0; r < n_out; r++) {
@@ -176,8 +201,8 @@ static struct weight q4_0_weight(int64_t n_out)
             row[i] = sinf((float)(r * 17 + i * 3)) * 0.1f;
         assert_true(quant_row(DTYPE_Q4_0, row, data + r * row_len, D));
     }
-    return (struct weight){.type = DTYPE_Q4_0, .n_in = D, .n_out = n_out, .row_len = row_len,
-                           .data = data};
+    return (struct weight){
+        .type = DTYPE_Q4_0, .n_in = D, .n_out = n_out, .row_len = row_len, .data = data};
 }
 
 static void set_rows(struct hearth_context *ctx, enum act a, int64_t width)
@@ -190,7 +215,7 @@ static void set_rows(struct hearth_context *ctx, enum act a, int64_t width)
 
 static void test_packed_matmul_keeps_the_bits(void **state)
 {
-    struct fixture *f = *state;
+    struct fixture *f        = *state;
     const struct backend *be = f->m.be;
     char err[HEARTH_ERR_MAX];
     /* the buffer is under a page, so packing releases none of it and both copies stay readable */
@@ -235,15 +260,15 @@ static void test_packed_matmul_keeps_the_bits(void **state)
 
 static void test_prev_requantizes_for_another_type(void **state)
 {
-    struct fixture *f = *state;
+    struct fixture *f        = *state;
     const struct backend *be = f->m.be;
-    struct weight q = q4_0_weight(FF);
-    float *wf = malloc(sizeof(float) * FF * D);
+    struct weight q          = q4_0_weight(FF);
+    float *wf                = malloc(sizeof(float) * FF * D);
     assert_non_null(wf);
     for (int i = 0; i < FF * D; i++)
         wf[i] = cosf((float)i) * 0.1f;
-    const struct weight w32 = {.type = DTYPE_F32, .n_in = D, .n_out = FF,
-                               .row_len = D * sizeof(float), .data = wf};
+    const struct weight w32 = {
+        .type = DTYPE_F32, .n_in = D, .n_out = FF, .row_len = D * sizeof(float), .data = wf};
     set_rows(&f->ctx, ACT_XB, D);
     float alone[NB * FF];
     be->matmul(&f->ctx, &q, ACT_XB, ACT_HB, NB, NULL);
@@ -261,8 +286,8 @@ static void test_prev_requantizes_for_another_type(void **state)
 
 static void test_row_operations(void **state)
 {
-    struct fixture *f = *state;
-    const struct backend *be = f->m.be;
+    struct fixture *f          = *state;
+    const struct backend *be   = f->m.be;
     const hearth_token tok[NB] = {3, 0, 15, 3};
     const int32_t pos[NB] = {0, 1, 2, 3}, seq[NB] = {0};
     const struct hearth_batch b = {NB, tok, pos, seq, NULL};
@@ -274,15 +299,15 @@ static void test_row_operations(void **state)
 
     be->rmsnorm(&f->ctx, ACT_XB, ACT_X, -1, NORM_OUTPUT, NB);
     const float *xb = cpu_act(&f->ctx, ACT_XB);
-    float max_err = 0.0f;
+    float max_err   = 0.0f;
     for (int t = 0; t < NB; t++) {
         double ss = 0;
         for (int i = 0; i < D; i++)
             ss += (double)x[t * D + i] * x[t * D + i];
         const double scale = 1.0 / sqrt(ss / D + 1e-5);
         for (int i = 0; i < D; i++)
-            max_err = fmaxf(max_err, fabsf(xb[t * D + i] -
-                                           (float)(x[t * D + i] * scale * f->norm[i])));
+            max_err =
+                fmaxf(max_err, fabsf(xb[t * D + i] - (float)(x[t * D + i] * scale * f->norm[i])));
     }
     assert_true(max_err < 1e-5f);
 
