@@ -29,7 +29,8 @@ static void usage(FILE *fp)
         {"-np, --parallel N", "slots (default 4)"},
         {"-ub, --ubatch-size N", "tokens per micro-batch (default 512)"},
         {"-t, --threads N", "threads (default: the CPUs this process may use)"},
-        {"--cache-ram BYTES", "the prefix cache's cap beyond the slots (8G, 512M; default 0)"},
+        {"--cache-ram BYTES", "the prefix cache's cap beyond the slots (8G, 512M; default, as"},
+        {"", "serve's: a quarter of the host's memory, 0 with a GPU)"},
         {"--ctx-checkpoints N", "recurrent models: state snapshots per slot (default 8)"},
         {"--model-draft FILE", "a draft model, run on the host"},
         {"--device NAME:BYTES", "a device and its memory; ram is the host (default: ram with"},
@@ -48,8 +49,9 @@ static void usage(FILE *fp)
 
 static void print_table(const struct fit_params *p, const struct fit_plan *pl)
 {
-    printf("context %d tokens x %d slots, micro-batch %d, K/V %s/%s\n", pl->n_ctx, p->n_parallel,
-           p->n_ubatch, hearth_kv_type_name(p->kv_type), hearth_kv_type_name(p->kv_type_v));
+    printf("context %d tokens x %d slots, micro-batch %d, K/V %s/%s, prefix cache %.1f MiB\n",
+           pl->n_ctx, p->n_parallel, p->n_ubatch, hearth_kv_type_name(p->kv_type),
+           hearth_kv_type_name(p->kv_type_v), MIB(p->cache_ram > 0 ? p->cache_ram : 0));
     printf("%-10s %10s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", "device", "capacity",
            "weights", "kv", "compute", "output", "other", "total", "free", "floor", "layers");
     for (int32_t i = 0; i < pl->n_dev; i++) {
@@ -126,7 +128,7 @@ static bool parse_device(const char *v, struct fit_device *d)
 int cmd_fit(int argc, char **argv)
 {
     struct fit_params p = {
-        .n_parallel = 4, .n_ubatch = 512, .kv_block = 32, .cache_ram = 0, .n_state_snapshots = 8};
+        .n_parallel = 4, .n_ubatch = 512, .kv_block = 32, .cache_ram = -1, .n_state_snapshots = 8};
     long n_ctx = 0, parallel = 4, ubatch = 512, threads = default_threads(), ckpt = 8;
     bool check = false, json = false, have_host = false;
     struct cache_types ct = {0};
@@ -226,6 +228,8 @@ int cmd_fit(int argc, char **argv)
         }
         p.dev[0] = (struct fit_device){.name = "ram", .capacity = avail, .host = true};
     }
+    if (p.cache_ram < 0) /* serve's default: a quarter of the RAM free, none with a GPU */
+        p.cache_ram = n_gpu ? 0 : (int64_t)(p.dev[0].capacity / 4);
     p.n_dev = 1 + n_gpu;
     memcpy(&p.dev[1], gpus, (size_t)n_gpu * sizeof gpus[0]);
     p.n_ctx             = (int32_t)n_ctx;

@@ -90,7 +90,7 @@ static void test_check_and_json(void **state)
     free(out), free(err);
 
     cJSON *j = fit_json((const char *[]){path, "-t", "1", "-c", "256", "-np", "2", "--device",
-                                         "ram:1G", "--check", "--json", NULL});
+                                         "ram:1G", "--cache-ram", "0", "--check", "--json", NULL});
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits")));
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "runtime")->valuestring, "hearth");
     assert_int_equal((int)num(j, "ctx_size"), 256);
@@ -106,7 +106,7 @@ static void test_check_and_json(void **state)
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "layers")), 5);
     /* K/V grows with the context, by whole blocks */
     cJSON *j2 = fit_json((const char *[]){path, "-t", "1", "-c", "512", "-np", "2", "--device",
-                                          "ram:1G", "--json", NULL});
+                                          "ram:1G", "--cache-ram", "0", "--json", NULL});
     const cJSON *d2 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j2, "devices"), 0);
     assert_true(num(d2, "kv_bytes") == 2 * num(d, "kv_bytes"));
     cJSON_Delete(j), cJSON_Delete(j2);
@@ -120,7 +120,7 @@ static void test_ctx_max_is_what_serve_takes(void **state)
     char dev[64];
     snprintf(dev, sizeof dev, "ram:%s", host);
     cJSON *j = fit_json((const char *[]){path, "-t", "1", "-np", "64", "-ub", "64", "--device", dev,
-                                         "-c", "max", "--json", NULL});
+                                         "-c", "max", "--cache-ram", "0", "--json", NULL});
     assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits")));
     const int n = (int)num(j, "ctx_size");
     cJSON_Delete(j);
