@@ -78,9 +78,7 @@ static enum hearth_status weight_prepare(struct weight *w, enum weight_use use, 
      * those. Best effort: a kernel before 5.14 refuses, and the pages fault
      * as before.
      */
-#ifdef MADV_POPULATE_WRITE
-    madvise(dst, len, MADV_POPULATE_WRITE);
-#endif
+    mem_populate(dst, len);
 #ifdef MADV_POPULATE_READ
     madvise((void *)(src & ~(page - 1)), len + (src & (page - 1)), MADV_POPULATE_READ);
 #endif

@@ -18,16 +18,6 @@
 
 #define MIB(x) ((double)(x) / (1 << 20))
 
-/* The layer a tensor name belongs to ("blk.12.attn_q.weight": 12), or -1. */
-static int32_t tensor_layer(const char *name)
-{
-    if (strncmp(name, "blk.", 4))
-        return -1;
-    char *end;
-    const long l = strtol(name + 4, &end, 10);
-    return end != name + 4 && *end == '.' && l >= 0 && l < (1 << 30) ? (int32_t)l : -1;
-}
-
 void budget_weights(struct hearth_model *m)
 {
     struct stage_place *first = &m->stage[0], *last = &m->stage[m->n_stage - 1];
@@ -35,7 +25,7 @@ void budget_weights(struct hearth_model *m)
         m->stage[i].weight_bytes = 0;
     for (int64_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
         const struct gguf_tensor *t = gguf_tensor(m->gguf, i);
-        const int32_t l             = tensor_layer(t->name);
+        const int32_t l             = memlaw_tensor_layer(t->name);
         if (l >= 0 && l < m->hp.n_layer)
             ((struct stage_place *)model_stage_of(m, l))->weight_bytes += t->size;
         else if (!strcmp(t->name, "token_embd.weight"))

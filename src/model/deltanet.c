@@ -106,6 +106,9 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
     hp->last_layer_all_rows = true;
     for (int32_t i = 0; i < hp->n_layer; i++)
         m->layers[i].attn_gated = (uint32_t)(i + 1) % every == 0;
+    /* the MTP blocks after them are gated attention layers (load_nextn loads the first) */
+    for (int32_t i = hp->n_layer; i < hp->n_layer + hp->n_nextn; i++)
+        m->layers[i].attn_gated = true;
     return HEARTH_OK;
 }
 

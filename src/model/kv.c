@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "util/errfmt.h"
 
@@ -138,22 +137,15 @@ static void pool_free(struct kv_pool *p)
  * Maps the pages of the first n_live blocks of every host layer's K and V
  * now (the sequences' share; the blocks past it, the prefix cache's, come
  * as they fill): the memory is the process's from the start, as the
- * memory law counts it. Best effort, as in cpu.c.
+ * memory law counts it.
  */
 static void pool_populate(struct kv_pool *p, int64_t n_live)
 {
-#ifdef MADV_POPULATE_WRITE
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (int32_t l = 0; l < p->n_host; l++)
-        for (int w = 0; w < 2; w++) {
-            const uintptr_t a = (uintptr_t)p->mem + (size_t)l * (p->layer_len[0] + p->layer_len[1]) +
-                                (w ? p->layer_len[0] : 0);
-            const size_t len = (size_t)n_live * (p->layer_len[w] / (size_t)p->n_blocks);
-            const uintptr_t lo = a & ~(page - 1);
-            if (len)
-                madvise((void *)lo, len + (a - lo), MADV_POPULATE_WRITE);
-        }
-#endif
+        for (int w = 0; w < 2; w++)
+            mem_populate(p->mem + (size_t)l * (p->layer_len[0] + p->layer_len[1]) +
+                             (w ? p->layer_len[0] : 0),
+                         (size_t)n_live * (p->layer_len[w] / (size_t)p->n_blocks));
 }
 
 static bool pool_init(struct kv_pool *p, struct mem_acct *acct, int32_t n_layer, int32_t n_host,

@@ -150,8 +150,7 @@ static int32_t stage_index(const struct memlaw_stage *st, int32_t n_stage, int32
     return n_stage - 1;
 }
 
-/* The layer a tensor name belongs to ("blk.12.attn_q.weight": 12), or -1. */
-static int32_t tensor_layer(const char *name)
+int32_t memlaw_tensor_layer(const char *name)
 {
     if (strncmp(name, "blk.", 4))
         return -1;
@@ -172,7 +171,7 @@ void memlaw_weights(const struct hearth_model *m, const struct memlaw_stage *st,
         memset(&w[i], 0, sizeof w[i]);
     for (int64_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
         const struct gguf_tensor *t = gguf_tensor(m->gguf, i);
-        const int32_t l             = tensor_layer(t->name);
+        const int32_t l             = memlaw_tensor_layer(t->name);
         int32_t s;
         if (l >= 0 && l < n_layer)
             s = stage_index(st, n_stage, l);
@@ -268,12 +267,12 @@ static void cpu_stage(const struct hearth_model *m, const struct hearth_context_
         c.x + c.xb + c.q + c.kx + c.vx + c.att + c.hb + c.hb2 + c.scores + c.act + c.act_sum + c.eh;
     a->b[MEM_OUTPUT] += c.logits;
     /* a stage with gated attention keeps the DeltaNet buffers for its q and gate rows */
-    bool moe = false, gated = false;
+    const bool moe = hp->n_expert > 0 && s->l1 > s->l0;
+    bool gated     = false;
     int32_t n_dnet = 0;
     for (int32_t l = s->l0; l < s->l1; l++) {
-        moe |= hp->n_expert > 0;
         n_dnet += model_layer_is_dnet(m, l);
-        gated |= m->layers[l].attn_gated || (p->mtp && l == hp->n_layer);
+        gated |= m->layers[l].attn_gated;
     }
     if (moe) {
         struct memlaw_moe_scratch e;

@@ -72,6 +72,9 @@ struct memlaw_stage {
  */
 int32_t memlaw_stages_of(const struct hearth_model *m, bool mtp, struct memlaw_stage *out);
 
+/* The layer a tensor name belongs to ("blk.12.attn_q.weight": 12), or -1. */
+int32_t memlaw_tensor_layer(const char *name);
+
 /*
  * The weights each stage holds as loaded, from the tensor table (every
  * blk.L.* of its layers, token_embd on the first, output and output_norm

@@ -295,7 +295,6 @@ static enum hearth_status load_nextn(struct hearth_model *m, char *err, size_t e
                     "model: an MTP head with its own embedding or output matrix (%s) is not "
                     "supported yet", gguf_find_tensor(m->gguf, emb) ? emb : head);
     struct layer *L = &m->layers[il];
-    L->attn_gated   = true;
     L->rope_base    = hp->rope_base;
     m->has_mtp      = true; /* from here on hearth_model_free releases the layer */
     enum hearth_status st;

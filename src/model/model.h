@@ -225,7 +225,7 @@ const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l
 /* Whether layer l is a recurrent (DeltaNet) mixer: known from the hyperparameters, before load. */
 static inline bool model_layer_is_dnet(const struct hearth_model *m, int32_t l)
 {
-    return m->hp.recurrent && l < m->hp.n_layer && !m->layers[l].attn_gated;
+    return m->hp.recurrent && !m->layers[l].attn_gated;
 }
 
 /*

@@ -74,10 +74,8 @@ struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, int32_t n_cached, si
     }
     s->mem   = mem;
     s->acct.b[MEM_KV] += s->mem_len;
-#ifdef MADV_POPULATE_WRITE
     /* the sequences' own share now, as kv.c maps theirs; the cached ones come as they fill */
-    madvise(mem, (size_t)n_seq * (size_t)per_seq * state_len * sizeof(float), MADV_POPULATE_WRITE);
-#endif
+    mem_populate(mem, (size_t)n_seq * (size_t)per_seq * state_len * sizeof(float));
     s->e     = acct_calloc(&s->acct, MEM_OTHER, (size_t)s->cap, sizeof *s->e);
     s->own   = acct_calloc(&s->acct, MEM_OTHER, (size_t)s->cap, sizeof *s->own);
     s->n_own = acct_calloc(&s->acct, MEM_OTHER, (size_t)n_seq, sizeof *s->n_own);

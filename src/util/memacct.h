@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "hearth.h"
 
@@ -56,6 +58,23 @@ static inline void mem_acct_public(const struct mem_acct *a, struct hearth_memor
     out->compute = a->b[MEM_COMPUTE];
     out->output  = a->b[MEM_OUTPUT];
     out->other   = a->b[MEM_OTHER];
+}
+
+/*
+ * Maps the pages of [p, p + n) now, written (p need not be page-aligned),
+ * rather than as they are first touched. Best effort: a kernel before 5.14
+ * refuses, and the pages fault as before.
+ */
+static inline void mem_populate(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a = (uintptr_t)p, lo = a & ~(page - 1);
+    if (n)
+        madvise((void *)lo, n + (a - lo), MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)n;
+#endif
 }
 
 /* malloc(n), counted under k and its pages touched (zeroed); NULL when refused. */
