@@ -218,6 +218,35 @@ static void test_devices_split(void **state)
     free(out), free(err);
 }
 
+/* Options it cannot take are a usage error (exit 2) naming what was wrong, never a plan. */
+static void test_bad_options(void **state)
+{
+    TU_MODEL_OR_SKIP(path, MODEL);
+    static const struct {
+        const char *opt, *val, *says;
+    } cases[] = {
+        {"--device", "ram", "NAME:BYTES"},          {"--device", ":8G", "NAME:BYTES"},
+        {"--device", "ram:lots", "expects a size"}, {"-c", "most", "expects"},
+        {"--floor", "-1", "expects a size"},        {"-np", "0", "expects"},
+        {"--bogus", NULL, "unknown option"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out, *err;
+        const char *args[] = {path, cases[i].opt, cases[i].val, NULL};
+        assert_int_equal(fit(args, &out, &err), 2);
+        if (!strstr(err, cases[i].says))
+            print_message("%s %s: %s\n", cases[i].opt, cases[i].val ? cases[i].val : "", err);
+        assert_non_null(strstr(err, cases[i].says));
+        assert_string_equal(out, "");
+        free(out), free(err);
+    }
+    char *out, *err;
+    const char *twice[] = {path, "--device", "ram:1G", "--device", "ram:2G", NULL};
+    assert_int_equal(fit(twice, &out, &err), 2);
+    assert_non_null(strstr(err, "given twice"));
+    free(out), free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +254,7 @@ int main(void)
         cmocka_unit_test_teardown(test_check_and_json, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_ctx_max_is_what_serve_takes, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_devices_split, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_bad_options, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
