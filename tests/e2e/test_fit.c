@@ -176,7 +176,7 @@ static void test_devices_split(void **state)
 {
     TU_MODEL_OR_SKIP(path, MODEL);
     /* unequal GPUs: every layer placed once, in order, the output where the last layer is;
-     * --balance leaves the GPUs at least as much free memory as the proportional split */
+     * --balance leaves the GPUs more free memory than the proportional split does here */
     const char *args[] = {path,       "-t",     "1",        "-c",      "256",
                           "--device", "ram:1G", "--device", "gpu0:5M", "--device",
                           "gpu1:4M",  "--json", NULL};
@@ -208,7 +208,7 @@ static void test_devices_split(void **state)
         min_free[balance] = gpu_min_free(devs);
         cJSON_Delete(j);
     }
-    assert_true(min_free[1] >= min_free[0]);
+    assert_true(min_free[1] > min_free[0]); /* here the proportional split is not the best */
     /* a configuration that cannot fit anywhere: exit 1 and the device short */
     char *out, *err;
     const char *none[] = {path,       "-t",      "1",       "--device", "ram:2M",
