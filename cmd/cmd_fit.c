@@ -40,18 +40,41 @@ static void usage(FILE *fp)
         {"", "(default: in proportion to their memory)"},
         {"--check", "exit 1 with the reason when it does not fit"},
         {"--json", "print JSON (the fields README.md lists)"},
+        {"--runtime NAME", "hearth (default), or llama.cpp: llama-server's CPU build with"},
+        {"", "the same file, its flags meaning what llama-server's mean"},
+        {"", "(below); the host alone, no draft model"},
     };
     usage_lines(fp, 26, lines, sizeof lines / sizeof lines[0]);
     cache_types_usage(fp, 26);
+    static const char *const llama[][2] = {
+        {"-c, --ctx-size N|max", "the context every slot shares (default: training context)"},
+        {"-np, --parallel N", "slots, a K/V stream each (default: 4 sharing one stream)"},
+        {"-kvu, --kv-unified", "one K/V stream for every slot"},
+        {"-b, --batch-size N", "logical batch (default 2048)"},
+        {"-fa, --flash-attn X", "flash attention: on, off or auto (default; on for a CPU)"},
+        {"-ctk, -ctv TYPE", "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"},
+        {"--cache-ram BYTES", "the prompt cache's cap (default 8G, llama-server's 8192 MiB)"},
+        {"--isa NAME", "the CPU, for the weights it repacks: avx512, avx2, neon or none"},
+        {"", "(default: this one's)"},
+    };
+    fprintf(fp, "\nWith --runtime llama.cpp:\n");
+    usage_lines(fp, 26, llama, sizeof llama / sizeof llama[0]);
 }
 
 #define MIB(x) ((double)(x) / (1 << 20))
 
 static void print_table(const struct fit_params *p, const struct fit_plan *pl)
 {
-    printf("context %d tokens x %d slots, micro-batch %d, K/V %s/%s, prefix cache %.1f MiB\n",
-           pl->n_ctx, p->n_parallel, p->n_ubatch, hearth_kv_type_name(p->kv_type),
-           hearth_kv_type_name(p->kv_type_v), MIB(p->cache_ram > 0 ? p->cache_ram : 0));
+    if (p->runtime == FIT_LLAMACPP)
+        printf("llama.cpp: context %d tokens for %d slots (%d cells a stream, %s), micro-batch "
+               "%d, K/V %s/%s, flash attention %s, prompt cache %.1f MiB\n",
+               pl->n_ctx, p->n_parallel, pl->n_ctx_seq, p->lc.unified ? "one stream" : "a stream each",
+               p->n_ubatch, dtype_name(p->lc.type_k), dtype_name(p->lc.type_v),
+               p->lc.flash_attn ? "on" : "off", MIB(p->cache_ram > 0 ? p->cache_ram : 0));
+    else
+        printf("context %d tokens x %d slots, micro-batch %d, K/V %s/%s, prefix cache %.1f MiB\n",
+               pl->n_ctx, p->n_parallel, p->n_ubatch, hearth_kv_type_name(p->kv_type),
+               hearth_kv_type_name(p->kv_type_v), MIB(p->cache_ram > 0 ? p->cache_ram : 0));
     printf("%-10s %10s %10s %10s %10s %10s %10s %10s %10s %10s  %s\n", "device", "capacity",
            "weights", "kv", "compute", "output", "other", "total", "free", "floor", "layers");
     for (int32_t i = 0; i < pl->n_dev; i++) {
@@ -73,7 +96,7 @@ static void print_table(const struct fit_params *p, const struct fit_plan *pl)
 static int print_json(const struct fit_params *p, const struct fit_plan *pl)
 {
     cJSON *o = cJSON_CreateObject(), *devs = cJSON_AddArrayToObject(o, "devices");
-    cJSON_AddStringToObject(o, "runtime", "hearth");
+    cJSON_AddStringToObject(o, "runtime", p->runtime == FIT_LLAMACPP ? "llama.cpp" : "hearth");
     cJSON_AddNumberToObject(o, "ctx_size", pl->n_ctx);
     cJSON_AddNumberToObject(o, "parallel", p->n_parallel);
     for (int32_t i = 0; i < pl->n_dev; i++) {
@@ -106,6 +129,23 @@ static int print_json(const struct fit_params *p, const struct fit_plan *pl)
     return EXIT_OK;
 }
 
+/* llama.cpp's K/V cache types (common/arg.cpp's list). */
+static bool llamacpp_cache_type(const char *opt, const char *v, enum dtype *t)
+{
+    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_BF16,   DTYPE_Q8_0, DTYPE_Q4_0,
+                                       DTYPE_Q4_1, DTYPE_IQ4_NL, DTYPE_Q5_0, DTYPE_Q5_1};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!strcmp(v, dtype_name(types[i]))) {
+            *t = types[i];
+            return true;
+        }
+    fprintf(stderr,
+            "hearth fit: %s takes f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1 with "
+            "--runtime llama.cpp, got '%s'\n",
+            opt, v);
+    return false;
+}
+
 /* "name:bytes" into d; false with a usage message. */
 static bool parse_device(const char *v, struct fit_device *d)
 {
@@ -130,7 +170,9 @@ int cmd_fit(int argc, char **argv)
     struct fit_params p = {
         .n_parallel = 4, .n_ubatch = 512, .kv_block = 32, .cache_ram = -1, .n_state_snapshots = 8};
     long n_ctx = 0, parallel = 4, ubatch = 512, threads = default_threads(), ckpt = 8;
-    bool check = false, json = false, have_host = false;
+    bool check = false, json = false, have_host = false, llama = false, have_np = false;
+    const char *ctk = NULL, *ctv = NULL, *llama_only = NULL, *fa = "auto", *isa = NULL;
+    long batch = 2048;
     struct cache_types ct = {0};
     struct fit_device gpus[FIT_MAX_DEVICES];
     int32_t n_gpu = 0;
@@ -155,8 +197,38 @@ int cmd_fit(int argc, char **argv)
                 p.ctx_max = true;
             else if (!arg_long("fit", a, v, 1, 1 << 24, &n_ctx))
                 return EXIT_USAGE;
-        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel"))
+        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
             LONG(parallel, 1, 4096);
+            have_np = true;
+        } else if (!strcmp(a, "--runtime")) {
+            VALUE();
+            if (!strcmp(v, "llama.cpp"))
+                llama = true;
+            else if (!strcmp(v, "hearth"))
+                llama = false;
+            else {
+                fprintf(stderr, "hearth fit: --runtime takes hearth or llama.cpp, got '%s'\n", v);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "-kvu") || !strcmp(a, "--kv-unified")) {
+            p.lc.unified = true;
+            llama_only   = a;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            LONG(batch, 1, 1 << 20);
+            llama_only = a;
+        } else if (!strcmp(a, "-fa") || !strcmp(a, "--flash-attn")) {
+            VALUE();
+            if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) {
+                fprintf(stderr, "hearth fit: %s takes on, off or auto, got '%s'\n", a, v);
+                return EXIT_USAGE;
+            }
+            fa         = v;
+            llama_only = a;
+        } else if (!strcmp(a, "--isa")) {
+            VALUE();
+            isa        = v;
+            llama_only = a;
+        }
         else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size"))
             LONG(ubatch, 1, 65536);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
@@ -196,8 +268,7 @@ int cmd_fit(int argc, char **argv)
             }
         } else if (cache_types_opt(a)) {
             VALUE();
-            if (!cache_types_set("fit", a, v, &ct))
-                return EXIT_USAGE;
+            *(!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v") ? &ctv : &ctk) = v;
         } else if (!strcmp(a, "--balance"))
             p.balance = true;
         else if (!strcmp(a, "--check"))
@@ -220,6 +291,40 @@ int cmd_fit(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
+    if (llama_only && !llama) {
+        fprintf(stderr, "hearth fit: %s is a llama.cpp flag: give --runtime llama.cpp\n",
+                llama_only);
+        return EXIT_USAGE;
+    }
+    if (llama) {
+        p.runtime       = FIT_LLAMACPP;
+        p.lc.n_batch    = (int32_t)batch;
+        p.lc.flash_attn = strcmp(fa, "off") != 0;
+        p.lc.type_k = p.lc.type_v = DTYPE_F16;
+        if ((ctk && !llamacpp_cache_type("-ctk", ctk, &p.lc.type_k)) ||
+            (ctv && !llamacpp_cache_type("-ctv", ctv, &p.lc.type_v)))
+            return EXIT_USAGE;
+        if (!have_np) /* llama-server's auto: 4 slots on one stream */
+            p.lc.unified = true;
+        if (!isa)
+            p.lc.isa = llamacpp_isa_host();
+        else if (!strcmp(isa, "avx512"))
+            p.lc.isa = LLAMACPP_ISA_AVX512;
+        else if (!strcmp(isa, "avx2"))
+            p.lc.isa = LLAMACPP_ISA_AVX2;
+        else if (!strcmp(isa, "neon"))
+            p.lc.isa = LLAMACPP_ISA_NEON;
+        else if (!strcmp(isa, "none"))
+            p.lc.isa = LLAMACPP_ISA_NONE;
+        else {
+            fprintf(stderr, "hearth fit: --isa takes avx512, avx2, neon or none, got '%s'\n", isa);
+            return EXIT_USAGE;
+        }
+        if (p.cache_ram < 0)
+            p.cache_ram = 8192ll << 20;
+    } else if ((ctk && !cache_types_set("fit", "-ctk", ctk, &ct)) ||
+               (ctv && !cache_types_set("fit", "-ctv", ctv, &ct)))
+        return EXIT_USAGE;
     if (!have_host) {
         const uint64_t avail = host_mem_available();
         if (!avail) {

@@ -12,6 +12,7 @@
  */
 #include "fit/fit.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,9 +222,90 @@ static void plan_at(const struct planner *pl, int32_t n_ctx, struct fit_plan *ou
     free(t);
 }
 
+/* llama-server's memory at -c n_ctx (its figures in *lm): everything on the host. */
+static enum hearth_status llamacpp_at(const struct fit_params *p, int32_t n_ctx,
+                                      struct fit_plan *out, struct llamacpp_memory *lm, char *err,
+                                      size_t err_len)
+{
+    struct llamacpp_params lp = p->lc;
+    lp.n_ctx                  = n_ctx;
+    lp.n_parallel             = p->n_parallel;
+    lp.n_ubatch               = p->n_ubatch;
+    const enum hearth_status st = llamacpp_memory(p->model, &lp, lm, err, err_len);
+    if (st)
+        return st;
+    memset(out, 0, sizeof *out);
+    struct fit_use *u     = &out->use[0];
+    out->n_ctx            = lm->n_ctx;
+    out->n_ctx_seq        = lm->n_ctx_seq;
+    out->n_dev            = 1;
+    u->dev                = p->dev[0];
+    u->l1                 = lm->n_layer;
+    u->output             = true;
+    u->mem.b[MEM_WEIGHTS] = lm->mapped + lm->repack;
+    u->mem.b[MEM_KV]      = lm->kv + lm->rs;
+    u->mem.b[MEM_COMPUTE] = lm->compute;
+    u->mem.b[MEM_OUTPUT]  = lm->output;
+    u->mem.b[MEM_OTHER]   = p->cache_ram > 0 ? (uint64_t)p->cache_ram : 0;
+    u->free               = (int64_t)u->dev.capacity - (int64_t)mem_acct_total(&u->mem);
+    out->fits             = u->free >= (int64_t)p->floor;
+    if (!out->fits)
+        snprintf(out->why, sizeof out->why,
+                 "%s would hold %.1f MiB of its %.1f MiB, leaving %.1f MiB free where the "
+                 "floor is %.1f MiB",
+                 u->dev.name, MIB(mem_acct_total(&u->mem)), MIB(u->dev.capacity), MIB(u->free),
+                 MIB(p->floor));
+    return HEARTH_OK;
+}
+
+/*
+ * llama-server's plan: at -c as given, or with ctx_max the largest -c of
+ * whole 256-cell steps a stream (every slot's stream unless unified) up to
+ * the training context a stream.
+ */
+static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_plan *out,
+                                        char *err, size_t err_len)
+{
+    if (p->n_dev != 1)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "fit: --runtime llama.cpp plans llama.cpp's CPU build; a GPU --device is not "
+                    "modelled for it");
+    if (p->draft)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "fit: --runtime llama.cpp does not model a draft model");
+    struct llamacpp_memory lm;
+    enum hearth_status st = llamacpp_at(p, p->n_ctx, out, &lm, err, err_len);
+    if (st || !p->ctx_max)
+        return st;
+    const int64_t step = 256 * (int64_t)(p->lc.unified ? 1 : p->n_parallel);
+    int64_t lo = 0, hi = (lm.n_ctx_train + 255) / 256;
+    if (hi * step > INT32_MAX)
+        hi = INT32_MAX / step;
+    struct fit_plan *t = malloc(sizeof *t);
+    if (!t)
+        return fail(HEARTH_ENOMEM, err, err_len, "fit: out of memory");
+    while (lo < hi && !st) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        st                = llamacpp_at(p, (int32_t)(mid * step), t, &lm, err, err_len);
+        if (!st && t->fits)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    free(t);
+    if (st || (st = llamacpp_at(p, (int32_t)((lo ? lo : 1) * step), out, &lm, err, err_len)))
+        return st;
+    if (!lo)
+        snprintf(out->why + strlen(out->why), sizeof out->why - strlen(out->why),
+                 "%sno context of 256 cells a stream fits", out->why[0] ? "; " : "");
+    return HEARTH_OK;
+}
+
 enum hearth_status fit_plan(const struct fit_params *p, struct fit_plan *out, char *err,
                             size_t err_len)
 {
+    if (p->runtime == FIT_LLAMACPP)
+        return plan_llamacpp(p, out, err, err_len);
     if (p->n_dev < 1 || p->n_dev > FIT_MAX_DEVICES || !p->dev[0].host || p->n_parallel < 1 ||
         p->n_ubatch < 1 || p->kv_block < 1 || p->n_threads < 1 || p->n_ctx < 0)
         return fail(HEARTH_EINVAL, err, err_len,

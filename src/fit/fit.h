@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fit/llamacpp.h"
 #include "hearth.h"
 #include "util/memacct.h"
 
@@ -22,7 +23,14 @@ struct fit_device {
     bool host;
 };
 
+/* Whose memory is planned. */
+enum fit_runtime {
+    FIT_HEARTH,   /* hearth serve */
+    FIT_LLAMACPP, /* llama.cpp's llama-server, CPU build (src/fit/llamacpp.c): the host alone */
+};
+
 struct fit_params {
+    enum fit_runtime runtime;
     const char *model;  /* GGUF path */
     const char *draft;  /* a draft model's, or NULL: it runs on the host */
     int32_t n_ctx;      /* tokens per slot; 0 = serve's default (4096, or the model's
@@ -40,6 +48,14 @@ struct fit_params {
     uint64_t floor;      /* bytes every device keeps free */
     uint64_t host_extra; /* what else the host holds (serve's n-gram pool) */
     bool balance;        /* split the layers so the GPUs keep equal free memory */
+    /*
+     * FIT_LLAMACPP: its flags as llama-server means them. n_ctx is then the
+     * context the slots share (0: the training context), ctx_max searches it
+     * in steps of 256 cells a stream, cache_ram is its prompt cache's cap
+     * (counted as other), and n_ubatch, n_parallel and the fields below are
+     * its own; kv_type, kv_block, n_threads and n_state_snapshots are unused.
+     */
+    struct llamacpp_params lc;
 };
 
 struct fit_use {
@@ -51,7 +67,8 @@ struct fit_use {
 };
 
 struct fit_plan {
-    int32_t n_ctx;
+    int32_t n_ctx;     /* tokens per slot (FIT_LLAMACPP: all slots', as llama.cpp makes it) */
+    int32_t n_ctx_seq; /* FIT_LLAMACPP: K/V cells per stream */
     int32_t n_dev;
     struct fit_use use[FIT_MAX_DEVICES];
     bool fits;     /* every device keeps the floor free */

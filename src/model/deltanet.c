@@ -66,10 +66,6 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: full_attention_interval %u or nextn_predict_layers %u is out of range",
                     every, nextn);
-    if (nextn > 0 && !m->want_mtp)
-        fprintf(stderr, "hearth: %s: %u multi-token-prediction layer%s not loaded (--spec mtp "
-                "drafts with %s)\n", m->arch, nextn, nextn == 1 ? "" : "s",
-                nextn == 1 ? "it" : "them");
     hp->n_layer -= (int32_t)nextn;
     hp->n_nextn = (int32_t)nextn;
     if (hp->n_expert == 0)

@@ -459,8 +459,13 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     if (!m)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
     m->n_threads = p.n_threads > 0 ? p.n_threads : 1;
-    if ((st = model_header(m, path, p.mtp, err, err_len)) ||
-        (st = model_place(m, &p, err, err_len)) ||
+    if ((st = model_header(m, path, p.mtp, err, err_len)))
+        goto err;
+    if (m->hp.n_nextn > 0 && !p.mtp)
+        fprintf(stderr, "hearth: %s: %d multi-token-prediction layer%s not loaded (--spec mtp "
+                "drafts with %s)\n", m->arch, m->hp.n_nextn, m->hp.n_nextn == 1 ? "" : "s",
+                m->hp.n_nextn == 1 ? "it" : "them");
+    if ((st = model_place(m, &p, err, err_len)) ||
         (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
         goto err;
     m->hp.n_vocab = tokenizer_n_vocab(m->tok);

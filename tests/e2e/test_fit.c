@@ -6,6 +6,8 @@
  * (HEARTH_HOST_MEMORY, serve's test knob for the RAM free) is a context the
  * server starts with, while one block more is refused before it loads; and
  * a multi-device plan puts every layer somewhere, the output last.
+ * --runtime llama.cpp takes llama-server's flags as llama-server means them
+ * (tests/unit/test_llamacpp.c holds its figures to llama.cpp's).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -247,6 +249,93 @@ static void test_bad_options(void **state)
     free(out), free(err);
 }
 
+/*
+ * llama-server's meaning of the flags: -c is shared and rounded up to 256
+ * cells a stream (512 over 4 slots makes 1024), -np absent is 4 slots on
+ * one stream; the figures are test_llamacpp's table rows.
+ */
+static void test_llamacpp_runtime(void **state)
+{
+    TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
+    cJSON *j = fit_json((const char *[]){path, "--runtime", "llama.cpp", "-c", "512", "-np", "4",
+                                         "-ub", "128", "--cache-ram", "0", "--device", "ram:1G",
+                                         "--json", NULL});
+    const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
+    assert_string_equal(cJSON_GetObjectItem(j, "runtime")->valuestring, "llama.cpp");
+    assert_int_equal((int)num(j, "ctx_size"), 1024);
+    assert_int_equal((int)num(d, "kv_bytes"), 2097152);
+    assert_int_equal((int)num(d, "output_bytes"), 8192);
+    assert_int_equal((int)num(d, "compute_bytes"), 1772576);
+    assert_int_equal((int)num(d, "weights_bytes"), 3630080);
+    assert_int_equal((int)num(d, "other_bytes"), 0);
+    cJSON_Delete(j);
+    j = fit_json((const char *[]){path, "--runtime", "llama.cpp", "-c", "512", "-ub", "128",
+                                  "--cache-ram", "0", "--json", NULL});
+    d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
+    assert_int_equal((int)num(j, "ctx_size"), 512);
+    assert_int_equal((int)num(j, "parallel"), 4);
+    assert_int_equal((int)num(d, "kv_bytes"), 1048576);
+    assert_int_equal((int)num(d, "compute_bytes"), 1838112);
+    cJSON_Delete(j);
+    /* llama-server's prompt cache counts as other: 8192 MiB unless told */
+    j = fit_json((const char *[]){path, "--runtime", "llama.cpp", "-c", "512", "--device",
+                                  "ram:64G", "--json", NULL});
+    d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
+    assert_true(num(d, "other_bytes") == 8192.0 * (1 << 20));
+    cJSON_Delete(j);
+
+    /* -c max: the largest shared context in 256-cell steps a stream that keeps the floor */
+    j = fit_json((const char *[]){path, "--runtime", "llama.cpp", "-c", "max", "-np", "2",
+                                  "--cache-ram", "0", "--device", "ram:20M", "--json", NULL});
+    const int max = (int)num(j, "ctx_size");
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "fits")));
+    cJSON_Delete(j);
+    assert_true(max > 512 && max < 8192 && max % 512 == 0);
+    char c[16], *out, *err;
+    snprintf(c, sizeof c, "%d", max);
+    assert_int_equal(fit((const char *[]){path, "--runtime", "llama.cpp", "-c", c, "-np", "2",
+                                          "--cache-ram", "0", "--device", "ram:20M", "--check",
+                                          NULL},
+                         &out, &err),
+                     0);
+    free(out), free(err);
+    snprintf(c, sizeof c, "%d", max + 512);
+    assert_int_equal(fit((const char *[]){path, "--runtime", "llama.cpp", "-c", c, "-np", "2",
+                                          "--cache-ram", "0", "--device", "ram:20M", "--check",
+                                          NULL},
+                         &out, &err),
+                     1);
+    assert_non_null(strstr(err, "does not fit"));
+    free(out), free(err);
+
+    static const struct {
+        const char *args[8];
+        int rc;
+        const char *says;
+    } bad[] = {
+        {{"-fa", "on"}, 2, "llama.cpp flag"},
+        {{"--isa", "avx2"}, 2, "llama.cpp flag"},
+        {{"--runtime", "vllm"}, 2, "hearth or llama.cpp"},
+        {{"--runtime", "llama.cpp", "-ctk", "q6_k"}, 2, "-ctk takes"},
+        {{"--runtime", "llama.cpp", "--isa", "sse"}, 2, "--isa takes"},
+        {{"--runtime", "llama.cpp", "-fa", "maybe"}, 2, "on, off or auto"},
+        {{"--runtime", "llama.cpp", "-ctv", "q8_0", "-fa", "off"}, 1, "flash attention"},
+        {{"--runtime", "llama.cpp", "--device", "gpu0:8G"}, 1, "not modelled"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[12] = {path};
+        int n                = 1;
+        for (int k = 0; bad[i].args[k]; k++)
+            args[n++] = bad[i].args[k];
+        args[n] = NULL;
+        assert_int_equal(fit(args, &out, &err), bad[i].rc);
+        if (!strstr(err, bad[i].says))
+            print_message("%s %s: %s\n", bad[i].args[0], bad[i].args[1], err);
+        assert_non_null(strstr(err, bad[i].says));
+        free(out), free(err);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -255,6 +344,7 @@ int main(void)
         cmocka_unit_test_teardown(test_ctx_max_is_what_serve_takes, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_devices_split, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_bad_options, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_llamacpp_runtime, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

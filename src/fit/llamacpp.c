@@ -1,0 +1,274 @@
+/*
+ * llamacpp.c: llama.cpp's CPU memory for a llama-server run (llamacpp.h).
+ *
+ * Context sizes follow llama_context: -c rounded up to 256; with one stream
+ * per slot each stream gets n_ctx / np rounded up to 256 (which can make the
+ * total larger than asked). The caches are exact sums of rows. The compute
+ * buffer is ggml-alloc's high-water mark over the reserve graph of
+ * min(n_ctx, n_ubatch) tokens: the graph's inputs, which stay allocated,
+ * plus the largest working set of one phase of a layer or of the output,
+ * each fitted to the allocator's layout per architecture family.
+ */
+#include "fit/llamacpp.h"
+
+#include <string.h>
+
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "util/errfmt.h"
+
+#define PAD(x, n) (((x) + (n)-1) / (n) * (n))
+/* the CPU buffer's alignment */
+#define A(x) PAD((uint64_t)(x), 32u)
+
+static uint32_t key_u32(const struct hearth_model *m, const char *name, uint32_t dflt)
+{
+    char key[96];
+    uint32_t v;
+    snprintf(key, sizeof key, "%s.%s", m->arch, name);
+    return gguf_get_u32(m->gguf, key, &v) ? v : dflt;
+}
+
+static bool quantized(enum dtype t)
+{
+    return t != DTYPE_F32 && t != DTYPE_F16 && t != DTYPE_BF16;
+}
+
+/* Whether the CPU backend repacks a matmul weight of this type and shape (ggml-cpu/repack.cpp). */
+static bool repacked(enum llamacpp_isa isa, const struct gguf_tensor *t)
+{
+    int64_t rows = 0;
+    if (t->n_dims < 2 || t->n_dims > 3)
+        return false;
+    switch (isa) {
+    case LLAMACPP_ISA_AVX512:
+        if (t->type == DTYPE_Q2_K)
+            rows = 8;
+        /* fall through */
+    case LLAMACPP_ISA_AVX2:
+        if (t->type == DTYPE_Q4_0 || t->type == DTYPE_Q4_K || t->type == DTYPE_IQ4_NL)
+            rows = 8;
+        break;
+    case LLAMACPP_ISA_NEON:
+        if (t->type == DTYPE_Q4_0 || t->type == DTYPE_IQ4_NL || t->type == DTYPE_Q8_0)
+            rows = 4;
+        else if (t->type == DTYPE_Q4_K || t->type == DTYPE_Q5_K || t->type == DTYPE_Q6_K)
+            rows = 8;
+        break;
+    case LLAMACPP_ISA_NONE:
+        break;
+    }
+    return rows && t->ne[1] % rows == 0;
+}
+
+/*
+ * The model buffers: every repackable matmul weight is copied into the
+ * repack buffer; the token embedding is read by row, so it stays mapped,
+ * and its tied output copy is repacked when its type allows. The mapping
+ * spans the file from the first to the last byte of what it still holds.
+ */
+static void model_buffers(const struct hearth_model *m, enum llamacpp_isa isa,
+                          struct llamacpp_memory *out)
+{
+    const bool tied = !gguf_find_tensor(m->gguf, "output.weight");
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
+        const struct gguf_tensor *t = gguf_tensor(m->gguf, i);
+        bool rep                    = repacked(isa, t);
+        if (!strcmp(t->name, "token_embd.weight")) {
+            if (tied && rep)
+                out->repack += t->size;
+            rep = false;
+        }
+        if (rep) {
+            out->repack += t->size;
+            continue;
+        }
+        if (t->offset < lo)
+            lo = t->offset;
+        if (t->offset + t->size > hi)
+            hi = t->offset + t->size;
+    }
+    out->mapped = hi > lo ? hi - lo : 0;
+}
+
+struct geometry {
+    int64_t n_embd, n_ff, n_head, n_head_kv, head_k, head_v, n_vocab;
+    int64_t n_expert_used, n_ff_exp;
+    int64_t n_attn, n_swa_layers, n_rec; /* layers of each kind (MTP blocks have none) */
+    int64_t conv_k, d_state, n_group, d_inner;
+};
+
+static void geometry_of(const struct hearth_model *m, struct geometry *g)
+{
+    const struct hparams *hp = &m->hp;
+    memset(g, 0, sizeof *g);
+    g->n_embd        = hp->n_embd;
+    g->n_ff          = hp->n_ff;
+    g->n_head        = hp->n_head;
+    g->n_head_kv     = hp->n_head_kv;
+    g->head_k        = key_u32(m, "attention.key_length", (uint32_t)(hp->n_embd / hp->n_head));
+    g->head_v        = key_u32(m, "attention.value_length", (uint32_t)(hp->n_embd / hp->n_head));
+    g->n_vocab       = hp->n_vocab;
+    g->n_expert_used = hp->n_expert ? hp->n_expert_used : 0;
+    g->n_ff_exp      = hp->n_ff_exp;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        if (model_layer_is_dnet(m, l))
+            g->n_rec++;
+        else if (m->layers[l].swa)
+            g->n_swa_layers++;
+        else
+            g->n_attn++;
+    }
+    if (g->n_rec) {
+        g->conv_k  = key_u32(m, "ssm.conv_kernel", 0);
+        g->d_state = key_u32(m, "ssm.state_size", 0);
+        g->n_group = key_u32(m, "ssm.group_count", 0);
+        g->d_inner = key_u32(m, "ssm.inner_size", 0);
+    }
+}
+
+/* The reserve graph's inputs of one attention cache of n_kv cells a stream (T tokens). */
+static uint64_t attn_inputs(int64_t n_kv, int64_t T, int64_t e_v, bool fa)
+{
+    return A(8 * T)                                /* k_idxs */
+           + (fa ? A(8 * T) : A(8 * T * e_v))      /* v_idxs, per element without FA */
+           + A((uint64_t)n_kv * T * (fa ? 2 : 4)); /* the KQ mask: f16 with FA, else f32 */
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+    return a > b ? a : b;
+}
+
+/*
+ * T tokens, n_out output rows, cells (and swa_cells) per stream. The
+ * phases: the output (final norm rows, the residual stream's three
+ * buffers, the logits); a dense FFN (gate, up and their product live at
+ * once, beside the residual and one hole the attention left, which V's
+ * rotation or the absence of flash attention closes); routed experts; the
+ * attention scores without flash attention; and a hybrid's gated attention
+ * layer.
+ */
+static uint64_t compute_buffer(const struct hearth_model *m, const struct geometry *g,
+                               const struct llamacpp_params *p, int64_t T, int64_t n_out,
+                               int64_t cells, int64_t swa_cells)
+{
+    const bool qk = quantized(p->type_k), qv = quantized(p->type_v), fa = p->flash_attn;
+    const uint64_t E = 4 * (uint64_t)g->n_embd * T, F = 4 * (uint64_t)g->n_ff * T;
+    const uint64_t Qb  = 4 * (uint64_t)g->n_head * g->head_k * T;
+    const uint64_t KVb = 4 * (uint64_t)g->n_head_kv * g->head_k * T;
+    const uint64_t KQ  = 4 * (uint64_t)g->n_head * cells * T;
+    uint64_t in        = A(4 * T) + A(E); /* token ids, embeddings */
+    if (qk && g->head_k % 64 == 0) {      /* the rotation matrix of a quantized K */
+        int64_t r = 64;
+        while (g->head_k % (2 * r) == 0)
+            r *= 2;
+        in += A(4 * r * r);
+    }
+    if (qv && g->head_v % 64 == 0)
+        in += A(4 * 64 * 64);
+    in += A(4 * T * (m->hp.rope_sections[0] ? 4 : 1)); /* positions, four per token for M-RoPE */
+    if (g->n_rec)
+        in += A(4 * (uint64_t)p->n_parallel); /* the recurrent states' rows */
+    in += attn_inputs(cells, T, g->n_head_kv * g->head_v, fa);
+    if (g->n_swa_layers)
+        in += attn_inputs(swa_cells, T, g->n_head_kv * g->head_v, fa);
+    in += A(4 * n_out); /* out_ids */
+    uint64_t phase =
+        A(4 * (uint64_t)g->n_embd * n_out) + 3 * E + A(4 * (uint64_t)g->n_vocab * n_out);
+    if (g->n_rec) {
+        phase = max_u64(phase, fa ? 2 * E + 3 * Qb + 2 * KVb + 64 * (uint64_t)T
+                                  : E + 3 * Qb + 2 * KVb + 64 * (uint64_t)T + KQ);
+        return in + phase;
+    }
+    if (g->n_expert_used) {
+        const uint64_t Fx = 4 * (uint64_t)g->n_ff_exp * g->n_expert_used * T;
+        phase             = max_u64(phase, 4 * E + 2 * Fx + (uint64_t)g->n_expert_used * E);
+    } else {
+        const bool vrot     = qv && g->head_v % 64 == 0;
+        const uint64_t hole = !fa || (vrot && g->n_head * g->head_v == g->n_embd) ? E : 2 * E;
+        phase               = max_u64(phase, hole + E + 3 * F);
+    }
+    if (!fa)
+        phase = max_u64(phase, 2 * E + 2 * Qb + KQ);
+    return in + phase;
+}
+
+enum hearth_status llamacpp_memory(const char *path, const struct llamacpp_params *p,
+                                   struct llamacpp_memory *out, char *err, size_t err_len)
+{
+    memset(out, 0, sizeof *out);
+    if (p->n_parallel < 1 || p->n_ubatch < 1 || p->n_batch < 1 || p->n_ctx < 0)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "fit: slots, batch and micro-batch must be at least 1");
+    if (quantized(p->type_v) && !p->flash_attn)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "fit: llama.cpp needs flash attention for a quantized V cache");
+    struct hearth_model *m;
+    enum hearth_status st = model_describe(path, false, &m, err, err_len);
+    if (st)
+        return st;
+    struct geometry g;
+    geometry_of(m, &g);
+    for (int w = 0; w < 2; w++) {
+        const enum dtype t   = w ? p->type_v : p->type_k;
+        const int64_t head   = w ? g.head_v : g.head_k;
+        const uint32_t block = dtype_get(t)->block;
+        if (head % block) {
+            st = fail(HEARTH_EINVAL, err, err_len,
+                      "fit: llama.cpp refuses a %s %s cache here: its blocks of %u values do "
+                      "not divide the heads' %lld",
+                      dtype_name(t), w ? "V" : "K", block, (long long)head);
+            goto done;
+        }
+    }
+    model_buffers(m, p->isa, out);
+
+    const int64_t np = p->n_parallel, c = p->n_ctx ? p->n_ctx : m->hp.n_ctx_train;
+    int64_t n_ctx = PAD(c, 256), cells = n_ctx, streams = 1;
+    if (!p->unified) {
+        cells   = PAD(n_ctx / np, 256);
+        n_ctx   = cells * np;
+        streams = np;
+    }
+    const int64_t n_batch  = c < p->n_batch ? c : p->n_batch; /* of -c as given */
+    const int64_t n_ubatch = n_batch < p->n_ubatch ? n_batch : p->n_ubatch;
+    const int64_t T        = n_ctx < n_ubatch ? n_ctx : n_ubatch;
+    const int64_t n_out    = np < T ? np : T; /* llama-server's outputs per step: one a slot */
+    const int32_t n_swa    = m->hp.n_swa;
+    int64_t swa_cells      = PAD((int64_t)n_swa * (p->unified ? np : 1) + n_ubatch, 256);
+    if (swa_cells > cells)
+        swa_cells = cells;
+    out->n_ctx       = (int32_t)n_ctx;
+    out->n_ctx_seq   = (int32_t)cells;
+    out->n_layer     = m->hp.n_layer;
+    out->n_ctx_train = m->hp.n_ctx_train;
+
+    const uint64_t cell = dtype_row_len(p->type_k, g.n_head_kv * g.head_k) +
+                          dtype_row_len(p->type_v, g.n_head_kv * g.head_v);
+    out->kv = (uint64_t)streams * cell *
+              ((uint64_t)g.n_attn * cells + (uint64_t)g.n_swa_layers * swa_cells);
+    if (g.n_rec) {
+        const uint64_t r = (uint64_t)(g.conv_k - 1) * (g.d_inner + 2 * g.n_group * g.d_state);
+        const uint64_t s = (uint64_t)g.d_state * g.d_inner;
+        out->rs          = (uint64_t)g.n_rec * np * 4 * (r + s);
+    }
+    out->output  = 4 * (uint64_t)g.n_vocab * np;
+    out->compute = compute_buffer(m, &g, p, T, n_out, cells, swa_cells);
+done:
+    hearth_model_free(m);
+    return st;
+}
+
+enum llamacpp_isa llamacpp_isa_host(void)
+{
+    if (kernels_find("avx512"))
+        return LLAMACPP_ISA_AVX512;
+    if (kernels_find("avx2"))
+        return LLAMACPP_ISA_AVX2;
+    if (kernels_find("neon"))
+        return LLAMACPP_ISA_NEON;
+    return LLAMACPP_ISA_NONE;
+}
