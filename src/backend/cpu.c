@@ -61,10 +61,22 @@ static enum hearth_status weight_prepare(struct weight *w, enum weight_use use, 
                                          size_t err_len)
 {
     const struct type_kernels *tk = &kernels_get()->type[w->type];
-    if (use != WEIGHT_MATMUL || !w->data || !tk->pack8 || !tk->gemm8p || w->n_out % 8)
-        return HEARTH_OK;
     const size_t len = (size_t)w->n_out * w->row_len;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), src = (uintptr_t)w->data;
+    if (use != WEIGHT_MATMUL || !w->data || !tk->pack8 || !tk->gemm8p || w->n_out % 8) {
+        /*
+         * Read in place from the mapping. Its pages are mapped now rather
+         * than as rows are first read (the token embedding is read a row per
+         * token, so a server's resident set would creep up over its life):
+         * the memory law counts them from the start, and `hearth fit`
+         * predicts the resident set so.
+         */
+#ifdef MADV_POPULATE_READ
+        if (w->data && len)
+            madvise((void *)(src & ~(page - 1)), len + (src & (page - 1)), MADV_POPULATE_READ);
+#endif
+        return HEARTH_OK;
+    }
     void *dst = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (dst == MAP_FAILED)
         return fail(HEARTH_ENOMEM, err, err_len, "model: cannot map %zu bytes to repack weights",

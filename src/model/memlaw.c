@@ -361,8 +361,15 @@ uint64_t memlaw_process(const struct hearth_model *m, int32_t n_slots, int32_t n
     const uint64_t v = (uint64_t)m->hp.n_vocab;
     /* the binary, its libraries and the allocator's own (measured: MEMLAW_BASE) */
     uint64_t n = MEMLAW_BASE;
-    /* the tokenizer: each token's text, score and kind, and its lookup table */
-    n += v * MEMLAW_TOKEN;
+    /* the file's header, which the tokenizer reads in place (the vocabulary's text) */
+    n += gguf_data_offset(m->gguf);
+    /* the tokenizer: each token's text, score and kind, and its lookup table; BPE's merges */
+    uint64_t n_merges = 0;
+    enum gguf_vtype et;
+    const int64_t k = gguf_find_key(m->gguf, "tokenizer.ggml.merges");
+    if (k < 0 || !gguf_kv_arr(m->gguf, k, &et, &n_merges))
+        n_merges = 0;
+    n += v * MEMLAW_TOKEN + n_merges * MEMLAW_MERGE;
     /* the server's slots: tokens and seen flags by position, counts, sort space and mask
      * by token (sched.c) */
     n += (uint64_t)n_slots * (((uint64_t)n_ctx + 1) * 5 + v * 12 + (v + 31) / 32 * 4);

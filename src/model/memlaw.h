@@ -115,13 +115,15 @@ void memlaw_kv_params(const struct hearth_model *m, const struct hearth_context_
 
 /*
  * Host memory a serving process holds besides its model and contexts: the
- * binary and its libraries, the tokenizer, the server's per-slot arrays
- * (sched.c), thread stacks. Not allocated through the law, so an estimate
+ * binary and its libraries, the file's header and the tokenizer, the
+ * server's per-slot arrays (sched.c), thread stacks. Not allocated through
+ * the law, so an estimate
  * measured on Linux (x86-64, glibc); `hearth fit` adds it to the host's
  * other bytes.
  */
 #define MEMLAW_BASE  (4ull << 20)
-#define MEMLAW_TOKEN 48ull
+#define MEMLAW_TOKEN 104ull
+#define MEMLAW_MERGE 40ull
 #define MEMLAW_STACK (64ull << 10)
 uint64_t memlaw_process(const struct hearth_model *m, int32_t n_slots, int32_t n_ctx,
                         int n_threads);

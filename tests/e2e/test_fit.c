@@ -5,7 +5,8 @@
  * when not; --json's figures add up; -c max on a host of a given size
  * (HEARTH_HOST_MEMORY, serve's test knob for the RAM free) is a context the
  * server starts with, while one block more is refused before it loads; and
- * a multi-device plan puts every layer somewhere, the output last.
+ * a multi-device plan puts every layer somewhere, the output last, keeps
+ * a floor free on every device, and runs a drafter on the host.
  * --runtime llama.cpp takes llama-server's flags as llama-server means them
  * (tests/unit/test_llamacpp.c holds its figures to llama.cpp's).
  */
@@ -211,6 +212,72 @@ static void test_devices_split(void **state)
         cJSON_Delete(j);
     }
     assert_true(min_free[1] > min_free[0]); /* here the proportional split is not the best */
+    /* a floor every device keeps: fewer layers on the GPUs, each GPU with the floor free */
+    const double floor = 1 << 20;
+    for (int balance = 0; balance < 2; balance++) {
+        const char *a[20];
+        int k = 0;
+        for (; args[k]; k++)
+            a[k] = args[k];
+        a[k++] = "--floor";
+        a[k++] = "1M";
+        if (balance)
+            a[k++] = "--balance";
+        a[k]     = NULL;
+        cJSON *j = fit_json(a);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits")));
+        const cJSON *devs = cJSON_GetObjectItemCaseSensitive(j, "devices");
+        int on_gpus       = 0;
+        for (int i = 0; i < 3; i++) {
+            const cJSON *d = cJSON_GetArrayItem(devs, i);
+            assert_true(num(d, "free_bytes") >= floor);
+            if (i)
+                on_gpus += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(d, "layers"));
+        }
+        /* in proportion, all 5 leave gpu1 under 1 MiB, so some stay on the host; balanced,
+         * all 5 keep it */
+        if (balance)
+            assert_int_equal(on_gpus, 5);
+        else
+            assert_true(on_gpus > 0 && on_gpus < 5);
+        cJSON_Delete(j);
+    }
+    /* a drafter runs on the host: the host holds its weights and context, the GPUs the same */
+    {
+        const char *a[20];
+        int k = 0;
+        for (; args[k]; k++)
+            a[k] = args[k];
+        a[k]         = NULL;
+        cJSON *plain = fit_json(a);
+        a[k++]       = "--model-draft";
+        a[k++]       = path;
+        a[k]         = NULL;
+        cJSON *drafted = fit_json(a);
+        const cJSON *p0 = cJSON_GetObjectItemCaseSensitive(plain, "devices"),
+                    *d0 = cJSON_GetObjectItemCaseSensitive(drafted, "devices");
+        const cJSON *ph = cJSON_GetArrayItem(p0, 0), *dh = cJSON_GetArrayItem(d0, 0);
+        /* stories260K drafting for itself: its every weight once more, on the host */
+        assert_true(num(dh, "weights_bytes") - num(ph, "weights_bytes") >=
+                    num(cJSON_GetArrayItem(p0, 1), "weights_bytes") +
+                        num(cJSON_GetArrayItem(p0, 2), "weights_bytes"));
+        assert_true(num(dh, "kv_bytes") > num(ph, "kv_bytes"));
+        for (int i = 1; i < 3; i++)
+            assert_true(num(cJSON_GetArrayItem(d0, i), "total_bytes") ==
+                        num(cJSON_GetArrayItem(p0, i), "total_bytes"));
+        cJSON_Delete(plain), cJSON_Delete(drafted);
+    }
+    /* a floor larger than a device: cannot fit, exit 1 with the figures */
+    {
+        char *out, *err;
+        const char *a[] = {path,      "-t",      "1",       "-c",       "256",     "--device",
+                           "ram:1G",  "--device", "gpu0:5M", "--device", "gpu1:4M", "--floor",
+                           "5M",      "--check", NULL};
+        assert_int_equal(fit(a, &out, &err), 1);
+        assert_non_null(strstr(err, "does not fit: gpu0 would hold 2.5 MiB of its 5.0 MiB"));
+        assert_non_null(strstr(err, "floor is 5.0 MiB"));
+        free(out), free(err);
+    }
     /* a configuration that cannot fit anywhere: exit 1 and the device short */
     char *out, *err;
     const char *none[] = {path,       "-t",      "1",       "--device", "ram:2M",
@@ -336,6 +403,100 @@ static void test_llamacpp_runtime(void **state)
     }
 }
 
+/* The server's peak resident set (VmHWM) in bytes, or 0. */
+static double peak_rss(pid_t pid)
+{
+    char path[64], *st;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (!(st = tu_read_file(path, NULL)))
+        return 0;
+    const char *h = strstr(st, "VmHWM:");
+    const double kib = h ? strtod(h + 6, NULL) : 0;
+    free(st);
+    return kib * 1024;
+}
+
+/* Tokens of text in the server's tokenizer, or -1. */
+static int n_tokens(const struct srv *s, const char *text)
+{
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "content", text);
+    char *body            = cJSON_PrintUnformatted(b);
+    struct http_resp r    = http_post(s, "/tokenize", body);
+    cJSON *j              = r.status == 200 ? http_json(&r) : NULL;
+    const cJSON *toks     = j ? jget(j, "tokens") : NULL;
+    const int n           = toks ? cJSON_GetArraySize(toks) : -1;
+    cJSON_Delete(j), cJSON_Delete(b), free(body), http_resp_free(&r);
+    return n;
+}
+
+/*
+ * What fit predicts is what the server holds: its peak resident set after a
+ * request that fills one slot's context is within 2% (or 4 MiB) of fit's
+ * total, on the model with the largest vocabulary (whose embedding rows,
+ * tokenizer and per-slot arrays are the largest share fit estimates).
+ */
+static void test_rss_is_predicted(void **state)
+{
+    TU_MODEL_OR_SKIP(path, "tiny-qwen3-bpe-q8_0.gguf");
+    if (TU_SANITIZED) {
+        print_message("skip: a sanitizer's shadow memory is in the resident set\n");
+        skip();
+    }
+    const int n_ctx          = 2048;
+    const char *const opts[] = {"-c",  "2048", "-np", "4", "-ub",         "512", "-b",
+                                "512", "-t",   "1",   "--cache-ram", "0", NULL};
+    /* serve's options less -b, which fit does not take (the micro-batch is the batch) */
+    const char *args[] = {path, "-c", "2048", "-np", "4",          "-ub",  "512",
+                          "-t", "1",  "--cache-ram", "0", "--json", NULL};
+    cJSON *j = fit_json(args);
+    const double predicted =
+        num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "devices"), 0), "total_bytes");
+    cJSON_Delete(j);
+
+    struct srv s;
+    char *log = NULL;
+    const bool up = srv_start_try(&s, path, opts, &log);
+    if (!up)
+        print_message("%s\n", log ? log : "");
+    assert_true(up);
+    /* words enough for the context less the reply, by the server's own count */
+    size_t cap = 64 * (size_t)n_ctx, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    text[0] = 0;
+    int words = 0, n = 0;
+    while (n < n_ctx - 48) {
+        for (int w = 0; w < 64; w++, words++)
+            len += (size_t)snprintf(text + len, cap - len, "%s%d ", words % 3 ? "river" : "stone",
+                                    words * 7919 % 100000);
+        n = n_tokens(&s, text);
+        assert_true(n > 0);
+    }
+    while (n > n_ctx - 48) { /* back off word by word */
+        char *sp = strrchr(text, ' ');
+        *sp      = 0;
+        sp       = strrchr(text, ' ');
+        sp[1]    = 0;
+        n        = n_tokens(&s, text);
+    }
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "prompt", text);
+    cJSON_AddNumberToObject(b, "max_tokens", 32);
+    cJSON_AddNumberToObject(b, "temperature", 0);
+    char *body         = cJSON_PrintUnformatted(b);
+    struct http_resp r = http_post(&s, "/v1/completions", body);
+    assert_int_equal(r.status, 200);
+    const double hwm = peak_rss(s.pid);
+    srv_stop(&s);
+    http_resp_free(&r), free(body), cJSON_Delete(b), free(text);
+    const double tol = predicted * 0.02 > 4 << 20 ? predicted * 0.02 : 4 << 20;
+    print_message("prompt %d tokens: peak RSS %.2f MiB, fit %.2f MiB (%+.2f MiB)\n", n,
+                  hwm / (1 << 20), predicted / (1 << 20), (hwm - predicted) / (1 << 20));
+    assert_true(hwm > 0);
+    assert_true(hwm - predicted <= tol && predicted - hwm <= tol);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +506,7 @@ int main(void)
         cmocka_unit_test_teardown(test_devices_split, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_bad_options, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_llamacpp_runtime, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_rss_is_predicted, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
