@@ -42,6 +42,32 @@ void usage_lines(FILE *fp, int col, const char *const (*lines)[2], size_t n);
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 
+/* ------------------------------------------------------------ fit check --- */
+
+/* A serve or run configuration on the host, for fit_check. */
+struct fit_check {
+    const char *cmd;         /* "serve", "run": for the messages */
+    const char *model;       /* GGUF path */
+    const char *draft;       /* a draft model's, or NULL */
+    bool ctx_max;            /* -c max */
+    long parallel;           /* slots (run: 1) */
+    long ubatch;             /* micro-batch */
+    long threads;
+    long checkpoints;        /* recurrent state snapshots per slot */
+    int64_t cache_ram;       /* the prefix cache's cap; <= 0: none */
+    const struct cache_types *ct;
+    uint64_t extra;          /* other host memory the command holds (serve's n-gram pool) */
+};
+
+/*
+ * The memory law's verdict on c before anything loads (fitcheck.c), with
+ * *n_ctx the context asked (0: serve's default; -1: the training context,
+ * run's): EXIT_OK when it fits the RAM free, with *n_ctx set to what
+ * -c max, or a default that does not fit, falls back to (and a line saying
+ * so); else EXIT_RUNTIME with the figures on stderr.
+ */
+int fit_check(const struct fit_check *c, long *n_ctx);
+
 /* ------------------------------------------------------------ placement --- */
 
 struct hearth_model_params;

@@ -35,7 +35,8 @@ static void usage(FILE *fp)
             "  --repeat-penalty R    penalty for the last 64 tokens (default 1 = off)\n"
             "  --seed S              sampling seed (default: from the clock)\n"
             "  -t, --threads N       threads (default: the CPU count)\n"
-            "  -c, --ctx N           context length (default: the model's)\n");
+            "  -c, --ctx N|max       context length (default: the model's, or the largest that\n"
+            "                        fits the RAM free when that does not; max: the largest)\n");
     placement_usage(fp, 24);
     cache_types_usage(fp, 24);
 }
@@ -253,7 +254,7 @@ int cmd_run(int argc, char **argv)
     struct cache_types ct  = {0};
     long n_predict = -1, seed = -1, threads = default_threads(), n_ctx = 0, top_k = 40;
     float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, rep = 1.0f;
-    bool chat = false;
+    bool chat = false, ctx_max = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -288,7 +289,11 @@ int cmd_run(int argc, char **argv)
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             VALUE(); if (!arg_long("run", a, v, 1, 512, &threads)) return EXIT_USAGE;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            VALUE(); if (!arg_long("run", a, v, 1, 1 << 24, &n_ctx)) return EXIT_USAGE;
+            VALUE();
+            if (!strcmp(v, "max"))
+                ctx_max = true;
+            else if (!arg_long("run", a, v, 1, 1 << 24, &n_ctx))
+                return EXIT_USAGE;
         } else if (placement_opt(a)) {
             VALUE(); if (!placement_set("run", a, v, &place)) return EXIT_USAGE;
         } else if (cache_types_opt(a)) {
@@ -307,6 +312,27 @@ int cmd_run(int argc, char **argv)
     }
     if (system && !chat) {
         fprintf(stderr, "hearth run: -sys goes with --chat\n");
+        return EXIT_USAGE;
+    }
+
+    if (!placement_uses_gpu(&place)) { /* refused before the load when it cannot fit */
+        const struct hearth_context_params dp = hearth_context_default_params();
+        const struct fit_check fc             = {.cmd         = "run",
+                                                 .model       = model_path,
+                                                 .ctx_max     = ctx_max,
+                                                 .parallel    = 1,
+                                                 .ubatch      = dp.n_batch,
+                                                 .threads     = threads,
+                                                 .checkpoints = dp.n_state_snapshots,
+                                                 .ct          = &ct};
+        if (!n_ctx)
+            n_ctx = -1; /* the training context */
+        const int frc = fit_check(&fc, &n_ctx);
+        if (frc != EXIT_OK)
+            return frc;
+    } else if (ctx_max) {
+        fprintf(stderr, "hearth run: --ctx max plans the host's memory only, and layers go on a "
+                        "GPU here; give -c N (hearth fit --device says what fits)\n");
         return EXIT_USAGE;
     }
 

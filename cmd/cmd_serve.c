@@ -112,61 +112,6 @@ static void usage(FILE *fp)
         "Stops on SIGINT or SIGTERM, after telling running requests.\n");
 }
 
-/*
- * The memory law's verdict on this configuration before anything loads
- * (src/fit/fit.c, as `hearth fit` prints it): a configuration the host's
- * free memory cannot hold is refused with the figures, instead of being
- * killed at its first long prompt; with -c max, or no -c and a default
- * that does not fit, the largest context that does is taken and said.
- */
-static int fit_or_refuse(const char *model, const char *draft, long *n_ctx, bool ctx_max,
-                         long parallel, long ubatch, long threads, long checkpoints,
-                         int64_t cache_ram, const struct cache_types *ct, uint64_t extra)
-{
-    struct fit_params p = {.model = model, .draft = draft, .n_ctx = (int32_t)*n_ctx,
-                           .ctx_max = ctx_max, .n_parallel = (int32_t)parallel,
-                           .n_ubatch = (int32_t)ubatch, .kv_block = 32,
-                           .kv_type = (enum hearth_kv_type)ct->k,
-                           .kv_type_v = (enum hearth_kv_type)ct->v, .cache_ram = cache_ram,
-                           .n_threads = (int)threads, .n_state_snapshots = (int32_t)checkpoints,
-                           .n_dev = 1, .host_extra = extra};
-    const uint64_t avail = host_mem_available();
-    if (!avail)
-        return EXIT_OK; /* no figure to hold it to */
-    p.dev[0] = (struct fit_device){.name = "ram", .capacity = avail, .host = true};
-    struct fit_plan plan;
-    char err[HEARTH_ERR_MAX];
-    if (fit_plan(&p, &plan, err, sizeof err) != HEARTH_OK) {
-        fprintf(stderr, "hearth serve: %s\n", err);
-        return EXIT_RUNTIME;
-    }
-    if (!plan.fits && !ctx_max && *n_ctx == 0) { /* the default: take what fits */
-        p.ctx_max = true;
-        if (fit_plan(&p, &plan, err, sizeof err) != HEARTH_OK) {
-            fprintf(stderr, "hearth serve: %s\n", err);
-            return EXIT_RUNTIME;
-        }
-    }
-    const struct fit_use *u = &plan.use[0];
-    if (!plan.fits) {
-        fprintf(stderr,
-                "hearth serve: %d slots of %d tokens do not fit: %s (weights %.1f, K/V and "
-                "cache %.1f, buffers %.1f, logits %.1f, the rest %.1f MiB); give a smaller -c, "
-                "-np or --cache-ram (hearth fit says what fits)\n",
-                (int)parallel, plan.n_ctx, plan.why, MIB(u->mem.b[MEM_WEIGHTS]),
-                MIB(u->mem.b[MEM_KV]), MIB(u->mem.b[MEM_COMPUTE]), MIB(u->mem.b[MEM_OUTPUT]),
-                MIB(u->mem.b[MEM_OTHER]));
-        return EXIT_RUNTIME;
-    }
-    if (p.ctx_max) {
-        fprintf(stderr, "hearth serve: --ctx-size %d: the largest that fits in %.1f MiB (%.1f "
-                        "MiB left)\n",
-                plan.n_ctx, MIB(avail), (double)u->free / (1 << 20));
-        *n_ctx = plan.n_ctx;
-    }
-    return EXIT_OK;
-}
-
 int cmd_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
@@ -374,9 +319,18 @@ int cmd_serve(int argc, char **argv)
                     (double)cache_ram / (1 << 30), (double)avail / (1 << 30));
     }
     if (!placement_uses_gpu(&place)) {
-        const int rc = fit_or_refuse(model_path, draft_path, &n_ctx, ctx_max, parallel,
-                                     batch < ubatch ? batch : ubatch, threads, checkpoints,
-                                     cache_ram, &ct, spec_ngram ? (uint64_t)pool_mib << 20 : 0);
+        const struct fit_check fc = {.cmd         = "serve",
+                                     .model       = model_path,
+                                     .draft       = draft_path,
+                                     .ctx_max     = ctx_max,
+                                     .parallel    = parallel,
+                                     .ubatch      = batch < ubatch ? batch : ubatch,
+                                     .threads     = threads,
+                                     .checkpoints = checkpoints,
+                                     .cache_ram   = cache_ram,
+                                     .ct          = &ct,
+                                     .extra       = spec_ngram ? (uint64_t)pool_mib << 20 : 0};
+        const int rc = fit_check(&fc, &n_ctx);
         if (rc != EXIT_OK)
             return rc;
     } else if (ctx_max) {

@@ -307,7 +307,7 @@ enum hearth_status fit_plan(const struct fit_params *p, struct fit_plan *out, ch
     if (p->runtime == FIT_LLAMACPP)
         return plan_llamacpp(p, out, err, err_len);
     if (p->n_dev < 1 || p->n_dev > FIT_MAX_DEVICES || !p->dev[0].host || p->n_parallel < 1 ||
-        p->n_ubatch < 1 || p->kv_block < 1 || p->n_threads < 1 || p->n_ctx < 0)
+        p->n_ubatch < 1 || p->kv_block < 1 || p->n_threads < 1 || p->n_ctx < -1)
         return fail(HEARTH_EINVAL, err, err_len,
                     "fit: devices, slots, micro-batch, block and threads must be at least 1");
     struct planner pl = {.p = p, .n_gpu = p->n_dev - 1};
@@ -332,7 +332,7 @@ enum hearth_status fit_plan(const struct fit_params *p, struct fit_plan *out, ch
     const int32_t train = pl.m->hp.n_ctx_train;
     if (!p->ctx_max) {
         /* serve's default: 4096, or the training context when smaller (http.c) */
-        plan_at(&pl, p->n_ctx > 0 ? p->n_ctx : train < 4096 ? train : 4096, out);
+        plan_at(&pl, p->n_ctx > 0 ? p->n_ctx : p->n_ctx < 0 || train < 4096 ? train : 4096, out);
         goto done;
     }
     /* the largest whole number of blocks up to the training context that fits */

@@ -34,7 +34,7 @@ struct fit_params {
     const char *model;  /* GGUF path */
     const char *draft;  /* a draft model's, or NULL: it runs on the host */
     int32_t n_ctx;      /* tokens per slot; 0 = serve's default (4096, or the model's
-                           training context when smaller) */
+                           training context when smaller); -1 = the training context */
     bool ctx_max;       /* find the largest n_ctx (whole blocks) that fits instead */
     int32_t n_parallel; /* slots */
     int32_t n_ubatch;   /* micro-batch */

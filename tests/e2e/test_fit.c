@@ -6,7 +6,8 @@
  * (HEARTH_HOST_MEMORY, serve's test knob for the RAM free) is a context the
  * server starts with, while one block more is refused before it loads; and
  * a multi-device plan puts every layer somewhere, the output last, keeps
- * a floor free on every device, and runs a drafter on the host.
+ * a floor free on every device, and runs a drafter on the host. hearth run
+ * makes serve's check. The server's peak resident set is fit's total.
  * --runtime llama.cpp takes llama-server's flags as llama-server means them
  * (tests/unit/test_llamacpp.c holds its figures to llama.cpp's).
  */
@@ -403,6 +404,37 @@ static void test_llamacpp_runtime(void **state)
     }
 }
 
+/*
+ * hearth run makes the same check: a context the RAM cannot hold is refused
+ * before the load; with no -c, a training context that does not fit falls
+ * back to the largest that does (fit's -c max for one slot), and it runs.
+ */
+static void test_run_checks(void **state)
+{
+    TU_MODEL_OR_SKIP(path, MODEL);
+    cJSON *j = fit_json((const char *[]){path, "-np", "1", "-c", "max", "-t", "1", "--cache-ram",
+                                         "0", "--device", "ram:9M", "--json", NULL});
+    const int n = (int)num(j, "ctx_size");
+    cJSON_Delete(j);
+    assert_true(n > 32 && n < 2048); /* stories260K trained at 2048 */
+    setenv("HEARTH_HOST_MEMORY", "9M", 1);
+    const char *argv[] = {tu_bin(), "run", "-m",  path, "-p", "Once upon", "-n",
+                          "4",      "-t",  "1", "--temp", "0", NULL, NULL, NULL};
+    char *out, *err, want[64];
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 0);
+    snprintf(want, sizeof want, "hearth run: --ctx-size %d: the largest that fits", n);
+    assert_non_null(strstr(err, want));
+    assert_true(strlen(out) > 0);
+    free(out), free(err);
+    argv[12] = "-c";
+    argv[13] = "2048";
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 1);
+    assert_non_null(strstr(err, "hearth run: a context of 2048 tokens does not fit: ram would hold"));
+    assert_string_equal(out, "");
+    free(out), free(err);
+    unsetenv("HEARTH_HOST_MEMORY");
+}
+
 /* The server's peak resident set (VmHWM) in bytes, or 0. */
 static double peak_rss(pid_t pid)
 {
@@ -506,6 +538,7 @@ int main(void)
         cmocka_unit_test_teardown(test_devices_split, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_bad_options, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_llamacpp_runtime, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_run_checks, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_rss_is_predicted, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

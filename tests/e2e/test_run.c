@@ -225,7 +225,7 @@ static void test_runtime_errors_exit_1(void **state)
 {
     (void)state;
     const char *missing[] = {tu_bin(), "run", "-m", "/nonexistent/model.gguf", "-p", "hi", NULL};
-    expect_exit(missing, 1, "hearth: ");
+    expect_exit(missing, 1, "hearth run: gguf: cannot open");
     char *dir = tu_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/junk.gguf", dir);
