@@ -20,6 +20,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
+int cmd_route(int argc, char **argv);
 
 /* Exit statuses shared by every subcommand. */
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };

@@ -23,6 +23,7 @@ static const struct {
     {"quantize",     cmd_quantize,     "quantize a GGUF model to a llama.cpp preset (Q4_K_M, Q6_K, ...)"},
     {"devices",      cmd_devices,      "list the CPU and the Vulkan devices hearth can compute on"},
     {"fit",          cmd_fit,          "what a serving configuration holds in memory, per device, from the file's header"},
+    {"route",        cmd_route,        "one endpoint over several servers: prefix-aware, fails over before the first byte"},
 };
 
 static void usage(FILE *fp)

@@ -142,16 +142,20 @@ static void srv_forget(struct srv *s)
  * Starts the server; 1 once it listens (and is ready when wait_ready), 0 when
  * it exited first (reaped; s->dir and its log kept), -1 on a timeout (killed).
  */
-static int launch(struct srv *s, const char *model, const char *const *extra, bool wait_ready)
+/* Starts hearth with head (n_head arguments after the binary) then extra; as srv_start_opt. */
+static int launch_cmd(struct srv *s, const char *const *head, int n_head, const char *const *extra,
+                      bool wait_ready)
 {
     memset(s, 0, sizeof *s);
     s->gate = -1;
     s->dir  = tu_tmpdir();
     assert_non_null(s->dir);
     snprintf(s->log, sizeof s->log, "%s/server.log", s->dir);
-    const char *argv[40] = {tu_bin(), "serve", "-m", model, "--port", "0", "-t", "1"};
-    int n                = 8;
-    for (int i = 0; extra && extra[i] && n < 38; i++)
+    const char *argv[48] = {tu_bin()};
+    int n                = 1;
+    for (int i = 0; i < n_head && n < 46; i++)
+        argv[n++] = head[i];
+    for (int i = 0; extra && extra[i] && n < 46; i++)
         argv[n++] = extra[i];
     argv[n] = NULL;
     s->pid  = spawn_with(argv, s->log, s->dir);
@@ -193,6 +197,26 @@ static int launch(struct srv *s, const char *model, const char *const *extra, bo
     free(log);
     kill(s->pid, SIGKILL);
     return -1;
+}
+
+static int launch(struct srv *s, const char *model, const char *const *extra, bool wait_ready)
+{
+    const char *head[] = {"serve", "-m", model, "--port", "0", "-t", "1"};
+    return launch_cmd(s, head, 7, extra, wait_ready);
+}
+
+void srv_start_route(struct srv *s, const char *const *args)
+{
+    const char *head[] = {"route", "--port", "0"};
+    int got            = launch_cmd(s, head, 3, args, true);
+    if (got == 0) {
+        char *log = srv_slurp(s->log);
+        print_message("hearth route exited while starting:\n%s\n", log);
+        free(log);
+        srv_forget(s);
+    }
+    if (got != 1)
+        fail();
 }
 
 void srv_start_opt(struct srv *s, const char *model, const char *const *extra, bool wait_ready)

@@ -81,6 +81,12 @@ void srv_start(struct srv *s, const char *const *extra);
 bool srv_start_try(struct srv *s, const char *model, const char *const *extra, char **log);
 
 /*
+ * Starts `hearth route --port 0 ARGS...` (NULL-terminated) and waits for its
+ * /health to answer 200 (an upstream up), as srv_start; srv_stop stops it.
+ */
+void srv_start_route(struct srv *s, const char *const *args);
+
+/*
  * The gates that open their FIFO for reading when they get to it, and read
  * one byte (HEARTH_SERVE_PREP_GATE before each preparation,
  * HEARTH_SERVE_LOAD_GATE before the load): opening the write end without
