@@ -467,18 +467,26 @@ static int on_upstream_headers(struct evhttp_request *ureq, void *arg)
 {
     struct proxied *p = arg;
     p->status         = evhttp_request_get_response_code(ureq);
+    if (p->conn)
+        no_delay(p->conn);
     if (p->status >= 500) {
         p->failed = true;
         p->busy   = p->status == 503;
         snprintf(p->why, sizeof p->why, "answered %d", p->status);
         if (!p->errbody)
             p->errbody = evbuffer_new();
-        return 0;
     }
-    if (!p->client)
-        return 0;
-    if (p->conn)
-        no_delay(p->conn);
+    return 0;
+}
+
+/*
+ * The client's reply starts with the upstream's first byte of body (or its
+ * end), not its head: a server that sends a stream's head at once and dies
+ * before the first event (a replica killed while it prefills) is then still
+ * a failure before the first byte, retried elsewhere.
+ */
+static void start_reply(struct proxied *p, struct evhttp_request *ureq)
+{
     struct evkeyvalq *in  = evhttp_request_get_input_headers(ureq);
     struct evkeyvalq *out = evhttp_request_get_output_headers(p->client);
     for (struct evkeyval *h = in->tqh_first; h; h = h->next.tqe_next)
@@ -491,7 +499,6 @@ static int on_upstream_headers(struct evhttp_request *ureq, void *arg)
     evhttp_add_header(out, "X-Hearth-Upstream", p->r->up[p->up].url);
     evhttp_send_reply_start(p->client, p->status, evhttp_request_get_response_code_line(ureq));
     p->started = true;
-    return 0;
 }
 
 static void on_upstream_chunk(struct evhttp_request *ureq, void *arg)
@@ -502,7 +509,9 @@ static void on_upstream_chunk(struct evhttp_request *ureq, void *arg)
         if (p->errbody && evbuffer_get_length(p->errbody) < ERRBODY_MAX)
             evbuffer_add_buffer(p->errbody, b);
         evbuffer_drain(b, evbuffer_get_length(b));
-    } else if (p->client && p->started) {
+    } else if (p->client && evbuffer_get_length(b)) {
+        if (!p->started)
+            start_reply(p, ureq);
         evhttp_send_reply_chunk(p->client, b);
     } else {
         evbuffer_drain(b, evbuffer_get_length(b));
@@ -579,6 +588,8 @@ static void on_upstream_done(struct evhttp_request *ureq, void *arg)
     }
     conn_put(r, u, c);
     route_finished(r->policy, u);
+    if (p->client && !p->started) /* a reply with no body */
+        start_reply(p, ureq);
     finish(p);
     pump_queue(r);
 }

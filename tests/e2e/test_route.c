@@ -364,6 +364,65 @@ static void test_failover_on_kill(void **state)
     free(ua), free(ub);
 }
 
+/*
+ * A replica killed while requests wait in it, in the middle of a burst of
+ * 32 (half of them streams): none had a byte of reply yet, so every one is
+ * retried on the other and all 32 come back whole. The killed replica is
+ * held at its scheduler's gate, so the requests are inside it, not timed.
+ */
+static void test_kill_mid_burst(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    struct srv a, b, r;
+    srv_start_gated(&a, (const char *[]){"-np", "4", NULL});
+    srv_start(&b, (const char *[]){"-np", "4", NULL});
+    char *ua = url_of(&a), *ub = url_of(&b);
+    srv_start_route(&r, (const char *[]){"--upstream", ua, "--upstream", ub, NULL});
+    pid_t pids[32];
+    char out[32][600];
+    for (int i = 0; i < 32; i++) {
+        snprintf(out[i], sizeof out[i], "%s/burst%d.out", r.dir, i);
+        pids[i] = http_post_bg(&r, "/v1/completions",
+                               i % 2 ? "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,"
+                                       "\"temperature\":0,\"stream\":true}"
+                                     : COMPLETION,
+                               out[i], "120");
+        assert_true(pids[i] > 0);
+    }
+    char la[200], lb[200];
+    snprintf(la, sizeof la, "hearth_route_requests_total{upstream=\"%s\"}", ua);
+    snprintf(lb, sizeof lb, "hearth_route_requests_total{upstream=\"%s\"}", ub);
+    char ia[200];
+    snprintf(ia, sizeof ia, "hearth_route_in_flight{upstream=\"%s\"}", ua);
+    /* every request dispatched once, some of them held in a */
+    while (metric(&r, la) + metric(&r, lb) < 32 || metric(&r, ia) < 1)
+        srv_sleep_ms(10);
+    const double held = metric(&r, ia);
+    kill(a.pid, SIGKILL);
+    waitpid(a.pid, NULL, 0);
+    a.pid = 0;
+    int whole = 0;
+    for (int i = 0; i < 32; i++) {
+        assert_int_equal(srv_wait_pid(pids[i], 120), 0);
+        char hdr[sizeof out[i] + 16];
+        snprintf(hdr, sizeof hdr, "%.599s.headers", out[i]);
+        char *h = tu_read_file(hdr, NULL), *body = tu_read_file(out[i], NULL);
+        const bool ok = h && body && http_status_of(h) == 200 &&
+                        (i % 2 ? strstr(body, "data: [DONE]") != NULL
+                               : strstr(body, "\"finish_reason\":\"length\"") != NULL);
+        if (!ok)
+            print_message("request %d: %s\n%s\n", i, h ? h : "(no headers)", body ? body : "");
+        whole += ok;
+        free(h), free(body);
+    }
+    print_message("%d of 32 whole; %.0f were held in the killed replica\n", whole, held);
+    assert_int_equal(whole, 32);
+    assert_true(metric(&r, "hearth_route_failovers_total") >= held);
+    srv_stop(&r), srv_stop(&b);
+    free(ua), free(ub);
+}
+
 /* A 500 before any byte: demoted, the request served by the other, nothing of the 500 seen. */
 static void test_500_hang_and_cut(void **state)
 {
@@ -486,6 +545,7 @@ int main(void)
         cmocka_unit_test_teardown(test_proxy_stream_models, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_affinity, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_failover_on_kill, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_kill_mid_burst, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_500_hang_and_cut, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
