@@ -127,6 +127,11 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_KV_BLOCKS_USED]    = st.kv_blocks_used;
     v[M_KV_BLOCKS_CACHED]  = st.kv_blocks_cached;
     v[M_KV_BLOCKS_CAPACITY] = st.kv_blocks_total;
+    v[M_KV_USAGE]           = st.kv_blocks_total > 0
+                                  ? (double)st.kv_blocks_used / (double)st.kv_blocks_total
+                                  : 0;
+    s->metrics.kv_block     = hearth_context_default_params().kv_block; /* sched.c's */
+    s->metrics.kv_blocks    = st.kv_blocks_total;
     v[M_CACHE_RAM_BYTES]     = (double)st.cache_bytes;
     v[M_CACHE_RAM_CAP_BYTES] = (double)st.cache_cap_bytes;
     v[M_CACHE_RAM_EVICTED]   = (double)st.cache_evicted;

@@ -157,6 +157,9 @@ char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT],
                     (unsigned long long)(id == M_STAGE_KV_BYTES ? st->kv_bytes
                                                                 : st->weight_bytes));
             }
+        } else if (id == M_KV_CONFIG) {
+            put(&o, "%s{block_size=\"%d\",num_gpu_blocks=\"%d\"} 1\n", d->name, m->kv_block,
+                m->kv_blocks);
         } else if (id == M_SPEC_DRAFTED || id == M_SPEC_ACCEPTED) {
             static const char *const drafters[] = SCHED_DRAFTER_NAMES;
             for (int k = 0; k < SCHED_N_DRAFTERS; k++)

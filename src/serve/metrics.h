@@ -72,6 +72,11 @@
       "KV cache blocks kept only for prefix reuse (evictable).")                               \
     X(M_KV_BLOCKS_CAPACITY, "hearth_kv_blocks_capacity", gauge, NONE,                          \
       "KV cache blocks in the pool.")                                                          \
+    X(M_KV_USAGE, "hearth_kv_cache_usage_ratio", gauge, NONE,                                  \
+      "Share of the KV cache's blocks held by sequences, 0 to 1 (a router's KV utilisation).") \
+    X(M_KV_CONFIG, "hearth_kv_cache_config_info", gauge, NONE,                                 \
+      "Always 1; its labels: block_size (tokens a KV block) and num_gpu_blocks (blocks in "    \
+      "the pool, on whatever device), the names routers read.")                                \
     X(M_CACHE_RAM_BYTES, "hearth_cache_ram_bytes", gauge, NONE,                                \
       "K/V bytes the prefix cache keeps in memory for no running request.")                   \
     X(M_CACHE_RAM_CAP_BYTES, "hearth_cache_ram_cap_bytes", gauge, NONE,                        \
@@ -121,6 +126,8 @@ struct metrics {
     int32_t n_stages;                          /* 0 until the model is loaded */
     uint64_t spec_drafted[SCHED_N_DRAFTERS];   /* set by the caller before metrics_render */
     uint64_t spec_accepted[SCHED_N_DRAFTERS];
+    int32_t kv_block;                          /* tokens per KV block, for M_KV_CONFIG */
+    int32_t kv_blocks;                         /* blocks in the pool, for M_KV_CONFIG */
 };
 
 /* Zeroes everything. */
@@ -138,8 +145,9 @@ const char *metrics_endpoint_path(enum metrics_endpoint ep);
 /*
  * The text exposition page (format 0.0.4): HELP and TYPE for every metric in
  * list order, then its samples. values[id] gives each counter and gauge but
- * M_REQUESTS and the M_STAGE_* gauges (taken from m). Returns a malloc'd NUL-terminated string and its
- * length in *len, or NULL when out of memory.
+ * M_REQUESTS, the M_STAGE_* gauges and M_KV_CONFIG (taken from m).
+ * Returns a malloc'd NUL-terminated string and its length in *len, or NULL
+ * when out of memory.
  */
 char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT], size_t *len);
 

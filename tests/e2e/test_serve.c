@@ -104,6 +104,9 @@ static void test_health_models_slots_metrics(void **state)
         "hearth_prefill_tokens_per_second",
         "hearth_decode_tokens_per_second",
         "hearth_queue_depth 0",
+        /* what a Kubernetes endpoint picker reads: queued, running, KV utilisation, blocks */
+        "hearth_kv_cache_usage_ratio 0\n",
+        "hearth_kv_cache_config_info{block_size=\"32\",num_gpu_blocks=\"",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if (!strstr(r.body, want[i]))
