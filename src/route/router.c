@@ -709,10 +709,14 @@ static void dispatch(struct proxied *p)
         fail_request(p, 500, "server_error", "out of memory");
 }
 
-/* Sends waiting requests while an upstream has room. */
+/*
+ * Sends waiting requests while an upstream has room: one pass over the
+ * queue as it is now, since a request may go back to its tail (the only
+ * upstreams with room are ones it has tried).
+ */
 static void pump_queue(struct router *r)
 {
-    while (r->qhead) {
+    for (int32_t n = r->n_queued; n > 0 && r->qhead; n--) {
         bool room = false;
         for (int32_t u = 0; u < r->n_up && !room; u++)
             room = r->up[u].healthy && route_in_flight(r->policy, u) < r->p.max_in_flight;
@@ -738,6 +742,9 @@ static void fanout_done(struct fanout *f)
     if (--f->pending > 0)
         return;
     if (f->client) {
+        struct evhttp_connection *evcon = evhttp_request_get_connection(f->client);
+        if (evcon)
+            evhttp_connection_set_closecb(evcon, NULL, NULL);
         if (cJSON_GetArraySize(f->data) == 0) {
             reply_error(f->client, false, 502, "server_error", "no upstream listed its models");
         } else {
@@ -792,6 +799,13 @@ static void on_models(struct evhttp_request *ureq, void *arg)
     fanout_done(f);
 }
 
+static void on_models_client_close(struct evhttp_connection *evcon, void *arg)
+{
+    struct fanout *f = arg;
+    evhttp_connection_set_closecb(evcon, NULL, NULL);
+    f->client = NULL; /* evhttp frees the request with its connection */
+}
+
 static void models(struct router *r, struct evhttp_request *req)
 {
     struct fanout *f = calloc(1, sizeof *f);
@@ -803,6 +817,9 @@ static void models(struct router *r, struct evhttp_request *req)
     f->r       = r;
     f->client  = req;
     f->pending = 1; /* this function's own, so the reply waits for every leg */
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    if (evcon)
+        evhttp_connection_set_closecb(evcon, on_models_client_close, f);
     for (int32_t u = 0; u < r->n_up; u++) {
         if (!r->up[u].healthy)
             continue;
