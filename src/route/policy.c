@@ -26,8 +26,19 @@ struct route {
     struct route_params p;
     struct index idx[ROUTE_MAX_UPSTREAMS];
     int32_t in_flight[ROUTE_MAX_UPSTREAMS];
+    int32_t reported[ROUTE_MAX_UPSTREAMS]; /* requests it says it has (running + queued); -1 */
     int32_t next; /* round-robin's and ties' turn */
 };
+
+/*
+ * An upstream's load: what the router sent it and has not seen end, or what
+ * it reports when that is more (clients that do not come through the
+ * router). The larger, not the sum: the report counts the router's own.
+ */
+static int32_t load(const struct route *r, int32_t u)
+{
+    return r->reported[u] > r->in_flight[u] ? r->reported[u] : r->in_flight[u];
+}
 
 const char *route_reason_name(enum route_reason r)
 {
@@ -54,6 +65,8 @@ struct route *route_new(const struct route_params *p)
     if (!r)
         return NULL;
     r->p = *p;
+    for (int32_t u = 0; u < ROUTE_MAX_UPSTREAMS; u++)
+        r->reported[u] = -1;
     for (int32_t u = 0; u < p->n_upstream; u++)
         for (int g = 0; g < 2; g++)
             if (!u64map_init(&r->idx[u].gen[g], p->index_blocks / 2)) {
@@ -119,7 +132,7 @@ static int32_t least_loaded(const struct route *r, const bool *usable)
     int32_t best = -1;
     for (int32_t k = 0; k < r->p.n_upstream; k++) {
         const int32_t u = (r->next + k) % r->p.n_upstream;
-        if (usable[u] && (best < 0 || r->in_flight[u] < r->in_flight[best]))
+        if (usable[u] && (best < 0 || load(r, u) < load(r, best)))
             best = u;
     }
     return best;
@@ -151,13 +164,13 @@ struct route_pick route_choose(struct route *r, const uint64_t *h, int32_t n, co
                 continue;
             const int32_t len = matched(r, u, h, n, now);
             if (len > best_len ||
-                (len == best_len && best >= 0 && r->in_flight[u] < r->in_flight[best])) {
+                (len == best_len && best >= 0 && load(r, u) < load(r, best))) {
                 best     = u;
                 best_len = len;
             }
         }
         if (best >= 0 && best_len >= r->p.min_match) {
-            if (r->in_flight[best] <= r->in_flight[least] + r->p.slack) {
+            if (load(r, best) <= load(r, least) + r->p.slack) {
                 pick.upstream = best;
                 pick.reason   = ROUTE_PREFIX;
             } else {
@@ -208,6 +221,12 @@ void route_forget(struct route *r, int32_t u)
         memset(x->gen[g].key, 0, x->gen[g].cap * sizeof *x->gen[g].key);
         x->n[g] = 0;
     }
+}
+
+void route_reported(struct route *r, int32_t u, int32_t n)
+{
+    if (u >= 0 && u < r->p.n_upstream)
+        r->reported[u] = n < 0 ? -1 : n;
 }
 
 int32_t route_in_flight(const struct route *r, int32_t u)

@@ -18,7 +18,9 @@
  * the least loaded; otherwise to the least loaded. So a continuation finds
  * its cache, a fresh request the idlest upstream, and a hot prefix spills
  * to a second upstream once the first is busier by the slack (which then
- * learns it too, and the two share it by load).
+ * learns it too, and the two share it by load). An upstream's load is the
+ * router's count of its requests in flight, or what it reports serving and
+ * queueing when that is more (other clients beside the router).
  */
 #ifndef HEARTH_ROUTE_POLICY_H
 #define HEARTH_ROUTE_POLICY_H
@@ -98,6 +100,13 @@ void route_started(struct route *r, int32_t u, const uint64_t *h, int32_t n, dou
 void route_finished(struct route *r, int32_t u);
 /* u failed (demoted by the router): what it remembered is dropped, its cache being gone. */
 void route_forget(struct route *r, int32_t u);
+
+/*
+ * What u reports it is serving and holding in its queue (its /metrics), n
+ * requests, or -1 when it does not say: its load is then the larger of
+ * that and the router's own count.
+ */
+void route_reported(struct route *r, int32_t u, int32_t n);
 
 /* Requests in flight on u. */
 int32_t route_in_flight(const struct route *r, int32_t u);

@@ -43,6 +43,7 @@
 
 #include "bench/httpc.h"
 #include "route/prompt.h"
+#include "route/report.h"
 #include "serve/anthropic.h"
 #include "serve/bodylimit.h"
 #include "serve/openai.h"
@@ -72,6 +73,7 @@ struct upstream {
     uint64_t status[6]; /* replies by status class: [2] 2xx ... [5] 5xx */
     uint64_t lat[N_BUCKETS + 1];
     double lat_sum;
+    int32_t reported; /* requests it says it runs and queues (/metrics), -1: unknown */
 };
 
 struct proxied;
@@ -882,6 +884,21 @@ static void on_probe(struct evhttp_request *ureq, void *arg)
     free(pr);
 }
 
+/* An upstream's /metrics: what it says it serves and queues, for the policy's load. */
+static void on_report(struct evhttp_request *ureq, void *arg)
+{
+    struct probe *pr = arg;
+    int32_t n        = -1;
+    if (ureq && evhttp_request_get_response_code(ureq) == 200) {
+        struct evbuffer *b = evhttp_request_get_input_buffer(ureq);
+        const size_t len   = evbuffer_get_length(b);
+        n = route_report_parse((const char *)evbuffer_pullup(b, (ev_ssize_t)len), len);
+    }
+    route_reported(pr->r->policy, pr->u, n);
+    pr->r->up[pr->u].reported = n;
+    free(pr);
+}
+
 static void probe_all(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -911,8 +928,22 @@ static void probe_all(evutil_socket_t fd, short what, void *arg)
         char uri[300];
         snprintf(uri, sizeof uri, "%s/health", up->t.prefix);
         up->probing = true;
-        if (evhttp_make_request(up->probe, ureq, EVHTTP_REQ_GET, uri) != 0)
+        if (evhttp_make_request(up->probe, ureq, EVHTTP_REQ_GET, uri) != 0) {
             up->probing = false;
+            continue;
+        }
+        /* and its load, where it exports it, on the same connection after /health */
+        struct probe *rp = malloc(sizeof *rp);
+        struct evhttp_request *mreq = rp ? evhttp_request_new(on_report, rp) : NULL;
+        if (!mreq) {
+            free(rp);
+            continue;
+        }
+        rp->r = r;
+        rp->u = u;
+        evhttp_add_header(evhttp_request_get_output_headers(mreq), "Host", up->t.hostport);
+        snprintf(uri, sizeof uri, "%s/metrics", up->t.prefix);
+        evhttp_make_request(up->probe, mreq, EVHTTP_REQ_GET, uri);
     }
 }
 
@@ -950,6 +981,11 @@ static void metrics(struct router *r, struct evhttp_request *req)
     for (int32_t u = 0; u < r->n_up; u++)
         evbuffer_add_printf(b, "hearth_route_in_flight{upstream=\"%s\"} %d\n", r->up[u].url,
                             route_in_flight(r->policy, u));
+    FAMILY("hearth_route_upstream_reported", "gauge",
+           "Requests an upstream says it runs and queues (its /metrics), -1 when it does not say.");
+    for (int32_t u = 0; u < r->n_up; u++)
+        evbuffer_add_printf(b, "hearth_route_upstream_reported{upstream=\"%s\"} %d\n", r->up[u].url,
+                            r->up[u].reported);
     FAMILY("hearth_route_upstream_healthy", "gauge", "1 while an upstream takes requests.");
     for (int32_t u = 0; u < r->n_up; u++)
         evbuffer_add_printf(b, "hearth_route_upstream_healthy{upstream=\"%s\"} %d\n", r->up[u].url,
@@ -1129,7 +1165,8 @@ enum hearth_status router_run(const struct router_params *p, char *err, size_t e
             goto out;
         }
         snprintf(r->up[u].url, sizeof r->up[u].url, "%s", p->upstream[u]);
-        r->up[u].healthy = true;
+        r->up[u].healthy  = true;
+        r->up[u].reported = -1;
     }
     struct route_params rp = p->policy;
     rp.n_upstream          = r->n_up;

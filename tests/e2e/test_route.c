@@ -43,8 +43,8 @@ struct fake {
     int live;     /* connection threads running */
 };
 
-/* Reads one request's head and body; false at EOF. Sets *health for GET /health. */
-static bool read_request(int fd, bool *health)
+/* Reads one request's head and body; false at EOF. *health: GET /health; *get: any GET. */
+static bool read_request(int fd, bool *health, bool *get)
 {
     char buf[65536];
     size_t n = 0;
@@ -56,7 +56,8 @@ static bool read_request(int fd, bool *health)
         n += (size_t)k;
     }
     buf[n]            = 0;
-    *health           = !strncmp(buf, "GET ", 4) && strstr(buf, " /health ") == strchr(buf, ' ');
+    *get              = !strncmp(buf, "GET ", 4);
+    *health           = *get && strstr(buf, " /health ") == strchr(buf, ' ');
     const char *cl    = strcasestr(buf, "\r\nContent-Length:");
     const size_t head = (size_t)(end + 4 - buf);
     size_t want       = cl ? (size_t)atol(cl + 17) : 0;
@@ -94,11 +95,15 @@ static void *fake_conn_main(void *arg)
     struct fake *f       = fc->f;
     const int fd         = fc->fd;
     free(fc);
-    bool health, keep = false;
-    while (read_request(fd, &health)) {
+    bool health, get, keep = false;
+    while (read_request(fd, &health, &get)) {
         if (health) {
             say(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                     "Content-Length: 15\r\n\r\n{\"status\":\"ok\"}");
+            continue;
+        }
+        if (get) { /* the router's probes of /metrics: it has none */
+            say(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
             continue;
         }
         __atomic_add_fetch(&f->requests, 1, __ATOMIC_SEQ_CST);
@@ -276,6 +281,12 @@ static void test_proxy_stream_models(void **state)
     assert_string_equal(jstr(cJSON_GetArrayItem(jget(jm, "data"), 0), "id"), "stories260K");
     cJSON_Delete(jm);
     http_resp_free(&m);
+    /* the replicas' own load, read from their /metrics by the probes */
+    char rep[200];
+    snprintf(rep, sizeof rep, "hearth_route_upstream_reported{upstream=\"%s\"}", ua);
+    while (metric(&r, rep) < 0) /* until the first probe's answer */
+        srv_sleep_ms(10);
+    assert_true(metric(&r, rep) == 0);
     /* its own health, and metrics promtool accepts */
     struct http_resp h = http_get(&r, "/health");
     assert_int_equal(h.status, 200);

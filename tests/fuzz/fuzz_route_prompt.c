@@ -1,7 +1,8 @@
 /*
  * fuzz_route_prompt.c: libFuzzer target for the text `hearth route` routes
- * a request by (route_prompt_read: a body straight from the network) and
- * its prefix blocks (route_blocks). The first input byte picks the path;
+ * a request by (route_prompt_read: a body straight from the network), its
+ * prefix blocks (route_blocks), and the same bytes as an upstream's
+ * /metrics page (route_report_parse). The first input byte picks the path;
  * the rest is the body. Seeds: tests/fuzz/corpus/route_prompt.
  */
 #include <stdint.h>
@@ -10,6 +11,7 @@
 
 #include "route/policy.h"
 #include "route/prompt.h"
+#include "route/report.h"
 
 static volatile uint64_t sink;
 
@@ -32,5 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* the text is NUL-terminated at len */
     }
     route_prompt_free(&p);
+    sink += (uint64_t)route_report_parse((const char *)data + 1, size - 1); /* as a /metrics page */
     return 0;
 }

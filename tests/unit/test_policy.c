@@ -252,6 +252,35 @@ static void test_agent_sessions(void **state)
     route_free(r);
 }
 
+/* An upstream busy with other clients (its /metrics says so) gets the fresh requests last. */
+static void test_reported_load(void **state)
+{
+    (void)state;
+    struct route *r = make(ROUTE_AFFINITY, 2);
+    char *t         = text_of(5, 8 * ROUTE_BLOCK);
+    uint64_t h[MAXB];
+    const int32_t n = route_blocks("m", t, strlen(t), h, MAXB);
+    route_reported(r, 0, 6); /* six requests of its own the router never sent */
+    for (int i = 0; i < 6; i++) {
+        const struct route_pick pick = route_choose(r, NULL, 0, all, 1);
+        assert_int_equal(pick.upstream, 1);
+        route_started(r, 1, NULL, 0, 1);
+    }
+    /* now even: turns again; the report is the larger, not added to the router's count */
+    route_started(r, 0, h, n, 1);
+    assert_int_equal(route_in_flight(r, 0), 1);
+    assert_int_equal(route_choose(r, NULL, 0, all, 1).upstream, 1);
+    /* its prefix still draws a continuation within the slack */
+    route_reported(r, 0, 8);
+    assert_int_equal(route_choose(r, h, n, all, 1).reason, ROUTE_PREFIX);
+    route_reported(r, 0, 20);
+    assert_int_equal(route_choose(r, h, n, all, 1).reason, ROUTE_SPILL);
+    route_reported(r, 0, -1); /* it stopped saying: the router's count alone */
+    assert_int_equal(route_choose(r, h, n, all, 1).reason, ROUTE_PREFIX);
+    route_free(r);
+    free(t);
+}
+
 static void test_params(void **state)
 {
     (void)state;
@@ -269,9 +298,13 @@ static void test_params(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_blocks_name_prefixes), cmocka_unit_test(test_continuation_and_fresh),
-        cmocka_unit_test(test_hot_prefix_spills),    cmocka_unit_test(test_aging_and_bound),
-        cmocka_unit_test(test_agent_sessions),       cmocka_unit_test(test_params),
+        cmocka_unit_test(test_blocks_name_prefixes),
+        cmocka_unit_test(test_continuation_and_fresh),
+        cmocka_unit_test(test_hot_prefix_spills),
+        cmocka_unit_test(test_aging_and_bound),
+        cmocka_unit_test(test_agent_sessions),
+        cmocka_unit_test(test_reported_load),
+        cmocka_unit_test(test_params),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
