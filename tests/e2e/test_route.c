@@ -354,9 +354,7 @@ static void test_failover_on_kill(void **state)
     struct http_resp c = http_post(&r, "/v1/completions", COMPLETION);
     assert_int_equal(c.status, 200);
     http_resp_free(&c);
-    kill(a.pid, SIGKILL);
-    waitpid(a.pid, NULL, 0);
-    a.pid = 0;
+    srv_kill(&a);
     for (int i = 0; i < 8; i++) {
         c = http_post(&r, "/v1/completions", COMPLETION);
         assert_int_equal(c.status, 200);
@@ -410,9 +408,7 @@ static void test_kill_mid_burst(void **state)
     while (metric(&r, la) + metric(&r, lb) < 32 || metric(&r, ia) < 1)
         srv_sleep_ms(10);
     const double held = metric(&r, ia);
-    kill(a.pid, SIGKILL);
-    waitpid(a.pid, NULL, 0);
-    a.pid = 0;
+    srv_kill(&a);
     int whole = 0;
     for (int i = 0; i < 32; i++) {
         assert_int_equal(srv_wait_pid(pids[i], 120), 0);

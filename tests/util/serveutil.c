@@ -139,10 +139,10 @@ static void srv_forget(struct srv *s)
 }
 
 /*
- * Starts the server; 1 once it listens (and is ready when wait_ready), 0 when
- * it exited first (reaped; s->dir and its log kept), -1 on a timeout (killed).
+ * Starts hearth with head (n_head arguments after the binary) then extra; 1
+ * once it listens (and is ready when wait_ready), 0 when it exited first
+ * (reaped; s->dir and its log kept), -1 on a timeout (killed).
  */
-/* Starts hearth with head (n_head arguments after the binary) then extra; as srv_start_opt. */
 static int launch_cmd(struct srv *s, const char *const *head, int n_head, const char *const *extra,
                       bool wait_ready)
 {
@@ -360,6 +360,25 @@ void srv_stop(struct srv *s)
     srv_forget(s);
     assert_int_equal(rc, 0);
     assert_false(dirty);
+}
+
+void srv_kill(struct srv *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        live_del(s->pid);
+        s->pid = 0;
+    }
+    if (s->gate >= 0)
+        close(s->gate);
+    s->gate = -1;
+    if (s->gate_dir) {
+        tu_rmtree(s->gate_dir);
+        free(s->gate_dir);
+        s->gate_dir = NULL;
+    }
+    srv_forget(s);
 }
 
 bool srv_have_node(void)

@@ -130,6 +130,9 @@ void srv_stop(struct srv *s);
 /* Whole file as a malloc'd string; "" (malloc'd) when it cannot be read. */
 char *srv_slurp(const char *path);
 
+/* Kills the server outright (SIGKILL, as a crash would), reaps it and frees what srv_start made. */
+void srv_kill(struct srv *s);
+
 /* True when curl is installed; otherwise prints a skip message. */
 bool srv_have_curl(void);
 
