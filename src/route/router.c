@@ -46,6 +46,7 @@
 #include "route/report.h"
 #include "serve/anthropic.h"
 #include "serve/bodylimit.h"
+#include "serve/listen.h"
 #include "serve/openai.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
@@ -1206,21 +1207,10 @@ enum hearth_status router_run(const struct router_params *p, char *err, size_t e
         set_err(err, err_len, "route: cannot create the loop's events");
         goto out;
     }
-    r->bound = evhttp_bind_socket_with_handle(r->http, p->host, (ev_uint16_t)p->port);
-    if (!r->bound) {
-        set_err(err, err_len, "route: cannot listen on %s port %d: %s", p->host, p->port,
-                strerror(errno));
+    char note[32];
+    snprintf(note, sizeof note, " (%d upstreams)", r->n_up);
+    if (!(r->bound = http_listen(r->http, "route", p->host, p->port, note, err, err_len)))
         goto out;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int port     = p->port;
-    if (getsockname(evhttp_bound_socket_get_fd(r->bound), (struct sockaddr *)&ss, &sl) == 0)
-        port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port);
-    const bool v6 = strchr(p->host, ':') != NULL;
-    fprintf(stderr, "hearth route: listening on http://%s%s%s:%d (%d upstreams)\n", v6 ? "[" : "",
-            p->host, v6 ? "]" : "", port, r->n_up);
     probe_all(-1, 0, r);
     event_base_dispatch(r->base);
     st = HEARTH_OK;

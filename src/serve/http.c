@@ -51,6 +51,7 @@
 #include "grammar/grammar.h"
 #include "serve/anthropic.h"
 #include "serve/bodylimit.h"
+#include "serve/listen.h"
 #include "serve/server.h"
 #include "serve/responses.h"
 #include "template/chat_template.h"
@@ -1277,21 +1278,8 @@ enum hearth_status http_serve(const struct http_params *p, char *err, size_t err
         set_err(err, err_len, "serve: cannot start the preparation thread");
         goto out;
     }
-    s->bound = evhttp_bind_socket_with_handle(s->http, p->host, (ev_uint16_t)p->port);
-    if (!s->bound) {
-        set_err(err, err_len, "serve: cannot listen on %s port %d: %s", p->host, p->port,
-                strerror(errno));
+    if (!(s->bound = http_listen(s->http, "serve", p->host, p->port, "", err, err_len)))
         goto out;
-    }
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    int port     = p->port;
-    if (getsockname(evhttp_bound_socket_get_fd(s->bound), (struct sockaddr *)&ss, &sl) == 0)
-        port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port);
-    bool v6 = strchr(p->host, ':') != NULL;
-    fprintf(stderr, "hearth serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", p->host,
-            v6 ? "]" : "", port);
 
     if (pthread_create(&s->loader, NULL, loader_main, s) != 0) {
         set_err(err, err_len, "serve: cannot start the loader thread");

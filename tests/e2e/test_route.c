@@ -228,6 +228,17 @@ static const char *upstream_of(const struct http_resp *r)
     return h ? h + strlen("X-Hearth-Upstream: ") : "";
 }
 
+/* Two replicas of stories260K (serve_extra: their options) and a router over both. */
+static void fleet(struct srv *a, struct srv *b, struct srv *r, char **ua, char **ub,
+                  const char *const *serve_extra)
+{
+    srv_start(a, serve_extra);
+    srv_start(b, serve_extra);
+    *ua = url_of(a);
+    *ub = url_of(b);
+    srv_start_route(r, (const char *[]){"--upstream", *ua, "--upstream", *ub, NULL});
+}
+
 static const char *const COMPLETION =
     "{\"prompt\":\"Once upon a time\",\"max_tokens\":8,\"temperature\":0}";
 
@@ -238,10 +249,8 @@ static void test_proxy_stream_models(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv a, b, r;
-    srv_start(&a, (const char *[]){"-np", "2", NULL});
-    srv_start(&b, (const char *[]){"-np", "2", NULL});
-    char *ua = url_of(&a), *ub = url_of(&b);
-    srv_start_route(&r, (const char *[]){"--upstream", ua, "--upstream", ub, NULL});
+    char *ua, *ub;
+    fleet(&a, &b, &r, &ua, &ub, (const char *[]){"-np", "2", NULL});
     /* the same greedy text as straight from a replica */
     struct http_resp direct = http_post(&a, "/v1/completions", COMPLETION);
     struct http_resp routed = http_post(&r, "/v1/completions", COMPLETION);
@@ -314,10 +323,8 @@ static void test_affinity(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv a, b, r;
-    srv_start(&a, NULL);
-    srv_start(&b, NULL);
-    char *ua = url_of(&a), *ub = url_of(&b);
-    srv_start_route(&r, (const char *[]){"--upstream", ua, "--upstream", ub, NULL});
+    char *ua, *ub;
+    fleet(&a, &b, &r, &ua, &ub, NULL);
     /* a system prompt of some 1200 bytes (4 blocks of 256 draw its continuations) */
     char sys[1400] = "", body[2000], first[300] = "";
     while (strlen(sys) < 1200)
@@ -347,10 +354,8 @@ static void test_failover_on_kill(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv a, b, r;
-    srv_start(&a, NULL);
-    srv_start(&b, NULL);
-    char *ua = url_of(&a), *ub = url_of(&b);
-    srv_start_route(&r, (const char *[]){"--upstream", ua, "--upstream", ub, NULL});
+    char *ua, *ub;
+    fleet(&a, &b, &r, &ua, &ub, NULL);
     struct http_resp c = http_post(&r, "/v1/completions", COMPLETION);
     assert_int_equal(c.status, 200);
     http_resp_free(&c);
