@@ -38,6 +38,9 @@ static void usage(FILE *fp)
         {"--timeout S", "an upstream's silence before it counts as failed (default 600)"},
         {"--client-timeout S", "a client's silence while sending (default 600)"},
         {"--probe-interval S", "seconds between /health probes (default 2)"},
+        {"--upstream-load SRC", "own (default): load is the requests the router has in flight"},
+        {"", "on an upstream; reported: plus what its /metrics says it serves"},
+        {"", "for other clients (as of the last probe)"},
     };
     usage_lines(fp, 26, lines, sizeof lines / sizeof lines[0]);
     fprintf(fp, "\nIts own endpoints: GET /health, GET /metrics (Prometheus), GET /v1/models\n"
@@ -125,6 +128,15 @@ int cmd_route(int argc, char **argv)
             SECONDS(ctimeout);
         else if (!strcmp(a, "--probe-interval"))
             SECONDS(probe);
+        else if (!strcmp(a, "--upstream-load")) {
+            VALUE();
+            if (strcmp(v, "own") && strcmp(v, "reported")) {
+                fprintf(stderr, "hearth route: --upstream-load takes own or reported, got '%s'\n",
+                        v);
+                return EXIT_USAGE;
+            }
+            p.reported_load = !strcmp(v, "reported");
+        }
         else {
             fprintf(stderr, "hearth route: unknown option %s (hearth route --help)\n", a);
             return EXIT_USAGE;

@@ -26,18 +26,20 @@ struct route {
     struct route_params p;
     struct index idx[ROUTE_MAX_UPSTREAMS];
     int32_t in_flight[ROUTE_MAX_UPSTREAMS];
-    int32_t reported[ROUTE_MAX_UPSTREAMS]; /* requests it says it has (running + queued); -1 */
+    int32_t others[ROUTE_MAX_UPSTREAMS]; /* requests it reported beyond the router's own */
     int32_t next; /* round-robin's and ties' turn */
 };
 
 /*
- * An upstream's load: what the router sent it and has not seen end, or what
- * it reports when that is more (clients that do not come through the
- * router). The larger, not the sum: the report counts the router's own.
+ * An upstream's load: what the router sent it and has not seen end, plus
+ * what it last reported serving for other clients. The report is seconds
+ * old, so only its excess over the router's count at that moment is kept:
+ * a report taken while the router's own burst was there must not weigh on
+ * the next burst.
  */
 static int32_t load(const struct route *r, int32_t u)
 {
-    return r->reported[u] > r->in_flight[u] ? r->reported[u] : r->in_flight[u];
+    return r->in_flight[u] + r->others[u];
 }
 
 const char *route_reason_name(enum route_reason r)
@@ -65,8 +67,6 @@ struct route *route_new(const struct route_params *p)
     if (!r)
         return NULL;
     r->p = *p;
-    for (int32_t u = 0; u < ROUTE_MAX_UPSTREAMS; u++)
-        r->reported[u] = -1;
     for (int32_t u = 0; u < p->n_upstream; u++)
         for (int g = 0; g < 2; g++)
             if (!u64map_init(&r->idx[u].gen[g], p->index_blocks / 2)) {
@@ -223,10 +223,10 @@ void route_forget(struct route *r, int32_t u)
     }
 }
 
-void route_reported(struct route *r, int32_t u, int32_t n)
+void route_reported(struct route *r, int32_t u, int32_t n, int32_t own)
 {
     if (u >= 0 && u < r->p.n_upstream)
-        r->reported[u] = n < 0 ? -1 : n;
+        r->others[u] = n > own ? n - own : 0;
 }
 
 int32_t route_in_flight(const struct route *r, int32_t u)

@@ -19,8 +19,8 @@
  * its cache, a fresh request the idlest upstream, and a hot prefix spills
  * to a second upstream once the first is busier by the slack (which then
  * learns it too, and the two share it by load). An upstream's load is the
- * router's count of its requests in flight, or what it reports serving and
- * queueing when that is more (other clients beside the router).
+ * router's count of its requests in flight, plus what it last reported
+ * serving and queueing beyond the router's own (other clients).
  */
 #ifndef HEARTH_ROUTE_POLICY_H
 #define HEARTH_ROUTE_POLICY_H
@@ -102,11 +102,12 @@ void route_finished(struct route *r, int32_t u);
 void route_forget(struct route *r, int32_t u);
 
 /*
- * What u reports it is serving and holding in its queue (its /metrics), n
- * requests, or -1 when it does not say: its load is then the larger of
- * that and the router's own count.
+ * What u reports it is serving and holding in its queue (its /metrics): n
+ * requests (-1: it does not say), taken when the router had own requests in
+ * flight there. Its load is the router's count plus n's excess over own,
+ * the requests of clients that bypass the router.
  */
-void route_reported(struct route *r, int32_t u, int32_t n);
+void route_reported(struct route *r, int32_t u, int32_t n, int32_t own);
 
 /* Requests in flight on u. */
 int32_t route_in_flight(const struct route *r, int32_t u);

@@ -863,6 +863,7 @@ static void models(struct router *r, struct evhttp_request *req)
 struct probe {
     struct router *r;
     int32_t u;
+    int32_t own; /* the router's requests in flight there when it asked */
 };
 
 static void on_probe(struct evhttp_request *ureq, void *arg)
@@ -895,7 +896,8 @@ static void on_report(struct evhttp_request *ureq, void *arg)
         const size_t len   = evbuffer_get_length(b);
         n = route_report_parse((const char *)evbuffer_pullup(b, (ev_ssize_t)len), len);
     }
-    route_reported(pr->r->policy, pr->u, n);
+    if (pr->r->p.reported_load)
+        route_reported(pr->r->policy, pr->u, n, pr->own);
     pr->r->up[pr->u].reported = n;
     free(pr);
 }
@@ -940,8 +942,9 @@ static void probe_all(evutil_socket_t fd, short what, void *arg)
             free(rp);
             continue;
         }
-        rp->r = r;
-        rp->u = u;
+        rp->r   = r;
+        rp->u   = u;
+        rp->own = route_in_flight(r->policy, u);
         evhttp_add_header(evhttp_request_get_output_headers(mreq), "Host", up->t.hostport);
         snprintf(uri, sizeof uri, "%s/metrics", up->t.prefix);
         evhttp_make_request(up->probe, mreq, EVHTTP_REQ_GET, uri);

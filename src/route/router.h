@@ -37,6 +37,9 @@ struct router_params {
     int32_t max_in_flight;   /* requests an upstream carries at once; more wait (default 64) */
     int32_t max_queue;       /* requests waiting for an upstream; more get 503 (default 256) */
     double probe_s;          /* seconds between /health probes of each upstream (default 2) */
+    bool reported_load;      /* add what upstreams report serving for other clients (their
+                                /metrics, up to probe_s old) to the router's own count; off by
+                                default: a stale report skews a burst */
 };
 
 struct router_params router_default_params(void);

@@ -252,7 +252,11 @@ static void test_agent_sessions(void **state)
     route_free(r);
 }
 
-/* An upstream busy with other clients (its /metrics says so) gets the fresh requests last. */
+/*
+ * An upstream busy with other clients (its /metrics says so) gets the fresh
+ * requests last; a report that only counted the router's own requests
+ * weighs nothing once they are done.
+ */
 static void test_reported_load(void **state)
 {
     (void)state;
@@ -260,22 +264,30 @@ static void test_reported_load(void **state)
     char *t         = text_of(5, 8 * ROUTE_BLOCK);
     uint64_t h[MAXB];
     const int32_t n = route_blocks("m", t, strlen(t), h, MAXB);
-    route_reported(r, 0, 6); /* six requests of its own the router never sent */
+    route_reported(r, 0, 6, 0); /* six requests of others */
     for (int i = 0; i < 6; i++) {
-        const struct route_pick pick = route_choose(r, NULL, 0, all, 1);
-        assert_int_equal(pick.upstream, 1);
+        assert_int_equal(route_choose(r, NULL, 0, all, 1).upstream, 1);
         route_started(r, 1, NULL, 0, 1);
     }
-    /* now even: turns again; the report is the larger, not added to the router's count */
+    for (int i = 0; i < 6; i++)
+        route_finished(r, 1);
+    /* a report of 8 taken while the router itself had 8 there: no one else */
+    route_reported(r, 0, 8, 8);
+    route_reported(r, 1, 0, 0);
+    int on0 = 0;
+    for (int i = 0; i < 8; i++) { /* a burst splits evenly */
+        const struct route_pick pick = route_choose(r, NULL, 0, all, 1);
+        on0 += pick.upstream == 0;
+        route_started(r, pick.upstream, NULL, 0, 1);
+    }
+    assert_int_equal(on0, 4);
+    /* its prefix draws a continuation within the slack, and spills past it */
     route_started(r, 0, h, n, 1);
-    assert_int_equal(route_in_flight(r, 0), 1);
-    assert_int_equal(route_choose(r, NULL, 0, all, 1).upstream, 1);
-    /* its prefix still draws a continuation within the slack */
-    route_reported(r, 0, 8);
+    route_reported(r, 0, 5 + 2, 5); /* two of others */
     assert_int_equal(route_choose(r, h, n, all, 1).reason, ROUTE_PREFIX);
-    route_reported(r, 0, 20);
+    route_reported(r, 0, 5 + 20, 5);
     assert_int_equal(route_choose(r, h, n, all, 1).reason, ROUTE_SPILL);
-    route_reported(r, 0, -1); /* it stopped saying: the router's count alone */
+    route_reported(r, 0, -1, 5); /* it stopped saying: the router's count alone */
     assert_int_equal(route_choose(r, h, n, all, 1).reason, ROUTE_PREFIX);
     route_free(r);
     free(t);
