@@ -22,15 +22,16 @@ pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 
-# starts hearth with its arguments; echoes the port it listens on
+# starts hearth with its arguments; sets port to the port it listens on (not in a subshell,
+# so its pid stays in pids for the cleanup)
 start() {
-    local log=$dir/$RANDOM.log port=""
+    local log=$dir/$RANDOM.log
+    port=""
     "$B" "$@" --port 0 >"$log" 2>&1 &
     pids+=($!)
     for _ in $(seq 600); do
         port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$log" | head -1)
         if [ -n "$port" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "localhost:$port/health")" = 200 ]; then
-            echo "$port"
             return
         fi
         sleep 0.5
@@ -40,10 +41,14 @@ start() {
     exit 1
 }
 
-a=$(start serve -m "$M" -t "$T" -np 8 -c 4096 --cache-ram 2G)
-b=$(start serve -m "$M" -t "$T" -np 8 -c 4096 --cache-ram 2G)
-aff=$(start route --upstream "http://127.0.0.1:$a" --upstream "http://127.0.0.1:$b")
-rr=$(start route --upstream "http://127.0.0.1:$a" --upstream "http://127.0.0.1:$b" --policy round-robin)
+start serve -m "$M" -t "$T" -np 8 -c 4096 --cache-ram 2G
+a=$port
+start serve -m "$M" -t "$T" -np 8 -c 4096 --cache-ram 2G
+b=$port
+start route --upstream "http://127.0.0.1:$a" --upstream "http://127.0.0.1:$b"
+aff=$port
+start route --upstream "http://127.0.0.1:$a" --upstream "http://127.0.0.1:$b" --policy round-robin
+rr=$port
 
 field() { python3 -c "import json,sys; c=json.load(open(sys.argv[1]))[0]; print('%.1f' % c[sys.argv[2]])" "$@"; }
 
