@@ -15,21 +15,14 @@
 
 /* ------------------------------------------------------------------ loading --- */
 
-static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
-{
-    char full[128];
-    snprintf(full, sizeof full, "%s.%s", m->arch, key);
-    return gguf_get_u32(m->gguf, full, out);
-}
-
 /* Filled by dnet_hparams; the model struct holds only what forward.c reads. */
 static enum hearth_status read_dims(const struct hearth_model *m, struct dnet_dims *d, char *err,
                                     size_t err_len)
 {
     uint32_t conv, S, nk, nv, inner;
-    if (!arch_u32(m, "ssm.conv_kernel", &conv) || !arch_u32(m, "ssm.state_size", &S) ||
-        !arch_u32(m, "ssm.group_count", &nk) || !arch_u32(m, "ssm.time_step_rank", &nv) ||
-        !arch_u32(m, "ssm.inner_size", &inner))
+    if (!model_arch_u32(m, "ssm.conv_kernel", &conv) || !model_arch_u32(m, "ssm.state_size", &S) ||
+        !model_arch_u32(m, "ssm.group_count", &nk) || !model_arch_u32(m, "ssm.time_step_rank", &nv) ||
+        !model_arch_u32(m, "ssm.inner_size", &inner))
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: %s needs ssm.conv_kernel, state_size, group_count, time_step_rank "
                     "and inner_size", m->arch);
@@ -60,8 +53,8 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
     if (st)
         return st;
     uint32_t every = 4, nextn = 0, shexp = 0;
-    arch_u32(m, "full_attention_interval", &every);
-    arch_u32(m, "nextn_predict_layers", &nextn);
+    model_arch_u32(m, "full_attention_interval", &every);
+    model_arch_u32(m, "nextn_predict_layers", &nextn);
     if (every < 1 || nextn >= (uint32_t)hp->n_layer)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: full_attention_interval %u or nextn_predict_layers %u is out of range",
@@ -70,7 +63,7 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
     hp->n_nextn = (int32_t)nextn;
     if (hp->n_expert == 0)
         return fail(HEARTH_EFORMAT, err, err_len, "model: %s.expert_count is missing", m->arch);
-    if (arch_u32(m, "expert_shared_feed_forward_length", &shexp) && shexp &&
+    if (model_arch_u32(m, "expert_shared_feed_forward_length", &shexp) && shexp &&
         shexp != (uint32_t)hp->n_ff_exp)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: a shared expert of width %u beside experts of width %d is not "

@@ -41,7 +41,7 @@ static const struct {
     {"qwen35moe", true, dnet_hparams},
 };
 
-static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
+bool model_arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
 {
     char full[128];
     snprintf(full, sizeof full, "%s.%s", m->arch, key);
@@ -59,7 +59,7 @@ static enum hearth_status need_u32(const struct hearth_model *m, const char *key
                                    char *err, size_t err_len)
 {
     uint32_t v;
-    if (!arch_u32(m, key, &v))
+    if (!model_arch_u32(m, key, &v))
         return fail(HEARTH_EFORMAT, err, err_len, "model: missing or non-integer key %s.%s",
                     m->arch, key);
     if (v == 0 || v > (1u << 30))
@@ -79,16 +79,16 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
         (st = need_u32(m, "attention.head_count", &hp->n_head, err, err_len)))
         return st;
     uint32_t v;
-    hp->n_head_kv = arch_u32(m, "attention.head_count_kv", &v) ? (int32_t)v : hp->n_head;
+    hp->n_head_kv = model_arch_u32(m, "attention.head_count_kv", &v) ? (int32_t)v : hp->n_head;
     if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: %d KV heads do not divide %d attention heads", hp->n_head_kv,
                     hp->n_head);
-    hp->head_dim = arch_u32(m, "attention.key_length", &v) ? (int32_t)v : hp->n_embd / hp->n_head;
+    hp->head_dim = model_arch_u32(m, "attention.key_length", &v) ? (int32_t)v : hp->n_embd / hp->n_head;
     if (hp->head_dim < 2 || hp->head_dim % 2 || hp->head_dim > 1024)
         return fail(HEARTH_EFORMAT, err, err_len, "model: head dimension %d is not usable",
                     hp->head_dim);
-    hp->rope_dim = arch_u32(m, "rope.dimension_count", &v) ? (int32_t)v : hp->head_dim;
+    hp->rope_dim = model_arch_u32(m, "rope.dimension_count", &v) ? (int32_t)v : hp->head_dim;
     if (hp->rope_dim < 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: rope dimension %d must be even and at most the head dimension %d",
@@ -97,7 +97,7 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
         hp->rope_base = 10000.0f;
     if (!arch_f32(m, "attention.layer_norm_rms_epsilon", &hp->norm_eps))
         hp->norm_eps = 1e-5f;
-    hp->n_ctx_train = arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
+    hp->n_ctx_train = model_arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
                                                                                  : 2048;
     hp->embd_scale = 1.0f;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
@@ -123,7 +123,7 @@ static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size
     uint32_t pattern = 6, v;
     float base_swa = 10000.0f;
     char key[128];
-    hp->n_swa = arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
+    hp->n_swa = model_arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
     if (gguf_find_key(m->gguf, key) >= 0 && !gguf_get_u32(m->gguf, key, &pattern))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,

@@ -209,6 +209,9 @@ bool model_weight_supported(const struct hearth_model *m, enum dtype type);
 /* The first of the model's stage backends that does not run weights of type, or NULL. */
 const struct backend *model_weight_refuser(const struct hearth_model *m, enum dtype type);
 
+/* <arch>.key of m's file as a u32: false when absent or not a number that fits. */
+bool model_arch_u32(const struct hearth_model *m, const char *key, uint32_t *out);
+
 /*
  * A model read from path's header alone (gguf_open validates the whole
  * table, but no tensor is read): the architecture, the hyperparameters,

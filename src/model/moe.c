@@ -13,28 +13,21 @@
 
 /* ------------------------------------------------------------------ loading --- */
 
-static bool arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
-{
-    char full[128];
-    snprintf(full, sizeof full, "%s.%s", m->arch, key);
-    return gguf_get_u32(m->gguf, full, out);
-}
-
 enum hearth_status moe_load_hparams(struct hearth_model *m, char *err, size_t err_len)
 {
     struct hparams *hp = &m->hp;
     uint32_t e, u, f;
     hp->n_expert = hp->n_expert_used = hp->n_ff_exp = 0;
-    if (!arch_u32(m, "expert_count", &e) || e == 0)
+    if (!model_arch_u32(m, "expert_count", &e) || e == 0)
         return HEARTH_OK;
     if (e > 4096)
         return fail(HEARTH_EFORMAT, err, err_len, "model: %s.expert_count = %u is out of range",
                     m->arch, e);
-    if (!arch_u32(m, "expert_used_count", &u) || u == 0 || u > e)
+    if (!model_arch_u32(m, "expert_used_count", &u) || u == 0 || u > e)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: %s.expert_used_count must be 1..%u (the expert count)", m->arch, e);
     /* llama.cpp's fallback when the file has no expert width */
-    if (!arch_u32(m, "expert_feed_forward_length", &f))
+    if (!model_arch_u32(m, "expert_feed_forward_length", &f))
         f = (uint32_t)hp->n_ff / u;
     if (f == 0 || f > (1u << 20))
         return fail(HEARTH_EFORMAT, err, err_len,
