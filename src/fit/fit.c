@@ -47,6 +47,27 @@ static struct hearth_context_params ctx_params(const struct fit_params *p, int32
 }
 
 /*
+ * Each device's free memory from what it holds, and whether the plan fits:
+ * every device keeps floor free; why names the first that does not.
+ */
+static void judge(struct fit_plan *out, uint64_t floor)
+{
+    out->fits = true;
+    for (int32_t i = 0; i < out->n_dev; i++) {
+        struct fit_use *u = &out->use[i];
+        u->free           = (int64_t)u->dev.capacity - (int64_t)mem_acct_total(&u->mem);
+        if (out->fits && u->free < (int64_t)floor) {
+            out->fits = false;
+            snprintf(out->why, sizeof out->why,
+                     "%s would hold %.1f MiB of its %.1f MiB, leaving %.1f MiB free where the "
+                     "floor is %.1f MiB",
+                     u->dev.name, MIB(mem_acct_total(&u->mem)), MIB(u->dev.capacity), MIB(u->free),
+                     MIB(floor));
+        }
+    }
+}
+
+/*
  * Fills out for n_ctx with n_gl layers on the GPUs, split[i] of them on GPU
  * i (summing to n_gl); the output on the last GPU when every layer is on
  * one.
@@ -109,19 +130,7 @@ static void evaluate(const struct planner *pl, int32_t n_ctx, int32_t n_gl, cons
         mem_acct_add(&out->use[0].mem, &dw);
         mem_acct_add(&out->use[0].mem, &dc);
     }
-    out->fits = true;
-    for (int32_t i = 0; i < p->n_dev; i++) {
-        struct fit_use *u = &out->use[i];
-        u->free           = (int64_t)u->dev.capacity - (int64_t)mem_acct_total(&u->mem);
-        if (out->fits && u->free < (int64_t)p->floor) {
-            out->fits = false;
-            snprintf(out->why, sizeof out->why,
-                     "%s would hold %.1f MiB of its %.1f MiB, leaving %.1f MiB free where the "
-                     "floor is %.1f MiB",
-                     u->dev.name, MIB(mem_acct_total(&u->mem)), MIB(u->dev.capacity), MIB(u->free),
-                     MIB(p->floor));
-        }
-    }
+    judge(out, p->floor);
 }
 
 /* n_gl layers over the GPUs in proportion to their capacity (the last takes what rounds off). */
@@ -222,16 +231,16 @@ static void plan_at(const struct planner *pl, int32_t n_ctx, struct fit_plan *ou
     free(t);
 }
 
-/* llama-server's memory at -c n_ctx (its figures in *lm): everything on the host. */
-static enum hearth_status llamacpp_at(const struct fit_params *p, int32_t n_ctx,
-                                      struct fit_plan *out, struct llamacpp_memory *lm, char *err,
-                                      size_t err_len)
+/* llama-server's memory for m at -c n_ctx (its figures in *lm): everything on the host. */
+static enum hearth_status llamacpp_at(const struct fit_params *p, const struct hearth_model *m,
+                                      int32_t n_ctx, struct fit_plan *out,
+                                      struct llamacpp_memory *lm, char *err, size_t err_len)
 {
     struct llamacpp_params lp = p->lc;
     lp.n_ctx                  = n_ctx;
     lp.n_parallel             = p->n_parallel;
     lp.n_ubatch               = p->n_ubatch;
-    const enum hearth_status st = llamacpp_memory(p->model, &lp, lm, err, err_len);
+    const enum hearth_status st = llamacpp_memory_of(m, &lp, lm, err, err_len);
     if (st)
         return st;
     memset(out, 0, sizeof *out);
@@ -240,21 +249,14 @@ static enum hearth_status llamacpp_at(const struct fit_params *p, int32_t n_ctx,
     out->n_ctx_seq        = lm->n_ctx_seq;
     out->n_dev            = 1;
     u->dev                = p->dev[0];
-    u->l1                 = lm->n_layer;
+    u->l1                 = m->hp.n_layer;
     u->output             = true;
     u->mem.b[MEM_WEIGHTS] = lm->mapped + lm->repack;
     u->mem.b[MEM_KV]      = lm->kv + lm->rs;
     u->mem.b[MEM_COMPUTE] = lm->compute;
     u->mem.b[MEM_OUTPUT]  = lm->output;
     u->mem.b[MEM_OTHER]   = p->cache_ram > 0 ? (uint64_t)p->cache_ram : 0;
-    u->free               = (int64_t)u->dev.capacity - (int64_t)mem_acct_total(&u->mem);
-    out->fits             = u->free >= (int64_t)p->floor;
-    if (!out->fits)
-        snprintf(out->why, sizeof out->why,
-                 "%s would hold %.1f MiB of its %.1f MiB, leaving %.1f MiB free where the "
-                 "floor is %.1f MiB",
-                 u->dev.name, MIB(mem_acct_total(&u->mem)), MIB(u->dev.capacity), MIB(u->free),
-                 MIB(p->floor));
+    judge(out, p->floor);
     return HEARTH_OK;
 }
 
@@ -273,32 +275,39 @@ static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_p
     if (p->draft)
         return fail(HEARTH_EINVAL, err, err_len,
                     "fit: --runtime llama.cpp does not model a draft model");
-    struct llamacpp_memory lm;
-    enum hearth_status st = llamacpp_at(p, p->n_ctx, out, &lm, err, err_len);
-    if (st || !p->ctx_max)
+    struct hearth_model *m; /* the header is read once for every -c the search tries */
+    enum hearth_status st = model_describe(p->model, false, &m, err, err_len);
+    if (st)
         return st;
+    struct llamacpp_memory lm;
+    struct fit_plan *t = NULL;
+    if ((st = llamacpp_at(p, m, p->n_ctx, out, &lm, err, err_len)) || !p->ctx_max)
+        goto done;
     const int64_t step = 256 * (int64_t)(p->lc.unified ? 1 : p->n_parallel);
-    int64_t lo = 0, hi = (lm.n_ctx_train + 255) / 256;
+    int64_t lo = 0, hi = (m->hp.n_ctx_train + 255) / 256;
     if (hi * step > INT32_MAX)
         hi = INT32_MAX / step;
-    struct fit_plan *t = malloc(sizeof *t);
-    if (!t)
-        return fail(HEARTH_ENOMEM, err, err_len, "fit: out of memory");
+    if (!(t = malloc(sizeof *t))) {
+        st = fail(HEARTH_ENOMEM, err, err_len, "fit: out of memory");
+        goto done;
+    }
     while (lo < hi && !st) {
         const int64_t mid = lo + (hi - lo + 1) / 2;
-        st                = llamacpp_at(p, (int32_t)(mid * step), t, &lm, err, err_len);
+        st                = llamacpp_at(p, m, (int32_t)(mid * step), t, &lm, err, err_len);
         if (!st && t->fits)
             lo = mid;
         else
             hi = mid - 1;
     }
-    free(t);
-    if (st || (st = llamacpp_at(p, (int32_t)((lo ? lo : 1) * step), out, &lm, err, err_len)))
-        return st;
+    if (st || (st = llamacpp_at(p, m, (int32_t)((lo ? lo : 1) * step), out, &lm, err, err_len)))
+        goto done;
     if (!lo)
         snprintf(out->why + strlen(out->why), sizeof out->why - strlen(out->why),
                  "%sno context of 256 cells a stream fits", out->why[0] ? "; " : "");
-    return HEARTH_OK;
+done:
+    free(t);
+    hearth_model_free(m);
+    return st;
 }
 
 enum hearth_status fit_plan(const struct fit_params *p, struct fit_plan *out, char *err,

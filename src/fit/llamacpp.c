@@ -15,20 +15,13 @@
 
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
+#include "model/deltanet.h"
 #include "model/model.h"
 #include "util/errfmt.h"
 
 #define PAD(x, n) (((x) + (n)-1) / (n) * (n))
 /* the CPU buffer's alignment */
 #define A(x) PAD((uint64_t)(x), 32u)
-
-static uint32_t key_u32(const struct hearth_model *m, const char *name, uint32_t dflt)
-{
-    char key[96];
-    uint32_t v;
-    snprintf(key, sizeof key, "%s.%s", m->arch, name);
-    return gguf_get_u32(m->gguf, key, &v) ? v : dflt;
-}
 
 static bool quantized(enum dtype t)
 {
@@ -97,19 +90,22 @@ struct geometry {
     int64_t n_embd, n_ff, n_head, n_head_kv, head_k, head_v, n_vocab;
     int64_t n_expert_used, n_ff_exp;
     int64_t n_attn, n_swa_layers, n_rec; /* layers of each kind (MTP blocks have none) */
-    int64_t conv_k, d_state, n_group, d_inner;
+    struct dnet_dims dnet;               /* the recurrent layers' shapes (n_rec > 0) */
 };
 
 static void geometry_of(const struct hearth_model *m, struct geometry *g)
 {
     const struct hparams *hp = &m->hp;
     memset(g, 0, sizeof *g);
-    g->n_embd        = hp->n_embd;
-    g->n_ff          = hp->n_ff;
-    g->n_head        = hp->n_head;
-    g->n_head_kv     = hp->n_head_kv;
-    g->head_k        = key_u32(m, "attention.key_length", (uint32_t)(hp->n_embd / hp->n_head));
-    g->head_v        = key_u32(m, "attention.value_length", (uint32_t)(hp->n_embd / hp->n_head));
+    g->n_embd    = hp->n_embd;
+    g->n_ff      = hp->n_ff;
+    g->n_head    = hp->n_head;
+    g->n_head_kv = hp->n_head_kv;
+    uint32_t head_v;
+    g->head_k = hp->head_dim; /* attention.key_length, else n_embd / n_head */
+    /* hearth runs K and V heads of one width; llama.cpp reads V's apart */
+    g->head_v        = model_arch_u32(m, "attention.value_length", &head_v) ? (int64_t)head_v
+                                                                            : hp->n_embd / hp->n_head;
     g->n_vocab       = hp->n_vocab;
     g->n_expert_used = hp->n_expert ? hp->n_expert_used : 0;
     g->n_ff_exp      = hp->n_ff_exp;
@@ -121,12 +117,8 @@ static void geometry_of(const struct hearth_model *m, struct geometry *g)
         else
             g->n_attn++;
     }
-    if (g->n_rec) {
-        g->conv_k  = key_u32(m, "ssm.conv_kernel", 0);
-        g->d_state = key_u32(m, "ssm.state_size", 0);
-        g->n_group = key_u32(m, "ssm.group_count", 0);
-        g->d_inner = key_u32(m, "ssm.inner_size", 0);
-    }
+    if (g->n_rec)
+        g->dnet = dnet_dims_of(m);
 }
 
 /* The reserve graph's inputs of one attention cache of n_kv cells a stream (T tokens). */
@@ -196,8 +188,8 @@ static uint64_t compute_buffer(const struct hearth_model *m, const struct geomet
     return in + phase;
 }
 
-enum hearth_status llamacpp_memory(const char *path, const struct llamacpp_params *p,
-                                   struct llamacpp_memory *out, char *err, size_t err_len)
+enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct llamacpp_params *p,
+                                      struct llamacpp_memory *out, char *err, size_t err_len)
 {
     memset(out, 0, sizeof *out);
     if (p->n_parallel < 1 || p->n_ubatch < 1 || p->n_batch < 1 || p->n_ctx < 0)
@@ -206,23 +198,17 @@ enum hearth_status llamacpp_memory(const char *path, const struct llamacpp_param
     if (quantized(p->type_v) && !p->flash_attn)
         return fail(HEARTH_EINVAL, err, err_len,
                     "fit: llama.cpp needs flash attention for a quantized V cache");
-    struct hearth_model *m;
-    enum hearth_status st = model_describe(path, false, &m, err, err_len);
-    if (st)
-        return st;
     struct geometry g;
     geometry_of(m, &g);
     for (int w = 0; w < 2; w++) {
         const enum dtype t   = w ? p->type_v : p->type_k;
         const int64_t head   = w ? g.head_v : g.head_k;
         const uint32_t block = dtype_get(t)->block;
-        if (head % block) {
-            st = fail(HEARTH_EINVAL, err, err_len,
-                      "fit: llama.cpp refuses a %s %s cache here: its blocks of %u values do "
-                      "not divide the heads' %lld",
-                      dtype_name(t), w ? "V" : "K", block, (long long)head);
-            goto done;
-        }
+        if (head % block)
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "fit: llama.cpp refuses a %s %s cache here: its blocks of %u values do "
+                        "not divide the heads' %lld",
+                        dtype_name(t), w ? "V" : "K", block, (long long)head);
     }
     model_buffers(m, p->isa, out);
 
@@ -241,24 +227,33 @@ enum hearth_status llamacpp_memory(const char *path, const struct llamacpp_param
     int64_t swa_cells      = PAD((int64_t)n_swa * (p->unified ? np : 1) + n_ubatch, 256);
     if (swa_cells > cells)
         swa_cells = cells;
-    out->n_ctx       = (int32_t)n_ctx;
-    out->n_ctx_seq   = (int32_t)cells;
-    out->n_layer     = m->hp.n_layer;
-    out->n_ctx_train = m->hp.n_ctx_train;
+    out->n_ctx     = (int32_t)n_ctx;
+    out->n_ctx_seq = (int32_t)cells;
 
     const uint64_t cell = dtype_row_len(p->type_k, g.n_head_kv * g.head_k) +
                           dtype_row_len(p->type_v, g.n_head_kv * g.head_v);
     out->kv = (uint64_t)streams * cell *
               ((uint64_t)g.n_attn * cells + (uint64_t)g.n_swa_layers * swa_cells);
-    if (g.n_rec) {
-        const uint64_t r = (uint64_t)(g.conv_k - 1) * (g.d_inner + 2 * g.n_group * g.d_state);
-        const uint64_t s = (uint64_t)g.d_state * g.d_inner;
-        out->rs          = (uint64_t)g.n_rec * np * 4 * (r + s);
+    if (g.n_rec) { /* f32 conv tails and S x S states of every value head */
+        const struct dnet_dims *d = &g.dnet;
+        const uint64_t r          = (uint64_t)(d->n_conv - 1) * (uint64_t)d->conv_dim;
+        const uint64_t s          = (uint64_t)d->S * d->S * d->n_v;
+        out->rs                   = (uint64_t)g.n_rec * np * 4 * (r + s);
     }
     out->output  = 4 * (uint64_t)g.n_vocab * np;
     out->compute = compute_buffer(m, &g, p, T, n_out, cells, swa_cells);
-done:
-    hearth_model_free(m);
+    return HEARTH_OK;
+}
+
+enum hearth_status llamacpp_memory(const char *path, const struct llamacpp_params *p,
+                                   struct llamacpp_memory *out, char *err, size_t err_len)
+{
+    struct hearth_model *m;
+    enum hearth_status st = model_describe(path, false, &m, err, err_len);
+    if (st == HEARTH_OK) {
+        st = llamacpp_memory_of(m, p, out, err, err_len);
+        hearth_model_free(m);
+    }
     return st;
 }
 

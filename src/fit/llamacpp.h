@@ -48,14 +48,12 @@ struct llamacpp_params {
 struct llamacpp_memory {
     int32_t n_ctx;     /* the context it makes: -c rounded up to 256 (per slot, times slots) */
     int32_t n_ctx_seq; /* cells per K/V stream */
-    int32_t n_layer;   /* the model's layers (MTP blocks not counted) */
-    int32_t n_ctx_train;
-    uint64_t mapped;  /* CPU_Mapped: the file range of the weights it does not repack */
-    uint64_t repack;  /* CPU_REPACK: the repacked weights' copy */
-    uint64_t kv;      /* the K/V cache (both buffers of a sliding-window model) */
-    uint64_t rs;      /* the recurrent state cache (hybrid models) */
-    uint64_t output;  /* logits rows */
-    uint64_t compute; /* the CPU compute buffer */
+    uint64_t mapped;   /* CPU_Mapped: the file range of the weights it does not repack */
+    uint64_t repack;   /* CPU_REPACK: the repacked weights' copy */
+    uint64_t kv;       /* the K/V cache (both buffers of a sliding-window model) */
+    uint64_t rs;       /* the recurrent state cache (hybrid models) */
+    uint64_t output;   /* logits rows */
+    uint64_t compute;  /* the CPU compute buffer */
 };
 
 /*
@@ -66,6 +64,11 @@ struct llamacpp_memory {
  */
 enum hearth_status llamacpp_memory(const char *path, const struct llamacpp_params *p,
                                    struct llamacpp_memory *out, char *err, size_t err_len);
+
+struct hearth_model;
+/* The same for a model model_describe read (a planner asks many questions of one file). */
+enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct llamacpp_params *p,
+                                      struct llamacpp_memory *out, char *err, size_t err_len);
 
 /* The ISA of this CPU as llama.cpp's repacking sees it. */
 enum llamacpp_isa llamacpp_isa_host(void);
