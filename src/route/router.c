@@ -33,7 +33,6 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +128,12 @@ struct proxied {
 
 /* ------------------------------------------------------------- helpers --- */
 
+/* Seconds as a timeval. */
+static struct timeval tv_of(double s)
+{
+    return (struct timeval){(time_t)s, (suseconds_t)((s - (double)(time_t)s) * 1e6)};
+}
+
 static void free_conn_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd, (void)what;
@@ -151,8 +156,7 @@ static struct evhttp_connection *conn_get(struct router *r, int32_t u)
     struct evhttp_connection *c =
         evhttp_connection_base_new(r->base, NULL, up->t.host, (ev_uint16_t)up->t.port);
     if (c) {
-        const struct timeval tv = {(time_t)r->p.timeout_s,
-                                   (suseconds_t)((r->p.timeout_s - (time_t)r->p.timeout_s) * 1e6)};
+        const struct timeval tv = tv_of(r->p.timeout_s);
         evhttp_connection_set_timeout_tv(c, &tv);
     }
     return c;
@@ -180,14 +184,14 @@ static void demote(struct router *r, int32_t u, const char *why)
     fprintf(stderr, "hearth route: %s demoted: %s\n", up->url, why);
 }
 
-/* The error's body for p's API, malloc'd. */
-static char *error_body(const struct proxied *p, const struct oai_error *e, bool sse, size_t *len)
+/* The error's body in Anthropic's shape or OpenAI's, as an event or JSON; malloc'd. */
+static char *error_body(bool anthropic, const struct oai_error *e, bool sse, size_t *len)
 {
     char *s;
     if (sse) {
-        s = p->anthropic ? anth_error_sse(e, len) : oai_error_sse(e, len);
+        s = anthropic ? anth_error_sse(e, len) : oai_error_sse(e, len);
     } else {
-        s    = p->anthropic ? anth_error_json(e) : oai_error_json(e);
+        s    = anthropic ? anth_error_json(e) : oai_error_json(e);
         *len = s ? strlen(s) : 0;
     }
     return s;
@@ -231,9 +235,8 @@ static void reply_error(struct evhttp_request *req, bool anthropic, int status, 
 {
     struct oai_error e;
     oai_fail(&e, status, type, NULL, NULL, "%s", msg);
-    struct proxied fake = {.anthropic = anthropic};
     size_t len;
-    char *body = error_body(&fake, &e, false, &len);
+    char *body = error_body(anthropic, &e, false, &len);
     if (!body) {
         evhttp_send_error(req, 500, NULL);
         return;
@@ -338,12 +341,8 @@ static void client_gone(struct proxied *p)
 static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
 {
     struct proxied *p = arg;
-    if (!(what & EV_CLOSED)) { /* EV_READ fallback: data (a pipelined request) is not a hangup */
-        char c;
-        ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
-            return;
-    }
+    if (!http_peer_hung_up(fd, what))
+        return;
     struct evhttp_request *req = detach_client(p);
     if (req) {
         /* ends it with nothing more to say: the connection is being closed */
@@ -368,25 +367,12 @@ static void on_client_close(struct evhttp_connection *evcon, void *arg)
     client_gone(p);
 }
 
-/*
- * A reply's head, then each piece of its body, go out as they come: without
- * this the kernel holds a small piece back until the peer acknowledges the
- * one before, which a client's delayed acknowledgement makes 40 ms.
- */
-static void no_delay(struct evhttp_connection *evcon)
-{
-    const evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
-    const int one            = 1;
-    if (fd >= 0)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 static void watch_client(struct proxied *p)
 {
     struct evhttp_connection *evcon = evhttp_request_get_connection(p->client);
     if (!evcon)
         return;
-    no_delay(evcon);
+    http_no_delay(evcon);
     evhttp_connection_set_closecb(evcon, on_client_close, p);
     const evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
     if (fd >= 0) {
@@ -471,7 +457,7 @@ static int on_upstream_headers(struct evhttp_request *ureq, void *arg)
     struct proxied *p = arg;
     p->status         = evhttp_request_get_response_code(ureq);
     if (p->conn)
-        no_delay(p->conn);
+        http_no_delay(p->conn);
     if (p->status >= 500) {
         p->failed = true;
         p->busy   = p->status == 503;
@@ -560,7 +546,7 @@ static void on_upstream_done(struct evhttp_request *ureq, void *arg)
                     oai_fail(&e, 502, "server_error", NULL, NULL,
                              "the upstream %s failed mid-stream (%s)", up->url, p->why);
                     size_t len;
-                    char *body         = error_body(p, &e, true, &len);
+                    char *body         = error_body(p->anthropic, &e, true, &len);
                     struct evbuffer *b = evbuffer_new();
                     if (body && b) {
                         evbuffer_add(b, body, len);
@@ -916,7 +902,7 @@ static void probe_all(evutil_socket_t fd, short what, void *arg)
             if (!up->probe)
                 continue;
             const double t          = r->p.probe_s < 5 ? r->p.probe_s : 5;
-            const struct timeval tv = {(time_t)t, (suseconds_t)((t - (time_t)t) * 1e6)};
+            const struct timeval tv = tv_of(t);
             evhttp_connection_set_timeout_tv(up->probe, &tv);
         }
         struct probe *pr            = malloc(sizeof *pr);
@@ -1203,8 +1189,7 @@ enum hearth_status router_run(const struct router_params *p, char *err, size_t e
     r->ev_sigint               = evsignal_new(r->base, SIGINT, on_signal, r);
     r->ev_sigterm              = evsignal_new(r->base, SIGTERM, on_signal, r);
     r->ev_probe                = event_new(r->base, -1, EV_PERSIST, probe_all, r);
-    const struct timeval every = {(time_t)p->probe_s,
-                                  (suseconds_t)((p->probe_s - (time_t)p->probe_s) * 1e6)};
+    const struct timeval every = tv_of(p->probe_s);
     if (!r->ev_sigint || !r->ev_sigterm || !r->ev_probe || event_add(r->ev_sigint, NULL) ||
         event_add(r->ev_sigterm, NULL) || event_add(r->ev_probe, &every)) {
         set_err(err, err_len, "route: cannot create the loop's events");

@@ -37,7 +37,6 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -327,12 +326,8 @@ static void abandon(struct pending *p, int status, const char *body, size_t len)
 static void on_peer_closed(evutil_socket_t fd, short what, void *arg)
 {
     struct pending *p = arg;
-    if (!(what & EV_CLOSED)) { /* EV_READ fallback: data (a pipelined request) is not a hangup */
-        char c;
-        ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
-            return; /* one-shot: stop watching; a write error will still be seen */
-    }
+    if (!http_peer_hung_up(fd, what))
+        return; /* one-shot: stop watching; a write error will still be seen */
     abandon(p, 499, NULL, 0);
 }
 
@@ -369,14 +364,10 @@ static void watch(struct server *s, struct pending *p, struct evhttp_request *re
     evutil_socket_t fd              = -1;
     if (evcon) {
         evhttp_connection_set_closecb(evcon, on_conn_close, p);
+        http_no_delay(evcon);
         fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
     }
     if (fd >= 0) {
-        /* a stream's head and each event go out at once: with Nagle's algorithm the kernel
-         * holds an event back until the client acknowledges the head, and a keep-alive
-         * client (the SDKs', a router's) acknowledges late: 40 ms on the first token */
-        const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         p->ev_closed =
             event_new(s->base, fd, s->early_close ? EV_CLOSED : EV_READ, on_peer_closed, p);
         if (p->ev_closed)

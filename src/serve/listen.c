@@ -1,12 +1,15 @@
 /*
- * listen.c: binding an evhttp server (listen.h).
+ * listen.c: an evhttp server's sockets (listen.h).
  */
 #include "serve/listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,4 +35,21 @@ struct evhttp_bound_socket *http_listen(struct evhttp *http, const char *who, co
     fprintf(stderr, "hearth %s: listening on http://%s%s%s:%d%s\n", who, v6 ? "[" : "", host,
             v6 ? "]" : "", port, note);
     return b;
+}
+
+void http_no_delay(struct evhttp_connection *evcon)
+{
+    const evutil_socket_t fd = bufferevent_getfd(evhttp_connection_get_bufferevent(evcon));
+    const int one            = 1;
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+bool http_peer_hung_up(evutil_socket_t fd, short what)
+{
+    if (what & EV_CLOSED)
+        return true;
+    char c;
+    const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return !(n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)));
 }
