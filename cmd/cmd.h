@@ -21,6 +21,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_fit(int argc, char **argv);
 int cmd_route(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
 
 /* Exit statuses shared by every subcommand. */
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -42,6 +43,15 @@ uint64_t host_mem_available(void);
 void usage_lines(FILE *fp, int col, const char *const (*lines)[2], size_t n);
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
+
+/*
+ * The local path of the model spec (ORG/REPO[:QUANT|/FILE.gguf]) names on the Hugging Face Hub,
+ * downloaded into the cache unless it is there (cmd_pull.c; offline: the cache only). A split
+ * model's first part when split_ok, else refused. EXIT_OK, or the exit status with one line on
+ * stderr ("hearth CMD: ...").
+ */
+int hub_model(const char *cmd, const char *spec, bool offline, bool split_ok, char *path,
+              size_t path_len);
 
 /* ------------------------------------------------------------ fit check --- */
 

@@ -21,6 +21,9 @@ static void usage(FILE *fp)
             "usage: hearth run -m MODEL -p PROMPT [options]\n"
             "       hearth run -m MODEL --chat [-sys SYSTEM] [options]\n"
             "  -m, --model FILE      GGUF model\n"
+            "  -hf, --hf-repo ORG/REPO[:QUANT]  the model from the Hugging Face Hub, by way of\n"
+            "                        the cache (as hearth pull; also ORG/REPO/FILE.gguf)\n"
+            "  --offline             -hf from the cache only: never ask the network\n"
             "  -p, --prompt TEXT     prompt (BOS is added when the vocab says so)\n"
             "  -f, --file FILE       read the prompt from a file\n"
             "  --chat                talk to the model: one user message per line on stdin,\n"
@@ -249,6 +252,8 @@ done:
 
 int cmd_run(int argc, char **argv)
 {
+    const char *hf         = NULL;
+    bool offline           = false;
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
     struct placement place = {0};
     struct cache_types ct  = {0};
@@ -264,6 +269,10 @@ int cmd_run(int argc, char **argv)
 #define VALUE() if (!(v = arg_value("run", argc, argv, &i))) return EXIT_USAGE
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             VALUE(); model_path = v;
+        } else if (!strcmp(a, "-hf") || !strcmp(a, "--hf-repo")) {
+            VALUE(); hf = v;
+        } else if (!strcmp(a, "--offline")) {
+            offline = true;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             VALUE(); prompt = v;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
@@ -305,13 +314,28 @@ int cmd_run(int argc, char **argv)
         }
 #undef VALUE
     }
-    if (!model_path || (chat ? (prompt || prompt_file) : (!prompt == !prompt_file))) {
-        fprintf(stderr, "hearth run: needs -m MODEL and one of -p PROMPT, -f FILE or --chat\n");
+    if (model_path && hf) {
+        fprintf(stderr, "hearth run: -m and -hf name two models; give one\n");
+        return EXIT_USAGE;
+    }
+    if ((!model_path && !hf) || (chat ? (prompt || prompt_file) : (!prompt == !prompt_file))) {
+        fprintf(stderr, "hearth run: needs -m MODEL (or -hf ORG/REPO) and one of -p PROMPT, -f "
+                        "FILE or --chat\n");
         usage(stderr);
         return EXIT_USAGE;
     }
     if (system && !chat) {
         fprintf(stderr, "hearth run: -sys goes with --chat\n");
+        return EXIT_USAGE;
+    }
+    char hf_path[4096];
+    if (hf) {
+        const int rc = hub_model("run", hf, offline, false, hf_path, sizeof hf_path);
+        if (rc)
+            return rc;
+        model_path = hf_path;
+    } else if (offline) {
+        fprintf(stderr, "hearth run: --offline goes with -hf\n");
         return EXIT_USAGE;
     }
 

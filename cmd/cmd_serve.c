@@ -21,6 +21,9 @@ static void usage(FILE *fp)
         fp,
         "usage: hearth serve -m MODEL [options]\n"
         "  -m, --model FILE        GGUF model\n"
+        "  -hf, --hf-repo ORG/REPO[:QUANT]  the model from the Hugging Face Hub, by way of\n"
+        "                          the cache (as hearth pull; also ORG/REPO/FILE.gguf)\n"
+        "  --offline               -hf from the cache only: never ask the network\n"
         "  --host H                address to listen on (default 127.0.0.1: this machine only)\n"
         "  --port P                TCP port (default 8080; 0 = any free port)\n"
         "  -np, --parallel N       slots: requests generated at the same time (default 4)\n"
@@ -114,6 +117,8 @@ static void usage(FILE *fp)
 
 int cmd_serve(int argc, char **argv)
 {
+    const char *hf         = NULL;
+    bool offline           = false;
     const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
     const char *tmpl_file = NULL, *tmpl_name = NULL, *tmpl_kwargs = NULL, *cors = NULL;
     struct placement place = {0};
@@ -144,6 +149,11 @@ int cmd_serve(int argc, char **argv)
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             VALUE();
             model_path = v;
+        } else if (!strcmp(a, "-hf") || !strcmp(a, "--hf-repo")) {
+            VALUE();
+            hf = v;
+        } else if (!strcmp(a, "--offline")) {
+            offline = true;
         } else if (!strcmp(a, "--host")) {
             VALUE();
             host = v;
@@ -243,9 +253,17 @@ int cmd_serve(int argc, char **argv)
 #undef LONG
 #undef VALUE
     }
-    if (!model_path) {
-        fprintf(stderr, "hearth serve: needs -m MODEL\n");
+    if (model_path && hf) {
+        fprintf(stderr, "hearth serve: -m and -hf name two models; give one\n");
+        return EXIT_USAGE;
+    }
+    if (!model_path && !hf) {
+        fprintf(stderr, "hearth serve: needs -m MODEL or -hf ORG/REPO[:QUANT]\n");
         usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (offline && !hf) {
+        fprintf(stderr, "hearth serve: --offline goes with -hf\n");
         return EXIT_USAGE;
     }
     if (tmpl_file && tmpl_name) {
@@ -277,6 +295,13 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "hearth serve: --cache-disk sizes the disk tier --cache-dir DIR makes; "
                         "give that too\n");
         return EXIT_USAGE;
+    }
+    char hf_path[4096];
+    if (hf) { /* after the usage checks: a mistyped flag costs no download */
+        const int rc = hub_model("serve", hf, offline, false, hf_path, sizeof hf_path);
+        if (rc)
+            return rc;
+        model_path = hf_path;
     }
     if (cache_dir && cache_disk < 0) {
         struct statvfs fs;
@@ -341,7 +366,7 @@ int cmd_serve(int argc, char **argv)
     char name[256];
     if (!alias) {
         const char *base = strrchr(model_path, '/');
-        snprintf(name, sizeof name, "%s", base ? base + 1 : model_path);
+        snprintf(name, sizeof name, "%.255s", base ? base + 1 : model_path);
         size_t n = strlen(name);
         if (n > 5 && !strcmp(name + n - 5, ".gguf"))
             name[n - 5] = 0;

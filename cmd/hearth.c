@@ -13,6 +13,7 @@ static const struct {
     int (*fn)(int argc, char **argv);
     const char *help;
 } commands[] = {
+    {"pull",         cmd_pull,         "download a GGUF model from the Hugging Face Hub into the cache"},
     {"run",          cmd_run,          "generate text from a prompt"},
     {"perplexity",   cmd_perplexity,   "perplexity of a text file, as llama-perplexity computes it"},
     {"bench-engine", cmd_bench_engine, "measure prefill and decode speed"},

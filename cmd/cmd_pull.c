@@ -1,0 +1,88 @@
+/*
+ * cmd_pull.c: `hearth pull ORG/REPO[:QUANT|/FILE.gguf]`, and the -hf of run
+ * and serve: a model from the Hugging Face Hub, by way of the cache (hub.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "hub/hub.h"
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: hearth pull ORG/REPO[:QUANT | /FILE.gguf] [--offline]\n"
+            "\n"
+            "Downloads a GGUF model from the Hugging Face Hub into the cache, checks it against\n"
+            "the SHA-256 the Hub publishes, and prints its path. :QUANT picks the file whose name\n"
+            "carries that quant (Q4_K_M, Q8_0, ...); with neither :QUANT nor /FILE, Q4_K_M, else\n"
+            "Q8_0, else the first GGUF file. All the parts of a split model come. A cut download\n"
+            "resumes where it stopped; a model already in the cache is used without a request.\n"
+            "run and serve take the same with -hf.\n"
+            "\n"
+            "  --offline   use the cache only: never ask the network\n"
+            "\n"
+            "Environment: HF_TOKEN (gated or private repositories), HF_ENDPOINT (a mirror of\n"
+            "https://huggingface.co), HEARTH_CACHE (the cache; default ~/.cache/hearth/models),\n"
+            "HF_HUB_OFFLINE=1 (as --offline).\n");
+}
+
+int hub_model(const char *cmd, const char *spec, bool offline, bool split_ok, char *path,
+              size_t path_len)
+{
+    struct hub_opts o;
+    char err[HEARTH_ERR_MAX];
+    if (!hub_opts_env(&o, err, sizeof err)) {
+        fprintf(stderr, "hearth %s: %s\n", cmd, err);
+        return EXIT_RUNTIME;
+    }
+    o.offline |= offline;
+    struct hub_result r;
+    const enum hearth_status st = hub_pull(spec, &o, &r, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "hearth %s: %s\n", cmd, err);
+        return st == HEARTH_EINVAL && !strchr(spec, '/') ? EXIT_USAGE : EXIT_RUNTIME;
+    }
+    if (r.n_parts > 1 && !split_ok) {
+        fprintf(stderr,
+                "hearth %s: %s is a model split in %d files (in the cache beside %s); hearth "
+                "loads single-file GGUF only: merge them with llama.cpp's llama-gguf-split "
+                "--merge\n",
+                cmd, spec, r.n_parts, r.path);
+        return EXIT_RUNTIME;
+    }
+    if (!r.fetched)
+        fprintf(stderr, "hearth %s: %s from the cache: %s\n", cmd, spec, r.path);
+    snprintf(path, path_len, "%s", r.path);
+    return EXIT_OK;
+}
+
+int cmd_pull(int argc, char **argv)
+{
+    const char *spec = NULL;
+    bool offline     = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return EXIT_OK;
+        } else if (!strcmp(argv[i], "--offline")) {
+            offline = true;
+        } else if (argv[i][0] == '-' || spec) {
+            fprintf(stderr, "hearth pull: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return EXIT_USAGE;
+        } else {
+            spec = argv[i];
+        }
+    }
+    if (!spec) {
+        fprintf(stderr, "hearth pull: needs ORG/REPO[:QUANT | /FILE.gguf]\n");
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    char path[4096];
+    const int rc = hub_model("pull", spec, offline, true, path, sizeof path);
+    if (rc == EXIT_OK)
+        printf("%s\n", path);
+    return rc;
+}
