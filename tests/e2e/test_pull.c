@@ -25,6 +25,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
+#include "util/serveutil.h"
 #include "util/testutil.h"
 
 #define Q4KM "tiny-llama-spm-q4_k_m.gguf"
@@ -384,6 +385,17 @@ static void test_cache_and_offline(void **state)
     assert_true(strlen(oa) > 4);
     assert_string_equal(oa, ob);
     free(oa), free(ob);
+    /* serve -hf: the cached file, named after it */
+    const char *extra[] = {"-hf", "org/tiny-GGUF:Q8_0", "--offline", NULL};
+    struct srv s;
+    char *slog = NULL;
+    if (!srv_start_try(&s, NULL, extra, &slog))
+        fail_msg("serve -hf did not start: %s", slog);
+    struct http_resp m = http_get(&s, "/v1/models");
+    assert_int_equal(m.status, 200);
+    assert_non_null(strstr(m.body, "\"tiny-llama-spm-q8_0\""));
+    http_resp_free(&m);
+    srv_stop(&s);
     assert_int_equal(log_count(), cached);
 }
 

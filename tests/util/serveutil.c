@@ -201,8 +201,9 @@ static int launch_cmd(struct srv *s, const char *const *head, int n_head, const 
 
 static int launch(struct srv *s, const char *model, const char *const *extra, bool wait_ready)
 {
-    const char *head[] = {"serve", "-m", model, "--port", "0", "-t", "1"};
-    return launch_cmd(s, head, 7, extra, wait_ready);
+    /* no model: extra names it (-hf) */
+    const char *head[] = {"serve", "--port", "0", "-t", "1", "-m", model};
+    return launch_cmd(s, head, model ? 7 : 5, extra, wait_ready);
 }
 
 void srv_start_route(struct srv *s, const char *const *args)

@@ -79,6 +79,7 @@ void srv_start(struct srv *s, const char *const *extra);
  * on a timeout.
  */
 bool srv_start_try(struct srv *s, const char *model, const char *const *extra, char **log);
+/* (In both, model NULL gives no -m: extra names the model, with -hf.) */
 
 /*
  * Starts `hearth route --port 0 ARGS...` (NULL-terminated) and waits for its
