@@ -44,14 +44,16 @@ void usage_lines(FILE *fp, int col, const char *const (*lines)[2], size_t n);
 /* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 
+/* hub_model's flags: the cache only; ask the Hub even when cached; a split model is taken. */
+enum { HUB_OFFLINE = 1, HUB_REFRESH = 2, HUB_SPLIT_OK = 4 };
+
 /*
  * The local path of the model spec (ORG/REPO[:QUANT|/FILE.gguf]) names on the Hugging Face Hub,
- * downloaded into the cache unless it is there (cmd_pull.c; offline: the cache only). A split
- * model's first part when split_ok, else refused. EXIT_OK, or the exit status with one line on
- * stderr ("hearth CMD: ...").
+ * downloaded into the cache unless it is there (cmd_pull.c). A split model's first part with
+ * HUB_SPLIT_OK, else refused. EXIT_OK, or the exit status with one line on stderr
+ * ("hearth CMD: ...").
  */
-int hub_model(const char *cmd, const char *spec, bool offline, bool split_ok, char *path,
-              size_t path_len);
+int hub_model(const char *cmd, const char *spec, unsigned flags, char *path, size_t path_len);
 
 /* ------------------------------------------------------------ fit check --- */
 

@@ -11,24 +11,26 @@
 static void usage(FILE *fp)
 {
     fprintf(fp,
-            "usage: hearth pull ORG/REPO[:QUANT | /FILE.gguf] [--offline]\n"
+            "usage: hearth pull ORG/REPO[:QUANT | /FILE.gguf] [--offline | --refresh]\n"
             "\n"
             "Downloads a GGUF model from the Hugging Face Hub into the cache, checks it against\n"
             "the SHA-256 the Hub publishes, and prints its path. :QUANT picks the file whose name\n"
             "carries that quant (Q4_K_M, Q8_0, ...); with neither :QUANT nor /FILE, Q4_K_M, else\n"
             "Q8_0, else the first GGUF file. All the parts of a split model come. A cut download\n"
-            "resumes where it stopped; a model already in the cache is used without a request.\n"
+            "resumes where it stopped; a model already in the cache is used without a request\n"
+            "(--refresh asks the Hub, and downloads again what changed there since).\n"
             "run and serve take the same with -hf.\n"
             "\n"
             "  --offline   use the cache only: never ask the network\n"
+            "  --refresh   ask the Hub for the repository's files even when the model is cached,\n"
+            "              and download again a file whose SHA-256 has changed\n"
             "\n"
             "Environment: HF_TOKEN (gated or private repositories), HF_ENDPOINT (a mirror of\n"
             "https://huggingface.co), HEARTH_CACHE (the cache; default ~/.cache/hearth/models),\n"
             "HF_HUB_OFFLINE=1 (as --offline).\n");
 }
 
-int hub_model(const char *cmd, const char *spec, bool offline, bool split_ok, char *path,
-              size_t path_len)
+int hub_model(const char *cmd, const char *spec, unsigned flags, char *path, size_t path_len)
 {
     struct hub_opts o;
     char err[HEARTH_ERR_MAX];
@@ -36,14 +38,15 @@ int hub_model(const char *cmd, const char *spec, bool offline, bool split_ok, ch
         fprintf(stderr, "hearth %s: %s\n", cmd, err);
         return EXIT_RUNTIME;
     }
-    o.offline |= offline;
+    o.offline |= (flags & HUB_OFFLINE) != 0;
+    o.refresh = (flags & HUB_REFRESH) != 0;
     struct hub_result r;
     const enum hearth_status st = hub_pull(spec, &o, &r, err, sizeof err);
     if (st) {
         fprintf(stderr, "hearth %s: %s\n", cmd, err);
         return st == HEARTH_EINVAL && !strchr(spec, '/') ? EXIT_USAGE : EXIT_RUNTIME;
     }
-    if (r.n_parts > 1 && !split_ok) {
+    if (r.n_parts > 1 && !(flags & HUB_SPLIT_OK)) {
         fprintf(stderr,
                 "hearth %s: %s is a model split in %d files (in the cache beside %s); hearth "
                 "loads single-file GGUF only: merge them with llama.cpp's llama-gguf-split "
@@ -60,13 +63,15 @@ int hub_model(const char *cmd, const char *spec, bool offline, bool split_ok, ch
 int cmd_pull(int argc, char **argv)
 {
     const char *spec = NULL;
-    bool offline     = false;
+    unsigned flags   = HUB_SPLIT_OK;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return EXIT_OK;
         } else if (!strcmp(argv[i], "--offline")) {
-            offline = true;
+            flags |= HUB_OFFLINE;
+        } else if (!strcmp(argv[i], "--refresh")) {
+            flags |= HUB_REFRESH;
         } else if (argv[i][0] == '-' || spec) {
             fprintf(stderr, "hearth pull: unexpected argument '%s'\n", argv[i]);
             usage(stderr);
@@ -81,7 +86,11 @@ int cmd_pull(int argc, char **argv)
         return EXIT_USAGE;
     }
     char path[4096];
-    const int rc = hub_model("pull", spec, offline, true, path, sizeof path);
+    if ((flags & HUB_OFFLINE) && (flags & HUB_REFRESH)) {
+        fprintf(stderr, "hearth pull: --refresh asks the Hub, --offline forbids it; give one\n");
+        return EXIT_USAGE;
+    }
+    const int rc = hub_model("pull", spec, flags, path, sizeof path);
     if (rc == EXIT_OK)
         printf("%s\n", path);
     return rc;

@@ -330,7 +330,7 @@ int cmd_run(int argc, char **argv)
     }
     char hf_path[4096];
     if (hf) {
-        const int rc = hub_model("run", hf, offline, false, hf_path, sizeof hf_path);
+        const int rc = hub_model("run", hf, offline ? HUB_OFFLINE : 0, hf_path, sizeof hf_path);
         if (rc)
             return rc;
         model_path = hf_path;

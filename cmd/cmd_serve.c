@@ -298,7 +298,7 @@ int cmd_serve(int argc, char **argv)
     }
     char hf_path[4096];
     if (hf) { /* after the usage checks: a mistyped flag costs no download */
-        const int rc = hub_model("serve", hf, offline, false, hf_path, sizeof hf_path);
+        const int rc = hub_model("serve", hf, offline ? HUB_OFFLINE : 0, hf_path, sizeof hf_path);
         if (rc)
             return rc;
         model_path = hf_path;

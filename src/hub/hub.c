@@ -676,6 +676,16 @@ static bool cached(const char *dir, const struct hub_listing *l, const int *idx,
     return true;
 }
 
+/* The SHA-256 the cache's file list had for path (what the file in place was checked
+ * against), or "" when it had none. */
+static const char *sha_before(const struct hub_listing *old, const char *path)
+{
+    for (int i = 0; i < old->n; i++)
+        if (!strcmp(old->files[i].path, path))
+            return old->files[i].sha256;
+    return "";
+}
+
 static enum hearth_status done(struct hub_result *r, const char *dir, const struct hub_listing *l,
                                const int *idx, int n, char *err, size_t err_len)
 {
@@ -703,24 +713,29 @@ enum hearth_status hub_pull(const char *spec, const struct hub_opts *o, struct h
 
     /* the cache first: a model there is used without asking the network */
     size_t len;
-    char *json = read_all(manifest, &len);
-    if (json && !hub_listing_parse(&l, json, len, NULL, 0) &&
-        !hub_select(&l, &sp, idx, MAX_PARTS, &n, why, sizeof why) && cached(dir, &l, idx, n)) {
-        free(json);
-        st = done(r, dir, &l, idx, n, err, err_len);
-        hub_listing_free(&l);
+    struct hub_listing old = {0};
+    char *json             = read_all(manifest, &len);
+    if (json && hub_listing_parse(&old, json, len, NULL, 0))
+        hub_listing_free(&old);
+    free(json);
+    if (!o->refresh && old.n && !hub_select(&old, &sp, idx, MAX_PARTS, &n, why, sizeof why) &&
+        cached(dir, &old, idx, n)) {
+        st = done(r, dir, &old, idx, n, err, err_len);
+        hub_listing_free(&old);
         return st;
     }
-    free(json);
-    hub_listing_free(&l);
-    if (o->offline)
+    if (o->offline) {
+        hub_listing_free(&old);
         return fail(HEARTH_EIO, err, err_len,
                     "%s is not in the cache (%s)%s%s; --offline forbids downloading it", spec, dir,
                     why[0] ? ": " : "", why);
+    }
 
     struct hub h;
-    if ((st = hub_open(&h, o, sp.repo, err, err_len)))
+    if ((st = hub_open(&h, o, sp.repo, err, err_len))) {
+        hub_listing_free(&old);
         return st;
+    }
     if (!(st = fetch_listing(&h, &l, err, err_len)) &&
         !(st = hub_select(&l, &sp, idx, MAX_PARTS, &n, err, err_len))) {
         char *js = hub_listing_json(&l);
@@ -733,7 +748,8 @@ enum hearth_status hub_pull(const char *spec, const struct hub_opts *o, struct h
             struct stat s;
             const struct hub_file *f = &l.files[idx[i]];
             snprintf(dest, sizeof dest, "%s/%s", dir, f->path);
-            if (!stat(dest, &s) && S_ISREG(s.st_mode) && (uint64_t)s.st_size == f->size)
+            if (!stat(dest, &s) && S_ISREG(s.st_mode) && (uint64_t)s.st_size == f->size &&
+                !strcmp(f->sha256, sha_before(&old, f->path)))
                 continue;
             st = download(&h, f, dest, err, err_len);
             r->fetched |= st == HEARTH_OK;
@@ -742,6 +758,7 @@ enum hearth_status hub_pull(const char *spec, const struct hub_opts *o, struct h
             st = done(r, dir, &l, idx, n, err, err_len);
     }
     hub_listing_free(&l);
+    hub_listing_free(&old);
     hub_close(&h);
     return st;
 }

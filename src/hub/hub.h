@@ -12,7 +12,7 @@
  * downloaded beside it as PATH.part-<sha>, resumed with a range request
  * after a cut, and renamed into place only once they hash right. The
  * repository's file list is kept as CACHE/ORG/REPO/.hearth-files.json, so
- * a model already in the cache is used without a request.
+ * a model already in the cache is used without a request (until a refresh).
  */
 #ifndef HEARTH_HUB_H
 #define HEARTH_HUB_H
@@ -28,6 +28,8 @@ struct hub_opts {
     const char *token;   /* $HF_TOKEN, or NULL */
     char cache[4096];    /* $HEARTH_CACHE, else ~/.cache/hearth/models */
     bool offline;        /* never ask the network ($HF_HUB_OFFLINE=1 too) */
+    bool refresh;        /* ask for the file list even when the cache has the model, and
+                          * download again a file whose SHA-256 has changed since */
     FILE *progress;      /* where the progress bar goes (stderr), or NULL */
 };
 

@@ -161,6 +161,7 @@ static int setup(void **state)
     put("org/split/big-Q8_0.gguf", NULL, 5000);
     put("org/broken/half-Q4_K_M-00001-of-00002.gguf", NULL, 1000);
     put("org/gated/" Q8, q8, 0);
+    put("org/changing/c-Q8_0.gguf", NULL, 9000);
     int out[2];
     assert_int_equal(pipe(out), 0);
     hub.pid = fork();
@@ -399,6 +400,60 @@ static void test_cache_and_offline(void **state)
     assert_int_equal(log_count(), cached);
 }
 
+/* The requests since the first-th whose path starts with prefix. */
+static int requests_to(int first, const char *prefix)
+{
+    cJSON *log = hub_log();
+    int n      = 0;
+    for (int i = first; i < cJSON_GetArraySize(log); i++)
+        n += !strncmp(cJSON_GetObjectItem(cJSON_GetArrayItem(log, i), "path")->valuestring, prefix,
+                      strlen(prefix));
+    cJSON_Delete(log);
+    return n;
+}
+
+static void test_refresh(void **state)
+{
+    (void)state;
+    NEED_HUB();
+    struct run r = pull("org/changing", NULL);
+    assert_int_equal(r.rc, 0);
+    run_free(&r);
+    /* a new upload of the same size: the cache does not see it, a refresh does */
+    size_t n;
+    char *before = tu_read_file(hub_file("org/changing/c-Q8_0.gguf"), &n), *after = malloc(n);
+    assert_non_null(before);
+    for (size_t i = 0; i < n; i++)
+        after[i] = (char)(before[i] ^ 0x5a);
+    assert_int_equal(tu_write_file(hub_file("org/changing/c-Q8_0.gguf"), after, n), 0);
+    int first = log_count();
+    r         = pull("org/changing", NULL);
+    assert_int_equal(r.rc, 0);
+    run_free(&r);
+    assert_int_equal(log_count(), first);
+    size_t got_n;
+    char *got = tu_read_file(cache_path("org/changing/c-Q8_0.gguf"), &got_n);
+    assert_memory_equal(got, before, n);
+    free(got);
+    r = pull("org/changing", "--refresh");
+    assert_int_equal(r.rc, 0);
+    run_free(&r);
+    assert_int_equal(requests_to(first, "/cdn/"), 1);
+    assert_same_file(cache_path("org/changing/c-Q8_0.gguf"), hub_file("org/changing/c-Q8_0.gguf"));
+    /* up to date: the file list is asked for, no file */
+    first = log_count();
+    r     = pull("org/changing", "--refresh");
+    assert_int_equal(r.rc, 0);
+    run_free(&r);
+    assert_int_equal(requests_to(first, "/api/"), 1);
+    assert_int_equal(requests_to(first, "/cdn/"), 0);
+    const char *both[] = {tu_bin(), "pull", "org/changing", "--refresh", "--offline", NULL};
+    assert_int_equal(tu_run(both, NULL, NULL, NULL, 30), 2);
+    /* as it was, for the next run of the suite's setup */
+    assert_int_equal(tu_write_file(hub_file("org/changing/c-Q8_0.gguf"), before, n), 0);
+    free(before), free(after);
+}
+
 static void test_resume(void **state)
 {
     (void)state;
@@ -627,6 +682,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_pick_quant, fresh, done),
         cmocka_unit_test_setup_teardown(test_cache_and_offline, fresh, done),
+        cmocka_unit_test_setup_teardown(test_refresh, fresh, done),
         cmocka_unit_test_setup_teardown(test_resume, fresh, done),
         cmocka_unit_test_setup_teardown(test_resume_damaged_tail, fresh, done),
         cmocka_unit_test_setup_teardown(test_corrupt, fresh, done),
