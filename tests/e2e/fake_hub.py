@@ -142,7 +142,10 @@ class Hub(BaseHTTPRequestHandler):
             rel = "/".join(parts[4:])
             if not os.path.isfile(os.path.join(ROOT, repo, rel)):
                 return self.refuse(404, "EntryNotFound", "Entry not found")
-            return self.reply(302, b"", headers=[("Location", "/cdn/%s/%s" % (repo, rel))])
+            where = "/cdn/%s/%s" % (repo, rel)
+            # a body, as the Hub's redirects have: it must not reach the file
+            return self.reply(302, ("Found. Redirecting to " + where).encode(), "text/plain",
+                              headers=[("Location", where)])
         if parts[0] == "cdn" and len(parts) >= 4:
             return self.serve_file("/".join(parts[1:3]), "/".join(parts[3:]))
         self.refuse(404, None, "no such endpoint")
