@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -493,22 +494,25 @@ static void drop_stale_parts(const char *dest, const char *keep)
     globfree(&g);
 }
 
-/* One attempt at the rest of f into part; *progressed when it got bytes. */
-static enum hearth_status attempt(struct hub *h, const struct hub_file *f, const char *part,
-                                  struct progress *prog, bool *progressed, bool *again, char *err,
-                                  size_t err_len)
+/* What an attempt's failure leaves for the next. */
+enum after { KEEP, RESTART, DISCARD };
+
+/*
+ * One attempt at the rest of f into the partial file fd (at part): *progressed when it got
+ * bytes; *then KEEP (resume from it), RESTART (emptied: its end was not the server's) or
+ * DISCARD (nothing in it can be kept).
+ */
+static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int fd, const char *part,
+                                  struct progress *prog, bool *progressed, enum after *then,
+                                  char *err, size_t err_len)
 {
-    *progressed = *again = false;
-    const int fd         = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
+    *progressed = false;
+    *then       = KEEP;
     struct stat st;
     uint64_t have = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
     if (have > f->size) {
-        if (ftruncate(fd, 0)) {
-            close(fd);
+        if (ftruncate(fd, 0))
             return fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
-        }
         have = 0;
     }
     struct xfer x = {.curl = h->curl, .fd = fd, .have = have, .size = f->size, .prog = prog};
@@ -520,7 +524,7 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, const
         tail = malloc(have - x.start);
         if (!tail || hash_prefix(fd, x.start, &x.sha) ||
             pread(fd, tail, have - x.start, (off_t)x.start) != (ssize_t)(have - x.start)) {
-            free(tail), close(fd);
+            free(tail);
             return fail(HEARTH_EIO, err, err_len, "cannot read %s", part);
         }
         x.tail = tail;
@@ -534,9 +538,7 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, const
         char need[32], free_[32];
         human((double)(f->size - have), need, sizeof need);
         human((double)vfs.f_bavail * (double)vfs.f_frsize, free_, sizeof free_);
-        free(tail), close(fd);
-        if (!have)
-            unlink(part);
+        free(tail);
         return fail(HEARTH_EIO, err, err_len,
                     "%s: not enough disk space in %s: it needs %s more, "
                     "%s is free",
@@ -567,22 +569,21 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, const
 
     enum hearth_status ret = HEARTH_OK;
     if (x.write_errno) {
-        ret = fail(HEARTH_EIO, err, err_len, "%s: cannot write %s: %s", f->path, part,
+        ret   = fail(HEARTH_EIO, err, err_len, "%s: cannot write %s: %s", f->path, part,
                    x.write_errno == ENOSPC ? "the disk is full" : strerror(x.write_errno));
-        unlink(part); /* a full disk wants its space back more than a partial file */
+        *then = DISCARD; /* a full disk wants its space back more than a partial file */
     } else if (x.differs) {
         /* the partial file's end is not what the server has: start it again, once */
-        unlink(part);
-        *again = true;
-        ret    = fail(HEARTH_EIO, err, err_len,
-                      "%s: the partial download differs from the Hub's "
-                         "file",
-                      f->path);
+        *then = ftruncate(fd, 0) ? DISCARD : RESTART;
+        ret   = fail(HEARTH_EIO, err, err_len,
+                     "%s: the partial download differs from the Hub's "
+                       "file",
+                     f->path);
     } else if (r.status >= 400) {
         ret = refused(h, &r, f->path, err, err_len);
     } else if (x.wrong_range || x.overrun) {
-        unlink(part);
-        ret = fail(HEARTH_EIO, err, err_len, "%s: the server sent %s", f->path,
+        *then = DISCARD;
+        ret   = fail(HEARTH_EIO, err, err_len, "%s: the server sent %s", f->path,
                    x.overrun ? "more bytes than the Hub lists" : "a range hearth did not ask for");
     } else if (rc != CURLE_OK || x.pos < f->size) {
         char at[32], of[32];
@@ -598,17 +599,52 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, const
         sha256_hex(&x.sha, got);
         if (strcmp(got, f->sha256)) {
             /* a whole-file hash cannot say which bytes are wrong: none can be kept */
-            unlink(part);
-            ret = fail(HEARTH_EIO, err, err_len,
-                       "%s: checksum mismatch: the Hub publishes SHA-256 %.12s..., the download "
-                       "hashes to %.12s...; it was discarded",
-                       f->path, f->sha256, got);
+            *then = DISCARD;
+            ret   = fail(HEARTH_EIO, err, err_len,
+                         "%s: checksum mismatch: the Hub publishes SHA-256 %.12s..., the download "
+                           "hashes to %.12s...; it was discarded",
+                         f->path, f->sha256, got);
         } else if (fsync(fd)) {
             ret = fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
         }
     }
-    close(fd);
     return ret;
+}
+
+/*
+ * The partial file at part, open and locked (flock) for this process: a second hearth pulling
+ * the same file waits, saying so, then finds it in place (*in_place) or the partial file as
+ * the first left it. -1 with errno on failure.
+ */
+static int lock_part(const char *part, const char *dest, uint64_t size, FILE *say, const char *name,
+                     bool *in_place)
+{
+    *in_place = false;
+    for (int tries = 0; tries < 100; tries++) {
+        const int fd = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return -1;
+        if (flock(fd, LOCK_EX | LOCK_NB)) {
+            if (say)
+                fprintf(say, "%s: waiting for another hearth downloading it\n", name);
+            if (flock(fd, LOCK_EX)) {
+                close(fd);
+                return -1;
+            }
+        }
+        /* while this waited, the other may have moved the file into place or removed it */
+        struct stat held, named, done_;
+        if (!fstat(fd, &held) && !stat(part, &named) && held.st_ino == named.st_ino &&
+            held.st_dev == named.st_dev)
+            return fd;
+        close(fd);
+        if (!stat(dest, &done_) && S_ISREG(done_.st_mode) && (uint64_t)done_.st_size == size) {
+            *in_place = true;
+            return -1;
+        }
+    }
+    errno = EBUSY;
+    return -1;
 }
 
 static enum hearth_status download(struct hub *h, const struct hub_file *f, const char *dest,
@@ -624,41 +660,48 @@ static enum hearth_status download(struct hub *h, const struct hub_file *f, cons
                     strerror(errno));
     char part[8500];
     snprintf(part, sizeof part, "%s.part-%.16s", dest, f->sha256);
+    const char *base     = strrchr(f->path, '/');
+    struct progress prog = {.fp          = h->o->progress,
+                            .tty         = h->o->progress && isatty(fileno(h->o->progress)),
+                            .name        = base ? base + 1 : f->path,
+                            .size        = f->size,
+                            .shown_tenth = -1};
+    bool in_place;
+    const int fd = lock_part(part, dest, f->size, prog.fp, prog.name, &in_place);
+    if (fd < 0)
+        return in_place
+                   ? HEARTH_OK
+                   : fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
     drop_stale_parts(dest, part);
-    const char *base      = strrchr(f->path, '/');
-    struct progress prog  = {.fp          = h->o->progress,
-                             .tty         = h->o->progress && isatty(fileno(h->o->progress)),
-                             .name        = base ? base + 1 : f->path,
-                             .size        = f->size,
-                             .t0          = now_s(),
-                             .shown_tenth = -1};
+    prog.t0               = now_s();
     enum hearth_status st = HEARTH_EIO;
+    enum after then       = KEEP;
     bool restarted        = false;
     for (int i = 0; i < ATTEMPTS; i++) {
-        bool progressed, again;
-        st = attempt(h, f, part, &prog, &progressed, &again, err, err_len);
-        if (st == HEARTH_OK)
+        bool progressed;
+        st = attempt(h, f, fd, part, &prog, &progressed, &then, err, err_len);
+        if (st == HEARTH_OK || then == DISCARD)
             break;
-        if (again && !restarted) {
+        if (then == RESTART && !restarted) {
             restarted = true;
             continue;
         }
         /* a cut mid-transfer is tried again at once while each try gets further */
-        if (!progressed || again || access(part, F_OK))
+        if (!progressed || then == RESTART)
             break;
     }
+    struct stat s;
     if (st == HEARTH_OK) {
         progress_show(&prog, f->size, true);
         if (rename(part, dest))
-            return fail(HEARTH_EIO, err, err_len, "cannot move %s into place: %s", part,
-                        strerror(errno));
-    } else {
-        struct stat s; /* a partial file is kept only if it holds something to resume from */
-        if (!lstat(part, &s) && S_ISREG(s.st_mode) && !s.st_size)
-            unlink(part);
-        if (prog.fp && prog.tty)
-            fputc('\n', prog.fp);
+            st = fail(HEARTH_EIO, err, err_len, "cannot move %s into place: %s", part,
+                      strerror(errno));
+    } else if (then == DISCARD || (!fstat(fd, &s) && S_ISREG(s.st_mode) && !s.st_size)) {
+        unlink(part); /* kept only if it holds something to resume from */
     }
+    if (st != HEARTH_OK && prog.fp && prog.tty)
+        fputc('\n', prog.fp);
+    close(fd); /* the lock goes with it, after the rename */
     return st;
 }
 

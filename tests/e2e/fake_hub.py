@@ -15,7 +15,10 @@ The test steers it with POST /_control (a JSON object, merged in):
   gated    {"ORG/REPO": TOKEN}      downloads need "Authorization: Bearer TOKEN"
   page     N                        file-list entries per page
   size     {PATH: N}                list PATH with size N
-and reads every request it got from GET /_log.
+  hold     {PATH: OFFSET}           the next download of PATH stops at byte OFFSET
+                                    until {"release": true}
+and reads every request it got from GET /_log, and which download is held
+(if one is) from GET /_state.
 Prints "port N" on stdout once it listens on 127.0.0.1.
 """
 import hashlib
@@ -27,7 +30,9 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = sys.argv[1]
-STATE = {"cut": {}, "corrupt": [], "gated": {}, "page": 0, "size": {}}
+STATE = {"cut": {}, "corrupt": [], "gated": {}, "page": 0, "size": {}, "hold": {}}
+HELD = {"path": ""}
+RELEASE = threading.Event()
 LOG = []
 LOCK = threading.Lock()
 HASHES = {}
@@ -95,6 +100,10 @@ class Hub(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(n) or b"{}")
         if self.path == "/_control":
             with LOCK:
+                if body.get("hold"):
+                    RELEASE.clear()
+                if body.pop("release", False):
+                    RELEASE.set()
                 STATE.update(body)
             self.reply(200, b"{}")
         else:
@@ -106,6 +115,10 @@ class Hub(BaseHTTPRequestHandler):
         if path == "/_log":
             with LOCK:
                 self.reply(200, json.dumps(LOG).encode())
+            return
+        if path == "/_state":
+            with LOCK:
+                self.reply(200, json.dumps({"held": HELD["path"]}).encode())
             return
         with LOCK:
             LOG.append({"path": path, "query": url.query,
@@ -173,6 +186,17 @@ class Hub(BaseHTTPRequestHandler):
             self.send_header("Content-Range", "bytes %d-%d/%d" % (first, len(data) - 1, len(data)))
         self.end_headers()
         end = len(data) if cut is None else max(first, cut)
+        with LOCK:
+            hold = STATE["hold"].pop(rel, None)
+        if hold is not None and first < hold < end:
+            self.wfile.write(bytes(data[first:hold]))
+            self.wfile.flush()
+            with LOCK:
+                HELD["path"] = rel
+            RELEASE.wait()
+            with LOCK:
+                HELD["path"] = ""
+            first = hold
         self.wfile.write(bytes(data[first:end]))
         if cut is not None:
             self.wfile.flush()

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -205,7 +206,8 @@ static int fresh(void **state)
     setenv("HF_ENDPOINT", hub.url, 1);
     unsetenv("HF_TOKEN");
     unsetenv("HF_HUB_OFFLINE");
-    control("{\"cut\":{},\"corrupt\":[],\"gated\":{},\"page\":0,\"size\":{}}");
+    control("{\"cut\":{},\"corrupt\":[],\"gated\":{},\"page\":0,\"size\":{},\"hold\":{},"
+            "\"release\":true}");
     return 0;
 }
 
@@ -454,6 +456,76 @@ static void test_refresh(void **state)
     free(before), free(after);
 }
 
+/* Starts argv with stdout and stderr into files; its pid. */
+static pid_t spawn_to(const char *const argv[], const char *out, const char *err)
+{
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0)
+            _exit(127);
+        dup2(o, 1), dup2(e, 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits until the file at path contains want (a guard of two minutes fails the test). */
+static void wait_for_text(const char *path, const char *want)
+{
+    for (int i = 0; i < 12000; i++) {
+        char *s       = tu_read_file(path, NULL);
+        const bool in = s && strstr(s, want);
+        free(s);
+        if (in)
+            return;
+        usleep(10000);
+    }
+    fail_msg("'%s' never showed '%s'", path, want);
+}
+
+static void test_two_pulls_at_once(void **state)
+{
+    (void)state;
+    NEED_HUB();
+    /* the first pull is held midway by the Hub; the second waits for it, then finds the file */
+    control("{\"hold\":{\"" Q8 "\":200000}}");
+    const int first    = log_count();
+    const char *argv[] = {tu_bin(), "pull", "org/tiny-GGUF:Q8_0", NULL};
+    char out1[1100], err1[1100], out2[1100], err2[1100];
+    snprintf(out1, sizeof out1, "%s/out1", hub.cache);
+    snprintf(err1, sizeof err1, "%s/err1", hub.cache);
+    snprintf(out2, sizeof out2, "%s/out2", hub.cache);
+    snprintf(err2, sizeof err2, "%s/err2", hub.cache);
+    const pid_t a = spawn_to(argv, out1, err1);
+    for (int i = 0; i < 12000; i++) {
+        char *st        = hub_http("/_state", NULL);
+        const bool held = strstr(st, Q8) != NULL;
+        free(st);
+        if (held)
+            break;
+        assert_true(i < 11999);
+        usleep(10000);
+    }
+    const pid_t b = spawn_to(argv, out2, err2);
+    wait_for_text(err2, "waiting for another hearth downloading it");
+    control("{\"release\":true}");
+    int sa, sb;
+    assert_int_equal(waitpid(a, &sa, 0), a);
+    assert_int_equal(waitpid(b, &sb, 0), b);
+    assert_true(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
+    assert_true(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+    char *o1 = tu_read_file(out1, NULL), *o2 = tu_read_file(out2, NULL);
+    assert_string_equal(o1, o2);
+    assert_non_null(strstr(o1, Q8));
+    free(o1), free(o2);
+    assert_same_file(cache_path("org/tiny-GGUF/" Q8), hub_file("org/tiny-GGUF/" Q8));
+    assert_int_equal(requests_to(first, "/cdn/"), 1);
+    assert_int_equal(count_named(cache_path("org/tiny-GGUF"), ".part-"), 0);
+}
+
 static void test_resume(void **state)
 {
     (void)state;
@@ -683,6 +755,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pick_quant, fresh, done),
         cmocka_unit_test_setup_teardown(test_cache_and_offline, fresh, done),
         cmocka_unit_test_setup_teardown(test_refresh, fresh, done),
+        cmocka_unit_test_setup_teardown(test_two_pulls_at_once, fresh, done),
         cmocka_unit_test_setup_teardown(test_resume, fresh, done),
         cmocka_unit_test_setup_teardown(test_resume_damaged_tail, fresh, done),
         cmocka_unit_test_setup_teardown(test_corrupt, fresh, done),
