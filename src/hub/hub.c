@@ -394,6 +394,12 @@ static enum hearth_status fetch_listing(struct hub *h, struct hub_listing *l, ch
             return st;
         if (!r.next[0])
             return HEARTH_OK;
+        /* the token goes with every request: a next page elsewhere would take it there */
+        const size_t ep = strlen(h->o->endpoint);
+        if (strncmp(r.next, h->o->endpoint, ep) || r.next[ep] != '/')
+            return fail(HEARTH_EIO, err, err_len,
+                        "%s: the file list's next page is not on %s: '%.200s'", h->repo,
+                        h->o->endpoint, r.next);
         snprintf(url, sizeof url, "%s", r.next);
     }
     return fail(HEARTH_EIO, err, err_len, "%s: the file list runs past 1000 pages", h->repo);

@@ -14,6 +14,7 @@ The test steers it with POST /_control (a JSON object, merged in):
   corrupt  [PATH, ...]              serve PATH with one byte flipped
   gated    {"ORG/REPO": TOKEN}      downloads need "Authorization: Bearer TOKEN"
   page     N                        file-list entries per page
+  link_host HOST                    the next page's link names HOST
   size     {PATH: N}                list PATH with size N
   hold     {PATH: OFFSET}           the next download of PATH stops at byte OFFSET
                                     until {"release": true}
@@ -136,8 +137,11 @@ class Hub(BaseHTTPRequestHandler):
             headers = []
             if page:
                 if start + page < len(files):
+                    host = self.headers["Host"]
+                    if STATE.get("link_host"):  # a next page elsewhere
+                        host = STATE["link_host"] + ":" + host.split(":")[1]
                     nxt = "http://%s/api/models/%s/tree/main?recursive=true&cursor=%d" % (
-                        self.headers["Host"], repo, start + page)
+                        host, repo, start + page)
                     headers.append(("Link", '<%s>; rel="next"' % nxt))
                 files = files[start:start + page]
             return self.reply(200, json.dumps(files).encode(), headers=headers)

@@ -207,7 +207,7 @@ static int fresh(void **state)
     unsetenv("HF_TOKEN");
     unsetenv("HF_HUB_OFFLINE");
     control("{\"cut\":{},\"corrupt\":[],\"gated\":{},\"page\":0,\"size\":{},\"hold\":{},"
-            "\"release\":true}");
+            "\"link_host\":\"\",\"release\":true}");
     return 0;
 }
 
@@ -720,7 +720,14 @@ static void test_refusals(void **state)
                           "/tree/");
     cJSON_Delete(log);
     assert_int_equal(pages, 3); /* 5 files, 2 a page */
-    control("{\"page\":0}");
+    /* a next page on another host would get the token: refused before it is asked */
+    control("{\"link_host\":\"localhost\"}");
+    const int before = log_count();
+    r                = pull("org/tiny-GGUF:Q4_K_M", NULL);
+    assert_refused(&r, "the file list's next page is not on");
+    run_free(&r);
+    assert_int_equal(log_count(), before + 1);
+    control("{\"page\":0,\"link_host\":\"\"}");
     /* a disk too small, asked before the first byte */
     control("{\"size\":{\"" Q4KM "\":1125899906842624}}");
     r = pull("org/tiny-GGUF:Q4_K_M", NULL);
