@@ -9,8 +9,8 @@
  * playwright-core from tests/e2e/node/webui.test.mjs opens the page, gives it
  * the API key it asks for, chats with stories260K and checks the streamed
  * reply against the API's own, reloads, and stops a reply held mid-stream by
- * the scheduler gate. Skipped with a message without /usr/bin/chromium or
- * `npm ci --prefix tests/e2e/node`.
+ * the scheduler gate. Skipped with a message without /usr/bin/chromium,
+ * Node.js 20 or `npm ci --prefix tests/e2e/node`.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -23,8 +23,7 @@
 #define CHROMIUM  "/usr/bin/chromium"
 #define PAGE_FILE HEARTH_TOP "/src/serve/webui/index.html"
 
-/* True when node (20 or later), playwright-core and Chromium are there; otherwise prints why not.
- */
+/* True when node 20+, playwright-core and Chromium are there; otherwise prints why not. */
 static bool have_browser(void)
 {
     const char *pkg = HEARTH_TOP "/tests/e2e/node/node_modules/playwright-core/package.json";
@@ -34,8 +33,8 @@ static bool have_browser(void)
         return false;
     }
     /* playwright-core 1.65 wants Node.js 20 (Debian 12's own nodejs is 18) */
-    const char *argv[] = {SRV_NODE, "-e", "process.exit(parseInt(process.versions.node) < 20 ? 1 : 0)",
-                          NULL};
+    const char *argv[] = {SRV_NODE, "-e",
+                          "process.exit(parseInt(process.versions.node) < 20 ? 1 : 0)", NULL};
     if (tu_run(argv, NULL, NULL, NULL, 60) != 0) {
         print_message("skip: playwright-core needs Node.js 20 or later at %s\n", SRV_NODE);
         return false;

@@ -23,7 +23,8 @@ const gatedBase = process.env.HEARTH_WEBUI_GATED_URL;
 const gatePath = process.env.HEARTH_WEBUI_GATE;
 const shot = process.env.HEARTH_WEBUI_SCREENSHOT || path.join(os.tmpdir(), 'hearth-webui.png');
 if (!base || !key || !gatedBase || !gatePath) {
-  throw new Error('HEARTH_WEBUI_URL, _KEY, _GATED_URL and _GATE must be set (run from tests/e2e/test_webui.c)');
+  throw new Error('HEARTH_WEBUI_URL, _KEY, _GATED_URL and _GATE must be set ' +
+                  '(run from tests/e2e/test_webui.c)');
 }
 const GUARD_MS = 120_000;
 
@@ -80,7 +81,8 @@ function noPageErrors() {
 
 let firstReply = ''; // what stories260K said to the first message, for the reload test
 
-test('asks for the API key (again when it is wrong), then chats: a streamed reply, the same text the API gives', async () => {
+test('asks for the API key (again when it is wrong), then chats: a streamed reply, ' +
+     'the same text the API gives', async () => {
   const requests = [];
   page.on('request', (r) => {
     if (r.url().endsWith('/v1/chat/completions')) requests.push(r);
@@ -184,7 +186,8 @@ test('a request the server refuses: its error shows in the conversation', async 
   noPageErrors();
 });
 
-test('reasoning folded, tool calls, Markdown, an error mid-stream; model output never becomes markup', async () => {
+test('reasoning folded, tool calls, Markdown, an error mid-stream; ' +
+     'model output never becomes markup', async () => {
   // a stream as hearth sends one for a reasoning model with tools, here made up (stories260K
   // has neither), in CRLF lines as SSE allows
   const content = [
@@ -200,8 +203,9 @@ test('reasoning folded, tool calls, Markdown, an error mid-stream; model output 
     { choices: [{ index: 0, delta: { reasoning_content: 'The user wants ' } }] },
     { choices: [{ index: 0, delta: { reasoning_content: 'the weather.' } }] },
     ...content.map((c) => ({ choices: [{ index: 0, delta: { content: c } }] })),
-    { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, id: 'call_1', type: 'function',
-                                                    function: { name: 'get_weather', arguments: '' } }] } }] },
+    { choices: [{ index: 0, delta: { tool_calls: [{
+      index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' },
+    }] } }] },
     { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] } }] },
     { choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] } }] },
     { error: { message: 'generation failed: out of memory', type: 'server_error', param: null, code: null } },
@@ -227,7 +231,8 @@ test('reasoning folded, tool calls, Markdown, an error mid-stream; model output 
   assert.equal(await md.locator('strong').innerText(), 'bold');
   assert.equal(await md.locator('p em').innerText(), 'italic');
   assert.equal(await md.locator('p > code').evaluate((e) => e.textContent), 'inline <b>code</b>');
-  const links = await md.locator('a').evaluateAll((as) => as.map((a) => [a.getAttribute('href'), a.textContent, a.rel]));
+  const links = await md.locator('a').evaluateAll(
+    (as) => as.map((a) => [a.getAttribute('href'), a.textContent, a.rel]));
   assert.deepEqual(links, [['https://example.com/a_b_c', 'safe link', 'noopener noreferrer']]);
   assert.match(await md.innerText(), /\[bad one\]\(javascript:window\.__xss=1\)/);
   assert.deepEqual(await md.locator('ul > li').allInnerTexts(),
@@ -251,7 +256,8 @@ test('reasoning folded, tool calls, Markdown, an error mid-stream; model output 
   noPageErrors();
 });
 
-test('model output never becomes markup: random Markdown and HTML render to the renderer\'s own elements', async () => {
+test('model output never becomes markup: random Markdown and HTML render to ' +
+     'the renderer\'s own elements', async () => {
   // In the page, on its own markdown(): strings of Markdown and HTML punctuation from a fixed
   // seed, each rendered and parsed; every element and attribute must be one the renderer makes.
   const bad = await page.evaluate(() => {
@@ -299,7 +305,8 @@ test('a reply shows token by token while the server generates it; Stop keeps wha
   await p.evaluate(() => {
     window.redraws = 0;
     new MutationObserver((records) => {
-      if (records.some((r) => r.target.closest && r.target.closest('.msg.assistant .content'))) window.redraws++;
+      const inReply = (r) => r.target.closest && r.target.closest('.msg.assistant .content');
+      if (records.some(inReply)) window.redraws++;
     }).observe(document.getElementById('log'), { childList: true, subtree: true, characterData: true });
   });
   const gate = fs.openSync(gatePath, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
