@@ -102,6 +102,9 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(ISA_FLAGS) -MMD -MP -c $< -o $@
 
+# webui.c assembles the chat page in with .incbin, which the compiler's -MMD does not see
+$(BUILD)/obj/src/serve/webui.o: src/serve/webui/index.html
+
 $(BUILD)/obj/$(VK_GEN)/vk_shaders.o: $(VK_GEN)/vk_shaders.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -I$(VK_GEN) -MMD -MP -c $< -o $@

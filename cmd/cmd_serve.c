@@ -87,8 +87,8 @@ static void usage(FILE *fp)
         "                          and K/V) as DIR/NAME (default: none, so a 501)\n"
         "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
         "  --api-key KEY           require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
-        "                          on every endpoint but /health (default: $HEARTH_API_KEY,\n"
-        "                          else none)\n"
+        "                          on every endpoint but /health and the chat page /\n"
+        "                          (default: $HEARTH_API_KEY, else none)\n"
         "  --alias NAME            model name in /v1/models and responses (default: the\n"
         "                          file name without .gguf)\n"
         "  --chat-template-file F  render chats with the Jinja template in F instead of the\n"
@@ -99,13 +99,16 @@ static void usage(FILE *fp)
         "                          '{\"enable_thinking\": false}'; a request's\n"
         "                          chat_template_kwargs add to them\n"
         "  --cors-origin ORIGIN    answer browsers from ORIGIN ('*' for any) with CORS headers\n"
+        "  --no-webui              no chat page at / (it is on by default: open\n"
+        "                          http://HOST:PORT/ in a browser)\n"
         "\n"
         "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
         "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
         "GET /slots, POST /slots/{id}?action=save|restore|erase, GET /props,\n"
         "POST /apply-template, POST /tokenize, POST /detokenize,\n"
         "OpenAI's POST /v1/responses (stateless), and Anthropic's POST /v1/messages and\n"
-        "POST /v1/messages/count_tokens.\n"
+        "POST /v1/messages/count_tokens; GET / is a chat page (not behind --api-key: it asks\n"
+        "for the key when the server wants one).\n"
         "Constrained output: response_format json_object / json_schema, llama.cpp's\n"
         "json_schema and grammar (GBNF), and tool_choice \"required\" or a named function\n"
         "(calls in the template's own syntax, their arguments held to the parameters'\n"
@@ -130,6 +133,7 @@ int cmd_serve(int argc, char **argv)
     int64_t cache_disk = -1; /* -1: not given */
     int64_t cache_ram = -1; /* -1: not given */
     bool ctx_max      = false;
+    bool no_webui     = false;
     struct cache_types ct = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -242,6 +246,8 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--cors-origin")) {
             VALUE();
             cors = v;
+        } else if (!strcmp(a, "--no-webui")) {
+            no_webui = true;
         } else if (!strcmp(a, "--alias")) {
             VALUE();
             alias = v;
@@ -389,6 +395,7 @@ int cmd_serve(int argc, char **argv)
         .layer_split          = place.layer_split,
         .draft_path           = draft_path,
         .slot_save_path       = slot_dir,
+        .no_webui             = no_webui,
         .sched      = {.n_slots   = (int32_t)parallel,
                        .n_ctx     = (int32_t)n_ctx,
                        .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),

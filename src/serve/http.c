@@ -909,6 +909,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     if (!r && !strncmp(path, "/slots/", 7) && path[7])
         r = route_of(EP_SLOT_ACTION); /* the handler reads the slot from the path */
+    if (r && r->ep == EP_WEBUI && s->p->no_webui)
+        r = NULL; /* --no-webui: as if there were no such route */
     if (!r) {
         reply_fail(s, req, EP_OTHER, 404, "invalid_request_error", "unknown_url",
                    "Invalid URL (%s %.200s): no such endpoint.", method_name(method), path);

@@ -21,6 +21,7 @@
 #ifndef HEARTH_HTTP_H
 #define HEARTH_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,7 +33,7 @@ struct http_params {
     const char *host;        /* address to bind ("127.0.0.1") */
     int port;                /* 0: any free port (the chosen one is printed) */
     size_t max_body;         /* bytes; larger request bodies get 413 */
-    const char *api_key;     /* NULL: no auth; else Bearer KEY on all but /health */
+    const char *api_key;     /* NULL: no auth; else Bearer KEY where routes.h says */
     const char *cors_origin; /* NULL: no CORS headers; else the allowed origin ("*" for any) */
     const char *chat_template_file;   /* a Jinja file overriding the model's template, or NULL */
     const char *chat_template;        /* a built-in template name overriding it, or NULL */
@@ -43,6 +44,7 @@ struct http_params {
     const char *layer_split;  /* hearth_model_params's: layers per backend, or NULL */
     const char *draft_path;   /* --model-draft: a GGUF file whose model drafts, or NULL */
     const char *slot_save_path; /* --slot-save-path: the directory of slot files, or NULL */
+    bool no_webui;              /* --no-webui: no chat page at / (webui.c) */
     struct sched_params sched;
 };
 

@@ -25,7 +25,8 @@
     X(EP_TOKENIZE, "/tokenize", POST, true, h_tokenize)                                            \
     X(EP_DETOKENIZE, "/detokenize", POST, true, h_detokenize)                                      \
     X(EP_MESSAGES, "/v1/messages", POST, true, h_messages)                                         \
-    X(EP_COUNT_TOKENS, "/v1/messages/count_tokens", POST, true, h_count_tokens)
+    X(EP_COUNT_TOKENS, "/v1/messages/count_tokens", POST, true, h_count_tokens)                    \
+    X(EP_WEBUI, "/", GET, false, h_webui)
 
 #define SERVE_ALIAS_LIST(X)                                                                        \
     X("/chat/completions", EP_CHAT)                                                                \
@@ -34,7 +35,8 @@
     X("/models", EP_MODELS)                                                                        \
     X("/v1/health", EP_HEALTH)                                                                     \
     X("/messages", EP_MESSAGES)                                                                    \
-    X("/messages/count_tokens", EP_COUNT_TOKENS)
+    X("/messages/count_tokens", EP_COUNT_TOKENS)                                                   \
+    X("/index.html", EP_WEBUI)
 
 /* Endpoints of hearth_requests_total{endpoint=...}: the routes, then everything else. */
 enum metrics_endpoint {

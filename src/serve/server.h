@@ -176,6 +176,8 @@ void h_tokenize(struct server *s, struct evhttp_request *req);
 void h_detokenize(struct server *s, struct evhttp_request *req);
 void h_messages(struct server *s, struct evhttp_request *req);
 void h_count_tokens(struct server *s, struct evhttp_request *req);
+/* ---- the chat page (webui.c) ---- */
+void h_webui(struct server *s, struct evhttp_request *req);
 /* ---- slot actions (slot_actions.c) ---- */
 void h_slot_action(struct server *s, struct evhttp_request *req);
 /* On the loop: p's action is back from the scheduler; replies and frees p. */

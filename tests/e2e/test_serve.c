@@ -569,7 +569,7 @@ static void test_bad_input_never_hurts(void **state)
         {"GET", "/apply-template", NULL, 405, NULL},
         {"POST", "/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
         {"GET", "/v1/nope", NULL, 404, NULL},
-        {"GET", "/", NULL, 404, NULL},
+        {"GET", "/index.htm", NULL, 404, NULL}, /* "/" is the chat page (test_webui.c) */
         {"POST", "/v1/models", "{}", 405, NULL},
         {"GET", "/v1/chat/completions", NULL, 405, NULL},
         {"DELETE", "/v1/completions", NULL, 405, NULL},
