@@ -143,7 +143,7 @@ $(BIN): $(CMD_OBJ) $(LIB)
 
 $(BUILD)/tests/%: tests/%.c $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' \
+	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
 	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS)
 
 test: $(BIN) $(TEST_BIN)
@@ -172,7 +172,7 @@ $(ARM_BUILD)/bin/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL_CORE) tests
                                $(ARM_OBJ)
 	@mkdir -p $(dir $@)
 	$(CROSS_CC) $(ARM_CFLAGS) -fno-tree-loop-vectorize -Itests -DHEARTH_TOP='"$(CURDIR)"' \
-	    -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' -o $@ $< $(TEST_UTIL_CORE) $(ARM_OBJ) -lcmocka -lm
+	    -DHEARTH_BIN='"$(abspath $(BIN))"' -o $@ $< $(TEST_UTIL_CORE) $(ARM_OBJ) -lcmocka -lm
 
 $(ARM_BUILD)/tests/unit/test_kernels: $(ARM_BUILD)/bin/test_kernels
 	@mkdir -p $(dir $@)
@@ -211,7 +211,7 @@ $(AVX512_BUILD)/obj/src/kernels/dispatch.o:   ISA_FLAGS = $(AVX512_EMU)
 $(AVX512_BUILD)/tests/unit/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL_CORE) \
                                          tests/util/testutil.h $(AVX512_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' \
+	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
 	    -o $@ $< $(TEST_UTIL_CORE) $(AVX512_OBJ) -lcmocka -lm
 
 avx512-test:
@@ -241,7 +241,7 @@ bench: $(BIN)
 # measurement, so not a test: it depends on the machine's timing).
 $(BUILD)/tools/bench_clockcheck: tools/bench_clockcheck.c $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(CURDIR)/$(BIN)"' \
+	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
 	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS)
 
 bench-clockcheck: $(BIN) $(BUILD)/tools/bench_clockcheck
