@@ -1065,7 +1065,9 @@ static void on_request(struct evhttp_request *req, void *arg)
         metrics(r, req);
         return;
     }
-    if (!authorized(r, req)) {
+    /* serve's chat page is public (it asks for the key itself): so it is through the router */
+    const bool page = m == EVHTTP_REQ_GET && (!strcmp(path, "/") || !strcmp(path, "/index.html"));
+    if (!page && !authorized(r, req)) {
         reply_error(req, anthropic, 401,
                     anthropic ? "authentication_error" : "invalid_request_error",
                     "a valid API key is needed (Authorization: Bearer KEY or x-api-key)");

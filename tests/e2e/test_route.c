@@ -551,10 +551,32 @@ static void test_refusals(void **state)
     free(uf);
 }
 
+/* Behind a router with a key, serve's chat page still opens; the API it calls does not. */
+static void test_chat_page(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    struct srv b, r;
+    srv_start(&b, NULL);
+    char *ub = url_of(&b);
+    srv_start_route(&r, (const char *[]){"--upstream", ub, "--api-key", "k1", NULL});
+    struct http_resp c = http_get(&r, "/");
+    assert_int_equal(c.status, 200);
+    assert_non_null(strstr(c.body, "<!doctype html>"));
+    http_resp_free(&c);
+    c = http_get(&r, "/v1/models");
+    assert_int_equal(c.status, 401);
+    http_resp_free(&c);
+    srv_stop(&r);
+    srv_stop(&b);
+    free(ub);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_proxy_stream_models, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_chat_page, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_affinity, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_failover_on_kill, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_kill_mid_burst, srv_kill_leftovers),
