@@ -16,6 +16,7 @@ The test steers it with POST /_control (a JSON object, merged in):
   page     N                        file-list entries per page
   link_host HOST                    the next page's link names HOST
   size     {PATH: N}                list PATH with size N
+  gone     [PATH, ...]              list PATH, but answer its download with a 404
   hold     {PATH: OFFSET}           the next download of PATH stops at byte OFFSET
                                     until {"release": true}
 and reads every request it got from GET /_log, and which download is held
@@ -31,7 +32,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = sys.argv[1]
-STATE = {"cut": {}, "corrupt": [], "gated": {}, "page": 0, "size": {}, "hold": {}}
+STATE = {"cut": {}, "corrupt": [], "gated": {}, "page": 0, "size": {}, "hold": {}, "gone": []}
 HELD = {"path": ""}
 RELEASE = threading.Event()
 LOG = []
@@ -157,7 +158,7 @@ class Hub(BaseHTTPRequestHandler):
                 if auth != "Bearer " + token:
                     return self.refuse(403, "GatedRepo", "Access to this model is restricted")
             rel = "/".join(parts[4:])
-            if not os.path.isfile(os.path.join(ROOT, repo, rel)):
+            if not os.path.isfile(os.path.join(ROOT, repo, rel)) or rel in STATE["gone"]:
                 return self.refuse(404, "EntryNotFound", "Entry not found")
             where = "/cdn/%s/%s" % (repo, rel)
             # a body, as the Hub's redirects have: it must not reach the file

@@ -207,7 +207,7 @@ static int fresh(void **state)
     unsetenv("HF_TOKEN");
     unsetenv("HF_HUB_OFFLINE");
     control("{\"cut\":{},\"corrupt\":[],\"gated\":{},\"page\":0,\"size\":{},\"hold\":{},"
-            "\"link_host\":\"\",\"release\":true}");
+            "\"link_host\":\"\",\"gone\":[],\"release\":true}");
     return 0;
 }
 
@@ -707,6 +707,13 @@ static void test_refusals(void **state)
     struct run r = pull("org/nothing-here", NULL);
     assert_refused(&r, "org/nothing-here: no such repository at");
     run_free(&r);
+    /* listed, but gone when asked for */
+    control("{\"gone\":[\"" Q8 "\"]}");
+    r = pull("org/tiny-GGUF:Q8_0", NULL);
+    assert_refused(&r, Q8 ": no such file in org/tiny-GGUF (HTTP 404)");
+    run_free(&r);
+    assert_int_equal(count_named(cache_path("org/tiny-GGUF"), "q8_0"), 0);
+    control("{\"gone\":[]}");
     /* a file list of many pages */
     control("{\"page\":2}");
     const int first = log_count();
