@@ -24,7 +24,7 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS   ?=
 SAN      ?=
 CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) -Iinclude -Isrc -pthread $(VK_CFLAGS) $(SAN) $(CFLAGS)
-LDLIBS    = -lm -pthread -lpcre2-8 -levent -levent_pthreads -lcjson -lcurl $(LDLIBS_VK)
+LDLIBS    = -lm -pthread -lpcre2-8 -levent -levent_pthreads -lcjson -lcurl -lcrypto $(LDLIBS_VK)
 
 ARCH     := $(shell uname -m)
 SRC      := $(shell find src -name '*.c' | sort)

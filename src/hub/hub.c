@@ -413,7 +413,7 @@ struct xfer {
     int fd;
     uint64_t start, have, pos, size; /* range start, bytes on disk, next byte, the file's size */
     const uint8_t *tail;             /* the disk's bytes [start, have), checked, not rewritten */
-    struct sha256 sha;
+    struct sha256 *sha;              /* the file's hash so far (download() owns it) */
     struct progress *prog;
     bool checked, differs, wrong_range, overrun;
     int write_errno;
@@ -428,7 +428,7 @@ static size_t on_file(char *p, size_t size, size_t nitems, void *ud)
         curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->r->status);
         if (x->r->status == 200 && x->start) { /* the range was ignored: it all comes again */
             x->start = x->have = x->pos = 0;
-            sha256_init(&x->sha);
+            sha256_init(x->sha);
             if (ftruncate(x->fd, 0)) {
                 x->write_errno = errno;
                 return 0;
@@ -455,7 +455,7 @@ static size_t on_file(char *p, size_t size, size_t nitems, void *ud)
             x->differs = true;
             return 0;
         }
-        sha256_update(&x->sha, p, k);
+        sha256_update(x->sha, p, k);
         x->pos += k, i = k;
     }
     while (i < n) {
@@ -464,7 +464,7 @@ static size_t on_file(char *p, size_t size, size_t nitems, void *ud)
             x->write_errno = w < 0 ? errno : EIO;
             return 0;
         }
-        sha256_update(&x->sha, p + i, (size_t)w);
+        sha256_update(x->sha, p + i, (size_t)w);
         x->pos += (uint64_t)w, i += (size_t)w;
     }
     progress_show(x->prog, x->pos, false);
@@ -509,8 +509,8 @@ enum after { KEEP, RESTART, DISCARD };
  * DISCARD (nothing in it can be kept).
  */
 static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int fd, const char *part,
-                                  struct progress *prog, bool *progressed, enum after *then,
-                                  char *err, size_t err_len)
+                                  struct sha256 *sha, struct progress *prog, bool *progressed,
+                                  enum after *then, char *err, size_t err_len)
 {
     *progressed = false;
     *then       = KEEP;
@@ -521,14 +521,16 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
             return fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
         have = 0;
     }
-    struct xfer x = {.curl = h->curl, .fd = fd, .have = have, .size = f->size, .prog = prog};
-    x.start       = have > OVERLAP ? have - OVERLAP : 0;
-    x.pos         = x.start;
-    sha256_init(&x.sha);
+    struct xfer x = {
+        .curl = h->curl, .fd = fd, .have = have, .size = f->size, .prog = prog, .sha = sha};
+    x.start = have > OVERLAP ? have - OVERLAP : 0;
+    x.pos   = x.start;
+    if (!sha256_init(sha))
+        return fail(HEARTH_ENOMEM, err, err_len, "out of memory starting a SHA-256");
     uint8_t *tail = NULL;
     if (have) {
         tail = malloc(have - x.start);
-        if (!tail || hash_prefix(fd, x.start, &x.sha) ||
+        if (!tail || hash_prefix(fd, x.start, x.sha) ||
             pread(fd, tail, have - x.start, (off_t)x.start) != (ssize_t)(have - x.start)) {
             free(tail);
             return fail(HEARTH_EIO, err, err_len, "cannot read %s", part);
@@ -602,7 +604,7 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
                          f->path, at, of, rc != CURLE_OK ? curl_easy_strerror(rc) : "short reply");
     } else {
         char got[65];
-        sha256_hex(&x.sha, got);
+        sha256_hex(x.sha, got);
         if (strcmp(got, f->sha256)) {
             /* a whole-file hash cannot say which bytes are wrong: none can be kept */
             *then = DISCARD;
@@ -680,12 +682,13 @@ static enum hearth_status download(struct hub *h, const struct hub_file *f, cons
                    : fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
     drop_stale_parts(dest, part);
     prog.t0               = now_s();
+    struct sha256 sha     = {0};
     enum hearth_status st = HEARTH_EIO;
     enum after then       = KEEP;
     bool restarted        = false;
     for (int i = 0; i < ATTEMPTS; i++) {
         bool progressed;
-        st = attempt(h, f, fd, part, &prog, &progressed, &then, err, err_len);
+        st = attempt(h, f, fd, part, &sha, &prog, &progressed, &then, err, err_len);
         if (st == HEARTH_OK || then == DISCARD)
             break;
         if (then == RESTART && !restarted) {
@@ -707,6 +710,7 @@ static enum hearth_status download(struct hub *h, const struct hub_file *f, cons
     }
     if (st != HEARTH_OK && prog.fp && prog.tty)
         fputc('\n', prog.fp);
+    sha256_free(&sha);
     close(fd); /* the lock goes with it, after the rename */
     return st;
 }

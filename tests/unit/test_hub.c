@@ -1,9 +1,10 @@
 /*
- * test_hub.c: the parts of hearth pull that touch no network: SHA-256
- * against FIPS 180-4's vectors and sha256sum's, the spec, the Hub's file
- * list (paths that could leave the cache refused) and which files a spec
- * names (llama.cpp's -hf rules; a quant matched as a whole name part; a
- * split model all its parts or a refusal).
+ * test_hub.c: the parts of hearth pull that touch no network: its SHA-256
+ * (over libcrypto, streamed in pieces) against FIPS 180-4's vectors and
+ * sha256sum's, the spec, the Hub's file list (paths that could leave the
+ * cache refused) and which files a spec names (llama.cpp's -hf rules; a
+ * quant matched as a whole name part; a split model all its parts or a
+ * refusal).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,12 +21,19 @@
 
 static void hex_of(const void *data, size_t n, size_t chunk, char out[65])
 {
-    struct sha256 s;
-    sha256_init(&s);
+    struct sha256 s = {0};
+    assert_true(sha256_init(&s));
     const char *p = data;
     for (size_t i = 0; i < n; i += chunk)
         sha256_update(&s, p + i, n - i < chunk ? n - i : chunk);
     sha256_hex(&s, out);
+    /* started again, the same context gives the same digest */
+    assert_true(sha256_init(&s));
+    sha256_update(&s, data, n);
+    char again[65];
+    sha256_hex(&s, again);
+    assert_string_equal(again, out);
+    sha256_free(&s);
 }
 
 static void test_sha256(void **state)
