@@ -24,7 +24,10 @@ WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS   ?=
 SAN      ?=
 CFLAGS_ALL = $(CSTD) $(OPT) -g $(WARN) -Iinclude -Isrc -pthread $(VK_CFLAGS) $(SAN) $(CFLAGS)
-LDLIBS    = -lm -pthread -lpcre2-8 -levent -levent_pthreads -lcjson -lcurl -lcrypto $(LDLIBS_VK)
+# libcurl and libcrypto are opened at run time by hearth pull (src/hub/libs.h), not linked: -ldl
+LDLIBS    = -lm -pthread -ldl -lpcre2-8 -levent -levent_pthreads -lcjson $(LDLIBS_VK)
+# test_pull drives its fake Hub with libcurl itself
+TEST_LDLIBS := -lcurl
 
 ARCH     := $(shell uname -m)
 SRC      := $(shell find src -name '*.c' | sort)
@@ -144,7 +147,7 @@ $(BIN): $(CMD_OBJ) $(LIB)
 $(BUILD)/tests/%: tests/%.c $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
-	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS)
+	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS) $(TEST_LDLIBS)
 
 test: $(BIN) $(TEST_BIN)
 	@sh tests/run.sh $(BUILD)
@@ -242,7 +245,7 @@ bench: $(BIN)
 $(BUILD)/tools/bench_clockcheck: tools/bench_clockcheck.c $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
-	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS)
+	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS) $(TEST_LDLIBS)
 
 bench-clockcheck: $(BIN) $(BUILD)/tools/bench_clockcheck
 	@$(BUILD)/tools/bench_clockcheck

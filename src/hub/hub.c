@@ -17,13 +17,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "hub/hub.h"
 #include "hub/hub_int.h"
+#include "hub/libs.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
-#include "util/sha256.h"
 
 #define MAX_PARTS   256
 #define LISTING_MAX (64u << 20)
@@ -248,6 +246,7 @@ static void keep_error_body(struct reply *r, const char *p, size_t n)
 }
 
 struct hub {
+    const struct hub_libs *L;
     const struct hub_opts *o;
     const char *repo;
     CURL *curl;
@@ -259,45 +258,50 @@ static enum hearth_status hub_open(struct hub *h, const struct hub_opts *o, cons
 {
     memset(h, 0, sizeof *h);
     h->o = o, h->repo = repo;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) || !(h->curl = curl_easy_init()))
+    const struct hub_libs *L = h->L = hub_libs(err, err_len);
+    if (!L)
+        return HEARTH_EIO;
+    if (L->global_init(CURL_GLOBAL_DEFAULT) || !(h->curl = L->easy_init()))
         return fail(HEARTH_EIO, err, err_len, "libcurl did not start");
     char auth[8500];
-    h->headers = curl_slist_append(NULL, "User-Agent: hearth");
+    h->headers = L->slist_append(NULL, "User-Agent: hearth");
     if (o->token) {
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", o->token);
-        h->headers = curl_slist_append(h->headers, auth);
+        h->headers = L->slist_append(h->headers, auth);
     }
     return HEARTH_OK;
 }
 
 static void hub_close(struct hub *h)
 {
-    curl_slist_free_all(h->headers);
+    const struct hub_libs *L = h->L;
+    L->slist_free_all(h->headers);
     if (h->curl)
-        curl_easy_cleanup(h->curl);
-    curl_global_cleanup();
+        L->easy_cleanup(h->curl);
+    L->global_cleanup();
 }
 
 /* One request's options: redirects followed over http(s) only (curl drops the token when one
  * leaves the host); a transfer that stalls a minute fails rather than hangs. */
 static void request(struct hub *h, const char *url, struct reply *r)
 {
-    CURL *c = h->curl;
-    curl_easy_reset(c);
+    const struct hub_libs *L = h->L;
+    CURL *c                  = h->curl;
+    L->easy_reset(c);
     memset(r, 0, sizeof *r);
     r->range_first = -1;
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->headers);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    L->easy_setopt(c, CURLOPT_URL, url);
+    L->easy_setopt(c, CURLOPT_HTTPHEADER, h->headers);
+    L->easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    L->easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+    L->easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    L->easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    L->easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    L->easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    L->easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    L->easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    L->easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    L->easy_setopt(c, CURLOPT_HEADERDATA, r);
 }
 
 /* The sentence for a refusal of the Hub's (status >= 400) for what (a repository or file). */
@@ -326,10 +330,11 @@ static enum hearth_status refused(const struct hub *h, const struct reply *r, co
 
 static enum hearth_status unreachable(const struct hub *h, CURLcode rc, char *err, size_t err_len)
 {
+    const struct hub_libs *L = h->L;
     return fail(HEARTH_EIO, err, err_len,
                 "cannot reach %s: %s; check the network, or run with --offline on a model already "
                 "in the cache",
-                h->o->endpoint, curl_easy_strerror(rc));
+                h->o->endpoint, L->easy_strerror(rc));
 }
 
 struct buf {
@@ -364,16 +369,17 @@ static size_t on_listing(char *p, size_t size, size_t nitems, void *ud)
 static enum hearth_status fetch_listing(struct hub *h, struct hub_listing *l, char *err,
                                         size_t err_len)
 {
+    const struct hub_libs *L = h->L;
     char url[2200];
     snprintf(url, sizeof url, "%s/api/models/%s/tree/main?recursive=true", h->o->endpoint, h->repo);
     for (int page = 0; page < 1000; page++) {
         struct reply r;
         struct buf b = {.r = &r};
         request(h, url, &r);
-        curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_listing);
-        curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &b);
-        const CURLcode rc = curl_easy_perform(h->curl);
-        curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r.status);
+        L->easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_listing);
+        L->easy_setopt(h->curl, CURLOPT_WRITEDATA, &b);
+        const CURLcode rc = L->easy_perform(h->curl);
+        L->easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r.status);
         if (rc != CURLE_OK) {
             free(b.p);
             if (b.too_big)
@@ -408,6 +414,7 @@ static enum hearth_status fetch_listing(struct hub *h, struct hub_listing *l, ch
 /* -------------------------------------------------------------- download --- */
 
 struct xfer {
+    const struct hub_libs *L;
     struct reply *r;
     CURL *curl;
     int fd;
@@ -421,16 +428,16 @@ struct xfer {
 
 static size_t on_file(char *p, size_t size, size_t nitems, void *ud)
 {
-    struct xfer *x = ud;
-    const size_t n = size * nitems;
+    struct xfer *x           = ud;
+    const struct hub_libs *L = x->L;
+    const size_t n           = size * nitems;
     if (!x->checked) {
         x->checked = true;
-        curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->r->status);
+        L->easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->r->status);
         if (x->r->status == 200 && x->start) { /* the range was ignored: it all comes again */
             x->start = x->have = x->pos = 0;
-            sha256_init(x->sha);
-            if (ftruncate(x->fd, 0)) {
-                x->write_errno = errno;
+            if (!sha256_init(x->sha, L) || ftruncate(x->fd, 0)) {
+                x->write_errno = errno ? errno : ENOMEM;
                 return 0;
             }
         } else if (x->r->status == 206 && x->r->range_first != (int64_t)x->start) {
@@ -521,11 +528,12 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
             return fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
         have = 0;
     }
-    struct xfer x = {
-        .curl = h->curl, .fd = fd, .have = have, .size = f->size, .prog = prog, .sha = sha};
+    const struct hub_libs *L = h->L;
+    struct xfer x            = {
+                   .L = L, .curl = h->curl, .fd = fd, .have = have, .size = f->size, .prog = prog, .sha = sha};
     x.start = have > OVERLAP ? have - OVERLAP : 0;
     x.pos   = x.start;
-    if (!sha256_init(sha))
+    if (!sha256_init(sha, L))
         return fail(HEARTH_ENOMEM, err, err_len, "out of memory starting a SHA-256");
     uint8_t *tail = NULL;
     if (have) {
@@ -553,25 +561,25 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
                     f->path, dir, need, free_);
     }
 
-    char url[8192], *esc = curl_easy_escape(h->curl, f->path, 0);
+    char url[8192], *esc = L->easy_escape(h->curl, f->path, 0);
     /* the path's '/' stay separators */
     for (char *s = esc; esc && (s = strstr(s, "%2F"));)
         *s = '/', memmove(s + 1, s + 3, strlen(s + 3) + 1);
     snprintf(url, sizeof url, "%s/%s/resolve/main/%s", h->o->endpoint, h->repo, esc ? esc : "");
-    curl_free(esc);
+    L->free(esc);
     struct reply r;
     request(h, url, &r);
     x.r = &r;
     char range[48];
     if (x.start) {
         snprintf(range, sizeof range, "%llu-", (unsigned long long)x.start);
-        curl_easy_setopt(h->curl, CURLOPT_RANGE, range);
+        L->easy_setopt(h->curl, CURLOPT_RANGE, range);
     }
-    curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_file);
-    curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &x);
+    L->easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_file);
+    L->easy_setopt(h->curl, CURLOPT_WRITEDATA, &x);
     prog->base        = prog->base ? prog->base : have;
-    const CURLcode rc = curl_easy_perform(h->curl);
-    curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r.status);
+    const CURLcode rc = L->easy_perform(h->curl);
+    L->easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r.status);
     free(tail);
     *progressed = x.pos > have;
 
@@ -601,7 +609,7 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
                   : fail(HEARTH_EIO, err, err_len,
                          "%s: the download was cut at %s of %s (%s); run the same command again to "
                          "resume it",
-                         f->path, at, of, rc != CURLE_OK ? curl_easy_strerror(rc) : "short reply");
+                         f->path, at, of, rc != CURLE_OK ? L->easy_strerror(rc) : "short reply");
     } else {
         char got[65];
         sha256_hex(x.sha, got);
