@@ -2,11 +2,15 @@
  * cmd_pull.c: `hearth pull ORG/REPO[:QUANT|/FILE.gguf]`, and the -hf of run
  * and serve: a model from the Hugging Face Hub, by way of the cache (hub.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "hub/hub.h"
+#include "util/errfmt.h"
 
 static void usage(FILE *fp)
 {
@@ -30,6 +34,65 @@ static void usage(FILE *fp)
             "HF_HUB_OFFLINE=1 (as --offline).\n");
 }
 
+/* What pull_apart's child reports. */
+struct outcome {
+    enum hearth_status st;
+    struct hub_result r;
+    char err[HEARTH_ERR_MAX];
+};
+
+/*
+ * hub_pull in a child process, so libcurl and libcrypto (and what they map: 5 MiB) are never
+ * in a serve or run process that loads the model after it, whose memory `hearth fit` predicts.
+ */
+static enum hearth_status pull_apart(const char *spec, const struct hub_opts *o,
+                                     struct hub_result *r, char *err, size_t err_len)
+{
+    int fds[2];
+    if (pipe(fds))
+        return fail(HEARTH_EIO, err, err_len, "cannot start the download: %s", strerror(errno));
+    fflush(NULL);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return fail(HEARTH_EIO, err, err_len, "cannot start the download: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        struct outcome out = {0};
+        out.st             = hub_pull(spec, o, &out.r, out.err, sizeof out.err);
+        const char *p      = (const char *)&out;
+        for (size_t left = sizeof out; left;) {
+            const ssize_t w = write(fds[1], p, left);
+            if (w <= 0)
+                _exit(1);
+            p += w, left -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(fds[1]);
+    struct outcome out;
+    size_t got = 0;
+    while (got < sizeof out) {
+        const ssize_t k = read(fds[0], (char *)&out + got, sizeof out - got);
+        if (k > 0)
+            got += (size_t)k;
+        else if (k == 0 || errno != EINTR)
+            break;
+    }
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got < sizeof out)
+        return fail(HEARTH_EIO, err, err_len, "the download ended without a word (%s %d)",
+                    WIFSIGNALED(status) ? "signal" : "status",
+                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    *r = out.r;
+    set_err(err, err_len, "%s", out.err);
+    return out.st;
+}
+
 int hub_model(const char *cmd, const char *spec, unsigned flags, char *path, size_t path_len)
 {
     struct hub_opts o;
@@ -41,7 +104,7 @@ int hub_model(const char *cmd, const char *spec, unsigned flags, char *path, siz
     o.offline |= (flags & HUB_OFFLINE) != 0;
     o.refresh = (flags & HUB_REFRESH) != 0;
     struct hub_result r;
-    const enum hearth_status st = hub_pull(spec, &o, &r, err, sizeof err);
+    const enum hearth_status st = pull_apart(spec, &o, &r, err, sizeof err);
     if (st) {
         fprintf(stderr, "hearth %s: %s\n", cmd, err);
         return st == HEARTH_EINVAL && !strchr(spec, '/') ? EXIT_USAGE : EXIT_RUNTIME;

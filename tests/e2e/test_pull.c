@@ -398,6 +398,15 @@ static void test_cache_and_offline(void **state)
     assert_int_equal(m.status, 200);
     assert_non_null(strstr(m.body, "\"tiny-llama-spm-q8_0\""));
     http_resp_free(&m);
+    /* the pull ran in a child: the server maps neither libcurl nor libcrypto */
+    char maps_path[64];
+    snprintf(maps_path, sizeof maps_path, "/proc/%d/maps", (int)s.pid);
+    char *maps = tu_read_file(maps_path, NULL);
+    assert_non_null(maps);
+    assert_non_null(strstr(maps, "libevent")); /* the server's own map */
+    assert_null(strstr(maps, "libcurl"));
+    assert_null(strstr(maps, "libcrypto"));
+    free(maps);
     srv_stop(&s);
     assert_int_equal(log_count(), cached);
 }
