@@ -556,9 +556,8 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
         human((double)vfs.f_bavail * (double)vfs.f_frsize, free_, sizeof free_);
         free(tail);
         return fail(HEARTH_EIO, err, err_len,
-                    "%s: not enough disk space in %s: it needs %s more, "
-                    "%s is free",
-                    f->path, dir, need, free_);
+                    "%s: not enough disk space in %s: it needs %s more, %s is free", f->path, dir,
+                    need, free_);
     }
 
     char url[8192], *esc = L->easy_escape(h->curl, f->path, 0);
@@ -577,7 +576,6 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
     }
     L->easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_file);
     L->easy_setopt(h->curl, CURLOPT_WRITEDATA, &x);
-    prog->base        = prog->base ? prog->base : have;
     const CURLcode rc = L->easy_perform(h->curl);
     L->easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r.status);
     free(tail);
@@ -591,10 +589,8 @@ static enum hearth_status attempt(struct hub *h, const struct hub_file *f, int f
     } else if (x.differs) {
         /* the partial file's end is not what the server has: start it again, once */
         *then = ftruncate(fd, 0) ? DISCARD : RESTART;
-        ret   = fail(HEARTH_EIO, err, err_len,
-                     "%s: the partial download differs from the Hub's "
-                       "file",
-                     f->path);
+        ret = fail(HEARTH_EIO, err, err_len, "%s: the partial download differs from the Hub's file",
+                   f->path);
     } else if (r.status >= 400) {
         ret = refused(h, &r, f->path, err, err_len);
     } else if (x.wrong_range || x.overrun) {
@@ -689,6 +685,8 @@ static enum hearth_status download(struct hub *h, const struct hub_file *f, cons
                    ? HEARTH_OK
                    : fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", part, strerror(errno));
     drop_stale_parts(dest, part);
+    struct stat s;
+    prog.base             = !fstat(fd, &s) && S_ISREG(s.st_mode) ? (uint64_t)s.st_size : 0;
     prog.t0               = now_s();
     struct sha256 sha     = {0};
     enum hearth_status st = HEARTH_EIO;
@@ -707,7 +705,6 @@ static enum hearth_status download(struct hub *h, const struct hub_file *f, cons
         if (!progressed || then == RESTART)
             break;
     }
-    struct stat s;
     if (st == HEARTH_OK) {
         progress_show(&prog, f->size, true);
         if (rename(part, dest))
@@ -725,26 +722,51 @@ static enum hearth_status download(struct hub *h, const struct hub_file *f, cons
 
 /* ----------------------------------------------------------------- pull --- */
 
+/* Whether f is in place under dir, at the size listed. */
+static bool in_place(const char *dir, const struct hub_file *f)
+{
+    char p[8400];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, f->path);
+    return !stat(p, &st) && S_ISREG(st.st_mode) && (uint64_t)st.st_size == f->size;
+}
+
 static bool cached(const char *dir, const struct hub_listing *l, const int *idx, int n)
 {
-    for (int i = 0; i < n; i++) {
-        char p[8400];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, l->files[idx[i]].path);
-        if (stat(p, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != l->files[idx[i]].size)
+    for (int i = 0; i < n; i++)
+        if (!in_place(dir, &l->files[idx[i]]))
             return false;
-    }
     return true;
 }
 
-/* The SHA-256 the cache's file list had for path (what the file in place was checked
- * against), or "" when it had none. */
-static const char *sha_before(const struct hub_listing *old, const char *path)
+/* path's entry in l, or NULL. */
+static const struct hub_file *find_file(const struct hub_listing *l, const char *path)
 {
-    for (int i = 0; i < old->n; i++)
-        if (!strcmp(old->files[i].path, path))
-            return old->files[i].sha256;
-    return "";
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->files[i].path, path))
+            return &l->files[i];
+    return NULL;
+}
+
+/*
+ * The file list the cache keeps: the Hub's new one, except that a file in place this run did
+ * not download keeps the hash (and size) it was checked against, so the cache never vouches
+ * for a file with a hash it did not have, and the next --refresh still finds it stale.
+ */
+static void keep_checked(struct hub_listing *l, const struct hub_listing *old, const char *dir,
+                         const int *fetched, int n_fetched)
+{
+    for (int i = 0; i < l->n; i++) {
+        struct hub_file *f         = &l->files[i];
+        const struct hub_file *was = find_file(old, f->path);
+        bool now                   = false;
+        for (int k = 0; k < n_fetched && !now; k++)
+            now = fetched[k] == i;
+        if (was && !now && strcmp(was->sha256, f->sha256) && in_place(dir, was)) {
+            f->size = was->size;
+            memcpy(f->sha256, was->sha256, sizeof f->sha256);
+        }
+    }
 }
 
 static enum hearth_status done(struct hub_result *r, const char *dir, const struct hub_listing *l,
@@ -799,22 +821,24 @@ enum hearth_status hub_pull(const char *spec, const struct hub_opts *o, struct h
     }
     if (!(st = fetch_listing(&h, &l, err, err_len)) &&
         !(st = hub_select(&l, &sp, idx, MAX_PARTS, &n, err, err_len))) {
+        int fetched[MAX_PARTS], n_fetched = 0;
+        for (int i = 0; !st && i < n; i++) {
+            const struct hub_file *f = &l.files[idx[i]], *was = find_file(&old, f->path);
+            if (was && !strcmp(was->sha256, f->sha256) && in_place(dir, f))
+                continue;
+            char dest[8400];
+            snprintf(dest, sizeof dest, "%s/%s", dir, f->path);
+            if (!(st = download(&h, f, dest, err, err_len)))
+                fetched[n_fetched++] = idx[i];
+        }
+        r->fetched = n_fetched > 0;
+        /* written whatever the downloads did: it names what is in place, and what is not */
+        keep_checked(&l, &old, dir, fetched, n_fetched);
         char *js = hub_listing_json(&l);
-        if (!js || mkdirs_for(manifest) || write_atomic(manifest, js, strlen(js)))
+        if ((!js || mkdirs_for(manifest) || write_atomic(manifest, js, strlen(js))) && !st)
             st = fail(HEARTH_EIO, err, err_len, "cannot write %s: %s", manifest,
                       js ? strerror(errno) : "out of memory");
         free(js);
-        for (int i = 0; !st && i < n; i++) {
-            char dest[8400];
-            struct stat s;
-            const struct hub_file *f = &l.files[idx[i]];
-            snprintf(dest, sizeof dest, "%s/%s", dir, f->path);
-            if (!stat(dest, &s) && S_ISREG(s.st_mode) && (uint64_t)s.st_size == f->size &&
-                !strcmp(f->sha256, sha_before(&old, f->path)))
-                continue;
-            st = download(&h, f, dest, err, err_len);
-            r->fetched |= st == HEARTH_OK;
-        }
         if (!st)
             st = done(r, dir, &l, idx, n, err, err_len);
     }

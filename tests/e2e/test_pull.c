@@ -446,6 +446,21 @@ static void test_refresh(void **state)
     char *got = tu_read_file(cache_path("org/changing/c-Q8_0.gguf"), &got_n);
     assert_memory_equal(got, before, n);
     free(got);
+    /* a refresh whose download fails leaves the old file, still known as the old one */
+    control("{\"cut\":{\"c-Q8_0.gguf\":[4000,99]}}");
+    r = pull("org/changing", "--refresh");
+    assert_refused(&r, "the download was cut at");
+    run_free(&r);
+    control("{\"cut\":{}}");
+    got = tu_read_file(cache_path("org/changing/c-Q8_0.gguf"), &got_n);
+    assert_memory_equal(got, before, n);
+    free(got);
+    first = log_count();
+    r     = pull("org/changing", NULL);
+    assert_int_equal(r.rc, 0);
+    run_free(&r);
+    assert_int_equal(log_count(), first);
+    /* so the next refresh still downloads the new one (resuming the partial file) */
     r = pull("org/changing", "--refresh");
     assert_int_equal(r.rc, 0);
     run_free(&r);
