@@ -221,17 +221,6 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                                       struct hearth_context **out, char *err, size_t err_len);
 void hearth_context_free(struct hearth_context *ctx);
 
-/* One stage of a context: a contiguous range of layers on one device. */
-struct hearth_stage_info {
-    char device[16];        /* "cpu", "vulkan0", as `hearth devices` names it */
-    int32_t layer_first;    /* layers [layer_first, layer_end); equal: the output alone */
-    int32_t layer_end;
-    bool output;            /* the stage computes the logits (holds the output weight) */
-    uint64_t weight_bytes;  /* bytes of the weights the stage holds: uploaded to a device, or
-                               mapped from the file on the CPU */
-    uint64_t kv_bytes;      /* bytes of its layers' K/V memory */
-};
-
 /*
  * Memory by what it is for, in bytes: the columns of `hearth fit`.
  * weights: the weights as loaded (mapped from the file or a packed copy),
@@ -244,6 +233,21 @@ struct hearth_memory {
     uint64_t weights, kv, compute, output, other;
 };
 
+/* One stage of a context: a contiguous range of layers on one device. */
+struct hearth_stage_info {
+    char device[16];     /* "cpu", "vulkan0", as `hearth devices` names it */
+    int32_t layer_first; /* layers [layer_first, layer_end); equal: the output alone */
+    int32_t layer_end;
+    bool output;                 /* the stage computes the logits (holds the output weight) */
+    uint64_t weight_bytes;       /* bytes of the weights the stage holds: uploaded to a device, or
+                                    mapped from the file on the CPU */
+    uint64_t kv_bytes;           /* bytes of its layers' K/V memory */
+    struct hearth_memory memory; /* what its backend allocated for the context, by kind, in the
+                                    device's memory (the host's for the CPU): buffers, logits,
+                                    recurrent states, on a device its K/V rows and the
+                                    vectors' copies */
+};
+
 /*
  * What the model holds in host memory, counted as it was loaded (the
  * tensors hearth reads, and the vectors' copies); a GPU stage's weights are
@@ -253,8 +257,10 @@ void hearth_model_memory(const struct hearth_model *m, struct hearth_memory *out
 
 /*
  * What ctx allocated in host memory, counted as it allocated: its cache's
- * pools and tables, its CPU stages' buffers, its arrays. A GPU stage's
- * buffers are not in it. `hearth fit` predicts exactly these figures.
+ * pools and tables, its CPU stages' buffers, its arrays, a GPU stage's host
+ * copies (its logits). A GPU stage's device buffers are not in it
+ * (hearth_context_stage has them). `hearth fit` predicts these figures,
+ * exactly on the CPU.
  */
 void hearth_context_memory(const struct hearth_context *ctx, struct hearth_memory *out);
 

@@ -152,9 +152,9 @@ struct backend {
      */
     enum hearth_status (*ctx_init)(struct hearth_context *ctx, char *err, size_t err_len);
     void (*ctx_free)(struct hearth_context *ctx);
-    /* What ctx_init allocated for the stage whose state this is, by kind, added into out
-     * (util/memacct.h); NULL: the backend does not count (its device memory is budget.c's) */
-    void (*ctx_memory)(const void *state, struct mem_acct *out);
+    /* What ctx_init allocated for the stage whose state this is, by kind (util/memacct.h):
+     * on its device into dev (the CPU's: host memory), and in host memory besides into host */
+    void (*ctx_memory)(const void *state, struct mem_acct *dev, struct mem_acct *host);
     /* Zeroes sequence seq's recurrent state in the stage's layers (no-op without one). */
     void (*seq_reset)(struct hearth_context *ctx, int32_t seq);
     /*

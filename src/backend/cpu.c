@@ -215,9 +215,10 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     return HEARTH_OK;
 }
 
-static void ctx_memory(const void *state, struct mem_acct *out)
+static void ctx_memory(const void *state, struct mem_acct *dev, struct mem_acct *host)
 {
-    mem_acct_add(out, &((const struct cpu_ctx *)state)->acct);
+    (void)host;
+    mem_acct_add(dev, &((const struct cpu_ctx *)state)->acct);
 }
 
 static void seq_reset(struct hearth_context *ctx, int32_t seq)

@@ -171,7 +171,7 @@ static void split_balanced(const struct planner *pl, int32_t n_ctx, int32_t n_gl
     struct fit_plan *pt = malloc(sizeof *pt);
     if (!pt)
         return;
-    for (int it = 0; it < 64 && hi - lo > (1 << 20); it++) {
+    for (int it = 0; it < 64 && hi - lo > (1 << 12); it++) {
         const int64_t t            = lo + (hi - lo) / 2;
         int32_t s[FIT_MAX_DEVICES] = {0}, left = n_gl;
         bool ok = true;

@@ -2,9 +2,10 @@
  * budget.c: what each stage holds, summed per device and checked against
  * the device's memory before the weights are uploaded (hearth_model_load)
  * and before a context allocates (stages_init). The activation figure is
- * the memory law's for a device stage (memlaw_vk_stage); the weights are
- * the file's bytes, which a device backend uploads as they
- * are. A backend whose device_memory is 0 (the CPU) is not checked. Each
+ * the memory law's for a device stage (memlaw_vk: its buffers, the
+ * vectors' copies and recurrent states included, with the logits in one
+ * chunk); the weights are the file's bytes, which a device backend uploads
+ * as they are. A backend whose device_memory is 0 (the CPU) is not checked. Each
  * context is checked with the model's weights alone: two contexts on one
  * device (hearth makes one per process) are not summed.
  */
@@ -129,8 +130,11 @@ static uint64_t act_bytes(const struct hearth_context *ctx, const struct stage *
     int n_pools               = 0;
     for (int g = 0; g < KV_GROUPS; g++)
         n_pools += kv->pool[g].n_layer > 0;
-    return memlaw_vk_stage(ctx->model, &ctx->p, s->place->l0, s->place->l1, s->output, stride,
-                           n_pools);
+    struct memlaw_vk v;
+    struct mem_acct a = {{0}};
+    memlaw_vk(ctx->model, &ctx->p, s->place->l0, s->place->l1, s->output, stride, n_pools, 0, &v);
+    memlaw_vk_acct(&v, &a, NULL);
+    return mem_acct_total(&a);
 }
 
 enum hearth_status budget_check_context(struct hearth_context *ctx, char *err, size_t err_len)

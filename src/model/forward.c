@@ -216,8 +216,11 @@ void hearth_context_memory(const struct hearth_context *ctx, struct hearth_memor
         mem_acct_add(&a, snap_acct(ctx->snap));
     for (int32_t i = 0; i < ctx->n_stage; i++) {
         const struct backend *be = ctx->stages[i].place->be;
+        struct mem_acct dev      = {{0}};
         if (ctx->stages[i].state && be->ctx_memory)
-            be->ctx_memory(ctx->stages[i].state, &a);
+            be->ctx_memory(ctx->stages[i].state, &dev, &a);
+        if (be == backend_cpu())
+            mem_acct_add(&a, &dev);
     }
     mem_acct_public(&a, out);
 }

@@ -93,38 +93,128 @@ void memlaw_dnet(const struct hearth_model *m, int32_t n_layer, int32_t n_seq, i
     s->snap             = nb * sizeof(float *);
 }
 
-uint64_t memlaw_vk_stage(const struct hearth_model *m, const struct hearth_context_params *p,
-                         int32_t l0, int32_t l1, bool output, int32_t n_ctx_blocks, int n_kv_pools)
+/* A vector of the tensor table (norm, bias, DeltaNet's taps and decay): read into f32. */
+static bool is_vector(const struct gguf_tensor *t)
+{
+    return (t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1) || strstr(t->name, ".ssm_conv1d.");
+}
+
+static uint64_t f32_len(const struct gguf_tensor *t)
+{
+    return (uint64_t)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] * F;
+}
+
+void memlaw_vk(const struct hearth_model *m, const struct hearth_context_params *p, int32_t l0,
+               int32_t l1, bool output, int32_t n_ctx_blocks, int n_kv_pools, uint64_t max_buf,
+               struct memlaw_vk *v)
 {
     const struct hparams *hp = &m->hp;
-    const uint64_t nb = (uint64_t)p->n_batch, qd = (uint64_t)hp->n_head * hp->head_dim,
-                   kvd = (uint64_t)hp->n_head_kv * hp->head_dim,
-                   xb  = (uint64_t)hp->n_embd > qd ? (uint64_t)hp->n_embd : qd;
-    /* X, XB, Q, K, V, ATT, HB, HB2, the spare, two rope tables; ids, rows, (seq, pos) */
-    uint64_t len = nb * F *
-                       ((uint64_t)hp->n_embd + 2 * xb + 2 * qd + 2 * kvd + 2 * (uint64_t)hp->n_ff +
-                        2 * (uint64_t)hp->rope_dim) +
-                   nb * 16;
-    len += (uint64_t)n_kv_pools * (uint64_t)p->n_seq_max * (uint64_t)n_ctx_blocks * 4;
-    if (output)
-        len += nb * (uint64_t)hp->n_vocab * F + nb * 4 + (uint64_t)hp->n_embd * F;
-    bool gated      = false;
-    uint64_t n_dnet = 0;
+    const size_t nb = (size_t)p->n_batch, qd = (size_t)hp->n_head * hp->head_dim,
+                 kvd = (size_t)hp->n_head_kv * hp->head_dim,
+                 xb  = (size_t)hp->n_embd > qd ? (size_t)hp->n_embd : qd;
+    memset(v, 0, sizeof *v);
+    bool gated = false;
+    float base[2];
     for (int32_t l = l0; l < l1; l++) {
         gated |= m->layers[l].attn_gated;
-        n_dnet += model_layer_is_dnet(m, l);
+        v->n_dnet += model_layer_is_dnet(m, l);
+        int b = 0;
+        while (b < v->n_cs && base[b] != m->layers[l].rope_base)
+            b++;
+        if (b == v->n_cs && v->n_cs < 2)
+            base[v->n_cs++] = m->layers[l].rope_base;
     }
-    if (gated)
-        len += nb * F * 3 * qd;
-    if (n_dnet) {
+    v->moe     = hp->n_expert > 0 && l1 > l0; /* every layer of an MoE model routes */
+    v->x       = nb * (size_t)hp->n_embd * F;
+    v->xb      = nb * xb * F;
+    v->q       = nb * qd * F;
+    v->qg      = gated ? nb * 2 * qd * F : 0;
+    v->k       = nb * kvd * F;
+    v->v       = nb * kvd * F;
+    v->att     = nb * qd * F;
+    v->hb      = nb * (size_t)hp->n_ff * F;
+    v->hb2     = nb * (size_t)hp->n_ff * F;
+    v->gate    = gated ? nb * qd * F : 0;
+    v->spare   = nb * xb * F;
+    size_t in  = max3(xb, (size_t)hp->n_ff, (size_t)hp->n_in_extra);
+    v->actq    = nb * in * F;
+    v->ids     = nb * 4;
+    v->rows    = nb * 4;
+    v->kvrows  = nb * 8;
+    v->cs      = nb * (size_t)hp->rope_dim * F;
+    v->table   = (size_t)p->n_seq_max * (size_t)n_ctx_blocks * 4;
+    v->n_table = n_kv_pools;
+    for (int64_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
+        const struct gguf_tensor *t = gguf_tensor(m->gguf, i);
+        const int32_t l             = memlaw_tensor_layer(t->name);
+        if (is_vector(t) &&
+            ((l >= l0 && l < l1) || (output && !strcmp(t->name, "output_norm.weight"))))
+            v->vecs += f32_len(t);
+    }
+    if (v->n_dnet) {
         const struct dnet_dims d = dnet_dims_of(m);
-        const uint64_t vd        = (uint64_t)d.n_v * d.S;
-        /* per layer every sequence's windows and matrices; qkv, z, o, beta, g per row */
-        len += n_dnet * (uint64_t)p->n_seq_max * F *
-                   ((uint64_t)(d.n_conv - 1) * d.conv_dim + vd * d.S) +
-               nb * F * ((uint64_t)d.conv_dim + 2 * vd + 2 * (uint64_t)d.n_v) + nb * 4;
+        const size_t vd          = (size_t)d.n_v * d.S;
+        v->dn_conv               = (size_t)p->n_seq_max * (size_t)(d.n_conv - 1) * d.conv_dim * F;
+        v->dn_ssm                = (size_t)p->n_seq_max * vd * d.S * F;
+        v->dn_qkv                = nb * (size_t)d.conv_dim * F;
+        v->dn_z                  = nb * vd * F;
+        v->dn_beta               = nb * (size_t)d.n_v * F;
+        v->dn_g                  = nb * (size_t)d.n_v * F;
+        v->dn_o                  = nb * vd * F;
+        v->dn_slots              = nb * 4;
     }
-    return len;
+    if (v->moe) {
+        const size_t pairs = nb * (size_t)(hp->n_expert_used + (hp->n_ff_shexp > 0));
+        v->moe_logits      = nb * (size_t)(hp->n_expert + 1) * 4;
+        v->moe_xq          = nb * (size_t)hp->n_embd * 4;
+        v->moe_ids         = pairs * 4;
+        v->moe_wts         = pairs * 4;
+        v->moe_hg          = pairs * (size_t)hp->n_ff_exp * 4;
+        v->moe_hu          = pairs * (size_t)hp->n_ff_exp * 4;
+        v->moe_out         = pairs * (size_t)hp->n_embd * 4;
+    }
+    v->host_i32 =
+        (nb * 2 > (size_t)p->n_seq_max * n_ctx_blocks ? nb * 2
+                                                      : (size_t)p->n_seq_max * n_ctx_blocks) *
+        sizeof(int32_t);
+    v->host_cs = nb * (size_t)hp->rope_dim * F;
+    if (!output)
+        return;
+    const size_t row   = (size_t)hp->n_vocab * F;
+    const uint64_t fit = max_buf ? max_buf / row : nb;
+    v->chunk_rows      = (int32_t)(fit < nb ? fit : nb);
+    if (v->chunk_rows < 1) /* a row larger than a buffer: ctx_init refuses it */
+        v->chunk_rows = 1;
+    v->n_chunks    = (int32_t)((nb + (size_t)v->chunk_rows - 1) / (size_t)v->chunk_rows);
+    v->chunk       = (size_t)v->chunk_rows * row;
+    v->chunk_ids   = (size_t)v->chunk_rows * 4;
+    v->chunk_in    = v->n_chunks > 1 ? (size_t)v->chunk_rows * hp->n_embd * F : 0;
+    v->host_logits = nb * row;
+}
+
+void memlaw_vk_acct(const struct memlaw_vk *v, struct mem_acct *dev, struct mem_acct *host)
+{
+    if (dev) {
+        dev->b[MEM_COMPUTE] += v->x + v->xb + v->q + v->qg + v->k + v->v + v->att + v->hb + v->hb2 +
+                               v->gate + v->spare + v->actq + v->ids + v->rows + v->kvrows +
+                               (size_t)v->n_cs * v->cs;
+        dev->b[MEM_OTHER] += (size_t)v->n_table * v->table;
+        dev->b[MEM_WEIGHTS] += v->vecs;
+        dev->b[MEM_KV] += (size_t)v->n_dnet * (v->dn_conv + v->dn_ssm);
+        if (v->n_dnet)
+            dev->b[MEM_COMPUTE] +=
+                v->dn_qkv + v->dn_z + v->dn_beta + v->dn_g + v->dn_o + v->dn_slots;
+        if (v->moe)
+            dev->b[MEM_COMPUTE] += v->moe_logits + v->moe_xq + v->moe_ids + v->moe_wts + v->moe_hg +
+                                   v->moe_hu + v->moe_out;
+        dev->b[MEM_OUTPUT] += (size_t)v->n_chunks * v->chunk;
+        dev->b[MEM_COMPUTE] += (size_t)v->n_chunks * v->chunk_ids + v->chunk_in;
+    }
+    if (host) {
+        host->b[MEM_OUTPUT] += v->host_logits;
+        host->b[MEM_OTHER] += v->host_i32;
+        host->b[MEM_COMPUTE] += v->host_cs;
+    }
 }
 
 /* ------------------------------------------------------------ whole figures --- */
@@ -335,11 +425,9 @@ void memlaw_context(const struct hearth_model *m, const struct hearth_context_pa
         if (st[i].cpu)
             cpu_stage(m, p, &st[i], output, &dev[i]);
         else {
-            /* the logits rows apart, as on the CPU */
-            const uint64_t logits = output ? nb * (size_t)hp->n_vocab * F : 0;
-            dev[i].b[MEM_COMPUTE] +=
-                memlaw_vk_stage(m, p, st[i].l0, st[i].l1, output, per_seq, n_pools) - logits;
-            dev[i].b[MEM_OUTPUT] += logits;
+            struct memlaw_vk v;
+            memlaw_vk(m, p, st[i].l0, st[i].l1, output, per_seq, n_pools, 0, &v);
+            memlaw_vk_acct(&v, &dev[i], host);
         }
     }
     /* recurrent-state snapshots and kept states (forward.c, snapshot.c) */

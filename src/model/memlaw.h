@@ -46,12 +46,46 @@ void memlaw_dnet(const struct hearth_model *m, int32_t n_layer, int32_t n_seq, i
                  struct memlaw_dnet *out);
 
 /*
- * A Vulkan stage's device buffers (vk_backend.c's ctx_init, within a few
- * KiB: the norm vectors and the recurrent state's are not in it), logits
- * included on the output stage.
+ * A Vulkan stage's buffers for one context, in bytes: vk_backend.c's
+ * ctx_init, vk_deltanet.c and vk_moe.c allocate these fields. Its layers'
+ * K/V rows are the pool's (kv_layer_bytes), not here.
  */
-uint64_t memlaw_vk_stage(const struct hearth_model *m, const struct hearth_context_params *p,
-                         int32_t l0, int32_t l1, bool output, int32_t n_ctx_blocks, int n_kv_pools);
+struct memlaw_vk {
+    /* f32 rows of n_batch tokens, as enum act names them (0: the stage has none) */
+    size_t x, xb, q, qg, k, v, att, hb, hb2;
+    size_t gate, spare, actq; /* a gated layer's gates; gather's; matmul input */
+    size_t ids, rows, kvrows; /* the batch's tokens, output rows, (seq, pos) */
+    size_t cs;                /* one rope base's (cos, sin) rows ... */
+    int n_cs;                 /* ... for each base the stage's layers use */
+    size_t table;             /* one K/V group's block table ... */
+    int n_table;              /* ... for each group */
+    size_t vecs;              /* f32 copies of its layers' (and the output's)
+                                 norm, bias and DeltaNet vectors, all together */
+    int32_t n_dnet;           /* DeltaNet layers: each has ... */
+    size_t dn_conv, dn_ssm;   /* ... every sequence's window and matrix */
+    size_t dn_qkv, dn_z, dn_beta, dn_g, dn_o, dn_slots; /* per batch, when n_dnet */
+    bool moe;                                           /* MoE layers: their scratch */
+    size_t moe_logits, moe_xq, moe_ids, moe_wts, moe_hg, moe_hu, moe_out;
+    /* the output stage's logits, in chunks of chunk_rows rows that fit one buffer */
+    int32_t chunk_rows, n_chunks;
+    size_t chunk, chunk_ids,
+        chunk_in; /* a chunk's logits and row ids; chunk_in when n_chunks > 1 */
+    /* the host's side: the logits' copy, the uploads' staging, the rope rows' */
+    size_t host_logits, host_i32, host_cs;
+};
+
+/*
+ * The buffers of a Vulkan stage of layers [l0, l1) (and the output with
+ * output) for a context of p whose sequences have n_ctx_blocks blocks in
+ * n_kv_pools pools; max_buf is the device's largest buffer (0: no limit),
+ * which splits the logits into chunks.
+ */
+void memlaw_vk(const struct hearth_model *m, const struct hearth_context_params *p, int32_t l0,
+               int32_t l1, bool output, int32_t n_ctx_blocks, int n_kv_pools, uint64_t max_buf,
+               struct memlaw_vk *out);
+
+/* v's device bytes by kind into dev, its host bytes into host (either may be NULL). */
+void memlaw_vk_acct(const struct memlaw_vk *v, struct mem_acct *dev, struct mem_acct *host);
 
 /* -------------------------------------------------------- whole figures --- */
 

@@ -382,6 +382,10 @@ bool hearth_context_stage(const struct hearth_context *ctx, int32_t i,
     out->output       = s->output;
     out->weight_bytes = s->place->weight_bytes;
     out->kv_bytes     = s->kv_bytes;
+    struct mem_acct dev = {{0}}, host = {{0}};
+    if (s->state && s->place->be->ctx_memory)
+        s->place->be->ctx_memory(s->state, &dev, &host);
+    mem_acct_public(&dev, &out->memory);
     return true;
 }
 

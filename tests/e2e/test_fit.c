@@ -181,9 +181,9 @@ static void test_devices_split(void **state)
     TU_MODEL_OR_SKIP(path, MODEL);
     /* unequal GPUs: every layer placed once, in order, the output where the last layer is;
      * --balance leaves the GPUs more free memory than the proportional split does here */
-    const char *args[] = {path,       "-t",     "1",        "-c",      "256",
-                          "--device", "ram:1G", "--device", "gpu0:5M", "--device",
-                          "gpu1:4M",  "--json", NULL};
+    const char *args[] = {path,        "-t",     "1",        "-c",      "256",
+                          "--device",  "ram:1G", "--device", "gpu0:5M", "--device",
+                          "gpu1:4.4M", "--json", NULL};
     double min_free[2];
     for (int balance = 0; balance < 2; balance++) {
         const char *a[16];
@@ -275,7 +275,7 @@ static void test_devices_split(void **state)
                            "ram:1G",  "--device", "gpu0:5M", "--device", "gpu1:4M", "--floor",
                            "5M",      "--check", NULL};
         assert_int_equal(fit(a, &out, &err), 1);
-        assert_non_null(strstr(err, "does not fit: gpu0 would hold 2.5 MiB of its 5.0 MiB"));
+        assert_non_null(strstr(err, "does not fit: gpu0 would hold 2.8 MiB of its 5.0 MiB"));
         assert_non_null(strstr(err, "floor is 5.0 MiB"));
         free(out), free(err);
     }

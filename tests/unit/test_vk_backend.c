@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "hearth.h"
+#include "model/memlaw.h"
 #include "model/model.h"
 #include "quant/quantize.h"
 #include "util/engineutil.h"
@@ -294,6 +295,84 @@ static void test_qwen35moe(void **state)
     near_cpu_f32("tiny-qwen35moe-bpe-q8_0.gguf", BOUND_MOE);
 }
 
+/*
+ * The memory law on the device: what each Vulkan stage allocated for a
+ * context (hearth_context_stage), counted as ctx_init, vk_deltanet.c and
+ * vk_moe.c allocated it, equals memlaw_context's prediction from the header
+ * alone, kind by kind, for -ngl 99 and the half split, over contexts that
+ * differ in length, sequences and micro-batch. Every shared model, the
+ * Q8_0 MoE files as they are (memory does not depend on the weights' type).
+ */
+static void test_memory_law(void **state)
+{
+    if (!have_vulkan())
+        return;
+    static const char *const files[] = {
+        "stories260K.gguf",
+        "tiny-llama-spm-q4_0.gguf",
+        "tiny-qwen2-bpe-q8_0.gguf",
+        "tiny-qwen3-bpe-q8_0.gguf",
+        "tiny-gemma3-spm-q8_0.gguf",
+        "tiny-qwen3moe-bpe-q8_0.gguf",
+        "tiny-qwen35moe-bpe-q8_0.gguf",
+    };
+    static const int32_t ctxs[] = {256, 2048}, seqs[] = {1, 4}, batches[] = {32, 512};
+    int checked = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        const char *path = tu_model(files[f]);
+        if (!path)
+            continue;
+        char err[HEARTH_ERR_MAX];
+        struct hearth_model *d;
+        assert_int_equal(model_describe(path, false, &d, err, sizeof err), HEARTH_OK);
+        for (int split = 0; split < 2; split++) {
+            struct hearth_model_params mp = hearth_model_default_params();
+            mp.n_threads                  = 2;
+            mp.n_gpu_layers               = split ? d->hp.n_layer / 2 : 99;
+            struct hearth_model *m;
+            if (hearth_model_load(path, &mp, &m, err, sizeof err) != HEARTH_OK)
+                fail_msg("%s: %s", files[f], err);
+            struct memlaw_stage st[MODEL_MAX_STAGES];
+            const int32_t n_stage = memlaw_stages_of(m, false, st);
+            for (size_t i = 0; i < 8; i++) {
+                struct hearth_context_params cp = hearth_context_default_params();
+                cp.n_ctx                        = ctxs[i & 1];
+                cp.n_seq_max                    = seqs[(i >> 1) & 1];
+                cp.n_batch                      = batches[(i >> 2) & 1];
+                struct hearth_context *ctx;
+                if (hearth_context_new(m, &cp, &ctx, err, sizeof err) != HEARTH_OK)
+                    fail_msg("%s: context: %s", files[f], err);
+                struct mem_acct dev[MODEL_MAX_STAGES], host;
+                memlaw_context(d, &cp, st, n_stage, dev, &host);
+                assert_int_equal(hearth_context_n_stages(ctx), n_stage);
+                for (int32_t k = 0; k < n_stage; k++) {
+                    struct hearth_stage_info si;
+                    assert_true(hearth_context_stage(ctx, k, &si));
+                    if (st[k].cpu)
+                        continue;
+                    const uint64_t got[MEM_KINDS] = {si.memory.weights, si.memory.kv,
+                                                     si.memory.compute, si.memory.output,
+                                                     si.memory.other};
+                    for (int kind = 0; kind < MEM_KINDS; kind++)
+                        if (got[kind] != dev[k].b[kind])
+                            fail_msg("%s -ngl %d -c %d -np %d -b %d, stage %d, kind %d: counted "
+                                     "%llu, predicted %llu",
+                                     files[f], mp.n_gpu_layers, cp.n_ctx, cp.n_seq_max, cp.n_batch,
+                                     k, kind, (unsigned long long)got[kind],
+                                     (unsigned long long)dev[k].b[kind]);
+                    checked++;
+                }
+                hearth_context_free(ctx);
+            }
+            hearth_model_free(m);
+        }
+        hearth_model_free(d);
+    }
+    print_message("%d Vulkan stages held to the memory law\n", checked);
+    if (!checked)
+        skip();
+}
+
 /* The continuation greedy.tsv gives for prompt, generated from hearth's own loop. */
 static char *generate(struct hearth_model *m, const char *prompt, int n)
 {
@@ -411,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_gemma3),
         cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_qwen35moe),
+        cmocka_unit_test(test_memory_law),
         cmocka_unit_test(test_stories260k_greedy_text),
         cmocka_unit_test(test_refusals),
     };

@@ -443,7 +443,7 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
         L.sh_down    = mat_upload(d, &sdown, 0);
     }
     struct vk_moe_scratch *sc;
-    OK(vk_moe_scratch_new(d, n_tok + 3, D, f_in, E, S, &sc, vku_err, sizeof vku_err));
+    OK(vk_moe_scratch_new(d, n_tok + 3, D, f_in, E, S, NULL, &sc, vku_err, sizeof vku_err));
     struct vk_buf *bx = vku_upload(d, x, (size_t)n_tok * D * 4),
                   *bxb = vku_upload(d, xb, (size_t)n_tok * D * 4);
     RUN1(d, vk_moe_ffn(s, &L, sc, bxb, bx, n_tok, vku_err, sizeof vku_err));

@@ -41,6 +41,7 @@
 #include "backend/vk/vk_moe.h"
 #include "kernels/kernels.h"
 #include "model/deltanet.h"
+#include "model/memlaw.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "util/errfmt.h"
@@ -217,6 +218,8 @@ struct vk_ctx {
                                     the CPU rounds it (vk_op_act_round) */
     struct vk_moe_scratch *moe;  /* the MoE layers' buffers, when the stage has one */
     struct vk_buf **shexp_gate;  /* [n_layer] each MoE layer's ffn_gate_inp_shexp, or NULL */
+    struct mem_acct acct;        /* what ctx_init allocated on the device, by kind */
+    struct mem_acct host_acct;   /* and on the host: the logits' copy, the staging rows */
 };
 
 static struct vk_ctx *vc_of(const struct hearth_context *ctx)
@@ -317,10 +320,14 @@ static void ctx_free(struct hearth_context *ctx)
     ctx->be = NULL;
 }
 
-static enum hearth_status dev_buf(struct vk_ctx *c, size_t len, struct vk_buf **out, char *err,
-                                  size_t err_len)
+/* A device buffer of len bytes, counted under kind. */
+static enum hearth_status dev_buf(struct vk_ctx *c, enum mem_kind kind, size_t len,
+                                  struct vk_buf **out, char *err, size_t err_len)
 {
-    return vk_buf_new(c->d, len ? len : 4, out, err, err_len);
+    const enum hearth_status st = vk_buf_new(c->d, len ? len : 4, out, err, err_len);
+    if (!st)
+        c->acct.b[kind] += len ? len : 4;
+    return st;
 }
 
 /* A host f32 vector of n elements on the device, or NULL for a vector the model lacks. */
@@ -331,7 +338,7 @@ static enum hearth_status vec(struct vk_ctx *c, const float *v, int64_t n, struc
     *out = NULL;
     if (!v)
         return HEARTH_OK;
-    if ((st = dev_buf(c, (size_t)n * sizeof(float), out, err, err_len)))
+    if ((st = dev_buf(c, MEM_WEIGHTS, (size_t)n * sizeof(float), out, err, err_len)))
         return st;
     return vk_buf_upload(*out, 0, v, (size_t)n * sizeof(float), err, err_len);
 }
@@ -350,7 +357,7 @@ static enum hearth_status moe_init(struct hearth_context *ctx, struct vk_ctx *c,
     enum hearth_status st;
     const uint32_t n_slots = (uint32_t)(hp->n_expert_used + (hp->n_ff_shexp > 0));
     if ((st = vk_moe_scratch_new(c->d, (uint32_t)ctx->p.n_batch, (uint32_t)hp->n_embd,
-                                 (uint32_t)hp->n_ff_exp, (uint32_t)hp->n_expert, n_slots,
+                                 (uint32_t)hp->n_ff_exp, (uint32_t)hp->n_expert, n_slots, &c->acct,
                                  &c->moe, err, err_len)))
         return st;
     if (!(c->shexp_gate = calloc((size_t)hp->n_layer, sizeof *c->shexp_gate)))
@@ -368,8 +375,8 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     const struct hparams *hp     = &m->hp;
     const struct kv_cache *kv    = &ctx->kv;
     const int32_t l0 = ctx->st->place->l0, l1 = ctx->st->place->l1;
-    const size_t nb = (size_t)ctx->p.n_batch, qd = (size_t)hp->n_head * hp->head_dim,
-                 kvd = (size_t)hp->n_head_kv * hp->head_dim, f = sizeof(float);
+    const size_t qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim,
+                 f = sizeof(float);
     enum hearth_status st;
     struct vk_ctx *c = calloc(1, sizeof *c);
     if (!c)
@@ -382,35 +389,36 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     }
     if ((st = vk_seq_new(c->d, &c->seq, err, err_len)))
         return st;
-    const size_t xb = (size_t)hp->n_embd > qd ? (size_t)hp->n_embd : qd;
-    bool gated = false;
-    for (int32_t l = l0; l < l1; l++)
-        gated |= m->layers[l].attn_gated;
-    const size_t width[ACT_COUNT] = {
-        [ACT_X] = (size_t)hp->n_embd, [ACT_XB] = xb, [ACT_Q] = qd, [ACT_QG] = gated ? 2 * qd : 0,
-        [ACT_K] = kvd, [ACT_V] = kvd, [ACT_ATT] = qd, [ACT_HB] = (size_t)hp->n_ff,
-        [ACT_HB2] = (size_t)hp->n_ff};
+    /* every size below is the memory law's (memlaw.h), which budget.c and hearth fit use */
+    const size_t stride = (size_t)(kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
+    int n_pools         = 0;
+    for (int g = 0; g < KV_GROUPS; g++)
+        n_pools += kv->pool[g].n_layer > 0;
+    struct memlaw_vk law;
+    const uint64_t cap = c->d->max_range < c->d->max_alloc ? c->d->max_range : c->d->max_alloc;
+    memlaw_vk(m, &ctx->p, l0, l1, ctx->st->output, (int32_t)stride, n_pools, cap, &law);
+    const size_t len[ACT_COUNT] = {[ACT_X] = law.x,     [ACT_XB] = law.xb, [ACT_Q] = law.q,
+                                   [ACT_QG] = law.qg,   [ACT_K] = law.k,   [ACT_V] = law.v,
+                                   [ACT_ATT] = law.att, [ACT_HB] = law.hb, [ACT_HB2] = law.hb2};
     for (int a = 0; a < ACT_COUNT; a++)
-        if (a != ACT_LOGITS && width[a] &&
-            (st = dev_buf(c, nb * width[a] * f, &c->act[a], err, err_len)))
+        if (a != ACT_LOGITS && len[a] &&
+            (st = dev_buf(c, MEM_COMPUTE, len[a], &c->act[a], err, err_len)))
             return st;
-    if ((gated && (st = dev_buf(c, nb * qd * f, &c->gate, err, err_len))) ||
-        (st = vk_dnet_new(c->d, m, l0, l1, ctx->p.n_seq_max, ctx->p.n_batch, &c->dn, err,
+    if ((law.gate && (st = dev_buf(c, MEM_COMPUTE, law.gate, &c->gate, err, err_len))) ||
+        (st = vk_dnet_new(c->d, m, l0, l1, ctx->p.n_seq_max, ctx->p.n_batch, &c->acct, &c->dn, err,
                           err_len)))
         return st;
-    const size_t stride = (size_t)(kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
-    c->stride           = (uint32_t)stride;
-    const size_t n_i32  = nb * 2 > kv->n_seq * stride ? nb * 2 : kv->n_seq * stride;
-    size_t in_max = xb > (size_t)hp->n_ff ? xb : (size_t)hp->n_ff;
-    in_max        = in_max > (size_t)hp->n_in_extra ? in_max : (size_t)hp->n_in_extra;
-    if ((st = dev_buf(c, nb * xb * f, &c->spare, err, err_len)) ||
-        (st = dev_buf(c, nb * in_max * f, &c->actq, err, err_len)) ||
-        (st = dev_buf(c, nb * 4, &c->ids, err, err_len)) ||
-        (st = dev_buf(c, nb * 4, &c->rows, err, err_len)) ||
-        (st = dev_buf(c, nb * 8, &c->kvrows, err, err_len)))
+    c->stride = (uint32_t)stride;
+    if ((st = dev_buf(c, MEM_COMPUTE, law.spare, &c->spare, err, err_len)) ||
+        (st = dev_buf(c, MEM_COMPUTE, law.actq, &c->actq, err, err_len)) ||
+        (st = dev_buf(c, MEM_COMPUTE, law.ids, &c->ids, err, err_len)) ||
+        (st = dev_buf(c, MEM_COMPUTE, law.rows, &c->rows, err, err_len)) ||
+        (st = dev_buf(c, MEM_COMPUTE, law.kvrows, &c->kvrows, err, err_len)))
         return st;
-    c->host_i32 = malloc(n_i32 * sizeof(int32_t));
-    c->cs_host  = malloc(nb * hp->rope_dim * f);
+    c->host_i32 = malloc(law.host_i32);
+    c->cs_host  = malloc(law.host_cs);
+    c->host_acct.b[MEM_OTHER] += law.host_i32;
+    c->host_acct.b[MEM_COMPUTE] += law.host_cs;
     c->kv       = calloc((size_t)hp->n_layer, sizeof *c->kv);
     c->vec      = calloc((size_t)hp->n_layer, sizeof *c->vec);
     if (!c->host_i32 || !c->cs_host || !c->kv || !c->vec)
@@ -425,11 +433,11 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
             c->rope_base[n_base++] = m->layers[l].rope_base;
     }
     for (int b = 0; b < n_base; b++)
-        if ((st = dev_buf(c, nb * hp->rope_dim * f, &c->cs[b], err, err_len)))
+        if ((st = dev_buf(c, MEM_COMPUTE, law.cs, &c->cs[b], err, err_len)))
             return st;
     for (int g = 0; g < KV_GROUPS; g++)
-        if (kv->pool[g].n_layer && (st = dev_buf(c, kv->n_seq * stride * 4, &c->tables[g], err,
-                                             err_len)))
+        if (kv->pool[g].n_layer &&
+            (st = dev_buf(c, MEM_OTHER, law.table, &c->tables[g], err, err_len)))
             return st;
     for (int32_t l = l0; l < l1; l++) {
         const struct layer *L = &m->layers[l];
@@ -461,8 +469,8 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
                             .n_seq        = (uint32_t)kv->n_seq,
                             .table_stride = c->stride,
                             .f16          = kv->type[0] == HEARTH_KV_F16};
-        if ((st = dev_buf(c, p->layer_len[0], &k->k, err, err_len)) ||
-            (st = dev_buf(c, p->layer_len[1], &k->v, err, err_len)))
+        if ((st = dev_buf(c, MEM_KV, p->layer_len[0], &k->k, err, err_len)) ||
+            (st = dev_buf(c, MEM_KV, p->layer_len[1], &k->v, err, err_len)))
             return st;
     }
     if ((st = moe_init(ctx, c, err, err_len)))
@@ -472,23 +480,23 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     if ((st = vec(c, m->output_norm, hp->n_embd, &c->out_norm, err, err_len)))
         return st;
     /* logits in chunks of rows that fit one buffer (128 MiB on lavapipe: 220 rows of 150k) */
-    const uint64_t cap = c->d->max_range < c->d->max_alloc ? c->d->max_range : c->d->max_alloc;
-    const size_t row   = (size_t)hp->n_vocab * f;
+    const size_t row = (size_t)hp->n_vocab * f;
     if (row > cap)
         return fail(HEARTH_ENOMEM, err, err_len,
                     "vulkan: a row of %d logits exceeds one buffer's %llu bytes", hp->n_vocab,
                     (unsigned long long)cap);
-    c->chunk_rows = (int32_t)(cap / row < nb ? cap / row : nb);
-    c->n_chunks   = (int32_t)((nb + (size_t)c->chunk_rows - 1) / (size_t)c->chunk_rows);
+    c->chunk_rows = law.chunk_rows;
+    c->n_chunks   = law.n_chunks;
     c->logit_buf  = calloc((size_t)c->n_chunks, sizeof *c->logit_buf);
     c->chunk_ids  = calloc((size_t)c->n_chunks, sizeof *c->chunk_ids);
-    c->logits     = malloc(nb * row);
+    c->logits     = malloc(law.host_logits);
+    c->host_acct.b[MEM_OUTPUT] += law.host_logits;
     if (!c->logit_buf || !c->chunk_ids || !c->logits)
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     ctx->p.n_batch);
     for (int32_t i = 0; i < c->n_chunks; i++) {
-        if ((st = dev_buf(c, (size_t)c->chunk_rows * row, &c->logit_buf[i], err, err_len)) ||
-            (st = dev_buf(c, (size_t)c->chunk_rows * 4, &c->chunk_ids[i], err, err_len)))
+        if ((st = dev_buf(c, MEM_OUTPUT, law.chunk, &c->logit_buf[i], err, err_len)) ||
+            (st = dev_buf(c, MEM_COMPUTE, law.chunk_ids, &c->chunk_ids[i], err, err_len)))
             return st;
         for (int32_t r = 0; r < c->chunk_rows; r++)
             c->host_i32[r] = i * c->chunk_rows + r;
@@ -497,10 +505,16 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
             return st;
     }
     c->act[ACT_LOGITS] = c->logit_buf[0];
-    if (c->n_chunks > 1 &&
-        (st = dev_buf(c, (size_t)c->chunk_rows * hp->n_embd * f, &c->chunk_in, err, err_len)))
+    if (c->n_chunks > 1 && (st = dev_buf(c, MEM_COMPUTE, law.chunk_in, &c->chunk_in, err, err_len)))
         return st;
     return HEARTH_OK;
+}
+
+static void ctx_memory(const void *state, struct mem_acct *dev, struct mem_acct *host)
+{
+    const struct vk_ctx *c = state;
+    mem_acct_add(dev, &c->acct);
+    mem_acct_add(host, &c->host_acct);
 }
 
 /* The recurrent state is copied between sequences: what was recorded runs first. */
@@ -917,20 +931,18 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
     return c->logits;
 }
 
-#define TABLE(i)                                                                             \
-    {                                                                                        \
-        .name = "vulkan", .kv_host = false, .moe_stacks = true,                              \
-        .device_memory = vk_device_memory,                                                   \
-        .weight_supported = weight_supported,                                                \
-        .moe_supported = moe_supported, .layer_supported = layer_supported,                  \
-        .vector_to_f32 = vector_to_f32, .weight_prepare = prepare##i,                        \
-        .weight_release = weight_release, .ctx_init = ctx_init, .ctx_free = ctx_free,        \
-        .seq_reset = seq_reset, .state_len = state_len, .state_load = state_load,            \
-        .state_save_rows = state_save_rows, .kv_copy = kv_copy, .batch_begin = batch_begin,  \
-        .residual_get = residual_get, .residual_set = residual_set, .embed = embed,          \
-        .rmsnorm = rmsnorm, .matmul = matmul, .qkv_store = qkv_store,                        \
-        .attention = attention, .gated_act = gated_act, .add = add, .moe = moe,              \
-        .deltanet = deltanet, .gather = gather, .softcap = softcap, .logits = logits,        \
+#define TABLE(i)                                                                                   \
+    {                                                                                              \
+        .name = "vulkan", .kv_host = false, .moe_stacks = true, .device_memory = vk_device_memory, \
+        .weight_supported = weight_supported, .moe_supported = moe_supported,                      \
+        .layer_supported = layer_supported, .vector_to_f32 = vector_to_f32,                        \
+        .weight_prepare = prepare##i, .weight_release = weight_release, .ctx_init = ctx_init,      \
+        .ctx_free = ctx_free, .ctx_memory = ctx_memory, .seq_reset = seq_reset,                    \
+        .state_len = state_len, .state_load = state_load, .state_save_rows = state_save_rows,      \
+        .kv_copy = kv_copy, .batch_begin = batch_begin, .residual_get = residual_get,              \
+        .residual_set = residual_set, .embed = embed, .rmsnorm = rmsnorm, .matmul = matmul,        \
+        .qkv_store = qkv_store, .attention = attention, .gated_act = gated_act, .add = add,        \
+        .moe = moe, .deltanet = deltanet, .gather = gather, .softcap = softcap, .logits = logits,  \
     }
 
 static const struct backend tables[VK_MAX_DEVICES] = {TABLE(0), TABLE(1), TABLE(2), TABLE(3)};

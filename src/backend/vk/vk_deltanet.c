@@ -190,16 +190,28 @@ struct vk_dnet {
     float *host;            /* [snap.n_slot][snap.stride] one layer's snapshots, downloaded */
 };
 
-static enum hearth_status upload_vec(struct vk_dev *d, const float *v, size_t n,
-                                     struct vk_buf **out, char *err, size_t err_len)
+/* A device buffer of len bytes, counted under kind. */
+static enum hearth_status counted(struct vk_dev *d, size_t len, enum mem_kind kind,
+                                  struct mem_acct *acct, struct vk_buf **out, char *err,
+                                  size_t err_len)
 {
-    enum hearth_status st = vk_buf_new(d, n * sizeof(float), out, err, err_len);
+    enum hearth_status st = vk_buf_new(d, len, out, err, err_len);
+    if (!st)
+        acct->b[kind] += len;
+    return st;
+}
+
+static enum hearth_status upload_vec(struct vk_dev *d, const float *v, size_t n,
+                                     struct mem_acct *acct, struct vk_buf **out, char *err,
+                                     size_t err_len)
+{
+    enum hearth_status st = counted(d, n * sizeof(float), MEM_WEIGHTS, acct, out, err, err_len);
     return st ? st : vk_buf_upload(*out, 0, v, n * sizeof(float), err, err_len);
 }
 
 enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, int32_t l0,
-                               int32_t l1, int32_t n_seq, int32_t n_batch, struct vk_dnet **out,
-                               char *err, size_t err_len)
+                               int32_t l1, int32_t n_seq, int32_t n_batch, struct mem_acct *acct,
+                               struct vk_dnet **out, char *err, size_t err_len)
 {
     *out = NULL;
     int32_t n_layer = 0;
@@ -232,12 +244,13 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
     enum hearth_status st = HEARTH_OK;
     if (!dn->idx || !dn->lay || !dn->save || !dn->slot || !zeros)
         st = fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
-    if (!st && !(st = vk_buf_new(d, nb * dd.conv_dim * f, &dn->qkv, err, err_len)) &&
-        !(st = vk_buf_new(d, nb * vd * f, &dn->z, err, err_len)) &&
-        !(st = vk_buf_new(d, nb * dd.n_v * f, &dn->beta, err, err_len)) &&
-        !(st = vk_buf_new(d, nb * dd.n_v * f, &dn->g, err, err_len)) &&
-        !(st = vk_buf_new(d, nb * vd * f, &dn->o, err, err_len)))
-        st = vk_buf_new(d, nb * 4, &dn->snap.slots, err, err_len);
+    const enum mem_kind C = MEM_COMPUTE;
+    if (!st && !(st = counted(d, nb * dd.conv_dim * f, C, acct, &dn->qkv, err, err_len)) &&
+        !(st = counted(d, nb * vd * f, C, acct, &dn->z, err, err_len)) &&
+        !(st = counted(d, nb * dd.n_v * f, C, acct, &dn->beta, err, err_len)) &&
+        !(st = counted(d, nb * dd.n_v * f, C, acct, &dn->g, err, err_len)) &&
+        !(st = counted(d, nb * vd * f, C, acct, &dn->o, err, err_len)))
+        st = counted(d, nb * 4, C, acct, &dn->snap.slots, err, err_len);
     for (int32_t l = l0, i = 0; !st && l < l1; l++) {
         const struct dnet *src = m->layers[l].dnet;
         dn->idx[l - l0] = src ? i : -1;
@@ -245,15 +258,15 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
             continue;
         struct dnet_layer *L = &dn->lay[i++];
         const size_t conv = (size_t)n_seq * dn->conv_len, ssm = (size_t)n_seq * dn->ssm_len;
-        if ((st = vk_buf_new(d, conv * f, &L->conv, err, err_len)) ||
+        if ((st = counted(d, conv * f, MEM_KV, acct, &L->conv, err, err_len)) ||
             (st = vk_buf_upload(L->conv, 0, zeros, conv * f, err, err_len)) ||
-            (st = vk_buf_new(d, ssm * f, &L->ssm, err, err_len)) ||
+            (st = counted(d, ssm * f, MEM_KV, acct, &L->ssm, err, err_len)) ||
             (st = vk_buf_upload(L->ssm, 0, zeros, ssm * f, err, err_len)) ||
-            (st = upload_vec(d, src->conv, (size_t)dd.conv_dim * dd.n_conv, &L->taps, err,
+            (st = upload_vec(d, src->conv, (size_t)dd.conv_dim * dd.n_conv, acct, &L->taps, err,
                              err_len)) ||
-            (st = upload_vec(d, src->dt_bias, (size_t)dd.n_v, &L->dt_bias, err, err_len)) ||
-            (st = upload_vec(d, src->a, (size_t)dd.n_v, &L->a, err, err_len)) ||
-            (st = upload_vec(d, src->norm, (size_t)dd.S, &L->norm, err, err_len)))
+            (st = upload_vec(d, src->dt_bias, (size_t)dd.n_v, acct, &L->dt_bias, err, err_len)) ||
+            (st = upload_vec(d, src->a, (size_t)dd.n_v, acct, &L->a, err, err_len)) ||
+            (st = upload_vec(d, src->norm, (size_t)dd.S, acct, &L->norm, err, err_len)))
             break;
     }
     free(zeros);

@@ -22,6 +22,7 @@
 #define HEARTH_VK_DELTANET_H
 
 #include "backend/vk/vk.h"
+#include "util/memacct.h"
 
 struct hearth_model;
 
@@ -98,12 +99,14 @@ struct vk_dnet_weights {
 
 /*
  * The state of layers l0..l1-1's DeltaNet layers of m for n_seq sequences
- * (zeroed), their f32 vectors uploaded, scratch for n_batch rows; *out NULL
- * when the range has none. HEARTH_ENOMEM with a sentence.
+ * (zeroed), their f32 vectors uploaded, scratch for n_batch rows, the bytes
+ * added to acct by kind (the state MEM_KV, the vectors MEM_WEIGHTS, the
+ * scratch MEM_COMPUTE; memlaw_vk predicts them); *out NULL when the range
+ * has none. HEARTH_ENOMEM with a sentence.
  */
 enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, int32_t l0,
-                               int32_t l1, int32_t n_seq, int32_t n_batch, struct vk_dnet **out,
-                               char *err, size_t err_len);
+                               int32_t l1, int32_t n_seq, int32_t n_batch, struct mem_acct *acct,
+                               struct vk_dnet **out, char *err, size_t err_len);
 void vk_dnet_free(struct vk_dnet *dn);
 
 /*

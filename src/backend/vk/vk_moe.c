@@ -137,7 +137,8 @@ struct vk_moe_scratch {
 
 enum hearth_status vk_moe_scratch_new(struct vk_dev *d, uint32_t n_batch, uint32_t n_embd,
                                       uint32_t n_ff, uint32_t n_expert, uint32_t n_slots,
-                                      struct vk_moe_scratch **out, char *err, size_t err_len)
+                                      struct mem_acct *acct, struct vk_moe_scratch **out, char *err,
+                                      size_t err_len)
 {
     *out = NULL;
     struct vk_moe_scratch *sc = calloc(1, sizeof *sc);
@@ -147,15 +148,21 @@ enum hearth_status vk_moe_scratch_new(struct vk_dev *d, uint32_t n_batch, uint32
                                   .n_expert = n_expert, .n_slots = n_slots};
     const size_t pairs = (size_t)n_batch * n_slots;
     enum hearth_status st;
-    if ((st = vk_buf_new(d, (size_t)n_batch * (n_expert + 1) * 4, &sc->logits, err, err_len)) ||
-        (st = vk_buf_new(d, (size_t)n_batch * n_embd * 4, &sc->xq, err, err_len)) ||
-        (st = vk_buf_new(d, pairs * 4, &sc->ids, err, err_len)) ||
-        (st = vk_buf_new(d, pairs * 4, &sc->wts, err, err_len)) ||
-        (st = vk_buf_new(d, pairs * n_ff * 4, &sc->hg, err, err_len)) ||
-        (st = vk_buf_new(d, pairs * n_ff * 4, &sc->hu, err, err_len)) ||
-        (st = vk_buf_new(d, pairs * n_embd * 4, &sc->out, err, err_len))) {
-        vk_moe_scratch_free(sc);
-        return st;
+    const size_t len[]    = {(size_t)n_batch * (n_expert + 1) * 4,
+                             (size_t)n_batch * n_embd * 4,
+                             pairs * 4,
+                             pairs * 4,
+                             pairs * n_ff * 4,
+                             pairs * n_ff * 4,
+                             pairs * n_embd * 4};
+    struct vk_buf **buf[] = {&sc->logits, &sc->xq, &sc->ids, &sc->wts, &sc->hg, &sc->hu, &sc->out};
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) {
+        if ((st = vk_buf_new(d, len[i], buf[i], err, err_len))) {
+            vk_moe_scratch_free(sc);
+            return st;
+        }
+        if (acct)
+            acct->b[MEM_COMPUTE] += len[i];
     }
     *out = sc;
     return HEARTH_OK;

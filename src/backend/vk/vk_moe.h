@@ -27,6 +27,7 @@
 #define HEARTH_VK_MOE_H
 
 #include "backend/vk/vk.h"
+#include "util/memacct.h"
 
 /* Whether vk_op_matmul_id reads expert weights of type t. */
 bool vk_op_matmul_id_supported(enum dtype t);
@@ -86,12 +87,14 @@ struct vk_moe_scratch;
 
 /*
  * Buffers on d for batches of up to n_batch tokens of layers of the given shape (n_slots:
- * n_used, plus one with a shared expert). HEARTH_ENOMEM with a sentence. Freed by
- * vk_moe_scratch_free, which takes NULL.
+ * n_used, plus one with a shared expert), their bytes added to acct (MEM_COMPUTE; NULL:
+ * not counted). HEARTH_ENOMEM with a sentence. Freed by vk_moe_scratch_free, which takes
+ * NULL.
  */
 enum hearth_status vk_moe_scratch_new(struct vk_dev *d, uint32_t n_batch, uint32_t n_embd,
                                       uint32_t n_ff, uint32_t n_expert, uint32_t n_slots,
-                                      struct vk_moe_scratch **out, char *err, size_t err_len);
+                                      struct mem_acct *acct, struct vk_moe_scratch **out, char *err,
+                                      size_t err_len);
 void vk_moe_scratch_free(struct vk_moe_scratch *sc);
 
 /*
