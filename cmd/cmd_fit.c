@@ -42,7 +42,7 @@ static void usage(FILE *fp)
         {"--json", "print JSON (the fields README.md lists)"},
         {"--runtime NAME", "hearth (default), or llama.cpp: llama-server's CPU build with"},
         {"", "the same file, its flags meaning what llama-server's mean"},
-        {"", "(below); the host alone, no draft model"},
+        {"", "(below); the host alone"},
     };
     usage_lines(fp, 26, lines, sizeof lines / sizeof lines[0]);
     cache_types_usage(fp, 26);
@@ -53,6 +53,7 @@ static void usage(FILE *fp)
         {"-b, --batch-size N", "logical batch (default 2048)"},
         {"-fa, --flash-attn X", "flash attention: on, off or auto (default; on for a CPU)"},
         {"-ctk, -ctv TYPE", "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"},
+        {"-ctkd, -ctvd TYPE", "the draft model's cache (default f16)"},
         {"--cache-ram BYTES", "the prompt cache's cap (default 8G, llama-server's 8192 MiB)"},
         {"--isa NAME", "the CPU, for the weights it repacks: avx512, avx2, neon or none"},
         {"", "(default: this one's)"},
@@ -172,6 +173,7 @@ int cmd_fit(int argc, char **argv)
     long n_ctx = 0, parallel = 4, ubatch = 512, threads = default_threads(), ckpt = 8;
     bool check = false, json = false, have_host = false, llama = false, have_np = false;
     const char *ctk = NULL, *ctv = NULL, *llama_only = NULL, *fa = "auto", *isa = NULL;
+    const char *ctkd = NULL, *ctvd = NULL;
     long batch = 2048;
     struct cache_types ct = {0};
     struct fit_device gpus[FIT_MAX_DEVICES];
@@ -224,12 +226,16 @@ int cmd_fit(int argc, char **argv)
             }
             fa         = v;
             llama_only = a;
+        } else if (!strcmp(a, "-ctkd") || !strcmp(a, "--cache-type-k-draft") ||
+                   !strcmp(a, "-ctvd") || !strcmp(a, "--cache-type-v-draft")) {
+            VALUE();
+            *(!strcmp(a, "-ctvd") || !strcmp(a, "--cache-type-v-draft") ? &ctvd : &ctkd) = v;
+            llama_only                                                                   = a;
         } else if (!strcmp(a, "--isa")) {
             VALUE();
             isa        = v;
             llama_only = a;
-        }
-        else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size"))
+        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size"))
             LONG(ubatch, 1, 65536);
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
             LONG(threads, 1, 1024);
@@ -301,8 +307,11 @@ int cmd_fit(int argc, char **argv)
         p.lc.n_batch    = (int32_t)batch;
         p.lc.flash_attn = strcmp(fa, "off") != 0;
         p.lc.type_k = p.lc.type_v = DTYPE_F16;
+        p.lc_draft_k = p.lc_draft_v = DTYPE_F16;
         if ((ctk && !llamacpp_cache_type("-ctk", ctk, &p.lc.type_k)) ||
-            (ctv && !llamacpp_cache_type("-ctv", ctv, &p.lc.type_v)))
+            (ctv && !llamacpp_cache_type("-ctv", ctv, &p.lc.type_v)) ||
+            (ctkd && !llamacpp_cache_type("-ctkd", ctkd, &p.lc_draft_k)) ||
+            (ctvd && !llamacpp_cache_type("-ctvd", ctvd, &p.lc_draft_v)))
             return EXIT_USAGE;
         if (!have_np) /* llama-server's auto: 4 slots on one stream */
             p.lc.unified = true;

@@ -231,31 +231,48 @@ static void plan_at(const struct planner *pl, int32_t n_ctx, struct fit_plan *ou
     free(t);
 }
 
-/* llama-server's memory for m at -c n_ctx (its figures in *lm): everything on the host. */
+/*
+ * llama-server's memory for m (and its draft model dm, or NULL) at -c n_ctx:
+ * everything on the host. The draft's context takes the target's flags with
+ * its own cache types (llama.cpp's common_base_params_to_speculative), and
+ * allocates what a llama-server of the draft file alone with those flags
+ * would (measured: tests/unit/llamacpp_draft.tsv).
+ */
 static enum hearth_status llamacpp_at(const struct fit_params *p, const struct hearth_model *m,
-                                      int32_t n_ctx, struct fit_plan *out,
-                                      struct llamacpp_memory *lm, char *err, size_t err_len)
+                                      const struct hearth_model *dm, int32_t n_ctx,
+                                      struct fit_plan *out, char *err, size_t err_len)
 {
     struct llamacpp_params lp = p->lc;
     lp.n_ctx                  = n_ctx;
     lp.n_parallel             = p->n_parallel;
     lp.n_ubatch               = p->n_ubatch;
-    const enum hearth_status st = llamacpp_memory_of(m, &lp, lm, err, err_len);
+    struct llamacpp_memory lm[2] = {{0}, {0}};
+    enum hearth_status st        = llamacpp_memory_of(m, &lp, &lm[0], err, err_len);
     if (st)
         return st;
+    if (dm) {
+        char why[HEARTH_ERR_MAX];
+        lp.type_k = p->lc_draft_k;
+        lp.type_v = p->lc_draft_v;
+        if ((st = llamacpp_memory_of(dm, &lp, &lm[1], why, sizeof why)))
+            return fail(st, err, err_len, "fit: --model-draft %.200s: %s", p->draft,
+                        strncmp(why, "fit: ", 5) ? why : why + 5);
+    }
     memset(out, 0, sizeof *out);
     struct fit_use *u     = &out->use[0];
-    out->n_ctx            = lm->n_ctx;
-    out->n_ctx_seq        = lm->n_ctx_seq;
+    out->n_ctx            = lm[0].n_ctx;
+    out->n_ctx_seq        = lm[0].n_ctx_seq;
     out->n_dev            = 1;
     u->dev                = p->dev[0];
     u->l1                 = m->hp.n_layer;
     u->output             = true;
-    u->mem.b[MEM_WEIGHTS] = lm->mapped + lm->repack;
-    u->mem.b[MEM_KV]      = lm->kv + lm->rs;
-    u->mem.b[MEM_COMPUTE] = lm->compute;
-    u->mem.b[MEM_OUTPUT]  = lm->output;
-    u->mem.b[MEM_OTHER]   = p->cache_ram > 0 ? (uint64_t)p->cache_ram : 0;
+    for (int i = 0; i < 2; i++) {
+        u->mem.b[MEM_WEIGHTS] += lm[i].mapped + lm[i].repack;
+        u->mem.b[MEM_KV] += lm[i].kv + lm[i].rs;
+        u->mem.b[MEM_COMPUTE] += lm[i].compute;
+        u->mem.b[MEM_OUTPUT] += lm[i].output;
+    }
+    u->mem.b[MEM_OTHER] = p->cache_ram > 0 ? (uint64_t)p->cache_ram : 0;
     judge(out, p->floor);
     return HEARTH_OK;
 }
@@ -272,16 +289,17 @@ static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_p
         return fail(HEARTH_EINVAL, err, err_len,
                     "fit: --runtime llama.cpp plans llama.cpp's CPU build; a GPU --device is not "
                     "modelled for it");
-    if (p->draft)
-        return fail(HEARTH_EINVAL, err, err_len,
-                    "fit: --runtime llama.cpp does not model a draft model");
-    struct hearth_model *m; /* the header is read once for every -c the search tries */
+    struct hearth_model *m, *dm = NULL; /* the headers are read once for every -c tried */
     enum hearth_status st = model_describe(p->model, false, &m, err, err_len);
     if (st)
         return st;
-    struct llamacpp_memory lm;
+    char why[HEARTH_ERR_MAX];
+    if (p->draft && (st = model_describe(p->draft, false, &dm, why, sizeof why))) {
+        hearth_model_free(m);
+        return fail(st, err, err_len, "--model-draft %.200s: %s", p->draft, why);
+    }
     struct fit_plan *t = NULL;
-    if ((st = llamacpp_at(p, m, p->n_ctx, out, &lm, err, err_len)) || !p->ctx_max)
+    if ((st = llamacpp_at(p, m, dm, p->n_ctx, out, err, err_len)) || !p->ctx_max)
         goto done;
     const int64_t step = 256 * (int64_t)(p->lc.unified ? 1 : p->n_parallel);
     int64_t lo = 0, hi = (m->hp.n_ctx_train + 255) / 256;
@@ -293,19 +311,20 @@ static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_p
     }
     while (lo < hi && !st) {
         const int64_t mid = lo + (hi - lo + 1) / 2;
-        st                = llamacpp_at(p, m, (int32_t)(mid * step), t, &lm, err, err_len);
+        st                = llamacpp_at(p, m, dm, (int32_t)(mid * step), t, err, err_len);
         if (!st && t->fits)
             lo = mid;
         else
             hi = mid - 1;
     }
-    if (st || (st = llamacpp_at(p, m, (int32_t)((lo ? lo : 1) * step), out, &lm, err, err_len)))
+    if (st || (st = llamacpp_at(p, m, dm, (int32_t)((lo ? lo : 1) * step), out, err, err_len)))
         goto done;
     if (!lo)
         snprintf(out->why + strlen(out->why), sizeof out->why - strlen(out->why),
                  "%sno context of 256 cells a stream fits", out->why[0] ? "; " : "");
 done:
     free(t);
+    hearth_model_free(dm);
     hearth_model_free(m);
     return st;
 }

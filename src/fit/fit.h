@@ -26,7 +26,8 @@ struct fit_device {
 /* Whose memory is planned. */
 enum fit_runtime {
     FIT_HEARTH,   /* hearth serve */
-    FIT_LLAMACPP, /* llama.cpp's llama-server, CPU build (src/fit/llamacpp.c): the host alone */
+    FIT_LLAMACPP, /* llama.cpp's llama-server, CPU build (src/fit/llamacpp.c): the host alone,
+                     with its draft model's when there is one */
 };
 
 struct fit_params {
@@ -54,8 +55,11 @@ struct fit_params {
      * in steps of 256 cells a stream, cache_ram is its prompt cache's cap
      * (counted as other), and n_ubatch, n_parallel and the fields below are
      * its own; kv_type, kv_block, n_threads and n_state_snapshots are unused.
+     * A draft model (-md) gets a context of the same flags but its own cache
+     * types (-ctkd, -ctvd), on the host beside the target's.
      */
     struct llamacpp_params lc;
+    enum dtype lc_draft_k, lc_draft_v;
 };
 
 struct fit_use {

@@ -8,7 +8,7 @@
  * slots share.
  *
  * The formulas were read from llama.cpp's source and held against the
- * buffer sizes it allocated (tests/data/llamacpp_buffers.tsv: 27 files,
+ * buffer sizes it allocated (tests/unit/llamacpp_buffers.tsv: 27 files,
  * ctx {512, 4096} x parallel {1, 4} x ubatch {128, 512} x K/V {f16, q8_0},
  * flash attention on and off). The compute buffer is a fit of the
  * allocator's layout by architecture, not a replay of it; the test states

@@ -11,6 +11,10 @@
  * logits below the buffer's top and sometimes not (it depends on where the
  * last layer's output landed). The formula takes the larger case, so it
  * over-predicts those by up to 12%; never under.
+ *
+ * A draft model (-md): hearth fit's plan with it holds, beside the
+ * target's, the buffers llama-server allocated for the draft's context
+ * (tests/unit/llamacpp_draft.tsv), and refuses what llama.cpp refused.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,10 +26,12 @@
 
 #include <cmocka.h>
 
+#include "fit/fit.h"
 #include "fit/llamacpp.h"
 #include "util/testutil.h"
 
 #define TABLE HEARTH_TOP "/tests/unit/llamacpp_buffers.tsv"
+#define DRAFTS HEARTH_TOP "/tests/unit/llamacpp_draft.tsv"
 
 /* Compute errors by family: the allocator's layout was fitted per family. */
 static const char *family(const char *model)
@@ -139,6 +145,88 @@ static void test_measured(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The host's figures of a llama.cpp plan of target (and draft, or NULL) with these flags. */
+static enum hearth_status plan(const char *target, const char *draft, int ctx, int np, int ub,
+                               enum dtype draft_type, bool fa, struct mem_acct *out, char *err)
+{
+    struct fit_params p = {.runtime    = FIT_LLAMACPP,
+                           .model      = target,
+                           .draft      = draft,
+                           .n_ctx      = ctx,
+                           .n_parallel = np ? np : 4,
+                           .n_ubatch   = ub,
+                           .cache_ram  = 0,
+                           .n_dev      = 1,
+                           .lc         = {.unified    = np == 0,
+                                          .n_batch    = 2048,
+                                          .type_k     = DTYPE_F16,
+                                          .type_v     = DTYPE_F16,
+                                          .flash_attn = fa,
+                                          .isa        = LLAMACPP_ISA_AVX512},
+                           .lc_draft_k = draft_type,
+                           .lc_draft_v = draft_type};
+    p.dev[0]            = (struct fit_device){.name = "ram", .capacity = 1ull << 40, .host = true};
+    struct fit_plan pl;
+    const enum hearth_status st = fit_plan(&p, &pl, err, 256);
+    if (st == HEARTH_OK)
+        *out = pl.use[0].mem;
+    return st;
+}
+
+static void test_draft(void **state)
+{
+    (void)state;
+    char *text = tu_read_file(DRAFTS, NULL);
+    assert_non_null(text);
+    int rows = 0;
+    char *save, *line = strtok_r(text, "\n", &save);
+    for (; line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#' || !strncmp(line, "target\t", 7))
+            continue;
+        char tname[96], dname[96], ct[8], fa[4], f[6][24];
+        int ctx, np, ub;
+        assert_int_equal(sscanf(line, "%95s %95s %d %d %d %7s %3s %23s %23s %23s %23s %23s %23s",
+                                tname, dname, &ctx, &np, &ub, ct, fa, f[0], f[1], f[2], f[3], f[4],
+                                f[5]),
+                         13);
+        char tfile[128], dfile[128], tpath[512], err[256];
+        snprintf(tfile, sizeof tfile, "%s.gguf", tname);
+        snprintf(dfile, sizeof dfile, "%s.gguf", dname);
+        const char *t = tu_model(tfile), *d = tu_model(dfile);
+        if (!t || !d)
+            continue;
+        snprintf(tpath, sizeof tpath, "%s", t); /* tu_model's buffer is reused */
+        struct mem_acct alone, both;
+        const bool on = !strcmp(fa, "on");
+        assert_int_equal(plan(tpath, NULL, ctx, np, ub, DTYPE_F16, on, &alone, err), HEARTH_OK);
+        const enum hearth_status st = plan(tpath, d, ctx, np, ub, cache_type(ct), on, &both, err);
+        rows++;
+        if (!strcmp(f[0], "refused")) {
+            assert_int_equal(st, HEARTH_EINVAL);
+            assert_non_null(strstr(err, "--model-draft"));
+            continue;
+        }
+        if (st != HEARTH_OK)
+            fail_msg("%s with %s: %s", tname, dname, err);
+        double v[6];
+        for (int k = 0; k < 6; k++)
+            v[k] = strtod(f[k], NULL);
+        /* the draft's share, by kind: exact but for the compute buffer (test_measured's 3%) */
+        assert_int_equal(both.b[MEM_WEIGHTS] - alone.b[MEM_WEIGHTS], (uint64_t)(v[4] + v[5]));
+        assert_int_equal(both.b[MEM_KV] - alone.b[MEM_KV], (uint64_t)(v[0] + v[1]));
+        assert_int_equal(both.b[MEM_OUTPUT] - alone.b[MEM_OUTPUT], (uint64_t)v[2]);
+        const double e = ((double)(both.b[MEM_COMPUTE] - alone.b[MEM_COMPUTE]) - v[3]) / v[3];
+        if (fabs(e) > 0.03)
+            fail_msg("%s with %s: the draft's compute %+.2f%% off", tname, dname, 100 * e);
+    }
+    free(text);
+    if (!rows) {
+        print_message("skip: none of the models in %s found (set HEARTH_SHARED)\n", DRAFTS);
+        skip();
+    }
+    print_message("%d draft configurations checked\n", rows);
+}
+
 /* What llama.cpp refuses, fit refuses with the reason. */
 static void test_refusals(void **state)
 {
@@ -192,6 +280,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_measured),
+        cmocka_unit_test(test_draft),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_isa),
     };
