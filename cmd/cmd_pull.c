@@ -10,6 +10,7 @@
 
 #include "cmd.h"
 #include "hub/hub.h"
+#include "hub/hub_int.h"
 #include "util/errfmt.h"
 
 static void usage(FILE *fp)
@@ -103,11 +104,17 @@ int hub_model(const char *cmd, const char *spec, unsigned flags, char *path, siz
     }
     o.offline |= (flags & HUB_OFFLINE) != 0;
     o.refresh = (flags & HUB_REFRESH) != 0;
+    /* a spec that cannot name a file is a usage error, whatever the Hub holds */
+    struct hub_spec sp;
+    if (hub_spec_parse(spec, &sp, err, sizeof err)) {
+        fprintf(stderr, "hearth %s: %s\n", cmd, err);
+        return EXIT_USAGE;
+    }
     struct hub_result r;
     const enum hearth_status st = pull_apart(spec, &o, &r, err, sizeof err);
     if (st) {
         fprintf(stderr, "hearth %s: %s\n", cmd, err);
-        return st == HEARTH_EINVAL && !strchr(spec, '/') ? EXIT_USAGE : EXIT_RUNTIME;
+        return EXIT_RUNTIME;
     }
     if (r.n_parts > 1 && !(flags & HUB_SPLIT_OK)) {
         fprintf(stderr,

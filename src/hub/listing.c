@@ -74,6 +74,21 @@ enum hearth_status hub_spec_parse(const char *s, struct hub_spec *sp, char *err,
     return HEARTH_OK;
 }
 
+/* Whether the n bytes at c end as hearth's own partial (.part-<16 hex>) or temporary
+ * (.tmp-<pid>) names do (hub.c), which a listed file must not take. */
+static bool ours(const char *c, size_t n)
+{
+    size_t d = 0;
+    while (d < n && isxdigit((unsigned char)c[n - 1 - d]))
+        d++;
+    if (d == 16 && n >= 22 && !memcmp(c + n - 22, ".part-", 6))
+        return true;
+    size_t k = 0;
+    while (k < n && isdigit((unsigned char)c[n - 1 - k]))
+        k++;
+    return k && n >= k + 5 && !memcmp(c + n - k - 5, ".tmp-", 5);
+}
+
 bool hub_path_safe(const char *path)
 {
     if (!*path || strlen(path) > 1000)
@@ -84,7 +99,7 @@ bool hub_path_safe(const char *path)
     for (const char *c = path;;) {
         const size_t n = strcspn(c, "/");
         /* dot-led names keep the cache's own files (.hearth-files.json) out of reach */
-        if (!n || c[0] == '.')
+        if (!n || c[0] == '.' || ours(c, n))
             return false;
         if (!c[n])
             return true;

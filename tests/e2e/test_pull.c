@@ -336,8 +336,10 @@ static void test_pick_quant(void **state)
     r = pull("org/tiny-GGUF/nope.gguf", NULL);
     assert_refused(&r, "has no file 'nope.gguf'");
     run_free(&r);
+    /* a spec that cannot name a file is a usage error (2), before any request */
     r = pull("org/tiny-GGUF/../x.gguf", NULL);
-    assert_int_equal(r.rc, 1);
+    assert_int_equal(r.rc, 2);
+    assert_non_null(strstr(r.err, "hearth pull: "));
     run_free(&r);
     r = pull("tiny-GGUF", NULL);
     assert_int_equal(r.rc, 2);

@@ -122,9 +122,23 @@ static void test_paths(void **state)
     (void)state;
     assert_true(hub_path_safe("a.gguf"));
     assert_true(hub_path_safe("Q4_K_M/a-00001-of-00002.gguf"));
-    static const char *const bad[] = {"",     "/etc/x", "../x", "a/../../x",
-                                      "a//b", "a/",     ".x",   "a/.hearth-files.json",
-                                      "a\\b", "a\nb",   "c:x"};
+    /* only hearth's own suffixes exactly: a .part- or .tmp- elsewhere is a name like any */
+    assert_true(hub_path_safe("a.part-1.gguf"));
+    assert_true(hub_path_safe("a.gguf.part-0123456789abcde"));
+    assert_true(hub_path_safe("a.gguf.tmp-"));
+    static const char *const bad[] = {"",
+                                      "/etc/x",
+                                      "../x",
+                                      "a/../../x",
+                                      "a//b",
+                                      "a/",
+                                      ".x",
+                                      "a/.hearth-files.json",
+                                      "a\\b",
+                                      "a\nb",
+                                      "c:x",
+                                      "a.gguf.part-0123456789abcdef",
+                                      "d/a.gguf.tmp-4242"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_false(hub_path_safe(bad[i]));
 }
