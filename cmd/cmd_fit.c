@@ -356,7 +356,8 @@ int cmd_fit(int argc, char **argv)
     struct fit_plan plan;
     char err[HEARTH_ERR_MAX];
     if (fit_plan(&p, &plan, err, sizeof err) != HEARTH_OK) {
-        fprintf(stderr, "hearth fit: %s\n", err);
+        /* the planner's sentences start with "fit: " for its library callers */
+        fprintf(stderr, "hearth fit: %s\n", strncmp(err, "fit: ", 5) ? err : err + 5);
         return EXIT_RUNTIME;
     }
     const int rc = json ? print_json(&p, &plan) : (print_table(&p, &plan), EXIT_OK);

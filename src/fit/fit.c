@@ -298,6 +298,11 @@ static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_p
         hearth_model_free(m);
         return fail(st, err, err_len, "--model-draft %.200s: %s", p->draft, why);
     }
+    if (dm && !llamacpp_vocab_compatible(m, dm, why, sizeof why)) {
+        hearth_model_free(dm);
+        hearth_model_free(m);
+        return fail(HEARTH_EINVAL, err, err_len, "fit: --model-draft %.200s: %s", p->draft, why);
+    }
     struct fit_plan *t = NULL;
     if ((st = llamacpp_at(p, m, dm, p->n_ctx, out, err, err_len)) || !p->ctx_max)
         goto done;
@@ -346,6 +351,14 @@ enum hearth_status fit_plan(const struct fit_params *p, struct fit_plan *out, ch
     if (p->draft && (st = model_describe(p->draft, false, &pl.draft, why, sizeof why))) {
         hearth_model_free(pl.m);
         return fail(st, err, err_len, "--model-draft %.200s: %s", p->draft, why);
+    }
+    /* serve refuses a draft of another vocabulary at load: so does the plan */
+    if (pl.draft &&
+        ((st = model_load_tokenizer(pl.m, why, sizeof why)) ||
+         (st = model_load_tokenizer(pl.draft, why, sizeof why)) ||
+         (!model_vocab_match(pl.m, pl.draft, why, sizeof why) && (st = HEARTH_EINVAL)))) {
+        st = fail(st, err, err_len, "fit: --model-draft %.200s: %s", p->draft, why);
+        goto done;
     }
     for (int w = 0; w < 2; w++) {
         const enum hearth_kv_type t = w ? p->kv_type_v : p->kv_type;

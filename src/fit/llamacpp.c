@@ -257,6 +257,59 @@ enum hearth_status llamacpp_memory(const char *path, const struct llamacpp_param
     return st;
 }
 
+/* Key of f as a string ("" when absent), and an id key as a number (-1 when absent). */
+static void key_str(const struct gguf_file *f, const char *key, char *buf, size_t cap)
+{
+    if (!gguf_get_str(f, key, buf, cap))
+        buf[0] = 0;
+}
+
+static int64_t key_id(const struct gguf_file *f, const char *key)
+{
+    uint32_t v;
+    return gguf_get_u32(f, key, &v) ? (int64_t)v : -1;
+}
+
+bool llamacpp_vocab_compatible(const struct hearth_model *target, const struct hearth_model *draft,
+                               char *err, size_t err_len)
+{
+    const struct gguf_file *t = target->gguf, *d = draft->gguf;
+    char mt[64], md[64];
+    key_str(t, "tokenizer.ggml.model", mt, sizeof mt);
+    key_str(d, "tokenizer.ggml.model", md, sizeof md);
+    if (strcmp(mt, md))
+        return fail(false, err, err_len,
+                    "llama.cpp refuses this draft model: its tokenizer is '%s', the model's '%s'",
+                    md, mt);
+    static const char *const ids[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+    for (int i = 0; i < 2; i++)
+        if (key_id(t, ids[i]) != key_id(d, ids[i]))
+            return fail(
+                false, err, err_len,
+                "llama.cpp refuses this draft model: its %s token is %lld, the model's %lld",
+                i ? "EOS" : "BOS", (long long)key_id(d, ids[i]), (long long)key_id(t, ids[i]));
+    const int64_t nt = target->hp.n_vocab, nd = draft->hp.n_vocab;
+    if (nt - nd > 128 || nd - nt > 128)
+        return fail(false, err, err_len,
+                    "llama.cpp refuses this draft model: it has %lld tokens, the model %lld (at "
+                    "most 128 apart)",
+                    (long long)nd, (long long)nt);
+    const int64_t kt = gguf_find_key(t, "tokenizer.ggml.tokens"),
+                  kd = gguf_find_key(d, "tokenizer.ggml.tokens");
+    for (int64_t i = 5; i < (nt < nd ? nt : nd); i++) {
+        struct gguf_str a, b;
+        if (!gguf_arr_str(t, kt, (uint64_t)i, &a) || !gguf_arr_str(d, kd, (uint64_t)i, &b))
+            return fail(false, err, err_len, "the token list cannot be read");
+        if (a.len != b.len || memcmp(a.ptr, b.ptr, a.len))
+            return fail(false, err, err_len,
+                        "llama.cpp refuses this draft model: token %lld is '%.*s', the model's "
+                        "'%.*s'",
+                        (long long)i, (int)(b.len < 40 ? b.len : 40), b.ptr,
+                        (int)(a.len < 40 ? a.len : 40), a.ptr);
+    }
+    return true;
+}
+
 enum llamacpp_isa llamacpp_isa_host(void)
 {
     if (kernels_find("avx512"))

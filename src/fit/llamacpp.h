@@ -70,6 +70,17 @@ struct hearth_model;
 enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct llamacpp_params *p,
                                       struct llamacpp_memory *out, char *err, size_t err_len);
 
+/*
+ * Whether llama-server takes draft as target's draft model
+ * (common_speculative_are_compatible): the same tokenizer model, BOS and
+ * EOS ids, vocabularies within 128 tokens of each other and the same token
+ * texts from id 5 on. Its add-BOS/EOS flags, whose defaults llama.cpp
+ * derives from the pre-tokenizer, are not compared. false with the first
+ * difference in err.
+ */
+bool llamacpp_vocab_compatible(const struct hearth_model *target, const struct hearth_model *draft,
+                               char *err, size_t err_len);
+
 /* The ISA of this CPU as llama.cpp's repacking sees it. */
 enum llamacpp_isa llamacpp_isa_host(void);
 

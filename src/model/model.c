@@ -449,6 +449,11 @@ err:
     return st;
 }
 
+enum hearth_status model_load_tokenizer(struct hearth_model *m, char *err, size_t err_len)
+{
+    return m->tok ? HEARTH_OK : tokenizer_load(m->gguf, &m->tok, err, err_len);
+}
+
 enum hearth_status hearth_model_load(const char *path, const struct hearth_model_params *params,
                                      struct hearth_model **out, char *err, size_t err_len)
 {
@@ -627,4 +632,33 @@ const char *hearth_token_text(const struct hearth_model *m, hearth_token tok)
 {
     const char *t = tok >= 0 && tok < m->hp.n_vocab ? tokenizer_token_text(m->tok, tok) : NULL;
     return t ? t : "";
+}
+
+bool model_vocab_match(const struct hearth_model *target, const struct hearth_model *draft,
+                       char *err, size_t err_len)
+{
+    int32_t nt = hearth_model_n_vocab(target), nd = hearth_model_n_vocab(draft);
+    if (nt != nd)
+        return fail(false, err, err_len,
+                    "the draft model has %d tokens in its vocabulary but the model has %d: a "
+                    "draft model must share the vocabulary",
+                    nd, nt);
+    if (hearth_token_bos(target) != hearth_token_bos(draft) ||
+        hearth_token_eos(target) != hearth_token_eos(draft))
+        return fail(false, err, err_len,
+                    "the draft model's BOS/EOS tokens are %d/%d but the model's %d/%d: a draft "
+                    "model must share the vocabulary",
+                    hearth_token_bos(draft), hearth_token_eos(draft), hearth_token_bos(target),
+                    hearth_token_eos(target));
+    char a[256], b[256];
+    for (int32_t t = 0; t < nt; t++) {
+        size_t la = hearth_token_to_piece(target, t, a, sizeof a);
+        size_t lb = hearth_token_to_piece(draft, t, b, sizeof b);
+        if (la != lb || memcmp(a, b, la < sizeof a ? la : sizeof a))
+            return fail(false, err, err_len,
+                        "token %d is '%.40s' in the model but '%.40s' in the draft model: a "
+                        "draft model must share the vocabulary",
+                        t, la < sizeof a ? a : "(long)", lb < sizeof b ? b : "(long)");
+    }
+    return true;
 }

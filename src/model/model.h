@@ -213,6 +213,18 @@ const struct backend *model_weight_refuser(const struct hearth_model *m, enum dt
 bool model_arch_u32(const struct hearth_model *m, const char *key, uint32_t *out);
 
 /*
+ * Checks that draft can draft for target: the same vocabulary, token by
+ * token, and the same BOS and EOS (both need their tokenizers: loaded, or
+ * model_describe's with model_load_tokenizer). false with the first
+ * difference in err.
+ */
+bool model_vocab_match(const struct hearth_model *target, const struct hearth_model *draft,
+                       char *err, size_t err_len);
+
+/* Reads a described model's tokenizer (for model_vocab_match), as a load does. */
+enum hearth_status model_load_tokenizer(struct hearth_model *m, char *err, size_t err_len);
+
+/*
  * A model read from path's header alone (gguf_open validates the whole
  * table, but no tensor is read): the architecture, the hyperparameters,
  * the layers' kinds and n_vocab, enough for the memory law. No tokenizer,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/model.h"
 #include "serve/spec.h"
 #include "spec/ngram.h"
 #include "util/errfmt.h"
@@ -36,35 +37,6 @@ struct spec {
     int32_t *row;                /* [n] per request: its logits row in the batch, -1 none */
     int32_t row_cap;
 };
-
-bool spec_vocab_match(const struct hearth_model *target, const struct hearth_model *draft,
-                      char *err, size_t err_len)
-{
-    int32_t nt = hearth_model_n_vocab(target), nd = hearth_model_n_vocab(draft);
-    if (nt != nd)
-        return fail(false, err, err_len,
-                    "the draft model has %d tokens in its vocabulary but the model has %d: a "
-                    "draft model must share the vocabulary",
-                    nd, nt);
-    if (hearth_token_bos(target) != hearth_token_bos(draft) ||
-        hearth_token_eos(target) != hearth_token_eos(draft))
-        return fail(false, err, err_len,
-                    "the draft model's BOS/EOS tokens are %d/%d but the model's %d/%d: a draft "
-                    "model must share the vocabulary",
-                    hearth_token_bos(draft), hearth_token_eos(draft), hearth_token_bos(target),
-                    hearth_token_eos(target));
-    char a[256], b[256];
-    for (int32_t t = 0; t < nt; t++) {
-        size_t la = hearth_token_to_piece(target, t, a, sizeof a);
-        size_t lb = hearth_token_to_piece(draft, t, b, sizeof b);
-        if (la != lb || memcmp(a, b, la < sizeof a ? la : sizeof a))
-            return fail(false, err, err_len,
-                        "token %d is '%.40s' in the model but '%.40s' in the draft model: a "
-                        "draft model must share the vocabulary",
-                        t, la < sizeof a ? a : "(long)", lb < sizeof b ? b : "(long)");
-    }
-    return true;
-}
 
 /* The MTP head's context and the per-slot state that feeds it. */
 static enum hearth_status mtp_new(struct spec *sp, struct hearth_model *target,
@@ -129,7 +101,7 @@ enum hearth_status spec_new(struct hearth_model *target, const struct hearth_con
     }
     if (p->draft_model) {
         char why[HEARTH_ERR_MAX];
-        if (!spec_vocab_match(target, p->draft_model, why, sizeof why)) {
+        if (!model_vocab_match(target, p->draft_model, why, sizeof why)) {
             spec_free(sp);
             return fail(HEARTH_EINVAL, err, err_len, "--model-draft: %s", why);
         }

@@ -78,11 +78,4 @@ void spec_feed(struct spec *sp, const hearth_token *tokens, int32_t from, int32_
 /* The slot's target cache now holds n_keep tokens (0: the job ended): the draft model's too. */
 void spec_rewind(struct spec *sp, int32_t slot, int32_t n_keep);
 
-/*
- * Checks that draft can draft for target: the same vocabulary, token by
- * token, and the same BOS and EOS. false with the first difference in err.
- */
-bool spec_vocab_match(const struct hearth_model *target, const struct hearth_model *draft,
-                      char *err, size_t err_len);
-
 #endif

@@ -376,9 +376,12 @@ static void test_llamacpp_runtime(void **state)
     assert_non_null(strstr(err, "does not fit"));
     free(out), free(err);
 
-    char stories[512] = "stories260K.gguf"; /* tu_model's answer is overwritten by the next */
+    /* tu_model's answer is overwritten by its next call */
+    char stories[512] = "stories260K.gguf", qwen3[512] = "tiny-qwen3-bpe-q8_0.gguf";
     if (tu_model(stories))
         snprintf(stories, sizeof stories, "%s", tu_model("stories260K.gguf"));
+    if (tu_model(qwen3))
+        snprintf(qwen3, sizeof qwen3, "%s", tu_model("tiny-qwen3-bpe-q8_0.gguf"));
     static const struct {
         const char *args[8];
         int rc;
@@ -396,12 +399,17 @@ static void test_llamacpp_runtime(void **state)
         {{"--runtime", "llama.cpp", "-ctvd", "q6_k"}, 2, "-ctvd takes"},
         /* stories260K's heads are 8 wide: llama.cpp refuses a q8_0 cache for it as a draft */
         {{"--runtime", "llama.cpp", "-md", "DRAFT", "-ctkd", "q8_0"}, 1, "--model-draft"},
+        /* a draft of another vocabulary: serve refuses it at load, llama-server too */
+        {{"-md", "QWEN3"}, 1, "must share the vocabulary"},
+        {{"--runtime", "llama.cpp", "-md", "QWEN3"}, 1, "llama.cpp refuses this draft model"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *args[12] = {path};
         int n                = 1;
         for (int k = 0; bad[i].args[k]; k++)
-            args[n++] = strcmp(bad[i].args[k], "DRAFT") ? bad[i].args[k] : stories;
+            args[n++] = !strcmp(bad[i].args[k], "DRAFT")   ? stories
+                        : !strcmp(bad[i].args[k], "QWEN3") ? qwen3
+                                                           : bad[i].args[k];
         args[n] = NULL;
         assert_int_equal(fit(args, &out, &err), bad[i].rc);
         if (!strstr(err, bad[i].says))
