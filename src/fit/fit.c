@@ -298,12 +298,11 @@ static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_p
         hearth_model_free(m);
         return fail(st, err, err_len, "--model-draft %.200s: %s", p->draft, why);
     }
-    if (dm && !llamacpp_vocab_compatible(m, dm, why, sizeof why)) {
-        hearth_model_free(dm);
-        hearth_model_free(m);
-        return fail(HEARTH_EINVAL, err, err_len, "fit: --model-draft %.200s: %s", p->draft, why);
-    }
     struct fit_plan *t = NULL;
+    if (dm && !llamacpp_vocab_compatible(m, dm, why, sizeof why)) {
+        st = fail(HEARTH_EINVAL, err, err_len, "fit: --model-draft %.200s: %s", p->draft, why);
+        goto done;
+    }
     if ((st = llamacpp_at(p, m, dm, p->n_ctx, out, err, err_len)) || !p->ctx_max)
         goto done;
     const int64_t step = 256 * (int64_t)(p->lc.unified ? 1 : p->n_parallel);

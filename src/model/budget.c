@@ -122,17 +122,24 @@ enum hearth_status budget_check_model(const struct hearth_model *m, char *err, s
     return check(m, NULL, err, err_len);
 }
 
-/* Bytes of stage s's activation buffers (and logits on the output stage): the memory law's. */
-static uint64_t act_bytes(const struct hearth_context *ctx, const struct stage *s)
+void budget_vk_law(const struct hearth_context *ctx, const struct stage *s, uint64_t max_buf,
+                   struct memlaw_vk *out)
 {
     const struct kv_cache *kv = &ctx->kv;
     const int32_t stride      = (kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
     int n_pools               = 0;
     for (int g = 0; g < KV_GROUPS; g++)
         n_pools += kv->pool[g].n_layer > 0;
+    memlaw_vk(ctx->model, &ctx->p, s->place->l0, s->place->l1, s->output, stride, n_pools, max_buf,
+              out);
+}
+
+/* Bytes of stage s's device buffers (and logits on the output stage): the memory law's. */
+static uint64_t act_bytes(const struct hearth_context *ctx, const struct stage *s)
+{
     struct memlaw_vk v;
     struct mem_acct a = {{0}};
-    memlaw_vk(ctx->model, &ctx->p, s->place->l0, s->place->l1, s->output, stride, n_pools, 0, &v);
+    budget_vk_law(ctx, s, 0, &v);
     memlaw_vk_acct(&v, &a, NULL);
     return mem_acct_total(&a);
 }

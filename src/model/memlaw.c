@@ -104,6 +104,34 @@ static uint64_t f32_len(const struct gguf_tensor *t)
     return (uint64_t)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] * F;
 }
 
+void memlaw_vk_dnet(const struct hearth_model *m, int32_t n_seq, int32_t n_batch,
+                    struct memlaw_vk_dnet *s)
+{
+    const struct dnet_dims d = dnet_dims_of(m);
+    const size_t nb = (size_t)n_batch, vd = (size_t)d.n_v * d.S;
+    s->conv  = (size_t)n_seq * (size_t)(d.n_conv - 1) * d.conv_dim * F;
+    s->ssm   = (size_t)n_seq * vd * d.S * F;
+    s->qkv   = nb * (size_t)d.conv_dim * F;
+    s->z     = nb * vd * F;
+    s->beta  = nb * (size_t)d.n_v * F;
+    s->g     = nb * (size_t)d.n_v * F;
+    s->o     = nb * vd * F;
+    s->slots = nb * 4;
+}
+
+void memlaw_vk_moe(uint32_t n_batch, uint32_t n_embd, uint32_t n_ff, uint32_t n_expert,
+                   uint32_t n_slots, struct memlaw_vk_moe *s)
+{
+    const size_t nb = n_batch, pairs = nb * n_slots;
+    s->logits = nb * (n_expert + 1) * 4;
+    s->xq     = nb * n_embd * 4;
+    s->ids    = pairs * 4;
+    s->wts    = pairs * 4;
+    s->hg     = pairs * n_ff * 4;
+    s->hu     = pairs * n_ff * 4;
+    s->out    = pairs * n_embd * 4;
+}
+
 void memlaw_vk(const struct hearth_model *m, const struct hearth_context_params *p, int32_t l0,
                int32_t l1, bool output, int32_t n_ctx_blocks, int n_kv_pools, uint64_t max_buf,
                struct memlaw_vk *v)
@@ -114,15 +142,15 @@ void memlaw_vk(const struct hearth_model *m, const struct hearth_context_params 
                  xb  = (size_t)hp->n_embd > qd ? (size_t)hp->n_embd : qd;
     memset(v, 0, sizeof *v);
     bool gated = false;
-    float base[2];
     for (int32_t l = l0; l < l1; l++) {
         gated |= m->layers[l].attn_gated;
         v->n_dnet += model_layer_is_dnet(m, l);
+        /* gemma3's window layers have a rope base of their own */
         int b = 0;
-        while (b < v->n_cs && base[b] != m->layers[l].rope_base)
+        while (b < v->n_cs && v->rope_base[b] != m->layers[l].rope_base)
             b++;
         if (b == v->n_cs && v->n_cs < 2)
-            base[v->n_cs++] = m->layers[l].rope_base;
+            v->rope_base[v->n_cs++] = m->layers[l].rope_base;
     }
     v->moe     = hp->n_expert > 0 && l1 > l0; /* every layer of an MoE model routes */
     v->x       = nb * (size_t)hp->n_embd * F;
@@ -142,6 +170,7 @@ void memlaw_vk(const struct hearth_model *m, const struct hearth_context_params 
     v->rows    = nb * 4;
     v->kvrows  = nb * 8;
     v->cs      = nb * (size_t)hp->rope_dim * F;
+    v->stride  = n_ctx_blocks;
     v->table   = (size_t)p->n_seq_max * (size_t)n_ctx_blocks * 4;
     v->n_table = n_kv_pools;
     for (int64_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
@@ -151,28 +180,12 @@ void memlaw_vk(const struct hearth_model *m, const struct hearth_context_params 
             ((l >= l0 && l < l1) || (output && !strcmp(t->name, "output_norm.weight"))))
             v->vecs += f32_len(t);
     }
-    if (v->n_dnet) {
-        const struct dnet_dims d = dnet_dims_of(m);
-        const size_t vd          = (size_t)d.n_v * d.S;
-        v->dn_conv               = (size_t)p->n_seq_max * (size_t)(d.n_conv - 1) * d.conv_dim * F;
-        v->dn_ssm                = (size_t)p->n_seq_max * vd * d.S * F;
-        v->dn_qkv                = nb * (size_t)d.conv_dim * F;
-        v->dn_z                  = nb * vd * F;
-        v->dn_beta               = nb * (size_t)d.n_v * F;
-        v->dn_g                  = nb * (size_t)d.n_v * F;
-        v->dn_o                  = nb * vd * F;
-        v->dn_slots              = nb * 4;
-    }
-    if (v->moe) {
-        const size_t pairs = nb * (size_t)(hp->n_expert_used + (hp->n_ff_shexp > 0));
-        v->moe_logits      = nb * (size_t)(hp->n_expert + 1) * 4;
-        v->moe_xq          = nb * (size_t)hp->n_embd * 4;
-        v->moe_ids         = pairs * 4;
-        v->moe_wts         = pairs * 4;
-        v->moe_hg          = pairs * (size_t)hp->n_ff_exp * 4;
-        v->moe_hu          = pairs * (size_t)hp->n_ff_exp * 4;
-        v->moe_out         = pairs * (size_t)hp->n_embd * 4;
-    }
+    if (v->n_dnet)
+        memlaw_vk_dnet(m, p->n_seq_max, p->n_batch, &v->dn);
+    if (v->moe)
+        memlaw_vk_moe((uint32_t)nb, (uint32_t)hp->n_embd, (uint32_t)hp->n_ff_exp,
+                      (uint32_t)hp->n_expert, (uint32_t)(hp->n_expert_used + (hp->n_ff_shexp > 0)),
+                      &v->mx);
     v->host_i32 =
         (nb * 2 > (size_t)p->n_seq_max * n_ctx_blocks ? nb * 2
                                                       : (size_t)p->n_seq_max * n_ctx_blocks) *
@@ -200,13 +213,13 @@ void memlaw_vk_acct(const struct memlaw_vk *v, struct mem_acct *dev, struct mem_
                                (size_t)v->n_cs * v->cs;
         dev->b[MEM_OTHER] += (size_t)v->n_table * v->table;
         dev->b[MEM_WEIGHTS] += v->vecs;
-        dev->b[MEM_KV] += (size_t)v->n_dnet * (v->dn_conv + v->dn_ssm);
+        const struct memlaw_vk_dnet *d = &v->dn;
+        const struct memlaw_vk_moe *x  = &v->mx;
+        dev->b[MEM_KV] += (size_t)v->n_dnet * (d->conv + d->ssm);
         if (v->n_dnet)
-            dev->b[MEM_COMPUTE] +=
-                v->dn_qkv + v->dn_z + v->dn_beta + v->dn_g + v->dn_o + v->dn_slots;
+            dev->b[MEM_COMPUTE] += d->qkv + d->z + d->beta + d->g + d->o + d->slots;
         if (v->moe)
-            dev->b[MEM_COMPUTE] += v->moe_logits + v->moe_xq + v->moe_ids + v->moe_wts + v->moe_hg +
-                                   v->moe_hu + v->moe_out;
+            dev->b[MEM_COMPUTE] += x->logits + x->xq + x->ids + x->wts + x->hg + x->hu + x->out;
         dev->b[MEM_OUTPUT] += (size_t)v->n_chunks * v->chunk;
         dev->b[MEM_COMPUTE] += (size_t)v->n_chunks * v->chunk_ids + v->chunk_in;
     }
@@ -272,9 +285,8 @@ void memlaw_weights(const struct hearth_model *m, const struct memlaw_stage *st,
         else
             continue; /* not loaded: mapped, never read */
         w[s].b[MEM_WEIGHTS] += t->size;
-        /* vectors (norms, biases, DeltaNet's conv taps and decay) are also read into host f32 */
-        if ((t->ne[1] == 1 && t->ne[2] == 1 && t->ne[3] == 1) || strstr(t->name, ".ssm_conv1d."))
-            host->b[MEM_WEIGHTS] += (uint64_t)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] * F;
+        if (is_vector(t)) /* also read into host f32 */
+            host->b[MEM_WEIGHTS] += f32_len(t);
     }
 }
 

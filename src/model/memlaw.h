@@ -45,6 +45,21 @@ struct memlaw_dnet {
 void memlaw_dnet(const struct hearth_model *m, int32_t n_layer, int32_t n_seq, int32_t n_batch,
                  struct memlaw_dnet *out);
 
+/* A Vulkan stage's DeltaNet buffers (vk_deltanet.c's vk_dnet_new), in bytes. */
+struct memlaw_vk_dnet {
+    size_t conv, ssm;                 /* one layer's state: every sequence's window, matrix */
+    size_t qkv, z, beta, g, o, slots; /* per batch */
+};
+void memlaw_vk_dnet(const struct hearth_model *m, int32_t n_seq, int32_t n_batch,
+                    struct memlaw_vk_dnet *out);
+
+/* A Vulkan stage's MoE scratch (vk_moe.c's vk_moe_scratch_new), in bytes. */
+struct memlaw_vk_moe {
+    size_t logits, xq, ids, wts, hg, hu, out;
+};
+void memlaw_vk_moe(uint32_t n_batch, uint32_t n_embd, uint32_t n_ff, uint32_t n_expert,
+                   uint32_t n_slots, struct memlaw_vk_moe *out);
+
 /*
  * A Vulkan stage's buffers for one context, in bytes: vk_backend.c's
  * ctx_init, vk_deltanet.c and vk_moe.c allocate these fields. Its layers'
@@ -56,16 +71,17 @@ struct memlaw_vk {
     size_t gate, spare, actq; /* a gated layer's gates; gather's; matmul input */
     size_t ids, rows, kvrows; /* the batch's tokens, output rows, (seq, pos) */
     size_t cs;                /* one rope base's (cos, sin) rows ... */
-    int n_cs;                 /* ... for each base the stage's layers use */
-    size_t table;             /* one K/V group's block table ... */
+    int n_cs;                 /* ... for each base the stage's layers use: */
+    float rope_base[2];       /* these, in the order of the layers */
+    size_t table;             /* one K/V group's block table (stride entries a sequence) ... */
     int n_table;              /* ... for each group */
+    int32_t stride;
     size_t vecs;              /* f32 copies of its layers' (and the output's)
                                  norm, bias and DeltaNet vectors, all together */
-    int32_t n_dnet;           /* DeltaNet layers: each has ... */
-    size_t dn_conv, dn_ssm;   /* ... every sequence's window and matrix */
-    size_t dn_qkv, dn_z, dn_beta, dn_g, dn_o, dn_slots; /* per batch, when n_dnet */
-    bool moe;                                           /* MoE layers: their scratch */
-    size_t moe_logits, moe_xq, moe_ids, moe_wts, moe_hg, moe_hu, moe_out;
+    int32_t n_dnet;           /* DeltaNet layers, and their buffers when there are any */
+    struct memlaw_vk_dnet dn;
+    bool moe; /* MoE layers, and their scratch */
+    struct memlaw_vk_moe mx;
     /* the output stage's logits, in chunks of chunk_rows rows that fit one buffer */
     int32_t chunk_rows, n_chunks;
     size_t chunk, chunk_ids,

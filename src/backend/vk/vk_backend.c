@@ -41,6 +41,7 @@
 #include "backend/vk/vk_moe.h"
 #include "kernels/kernels.h"
 #include "model/deltanet.h"
+#include "model/budget.h"
 #include "model/memlaw.h"
 #include "model/model.h"
 #include "model/moe.h"
@@ -324,9 +325,10 @@ static void ctx_free(struct hearth_context *ctx)
 static enum hearth_status dev_buf(struct vk_ctx *c, enum mem_kind kind, size_t len,
                                   struct vk_buf **out, char *err, size_t err_len)
 {
-    const enum hearth_status st = vk_buf_new(c->d, len ? len : 4, out, err, err_len);
+    len                         = len ? len : 4;
+    const enum hearth_status st = vk_buf_new(c->d, len, out, err, err_len);
     if (!st)
-        c->acct.b[kind] += len ? len : 4;
+        c->acct.b[kind] += len;
     return st;
 }
 
@@ -390,13 +392,9 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     if ((st = vk_seq_new(c->d, &c->seq, err, err_len)))
         return st;
     /* every size below is the memory law's (memlaw.h), which budget.c and hearth fit use */
-    const size_t stride = (size_t)(kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
-    int n_pools         = 0;
-    for (int g = 0; g < KV_GROUPS; g++)
-        n_pools += kv->pool[g].n_layer > 0;
     struct memlaw_vk law;
     const uint64_t cap = c->d->max_range < c->d->max_alloc ? c->d->max_range : c->d->max_alloc;
-    memlaw_vk(m, &ctx->p, l0, l1, ctx->st->output, (int32_t)stride, n_pools, cap, &law);
+    budget_vk_law(ctx, ctx->st, cap, &law);
     const size_t len[ACT_COUNT] = {[ACT_X] = law.x,     [ACT_XB] = law.xb, [ACT_Q] = law.q,
                                    [ACT_QG] = law.qg,   [ACT_K] = law.k,   [ACT_V] = law.v,
                                    [ACT_ATT] = law.att, [ACT_HB] = law.hb, [ACT_HB2] = law.hb2};
@@ -408,7 +406,7 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
         (st = vk_dnet_new(c->d, m, l0, l1, ctx->p.n_seq_max, ctx->p.n_batch, &c->acct, &c->dn, err,
                           err_len)))
         return st;
-    c->stride = (uint32_t)stride;
+    c->stride = (uint32_t)law.stride;
     if ((st = dev_buf(c, MEM_COMPUTE, law.spare, &c->spare, err, err_len)) ||
         (st = dev_buf(c, MEM_COMPUTE, law.actq, &c->actq, err, err_len)) ||
         (st = dev_buf(c, MEM_COMPUTE, law.ids, &c->ids, err, err_len)) ||
@@ -423,18 +421,11 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     c->vec      = calloc((size_t)hp->n_layer, sizeof *c->vec);
     if (!c->host_i32 || !c->cs_host || !c->kv || !c->vec)
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
-    /* the rope bases the stage's layers use: gemma3's window layers have their own */
-    int n_base = 0;
-    for (int32_t l = l0; l < l1; l++) {
-        int b = 0;
-        while (b < n_base && c->rope_base[b] != m->layers[l].rope_base)
-            b++;
-        if (b == n_base && n_base < 2)
-            c->rope_base[n_base++] = m->layers[l].rope_base;
-    }
-    for (int b = 0; b < n_base; b++)
+    for (int b = 0; b < law.n_cs; b++) {
+        c->rope_base[b] = law.rope_base[b];
         if ((st = dev_buf(c, MEM_COMPUTE, law.cs, &c->cs[b], err, err_len)))
             return st;
+    }
     for (int g = 0; g < KV_GROUPS; g++)
         if (kv->pool[g].n_layer &&
             (st = dev_buf(c, MEM_OTHER, law.table, &c->tables[g], err, err_len)))

@@ -17,6 +17,7 @@
 #include "backend/vk/vk_deltanet.h"
 #include "backend/vk/vk_internal.h"
 #include "model/deltanet.h"
+#include "model/memlaw.h"
 #include "model/model.h"
 #include "util/errfmt.h"
 
@@ -234,7 +235,9 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
     dn->n_embd  = (uint32_t)m->hp.n_embd;
     dn->conv_len = (size_t)(dd.n_conv - 1) * dd.conv_dim;
     dn->ssm_len  = (size_t)dd.n_v * dd.S * dd.S;
-    const size_t nb = (size_t)n_batch, vd = (size_t)dd.n_v * dd.S, f = sizeof(float);
+    const size_t nb = (size_t)n_batch, f = sizeof(float);
+    struct memlaw_vk_dnet law;
+    memlaw_vk_dnet(m, n_seq, n_batch, &law);
     dn->idx  = malloc((size_t)(l1 - l0) * sizeof *dn->idx);
     dn->lay  = calloc((size_t)n_layer, sizeof *dn->lay);
     dn->save = calloc(nb, sizeof *dn->save);
@@ -245,23 +248,22 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
     if (!dn->idx || !dn->lay || !dn->save || !dn->slot || !zeros)
         st = fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
     const enum mem_kind C = MEM_COMPUTE;
-    if (!st && !(st = counted(d, nb * dd.conv_dim * f, C, acct, &dn->qkv, err, err_len)) &&
-        !(st = counted(d, nb * vd * f, C, acct, &dn->z, err, err_len)) &&
-        !(st = counted(d, nb * dd.n_v * f, C, acct, &dn->beta, err, err_len)) &&
-        !(st = counted(d, nb * dd.n_v * f, C, acct, &dn->g, err, err_len)) &&
-        !(st = counted(d, nb * vd * f, C, acct, &dn->o, err, err_len)))
-        st = counted(d, nb * 4, C, acct, &dn->snap.slots, err, err_len);
+    if (!st && !(st = counted(d, law.qkv, C, acct, &dn->qkv, err, err_len)) &&
+        !(st = counted(d, law.z, C, acct, &dn->z, err, err_len)) &&
+        !(st = counted(d, law.beta, C, acct, &dn->beta, err, err_len)) &&
+        !(st = counted(d, law.g, C, acct, &dn->g, err, err_len)) &&
+        !(st = counted(d, law.o, C, acct, &dn->o, err, err_len)))
+        st = counted(d, law.slots, C, acct, &dn->snap.slots, err, err_len);
     for (int32_t l = l0, i = 0; !st && l < l1; l++) {
         const struct dnet *src = m->layers[l].dnet;
         dn->idx[l - l0] = src ? i : -1;
         if (!src)
             continue;
         struct dnet_layer *L = &dn->lay[i++];
-        const size_t conv = (size_t)n_seq * dn->conv_len, ssm = (size_t)n_seq * dn->ssm_len;
-        if ((st = counted(d, conv * f, MEM_KV, acct, &L->conv, err, err_len)) ||
-            (st = vk_buf_upload(L->conv, 0, zeros, conv * f, err, err_len)) ||
-            (st = counted(d, ssm * f, MEM_KV, acct, &L->ssm, err, err_len)) ||
-            (st = vk_buf_upload(L->ssm, 0, zeros, ssm * f, err, err_len)) ||
+        if ((st = counted(d, law.conv, MEM_KV, acct, &L->conv, err, err_len)) ||
+            (st = vk_buf_upload(L->conv, 0, zeros, law.conv, err, err_len)) ||
+            (st = counted(d, law.ssm, MEM_KV, acct, &L->ssm, err, err_len)) ||
+            (st = vk_buf_upload(L->ssm, 0, zeros, law.ssm, err, err_len)) ||
             (st = upload_vec(d, src->conv, (size_t)dd.conv_dim * dd.n_conv, acct, &L->taps, err,
                              err_len)) ||
             (st = upload_vec(d, src->dt_bias, (size_t)dd.n_v, acct, &L->dt_bias, err, err_len)) ||

@@ -10,6 +10,7 @@
 
 #include "backend/vk/vk_internal.h"
 #include "backend/vk/vk_moe.h"
+#include "model/memlaw.h"
 #include "util/errfmt.h"
 
 static const char *const mul_id_shader[DTYPE_COUNT] = {
@@ -146,15 +147,10 @@ enum hearth_status vk_moe_scratch_new(struct vk_dev *d, uint32_t n_batch, uint32
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
     *sc = (struct vk_moe_scratch){.n_batch = n_batch, .n_embd = n_embd, .n_ff = n_ff,
                                   .n_expert = n_expert, .n_slots = n_slots};
-    const size_t pairs = (size_t)n_batch * n_slots;
+    struct memlaw_vk_moe law;
+    memlaw_vk_moe(n_batch, n_embd, n_ff, n_expert, n_slots, &law);
     enum hearth_status st;
-    const size_t len[]    = {(size_t)n_batch * (n_expert + 1) * 4,
-                             (size_t)n_batch * n_embd * 4,
-                             pairs * 4,
-                             pairs * 4,
-                             pairs * n_ff * 4,
-                             pairs * n_ff * 4,
-                             pairs * n_embd * 4};
+    const size_t len[]    = {law.logits, law.xq, law.ids, law.wts, law.hg, law.hu, law.out};
     struct vk_buf **buf[] = {&sc->logits, &sc->xq, &sc->ids, &sc->wts, &sc->hg, &sc->hu, &sc->out};
     for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) {
         if ((st = vk_buf_new(d, len[i], buf[i], err, err_len))) {
