@@ -398,7 +398,7 @@ static void test_llamacpp_runtime(void **state)
         {{"-ctkd", "q8_0"}, 2, "llama.cpp flag"},
         {{"--runtime", "llama.cpp", "-ctvd", "q6_k"}, 2, "-ctvd takes"},
         /* stories260K's heads are 8 wide: llama.cpp refuses a q8_0 cache for it as a draft */
-        {{"--runtime", "llama.cpp", "-md", "DRAFT", "-ctkd", "q8_0"}, 1, "--model-draft"},
+        {{"--runtime", "llama.cpp", "-md", "DRAFT", "-ctkd", "q8_0"}, 1, "not divide the heads' 8"},
         /* a draft of another vocabulary: serve refuses it at load, llama-server too */
         {{"-md", "QWEN3"}, 1, "must share the vocabulary"},
         {{"--runtime", "llama.cpp", "-md", "QWEN3"}, 1, "llama.cpp refuses this draft model"},
