@@ -94,9 +94,16 @@ static enum hearth_status weight_prepare(struct weight *w, enum weight_use use, 
 #ifdef MADV_POPULATE_READ
     madvise((void *)(src & ~(page - 1)), len + (src & (page - 1)), MADV_POPULATE_READ);
 #endif
-    for (int64_t g = 0; g < w->n_out / 8; g++)
-        tk->pack8((const uint8_t *)w->data + (size_t)g * 8 * w->row_len, w->row_len, w->n_in,
-                  (uint8_t *)dst + (size_t)g * 8 * w->row_len);
+    /* pairs of groups as one stream where gemm16p reads them so (kernels.h, pack16) */
+    const int64_t paired = tk->pack16 ? w->n_out / 16 * 2 : 0;
+    for (int64_t g = 0; g < w->n_out / 8; g += g < paired ? 2 : 1) {
+        const uint8_t *rows = (const uint8_t *)w->data + (size_t)g * 8 * w->row_len;
+        uint8_t *to         = (uint8_t *)dst + (size_t)g * 8 * w->row_len;
+        if (g < paired)
+            kernels_pack16(tk, w->type, rows, w->row_len, w->n_in, to);
+        else
+            tk->pack8(rows, w->row_len, w->n_in, to);
+    }
     const uintptr_t lo = (src + page - 1) & ~(page - 1), hi = (src + len) & ~(page - 1);
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);

@@ -50,9 +50,10 @@ static void matmul_rows(void *arg, int ith, int nth)
     const struct weight *w = j->w;
     const struct type_kernels *tk = &j->k->type[w->type];
     long r0, r1, g0 = 0, g1 = 0;
-    const bool pairs = w->dev && tk->gemm16p && j->n > 1;
+    /* a token alone goes to gemm8p per group, unless the pairs are laid out for gemm16p alone */
+    const bool pairs = w->dev && tk->gemm16p && (j->n > 1 || tk->pack16);
     if (pairs) {
-        /* prefill on sixteen-lane tables: pairs of packed groups, the odd last one to the last thread */
+        /* sixteen-lane tables: pairs of packed groups, the odd last one to the last thread */
         threadpool_split(w->n_out / 16, ith, nth, &g0, &g1);
         g0 *= 2;
         g1 = ith == nth - 1 ? w->n_out / 8 : g1 * 2;

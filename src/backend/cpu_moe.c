@@ -244,11 +244,17 @@ static void bucket(struct moe_scratch *s, const struct moe *me, int32_t n)
 /* Tokens per pass over a group of weight rows, as cpu_matmul.c tiles them. */
 #define TOKEN_TILE 64
 
+/* Groups of eight rows a work item covers: two where the weights lie in pack16 pairs. */
+static long unit_groups(const struct kernels *k, const struct weight *w)
+{
+    return w->dev && k->type[w->type].pack16 ? 2 : 1;
+}
+
 /*
- * out[t][8g .. 8g+8) (fewer at the end) = w's rows against the n_tok
+ * out[t][8g .. 8g+8 * ug) (fewer at the end) = w's rows against the n_tok
  * activation rows act (act_row bytes apart, Q8_0 sums in as, n_in / 32 per
- * row); out rows out_stride floats apart. Same kernels, hence the same bits,
- * as a dense matmul.
+ * row), ug = unit_groups; out rows out_stride floats apart. Same kernels,
+ * hence the same bits, as a dense matmul.
  */
 static void group_rows(const struct kernels *k, const struct weight *w, long g, const uint8_t *act,
                        size_t act_row, const struct q8_0_sum *as, size_t as_row, int32_t n_tok,
@@ -256,12 +262,16 @@ static void group_rows(const struct kernels *k, const struct weight *w, long g, 
 {
     const struct type_kernels *tk = &k->type[w->type];
     const long r0 = g * 8, r1 = r0 + 8 < w->n_out ? r0 + 8 : w->n_out;
+    const bool pair = unit_groups(k, w) == 2 && r0 + 16 <= w->n_out / 16 * 16;
     for (int32_t t0 = 0; t0 < n_tok; t0 += TOKEN_TILE) {
         const int32_t tn = n_tok - t0 < TOKEN_TILE ? n_tok - t0 : TOKEN_TILE;
         const uint8_t *a = act + (size_t)t0 * act_row;
         const struct q8_0_sum *s = as + (size_t)t0 * as_row;
         float *o                 = out + (size_t)t0 * out_stride;
-        if (w->dev)
+        if (pair)
+            tk->gemm16p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, a, act_row,
+                        s, tn, o + r0, out_stride);
+        else if (w->dev)
             tk->gemm8p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, a,
                        act_row, s, tn, o + r0, out_stride);
         else if (tk->gemm8 && r1 - r0 == 8 && tn > 1)
@@ -286,7 +296,8 @@ static void experts_matmul(void *arg, int ith, int nth)
     struct job *j         = arg;
     struct moe_scratch *s = j->s;
     const int32_t E       = j->moe->n_mats;
-    const long groups     = (j->w[0].n_out + 7) / 8;
+    const long ug         = unit_groups(j->k, &j->w[0]);
+    const long groups     = ((j->w[0].n_out + 7) / 8 + ug - 1) / ug; /* work items per expert */
     const size_t as_row   = (size_t)j->w[0].n_in / 32;
     const long long total = (long long)s->off[E] * groups;
     const long long lo = total * ith / nth, hi = total * (ith + 1) / nth;
@@ -305,10 +316,10 @@ static void experts_matmul(void *arg, int ith, int nth)
             if (at < lo || at >= hi)
                 continue;
             const size_t ow = (size_t)j->w[e].n_out;
-            group_rows(j->k, &j->w[e], g, act, s->act_row, as, as_row, cnt,
+            group_rows(j->k, &j->w[e], g * ug, act, s->act_row, as, as_row, cnt,
                        j->out + (size_t)s->off[e] * ow, ow);
             if (j->w2)
-                group_rows(j->k, &j->w2[e], g, act, s->act_row, as, as_row, cnt,
+                group_rows(j->k, &j->w2[e], g * ug, act, s->act_row, as, as_row, cnt,
                            j->out2 + (size_t)s->off[e] * ow, ow);
         }
     }

@@ -90,3 +90,17 @@ const struct kernels *kernels_get(void)
     pthread_once(&chosen_once, choose);
     return chosen;
 }
+
+void kernels_pack16(const struct type_kernels *tk, enum dtype type, const void *rows,
+                    size_t row_len, int64_t n, void *dst)
+{
+    /* pack8 of one block's column range gives that block of the group: each group's in turn */
+    const struct dtype_info *di = dtype_get(type);
+    const size_t gb             = 8 * (size_t)di->block_len;
+    const uint8_t *r            = rows;
+    uint8_t *d                  = dst;
+    for (int64_t b = 0; b < n / di->block; b++)
+        for (int g = 0; g < 2; g++)
+            tk->pack8(r + (size_t)g * 8 * row_len + (size_t)b * di->block_len, row_len, di->block,
+                      d + (size_t)(2 * b + g) * gb);
+}

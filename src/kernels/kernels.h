@@ -63,14 +63,34 @@ struct type_kernels {
     void (*gemm8p)(int64_t n, const void *wp, const void *a, size_t a_row,
                    const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
     /*
-     * gemm8p over two adjacent packed groups (the second starts where the
-     * first ends): s[t * s_stride + r] for r < 16, the second group's rows
-     * as 8..15, each with gemm8p's bits. For tables whose vectors hold
-     * sixteen lanes. NULL: matmul calls gemm8p per group.
+     * gemm8p over two packed groups: s[t * s_stride + r] for r < 16, the
+     * second group's rows as 8..15, each with gemm8p's bits. For tables
+     * whose vectors hold sixteen lanes. The groups lie as pack16 says.
+     * NULL: matmul calls gemm8p per group.
      */
     void (*gemm16p)(int64_t n, const void *wp, const void *a, size_t a_row,
                     const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride);
+    /*
+     * false: gemm16p reads two adjacent pack8 groups (the second starts
+     * where the first ends), and matmul gives a token alone to gemm8p per
+     * group. true: gemm16p reads the pair interleaved block by block, each
+     * of pack8's blocks of the first group followed by the same block of
+     * the second (kernels_pack16), one stream of sixteen rows however many
+     * tokens: two streams a few KiB apart kept the memory stream and the
+     * arithmetic of a few tokens from overlapping (bench-1b Q4_0 on Zen 5,
+     * two tokens: 15 ms a pass over the weights, one stream 11, as a token
+     * alone). The weights are then laid out so for every pair of groups,
+     * a last odd group as pack8's, and only gemm16p reads the pairs.
+     */
+    bool pack16;
 };
+
+/*
+ * Writes sixteen rows (n elements each, row_len bytes apart) of a type whose
+ * table offers pack8 into the pack16 layout at dst (16 * row_len bytes).
+ */
+void kernels_pack16(const struct type_kernels *tk, enum dtype type, const void *rows,
+                    size_t row_len, int64_t n, void *dst);
 
 /* Keys and values of one KV head of one sequence, in the paged cache layout. */
 struct attn_kv {

@@ -316,9 +316,26 @@ static inline __m512i q4p16_block(const __m512i lo[4], const __m512i hi[4], cons
     return _mm512_add_epi32(s0, s1);
 }
 
-/* q4p512_pass over two groups (w0's rows in the low lanes, w1's in the high) for NT tokens. */
+/*
+ * Fetching a pack16 pair's blocks ahead as a pass streams them in: a block of
+ * sixteen rows (288 bytes) spans at most five lines. always_inline, as
+ * q40p_prefetch (x86_common.h) must be.
+ */
+static inline __attribute__((always_inline)) void q40p16_prefetch(const uint8_t *g)
+{
+    const size_t gb = 16 * sizeof(struct block_q4_0);
+#pragma GCC unroll 5
+    for (size_t o = 0; o < gb; o += 64)
+        _mm_prefetch((const char *)(g + Q40P_AHEAD * gb + o), _MM_HINT_T0);
+}
+
+/*
+ * q4p512_pass over a pack16 pair (the first group's rows in the low lanes,
+ * the second's in the high) for NT tokens: each block's sixteen rows, then
+ * the next block's, one stream.
+ */
 static inline __attribute__((always_inline)) void
-q4p16_pass(int64_t nb, const uint8_t *w0, const uint8_t *w1, const struct block_q8_0 *const y[8],
+q4p16_pass(int64_t nb, const uint8_t *wp, const struct block_q8_0 *const y[8],
            const struct q8_0_sum *const ys[8], const int nt, bool stream, __m512 acc[8])
 {
     const size_t gl  = 8 * sizeof(struct block_q4_0);
@@ -326,11 +343,9 @@ q4p16_pass(int64_t nb, const uint8_t *w0, const uint8_t *w1, const struct block_
     for (int tt = 0; tt < nt; tt++)
         acc[tt] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *g0 = w0 + b * gl, *g1 = w1 + b * gl;
-        if (stream) {
-            q40p_prefetch(g0, gl);
-            q40p_prefetch(g1, gl);
-        }
+        const uint8_t *g0 = wp + b * 2 * gl, *g1 = g0 + gl;
+        if (stream)
+            q40p16_prefetch(g0);
         const __m512 dw = pair_ph(g0, g1);
         __m512i lo[4], hi[4];
 #pragma GCC unroll 4
@@ -349,39 +364,34 @@ q4p16_pass(int64_t nb, const uint8_t *w0, const uint8_t *w1, const struct block_
 }
 
 /*
- * gemm16p over two packed Q4_0 groups: tokens in eights (a last five to
- * seven in an eight whose extra tokens are computed, not stored), a last
- * three or four as a four, a last two as a pair, a last one through
- * gemm8p per group (the gemv, at memory speed).
+ * gemm16p over a pack16 pair of Q4_0 groups: tokens in eights (a last five
+ * to seven in an eight whose extra tokens are computed, not stored), a last
+ * three or four as a four, two as a pair, one alone: the gemv, at memory
+ * speed, in the same order as the AVX2 table's.
  */
 static void avx512_gemm16p_q4_0(int64_t n, const void *wp, const void *a, size_t a_row,
                                 const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
-    const int64_t nb  = n / QK4_0;
-    const uint8_t *w0 = wp, *w1 = w0 + (size_t)nb * 8 * sizeof(struct block_q4_0);
+    const int64_t nb = n / QK4_0;
     const struct block_q8_0 *y[8];
     const struct q8_0_sum *ys[8];
     __m512 acc[8];
-    int32_t t0 = 0;
-    while (n_tok - t0 >= 2) {
+    for (int32_t t0 = 0; t0 < n_tok;) {
         const int32_t left = n_tok - t0;
         const int32_t tn   = left >= 8 ? 8 : left;
         q80_tokens(a, a_row, as, nb, t0, tn, 8, y, ys);
         if (tn >= 5)
-            q4p16_pass(nb, w0, w1, y, ys, 8, t0 == 0, acc);
+            q4p16_pass(nb, wp, y, ys, 8, t0 == 0, acc);
         else if (tn >= 3)
-            q4p16_pass(nb, w0, w1, y, ys, 4, t0 == 0, acc);
+            q4p16_pass(nb, wp, y, ys, 4, t0 == 0, acc);
+        else if (tn == 2)
+            q4p16_pass(nb, wp, y, ys, 2, t0 == 0, acc);
         else
-            q4p16_pass(nb, w0, w1, y, ys, 2, t0 == 0, acc);
+            q4p16_pass(nb, wp, y, ys, 1, t0 == 0, acc);
         for (int32_t tt = 0; tt < tn; tt++)
             _mm512_storeu_ps(s + (size_t)(t0 + tt) * s_stride, acc[tt]);
         t0 += tn;
     }
-    if (t0 < n_tok)
-        for (int g = 0; g < 2; g++)
-            avx512_gemm8p_q4_0(n, g ? w1 : w0, (const uint8_t *)a + (size_t)t0 * a_row, a_row,
-                               as + (size_t)t0 * nb, n_tok - t0, s + (size_t)t0 * s_stride + 8 * g,
-                               s_stride);
 }
 
 /* ---------------------------------------------------------------- packed Q4_K */
@@ -987,6 +997,7 @@ static void table_init(void)
     table.type[DTYPE_Q8_0].gemm8   = avx512_gemm8_q8_0;
     table.type[DTYPE_Q4_0].gemm8p  = avx512_gemm8p_q4_0;
     table.type[DTYPE_Q4_0].gemm16p = avx512_gemm16p_q4_0;
+    table.type[DTYPE_Q4_0].pack16  = true;
     table.type[DTYPE_Q4_K].gemm8p  = avx512_gemm8p_q4_k;
     table.type[DTYPE_Q4_K].gemm16p = avx512_gemm16p_q4_k;
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;

@@ -1654,8 +1654,9 @@ static void test_gemm8_matches_vec_dot(void **state)
 }
 
 /*
- * gemm16p (two packed groups, sixteen rows) must equal gemm8p on each group
- * bit for bit, at every token count its passes split differently.
+ * gemm16p (two packed groups, sixteen rows, adjacent or in pack16's layout
+ * as the table says) must equal gemm8p on each group bit for bit, at every
+ * token count its passes split differently, one token included.
  */
 static void test_gemm16p_matches_gemm8p(void **state)
 {
@@ -1675,14 +1676,19 @@ static void test_gemm16p_matches_gemm8p(void **state)
                 const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
                 enum { MAXT = 19 };
                 uint8_t *w = malloc(16 * row_len), *wp = malloc(16 * row_len);
+                uint8_t *w16 = malloc(16 * row_len);
                 fill_random_blocks(t, w, 16 * row_len);
                 for (int g = 0; g < 2; g++)
                     tk->pack8(w + 8 * g * row_len, row_len, n, wp + 8 * g * row_len);
+                if (tk->pack16)
+                    kernels_pack16(tk, (enum dtype)t, w, row_len, n, w16);
+                else
+                    memcpy(w16, wp, 16 * row_len);
                 struct q8_0_sum *as;
                 uint8_t *a = gemm_activations(ks[k], tk->vec_dot_type, n, MAXT, a_row, &as);
                 for (int32_t nt = 1; nt <= MAXT; nt++) {
                     float out[MAXT * 17], want[MAXT * 17];
-                    tk->gemm16p(n, wp, a, a_row, as, nt, out, 17);
+                    tk->gemm16p(n, w16, a, a_row, as, nt, out, 17);
                     for (int g = 0; g < 2; g++)
                         tk->gemm8p(n, wp + 8 * g * row_len, a, a_row, as, nt, want + 8 * g, 17);
                     for (int32_t tok = 0; tok < nt; tok++)
@@ -1695,6 +1701,7 @@ static void test_gemm16p_matches_gemm8p(void **state)
                     checked++;
                 }
                 free(as);
+                free(w16);
                 free(wp);
                 free(w);
                 free(a);
