@@ -60,12 +60,13 @@ static void usage(FILE *fp)
         "                          is one, else the model drafter's (default: none)\n"
         "  --model-draft FILE      the draft model (same vocabulary; on the CPU); implies\n"
         "                          --spec draft unless --spec says otherwise\n"
-        "  --draft-max N           most tokens drafted per slot and step (default 3, 1..64:\n"
-        "                          on a CPU a verify batch past four rows costs more than\n"
-        "                          its drafts usually keep);\n"
+        "  --draft-max N           most tokens drafted per slot and step, 1..64 (default 16\n"
+        "                          with ngram alone, whose drafts cost nothing to make; 3\n"
+        "                          when a model drafts, a forward of its own per token, or\n"
+        "                          the model is recurrent, a state kept per drafted row);\n"
         "                          the depth follows each slot's recent acceptance\n"
         "  --draft-min N           fewer proposed than N: no drafting that step (default 1)\n"
-        "  --spec-ngram-min N      the shortest n-gram looked up (default 2)\n"
+        "  --spec-ngram-min N      the shortest n-gram looked up (default 1)\n"
         "  --spec-ngram-max N      the longest (default 4, at most 16)\n"
         "  --spec-ngram-pool MIB   with ngram: a pool of n-gram statistics every request feeds,\n"
         "                          so a slot drafts from text other requests saw, when its own\n"
@@ -127,7 +128,7 @@ int cmd_serve(int argc, char **argv)
     struct placement place = {0};
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
     long max_queue = 64, max_body = 4194304, checkpoints = 8;
-    long draft_max = 3, draft_min = 1, ngram_min = 2, ngram_max = 4, pool_mib = 16;
+    long draft_max = 0, draft_min = 1, ngram_min = 1, ngram_max = 4, pool_mib = 16;
     bool spec_ngram = false, spec_draft = false, spec_mtp = false, spec_set = false;
     const char *draft_path = NULL, *slot_dir = NULL, *cache_dir = NULL;
     int64_t cache_disk = -1; /* -1: not given */
@@ -287,7 +288,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "hearth serve: --model-draft is given but --spec does not name draft\n");
         return EXIT_USAGE;
     }
-    if (draft_min > draft_max || ngram_min > ngram_max) {
+    if ((draft_max && draft_min > draft_max) || ngram_min > ngram_max) {
         fprintf(stderr, "hearth serve: --draft-min is above --draft-max, or --spec-ngram-min "
                         "above --spec-ngram-max\n");
         return EXIT_USAGE;

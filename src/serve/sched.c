@@ -179,17 +179,21 @@ static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish fini
 
 /*
  * What a verify step of `rows` rows of one slot costs against a decode on
- * the CPU's packed kernels, which take rows in fours and a last two as a
- * pair (src/kernels; bench-1b Q4_0 on 2 Zen 4 cores, best of 12: pp1 16 ms,
- * pp2 16, pp3 17, pp4 21, pp8 37, pp16 63).
+ * the CPU's packed kernels, which take rows in eights, a last three or four
+ * as a four and a last two as a pair (src/kernels; bench-1b Q4_0 on 2 Zen 5
+ * cores, AVX-512, best of 20: pp1 11.4 ms, pp2 12.9, pp3 13.5, pp4 14.2,
+ * pp6 18.7, pp8 20.5, pp12 30.7, pp16 38.4; Zen 4 pays about a third more
+ * per row past four).
  */
 static double rows_cost(int32_t rows)
 {
     if (rows <= 2)
-        return rows == 1 ? 1.0 : 1.05;
+        return rows == 1 ? 1.0 : 1.13;
     if (rows <= 4)
-        return 1.3;
-    return 1.3 + 0.23 * (rows - 4);
+        return 1.25;
+    if (rows <= 8)
+        return 1.25 + 0.135 * (rows - 4);
+    return 1.79 + 0.2 * (rows - 8);
 }
 
 /*
@@ -197,8 +201,9 @@ static double rows_cost(int32_t rows)
  * whose drafts are kept with probability p, each draft's keep depending on
  * the ones before: (1 + p + ... + p^d) / rows_cost(d + 1), over the depths
  * that fill the kernels' fours (1, 3, 7, 11, ..., and draft_max) within
- * draft_min and draft_max. p 0.85 (a loop) gives 3, p 0.35 (prose) 1; a
- * slot whose drafts all keep goes deeper when draft_max allows.
+ * draft_min and draft_max. p 0.2 gives 1, p 0.35 to 0.75 3, p 0.85 to
+ * 0.95 (a loop) 7; a slot whose drafts all keep goes deeper when draft_max
+ * allows.
  */
 static int32_t depth_for(const struct sched *s, double p)
 {
@@ -986,9 +991,17 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     cp.kv_type_v                    = (enum hearth_kv_type)p->kv_type_v;
     cp.cache_dir                    = p->cache_dir;
     cp.cache_disk_bytes             = p->cache_disk_bytes;
+    /*
+     * The default depth cap: n-gram drafts cost nothing to make, so the depth rule may go deep
+     * on a loop; a model drafter pays a forward per drafted token, and a recurrent model keeps
+     * a state per drafted row of the verify batch (megabytes each on a large model).
+     */
+    struct sched_spec spec = p->spec;
+    if (spec.draft_max == 0)
+        spec.draft_max = spec.draft_model || spec.mtp || hearth_model_is_recurrent(model) ? 3 : 16;
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
-    if ((p->spec.ngram || p->spec.draft_model || p->spec.mtp) && hearth_model_is_recurrent(model))
-        cp.n_keep_states = p->spec.draft_max + 1 > 64 ? 64 : p->spec.draft_max + 1;
+    if ((spec.ngram || spec.draft_model || spec.mtp) && hearth_model_is_recurrent(model))
+        cp.n_keep_states = spec.draft_max + 1 > 64 ? 64 : spec.draft_max + 1;
     cp.keep_hidden = p->spec.mtp; /* the MTP head reads the target's hidden states */
     enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
     if (st)
@@ -1007,7 +1020,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         goto err;
     }
 
-    s->spec = p->spec;
+    s->spec = spec;
     /* Test hook, inert unless set: verification keeps every draft whatever the model samples,
      * the broken rule tests/e2e/test_spec.c's distribution test must catch. */
     s->spec_broken = getenv("HEARTH_SPEC_TEST_BREAK") != NULL;

@@ -130,7 +130,8 @@ struct sched_spec {
                                          must outlive the scheduler */
     bool mtp;            /* the model's own MTP head drafts (a model loaded with
                             hearth_model_params.mtp); not with draft_model */
-    int32_t draft_max;   /* most tokens drafted per slot and step, 1..64 */
+    int32_t draft_max;   /* most tokens drafted per slot and step, 1..64; 0: 16 for the
+                            n-gram drafter alone on a model without recurrent layers, else 3 */
     int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
     int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */
     int32_t ngram_max;   /* the longest, ..NGRAM_MAX_N */

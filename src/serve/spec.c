@@ -428,12 +428,20 @@ void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n)
         struct spec_req *r = &reqs[i];
         r->n_out           = 0;
         r->from            = SCHED_DRAFTER_NGRAM;
+        int32_t own = 0, pooled = 0;
         if (sp->p.ngram)
-            r->n_out = ngram_propose(r->tokens, r->n_tokens, sp->p.ngram_min, sp->p.ngram_max,
-                                     r->k, r->out);
-        if (r->n_out == 0 && sp->pool) {
-            r->n_out = ngram_pool_propose(sp->pool, r->tokens, r->n_tokens, r->k, r->out);
-            r->from  = SCHED_DRAFTER_POOL;
+            r->n_out = ngram_propose(r->tokens, r->n_tokens, sp->p.ngram_min, sp->p.ngram_max, r->k,
+                                     r->out, &own);
+        if (sp->pool && own < sp->p.ngram_max) {
+            /* the longer match wins: a short one of the slot's own against another's longer */
+            hearth_token alt[64];
+            const int32_t m = ngram_pool_propose(sp->pool, r->tokens, r->n_tokens,
+                                                 r->k < 64 ? r->k : 64, alt, &pooled);
+            if (m > 0 && pooled > own) {
+                memcpy(r->out, alt, (size_t)m * sizeof *alt);
+                r->n_out = m;
+                r->from  = SCHED_DRAFTER_POOL;
+            }
         }
         want[i] = (sp->dctx || sp->mctx) && r->n_out == 0;
         any     = any || want[i];

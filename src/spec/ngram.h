@@ -20,16 +20,20 @@
 #define NGRAM_SCAN  65536   /* tokens scanned back from the end at most, per lookup */
 
 /*
- * Proposes k tokens to follow tokens[0..n): finds the longest suffix of
- * length in [n_min, n_max] (1 <= n_min <= n_max <= NGRAM_MAX_N) that also
- * ends earlier in tokens (the latest such place, within the last NGRAM_SCAN
- * tokens) and copies what followed it into out[0..k); a match d tokens back
- * reads as text repeating with period d, so past the sequence's end the copy
- * goes on from its own start. Returns k, or 0 when nothing matches or k < 1.
- * Pure: thread-safe, no allocation.
+ * Proposes k tokens to follow tokens[0..n) (1 <= n_min <= n_max <=
+ * NGRAM_MAX_N). When the sequence ends in a loop (its last max(d, n_min)
+ * tokens equal the d before them, for the shortest such d <= n_max), the loop
+ * goes on. Else it finds the longest suffix of length in [n_min, n_max] that
+ * also ends earlier in tokens (the latest such place, within the last
+ * NGRAM_SCAN tokens) and copies what followed it into out[0..k); a match d
+ * tokens back reads as text repeating with period d, so past the sequence's
+ * end the copy goes on from its own start. Returns k, or 0 when nothing
+ * matches or k < 1; *match (unless NULL) = the length of the match
+ * continued (n_max for a loop; 0 with no proposal). Pure: thread-safe, no
+ * allocation.
  */
 int32_t ngram_propose(const hearth_token *tokens, int32_t n, int32_t n_min, int32_t n_max,
-                      int32_t k, hearth_token *out);
+                      int32_t k, hearth_token *out, int32_t *match);
 
 /* --------------------------------------------------------------- pool --- */
 
@@ -53,10 +57,11 @@ void ngram_pool_feed(struct ngram_pool *p, const hearth_token *tokens, int32_t f
 /*
  * Proposes up to k tokens after tokens[0..n): the longest n-gram ending the
  * sequence that the pool knows gives the next token, which is appended and
- * looked up again. Returns the count written to out.
+ * looked up again. Returns the count written to out; *match (unless NULL) =
+ * the length of the first n-gram found (0 with no proposal).
  */
 int32_t ngram_pool_propose(const struct ngram_pool *p, const hearth_token *tokens, int32_t n,
-                           int32_t k, hearth_token *out);
+                           int32_t k, hearth_token *out, int32_t *match);
 
 /* Entries in the pool (its fixed size). */
 size_t ngram_pool_entries(const struct ngram_pool *p);
