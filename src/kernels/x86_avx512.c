@@ -317,19 +317,6 @@ static inline __m512i q4p16_block(const __m512i lo[4], const __m512i hi[4], cons
 }
 
 /*
- * Fetching a pack16 pair's blocks ahead as a pass streams them in: a block of
- * sixteen rows (288 bytes) spans at most five lines. always_inline, as
- * q40p_prefetch (x86_common.h) must be.
- */
-static inline __attribute__((always_inline)) void q40p16_prefetch(const uint8_t *g)
-{
-    const size_t gb = 16 * sizeof(struct block_q4_0);
-#pragma GCC unroll 5
-    for (size_t o = 0; o < gb; o += 64)
-        _mm_prefetch((const char *)(g + Q40P_AHEAD * gb + o), _MM_HINT_T0);
-}
-
-/*
  * q4p512_pass over a pack16 pair (the first group's rows in the low lanes,
  * the second's in the high) for NT tokens: each block's sixteen rows, then
  * the next block's, one stream.

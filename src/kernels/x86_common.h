@@ -46,6 +46,16 @@ static inline __attribute__((always_inline)) void q40p_prefetch(const uint8_t *g
     _mm_prefetch((const char *)(g + Q40P_AHEAD * gl + gl - 1), _MM_HINT_T0);
 }
 
+/* q40p_prefetch for a pack16 pair (kernels.h): a block of sixteen rows, 288 bytes, spans five
+ * lines at most. */
+static inline __attribute__((always_inline)) void q40p16_prefetch(const uint8_t *g)
+{
+    const size_t gb = 16 * sizeof(struct block_q4_0);
+#pragma GCC unroll 5
+    for (size_t o = 0; o < gb; o += 64)
+        _mm_prefetch((const char *)(g + Q40P_AHEAD * gb + o), _MM_HINT_T0);
+}
+
 static inline __attribute__((always_inline)) void q4kp_prefetch(const uint8_t *p, size_t gl)
 {
     for (size_t o = 0; o < gl; o += 64)

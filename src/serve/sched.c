@@ -1036,10 +1036,11 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
              s->spec.draft_min > s->spec.draft_max || s->spec.ngram_min < 1 ||
              s->spec.ngram_min > s->spec.ngram_max || s->spec.ngram_max > NGRAM_MAX_N) {
         st = fail(HEARTH_EINVAL, err, err_len,
-                  "sched: speculation with drafts of %d..%d tokens and n-grams of %d..%d: need "
+                  "sched: speculation with drafts of %d..%d tokens%s and n-grams of %d..%d: need "
                   "1 <= min <= max, drafts <= 64, n-grams <= %d",
-                  s->spec.draft_min, s->spec.draft_max, s->spec.ngram_min, s->spec.ngram_max,
-                  NGRAM_MAX_N);
+                  s->spec.draft_min, s->spec.draft_max,
+                  p->spec.draft_max == 0 ? " (the most by default)" : "", s->spec.ngram_min,
+                  s->spec.ngram_max, NGRAM_MAX_N);
         goto err;
     }
     if (s->spec.draft_max > 0) {

@@ -728,6 +728,43 @@ static void test_churn_with_cancels(void **state)
 }
 
 /*
+ * Speculation's depth bounds: left at 0, the cap is the default (16 for the
+ * n-gram drafter alone on a model without recurrent layers), so a floor
+ * above it is refused at start, naming both and saying the cap was the
+ * default; a cap given explicitly is named plainly.
+ */
+static void test_spec_default_cap(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(path, MODEL);
+    struct hearth_model *m = load_model(path);
+    struct collector *c    = collector_new();
+    struct sched_params p  = {
+         .n_slots   = 1,
+         .n_ctx     = 256,
+         .n_batch   = 64,
+         .max_queue = 4,
+         .n_threads = 1,
+         .spec      = {.ngram = true, .draft_min = 17, .ngram_min = 1, .ngram_max = 4}};
+    struct sched *s = NULL;
+    char err[HEARTH_ERR_MAX];
+    assert_int_equal(sched_start(m, &p, on_event, c, &s, err, sizeof err), HEARTH_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(err, "drafts of 17..16 tokens (the most by default)"));
+    p.spec.draft_max = 8;
+    assert_int_equal(sched_start(m, &p, on_event, c, &s, err, sizeof err), HEARTH_EINVAL);
+    assert_non_null(strstr(err, "drafts of 17..8 tokens and"));
+    /* at the default's own floor it starts */
+    p.spec.draft_min = 16;
+    p.spec.draft_max = 0;
+    if (sched_start(m, &p, on_event, c, &s, err, sizeof err))
+        fail_msg("sched_start: %s", err);
+    sched_stop(s);
+    collector_free(c);
+    hearth_model_free(m);
+}
+
+/*
  * The test gate: k bytes let exactly k steps run; a cancel and sched_stop end
  * a held job without another step; closing the write end lifts it.
  */
@@ -809,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_prefix_cache_reuse),
         cmocka_unit_test(test_churn_with_cancels),
         cmocka_unit_test(test_fifo_gate),
+        cmocka_unit_test(test_spec_default_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
