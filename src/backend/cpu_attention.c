@@ -43,7 +43,9 @@ static void attention_items(void *arg, int ith, int nth)
     const uint8_t *kbase = kv_layer_base(kv, s->l, 0), *vbase = kv_layer_base(kv, s->l, 1);
     /* an item: `lanes` heads of one token, or whole groups of tok_per tokens; the tiled
      * kernel may take more rows than the per-key ones */
-    const int32_t lanes     = mixed || per_key ? ATTN_LANES : k->attn_rows_lanes;
+    const int32_t lanes     = mixed     ? ATTN_LANES
+                              : per_key ? k->attn_rows_f16_lanes
+                                        : k->attn_rows_lanes;
     const int32_t heads_per = group < lanes ? group : lanes;
     const int32_t tok_per   = group < lanes ? lanes / group : 1;
     const int32_t hblocks   = (group + heads_per - 1) / heads_per;

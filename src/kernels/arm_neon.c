@@ -1322,16 +1322,18 @@ static const struct kernels table = {
                               .to_float     = ref_q8_k_to_float,
                               .from_float   = neon_q8_k_from_float},
         },
-    .rmsnorm      = neon_rmsnorm,
-    .silu_mul     = neon_silu_mul,
-    .gelu_mul     = ref_gelu_mul, /* a table lookup in ggml on every ISA */
-    .axpy_f32     = neon_axpy_f32,
-    .scale_f32    = neon_scale_f32,
-    .mad_f32      = neon_mad_f32,
-    .attn_rows    = neon_attn_rows,
-    .attn_rows_lanes = ATTN_LANES,
-    .attn_rows_f16 = ref_attn_rows_f16,
-    .f32_to_f16   = neon_f32_to_f16,
+    .rmsnorm             = neon_rmsnorm,
+    .silu_mul            = neon_silu_mul,
+    .gelu_mul            = ref_gelu_mul, /* a table lookup in ggml on every ISA */
+    .axpy_f32            = neon_axpy_f32,
+    .scale_f32           = neon_scale_f32,
+    .mad_f32             = neon_mad_f32,
+    .attn_rows           = neon_attn_rows,
+    .attn_rows_lanes     = ATTN_LANES,
+    .attn_rows_f16       = ref_attn_rows_f16,
+    .attn_rows_f16_lanes = ATTN_LANES,
+    .expf_libm           = ref_expf_libm,
+    .f32_to_f16          = neon_f32_to_f16,
 };
 
 const struct kernels *kernels_neon(void)

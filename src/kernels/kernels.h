@@ -123,9 +123,10 @@ static inline const uint8_t *attn_kv_vrow(const struct attn_kv *kv, int32_t j)
 /* Tile of keys the attention kernels work in (llama.cpp's GGML_FA_TILE_KV). */
 #define ATTN_TILE 64
 /*
- * Query rows an attn_rows_f16 call takes (a lane each); attn_rows takes
- * the table's attn_rows_lanes, at most ATTN_LANES_MAX. ATTN_SCRATCH: the
- * floats of scratch either needs.
+ * Query rows attn_rows_quant takes, and the fewest any table's attn_rows
+ * or attn_rows_f16 takes; those take the table's attn_rows_lanes and
+ * attn_rows_f16_lanes, at most ATTN_LANES_MAX. ATTN_SCRATCH: the floats of
+ * scratch any of them needs.
  */
 #define ATTN_LANES 8
 #define ATTN_LANES_MAX 64
@@ -168,7 +169,7 @@ struct kernels {
      * of keys among several groups of rows. */
     int32_t attn_rows_lanes;
     /*
-     * Up to ATTN_LANES query rows of one KV head over an f16 cache, row r
+     * Up to attn_rows_f16_lanes query rows of one KV head over an f16 cache, row r
      * (q[r], out[r]) seeing keys j0[r]..j1[r], each with ggml's per-key
      * flash-attention arithmetic, which llama.cpp's CPU backend runs for
      * batches of fewer than ATTN_TILE rows (decode included) and whenever
@@ -182,6 +183,14 @@ struct kernels {
     void (*attn_rows_f16)(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                           const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
                           float scale, float *scratch);
+    /* The rows attn_rows_f16 takes: ATTN_LANES, or 16 where a row is a vector lane. */
+    int32_t attn_rows_f16_lanes;
+    /*
+     * y[i] = expf(x[i]) with the C library's bits, which the per-key
+     * softmax above is defined by: where a table computes it in vector
+     * lanes, test_kernels holds them to libm over a sample of every range.
+     */
+    void (*expf_libm)(const float *x, float *y, int64_t n);
     /* A row of f32 to f16 bits, for the KV cache. */
     void (*f32_to_f16)(const float *x, uint16_t *y, int64_t n);
     /*

@@ -647,6 +647,12 @@ void ref_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_
         out[d] = fp16_to_fp32(acc[d]) * inv;
 }
 
+void ref_expf_libm(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
 void ref_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                        const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
                        float *scratch)
@@ -804,16 +810,18 @@ static const struct kernels table = {
                             .to_float     = ref_q8_k_to_float,
                             .from_float   = ref_q8_k_from_float},
         },
-    .rmsnorm      = ref_rmsnorm,
-    .silu_mul     = ref_silu_mul,
-    .gelu_mul     = ref_gelu_mul,
-    .axpy_f32     = ref_axpy_f32,
-    .scale_f32    = ref_scale_f32,
-    .mad_f32      = ref_mad_f32,
-    .attn_rows    = ref_attn_rows,
-    .attn_rows_lanes = ATTN_LANES,
-    .attn_rows_f16 = ref_attn_rows_f16,
-    .f32_to_f16   = ref_f32_to_f16,
+    .rmsnorm             = ref_rmsnorm,
+    .silu_mul            = ref_silu_mul,
+    .gelu_mul            = ref_gelu_mul,
+    .axpy_f32            = ref_axpy_f32,
+    .scale_f32           = ref_scale_f32,
+    .mad_f32             = ref_mad_f32,
+    .attn_rows           = ref_attn_rows,
+    .attn_rows_lanes     = ATTN_LANES,
+    .attn_rows_f16       = ref_attn_rows_f16,
+    .attn_rows_f16_lanes = ATTN_LANES,
+    .expf_libm           = ref_expf_libm,
+    .f32_to_f16          = ref_f32_to_f16,
 };
 
 const struct kernels *kernels_ref(void)

@@ -1935,17 +1935,19 @@ static const struct kernels table = {
                               .to_float     = ref_q8_k_to_float,
                               .from_float   = avx2_q8_k_from_float},
         },
-    .rmsnorm      = avx2_rmsnorm,
-    .silu_mul     = avx2_silu_mul,
-    .gelu_mul     = ref_gelu_mul, /* a table lookup in ggml on every ISA */
-    .axpy_f32     = avx2_axpy_f32,
-    .scale_f32    = avx2_scale_f32,
-    .mad_f32      = avx2_mad_f32,
-    .attn_rows    = avx2_attn_rows,
-    .attn_rows_lanes = ATTN_LANES,
-    .int8_probe      = avx2_int8_probe,
-    .attn_rows_f16 = avx2_attn_rows_f16,
-    .f32_to_f16   = avx2_f32_to_f16,
+    .rmsnorm             = avx2_rmsnorm,
+    .silu_mul            = avx2_silu_mul,
+    .gelu_mul            = ref_gelu_mul, /* a table lookup in ggml on every ISA */
+    .axpy_f32            = avx2_axpy_f32,
+    .scale_f32           = avx2_scale_f32,
+    .mad_f32             = avx2_mad_f32,
+    .attn_rows           = avx2_attn_rows,
+    .attn_rows_lanes     = ATTN_LANES,
+    .int8_probe          = avx2_int8_probe,
+    .attn_rows_f16       = avx2_attn_rows_f16,
+    .attn_rows_f16_lanes = ATTN_LANES,
+    .expf_libm           = ref_expf_libm,
+    .f32_to_f16          = avx2_f32_to_f16,
 };
 
 const struct kernels *kernels_avx2(void)

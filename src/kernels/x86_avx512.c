@@ -73,6 +73,25 @@ static inline __m512d fill_cvtps_pd(__m256 a)
 }
 #define _mm512_cvtps_pd fill_cvtps_pd
 #endif
+#ifndef _mm512_cvtpd_ps
+static inline __m256 fill_cvtpd_ps(__m512d a)
+{
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(_mm512_castpd512_pd256(a))),
+                                _mm256_cvtpd_ps(_mm512_extractf64x4_pd(a, 1)), 1);
+}
+#define _mm512_cvtpd_ps fill_cvtpd_ps
+#endif
+#ifndef _mm512_cvtps_ph
+static inline __m256i fill_cvtps_ph(__m512 a)
+{
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(
+                                       _mm512_castps512_ps256(a), _MM_FROUND_TO_NEAREST_INT)),
+                                   _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
+}
+/* round to nearest even, the only mode used here */
+#define _mm512_cvtps_ph(a, mode) fill_cvtps_ph(a)
+#endif
 #endif
 
 /* Lane i of the result: src + sum over j < 4 of u[4i + j] (unsigned) * s[4i + j] (signed). */
@@ -664,6 +683,254 @@ static inline __m512 v_expf16(__m512 x)
         j, _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_castps_si512(_mm512_set1_ps(1)))));
 }
 
+/* The high eight lanes (AVX-512F's form, which SIMDe has) */
+static inline __m256 hi256_ps(__m512 x)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+}
+
+/*
+ * 2^(i/32) as doubles, less i << 47 so that adding k << 47 puts 2^(k/32)'s
+ * exponent in place: the table of glibc's expf (the double nearest each power).
+ */
+static const uint64_t exp2_32[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+/* Eight lanes of expf_libm16: x = k/32 + r/32 in units of ln 2, 2^(k/32) from the table. */
+static inline __m256 expf_libm8(__m256 x)
+{
+    const __m512d inv = _mm512_set1_pd(0x1.71547652b82fep+0 * 32), shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d xd = _mm512_cvtps_pd(x);
+    const __m512d kr = _mm512_fmadd_pd(inv, xd, shift); /* k in the low bits */
+    const __m512i ki = _mm512_castpd_si512(kr);
+    const __m512d r  = _mm512_fmsub_pd(inv, xd, _mm512_sub_pd(kr, shift));
+    const __m512i lo =
+        _mm512_castpd_si512(_mm512_permutex2var_pd(_mm512_loadu_pd((const double *)exp2_32), ki,
+                                                   _mm512_loadu_pd((const double *)exp2_32 + 8)));
+    const __m512i hi = _mm512_castpd_si512(
+        _mm512_permutex2var_pd(_mm512_loadu_pd((const double *)exp2_32 + 16), ki,
+                               _mm512_loadu_pd((const double *)exp2_32 + 24)));
+    const __m512i t =
+        _mm512_mask_blend_epi64(_mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+    const __m512d z = _mm512_fmadd_pd(_mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32), r,
+                                      _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
+    const __m512d y = _mm512_fmadd_pd(
+        z, _mm512_mul_pd(r, r),
+        _mm512_fmadd_pd(_mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32), r, _mm512_set1_pd(1.0)));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
+}
+
+/*
+ * expf with glibc's bits in sixteen lanes. glibc's expf (2.28 on; the FMA
+ * build its ifunc picks on every CPU that runs this table) evaluates
+ * 2^(k/32) * p(r) in double with the table above and a cubic, contracted
+ * into fmas; these lanes do the same operations in the same order, which
+ * gave libm's result for every float in (-103.9, 0] when this was written.
+ * Other lanes (positive, NaN, -inf, lower) are libm's own.
+ */
+static inline __m512 expf_libm16(__m512 x)
+{
+    const __mmask16 in = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-103.9f), _CMP_GT_OQ) &
+                         _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LE_OQ);
+    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(expf_libm8(_mm512_castps512_ps256(x))),
+                                  expf_libm8(hi256_ps(x)), 1);
+    if (in != 0xffff) {
+        float xs[16], ys[16];
+        _mm512_storeu_ps(xs, x);
+        _mm512_storeu_ps(ys, y);
+        for (int l = 0; l < 16; l++)
+            if (!(in >> l & 1))
+                ys[l] = expf(xs[l]);
+        y = _mm512_loadu_ps(ys);
+    }
+    return y;
+}
+
+static void avx512_expf_libm(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, expf_libm16(_mm512_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
+/*
+ * ggml_vec_dot_f16 of one key (k, hd floats) with sixteen queries at once,
+ * a lane each (qt: [hd][16]): the products of ggml's four sixteen-lane
+ * accumulators one vector per position, summed in its reduction's order,
+ * the positions past the last whole 64 added in double.
+ */
+static inline __m512 f16lanes_score(const float *k, const float *qt, int32_t hd)
+{
+    const int32_t np = hd - hd % 64;
+    __m512 t6[4];
+#pragma GCC unroll 4
+    for (int l = 0; l < 4; l++) {
+        __m512 v[4]; /* ggml's v[l], v[l + 4], v[l + 8], v[l + 12] */
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; m++) {
+            __m512 p[4]; /* accumulator a's lane l + 4m */
+#pragma GCC unroll 4
+            for (int a = 0; a < 4; a++) {
+                const int32_t at = l + 4 * m + 16 * a;
+                p[a]             = _mm512_setzero_ps();
+                for (int32_t i = 0; i < np; i += 64)
+                    p[a] = _mm512_fmadd_ps(_mm512_set1_ps(k[i + at]),
+                                           _mm512_loadu_ps(qt + (size_t)(i + at) * 16), p[a]);
+            }
+            v[m] = _mm512_add_ps(_mm512_add_ps(p[0], p[2]), _mm512_add_ps(p[1], p[3]));
+        }
+        t6[l] = _mm512_add_ps(_mm512_add_ps(v[3], v[1]), _mm512_add_ps(v[2], v[0]));
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
+    if (np == hd)
+        return s;
+    __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
+    __m512d hi = _mm512_cvtps_pd(hi256_ps(s));
+    for (int32_t i = np; i < hd; i++) {
+        const __m512 p = _mm512_mul_ps(_mm512_set1_ps(k[i]), _mm512_loadu_ps(qt + (size_t)i * 16));
+        lo             = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+        hi             = _mm512_add_pd(hi, _mm512_cvtps_pd(hi256_ps(p)));
+    }
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+}
+
+/* x rounded to f16 and back: what storing an f16 accumulator does to it. */
+static inline __m512 round_f16(__m512 x)
+{
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* Keys per tile of avx512_attn_rows_f16: their f32 keys and values stay in L1. */
+#define F16LANES_TILE 32
+
+/*
+ * attn_rows_f16 with a query row per vector lane: up to sixteen rows of one
+ * KV head (the heads of a GQA group over one or two tokens, or a verify
+ * step's), each bit for bit ref_attn_row_f16. Per tile of keys, each key's
+ * scores, softmax steps (masked to the lanes whose rows see it) and
+ * weights are computed for all rows at once; then the f16 accumulators,
+ * sixteen dimensions at a time in registers, take the tile's keys in
+ * order, rounded to f16 after every step as the row's own would be.
+ */
+static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                                 const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                                 float scale, float *scratch)
+{
+    if (hd % 16 || nq > 16) {
+        for (int32_t r = 0; r < nq; r += ATTN_LANES)
+            kernels_avx2()->attn_rows_f16(out + r, q + r, nq - r < ATTN_LANES ? nq - r : ATTN_LANES,
+                                          hd, kv, j0 + r, j1 + r, scale, scratch);
+        return;
+    }
+    enum { T = F16LANES_TILE };
+    /* [hd][16] queries, [T][hd] keys, then values, [T][16] weights ms and vs, [hd][16] f16
+     * accumulators: 88 hd + 32 T floats, within ATTN_SCRATCH */
+    float *qt = scratch, *kt = qt + (size_t)16 * hd, *vt = kt + (size_t)T * hd;
+    float *wm = vt + (size_t)T * hd, *wv = wm + (size_t)T * 16;
+    uint16_t *acc = (uint16_t *)(wv + (size_t)T * 16);
+    __mmask16 see[T], up[T]; /* the lanes that see a key; those it gives a new maximum */
+    int32_t jl[16], jh[16], lo = INT32_MAX, hi = INT32_MIN;
+    for (int32_t r = 0; r < 16; r++) {
+        jl[r] = r < nq ? j0[r] : INT32_MAX; /* idle lanes see no key */
+        jh[r] = r < nq ? j1[r] : INT32_MIN;
+        lo    = jl[r] < lo ? jl[r] : lo;
+        hi    = jh[r] > hi ? jh[r] : hi;
+    }
+    for (int32_t d = 0; d < hd; d += 16) {
+        float f[16];
+        for (int32_t r = 0; r < 16; r++) {
+            _mm512_storeu_ps(f,
+                             r < nq ? round_f16(_mm512_loadu_ps(q[r] + d)) : _mm512_setzero_ps());
+            for (int i = 0; i < 16; i++)
+                qt[(size_t)(d + i) * 16 + r] = f[i];
+        }
+    }
+    memset(acc, 0, (size_t)hd * 16 * sizeof(uint16_t));
+    const __m512i vjl = _mm512_loadu_si512(jl), vjh = _mm512_loadu_si512(jh);
+    const __m512 one = _mm512_set1_ps(1.0f), vscale = _mm512_set1_ps(scale);
+    __m512 M = _mm512_set1_ps(-INFINITY), S = _mm512_setzero_ps();
+    for (int32_t t0 = lo; t0 <= hi; t0 += T) {
+        const int32_t nt = hi - t0 + 1 < T ? hi - t0 + 1 : T;
+        for (int32_t u = 0; u < nt; u++) {
+            const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, t0 + u);
+            const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, t0 + u);
+            for (int32_t d = 0; d < hd; d += 16) {
+                _mm512_storeu_ps(kt + (size_t)u * hd + d,
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d))));
+                _mm512_storeu_ps(vt + (size_t)u * hd + d,
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + d))));
+            }
+        }
+        for (int32_t u = 0; u < nt; u++) {
+            const __m512i j   = _mm512_set1_epi32(t0 + u);
+            const __mmask16 k = _mm512_cmple_epi32_mask(vjl, j) & _mm512_cmple_epi32_mask(j, vjh);
+            const __m512 s    = _mm512_mul_ps(f16lanes_score(kt + (size_t)u * hd, qt, hd), vscale);
+            const __mmask16 g = k & _mm512_cmp_ps_mask(s, M, _CMP_GT_OQ);
+            /* a new maximum rescales by expf(M - s) and weighs the key 1; else expf(s - M) */
+            const __m512 e = expf_libm16(
+                _mm512_maskz_mov_ps(k, _mm512_mask_sub_ps(_mm512_sub_ps(s, M), g, M, s)));
+            const __m512 ms = _mm512_mask_mov_ps(one, g, e), vs = _mm512_mask_mov_ps(e, g, one);
+            M = _mm512_mask_mov_ps(M, g, s);
+            S = _mm512_mask_fmadd_ps(S, k, ms, vs);
+            _mm512_storeu_ps(wm + (size_t)u * 16, ms);
+            _mm512_storeu_ps(wv + (size_t)u * 16, vs);
+            see[u] = k;
+            up[u]  = g;
+        }
+        for (int32_t d = 0; d < hd; d += 16) {
+            __m512 a[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                a[i] = _mm512_cvtph_ps(
+                    _mm256_loadu_si256((const __m256i *)(acc + (size_t)(d + i) * 16)));
+            for (int32_t u = 0; u < nt; u++) {
+                const __mmask16 k = see[u], g = up[u];
+                const float *vr = vt + (size_t)u * hd + d;
+                if (g) {
+                    const __m512 m = _mm512_loadu_ps(wm + (size_t)u * 16);
+#pragma GCC unroll 16
+                    for (int i = 0; i < 16; i++)
+                        a[i] = round_f16(_mm512_mask_mul_ps(a[i], g, a[i], m));
+                }
+                const __m512 w = _mm512_loadu_ps(wv + (size_t)u * 16);
+                if (k == 0xffff)
+#pragma GCC unroll 16
+                    for (int i = 0; i < 16; i++)
+                        a[i] = round_f16(_mm512_fmadd_ps(_mm512_set1_ps(vr[i]), w, a[i]));
+                else if (k)
+#pragma GCC unroll 16
+                    for (int i = 0; i < 16; i++)
+                        a[i] = round_f16(_mm512_mask_mov_ps(
+                            a[i], k, _mm512_fmadd_ps(_mm512_set1_ps(vr[i]), w, a[i])));
+            }
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                _mm256_storeu_si256((__m256i *)(acc + (size_t)(d + i) * 16),
+                                    _mm512_cvtps_ph(a[i], _MM_FROUND_TO_NEAREST_INT));
+        }
+    }
+    const __m512 inv =
+        _mm512_maskz_div_ps(_mm512_cmp_ps_mask(S, _mm512_setzero_ps(), _CMP_NEQ_UQ), one, S);
+    for (int32_t d = 0; d < hd; d++) {
+        float f[16];
+        _mm512_storeu_ps(f, _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(
+                                              (const __m256i *)(acc + (size_t)d * 16))),
+                                          inv));
+        for (int32_t r = 0; r < nq; r++)
+            out[r][d] = f[r];
+    }
+}
+
 /* A key or value row as floats, from the cache's f16 or f32 row (hd a multiple of 16). */
 static inline void attn16_load_row(float *dst, const uint8_t *row, int32_t hd, int f16)
 {
@@ -990,6 +1257,9 @@ static void table_init(void)
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
     table.attn_rows                = avx512_attn_rows;
     table.attn_rows_lanes          = ATTN_LANES_MAX;
+    table.attn_rows_f16            = avx512_attn_rows_f16;
+    table.attn_rows_f16_lanes      = 16;
+    table.expf_libm                = avx512_expf_libm;
 #if !defined(HEARTH_AVX512_SIMDE)
     table.int8_probe = avx512_int8_probe;
 #endif

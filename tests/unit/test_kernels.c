@@ -154,6 +154,9 @@ static void test_tables_complete(void **state)
         assert_non_null(K->f32_to_f16);
         assert_non_null(K->attn_rows);
         assert_non_null(K->attn_rows_f16);
+        assert_non_null(K->expf_libm);
+        assert_true(K->attn_rows_f16_lanes >= ATTN_LANES &&
+                    K->attn_rows_f16_lanes <= ATTN_LANES_MAX);
     }
 
     const struct kernels *best = kernels_get();
@@ -1848,6 +1851,48 @@ static void attn_double(float *out, const float *q, int32_t hd, const struct att
 }
 
 /*
+ * expf_libm: every table's bits equal the C library's expf over a stride
+ * through every negative float (the softmax's arguments), both ends of the
+ * fast range, and what lies outside it (positive, zero, infinities, NaN).
+ */
+static void test_expf_libm(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    enum { N = 1 << 16 };
+    float *x = xmalloc(N * sizeof(float)), *y = xmalloc(N * sizeof(float));
+    static const float edge[] = {0.0f,      -0.0f,    1.0f,       88.0f,          -88.0f,
+                                 -103.9f,   -103.91f, -104.0f,    -0x1.9fe368p6f, INFINITY,
+                                 -INFINITY, NAN,      -0x1p-149f, -0x1p-126f,     -1e-9f};
+    long checked              = 0;
+    /* 2^31 / 509 negative floats, a stride that visits every exponent and low-bit pattern */
+    for (uint64_t u = 0x80000000u; u <= 0xffffffffu;) {
+        int n = 0;
+        if (u == 0x80000000u)
+            for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++)
+                x[n++] = edge[i];
+        for (; n < N && u <= 0xffffffffu; u += 509) {
+            const uint32_t b = (uint32_t)u;
+            memcpy(&x[n++], &b, sizeof b);
+        }
+        for (int k = 0; k < nk; k++) {
+            ks[k]->expf_libm(x, y, n);
+            for (int i = 0; i < n; i++) {
+                const float want = expf(x[i]);
+                if (memcmp(&y[i], &want, sizeof want) != 0 && !(isnan(want) && isnan(y[i])))
+                    fail_msg("%s: expf_libm(%a) = %a, libm %a", ks[k]->name, (double)x[i],
+                             (double)y[i], (double)want);
+            }
+            checked += n;
+        }
+    }
+    print_message("expf_libm: %ld values equal to libm's\n", checked);
+    free(y);
+    free(x);
+}
+
+/*
  * attn_rows_f16, ggml's per-key arithmetic: every table bit-identical to the
  * reference over a paged cache, one row at a time and eight together; one key gives that key's value exactly; a
  * query moved by less than half an f16 step gives the same bits (the query
@@ -1860,7 +1905,8 @@ static void test_attn_row_f16(void **state)
     const struct kernels *ks[N_ISA];
     const int nk = host_tables(ks);
     enum { TOKENS = 200, BT = 16, NBLK = (TOKENS + BT - 1) / BT };
-    static const int32_t hds[] = {8, 64, 72, 128};
+    /* 32 and 80: sums wholly or partly in double past the last whole 64 */
+    static const int32_t hds[]       = {8, 32, 64, 72, 80, 128};
     static const int32_t ranges[][2] = {{0, 199}, {0, 0}, {7, 7}, {100, 140}, {0, 63}, {63, 130}};
     int checked = 0;
     double worst = 0;
@@ -1926,28 +1972,37 @@ static void test_attn_row_f16(void **state)
             }
         }
         /* a whole lane set at once, as a GQA group's heads over a verify step's tokens: rows
-         * with their own queries and ranges, some starting late or ending early */
-        float *qs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
-        float *outs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
-        fill_normal(qs, ATTN_LANES * hd, 2.0f);
-        const float *qr[ATTN_LANES];
-        float *outr[ATTN_LANES];
-        int32_t rj0[ATTN_LANES], rj1[ATTN_LANES];
-        for (int32_t r = 0; r < ATTN_LANES; r++) {
+         * with their own queries and ranges, some starting late or ending early; the last
+         * rows' queries are wide, so their scores part by more than expf's fast range (a
+         * weight under 2^-150 flushes to zero) */
+        enum { LANES = 16 };
+        float *qs   = xmalloc((size_t)LANES * hd * sizeof(float));
+        float *outs = xmalloc((size_t)LANES * hd * sizeof(float));
+        fill_normal(qs, LANES * hd, 2.0f);
+        for (int32_t i = (LANES - 3) * hd; i < LANES * hd; i++)
+            qs[i] *= 40.0f;
+        const float *qr[LANES];
+        float *outr[LANES];
+        int32_t rj0[LANES], rj1[LANES];
+        for (int32_t r = 0; r < LANES; r++) {
             qr[r]   = qs + (size_t)r * hd;
             outr[r] = outs + (size_t)r * hd;
             rj0[r]  = r % 3 == 2 ? 40 + r : 0;
-            rj1[r]  = 150 + 6 * r;
+            rj1[r]  = 150 + 3 * r;
         }
-        for (int32_t nq = 1; nq <= ATTN_LANES; nq += 3)
-            for (int k = 0; k < nk; k++) {
-                memset(outs, 0xff, (size_t)ATTN_LANES * hd * sizeof(float));
-                ks[k]->attn_rows_f16(outr, qr, nq, hd, &akv, rj0, rj1, scale, scratch);
-                for (int32_t r = 0; r < nq; r++) {
+        for (int k = 0; k < nk; k++)
+            for (int32_t nq = 1; nq <= ks[k]->attn_rows_f16_lanes && nq <= LANES; nq += 3) {
+                /* the wide rows are the last of every set */
+                const int32_t at = LANES - nq;
+                memset(outs, 0xff, (size_t)LANES * hd * sizeof(float));
+                ks[k]->attn_rows_f16(outr + at, qr + at, nq, hd, &akv, rj0 + at, rj1 + at, scale,
+                                     scratch);
+                for (int32_t r = at; r < LANES; r++) {
                     ref_attn_row_f16(want, qr[r], hd, &akv, rj0[r], rj1[r], scale, scratch);
                     if (memcmp(outr[r], want, (size_t)hd * sizeof(float)) != 0)
                         fail_msg("%s: attn_rows_f16 hd %d, %d rows: row %d differs from the "
-                                 "reference", ks[k]->name, hd, nq, r);
+                                 "reference",
+                                 ks[k]->name, hd, nq, r - at);
                     checked++;
                 }
             }
@@ -2152,6 +2207,7 @@ int main(void)
         cmocka_unit_test(test_gemm8_matches_vec_dot),
         cmocka_unit_test(test_gemm16p_matches_gemm8p),
         cmocka_unit_test(test_attn_rows),
+        cmocka_unit_test(test_expf_libm),
         cmocka_unit_test(test_attn_row_f16),
         cmocka_unit_test(test_attn_rows_quant),
         cmocka_unit_test(test_axpy_scale),
