@@ -36,6 +36,12 @@
 #include "kernels/x86_common.h"
 #include "util/dtype_blocks.h"
 
+/* The high eight lanes (AVX-512F's form, which SIMDe has) */
+static inline __m256 hi256_ps(__m512 x)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+}
+
 #if defined(HEARTH_AVX512_SIMDE)
 /* Debian 12's SIMDe (0.7.4) aliases _mm512_madd_epi16 with the masked form's four arguments */
 #undef _mm512_madd_epi16
@@ -84,10 +90,9 @@ static inline __m256 fill_cvtpd_ps(__m512d a)
 #ifndef _mm512_cvtps_ph
 static inline __m256i fill_cvtps_ph(__m512 a)
 {
-    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1));
     return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm256_cvtps_ph(
                                        _mm512_castps512_ps256(a), _MM_FROUND_TO_NEAREST_INT)),
-                                   _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT), 1);
+                                   _mm256_cvtps_ph(hi256_ps(a), _MM_FROUND_TO_NEAREST_INT), 1);
 }
 /* round to nearest even, the only mode used here */
 #define _mm512_cvtps_ph(a, mode) fill_cvtps_ph(a)
@@ -179,8 +184,7 @@ static void avx512_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const vo
             for (int p = 0; p < 4; p++) {
                 const __m512 v                          = _mm512_permutexvar_ps(split, c[p][tt]);
                 s[(size_t)(t0 + tt) * s_stride + 2 * p] = hsum_ps(_mm512_castps512_ps256(v));
-                s[(size_t)(t0 + tt) * s_stride + 2 * p + 1] =
-                    hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+                s[(size_t)(t0 + tt) * s_stride + 2 * p + 1] = hsum_ps(hi256_ps(v));
             }
     }
 }
@@ -683,10 +687,13 @@ static inline __m512 v_expf16(__m512 x)
         j, _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_castps_si512(_mm512_set1_ps(1)))));
 }
 
-/* The high eight lanes (AVX-512F's form, which SIMDe has) */
-static inline __m256 hi256_ps(__m512 x)
+/* A key or value row as floats, from the cache's f16 or f32 row (hd a multiple of 16). */
+static inline void attn16_load_row(float *dst, const uint8_t *row, int32_t hd, int f16)
 {
-    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1));
+    for (int32_t d = 0; d < hd; d += 16)
+        _mm512_storeu_ps(dst + d,
+                         f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)row + d / 16))
+                             : _mm512_loadu_ps((const float *)row + d));
 }
 
 /*
@@ -862,14 +869,8 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
     for (int32_t t0 = lo; t0 <= hi; t0 += T) {
         const int32_t nt = hi - t0 + 1 < T ? hi - t0 + 1 : T;
         for (int32_t u = 0; u < nt; u++) {
-            const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, t0 + u);
-            const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, t0 + u);
-            for (int32_t d = 0; d < hd; d += 16) {
-                _mm512_storeu_ps(kt + (size_t)u * hd + d,
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + d))));
-                _mm512_storeu_ps(vt + (size_t)u * hd + d,
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + d))));
-            }
+            attn16_load_row(kt + (size_t)u * hd, attn_kv_row(kv->k, kv, t0 + u), hd, 1);
+            attn16_load_row(vt + (size_t)u * hd, attn_kv_row(kv->v, kv, t0 + u), hd, 1);
         }
         for (int32_t u = 0; u < nt; u++) {
             const __m512i j   = _mm512_set1_epi32(t0 + u);
@@ -929,15 +930,6 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
         for (int32_t r = 0; r < nq; r++)
             out[r][d] = f[r];
     }
-}
-
-/* A key or value row as floats, from the cache's f16 or f32 row (hd a multiple of 16). */
-static inline void attn16_load_row(float *dst, const uint8_t *row, int32_t hd, int f16)
-{
-    for (int32_t d = 0; d < hd; d += 16)
-        _mm512_storeu_ps(dst + d,
-                         f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)row + d / 16))
-                             : _mm512_loadu_ps((const float *)row + d));
 }
 
 /* o[0..16 nv) += p[c * 16] v_c over keys c0..c1 of the value tile, a sequential fma per dimension.
@@ -1110,8 +1102,7 @@ static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const flo
             t6[l] = _mm512_add_ps(t3[l + 4], t3[l]);
         const __m512 s16 = _mm512_add_ps(_mm512_add_ps(t6[0], t6[2]), _mm512_add_ps(t6[1], t6[3]));
         sum_lo           = _mm512_add_pd(sum_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(s16)));
-        sum_hi           = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
-                                                     _mm512_extractf64x4_pd(_mm512_castps_pd(s16), 1))));
+        sum_hi           = _mm512_add_pd(sum_hi, _mm512_cvtps_pd(hi256_ps(s16)));
     }
     double sums[16];
     _mm512_storeu_pd(sums, sum_lo);
