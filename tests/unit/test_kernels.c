@@ -1894,7 +1894,8 @@ static void test_expf_libm(void **state)
 
 /*
  * attn_rows_f16, ggml's per-key arithmetic: every table bit-identical to the
- * reference over a paged cache, one row at a time and eight together; one key gives that key's value exactly; a
+ * reference over a paged cache, one row at a time and up to its
+ * attn_rows_f16_lanes together; one key gives that key's value exactly; a
  * query moved by less than half an f16 step gives the same bits (the query
  * is rounded to f16 first); and the result is attention, within the f16
  * accumulator's error of a double computation.
