@@ -8,9 +8,10 @@
  * in one instruction, where AVX2 needs maddubs, an int16 add and madd. The
  * integer sums are exact either way, and the float steps around them are
  * the AVX2 kernels' own, so every result keeps the reference's bits. The
- * 256-bit forms (VL) are used: they run at full rate on Zen 4, whose 512-bit
- * instructions take two passes, and they leave the data layouts alone.
- * Decode stays on the AVX2 kernels, which already stream at memory speed.
+ * packed Q4_0 and Q4_K weights lie in pack16 pairs (kernels.h), which the
+ * 512-bit gemm16p reads as one stream for any number of tokens, decode
+ * included; elsewhere the 256-bit forms (VL) serve eight rows as the AVX2
+ * kernels do, and decode of the other types stays on the AVX2 kernels.
  *
  * `make avx512-test` builds this file against SIMDe's portable AVX-512
  * (HEARTH_AVX512_SIMDE) and runs the kernel tests on an AVX2 host.
@@ -500,77 +501,108 @@ static inline __m512i q4kp16_sub(const __m512i v[8], const int8_t *qa, __m512i s
 }
 
 /*
- * gemm16p over two packed Q4_K groups: avx512_gemm8p_q4_k's quads, each
- * lane in the same order, with each sub-block's nibbles decoded once for
- * the quad's four tokens instead of once per token. The last n_tok % 4
- * tokens go to gemm8p per group (the gemv order, as there).
+ * One pass of a pack16 pair of Q4_K groups (the first group's rows in the
+ * low lanes, the second's in the high) for NT tokens, each sub-block's
+ * nibbles decoded once for all of them. quad: llama.cpp's repacked gemm
+ * order, both chains stepping once per sub-block pair, as
+ * avx512_gemm8p_q4_k's quads; else its gemv order, the integer sums of the
+ * whole superblock taken into each chain once, as the AVX2 table's gemv
+ * (decode) and its tokens past the last four. stream: the pass reads the
+ * pair from memory (the first over it; later passes find it in cache), so
+ * it fetches ahead.
+ */
+static inline __attribute__((always_inline)) void
+q4kp16_pass(int64_t nb, const uint8_t *wp, const struct block_q8_K *const y[4], const int nt,
+            const bool quad, const bool stream, __m512 acc[4], __m512 acc_m[4])
+{
+    const size_t gl  = 8 * sizeof(struct block_q4_K);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int tt = 0; tt < nt; tt++)
+        acc[tt] = acc_m[tt] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *p0 = wp + (size_t)b * 2 * gl, *p1 = p0 + gl;
+        if (stream)
+            q4kp_prefetch(p0, 2 * gl);
+        uint8_t e0[4][32], e1[4][32];
+        q4kp_entries(p0, e0);
+        q4kp_entries(p1, e1);
+        const __m512 dw = pair_ph(p0, p1), dmw = pair_ph(p0 + 16, p1 + 16);
+        __m512 d[4], dm[4];
+        int32_t bp[4][4]; /* [token][pair g]: sub-blocks 2g and 2g+1's activation sums */
+        __m512i isum[4], imin[4];
+#pragma GCC unroll 4
+        for (int tt = 0; tt < nt; tt++) {
+            const __m512 da = _mm512_set1_ps(y[tt][b].d);
+            d[tt]           = _mm512_mul_ps(dw, da);
+            dm[tt]          = _mm512_mul_ps(dmw, da);
+            _mm_storeu_si128((__m128i *)bp[tt], q8k_bsum_pairs(&y[tt][b]));
+            isum[tt] = imin[tt] = _mm512_setzero_si512();
+        }
+        for (int g = 0; g < 4; g++) {
+            const uint8_t *q0 = p0 + 128 + 256 * g, *q1 = p1 + 128 + 256 * g;
+            __m512i v[8], ig[4];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                v[k] = _mm512_and_si512(pair256(q0 + 32 * k, q1 + 32 * k), m4);
+            const __m512i sc0 = join256(q4kp_entry(e0, 0, 2 * g), q4kp_entry(e1, 0, 2 * g));
+#pragma GCC unroll 4
+            for (int tt = 0; tt < nt; tt++)
+                ig[tt] = q4kp16_sub(v, y[tt][b].qs + 64 * g, sc0);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                v[k] =
+                    _mm512_and_si512(_mm512_srli_epi16(pair256(q0 + 32 * k, q1 + 32 * k), 4), m4);
+            const __m512i sc1 = join256(q4kp_entry(e0, 0, 2 * g + 1), q4kp_entry(e1, 0, 2 * g + 1));
+            const __m512i mn  = join256(q4kp_mn(e0, g), q4kp_mn(e1, g));
+#pragma GCC unroll 4
+            for (int tt = 0; tt < nt; tt++) {
+                ig[tt] = _mm512_add_epi32(ig[tt], q4kp16_sub(v, y[tt][b].qs + 64 * g + 32, sc1));
+                const __m512i mg = _mm512_madd_epi16(mn, _mm512_set1_epi32(bp[tt][g]));
+                if (quad) {
+                    acc[tt]   = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ig[tt]), d[tt], acc[tt]);
+                    acc_m[tt] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mg), dm[tt], acc_m[tt]);
+                } else {
+                    isum[tt] = _mm512_add_epi32(isum[tt], ig[tt]);
+                    imin[tt] = _mm512_add_epi32(imin[tt], mg);
+                }
+            }
+        }
+        if (!quad)
+#pragma GCC unroll 4
+            for (int tt = 0; tt < nt; tt++) {
+                acc[tt]   = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[tt]), d[tt], acc[tt]);
+                acc_m[tt] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin[tt]), dm[tt], acc_m[tt]);
+            }
+    }
+}
+
+/*
+ * gemm16p over a pack16 pair of Q4_K groups, each lane with gemm8p's bits
+ * for its row: tokens in quads, the last n_tok % 4 (one alone in decode)
+ * in the gemv order, one stream of sixteen rows however many tokens.
  */
 static void avx512_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
                                 const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
 {
     const int64_t nb    = n / QK_K;
     const int32_t quads = n_tok / 4 * 4;
-    const size_t gl     = 8 * sizeof(struct block_q4_K);
-    const uint8_t *w0 = wp, *w1 = w0 + (size_t)nb * gl;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    for (int32_t t0 = 0; t0 < quads; t0 += 4) {
-        __m512 acc[4], acc_m[4];
-        for (int tt = 0; tt < 4; tt++)
-            acc[tt] = acc_m[tt] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *p0 = w0 + b * gl, *p1 = w1 + b * gl;
-            if (t0 == 0) {
-                q4kp_prefetch(p0, gl);
-                q4kp_prefetch(p1, gl);
-            }
-            uint8_t e0[4][32], e1[4][32];
-            q4kp_entries(p0, e0);
-            q4kp_entries(p1, e1);
-            const __m512 dw = pair_ph(p0, p1), dmw = pair_ph(p0 + 16, p1 + 16);
-            const struct block_q8_K *yb[4];
-            __m512 d[4], dm[4];
-            int32_t bp[4][4]; /* [token][pair g]: sub-blocks 2g and 2g+1's activation sums */
-            for (int tt = 0; tt < 4; tt++) {
-                yb[tt] =
-                    (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row) + b;
-                const __m512 da = _mm512_set1_ps(yb[tt]->d);
-                d[tt]           = _mm512_mul_ps(dw, da);
-                dm[tt]          = _mm512_mul_ps(dmw, da);
-                _mm_storeu_si128((__m128i *)bp[tt], q8k_bsum_pairs(yb[tt]));
-            }
-            for (int g = 0; g < 4; g++) {
-                const uint8_t *q0 = p0 + 128 + 256 * g, *q1 = p1 + 128 + 256 * g;
-                __m512i v[8], ig[4];
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++)
-                    v[k] = _mm512_and_si512(pair256(q0 + 32 * k, q1 + 32 * k), m4);
-                const __m512i sc0 = join256(q4kp_entry(e0, 0, 2 * g), q4kp_entry(e1, 0, 2 * g));
-#pragma GCC unroll 4
-                for (int tt = 0; tt < 4; tt++)
-                    ig[tt] = q4kp16_sub(v, yb[tt]->qs + 64 * g, sc0);
-#pragma GCC unroll 8
-                for (int k = 0; k < 8; k++)
-                    v[k] = _mm512_and_si512(_mm512_srli_epi16(pair256(q0 + 32 * k, q1 + 32 * k), 4),
-                                            m4);
-                const __m512i sc1 =
-                    join256(q4kp_entry(e0, 0, 2 * g + 1), q4kp_entry(e1, 0, 2 * g + 1));
-                const __m512i mn = join256(q4kp_mn(e0, g), q4kp_mn(e1, g));
-#pragma GCC unroll 4
-                for (int tt = 0; tt < 4; tt++) {
-                    ig[tt] = _mm512_add_epi32(ig[tt], q4kp16_sub(v, yb[tt]->qs + 64 * g + 32, sc1));
-                    const __m512i mg = _mm512_madd_epi16(mn, _mm512_set1_epi32(bp[tt][g]));
-                    acc[tt]          = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ig[tt]), d[tt], acc[tt]);
-                    acc_m[tt]        = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mg), dm[tt], acc_m[tt]);
-                }
-            }
-        }
-        for (int tt = 0; tt < 4; tt++)
+    const struct block_q8_K *y[4];
+    __m512 acc[4], acc_m[4];
+    for (int32_t t0 = 0; t0 < n_tok; t0 += 4) {
+        const int32_t tn = n_tok - t0 < 4 ? n_tok - t0 : 4;
+        for (int tt = 0; tt < tn; tt++)
+            y[tt] = (const struct block_q8_K *)((const uint8_t *)a + (size_t)(t0 + tt) * a_row);
+        if (t0 < quads)
+            q4kp16_pass(nb, wp, y, 4, true, t0 == 0, acc, acc_m);
+        else if (tn == 3)
+            q4kp16_pass(nb, wp, y, 3, false, t0 == 0, acc, acc_m);
+        else if (tn == 2)
+            q4kp16_pass(nb, wp, y, 2, false, t0 == 0, acc, acc_m);
+        else
+            q4kp16_pass(nb, wp, y, 1, false, t0 == 0, acc, acc_m);
+        for (int32_t tt = 0; tt < tn; tt++)
             _mm512_storeu_ps(s + (size_t)(t0 + tt) * s_stride, _mm512_sub_ps(acc[tt], acc_m[tt]));
     }
-    if (quads < n_tok)
-        for (int g = 0; g < 2; g++)
-            avx512_gemm8p_q4_k(n, g ? w1 : w0, (const uint8_t *)a + (size_t)quads * a_row, a_row,
-                               as, n_tok - quads, s + (size_t)quads * s_stride + 8 * g, s_stride);
 }
 
 /* ---------------------------------------------------------------- Q6_K */
@@ -1245,6 +1277,7 @@ static void table_init(void)
     table.type[DTYPE_Q4_0].pack16  = true;
     table.type[DTYPE_Q4_K].gemm8p  = avx512_gemm8p_q4_k;
     table.type[DTYPE_Q4_K].gemm16p = avx512_gemm16p_q4_k;
+    table.type[DTYPE_Q4_K].pack16  = true;
     table.type[DTYPE_Q6_K].gemm8   = avx512_gemm8_q6_k;
     table.attn_rows                = avx512_attn_rows;
     table.attn_rows_lanes          = ATTN_LANES_MAX;
