@@ -897,6 +897,9 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
     memset(acc, 0, (size_t)hd * 16 * sizeof(uint16_t));
     const __m512i vjl = _mm512_loadu_si512(jl), vjh = _mm512_loadu_si512(jh);
     const __m512 one = _mm512_set1_ps(1.0f), vscale = _mm512_set1_ps(scale);
+    /* lanes past nq: no row reads them, so a key every row sees takes the unmasked update
+     * (a GQA group of eight over one token, decode, fills half the lanes) */
+    const __mmask16 idle = (__mmask16)(0xffffu << nq);
     __m512 M = _mm512_set1_ps(-INFINITY), S = _mm512_setzero_ps();
     for (int32_t t0 = lo; t0 <= hi; t0 += T) {
         const int32_t nt = hi - t0 + 1 < T ? hi - t0 + 1 : T;
@@ -936,7 +939,7 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
                         a[i] = round_f16(_mm512_mask_mul_ps(a[i], g, a[i], m));
                 }
                 const __m512 w = _mm512_loadu_ps(wv + (size_t)u * 16);
-                if (k == 0xffff)
+                if ((k | idle) == 0xffff)
 #pragma GCC unroll 16
                     for (int i = 0; i < 16; i++)
                         a[i] = round_f16(_mm512_fmadd_ps(_mm512_set1_ps(vr[i]), w, a[i]));
