@@ -15,6 +15,73 @@ struct job {
 };
 
 /*
+ * KV heads per call of attn_heads_f16 for a batch where no token shares its
+ * sequence with the next (decode: a token alone per sequence, so its GQA
+ * group is all one call can take): the most, 2 or 4, whose rows fill at
+ * most the lanes, that divides the KV heads and leaves a call for every
+ * thread; 1 where the tokens fill the lanes instead (a verify step, a short
+ * prefill) or the head size is not whole vectors.
+ */
+static int32_t heads_per_call(const struct job *s, int32_t group, int nth)
+{
+    const struct hparams *hp = &s->ctx->model->hp;
+    const struct kernels *k  = cpu_of(s->ctx)->k;
+    if (hp->head_dim % 16 != 0)
+        return 1;
+    for (int32_t t = 1; t < s->n; t++)
+        if (s->b->seq[t] == s->b->seq[t - 1])
+            return 1;
+    int32_t nh = 4;
+    while (nh > 1 && (nh * group > k->attn_rows_f16_lanes || hp->n_head_kv % nh != 0 ||
+                      (long)s->n * (hp->n_head_kv / nh) < nth))
+        nh /= 2;
+    return nh;
+}
+
+/*
+ * attention_items for such a batch: an item is nh KV heads of one token,
+ * their GQA groups' rows in one call, lane l the row l / nh of head l % nh.
+ */
+static void attention_heads(const struct job *s, int ith, int nth, int32_t nh)
+{
+    struct hearth_context *ctx = s->ctx;
+    struct cpu_ctx *c          = cpu_of(ctx);
+    const struct hparams *hp   = &ctx->model->hp;
+    const struct kv_cache *kv  = &ctx->kv;
+    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
+    const int64_t qd      = (int64_t)hp->n_head * hd;
+    const float scale     = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hd);
+    const int32_t n_swa   = kv->window[s->l];
+    const size_t head_off = kv->row_len[0] / hp->n_head_kv;
+    float *scratch        = c->s.scores + (size_t)ith * c->s.scores_per_thread;
+    const uint8_t *kbase = kv_layer_base(kv, s->l, 0), *vbase = kv_layer_base(kv, s->l, 1);
+    const int32_t blocks = hp->n_head_kv / nh;
+    for (long i = ith; i < (long)s->n * blocks; i += nth) {
+        const int32_t t = (int32_t)(i / blocks), kvh0 = (int32_t)(i % blocks) * nh;
+        const int32_t pos        = s->b->pos[t];
+        const struct attn_kv akv = {.k            = kbase + head_off * kvh0,
+                                    .v            = vbase + head_off * kvh0,
+                                    .blocks       = kv_layer_blocks(kv, s->l, s->b->seq[t]),
+                                    .block_len    = (size_t)kv->block_tokens * kv->row_len[0],
+                                    .row_len      = kv->row_len[0],
+                                    .block_tokens = kv->block_tokens,
+                                    .f16          = 1};
+        int32_t j0[16], j1[16];
+        float *out[16];
+        const float *q[16];
+        for (int32_t l = 0; l < group * nh; l++) {
+            const int32_t h = (kvh0 + l % nh) * group + l / nh;
+            /* a sliding window sees the last n_swa positions, itself included */
+            j0[l]  = n_swa > 0 && pos >= n_swa ? pos - n_swa + 1 : 0;
+            j1[l]  = pos;
+            q[l]   = c->s.q + t * qd + (int64_t)h * hd;
+            out[l] = c->s.att + t * qd + (int64_t)h * hd;
+        }
+        c->k->attn_heads_f16(out, q, group * nh, nh, hd, &akv, head_off, j0, j1, scale, scratch);
+    }
+}
+
+/*
  * Causal attention of every (token, head) of the batch over its sequence's
  * cache. Work items are runs of up to a kernel's lanes of query rows that share a KV
  * head: the heads of one GQA group, over as many consecutive tokens of one
@@ -46,6 +113,10 @@ static void attention_items(void *arg, int ith, int nth)
     const int32_t lanes     = mixed     ? ATTN_LANES
                               : per_key ? k->attn_rows_f16_lanes
                                         : k->attn_rows_lanes;
+    if (per_key && k->attn_heads_f16 && heads_per_call(s, group, nth) > 1) {
+        attention_heads(s, ith, nth, heads_per_call(s, group, nth));
+        return;
+    }
     const int32_t heads_per = group < lanes ? group : lanes;
     const int32_t tok_per   = group < lanes ? lanes / group : 1;
     const int32_t hblocks   = (group + heads_per - 1) / heads_per;

@@ -186,6 +186,17 @@ struct kernels {
     /* The rows attn_rows_f16 takes: ATTN_LANES, or 16 where a row is a vector lane. */
     int32_t attn_rows_f16_lanes;
     /*
+     * attn_rows_f16 over nh KV heads of one sequence at once (nh 1, 2 or
+     * 4; up to attn_rows_f16_lanes rows, hd a multiple of 16): row r reads
+     * head r % nh, whose K and V rows lie head_off * (r % nh) bytes past
+     * kv's, each row bit for bit ref_attn_row_f16 over its head. One token's
+     * GQA groups of two or four heads fill the lanes one head's group of
+     * eight or four leaves idle (decode). NULL: one head per call.
+     */
+    void (*attn_heads_f16)(float *const *out, const float *const *q, int32_t nq, int32_t nh,
+                           int32_t hd, const struct attn_kv *kv, size_t head_off, const int32_t *j0,
+                           const int32_t *j1, float scale, float *scratch);
+    /*
      * y[i] = expf(x[i]) with the C library's bits, which the per-key
      * softmax above is defined by: where a table computes it in vector
      * lanes, test_kernels holds them to libm over a sample of every range.

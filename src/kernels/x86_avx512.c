@@ -803,12 +803,31 @@ static void avx512_expf_libm(const float *x, float *y, int64_t n)
 }
 
 /*
- * ggml_vec_dot_f16 of one key (k, hd floats) with sixteen queries at once,
- * a lane each (qt: [hd][16]): the products of ggml's four sixteen-lane
- * accumulators one vector per position, summed in its reduction's order,
- * the positions past the last whole 64 added in double.
+ * Dimension i of the NH keys whose rows are interleaved at k ([hd][NH], the
+ * heads of a lane set, attn16_load_rows) in every lane: lane l takes head
+ * l % NH's.
  */
-static inline __m512 f16lanes_score(const float *k, const float *qt, int32_t hd)
+static inline __attribute__((always_inline)) __m512 kbcast(const float *k, int32_t i, const int NH)
+{
+    if (NH == 1)
+        return _mm512_set1_ps(k[i]);
+    if (NH == 2) {
+        double pair;
+        memcpy(&pair, k + 2 * i, sizeof pair);
+        return _mm512_castpd_ps(_mm512_set1_pd(pair));
+    }
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(k + 4 * i));
+}
+
+/*
+ * ggml_vec_dot_f16 of one key (k: hd floats, or NH keys interleaved) with
+ * sixteen queries at once, a lane each (qt: [hd][16]): the products of
+ * ggml's four sixteen-lane accumulators one vector per position, summed in
+ * its reduction's order, the positions past the last whole 64 added in
+ * double.
+ */
+static inline __attribute__((always_inline)) __m512 f16lanes_score(const float *k, const float *qt,
+                                                                   int32_t hd, const int NH)
 {
     const int32_t np = hd - hd % 64;
     __m512 t6[4];
@@ -823,7 +842,7 @@ static inline __m512 f16lanes_score(const float *k, const float *qt, int32_t hd)
                 const int32_t at = l + 4 * m + 16 * a;
                 p[a]             = _mm512_setzero_ps();
                 for (int32_t i = 0; i < np; i += 64)
-                    p[a] = _mm512_fmadd_ps(_mm512_set1_ps(k[i + at]),
+                    p[a] = _mm512_fmadd_ps(kbcast(k, i + at, NH),
                                            _mm512_loadu_ps(qt + (size_t)(i + at) * 16), p[a]);
             }
             v[m] = _mm512_add_ps(_mm512_add_ps(p[0], p[2]), _mm512_add_ps(p[1], p[3]));
@@ -836,7 +855,7 @@ static inline __m512 f16lanes_score(const float *k, const float *qt, int32_t hd)
     __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(s));
     __m512d hi = _mm512_cvtps_pd(hi256_ps(s));
     for (int32_t i = np; i < hd; i++) {
-        const __m512 p = _mm512_mul_ps(_mm512_set1_ps(k[i]), _mm512_loadu_ps(qt + (size_t)i * 16));
+        const __m512 p = _mm512_mul_ps(kbcast(k, i, NH), _mm512_loadu_ps(qt + (size_t)i * 16));
         lo             = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
         hi             = _mm512_add_pd(hi, _mm512_cvtps_pd(hi256_ps(p)));
     }
@@ -849,35 +868,78 @@ static inline __m512 round_f16(__m512 x)
     return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
-/* Keys per tile of avx512_attn_rows_f16: their f32 keys and values stay in L1. */
+/* Keys per tile of the lane kernel: their f32 keys and values stay in L1. */
 #define F16LANES_TILE 32
 
 /*
- * attn_rows_f16 with a query row per vector lane: up to sixteen rows of one
- * KV head (the heads of a GQA group over one or two tokens, or a verify
- * step's), each bit for bit ref_attn_row_f16. Per tile of keys, each key's
+ * Row j's f16 K or V rows of NH heads (head h's head_off * h bytes past
+ * row) as floats interleaved, [hd][NH], for kbcast: one head's row as it
+ * is, two or four interleaved a float, then a pair, at a time.
+ */
+static inline __attribute__((always_inline)) void
+attn16_load_rows(float *dst, const uint8_t *row, size_t head_off, int32_t hd, const int NH)
+{
+    if (NH == 1) {
+        attn16_load_row(dst, row, hd, 1);
+        return;
+    }
+    const __m512i lo32 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi32 =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512i lo64 = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+    const __m512i hi64 = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+    for (int32_t d = 0; d < hd; d += 16) {
+        __m512 a[4];
+        for (int h = 0; h < NH; h++)
+            a[h] = _mm512_cvtph_ps(
+                _mm256_loadu_si256((const __m256i *)(row + (size_t)h * head_off) + d / 16));
+        float *o = dst + (size_t)d * NH;
+        if (NH == 2) {
+            _mm512_storeu_ps(o, _mm512_permutex2var_ps(a[0], lo32, a[1]));
+            _mm512_storeu_ps(o + 16, _mm512_permutex2var_ps(a[0], hi32, a[1]));
+            continue;
+        }
+        /* heads 0, 1 and 2, 3 a float at a time, then the two a pair at a time */
+        const __m512d p0 = _mm512_castps_pd(_mm512_permutex2var_ps(a[0], lo32, a[1]));
+        const __m512d p1 = _mm512_castps_pd(_mm512_permutex2var_ps(a[0], hi32, a[1]));
+        const __m512d q0 = _mm512_castps_pd(_mm512_permutex2var_ps(a[2], lo32, a[3]));
+        const __m512d q1 = _mm512_castps_pd(_mm512_permutex2var_ps(a[2], hi32, a[3]));
+        _mm512_storeu_ps(o, _mm512_castpd_ps(_mm512_permutex2var_pd(p0, lo64, q0)));
+        _mm512_storeu_ps(o + 16, _mm512_castpd_ps(_mm512_permutex2var_pd(p0, hi64, q0)));
+        _mm512_storeu_ps(o + 32, _mm512_castpd_ps(_mm512_permutex2var_pd(p1, lo64, q1)));
+        _mm512_storeu_ps(o + 48, _mm512_castpd_ps(_mm512_permutex2var_pd(p1, hi64, q1)));
+    }
+}
+
+/*
+ * The lane kernel: a query row per vector lane, up to sixteen rows, each
+ * bit for bit ref_attn_row_f16. Lane l's row reads KV head l % NH (NH 1,
+ * 2 or 4: one head's GQA group over one or two tokens, or a verify step's;
+ * or the groups of two or four heads over one token, decode's), whose rows
+ * lie head_off * (l % NH) bytes past kv's. Per tile of keys, each key's
  * scores, softmax steps (masked to the lanes whose rows see it) and
  * weights are computed for all rows at once; then the f16 accumulators,
  * sixteen dimensions at a time in registers, take the tile's keys in
  * order, rounded to f16 after every step as the row's own would be.
  */
-static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
-                                 const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
-                                 float scale, float *scratch)
+static inline __attribute__((always_inline)) void
+attn16_lanes(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+             const struct attn_kv *kv, size_t head_off, const int32_t *j0, const int32_t *j1,
+             float scale, float *scratch, const int NH)
 {
-    if (hd % 16 || nq > 16) {
-        for (int32_t r = 0; r < nq; r += ATTN_LANES)
-            kernels_avx2()->attn_rows_f16(out + r, q + r, nq - r < ATTN_LANES ? nq - r : ATTN_LANES,
-                                          hd, kv, j0 + r, j1 + r, scale, scratch);
-        return;
-    }
-    enum { T = F16LANES_TILE };
-    /* [hd][16] queries, [T][hd] keys, then values, [T][16] weights ms and vs, [hd][16] f16
-     * accumulators: 88 hd + 32 T floats, within ATTN_SCRATCH */
-    float *qt = scratch, *kt = qt + (size_t)16 * hd, *vt = kt + (size_t)T * hd;
-    float *wm = vt + (size_t)T * hd, *wv = wm + (size_t)T * 16;
+    enum { TMAX = F16LANES_TILE };
+    /* a tile's keys and values of NH heads within 2 x 16 KiB */
+    const int32_t T  = NH == 1                   ? TMAX
+                       : 4096 / (hd * NH) > TMAX ? TMAX
+                       : 4096 / (hd * NH) < 1    ? 1
+                                                 : 4096 / (hd * NH);
+    const int32_t kw = hd * NH; /* floats of one key's rows in a tile */
+    /* [hd][16] queries, [T][hd][NH] keys, then values, [T][16] weights ms and vs, [hd][16] f16
+     * accumulators: 24 hd + 2 T (hd NH + 16) floats, within ATTN_SCRATCH */
+    float *qt = scratch, *kt = qt + (size_t)16 * hd, *vt = kt + (size_t)T * kw;
+    float *wm = vt + (size_t)T * kw, *wv = wm + (size_t)T * 16;
     uint16_t *acc = (uint16_t *)(wv + (size_t)T * 16);
-    __mmask16 see[T], up[T]; /* the lanes that see a key; those it gives a new maximum */
+    __mmask16 see[TMAX], up[TMAX]; /* the lanes that see a key; those it gives a new maximum */
     int32_t jl[16], jh[16], lo = INT32_MAX, hi = INT32_MIN;
     for (int32_t r = 0; r < 16; r++) {
         jl[r] = r < nq ? j0[r] : INT32_MAX; /* idle lanes see no key */
@@ -898,19 +960,19 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
     const __m512i vjl = _mm512_loadu_si512(jl), vjh = _mm512_loadu_si512(jh);
     const __m512 one = _mm512_set1_ps(1.0f), vscale = _mm512_set1_ps(scale);
     /* lanes past nq: no row reads them, so a key every row sees takes the unmasked update
-     * (a GQA group of eight over one token, decode, fills half the lanes) */
+     * (a GQA group of eight over one token fills half the lanes) */
     const __mmask16 idle = (__mmask16)(0xffffu << nq);
     __m512 M = _mm512_set1_ps(-INFINITY), S = _mm512_setzero_ps();
     for (int32_t t0 = lo; t0 <= hi; t0 += T) {
         const int32_t nt = hi - t0 + 1 < T ? hi - t0 + 1 : T;
         for (int32_t u = 0; u < nt; u++) {
-            attn16_load_row(kt + (size_t)u * hd, attn_kv_row(kv->k, kv, t0 + u), hd, 1);
-            attn16_load_row(vt + (size_t)u * hd, attn_kv_row(kv->v, kv, t0 + u), hd, 1);
+            attn16_load_rows(kt + (size_t)u * kw, attn_kv_row(kv->k, kv, t0 + u), head_off, hd, NH);
+            attn16_load_rows(vt + (size_t)u * kw, attn_kv_row(kv->v, kv, t0 + u), head_off, hd, NH);
         }
         for (int32_t u = 0; u < nt; u++) {
             const __m512i j   = _mm512_set1_epi32(t0 + u);
             const __mmask16 k = _mm512_cmple_epi32_mask(vjl, j) & _mm512_cmple_epi32_mask(j, vjh);
-            const __m512 s    = _mm512_mul_ps(f16lanes_score(kt + (size_t)u * hd, qt, hd), vscale);
+            const __m512 s = _mm512_mul_ps(f16lanes_score(kt + (size_t)u * kw, qt, hd, NH), vscale);
             const __mmask16 g = k & _mm512_cmp_ps_mask(s, M, _CMP_GT_OQ);
             /* a new maximum rescales by expf(M - s) and weighs the key 1; else expf(s - M) */
             const __m512 e = expf_libm16(
@@ -931,7 +993,7 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
                     _mm256_loadu_si256((const __m256i *)(acc + (size_t)(d + i) * 16)));
             for (int32_t u = 0; u < nt; u++) {
                 const __mmask16 k = see[u], g = up[u];
-                const float *vr = vt + (size_t)u * hd + d;
+                const float *vr = vt + (size_t)u * kw + (size_t)d * NH;
                 if (g) {
                     const __m512 m = _mm512_loadu_ps(wm + (size_t)u * 16);
 #pragma GCC unroll 16
@@ -942,12 +1004,12 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
                 if ((k | idle) == 0xffff)
 #pragma GCC unroll 16
                     for (int i = 0; i < 16; i++)
-                        a[i] = round_f16(_mm512_fmadd_ps(_mm512_set1_ps(vr[i]), w, a[i]));
+                        a[i] = round_f16(_mm512_fmadd_ps(kbcast(vr, i, NH), w, a[i]));
                 else if (k)
 #pragma GCC unroll 16
                     for (int i = 0; i < 16; i++)
                         a[i] = round_f16(_mm512_mask_mov_ps(
-                            a[i], k, _mm512_fmadd_ps(_mm512_set1_ps(vr[i]), w, a[i])));
+                            a[i], k, _mm512_fmadd_ps(kbcast(vr, i, NH), w, a[i])));
             }
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++)
@@ -965,6 +1027,33 @@ static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32
         for (int32_t r = 0; r < nq; r++)
             out[r][d] = f[r];
     }
+}
+
+/* attn_rows_f16: the lane kernel over one KV head; other head sizes and wider sets to AVX2's. */
+static void avx512_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                                 const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                                 float scale, float *scratch)
+{
+    if (hd % 16 || nq > 16) {
+        for (int32_t r = 0; r < nq; r += ATTN_LANES)
+            kernels_avx2()->attn_rows_f16(out + r, q + r, nq - r < ATTN_LANES ? nq - r : ATTN_LANES,
+                                          hd, kv, j0 + r, j1 + r, scale, scratch);
+        return;
+    }
+    attn16_lanes(out, q, nq, hd, kv, 0, j0, j1, scale, scratch, 1);
+}
+
+/* attn_heads_f16: the lane kernel over two or four KV heads (kernels.h). */
+static void avx512_attn_heads_f16(float *const *out, const float *const *q, int32_t nq, int32_t nh,
+                                  int32_t hd, const struct attn_kv *kv, size_t head_off,
+                                  const int32_t *j0, const int32_t *j1, float scale, float *scratch)
+{
+    if (nh == 4)
+        attn16_lanes(out, q, nq, hd, kv, head_off, j0, j1, scale, scratch, 4);
+    else if (nh == 2)
+        attn16_lanes(out, q, nq, hd, kv, head_off, j0, j1, scale, scratch, 2);
+    else
+        attn16_lanes(out, q, nq, hd, kv, head_off, j0, j1, scale, scratch, 1);
 }
 
 /* o[0..16 nv) += p[c * 16] v_c over keys c0..c1 of the value tile, a sequential fma per dimension.
@@ -1286,6 +1375,7 @@ static void table_init(void)
     table.attn_rows_lanes          = ATTN_LANES_MAX;
     table.attn_rows_f16            = avx512_attn_rows_f16;
     table.attn_rows_f16_lanes      = 16;
+    table.attn_heads_f16           = avx512_attn_heads_f16;
     table.expf_libm                = avx512_expf_libm;
 #if !defined(HEARTH_AVX512_SIMDE)
     table.int8_probe = avx512_int8_probe;

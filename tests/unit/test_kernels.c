@@ -2023,6 +2023,97 @@ static void test_attn_row_f16(void **state)
 }
 
 /*
+ * attn_heads_f16: rows of up to four KV heads in one call, row r reading head
+ * r % nh, each bit-identical to ref_attn_row_f16 over its own head, for
+ * every lane count, with ranges that start late or end early and wide
+ * queries in the last lanes, over a paged cache whose token rows hold the
+ * heads side by side.
+ */
+static void test_attn_heads_f16(void **state)
+{
+    (void)state;
+    const struct kernels *ks[N_ISA];
+    const int nk = host_tables(ks);
+    enum { TOKENS = 300, BT = 16, NBLK = (TOKENS + BT - 1) / BT, HEADS = 4, LANES = 16 };
+    static const int32_t hds[] = {16, 64, 80, 128, 256};
+    int checked = 0, tables = 0;
+    for (int k = 0; k < nk; k++)
+        tables += ks[k]->attn_heads_f16 != NULL;
+    if (tables == 0)
+        skip(); /* no table on this host offers it */
+    for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++) {
+        const int32_t hd = hds[hi], kv_dim = HEADS * hd;
+        const size_t row_len = (size_t)kv_dim * 2, block_len = (size_t)BT * row_len;
+        uint8_t *kpool = xmalloc(NBLK * block_len), *vpool = xmalloc(NBLK * block_len);
+        int32_t blocks[NBLK];
+        for (int b = 0; b < NBLK; b++)
+            blocks[b] = (b * 7 + 2) % NBLK;
+        float *x = xmalloc((size_t)kv_dim * sizeof(float));
+        for (int pool = 0; pool < 2; pool++)
+            for (int b = 0; b < NBLK * BT; b++) {
+                fill_normal(x, kv_dim, 1.0f);
+                ref_f32_to_f16(x, (uint16_t *)((pool ? vpool : kpool) + (size_t)b * row_len),
+                               kv_dim);
+            }
+        struct attn_kv akv[HEADS];
+        for (int h = 0; h < HEADS; h++)
+            akv[h] = (struct attn_kv){.k            = kpool + (size_t)h * hd * 2,
+                                      .v            = vpool + (size_t)h * hd * 2,
+                                      .blocks       = blocks,
+                                      .block_len    = block_len,
+                                      .row_len      = row_len,
+                                      .block_tokens = BT,
+                                      .f16          = 1};
+        float *qs      = xmalloc((size_t)LANES * hd * sizeof(float));
+        float *outs    = xmalloc((size_t)LANES * hd * sizeof(float));
+        float *want    = xmalloc((size_t)hd * sizeof(float));
+        float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
+        fill_normal(qs, LANES * hd, 2.0f);
+        for (int32_t i = (LANES - 2) * hd; i < LANES * hd; i++)
+            qs[i] *= 40.0f;
+        const float *qr[LANES];
+        float *outr[LANES];
+        int32_t rj0[LANES], rj1[LANES];
+        const float scale = 1.0f / sqrtf((float)hd);
+        for (int k = 0; k < nk; k++) {
+            if (!ks[k]->attn_heads_f16)
+                continue;
+            for (int32_t nh = 1; nh <= HEADS; nh *= 2)
+                for (int32_t nq = 1; nq <= ks[k]->attn_rows_f16_lanes && nq <= LANES; nq++) {
+                    /* the wide rows are the last of every set */
+                    const int32_t at = LANES - nq;
+                    for (int32_t r = 0; r < nq; r++) {
+                        qr[r]   = qs + (size_t)(at + r) * hd;
+                        outr[r] = outs + (size_t)r * hd;
+                        rj0[r]  = r % 3 == 2 ? 30 + 5 * r : 0;
+                        rj1[r]  = r % 4 == 1 ? 120 + r : TOKENS - 1 - r % 2;
+                    }
+                    memset(outs, 0xff, (size_t)LANES * hd * sizeof(float));
+                    ks[k]->attn_heads_f16(outr, qr, nq, nh, hd, &akv[0], (size_t)hd * 2, rj0, rj1,
+                                          scale, scratch);
+                    for (int32_t r = 0; r < nq; r++) {
+                        ref_attn_row_f16(want, qr[r], hd, &akv[r % nh], rj0[r], rj1[r], scale,
+                                         scratch);
+                        if (memcmp(outr[r], want, (size_t)hd * sizeof(float)) != 0)
+                            fail_msg("%s: attn_heads_f16 hd %d, %d heads, %d rows: row %d "
+                                     "differs from the reference",
+                                     ks[k]->name, hd, nh, nq, r);
+                        checked++;
+                    }
+                }
+        }
+        free(scratch);
+        free(want);
+        free(outs);
+        free(qs);
+        free(x);
+        free(vpool);
+        free(kpool);
+    }
+    print_message("attn_heads_f16: %d rows bit-identical to the reference\n", checked);
+}
+
+/*
  * attn_rows_quant's definition, written out for one row with table k's type
  * kernels: the query converted to K's vec_dot type, a score per key, an
  * online softmax with expf, values converted to f32 and added with fmaf,
@@ -2210,6 +2301,7 @@ int main(void)
         cmocka_unit_test(test_attn_rows),
         cmocka_unit_test(test_expf_libm),
         cmocka_unit_test(test_attn_row_f16),
+        cmocka_unit_test(test_attn_heads_f16),
         cmocka_unit_test(test_attn_rows_quant),
         cmocka_unit_test(test_axpy_scale),
         cmocka_unit_test(test_f16_rows),
