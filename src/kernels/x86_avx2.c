@@ -1583,21 +1583,103 @@ static void avx2_attn_row_f16(float *out, const float *q, int32_t hd, const stru
         _mm256_storeu_ps(out + d, _mm256_mul_ps(load_ph(acc + d), inv));
 }
 
-/* dot_f16_ggml over operands already converted to f32 (exactly): the same sums in the same order. */
-static float dot_f32_ggml(const float *x, const float *y, int32_t n)
+/*
+ * expf with glibc's bits in four lanes: x86_avx512.c's expf_libm8 (its
+ * comment says why these are libm's bits) on four doubles, the table's
+ * entry gathered. Lanes outside (-103.9, 0] are libm's own.
+ */
+static inline __m128 expf_libm4(__m128 x)
 {
-    const int32_t np = n - n % 64;
-    __m256 a[8];
-    for (int i = 0; i < 8; i++)
-        a[i] = _mm256_setzero_ps();
-    for (int32_t i = 0; i < np; i += 64)
-        for (int k = 0; k < 8; k++)
-            a[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k),
-                                   a[k]);
-    double sum = ggml_f16_reduce(a);
-    for (int32_t i = np; i < n; i++)
-        sum += (double)(x[i] * y[i]);
-    return (float)sum;
+    const __m256d inv = _mm256_set1_pd(0x1.71547652b82fep+0 * 32), shift = _mm256_set1_pd(0x1.8p52);
+    const __m256d xd = _mm256_cvtps_pd(x);
+    const __m256d kr = _mm256_fmadd_pd(inv, xd, shift); /* k in the low bits */
+    const __m256i ki = _mm256_castpd_si256(kr);
+    const __m256d r  = _mm256_fmsub_pd(inv, xd, _mm256_sub_pd(kr, shift));
+    const __m256i t  = _mm256_i64gather_epi64((const long long *)exp2_32,
+                                              _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    const __m256d s  = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(ki, 47)));
+    const __m256d z  = _mm256_fmadd_pd(_mm256_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32), r,
+                                       _mm256_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32));
+    const __m256d y  = _mm256_fmadd_pd(
+         z, _mm256_mul_pd(r, r),
+         _mm256_fmadd_pd(_mm256_set1_pd(0x1.62e42ff0c52d6p-1 / 32), r, _mm256_set1_pd(1.0)));
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, s));
+}
+
+static inline __m256 expf_libm8(__m256 x)
+{
+    const int in =
+        _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-103.9f), _CMP_GT_OQ),
+                                         _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ)));
+    __m256 y = _mm256_insertf128_ps(_mm256_castps128_ps256(expf_libm4(_mm256_castps256_ps128(x))),
+                                    expf_libm4(_mm256_extractf128_ps(x, 1)), 1);
+    if (in != 0xff) {
+        float xs[8], ys[8];
+        _mm256_storeu_ps(xs, x);
+        _mm256_storeu_ps(ys, y);
+        for (int l = 0; l < 8; l++)
+            if (!(in >> l & 1))
+                ys[l] = expf(xs[l]);
+        y = _mm256_loadu_ps(ys);
+    }
+    return y;
+}
+
+static void avx2_expf_libm(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, expf_libm8(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] = expf(x[i]);
+}
+
+/*
+ * ggml_vec_dot_f16 of one key (k, hd floats) with eight queries at once, a
+ * lane each (qt: [hd][8]): x86_avx512.c's f16lanes_score on eight lanes,
+ * the same operations per lane.
+ */
+static inline __m256 f16lanes_score8(const float *k, const float *qt, int32_t hd)
+{
+    const int32_t np = hd - hd % 64;
+    __m256 t6[4];
+    UNROLL
+    for (int l = 0; l < 4; l++) {
+        __m256 v[4]; /* ggml's v[l], v[l + 4], v[l + 8], v[l + 12] */
+        UNROLL
+        for (int m = 0; m < 4; m++) {
+            __m256 p[4]; /* accumulator a's lane l + 4m */
+            UNROLL
+            for (int a = 0; a < 4; a++) {
+                const int32_t at = l + 4 * m + 16 * a;
+                p[a]             = _mm256_setzero_ps();
+                for (int32_t i = 0; i < np; i += 64)
+                    p[a] = _mm256_fmadd_ps(_mm256_broadcast_ss(k + i + at),
+                                           _mm256_loadu_ps(qt + (size_t)(i + at) * 8), p[a]);
+            }
+            v[m] = _mm256_add_ps(_mm256_add_ps(p[0], p[2]), _mm256_add_ps(p[1], p[3]));
+        }
+        t6[l] = _mm256_add_ps(_mm256_add_ps(v[3], v[1]), _mm256_add_ps(v[2], v[0]));
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(t6[0], t6[2]), _mm256_add_ps(t6[1], t6[3]));
+    if (np == hd)
+        return s;
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(s));
+    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1));
+    for (int32_t i = np; i < hd; i++) {
+        const __m256 p =
+            _mm256_mul_ps(_mm256_broadcast_ss(k + i), _mm256_loadu_ps(qt + (size_t)i * 8));
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+    }
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)), _mm256_cvtpd_ps(hi),
+                                1);
+}
+
+/* x rounded to f16 and back: what storing an f16 accumulator does to it. */
+static inline __m256 round_f16(__m256 x)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
 }
 
 /* Keys per tile of attn_rows_f16: their f32 keys and values, 2 x 32 x hd floats, stay in L1. */
@@ -1605,11 +1687,12 @@ static float dot_f32_ggml(const float *x, const float *y, int32_t n)
 
 /*
  * avx2_attn_row_f16 for up to ATTN_LANES rows of one KV head (the heads of a
- * GQA group, a verify step's tokens), bit for bit row by row: a tile of keys
- * and values is converted from f16 once for all the rows, and each row's
- * query once, where the single row converted all three per key; then each
- * row walks the tile's keys it sees. A row's scores, softmax and f16
- * accumulator steps are its own, in key order.
+ * GQA group, a verify step's tokens), a query row per vector lane, each row
+ * bit for bit the single row's: x86_avx512.c's lane kernel on eight lanes,
+ * the masked steps as blends. Per tile of keys, each key's scores, softmax
+ * steps and weights are computed for all rows at once; then the f16
+ * accumulators, eight dimensions at a time in registers, take the tile's
+ * keys in order, rounded to f16 after every step.
  */
 static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                                const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
@@ -1620,62 +1703,107 @@ static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t
             avx2_attn_row_f16(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
         return;
     }
-    /* [tile][hd] keys, then values, [nq][hd] queries, then the [nq][hd] f16 accumulators */
-    float *kf = scratch, *vf = kf + (size_t)ATTN_F16_TILE * hd, *qf = vf + (size_t)ATTN_F16_TILE * hd;
-    uint16_t *acc = (uint16_t *)(qf + (size_t)nq * hd);
-    float M[ATTN_LANES], S[ATTN_LANES];
-    int32_t lo = INT32_MAX, hi = INT32_MIN;
-    for (int32_t r = 0; r < nq; r++) {
-        for (int32_t d = 0; d < hd; d += 8) {
-            uint16_t h[8];
-            store_ph(h, _mm256_loadu_ps(q[r] + d));
-            _mm256_storeu_ps(qf + (size_t)r * hd + d, load_ph(h));
-            store_ph(acc + (size_t)r * hd + d, _mm256_setzero_ps());
-        }
-        M[r] = -INFINITY;
-        S[r] = 0.0f;
-        lo   = j0[r] < lo ? j0[r] : lo;
-        hi   = j1[r] > hi ? j1[r] : hi;
+    enum { T = ATTN_F16_TILE };
+    /* [hd][8] queries, [T][hd] keys, then values, [T][8] weights ms and vs and the lanes
+     * that see a key and that it gives a new maximum, [hd][8] f16 accumulators: 12 hd +
+     * 2 T (hd + 16) floats, within ATTN_SCRATCH */
+    float *qt = scratch, *kt = qt + (size_t)8 * hd, *vt = kt + (size_t)T * hd;
+    float *wm = vt + (size_t)T * hd, *wv = wm + (size_t)T * 8, *wk = wv + (size_t)T * 8;
+    float *wg     = wk + (size_t)T * 8;
+    uint16_t *acc = (uint16_t *)(wg + (size_t)T * 8);
+    int see[T], up[T];
+    int32_t jl[8], jh[8], lo = INT32_MAX, hi = INT32_MIN;
+    for (int32_t r = 0; r < 8; r++) {
+        jl[r] = r < nq ? j0[r] : INT32_MAX; /* idle lanes see no key */
+        jh[r] = r < nq ? j1[r] : INT32_MIN;
+        lo    = jl[r] < lo ? jl[r] : lo;
+        hi    = jh[r] > hi ? jh[r] : hi;
     }
-    for (int32_t t0 = lo; t0 <= hi; t0 += ATTN_F16_TILE) {
-        const int32_t t1 = t0 + ATTN_F16_TILE - 1 < hi ? t0 + ATTN_F16_TILE - 1 : hi;
-        for (int32_t j = t0; j <= t1; j++) {
-            const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
-            const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
-            float *kd = kf + (size_t)(j - t0) * hd, *vd = vf + (size_t)(j - t0) * hd;
+    for (int32_t d = 0; d < hd; d += 8) {
+        float f[8];
+        for (int32_t r = 0; r < 8; r++) {
+            _mm256_storeu_ps(f,
+                             r < nq ? round_f16(_mm256_loadu_ps(q[r] + d)) : _mm256_setzero_ps());
+            for (int i = 0; i < 8; i++)
+                qt[(size_t)(d + i) * 8 + r] = f[i];
+        }
+    }
+    memset(acc, 0, (size_t)hd * 8 * sizeof(uint16_t));
+    const __m256i vjl = _mm256_loadu_si256((const __m256i *)jl);
+    const __m256i vjh = _mm256_loadu_si256((const __m256i *)jh);
+    const __m256 one = _mm256_set1_ps(1.0f), vscale = _mm256_set1_ps(scale);
+    /* lanes past nq: no row reads them, so a key every row sees takes the unmasked update */
+    const int idle = (0xff << nq) & 0xff;
+    __m256 M = _mm256_set1_ps(-INFINITY), S = _mm256_setzero_ps();
+    for (int32_t t0 = lo; t0 <= hi; t0 += T) {
+        const int32_t nt = hi - t0 + 1 < T ? hi - t0 + 1 : T;
+        for (int32_t u = 0; u < nt; u++) {
+            const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, t0 + u);
+            const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, t0 + u);
             for (int32_t d = 0; d < hd; d += 8) {
-                _mm256_storeu_ps(kd + d, load_ph(kr + d));
-                _mm256_storeu_ps(vd + d, load_ph(vr + d));
+                _mm256_storeu_ps(kt + (size_t)u * hd + d, load_ph(kr + d));
+                _mm256_storeu_ps(vt + (size_t)u * hd + d, load_ph(vr + d));
             }
         }
-        for (int32_t r = 0; r < nq; r++) {
-            uint16_t *a       = acc + (size_t)r * hd;
-            const float *qr   = qf + (size_t)r * hd;
-            const int32_t ja  = j0[r] > t0 ? j0[r] : t0, jb = j1[r] < t1 ? j1[r] : t1;
-            for (int32_t j = ja; j <= jb; j++) {
-                const float *vd = vf + (size_t)(j - t0) * hd;
-                const float s   = dot_f32_ggml(kf + (size_t)(j - t0) * hd, qr, hd) * scale;
-                float ms = 1.0f, vs = 1.0f;
-                if (s > M[r]) {
-                    ms   = expf(M[r] - s);
-                    M[r] = s;
-                    const __m256 m = _mm256_set1_ps(ms);
-                    for (int32_t d = 0; d < hd; d += 8)
-                        store_ph(a + d, _mm256_mul_ps(load_ph(a + d), m));
-                } else {
-                    vs = expf(s - M[r]);
+        for (int32_t u = 0; u < nt; u++) {
+            const __m256i j = _mm256_set1_epi32(t0 + u);
+            const __m256 k  = _mm256_castsi256_ps(_mm256_andnot_si256(
+                 _mm256_or_si256(_mm256_cmpgt_epi32(vjl, j), _mm256_cmpgt_epi32(j, vjh)),
+                 _mm256_set1_epi32(-1)));
+            const __m256 s  = _mm256_mul_ps(f16lanes_score8(kt + (size_t)u * hd, qt, hd), vscale);
+            const __m256 g  = _mm256_and_ps(k, _mm256_cmp_ps(s, M, _CMP_GT_OQ));
+            /* a new maximum rescales by expf(M - s) and weighs the key 1; else expf(s - M) */
+            const __m256 e = expf_libm8(
+                _mm256_and_ps(k, _mm256_blendv_ps(_mm256_sub_ps(s, M), _mm256_sub_ps(M, s), g)));
+            const __m256 ms = _mm256_blendv_ps(one, e, g), vs = _mm256_blendv_ps(e, one, g);
+            M = _mm256_blendv_ps(M, s, g);
+            S = _mm256_blendv_ps(S, _mm256_fmadd_ps(S, ms, vs), k);
+            _mm256_storeu_ps(wm + (size_t)u * 8, ms);
+            _mm256_storeu_ps(wv + (size_t)u * 8, vs);
+            _mm256_storeu_ps(wk + (size_t)u * 8, k);
+            _mm256_storeu_ps(wg + (size_t)u * 8, g);
+            see[u] = _mm256_movemask_ps(k);
+            up[u]  = _mm256_movemask_ps(g);
+        }
+        for (int32_t d = 0; d < hd; d += 8) {
+            __m256 a[8];
+            UNROLL
+            for (int i = 0; i < 8; i++)
+                a[i] = load_ph(acc + (size_t)(d + i) * 8);
+            for (int32_t u = 0; u < nt; u++) {
+                const float *vr = vt + (size_t)u * hd + d;
+                if (up[u]) {
+                    const __m256 m = _mm256_loadu_ps(wm + (size_t)u * 8);
+                    const __m256 g = _mm256_loadu_ps(wg + (size_t)u * 8);
+                    UNROLL
+                    for (int i = 0; i < 8; i++)
+                        a[i] = round_f16(_mm256_blendv_ps(a[i], _mm256_mul_ps(a[i], m), g));
                 }
-                const __m256 w = _mm256_set1_ps(vs);
-                for (int32_t d = 0; d < hd; d += 8)
-                    store_ph(a + d, _mm256_fmadd_ps(_mm256_loadu_ps(vd + d), w, load_ph(a + d)));
-                S[r] = fmaf(S[r], ms, vs);
+                const __m256 w = _mm256_loadu_ps(wv + (size_t)u * 8);
+                if ((see[u] | idle) == 0xff) {
+                    UNROLL
+                    for (int i = 0; i < 8; i++)
+                        a[i] = round_f16(_mm256_fmadd_ps(_mm256_broadcast_ss(vr + i), w, a[i]));
+                } else if (see[u]) {
+                    const __m256 k = _mm256_loadu_ps(wk + (size_t)u * 8);
+                    UNROLL
+                    for (int i = 0; i < 8; i++)
+                        a[i] = round_f16(_mm256_blendv_ps(
+                            a[i], _mm256_fmadd_ps(_mm256_broadcast_ss(vr + i), w, a[i]), k));
+                }
             }
+            UNROLL
+            for (int i = 0; i < 8; i++)
+                store_ph(acc + (size_t)(d + i) * 8, a[i]);
         }
     }
-    for (int32_t r = 0; r < nq; r++) {
-        const __m256 inv = _mm256_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
-        for (int32_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(out[r] + d, _mm256_mul_ps(load_ph(acc + (size_t)r * hd + d), inv));
+    const __m256 inv =
+        _mm256_and_ps(_mm256_div_ps(one, S), _mm256_cmp_ps(S, _mm256_setzero_ps(), _CMP_NEQ_UQ));
+    for (int32_t d = 0; d < hd; d++) {
+        float f[8];
+        _mm256_storeu_ps(f, _mm256_mul_ps(load_ph(acc + (size_t)d * 8), inv));
+        for (int32_t r = 0; r < nq; r++)
+            out[r][d] = f[r];
     }
 }
 
@@ -1946,7 +2074,7 @@ static const struct kernels table = {
     .int8_probe          = avx2_int8_probe,
     .attn_rows_f16       = avx2_attn_rows_f16,
     .attn_rows_f16_lanes = ATTN_LANES,
-    .expf_libm           = ref_expf_libm,
+    .expf_libm           = avx2_expf_libm,
     .f32_to_f16          = avx2_f32_to_f16,
 };
 
