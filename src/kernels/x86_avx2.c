@@ -1635,11 +1635,64 @@ static void avx2_expf_libm(const float *x, float *y, int64_t n)
 }
 
 /*
- * ggml_vec_dot_f16 of one key (k, hd floats) with eight queries at once, a
- * lane each (qt: [hd][8]): x86_avx512.c's f16lanes_score on eight lanes,
- * the same operations per lane.
+ * Dimension i of the NH keys whose rows are interleaved at k ([hd][NH],
+ * attn8_load_rows) in every lane: lane l takes head l % NH's.
  */
-static inline __m256 f16lanes_score8(const float *k, const float *qt, int32_t hd)
+static inline __attribute__((always_inline)) __m256 kbcast8(const float *k, int32_t i, const int NH)
+{
+    if (NH == 1)
+        return _mm256_broadcast_ss(k + i);
+    if (NH == 2)
+        return _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(k + 2 * i)));
+    return _mm256_broadcast_ps((const __m128 *)(const void *)(k + 4 * i));
+}
+
+/*
+ * Row j's f16 K or V rows of NH heads (head h's head_off * h bytes past
+ * row) as floats interleaved, [hd][NH], for kbcast8.
+ */
+static inline __attribute__((always_inline)) void
+attn8_load_rows(float *dst, const uint8_t *row, size_t head_off, int32_t hd, const int NH)
+{
+    for (int32_t d = 0; d < hd; d += 8) {
+        __m256 a[4];
+        for (int h = 0; h < NH; h++)
+            a[h] = load_ph((const uint16_t *)(row + (size_t)h * head_off) + d);
+        float *o = dst + (size_t)d * NH;
+        if (NH == 1) {
+            _mm256_storeu_ps(o, a[0]);
+            continue;
+        }
+        /* heads 0, 1 (and 2, 3) a float at a time: dims 0..3 and 4..7 in order */
+        const __m256 l01 = _mm256_unpacklo_ps(a[0], a[1]), h01 = _mm256_unpackhi_ps(a[0], a[1]);
+        const __m256 p0 = _mm256_permute2f128_ps(l01, h01, 0x20);
+        const __m256 p1 = _mm256_permute2f128_ps(l01, h01, 0x31);
+        if (NH == 2) {
+            _mm256_storeu_ps(o, p0);
+            _mm256_storeu_ps(o + 8, p1);
+            continue;
+        }
+        const __m256 l23 = _mm256_unpacklo_ps(a[2], a[3]), h23 = _mm256_unpackhi_ps(a[2], a[3]);
+        const __m256d q0 = _mm256_castps_pd(_mm256_permute2f128_ps(l23, h23, 0x20));
+        const __m256d q1 = _mm256_castps_pd(_mm256_permute2f128_ps(l23, h23, 0x31));
+        /* then the two a pair at a time: dims 0, 2 and 1, 3 per 128-bit half, put in order */
+        const __m256d pd0 = _mm256_castps_pd(p0), pd1 = _mm256_castps_pd(p1);
+        const __m256d e0 = _mm256_unpacklo_pd(pd0, q0), o0 = _mm256_unpackhi_pd(pd0, q0);
+        const __m256d e1 = _mm256_unpacklo_pd(pd1, q1), o1 = _mm256_unpackhi_pd(pd1, q1);
+        _mm256_storeu_ps(o, _mm256_castpd_ps(_mm256_permute2f128_pd(e0, o0, 0x20)));
+        _mm256_storeu_ps(o + 8, _mm256_castpd_ps(_mm256_permute2f128_pd(e0, o0, 0x31)));
+        _mm256_storeu_ps(o + 16, _mm256_castpd_ps(_mm256_permute2f128_pd(e1, o1, 0x20)));
+        _mm256_storeu_ps(o + 24, _mm256_castpd_ps(_mm256_permute2f128_pd(e1, o1, 0x31)));
+    }
+}
+
+/*
+ * ggml_vec_dot_f16 of one key (k: hd floats, or NH keys interleaved) with
+ * eight queries at once, a lane each (qt: [hd][8]): x86_avx512.c's
+ * f16lanes_score on eight lanes, the same operations per lane.
+ */
+static inline __attribute__((always_inline)) __m256 f16lanes_score8(const float *k, const float *qt,
+                                                                    int32_t hd, const int NH)
 {
     const int32_t np = hd - hd % 64;
     __m256 t6[4];
@@ -1654,7 +1707,7 @@ static inline __m256 f16lanes_score8(const float *k, const float *qt, int32_t hd
                 const int32_t at = l + 4 * m + 16 * a;
                 p[a]             = _mm256_setzero_ps();
                 for (int32_t i = 0; i < np; i += 64)
-                    p[a] = _mm256_fmadd_ps(_mm256_broadcast_ss(k + i + at),
+                    p[a] = _mm256_fmadd_ps(kbcast8(k, i + at, NH),
                                            _mm256_loadu_ps(qt + (size_t)(i + at) * 8), p[a]);
             }
             v[m] = _mm256_add_ps(_mm256_add_ps(p[0], p[2]), _mm256_add_ps(p[1], p[3]));
@@ -1667,8 +1720,7 @@ static inline __m256 f16lanes_score8(const float *k, const float *qt, int32_t hd
     __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(s));
     __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1));
     for (int32_t i = np; i < hd; i++) {
-        const __m256 p =
-            _mm256_mul_ps(_mm256_broadcast_ss(k + i), _mm256_loadu_ps(qt + (size_t)i * 8));
+        const __m256 p = _mm256_mul_ps(kbcast8(k, i, NH), _mm256_loadu_ps(qt + (size_t)i * 8));
         lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
         hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
     }
@@ -1686,32 +1738,36 @@ static inline __m256 round_f16(__m256 x)
 #define ATTN_F16_TILE 32
 
 /*
- * avx2_attn_row_f16 for up to ATTN_LANES rows of one KV head (the heads of a
- * GQA group, a verify step's tokens), a query row per vector lane, each row
- * bit for bit the single row's: x86_avx512.c's lane kernel on eight lanes,
- * the masked steps as blends. Per tile of keys, each key's scores, softmax
+ * The lane kernel on eight lanes: up to ATTN_LANES rows, a query row per
+ * vector lane, each bit for bit avx2_attn_row_f16's (x86_avx512.c's lane
+ * kernel, the masked steps as blends). Lane l's row reads KV head l % NH
+ * (NH 1: one head's GQA group or a verify step's tokens; 2 or 4: the
+ * groups of that many heads over one token), whose rows lie head_off *
+ * (l % NH) bytes past kv's. Per tile of keys, each key's scores, softmax
  * steps and weights are computed for all rows at once; then the f16
  * accumulators, eight dimensions at a time in registers, take the tile's
  * keys in order, rounded to f16 after every step.
  */
-static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
-                               const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
-                               float scale, float *scratch)
+static inline __attribute__((always_inline)) void
+attn8_lanes(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+            const struct attn_kv *kv, size_t head_off, const int32_t *j0, const int32_t *j1,
+            float scale, float *scratch, const int NH)
 {
-    if (hd % 8 || nq > ATTN_LANES) {
-        for (int32_t r = 0; r < nq; r++)
-            avx2_attn_row_f16(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
-        return;
-    }
-    enum { T = ATTN_F16_TILE };
-    /* [hd][8] queries, [T][hd] keys, then values, [T][8] weights ms and vs and the lanes
+    enum { TMAX = ATTN_F16_TILE };
+    /* a tile's keys and values of NH heads within 2 x 16 KiB */
+    const int32_t T  = NH == 1                   ? TMAX
+                       : 4096 / (hd * NH) > TMAX ? TMAX
+                       : 4096 / (hd * NH) < 1    ? 1
+                                                 : 4096 / (hd * NH);
+    const int32_t kw = hd * NH; /* floats of one key's rows in a tile */
+    /* [hd][8] queries, [T][hd][NH] keys, then values, [T][8] weights ms and vs and the lanes
      * that see a key and that it gives a new maximum, [hd][8] f16 accumulators: 12 hd +
-     * 2 T (hd + 16) floats, within ATTN_SCRATCH */
-    float *qt = scratch, *kt = qt + (size_t)8 * hd, *vt = kt + (size_t)T * hd;
-    float *wm = vt + (size_t)T * hd, *wv = wm + (size_t)T * 8, *wk = wv + (size_t)T * 8;
+     * 2 T (hd NH + 16) floats, within ATTN_SCRATCH */
+    float *qt = scratch, *kt = qt + (size_t)8 * hd, *vt = kt + (size_t)T * kw;
+    float *wm = vt + (size_t)T * kw, *wv = wm + (size_t)T * 8, *wk = wv + (size_t)T * 8;
     float *wg     = wk + (size_t)T * 8;
     uint16_t *acc = (uint16_t *)(wg + (size_t)T * 8);
-    int see[T], up[T];
+    int see[TMAX], up[TMAX];
     int32_t jl[8], jh[8], lo = INT32_MAX, hi = INT32_MIN;
     for (int32_t r = 0; r < 8; r++) {
         jl[r] = r < nq ? j0[r] : INT32_MAX; /* idle lanes see no key */
@@ -1738,19 +1794,16 @@ static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t
     for (int32_t t0 = lo; t0 <= hi; t0 += T) {
         const int32_t nt = hi - t0 + 1 < T ? hi - t0 + 1 : T;
         for (int32_t u = 0; u < nt; u++) {
-            const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, t0 + u);
-            const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, t0 + u);
-            for (int32_t d = 0; d < hd; d += 8) {
-                _mm256_storeu_ps(kt + (size_t)u * hd + d, load_ph(kr + d));
-                _mm256_storeu_ps(vt + (size_t)u * hd + d, load_ph(vr + d));
-            }
+            attn8_load_rows(kt + (size_t)u * kw, attn_kv_row(kv->k, kv, t0 + u), head_off, hd, NH);
+            attn8_load_rows(vt + (size_t)u * kw, attn_kv_row(kv->v, kv, t0 + u), head_off, hd, NH);
         }
         for (int32_t u = 0; u < nt; u++) {
             const __m256i j = _mm256_set1_epi32(t0 + u);
             const __m256 k  = _mm256_castsi256_ps(_mm256_andnot_si256(
                  _mm256_or_si256(_mm256_cmpgt_epi32(vjl, j), _mm256_cmpgt_epi32(j, vjh)),
                  _mm256_set1_epi32(-1)));
-            const __m256 s  = _mm256_mul_ps(f16lanes_score8(kt + (size_t)u * hd, qt, hd), vscale);
+            const __m256 s =
+                _mm256_mul_ps(f16lanes_score8(kt + (size_t)u * kw, qt, hd, NH), vscale);
             const __m256 g  = _mm256_and_ps(k, _mm256_cmp_ps(s, M, _CMP_GT_OQ));
             /* a new maximum rescales by expf(M - s) and weighs the key 1; else expf(s - M) */
             const __m256 e = expf_libm8(
@@ -1771,7 +1824,7 @@ static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t
             for (int i = 0; i < 8; i++)
                 a[i] = load_ph(acc + (size_t)(d + i) * 8);
             for (int32_t u = 0; u < nt; u++) {
-                const float *vr = vt + (size_t)u * hd + d;
+                const float *vr = vt + (size_t)u * kw + (size_t)d * NH;
                 if (up[u]) {
                     const __m256 m = _mm256_loadu_ps(wm + (size_t)u * 8);
                     const __m256 g = _mm256_loadu_ps(wg + (size_t)u * 8);
@@ -1783,13 +1836,13 @@ static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t
                 if ((see[u] | idle) == 0xff) {
                     UNROLL
                     for (int i = 0; i < 8; i++)
-                        a[i] = round_f16(_mm256_fmadd_ps(_mm256_broadcast_ss(vr + i), w, a[i]));
+                        a[i] = round_f16(_mm256_fmadd_ps(kbcast8(vr, i, NH), w, a[i]));
                 } else if (see[u]) {
                     const __m256 k = _mm256_loadu_ps(wk + (size_t)u * 8);
                     UNROLL
                     for (int i = 0; i < 8; i++)
                         a[i] = round_f16(_mm256_blendv_ps(
-                            a[i], _mm256_fmadd_ps(_mm256_broadcast_ss(vr + i), w, a[i]), k));
+                            a[i], _mm256_fmadd_ps(kbcast8(vr, i, NH), w, a[i]), k));
                 }
             }
             UNROLL
@@ -1805,6 +1858,32 @@ static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t
         for (int32_t r = 0; r < nq; r++)
             out[r][d] = f[r];
     }
+}
+
+/* attn_rows_f16: the lane kernel over one KV head; other head sizes row by row. */
+static void avx2_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
+                               const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                               float scale, float *scratch)
+{
+    if (hd % 8 || nq > ATTN_LANES) {
+        for (int32_t r = 0; r < nq; r++)
+            avx2_attn_row_f16(out[r], q[r], hd, kv, j0[r], j1[r], scale, scratch);
+        return;
+    }
+    attn8_lanes(out, q, nq, hd, kv, 0, j0, j1, scale, scratch, 1);
+}
+
+/* attn_heads_f16: the lane kernel over two or four KV heads (kernels.h). */
+static void avx2_attn_heads_f16(float *const *out, const float *const *q, int32_t nq, int32_t nh,
+                                int32_t hd, const struct attn_kv *kv, size_t head_off,
+                                const int32_t *j0, const int32_t *j1, float scale, float *scratch)
+{
+    if (nh == 4)
+        attn8_lanes(out, q, nq, hd, kv, head_off, j0, j1, scale, scratch, 4);
+    else if (nh == 2)
+        attn8_lanes(out, q, nq, hd, kv, head_off, j0, j1, scale, scratch, 2);
+    else
+        attn8_lanes(out, q, nq, hd, kv, head_off, j0, j1, scale, scratch, 1);
 }
 
 /*
@@ -2074,6 +2153,7 @@ static const struct kernels table = {
     .int8_probe          = avx2_int8_probe,
     .attn_rows_f16       = avx2_attn_rows_f16,
     .attn_rows_f16_lanes = ATTN_LANES,
+    .attn_heads_f16      = avx2_attn_heads_f16,
     .expf_libm           = avx2_expf_libm,
     .f32_to_f16          = avx2_f32_to_f16,
 };
