@@ -2,6 +2,7 @@
  * cmd_serve.c: `hearth serve`, the OpenAI-compatible HTTP server
  * (src/serve/http.c does the work; this file reads the options).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,8 @@ static void usage(FILE *fp)
         "                          (default: $HEARTH_API_KEY, else none)\n"
         "  --alias NAME            model name in /v1/models and responses (default: the\n"
         "                          file name without .gguf)\n"
+        "  -s, --seed N            the sampling seed of a request that gives none, so\n"
+        "                          unseeded sampling repeats (default -1: a fresh one each)\n"
         "  --chat-template-file F  render chats with the Jinja template in F instead of the\n"
         "                          model's own tokenizer.chat_template\n"
         "  --chat-template NAME    a built-in template instead: chatml, llama2, llama3,\n"
@@ -127,7 +130,7 @@ int cmd_serve(int argc, char **argv)
     const char *tmpl_file = NULL, *tmpl_name = NULL, *tmpl_kwargs = NULL, *cors = NULL;
     struct placement place = {0};
     long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
-    long max_queue = 64, max_body = 4194304, checkpoints = 8;
+    long max_queue = 64, max_body = 4194304, checkpoints = 8, seed = -1;
     long draft_max = 0, draft_min = 1, ngram_min = 1, ngram_max = 4, pool_mib = 16;
     bool spec_ngram = false, spec_draft = false, spec_mtp = false, spec_set = false;
     const char *draft_path = NULL, *slot_dir = NULL, *cache_dir = NULL;
@@ -252,6 +255,8 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--alias")) {
             VALUE();
             alias = v;
+        } else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) {
+            LONG(seed, -1, LONG_MAX);
         } else {
             fprintf(stderr, "hearth serve: unknown option '%s'\n", a);
             usage(stderr);
@@ -380,12 +385,12 @@ int cmd_serve(int argc, char **argv)
         alias = name;
     }
     struct http_params p = {
-        .model_path = model_path,
-        .alias      = alias,
-        .host       = host,
-        .port       = (int)port,
-        .max_body   = (size_t)max_body,
-        .api_key    = api_key,
+        .model_path           = model_path,
+        .alias                = alias,
+        .host                 = host,
+        .port                 = (int)port,
+        .max_body             = (size_t)max_body,
+        .api_key              = api_key,
         .cors_origin          = cors,
         .chat_template_file   = tmpl_file,
         .chat_template        = tmpl_name,
@@ -397,25 +402,27 @@ int cmd_serve(int argc, char **argv)
         .draft_path           = draft_path,
         .slot_save_path       = slot_dir,
         .no_webui             = no_webui,
-        .sched      = {.n_slots   = (int32_t)parallel,
-                       .n_ctx     = (int32_t)n_ctx,
-                       .n_batch   = (int32_t)(batch < ubatch ? batch : ubatch),
-                       .max_queue = (int32_t)max_queue,
-                       .n_threads = (int)threads,
-                       .n_state_snapshots = (int32_t)checkpoints,
-                       .cache_bytes       = cache_ram,
-                       .kv_type           = ct.k,
-                       .kv_type_v         = ct.v,
-                       .slot_files        = slot_dir != NULL,
-                       .cache_dir         = cache_dir,
-                       .cache_disk_bytes  = cache_disk,
-                       .spec      = {.ngram     = spec_ngram,
-                                     .mtp       = spec_mtp,
-                                     .draft_max = (int32_t)draft_max,
-                                     .draft_min = (int32_t)draft_min,
-                                     .ngram_min = (int32_t)ngram_min,
-                                     .ngram_max = (int32_t)ngram_max,
-                                     .ngram_pool_bytes = (size_t)pool_mib << 20}},
+        .seeded               = seed >= 0,
+        .seed                 = seed >= 0 ? (uint64_t)seed : 0,
+        .sched                = {.n_slots           = (int32_t)parallel,
+                                 .n_ctx             = (int32_t)n_ctx,
+                                 .n_batch           = (int32_t)(batch < ubatch ? batch : ubatch),
+                                 .max_queue         = (int32_t)max_queue,
+                                 .n_threads         = (int)threads,
+                                 .n_state_snapshots = (int32_t)checkpoints,
+                                 .cache_bytes       = cache_ram,
+                                 .kv_type           = ct.k,
+                                 .kv_type_v         = ct.v,
+                                 .slot_files        = slot_dir != NULL,
+                                 .cache_dir         = cache_dir,
+                                 .cache_disk_bytes  = cache_disk,
+                                 .spec              = {.ngram            = spec_ngram,
+                                                       .mtp              = spec_mtp,
+                                                       .draft_max        = (int32_t)draft_max,
+                                                       .draft_min        = (int32_t)draft_min,
+                                                       .ngram_min        = (int32_t)ngram_min,
+                                                       .ngram_max        = (int32_t)ngram_max,
+                                                       .ngram_pool_bytes = (size_t)pool_mib << 20}},
     };
     char err[HEARTH_ERR_MAX] = "";
     if (http_serve(&p, err, sizeof err) != HEARTH_OK) {

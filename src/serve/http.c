@@ -453,6 +453,10 @@ void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_en
 static void prepare_generation(struct task *t)
 {
     uint64_t next = t->first_job_id;
+    if (!t->r.has_seed && t->srv->p->seeded) {
+        t->r.sampling.seed = t->srv->p->seed;
+        t->r.has_seed      = true;
+    }
     t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->gcache, t->srv->sp.n_ctx,
                           t->p->request_id,
                           &next, &t->jobs, &t->n_jobs, &t->thinking, &t->e);

@@ -45,6 +45,8 @@ struct http_params {
     const char *draft_path;   /* --model-draft: a GGUF file whose model drafts, or NULL */
     const char *slot_save_path; /* --slot-save-path: the directory of slot files, or NULL */
     bool no_webui;              /* --no-webui: no chat page at / (webui.c) */
+    bool seeded;                /* --seed: a request without a seed samples with seed */
+    uint64_t seed;
     struct sched_params sched;
 };
 

@@ -49,9 +49,10 @@ static bool start(struct srv *s)
     char m[4096], t[4096];
     snprintf(m, sizeof m, "%s", model);
     snprintf(t, sizeof t, "%s", tpl);
-    const char *extra[] = {"--chat-template-file", t,      "--ctx-size",        CTX,
-                           "--alias",              "qwen3", "--api-key",        KEY,
-                           "--max-body",           "65536", "--parallel",       "2", NULL};
+    const char *extra[] = {"--chat-template-file", t, "--ctx-size", CTX, "--alias", "qwen3",
+                           "--api-key", KEY, "--max-body", "65536", "--parallel", "2",
+                           /* the SDK's requests carry no seed: sampled ones repeat run to run */
+                           "--seed", "1", NULL};
     srv_start_opt(s, m, extra, true);
     return true;
 }

@@ -28,8 +28,17 @@ static void test_constrained_through_the_openai_client(void **state)
     snprintf(model, sizeof model, "%s", model_path);
     TU_SHARED_OR_SKIP(tpl, QWEN3_TPL);
     struct srv s;
-    const char *extra[] = {"--chat-template-file", tpl,      "--ctx-size", "2048",
-                           "--parallel",           "4",      "--alias",    "qwen3",
+    /* --seed: the requests that carry no seed repeat run to run */
+    const char *extra[] = {"--chat-template-file",
+                           tpl,
+                           "--ctx-size",
+                           "2048",
+                           "--parallel",
+                           "4",
+                           "--alias",
+                           "qwen3",
+                           "--seed",
+                           "1",
                            NULL};
     srv_start_opt(&s, model, extra, true);
     const char *env[] = {"HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", "qwen3", "HEARTH_SEEDS",

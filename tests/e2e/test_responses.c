@@ -39,8 +39,17 @@ static int start_server(void **state)
     snprintf(path, sizeof path, "%s", model);
     /* no thinking: a random model that opened a reasoning block would ramble in it until
      * max_output_tokens, and the constrained replies are to be checked whole */
-    const char *extra[] = {"--chat-template-file",   tpl,   "--ctx-size", "1024", "--alias",
-                           "qwen3", "--chat-template-kwargs", "{\"enable_thinking\":false}",
+    /* --seed: the SDK's sampled requests carry no seed, so they repeat run to run */
+    const char *extra[] = {"--chat-template-file",
+                           tpl,
+                           "--ctx-size",
+                           "1024",
+                           "--alias",
+                           "qwen3",
+                           "--chat-template-kwargs",
+                           "{\"enable_thinking\":false}",
+                           "--seed",
+                           "1",
                            NULL};
     srv_start_opt(&g_srv, path, extra, true);
     g_up = true;

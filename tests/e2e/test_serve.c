@@ -417,6 +417,40 @@ static void test_n_and_prompt_arrays(void **state)
     srv_stop(&s);
 }
 
+/* --seed: a request without a seed samples as one that names the server's seed, every time */
+static void test_server_seed(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    struct srv s;
+    const char *extra[] = {"--seed", "5", NULL};
+    srv_start(&s, extra);
+    const char *plain     = "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"temperature\":1}";
+    const char *seeded    = "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"temperature\":1,"
+                            "\"seed\":5}";
+    const char *other     = "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"temperature\":1,"
+                            "\"seed\":6}";
+    struct http_resp r[4] = {
+        http_post(&s, "/v1/completions", plain), http_post(&s, "/v1/completions", plain),
+        http_post(&s, "/v1/completions", seeded), http_post(&s, "/v1/completions", other)};
+    const char *text[4];
+    cJSON *j[4];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(r[i].status, 200);
+        j[i]    = http_json(&r[i]);
+        text[i] = jstr(cJSON_GetArrayItem(jget(j[i], "choices"), 0), "text");
+    }
+    assert_string_equal(text[0], text[1]);
+    assert_string_equal(text[0], text[2]);
+    /* a request's own seed still rules: a seed's text is not every seed's */
+    assert_string_not_equal(text[0], text[3]);
+    for (int i = 0; i < 4; i++) {
+        cJSON_Delete(j[i]);
+        http_resp_free(&r[i]);
+    }
+    srv_stop(&s);
+}
+
 static void test_logprobs(void **state)
 {
     (void)state;
@@ -1216,6 +1250,7 @@ int main(void)
         cmocka_unit_test_teardown(test_stop_strings, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_n_and_prompt_arrays, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_logprobs, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_server_seed, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_bad_input_never_hurts, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_api_key, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_queue_full_503, srv_kill_leftovers),
