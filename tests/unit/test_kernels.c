@@ -1892,6 +1892,18 @@ static void test_expf_libm(void **state)
     free(x);
 }
 
+/* Rows of kv_dim normal(1) values as f16 bits into kpool, then as many into vpool. */
+static void fill_f16_pools(uint8_t *kpool, uint8_t *vpool, int32_t rows, int32_t kv_dim)
+{
+    float *x = xmalloc((size_t)kv_dim * sizeof(float));
+    for (int pool = 0; pool < 2; pool++)
+        for (int32_t b = 0; b < rows; b++) {
+            fill_normal(x, kv_dim, 1.0f);
+            ref_f32_to_f16(x, (uint16_t *)(pool ? vpool : kpool) + (size_t)b * kv_dim, kv_dim);
+        }
+    free(x);
+}
+
 /*
  * attn_rows_f16, ggml's per-key arithmetic: every table bit-identical to the
  * reference over a paged cache, one row at a time and up to its
@@ -1918,13 +1930,7 @@ static void test_attn_row_f16(void **state)
         int32_t blocks[NBLK];
         for (int b = 0; b < NBLK; b++)
             blocks[b] = (b * 5 + 3) % NBLK;
-        float *x = xmalloc((size_t)kv_dim * sizeof(float));
-        for (int pool = 0; pool < 2; pool++)
-            for (int b = 0; b < NBLK * BT; b++) {
-                fill_normal(x, kv_dim, 1.0f);
-                ref_f32_to_f16(x, (uint16_t *)((pool ? vpool : kpool) + (size_t)b * row_len),
-                               kv_dim);
-            }
+        fill_f16_pools(kpool, vpool, NBLK * BT, kv_dim);
         const struct attn_kv akv = {.k = kpool + (size_t)hd * 2, .v = vpool + (size_t)hd * 2,
                                     .blocks = blocks, .block_len = block_len,
                                     .row_len = row_len, .block_tokens = BT, .f16 = 1};
@@ -2014,7 +2020,6 @@ static void test_attn_row_f16(void **state)
         free(out);
         free(q2);
         free(q);
-        free(x);
         free(vpool);
         free(kpool);
     }
@@ -2048,13 +2053,7 @@ static void test_attn_heads_f16(void **state)
         int32_t blocks[NBLK];
         for (int b = 0; b < NBLK; b++)
             blocks[b] = (b * 7 + 2) % NBLK;
-        float *x = xmalloc((size_t)kv_dim * sizeof(float));
-        for (int pool = 0; pool < 2; pool++)
-            for (int b = 0; b < NBLK * BT; b++) {
-                fill_normal(x, kv_dim, 1.0f);
-                ref_f32_to_f16(x, (uint16_t *)((pool ? vpool : kpool) + (size_t)b * row_len),
-                               kv_dim);
-            }
+        fill_f16_pools(kpool, vpool, NBLK * BT, kv_dim);
         struct attn_kv akv[HEADS];
         for (int h = 0; h < HEADS; h++)
             akv[h] = (struct attn_kv){.k            = kpool + (size_t)h * hd * 2,
@@ -2106,7 +2105,6 @@ static void test_attn_heads_f16(void **state)
         free(want);
         free(outs);
         free(qs);
-        free(x);
         free(vpool);
         free(kpool);
     }
