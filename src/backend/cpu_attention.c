@@ -113,8 +113,9 @@ static void attention_items(void *arg, int ith, int nth)
     const int32_t lanes     = mixed     ? ATTN_LANES
                               : per_key ? k->attn_rows_f16_lanes
                                         : k->attn_rows_lanes;
-    if (per_key && k->attn_heads_f16 && heads_per_call(s, group, nth) > 1) {
-        attention_heads(s, ith, nth, heads_per_call(s, group, nth));
+    const int32_t nh        = per_key && k->attn_heads_f16 ? heads_per_call(s, group, nth) : 1;
+    if (nh > 1) {
+        attention_heads(s, ith, nth, nh);
         return;
     }
     const int32_t heads_per = group < lanes ? group : lanes;
