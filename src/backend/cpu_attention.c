@@ -14,6 +14,46 @@ struct job {
     int32_t n; /* rows */
 };
 
+/* Scores' scale: 1/sqrt(head size), unless the model scales its queries itself. */
+static float score_scale(const struct hparams *hp)
+{
+    return hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hp->head_dim);
+}
+
+/* KV head kvh of sequence seq in the job's layer, as the kernels address it. */
+static struct attn_kv head_kv(const struct job *s, int32_t kvh, int32_t seq)
+{
+    const struct kv_cache *kv = &s->ctx->kv;
+    const int32_t n_kv        = s->ctx->model->hp.n_head_kv;
+    /* quantized rows hold whole 32-value blocks per head (hd % 32 == 0) */
+    return (struct attn_kv){.k         = kv_layer_base(kv, s->l, 0) + kv->row_len[0] / n_kv * kvh,
+                            .v         = kv_layer_base(kv, s->l, 1) + kv->row_len[1] / n_kv * kvh,
+                            .blocks    = kv_layer_blocks(kv, s->l, seq),
+                            .block_len = (size_t)kv->block_tokens * kv->row_len[0],
+                            .row_len   = kv->row_len[0],
+                            .block_tokens = kv->block_tokens,
+                            .f16          = kv->type[0] == HEARTH_KV_F16,
+                            .kt           = kv_dtype(kv->type[0]),
+                            .vt           = kv_dtype(kv->type[1]),
+                            .v_block_len  = (size_t)kv->block_tokens * kv->row_len[1],
+                            .v_row_len    = kv->row_len[1]};
+}
+
+/* Row r of a call: head h of token t, its query, its output and the keys it sees. */
+static void query_row(const struct job *s, int32_t t, int32_t h, int32_t r, int32_t *j0,
+                      int32_t *j1, const float **q, float **out)
+{
+    const struct cpu_ctx *c  = cpu_of(s->ctx);
+    const struct hparams *hp = &s->ctx->model->hp;
+    const int64_t at         = (int64_t)t * hp->n_head * hp->head_dim + (int64_t)h * hp->head_dim;
+    const int32_t pos = s->b->pos[t], n_swa = s->ctx->kv.window[s->l];
+    /* a sliding window sees the last n_swa positions, itself included */
+    j0[r]  = n_swa > 0 && pos >= n_swa ? pos - n_swa + 1 : 0;
+    j1[r]  = pos;
+    q[r]   = c->s.q + at;
+    out[r] = c->s.att + at;
+}
+
 /*
  * KV heads per call of attn_heads_f16 for a batch where no token shares its
  * sequence with the next (decode: a token alone per sequence, so its GQA
@@ -44,40 +84,21 @@ static int32_t heads_per_call(const struct job *s, int32_t group, int nth)
  */
 static void attention_heads(const struct job *s, int ith, int nth, int32_t nh)
 {
-    struct hearth_context *ctx = s->ctx;
-    struct cpu_ctx *c          = cpu_of(ctx);
-    const struct hparams *hp   = &ctx->model->hp;
-    const struct kv_cache *kv  = &ctx->kv;
-    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    const int64_t qd      = (int64_t)hp->n_head * hd;
-    const float scale     = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hd);
-    const int32_t n_swa   = kv->window[s->l];
-    const size_t head_off = kv->row_len[0] / hp->n_head_kv;
+    const struct cpu_ctx *c  = cpu_of(s->ctx);
+    const struct hparams *hp = &s->ctx->model->hp;
+    const int32_t group = hp->n_head / hp->n_head_kv, blocks = hp->n_head_kv / nh;
+    const size_t head_off = s->ctx->kv.row_len[0] / hp->n_head_kv;
     float *scratch        = c->s.scores + (size_t)ith * c->s.scores_per_thread;
-    const uint8_t *kbase = kv_layer_base(kv, s->l, 0), *vbase = kv_layer_base(kv, s->l, 1);
-    const int32_t blocks = hp->n_head_kv / nh;
     for (long i = ith; i < (long)s->n * blocks; i += nth) {
         const int32_t t = (int32_t)(i / blocks), kvh0 = (int32_t)(i % blocks) * nh;
-        const int32_t pos        = s->b->pos[t];
-        const struct attn_kv akv = {.k            = kbase + head_off * kvh0,
-                                    .v            = vbase + head_off * kvh0,
-                                    .blocks       = kv_layer_blocks(kv, s->l, s->b->seq[t]),
-                                    .block_len    = (size_t)kv->block_tokens * kv->row_len[0],
-                                    .row_len      = kv->row_len[0],
-                                    .block_tokens = kv->block_tokens,
-                                    .f16          = 1};
+        const struct attn_kv akv = head_kv(s, kvh0, s->b->seq[t]);
         int32_t j0[16], j1[16];
         float *out[16];
         const float *q[16];
-        for (int32_t l = 0; l < group * nh; l++) {
-            const int32_t h = (kvh0 + l % nh) * group + l / nh;
-            /* a sliding window sees the last n_swa positions, itself included */
-            j0[l]  = n_swa > 0 && pos >= n_swa ? pos - n_swa + 1 : 0;
-            j1[l]  = pos;
-            q[l]   = c->s.q + t * qd + (int64_t)h * hd;
-            out[l] = c->s.att + t * qd + (int64_t)h * hd;
-        }
-        c->k->attn_heads_f16(out, q, group * nh, nh, hd, &akv, head_off, j0, j1, scale, scratch);
+        for (int32_t l = 0; l < group * nh; l++)
+            query_row(s, t, (kvh0 + l % nh) * group + l / nh, l, j0, j1, q, out);
+        c->k->attn_heads_f16(out, q, group * nh, nh, hp->head_dim, &akv, head_off, j0, j1,
+                             score_scale(hp), scratch);
     }
 }
 
@@ -97,17 +118,14 @@ static void attention_items(void *arg, int ith, int nth)
     const struct kernels *k    = c->k;
     const struct kv_cache *kv  = &ctx->kv;
     const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    const int64_t qd     = (int64_t)hp->n_head * hd;
-    const float scale    = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hd);
-    const int32_t n_swa  = kv->window[s->l];
+    const float scale = score_scale(hp);
     /* llama.cpp tiles only batches of ATTN_TILE rows or more over K and V of one
      * type, f16 or f32, and only when a head is whole 16-float vectors (the
      * reference machine's AVX-512 width); other caches go key by key */
     const bool same   = kv->type[0] == kv->type[1];
     const bool mixed  = !same || (kv->type[0] != HEARTH_KV_F16 && kv->type[0] != HEARTH_KV_F32);
     const bool per_key = !mixed && kv->type[0] == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
-    float *scratch       = c->s.scores + (size_t)ith * c->s.scores_per_thread;
-    const uint8_t *kbase = kv_layer_base(kv, s->l, 0), *vbase = kv_layer_base(kv, s->l, 1);
+    float *scratch     = c->s.scores + (size_t)ith * c->s.scores_per_thread;
     /* an item: `lanes` heads of one token, or whole groups of tok_per tokens; the tiled
      * kernel may take more rows than the per-key ones */
     const int32_t lanes     = mixed     ? ATTN_LANES
@@ -129,39 +147,18 @@ static void attention_items(void *arg, int ith, int nth)
         const int32_t h0 = kvh * group + hb * heads_per;
         const int32_t nh = group - hb * heads_per < heads_per ? group - hb * heads_per : heads_per;
         const int32_t te = (tb + 1) * tok_per < s->n ? (tb + 1) * tok_per : s->n;
-        /* quantized rows hold whole 32-value blocks per head (hd % 32 == 0) */
-        const size_t k_off = kv->row_len[0] / hp->n_head_kv * kvh,
-                     v_off = kv->row_len[1] / hp->n_head_kv * kvh;
         for (int32_t t = tb * tok_per; t < te;) {
             /* one call per run of tokens of the same sequence */
             int32_t tn = 1;
             while (t + tn < te && s->b->seq[t + tn] == s->b->seq[t])
                 tn++;
-            const struct attn_kv akv = {
-                .k            = kbase + k_off,
-                .v            = vbase + v_off,
-                .blocks       = kv_layer_blocks(kv, s->l, s->b->seq[t]),
-                .block_len    = (size_t)kv->block_tokens * kv->row_len[0],
-                .row_len      = kv->row_len[0],
-                .block_tokens = kv->block_tokens,
-                .f16          = kv->type[0] == HEARTH_KV_F16,
-                .kt           = kv_dtype(kv->type[0]),
-                .vt           = kv_dtype(kv->type[1]),
-                .v_block_len  = (size_t)kv->block_tokens * kv->row_len[1],
-                .v_row_len    = kv->row_len[1]};
+            const struct attn_kv akv = head_kv(s, kvh, s->b->seq[t]);
             int32_t j0[ATTN_LANES_MAX], j1[ATTN_LANES_MAX];
             float *out[ATTN_LANES_MAX];
             const float *q[ATTN_LANES_MAX];
-            for (int32_t u = 0, r = 0; u < tn; u++) {
-                const int32_t pos = s->b->pos[t + u];
-                for (int32_t h = h0; h < h0 + nh; h++, r++) {
-                    /* a sliding window sees the last n_swa positions, itself included */
-                    j0[r]  = n_swa > 0 && pos >= n_swa ? pos - n_swa + 1 : 0;
-                    j1[r]  = pos;
-                    q[r]   = c->s.q + (t + u) * qd + (int64_t)h * hd;
-                    out[r] = c->s.att + (t + u) * qd + (int64_t)h * hd;
-                }
-            }
+            for (int32_t u = 0, r = 0; u < tn; u++)
+                for (int32_t h = h0; h < h0 + nh; h++, r++)
+                    query_row(s, t + u, h, r, j0, j1, q, out);
             if (mixed)
                 attn_rows_quant(k, out, q, tn * nh, hd, &akv, j0, j1, scale, scratch);
             else if (per_key)
