@@ -449,6 +449,16 @@ static void test_server_seed(void **state)
         http_resp_free(&r[i]);
     }
     srv_stop(&s);
+    /* a seed that is not one is a usage error, before anything loads */
+    static const char *const bad[] = {"lots", "-2", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = {tu_bin(), "serve", "--seed", bad[i], NULL};
+        char *out = NULL, *err = NULL;
+        assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
+        assert_non_null(strstr(err, "--seed expects an integer in -1.."));
+        free(out);
+        free(err);
+    }
 }
 
 static void test_logprobs(void **state)
