@@ -90,12 +90,14 @@ TEST_UTIL_H    := tests/util/testutil.h tests/util/serveutil.h tests/util/engine
 ifeq ($(ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c
 ISA_avx512 := -mavx2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mfma -mf16c
+ISA_amx    := $(ISA_avx512) -mamx-tile -mamx-int8
 endif
 # NEON needs no flag on aarch64; no fma contraction keeps a product and a sum two roundings, as
 # in ref.c (which -std=c11 implies for gcc, but the neon table's bits should not rest on that)
 ISA_neon   := -ffp-contract=off
 $(BUILD)/obj/src/kernels/x86_avx2.o:   ISA_FLAGS = $(ISA_avx2)
 $(BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx512)
+$(BUILD)/obj/src/kernels/x86_amx.o:    ISA_FLAGS = $(ISA_amx)
 $(BUILD)/obj/src/kernels/arm_neon.o:   ISA_FLAGS = $(ISA_neon)
 
 .PHONY: all test asan-test neon-test avx512-test fuzz bench bench-clockcheck clean format
@@ -198,7 +200,8 @@ neon-test:
 
 # avx512-test: the AVX-512 table needs an AVX-512 CPU to run, and an AVX2 host can still hold
 # it to the reference: x86_avx512.c is built against SIMDe's portable AVX-512 (libsimde-dev)
-# with the AVX2 flags, dispatch.c offers it wherever AVX2 runs, and test_kernels checks it.
+# with the AVX2 flags, x86_amx.c on it with portable tiles (HEARTH_AMX_EMU), dispatch.c
+# offers both tables wherever AVX2 runs, and test_kernels checks them.
 AVX512_BUILD := build-avx512
 AVX512_OBJ   := $(patsubst %.c,$(AVX512_BUILD)/obj/%.o,$(wildcard src/kernels/*.c) src/util/dtype.c)
 AVX512_EMU   := -DHEARTH_AVX512_SIMDE
@@ -209,6 +212,7 @@ $(AVX512_BUILD)/obj/%.o: %.c
 
 $(AVX512_BUILD)/obj/src/kernels/x86_avx2.o:   ISA_FLAGS = $(ISA_avx2)
 $(AVX512_BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx2) $(AVX512_EMU)
+$(AVX512_BUILD)/obj/src/kernels/x86_amx.o:    ISA_FLAGS = $(ISA_avx2) $(AVX512_EMU) -DHEARTH_AMX_EMU
 $(AVX512_BUILD)/obj/src/kernels/dispatch.o:   ISA_FLAGS = $(AVX512_EMU)
 
 $(AVX512_BUILD)/tests/unit/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL_CORE) \

@@ -2,7 +2,7 @@
  * dispatch.c: picks the kernel table once per process. An ISA table is
  * handed out only when it is compiled in and the CPU (and OS, for the AVX
  * register state) supports every extension its file was compiled with
- * (Makefile's ISA_* flags). HEARTH_ISA=ref|avx2|avx512|neon overrides the
+ * (Makefile's ISA_* flags). HEARTH_ISA=ref|avx2|avx512|amx|neon overrides the
  * choice; an unknown or unavailable name warns once and uses the best.
  */
 #include "kernels/kernels.h"
@@ -13,10 +13,12 @@
 #include <string.h>
 
 /* Best first. */
-static const char *const isa_order[] = {"avx512", "avx2", "neon", "ref"};
+static const char *const isa_order[] = {"amx", "avx512", "avx2", "neon", "ref"};
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* clang's __builtin_cpu_supports has no "f16c"; ask CPUID leaf 1 (ECX bit 29). */
 static int cpu_has_f16c(void)
@@ -43,6 +45,35 @@ static int cpu_has_avx512(void)
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 #endif
 }
+
+/*
+ * AMX-TILE and AMX-INT8 (CPUID leaf 7, EDX bits 24 and 25), and the kernel's
+ * leave to use the tile data: Linux hands a process the 8 KiB of tile state
+ * only once asked (arch_prctl ARCH_REQ_XCOMP_PERM), and a tile instruction
+ * before that is SIGILL. Asked once; the leave holds for every thread.
+ */
+static int amx_granted;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_ask(void)
+{
+#if defined(HEARTH_AVX512_SIMDE)
+    amx_granted = 1; /* make avx512-test: portable tiles (HEARTH_AMX_EMU) */
+#else
+    unsigned a, b, c, d;
+    enum { ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 };
+    amx_granted = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 25)) &&
+                  syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#endif
+}
+
+static int cpu_has_amx(void)
+{
+    if (!cpu_has_avx512())
+        return 0;
+    pthread_once(&amx_once, amx_ask);
+    return amx_granted;
+}
 #endif
 
 const struct kernels *kernels_find(const char *isa)
@@ -56,6 +87,8 @@ const struct kernels *kernels_find(const char *isa)
         return cpu_has_avx2() ? kernels_avx2() : NULL;
     if (strcmp(isa, "avx512") == 0)
         return cpu_has_avx512() ? kernels_avx512() : NULL;
+    if (strcmp(isa, "amx") == 0)
+        return cpu_has_amx() ? kernels_amx() : NULL;
 #endif
 #if defined(__aarch64__)
     if (strcmp(isa, "neon") == 0)

@@ -3,7 +3,7 @@
  * building blocks (src/backend/cpu*.c call them; model code never does). Each ISA
  * (ref.c, x86_avx2.c, x86_avx512.c, arm_neon.c) fills one table in its own
  * file, compiled with its own flags. kernels_get() picks the best table the
- * CPU runs, once, overridable with HEARTH_ISA=ref|avx2|avx512|neon.
+ * CPU runs, once, overridable with HEARTH_ISA=ref|avx2|avx512|amx|neon.
  *
  * Matmul follows ggml's scheme: each weight type names the activation type
  * its dot product takes (vec_dot_type); an activation row is converted once
@@ -134,7 +134,7 @@ static inline const uint8_t *attn_kv_vrow(const struct attn_kv *kv, int32_t j)
     ((size_t)(hd) * (2 * ATTN_TILE + 2 * ATTN_LANES_MAX) + ATTN_LANES_MAX * ATTN_TILE)
 
 struct kernels {
-    const char *name; /* "ref", "avx2", "avx512", "neon" */
+    const char *name; /* "ref", "avx2", "avx512", "amx", "neon" */
     struct type_kernels type[DTYPE_COUNT];
 
     /* y = x / sqrt(mean(x^2) + eps) * w, n elements; y may alias x. */
@@ -238,10 +238,11 @@ const struct kernels *kernels_ref(void);
  */
 const struct kernels *kernels_avx2(void);
 const struct kernels *kernels_avx512(void);
+const struct kernels *kernels_amx(void);
 const struct kernels *kernels_neon(void);
 
 /*
- * The table named isa ("ref", "avx2", "avx512", "neon") if it is compiled in
+ * The table named isa ("ref", "avx2", "avx512", "amx", "neon") if it is compiled in
  * and this CPU runs it, else NULL. Thread-safe.
  */
 const struct kernels *kernels_find(const char *isa);

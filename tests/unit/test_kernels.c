@@ -1,5 +1,5 @@
 /*
- * test_kernels.c: every kernel table this host runs (ref, avx2, avx512, neon
+ * test_kernels.c: every kernel table this host runs (ref, avx2, avx512, amx, neon
  * as kernels_find hands them out), against the reference and against double
  * precision. Conversions and quantizers must match the reference bit for
  * bit; sums may differ by float reassociation only, bounded relative to
@@ -19,8 +19,8 @@
 #include "util/dtype_blocks.h"
 #include "util/fp16.h"
 
-#define N_ISA 4
-static const char *const isa_names[N_ISA] = {"ref", "avx2", "avx512", "neon"};
+#define N_ISA 5
+static const char *const isa_names[N_ISA] = {"ref", "avx2", "avx512", "amx", "neon"};
 
 /* The tables this host runs, ref first; returns their count. */
 static int host_tables(const struct kernels *out[N_ISA])
@@ -1659,7 +1659,9 @@ static void test_gemm8_matches_vec_dot(void **state)
 /*
  * gemm16p (two packed groups, sixteen rows, adjacent or in pack16's layout
  * as the table says) must equal gemm8p on each group bit for bit, at every
- * token count its passes split differently, one token included.
+ * token count its passes split differently, one token included, and for
+ * the AMX table's Q4_0 (the AVX-512 kernel's bits from tiles), at lengths
+ * and counts that end its tiles and chunks part-way.
  */
 static void test_gemm16p_matches_gemm8p(void **state)
 {
@@ -1673,11 +1675,17 @@ static void test_gemm16p_matches_gemm8p(void **state)
             if (!tk->gemm16p)
                 continue;
             assert_non_null(tk->gemm8p);
-            const int64_t lens[] = {256 * 1, 256 * 3, 256 * 22};
+            /* 45 blocks of 32: the AMX table's chunks of blocks end on an odd one */
+            const int64_t lens[] = {256 * 1, 256 * 3, 256 * 22, 32 * 45};
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
-                const int64_t n      = lens[li];
+                const int64_t n = lens[li];
+                if (n % dtype_get(t)->block)
+                    continue;
                 const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
-                enum { MAXT = 19 };
+                /* every count up to 19, then the AMX table's tiles of 16 and chunks of 64 */
+                enum { MAXT = 70 };
+                const int32_t n_toks[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,
+                                          14, 15, 16, 17, 18, 19, 31, 32, 33, 48, 64, 65, 70};
                 uint8_t *w = malloc(16 * row_len), *wp = malloc(16 * row_len);
                 uint8_t *w16 = malloc(16 * row_len);
                 fill_random_blocks(t, w, 16 * row_len);
@@ -1689,7 +1697,8 @@ static void test_gemm16p_matches_gemm8p(void **state)
                     memcpy(w16, wp, 16 * row_len);
                 struct q8_0_sum *as;
                 uint8_t *a = gemm_activations(ks[k], tk->vec_dot_type, n, MAXT, a_row, &as);
-                for (int32_t nt = 1; nt <= MAXT; nt++) {
+                for (size_t ti = 0; ti < sizeof n_toks / sizeof n_toks[0]; ti++) {
+                    const int32_t nt = n_toks[ti];
                     float out[MAXT * 17], want[MAXT * 17];
                     tk->gemm16p(n, w16, a, a_row, as, nt, out, 17);
                     for (int g = 0; g < 2; g++)
