@@ -1,7 +1,7 @@
 /*
  * x86_amx.c: the kernel table for x86-64 with AMX-INT8 (Sapphire Rapids and
- * later Xeons): the AVX-512 table with packed Q4_0's gemm16p done on AMX
- * tiles for batches of several tokens.
+ * later Xeons): the AVX-512 table with packed Q4_0's and Q4_K's gemm16p
+ * done on AMX tiles for batches of sixteen tokens and more.
  *
  * The bits stay the AVX-512 kernel's. That kernel computes, per token, row
  * and block, the exact integer sum of the block's 32 products (the nibbles'
@@ -15,6 +15,10 @@
  * tile instruction instead of 128 vpdpbusd, leaving the convert, the scale
  * product and the fma per token and sixteen rows.
  *
+ * Q4_K's sums are exact per 32-element sub-block in its AVX-512 kernel
+ * too (then times the sub-block's scale), so a tdpbsud per sub-block (the
+ * nibbles unsigned, no offset) gives them the same way.
+ *
  * A pair's blocks are unpacked into B tiles once per chunk of blocks and
  * reused by every tile of tokens. Fewer than a tile of tokens (decode,
  * verify steps) stay with the AVX-512 kernel.
@@ -26,10 +30,14 @@
 
 #include <stddef.h>
 
+/* gcc names the AMX macros __AMX_TILE__ and __AMX_INT8__, clang __AMXTILE__ and __AMXINT8__ */
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) || defined(__AMXTILE__) && defined(__AMXINT8__)
+#define HEARTH_AMX_BUILT 1
+#endif
+
 #if defined(__x86_64__) &&                                                                         \
-    (defined(HEARTH_AMX_EMU) ||                                                                    \
-     (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) &&                  \
-      defined(__AMX_TILE__) && defined(__AMX_INT8__)))
+    (defined(HEARTH_AMX_EMU) || (defined(__AVX512F__) && defined(__AVX512BW__) &&                  \
+                                 defined(__AVX512VNNI__) && defined(HEARTH_AMX_BUILT)))
 
 #include "kernels/x86_avx512_common.h"
 
@@ -68,7 +76,7 @@ struct tile_config {
 #if defined(HEARTH_AMX_EMU)
 /* Tiles in memory with tdpbssd's definition, for hosts without AMX (make avx512-test). */
 static _Thread_local struct {
-    struct tile_config cfg;
+    alignas(64) struct tile_config cfg;
     alignas(64) uint8_t t[8][16][64];
 } emu;
 
@@ -103,17 +111,43 @@ static void emu_dpbssd(int c, int a, int b)
         }
 }
 
+/* tdpbsud: A's bytes signed, B's unsigned */
+static void emu_dpbsud(int c, int a, int b)
+{
+    for (int m = 0; m < emu.cfg.rows[c]; m++)
+        for (int n = 0; n < emu.cfg.colsb[c] / 4; n++) {
+            int32_t s;
+            memcpy(&s, &emu.t[c][m][4 * n], sizeof s);
+            for (int k = 0; k < emu.cfg.colsb[a] / 4; k++)
+                for (int i = 0; i < 4; i++)
+                    s += (int8_t)emu.t[a][m][4 * k + i] * (int32_t)emu.t[b][k][4 * n + i];
+            memcpy(&emu.t[c][m][4 * n], &s, sizeof s);
+        }
+}
+
 #define tile_loadconfig(c)   emu_loadconfig(c)
 #define tile_loadd(i, p, s)  emu_loadd(i, p, s)
 #define tile_stored(i, p, s) emu_stored(i, p, s)
 #define tile_zero(i)         memset(emu.t[i], 0, sizeof emu.t[i])
 #define tile_dpbssd(c, a, b) emu_dpbssd(c, a, b)
+#define tile_dpbsud(c, a, b) emu_dpbsud(c, a, b)
 #else
-#define tile_loadconfig(c)   _tile_loadconfig(c)
+/*
+ * gcc 12's _tile_loadconfig tells the compiler it reads 8 bytes of its
+ * 64-byte operand, so the stores that fill the rest were dropped as dead
+ * (every tile unconfigured, SIGILL at the first tile load): the empty asm
+ * makes all of it live.
+ */
+#define tile_loadconfig(c)                                                                         \
+    do {                                                                                           \
+        __asm__ volatile("" : : "m"(*(c)) : "memory");                                             \
+        _tile_loadconfig(c);                                                                       \
+    } while (0)
 #define tile_loadd(i, p, s)  _tile_loadd(i, p, s)
 #define tile_stored(i, p, s) _tile_stored(i, p, s)
 #define tile_zero(i)         _tile_zero(i)
 #define tile_dpbssd(c, a, b) _tile_dpbssd(c, a, b)
+#define tile_dpbsud(c, a, b) _tile_dpbsud(c, a, b)
 #endif
 
 /*
@@ -127,7 +161,7 @@ static void tiles_for(int m)
 {
     if (tiles_rows == m)
         return;
-    struct tile_config c;
+    alignas(64) struct tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int i = TILE_A0; i <= TILE_A1; i++)
@@ -306,6 +340,183 @@ static void amx_gemm16p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
     }
 }
 
+/* ---------------------------------------------------------------- packed Q4_K */
+
+/*
+ * One superblock of a pack16 pair of Q4_K groups, unpacked: each
+ * sub-block's nibbles as a B tile (unsigned, for tdpbsud; sub-block 2g is
+ * group g's low nibbles, 2g + 1 its high ones, already in VNNI order), and
+ * the sixteen rows' scales, min pairs and two f16 scales as lanes, as the
+ * AVX-512 kernel forms them.
+ */
+struct q4k_unpacked {
+    alignas(64) uint8_t bt[8][8 * 64];
+    alignas(64) float sc[8][16]; /* the 6-bit scales as floats */
+    alignas(64) int32_t mn[4][16];
+    alignas(64) float dw[16];
+    alignas(64) float dmw[16];
+};
+
+/* Superblocks unpacked at a time: 20 KiB, in L1 while every tile of tokens reads them. */
+#define AMX_KB_Q4K 4
+
+static void q4kp16_unpack(const uint8_t *wp, int64_t b0, int64_t bn, bool stream,
+                          struct q4k_unpacked *u)
+{
+    const size_t gl  = 8 * sizeof(struct block_q4_K);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t j = 0; j < bn; j++) {
+        const uint8_t *p0 = wp + (size_t)(b0 + j) * 2 * gl, *p1 = p0 + gl;
+        if (stream)
+            q4kp_prefetch(p0, 2 * gl);
+        uint8_t e0[4][32], e1[4][32];
+        q4kp_entries(p0, e0);
+        q4kp_entries(p1, e1);
+        _mm512_store_ps(u[j].dw, pair_ph(p0, p1));
+        _mm512_store_ps(u[j].dmw, pair_ph(p0 + 16, p1 + 16));
+        for (int i = 0; i < 8; i++)
+            _mm512_store_ps(u[j].sc[i], _mm512_cvtepi32_ps(
+                                            join256(q4kp_entry(e0, 0, i), q4kp_entry(e1, 0, i))));
+        for (int g = 0; g < 4; g++) {
+            _mm512_store_si512((__m512i *)u[j].mn[g], join256(q4kp_mn(e0, g), q4kp_mn(e1, g)));
+            const uint8_t *q0 = p0 + 128 + 256 * g, *q1 = p1 + 128 + 256 * g;
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = pair256(q0 + 32 * k, q1 + 32 * k);
+                _mm512_store_si512((__m512i *)(u[j].bt[2 * g] + 64 * k), _mm512_and_si512(v, m4));
+                _mm512_store_si512((__m512i *)(u[j].bt[2 * g + 1] + 64 * k),
+                                   _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+        }
+    }
+}
+
+/* Sub-block x of superblock b against the tile of tokens, through literal tiles, into cbuf. */
+#define Q4K_TILE_SUB(x, ta, tb, tc, cbuf)                                                          \
+    do {                                                                                           \
+        tile_zero(tc);                                                                             \
+        tile_loadd(ta, qa + (size_t)b * sizeof(struct block_q8_K) + 32 * (x), a_row);              \
+        tile_loadd(tb, u->bt[x], 64);                                                              \
+        tile_dpbsud(tc, ta, tb);                                                                   \
+        tile_stored(tc, cbuf[x], 64);                                                              \
+    } while (0)
+
+/* A superblock's eight sub-blocks' sums for the tile of tokens, into cbuf[0..8). */
+static inline __attribute__((always_inline)) void q4kp16_tile_sums(const uint8_t *qa, size_t a_row,
+                                                                   int64_t b,
+                                                                   const struct q4k_unpacked *u,
+                                                                   int32_t (*cbuf)[16][16])
+{
+    Q4K_TILE_SUB(0, TILE_A0, TILE_B0, TILE_C0, cbuf);
+    Q4K_TILE_SUB(1, TILE_A1, TILE_B1, TILE_C1, cbuf);
+    Q4K_TILE_SUB(2, TILE_A0, TILE_B0, TILE_C2, cbuf);
+    Q4K_TILE_SUB(3, TILE_A1, TILE_B1, TILE_C3, cbuf);
+    Q4K_TILE_SUB(4, TILE_A0, TILE_B0, TILE_C0, cbuf);
+    Q4K_TILE_SUB(5, TILE_A1, TILE_B1, TILE_C1, cbuf);
+    Q4K_TILE_SUB(6, TILE_A0, TILE_B0, TILE_C2, cbuf);
+    Q4K_TILE_SUB(7, TILE_A1, TILE_B1, TILE_C3, cbuf);
+}
+
+/*
+ * A superblock's float steps for NT tokens from tt0 of the tile (a
+ * constant where inlined), in the AVX-512 kernel's quad order: per pair of
+ * sub-blocks g, ig = sum_j(sum_j * scale_j) and mg = the min pairs times
+ * the activation sums, each into its chain, acc = fma(float(ig), d_w *
+ * d_a, acc) and acc_m = fma(float(mg), dmin_w * d_a, acc_m). ig is formed
+ * in floats, where the kernel multiplies integers: a sub-block's sum is at
+ * most 32 * 15 * 127 < 2^16 in size, times a scale below 2^6, so both
+ * products and their sum (< 2^23) are exact in a float's 24 bits and ig
+ * is the same number, for a convert and a multiply less than two vpmulld
+ * (two uops each). y[tt]: the token's activation rows.
+ */
+static inline __attribute__((always_inline)) void
+q4kp16_sb_fma(const int32_t (*cbuf)[16][16], const struct q4k_unpacked *u,
+              const struct block_q8_K *const *y, int64_t b, int tt0, const int NT,
+              float (*accm)[16], float (*accm_m)[16])
+{
+    const __m512 dw = _mm512_load_ps(u->dw), dmw = _mm512_load_ps(u->dmw);
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; i++) {
+        const int tt               = tt0 + i;
+        const struct block_q8_K *q = &y[tt][b];
+        const __m512 da            = _mm512_set1_ps(q->d);
+        const __m512 d = _mm512_mul_ps(dw, da), dm = _mm512_mul_ps(dmw, da);
+        int32_t bp[4];
+        _mm_storeu_si128((__m128i *)bp, q8k_bsum_pairs(q));
+        __m512 acc = _mm512_load_ps(accm[tt]), acc_m = _mm512_load_ps(accm_m[tt]);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            const __m512 ig = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)cbuf[2 * g][tt])),
+                _mm512_load_ps(u->sc[2 * g]),
+                _mm512_mul_ps(
+                    _mm512_cvtepi32_ps(_mm512_load_si512((const __m512i *)cbuf[2 * g + 1][tt])),
+                    _mm512_load_ps(u->sc[2 * g + 1])));
+            const __m512i mg = _mm512_madd_epi16(_mm512_load_si512((const __m512i *)u->mn[g]),
+                                                 _mm512_set1_epi32(bp[g]));
+            acc              = _mm512_fmadd_ps(ig, d, acc);
+            acc_m            = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mg), dm, acc_m);
+        }
+        _mm512_store_ps(accm[tt], acc);
+        _mm512_store_ps(accm_m[tt], acc_m);
+    }
+}
+
+/*
+ * gemm16p over a pack16 pair of Q4_K groups, the AVX-512 kernel's bits:
+ * tokens in whole fours take its quad order on tiles (tdpbsud: the
+ * activations signed, the nibbles unsigned; each sub-block's exact sum
+ * then times its scale, as its vpdpbusd sums are), sixteen to a tile, the
+ * sums of a superblock's eight sub-blocks through memory a superblock
+ * ahead of its float steps; the last one to three tokens, which it sums in
+ * the gemv order, and calls of fewer than a tile, go to it.
+ */
+static void amx_gemm16p_q4_k(int64_t n, const void *wp, const void *a, size_t a_row,
+                             const struct q8_0_sum *as, int32_t n_tok, float *s, size_t s_stride)
+{
+    const struct type_kernels *k512 = &kernels_avx512()->type[DTYPE_Q4_K];
+    const int32_t quads             = n_tok / 4 * 4;
+    if (quads < AMX_MIN_TOKENS) {
+        k512->gemm16p(n, wp, a, a_row, as, n_tok, s, s_stride);
+        return;
+    }
+    const int64_t nb = n / QK_K;
+    struct q4k_unpacked u[AMX_KB_Q4K];
+    alignas(64) int32_t cbuf[2][8][16][16];
+    alignas(64) float accm[AMX_TOKENS][16], accm_m[AMX_TOKENS][16];
+    const struct block_q8_K *y[AMX_TOKENS];
+    for (int32_t c0 = 0; c0 < quads; c0 += AMX_TOKENS) {
+        const int32_t cn = quads - c0 < AMX_TOKENS ? quads - c0 : AMX_TOKENS;
+        for (int32_t t = 0; t < cn; t++)
+            y[t] = (const struct block_q8_K *)((const uint8_t *)a + (size_t)(c0 + t) * a_row);
+        memset(accm, 0, sizeof accm);
+        memset(accm_m, 0, sizeof accm_m);
+        for (int64_t b0 = 0; b0 < nb; b0 += AMX_KB_Q4K) {
+            const int64_t bn = nb - b0 < AMX_KB_Q4K ? nb - b0 : AMX_KB_Q4K;
+            q4kp16_unpack(wp, b0, bn, c0 == 0, u);
+            for (int32_t t0 = 0; t0 < cn; t0 += 16) {
+                const int32_t tn  = cn - t0 < 16 ? cn - t0 : 16; /* 4, 8, 12 or 16 */
+                const uint8_t *qa = (const uint8_t *)y[t0] + offsetof(struct block_q8_K, qs);
+                tiles_for(tn);
+                q4kp16_tile_sums(qa, a_row, b0, &u[0], cbuf[0]);
+                for (int64_t j = 0; j < bn; j++) {
+                    if (j + 1 < bn)
+                        q4kp16_tile_sums(qa, a_row, b0 + j + 1, &u[j + 1], cbuf[(j + 1) & 1]);
+                    const int32_t(*cb)[16][16] = (const int32_t(*)[16][16])cbuf[j & 1];
+                    for (int32_t i = 0; i < tn; i += 4)
+                        q4kp16_sb_fma(cb, &u[j], y + t0, b0 + j, i, 4, accm + t0, accm_m + t0);
+                }
+            }
+        }
+        for (int32_t t = 0; t < cn; t++)
+            _mm512_storeu_ps(s + (size_t)(c0 + t) * s_stride,
+                             _mm512_sub_ps(_mm512_load_ps(accm[t]), _mm512_load_ps(accm_m[t])));
+    }
+    if (quads < n_tok)
+        k512->gemm16p(n, wp, (const uint8_t *)a + (size_t)quads * a_row, a_row, as, n_tok - quads,
+                      s + (size_t)quads * s_stride, s_stride);
+}
+
 /* ---------------------------------------------------------------- int8 peak */
 
 #if !defined(HEARTH_AMX_EMU)
@@ -315,12 +526,12 @@ static void amx_gemm16p_q4_0(int64_t n, const void *wp, const void *a, size_t a_
  */
 static double amx_int8_probe(int64_t rounds)
 {
-    struct tile_config c;
+    alignas(64) struct tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int i = 0; i < 8; i++)
         c.rows[i] = 16, c.colsb[i] = 64;
-    _tile_loadconfig(&c);
+    tile_loadconfig(&c);
     tiles_rows = 0;
     alignas(64) int8_t src[16][64];
     memset(src, 1, sizeof src);
@@ -356,6 +567,7 @@ static void table_init(void)
     table                          = *kernels_avx512();
     table.name                     = "amx";
     table.type[DTYPE_Q4_0].gemm16p = amx_gemm16p_q4_0;
+    table.type[DTYPE_Q4_K].gemm16p = amx_gemm16p_q4_k;
 #if !defined(HEARTH_AMX_EMU)
     table.int8_probe = amx_int8_probe;
 #endif
