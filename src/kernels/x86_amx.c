@@ -217,7 +217,7 @@ static void q4p16_unpack(const uint8_t *wp, int64_t b0, int64_t bn, bool stream,
 
 /*
  * One block's float steps for NT tokens (a constant where inlined; rows of
- * c past the tile's tokens are stale, their sums never stored): the AVX-512
+ * c past the tile's tokens hold zeros, their sums never stored): the AVX-512
  * kernel's acc = fma(float(sum), d_w * d_a, acc). d[tt]: token tt's
  * activation scales, one per block.
  */
@@ -260,6 +260,8 @@ q4p16_tiles(const uint8_t *a, size_t a_row, const struct q8_0_sum *as, int64_t n
             const int NT, float (*accm)[16])
 {
     alignas(64) int32_t c[4][16][16];
+    if (tn < NT) /* the rows past tn, never stored, are read: zeros rather than old stack */
+        memset(c, 0, sizeof c);
     const struct q8_0_sum *d[16];
     for (int tt = 0; tt < 16; tt++)
         d[tt] = as + (size_t)(t0 + (tt < tn ? tt : tn - 1)) * nb;
