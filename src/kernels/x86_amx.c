@@ -44,6 +44,7 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdalign.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "kernels/x86_common.h"
@@ -98,29 +99,18 @@ static void emu_stored(int i, void *p, size_t stride)
         memcpy((uint8_t *)p + (size_t)r * stride, emu.t[i][r], emu.cfg.colsb[i]);
 }
 
-static void emu_dpbssd(int c, int a, int b)
+/* tdpbssd (b_signed) and tdpbsud: C += A x B over four-byte groups, A's bytes signed. */
+static void emu_dp(int c, int a, int b, bool b_signed)
 {
     for (int m = 0; m < emu.cfg.rows[c]; m++)
         for (int n = 0; n < emu.cfg.colsb[c] / 4; n++) {
             int32_t s;
             memcpy(&s, &emu.t[c][m][4 * n], sizeof s);
             for (int k = 0; k < emu.cfg.colsb[a] / 4; k++)
-                for (int i = 0; i < 4; i++)
-                    s += (int8_t)emu.t[a][m][4 * k + i] * (int8_t)emu.t[b][k][4 * n + i];
-            memcpy(&emu.t[c][m][4 * n], &s, sizeof s);
-        }
-}
-
-/* tdpbsud: A's bytes signed, B's unsigned */
-static void emu_dpbsud(int c, int a, int b)
-{
-    for (int m = 0; m < emu.cfg.rows[c]; m++)
-        for (int n = 0; n < emu.cfg.colsb[c] / 4; n++) {
-            int32_t s;
-            memcpy(&s, &emu.t[c][m][4 * n], sizeof s);
-            for (int k = 0; k < emu.cfg.colsb[a] / 4; k++)
-                for (int i = 0; i < 4; i++)
-                    s += (int8_t)emu.t[a][m][4 * k + i] * (int32_t)emu.t[b][k][4 * n + i];
+                for (int i = 0; i < 4; i++) {
+                    const uint8_t w = emu.t[b][k][4 * n + i];
+                    s += (int8_t)emu.t[a][m][4 * k + i] * (b_signed ? (int32_t)(int8_t)w : w);
+                }
             memcpy(&emu.t[c][m][4 * n], &s, sizeof s);
         }
 }
@@ -129,8 +119,8 @@ static void emu_dpbsud(int c, int a, int b)
 #define tile_loadd(i, p, s)  emu_loadd(i, p, s)
 #define tile_stored(i, p, s) emu_stored(i, p, s)
 #define tile_zero(i)         memset(emu.t[i], 0, sizeof emu.t[i])
-#define tile_dpbssd(c, a, b) emu_dpbssd(c, a, b)
-#define tile_dpbsud(c, a, b) emu_dpbsud(c, a, b)
+#define tile_dpbssd(c, a, b) emu_dp(c, a, b, true)
+#define tile_dpbsud(c, a, b) emu_dp(c, a, b, false)
 #else
 /*
  * gcc 12's _tile_loadconfig tells the compiler it reads 8 bytes of its
