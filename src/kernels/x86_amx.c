@@ -75,7 +75,8 @@ struct tile_config {
 };
 
 #if defined(HEARTH_AMX_EMU)
-/* Tiles in memory with tdpbssd's definition, for hosts without AMX (make avx512-test). */
+/* Tiles in memory, each instruction as the ISA defines it, for hosts without AMX (make
+ * avx512-test). */
 static _Thread_local struct {
     alignas(64) struct tile_config cfg;
     alignas(64) uint8_t t[8][16][64];

@@ -1660,8 +1660,8 @@ static void test_gemm8_matches_vec_dot(void **state)
  * gemm16p (two packed groups, sixteen rows, adjacent or in pack16's layout
  * as the table says) must equal gemm8p on each group bit for bit, at every
  * token count its passes split differently, one token included, and for
- * the AMX table's Q4_0 (the AVX-512 kernel's bits from tiles), at lengths
- * and counts that end its tiles and chunks part-way.
+ * the AMX table's Q4_0 and Q4_K (the AVX-512 kernels' bits from tiles), at
+ * lengths and counts that end its tiles and chunks part-way.
  */
 static void test_gemm16p_matches_gemm8p(void **state)
 {
