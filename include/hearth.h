@@ -320,13 +320,16 @@ enum hearth_status hearth_mtp_decode(struct hearth_context *ctx, const struct he
  * sequence drops them, until the pool needs the room (least recently used
  * first). hearth_seq_reuse_prefix attaches to an EMPTY sequence seq the
  * longest cached run of whole blocks that matches tokens[0..n), sharing the
- * blocks (no copy), and returns how many tokens it covers: a multiple of
- * kv_block, at most n - 1 so the caller always computes at least the last
- * token (whose logits it needs). With sliding-window layers it stops where
- * the window's own blocks are no longer cached. Returns 0 when nothing
- * matches. A model with recurrent layers resumes only where a state
- * snapshot was kept (see n_state_snapshots): the match is cut to the
- * nearest such position, and that is what it returns.
+ * blocks (no copy), then as far as a cached block at the next position
+ * matches (a copy of its rows: the last partial block of a sequence ended
+ * with hearth_seq_end, or a whole block the prompt parts from midway), and
+ * returns how many tokens it covers: at most n - 1 so the caller always
+ * computes at least the last token (whose logits it needs). With
+ * sliding-window layers it stops where the window's own blocks are no
+ * longer cached, at a block boundary. Returns 0 when nothing matches. A
+ * model with recurrent layers resumes only where a state snapshot was kept
+ * (see n_state_snapshots): the match is cut to the nearest such position,
+ * and that is what it returns.
  */
 int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                                 int32_t n);
@@ -339,6 +342,13 @@ int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const h
  */
 void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens,
                         int32_t n);
+
+/*
+ * Ends sequence seq's use: publishes it as hearth_seq_publish does, its last
+ * partial block too (on a model without recurrent or sliding-window layers),
+ * then empties it. What it published stays cached for later prompts.
+ */
+void hearth_seq_end(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens, int32_t n);
 
 /*
  * KV pool occupancy: blocks in use by sequences, cached-only (evictable), and

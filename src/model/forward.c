@@ -544,7 +544,8 @@ int32_t hearth_seq_reuse_prefix(struct hearth_context *ctx, int32_t seq, const h
 {
     if (seq < 0 || seq >= ctx->kv.n_seq || ctx->kv.seqs[seq].n_tokens != 0)
         return 0;
-    int32_t got = kv_reuse_prefix(&ctx->kv, seq, tokens, n);
+    /* a recurrent state resumes at snapshots, all at block ends */
+    int32_t got = kv_reuse_prefix(&ctx->kv, seq, tokens, n, ctx->state_len == 0);
     /* a recurrent model resumes only where a snapshot of its state matches the prefix */
     if (ctx->state_len && got > 0) {
         got = state_resume(ctx, seq, got);
@@ -561,6 +562,16 @@ void hearth_seq_publish(struct hearth_context *ctx, int32_t seq, const hearth_to
     kv_publish(&ctx->kv, seq, tokens, n);
     if (ctx->snap)
         snap_bind(ctx->snap, &ctx->kv, seq);
+}
+
+void hearth_seq_end(struct hearth_context *ctx, int32_t seq, const hearth_token *tokens, int32_t n)
+{
+    if (seq < 0 || seq >= ctx->kv.n_seq)
+        return;
+    hearth_seq_publish(ctx, seq, tokens, n);
+    if (!ctx->state_len)
+        kv_publish_tail(&ctx->kv, seq, tokens, n);
+    hearth_seq_truncate(ctx, seq, 0);
 }
 
 void hearth_cache_stats(const struct hearth_context *ctx, struct hearth_cache_stats *out)

@@ -94,12 +94,13 @@ size_t kv_table_bytes(const struct kv_params *p)
     size_t n = (size_t)p->n_layer * (sizeof(uint8_t) + 2 * sizeof(int32_t)) +
                (size_t)p->n_seq * (sizeof(struct kv_seq) + per_seq * sizeof(uint64_t) +
                                    KV_GROUPS * per_seq * sizeof(int32_t));
-    /* each pool's refcnt, free_ids, hash, tokens, LRU links and index */
+    /* each pool's refcnt, free_ids, hash, tokens, LRU links, parent, fill, sibling links, and
+     * its two indexes */
     for (int g = 0; g < KV_GROUPS; g++)
         if (n_layer[g])
-            n += (size_t)n_blocks[g] * (4 * sizeof(int32_t) + sizeof(uint64_t) +
+            n += (size_t)n_blocks[g] * (7 * sizeof(int32_t) + 2 * sizeof(uint64_t) +
                                         (size_t)p->block_tokens * sizeof(int32_t)) +
-                 u64map_bytes(n_blocks[g]);
+                 2 * u64map_bytes(n_blocks[g]);
     return n;
 }
 
@@ -129,7 +130,12 @@ static void pool_free(struct kv_pool *p)
     free(p->tokens);
     free(p->lru_prev);
     free(p->lru_next);
+    free(p->parent);
+    free(p->fill);
+    free(p->sib_prev);
+    free(p->sib_next);
     u64map_free(&p->index);
+    u64map_free(&p->children);
     memset(p, 0, sizeof *p);
 }
 
@@ -153,6 +159,7 @@ static bool pool_init(struct kv_pool *p, struct mem_acct *acct, int32_t n_layer,
                       int32_t block_tokens)
 {
     p->n_layer      = n_layer;
+    p->block_tokens = block_tokens;
     p->n_host       = n_host;
     p->n_blocks     = n_blocks;
     p->layer_len[0] = (size_t)n_blocks * block_len[0];
@@ -174,10 +181,15 @@ static bool pool_init(struct kv_pool *p, struct mem_acct *acct, int32_t n_layer,
     p->tokens    = acct_calloc(acct, MEM_OTHER, nb * (size_t)block_tokens, sizeof *p->tokens);
     p->lru_prev  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_prev);
     p->lru_next  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_next);
-    if (!u64map_init(&p->index, n_blocks) || !p->refcnt || !p->free_ids || !p->hash ||
-        !p->tokens || !p->lru_prev || !p->lru_next)
+    p->parent       = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->parent);
+    p->fill         = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->fill);
+    p->sib_prev     = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->sib_prev);
+    p->sib_next     = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->sib_next);
+    if (!u64map_init(&p->index, n_blocks) || !u64map_init(&p->children, n_blocks) || !p->refcnt ||
+        !p->free_ids || !p->hash || !p->tokens || !p->lru_prev || !p->lru_next || !p->parent ||
+        !p->fill || !p->sib_prev || !p->sib_next)
         return false;
-    acct->b[MEM_OTHER] += (size_t)p->index.cap * (sizeof *p->index.key + sizeof *p->index.val);
+    acct->b[MEM_OTHER] += 2 * (size_t)p->index.cap * (sizeof *p->index.key + sizeof *p->index.val);
     /* lowest ids on top of the stack: early blocks are the first touched */
     for (int32_t i = 0; i < n_blocks; i++)
         p->free_ids[i] = n_blocks - 1 - i;
@@ -329,18 +341,64 @@ static void lru_push(struct kv_pool *p, int32_t b)
     p->n_cached++;
 }
 
+/* The parent hash of a sequence's first block (chain hashes are never it but by chance). */
+#define KV_ROOT 0x243f6a8885a308d3ull
+
+static void sib_unlink(struct kv_pool *p, int32_t b)
+{
+    const int32_t pr = p->sib_prev[b], n = p->sib_next[b];
+    if (pr >= 0)
+        p->sib_next[pr] = n;
+    else if (n >= 0)
+        u64map_put(&p->children, p->parent[b], n);
+    else
+        u64map_remove(&p->children, p->parent[b]);
+    if (n >= 0)
+        p->sib_prev[n] = pr;
+}
+
 static void unpublish(struct kv_pool *p, int32_t b)
 {
-    u64map_remove(&p->index, p->hash[b]);
+    if (p->fill[b] == p->block_tokens)
+        u64map_remove(&p->index, p->hash[b]);
+    sib_unlink(p, b);
     p->hash[b] = 0;
 }
 
-/* Makes block b findable under chain hash h with tokens tok[0..bt). */
-static void publish(struct kv_pool *p, int32_t b, uint64_t h, const int32_t *tok, int32_t bt)
+/*
+ * Makes block b, whose first fill tokens tok[0..fill) hold rows, findable
+ * under its parent's hash, and when whole under its own chain hash h.
+ */
+static void publish(struct kv_pool *p, int32_t b, uint64_t parent, uint64_t h, const int32_t *tok,
+                    int32_t fill)
 {
-    p->hash[b] = h;
-    memcpy(p->tokens + (size_t)b * bt, tok, (size_t)bt * sizeof *tok);
-    u64map_put(&p->index, h, b);
+    const int32_t bt = p->block_tokens;
+    p->hash[b]       = h;
+    p->parent[b]     = parent;
+    p->fill[b]       = fill;
+    memcpy(p->tokens + (size_t)b * bt, tok, (size_t)fill * sizeof *tok);
+    if (fill == bt)
+        u64map_put(&p->index, h, b);
+    /* a cached partial block this one extends is no more use: free it (one a later turn
+     * copied from and extended, as a rule) */
+    int32_t x = u64map_find(&p->children, parent);
+    for (int walked = 0; x >= 0 && walked < 64; walked++) {
+        const int32_t next = p->sib_next[x];
+        if (p->refcnt[x] == 0 && p->fill[x] < bt && p->fill[x] <= fill &&
+            !memcmp(p->tokens + (size_t)x * bt, tok, (size_t)p->fill[x] * sizeof *tok)) {
+            lru_unlink(p, x);
+            unpublish(p, x);
+            p->free_ids[p->n_free++] = x;
+        }
+        x = next;
+    }
+    /* newest first: a walk of the siblings meets the recent conversations early */
+    const int32_t first = u64map_find(&p->children, parent);
+    p->sib_prev[b]      = -1;
+    p->sib_next[b]      = first;
+    if (first >= 0)
+        p->sib_prev[first] = b;
+    u64map_put(&p->children, parent, b);
 }
 
 /*
@@ -352,9 +410,9 @@ static int32_t evict(struct kv_pool *p)
     int32_t b = p->lru_head;
     lru_unlink(p, b);
     const struct kv_cache *kv = p->owner;
-    if (kv && kv->evicted)
+    if (kv && kv->evicted && p->fill[b] == p->block_tokens)
         kv->evicted(kv->tier_arg, kv, b, p->hash[b],
-                    p->tokens + (size_t)b * (size_t)kv->block_tokens);
+                    p->tokens + (size_t)b * (size_t)p->block_tokens);
     unpublish(p, b);
     p->n_evicted++;
     return b;
@@ -543,7 +601,46 @@ void kv_truncate(struct kv_cache *kv, int32_t seq, int32_t p0)
         s->n_chain = p0 / kv->block_tokens;
 }
 
-int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n)
+/*
+ * Rows for positions k * bt .. of s, which holds k whole blocks matching tokens: the longest
+ * head of tokens[k * bt .. k * bt + most) that a published block under the k-th block's parent
+ * holds, copied into a block of s's own. Returns the tokens copied.
+ */
+static int32_t reuse_within(struct kv_cache *kv, struct kv_seq *s, int32_t k, const int32_t *tokens,
+                            int32_t most)
+{
+    struct kv_pool *p   = &kv->pool[0];
+    const int32_t bt    = kv->block_tokens;
+    const int32_t *want = tokens + (size_t)k * bt;
+    int32_t best = -1, m = 0, walked = 0;
+    /* a shared system prompt's last block has a child per conversation: look at the newest */
+    for (int32_t b = u64map_find(&p->children, k ? s->chain[k - 1] : KV_ROOT);
+         b >= 0 && walked < 64 && m < most; b = p->sib_next[b], walked++) {
+        const int32_t *have = p->tokens + (size_t)b * bt;
+        const int32_t f     = p->fill[b] < most ? p->fill[b] : most;
+        int32_t j           = 0;
+        while (j < f && have[j] == want[j])
+            j++;
+        if (j > m) {
+            m    = j;
+            best = b;
+        }
+    }
+    if (m == 0)
+        return 0;
+    /* held while a block is taken, which may evict what is cached */
+    block_share(p, best);
+    const int32_t c = block_take(p);
+    if (c >= 0) {
+        block_copy(kv, p, c, best, m);
+        s->t[0].blocks[k] = c;
+    }
+    block_release(p, best);
+    return c >= 0 ? m : 0;
+}
+
+int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n,
+                        bool within)
 {
     struct kv_seq *s   = &kv->seqs[seq];
     const int32_t bt   = kv->block_tokens;
@@ -601,19 +698,26 @@ int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens,
                     block_release(fp, b); /* unpublished: back to the free list */
                     break;
                 }
-                publish(fp, b, s->chain[i], tok, bt);
+                publish(fp, b, i ? s->chain[i - 1] : KV_ROOT, s->chain[i], tok, bt);
             }
             s->t[0].blocks[i] = b;
             k                 = i + 1;
         }
     }
+    int32_t m = 0;
+    if (within && fp->n_layer && !wp->n_layer && k < ceil_div(kv->n_ctx, bt)) {
+        const int32_t most = n - 1 - k * bt;
+        m                  = reuse_within(kv, s, k, tokens, most < bt ? most : bt);
+    }
     for (int g = 0; g < KV_GROUPS; g++) {
         s->t[g].n_blocks    = kv->pool[g].n_layer ? k : 0;
         s->t[g].n_published = s->t[g].n_blocks;
     }
+    if (m > 0)
+        s->t[0].n_blocks++;
     s->t[1].n_released = wp->n_layer ? lo : 0;
     s->n_chain         = k;
-    s->n_tokens        = k * bt;
+    s->n_tokens        = k * bt + m;
     return s->n_tokens;
 }
 
@@ -659,9 +763,26 @@ void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t
             if (b >= 0 && p->hash[b] != h) {
                 if (u64map_find(&p->index, h) >= 0)
                     break; /* another sequence computed the same prefix first; ours stays private */
-                publish(p, b, h, tokens + (size_t)i * bt, bt);
+                publish(p, b, i ? s->chain[i - 1] : KV_ROOT, h, tokens + (size_t)i * bt, bt);
             }
             t->n_published = i + 1;
         }
     }
+}
+
+void kv_publish_tail(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n)
+{
+    struct kv_seq *s  = &kv->seqs[seq];
+    struct kv_pool *p = &kv->pool[0];
+    const int32_t bt  = kv->block_tokens;
+    const int32_t i = n / bt, m = n % bt;
+    if (!p->n_layer || kv->pool[1].n_layer || n != s->n_tokens || m == 0 || s->n_chain < i ||
+        s->t[0].n_blocks <= i)
+        return;
+    const int32_t b = s->t[0].blocks[i];
+    if (p->refcnt[b] != 1 || p->hash[b])
+        return;
+    const uint64_t parent = i ? s->chain[i - 1] : KV_ROOT;
+    publish(p, b, parent, chain_hash(parent, tokens + (size_t)i * bt, m), tokens + (size_t)i * bt,
+            m);
 }

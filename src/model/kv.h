@@ -38,6 +38,17 @@
  * sequences can hold and caches at most n_retain blocks (evicting at
  * release), so the cache's bytes never pass n_retain * kv_retain_block_len.
  *
+ * Resuming inside a block: a sequence that ends can publish its last,
+ * partial block too (kv_publish_tail), and every published block is listed
+ * under its parent's chain hash. Where the whole blocks matching a prompt
+ * run out, kv_reuse_prefix can copy the longest matching head of one of the
+ * next position's blocks (a partial one, or a whole one the prompt parts
+ * from midway: an agent's next turn parts from its last where the reply
+ * was re-tokenized) into a block of the sequence's own. A partial block is
+ * never shared, never in the prefix index and never written to the disk
+ * tier; it costs the cap a whole block. Caches of one pool only: a window
+ * pool would need its own copy of the window.
+ *
  * Sizes: kv_dim = n_head_kv * head_dim (64..1024), block_tokens 16..256,
  * full pool up to n_seq_max * n_ctx / block_tokens blocks, window pool
  * about 2 * n_seq_max * (n_swa + n_batch) / block_tokens (kv_window_blocks),
@@ -82,6 +93,7 @@ struct kv_pool {
     int32_t n_layer;         /* layers in the group, 0 = the group is absent */
     int32_t n_host;          /* of those, the layers whose memory is mem (host layers) */
     int32_t n_blocks;        /* blocks in the pool */
+    int32_t block_tokens;    /* the cache's */
     size_t layer_len[2];     /* bytes of one layer's K pool, and of its V pool */
     uint8_t *mem;            /* [n_host][K, V][n_blocks][block_tokens][row]; NULL when n_host
                                 is 0 */
@@ -93,6 +105,12 @@ struct kv_pool {
     uint64_t *hash;          /* [n_blocks] chain hash of a published block, 0 = unpublished */
     int32_t *tokens;         /* [n_blocks][block_tokens] tokens of a published block */
     int32_t *lru_prev, *lru_next; /* [n_blocks] doubly linked LRU of cached blocks, -1 = none */
+    /* resuming inside a block: every published block under the chain hash of the block
+       before it (KV_ROOT for a sequence's first), and how many of its tokens hold rows */
+    uint64_t *parent; /* [n_blocks] */
+    int32_t *fill;    /* [n_blocks] block_tokens, or fewer for a sequence's last block */
+    int32_t *sib_prev, *sib_next; /* [n_blocks] published blocks of the same parent, -1 = none */
+    struct u64map children;       /* parent hash -> the newest published block under it */
     int32_t lru_head, lru_tail;
     int32_t n_cached;        /* published blocks with refcnt 0 (evictable) */
     int32_t cap;             /* most blocks cached at once, -1 = as many as are free */
@@ -228,9 +246,12 @@ void kv_truncate(struct kv_cache *kv, int32_t seq, int32_t p0);
  * matching tokens[0..n), at most n - 1 tokens, that every pool can resume
  * from: the full pool holds all its blocks, the window pool those its
  * window reaches (positions M - n_swa + 1 .. M - 1 for a resume at M).
- * Returns the tokens attached.
+ * With within, on a cache of one pool, it goes on inside the next block
+ * as far as a published block there matches (copied, see "Resuming inside
+ * a block"). Returns the tokens attached.
  */
-int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n,
+                        bool within);
 
 /*
  * Lowers the retained pools' cap on cached blocks to blocks (at most
@@ -255,6 +276,20 @@ void kv_set_tier(struct kv_cache *kv,
  * length) in each pool, window blocks not yet released included.
  */
 void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+
+/*
+ * Publishes, after kv_publish of the same tokens, seq's last block when it
+ * is partial and tokens[0..n) are all seq holds, on a cache of one pool:
+ * for a sequence about to be emptied (the block stays cached once
+ * released; writing it again unpublishes it).
+ */
+void kv_publish_tail(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+
+/* Whether pool block b holds a whole block's rows (a partial one is never written to disk). */
+static inline bool kv_block_whole(const struct kv_cache *kv, int g, int32_t b)
+{
+    return kv->pool[g].fill[b] == kv->block_tokens;
+}
 
 /*
  * Base of layer l's K (which=0) or V (which=1) pool: [n_blocks][block_tokens][kv_dim].

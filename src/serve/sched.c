@@ -117,8 +117,7 @@ static void copy_totals_locked(struct sched *s)
 static struct sched_job *slot_release(struct sched *s, struct slot *sl)
 {
     struct sched_job *job = sl->job;
-    hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
-    hearth_seq_truncate(s->ctx, sl->id, 0);
+    hearth_seq_end(s->ctx, sl->id, sl->tokens, sl->n_past);
     sl->n_last = sl->n_past; /* the slot's conversation, for slot actions */
     if (s->drafters)
         spec_rewind(s->drafters, sl->id, 0);

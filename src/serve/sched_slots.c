@@ -3,14 +3,14 @@
  * file, restored from one, or forgotten, on the scheduler thread between
  * steps.
  *
- * An idle slot's sequence is empty: its conversation's whole blocks sit in
- * the prefix cache (hearth_seq_publish at release), its tokens in the
- * slot's buffer. A save takes those blocks back into the slot's sequence,
- * computes the rest (the last partial block, or more where the cache
- * dropped blocks since), writes the file, and empties the sequence again.
- * A restore loads the file into the sequence, which publishes its whole
- * blocks, and empties it: the next request with that prefix, in whichever
- * slot, reuses them. Either way the slot is left as idle slots are.
+ * An idle slot's sequence is empty: its conversation's blocks sit in the
+ * prefix cache (hearth_seq_end at release), its tokens in the slot's
+ * buffer. A save takes those blocks back into the slot's sequence,
+ * computes the rest (what the cache dropped since), writes the file, and
+ * empties the sequence again. A restore loads the file into the sequence
+ * and ends it the same way: the next request with that prefix, in
+ * whichever slot, reuses its blocks. Either way the slot is left as idle
+ * slots are.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -69,8 +69,7 @@ static void save(struct sched *s, struct slot *sl, struct sched_slot_op *op)
         op->n_bytes  = stat(op->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
     }
     const int32_t have = hearth_seq_len(s->ctx, sl->id);
-    hearth_seq_publish(s->ctx, sl->id, sl->tokens, have < n ? have : n);
-    hearth_seq_truncate(s->ctx, sl->id, 0);
+    hearth_seq_end(s->ctx, sl->id, sl->tokens, have < n ? have : n);
 }
 
 static void restore(struct sched *s, struct slot *sl, struct sched_slot_op *op)
@@ -95,7 +94,9 @@ static void restore(struct sched *s, struct slot *sl, struct sched_slot_op *op)
         op->n_bytes  = (uint64_t)sb.st_size;
     }
     free(tokens);
-    hearth_seq_truncate(s->ctx, sl->id, 0); /* its whole blocks stay cached */
+    if (!op->status) /* what it loaded stays cached */
+        hearth_seq_end(s->ctx, sl->id, sl->tokens, n);
+    hearth_seq_truncate(s->ctx, sl->id, 0);
 }
 
 static void run(struct sched *s, struct sched_slot_op *op)

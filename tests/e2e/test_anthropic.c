@@ -415,7 +415,8 @@ static void test_count_tokens(void **state)
     cJSON_Delete(j);
     http_resp_free(&r);
 
-    /* a prompt never seen before starts with no cached prefix: input_tokens alone */
+    /* a prompt never seen before shares only the template's opening with the earlier ones:
+     * input_tokens is the rest */
     const char *fresh = "{\"model\":\"qwen3\",%s\"system\":\"Nonce 5f1c9e: be terse.\",\"messages\":"
                         "[{\"role\":\"user\",\"content\":\"Hello there.\"}]}";
     snprintf(a, sizeof a, fresh, "");
@@ -423,8 +424,9 @@ static void test_count_tokens(void **state)
     snprintf(a, sizeof a, fresh, "\"max_tokens\":2,");
     r = post(&s, "/v1/messages", a);
     j = check_message(&r, 2);
-    assert_int_equal(jnum(jget(j, "usage"), "cache_read_input_tokens"), 0);
-    assert_int_equal(jnum(jget(j, "usage"), "input_tokens"), want);
+    const int read = (int)jnum(jget(j, "usage"), "cache_read_input_tokens");
+    assert_in_range(read, 1, want / 2);
+    assert_int_equal(jnum(jget(j, "usage"), "input_tokens"), want - read);
     cJSON_Delete(j);
     http_resp_free(&r);
 

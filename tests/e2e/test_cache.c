@@ -46,7 +46,7 @@ static char *conversation(int k)
 }
 
 /* Completes conversation k (4 greedy tokens); returns usage's cached_tokens. */
-static double turn(const struct srv *s, int k)
+static double turn_n(const struct srv *s, int k, double *n_prompt)
 {
     char *prompt = conversation(k);
     char body[2300];
@@ -57,10 +57,17 @@ static double turn(const struct srv *s, int k)
     cJSON *j       = http_json(&r);
     const cJSON *u = jget(j, "usage");
     assert_in_range(jnum(u, "prompt_tokens"), 161, 187);
+    if (n_prompt)
+        *n_prompt = jnum(u, "prompt_tokens");
     double cached = jnum(jget(u, "prompt_tokens_details"), "cached_tokens");
     cJSON_Delete(j);
     http_resp_free(&r);
     return cached;
+}
+
+static double turn(const struct srv *s, int k)
+{
+    return turn_n(s, k, NULL);
 }
 
 /* The value of an unlabelled sample on the /metrics page. */
@@ -78,59 +85,64 @@ static double metric(const struct srv *s, const char *name)
 }
 
 /*
- * Two conversations do not fit one slot's 8 blocks; with 10 blocks of cache
- * both are kept whole, so going back to the first reuses all 160 tokens of
- * its whole blocks. With --cache-ram 0 the cache is the slot's free blocks:
- * the second conversation takes 3 of the first's, its tail first.
+ * A conversation leaves 6 blocks: 5 whole and the last, partial (its prompt's
+ * end and 3 replied tokens). Two do not fit one slot's 8 blocks; with 12
+ * blocks of cache both are kept, so going back to the first reuses all but
+ * its last token. With --cache-ram 0 the cache is the slot's free blocks:
+ * the second conversation takes 4 of the first's, its tail first. Every
+ * conversation begins with BOS, which the second copies from the first.
  */
 static void test_cache_keeps_conversations_past_the_slots(void **state)
 {
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
-    double back[2];
+    double back[2], n_prompt = 0;
     for (int c = 0; c < 2; c++) {
         struct srv s;
-        const char *extra[] = {"--parallel", "1", "-c", "256", "--cache-ram",
-                               c ? "0" : "200K", NULL};
+        const char *extra[] = {"--parallel",     "1", "-c", "256", "--cache-ram",
+                               c ? "0" : "240K", NULL};
         srv_start(&s, extra);
         assert_true(turn(&s, 0) == 0);
-        assert_true(turn(&s, 1) == 0);
-        back[c] = turn(&s, 0);
+        assert_true(turn(&s, 1) == 1);
+        back[c] = turn_n(&s, 0, &n_prompt);
         if (!c) {
-            assert_true(metric(&s, "hearth_cache_ram_cap_bytes") == 10 * BLOCK_BYTES);
-            assert_true(metric(&s, "hearth_cache_ram_bytes") == 10 * BLOCK_BYTES);
+            assert_true(metric(&s, "hearth_cache_ram_cap_bytes") == 12 * BLOCK_BYTES);
+            assert_true(metric(&s, "hearth_cache_ram_bytes") == 12 * BLOCK_BYTES);
         } else {
             assert_true(metric(&s, "hearth_cache_ram_cap_bytes") == -1);
         }
         assert_true(metric(&s, "hearth_prefix_cache_miss_tokens_total") >= 2 * 161);
         srv_stop(&s);
     }
-    print_message("back to the first conversation: cached_tokens %g with 10 blocks of cache, "
-                  "%g without\n", back[0], back[1]);
-    assert_true(back[0] == 160);
+    print_message("back to the first conversation (%g tokens): cached_tokens %g with 12 blocks "
+                  "of cache, %g without\n",
+                  n_prompt, back[0], back[1]);
+    assert_true(back[0] == n_prompt - 1);
     assert_true(back[1] == 64);
 }
 
 /*
- * Six conversations through a cache of 10 blocks: after every turn the cache
- * holds at most its cap (two conversations), the 20 blocks of the other four
+ * Six conversations through a cache of 12 blocks: after every turn the cache
+ * holds at most its cap (two conversations), the 24 blocks of the other four
  * are evicted, and the newest conversation is the one found again, whole.
+ * Each turn after the first copies BOS from the one before.
  */
 static void test_cache_holds_its_cap_and_drops_the_oldest(void **state)
 {
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv s;
-    const char *extra[] = {"--parallel", "1", "-c", "256", "--cache-ram", "200K", NULL};
+    const char *extra[] = {"--parallel", "1", "-c", "256", "--cache-ram", "240K", NULL};
     srv_start(&s, extra);
     for (int k = 0; k < 6; k++) {
-        assert_true(turn(&s, k) == 0);
-        assert_true(metric(&s, "hearth_cache_ram_bytes") == (k ? 10 : 5) * BLOCK_BYTES);
+        assert_true(turn(&s, k) == (k ? 1 : 0));
+        assert_true(metric(&s, "hearth_cache_ram_bytes") == (k ? 12 : 6) * BLOCK_BYTES);
     }
-    assert_true(metric(&s, "hearth_cache_ram_evicted_blocks_total") == 20);
-    assert_true(turn(&s, 5) == 160); /* the newest is whole */
-    assert_true(turn(&s, 0) == 0);   /* the oldest is gone */
-    assert_true(metric(&s, "hearth_cache_ram_bytes") <= 10 * BLOCK_BYTES);
+    assert_true(metric(&s, "hearth_cache_ram_evicted_blocks_total") == 24);
+    double n_prompt = 0;
+    assert_true(turn_n(&s, 5, &n_prompt) == n_prompt - 1); /* the newest is whole */
+    assert_true(turn(&s, 0) == 1);                         /* the oldest is gone, but BOS */
+    assert_true(metric(&s, "hearth_cache_ram_bytes") <= 12 * BLOCK_BYTES);
     srv_stop(&s);
 }
 

@@ -104,7 +104,8 @@ static void test_restored_slot_continues_the_conversation(void **state)
     snprintf(turn2, sizeof turn2, "%s%s and the dog", turn1, reply);
     int cached_ref;
     char *want = complete(&s, turn2, &cached_ref, NULL);
-    assert_int_equal(cached_ref, 32);
+    /* the first turn, and its reply as far as it tokenizes the same */
+    assert_in_range(cached_ref, n_prompt, n_saved);
     srv_stop(&s);
 
     srv_start(&s, extra);

@@ -133,18 +133,18 @@ static void test_publish_then_reuse_shares_whole_blocks(void **state)
     int32_t other[100];
     memcpy(other, tok, sizeof other);
     other[50] = 499;
-    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 90), 48);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 90, false), 48);
     assert_int_equal(kv.seqs[1].t[0].blocks[0], kv.seqs[0].t[0].blocks[0]);
     assert_int_equal(kv.pool[0].refcnt[kv.seqs[0].t[0].blocks[2]], 2);
     /* at most n - 1 tokens: a prompt of exactly 64 matching tokens reuses 48 */
     kv_truncate(&kv, 1, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64), 48);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64, false), 48);
     kv_truncate(&kv, 1, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 65), 64);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 65, false), 64);
     /* a different first token matches nothing */
     kv_truncate(&kv, 1, 0);
     other[0] = 498;
-    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 90), 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 90, false), 0);
     kv_free(&kv);
 }
 
@@ -163,7 +163,7 @@ static void test_released_blocks_stay_cached_until_evicted(void **state)
     assert_int_equal(kv.pool[0].n_cached, 4);
     assert_int_equal(kv.pool[0].n_free, 0);
     assert_int_equal(kv_used_blocks(&kv), 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64), 48);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64, false), 48);
     assert_int_equal(kv.pool[0].n_cached, 1);
     kv_truncate(&kv, 1, 0);
     /* a sequence needing every block evicts the cached ones, oldest first */
@@ -173,7 +173,8 @@ static void test_released_blocks_stay_cached_until_evicted(void **state)
     assert_int_equal(kv.pool[0].n_cached, 0);
     kv.seqs[0].n_tokens = 64;
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64), 0); /* evicted: nothing left to reuse */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 64, false),
+                     0); /* evicted: nothing left to reuse */
     assert_int_equal(kv.pool[0].n_free, 4);
     kv_free(&kv);
 }
@@ -192,7 +193,7 @@ static void test_truncate_inside_shared_block_copies_it(void **state)
         for (int p = 0; p < 40; p++)
             ((float *)kv_row(&kv, l, 1, 0, p))[0] = (float)(l * 100 + p);
     kv_publish(&kv, 0, tok, 40);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40), 32);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40, false), 32);
     /* seq 1 rolls back into its second (shared) block: it gets a private copy */
     kv_truncate(&kv, 1, 20);
     assert_int_equal(hearth_status_http(HEARTH_OK), 200);
@@ -208,7 +209,7 @@ static void test_truncate_inside_shared_block_copies_it(void **state)
     kv_truncate(&kv, 1, 0);
     kv_truncate(&kv, 0, 24);
     assert_int_equal(kv.seqs[0].t[0].n_published, 1);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40), 16);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40, false), 16);
     kv_free(&kv);
 }
 
@@ -355,7 +356,7 @@ static void test_reuse_needs_the_window_blocks_cached(void **state)
     /* published after every batch (as the server does): every full block stays cached */
     run_100(&kv, 0, tok, true);
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100), 96);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100, false), 96);
     /* a resume at 96 sees from 77, in block 9: the window table holds blocks 9..11 */
     assert_int_equal(kv.seqs[1].t[1].n_released, 9);
     assert_int_equal(kv.seqs[1].t[1].blocks[8], -1);
@@ -365,7 +366,7 @@ static void test_reuse_needs_the_window_blocks_cached(void **state)
     kv_truncate(&kv, 1, 0);
     memcpy(other, tok, sizeof other);
     other[50] = 499;
-    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 100), 48);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 100, false), 48);
     kv_truncate(&kv, 1, 0);
     kv_free(&kv);
 
@@ -375,12 +376,12 @@ static void test_reuse_needs_the_window_blocks_cached(void **state)
     kv_truncate(&kv, 0, 0);
     assert_int_equal(kv.pool[0].n_cached, 12);
     assert_int_equal(kv.pool[1].n_cached, 4); /* blocks 8..11 */
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100), 96);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100, false), 96);
     kv_truncate(&kv, 1, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 90), 88); /* sees from 69: blocks 8..10 */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 90, false), 88); /* sees from 69: blocks 8..10 */
     kv_truncate(&kv, 1, 0);
     /* the full pool matches 48 tokens, but a resume at 48 needs window blocks 3..5 */
-    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 100), 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, other, 100, false), 0);
     assert_int_equal(kv.seqs[1].t[0].n_blocks, 0);
     assert_int_equal(kv_used_blocks(&kv), 0);
     kv_free(&kv);
@@ -425,7 +426,7 @@ static void test_truncate_falls_back_to_the_boundary_in_every_pool(void **state)
     init_window(&kv, 2, 200, 3);
     advance(&kv, 0, 16);
     kv_publish(&kv, 0, tok, 16);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 17), 16);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 17, false), 16);
     advance(&kv, 0, 8); /* the window pool's third and last block */
     assert_int_equal(kv.pool[1].n_free + kv.pool[1].n_cached, 0);
     kv_truncate(&kv, 1, 12);
@@ -458,7 +459,7 @@ static void test_all_window_layers_need_no_full_pool(void **state)
     run_100(&kv, 0, tok, true);
     assert_int_equal(kv.seqs[0].t[0].n_blocks, 0);
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100), 96);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 100, false), 96);
     assert_int_equal(kv.seqs[1].t[1].n_released, 9);
     assert_int_equal(kv_used_blocks(&kv), 3);
     kv_free(&kv);
@@ -562,7 +563,7 @@ static void test_device_layers_own_their_memory(void **state)
     for (int p = 0; p < 40; p++)
         ((float *)kv_row(&kv, 3, 0, 0, p))[0] = (float)p;
     kv_publish(&kv, 0, tok, 40);
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40), 32);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40, false), 32);
     kv_truncate(&kv, 1, 20);
     assert_int_equal(c.n, 1);
     assert_int_equal(c.group, 0);
@@ -611,7 +612,7 @@ static void test_quantized_k_and_f16_v_have_their_own_rows(void **state)
     kv.seqs[0].n_tokens = 40;
     kv_publish(&kv, 0, tok, 40);
     /* a second sequence shares two blocks and cuts inside the second: a copy of 4 rows */
-    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40), 32);
+    assert_int_equal(kv_reuse_prefix(&kv, 1, tok, 40, false), 32);
     kv_truncate(&kv, 1, 20);
     assert_int_not_equal(kv_layer_blocks(&kv, 0, 1)[1], kv_layer_blocks(&kv, 0, 0)[1]);
     for (int l = 0; l < 2; l++)
@@ -664,7 +665,7 @@ static void init_retain(struct kv_cache *kv, int32_t n_seq, int32_t n_ctx, int32
 static void run_seq(struct kv_cache *kv, int32_t seq, const int32_t *tok, int32_t n)
 {
     char err[256];
-    int32_t have = kv_reuse_prefix(kv, seq, tok, n);
+    int32_t have = kv_reuse_prefix(kv, seq, tok, n, false);
     assert_int_equal(kv_reserve(kv, seq, n - have, err, sizeof err), HEARTH_OK);
     kv->seqs[seq].n_tokens = n;
     kv_publish(kv, seq, tok, n);
@@ -687,7 +688,7 @@ static void test_retention_never_passes_its_cap(void **state)
             int32_t n = 2 + (int32_t)((r >> 33) % 62);
             for (int32_t i = 0; i < 64; i++)
                 tok[q][i] = i < 20 && (r >> 20) % 2 ? i : (int32_t)((r >> (i % 40)) % 50);
-            int32_t have = kv_reuse_prefix(&kv, q, tok[q], n);
+            int32_t have = kv_reuse_prefix(&kv, q, tok[q], n, false);
             assert_int_equal(kv_reserve(&kv, q, n - have, err, sizeof err), HEARTH_OK);
             kv.seqs[q].n_tokens = n;
             kv_publish(&kv, q, tok[q], n);
@@ -716,7 +717,7 @@ static void test_a_sequence_past_the_cap_keeps_its_prefix(void **state)
     run_seq(&kv, 0, tok, 64); /* 4 blocks, room to keep 2 */
     assert_int_equal(kv.pool[0].n_cached, 2);
     assert_int_equal(kv.pool[0].n_evicted, 2);
-    assert_int_equal(kv_reuse_prefix(&kv, 0, tok, 64), 32);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, tok, 64, false), 32);
     kv_free(&kv);
 }
 
@@ -734,9 +735,9 @@ static void test_a_shared_prefix_outlives_the_tails_that_hang_off_it(void **stat
     run_seq(&kv, 0, a, 48);
     run_seq(&kv, 0, b, 48); /* reuses a's first two blocks: 4 cached, so a's tail goes */
     assert_int_equal(kv.pool[0].n_cached, 3);
-    assert_int_equal(kv_reuse_prefix(&kv, 0, a, 48), 32);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, a, 48, false), 32);
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 0, b, 48), 32); /* at most n - 1 tokens */
+    assert_int_equal(kv_reuse_prefix(&kv, 0, b, 48, false), 32); /* at most n - 1 tokens */
     kv_truncate(&kv, 0, 0);
     /* without a cap the same runs keep all four */
     struct kv_cache free_kv;
@@ -750,9 +751,198 @@ static void test_a_shared_prefix_outlives_the_tails_that_hang_off_it(void **stat
      * shared prefix's last block, whose child is gone; its first block stays */
     run_seq(&kv, 0, c, 33);
     assert_int_equal(kv.pool[0].n_cached, 3);
-    assert_int_equal(kv_reuse_prefix(&kv, 0, c, 33), 32);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, c, 33, false), 32);
     kv_truncate(&kv, 0, 0);
-    assert_int_equal(kv_reuse_prefix(&kv, 0, a, 48), 16);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, a, 48, false), 16);
+    kv_free(&kv);
+}
+
+/* ---------------------------------------------------- inside a block --- */
+
+/* The value every row of position p holds in a test whose rows depend on tokens[0..p]. */
+static float row_value(const int32_t *tok, int32_t p, int32_t l, int w)
+{
+    uint32_t h = 2166136261u + (uint32_t)(l * 2 + w);
+    for (int32_t i = 0; i <= p; i++)
+        h = (h ^ (uint32_t)tok[i]) * 16777619u;
+    return (float)(h % 100000);
+}
+
+/* Writes rows from..n-1 of seq as row_value says (2 layers, rows of F32). */
+static void write_rows(struct kv_cache *kv, int32_t seq, const int32_t *tok, int32_t from,
+                       int32_t n)
+{
+    for (int32_t l = 0; l < 2; l++)
+        for (int w = 0; w < 2; w++)
+            for (int32_t p = from; p < n; p++)
+                for (int i = 0; i < 4; i++)
+                    ((float *)kv_row(kv, l, w, seq, p))[i] = row_value(tok, p, l, w) + (float)i;
+}
+
+static void assert_rows(const struct kv_cache *kv, int32_t seq, const int32_t *tok, int32_t n)
+{
+    for (int32_t l = 0; l < 2; l++)
+        for (int w = 0; w < 2; w++)
+            for (int32_t p = 0; p < n; p++)
+                for (int i = 0; i < 4; i++)
+                    if (((const float *)kv_row(kv, l, w, seq, p))[i] !=
+                        row_value(tok, p, l, w) + (float)i)
+                        fail_msg("seq %d layer %d %s row %d holds another position's value", seq, l,
+                                 w ? "V" : "K", p);
+}
+
+/* Runs tokens[0..n) through seq resuming inside blocks: rows checked, written, ended. */
+static int32_t run_within(struct kv_cache *kv, int32_t seq, const int32_t *tok, int32_t n)
+{
+    char err[256];
+    const int32_t have = kv_reuse_prefix(kv, seq, tok, n, true);
+    assert_int_equal(kv->seqs[seq].n_tokens, have);
+    assert_rows(kv, seq, tok, have);
+    assert_int_equal(kv_reserve(kv, seq, n - have, err, sizeof err), HEARTH_OK);
+    write_rows(kv, seq, tok, have, n);
+    kv->seqs[seq].n_tokens = n;
+    kv_publish(kv, seq, tok, n);
+    kv_publish_tail(kv, seq, tok, n);
+    kv_truncate(kv, seq, 0);
+    return have;
+}
+
+static void test_reuse_goes_on_inside_a_block(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    int32_t a[80], b[80];
+    fill_tokens(a, 80, 4);
+    assert_int_equal(init(&kv, 2, 4, 2, 128, 16, 16, HEARTH_KV_F32), HEARTH_OK);
+    assert_int_equal(run_within(&kv, 0, a, 40), 0); /* two whole blocks and 8 tokens */
+    assert_int_equal(kv.pool[0].n_cached, 3);
+    assert_false(kv_block_whole(&kv, 0, kv.pool[0].lru_head)); /* released last block first */
+    /* a longer prompt resumes at 40, in a copy of its own of the partial block */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, a, 60, true), 40);
+    assert_rows(&kv, 1, a, 40);
+    assert_int_equal(kv.seqs[1].t[0].n_blocks, 3);
+    assert_int_equal(kv.seqs[1].t[0].n_published, 2);
+    assert_int_equal(kv.pool[0].n_cached, 1); /* the partial block stays cached */
+    assert_int_equal(kv.pool[0].refcnt[kv.seqs[1].t[0].blocks[2]], 1);
+    kv_truncate(&kv, 1, 0);
+    /* without within, whole blocks only */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, a, 60, false), 32);
+    kv_truncate(&kv, 1, 0);
+    /* at most n - 1 tokens, and no further than the prompt matches */
+    assert_int_equal(kv_reuse_prefix(&kv, 1, a, 40, true), 39);
+    kv_truncate(&kv, 1, 0);
+    memcpy(b, a, sizeof b);
+    b[37] = 777;
+    assert_int_equal(kv_reuse_prefix(&kv, 1, b, 60, true), 37);
+    assert_rows(&kv, 1, a, 37);
+    kv_truncate(&kv, 1, 0);
+    /* a prompt that parts from a whole block midway resumes inside it */
+    assert_int_equal(run_within(&kv, 0, a, 64), 40);
+    memcpy(b, a, sizeof b);
+    b[53] = 778;
+    assert_int_equal(kv_reuse_prefix(&kv, 1, b, 70, true), 53);
+    assert_rows(&kv, 1, a, 53);
+    kv_truncate(&kv, 1, 0);
+    /* another first token finds nothing, whole or partial */
+    b[0] = 779;
+    assert_int_equal(kv_reuse_prefix(&kv, 1, b, 70, true), 0);
+    assert_int_equal(kv.seqs[1].t[0].n_blocks, 0);
+    kv_free(&kv);
+}
+
+static void test_an_extended_partial_block_replaces_the_old_one(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    int32_t a[64];
+    fill_tokens(a, 64, 6);
+    assert_int_equal(init(&kv, 2, 4, 1, 64, 16, 8, HEARTH_KV_F32), HEARTH_OK);
+    run_within(&kv, 0, a, 20);
+    assert_int_equal(kv.pool[0].n_cached, 2);
+    /* the next turn resumes inside the partial block and ends in the same block */
+    assert_int_equal(run_within(&kv, 0, a, 28), 20);
+    assert_int_equal(kv.pool[0].n_cached, 2); /* the 4-token block went, the 12-token one stays */
+    assert_int_equal(kv.pool[0].n_free, 6);
+    assert_int_equal(run_within(&kv, 0, a, 29), 28);
+    /* a tail that parts from the cached one keeps both */
+    int32_t b[64];
+    memcpy(b, a, sizeof b);
+    b[18] = 900;
+    assert_int_equal(run_within(&kv, 0, b, 24), 18);
+    assert_int_equal(kv.pool[0].n_cached, 3);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, a, 40, true), 29);
+    kv_truncate(&kv, 0, 0);
+    assert_int_equal(kv_reuse_prefix(&kv, 0, b, 40, true), 24);
+    kv_free(&kv);
+}
+
+static int32_t n_written_partial, n_written;
+
+static void count_written(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                          const int32_t *tokens)
+{
+    (void)arg;
+    (void)hash;
+    (void)tokens;
+    n_written++;
+    n_written_partial += !kv_block_whole(kv, 0, block);
+}
+
+static void test_retention_with_partial_blocks_keeps_rows_and_cap(void **state)
+{
+    (void)state;
+    struct kv_cache kv;
+    char err[256];
+    const struct kv_params p = {.n_layer      = 2,
+                                .kv_dim       = 4,
+                                .n_seq        = 2,
+                                .n_ctx        = 64,
+                                .block_tokens = 16,
+                                .n_blocks     = 8,
+                                .type         = HEARTH_KV_F32,
+                                .type_v       = HEARTH_KV_F32,
+                                .retain       = true,
+                                .n_retain     = 5};
+    assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
+    kv_set_tier(&kv, count_written, NULL, NULL);
+    const size_t block = (size_t)2 * 2 * 16 * 4 * 4; /* 2 layers x K,V x 16 tokens x 4 x f32 */
+    uint64_t r         = 777;
+    int32_t tok[2][64];
+    int32_t inside = 0;
+    n_written = n_written_partial = 0;
+    for (int round = 0; round < 400; round++) {
+        /* two sequences at once, of random lengths, often sharing a start or going on from
+         * an earlier one */
+        for (int q = 0; q < 2; q++) {
+            r               = r * 6364136223846793005ull + 1442695040888963407ull;
+            const int32_t n = 2 + (int32_t)((r >> 33) % 62);
+            for (int32_t i = 0; i < 64; i++)
+                tok[q][i] = i < 20 + (int32_t)((r >> 8) % 30) && (r >> 20) % 2
+                                ? i % 7
+                                : (int32_t)((r >> (i % 40)) % 50);
+            const int32_t have = kv_reuse_prefix(&kv, q, tok[q], n, true);
+            inside += have % 16 != 0;
+            assert_rows(&kv, q, tok[q], have);
+            assert_int_equal(kv_reserve(&kv, q, n - have, err, sizeof err), HEARTH_OK);
+            write_rows(&kv, q, tok[q], have, n);
+            kv.seqs[q].n_tokens = n;
+            kv_publish(&kv, q, tok[q], n);
+        }
+        for (int q = 0; q < 2; q++) {
+            const int32_t n = kv.seqs[q].n_tokens;
+            if (round % 3)
+                kv_publish_tail(&kv, q, tok[q], n);
+            kv_truncate(&kv, q, (int32_t)(round % 3) * 7);
+            assert_true(kv.pool[0].n_cached <= 5);
+            assert_int_equal(kv_cached_bytes(&kv), (size_t)kv.pool[0].n_cached * block);
+            assert_int_equal(kv_used_blocks(&kv) + kv.pool[0].n_cached + kv.pool[0].n_free,
+                             kv.pool[0].n_blocks);
+            kv_truncate(&kv, q, 0);
+        }
+    }
+    assert_true(inside > 50);
+    assert_true(n_written > 0);
+    assert_int_equal(n_written_partial, 0); /* the disk tier never sees a partial block */
     kv_free(&kv);
 }
 
@@ -782,6 +972,9 @@ int main(void)
         cmocka_unit_test(test_retention_never_passes_its_cap),
         cmocka_unit_test(test_a_sequence_past_the_cap_keeps_its_prefix),
         cmocka_unit_test(test_a_shared_prefix_outlives_the_tails_that_hang_off_it),
+        cmocka_unit_test(test_reuse_goes_on_inside_a_block),
+        cmocka_unit_test(test_an_extended_partial_block_replaces_the_old_one),
+        cmocka_unit_test(test_retention_with_partial_blocks_keeps_rows_and_cap),
     };
     return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }

@@ -160,16 +160,16 @@ static void test_only_a_matching_prefix_finds_a_snapshot(void **state)
     assert_int_equal(owned, 0);
     assert_int_equal(cached, 6); /* keyed, so kept for others */
 
-    assert_int_equal(kv_reuse_prefix(&f.kv, 1, a, 24), 20);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 1, a, 24, false), 20);
     assert_int_equal(found(&f, 1, 20, 3.0f), 20);
     assert_int_equal(found(&f, 1, 11, 3.0f), 8);
     kv_truncate(&f.kv, 1, 0);
 
-    assert_int_equal(kv_reuse_prefix(&f.kv, 1, b, 24), 8);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 1, b, 24, false), 8);
     assert_int_equal(found(&f, 1, 8, 3.0f), 8);
     kv_truncate(&f.kv, 1, 0);
 
-    assert_int_equal(kv_reuse_prefix(&f.kv, 1, c, 24), 0);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 1, c, 24, false), 0);
     assert_int_equal(found(&f, 1, 24, 3.0f), 0);
     /* c computed afresh: its own snapshots, never a's, even where the tokens since agree */
     run(&f, 1, c, 0, 24, 4.0f);
@@ -227,18 +227,18 @@ static void test_cached_snapshots_are_evicted_least_recently_used_first(void **s
     assert_int_equal(owned, 0);
     assert_int_equal(cached, 4);
     /* loading a's 8 makes it the most recently used: a's 4, then b's 4, are the oldest */
-    assert_int_equal(kv_reuse_prefix(&f.kv, 1, a, 9), 8);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 1, a, 9, false), 8);
     assert_int_equal(found(&f, 1, 8, 6.0f), 8);
     kv_truncate(&f.kv, 1, 0);
     run(&f, 0, c, 0, 8, 8.0f); /* takes two entries */
     snap_stats(f.s, &owned, &cached);
     assert_int_equal(owned, 2);
     assert_int_equal(cached, 2);
-    assert_int_equal(kv_reuse_prefix(&f.kv, 1, a, 9), 8);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 1, a, 9, false), 8);
     assert_int_equal(found(&f, 1, 8, 6.0f), 8);
     assert_int_equal(found(&f, 1, 7, 6.0f), 0);
     kv_truncate(&f.kv, 1, 0);
-    assert_int_equal(kv_reuse_prefix(&f.kv, 1, b, 9), 8);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 1, b, 9, false), 8);
     assert_int_equal(found(&f, 1, 8, 7.0f), 8);
     assert_int_equal(found(&f, 1, 7, 7.0f), 0);
     kv_truncate(&f.kv, 1, 0);
@@ -309,7 +309,7 @@ static void test_cached_snapshots_go_with_their_blocks(void **state)
     snap_disown(f.s, 0, 0);
     snap_stats(f.s, &owned, &cached);
     assert_int_equal(cached, 2);
-    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9), 8);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9, false), 8);
     assert_int_equal(found(&f, 0, 8, 10.0f), 8);
     kv_truncate(&f.kv, 0, 0);
 
@@ -321,8 +321,8 @@ static void test_cached_snapshots_go_with_their_blocks(void **state)
     snap_disown(f.s, 0, 0);
     snap_stats(f.s, &owned, &cached);
     assert_int_equal(cached, 2);
-    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9), 0);
-    assert_int_equal(kv_reuse_prefix(&f.kv, 0, b, 9), 8);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9, false), 0);
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, b, 9, false), 8);
     assert_int_equal(found(&f, 0, 8, 11.0f), 8);
     assert_int_equal(found(&f, 0, 7, 11.0f), 4);
     fx_close(&f);
@@ -342,7 +342,7 @@ static void test_cached_snapshots_keep_to_their_cap(void **state)
     snap_stats(f.s, &owned, &cached);
     assert_int_equal(owned, 0);
     assert_int_equal(cached, 1);
-    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9), 4); /* one block left by the cap */
+    assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9, false), 4); /* one block left by the cap */
     assert_int_equal(found(&f, 0, 4, 12.0f), 0);         /* state 4 was the older: gone */
     fx_close(&f);
 }
