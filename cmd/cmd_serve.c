@@ -84,6 +84,12 @@ static void usage(FILE *fp)
         "                          restart with the same DIR starts warm\n"
         "  --cache-disk SIZE       its cap, as 20G (default: a quarter of the space free\n"
         "                          there at start)\n"
+        "  --reply-tokens own|text a prompt that resends a reply of this server as text\n"
+        "                          goes on from the tokens the model generated (own, the\n"
+        "                          default: the reply's cached K/V is reused, the text is\n"
+        "                          the same byte for byte), or is tokenized afresh (text, as\n"
+        "                          llama-server and vLLM do: a reply whose tokens are not\n"
+        "                          the tokenizer's split of its text is computed again)\n"
         "  --slot-save-path DIR    POST /slots/{id}?action=save|restore with {\"filename\":\n"
         "                          NAME} writes or reads a slot's conversation (its tokens\n"
         "                          and K/V) as DIR/NAME (default: none, so a 501)\n"
@@ -138,6 +144,7 @@ int cmd_serve(int argc, char **argv)
     int64_t cache_ram = -1; /* -1: not given */
     bool ctx_max      = false;
     bool no_webui     = false;
+    bool reply_text       = false; /* --reply-tokens text */
     struct cache_types ct = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -230,6 +237,13 @@ int cmd_serve(int argc, char **argv)
             VALUE();
             if (!arg_bytes("serve", a, v, &cache_disk))
                 return EXIT_USAGE;
+        } else if (!strcmp(a, "--reply-tokens")) {
+            VALUE();
+            if (strcmp(v, "own") && strcmp(v, "text")) {
+                fprintf(stderr, "hearth serve: --reply-tokens expects own or text, got '%s'\n", v);
+                return EXIT_USAGE;
+            }
+            reply_text = !strcmp(v, "text");
         } else if (!strcmp(a, "--slot-save-path")) {
             VALUE();
             slot_dir = v;
@@ -414,6 +428,7 @@ int cmd_serve(int argc, char **argv)
                                  .kv_type           = ct.k,
                                  .kv_type_v         = ct.v,
                                  .slot_files        = slot_dir != NULL,
+                                 .reply_tokens      = !reply_text,
                                  .cache_dir         = cache_dir,
                                  .cache_disk_bytes  = cache_disk,
                                  .spec              = {.ngram            = spec_ngram,

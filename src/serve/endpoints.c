@@ -25,6 +25,7 @@
 
 #include "serve/anthropic.h"
 #include "serve/server.h"
+#include "serve/turns.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
 
@@ -142,6 +143,10 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_CACHE_DISK_WRITES]     = (double)st.disk.disk_writes;
     v[M_CACHE_DISK_EVICTED]    = (double)st.disk.disk_evicted;
     v[M_CACHE_DISK_SKIPPED]    = (double)st.disk.disk_skipped;
+    struct turns_stats ts;
+    turns_stats(s->sched ? sched_turns(s->sched) : NULL, &ts);
+    v[M_REPLY_SPLICED_PROMPTS] = (double)ts.spliced_prompts;
+    v[M_REPLY_SPLICED_TOKENS]  = (double)ts.spliced_tokens;
     v[M_READY]              = s->ready ? 1 : 0;
     s->metrics.n_stages =
         s->sched ? sched_stages(s->sched, s->metrics.stages, METRICS_MAX_STAGES) : 0;
@@ -489,6 +494,11 @@ static bool do_count_tokens(struct task *t)
     enum hearth_status st =
         hearth_tokenize(t->srv->model, text, strlen(text), true, true, &ids, &n, err, sizeof err);
     free(text);
+    if (st == HEARTH_OK && n < INT32_MAX) {
+        int32_t m = (int32_t)n;
+        turns_splice(sched_turns(t->srv->sched), &ids, &m, INT32_MAX);
+        n = (size_t)m;
+    }
     free(ids);
     if (st != HEARTH_OK)
         return oai_fail(&t->e, hearth_status_http(st),

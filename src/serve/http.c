@@ -457,9 +457,9 @@ static void prepare_generation(struct task *t)
         t->r.sampling.seed = t->srv->p->seed;
         t->r.has_seed      = true;
     }
-    t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->gcache, t->srv->sp.n_ctx,
-                          t->p->request_id,
-                          &next, &t->jobs, &t->n_jobs, &t->thinking, &t->e);
+    t->ok = oai_make_jobs(&t->r, t->srv->tmpl, t->srv->model, t->srv->gcache,
+                          sched_turns(t->srv->sched), t->srv->sp.n_ctx, t->p->request_id, &next,
+                          &t->jobs, &t->n_jobs, &t->thinking, &t->e);
 }
 
 static void run_task(struct prep_task *pt)

@@ -98,6 +98,10 @@
       "Block files the disk tier deleted to stay within its cap.")                            \
     X(M_CACHE_DISK_SKIPPED, "hearth_cache_disk_skipped_files_total", counter, NONE,            \
       "Files in --cache-dir refused: another model's, cut short or damaged.")                 \
+    X(M_REPLY_SPLICED_PROMPTS, "hearth_reply_tokens_spliced_prompts_total", counter, NONE,     \
+      "Prompts resending replies as text, given the replies' own tokens.")                     \
+    X(M_REPLY_SPLICED_TOKENS, "hearth_reply_tokens_spliced_tokens_total", counter, NONE,       \
+      "Tokens of finished requests those prompts were given (--reply-tokens).")                \
     X(M_READY, "hearth_ready", gauge, NONE,                                                    \
       "1 once the model is loaded and requests are served, 0 while loading.")                  \
     X(M_STAGE_WEIGHT_BYTES, "hearth_stage_weight_bytes", gauge, NONE,                          \

@@ -12,6 +12,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/openai.h"
+#include "serve/turns.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
 #include "util/rng.h"
@@ -42,10 +43,11 @@ bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
     return true;
 }
 
-/* Tokens of one prompt text, checked against the slot context. */
-static bool tokenize_prompt(const struct hearth_model *model, const char *text, size_t len,
-                            int32_t n_ctx, const char *param, hearth_token **ids, int32_t *n_ids,
-                            struct oai_error *e)
+/* Tokens of one prompt text (a reply resent in it in its own tokens), checked against the slot
+ * context. */
+static bool tokenize_prompt(const struct hearth_model *model, struct turns *turns, const char *text,
+                            size_t len, int32_t n_ctx, const char *param, hearth_token **ids,
+                            int32_t *n_ids, struct oai_error *e)
 {
     char err[HEARTH_ERR_MAX];
     size_t n              = 0;
@@ -60,6 +62,11 @@ static bool tokenize_prompt(const struct hearth_model *model, const char *text, 
         *ids = NULL;
         return BAD(e, "invalid_value", param, "Invalid '%s': the prompt is empty.", param);
     }
+    if (n < INT32_MAX) {
+        int32_t m = (int32_t)n;
+        turns_splice(turns, ids, &m, n_ctx > 0 ? n_ctx : INT32_MAX);
+        n = (size_t)m;
+    }
     if (n_ctx > 0 && n >= (size_t)n_ctx) {
         free(*ids);
         *ids = NULL;
@@ -73,7 +80,7 @@ static bool tokenize_prompt(const struct hearth_model *model, const char *text, 
 }
 
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
-                   const struct hearth_model *model, struct grammar_cache *gc,
+                   const struct hearth_model *model, struct grammar_cache *gc, struct turns *turns,
                    int32_t n_ctx, uint64_t request_id, uint64_t *next_job_id,
                    struct sched_job ***jobs_out, int32_t *n_jobs_out, bool *thinking,
                    struct oai_error *e)
@@ -100,7 +107,7 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         if (thinking)
             *thinking =
                 chatparse_prompt_opens_thinking(chat_template_format(tmpl), text, strlen(text));
-        bool tok_ok = tokenize_prompt(model, text, strlen(text), n_ctx, "messages", &toks[0],
+        bool tok_ok = tokenize_prompt(model, turns, text, strlen(text), n_ctx, "messages", &toks[0],
                                       &n_toks[0], e) &&
                       oai_grammar(req, tmpl, gc, text, strlen(text), &g, &trig, &n_trig, e);
         free(text);
@@ -112,8 +119,8 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         for (int32_t i = 0; i < n_prompts; i++) {
             char param[32];
             snprintf(param, sizeof param, n_prompts == 1 ? "prompt" : "prompt[%d]", i);
-            if (!tokenize_prompt(model, req->prompts[i], strlen(req->prompts[i]), n_ctx, param,
-                                 &toks[i], &n_toks[i], e))
+            if (!tokenize_prompt(model, turns, req->prompts[i], strlen(req->prompts[i]), n_ctx,
+                                 param, &toks[i], &n_toks[i], e))
                 goto out;
         }
     }

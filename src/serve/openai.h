@@ -141,6 +141,8 @@ void oai_request_free(struct oai_request *req);
  * *e (400 with the template's message) when the template refuses the
  * conversation. Thread-safe.
  */
+struct turns;
+
 bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
                 const struct hearth_model *model, char **text, struct oai_error *e);
 
@@ -154,13 +156,14 @@ bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
  * only reads and advances it). On success *jobs is a malloc'd array of
  * *n_jobs malloc'd jobs (the caller submits or frees them), and
  * *thinking (may be NULL) says whether the chat prompt ends inside an open
- * reasoning block. Thread-safe apart from *next_job_id.
+ * reasoning block. With turns (may be NULL), a prompt that resends a
+ * finished job's reply goes on from the reply's own tokens (turns.h).
+ * Thread-safe apart from *next_job_id.
  */
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
-                   const struct hearth_model *model, struct grammar_cache *gc,
+                   const struct hearth_model *model, struct grammar_cache *gc, struct turns *turns,
                    int32_t n_ctx, uint64_t request_id, uint64_t *next_job_id,
-                   struct sched_job ***jobs, int32_t *n_jobs, bool *thinking,
-                   struct oai_error *e);
+                   struct sched_job ***jobs, int32_t *n_jobs, bool *thinking, struct oai_error *e);
 
 /*
  * The grammar req's reply must match (oai_grammar.c), compiled through gc,

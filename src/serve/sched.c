@@ -117,6 +117,7 @@ static void copy_totals_locked(struct sched *s)
 static struct sched_job *slot_release(struct sched *s, struct slot *sl)
 {
     struct sched_job *job = sl->job;
+    turns_put(s->turns, sl->tokens, job->n_prompt, sl->n_tokens);
     hearth_seq_end(s->ctx, sl->id, sl->tokens, sl->n_past);
     sl->n_last = sl->n_past; /* the slot's conversation, for slot actions */
     if (s->drafters)
@@ -909,6 +910,7 @@ static void sched_free(struct sched *s)
 {
     if (!s)
         return;
+    turns_free(s->turns);
     if (s->slots) {
         for (int32_t i = 0; i < s->n_slots; i++) {
             struct slot *sl = &s->slots[i];
@@ -1088,6 +1090,13 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
             goto nomem;
         s->info[i].id = i;
     }
+    if (p->reply_tokens) {
+        /* as many tokens as the K/V can hold: a reply is worth keeping while its rows are */
+        int32_t used, cached, total;
+        hearth_kv_stats(s->ctx, &used, &cached, &total);
+        if (!(s->turns = turns_new(model, (int64_t)total * cp.kv_block)))
+            goto nomem;
+    }
     s->stats.n_slots = s->n_slots;
     publish_stats(s);
     gate_open(s);
@@ -1104,6 +1113,11 @@ nomem:
 err:
     sched_free(s);
     return st;
+}
+
+struct turns *sched_turns(struct sched *s)
+{
+    return s ? s->turns : NULL;
 }
 
 void sched_stop(struct sched *s)

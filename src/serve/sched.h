@@ -154,10 +154,14 @@ struct sched_params {
     int64_t cache_disk_bytes;  /* its cap (--cache-disk) */
     bool slot_files;           /* slot actions save and restore files (--slot-save-path): the
                                   context must be one hearth_seq_save can write */
+    bool reply_tokens;         /* keep finished jobs' tokens for sched_turns (--reply-tokens
+                                  own) */
     struct sched_spec spec;    /* all zero: no speculation */
 };
 
 struct sched;
+
+struct turns;
 
 /* Creates the scheduler over a loaded model and starts its thread. */
 enum hearth_status sched_start(struct hearth_model *model, const struct sched_params *p,
@@ -175,6 +179,9 @@ enum hearth_status sched_submit(struct sched *s, struct sched_job *job);
  * fast the scheduler finishes the first of its choices.
  */
 enum hearth_status sched_submit_all(struct sched *s, struct sched_job **jobs, int32_t n);
+/* Finished jobs' tokens, for prompts that resend their replies (turns.h); NULL without
+ * sched_params.reply_tokens. Thread-safe. */
+struct turns *sched_turns(struct sched *s);
 /* Cancels every job of request_id (client gone): their slots free at the next step;
  * each still gets its DONE event with SCHED_FINISH_CANCELLED. */
 void sched_cancel(struct sched *s, uint64_t request_id);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "serve/sched.h"
+#include "serve/turns.h"
 #include "serve/stopmatch.h"
 
 struct spec;
@@ -68,6 +69,7 @@ struct slot {
 struct sched {
     struct hearth_model *model;
     struct hearth_context *ctx;
+    struct turns *turns; /* finished jobs' tokens (--reply-tokens own), or NULL */
     int32_t n_slots, n_ctx, n_batch, max_queue, n_vocab;
     struct hearth_stage_info stages[SCHED_MAX_STAGES]; /* the context's, fixed at start */
     int32_t n_stages;

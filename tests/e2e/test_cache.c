@@ -407,6 +407,96 @@ static void test_cache_ram_takes_sizes_and_refuses_the_rest(void **state)
     srv_stop(&s);
 }
 
+/*
+ * A chat on a random-weight model, whose replies do not tokenize back to
+ * the tokens it generated: the client resends each reply as text. With
+ * --reply-tokens own (the default) the next turn reuses all of the last
+ * one but its final token, whose K/V was never computed; with text it
+ * reuses less, the reply computed again. Three turns, so the second
+ * reply's prompt carries the first reply too.
+ */
+static void chat_turns(const char *mode, int cached[3], int prompt[3], int completion[3],
+                       double *spliced)
+{
+    struct srv s;
+    const char *extra[] = {"--parallel", "1", "-c", "1024", "--reply-tokens", mode, NULL};
+    srv_start_opt(&s, tu_model("tiny-qwen3-bpe-q8_0.gguf"), extra, true);
+    cJSON *msgs = cJSON_CreateArray();
+    cJSON *m    = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "system");
+    cJSON_AddStringToObject(m, "content", "You are a terse agent. Read the files, then answer.");
+    cJSON_AddItemToArray(msgs, m);
+    for (int k = 0; k < 3; k++) {
+        char user[64];
+        snprintf(user, sizeof user, "What happened at step %d?", k);
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "user");
+        cJSON_AddStringToObject(m, "content", user);
+        cJSON_AddItemToArray(msgs, m);
+        cJSON *body = cJSON_CreateObject();
+        cJSON_AddItemReferenceToObject(body, "messages", msgs);
+        cJSON_AddNumberToObject(body, "max_tokens", 24);
+        cJSON_AddNumberToObject(body, "temperature", 0);
+        char *b = cJSON_PrintUnformatted(body);
+        cJSON_Delete(body);
+        struct http_resp r = http_post(&s, "/v1/chat/completions", b);
+        free(b);
+        assert_int_equal(r.status, 200);
+        cJSON *j       = http_json(&r);
+        const cJSON *u = jget(j, "usage");
+        cached[k]      = (int)jnum(jget(u, "prompt_tokens_details"), "cached_tokens");
+        prompt[k]      = (int)jnum(u, "prompt_tokens");
+        completion[k]  = (int)jnum(u, "completion_tokens");
+        const cJSON *c =
+            jget(jget(cJSON_GetArrayItem(jget(j, "choices"), 0), "message"), "content");
+        m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "assistant");
+        cJSON_AddStringToObject(m, "content", cJSON_GetStringValue(c));
+        cJSON_AddItemToArray(msgs, m);
+        cJSON_Delete(j);
+        http_resp_free(&r);
+    }
+    cJSON_Delete(msgs);
+    *spliced = metric(&s, "hearth_reply_tokens_spliced_prompts_total");
+    srv_stop(&s);
+}
+
+static void test_a_resent_reply_is_reused_in_its_own_tokens(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    if (!tu_model("tiny-qwen3-bpe-q8_0.gguf")) {
+        print_message("skip: tiny-qwen3-bpe-q8_0.gguf not found\n");
+        skip();
+    }
+    int cached[2][3], prompt[2][3], completion[2][3];
+    double spliced[2];
+    chat_turns("own", cached[0], prompt[0], completion[0], &spliced[0]);
+    chat_turns("text", cached[1], prompt[1], completion[1], &spliced[1]);
+    for (int k = 1; k < 3; k++) {
+        print_message("turn %d: cached_tokens %d of %d (own), %d of %d (text); the turn before: "
+                      "%d + %d\n",
+                      k, cached[0][k], prompt[0][k], cached[1][k], prompt[1][k], prompt[0][k - 1],
+                      completion[0][k - 1]);
+        assert_int_equal(cached[0][k], prompt[0][k - 1] + completion[0][k - 1] - 1);
+    }
+    /* the first reply does not tokenize back to its tokens: text computes some of it again */
+    assert_int_equal(prompt[1][0] + completion[1][0], prompt[0][0] + completion[0][0]);
+    assert_true(cached[1][1] < cached[0][1]);
+    assert_true(spliced[0] == 2);
+    assert_true(spliced[1] == 0);
+    /* the first turn is the same either way */
+    assert_int_equal(prompt[0][0], prompt[1][0]);
+    assert_int_equal(cached[0][0], cached[1][0]);
+    const char *argv[] = {tu_bin(),         "serve",     "-m", tu_model(SRV_MODEL),
+                          "--reply-tokens", "canonical", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
+    assert_non_null(strstr(err, "--reply-tokens expects own or text"));
+    free(out);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +509,8 @@ int main(void)
         cmocka_unit_test_teardown(test_cache_disk_tier_survives_a_restart, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_cache_disk_holds_its_cap, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_cache_keeps_a_hybrid_models_states, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_a_resent_reply_is_reused_in_its_own_tokens,
+                                  srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

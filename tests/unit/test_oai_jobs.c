@@ -40,7 +40,8 @@ static void test_jobs_from_model(void **state)
     struct sched_job **jobs;
     int32_t n_jobs;
     uint64_t next = 100;
-    assert_true(oai_make_jobs(&r, tmpl, model, NULL, 64, 42, &next, &jobs, &n_jobs, NULL, &e));
+    assert_true(
+        oai_make_jobs(&r, tmpl, model, NULL, NULL, 64, 42, &next, &jobs, &n_jobs, NULL, &e));
     assert_int_equal(n_jobs, 4);
     assert_int_equal(next, 104);
     for (int32_t i = 0; i < 4; i++) {
@@ -64,7 +65,7 @@ static void test_jobs_from_model(void **state)
     /* a max_tokens above the room (clients send 32000): the rest of the slot */
     body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":32000}";
     assert_true(oai_parse(OAI_CHAT, body, strlen(body), &r, &e));
-    assert_true(oai_make_jobs(&r, tmpl, model, NULL, 64, 1, &next, &jobs, &n_jobs, NULL, &e));
+    assert_true(oai_make_jobs(&r, tmpl, model, NULL, NULL, 64, 1, &next, &jobs, &n_jobs, NULL, &e));
     assert_int_equal(n_jobs, 1);
     assert_int_equal(jobs[0]->max_tokens, 64 - jobs[0]->n_prompt);
     sched_job_free(jobs[0]);
@@ -77,7 +78,8 @@ static void test_jobs_from_model(void **state)
         strcat(big, "the cat ");
     strcat(big, "\"}");
     assert_true(oai_parse(OAI_COMPLETION, big, strlen(big), &r, &e));
-    assert_false(oai_make_jobs(&r, tmpl, model, NULL, 64, 1, &next, &jobs, &n_jobs, NULL, &e));
+    assert_false(
+        oai_make_jobs(&r, tmpl, model, NULL, NULL, 64, 1, &next, &jobs, &n_jobs, NULL, &e));
     assert_int_equal(e.status, 400);
     assert_string_equal(e.code, "context_length_exceeded");
     assert_non_null(strstr(e.message, " 64 tokens"));
@@ -88,7 +90,8 @@ static void test_jobs_from_model(void **state)
     body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"tools\":[{\"type\":"
            "\"function\",\"function\":{\"name\":\"f\"}}]}";
     assert_true(oai_parse(OAI_CHAT, body, strlen(body), &r, &e));
-    assert_false(oai_make_jobs(&r, tmpl, model, NULL, 64, 1, &next, &jobs, &n_jobs, NULL, &e));
+    assert_false(
+        oai_make_jobs(&r, tmpl, model, NULL, NULL, 64, 1, &next, &jobs, &n_jobs, NULL, &e));
     assert_int_equal(e.status, 400);
     assert_string_equal(e.param, "messages");
     assert_non_null(strstr(e.message, "tools"));
@@ -125,7 +128,8 @@ static void test_jobs_thinking_prompt(void **state)
         uint64_t next = 1;
         bool thinking = i == 1;
         assert_true(oai_parse(OAI_CHAT, bodies[i], strlen(bodies[i]), &r, &e));
-        assert_true(oai_make_jobs(&r, tmpl, model, NULL, 64, 1, &next, &jobs, &n_jobs, &thinking, &e));
+        assert_true(oai_make_jobs(&r, tmpl, model, NULL, NULL, 64, 1, &next, &jobs, &n_jobs,
+                                  &thinking, &e));
         assert_int_equal(thinking, i == 0);
         sched_job_free(jobs[0]);
         free(jobs);
