@@ -342,6 +342,63 @@ static void test_kept_tokens_stay_within_their_cap(void **state)
     hearth_model_free(m);
 }
 
+/*
+ * Random replies, split oddly in up to four places, resent as they were or
+ * with one character changed: the spliced prompt always spells the same
+ * text as the tokenizer's, and an unchanged reply goes on whole.
+ */
+static void test_random_replies_keep_the_text(void **state)
+{
+    (void)state;
+    struct hearth_model *m = load("stories260K.gguf");
+    if (!m)
+        skip();
+    static const char *const words[] = {" the",    " dog", " ran", " park", " bird", " sat",
+                                        " little", " and", " saw", " tree", ",",     "."};
+    uint64_t r                       = 99;
+    int whole = 0, changed = 0;
+    for (int round = 0; round < 200; round++) {
+        char reply[256] = "", text[512];
+        for (int w = 0; w < 8; w++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            strcat(reply, words[(r >> 33) % 12]);
+        }
+        hearth_token e[CAP], canon[CAP], got[CAP];
+        int32_t n_p1 = 0, n_e;
+        add(m, T1, true, e, &n_p1);
+        n_e = n_p1;
+        add_after(m, T1, reply, e, &n_e);
+        for (int k = 0; k < 1 + (int)(r >> 60) % 4; k++)
+            split_one(m, e, n_p1 + (int32_t)((r >> (20 + k)) % 4), &n_e);
+        struct turns *t = turns_new(m, 10000);
+        turns_put(t, e, n_p1, n_e);
+        const bool change = round % 2;
+        if (change) { /* one letter of the reply becomes another */
+            size_t at = 1 + (size_t)((r >> 40) % (strlen(reply) - 1));
+            reply[at] = reply[at] == 'x' ? 'y' : 'x';
+        }
+        snprintf(text, sizeof text, "%s%s%s", T1, reply, X);
+        int32_t n_c = 0, n_got;
+        add(m, text, true, canon, &n_c);
+        const int32_t put = splice(t, canon, n_c, 10000, got, &n_got);
+        char *a = spell(m, canon, n_c), *b = spell(m, got, n_got);
+        assert_string_equal(a, b);
+        free(a);
+        free(b);
+        if (!change) {
+            assert_int_equal(put, n_e);
+            whole++;
+        } else {
+            assert_true(put < n_e);
+            changed += put > n_p1;
+        }
+        turns_free(t);
+    }
+    print_message("%d replies resent whole, %d changed ones spliced in part\n", whole, changed);
+    assert_true(changed > 0);
+    hearth_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_a_replaced_byte_matches_the_replacement),
         cmocka_unit_test(test_every_earlier_reply_is_spliced),
         cmocka_unit_test(test_kept_tokens_stay_within_their_cap),
+        cmocka_unit_test(test_random_replies_keep_the_text),
     };
     return cmocka_run_group_tests_name("tests", tests, NULL, NULL);
 }
