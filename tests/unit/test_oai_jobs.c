@@ -6,28 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/engineutil.h"
 #include "util/testutil.h"
 #include "serve/openai.h"
 #include "template/chat_template.h"
-
-static struct hearth_model *load(const char *path)
-{
-    char err[HEARTH_ERR_MAX];
-    struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads                  = 1;
-    struct hearth_model *model    = NULL;
-    if (hearth_model_load(path, &mp, &model, err, sizeof err) != HEARTH_OK)
-        print_message("%s\n", err);
-    assert_non_null(model);
-    return model;
-}
 
 static void test_jobs_from_model(void **state)
 {
     (void)state;
     TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     char err[HEARTH_ERR_MAX];
-    struct hearth_model *model = load(path);
+    struct hearth_model *model = tu_model_load("stories260K.gguf");
+    assert_non_null(model);
     struct chat_template *tmpl = NULL;
     assert_int_equal(chat_template_new(model, NULL, NULL, NULL, &tmpl, err, sizeof err), HEARTH_OK);
     assert_non_null(strstr(chat_template_describe(tmpl), "chatml (built-in"));
@@ -106,7 +96,8 @@ static void test_jobs_thinking_prompt(void **state)
     (void)state;
     TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     char err[HEARTH_ERR_MAX];
-    struct hearth_model *model = load(path);
+    struct hearth_model *model = tu_model_load("stories260K.gguf");
+    assert_non_null(model);
     static const char src[] =
         "{% for m in messages %}{{ m.content }}\n{% endfor %}"
         "{% if enable_thinking is not defined or enable_thinking %}<think>\n"

@@ -8,23 +8,10 @@
 #include <string.h>
 
 #include "serve/turns.h"
+#include "util/engineutil.h"
 #include "util/testutil.h"
 
 #define CAP 512
-
-static struct hearth_model *load(const char *name)
-{
-    const char *path = tu_model(name);
-    if (!path)
-        return NULL;
-    char err[HEARTH_ERR_MAX];
-    struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads                  = 1;
-    struct hearth_model *model    = NULL;
-    if (hearth_model_load(path, &mp, &model, err, sizeof err) != HEARTH_OK)
-        print_message("%s\n", err);
-    return model;
-}
 
 /* Appends text's tokens (BOS first when bos; control-token text parsed) to ids[*n..). */
 static void add(const struct hearth_model *m, const char *text, bool bos, hearth_token *ids,
@@ -193,7 +180,7 @@ static void test_a_reply_goes_on_in_its_own_tokens(void **state)
     static const char *const models[] = {"stories260K.gguf", "tiny-qwen3-bpe-q8_0.gguf"};
     int ran                           = 0;
     for (int i = 0; i < 2; i++) {
-        struct hearth_model *m = load(models[i]);
+        struct hearth_model *m = tu_model_load(models[i]);
         if (!m) {
             print_message("%s not found: not run on it\n", models[i]);
             continue;
@@ -206,30 +193,37 @@ static void test_a_reply_goes_on_in_its_own_tokens(void **state)
         skip();
 }
 
-/* A control token (no text) matches only itself: </s> generated and resent goes on. */
-static void test_control_tokens_match_by_identity(void **state)
+/*
+ * A first turn whose reply ends in one more token, last: resent with `same`
+ * after the reply, it goes on whole; with `other`, it stops before last.
+ */
+static void reply_ending_in(struct hearth_model *m, hearth_token last, const char *same,
+                            const char *other)
 {
-    (void)state;
-    struct hearth_model *m = load("stories260K.gguf");
-    if (!m)
-        skip();
     struct turns *t = turns_new(m, 10000);
     hearth_token e[CAP], canon[CAP], got[CAP];
     int32_t n_p1;
     int32_t n_e = first_turn(m, e, &n_p1);
-    e[n_e++]    = hearth_token_eos(m);
+    e[n_e++]    = last;
     turns_put(t, e, n_p1, n_e);
-    char text[512];
-    int32_t n_c = 0, n_got;
-    snprintf(text, sizeof text, "%s ran to the park and</s>%s", T1, X);
-    add(m, text, true, canon, &n_c);
-    assert_int_equal(splice(t, canon, n_c, 10000, got, &n_got), n_e);
-    /* another control token where the reply's was: the splice stops before it */
-    n_c = 0;
-    snprintf(text, sizeof text, "%s ran to the park and<s>%s", T1, X);
-    add(m, text, true, canon, &n_c);
-    assert_int_equal(splice(t, canon, n_c, 10000, got, &n_got), n_e - 1);
+    for (int k = 0; k < 2; k++) {
+        char text[512];
+        int32_t n_c = 0, n_got;
+        snprintf(text, sizeof text, "%s%s%s%s", T1, R, k ? other : same, X);
+        add(m, text, true, canon, &n_c);
+        assert_int_equal(splice(t, canon, n_c, 10000, got, &n_got), k ? n_e - 1 : n_e);
+    }
     turns_free(t);
+}
+
+/* A control token (no text) matches only itself: </s> generated and resent goes on. */
+static void test_control_tokens_match_by_identity(void **state)
+{
+    (void)state;
+    struct hearth_model *m = tu_model_load("stories260K.gguf");
+    if (!m)
+        skip();
+    reply_ending_in(m, hearth_token_eos(m), "</s>", "<s>");
     hearth_model_free(m);
 }
 
@@ -242,27 +236,12 @@ static void test_control_tokens_match_by_identity(void **state)
 static void test_a_replaced_byte_matches_the_replacement(void **state)
 {
     (void)state;
-    struct hearth_model *m = load("stories260K.gguf");
+    struct hearth_model *m = tu_model_load("stories260K.gguf");
     if (!m)
         skip();
-    struct turns *t = turns_new(m, 10000);
-    hearth_token e[CAP], canon[CAP], got[CAP];
-    int32_t n_p1;
-    int32_t n_e           = first_turn(m, e, &n_p1);
-    const hearth_token d8 = find(m, "\xd8", 1);
+    const hearth_token d8 = find(m, "\xd8", 1); /* a lead byte, then nothing */
     assert_true(d8 >= 0);
-    e[n_e++] = d8; /* a lead byte, then nothing */
-    turns_put(t, e, n_p1, n_e);
-    char text[512];
-    int32_t n_c = 0, n_got;
-    snprintf(text, sizeof text, "%s ran to the park and\xef\xbf\xbd%s", T1, X);
-    add(m, text, true, canon, &n_c);
-    assert_int_equal(splice(t, canon, n_c, 10000, got, &n_got), n_e);
-    n_c = 0;
-    snprintf(text, sizeof text, "%s ran to the park and?%s", T1, X);
-    add(m, text, true, canon, &n_c);
-    assert_int_equal(splice(t, canon, n_c, 10000, got, &n_got), n_e - 1);
-    turns_free(t);
+    reply_ending_in(m, d8, "\xef\xbf\xbd", "?");
     hearth_model_free(m);
 }
 
@@ -274,7 +253,7 @@ static void test_a_replaced_byte_matches_the_replacement(void **state)
 static void test_every_earlier_reply_is_spliced(void **state)
 {
     (void)state;
-    struct hearth_model *m = load("stories260K.gguf");
+    struct hearth_model *m = tu_model_load("stories260K.gguf");
     if (!m)
         skip();
     struct turns *t = turns_new(m, 10000);
@@ -314,7 +293,7 @@ static void test_every_earlier_reply_is_spliced(void **state)
 static void test_kept_tokens_stay_within_their_cap(void **state)
 {
     (void)state;
-    struct hearth_model *m = load("stories260K.gguf");
+    struct hearth_model *m = tu_model_load("stories260K.gguf");
     if (!m)
         skip();
     hearth_token e[CAP];
@@ -350,7 +329,7 @@ static void test_kept_tokens_stay_within_their_cap(void **state)
 static void test_random_replies_keep_the_text(void **state)
 {
     (void)state;
-    struct hearth_model *m = load("stories260K.gguf");
+    struct hearth_model *m = tu_model_load("stories260K.gguf");
     if (!m)
         skip();
     static const char *const words[] = {" the",    " dog", " ran", " park", " bird", " sat",

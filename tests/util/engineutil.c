@@ -30,6 +30,20 @@ int tu_engine_open(struct tu_engine **out, const char *name,
     return 0;
 }
 
+struct hearth_model *tu_model_load(const char *name)
+{
+    const char *path = tu_model(name);
+    if (!path)
+        return NULL;
+    char err[HEARTH_ERR_MAX];
+    struct hearth_model_params mp = hearth_model_default_params();
+    mp.n_threads                  = 1;
+    struct hearth_model *model    = NULL;
+    if (hearth_model_load(path, &mp, &model, err, sizeof err) != HEARTH_OK)
+        print_message("%s: %s\n", name, err);
+    return model;
+}
+
 int tu_engine_close(struct tu_engine *e)
 {
     if (!e)

@@ -26,6 +26,12 @@ struct tu_engine {
  */
 int tu_engine_open(struct tu_engine **out, const char *name,
                    const struct hearth_context_params *cp);
+/*
+ * Model file name (tu_model) loaded with one thread, or NULL when the file
+ * is absent or does not load (the message printed).
+ */
+struct hearth_model *tu_model_load(const char *name);
+
 /* Frees what tu_engine_open made; 0, as a group teardown returns. */
 int tu_engine_close(struct tu_engine *e);
 
