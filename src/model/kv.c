@@ -359,7 +359,7 @@ static void sib_unlink(struct kv_pool *p, int32_t b)
 
 static void unpublish(struct kv_pool *p, int32_t b)
 {
-    if (p->fill[b] == p->block_tokens)
+    if (kv_block_whole(p, b))
         u64map_remove(&p->index, p->hash[b]);
     sib_unlink(p, b);
     p->hash[b] = 0;
@@ -410,7 +410,7 @@ static int32_t evict(struct kv_pool *p)
     int32_t b = p->lru_head;
     lru_unlink(p, b);
     const struct kv_cache *kv = p->owner;
-    if (kv && kv->evicted && p->fill[b] == p->block_tokens)
+    if (kv && kv->evicted && kv_block_whole(p, b))
         kv->evicted(kv->tier_arg, kv, b, p->hash[b],
                     p->tokens + (size_t)b * (size_t)p->block_tokens);
     unpublish(p, b);

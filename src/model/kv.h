@@ -285,10 +285,11 @@ void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t
  */
 void kv_publish_tail(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
 
-/* Whether pool block b holds a whole block's rows (a partial one is never written to disk). */
-static inline bool kv_block_whole(const struct kv_cache *kv, int g, int32_t b)
+/* Whether block b of pool p holds a whole block's rows (a partial one is never written to
+ * disk, nor in the prefix index). */
+static inline bool kv_block_whole(const struct kv_pool *p, int32_t b)
 {
-    return kv->pool[g].fill[b] == kv->block_tokens;
+    return p->fill[b] == p->block_tokens;
 }
 
 /*

@@ -345,7 +345,7 @@ void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv)
     fprintf(stderr, "hearth: cache dir %s: writing up to %d cached blocks (%.1f MiB)\n", d->dir, n,
             (double)n * (double)d->file_len / (1 << 20));
     for (; b >= 0; b = p->lru_next[b])
-        if (kv_block_whole(kv, 0, b))
+        if (kv_block_whole(p, b))
             kvdisk_evicted(d, kv, b, p->hash[b], p->tokens + (size_t)b * kv->block_tokens);
     fprintf(stderr, "hearth: cache dir %s: %llu of them written (the rest were there)\n", d->dir,
             (unsigned long long)(d->st.writes - before));

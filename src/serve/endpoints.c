@@ -494,11 +494,8 @@ static bool do_count_tokens(struct task *t)
     enum hearth_status st =
         hearth_tokenize(t->srv->model, text, strlen(text), true, true, &ids, &n, err, sizeof err);
     free(text);
-    if (st == HEARTH_OK && n < INT32_MAX) {
-        int32_t m = (int32_t)n;
-        turns_splice(sched_turns(t->srv->sched), &ids, &m, INT32_MAX);
-        n = (size_t)m;
-    }
+    if (st == HEARTH_OK)
+        turns_splice(sched_turns(t->srv->sched), &ids, &n, 0);
     free(ids);
     if (st != HEARTH_OK)
         return oai_fail(&t->e, hearth_status_http(st),

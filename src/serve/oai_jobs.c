@@ -62,11 +62,7 @@ static bool tokenize_prompt(const struct hearth_model *model, struct turns *turn
         *ids = NULL;
         return BAD(e, "invalid_value", param, "Invalid '%s': the prompt is empty.", param);
     }
-    if (n < INT32_MAX) {
-        int32_t m = (int32_t)n;
-        turns_splice(turns, ids, &m, n_ctx > 0 ? n_ctx : INT32_MAX);
-        n = (size_t)m;
-    }
+    turns_splice(turns, ids, &n, n_ctx);
     if (n_ctx > 0 && n >= (size_t)n_ctx) {
         free(*ids);
         *ids = NULL;

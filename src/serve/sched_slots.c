@@ -96,7 +96,8 @@ static void restore(struct sched *s, struct slot *sl, struct sched_slot_op *op)
     free(tokens);
     if (!op->status) /* what it loaded stays cached */
         hearth_seq_end(s->ctx, sl->id, sl->tokens, n);
-    hearth_seq_truncate(s->ctx, sl->id, 0);
+    else
+        hearth_seq_truncate(s->ctx, sl->id, 0);
 }
 
 static void run(struct sched *s, struct sched_slot_op *op)

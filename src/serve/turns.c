@@ -198,12 +198,14 @@ static void walk(const struct hearth_model *m, const hearth_token *g, int32_t ng
     }
 }
 
-int32_t turns_splice(struct turns *t, hearth_token **ids, int32_t *n, int32_t n_ctx)
+int32_t turns_splice(struct turns *t, hearth_token **ids, size_t *n, int32_t n_ctx)
 {
-    if (!t)
+    if (!t || *n >= INT32_MAX)
         return 0;
     const hearth_token *p = *ids;
-    const int32_t np      = *n;
+    const int32_t np      = (int32_t)*n;
+    if (n_ctx <= 0)
+        n_ctx = INT32_MAX;
     pthread_mutex_lock(&t->mu);
     /* the entry whose tokens the prompt's text begins with the most of; ties to the newest.
      * From where the tokens part the bytes are walked: the replies of every earlier turn
@@ -238,7 +240,7 @@ int32_t turns_splice(struct turns *t, hearth_token **ids, int32_t *n, int32_t n_
             memcpy(out + best_e, p + best_p, (size_t)(np - best_p) * sizeof *out);
             free(*ids);
             *ids    = out;
-            *n      = len;
+            *n      = (size_t)len;
             e->used = ++t->clock;
             put     = best_e;
             t->st.spliced_prompts++;

@@ -22,6 +22,7 @@
 #ifndef HEARTH_SERVE_TURNS_H
 #define HEARTH_SERVE_TURNS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hearth.h"
@@ -46,12 +47,13 @@ void turns_free(struct turns *t);
 void turns_put(struct turns *t, const hearth_token *tokens, int32_t n_prompt, int32_t n);
 
 /*
- * Puts a kept job's tokens into the prompt *ids (*n of them, malloc'd;
- * replaced by a new array when it changes) as the header says, keeping the
- * result under n_ctx tokens. Returns the tokens put in (0: the prompt is
- * unchanged); -1 when out of memory (unchanged too).
+ * Puts a kept job's tokens into the prompt *ids (*n of them, as
+ * hearth_tokenize gives them; replaced by a new array when it changes) as
+ * the header says, keeping the result under n_ctx tokens (<= 0: no limit).
+ * Returns the tokens put in (0: the prompt is unchanged); -1 when out of
+ * memory (unchanged too).
  */
-int32_t turns_splice(struct turns *t, hearth_token **ids, int32_t *n, int32_t n_ctx);
+int32_t turns_splice(struct turns *t, hearth_token **ids, size_t *n, int32_t n_ctx);
 
 void turns_stats(struct turns *t, struct turns_stats *out);
 

@@ -816,7 +816,7 @@ static void test_reuse_goes_on_inside_a_block(void **state)
     assert_int_equal(init(&kv, 2, 4, 2, 128, 16, 16, HEARTH_KV_F32), HEARTH_OK);
     assert_int_equal(run_within(&kv, 0, a, 40), 0); /* two whole blocks and 8 tokens */
     assert_int_equal(kv.pool[0].n_cached, 3);
-    assert_false(kv_block_whole(&kv, 0, kv.pool[0].lru_head)); /* released last block first */
+    assert_false(kv_block_whole(&kv.pool[0], kv.pool[0].lru_head)); /* released last block first */
     /* a longer prompt resumes at 40, in a copy of its own of the partial block */
     assert_int_equal(kv_reuse_prefix(&kv, 1, a, 60, true), 40);
     assert_rows(&kv, 1, a, 40);
@@ -885,7 +885,7 @@ static void count_written(void *arg, const struct kv_cache *kv, int32_t block, u
     (void)hash;
     (void)tokens;
     n_written++;
-    n_written_partial += !kv_block_whole(kv, 0, block);
+    n_written_partial += !kv_block_whole(&kv->pool[0], block);
 }
 
 static void test_retention_with_partial_blocks_keeps_rows_and_cap(void **state)

@@ -49,10 +49,10 @@ static int32_t splice(struct turns *t, const hearth_token *ids, int32_t n, int32
 {
     hearth_token *p = malloc((size_t)n * sizeof *p);
     memcpy(p, ids, (size_t)n * sizeof *p);
-    int32_t m         = n;
+    size_t m          = (size_t)n;
     const int32_t put = turns_splice(t, &p, &m, n_ctx);
-    memcpy(out, p, (size_t)m * sizeof *p);
-    *n_out = m;
+    memcpy(out, p, m * sizeof *p);
+    *n_out = (int32_t)m;
     free(p);
     return put;
 }
