@@ -129,7 +129,7 @@ static inline const uint8_t *attn_kv_vrow(const struct attn_kv *kv, int32_t j)
  * scratch any of them needs.
  */
 #define ATTN_LANES 8
-#define ATTN_LANES_MAX 64
+#define ATTN_LANES_MAX 128
 #define ATTN_SCRATCH(hd)                                                                           \
     ((size_t)(hd) * (2 * ATTN_TILE + 2 * ATTN_LANES_MAX) + ATTN_LANES_MAX * ATTN_TILE)
 

@@ -988,12 +988,15 @@ static inline void attn16_acc_values4(float *o, const float *vt, const float *p,
                                       int32_t c1)
 {
     __m512 r[4][4];
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
         for (int v = 0; v < 4; v++)
             r[k][v] = _mm512_loadu_ps(o + 64 * k + 16 * v);
     for (int32_t c = c0; c <= c1; c++) {
         const float *vr = vt + (size_t)c * 64;
         __m512 vv[4];
+#pragma GCC unroll 4
         for (int v = 0; v < 4; v++)
             vv[v] = _mm512_loadu_ps(vr + 16 * v);
 #pragma GCC unroll 4
@@ -1004,7 +1007,9 @@ static inline void attn16_acc_values4(float *o, const float *vt, const float *p,
                 r[k][v] = _mm512_fmadd_ps(vv[v], pc, r[k][v]);
         }
     }
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
         for (int v = 0; v < 4; v++)
             _mm512_storeu_ps(o + 64 * k + 16 * v, r[k][v]);
 }
@@ -1017,7 +1022,7 @@ struct attn16 {
     int32_t nq, lo, hi;             /* rows; the first and last key any of them sees */
     int32_t jl[16], jh[16], tl[16]; /* each lane's keys and first tile (idle lanes see none) */
     float *qt, *acc, *p;            /* [hd][16], [16][hd], [ATTN_TILE][16] */
-    __m512 M;
+    __m512 M, T;                    /* the running maximum; this tile's (attn16_scores) */
     float S[16];
 };
 
@@ -1046,48 +1051,85 @@ static void attn16_init(struct attn16 *g, const float *const *q, int32_t nq, int
 }
 
 /*
- * The tile of keys from t0 for one group, its keys and values already in
- * kt and vt as floats: what avx2_attn_rows does for a tile, a lane per row.
+ * Scores of the tile of keys from t0 for G groups at once (G constant at each
+ * call, so the accumulators stay in registers): each key's fma serves every
+ * group's sixteen rows, and each query vector is loaded once for U keys. Key
+ * c's score in lane r is still one sequential fma chain over the head
+ * dimension, times scale, or -INFINITY outside the lane's keys: what each
+ * group alone computes. Writes each group's p and tile maximum T.
  */
-static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const float *vt, int32_t hd,
-                        float scale)
+static inline __attribute__((always_inline)) void attn16_scores(struct attn16 *const *gs,
+                                                                const int G, int32_t t0,
+                                                                const float *kt, int32_t hd,
+                                                                float scale, int32_t c0, int32_t c1)
 {
-    const int32_t c0    = g->lo > t0 ? g->lo - t0 : 0;
-    const int32_t c1    = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
-    const __m512i vjl   = _mm512_loadu_si512(g->jl);
-    const __m512i vjh   = _mm512_loadu_si512(g->jh);
+    enum { U = 6 };
     const __m512 vscale = _mm512_set1_ps(scale), ninf = _mm512_set1_ps(-INFINITY);
-    float *p    = g->p;
-    __m512 tmax = ninf;
-    for (int32_t c = 0; c < ATTN_TILE; c += 8) {
-        if (c + 7 < c0 || c > c1) {
-            for (int32_t u = 0; u < 8; u++)
-                _mm512_storeu_ps(p + (c + u) * 16, ninf);
+    __m512i vjl[4], vjh[4];
+    __m512 tmax[4];
+    for (int g = 0; g < G; g++) {
+        vjl[g]  = _mm512_loadu_si512(gs[g]->jl);
+        vjh[g]  = _mm512_loadu_si512(gs[g]->jh);
+        tmax[g] = ninf;
+    }
+    for (int32_t c = 0; c < ATTN_TILE; c += U) {
+        const int32_t un = ATTN_TILE - c < U ? ATTN_TILE - c : U;
+        if (c + un - 1 < c0 || c > c1) {
+            for (int g = 0; g < G; g++)
+                for (int32_t u = 0; u < un; u++)
+                    _mm512_storeu_ps(gs[g]->p + (c + u) * 16, ninf);
             continue;
         }
-        const float *kr[8];
-        for (int32_t u = 0; u < 8; u++) {
+        const float *kr[U];
+        for (int32_t u = 0; u < U; u++) {
             const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
             kr[u]            = kt + (size_t)cc * hd;
         }
-        __m512 a[8];
-        for (int32_t u = 0; u < 8; u++)
-            a[u] = _mm512_setzero_ps();
+        __m512 a[4][U];
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 6
+            for (int u = 0; u < U; u++)
+                a[g][u] = _mm512_setzero_ps();
         for (int32_t d = 0; d < hd; d++) {
-            const __m512 qd = _mm512_loadu_ps(g->qt + d * 16);
-#pragma GCC unroll 8
-            for (int32_t u = 0; u < 8; u++)
-                a[u] = _mm512_fmadd_ps(_mm512_set1_ps(kr[u][d]), qd, a[u]);
+            __m512 qd[4];
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++)
+                qd[g] = _mm512_loadu_ps(gs[g]->qt + d * 16);
+#pragma GCC unroll 6
+            for (int u = 0; u < U; u++) {
+                const __m512 kd = _mm512_set1_ps(kr[u][d]);
+#pragma GCC unroll 4
+                for (int g = 0; g < G; g++)
+                    a[g][u] = _mm512_fmadd_ps(kd, qd[g], a[g][u]);
+            }
         }
-        for (int32_t u = 0; u < 8; u++) {
-            const __m512i j = _mm512_set1_epi32(t0 + c + u);
-            const __mmask16 out_of_range =
-                _mm512_cmpgt_epi32_mask(vjl, j) | _mm512_cmpgt_epi32_mask(j, vjh);
-            const __m512 sc = _mm512_mask_blend_ps(out_of_range, _mm512_mul_ps(a[u], vscale), ninf);
-            _mm512_storeu_ps(p + (c + u) * 16, sc);
-            tmax = _mm512_max_ps(tmax, sc);
-        }
+        for (int g = 0; g < G; g++)
+            for (int32_t u = 0; u < un; u++) {
+                const __m512i j = _mm512_set1_epi32(t0 + c + u);
+                const __mmask16 out_of_range =
+                    _mm512_cmpgt_epi32_mask(vjl[g], j) | _mm512_cmpgt_epi32_mask(j, vjh[g]);
+                const __m512 sc =
+                    _mm512_mask_blend_ps(out_of_range, _mm512_mul_ps(a[g][u], vscale), ninf);
+                _mm512_storeu_ps(gs[g]->p + (c + u) * 16, sc);
+                tmax[g] = _mm512_max_ps(tmax[g], sc);
+            }
     }
+    for (int g = 0; g < G; g++)
+        gs[g]->T = tmax[g];
+}
+
+/*
+ * The rest of a tile for one group, its scores in p and T (attn16_scores),
+ * the tile's values in vt as floats: what avx2_attn_rows does for a tile, a
+ * lane per row.
+ */
+static void attn16_tile(struct attn16 *g, int32_t t0, const float *vt, int32_t hd)
+{
+    const int32_t c0  = g->lo > t0 ? g->lo - t0 : 0;
+    const int32_t c1  = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), tmax = g->T;
+    float *p = g->p;
     /* lanes whose row ref visits this tile */
     int visit = 0;
     for (int32_t r = 0; r < 16; r++)
@@ -1166,13 +1208,15 @@ static void attn16_tile(struct attn16 *g, int32_t t0, const float *kt, const flo
 }
 
 /*
- * avx2_attn_rows for up to ATTN_LANES_MAX rows of one KV head (eight tokens
- * of a GQA group of eight, say), in groups of sixteen lanes: each lane's
- * arithmetic is the eight-lane kernel's, so every row stays bit-identical
- * to ref_attn_row, while each tile of keys and values is converted once for
- * all the rows and stays in L1 across the groups, and each fma serves
- * sixteen rows. Heads off the sixteen-float grid go to the AVX2 kernel
- * eight rows at a time.
+ * avx2_attn_rows for up to ATTN_LANES_MAX rows of one KV head (sixteen
+ * tokens of a GQA group of eight, say), in groups of sixteen lanes: each
+ * lane's arithmetic is the eight-lane kernel's, so every row stays
+ * bit-identical to ref_attn_row, while each tile of keys and values is
+ * converted once for all the rows and stays in L1 across the groups, and
+ * each fma serves sixteen rows. The more rows a call takes, the fewer times
+ * a long context's keys are read and converted: a warm agent turn of 70
+ * tokens at depth 2,000 reads them five times per head, not nine. Heads off
+ * the sixteen-float grid go to the AVX2 kernel eight rows at a time.
  */
 static void avx512_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                              const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
@@ -1213,9 +1257,34 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
             }
         }
         /* each group visits the tiles it would alone: from its first key's to its last key */
+        struct attn16 *vis[ATTN_LANES_MAX / 16];
+        int nv     = 0;
+        int32_t s0 = ATTN_TILE, s1 = -1;
         for (int32_t k = 0; k < ng; k++)
-            if (t0 >= gs[k].lo - gs[k].lo % ATTN_TILE && t0 <= gs[k].hi)
-                attn16_tile(&gs[k], t0, kt, vt, hd, scale);
+            if (t0 >= gs[k].lo - gs[k].lo % ATTN_TILE && t0 <= gs[k].hi) {
+                vis[nv++]        = &gs[k];
+                const int32_t a0 = gs[k].lo > t0 ? gs[k].lo - t0 : 0;
+                const int32_t a1 = gs[k].hi - t0 < ATTN_TILE - 1 ? gs[k].hi - t0 : ATTN_TILE - 1;
+                s0               = a0 < s0 ? a0 : s0;
+                s1               = a1 > s1 ? a1 : s1;
+            }
+        for (int k = 0; k < nv; k += 4)
+            switch (nv - k) {
+            case 1:
+                attn16_scores(vis + k, 1, t0, kt, hd, scale, s0, s1);
+                break;
+            case 2:
+                attn16_scores(vis + k, 2, t0, kt, hd, scale, s0, s1);
+                break;
+            case 3:
+                attn16_scores(vis + k, 3, t0, kt, hd, scale, s0, s1);
+                break;
+            default:
+                attn16_scores(vis + k, 4, t0, kt, hd, scale, s0, s1);
+                break;
+            }
+        for (int k = 0; k < nv; k++)
+            attn16_tile(vis[k], t0, vt, hd);
     }
     for (int32_t k = 0; k < ng; k++)
         for (int32_t r = 0; r < gs[k].nq; r++) {

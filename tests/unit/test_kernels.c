@@ -1786,21 +1786,24 @@ static void test_attn_rows(void **state)
                 fill_normal(qs, ATTN_LANES_MAX * hd, wide ? 40.0f : 1.0f);
                 const float scale = 1.0f / sqrtf((float)hd);
                 const size_t n_cases = sizeof(cases) / sizeof(cases[0]);
-                for (size_t c = 0; c < n_cases + 2; c++) {
+                for (size_t c = 0; c < n_cases + 3; c++) {
                     int32_t j0[ATTN_LANES_MAX], j1[ATTN_LANES_MAX], nq = 0;
                     float *out[ATTN_LANES_MAX];
                     const float *q[ATTN_LANES_MAX];
                     /* past the table: five tokens of a group of eight heads (a prefill's item,
-                     * three groups of sixteen lanes), and every lane a table takes at once,
-                     * ranges in different tiles */
-                    const int32_t many = c == n_cases ? 40 : ATTN_LANES_MAX;
+                     * three groups of sixteen lanes), then every lane a table takes at once and
+                     * eleven tokens' worth (six groups: the sixteen-lane table scores four at a
+                     * time, then two), ranges in different tiles */
+                    const int32_t many = c == n_cases       ? 40
+                                         : c == n_cases + 1 ? ATTN_LANES_MAX
+                                                            : 88;
                     for (; nq < ATTN_LANES_MAX &&
                            (c < n_cases ? cases[c][nq][0] >= 0 : nq < many);
                          nq++) {
                         j0[nq] = c < n_cases ? cases[c][nq][0] : c == n_cases ? 0 : nq * 3 % 70;
-                        j1[nq] = c < n_cases ? cases[c][nq][1]
-                                 : c == n_cases ? 150 + nq / 8
-                                                : 70 + nq * 2;
+                        j1[nq]  = c < n_cases    ? cases[c][nq][1]
+                                  : c == n_cases ? 150 + nq / 8
+                                                 : 70 + nq * 2 % 130;
                         q[nq]   = qs + (size_t)nq * hd;
                         out[nq] = outs + (size_t)nq * hd;
                     }
