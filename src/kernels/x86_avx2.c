@@ -1887,145 +1887,309 @@ static void avx2_attn_heads_f16(float *const *out, const float *const *q, int32_
 }
 
 /*
- * ref_attn_row's arithmetic for up to eight query rows at once, a lane per
- * row: each tile's keys and values are converted once for all rows, a score
- * is still a sequential fma over the head dimension (the query transposed,
- * the key element broadcast), the online softmax runs lane-wise with the
- * tile sum reduced in _mm512_reduce_add_ps's order, and each row's values
- * accumulate a lane per dimension as in ref. A lane sees only the tiles ref
- * would visit for its row, so every row is bit-identical to ref_attn_row.
+ * attn_acc_values for two rows over the same keys (o: the first row's
+ * output, the second hd floats on; p: the first row's probabilities, the
+ * second one lane over): each key's value vectors are loaded once for both,
+ * and each element keeps its own sequential chain.
+ */
+static inline __attribute__((always_inline)) void attn_acc_values2(float *o, const float *vt,
+                                                                   int32_t hd, const float *p,
+                                                                   int32_t c0, int32_t c1, int nv)
+{
+    __m256 r0[4], r1[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; v++) {
+        r0[v] = v < nv ? _mm256_loadu_ps(o + 8 * v) : _mm256_setzero_ps();
+        r1[v] = v < nv ? _mm256_loadu_ps(o + hd + 8 * v) : _mm256_setzero_ps();
+    }
+    for (int32_t c = c0; c <= c1; c++) {
+        const __m256 p0 = _mm256_broadcast_ss(p + c * 8), p1 = _mm256_broadcast_ss(p + c * 8 + 1);
+        const float *vr = vt + (size_t)c * hd;
+#pragma GCC unroll 4
+        for (int v = 0; v < nv; v++) {
+            const __m256 x = _mm256_loadu_ps(vr + 8 * v);
+            r0[v]          = _mm256_fmadd_ps(x, p0, r0[v]);
+            r1[v]          = _mm256_fmadd_ps(x, p1, r1[v]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int v = 0; v < nv; v++) {
+        _mm256_storeu_ps(o + 8 * v, r0[v]);
+        _mm256_storeu_ps(o + hd + 8 * v, r1[v]);
+    }
+}
+
+/*
+ * One group of up to eight query rows (a lane each) of avx2_attn_rows: the
+ * rows' queries transposed, their running maxima, sums and outputs.
+ */
+struct attn8 {
+    int32_t nq, lo, hi;          /* rows; the first and last key any of them sees */
+    int32_t jl[8], jh[8], tl[8]; /* each lane's keys and first tile (idle lanes see none) */
+    float *qt, *acc, *p;         /* [hd][8], [8][hd], [ATTN_TILE][8] */
+    __m256 M, T;                 /* the running maximum; this tile's (attn8_scores) */
+    float S[8];
+};
+
+static void attn8_init(struct attn8 *g, const float *const *q, int32_t nq, int32_t hd,
+                       const int32_t *j0, const int32_t *j1, float *mem)
+{
+    g->nq  = nq;
+    g->lo  = INT32_MAX;
+    g->hi  = INT32_MIN;
+    g->qt  = mem;
+    g->acc = g->qt + (size_t)8 * hd;
+    g->p   = g->acc + (size_t)8 * hd;
+    for (int32_t r = 0; r < 8; r++) {
+        g->jl[r] = r < nq ? j0[r] : INT32_MAX;
+        g->jh[r] = r < nq ? j1[r] : INT32_MIN;
+        g->tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX;
+        g->lo    = g->jl[r] < g->lo ? g->jl[r] : g->lo;
+        g->hi    = g->jh[r] > g->hi ? g->jh[r] : g->hi;
+        g->S[r]  = 0;
+    }
+    for (int32_t d = 0; d < hd; d++)
+        for (int32_t r = 0; r < 8; r++)
+            g->qt[d * 8 + r] = r < nq ? q[r][d] : 0.0f;
+    memset(g->acc, 0, (size_t)8 * hd * sizeof(float));
+    g->M = _mm256_set1_ps(-INFINITY);
+}
+
+/*
+ * Scores of the tile of keys from t0 for G groups at once (G constant at
+ * each call, so the accumulators stay in the sixteen registers): each key's
+ * broadcast serves every group, and each query vector is loaded once for U
+ * keys. Key c's score in lane r is one sequential fma chain over the head
+ * dimension, times scale, or -INFINITY outside the lane's keys. Writes each
+ * group's p and tile maximum T.
+ */
+static inline __attribute__((always_inline)) void attn8_scores(struct attn8 *const *gs, const int G,
+                                                               int32_t t0, const float *kt,
+                                                               int32_t hd, float scale, int32_t c0,
+                                                               int32_t c1)
+{
+    enum { U = 4 };
+    const __m256 vscale = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
+    __m256 tmax[2];
+    for (int g = 0; g < G; g++)
+        tmax[g] = ninf;
+    for (int32_t c = 0; c < ATTN_TILE; c += U) {
+        const int32_t un = ATTN_TILE - c < U ? ATTN_TILE - c : U;
+        if (c + un - 1 < c0 || c > c1) {
+            for (int g = 0; g < G; g++)
+                for (int32_t u = 0; u < un; u++)
+                    _mm256_storeu_ps(gs[g]->p + (c + u) * 8, ninf);
+            continue;
+        }
+        const float *kr[U];
+        for (int32_t u = 0; u < U; u++) {
+            const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
+            kr[u]            = kt + (size_t)cc * hd;
+        }
+        __m256 a[2][U];
+#pragma GCC unroll 2
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 6
+            for (int u = 0; u < U; u++)
+                a[g][u] = _mm256_setzero_ps();
+        for (int32_t d = 0; d < hd; d++) {
+            __m256 qd[2];
+#pragma GCC unroll 2
+            for (int g = 0; g < G; g++)
+                qd[g] = _mm256_loadu_ps(gs[g]->qt + d * 8);
+#pragma GCC unroll 6
+            for (int u = 0; u < U; u++) {
+                const __m256 kd = _mm256_broadcast_ss(kr[u] + d);
+#pragma GCC unroll 2
+                for (int g = 0; g < G; g++)
+                    a[g][u] = _mm256_fmadd_ps(kd, qd[g], a[g][u]);
+            }
+        }
+        /* constant bounds: a loop over un would keep a[][] on the stack */
+#pragma GCC unroll 2
+        for (int g = 0; g < G; g++) {
+            const __m256i vjl = _mm256_loadu_si256((const __m256i *)gs[g]->jl);
+            const __m256i vjh = _mm256_loadu_si256((const __m256i *)gs[g]->jh);
+#pragma GCC unroll 6
+            for (int32_t u = 0; u < U; u++) {
+                if (u >= un)
+                    break;
+                const __m256i j = _mm256_set1_epi32(t0 + c + u);
+                const __m256i out_of_range =
+                    _mm256_or_si256(_mm256_cmpgt_epi32(vjl, j), _mm256_cmpgt_epi32(j, vjh));
+                const __m256 sc = _mm256_blendv_ps(_mm256_mul_ps(a[g][u], vscale), ninf,
+                                                   _mm256_castsi256_ps(out_of_range));
+                _mm256_storeu_ps(gs[g]->p + (c + u) * 8, sc);
+                tmax[g] = _mm256_max_ps(tmax[g], sc);
+            }
+        }
+    }
+    for (int g = 0; g < G; g++)
+        gs[g]->T = tmax[g];
+}
+
+/*
+ * The rest of a tile for one group, its scores in p and T (attn8_scores),
+ * the tile's values in vt as floats: the online softmax lane-wise with the
+ * tile sum reduced in _mm512_reduce_add_ps's order, then each row's values
+ * a lane per dimension as in ref.
+ */
+static void attn8_tile(struct attn8 *g, int32_t t0, const float *vt, int32_t hd)
+{
+    const int32_t c0  = g->lo > t0 ? g->lo - t0 : 0;
+    const int32_t c1  = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    float *p          = g->p;
+    /* lanes whose row ref visits this tile */
+    int visit = 0;
+    for (int32_t r = 0; r < 8; r++)
+        visit |= (t0 >= g->tl[r] && t0 <= g->jh[r]) << r;
+    const __m256 Mnew = _mm256_max_ps(g->M, g->T);
+    float mo[8], mn[8];
+    _mm256_storeu_ps(mo, g->M);
+    _mm256_storeu_ps(mn, Mnew);
+    for (int32_t r = 0; r < g->nq; r++) {
+        if (!(visit >> r & 1) || !(mn[r] > mo[r]))
+            continue;
+        const float ms  = expf(mo[r] - mn[r]);
+        const __m256 vm = _mm256_set1_ps(ms);
+        for (int32_t d = 0; d < hd; d += 8)
+            _mm256_storeu_ps(g->acc + r * hd + d,
+                             _mm256_mul_ps(_mm256_loadu_ps(g->acc + r * hd + d), vm));
+        g->S[r] *= ms;
+    }
+    g->M = Mnew;
+    /* probabilities and the tile sum, sixteen keys per reduction as ref_softmax_tile */
+    __m256d sum_lo = _mm256_setzero_pd(), sum_hi = sum_lo;
+    for (int32_t c = 0; c < ATTN_TILE; c += 16) {
+        __m256 e[16];
+        for (int32_t u = 0; u < 16; u++) {
+            const __m256 sc = _mm256_loadu_ps(p + (c + u) * 8);
+            /* a key no lane sees is 0 for every lane that visits the tile */
+            e[u] = _mm256_movemask_ps(_mm256_cmp_ps(sc, ninf, _CMP_NEQ_OQ))
+                       ? v_expf512(_mm256_sub_ps(sc, Mnew))
+                       : _mm256_setzero_ps();
+            _mm256_storeu_ps(p + (c + u) * 8, e[u]);
+        }
+        __m256 t3[8], t6[4];
+        for (int l = 0; l < 8; l++)
+            t3[l] = _mm256_add_ps(e[l + 8], e[l]);
+        for (int l = 0; l < 4; l++)
+            t6[l] = _mm256_add_ps(t3[l + 4], t3[l]);
+        const __m256 s16 = _mm256_add_ps(_mm256_add_ps(t6[0], t6[2]), _mm256_add_ps(t6[1], t6[3]));
+        acc_pd(&sum_lo, &sum_hi, s16);
+    }
+    double sums[8];
+    _mm256_storeu_pd(sums, sum_lo);
+    _mm256_storeu_pd(sums + 4, sum_hi);
+    for (int32_t r = 0; r < g->nq; r++) {
+        if (!(visit >> r & 1))
+            continue;
+        g->S[r]          = (float)((double)g->S[r] + sums[r]);
+        const int32_t a0 = g->jl[r] > t0 + c0 ? g->jl[r] - t0 : c0;
+        const int32_t a1 = g->jh[r] < t0 + c1 ? g->jh[r] - t0 : c1;
+        /* the next row over the same keys (a token's next head) goes along: two rows' chains
+         * share each value load */
+        const bool pair = r + 1 < g->nq && visit >> (r + 1) & 1 && g->jl[r + 1] == g->jl[r] &&
+                          g->jh[r + 1] == g->jh[r];
+        if (pair) {
+            g->S[r + 1] = (float)((double)g->S[r + 1] + sums[r + 1]);
+            for (int32_t d0 = 0; d0 < hd; d0 += 32) {
+                float *o = g->acc + r * hd + d0;
+                /* a constant width keeps the chunk in registers */
+                if (hd - d0 >= 32)
+                    attn_acc_values2(o, vt + d0, hd, p + r, a0, a1, 4);
+                else
+                    attn_acc_values2(o, vt + d0, hd, p + r, a0, a1, (hd - d0) / 8);
+            }
+            r++;
+            continue;
+        }
+        for (int32_t d0 = 0; d0 < hd; d0 += 64) {
+            float *o = g->acc + r * hd + d0;
+            if (hd - d0 >= 64)
+                attn_acc_values(o, vt + d0, hd, p + r, a0, a1, 8);
+            else
+                attn_acc_values(o, vt + d0, hd, p + r, a0, a1, (hd - d0) / 8);
+        }
+    }
+}
+
+/*
+ * ref_attn_row's arithmetic for up to ATTN_LANES_MAX query rows of one KV
+ * head (sixteen tokens of a GQA group of eight, say), in groups of eight
+ * lanes, a lane per row: each tile's keys and values are converted once for
+ * all the rows (a long context's keys are read once per call, not once per
+ * token), a score is still a sequential fma over the head dimension (the
+ * query transposed, the key element broadcast) with two groups scored in one
+ * pass, the online softmax runs lane-wise, and each row's values accumulate
+ * a lane per dimension as in ref, a token's heads two by two. A lane sees
+ * only the tiles ref would visit for its row, so every row is bit-identical
+ * to ref_attn_row.
  */
 static void avx2_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                            const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
                            float scale, float *scratch)
 {
-    if (hd % 8 || hd > 256 || nq > 8) {
+    if (hd % 8 || hd > 256) {
         ref_attn_rows(out, q, nq, hd, kv, j0, j1, scale, scratch);
         return;
     }
-    float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *qt = vt + (size_t)ATTN_TILE * hd;
-    float *acc = qt + (size_t)8 * hd, *p = acc + (size_t)8 * hd;
-    int32_t lo = INT32_MAX, hi = INT32_MIN, jl[8], jh[8], tl[8];
-    for (int32_t r = 0; r < 8; r++) {
-        /* idle lanes see no key */
-        jl[r] = r < nq ? j0[r] : INT32_MAX;
-        jh[r] = r < nq ? j1[r] : INT32_MIN;
-        tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX; /* the lane's first tile */
-        lo    = jl[r] < lo ? jl[r] : lo;
-        hi    = jh[r] > hi ? jh[r] : hi;
+    float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *mem = vt + (size_t)ATTN_TILE * hd;
+    struct attn8 gs[ATTN_LANES_MAX / 8];
+    const int32_t ng = (nq + 7) / 8;
+    int32_t lo = INT32_MAX, hi = INT32_MIN;
+    for (int32_t k = 0; k < ng; k++) {
+        struct attn8 *g = &gs[k];
+        attn8_init(g, q + 8 * k, nq - 8 * k < 8 ? nq - 8 * k : 8, hd, j0 + 8 * k, j1 + 8 * k,
+                   mem + (size_t)k * (16 * hd + 8 * ATTN_TILE));
+        lo = g->lo < lo ? g->lo : lo;
+        hi = g->hi > hi ? g->hi : hi;
     }
-    for (int32_t d = 0; d < hd; d++)
-        for (int32_t r = 0; r < 8; r++)
-            qt[d * 8 + r] = r < nq ? q[r][d] : 0.0f;
-    memset(acc, 0, (size_t)8 * hd * sizeof(float));
-    const __m256i vjl   = _mm256_loadu_si256((const __m256i *)jl);
-    const __m256i vjh   = _mm256_loadu_si256((const __m256i *)jh);
-    const __m256 vscale = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
-    __m256 M   = ninf;
-    float S[8] = {0};
     for (int32_t t0 = lo - lo % ATTN_TILE; t0 <= hi; t0 += ATTN_TILE) {
         const int32_t c0 = lo > t0 ? lo - t0 : 0;
         const int32_t c1 = hi - t0 < ATTN_TILE - 1 ? hi - t0 : ATTN_TILE - 1;
         for (int32_t c = c0; c <= c1; c++) {
             attn_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
             attn_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
-        }
-        /* scores, eight keys' chains at a time; a lane outside its range gets -inf */
-        __m256 tmax = ninf;
-        for (int32_t c = 0; c < ATTN_TILE; c += 8) {
-            if (c + 7 < c0 || c > c1) {
-                for (int32_t u = 0; u < 8; u++)
-                    _mm256_storeu_ps(p + (c + u) * 8, ninf);
-                continue;
-            }
-            const float *kr[8];
-            for (int32_t u = 0; u < 8; u++) {
-                const int32_t cc = c + u < c0 ? c0 : c + u > c1 ? c1 : c + u;
-                kr[u]            = kt + (size_t)cc * hd;
-            }
-            __m256 a[8];
-            for (int32_t u = 0; u < 8; u++)
-                a[u] = _mm256_setzero_ps();
-            for (int32_t d = 0; d < hd; d++) {
-                const __m256 qd = _mm256_loadu_ps(qt + d * 8);
-                UNROLL
-                for (int32_t u = 0; u < 8; u++)
-                    a[u] = _mm256_fmadd_ps(_mm256_broadcast_ss(kr[u] + d), qd, a[u]);
-            }
-            for (int32_t u = 0; u < 8; u++) {
-                const __m256i j = _mm256_set1_epi32(t0 + c + u);
-                const __m256i out_of_range =
-                    _mm256_or_si256(_mm256_cmpgt_epi32(vjl, j), _mm256_cmpgt_epi32(j, vjh));
-                const __m256 sc = _mm256_blendv_ps(_mm256_mul_ps(a[u], vscale), ninf,
-                                                   _mm256_castsi256_ps(out_of_range));
-                _mm256_storeu_ps(p + (c + u) * 8, sc);
-                tmax = _mm256_max_ps(tmax, sc);
+            /* the next tile's rows are on their way while this one is computed */
+            if (t0 + ATTN_TILE + c <= hi) {
+                const uint8_t *nk = attn_kv_row(kv->k, kv, t0 + ATTN_TILE + c);
+                const uint8_t *nv = attn_kv_row(kv->v, kv, t0 + ATTN_TILE + c);
+                for (size_t o = 0; o < (size_t)hd * (kv->f16 ? 2 : 4); o += 64) {
+                    _mm_prefetch((const char *)nk + o, _MM_HINT_T0);
+                    _mm_prefetch((const char *)nv + o, _MM_HINT_T0);
+                }
             }
         }
-        /* lanes whose row ref visits this tile */
-        int visit = 0;
-        for (int32_t r = 0; r < 8; r++)
-            visit |= (t0 >= tl[r] && t0 <= jh[r]) << r;
-        const __m256 Mnew = _mm256_max_ps(M, tmax);
-        float mo[8], mn[8];
-        _mm256_storeu_ps(mo, M);
-        _mm256_storeu_ps(mn, Mnew);
-        for (int32_t r = 0; r < nq; r++) {
-            if (!(visit >> r & 1) || !(mn[r] > mo[r]))
-                continue;
-            const float ms  = expf(mo[r] - mn[r]);
-            const __m256 vm = _mm256_set1_ps(ms);
+        /* each group visits the tiles it would alone: from its first key's to its last key */
+        struct attn8 *vis[ATTN_LANES_MAX / 8];
+        int nv     = 0;
+        int32_t s0 = ATTN_TILE, s1 = -1;
+        for (int32_t k = 0; k < ng; k++)
+            if (t0 >= gs[k].lo - gs[k].lo % ATTN_TILE && t0 <= gs[k].hi) {
+                vis[nv++]        = &gs[k];
+                const int32_t a0 = gs[k].lo > t0 ? gs[k].lo - t0 : 0;
+                const int32_t a1 = gs[k].hi - t0 < ATTN_TILE - 1 ? gs[k].hi - t0 : ATTN_TILE - 1;
+                s0               = a0 < s0 ? a0 : s0;
+                s1               = a1 > s1 ? a1 : s1;
+            }
+        for (int k = 0; k < nv; k += 2) {
+            if (nv - k == 1)
+                attn8_scores(vis + k, 1, t0, kt, hd, scale, s0, s1);
+            else
+                attn8_scores(vis + k, 2, t0, kt, hd, scale, s0, s1);
+        }
+        for (int k = 0; k < nv; k++)
+            attn8_tile(vis[k], t0, vt, hd);
+    }
+    for (int32_t k = 0; k < ng; k++)
+        for (int32_t r = 0; r < gs[k].nq; r++) {
+            const __m256 inv = _mm256_set1_ps(gs[k].S[r] == 0.0f ? 0.0f : 1.0f / gs[k].S[r]);
             for (int32_t d = 0; d < hd; d += 8)
-                _mm256_storeu_ps(acc + r * hd + d,
-                                 _mm256_mul_ps(_mm256_loadu_ps(acc + r * hd + d), vm));
-            S[r] *= ms;
+                _mm256_storeu_ps(out[8 * k + r] + d,
+                                 _mm256_mul_ps(_mm256_loadu_ps(gs[k].acc + r * hd + d), inv));
         }
-        M = Mnew;
-        /* probabilities and the tile sum, sixteen keys per reduction as ref_softmax_tile */
-        __m256d sum_lo = _mm256_setzero_pd(), sum_hi = sum_lo;
-        for (int32_t c = 0; c < ATTN_TILE; c += 16) {
-            __m256 e[16];
-            for (int32_t u = 0; u < 16; u++) {
-                const __m256 sc = _mm256_loadu_ps(p + (c + u) * 8);
-                /* a key no lane sees is 0 for every lane that visits the tile */
-                e[u] = _mm256_movemask_ps(_mm256_cmp_ps(sc, ninf, _CMP_NEQ_OQ))
-                           ? v_expf512(_mm256_sub_ps(sc, Mnew))
-                           : _mm256_setzero_ps();
-                _mm256_storeu_ps(p + (c + u) * 8, e[u]);
-            }
-            __m256 t3[8], t6[4];
-            for (int l = 0; l < 8; l++)
-                t3[l] = _mm256_add_ps(e[l + 8], e[l]);
-            for (int l = 0; l < 4; l++)
-                t6[l] = _mm256_add_ps(t3[l + 4], t3[l]);
-            const __m256 s16 =
-                _mm256_add_ps(_mm256_add_ps(t6[0], t6[2]), _mm256_add_ps(t6[1], t6[3]));
-            acc_pd(&sum_lo, &sum_hi, s16);
-        }
-        double sums[8];
-        _mm256_storeu_pd(sums, sum_lo);
-        _mm256_storeu_pd(sums + 4, sum_hi);
-        for (int32_t r = 0; r < nq; r++) {
-            if (!(visit >> r & 1))
-                continue;
-            S[r]             = (float)((double)S[r] + sums[r]);
-            const int32_t a0 = jl[r] > t0 + c0 ? jl[r] - t0 : c0;
-            const int32_t a1 = jh[r] < t0 + c1 ? jh[r] - t0 : c1;
-            for (int32_t d0 = 0; d0 < hd; d0 += 64) {
-                float *o = acc + r * hd + d0;
-                /* a constant width keeps the chunk in registers */
-                if (hd - d0 >= 64)
-                    attn_acc_values(o, vt + d0, hd, p + r, a0, a1, 8);
-                else
-                    attn_acc_values(o, vt + d0, hd, p + r, a0, a1, (hd - d0) / 8);
-            }
-        }
-    }
-    for (int32_t r = 0; r < nq; r++) {
-        const __m256 inv = _mm256_set1_ps(S[r] == 0.0f ? 0.0f : 1.0f / S[r]);
-        for (int32_t d = 0; d < hd; d += 8)
-            _mm256_storeu_ps(out[r] + d, _mm256_mul_ps(_mm256_loadu_ps(acc + r * hd + d), inv));
-    }
 }
 
 static void avx2_axpy_f32(float *y, float alpha, const float *x, int64_t n)
@@ -2149,7 +2313,7 @@ static const struct kernels table = {
     .scale_f32           = avx2_scale_f32,
     .mad_f32             = avx2_mad_f32,
     .attn_rows           = avx2_attn_rows,
-    .attn_rows_lanes     = ATTN_LANES,
+    .attn_rows_lanes     = ATTN_LANES_MAX,
     .int8_probe          = avx2_int8_probe,
     .attn_rows_f16       = avx2_attn_rows_f16,
     .attn_rows_f16_lanes = ATTN_LANES,

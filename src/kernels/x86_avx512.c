@@ -1104,8 +1104,13 @@ static inline __attribute__((always_inline)) void attn16_scores(struct attn16 *c
                     a[g][u] = _mm512_fmadd_ps(kd, qd[g], a[g][u]);
             }
         }
+        /* constant bounds: a loop over un would keep a[][] on the stack */
+#pragma GCC unroll 4
         for (int g = 0; g < G; g++)
-            for (int32_t u = 0; u < un; u++) {
+#pragma GCC unroll 6
+            for (int32_t u = 0; u < U; u++) {
+                if (u >= un)
+                    break;
                 const __m512i j = _mm512_set1_epi32(t0 + c + u);
                 const __mmask16 out_of_range =
                     _mm512_cmpgt_epi32_mask(vjl[g], j) | _mm512_cmpgt_epi32_mask(j, vjh[g]);
@@ -1216,16 +1221,14 @@ static void attn16_tile(struct attn16 *g, int32_t t0, const float *vt, int32_t h
  * each fma serves sixteen rows. The more rows a call takes, the fewer times
  * a long context's keys are read and converted: a warm agent turn of 70
  * tokens at depth 2,000 reads them five times per head, not nine. Heads off
- * the sixteen-float grid go to the AVX2 kernel eight rows at a time.
+ * the sixteen-float grid go to the AVX2 kernel, in groups of eight.
  */
 static void avx512_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                              const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
                              float scale, float *scratch)
 {
     if (hd % 16 || hd > 256) {
-        for (int32_t r = 0; r < nq; r += 8)
-            kernels_avx2()->attn_rows(out + r, q + r, nq - r < 8 ? nq - r : 8, hd, kv, j0 + r,
-                                      j1 + r, scale, scratch);
+        kernels_avx2()->attn_rows(out, q, nq, hd, kv, j0, j1, scale, scratch);
         return;
     }
     float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *mem = vt + (size_t)ATTN_TILE * hd;
