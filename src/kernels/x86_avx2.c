@@ -1920,42 +1920,6 @@ static inline __attribute__((always_inline)) void attn_acc_values2(float *o, con
 }
 
 /*
- * One group of up to eight query rows (a lane each) of avx2_attn_rows: the
- * rows' queries transposed, their running maxima, sums and outputs.
- */
-struct attn8 {
-    int32_t nq, lo, hi;          /* rows; the first and last key any of them sees */
-    int32_t jl[8], jh[8], tl[8]; /* each lane's keys and first tile (idle lanes see none) */
-    float *qt, *acc, *p;         /* [hd][8], [8][hd], [ATTN_TILE][8] */
-    __m256 M, T;                 /* the running maximum; this tile's (attn8_scores) */
-    float S[8];
-};
-
-static void attn8_init(struct attn8 *g, const float *const *q, int32_t nq, int32_t hd,
-                       const int32_t *j0, const int32_t *j1, float *mem)
-{
-    g->nq  = nq;
-    g->lo  = INT32_MAX;
-    g->hi  = INT32_MIN;
-    g->qt  = mem;
-    g->acc = g->qt + (size_t)8 * hd;
-    g->p   = g->acc + (size_t)8 * hd;
-    for (int32_t r = 0; r < 8; r++) {
-        g->jl[r] = r < nq ? j0[r] : INT32_MAX;
-        g->jh[r] = r < nq ? j1[r] : INT32_MIN;
-        g->tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX;
-        g->lo    = g->jl[r] < g->lo ? g->jl[r] : g->lo;
-        g->hi    = g->jh[r] > g->hi ? g->jh[r] : g->hi;
-        g->S[r]  = 0;
-    }
-    for (int32_t d = 0; d < hd; d++)
-        for (int32_t r = 0; r < 8; r++)
-            g->qt[d * 8 + r] = r < nq ? q[r][d] : 0.0f;
-    memset(g->acc, 0, (size_t)8 * hd * sizeof(float));
-    g->M = _mm256_set1_ps(-INFINITY);
-}
-
-/*
  * Scores of the tile of keys from t0 for G groups at once (G constant at
  * each call, so the accumulators stay in the sixteen registers): each key's
  * broadcast serves every group, and each query vector is loaded once for U
@@ -1963,10 +1927,10 @@ static void attn8_init(struct attn8 *g, const float *const *q, int32_t nq, int32
  * dimension, times scale, or -INFINITY outside the lane's keys. Writes each
  * group's p and tile maximum T.
  */
-static inline __attribute__((always_inline)) void attn8_scores(struct attn8 *const *gs, const int G,
-                                                               int32_t t0, const float *kt,
-                                                               int32_t hd, float scale, int32_t c0,
-                                                               int32_t c1)
+static inline __attribute__((always_inline)) void attn8_scores(struct attn_group *const *gs,
+                                                               const int G, int32_t t0,
+                                                               const float *kt, int32_t hd,
+                                                               float scale, int32_t c0, int32_t c1)
 {
     enum { U = 4 };
     const __m256 vscale = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
@@ -2025,7 +1989,7 @@ static inline __attribute__((always_inline)) void attn8_scores(struct attn8 *con
         }
     }
     for (int g = 0; g < G; g++)
-        gs[g]->T = tmax[g];
+        _mm256_storeu_ps(gs[g]->T, tmax[g]);
 }
 
 /*
@@ -2034,7 +1998,7 @@ static inline __attribute__((always_inline)) void attn8_scores(struct attn8 *con
  * tile sum reduced in _mm512_reduce_add_ps's order, then each row's values
  * a lane per dimension as in ref.
  */
-static void attn8_tile(struct attn8 *g, int32_t t0, const float *vt, int32_t hd)
+static void attn8_tile(struct attn_group *g, int32_t t0, const float *vt, int32_t hd)
 {
     const int32_t c0  = g->lo > t0 ? g->lo - t0 : 0;
     const int32_t c1  = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
@@ -2044,9 +2008,9 @@ static void attn8_tile(struct attn8 *g, int32_t t0, const float *vt, int32_t hd)
     int visit = 0;
     for (int32_t r = 0; r < 8; r++)
         visit |= (t0 >= g->tl[r] && t0 <= g->jh[r]) << r;
-    const __m256 Mnew = _mm256_max_ps(g->M, g->T);
+    const __m256 Mnew = _mm256_max_ps(_mm256_loadu_ps(g->M), _mm256_loadu_ps(g->T));
     float mo[8], mn[8];
-    _mm256_storeu_ps(mo, g->M);
+    memcpy(mo, g->M, sizeof mo);
     _mm256_storeu_ps(mn, Mnew);
     for (int32_t r = 0; r < g->nq; r++) {
         if (!(visit >> r & 1) || !(mn[r] > mo[r]))
@@ -2058,7 +2022,7 @@ static void attn8_tile(struct attn8 *g, int32_t t0, const float *vt, int32_t hd)
                              _mm256_mul_ps(_mm256_loadu_ps(g->acc + r * hd + d), vm));
         g->S[r] *= ms;
     }
-    g->M = Mnew;
+    _mm256_storeu_ps(g->M, Mnew);
     /* probabilities and the tile sum, sixteen keys per reduction as ref_softmax_tile */
     __m256d sum_lo = _mm256_setzero_pd(), sum_hi = sum_lo;
     for (int32_t c = 0; c < ATTN_TILE; c += 16) {
@@ -2136,13 +2100,13 @@ static void avx2_attn_rows(float *const *out, const float *const *q, int32_t nq,
         return;
     }
     float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *mem = vt + (size_t)ATTN_TILE * hd;
-    struct attn8 gs[ATTN_LANES_MAX / 8];
+    struct attn_group gs[ATTN_LANES_MAX / 8];
     const int32_t ng = (nq + 7) / 8;
     int32_t lo = INT32_MAX, hi = INT32_MIN;
     for (int32_t k = 0; k < ng; k++) {
-        struct attn8 *g = &gs[k];
-        attn8_init(g, q + 8 * k, nq - 8 * k < 8 ? nq - 8 * k : 8, hd, j0 + 8 * k, j1 + 8 * k,
-                   mem + (size_t)k * (16 * hd + 8 * ATTN_TILE));
+        struct attn_group *g = &gs[k];
+        attn_group_init(g, 8, q + 8 * k, nq - 8 * k < 8 ? nq - 8 * k : 8, hd, j0 + 8 * k,
+                        j1 + 8 * k, mem + (size_t)k * attn_group_floats(8, hd));
         lo = g->lo < lo ? g->lo : lo;
         hi = g->hi > hi ? g->hi : hi;
     }
@@ -2152,28 +2116,12 @@ static void avx2_attn_rows(float *const *out, const float *const *q, int32_t nq,
         for (int32_t c = c0; c <= c1; c++) {
             attn_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
             attn_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
-            /* the next tile's rows are on their way while this one is computed */
-            if (t0 + ATTN_TILE + c <= hi) {
-                const uint8_t *nk = attn_kv_row(kv->k, kv, t0 + ATTN_TILE + c);
-                const uint8_t *nv = attn_kv_row(kv->v, kv, t0 + ATTN_TILE + c);
-                for (size_t o = 0; o < (size_t)hd * (kv->f16 ? 2 : 4); o += 64) {
-                    _mm_prefetch((const char *)nk + o, _MM_HINT_T0);
-                    _mm_prefetch((const char *)nv + o, _MM_HINT_T0);
-                }
-            }
+            if (t0 + ATTN_TILE + c <= hi)
+                attn_prefetch_kv(kv, t0 + ATTN_TILE + c, hd);
         }
-        /* each group visits the tiles it would alone: from its first key's to its last key */
-        struct attn8 *vis[ATTN_LANES_MAX / 8];
-        int nv     = 0;
-        int32_t s0 = ATTN_TILE, s1 = -1;
-        for (int32_t k = 0; k < ng; k++)
-            if (t0 >= gs[k].lo - gs[k].lo % ATTN_TILE && t0 <= gs[k].hi) {
-                vis[nv++]        = &gs[k];
-                const int32_t a0 = gs[k].lo > t0 ? gs[k].lo - t0 : 0;
-                const int32_t a1 = gs[k].hi - t0 < ATTN_TILE - 1 ? gs[k].hi - t0 : ATTN_TILE - 1;
-                s0               = a0 < s0 ? a0 : s0;
-                s1               = a1 > s1 ? a1 : s1;
-            }
+        struct attn_group *vis[ATTN_LANES_MAX / 8];
+        int32_t s0, s1;
+        const int nv = attn_groups_visiting(gs, ng, t0, vis, &s0, &s1);
         for (int k = 0; k < nv; k += 2) {
             if (nv - k == 1)
                 attn8_scores(vis + k, 1, t0, kt, hd, scale, s0, s1);

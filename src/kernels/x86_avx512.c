@@ -1015,42 +1015,6 @@ static inline void attn16_acc_values4(float *o, const float *vt, const float *p,
 }
 
 /*
- * One group of up to sixteen query rows (a lane each) of avx512_attn_rows:
- * the rows' queries transposed, their running maxima, sums and outputs.
- */
-struct attn16 {
-    int32_t nq, lo, hi;             /* rows; the first and last key any of them sees */
-    int32_t jl[16], jh[16], tl[16]; /* each lane's keys and first tile (idle lanes see none) */
-    float *qt, *acc, *p;            /* [hd][16], [16][hd], [ATTN_TILE][16] */
-    __m512 M, T;                    /* the running maximum; this tile's (attn16_scores) */
-    float S[16];
-};
-
-static void attn16_init(struct attn16 *g, const float *const *q, int32_t nq, int32_t hd,
-                        const int32_t *j0, const int32_t *j1, float *mem)
-{
-    g->nq  = nq;
-    g->lo  = INT32_MAX;
-    g->hi  = INT32_MIN;
-    g->qt  = mem;
-    g->acc = g->qt + (size_t)16 * hd;
-    g->p   = g->acc + (size_t)16 * hd;
-    for (int32_t r = 0; r < 16; r++) {
-        g->jl[r] = r < nq ? j0[r] : INT32_MAX;
-        g->jh[r] = r < nq ? j1[r] : INT32_MIN;
-        g->tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX;
-        g->lo    = g->jl[r] < g->lo ? g->jl[r] : g->lo;
-        g->hi    = g->jh[r] > g->hi ? g->jh[r] : g->hi;
-        g->S[r]  = 0;
-    }
-    for (int32_t d = 0; d < hd; d++)
-        for (int32_t r = 0; r < 16; r++)
-            g->qt[d * 16 + r] = r < nq ? q[r][d] : 0.0f;
-    memset(g->acc, 0, (size_t)16 * hd * sizeof(float));
-    g->M = _mm512_set1_ps(-INFINITY);
-}
-
-/*
  * Scores of the tile of keys from t0 for G groups at once (G constant at each
  * call, so the accumulators stay in registers): each key's fma serves every
  * group's sixteen rows, and each query vector is loaded once for U keys. Key
@@ -1058,7 +1022,7 @@ static void attn16_init(struct attn16 *g, const float *const *q, int32_t nq, int
  * dimension, times scale, or -INFINITY outside the lane's keys: what each
  * group alone computes. Writes each group's p and tile maximum T.
  */
-static inline __attribute__((always_inline)) void attn16_scores(struct attn16 *const *gs,
+static inline __attribute__((always_inline)) void attn16_scores(struct attn_group *const *gs,
                                                                 const int G, int32_t t0,
                                                                 const float *kt, int32_t hd,
                                                                 float scale, int32_t c0, int32_t c1)
@@ -1121,7 +1085,7 @@ static inline __attribute__((always_inline)) void attn16_scores(struct attn16 *c
             }
     }
     for (int g = 0; g < G; g++)
-        gs[g]->T = tmax[g];
+        _mm512_storeu_ps(gs[g]->T, tmax[g]);
 }
 
 /*
@@ -1129,19 +1093,19 @@ static inline __attribute__((always_inline)) void attn16_scores(struct attn16 *c
  * the tile's values in vt as floats: what avx2_attn_rows does for a tile, a
  * lane per row.
  */
-static void attn16_tile(struct attn16 *g, int32_t t0, const float *vt, int32_t hd)
+static void attn16_tile(struct attn_group *g, int32_t t0, const float *vt, int32_t hd)
 {
     const int32_t c0  = g->lo > t0 ? g->lo - t0 : 0;
     const int32_t c1  = g->hi - t0 < ATTN_TILE - 1 ? g->hi - t0 : ATTN_TILE - 1;
-    const __m512 ninf = _mm512_set1_ps(-INFINITY), tmax = g->T;
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), tmax = _mm512_loadu_ps(g->T);
     float *p = g->p;
     /* lanes whose row ref visits this tile */
     int visit = 0;
     for (int32_t r = 0; r < 16; r++)
         visit |= (t0 >= g->tl[r] && t0 <= g->jh[r]) << r;
-    const __m512 Mnew = _mm512_max_ps(g->M, tmax);
+    const __m512 Mnew = _mm512_max_ps(_mm512_loadu_ps(g->M), tmax);
     float mo[16], mn[16];
-    _mm512_storeu_ps(mo, g->M);
+    memcpy(mo, g->M, sizeof mo);
     _mm512_storeu_ps(mn, Mnew);
     for (int32_t r = 0; r < g->nq; r++) {
         if (!(visit >> r & 1) || !(mn[r] > mo[r]))
@@ -1153,7 +1117,7 @@ static void attn16_tile(struct attn16 *g, int32_t t0, const float *vt, int32_t h
                              _mm512_mul_ps(_mm512_loadu_ps(g->acc + r * hd + d), vm));
         g->S[r] *= ms;
     }
-    g->M = Mnew;
+    _mm512_storeu_ps(g->M, Mnew);
     /* probabilities and the tile sum, sixteen keys per reduction as ref_softmax_tile */
     __m512d sum_lo = _mm512_setzero_pd(), sum_hi = sum_lo;
     for (int32_t c = 0; c < ATTN_TILE; c += 16) {
@@ -1232,13 +1196,13 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
         return;
     }
     float *kt = scratch, *vt = kt + (size_t)ATTN_TILE * hd, *mem = vt + (size_t)ATTN_TILE * hd;
-    struct attn16 gs[ATTN_LANES_MAX / 16];
+    struct attn_group gs[ATTN_LANES_MAX / 16];
     const int32_t ng = (nq + 15) / 16;
     int32_t lo = INT32_MAX, hi = INT32_MIN;
     for (int32_t k = 0; k < ng; k++) {
-        struct attn16 *g = &gs[k];
-        attn16_init(g, q + 16 * k, nq - 16 * k < 16 ? nq - 16 * k : 16, hd, j0 + 16 * k,
-                    j1 + 16 * k, mem + (size_t)k * (32 * hd + 16 * ATTN_TILE));
+        struct attn_group *g = &gs[k];
+        attn_group_init(g, 16, q + 16 * k, nq - 16 * k < 16 ? nq - 16 * k : 16, hd, j0 + 16 * k,
+                        j1 + 16 * k, mem + (size_t)k * attn_group_floats(16, hd));
         lo = g->lo < lo ? g->lo : lo;
         hi = g->hi > hi ? g->hi : hi;
     }
@@ -1248,29 +1212,12 @@ static void avx512_attn_rows(float *const *out, const float *const *q, int32_t n
         for (int32_t c = c0; c <= c1; c++) {
             attn16_load_row(kt + (size_t)c * hd, attn_kv_row(kv->k, kv, t0 + c), hd, kv->f16);
             attn16_load_row(vt + (size_t)c * hd, attn_kv_row(kv->v, kv, t0 + c), hd, kv->f16);
-            /* the next tile's rows are on their way while this one is computed: a long
-             * context's keys come from L3 or memory, a few hundred bytes per row */
-            if (t0 + ATTN_TILE + c <= hi) {
-                const uint8_t *nk = attn_kv_row(kv->k, kv, t0 + ATTN_TILE + c);
-                const uint8_t *nv = attn_kv_row(kv->v, kv, t0 + ATTN_TILE + c);
-                for (size_t o = 0; o < (size_t)hd * (kv->f16 ? 2 : 4); o += 64) {
-                    _mm_prefetch((const char *)nk + o, _MM_HINT_T0);
-                    _mm_prefetch((const char *)nv + o, _MM_HINT_T0);
-                }
-            }
+            if (t0 + ATTN_TILE + c <= hi)
+                attn_prefetch_kv(kv, t0 + ATTN_TILE + c, hd);
         }
-        /* each group visits the tiles it would alone: from its first key's to its last key */
-        struct attn16 *vis[ATTN_LANES_MAX / 16];
-        int nv     = 0;
-        int32_t s0 = ATTN_TILE, s1 = -1;
-        for (int32_t k = 0; k < ng; k++)
-            if (t0 >= gs[k].lo - gs[k].lo % ATTN_TILE && t0 <= gs[k].hi) {
-                vis[nv++]        = &gs[k];
-                const int32_t a0 = gs[k].lo > t0 ? gs[k].lo - t0 : 0;
-                const int32_t a1 = gs[k].hi - t0 < ATTN_TILE - 1 ? gs[k].hi - t0 : ATTN_TILE - 1;
-                s0               = a0 < s0 ? a0 : s0;
-                s1               = a1 > s1 ? a1 : s1;
-            }
+        struct attn_group *vis[ATTN_LANES_MAX / 16];
+        int32_t s0, s1;
+        const int nv = attn_groups_visiting(gs, ng, t0, vis, &s0, &s1);
         for (int k = 0; k < nv; k += 4)
             switch (nv - k) {
             case 1:

@@ -7,6 +7,7 @@
 #define HEARTH_X86_COMMON_H
 
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -203,5 +204,90 @@ static const uint64_t exp2_32[32] = {
     0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
     0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
     0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+/* ---------------------------------------------------------- attention */
+
+/*
+ * One group of query rows of the AVX2 and AVX-512 attn_rows kernels, a
+ * vector lane each (w: eight or sixteen lanes): each lane's keys and first
+ * tile (idle lanes see none), the keys any lane sees, the queries
+ * transposed, the outputs, a tile's probabilities, and the running maxima
+ * and sums of the online softmax.
+ */
+struct attn_group {
+    int32_t nq, lo, hi;             /* rows; the first and last key any of them sees */
+    int32_t jl[16], jh[16], tl[16]; /* each lane's keys and first tile */
+    float *qt, *acc, *p;            /* [hd][w], [w][hd], [ATTN_TILE][w] */
+    float M[16], T[16];             /* the running maximum; this tile's */
+    float S[16];
+};
+
+/* Floats of scratch a group of w lanes takes (ATTN_SCRATCH counts them for every lane). */
+static inline size_t attn_group_floats(int32_t w, int32_t hd)
+{
+    return (size_t)w * (2 * (size_t)hd + ATTN_TILE);
+}
+
+/* Group g of w lanes over rows q[0..nq) (nq <= w), its arrays in mem. */
+static inline void attn_group_init(struct attn_group *g, int32_t w, const float *const *q,
+                                   int32_t nq, int32_t hd, const int32_t *j0, const int32_t *j1,
+                                   float *mem)
+{
+    g->nq  = nq;
+    g->lo  = INT32_MAX;
+    g->hi  = INT32_MIN;
+    g->qt  = mem;
+    g->acc = g->qt + (size_t)w * hd;
+    g->p   = g->acc + (size_t)w * hd;
+    for (int32_t r = 0; r < w; r++) {
+        g->jl[r] = r < nq ? j0[r] : INT32_MAX;
+        g->jh[r] = r < nq ? j1[r] : INT32_MIN;
+        g->tl[r] = r < nq ? j0[r] - j0[r] % ATTN_TILE : INT32_MAX;
+        g->lo    = g->jl[r] < g->lo ? g->jl[r] : g->lo;
+        g->hi    = g->jh[r] > g->hi ? g->jh[r] : g->hi;
+        g->M[r]  = -INFINITY;
+        g->S[r]  = 0;
+    }
+    for (int32_t d = 0; d < hd; d++)
+        for (int32_t r = 0; r < w; r++)
+            g->qt[d * w + r] = r < nq ? q[r][d] : 0.0f;
+    memset(g->acc, 0, (size_t)w * hd * sizeof(float));
+}
+
+/*
+ * The groups of gs[0..ng) that visit the tile of keys from t0, as each
+ * would alone (from its first key's tile to its last key), into vis;
+ * [*c0, *c1] the tile's keys any of them sees. Returns how many.
+ */
+static inline int attn_groups_visiting(struct attn_group *gs, int32_t ng, int32_t t0,
+                                       struct attn_group **vis, int32_t *c0, int32_t *c1)
+{
+    int nv = 0;
+    *c0    = ATTN_TILE;
+    *c1    = -1;
+    for (int32_t k = 0; k < ng; k++)
+        if (t0 >= gs[k].lo - gs[k].lo % ATTN_TILE && t0 <= gs[k].hi) {
+            vis[nv++]        = &gs[k];
+            const int32_t a0 = gs[k].lo > t0 ? gs[k].lo - t0 : 0;
+            const int32_t a1 = gs[k].hi - t0 < ATTN_TILE - 1 ? gs[k].hi - t0 : ATTN_TILE - 1;
+            *c0              = a0 < *c0 ? a0 : *c0;
+            *c1              = a1 > *c1 ? a1 : *c1;
+        }
+    return nv;
+}
+
+/*
+ * Key j's K and V rows fetched toward L1 while the tile before them is
+ * computed: a long context's keys come from L3 or memory, a few hundred
+ * bytes per row.
+ */
+static inline void attn_prefetch_kv(const struct attn_kv *kv, int32_t j, int32_t hd)
+{
+    const uint8_t *nk = attn_kv_row(kv->k, kv, j), *nv = attn_kv_row(kv->v, kv, j);
+    for (size_t o = 0; o < (size_t)hd * (kv->f16 ? 2 : 4); o += 64) {
+        _mm_prefetch((const char *)nk + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)nv + o, _MM_HINT_T0);
+    }
+}
 
 #endif
