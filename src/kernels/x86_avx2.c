@@ -1933,15 +1933,15 @@ static inline __attribute__((always_inline)) void attn8_scores(struct attn_group
                                                                float scale, int32_t c0, int32_t c1)
 {
     enum { U = 4 };
+    _Static_assert(ATTN_TILE % U == 0, "a tile is whole steps of U keys");
     const __m256 vscale = _mm256_set1_ps(scale), ninf = _mm256_set1_ps(-INFINITY);
     __m256 tmax[2];
     for (int g = 0; g < G; g++)
         tmax[g] = ninf;
     for (int32_t c = 0; c < ATTN_TILE; c += U) {
-        const int32_t un = ATTN_TILE - c < U ? ATTN_TILE - c : U;
-        if (c + un - 1 < c0 || c > c1) {
+        if (c + U - 1 < c0 || c > c1) {
             for (int g = 0; g < G; g++)
-                for (int32_t u = 0; u < un; u++)
+                for (int32_t u = 0; u < U; u++)
                     _mm256_storeu_ps(gs[g]->p + (c + u) * 8, ninf);
             continue;
         }
@@ -1953,7 +1953,7 @@ static inline __attribute__((always_inline)) void attn8_scores(struct attn_group
         __m256 a[2][U];
 #pragma GCC unroll 2
         for (int g = 0; g < G; g++)
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int u = 0; u < U; u++)
                 a[g][u] = _mm256_setzero_ps();
         for (int32_t d = 0; d < hd; d++) {
@@ -1961,7 +1961,7 @@ static inline __attribute__((always_inline)) void attn8_scores(struct attn_group
 #pragma GCC unroll 2
             for (int g = 0; g < G; g++)
                 qd[g] = _mm256_loadu_ps(gs[g]->qt + d * 8);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int u = 0; u < U; u++) {
                 const __m256 kd = _mm256_broadcast_ss(kr[u] + d);
 #pragma GCC unroll 2
@@ -1969,15 +1969,13 @@ static inline __attribute__((always_inline)) void attn8_scores(struct attn_group
                     a[g][u] = _mm256_fmadd_ps(kd, qd[g], a[g][u]);
             }
         }
-        /* constant bounds: a loop over un would keep a[][] on the stack */
+        /* unrolled whole: a loop left rolled keeps a[][] on the stack */
 #pragma GCC unroll 2
         for (int g = 0; g < G; g++) {
             const __m256i vjl = _mm256_loadu_si256((const __m256i *)gs[g]->jl);
             const __m256i vjh = _mm256_loadu_si256((const __m256i *)gs[g]->jh);
-#pragma GCC unroll 6
+#pragma GCC unroll 4
             for (int32_t u = 0; u < U; u++) {
-                if (u >= un)
-                    break;
                 const __m256i j = _mm256_set1_epi32(t0 + c + u);
                 const __m256i out_of_range =
                     _mm256_or_si256(_mm256_cmpgt_epi32(vjl, j), _mm256_cmpgt_epi32(j, vjh));
