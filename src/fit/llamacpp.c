@@ -5,12 +5,18 @@
  * per slot each stream gets n_ctx / np rounded up to 256 (which can make the
  * total larger than asked). The caches are exact sums of rows. The compute
  * buffer is ggml-alloc's high-water mark over the reserve graph of
- * min(n_ctx, n_ubatch) tokens: the graph's inputs, which stay allocated,
- * plus the largest working set of one phase of a layer or of the output,
- * each fitted to the allocator's layout per architecture family.
+ * min(n_ctx, n_ubatch) tokens. For the dense, MoE and sliding-window
+ * families it is the graph's inputs, which stay allocated, plus the largest
+ * working set of one phase of a layer or of the output, each fitted to the
+ * allocator's layout per family; the hybrid DeltaNet family's has no such
+ * form, so its graphs are replayed through the allocator
+ * (llamacpp_hybrid.c).
  */
 #include "fit/llamacpp.h"
 
+#include "fit/llamacpp_hybrid.h"
+
+#include <stdio.h>
 #include <string.h>
 
 #include "gguf/gguf.h"
@@ -135,52 +141,56 @@ static uint64_t max_u64(uint64_t a, uint64_t b)
 }
 
 /*
- * T tokens, n_out output rows, cells (and swa_cells) per stream. The
- * phases: the output (final norm rows, the residual stream's three
- * buffers, the logits); a dense FFN (gate, up and their product live at
- * once, beside the residual and one hole the attention left, which V's
- * rotation or the absence of flash attention closes); routed experts; the
- * attention scores without flash attention; and a hybrid's gated attention
- * layer.
+ * The widths of the Hadamard rotations llama.cpp applies around a quantized
+ * K and V cache (its k_rot and v_rot inputs); 0 where there is none.
+ */
+static void rotations(const struct geometry *g, const struct llamacpp_params *p, int64_t *k_rot,
+                      int64_t *v_rot)
+{
+    *k_rot = *v_rot = 0;
+    if (quantized(p->type_k) && g->head_k % 64 == 0)
+        for (*k_rot = 64; g->head_k % (2 * *k_rot) == 0;)
+            *k_rot *= 2;
+    if (quantized(p->type_v) && g->head_v % 64 == 0)
+        *v_rot = 64;
+}
+
+/*
+ * T tokens, n_out output rows, cells (and swa_cells) per stream, for the
+ * families whose allocator layout has a closed form. The phases: the
+ * output (final norm rows, the residual stream's three buffers, the
+ * logits); a dense FFN (gate, up and their product live at once, beside
+ * the residual and one hole the attention left, which V's rotation or the
+ * absence of flash attention closes); routed experts; and the attention
+ * scores without flash attention.
  */
 static uint64_t compute_buffer(const struct hearth_model *m, const struct geometry *g,
                                const struct llamacpp_params *p, int64_t T, int64_t n_out,
                                int64_t cells, int64_t swa_cells)
 {
-    const bool qk = quantized(p->type_k), qv = quantized(p->type_v), fa = p->flash_attn;
+    const bool fa    = p->flash_attn;
     const uint64_t E = 4 * (uint64_t)g->n_embd * T, F = 4 * (uint64_t)g->n_ff * T;
-    const uint64_t Qb  = 4 * (uint64_t)g->n_head * g->head_k * T;
-    const uint64_t KVb = 4 * (uint64_t)g->n_head_kv * g->head_k * T;
-    const uint64_t KQ  = 4 * (uint64_t)g->n_head * cells * T;
-    uint64_t in        = A(4 * T) + A(E); /* token ids, embeddings */
-    if (qk && g->head_k % 64 == 0) {      /* the rotation matrix of a quantized K */
-        int64_t r = 64;
-        while (g->head_k % (2 * r) == 0)
-            r *= 2;
-        in += A(4 * r * r);
-    }
-    if (qv && g->head_v % 64 == 0)
-        in += A(4 * 64 * 64);
+    const uint64_t Qb = 4 * (uint64_t)g->n_head * g->head_k * T;
+    const uint64_t KQ = 4 * (uint64_t)g->n_head * cells * T;
+    int64_t k_rot, v_rot;
+    rotations(g, p, &k_rot, &v_rot);
+    uint64_t in = A(4 * T) + A(E); /* token ids, embeddings */
+    if (k_rot)
+        in += A(4 * k_rot * k_rot);
+    if (v_rot)
+        in += A(4 * v_rot * v_rot);
     in += A(4 * T * (m->hp.rope_sections[0] ? 4 : 1)); /* positions, four per token for M-RoPE */
-    if (g->n_rec)
-        in += A(4 * (uint64_t)p->n_parallel); /* the recurrent states' rows */
     in += attn_inputs(cells, T, g->n_head_kv * g->head_v, fa);
     if (g->n_swa_layers)
         in += attn_inputs(swa_cells, T, g->n_head_kv * g->head_v, fa);
     in += A(4 * n_out); /* out_ids */
     uint64_t phase =
         A(4 * (uint64_t)g->n_embd * n_out) + 3 * E + A(4 * (uint64_t)g->n_vocab * n_out);
-    if (g->n_rec) {
-        phase = max_u64(phase, fa ? 2 * E + 3 * Qb + 2 * KVb + 64 * (uint64_t)T
-                                  : E + 3 * Qb + 2 * KVb + 64 * (uint64_t)T + KQ);
-        return in + phase;
-    }
     if (g->n_expert_used) {
         const uint64_t Fx = 4 * (uint64_t)g->n_ff_exp * g->n_expert_used * T;
         phase             = max_u64(phase, 4 * E + 2 * Fx + (uint64_t)g->n_expert_used * E);
     } else {
-        const bool vrot     = qv && g->head_v % 64 == 0;
-        const uint64_t hole = !fa || (vrot && g->n_head * g->head_v == g->n_embd) ? E : 2 * E;
+        const uint64_t hole = !fa || (v_rot && g->n_head * g->head_v == g->n_embd) ? E : 2 * E;
         phase               = max_u64(phase, hole + E + 3 * F);
     }
     if (!fa)
@@ -241,7 +251,31 @@ enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct
         out->rs                   = (uint64_t)g.n_rec * np * 4 * (r + s);
     }
     out->output  = 4 * (uint64_t)g.n_vocab * np;
-    out->compute = compute_buffer(m, &g, p, T, n_out, cells, swa_cells);
+    if (!g.n_rec) {
+        out->compute = compute_buffer(m, &g, p, T, n_out, cells, swa_cells);
+        return HEARTH_OK;
+    }
+    /* the hybrid family's layout has no closed form: its reserve graphs are replayed */
+    struct llamacpp_hybrid h = {
+        .n_tokens   = T,
+        .n_seq_max  = np,
+        .n_stream   = streams,
+        .cells      = cells,
+        .flash_attn = p->flash_attn,
+        .type_k     = p->type_k,
+        .type_v     = p->type_v,
+    };
+    rotations(&g, p, &h.k_rot, &h.v_rot);
+    h.gate_up_merged = gguf_find_tensor(m->gguf, "blk.0.ffn_gate_up_exps.weight") != NULL;
+    char key[96];
+    float scale = 0;
+    snprintf(key, sizeof key, "%s.expert_weights_scale", m->arch);
+    h.expert_scale = gguf_get_f32(m->gguf, key, &scale) && scale != 0 && scale != 1;
+    out->compute   = llamacpp_hybrid_compute(m, &h);
+    if (!out->compute)
+        return fail(HEARTH_ENOMEM, err, err_len,
+                    "fit: replaying llama.cpp's allocator failed (out of memory, or more "
+                    "free blocks than ggml's allocator keeps)");
     return HEARTH_OK;
 }
 

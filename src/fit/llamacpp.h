@@ -11,8 +11,10 @@
  * buffer sizes it allocated (tests/unit/llamacpp_buffers.tsv: 27 files,
  * ctx {512, 4096} x parallel {1, 4} x ubatch {128, 512} x K/V {f16, q8_0},
  * flash attention on and off). The compute buffer is a fit of the
- * allocator's layout by architecture, not a replay of it; the test states
- * how far each figure may be off.
+ * allocator's layout by architecture, except for the hybrid DeltaNet
+ * family, whose reserve graphs are replayed through a copy of the
+ * allocator's rules (ggml_replay.h); the test states how far each figure
+ * may be off.
  */
 #ifndef HEARTH_FIT_LLAMACPP_H
 #define HEARTH_FIT_LLAMACPP_H
