@@ -4,21 +4,15 @@
  * Context sizes follow llama_context: -c rounded up to 256; with one stream
  * per slot each stream gets n_ctx / np rounded up to 256 (which can make the
  * total larger than asked). The caches are exact sums of rows. The compute
- * buffer is ggml-alloc's high-water mark over the reserve graph of
- * min(n_ctx, n_ubatch) tokens. For the dense, MoE and sliding-window
- * families it is the graph's inputs, which stay allocated, plus the largest
- * working set of one phase of a layer or of the output, each fitted to the
- * allocator's layout per family; the hybrid DeltaNet family's has no such
- * form, so its graphs are replayed through the allocator
- * (llamacpp_hybrid.c).
+ * buffer is ggml-alloc's high-water mark over the reserve graphs of
+ * min(n_ctx, n_ubatch) tokens and of one token a slot, replayed through the
+ * allocator's rules (llamacpp_graph.c).
  */
 #include "fit/llamacpp.h"
 
-#include "fit/llamacpp_hybrid.h"
-
-#include <stdio.h>
 #include <string.h>
 
+#include "fit/llamacpp_graph.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 #include "model/deltanet.h"
@@ -26,8 +20,6 @@
 #include "util/errfmt.h"
 
 #define PAD(x, n) (((x) + (n)-1) / (n) * (n))
-/* the CPU buffer's alignment */
-#define A(x) PAD((uint64_t)(x), 32u)
 
 static bool quantized(enum dtype t)
 {
@@ -93,8 +85,7 @@ static void model_buffers(const struct hearth_model *m, enum llamacpp_isa isa,
 }
 
 struct geometry {
-    int64_t n_embd, n_ff, n_head, n_head_kv, head_k, head_v, n_vocab;
-    int64_t n_expert_used, n_ff_exp;
+    int64_t n_head_kv, head_k, head_v, n_vocab;
     int64_t n_attn, n_swa_layers, n_rec; /* layers of each kind (MTP blocks have none) */
     struct dnet_dims dnet;               /* the recurrent layers' shapes (n_rec > 0) */
 };
@@ -103,9 +94,6 @@ static void geometry_of(const struct hearth_model *m, struct geometry *g)
 {
     const struct hparams *hp = &m->hp;
     memset(g, 0, sizeof *g);
-    g->n_embd    = hp->n_embd;
-    g->n_ff      = hp->n_ff;
-    g->n_head    = hp->n_head;
     g->n_head_kv = hp->n_head_kv;
     uint32_t head_v;
     g->head_k = hp->head_dim; /* attention.key_length, else n_embd / n_head */
@@ -113,8 +101,6 @@ static void geometry_of(const struct hearth_model *m, struct geometry *g)
     g->head_v        = model_arch_u32(m, "attention.value_length", &head_v) ? (int64_t)head_v
                                                                             : hp->n_embd / hp->n_head;
     g->n_vocab       = hp->n_vocab;
-    g->n_expert_used = hp->n_expert ? hp->n_expert_used : 0;
-    g->n_ff_exp      = hp->n_ff_exp;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (model_layer_is_dnet(m, l))
             g->n_rec++;
@@ -125,19 +111,6 @@ static void geometry_of(const struct hearth_model *m, struct geometry *g)
     }
     if (g->n_rec)
         g->dnet = dnet_dims_of(m);
-}
-
-/* The reserve graph's inputs of one attention cache of n_kv cells a stream (T tokens). */
-static uint64_t attn_inputs(int64_t n_kv, int64_t T, int64_t e_v, bool fa)
-{
-    return A(8 * T)                                /* k_idxs */
-           + (fa ? A(8 * T) : A(8 * T * e_v))      /* v_idxs, per element without FA */
-           + A((uint64_t)n_kv * T * (fa ? 2 : 4)); /* the KQ mask: f16 with FA, else f32 */
-}
-
-static uint64_t max_u64(uint64_t a, uint64_t b)
-{
-    return a > b ? a : b;
 }
 
 /*
@@ -153,49 +126,6 @@ static void rotations(const struct geometry *g, const struct llamacpp_params *p,
             *k_rot *= 2;
     if (quantized(p->type_v) && g->head_v % 64 == 0)
         *v_rot = 64;
-}
-
-/*
- * T tokens, n_out output rows, cells (and swa_cells) per stream, for the
- * families whose allocator layout has a closed form. The phases: the
- * output (final norm rows, the residual stream's three buffers, the
- * logits); a dense FFN (gate, up and their product live at once, beside
- * the residual and one hole the attention left, which V's rotation or the
- * absence of flash attention closes); routed experts; and the attention
- * scores without flash attention.
- */
-static uint64_t compute_buffer(const struct hearth_model *m, const struct geometry *g,
-                               const struct llamacpp_params *p, int64_t T, int64_t n_out,
-                               int64_t cells, int64_t swa_cells)
-{
-    const bool fa    = p->flash_attn;
-    const uint64_t E = 4 * (uint64_t)g->n_embd * T, F = 4 * (uint64_t)g->n_ff * T;
-    const uint64_t Qb = 4 * (uint64_t)g->n_head * g->head_k * T;
-    const uint64_t KQ = 4 * (uint64_t)g->n_head * cells * T;
-    int64_t k_rot, v_rot;
-    rotations(g, p, &k_rot, &v_rot);
-    uint64_t in = A(4 * T) + A(E); /* token ids, embeddings */
-    if (k_rot)
-        in += A(4 * k_rot * k_rot);
-    if (v_rot)
-        in += A(4 * v_rot * v_rot);
-    in += A(4 * T * (m->hp.rope_sections[0] ? 4 : 1)); /* positions, four per token for M-RoPE */
-    in += attn_inputs(cells, T, g->n_head_kv * g->head_v, fa);
-    if (g->n_swa_layers)
-        in += attn_inputs(swa_cells, T, g->n_head_kv * g->head_v, fa);
-    in += A(4 * n_out); /* out_ids */
-    uint64_t phase =
-        A(4 * (uint64_t)g->n_embd * n_out) + 3 * E + A(4 * (uint64_t)g->n_vocab * n_out);
-    if (g->n_expert_used) {
-        const uint64_t Fx = 4 * (uint64_t)g->n_ff_exp * g->n_expert_used * T;
-        phase             = max_u64(phase, 4 * E + 2 * Fx + (uint64_t)g->n_expert_used * E);
-    } else {
-        const uint64_t hole = !fa || (v_rot && g->n_head * g->head_v == g->n_embd) ? E : 2 * E;
-        phase               = max_u64(phase, hole + E + 3 * F);
-    }
-    if (!fa)
-        phase = max_u64(phase, 2 * E + 2 * Qb + KQ);
-    return in + phase;
 }
 
 enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct llamacpp_params *p,
@@ -232,7 +162,6 @@ enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct
     const int64_t n_batch  = c < p->n_batch ? c : p->n_batch; /* of -c as given */
     const int64_t n_ubatch = n_batch < p->n_ubatch ? n_batch : p->n_ubatch;
     const int64_t T        = n_ctx < n_ubatch ? n_ctx : n_ubatch;
-    const int64_t n_out    = np < T ? np : T; /* llama-server's outputs per step: one a slot */
     const int32_t n_swa    = m->hp.n_swa;
     int64_t swa_cells      = PAD((int64_t)n_swa * (p->unified ? np : 1) + n_ubatch, 256);
     if (swa_cells > cells)
@@ -251,27 +180,18 @@ enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct
         out->rs                   = (uint64_t)g.n_rec * np * 4 * (r + s);
     }
     out->output  = 4 * (uint64_t)g.n_vocab * np;
-    if (!g.n_rec) {
-        out->compute = compute_buffer(m, &g, p, T, n_out, cells, swa_cells);
-        return HEARTH_OK;
-    }
-    /* the hybrid family's layout has no closed form: its reserve graphs are replayed */
-    struct llamacpp_hybrid h = {
+    struct llamacpp_graph gp = {
         .n_tokens   = T,
         .n_seq_max  = np,
         .n_stream   = streams,
         .cells      = cells,
+        .swa_cells  = swa_cells,
         .flash_attn = p->flash_attn,
         .type_k     = p->type_k,
         .type_v     = p->type_v,
     };
-    rotations(&g, p, &h.k_rot, &h.v_rot);
-    h.gate_up_merged = gguf_find_tensor(m->gguf, "blk.0.ffn_gate_up_exps.weight") != NULL;
-    char key[96];
-    float scale = 0;
-    snprintf(key, sizeof key, "%s.expert_weights_scale", m->arch);
-    h.expert_scale = gguf_get_f32(m->gguf, key, &scale) && scale != 0 && scale != 1;
-    out->compute   = llamacpp_hybrid_compute(m, &h);
+    rotations(&g, p, &gp.k_rot, &gp.v_rot);
+    out->compute = llamacpp_graph_compute(m, &gp);
     if (!out->compute)
         return fail(HEARTH_ENOMEM, err, err_len,
                     "fit: replaying llama.cpp's allocator failed (out of memory, or more "

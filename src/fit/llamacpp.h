@@ -7,14 +7,12 @@
  * graph). The flags mean what llama-server's mean: -c is the context all
  * slots share.
  *
- * The formulas were read from llama.cpp's source and held against the
- * buffer sizes it allocated (tests/unit/llamacpp_buffers.tsv: 27 files,
- * ctx {512, 4096} x parallel {1, 4} x ubatch {128, 512} x K/V {f16, q8_0},
- * flash attention on and off). The compute buffer is a fit of the
- * allocator's layout by architecture, except for the hybrid DeltaNet
- * family, whose reserve graphs are replayed through a copy of the
- * allocator's rules (ggml_replay.h); the test states how far each figure
- * may be off.
+ * The caches' formulas were read from llama.cpp's source; the compute
+ * buffer is a replay of its allocator over its reserve graphs
+ * (llamacpp_graph.h). Both are held to the buffer sizes it allocated
+ * (tests/unit/llamacpp_buffers.tsv: 27 files, ctx {512, 4096} x parallel
+ * {1, 4} x ubatch {128, 512} x K/V {f16, q8_0}, flash attention on and
+ * off), byte for byte.
  */
 #ifndef HEARTH_FIT_LLAMACPP_H
 #define HEARTH_FIT_LLAMACPP_H
