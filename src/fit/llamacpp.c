@@ -138,6 +138,11 @@ enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct
     if (quantized(p->type_v) && !p->flash_attn)
         return fail(HEARTH_EINVAL, err, err_len,
                     "fit: llama.cpp needs flash attention for a quantized V cache");
+    if (m->hp.n_expert > LLAMACPP_MAX_EXPERTS)
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "fit: llama.cpp refuses this model: it has %d experts a layer, llama.cpp at "
+                    "most %d",
+                    m->hp.n_expert, LLAMACPP_MAX_EXPERTS);
     struct geometry g;
     geometry_of(m, &g);
     for (int w = 0; w < 2; w++) {

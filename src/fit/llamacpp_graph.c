@@ -23,8 +23,7 @@
 #include "model/deltanet.h"
 #include "model/model.h"
 
-#define F32                  ((uint32_t)DTYPE_F32)
-#define LLAMACPP_MAX_EXPERTS 512
+#define F32 ((uint32_t)DTYPE_F32)
 
 /* A K/V cache's inputs: where the batch's rows go, the mask over its cells, its rotations. */
 struct kv_in {

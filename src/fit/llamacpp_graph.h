@@ -13,6 +13,9 @@
 
 struct hearth_model;
 
+/* The most routed experts llama.cpp loads (LLAMA_MAX_EXPERTS); it refuses a file with more. */
+#define LLAMACPP_MAX_EXPERTS 1024
+
 struct llamacpp_graph {
     int64_t n_tokens;  /* the prompt graph's micro-batch: min(n_ctx, n_ubatch) */
     int64_t n_seq_max; /* slots: the sequences of a batch, the recurrent cache's rows */

@@ -27,6 +27,8 @@
 
 #include "fit/fit.h"
 #include "fit/llamacpp.h"
+#include "fit/llamacpp_graph.h"
+#include "model/model.h"
 #include "util/testutil.h"
 
 #define TABLE HEARTH_TOP "/tests/unit/llamacpp_buffers.tsv"
@@ -243,6 +245,19 @@ static void test_refusals(void **state)
     assert_int_equal(llamacpp_memory(path, &p, &m, err, sizeof err), HEARTH_OK);
     p.n_parallel = 0;
     assert_int_equal(llamacpp_memory(path, &p, &m, err, sizeof err), HEARTH_EINVAL);
+
+    /* more routed experts than llama.cpp loads (hearth takes up to 4096) */
+    const char *moe = tu_model("tiny-qwen3moe-bpe-q8_0.gguf");
+    if (!moe)
+        return;
+    struct hearth_model *model;
+    assert_int_equal(model_describe(moe, false, &model, err, sizeof err), HEARTH_OK);
+    p.n_parallel = 1;
+    assert_int_equal(llamacpp_memory_of(model, &p, &m, err, sizeof err), HEARTH_OK);
+    model->hp.n_expert = LLAMACPP_MAX_EXPERTS + 1;
+    assert_int_equal(llamacpp_memory_of(model, &p, &m, err, sizeof err), HEARTH_EINVAL);
+    assert_non_null(strstr(err, "1025 experts"));
+    hearth_model_free(model);
 }
 
 /* The repack buffer follows the CPU: Q2_K only with AVX-512, nothing without SIMD. */
