@@ -17,9 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gguf/gguf.h"
-
 #include "fit/ggml_replay.h"
+#include "gguf/gguf.h"
 #include "model/deltanet.h"
 #include "model/model.h"
 
@@ -31,6 +30,7 @@ struct kv_in {
     int64_t cells;
 };
 
+/* One reserve graph being built: the model, the run's shape, the inputs every layer reads. */
 struct lg {
     struct gr_graph *g;
     const struct hearth_model *m;
