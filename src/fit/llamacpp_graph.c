@@ -30,19 +30,25 @@ struct kv_in {
     int64_t cells;
 };
 
+/* What the file holds that changes the graph, read once for all of a run's reserves. */
+struct features {
+    bool hybrid;        /* DeltaNet layers: qwen35moe's graph */
+    struct dnet_dims d; /* their shapes (hybrid) */
+    bool iswa;          /* two caches (llama_kv_cache_iswa), whose build_attn expands k before v */
+    bool post_norms;    /* gemma3's norms after attention and after the FFN */
+    bool qkv_fused, q_bias, k_bias, v_bias, o_bias, qk_norm, out_bias, gate_up_merged;
+    bool expert_scale;
+};
+
 /* One reserve graph being built: the model, the run's shape, the inputs every layer reads. */
 struct lg {
     struct gr_graph *g;
     const struct hearth_model *m;
     const struct llamacpp_graph *p;
-    struct dnet_dims d;
+    const struct features *f;
     int64_t T, ns, nst; /* tokens, sequences, tokens a sequence */
     int s_copy, s_main, s_extra, pos, out_ids;
     struct kv_in kv[2]; /* the full cache's and a sliding window's */
-    bool iswa;          /* two caches (llama_kv_cache_iswa), whose build_attn expands k before v */
-    /* what the file's layers hold, which changes the graph */
-    bool qkv_fused, q_bias, k_bias, v_bias, o_bias, qk_norm, out_bias, gate_up_merged;
-    bool expert_scale;
 };
 
 static const int64_t ONE[4] = {1, 1, 1, 1};
@@ -135,7 +141,7 @@ static int recurrent_rows(struct lg *h, int64_t width)
 static int deltanet_layer(struct lg *h, int x)
 {
     struct gr_graph *g        = h->g;
-    const struct dnet_dims *d = &h->d;
+    const struct dnet_dims *d = &h->f->d;
     const int64_t S = d->S, nk = d->n_k, nv = d->n_v, C = d->conv_dim, E = h->m->hp.n_embd;
     const int64_t T = h->T, ns = h->ns, nst = h->nst;
 
@@ -217,8 +223,8 @@ static int attend(struct lg *h, int q, int k, int v, bool swa)
     if (in->v_rot >= 0)
         v = hadamard(h, v, in->v_rot);
     gr_expand(g, q);
-    gr_expand(g, h->iswa ? k : v);
-    gr_expand(g, h->iswa ? v : k);
+    gr_expand(g, h->f->iswa ? k : v);
+    gr_expand(g, h->f->iswa ? v : k);
     const int kc    = gr_leaf(g, p->type_k, true, 0, hd * nkv, in->cells * ns, 1, 1);
     const size_t e1 = 4 * (size_t)hd * nkv;
     gr_expand(g, into(h, kc, view(h, k, hd * nkv, T, 1, 1, e1, e1 * T, e1 * T, 0), in->k_idxs, kc));
@@ -291,33 +297,32 @@ static int attention(struct lg *h, int x, bool swa)
     const struct hparams *hp = &h->m->hp;
     const int64_t hd = hp->head_dim, nh = hp->n_head, nkv = hp->n_head_kv, T = h->T;
     int q, k, v;
-    if (h->qkv_fused) { /* one projection; q, k and v are views of its rows */
-        const int qkv   = project(h, x, hd * (nh + 2 * nkv), h->q_bias);
+    if (h->f->qkv_fused) { /* one projection; q, k and v are views of its rows */
+        const int qkv   = project(h, x, hd * (nh + 2 * nkv), h->f->q_bias);
         const size_t r1 = 4 * (size_t)hd * (nh + 2 * nkv);
         q               = view(h, qkv, hd, nh, T, 1, 4 * hd, r1, r1 * T, 0);
         k               = view(h, qkv, hd, nkv, T, 1, 4 * hd, r1, r1 * T, 4 * (size_t)(hd * nh));
         v = view(h, qkv, hd, nkv, T, 1, 4 * hd, r1, r1 * T, 4 * (size_t)(hd * (nh + nkv)));
     } else {
-        q = gr_reshape(g, project(h, x, hd * nh, h->q_bias), hd, nh, T, 1);
-        k = gr_reshape(g, project(h, x, hd * nkv, h->k_bias), hd, nkv, T, 1);
-        v = gr_reshape(g, project(h, x, hd * nkv, h->v_bias), hd, nkv, T, 1);
+        q = gr_reshape(g, project(h, x, hd * nh, h->f->q_bias), hd, nh, T, 1);
+        k = gr_reshape(g, project(h, x, hd * nkv, h->f->k_bias), hd, nkv, T, 1);
+        v = gr_reshape(g, project(h, x, hd * nkv, h->f->v_bias), hd, nkv, T, 1);
     }
-    if (h->qk_norm)
+    if (h->f->qk_norm)
         q = rms_norm(h, q, weight(h, F32, hd, 1, 1));
     q = like(h, true, q, h->pos);
-    if (h->qk_norm)
+    if (h->f->qk_norm)
         k = rms_norm(h, k, weight(h, F32, hd, 1, 1));
     k = like(h, true, k, h->pos);
     if (hp->q_scale > 0)
         q = like(h, true, q, -1);
     int cur = mul_mat(h, weight(h, F32, hd * nh, hp->n_embd, 1), attend(h, q, k, v, swa));
-    if (h->o_bias)
+    if (h->f->o_bias)
         cur = like(h, true, cur, weight(h, F32, hp->n_embd, 1, 1));
     return cur;
 }
 
-/* build_ffn with a gate (LLM_FFN_PAR): SiLU or, for gemma3, GELU; x's rows may be the output rows.
- */
+/* build_ffn with a gate (LLM_FFN_PAR), SiLU or gemma3's GELU, over x's rows. */
 static int ffn(struct lg *h, int x)
 {
     const int64_t E = h->m->hp.n_embd, F = h->m->hp.n_ff, T = ne_of(h, x)[1];
@@ -340,14 +345,14 @@ static int moe_ffn(struct lg *h, int x)
     w                = gr_reshape(g, w, k, T, 1, 1);
     const int sum    = op(h, false, F32, 1, T, 1, 1, w, -1, -1);
     w = gr_reshape(g, like(h, true, w, gr_into(g, sum, (const int[]){sum, -1})), 1, k, T, 1);
-    if (h->expert_scale)
+    if (h->f->expert_scale)
         w = like(h, true, w, -1);
     gr_expand(g, w);
 
     const int xs    = gr_reshape(g, x, E, 1, T, 1);
     const int64_t f = hp->n_ff_exp;
     int up, gt;
-    if (h->gate_up_merged) { /* one matmul, its halves seen as gate and up */
+    if (h->f->gate_up_merged) { /* one matmul, its halves seen as gate and up */
         const int both = op(h, false, F32, 2 * f, k, T, 1, weight(h, F32, E, 2 * f, n), xs, chosen);
         const size_t b1 = 8 * (size_t)f, b2 = b1 * (size_t)k;
         gt = view(h, both, f, k, T, 1, b1, b2, b2 * T, 0);
@@ -384,11 +389,6 @@ static int moe_ffn(struct lg *h, int x)
     return like(h, true, out, like(h, true, sh, sig));
 }
 
-static bool has_tensor(const struct hearth_model *m, const char *name)
-{
-    return gguf_find_tensor(m->gguf, name) != NULL;
-}
-
 /* A K/V cache's inputs for T tokens. */
 static void kv_inputs(struct lg *h, struct kv_in *in, int64_t cells)
 {
@@ -406,7 +406,6 @@ static void kv_inputs(struct lg *h, struct kv_in *in, int64_t cells)
 static int plain_layer(struct lg *h, int x, int32_t l)
 {
     const struct hparams *hp = &h->m->hp;
-    const bool gemma         = !strcmp(h->m->arch, "gemma3");
     const int64_t E          = hp->n_embd;
     const int normed         = rms_norm(h, x, weight(h, F32, E, 1, 1));
     int cur                  = attention(h, normed, h->m->layers[l].swa);
@@ -415,46 +414,56 @@ static int plain_layer(struct lg *h, int x, int32_t l)
         cur = op(h, false, F32, E, ne_of(h, h->out_ids)[0], 1, 1, cur, h->out_ids, -1);
         res = op(h, false, F32, E, ne_of(h, h->out_ids)[0], 1, 1, res, h->out_ids, -1);
     }
-    if (gemma)
+    if (h->f->post_norms)
         cur = rms_norm(h, cur, weight(h, F32, E, 1, 1));
     const int ffn_in = like(h, true, cur, res);
     cur              = rms_norm(h, ffn_in, weight(h, F32, E, 1, 1));
     cur              = hp->n_expert ? moe_ffn(h, cur) : ffn(h, cur);
-    if (gemma)
+    if (h->f->post_norms)
         cur = rms_norm(h, cur, weight(h, F32, E, 1, 1));
     return like(h, true, cur, ffn_in);
 }
 
+static bool has_tensor(const struct hearth_model *m, const char *name)
+{
+    return gguf_find_tensor(m->gguf, name) != NULL;
+}
+
+static void features_of(const struct hearth_model *m, struct features *f)
+{
+    memset(f, 0, sizeof *f);
+    for (int32_t l = 0; l < m->hp.n_layer; l++) {
+        f->hybrid |= model_layer_is_dnet(m, l);
+        f->iswa |= m->layers[l].swa;
+    }
+    if (f->hybrid)
+        f->d = dnet_dims_of(m);
+    f->post_norms     = !strcmp(m->arch, "gemma3");
+    f->qkv_fused      = has_tensor(m, "blk.0.attn_qkv.weight") && !f->hybrid;
+    f->q_bias         = has_tensor(m, f->qkv_fused ? "blk.0.attn_qkv.bias" : "blk.0.attn_q.bias");
+    f->k_bias         = has_tensor(m, "blk.0.attn_k.bias");
+    f->v_bias         = has_tensor(m, "blk.0.attn_v.bias");
+    f->o_bias         = has_tensor(m, "blk.0.attn_output.bias");
+    f->qk_norm        = has_tensor(m, "blk.0.attn_q_norm.weight");
+    f->out_bias       = has_tensor(m, "output.bias");
+    f->gate_up_merged = f->hybrid && has_tensor(m, "blk.0.ffn_gate_up_exps.weight");
+    char key[96];
+    float scale = 0;
+    snprintf(key, sizeof key, "%s.expert_weights_scale", m->arch);
+    f->expert_scale = gguf_get_f32(m->gguf, key, &scale) && scale != 0 && scale != 1;
+}
+
 /* llama-server's reserve graph of T tokens in n_seq_max sequences with n_out outputs. */
-static uint64_t reserve(const struct hearth_model *m, const struct llamacpp_graph *p, int64_t T,
-                        int64_t n_out)
+static uint64_t reserve(const struct hearth_model *m, const struct llamacpp_graph *p,
+                        const struct features *f, int64_t T, int64_t n_out)
 {
     const struct hparams *hp = &m->hp;
     struct gr_graph g;
     gr_init(&g);
-    struct lg h = {.g = &g, .m = m, .p = p, .ns = p->n_seq_max, .s_copy = -1};
-    bool hybrid = false;
-    for (int32_t l = 0; l < hp->n_layer; l++)
-        hybrid |= model_layer_is_dnet(m, l);
-    if (hybrid)
-        h.d = dnet_dims_of(m);
+    struct lg h = {.g = &g, .m = m, .p = p, .f = f, .ns = p->n_seq_max, .s_copy = -1};
     h.T         = (T + h.ns - 1) / h.ns * h.ns;
     h.nst       = h.T / h.ns;
     T           = h.T;
-    h.qkv_fused = has_tensor(m, "blk.0.attn_qkv.weight") && !hybrid;
-    h.q_bias    = has_tensor(m, h.qkv_fused ? "blk.0.attn_qkv.bias" : "blk.0.attn_q.bias");
-    h.k_bias    = has_tensor(m, "blk.0.attn_k.bias");
-    h.v_bias    = has_tensor(m, "blk.0.attn_v.bias");
-    h.o_bias    = has_tensor(m, "blk.0.attn_output.bias");
-    h.qk_norm   = has_tensor(m, "blk.0.attn_q_norm.weight");
-    h.out_bias  = has_tensor(m, "output.bias");
-    for (int32_t l = 0; l < hp->n_layer; l++)
-        h.iswa |= m->layers[l].swa;
-    h.gate_up_merged = hybrid && has_tensor(m, "blk.0.ffn_gate_up_exps.weight");
-    char key[96];
-    float scale = 0;
-    snprintf(key, sizeof key, "%s.expert_weights_scale", m->arch);
-    h.expert_scale = gguf_get_f32(m->gguf, key, &scale) && scale != 0 && scale != 1;
 
     /* build_inp_embd: both inputs, the token rows selected */
     const int tokens = input(&h, GR_I32, T, 1, 1, 1);
@@ -465,7 +474,7 @@ static uint64_t reserve(const struct hearth_model *m, const struct llamacpp_grap
     if (hp->embd_scale != 1)
         cur = like(&h, true, cur, -1);
 
-    if (hybrid) { /* build_inp_mem_hybrid: the recurrent rows' copy list */
+    if (f->hybrid) { /* build_inp_mem_hybrid: the recurrent rows' copy list */
         h.s_copy  = input(&h, GR_I32, p->n_seq_max, 1, 1, 1);
         h.s_main  = view(&h, h.s_copy, h.ns, 1, 1, 1, 4 * h.ns, 4 * h.ns, 4 * h.ns, 0);
         h.s_extra = view(&h, h.s_copy, p->n_seq_max - h.ns, 1, 1, 1, 0, 0, 0, 4 * h.ns);
@@ -476,7 +485,7 @@ static uint64_t reserve(const struct hearth_model *m, const struct llamacpp_grap
     h.out_ids = input(&h, GR_I32, n_out, 1, 1, 1);
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        if (!hybrid) {
+        if (!f->hybrid) {
             cur = plain_layer(&h, cur, l);
             continue;
         }
@@ -491,9 +500,9 @@ static uint64_t reserve(const struct hearth_model *m, const struct llamacpp_grap
      * output rows after it; the others picked them in the last layer */
     const int norm = rms_norm(&h, cur, weight(&h, F32, hp->n_embd, 1, 1));
     const int rows =
-        hybrid ? op(&h, false, F32, hp->n_embd, n_out, 1, 1, norm, h.out_ids, -1) : norm;
+        f->hybrid ? op(&h, false, F32, hp->n_embd, n_out, 1, 1, norm, h.out_ids, -1) : norm;
     int logits = mul_mat(&h, weight(&h, F32, hp->n_embd, hp->n_vocab, 1), rows);
-    if (h.out_bias)
+    if (f->out_bias)
         logits = like(&h, true, logits, weight(&h, F32, hp->n_vocab, 1, 1));
     if (hp->logit_softcap > 0)
         logits = like(&h, true, like(&h, true, like(&h, true, logits, -1), -1), -1);
@@ -512,8 +521,10 @@ uint64_t llamacpp_graph_compute(const struct hearth_model *m, const struct llama
 {
     /* llama_context reserves the prompt graph, the one-token-a-sequence graph, then the prompt
      * graph again; the buffer is the largest */
+    struct features f;
+    features_of(m, &f);
     const int64_t n_out = p->n_seq_max < p->n_tokens ? p->n_seq_max : p->n_tokens;
-    const uint64_t pp   = reserve(m, p, p->n_tokens, n_out);
-    const uint64_t tg   = reserve(m, p, p->n_seq_max, p->n_seq_max);
+    const uint64_t pp   = reserve(m, p, &f, p->n_tokens, n_out);
+    const uint64_t tg   = reserve(m, p, &f, p->n_seq_max, p->n_seq_max);
     return pp && tg ? (pp > tg ? pp : tg) : 0;
 }
