@@ -1,11 +1,13 @@
 /* args.c: strict option-value parsing shared by the subcommands. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "hearth.h"
+#include "opts.h"
 
 bool arg_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
 {
@@ -134,4 +136,32 @@ bool cache_types_set(const char *cmd, const char *opt, const char *v, struct cac
     }
     *(is_v ? &ct->v : &ct->k) = (int)t;
     return true;
+}
+
+/* OPT_CHOICE stores the index among the choices: they are listed in hearth_kv_type's order */
+_Static_assert(HEARTH_KV_F16 == 0 && HEARTH_KV_F32 == 1 && HEARTH_KV_Q8_0 == 2 &&
+                   HEARTH_KV_Q4_0 == 3,
+               "the -ctk and -ctv choices follow enum hearth_kv_type");
+
+static const struct opt cache_types_list[] = {
+    {.names = "-ctk --cache-type-k", .value = "f16|f32|q8_0|q4_0", .kind = OPT_CHOICE,
+     .off = offsetof(struct cache_types, k), .choices = "f16|f32|q8_0|q4_0", .def = "f16",
+     .help = "the K cache's type; q8_0 is about half the bytes of f16. The quantized types need "
+             "heads of a multiple of 32 values, on the CPU"},
+    {.names = "-ctv --cache-type-v", .value = "f16|f32|q8_0", .kind = OPT_CHOICE,
+     .off = offsetof(struct cache_types, v), .choices = "f16|f32|q8_0", .def = "f16",
+     .help = "the V cache's type, as -ctk's"},
+};
+const struct opt_group opts_cache_types = OPT_GROUP("K/V cache", cache_types_list);
+
+static const struct opt threads_list[] = {
+    {.names = "-t --threads", .value = "N", .kind = OPT_LONG, .off = offsetof(struct thread_args, n),
+     .lo = 1, .hi = 512, .def = "the CPUs this process may run on",
+     .help = "threads for the forward pass"},
+};
+const struct opt_group opts_threads = OPT_GROUP("Threads", threads_list);
+
+long threads_or_default(const struct thread_args *t)
+{
+    return t->n > 0 ? t->n : default_threads();
 }

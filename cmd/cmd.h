@@ -23,6 +23,21 @@ int cmd_fit(int argc, char **argv);
 int cmd_route(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 
+struct cmd_spec;
+
+/* The subcommands (commands.c), in the order `hearth --help` lists them. */
+struct cmd_entry {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const struct cmd_spec *spec; /* its option lists (opts.h) */
+    const char *help;            /* one line */
+};
+extern const struct cmd_entry cmd_table[];
+extern const size_t cmd_table_n;
+
+/* Each command's option lists, in its own file. */
+extern const struct cmd_spec cmd_run_spec;
+
 /* Exit statuses shared by every subcommand. */
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 

@@ -5,6 +5,7 @@
  * through the model's chat template, reusing the cached conversation so
  * each turn prefills only its new tokens.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,36 +14,97 @@
 
 #include "cmd.h"
 #include "hearth.h"
+#include "opts.h"
 #include "util/clock.h"
 
-static void usage(FILE *fp)
-{
-    fprintf(fp,
-            "usage: hearth run -m MODEL -p PROMPT [options]\n"
-            "       hearth run -m MODEL --chat [-sys SYSTEM] [options]\n"
-            "  -m, --model FILE      GGUF model\n"
-            "  -hf, --hf-repo ORG/REPO[:QUANT]  the model from the Hugging Face Hub, by way of\n"
-            "                        the cache (as hearth pull; also ORG/REPO/FILE.gguf)\n"
-            "  --offline             -hf from the cache only: never ask the network\n"
-            "  -p, --prompt TEXT     prompt (BOS is added when the vocab says so)\n"
-            "  -f, --file FILE       read the prompt from a file\n"
-            "  --chat                talk to the model: one user message per line on stdin,\n"
-            "                        rendered with its chat template; end with EOF (Ctrl-D)\n"
-            "  -sys, --system TEXT   system message for --chat\n"
-            "  -n, --n-predict N     tokens to generate (per turn with --chat; default -1:\n"
-            "                        until end of text or context)\n"
-            "  --temp T              temperature, 0 = greedy (default 0.8)\n"
-            "  --top-k K             keep the K most likely tokens (default 40, 0 = off)\n"
-            "  --top-p P             nucleus sampling (default 0.95, 1 = off)\n"
-            "  --min-p P             drop tokens below P x the best one (default 0.05, 0 = off)\n"
-            "  --repeat-penalty R    penalty for the last 64 tokens (default 1 = off)\n"
-            "  --seed S              sampling seed (default: from the clock)\n"
-            "  -t, --threads N       threads (default: the CPU count)\n"
-            "  -c, --ctx N|max       context length (default: the model's, or the largest that\n"
-            "                        fits the RAM free when that does not; max: the largest)\n");
-    placement_usage(fp, 24);
-    cache_types_usage(fp, 24);
-}
+/* -c max: the largest context that fits */
+enum { CTX_MAX = -1 };
+
+struct run_args {
+    struct model_args model;
+    struct {
+        const char *prompt, *file, *system;
+        bool chat;
+        long n_predict; /* -1: until end of text or context */
+        long n_ctx;     /* 0: the model's; CTX_MAX */
+    } gen;
+    struct {
+        float temp, top_p, min_p, repeat_penalty;
+        long top_k, seed; /* seed -1: from the clock */
+    } smp;
+    struct thread_args threads;
+    struct placement place;
+    struct cache_types ct;
+};
+
+#define GEN(f) offsetof(struct run_args, gen.f) - offsetof(struct run_args, gen)
+static const struct opt gen_list[] = {
+    {.names = "-p --prompt", .value = "TEXT", .kind = OPT_STR, .off = GEN(prompt),
+     .help = "the prompt (BOS is added when the vocabulary says so)"},
+    {.names = "-f --file", .value = "FILE", .kind = OPT_STR, .off = GEN(file),
+     .help = "read the prompt from a file"},
+    {.names = "--chat", .kind = OPT_FLAG, .off = GEN(chat),
+     .help = "talk to the model: one user message per line on stdin, rendered with its chat "
+             "template; each turn prefills only what the cached conversation lacks; EOF (Ctrl-D) "
+             "ends"},
+    {.names = "-sys --system", .value = "TEXT", .kind = OPT_STR, .off = GEN(system),
+     .help = "the system message for --chat"},
+    {.names = "-n --n-predict", .value = "N", .kind = OPT_LONG, .off = GEN(n_predict), .lo = -1,
+     .hi = 1 << 24, .def = "-1",
+     .help = "tokens to generate (per turn with --chat); -1: until the end of text or context"},
+    {.names = "-c --ctx-size --ctx", .value = "N|max", .kind = OPT_LONG, .off = GEN(n_ctx), .lo = 1,
+     .hi = 1 << 24, .choices = "max", .word_value = CTX_MAX,
+     .def = "the model's training context, or the largest that fits the RAM free when that does not",
+     .help = "context length in tokens; max: the largest that fits the RAM free"},
+};
+#undef GEN
+
+#define SMP(f) offsetof(struct run_args, smp.f) - offsetof(struct run_args, smp)
+static const struct opt sampling_list[] = {
+    {.names = "--temp --temperature", .value = "T", .kind = OPT_FLOAT, .off = SMP(temp), .lo = 0,
+     .hi = 100, .def = "0.8", .help = "temperature; 0 is greedy"},
+    {.names = "--top-k", .value = "K", .kind = OPT_LONG, .off = SMP(top_k), .lo = 0, .hi = 1 << 30,
+     .def = "40", .help = "keep the K most likely tokens; 0 is off"},
+    {.names = "--top-p", .value = "P", .kind = OPT_FLOAT, .off = SMP(top_p), .lo = 0, .hi = 1,
+     .def = "0.95", .help = "nucleus sampling; 1 is off"},
+    {.names = "--min-p", .value = "P", .kind = OPT_FLOAT, .off = SMP(min_p), .lo = 0, .hi = 1,
+     .def = "0.05", .help = "drop the tokens below P times the best one's probability; 0 is off"},
+    {.names = "--repeat-penalty", .value = "R", .kind = OPT_FLOAT, .off = SMP(repeat_penalty),
+     .lo = 0.01, .hi = 100, .def = "1", .help = "penalty for the last 64 tokens; 1 is off"},
+    {.names = "-s --seed", .value = "N", .kind = OPT_LONG, .off = SMP(seed), .lo = -1,
+     .hi = 0x7fffffffL, .def = "-1", .help = "the sampling seed; -1: from the clock"},
+};
+#undef SMP
+
+static const struct opt_group gen_group      = OPT_GROUP("Generation", gen_list);
+static const struct opt_group sampling_group = OPT_GROUP("Sampling", sampling_list);
+
+static const struct opt_use run_uses[] = {
+    {&opts_model, offsetof(struct run_args, model)},
+    {&gen_group, offsetof(struct run_args, gen)},
+    {&sampling_group, offsetof(struct run_args, smp)},
+    {&opts_threads, offsetof(struct run_args, threads)},
+    {&opts_placement, offsetof(struct run_args, place)},
+    {&opts_cache_types, offsetof(struct run_args, ct)},
+};
+
+static const struct run_args run_defaults = {
+    .gen = {.n_predict = -1},
+    .smp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
+            .seed = -1},
+};
+
+const struct cmd_spec cmd_run_spec = {
+    .name      = "run",
+    .synopsis  = "hearth run -m MODEL -p PROMPT [options]\n"
+                 "hearth run -m MODEL --chat [-sys SYSTEM] [options]",
+    .about     = "Generates text: only the continuation on stdout, streamed as it is sampled; load "
+                 "time, prefill and decode speed on stderr.",
+    .uses      = run_uses,
+    .n_uses    = sizeof run_uses / sizeof run_uses[0],
+    .defaults  = &run_defaults,
+    .args_size = sizeof(struct run_args),
+};
 
 /* The state of one generation session: sequence 0 of ctx holds tokens[0..n_cached). */
 struct session {
@@ -252,92 +314,28 @@ done:
 
 int cmd_run(int argc, char **argv)
 {
-    const char *hf         = NULL;
-    bool offline           = false;
-    const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
-    struct placement place = {0};
-    struct cache_types ct  = {0};
-    long n_predict = -1, seed = -1, threads = default_threads(), n_ctx = 0, top_k = 40;
-    float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, rep = 1.0f;
-    bool chat = false, ctx_max = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-#define VALUE() if (!(v = arg_value("run", argc, argv, &i))) return EXIT_USAGE
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            VALUE(); model_path = v;
-        } else if (!strcmp(a, "-hf") || !strcmp(a, "--hf-repo")) {
-            VALUE(); hf = v;
-        } else if (!strcmp(a, "--offline")) {
-            offline = true;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            VALUE(); prompt = v;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            VALUE(); prompt_file = v;
-        } else if (!strcmp(a, "--chat")) {
-            chat = true;
-        } else if (!strcmp(a, "-sys") || !strcmp(a, "--system")) {
-            VALUE(); system = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            VALUE(); if (!arg_long("run", a, v, -1, 1 << 24, &n_predict)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--temp")) {
-            VALUE(); if (!arg_float("run", a, v, 0, 100, &temp)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--top-k")) {
-            VALUE(); if (!arg_long("run", a, v, 0, 1 << 30, &top_k)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--top-p")) {
-            VALUE(); if (!arg_float("run", a, v, 0, 1, &top_p)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--min-p")) {
-            VALUE(); if (!arg_float("run", a, v, 0, 1, &min_p)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            VALUE(); if (!arg_float("run", a, v, 0.01, 100, &rep)) return EXIT_USAGE;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE(); if (!arg_long("run", a, v, 0, 0x7fffffffL, &seed)) return EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            VALUE(); if (!arg_long("run", a, v, 1, 512, &threads)) return EXIT_USAGE;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            VALUE();
-            if (!strcmp(v, "max"))
-                ctx_max = true;
-            else if (!arg_long("run", a, v, 1, 1 << 24, &n_ctx))
-                return EXIT_USAGE;
-        } else if (placement_opt(a)) {
-            VALUE(); if (!placement_set("run", a, v, &place)) return EXIT_USAGE;
-        } else if (cache_types_opt(a)) {
-            VALUE(); if (!cache_types_set("run", a, v, &ct)) return EXIT_USAGE;
-        } else {
-            fprintf(stderr, "hearth run: unknown option '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-#undef VALUE
-    }
-    if (model_path && hf) {
-        fprintf(stderr, "hearth run: -m and -hf name two models; give one\n");
-        return EXIT_USAGE;
-    }
-    if ((!model_path && !hf) || (chat ? (prompt || prompt_file) : (!prompt == !prompt_file))) {
-        fprintf(stderr, "hearth run: needs -m MODEL (or -hf ORG/REPO) and one of -p PROMPT, -f "
-                        "FILE or --chat\n");
-        usage(stderr);
+    struct run_args a;
+    const enum opts_status st = opts_parse(&cmd_run_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const char *prompt = a.gen.prompt, *prompt_file = a.gen.file, *system = a.gen.system;
+    const bool chat = a.gen.chat, ctx_max = a.gen.n_ctx == CTX_MAX;
+    const long n_predict = a.gen.n_predict, threads = threads_or_default(&a.threads);
+    long n_ctx = ctx_max ? 0 : a.gen.n_ctx;
+    const struct placement place = a.place;
+    const struct cache_types ct  = a.ct;
+    if (chat ? (prompt || prompt_file) : (!prompt == !prompt_file)) {
+        fprintf(stderr, "hearth run: needs one of -p PROMPT, -f FILE or --chat\n");
         return EXIT_USAGE;
     }
     if (system && !chat) {
         fprintf(stderr, "hearth run: -sys goes with --chat\n");
         return EXIT_USAGE;
     }
-    char hf_path[4096];
-    if (hf) {
-        const int rc = hub_model("run", hf, offline ? HUB_OFFLINE : 0, hf_path, sizeof hf_path);
-        if (rc)
-            return rc;
-        model_path = hf_path;
-    } else if (offline) {
-        fprintf(stderr, "hearth run: --offline goes with -hf\n");
-        return EXIT_USAGE;
-    }
+    char model_path[4096];
+    const int mrc = model_args_path("run", &a.model, model_path, sizeof model_path);
+    if (mrc != EXIT_OK)
+        return mrc;
 
     if (!placement_uses_gpu(&place)) { /* refused before the load when it cannot fit */
         const struct hearth_context_params dp = hearth_context_default_params();
@@ -413,12 +411,12 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     struct hearth_sampler_params sp = hearth_sampler_default_params();
-    sp.temperature = temp;
-    sp.top_k = (int32_t)top_k;
-    sp.top_p = top_p;
-    sp.min_p = min_p;
-    sp.repeat_penalty = rep;
-    sp.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL);
+    sp.temperature    = a.smp.temp;
+    sp.top_k          = (int32_t)a.smp.top_k;
+    sp.top_p          = a.smp.top_p;
+    sp.min_p          = a.smp.min_p;
+    sp.repeat_penalty = a.smp.repeat_penalty;
+    sp.seed           = a.smp.seed >= 0 ? (uint64_t)a.smp.seed : (uint64_t)time(NULL);
     char serr[HEARTH_ERR_MAX];
     if (hearth_sampler_new(&sp, hearth_model_n_vocab(s.model), &s.smp, serr, sizeof serr) !=
         HEARTH_OK) {
