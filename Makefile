@@ -2,6 +2,7 @@
 #
 #   make              build build/hearth
 #   make test         build and run the test suite (unit + end-to-end)
+#   make docs         rewrite the generated parts of docs/ (options tables, package list)
 #   make asan-test    the same suite under ASan+UBSan, in build-asan/
 #   make fuzz         libFuzzer targets (clang), in build-fuzz/
 #   make neon-test    the kernel tests cross-built for AArch64, run under qemu-user, in build-arm64/
@@ -100,7 +101,7 @@ $(BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx512)
 $(BUILD)/obj/src/kernels/x86_amx.o:    ISA_FLAGS = $(ISA_amx)
 $(BUILD)/obj/src/kernels/arm_neon.o:   ISA_FLAGS = $(ISA_neon)
 
-.PHONY: all test asan-test neon-test avx512-test fuzz bench bench-clockcheck clean format
+.PHONY: all docs test asan-test neon-test avx512-test fuzz bench bench-clockcheck clean format
 all: $(BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -150,6 +151,16 @@ $(BUILD)/tests/%: tests/%.c $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
 	    -o $@ $< $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS) $(TEST_LDLIBS)
+
+# test_opts runs the commands' own option lists: it links cmd/ but for main()
+$(BUILD)/tests/unit/test_opts: tests/unit/test_opts.c $(filter-out %/hearth.o,$(CMD_OBJ)) $(TEST_UTIL) $(TEST_UTIL_H) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
+	    -o $@ $< $(filter-out %/hearth.o,$(CMD_OBJ)) $(TEST_UTIL) $(LIB) -lcmocka $(LDLIBS) $(TEST_LDLIBS)
+
+# docs: the generated regions of README.md and docs/ (options tables, the package list)
+docs: $(BIN)
+	@sh tools/gendocs.sh
 
 test: $(BIN) $(TEST_BIN)
 	@sh tests/run.sh $(BUILD)

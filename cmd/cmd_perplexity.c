@@ -7,24 +7,60 @@
  * after the first N chunks, as llama-perplexity's does.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "hearth.h"
+#include "opts.h"
 #include "util/clock.h"
 
-static void usage(FILE *fp)
-{
-    fprintf(fp, "usage: hearth perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [-t THREADS] "
-                "[-ngl N]\n"
-                "  -c, --ctx N           tokens per chunk (default 512)\n"
-                "  --chunks N            score only the first N chunks (default: all)\n"
-                "  -t, --threads N       threads (default: the CPU count)\n");
-    placement_usage(fp, 24);
-    cache_types_usage(fp, 24);
-}
+struct perplexity_args {
+    struct model_args model;
+    struct {
+        const char *file;
+        long n_ctx, chunks; /* chunks 0: all */
+    } ppl;
+    struct thread_args threads;
+    struct placement place;
+    struct cache_types ct;
+};
+
+#define PPL(f) offsetof(struct perplexity_args, ppl.f) - offsetof(struct perplexity_args, ppl)
+static const struct opt ppl_list[] = {
+    {.names = "-f --file", .value = "TEXT", .kind = OPT_STR, .off = PPL(file),
+     .help = "the text file to score"},
+    {.names = "-c --ctx-size --ctx", .value = "N", .kind = OPT_LONG, .off = PPL(n_ctx), .lo = 4,
+     .hi = 1 << 20, .def = "512", .help = "tokens per chunk"},
+    {.names = "--chunks", .value = "N", .kind = OPT_LONG, .off = PPL(chunks), .lo = 1,
+     .hi = 1L << 30, .def = "all", .help = "score only the first N chunks, as llama-perplexity's"},
+};
+#undef PPL
+static const struct opt_group ppl_group = OPT_GROUP("Perplexity", ppl_list);
+
+static const struct opt_use perplexity_uses[] = {
+    {&opts_model, offsetof(struct perplexity_args, model)},
+    {&ppl_group, offsetof(struct perplexity_args, ppl)},
+    {&opts_threads, offsetof(struct perplexity_args, threads)},
+    {&opts_placement, offsetof(struct perplexity_args, place)},
+    {&opts_cache_types, offsetof(struct perplexity_args, ct)},
+};
+
+static const struct perplexity_args perplexity_defaults = {.ppl = {.n_ctx = 512}};
+
+const struct cmd_spec cmd_perplexity_spec = {
+    .name      = "perplexity",
+    .synopsis  = "hearth perplexity -m MODEL -f TEXT [options]",
+    .about     = "The perplexity of a text, computed exactly as llama.cpp's llama-perplexity does, "
+                 "so the figures compare: the text cut into chunks of -c tokens, each scored on "
+                 "its second half. The last line is 'Final estimate: PPL = <value> +/- <stderr>'.",
+    .uses      = perplexity_uses,
+    .n_uses    = sizeof perplexity_uses / sizeof perplexity_uses[0],
+    .defaults  = &perplexity_defaults,
+    .args_size = sizeof(struct perplexity_args),
+};
 
 /* -log softmax(logits)[tok], computed in double like llama-perplexity. */
 static double nll(const float *logits, int32_t n_vocab, hearth_token tok)
@@ -41,48 +77,23 @@ static double nll(const float *logits, int32_t n_vocab, hearth_token tok)
 
 int cmd_perplexity(int argc, char **argv)
 {
-    const char *model_path = NULL, *text_path = NULL;
-    long n_ctx = 512, threads = default_threads(), max_chunks = 0;
-    struct placement place = {0};
-    struct cache_types ct  = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-        if (!(v = arg_value("perplexity", argc, argv, &i)))
-            return EXIT_USAGE;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            model_path = v;
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
-            text_path = v;
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
-            if (!arg_long("perplexity", a, v, 4, 1 << 20, &n_ctx))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "--chunks")) {
-            if (!arg_long("perplexity", a, v, 1, 1L << 30, &max_chunks))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!arg_long("perplexity", a, v, 1, 512, &threads))
-                return EXIT_USAGE;
-        } else if (placement_opt(a)) {
-            if (!placement_set("perplexity", a, v, &place))
-                return EXIT_USAGE;
-        } else if (cache_types_opt(a)) {
-            if (!cache_types_set("perplexity", a, v, &ct))
-                return EXIT_USAGE;
-        } else {
-            fprintf(stderr, "hearth perplexity: unknown option '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (!model_path || !text_path) {
+    struct perplexity_args a;
+    const enum opts_status st = opts_parse(&cmd_perplexity_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const char *text_path = a.ppl.file;
+    const long n_ctx = a.ppl.n_ctx, threads = threads_or_default(&a.threads);
+    const long max_chunks = a.ppl.chunks;
+    const struct placement place = a.place;
+    const struct cache_types ct  = a.ct;
+    if ((!a.model.path && !a.model.hf) || !text_path) {
         fprintf(stderr, "hearth perplexity: needs -m MODEL and -f TEXT\n");
-        usage(stderr);
         return EXIT_USAGE;
     }
+    char model_path[4096];
+    const int mrc = model_args_path("perplexity", &a.model, model_path, sizeof model_path);
+    if (mrc != EXIT_OK)
+        return mrc;
 
     char err[HEARTH_ERR_MAX];
     int rc = EXIT_RUNTIME;

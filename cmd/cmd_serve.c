@@ -3,6 +3,7 @@
  * (src/serve/http.c does the work; this file reads the options).
  */
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,281 +15,263 @@
 
 #define MIB(x) ((double)(x) / (1 << 20))
 #include "hearth.h"
+#include "opts.h"
 #include "serve/http.h"
 
-static void usage(FILE *fp)
-{
-    fprintf(
-        fp,
-        "usage: hearth serve -m MODEL [options]\n"
-        "  -m, --model FILE        GGUF model\n"
-        "  -hf, --hf-repo ORG/REPO[:QUANT]  the model from the Hugging Face Hub, by way of\n"
-        "                          the cache (as hearth pull; also ORG/REPO/FILE.gguf)\n"
-        "  --offline               -hf from the cache only: never ask the network\n"
-        "  --host H                address to listen on (default 127.0.0.1: this machine only)\n"
-        "  --port P                TCP port (default 8080; 0 = any free port)\n"
-        "  -np, --parallel N       slots: requests generated at the same time (default 4)\n"
-        "  -c, --ctx-size C        context of EACH slot, in tokens (default 4096, or the\n"
-        "                          model's training context when smaller, or the most that\n"
-        "                          fits when that does not). Not divided among the slots as\n"
-        "                          llama.cpp does: N slots hold N x C tokens. max: the most\n"
-        "                          that fits in the RAM free (hearth fit). A configuration\n"
-        "                          the RAM free cannot hold is refused before it loads.\n"
-        "  -b, --batch-size B      most tokens one scheduler step takes (default 512)\n"
-        "  -ub, --ubatch-size U    most tokens one forward pass takes (default 512); a step\n"
-        "                          is one forward pass, so it uses min(B, U)\n"
-        "  -t, --threads T         threads for the forward pass (default: CPU count)\n");
-    placement_usage(fp, 26);
-    cache_types_usage(fp, 26);
-    fprintf(
-        fp,
-        "  --max-queue N           requests waiting for a slot before 503 (default 64)\n"
-        "  --ctx-checkpoints N     models with recurrent layers (qwen35moe): copies of a slot's\n"
-        "                          state kept at KV block boundaries, so a prompt sharing a\n"
-        "                          cached prefix resumes at the last one it covers instead of\n"
-        "                          at token 0; 0..1024 per slot (default 8, 0 = off). Memory:\n"
-        "                          up to N x slots copies of one sequence's state (the DeltaNet\n"
-        "                          layers' conv windows and matrices; the startup line says\n"
-        "                          its size), touched only as they are taken\n"
-        "  --spec LIST             speculative decoding: drafters propose tokens and the\n"
-        "                          model verifies them in the step's one forward pass; the\n"
-        "                          text is what plain decoding gives, at any temperature.\n"
-        "                          ngram: prompt lookup (the slot's last tokens found earlier\n"
-        "                          in it propose what followed); draft: --model-draft's greedy\n"
-        "                          tokens; mtp: the model's own multi-token-prediction head\n"
-        "                          (qwen35moe files with nextn layers; on the CPU);\n"
-        "                          ngram,draft and ngram,mtp: the n-gram proposal when there\n"
-        "                          is one, else the model drafter's (default: none)\n"
-        "  --model-draft FILE      the draft model (same vocabulary; on the CPU); implies\n"
-        "                          --spec draft unless --spec says otherwise\n"
-        "  --draft-max N           most tokens drafted per slot and step, 1..64 (default 16\n"
-        "                          with ngram alone, whose drafts cost nothing to make; 3\n"
-        "                          when a model drafts, a forward of its own per token, or\n"
-        "                          the model is recurrent, a state kept per drafted row);\n"
-        "                          the depth follows each slot's recent acceptance\n"
-        "  --draft-min N           fewer proposed than N: no drafting that step (default 1)\n"
-        "  --spec-ngram-min N      the shortest n-gram looked up (default 1)\n"
-        "  --spec-ngram-max N      the longest (default 4, at most 16)\n"
-        "  --spec-ngram-pool MIB   with ngram: a pool of n-gram statistics every request feeds,\n"
-        "                          so a slot drafts from text other requests saw, where it\n"
-        "                          matches more than the slot's own text (default 16, 0 = none)\n"
-        "  --cache-ram SIZE        memory for the prefix cache on top of the slots' K/V: the\n"
-        "                          finished requests' prompts kept (longest prefix reused,\n"
-        "                          least recently used dropped first), as 8G or 512M\n"
-        "                          (default: a quarter of the RAM free at start; with\n"
-        "                          layers on a GPU 0); 0: only what the idle slots' blocks\n"
-        "                          hold\n"
-        "  --cache-dir DIR         the prefix cache's disk tier: blocks dropped from memory\n"
-        "                          are written to DIR (made when missing) and read back on a\n"
-        "                          hit; at shutdown the cached blocks are written too, so a\n"
-        "                          restart with the same DIR starts warm\n"
-        "  --cache-disk SIZE       its cap, as 20G (default: a quarter of the space free\n"
-        "                          there at start)\n"
-        "  --reply-tokens own|text a prompt that resends a reply of this server as text\n"
-        "                          goes on from the tokens the model generated (own, the\n"
-        "                          default: the reply's cached K/V is reused, the text is\n"
-        "                          the same byte for byte), or is tokenized afresh (text, as\n"
-        "                          llama-server and vLLM do: a reply whose tokens are not\n"
-        "                          the tokenizer's split of its text is computed again)\n"
-        "  --slot-save-path DIR    POST /slots/{id}?action=save|restore with {\"filename\":\n"
-        "                          NAME} writes or reads a slot's conversation (its tokens\n"
-        "                          and K/V) as DIR/NAME (default: none, so a 501)\n"
-        "  --max-body BYTES        largest request body; larger gets 413 (default 4194304)\n"
-        "  --api-key KEY           require 'Authorization: Bearer KEY' (or 'x-api-key: KEY')\n"
-        "                          on every endpoint but /health and the chat page /\n"
-        "                          (default: $HEARTH_API_KEY, else none)\n"
-        "  --alias NAME            model name in /v1/models and responses (default: the\n"
-        "                          file name without .gguf)\n"
-        "  -s, --seed N            the sampling seed of a request that gives none, so\n"
-        "                          unseeded sampling repeats (default -1: a fresh one each)\n"
-        "  --chat-template-file F  render chats with the Jinja template in F instead of the\n"
-        "                          model's own tokenizer.chat_template\n"
-        "  --chat-template NAME    a built-in template instead: chatml, llama2, llama3,\n"
-        "                          mistral, gemma, phi3 (the fallback for files without one)\n"
-        "  --chat-template-kwargs JSON  default template variables, e.g.\n"
-        "                          '{\"enable_thinking\": false}'; a request's\n"
-        "                          chat_template_kwargs add to them\n"
-        "  --cors-origin ORIGIN    answer browsers from ORIGIN ('*' for any) with CORS headers\n"
-        "  --no-webui              no chat page at / (it is on by default: open\n"
-        "                          http://HOST:PORT/ in a browser)\n"
-        "\n"
-        "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
-        "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
-        "GET /slots, POST /slots/{id}?action=save|restore|erase, GET /props,\n"
-        "POST /apply-template, POST /tokenize, POST /detokenize,\n"
-        "OpenAI's POST /v1/responses (stateless), and Anthropic's POST /v1/messages and\n"
-        "POST /v1/messages/count_tokens; GET / is a chat page (not behind --api-key: it asks\n"
-        "for the key when the server wants one).\n"
-        "Constrained output: response_format json_object / json_schema, llama.cpp's\n"
-        "json_schema and grammar (GBNF), and tool_choice \"required\" or a named function\n"
-        "(calls in the template's own syntax, their arguments held to the parameters'\n"
-        "schema); a schema or grammar hearth cannot hold a reply to is a 400.\n"
-        "max_tokens above the room a slot has after the prompt is clamped to it; generation\n"
-        "also ends when the slot's context is full (finish_reason \"length\").\n"
-        "Stops on SIGINT or SIGTERM, after telling running requests.\n");
-}
+/* -c max: the most that fits in the RAM free */
+enum { CTX_MAX = -1 };
+/* --spec's values, in the order of its choices; SPEC_UNSET: not given */
+enum { SPEC_UNSET = -1, SPEC_NGRAM, SPEC_DRAFT, SPEC_MTP, SPEC_NGRAM_DRAFT, SPEC_NGRAM_MTP, SPEC_NONE };
+
+struct serve_args {
+    struct model_args model;
+    struct {
+        const char *host, *api_key, *alias, *cors;
+        long port, max_body, max_queue;
+        bool no_webui;
+    } srv;
+    struct {
+        long parallel, n_ctx, batch, ubatch, checkpoints, seed; /* n_ctx 0: default; CTX_MAX */
+    } slots;
+    struct {
+        const char *file, *name, *kwargs;
+    } tmpl;
+    struct {
+        int64_t ram, disk; /* -1: not given */
+        const char *dir, *slot_dir;
+        int reply; /* 0 own, 1 text */
+    } cache;
+    struct {
+        int spec; /* SPEC_* */
+        const char *draft;
+        long draft_max, draft_min, ngram_min, ngram_max, pool_mib;
+    } spec;
+    struct thread_args threads;
+    struct placement place;
+    struct cache_types ct;
+    struct {
+        bool jinja, metrics, cont_batching;
+        int flash_attn;
+    } compat;
+};
+
+#define F(g, f) offsetof(struct serve_args, g.f) - offsetof(struct serve_args, g)
+static const struct opt server_list[] = {
+    {.names = "--host", .value = "H", .kind = OPT_STR, .off = F(srv, host), .def = "127.0.0.1",
+     .help = "the address to listen on; the default is this machine only"},
+    {.names = "--port", .value = "P", .kind = OPT_LONG, .off = F(srv, port), .lo = 0, .hi = 65535,
+     .def = "8080", .help = "the TCP port; 0: any free port"},
+    {.names = "--api-key", .value = "KEY", .kind = OPT_STR, .off = F(srv, api_key),
+     .def = "$HEARTH_API_KEY, else none",
+     .help = "require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on every endpoint but "
+             "/health and the chat page /"},
+    {.names = "--alias -a", .value = "NAME", .kind = OPT_STR, .off = F(srv, alias),
+     .def = "the file name without .gguf",
+     .help = "the model's name in /v1/models and in responses"},
+    {.names = "--max-body", .value = "BYTES", .kind = OPT_LONG, .off = F(srv, max_body), .lo = 1024,
+     .hi = 1L << 30, .def = "4194304", .help = "the largest request body; a larger one gets 413"},
+    {.names = "--max-queue", .value = "N", .kind = OPT_LONG, .off = F(srv, max_queue), .lo = 0,
+     .hi = 1 << 20, .def = "64", .help = "requests waiting for a slot before a 503"},
+    {.names = "--cors-origin", .value = "ORIGIN", .kind = OPT_STR, .off = F(srv, cors),
+     .help = "answer browsers from ORIGIN ('*' for any) with CORS headers"},
+    {.names = "--no-webui", .kind = OPT_FLAG, .off = F(srv, no_webui),
+     .help = "no chat page at / (it is on by default: open http://HOST:PORT/ in a browser)"},
+};
+
+static const struct opt slots_list[] = {
+    {.names = "-np --parallel", .value = "N", .kind = OPT_LONG, .off = F(slots, parallel), .lo = 1,
+     .hi = 256, .def = "4", .help = "slots: requests generated at the same time"},
+    {.names = "-c --ctx-size", .value = "N|max", .kind = OPT_LONG, .off = F(slots, n_ctx), .lo = 16,
+     .hi = 1 << 22, .choices = "max", .word_value = CTX_MAX,
+     .def = "4096, or the model's training context when smaller, or the most that fits when that "
+            "does not",
+     .help = "the context of EACH slot, in tokens: not divided among the slots as llama.cpp does, "
+             "so N slots hold N x C tokens. max: the most that fits in the RAM free (hearth fit). "
+             "A configuration the RAM free cannot hold is refused before it loads"},
+    {.names = "-b --batch-size", .value = "N", .kind = OPT_LONG, .off = F(slots, batch), .lo = 1,
+     .hi = 1 << 16, .def = "512", .help = "the most tokens one scheduler step takes"},
+    {.names = "-ub --ubatch-size", .value = "N", .kind = OPT_LONG, .off = F(slots, ubatch), .lo = 1,
+     .hi = 1 << 16, .def = "512",
+     .help = "the most tokens one forward pass takes; a step is one forward pass, so it uses the "
+             "smaller of -b and -ub"},
+    {.names = "--ctx-checkpoints --swa-checkpoints", .value = "N", .kind = OPT_LONG,
+     .off = F(slots, checkpoints), .lo = 0, .hi = 1024, .def = "8",
+     .help = "models with recurrent layers (qwen35moe): copies of a slot's state kept at K/V block "
+             "boundaries, so a prompt sharing a cached prefix resumes at the last one it covers "
+             "instead of at token 0; 0 is off. Memory: up to N x slots copies of one sequence's "
+             "state (the startup line says its size), touched only as they are taken"},
+    {.names = "-s --seed", .value = "N", .kind = OPT_LONG, .off = F(slots, seed), .lo = -1,
+     .hi = LONG_MAX, .def = "-1",
+     .help = "the sampling seed of a request that gives none, so unseeded sampling repeats; -1: a "
+             "fresh one each"},
+};
+
+static const struct opt tmpl_list[] = {
+    {.names = "--chat-template-file", .value = "FILE", .kind = OPT_STR, .off = F(tmpl, file),
+     .help = "render chats with the Jinja template in FILE instead of the model's own "
+             "tokenizer.chat_template"},
+    {.names = "--chat-template", .value = "NAME", .kind = OPT_STR, .off = F(tmpl, name),
+     .help = "a built-in template instead: chatml, llama2, llama3, mistral, gemma, phi3 (the "
+             "fallback for files without one)"},
+    {.names = "--chat-template-kwargs", .value = "JSON", .kind = OPT_STR, .off = F(tmpl, kwargs),
+     .help = "default template variables, as '{\"enable_thinking\": false}'; a request's "
+             "chat_template_kwargs add to them"},
+};
+
+static const struct opt cache_list[] = {
+    {.names = "--cache-ram -cram", .value = "SIZE", .kind = OPT_BYTES, .off = F(cache, ram),
+     .def = "a quarter of the RAM free at start; 0 with layers on a GPU",
+     .help = "memory for the prefix cache on top of the slots' K/V, as 8G or 512M: finished "
+             "conversations are kept, found again by their longest cached prefix and dropped least "
+             "recently used first; 0: only what the idle slots' blocks hold"},
+    {.names = "--cache-dir", .value = "DIR", .kind = OPT_STR, .off = F(cache, dir),
+     .help = "the prefix cache's disk tier: blocks dropped from memory are written to DIR (made "
+             "when missing) and read back on a hit; at shutdown the cached blocks are written too, "
+             "so a restart with the same DIR starts warm"},
+    {.names = "--cache-disk", .value = "SIZE", .kind = OPT_BYTES, .off = F(cache, disk),
+     .def = "a quarter of the space free there at start", .help = "the disk tier's cap, as 20G"},
+    {.names = "--reply-tokens", .value = "own|text", .kind = OPT_CHOICE, .off = F(cache, reply),
+     .choices = "own|text", .def = "own",
+     .help = "a prompt that resends a reply of this server as text goes on from the tokens the "
+             "model generated (own: the reply's cached K/V is reused, the text is the same byte "
+             "for byte), or is tokenized afresh (text, as llama-server and vLLM do)"},
+    {.names = "--slot-save-path", .value = "DIR", .kind = OPT_STR, .off = F(cache, slot_dir),
+     .def = "none, so a 501",
+     .help = "POST /slots/{id}?action=save|restore with {\"filename\": NAME} writes or reads a "
+             "slot's conversation (its tokens and K/V) as DIR/NAME"},
+};
+
+static const struct opt spec_list[] = {
+    {.names = "--spec", .value = "LIST", .kind = OPT_CHOICE, .off = F(spec, spec),
+     .choices = "ngram|draft|mtp|ngram,draft|ngram,mtp|none",
+     .def = "none, or draft with --model-draft",
+     .help = "speculative decoding: drafters propose tokens and the model verifies them in the "
+             "step's one forward pass; the text is what plain decoding gives, at any temperature. "
+             "ngram: prompt lookup (the slot's last tokens found earlier in it propose what "
+             "followed); draft: --model-draft's greedy tokens; mtp: the model's own "
+             "multi-token-prediction head (qwen35moe files with nextn layers; on the CPU); "
+             "ngram,draft and ngram,mtp: the n-gram proposal when there is one, else the model "
+             "drafter's"},
+    {.names = "-md --model-draft", .value = "FILE", .kind = OPT_STR, .off = F(spec, draft),
+     .help = "the draft model (the same vocabulary; on the CPU); implies --spec draft unless "
+             "--spec says otherwise"},
+    {.names = "--draft-max --draft --draft-n", .value = "N", .kind = OPT_LONG,
+     .off = F(spec, draft_max), .lo = 1, .hi = 64,
+     .def = "16 with ngram alone; 3 when a model drafts or the model is recurrent",
+     .help = "the most tokens drafted per slot and step; the depth follows each slot's recent "
+             "acceptance"},
+    {.names = "--draft-min --draft-n-min", .value = "N", .kind = OPT_LONG,
+     .off = F(spec, draft_min), .lo = 1, .hi = 64, .def = "1",
+     .help = "fewer proposed than N: no drafting that step"},
+    {.names = "--spec-ngram-min", .value = "N", .kind = OPT_LONG, .off = F(spec, ngram_min),
+     .lo = 1, .hi = 16, .def = "1", .help = "the shortest n-gram looked up"},
+    {.names = "--spec-ngram-max", .value = "N", .kind = OPT_LONG, .off = F(spec, ngram_max),
+     .lo = 1, .hi = 16, .def = "4", .help = "the longest n-gram looked up"},
+    {.names = "--spec-ngram-pool", .value = "MIB", .kind = OPT_LONG, .off = F(spec, pool_mib),
+     .lo = 0, .hi = 1 << 16, .def = "16",
+     .help = "with ngram: a pool of n-gram statistics every request feeds, so a slot drafts from "
+             "text other requests saw where it matches more than the slot's own text; 0: none"},
+};
+
+static const struct opt compat_list[] = {
+    {.names = "--jinja", .kind = OPT_FLAG, .off = F(compat, jinja),
+     .help = "accepted for llama-server's command lines: hearth always renders the model's Jinja "
+             "template"},
+    {.names = "--metrics", .kind = OPT_FLAG, .off = F(compat, metrics),
+     .help = "accepted for llama-server's command lines: GET /metrics is always on"},
+    {.names = "-cb --cont-batching", .kind = OPT_FLAG, .off = F(compat, cont_batching),
+     .help = "accepted for llama-server's command lines: batching is always continuous"},
+    {.names = "-fa --flash-attn", .value = "on|off|auto", .kind = OPT_CHOICE,
+     .off = F(compat, flash_attn), .choices = "auto|on|off", .def = "auto",
+     .help = "accepted for llama-server's command lines: hearth's attention is always fused, with "
+             "llama.cpp's flash-attention arithmetic for quantized K/V"},
+};
+#undef F
+
+static const struct opt_group server_group = OPT_GROUP("Server", server_list);
+static const struct opt_group slots_group  = OPT_GROUP("Slots and context", slots_list);
+static const struct opt_group tmpl_group   = OPT_GROUP("Chat template", tmpl_list);
+static const struct opt_group cache_group  = OPT_GROUP("Prompt cache", cache_list);
+static const struct opt_group spec_group   = OPT_GROUP("Speculative decoding", spec_list);
+static const struct opt_group compat_group = OPT_GROUP("llama-server compatibility", compat_list);
+
+static const struct opt_use serve_uses[] = {
+    {&opts_model, offsetof(struct serve_args, model)},
+    {&server_group, offsetof(struct serve_args, srv)},
+    {&slots_group, offsetof(struct serve_args, slots)},
+    {&opts_threads, offsetof(struct serve_args, threads)},
+    {&opts_placement, offsetof(struct serve_args, place)},
+    {&opts_cache_types, offsetof(struct serve_args, ct)},
+    {&cache_group, offsetof(struct serve_args, cache)},
+    {&tmpl_group, offsetof(struct serve_args, tmpl)},
+    {&spec_group, offsetof(struct serve_args, spec)},
+    {&compat_group, offsetof(struct serve_args, compat)},
+};
+
+static const struct serve_args serve_defaults = {
+    .srv   = {.host = "127.0.0.1", .port = 8080, .max_body = 4194304, .max_queue = 64},
+    .slots = {.parallel = 4, .batch = 512, .ubatch = 512, .checkpoints = 8, .seed = -1},
+    .cache = {.ram = -1, .disk = -1},
+    .spec  = {.spec = SPEC_UNSET, .draft_min = 1, .ngram_min = 1, .ngram_max = 4, .pool_mib = 16},
+};
+
+const struct cmd_spec cmd_serve_spec = {
+    .name      = "serve",
+    .synopsis  = "hearth serve -m MODEL [options]\nhearth serve -hf ORG/REPO[:QUANT] [options]",
+    .about     = "An OpenAI-, Anthropic- and Responses-compatible HTTP server with the model's own "
+                 "chat template, tool calls, reasoning, grammars and schemas, a prompt cache and "
+                 "speculative decoding; GET / is a chat page.",
+    .epilog    = "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
+                 "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
+                 "GET /slots, POST /slots/{id}?action=save|restore|erase, GET /props,\n"
+                 "POST /apply-template, POST /tokenize, POST /detokenize,\n"
+                 "OpenAI's POST /v1/responses (stateless), and Anthropic's POST /v1/messages and\n"
+                 "POST /v1/messages/count_tokens; GET / is a chat page (not behind --api-key: it\n"
+                 "asks for the key when the server wants one). docs/serve.md says what each does.\n"
+                 "Stops on SIGINT or SIGTERM, after telling running requests.\n",
+    .uses      = serve_uses,
+    .n_uses    = sizeof serve_uses / sizeof serve_uses[0],
+    .defaults  = &serve_defaults,
+    .args_size = sizeof(struct serve_args),
+};
 
 int cmd_serve(int argc, char **argv)
 {
-    const char *hf         = NULL;
-    bool offline           = false;
-    const char *model_path = NULL, *host = "127.0.0.1", *api_key = NULL, *alias = NULL;
-    const char *tmpl_file = NULL, *tmpl_name = NULL, *tmpl_kwargs = NULL, *cors = NULL;
-    struct placement place = {0};
-    long port = 8080, parallel = 4, n_ctx = 0, batch = 512, ubatch = 512, threads = default_threads();
-    long max_queue = 64, max_body = 4194304, checkpoints = 8, seed = -1;
-    long draft_max = 0, draft_min = 1, ngram_min = 1, ngram_max = 4, pool_mib = 16;
-    bool spec_ngram = false, spec_draft = false, spec_mtp = false, spec_set = false;
-    const char *draft_path = NULL, *slot_dir = NULL, *cache_dir = NULL;
-    int64_t cache_disk = -1; /* -1: not given */
-    int64_t cache_ram = -1; /* -1: not given */
-    bool ctx_max      = false;
-    bool no_webui     = false;
-    bool reply_text       = false; /* --reply-tokens text */
-    struct cache_types ct = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-#define VALUE()                                                                                    \
-    if (!(v = arg_value("serve", argc, argv, &i)))                                                 \
-    return EXIT_USAGE
-#define LONG(var, lo, hi)                                                                          \
-    do {                                                                                           \
-        VALUE();                                                                                   \
-        if (!arg_long("serve", a, v, lo, hi, &var))                                                \
-            return EXIT_USAGE;                                                                     \
-    } while (0)
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            VALUE();
-            model_path = v;
-        } else if (!strcmp(a, "-hf") || !strcmp(a, "--hf-repo")) {
-            VALUE();
-            hf = v;
-        } else if (!strcmp(a, "--offline")) {
-            offline = true;
-        } else if (!strcmp(a, "--host")) {
-            VALUE();
-            host = v;
-        } else if (!strcmp(a, "--port")) {
-            LONG(port, 0, 65535);
-        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
-            LONG(parallel, 1, 256);
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            VALUE();
-            if (!strcmp(v, "max"))
-                ctx_max = true;
-            else if (!arg_long("serve", a, v, 16, 1 << 22, &n_ctx))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            LONG(batch, 1, 1 << 16);
-        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) {
-            LONG(ubatch, 1, 1 << 16);
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            LONG(threads, 1, 512);
-        } else if (placement_opt(a)) {
-            VALUE();
-            if (!placement_set("serve", a, v, &place))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "--max-queue")) {
-            LONG(max_queue, 0, 1 << 20);
-        } else if (!strcmp(a, "--ctx-checkpoints")) {
-            LONG(checkpoints, 0, 1024);
-        } else if (!strcmp(a, "--spec")) {
-            VALUE();
-            spec_set = true;
-            if (!strcmp(v, "ngram") || !strcmp(v, "draft") || !strcmp(v, "ngram,draft") ||
-                !strcmp(v, "mtp") || !strcmp(v, "ngram,mtp") || !strcmp(v, "none")) {
-                spec_ngram = !strncmp(v, "ngram", 5);
-                spec_draft = strstr(v, "draft") != NULL;
-                spec_mtp   = strstr(v, "mtp") != NULL;
-            } else {
-                fprintf(stderr, "hearth serve: --spec takes ngram, draft, mtp, ngram,draft, "
-                                "ngram,mtp or none, got '%s'\n", v);
-                return EXIT_USAGE;
-            }
-        } else if (!strcmp(a, "--model-draft") || !strcmp(a, "-md")) {
-            VALUE();
-            draft_path = v;
-        } else if (!strcmp(a, "--draft-max")) {
-            LONG(draft_max, 1, 64);
-        } else if (!strcmp(a, "--draft-min")) {
-            LONG(draft_min, 1, 64);
-        } else if (!strcmp(a, "--spec-ngram-min")) {
-            LONG(ngram_min, 1, 16);
-        } else if (!strcmp(a, "--spec-ngram-max")) {
-            LONG(ngram_max, 1, 16);
-        } else if (!strcmp(a, "--spec-ngram-pool")) {
-            LONG(pool_mib, 0, 1 << 16);
-        } else if (cache_types_opt(a)) {
-            VALUE();
-            if (!cache_types_set("serve", a, v, &ct))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "--cache-ram")) {
-            VALUE();
-            if (!arg_bytes("serve", a, v, &cache_ram))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "--cache-dir")) {
-            VALUE();
-            cache_dir = v;
-        } else if (!strcmp(a, "--cache-disk")) {
-            VALUE();
-            if (!arg_bytes("serve", a, v, &cache_disk))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "--reply-tokens")) {
-            VALUE();
-            if (strcmp(v, "own") && strcmp(v, "text")) {
-                fprintf(stderr, "hearth serve: --reply-tokens expects own or text, got '%s'\n", v);
-                return EXIT_USAGE;
-            }
-            reply_text = !strcmp(v, "text");
-        } else if (!strcmp(a, "--slot-save-path")) {
-            VALUE();
-            slot_dir = v;
-        } else if (!strcmp(a, "--max-body")) {
-            LONG(max_body, 1024, 1L << 30);
-        } else if (!strcmp(a, "--api-key")) {
-            VALUE();
-            api_key = v;
-        } else if (!strcmp(a, "--chat-template-file")) {
-            VALUE();
-            tmpl_file = v;
-        } else if (!strcmp(a, "--chat-template")) {
-            VALUE();
-            tmpl_name = v;
-        } else if (!strcmp(a, "--chat-template-kwargs")) {
-            VALUE();
-            tmpl_kwargs = v;
-        } else if (!strcmp(a, "--cors-origin")) {
-            VALUE();
-            cors = v;
-        } else if (!strcmp(a, "--no-webui")) {
-            no_webui = true;
-        } else if (!strcmp(a, "--alias")) {
-            VALUE();
-            alias = v;
-        } else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) {
-            LONG(seed, -1, LONG_MAX);
-        } else {
-            fprintf(stderr, "hearth serve: unknown option '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-#undef LONG
-#undef VALUE
+    struct serve_args a;
+    const enum opts_status st = opts_parse(&cmd_serve_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const char *host = a.srv.host, *api_key = a.srv.api_key, *alias = a.srv.alias;
+    const char *cors = a.srv.cors, *tmpl_file = a.tmpl.file, *tmpl_name = a.tmpl.name;
+    const char *tmpl_kwargs = a.tmpl.kwargs, *draft_path = a.spec.draft;
+    const char *slot_dir = a.cache.slot_dir, *cache_dir = a.cache.dir;
+    const long port = a.srv.port, max_body = a.srv.max_body, max_queue = a.srv.max_queue;
+    const long parallel = a.slots.parallel, batch = a.slots.batch, ubatch = a.slots.ubatch;
+    const long checkpoints = a.slots.checkpoints, seed = a.slots.seed;
+    const long threads = threads_or_default(&a.threads);
+    const long draft_max = a.spec.draft_max, draft_min = a.spec.draft_min;
+    const long ngram_min = a.spec.ngram_min, ngram_max = a.spec.ngram_max;
+    const long pool_mib = a.spec.pool_mib;
+    const bool ctx_max = a.slots.n_ctx == CTX_MAX, no_webui = a.srv.no_webui;
+    const bool reply_text = a.cache.reply == 1;
+    long n_ctx = ctx_max ? 0 : a.slots.n_ctx;
+    int64_t cache_ram = a.cache.ram, cache_disk = a.cache.disk;
+    const struct placement place = a.place;
+    const struct cache_types ct  = a.ct;
+    const int spec = a.spec.spec;
+    const bool spec_ngram = spec == SPEC_NGRAM || spec == SPEC_NGRAM_DRAFT || spec == SPEC_NGRAM_MTP;
+    const bool spec_mtp   = spec == SPEC_MTP || spec == SPEC_NGRAM_MTP;
+    const bool spec_draft = spec == SPEC_DRAFT || spec == SPEC_NGRAM_DRAFT ||
+                            (spec == SPEC_UNSET && draft_path);
+    if (!a.model.path && !a.model.hf) {
+        fprintf(stderr, "hearth serve: needs -m MODEL or -hf ORG/REPO[:QUANT]\n");
+        return EXIT_USAGE;
     }
-    if (model_path && hf) {
+    if (a.model.path && a.model.hf) {
         fprintf(stderr, "hearth serve: -m and -hf name two models; give one\n");
         return EXIT_USAGE;
     }
-    if (!model_path && !hf) {
-        fprintf(stderr, "hearth serve: needs -m MODEL or -hf ORG/REPO[:QUANT]\n");
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    if (offline && !hf) {
+    if (a.model.offline && !a.model.hf) {
         fprintf(stderr, "hearth serve: --offline goes with -hf\n");
         return EXIT_USAGE;
     }
@@ -297,8 +280,6 @@ int cmd_serve(int argc, char **argv)
                         "give one\n");
         return EXIT_USAGE;
     }
-    if (draft_path && !spec_set)
-        spec_draft = true;
     if (spec_draft && !draft_path) {
         fprintf(stderr, "hearth serve: --spec draft needs --model-draft FILE\n");
         return EXIT_USAGE;
@@ -322,13 +303,11 @@ int cmd_serve(int argc, char **argv)
                         "give that too\n");
         return EXIT_USAGE;
     }
-    char hf_path[4096];
-    if (hf) { /* after the usage checks: a mistyped flag costs no download */
-        const int rc = hub_model("serve", hf, offline ? HUB_OFFLINE : 0, hf_path, sizeof hf_path);
-        if (rc)
-            return rc;
-        model_path = hf_path;
-    }
+    /* after the usage checks: a mistyped flag costs no download */
+    char model_path[4096];
+    const int mrc = model_args_path("serve", &a.model, model_path, sizeof model_path);
+    if (mrc != EXIT_OK)
+        return mrc;
     if (cache_dir && cache_disk < 0) {
         struct statvfs fs;
         char parent[4096];

@@ -107,10 +107,16 @@ static bool take(const char *cmd, const struct opt *o, const char *spelling, con
             *(int *)field = i;
             return true;
         }
+        /* "a, b or c" */
         fprintf(stderr, "hearth %s: %s takes ", cmd, spelling);
-        for (const char *p = o->choices; *p; p++)
-            fputs(*p == '|' ? ", " : (char[]){*p, 0}, stderr);
-        fprintf(stderr, "; got '%s'\n", v);
+        const char *last = strrchr(o->choices, '|');
+        for (const char *p = o->choices; *p; p++) {
+            if (*p != '|')
+                fputc(*p, stderr);
+            else
+                fputs(p == last ? " or " : ", ", stderr);
+        }
+        fprintf(stderr, ", got '%s'\n", v);
         return false;
     }
     case OPT_MULTI: {

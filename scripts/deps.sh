@@ -105,11 +105,9 @@ installed() {
 
 required=""
 optional=""
-arm64=0
 for line in $(select_packages "$(groups_of "$want")" | tr ' ' '='); do
     pkg=${line%=*}
     kind=${line#*=}
-    case $pkg in *:arm64) arm64=1 ;; esac
     installed "$pkg" && continue
     if [ "$kind" = optional ]; then optional="$optional $pkg"; else required="$required $pkg"; fi
 done
@@ -127,10 +125,22 @@ else
     fi
     echo "deps.sh: installing for '$want':$required$optional"
     export DEBIAN_FRONTEND=noninteractive
-    if [ "$arm64" = 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-        dpkg --add-architecture arm64
+    added=0
+    case $optional in *:arm64*)
+        if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+            dpkg --add-architecture arm64
+            added=1
+        fi
+        ;;
+    esac
+    if ! apt-get update -qq; then
+        # a mirror without arm64 costs the AArch64 tests, not the set-up
+        [ "$added" = 1 ] || exit 1
+        echo "deps.sh: warning: no arm64 packages on this mirror; the AArch64 tests will skip" >&2
+        dpkg --remove-architecture arm64
+        optional=$(printf '%s\n' $optional | grep -v ':arm64$' | tr '\n' ' ' || true)
+        apt-get update -qq
     fi
-    apt-get update -qq
     if [ -n "$required" ]; then
         # shellcheck disable=SC2086
         apt-get install -y -qq --no-install-recommends $required >/dev/null
@@ -144,7 +154,9 @@ fi
 # the npm clients the end-to-end tests run, pinned by package-lock.json
 if [ "$want" != build ]; then
     here=$(dirname "$0")/..
-    if [ ! -d "$here/tests/e2e/node/node_modules" ]; then
+    lock=$here/tests/e2e/node/package-lock.json
+    if [ ! -f "$here/tests/e2e/node/node_modules/.package-lock.json" ] ||
+        [ "$lock" -nt "$here/tests/e2e/node/node_modules/.package-lock.json" ]; then
         npm ci --prefix "$here/tests/e2e/node" --no-audit --no-fund >/dev/null ||
             echo "deps.sh: warning: npm ci failed; the tests that run the npm clients will skip" >&2
     fi

@@ -492,7 +492,7 @@ static void test_a_resent_reply_is_reused_in_its_own_tokens(void **state)
                           "--reply-tokens", "canonical", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
-    assert_non_null(strstr(err, "--reply-tokens expects own or text"));
+    assert_non_null(strstr(err, "--reply-tokens takes own or text"));
     free(out);
     free(err);
 }
