@@ -6,7 +6,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,45 +16,7 @@
 
 #include "bench/bench.h"
 #include "cmd.h"
-
-static void usage(FILE *fp)
-{
-    fprintf(fp,
-        "usage: hearth bench URL [options]\n"
-        "       hearth bench URL --compare URL [URL ...] [--prompts FILE] [--max-tokens N]\n\n"
-        "Load-tests an OpenAI-compatible server (hearth, llama-server, vLLM) at URL\n"
-        "(http://HOST:PORT, a trailing /v1 is fine) and prints a table of figures per cell.\n\n"
-        "  --workload W          completion (default), chat, conversation, prefix-share\n"
-        "  --concurrency LIST    closed-loop requests in flight, one cell each (default 1)\n"
-        "  --rate LIST           open loop instead: Poisson arrivals per second, one cell each\n"
-        "  --requests N          requests per cell (default 16)\n"
-        "  --duration S          or send requests for S seconds per cell\n"
-        "  --prompt-tokens N     prompt size (conversation: system prompt; prefix-share: the\n"
-        "                        shared prefix), sized by the server's /tokenize (default 128)\n"
-        "  --tail-tokens N       prefix-share: each request's own tail (default 32)\n"
-        "  --max-tokens N        tokens per reply (default 64)\n"
-        "  --no-ignore-eos       do not send ignore_eos (replies may end early)\n"
-        "  --temperature T       default 0\n"
-        "  --sessions S          conversation: sessions (default 8)\n"
-        "  --turns T             conversation: turns per session (default 4)\n"
-        "  --own-system          conversation: each session its own system prompt (its agent's\n"
-        "                        files), so every first turn is cold; default: one shared\n"
-        "  --salt                a random prefix on every prompt, so no earlier run's cache helps\n"
-        "  --seed N              the prompts' words (default 1)\n"
-        "  --timeout S           per request (default 600)\n"
-        "  --model NAME          default: the first of GET /v1/models\n"
-        "  --api-key KEY         sent as Authorization: Bearer KEY (or HEARTH_API_KEY)\n"
-        "  --json FILE           the cells as a JSON array\n"
-        "  --tsv FILE            the cells as tab-separated values\n"
-        "  --progress            a live progress line on stderr (default when it is a terminal)\n"
-        "  --no-progress         none\n\n"
-        "  --compare URL ...     the same prompts at temperature 0 to URL and each of these:\n"
-        "                        per prompt, identical or where the texts part; exit 1 if any do\n"
-        "  --prompts FILE        prompts, one per line: --compare's (default: a built-in set),\n"
-        "                        or completion and chat requests', taken in turn (instead of\n"
-        "                        --prompt-tokens of words)\n\n"
-        "Exit status: 0 done, 1 the run could not start, 2 usage, 130 stopped by Ctrl-C.\n");
-}
+#include "opts.h"
 
 static int stop_pipe[2] = {-1, -1};
 
@@ -65,6 +29,16 @@ static void on_sigint(int sig)
     (void)r;
     errno = e;
 }
+
+/* --concurrency's and --rate's values: one cell each. */
+struct cells {
+    int v[BENCH_MAX_CELLS];
+    int n;
+};
+struct rates {
+    double v[BENCH_MAX_CELLS];
+    int n;
+};
 
 /* "1,4,8" into out[]: integers in [lo, hi], at most BENCH_MAX_CELLS. */
 static bool int_list(const char *opt, const char *s, long lo, long hi, int *out, int *n)
@@ -89,26 +63,245 @@ static bool int_list(const char *opt, const char *s, long lo, long hi, int *out,
     return ok;
 }
 
-static bool rate_list(const char *s, double *out, int *n)
+static bool set_concurrency(const char *cmd, const char *opt, const char *v, void *field)
 {
-    char *copy = strdup(s), *save = NULL;
-    *n      = 0;
+    (void)cmd;
+    struct cells *c = field;
+    return int_list(opt, v, 1, 4096, c->v, &c->n);
+}
+
+static bool set_rate(const char *cmd, const char *opt, const char *v, void *field)
+{
+    (void)cmd;
+    struct rates *r = field;
+    char *copy = strdup(v), *save = NULL;
+    r->n    = 0;
     bool ok = true;
     for (char *t = strtok_r(copy, ",", &save); t && ok; t = strtok_r(NULL, ",", &save)) {
-        float v;
-        if (*n == BENCH_MAX_CELLS) {
-            fprintf(stderr, "hearth bench: --rate takes at most %d values\n", BENCH_MAX_CELLS);
+        float x;
+        if (r->n == BENCH_MAX_CELLS) {
+            fprintf(stderr, "hearth bench: %s takes at most %d values\n", opt, BENCH_MAX_CELLS);
             ok = false;
-        } else if ((ok = arg_float("bench", "--rate", t, 1e-3, 1e6, &v))) {
-            out[(*n)++] = v;
+        } else if ((ok = arg_float("bench", opt, t, 1e-3, 1e6, &x))) {
+            r->v[r->n++] = x;
         }
     }
     free(copy);
-    if (ok && !*n) {
-        fprintf(stderr, "hearth bench: --rate needs at least one value\n");
+    if (ok && !r->n) {
+        fprintf(stderr, "hearth bench: %s needs at least one value\n", opt);
         ok = false;
     }
     return ok;
+}
+
+struct bench_args {
+    struct opt_multi urls; /* the server's, then (--compare) those compared with it */
+    struct {
+        int workload; /* enum bench_workload */
+        long prompt_tokens, tail_tokens, max_tokens, sessions, turns;
+        long seed;
+        float temperature;
+        bool no_ignore_eos, own_system, salt;
+        const char *prompts; /* --prompts FILE, or NULL */
+    } wl;
+    struct {
+        struct cells concurrency;
+        struct rates rate; /* n 0: closed loop */
+        long requests;
+        float duration_s; /* 0: --requests */
+    } load;
+    struct {
+        const char *model, *api_key; /* NULL: the first model; HEARTH_API_KEY's */
+        float timeout_s;
+    } server;
+    struct {
+        const char *json, *tsv;
+        bool progress, no_progress;
+    } out;
+    bool compare;
+};
+
+/* OPT_CHOICE stores the index among the choices: they are listed in enum bench_workload's order */
+_Static_assert(BENCH_COMPLETION == 0 && BENCH_CHAT == 1 && BENCH_CONVERSATION == 2 &&
+                   BENCH_PREFIX_SHARE == 3,
+               "--workload's choices follow enum bench_workload");
+
+#define WL(f) offsetof(struct bench_args, wl.f) - offsetof(struct bench_args, wl)
+static const struct opt workload_list[] = {
+    {.names = "--workload", .value = "W", .kind = OPT_CHOICE, .off = WL(workload),
+     .choices = "completion|chat|conversation|prefix-share", .def = "completion",
+     .help = "completion: independent /v1/completions requests; chat: independent "
+             "/v1/chat/completions requests; conversation: sessions resending their growing "
+             "history; prefix-share: completions sharing one long prefix, each with its own tail"},
+    {.names = "--prompt-tokens", .value = "N", .kind = OPT_LONG, .off = WL(prompt_tokens), .lo = 1,
+     .hi = 10000000, .def = "128",
+     .help = "prompt size (conversation: the system prompt; prefix-share: the shared prefix), "
+             "sized by the server's /tokenize"},
+    {.names = "--tail-tokens", .value = "N", .kind = OPT_LONG, .off = WL(tail_tokens), .lo = 1,
+     .hi = 10000000, .def = "32", .help = "prefix-share: each request's own tail"},
+    {.names = "--prompts", .value = "FILE", .kind = OPT_STR, .off = WL(prompts),
+     .def = "with --compare, a built-in set; else --prompt-tokens of words",
+     .help = "prompts, one per line: --compare's, or the completion and chat requests', taken in "
+             "turn"},
+    {.names = "--max-tokens", .value = "N", .kind = OPT_LONG, .off = WL(max_tokens), .lo = 1,
+     .hi = 10000000, .def = "64", .help = "tokens per reply"},
+    {.names = "--no-ignore-eos", .kind = OPT_FLAG, .off = WL(no_ignore_eos),
+     .help = "do not send ignore_eos (replies may end early)"},
+    {.names = "--temperature --temp", .value = "T", .kind = OPT_FLOAT, .off = WL(temperature),
+     .lo = 0, .hi = 100, .def = "0", .help = "the sampling temperature each request asks"},
+    {.names = "--sessions", .value = "S", .kind = OPT_LONG, .off = WL(sessions), .lo = 1,
+     .hi = 100000, .def = "8", .help = "conversation: sessions"},
+    {.names = "--turns", .value = "T", .kind = OPT_LONG, .off = WL(turns), .lo = 1, .hi = 100000,
+     .def = "4", .help = "conversation: turns per session"},
+    {.names = "--own-system", .kind = OPT_FLAG, .off = WL(own_system),
+     .help = "conversation: each session its own system prompt (its agent's files), so every "
+             "first turn is cold; without it, one shared by all"},
+    {.names = "--salt", .kind = OPT_FLAG, .off = WL(salt),
+     .help = "a random prefix on every prompt, so no earlier run's cache helps"},
+    {.names = "--seed", .value = "N", .kind = OPT_LONG, .off = WL(seed), .lo = 0,
+     .hi = (double)LONG_MAX, .def = "1", .help = "the seed of the prompts' words"},
+};
+#undef WL
+
+#define LOAD(f) offsetof(struct bench_args, load.f) - offsetof(struct bench_args, load)
+static const struct opt load_list[] = {
+    {.names = "--concurrency", .value = "LIST", .kind = OPT_CUSTOM, .off = LOAD(concurrency),
+     .def = "1", .set = set_concurrency, .example = "1,4,8",
+     .help = "closed loop: requests in flight, one cell for each value of the comma-separated "
+             "list"},
+    {.names = "--rate", .value = "LIST", .kind = OPT_CUSTOM, .off = LOAD(rate), .set = set_rate,
+     .example = "0.5,2",
+     .help = "open loop instead: Poisson arrivals per second, one cell for each value"},
+    {.names = "--requests", .value = "N", .kind = OPT_LONG, .off = LOAD(requests), .lo = 1,
+     .hi = 10000000, .def = "16",
+     .help = "requests per cell; a conversation run is --sessions x --turns requests instead"},
+    {.names = "--duration", .value = "S", .kind = OPT_FLOAT, .off = LOAD(duration_s), .lo = 0.001,
+     .hi = 1e7, .help = "instead of --requests: send requests for S seconds per cell"},
+};
+#undef LOAD
+
+#define SRV(f) offsetof(struct bench_args, server.f) - offsetof(struct bench_args, server)
+static const struct opt server_list[] = {
+    {.names = "--model", .value = "NAME", .kind = OPT_STR, .off = SRV(model),
+     .def = "the first of GET /v1/models", .help = "the model the requests name"},
+    {.names = "--api-key", .value = "KEY", .kind = OPT_STR, .off = SRV(api_key),
+     .help = "sent as Authorization: Bearer KEY; also HEARTH_API_KEY"},
+    {.names = "--timeout", .value = "S", .kind = OPT_FLOAT, .off = SRV(timeout_s), .lo = 0.001,
+     .hi = 1e7, .def = "600", .help = "seconds a request may take"},
+};
+#undef SRV
+
+#define OUT(f) offsetof(struct bench_args, out.f) - offsetof(struct bench_args, out)
+static const struct opt output_list[] = {
+    {.names = "--json", .value = "FILE", .kind = OPT_STR, .off = OUT(json),
+     .help = "the cells as a JSON array"},
+    {.names = "--tsv", .value = "FILE", .kind = OPT_STR, .off = OUT(tsv),
+     .help = "the cells as tab-separated values"},
+    {.names = "--progress", .kind = OPT_FLAG, .off = OUT(progress),
+     .def = "when stderr is a terminal", .help = "a live progress line on stderr"},
+    {.names = "--no-progress", .kind = OPT_FLAG, .off = OUT(no_progress),
+     .help = "no progress line (of the two, the last given counts)"},
+};
+#undef OUT
+
+static const struct opt compare_list[] = {
+    {.names = "--compare", .kind = OPT_FLAG, .off = 0,
+     .help = "send the same prompts at temperature 0 to the first URL and to each of the others "
+             "(up to 7, anywhere on the line): per prompt, identical or where the texts part; exit "
+             "1 if any do. Takes only --prompts, --max-tokens, --no-ignore-eos, --model, --api-key "
+             "and --timeout"},
+};
+
+static const struct opt_group workload_group = OPT_GROUP("Workload", workload_list);
+static const struct opt_group load_group     = OPT_GROUP("Load", load_list);
+static const struct opt_group server_group   = OPT_GROUP("Server", server_list);
+static const struct opt_group output_group   = OPT_GROUP("Output", output_list);
+static const struct opt_group compare_group  = OPT_GROUP("Comparing servers", compare_list);
+
+static const struct opt_use bench_uses[] = {
+    {&workload_group, offsetof(struct bench_args, wl)},
+    {&load_group, offsetof(struct bench_args, load)},
+    {&server_group, offsetof(struct bench_args, server)},
+    {&output_group, offsetof(struct bench_args, out)},
+    {&compare_group, offsetof(struct bench_args, compare)},
+};
+
+/* bench_opts_default()'s values, as the help states them */
+static const struct bench_args bench_defaults = {
+    .wl     = {.workload      = BENCH_COMPLETION,
+               .prompt_tokens = 128,
+               .tail_tokens   = 32,
+               .max_tokens    = 64,
+               .sessions      = 8,
+               .turns         = 4,
+               .seed          = 1},
+    .load   = {.concurrency = {.v = {1}, .n = 1}, .requests = 16},
+    .server = {.timeout_s = 600},
+};
+
+const struct cmd_spec cmd_bench_spec = {
+    .name      = "bench",
+    .synopsis  = "hearth bench URL [options]\n"
+                 "hearth bench URL --compare URL [URL ...] [--prompts FILE] [--max-tokens N]",
+    .about     = "Load-tests an OpenAI-compatible server (hearth, llama-server, vLLM) at URL "
+                 "(http://HOST:PORT, a trailing /v1 is fine) and prints a table of figures per "
+                 "cell. With --compare, checks instead that greedy texts are identical across "
+                 "servers.",
+    .epilog    = "Environment: HEARTH_API_KEY (the key, when --api-key is not given).\n"
+                 "\n"
+                 "Exit status: 0 done, 1 the run could not start, 2 usage, 130 stopped by "
+                 "Ctrl-C.\n",
+    .uses      = bench_uses,
+    .n_uses    = sizeof bench_uses / sizeof bench_uses[0],
+    .pos_max   = OPT_MULTI_MAX,
+    .pos_off   = offsetof(struct bench_args, urls),
+    .defaults  = &bench_defaults,
+    .args_size = sizeof(struct bench_args),
+};
+
+/* Whether o is the entry one of names (space-separated spellings) stands for. */
+static bool named(const struct opt *o, const char *names)
+{
+    for (const char *p = names; *p;) {
+        char name[64];
+        const size_t n = strcspn(p, " ");
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        size_t off;
+        if (opts_find(&cmd_bench_spec, name, &off) == o)
+            return true;
+        p += n + (p[n] == ' ');
+    }
+    return false;
+}
+
+/*
+ * The place in argv (which opts_parse took) of the last option given that is one of names, or 0:
+ * what the parsed values cannot say, as whether --requests was given at its default.
+ */
+static int last_given(int argc, char **argv, const char *names)
+{
+    int last = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *eq = NULL;
+        if (!strcmp(a, "--"))
+            break;
+        if (a[0] != '-' || !a[1])
+            continue;
+        size_t off;
+        const struct opt *o = opts_find(&cmd_bench_spec, a, &off);
+        if (!o && a[1] == '-' && (eq = strchr(a, '=')) != NULL) {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+            o = opts_find(&cmd_bench_spec, name, &off);
+        }
+        if (!o)
+            continue;
+        if (named(o, names))
+            last = i;
+        if (o->kind != OPT_FLAG && !eq)
+            i++; /* its value */
+    }
+    return last;
 }
 
 static bool target(const char *url, struct httpc_target *t)
@@ -122,150 +315,71 @@ static bool target(const char *url, struct httpc_target *t)
 
 int cmd_bench(int argc, char **argv)
 {
+    struct bench_args a;
+    const enum opts_status st = opts_parse(&cmd_bench_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    /* what the values cannot say: which options were given, and of --progress and
+     * --no-progress the last */
+    const bool compare_mode  = a.compare;
+    const bool have_requests = last_given(argc, argv, "--requests") > 0;
+    const bool have_conc     = last_given(argc, argv, "--concurrency") > 0;
+    const bool any_run_opt =
+        last_given(argc, argv,
+                   "--workload --concurrency --rate --requests --duration --prompt-tokens "
+                   "--tail-tokens --temperature --sessions --turns --own-system --salt --seed") > 0;
+    const int on       = last_given(argc, argv, "--progress");
+    const int off      = last_given(argc, argv, "--no-progress");
+    const int progress = on > off ? 1 : off > on ? 0 : -1;
+    const char *json = a.out.json, *tsv = a.out.tsv;
+
     struct bench_opts o;
     bench_opts_default(&o);
-    struct bench_compare_opts co = {.max_tokens = 64, .timeout_s = 600, .stop_fd = -1};
-    const char *url = NULL, *json = NULL, *tsv = NULL;
-    const char *compare[8];
-    int n_compare = 0;
-    bool compare_mode = false, have_requests = false, have_conc = false, any_run_opt = false;
-    int progress = -1;
-    long v;
-    float f;
-    o.api_key = getenv("HEARTH_API_KEY");
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val;
-#define VALUE()                                                                                    \
-    do {                                                                                           \
-        if (!(val = arg_value("bench", argc, argv, &i)))                                           \
-            return EXIT_USAGE;                                                                     \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        } else if (!strcmp(a, "--workload")) {
-            VALUE();
-            if (!bench_workload_parse(val, &o.workload)) {
-                fprintf(stderr, "hearth bench: --workload expects completion, chat, conversation "
-                                "or prefix-share, got '%s'\n", val);
-                return EXIT_USAGE;
-            }
-            any_run_opt = true;
-        } else if (!strcmp(a, "--concurrency")) {
-            VALUE();
-            if (!int_list(a, val, 1, 4096, o.concurrency, &o.n_concurrency))
-                return EXIT_USAGE;
-            have_conc = any_run_opt = true;
-        } else if (!strcmp(a, "--rate")) {
-            VALUE();
-            if (!rate_list(val, o.rate, &o.n_rate))
-                return EXIT_USAGE;
-            any_run_opt = true;
-        } else if (!strcmp(a, "--requests")) {
-            VALUE();
-            if (!arg_long("bench", a, val, 1, 10000000, &v))
-                return EXIT_USAGE;
-            o.requests    = (int)v;
-            have_requests = any_run_opt = true;
-        } else if (!strcmp(a, "--duration")) {
-            VALUE();
-            if (!arg_float("bench", a, val, 0.001, 1e7, &f))
-                return EXIT_USAGE;
-            o.duration_s = f;
-            any_run_opt  = true;
-        } else if (!strcmp(a, "--prompt-tokens")) {
-            VALUE();
-            if (!arg_long("bench", a, val, 1, 10000000, &v))
-                return EXIT_USAGE;
-            o.prompt_tokens = (int)v;
-            any_run_opt     = true;
-        } else if (!strcmp(a, "--tail-tokens")) {
-            VALUE();
-            if (!arg_long("bench", a, val, 1, 10000000, &v))
-                return EXIT_USAGE;
-            o.tail_tokens = (int)v;
-            any_run_opt   = true;
-        } else if (!strcmp(a, "--max-tokens")) {
-            VALUE();
-            if (!arg_long("bench", a, val, 1, 10000000, &v))
-                return EXIT_USAGE;
-            o.max_tokens = co.max_tokens = (int)v;
-        } else if (!strcmp(a, "--no-ignore-eos")) {
-            o.ignore_eos = false;
-        } else if (!strcmp(a, "--temperature")) {
-            VALUE();
-            if (!arg_float("bench", a, val, 0, 100, &f))
-                return EXIT_USAGE;
-            o.temperature = f;
-            any_run_opt   = true;
-        } else if (!strcmp(a, "--sessions") || !strcmp(a, "--turns")) {
-            VALUE();
-            if (!arg_long("bench", a, val, 1, 100000, &v))
-                return EXIT_USAGE;
-            *(a[2] == 's' ? &o.sessions : &o.turns) = (int)v;
-            any_run_opt = true;
-        } else if (!strcmp(a, "--own-system")) {
-            o.own_system = true;
-            any_run_opt  = true;
-        } else if (!strcmp(a, "--salt")) {
-            o.salt      = true;
-            any_run_opt = true;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (!arg_long("bench", a, val, 0, __LONG_MAX__, &v))
-                return EXIT_USAGE;
-            o.seed      = (uint64_t)v;
-            any_run_opt = true;
-        } else if (!strcmp(a, "--timeout")) {
-            VALUE();
-            if (!arg_float("bench", a, val, 0.001, 1e7, &f))
-                return EXIT_USAGE;
-            o.timeout_s = co.timeout_s = f;
-        } else if (!strcmp(a, "--model")) {
-            VALUE();
-            o.model = co.model = val;
-        } else if (!strcmp(a, "--api-key")) {
-            VALUE();
-            o.api_key = val;
-        } else if (!strcmp(a, "--json")) {
-            VALUE();
-            json = val;
-        } else if (!strcmp(a, "--tsv")) {
-            VALUE();
-            tsv = val;
-        } else if (!strcmp(a, "--progress")) {
-            progress = 1;
-        } else if (!strcmp(a, "--no-progress")) {
-            progress = 0;
-        } else if (!strcmp(a, "--prompts")) {
-            VALUE();
-            co.prompts_file = o.prompts_file = val;
-        } else if (!strcmp(a, "--compare")) {
-            compare_mode = true;
-            while (i + 1 < argc && argv[i + 1][0] != '-') {
-                if (n_compare == 7) {
-                    fprintf(stderr, "hearth bench: --compare takes at most 7 URLs\n");
-                    return EXIT_USAGE;
-                }
-                compare[n_compare++] = argv[++i];
-            }
-        } else if (a[0] == '-') {
-            fprintf(stderr, "hearth bench: unknown option '%s' (hearth bench --help)\n", a);
-            return EXIT_USAGE;
-        } else if (!url) {
-            url = a;
-        } else {
-            fprintf(stderr, "hearth bench: one URL (more only after --compare), got '%s'\n", a);
-            return EXIT_USAGE;
-        }
-#undef VALUE
-    }
-    if (!url) {
+    o.workload      = (enum bench_workload)a.wl.workload;
+    o.prompt_tokens = (int)a.wl.prompt_tokens;
+    o.tail_tokens   = (int)a.wl.tail_tokens;
+    o.max_tokens    = (int)a.wl.max_tokens;
+    o.ignore_eos    = !a.wl.no_ignore_eos;
+    o.temperature   = a.wl.temperature;
+    o.sessions      = (int)a.wl.sessions;
+    o.turns         = (int)a.wl.turns;
+    o.own_system    = a.wl.own_system;
+    o.salt          = a.wl.salt;
+    o.seed          = (uint64_t)a.wl.seed;
+    o.prompts_file  = a.wl.prompts;
+    memcpy(o.concurrency, a.load.concurrency.v, sizeof o.concurrency);
+    o.n_concurrency = a.load.concurrency.n;
+    memcpy(o.rate, a.load.rate.v, sizeof o.rate);
+    o.n_rate     = a.load.rate.n;
+    o.requests   = (int)a.load.requests;
+    o.duration_s = a.load.duration_s;
+    o.model      = a.server.model;
+    o.api_key    = a.server.api_key ? a.server.api_key : getenv("HEARTH_API_KEY");
+    o.timeout_s  = a.server.timeout_s;
+    struct bench_compare_opts co = {.max_tokens   = o.max_tokens,
+                                    .timeout_s    = o.timeout_s,
+                                    .model        = o.model,
+                                    .prompts_file = o.prompts_file,
+                                    .stop_fd      = -1};
+
+    if (!a.urls.n) {
         fprintf(stderr, "hearth bench: give the server's URL (hearth bench --help)\n");
         return EXIT_USAGE;
     }
+    const char *url = a.urls.v[0];
+    if (!compare_mode && a.urls.n > 1) {
+        fprintf(stderr, "hearth bench: one URL (more only with --compare), got '%s'\n",
+                a.urls.v[1]);
+        return EXIT_USAGE;
+    }
+    const int n_compare = (int)a.urls.n - 1;
     if (compare_mode && !n_compare) {
         fprintf(stderr, "hearth bench: --compare needs at least one URL to compare with\n");
+        return EXIT_USAGE;
+    }
+    if (compare_mode && n_compare > (int)(sizeof co.targets / sizeof co.targets[0]) - 1) {
+        fprintf(stderr, "hearth bench: --compare takes at most %d URLs\n",
+                (int)(sizeof co.targets / sizeof co.targets[0]) - 1);
         return EXIT_USAGE;
     }
     if (compare_mode && (any_run_opt || json || tsv)) {
@@ -317,14 +431,14 @@ int cmd_bench(int argc, char **argv)
         if (!target(url, &co.targets[0]))
             return EXIT_USAGE;
         for (int k = 0; k < n_compare; k++)
-            if (!target(compare[k], &co.targets[1 + k]))
+            if (!target(a.urls.v[1 + k], &co.targets[1 + k]))
                 return EXIT_USAGE;
-        int st = bench_compare(&co, stdout, err, sizeof err);
-        if (st == 2) {
+        const int cmp_rc = bench_compare(&co, stdout, err, sizeof err);
+        if (cmp_rc == 2) {
             fprintf(stderr, "hearth %s\n", err);
             return EXIT_RUNTIME;
         }
-        return st;
+        return cmp_rc;
     }
 
     if (!target(url, &o.target))

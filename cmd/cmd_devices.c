@@ -11,17 +11,28 @@
 
 #include "cmd.h"
 #include "kernels/kernels.h"
+#include "opts.h"
 #ifdef HEARTH_VULKAN
 #include "backend/vk/vk.h"
 #endif
 
-static void usage(FILE *fp)
-{
-    fprintf(fp, "usage: hearth devices\n\n"
-                "Lists the CPU (cores, RAM, kernel table) and every Vulkan device, named\n"
-                "vulkan0, vulkan1, ... in the loader's order, with its type, driver, Vulkan\n"
-                "version, device-local memory and compute features.\n");
-}
+/* devices takes no option: the struct only gives the parser somewhere to write. */
+struct devices_args {
+    bool unused;
+};
+
+static const struct devices_args devices_defaults = {0};
+
+const struct cmd_spec cmd_devices_spec = {
+    .name      = "devices",
+    .synopsis  = "hearth devices",
+    .about     = "Lists the CPU (cores, RAM, kernel table) and every Vulkan device, named vulkan0, "
+                 "vulkan1, ... in the loader's order, with its type, driver, Vulkan version, "
+                 "device-local memory and compute features. These names are what --device of "
+                 "run, perplexity, serve and bench-engine takes.",
+    .defaults  = &devices_defaults,
+    .args_size = sizeof(struct devices_args),
+};
 
 static double gib(unsigned long long bytes)
 {
@@ -87,15 +98,10 @@ static void list_vulkan(void)
 
 int cmd_devices(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-        fprintf(stderr, "hearth devices: unknown option '%s'\n", argv[i]);
-        usage(stderr);
-        return EXIT_USAGE;
-    }
+    struct devices_args a;
+    const enum opts_status st = opts_parse(&cmd_devices_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
     char name[256];
     cpu_name(name, sizeof name);
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

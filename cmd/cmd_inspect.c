@@ -5,12 +5,14 @@
  * type. Reads only the header and the tensor infos, never the tensor data.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "gguf/gguf.h"
+#include "opts.h"
 #include "util/dtype.h"
 
 #define STR_SHOW   256 /* bytes of a string value printed before "..." */
@@ -18,12 +20,24 @@
 #define ELEM_SHOW  48  /* bytes of a string array element printed */
 #define NAME_WIDTH 40  /* column width cap for key and tensor names */
 
-static void usage(FILE *fp)
-{
-    fprintf(fp, "usage: hearth inspect FILE\n\n"
-                "Prints a GGUF file's version, metadata keys with their values, and tensor\n"
-                "table (name, type, shape, bytes), then totals by type.\n");
-}
+struct inspect_args {
+    struct opt_multi files; /* the one FILE (a second is refused by name) */
+};
+
+static const struct inspect_args inspect_defaults = {0};
+
+const struct cmd_spec cmd_inspect_spec = {
+    .name      = "inspect",
+    .synopsis  = "hearth inspect FILE",
+    .about     = "Prints a GGUF file's version, metadata keys with their values, and tensor table "
+                 "(name, type, shape, bytes), then totals by type. Reads only the header and the "
+                 "tensor infos, never the tensor data.",
+    .pos_min   = 1,
+    .pos_max   = 2,
+    .pos_off   = offsetof(struct inspect_args, files),
+    .defaults  = &inspect_defaults,
+    .args_size = sizeof(struct inspect_args),
+};
 
 /* s quoted, with quotes, backslashes and control bytes escaped; at most max bytes of it. */
 static void put_str(const char *s, uint64_t len, uint64_t max)
@@ -217,26 +231,14 @@ static void put_name(const char *s, size_t len, int w)
 
 int cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "hearth: inspect: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-        if (path) {
-            fprintf(stderr, "hearth: inspect: one FILE only ('%s' and '%s' given)\n", path,
-                    argv[i]);
-            return EXIT_USAGE;
-        }
-        path = argv[i];
-    }
-    if (!path) {
-        usage(stderr);
+    struct inspect_args a;
+    const enum opts_status st = opts_parse(&cmd_inspect_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const char *path = a.files.v[0];
+    if (a.files.n > 1) {
+        fprintf(stderr, "hearth: inspect: one FILE only ('%s' and '%s' given)\n", path,
+                a.files.v[1]);
         return EXIT_USAGE;
     }
 

@@ -3,6 +3,7 @@
  * and serve: a model from the Hugging Face Hub, by way of the cache (hub.h).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -11,29 +12,50 @@
 #include "cmd.h"
 #include "hub/hub.h"
 #include "hub/hub_int.h"
+#include "opts.h"
 #include "util/errfmt.h"
 
-static void usage(FILE *fp)
-{
-    fprintf(fp,
-            "usage: hearth pull ORG/REPO[:QUANT | /FILE.gguf] [--offline | --refresh]\n"
-            "\n"
-            "Downloads a GGUF model from the Hugging Face Hub into the cache, checks it against\n"
-            "the SHA-256 the Hub publishes, and prints its path. :QUANT picks the file whose name\n"
-            "carries that quant (Q4_K_M, Q8_0, ...); with neither :QUANT nor /FILE, Q4_K_M, else\n"
-            "Q8_0, else the first GGUF file. All the parts of a split model come. A cut download\n"
-            "resumes where it stopped; a model already in the cache is used without a request\n"
-            "(--refresh asks the Hub, and downloads again what changed there since).\n"
-            "run and serve take the same with -hf.\n"
-            "\n"
-            "  --offline   use the cache only: never ask the network\n"
-            "  --refresh   ask the Hub for the repository's files even when the model is cached,\n"
-            "              and download again a file whose SHA-256 has changed\n"
-            "\n"
-            "Environment: HF_TOKEN (gated or private repositories), HF_ENDPOINT (a mirror of\n"
-            "https://huggingface.co), HEARTH_CACHE (the cache; default ~/.cache/hearth/models),\n"
-            "HF_HUB_OFFLINE=1 (as --offline).\n");
-}
+struct pull_args {
+    bool offline, refresh;
+    struct opt_multi spec; /* ORG/REPO[:QUANT | /FILE.gguf] */
+};
+
+static const struct opt pull_list[] = {
+    {.names = "--offline", .kind = OPT_FLAG, .off = offsetof(struct pull_args, offline),
+     .help = "use the cache only: never ask the network"},
+    {.names = "--refresh", .kind = OPT_FLAG, .off = offsetof(struct pull_args, refresh),
+     .help = "ask the Hub for the repository's files even when the model is cached, and download "
+             "again a file whose SHA-256 has changed"},
+};
+
+static const struct opt_group pull_group = OPT_GROUP("Download", pull_list);
+
+static const struct opt_use pull_uses[] = {
+    {&pull_group, 0},
+};
+
+static const struct pull_args pull_defaults = {0};
+
+const struct cmd_spec cmd_pull_spec = {
+    .name      = "pull",
+    .synopsis  = "hearth pull ORG/REPO[:QUANT | /FILE.gguf] [--offline | --refresh]",
+    .about     = "Downloads a GGUF model from the Hugging Face Hub into the cache, checks it "
+                 "against the SHA-256 the Hub publishes, and prints its path. :QUANT picks the "
+                 "file whose name carries that quant (Q4_K_M, Q8_0, ...); with neither :QUANT nor "
+                 "/FILE, Q4_K_M, else Q8_0, else the first GGUF file. All the parts of a split "
+                 "model come. A cut download resumes where it stopped; a model already in the "
+                 "cache is used without a request (--refresh asks the Hub, and downloads again "
+                 "what changed there since). run and serve take the same with -hf.",
+    .epilog    = "Environment: HF_TOKEN (gated or private repositories), HF_ENDPOINT (a mirror\n"
+                 "of https://huggingface.co), HEARTH_CACHE (the cache; default\n"
+                 "~/.cache/hearth/models), HF_HUB_OFFLINE=1 (as --offline).\n",
+    .uses      = pull_uses,
+    .n_uses    = sizeof pull_uses / sizeof pull_uses[0],
+    .pos_max   = 1,
+    .pos_off   = offsetof(struct pull_args, spec),
+    .defaults  = &pull_defaults,
+    .args_size = sizeof(struct pull_args),
+};
 
 /* What pull_apart's child reports. */
 struct outcome {
@@ -132,29 +154,17 @@ int hub_model(const char *cmd, const char *spec, unsigned flags, char *path, siz
 
 int cmd_pull(int argc, char **argv)
 {
-    const char *spec = NULL;
-    unsigned flags   = HUB_SPLIT_OK;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        } else if (!strcmp(argv[i], "--offline")) {
-            flags |= HUB_OFFLINE;
-        } else if (!strcmp(argv[i], "--refresh")) {
-            flags |= HUB_REFRESH;
-        } else if (argv[i][0] == '-' || spec) {
-            fprintf(stderr, "hearth pull: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
-            return EXIT_USAGE;
-        } else {
-            spec = argv[i];
-        }
-    }
-    if (!spec) {
+    struct pull_args a;
+    const enum opts_status st = opts_parse(&cmd_pull_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    if (!a.spec.n) {
         fprintf(stderr, "hearth pull: needs ORG/REPO[:QUANT | /FILE.gguf]\n");
-        usage(stderr);
         return EXIT_USAGE;
     }
+    const char *spec = a.spec.v[0];
+    const unsigned flags =
+        HUB_SPLIT_OK | (a.offline ? HUB_OFFLINE : 0u) | (a.refresh ? HUB_REFRESH : 0u);
     char path[4096];
     if ((flags & HUB_OFFLINE) && (flags & HUB_REFRESH)) {
         fprintf(stderr, "hearth pull: --refresh asks the Hub, --offline forbids it; give one\n");

@@ -101,7 +101,7 @@ static const struct opt slots_list[] = {
              "instead of at token 0; 0 is off. Memory: up to N x slots copies of one sequence's "
              "state (the startup line says its size), touched only as they are taken"},
     {.names = "-s --seed", .value = "N", .kind = OPT_LONG, .off = F(slots, seed), .lo = -1,
-     .hi = LONG_MAX, .def = "-1",
+     .hi = (double)LONG_MAX, .def = "-1",
      .help = "the sampling seed of a request that gives none, so unseeded sampling repeats; -1: a "
              "fresh one each"},
 };

@@ -4,26 +4,63 @@
  * is instant even on a large model: the tool for comparing hearth's
  * tokenizer with llama.cpp's llama-tokenize.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 #include "gguf/gguf.h"
+#include "opts.h"
 #include "text/tokenizer.h"
 
-static void usage(FILE *fp)
-{
-    fprintf(fp, "usage: hearth tokenize -m MODEL (-p TEXT | -f FILE) [--ids] [--add-special]\n"
-                "                       [--parse-special]\n\n"
-                "  -m, --model FILE   GGUF file whose vocabulary to use (weights are not loaded)\n"
-                "  -p, --prompt TEXT  the text to tokenize\n"
-                "  -f, --file FILE    tokenize this file's contents instead\n"
-                "  --ids              print only the ids, space-separated on one line\n"
-                "  --add-special      add BOS/EOS as the vocabulary asks (off by default)\n"
-                "  --parse-special    text like <s> or <|im_end|> becomes that special token\n\n"
-                "Without --ids, one line per token: id -> 'piece'.\n");
-}
+struct tokenize_args {
+    struct model_args model;
+    struct {
+        const char *prompt, *file;
+        bool ids, add_special, parse_special;
+    } text;
+};
+
+#define TEXT(f) offsetof(struct tokenize_args, text.f) - offsetof(struct tokenize_args, text)
+static const struct opt text_list[] = {
+    {.names = "-p --prompt", .value = "TEXT", .kind = OPT_STR, .off = TEXT(prompt),
+     .help = "the text to tokenize"},
+    {.names = "-f --file", .value = "FILE", .kind = OPT_STR, .off = TEXT(file),
+     .help = "tokenize this file's contents instead"},
+    {.names = "--ids", .kind = OPT_FLAG, .off = TEXT(ids),
+     .help = "print only the ids, space-separated on one line; without it, one line per token: "
+             "id -> 'piece'"},
+    {.names = "--add-special", .kind = OPT_FLAG, .off = TEXT(add_special),
+     .help = "add BOS/EOS as the vocabulary asks (off unless given)"},
+    {.names = "--parse-special", .kind = OPT_FLAG, .off = TEXT(parse_special),
+     .help = "text like <s> or <|im_end|> becomes that special token"},
+};
+#undef TEXT
+
+static const struct opt_group text_group = OPT_GROUP("Text", text_list);
+
+static const struct opt_use tokenize_uses[] = {
+    {&opts_model, offsetof(struct tokenize_args, model)},
+    {&text_group, offsetof(struct tokenize_args, text)},
+};
+
+static const struct tokenize_args tokenize_defaults = {0};
+
+const struct cmd_spec cmd_tokenize_spec = {
+    .name      = "tokenize",
+    .synopsis  = "hearth tokenize -m MODEL (-p TEXT | -f FILE) [--ids] [--add-special] "
+                 "[--parse-special]\n"
+                 "hearth tokenize -hf ORG/REPO[:QUANT] (-p TEXT | -f FILE) [options]",
+    .about     = "Prints the token ids a model's vocabulary gives a text, as llama.cpp's "
+                 "llama-tokenize does: one line per token, id -> 'piece', or the ids alone with "
+                 "--ids. Reads only the GGUF metadata (the weights are not loaded), so it is "
+                 "instant even on a large model.",
+    .uses      = tokenize_uses,
+    .n_uses    = sizeof tokenize_uses / sizeof tokenize_uses[0],
+    .defaults  = &tokenize_defaults,
+    .args_size = sizeof(struct tokenize_args),
+};
 
 /* The whole of path, malloc'd, in *out (length *len); false with a message on stderr. */
 static bool read_all(const char *path, char **out, size_t *len)
@@ -86,39 +123,22 @@ static void print_piece(const struct tokenizer *t, int32_t id)
 
 int cmd_tokenize(int argc, char **argv)
 {
-    const char *model = NULL, *prompt = NULL, *file = NULL;
-    bool ids_only = false, add_special = false, parse_special = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = arg_value("tokenize", argc, argv, &i)))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            if (!(prompt = arg_value("tokenize", argc, argv, &i)))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(file = arg_value("tokenize", argc, argv, &i)))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "--ids")) {
-            ids_only = true;
-        } else if (!strcmp(a, "--add-special")) {
-            add_special = true;
-        } else if (!strcmp(a, "--parse-special")) {
-            parse_special = true;
-        } else {
-            fprintf(stderr, "hearth tokenize: unknown option '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (!model || !prompt == !file) {
-        fprintf(stderr, "hearth tokenize: needs -m MODEL and one of -p TEXT or -f FILE\n");
-        usage(stderr);
+    struct tokenize_args a;
+    const enum opts_status st = opts_parse(&cmd_tokenize_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const char *prompt = a.text.prompt, *file = a.text.file;
+    const bool ids_only = a.text.ids, add_special = a.text.add_special,
+               parse_special = a.text.parse_special;
+    if ((!a.model.path && !a.model.hf) || !prompt == !file) {
+        fprintf(stderr, "hearth tokenize: needs -m MODEL (or -hf ORG/REPO[:QUANT]) and one of "
+                        "-p TEXT or -f FILE\n");
         return EXIT_USAGE;
     }
+    char model[4096];
+    const int mrc = model_args_path("tokenize", &a.model, model, sizeof model);
+    if (mrc != EXIT_OK)
+        return mrc;
 
     char *text = NULL;
     size_t len;

@@ -299,13 +299,19 @@ void opts_help(const struct cmd_spec *spec, FILE *fp)
 
 /* --------------------------------------------------------- --help-md --- */
 
-/* s with '|' escaped for a markdown table cell. */
+/* s in a markdown table cell: '|' escaped, and outside code spans '<' as &lt; (<s> would be a
+ * tag) */
 static void md_cell(FILE *fp, const char *s)
 {
+    bool code = false;
     for (; *s; s++) {
+        code ^= *s == '`';
         if (*s == '|')
             fputc('\\', fp);
-        fputc(*s, fp);
+        if (*s == '<' && !code)
+            fputs("&lt;", fp);
+        else
+            fputc(*s, fp);
     }
 }
 
@@ -326,9 +332,13 @@ void opts_markdown(const struct cmd_spec *spec, FILE *fp)
                     p++;
             }
             fputs(" | ", fp);
-            if (o->value) {
+            if (o->value) { /* in a code span: '|' still ends a cell unless escaped */
                 fputc('`', fp);
-                md_cell(fp, o->value);
+                for (const char *p = o->value; *p; p++) {
+                    if (*p == '|')
+                        fputc('\\', fp);
+                    fputc(*p, fp);
+                }
                 fputc('`', fp);
             }
             fputs(" | ", fp);

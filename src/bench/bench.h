@@ -10,7 +10,7 @@
  * Threads: one per request in flight; the caller's thread waits and prints
  * progress. Figures are kept per cell in struct bench_cell, whose columns are
  * listed once, in BENCH_COLUMNS (report.c prints the table, JSON and TSV
- * from it; README documents each).
+ * from it; docs/bench.md documents each).
  */
 #ifndef HEARTH_BENCH_H
 #define HEARTH_BENCH_H
@@ -76,7 +76,7 @@ struct bench_opts {
     int stop_fd;                  /* -1, or readable to stop (Ctrl-C): cells end, figures kept */
 };
 
-/* The defaults of `hearth bench` (README). target and model left empty. */
+/* The defaults of `hearth bench` (docs/bench.md). target and model left empty. */
 void bench_opts_default(struct bench_opts *o);
 
 /* A cell's figures. A percentile is NaN (JSON null) when it had no samples. */

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* How a request ended. Each failure is one kind of bench error (README: errors_*). */
+/* How a request ended. Each failure is one kind of bench error (docs/bench.md: errors_*). */
 enum httpc_outcome {
     HTTPC_OK,         /* a whole response was read (any status: the caller judges it) */
     HTTPC_CONNECTION, /* could not connect, or the connection closed or reset before the end */

@@ -1,7 +1,7 @@
 /*
  * report.c: a run's cells as an aligned table, JSON and TSV, all three from
  * the one column list BENCH_COLUMNS (bench.h), so their names cannot drift
- * from each other or from README's table.
+ * from each other or from docs/bench.md's table.
  */
 #include <math.h>
 #include <stdio.h>

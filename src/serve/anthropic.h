@@ -16,7 +16,7 @@
  * Errors render in Anthropic's shape, {"type":"error","error":{"type",
  * "message"}}, the error type following the HTTP status (anth_error_json).
  *
- * Rules where Anthropic's API and hearth differ (README, serve section):
+ * Rules where Anthropic's API and hearth differ (docs/api.md):
  * - max_tokens is required, as Anthropic requires it; past the room a slot
  *   has after the prompt it is clamped to that room, and a reply cut by the
  *   full context ends with stop_reason "model_context_window_exceeded".

@@ -216,7 +216,7 @@ static void test_usage_errors_exit_2(void **state)
     const char *sys_alone[] = {tu_bin(), "run", "-m", "x.gguf", "-p", "hi", "-sys", "x", NULL};
     expect_exit(sys_alone, 2, "-sys goes with --chat");
     const char *chat_and_prompt[] = {tu_bin(), "run", "-m", "x.gguf", "-p", "hi", "--chat", NULL};
-    expect_exit(chat_and_prompt, 2, "needs -m");
+    expect_exit(chat_and_prompt, 2, "needs one of -p PROMPT, -f FILE or --chat");
     const char *no_cmd[] = {tu_bin(), "frobnicate", NULL};
     expect_exit(no_cmd, 2, "unknown command");
 }

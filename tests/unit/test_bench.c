@@ -5,7 +5,7 @@
  * whatever the machine's speed. Faults come from the fixture's script
  * (500s, drops mid-stream, held requests, early stops, missing usage), so
  * each error kind is counted exactly. Also the report's names against
- * BENCH_COLUMNS and README's table, and --compare's verdicts.
+ * BENCH_COLUMNS and docs/bench.md's table, and --compare's verdicts.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -257,11 +257,11 @@ static void test_faults_counted_by_kind(void **state)
         assert_int_equal(c->errors_http, n_http[ci]);
         assert_int_equal(c->errors_connection, n_conn[ci]);
         assert_int_equal(c->errors_timeout, 0);
-        /* an error object inside a 200 stream (README: errors_protocol) */
+        /* an error object inside a 200 stream (docs/bench.md: errors_protocol) */
         assert_int_equal(c->errors_protocol, n_proto[ci]);
         assert_int_equal(c->errors, n_http[ci] + n_conn[ci] + n_proto[ci]);
         assert_int_equal(c->output_tokens, n_good[ci] * 32);
-        /* README: successful requests, and output tokens, per second of duration_s */
+        /* docs/bench.md: successful requests, and output tokens, per second of duration_s */
         assert_true(c->duration_s > 0);
         assert_true(fabs(c->req_per_s - n_good[ci] / c->duration_s) <= 1e-9 * c->req_per_s);
         assert_true(fabs(c->output_tok_per_s - c->output_tokens / c->duration_s) <=
@@ -838,14 +838,14 @@ static void sample_run(struct bench_run *run)
 }
 
 /*
- * The names README.md documents for `hearth bench`'s columns: the first
+ * The names docs/bench.md documents for `hearth bench`'s columns: the first
  * column, in backquotes, of the table (under a heading that names `hearth
  * bench`) that lists ttft_ms_p50. NULL-terminated, malloc'd; NULL when there
  * is no such table.
  */
 static char **readme_columns(int *n)
 {
-    char *md = tu_read_file(HEARTH_TOP "/README.md", NULL);
+    char *md = tu_read_file(HEARTH_TOP "/docs/bench.md", NULL);
     assert_non_null(md);
     char **names = NULL;
     *n           = 0;
@@ -1145,13 +1145,13 @@ static void test_report_table(void **state)
     free(buf);
 }
 
-/* The JSON's keys are exactly the columns README documents for `hearth bench`. */
+/* The JSON's keys are exactly the columns docs/bench.md documents for `hearth bench`. */
 static void test_readme_documents_every_column(void **state)
 {
     int n       = 0;
     char **docs = readme_columns(&n);
     if (!docs)
-        fail_msg("README.md has no table of the columns (`ttft_ms_p50` ...) under a heading "
+        fail_msg("docs/bench.md has no table of the columns (`ttft_ms_p50` ...) under a heading "
                  "naming hearth bench");
     int missing = 0, extra = 0;
     for (int i = 0; i < N_COLUMNS; i++) {
@@ -1159,7 +1159,7 @@ static void test_readme_documents_every_column(void **state)
         for (int k = 0; k < n && !found; k++)
             found = !strcmp(docs[k], columns[i]);
         if (!found) {
-            print_message("# column %s is not documented in README.md\n", columns[i]);
+            print_message("# column %s is not documented in docs/bench.md\n", columns[i]);
             missing++;
         }
     }
@@ -1168,7 +1168,7 @@ static void test_readme_documents_every_column(void **state)
         for (int i = 0; i < N_COLUMNS && !found; i++)
             found = !strcmp(docs[k], columns[i]);
         if (!found) {
-            print_message("# README.md documents %s, which is no column\n", docs[k]);
+            print_message("# docs/bench.md documents %s, which is no column\n", docs[k]);
             extra++;
         }
     }
