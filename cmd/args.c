@@ -37,12 +37,6 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
     return true;
 }
 
-void usage_lines(FILE *fp, int col, const char *const (*lines)[2], size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        fprintf(fp, "  %-*s%s\n", col - 2, lines[i][0], lines[i][1]);
-}
-
 bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out)
 {
     char *end;
@@ -69,15 +63,6 @@ bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out)
     }
     *out = (int64_t)(v * unit);
     return true;
-}
-
-const char *arg_value(const char *cmd, int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "hearth %s: %s needs a value\n", cmd, argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
 }
 
 #include <sched.h>
@@ -109,35 +94,6 @@ uint64_t host_mem_available(void)
     return (uint64_t)kib * 1024;
 }
 
-void cache_types_usage(FILE *fp, int col)
-{
-    static const char *const lines[][2] = {
-        {"--cache-type-k T", "the K cache: f16 (default), f32, q8_0 or q4_0 (also -ctk)"},
-        {"--cache-type-v T", "the V cache: f16 (default), f32 or q8_0 (also -ctv); the"},
-        {"", "quantized ones need heads of a multiple of 32 values, on the CPU"},
-    };
-    usage_lines(fp, col, lines, sizeof lines / sizeof lines[0]);
-}
-
-bool cache_types_opt(const char *opt)
-{
-    return !strcmp(opt, "-ctk") || !strcmp(opt, "--cache-type-k") || !strcmp(opt, "-ctv") ||
-           !strcmp(opt, "--cache-type-v");
-}
-
-bool cache_types_set(const char *cmd, const char *opt, const char *v, struct cache_types *ct)
-{
-    const bool is_v = !strcmp(opt, "-ctv") || !strcmp(opt, "--cache-type-v");
-    enum hearth_kv_type t;
-    if (!hearth_kv_type_parse(v, &t) || (is_v && t == HEARTH_KV_Q4_0)) {
-        fprintf(stderr, "hearth %s: %s takes %s, got '%s'\n", cmd, opt,
-                is_v ? "f16, f32 or q8_0" : "f16, f32, q8_0 or q4_0", v);
-        return false;
-    }
-    *(is_v ? &ct->v : &ct->k) = (int)t;
-    return true;
-}
-
 /* OPT_CHOICE stores the index among the choices: they are listed in hearth_kv_type's order */
 _Static_assert(HEARTH_KV_F16 == 0 && HEARTH_KV_F32 == 1 && HEARTH_KV_Q8_0 == 2 &&
                    HEARTH_KV_Q4_0 == 3,
@@ -156,7 +112,7 @@ const struct opt_group opts_cache_types = OPT_GROUP("K/V cache", cache_types_lis
 
 static const struct opt threads_list[] = {
     {.names = "-t --threads", .value = "N", .kind = OPT_LONG, .off = offsetof(struct thread_args, n),
-     .lo = 1, .hi = 512, .def = "the CPUs this process may run on",
+     .lo = 1, .hi = 1024, .def = "the CPUs this process may run on",
      .help = "threads for the forward pass"},
 };
 const struct opt_group opts_threads = OPT_GROUP("Threads", threads_list);

@@ -37,6 +37,17 @@ extern const size_t cmd_table_n;
 
 /* Each command's option lists, in its own file. */
 extern const struct cmd_spec cmd_run_spec;
+extern const struct cmd_spec cmd_bench_spec;
+extern const struct cmd_spec cmd_route_spec;
+extern const struct cmd_spec cmd_pull_spec;
+extern const struct cmd_spec cmd_tokenize_spec;
+extern const struct cmd_spec cmd_inspect_spec;
+extern const struct cmd_spec cmd_devices_spec;
+extern const struct cmd_spec cmd_fit_spec;
+extern const struct cmd_spec cmd_bench_engine_spec;
+extern const struct cmd_spec cmd_quantize_spec;
+extern const struct cmd_spec cmd_perplexity_spec;
+extern const struct cmd_spec cmd_serve_spec;
 
 /* Exit statuses shared by every subcommand. */
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -54,10 +65,6 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
 bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out);
 /* The host's MemAvailable (/proc/meminfo) in bytes; 0 when unknown. */
 uint64_t host_mem_available(void);
-/* Option lines {option, description} indented by 2, the descriptions from column col. */
-void usage_lines(FILE *fp, int col, const char *const (*lines)[2], size_t n);
-/* The value after argv[*i] (advancing *i), or NULL with a usage message when missing. */
-const char *arg_value(const char *cmd, int argc, char **argv, int *i);
 
 /* hub_model's flags: the cache only; ask the Hub even when cached; a split model is taken. */
 enum { HUB_OFFLINE = 1, HUB_REFRESH = 2, HUB_SPLIT_OK = 4 };
@@ -108,13 +115,6 @@ struct placement {
     const char *layer_split;  /* --layer-split cpu:2,vulkan0:3, or NULL */
 };
 
-/* Prints their usage lines to fp, the descriptions starting at column col (>= 24). */
-void placement_usage(FILE *fp, int col);
-
-/* Whether opt is one of them (its value follows it). */
-bool placement_opt(const char *opt);
-/* Takes opt's value v; false with a usage message on stderr when -ngl's is not a count. */
-bool placement_set(const char *cmd, const char *opt, const char *v, struct placement *p);
 /* Whether p puts any layer (or the output) on a GPU. */
 bool placement_uses_gpu(const struct placement *p);
 /* Copies p into the model parameters. */
@@ -126,13 +126,6 @@ void placement_params(const struct placement *p, struct hearth_model_params *mp)
 struct cache_types {
     int k, v; /* enum hearth_kv_type; both f16 unless given */
 };
-
-/* Prints their usage lines to fp, the descriptions starting at column col (>= 24). */
-void cache_types_usage(FILE *fp, int col);
-/* Whether opt is one of them (its value follows it). */
-bool cache_types_opt(const char *opt);
-/* Takes opt's value v; false with a usage message on stderr for a type it does not take. */
-bool cache_types_set(const char *cmd, const char *opt, const char *v, struct cache_types *ct);
 
 /* Default worker threads: the CPUs this process may run on (at least 1). More
  * threads than cores make the spinning fork-join pool wait on descheduled peers. */

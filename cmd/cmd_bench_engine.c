@@ -11,6 +11,7 @@
  * to its machine's limit it is.
  */
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,20 +19,67 @@
 #include "cmd.h"
 #include "hearth.h"
 #include "kernels/kernels.h"
+#include "opts.h"
 #include "util/clock.h"
 
-static void usage(FILE *fp)
-{
-    fprintf(fp, "usage: hearth bench-engine -m MODEL [-t THREADS] [-p P] [-n N] [-d D] [-r REPS] "
-                "[-ctk T] [-ctv T] [-ngl N]\n"
-                "  -p N                  prompt tokens for the prefill test (default 512, 0 = skip)\n"
-                "  -n N                  tokens for the decode test (default 128, 0 = skip)\n"
-                "  -d N                  tokens already in the cache when each test starts\n"
-                "                        (llama-bench's depth; default 0)\n"
-                "  -r N                  repetitions, best kept (default 3)\n");
-    cache_types_usage(fp, 24);
-    placement_usage(fp, 24);
-}
+struct bench_args {
+    struct model_args model;
+    struct {
+        long n_pp, n_tg; /* 0: that test is skipped */
+        long depth, reps;
+    } test;
+    struct thread_args threads;
+    struct placement place;
+    struct cache_types ct;
+};
+
+#define T(f) offsetof(struct bench_args, test.f) - offsetof(struct bench_args, test)
+static const struct opt test_list[] = {
+    {.names = "-p --n-prompt", .value = "N", .kind = OPT_LONG, .off = T(n_pp), .lo = 0,
+     .hi = 1 << 16, .def = "512",
+     .help = "prompt tokens for the prefill test, ppP, in micro-batches of 512; 0 skips it"},
+    {.names = "-n --n-gen", .value = "N", .kind = OPT_LONG, .off = T(n_tg), .lo = 0,
+     .hi = 1 << 16, .def = "128",
+     .help = "tokens for the decode test, tgN, one decode step each; 0 skips it"},
+    {.names = "-d --n-depth", .value = "N", .kind = OPT_LONG, .off = T(depth), .lo = 0,
+     .hi = 1 << 20, .def = "0",
+     .help = "tokens already in the cache when each test starts (llama-bench's depth): where the "
+             "K/V cache's type shows"},
+    {.names = "-r --repetitions", .value = "N", .kind = OPT_LONG, .off = T(reps), .lo = 1,
+     .hi = 100, .def = "3",
+     .help = "timed repetitions of each test after one to warm up; the best is kept"},
+};
+#undef T
+
+static const struct opt_group test_group = OPT_GROUP("Tests", test_list);
+
+static const struct opt_use bench_uses[] = {
+    {&opts_model, offsetof(struct bench_args, model)},
+    {&test_group, offsetof(struct bench_args, test)},
+    {&opts_threads, offsetof(struct bench_args, threads)},
+    {&opts_cache_types, offsetof(struct bench_args, ct)},
+    {&opts_placement, offsetof(struct bench_args, place)},
+};
+
+static const struct bench_args bench_defaults = {
+    .test = {.n_pp = 512, .n_tg = 128, .depth = 0, .reps = 3},
+};
+
+const struct cmd_spec cmd_bench_engine_spec = {
+    .name      = "bench-engine",
+    .synopsis  = "hearth bench-engine -m MODEL [-p P] [-n N] [-d D] [-r REPS] [options]\n"
+                 "hearth bench-engine -hf ORG/REPO[:QUANT] [options]",
+    .about     = "Prefill and decode speed on a model, measured as llama-bench measures them: ppP "
+                 "prefills a P-token prompt from an empty cache (or one holding -d tokens), tgN "
+                 "decodes N tokens one at a time; each runs once to warm up, then R times, the best "
+                 "kept. Each figure is set beside its machine's limit, measured here too: the bytes "
+                 "decode reads a second against the read bandwidth, prefill's arithmetic rate "
+                 "against the int8 dot rate of the kernels in use.",
+    .uses      = bench_uses,
+    .n_uses    = sizeof bench_uses / sizeof bench_uses[0],
+    .defaults  = &bench_defaults,
+    .args_size = sizeof(struct bench_args),
+};
 
 struct run {
     struct hearth_context *ctx;
@@ -224,52 +272,22 @@ static bool print_stages(const struct hearth_context *ctx)
 
 int cmd_bench_engine(int argc, char **argv)
 {
-    const char *model_path = NULL;
-    long threads = default_threads(), n_pp = 512, n_tg = 128, reps = 3, depth = 0;
-    struct placement place = {0};
-    struct cache_types ct  = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-        if (!(v = arg_value("bench-engine", argc, argv, &i)))
-            return EXIT_USAGE;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
-            model_path = v;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!arg_long("bench-engine", a, v, 1, 512, &threads))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-p")) {
-            if (!arg_long("bench-engine", a, v, 0, 1 << 16, &n_pp))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-n")) {
-            if (!arg_long("bench-engine", a, v, 0, 1 << 16, &n_tg))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-d")) {
-            if (!arg_long("bench-engine", a, v, 0, 1 << 20, &depth))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-r")) {
-            if (!arg_long("bench-engine", a, v, 1, 100, &reps))
-                return EXIT_USAGE;
-        } else if (cache_types_opt(a)) {
-            if (!cache_types_set("bench-engine", a, v, &ct))
-                return EXIT_USAGE;
-        } else if (placement_opt(a)) {
-            if (!placement_set("bench-engine", a, v, &place))
-                return EXIT_USAGE;
-        } else {
-            fprintf(stderr, "hearth bench-engine: unknown option '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
-    }
-    if (!model_path) {
+    struct bench_args a;
+    const enum opts_status st = opts_parse(&cmd_bench_engine_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const long threads = threads_or_default(&a.threads), n_pp = a.test.n_pp, n_tg = a.test.n_tg;
+    const long reps = a.test.reps, depth = a.test.depth;
+    const struct placement place = a.place;
+    const struct cache_types ct  = a.ct;
+    if (!a.model.path && !a.model.hf) {
         fprintf(stderr, "hearth bench-engine: needs -m MODEL\n");
-        usage(stderr);
         return EXIT_USAGE;
     }
+    char model_path[4096];
+    const int mrc = model_args_path("bench-engine", &a.model, model_path, sizeof model_path);
+    if (mrc != EXIT_OK)
+        return mrc;
     char err[HEARTH_ERR_MAX];
     int rc = EXIT_RUNTIME;
     struct hearth_model *model = NULL;

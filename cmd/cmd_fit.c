@@ -3,6 +3,7 @@
  * hold on each device, from the file's header alone (src/fit/fit.c), as a
  * table or JSON, and with --check an exit status a deployment's CI gates on.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,56 +12,148 @@
 
 #include "cmd.h"
 #include "fit/fit.h"
+#include "opts.h"
 
-static void usage(FILE *fp)
-{
-    fprintf(fp, "usage: hearth fit MODEL [options]\n"
-                "\n"
-                "What `hearth serve MODEL` with the same options will hold in memory, per\n"
-                "device, read from the file's header alone (no tensor is read): weights, K/V\n"
-                "(and the prefix cache), compute buffers, logits, the rest; what is left free;\n"
-                "and the layers each device runs.\n"
-                "\n");
-    static const char *const lines[][2] = {
-        {"-c, --ctx-size N|max", "tokens per slot (default 4096, or the training context when"},
-        {"", "smaller, as serve's);"},
-        {"", "max: the largest whole number of K/V blocks that keeps every"},
-        {"", "device above its floor, up to the training context"},
-        {"-np, --parallel N", "slots (default 4)"},
-        {"-ub, --ubatch-size N", "tokens per micro-batch (default 512)"},
-        {"-t, --threads N", "threads (default: the CPUs this process may use)"},
-        {"--cache-ram BYTES", "the prefix cache's cap beyond the slots (8G, 512M; default, as"},
-        {"", "serve's: a quarter of the host's memory, 0 with a GPU)"},
-        {"--ctx-checkpoints N", "recurrent models: state snapshots per slot (default 8)"},
-        {"--model-draft FILE", "a draft model, run on the host"},
-        {"--device NAME:BYTES", "a device and its memory; ram is the host (default: ram with"},
-        {"", "the RAM free now), any other name a GPU, in order; repeatable"},
-        {"--floor BYTES", "memory every device keeps free (default 0)"},
-        {"--balance", "split the GPUs' layers so they keep equal free memory"},
-        {"", "(default: in proportion to their memory)"},
-        {"--check", "exit 1 with the reason when it does not fit"},
-        {"--json", "print JSON (the fields README.md lists)"},
-        {"--runtime NAME", "hearth (default), or llama.cpp: llama-server's CPU build with"},
-        {"", "the same file, its flags meaning what llama-server's mean"},
-        {"", "(below); the host alone"},
-    };
-    usage_lines(fp, 26, lines, sizeof lines / sizeof lines[0]);
-    cache_types_usage(fp, 26);
-    static const char *const llama[][2] = {
-        {"-c, --ctx-size N|max", "the context every slot shares (default: training context)"},
-        {"-np, --parallel N", "slots, a K/V stream each (default: 4 sharing one stream)"},
-        {"-kvu, --kv-unified", "one K/V stream for every slot"},
-        {"-b, --batch-size N", "logical batch (default 2048)"},
-        {"-fa, --flash-attn X", "flash attention: on, off or auto (default; on for a CPU)"},
-        {"-ctk, -ctv TYPE", "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1"},
-        {"-ctkd, -ctvd TYPE", "the draft model's cache (default f16)"},
-        {"--cache-ram BYTES", "the prompt cache's cap (default 8G, llama-server's 8192 MiB)"},
-        {"--isa NAME", "the CPU, for the weights it repacks: avx512, avx2, neon or none"},
-        {"", "(default: this one's)"},
-    };
-    fprintf(fp, "\nWith --runtime llama.cpp:\n");
-    usage_lines(fp, 26, llama, sizeof llama / sizeof llama[0]);
-}
+/* -c max: the largest context that fits */
+enum { CTX_MAX = -1 };
+/* --runtime's values, -fa's and --isa's, in the order of their choices */
+enum { RUNTIME_HEARTH, RUNTIME_LLAMACPP };
+enum { FA_ON, FA_OFF, FA_AUTO };
+enum { ISA_HOST = -1 }; /* --isa not given: this CPU's */
+static const enum llamacpp_isa isa_of[] = {LLAMACPP_ISA_AVX512, LLAMACPP_ISA_AVX2,
+                                           LLAMACPP_ISA_NEON, LLAMACPP_ISA_NONE};
+
+struct fit_args {
+    struct {
+        long n_ctx;            /* 0: serve's default (llama.cpp: the training context); CTX_MAX */
+        long parallel;         /* 0: not given: 4 (llama.cpp: 4 on one K/V stream) */
+        long ubatch;           /* 1..65536 */
+        long checkpoints;      /* 0..1024 */
+        int64_t cache_ram;     /* bytes; -1: not given */
+        const char *draft;     /* or NULL */
+        const char *ctk, *ctv; /* checked once --runtime says which types are taken */
+    } srv;
+    struct thread_args threads;
+    struct {
+        struct opt_multi devices; /* NAME:BYTES each */
+        int64_t floor;            /* bytes */
+        bool balance, check, json;
+        int runtime; /* RUNTIME_* */
+    } plan;
+    struct {
+        bool unified;
+        long batch;             /* 1..1 << 20 */
+        int flash_attn;         /* FA_* */
+        const char *ctkd, *ctvd;
+        int isa;                /* an index of isa_of, or ISA_HOST */
+    } lc;
+    struct opt_multi pos; /* MODEL */
+};
+
+#define F(g, f) offsetof(struct fit_args, g.f) - offsetof(struct fit_args, g)
+static const struct opt serving_list[] = {
+    {.names = "-c --ctx-size", .value = "N|max", .kind = OPT_LONG, .off = F(srv, n_ctx), .lo = 1,
+     .hi = 1 << 24, .choices = "max", .word_value = CTX_MAX,
+     .def = "4096, or the training context when smaller, as serve's; with --runtime llama.cpp "
+            "the training context",
+     .help = "tokens per slot; max: the largest whole number of K/V blocks that keeps every "
+             "device above its floor, up to the training context. With --runtime llama.cpp: the "
+             "context every slot shares"},
+    {.names = "-np --parallel", .value = "N", .kind = OPT_LONG, .off = F(srv, parallel), .lo = 1,
+     .hi = 4096, .def = "4; with --runtime llama.cpp 4 sharing one K/V stream",
+     .help = "slots. With --runtime llama.cpp: slots, a K/V stream each"},
+    {.names = "-ub --ubatch-size", .value = "N", .kind = OPT_LONG, .off = F(srv, ubatch), .lo = 1,
+     .hi = 65536, .def = "512", .help = "tokens per micro-batch"},
+    {.names = "--cache-ram -cram", .value = "BYTES", .kind = OPT_BYTES, .off = F(srv, cache_ram),
+     .def = "a quarter of the host's memory, 0 with a GPU, as serve's; with --runtime llama.cpp "
+            "8G, llama-server's 8192 MiB",
+     .help = "the prefix cache's cap beyond the slots, as 8G or 512M. With --runtime llama.cpp: "
+             "the prompt cache's cap"},
+    {.names = "--ctx-checkpoints --swa-checkpoints", .value = "N", .kind = OPT_LONG,
+     .off = F(srv, checkpoints), .lo = 0, .hi = 1024, .def = "8",
+     .help = "recurrent models: state snapshots per slot"},
+    {.names = "-md --model-draft", .value = "FILE", .kind = OPT_STR, .off = F(srv, draft),
+     .help = "a draft model, run on the host"},
+    {.names = "-ctk --cache-type-k", .value = "TYPE", .kind = OPT_STR, .off = F(srv, ctk),
+     .def = "f16",
+     .help = "the K cache's type: f16, f32, q8_0 or q4_0 (the quantized ones need heads of a "
+             "multiple of 32 values, on the CPU). With --runtime llama.cpp: f32, f16, bf16, q8_0, "
+             "q4_0, q4_1, iq4_nl, q5_0 or q5_1"},
+    {.names = "-ctv --cache-type-v", .value = "TYPE", .kind = OPT_STR, .off = F(srv, ctv),
+     .def = "f16",
+     .help = "the V cache's type: f16, f32 or q8_0. With --runtime llama.cpp: as -ctk's"},
+};
+
+static const struct opt plan_list[] = {
+    {.names = "--device", .value = "NAME:BYTES", .kind = OPT_MULTI, .off = F(plan, devices),
+     .def = "ram with the RAM free now",
+     .help = "a device and its memory, as ram:16G or vulkan0:8G; ram is the host, any other name "
+             "a GPU, in order; repeatable"},
+    {.names = "--floor", .value = "BYTES", .kind = OPT_BYTES, .off = F(plan, floor), .def = "0",
+     .help = "memory every device keeps free"},
+    {.names = "--balance", .kind = OPT_FLAG, .off = F(plan, balance),
+     .help = "split the GPUs' layers so they keep equal free memory, instead of in proportion to "
+             "their memory"},
+    {.names = "--check", .kind = OPT_FLAG, .off = F(plan, check),
+     .help = "exit 1 with the reason when it does not fit"},
+    {.names = "--json", .kind = OPT_FLAG, .off = F(plan, json),
+     .help = "print JSON (the fields README.md lists)"},
+    {.names = "--runtime", .value = "hearth|llama.cpp", .kind = OPT_CHOICE, .off = F(plan, runtime),
+     .choices = "hearth|llama.cpp", .def = "hearth",
+     .help = "whose memory to plan: hearth serve's, or llama-server's CPU build with the same file "
+             "(the host alone), its flags meaning what llama-server's mean"},
+};
+
+/* Given without --runtime llama.cpp, each of these is a usage error. */
+static const struct opt llamacpp_list[] = {
+    {.names = "-kvu --kv-unified", .kind = OPT_FLAG, .off = F(lc, unified),
+     .help = "one K/V stream for every slot"},
+    {.names = "-b --batch-size", .value = "N", .kind = OPT_LONG, .off = F(lc, batch), .lo = 1,
+     .hi = 1 << 20, .def = "2048", .help = "the logical batch"},
+    {.names = "-fa --flash-attn", .value = "on|off|auto", .kind = OPT_CHOICE,
+     .off = F(lc, flash_attn), .choices = "on|off|auto", .def = "auto",
+     .help = "flash attention; auto is on for a CPU"},
+    {.names = "-ctkd --cache-type-k-draft", .value = "TYPE", .kind = OPT_STR, .off = F(lc, ctkd),
+     .def = "f16", .help = "the draft model's K cache's type, one of llama.cpp's as -ctk's"},
+    {.names = "-ctvd --cache-type-v-draft", .value = "TYPE", .kind = OPT_STR, .off = F(lc, ctvd),
+     .def = "f16", .help = "the draft model's V cache's type, as -ctkd's"},
+    {.names = "--isa", .value = "avx512|avx2|neon|none", .kind = OPT_CHOICE, .off = F(lc, isa),
+     .choices = "avx512|avx2|neon|none", .def = "this CPU's",
+     .help = "the CPU llama.cpp runs on, for the weights it repacks"},
+};
+#undef F
+
+static const struct opt_group serving_group  = OPT_GROUP("Serving, as hearth serve's", serving_list);
+static const struct opt_group plan_group     = OPT_GROUP("Devices and output", plan_list);
+static const struct opt_group llamacpp_group = OPT_GROUP("With --runtime llama.cpp", llamacpp_list);
+
+static const struct opt_use fit_uses[] = {
+    {&serving_group, offsetof(struct fit_args, srv)},
+    {&opts_threads, offsetof(struct fit_args, threads)},
+    {&plan_group, offsetof(struct fit_args, plan)},
+    {&llamacpp_group, offsetof(struct fit_args, lc)},
+};
+
+static const struct fit_args fit_defaults = {
+    .srv = {.ubatch = 512, .checkpoints = 8, .cache_ram = -1, .ctk = "f16", .ctv = "f16"},
+    .lc  = {.batch = 2048, .flash_attn = FA_AUTO, .ctkd = "f16", .ctvd = "f16", .isa = ISA_HOST},
+};
+
+const struct cmd_spec cmd_fit_spec = {
+    .name      = "fit",
+    .synopsis  = "hearth fit MODEL [options]",
+    .about     = "What `hearth serve MODEL` with the same options will hold in memory, per device, "
+                 "read from the file's header alone (no tensor is read): weights, K/V (and the "
+                 "prefix cache), compute buffers, logits, the rest; what is left free; and the "
+                 "layers each device runs.",
+    .uses      = fit_uses,
+    .n_uses    = sizeof fit_uses / sizeof fit_uses[0],
+    .pos_min   = 1,
+    .pos_max   = 1,
+    .pos_off   = offsetof(struct fit_args, pos),
+    .defaults  = &fit_defaults,
+    .args_size = sizeof(struct fit_args),
+};
 
 #define MIB(x) ((double)(x) / (1 << 20))
 
@@ -147,6 +240,16 @@ static bool llamacpp_cache_type(const char *opt, const char *v, enum dtype *t)
     return false;
 }
 
+/* hearth's K/V cache types, as serve takes them (-ctv: no q4_0). */
+static bool hearth_cache_type(const char *opt, const char *v, bool is_v, enum hearth_kv_type *t)
+{
+    if (hearth_kv_type_parse(v, t) && !(is_v && *t == HEARTH_KV_Q4_0))
+        return true;
+    fprintf(stderr, "hearth fit: %s takes %s, got '%s'\n", opt,
+            is_v ? "f16, f32 or q8_0" : "f16, f32, q8_0 or q4_0", v);
+    return false;
+}
+
 /* "name:bytes" into d; false with a usage message. */
 static bool parse_device(const char *v, struct fit_device *d)
 {
@@ -166,173 +269,94 @@ static bool parse_device(const char *v, struct fit_device *d)
     return true;
 }
 
+/*
+ * The last option of llamacpp_list on a command line opts_parse took, as it
+ * is spelt there, into spelt; false when none is.
+ */
+static bool llamacpp_flag_given(int argc, char **argv, char *spelt, size_t spelt_len)
+{
+    const size_t n_llamacpp = sizeof llamacpp_list / sizeof llamacpp_list[0];
+    bool given              = false;
+    char name[64];
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || !a[1])
+            continue;
+        const bool eq = a[1] == '-' && strchr(a, '=');
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(a, eq ? "=" : ""), a);
+        size_t off;
+        const struct opt *o = opts_find(&cmd_fit_spec, name, &off);
+        if (o && o->kind != OPT_FLAG && !eq)
+            i++; /* its value */
+        for (size_t k = 0; k < n_llamacpp; k++)
+            if (o == &llamacpp_list[k]) {
+                snprintf(spelt, spelt_len, "%s", name);
+                given = true;
+            }
+    }
+    return given;
+}
+
 int cmd_fit(int argc, char **argv)
 {
-    struct fit_params p = {
-        .n_parallel = 4, .n_ubatch = 512, .kv_block = 32, .cache_ram = -1, .n_state_snapshots = 8};
-    long n_ctx = 0, parallel = 4, ubatch = 512, threads = default_threads(), ckpt = 8;
-    bool check = false, json = false, have_host = false, llama = false, have_np = false;
-    const char *ctk = NULL, *ctv = NULL, *llama_only = NULL, *fa = "auto", *isa = NULL;
-    const char *ctkd = NULL, *ctvd = NULL;
-    long batch = 2048;
-    struct cache_types ct = {0};
+    struct fit_args a;
+    const enum opts_status st = opts_parse(&cmd_fit_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const bool llama   = a.plan.runtime == RUNTIME_LLAMACPP;
+    struct fit_params p = {.model             = a.pos.v[0],
+                           .draft             = a.srv.draft,
+                           .n_ctx             = a.srv.n_ctx == CTX_MAX ? 0 : (int32_t)a.srv.n_ctx,
+                           .ctx_max           = a.srv.n_ctx == CTX_MAX,
+                           .n_parallel        = a.srv.parallel ? (int32_t)a.srv.parallel : 4,
+                           .n_ubatch          = (int32_t)a.srv.ubatch,
+                           .kv_block          = 32,
+                           .cache_ram         = a.srv.cache_ram,
+                           .n_threads         = (int)threads_or_default(&a.threads),
+                           .n_state_snapshots = (int32_t)a.srv.checkpoints,
+                           .floor             = (uint64_t)a.plan.floor,
+                           .balance           = a.plan.balance};
     struct fit_device gpus[FIT_MAX_DEVICES];
-    int32_t n_gpu = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        }
-#define VALUE()                                                                                    \
-    if (!(v = arg_value("fit", argc, argv, &i)))                                                   \
-    return EXIT_USAGE
-#define LONG(var, lo, hi)                                                                          \
-    do {                                                                                           \
-        VALUE();                                                                                   \
-        if (!arg_long("fit", a, v, lo, hi, &var))                                                  \
-            return EXIT_USAGE;                                                                     \
-    } while (0)
-        if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            VALUE();
-            if (!strcmp(v, "max"))
-                p.ctx_max = true;
-            else if (!arg_long("fit", a, v, 1, 1 << 24, &n_ctx))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "-np") || !strcmp(a, "--parallel")) {
-            LONG(parallel, 1, 4096);
-            have_np = true;
-        } else if (!strcmp(a, "--runtime")) {
-            VALUE();
-            if (!strcmp(v, "llama.cpp"))
-                llama = true;
-            else if (!strcmp(v, "hearth"))
-                llama = false;
-            else {
-                fprintf(stderr, "hearth fit: --runtime takes hearth or llama.cpp, got '%s'\n", v);
-                return EXIT_USAGE;
-            }
-        } else if (!strcmp(a, "-kvu") || !strcmp(a, "--kv-unified")) {
-            p.lc.unified = true;
-            llama_only   = a;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            LONG(batch, 1, 1 << 20);
-            llama_only = a;
-        } else if (!strcmp(a, "-fa") || !strcmp(a, "--flash-attn")) {
-            VALUE();
-            if (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto")) {
-                fprintf(stderr, "hearth fit: %s takes on, off or auto, got '%s'\n", a, v);
-                return EXIT_USAGE;
-            }
-            fa         = v;
-            llama_only = a;
-        } else if (!strcmp(a, "-ctkd") || !strcmp(a, "--cache-type-k-draft") ||
-                   !strcmp(a, "-ctvd") || !strcmp(a, "--cache-type-v-draft")) {
-            VALUE();
-            *(!strcmp(a, "-ctvd") || !strcmp(a, "--cache-type-v-draft") ? &ctvd : &ctkd) = v;
-            llama_only                                                                   = a;
-        } else if (!strcmp(a, "--isa")) {
-            VALUE();
-            isa        = v;
-            llama_only = a;
-        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size"))
-            LONG(ubatch, 1, 65536);
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
-            LONG(threads, 1, 1024);
-        else if (!strcmp(a, "--ctx-checkpoints"))
-            LONG(ckpt, 0, 1024);
-        else if (!strcmp(a, "--cache-ram")) {
-            VALUE();
-            if (!arg_bytes("fit", a, v, &p.cache_ram))
-                return EXIT_USAGE;
-        } else if (!strcmp(a, "--floor")) {
-            int64_t f;
-            VALUE();
-            if (!arg_bytes("fit", a, v, &f))
-                return EXIT_USAGE;
-            p.floor = (uint64_t)f;
-        } else if (!strcmp(a, "--model-draft") || !strcmp(a, "-md")) {
-            VALUE();
-            p.draft = v;
-        } else if (!strcmp(a, "--device")) {
-            struct fit_device d;
-            VALUE();
-            if (!parse_device(v, &d))
-                return EXIT_USAGE;
-            if (d.host) {
-                if (have_host) {
-                    fprintf(stderr, "hearth fit: --device ram is given twice\n");
-                    return EXIT_USAGE;
-                }
-                p.dev[0]  = d;
-                have_host = true;
-            } else if (n_gpu == FIT_MAX_DEVICES - 1) {
-                fprintf(stderr, "hearth fit: at most %d GPUs\n", FIT_MAX_DEVICES - 1);
-                return EXIT_USAGE;
-            } else {
-                gpus[n_gpu++] = d;
-            }
-        } else if (cache_types_opt(a)) {
-            VALUE();
-            *(!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v") ? &ctv : &ctk) = v;
-        } else if (!strcmp(a, "--balance"))
-            p.balance = true;
-        else if (!strcmp(a, "--check"))
-            check = true;
-        else if (!strcmp(a, "--json"))
-            json = true;
-        else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "hearth fit: unknown option %s (hearth fit --help)\n", a);
+    int32_t n_gpu  = 0;
+    bool have_host = false;
+    for (size_t i = 0; i < a.plan.devices.n; i++) {
+        struct fit_device d;
+        if (!parse_device(a.plan.devices.v[i], &d))
             return EXIT_USAGE;
-        } else if (!p.model)
-            p.model = a;
-        else {
-            fprintf(stderr, "hearth fit: one model, got '%s' as well (hearth fit --help)\n", a);
+        if (d.host) {
+            if (have_host) {
+                fprintf(stderr, "hearth fit: --device ram is given twice\n");
+                return EXIT_USAGE;
+            }
+            p.dev[0]  = d;
+            have_host = true;
+        } else if (n_gpu == FIT_MAX_DEVICES - 1) {
+            fprintf(stderr, "hearth fit: at most %d GPUs\n", FIT_MAX_DEVICES - 1);
             return EXIT_USAGE;
+        } else {
+            gpus[n_gpu++] = d;
         }
-#undef LONG
-#undef VALUE
     }
-    if (!p.model) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    if (llama_only && !llama) {
-        fprintf(stderr, "hearth fit: %s is a llama.cpp flag: give --runtime llama.cpp\n",
-                llama_only);
+    char flag[64];
+    if (!llama && llamacpp_flag_given(argc, argv, flag, sizeof flag)) {
+        fprintf(stderr, "hearth fit: %s is a llama.cpp flag: give --runtime llama.cpp\n", flag);
         return EXIT_USAGE;
     }
     if (llama) {
         p.runtime       = FIT_LLAMACPP;
-        p.lc.n_batch    = (int32_t)batch;
-        p.lc.flash_attn = strcmp(fa, "off") != 0;
-        p.lc.type_k = p.lc.type_v = DTYPE_F16;
-        p.lc_draft_k = p.lc_draft_v = DTYPE_F16;
-        if ((ctk && !llamacpp_cache_type("-ctk", ctk, &p.lc.type_k)) ||
-            (ctv && !llamacpp_cache_type("-ctv", ctv, &p.lc.type_v)) ||
-            (ctkd && !llamacpp_cache_type("-ctkd", ctkd, &p.lc_draft_k)) ||
-            (ctvd && !llamacpp_cache_type("-ctvd", ctvd, &p.lc_draft_v)))
+        p.lc.unified    = a.lc.unified || !a.srv.parallel; /* llama-server's auto: 4 on one stream */
+        p.lc.n_batch    = (int32_t)a.lc.batch;
+        p.lc.flash_attn = a.lc.flash_attn != FA_OFF;
+        p.lc.isa        = a.lc.isa == ISA_HOST ? llamacpp_isa_host() : isa_of[a.lc.isa];
+        if (!llamacpp_cache_type("-ctk", a.srv.ctk, &p.lc.type_k) ||
+            !llamacpp_cache_type("-ctv", a.srv.ctv, &p.lc.type_v) ||
+            !llamacpp_cache_type("-ctkd", a.lc.ctkd, &p.lc_draft_k) ||
+            !llamacpp_cache_type("-ctvd", a.lc.ctvd, &p.lc_draft_v))
             return EXIT_USAGE;
-        if (!have_np) /* llama-server's auto: 4 slots on one stream */
-            p.lc.unified = true;
-        if (!isa)
-            p.lc.isa = llamacpp_isa_host();
-        else if (!strcmp(isa, "avx512"))
-            p.lc.isa = LLAMACPP_ISA_AVX512;
-        else if (!strcmp(isa, "avx2"))
-            p.lc.isa = LLAMACPP_ISA_AVX2;
-        else if (!strcmp(isa, "neon"))
-            p.lc.isa = LLAMACPP_ISA_NEON;
-        else if (!strcmp(isa, "none"))
-            p.lc.isa = LLAMACPP_ISA_NONE;
-        else {
-            fprintf(stderr, "hearth fit: --isa takes avx512, avx2, neon or none, got '%s'\n", isa);
-            return EXIT_USAGE;
-        }
         if (p.cache_ram < 0)
             p.cache_ram = 8192ll << 20;
-    } else if ((ctk && !cache_types_set("fit", "-ctk", ctk, &ct)) ||
-               (ctv && !cache_types_set("fit", "-ctv", ctv, &ct)))
+    } else if (!hearth_cache_type("-ctk", a.srv.ctk, false, &p.kv_type) ||
+               !hearth_cache_type("-ctv", a.srv.ctv, true, &p.kv_type_v))
         return EXIT_USAGE;
     if (!have_host) {
         const uint64_t avail = host_mem_available();
@@ -346,13 +370,6 @@ int cmd_fit(int argc, char **argv)
         p.cache_ram = n_gpu ? 0 : (int64_t)(p.dev[0].capacity / 4);
     p.n_dev = 1 + n_gpu;
     memcpy(&p.dev[1], gpus, (size_t)n_gpu * sizeof gpus[0]);
-    p.n_ctx             = (int32_t)n_ctx;
-    p.n_parallel        = (int32_t)parallel;
-    p.n_ubatch          = (int32_t)ubatch;
-    p.n_threads         = (int)threads;
-    p.n_state_snapshots = (int32_t)ckpt;
-    p.kv_type           = (enum hearth_kv_type)ct.k;
-    p.kv_type_v         = (enum hearth_kv_type)ct.v;
     struct fit_plan plan;
     char err[HEARTH_ERR_MAX];
     if (fit_plan(&p, &plan, err, sizeof err) != HEARTH_OK) {
@@ -360,10 +377,10 @@ int cmd_fit(int argc, char **argv)
         fprintf(stderr, "hearth fit: %s\n", strncmp(err, "fit: ", 5) ? err : err + 5);
         return EXIT_RUNTIME;
     }
-    const int rc = json ? print_json(&p, &plan) : (print_table(&p, &plan), EXIT_OK);
+    const int rc = a.plan.json ? print_json(&p, &plan) : (print_table(&p, &plan), EXIT_OK);
     if (rc != EXIT_OK)
         return rc;
-    if (check && !plan.fits) {
+    if (a.plan.check && !plan.fits) {
         fprintf(stderr, "hearth fit: does not fit: %s\n", plan.why);
         return EXIT_RUNTIME;
     }

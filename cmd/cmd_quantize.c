@@ -3,26 +3,76 @@
  * llama.cpp's quantization presets, with llama-quantize's per-tensor mix and
  * (for the same input) the same bytes. Progress goes to stderr.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cmd.h"
 #include "hearth.h"
+#include "opts.h"
 #include "quant/quantize.h"
 
-static void usage(FILE *fp)
-{
-    int n;
-    const struct quant_preset *p = quant_presets(&n);
-    fprintf(fp, "usage: hearth quantize [options] IN.gguf OUT.gguf TYPE\n"
-                "  -t, --threads N        threads (default: the CPU count)\n"
-                "  --allow-requantize     also requantize tensors that are already quantized\n"
-                "  -q, --quiet            no progress lines\n\n"
-                "TYPE (llama.cpp's presets; Q3_K, Q4_K, Q5_K mean the _M variants):\n");
-    for (int i = 0; i < n; i++)
-        fprintf(fp, "  %-8s %s\n", p[i].name, p[i].desc);
-}
+struct quantize_args {
+    struct {
+        bool requant, quiet;
+    } q;
+    struct thread_args threads;
+    struct opt_multi pos; /* IN.gguf, OUT.gguf, TYPE */
+};
+
+#define Q(f) offsetof(struct quantize_args, q.f) - offsetof(struct quantize_args, q)
+static const struct opt quantize_list[] = {
+    {.names = "--allow-requantize", .kind = OPT_FLAG, .off = Q(requant),
+     .help = "also requantize tensors that are already quantized, which loses quality; without it "
+             "such a tensor is refused"},
+    {.names = "-q --quiet", .kind = OPT_FLAG, .off = Q(quiet), .help = "no progress lines"},
+};
+#undef Q
+
+static const struct opt_group quantize_group = OPT_GROUP("Quantization", quantize_list);
+
+static const struct opt_use quantize_uses[] = {
+    {&quantize_group, offsetof(struct quantize_args, q)},
+    {&opts_threads, offsetof(struct quantize_args, threads)},
+};
+
+static const struct quantize_args quantize_defaults; /* all zero: no flag, -t the CPUs */
+
+/* The TYPE table is quant_presets()'s names and lines, in its order (src/quant/quantize.c). */
+const struct cmd_spec cmd_quantize_spec = {
+    .name      = "quantize",
+    .synopsis  = "hearth quantize [options] IN.gguf OUT.gguf TYPE",
+    .about     = "Writes IN.gguf's model to OUT.gguf quantized to TYPE, one of llama.cpp's presets, "
+                 "with llama-quantize's choice of type per tensor and, for the same input, the same "
+                 "bytes. Progress lines go to stderr.",
+    .epilog    = "TYPE (llama.cpp's presets; Q3_K, Q4_K, Q5_K mean the _M variants):\n"
+                 "  Q4_0     4.5 bpw, symmetric 4-bit blocks of 32\n"
+                 "  Q4_1     5.0 bpw, 4-bit with a minimum per block of 32\n"
+                 "  Q5_0     5.5 bpw, symmetric 5-bit blocks of 32\n"
+                 "  Q5_1     6.0 bpw, 5-bit with a minimum per block of 32\n"
+                 "  Q8_0     8.5 bpw, nearly lossless\n"
+                 "  Q2_K     ~3.0 bpw mix of Q2_K/Q3_K/Q4_K\n"
+                 "  Q3_K_S   ~3.5 bpw, Q3_K throughout\n"
+                 "  Q3_K_M   ~3.9 bpw, Q3_K with Q4_K/Q5_K where it matters\n"
+                 "  Q3_K_L   ~4.3 bpw, Q3_K with Q5_K attn_v and ffn_down\n"
+                 "  Q4_K_S   ~4.6 bpw, Q4_K with Q5_K in the first layers\n"
+                 "  Q4_K_M   ~4.9 bpw, Q4_K with Q6_K attn_v/ffn_down in some layers\n"
+                 "  Q5_K_S   ~5.5 bpw, Q5_K throughout\n"
+                 "  Q5_K_M   ~5.7 bpw, Q5_K with Q6_K attn_v/ffn_down in some layers\n"
+                 "  Q6_K     ~6.6 bpw\n"
+                 "  IQ4_NL   4.5 bpw, non-linear 4-bit blocks of 32\n"
+                 "  IQ4_XS   4.25 bpw, non-linear 4-bit super-blocks of 256\n"
+                 "  F16      16 bpw half precision\n"
+                 "  BF16     16 bpw bfloat16\n"
+                 "  F32      32 bpw, no quantization\n",
+    .uses      = quantize_uses,
+    .n_uses    = sizeof quantize_uses / sizeof quantize_uses[0],
+    .pos_min   = 3,
+    .pos_max   = 3,
+    .pos_off   = offsetof(struct quantize_args, pos),
+    .defaults  = &quantize_defaults,
+    .args_size = sizeof(struct quantize_args),
+};
 
 static void list_types(FILE *fp)
 {
@@ -35,50 +85,22 @@ static void list_types(FILE *fp)
 
 int cmd_quantize(int argc, char **argv)
 {
-    const char *pos[3];
-    int n_pos = 0;
-    long threads = default_threads();
-    bool requant = false, quiet = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return EXIT_OK;
-        } else if (!strcmp(a, "--allow-requantize")) {
-            requant = true;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!(v = arg_value("quantize", argc, argv, &i)) ||
-                !arg_long("quantize", a, v, 1, 512, &threads))
-                return EXIT_USAGE;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "hearth quantize: unknown option '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        } else if (n_pos == 3) {
-            fprintf(stderr, "hearth quantize: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return EXIT_USAGE;
-        } else {
-            pos[n_pos++] = a;
-        }
-    }
-    if (n_pos < 3) {
-        fprintf(stderr, "hearth quantize: needs IN.gguf OUT.gguf TYPE\n");
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    const struct quant_preset *p = quant_preset_find(pos[2]);
+    struct quantize_args a;
+    const enum opts_status st = opts_parse(&cmd_quantize_spec, &a, argc, argv);
+    if (st != OPTS_GO)
+        return opts_exit(st);
+    const char *in = a.pos.v[0], *out = a.pos.v[1], *type = a.pos.v[2];
+    const struct quant_preset *p = quant_preset_find(type);
     if (!p) {
-        fprintf(stderr, "hearth quantize: unknown type '%s'; valid types: ", pos[2]);
+        fprintf(stderr, "hearth quantize: unknown type '%s'; valid types: ", type);
         list_types(stderr);
         return EXIT_USAGE;
     }
-    struct quant_params qp = {
-        .n_threads = (int)threads, .allow_requantize = requant, .progress = quiet ? NULL : stderr};
+    struct quant_params qp = {.n_threads        = (int)threads_or_default(&a.threads),
+                              .allow_requantize = a.q.requant,
+                              .progress         = a.q.quiet ? NULL : stderr};
     char err[HEARTH_ERR_MAX];
-    if (quant_file(pos[0], pos[1], p, &qp, err, sizeof err)) {
+    if (quant_file(in, out, p, &qp, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         return EXIT_RUNTIME;
     }

@@ -13,43 +13,6 @@
 #include "hearth.h"
 #include "opts.h"
 
-void placement_usage(FILE *fp, int col)
-{
-    static const char *const lines[][2] = {
-        {"-ngl, --gpu-layers N", "the last N layers on the GPUs, and past the layer count the"},
-        {"", "output too (99: everything; also --n-gpu-layers)"},
-        {"--device LIST", "the GPUs they go to, as hearth devices names them:"},
-        {"", "vulkan0,vulkan1 (default vulkan0; also -dev)"},
-        {"--tensor-split A:B", "the GPUs' shares of those layers, one per --device, each a"},
-        {"", "contiguous range (or A,B; default equal; also -ts)"},
-        {"--layer-split SPEC", "instead: layers per backend in order, \"cpu:12,vulkan0:20\""},
-    };
-    usage_lines(fp, col, lines, sizeof lines / sizeof lines[0]);
-}
-
-bool placement_opt(const char *opt)
-{
-    static const char *const opts[] = {"-ngl", "--gpu-layers", "--n-gpu-layers", "--device",
-                                       "-dev", "--tensor-split", "-ts", "--layer-split"};
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
-        if (!strcmp(opt, opts[i]))
-            return true;
-    return false;
-}
-
-bool placement_set(const char *cmd, const char *opt, const char *v, struct placement *p)
-{
-    if (!strcmp(opt, "--device") || !strcmp(opt, "-dev"))
-        p->devices = v;
-    else if (!strcmp(opt, "--tensor-split") || !strcmp(opt, "-ts"))
-        p->tensor_split = v;
-    else if (!strcmp(opt, "--layer-split"))
-        p->layer_split = v;
-    else
-        return arg_long(cmd, opt, v, 0, 1 << 20, &p->ngl);
-    return true;
-}
-
 bool placement_uses_gpu(const struct placement *p)
 {
     /* a backend other than the CPU in --layer-split is a GPU's name (vulkan0, ...) */

@@ -33,6 +33,7 @@ test	prometheus	`promtool` lints `/metrics` and checks and unit-tests the alert 
 test	systemd	`systemd-analyze verify` checks the units of docs/deploy
 test	mesa-vulkan-drivers	lavapipe, Mesa'"'"'s Vulkan driver on the CPU: a device for the Vulkan tests on machines without a GPU
 test	nodejs	runs the official `openai` and `@anthropic-ai/sdk` npm clients against the server
+test	ca-certificates	lets npm reach its registry over HTTPS
 test	npm	installs those clients, `ajv` and `playwright-core`, pinned by `tests/e2e/node/package-lock.json`
 test	chromium	optional: the chat page'"'"'s test drives it headless through `playwright-core` (needs Node.js 20)
 ci	clang	libFuzzer targets and the clang warning check (`make fuzz`)
