@@ -97,7 +97,7 @@ static const struct opt plan_list[] = {
     {.names = "--check", .kind = OPT_FLAG, .off = F(plan, check),
      .help = "exit 1 with the reason when it does not fit"},
     {.names = "--json", .kind = OPT_FLAG, .off = F(plan, json),
-     .help = "print JSON (the fields README.md lists)"},
+     .help = "print JSON (the fields docs/fit.md lists)"},
     {.names = "--runtime", .value = "hearth|llama.cpp", .kind = OPT_CHOICE, .off = F(plan, runtime),
      .choices = "hearth|llama.cpp", .def = "hearth",
      .help = "whose memory to plan: hearth serve's, or llama-server's CPU build with the same file "

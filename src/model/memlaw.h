@@ -1,12 +1,12 @@
 /*
- * memlaw.h: the memory law (DESIGN decision 5). The bytes of everything a
- * model and a context allocate, from the hyperparameters, the tensor table
- * and the context's parameters alone: the engine sizes its buffers with the
- * functions below, budget.c checks a device's share with them before
- * anything is uploaded, and `hearth fit` predicts a deployment with them
- * from a file's header. Each allocation is counted as it is made
- * (util/memacct.h), and tests/unit/test_memlaw.c holds the count equal to
- * the prediction, so the two cannot drift apart.
+ * memlaw.h: the memory law (docs/ARCHITECTURE.md, "Layers across stages").
+ * The bytes of everything a model and a context allocate, from the
+ * hyperparameters, the tensor table and the context's parameters alone: the
+ * engine sizes its buffers with the functions below, budget.c checks a
+ * device's share with them before anything is uploaded, and `hearth fit`
+ * predicts a deployment with them from a file's header. Each allocation is
+ * counted as it is made (util/memacct.h), and tests/unit/test_memlaw.c holds
+ * the count equal to the prediction, so the two cannot drift apart.
  */
 #ifndef HEARTH_MEMLAW_H
 #define HEARTH_MEMLAW_H

@@ -1,11 +1,12 @@
 /*
  * http.h: the HTTP front of `hearth serve`, an OpenAI-compatible server.
  *
- * Threads (DESIGN.md, decision 7): one libevent loop owns every socket,
- * parses and validates requests (oai_request.c) and streams the answers; a
- * preparation thread (prep.c) renders chat templates and tokenizes; a loader
- * thread maps the model while the listener already answers (/health says
- * 503 until it is ready); the scheduler thread (sched.c) owns the engine.
+ * Threads (docs/ARCHITECTURE.md, "Serving: around the request path"): one
+ * libevent loop owns every socket, parses and validates requests
+ * (oai_request.c) and streams the answers; a preparation thread (prep.c)
+ * renders chat templates and tokenizes; a loader thread maps the model while
+ * the listener already answers (/health says 503 until it is ready); the
+ * scheduler thread (sched.c) owns the engine.
  * Finished preparations and scheduler events cross to the loop through one
  * mutex-protected mailbox and event_active(); no engine call, template or
  * tokenization happens on the loop and no socket write on the scheduler.

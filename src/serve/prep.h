@@ -1,5 +1,6 @@
 /*
- * prep.h: the preparation thread of `hearth serve` (DESIGN.md, decision 7).
+ * prep.h: the preparation thread of `hearth serve` (docs/ARCHITECTURE.md,
+ * "Serving: around the request path").
  *
  * Chat-template rendering and tokenizing take time that grows with the
  * prompt (a 4 MiB body takes a while), so the event loop never does them:
