@@ -4,6 +4,7 @@
 #   sh scripts/deps.sh          what the build and a first run need
 #   sh scripts/deps.sh test     that, and what `make test` needs (then the npm clients the tests run)
 #   sh scripts/deps.sh ci       that, and what .ci/run adds (fuzzing, AArch64 under qemu, SIMDe)
+#   sh scripts/deps.sh runtime  only what a built hearth needs to run (the container's last stage)
 #   sh scripts/deps.sh --list [GROUP]      the packages, one a line, installing nothing
 #   sh scripts/deps.sh --markdown          the list as docs/building.md's table
 #
@@ -12,7 +13,7 @@
 # and .ci/run all take the list from here.
 set -eu
 
-# group, package, why. Groups nest: build < test < ci. A package marked "optional" that does not
+# group, package, why. Groups nest: build < test < ci; runtime stands alone. A package marked "optional" that does not
 # install costs the tests that need it (they skip with a message), not the whole set-up.
 LIST='build	build-essential	gcc and make
 build	pkg-config	finds the Vulkan headers at build time
@@ -42,10 +43,18 @@ ci	libsimde-dev	`make avx512-test`: the AVX-512 and AMX kernel tables built on S
 ci	gcc-aarch64-linux-gnu	optional: `make neon-test` cross-builds the kernel tests for AArch64
 ci	libc6-dev-arm64-cross	optional: the AArch64 C library for that build
 ci	qemu-user	optional: runs the AArch64 kernel tests on x86
-ci	libcmocka-dev:arm64	optional: cmocka for the AArch64 tests (adds the arm64 architecture to dpkg)'
+ci	libcmocka-dev:arm64	optional: cmocka for the AArch64 tests (adds the arm64 architecture to dpkg)
+runtime	libpcre2-8-0	the pre-tokenizer regexes, linked
+runtime	libevent-2.1-7	the HTTP server, linked
+runtime	libevent-pthreads-2.1-7	its pthreads glue, linked
+runtime	libcjson1	JSON, linked
+runtime	libcurl4	opened by `hearth pull` and `-hf`
+runtime	ca-certificates	the Hub'"'"'s HTTPS certificates, for `-hf`
+runtime	libvulkan1	the Vulkan loader, opened when layers go on a GPU
+runtime	curl	the container'"'"'s health check asks `/health` with it'
 
 usage() {
-    echo "usage: sh scripts/deps.sh [build|test|ci] | --list [GROUP] | --markdown" >&2
+    echo "usage: sh scripts/deps.sh [build|test|ci|runtime] | --list [GROUP] | --markdown" >&2
     exit 2
 }
 
@@ -55,6 +64,7 @@ groups_of() {
     build) echo build ;;
     test) echo build test ;;
     ci) echo build test ci ;;
+    runtime) echo runtime ;;
     *) usage ;;
     esac
 }
@@ -73,7 +83,7 @@ select_packages() {
 want=build
 case ${1:-} in
 --list)
-    select_packages "$(groups_of "${2:-ci}")" | cut -d' ' -f1
+    select_packages "$(groups_of "${2:-build}")" | cut -d' ' -f1
     exit 0
     ;;
 --markdown)
@@ -85,7 +95,7 @@ case ${1:-} in
     exit 0
     ;;
 '') ;;
-build | test | ci) want=$1 ;;
+build | test | ci | runtime) want=$1 ;;
 *) usage ;;
 esac
 
@@ -114,7 +124,11 @@ for line in $(select_packages "$(groups_of "$want")" | tr ' ' '='); do
 done
 # Node.js from another source (its nodejs conflicts with Debian's npm) serves as well
 if command -v npm >/dev/null 2>&1; then
-    required=$(printf '%s\n' $required | grep -vx 'nodejs\|npm' | tr '\n' ' ' || true)
+    kept=""
+    for pkg in $required; do
+        case $pkg in nodejs | npm) ;; *) kept="$kept $pkg" ;; esac
+    done
+    required=$kept
 fi
 
 if [ -z "$required$optional" ]; then
@@ -139,7 +153,11 @@ else
         [ "$added" = 1 ] || exit 1
         echo "deps.sh: warning: no arm64 packages on this mirror; the AArch64 tests will skip" >&2
         dpkg --remove-architecture arm64
-        optional=$(printf '%s\n' $optional | grep -v ':arm64$' | tr '\n' ' ' || true)
+        kept=""
+        for pkg in $optional; do
+            case $pkg in *:arm64) ;; *) kept="$kept $pkg" ;; esac
+        done
+        optional=$kept
         apt-get update -qq
     fi
     if [ -n "$required" ]; then
@@ -153,7 +171,7 @@ else
 fi
 
 # the npm clients the end-to-end tests run, pinned by package-lock.json
-if [ "$want" != build ]; then
+if [ "$want" = test ] || [ "$want" = ci ]; then
     here=$(dirname "$0")/..
     lock=$here/tests/e2e/node/package-lock.json
     if [ ! -f "$here/tests/e2e/node/node_modules/.package-lock.json" ] ||

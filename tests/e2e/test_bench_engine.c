@@ -213,7 +213,7 @@ static void test_bad_usage(void **state)
 
     const char *zero_threads[] = {"-m", "x.gguf", "-t", "0", NULL};
     assert_int_equal(bench(zero_threads, &out, &err), 2);
-    assert_non_null(strstr(err, "-t expects an integer in 1..512, got '0'"));
+    assert_non_null(strstr(err, "-t expects an integer in 1..1024, got '0'"));
     free(out);
     free(err);
 
