@@ -130,6 +130,45 @@ static void test_health_models_slots_metrics(void **state)
     srv_stop(&s);
 }
 
+/*
+ * A llama-server command line, in llama.cpp's spellings and with its flags for what hearth
+ * always does (--jinja, -fa, --metrics, -cb), serves as written; an option hearth lacks is
+ * named in the one-line refusal.
+ */
+static void test_a_llama_server_command_line(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    struct srv s;
+    const char *extra[] = {"-c",  "2048", "-np",  "2",    "-b",    "512",       "-ub",
+                           "256", "-ngl", "0",    "-fa",  "on",    "--jinja",   "--metrics",
+                           "-cb", "-ctk", "f16",  "-ctv", "f16",   "-s",        "42",
+                           "-a",  "llama-style", "--cache-ram", "64M", "--swa-checkpoints", "2",
+                           NULL};
+    srv_start(&s, extra);
+    struct http_resp r = http_get(&s, "/v1/models");
+    cJSON *j           = http_json(&r);
+    assert_string_equal(jstr(cJSON_GetArrayItem(jget(j, "data"), 0), "id"), "llama-style");
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    r = http_get(&s, "/slots");
+    j = http_json(&r);
+    assert_int_equal(cJSON_GetArraySize(j), 2);
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    srv_stop(&s);
+
+    const char *argv[] = {tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "-c", "2048", "--mlock",
+                          NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
+    assert_non_null(strstr(err, "unknown option '--mlock'"));
+    const char *nl = strchr(err, '\n');
+    assert_true(nl && nl[1] == 0); /* one line */
+    free(out);
+    free(err);
+}
+
 static void test_health_503_while_loading(void **state)
 {
     (void)state;
@@ -1254,6 +1293,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_health_models_slots_metrics, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_a_llama_server_command_line, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_health_503_while_loading, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_completions_match_llama_cpp, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_chat_and_streaming, srv_kill_leftovers),
