@@ -79,6 +79,9 @@ int hub_model(const char *cmd, const char *spec, unsigned flags, char *path, siz
 
 /* ------------------------------------------------------------ fit check --- */
 
+/* What `-c max` (the largest context that fits) parses to, in run, serve and fit. */
+enum { CTX_MAX = -1 };
+
 /* A serve or run configuration on the host, for fit_check. */
 struct fit_check {
     const char *cmd;         /* "serve", "run": for the messages */

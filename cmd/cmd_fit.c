@@ -14,8 +14,6 @@
 #include "fit/fit.h"
 #include "opts.h"
 
-/* -c max: the largest context that fits */
-enum { CTX_MAX = -1 };
 /* --runtime's values, -fa's and --isa's, in the order of their choices */
 enum { RUNTIME_HEARTH, RUNTIME_LLAMACPP };
 enum { FA_ON, FA_OFF, FA_AUTO };

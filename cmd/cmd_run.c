@@ -17,9 +17,6 @@
 #include "opts.h"
 #include "util/clock.h"
 
-/* -c max: the largest context that fits */
-enum { CTX_MAX = -1 };
-
 struct run_args {
     struct model_args model;
     struct {

@@ -18,8 +18,6 @@
 #include "opts.h"
 #include "serve/http.h"
 
-/* -c max: the most that fits in the RAM free */
-enum { CTX_MAX = -1 };
 /* --spec's values, in the order of its choices; SPEC_UNSET: not given */
 enum { SPEC_UNSET = -1, SPEC_NGRAM, SPEC_DRAFT, SPEC_MTP, SPEC_NGRAM_DRAFT, SPEC_NGRAM_MTP, SPEC_NONE };
 
@@ -263,18 +261,8 @@ int cmd_serve(int argc, char **argv)
     const bool spec_mtp   = spec == SPEC_MTP || spec == SPEC_NGRAM_MTP;
     const bool spec_draft = spec == SPEC_DRAFT || spec == SPEC_NGRAM_DRAFT ||
                             (spec == SPEC_UNSET && draft_path);
-    if (!a.model.path && !a.model.hf) {
-        fprintf(stderr, "hearth serve: needs -m MODEL or -hf ORG/REPO[:QUANT]\n");
+    if (model_args_check("serve", &a.model) != EXIT_OK)
         return EXIT_USAGE;
-    }
-    if (a.model.path && a.model.hf) {
-        fprintf(stderr, "hearth serve: -m and -hf name two models; give one\n");
-        return EXIT_USAGE;
-    }
-    if (a.model.offline && !a.model.hf) {
-        fprintf(stderr, "hearth serve: --offline goes with -hf\n");
-        return EXIT_USAGE;
-    }
     if (tmpl_file && tmpl_name) {
         fprintf(stderr, "hearth serve: --chat-template-file and --chat-template name two templates; "
                         "give one\n");

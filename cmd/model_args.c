@@ -21,7 +21,7 @@ static const struct opt model_list[] = {
 };
 const struct opt_group opts_model = OPT_GROUP("Model", model_list);
 
-int model_args_path(const char *cmd, const struct model_args *m, char *path, size_t path_len)
+int model_args_check(const char *cmd, const struct model_args *m)
 {
     if (m->path && m->hf) {
         fprintf(stderr, "hearth %s: -m and -hf name two models; give one\n", cmd);
@@ -35,6 +35,14 @@ int model_args_path(const char *cmd, const struct model_args *m, char *path, siz
         fprintf(stderr, "hearth %s: --offline goes with -hf\n", cmd);
         return EXIT_USAGE;
     }
+    return EXIT_OK;
+}
+
+int model_args_path(const char *cmd, const struct model_args *m, char *path, size_t path_len)
+{
+    const int rc = model_args_check(cmd, m);
+    if (rc != EXIT_OK)
+        return rc;
     if (m->hf)
         return hub_model(cmd, m->hf, m->offline ? HUB_OFFLINE : 0, path, path_len);
     snprintf(path, path_len, "%s", m->path);

@@ -121,11 +121,15 @@ struct model_args {
 };
 extern const struct opt_group opts_model;
 
+/* Refuses both or neither of -m and -hf, and --offline without -hf: EXIT_OK, or EXIT_USAGE with
+ * one line on stderr. A command checks early, so a mistyped flag costs no download. */
+int model_args_check(const char *cmd, const struct model_args *m);
+
 /*
  * The model's local path into path (path_len bytes): -m's, or -hf's from the
- * Hub's cache, downloaded when missing (--offline: the cache only). Refuses
- * both or neither given, and --offline without -hf, as usage errors. Returns
- * EXIT_OK or the exit status, with one line on stderr.
+ * Hub's cache, downloaded when missing (--offline: the cache only), after
+ * model_args_check. Returns EXIT_OK or the exit status, with one line on
+ * stderr.
  */
 int model_args_path(const char *cmd, const struct model_args *m, char *path, size_t path_len);
 
