@@ -259,51 +259,6 @@ const struct cmd_spec cmd_bench_spec = {
     .args_size = sizeof(struct bench_args),
 };
 
-/* Whether o is the entry one of names (space-separated spellings) stands for. */
-static bool named(const struct opt *o, const char *names)
-{
-    for (const char *p = names; *p;) {
-        char name[64];
-        const size_t n = strcspn(p, " ");
-        snprintf(name, sizeof name, "%.*s", (int)n, p);
-        size_t off;
-        if (opts_find(&cmd_bench_spec, name, &off) == o)
-            return true;
-        p += n + (p[n] == ' ');
-    }
-    return false;
-}
-
-/*
- * The place in argv (which opts_parse took) of the last option given that is one of names, or 0:
- * what the parsed values cannot say, as whether --requests was given at its default.
- */
-static int last_given(int argc, char **argv, const char *names)
-{
-    int last = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq = NULL;
-        if (!strcmp(a, "--"))
-            break;
-        if (a[0] != '-' || !a[1])
-            continue;
-        size_t off;
-        const struct opt *o = opts_find(&cmd_bench_spec, a, &off);
-        if (!o && a[1] == '-' && (eq = strchr(a, '=')) != NULL) {
-            char name[64];
-            snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
-            o = opts_find(&cmd_bench_spec, name, &off);
-        }
-        if (!o)
-            continue;
-        if (named(o, names))
-            last = i;
-        if (o->kind != OPT_FLAG && !eq)
-            i++; /* its value */
-    }
-    return last;
-}
-
 static bool target(const char *url, struct httpc_target *t)
 {
     char err[200];
@@ -322,14 +277,14 @@ int cmd_bench(int argc, char **argv)
     /* what the values cannot say: which options were given, and of --progress and
      * --no-progress the last */
     const bool compare_mode  = a.compare;
-    const bool have_requests = last_given(argc, argv, "--requests") > 0;
-    const bool have_conc     = last_given(argc, argv, "--concurrency") > 0;
+    const bool have_requests = opts_last(&cmd_bench_spec, argc, argv, "--requests") > 0;
+    const bool have_conc     = opts_last(&cmd_bench_spec, argc, argv, "--concurrency") > 0;
     const bool any_run_opt =
-        last_given(argc, argv,
+        opts_last(&cmd_bench_spec, argc, argv,
                    "--workload --concurrency --rate --requests --duration --prompt-tokens "
                    "--tail-tokens --temperature --sessions --turns --own-system --salt --seed") > 0;
-    const int on       = last_given(argc, argv, "--progress");
-    const int off      = last_given(argc, argv, "--no-progress");
+    const int on       = opts_last(&cmd_bench_spec, argc, argv, "--progress");
+    const int off      = opts_last(&cmd_bench_spec, argc, argv, "--no-progress");
     const int progress = on > off ? 1 : off > on ? 0 : -1;
     const char *json = a.out.json, *tsv = a.out.tsv;
 

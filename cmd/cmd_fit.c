@@ -273,26 +273,14 @@ static bool parse_device(const char *v, struct fit_device *d)
  */
 static bool llamacpp_flag_given(int argc, char **argv, char *spelt, size_t spelt_len)
 {
-    const size_t n_llamacpp = sizeof llamacpp_list / sizeof llamacpp_list[0];
-    bool given              = false;
-    char name[64];
-    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || !a[1])
-            continue;
-        const bool eq = a[1] == '-' && strchr(a, '=');
-        snprintf(name, sizeof name, "%.*s", (int)strcspn(a, eq ? "=" : ""), a);
-        size_t off;
-        const struct opt *o = opts_find(&cmd_fit_spec, name, &off);
-        if (o && o->kind != OPT_FLAG && !eq)
-            i++; /* its value */
-        for (size_t k = 0; k < n_llamacpp; k++)
-            if (o == &llamacpp_list[k]) {
-                snprintf(spelt, spelt_len, "%s", name);
-                given = true;
-            }
+    int last = 0;
+    for (size_t k = 0; k < sizeof llamacpp_list / sizeof llamacpp_list[0]; k++) {
+        const int at = opts_last(&cmd_fit_spec, argc, argv, llamacpp_list[k].names);
+        last         = at > last ? at : last;
     }
-    return given;
+    if (last)
+        snprintf(spelt, spelt_len, "%.*s", (int)strcspn(argv[last], "="), argv[last]);
+    return last > 0;
 }
 
 int cmd_fit(int argc, char **argv)

@@ -135,6 +135,18 @@ static bool take(const char *cmd, const struct opt *o, const char *spelling, con
     return false;
 }
 
+/* The entry the option argument a names, as "--name" or "--name=value" (*eq then at the '='),
+ * or NULL. */
+static const struct opt *match(const struct cmd_spec *spec, const char *a, size_t *off,
+                               const char **eq)
+{
+    *eq                 = NULL;
+    const struct opt *o = find(spec, a, strlen(a), off);
+    if (!o && a[1] == '-' && (*eq = strchr(a, '=')) != NULL)
+        o = find(spec, a, (size_t)(*eq - a), off);
+    return o;
+}
+
 enum opts_status opts_parse(const struct cmd_spec *spec, void *args, int argc, char **argv)
 {
     char *base = args;
@@ -168,10 +180,8 @@ enum opts_status opts_parse(const struct cmd_spec *spec, void *args, int argc, c
             continue;
         }
         size_t off;
-        const char *eq = NULL, *v = NULL;
-        const struct opt *o = find(spec, a, strlen(a), &off);
-        if (!o && a[1] == '-' && (eq = strchr(a, '=')) != NULL)
-            o = find(spec, a, (size_t)(eq - a), &off);
+        const char *eq, *v = NULL;
+        const struct opt *o = match(spec, a, &off, &eq);
         char spelling[64];
         snprintf(spelling, sizeof spelling, "%.*s", (int)(eq ? eq - a : (ptrdiff_t)strlen(a)), a);
         if (!o) {
@@ -201,6 +211,29 @@ enum opts_status opts_parse(const struct cmd_spec *spec, void *args, int argc, c
         return OPTS_USAGE;
     }
     return OPTS_GO;
+}
+
+int opts_last(const struct cmd_spec *spec, int argc, char **argv, const char *names)
+{
+    int last = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *a = argv[i], *eq;
+        if (a[0] != '-' || !a[1])
+            continue;
+        size_t off;
+        const struct opt *o = match(spec, a, &off, &eq);
+        if (!o)
+            continue;
+        for (const char *p = names; *p;) {
+            const size_t n = strcspn(p, " ");
+            if (find(spec, p, n, &off) == o)
+                last = i;
+            p += n + (p[n] == ' ');
+        }
+        if (o->kind != OPT_FLAG && !eq)
+            i++; /* its value */
+    }
+    return last;
 }
 
 int opts_exit(enum opts_status st)

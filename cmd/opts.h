@@ -98,6 +98,13 @@ enum opts_status {
  */
 enum opts_status opts_parse(const struct cmd_spec *spec, void *args, int argc, char **argv);
 
+/*
+ * The place in argv (a command line opts_parse took) of the last option given that is one of
+ * names (space-separated spellings, any of an option's), or 0 when none is: what the parsed
+ * values cannot say, as whether an option was given at its default, or which of two came last.
+ */
+int opts_last(const struct cmd_spec *spec, int argc, char **argv, const char *names);
+
 /* The status for opts_parse's result: EXIT_OK for OPTS_HELP, EXIT_USAGE for OPTS_USAGE. */
 int opts_exit(enum opts_status st);
 
