@@ -117,125 +117,141 @@ static void test_every_command_has_lists(void **state)
     }
 }
 
-/* Each spelling of each option takes a value and lands in the struct; bad values do not. */
+/*
+ * Calls check for every option of every command: base is the command's struct as it starts
+ * (no option given), args a scratch struct of the same size, off the option's group's offset.
+ */
+typedef void option_check(const struct cmd_spec *spec, const struct opt *o, size_t off,
+                          const char *base, char *args);
+static void each_option(option_check *check)
+{
+    for (size_t c = 0; c < cmd_table_n; c++) {
+        const struct cmd_spec *spec = cmd_table[c].spec;
+        if (!spec)
+            continue;
+        char *base = malloc(spec->args_size), *args = malloc(spec->args_size);
+        assert_true(base && args);
+        assert_int_equal(parse(spec, base, NULL), OPTS_GO);
+        for (size_t u = 0; u < spec->n_uses; u++) {
+            const struct opt_group *g = spec->uses[u].group;
+            for (size_t i = 0; i < g->n_opts; i++)
+                check(spec, &g->opts[i], spec->uses[u].off, base, args);
+        }
+        free(base);
+        free(args);
+    }
+}
+
+static size_t n_checked; /* spellings test_every_option_parses took */
+
+/* Each spelling of o takes a value and lands in the struct; bad values do not. */
+static void option_parses(const struct cmd_spec *spec, const struct opt *o, size_t off,
+                          const char *base, char *args)
+{
+    (void)off;
+    char names[8][64], vals[16][64];
+    const size_t n_names = spellings(o, names, 8);
+    const size_t n_vals  = values(o, vals, 16);
+    for (size_t s = 0; s < n_names; s++) {
+        /* no other option of this command is spelt the same */
+        size_t at;
+        assert_ptr_equal(opts_find(spec, names[s], &at), o);
+        bool changed = false;
+        for (size_t v = 0; v < (n_vals ? n_vals : 1) && !changed; v++) {
+            const char *argv[] = {names[s], n_vals ? vals[v] : NULL, NULL};
+            const enum opts_status st = parse(spec, args, argv);
+            if (st != OPTS_GO)
+                fail_msg("hearth %s %s %s: refused", spec->name, names[s],
+                         n_vals ? vals[v] : "");
+            changed = memcmp(args, base, spec->args_size) != 0;
+        }
+        if (!changed)
+            fail_msg("hearth %s %s: no value of it changes what the command gets",
+                     spec->name, names[s]);
+        n_checked++;
+    }
+    /* out of range, not a number, not a choice: a usage error */
+    char bad[3][64];
+    size_t n_bad = 0;
+    if (o->kind == OPT_LONG || o->kind == OPT_FLOAT) {
+        snprintf(bad[n_bad++], 64, "x1");
+        if (o->hi < 1e15)
+            snprintf(bad[n_bad++], 64, "%.17g", o->hi + 1);
+        if (o->lo > -1e15)
+            snprintf(bad[n_bad++], 64, "%.17g", o->lo - 1);
+    } else if (o->kind == OPT_CHOICE || o->kind == OPT_BYTES) {
+        snprintf(bad[n_bad++], 64, "no-such-value");
+    }
+    for (size_t b = 0; b < n_bad; b++) {
+        const char *argv[] = {names[0], bad[b], NULL};
+        quiet(true);
+        const enum opts_status st = parse(spec, args, argv);
+        quiet(false);
+        if (st != OPTS_USAGE)
+            fail_msg("hearth %s %s %s: taken", spec->name, names[0], bad[b]);
+    }
+    /* a value missing at the end of the line */
+    if (o->kind != OPT_FLAG) {
+        const char *argv[] = {names[0], NULL};
+        quiet(true);
+        const enum opts_status st = parse(spec, args, argv);
+        quiet(false);
+        assert_int_equal(st, OPTS_USAGE);
+    }
+}
+
 static void test_every_option_parses(void **state)
 {
     (void)state;
-    size_t n_checked = 0;
+    n_checked = 0;
+    each_option(option_parses);
+    print_message("%zu spellings of options parsed\n", n_checked);
+    assert_true(n_checked > 100);
     for (size_t c = 0; c < cmd_table_n; c++) {
         const struct cmd_spec *spec = cmd_table[c].spec;
         if (!spec)
             continue;
-        char *base = malloc(spec->args_size), *args = malloc(spec->args_size);
-        assert_true(base && args);
-        assert_int_equal(parse(spec, base, NULL), OPTS_GO);
-        for (size_t u = 0; u < spec->n_uses; u++) {
-            const struct opt_group *g = spec->uses[u].group;
-            for (size_t i = 0; i < g->n_opts; i++) {
-                const struct opt *o = &g->opts[i];
-                char names[8][64], vals[16][64];
-                const size_t n_names = spellings(o, names, 8);
-                const size_t n_vals  = values(o, vals, 16);
-                for (size_t s = 0; s < n_names; s++) {
-                    /* no other option of this command is spelt the same */
-                    size_t off;
-                    assert_ptr_equal(opts_find(spec, names[s], &off), o);
-                    bool changed = false;
-                    for (size_t v = 0; v < (n_vals ? n_vals : 1) && !changed; v++) {
-                        const char *argv[] = {names[s], n_vals ? vals[v] : NULL, NULL};
-                        const enum opts_status st = parse(spec, args, argv);
-                        if (st != OPTS_GO)
-                            fail_msg("hearth %s %s %s: refused", spec->name, names[s],
-                                     n_vals ? vals[v] : "");
-                        changed = memcmp(args, base, spec->args_size) != 0;
-                    }
-                    if (!changed)
-                        fail_msg("hearth %s %s: no value of it changes what the command gets",
-                                 spec->name, names[s]);
-                    n_checked++;
-                }
-                /* out of range, not a number, not a choice: a usage error */
-                char bad[3][64];
-                size_t n_bad = 0;
-                if (o->kind == OPT_LONG || o->kind == OPT_FLOAT) {
-                    snprintf(bad[n_bad++], 64, "x1");
-                    if (o->hi < 1e15)
-                        snprintf(bad[n_bad++], 64, "%.17g", o->hi + 1);
-                    if (o->lo > -1e15)
-                        snprintf(bad[n_bad++], 64, "%.17g", o->lo - 1);
-                } else if (o->kind == OPT_CHOICE || o->kind == OPT_BYTES) {
-                    snprintf(bad[n_bad++], 64, "no-such-value");
-                }
-                for (size_t b = 0; b < n_bad; b++) {
-                    const char *argv[] = {names[0], bad[b], NULL};
-                    quiet(true);
-                    const enum opts_status st = parse(spec, args, argv);
-                    quiet(false);
-                    if (st != OPTS_USAGE)
-                        fail_msg("hearth %s %s %s: taken", spec->name, names[0], bad[b]);
-                }
-                /* a value missing at the end of the line */
-                if (o->kind != OPT_FLAG) {
-                    const char *argv[] = {names[0], NULL};
-                    quiet(true);
-                    const enum opts_status st = parse(spec, args, argv);
-                    quiet(false);
-                    assert_int_equal(st, OPTS_USAGE);
-                }
-            }
-        }
         const char *unknown[] = {"--no-such-option", NULL};
+        char *args = malloc(spec->args_size);
+        assert_non_null(args);
         quiet(true);
         assert_int_equal(parse(spec, args, unknown), OPTS_USAGE);
         quiet(false);
-        free(base);
         free(args);
     }
-    print_message("%zu spellings of options parsed\n", n_checked);
-    assert_true(n_checked > 100);
 }
 
-/* A default the help states as a value of the option's kind is what the command starts from. */
+/* A default the help states as a value of o's kind is what the command starts from. */
+static void default_holds(const struct cmd_spec *spec, const struct opt *o, size_t off,
+                          const char *base, char *args)
+{
+    if (!o->def || o->kind == OPT_FLAG || o->kind == OPT_MULTI)
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(o->names, " "), o->names);
+    if (o->kind == OPT_STR) {
+        const char *dflt = *(const char **)(base + off + o->off);
+        if (dflt && strcmp(dflt, o->def))
+            fail_msg("hearth %s %s: the help says %s, the command starts from %s",
+                     spec->name, name, o->def, dflt);
+        return;
+    }
+    const char *argv[] = {name, o->def, NULL};
+    quiet(true);
+    const enum opts_status st = parse(spec, args, argv);
+    quiet(false);
+    if (st != OPTS_GO)
+        return; /* prose: "the CPU count" */
+    if (memcmp(args, base, spec->args_size))
+        fail_msg("hearth %s %s: the help says the default is %s, but the command "
+                 "starts from another value",
+                 spec->name, name, o->def);
+}
+
 static void test_stated_defaults_hold(void **state)
 {
     (void)state;
-    for (size_t c = 0; c < cmd_table_n; c++) {
-        const struct cmd_spec *spec = cmd_table[c].spec;
-        if (!spec)
-            continue;
-        char *base = malloc(spec->args_size), *args = malloc(spec->args_size);
-        assert_true(base && args);
-        assert_int_equal(parse(spec, base, NULL), OPTS_GO);
-        for (size_t u = 0; u < spec->n_uses; u++) {
-            const struct opt_group *g = spec->uses[u].group;
-            for (size_t i = 0; i < g->n_opts; i++) {
-                const struct opt *o = &g->opts[i];
-                if (!o->def || o->kind == OPT_FLAG || o->kind == OPT_MULTI)
-                    continue;
-                char name[64];
-                snprintf(name, sizeof name, "%.*s", (int)strcspn(o->names, " "), o->names);
-                if (o->kind == OPT_STR) {
-                    const char *dflt = *(const char **)(base + spec->uses[u].off + o->off);
-                    if (dflt && strcmp(dflt, o->def))
-                        fail_msg("hearth %s %s: the help says %s, the command starts from %s",
-                                 spec->name, name, o->def, dflt);
-                    continue;
-                }
-                const char *argv[] = {name, o->def, NULL};
-                quiet(true);
-                const enum opts_status st = parse(spec, args, argv);
-                quiet(false);
-                if (st != OPTS_GO)
-                    continue; /* prose: "the CPU count" */
-                if (memcmp(args, base, spec->args_size))
-                    fail_msg("hearth %s %s: the help says the default is %s, but the command "
-                             "starts from another value",
-                             spec->name, name, o->def);
-            }
-        }
-        free(base);
-        free(args);
-    }
+    each_option(default_holds);
 }
 
 /* --------------------------------------------------- generated docs --- */
