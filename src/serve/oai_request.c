@@ -83,7 +83,26 @@ void oai_request_free(struct oai_request *req)
     free(req->prompts);
     for (int32_t i = 0; i < req->n_stop; i++)
         free(req->stop[i]);
+    free(req->bias);
     memset(req, 0, sizeof *req);
+}
+
+void oai_ignore(struct oai_request *req, const char *path, bool unknown)
+{
+    if (req->n_ignored >= OAI_MAX_IGNORED) {
+        req->n_ignored_more++;
+        return;
+    }
+    struct oai_ignored *ig = &req->ignored[req->n_ignored++];
+    size_t n               = 0;
+    for (; path[n] && n + 1 < sizeof ig->path; n++) {
+        unsigned char c = (unsigned char)path[n];
+        bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    strchr("_.:/-", c);
+        ig->path[n] = safe ? (char)c : '?';
+    }
+    ig->path[n] = 0;
+    ig->unknown = unknown;
 }
 
 /* -------------------------------------------------------------- messages --- */
@@ -935,9 +954,9 @@ bool oai_parse(enum oai_kind kind, const char *body, size_t len, struct oai_requ
     {
         const struct rule *r = rule_of(it->string);
         if (!r || !(r->kinds & (1u << kind))) {
-            BAD(e, "unknown_parameter", it->string,
-                "Unrecognized request argument supplied: %.64s", it->string);
-            goto out;
+            if (!cJSON_IsNull(it))
+                oai_ignore(req, it->string, true);
+            continue;
         }
         if (cJSON_IsNull(it))
             continue;
