@@ -288,6 +288,12 @@ void h_count_tokens(struct server *s, struct evhttp_request *req)
         serve_reply_error(s, req, EP_COUNT_TOKENS, &e);
         return;
     }
+    if (!serve_apply_policy(s, EP_COUNT_TOKENS, &t->r, &e)) {
+        oai_request_free(&t->r);
+        free(t);
+        serve_reply_error(s, req, EP_COUNT_TOKENS, &e);
+        return;
+    }
     serve_prepare(s, req, EP_COUNT_TOKENS, PK_COUNT_TOKENS, t);
 }
 

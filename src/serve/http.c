@@ -572,15 +572,28 @@ static void task_done(struct server *s, struct task *t)
     task_free(t);
 }
 
-/* --tool-choice on r, when its conversation ends with the user's own turn (not a tool
- * result) and it offers tools: the first request of an agent's turn is steered, the one
- * after the tool's result is not, so the turn still ends. */
+/* The role of messages[i] ("" when there is none). */
+static const char *role_at(const cJSON *messages, int i)
+{
+    const cJSON *role =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(messages, i), "role");
+    return cJSON_IsString(role) ? role->valuestring : "";
+}
+
+/* --tool-choice on r, when its conversation ends with the user's own turn and it offers
+ * tools: the first request of an agent's turn is steered; the one carrying the tool's result
+ * is not (even where the client adds a user message after the result, as Claude Code does),
+ * so the turn still ends. */
 static void steer_tool_choice(const char *mode, struct oai_request *r)
 {
-    const cJSON *last = cJSON_GetArrayItem(r->messages, cJSON_GetArraySize(r->messages) - 1);
-    const cJSON *role = cJSON_GetObjectItemCaseSensitive(last, "role");
-    if (!mode || !r->tools || r->schema || r->grammar || !cJSON_IsString(role) ||
-        strcmp(role->valuestring, "user"))
+    if (!mode || !r->tools || r->schema || r->grammar)
+        return;
+    int i = cJSON_GetArraySize(r->messages) - 1;
+    if (strcmp(role_at(r->messages, i), "user"))
+        return;
+    while (i >= 0 && !strcmp(role_at(r->messages, i), "user"))
+        i--;
+    if (!strcmp(role_at(r->messages, i), "tool"))
         return;
     if (!strcmp(mode, "auto") || !strcmp(mode, "none") || !strcmp(mode, "required")) {
         r->tool_choice = !strcmp(mode, "auto")   ? OAI_TOOL_AUTO
@@ -604,10 +617,7 @@ static void steer_tool_choice(const char *mode, struct oai_request *r)
     }
 }
 
-/* The server's side of the field policy, once a body is parsed: the fields it ignored are
- * logged the first time each is seen and counted (refused under --strict-fields when the
- * dialect does not define them), -n caps the reply, --tool-choice steers. */
-static bool apply_policy(struct server *s, enum metrics_endpoint ep, struct oai_request *r,
+bool serve_apply_policy(struct server *s, enum metrics_endpoint ep, struct oai_request *r,
                          struct oai_error *e)
 {
     const bool anth = ep == EP_MESSAGES || ep == EP_COUNT_TOKENS;
@@ -659,7 +669,7 @@ static void prepare_body(struct server *s, struct evhttp_request *req, enum metr
         serve_reply_error(s, req, ep, &e);
         return;
     }
-    if (!apply_policy(s, ep, &t->r, &e)) {
+    if (!serve_apply_policy(s, ep, &t->r, &e)) {
         oai_request_free(&t->r);
         free(t);
         serve_reply_error(s, req, ep, &e);

@@ -284,20 +284,27 @@ static void test_tool_choice_steers_a_turns_first_request(void **state)
     assert_string_equal(jstr(jget(call, "function"), "name"), "get_weather");
     cJSON_Delete(j);
     http_resp_free(&r);
-    /* the tool's result: left as sent (tool_choice none, so no call) */
-    r = http_post(&s, "/v1/chat/completions",
-                  "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":"
-                  "\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
-                  "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
-                  "\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
-                  "\"content\":\"sunny\"}]," TOOLS ",\"tool_choice\":\"none\",\"temperature\":0}");
-    assert_int_equal(r.status, 200);
-    j   = http_json(&r);
-    ch0 = cJSON_GetArrayItem(jget(j, "choices"), 0);
-    assert_string_equal(jstr(ch0, "finish_reason"), "length");
-    assert_null(cJSON_GetObjectItem(jget(ch0, "message"), "tool_calls"));
-    cJSON_Delete(j);
-    http_resp_free(&r);
+    /* the tool's result, alone or with a note the client adds after it as a user message (as
+     * Claude Code does): left as sent (tool_choice none, so no call) */
+    for (int note = 0; note < 2; note++) {
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Weather?\"},{\"role\":"
+                 "\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+                 "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+                 "\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
+                 "\"c1\",\"content\":\"sunny\"}%s]," TOOLS ",\"tool_choice\":\"none\","
+                 "\"temperature\":0,\"max_tokens\":8}",
+                 note ? ",{\"role\":\"user\",\"content\":\"(a reminder)\"}" : "");
+        r = http_post(&s, "/v1/chat/completions", body);
+        assert_int_equal(r.status, 200);
+        j   = http_json(&r);
+        ch0 = cJSON_GetArrayItem(jget(j, "choices"), 0);
+        assert_string_equal(jstr(ch0, "finish_reason"), "length");
+        assert_null(cJSON_GetObjectItem(jget(ch0, "message"), "tool_calls"));
+        cJSON_Delete(j);
+        http_resp_free(&r);
+    }
     srv_stop(&s);
 }
 
