@@ -3,10 +3,13 @@
  * struct oai_request in the chat path's form. Runs on the event loop: JSON
  * and field checks only.
  *
- * Every field and every content block is checked by name: what Anthropic
- * defines and hearth cannot honour is refused with a sentence saying so,
- * anything else unknown as Anthropic refuses it ("x: Extra inputs are not
- * permitted"). Messages name the field as Anthropic's do, a dotted path
+ * The field policy (openai.h): a field that changes what is generated is
+ * honoured, or refused with a sentence saying why where ignoring it would
+ * give a wrong answer (an image to a text model, a tool the server would
+ * have to run); one that does not (caching hints, bookkeeping, betas) is
+ * accepted and noted in req->ignored through anth_note, unknown ones
+ * marked, at every level of the body. Malformed values of known fields are
+ * refused. Messages name the field as Anthropic's do, a dotted path
  * ("messages.1.content.0.tool_use_id: Field required").
  */
 #include <cjson/cJSON.h>
@@ -49,21 +52,68 @@ static bool wrong(struct oai_error *e, const char *path, const char *want)
     return BAD(e, "%s: Input should be %s", path, want);
 }
 
-/* Refuses every key of obj not in allowed (NULL-terminated). */
-static bool only_keys(const cJSON *obj, const char *path, const char *const *allowed,
-                      struct oai_error *e)
+void anth_note(struct oai_request *req, const char *path, bool unknown)
+{
+    char name[OAI_IGNORED_LEN];
+    size_t n = 0;
+    for (const char *p = path; *p && n + 1 < sizeof name;) {
+        size_t seg = strcspn(p, ".");
+        bool index = seg > 0 && strspn(p, "0123456789") == seg;
+        if (!index) {
+            if (n && n + 1 < sizeof name)
+                name[n++] = '.';
+            for (size_t k = 0; k < seg && n + 1 < sizeof name; k++) {
+                unsigned char c = (unsigned char)p[k];
+                bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                            (c >= '0' && c <= '9') || strchr("_:/-", c);
+                name[n++] = safe ? (char)c : '?';
+            }
+        }
+        p += seg + (p[seg] == '.');
+    }
+    name[n] = 0;
+    for (int32_t k = 0; k < req->n_ignored; k++)
+        if (!strcmp(req->ignored[k].path, name))
+            return;
+    /* a full list keeps naming the unknown fields (--strict-fields refuses by them): an
+     * unknown one takes a known one's place, which is then only counted */
+    for (int32_t k = 0; unknown && req->n_ignored == OAI_MAX_IGNORED && k < req->n_ignored; k++)
+        if (!req->ignored[k].unknown) {
+            memmove(&req->ignored[k], &req->ignored[k + 1],
+                    (size_t)(req->n_ignored - k - 1) * sizeof req->ignored[0]);
+            req->n_ignored--;
+            req->n_ignored_more++;
+            break;
+        }
+    oai_ignore(req, name, unknown);
+}
+
+void anth_note_others(struct oai_request *req, const cJSON *obj, const char *path,
+                      const char *const *known)
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj)
     {
         size_t k = 0;
-        while (allowed[k] && strcmp(allowed[k], it->string))
+        while (known[k] && strcmp(known[k], it->string))
             k++;
-        if (!allowed[k])
-            return BAD(e, "%s%s%.64s: Extra inputs are not permitted", path, *path ? "." : "",
-                       it->string);
+        if (!known[k] && !cJSON_IsNull(it)) {
+            char p[PATH_MAX_LEN];
+            pathf(p, "%s%s%.64s", path, *path ? "." : "", it->string);
+            anth_note(req, p, true);
+        }
     }
-    return true;
+}
+
+/* Notes the field name of obj, when given, as known and without effect here. */
+static void known_noop(struct oai_request *req, const cJSON *obj, const char *path,
+                       const char *name)
+{
+    if (!reqjson_field(obj, name))
+        return;
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s%s%s", path, *path ? "." : "", name);
+    anth_note(req, p, false);
 }
 
 /* A string field that must be present: its value, or NULL with *e set. */
@@ -111,7 +161,8 @@ static bool want_int(const cJSON *it, const char *name, double lo, double hi, in
 }
 
 /* cache_control: accepted and ignored (the prefix cache needs no hint), but checked. */
-static bool check_cache_control(const cJSON *obj, const char *path, struct oai_error *e)
+static bool check_cache_control(struct oai_request *req, const cJSON *obj, const char *path,
+                                struct oai_error *e)
 {
     const cJSON *cc = reqjson_field(obj, "cache_control");
     if (!cc)
@@ -121,8 +172,8 @@ static bool check_cache_control(const cJSON *obj, const char *path, struct oai_e
     if (!cJSON_IsObject(cc))
         return wrong(e, p, "a valid dictionary");
     static const char *const keys[] = {"type", "ttl", NULL};
-    if (!only_keys(cc, p, keys, e))
-        return false;
+    anth_note(req, p, false);
+    anth_note_others(req, cc, p, keys);
     const cJSON *t = reqjson_field(cc, "type");
     if (!cJSON_IsString(t) || strcmp(t->valuestring, "ephemeral"))
         return BAD(e, "%s.type: Input should be 'ephemeral'", p);
@@ -178,15 +229,22 @@ static cJSON *parts_content(struct parts *pt)
     return c;
 }
 
-/* A {"type": "text", "text"} block: its text into pt. */
-static bool text_block(const cJSON *b, const char *path, struct parts *pt, struct oai_error *e)
+/* A {"type": "text", "text"} block: its text into pt. Citations are where an earlier reply's
+ * text came from: the text itself is what the model reads. */
+static bool text_block(struct oai_request *req, const cJSON *b, const char *path,
+                       struct parts *pt, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "text", "cache_control", "citations", NULL};
-    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const cJSON *cit = reqjson_field(b, "citations");
-    if (cit && !(cJSON_IsArray(cit) && cJSON_GetArraySize(cit) == 0))
-        return BAD(e, "%s.citations: citations are not supported by this server", path);
+    if (cit && !cJSON_IsArray(cit)) {
+        char p[PATH_MAX_LEN];
+        pathf(p, "%s.citations", path);
+        return wrong(e, p, "a valid list");
+    }
+    known_noop(req, b, path, "citations");
     const char *text = want_string(b, "text", path, e);
     return text && parts_add(pt, text, e);
 }
@@ -197,8 +255,6 @@ static const char *kind_refusal(const char *type)
         !strcmp(type, "container_upload"))
         return "is not supported by this server: only text, tool_use, tool_result and thinking "
                "blocks are";
-    if (!strcmp(type, "redacted_thinking"))
-        return "cannot be read by this server: it holds another provider's encrypted reasoning";
     if (strstr(type, "server_tool_use") || strstr(type, "_tool_result") ||
         strstr(type, "mcp_tool"))
         return "is not supported by this server: it runs no server tools";
@@ -224,8 +280,8 @@ static const char *block_type(const cJSON *b, const char *path, struct oai_error
 }
 
 /* A tool_result's content: a string, or text blocks; into pt. */
-static bool result_content(const cJSON *c, const char *path, struct parts *pt,
-                           struct oai_error *e)
+static bool result_content(struct oai_request *req, const cJSON *c, const char *path,
+                           struct parts *pt, struct oai_error *e)
 {
     char p[PATH_MAX_LEN];
     pathf(p, "%s.content", path);
@@ -248,18 +304,20 @@ static bool result_content(const cJSON *c, const char *path, struct parts *pt,
             return BAD(e, "%s: a '%.32s' block is not supported in a tool_result by this server: "
                           "only text blocks are",
                        bp, type);
-        if (!text_block(b, bp, pt, e))
+        if (!text_block(req, b, bp, pt, e))
             return false;
     }
     return true;
 }
 
 /* A tool_result block -> a {"role": "tool"} message appended to out. */
-static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, struct oai_error *e)
+static bool tool_result_block(struct oai_request *req, const cJSON *b, const char *path,
+                              cJSON *out, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "tool_use_id", "content", "is_error",
                                        "cache_control", NULL};
-    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const char *id = want_string(b, "tool_use_id", path, e);
     if (!id)
@@ -273,7 +331,7 @@ static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, stru
         return wrong(e, p, "a valid boolean");
     }
     struct parts pt = {0};
-    if (!result_content(reqjson_field(b, "content"), path, &pt, e)) {
+    if (!result_content(req, reqjson_field(b, "content"), path, &pt, e)) {
         cJSON_Delete(pt.arr);
         return false;
     }
@@ -309,11 +367,13 @@ static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, stru
 }
 
 /* A tool_use block -> one entry of an assistant's tool_calls. */
-static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struct oai_error *e)
+static bool tool_use_block(struct oai_request *req, const cJSON *b, const char *path,
+                           cJSON *calls, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "id", "name", "input", "cache_control", "caller",
                                        NULL};
-    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const cJSON *caller = reqjson_field(b, "caller");
     if (caller) {
@@ -351,11 +411,12 @@ static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struc
 }
 
 /* A thinking block: its text appended to reasoning (the signature is not checked). */
-static bool thinking_block(const cJSON *b, const char *path, struct parts *reasoning,
-                           struct oai_error *e)
+static bool thinking_block(struct oai_request *req, const cJSON *b, const char *path,
+                           struct parts *reasoning, struct oai_error *e)
 {
-    static const char *const keys[] = {"type", "thinking", "signature", NULL};
-    if (!only_keys(b, path, keys, e))
+    static const char *const keys[] = {"type", "thinking", "signature", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const char *text = want_string(b, "thinking", path, e);
     if (!text || !want_string(b, "signature", path, e))
@@ -397,27 +458,14 @@ static cJSON *reasoning_string(struct parts *pt)
  * tool_result blocks become "tool" messages, in order, before one user
  * message holding its text; an assistant turn's text, tool_use and thinking
  * become one assistant message (content, tool_calls, reasoning_content).
+ * redacted_thinking (reasoning encrypted by another provider, which no model
+ * here can read) is dropped, as templates drop earlier turns' reasoning.
  */
-static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
-                      struct oai_error *e)
+static bool take_turn(struct oai_request *req, const cJSON *m, const char *path, bool assistant,
+                      cJSON *out, struct oai_error *e)
 {
-    char path[PATH_MAX_LEN];
-    pathf(path, "messages.%d", i);
-    if (!cJSON_IsObject(m))
-        return wrong(e, path, "a valid dictionary");
-    static const char *const keys[] = {"role", "content", NULL};
-    if (!only_keys(m, path, keys, e))
-        return false;
-    const char *role = want_string(m, "role", path, e);
-    if (!role)
-        return false;
-    bool assistant = !strcmp(role, "assistant");
-    if (!assistant && strcmp(role, "user"))
-        return BAD(e, "%s.role: Input should be 'user' or 'assistant' (a system prompt goes in "
-                      "the top-level 'system' field)",
-                   path);
-    *assistant_out = assistant;
-    const cJSON *c = reqjson_field(m, "content");
+    const char *role = assistant ? "assistant" : "user";
+    const cJSON *c   = reqjson_field(m, "content");
     char cp[PATH_MAX_LEN];
     pathf(cp, "%s.content", path);
     if (!c)
@@ -455,15 +503,17 @@ static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
         if (!type)
             ok = false;
         else if (!strcmp(type, "text"))
-            ok = text_block(b, bp, &text, e);
+            ok = text_block(req, b, bp, &text, e);
         else if (!strcmp(type, "tool_result") && !assistant)
-            ok = tool_result_block(b, bp, out, e);
+            ok = tool_result_block(req, b, bp, out, e);
         else if (!strcmp(type, "tool_use") && assistant)
-            ok = tool_use_block(b, bp, calls, e);
+            ok = tool_use_block(req, b, bp, calls, e);
         else if (!strcmp(type, "thinking") && assistant)
-            ok = thinking_block(b, bp, &reasoning, e);
+            ok = thinking_block(req, b, bp, &reasoning, e);
+        else if (!strcmp(type, "redacted_thinking") && assistant)
+            anth_note(req, "messages.content.redacted_thinking", false);
         else if (!strcmp(type, "tool_result") || !strcmp(type, "tool_use") ||
-                 !strcmp(type, "thinking"))
+                 !strcmp(type, "thinking") || !strcmp(type, "redacted_thinking"))
             ok = BAD(e, "%s: a '%s' block belongs in %s turn", bp, type,
                      assistant ? "a user" : "an assistant");
         else
@@ -496,14 +546,47 @@ static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
     return ok;
 }
 
-/* system: a string or text blocks -> the first message. */
-static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
+#define BILLING "x-anthropic-billing-header:"
+
+/*
+ * Claude Code opens its system prompt with a line like "x-anthropic-billing-
+ * header: cc_version=2.1.x; cc_entrypoint=cli; cch=ab12c;" whose cch= stamp
+ * changes with every request: left as it is, no two prompts would share a
+ * cached prefix past it. The stamp means nothing to a model; it becomes
+ * zeros of the same length (s is a copy the caller owns).
+ */
+static void blank_billing_stamp(char *s)
+{
+    if (strncmp(s, BILLING, sizeof BILLING - 1))
+        return;
+    char *end = s + strcspn(s, "\n");
+    for (char *c = strstr(s, "cch="); c && c < end; c = strstr(c + 4, "cch=")) {
+        for (char *v = c + 4; v < end && *v != ';' && *v != ' '; v++)
+            *v = '0';
+    }
+}
+
+/* The text part last added to pt, its billing stamp blanked; true, for chaining. */
+static bool system_text(struct parts *pt)
+{
+    cJSON *t = cJSON_GetObjectItem(cJSON_GetArrayItem(pt->arr, pt->n - 1), "text");
+    blank_billing_stamp(t->valuestring);
+    return true;
+}
+
+/*
+ * A system prompt, a string or text blocks -> a "system" message appended
+ * to out (nothing for an empty one). path: "system", or the content of a
+ * system message inside messages ("messages.3.content").
+ */
+static bool take_system(struct oai_request *req, const cJSON *sys, const char *path, cJSON *out,
+                        struct oai_error *e)
 {
     struct parts pt = {0};
     if (cJSON_IsString(sys)) {
         if (!*sys->valuestring)
             return true; /* an empty system prompt asks for nothing */
-        if (!parts_add(&pt, sys->valuestring, e))
+        if (!parts_add(&pt, sys->valuestring, e) || !system_text(&pt))
             return false;
     } else if (cJSON_IsArray(sys)) {
         int j = 0;
@@ -511,11 +594,12 @@ static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
         cJSON_ArrayForEach(b, sys)
         {
             char bp[PATH_MAX_LEN];
-            pathf(bp, "system.%d", j++);
+            pathf(bp, "%s.%d", path, j++);
             const char *type = block_type(b, bp, e);
             bool ok          = type && (strcmp(type, "text")
                                             ? BAD(e, "%s.type: Input should be 'text'", bp)
-                                            : text_block(b, bp, &pt, e));
+                                            : text_block(req, b, bp, &pt, e) &&
+                                                  system_text(&pt));
             if (!ok) {
                 cJSON_Delete(pt.arr);
                 return false;
@@ -524,7 +608,7 @@ static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
         if (!pt.n)
             return true;
     } else {
-        return wrong(e, "system", "a valid string or a list of text blocks");
+        return wrong(e, path, "a valid string or a list of text blocks");
     }
     cJSON *m = cJSON_CreateObject();
     if (!m) {
@@ -537,6 +621,12 @@ static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
     return true;
 }
 
+/*
+ * messages (and the top-level system prompt first) -> req->messages. A
+ * message of role "system" (Claude Code sends them between turns) stays a
+ * system message where it is: templates that take one there (Qwen3's)
+ * render it in place; one that refuses it answers with its own 400.
+ */
 static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
                           struct oai_error *e)
 {
@@ -546,14 +636,36 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
         return BAD(e, "messages: List should have at least 1 item");
     if (!(req->messages = cJSON_CreateArray()))
         return OOM(e);
-    if (sys && !take_system(sys, req->messages, e))
+    if (sys && !take_system(req, sys, "system", req->messages, e))
         return false;
+    static const char *const keys[] = {"role", "content", NULL};
     int i          = 0;
     bool assistant = false;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs)
     {
-        if (!take_turn(m, i++, req->messages, &assistant, e))
+        char path[PATH_MAX_LEN];
+        pathf(path, "messages.%d", i++);
+        if (!cJSON_IsObject(m))
+            return wrong(e, path, "a valid dictionary");
+        anth_note_others(req, m, path, keys);
+        const char *role = want_string(m, "role", path, e);
+        if (!role)
+            return false;
+        assistant = !strcmp(role, "assistant");
+        if (!strcmp(role, "system")) {
+            char cp[PATH_MAX_LEN];
+            pathf(cp, "%s.content", path);
+            const cJSON *c = reqjson_field(m, "content");
+            if (!c)
+                return missing(e, cp);
+            if (!take_system(req, c, cp, req->messages, e))
+                return false;
+            continue;
+        }
+        if (!assistant && strcmp(role, "user"))
+            return BAD(e, "%s.role: Input should be 'user', 'assistant' or 'system'", path);
+        if (!take_turn(req, m, path, assistant, req->messages, e))
             return false;
     }
     if (assistant)
@@ -579,8 +691,17 @@ static bool valid_tool_name(const char *s)
     return true;
 }
 
-/* One client tool -> {"type": "function", "function": {name, description, parameters}}. */
-static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
+/*
+ * One client tool -> {"type": "function", "function": {name, description,
+ * parameters[, strict]}}. strict true is kept as OpenAI's strict functions
+ * carry it: hearth holds every call it parses to the tool's input_schema by
+ * grammar (oai_grammar.c), and refuses strict tools whose calls it cannot
+ * hold. The rest of a tool's fields shape how Anthropic loads or streams
+ * it (cache_control, defer_loading, eager_input_streaming, allowed_callers,
+ * input_examples): accepted and noted.
+ */
+static bool take_tool(struct oai_request *req, const cJSON *t, int j, cJSON *out,
+                      struct oai_error *e)
 {
     char path[PATH_MAX_LEN];
     pathf(path, "tools.%d", j);
@@ -591,10 +712,12 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
         return BAD(e, "%s.type: '%.40s' tools are not supported by this server: only client "
                       "tools (type 'custom', or no type) are",
                    path, cJSON_IsString(type) ? type->valuestring : "?");
-    static const char *const keys[] = {"type",   "name",   "description",
-                                       "input_schema", "cache_control", "strict",
-                                       "eager_input_streaming", NULL};
-    if (!only_keys(t, path, keys, e) || !check_cache_control(t, path, e))
+    static const char *const keys[] = {"type",          "name",           "description",
+                                       "input_schema",  "cache_control",  "strict",
+                                       "eager_input_streaming", "defer_loading",
+                                       "input_examples", "allowed_callers", NULL};
+    anth_note_others(req, t, path, keys);
+    if (!check_cache_control(req, t, path, e))
         return false;
     const char *name = want_string(t, "name", path, e);
     if (!name)
@@ -617,17 +740,29 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
     const cJSON *st = reqjson_field(schema, "type");
     if (!cJSON_IsString(st) || strcmp(st->valuestring, "object"))
         return BAD(e, "%s.type: Input should be 'object'", sp);
-    const cJSON *strict = reqjson_field(t, "strict");
-    if (strict && !cJSON_IsFalse(strict))
-        return BAD(e, "%s.strict: strict tool use needs constrained decoding, which this server "
-                      "does not have yet",
-                   path);
-    const cJSON *eager = reqjson_field(t, "eager_input_streaming");
-    if (eager && !cJSON_IsBool(eager)) { /* a streaming granularity hint: calls come whole */
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.eager_input_streaming", path);
-        return wrong(e, p, "a valid boolean");
+    static const char *const flags[] = {"strict", "eager_input_streaming", "defer_loading"};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        const cJSON *f = reqjson_field(t, flags[k]);
+        if (f && !cJSON_IsBool(f)) {
+            char p[PATH_MAX_LEN];
+            pathf(p, "%s.%s", path, flags[k]);
+            return wrong(e, p, "a valid boolean");
+        }
     }
+    static const char *const lists[] = {"input_examples", "allowed_callers"};
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
+        const cJSON *l = reqjson_field(t, lists[k]);
+        if (l && !cJSON_IsArray(l)) {
+            char p[PATH_MAX_LEN];
+            pathf(p, "%s.%s", path, lists[k]);
+            return wrong(e, p, "a valid list");
+        }
+    }
+    known_noop(req, t, path, "eager_input_streaming"); /* calls come whole or streamed alike */
+    known_noop(req, t, path, "defer_loading");         /* every tool is shown to the model */
+    known_noop(req, t, path, "input_examples");
+    known_noop(req, t, path, "allowed_callers");
+    bool strict = cJSON_IsTrue(reqjson_field(t, "strict"));
     const cJSON *prev;
     cJSON_ArrayForEach(prev, out)
     {
@@ -648,6 +783,8 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
     if (desc)
         cJSON_AddStringToObject(fn, "description", desc->valuestring);
     cJSON_AddItemToObject(fn, "parameters", ps);
+    if (strict)
+        cJSON_AddTrueToObject(fn, "strict");
     cJSON_AddItemToObject(o, "function", fn);
     cJSON_AddItemToArray(out, o);
     return true;
@@ -664,7 +801,7 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
     const cJSON *t;
     cJSON_ArrayForEach(t, tools)
     {
-        if (!take_tool(t, j++, out, e)) {
+        if (!take_tool(req, t, j++, out, e)) {
             cJSON_Delete(out);
             return false;
         }
@@ -689,8 +826,7 @@ static bool offered(const struct oai_request *req, const char *name)
     return false;
 }
 
-static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_request *req,
-                             struct oai_error *e)
+static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsObject(tc))
         return wrong(e, "tool_choice", "a valid dictionary");
@@ -702,14 +838,13 @@ static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_re
         return BAD(e, "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
     static const char *const keys_tool[] = {"type", "name", "disable_parallel_tool_use", NULL};
     static const char *const keys[]      = {"type", "disable_parallel_tool_use", NULL};
-    static const char *const keys_none[] = {"type", NULL};
-    if (!only_keys(tc, "tool_choice", is_tool ? keys_tool : is_none ? keys_none : keys, e))
-        return false;
+    anth_note_others(req, tc, "tool_choice", is_tool ? keys_tool : keys);
     const cJSON *dp = reqjson_field(tc, "disable_parallel_tool_use");
     if (dp && !cJSON_IsBool(dp))
         return wrong(e, "tool_choice.disable_parallel_tool_use", "a valid boolean");
     req->parallel_tool_calls = !cJSON_IsTrue(dp);
     if (is_none) {
+        known_noop(req, tc, "tool_choice", "disable_parallel_tool_use"); /* no calls anyway */
         req->tool_choice = OAI_TOOL_NONE;
         return true;
     }
@@ -734,6 +869,25 @@ static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_re
 
 /* ------------------------------------------------------------ the rest --- */
 
+/* Sets the template's keyword argument name to item (taken). */
+static bool kwarg(struct oai_request *req, const char *name, cJSON *item, struct oai_error *e)
+{
+    if (!item || (!req->template_kwargs && !(req->template_kwargs = cJSON_CreateObject()))) {
+        cJSON_Delete(item);
+        return OOM(e);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(req->template_kwargs, name))
+        cJSON_ReplaceItemInObjectCaseSensitive(req->template_kwargs, name, item);
+    else
+        cJSON_AddItemToObject(req->template_kwargs, name, item);
+    return true;
+}
+
+/*
+ * thinking: "enabled" and "adaptive" turn the template's enable_thinking
+ * on ("adaptive" leaves how long to think to the model, as budget_tokens
+ * only hints it anyway), "disabled" off.
+ */
 static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max_tokens,
                           struct oai_request *req, struct oai_error *e)
 {
@@ -748,12 +902,15 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
     static const char *const keys_on[]  = {"type", "budget_tokens", "display", NULL};
     static const char *const keys_ad[]  = {"type", "display", NULL};
     static const char *const keys_off[] = {"type", NULL};
-    if (!only_keys(th, "thinking", enabled ? keys_on : disabled ? keys_off : keys_ad, e))
-        return false;
-    const cJSON *display = reqjson_field(th, "display");
-    if (display && (!cJSON_IsString(display) || strcmp(display->valuestring, "summarized")))
-        return BAD(e, "thinking.display: only 'summarized' is supported by this server (the "
+    anth_note_others(req, th, "thinking", enabled ? keys_on : disabled ? keys_off : keys_ad);
+    const cJSON *display = disabled ? NULL : reqjson_field(th, "display");
+    if (display && (!cJSON_IsString(display) || (strcmp(display->valuestring, "summarized") &&
+                                                 strcmp(display->valuestring, "omitted"))))
+        return BAD(e, "thinking.display: Input should be 'summarized' or 'omitted'");
+    if (display && !strcmp(display->valuestring, "omitted"))
+        return BAD(e, "thinking.display: 'omitted' is not supported by this server (the "
                       "reasoning comes back as the model wrote it)");
+    known_noop(req, th, "thinking", "display");
     if (enabled) {
         const cJSON *b = reqjson_field(th, "budget_tokens");
         int64_t v      = 0;
@@ -765,11 +922,79 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
             return BAD(e, "max_tokens: must be greater than thinking.budget_tokens (%lld)",
                        (long long)v);
     }
-    if (!enabled && !disabled)
-        return true; /* adaptive: the template's own default */
-    if (!(req->template_kwargs = cJSON_CreateObject()) ||
-        !cJSON_AddBoolToObject(req->template_kwargs, "enable_thinking", enabled))
+    return kwarg(req, "enable_thinking", cJSON_CreateBool(!disabled), e);
+}
+
+/*
+ * A JSON schema the whole reply must match (output_config.format, or the
+ * older output_format): {"type": "json_schema", "schema": {...}} becomes
+ * req->schema, held by grammar as response_format json_schema is.
+ */
+static bool take_format(const cJSON *f, const char *path, struct oai_request *req,
+                        struct oai_error *e)
+{
+    if (!cJSON_IsObject(f))
+        return wrong(e, path, "a valid dictionary");
+    if (req->schema)
+        return BAD(e, "%s: the reply's format is given twice (output_format and "
+                      "output_config.format): give one",
+                   path);
+    static const char *const keys[] = {"type", "schema", NULL};
+    anth_note_others(req, f, path, keys);
+    const char *type = want_string(f, "type", path, e);
+    if (!type)
+        return false;
+    if (strcmp(type, "json_schema"))
+        return BAD(e, "%s.type: Input should be 'json_schema'", path);
+    const cJSON *schema = reqjson_field(f, "schema");
+    char sp[PATH_MAX_LEN];
+    pathf(sp, "%s.schema", path);
+    if (!schema)
+        return missing(e, sp);
+    if (!cJSON_IsObject(schema))
+        return wrong(e, sp, "a valid dictionary");
+    if (!(req->schema = cJSON_Duplicate(schema, true)))
         return OOM(e);
+    req->schema_field = path; /* static: both callers pass a literal */
+    return true;
+}
+
+/*
+ * output_config: effort is the template's reasoning_effort, as OpenAI's
+ * reasoning_effort is ("max" as "high": templates know low, medium and
+ * high); format, take_format.
+ */
+static bool take_output_config(const cJSON *oc, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsObject(oc))
+        return wrong(e, "output_config", "a valid dictionary");
+    static const char *const keys[] = {"effort", "format", NULL};
+    anth_note_others(req, oc, "output_config", keys);
+    const cJSON *effort = reqjson_field(oc, "effort");
+    if (effort) {
+        static const char *const ok[] = {"low", "medium", "high", "max"};
+        size_t k                      = 0;
+        while (k < 4 && !(cJSON_IsString(effort) && !strcmp(effort->valuestring, ok[k])))
+            k++;
+        if (k == 4)
+            return BAD(e, "output_config.effort: Input should be 'low', 'medium', 'high' or "
+                          "'max'");
+        if (!kwarg(req, "reasoning_effort", cJSON_CreateString(k == 3 ? "high" : ok[k]), e))
+            return false;
+    }
+    const cJSON *f = reqjson_field(oc, "format");
+    return !f || take_format(f, "output_config.format", req, e);
+}
+
+/* mcp_servers: none is nothing to do; any would be a server hearth cannot call. */
+static bool take_mcp_servers(const cJSON *ms, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsArray(ms))
+        return wrong(e, "mcp_servers", "a valid list");
+    if (cJSON_GetArraySize(ms) > 0)
+        return BAD(e, "mcp_servers: this server connects to no MCP servers, so their tools "
+                      "cannot be run; give the tools as client tools instead");
+    anth_note(req, "mcp_servers", false);
     return true;
 }
 
@@ -798,55 +1023,58 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
     return true;
 }
 
-static bool take_metadata(const cJSON *md, struct oai_error *e)
+static bool take_metadata(const cJSON *md, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsObject(md))
         return wrong(e, "metadata", "a valid dictionary");
     static const char *const keys[] = {"user_id", NULL};
-    if (!only_keys(md, "metadata", keys, e))
-        return false;
+    anth_note(req, "metadata", false);
+    anth_note_others(req, md, "metadata", keys);
     const cJSON *u = reqjson_field(md, "user_id"); /* an end-user id: nothing here depends on it */
     return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
 }
 
-/* Fields Anthropic defines that hearth cannot honour, with the reason given back. */
-static const char *unsupported(const char *name)
+/* ---------------------------------------------------------------- parse --- */
+
+static bool listed(const char *const *names, const char *name)
 {
-    static const char *const names[] = {
-        "service_tier", "container",     "mcp_servers",   "context_management",
-        "output_config", "diagnostics",  "inference_geo", "speed",
-        "user_profile_id", "workspace_id", "output_format", NULL};
     for (size_t k = 0; names[k]; k++)
         if (!strcmp(names[k], name))
-            return names[k];
-    return NULL;
+            return true;
+    return false;
 }
-
-/* ---------------------------------------------------------------- parse --- */
 
 static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request *req,
                       struct oai_error *e)
 {
-    static const char *const gen[]   = {"model",       "max_tokens", "messages", "system",
-                                        "tools",       "tool_choice", "stop_sequences",
-                                        "temperature", "top_p",       "top_k",   "stream",
-                                        "metadata",    "thinking",    "cache_control", NULL};
-    static const char *const count[] = {"model", "messages",    "system",   "tools",
-                                        "tool_choice", "thinking", "cache_control", NULL};
-    const char *const *allowed       = kind == ANTH_MESSAGES ? gen : count;
+    /* fields of both bodies, read below */
+    static const char *const both[] = {
+        "model",         "messages",           "system",        "tools",
+        "tool_choice",   "thinking",           "cache_control", "context_management",
+        "output_config", "output_format",      "mcp_servers",   NULL};
+    /* fields of a generation only: count_tokens notes them as Anthropic's refuses them */
+    static const char *const gen[] = {"max_tokens",   "stream",      "stop_sequences",
+                                      "temperature",  "top_p",       "top_k",
+                                      "metadata",     "service_tier", "container",
+                                      "inference_geo", "speed",      NULL};
+    /* defined, and without effect on the reply here: routing, billing, storage, betas */
+    static const char *const noop[] = {"service_tier", "container",       "inference_geo",
+                                       "speed",        "betas",           "diagnostics",
+                                       "user_profile_id", "workspace_id", NULL};
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
-        size_t k = 0;
-        while (allowed[k] && strcmp(allowed[k], it->string))
-            k++;
-        if (!allowed[k]) {
-            if (unsupported(it->string))
-                return BAD(e, "%.64s: not supported by this server", it->string);
-            return BAD(e, "%.64s: Extra inputs are not permitted", it->string);
-        }
         if (cJSON_GetObjectItemCaseSensitive(root, it->string) != it)
             return BAD(e, "%.64s: given twice", it->string);
+        if (cJSON_IsNull(it) || listed(both, it->string))
+            continue;
+        bool is_gen = listed(gen, it->string);
+        if (kind == ANTH_COUNT_TOKENS && is_gen)
+            anth_note(req, it->string, true);
+        else if (listed(noop, it->string))
+            anth_note(req, it->string, false);
+        else if (!is_gen)
+            anth_note(req, it->string, true);
     }
     const char *model = want_string(root, "model", "", e);
     if (!model)
@@ -869,15 +1097,26 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
         return false;
     if ((it = reqjson_field(root, "tools")) && !take_tools(it, req, e))
         return false;
-    if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, kind, req, e))
+    if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, req, e))
         return false;
     if ((it = reqjson_field(root, "thinking")) && !take_thinking(it, kind, max_tokens, req, e))
         return false;
-    if (!check_cache_control(root, "", e))
+    if (!check_cache_control(req, root, "", e))
         return false;
+    if ((it = reqjson_field(root, "output_format")) &&
+        !take_format(it, "output_format", req, e))
+        return false;
+    if ((it = reqjson_field(root, "output_config")) && !take_output_config(it, req, e))
+        return false;
+    if ((it = reqjson_field(root, "mcp_servers")) && !take_mcp_servers(it, req, e))
+        return false;
+    if ((it = reqjson_field(root, "context_management")) && !anth_context_edits(it, req, e))
+        return false;
+    if (kind == ANTH_COUNT_TOKENS)
+        return true;
     if ((it = reqjson_field(root, "stop_sequences")) && !take_stop(it, req, e))
         return false;
-    if ((it = reqjson_field(root, "metadata")) && !take_metadata(it, e))
+    if ((it = reqjson_field(root, "metadata")) && !take_metadata(it, req, e))
         return false;
     double d = 0;
     if ((it = reqjson_field(root, "temperature"))) {
