@@ -28,8 +28,9 @@
  * - output_config.format (or output_format) json_schema: the reply is held
  *   to the schema by grammar, as response_format json_schema is.
  * - tools[].strict: kept on the function, as OpenAI's strict functions
- *   carry it; calls are held to input_schema by grammar (oai_grammar.c) in
- *   the tool-call formats it constrains, strict or not.
+ *   carry it. Calls are held to input_schema by grammar (oai_grammar.c)
+ *   strict or not; a strict tool whose calls hearth cannot hold (the
+ *   template's call format, or the schema) is a 400 when the jobs are made.
  * - context_management's edits are made to the conversation before it is
  *   rendered (anth_context.c).
  * - Thinking blocks come back with signature "" (hearth signs nothing);

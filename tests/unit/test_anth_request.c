@@ -2,15 +2,19 @@
  * test_anth_request.c: src/serve/anth_request.c, Anthropic's Messages body
  * -> the chat request: every block kind's translation (compared as JSON
  * with the chat messages it must become), the tool_choice and thinking
- * mappings, sampling fields, and each refusal with its message.
+ * mappings, sampling fields, what Claude Code sends (ignored fields noted,
+ * effort, format, context_management, system messages, the billing stamp),
+ * strict tools' grammar, and each refusal with its message.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/testutil.h"
+#include "grammar/grammar.h"
 #include "serve/anthropic.h"
+#include "template/chat_template.h"
+#include "util/testutil.h"
 
 static bool parse_kind(enum anth_kind kind, const char *body, struct oai_request *r,
                        struct oai_error *e)
@@ -727,6 +731,113 @@ static void test_system_messages(void **state)
             "messages.0.content: Field required");
 }
 
+/* 256 one-byte tokens, then one end-of-generation token (as test_oai_grammar.c's) */
+static struct grammar_vocab *byte_vocab(void)
+{
+    static char bytes[256];
+    const char *ptr[257];
+    uint32_t lens[257];
+    uint8_t kinds[257];
+    for (int i = 0; i < 256; i++) {
+        bytes[i] = (char)i;
+        ptr[i]   = &bytes[i];
+        lens[i]  = 1;
+        kinds[i] = GRAMMAR_TOKEN_TEXT;
+    }
+    ptr[256]   = "";
+    lens[256]  = 0;
+    kinds[256] = GRAMMAR_TOKEN_EOG;
+    return grammar_vocab_new(257, ptr, lens, kinds);
+}
+
+static struct chat_template *load_template(const char *rel)
+{
+    const char *path = tu_shared(rel);
+    if (!path)
+        return NULL;
+    size_t n;
+    char *src = tu_read_file(path, &n);
+    assert_non_null(src);
+    struct chat_template *t = NULL;
+    char err[HEARTH_ERR_MAX];
+    if (chat_template_new(NULL, src, rel, NULL, &t, err, sizeof err) != HEARTH_OK)
+        print_message("%s\n", err);
+    free(src);
+    assert_non_null(t);
+    return t;
+}
+
+/* The grammar of an Anthropic body for template t and a prompt ending "assistant\n". */
+static bool grammar_of(const struct chat_template *t, const struct grammar_vocab *gv,
+                       const char *body, struct grammar **g, struct oai_error *e)
+{
+    struct oai_request r;
+    ok(body, &r);
+    struct grammar_cache *gc = grammar_cache_new(gv, 4);
+    char **trig              = NULL;
+    int32_t n_trig           = 0;
+    const char *prompt       = "<|im_start|>assistant\n";
+    bool good = oai_grammar(&r, t, gc, prompt, strlen(prompt), g, &trig, &n_trig, e);
+    if (good && *g) {
+        assert_int_equal(n_trig, 1);
+        assert_string_equal(trig[0], "<tool_call>");
+    }
+    for (int32_t i = 0; i < n_trig; i++)
+        free(trig[i]);
+    free(trig);
+    grammar_cache_free(gc);
+    oai_request_free(&r);
+    return good;
+}
+
+/* strict tools: their calls are held to input_schema; where hearth cannot hold them, a 400 */
+static void test_strict_tools(void **state)
+{
+    (void)state;
+    struct chat_template *t = load_template("templates/Qwen-Qwen3-0.6B.jinja");
+    if (!t)
+        skip();
+    struct grammar_vocab *gv = byte_vocab();
+    struct grammar *g        = NULL;
+    struct oai_error e;
+    const char *strict = HEAD "\"tools\":[{\"name\":\"add\",\"strict\":true,\"input_schema\":"
+                              "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+                              "\"required\":[\"a\"],\"additionalProperties\":false}}],"
+                              "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}";
+    assert_true(grammar_of(t, gv, strict, &g, &e));
+    assert_non_null(g);
+    const char *good = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":7}}\n</tool_call>";
+    const char *bad  = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":\"7\"}}\n</tool_call>";
+    assert_true(grammar_accepts_string(g, good, strlen(good)));
+    assert_false(grammar_accepts_string(g, bad, strlen(bad)));
+    grammar_unref(g);
+    g = NULL;
+
+    /* a schema hearth cannot hold calls to: a strict tool is refused, a plain one called freely */
+    const char *odd = HEAD "\"tools\":[{\"name\":\"f\",%s\"input_schema\":{\"type\":\"object\","
+                           "\"properties\":{\"x\":{\"type\":\"number\",\"minimum\":0.5}}}}],"
+                           "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}";
+    char body[512];
+    snprintf(body, sizeof body, odd, "\"strict\":true,");
+    assert_false(grammar_of(t, gv, body, &g, &e));
+    assert_int_equal(e.status, 400);
+    snprintf(body, sizeof body, odd, "");
+    assert_true(grammar_of(t, gv, body, &g, &e));
+    assert_null(g);
+    chat_template_free(t);
+
+    /* a tool-call format hearth writes no grammar for: strict is refused, naming it */
+    t = load_template("templates/mistralai-Mistral-Nemo-Instruct-2407.jinja");
+    if (t) {
+        assert_false(grammar_of(t, gv, strict, &g, &e));
+        assert_int_equal(e.status, 400);
+        assert_non_null(strstr(e.message, "tool 0 is strict"));
+        assert_non_null(strstr(e.message, "mistral"));
+        chat_template_free(t);
+    }
+    grammar_vocab_free(gv);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -792,6 +903,7 @@ int main(void)
         cmocka_unit_test(test_sampling_and_stream), cmocka_unit_test(test_claude_code_fields),
         cmocka_unit_test(test_billing_stamp),       cmocka_unit_test(test_output_config),
         cmocka_unit_test(test_context_management),  cmocka_unit_test(test_system_messages),
+        cmocka_unit_test(test_strict_tools),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
