@@ -907,10 +907,10 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
     if (display && (!cJSON_IsString(display) || (strcmp(display->valuestring, "summarized") &&
                                                  strcmp(display->valuestring, "omitted"))))
         return BAD(e, "thinking.display: Input should be 'summarized' or 'omitted'");
-    if (display && !strcmp(display->valuestring, "omitted"))
-        return BAD(e, "thinking.display: 'omitted' is not supported by this server (the "
-                      "reasoning comes back as the model wrote it)");
-    known_noop(req, th, "thinking", "display");
+    /* omitted: the reply's thinking blocks come back empty (anth_response.c reads the flag) */
+    if (display && !strcmp(display->valuestring, "omitted") &&
+        (!(req->echo = cJSON_CreateObject()) || !cJSON_AddTrueToObject(req->echo, "omit_thinking")))
+        return OOM(e);
     if (enabled) {
         const cJSON *b = reqjson_field(th, "budget_tokens");
         int64_t v      = 0;

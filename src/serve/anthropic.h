@@ -25,6 +25,8 @@
  *   Anthropic checks it (>= 1024, below max_tokens) and taken as a hint, as
  *   Anthropic's models take it: only max_tokens bounds the reply, thinking
  *   included. output_config.effort is the template's reasoning_effort.
+ *   thinking.display "omitted" returns thinking blocks empty (the flag
+ *   reaches anth_response.c as req->echo's omit_thinking).
  * - output_config.format (or output_format) json_schema: the reply is held
  *   to the schema by grammar, as response_format json_schema is.
  * - tools[].strict: kept on the function, as OpenAI's strict functions
@@ -53,8 +55,8 @@
  * - Refused with a 400: image, document and other non-text blocks, server
  *   and Anthropic-defined tools, MCP servers, a conversation ending in an
  *   assistant turn (a prefill: the template cannot continue a turn), more
- *   stop_sequences than OAI_MAX_STOP, thinking.display "omitted", and
- *   malformed values of the fields hearth reads.
+ *   stop_sequences than OAI_MAX_STOP, and malformed values of the fields
+ *   hearth reads.
  * - tool_choice "any" and "tool" are the chat path's forced calls
  *   (OAI_TOOL_REQUIRED, OAI_TOOL_NAMED), held to the tool's input_schema
  *   by the grammar oai_grammar.c builds.
