@@ -840,6 +840,40 @@ static void test_strict_tools(void **state)
     grammar_vocab_free(gv);
 }
 
+/* A system message between turns: rendered in place by a template that takes it there
+ * (Qwen3), merged into the first by oai_prompt for one that refuses it (Qwen3.5) */
+static void test_system_messages_rendered(void **state)
+{
+    (void)state;
+    struct chat_template *q3 = load_template("templates/Qwen-Qwen3-0.6B.jinja");
+    struct chat_template *q35 = load_template("templates/Qwen3.5-4B.jinja");
+    if (!q3 || !q35)
+        skip();
+    struct oai_request r;
+    struct oai_error e;
+    ok(HEAD "\"system\":[{\"type\":\"text\",\"text\":\"S1\"},{\"type\":\"text\",\"text\":\"S2\"}],"
+            "\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+            "\"content\":\"b\"},{\"role\":\"system\",\"content\":\"LATE\"},{\"role\":\"user\","
+            "\"content\":\"c\"}]}",
+       &r);
+    char *text = NULL;
+    assert_true(oai_prompt(&r, q3, NULL, &text, &e));
+    assert_non_null(strstr(text, "<|im_start|>system\nS1\nS2<|im_end|>\n<|im_start|>user\na"));
+    assert_non_null(strstr(text, "b<|im_end|>\n<|im_start|>system\nLATE<|im_end|>\n"
+                                 "<|im_start|>user\nc"));
+    free(text);
+    text = NULL;
+    if (!oai_prompt(&r, q35, NULL, &text, &e))
+        print_message("%s\n", e.message);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "<|im_start|>system\nS1\nS2\n\nLATE<|im_end|>\n"));
+    assert_int_equal(count(text, "<|im_start|>system"), 1);
+    free(text);
+    oai_request_free(&r);
+    chat_template_free(q3);
+    chat_template_free(q35);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -905,7 +939,7 @@ int main(void)
         cmocka_unit_test(test_sampling_and_stream), cmocka_unit_test(test_claude_code_fields),
         cmocka_unit_test(test_billing_stamp),       cmocka_unit_test(test_output_config),
         cmocka_unit_test(test_context_management),  cmocka_unit_test(test_system_messages),
-        cmocka_unit_test(test_strict_tools),
+        cmocka_unit_test(test_strict_tools),        cmocka_unit_test(test_system_messages_rendered),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
