@@ -625,7 +625,8 @@ static bool take_system(struct oai_request *req, const cJSON *sys, const char *p
  * messages (and the top-level system prompt first) -> req->messages. A
  * message of role "system" (Claude Code sends them between turns) stays a
  * system message where it is: templates that take one there (Qwen3's)
- * render it in place; one that refuses it answers with its own 400.
+ * render it in place; for one that refuses it, oai_prompt merges it into
+ * the first.
  */
 static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
                           struct oai_error *e)

@@ -38,7 +38,8 @@
  * - Thinking blocks come back with signature "" (hearth signs nothing);
  *   thinking blocks sent back are read whatever their signature;
  *   redacted_thinking blocks are dropped.
- * - System messages inside messages stay system messages where they are.
+ * - System messages inside messages stay system messages where they are
+ *   (oai_prompt merges them into the first for a template that refuses).
  *   A system text opening with Claude Code's "x-anthropic-billing-header:"
  *   has its per-request cch= stamp blanked, so the prefix cache holds.
  * - cache_control is accepted anywhere Anthropic takes it and ignored:
