@@ -12,9 +12,10 @@
  *   with clear_tool_inputs, its call's input by {}), tools named in
  *   exclude_tools spared; not done when it would clear fewer than
  *   clear_at_least tokens. Tokens are not counted while a request is read
- *   (that needs the model), so input_tokens here are estimated as the
- *   conversation's bytes / 4, which for text and code is at most the real
- *   count: hearth clears late rather than early.
+ *   (that needs the model and the template), so input_tokens here are
+ *   estimated as the bytes of the conversation and tools (as JSON) / 4,
+ *   which for text and code is usually below the real count: hearth clears
+ *   late rather than early.
  * - compact_20260112 (a summary the server writes): accepted and not done;
  *   a conversation past the context is refused as any is.
  * Unknown edit types and fields are accepted and noted (anth_note).
@@ -92,14 +93,17 @@ static bool names(const cJSON *list, const char *name)
     return false;
 }
 
-/* A list of strings at path, or NULL (absent); false with *e when it is something else. */
+/* Whether l (at path) is absent or a list of strings; false with *e when it is neither. */
 static bool string_list(const cJSON *l, const char *path, struct oai_error *e)
 {
     if (!l)
         return true;
-    const cJSON *s;
     bool ok = cJSON_IsArray(l);
-    cJSON_ArrayForEach(s, l) ok = ok && cJSON_IsString(s);
+    const cJSON *s;
+    cJSON_ArrayForEach(s, l)
+    {
+        ok = ok && cJSON_IsString(s);
+    }
     return ok || BAD(e, "%s: Input should be a valid list of strings", path);
 }
 
@@ -129,10 +133,8 @@ static cJSON *result_of(const struct oai_request *req, const char *id)
     return NULL;
 }
 
-/*
- * Calls of the conversation, oldest first, into calls[*n] (at most cap).
- * Each is an assistant's tool_calls entry.
- */
+/* The conversation's tool calls (assistants' tool_calls entries), oldest first, into
+ * calls[0..cap) when calls is not NULL; returns how many there are. */
 static int count_calls(const struct oai_request *req, cJSON **calls, int cap)
 {
     int n = 0;
@@ -151,15 +153,15 @@ static int count_calls(const struct oai_request *req, cJSON **calls, int cap)
 static bool clear_tool_uses(const cJSON *ed, const char *path, struct oai_request *req,
                             struct oai_error *e)
 {
-    static const char *const keys[] = {"type",          "trigger",        "keep", "clear_at_least",
-                                       "exclude_tools", "clear_tool_inputs", NULL};
+    static const char *const keys[] = {
+        "type", "trigger", "keep", "clear_at_least", "exclude_tools", "clear_tool_inputs", NULL};
     anth_note_others(req, ed, path, keys);
     char p[96];
     const cJSON *trig = reqjson_field(ed, "trigger"), *keep = reqjson_field(ed, "keep");
-    const cJSON *least = reqjson_field(ed, "clear_at_least");
+    const cJSON *least  = reqjson_field(ed, "clear_at_least");
     const cJSON *excl   = reqjson_field(ed, "exclude_tools");
     const cJSON *inputs = reqjson_field(ed, "clear_tool_inputs");
-    bool by_uses = false;
+    bool by_uses        = false;
     int64_t at = 100000, n_keep = 3, n_least = 0;
     snprintf(p, sizeof p, "%s.trigger", path);
     if (trig) {
@@ -187,10 +189,11 @@ static bool clear_tool_uses(const cJSON *ed, const char *path, struct oai_reques
     if (by_uses && n_calls < at) /* the trigger is reached at value uses */
         return true;
     if (!by_uses) {
-        char *conv = cJSON_PrintUnformatted(req->messages);
+        char *conv  = cJSON_PrintUnformatted(req->messages);
         char *tools = req->tools ? cJSON_PrintUnformatted(req->tools) : NULL;
         if (!conv || (req->tools && !tools)) {
             free(conv);
+            free(tools);
             return OOM(e);
         }
         size_t bytes = strlen(conv) + (tools ? strlen(tools) : 0);
