@@ -13,6 +13,11 @@
  *   real call's input_tokens + cache_read_input_tokens;
  * - errors in Anthropic's shape (400, 401, 405, 413), and the key taken as
  *   x-api-key or Authorization: Bearer;
+ * - a body as Claude Code 2.1 sends it (billing stamp, cache_control,
+ *   metadata, context_management, effort, adaptive thinking, betas, tool
+ *   flags, unknown fields) answers as the plain body does at temperature 0,
+ *   from the same cached prefix; output_config.format holds the reply to
+ *   its schema;
  * - the official @anthropic-ai/sdk npm client (tests/e2e/node/
  *   anthropic.test.mjs): create, the stream helper, countTokens, and a
  *   forced tool_use checked against its schema with ajv (skipped while the
