@@ -251,10 +251,10 @@ static bool text_block(struct oai_request *req, const cJSON *b, const char *path
 
 static const char *kind_refusal(const char *type)
 {
-    if (!strcmp(type, "image") || !strcmp(type, "document") || !strcmp(type, "search_result") ||
+    if (!strcmp(type, "image") || !strcmp(type, "search_result") ||
         !strcmp(type, "container_upload"))
-        return "is not supported by this server: only text, tool_use, tool_result and thinking "
-               "blocks are";
+        return "is not supported by this server: only text, tool_use, tool_result, thinking "
+               "and plain-text document blocks are";
     if (strstr(type, "server_tool_use") || strstr(type, "_tool_result") ||
         strstr(type, "mcp_tool"))
         return "is not supported by this server: it runs no server tools";
@@ -279,7 +279,78 @@ static const char *block_type(const cJSON *b, const char *path, struct oai_error
     return type;
 }
 
-/* A tool_result's content: a string, or text blocks; into pt. */
+/*
+ * A document block of plain text (source type "text", or "content" of text
+ * blocks): its title, context and text into pt, as separate parts. PDFs,
+ * images and files (base64, url, file sources) are refused: hearth reads
+ * text only.
+ */
+static bool document_block(struct oai_request *req, const cJSON *b, const char *path,
+                           struct parts *pt, struct oai_error *e)
+{
+    static const char *const keys[] = {"type",      "source",        "title", "context",
+                                       "citations", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
+        return false;
+    known_noop(req, b, path, "citations");
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s.source", path);
+    const cJSON *src = reqjson_field(b, "source");
+    if (!src)
+        return missing(e, p);
+    if (!cJSON_IsObject(src))
+        return wrong(e, p, "a valid dictionary");
+    const char *type = want_string(src, "type", p, e);
+    if (!type)
+        return false;
+    bool text = !strcmp(type, "text");
+    if (!text && strcmp(type, "content"))
+        return BAD(e, "%s: a '%.32s' document is not supported by this server: only plain-text "
+                      "documents (source type 'text' or 'content') are",
+                   p, type);
+    static const char *const keys_text[]    = {"type", "media_type", "data", NULL};
+    static const char *const keys_content[] = {"type", "content", NULL};
+    anth_note_others(req, src, p, text ? keys_text : keys_content);
+    const char *const fields[] = {"title", "context"};
+    for (size_t k = 0; k < 2; k++) {
+        const cJSON *f = reqjson_field(b, fields[k]);
+        char fp[PATH_MAX_LEN];
+        pathf(fp, "%s.%s", path, fields[k]);
+        if (f && !cJSON_IsString(f))
+            return wrong(e, fp, "a valid string");
+        if (f && *f->valuestring && !parts_add(pt, f->valuestring, e))
+            return false;
+    }
+    if (text) {
+        const char *data = want_string(src, "data", p, e);
+        return data && parts_add(pt, data, e);
+    }
+    const cJSON *c = reqjson_field(src, "content");
+    char cp[PATH_MAX_LEN];
+    pathf(cp, "%s.content", p);
+    if (cJSON_IsString(c))
+        return parts_add(pt, c->valuestring, e);
+    if (!cJSON_IsArray(c))
+        return c ? wrong(e, cp, "a valid string or a list of text blocks") : missing(e, cp);
+    int j = 0;
+    const cJSON *blk;
+    cJSON_ArrayForEach(blk, c)
+    {
+        char bp[PATH_MAX_LEN];
+        pathf(bp, "%s.%d", cp, j++);
+        const char *bt = block_type(blk, bp, e);
+        if (!bt)
+            return false;
+        if (strcmp(bt, "text"))
+            return BAD(e, "%s.type: Input should be 'text'", bp);
+        if (!text_block(req, blk, bp, pt, e))
+            return false;
+    }
+    return true;
+}
+
+/* A tool_result's content: a string, or text and plain-text document blocks; into pt. */
 static bool result_content(struct oai_request *req, const cJSON *c, const char *path,
                            struct parts *pt, struct oai_error *e)
 {
@@ -300,11 +371,13 @@ static bool result_content(struct oai_request *req, const cJSON *c, const char *
         const char *type = block_type(b, bp, e);
         if (!type)
             return false;
-        if (strcmp(type, "text"))
-            return BAD(e, "%s: a '%.32s' block is not supported in a tool_result by this server: "
-                          "only text blocks are",
-                       bp, type);
-        if (!text_block(req, b, bp, pt, e))
+        bool ok = !strcmp(type, "text")       ? text_block(req, b, bp, pt, e)
+                  : !strcmp(type, "document") ? document_block(req, b, bp, pt, e)
+                                              : BAD(e, "%s: a '%.32s' block is not supported in a "
+                                                       "tool_result by this server: only text and "
+                                                       "plain-text document blocks are",
+                                                    bp, type);
+        if (!ok)
             return false;
     }
     return true;
@@ -504,6 +577,8 @@ static bool take_turn(struct oai_request *req, const cJSON *m, const char *path,
             ok = false;
         else if (!strcmp(type, "text"))
             ok = text_block(req, b, bp, &text, e);
+        else if (!strcmp(type, "document") && !assistant)
+            ok = document_block(req, b, bp, &text, e);
         else if (!strcmp(type, "tool_result") && !assistant)
             ok = tool_result_block(req, b, bp, out, e);
         else if (!strcmp(type, "tool_use") && assistant)
@@ -513,7 +588,8 @@ static bool take_turn(struct oai_request *req, const cJSON *m, const char *path,
         else if (!strcmp(type, "redacted_thinking") && assistant)
             anth_note(req, "messages.content.redacted_thinking", false);
         else if (!strcmp(type, "tool_result") || !strcmp(type, "tool_use") ||
-                 !strcmp(type, "thinking") || !strcmp(type, "redacted_thinking"))
+                 !strcmp(type, "thinking") || !strcmp(type, "redacted_thinking") ||
+                 !strcmp(type, "document"))
             ok = BAD(e, "%s: a '%s' block belongs in %s turn", bp, type,
                      assistant ? "a user" : "an assistant");
         else

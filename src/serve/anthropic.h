@@ -53,7 +53,8 @@
  *   in req->ignored (anth_note), unknown ones marked.
  * - tool_result's is_error is shown to the model as an "Error: " prefix on
  *   the result's text (OpenAI's tool messages have no such flag).
- * - Refused with a 400: image, document and other non-text blocks, server
+ * - document blocks of plain text are text the model reads.
+ * - Refused with a 400: images, PDFs and other non-text blocks, server
  *   and Anthropic-defined tools, MCP servers, a conversation ending in an
  *   assistant turn (a prefill: the template cannot continue a turn), more
  *   stop_sequences than OAI_MAX_STOP, and malformed values of the fields

@@ -712,6 +712,44 @@ static void test_context_management(void **state)
             "context_management.edits: Input should be a valid list");
 }
 
+/* Documents of plain text are text the model reads; PDFs and other files are refused */
+static void test_documents(void **state)
+{
+    (void)state;
+    struct oai_request r;
+    ok(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+            "{\"type\":\"text\",\"media_type\":\"text/plain\",\"data\":\"The grass is green.\"},"
+            "\"title\":\"Facts\",\"context\":\"From a notebook.\",\"citations\":{\"enabled\":"
+            "true},\"cache_control\":{\"type\":\"ephemeral\"}},{\"type\":\"text\",\"text\":"
+            "\"What colour is the grass?\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":"
+            "\"tool_use\",\"id\":\"t1\",\"name\":\"f\",\"input\":{}}]},{\"role\":\"user\","
+            "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\",\"content\":[{\"type\":"
+            "\"document\",\"source\":{\"type\":\"content\",\"content\":[{\"type\":\"text\",\"text\":"
+            "\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}}]}]}]}",
+       &r);
+    json_eq(r.messages,
+            "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Facts\"},{\"type\":"
+            "\"text\",\"text\":\"From a notebook.\"},{\"type\":\"text\",\"text\":\"The grass is "
+            "green.\"},{\"type\":\"text\",\"text\":\"What colour is the grass?\"}]},{\"role\":"
+            "\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"t1\",\"type\":\"function\","
+            "\"function\":{\"name\":\"f\",\"arguments\":{}}}]},{\"role\":\"tool\",\"tool_call_id\":"
+            "\"t1\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\",\"text\":"
+            "\"b\"}]}]");
+    noted(&r, "messages.content.citations", false);
+    oai_request_free(&r);
+    refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+                 "{\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":\"JVBERi0=\"}}]}]}",
+            "messages.0.content.0.source: a 'base64' document is not supported by this server: "
+            "only plain-text documents (source type 'text' or 'content') are");
+    refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+                 "{\"type\":\"content\",\"content\":[{\"type\":\"image\"}]}}]}]}",
+            "messages.0.content.0.source.content.0: a 'image' block is not supported by this "
+            "server: only text, tool_use, tool_result, thinking and plain-text document blocks "
+            "are");
+    refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\"}]}]}",
+            "messages.0.content.0.source: Field required");
+}
+
 static void test_system_messages(void **state)
 {
     (void)state;
@@ -728,7 +766,7 @@ static void test_system_messages(void **state)
     refused(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"image\"}]},{\"role\":"
                  "\"user\",\"content\":\"c\"}]}",
             "messages.0.content.0: a 'image' block is not supported by this server: only text, "
-            "tool_use, tool_result and thinking blocks are");
+            "tool_use, tool_result, thinking and plain-text document blocks are");
     refused(HEAD "\"messages\":[{\"role\":\"system\"},{\"role\":\"user\",\"content\":\"c\"}]}",
             "messages.0.content: Field required");
 }
@@ -894,7 +932,7 @@ static void test_refusals(void **state)
     refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"source\":"
                  "{}}]}]}",
             "messages.0.content.0: a 'image' block is not supported by this server: only text, "
-            "tool_use, tool_result and thinking blocks are");
+            "tool_use, tool_result, thinking and plain-text document blocks are");
     refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"redacted_thinking\","
                  "\"data\":\"x\"}]}]}",
             "messages.0.content.0: a 'redacted_thinking' block belongs in an assistant turn");
@@ -910,7 +948,7 @@ static void test_refusals(void **state)
     refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
                  "\"tool_use_id\":\"a\",\"content\":[{\"type\":\"image\"}]}]}]}",
             "messages.0.content.0.content.0: a 'image' block is not supported by this server: "
-            "only text, tool_use, tool_result and thinking blocks are");
+            "only text, tool_use, tool_result, thinking and plain-text document blocks are");
     refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
                  "\"content\":[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\",\"input\":"
                  "[]}]},{\"role\":\"user\",\"content\":\"q\"}]}",
@@ -939,7 +977,7 @@ int main(void)
         cmocka_unit_test(test_sampling_and_stream), cmocka_unit_test(test_claude_code_fields),
         cmocka_unit_test(test_billing_stamp),       cmocka_unit_test(test_output_config),
         cmocka_unit_test(test_context_management),  cmocka_unit_test(test_system_messages),
-        cmocka_unit_test(test_strict_tools),        cmocka_unit_test(test_system_messages_rendered),
+        cmocka_unit_test(test_strict_tools),        cmocka_unit_test(test_documents),        cmocka_unit_test(test_system_messages_rendered),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
