@@ -470,6 +470,8 @@ static void test_claude_code_fields(void **state)
     oai_request_free(&r);
 }
 
+static struct chat_template *load_template(const char *rel);
+
 static void test_billing_stamp(void **state)
 {
     (void)state;
@@ -494,6 +496,17 @@ static void test_billing_stamp(void **state)
         ok(a, &ra);
         ok(b, &rb);
         assert_true(cJSON_Compare(ra.messages, rb.messages, true));
+        struct chat_template *t = load_template("templates/Qwen-Qwen3-0.6B.jinja");
+        if (t) { /* the same prompt, rendered */
+            char *pa = NULL, *pb = NULL;
+            struct oai_error e;
+            assert_true(oai_prompt(&ra, t, NULL, &pa, &e) && oai_prompt(&rb, t, NULL, &pb, &e));
+            assert_string_equal(pa, pb);
+            assert_non_null(strstr(pa, "cch=00000;"));
+            free(pa);
+            free(pb);
+            chat_template_free(t);
+        }
         char *text = cJSON_PrintUnformatted(ra.messages);
         assert_non_null(strstr(text, i ? "cch=00000;You are" : "cch=00000;\""));
         if (i)
