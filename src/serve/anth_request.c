@@ -116,6 +116,22 @@ static void known_noop(struct oai_request *req, const cJSON *obj, const char *pa
     anth_note(req, p, false);
 }
 
+/*
+ * output_config.effort at path as the template's reasoning_effort: low,
+ * medium and high as they are; xhigh and max as high (templates know no
+ * more). NULL with *e set when it is none of them.
+ */
+static const char *effort_value(const cJSON *it, const char *path, struct oai_error *e)
+{
+    static const char *const names[] = {"low", "medium", "high", "xhigh", "max"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (cJSON_IsString(it) && !strcmp(it->valuestring, names[k]))
+            return k < 3 ? names[k] : "high";
+    oai_fail(e, 400, "invalid_request_error", NULL, NULL,
+             "%s: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'", path);
+    return NULL;
+}
+
 /* A string field that must be present: its value, or NULL with *e set. */
 static const char *want_string(const cJSON *obj, const char *name, const char *path,
                                struct oai_error *e)
@@ -704,8 +720,47 @@ static bool take_system(struct oai_request *req, const cJSON *sys, const char *p
  * render it in place; for one that refuses it, oai_prompt merges it into
  * the first.
  */
+/*
+ * A message of role "system" at path (index i of msgs, whose last user
+ * message is at last_user): its content as a system message, unless its
+ * clear_at is "next_user_message" and a user message follows it; its
+ * output_config.effort, the latest shown, into *effort (the turn's effort,
+ * over the top-level one).
+ */
+static bool take_system_message(struct oai_request *req, const cJSON *m, const char *path, int i,
+                                int last_user, const char **effort, struct oai_error *e)
+{
+    static const char *const keys[] = {"role", "content", "clear_at", "output_config", NULL};
+    anth_note_others(req, m, path, keys);
+    char p[PATH_MAX_LEN];
+    const cJSON *clear = reqjson_field(m, "clear_at");
+    pathf(p, "%s.clear_at", path);
+    if (clear && (!cJSON_IsString(clear) || (strcmp(clear->valuestring, "never") &&
+                                             strcmp(clear->valuestring, "next_user_message"))))
+        return BAD(e, "%s: Input should be 'next_user_message' or 'never'", p);
+    bool shown = !clear || !strcmp(clear->valuestring, "never") || i > last_user;
+    const cJSON *oc = reqjson_field(m, "output_config");
+    pathf(p, "%s.output_config", path);
+    if (oc && !cJSON_IsObject(oc))
+        return wrong(e, p, "a valid dictionary");
+    static const char *const oc_keys[] = {"effort", NULL};
+    anth_note_others(req, oc, p, oc_keys);
+    const cJSON *eff = reqjson_field(oc, "effort");
+    pathf(p, "%s.output_config.effort", path);
+    const char *v = eff ? effort_value(eff, p, e) : NULL;
+    if (eff && !v)
+        return false;
+    if (v && shown)
+        *effort = v;
+    const cJSON *c = reqjson_field(m, "content");
+    pathf(p, "%s.content", path);
+    if (!c && !oc)
+        return missing(e, p);
+    return !c || !shown || take_system(req, c, p, req->messages, e);
+}
+
 static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
-                          struct oai_error *e)
+                          const char **effort, struct oai_error *e)
 {
     if (!cJSON_IsArray(msgs))
         return wrong(e, "messages", "a valid list");
@@ -716,30 +771,33 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
     if (sys && !take_system(req, sys, "system", req->messages, e))
         return false;
     static const char *const keys[] = {"role", "content", NULL};
-    int i          = 0;
-    bool assistant = false;
+    int i = 0, last_user = -1;
     const cJSON *m;
+    cJSON_ArrayForEach(m, msgs)
+    {
+        const cJSON *r = reqjson_field(m, "role");
+        if (cJSON_IsString(r) && !strcmp(r->valuestring, "user"))
+            last_user = i;
+        i++;
+    }
+    i              = 0;
+    bool assistant = false;
     cJSON_ArrayForEach(m, msgs)
     {
         char path[PATH_MAX_LEN];
         pathf(path, "messages.%d", i++);
         if (!cJSON_IsObject(m))
             return wrong(e, path, "a valid dictionary");
-        anth_note_others(req, m, path, keys);
         const char *role = want_string(m, "role", path, e);
         if (!role)
             return false;
         assistant = !strcmp(role, "assistant");
         if (!strcmp(role, "system")) {
-            char cp[PATH_MAX_LEN];
-            pathf(cp, "%s.content", path);
-            const cJSON *c = reqjson_field(m, "content");
-            if (!c)
-                return missing(e, cp);
-            if (!take_system(req, c, cp, req->messages, e))
+            if (!take_system_message(req, m, path, i - 1, last_user, effort, e))
                 return false;
             continue;
         }
+        anth_note_others(req, m, path, keys);
         if (!assistant && strcmp(role, "user"))
             return BAD(e, "%s.role: Input should be 'user', 'assistant' or 'system'", path);
         if (!take_turn(req, m, path, assistant, req->messages, e))
@@ -977,13 +1035,15 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
     if (!enabled && !disabled && strcmp(type, "adaptive"))
         return BAD(e, "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'");
     static const char *const keys_on[]  = {"type", "budget_tokens", "display", NULL};
-    static const char *const keys_ad[]  = {"type", "display", NULL};
+    static const char *const keys_ad[]  = {"type", "display", "block_binding", NULL};
     static const char *const keys_off[] = {"type", NULL};
     anth_note_others(req, th, "thinking", enabled ? keys_on : disabled ? keys_off : keys_ad);
     const cJSON *display = disabled ? NULL : reqjson_field(th, "display");
     if (display && (!cJSON_IsString(display) || (strcmp(display->valuestring, "summarized") &&
-                                                 strcmp(display->valuestring, "omitted"))))
-        return BAD(e, "thinking.display: Input should be 'summarized' or 'omitted'");
+                                                 strcmp(display->valuestring, "omitted") &&
+                                                 strcmp(display->valuestring, "updates"))))
+        return BAD(e, "thinking.display: Input should be 'summarized', 'omitted' or 'updates'");
+    known_noop(req, th, "thinking", "block_binding");
     /* omitted: the reply's thinking blocks come back empty (anth_response.c reads the flag) */
     if (display && !strcmp(display->valuestring, "omitted") &&
         (!(req->echo = cJSON_CreateObject()) || !cJSON_AddTrueToObject(req->echo, "omit_thinking")))
@@ -1038,25 +1098,19 @@ static bool take_format(const cJSON *f, const char *path, struct oai_request *re
 
 /*
  * output_config: effort is the template's reasoning_effort, as OpenAI's
- * reasoning_effort is ("max" as "high": templates know low, medium and
- * high); format, take_format.
+ * reasoning_effort is (effort_value); format, take_format.
  */
 static bool take_output_config(const cJSON *oc, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsObject(oc))
         return wrong(e, "output_config", "a valid dictionary");
-    static const char *const keys[] = {"effort", "format", NULL};
+    static const char *const keys[] = {"effort", "format", "task_budget", NULL};
     anth_note_others(req, oc, "output_config", keys);
+    known_noop(req, oc, "output_config", "task_budget"); /* a hint; max_tokens bounds a reply */
     const cJSON *effort = reqjson_field(oc, "effort");
     if (effort) {
-        static const char *const ok[] = {"low", "medium", "high", "max"};
-        size_t k                      = 0;
-        while (k < 4 && !(cJSON_IsString(effort) && !strcmp(effort->valuestring, ok[k])))
-            k++;
-        if (k == 4)
-            return BAD(e, "output_config.effort: Input should be 'low', 'medium', 'high' or "
-                          "'max'");
-        if (!kwarg(req, "reasoning_effort", cJSON_CreateString(k == 3 ? "high" : ok[k]), e))
+        const char *v = effort_value(effort, "output_config.effort", e);
+        if (!v || !kwarg(req, "reasoning_effort", cJSON_CreateString(v), e))
             return false;
     }
     const cJSON *f = reqjson_field(oc, "format");
@@ -1130,14 +1184,19 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
         "tool_choice",   "thinking",           "cache_control", "context_management",
         "output_config", "output_format",      "mcp_servers",   NULL};
     /* fields of a generation only: count_tokens notes them as Anthropic's refuses them */
-    static const char *const gen[] = {"max_tokens",   "stream",      "stop_sequences",
-                                      "temperature",  "top_p",       "top_k",
-                                      "metadata",     "service_tier", "container",
-                                      "inference_geo", "speed",      NULL};
-    /* defined, and without effect on the reply here: routing, billing, storage, betas */
-    static const char *const noop[] = {"service_tier", "container",       "inference_geo",
-                                       "speed",        "betas",           "diagnostics",
-                                       "user_profile_id", "workspace_id", NULL};
+    static const char *const gen[] = {"max_tokens",   "stream",        "stop_sequences",
+                                      "temperature",  "top_p",         "top_k",
+                                      "metadata",     "service_tier",  "container",
+                                      "inference_geo", "diagnostics",  "fallbacks",
+                                      "fallback_credit_token", "thread", NULL};
+    /* defined, and without effect on the reply here: routing, billing, storage, betas, and
+     * compaction (a summary Anthropic's server writes past a threshold: hearth writes none,
+     * and refuses a conversation past its context as any) */
+    static const char *const noop[] = {
+        "service_tier", "container",    "inference_geo",  "speed",
+        "betas",        "diagnostics",  "user_profile_id", "workspace_id",
+        "billing_policy", "compaction", "fallbacks",      "fallback_credit_token",
+        "thread",       NULL};
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
@@ -1170,7 +1229,8 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
     const cJSON *msgs = reqjson_field(root, "messages");
     if (!msgs)
         return missing(e, "messages");
-    if (!take_messages(msgs, reqjson_field(root, "system"), req, e))
+    const char *turn_effort = NULL; /* a system message's output_config.effort */
+    if (!take_messages(msgs, reqjson_field(root, "system"), req, &turn_effort, e))
         return false;
     if ((it = reqjson_field(root, "tools")) && !take_tools(it, req, e))
         return false;
@@ -1184,6 +1244,8 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
         !take_format(it, "output_format", req, e))
         return false;
     if ((it = reqjson_field(root, "output_config")) && !take_output_config(it, req, e))
+        return false;
+    if (turn_effort && !kwarg(req, "reasoning_effort", cJSON_CreateString(turn_effort), e))
         return false;
     if ((it = reqjson_field(root, "mcp_servers")) && !take_mcp_servers(it, req, e))
         return false;

@@ -334,7 +334,7 @@ static void test_thinking(void **state)
     oai_request_free(&r);
     refused(BIG "\"thinking\":{\"type\":\"adaptive\",\"display\":\"brief\"},\"messages\":"
                  "[{\"role\":\"user\",\"content\":\"q\"}]}",
-            "thinking.display: Input should be 'summarized' or 'omitted'");
+            "thinking.display: Input should be 'summarized', 'omitted' or 'updates'");
     /* count_tokens has no max_tokens to compare the budget with */
     struct oai_error e;
     assert_true(parse_kind(ANTH_COUNT_TOKENS,
@@ -402,6 +402,7 @@ static void test_claude_code_fields(void **state)
        "\"metadata\":{\"user_id\":\"user_ab_account__session_12\"},\"service_tier\":\"auto\","
        "\"container\":null,\"mcp_servers\":[],\"betas\":[\"context-management-2025-06-27\"],"
        "\"inference_geo\":\"us\",\"speed\":\"fast\",\"future_field\":{\"a\":1},"
+       "\"compaction\":{\"type\":\"summarize\"},\"fallbacks\":\"default\","
        "\"system\":[{\"type\":\"text\",\"text\":\"x-anthropic-billing-header: cc_version=2.1.3; "
        "cc_entrypoint=sdk-cli; cch=ab12c;\"},{\"type\":\"text\",\"text\":\"You are Claude Code.\","
        "\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"1h\",\"scope\":\"org\"}}],"
@@ -445,7 +446,7 @@ static void test_claude_code_fields(void **state)
         "system.cache_control", "tools.cache_control", "tools.defer_loading",
         "tools.eager_input_streaming", "tools.input_examples", "tools.allowed_callers",
         "messages.content.cache_control", "messages.content.redacted_thinking",
-        "messages.content.citations"};
+        "messages.content.citations", "compaction", "fallbacks"};
     static const char *const unknown[] = {"future_field", "system.cache_control.scope",
                                           "tools.new_tool_flag", "messages.msg_extra",
                                           "messages.content.block_extra"};
@@ -529,8 +530,8 @@ static void test_output_config(void **state)
     (void)state;
     struct oai_request r;
     const char *efforts[][2] = {{"low", "low"}, {"medium", "medium"}, {"high", "high"},
-                                {"max", "high"}};
-    for (size_t i = 0; i < 4; i++) {
+                                {"xhigh", "high"}, {"max", "high"}};
+    for (size_t i = 0; i < 5; i++) {
         char body[256], want[64];
         snprintf(body, sizeof body,
                  HEAD "\"output_config\":{\"effort\":\"%s\"},\"messages\":[{\"role\":\"user\","
@@ -572,7 +573,7 @@ static void test_output_config(void **state)
 
     refused(HEAD "\"output_config\":{\"effort\":\"extreme\"},\"messages\":[{\"role\":\"user\","
                  "\"content\":\"q\"}]}",
-            "output_config.effort: Input should be 'low', 'medium', 'high' or 'max'");
+            "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'");
     refused(HEAD "\"output_config\":{\"format\":{\"type\":\"text\"}},\"messages\":[{\"role\":"
                  "\"user\",\"content\":\"q\"}]}",
             "output_config.format.type: Input should be 'json_schema'");
@@ -776,6 +777,24 @@ static void test_system_messages(void **state)
                         "\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"system\","
                         "\"content\":\"reminder\"},{\"role\":\"user\",\"content\":\"c\"}]");
     oai_request_free(&r);
+    /* clear_at next_user_message: shown only until a user message follows it; a system
+     * message's effort is the turn's, over the top-level one, while it is shown */
+    ok(HEAD "\"output_config\":{\"effort\":\"low\"},\"messages\":[{\"role\":\"user\","
+            "\"content\":\"a\"},{\"role\":\"system\",\"content\":\"gone\",\"clear_at\":"
+            "\"next_user_message\",\"output_config\":{\"effort\":\"max\"}},{\"role\":\"assistant\","
+            "\"content\":\"b\"},{\"role\":\"user\",\"content\":\"c\"},{\"role\":\"system\","
+            "\"clear_at\":\"next_user_message\",\"content\":\"kept\"},{\"role\":\"system\","
+            "\"output_config\":{\"effort\":\"medium\",\"x\":1},\"clear_at\":\"never\"}]}",
+       &r);
+    json_eq(r.messages, "[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\","
+                        "\"content\":\"b\"},{\"role\":\"user\",\"content\":\"c\"},{\"role\":"
+                        "\"system\",\"content\":\"kept\"}]");
+    json_eq(r.template_kwargs, "{\"reasoning_effort\":\"medium\"}");
+    noted(&r, "messages.output_config.x", true);
+    oai_request_free(&r);
+    refused(HEAD "\"messages\":[{\"role\":\"system\",\"clear_at\":\"later\",\"content\":\"x\"},"
+                 "{\"role\":\"user\",\"content\":\"c\"}]}",
+            "messages.0.clear_at: Input should be 'next_user_message' or 'never'");
     refused(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"image\"}]},{\"role\":"
                  "\"user\",\"content\":\"c\"}]}",
             "messages.0.content.0: a 'image' block is not supported by this server: only text, "
