@@ -245,6 +245,129 @@ static cJSON *parts_content(struct parts *pt)
     return c;
 }
 
+/*
+ * What the conversation changes in the offered tools, gathered while the
+ * messages are read and applied to the tools after them (take_tools): a
+ * tool with defer_loading is offered once a tool_reference (a client tool
+ * search's result), a tool_addition or a call names it; tool_addition and
+ * tool_removal blocks in system messages add and withdraw tools. Templates
+ * list the tools before the conversation, so a change holds for all of it;
+ * the model reads where it happened as a sentence in place.
+ */
+struct tool_changes {
+    cJSON *load;   /* names of tools made available */
+    cJSON *add;    /* [{"path", "tool"}]: tool definitions added inline (copies) */
+    cJSON *remove; /* names of tools withdrawn */
+};
+
+static void changes_free(struct tool_changes *tc)
+{
+    cJSON_Delete(tc->load);
+    cJSON_Delete(tc->add);
+    cJSON_Delete(tc->remove);
+}
+
+static bool has_name(const cJSON *names, const char *name)
+{
+    const cJSON *n;
+    cJSON_ArrayForEach(n, names)
+    {
+        if (!strcmp(n->valuestring, name))
+            return true;
+    }
+    return false;
+}
+
+/* Adds name to the list *names (made when NULL). */
+static bool add_name(cJSON **names, const char *name, struct oai_error *e)
+{
+    if ((!*names && !(*names = cJSON_CreateArray())) ||
+        (!has_name(*names, name) && !cJSON_AddItemToArray(*names, cJSON_CreateString(name))))
+        return OOM(e);
+    return true;
+}
+
+/* "Tool NAME is now available." (or "no longer") into pt, where the change happened. */
+static bool tool_sentence(struct parts *pt, const char *name, bool added, struct oai_error *e)
+{
+    char s[200];
+    snprintf(s, sizeof s, "Tool %.128s is %s available.", name, added ? "now" : "no longer");
+    return parts_add(pt, s, e);
+}
+
+/* A {"type": "tool_reference", "tool_name"} block: the tool is loaded. */
+static bool tool_reference_block(struct oai_request *req, struct tool_changes *tc,
+                                 const cJSON *b, const char *path, struct parts *pt,
+                                 struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "tool_name", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
+        return false;
+    const char *name = want_string(b, "tool_name", path, e);
+    return name && add_name(&tc->load, name, e) && tool_sentence(pt, name, true, e);
+}
+
+/*
+ * A system message's tool_addition or tool_removal block: "tool" a
+ * tool_reference by name, or (additions) a tool_definition. MCP tools are
+ * refused: hearth connects to no MCP server.
+ */
+static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
+                              const char *path, bool added, struct parts *pt,
+                              struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "tool", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
+        return false;
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s.tool", path);
+    const cJSON *t = reqjson_field(b, "tool");
+    if (!t)
+        return missing(e, p);
+    if (!cJSON_IsObject(t))
+        return wrong(e, p, "a valid dictionary");
+    const char *type = want_string(t, "type", p, e);
+    if (!type)
+        return false;
+    if (!strcmp(type, "tool_reference")) {
+        static const char *const ref[] = {"type", "name", NULL};
+        anth_note_others(req, t, p, ref);
+        const char *name = want_string(t, "name", p, e);
+        return name && add_name(added ? &tc->load : &tc->remove, name, e) &&
+               tool_sentence(pt, name, added, e);
+    }
+    if (added && !strcmp(type, "tool_definition")) {
+        static const char *const def[] = {"type", "definition", NULL};
+        anth_note_others(req, t, p, def);
+        const cJSON *d = reqjson_field(t, "definition");
+        const cJSON *n = cJSON_IsObject(d) ? reqjson_field(d, "name") : NULL;
+        char dp[PATH_MAX_LEN];
+        pathf(dp, "%s.definition", p);
+        if (!cJSON_IsObject(d))
+            return d ? wrong(e, dp, "a valid dictionary") : missing(e, dp);
+        if (!cJSON_IsString(n))
+            return BAD(e, "%s.name: Field required", dp);
+        cJSON *entry = cJSON_CreateObject();
+        if (!entry || (!tc->add && !(tc->add = cJSON_CreateArray())) ||
+            !cJSON_AddStringToObject(entry, "path", dp) ||
+            !cJSON_AddItemToObject(entry, "tool", cJSON_Duplicate(d, true))) {
+            cJSON_Delete(entry);
+            return OOM(e);
+        }
+        cJSON_AddItemToArray(tc->add, entry);
+        return add_name(&tc->load, n->valuestring, e) &&
+               tool_sentence(pt, n->valuestring, true, e);
+    }
+    if (strstr(type, "mcp_"))
+        return BAD(e, "%s.type: '%.40s' is not supported by this server: it connects to no MCP "
+                      "servers",
+                   p, type);
+    return BAD(e, "%s.type: Input should be 'tool_reference'%s", p,
+               added ? " or 'tool_definition'" : "");
+}
+
 /* A {"type": "text", "text"} block: its text into pt. Citations are where an earlier reply's
  * text came from: the text itself is what the model reads. */
 static bool text_block(struct oai_request *req, const cJSON *b, const char *path,
@@ -366,9 +489,10 @@ static bool document_block(struct oai_request *req, const cJSON *b, const char *
     return true;
 }
 
-/* A tool_result's content: a string, or text and plain-text document blocks; into pt. */
-static bool result_content(struct oai_request *req, const cJSON *c, const char *path,
-                           struct parts *pt, struct oai_error *e)
+/* A tool_result's content: a string, or text, plain-text document and tool_reference blocks;
+ * into pt. */
+static bool result_content(struct oai_request *req, struct tool_changes *tc, const cJSON *c,
+                           const char *path, struct parts *pt, struct oai_error *e)
 {
     char p[PATH_MAX_LEN];
     pathf(p, "%s.content", path);
@@ -389,10 +513,12 @@ static bool result_content(struct oai_request *req, const cJSON *c, const char *
             return false;
         bool ok = !strcmp(type, "text")       ? text_block(req, b, bp, pt, e)
                   : !strcmp(type, "document") ? document_block(req, b, bp, pt, e)
-                                              : BAD(e, "%s: a '%.32s' block is not supported in a "
-                                                       "tool_result by this server: only text and "
-                                                       "plain-text document blocks are",
-                                                    bp, type);
+                  : !strcmp(type, "tool_reference")
+                      ? tool_reference_block(req, tc, b, bp, pt, e)
+                      : BAD(e, "%s: a '%.32s' block is not supported in a tool_result by this "
+                               "server: only text, plain-text document and tool_reference "
+                               "blocks are",
+                            bp, type);
         if (!ok)
             return false;
     }
@@ -400,8 +526,8 @@ static bool result_content(struct oai_request *req, const cJSON *c, const char *
 }
 
 /* A tool_result block -> a {"role": "tool"} message appended to out. */
-static bool tool_result_block(struct oai_request *req, const cJSON *b, const char *path,
-                              cJSON *out, struct oai_error *e)
+static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
+                              const char *path, cJSON *out, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "tool_use_id", "content", "is_error",
                                        "cache_control", NULL};
@@ -420,7 +546,7 @@ static bool tool_result_block(struct oai_request *req, const cJSON *b, const cha
         return wrong(e, p, "a valid boolean");
     }
     struct parts pt = {0};
-    if (!result_content(req, reqjson_field(b, "content"), path, &pt, e)) {
+    if (!result_content(req, tc, reqjson_field(b, "content"), path, &pt, e)) {
         cJSON_Delete(pt.arr);
         return false;
     }
@@ -456,8 +582,8 @@ static bool tool_result_block(struct oai_request *req, const cJSON *b, const cha
 }
 
 /* A tool_use block -> one entry of an assistant's tool_calls. */
-static bool tool_use_block(struct oai_request *req, const cJSON *b, const char *path,
-                           cJSON *calls, struct oai_error *e)
+static bool tool_use_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
+                           const char *path, cJSON *calls, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "id", "name", "input", "cache_control", "caller",
                                        NULL};
@@ -473,7 +599,7 @@ static bool tool_use_block(struct oai_request *req, const cJSON *b, const char *
     }
     const char *id   = want_string(b, "id", path, e);
     const char *name = id ? want_string(b, "name", path, e) : NULL;
-    if (!name)
+    if (!name || !add_name(&tc->load, name, e)) /* a tool called is a tool loaded */
         return false;
     const cJSON *input = reqjson_field(b, "input");
     char p[PATH_MAX_LEN];
@@ -550,8 +676,8 @@ static cJSON *reasoning_string(struct parts *pt)
  * redacted_thinking (reasoning encrypted by another provider, which no model
  * here can read) is dropped, as templates drop earlier turns' reasoning.
  */
-static bool take_turn(struct oai_request *req, const cJSON *m, const char *path, bool assistant,
-                      cJSON *out, struct oai_error *e)
+static bool take_turn(struct oai_request *req, struct tool_changes *tc, const cJSON *m,
+                      const char *path, bool assistant, cJSON *out, struct oai_error *e)
 {
     const char *role = assistant ? "assistant" : "user";
     const cJSON *c   = reqjson_field(m, "content");
@@ -596,9 +722,9 @@ static bool take_turn(struct oai_request *req, const cJSON *m, const char *path,
         else if (!strcmp(type, "document") && !assistant)
             ok = document_block(req, b, bp, &text, e);
         else if (!strcmp(type, "tool_result") && !assistant)
-            ok = tool_result_block(req, b, bp, out, e);
+            ok = tool_result_block(req, tc, b, bp, out, e);
         else if (!strcmp(type, "tool_use") && assistant)
-            ok = tool_use_block(req, b, bp, calls, e);
+            ok = tool_use_block(req, tc, b, bp, calls, e);
         else if (!strcmp(type, "thinking") && assistant)
             ok = thinking_block(req, b, bp, &reasoning, e);
         else if (!strcmp(type, "redacted_thinking") && assistant)
@@ -671,8 +797,8 @@ static bool system_text(struct parts *pt)
  * to out (nothing for an empty one). path: "system", or the content of a
  * system message inside messages ("messages.3.content").
  */
-static bool take_system(struct oai_request *req, const cJSON *sys, const char *path, cJSON *out,
-                        struct oai_error *e)
+static bool take_system(struct oai_request *req, struct tool_changes *tc, const cJSON *sys,
+                        const char *path, cJSON *out, struct oai_error *e)
 {
     struct parts pt = {0};
     if (cJSON_IsString(sys)) {
@@ -688,7 +814,11 @@ static bool take_system(struct oai_request *req, const cJSON *sys, const char *p
             char bp[PATH_MAX_LEN];
             pathf(bp, "%s.%d", path, j++);
             const char *type = block_type(b, bp, e);
-            bool ok          = type && (strcmp(type, "text")
+            bool change      = tc && type && (!strcmp(type, "tool_addition") ||
+                                         !strcmp(type, "tool_removal"));
+            bool ok          = type && (change ? tool_change_block(req, tc, b, bp,
+                                                                   !strcmp(type, "tool_addition"), &pt, e)
+                                        : strcmp(type, "text")
                                             ? BAD(e, "%s.type: Input should be 'text'", bp)
                                             : text_block(req, b, bp, &pt, e) &&
                                                   system_text(&pt));
@@ -727,8 +857,9 @@ static bool take_system(struct oai_request *req, const cJSON *sys, const char *p
  * output_config.effort, the latest shown, into *effort (the turn's effort,
  * over the top-level one).
  */
-static bool take_system_message(struct oai_request *req, const cJSON *m, const char *path, int i,
-                                int last_user, const char **effort, struct oai_error *e)
+static bool take_system_message(struct oai_request *req, struct tool_changes *tc, const cJSON *m,
+                                const char *path, int i, int last_user, const char **effort,
+                                struct oai_error *e)
 {
     static const char *const keys[] = {"role", "content", "clear_at", "output_config", NULL};
     anth_note_others(req, m, path, keys);
@@ -756,11 +887,11 @@ static bool take_system_message(struct oai_request *req, const cJSON *m, const c
     pathf(p, "%s.content", path);
     if (!c && !oc)
         return missing(e, p);
-    return !c || !shown || take_system(req, c, p, req->messages, e);
+    return !c || !shown || take_system(req, tc, c, p, req->messages, e);
 }
 
 static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
-                          const char **effort, struct oai_error *e)
+                          struct tool_changes *tc, const char **effort, struct oai_error *e)
 {
     if (!cJSON_IsArray(msgs))
         return wrong(e, "messages", "a valid list");
@@ -768,7 +899,7 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
         return BAD(e, "messages: List should have at least 1 item");
     if (!(req->messages = cJSON_CreateArray()))
         return OOM(e);
-    if (sys && !take_system(req, sys, "system", req->messages, e))
+    if (sys && !take_system(req, NULL, sys, "system", req->messages, e))
         return false;
     static const char *const keys[] = {"role", "content", NULL};
     int i = 0, last_user = -1;
@@ -793,14 +924,14 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
             return false;
         assistant = !strcmp(role, "assistant");
         if (!strcmp(role, "system")) {
-            if (!take_system_message(req, m, path, i - 1, last_user, effort, e))
+            if (!take_system_message(req, tc, m, path, i - 1, last_user, effort, e))
                 return false;
             continue;
         }
         anth_note_others(req, m, path, keys);
         if (!assistant && strcmp(role, "user"))
             return BAD(e, "%s.role: Input should be 'user', 'assistant' or 'system'", path);
-        if (!take_turn(req, m, path, assistant, req->messages, e))
+        if (!take_turn(req, tc, m, path, assistant, req->messages, e))
             return false;
     }
     if (assistant)
@@ -831,15 +962,14 @@ static bool valid_tool_name(const char *s)
  * parameters[, strict]}}. strict true is kept as OpenAI's strict functions
  * carry it: hearth holds every call it parses to the tool's input_schema by
  * grammar (oai_grammar.c), and refuses strict tools whose calls it cannot
- * hold. The rest of a tool's fields shape how Anthropic loads or streams
- * it (cache_control, defer_loading, eager_input_streaming, allowed_callers,
- * input_examples): accepted and noted.
+ * hold. *deferred: defer_loading is true (struct tool_changes). The rest of
+ * a tool's fields shape how Anthropic streams or bills it (cache_control,
+ * eager_input_streaming, allowed_callers, input_examples): accepted and
+ * noted.
  */
-static bool take_tool(struct oai_request *req, const cJSON *t, int j, cJSON *out,
-                      struct oai_error *e)
+static bool take_tool(struct oai_request *req, const cJSON *t, const char *path, cJSON *out,
+                      bool *deferred, struct oai_error *e)
 {
-    char path[PATH_MAX_LEN];
-    pathf(path, "tools.%d", j);
     if (!cJSON_IsObject(t))
         return wrong(e, path, "a valid dictionary");
     const cJSON *type = reqjson_field(t, "type");
@@ -894,7 +1024,7 @@ static bool take_tool(struct oai_request *req, const cJSON *t, int j, cJSON *out
         }
     }
     known_noop(req, t, path, "eager_input_streaming"); /* calls come whole or streamed alike */
-    known_noop(req, t, path, "defer_loading");         /* every tool is shown to the model */
+    *deferred = cJSON_IsTrue(reqjson_field(t, "defer_loading"));
     known_noop(req, t, path, "input_examples");
     known_noop(req, t, path, "allowed_callers");
     bool strict = cJSON_IsTrue(reqjson_field(t, "strict"));
@@ -925,25 +1055,64 @@ static bool take_tool(struct oai_request *req, const cJSON *t, int j, cJSON *out
     return true;
 }
 
-static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_error *e)
+/* Drops the tool named name from out (a list of function tools), if there. */
+static void drop_tool(cJSON *out, const char *name)
 {
-    if (!cJSON_IsArray(tools))
-        return wrong(e, "tools", "a valid list");
-    cJSON *out = cJSON_CreateArray();
-    if (!out)
-        return OOM(e);
-    int j = 0;
-    const cJSON *t;
-    cJSON_ArrayForEach(t, tools)
-    {
-        if (!take_tool(req, t, j++, out, e)) {
-            cJSON_Delete(out);
-            return false;
+    for (cJSON *t = out->child; t; t = t->next) {
+        const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "function"), "name");
+        if (!strcmp(n->valuestring, name)) {
+            cJSON_Delete(cJSON_DetachItemViaPointer(out, t));
+            return;
         }
     }
-    if (j == 0) { /* an empty list offers nothing: as if absent */
+}
+
+/* tools (may be NULL) and the conversation's changes to them -> req->tools (NULL if none). */
+static bool take_tools(const cJSON *tools, struct tool_changes *tc, struct oai_request *req,
+                       struct oai_error *e)
+{
+    if (tools && !cJSON_IsArray(tools))
+        return wrong(e, "tools", "a valid list");
+    cJSON *out = cJSON_CreateArray(), *deferred = cJSON_CreateArray();
+    bool ok    = (out && deferred) || OOM(e);
+    int j      = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, (ok ? tools : NULL))
+    {
+        char path[PATH_MAX_LEN];
+        pathf(path, "tools.%d", j++);
+        bool def = false;
+        ok       = take_tool(req, t, path, out, &def, e);
+        if (!ok)
+            break;
+        if (def) {
+            const cJSON *n = reqjson_field(t, "name");
+            ok = cJSON_AddItemToArray(deferred, cJSON_CreateString(n->valuestring)) || OOM(e);
+        }
+    }
+    cJSON_ArrayForEach(t, (ok ? tc->add : NULL))
+    {
+        const cJSON *tool = cJSON_GetObjectItem(t, "tool");
+        const char *name  = cJSON_GetObjectItem(tool, "name")->valuestring;
+        bool def          = false;
+        drop_tool(out, name); /* a definition given again replaces the earlier one */
+        ok = take_tool(req, tool, cJSON_GetObjectItem(t, "path")->valuestring, out, &def, e);
+        if (!ok)
+            break;
+    }
+    cJSON_ArrayForEach(t, (ok ? deferred : NULL))
+    {
+        if (!has_name(tc->load, t->valuestring))
+            drop_tool(out, t->valuestring);
+    }
+    cJSON_ArrayForEach(t, (ok ? tc->remove : NULL))
+    {
+        drop_tool(out, t->valuestring);
+    }
+    cJSON_Delete(deferred);
+    if (!ok || cJSON_GetArraySize(out) == 0) { /* none offered: as if absent */
         cJSON_Delete(out);
-        return true;
+        return ok;
     }
     req->tools = out;
     return true;
@@ -1230,9 +1399,11 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
     if (!msgs)
         return missing(e, "messages");
     const char *turn_effort = NULL; /* a system message's output_config.effort */
-    if (!take_messages(msgs, reqjson_field(root, "system"), req, &turn_effort, e))
-        return false;
-    if ((it = reqjson_field(root, "tools")) && !take_tools(it, req, e))
+    struct tool_changes tc  = {0};
+    bool ok = take_messages(msgs, reqjson_field(root, "system"), req, &tc, &turn_effort, e) &&
+              take_tools(reqjson_field(root, "tools"), &tc, req, e);
+    changes_free(&tc);
+    if (!ok)
         return false;
     if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, req, e))
         return false;

@@ -54,6 +54,9 @@
  * - tool_result's is_error is shown to the model as an "Error: " prefix on
  *   the result's text (OpenAI's tool messages have no such flag).
  * - document blocks of plain text are text the model reads.
+ * - Tools with defer_loading are offered once the conversation loads them
+ *   (tool_reference, tool_addition, a call); system messages' tool_addition
+ *   and tool_removal blocks add and withdraw tools (anth_request.c).
  * - Refused with a 400: images, PDFs and other non-text blocks, server
  *   and Anthropic-defined tools, MCP servers, a conversation ending in an
  *   assistant turn (a prefill: the template cannot continue a turn), more

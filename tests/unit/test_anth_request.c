@@ -443,7 +443,7 @@ static void test_claude_code_fields(void **state)
     static const char *const known[] = {
         "metadata",        "service_tier",          "mcp_servers",
         "betas",           "inference_geo",         "speed",
-        "system.cache_control", "tools.cache_control", "tools.defer_loading",
+        "system.cache_control", "tools.cache_control",
         "tools.eager_input_streaming", "tools.input_examples", "tools.allowed_callers",
         "messages.content.cache_control", "messages.content.redacted_thinking",
         "messages.content.citations", "compaction", "fallbacks"};
@@ -724,6 +724,103 @@ static void test_context_management(void **state)
             "context_management.edits.0.type: Field required");
     refused(HEAD "\"context_management\":{\"edits\":{}}," LOOP "}",
             "context_management.edits: Input should be a valid list");
+}
+
+/* The names of r's offered tools, comma-separated, in a static buffer. */
+static const char *tool_names(const struct oai_request *r)
+{
+    static char buf[256];
+    buf[0] = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, r->tools)
+    {
+        const char *n = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "function"), "name")->valuestring;
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", buf[0] ? "," : "", n);
+    }
+    return buf;
+}
+
+/* Deferred tools are offered once loaded; system messages add and withdraw tools */
+static void test_tool_changes(void **state)
+{
+    (void)state;
+    const char *tools = "\"tools\":[{\"name\":\"A\",\"input_schema\":{\"type\":\"object\"}},"
+                        "{\"name\":\"B\",\"defer_loading\":true,\"input_schema\":{\"type\":"
+                        "\"object\"}},{\"name\":\"C\",\"defer_loading\":true,\"input_schema\":"
+                        "{\"type\":\"object\"}}],";
+    char body[2048];
+    struct oai_request r;
+    snprintf(body, sizeof body, HEAD "%s\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
+             tools);
+    ok(body, &r);
+    assert_string_equal(tool_names(&r), "A");
+    oai_request_free(&r);
+    /* a client tool search's result loads B; a call of C in the history loads C */
+    snprintf(body, sizeof body,
+             HEAD "%s\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
+                  "\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"s1\",\"name\":"
+                  "\"A\",\"input\":{}}]},{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
+                  "\"tool_use_id\":\"s1\",\"content\":[{\"type\":\"tool_reference\",\"tool_name\":"
+                  "\"B\"}]}]}]}",
+             tools);
+    ok(body, &r);
+    assert_string_equal(tool_names(&r), "A,B");
+    json_eq(cJSON_GetArrayItem(r.messages, 2), "{\"role\":\"tool\",\"tool_call_id\":\"s1\","
+                                               "\"content\":\"Tool B is now available.\"}");
+    oai_request_free(&r);
+    snprintf(body, sizeof body,
+             HEAD "%s\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
+                  "\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"s1\",\"name\":"
+                  "\"C\",\"input\":{}}]},{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
+                  "\"tool_use_id\":\"s1\",\"content\":\"done\"}]}]}",
+             tools);
+    ok(body, &r);
+    assert_string_equal(tool_names(&r), "A,C");
+    oai_request_free(&r);
+    /* a system message adds C by name and D by definition, and withdraws A */
+    snprintf(body, sizeof body,
+             HEAD "%s\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":"
+                  "\"system\",\"content\":[{\"type\":\"tool_addition\",\"tool\":{\"type\":"
+                  "\"tool_reference\",\"name\":\"C\"}},{\"type\":\"tool_addition\",\"tool\":"
+                  "{\"type\":\"tool_definition\",\"definition\":{\"name\":\"D\",\"input_schema\":"
+                  "{\"type\":\"object\"}}}},{\"type\":\"tool_removal\",\"tool\":{\"type\":"
+                  "\"tool_reference\",\"name\":\"A\"}},{\"type\":\"text\",\"text\":\"Go on.\"}]},"
+                  "{\"role\":\"user\",\"content\":\"r\"}]}",
+             tools);
+    ok(body, &r);
+    assert_string_equal(tool_names(&r), "C,D");
+    json_eq(cJSON_GetArrayItem(r.messages, 1),
+            "{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"Tool C is now "
+            "available.\"},{\"type\":\"text\",\"text\":\"Tool D is now available.\"},{\"type\":"
+            "\"text\",\"text\":\"Tool A is no longer available.\"},{\"type\":\"text\",\"text\":"
+            "\"Go on.\"}]}");
+    oai_request_free(&r);
+    /* with no tools field at all, an added definition is the one tool */
+    ok(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_addition\","
+            "\"tool\":{\"type\":\"tool_definition\",\"definition\":{\"name\":\"D\","
+            "\"input_schema\":{\"type\":\"object\"}}}}]},{\"role\":\"user\",\"content\":\"r\"}]}",
+       &r);
+    assert_string_equal(tool_names(&r), "D");
+    json_eq(r.messages, "[{\"role\":\"system\",\"content\":\"Tool D is now available.\"},"
+                        "{\"role\":\"user\",\"content\":\"r\"}]");
+    oai_request_free(&r);
+
+    refused(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_addition\","
+                 "\"tool\":{\"type\":\"mcp_toolset_reference\",\"server_name\":\"x\"}}]},{\"role\":"
+                 "\"user\",\"content\":\"r\"}]}",
+            "messages.0.content.0.tool.type: 'mcp_toolset_reference' is not supported by this "
+            "server: it connects to no MCP servers");
+    refused(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_removal\","
+                 "\"tool\":{\"type\":\"tool_definition\"}}]},{\"role\":\"user\",\"content\":\"r\"}]}",
+            "messages.0.content.0.tool.type: Input should be 'tool_reference'");
+    refused(HEAD "\"system\":[{\"type\":\"tool_addition\",\"tool\":{}}],\"messages\":[{\"role\":"
+                 "\"user\",\"content\":\"r\"}]}",
+            "system.0.type: Input should be 'text'");
+    refused(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_addition\","
+                 "\"tool\":{\"type\":\"tool_definition\",\"definition\":{\"name\":\"b c\","
+                 "\"input_schema\":{\"type\":\"object\"}}}}]},{\"role\":\"user\",\"content\":\"r\"}]}",
+            "messages.0.content.0.tool.definition.name: String should match pattern "
+            "'^[a-zA-Z0-9_-]{1,128}$'");
 }
 
 /* Documents of plain text are text the model reads; PDFs and other files are refused */
@@ -1009,7 +1106,8 @@ int main(void)
         cmocka_unit_test(test_sampling_and_stream), cmocka_unit_test(test_claude_code_fields),
         cmocka_unit_test(test_billing_stamp),       cmocka_unit_test(test_output_config),
         cmocka_unit_test(test_context_management),  cmocka_unit_test(test_system_messages),
-        cmocka_unit_test(test_strict_tools),        cmocka_unit_test(test_documents),        cmocka_unit_test(test_system_messages_rendered),
+        cmocka_unit_test(test_strict_tools),        cmocka_unit_test(test_documents),
+        cmocka_unit_test(test_tool_changes),        cmocka_unit_test(test_system_messages_rendered),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
