@@ -117,16 +117,17 @@ static void known_noop(struct oai_request *req, const cJSON *obj, const char *pa
 }
 
 /*
- * output_config.effort at path as the template's reasoning_effort: low,
- * medium and high as they are; xhigh and max as high (templates know no
- * more). NULL with *e set when it is none of them.
+ * output_config.effort at path as the template's reasoning_effort, on
+ * OpenAI's scale as the chat path passes it: low, medium, high and xhigh as
+ * they are, max (above xhigh) as xhigh, OpenAI's top. NULL with *e set when
+ * it is none of them.
  */
 static const char *effort_value(const cJSON *it, const char *path, struct oai_error *e)
 {
     static const char *const names[] = {"low", "medium", "high", "xhigh", "max"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (cJSON_IsString(it) && !strcmp(it->valuestring, names[k]))
-            return k < 3 ? names[k] : "high";
+            return k < 4 ? names[k] : "xhigh";
     oai_fail(e, 400, "invalid_request_error", NULL, NULL,
              "%s: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'", path);
     return NULL;

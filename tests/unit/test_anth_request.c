@@ -530,7 +530,7 @@ static void test_output_config(void **state)
     (void)state;
     struct oai_request r;
     const char *efforts[][2] = {{"low", "low"}, {"medium", "medium"}, {"high", "high"},
-                                {"xhigh", "high"}, {"max", "high"}};
+                                {"xhigh", "xhigh"}, {"max", "xhigh"}};
     for (size_t i = 0; i < 5; i++) {
         char body[256], want[64];
         snprintf(body, sizeof body,
