@@ -21,21 +21,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/chatparse_int.h"
 #include "util/rng.h"
 
 /* ------------------------------------------------------------ markers --- */
 
-#define TOOL_CALL_OPEN  "<tool_call>"
-#define TOOL_CALL_CLOSE "</tool_call>"
-#define PYTHON_TAG      "<|python_tag|>"
-#define MISTRAL_CALLS   "[TOOL_CALLS]"
-#define MISTRAL_ARGS    "[ARGS]"
-#define MISTRAL_CALL_ID "[CALL_ID]"
-#define DS_CALLS_BEGIN  "<｜tool▁calls▁begin｜>"
-#define DS_CALLS_END    "<｜tool▁calls▁end｜>"
-#define DS_CALL_BEGIN   "<｜tool▁call▁begin｜>"
-#define DS_CALL_END     "<｜tool▁call▁end｜>"
-#define DS_SEP          "<｜tool▁sep｜>"
+#define TOOL_CALL_OPEN     "<tool_call>"
+#define TOOL_CALL_CLOSE    "</tool_call>"
+#define PYTHON_TAG         "<|python_tag|>"
+#define MISTRAL_CALLS      "[TOOL_CALLS]"
+#define MISTRAL_ARGS       "[ARGS]"
+#define MISTRAL_CALL_ID    "[CALL_ID]"
+#define DS_CALLS_BEGIN     "<｜tool▁calls▁begin｜>"
+#define DS_CALLS_END       "<｜tool▁calls▁end｜>"
+#define DS_CALL_BEGIN      "<｜tool▁call▁begin｜>"
+#define DS_CALL_END        "<｜tool▁call▁end｜>"
+#define DS_SEP             "<｜tool▁sep｜>"
+#define HARMONY_START      "<|start|>"
+#define HARMONY_CHANNEL    "<|channel|>"
+#define HARMONY_MESSAGE    "<|message|>"
+#define KIMI_SECTION_BEGIN "<|tool_calls_section_begin|>"
+#define KIMI_SECTION_END   "<|tool_calls_section_end|>"
+#define MINIMAX_OPEN       "<minimax:tool_call>"
+#define MINIMAX_CLOSE      "</minimax:tool_call>"
+#define SEED_OPEN          "<seed:tool_call>"
+#define SEED_CLOSE         "</seed:tool_call>"
+#define GRANITE_OPEN       "<|tool_call|>"
+#define FUNCTIONARY_OPEN   "<function="
+#define FUNCTIONARY_CLOSE  "</function>"
+#define FUNCTIONARY_RECIP  ">>>"
+#define R7B_ACTION         "<|START_ACTION|>"
+#define R7B_ACTION_END     "<|END_ACTION|>"
+#define COMMAND_R_ACTION   "Action:"
+#define GEMMA4_OPEN        "<|tool_call>call:"
+#define GEMMA4_CLOSE       "<tool_call|>"
 
 #define MISTRAL_NAME_MAX 256 /* bytes of a [TOOL_CALLS]NAME before [ARGS] or [CALL_ID] */
 #define MISTRAL_ID_MAX   64
@@ -44,13 +63,24 @@
 #define CALL_REJECT_BUDGET 4
 
 static const char *const tools_names[] = {
-    [CHATPARSE_TOOLS_NONE]         = "none",
-    [CHATPARSE_TOOLS_HERMES]       = "hermes",
-    [CHATPARSE_TOOLS_QWEN3_CODER]  = "qwen3-coder",
-    [CHATPARSE_TOOLS_LLAMA3]       = "llama3",
-    [CHATPARSE_TOOLS_MISTRAL]      = "mistral",
-    [CHATPARSE_TOOLS_DEEPSEEK_R1]  = "deepseek-r1",
-    [CHATPARSE_TOOLS_DEEPSEEK_V31] = "deepseek-v3.1",
+    [CHATPARSE_TOOLS_NONE]            = "none",
+    [CHATPARSE_TOOLS_HERMES]          = "hermes",
+    [CHATPARSE_TOOLS_QWEN3_CODER]     = "qwen3-coder",
+    [CHATPARSE_TOOLS_LLAMA3]          = "llama3",
+    [CHATPARSE_TOOLS_MISTRAL]         = "mistral",
+    [CHATPARSE_TOOLS_DEEPSEEK_R1]     = "deepseek-r1",
+    [CHATPARSE_TOOLS_DEEPSEEK_V31]    = "deepseek-v3.1",
+    [CHATPARSE_TOOLS_HARMONY]         = "gpt-oss",
+    [CHATPARSE_TOOLS_GLM]             = "glm",
+    [CHATPARSE_TOOLS_KIMI]            = "kimi-k2",
+    [CHATPARSE_TOOLS_MINIMAX]         = "minimax-m2",
+    [CHATPARSE_TOOLS_SEED_OSS]        = "seed-oss",
+    [CHATPARSE_TOOLS_GRANITE]         = "granite",
+    [CHATPARSE_TOOLS_FUNCTIONARY_V31] = "functionary-v3.1",
+    [CHATPARSE_TOOLS_FUNCTIONARY_V32] = "functionary-v3.2",
+    [CHATPARSE_TOOLS_COMMAND_R]       = "command-r",
+    [CHATPARSE_TOOLS_COMMAND_R7B]     = "command-r7b",
+    [CHATPARSE_TOOLS_GEMMA4]          = "gemma4",
 };
 
 const char *chatparse_tools_name(enum chatparse_tools t)
@@ -62,6 +92,17 @@ const char *chatparse_tools_name(enum chatparse_tools t)
 
 /* ---------------------------------------------------------- detection --- */
 
+/* The reasoning markers of families that do not write <think>, first match wins. */
+static const char *const think_pairs[][3] = {
+    /* a string the template holds, think_open, think_close */
+    {"<|channel|>analysis<|message|>", "<|channel|>analysis<|message|>", "<|end|>"},
+    {"<seed:think>", "<seed:think>", "</seed:think>"},
+    {"<|START_THINKING|>", "<|START_THINKING|>", "<|END_THINKING|>"},
+    {"<|channel>thought", "<|channel>thought", "<channel|>"},
+    {"<think>", "<think>", "</think>"},
+    {"[THINK]", "[THINK]", "[/THINK]"},
+};
+
 void chatparse_detect(const char *src, struct chatparse_format *out)
 {
     if (!src)
@@ -69,6 +110,7 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
     memset(out, 0, sizeof *out);
     bool tool_call = strstr(src, TOOL_CALL_OPEN) != NULL;
     bool function  = strstr(src, "<function=") != NULL;
+    bool llama     = strstr(src, "<|start_header_id|>") != NULL;
     if (strstr(src, DS_CALLS_BEGIN) && strstr(src, DS_SEP))
         /* R1 wraps the arguments in a ```json fence after "function<｜tool▁sep｜>NAME";
          * V3.1 writes NAME<｜tool▁sep｜> and the bare JSON */
@@ -76,22 +118,41 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
             strstr(src, "```json") ? CHATPARSE_TOOLS_DEEPSEEK_R1 : CHATPARSE_TOOLS_DEEPSEEK_V31;
     else if (strstr(src, MISTRAL_CALLS))
         out->tools = CHATPARSE_TOOLS_MISTRAL;
-    else if (tool_call && (strstr(src, "<arg_key>") || strstr(src, "<invoke name=")))
-        out->tools = CHATPARSE_TOOLS_NONE; /* GLM's and MiniMax's own syntaxes in <tool_call> */
+    else if (strstr(src, HARMONY_CHANNEL) && strstr(src, HARMONY_MESSAGE) && strstr(src, "to="))
+        out->tools = CHATPARSE_TOOLS_HARMONY;
+    else if (strstr(src, KIMI_SECTION_BEGIN))
+        out->tools = CHATPARSE_TOOLS_KIMI;
+    else if (strstr(src, MINIMAX_OPEN))
+        out->tools = CHATPARSE_TOOLS_MINIMAX;
+    else if (strstr(src, SEED_OPEN))
+        out->tools = CHATPARSE_TOOLS_SEED_OSS;
+    else if (strstr(src, GRANITE_OPEN))
+        out->tools = CHATPARSE_TOOLS_GRANITE;
+    else if (strstr(src, R7B_ACTION))
+        out->tools = CHATPARSE_TOOLS_COMMAND_R7B;
+    else if (strstr(src, GEMMA4_OPEN))
+        out->tools = CHATPARSE_TOOLS_GEMMA4;
+    else if (tool_call && strstr(src, "<arg_key>"))
+        out->tools = CHATPARSE_TOOLS_GLM;
+    else if (tool_call && strstr(src, "<invoke name="))
+        out->tools = CHATPARSE_TOOLS_NONE; /* MiniMax M3's namespaced tokens: not known */
     else if (tool_call)
         out->tools = function ? CHATPARSE_TOOLS_QWEN3_CODER : CHATPARSE_TOOLS_HERMES;
-    else if (!function && strstr(src, "<|start_header_id|>") &&
-             (strstr(src, PYTHON_TAG) || strstr(src, "\"parameters\"")))
-        /* functionary's <function=NAME> is a Llama 3 template too, with its own syntax */
+    else if (llama && function)
+        out->tools = CHATPARSE_TOOLS_FUNCTIONARY_V31;
+    else if (llama && strstr(src, ">>>all"))
+        out->tools = CHATPARSE_TOOLS_FUNCTIONARY_V32;
+    else if (llama && (strstr(src, PYTHON_TAG) || strstr(src, "\"parameters\"")))
         out->tools = CHATPARSE_TOOLS_LLAMA3;
+    else if (strstr(src, "Action:") && strstr(src, "```json") && strstr(src, "tool_name"))
+        out->tools = CHATPARSE_TOOLS_COMMAND_R;
 
-    if (strstr(src, "<think>") && strstr(src, "</think>")) {
-        out->think_open  = "<think>";
-        out->think_close = "</think>";
-    } else if (strstr(src, "[THINK]") && strstr(src, "[/THINK]")) {
-        out->think_open  = "[THINK]";
-        out->think_close = "[/THINK]";
-    }
+    for (size_t i = 0; i < sizeof think_pairs / sizeof think_pairs[0]; i++)
+        if (strstr(src, think_pairs[i][0]) && strstr(src, think_pairs[i][2])) {
+            out->think_open  = think_pairs[i][1];
+            out->think_close = think_pairs[i][2];
+            break;
+        }
 }
 
 /* The last occurrence of needle (nlen >= 1) in s[0, n), or NULL. */
@@ -219,9 +280,30 @@ enum call_kind {
     CALL_MISTRAL,     /* [TOOL_CALLS] */
     CALL_DS_R1,       /* <｜tool▁calls▁begin｜> */
     CALL_DS_V31,
+    CALL_STRIP,   /* a marker that is dropped: gpt-oss' <|end|>, Command R7B's <|START_RESPONSE|> */
+    CALL_HARMONY, /* gpt-oss' <|start|> or <|channel|>: a header up to <|message|>, then
+                   * reasoning, content, or a call's JSON */
+    CALL_GLM,     /* <tool_call>, GLM's body */
+    CALL_KIMI,    /* <|tool_calls_section_begin|> */
+    CALL_MINIMAX, /* <minimax:tool_call> */
+    CALL_SEED,    /* <seed:tool_call> */
+    CALL_GRANITE, /* <|tool_call|>, then a JSON array */
+    CALL_F31,     /* <function= */
+    CALL_F32,     /* >>> (or nothing, at the start of the output), a recipient line */
+    CALL_R7B,     /* <|START_ACTION|> */
+    CALL_CMDR,    /* Action:, then a ```json fence */
+    CALL_GEMMA4,  /* <|tool_call>call: */
 };
 
-enum verdict { NEED_MORE, REJECT, ACCEPT };
+/* A marker that opens a unit in content text, and the unit it opens. */
+struct marker {
+    const char *lit;
+    enum call_kind kind;
+};
+
+#define MARKERS_MAX 6
+/* Bytes a gpt-oss header may take before <|message|>, or a functionary v3.2 recipient */
+#define HEADER_MAX 256
 
 /* Extent of one JSON object or array, found a byte at a time (strings may hold brackets). */
 struct jscan {
@@ -229,6 +311,7 @@ struct jscan {
     long depth;  /* open brackets */
     bool in_str; /* inside a string */
     bool esc;    /* the last byte was a backslash inside a string */
+    bool done;   /* the value ended at pos (a unit may need bytes after it) */
 };
 
 struct chatparse {
@@ -244,12 +327,14 @@ struct chatparse {
     bool llama_start; /* at the start of content or after a Llama 3 call: a call may begin */
     bool after_llama; /* ...and a ';' may come before it */
     bool finished;
+    bool units_off;   /* the budget of rejected calls is spent: no marker opens a unit */
     int32_t n_calls;  /* calls emitted */
     size_t out_first; /* deltas the caller's list held when this feed began */
 
     /* the held call: buf[0, call_ws) is whitespace before its marker, call_mlen the marker */
     enum call_kind call_kind;
     size_t call_ws, call_mlen;
+    enum mode after;    /* the mode once the unit is taken (gpt-oss: reasoning or content) */
     size_t scan;        /* bytes from the marker already searched for the closing marker */
     size_t close_free;  /* no closing marker starts in buf[0, close_free): what searches of
                          * earlier calls found, kept so that a run of unclosed markers is
@@ -264,10 +349,7 @@ struct chatparse {
     size_t n_pend, cap_pend;
 };
 
-static bool is_ws(char c)
-{
-    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
+static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size_t mlen);
 
 struct chatparse *chatparse_new(const struct chatparse_format *f, const struct chatparse_opts *opts)
 {
@@ -293,6 +375,8 @@ struct chatparse *chatparse_new(const struct chatparse_format *f, const struct c
     p->trim_lead   = true;
     p->out_start   = p->o.split_reasoning;
     p->llama_start = p->o.parse_tools && p->f.tools == CHATPARSE_TOOLS_LLAMA3;
+    if (p->f.tools == CHATPARSE_TOOLS_FUNCTIONARY_V32)
+        start_call(p, CALL_F32, 0, 0); /* the prompt ended in >>>: a recipient comes first */
     return p;
 }
 
@@ -340,23 +424,77 @@ static enum prefix prefix_of(const char *s, size_t n, const char *m)
     return memcmp(s, m, n) ? PREFIX_NO : PREFIX_PART;
 }
 
-/* The marker that opens a call in content, or NULL (Llama 3's only open a content run). */
-static const char *call_marker(const struct chatparse *p)
+/*
+ * The markers that open a unit in content text (Llama 3's only open a content run) into m
+ * (MARKERS_MAX of room); returns how many. The structure of gpt-oss, functionary v3.2 and
+ * Command R7B's output is parsed with or without tools; their calls only with.
+ */
+static size_t content_markers(const struct chatparse *p, struct marker *m)
 {
-    if (!p->o.parse_tools)
-        return NULL;
+    if (p->units_off)
+        return 0;
+    size_t k   = 0;
+    bool tools = p->o.parse_tools;
     switch (p->f.tools) {
     case CHATPARSE_TOOLS_HERMES:
+        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_HERMES};
+        break;
     case CHATPARSE_TOOLS_QWEN3_CODER:
-        return TOOL_CALL_OPEN;
+        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_XML};
+        break;
     case CHATPARSE_TOOLS_MISTRAL:
-        return MISTRAL_CALLS;
+        m[k++] = (struct marker){MISTRAL_CALLS, CALL_MISTRAL};
+        break;
     case CHATPARSE_TOOLS_DEEPSEEK_R1:
+        m[k++] = (struct marker){DS_CALLS_BEGIN, CALL_DS_R1};
+        break;
     case CHATPARSE_TOOLS_DEEPSEEK_V31:
-        return DS_CALLS_BEGIN;
+        m[k++] = (struct marker){DS_CALLS_BEGIN, CALL_DS_V31};
+        break;
+    case CHATPARSE_TOOLS_HARMONY:
+        m[k++] = (struct marker){HARMONY_START, CALL_HARMONY};
+        m[k++] = (struct marker){HARMONY_CHANNEL, CALL_HARMONY};
+        m[k++] = (struct marker){"<|end|>", CALL_STRIP};
+        m[k++] = (struct marker){"<|return|>", CALL_STRIP};
+        m[k++] = (struct marker){"<|call|>", CALL_STRIP};
+        return k;
+    case CHATPARSE_TOOLS_GLM:
+        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_GLM};
+        break;
+    case CHATPARSE_TOOLS_KIMI:
+        m[k++] = (struct marker){KIMI_SECTION_BEGIN, CALL_KIMI};
+        break;
+    case CHATPARSE_TOOLS_MINIMAX:
+        m[k++] = (struct marker){MINIMAX_OPEN, CALL_MINIMAX};
+        break;
+    case CHATPARSE_TOOLS_SEED_OSS:
+        m[k++] = (struct marker){SEED_OPEN, CALL_SEED};
+        break;
+    case CHATPARSE_TOOLS_GRANITE:
+        m[k++] = (struct marker){GRANITE_OPEN, CALL_GRANITE};
+        break;
+    case CHATPARSE_TOOLS_FUNCTIONARY_V31:
+        m[k++] = (struct marker){FUNCTIONARY_OPEN, CALL_F31};
+        break;
+    case CHATPARSE_TOOLS_FUNCTIONARY_V32:
+        m[k++] = (struct marker){FUNCTIONARY_RECIP, CALL_F32};
+        return k;
+    case CHATPARSE_TOOLS_COMMAND_R:
+        m[k++] = (struct marker){COMMAND_R_ACTION, CALL_CMDR};
+        break;
+    case CHATPARSE_TOOLS_COMMAND_R7B:
+        m[k++] = (struct marker){"<|START_RESPONSE|>", CALL_STRIP};
+        m[k++] = (struct marker){"<|END_RESPONSE|>", CALL_STRIP};
+        if (tools)
+            m[k++] = (struct marker){R7B_ACTION, CALL_R7B};
+        return k;
+    case CHATPARSE_TOOLS_GEMMA4:
+        m[k++] = (struct marker){GEMMA4_OPEN, CALL_GEMMA4};
+        break;
     default:
-        return NULL;
+        break;
     }
+    return tools ? k : 0;
 }
 
 /* Bytes at the end of s[0, n) that begin a UTF-8 character still missing bytes. */
@@ -379,6 +517,7 @@ static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size
     p->call_ws   = ws;
     p->call_mlen = mlen;
     p->scan      = mlen;
+    p->after     = MODE_CONTENT;
     p->js_at     = 0;
     memset(&p->js, 0, sizeof p->js);
 }
@@ -392,7 +531,7 @@ static int llama_open(struct chatparse *p, bool at_end)
 {
     size_t i = 0;
     if (p->after_llama && p->buf[0] == ';') {
-        for (i = 1; i < p->len && is_ws(p->buf[i]); i++)
+        for (i = 1; i < p->len && chatparse_is_ws(p->buf[i]); i++)
             ;
         if (i == p->len)
             return at_end ? 0 : -1;
@@ -419,7 +558,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         p->mode == MODE_REASONING ? CHATPARSE_REASONING : CHATPARSE_CONTENT;
     if (p->trim_lead) {
         size_t i = 0;
-        while (i < p->len && is_ws(p->buf[i]))
+        while (i < p->len && chatparse_is_ws(p->buf[i]))
             i++;
         if (i)
             consume(p, i);
@@ -447,25 +586,34 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         p->llama_start = p->after_llama = false;
     }
 
-    const char *m = p->mode == MODE_REASONING ? p->f.think_close : call_marker(p);
-    size_t mlen   = m ? strlen(m) : 0;
-    size_t cut    = p->len; /* text ends here */
-    bool marker   = false;
+    struct marker ms[MARKERS_MAX];
+    size_t n_ms = 0;
+    if (p->mode == MODE_REASONING)
+        ms[n_ms++] = (struct marker){p->f.think_close, CALL_STRIP};
+    else
+        n_ms = content_markers(p, ms);
+    size_t cut  = p->len; /* text ends here */
+    bool marker = false;
+    size_t mlen = 0, which = 0;
     /* whitespace held from the last step was searched then (and no marker starts with it):
      * a long run of it, fed a byte at a time, is not searched again and again */
-    const char *from = p->buf + (p->ws_held < p->len ? p->ws_held : p->len);
-    for (const char *s = from; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf))); s++) {
-        enum prefix pr = prefix_of(s, p->len - (size_t)(s - p->buf), m);
-        if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
-            cut    = (size_t)(s - p->buf);
-            marker = pr == PREFIX_FULL;
-            break;
+    for (size_t i = p->ws_held < p->len ? p->ws_held : p->len; n_ms && i < cut; i++)
+        for (size_t k = 0; k < n_ms; k++) {
+            if (p->buf[i] != ms[k].lit[0])
+                continue;
+            enum prefix pr = prefix_of(p->buf + i, p->len - i, ms[k].lit);
+            if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
+                cut    = i;
+                marker = pr == PREFIX_FULL;
+                mlen   = strlen(ms[k].lit);
+                which  = k;
+                break;
+            }
         }
-    }
     if (cut == p->len && !at_end)
         cut -= utf8_cut(p->buf, cut);
     size_t end = cut;
-    while (end > p->ws_held && is_ws(p->buf[end - 1]))
+    while (end > p->ws_held && chatparse_is_ws(p->buf[end - 1]))
         end--;
     if (end <= p->ws_held)
         end = 0; /* all whitespace up to the cut */
@@ -488,12 +636,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         return 1;
     }
     consume(p, end);
-    enum call_kind ck = p->f.tools == CHATPARSE_TOOLS_HERMES        ? CALL_HERMES
-                        : p->f.tools == CHATPARSE_TOOLS_QWEN3_CODER ? CALL_XML
-                        : p->f.tools == CHATPARSE_TOOLS_MISTRAL     ? CALL_MISTRAL
-                        : p->f.tools == CHATPARSE_TOOLS_DEEPSEEK_R1 ? CALL_DS_R1
-                                                                    : CALL_DS_V31;
-    start_call(p, ck, cut - end, mlen);
+    start_call(p, ms[which].kind, cut - end, mlen);
     return 1;
 }
 
@@ -502,16 +645,15 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
 /* s[0, n) without whitespace at either end. */
 static void trim(const char **s, size_t *n)
 {
-    while (*n && is_ws(**s)) {
+    while (*n && chatparse_is_ws(**s)) {
         (*s)++;
         (*n)--;
     }
-    while (*n && is_ws((*s)[*n - 1]))
+    while (*n && chatparse_is_ws((*s)[*n - 1]))
         (*n)--;
 }
 
-/* Parses s[0, n) as exactly one JSON value (whitespace around allowed), or NULL. */
-static cJSON *json_parse(const char *s, size_t n)
+cJSON *chatparse_json(const char *s, size_t n)
 {
     trim(&s, &n);
     if (!n)
@@ -562,14 +704,14 @@ static bool id_ok(const char *id)
  * that holds one; taken over by this call). id may be NULL. Returns ACCEPT, REJECT when the
  * call is not valid, or -1 when out of memory. An id that is not id_ok is replaced.
  */
-static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSON *args,
-                    const char *id)
+int chatparse_pend_add(struct chatparse *p, const char *name, size_t name_len, cJSON *args,
+                       const char *id)
 {
     trim(&name, &name_len);
     if (args && cJSON_IsString(args)) {
         /* some fine-tunes write the arguments as a JSON string, as OpenAI sends them */
         const char *s = cJSON_GetStringValue(args);
-        cJSON *inner  = json_parse(s, strlen(s));
+        cJSON *inner  = chatparse_json(s, strlen(s));
         cJSON_Delete(args);
         args = inner;
     }
@@ -599,7 +741,7 @@ static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSO
 }
 
 /* One {"name": .., "arguments"|"parameters": {..}} object of Hermes, Llama 3, Mistral. */
-static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, bool take_id)
+int chatparse_pend_object(struct chatparse *p, const cJSON *o, bool need_args, bool take_id)
 {
     if (!cJSON_IsObject(o))
         return REJECT;
@@ -618,115 +760,23 @@ static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, 
     if (!a)
         return -1;
     const char *ids = take_id && cJSON_IsString(id) ? id->valuestring : NULL;
-    return pend_add(p, name->valuestring, strlen(name->valuestring), a, ids);
+    return chatparse_pend_add(p, name->valuestring, strlen(name->valuestring), a, ids);
 }
 
 /* Hermes: s[0, n) is the JSON between <tool_call> and </tool_call>. */
 static int parse_hermes(struct chatparse *p, const char *s, size_t n)
 {
-    cJSON *j = json_parse(s, n);
-    int r    = j ? pend_add_object(p, j, false, false) : REJECT;
+    cJSON *j = chatparse_json(s, n);
+    int r    = j ? chatparse_pend_object(p, j, false, false) : REJECT;
     cJSON_Delete(j);
     return r;
-}
-
-/* s[*at, n) starts with lit (then *at moves past it). */
-static bool take(const char *s, size_t n, size_t *at, const char *lit)
-{
-    size_t l = strlen(lit);
-    if (n - *at < l || memcmp(s + *at, lit, l))
-        return false;
-    *at += l;
-    return true;
-}
-
-static void skip_ws(const char *s, size_t n, size_t *at)
-{
-    while (*at < n && is_ws(s[*at]))
-        (*at)++;
-}
-
-/* Position of lit in s[from, n), or n. */
-static size_t find_from(const char *s, size_t n, size_t from, const char *lit)
-{
-    const char *f = from <= n ? memmem(s + from, n - from, lit, strlen(lit)) : NULL;
-    return f ? (size_t)(f - s) : n;
-}
-
-/*
- * A Qwen3-Coder parameter value: JSON when it is a number, true, false, null, an object or
- * an array; a string otherwise. The template writes the value between two newlines.
- */
-static cJSON *xml_value(const char *v, size_t n)
-{
-    if (n && v[0] == '\n') {
-        v++;
-        n--;
-    }
-    if (n && v[n - 1] == '\n')
-        n--;
-    cJSON *j = json_parse(v, n);
-    if (j && !cJSON_IsString(j))
-        return j;
-    cJSON_Delete(j);
-    char *t = dup_n(v, n);
-    j       = t ? cJSON_CreateString(t) : NULL;
-    free(t);
-    return j;
-}
-
-/* Qwen3-Coder: s[0, n) is what lies between <tool_call> and </tool_call>. */
-static int parse_xml(struct chatparse *p, const char *s, size_t n)
-{
-    size_t at = 0;
-    skip_ws(s, n, &at);
-    if (!take(s, n, &at, "<function="))
-        return REJECT;
-    size_t name_at = at, name_end = find_from(s, n, at, ">");
-    if (name_end == n || memchr(s + name_at, '\n', name_end - name_at))
-        return REJECT;
-    at         = name_end + 1;
-    cJSON *obj = cJSON_CreateObject();
-    if (!obj)
-        return -1;
-    for (;;) {
-        skip_ws(s, n, &at);
-        if (take(s, n, &at, "</function>"))
-            break;
-        if (!take(s, n, &at, "<parameter="))
-            goto reject;
-        size_t key_at    = at;
-        size_t key_end   = find_from(s, n, at, ">");
-        size_t value_end = find_from(s, n, key_end, "</parameter>");
-        if (value_end == n || key_end == key_at || memchr(s + key_at, '\n', key_end - key_at))
-            goto reject;
-        char *key = dup_n(s + key_at, key_end - key_at);
-        cJSON *v  = key ? xml_value(s + key_end + 1, value_end - key_end - 1) : NULL;
-        if (!v) {
-            free(key);
-            cJSON_Delete(obj);
-            return -1;
-        }
-        /* a key given twice keeps its last value, as a JSON parser would */
-        cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
-        cJSON_AddItemToObject(obj, key, v);
-        free(key);
-        at = value_end + strlen("</parameter>");
-    }
-    skip_ws(s, n, &at);
-    if (at != n)
-        goto reject;
-    return pend_add(p, s + name_at, name_end - name_at, obj, NULL);
-reject:
-    cJSON_Delete(obj);
-    return REJECT;
 }
 
 /* Llama 3: s[0, n) is one JSON object. */
 static int parse_llama(struct chatparse *p, const char *s, size_t n)
 {
-    cJSON *j = json_parse(s, n);
-    int r    = j ? pend_add_object(p, j, true, false) : REJECT;
+    cJSON *j = chatparse_json(s, n);
+    int r    = j ? chatparse_pend_object(p, j, true, false) : REJECT;
     cJSON_Delete(j);
     return r;
 }
@@ -734,14 +784,14 @@ static int parse_llama(struct chatparse *p, const char *s, size_t n)
 /* Mistral's older form: s[0, n) is the JSON array after [TOOL_CALLS]. */
 static int parse_mistral_array(struct chatparse *p, const char *s, size_t n)
 {
-    cJSON *j = json_parse(s, n);
+    cJSON *j = chatparse_json(s, n);
     int r    = cJSON_IsArray(j) && cJSON_GetArraySize(j) > 0 ? ACCEPT : REJECT;
     const cJSON *o;
     cJSON_ArrayForEach(o, j)
     {
         if (r != ACCEPT)
             break;
-        r = pend_add_object(p, o, false, true);
+        r = chatparse_pend_object(p, o, false, true);
     }
     cJSON_Delete(j);
     return r;
@@ -753,44 +803,44 @@ static int parse_deepseek(struct chatparse *p, const char *s, size_t n, bool r1)
     size_t at = 0;
     int r     = REJECT;
     for (;;) {
-        skip_ws(s, n, &at);
+        chatparse_skip_ws(s, n, &at);
         if (at == n)
             return r; /* ACCEPT after at least one call */
-        if (!take(s, n, &at, DS_CALL_BEGIN))
+        if (!chatparse_take(s, n, &at, DS_CALL_BEGIN))
             return REJECT;
         size_t name_at, name_end, json_at, json_end, next;
         if (r1) {
             /* function<｜tool▁sep｜>NAME\n```json\n{..}\n```<｜tool▁call▁end｜> */
-            size_t sep = find_from(s, n, at, DS_SEP);
+            size_t sep = chatparse_find(s, n, at, DS_SEP);
             if (sep == n)
                 return REJECT;
             name_at  = sep + strlen(DS_SEP);
-            name_end = find_from(s, n, name_at, "\n");
+            name_end = chatparse_find(s, n, name_at, "\n");
             at       = name_end;
-            skip_ws(s, n, &at);
-            if (!take(s, n, &at, "```json") && !take(s, n, &at, "```"))
+            chatparse_skip_ws(s, n, &at);
+            if (!chatparse_take(s, n, &at, "```json") && !chatparse_take(s, n, &at, "```"))
                 return REJECT;
             json_at  = at;
-            json_end = find_from(s, n, at, "```");
+            json_end = chatparse_find(s, n, at, "```");
             next     = json_end + 3;
         } else {
             /* NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜> */
             name_at  = at;
-            name_end = find_from(s, n, at, DS_SEP);
+            name_end = chatparse_find(s, n, at, DS_SEP);
             json_at  = name_end + strlen(DS_SEP);
-            json_end = find_from(s, n, json_at, DS_CALL_END);
+            json_end = chatparse_find(s, n, json_at, DS_CALL_END);
             next     = json_end;
         }
         if (json_end >= n || memchr(s + name_at, '\n', name_end - name_at))
             return REJECT;
         at = next;
-        skip_ws(s, n, &at);
-        if (!take(s, n, &at, DS_CALL_END))
+        chatparse_skip_ws(s, n, &at);
+        if (!chatparse_take(s, n, &at, DS_CALL_END))
             return REJECT;
-        cJSON *args = json_parse(s + json_at, json_end - json_at);
+        cJSON *args = chatparse_json(s + json_at, json_end - json_at);
         if (!args)
             return REJECT;
-        r = pend_add(p, s + name_at, name_end - name_at, args, NULL);
+        r = chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL);
         if (r != ACCEPT)
             return r;
     }
@@ -799,6 +849,8 @@ static int parse_deepseek(struct chatparse *p, const char *s, size_t n, bool r1)
 /* Advances j over s[0, n); returns the end of the JSON value (past its last bracket) or 0. */
 static size_t jscan_run(struct jscan *j, const char *s, size_t n)
 {
+    if (j->done)
+        return j->pos;
     for (; j->pos < n; j->pos++) {
         char c = s[j->pos];
         if (j->in_str) {
@@ -813,6 +865,7 @@ static size_t jscan_run(struct jscan *j, const char *s, size_t n)
         } else if (c == '{' || c == '[') {
             j->depth++;
         } else if ((c == '}' || c == ']') && --j->depth == 0) {
+            j->done = true;
             return ++j->pos;
         }
     }
@@ -839,7 +892,7 @@ static size_t find_close(struct chatparse *p, const char *s, size_t n, const cha
     size_t from = p->scan;
     if (p->close_free > p->call_ws && p->close_free - p->call_ws > from)
         from = p->close_free - p->call_ws;
-    size_t e      = find_from(s, n, from, lit);
+    size_t e      = chatparse_find(s, n, from, lit);
     size_t l      = strlen(lit);
     p->scan       = e < n ? e : n >= l && n - l + 1 > from ? n - l + 1 : from;
     p->close_free = p->call_ws + p->scan;
@@ -863,9 +916,9 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         return parse_mistral_array(p, s + at, e - at);
     }
     size_t name_at = at;
-    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[' && !is_ws(s[at]))
+    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[' && !chatparse_is_ws(s[at]))
         at++;
-    if (at - name_at > MISTRAL_NAME_MAX || (at < n && is_ws(s[at])))
+    if (at - name_at > MISTRAL_NAME_MAX || (at < n && chatparse_is_ws(s[at])))
         return REJECT; /* prose after the marker, not a name: tell at once */
     if (at == n)
         return NEED_MORE;
@@ -900,10 +953,162 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
     if (!e)
         return NEED_MORE;
     *used       = e;
-    cJSON *args = json_parse(s + at, e - at);
+    cJSON *args = chatparse_json(s + at, e - at);
     if (!args)
         return REJECT;
-    return pend_add(p, s + name_at, name_end - name_at, args, id[0] ? id : NULL);
+    return chatparse_pend_add(p, s + name_at, name_end - name_at, args, id[0] ? id : NULL);
+}
+
+/*
+ * gpt-oss: a header [<|start|>ROLE][ to=R]<|channel|>CHANNEL[ to=R][ <|constrain|>json]
+ * <|message|>, and for a call (R is functions.NAME) its JSON arguments. Without a recipient
+ * the header only switches to reasoning (analysis) or content; the <|end|>, <|call|> or
+ * <|return|> after a message is dropped as a marker of its own.
+ */
+static int match_harmony(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    size_t lim  = n < HEADER_MAX ? n : HEADER_MAX;
+    size_t hend = chatparse_find(s, lim, 0, HARMONY_MESSAGE);
+    if (hend == lim)
+        return n >= HEADER_MAX ? REJECT : NEED_MORE;
+    size_t ch = chatparse_find(s, hend, 0, HARMONY_CHANNEL);
+    if (ch == hend)
+        return REJECT;
+    size_t c_at = ch + strlen(HARMONY_CHANNEL), c_end = c_at;
+    while (c_end < hend && !chatparse_is_ws(s[c_end]) && s[c_end] != '<')
+        c_end++;
+    size_t to   = chatparse_find(s, hend, 0, " to=");
+    size_t body = hend + strlen(HARMONY_MESSAGE);
+    if (to == hend) {
+        size_t cl = c_end - c_at;
+        if (cl == 8 && !memcmp(s + c_at, "analysis", 8))
+            p->after = p->o.split_reasoning ? MODE_REASONING : MODE_CONTENT;
+        else if (!(cl == 5 && !memcmp(s + c_at, "final", 5)) &&
+                 !(cl == 10 && !memcmp(s + c_at, "commentary", 10)))
+            return REJECT;
+        *used = body;
+        return ACCEPT;
+    }
+    size_t name_at = to + strlen(" to=");
+    if (!p->o.parse_tools || !chatparse_take(s, hend, &name_at, "functions."))
+        return REJECT;
+    size_t name_end = name_at;
+    while (name_end < hend && !chatparse_is_ws(s[name_end]) && s[name_end] != '<')
+        name_end++;
+    size_t at = body;
+    chatparse_skip_ws(s, n, &at);
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '{')
+        return REJECT;
+    size_t e = json_extent(p, s, n, at);
+    if (!e)
+        return NEED_MORE;
+    *used       = e;
+    cJSON *args = chatparse_json(s + at, e - at);
+    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
+}
+
+/*
+ * functionary v3.2: after >>> (or at the start) a recipient and a newline; "all" is content
+ * that follows, any other name a call whose JSON arguments follow.
+ */
+static int match_f32(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    size_t at = p->call_mlen, name_at = at;
+    while (at < n && at - name_at < HEADER_MAX && s[at] != '\n') {
+        char c = s[at++];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return REJECT;
+    }
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '\n' || at == name_at)
+        return REJECT;
+    size_t name_end = at++;
+    if (name_end - name_at == 3 && !memcmp(s + name_at, "all", 3)) {
+        *used = at;
+        return ACCEPT;
+    }
+    if (!p->o.parse_tools)
+        return REJECT;
+    chatparse_skip_ws(s, n, &at);
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '{')
+        return REJECT;
+    size_t e = json_extent(p, s, n, at);
+    if (!e)
+        return NEED_MORE;
+    *used       = e;
+    cJSON *args = chatparse_json(s + at, e - at);
+    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
+}
+
+/* Granite's <|tool_call|>[..] and Command-R's Action: ```json [..] ```: a JSON array. */
+static int match_array(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    bool cohere = p->call_kind == CALL_CMDR;
+    size_t at   = p->call_mlen;
+    chatparse_skip_ws(s, n, &at);
+    if (cohere) {
+        enum prefix pr = prefix_of(s + at, n - at, "```json");
+        if (pr != PREFIX_FULL)
+            return pr == PREFIX_PART ? NEED_MORE : REJECT;
+        at += strlen("```json");
+        chatparse_skip_ws(s, n, &at);
+    }
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '[')
+        return REJECT;
+    size_t e = json_extent(p, s, n, at), end = e;
+    if (!e)
+        return NEED_MORE;
+    if (cohere) {
+        chatparse_skip_ws(s, n, &end);
+        enum prefix pr = prefix_of(s + end, n - end, "```");
+        if (pr != PREFIX_FULL)
+            return pr == PREFIX_PART || end == n ? NEED_MORE : REJECT;
+        end += 3;
+    }
+    *used = end;
+    return chatparse_body_array(p, s + at, e - at, cohere);
+}
+
+/* The forms whose unit ends at a closing marker: the body between the two is judged. */
+static int match_closed(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    const char *close = p->call_kind == CALL_GLM       ? TOOL_CALL_CLOSE
+                        : p->call_kind == CALL_KIMI    ? KIMI_SECTION_END
+                        : p->call_kind == CALL_MINIMAX ? MINIMAX_CLOSE
+                        : p->call_kind == CALL_SEED    ? SEED_CLOSE
+                        : p->call_kind == CALL_F31     ? FUNCTIONARY_CLOSE
+                        : p->call_kind == CALL_R7B     ? R7B_ACTION_END
+                                                       : GEMMA4_CLOSE;
+    size_t m = p->call_mlen, e = find_close(p, s, n, close);
+    if (e == n)
+        return NEED_MORE;
+    *used         = e + strlen(close);
+    const char *b = s + m;
+    size_t bn     = e - m;
+    switch (p->call_kind) {
+    case CALL_GLM:
+        return chatparse_body_glm(p, b, bn);
+    case CALL_KIMI:
+        return chatparse_body_kimi(p, b, bn);
+    case CALL_MINIMAX:
+        return chatparse_body_minimax(p, b, bn);
+    case CALL_SEED:
+        return chatparse_body_xml(p, b, bn);
+    case CALL_F31:
+        return chatparse_body_functionary(p, b, bn);
+    case CALL_R7B:
+        return chatparse_body_array(p, b, bn, true);
+    default:
+        return chatparse_body_gemma4(p, b, bn);
+    }
 }
 
 /*
@@ -924,8 +1129,9 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
         /* either body in either format: the template says which one the model was taught,
          * but a fine-tune may write the other, and a valid call is worth more than the rule */
         at = m;
-        skip_ws(s, e, &at);
-        return at < e && s[at] == '{' ? parse_hermes(p, s + m, e - m) : parse_xml(p, s + m, e - m);
+        chatparse_skip_ws(s, e, &at);
+        return at < e && s[at] == '{' ? parse_hermes(p, s + m, e - m)
+                                      : chatparse_body_xml(p, s + m, e - m);
     case CALL_DS_R1:
     case CALL_DS_V31:
         e = find_close(p, s, n, DS_CALLS_END);
@@ -936,7 +1142,7 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
     case CALL_LLAMA_BRACE:
     case CALL_LLAMA_TAG:
         at = p->call_kind == CALL_LLAMA_BRACE ? 0 : m;
-        skip_ws(s, n, &at);
+        chatparse_skip_ws(s, n, &at);
         if (at == n)
             return NEED_MORE;
         if (s[at] != '{')
@@ -948,6 +1154,24 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
         return parse_llama(p, s + at, e - at);
     case CALL_MISTRAL:
         return match_mistral(p, s, n, used);
+    case CALL_STRIP:
+        *used = m;
+        return ACCEPT;
+    case CALL_HARMONY:
+        return match_harmony(p, s, n, used);
+    case CALL_F32:
+        return match_f32(p, s, n, used);
+    case CALL_GRANITE:
+    case CALL_CMDR:
+        return match_array(p, s, n, used);
+    case CALL_GLM:
+    case CALL_KIMI:
+    case CALL_MINIMAX:
+    case CALL_SEED:
+    case CALL_F31:
+    case CALL_R7B:
+    case CALL_GEMMA4:
+        return match_closed(p, s, n, used);
     }
     return REJECT;
 }
@@ -983,7 +1207,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         pend_clear(p);
         bool llama = p->call_kind == CALL_LLAMA_BRACE || p->call_kind == CALL_LLAMA_TAG;
         consume(p, p->call_ws + used);
-        p->mode        = MODE_CONTENT;
+        p->mode        = p->after;
         p->trim_lead   = true;
         p->llama_start = p->after_llama = llama;
         return 1;
@@ -992,14 +1216,17 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
      * for markers goes on right after it */
     pend_clear(p);
     p->reject_cost += v == NEED_MORE ? (capped ? p->o.call_max : n) : used;
-    if (p->reject_cost / CALL_REJECT_BUDGET >= p->o.call_max)
+    if (p->reject_cost / CALL_REJECT_BUDGET >= p->o.call_max) {
         p->o.parse_tools = false;
+        p->units_off     = true;
+    }
     size_t text = p->call_ws + p->call_mlen;
     if (!emit_text(out, p->out_first, CHATPARSE_CONTENT, -1, p->buf, text))
         return -1;
     consume(p, text);
-    p->mode        = MODE_CONTENT;
-    p->trim_lead   = false;
+    p->mode = MODE_CONTENT;
+    if (text)
+        p->trim_lead = false; /* (else the unit opened the output: functionary v3.2) */
     p->llama_start = p->after_llama = false;
     return 1;
 }

@@ -23,8 +23,17 @@
  *   call_max bytes is given back as content text (marker included), and
  *   parsing goes on right after its opening marker. Never an error.
  * - Hermes and Qwen3-Coder share <tool_call>; inside it either body (JSON
- *   or <function=..>) is taken whichever the template taught. A Llama 3
- *   call is recognised only where content starts (or after another call).
+ *   or <function=..>) is taken whichever the template taught (GLM's too
+ *   takes a JSON body). A Llama 3 call is recognised only where content
+ *   starts (or after another call); a functionary v3.2 recipient at the
+ *   very start (the prompt ended in >>>) or after >>>.
+ * - gpt-oss' channel headers, <|end|>/<|return|>/<|call|>, functionary
+ *   v3.2's >>>all and Command R7B's <|START_RESPONSE|> markers are taken
+ *   out of content even when the request offers no tools (parse_tools
+ *   false); their calls then stay text. A gpt-oss analysis channel is
+ *   reasoning (content when split_reasoning is false).
+ * - Parameter values written bare (GLM, MiniMax, Seed-OSS, Qwen3-Coder) are
+ *   JSON when they parse as a non-string JSON value, strings otherwise.
  * - think_open opens reasoning only at the very start of the output; call
  *   markers inside reasoning are reasoning; a think_close in content is
  *   content. Starting inside reasoning with no think_close: all reasoning.
@@ -53,6 +62,22 @@ enum chatparse_tools {
     CHATPARSE_TOOLS_MISTRAL,     /* [TOOL_CALLS][{..}, ..] or [TOOL_CALLS]N[CALL_ID]id[ARGS]{..} */
     CHATPARSE_TOOLS_DEEPSEEK_R1, /* <｜tool▁calls▁begin｜>, function, sep, N, ```json{..}``` */
     CHATPARSE_TOOLS_DEEPSEEK_V31, /* <｜tool▁calls▁begin｜>, N, sep, {..} (V3.1) */
+    /* the rest live in chatparse_formats.c */
+    CHATPARSE_TOOLS_HARMONY,  /* gpt-oss: <|channel|>analysis|final|commentary<|message|>..<|end|>,
+                               * calls to=functions.N ..<|message|>{..}<|call|> */
+    CHATPARSE_TOOLS_GLM,      /* <tool_call>N\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>.. */
+    CHATPARSE_TOOLS_KIMI,     /* <|tool_calls_section_begin|><|tool_call_begin|>functions.N:I
+                               * <|tool_call_argument_begin|>{..}<|tool_call_end|>..<|..end|> */
+    CHATPARSE_TOOLS_MINIMAX,  /* <minimax:tool_call><invoke name="N"><parameter name="K">V.. */
+    CHATPARSE_TOOLS_SEED_OSS, /* <seed:tool_call><function=N><parameter=K>V</parameter>.. */
+    CHATPARSE_TOOLS_GRANITE,  /* <|tool_call|>[{"name": N, "arguments": {..}}, ..] */
+    CHATPARSE_TOOLS_FUNCTIONARY_V31, /* <function=N>{..}</function> */
+    CHATPARSE_TOOLS_FUNCTIONARY_V32, /* [>>>]N\n{..}>>>all\ntext (the prompt ends in >>>) */
+    CHATPARSE_TOOLS_COMMAND_R,   /* Action: ```json\n[{"tool_name": N, "parameters": {..}}]``` */
+    CHATPARSE_TOOLS_COMMAND_R7B, /* <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]
+                                  * <|END_ACTION|>; <|START_RESPONSE|>text<|END_RESPONSE|> */
+    CHATPARSE_TOOLS_GEMMA4,      /* <|tool_call>call:N{k:<|"|>v<|"|>,n:1}<tool_call|> */
+    CHATPARSE_TOOLS_COUNT,       /* not a format: how many there are */
 };
 
 struct chatparse_format {
