@@ -1,7 +1,8 @@
 /*
  * fuzz_chatparse.c: libFuzzer target for the tool-call and reasoning parser
  * (src/text/chatparse.c), which reads whatever a model generates. The first
- * input byte picks the tool format and the reasoning markers, the second the
+ * input byte picks the tool format (byte % CHATPARSE_TOOLS_COUNT) and the
+ * reasoning markers (byte / CHATPARSE_TOOLS_COUNT, one of the seven pairs), the second the
  * options and the chunking (byte by byte, or pieces of pseudo-random length
  * seeded by it); the rest is the generated text. The text is parsed whole
  * and streamed; abort() unless both give the same message, and unless every
@@ -99,10 +100,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     static const char *const think[][2] = {
-        {NULL, NULL}, {"<think>", "</think>"}, {"[THINK]", "[/THINK]"}};
-    struct chatparse_format f  = {.tools = (enum chatparse_tools)(data[0] % 7)};
-    f.think_open               = think[(data[0] / 7) % 3][0];
-    f.think_close              = think[(data[0] / 7) % 3][1];
+        {NULL, NULL},
+        {"<think>", "</think>"},
+        {"[THINK]", "[/THINK]"},
+        {"<|channel|>analysis<|message|>", "<|end|>"},
+        {"<seed:think>", "</seed:think>"},
+        {"<|START_THINKING|>", "<|END_THINKING|>"},
+        {"<|channel>thought", "<channel|>"},
+    };
+    enum { N_THINK = sizeof think / sizeof think[0] };
+    struct chatparse_format f  = {.tools = (enum chatparse_tools)(data[0] % CHATPARSE_TOOLS_COUNT)};
+    f.think_open               = think[(data[0] / CHATPARSE_TOOLS_COUNT) % N_THINK][0];
+    f.think_close              = think[(data[0] / CHATPARSE_TOOLS_COUNT) % N_THINK][1];
     uint8_t o                  = data[1];
     struct chatparse_opts opts = {
         .parse_tools        = !(o & 1),
