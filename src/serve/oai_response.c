@@ -84,6 +84,7 @@ struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_c
             req->tools && req->tool_choice != OAI_TOOL_NONE && f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
+        .tools              = req->tools,
     };
     if (o.parse_tools || o.split_reasoning) {
         r->fmt = f;

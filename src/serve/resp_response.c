@@ -111,6 +111,7 @@ static void *reply_new(const struct oai_request *req, int32_t n_choices, const c
                        f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
+        .tools              = req->tools,
         .id_seed = (uint64_t)created * 1000003u ^ (uint64_t)(uintptr_t)r,
     };
     if (o.parse_tools || o.split_reasoning) {

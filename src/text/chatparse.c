@@ -344,12 +344,72 @@ struct chatparse {
     struct jscan js;    /* JSON extent, for the kinds whose end is the JSON's end */
     size_t js_at;       /* where js started (from the marker); 0: not started */
 
+    cJSON *params; /* {"function name": {"param": true when its type is "string"}}, or NULL */
+
     /* calls of the held unit, parsed and waiting for the verdict */
     struct chatparse_call *pend;
     size_t n_pend, cap_pend;
 };
 
 static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size_t mlen);
+static void trim(const char **s, size_t *n);
+
+/* Fills p->params from p->o.tools for the forms whose values are bare; false: no memory. */
+static bool string_params(struct chatparse *p)
+{
+    switch (p->f.tools) {
+    case CHATPARSE_TOOLS_QWEN3_CODER:
+    case CHATPARSE_TOOLS_HERMES: /* takes Qwen3-Coder's body too */
+    case CHATPARSE_TOOLS_GLM:
+    case CHATPARSE_TOOLS_MINIMAX:
+    case CHATPARSE_TOOLS_SEED_OSS:
+        break;
+    default:
+        return true;
+    }
+    if (!(p->params = cJSON_CreateObject()))
+        return false;
+    const cJSON *tool;
+    cJSON_ArrayForEach(tool, p->o.tools)
+    {
+        const cJSON *fn    = cJSON_GetObjectItemCaseSensitive(tool, "function");
+        const cJSON *name  = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(fn, "parameters"), "properties");
+        if (!cJSON_IsString(name) || !cJSON_IsObject(props) ||
+            cJSON_GetObjectItemCaseSensitive(p->params, name->valuestring))
+            continue;
+        cJSON *set = cJSON_AddObjectToObject(p->params, name->valuestring);
+        if (!set)
+            return false;
+        const cJSON *prop;
+        cJSON_ArrayForEach(prop, props)
+        {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(prop, "type");
+            if (prop->string && cJSON_IsString(type) && !strcmp(type->valuestring, "string") &&
+                !cJSON_AddTrueToObject(set, prop->string))
+                return false;
+        }
+    }
+    return true;
+}
+
+bool chatparse_param_string(const struct chatparse *p, const char *fn, size_t fn_len,
+                            const char *key, size_t key_len)
+{
+    if (!p->params)
+        return false;
+    char name[256], k[256];
+    trim(&fn, &fn_len);
+    if (fn_len >= sizeof name || key_len >= sizeof k)
+        return false;
+    memcpy(name, fn, fn_len);
+    name[fn_len] = 0;
+    memcpy(k, key, key_len);
+    k[key_len] = 0;
+    return cJSON_IsTrue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p->params, name), k));
+}
 
 struct chatparse *chatparse_new(const struct chatparse_format *f, const struct chatparse_opts *opts)
 {
@@ -375,6 +435,11 @@ struct chatparse *chatparse_new(const struct chatparse_format *f, const struct c
     p->trim_lead   = true;
     p->out_start   = p->o.split_reasoning;
     p->llama_start = p->o.parse_tools && p->f.tools == CHATPARSE_TOOLS_LLAMA3;
+    if (p->o.parse_tools && p->o.tools && !string_params(p)) {
+        chatparse_free(p);
+        return NULL;
+    }
+    p->o.tools = NULL; /* the caller's: not kept */
     if (p->f.tools == CHATPARSE_TOOLS_FUNCTIONARY_V32)
         start_call(p, CALL_F32, 0, 0); /* the prompt ended in >>>: a recipient comes first */
     return p;
@@ -397,6 +462,7 @@ void chatparse_free(struct chatparse *p)
     pend_clear(p);
     free(p->pend);
     free(p->base);
+    cJSON_Delete(p->params);
     free(p);
 }
 

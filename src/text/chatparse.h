@@ -33,7 +33,8 @@
  *   false); their calls then stay text. A gpt-oss analysis channel is
  *   reasoning (content when split_reasoning is false).
  * - Parameter values written bare (GLM, MiniMax, Seed-OSS, Qwen3-Coder) are
- *   JSON when they parse as a non-string JSON value, strings otherwise.
+ *   strings where the tool's schema says so (opts.tools), else JSON when
+ *   they parse as a non-string JSON value, strings otherwise.
  * - think_open opens reasoning only at the very start of the output; call
  *   markers inside reasoning are reasoning; a think_close in content is
  *   content. Starting inside reasoning with no think_close: all reasoning.
@@ -108,12 +109,19 @@ void chatparse_detect(const char *template_src, struct chatparse_format *out);
 bool chatparse_prompt_opens_thinking(const struct chatparse_format *f, const char *prompt,
                                      size_t len);
 
+struct cJSON;
+
 struct chatparse_opts {
     bool parse_tools;        /* false (the request offers no tools): call markers are content */
     bool split_reasoning;    /* false (reasoning_format "none"): think markers are content */
     bool start_in_reasoning; /* the prompt opened the block (chatparse_prompt_opens_thinking) */
     uint64_t id_seed;        /* call ids are a function of this seed and the call's index */
     size_t call_max;         /* bytes a call may hold; 0 means CHATPARSE_CALL_MAX */
+    /* the request's tools, [{"type": "function", "function": {"name", "parameters"}}], or
+     * NULL; chatparse_new copies what it needs. A bare value of the XML-ish forms stays a
+     * string where its parameter's schema has "type": "string" (else, or without tools,
+     * it is JSON when it parses as a non-string JSON value) */
+    const struct cJSON *tools;
 };
 
 /*

@@ -7,9 +7,9 @@
  * chatparse_int.h). None keeps state, so a verdict depends on the bytes only.
  *
  * Parameter values the templates write bare (strings) or as JSON (the rest)
- * are read back without the tool's schema: JSON when they parse as a number,
- * true, false, null, an object or an array, a string otherwise. So a string
- * parameter whose value is "42" comes back as the number 42.
+ * are strings where the tool's schema says "type": "string"; else (or with
+ * no tools given) JSON when they parse as a number, true, false, null, an
+ * object or an array, a string otherwise.
  */
 #include <stdlib.h>
 
@@ -37,7 +37,7 @@ static cJSON *string_n(const char *s, size_t n)
     return j;
 }
 
-cJSON *chatparse_raw_value(const char *v, size_t n, bool strip_nl)
+cJSON *chatparse_raw_value(const char *v, size_t n, bool strip_nl, bool as_string)
 {
     if (strip_nl && n && v[0] == '\n') {
         v++;
@@ -45,7 +45,7 @@ cJSON *chatparse_raw_value(const char *v, size_t n, bool strip_nl)
     }
     if (strip_nl && n && v[n - 1] == '\n')
         n--;
-    cJSON *j = chatparse_json(v, n);
+    cJSON *j = as_string ? NULL : chatparse_json(v, n);
     if (j && !cJSON_IsString(j))
         return j;
     cJSON_Delete(j);
@@ -101,7 +101,9 @@ int chatparse_body_xml(struct chatparse *p, const char *s, size_t n)
         size_t value_end = chatparse_find(s, n, key_end, "</parameter>");
         if (value_end == n || key_end == key_at || memchr(s + key_at, '\n', key_end - key_at))
             goto reject;
-        cJSON *v = chatparse_raw_value(s + key_end + 1, value_end - key_end - 1, true);
+        bool str = chatparse_param_string(p, s + name_at, name_end - name_at, s + key_at,
+                                          key_end - key_at);
+        cJSON *v = chatparse_raw_value(s + key_end + 1, value_end - key_end - 1, true, str);
         if (add_arg(obj, s + key_at, key_end - key_at, v) < 0) {
             cJSON_Delete(obj);
             return -1;
@@ -153,7 +155,9 @@ int chatparse_body_glm(struct chatparse *p, const char *s, size_t n)
         size_t value_at = at, value_end = chatparse_find(s, n, at, "</arg_value>");
         if (value_end == n)
             goto reject;
-        cJSON *v = chatparse_raw_value(s + value_at, value_end - value_at, false);
+        bool str = chatparse_param_string(p, s + name_at, name_end - name_at, s + key_at,
+                                          key_end - key_at);
+        cJSON *v = chatparse_raw_value(s + value_at, value_end - value_at, false, str);
         if (add_arg(obj, s + key_at, key_end - key_at, v) < 0) {
             cJSON_Delete(obj);
             return -1;
@@ -236,7 +240,9 @@ int chatparse_body_minimax(struct chatparse *p, const char *s, size_t n)
                 cJSON_Delete(obj);
                 return REJECT;
             }
-            cJSON *v = chatparse_raw_value(s + key_end + 2, value_end - key_end - 2, true);
+            bool str = chatparse_param_string(p, s + name_at, name_end - name_at, s + key_at,
+                                              key_end - key_at);
+            cJSON *v = chatparse_raw_value(s + key_end + 2, value_end - key_end - 2, true, str);
             if (add_arg(obj, s + key_at, key_end - key_at, v) < 0) {
                 cJSON_Delete(obj);
                 return -1;

@@ -52,11 +52,16 @@ static inline size_t chatparse_find(const char *s, size_t n, size_t from, const 
 cJSON *chatparse_json(const char *s, size_t n);
 
 /*
- * A raw parameter value of the XML-ish forms: JSON when it is a number, true, false, null, an
- * object or an array; a string otherwise (the templates write strings bare and the rest as
- * JSON). strip_nl: one newline at each end is the template's, not the value's. NULL: no memory.
+ * A raw parameter value of the XML-ish forms: a string when as_string (the parameter's schema
+ * says so), else JSON when it is a number, true, false, null, an object or an array, a string
+ * otherwise (the templates write strings bare and the rest as JSON). strip_nl: one newline at
+ * each end is the template's, not the value's. NULL: no memory.
  */
-cJSON *chatparse_raw_value(const char *v, size_t n, bool strip_nl);
+cJSON *chatparse_raw_value(const char *v, size_t n, bool strip_nl, bool as_string);
+
+/* Whether parameter key of function fn has "type": "string" in the tools p was given. */
+bool chatparse_param_string(const struct chatparse *p, const char *fn, size_t fn_len,
+                            const char *key, size_t key_len);
 
 /*
  * Adds a call to the held unit: name (name_len bytes, trimmed) and arguments (an object, or a

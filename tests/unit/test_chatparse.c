@@ -6,6 +6,7 @@
  * time: every way must give the same message, since the server's stream is
  * the concatenation of the deltas and must equal its non-streaming answer.
  */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -921,6 +922,46 @@ static void test_gemma4(void **state)
     expect(&f, open, NULL, open, NULL, 0);
 }
 
+static void test_values_typed_by_schema(void **state)
+{
+    (void)state;
+    /* without tools a bare "42" reads as a number; a string parameter keeps it a string */
+    cJSON *tools = cJSON_Parse(
+        "[{\"type\": \"function\", \"function\": {\"name\": \"set\", \"parameters\": {\"type\": "
+        "\"object\", \"properties\": {\"code\": {\"type\": \"string\"}, \"n\": {\"type\": "
+        "\"integer\"}, \"flag\": {\"type\": \"string\"}}}}}]");
+    assert_non_null(tools);
+    struct chatparse_opts o   = defaults;
+    o.tools                   = tools;
+    struct chatparse_format q = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
+    const char *xml           = "<tool_call>\n<function=set>\n<parameter=code>\n42\n</parameter>\n"
+                                "<parameter=n>\n42\n</parameter>\n<parameter=flag>\ntrue\n</parameter>\n"
+                                "</function>\n</tool_call>";
+    static const struct want_call typed[] = {
+        {"set", "{\"code\":\"42\",\"n\":42,\"flag\":\"true\"}", NULL}};
+    static const struct want_call looks[] = {{"set", "{\"code\":42,\"n\":42,\"flag\":true}", NULL}};
+    expect_opts(&q, &o, xml, NULL, NULL, typed, 1);
+    expect(&q, xml, NULL, NULL, looks, 1);
+    struct chatparse_format g = fmt(CHATPARSE_TOOLS_GLM, NULL, NULL);
+    expect_opts(&g, &o,
+                "<tool_call>set<arg_key>code</arg_key><arg_value>42</arg_value><arg_key>n"
+                "</arg_key><arg_value>42</arg_value><arg_key>flag</arg_key><arg_value>true"
+                "</arg_value></tool_call>",
+                NULL, NULL, typed, 1);
+    struct chatparse_format mm = fmt(CHATPARSE_TOOLS_MINIMAX, NULL, NULL);
+    expect_opts(&mm, &o,
+                "<minimax:tool_call><invoke name=\"set\"><parameter name=\"code\">42</parameter>"
+                "<parameter name=\"n\">42</parameter><parameter name=\"flag\">true</parameter>"
+                "</invoke></minimax:tool_call>",
+                NULL, NULL, typed, 1);
+    struct chatparse_format sd = fmt(CHATPARSE_TOOLS_SEED_OSS, NULL, NULL);
+    expect_opts(&sd, &o,
+                "<seed:tool_call><function=set><parameter=code>42</parameter><parameter=n>42"
+                "</parameter><parameter=flag>true</parameter></function></seed:tool_call>",
+                NULL, NULL, typed, 1);
+    cJSON_Delete(tools);
+}
+
 /* -------------------------------------------------------------- detection --- */
 
 static void detect_file(const char *rel, enum chatparse_tools tools, const char *think_open)
@@ -1035,6 +1076,7 @@ int main(void)
         cmocka_unit_test(test_functionary),
         cmocka_unit_test(test_command_r),
         cmocka_unit_test(test_gemma4),
+        cmocka_unit_test(test_values_typed_by_schema),
         cmocka_unit_test(test_detect_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
