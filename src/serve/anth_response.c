@@ -463,7 +463,7 @@ static char *anth_done(void *p, const struct sched_event *ev, size_t *len)
     message_start(r, &o);
     if (r->split) {
         struct chatparse_deltas d = {0};
-        if (chatparse_finish(r->split, &d) == HEARTH_OK)
+        if (chatparse_finish_cut(r->split, ev->finish == SCHED_FINISH_LENGTH, &d) == HEARTH_OK)
             deltas(r, &o, &d);
         chatparse_deltas_free(&d);
     }

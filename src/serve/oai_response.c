@@ -569,7 +569,8 @@ char *oai_response_done(struct oai_response *r, const struct sched_event *ev, si
     char *out = NULL;
     if (ch->split) {
         struct chatparse_deltas d = {0};
-        chatparse_finish(ch->split, r->stream ? &d : &ch->d);
+        chatparse_finish_cut(ch->split, ev->finish == SCHED_FINISH_LENGTH,
+                             r->stream ? &d : &ch->d);
         if (r->stream)
             out = split_chunks(r, ev->choice, &d, NULL, len);
         chatparse_deltas_free(&d);

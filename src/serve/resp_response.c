@@ -462,7 +462,7 @@ static char *reply_done(void *rv, const struct sched_event *ev, size_t *len)
     }
     if (r->split) {
         struct chatparse_deltas d = {0};
-        if (chatparse_finish(r->split, &d) == HEARTH_OK)
+        if (chatparse_finish_cut(r->split, ev->finish == SCHED_FINISH_LENGTH, &d) == HEARTH_OK)
             on_deltas(r, &d);
         chatparse_deltas_free(&d);
     }

@@ -328,6 +328,7 @@ struct chatparse {
     bool after_llama; /* ...and a ';' may come before it */
     bool finished;
     bool units_off;   /* the budget of rejected calls is spent: no marker opens a unit */
+    bool cut;         /* finished by the token limit: a call open at the end is dropped */
     int32_t n_calls;  /* calls emitted */
     size_t out_first; /* deltas the caller's list held when this feed began */
 
@@ -1253,6 +1254,12 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         return -1;
     if (v == NEED_MORE && !capped && !at_end)
         return 0;
+    if (v == NEED_MORE && !capped && p->cut) {
+        pend_clear(p);
+        consume(p, p->len);
+        p->mode = MODE_CONTENT;
+        return 1;
+    }
     if (v == ACCEPT) {
         for (size_t i = 0; i < p->n_pend; i++) {
             struct chatparse_call *c  = &p->pend[i];
@@ -1342,9 +1349,15 @@ enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t 
 
 enum hearth_status chatparse_finish(struct chatparse *p, struct chatparse_deltas *out)
 {
+    return chatparse_finish_cut(p, false, out);
+}
+
+enum hearth_status chatparse_finish_cut(struct chatparse *p, bool cut, struct chatparse_deltas *out)
+{
     if (p->finished)
         return HEARTH_OK;
     p->finished = true;
+    p->cut      = cut;
     return run(p, true, out);
 }
 

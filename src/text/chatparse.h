@@ -193,6 +193,15 @@ enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t 
  */
 enum hearth_status chatparse_finish(struct chatparse *p, struct chatparse_deltas *out);
 
+/*
+ * chatparse_finish for a generation that may have been cut: when cut (it stopped at its token
+ * limit or a full context), a call still open at the end (its marker seen, its end not, and
+ * nothing so far that makes it invalid) is dropped instead of given back as text: it is the
+ * head of a call, not prose. With cut false it is chatparse_finish.
+ */
+enum hearth_status chatparse_finish_cut(struct chatparse *p, bool cut,
+                                        struct chatparse_deltas *out);
+
 /* Whether any tool call has been emitted so far (finish_reason "tool_calls"). */
 bool chatparse_has_tool_calls(const struct chatparse *p);
 

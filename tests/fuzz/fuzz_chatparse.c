@@ -2,10 +2,11 @@
  * fuzz_chatparse.c: libFuzzer target for the tool-call and reasoning parser
  * (src/text/chatparse.c), which reads whatever a model generates. The first
  * input byte picks the tool format (byte % CHATPARSE_TOOLS_COUNT) and the
- * reasoning markers (byte / CHATPARSE_TOOLS_COUNT, one of the seven pairs), the second the
- * options and the chunking (byte by byte, or pieces of pseudo-random length
- * seeded by it); the rest is the generated text. The text is parsed whole
- * and streamed; abort() unless both give the same message, and unless every
+ * reasoning markers (byte / CHATPARSE_TOOLS_COUNT, one of the seven pairs);
+ * the second the options and the chunking (byte by byte, or pieces of
+ * pseudo-random length seeded by it; 32: finished as cut by the token
+ * limit); the rest is the generated text. The text is parsed whole and
+ * streamed; abort() unless both give the same message, and unless every
  * delta has the stream shape chatparse.h promises. A first byte of 255
  * instead runs template detection on the rest. Seeds:
  * tests/fuzz/corpus/chatparse (written by mkcorpus_chatparse.py).
@@ -130,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct chatparse *p = chatparse_new(&f, &opts);
     check(p && chatparse_feed(p, text, len, &d) == HEARTH_OK);
     take(&whole, &d, &n1, !utf8);
-    check(chatparse_finish(p, &d) == HEARTH_OK);
+    check(chatparse_finish_cut(p, o & 32, &d) == HEARTH_OK);
     take(&whole, &d, &n1, true);
     check(chatparse_has_tool_calls(p) == (whole.n_calls > 0));
     chatparse_free(p);
@@ -149,7 +150,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         take(&streamed, &d, &n2, !utf8);
         at += n;
     }
-    check(p && chatparse_finish(p, &d) == HEARTH_OK);
+    check(p && chatparse_finish_cut(p, o & 32, &d) == HEARTH_OK);
     take(&streamed, &d, &n2, true);
     chatparse_free(p);
     chatparse_deltas_free(&d);

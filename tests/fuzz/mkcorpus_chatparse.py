@@ -10,7 +10,7 @@ Each seed is two bytes and a model output: byte 0 is the tool format
 reasoning markers (1 <think>, 2 [THINK], 3 gpt-oss' analysis channel,
 4 <seed:think>, 5 <|START_THINKING|>, 6 Gemma 4's thought channel); byte 1 the
 options (4: start inside reasoning, 8: a 48-byte call cap, 16: random chunks
-instead of bytes). A first byte of 255 makes the rest a chat template for
+instead of bytes, 32: finished as cut by the token limit). A first byte of 255 makes the rest a chat template for
 detection (the Qwen3 and DeepSeek-R1 templates of ../shared when present).
 Deterministic.
 
@@ -53,6 +53,7 @@ SEEDS = {
                                 '<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
     "reasoning-open": (0 + T, 4, 'no close ever, 東京'),
     "plain": (0, 16, 'Hello, world!\n'),
+    "hermes-cut": (1, 16 | 32, 'Let me check.\n<tool_call>\n{"name": "get_weather", "argu'),
     "gpt-oss-final": (7 + 3 * K, 16, '<|channel|>analysis<|message|>2+2.<|end|><|start|>assistant'
                                      '<|channel|>final<|message|>4.<|return|>'),
     "gpt-oss-call": (7 + 3 * K, 16, '<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant'

@@ -962,6 +962,78 @@ static void test_values_typed_by_schema(void **state)
     cJSON_Delete(tools);
 }
 
+/* text ends at the token limit: fed whole and a byte at a time, finished with cut; the
+ * content must be want whichever way */
+static void expect_cut(const struct chatparse_format *f, const char *text, bool cut,
+                       const char *want)
+{
+    size_t len = strlen(text);
+    for (int way = 0; way < 2; way++) {
+        struct chatparse *p       = chatparse_new(f, &defaults);
+        struct chatparse_deltas d = {0};
+        struct chatparse_msg m    = {0};
+        assert_non_null(p);
+        for (size_t at = 0; at < len; at += way ? 1 : len)
+            assert_int_equal(chatparse_feed(p, text + at, way ? 1 : len, &d), HEARTH_OK);
+        assert_int_equal(chatparse_finish_cut(p, cut, &d), HEARTH_OK);
+        assert_int_equal(chatparse_msg_add(&m, &d), HEARTH_OK);
+        if (strcmp(or_empty(m.content), want))
+            print_message("cut %d of [%s]: content [%s], want [%s]\n", cut, text,
+                          or_empty(m.content), want);
+        assert_string_equal(or_empty(m.content), want);
+        assert_int_equal(m.n_calls, 0);
+        chatparse_msg_free(&m);
+        chatparse_deltas_free(&d);
+        chatparse_free(p);
+    }
+}
+
+static void test_cut_call_dropped(void **state)
+{
+    (void)state;
+    static const struct {
+        struct chatparse_format f;
+        const char *text;
+    } cases[] = {
+        {{CHATPARSE_TOOLS_HERMES, NULL, NULL},
+         "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci"},
+        {{CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL},
+         "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"},
+        {{CHATPARSE_TOOLS_MISTRAL, NULL, NULL}, "Let me check.[TOOL_CALLS]get_weather[ARGS]{\"ci"},
+        {{CHATPARSE_TOOLS_DEEPSEEK_V31, NULL, NULL},
+         "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"},
+        {{CHATPARSE_TOOLS_HARMONY, NULL, NULL},
+         "<|channel|>final<|message|>Let me check.<|end|><|start|>assistant to=functions.get_"},
+        {{CHATPARSE_TOOLS_GLM, NULL, NULL}, "Let me check.<tool_call>get_weather<arg_key>ci"},
+        {{CHATPARSE_TOOLS_KIMI, NULL, NULL},
+         "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"},
+        {{CHATPARSE_TOOLS_GEMMA4, NULL, NULL},
+         "Let me check.<|tool_call>call:get_weather{city:<|\"|>Pa"},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        expect_cut(&cases[i].f, cases[i].text, true, "Let me check.");
+        /* stopped for another reason, the open call is text, as before */
+        const char *tail = strstr(cases[i].text, "Let me check.") + strlen("Let me check.");
+        char want[256];
+        while (*tail == '\n')
+            tail++;
+        if (cases[i].f.tools == CHATPARSE_TOOLS_HARMONY)
+            snprintf(want, sizeof want, "Let me check.%s", tail);
+        else
+            snprintf(want, sizeof want, "Let me check.\n%s", tail);
+        if (cases[i].f.tools == CHATPARSE_TOOLS_HERMES ||
+            cases[i].f.tools == CHATPARSE_TOOLS_QWEN3_CODER)
+            expect_cut(&cases[i].f, cases[i].text, false, want);
+    }
+    /* an invalid call is text even when cut; so is text with no call */
+    struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    expect_cut(&h, "<tool_call>\n{\"name\": 1}\n</tool_call> and mo", true,
+               "<tool_call>\n{\"name\": 1}\n</tool_call> and mo");
+    expect_cut(&h, "Just text that ran lo", true, "Just text that ran lo");
+    struct chatparse_format m = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
+    expect_cut(&m, "Note: [TOOL_CALLS] is a marker", true, "Note: [TOOL_CALLS] is a marker");
+}
+
 /* -------------------------------------------------------------- detection --- */
 
 static void detect_file(const char *rel, enum chatparse_tools tools, const char *think_open)
@@ -1077,6 +1149,7 @@ int main(void)
         cmocka_unit_test(test_command_r),
         cmocka_unit_test(test_gemma4),
         cmocka_unit_test(test_values_typed_by_schema),
+        cmocka_unit_test(test_cut_call_dropped),
         cmocka_unit_test(test_detect_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
