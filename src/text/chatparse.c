@@ -26,36 +26,6 @@
 
 /* ------------------------------------------------------------ markers --- */
 
-#define TOOL_CALL_OPEN     "<tool_call>"
-#define TOOL_CALL_CLOSE    "</tool_call>"
-#define PYTHON_TAG         "<|python_tag|>"
-#define MISTRAL_CALLS      "[TOOL_CALLS]"
-#define MISTRAL_ARGS       "[ARGS]"
-#define MISTRAL_CALL_ID    "[CALL_ID]"
-#define DS_CALLS_BEGIN     "<｜tool▁calls▁begin｜>"
-#define DS_CALLS_END       "<｜tool▁calls▁end｜>"
-#define DS_CALL_BEGIN      "<｜tool▁call▁begin｜>"
-#define DS_CALL_END        "<｜tool▁call▁end｜>"
-#define DS_SEP             "<｜tool▁sep｜>"
-#define HARMONY_START      "<|start|>"
-#define HARMONY_CHANNEL    "<|channel|>"
-#define HARMONY_MESSAGE    "<|message|>"
-#define KIMI_SECTION_BEGIN "<|tool_calls_section_begin|>"
-#define KIMI_SECTION_END   "<|tool_calls_section_end|>"
-#define MINIMAX_OPEN       "<minimax:tool_call>"
-#define MINIMAX_CLOSE      "</minimax:tool_call>"
-#define SEED_OPEN          "<seed:tool_call>"
-#define SEED_CLOSE         "</seed:tool_call>"
-#define GRANITE_OPEN       "<|tool_call|>"
-#define FUNCTIONARY_OPEN   "<function="
-#define FUNCTIONARY_CLOSE  "</function>"
-#define FUNCTIONARY_RECIP  ">>>"
-#define R7B_ACTION         "<|START_ACTION|>"
-#define R7B_ACTION_END     "<|END_ACTION|>"
-#define COMMAND_R_ACTION   "Action:"
-#define GEMMA4_OPEN        "<|tool_call>call:"
-#define GEMMA4_CLOSE       "<tool_call|>"
-
 #define MISTRAL_NAME_MAX 256 /* bytes of a [TOOL_CALLS]NAME before [ARGS] or [CALL_ID] */
 #define MISTRAL_ID_MAX   64
 /* Calls given back as text may have been judged on this many times call_max bytes in all;
@@ -265,93 +235,6 @@ static bool emit_text(struct chatparse_deltas *d, size_t first, enum chatparse_d
 
 /* ---------------------------------------------------------- the parser --- */
 
-enum mode {
-    MODE_REASONING,
-    MODE_CONTENT,
-    MODE_CALL,
-};
-
-/* What opened the held call, which says how to find its end. */
-enum call_kind {
-    CALL_HERMES,      /* <tool_call>, JSON inside (or <function=..>) */
-    CALL_XML,         /* <tool_call>, <function=..> inside (or JSON) */
-    CALL_LLAMA_BRACE, /* a '{' starting the content; the marker is the brace itself */
-    CALL_LLAMA_TAG,   /* <|python_tag|> */
-    CALL_MISTRAL,     /* [TOOL_CALLS] */
-    CALL_DS_R1,       /* <｜tool▁calls▁begin｜> */
-    CALL_DS_V31,
-    CALL_STRIP,   /* a marker that is dropped: gpt-oss' <|end|>, Command R7B's <|START_RESPONSE|> */
-    CALL_HARMONY, /* gpt-oss' <|start|> or <|channel|>: a header up to <|message|>, then
-                   * reasoning, content, or a call's JSON */
-    CALL_GLM,     /* <tool_call>, GLM's body */
-    CALL_KIMI,    /* <|tool_calls_section_begin|> */
-    CALL_MINIMAX, /* <minimax:tool_call> */
-    CALL_SEED,    /* <seed:tool_call> */
-    CALL_GRANITE, /* <|tool_call|>, then a JSON array */
-    CALL_F31,     /* <function= */
-    CALL_F32,     /* >>> (or nothing, at the start of the output), a recipient line */
-    CALL_R7B,     /* <|START_ACTION|> */
-    CALL_CMDR,    /* Action:, then a ```json fence */
-    CALL_GEMMA4,  /* <|tool_call>call: */
-};
-
-/* A marker that opens a unit in content text, and the unit it opens. */
-struct marker {
-    const char *lit;
-    enum call_kind kind;
-};
-
-#define MARKERS_MAX 6
-/* Bytes a gpt-oss header may take before <|message|>, or a functionary v3.2 recipient */
-#define HEADER_MAX 256
-
-/* Extent of one JSON object or array, found a byte at a time (strings may hold brackets). */
-struct jscan {
-    size_t pos;  /* next byte to look at, from the call's marker */
-    long depth;  /* open brackets */
-    bool in_str; /* inside a string */
-    bool esc;    /* the last byte was a backslash inside a string */
-    bool done;   /* the value ended at pos (a unit may need bytes after it) */
-};
-
-struct chatparse {
-    struct chatparse_format f;
-    struct chatparse_opts o;
-    char *base; /* the allocation, cap bytes; buf lies in it */
-    char *buf;  /* bytes fed and not settled, len of them */
-    size_t len, cap;
-    enum mode mode;
-    size_t ws_held;   /* buf starts with this many whitespace bytes already searched */
-    bool trim_lead;   /* at the start of a text run: whitespace is dropped */
-    bool out_start;   /* nothing but whitespace so far: think_open may open the output */
-    bool llama_start; /* at the start of content or after a Llama 3 call: a call may begin */
-    bool after_llama; /* ...and a ';' may come before it */
-    bool finished;
-    bool units_off;   /* the budget of rejected calls is spent: no marker opens a unit */
-    bool cut;         /* finished by the token limit: a call open at the end is dropped */
-    int32_t n_calls;  /* calls emitted */
-    size_t out_first; /* deltas the caller's list held when this feed began */
-
-    /* the held call: buf[0, call_ws) is whitespace before its marker, call_mlen the marker */
-    enum call_kind call_kind;
-    size_t call_ws, call_mlen;
-    enum mode after;    /* the mode once the unit is taken (gpt-oss: reasoning or content) */
-    size_t scan;        /* bytes from the marker already searched for the closing marker */
-    size_t close_free;  /* no closing marker starts in buf[0, close_free): what searches of
-                         * earlier calls found, kept so that a run of unclosed markers is
-                         * searched once, not once per marker */
-    size_t reject_cost; /* bytes the calls given back as text were judged on: past
-                         * CALL_REJECT_BUDGET calls of call_max, no new call is held */
-    struct jscan js;    /* JSON extent, for the kinds whose end is the JSON's end */
-    size_t js_at;       /* where js started (from the marker); 0: not started */
-
-    cJSON *params; /* {"function name": {"param": true when its type is "string"}}, or NULL */
-
-    /* calls of the held unit, parsed and waiting for the verdict */
-    struct chatparse_call *pend;
-    size_t n_pend, cap_pend;
-};
-
 static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size_t mlen);
 static void trim(const char **s, size_t *n);
 
@@ -480,17 +363,6 @@ static void consume(struct chatparse *p, size_t n)
     p->ws_held    = p->ws_held > n ? p->ws_held - n : 0;
 }
 
-/* How s[0, n) stands against a marker: it starts with it, is cut inside it, or neither. */
-enum prefix { PREFIX_NO, PREFIX_PART, PREFIX_FULL };
-
-static enum prefix prefix_of(const char *s, size_t n, const char *m)
-{
-    size_t mlen = strlen(m);
-    if (n >= mlen)
-        return memcmp(s, m, mlen) ? PREFIX_NO : PREFIX_FULL;
-    return memcmp(s, m, n) ? PREFIX_NO : PREFIX_PART;
-}
-
 /*
  * The markers that open a unit in content text (Llama 3's only open a content run) into m
  * (MARKERS_MAX of room); returns how many. The structure of gpt-oss, functionary v3.2 and
@@ -607,7 +479,7 @@ static int llama_open(struct chatparse *p, bool at_end)
         start_call(p, CALL_LLAMA_BRACE, i, 1);
         return 1;
     }
-    enum prefix pr = prefix_of(p->buf + i, p->len - i, PYTHON_TAG);
+    enum prefix pr = chatparse_prefix(p->buf + i, p->len - i, PYTHON_TAG);
     if (pr == PREFIX_FULL) {
         start_call(p, CALL_LLAMA_TAG, i, strlen(PYTHON_TAG));
         return 1;
@@ -633,7 +505,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
             return 0;
     }
     if (p->out_start) {
-        enum prefix pr = prefix_of(p->buf, p->len, p->f.think_open);
+        enum prefix pr = chatparse_prefix(p->buf, p->len, p->f.think_open);
         if (pr == PREFIX_PART && !at_end)
             return 0;
         p->out_start = false;
@@ -668,7 +540,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         for (size_t k = 0; k < n_ms; k++) {
             if (p->buf[i] != ms[k].lit[0])
                 continue;
-            enum prefix pr = prefix_of(p->buf + i, p->len - i, ms[k].lit);
+            enum prefix pr = chatparse_prefix(p->buf + i, p->len - i, ms[k].lit);
             if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
                 cut    = i;
                 marker = pr == PREFIX_FULL;
@@ -940,7 +812,7 @@ static size_t jscan_run(struct jscan *j, const char *s, size_t n)
 }
 
 /* The end of the JSON value that starts at s[at] ('{' or '[' wanted there), or 0 for more. */
-static size_t json_extent(struct chatparse *p, const char *s, size_t n, size_t at)
+size_t chatparse_extent(struct chatparse *p, const char *s, size_t n, size_t at)
 {
     if (p->js_at != at) {
         memset(&p->js, 0, sizeof p->js);
@@ -954,7 +826,7 @@ static size_t json_extent(struct chatparse *p, const char *s, size_t n, size_t a
  * Searches the held call s[0, n) for its closing lit, from where the searches before stopped
  * (this call's or earlier ones'); n when absent.
  */
-static size_t find_close(struct chatparse *p, const char *s, size_t n, const char *lit)
+size_t chatparse_find_close(struct chatparse *p, const char *s, size_t n, const char *lit)
 {
     size_t from = p->scan;
     if (p->close_free > p->call_ws && p->close_free - p->call_ws > from)
@@ -976,7 +848,7 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
     if (at == n)
         return NEED_MORE;
     if (s[at] == '[') {
-        size_t e = json_extent(p, s, n, at);
+        size_t e = chatparse_extent(p, s, n, at);
         if (!e)
             return NEED_MORE;
         *used = e;
@@ -991,7 +863,7 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         return NEED_MORE;
     size_t name_end             = at;
     char id[MISTRAL_ID_MAX + 1] = "";
-    enum prefix pr              = prefix_of(s + at, n - at, MISTRAL_CALL_ID);
+    enum prefix pr              = chatparse_prefix(s + at, n - at, MISTRAL_CALL_ID);
     if (pr == PREFIX_PART)
         return NEED_MORE;
     if (pr == PREFIX_FULL) {
@@ -1006,7 +878,7 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         memcpy(id, s + id_at, at - id_at);
         id[at - id_at] = 0;
     }
-    pr = prefix_of(s + at, n - at, MISTRAL_ARGS);
+    pr = chatparse_prefix(s + at, n - at, MISTRAL_ARGS);
     if (pr == PREFIX_PART)
         return NEED_MORE;
     if (pr == PREFIX_NO)
@@ -1016,7 +888,7 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         return NEED_MORE;
     if (s[at] != '{')
         return REJECT;
-    size_t e = json_extent(p, s, n, at);
+    size_t e = chatparse_extent(p, s, n, at);
     if (!e)
         return NEED_MORE;
     *used       = e;
@@ -1024,158 +896,6 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
     if (!args)
         return REJECT;
     return chatparse_pend_add(p, s + name_at, name_end - name_at, args, id[0] ? id : NULL);
-}
-
-/*
- * gpt-oss: a header [<|start|>ROLE][ to=R]<|channel|>CHANNEL[ to=R][ <|constrain|>json]
- * <|message|>, and for a call (R is functions.NAME) its JSON arguments. Without a recipient
- * the header only switches to reasoning (analysis) or content; the <|end|>, <|call|> or
- * <|return|> after a message is dropped as a marker of its own.
- */
-static int match_harmony(struct chatparse *p, const char *s, size_t n, size_t *used)
-{
-    size_t lim  = n < HEADER_MAX ? n : HEADER_MAX;
-    size_t hend = chatparse_find(s, lim, 0, HARMONY_MESSAGE);
-    if (hend == lim)
-        return n >= HEADER_MAX ? REJECT : NEED_MORE;
-    size_t ch = chatparse_find(s, hend, 0, HARMONY_CHANNEL);
-    if (ch == hend)
-        return REJECT;
-    size_t c_at = ch + strlen(HARMONY_CHANNEL), c_end = c_at;
-    while (c_end < hend && !chatparse_is_ws(s[c_end]) && s[c_end] != '<')
-        c_end++;
-    size_t to   = chatparse_find(s, hend, 0, " to=");
-    size_t body = hend + strlen(HARMONY_MESSAGE);
-    if (to == hend) {
-        size_t cl = c_end - c_at;
-        if (cl == 8 && !memcmp(s + c_at, "analysis", 8))
-            p->after = p->o.split_reasoning ? MODE_REASONING : MODE_CONTENT;
-        else if (!(cl == 5 && !memcmp(s + c_at, "final", 5)) &&
-                 !(cl == 10 && !memcmp(s + c_at, "commentary", 10)))
-            return REJECT;
-        *used = body;
-        return ACCEPT;
-    }
-    size_t name_at = to + strlen(" to=");
-    if (!p->o.parse_tools || !chatparse_take(s, hend, &name_at, "functions."))
-        return REJECT;
-    size_t name_end = name_at;
-    while (name_end < hend && !chatparse_is_ws(s[name_end]) && s[name_end] != '<')
-        name_end++;
-    size_t at = body;
-    chatparse_skip_ws(s, n, &at);
-    if (at == n)
-        return NEED_MORE;
-    if (s[at] != '{')
-        return REJECT;
-    size_t e = json_extent(p, s, n, at);
-    if (!e)
-        return NEED_MORE;
-    *used       = e;
-    cJSON *args = chatparse_json(s + at, e - at);
-    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
-}
-
-/*
- * functionary v3.2: after >>> (or at the start) a recipient and a newline; "all" is content
- * that follows, any other name a call whose JSON arguments follow.
- */
-static int match_f32(struct chatparse *p, const char *s, size_t n, size_t *used)
-{
-    size_t at = p->call_mlen, name_at = at;
-    while (at < n && at - name_at < HEADER_MAX && s[at] != '\n') {
-        char c = s[at++];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.'))
-            return REJECT;
-    }
-    if (at == n)
-        return NEED_MORE;
-    if (s[at] != '\n' || at == name_at)
-        return REJECT;
-    size_t name_end = at++;
-    if (name_end - name_at == 3 && !memcmp(s + name_at, "all", 3)) {
-        *used = at;
-        return ACCEPT;
-    }
-    if (!p->o.parse_tools)
-        return REJECT;
-    chatparse_skip_ws(s, n, &at);
-    if (at == n)
-        return NEED_MORE;
-    if (s[at] != '{')
-        return REJECT;
-    size_t e = json_extent(p, s, n, at);
-    if (!e)
-        return NEED_MORE;
-    *used       = e;
-    cJSON *args = chatparse_json(s + at, e - at);
-    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
-}
-
-/* Granite's <|tool_call|>[..] and Command-R's Action: ```json [..] ```: a JSON array. */
-static int match_array(struct chatparse *p, const char *s, size_t n, size_t *used)
-{
-    bool cohere = p->call_kind == CALL_CMDR;
-    size_t at   = p->call_mlen;
-    chatparse_skip_ws(s, n, &at);
-    if (cohere) {
-        enum prefix pr = prefix_of(s + at, n - at, "```json");
-        if (pr != PREFIX_FULL)
-            return pr == PREFIX_PART ? NEED_MORE : REJECT;
-        at += strlen("```json");
-        chatparse_skip_ws(s, n, &at);
-    }
-    if (at == n)
-        return NEED_MORE;
-    if (s[at] != '[')
-        return REJECT;
-    size_t e = json_extent(p, s, n, at), end = e;
-    if (!e)
-        return NEED_MORE;
-    if (cohere) {
-        chatparse_skip_ws(s, n, &end);
-        enum prefix pr = prefix_of(s + end, n - end, "```");
-        if (pr != PREFIX_FULL)
-            return pr == PREFIX_PART || end == n ? NEED_MORE : REJECT;
-        end += 3;
-    }
-    *used = end;
-    return chatparse_body_array(p, s + at, e - at, cohere);
-}
-
-/* The forms whose unit ends at a closing marker: the body between the two is judged. */
-static int match_closed(struct chatparse *p, const char *s, size_t n, size_t *used)
-{
-    const char *close = p->call_kind == CALL_GLM       ? TOOL_CALL_CLOSE
-                        : p->call_kind == CALL_KIMI    ? KIMI_SECTION_END
-                        : p->call_kind == CALL_MINIMAX ? MINIMAX_CLOSE
-                        : p->call_kind == CALL_SEED    ? SEED_CLOSE
-                        : p->call_kind == CALL_F31     ? FUNCTIONARY_CLOSE
-                        : p->call_kind == CALL_R7B     ? R7B_ACTION_END
-                                                       : GEMMA4_CLOSE;
-    size_t m = p->call_mlen, e = find_close(p, s, n, close);
-    if (e == n)
-        return NEED_MORE;
-    *used         = e + strlen(close);
-    const char *b = s + m;
-    size_t bn     = e - m;
-    switch (p->call_kind) {
-    case CALL_GLM:
-        return chatparse_body_glm(p, b, bn);
-    case CALL_KIMI:
-        return chatparse_body_kimi(p, b, bn);
-    case CALL_MINIMAX:
-        return chatparse_body_minimax(p, b, bn);
-    case CALL_SEED:
-        return chatparse_body_xml(p, b, bn);
-    case CALL_F31:
-        return chatparse_body_functionary(p, b, bn);
-    case CALL_R7B:
-        return chatparse_body_array(p, b, bn, true);
-    default:
-        return chatparse_body_gemma4(p, b, bn);
-    }
 }
 
 /*
@@ -1189,7 +909,7 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
     switch (p->call_kind) {
     case CALL_HERMES:
     case CALL_XML:
-        e = find_close(p, s, n, TOOL_CALL_CLOSE);
+        e = chatparse_find_close(p, s, n, TOOL_CALL_CLOSE);
         if (e == n)
             return NEED_MORE;
         *used = e + strlen(TOOL_CALL_CLOSE);
@@ -1201,7 +921,7 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
                                       : chatparse_body_xml(p, s + m, e - m);
     case CALL_DS_R1:
     case CALL_DS_V31:
-        e = find_close(p, s, n, DS_CALLS_END);
+        e = chatparse_find_close(p, s, n, DS_CALLS_END);
         if (e == n)
             return NEED_MORE;
         *used = e + strlen(DS_CALLS_END);
@@ -1214,7 +934,7 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
             return NEED_MORE;
         if (s[at] != '{')
             return REJECT;
-        e = json_extent(p, s, n, at);
+        e = chatparse_extent(p, s, n, at);
         if (!e)
             return NEED_MORE;
         *used = e;
@@ -1225,12 +945,12 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
         *used = m;
         return ACCEPT;
     case CALL_HARMONY:
-        return match_harmony(p, s, n, used);
+        return chatparse_match_harmony(p, s, n, used);
     case CALL_F32:
-        return match_f32(p, s, n, used);
+        return chatparse_match_f32(p, s, n, used);
     case CALL_GRANITE:
     case CALL_CMDR:
-        return match_array(p, s, n, used);
+        return chatparse_match_array(p, s, n, used);
     case CALL_GLM:
     case CALL_KIMI:
     case CALL_MINIMAX:
@@ -1238,7 +958,7 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
     case CALL_F31:
     case CALL_R7B:
     case CALL_GEMMA4:
-        return match_closed(p, s, n, used);
+        return chatparse_match_closed(p, s, n, used);
     }
     return REJECT;
 }

@@ -2,9 +2,11 @@
  * chatparse_formats.c: the bodies of the tool calls that are not JSON in a
  * known place: the XML-ish forms (Qwen3-Coder, Seed-OSS, GLM, MiniMax), the
  * token-delimited ones (Kimi K2, functionary), JSON arrays of calls
- * (Granite, Command-R) and Gemma 4's own object syntax. chatparse.c finds a
- * unit's extent; the functions here judge its bytes (contract in
- * chatparse_int.h). None keeps state, so a verdict depends on the bytes only.
+ * (Granite, Command-R) and Gemma 4's own object syntax; and the units of
+ * the newer forms (gpt-oss' headers, functionary v3.2's recipients, the
+ * arrays, the forms closed by a marker). The body parsers judge a unit's
+ * bytes and keep no state, so a verdict depends on the bytes only
+ * (contracts in chatparse_int.h).
  *
  * Parameter values the templates write bare (strings) or as JSON (the rest)
  * are strings where the tool's schema says "type": "string"; else (or with
@@ -441,4 +443,158 @@ int chatparse_body_gemma4(struct chatparse *p, const char *s, size_t n)
         return REJECT;
     }
     return chatparse_pend_add(p, s, name_end, args, NULL);
+}
+
+/* ------------------------------------------ units found by chatparse.c --- */
+
+/*
+ * gpt-oss: a header [<|start|>ROLE][ to=R]<|channel|>CHANNEL[ to=R][ <|constrain|>json]
+ * <|message|>, and for a call (R is functions.NAME) its JSON arguments. Without a recipient
+ * the header only switches to reasoning (analysis) or content; the <|end|>, <|call|> or
+ * <|return|> after a message is dropped as a marker of its own.
+ */
+int chatparse_match_harmony(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    size_t lim  = n < HEADER_MAX ? n : HEADER_MAX;
+    size_t hend = chatparse_find(s, lim, 0, HARMONY_MESSAGE);
+    if (hend == lim)
+        return n >= HEADER_MAX ? REJECT : NEED_MORE;
+    size_t ch = chatparse_find(s, hend, 0, HARMONY_CHANNEL);
+    if (ch == hend)
+        return REJECT;
+    size_t c_at = ch + strlen(HARMONY_CHANNEL), c_end = c_at;
+    while (c_end < hend && !chatparse_is_ws(s[c_end]) && s[c_end] != '<')
+        c_end++;
+    size_t to   = chatparse_find(s, hend, 0, " to=");
+    size_t body = hend + strlen(HARMONY_MESSAGE);
+    if (to == hend) {
+        size_t cl = c_end - c_at;
+        if (cl == 8 && !memcmp(s + c_at, "analysis", 8))
+            p->after = p->o.split_reasoning ? MODE_REASONING : MODE_CONTENT;
+        else if (!(cl == 5 && !memcmp(s + c_at, "final", 5)) &&
+                 !(cl == 10 && !memcmp(s + c_at, "commentary", 10)))
+            return REJECT;
+        *used = body;
+        return ACCEPT;
+    }
+    size_t name_at = to + strlen(" to=");
+    if (!p->o.parse_tools || !chatparse_take(s, hend, &name_at, "functions."))
+        return REJECT;
+    size_t name_end = name_at;
+    while (name_end < hend && !chatparse_is_ws(s[name_end]) && s[name_end] != '<')
+        name_end++;
+    size_t at = body;
+    chatparse_skip_ws(s, n, &at);
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '{')
+        return REJECT;
+    size_t e = chatparse_extent(p, s, n, at);
+    if (!e)
+        return NEED_MORE;
+    *used       = e;
+    cJSON *args = chatparse_json(s + at, e - at);
+    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
+}
+
+/*
+ * functionary v3.2: after >>> (or at the start) a recipient and a newline; "all" is content
+ * that follows, any other name a call whose JSON arguments follow.
+ */
+int chatparse_match_f32(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    size_t at = p->call_mlen, name_at = at;
+    while (at < n && at - name_at < HEADER_MAX && s[at] != '\n') {
+        char c = s[at++];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return REJECT;
+    }
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '\n' || at == name_at)
+        return REJECT;
+    size_t name_end = at++;
+    if (name_end - name_at == 3 && !memcmp(s + name_at, "all", 3)) {
+        *used = at;
+        return ACCEPT;
+    }
+    if (!p->o.parse_tools)
+        return REJECT;
+    chatparse_skip_ws(s, n, &at);
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '{')
+        return REJECT;
+    size_t e = chatparse_extent(p, s, n, at);
+    if (!e)
+        return NEED_MORE;
+    *used       = e;
+    cJSON *args = chatparse_json(s + at, e - at);
+    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
+}
+
+/* Granite's <|tool_call|>[..] and Command-R's Action: ```json [..] ```: a JSON array. */
+int chatparse_match_array(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    bool cohere = p->call_kind == CALL_CMDR;
+    size_t at   = p->call_mlen;
+    chatparse_skip_ws(s, n, &at);
+    if (cohere) {
+        enum prefix pr = chatparse_prefix(s + at, n - at, "```json");
+        if (pr != PREFIX_FULL)
+            return pr == PREFIX_PART ? NEED_MORE : REJECT;
+        at += strlen("```json");
+        chatparse_skip_ws(s, n, &at);
+    }
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '[')
+        return REJECT;
+    size_t e = chatparse_extent(p, s, n, at), end = e;
+    if (!e)
+        return NEED_MORE;
+    if (cohere) {
+        chatparse_skip_ws(s, n, &end);
+        enum prefix pr = chatparse_prefix(s + end, n - end, "```");
+        if (pr != PREFIX_FULL)
+            return pr == PREFIX_PART || end == n ? NEED_MORE : REJECT;
+        end += 3;
+    }
+    *used = end;
+    return chatparse_body_array(p, s + at, e - at, cohere);
+}
+
+/* The forms whose unit ends at a closing marker: the body between the two is judged. */
+int chatparse_match_closed(struct chatparse *p, const char *s, size_t n, size_t *used)
+{
+    const char *close = p->call_kind == CALL_GLM       ? TOOL_CALL_CLOSE
+                        : p->call_kind == CALL_KIMI    ? KIMI_SECTION_END
+                        : p->call_kind == CALL_MINIMAX ? MINIMAX_CLOSE
+                        : p->call_kind == CALL_SEED    ? SEED_CLOSE
+                        : p->call_kind == CALL_F31     ? FUNCTIONARY_CLOSE
+                        : p->call_kind == CALL_R7B     ? R7B_ACTION_END
+                                                       : GEMMA4_CLOSE;
+    size_t m = p->call_mlen, e = chatparse_find_close(p, s, n, close);
+    if (e == n)
+        return NEED_MORE;
+    *used         = e + strlen(close);
+    const char *b = s + m;
+    size_t bn     = e - m;
+    switch (p->call_kind) {
+    case CALL_GLM:
+        return chatparse_body_glm(p, b, bn);
+    case CALL_KIMI:
+        return chatparse_body_kimi(p, b, bn);
+    case CALL_MINIMAX:
+        return chatparse_body_minimax(p, b, bn);
+    case CALL_SEED:
+        return chatparse_body_xml(p, b, bn);
+    case CALL_F31:
+        return chatparse_body_functionary(p, b, bn);
+    case CALL_R7B:
+        return chatparse_body_array(p, b, bn, true);
+    default:
+        return chatparse_body_gemma4(p, b, bn);
+    }
 }
