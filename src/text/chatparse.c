@@ -457,7 +457,8 @@ static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size
     p->call_mlen = mlen;
     p->scan      = mlen;
     p->after     = MODE_CONTENT;
-    p->js_at     = 0;
+    p->streaming = p->stream_tried = false;
+    p->js_at                       = 0;
     memset(&p->js, 0, sizeof p->js);
 }
 
@@ -963,9 +964,173 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
     return REJECT;
 }
 
+/* ------------------------------------------------- streamed arguments --- */
+
+/* Whitespace, then lit at s[*at]: 1 (and *at past it), 0 when something else is there, -1
+ * when the bytes end first. */
+static int head_lit(const char *s, size_t n, size_t *at, const char *lit)
+{
+    chatparse_skip_ws(s, n, at);
+    enum prefix pr = chatparse_prefix(s + *at, n - *at, lit);
+    if (pr == PREFIX_FULL)
+        *at += strlen(lit);
+    return pr == PREFIX_FULL ? 1 : pr == PREFIX_PART ? -1 : 0;
+}
+
+/*
+ * The head of a call as a grammar writes it, up to its arguments' '{': Hermes' and Llama 3's
+ * {"name": "N", "arguments"|"parameters": {, Mistral's N[ARGS]{. NEED_MORE, REJECT (not in
+ * that shape: the call is then held whole), or ACCEPT with the name at s[*name_at, *name_end)
+ * and the arguments at *args_at.
+ */
+static int stream_head(struct chatparse *p, const char *s, size_t n, size_t *name_at,
+                       size_t *name_end, size_t *args_at)
+{
+    size_t at = p->call_kind == CALL_LLAMA_BRACE ? 0 : p->call_mlen;
+    int r;
+    if (p->call_kind == CALL_MISTRAL) {
+        *name_at = at;
+        while (at < n && at - *name_at <= MISTRAL_NAME_MAX && s[at] != '[' && s[at] != '{' &&
+               (unsigned char)s[at] > 0x20)
+            at++;
+        if (at == n && at - *name_at <= MISTRAL_NAME_MAX)
+            return NEED_MORE;
+        *name_end = at;
+        if (at == *name_at || (r = head_lit(s, n, &at, MISTRAL_ARGS "{")) == 0)
+            return REJECT;
+    } else {
+        if ((r = head_lit(s, n, &at, "{")) <= 0 || (r = head_lit(s, n, &at, "\"name\"")) <= 0 ||
+            (r = head_lit(s, n, &at, ":")) <= 0 || (r = head_lit(s, n, &at, "\"")) <= 0)
+            return r < 0 ? NEED_MORE : REJECT;
+        *name_at = at;
+        while (at < n && at - *name_at <= MISTRAL_NAME_MAX && s[at] != '"' && s[at] != '\\' &&
+               (unsigned char)s[at] >= 0x20)
+            at++;
+        if (at == n && at - *name_at <= MISTRAL_NAME_MAX)
+            return NEED_MORE;
+        *name_end = at;
+        if (at == *name_at || s[at] != '"')
+            return REJECT; /* an escape in the name: the whole call is parsed instead */
+        at++;
+        if ((r = head_lit(s, n, &at, ",")) <= 0)
+            return r < 0 ? NEED_MORE : REJECT;
+        size_t key = at;
+        if ((r = head_lit(s, n, &at, "\"arguments\"")) == 0) {
+            at = key;
+            r  = head_lit(s, n, &at, "\"parameters\"");
+        }
+        if (r <= 0 || (r = head_lit(s, n, &at, ":")) <= 0 || (r = head_lit(s, n, &at, "{")) <= 0)
+            return r < 0 ? NEED_MORE : REJECT;
+    }
+    if (r < 0)
+        return NEED_MORE;
+    *args_at = at - 1;
+    return ACCEPT;
+}
+
+/* Ends a streamed call whose unit is s[0, used): back to content. */
+static int stream_end(struct chatparse *p, size_t used)
+{
+    bool llama = p->call_kind == CALL_LLAMA_BRACE || p->call_kind == CALL_LLAMA_TAG;
+    p->n_calls++;
+    p->streaming = false;
+    consume(p, p->call_ws + used);
+    p->mode        = MODE_CONTENT;
+    p->trim_lead   = true;
+    p->llama_start = p->after_llama = llama;
+    return 1;
+}
+
+/*
+ * One step of a streamed call: the arguments' bytes so far out (a cut UTF-8 character
+ * waits), then, once they are whole, the rest of the unit: Hermes' "}\n</tool_call>",
+ * Llama 3's '}'. Whatever the grammar let through there is dropped with it.
+ */
+static int stream_step(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
+{
+    const char *s = p->buf + p->call_ws;
+    size_t n      = p->len - p->call_ws;
+    bool capped   = n >= p->o.call_max;
+    if (capped)
+        n = p->o.call_max;
+    size_t e    = chatparse_extent(p, s, n, p->args_at);
+    size_t upto = e ? e : n - (at_end || capped ? 0 : utf8_cut(s, n));
+    /* a NUL ends the call where it stands (arguments are NUL-terminated text, and no grammar
+     * lets one through): the rest is content again */
+    const char *nul = upto > p->args_sent ? memchr(s + p->args_sent, 0, upto - p->args_sent) : NULL;
+    if (nul)
+        upto = (size_t)(nul - s);
+    if (upto > p->args_sent && !emit_text(out, p->out_first, CHATPARSE_TOOL_ARGS, p->n_calls,
+                                          s + p->args_sent, upto - p->args_sent))
+        return -1;
+    p->args_sent = upto > p->args_sent ? upto : p->args_sent;
+    if (nul)
+        return stream_end(p, upto);
+    if (!e)
+        return at_end || capped ? stream_end(p, n) : 0;
+    size_t end = e;
+    if (p->call_kind == CALL_HERMES || p->call_kind == CALL_XML) {
+        if (p->scan < e)
+            p->scan = e;
+        size_t c = chatparse_find_close(p, s, n, TOOL_CALL_CLOSE);
+        if (c == n)
+            return at_end || capped ? stream_end(p, n) : 0;
+        end = c + strlen(TOOL_CALL_CLOSE);
+    } else if (p->call_kind != CALL_MISTRAL) {
+        chatparse_skip_ws(s, n, &end);
+        if (end == n && !at_end && !capped)
+            return 0;
+        if (end < n && s[end] == '}')
+            end++;
+    }
+    return stream_end(p, end);
+}
+
+/* Starts streaming the held call when its head is whole; returns as text_step does, 1 when
+ * streaming began or the call is not one to stream (p->streaming tells which). */
+static int stream_start(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
+{
+    size_t n = p->len - p->call_ws, name_at, name_end, args_at;
+    if (n > p->o.call_max)
+        n = p->o.call_max;
+    int v = stream_head(p, p->buf + p->call_ws, n, &name_at, &name_end, &args_at);
+    if (v == NEED_MORE && !at_end && n < p->o.call_max)
+        return 0;
+    if (v != ACCEPT)
+        return 1;
+    const char *s             = p->buf + p->call_ws;
+    struct chatparse_delta *d = deltas_push(out);
+    if (!d)
+        return -1;
+    d->kind  = CHATPARSE_TOOL_START;
+    d->index = p->n_calls;
+    d->name  = dup_n(s + name_at, name_end - name_at);
+    d->id    = make_id(p, p->n_calls);
+    out->n++;
+    if (!d->name || !d->id)
+        return -1;
+    p->streaming = true;
+    p->args_at = p->args_sent = args_at;
+    return 1;
+}
+
 /* One step in MODE_CALL; returns as text_step does. */
 static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
 {
+    if (p->streaming)
+        return stream_step(p, at_end, out);
+    if (p->o.stream_args && !p->stream_tried &&
+        (p->call_kind == CALL_HERMES || p->call_kind == CALL_XML ||
+         p->call_kind == CALL_LLAMA_BRACE || p->call_kind == CALL_LLAMA_TAG ||
+         p->call_kind == CALL_MISTRAL)) {
+        int r = stream_start(p, at_end, out);
+        if (r <= 0)
+            return r;
+        p->stream_tried = true;
+        if (p->streaming)
+            return stream_step(p, at_end, out);
+    }
+
     size_t n    = p->len - p->call_ws;
     bool capped = n >= p->o.call_max;
     size_t used = 0;

@@ -122,6 +122,12 @@ struct chatparse_opts {
      * string where its parameter's schema has "type": "string" (else, or without tools,
      * it is JSON when it parses as a non-string JSON value) */
     const struct cJSON *tools;
+    /* the calls are held to their syntax by a grammar (a forced tool_choice): a Hermes,
+     * Llama 3 or Mistral NAME[ARGS] call's start goes out once its name is known and its
+     * arguments as they come, as the model wrote them (not printed again compactly); a
+     * call the generation ends inside stays a call. Other forms, and calls not written in
+     * the grammar's order of keys, are held whole as without it */
+    bool stream_args;
 };
 
 /*
@@ -131,8 +137,9 @@ struct chatparse_opts {
  *   TOOL_START  {"tool_calls": [{"index": index, "id": id, "type": "function",
  *                                "function": {"name": name, "arguments": ""}}]}
  *   TOOL_ARGS   {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
- * A TOOL_START is always followed by its TOOL_ARGS in the same list (today
- * one, holding all the arguments). For the non-streaming message, add every
+ * A TOOL_START is followed by its TOOL_ARGS in the same list: one holding all
+ * the arguments, or with opts.stream_args the first piece (later pieces come
+ * in later lists, until the call ends). For the non-streaming message, add every
  * list to a chatparse_msg, or use chatparse_parse.
  */
 enum chatparse_delta_kind {

@@ -190,6 +190,11 @@ struct chatparse {
                          * CALL_REJECT_BUDGET calls of call_max, no new call is held */
     struct jscan js;    /* JSON extent, for the kinds whose end is the JSON's end */
     size_t js_at;       /* where js started (from the marker); 0: not started */
+    /* stream_args: the held call's start is out, its arguments go out as they come */
+    bool streaming;
+    bool stream_tried; /* its head was judged (streamed, or held whole) */
+    size_t args_at;    /* where its arguments start (from the marker) */
+    size_t args_sent;  /* bytes (from the marker) of it that are out */
 
     cJSON *params; /* {"function name": {"param": true when its type is "string"}}, or NULL */
 

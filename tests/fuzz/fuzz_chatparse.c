@@ -5,7 +5,7 @@
  * reasoning markers (byte / CHATPARSE_TOOLS_COUNT, one of the seven pairs);
  * the second the options and the chunking (byte by byte, or pieces of
  * pseudo-random length seeded by it; 32: finished as cut by the token
- * limit); the rest is the generated text. The text is parsed whole and
+ * limit; 64: arguments streamed); the rest is the generated text. The text is parsed whole and
  * streamed; abort() unless both give the same message, and unless every
  * delta has the stream shape chatparse.h promises. A first byte of 255
  * instead runs template detection on the rest. Seeds:
@@ -120,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .start_in_reasoning = o & 4,
         .id_seed            = o,
         .call_max           = (o & 8) ? 48 : 0,
+        .stream_args        = o & 64,
     };
     const char *text = (const char *)data + 2;
     size_t len       = size - 2;

@@ -10,7 +10,8 @@ Each seed is two bytes and a model output: byte 0 is the tool format
 reasoning markers (1 <think>, 2 [THINK], 3 gpt-oss' analysis channel,
 4 <seed:think>, 5 <|START_THINKING|>, 6 Gemma 4's thought channel); byte 1 the
 options (4: start inside reasoning, 8: a 48-byte call cap, 16: random chunks
-instead of bytes, 32: finished as cut by the token limit). A first byte of 255 makes the rest a chat template for
+instead of bytes, 32: finished as cut by the token limit, 64: arguments
+streamed). A first byte of 255 makes the rest a chat template for
 detection (the Qwen3 and DeepSeek-R1 templates of ../shared when present).
 Deterministic.
 
@@ -54,6 +55,10 @@ SEEDS = {
     "reasoning-open": (0 + T, 4, 'no close ever, 東京'),
     "plain": (0, 16, 'Hello, world!\n'),
     "hermes-cut": (1, 16 | 32, 'Let me check.\n<tool_call>\n{"name": "get_weather", "argu'),
+    "hermes-stream": (1, 64, '<tool_call>\n{"name": "f", "arguments": {"s": "Zürich }"}}\n</tool_call>'
+                             '<tool_call>\n{"name": "g", "arguments": {}}\n</tool_call>'),
+    "mistral-stream": (4, 16 | 64, '[TOOL_CALLS]f[ARGS]{"a": [1, 2]}[TOOL_CALLS]g[ARGS]{"b": "'),
+    "llama3-stream": (3, 64 | 8, '{"name": "f", "parameters": {"a": "0123456789abcdef0123456789"}}'),
     "gpt-oss-final": (7 + 3 * K, 16, '<|channel|>analysis<|message|>2+2.<|end|><|start|>assistant'
                                      '<|channel|>final<|message|>4.<|return|>'),
     "gpt-oss-call": (7 + 3 * K, 16, '<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant'

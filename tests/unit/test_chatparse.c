@@ -1034,6 +1034,63 @@ static void test_cut_call_dropped(void **state)
     expect_cut(&m, "Note: [TOOL_CALLS] is a marker", true, "Note: [TOOL_CALLS] is a marker");
 }
 
+static void test_stream_args(void **state)
+{
+    (void)state;
+    struct chatparse_opts o           = defaults;
+    o.stream_args                     = true;
+    struct chatparse_format h         = fmt(CHATPARSE_TOOLS_HERMES, "<think>", "</think>");
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\": \"Zürich\", \"days\": [1, 2]}", NULL},
+        {"get_time", "{}", NULL},
+    };
+    const char *two = "<think>ok</think>Checking.\n<tool_call>\n{\"name\": \"get_weather\", "
+                      "\"arguments\": {\"city\": \"Zürich\", \"days\": [1, 2]}}\n</tool_call>\n"
+                      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+    expect_opts(&h, &o, two, "ok", "Checking.", c, N(c));
+    /* the start goes out with the name, the arguments as they come, no character cut */
+    struct chatparse *p       = chatparse_new(&h, &o);
+    struct chatparse_deltas d = {0};
+    const char *head = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\xc3";
+    assert_int_equal(chatparse_feed(p, head, strlen(head), &d), HEARTH_OK);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(d.v[0].kind, CHATPARSE_TOOL_START);
+    assert_string_equal(d.v[0].name, "get_weather");
+    assert_int_equal(d.v[1].kind, CHATPARSE_TOOL_ARGS);
+    assert_string_equal(d.v[1].text, "{\"city\": \"Z");
+    chatparse_deltas_clear(&d);
+    assert_int_equal(chatparse_feed(p, "\xbc", 1, &d), HEARTH_OK);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.v[0].text, "\xc3\xbc");
+    chatparse_deltas_free(&d);
+    chatparse_free(p);
+    /* a generation that ends inside the arguments leaves the call with what came */
+    static const struct want_call cut[] = {{"get_weather", "{\"city\": \"Par", NULL}};
+    expect_opts(&h, &o, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",
+                NULL, NULL, cut, 1);
+    /* keys in another order: held whole and printed compactly, as without the flag */
+    static const struct want_call w[] = {{"f", "{\"a\":1}", NULL}};
+    expect_opts(&h, &o, "<tool_call>\n{\"arguments\": {\"a\": 1}, \"name\": \"f\"}\n</tool_call>",
+                NULL, NULL, w, 1);
+    /* Llama 3 and Mistral */
+    struct chatparse_format l          = fmt(CHATPARSE_TOOLS_LLAMA3, NULL, NULL);
+    static const struct want_call ll[] = {{"f", "{\"a\": \"}\"}", NULL}};
+    expect_opts(&l, &o, "{\"name\": \"f\", \"parameters\": {\"a\": \"}\"}} ", NULL, NULL, ll, 1);
+    expect_opts(&l, &o, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}", NULL,
+                NULL, ll, 1);
+    struct chatparse_format m          = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
+    static const struct want_call mm[] = {{"f", "{\"a\": [1, 2]}", NULL}, {"g", "{}", NULL}};
+    expect_opts(&m, &o, "Sure.[TOOL_CALLS]f[ARGS]{\"a\": [1, 2]}[TOOL_CALLS]g[ARGS]{}", NULL,
+                "Sure.", mm, N(mm));
+    /* Qwen3-Coder's XML body is held whole */
+    struct chatparse_format q         = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
+    static const struct want_call x[] = {{"f", "{\"a\":1}", NULL}};
+    expect_opts(&q, &o,
+                "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n"
+                "</tool_call>",
+                NULL, NULL, x, 1);
+}
+
 /* -------------------------------------------------------------- detection --- */
 
 static void detect_file(const char *rel, enum chatparse_tools tools, const char *think_open)
@@ -1150,6 +1207,7 @@ int main(void)
         cmocka_unit_test(test_gemma4),
         cmocka_unit_test(test_values_typed_by_schema),
         cmocka_unit_test(test_cut_call_dropped),
+        cmocka_unit_test(test_stream_args),
         cmocka_unit_test(test_detect_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
