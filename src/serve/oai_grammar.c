@@ -134,9 +134,9 @@ static bool think_rule(struct schema_gbnf *b, enum think mode, const struct chat
 {
     if (mode == THINK_NONE)
         return schema_gbnf_rule(b, "think", "\"\"");
-    char *open = schema_gbnf_literal(f->think_open, strlen(f->think_open));
+    char *open  = schema_gbnf_literal(f->think_open, strlen(f->think_open));
     char *close = schema_gbnf_literal(f->think_close, strlen(f->think_close));
-    bool ok = open && close && not_containing(b, "think-text", f->think_close);
+    bool ok     = open && close && not_containing(b, "think-text", f->think_close);
     if (ok && mode == THINK_OPEN)
         ok = rule(b, "think", "think-text think-text-tail %s think-ws", close);
     else if (ok)
@@ -150,10 +150,10 @@ static bool think_rule(struct schema_gbnf *b, enum think mode, const struct chat
 /* The function object of offered tool i and its name. */
 static const cJSON *tool_fn(const struct oai_request *req, int i, const char **name)
 {
-    const cJSON *fn = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(req->tools, i),
-                                                       "function");
-    const cJSON *n  = cJSON_GetObjectItemCaseSensitive(fn, "name");
-    *name           = cJSON_IsString(n) ? n->valuestring : "";
+    const cJSON *fn =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(req->tools, i), "function");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(fn, "name");
+    *name          = cJSON_IsString(n) ? n->valuestring : "";
     return fn;
 }
 
@@ -167,6 +167,99 @@ static int strict_tool(const struct oai_request *req)
     return -1;
 }
 
+/* Whether a parameter's schema is a plain string, which Qwen3-Coder's form writes bare. */
+static bool bare_string(const cJSON *schema)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(schema, "type");
+    return cJSON_IsString(type) && !strcmp(type->valuestring, "string");
+}
+
+/* Appends to m a GBNF literal of the n bytes of s; false when out of memory. */
+static bool put_lit(FILE *m, const char *s, size_t n)
+{
+    char *lit = schema_gbnf_literal(s, n);
+    if (lit)
+        fprintf(m, "%s", lit);
+    free(lit);
+    return lit != NULL;
+}
+
+/*
+ * Rule "tool-<i>-xml": the <parameter=K>\nV\n</parameter>\n lines of Qwen3-Coder's form for
+ * the function's parameters, in the schema's order, the required ones present, each at most
+ * once. A string parameter's value is bare text (without "</parameter>"; its length and
+ * pattern are not held), a string enum one of its values bare, any other JSON valid against
+ * its schema. A schema without properties allows any parameters, values bare text. Needs
+ * rule "xml-text" (not_containing "</parameter>"). False with err set as schema_gbnf_add.
+ */
+static bool xml_params_rule(struct schema_gbnf *b, int i, const cJSON *params, char *err,
+                            size_t err_len)
+{
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(params, "properties");
+    const cJSON *req   = cJSON_GetObjectItemCaseSensitive(params, "required");
+    char *body         = NULL, rn[64];
+    size_t cap         = 0;
+    FILE *m            = open_memstream(&body, &cap);
+    if (!m)
+        return snprintf(err, err_len, "out of memory"), false;
+    bool ok = true;
+    int k   = 0;
+    const cJSON *p;
+    if (!cJSON_IsObject(props) || !props->child)
+        fprintf(m, "( \"<parameter=\" [^>\\n]+ \">\\n\" xml-text xml-text-tail "
+                   "\"</parameter>\\n\" )*");
+    const cJSON *list = cJSON_IsObject(props) ? props : NULL;
+    cJSON_ArrayForEach(p, list)
+    {
+        bool required = false;
+        const cJSON *r;
+        cJSON_ArrayForEach(r, req) if (cJSON_IsString(r) && !strcmp(r->valuestring, p->string))
+            required = true;
+        char *head   = NULL;
+        if (asprintf(&head, "<parameter=%s>\n", p->string) < 0) {
+            ok = false;
+            break;
+        }
+        fprintf(m, "%s", k ? " " : "");
+        fprintf(m, "%s", required ? "" : "( ");
+        ok = put_lit(m, head, strlen(head));
+        free(head);
+        const cJSON *en = cJSON_GetObjectItemCaseSensitive(p, "enum");
+        if (ok && bare_string(p) && cJSON_IsArray(en) && en->child) {
+            fprintf(m, " ( ");
+            const cJSON *v;
+            int n_v = 0;
+            cJSON_ArrayForEach(v, en) if (ok && cJSON_IsString(v))
+            {
+                fprintf(m, "%s", n_v++ ? " | " : "");
+                ok = put_lit(m, v->valuestring, strlen(v->valuestring));
+            }
+            fprintf(m, " ) \"\\n</parameter>\\n\"");
+        } else if (ok && bare_string(p)) {
+            fprintf(m, " xml-text xml-text-tail \"</parameter>\\n\"");
+        } else if (ok) {
+            snprintf(rn, sizeof rn, "tool-%d-p%d", i, k);
+            ok = schema_gbnf_add(b, rn, p, err, err_len);
+            if (!ok) {
+                fclose(m);
+                free(body);
+                return false;
+            }
+            fprintf(m, " %s \"\\n</parameter>\\n\"", rn);
+        }
+        fprintf(m, "%s", required ? "" : " )?");
+        k++;
+    }
+    if (fclose(m) != 0 || !ok) {
+        free(body);
+        return snprintf(err, err_len, "out of memory"), false;
+    }
+    snprintf(rn, sizeof rn, "tool-%d-xml", i);
+    ok = schema_gbnf_rule(b, rn, body[0] ? body : "\"\"");
+    free(body);
+    return ok || (snprintf(err, err_len, "out of memory"), false);
+}
+
 /*
  * Rule "tool-calls": one call (or, with parallel_tool_calls, one or more)
  * of the offered tools (or only the named one) in format fmt. Each call's
@@ -176,13 +269,15 @@ static int strict_tool(const struct oai_request *req)
 static bool tool_call_rules(struct schema_gbnf *b, const struct oai_request *req,
                             enum chatparse_tools fmt, struct oai_error *e)
 {
-    char *alts  = NULL;
-    size_t cap  = 0;
-    FILE *m     = open_memstream(&alts, &cap);
+    char *alts = NULL;
+    size_t cap = 0;
+    FILE *m    = open_memstream(&alts, &cap);
     if (!m)
         return OOM(e);
     int n_tools = cJSON_GetArraySize(req->tools), n_alt = 0;
-    bool ok     = true;
+    bool ok = true;
+    if (fmt == CHATPARSE_TOOLS_QWEN3_CODER)
+        ok = not_containing(b, "xml-text", "</parameter>");
     for (int i = 0; ok && i < n_tools; i++) {
         const char *name;
         const cJSON *fn = tool_fn(req, i, &name);
@@ -201,41 +296,72 @@ static bool tool_call_rules(struct schema_gbnf *b, const struct oai_request *req
         }
         char rn[48], err[512];
         snprintf(rn, sizeof rn, "tool-%d-args", i);
-        if (!schema_gbnf_add(b, rn, params, err, sizeof err)) {
+        bool xml = fmt == CHATPARSE_TOOLS_QWEN3_CODER;
+        if (xml ? !xml_params_rule(b, i, params, err, sizeof err)
+                : !schema_gbnf_add(b, rn, params, err, sizeof err)) {
             cJSON_Delete(any);
             fclose(m);
             free(alts);
             char param[64];
             snprintf(param, sizeof param, "tools[%d].function.parameters", i);
-            return BAD(e, "invalid_value", param,
-                       "Invalid '%s': cannot constrain a call to it: %s", param, err);
+            return BAD(e, "invalid_value", param, "Invalid '%s': cannot constrain a call to it: %s",
+                       param, err);
         }
         cJSON_Delete(any);
         /* the name as a JSON string, then as a GBNF literal of that text */
-        cJSON *js  = cJSON_CreateString(name);
-        char *jn   = js ? cJSON_PrintUnformatted(js) : NULL;
-        char *lit  = jn ? schema_gbnf_literal(jn, strlen(jn)) : NULL;
+        cJSON *js = cJSON_CreateString(name);
+        char *jn  = js ? cJSON_PrintUnformatted(js) : NULL;
+        char *lit = jn ? schema_gbnf_literal(jn, strlen(jn)) : NULL;
+        char *raw = schema_gbnf_literal(name, strlen(name)); /* the name bare */
         cJSON_Delete(js);
         free(jn);
-        if (!lit) {
+        if (!lit || !raw) {
+            free(lit);
+            free(raw);
             ok = false;
             break;
         }
         switch (fmt) {
         case CHATPARSE_TOOLS_HERMES:
-            fprintf(m, "%s\"<tool_call>\\n{\\\"name\\\": \" %s \", \\\"arguments\\\": \" %s "
-                       "\"}\\n</tool_call>\"",
+            fprintf(m,
+                    "%s\"<tool_call>\\n{\\\"name\\\": \" %s \", \\\"arguments\\\": \" %s "
+                    "\"}\\n</tool_call>\"",
                     n_alt ? " | " : "", lit, rn);
             break;
         case CHATPARSE_TOOLS_LLAMA3:
             fprintf(m, "%s\"{\\\"name\\\": \" %s \", \\\"parameters\\\": \" %s \"}\"",
                     n_alt ? " | " : "", lit, rn);
             break;
+        case CHATPARSE_TOOLS_QWEN3_CODER:
+            fprintf(m,
+                    "%s\"<tool_call>\\n<function=\" %s \">\\n\" tool-%d-xml "
+                    "\"</function>\\n</tool_call>\"",
+                    n_alt ? " | " : "", raw, i);
+            break;
+        case CHATPARSE_TOOLS_MISTRAL:
+            /* Mistral Small 3.2, Devstral and Ministral 3 write NAME[ARGS]{..}, Nemo an array */
+            fprintf(m,
+                    "%s\"[TOOL_CALLS]\" ( %s \"[ARGS]\" %s | \"[{\\\"name\\\": \" %s "
+                    "\", \\\"arguments\\\": \" %s \"}]\" )",
+                    n_alt ? " | " : "", raw, rn, lit, rn);
+            break;
+        case CHATPARSE_TOOLS_DEEPSEEK_R1:
+            fprintf(m,
+                    "%s\"<｜tool▁call▁begin｜>function<｜tool▁sep｜>\" %s \"\\n```json\\n\" %s "
+                    "\"\\n```<｜tool▁call▁end｜>\"",
+                    n_alt ? " | " : "", raw, rn);
+            break;
+        case CHATPARSE_TOOLS_DEEPSEEK_V31:
+            fprintf(m,
+                    "%s\"<｜tool▁call▁begin｜>\" %s \"<｜tool▁sep｜>\" %s \"<｜tool▁call▁end｜>\"",
+                    n_alt ? " | " : "", raw, rn);
+            break;
         default:
             break;
         }
         n_alt++;
         free(lit);
+        free(raw);
     }
     if (fclose(m) != 0 || !ok) {
         free(alts);
@@ -243,11 +369,18 @@ static bool tool_call_rules(struct schema_gbnf *b, const struct oai_request *req
     }
     ok = schema_gbnf_rule(b, "tool-call", alts);
     free(alts);
-    /* Llama 3 writes one call per turn; Hermes templates separate calls by a newline */
-    if (ok && req->parallel_tool_calls && fmt == CHATPARSE_TOOLS_HERMES)
-        ok = schema_gbnf_rule(b, "tool-calls", "tool-call ( \"\\n\" tool-call )*");
+    /* Llama 3 writes one call per turn; Hermes and Qwen3-Coder templates separate calls by a
+     * newline, Mistral's by nothing; DeepSeek's sit in one block */
+    bool many         = req->parallel_tool_calls && fmt != CHATPARSE_TOOLS_LLAMA3;
+    bool deepseek     = fmt == CHATPARSE_TOOLS_DEEPSEEK_R1 || fmt == CHATPARSE_TOOLS_DEEPSEEK_V31;
+    const char *calls = !many                            ? "tool-call"
+                        : fmt == CHATPARSE_TOOLS_MISTRAL ? "tool-call+"
+                        : deepseek                       ? "tool-call ( \"\\n\"? tool-call )*"
+                                                         : "tool-call ( \"\\n\" tool-call )*";
+    if (ok && deepseek)
+        ok = rule(b, "tool-calls", "\"<｜tool▁calls▁begin｜>\" %s \"<｜tool▁calls▁end｜>\"", calls);
     else if (ok)
-        ok = schema_gbnf_rule(b, "tool-calls", "tool-call");
+        ok = schema_gbnf_rule(b, "tool-calls", calls);
     return ok || OOM(e);
 }
 
@@ -261,6 +394,16 @@ static bool constrainable(enum chatparse_tools fmt, const char **trigger)
     case CHATPARSE_TOOLS_LLAMA3:
         *trigger = NULL; /* a call only where content starts: no marker to wait for */
         return true;
+    case CHATPARSE_TOOLS_QWEN3_CODER:
+        *trigger = "<tool_call>";
+        return true;
+    case CHATPARSE_TOOLS_MISTRAL:
+        *trigger = "[TOOL_CALLS]";
+        return true;
+    case CHATPARSE_TOOLS_DEEPSEEK_R1:
+    case CHATPARSE_TOOLS_DEEPSEEK_V31:
+        *trigger = "<｜tool▁calls▁begin｜>";
+        return true;
     default:
         *trigger = NULL;
         return false;
@@ -273,7 +416,7 @@ static bool constrainable(enum chatparse_tools fmt, const char **trigger)
 static bool can_start(struct grammar *g, const struct grammar_vocab *gv)
 {
     struct grammar_matcher *m = grammar_matcher_new(g, NULL, 0);
-    uint32_t *mask = malloc(((size_t)grammar_vocab_size(gv) + 31) / 32 * sizeof *mask);
+    uint32_t *mask            = malloc(((size_t)grammar_vocab_size(gv) + 31) / 32 * sizeof *mask);
     char err[256];
     int32_t n = m && mask ? grammar_matcher_mask(m, mask, err, sizeof err) : 1;
     free(mask);
@@ -285,22 +428,22 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
                  struct grammar_cache *gc, const char *prompt, size_t prompt_len,
                  struct grammar **g, char ***triggers, int32_t *n_triggers, struct oai_error *e)
 {
-    *g          = NULL;
-    *triggers   = NULL;
-    *n_triggers = 0;
+    *g                           = NULL;
+    *triggers                    = NULL;
+    *n_triggers                  = 0;
     struct chatparse_format none = {0};
     const struct chatparse_format *f =
         req->kind != OAI_COMPLETION && tmpl ? chat_template_format(tmpl) : &none;
     bool tools_on = req->kind != OAI_COMPLETION && req->tools && req->tool_choice != OAI_TOOL_NONE;
-    bool forced     = tools_on && (req->tool_choice == OAI_TOOL_REQUIRED ||
-                               req->tool_choice == OAI_TOOL_NAMED);
+    bool forced =
+        tools_on && (req->tool_choice == OAI_TOOL_REQUIRED || req->tool_choice == OAI_TOOL_NAMED);
     const char *trigger = NULL;
     bool can_calls      = tools_on && constrainable(f->tools, &trigger);
     if (forced && !can_calls)
         return BAD(e, "unsupported_value", "tool_choice",
                    "Unsupported value: 'tool_choice' %s needs tool calls hearth can constrain, "
                    "and this chat template's tool-call format (%s) is not one of them (hermes, "
-                   "llama3).",
+                   "qwen3-coder, llama3, mistral, deepseek-r1, deepseek-v3.1).",
                    req->tool_choice == OAI_TOOL_NAMED ? "naming a function" : "'required'",
                    chatparse_tools_name(f->tools));
     /* auto: lazily, from the call marker; a format without one stays unconstrained */
@@ -321,7 +464,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
         return oai_fail(e, 500, "server_error", NULL, NULL,
                         "constrained output is not available: no vocabulary index");
 
-    char *text = NULL;
+    char *text        = NULL;
     const char *param = req->grammar  ? "grammar"
                         : req->schema ? (req->schema_field ? req->schema_field : "response_format")
                                       : "tool_choice";
@@ -335,7 +478,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
             return OOM(e);
         enum think mode = lazy ? THINK_NONE : think_mode(req, f, prompt, prompt_len);
         bool ok         = think_rule(b, mode, f) || OOM(e);
-        bool calls = forced || lazy || (tools_on && can_calls);
+        bool calls      = forced || lazy || (tools_on && can_calls);
         if (ok && calls) {
             /* A tool whose parameters cannot be constrained refuses a forced call; when the
              * model only may call, it calls unconstrained, as before grammars existed. */
@@ -355,11 +498,11 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
                 ok = BAD(e, "invalid_value", param, "Invalid JSON schema in '%s': %s", param, err);
         }
         if (ok) {
-            const char *root = lazy ? "tool-calls"
-                               : forced ? "think tool-calls"
+            const char *root = lazy                   ? "tool-calls"
+                               : forced               ? "think tool-calls"
                                : req->schema && calls ? "think ( tool-calls | reply )"
                                                       : "think reply";
-            ok = schema_gbnf_rule(b, "root", root) || OOM(e);
+            ok               = schema_gbnf_rule(b, "root", root) || OOM(e);
         }
         if (ok && !(text = schema_gbnf_text(b)))
             ok = OOM(e);

@@ -84,6 +84,8 @@ struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_c
             req->tools && req->tool_choice != OAI_TOOL_NONE && f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
+        .tools              = req->tools,
+        .stream_args = req->tool_choice == OAI_TOOL_REQUIRED || req->tool_choice == OAI_TOOL_NAMED,
     };
     if (o.parse_tools || o.split_reasoning) {
         r->fmt = f;
@@ -568,7 +570,8 @@ char *oai_response_done(struct oai_response *r, const struct sched_event *ev, si
     char *out = NULL;
     if (ch->split) {
         struct chatparse_deltas d = {0};
-        chatparse_finish(ch->split, r->stream ? &d : &ch->d);
+        chatparse_finish_cut(ch->split, ev->finish == SCHED_FINISH_LENGTH,
+                             r->stream ? &d : &ch->d);
         if (r->stream)
             out = split_chunks(r, ev->choice, &d, NULL, len);
         chatparse_deltas_free(&d);

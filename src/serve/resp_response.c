@@ -111,6 +111,8 @@ static void *reply_new(const struct oai_request *req, int32_t n_choices, const c
                        f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
+        .tools              = req->tools,
+        .stream_args = req->tool_choice == OAI_TOOL_REQUIRED || req->tool_choice == OAI_TOOL_NAMED,
         .id_seed = (uint64_t)created * 1000003u ^ (uint64_t)(uintptr_t)r,
     };
     if (o.parse_tools || o.split_reasoning) {
@@ -461,7 +463,7 @@ static char *reply_done(void *rv, const struct sched_event *ev, size_t *len)
     }
     if (r->split) {
         struct chatparse_deltas d = {0};
-        if (chatparse_finish(r->split, &d) == HEARTH_OK)
+        if (chatparse_finish_cut(r->split, ev->finish == SCHED_FINISH_LENGTH, &d) == HEARTH_OK)
             on_deltas(r, &d);
         chatparse_deltas_free(&d);
     }

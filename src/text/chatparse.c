@@ -21,21 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text/chatparse_int.h"
 #include "util/rng.h"
 
 /* ------------------------------------------------------------ markers --- */
-
-#define TOOL_CALL_OPEN  "<tool_call>"
-#define TOOL_CALL_CLOSE "</tool_call>"
-#define PYTHON_TAG      "<|python_tag|>"
-#define MISTRAL_CALLS   "[TOOL_CALLS]"
-#define MISTRAL_ARGS    "[ARGS]"
-#define MISTRAL_CALL_ID "[CALL_ID]"
-#define DS_CALLS_BEGIN  "<｜tool▁calls▁begin｜>"
-#define DS_CALLS_END    "<｜tool▁calls▁end｜>"
-#define DS_CALL_BEGIN   "<｜tool▁call▁begin｜>"
-#define DS_CALL_END     "<｜tool▁call▁end｜>"
-#define DS_SEP          "<｜tool▁sep｜>"
 
 #define MISTRAL_NAME_MAX 256 /* bytes of a [TOOL_CALLS]NAME before [ARGS] or [CALL_ID] */
 #define MISTRAL_ID_MAX   64
@@ -44,13 +33,24 @@
 #define CALL_REJECT_BUDGET 4
 
 static const char *const tools_names[] = {
-    [CHATPARSE_TOOLS_NONE]         = "none",
-    [CHATPARSE_TOOLS_HERMES]       = "hermes",
-    [CHATPARSE_TOOLS_QWEN3_CODER]  = "qwen3-coder",
-    [CHATPARSE_TOOLS_LLAMA3]       = "llama3",
-    [CHATPARSE_TOOLS_MISTRAL]      = "mistral",
-    [CHATPARSE_TOOLS_DEEPSEEK_R1]  = "deepseek-r1",
-    [CHATPARSE_TOOLS_DEEPSEEK_V31] = "deepseek-v3.1",
+    [CHATPARSE_TOOLS_NONE]            = "none",
+    [CHATPARSE_TOOLS_HERMES]          = "hermes",
+    [CHATPARSE_TOOLS_QWEN3_CODER]     = "qwen3-coder",
+    [CHATPARSE_TOOLS_LLAMA3]          = "llama3",
+    [CHATPARSE_TOOLS_MISTRAL]         = "mistral",
+    [CHATPARSE_TOOLS_DEEPSEEK_R1]     = "deepseek-r1",
+    [CHATPARSE_TOOLS_DEEPSEEK_V31]    = "deepseek-v3.1",
+    [CHATPARSE_TOOLS_HARMONY]         = "gpt-oss",
+    [CHATPARSE_TOOLS_GLM]             = "glm",
+    [CHATPARSE_TOOLS_KIMI]            = "kimi-k2",
+    [CHATPARSE_TOOLS_MINIMAX]         = "minimax-m2",
+    [CHATPARSE_TOOLS_SEED_OSS]        = "seed-oss",
+    [CHATPARSE_TOOLS_GRANITE]         = "granite",
+    [CHATPARSE_TOOLS_FUNCTIONARY_V31] = "functionary-v3.1",
+    [CHATPARSE_TOOLS_FUNCTIONARY_V32] = "functionary-v3.2",
+    [CHATPARSE_TOOLS_COMMAND_R]       = "command-r",
+    [CHATPARSE_TOOLS_COMMAND_R7B]     = "command-r7b",
+    [CHATPARSE_TOOLS_GEMMA4]          = "gemma4",
 };
 
 const char *chatparse_tools_name(enum chatparse_tools t)
@@ -62,6 +62,17 @@ const char *chatparse_tools_name(enum chatparse_tools t)
 
 /* ---------------------------------------------------------- detection --- */
 
+/* The reasoning markers of families that do not write <think>, first match wins. */
+static const char *const think_pairs[][3] = {
+    /* a string the template holds, think_open, think_close */
+    {"<|channel|>analysis<|message|>", "<|channel|>analysis<|message|>", "<|end|>"},
+    {"<seed:think>", "<seed:think>", "</seed:think>"},
+    {"<|START_THINKING|>", "<|START_THINKING|>", "<|END_THINKING|>"},
+    {"<|channel>thought", "<|channel>thought", "<channel|>"},
+    {"<think>", "<think>", "</think>"},
+    {"[THINK]", "[THINK]", "[/THINK]"},
+};
+
 void chatparse_detect(const char *src, struct chatparse_format *out)
 {
     if (!src)
@@ -69,6 +80,7 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
     memset(out, 0, sizeof *out);
     bool tool_call = strstr(src, TOOL_CALL_OPEN) != NULL;
     bool function  = strstr(src, "<function=") != NULL;
+    bool llama     = strstr(src, "<|start_header_id|>") != NULL;
     if (strstr(src, DS_CALLS_BEGIN) && strstr(src, DS_SEP))
         /* R1 wraps the arguments in a ```json fence after "function<｜tool▁sep｜>NAME";
          * V3.1 writes NAME<｜tool▁sep｜> and the bare JSON */
@@ -76,22 +88,41 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
             strstr(src, "```json") ? CHATPARSE_TOOLS_DEEPSEEK_R1 : CHATPARSE_TOOLS_DEEPSEEK_V31;
     else if (strstr(src, MISTRAL_CALLS))
         out->tools = CHATPARSE_TOOLS_MISTRAL;
-    else if (tool_call && (strstr(src, "<arg_key>") || strstr(src, "<invoke name=")))
-        out->tools = CHATPARSE_TOOLS_NONE; /* GLM's and MiniMax's own syntaxes in <tool_call> */
+    else if (strstr(src, HARMONY_CHANNEL) && strstr(src, HARMONY_MESSAGE) && strstr(src, "to="))
+        out->tools = CHATPARSE_TOOLS_HARMONY;
+    else if (strstr(src, KIMI_SECTION_BEGIN))
+        out->tools = CHATPARSE_TOOLS_KIMI;
+    else if (strstr(src, MINIMAX_OPEN))
+        out->tools = CHATPARSE_TOOLS_MINIMAX;
+    else if (strstr(src, SEED_OPEN))
+        out->tools = CHATPARSE_TOOLS_SEED_OSS;
+    else if (strstr(src, GRANITE_OPEN))
+        out->tools = CHATPARSE_TOOLS_GRANITE;
+    else if (strstr(src, R7B_ACTION))
+        out->tools = CHATPARSE_TOOLS_COMMAND_R7B;
+    else if (strstr(src, GEMMA4_OPEN))
+        out->tools = CHATPARSE_TOOLS_GEMMA4;
+    else if (tool_call && strstr(src, "<arg_key>"))
+        out->tools = CHATPARSE_TOOLS_GLM;
+    else if (tool_call && strstr(src, "<invoke name="))
+        out->tools = CHATPARSE_TOOLS_NONE; /* MiniMax M3's namespaced tokens: not known */
     else if (tool_call)
         out->tools = function ? CHATPARSE_TOOLS_QWEN3_CODER : CHATPARSE_TOOLS_HERMES;
-    else if (!function && strstr(src, "<|start_header_id|>") &&
-             (strstr(src, PYTHON_TAG) || strstr(src, "\"parameters\"")))
-        /* functionary's <function=NAME> is a Llama 3 template too, with its own syntax */
+    else if (llama && function)
+        out->tools = CHATPARSE_TOOLS_FUNCTIONARY_V31;
+    else if (llama && strstr(src, ">>>all"))
+        out->tools = CHATPARSE_TOOLS_FUNCTIONARY_V32;
+    else if (llama && (strstr(src, PYTHON_TAG) || strstr(src, "\"parameters\"")))
         out->tools = CHATPARSE_TOOLS_LLAMA3;
+    else if (strstr(src, "Action:") && strstr(src, "```json") && strstr(src, "tool_name"))
+        out->tools = CHATPARSE_TOOLS_COMMAND_R;
 
-    if (strstr(src, "<think>") && strstr(src, "</think>")) {
-        out->think_open  = "<think>";
-        out->think_close = "</think>";
-    } else if (strstr(src, "[THINK]") && strstr(src, "[/THINK]")) {
-        out->think_open  = "[THINK]";
-        out->think_close = "[/THINK]";
-    }
+    for (size_t i = 0; i < sizeof think_pairs / sizeof think_pairs[0]; i++)
+        if (strstr(src, think_pairs[i][0]) && strstr(src, think_pairs[i][2])) {
+            out->think_open  = think_pairs[i][1];
+            out->think_close = think_pairs[i][2];
+            break;
+        }
 }
 
 /* The last occurrence of needle (nlen >= 1) in s[0, n), or NULL. */
@@ -204,69 +235,64 @@ static bool emit_text(struct chatparse_deltas *d, size_t first, enum chatparse_d
 
 /* ---------------------------------------------------------- the parser --- */
 
-enum mode {
-    MODE_REASONING,
-    MODE_CONTENT,
-    MODE_CALL,
-};
+static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size_t mlen);
+static void trim(const char **s, size_t *n);
 
-/* What opened the held call, which says how to find its end. */
-enum call_kind {
-    CALL_HERMES,      /* <tool_call>, JSON inside (or <function=..>) */
-    CALL_XML,         /* <tool_call>, <function=..> inside (or JSON) */
-    CALL_LLAMA_BRACE, /* a '{' starting the content; the marker is the brace itself */
-    CALL_LLAMA_TAG,   /* <|python_tag|> */
-    CALL_MISTRAL,     /* [TOOL_CALLS] */
-    CALL_DS_R1,       /* <｜tool▁calls▁begin｜> */
-    CALL_DS_V31,
-};
-
-enum verdict { NEED_MORE, REJECT, ACCEPT };
-
-/* Extent of one JSON object or array, found a byte at a time (strings may hold brackets). */
-struct jscan {
-    size_t pos;  /* next byte to look at, from the call's marker */
-    long depth;  /* open brackets */
-    bool in_str; /* inside a string */
-    bool esc;    /* the last byte was a backslash inside a string */
-};
-
-struct chatparse {
-    struct chatparse_format f;
-    struct chatparse_opts o;
-    char *base; /* the allocation, cap bytes; buf lies in it */
-    char *buf;  /* bytes fed and not settled, len of them */
-    size_t len, cap;
-    enum mode mode;
-    size_t ws_held;   /* buf starts with this many whitespace bytes already searched */
-    bool trim_lead;   /* at the start of a text run: whitespace is dropped */
-    bool out_start;   /* nothing but whitespace so far: think_open may open the output */
-    bool llama_start; /* at the start of content or after a Llama 3 call: a call may begin */
-    bool after_llama; /* ...and a ';' may come before it */
-    bool finished;
-    int32_t n_calls;  /* calls emitted */
-    size_t out_first; /* deltas the caller's list held when this feed began */
-
-    /* the held call: buf[0, call_ws) is whitespace before its marker, call_mlen the marker */
-    enum call_kind call_kind;
-    size_t call_ws, call_mlen;
-    size_t scan;        /* bytes from the marker already searched for the closing marker */
-    size_t close_free;  /* no closing marker starts in buf[0, close_free): what searches of
-                         * earlier calls found, kept so that a run of unclosed markers is
-                         * searched once, not once per marker */
-    size_t reject_cost; /* bytes the calls given back as text were judged on: past
-                         * CALL_REJECT_BUDGET calls of call_max, no new call is held */
-    struct jscan js;    /* JSON extent, for the kinds whose end is the JSON's end */
-    size_t js_at;       /* where js started (from the marker); 0: not started */
-
-    /* calls of the held unit, parsed and waiting for the verdict */
-    struct chatparse_call *pend;
-    size_t n_pend, cap_pend;
-};
-
-static bool is_ws(char c)
+/* Fills p->params from p->o.tools for the forms whose values are bare; false: no memory. */
+static bool string_params(struct chatparse *p)
 {
-    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    switch (p->f.tools) {
+    case CHATPARSE_TOOLS_QWEN3_CODER:
+    case CHATPARSE_TOOLS_HERMES: /* takes Qwen3-Coder's body too */
+    case CHATPARSE_TOOLS_GLM:
+    case CHATPARSE_TOOLS_MINIMAX:
+    case CHATPARSE_TOOLS_SEED_OSS:
+        break;
+    default:
+        return true;
+    }
+    if (!(p->params = cJSON_CreateObject()))
+        return false;
+    const cJSON *tool;
+    cJSON_ArrayForEach(tool, p->o.tools)
+    {
+        const cJSON *fn    = cJSON_GetObjectItemCaseSensitive(tool, "function");
+        const cJSON *name  = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(fn, "parameters"), "properties");
+        if (!cJSON_IsString(name) || !cJSON_IsObject(props) ||
+            cJSON_GetObjectItemCaseSensitive(p->params, name->valuestring))
+            continue;
+        cJSON *set = cJSON_AddObjectToObject(p->params, name->valuestring);
+        if (!set)
+            return false;
+        const cJSON *prop;
+        cJSON_ArrayForEach(prop, props)
+        {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(prop, "type");
+            if (prop->string && cJSON_IsString(type) && !strcmp(type->valuestring, "string") &&
+                !cJSON_AddTrueToObject(set, prop->string))
+                return false;
+        }
+    }
+    return true;
+}
+
+bool chatparse_param_string(const struct chatparse *p, const char *fn, size_t fn_len,
+                            const char *key, size_t key_len)
+{
+    if (!p->params)
+        return false;
+    char name[256], k[256];
+    trim(&fn, &fn_len);
+    if (fn_len >= sizeof name || key_len >= sizeof k)
+        return false;
+    memcpy(name, fn, fn_len);
+    name[fn_len] = 0;
+    memcpy(k, key, key_len);
+    k[key_len] = 0;
+    return cJSON_IsTrue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p->params, name), k));
 }
 
 struct chatparse *chatparse_new(const struct chatparse_format *f, const struct chatparse_opts *opts)
@@ -293,6 +319,13 @@ struct chatparse *chatparse_new(const struct chatparse_format *f, const struct c
     p->trim_lead   = true;
     p->out_start   = p->o.split_reasoning;
     p->llama_start = p->o.parse_tools && p->f.tools == CHATPARSE_TOOLS_LLAMA3;
+    if (p->o.parse_tools && p->o.tools && !string_params(p)) {
+        chatparse_free(p);
+        return NULL;
+    }
+    p->o.tools = NULL; /* the caller's: not kept */
+    if (p->f.tools == CHATPARSE_TOOLS_FUNCTIONARY_V32)
+        start_call(p, CALL_F32, 0, 0); /* the prompt ended in >>>: a recipient comes first */
     return p;
 }
 
@@ -313,6 +346,7 @@ void chatparse_free(struct chatparse *p)
     pend_clear(p);
     free(p->pend);
     free(p->base);
+    cJSON_Delete(p->params);
     free(p);
 }
 
@@ -329,34 +363,77 @@ static void consume(struct chatparse *p, size_t n)
     p->ws_held    = p->ws_held > n ? p->ws_held - n : 0;
 }
 
-/* How s[0, n) stands against a marker: it starts with it, is cut inside it, or neither. */
-enum prefix { PREFIX_NO, PREFIX_PART, PREFIX_FULL };
-
-static enum prefix prefix_of(const char *s, size_t n, const char *m)
+/*
+ * The markers that open a unit in content text (Llama 3's only open a content run) into m
+ * (MARKERS_MAX of room); returns how many. The structure of gpt-oss, functionary v3.2 and
+ * Command R7B's output is parsed with or without tools; their calls only with.
+ */
+static size_t content_markers(const struct chatparse *p, struct marker *m)
 {
-    size_t mlen = strlen(m);
-    if (n >= mlen)
-        return memcmp(s, m, mlen) ? PREFIX_NO : PREFIX_FULL;
-    return memcmp(s, m, n) ? PREFIX_NO : PREFIX_PART;
-}
-
-/* The marker that opens a call in content, or NULL (Llama 3's only open a content run). */
-static const char *call_marker(const struct chatparse *p)
-{
-    if (!p->o.parse_tools)
-        return NULL;
+    if (p->units_off)
+        return 0;
+    size_t k   = 0;
+    bool tools = p->o.parse_tools;
     switch (p->f.tools) {
     case CHATPARSE_TOOLS_HERMES:
+        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_HERMES};
+        break;
     case CHATPARSE_TOOLS_QWEN3_CODER:
-        return TOOL_CALL_OPEN;
+        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_XML};
+        break;
     case CHATPARSE_TOOLS_MISTRAL:
-        return MISTRAL_CALLS;
+        m[k++] = (struct marker){MISTRAL_CALLS, CALL_MISTRAL};
+        break;
     case CHATPARSE_TOOLS_DEEPSEEK_R1:
+        m[k++] = (struct marker){DS_CALLS_BEGIN, CALL_DS_R1};
+        break;
     case CHATPARSE_TOOLS_DEEPSEEK_V31:
-        return DS_CALLS_BEGIN;
+        m[k++] = (struct marker){DS_CALLS_BEGIN, CALL_DS_V31};
+        break;
+    case CHATPARSE_TOOLS_HARMONY:
+        m[k++] = (struct marker){HARMONY_START, CALL_HARMONY};
+        m[k++] = (struct marker){HARMONY_CHANNEL, CALL_HARMONY};
+        m[k++] = (struct marker){"<|end|>", CALL_STRIP};
+        m[k++] = (struct marker){"<|return|>", CALL_STRIP};
+        m[k++] = (struct marker){"<|call|>", CALL_STRIP};
+        return k;
+    case CHATPARSE_TOOLS_GLM:
+        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_GLM};
+        break;
+    case CHATPARSE_TOOLS_KIMI:
+        m[k++] = (struct marker){KIMI_SECTION_BEGIN, CALL_KIMI};
+        break;
+    case CHATPARSE_TOOLS_MINIMAX:
+        m[k++] = (struct marker){MINIMAX_OPEN, CALL_MINIMAX};
+        break;
+    case CHATPARSE_TOOLS_SEED_OSS:
+        m[k++] = (struct marker){SEED_OPEN, CALL_SEED};
+        break;
+    case CHATPARSE_TOOLS_GRANITE:
+        m[k++] = (struct marker){GRANITE_OPEN, CALL_GRANITE};
+        break;
+    case CHATPARSE_TOOLS_FUNCTIONARY_V31:
+        m[k++] = (struct marker){FUNCTIONARY_OPEN, CALL_F31};
+        break;
+    case CHATPARSE_TOOLS_FUNCTIONARY_V32:
+        m[k++] = (struct marker){FUNCTIONARY_RECIP, CALL_F32};
+        return k;
+    case CHATPARSE_TOOLS_COMMAND_R:
+        m[k++] = (struct marker){COMMAND_R_ACTION, CALL_CMDR};
+        break;
+    case CHATPARSE_TOOLS_COMMAND_R7B:
+        m[k++] = (struct marker){"<|START_RESPONSE|>", CALL_STRIP};
+        m[k++] = (struct marker){"<|END_RESPONSE|>", CALL_STRIP};
+        if (tools)
+            m[k++] = (struct marker){R7B_ACTION, CALL_R7B};
+        return k;
+    case CHATPARSE_TOOLS_GEMMA4:
+        m[k++] = (struct marker){GEMMA4_OPEN, CALL_GEMMA4};
+        break;
     default:
-        return NULL;
+        break;
     }
+    return tools ? k : 0;
 }
 
 /* Bytes at the end of s[0, n) that begin a UTF-8 character still missing bytes. */
@@ -379,7 +456,9 @@ static void start_call(struct chatparse *p, enum call_kind kind, size_t ws, size
     p->call_ws   = ws;
     p->call_mlen = mlen;
     p->scan      = mlen;
-    p->js_at     = 0;
+    p->after     = MODE_CONTENT;
+    p->streaming = p->stream_tried = false;
+    p->js_at                       = 0;
     memset(&p->js, 0, sizeof p->js);
 }
 
@@ -392,7 +471,7 @@ static int llama_open(struct chatparse *p, bool at_end)
 {
     size_t i = 0;
     if (p->after_llama && p->buf[0] == ';') {
-        for (i = 1; i < p->len && is_ws(p->buf[i]); i++)
+        for (i = 1; i < p->len && chatparse_is_ws(p->buf[i]); i++)
             ;
         if (i == p->len)
             return at_end ? 0 : -1;
@@ -401,7 +480,7 @@ static int llama_open(struct chatparse *p, bool at_end)
         start_call(p, CALL_LLAMA_BRACE, i, 1);
         return 1;
     }
-    enum prefix pr = prefix_of(p->buf + i, p->len - i, PYTHON_TAG);
+    enum prefix pr = chatparse_prefix(p->buf + i, p->len - i, PYTHON_TAG);
     if (pr == PREFIX_FULL) {
         start_call(p, CALL_LLAMA_TAG, i, strlen(PYTHON_TAG));
         return 1;
@@ -419,7 +498,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         p->mode == MODE_REASONING ? CHATPARSE_REASONING : CHATPARSE_CONTENT;
     if (p->trim_lead) {
         size_t i = 0;
-        while (i < p->len && is_ws(p->buf[i]))
+        while (i < p->len && chatparse_is_ws(p->buf[i]))
             i++;
         if (i)
             consume(p, i);
@@ -427,7 +506,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
             return 0;
     }
     if (p->out_start) {
-        enum prefix pr = prefix_of(p->buf, p->len, p->f.think_open);
+        enum prefix pr = chatparse_prefix(p->buf, p->len, p->f.think_open);
         if (pr == PREFIX_PART && !at_end)
             return 0;
         p->out_start = false;
@@ -447,25 +526,34 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         p->llama_start = p->after_llama = false;
     }
 
-    const char *m = p->mode == MODE_REASONING ? p->f.think_close : call_marker(p);
-    size_t mlen   = m ? strlen(m) : 0;
-    size_t cut    = p->len; /* text ends here */
-    bool marker   = false;
+    struct marker ms[MARKERS_MAX];
+    size_t n_ms = 0;
+    if (p->mode == MODE_REASONING)
+        ms[n_ms++] = (struct marker){p->f.think_close, CALL_STRIP};
+    else
+        n_ms = content_markers(p, ms);
+    size_t cut  = p->len; /* text ends here */
+    bool marker = false;
+    size_t mlen = 0, which = 0;
     /* whitespace held from the last step was searched then (and no marker starts with it):
      * a long run of it, fed a byte at a time, is not searched again and again */
-    const char *from = p->buf + (p->ws_held < p->len ? p->ws_held : p->len);
-    for (const char *s = from; m && (s = memchr(s, m[0], p->len - (size_t)(s - p->buf))); s++) {
-        enum prefix pr = prefix_of(s, p->len - (size_t)(s - p->buf), m);
-        if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
-            cut    = (size_t)(s - p->buf);
-            marker = pr == PREFIX_FULL;
-            break;
+    for (size_t i = p->ws_held < p->len ? p->ws_held : p->len; n_ms && i < cut; i++)
+        for (size_t k = 0; k < n_ms; k++) {
+            if (p->buf[i] != ms[k].lit[0])
+                continue;
+            enum prefix pr = chatparse_prefix(p->buf + i, p->len - i, ms[k].lit);
+            if (pr == PREFIX_FULL || (pr == PREFIX_PART && !at_end)) {
+                cut    = i;
+                marker = pr == PREFIX_FULL;
+                mlen   = strlen(ms[k].lit);
+                which  = k;
+                break;
+            }
         }
-    }
     if (cut == p->len && !at_end)
         cut -= utf8_cut(p->buf, cut);
     size_t end = cut;
-    while (end > p->ws_held && is_ws(p->buf[end - 1]))
+    while (end > p->ws_held && chatparse_is_ws(p->buf[end - 1]))
         end--;
     if (end <= p->ws_held)
         end = 0; /* all whitespace up to the cut */
@@ -488,12 +576,7 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         return 1;
     }
     consume(p, end);
-    enum call_kind ck = p->f.tools == CHATPARSE_TOOLS_HERMES        ? CALL_HERMES
-                        : p->f.tools == CHATPARSE_TOOLS_QWEN3_CODER ? CALL_XML
-                        : p->f.tools == CHATPARSE_TOOLS_MISTRAL     ? CALL_MISTRAL
-                        : p->f.tools == CHATPARSE_TOOLS_DEEPSEEK_R1 ? CALL_DS_R1
-                                                                    : CALL_DS_V31;
-    start_call(p, ck, cut - end, mlen);
+    start_call(p, ms[which].kind, cut - end, mlen);
     return 1;
 }
 
@@ -502,16 +585,15 @@ static int text_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
 /* s[0, n) without whitespace at either end. */
 static void trim(const char **s, size_t *n)
 {
-    while (*n && is_ws(**s)) {
+    while (*n && chatparse_is_ws(**s)) {
         (*s)++;
         (*n)--;
     }
-    while (*n && is_ws((*s)[*n - 1]))
+    while (*n && chatparse_is_ws((*s)[*n - 1]))
         (*n)--;
 }
 
-/* Parses s[0, n) as exactly one JSON value (whitespace around allowed), or NULL. */
-static cJSON *json_parse(const char *s, size_t n)
+cJSON *chatparse_json(const char *s, size_t n)
 {
     trim(&s, &n);
     if (!n)
@@ -562,14 +644,14 @@ static bool id_ok(const char *id)
  * that holds one; taken over by this call). id may be NULL. Returns ACCEPT, REJECT when the
  * call is not valid, or -1 when out of memory. An id that is not id_ok is replaced.
  */
-static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSON *args,
-                    const char *id)
+int chatparse_pend_add(struct chatparse *p, const char *name, size_t name_len, cJSON *args,
+                       const char *id)
 {
     trim(&name, &name_len);
     if (args && cJSON_IsString(args)) {
         /* some fine-tunes write the arguments as a JSON string, as OpenAI sends them */
         const char *s = cJSON_GetStringValue(args);
-        cJSON *inner  = json_parse(s, strlen(s));
+        cJSON *inner  = chatparse_json(s, strlen(s));
         cJSON_Delete(args);
         args = inner;
     }
@@ -599,7 +681,7 @@ static int pend_add(struct chatparse *p, const char *name, size_t name_len, cJSO
 }
 
 /* One {"name": .., "arguments"|"parameters": {..}} object of Hermes, Llama 3, Mistral. */
-static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, bool take_id)
+int chatparse_pend_object(struct chatparse *p, const cJSON *o, bool need_args, bool take_id)
 {
     if (!cJSON_IsObject(o))
         return REJECT;
@@ -618,115 +700,23 @@ static int pend_add_object(struct chatparse *p, const cJSON *o, bool need_args, 
     if (!a)
         return -1;
     const char *ids = take_id && cJSON_IsString(id) ? id->valuestring : NULL;
-    return pend_add(p, name->valuestring, strlen(name->valuestring), a, ids);
+    return chatparse_pend_add(p, name->valuestring, strlen(name->valuestring), a, ids);
 }
 
 /* Hermes: s[0, n) is the JSON between <tool_call> and </tool_call>. */
 static int parse_hermes(struct chatparse *p, const char *s, size_t n)
 {
-    cJSON *j = json_parse(s, n);
-    int r    = j ? pend_add_object(p, j, false, false) : REJECT;
+    cJSON *j = chatparse_json(s, n);
+    int r    = j ? chatparse_pend_object(p, j, false, false) : REJECT;
     cJSON_Delete(j);
     return r;
-}
-
-/* s[*at, n) starts with lit (then *at moves past it). */
-static bool take(const char *s, size_t n, size_t *at, const char *lit)
-{
-    size_t l = strlen(lit);
-    if (n - *at < l || memcmp(s + *at, lit, l))
-        return false;
-    *at += l;
-    return true;
-}
-
-static void skip_ws(const char *s, size_t n, size_t *at)
-{
-    while (*at < n && is_ws(s[*at]))
-        (*at)++;
-}
-
-/* Position of lit in s[from, n), or n. */
-static size_t find_from(const char *s, size_t n, size_t from, const char *lit)
-{
-    const char *f = from <= n ? memmem(s + from, n - from, lit, strlen(lit)) : NULL;
-    return f ? (size_t)(f - s) : n;
-}
-
-/*
- * A Qwen3-Coder parameter value: JSON when it is a number, true, false, null, an object or
- * an array; a string otherwise. The template writes the value between two newlines.
- */
-static cJSON *xml_value(const char *v, size_t n)
-{
-    if (n && v[0] == '\n') {
-        v++;
-        n--;
-    }
-    if (n && v[n - 1] == '\n')
-        n--;
-    cJSON *j = json_parse(v, n);
-    if (j && !cJSON_IsString(j))
-        return j;
-    cJSON_Delete(j);
-    char *t = dup_n(v, n);
-    j       = t ? cJSON_CreateString(t) : NULL;
-    free(t);
-    return j;
-}
-
-/* Qwen3-Coder: s[0, n) is what lies between <tool_call> and </tool_call>. */
-static int parse_xml(struct chatparse *p, const char *s, size_t n)
-{
-    size_t at = 0;
-    skip_ws(s, n, &at);
-    if (!take(s, n, &at, "<function="))
-        return REJECT;
-    size_t name_at = at, name_end = find_from(s, n, at, ">");
-    if (name_end == n || memchr(s + name_at, '\n', name_end - name_at))
-        return REJECT;
-    at         = name_end + 1;
-    cJSON *obj = cJSON_CreateObject();
-    if (!obj)
-        return -1;
-    for (;;) {
-        skip_ws(s, n, &at);
-        if (take(s, n, &at, "</function>"))
-            break;
-        if (!take(s, n, &at, "<parameter="))
-            goto reject;
-        size_t key_at    = at;
-        size_t key_end   = find_from(s, n, at, ">");
-        size_t value_end = find_from(s, n, key_end, "</parameter>");
-        if (value_end == n || key_end == key_at || memchr(s + key_at, '\n', key_end - key_at))
-            goto reject;
-        char *key = dup_n(s + key_at, key_end - key_at);
-        cJSON *v  = key ? xml_value(s + key_end + 1, value_end - key_end - 1) : NULL;
-        if (!v) {
-            free(key);
-            cJSON_Delete(obj);
-            return -1;
-        }
-        /* a key given twice keeps its last value, as a JSON parser would */
-        cJSON_DeleteItemFromObjectCaseSensitive(obj, key);
-        cJSON_AddItemToObject(obj, key, v);
-        free(key);
-        at = value_end + strlen("</parameter>");
-    }
-    skip_ws(s, n, &at);
-    if (at != n)
-        goto reject;
-    return pend_add(p, s + name_at, name_end - name_at, obj, NULL);
-reject:
-    cJSON_Delete(obj);
-    return REJECT;
 }
 
 /* Llama 3: s[0, n) is one JSON object. */
 static int parse_llama(struct chatparse *p, const char *s, size_t n)
 {
-    cJSON *j = json_parse(s, n);
-    int r    = j ? pend_add_object(p, j, true, false) : REJECT;
+    cJSON *j = chatparse_json(s, n);
+    int r    = j ? chatparse_pend_object(p, j, true, false) : REJECT;
     cJSON_Delete(j);
     return r;
 }
@@ -734,14 +724,14 @@ static int parse_llama(struct chatparse *p, const char *s, size_t n)
 /* Mistral's older form: s[0, n) is the JSON array after [TOOL_CALLS]. */
 static int parse_mistral_array(struct chatparse *p, const char *s, size_t n)
 {
-    cJSON *j = json_parse(s, n);
+    cJSON *j = chatparse_json(s, n);
     int r    = cJSON_IsArray(j) && cJSON_GetArraySize(j) > 0 ? ACCEPT : REJECT;
     const cJSON *o;
     cJSON_ArrayForEach(o, j)
     {
         if (r != ACCEPT)
             break;
-        r = pend_add_object(p, o, false, true);
+        r = chatparse_pend_object(p, o, false, true);
     }
     cJSON_Delete(j);
     return r;
@@ -753,44 +743,44 @@ static int parse_deepseek(struct chatparse *p, const char *s, size_t n, bool r1)
     size_t at = 0;
     int r     = REJECT;
     for (;;) {
-        skip_ws(s, n, &at);
+        chatparse_skip_ws(s, n, &at);
         if (at == n)
             return r; /* ACCEPT after at least one call */
-        if (!take(s, n, &at, DS_CALL_BEGIN))
+        if (!chatparse_take(s, n, &at, DS_CALL_BEGIN))
             return REJECT;
         size_t name_at, name_end, json_at, json_end, next;
         if (r1) {
             /* function<｜tool▁sep｜>NAME\n```json\n{..}\n```<｜tool▁call▁end｜> */
-            size_t sep = find_from(s, n, at, DS_SEP);
+            size_t sep = chatparse_find(s, n, at, DS_SEP);
             if (sep == n)
                 return REJECT;
             name_at  = sep + strlen(DS_SEP);
-            name_end = find_from(s, n, name_at, "\n");
+            name_end = chatparse_find(s, n, name_at, "\n");
             at       = name_end;
-            skip_ws(s, n, &at);
-            if (!take(s, n, &at, "```json") && !take(s, n, &at, "```"))
+            chatparse_skip_ws(s, n, &at);
+            if (!chatparse_take(s, n, &at, "```json") && !chatparse_take(s, n, &at, "```"))
                 return REJECT;
             json_at  = at;
-            json_end = find_from(s, n, at, "```");
+            json_end = chatparse_find(s, n, at, "```");
             next     = json_end + 3;
         } else {
             /* NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜> */
             name_at  = at;
-            name_end = find_from(s, n, at, DS_SEP);
+            name_end = chatparse_find(s, n, at, DS_SEP);
             json_at  = name_end + strlen(DS_SEP);
-            json_end = find_from(s, n, json_at, DS_CALL_END);
+            json_end = chatparse_find(s, n, json_at, DS_CALL_END);
             next     = json_end;
         }
         if (json_end >= n || memchr(s + name_at, '\n', name_end - name_at))
             return REJECT;
         at = next;
-        skip_ws(s, n, &at);
-        if (!take(s, n, &at, DS_CALL_END))
+        chatparse_skip_ws(s, n, &at);
+        if (!chatparse_take(s, n, &at, DS_CALL_END))
             return REJECT;
-        cJSON *args = json_parse(s + json_at, json_end - json_at);
+        cJSON *args = chatparse_json(s + json_at, json_end - json_at);
         if (!args)
             return REJECT;
-        r = pend_add(p, s + name_at, name_end - name_at, args, NULL);
+        r = chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL);
         if (r != ACCEPT)
             return r;
     }
@@ -799,6 +789,8 @@ static int parse_deepseek(struct chatparse *p, const char *s, size_t n, bool r1)
 /* Advances j over s[0, n); returns the end of the JSON value (past its last bracket) or 0. */
 static size_t jscan_run(struct jscan *j, const char *s, size_t n)
 {
+    if (j->done)
+        return j->pos;
     for (; j->pos < n; j->pos++) {
         char c = s[j->pos];
         if (j->in_str) {
@@ -813,6 +805,7 @@ static size_t jscan_run(struct jscan *j, const char *s, size_t n)
         } else if (c == '{' || c == '[') {
             j->depth++;
         } else if ((c == '}' || c == ']') && --j->depth == 0) {
+            j->done = true;
             return ++j->pos;
         }
     }
@@ -820,7 +813,7 @@ static size_t jscan_run(struct jscan *j, const char *s, size_t n)
 }
 
 /* The end of the JSON value that starts at s[at] ('{' or '[' wanted there), or 0 for more. */
-static size_t json_extent(struct chatparse *p, const char *s, size_t n, size_t at)
+size_t chatparse_extent(struct chatparse *p, const char *s, size_t n, size_t at)
 {
     if (p->js_at != at) {
         memset(&p->js, 0, sizeof p->js);
@@ -834,12 +827,12 @@ static size_t json_extent(struct chatparse *p, const char *s, size_t n, size_t a
  * Searches the held call s[0, n) for its closing lit, from where the searches before stopped
  * (this call's or earlier ones'); n when absent.
  */
-static size_t find_close(struct chatparse *p, const char *s, size_t n, const char *lit)
+size_t chatparse_find_close(struct chatparse *p, const char *s, size_t n, const char *lit)
 {
     size_t from = p->scan;
     if (p->close_free > p->call_ws && p->close_free - p->call_ws > from)
         from = p->close_free - p->call_ws;
-    size_t e      = find_from(s, n, from, lit);
+    size_t e      = chatparse_find(s, n, from, lit);
     size_t l      = strlen(lit);
     p->scan       = e < n ? e : n >= l && n - l + 1 > from ? n - l + 1 : from;
     p->close_free = p->call_ws + p->scan;
@@ -856,22 +849,22 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
     if (at == n)
         return NEED_MORE;
     if (s[at] == '[') {
-        size_t e = json_extent(p, s, n, at);
+        size_t e = chatparse_extent(p, s, n, at);
         if (!e)
             return NEED_MORE;
         *used = e;
         return parse_mistral_array(p, s + at, e - at);
     }
     size_t name_at = at;
-    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[' && !is_ws(s[at]))
+    while (at < n && at - name_at <= MISTRAL_NAME_MAX && s[at] != '[' && !chatparse_is_ws(s[at]))
         at++;
-    if (at - name_at > MISTRAL_NAME_MAX || (at < n && is_ws(s[at])))
+    if (at - name_at > MISTRAL_NAME_MAX || (at < n && chatparse_is_ws(s[at])))
         return REJECT; /* prose after the marker, not a name: tell at once */
     if (at == n)
         return NEED_MORE;
     size_t name_end             = at;
     char id[MISTRAL_ID_MAX + 1] = "";
-    enum prefix pr              = prefix_of(s + at, n - at, MISTRAL_CALL_ID);
+    enum prefix pr              = chatparse_prefix(s + at, n - at, MISTRAL_CALL_ID);
     if (pr == PREFIX_PART)
         return NEED_MORE;
     if (pr == PREFIX_FULL) {
@@ -886,7 +879,7 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         memcpy(id, s + id_at, at - id_at);
         id[at - id_at] = 0;
     }
-    pr = prefix_of(s + at, n - at, MISTRAL_ARGS);
+    pr = chatparse_prefix(s + at, n - at, MISTRAL_ARGS);
     if (pr == PREFIX_PART)
         return NEED_MORE;
     if (pr == PREFIX_NO)
@@ -896,14 +889,14 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
         return NEED_MORE;
     if (s[at] != '{')
         return REJECT;
-    size_t e = json_extent(p, s, n, at);
+    size_t e = chatparse_extent(p, s, n, at);
     if (!e)
         return NEED_MORE;
     *used       = e;
-    cJSON *args = json_parse(s + at, e - at);
+    cJSON *args = chatparse_json(s + at, e - at);
     if (!args)
         return REJECT;
-    return pend_add(p, s + name_at, name_end - name_at, args, id[0] ? id : NULL);
+    return chatparse_pend_add(p, s + name_at, name_end - name_at, args, id[0] ? id : NULL);
 }
 
 /*
@@ -917,18 +910,19 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
     switch (p->call_kind) {
     case CALL_HERMES:
     case CALL_XML:
-        e = find_close(p, s, n, TOOL_CALL_CLOSE);
+        e = chatparse_find_close(p, s, n, TOOL_CALL_CLOSE);
         if (e == n)
             return NEED_MORE;
         *used = e + strlen(TOOL_CALL_CLOSE);
         /* either body in either format: the template says which one the model was taught,
          * but a fine-tune may write the other, and a valid call is worth more than the rule */
         at = m;
-        skip_ws(s, e, &at);
-        return at < e && s[at] == '{' ? parse_hermes(p, s + m, e - m) : parse_xml(p, s + m, e - m);
+        chatparse_skip_ws(s, e, &at);
+        return at < e && s[at] == '{' ? parse_hermes(p, s + m, e - m)
+                                      : chatparse_body_xml(p, s + m, e - m);
     case CALL_DS_R1:
     case CALL_DS_V31:
-        e = find_close(p, s, n, DS_CALLS_END);
+        e = chatparse_find_close(p, s, n, DS_CALLS_END);
         if (e == n)
             return NEED_MORE;
         *used = e + strlen(DS_CALLS_END);
@@ -936,25 +930,207 @@ static int match_call(struct chatparse *p, const char *s, size_t n, size_t *used
     case CALL_LLAMA_BRACE:
     case CALL_LLAMA_TAG:
         at = p->call_kind == CALL_LLAMA_BRACE ? 0 : m;
-        skip_ws(s, n, &at);
+        chatparse_skip_ws(s, n, &at);
         if (at == n)
             return NEED_MORE;
         if (s[at] != '{')
             return REJECT;
-        e = json_extent(p, s, n, at);
+        e = chatparse_extent(p, s, n, at);
         if (!e)
             return NEED_MORE;
         *used = e;
         return parse_llama(p, s + at, e - at);
     case CALL_MISTRAL:
         return match_mistral(p, s, n, used);
+    case CALL_STRIP:
+        *used = m;
+        return ACCEPT;
+    case CALL_HARMONY:
+        return chatparse_match_harmony(p, s, n, used);
+    case CALL_F32:
+        return chatparse_match_f32(p, s, n, used);
+    case CALL_GRANITE:
+    case CALL_CMDR:
+        return chatparse_match_array(p, s, n, used);
+    case CALL_GLM:
+    case CALL_KIMI:
+    case CALL_MINIMAX:
+    case CALL_SEED:
+    case CALL_F31:
+    case CALL_R7B:
+    case CALL_GEMMA4:
+        return chatparse_match_closed(p, s, n, used);
     }
     return REJECT;
+}
+
+/* ------------------------------------------------- streamed arguments --- */
+
+/* Whitespace, then lit at s[*at]: 1 (and *at past it), 0 when something else is there, -1
+ * when the bytes end first. */
+static int head_lit(const char *s, size_t n, size_t *at, const char *lit)
+{
+    chatparse_skip_ws(s, n, at);
+    enum prefix pr = chatparse_prefix(s + *at, n - *at, lit);
+    if (pr == PREFIX_FULL)
+        *at += strlen(lit);
+    return pr == PREFIX_FULL ? 1 : pr == PREFIX_PART ? -1 : 0;
+}
+
+/*
+ * The head of a call as a grammar writes it, up to its arguments' '{': Hermes' and Llama 3's
+ * {"name": "N", "arguments"|"parameters": {, Mistral's N[ARGS]{. NEED_MORE, REJECT (not in
+ * that shape: the call is then held whole), or ACCEPT with the name at s[*name_at, *name_end)
+ * and the arguments at *args_at.
+ */
+static int stream_head(struct chatparse *p, const char *s, size_t n, size_t *name_at,
+                       size_t *name_end, size_t *args_at)
+{
+    size_t at = p->call_kind == CALL_LLAMA_BRACE ? 0 : p->call_mlen;
+    int r;
+    if (p->call_kind == CALL_MISTRAL) {
+        *name_at = at;
+        while (at < n && at - *name_at <= MISTRAL_NAME_MAX && s[at] != '[' && s[at] != '{' &&
+               (unsigned char)s[at] > 0x20)
+            at++;
+        if (at == n && at - *name_at <= MISTRAL_NAME_MAX)
+            return NEED_MORE;
+        *name_end = at;
+        if (at == *name_at || (r = head_lit(s, n, &at, MISTRAL_ARGS "{")) == 0)
+            return REJECT;
+    } else {
+        if ((r = head_lit(s, n, &at, "{")) <= 0 || (r = head_lit(s, n, &at, "\"name\"")) <= 0 ||
+            (r = head_lit(s, n, &at, ":")) <= 0 || (r = head_lit(s, n, &at, "\"")) <= 0)
+            return r < 0 ? NEED_MORE : REJECT;
+        *name_at = at;
+        while (at < n && at - *name_at <= MISTRAL_NAME_MAX && s[at] != '"' && s[at] != '\\' &&
+               (unsigned char)s[at] >= 0x20)
+            at++;
+        if (at == n && at - *name_at <= MISTRAL_NAME_MAX)
+            return NEED_MORE;
+        *name_end = at;
+        if (at == *name_at || s[at] != '"')
+            return REJECT; /* an escape in the name: the whole call is parsed instead */
+        at++;
+        if ((r = head_lit(s, n, &at, ",")) <= 0)
+            return r < 0 ? NEED_MORE : REJECT;
+        size_t key = at;
+        if ((r = head_lit(s, n, &at, "\"arguments\"")) == 0) {
+            at = key;
+            r  = head_lit(s, n, &at, "\"parameters\"");
+        }
+        if (r <= 0 || (r = head_lit(s, n, &at, ":")) <= 0 || (r = head_lit(s, n, &at, "{")) <= 0)
+            return r < 0 ? NEED_MORE : REJECT;
+    }
+    if (r < 0)
+        return NEED_MORE;
+    *args_at = at - 1;
+    return ACCEPT;
+}
+
+/* Ends a streamed call whose unit is s[0, used): back to content. */
+static int stream_end(struct chatparse *p, size_t used)
+{
+    bool llama = p->call_kind == CALL_LLAMA_BRACE || p->call_kind == CALL_LLAMA_TAG;
+    p->n_calls++;
+    p->streaming = false;
+    consume(p, p->call_ws + used);
+    p->mode        = MODE_CONTENT;
+    p->trim_lead   = true;
+    p->llama_start = p->after_llama = llama;
+    return 1;
+}
+
+/*
+ * One step of a streamed call: the arguments' bytes so far out (a cut UTF-8 character
+ * waits), then, once they are whole, the rest of the unit: Hermes' "}\n</tool_call>",
+ * Llama 3's '}'. Whatever the grammar let through there is dropped with it.
+ */
+static int stream_step(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
+{
+    const char *s = p->buf + p->call_ws;
+    size_t n      = p->len - p->call_ws;
+    bool capped   = n >= p->o.call_max;
+    if (capped)
+        n = p->o.call_max;
+    size_t e    = chatparse_extent(p, s, n, p->args_at);
+    size_t upto = e ? e : n - (at_end || capped ? 0 : utf8_cut(s, n));
+    /* a NUL ends the call where it stands (arguments are NUL-terminated text, and no grammar
+     * lets one through): the rest is content again */
+    const char *nul = upto > p->args_sent ? memchr(s + p->args_sent, 0, upto - p->args_sent) : NULL;
+    if (nul)
+        upto = (size_t)(nul - s);
+    if (upto > p->args_sent && !emit_text(out, p->out_first, CHATPARSE_TOOL_ARGS, p->n_calls,
+                                          s + p->args_sent, upto - p->args_sent))
+        return -1;
+    p->args_sent = upto > p->args_sent ? upto : p->args_sent;
+    if (nul)
+        return stream_end(p, upto);
+    if (!e)
+        return at_end || capped ? stream_end(p, n) : 0;
+    size_t end = e;
+    if (p->call_kind == CALL_HERMES || p->call_kind == CALL_XML) {
+        if (p->scan < e)
+            p->scan = e;
+        size_t c = chatparse_find_close(p, s, n, TOOL_CALL_CLOSE);
+        if (c == n)
+            return at_end || capped ? stream_end(p, n) : 0;
+        end = c + strlen(TOOL_CALL_CLOSE);
+    } else if (p->call_kind != CALL_MISTRAL) {
+        chatparse_skip_ws(s, n, &end);
+        if (end == n && !at_end && !capped)
+            return 0;
+        if (end < n && s[end] == '}')
+            end++;
+    }
+    return stream_end(p, end);
+}
+
+/* Starts streaming the held call when its head is whole; returns as text_step does, 1 when
+ * streaming began or the call is not one to stream (p->streaming tells which). */
+static int stream_start(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
+{
+    size_t n = p->len - p->call_ws, name_at, name_end, args_at;
+    if (n > p->o.call_max)
+        n = p->o.call_max;
+    int v = stream_head(p, p->buf + p->call_ws, n, &name_at, &name_end, &args_at);
+    if (v == NEED_MORE && !at_end && n < p->o.call_max)
+        return 0;
+    if (v != ACCEPT)
+        return 1;
+    const char *s             = p->buf + p->call_ws;
+    struct chatparse_delta *d = deltas_push(out);
+    if (!d)
+        return -1;
+    d->kind  = CHATPARSE_TOOL_START;
+    d->index = p->n_calls;
+    d->name  = dup_n(s + name_at, name_end - name_at);
+    d->id    = make_id(p, p->n_calls);
+    out->n++;
+    if (!d->name || !d->id)
+        return -1;
+    p->streaming = true;
+    p->args_at = p->args_sent = args_at;
+    return 1;
 }
 
 /* One step in MODE_CALL; returns as text_step does. */
 static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *out)
 {
+    if (p->streaming)
+        return stream_step(p, at_end, out);
+    if (p->o.stream_args && !p->stream_tried &&
+        (p->call_kind == CALL_HERMES || p->call_kind == CALL_XML ||
+         p->call_kind == CALL_LLAMA_BRACE || p->call_kind == CALL_LLAMA_TAG ||
+         p->call_kind == CALL_MISTRAL)) {
+        int r = stream_start(p, at_end, out);
+        if (r <= 0)
+            return r;
+        p->stream_tried = true;
+        if (p->streaming)
+            return stream_step(p, at_end, out);
+    }
+
     size_t n    = p->len - p->call_ws;
     bool capped = n >= p->o.call_max;
     size_t used = 0;
@@ -963,6 +1139,12 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         return -1;
     if (v == NEED_MORE && !capped && !at_end)
         return 0;
+    if (v == NEED_MORE && !capped && p->cut) {
+        pend_clear(p);
+        consume(p, p->len);
+        p->mode = MODE_CONTENT;
+        return 1;
+    }
     if (v == ACCEPT) {
         for (size_t i = 0; i < p->n_pend; i++) {
             struct chatparse_call *c  = &p->pend[i];
@@ -983,7 +1165,7 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
         pend_clear(p);
         bool llama = p->call_kind == CALL_LLAMA_BRACE || p->call_kind == CALL_LLAMA_TAG;
         consume(p, p->call_ws + used);
-        p->mode        = MODE_CONTENT;
+        p->mode        = p->after;
         p->trim_lead   = true;
         p->llama_start = p->after_llama = llama;
         return 1;
@@ -992,14 +1174,17 @@ static int call_step(struct chatparse *p, bool at_end, struct chatparse_deltas *
      * for markers goes on right after it */
     pend_clear(p);
     p->reject_cost += v == NEED_MORE ? (capped ? p->o.call_max : n) : used;
-    if (p->reject_cost / CALL_REJECT_BUDGET >= p->o.call_max)
+    if (p->reject_cost / CALL_REJECT_BUDGET >= p->o.call_max) {
         p->o.parse_tools = false;
+        p->units_off     = true;
+    }
     size_t text = p->call_ws + p->call_mlen;
     if (!emit_text(out, p->out_first, CHATPARSE_CONTENT, -1, p->buf, text))
         return -1;
     consume(p, text);
-    p->mode        = MODE_CONTENT;
-    p->trim_lead   = false;
+    p->mode = MODE_CONTENT;
+    if (text)
+        p->trim_lead = false; /* (else the unit opened the output: functionary v3.2) */
     p->llama_start = p->after_llama = false;
     return 1;
 }
@@ -1049,9 +1234,15 @@ enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t 
 
 enum hearth_status chatparse_finish(struct chatparse *p, struct chatparse_deltas *out)
 {
+    return chatparse_finish_cut(p, false, out);
+}
+
+enum hearth_status chatparse_finish_cut(struct chatparse *p, bool cut, struct chatparse_deltas *out)
+{
     if (p->finished)
         return HEARTH_OK;
     p->finished = true;
+    p->cut      = cut;
     return run(p, true, out);
 }
 

@@ -23,8 +23,18 @@
  *   call_max bytes is given back as content text (marker included), and
  *   parsing goes on right after its opening marker. Never an error.
  * - Hermes and Qwen3-Coder share <tool_call>; inside it either body (JSON
- *   or <function=..>) is taken whichever the template taught. A Llama 3
- *   call is recognised only where content starts (or after another call).
+ *   or <function=..>) is taken whichever the template taught (GLM's too
+ *   takes a JSON body). A Llama 3 call is recognised only where content
+ *   starts (or after another call); a functionary v3.2 recipient at the
+ *   very start (the prompt ended in >>>) or after >>>.
+ * - gpt-oss' channel headers, <|end|>/<|return|>/<|call|>, functionary
+ *   v3.2's >>>all and Command R7B's <|START_RESPONSE|> markers are taken
+ *   out of content even when the request offers no tools (parse_tools
+ *   false); their calls then stay text. A gpt-oss analysis channel is
+ *   reasoning (content when split_reasoning is false).
+ * - Parameter values written bare (GLM, MiniMax, Seed-OSS, Qwen3-Coder) are
+ *   strings where the tool's schema says so (opts.tools), else JSON when
+ *   they parse as a non-string JSON value, strings otherwise.
  * - think_open opens reasoning only at the very start of the output; call
  *   markers inside reasoning are reasoning; a think_close in content is
  *   content. Starting inside reasoning with no think_close: all reasoning.
@@ -53,6 +63,22 @@ enum chatparse_tools {
     CHATPARSE_TOOLS_MISTRAL,     /* [TOOL_CALLS][{..}, ..] or [TOOL_CALLS]N[CALL_ID]id[ARGS]{..} */
     CHATPARSE_TOOLS_DEEPSEEK_R1, /* <｜tool▁calls▁begin｜>, function, sep, N, ```json{..}``` */
     CHATPARSE_TOOLS_DEEPSEEK_V31, /* <｜tool▁calls▁begin｜>, N, sep, {..} (V3.1) */
+    /* the rest live in chatparse_formats.c */
+    CHATPARSE_TOOLS_HARMONY,  /* gpt-oss: <|channel|>analysis|final|commentary<|message|>..<|end|>,
+                               * calls to=functions.N ..<|message|>{..}<|call|> */
+    CHATPARSE_TOOLS_GLM,      /* <tool_call>N\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>.. */
+    CHATPARSE_TOOLS_KIMI,     /* <|tool_calls_section_begin|><|tool_call_begin|>functions.N:I
+                               * <|tool_call_argument_begin|>{..}<|tool_call_end|>..<|..end|> */
+    CHATPARSE_TOOLS_MINIMAX,  /* <minimax:tool_call><invoke name="N"><parameter name="K">V.. */
+    CHATPARSE_TOOLS_SEED_OSS, /* <seed:tool_call><function=N><parameter=K>V</parameter>.. */
+    CHATPARSE_TOOLS_GRANITE,  /* <|tool_call|>[{"name": N, "arguments": {..}}, ..] */
+    CHATPARSE_TOOLS_FUNCTIONARY_V31, /* <function=N>{..}</function> */
+    CHATPARSE_TOOLS_FUNCTIONARY_V32, /* [>>>]N\n{..}>>>all\ntext (the prompt ends in >>>) */
+    CHATPARSE_TOOLS_COMMAND_R,   /* Action: ```json\n[{"tool_name": N, "parameters": {..}}]``` */
+    CHATPARSE_TOOLS_COMMAND_R7B, /* <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]
+                                  * <|END_ACTION|>; <|START_RESPONSE|>text<|END_RESPONSE|> */
+    CHATPARSE_TOOLS_GEMMA4,      /* <|tool_call>call:N{k:<|"|>v<|"|>,n:1}<tool_call|> */
+    CHATPARSE_TOOLS_COUNT,       /* not a format: how many there are */
 };
 
 struct chatparse_format {
@@ -83,12 +109,25 @@ void chatparse_detect(const char *template_src, struct chatparse_format *out);
 bool chatparse_prompt_opens_thinking(const struct chatparse_format *f, const char *prompt,
                                      size_t len);
 
+struct cJSON;
+
 struct chatparse_opts {
     bool parse_tools;        /* false (the request offers no tools): call markers are content */
     bool split_reasoning;    /* false (reasoning_format "none"): think markers are content */
     bool start_in_reasoning; /* the prompt opened the block (chatparse_prompt_opens_thinking) */
     uint64_t id_seed;        /* call ids are a function of this seed and the call's index */
     size_t call_max;         /* bytes a call may hold; 0 means CHATPARSE_CALL_MAX */
+    /* the request's tools, [{"type": "function", "function": {"name", "parameters"}}], or
+     * NULL; chatparse_new copies what it needs. A bare value of the XML-ish forms stays a
+     * string where its parameter's schema has "type": "string" (else, or without tools,
+     * it is JSON when it parses as a non-string JSON value) */
+    const struct cJSON *tools;
+    /* the calls are held to their syntax by a grammar (a forced tool_choice): a Hermes,
+     * Llama 3 or Mistral NAME[ARGS] call's start goes out once its name is known and its
+     * arguments as they come, as the model wrote them (not printed again compactly); a
+     * call the generation ends inside stays a call. Other forms, and calls not written in
+     * the grammar's order of keys, are held whole as without it */
+    bool stream_args;
 };
 
 /*
@@ -98,8 +137,9 @@ struct chatparse_opts {
  *   TOOL_START  {"tool_calls": [{"index": index, "id": id, "type": "function",
  *                                "function": {"name": name, "arguments": ""}}]}
  *   TOOL_ARGS   {"tool_calls": [{"index": index, "function": {"arguments": text}}]}
- * A TOOL_START is always followed by its TOOL_ARGS in the same list (today
- * one, holding all the arguments). For the non-streaming message, add every
+ * A TOOL_START is followed by its TOOL_ARGS in the same list: one holding all
+ * the arguments, or with opts.stream_args the first piece (later pieces come
+ * in later lists, until the call ends). For the non-streaming message, add every
  * list to a chatparse_msg, or use chatparse_parse.
  */
 enum chatparse_delta_kind {
@@ -159,6 +199,15 @@ enum hearth_status chatparse_feed(struct chatparse *p, const char *text, size_t 
  * HEARTH_ENOMEM.
  */
 enum hearth_status chatparse_finish(struct chatparse *p, struct chatparse_deltas *out);
+
+/*
+ * chatparse_finish for a generation that may have been cut: when cut (it stopped at its token
+ * limit or a full context), a call still open at the end (its marker seen, its end not, and
+ * nothing so far that makes it invalid) is dropped instead of given back as text: it is the
+ * head of a call, not prose. With cut false it is chatparse_finish.
+ */
+enum hearth_status chatparse_finish_cut(struct chatparse *p, bool cut,
+                                        struct chatparse_deltas *out);
 
 /* Whether any tool call has been emitted so far (finish_reason "tool_calls"). */
 bool chatparse_has_tool_calls(const struct chatparse *p);

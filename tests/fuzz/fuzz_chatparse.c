@@ -1,10 +1,12 @@
 /*
  * fuzz_chatparse.c: libFuzzer target for the tool-call and reasoning parser
  * (src/text/chatparse.c), which reads whatever a model generates. The first
- * input byte picks the tool format and the reasoning markers, the second the
- * options and the chunking (byte by byte, or pieces of pseudo-random length
- * seeded by it); the rest is the generated text. The text is parsed whole
- * and streamed; abort() unless both give the same message, and unless every
+ * input byte picks the tool format (byte % CHATPARSE_TOOLS_COUNT) and the
+ * reasoning markers (byte / CHATPARSE_TOOLS_COUNT, one of the seven pairs);
+ * the second the options and the chunking (byte by byte, or pieces of
+ * pseudo-random length seeded by it; 32: finished as cut by the token
+ * limit; 64: arguments streamed); the rest is the generated text. The text is parsed whole and
+ * streamed; abort() unless both give the same message, and unless every
  * delta has the stream shape chatparse.h promises. A first byte of 255
  * instead runs template detection on the rest. Seeds:
  * tests/fuzz/corpus/chatparse (written by mkcorpus_chatparse.py).
@@ -99,10 +101,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     static const char *const think[][2] = {
-        {NULL, NULL}, {"<think>", "</think>"}, {"[THINK]", "[/THINK]"}};
-    struct chatparse_format f  = {.tools = (enum chatparse_tools)(data[0] % 7)};
-    f.think_open               = think[(data[0] / 7) % 3][0];
-    f.think_close              = think[(data[0] / 7) % 3][1];
+        {NULL, NULL},
+        {"<think>", "</think>"},
+        {"[THINK]", "[/THINK]"},
+        {"<|channel|>analysis<|message|>", "<|end|>"},
+        {"<seed:think>", "</seed:think>"},
+        {"<|START_THINKING|>", "<|END_THINKING|>"},
+        {"<|channel>thought", "<channel|>"},
+    };
+    enum { N_THINK = sizeof think / sizeof think[0] };
+    struct chatparse_format f  = {.tools = (enum chatparse_tools)(data[0] % CHATPARSE_TOOLS_COUNT)};
+    f.think_open               = think[(data[0] / CHATPARSE_TOOLS_COUNT) % N_THINK][0];
+    f.think_close              = think[(data[0] / CHATPARSE_TOOLS_COUNT) % N_THINK][1];
     uint8_t o                  = data[1];
     struct chatparse_opts opts = {
         .parse_tools        = !(o & 1),
@@ -110,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .start_in_reasoning = o & 4,
         .id_seed            = o,
         .call_max           = (o & 8) ? 48 : 0,
+        .stream_args        = o & 64,
     };
     const char *text = (const char *)data + 2;
     size_t len       = size - 2;
@@ -121,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct chatparse *p = chatparse_new(&f, &opts);
     check(p && chatparse_feed(p, text, len, &d) == HEARTH_OK);
     take(&whole, &d, &n1, !utf8);
-    check(chatparse_finish(p, &d) == HEARTH_OK);
+    check(chatparse_finish_cut(p, o & 32, &d) == HEARTH_OK);
     take(&whole, &d, &n1, true);
     check(chatparse_has_tool_calls(p) == (whole.n_calls > 0));
     chatparse_free(p);
@@ -140,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         take(&streamed, &d, &n2, !utf8);
         at += n;
     }
-    check(p && chatparse_finish(p, &d) == HEARTH_OK);
+    check(p && chatparse_finish_cut(p, o & 32, &d) == HEARTH_OK);
     take(&streamed, &d, &n2, true);
     chatparse_free(p);
     chatparse_deltas_free(&d);

@@ -6,6 +6,7 @@
  * time: every way must give the same message, since the server's stream is
  * the concatenation of the deltas and must equal its non-streaming answer.
  */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -692,6 +693,404 @@ static void test_stream_shape_and_ids(void **state)
     chatparse_free(p);
 }
 
+/* ------------------------------------------------------ the other families --- */
+
+static void test_harmony(void **state)
+{
+    (void)state;
+    static const struct chatparse_format f = {CHATPARSE_TOOLS_HARMONY,
+                                              "<|channel|>analysis<|message|>", "<|end|>"};
+    /* gpt-oss answers: analysis, then final; the prompt ended in <|start|>assistant */
+    expect(&f,
+           "<|channel|>analysis<|message|>User asks 2+2. Simple.<|end|><|start|>assistant"
+           "<|channel|>final<|message|>2 + 2 = 4.<|return|>",
+           "User asks 2+2. Simple.", "2 + 2 = 4.", NULL, 0);
+    /* a call as the template writes it, and as the model often does (to= after the channel) */
+    static const struct want_call c[] = {{"get_weather", "{\"city\":\"Paris\"}", NULL}};
+    expect(&f,
+           "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant to=functions."
+           "get_weather<|channel|>commentary json<|message|>{\"city\": \"Paris\"}<|call|>",
+           "Need weather.", NULL, c, N(c));
+    expect(&f,
+           "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>"
+           "commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Paris\"}"
+           "<|call|>",
+           "Need weather.", NULL, c, N(c));
+    /* a commentary preamble is content; reasoning_format none puts analysis in content */
+    expect(&f,
+           "<|channel|>commentary<|message|>Checking.<|end|><|start|>assistant to=functions."
+           "get_weather<|channel|>commentary json<|message|>{\"city\":\"Paris\"}",
+           NULL, "Checking.", c, N(c));
+    struct chatparse_opts o = defaults;
+    o.split_reasoning       = false;
+    expect_opts(&f, &o,
+                "<|channel|>analysis<|message|>Hmm.<|end|><|start|>assistant<|channel|>final"
+                "<|message|>Hi.",
+                NULL, "Hmm.Hi.", NULL, 0);
+    /* without tools the channels still split, and a call stays text */
+    o             = defaults;
+    o.parse_tools = false;
+    expect_opts(&f, &o,
+                "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final"
+                "<|message|>y",
+                "x", "y", NULL, 0);
+    const char *call_text = "<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
+                            "{\"a\":1}";
+    expect_opts(&f, &o, call_text, NULL, call_text, NULL, 0);
+    /* malformed: no JSON, an unknown channel, another recipient */
+    const char *bad = "<|channel|>commentary to=functions.f json<|message|>not json";
+    expect(&f, bad, NULL, bad, NULL, 0);
+    expect(&f, "<|channel|>weird<|message|>x", NULL, "<|channel|>weird<|message|>x", NULL, 0);
+    const char *py = "<|channel|>analysis to=python code<|message|>print(1)";
+    expect(&f, py, NULL, py, NULL, 0);
+}
+
+static void test_glm(void **state)
+{
+    (void)state;
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_GLM, "<think>", "</think>");
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\":\"Beijing\",\"days\":2,\"units\":{\"t\":\"C\"}}", NULL},
+        {"get_time", "{\"tz\":\"Asia/Shanghai\"}", NULL},
+    };
+    /* GLM 4.6: the name, then one pair per line */
+    expect(&f,
+           "<think>Weather and time.</think>\nLet me look.\n<tool_call>get_weather\n"
+           "<arg_key>city</arg_key>\n<arg_value>Beijing</arg_value>\n<arg_key>days</arg_key>\n"
+           "<arg_value>2</arg_value>\n<arg_key>units</arg_key>\n<arg_value>{\"t\": \"C\"}"
+           "</arg_value>\n</tool_call>\n<tool_call>get_time\n<arg_key>tz</arg_key>\n"
+           "<arg_value>Asia/Shanghai</arg_value>\n</tool_call>",
+           "Weather and time.", "Let me look.", c, N(c));
+    /* GLM 4.7: all on one line; a call without arguments */
+    static const struct want_call d[] = {{"f", "{\"s\":\"a b\\nc\"}", NULL}, {"g", "{}", NULL}};
+    expect(&f,
+           "<tool_call>f<arg_key>s</arg_key><arg_value>a b\nc</arg_value></tool_call>"
+           "<tool_call>g</tool_call>",
+           NULL, NULL, d, N(d));
+    const char *nokey = "<tool_call>f<arg_value>1</arg_value></tool_call>";
+    expect(&f, nokey, NULL, nokey, NULL, 0);
+    const char *noval = "<tool_call>f<arg_key>a</arg_key></tool_call>";
+    expect(&f, noval, NULL, noval, NULL, 0);
+    const char *noname = "<tool_call><arg_key>a</arg_key><arg_value>1</arg_value></tool_call>";
+    expect(&f, noname, NULL, noname, NULL, 0);
+}
+
+static void test_kimi(void **state)
+{
+    (void)state;
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_KIMI, "<think>", "</think>");
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\":\"Tokyo\"}", NULL},
+        {"search", "{\"q\":\"東京 天気\"}", NULL},
+    };
+    expect(&f,
+           "<think>Two calls.</think>Sure.<|tool_calls_section_begin|><|tool_call_begin|>"
+           "functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Tokyo\"}"
+           "<|tool_call_end|><|tool_call_begin|>functions.search:1<|tool_call_argument_begin|>"
+           "{\"q\": \"東京 天気\"}<|tool_call_end|><|tool_calls_section_end|>",
+           "Two calls.", "Sure.", c, N(c));
+    const char *bad = "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0"
+                      "<|tool_call_argument_begin|>{\"a\": }<|tool_call_end|>"
+                      "<|tool_calls_section_end|>";
+    expect(&f, bad, NULL, bad, NULL, 0);
+    const char *empty = "<|tool_calls_section_begin|><|tool_calls_section_end|>";
+    expect(&f, empty, NULL, empty, NULL, 0);
+}
+
+static void test_minimax(void **state)
+{
+    (void)state;
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_MINIMAX, "<think>", "</think>");
+    static const struct want_call c[] = {
+        {"search_web", "{\"query\":\"MiniMax M2\",\"limit\":5}", NULL},
+        {"ls", "{\"path\":\"/tmp\"}", NULL},
+    };
+    expect(&f,
+           "<think>\nSearch first.\n</think>\n\n<minimax:tool_call>\n<invoke name=\"search_web\">\n"
+           "<parameter name=\"query\">MiniMax M2</parameter>\n<parameter name=\"limit\">5"
+           "</parameter>\n</invoke>\n<invoke name=\"ls\">\n<parameter name=\"path\">/tmp"
+           "</parameter>\n</invoke>\n</minimax:tool_call>",
+           "Search first.", NULL, c, N(c));
+    const char *bad = "<minimax:tool_call>\n<invoke name=\"f\">\n<parameter name=\"a\">1\n"
+                      "</invoke>\n</minimax:tool_call>";
+    expect(&f, bad, NULL, bad, NULL, 0);
+}
+
+static void test_seed_oss(void **state)
+{
+    (void)state;
+    struct chatparse_format f = fmt(CHATPARSE_TOOLS_SEED_OSS, "<seed:think>", "</seed:think>");
+    static const struct want_call c[] = {
+        {"get_weather", "{\"location\":\"Paris\",\"days\":3}", NULL}};
+    expect(&f,
+           "<seed:think>Weather in Paris.</seed:think>\n<seed:tool_call>\n<function=get_weather>\n"
+           "<parameter=location>Paris</parameter>\n<parameter=days>3</parameter>\n</function>\n"
+           "</seed:tool_call>",
+           "Weather in Paris.", NULL, c, N(c));
+    const char *bad = "<seed:tool_call>\n<function=f>\n<parameter=a>1</parameter>\n"
+                      "</seed:tool_call>";
+    expect(&f, bad, NULL, bad, NULL, 0);
+}
+
+static void test_granite(void **state)
+{
+    (void)state;
+    struct chatparse_format f         = fmt(CHATPARSE_TOOLS_GRANITE, NULL, NULL);
+    static const struct want_call c[] = {
+        {"get_current_weather", "{\"location\":\"Boston, MA\"}", NULL},
+        {"get_time", "{}", NULL},
+    };
+    expect(&f,
+           "<|tool_call|>[{\"arguments\": {\"location\": \"Boston, MA\"}, \"name\": "
+           "\"get_current_weather\"}, {\"name\": \"get_time\", \"arguments\": {}}]",
+           NULL, NULL, c, N(c));
+    expect(&f, "<|tool_call|>[] and text", NULL, "<|tool_call|>[] and text", NULL, 0);
+    expect(&f, "<|tool_call|>{\"name\": \"f\"}", NULL, "<|tool_call|>{\"name\": \"f\"}", NULL, 0);
+}
+
+static void test_functionary(void **state)
+{
+    (void)state;
+    struct chatparse_format f31       = fmt(CHATPARSE_TOOLS_FUNCTIONARY_V31, NULL, NULL);
+    static const struct want_call c[] = {{"get_weather", "{\"city\":\"Oslo\"}", NULL}};
+    expect(&f31, "Checking.<function=get_weather>{\"city\": \"Oslo\"}</function>", NULL,
+           "Checking.", c, N(c));
+    const char *bad = "<function=get weather>{\"city\": \"Oslo\"}</function>";
+    expect(&f31, bad, NULL, bad, NULL, 0);
+
+    /* v3.2: the prompt ends in >>>, so the first recipient comes bare */
+    struct chatparse_format f32       = fmt(CHATPARSE_TOOLS_FUNCTIONARY_V32, NULL, NULL);
+    static const struct want_call d[] = {{"get_weather", "{\"city\":\"Oslo\"}", NULL},
+                                         {"get_time", "{\"tz\":\"CET\"}", NULL}};
+    expect(&f32,
+           "all\nLet me check.>>>get_weather\n{\"city\": \"Oslo\"}>>>get_time\n"
+           "{\"tz\": \"CET\"}",
+           NULL, "Let me check.", d, N(d));
+    expect(&f32, "get_weather\n{\"city\": \"Oslo\"}", NULL, NULL, d, 1);
+    expect(&f32, "all\nHello there.", NULL, "Hello there.", NULL, 0);
+    expect(&f32, "Hello there.", NULL, "Hello there.", NULL, 0);
+    expect(&f32, "all\nx>>>f\nnot json", NULL, "x>>>f\nnot json", NULL, 0);
+    struct chatparse_opts o = defaults;
+    o.parse_tools           = false;
+    expect_opts(&f32, &o, "all\nHi.>>>f\n{}", NULL, "Hi.>>>f\n{}", NULL, 0);
+}
+
+static void test_command_r(void **state)
+{
+    (void)state;
+    struct chatparse_format f =
+        fmt(CHATPARSE_TOOLS_COMMAND_R7B, "<|START_THINKING|>", "<|END_THINKING|>");
+    static const struct want_call c[] = {{"get_weather", "{\"city\":\"Lyon\"}", NULL},
+                                         {"get_time", "{}", NULL}};
+    expect(&f,
+           "<|START_THINKING|>I will look up the weather.<|END_THINKING|><|START_ACTION|>[\n"
+           "    {\"tool_call_id\": \"0\", \"tool_name\": \"get_weather\", \"parameters\": "
+           "{\"city\": \"Lyon\"}},\n    {\"tool_call_id\": \"1\", \"tool_name\": \"get_time\", "
+           "\"parameters\": {}}\n]<|END_ACTION|>",
+           "I will look up the weather.", NULL, c, N(c));
+    expect(&f, "<|START_RESPONSE|>It is sunny.<|END_RESPONSE|>", NULL, "It is sunny.", NULL, 0);
+    const char *bad = "<|START_ACTION|>[{\"name\": \"f\"}]<|END_ACTION|>";
+    expect(&f, bad, NULL, bad, NULL, 0);
+
+    struct chatparse_format plus = fmt(CHATPARSE_TOOLS_COMMAND_R, NULL, NULL);
+    expect(&plus,
+           "Action: ```json\n[\n    {\n        \"tool_name\": \"get_weather\",\n        "
+           "\"parameters\": {\"city\": \"Lyon\"}\n    }\n]\n```",
+           NULL, NULL, c, 1);
+    expect(&plus, "Action: take a walk.", NULL, "Action: take a walk.", NULL, 0);
+}
+
+static void test_gemma4(void **state)
+{
+    (void)state;
+    struct chatparse_format f = fmt(CHATPARSE_TOOLS_GEMMA4, "<|channel>thought", "<channel|>");
+    static const struct want_call c[] = {
+        {"get_weather",
+         "{\"city\":\"Rome\",\"days\":2,\"opts\":{\"unit\":\"C\"},"
+         "\"tags\":[\"a\",true]}",
+         NULL},
+        {"ping", "{}", NULL},
+    };
+    expect(&f,
+           "<|channel>thought\nRome weather.\n<channel|><|tool_call>call:get_weather{city:<|\"|>"
+           "Rome<|\"|>,days:2,opts:{<|\"|>unit<|\"|>:<|\"|>C<|\"|>},tags:[<|\"|>a<|\"|>,true]}"
+           "<tool_call|><|tool_call>call:ping{}<tool_call|>",
+           "Rome weather.", NULL, c, N(c));
+    const char *bad = "<|tool_call>call:f{a:\"json string\"}<tool_call|>";
+    expect(&f, bad, NULL, bad, NULL, 0);
+    const char *open = "<|tool_call>call:f{a:<|\"|>x}<tool_call|>";
+    expect(&f, open, NULL, open, NULL, 0);
+}
+
+static void test_values_typed_by_schema(void **state)
+{
+    (void)state;
+    /* without tools a bare "42" reads as a number; a string parameter keeps it a string */
+    cJSON *tools = cJSON_Parse(
+        "[{\"type\": \"function\", \"function\": {\"name\": \"set\", \"parameters\": {\"type\": "
+        "\"object\", \"properties\": {\"code\": {\"type\": \"string\"}, \"n\": {\"type\": "
+        "\"integer\"}, \"flag\": {\"type\": \"string\"}}}}}]");
+    assert_non_null(tools);
+    struct chatparse_opts o   = defaults;
+    o.tools                   = tools;
+    struct chatparse_format q = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
+    const char *xml           = "<tool_call>\n<function=set>\n<parameter=code>\n42\n</parameter>\n"
+                                "<parameter=n>\n42\n</parameter>\n<parameter=flag>\ntrue\n</parameter>\n"
+                                "</function>\n</tool_call>";
+    static const struct want_call typed[] = {
+        {"set", "{\"code\":\"42\",\"n\":42,\"flag\":\"true\"}", NULL}};
+    static const struct want_call looks[] = {{"set", "{\"code\":42,\"n\":42,\"flag\":true}", NULL}};
+    expect_opts(&q, &o, xml, NULL, NULL, typed, 1);
+    expect(&q, xml, NULL, NULL, looks, 1);
+    struct chatparse_format g = fmt(CHATPARSE_TOOLS_GLM, NULL, NULL);
+    expect_opts(&g, &o,
+                "<tool_call>set<arg_key>code</arg_key><arg_value>42</arg_value><arg_key>n"
+                "</arg_key><arg_value>42</arg_value><arg_key>flag</arg_key><arg_value>true"
+                "</arg_value></tool_call>",
+                NULL, NULL, typed, 1);
+    struct chatparse_format mm = fmt(CHATPARSE_TOOLS_MINIMAX, NULL, NULL);
+    expect_opts(&mm, &o,
+                "<minimax:tool_call><invoke name=\"set\"><parameter name=\"code\">42</parameter>"
+                "<parameter name=\"n\">42</parameter><parameter name=\"flag\">true</parameter>"
+                "</invoke></minimax:tool_call>",
+                NULL, NULL, typed, 1);
+    struct chatparse_format sd = fmt(CHATPARSE_TOOLS_SEED_OSS, NULL, NULL);
+    expect_opts(&sd, &o,
+                "<seed:tool_call><function=set><parameter=code>42</parameter><parameter=n>42"
+                "</parameter><parameter=flag>true</parameter></function></seed:tool_call>",
+                NULL, NULL, typed, 1);
+    cJSON_Delete(tools);
+}
+
+/* text ends at the token limit: fed whole and a byte at a time, finished with cut; the
+ * content must be want whichever way */
+static void expect_cut(const struct chatparse_format *f, const char *text, bool cut,
+                       const char *want)
+{
+    size_t len = strlen(text);
+    for (int way = 0; way < 2; way++) {
+        struct chatparse *p       = chatparse_new(f, &defaults);
+        struct chatparse_deltas d = {0};
+        struct chatparse_msg m    = {0};
+        assert_non_null(p);
+        for (size_t at = 0; at < len; at += way ? 1 : len)
+            assert_int_equal(chatparse_feed(p, text + at, way ? 1 : len, &d), HEARTH_OK);
+        assert_int_equal(chatparse_finish_cut(p, cut, &d), HEARTH_OK);
+        assert_int_equal(chatparse_msg_add(&m, &d), HEARTH_OK);
+        if (strcmp(or_empty(m.content), want))
+            print_message("cut %d of [%s]: content [%s], want [%s]\n", cut, text,
+                          or_empty(m.content), want);
+        assert_string_equal(or_empty(m.content), want);
+        assert_int_equal(m.n_calls, 0);
+        chatparse_msg_free(&m);
+        chatparse_deltas_free(&d);
+        chatparse_free(p);
+    }
+}
+
+static void test_cut_call_dropped(void **state)
+{
+    (void)state;
+    static const struct {
+        struct chatparse_format f;
+        const char *text;
+    } cases[] = {
+        {{CHATPARSE_TOOLS_HERMES, NULL, NULL},
+         "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"ci"},
+        {{CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL},
+         "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nPar"},
+        {{CHATPARSE_TOOLS_MISTRAL, NULL, NULL}, "Let me check.[TOOL_CALLS]get_weather[ARGS]{\"ci"},
+        {{CHATPARSE_TOOLS_DEEPSEEK_V31, NULL, NULL},
+         "Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"},
+        {{CHATPARSE_TOOLS_HARMONY, NULL, NULL},
+         "<|channel|>final<|message|>Let me check.<|end|><|start|>assistant to=functions.get_"},
+        {{CHATPARSE_TOOLS_GLM, NULL, NULL}, "Let me check.<tool_call>get_weather<arg_key>ci"},
+        {{CHATPARSE_TOOLS_KIMI, NULL, NULL},
+         "Let me check.<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"},
+        {{CHATPARSE_TOOLS_GEMMA4, NULL, NULL},
+         "Let me check.<|tool_call>call:get_weather{city:<|\"|>Pa"},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        expect_cut(&cases[i].f, cases[i].text, true, "Let me check.");
+        /* stopped for another reason, the open call is text, as before */
+        const char *tail = strstr(cases[i].text, "Let me check.") + strlen("Let me check.");
+        char want[256];
+        while (*tail == '\n')
+            tail++;
+        if (cases[i].f.tools == CHATPARSE_TOOLS_HARMONY)
+            snprintf(want, sizeof want, "Let me check.%s", tail);
+        else
+            snprintf(want, sizeof want, "Let me check.\n%s", tail);
+        if (cases[i].f.tools == CHATPARSE_TOOLS_HERMES ||
+            cases[i].f.tools == CHATPARSE_TOOLS_QWEN3_CODER)
+            expect_cut(&cases[i].f, cases[i].text, false, want);
+    }
+    /* an invalid call is text even when cut; so is text with no call */
+    struct chatparse_format h = fmt(CHATPARSE_TOOLS_HERMES, NULL, NULL);
+    expect_cut(&h, "<tool_call>\n{\"name\": 1}\n</tool_call> and mo", true,
+               "<tool_call>\n{\"name\": 1}\n</tool_call> and mo");
+    expect_cut(&h, "Just text that ran lo", true, "Just text that ran lo");
+    struct chatparse_format m = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
+    expect_cut(&m, "Note: [TOOL_CALLS] is a marker", true, "Note: [TOOL_CALLS] is a marker");
+}
+
+static void test_stream_args(void **state)
+{
+    (void)state;
+    struct chatparse_opts o           = defaults;
+    o.stream_args                     = true;
+    struct chatparse_format h         = fmt(CHATPARSE_TOOLS_HERMES, "<think>", "</think>");
+    static const struct want_call c[] = {
+        {"get_weather", "{\"city\": \"Zürich\", \"days\": [1, 2]}", NULL},
+        {"get_time", "{}", NULL},
+    };
+    const char *two = "<think>ok</think>Checking.\n<tool_call>\n{\"name\": \"get_weather\", "
+                      "\"arguments\": {\"city\": \"Zürich\", \"days\": [1, 2]}}\n</tool_call>\n"
+                      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+    expect_opts(&h, &o, two, "ok", "Checking.", c, N(c));
+    /* the start goes out with the name, the arguments as they come, no character cut */
+    struct chatparse *p       = chatparse_new(&h, &o);
+    struct chatparse_deltas d = {0};
+    const char *head = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\xc3";
+    assert_int_equal(chatparse_feed(p, head, strlen(head), &d), HEARTH_OK);
+    assert_int_equal(d.n, 2);
+    assert_int_equal(d.v[0].kind, CHATPARSE_TOOL_START);
+    assert_string_equal(d.v[0].name, "get_weather");
+    assert_int_equal(d.v[1].kind, CHATPARSE_TOOL_ARGS);
+    assert_string_equal(d.v[1].text, "{\"city\": \"Z");
+    chatparse_deltas_clear(&d);
+    assert_int_equal(chatparse_feed(p, "\xbc", 1, &d), HEARTH_OK);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.v[0].text, "\xc3\xbc");
+    chatparse_deltas_free(&d);
+    chatparse_free(p);
+    /* a generation that ends inside the arguments leaves the call with what came */
+    static const struct want_call cut[] = {{"get_weather", "{\"city\": \"Par", NULL}};
+    expect_opts(&h, &o, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par",
+                NULL, NULL, cut, 1);
+    /* keys in another order: held whole and printed compactly, as without the flag */
+    static const struct want_call w[] = {{"f", "{\"a\":1}", NULL}};
+    expect_opts(&h, &o, "<tool_call>\n{\"arguments\": {\"a\": 1}, \"name\": \"f\"}\n</tool_call>",
+                NULL, NULL, w, 1);
+    /* Llama 3 and Mistral */
+    struct chatparse_format l          = fmt(CHATPARSE_TOOLS_LLAMA3, NULL, NULL);
+    static const struct want_call ll[] = {{"f", "{\"a\": \"}\"}", NULL}};
+    expect_opts(&l, &o, "{\"name\": \"f\", \"parameters\": {\"a\": \"}\"}} ", NULL, NULL, ll, 1);
+    expect_opts(&l, &o, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"a\": \"}\"}}", NULL,
+                NULL, ll, 1);
+    struct chatparse_format m          = fmt(CHATPARSE_TOOLS_MISTRAL, NULL, NULL);
+    static const struct want_call mm[] = {{"f", "{\"a\": [1, 2]}", NULL}, {"g", "{}", NULL}};
+    expect_opts(&m, &o, "Sure.[TOOL_CALLS]f[ARGS]{\"a\": [1, 2]}[TOOL_CALLS]g[ARGS]{}", NULL,
+                "Sure.", mm, N(mm));
+    /* Qwen3-Coder's XML body is held whole */
+    struct chatparse_format q         = fmt(CHATPARSE_TOOLS_QWEN3_CODER, NULL, NULL);
+    static const struct want_call x[] = {{"f", "{\"a\":1}", NULL}};
+    expect_opts(&q, &o,
+                "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n"
+                "</tool_call>",
+                NULL, NULL, x, 1);
+}
+
 /* -------------------------------------------------------------- detection --- */
 
 static void detect_file(const char *rel, enum chatparse_tools tools, const char *think_open)
@@ -750,12 +1149,24 @@ static void test_detect_templates(void **state)
         {"NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", CHATPARSE_TOOLS_QWEN3_CODER, "<think>"},
         {"Bielik-11B-v3.0-Instruct.jinja", CHATPARSE_TOOLS_HERMES, "<think>"},
         {"ibm-granite-granite-4.0.jinja", CHATPARSE_TOOLS_HERMES, NULL},
-        {"GLM-4.6.jinja", CHATPARSE_TOOLS_NONE, "<think>"},
-        {"poolside-Laguna-XS.2.jinja", CHATPARSE_TOOLS_NONE, "<think>"},
+        {"GLM-4.6.jinja", CHATPARSE_TOOLS_GLM, "<think>"},
+        {"GLM-4.7-Flash.jinja", CHATPARSE_TOOLS_GLM, "<think>"},
+        {"poolside-Laguna-XS.2.jinja", CHATPARSE_TOOLS_GLM, "<think>"},
+        {"openai-gpt-oss-120b.jinja", CHATPARSE_TOOLS_HARMONY, "<|channel|>analysis<|message|>"},
+        {"moonshotai-Kimi-K2.jinja", CHATPARSE_TOOLS_KIMI, NULL},
+        {"Kimi-K2-Thinking.jinja", CHATPARSE_TOOLS_KIMI, "<think>"},
+        {"MiniMax-M2.jinja", CHATPARSE_TOOLS_MINIMAX, "<think>"},
+        {"ByteDance-Seed-OSS.jinja", CHATPARSE_TOOLS_SEED_OSS, "<seed:think>"},
+        {"ibm-granite-granite-3.3-2B-Instruct.jinja", CHATPARSE_TOOLS_GRANITE, "<think>"},
+        {"meetkai-functionary-medium-v3.2.jinja", CHATPARSE_TOOLS_FUNCTIONARY_V32, NULL},
+        {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", CHATPARSE_TOOLS_COMMAND_R, NULL},
+        {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", CHATPARSE_TOOLS_COMMAND_R7B,
+         "<|START_THINKING|>"},
+        {"google-gemma-4-31B-it.jinja", CHATPARSE_TOOLS_GEMMA4, "<|channel>thought"},
         {"MiniMax-M3.jinja", CHATPARSE_TOOLS_NONE, NULL},
         {"google-gemma-2-2b-it.jinja", CHATPARSE_TOOLS_NONE, NULL},
         {"microsoft-Phi-3.5-mini-instruct.jinja", CHATPARSE_TOOLS_NONE, NULL},
-        {"meetkai-functionary-medium-v3.1.jinja", CHATPARSE_TOOLS_NONE, NULL},
+        {"meetkai-functionary-medium-v3.1.jinja", CHATPARSE_TOOLS_FUNCTIONARY_V31, NULL},
     };
     char rel[256];
     for (size_t i = 0; i < N(cases); i++) {
@@ -785,6 +1196,18 @@ int main(void)
         cmocka_unit_test(test_reasoning_rules),
         cmocka_unit_test(test_prompt_opens_thinking),
         cmocka_unit_test(test_stream_shape_and_ids),
+        cmocka_unit_test(test_harmony),
+        cmocka_unit_test(test_glm),
+        cmocka_unit_test(test_kimi),
+        cmocka_unit_test(test_minimax),
+        cmocka_unit_test(test_seed_oss),
+        cmocka_unit_test(test_granite),
+        cmocka_unit_test(test_functionary),
+        cmocka_unit_test(test_command_r),
+        cmocka_unit_test(test_gemma4),
+        cmocka_unit_test(test_values_typed_by_schema),
+        cmocka_unit_test(test_cut_call_dropped),
+        cmocka_unit_test(test_stream_args),
         cmocka_unit_test(test_detect_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,8 @@
 #include "template/chat_template.h"
 #include "util/testutil.h"
 
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
 #define QWEN3  "templates/Qwen-Qwen3-0.6B.jinja"
 #define LLAMA3 "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"
 
@@ -42,7 +44,8 @@ static struct chat_template *load_template(const char *rel)
     const char *path = tu_shared(rel);
     if (!path) {
         print_message("skip: %s not found (set HEARTH_SHARED or put shared/ beside the "
-                      "checkout)\n", rel);
+                      "checkout)\n",
+                      rel);
         return NULL;
     }
     size_t n;
@@ -110,8 +113,9 @@ static void accepts(const struct built *b, const char *s, bool want)
     assert_int_equal(got, want);
 }
 
-#define CALL_ADD     "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":12}}\n</tool_call>"
-#define CALL_WEATHER "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
+#define CALL_ADD "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":12}}\n</tool_call>"
+#define CALL_WEATHER                                                                               \
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
 
 /* Prompts as Qwen3's template ends them: thinking closed, free, opened. */
 #define P_CLOSED "<|im_start|>assistant\n<think>\n\n</think>\n\n"
@@ -140,8 +144,9 @@ static void test_forced_hermes_calls(void **state)
     accepts(&b, "<tool_call>\n{\"name\": \"sub\", \"arguments\": {\"a\":1}}\n</tool_call>", false);
     accepts(&b, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":\"x\"}}\n</tool_call>",
             false);
-    accepts(&b, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-                "\"Ouagadougou\"}}\n</tool_call>",
+    accepts(&b,
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+            "\"Ouagadougou\"}}\n</tool_call>",
             false); /* maxLength 10 */
     built_free(&b);
 
@@ -202,11 +207,12 @@ static void test_schemas_and_grammars(void **state)
     if (!t)
         skip();
     struct grammar_vocab *gv = byte_vocab();
-    struct built b = build(t, gv,
-                           "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
-                           "\"n\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
-                           "\"boolean\"}},\"required\":[\"a\"],\"additionalProperties\":false}}}",
-                           P_CLOSED);
+    struct built b =
+        build(t, gv,
+              "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+              "\"n\",\"schema\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+              "\"boolean\"}},\"required\":[\"a\"],\"additionalProperties\":false}}}",
+              P_CLOSED);
     assert_true(b.ok);
     accepts(&b, "{\"a\":true}", true);
     accepts(&b, "{\"a\":1}", false);
@@ -304,7 +310,7 @@ static void test_auto_calls_are_lazy(void **state)
     static const char odd[] = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
                               "\"parameters\":{\"type\":\"object\",\"properties\":{\"x\":"
                               "{\"type\":\"number\",\"minimum\":0.5}}}}}]";
-    b = build(t, gv, odd, P_FREE);
+    b                       = build(t, gv, odd, P_FREE);
     assert_true(b.ok);
     assert_null(b.g);
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", odd);
@@ -342,15 +348,136 @@ static void test_llama3_calls_and_refused_formats(void **state)
     assert_null(b.g);
     chat_template_free(t);
     /* a format hearth writes no grammar for: forced calls are refused, naming it */
-    t = load_template("templates/mistralai-Mistral-Nemo-Instruct-2407.jinja");
+    t = load_template("templates/GLM-4.6.jinja");
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
     b = build(t, gv, extra, "");
     assert_false(b.ok);
     assert_int_equal(b.e.status, 400);
     assert_string_equal(b.e.param, "tool_choice");
-    assert_non_null(strstr(b.e.message, "mistral"));
+    assert_non_null(strstr(b.e.message, "glm"));
     grammar_vocab_free(gv);
     chat_template_free(t);
+}
+
+/* A forced call (required, then named "add") in template rel's syntax: each good reply is
+ * accepted, each bad one refused; auto waits for trigger. */
+static void forced_in(const char *rel, const char *const *good, size_t n_good,
+                      const char *const *bad, size_t n_bad, const char *trigger)
+{
+    struct chat_template *t = load_template(rel);
+    if (!t)
+        skip();
+    struct grammar_vocab *gv = byte_vocab();
+    char extra[2048];
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
+    struct built b = build(t, gv, extra, "");
+    if (!b.ok)
+        print_message("%s: %s\n", rel, b.e.message);
+    assert_true(b.ok);
+    for (size_t i = 0; i < n_good; i++)
+        accepts(&b, good[i], true);
+    for (size_t i = 0; i < n_bad; i++)
+        accepts(&b, bad[i], false);
+    built_free(&b);
+    /* named: only that function */
+    snprintf(extra, sizeof extra,
+             "%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"add\"}}", TOOLS);
+    b = build(t, gv, extra, "");
+    assert_true(b.ok);
+    accepts(&b, good[0], true);
+    accepts(&b, good[1], false); /* good[1] calls get_weather */
+    built_free(&b);
+    b = build(t, gv, TOOLS, "");
+    assert_true(b.ok);
+    assert_non_null(b.g);
+    assert_int_equal(b.n_trig, 1);
+    assert_string_equal(b.trig[0], trigger);
+    built_free(&b);
+    grammar_vocab_free(gv);
+    chat_template_free(t);
+}
+
+#define XML_ADD(v)                                                                                 \
+    "<tool_call>\n<function=add>\n<parameter=a>\n" v "\n</parameter>\n</function>\n</tool_call>"
+#define XML_WEATHER(v)                                                                             \
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\n" v "\n</parameter>\n</function>\n"    \
+    "</tool_call>"
+
+static void test_qwen3_coder_calls(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        XML_ADD("12"), XML_WEATHER("Oslo"), XML_WEATHER("São Paulo\nBR"),
+        XML_ADD("-3") "\n" XML_WEATHER("Oslo"), /* parallel calls, a newline between */
+    };
+    static const char *const bad[] = {
+        XML_ADD("x"),                                             /* not an integer */
+        XML_ADD("1.5"),                                           /* nor this */
+        "<tool_call>\n<function=add>\n</function>\n</tool_call>", /* a required one missing */
+        "<tool_call>\n<function=sub>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n<function=add>\n<parameter=b>\n1\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+        "Sure: " XML_ADD("1"),
+    };
+    forced_in("templates/Qwen3.5-4B.jinja", good, N(good), bad, N(bad), "<tool_call>");
+    forced_in("templates/Qwen3-Coder.jinja", good, N(good), bad, N(bad), "<tool_call>");
+}
+
+static void test_mistral_calls(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "[TOOL_CALLS]add[ARGS]{\"a\":3}",
+        "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Oslo\"}",
+        "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\":3}}]",
+        "[TOOL_CALLS]add[ARGS]{\"a\":3}[TOOL_CALLS]add[ARGS]{\"a\":4}",
+    };
+    static const char *const bad[] = {
+        "[TOOL_CALLS]add[ARGS]{\"a\":\"x\"}",
+        "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Reykjavik, IS\"}", /* maxLength 10 */
+        "[TOOL_CALLS]sub[ARGS]{\"a\":3}",
+        "add[ARGS]{\"a\":3}",
+    };
+    forced_in("templates/Mistral-Small-3.2-24B-Instruct-2506.jinja", good, N(good), bad, N(bad),
+              "[TOOL_CALLS]");
+    forced_in("templates/mistralai-Mistral-Nemo-Instruct-2407.jinja", good, N(good), bad, N(bad),
+              "[TOOL_CALLS]");
+}
+
+#define DS_BEGIN "<｜tool▁calls▁begin｜>"
+#define DS_END   "<｜tool▁calls▁end｜>"
+#define R1_CALL(name, args)                                                                        \
+    "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" name "\n```json\n" args "\n```<"                 \
+                                                                          "｜tool▁call▁end｜>"
+#define V31_CALL(name, args)                                                                       \
+    "<｜tool▁call▁begin｜>" name "<｜tool▁sep｜>" args "<｜tool▁call▁end｜>"
+
+static void test_deepseek_calls(void **state)
+{
+    (void)state;
+    static const char *const r1_good[] = {
+        DS_BEGIN R1_CALL("add", "{\"a\":3}") DS_END,
+        DS_BEGIN R1_CALL("get_weather", "{\"city\": \"Oslo\"}") DS_END,
+        DS_BEGIN R1_CALL("add", "{\"a\":3}") "\n" R1_CALL("add", "{\"a\":4}") DS_END,
+    };
+    static const char *const r1_bad[] = {
+        DS_BEGIN R1_CALL("add", "{\"a\":\"3\"}") DS_END,
+        DS_BEGIN R1_CALL("add", "{\"a\":3}"),
+        DS_BEGIN V31_CALL("add", "{\"a\":3}") DS_END,
+    };
+    forced_in("templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", r1_good, N(r1_good),
+              r1_bad, N(r1_bad), DS_BEGIN);
+    static const char *const v31_good[] = {
+        DS_BEGIN V31_CALL("add", "{\"a\":3}") DS_END,
+        DS_BEGIN V31_CALL("get_weather", "{\"city\":\"Oslo\"}") DS_END,
+        DS_BEGIN V31_CALL("add", "{\"a\":3}") V31_CALL("add", "{\"a\":4}") DS_END,
+    };
+    static const char *const v31_bad[] = {
+        DS_BEGIN V31_CALL("add", "{}") DS_END,
+        DS_BEGIN R1_CALL("add", "{\"a\":3}") DS_END,
+    };
+    forced_in("templates/deepseek-ai-DeepSeek-V3.1.jinja", v31_good, N(v31_good), v31_bad,
+              N(v31_bad), DS_BEGIN);
 }
 
 int main(void)
@@ -361,6 +488,9 @@ int main(void)
         cmocka_unit_test(test_schemas_and_grammars),
         cmocka_unit_test(test_auto_calls_are_lazy),
         cmocka_unit_test(test_llama3_calls_and_refused_formats),
+        cmocka_unit_test(test_qwen3_coder_calls),
+        cmocka_unit_test(test_mistral_calls),
+        cmocka_unit_test(test_deepseek_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
