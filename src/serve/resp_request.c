@@ -74,6 +74,7 @@ struct rp {
     cJSON *chat;              /* the chat request body */
     cJSON *echo;              /* what the reply echoes (Responses names) */
     cJSON *schema;            /* text.format's schema, or NULL */
+    const cJSON *allowed;     /* tool_choice allowed_tools' list (in the body), or NULL */
     bool has_input;
     struct oai_request notes; /* only ignored[]: copied onto the parsed request */
 };
@@ -406,7 +407,11 @@ static cJSON *tools_of(struct rp *p, const cJSON *tools, struct oai_error *e)
     return out;
 }
 
-static cJSON *tool_choice_of(const cJSON *tc, struct oai_error *e)
+/*
+ * tool_choice -> the chat path's. allowed_tools {mode, tools} becomes its mode, the list
+ * kept in p->allowed to narrow the offered tools once all are read.
+ */
+static cJSON *tool_choice_of(struct rp *p, const cJSON *tc, struct oai_error *e)
 {
     if (cJSON_IsString(tc))
         return cJSON_CreateString(tc->valuestring); /* the chat path checks the value */
@@ -415,10 +420,27 @@ static cJSON *tool_choice_of(const cJSON *tc, struct oai_error *e)
     const cJSON *type = want_string(tc, "type", "tool_choice", e);
     if (!type)
         return NULL;
+    if (!strcmp(type->valuestring, "allowed_tools")) {
+        const cJSON *mode = want_string(tc, "mode", "tool_choice", e);
+        const cJSON *list = mode ? reqjson_field(tc, "tools") : NULL;
+        if (!mode)
+            return NULL;
+        if (strcmp(mode->valuestring, "auto") && strcmp(mode->valuestring, "required"))
+            return BAD(e, "invalid_value", "tool_choice.mode",
+                       "Invalid 'tool_choice.mode': expected 'auto' or 'required'."),
+                   NULL;
+        if (!cJSON_IsArray(list))
+            return list ? reqjson_wrong_type(e, "tool_choice.tools", "an array", list)
+                        : missing(e, "tool_choice.tools"),
+                   NULL;
+        p->allowed = list;
+        return cJSON_CreateString(mode->valuestring);
+    }
     if (strcmp(type->valuestring, "function") && strcmp(type->valuestring, "custom"))
         return BAD(e, "unsupported_value", "tool_choice",
                    "Invalid 'tool_choice': '%.40s' is not supported; expected 'auto', 'none', "
-                   "'required' or {\"type\": \"function\" or \"custom\", \"name\": ...}.",
+                   "'required', {\"type\": \"function\" or \"custom\", \"name\": ...} or "
+                   "allowed_tools (hosted tools do not run here).",
                    type->valuestring),
                NULL;
     const cJSON *name = want_string(tc, "name", "tool_choice", e);
@@ -751,6 +773,31 @@ static bool take_input(struct rp *rp, struct conv *cv, const cJSON *in, struct o
     return true;
 }
 
+/* allowed_tools: only the chat tools its list names stay offered (hosted ones name none). */
+static void narrow_tools(struct rp *p)
+{
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(p->chat, "tools");
+    cJSON *t     = tools ? tools->child : NULL;
+    while (t) {
+        cJSON *next    = t->next;
+        const char *fn = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"),
+                                             "name"));
+        bool keep = false;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, p->allowed)
+        {
+            const char *n  = cJSON_GetStringValue(reqjson_field(a, "name"));
+            const char *ns = cJSON_GetStringValue(reqjson_field(a, "namespace"));
+            char buf[256];
+            keep |= n && fn && !strcmp(resp_tool_flat_name(ns, n, buf, sizeof buf), fn);
+        }
+        if (!keep)
+            cJSON_Delete(cJSON_DetachItemViaPointer(tools, t));
+        t = next;
+    }
+}
+
 /* ------------------------------------------------------- text, reasoning --- */
 
 bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
@@ -1006,7 +1053,7 @@ static bool take_field(struct rp *p, struct conv *cv, const cJSON *it, struct oa
         return true;
     }
     if (!strcmp(n, "tool_choice")) {
-        cJSON *tc = tool_choice_of(it, e);
+        cJSON *tc = tool_choice_of(p, it, e);
         if (!tc)
             return false;
         cJSON_AddItemToObject(p->chat, "tool_choice", tc);
@@ -1188,6 +1235,8 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
         missing(e, "input");
         goto out;
     }
+    if (p->allowed)
+        narrow_tools(p);
     const cJSON *ins = reqjson_field(root, "instructions");
     if (ins) {
         cJSON *m = cJSON_CreateObject();

@@ -39,7 +39,8 @@
  *   are skipped and noted, as llama-server skips them; so are the items of
  *   their calls sent back in input. text.format json_schema / json_object
  *   map onto the request's schema; tool_choice "required" and a named
- *   function or custom tool onto the chat path's forced calls.
+ *   function or custom tool onto the chat path's forced calls;
+ *   allowed_tools narrows the tools offered to its list.
  * - max_tool_calls caps the calls the reply keeps (1 also makes a forced
  *   call a single one); top_logprobs above 0 is refused (no logprobs here).
  * - Reasoning is returned as a reasoning item's content (reasoning_text);

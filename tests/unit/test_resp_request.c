@@ -189,9 +189,27 @@ static void test_tools_and_tool_choice(void **state)
     assert_string_equal(r.tool_name, "get");
     oai_request_free(&r);
     check_refused("{\"input\":\"x\",\"tools\":[{\"type\":\"function\"}]}", "tools[0].name", NULL);
-    check_refused("{\"input\":\"x\",\"tool_choice\":{\"type\":\"allowed_tools\",\"mode\":\"auto\","
+    check_refused("{\"input\":\"x\",\"tool_choice\":{\"type\":\"web_search\"}}", "tool_choice",
+                  "'web_search'");
+    check_refused("{\"input\":\"x\",\"tool_choice\":{\"type\":\"allowed_tools\",\"mode\":\"any\","
                   "\"tools\":[]}}",
-                  "tool_choice", "'allowed_tools'");
+                  "tool_choice.mode", NULL);
+    check_refused("{\"input\":\"x\",\"tool_choice\":{\"type\":\"allowed_tools\",\"mode\":\"auto\"}}",
+                  "tool_choice.tools", "Missing");
+    /* allowed_tools: the others stay in the echo but are not offered */
+    snprintf(body, sizeof body,
+             "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"a\"},{\"type\":"
+             "\"function\",\"name\":\"b\"}],\"tool_choice\":{\"type\":\"allowed_tools\","
+             "\"mode\":\"required\",\"tools\":[{\"type\":\"function\",\"name\":\"b\"}]}}");
+    assert_true(parse(body, &r, &e));
+    assert_int_equal(cJSON_GetArraySize(r.tools), 1);
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(r.tools, 0), "function"),
+                            "name")->valuestring,
+        "b");
+    assert_int_equal(r.tool_choice, OAI_TOOL_REQUIRED);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.echo, "tools")), 2);
+    oai_request_free(&r);
     check_refused("{\"input\":\"x\",\"tool_choice\":\"sometimes\"}", "tool_choice", NULL);
 }
 
