@@ -66,10 +66,11 @@ static bool append(char **dst, const char *s, size_t n)
     *dst       = d;
     return true;
 }
+
 /* ------------------------------------------------------------- context --- */
 
-/* What one parse builds: the chat body it means, the fields the reply echoes, the
- * conversation so far, and the fields accepted without effect. */
+/* What one parse builds besides the conversation: the chat body it means, the fields the
+ * reply echoes, and the fields accepted without effect. */
 struct rp {
     cJSON *chat;              /* the chat request body */
     cJSON *echo;              /* what the reply echoes (Responses names) */

@@ -14,7 +14,8 @@
  * - a request as Codex CLI sends it (namespace, custom and hosted tools,
  *   encrypted reasoning, custom tool calls in input, bookkeeping fields):
  *   200, streaming and not; its apply_patch tool forced: a custom_tool_call
- *   whose input follows the tool's Lark grammar as far as it got;
+ *   whose input follows the tool's Lark grammar as far as it got; Codex's
+ *   real captured requests: 200;
  * - the official `openai` npm client (tests/e2e/node/responses.test.mjs).
  *
  * No check rests on timing.
@@ -48,7 +49,7 @@ static int start_server(void **state)
     const char *extra[] = {"--chat-template-file",
                            tpl,
                            "--ctx-size",
-                           "4096", /* Codex's tools and grammar are ~1500 tokens */
+                           "16384", /* Codex's real requests are ~10k tokens */
                            "--alias",
                            "qwen3",
                            "--chat-template-kwargs",
@@ -458,6 +459,38 @@ static void test_codex_body(void **state)
     http_resp_free(&r);
 }
 
+/* Codex CLI 0.171's real requests (the fuzz seeds codex_capture_*), as sent but for a short
+ * max_output_tokens: 200 and a whole stream. */
+static void test_codex_captures(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    static const char *const seeds[] = {"codex_capture_qwen3", "codex_capture_gpt55"};
+    for (size_t k = 0; k < 2; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/fuzz/corpus/responses/%s", HEARTH_TOP, seeds[k]);
+        char *seed = tu_read_file(path, NULL);
+        assert_non_null(seed);
+        cJSON *b = cJSON_Parse(seed + 1);
+        free(seed);
+        assert_non_null(b);
+        cJSON_DeleteItemFromObject(b, "model");
+        cJSON_AddStringToObject(b, "model", "qwen3");
+        cJSON_AddNumberToObject(b, "max_output_tokens", 8);
+        char *body = cJSON_PrintUnformatted(b);
+        cJSON_Delete(b);
+        struct http_resp r = http_post(&g_srv, "/v1/responses", body);
+        free(body);
+        if (r.status != 200)
+            print_message("%s: %s\n", seeds[k], r.body);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "event: response.created\n"));
+        assert_true(strstr(r.body, "event: response.completed\n") ||
+                    strstr(r.body, "event: response.incomplete\n"));
+        http_resp_free(&r);
+    }
+}
+
 static void test_openai_npm_client(void **state)
 {
     (void)state;
@@ -476,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_constrained_output),
         cmocka_unit_test(test_codex_body),
+        cmocka_unit_test(test_codex_captures),
         cmocka_unit_test(test_openai_npm_client),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);

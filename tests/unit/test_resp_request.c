@@ -595,6 +595,60 @@ static void test_sealed_reasoning(void **state)
     oai_request_free(&r);
 }
 
+/*
+ * Codex CLI 0.171's real first requests (captured; the fuzz seeds codex_capture_*: one byte,
+ * then the body), with an unknown model (namespace, web_search) and a known one (custom
+ * apply_patch with its Lark grammar, tool_search, text.verbosity): accepted, the hosted tools
+ * skipped, nothing the policy ignores left unnoted, no field noted as unknown.
+ */
+static void test_codex_captures(void **state)
+{
+    (void)state;
+    static const char *const seeds[] = {"codex_capture_qwen3", "codex_capture_gpt55"};
+    for (size_t k = 0; k < 2; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/fuzz/corpus/responses/%s", HEARTH_TOP, seeds[k]);
+        size_t len;
+        char *seed = tu_read_file(path, &len);
+        assert_non_null(seed);
+        struct oai_request r;
+        struct oai_error e;
+        bool ok = resp_parse(seed + 1, len - 1, &r, &e);
+        if (!ok)
+            print_message("%s: %s (%s)\n", seeds[k], e.message, e.param);
+        assert_true(ok);
+        assert_true(r.stream);
+        for (int32_t i = 0; i < r.n_ignored; i++)
+            if (r.ignored[i].unknown) {
+                print_message("%s: %s noted as unknown\n", seeds[k], r.ignored[i].path);
+                fail();
+            }
+        check_noted(&r, "client_metadata", false);
+        check_noted(&r, "prompt_cache_key", false);
+        check_noted(&r, "store", false);
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(r.echo, RESP_ECHO_SEAL)));
+        if (k == 0) { /* the namespace flattened, web_search skipped */
+            assert_non_null(chat_tool(&r, "multi_agent_v1__close_agent"));
+            assert_non_null(chat_tool(&r, "get_goal"));
+            check_noted(&r, "tools.8:web_search", false);
+            check_noted(&r, "reasoning.summary", false);
+        } else { /* apply_patch held to its grammar; tool_search and web_search skipped */
+            const cJSON *ap = chat_tool(&r, "apply_patch");
+            assert_non_null(ap);
+            const cJSON *in = cJSON_GetObjectItem(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(ap, "parameters"), "properties"), "input");
+            assert_non_null(cJSON_GetObjectItem(in, "pattern"));
+            check_noted(&r, "tools.8:tool_search", false);
+            check_noted(&r, "tools.9:web_search", false);
+            check_noted(&r, "text.verbosity", false);
+            assert_string_equal(
+                cJSON_GetObjectItem(r.template_kwargs, "reasoning_effort")->valuestring, "medium");
+        }
+        oai_request_free(&r);
+        free(seed);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -609,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_codex_tools),
         cmocka_unit_test(test_codex_items),
         cmocka_unit_test(test_sealed_reasoning),
+        cmocka_unit_test(test_codex_captures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
