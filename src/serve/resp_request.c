@@ -1239,7 +1239,7 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
     if (p->allowed)
         narrow_tools(p);
     const cJSON *ins = reqjson_field(root, "instructions");
-    if (ins) {
+    if (ins && ins->valuestring[0]) { /* Codex sends "" for a model it has no prompt for */
         cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "role", "system");
         cJSON_AddStringToObject(m, "content", ins->valuestring);

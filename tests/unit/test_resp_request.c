@@ -99,6 +99,12 @@ static void test_string_input_and_instructions(void **state)
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(rs, "summary")));
     assert_string_equal(cJSON_GetObjectItem(echo, "truncation")->valuestring, "disabled");
     oai_request_free(&r);
+
+    /* empty instructions: no empty system message, echoed as sent */
+    assert_true(parse("{\"input\":\"Hi\",\"instructions\":\"\"}", &r, &e));
+    check_messages(&r, "[{\"role\":\"user\",\"content\":\"Hi\"}]");
+    assert_string_equal(cJSON_GetObjectItem(r.echo, "instructions")->valuestring, "");
+    oai_request_free(&r);
 }
 
 /* A whole agent turn sent back: each kind of item, and where it lands in the chat form. */
