@@ -21,13 +21,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/grammar.h"
 #include "grammar/lark.h"
 #include "util/utf8.h"
 
 #define LARK_MAX_IN    (64 * 1024) /* bytes of grammar text */
 #define LARK_MAX_RULES 512
-#define LARK_MAX_NEST  64          /* parentheses, in the grammar or a regex */
-#define LARK_MAX_OUT   (1 << 20)   /* bytes of output */
+#define LARK_MAX_NEST  64        /* parentheses, in the grammar or a regex */
+#define LARK_MAX_OUT   (1 << 20) /* bytes of output */
 
 /* ------------------------------------------------------------ the text --- */
 
@@ -37,8 +38,8 @@ struct token {
     enum tok t;
     const char *s; /* the token's text (a string with its quotes, a regex with its slashes) */
     size_t n;
-    char c;        /* T_PUNCT: ':' '|' '(' ')' '[' ']' '?' '*' '+' '~' '!' '.', 'D' = "..",
-                    * '>' = "->" */
+    char c; /* T_PUNCT: ':' '|' '(' ')' '[' ']' '?' '*' '+' '~' '!' '.', 'D' = "..",
+             * '>' = "->" */
     int line;
     bool bol; /* the first token of its line: only there may a definition start */
 };
@@ -78,7 +79,8 @@ struct lark {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static bool fail(struct lark *l, const char *fmt, ...)
+static bool
+fail(struct lark *l, const char *fmt, ...)
 {
     if (l->failed)
         return false;
@@ -127,8 +129,8 @@ static bool lex(struct lark *l, const char *s, size_t n)
         if (!grow((void **)&l->toks, &l->cap_toks, l->n_toks + 1, sizeof *l->toks))
             return fail(l, "out of memory");
         struct token *t = &l->toks[l->n_toks++];
-        *t              = (struct token){.t = T_EOF, .s = p, .line = line, .bol = line != last_line};
-        last_line       = line;
+        *t        = (struct token){.t = T_EOF, .s = p, .line = line, .bol = line != last_line};
+        last_line = line;
         if (p == end)
             return true;
         const char *q = p;
@@ -157,9 +159,9 @@ static bool lex(struct lark *l, const char *s, size_t n)
                 q++;
             t->t = T_DIRECTIVE;
         } else if (*p == '.' && p + 1 < end && p[1] == '.') {
-            q      = p + 2;
-            t->t   = T_PUNCT;
-            t->c   = 'D';
+            q    = p + 2;
+            t->t = T_PUNCT;
+            t->c = 'D';
         } else if (*p == '-' && p + 1 < end && p[1] == '>') {
             q    = p + 2;
             t->t = T_PUNCT;
@@ -224,7 +226,10 @@ static const struct token *peek(const struct lark *l, int k)
     return &l->toks[i];
 }
 
-static bool punct(const struct token *t, char c) { return t->t == T_PUNCT && t->c == c; }
+static bool punct(const struct token *t, char c)
+{
+    return t->t == T_PUNCT && t->c == c;
+}
 
 /* Whether a definition starts at token k from here: [?!]NAME [.NUM] ':' at a line's start. */
 static bool def_start(const struct lark *l, int k)
@@ -250,7 +255,7 @@ static bool unquote(struct lark *l, const struct token *t, char **out, size_t *n
         end--;
     }
     end--;
-    char *o = malloc((size_t)(end - s) + 1);
+    char *o  = malloc((size_t)(end - s) + 1);
     size_t k = 0;
     if (!o)
         return fail(l, "out of memory");
@@ -259,26 +264,45 @@ static bool unquote(struct lark *l, const struct token *t, char **out, size_t *n
         if (c == '\\' && s < end) {
             c = *s++;
             switch (c) {
-            case 'n': c = '\n'; break;
-            case 't': c = '\t'; break;
-            case 'r': c = '\r'; break;
-            case 'f': c = '\f'; break;
-            case 'v': c = '\v'; break;
-            case '0': c = 0; break;
+            case 'n':
+                c = '\n';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            case 'r':
+                c = '\r';
+                break;
+            case 'f':
+                c = '\f';
+                break;
+            case 'v':
+                c = '\v';
+                break;
             case 'x': { /* \xHH is the code point U+00HH, as Python reads it */
                 unsigned v = 0;
                 for (int j = 0; j < 2 && s < end; j++, s++) {
                     char h = *s;
-                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) {
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+                          (h >= 'A' && h <= 'F'))) {
                         free(o);
                         return fail(l, "line %d: a malformed \\x escape", t->line);
                     }
-                    v = v * 16 + (unsigned)(h >= 'a' ? h - 'a' + 10 : h >= 'A' ? h - 'A' + 10 : h - '0');
+                    v = v * 16 + (unsigned)(h >= 'a'   ? h - 'a' + 10
+                                            : h >= 'A' ? h - 'A' + 10
+                                                       : h - '0');
+                }
+                if (!v) {
+                    free(o);
+                    return fail(l, "line %d: NUL characters are not supported", t->line);
                 }
                 k += utf8_encode(v, o + k);
                 continue;
             }
-            case '"': case '\\': case '/': break;
+            case '"':
+            case '\\':
+            case '/':
+                break;
             default: /* an unknown escape keeps its backslash, as Python does */
                 o[k++] = '\\';
             }
@@ -336,7 +360,7 @@ static int atom(struct lark *l)
             l->at += 2;
             bool one = n == 1 && n2 == 1 && (unsigned char)s[0] < 128 &&
                        (unsigned char)s2[0] < 128 && s[0] <= s2[0];
-            int r    = one ? node(l, N_RANGE) : -1;
+            int r = one ? node(l, N_RANGE) : -1;
             if (r >= 0) {
                 l->nodes[r].lo = (unsigned char)s[0];
                 l->nodes[r].hi = (unsigned char)s2[0];
@@ -345,7 +369,8 @@ static int atom(struct lark *l)
             free(s2);
             if (!one)
                 return fail(l, "line %d: only ranges of single ASCII characters are supported",
-                            t->line), -1;
+                            t->line),
+                       -1;
             return r;
         }
         int r = node(l, N_LIT);
@@ -382,6 +407,15 @@ static int atom(struct lark *l)
            -1;
 }
 
+/* A T_NUM token's value, held at 99999 (the text is not NUL-terminated after it). */
+static int tok_count(const struct token *t)
+{
+    int v = 0;
+    for (size_t k = 0; k < t->n; k++)
+        v = v > 9999 ? 99999 : v * 10 + (t->s[k] - '0');
+    return v;
+}
+
 /* expr: atom [? * + | ~ N [.. M]] */
 static int expr(struct lark *l)
 {
@@ -398,12 +432,12 @@ static int expr(struct lark *l)
         const struct token *n = peek(l, 1);
         if (n->t != T_NUM)
             return fail(l, "line %d: '~' needs a count", t->line), -1;
-        lo = hi = atoi(n->s);
+        lo = hi = tok_count(n);
         l->at += 2;
         if (punct(peek(l, 0), 'D')) {
             if (peek(l, 1)->t != T_NUM)
                 return fail(l, "line %d: '..' needs a count", t->line), -1;
-            hi = atoi(peek(l, 1)->s);
+            hi = tok_count(peek(l, 1));
             l->at += 2;
         }
         if (hi < lo || hi > 4096)
@@ -535,7 +569,7 @@ static bool directive(struct lark *l, const struct token *t)
         /* the definition is parsed from its own text, then the tokens resume */
         struct token *saved = l->toks;
         int n_saved = l->n_toks, cap_saved = l->cap_toks, at_saved = l->at;
-        l->toks = NULL;
+        l->toks   = NULL;
         l->n_toks = l->cap_toks = l->at = 0;
         bool ok = lex(l, COMMON[k][1], strlen(COMMON[k][1])) && define(l, as, strlen(as), t->line);
         free(l->toks);
@@ -619,7 +653,10 @@ static bool put(struct lark *l, const char *s, size_t n)
     return true;
 }
 
-static bool puts_(struct lark *l, const char *s) { return put(l, s, strlen(s)); }
+static bool puts_(struct lark *l, const char *s)
+{
+    return put(l, s, strlen(s));
+}
 
 /* One byte as GBNF writes it in a string (in_class: in a [class]) or as a regex does. */
 static bool put_byte(struct lark *l, unsigned char c, bool gbnf, bool in_class)
@@ -631,11 +668,12 @@ static bool put_byte(struct lark *l, unsigned char c, bool gbnf, bool in_class)
         return puts_(l, "\\r");
     if (c == '\t')
         return puts_(l, "\\t");
-    if (c < 32 || c == 127) {
+    if (c < 32 || c == 127 || (gbnf && in_class && (c == '-' || c == '^'))) { /* GBNF: no \\- */
         snprintf(b, sizeof b, "\\x%02X", c);
         return puts_(l, b);
     }
-    const char *meta = gbnf ? (in_class ? "\\]^-[" : "\\\"") : (in_class ? "\\]^-[" : "\\^$.|?*+()[]{}/");
+    const char *meta =
+        gbnf ? (in_class ? "\\]^-[" : "\\\"") : (in_class ? "\\]^-[" : "\\^$.|?*+()[]{}/");
     if (strchr(meta, c)) {
         b[0] = '\\';
         b[1] = (char)c;
@@ -666,7 +704,10 @@ static int32_t rx_class_char(struct lark *l, struct rx *r, bool gbnf, char b[4],
     unsigned char c = (unsigned char)*r->s++;
     if (c == '\\' && r->s < r->end) {
         char e          = *r->s++;
-        const char *all = e == 'd' ? "0-9" : e == 'w' ? "a-zA-Z0-9_" : e == 's' ? " \\t\\n\\r\\f\\v" : NULL;
+        const char *all = e == 'd'   ? "0-9"
+                          : e == 'w' ? "a-zA-Z0-9_"
+                          : e == 's' ? " \\t\\n\\r\\f\\v"
+                                     : NULL;
         if (all) {
             *set = true;
             return puts_(l, all) ? 0 : -1;
@@ -674,13 +715,18 @@ static int32_t rx_class_char(struct lark *l, struct rx *r, bool gbnf, char b[4],
         if ((e >= 'a' && e <= 'z' && !strchr("ntrfv", e)) || (e >= 'A' && e <= 'Z') ||
             (e >= '0' && e <= '9'))
             return fail(l, "line %d: the class escape \\%c is not supported", r->line, e), -1;
-        c = (unsigned char)(e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'f' ? '\f' : e == 'v' ? '\v' : e);
+        c = (unsigned char)(e == 'n'   ? '\n'
+                            : e == 't' ? '\t'
+                            : e == 'r' ? '\r'
+                            : e == 'f' ? '\f'
+                            : e == 'v' ? '\v'
+                                       : e);
     }
     b[(*n)++] = (char)c;
     if (c < 0x80)
         return c;
-    int more    = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
-    int32_t cp  = more == 3 ? c & 7 : more == 2 ? c & 15 : c & 31;
+    int more   = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
+    int32_t cp = more == 3 ? c & 7 : more == 2 ? c & 15 : c & 31;
     if (more < 0 || c > 0xF4)
         return fail(l, "line %d: a regex class is not valid UTF-8", r->line), -1;
     for (int k = 0; k < more; k++) {
@@ -732,7 +778,8 @@ static bool rx_class(struct lark *l, struct rx *r, bool gbnf)
         r->s++;
         int32_t z = rx_class_char(l, r, gbnf, hi, &n_hi, &set);
         if (z < 0 || set)
-            return l->failed ? false : fail(l, "line %d: a class range to \\d, \\w or \\s", r->line);
+            return l->failed ? false
+                             : fail(l, "line %d: a class range to \\d, \\w or \\s", r->line);
         if (z < a)
             return fail(l, "line %d: a class range is out of order", r->line);
         if (!put_class_char(l, lo, n_lo, gbnf) || !puts_(l, "-") ||
@@ -778,10 +825,14 @@ static bool rx_atom(struct lark *l, struct rx *r, bool gbnf)
     case '\\': {
         if (r->s >= r->end)
             return fail(l, "line %d: a regex ends with a backslash", r->line);
-        char e = *r->s++;
+        char e                            = *r->s++;
         static const char *const cls[][2] = {
-            {"d", "[0-9]"}, {"D", "[^0-9]"}, {"w", "[a-zA-Z0-9_]"}, {"W", "[^a-zA-Z0-9_]"},
-            {"s", "[ \\t\\n\\r\\f\\v]"}, {"S", "[^ \\t\\n\\r\\f\\v]"},
+            {"d", "[0-9]"},
+            {"D", "[^0-9]"},
+            {"w", "[a-zA-Z0-9_]"},
+            {"W", "[^a-zA-Z0-9_]"},
+            {"s", "[ \\t\\n\\r\\f\\v]"},
+            {"S", "[^ \\t\\n\\r\\f\\v]"},
         };
         bool done = false;
         for (size_t k = 0; k < 6 && !done; k++)
@@ -795,7 +846,12 @@ static bool rx_atom(struct lark *l, struct rx *r, bool gbnf)
         if ((e >= 'a' && e <= 'z' && !strchr("ntrfv", e)) || (e >= 'A' && e <= 'Z') ||
             (e >= '0' && e <= '9'))
             return fail(l, "line %d: the regex escape \\%c is not supported", r->line, e);
-        c = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'f' ? '\f' : e == 'v' ? '\v' : e;
+        c = e == 'n'   ? '\n'
+            : e == 't' ? '\t'
+            : e == 'r' ? '\r'
+            : e == 'f' ? '\f'
+            : e == 'v' ? '\v'
+                       : e;
         if (gbnf ? !puts_(l, "\"") || !put_byte(l, (unsigned char)c, true, false) || !puts_(l, "\"")
                  : !put_byte(l, (unsigned char)c, false, false))
             return false;
@@ -809,26 +865,54 @@ static bool rx_atom(struct lark *l, struct rx *r, bool gbnf)
     case '?':
     case '{':
         return fail(l, "line %d: a regex quantifier follows nothing", r->line);
-    default:
-        if (gbnf ? !puts_(l, "\"") || !put_byte(l, (unsigned char)c, true, false) || !puts_(l, "\"")
-                 : !put_byte(l, (unsigned char)c, false, false))
+    default: {
+        /* a character of several bytes is one atom (the text was checked to be UTF-8) */
+        size_t more = (unsigned char)c >= 0x80 ? utf8_lead_len((unsigned char)c) - 1 : 0;
+        if (more > (size_t)(r->end - r->s))
+            return fail(l, "line %d: a regex is not valid UTF-8", r->line);
+        if (more) {
+            if ((gbnf && !puts_(l, "\"")) || !put(l, r->s - 1, more + 1) ||
+                (gbnf && !puts_(l, "\"")))
+                return false;
+            r->s += more;
+        } else if (gbnf ? !puts_(l, "\"") || !put_byte(l, (unsigned char)c, true, false) ||
+                              !puts_(l, "\"")
+                        : !put_byte(l, (unsigned char)c, false, false)) {
             return false;
+        }
+    }
     }
     if (r->s < r->end && strchr("*+?{", *r->s)) {
-        const char *q = r->s;
-        if (*q == '{') {
-            q++;
-            while (q < r->end && ((*q >= '0' && *q <= '9') || *q == ','))
-                q++;
-            if (q >= r->end || *q != '}' || q == r->s + 1)
+        if (*r->s == '{') { /* {m}, {m,}, {m,n}, {,n}: checked, written as {m,n} or {m,} */
+            long lo = 0, hi = -1;
+            char *q;
+            const char *p = r->s + 1;
+            if (p < r->end && *p >= '0' && *p <= '9')
+                lo = strtol(p, &q, 10), p = q;
+            else if (p < r->end && *p != ',')
                 return fail(l, "line %d: a malformed {m,n} in a regex", r->line);
-            q++;
+            if (p < r->end && *p == ',') {
+                p++;
+                if (p < r->end && *p >= '0' && *p <= '9')
+                    hi = strtol(p, &q, 10), p = q;
+            } else {
+                hi = lo;
+            }
+            if (p >= r->end || *p != '}' || lo > 4096 || hi > 4096 || (hi >= 0 && hi < lo))
+                return fail(l, "line %d: a malformed or unsupported {m,n} in a regex", r->line);
+            char q2[32];
+            if (hi < 0)
+                snprintf(q2, sizeof q2, "{%ld,}", lo);
+            else
+                snprintf(q2, sizeof q2, "{%ld,%ld}", lo, hi);
+            if (!puts_(l, q2))
+                return false;
+            r->s = p + 1;
         } else {
-            q++;
+            if (!put(l, r->s, 1))
+                return false;
+            r->s++;
         }
-        if (!put(l, r->s, (size_t)(q - r->s)))
-            return false;
-        r->s = q;
         if (r->s < r->end && *r->s == '?') /* lazy: the same language */
             r->s++;
         if (r->s < r->end && strchr("*+{", *r->s))
@@ -870,6 +954,7 @@ static bool write_rx(struct lark *l, const struct node *n, bool gbnf)
             i++;
         body[k++] = n->s[i];
     }
+    body[k]     = 0; /* strtol reads a count up to it */
     struct rx r = {.s = body, .end = body + k};
     bool ok     = puts_(l, gbnf ? "(" : "(?:") && rx_alts(l, &r, gbnf);
     if (ok && r.s < r.end)
@@ -881,6 +966,31 @@ static bool write_rx(struct lark *l, const struct node *n, bool gbnf)
 /* ------------------------------------------------------------ the trees --- */
 
 static bool write_node(struct lark *l, int i, bool gbnf);
+
+/* Whether node i matches only the empty text (a repeat of it is left out: "(?:)?" is no
+ * regex the schema path takes). depth bounds a walk through references. */
+static bool only_empty(const struct lark *l, int i, int depth)
+{
+    const struct node *n = &l->nodes[i];
+    if (depth > LARK_MAX_NEST)
+        return false;
+    switch (n->k) {
+    case N_LIT:
+        return n->n == 0;
+    case N_ALT:
+    case N_SEQ:
+        for (int c = n->kid; c >= 0; c = l->nodes[c].next)
+            if (!only_empty(l, c, depth + 1))
+                return false;
+        return true;
+    case N_REP:
+        return n->hi == 0 || only_empty(l, n->kid, depth + 1);
+    case N_SYM:
+        return only_empty(l, l->defs[n->lo].body, depth + 1);
+    default:
+        return false;
+    }
+}
 
 static const char *gbnf_name(const char *lark, char *buf, size_t size)
 {
@@ -922,6 +1032,8 @@ static bool write_node(struct lark *l, int i, bool gbnf)
         }
         return true;
     case N_REP: {
+        if (only_empty(l, i, 0))
+            return !gbnf || puts_(l, "\"\"");
         if (!puts_(l, gbnf ? "(" : "(?:") || !write_node(l, n->kid, gbnf) || !puts_(l, ")"))
             return false;
         char q[32];
@@ -978,6 +1090,13 @@ static char *convert(const char *def, size_t len, bool gbnf, char *err, size_t e
     for (size_t i = 0; i < len;) {
         uint32_t cp;
         size_t n = utf8_decode(def + i, len - i, &cp);
+        if ((n == 2 && cp < 0x80) || (n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp < 0xE000))) ||
+            (n == 4 && cp < 0x10000))
+            n = 0; /* overlong forms and surrogates: not UTF-8 a JSON schema takes */
+        if (n && !cp) {
+            fail(&l, "the grammar holds a NUL byte at %zu", i);
+            return NULL;
+        }
         if (!n) {
             fail(&l, "the grammar is not valid UTF-8 at byte %zu", i);
             return NULL;
@@ -1005,6 +1124,10 @@ static char *convert(const char *def, size_t len, bool gbnf, char *err, size_t e
     free(l.nodes);
     free(l.defs);
     free(l.toks);
+    char why[256];
+    if (ok && !l.failed && gbnf && /* left recursion, which Lark parses and GBNF cannot */
+        grammar_check(l.out, l.out_len, NULL, why, sizeof why) != HEARTH_OK)
+        fail(&l, "%s", why);
     if (!ok || l.failed) {
         free(l.out);
         return NULL;

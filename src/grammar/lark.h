@@ -13,7 +13,8 @@
  * (`-> name`, dropped), comments, %import common.X for the usual
  * terminals (LF, CR, CRLF? NEWLINE, WS, WS_INLINE, DIGIT, LETTER, ...).
  * Refused, with a message: %ignore and %declare (they change how text is
- * matched beyond the grammar), templates, other imports, unknown symbols.
+ * matched beyond the grammar), templates, other imports, unknown symbols,
+ * and left recursion (Lark's Earley parser takes it, GBNF does not).
  * The start rule is `start`. Bounds: 64 KiB of grammar text, 512 rules.
  * Pure; thread-safe.
  */

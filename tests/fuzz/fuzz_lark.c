@@ -2,10 +2,10 @@
  * fuzz_lark.c: libFuzzer target for the Lark converter (lark.c), which
  * reads custom tools' grammars from Responses requests. The input is the
  * grammar text; both outputs are made, the GBNF is parsed by the grammar
- * engine and the regex by the JSON schema path, and each must be taken
- * (the converter writes only what they accept). Any refusal of the input
- * is fine; a crash, a leak, undefined behaviour or output the engine
- * refuses is the bug. Seeds: tests/fuzz/corpus/lark.
+ * engine and the regex by the JSON schema path. The GBNF must be taken (the
+ * converter checks it); the regex may be refused (the caller then leaves a
+ * tool's input free). Any refusal of the input is fine; a crash, a leak,
+ * undefined behaviour or GBNF the engine refuses is the bug. Seeds: tests/fuzz/corpus/lark.
  */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -16,6 +16,8 @@
 #include "grammar/grammar.h"
 #include "grammar/lark.h"
 #include "grammar/schema.h"
+
+static volatile size_t sink;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -35,12 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cJSON_AddStringToObject(s, "type", "string");
         cJSON_AddStringToObject(s, "pattern", rx);
         struct schema_gbnf *b = schema_gbnf_new();
-        /* a pattern can be refused for its size or a bounded repeat past the engine's */
-        if (!schema_gbnf_add(b, "root", s, err, sizeof err) && !strstr(err, "4096") &&
-            !strstr(err, "MiB") && !strstr(err, "nodes") && !strstr(err, "deeper")) {
-            fprintf(stderr, "regex refused: %s\n%s\n", err, rx);
-            abort();
-        }
+        /* the schema path may refuse a regex (a /regex/ body is the client's; the caller then
+         * leaves the input free): only that it runs is checked */
+        sink += schema_gbnf_add(b, "root", s, err, sizeof err);
         schema_gbnf_free(b);
         cJSON_Delete(s);
         free(rx);

@@ -34,7 +34,7 @@ static const char good_patch[] = "*** Begin Patch\n"
 
 static const char *const bad_patches[] = {
     "*** Begin Patch\n*** End Patch",                             /* no hunk */
-    "*** Begin Patch\n*** Update File: a.c\n return 0;\n",       /* no end */
+    "*** Begin Patch\n*** Update File: a.c\n return 0;\n",        /* no end */
     "*** Begin Patch\n*** Add File: a.c\nno plus\n*** End Patch", /* add line without + */
     "*** Begin Patch\n*** Frobnicate File: a.c\n*** End Patch",
     "diff --git a/a.c b/a.c\n",
@@ -75,9 +75,9 @@ static struct grammar *compile_pattern(const char *pattern)
 /* Whether text is taken: by the GBNF, and (as a JSON string) by the regex; both must agree. */
 static bool takes(struct grammar *g, struct grammar *rx, const char *text)
 {
-    bool a      = grammar_accepts_string(g, text, strlen(text));
-    char *json  = cJSON_PrintUnformatted(cJSON_CreateString(text)); /* leaks the item: tests */
-    bool b      = grammar_accepts_string(rx, json, strlen(json));
+    bool a     = grammar_accepts_string(g, text, strlen(text));
+    char *json = cJSON_PrintUnformatted(cJSON_CreateString(text)); /* leaks the item: tests */
+    bool b     = grammar_accepts_string(rx, json, strlen(json));
     if (a != b)
         print_message("gbnf %d, regex %d on: %s\n", a, b, text);
     assert_true(a == b);
@@ -138,6 +138,12 @@ static void test_constructs(void **state)
     assert_false(takes(g, rx, "hi ab!"));
     grammar_unref(g);
     grammar_unref(rx);
+    /* what matches only "" repeated: left out */
+    both("start: \"a\" [] (\"\")* E? \"b\"\nE: \"\"\n", &g, &rx);
+    assert_true(takes(g, rx, "ab"));
+    assert_false(takes(g, rx, "a b"));
+    grammar_unref(g);
+    grammar_unref(rx);
     /* regex bodies: classes, escapes, groups, bounded repeats, alternation */
     both("start: /[A-Z][a-z_\\d]{0,3}(?:-\\w+)?/ \" \" /a|b\\/c|\\.+/\n", &g, &rx);
     assert_true(takes(g, rx, "Ab_1-x9 b/c"));
@@ -164,6 +170,11 @@ static void test_refusals(void **state)
         {"start: \"x\"\n%import common.FOO\n", "common.FOO"},
         {"start: _sep{x}\n", "templates"},
         {"start: \"x\" ~ 9999\n", "repeat"},
+        {"start: start \"x\" | \"y\"\n", "left-recursive"},
+        {"start: /x{3,2}/\n", "{m,n}"},
+        {"start: /[z-a]/\n", "out of order"},
+        {"start: \"\\x00\"\n", "NUL"},
+        {"start: \"\xff\"\n", "UTF-8"},
     };
     char err[256];
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
