@@ -76,6 +76,8 @@ struct rp {
     cJSON *echo;              /* what the reply echoes (Responses names) */
     cJSON *schema;            /* text.format's schema, or NULL */
     const cJSON *allowed;     /* tool_choice allowed_tools' list (in the body), or NULL */
+    bool logprobs;            /* include message.output_text.logprobs, or top_logprobs > 0 */
+    int top_logprobs;         /* top_logprobs as given, or 0 */
     bool has_input;
     struct oai_request notes; /* only ignored[]: copied onto the parsed request */
 };
@@ -914,13 +916,14 @@ static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
 }
 
 /* include: what the reply should carry beyond the default; hearth has encrypted reasoning
- * (the reasoning text, sealed, to be sent back) and nothing of the hosted tools'. */
+ * (the reasoning text, sealed, to be sent back) and the output text's logprobs, and nothing
+ * of the hosted tools'. */
 static bool take_include(struct rp *p, const cJSON *it, struct oai_error *e)
 {
     static const char *const known[] = {
         "file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
         "message.input_image.image_url", "computer_call_output.output.image_url",
-        "code_interpreter_call.outputs", "message.output_text.logprobs",
+        "code_interpreter_call.outputs",
     };
     if (!cJSON_IsArray(it))
         return reqjson_wrong_type(e, "include", "an array of strings", it);
@@ -932,6 +935,10 @@ static bool take_include(struct rp *p, const cJSON *it, struct oai_error *e)
         if (!strcmp(v->valuestring, "reasoning.encrypted_content")) {
             cJSON_DeleteItemFromObjectCaseSensitive(p->echo, RESP_ECHO_SEAL);
             cJSON_AddTrueToObject(p->echo, RESP_ECHO_SEAL);
+            continue;
+        }
+        if (!strcmp(v->valuestring, "message.output_text.logprobs")) {
+            p->logprobs = true;
             continue;
         }
         bool k = false;
@@ -1083,15 +1090,12 @@ static bool take_field(struct rp *p, struct conv *cv, const cJSON *it, struct oa
         pass(p->echo, n, it);
         return true;
     }
-    if (!strcmp(n, "top_logprobs")) {
+    if (!strcmp(n, "top_logprobs")) { /* the alternatives each output_text token lists */
         if (!int_in(it, n, 0, OAI_MAX_TOP_LOGPROBS, e))
             return false;
-        if (it->valueint > 0)
-            return BAD(e, "unsupported_value", n,
-                       "Unsupported value: 'top_logprobs' above 0 is not supported; this "
-                       "server's Responses replies carry no logprobs.");
+        p->top_logprobs = it->valueint;
+        p->logprobs |= it->valueint > 0;
         pass(p->echo, n, it);
-        note(p, n, NULL, false);
         return true;
     }
     if (!strcmp(n, "background")) {
@@ -1250,6 +1254,10 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
     if (p->schema) { /* llama.cpp's field on the chat path: the reply is held to the schema */
         cJSON_AddItemToObject(p->chat, "json_schema", p->schema);
         p->schema = NULL;
+    }
+    if (p->logprobs) { /* the chat path's: each token's logprob and its alternatives */
+        cJSON_AddTrueToObject(p->chat, "logprobs");
+        cJSON_AddNumberToObject(p->chat, "top_logprobs", p->top_logprobs);
     }
     const cJSON *mtc = reqjson_field(root, "max_tool_calls");
     if (cJSON_IsNumber(mtc) && mtc->valueint <= 1) { /* one call at most: a forced call is one */

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "serve/responses.h"
+#include "hearth.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
 
@@ -46,6 +47,7 @@ struct item {
     char *call_id, *name; /* IT_CALL, IT_CUSTOM: the tool's own name (its namespace apart) */
     char *ns;             /* the tool's namespace, or NULL */
     char *input;          /* IT_CUSTOM once closed: the free-form input, from the arguments */
+    cJSON *logprobs;      /* IT_MESSAGE with logprobs: its tokens' entries, or NULL */
     char *text;           /* reasoning, message text or call arguments, NUL-terminated */
     size_t len, cap;
     const char *status;   /* "in_progress", "completed", "incomplete" (static) */
@@ -63,6 +65,9 @@ struct resp_reply {
     const cJSON *tools;  /* the request's tools as sent (in echo), to tell custom tools apart */
     int32_t max_calls;   /* calls kept: 1 without parallel_tool_calls, max_tool_calls, or all */
     bool seal;           /* reasoning items carry encrypted_content */
+    const struct hearth_model *model; /* token texts for logprobs (NULL: "<id>") */
+    bool logprobs;       /* output_text carries each token's logprobs */
+    cJSON *pending_lp;   /* the current TEXT event's logprob entry, until a message takes it */
     struct item *items; /* [n_items] */
     int32_t n_items, cap_items;
     bool open;         /* the last item is still open */
@@ -86,7 +91,9 @@ static void reply_free(struct resp_reply *r)
         free(r->items[i].name);
         free(r->items[i].ns);
         free(r->items[i].input);
+        cJSON_Delete(r->items[i].logprobs);
     }
+    cJSON_Delete(r->pending_lp);
     free(r->items);
     chatparse_free(r->split);
     cJSON_Delete(r->echo);
@@ -115,6 +122,8 @@ static void *reply_new(const struct oai_request *req, int32_t n_choices, const c
         return NULL;
     }
     r->tools            = cJSON_GetObjectItemCaseSensitive(r->echo, "tools");
+    r->model            = model;
+    r->logprobs         = req->top_logprobs >= 0;
     r->seal             = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->echo, RESP_ECHO_SEAL));
     const cJSON *most   = cJSON_GetObjectItemCaseSensitive(r->echo, "max_tool_calls");
     r->max_calls        = req->parallel_tool_calls ? INT32_MAX : 1;
@@ -176,6 +185,12 @@ static cJSON *item_event(const struct resp_reply *r, const char *type, int32_t i
     return o;
 }
 
+/* A message item's logprobs so far (a new array). */
+static cJSON *item_logprobs(const struct item *it)
+{
+    return it->logprobs ? cJSON_Duplicate(it->logprobs, true) : cJSON_CreateArray();
+}
+
 /* The content part of a reasoning or message item. */
 static cJSON *part_json(const struct item *it)
 {
@@ -185,7 +200,7 @@ static cJSON *part_json(const struct item *it)
     } else {
         cJSON_AddStringToObject(p, "type", "output_text");
         cJSON_AddArrayToObject(p, "annotations");
-        cJSON_AddArrayToObject(p, "logprobs");
+        cJSON_AddItemToObject(p, "logprobs", item_logprobs(it));
     }
     cJSON_AddItemToObject(p, "text", oai_text_json(it->text ? it->text : "", it->len));
     return p;
@@ -278,7 +293,7 @@ static void close_item(struct resp_reply *r, const char *status)
         cJSON *o    = item_event(r, reason ? "response.reasoning_text.done" : "response.output_text.done", i, true);
         cJSON_AddItemToObject(o, "text", oai_text_json(s, it->len));
         if (!reason)
-            cJSON_AddArrayToObject(o, "logprobs");
+            cJSON_AddItemToObject(o, "logprobs", item_logprobs(it));
         emit(r, o);
         o = item_event(r, "response.content_part.done", i, true);
         cJSON_AddItemToObject(o, "part", part_json(it));
@@ -391,8 +406,16 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
                                                  : "response.output_text.delta",
                            i, ik != IT_CALL);
     cJSON_AddItemToObject(o, "delta", oai_text_json(text, len));
-    if (ik == IT_MESSAGE)
-        cJSON_AddArrayToObject(o, "logprobs");
+    if (ik == IT_MESSAGE) { /* the token that brought this text, if it is not yet placed */
+        cJSON *lp = cJSON_AddArrayToObject(o, "logprobs");
+        if (r->pending_lp) {
+            cJSON_AddItemToArray(lp, cJSON_Duplicate(r->pending_lp, true));
+            if (!it->logprobs)
+                it->logprobs = cJSON_CreateArray();
+            cJSON_AddItemToArray(it->logprobs, r->pending_lp);
+            r->pending_lp = NULL;
+        }
+    }
     emit(r, o);
 }
 
@@ -482,12 +505,52 @@ static char *reply_start(void *rv, size_t *len)
     return take_out(r, len);
 }
 
+/* A token's text as the logprob entries write it. */
+static cJSON *token_json(const struct resp_reply *r, hearth_token tok, cJSON **bytes)
+{
+    char buf[256];
+    size_t n;
+    if (!r->model) { /* no vocabulary (tests): the id in angle brackets */
+        n = (size_t)snprintf(buf, sizeof buf, "<%d>", tok);
+    } else {
+        n = hearth_token_to_piece(r->model, tok, buf, sizeof buf - 1);
+        if (n > sizeof buf - 1)
+            n = 0;
+    }
+    *bytes = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+    return oai_text_json(buf, n);
+}
+
+/* The logprob entry of a TEXT event: {token, logprob, bytes, top_logprobs}. */
+static cJSON *logprob_entry(const struct resp_reply *r, const struct sched_event *ev)
+{
+    cJSON *bytes, *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "token", token_json(r, ev->logprob->token, &bytes));
+    cJSON_AddNumberToObject(o, "logprob", ev->logprob->logprob);
+    cJSON_AddItemToObject(o, "bytes", bytes);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int32_t i = 0; i < ev->n_top; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddItemToObject(t, "token", token_json(r, ev->top[i].token, &bytes));
+        cJSON_AddNumberToObject(t, "logprob", ev->top[i].logprob);
+        cJSON_AddItemToObject(t, "bytes", bytes);
+        cJSON_AddItemToArray(top, t);
+    }
+    return o;
+}
+
 static char *reply_text(void *rv, const struct sched_event *ev, size_t *len)
 {
     struct resp_reply *r = rv;
     *len                 = 0;
     if (ev->choice != 0 || r->done)
         return NULL;
+    /* a token's logprobs go with the first message text it brings; text held back by the
+     * split (a marker's start) and reasoning or call text carry none */
+    cJSON_Delete(r->pending_lp);
+    r->pending_lp = r->logprobs && ev->logprob ? logprob_entry(r, ev) : NULL;
     if (r->split) {
         struct chatparse_deltas d = {0};
         if (chatparse_feed(r->split, ev->text, ev->text_len, &d) == HEARTH_OK)

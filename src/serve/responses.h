@@ -25,8 +25,8 @@
  * - The field policy (openai.h): fields that do not change what is
  *   generated (store, metadata, client_metadata, prompt_cache_key,
  *   safety_identifier, service_tier, user, background false, truncation,
- *   text.verbosity, reasoning.summary, top_logprobs 0, stream_options,
- *   include values other than reasoning.encrypted_content) are accepted
+ *   text.verbosity, reasoning.summary, stream_options, include values
+ *   other than reasoning.encrypted_content and output_text logprobs) are accepted
  *   and noted in req->ignored; fields, tool types and item types the API
  *   does not define are accepted and noted as unknown, at every level.
  * - Tools: function tools as they are; a namespace's tools flattened under
@@ -42,7 +42,10 @@
  *   function or custom tool onto the chat path's forced calls;
  *   allowed_tools narrows the tools offered to its list.
  * - max_tool_calls caps the calls the reply keeps (1 also makes a forced
- *   call a single one); top_logprobs above 0 is refused (no logprobs here).
+ *   call a single one). top_logprobs > 0 or include
+ *   message.output_text.logprobs: output_text carries each token's logprob
+ *   (a token counts for the first message text it brings; reasoning and
+ *   call text carry none).
  * - Reasoning is returned as a reasoning item's content (reasoning_text);
  *   its summary is always empty (reasoning.summary is accepted, nothing
  *   summarises). With include reasoning.encrypted_content the item also

@@ -307,7 +307,7 @@ static void test_refusals(void **state)
     check_refused("{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id",
                   "stateless");
     check_refused("{\"input\":\"x\",\"background\":true}", "background", "stores nothing");
-    check_refused("{\"input\":\"x\",\"top_logprobs\":2}", "top_logprobs", "logprobs");
+    check_refused("{\"input\":\"x\",\"top_logprobs\":21}", "top_logprobs", NULL);
     check_refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\","
                   "\"image_url\":\"http://x/y.png\"}]}]}",
                   "input[0].content[0]", "input_image");
@@ -459,6 +459,36 @@ static void test_codex_body(void **state)
     http_resp_free(&r);
 }
 
+/* top_logprobs: each output_text token of the real vocabulary, with its alternatives */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    struct http_resp r = http_post(&g_srv, "/v1/responses",
+                                   "{\"model\":\"qwen3\",\"input\":\"Hi\",\"max_output_tokens\":4,"
+                                   "\"top_logprobs\":2,\"temperature\":0}");
+    if (r.status != 200)
+        print_message("%s\n", r.body);
+    assert_int_equal(r.status, 200);
+    cJSON *j        = http_json(&r);
+    const cJSON *it = cJSON_GetArrayItem(jget(j, "output"), 0);
+    assert_string_equal(jstr(it, "type"), "message");
+    const cJSON *part = cJSON_GetArrayItem(jget(it, "content"), 0);
+    const cJSON *lp   = jget(part, "logprobs");
+    assert_true(cJSON_GetArraySize(lp) >= 1 && cJSON_GetArraySize(lp) <= 4);
+    char text[256] = "";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lp)
+    {
+        assert_true(jnum(e, "logprob") <= 0);
+        assert_int_equal(cJSON_GetArraySize(jget(e, "top_logprobs")), 2);
+        strncat(text, jstr(e, "token"), sizeof text - strlen(text) - 1);
+    }
+    assert_string_equal(text, jstr(part, "text")); /* the tokens spell the text */
+    cJSON_Delete(j);
+    http_resp_free(&r);
+}
+
 /* Codex CLI 0.171's real requests (the fuzz seeds codex_capture_*), as sent but for a short
  * max_output_tokens: 200 and a whole stream. */
 static void test_codex_captures(void **state)
@@ -510,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_constrained_output),
         cmocka_unit_test(test_codex_body),
         cmocka_unit_test(test_codex_captures),
+        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_openai_npm_client),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);

@@ -282,7 +282,6 @@ static void test_refusals_name_the_field(void **state)
                   NULL);
     check_refused("{\"input\":\"x\",\"include\":[3]}", "include", NULL);
     check_refused("{\"input\":\"x\",\"truncation\":\"middle\"}", "truncation", NULL);
-    check_refused("{\"input\":\"x\",\"top_logprobs\":3}", "top_logprobs", "logprobs");
     check_refused("{\"input\":\"x\",\"top_logprobs\":21}", "top_logprobs", NULL);
     check_refused("{\"input\":\"x\",\"max_tool_calls\":-1}", "max_tool_calls", NULL);
     check_refused("{\"input\":\"x\",\"max_tool_calls\":\"2\"}", "max_tool_calls", NULL);
@@ -369,7 +368,7 @@ static void test_inert_fields_are_noted(void **state)
     assert_true(ok);
     static const char *const known[] = {
         "store", "metadata", "client_metadata", "prompt_cache_key", "safety_identifier",
-        "service_tier", "user", "background", "truncation", "top_logprobs", "text.verbosity",
+        "service_tier", "user", "background", "truncation", "text.verbosity",
         "reasoning.summary", "include:web_search_call.results",
     };
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -377,7 +376,7 @@ static void test_inert_fields_are_noted(void **state)
     static const char *const unknown[] = {"text.tone", "reasoning.budget", "include:x.y"};
     for (size_t k = 0; k < sizeof unknown / sizeof unknown[0]; k++)
         check_noted(&r, unknown[k], true);
-    assert_int_equal(r.n_ignored, 16);
+    assert_int_equal(r.n_ignored, 15);
     assert_int_equal(r.n_ignored_more, 0);
     /* nothing of them reaches the chat request; the echo keeps what the response carries */
     check_messages(&r, "[{\"role\":\"user\",\"content\":\"x\"}]");
@@ -398,6 +397,30 @@ static void test_inert_fields_are_noted(void **state)
     check_noted(&r, "messages", true);
     assert_int_equal(r.n_ignored, 16);
     assert_int_equal(r.n_ignored_more, 2);
+    oai_request_free(&r);
+}
+
+/* top_logprobs and include message.output_text.logprobs: the chat path's logprobs. */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    struct oai_request r;
+    struct oai_error e;
+    assert_true(parse("{\"input\":\"x\",\"top_logprobs\":2}", &r, &e));
+    assert_int_equal(r.top_logprobs, 2);
+    assert_int_equal(cJSON_GetObjectItem(r.echo, "top_logprobs")->valueint, 2);
+    oai_request_free(&r);
+    assert_true(parse("{\"input\":\"x\",\"include\":[\"message.output_text.logprobs\"]}", &r, &e));
+    assert_int_equal(r.top_logprobs, 0);
+    assert_int_equal(r.n_ignored, 0);
+    oai_request_free(&r);
+    assert_true(parse("{\"input\":\"x\",\"top_logprobs\":0}", &r, &e));
+    assert_int_equal(r.top_logprobs, -1); /* no alternatives asked, no logprobs included */
+    oai_request_free(&r);
+    assert_true(parse("{\"input\":\"x\",\"top_logprobs\":3,\"include\":["
+                      "\"message.output_text.logprobs\"]}",
+                      &r, &e));
+    assert_int_equal(r.top_logprobs, 3);
     oai_request_free(&r);
 }
 
@@ -665,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_refusals_name_the_field),
         cmocka_unit_test(test_inert_fields_are_noted),
         cmocka_unit_test(test_reasoning_effort_values),
+        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_max_tool_calls),
         cmocka_unit_test(test_codex_tools),
         cmocka_unit_test(test_codex_items),

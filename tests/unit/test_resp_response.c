@@ -68,8 +68,15 @@ static char *run(const char *body, const struct chat_template *tmpl, const char 
         add(&all, &len, got, n);
     }
     for (int k = 0; k < n_pieces; k++) {
-        struct sched_event ev = {.kind = SCHED_EV_TEXT, .text = pieces[k],
-                                 .text_len = strlen(pieces[k])};
+        /* every piece is one token, id 100 + k, with two alternatives */
+        struct sched_logprob lp     = {100 + k, -0.5f};
+        struct sched_logprob top[2] = {{100 + k, -0.5f}, {7, -1.5f}};
+        struct sched_event ev       = {.kind     = SCHED_EV_TEXT,
+                                       .text     = pieces[k],
+                                       .text_len = strlen(pieces[k]),
+                                       .logprob  = &lp,
+                                       .top      = top,
+                                       .n_top    = 2};
         got                   = resp_reply_ops.text(resp, &ev, &n);
         add(&all, &len, got, n);
     }
@@ -557,6 +564,54 @@ static void test_encrypted_reasoning_round_trip(void **state)
     chat_template_free(t);
 }
 
+/* top_logprobs: each output_text token with its alternatives, in the part and the deltas;
+ * reasoning text carries none. */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    struct chat_template *t = qwen_template();
+    const char *pieces[]    = {"<think>\nhm</think>\n\n", "Hel", "lo"};
+    int status;
+    char *body = run("{\"input\":\"x\",\"top_logprobs\":2}", t, pieces, 3, SCHED_FINISH_STOP,
+                     false, &status);
+    cJSON *o   = cJSON_Parse(body);
+    assert_string_equal(str(o, "output.1.content.0.text"), "Hello");
+    const cJSON *lp = get(o, "output.1.content.0.logprobs");
+    assert_int_equal(cJSON_GetArraySize(lp), 2);
+    assert_string_equal(str(lp, "0.token"), "<101>");
+    assert_true(get(lp, "0.logprob")->valuedouble == -0.5);
+    assert_int_equal(num(lp, "0.bytes.0"), '<');
+    assert_int_equal(cJSON_GetArraySize(get(lp, "0.top_logprobs")), 2);
+    assert_string_equal(str(lp, "1.top_logprobs.1.token"), "<7>");
+    assert_int_equal(num(o, "top_logprobs"), 2);
+    cJSON_Delete(o);
+    free(body);
+    char *s    = run("{\"input\":\"x\",\"stream\":true,\"top_logprobs\":2}", t, pieces, 3,
+                     SCHED_FINISH_STOP, false, &status);
+    cJSON *evs = events(s);
+    int n      = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, evs)
+    {
+        if (!strcmp(str(e, "type"), "response.output_text.delta")) {
+            assert_int_equal(cJSON_GetArraySize(get(e, "logprobs")), 1);
+            n++;
+        }
+        if (!strcmp(str(e, "type"), "response.output_text.done"))
+            assert_int_equal(cJSON_GetArraySize(get(e, "logprobs")), 2);
+    }
+    assert_int_equal(n, 2);
+    cJSON_Delete(evs);
+    free(s);
+    /* not asked: empty */
+    body = run("{\"input\":\"x\"}", t, pieces, 3, SCHED_FINISH_STOP, false, &status);
+    o    = cJSON_Parse(body);
+    assert_int_equal(cJSON_GetArraySize(get(o, "output.1.content.0.logprobs")), 0);
+    cJSON_Delete(o);
+    free(body);
+    chat_template_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -570,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_failure),
         cmocka_unit_test(test_custom_and_namespaced_calls),
         cmocka_unit_test(test_encrypted_reasoning_round_trip),
+        cmocka_unit_test(test_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
