@@ -864,10 +864,9 @@ static bool take_text(struct rp *p, const cJSON *text, struct oai_error *e)
 }
 
 /*
- * reasoning: {effort, summary}. effort goes to the chat request's reasoning_effort (which
- * takes minimal, low, medium, high): "xhigh" as "high"; "none" as "minimal" with the
- * chat_template_kwargs enable_thinking false that templates with a thinking switch read.
- * summary is accepted: nothing summarises, the reasoning text itself is returned.
+ * reasoning: {effort, summary}. effort is the chat request's reasoning_effort (none, minimal,
+ * low, medium, high, xhigh; none also turns thinking off where the template can). summary is
+ * accepted: nothing summarises, the reasoning text itself is returned.
  */
 static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
 {
@@ -894,24 +893,8 @@ static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
             note(p, "reasoning.", n, false);
     }
     const cJSON *effort = reqjson_field(r, "effort");
-    if (!effort)
-        return true;
-    const char *v = effort->valuestring;
-    if (!strcmp(v, "none")) {
-        cJSON_AddStringToObject(p->chat, "reasoning_effort", "minimal");
-        cJSON_AddFalseToObject(cJSON_AddObjectToObject(p->chat, "chat_template_kwargs"),
-                               "enable_thinking");
-    } else if (!strcmp(v, "xhigh")) {
-        cJSON_AddStringToObject(p->chat, "reasoning_effort", "high");
-    } else if (!strcmp(v, "minimal") || !strcmp(v, "low") || !strcmp(v, "medium") ||
-               !strcmp(v, "high")) {
-        cJSON_AddStringToObject(p->chat, "reasoning_effort", v);
-    } else {
-        return BAD(e, "invalid_value", "reasoning.effort",
-                   "Invalid 'reasoning.effort': expected 'none', 'minimal', 'low', 'medium', "
-                   "'high' or 'xhigh', but got '%.32s'.",
-                   v);
-    }
+    if (effort) /* the chat path checks it (as reasoning.effort, renamed back) */
+        cJSON_AddStringToObject(p->chat, "reasoning_effort", effort->valuestring);
     return true;
 }
 

@@ -52,8 +52,8 @@
  *   carries encrypted_content, the text sealed (resp_seal_reasoning).
  *   Reasoning items sent back in input become the next assistant turn's
  *   reasoning_content: their reasoning_text, else their sealed text (the
- *   template decides what it shows). reasoning.effort none/minimal/low/
- *   medium/high/xhigh maps onto the chat path's reasoning_effort.
+ *   template decides what it shows). reasoning.effort is the chat path's
+ *   reasoning_effort.
  * - usage.output_tokens_details.reasoning_tokens is 0: tokens are not
  *   attributed to reasoning.
  * Malformed values are refused with a 400 in OpenAI's error shape, named

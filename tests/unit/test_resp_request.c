@@ -429,8 +429,8 @@ static void test_reasoning_effort_values(void **state)
 {
     (void)state;
     static const char *const map[][2] = {
-        {"none", "minimal"}, {"minimal", "minimal"}, {"low", "low"},
-        {"medium", "medium"}, {"high", "high"},      {"xhigh", "high"},
+        {"none", "none"},     {"minimal", "minimal"}, {"low", "low"},
+        {"medium", "medium"}, {"high", "high"},       {"xhigh", "xhigh"},
     };
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++) {
         char body[128];
