@@ -5,17 +5,22 @@
  * The body is rewritten as the chat request it means (messages, tools,
  * tool_choice, max_tokens, ...) and that request goes through oai_parse,
  * so the two APIs cannot drift in what they accept or how a conversation
- * renders. What only the Responses API has (item shapes, its refusals, the
- * fields its reply echoes) is checked here first, with the Responses names
- * in every error.
+ * renders. What only the Responses API has (item shapes, tool kinds, its
+ * refusals, the fields its reply echoes) is checked here first, with the
+ * Responses names in every error. Fields accepted without effect are noted
+ * on a scratch request and copied onto the parsed one (oai_parse starts it
+ * afresh), as "path" or "path:value" ("tools.4:web_search").
  */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/responses.h"
+#include "grammar/lark.h"
+#include "grammar/schema.h"
 #include "serve/reqjson.h"
+#include "serve/responses.h"
 
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
@@ -61,6 +66,399 @@ static bool append(char **dst, const char *s, size_t n)
     *dst       = d;
     return true;
 }
+
+/* ------------------------------------------------------------- context --- */
+
+/* What one parse builds besides the conversation: the chat body it means, the fields the
+ * reply echoes, and the fields accepted without effect. */
+struct rp {
+    cJSON *chat;              /* the chat request body */
+    cJSON *echo;              /* what the reply echoes (Responses names) */
+    cJSON *schema;            /* text.format's schema, or NULL */
+    const cJSON *allowed;     /* tool_choice allowed_tools' list (in the body), or NULL */
+    bool logprobs;            /* include message.output_text.logprobs, or top_logprobs > 0 */
+    int top_logprobs;         /* top_logprobs as given, or 0 */
+    bool has_input;
+    struct oai_request notes; /* only ignored[]: copied onto the parsed request */
+};
+
+/* "tools[3].tools[1]" -> "tools.3.tools.1": the ignored-field path as openai.h writes it. */
+static void note(struct rp *p, const char *at, const char *suffix, bool unknown)
+{
+    char path[OAI_IGNORED_LEN * 2];
+    size_t n = 0;
+    for (const char *s = at; *s && n + 1 < sizeof path; s++)
+        if (*s != ']')
+            path[n++] = *s == '[' ? '.' : *s;
+    path[n] = 0;
+    if (suffix)
+        snprintf(path + n, sizeof path - n, "%s", suffix);
+    oai_ignore(&p->notes, path, unknown);
+}
+
+/* ----------------------------------------------------- encrypted reasoning --- */
+
+#define SEAL_TAG "hearth.r1:" /* the version tag of hearth's encrypted_content */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *resp_seal_reasoning(const char *text, size_t len)
+{
+    size_t tag = strlen(SEAL_TAG);
+    char *out  = malloc(tag + (len + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, SEAL_TAG, tag);
+    char *o = out + tag;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)(unsigned char)text[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)(unsigned char)text[i + 1] << 8;
+        if (i + 2 < len)
+            v |= (unsigned char)text[i + 2];
+        *o++ = B64[v >> 18 & 63];
+        *o++ = B64[v >> 12 & 63];
+        *o++ = i + 1 < len ? B64[v >> 6 & 63] : '=';
+        *o++ = i + 2 < len ? B64[v & 63] : '=';
+    }
+    *o = 0;
+    return out;
+}
+
+char *resp_open_reasoning(const char *sealed)
+{
+    size_t tag = strlen(SEAL_TAG);
+    if (strncmp(sealed, SEAL_TAG, tag))
+        return NULL;
+    const char *s = sealed + tag;
+    size_t n      = strlen(s);
+    if (n % 4)
+        return NULL;
+    char *out = malloc(n / 4 * 3 + 1);
+    if (!out)
+        return NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t v = 0;
+        int pad    = 0;
+        for (int k = 0; k < 4; k++) {
+            const char *at = s[i + k] && s[i + k] != '=' ? strchr(B64, s[i + k]) : NULL;
+            if (s[i + k] == '=' && i + 4 == n && k >= 2) {
+                pad++;
+            } else if (!at || pad) {
+                free(out);
+                return NULL;
+            }
+            v = v << 6 | (at ? (uint32_t)(at - B64) : 0);
+        }
+        out[len++] = (char)(v >> 16);
+        if (pad < 2)
+            out[len++] = (char)(v >> 8 & 255);
+        if (pad < 1)
+            out[len++] = (char)(v & 255);
+    }
+    out[len] = 0;
+    if (strlen(out) != len) { /* a NUL inside: not text hearth sealed */
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------ the tools --- */
+
+const char *resp_tool_flat_name(const char *ns, const char *name, char *buf, size_t size)
+{
+    if (!ns || !ns[0])
+        return name;
+    size_t n = strlen(ns);
+    snprintf(buf, size, "%s%s%s", ns, ns[n - 1] == '_' ? "" : "__", name);
+    return buf;
+}
+
+bool resp_tool_find(const cJSON *tools, const char *flat, const char **ns, const char **name,
+                    bool *custom)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools)
+    {
+        const char *type = cJSON_GetStringValue(reqjson_field(t, "type"));
+        const char *n    = cJSON_GetStringValue(reqjson_field(t, "name"));
+        if (!type || !n)
+            continue;
+        if (!strcmp(type, "namespace")) {
+            const cJSON *in;
+            cJSON_ArrayForEach(in, reqjson_field(t, "tools"))
+            {
+                const char *it   = cJSON_GetStringValue(reqjson_field(in, "type"));
+                const char *name_in = cJSON_GetStringValue(reqjson_field(in, "name"));
+                char buf[256];
+                if (!it || !name_in || (strcmp(it, "function") && strcmp(it, "custom")) ||
+                    strcmp(resp_tool_flat_name(n, name_in, buf, sizeof buf), flat))
+                    continue;
+                *ns     = n;
+                *name   = name_in;
+                *custom = !strcmp(it, "custom");
+                return true;
+            }
+        } else if ((!strcmp(type, "function") || !strcmp(type, "custom")) && !strcmp(n, flat)) {
+            *ns     = NULL;
+            *name   = n;
+            *custom = !strcmp(type, "custom");
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The tool types the API defines that run on OpenAI's side: skipped here (nothing can run
+ * them), as llama-server skips them, with a note. */
+static bool hosted(const char *type)
+{
+    static const char *const known[] = {
+        "web_search",         "web_search_preview", "web_search_preview_2025_03_11",
+        "web_search_2025_08_26", "file_search",     "code_interpreter",
+        "image_generation",   "local_shell",        "shell",
+        "mcp",                "computer_use_preview", "computer",
+        "apply_patch",        "tool_search",
+    };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        if (!strcmp(type, known[k]))
+            return true;
+    return false;
+}
+
+/* A custom tool's format -> the pattern its input is held to (malloc'd), or NULL for free
+ * text; a definition that cannot be converted is noted and leaves the input free. */
+static bool custom_pattern(struct rp *p, const cJSON *f, const char *at, char **pattern,
+                           struct oai_error *e)
+{
+    *pattern = NULL;
+    char param[96];
+    snprintf(param, sizeof param, "%s.format", at);
+    if (!f)
+        return true;
+    if (!cJSON_IsObject(f))
+        return reqjson_wrong_type(e, param, "an object", f);
+    const cJSON *type = want_string(f, "type", param, e);
+    if (!type)
+        return false;
+    if (!strcmp(type->valuestring, "text"))
+        return true;
+    if (strcmp(type->valuestring, "grammar"))
+        return BAD(e, "invalid_value", param,
+                   "Invalid '%s.type': expected 'text' or 'grammar', but got '%.32s'.", param,
+                   type->valuestring);
+    const cJSON *syntax = want_string(f, "syntax", param, e);
+    const cJSON *def    = syntax ? want_string(f, "definition", param, e) : NULL;
+    if (!def)
+        return false;
+    const char *sx = syntax->valuestring;
+    char why[256]  = "";
+    if (!strcmp(sx, "lark")) {
+        *pattern = lark_to_regex(def->valuestring, strlen(def->valuestring), why, sizeof why);
+    } else if (!strcmp(sx, "regex")) {
+        size_t n = strlen(def->valuestring) + 8;
+        if ((*pattern = malloc(n)))
+            snprintf(*pattern, n, "^(?:%s)$", def->valuestring);
+    } else {
+        return BAD(e, "invalid_value", param,
+                   "Invalid '%s.syntax': expected 'lark' or 'regex', but got '%.32s'.", param, sx);
+    }
+    if (*pattern) { /* the pattern must also be one the schema engine takes */
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddStringToObject(s, "type", "string");
+        cJSON_AddStringToObject(s, "pattern", *pattern);
+        struct schema_gbnf *b = schema_gbnf_new();
+        bool ok = s && b && schema_gbnf_add(b, "custom-input", s, why, sizeof why);
+        schema_gbnf_free(b);
+        cJSON_Delete(s);
+        if (!ok) {
+            free(*pattern);
+            *pattern = NULL;
+        }
+    }
+    if (!*pattern) /* free-form input instead, and the server's log says why */
+        note(p, at, ".format.definition", false);
+    return true;
+}
+
+/* One function or custom tool (ns: its namespace, or NULL) -> a chat tool appended to out. */
+static bool tool_one(struct rp *p, cJSON *out, const cJSON *t, const char *at, const char *ns,
+                     struct oai_error *e)
+{
+    const cJSON *type = want_string(t, "type", at, e);
+    if (!type)
+        return false;
+    const char *ty = type->valuestring;
+    bool custom    = !strcmp(ty, "custom");
+    if (strcmp(ty, "function") && !custom) { /* skipped, as llama-server does; the log says */
+        char what[64];
+        snprintf(what, sizeof what, ":%.40s", ty);
+        note(p, at, what, !hosted(ty));
+        return true;
+    }
+    const cJSON *name = want_string(t, "name", at, e);
+    if (!name)
+        return false;
+    char buf[256];
+    cJSON *chat = cJSON_CreateObject();
+    cJSON_AddStringToObject(chat, "type", "function");
+    cJSON *fn = cJSON_AddObjectToObject(chat, "function");
+    cJSON_AddStringToObject(fn, "name", resp_tool_flat_name(ns, name->valuestring, buf, sizeof buf));
+    cJSON_AddItemToArray(out, chat);
+    const cJSON *desc = reqjson_field(t, "description");
+    if (desc && !cJSON_IsString(desc)) {
+        char param[96];
+        snprintf(param, sizeof param, "%s.description", at);
+        return reqjson_wrong_type(e, param, "a string", desc);
+    }
+    if (!custom) {
+        if (desc)
+            cJSON_AddStringToObject(fn, "description", desc->valuestring);
+        const cJSON *v = reqjson_field(t, "parameters");
+        if (v)
+            cJSON_AddItemToObject(fn, "parameters", cJSON_Duplicate(v, true));
+        return true;
+    }
+    /* a custom tool: one free-form string, "input", held to the format's grammar when given */
+    const cJSON *f = reqjson_field(t, "format");
+    char *pattern  = NULL;
+    if (!custom_pattern(p, f, at, &pattern, e))
+        return false;
+    char *d = desc ? strdup(desc->valuestring) : strdup("");
+    const cJSON *def = reqjson_field(f, "definition");
+    if (d && cJSON_IsString(def)) { /* the model must see the grammar to write to it */
+        const char *syn = cJSON_GetStringValue(reqjson_field(f, "syntax"));
+        char head[96];
+        snprintf(head, sizeof head, "%sThe input is free text in this %.16s grammar:\n",
+                 d[0] ? "\n\n" : "", syn ? syn : "");
+        if (!append(&d, head, strlen(head)) ||
+            !append(&d, def->valuestring, strlen(def->valuestring))) {
+            free(d);
+            d = NULL;
+        }
+    }
+    if (!d) {
+        free(pattern);
+        return OOM(e);
+    }
+    if (d[0])
+        cJSON_AddStringToObject(fn, "description", d);
+    free(d);
+    cJSON *ps = cJSON_AddObjectToObject(fn, "parameters");
+    cJSON_AddStringToObject(ps, "type", "object");
+    cJSON *in = cJSON_AddObjectToObject(cJSON_AddObjectToObject(ps, "properties"), "input");
+    cJSON_AddStringToObject(in, "type", "string");
+    if (pattern)
+        cJSON_AddStringToObject(in, "pattern", pattern);
+    free(pattern);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(ps, "required"), cJSON_CreateString("input"));
+    cJSON_AddFalseToObject(ps, "additionalProperties");
+    return true;
+}
+
+/*
+ * Responses tools -> chat tools: function tools as they are, custom tools as a function of
+ * one string, a namespace's tools flattened under "<namespace>__<name>"; hosted tools
+ * (web_search, file_search, ...) and unknown types are skipped with a note.
+ */
+static cJSON *tools_of(struct rp *p, const cJSON *tools, struct oai_error *e)
+{
+    if (!cJSON_IsArray(tools))
+        return reqjson_wrong_type(e, "tools", "an array", tools), NULL;
+    cJSON *out = cJSON_CreateArray();
+    int j      = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools)
+    {
+        char at[32];
+        snprintf(at, sizeof at, "tools[%d]", j++);
+        bool ok = false;
+        if (!cJSON_IsObject(t)) {
+            reqjson_wrong_type(e, at, "an object", t);
+        } else if (!cJSON_IsString(reqjson_field(t, "type")) ||
+                   strcmp(reqjson_field(t, "type")->valuestring, "namespace")) {
+            ok = tool_one(p, out, t, at, NULL, e);
+        } else {
+            const cJSON *ns = want_string(t, "name", at, e);
+            const cJSON *in = ns ? reqjson_field(t, "tools") : NULL;
+            char param[64];
+            snprintf(param, sizeof param, "%s.tools", at);
+            if (ns && !cJSON_IsArray(in)) {
+                in ? reqjson_wrong_type(e, param, "an array", in) : missing(e, param);
+            } else if (ns) {
+                ok = true;
+                int k = 0;
+                const cJSON *t2;
+                cJSON_ArrayForEach(t2, in)
+                {
+                    char at2[64];
+                    snprintf(at2, sizeof at2, "%s.tools[%d]", at, k++);
+                    ok = cJSON_IsObject(t2) ? tool_one(p, out, t2, at2, ns->valuestring, e)
+                                            : reqjson_wrong_type(e, at2, "an object", t2);
+                    if (!ok)
+                        break;
+                }
+            }
+        }
+        if (!ok) {
+            cJSON_Delete(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/*
+ * tool_choice -> the chat path's. allowed_tools {mode, tools} becomes its mode, the list
+ * kept in p->allowed to narrow the offered tools once all are read.
+ */
+static cJSON *tool_choice_of(struct rp *p, const cJSON *tc, struct oai_error *e)
+{
+    if (cJSON_IsString(tc))
+        return cJSON_CreateString(tc->valuestring); /* the chat path checks the value */
+    if (!cJSON_IsObject(tc))
+        return reqjson_wrong_type(e, "tool_choice", "a string or an object", tc), NULL;
+    const cJSON *type = want_string(tc, "type", "tool_choice", e);
+    if (!type)
+        return NULL;
+    if (!strcmp(type->valuestring, "allowed_tools")) {
+        const cJSON *mode = want_string(tc, "mode", "tool_choice", e);
+        const cJSON *list = mode ? reqjson_field(tc, "tools") : NULL;
+        if (!mode)
+            return NULL;
+        if (strcmp(mode->valuestring, "auto") && strcmp(mode->valuestring, "required"))
+            return BAD(e, "invalid_value", "tool_choice.mode",
+                       "Invalid 'tool_choice.mode': expected 'auto' or 'required'."),
+                   NULL;
+        if (!cJSON_IsArray(list))
+            return list ? reqjson_wrong_type(e, "tool_choice.tools", "an array", list)
+                        : missing(e, "tool_choice.tools"),
+                   NULL;
+        p->allowed = list;
+        return cJSON_CreateString(mode->valuestring);
+    }
+    if (strcmp(type->valuestring, "function") && strcmp(type->valuestring, "custom"))
+        return BAD(e, "unsupported_value", "tool_choice",
+                   "Invalid 'tool_choice': '%.40s' is not supported; expected 'auto', 'none', "
+                   "'required', {\"type\": \"function\" or \"custom\", \"name\": ...} or "
+                   "allowed_tools (hosted tools do not run here).",
+                   type->valuestring),
+               NULL;
+    const cJSON *name = want_string(tc, "name", "tool_choice", e);
+    if (!name)
+        return NULL;
+    const cJSON *ns = reqjson_field(tc, "namespace");
+    char buf[256];
+    cJSON *chat = cJSON_CreateObject();
+    cJSON_AddStringToObject(chat, "type", "function");
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(chat, "function"), "name",
+                            resp_tool_flat_name(cJSON_GetStringValue(ns), name->valuestring, buf,
+                                                sizeof buf));
+    return chat;
+}
+/* --------------------------------------------------------- input items --- */
 
 /*
  * A message's content as the chat path takes it: a string stays a string;
@@ -161,36 +559,61 @@ static bool item_message(struct conv *cv, const cJSON *it, const char *at, struc
     return true;
 }
 
-static bool item_function_call(struct conv *cv, const cJSON *it, const char *at,
+/*
+ * A function_call item (a namespaced function's name joined as tools_of flattens it), or a
+ * custom_tool_call item (its free-form input becomes the arguments {"input": ...}, the form
+ * the model was offered the tool in): a tool call of the current assistant turn.
+ */
+static bool item_function_call(struct conv *cv, const cJSON *it, const char *at, bool custom,
                                struct oai_error *e)
 {
     const cJSON *call_id = want_string(it, "call_id", at, e);
     const cJSON *name    = call_id ? want_string(it, "name", at, e) : NULL;
-    const cJSON *args    = name ? want_string(it, "arguments", at, e) : NULL;
+    const cJSON *args    = name ? want_string(it, custom ? "input" : "arguments", at, e) : NULL;
     if (!args)
         return false;
-    cJSON *parsed = cJSON_Parse(args->valuestring);
-    bool object   = cJSON_IsObject(parsed);
-    cJSON_Delete(parsed);
-    if (!object) {
+    char *text = NULL;
+    if (custom) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "input", args->valuestring);
+        text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!text)
+            return OOM(e);
+    } else {
+        cJSON *parsed = cJSON_Parse(args->valuestring);
+        bool object   = cJSON_IsObject(parsed);
+        cJSON_Delete(parsed);
+        if (!object) {
+            char param[96];
+            snprintf(param, sizeof param, "%s.arguments", at);
+            return BAD(e, "invalid_value", param,
+                       "Invalid '%s': expected a JSON object in a string, as the model wrote it.",
+                       param);
+        }
+    }
+    const cJSON *ns = reqjson_field(it, "namespace");
+    if (ns && !cJSON_IsString(ns)) {
+        free(text);
         char param[96];
-        snprintf(param, sizeof param, "%s.arguments", at);
-        return BAD(e, "invalid_value", param,
-                   "Invalid '%s': expected a JSON object in a string, as the model wrote it.",
-                   param);
+        snprintf(param, sizeof param, "%s.namespace", at);
+        return reqjson_wrong_type(e, param, "a string", ns);
     }
     if (!cv->turn)
         cv->turn = assistant_turn(cv);
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(cv->turn, "tool_calls");
     if (!calls)
         calls = cJSON_AddArrayToObject(cv->turn, "tool_calls");
+    char buf[256];
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "id", call_id->valuestring);
     cJSON_AddStringToObject(c, "type", "function");
     cJSON *fn = cJSON_AddObjectToObject(c, "function");
-    cJSON_AddStringToObject(fn, "name", name->valuestring);
-    cJSON_AddStringToObject(fn, "arguments", args->valuestring);
+    cJSON_AddStringToObject(fn, "name", resp_tool_flat_name(cJSON_GetStringValue(ns),
+                                                            name->valuestring, buf, sizeof buf));
+    cJSON_AddStringToObject(fn, "arguments", text ? text : args->valuestring);
     cJSON_AddItemToArray(calls, c);
+    free(text);
     return true;
 }
 
@@ -238,19 +661,21 @@ static bool item_function_output(struct conv *cv, const cJSON *it, const char *a
     return true;
 }
 
-/* A reasoning item: its reasoning_text goes to the next assistant turn (a summary or an
- * encrypted blob is not the model's own text, so neither is rendered). */
+/*
+ * A reasoning item: its reasoning_text goes to the next assistant turn; without one, an
+ * encrypted_content hearth sealed (include reasoning.encrypted_content) is opened instead.
+ * A summary, or another server's encrypted blob, is not the model's own text: not rendered.
+ */
 static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, struct oai_error *e)
 {
     cv->turn        = NULL;
     const cJSON *cs = reqjson_field(it, "content");
-    if (!cs)
-        return true;
     char param[96];
     snprintf(param, sizeof param, "%s.content", at);
-    if (!cJSON_IsArray(cs))
+    if (cs && !cJSON_IsArray(cs))
         return reqjson_wrong_type(e, param, "an array", cs);
-    int j = 0;
+    int j    = 0;
+    bool got = false;
     const cJSON *p;
     cJSON_ArrayForEach(p, cs)
     {
@@ -264,12 +689,39 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
             return false;
         if (!append(&cv->reasoning, text->valuestring, strlen(text->valuestring)))
             return OOM(e);
+        got = true;
     }
-    return true;
+    const cJSON *sealed = reqjson_field(it, "encrypted_content");
+    if (sealed && !cJSON_IsString(sealed)) {
+        snprintf(param, sizeof param, "%s.encrypted_content", at);
+        return reqjson_wrong_type(e, param, "a string", sealed);
+    }
+    char *text = !got && sealed ? resp_open_reasoning(sealed->valuestring) : NULL;
+    bool ok    = !text || append(&cv->reasoning, text, strlen(text));
+    free(text);
+    return ok || OOM(e);
+}
+
+/* Item types the API defines for what hosted tools did (nothing here runs them): skipped. */
+static bool hosted_item(const char *t)
+{
+    static const char *const known[] = {
+        "web_search_call",   "file_search_call",   "code_interpreter_call",
+        "image_generation_call", "local_shell_call", "local_shell_call_output",
+        "shell_call",        "shell_call_output",  "apply_patch_call",
+        "apply_patch_call_output", "mcp_call",     "mcp_list_tools",
+        "mcp_approval_request", "mcp_approval_response", "computer_call",
+        "computer_call_output", "tool_search_call", "tool_search_output",
+        "compaction",
+    };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+        if (!strcmp(t, known[k]))
+            return true;
+    return false;
 }
 
 /* input (a string, or a list of items) -> chat messages appended to cv->msgs. */
-static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
+static bool take_input(struct rp *rp, struct conv *cv, const cJSON *in, struct oai_error *e)
 {
     if (cJSON_IsString(in)) {
         cJSON *m = cJSON_CreateObject();
@@ -298,9 +750,9 @@ static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
         bool ok;
         if (!strcmp(t, "message"))
             ok = item_message(cv, it, at, e);
-        else if (!strcmp(t, "function_call"))
-            ok = item_function_call(cv, it, at, e);
-        else if (!strcmp(t, "function_call_output"))
+        else if (!strcmp(t, "function_call") || !strcmp(t, "custom_tool_call"))
+            ok = item_function_call(cv, it, at, t[0] == 'c', e);
+        else if (!strcmp(t, "function_call_output") || !strcmp(t, "custom_tool_call_output"))
             ok = item_function_output(cv, it, at, e);
         else if (!strcmp(t, "reasoning"))
             ok = item_reasoning(cv, it, at, e);
@@ -309,11 +761,12 @@ static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
                      "Invalid '%s': item_reference points at a stored item, and this server "
                      "stores nothing; send the item itself.",
                      at);
-        else
-            ok = BAD(e, "unsupported_value", at,
-                     "Invalid '%s': '%.40s' items are not supported; this server takes message, "
-                     "function_call, function_call_output and reasoning items.",
-                     at, t);
+        else { /* a hosted tool's trace, or an item type hearth does not know: skipped */
+            char what[64];
+            snprintf(what, sizeof what, ":%.40s", t);
+            note(rp, at, what, !hosted_item(t));
+            ok = true;
+        }
         if (!ok)
             return false;
     }
@@ -323,77 +776,29 @@ static bool take_input(struct conv *cv, const cJSON *in, struct oai_error *e)
     return true;
 }
 
-/* ------------------------------------------------------------ the tools --- */
-
-/* Responses' flat function tools -> chat tools; any other tool type is refused by name. */
-static cJSON *tools_of(const cJSON *tools, struct oai_error *e)
+/* allowed_tools: only the chat tools its list names stay offered (hosted ones name none). */
+static void narrow_tools(struct rp *p)
 {
-    if (!cJSON_IsArray(tools))
-        return reqjson_wrong_type(e, "tools", "an array", tools), NULL;
-    cJSON *out = cJSON_CreateArray();
-    int j      = 0;
-    const cJSON *t;
-    cJSON_ArrayForEach(t, tools)
-    {
-        char at[32];
-        snprintf(at, sizeof at, "tools[%d]", j++);
-        const cJSON *type = cJSON_IsObject(t) ? want_string(t, "type", at, e) : NULL;
-        if (!type) {
-            if (!cJSON_IsObject(t))
-                reqjson_wrong_type(e, at, "an object", t);
-            cJSON_Delete(out);
-            return NULL;
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(p->chat, "tools");
+    cJSON *t     = tools ? tools->child : NULL;
+    while (t) {
+        cJSON *next    = t->next;
+        const char *fn = cJSON_GetStringValue(
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"),
+                                             "name"));
+        bool keep = false;
+        const cJSON *a;
+        cJSON_ArrayForEach(a, p->allowed)
+        {
+            const char *n  = cJSON_GetStringValue(reqjson_field(a, "name"));
+            const char *ns = cJSON_GetStringValue(reqjson_field(a, "namespace"));
+            char buf[256];
+            keep |= n && fn && !strcmp(resp_tool_flat_name(ns, n, buf, sizeof buf), fn);
         }
-        if (strcmp(type->valuestring, "function")) {
-            cJSON_Delete(out);
-            return BAD(e, "unsupported_value", at,
-                       "Invalid '%s': '%.40s' tools are not supported; this server runs "
-                       "function tools only (the client executes them).",
-                       at, type->valuestring),
-                   NULL;
-        }
-        const cJSON *name = want_string(t, "name", at, e);
-        if (!name) {
-            cJSON_Delete(out);
-            return NULL;
-        }
-        cJSON *chat = cJSON_CreateObject();
-        cJSON_AddStringToObject(chat, "type", "function");
-        cJSON *fn = cJSON_AddObjectToObject(chat, "function");
-        cJSON_AddStringToObject(fn, "name", name->valuestring);
-        static const char *const keep[] = {"description", "parameters"};
-        for (int k = 0; k < 2; k++) {
-            const cJSON *v = reqjson_field(t, keep[k]);
-            if (v)
-                cJSON_AddItemToObject(fn, keep[k], cJSON_Duplicate(v, true));
-        }
-        cJSON_AddItemToArray(out, chat);
+        if (!keep)
+            cJSON_Delete(cJSON_DetachItemViaPointer(tools, t));
+        t = next;
     }
-    return out;
-}
-
-static cJSON *tool_choice_of(const cJSON *tc, struct oai_error *e)
-{
-    if (cJSON_IsString(tc))
-        return cJSON_CreateString(tc->valuestring); /* the chat path checks the value */
-    if (!cJSON_IsObject(tc))
-        return reqjson_wrong_type(e, "tool_choice", "a string or an object", tc), NULL;
-    const cJSON *type = want_string(tc, "type", "tool_choice", e);
-    if (!type)
-        return NULL;
-    if (strcmp(type->valuestring, "function"))
-        return BAD(e, "unsupported_value", "tool_choice",
-                   "Invalid 'tool_choice': '%.40s' is not supported; expected 'auto', 'none', "
-                   "'required' or {\"type\": \"function\", \"name\": ...}.",
-                   type->valuestring),
-               NULL;
-    const cJSON *name = want_string(tc, "name", "tool_choice", e);
-    if (!name)
-        return NULL;
-    cJSON *chat = cJSON_CreateObject();
-    cJSON_AddStringToObject(chat, "type", "function");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(chat, "function"), "name", name->valuestring);
-    return chat;
 }
 
 /* ------------------------------------------------------- text, reasoning --- */
@@ -434,29 +839,36 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
     return *schema != NULL || OOM(e);
 }
 
-/* text: {format, verbosity}; the schema is kept in *schema. */
-static bool take_text(const cJSON *text, cJSON **schema, struct oai_error *e)
+/* text: {format, verbosity}; the schema is kept in p->schema. */
+static bool take_text(struct rp *p, const cJSON *text, struct oai_error *e)
 {
     if (!cJSON_IsObject(text))
         return reqjson_wrong_type(e, "text", "an object", text);
     const cJSON *k;
     cJSON_ArrayForEach(k, text)
     {
-        if (strcmp(k->string, "format") && strcmp(k->string, "verbosity"))
-            return BAD(e, "unknown_parameter", "text",
-                       "Unrecognized request argument supplied: text.%.64s", k->string);
+        if (strcmp(k->string, "format") && strcmp(k->string, "verbosity") && !cJSON_IsNull(k))
+            note(p, "text.", k->string, true);
     }
     const cJSON *v = reqjson_field(text, "verbosity");
-    if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "medium")))
-        return BAD(e, "unsupported_value", "text.verbosity",
-                   "Unsupported value: 'text.verbosity' can only be 'medium' on this server; the "
-                   "model's verbosity is not adjustable.");
+    if (v) {
+        if (!cJSON_IsString(v) || (strcmp(v->valuestring, "low") &&
+                                   strcmp(v->valuestring, "medium") &&
+                                   strcmp(v->valuestring, "high")))
+            return BAD(e, "invalid_value", "text.verbosity",
+                       "Invalid 'text.verbosity': expected 'low', 'medium' or 'high'.");
+        note(p, "text.verbosity", NULL, false); /* a hint the model was not trained on here */
+    }
     const cJSON *f = reqjson_field(text, "format");
-    return !f || resp_text_format(f, schema, e);
+    return !f || resp_text_format(f, &p->schema, e);
 }
 
-/* reasoning: {effort, summary}: effort goes to the chat request, summary is accepted. */
-static bool take_reasoning(const cJSON *r, cJSON *chat, struct oai_error *e)
+/*
+ * reasoning: {effort, summary}. effort is the chat request's reasoning_effort (none, minimal,
+ * low, medium, high, xhigh; none also turns thinking off where the template can). summary is
+ * accepted: nothing summarises, the reasoning text itself is returned.
+ */
+static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
 {
     if (!cJSON_IsObject(r))
         return reqjson_wrong_type(e, "reasoning", "an object", r);
@@ -464,161 +876,253 @@ static bool take_reasoning(const cJSON *r, cJSON *chat, struct oai_error *e)
     cJSON_ArrayForEach(k, r)
     {
         const char *n = k->string;
-        if (strcmp(n, "effort") && strcmp(n, "summary") && strcmp(n, "generate_summary"))
-            return BAD(e, "unknown_parameter", "reasoning",
-                       "Unrecognized request argument supplied: reasoning.%.64s", n);
-        if (!cJSON_IsNull(k) && !cJSON_IsString(k)) {
+        if (cJSON_IsNull(k))
+            continue;
+        bool known = !strcmp(n, "effort") || !strcmp(n, "summary") ||
+                     !strcmp(n, "generate_summary");
+        if (!known) {
+            note(p, "reasoning.", n, true);
+            continue;
+        }
+        if (!cJSON_IsString(k)) {
             char param[48];
             snprintf(param, sizeof param, "reasoning.%s", n);
             return reqjson_wrong_type(e, param, "a string", k);
         }
+        if (strcmp(n, "effort"))
+            note(p, "reasoning.", n, false);
     }
     const cJSON *effort = reqjson_field(r, "effort");
-    if (effort)
-        cJSON_AddStringToObject(chat, "reasoning_effort", effort->valuestring);
+    if (effort) /* the chat path checks it (as reasoning.effort, renamed back) */
+        cJSON_AddStringToObject(p->chat, "reasoning_effort", effort->valuestring);
     return true;
 }
 
-/* --------------------------------------------------------------- fields --- */
-
-/* Fields the API defines that ask for nothing here when they hold this harmless value. */
-static bool harmless(const char *n, const cJSON *it)
+/* include: what the reply should carry beyond the default; hearth has encrypted reasoning
+ * (the reasoning text, sealed, to be sent back) and the output text's logprobs, and nothing
+ * of the hosted tools'. */
+static bool take_include(struct rp *p, const cJSON *it, struct oai_error *e)
 {
-    if (!strcmp(n, "background"))
-        return cJSON_IsFalse(it);
-    if (!strcmp(n, "truncation"))
-        return cJSON_IsString(it) && !strcmp(it->valuestring, "disabled");
-    if (!strcmp(n, "top_logprobs"))
-        return cJSON_IsNumber(it) && it->valuedouble == 0;
-    if (!strcmp(n, "service_tier"))
-        return cJSON_IsString(it) &&
-               (!strcmp(it->valuestring, "auto") || !strcmp(it->valuestring, "default"));
-    if (!strcmp(n, "include"))
-        return cJSON_IsArray(it) && cJSON_GetArraySize(it) == 0;
-    return false; /* conversation, prompt, max_tool_calls, context_management, moderation */
+    static const char *const known[] = {
+        "file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
+        "message.input_image.image_url", "computer_call_output.output.image_url",
+        "code_interpreter_call.outputs",
+    };
+    if (!cJSON_IsArray(it))
+        return reqjson_wrong_type(e, "include", "an array of strings", it);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, it)
+    {
+        if (!cJSON_IsString(v))
+            return reqjson_wrong_type(e, "include", "an array of strings", it);
+        if (!strcmp(v->valuestring, "reasoning.encrypted_content")) {
+            cJSON_DeleteItemFromObjectCaseSensitive(p->echo, RESP_ECHO_SEAL);
+            cJSON_AddTrueToObject(p->echo, RESP_ECHO_SEAL);
+            continue;
+        }
+        if (!strcmp(v->valuestring, "message.output_text.logprobs")) {
+            p->logprobs = true;
+            continue;
+        }
+        bool k = false;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            k |= !strcmp(v->valuestring, known[i]);
+        char what[80];
+        snprintf(what, sizeof what, ":%.64s", v->valuestring);
+        note(p, "include", what, !k);
+    }
+    return true;
 }
 
-static const char *const REFUSED[] = {
-    "background",         "truncation", "top_logprobs", "service_tier", "include",
-    "conversation",       "prompt",     "max_tool_calls", "context_management", "moderation",
+/* Copies it into obj under name. */
+static void pass(cJSON *obj, const char *name, const cJSON *it)
+{
+    cJSON_AddItemToObject(obj, name, cJSON_Duplicate(it, true));
+}
+
+/* An integer in [lo, hi], or a 400 naming n. */
+static bool int_in(const cJSON *it, const char *n, int lo, int hi, struct oai_error *e)
+{
+    if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble)
+        return reqjson_wrong_type(e, n, "an integer", it);
+    if (it->valuedouble < lo || it->valuedouble > hi)
+        return BAD(e, "invalid_value", n, "Invalid '%s': expected %d to %d, but got %g.", n, lo,
+                   hi, it->valuedouble);
+    return true;
+}
+
+/* Fields the API defines that do not change what is generated: accepted, noted, and those
+ * the response object carries echoed. want: the JSON type they must have (0: any). */
+static const struct {
+    const char *name;
+    int want; /* cJSON_String, cJSON_Object, cJSON_True (a boolean), 0 */
+    bool echo;
+} INERT[] = {
+    {"store", cJSON_True, false},        {"safety_identifier", cJSON_String, true},
+    {"prompt_cache_key", cJSON_String, true}, {"prompt_cache_retention", cJSON_String, false},
+    {"service_tier", cJSON_String, false}, {"user", cJSON_String, true},
+    {"context_management", 0, false},    {"moderation", 0, false},
+    {"client_metadata", cJSON_Object, false}, /* Codex's trace ids; OpenAI's endpoint takes it */
 };
 
-/* Copies it into the chat body under name (NULL: as is). */
-static void pass(cJSON *chat, const char *name, const cJSON *it)
+static bool inert(struct rp *p, const cJSON *it, struct oai_error *e)
 {
-    cJSON_AddItemToObject(chat, name, cJSON_Duplicate(it, true));
+    const char *n = it->string;
+    for (size_t k = 0; k < sizeof INERT / sizeof INERT[0]; k++) {
+        if (strcmp(n, INERT[k].name))
+            continue;
+        int w = INERT[k].want;
+        if (w == cJSON_String && !cJSON_IsString(it))
+            return reqjson_wrong_type(e, n, "a string", it);
+        if (w == cJSON_True && !cJSON_IsBool(it))
+            return reqjson_wrong_type(e, n, "a boolean", it);
+        if (w == cJSON_Object && !cJSON_IsObject(it))
+            return reqjson_wrong_type(e, n, "an object", it);
+        if (INERT[k].echo)
+            pass(p->echo, n, it);
+        note(p, n, NULL, false);
+        return true;
+    }
+    note(p, n, NULL, true); /* a field the API does not define: accepted, noted as unknown */
+    return true;
 }
 
-/* Every top-level field: into the chat body, the echo, or a refusal. */
-static bool take_field(const cJSON *it, cJSON *chat, cJSON *echo, struct conv *cv,
-                       cJSON **schema, bool *has_input, struct oai_error *e)
+static bool take_metadata(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    const char *n = it->string;
+    if (!cJSON_IsObject(it))
+        return reqjson_wrong_type(e, n, "an object", it);
+    if (cJSON_GetArraySize(it) > 16)
+        return BAD(e, "object_above_max_properties", n,
+                   "Invalid 'metadata': at most 16 keys, but got %d.", cJSON_GetArraySize(it));
+    const cJSON *v;
+    cJSON_ArrayForEach(v, it)
+    {
+        if (!cJSON_IsString(v) || strlen(v->string) > 64 || strlen(v->valuestring) > 512)
+            return BAD(e, "invalid_value", n,
+                       "Invalid 'metadata.%.64s': expected a string of at most 512 characters "
+                       "under a key of at most 64.",
+                       v->string);
+    }
+    pass(p->echo, n, it);
+    note(p, n, NULL, false);
+    return true;
+}
+
+/* Every top-level field: into the chat body, the echo, a note, or a refusal. */
+static bool take_field(struct rp *p, struct conv *cv, const cJSON *it, struct oai_error *e)
 {
     const char *n = it->string;
     if (!strcmp(n, "model") || !strcmp(n, "temperature") || !strcmp(n, "top_p") ||
-        !strcmp(n, "stream") || !strcmp(n, "parallel_tool_calls") || !strcmp(n, "user")) {
-        pass(chat, n, it); /* checked by the chat path */
+        !strcmp(n, "stream") || !strcmp(n, "parallel_tool_calls")) {
+        pass(p->chat, n, it); /* checked by the chat path */
         if (strcmp(n, "model") && strcmp(n, "stream"))
-            pass(echo, n, it);
+            pass(p->echo, n, it);
         return true;
     }
     if (!strcmp(n, "max_output_tokens")) {
-        pass(chat, "max_tokens", it);
-        pass(echo, n, it);
+        pass(p->chat, "max_tokens", it);
+        pass(p->echo, n, it);
         return true;
     }
     if (!strcmp(n, "input")) {
-        *has_input = true;
-        return take_input(cv, it, e);
+        p->has_input = true;
+        return take_input(p, cv, it, e);
     }
     if (!strcmp(n, "instructions")) {
         if (!cJSON_IsString(it))
             return reqjson_wrong_type(e, n, "a string", it);
-        pass(echo, n, it);
+        pass(p->echo, n, it);
         return true; /* placed first once all fields are read */
     }
     if (!strcmp(n, "tools")) {
-        cJSON *t = tools_of(it, e);
+        cJSON *t = tools_of(p, it, e);
         if (!t)
             return false;
-        cJSON_AddItemToObject(chat, "tools", t);
-        pass(echo, n, it);
+        cJSON_AddItemToObject(p->chat, "tools", t);
+        pass(p->echo, n, it);
         return true;
     }
     if (!strcmp(n, "tool_choice")) {
-        cJSON *tc = tool_choice_of(it, e);
+        cJSON *tc = tool_choice_of(p, it, e);
         if (!tc)
             return false;
-        cJSON_AddItemToObject(chat, "tool_choice", tc);
-        pass(echo, n, it);
+        cJSON_AddItemToObject(p->chat, "tool_choice", tc);
+        pass(p->echo, n, it);
         return true;
     }
     if (!strcmp(n, "text")) {
-        if (!take_text(it, schema, e))
+        if (!take_text(p, it, e))
             return false;
-        pass(echo, n, it);
+        pass(p->echo, n, it);
         return true;
     }
     if (!strcmp(n, "reasoning")) {
-        if (!take_reasoning(it, chat, e))
+        if (!take_reasoning(p, it, e))
             return false;
-        pass(echo, n, it);
+        pass(p->echo, n, it);
         return true;
     }
-    if (!strcmp(n, "metadata")) {
-        if (!cJSON_IsObject(it))
-            return reqjson_wrong_type(e, n, "an object", it);
-        if (cJSON_GetArraySize(it) > 16)
-            return BAD(e, "object_above_max_properties", n,
-                       "Invalid 'metadata': at most 16 keys, but got %d.", cJSON_GetArraySize(it));
-        const cJSON *v;
-        cJSON_ArrayForEach(v, it)
-        {
-            if (!cJSON_IsString(v) || strlen(v->string) > 64 || strlen(v->valuestring) > 512)
-                return BAD(e, "invalid_value", n,
-                           "Invalid 'metadata.%.64s': expected a string of at most 512 "
-                           "characters under a key of at most 64.",
-                           v->string);
-        }
-        pass(echo, n, it);
+    if (!strcmp(n, "include"))
+        return take_include(p, it, e);
+    if (!strcmp(n, "metadata"))
+        return take_metadata(p, it, e);
+    if (!strcmp(n, "max_tool_calls")) { /* honoured by the reply: calls past it are dropped */
+        if (!int_in(it, n, 0, 1 << 20, e))
+            return false;
+        pass(p->echo, n, it);
         return true;
     }
-    if (!strcmp(n, "store")) {
+    if (!strcmp(n, "top_logprobs")) { /* the alternatives each output_text token lists */
+        if (!int_in(it, n, 0, OAI_MAX_TOP_LOGPROBS, e))
+            return false;
+        p->top_logprobs = it->valueint;
+        p->logprobs |= it->valueint > 0;
+        pass(p->echo, n, it);
+        return true;
+    }
+    if (!strcmp(n, "background")) {
         if (!cJSON_IsBool(it))
             return reqjson_wrong_type(e, n, "a boolean", it);
-        return true; /* stateless: nothing is stored whatever it says (echoed as false) */
+        if (cJSON_IsTrue(it))
+            return BAD(e, "unsupported_value", n,
+                       "Unsupported value: 'background' true needs stored responses to poll, and "
+                       "this server stores nothing; stream the response instead.");
+        note(p, n, NULL, false);
+        return true;
     }
-    if (!strcmp(n, "safety_identifier") || !strcmp(n, "prompt_cache_key")) {
-        return cJSON_IsString(it) ||
-               reqjson_wrong_type(e, n, "a string", it); /* nothing depends on them */
+    if (!strcmp(n, "truncation")) {
+        if (!cJSON_IsString(it) ||
+            (strcmp(it->valuestring, "auto") && strcmp(it->valuestring, "disabled")))
+            return BAD(e, "invalid_value", n,
+                       "Invalid 'truncation': expected 'auto' or 'disabled'.");
+        /* "auto" would drop the oldest items of a prompt that does not fit; here one that
+         * does not fit is refused with both sizes, so a fitting prompt is as asked */
+        pass(p->echo, n, it);
+        note(p, n, NULL, false);
+        return true;
     }
     if (!strcmp(n, "stream_options")) {
-        const cJSON *k;
         if (!cJSON_IsObject(it))
             return reqjson_wrong_type(e, n, "an object", it);
+        const cJSON *k;
         cJSON_ArrayForEach(k, it)
         {
-            if (strcmp(k->string, "include_obfuscation") || !cJSON_IsBool(k))
-                return BAD(e, "unsupported_parameter", n,
-                           "Unsupported parameter: 'stream_options.%.64s' is not supported by "
-                           "this server.",
-                           k->string);
+            bool known = !strcmp(k->string, "include_obfuscation");
+            if (known && !cJSON_IsBool(k) && !cJSON_IsNull(k))
+                return reqjson_wrong_type(e, "stream_options.include_obfuscation", "a boolean", k);
+            note(p, "stream_options.", k->string, !known); /* events are never padded */
         }
-        return true; /* events are never padded, so obfuscation has nothing to turn off */
+        return true;
     }
-    if (!strcmp(n, "previous_response_id"))
+    if (!strcmp(n, "previous_response_id") || !strcmp(n, "conversation") ||
+        !strcmp(n, "prompt"))
         return BAD(e, "unsupported_parameter", n,
-                   "Unsupported parameter: 'previous_response_id'. This server is stateless and "
-                   "stores no responses; send the whole conversation in 'input'.");
-    for (size_t k = 0; k < sizeof REFUSED / sizeof REFUSED[0]; k++)
-        if (!strcmp(n, REFUSED[k])) {
-            if (harmless(n, it))
-                return true;
-            return BAD(e, "unsupported_parameter", n,
-                       "Unsupported parameter: '%s' with this value is not supported by this "
-                       "(stateless, function-tools-only) server.",
-                       n);
-        }
-    return BAD(e, "unknown_parameter", n, "Unrecognized request argument supplied: %.64s", n);
+                   "Unsupported parameter: '%s'. This server is stateless and stores no "
+                   "responses, conversations or prompts; send the whole conversation in "
+                   "'input'.",
+                   n);
+    return inert(p, it, e);
 }
 
 /* The chat path's parameter names back to the Responses API's. */
@@ -675,7 +1179,8 @@ static void echo_defaults(cJSON *echo)
         if (!cJSON_GetObjectItemCaseSensitive(r, rk[k]))
             cJSON_AddNullToObject(r, rk[k]);
     cJSON_AddFalseToObject(echo, "store");
-    cJSON_AddStringToObject(echo, "truncation", "disabled");
+    if (!cJSON_GetObjectItemCaseSensitive(echo, "truncation"))
+        cJSON_AddStringToObject(echo, "truncation", "disabled");
 }
 
 bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oai_error *e)
@@ -688,13 +1193,11 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
                    "We could not parse the JSON body of your request: invalid JSON near byte "
                    "%zu of %zu.",
                    at, len);
-    bool ok       = false;
+    bool ok        = false;
     struct conv cv = {.msgs = cJSON_CreateArray()};
-    cJSON *chat   = cJSON_CreateObject();
-    cJSON *echo   = cJSON_CreateObject();
-    cJSON *schema = NULL;
-    char *text    = NULL;
-    if (!cv.msgs || !chat || !echo) {
+    struct rp *p   = calloc(1, sizeof *p);
+    char *text     = NULL;
+    if (!p || !cv.msgs || !(p->chat = cJSON_CreateObject()) || !(p->echo = cJSON_CreateObject())) {
         OOM(e);
         goto out;
     }
@@ -703,7 +1206,6 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
             reqjson_kind(root));
         goto out;
     }
-    bool has_input = false;
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
@@ -714,27 +1216,38 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
         }
         if (cJSON_IsNull(it) && strcmp(it->string, "input"))
             continue;
-        if (!take_field(it, chat, echo, &cv, &schema, &has_input, e))
+        if (!take_field(p, &cv, it, e))
             goto out;
     }
-    if (!has_input) {
+    if (!p->has_input) {
         missing(e, "input");
         goto out;
     }
+    if (p->allowed)
+        narrow_tools(p);
     const cJSON *ins = reqjson_field(root, "instructions");
-    if (ins) {
+    if (ins && ins->valuestring[0]) { /* Codex sends "" for a model it has no prompt for */
         cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "role", "system");
         cJSON_AddStringToObject(m, "content", ins->valuestring);
         cJSON_InsertItemInArray(cv.msgs, 0, m);
     }
-    cJSON_AddItemToObject(chat, "messages", cv.msgs);
+    cJSON_AddItemToObject(p->chat, "messages", cv.msgs);
     cv.msgs = NULL;
-    if (schema) { /* llama.cpp's field on the chat path: the reply is held to the schema */
-        cJSON_AddItemToObject(chat, "json_schema", schema);
-        schema = NULL;
+    if (p->schema) { /* llama.cpp's field on the chat path: the reply is held to the schema */
+        cJSON_AddItemToObject(p->chat, "json_schema", p->schema);
+        p->schema = NULL;
     }
-    if (!(text = cJSON_PrintUnformatted(chat))) {
+    if (p->logprobs) { /* the chat path's: each token's logprob and its alternatives */
+        cJSON_AddTrueToObject(p->chat, "logprobs");
+        cJSON_AddNumberToObject(p->chat, "top_logprobs", p->top_logprobs);
+    }
+    const cJSON *mtc = reqjson_field(root, "max_tool_calls");
+    if (cJSON_IsNumber(mtc) && mtc->valueint <= 1) { /* one call at most: a forced call is one */
+        cJSON_DeleteItemFromObjectCaseSensitive(p->chat, "parallel_tool_calls");
+        cJSON_AddFalseToObject(p->chat, "parallel_tool_calls");
+    }
+    if (!(text = cJSON_PrintUnformatted(p->chat))) {
         OOM(e);
         goto out;
     }
@@ -742,17 +1255,23 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
         rename_param(e);
         goto out;
     }
-    echo_defaults(echo);
-    req->echo = echo;
-    echo      = NULL;
+    for (int32_t k = 0; k < p->notes.n_ignored; k++)
+        oai_ignore(req, p->notes.ignored[k].path, p->notes.ignored[k].unknown);
+    req->n_ignored_more += p->notes.n_ignored_more;
+    echo_defaults(p->echo);
+    req->echo = p->echo;
+    p->echo   = NULL;
     ok        = true;
 out:
     free(text);
     free(cv.reasoning);
     cJSON_Delete(cv.msgs);
-    cJSON_Delete(chat);
-    cJSON_Delete(echo);
-    cJSON_Delete(schema);
+    if (p) {
+        cJSON_Delete(p->chat);
+        cJSON_Delete(p->echo);
+        cJSON_Delete(p->schema);
+        free(p);
+    }
     cJSON_Delete(root);
     return ok;
 }

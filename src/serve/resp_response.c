@@ -5,8 +5,13 @@
  * One choice. The generated text is split by chatparse exactly as the chat
  * reply splits it (the template's markers; tools parsed only when offered
  * and tool_choice is not "none"), and the split's deltas drive a list of
- * output items: reasoning (its text as one reasoning_text part), message
- * (one output_text part) and function_call. An item opens when a delta of
+ * output items: reasoning (its text as one reasoning_text part, and as
+ * encrypted_content when include asked), message (one output_text part),
+ * function_call (with its namespace when the tool had one) and
+ * custom_tool_call (a custom tool's call: the input is the "input" string
+ * of the arguments the model wrote, sent whole when the call ends).
+ * Calls past max_tool_calls (or the first, without parallel_tool_calls)
+ * are dropped. An item opens when a delta of
  * another kind arrives and closes when the next opens or the generation
  * ends. Streaming and non-streaming share that path; only a stream writes
  * the events:
@@ -15,7 +20,8 @@
  *   per item: response.output_item.added,
  *     [response.content_part.added, (output_text|reasoning_text).delta...,
  *      (output_text|reasoning_text).done, response.content_part.done]
- *     or [response.function_call_arguments.delta..., .done],
+ *     or [response.function_call_arguments.delta..., .done]
+ *     or [response.custom_tool_call_input.delta, .done],
  *   response.output_item.done,
  *   then response.completed | response.incomplete | response.failed.
  *
@@ -23,20 +29,25 @@
  * 0; a stream has no "[DONE]" (the API sends none).
  */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "serve/responses.h"
+#include "hearth.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
 
-enum item_kind { IT_REASONING, IT_MESSAGE, IT_CALL };
+enum item_kind { IT_REASONING, IT_MESSAGE, IT_CALL, IT_CUSTOM };
 
 struct item {
     enum item_kind kind;
     char id[80];
-    char *call_id, *name; /* IT_CALL */
+    char *call_id, *name; /* IT_CALL, IT_CUSTOM: the tool's own name (its namespace apart) */
+    char *ns;             /* the tool's namespace, or NULL */
+    char *input;          /* IT_CUSTOM once closed: the free-form input, from the arguments */
+    cJSON *logprobs;      /* IT_MESSAGE with logprobs: its tokens' entries, or NULL */
     char *text;           /* reasoning, message text or call arguments, NUL-terminated */
     size_t len, cap;
     const char *status;   /* "in_progress", "completed", "incomplete" (static) */
@@ -51,11 +62,15 @@ struct resp_reply {
     cJSON *echo;                 /* the request's echoed fields (owned) */
     struct chatparse *split;     /* NULL: all text is message text */
     struct chatparse_format fmt; /* what split parses (it points here) */
-    bool parallel_tool_calls;
+    const cJSON *tools;  /* the request's tools as sent (in echo), to tell custom tools apart */
+    int32_t max_calls;   /* calls kept: 1 without parallel_tool_calls, max_tool_calls, or all */
+    bool seal;           /* reasoning items carry encrypted_content */
+    const struct hearth_model *model; /* token texts for logprobs (NULL: "<id>") */
+    bool logprobs;       /* output_text carries each token's logprobs */
+    cJSON *pending_lp;   /* the current TEXT event's logprob entry, until a message takes it */
     struct item *items; /* [n_items] */
     int32_t n_items, cap_items;
     bool open;         /* the last item is still open */
-    bool skip_call;    /* parallel_tool_calls false: dropping the calls after the first */
     int64_t seq;       /* next sequence_number */
     bool done;
     const char *status; /* "in_progress", "completed", "incomplete", "failed" */
@@ -74,7 +89,11 @@ static void reply_free(struct resp_reply *r)
         free(r->items[i].text);
         free(r->items[i].call_id);
         free(r->items[i].name);
+        free(r->items[i].ns);
+        free(r->items[i].input);
+        cJSON_Delete(r->items[i].logprobs);
     }
+    cJSON_Delete(r->pending_lp);
     free(r->items);
     chatparse_free(r->split);
     cJSON_Delete(r->echo);
@@ -96,13 +115,20 @@ static void *reply_new(const struct oai_request *req, int32_t n_choices, const c
     r->stream              = req->stream;
     r->created             = created;
     r->status              = "in_progress";
-    r->parallel_tool_calls = req->parallel_tool_calls;
     r->model_name          = strdup(model_name ? model_name : "");
     r->echo = req->echo ? cJSON_Duplicate(req->echo, true) : cJSON_CreateObject();
     if (!r->model_name || !r->echo) {
         reply_free(r);
         return NULL;
     }
+    r->tools            = cJSON_GetObjectItemCaseSensitive(r->echo, "tools");
+    r->model            = model;
+    r->logprobs         = req->top_logprobs >= 0;
+    r->seal             = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->echo, RESP_ECHO_SEAL));
+    const cJSON *most   = cJSON_GetObjectItemCaseSensitive(r->echo, "max_tool_calls");
+    r->max_calls        = req->parallel_tool_calls ? INT32_MAX : 1;
+    if (cJSON_IsNumber(most) && most->valuedouble < r->max_calls)
+        r->max_calls = most->valuedouble < 0 ? 0 : (int32_t)most->valuedouble;
     struct chatparse_format f = {0};
     if (tmpl)
         f = *chat_template_format(tmpl);
@@ -161,6 +187,12 @@ static cJSON *item_event(const struct resp_reply *r, const char *type, int32_t i
     return o;
 }
 
+/* A message item's logprobs so far (a new array). */
+static cJSON *item_logprobs(const struct item *it)
+{
+    return it->logprobs ? cJSON_Duplicate(it->logprobs, true) : cJSON_CreateArray();
+}
+
 /* The content part of a reasoning or message item. */
 static cJSON *part_json(const struct item *it)
 {
@@ -170,14 +202,15 @@ static cJSON *part_json(const struct item *it)
     } else {
         cJSON_AddStringToObject(p, "type", "output_text");
         cJSON_AddArrayToObject(p, "annotations");
-        cJSON_AddArrayToObject(p, "logprobs");
+        cJSON_AddItemToObject(p, "logprobs", item_logprobs(it));
     }
     cJSON_AddItemToObject(p, "text", oai_text_json(it->text ? it->text : "", it->len));
     return p;
 }
 
-/* An output item as the response lists it (its parts empty when just opened). */
-static cJSON *item_json(const struct item *it, bool opened)
+/* An output item as the response lists it (its parts empty when just opened); seal: a
+ * reasoning item carries its text as encrypted_content too. */
+static cJSON *item_json(const struct item *it, bool opened, bool seal)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "id", it->id);
@@ -193,18 +226,41 @@ static cJSON *item_json(const struct item *it, bool opened)
         cJSON *c = cJSON_AddArrayToObject(o, "content");
         if (!opened)
             cJSON_AddItemToArray(c, part_json(it));
+        if (reason && seal && !opened) {
+            char *sealed = resp_seal_reasoning(it->text ? it->text : "", it->len);
+            cJSON_AddStringToObject(o, "encrypted_content", sealed ? sealed : "");
+            free(sealed);
+        }
         break;
     }
     case IT_CALL:
-        cJSON_AddStringToObject(o, "type", "function_call");
+    case IT_CUSTOM:
+        cJSON_AddStringToObject(o, "type", it->kind == IT_CALL ? "function_call" : "custom_tool_call");
         cJSON_AddStringToObject(o, "call_id", it->call_id);
+        if (it->ns)
+            cJSON_AddStringToObject(o, "namespace", it->ns);
         cJSON_AddStringToObject(o, "name", it->name);
-        cJSON_AddItemToObject(o, "arguments",
-                              oai_text_json(opened || !it->text ? "" : it->text, it->len));
+        if (it->kind == IT_CALL)
+            cJSON_AddItemToObject(o, "arguments",
+                                  oai_text_json(opened || !it->text ? "" : it->text, it->len));
+        else
+            cJSON_AddItemToObject(o, "input", oai_text_json(opened || !it->input ? "" : it->input,
+                                                           opened || !it->input ? 0 : strlen(it->input)));
         break;
     }
     cJSON_AddStringToObject(o, "status", it->status);
     return o;
+}
+
+/* A custom tool's input from the arguments the model wrote, {"input": "..."} (malloc'd); the
+ * arguments as they are when they are not that. */
+static char *custom_input(const char *args, size_t len)
+{
+    cJSON *o      = cJSON_ParseWithLength(args, len);
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "input"));
+    char *in      = v ? strdup(v) : strndup(args, len);
+    cJSON_Delete(o);
+    return in;
 }
 
 /* Closes the open item with status: its .done events. */
@@ -217,7 +273,19 @@ static void close_item(struct resp_reply *r, const char *status)
     struct item *it = &r->items[i];
     it->status      = status;
     const char *s   = it->text ? it->text : "";
-    if (it->kind == IT_CALL) {
+    if (it->kind == IT_CUSTOM) {
+        it->input       = custom_input(s, it->len);
+        const char *inp = it->input ? it->input : "";
+        cJSON *o;
+        if (inp[0]) {
+            o = item_event(r, "response.custom_tool_call_input.delta", i, false);
+            cJSON_AddItemToObject(o, "delta", oai_text_json(inp, strlen(inp)));
+            emit(r, o);
+        }
+        o = item_event(r, "response.custom_tool_call_input.done", i, false);
+        cJSON_AddItemToObject(o, "input", oai_text_json(inp, strlen(inp)));
+        emit(r, o);
+    } else if (it->kind == IT_CALL) {
         cJSON *o = item_event(r, "response.function_call_arguments.done", i, false);
         cJSON_AddStringToObject(o, "name", it->name);
         cJSON_AddItemToObject(o, "arguments", oai_text_json(s, it->len));
@@ -227,7 +295,7 @@ static void close_item(struct resp_reply *r, const char *status)
         cJSON *o    = item_event(r, reason ? "response.reasoning_text.done" : "response.output_text.done", i, true);
         cJSON_AddItemToObject(o, "text", oai_text_json(s, it->len));
         if (!reason)
-            cJSON_AddArrayToObject(o, "logprobs");
+            cJSON_AddItemToObject(o, "logprobs", item_logprobs(it));
         emit(r, o);
         o = item_event(r, "response.content_part.done", i, true);
         cJSON_AddItemToObject(o, "part", part_json(it));
@@ -235,13 +303,13 @@ static void close_item(struct resp_reply *r, const char *status)
     }
     cJSON *o = event("response.output_item.done");
     cJSON_AddNumberToObject(o, "output_index", i);
-    cJSON_AddItemToObject(o, "item", item_json(it, false));
+    cJSON_AddItemToObject(o, "item", item_json(it, false, r->seal));
     emit(r, o);
 }
 
 /* Opens a new item of kind (closing the open one): its .added events. */
 static struct item *open_item(struct resp_reply *r, enum item_kind kind, const char *call_id,
-                              const char *name)
+                              const char *name, const char *ns)
 {
     close_item(r, "completed");
     if (r->n_items == r->cap_items) {
@@ -255,16 +323,18 @@ static struct item *open_item(struct resp_reply *r, enum item_kind kind, const c
     int32_t i       = r->n_items;
     struct item *it = &r->items[i];
     memset(it, 0, sizeof *it);
-    static const char *const prefix[] = {"rs", "msg", "fc"};
+    static const char *const prefix[] = {"rs", "msg", "fc", "ctc"};
     snprintf(it->id, sizeof it->id, "%s_%s%d", prefix[kind], r->tail, i);
     it->kind   = kind;
     it->status = "in_progress";
-    if (kind == IT_CALL) {
+    if (kind == IT_CALL || kind == IT_CUSTOM) {
         it->call_id = strdup(call_id ? call_id : "");
         it->name    = strdup(name ? name : "");
-        if (!it->call_id || !it->name) {
+        it->ns      = ns ? strdup(ns) : NULL;
+        if (!it->call_id || !it->name || (ns && !it->ns)) {
             free(it->call_id);
             free(it->name);
+            free(it->ns);
             return NULL;
         }
     }
@@ -272,9 +342,9 @@ static struct item *open_item(struct resp_reply *r, enum item_kind kind, const c
     r->open  = true;
     cJSON *o = event("response.output_item.added");
     cJSON_AddNumberToObject(o, "output_index", i);
-    cJSON_AddItemToObject(o, "item", item_json(it, true));
+    cJSON_AddItemToObject(o, "item", item_json(it, true, false));
     emit(r, o);
-    if (kind != IT_CALL) {
+    if (kind == IT_REASONING || kind == IT_MESSAGE) {
         o = item_event(r, "response.content_part.added", i, true);
         cJSON_AddItemToObject(o, "part", part_json(it));
         emit(r, o);
@@ -287,7 +357,7 @@ static struct item *current(struct resp_reply *r, enum item_kind kind)
 {
     if (r->open && r->items[r->n_items - 1].kind == kind)
         return &r->items[r->n_items - 1];
-    return open_item(r, kind, NULL, NULL);
+    return open_item(r, kind, NULL, NULL, NULL);
 }
 
 static bool item_append(struct item *it, const char *s, size_t n)
@@ -311,10 +381,13 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
                      const char *text, size_t len, const char *id, const char *name)
 {
     if (kind == CHATPARSE_TOOL_START || kind == CHATPARSE_TOOL_ARGS) {
-        if (index > 0 && !r->parallel_tool_calls)
-            return; /* parallel_tool_calls false: the first call only, as the chat reply does */
-        if (kind == CHATPARSE_TOOL_START) {
-            open_item(r, IT_CALL, id, name);
+        if (index >= r->max_calls)
+            return; /* parallel_tool_calls false or max_tool_calls: the first calls only */
+        if (kind == CHATPARSE_TOOL_START) { /* a custom or namespaced tool: its own item */
+            const char *ns = NULL, *own = name;
+            bool custom    = false;
+            resp_tool_find(r->tools, name ? name : "", &ns, &own, &custom);
+            open_item(r, custom ? IT_CUSTOM : IT_CALL, id, own, ns);
             return;
         }
     }
@@ -322,6 +395,10 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
                         : kind == CHATPARSE_CONTENT ? IT_MESSAGE
                                                     : IT_CALL;
     struct item *it   = ik == IT_CALL ? (r->open ? &r->items[r->n_items - 1] : NULL) : current(r, ik);
+    if (it && ik == IT_CALL && it->kind == IT_CUSTOM) { /* its input is sent whole at the end */
+        item_append(it, text, len);
+        return;
+    }
     if (!it || it->kind != ik || !item_append(it, text, len))
         return;
     int32_t i = (int32_t)(it - r->items);
@@ -331,8 +408,16 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
                                                  : "response.output_text.delta",
                            i, ik != IT_CALL);
     cJSON_AddItemToObject(o, "delta", oai_text_json(text, len));
-    if (ik == IT_MESSAGE)
-        cJSON_AddArrayToObject(o, "logprobs");
+    if (ik == IT_MESSAGE) { /* the token that brought this text, if it is not yet placed */
+        cJSON *lp = cJSON_AddArrayToObject(o, "logprobs");
+        if (r->pending_lp) {
+            cJSON_AddItemToArray(lp, cJSON_Duplicate(r->pending_lp, true));
+            if (!it->logprobs)
+                it->logprobs = cJSON_CreateArray();
+            cJSON_AddItemToArray(it->logprobs, r->pending_lp);
+            r->pending_lp = NULL;
+        }
+    }
     emit(r, o);
 }
 
@@ -384,12 +469,12 @@ static cJSON *response_json(const struct resp_reply *r)
     cJSON_AddStringToObject(o, "model", r->model_name);
     cJSON *out = cJSON_AddArrayToObject(o, "output");
     for (int32_t i = 0; r->done && i < r->n_items; i++)
-        cJSON_AddItemToArray(out, item_json(&r->items[i], false));
+        cJSON_AddItemToArray(out, item_json(&r->items[i], false, r->seal));
     cJSON_AddNullToObject(o, "previous_response_id");
     const cJSON *it;
     cJSON_ArrayForEach(it, r->echo)
     {
-        if (!cJSON_GetObjectItemCaseSensitive(o, it->string))
+        if (it->string[0] != '_' && !cJSON_GetObjectItemCaseSensitive(o, it->string))
             cJSON_AddItemToObject(o, it->string, cJSON_Duplicate(it, true));
     }
     if (r->done && !r->error)
@@ -422,12 +507,52 @@ static char *reply_start(void *rv, size_t *len)
     return take_out(r, len);
 }
 
+/* A token's text as the logprob entries write it. */
+static cJSON *token_json(const struct resp_reply *r, hearth_token tok, cJSON **bytes)
+{
+    char buf[256];
+    size_t n;
+    if (!r->model) { /* no vocabulary (tests): the id in angle brackets */
+        n = (size_t)snprintf(buf, sizeof buf, "<%d>", tok);
+    } else {
+        n = hearth_token_to_piece(r->model, tok, buf, sizeof buf - 1);
+        if (n > sizeof buf - 1)
+            n = 0;
+    }
+    *bytes = cJSON_CreateArray();
+    for (size_t i = 0; i < n; i++)
+        cJSON_AddItemToArray(*bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+    return oai_text_json(buf, n);
+}
+
+/* The logprob entry of a TEXT event: {token, logprob, bytes, top_logprobs}. */
+static cJSON *logprob_entry(const struct resp_reply *r, const struct sched_event *ev)
+{
+    cJSON *bytes, *o = cJSON_CreateObject();
+    cJSON_AddItemToObject(o, "token", token_json(r, ev->logprob->token, &bytes));
+    cJSON_AddNumberToObject(o, "logprob", ev->logprob->logprob);
+    cJSON_AddItemToObject(o, "bytes", bytes);
+    cJSON *top = cJSON_AddArrayToObject(o, "top_logprobs");
+    for (int32_t i = 0; i < ev->n_top; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddItemToObject(t, "token", token_json(r, ev->top[i].token, &bytes));
+        cJSON_AddNumberToObject(t, "logprob", ev->top[i].logprob);
+        cJSON_AddItemToObject(t, "bytes", bytes);
+        cJSON_AddItemToArray(top, t);
+    }
+    return o;
+}
+
 static char *reply_text(void *rv, const struct sched_event *ev, size_t *len)
 {
     struct resp_reply *r = rv;
     *len                 = 0;
     if (ev->choice != 0 || r->done)
         return NULL;
+    /* a token's logprobs go with the first message text it brings; text held back by the
+     * split (a marker's start) and reasoning or call text carry none */
+    cJSON_Delete(r->pending_lp);
+    r->pending_lp = r->logprobs && ev->logprob ? logprob_entry(r, ev) : NULL;
     if (r->split) {
         struct chatparse_deltas d = {0};
         if (chatparse_feed(r->split, ev->text, ev->text_len, &d) == HEARTH_OK)
@@ -468,7 +593,7 @@ static char *reply_done(void *rv, const struct sched_event *ev, size_t *len)
         chatparse_deltas_free(&d);
     }
     if (r->n_items == 0) /* nothing generated: still one (empty) message, as the API answers */
-        open_item(r, IT_MESSAGE, NULL, NULL);
+        open_item(r, IT_MESSAGE, NULL, NULL, NULL);
     r->length = ev->finish == SCHED_FINISH_LENGTH;
     close_item(r, r->length ? "incomplete" : "completed");
     r->done        = true;

@@ -11,6 +11,11 @@
  * - the stream: `event:` + `data:` blocks with sequence numbers, in the
  *   API's order, its deltas adding up to the final response;
  * - refusals in OpenAI's error shape, naming the field;
+ * - a request as Codex CLI sends it (namespace, custom and hosted tools,
+ *   encrypted reasoning, custom tool calls in input, bookkeeping fields):
+ *   200, streaming and not; its apply_patch tool forced: a custom_tool_call
+ *   whose input follows the tool's Lark grammar as far as it got; Codex's
+ *   real captured requests: 200;
  * - the official `openai` npm client (tests/e2e/node/responses.test.mjs).
  *
  * No check rests on timing.
@@ -20,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "unit/codex_fixture.h"
 #include "util/serveutil.h"
 
 #define QWEN3     "tiny-qwen3-bpe-q8_0.gguf"
@@ -43,7 +49,7 @@ static int start_server(void **state)
     const char *extra[] = {"--chat-template-file",
                            tpl,
                            "--ctx-size",
-                           "1024",
+                           "16384", /* Codex's real requests are ~10k tokens */
                            "--alias",
                            "qwen3",
                            "--chat-template-kwargs",
@@ -300,13 +306,12 @@ static void test_refusals(void **state)
     NEED_SERVER();
     check_refused("{\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", "previous_response_id",
                   "stateless");
-    check_refused("{\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", "tools[0]",
-                  "web_search");
-    check_refused("{\"input\":\"x\",\"frobnicate\":true}", "frobnicate", NULL);
+    check_refused("{\"input\":\"x\",\"background\":true}", "background", "stores nothing");
+    check_refused("{\"input\":\"x\",\"top_logprobs\":21}", "top_logprobs", NULL);
     check_refused("{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_image\","
                   "\"image_url\":\"http://x/y.png\"}]}]}",
                   "input[0].content[0]", "input_image");
-    check_refused("{\"input\":\"x\",\"include\":[\"file_search_call.results\"]}", "include", NULL);
+    check_refused("{\"input\":\"x\",\"truncation\":\"middle\"}", "truncation", NULL);
     check_refused("{\"input\":\"x\",\"max_output_tokens\":0}", "max_output_tokens", NULL);
     struct http_resp r = http_post(&g_srv, "/v1/responses", "{\"input\":");
     free(http_check_error(&r, 400, NULL));
@@ -352,6 +357,170 @@ static void test_constrained_output(void **state)
     http_resp_free(&r);
 }
 
+/* CODEX_BODY with the members of patch (a JSON object) set over it, as a string. */
+static char *codex_body(const char *patch)
+{
+    cJSON *b = cJSON_Parse(CODEX_BODY);
+    cJSON *p = cJSON_Parse(patch);
+    assert_non_null(b);
+    assert_non_null(p);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, p)
+    {
+        cJSON_DeleteItemFromObjectCaseSensitive(b, it->string);
+        cJSON_AddItemToObject(b, it->string, cJSON_Duplicate(it, true));
+    }
+    char *s = cJSON_PrintUnformatted(b);
+    cJSON_Delete(b);
+    cJSON_Delete(p);
+    return s;
+}
+
+/* What Codex CLI sends is answered: every field, tool and item shape in it is taken. */
+static void test_codex_body(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    char *body         = codex_body("{\"model\":\"qwen3\",\"stream\":false,\"max_output_tokens\":8}");
+    struct http_resp r = http_post(&g_srv, "/v1/responses", body);
+    free(body);
+    if (r.status != 200)
+        print_message("%s\n", r.body);
+    assert_int_equal(r.status, 200);
+    cJSON *j = http_json(&r);
+    assert_string_equal(jstr(j, "object"), "response");
+    assert_true(!strcmp(jstr(j, "status"), "completed") || !strcmp(jstr(j, "status"), "incomplete"));
+    assert_int_equal(cJSON_GetArraySize(jget(j, "tools")), 7); /* echoed as sent */
+    assert_false(cJSON_HasObjectItem(j, "_seal_reasoning"));
+    assert_string_equal(jstr(j, "prompt_cache_key"), "0199a3f2-7c1e-7d20-9b8e-0c6f5d2a1b3c");
+    assert_true(jnum(jget(j, "usage"), "input_tokens") > 100);
+    cJSON_Delete(j);
+    http_resp_free(&r);
+
+    body = codex_body("{\"model\":\"qwen3\",\"max_output_tokens\":8}"); /* streaming, as sent */
+    r    = http_post(&g_srv, "/v1/responses", body);
+    free(body);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "event: response.created\n"));
+    assert_true(strstr(r.body, "event: response.completed\n") ||
+                strstr(r.body, "event: response.incomplete\n"));
+    http_resp_free(&r);
+
+    /* apply_patch forced: a custom_tool_call, its input held to the Lark grammar */
+    body = codex_body("{\"model\":\"qwen3\",\"stream\":false,\"max_output_tokens\":200,"
+                      "\"temperature\":1,\"tool_choice\":{\"type\":\"custom\",\"name\":"
+                      "\"apply_patch\"}}");
+    r    = http_post(&g_srv, "/v1/responses", body);
+    free(body);
+    if (r.status != 200)
+        print_message("%s\n", r.body);
+    assert_int_equal(r.status, 200);
+    j               = http_json(&r);
+    const cJSON *it = cJSON_GetArrayItem(jget(j, "output"), 0);
+    if (!strcmp(jstr(j, "status"), "completed")) {
+        assert_string_equal(jstr(it, "type"), "custom_tool_call");
+        assert_string_equal(jstr(it, "name"), "apply_patch");
+        const char *in = jstr(it, "input");
+        assert_memory_equal(in, "*** Begin Patch\n", 16);
+        assert_non_null(strstr(in, "*** End Patch"));
+    } else { /* the random model rambled in a line until max_output_tokens */
+        print_message("apply_patch call cut at max_output_tokens: %.200s\n", r.body);
+        const cJSON *c = jget(it, "content");
+        const char *t  = jstr(cJSON_GetArrayItem(c, 0), "text");
+        assert_non_null(strstr(t, "*** Begin Patch\\n"));
+    }
+    cJSON_Delete(j);
+    http_resp_free(&r);
+
+    /* a short Lark grammar the random model cannot ramble in: a whole custom_tool_call */
+    r = http_post(&g_srv, "/v1/responses",
+                  "{\"model\":\"qwen3\",\"input\":\"Pick.\",\"max_output_tokens\":100,"
+                  "\"temperature\":1,\"tools\":[{\"type\":\"custom\",\"name\":\"pick\","
+                  "\"format\":{\"type\":\"grammar\",\"syntax\":\"lark\",\"definition\":"
+                  "\"start: (\\\"yes\\\" | \\\"no\\\") \\\" \\\" DIGIT DIGIT\\n%import common.DIGIT\"}}],"
+                  "\"tool_choice\":{\"type\":\"custom\",\"name\":\"pick\"}}");
+    if (r.status != 200)
+        print_message("%s\n", r.body);
+    assert_int_equal(r.status, 200);
+    j  = http_json(&r);
+    it = cJSON_GetArrayItem(jget(j, "output"), 0);
+    assert_string_equal(jstr(j, "status"), "completed");
+    assert_string_equal(jstr(it, "type"), "custom_tool_call");
+    assert_string_equal(jstr(it, "name"), "pick");
+    const char *in = jstr(it, "input");
+    size_t n       = strlen(in);
+    bool yes       = !strncmp(in, "yes ", 4), no = !strncmp(in, "no ", 3);
+    if (!(yes || no) || n != (yes ? 6u : 5u) || in[n - 1] < '0' || in[n - 1] > '9' ||
+        in[n - 2] < '0' || in[n - 2] > '9') {
+        print_message("input '%s' does not follow the grammar\n", in);
+        fail();
+    }
+    cJSON_Delete(j);
+    http_resp_free(&r);
+}
+
+/* top_logprobs: each output_text token of the real vocabulary, with its alternatives */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    struct http_resp r = http_post(&g_srv, "/v1/responses",
+                                   "{\"model\":\"qwen3\",\"input\":\"Hi\",\"max_output_tokens\":4,"
+                                   "\"top_logprobs\":2,\"temperature\":0}");
+    if (r.status != 200)
+        print_message("%s\n", r.body);
+    assert_int_equal(r.status, 200);
+    cJSON *j        = http_json(&r);
+    const cJSON *it = cJSON_GetArrayItem(jget(j, "output"), 0);
+    assert_string_equal(jstr(it, "type"), "message");
+    const cJSON *part = cJSON_GetArrayItem(jget(it, "content"), 0);
+    const cJSON *lp   = jget(part, "logprobs");
+    assert_true(cJSON_GetArraySize(lp) >= 1 && cJSON_GetArraySize(lp) <= 4);
+    char text[256] = "";
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lp)
+    {
+        assert_true(jnum(e, "logprob") <= 0);
+        assert_int_equal(cJSON_GetArraySize(jget(e, "top_logprobs")), 2);
+        strncat(text, jstr(e, "token"), sizeof text - strlen(text) - 1);
+    }
+    assert_string_equal(text, jstr(part, "text")); /* the tokens spell the text */
+    cJSON_Delete(j);
+    http_resp_free(&r);
+}
+
+/* Codex CLI 0.171's real requests (the fuzz seeds codex_capture_*), as sent but for a short
+ * max_output_tokens: 200 and a whole stream. */
+static void test_codex_captures(void **state)
+{
+    (void)state;
+    NEED_SERVER();
+    static const char *const seeds[] = {"codex_capture_qwen3", "codex_capture_gpt55"};
+    for (size_t k = 0; k < 2; k++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/tests/fuzz/corpus/responses/%s", HEARTH_TOP, seeds[k]);
+        char *seed = tu_read_file(path, NULL);
+        assert_non_null(seed);
+        cJSON *b = cJSON_Parse(seed + 1);
+        free(seed);
+        assert_non_null(b);
+        cJSON_DeleteItemFromObject(b, "model");
+        cJSON_AddStringToObject(b, "model", "qwen3");
+        cJSON_AddNumberToObject(b, "max_output_tokens", 8);
+        char *body = cJSON_PrintUnformatted(b);
+        cJSON_Delete(b);
+        struct http_resp r = http_post(&g_srv, "/v1/responses", body);
+        free(body);
+        if (r.status != 200)
+            print_message("%s: %s\n", seeds[k], r.body);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "event: response.created\n"));
+        assert_true(strstr(r.body, "event: response.completed\n") ||
+                    strstr(r.body, "event: response.incomplete\n"));
+        http_resp_free(&r);
+    }
+}
+
 static void test_openai_npm_client(void **state)
 {
     (void)state;
@@ -369,6 +538,9 @@ int main(void)
         cmocka_unit_test(test_stream_events),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_constrained_output),
+        cmocka_unit_test(test_codex_body),
+        cmocka_unit_test(test_codex_captures),
+        cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_openai_npm_client),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);

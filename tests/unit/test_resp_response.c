@@ -68,8 +68,15 @@ static char *run(const char *body, const struct chat_template *tmpl, const char 
         add(&all, &len, got, n);
     }
     for (int k = 0; k < n_pieces; k++) {
-        struct sched_event ev = {.kind = SCHED_EV_TEXT, .text = pieces[k],
-                                 .text_len = strlen(pieces[k])};
+        /* every piece is one token, id 100 + k, with two alternatives */
+        struct sched_logprob lp     = {100 + k, -0.5f};
+        struct sched_logprob top[2] = {{100 + k, -0.5f}, {7, -1.5f}};
+        struct sched_event ev       = {.kind     = SCHED_EV_TEXT,
+                                       .text     = pieces[k],
+                                       .text_len = strlen(pieces[k]),
+                                       .logprob  = &lp,
+                                       .top      = top,
+                                       .n_top    = 2};
         got                   = resp_reply_ops.text(resp, &ev, &n);
         add(&all, &len, got, n);
     }
@@ -426,6 +433,185 @@ static void test_failure(void **state)
     free(s);
 }
 
+#define CODEX_TOOLS                                                                                \
+    "\"tools\":[{\"type\":\"custom\",\"name\":\"apply_patch\",\"format\":{\"type\":\"text\"}},"    \
+    "{\"type\":\"namespace\",\"name\":\"mcp__docs__\",\"description\":\"d\",\"tools\":["           \
+    "{\"type\":\"function\",\"name\":\"search\",\"parameters\":{\"type\":\"object\"}}]},"         \
+    "{\"type\":\"web_search\"}]"
+
+/* A custom tool's call (its input as written) and a namespaced function's, cut anywhere. */
+static const char *const codex_pieces[] = {
+    "<tool_call>\n{\"name\": \"apply_patch\", \"arguments\": {\"input\": \"*** Begin Pa",
+    "tch\\n*** Delete File: a.c\\n*** End Patch\"}}\n</tool_call>\n<tool_call>\n{\"name\": "
+    "\"mcp__docs__search\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>"};
+
+static void test_custom_and_namespaced_calls(void **state)
+{
+    (void)state;
+    struct chat_template *t = qwen_template();
+    int status;
+    char *body = run("{\"input\":\"x\"," CODEX_TOOLS "}", t, codex_pieces, 2, SCHED_FINISH_STOP,
+                     false, &status);
+    cJSON *o   = cJSON_Parse(body);
+    assert_non_null(o);
+    assert_int_equal(cJSON_GetArraySize(get(o, "output")), 2);
+    assert_string_equal(str(o, "output.0.type"), "custom_tool_call");
+    assert_string_equal(str(o, "output.0.id"), "ctc_abc0");
+    assert_string_equal(str(o, "output.0.name"), "apply_patch");
+    assert_string_equal(str(o, "output.0.input"),
+                        "*** Begin Patch\n*** Delete File: a.c\n*** End Patch");
+    assert_memory_equal(str(o, "output.0.call_id"), "call_", 5);
+    assert_string_equal(str(o, "output.0.status"), "completed");
+    assert_false(cJSON_HasObjectItem(get(o, "output.0"), "arguments"));
+    assert_false(cJSON_HasObjectItem(get(o, "output.0"), "namespace"));
+    assert_string_equal(str(o, "output.1.type"), "function_call");
+    assert_string_equal(str(o, "output.1.namespace"), "mcp__docs__");
+    assert_string_equal(str(o, "output.1.name"), "search");
+    assert_string_equal(str(o, "output.1.arguments"), "{\"q\":\"x\"}");
+    assert_string_equal(str(o, "tools.0.type"), "custom"); /* echoed as sent */
+    cJSON_Delete(o);
+    free(body);
+
+    /* streaming: the custom call's input comes whole, in its own events */
+    char *s    = run("{\"input\":\"x\",\"stream\":true," CODEX_TOOLS "}", t, codex_pieces, 2,
+                     SCHED_FINISH_STOP, false, &status);
+    cJSON *evs = events(s);
+    assert_string_equal(types(evs), "created in_progress "
+                                    "output_item.added custom_tool_call_input.delta "
+                                    "custom_tool_call_input.done output_item.done "
+                                    "output_item.added function_call_arguments.delta "
+                                    "function_call_arguments.done output_item.done completed");
+    const cJSON *added = cJSON_GetArrayItem(evs, 2);
+    assert_string_equal(str(added, "item.type"), "custom_tool_call");
+    assert_string_equal(str(added, "item.input"), "");
+    const cJSON *delta = cJSON_GetArrayItem(evs, 3);
+    assert_string_equal(str(delta, "item_id"), "ctc_abc0");
+    assert_int_equal(num(delta, "output_index"), 0);
+    assert_string_equal(str(delta, "delta"), "*** Begin Patch\n*** Delete File: a.c\n*** End Patch");
+    const cJSON *done = cJSON_GetArrayItem(evs, 4);
+    assert_string_equal(str(done, "input"), "*** Begin Patch\n*** Delete File: a.c\n*** End Patch");
+    assert_string_equal(str(cJSON_GetArrayItem(evs, 5), "item.input"),
+                        "*** Begin Patch\n*** Delete File: a.c\n*** End Patch");
+    assert_string_equal(str(cJSON_GetArrayItem(evs, 6), "item.namespace"), "mcp__docs__");
+    cJSON_Delete(evs);
+    free(s);
+
+    /* max_tool_calls: the calls past it are dropped */
+    body = run("{\"input\":\"x\",\"max_tool_calls\":1," CODEX_TOOLS "}", t, codex_pieces, 2,
+               SCHED_FINISH_STOP, false, &status);
+    o    = cJSON_Parse(body);
+    assert_int_equal(cJSON_GetArraySize(get(o, "output")), 1);
+    assert_string_equal(str(o, "output.0.type"), "custom_tool_call");
+    assert_int_equal(num(o, "max_tool_calls"), 1);
+    cJSON_Delete(o);
+    free(body);
+
+    chat_template_free(t);
+}
+
+/* include reasoning.encrypted_content: the reasoning comes sealed, and opens on the next turn. */
+static void test_encrypted_reasoning_round_trip(void **state)
+{
+    (void)state;
+    struct chat_template *t = qwen_template();
+    int status;
+    char *body = run("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\"]," TOOLS "}",
+                     t, split_pieces, 5, SCHED_FINISH_STOP, false, &status);
+    cJSON *o   = cJSON_Parse(body);
+    assert_string_equal(str(o, "output.0.type"), "reasoning");
+    const char *sealed = str(o, "output.0.encrypted_content");
+    assert_memory_equal(sealed, "hearth.r1:", 10);
+    assert_false(cJSON_HasObjectItem(o, RESP_ECHO_SEAL)); /* private: never sent */
+    assert_false(cJSON_HasObjectItem(o, "include"));
+    /* the next turn sends the output back (without the text, as a client that keeps only the
+     * opaque blob would): the reasoning is restored onto the assistant turn */
+    cJSON *next = cJSON_CreateObject();
+    cJSON *in   = cJSON_AddArrayToObject(next, "input");
+    cJSON *user = cJSON_CreateObject();
+    cJSON_AddStringToObject(user, "role", "user");
+    cJSON_AddStringToObject(user, "content", "x");
+    cJSON_AddItemToArray(in, user);
+    const cJSON *item;
+    cJSON_ArrayForEach(item, get(o, "output"))
+    {
+        cJSON *copy = cJSON_Duplicate(item, true);
+        if (!strcmp(str(copy, "type"), "reasoning"))
+            cJSON_DeleteItemFromObject(copy, "content");
+        cJSON_AddItemToArray(in, copy);
+    }
+    char *text = cJSON_PrintUnformatted(next);
+    struct oai_request r;
+    struct oai_error e;
+    bool ok = resp_parse(text, strlen(text), &r, &e);
+    if (!ok)
+        print_message("%s (%s)\n", e.message, e.param);
+    assert_true(ok);
+    const cJSON *turn = cJSON_GetArrayItem(r.messages, 1);
+    assert_string_equal(cJSON_GetObjectItem(turn, "reasoning_content")->valuestring, "hmm");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(turn, "tool_calls")), 1);
+    oai_request_free(&r);
+    free(text);
+    cJSON_Delete(next);
+    cJSON_Delete(o);
+    free(body);
+    /* without include, no encrypted_content */
+    body = run("{\"input\":\"x\"," TOOLS "}", t, split_pieces, 5, SCHED_FINISH_STOP, false,
+               &status);
+    o    = cJSON_Parse(body);
+    assert_false(cJSON_HasObjectItem(get(o, "output.0"), "encrypted_content"));
+    cJSON_Delete(o);
+    free(body);
+    chat_template_free(t);
+}
+
+/* top_logprobs: each output_text token with its alternatives, in the part and the deltas;
+ * reasoning text carries none. */
+static void test_logprobs(void **state)
+{
+    (void)state;
+    struct chat_template *t = qwen_template();
+    const char *pieces[]    = {"<think>\nhm</think>\n\n", "Hel", "lo"};
+    int status;
+    char *body = run("{\"input\":\"x\",\"top_logprobs\":2}", t, pieces, 3, SCHED_FINISH_STOP,
+                     false, &status);
+    cJSON *o   = cJSON_Parse(body);
+    assert_string_equal(str(o, "output.1.content.0.text"), "Hello");
+    const cJSON *lp = get(o, "output.1.content.0.logprobs");
+    assert_int_equal(cJSON_GetArraySize(lp), 2);
+    assert_string_equal(str(lp, "0.token"), "<101>");
+    assert_true(get(lp, "0.logprob")->valuedouble == -0.5);
+    assert_int_equal(num(lp, "0.bytes.0"), '<');
+    assert_int_equal(cJSON_GetArraySize(get(lp, "0.top_logprobs")), 2);
+    assert_string_equal(str(lp, "1.top_logprobs.1.token"), "<7>");
+    assert_int_equal(num(o, "top_logprobs"), 2);
+    cJSON_Delete(o);
+    free(body);
+    char *s    = run("{\"input\":\"x\",\"stream\":true,\"top_logprobs\":2}", t, pieces, 3,
+                     SCHED_FINISH_STOP, false, &status);
+    cJSON *evs = events(s);
+    int n      = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, evs)
+    {
+        if (!strcmp(str(e, "type"), "response.output_text.delta")) {
+            assert_int_equal(cJSON_GetArraySize(get(e, "logprobs")), 1);
+            n++;
+        }
+        if (!strcmp(str(e, "type"), "response.output_text.done"))
+            assert_int_equal(cJSON_GetArraySize(get(e, "logprobs")), 2);
+    }
+    assert_int_equal(n, 2);
+    cJSON_Delete(evs);
+    free(s);
+    /* not asked: empty */
+    body = run("{\"input\":\"x\"}", t, pieces, 3, SCHED_FINISH_STOP, false, &status);
+    o    = cJSON_Parse(body);
+    assert_int_equal(cJSON_GetArraySize(get(o, "output.1.content.0.logprobs")), 0);
+    cJSON_Delete(o);
+    free(body);
+    chat_template_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -437,6 +623,9 @@ int main(void)
         cmocka_unit_test(test_length_is_incomplete),
         cmocka_unit_test(test_empty_generation_is_one_empty_message),
         cmocka_unit_test(test_failure),
+        cmocka_unit_test(test_custom_and_namespaced_calls),
+        cmocka_unit_test(test_encrypted_reasoning_round_trip),
+        cmocka_unit_test(test_logprobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -138,7 +138,7 @@ test('a function_call_output round trip is answered', async () => {
 test('refusals are 400s naming the field', async () => {
   const cases = [
     [{ input: 'x', previous_response_id: 'resp_123' }, 'previous_response_id'],
-    [{ input: 'x', tools: [{ type: 'web_search' }] }, 'tools[0]'],
+    [{ input: 'x', background: true }, 'background'],
     [{ input: 'x', max_output_tokens: 0 }, 'max_output_tokens'],
   ];
   for (const [body, param] of cases) {
