@@ -35,6 +35,11 @@ struct serve_args {
         const char *file, *name, *kwargs;
     } tmpl;
     struct {
+        long n_predict; /* -1: no cap */
+        bool strict;
+        const char *tool_choice;
+    } req;
+    struct {
         int64_t ram, disk; /* -1: not given */
         const char *dir, *slot_dir;
         int reply; /* 0 own, 1 text */
@@ -116,6 +121,23 @@ static const struct opt tmpl_list[] = {
              "chat_template_kwargs add to them"},
 };
 
+static const struct opt req_list[] = {
+    {.names = "-n --n-predict", .value = "N", .kind = OPT_LONG, .off = F(req, n_predict),
+     .lo = -1, .hi = 1 << 30, .def = "-1",
+     .help = "the most tokens any request generates (agents often ask for no limit, or 32000); "
+             "a request asking for fewer gets fewer; -1 or 0: no cap"},
+    {.names = "--strict-fields", .kind = OPT_FLAG, .off = F(req, strict),
+     .help = "refuse (400) request fields the API does not define, as OpenAI and Anthropic do; "
+             "by default they are accepted, logged once per name and counted in "
+             "hearth_ignored_request_fields_total, as llama-server and vLLM do"},
+    {.names = "--tool-choice", .value = "auto|required|none|NAME", .kind = OPT_STR,
+     .off = F(req, tool_choice),
+     .help = "the tool_choice of every request that offers tools and ends with the user's own "
+             "turn (not a tool result), in place of the request's: 'required' or a function "
+             "NAME makes an agent's turn start with a tool call, and its next request, carrying "
+             "the result, is left as sent"},
+};
+
 static const struct opt cache_list[] = {
     {.names = "--cache-ram -cram", .value = "SIZE", .kind = OPT_BYTES, .off = F(cache, ram),
      .def = "a quarter of the RAM free at start; 0 with layers on a GPU",
@@ -189,6 +211,7 @@ static const struct opt compat_list[] = {
 static const struct opt_group server_group = OPT_GROUP("Server", server_list);
 static const struct opt_group slots_group  = OPT_GROUP("Slots and context", slots_list);
 static const struct opt_group tmpl_group   = OPT_GROUP("Chat template", tmpl_list);
+static const struct opt_group req_group    = OPT_GROUP("Requests", req_list);
 static const struct opt_group cache_group  = OPT_GROUP("Prompt cache", cache_list);
 static const struct opt_group spec_group   = OPT_GROUP("Speculative decoding", spec_list);
 static const struct opt_group compat_group = OPT_GROUP("llama-server compatibility", compat_list);
@@ -202,6 +225,7 @@ static const struct opt_use serve_uses[] = {
     {&opts_cache_types, offsetof(struct serve_args, ct)},
     {&cache_group, offsetof(struct serve_args, cache)},
     {&tmpl_group, offsetof(struct serve_args, tmpl)},
+    {&req_group, offsetof(struct serve_args, req)},
     {&spec_group, offsetof(struct serve_args, spec)},
     {&compat_group, offsetof(struct serve_args, compat)},
 };
@@ -210,6 +234,7 @@ static const struct serve_args serve_defaults = {
     .srv   = {.host = "127.0.0.1", .port = 8080, .max_body = 4194304, .max_queue = 64},
     .slots = {.parallel = 4, .batch = 512, .ubatch = 512, .checkpoints = 8, .seed = -1},
     .cache = {.ram = -1, .disk = -1},
+    .req   = {.n_predict = -1},
     .spec  = {.spec = SPEC_UNSET, .draft_min = 1, .ngram_min = 1, .ngram_max = 4, .pool_mib = 16},
 };
 
@@ -383,6 +408,9 @@ int cmd_serve(int argc, char **argv)
         .draft_path           = draft_path,
         .slot_save_path       = slot_dir,
         .no_webui             = no_webui,
+        .strict_fields        = a.req.strict,
+        .n_predict            = (int32_t)a.req.n_predict,
+        .tool_choice          = a.req.tool_choice,
         .seeded               = seed >= 0,
         .seed                 = seed >= 0 ? (uint64_t)seed : 0,
         .sched                = {.n_slots           = (int32_t)parallel,

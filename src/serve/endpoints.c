@@ -288,12 +288,18 @@ void h_count_tokens(struct server *s, struct evhttp_request *req)
         serve_reply_error(s, req, EP_COUNT_TOKENS, &e);
         return;
     }
+    if (!serve_apply_policy(s, EP_COUNT_TOKENS, &t->r, &e)) {
+        oai_request_free(&t->r);
+        free(t);
+        serve_reply_error(s, req, EP_COUNT_TOKENS, &e);
+        return;
+    }
     serve_prepare(s, req, EP_COUNT_TOKENS, PK_COUNT_TOKENS, t);
 }
 
-/* A JSON object body with only the fields named in allowed; NULL with *e set otherwise. */
-static cJSON *object_body(const char *body, size_t len, const char *const *allowed,
-                          struct oai_error *e)
+/* A JSON object body; NULL with *e set otherwise. Fields other than the endpoint's are
+ * ignored, as llama-server ignores them. */
+static cJSON *object_body(const char *body, size_t len, struct oai_error *e)
 {
     cJSON *o = len ? cJSON_ParseWithLength(body, len) : NULL;
     if (!cJSON_IsObject(o)) {
@@ -301,24 +307,11 @@ static cJSON *object_body(const char *body, size_t len, const char *const *allow
         BAD(e, NULL, NULL, "We could not parse the JSON body of your request: expected an object.");
         return NULL;
     }
-    const cJSON *it;
-    cJSON_ArrayForEach(it, o)
-    {
-        size_t k = 0;
-        while (allowed[k] && strcmp(allowed[k], it->string))
-            k++;
-        if (!allowed[k]) {
-            BAD(e, "unknown_parameter", it->string,
-                "Unrecognized request argument supplied: %.64s", it->string);
-            cJSON_Delete(o);
-            return NULL;
-        }
-    }
     return o;
 }
 
 static void prepared_body(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                          enum pending_kind kind, const char *const *allowed)
+                          enum pending_kind kind)
 {
     if (!serve_check_ready(s, req, ep))
         return;
@@ -327,7 +320,7 @@ static void prepared_body(struct server *s, struct evhttp_request *req, enum met
     if (!body)
         return;
     struct oai_error e;
-    cJSON *o = object_body(body, len, allowed, &e);
+    cJSON *o = object_body(body, len, &e);
     if (!o) {
         serve_reply_error(s, req, ep, &e);
         return;
@@ -345,15 +338,12 @@ static void prepared_body(struct server *s, struct evhttp_request *req, enum met
 
 void h_tokenize(struct server *s, struct evhttp_request *req)
 {
-    static const char *const allowed[] = {"content", "add_special", "parse_special",
-                                          "with_pieces", NULL};
-    prepared_body(s, req, EP_TOKENIZE, PK_TOKENIZE, allowed);
+    prepared_body(s, req, EP_TOKENIZE, PK_TOKENIZE);
 }
 
 void h_detokenize(struct server *s, struct evhttp_request *req)
 {
-    static const char *const allowed[] = {"tokens", NULL};
-    prepared_body(s, req, EP_DETOKENIZE, PK_DETOKENIZE, allowed);
+    prepared_body(s, req, EP_DETOKENIZE, PK_DETOKENIZE);
 }
 
 /* ------------------------------------------------ on the prep thread --- */

@@ -572,6 +572,81 @@ static void task_done(struct server *s, struct task *t)
     task_free(t);
 }
 
+/* The role of messages[i] ("" when there is none). */
+static const char *role_at(const cJSON *messages, int i)
+{
+    const cJSON *role =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(messages, i), "role");
+    return cJSON_IsString(role) ? role->valuestring : "";
+}
+
+/* --tool-choice on r, when its conversation ends with the user's own turn and it offers
+ * tools: the first request of an agent's turn is steered; the one carrying the tool's result
+ * is not (even where the client adds a user message after the result, as Claude Code does),
+ * so the turn still ends. */
+static void steer_tool_choice(const char *mode, struct oai_request *r)
+{
+    if (!mode || !r->tools || r->schema || r->grammar)
+        return;
+    int i = cJSON_GetArraySize(r->messages) - 1;
+    if (strcmp(role_at(r->messages, i), "user"))
+        return;
+    while (i >= 0 && !strcmp(role_at(r->messages, i), "user"))
+        i--;
+    if (!strcmp(role_at(r->messages, i), "tool"))
+        return;
+    if (!strcmp(mode, "auto") || !strcmp(mode, "none") || !strcmp(mode, "required")) {
+        r->tool_choice = !strcmp(mode, "auto")   ? OAI_TOOL_AUTO
+                         : !strcmp(mode, "none") ? OAI_TOOL_NONE
+                                                 : OAI_TOOL_REQUIRED;
+        return;
+    }
+    const cJSON *t;
+    cJSON_ArrayForEach(t, r->tools)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        char *name = cJSON_IsString(n) ? strdup(n->valuestring) : NULL;
+        if (name && !strcmp(name, mode)) {
+            free(r->tool_name);
+            r->tool_name   = name;
+            r->tool_choice = OAI_TOOL_NAMED;
+            return;
+        }
+        free(name);
+    }
+}
+
+bool serve_apply_policy(struct server *s, enum metrics_endpoint ep, struct oai_request *r,
+                         struct oai_error *e)
+{
+    const bool anth = ep == EP_MESSAGES || ep == EP_COUNT_TOKENS;
+    for (int32_t i = 0; i < r->n_ignored; i++) {
+        const struct oai_ignored *ig = &r->ignored[i];
+        if (s->p->strict_fields && ig->unknown)
+            return anth ? oai_fail(e, 400, "invalid_request_error", NULL, NULL,
+                                   "%s: Extra inputs are not permitted (--strict-fields)",
+                                   ig->path)
+                        : oai_fail(e, 400, "invalid_request_error", "unknown_parameter",
+                                   ig->path,
+                                   "Unrecognized request argument supplied: %s "
+                                   "(--strict-fields)",
+                                   ig->path);
+        if (metrics_count_ignored(&s->metrics, ep, ig->path))
+            fprintf(stderr,
+                    "hearth serve: ignoring %s request field '%s' (%s); logged once, counted in "
+                    "hearth_ignored_request_fields_total\n",
+                    metrics_api_name(ep), ig->path,
+                    ig->unknown ? "unknown here" : "no effect here");
+    }
+    for (int32_t i = 0; i < r->n_ignored_more; i++)
+        metrics_count_ignored(&s->metrics, ep, "_more");
+    if (s->p->n_predict > 0 && (r->max_tokens < 0 || r->max_tokens > s->p->n_predict))
+        r->max_tokens = s->p->n_predict;
+    steer_tool_choice(s->p->tool_choice, r);
+    return true;
+}
+
 /* Parses req's body (with parse, else as OpenAI's kind) and hands it to serve_prepare. */
 static void prepare_body(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                          enum pending_kind pkind, enum oai_kind kind, serve_parse_fn parse,
@@ -590,6 +665,12 @@ static void prepare_body(struct server *s, struct evhttp_request *req, enum metr
     }
     struct oai_error e;
     if (parse ? !parse(body, len, &t->r, &e) : !oai_parse(kind, body, len, &t->r, &e)) {
+        free(t);
+        serve_reply_error(s, req, ep, &e);
+        return;
+    }
+    if (!serve_apply_policy(s, ep, &t->r, &e)) {
+        oai_request_free(&t->r);
         free(t);
         serve_reply_error(s, req, ep, &e);
         return;

@@ -46,6 +46,10 @@ struct http_params {
     const char *draft_path;   /* --model-draft: a GGUF file whose model drafts, or NULL */
     const char *slot_save_path; /* --slot-save-path: the directory of slot files, or NULL */
     bool no_webui;              /* --no-webui: no chat page at / (webui.c) */
+    bool strict_fields;         /* --strict-fields: refuse unknown request fields (400) */
+    int32_t n_predict;          /* -n: the most tokens any request generates; -1: no cap */
+    const char *tool_choice;    /* --tool-choice: auto|required|none|NAME for requests that end
+                                 * with the user's turn and offer tools; NULL: the request's */
     bool seeded;                /* --seed: a request without a seed samples with seed */
     uint64_t seed;
     struct sched_params sched;

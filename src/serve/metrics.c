@@ -130,6 +130,37 @@ static void put_value(struct out *o, double v)
         put(o, "%.9g\n", v);
 }
 
+const char *metrics_api_name(enum metrics_endpoint ep)
+{
+    return ep == EP_MESSAGES || ep == EP_COUNT_TOKENS ? "anthropic"
+           : ep == EP_RESPONSES                       ? "responses"
+                                                      : "openai";
+}
+
+static int api_index(enum metrics_endpoint ep)
+{
+    return ep == EP_MESSAGES || ep == EP_COUNT_TOKENS ? 1 : ep == EP_RESPONSES ? 2 : 0;
+}
+
+bool metrics_count_ignored(struct metrics *m, enum metrics_endpoint ep, const char *field)
+{
+    const char *api = metrics_api_name(ep);
+    for (int32_t i = 0; i < m->n_ignored; i++)
+        if (!strcmp(m->ignored[i].api, api) && !strcmp(m->ignored[i].field, field)) {
+            m->ignored[i].n++;
+            return false;
+        }
+    if (m->n_ignored == METRICS_MAX_IGNORED) {
+        m->ignored_other[api_index(ep)]++;
+        return false;
+    }
+    struct metrics_ignored *ig = &m->ignored[m->n_ignored++];
+    snprintf(ig->api, sizeof ig->api, "%s", api);
+    snprintf(ig->field, sizeof ig->field, "%s", field);
+    ig->n = 1;
+    return true;
+}
+
 char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT], size_t *len)
 {
     struct out o = {malloc(8192), 0, 8192, false};
@@ -145,6 +176,16 @@ char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT],
                     if (m->requests[ep][code])
                         put(&o, "%s{endpoint=\"%s\",code=\"%d\"} %llu\n", d->name,
                             endpoint_paths[ep], code, (unsigned long long)m->requests[ep][code]);
+        } else if (id == M_IGNORED_FIELDS) {
+            /* fields are label-safe ([A-Za-z0-9_.:/-?], oai_ignore): no escaping needed */
+            for (int32_t i = 0; i < m->n_ignored; i++)
+                put(&o, "%s{api=\"%s\",field=\"%s\"} %llu\n", d->name, m->ignored[i].api,
+                    m->ignored[i].field, (unsigned long long)m->ignored[i].n);
+            static const char *const apis[3] = {"openai", "anthropic", "responses"};
+            for (int k = 0; k < 3; k++)
+                if (m->ignored_other[k])
+                    put(&o, "%s{api=\"%s\",field=\"_other\"} %llu\n", d->name, apis[k],
+                        (unsigned long long)m->ignored_other[k]);
         } else if (id == M_STAGE_WEIGHT_BYTES || id == M_STAGE_KV_BYTES) {
             for (int32_t i = 0; i < m->n_stages; i++) {
                 const struct hearth_stage_info *st = &m->stages[i];

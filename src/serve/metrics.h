@@ -10,11 +10,12 @@
  * Counters by endpoint and histograms live in struct metrics, owned by the
  * HTTP event loop (one thread: no locks). Values the scheduler owns (tokens,
  * slots, KV blocks) are passed in at render time from sched_snapshot.
- * Size: ~30 KiB (the request counters are kept per endpoint and status code).
+ * Size: ~36 KiB (the request counters are kept per endpoint and status code).
  */
 #ifndef HEARTH_METRICS_H
 #define HEARTH_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,9 @@
 #define METRICS_LIST(X)                                                                        \
     X(M_REQUESTS, "hearth_requests_total", counter, NONE,                                      \
       "HTTP requests answered, by endpoint and status code.")                                  \
+    X(M_IGNORED_FIELDS, "hearth_ignored_request_fields_total", counter, NONE,                 \
+      "Request fields accepted and ignored, by API and field (unknown ones and hints without " \
+      "effect here); past 64 distinct names the rest count as field=\"_other\".")             \
     X(M_PROMPT_TOKENS, "hearth_prompt_tokens_total", counter, NONE,                            \
       "Prompt tokens of the requests scheduled (prefix-cache hits included).")                 \
     X(M_GENERATED_TOKENS, "hearth_generated_tokens_total", counter, NONE,                      \
@@ -122,8 +126,19 @@ struct metrics_histogram {
     double sum;                           /* seconds */
 };
 
+#define METRICS_MAX_IGNORED 64 /* distinct (api, field) pairs counted by name */
+
+struct metrics_ignored {
+    char api[16];   /* "openai", "anthropic", "responses" */
+    char field[64]; /* the field's path (oai_ignore made it label-safe) */
+    uint64_t n;
+};
+
 struct metrics {
     uint64_t requests[EP_COUNT][600];          /* [endpoint][HTTP status 100..599] */
+    struct metrics_ignored ignored[METRICS_MAX_IGNORED]; /* in order of first sight */
+    int32_t n_ignored;
+    uint64_t ignored_other[3];                 /* beyond those, by API as in metrics_api_name */
     struct metrics_histogram hist[METRIC_COUNT]; /* used for histogram ids only */
     struct hearth_stage_info stages[METRICS_MAX_STAGES]; /* where the layers run: the
                                                             M_STAGE_* samples, one per stage */
@@ -139,6 +154,14 @@ void metrics_init(struct metrics *m);
 
 /* Counts one answered request; statuses outside 100..599 count as 500. */
 void metrics_count_request(struct metrics *m, enum metrics_endpoint ep, int status);
+
+/* The API an endpoint speaks, as the ignored-fields counter labels it: "openai" (chat,
+ * completions and the rest), "anthropic" or "responses". */
+const char *metrics_api_name(enum metrics_endpoint ep);
+
+/* Counts one ignored field of a request to ep; true the first time this (api, field) pair is
+ * seen (the caller logs it then), false after, and for names past METRICS_MAX_IGNORED. */
+bool metrics_count_ignored(struct metrics *m, enum metrics_endpoint ep, const char *field);
 
 /* Adds one observation (seconds) to histogram id; ignored for other ids or v < 0. */
 void metrics_observe(struct metrics *m, enum metric_id id, double v);

@@ -5,6 +5,7 @@
  * take long enough that the event loop must not wait for them.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,13 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
         goto out;
     }
+    for (int32_t b = 0; b < req->n_bias; b++)
+        if (req->bias[b].token >= hearth_model_n_vocab(model)) {
+            oai_fail(e, 400, "invalid_request_error", "invalid_value", "logit_bias",
+                     "Invalid 'logit_bias': token %d is outside the vocabulary (%d tokens).",
+                     (int)req->bias[b].token, (int)hearth_model_n_vocab(model));
+            goto out;
+        }
     if (req->kind != OAI_COMPLETION) {
         char *text = NULL;
         if (!oai_prompt(req, tmpl, model, &text, e))
@@ -146,6 +154,17 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         job->frequency_penalty = req->frequency_penalty;
         job->top_logprobs      = req->top_logprobs;
         job->ignore_eos        = req->ignore_eos;
+        job->no_cache          = req->no_cache;
+        if (req->n_bias > 0) {
+            if (!(job->bias = malloc((size_t)req->n_bias * sizeof *job->bias))) {
+                oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
+                goto out;
+            }
+            for (int32_t b = 0; b < req->n_bias; b++)
+                job->bias[b] = (struct sched_bias){
+                    req->bias[b].token, req->bias[b].bias <= -100 ? -INFINITY : req->bias[b].bias};
+            job->n_bias = req->n_bias;
+        }
         if (g) {
             job->grammar = grammar_ref(g);
             if (n_trig > 0 && !(job->triggers = calloc((size_t)n_trig, sizeof *job->triggers))) {

@@ -83,7 +83,26 @@ void oai_request_free(struct oai_request *req)
     free(req->prompts);
     for (int32_t i = 0; i < req->n_stop; i++)
         free(req->stop[i]);
+    free(req->bias);
     memset(req, 0, sizeof *req);
+}
+
+void oai_ignore(struct oai_request *req, const char *path, bool unknown)
+{
+    if (req->n_ignored >= OAI_MAX_IGNORED) {
+        req->n_ignored_more++;
+        return;
+    }
+    struct oai_ignored *ig = &req->ignored[req->n_ignored++];
+    size_t n               = 0;
+    for (; path[n] && n + 1 < sizeof ig->path; n++) {
+        unsigned char c = (unsigned char)path[n];
+        bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    strchr("_.:/-", c);
+        ig->path[n] = safe ? (char)c : '?';
+    }
+    ig->path[n] = 0;
+    ig->unknown = unknown;
 }
 
 /* -------------------------------------------------------------- messages --- */
@@ -336,18 +355,28 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
                    "Invalid 'response_format.type': expected 'text', 'json_object' or "
                    "'json_schema'.");
     const char *t = type->valuestring;
-    const char *allowed = !strcmp(t, "json_schema") ? "json_schema" : "";
+    /* llama-server's json_object takes a "schema" beside the type */
+    const char *allowed = !strcmp(t, "json_schema") ? "json_schema"
+                          : !strcmp(t, "json_object") ? "schema"
+                                                      : "";
     cJSON_ArrayForEach(k, rf)
     {
-        if (strcmp(k->string, "type") && strcmp(k->string, allowed))
-            return BAD(e, "unknown_parameter", "response_format",
-                       "Unknown parameter: 'response_format.%.64s'.", k->string);
+        if (strcmp(k->string, "type") && strcmp(k->string, allowed) && !cJSON_IsNull(k)) {
+            char path[OAI_IGNORED_LEN];
+            snprintf(path, sizeof path, "response_format.%s", k->string);
+            oai_ignore(req, path, true);
+        }
     }
     if (!strcmp(t, "text"))
         return true;
     if (!strcmp(t, "json_object")) {
-        if (!(req->schema = cJSON_CreateObject()) ||
-            !cJSON_AddStringToObject(req->schema, "type", "object"))
+        const cJSON *schema = reqjson_field(rf, "schema");
+        if (schema && !cJSON_IsObject(schema))
+            return reqjson_wrong_type(e, "response_format.schema", "an object", schema);
+        if (schema && !(req->schema = cJSON_Duplicate(schema, true)))
+            return OOM(e);
+        if (!schema && (!(req->schema = cJSON_CreateObject()) ||
+                        !cJSON_AddStringToObject(req->schema, "type", "object")))
             return OOM(e);
         return true;
     }
@@ -363,9 +392,12 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
     cJSON_ArrayForEach(k, js)
     {
         if (strcmp(k->string, "name") && strcmp(k->string, "schema") &&
-            strcmp(k->string, "strict") && strcmp(k->string, "description"))
-            return BAD(e, "unknown_parameter", "response_format.json_schema",
-                       "Unknown parameter: 'response_format.json_schema.%.64s'.", k->string);
+            strcmp(k->string, "strict") && strcmp(k->string, "description") &&
+            !cJSON_IsNull(k)) {
+            char path[OAI_IGNORED_LEN];
+            snprintf(path, sizeof path, "response_format.json_schema.%s", k->string);
+            oai_ignore(req, path, true);
+        }
     }
     const cJSON *name = reqjson_field(js, "name"), *schema = reqjson_field(js, "schema"),
                 *strict = reqjson_field(js, "strict");
@@ -403,9 +435,24 @@ static bool take_kwargs(const cJSON *kw, struct oai_request *req, struct oai_err
     return true;
 }
 
+static bool add_kwarg(struct oai_request *req, const char *name, cJSON *v, struct oai_error *e)
+{
+    if (!v || (!req->template_kwargs && !(req->template_kwargs = cJSON_CreateObject()))) {
+        cJSON_Delete(v);
+        return OOM(e);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(req->template_kwargs, name))
+        cJSON_Delete(v); /* chat_template_kwargs came first: its own value wins */
+    else
+        cJSON_AddItemToObject(req->template_kwargs, name, v);
+    return true;
+}
+
+/* reasoning_effort reaches the template as its kwarg (gpt-oss reads it); "none" also turns
+ * thinking off where a template reads enable_thinking (Qwen3, Qwen3.5, GLM). */
 static bool take_reasoning_effort(const cJSON *it, struct oai_request *req, struct oai_error *e)
 {
-    static const char *const ok[] = {"minimal", "low", "medium", "high"};
+    static const char *const ok[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
     if (!cJSON_IsString(it))
         return reqjson_wrong_type(e, "reasoning_effort", "a string", it);
     size_t k = 0;
@@ -413,14 +460,12 @@ static bool take_reasoning_effort(const cJSON *it, struct oai_request *req, stru
         k++;
     if (k == sizeof ok / sizeof ok[0])
         return BAD(e, "invalid_value", "reasoning_effort",
-                   "Invalid 'reasoning_effort': expected 'minimal', 'low', 'medium' or 'high', "
-                   "but got '%.32s'.",
+                   "Invalid 'reasoning_effort': expected 'none', 'minimal', 'low', 'medium', "
+                   "'high' or 'xhigh', but got '%.32s'.",
                    it->valuestring);
-    if (!req->template_kwargs && !(req->template_kwargs = cJSON_CreateObject()))
-        return OOM(e);
-    if (!cJSON_GetObjectItemCaseSensitive(req->template_kwargs, "reasoning_effort"))
-        cJSON_AddStringToObject(req->template_kwargs, "reasoning_effort", it->valuestring);
-    return true;
+    if (!add_kwarg(req, "reasoning_effort", cJSON_CreateString(it->valuestring), e))
+        return false;
+    return k != 0 || add_kwarg(req, "enable_thinking", cJSON_CreateFalse(), e);
 }
 
 static bool take_reasoning_format(const cJSON *it, struct oai_request *req, struct oai_error *e)
@@ -519,6 +564,7 @@ struct scratch {
     bool logprobs_bool, has_top_logprobs, has_stream_options;
     const cJSON *stream_options;
     int n_constraints; /* response_format, json_schema, grammar given */
+    bool samplers_given, samplers[4]; /* samplers: which of top_k, top_p, min_p, temperature */
 };
 
 enum ftype {
@@ -732,11 +778,11 @@ static bool fn_stream_options(const struct rule *r, const cJSON *it, struct oai_
     const cJSON *k;
     cJSON_ArrayForEach(k, it)
     {
-        if (strcmp(k->string, "include_usage"))
-            return BAD(e, "unsupported_parameter", "stream_options",
-                       "Unsupported parameter: 'stream_options.%.64s' is not supported by this "
-                       "server.",
-                       k->string);
+        if (strcmp(k->string, "include_usage")) { /* include_obfuscation: padding only */
+            char path[OAI_IGNORED_LEN];
+            snprintf(path, sizeof path, "stream_options.%s", k->string);
+            oai_ignore(req, path, strcmp(k->string, "include_obfuscation") != 0);
+        }
     }
     const cJSON *iu = reqjson_field(it, "include_usage");
     if (iu && !cJSON_IsBool(iu))
@@ -758,7 +804,7 @@ static bool fn_unsupported(const struct rule *r, const cJSON *it, struct oai_req
         harmless = cJSON_IsNumber(it) && it->valuedouble == 1;
     else if (!strcmp(n, "suffix"))
         harmless = cJSON_IsString(it) && !it->valuestring[0];
-    else /* functions, logit_bias */
+    else /* functions */
         harmless = (cJSON_IsArray(it) || cJSON_IsObject(it)) && cJSON_GetArraySize(it) == 0;
     if (harmless)
         return true;
@@ -767,6 +813,183 @@ static bool fn_unsupported(const struct rule *r, const cJSON *it, struct oai_req
                !strcmp(n, "best_of")           ? " other than 1"
                : !strcmp(n, "response_format") ? " other than {\"type\": \"text\"}"
                                                : "");
+}
+
+/* Fields that change nothing hearth generates: storage, metadata, caching and routing hints,
+ * and hints whose effect a local model cannot have (verbosity, predicted outputs, web search
+ * options: the model answers without a search, as llama-server does). */
+static bool fn_ignored(const struct rule *r, const cJSON *it, struct oai_request *req,
+                       struct scratch *sc, struct oai_error *e)
+{
+    oai_ignore(req, r->name, false);
+    return true;
+}
+
+/* modalities: text is what hearth writes; asking for audio would get a reply without it. */
+static bool fn_modalities(const struct rule *r, const cJSON *it, struct oai_request *req,
+                          struct scratch *sc, struct oai_error *e)
+{
+    if (!cJSON_IsArray(it))
+        return reqjson_wrong_type(e, r->name, "an array", it);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, it)
+    {
+        if (!cJSON_IsString(m))
+            return reqjson_wrong_type(e, "modalities[]", "a string", m);
+        if (strcmp(m->valuestring, "text"))
+            return BAD(e, "unsupported_value", "modalities",
+                       "Invalid 'modalities': this server writes text only, not '%.32s'.",
+                       m->valuestring);
+    }
+    return true;
+}
+
+/* audio (output parameters): only null, which the loop has skipped, asks for nothing. */
+static bool fn_audio(const struct rule *r, const cJSON *it, struct oai_request *req,
+                     struct scratch *sc, struct oai_error *e)
+{
+    return BAD(e, "unsupported_parameter", r->name,
+               "Unsupported parameter: 'audio': this server writes text only.");
+}
+
+/* One logit_bias entry: a token id (a decimal string key, or llama.cpp's [id, bias] pair) and
+ * a bias in -100..100 (llama.cpp's false: banned). */
+static bool take_bias(const char *key, const cJSON *v, struct oai_request *req, int32_t i,
+                      struct oai_error *e)
+{
+    char *end = NULL;
+    long long tok = key ? strtoll(key, &end, 10) : -1;
+    if (!key || end == key || *end || tok < 0 || tok > INT32_MAX)
+        return BAD(e, "invalid_value", "logit_bias",
+                   "Invalid 'logit_bias': keys are token ids (non-negative integers), not "
+                   "'%.32s'.",
+                   key ? key : "?");
+    double b = 0;
+    if (cJSON_IsFalse(v))
+        b = -100;
+    else if (cJSON_IsNumber(v) && v->valuedouble >= -100 && v->valuedouble <= 100)
+        b = v->valuedouble;
+    else
+        return BAD(e, "invalid_value", "logit_bias",
+                   "Invalid 'logit_bias': the bias of token %lld must be a number from -100 to "
+                   "100.",
+                   tok);
+    req->bias[i] = (struct oai_bias){(hearth_token)tok, (float)b};
+    return true;
+}
+
+static bool fn_logit_bias(const struct rule *r, const cJSON *it, struct oai_request *req,
+                          struct scratch *sc, struct oai_error *e)
+{
+    if (!cJSON_IsObject(it) && !cJSON_IsArray(it))
+        return reqjson_wrong_type(e, r->name, "an object", it);
+    int n = cJSON_GetArraySize(it);
+    if (n > 1024)
+        return BAD(e, "invalid_value", "logit_bias",
+                   "Invalid 'logit_bias': %d tokens; at most 1024.", n);
+    if (n == 0)
+        return true;
+    free(req->bias);
+    if (!(req->bias = calloc((size_t)n, sizeof *req->bias)))
+        return OOM(e);
+    req->n_bias = 0;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, it)
+    {
+        char num[24];
+        const char *key = b->string;
+        const cJSON *v  = b;
+        if (cJSON_IsArray(it)) { /* llama.cpp's [[id, bias], ...] */
+            const cJSON *id = cJSON_GetArrayItem(b, 0);
+            v               = cJSON_GetArrayItem(b, 1);
+            key             = NULL;
+            if (cJSON_IsArray(b) && cJSON_GetArraySize(b) == 2 && cJSON_IsNumber(id) &&
+                id->valuedouble == (double)(long long)id->valuedouble) {
+                snprintf(num, sizeof num, "%lld", (long long)id->valuedouble);
+                key = num;
+            }
+        }
+        if (!take_bias(key, v, req, req->n_bias, e))
+            return false;
+        req->n_bias++;
+    }
+    return true;
+}
+
+/* llama-server's switches: cache_prompt false computes the prompt afresh (the reply is the
+ * same; it only costs time), timings_per_token adds "timings" to each stream chunk. */
+static bool fn_cache_prompt(const struct rule *r, const cJSON *it, struct oai_request *req,
+                            struct scratch *sc, struct oai_error *e)
+{
+    if (!cJSON_IsBool(it))
+        return reqjson_wrong_type(e, r->name, "a boolean", it);
+    req->no_cache = cJSON_IsFalse(it);
+    return true;
+}
+
+/* return_progress: llama-server's prompt-progress chunks; hearth's stream starts only once
+ * the prompt is read, so there is nothing to report between (accepted, noted). */
+static bool fn_return_progress(const struct rule *r, const cJSON *it, struct oai_request *req,
+                               struct scratch *sc, struct oai_error *e)
+{
+    if (!cJSON_IsBool(it))
+        return reqjson_wrong_type(e, r->name, "a boolean", it);
+    oai_ignore(req, r->name, false);
+    return true;
+}
+
+/* n_probs: llama-server's count of alternatives per token, here as logprobs with that many. */
+static bool fn_n_probs(const struct rule *r, const cJSON *it, struct oai_request *req,
+                       struct scratch *sc, struct oai_error *e)
+{
+    int64_t v = 0;
+    if (!want_int(it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
+        return false;
+    if (v > 0) {
+        req->top_logprobs    = (int32_t)v;
+        sc->logprobs_bool    = true;
+        sc->has_top_logprobs = true;
+    }
+    return true;
+}
+
+/* samplers: llama-server's sampler chain. hearth's order is fixed (penalties, top_k, top_p,
+ * min_p, temperature); a sampler the list leaves out is off, so the list chooses which run. */
+static bool fn_samplers(const struct rule *r, const cJSON *it, struct oai_request *req,
+                        struct scratch *sc, struct oai_error *e)
+{
+    static const char *const known[] = {"top_k", "top_p", "min_p", "temperature", "penalties",
+                                        "dry", "typ_p", "typical_p", "xtc", "top_n_sigma",
+                                        "infill", "k", "p", "m", "t", "e", "d", "y", "x", "s",
+                                        "i"};
+    bool has[4] = {false, false, false, false}; /* top_k, top_p, min_p, temperature */
+    const cJSON *m;
+    if (cJSON_IsString(it)) { /* llama.cpp's one-letter form, "kpmt" */
+        for (const char *c = it->valuestring; *c; c++) {
+            const char *at = strchr("kpmt", *c);
+            if (at)
+                has[at - "kpmt"] = true;
+        }
+    } else if (cJSON_IsArray(it)) {
+        cJSON_ArrayForEach(m, it)
+        {
+            if (!cJSON_IsString(m))
+                return reqjson_wrong_type(e, "samplers[]", "a string", m);
+            size_t k = 0;
+            while (k < sizeof known / sizeof known[0] && strcmp(known[k], m->valuestring))
+                k++;
+            if (k == sizeof known / sizeof known[0])
+                return BAD(e, "invalid_value", "samplers",
+                           "Invalid 'samplers': '%.32s' is not a sampler.", m->valuestring);
+            if (k < 4)
+                has[k] = true;
+        }
+    } else {
+        return reqjson_wrong_type(e, r->name, "an array", it);
+    }
+    sc->samplers_given = true;
+    memcpy(sc->samplers, has, sizeof has);
+    return true;
 }
 
 static const struct rule FIELDS[] = {
@@ -802,7 +1025,23 @@ static const struct rule FIELDS[] = {
     {"echo", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
     {"best_of", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
     {"suffix", K_COMP, T_FN, 0, 0, 0, fn_unsupported},
-    {"logit_bias", K_ALL, T_FN, 0, 0, 0, fn_unsupported},
+    {"logit_bias", K_ALL, T_FN, 0, 0, 0, fn_logit_bias},
+    {"modalities", K_CHAT, T_FN, 0, 0, 0, fn_modalities},
+    {"audio", K_CHAT, T_FN, 0, 0, 0, fn_audio},
+    {"store", K_ALL, T_FN, 0, 0, 0, fn_ignored},
+    {"metadata", K_ALL, T_FN, 0, 0, 0, fn_ignored},
+    {"prompt_cache_key", K_ALL, T_FN, 0, 0, 0, fn_ignored},
+    {"prompt_cache_retention", K_ALL, T_FN, 0, 0, 0, fn_ignored},
+    {"safety_identifier", K_ALL, T_FN, 0, 0, 0, fn_ignored},
+    {"service_tier", K_ALL, T_FN, 0, 0, 0, fn_ignored},
+    {"verbosity", K_CHAT, T_FN, 0, 0, 0, fn_ignored},
+    {"prediction", K_CHAT, T_FN, 0, 0, 0, fn_ignored},
+    {"web_search_options", K_CHAT, T_FN, 0, 0, 0, fn_ignored},
+    {"cache_prompt", K_ALL, T_FN, 0, 0, 0, fn_cache_prompt},
+    {"timings_per_token", K_ALL, T_BOOL, 0, 0, AT(timings_per_token), NULL},
+    {"return_progress", K_ALL, T_FN, 0, 0, 0, fn_return_progress},
+    {"n_probs", K_ALL, T_FN, 0, 0, 0, fn_n_probs},
+    {"samplers", K_ALL, T_FN, 0, 0, 0, fn_samplers},
     {"response_format", K_ALL, T_FN, 0, 0, 0, fn_response_format},
     {"json_schema", K_ALL, T_FN, 0, 0, 0, fn_json_schema},
     {"grammar", K_ALL, T_FN, 0, 0, 0, fn_grammar},
@@ -863,6 +1102,16 @@ static bool cross_checks(const cJSON *root, struct oai_request *req, struct scra
     for (int k = 0; k < 3; k++)
         if (sc->max_tokens[k])
             req->max_tokens = sc->max_tokens[k] < 0 ? -1 : (int32_t)sc->max_tokens[k];
+    if (sc->samplers_given) {
+        if (!sc->samplers[0])
+            req->sampling.top_k = 0;
+        if (!sc->samplers[1])
+            req->sampling.top_p = 1;
+        if (!sc->samplers[2])
+            req->sampling.min_p = 0;
+        if (!sc->samplers[3])
+            req->sampling.temperature = 1;
+    }
     if (req->kind != OAI_COMPLETION) {
         if (sc->has_top_logprobs && !sc->logprobs_bool)
             return BAD(e, "invalid_value", "top_logprobs",
@@ -935,9 +1184,9 @@ bool oai_parse(enum oai_kind kind, const char *body, size_t len, struct oai_requ
     {
         const struct rule *r = rule_of(it->string);
         if (!r || !(r->kinds & (1u << kind))) {
-            BAD(e, "unknown_parameter", it->string,
-                "Unrecognized request argument supplied: %.64s", it->string);
-            goto out;
+            if (!cJSON_IsNull(it))
+                oai_ignore(req, it->string, true);
+            continue;
         }
         if (cJSON_IsNull(it))
             continue;

@@ -37,6 +37,7 @@ struct oai_choice {
 struct oai_response {
     enum oai_kind kind;
     bool stream, include_usage, logprobs;
+    bool timings_per_token; /* llama-server's: every stream chunk carries "timings" */
     int32_t n_choices, n_per_prompt;
     struct oai_choice *ch; /* [n_choices] */
     char id[64];
@@ -66,6 +67,7 @@ struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_c
     r->kind                = req->kind;
     r->stream              = req->stream;
     r->include_usage       = req->include_usage;
+    r->timings_per_token   = req->timings_per_token;
     r->logprobs            = req->top_logprobs >= 0;
     r->n_per_prompt        = req->n > 0 ? req->n : 1;
     r->created             = created;
@@ -309,6 +311,8 @@ static cJSON *chunk_new(const struct oai_response *r, int32_t index, cJSON **cho
     *choice   = cJSON_CreateObject();
     cJSON_AddNumberToObject(*choice, "index", index);
     cJSON_AddItemToArray(cs, *choice);
+    if (r->timings_per_token)
+        cJSON_AddItemToObject(o, "timings", timings_json(r));
     return o;
 }
 

@@ -30,10 +30,14 @@
  *   template's syntax, their arguments valid against the parameters
  *   (formats hermes and llama3; others are refused), and "auto" keeps a
  *   call valid once its marker appears (hermes).
- * - Features hearth does not have (echo, best_of > 1, suffix, logit_bias,
- *   non-text content parts, functions)
- *   are refused with a 400 rather than silently ignored; so is any field
- *   OpenAI does not define and hearth does not know.
+ * - The field policy (docs/api.md lists every field): a field that does
+ *   not change what is generated (metadata, storage and caching hints,
+ *   client bookkeeping) is accepted and ignored; one that changes it is
+ *   honoured, or refused with a 400 naming it where ignoring it would give
+ *   a wrong answer (echo, best_of > 1, suffix, audio output, non-text
+ *   content). A field hearth does not know is accepted and noted in
+ *   req->ignored, which the server logs once per name and counts
+ *   (`--strict-fields` refuses it instead, as OpenAI does).
  *
  * Thread-safety: no shared state; a request or response object belongs to
  * one thread at a time.
@@ -83,6 +87,24 @@ char *oai_error_sse(const struct oai_error *e, size_t *len);
 
 enum oai_reasoning { OAI_REASONING_AUTO, OAI_REASONING_NONE };
 
+#define OAI_MAX_IGNORED 16 /* ignored fields noted per request; the rest only counted */
+#define OAI_IGNORED_LEN 64 /* bytes of a noted field's path, NUL included */
+
+/* A field accepted without effect on the reply: a path as the dialect writes it ("metadata",
+ * "tools.3.cache_control"), cut to fit and with bytes outside [A-Za-z0-9_.:/-] as '?', so
+ * it is safe in a log line and a metric label. */
+struct oai_ignored {
+    char path[OAI_IGNORED_LEN];
+    bool unknown; /* a field the dialect does not define (or hearth does not know): refused
+                   * under --strict-fields; else a known field that does nothing here */
+};
+
+/* logit_bias: added to the token's logit before sampling; -100 or less bans it. */
+struct oai_bias {
+    hearth_token token; /* >= 0; checked against the vocabulary when jobs are made */
+    float bias;         /* -100..100 */
+};
+
 enum oai_tool_choice {
     OAI_TOOL_AUTO, /* calls parsed when the model makes them (a lazy grammar keeps them valid) */
     OAI_TOOL_NONE, /* tools shown, calls not parsed */
@@ -123,7 +145,22 @@ struct oai_request {
     bool include_usage;             /* stream_options.include_usage */
     bool ignore_eos;                /* extension: keep generating past end-of-text */
     struct cJSON *echo;             /* another API's request fields its reply echoes, or NULL */
+    struct oai_bias *bias;          /* [n_bias] logit_bias, malloc'd, or NULL */
+    int32_t n_bias;
+    bool no_cache;                  /* cache_prompt false: the prompt is computed afresh */
+    bool timings_per_token;         /* llama-server's: each stream chunk carries "timings" */
+    struct oai_ignored ignored[OAI_MAX_IGNORED]; /* fields accepted and ignored, in body order */
+    int32_t n_ignored;              /* noted in ignored[], <= OAI_MAX_IGNORED */
+    int32_t n_ignored_more;         /* ignored beyond those (counted, not named) */
 };
+
+/*
+ * Notes that req ignores the field at path (unknown: the dialect does not
+ * define it). Every parser calls it for what it accepts without effect;
+ * the server logs and counts the notes, and refuses unknown ones under
+ * --strict-fields. Pure; never fails.
+ */
+void oai_ignore(struct oai_request *req, const char *path, bool unknown);
 
 /*
  * Parses and validates a request body of len bytes for the endpoint kind.

@@ -47,6 +47,7 @@ void sched_job_free(struct sched_job *job)
     if (!job)
         return;
     free(job->prompt);
+    free(job->bias);
     int32_t n = job->n_stop < 0 ? 0 : job->n_stop > SCHED_MAX_STOP ? SCHED_MAX_STOP : job->n_stop;
     for (int32_t i = 0; i < n; i++)
         free(job->stop[i]);
@@ -279,7 +280,8 @@ static void slot_start(struct sched *s, struct slot *sl)
     memcpy(sl->tokens, job->prompt, (size_t)job->n_prompt * sizeof *sl->tokens);
     sl->n_tokens = job->n_prompt;
     hearth_seq_truncate(s->ctx, sl->id, 0);
-    int32_t reused = hearth_seq_reuse_prefix(s->ctx, sl->id, job->prompt, job->n_prompt);
+    int32_t reused =
+        job->no_cache ? 0 : hearth_seq_reuse_prefix(s->ctx, sl->id, job->prompt, job->n_prompt);
     if (reused < 0 || reused >= job->n_prompt || hearth_seq_len(s->ctx, sl->id) != reused) {
         hearth_seq_truncate(s->ctx, sl->id, 0); /* distrust an answer outside the contract */
         reused = 0;
@@ -349,6 +351,13 @@ static void slot_sample(struct sched *s, struct slot *sl)
             hearth_token t = sl->seen[i];
             sl->work[t] -= job->frequency_penalty * (float)sl->count[t] + job->presence_penalty;
         }
+        use = sl->work;
+    }
+    if (job->n_bias > 0) {
+        if (use != sl->work)
+            memcpy(sl->work, logits, (size_t)s->n_vocab * sizeof *sl->work);
+        for (int32_t i = 0; i < job->n_bias; i++)
+            sl->work[job->bias[i].token] += job->bias[i].bias;
         use = sl->work;
     }
     if (sl->force >= 0) { /* HEARTH_SPEC_TEST_BREAK: the draft outweighs everything */

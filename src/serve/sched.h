@@ -37,6 +37,12 @@
 
 #define SCHED_MAX_STOP 8 /* stop strings per job (OpenAI allows 4) */
 
+/* A logit bias: added to the token's logit before sampling (-INFINITY bans it). */
+struct sched_bias {
+    hearth_token token; /* 0 <= token < n_vocab */
+    float bias;
+};
+
 /* One generation: one prompt, one choice. A request with n > 1 or an array
  * of prompts becomes several jobs sharing request_id, one per choice. */
 struct sched_job {
@@ -49,6 +55,9 @@ struct sched_job {
     struct hearth_sampler_params sampling;
     float presence_penalty;       /* OpenAI's, -2..2, 0 = off */
     float frequency_penalty;      /* OpenAI's, -2..2, 0 = off */
+    struct sched_bias *bias;      /* [n_bias] logit_bias, owned (malloc'd), or NULL */
+    int32_t n_bias;
+    bool no_cache;                /* compute the whole prompt: no prefix reuse (cache_prompt) */
     char *stop[SCHED_MAX_STOP];   /* owned, NUL-terminated, non-empty */
     int32_t n_stop;
     int32_t top_logprobs; /* -1 = no logprobs; 0..20 = logprobs with that many alternatives */
@@ -61,7 +70,8 @@ struct sched_job {
     void *user;                   /* the front's, handed back in every event of the job */
 };
 
-/* Frees a job's owned memory (prompt, stop strings, grammar reference, triggers) and the job. */
+/* Frees a job's owned memory (prompt, stop strings, biases, grammar reference, triggers) and the
+ * job. */
 void sched_job_free(struct sched_job *job);
 
 enum sched_event_kind {

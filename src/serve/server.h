@@ -135,6 +135,14 @@ bool serve_check_ready(struct server *s, struct evhttp_request *req, enum metric
 /* The body of req when within --max-body (NUL-terminated view, *len bytes); else a 413 sent. */
 const char *serve_body(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                        size_t *len);
+/*
+ * The server's side of the field policy, once a body is parsed into r: the fields it
+ * ignored are logged the first time each is seen and counted (under --strict-fields an
+ * unknown one is refused: false with *e, in ep's dialect), -n caps the reply, --tool-choice
+ * steers a turn's first request.
+ */
+bool serve_apply_policy(struct server *s, enum metrics_endpoint ep, struct oai_request *r,
+                        struct oai_error *e);
 /* Hands a request to the preparation thread: a pending record that keeps req until t is back. */
 void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                    enum pending_kind kind, struct task *t);

@@ -3,6 +3,7 @@
  * -> a validated struct oai_request, and the error body. No model needed.
  */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,11 +131,6 @@ static void test_parse_errors_name_the_field(void **state)
          "response_format.json_schema", "missing_required_parameter"},
         {OAI_CHAT,
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
-         "{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{},"
-         "\"frob\":1}}}",
-         "response_format.json_schema", "unknown_parameter"},
-        {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":"
          "{\"type\":\"yaml\"}}",
          "response_format.type", "invalid_value"},
         {OAI_CHAT,
@@ -148,9 +144,6 @@ static void test_parse_errors_name_the_field(void **state)
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":"
          "\"max\"}",
          "reasoning_effort", "invalid_value"},
-        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"frobnicate\":1}",
-         "frobnicate", "unknown_parameter"},
-        {OAI_COMPLETION, "{\"prompt\":\"x\",\"tools\":[]}", "tools", "unknown_parameter"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"n_predict\":0}", "n_predict", "invalid_value"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"user\":5}", "user", "invalid_type"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"repeat_penalty\":0}", "repeat_penalty",
@@ -176,8 +169,29 @@ static void test_parse_errors_name_the_field(void **state)
          "stream_options.include_usage", "invalid_type"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"ignore_eos\":\"no\"}", "ignore_eos", "invalid_type"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"best_of\":3}", "best_of", "unsupported_parameter"},
-        {OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":1}}", "logit_bias",
-         "unsupported_parameter"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"five\":1}}", "logit_bias",
+         "invalid_value"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", "logit_bias",
+         "invalid_value"},
+        {OAI_COMPLETION, "{\"prompt\":\"x\",\"logit_bias\":[[1.5,1]]}", "logit_bias",
+         "invalid_value"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"modalities\":"
+         "[\"text\",\"audio\"]}",
+         "modalities", "unsupported_value"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"audio\":"
+         "{\"voice\":\"alloy\",\"format\":\"wav\"}}",
+         "audio", "unsupported_parameter"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"samplers\":"
+         "[\"top_k\",\"warp\"]}",
+         "samplers", "invalid_value"},
+        {OAI_CHAT,
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"cache_prompt\":1}",
+         "cache_prompt", "invalid_type"},
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n_probs\":21}",
+         "n_probs", "integer_above_max_value"},
         {OAI_COMPLETION,
          "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"},\"json_schema\":"
          "{}}",
@@ -318,6 +332,119 @@ static void test_parse_agent_fields(void **state)
     oai_request_free(&r);
 }
 
+/* The field policy: what changes nothing is accepted and noted (unknown ones marked), what
+ * changes the reply is honoured. */
+static void test_field_policy(void **state)
+{
+    (void)state;
+    static const char body[] =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+        "\"store\":false,\"metadata\":{\"k\":\"v\"},\"prompt_cache_key\":\"c\","
+        "\"safety_identifier\":\"s\",\"service_tier\":\"auto\",\"modalities\":[\"text\"],"
+        "\"verbosity\":\"low\",\"prediction\":{\"type\":\"content\",\"content\":\"p\"},"
+        "\"web_search_options\":{},\"audio\":null,\"return_progress\":true,"
+        "\"some_future_field\":{\"a\":1},\"x\\\"y\":1,"
+        "\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+        "\"include_obfuscation\":false},"
+        "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
+        "\"schema\":{\"type\":\"integer\"},\"frob\":1}}}";
+    static const struct {
+        const char *path;
+        bool unknown;
+    } want[] = {
+        {"store", false},
+        {"metadata", false},
+        {"prompt_cache_key", false},
+        {"safety_identifier", false},
+        {"service_tier", false},
+        {"verbosity", false},
+        {"prediction", false},
+        {"web_search_options", false},
+        {"return_progress", false},
+        {"some_future_field", true},
+        {"x?y", true}, /* label- and log-safe */
+        {"stream_options.include_obfuscation", false},
+        {"response_format.json_schema.frob", true},
+    };
+    struct oai_request r;
+    struct oai_error e;
+    bool ok = oai_parse(OAI_CHAT, body, strlen(body), &r, &e);
+    if (!ok)
+        print_message("%s (%s)\n", e.message, e.param);
+    assert_true(ok);
+    assert_int_equal(r.n_ignored, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        assert_string_equal(r.ignored[i].path, want[i].path);
+        assert_int_equal(r.ignored[i].unknown, want[i].unknown);
+    }
+    assert_true(r.include_usage);
+    assert_non_null(r.schema);
+    oai_request_free(&r);
+
+    /* more than OAI_MAX_IGNORED: the rest counted */
+    char big[4096];
+    size_t n = (size_t)snprintf(big, sizeof big, "{\"prompt\":\"x\"");
+    for (int i = 0; i < OAI_MAX_IGNORED + 3; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n, ",\"f%d\":%d", i, i);
+    snprintf(big + n, sizeof big - n, "}");
+    assert_true(oai_parse(OAI_COMPLETION, big, strlen(big), &r, &e));
+    assert_int_equal(r.n_ignored, OAI_MAX_IGNORED);
+    assert_int_equal(r.n_ignored_more, 3);
+    oai_request_free(&r);
+}
+
+/* The fields that change the reply reach the request. */
+static void test_honoured_fields(void **state)
+{
+    (void)state;
+    static const char body[] =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+        "\"logit_bias\":{\"5\":-100,\"17\":2.5},\"reasoning_effort\":\"none\","
+        "\"cache_prompt\":false,\"timings_per_token\":true,\"n_probs\":3,"
+        "\"top_p\":0.5,\"min_p\":0.1,\"top_k\":7,\"samplers\":[\"top_k\",\"temperature\"]}";
+    struct oai_request r;
+    struct oai_error e;
+    assert_true(oai_parse(OAI_CHAT, body, strlen(body), &r, &e));
+    assert_int_equal(r.n_bias, 2);
+    assert_int_equal(r.bias[0].token, 5);
+    assert_true(r.bias[0].bias == -100.0f);
+    assert_int_equal(r.bias[1].token, 17);
+    assert_true(r.bias[1].bias == 2.5f);
+    const cJSON *kw = r.template_kwargs;
+    assert_string_equal(cJSON_GetObjectItem(kw, "reasoning_effort")->valuestring, "none");
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(kw, "enable_thinking")));
+    assert_true(r.no_cache);
+    assert_true(r.timings_per_token);
+    assert_int_equal(r.top_logprobs, 3);
+    assert_int_equal(r.sampling.top_k, 7);   /* in the list */
+    assert_true(r.sampling.top_p == 1.0f);   /* left out: off */
+    assert_true(r.sampling.min_p == 0.0f);
+    assert_int_equal(r.n_ignored, 0);
+    oai_request_free(&r);
+
+    /* llama.cpp's pair form, false banning; xhigh passes through; the kwargs' own value wins */
+    static const char pairs[] = "{\"prompt\":\"x\",\"logit_bias\":[[9,false],[4,-1]]}";
+    assert_true(oai_parse(OAI_COMPLETION, pairs, strlen(pairs), &r, &e));
+    assert_int_equal(r.n_bias, 2);
+    assert_int_equal(r.bias[0].token, 9);
+    assert_true(r.bias[0].bias == -100.0f);
+    oai_request_free(&r);
+    static const char effort[] =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_effort\":"
+        "\"xhigh\",\"chat_template_kwargs\":{\"reasoning_effort\":\"low\"}}";
+    assert_true(oai_parse(OAI_CHAT, effort, strlen(effort), &r, &e));
+    kw = r.template_kwargs;
+    assert_string_equal(cJSON_GetObjectItem(kw, "reasoning_effort")->valuestring, "low");
+    assert_null(cJSON_GetObjectItem(kw, "enable_thinking"));
+    oai_request_free(&r);
+    /* llama-server's json_object with a schema */
+    static const char jo[] = "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\","
+                             "\"schema\":{\"type\":\"integer\"}}}";
+    assert_true(oai_parse(OAI_COMPLETION, jo, strlen(jo), &r, &e));
+    assert_string_equal(cJSON_GetObjectItem(r.schema, "type")->valuestring, "integer");
+    oai_request_free(&r);
+}
+
 static void test_error_json_shape(void **state)
 {
     (void)state;
@@ -348,6 +475,8 @@ int main(void)
         cmocka_unit_test(test_parse_errors_name_the_field),
         cmocka_unit_test(test_parse_agent_fields),
         cmocka_unit_test(test_parse_constraints),
+        cmocka_unit_test(test_field_policy),
+        cmocka_unit_test(test_honoured_fields),
         cmocka_unit_test(test_error_json_shape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
