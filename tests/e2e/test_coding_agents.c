@@ -3,8 +3,10 @@
  * Claude Code (`claude -p`, the Messages API), Codex (`codex exec`, the Responses API) and
  * opencode (`opencode run`, Chat Completions through @ai-sdk/openai-compatible), pinned by
  * tests/e2e/agents/package-lock.json, each completing one turn on a Qwen3 model (random
- * weights, a real tokenizer) with Qwen3's own chat template; then the AI SDK and LangChain JS
- * scripts of tests/e2e/agents (node --test).
+ * weights, a real tokenizer) with Qwen3's own chat template; then the AI SDK (`ai` 6 with
+ * @ai-sdk/openai-compatible and @ai-sdk/openai's chat and Responses models) and LangChain JS
+ * (ChatOpenAI with bindTools, on Chat Completions and Responses) in
+ * tests/e2e/agents/sdk.test.mjs (node --test), the same turn each.
  *
  * Each client is configured only through its own documented settings (environment, a
  * config file in a temporary HOME) and talks to nothing but the loopback server. The server
@@ -18,7 +20,7 @@
  * twice, and its own output shows the tool's result going back. When it fails, the test
  * prints the counters, the client's output (the 400 bodies are in it) and the fields the
  * server logged as ignored. No check rests on timing: each client runs under a generous
- * bound, polled.
+ * bound, polled. HEARTH_AGENTS_ONLY=test_codex (a cmocka filter) runs one test alone.
  */
 #include <cjson/cJSON.h>
 #include <signal.h>
@@ -36,9 +38,12 @@
 #define QWEN3_TPL "templates/Qwen-Qwen3-0.6B.jinja"
 #define AGENTS    HEARTH_TOP "/tests/e2e/agents"
 #define ALIAS     "qwen3"
-#define N_PREDICT "48"  /* room for a forced call with no arguments (~25 tokens), no more */
+/* Room for a forced call without arguments: `<tool_call>\n{"name": "CronList", "arguments":
+ * {}}\n</tool_call>` is ~55 characters, and grammar-constrained sampling on random weights
+ * may spell it a character a token (32 to 48 tokens seen) */
+#define N_PREDICT "128"
 #define N_CTX     "32768" /* Claude Code's first request is ~20k tokens with this tokenizer */
-#define CLIENT_S  900   /* the bound on one client's turn: a few 20k-token prefills on one core */
+#define CLIENT_S  900     /* the bound on one client's turn: a few 20k-token prefills on one core */
 #define PROMPT    "Say hello."
 
 /* ------------------------------------------------------------ helpers --- */
@@ -76,12 +81,27 @@ static bool shared_files(char *model, char *tpl, size_t size)
     return true;
 }
 
-/* Starts the server for one client: Qwen3's template, its alias, -n and --tool-choice tool. */
+/*
+ * Starts the server for one client: Qwen3's template, its alias, -n and --tool-choice tool.
+ * Thinking off by default (a request may still ask for it): the template's think block
+ * would come before a forced call and take up -n with a random length.
+ */
 static void start_for(struct srv *s, const char *model, const char *tpl, const char *tool)
 {
-    const char *extra[] = {"--chat-template-file", tpl,       "--ctx-size", N_CTX,
-                           "--alias",              ALIAS,     "-n",         N_PREDICT,
-                           "--parallel",           "2",       "--tool-choice", tool,
+    const char *extra[] = {"--chat-template-file",
+                           tpl,
+                           "--ctx-size",
+                           N_CTX,
+                           "--alias",
+                           ALIAS,
+                           "-n",
+                           N_PREDICT,
+                           "--parallel",
+                           "2",
+                           "--tool-choice",
+                           tool,
+                           "--chat-template-kwargs",
+                           "{\"enable_thinking\": false}",
                            NULL};
     srv_start_opt(s, model, extra, true);
 }
@@ -115,9 +135,9 @@ static void print_tail(const char *what, const char *text, int max_lines)
             print_message("  | %.*s\n", (int)len, line);
         } else if (skip < 0) {
             /* a long JSON event: its head, and the error it carries if any */
-            const char *err = memmem(line, len, "rror", 4);
+            const char *err  = memmem(line, len, "rror", 4);
             const char *from = err && err - line > 40 ? err - 40 : line;
-            size_t rest = len - (size_t)(from - line);
+            size_t rest      = len - (size_t)(from - line);
             print_message("  | %.300s ...%s%.*s\n", line, err ? " " : "",
                           err ? (int)(rest < 500 ? rest : 500) : 0, from);
         }
@@ -156,7 +176,7 @@ static void count_answers(const struct srv *s, const char *endpoint, int *ok, in
 {
     struct http_resp r = http_get(s, "/metrics");
     assert_int_equal(r.status, 200);
-    *ok = *bad = 0;
+    *ok = *bad              = 0;
     static const char key[] = "hearth_requests_total{endpoint=\"";
     for (const char *line = r.body; *line;) {
         size_t len = strcspn(line, "\n");
@@ -206,14 +226,13 @@ static void print_field_notes(const struct srv *s)
  * or a file of its own).
  */
 static void check_turn(const struct srv *s, const char *client, int rc, const char *out,
-                       const char *record, const char *endpoint, int n_min,
-                       const char *round_trip)
+                       const char *record, const char *endpoint, int n_min, const char *round_trip)
 {
     int ok, bad;
     print_message("%s exited %d; the server's answers:\n", client, rc);
     count_answers(s, endpoint, &ok, &bad);
-    bool tool  = strstr(record, round_trip) != NULL;
-    bool ready = rc == 0 && bad == 0 && ok >= n_min && tool;
+    bool tool       = strstr(record, round_trip) != NULL;
+    bool ready      = rc == 0 && bad == 0 && ok >= n_min && tool;
     const char *hit = strstr(record, round_trip);
     if (hit) {
         const char *bol = hit;
@@ -285,7 +304,7 @@ static void test_claude_code(void **state)
                           "--max-turns",
                           "4",
                           NULL};
-    int rc = run_client("claude -p", argv, out);
+    int rc             = run_client("claude -p", argv, out);
     /* stream-json prints the user message that carries the tool's result */
     char *text = srv_slurp(out);
     check_turn(&s, "claude -p", rc, text, text, "/v1/messages", 2, "\"type\":\"tool_result\"");
@@ -352,13 +371,13 @@ static void test_codex(void **state)
                           "--json",
                           PROMPT,
                           NULL};
-    int rc = run_client("codex exec", argv, out);
+    int rc             = run_client("codex exec", argv, out);
     /* --json prints no item for a function call; the session's rollout file
      * (CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl) records the call and its output */
-    char *text = srv_slurp(out);
-    char *rollout = NULL;
-    const char *cat[] = {"/bin/sh", "-c", "cat \"$1\"/sessions/*/*/*/*.jsonl", "sh", codex_home,
-                         NULL};
+    char *text        = srv_slurp(out);
+    char *rollout     = NULL;
+    const char *cat[] = {"/bin/sh", "-c",       "cat \"$1\"/sessions/*/*/*/*.jsonl",
+                         "sh",      codex_home, NULL};
     tu_run(cat, NULL, &rollout, NULL, 60);
     check_turn(&s, "codex exec", rc, text, rollout ? rollout : "", "/v1/responses", 2,
                "\"type\":\"function_call_output\"");
@@ -436,7 +455,7 @@ static void test_opencode(void **state)
                           "json",
                           PROMPT,
                           NULL};
-    int rc = run_client("opencode run", argv, out);
+    int rc             = run_client("opencode run", argv, out);
     /* --format json prints the tool part, completed with its output; three requests: the
      * title (small_model), the forced call, and the one carrying "pong" */
     char *text = srv_slurp(out);
@@ -448,12 +467,39 @@ static void test_opencode(void **state)
     free(tmp);
 }
 
+/* --------------------------------------------- AI SDK and LangChain JS --- */
+
+static void test_ai_sdk_and_langchain(void **state)
+{
+    (void)state;
+    char model[4096], tpl[4096];
+    if (!srv_have_curl() || !shared_files(model, tpl, sizeof model))
+        skip();
+    if (access(SRV_NODE, X_OK) != 0 || access(AGENTS "/node_modules/ai/package.json", R_OK) != 0 ||
+        access(AGENTS "/node_modules/@langchain/openai/package.json", R_OK) != 0) {
+        print_message("skip: needs %s and the npm packages of tests/e2e/agents (`npm ci --prefix "
+                      "tests/e2e/agents`, which `sh scripts/deps.sh test` runs)\n",
+                      SRV_NODE);
+        skip();
+    }
+    struct srv s;
+    start_for(&s, model, tpl, "ping");
+    const char *env[] = {"HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", ALIAS, NULL};
+    srv_node_test_at(AGENTS "/sdk.test.mjs", env);
+    int ok, bad;
+    print_message("the server's answers:\n");
+    count_answers(&s, "/v1/chat/completions", &ok, &bad);
+    assert_int_equal(bad, 0);
+    srv_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_opencode, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_codex, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_claude_code, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_ai_sdk_and_langchain, srv_kill_leftovers),
     };
     const char *only = getenv("HEARTH_AGENTS_ONLY"); /* e.g. test_codex: one client alone */
     if (only)
