@@ -3,6 +3,7 @@
  * (src/serve/http.c does the work; this file reads the options).
  */
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct serve_args {
         long n_predict; /* -1: no cap */
         bool strict;
         const char *tool_choice;
+        struct opt_multi bias; /* --logit-bias TOKEN(+|-)BIAS, each */
     } req;
     struct {
         int64_t ram, disk; /* -1: not given */
@@ -130,6 +132,11 @@ static const struct opt req_list[] = {
      .help = "refuse (400) request fields the API does not define, as OpenAI and Anthropic do; "
              "by default they are accepted, logged once per name and counted in "
              "hearth_ignored_request_fields_total, as llama-server and vLLM do"},
+    {.names = "-l --logit-bias", .value = "TOKEN(+|-)BIAS", .kind = OPT_MULTI,
+     .off = F(req, bias),
+     .help = "a bias added to a token's logit in every request, as llama-server's: "
+             "'15043+1.5', '15043-1', '15043-inf' (banned); repeatable. A request's own "
+             "logit_bias for the same token wins"},
     {.names = "--tool-choice", .value = "auto|required|none|NAME", .kind = OPT_STR,
      .off = F(req, tool_choice),
      .help = "the tool_choice of every request that offers tools and ends with the user's own "
@@ -258,6 +265,29 @@ const struct cmd_spec cmd_serve_spec = {
     .args_size = sizeof(struct serve_args),
 };
 
+/* One --logit-bias: TOKEN then a signed BIAS ("15043+1.5", "15043-inf"), llama-server's form;
+ * false after one line on stderr. The token is checked against the vocabulary at load. */
+static bool parse_bias(const char *v, struct sched_bias *out)
+{
+    char *end        = NULL;
+    const long long t = strtoll(v, &end, 10);
+    double b          = 0;
+    if (end != v && t >= 0 && t <= INT32_MAX && (*end == '+' || *end == '-')) {
+        const char *num = end;
+        if (!strcmp(num + 1, "inf"))
+            b = *num == '-' ? -INFINITY : 100;
+        else
+            b = strtod(num, &end);
+        if (!strcmp(num + 1, "inf") || (end != num + 1 && !*end && isfinite(b))) {
+            *out = (struct sched_bias){(hearth_token)t, b < -100 ? -INFINITY : b > 100 ? 100 : (float)b};
+            return true;
+        }
+    }
+    fprintf(stderr, "hearth serve: --logit-bias '%s': expected TOKEN+BIAS or TOKEN-BIAS, as "
+                    "15043+1.5 or 15043-inf\n", v);
+    return false;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     struct serve_args a;
@@ -288,6 +318,10 @@ int cmd_serve(int argc, char **argv)
                             (spec == SPEC_UNSET && draft_path);
     if (model_args_check("serve", &a.model) != EXIT_OK)
         return EXIT_USAGE;
+    struct sched_bias bias[OPT_MULTI_MAX];
+    for (size_t i = 0; i < a.req.bias.n; i++)
+        if (!parse_bias(a.req.bias.v[i], &bias[i]))
+            return EXIT_USAGE;
     if (tmpl_file && tmpl_name) {
         fprintf(stderr, "hearth serve: --chat-template-file and --chat-template name two templates; "
                         "give one\n");
@@ -411,6 +445,8 @@ int cmd_serve(int argc, char **argv)
         .strict_fields        = a.req.strict,
         .n_predict            = (int32_t)a.req.n_predict,
         .tool_choice          = a.req.tool_choice,
+        .bias                 = bias,
+        .n_bias               = (int32_t)a.req.bias.n,
         .seeded               = seed >= 0,
         .seed                 = seed >= 0 ? (uint64_t)seed : 0,
         .sched                = {.n_slots           = (int32_t)parallel,

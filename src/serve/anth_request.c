@@ -3,10 +3,13 @@
  * struct oai_request in the chat path's form. Runs on the event loop: JSON
  * and field checks only.
  *
- * Every field and every content block is checked by name: what Anthropic
- * defines and hearth cannot honour is refused with a sentence saying so,
- * anything else unknown as Anthropic refuses it ("x: Extra inputs are not
- * permitted"). Messages name the field as Anthropic's do, a dotted path
+ * The field policy (openai.h): a field that changes what is generated is
+ * honoured, or refused with a sentence saying why where ignoring it would
+ * give a wrong answer (an image to a text model, a tool the server would
+ * have to run); one that does not (caching hints, bookkeeping, betas) is
+ * accepted and noted in req->ignored through anth_note, unknown ones
+ * marked, at every level of the body. Malformed values of known fields are
+ * refused. Messages name the field as Anthropic's do, a dotted path
  * ("messages.1.content.0.tool_use_id: Field required").
  */
 #include <cjson/cJSON.h>
@@ -49,21 +52,85 @@ static bool wrong(struct oai_error *e, const char *path, const char *want)
     return BAD(e, "%s: Input should be %s", path, want);
 }
 
-/* Refuses every key of obj not in allowed (NULL-terminated). */
-static bool only_keys(const cJSON *obj, const char *path, const char *const *allowed,
-                      struct oai_error *e)
+void anth_note(struct oai_request *req, const char *path, bool unknown)
+{
+    char name[OAI_IGNORED_LEN];
+    size_t n = 0;
+    for (const char *p = path; *p && n + 1 < sizeof name;) {
+        size_t seg = strcspn(p, ".");
+        bool index = seg > 0 && strspn(p, "0123456789") == seg;
+        if (!index) {
+            if (n && n + 1 < sizeof name)
+                name[n++] = '.';
+            for (size_t k = 0; k < seg && n + 1 < sizeof name; k++) {
+                unsigned char c = (unsigned char)p[k];
+                bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                            (c >= '0' && c <= '9') || strchr("_:/-", c);
+                name[n++] = safe ? (char)c : '?';
+            }
+        }
+        p += seg + (p[seg] == '.');
+    }
+    name[n] = 0;
+    for (int32_t k = 0; k < req->n_ignored; k++)
+        if (!strcmp(req->ignored[k].path, name))
+            return;
+    /* a full list keeps naming the unknown fields (--strict-fields refuses by them): an
+     * unknown one takes a known one's place, which is then only counted */
+    for (int32_t k = 0; unknown && req->n_ignored == OAI_MAX_IGNORED && k < req->n_ignored; k++)
+        if (!req->ignored[k].unknown) {
+            memmove(&req->ignored[k], &req->ignored[k + 1],
+                    (size_t)(req->n_ignored - k - 1) * sizeof req->ignored[0]);
+            req->n_ignored--;
+            req->n_ignored_more++;
+            break;
+        }
+    oai_ignore(req, name, unknown);
+}
+
+void anth_note_others(struct oai_request *req, const cJSON *obj, const char *path,
+                      const char *const *known)
 {
     const cJSON *it;
     cJSON_ArrayForEach(it, obj)
     {
         size_t k = 0;
-        while (allowed[k] && strcmp(allowed[k], it->string))
+        while (known[k] && strcmp(known[k], it->string))
             k++;
-        if (!allowed[k])
-            return BAD(e, "%s%s%.64s: Extra inputs are not permitted", path, *path ? "." : "",
-                       it->string);
+        if (!known[k] && !cJSON_IsNull(it)) {
+            char p[PATH_MAX_LEN];
+            pathf(p, "%s%s%.64s", path, *path ? "." : "", it->string);
+            anth_note(req, p, true);
+        }
     }
-    return true;
+}
+
+/* Notes the field name of obj, when given, as known and without effect here. */
+static void known_noop(struct oai_request *req, const cJSON *obj, const char *path,
+                       const char *name)
+{
+    if (!reqjson_field(obj, name))
+        return;
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s%s%s", path, *path ? "." : "", name);
+    anth_note(req, p, false);
+}
+
+/*
+ * output_config.effort at path as the template's reasoning_effort, on
+ * OpenAI's scale as the chat path passes it: low, medium, high and xhigh as
+ * they are, max (above xhigh) as xhigh, OpenAI's top. NULL with *e set when
+ * it is none of them.
+ */
+static const char *effort_value(const cJSON *it, const char *path, struct oai_error *e)
+{
+    static const char *const names[] = {"low", "medium", "high", "xhigh", "max"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (cJSON_IsString(it) && !strcmp(it->valuestring, names[k]))
+            return k < 4 ? names[k] : "xhigh";
+    oai_fail(e, 400, "invalid_request_error", NULL, NULL,
+             "%s: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'", path);
+    return NULL;
 }
 
 /* A string field that must be present: its value, or NULL with *e set. */
@@ -111,7 +178,8 @@ static bool want_int(const cJSON *it, const char *name, double lo, double hi, in
 }
 
 /* cache_control: accepted and ignored (the prefix cache needs no hint), but checked. */
-static bool check_cache_control(const cJSON *obj, const char *path, struct oai_error *e)
+static bool check_cache_control(struct oai_request *req, const cJSON *obj, const char *path,
+                                struct oai_error *e)
 {
     const cJSON *cc = reqjson_field(obj, "cache_control");
     if (!cc)
@@ -121,8 +189,8 @@ static bool check_cache_control(const cJSON *obj, const char *path, struct oai_e
     if (!cJSON_IsObject(cc))
         return wrong(e, p, "a valid dictionary");
     static const char *const keys[] = {"type", "ttl", NULL};
-    if (!only_keys(cc, p, keys, e))
-        return false;
+    anth_note(req, p, false);
+    anth_note_others(req, cc, p, keys);
     const cJSON *t = reqjson_field(cc, "type");
     if (!cJSON_IsString(t) || strcmp(t->valuestring, "ephemeral"))
         return BAD(e, "%s.type: Input should be 'ephemeral'", p);
@@ -178,27 +246,155 @@ static cJSON *parts_content(struct parts *pt)
     return c;
 }
 
-/* A {"type": "text", "text"} block: its text into pt. */
-static bool text_block(const cJSON *b, const char *path, struct parts *pt, struct oai_error *e)
+/*
+ * What the conversation changes in the offered tools, gathered while the
+ * messages are read and applied to the tools after them (take_tools): a
+ * tool with defer_loading is offered once a tool_reference (a client tool
+ * search's result), a tool_addition or a call names it; tool_addition and
+ * tool_removal blocks in system messages add and withdraw tools. Templates
+ * list the tools before the conversation, so a change holds for all of it;
+ * the model reads where it happened as a sentence in place.
+ */
+struct tool_changes {
+    cJSON *load;   /* names of tools made available */
+    cJSON *add;    /* [{"path", "tool"}]: tool definitions added inline (copies) */
+    cJSON *remove; /* names of tools withdrawn */
+};
+
+static void changes_free(struct tool_changes *tc)
+{
+    cJSON_Delete(tc->load);
+    cJSON_Delete(tc->add);
+    cJSON_Delete(tc->remove);
+}
+
+static bool has_name(const cJSON *names, const char *name)
+{
+    const cJSON *n;
+    cJSON_ArrayForEach(n, names)
+    {
+        if (!strcmp(n->valuestring, name))
+            return true;
+    }
+    return false;
+}
+
+/* Adds name to the list *names (made when NULL). */
+static bool add_name(cJSON **names, const char *name, struct oai_error *e)
+{
+    if ((!*names && !(*names = cJSON_CreateArray())) ||
+        (!has_name(*names, name) && !cJSON_AddItemToArray(*names, cJSON_CreateString(name))))
+        return OOM(e);
+    return true;
+}
+
+/* "Tool NAME is now available." (or "no longer") into pt, where the change happened. */
+static bool tool_sentence(struct parts *pt, const char *name, bool added, struct oai_error *e)
+{
+    char s[200];
+    snprintf(s, sizeof s, "Tool %.128s is %s available.", name, added ? "now" : "no longer");
+    return parts_add(pt, s, e);
+}
+
+/* A {"type": "tool_reference", "tool_name"} block: the tool is loaded. */
+static bool tool_reference_block(struct oai_request *req, struct tool_changes *tc,
+                                 const cJSON *b, const char *path, struct parts *pt,
+                                 struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "tool_name", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
+        return false;
+    const char *name = want_string(b, "tool_name", path, e);
+    return name && add_name(&tc->load, name, e) && tool_sentence(pt, name, true, e);
+}
+
+/*
+ * A system message's tool_addition or tool_removal block: "tool" a
+ * tool_reference by name, or (additions) a tool_definition. MCP tools are
+ * refused: hearth connects to no MCP server.
+ */
+static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
+                              const char *path, bool added, struct parts *pt,
+                              struct oai_error *e)
+{
+    static const char *const keys[] = {"type", "tool", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
+        return false;
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s.tool", path);
+    const cJSON *t = reqjson_field(b, "tool");
+    if (!t)
+        return missing(e, p);
+    if (!cJSON_IsObject(t))
+        return wrong(e, p, "a valid dictionary");
+    const char *type = want_string(t, "type", p, e);
+    if (!type)
+        return false;
+    if (!strcmp(type, "tool_reference")) {
+        static const char *const ref[] = {"type", "name", NULL};
+        anth_note_others(req, t, p, ref);
+        const char *name = want_string(t, "name", p, e);
+        return name && add_name(added ? &tc->load : &tc->remove, name, e) &&
+               tool_sentence(pt, name, added, e);
+    }
+    if (added && !strcmp(type, "tool_definition")) {
+        static const char *const def[] = {"type", "definition", NULL};
+        anth_note_others(req, t, p, def);
+        const cJSON *d = reqjson_field(t, "definition");
+        const cJSON *n = cJSON_IsObject(d) ? reqjson_field(d, "name") : NULL;
+        char dp[PATH_MAX_LEN];
+        pathf(dp, "%s.definition", p);
+        if (!cJSON_IsObject(d))
+            return d ? wrong(e, dp, "a valid dictionary") : missing(e, dp);
+        if (!cJSON_IsString(n))
+            return BAD(e, "%s.name: Field required", dp);
+        cJSON *entry = cJSON_CreateObject();
+        if (!entry || (!tc->add && !(tc->add = cJSON_CreateArray())) ||
+            !cJSON_AddStringToObject(entry, "path", dp) ||
+            !cJSON_AddItemToObject(entry, "tool", cJSON_Duplicate(d, true))) {
+            cJSON_Delete(entry);
+            return OOM(e);
+        }
+        cJSON_AddItemToArray(tc->add, entry);
+        return add_name(&tc->load, n->valuestring, e) &&
+               tool_sentence(pt, n->valuestring, true, e);
+    }
+    if (strstr(type, "mcp_"))
+        return BAD(e, "%s.type: '%.40s' is not supported by this server: it connects to no MCP "
+                      "servers",
+                   p, type);
+    return BAD(e, "%s.type: Input should be 'tool_reference'%s", p,
+               added ? " or 'tool_definition'" : "");
+}
+
+/* A {"type": "text", "text"} block: its text into pt. Citations are where an earlier reply's
+ * text came from: the text itself is what the model reads. */
+static bool text_block(struct oai_request *req, const cJSON *b, const char *path,
+                       struct parts *pt, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "text", "cache_control", "citations", NULL};
-    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const cJSON *cit = reqjson_field(b, "citations");
-    if (cit && !(cJSON_IsArray(cit) && cJSON_GetArraySize(cit) == 0))
-        return BAD(e, "%s.citations: citations are not supported by this server", path);
+    if (cit && !cJSON_IsArray(cit)) {
+        char p[PATH_MAX_LEN];
+        pathf(p, "%s.citations", path);
+        return wrong(e, p, "a valid list");
+    }
+    known_noop(req, b, path, "citations");
     const char *text = want_string(b, "text", path, e);
     return text && parts_add(pt, text, e);
 }
 
 static const char *kind_refusal(const char *type)
 {
-    if (!strcmp(type, "image") || !strcmp(type, "document") || !strcmp(type, "search_result") ||
+    if (!strcmp(type, "image") || !strcmp(type, "search_result") ||
         !strcmp(type, "container_upload"))
-        return "is not supported by this server: only text, tool_use, tool_result and thinking "
-               "blocks are";
-    if (!strcmp(type, "redacted_thinking"))
-        return "cannot be read by this server: it holds another provider's encrypted reasoning";
+        return "is not supported by this server: only text, tool_use, tool_result, thinking "
+               "and plain-text document blocks are";
     if (strstr(type, "server_tool_use") || strstr(type, "_tool_result") ||
         strstr(type, "mcp_tool"))
         return "is not supported by this server: it runs no server tools";
@@ -223,9 +419,81 @@ static const char *block_type(const cJSON *b, const char *path, struct oai_error
     return type;
 }
 
-/* A tool_result's content: a string, or text blocks; into pt. */
-static bool result_content(const cJSON *c, const char *path, struct parts *pt,
-                           struct oai_error *e)
+/*
+ * A document block of plain text (source type "text", or "content" of text
+ * blocks): its title, context and text into pt, as separate parts. PDFs,
+ * images and files (base64, url, file sources) are refused: hearth reads
+ * text only.
+ */
+static bool document_block(struct oai_request *req, const cJSON *b, const char *path,
+                           struct parts *pt, struct oai_error *e)
+{
+    static const char *const keys[] = {"type",      "source",        "title", "context",
+                                       "citations", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
+        return false;
+    known_noop(req, b, path, "citations");
+    char p[PATH_MAX_LEN];
+    pathf(p, "%s.source", path);
+    const cJSON *src = reqjson_field(b, "source");
+    if (!src)
+        return missing(e, p);
+    if (!cJSON_IsObject(src))
+        return wrong(e, p, "a valid dictionary");
+    const char *type = want_string(src, "type", p, e);
+    if (!type)
+        return false;
+    bool text = !strcmp(type, "text");
+    if (!text && strcmp(type, "content"))
+        return BAD(e, "%s: a '%.32s' document is not supported by this server: only plain-text "
+                      "documents (source type 'text' or 'content') are",
+                   p, type);
+    static const char *const keys_text[]    = {"type", "media_type", "data", NULL};
+    static const char *const keys_content[] = {"type", "content", NULL};
+    anth_note_others(req, src, p, text ? keys_text : keys_content);
+    const char *const fields[] = {"title", "context"};
+    for (size_t k = 0; k < 2; k++) {
+        const cJSON *f = reqjson_field(b, fields[k]);
+        char fp[PATH_MAX_LEN];
+        pathf(fp, "%s.%s", path, fields[k]);
+        if (f && !cJSON_IsString(f))
+            return wrong(e, fp, "a valid string");
+        if (f && *f->valuestring && !parts_add(pt, f->valuestring, e))
+            return false;
+    }
+    if (text) {
+        const char *data = want_string(src, "data", p, e);
+        return data && parts_add(pt, data, e);
+    }
+    const cJSON *c = reqjson_field(src, "content");
+    char cp[PATH_MAX_LEN];
+    pathf(cp, "%s.content", p);
+    if (cJSON_IsString(c))
+        return parts_add(pt, c->valuestring, e);
+    if (!cJSON_IsArray(c))
+        return c ? wrong(e, cp, "a valid string or a list of text blocks") : missing(e, cp);
+    int j = 0;
+    const cJSON *blk;
+    cJSON_ArrayForEach(blk, c)
+    {
+        char bp[PATH_MAX_LEN];
+        pathf(bp, "%s.%d", cp, j++);
+        const char *bt = block_type(blk, bp, e);
+        if (!bt)
+            return false;
+        if (strcmp(bt, "text"))
+            return BAD(e, "%s.type: Input should be 'text'", bp);
+        if (!text_block(req, blk, bp, pt, e))
+            return false;
+    }
+    return true;
+}
+
+/* A tool_result's content: a string, or text, plain-text document and tool_reference blocks;
+ * into pt. */
+static bool result_content(struct oai_request *req, struct tool_changes *tc, const cJSON *c,
+                           const char *path, struct parts *pt, struct oai_error *e)
 {
     char p[PATH_MAX_LEN];
     pathf(p, "%s.content", path);
@@ -244,22 +512,28 @@ static bool result_content(const cJSON *c, const char *path, struct parts *pt,
         const char *type = block_type(b, bp, e);
         if (!type)
             return false;
-        if (strcmp(type, "text"))
-            return BAD(e, "%s: a '%.32s' block is not supported in a tool_result by this server: "
-                          "only text blocks are",
-                       bp, type);
-        if (!text_block(b, bp, pt, e))
+        bool ok = !strcmp(type, "text")       ? text_block(req, b, bp, pt, e)
+                  : !strcmp(type, "document") ? document_block(req, b, bp, pt, e)
+                  : !strcmp(type, "tool_reference")
+                      ? tool_reference_block(req, tc, b, bp, pt, e)
+                      : BAD(e, "%s: a '%.32s' block is not supported in a tool_result by this "
+                               "server: only text, plain-text document and tool_reference "
+                               "blocks are",
+                            bp, type);
+        if (!ok)
             return false;
     }
     return true;
 }
 
 /* A tool_result block -> a {"role": "tool"} message appended to out. */
-static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, struct oai_error *e)
+static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
+                              const char *path, cJSON *out, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "tool_use_id", "content", "is_error",
                                        "cache_control", NULL};
-    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const char *id = want_string(b, "tool_use_id", path, e);
     if (!id)
@@ -273,7 +547,7 @@ static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, stru
         return wrong(e, p, "a valid boolean");
     }
     struct parts pt = {0};
-    if (!result_content(reqjson_field(b, "content"), path, &pt, e)) {
+    if (!result_content(req, tc, reqjson_field(b, "content"), path, &pt, e)) {
         cJSON_Delete(pt.arr);
         return false;
     }
@@ -309,11 +583,13 @@ static bool tool_result_block(const cJSON *b, const char *path, cJSON *out, stru
 }
 
 /* A tool_use block -> one entry of an assistant's tool_calls. */
-static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struct oai_error *e)
+static bool tool_use_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
+                           const char *path, cJSON *calls, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "id", "name", "input", "cache_control", "caller",
                                        NULL};
-    if (!only_keys(b, path, keys, e) || !check_cache_control(b, path, e))
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const cJSON *caller = reqjson_field(b, "caller");
     if (caller) {
@@ -324,7 +600,7 @@ static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struc
     }
     const char *id   = want_string(b, "id", path, e);
     const char *name = id ? want_string(b, "name", path, e) : NULL;
-    if (!name)
+    if (!name || !add_name(&tc->load, name, e)) /* a tool called is a tool loaded */
         return false;
     const cJSON *input = reqjson_field(b, "input");
     char p[PATH_MAX_LEN];
@@ -351,11 +627,12 @@ static bool tool_use_block(const cJSON *b, const char *path, cJSON *calls, struc
 }
 
 /* A thinking block: its text appended to reasoning (the signature is not checked). */
-static bool thinking_block(const cJSON *b, const char *path, struct parts *reasoning,
-                           struct oai_error *e)
+static bool thinking_block(struct oai_request *req, const cJSON *b, const char *path,
+                           struct parts *reasoning, struct oai_error *e)
 {
-    static const char *const keys[] = {"type", "thinking", "signature", NULL};
-    if (!only_keys(b, path, keys, e))
+    static const char *const keys[] = {"type", "thinking", "signature", "cache_control", NULL};
+    anth_note_others(req, b, path, keys);
+    if (!check_cache_control(req, b, path, e))
         return false;
     const char *text = want_string(b, "thinking", path, e);
     if (!text || !want_string(b, "signature", path, e))
@@ -397,27 +674,14 @@ static cJSON *reasoning_string(struct parts *pt)
  * tool_result blocks become "tool" messages, in order, before one user
  * message holding its text; an assistant turn's text, tool_use and thinking
  * become one assistant message (content, tool_calls, reasoning_content).
+ * redacted_thinking (reasoning encrypted by another provider, which no model
+ * here can read) is dropped, as templates drop earlier turns' reasoning.
  */
-static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
-                      struct oai_error *e)
+static bool take_turn(struct oai_request *req, struct tool_changes *tc, const cJSON *m,
+                      const char *path, bool assistant, cJSON *out, struct oai_error *e)
 {
-    char path[PATH_MAX_LEN];
-    pathf(path, "messages.%d", i);
-    if (!cJSON_IsObject(m))
-        return wrong(e, path, "a valid dictionary");
-    static const char *const keys[] = {"role", "content", NULL};
-    if (!only_keys(m, path, keys, e))
-        return false;
-    const char *role = want_string(m, "role", path, e);
-    if (!role)
-        return false;
-    bool assistant = !strcmp(role, "assistant");
-    if (!assistant && strcmp(role, "user"))
-        return BAD(e, "%s.role: Input should be 'user' or 'assistant' (a system prompt goes in "
-                      "the top-level 'system' field)",
-                   path);
-    *assistant_out = assistant;
-    const cJSON *c = reqjson_field(m, "content");
+    const char *role = assistant ? "assistant" : "user";
+    const cJSON *c   = reqjson_field(m, "content");
     char cp[PATH_MAX_LEN];
     pathf(cp, "%s.content", path);
     if (!c)
@@ -455,15 +719,20 @@ static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
         if (!type)
             ok = false;
         else if (!strcmp(type, "text"))
-            ok = text_block(b, bp, &text, e);
+            ok = text_block(req, b, bp, &text, e);
+        else if (!strcmp(type, "document") && !assistant)
+            ok = document_block(req, b, bp, &text, e);
         else if (!strcmp(type, "tool_result") && !assistant)
-            ok = tool_result_block(b, bp, out, e);
+            ok = tool_result_block(req, tc, b, bp, out, e);
         else if (!strcmp(type, "tool_use") && assistant)
-            ok = tool_use_block(b, bp, calls, e);
+            ok = tool_use_block(req, tc, b, bp, calls, e);
         else if (!strcmp(type, "thinking") && assistant)
-            ok = thinking_block(b, bp, &reasoning, e);
+            ok = thinking_block(req, b, bp, &reasoning, e);
+        else if (!strcmp(type, "redacted_thinking") && assistant)
+            anth_note(req, "messages.content.redacted_thinking", false);
         else if (!strcmp(type, "tool_result") || !strcmp(type, "tool_use") ||
-                 !strcmp(type, "thinking"))
+                 !strcmp(type, "thinking") || !strcmp(type, "redacted_thinking") ||
+                 !strcmp(type, "document"))
             ok = BAD(e, "%s: a '%s' block belongs in %s turn", bp, type,
                      assistant ? "a user" : "an assistant");
         else
@@ -496,14 +765,47 @@ static bool take_turn(const cJSON *m, int i, cJSON *out, bool *assistant_out,
     return ok;
 }
 
-/* system: a string or text blocks -> the first message. */
-static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
+#define BILLING "x-anthropic-billing-header:"
+
+/*
+ * Claude Code opens its system prompt with a line like "x-anthropic-billing-
+ * header: cc_version=2.1.x; cc_entrypoint=cli; cch=ab12c;" whose cch= stamp
+ * changes with every request: left as it is, no two prompts would share a
+ * cached prefix past it. The stamp means nothing to a model; it becomes
+ * zeros of the same length (s is a copy the caller owns).
+ */
+static void blank_billing_stamp(char *s)
+{
+    if (strncmp(s, BILLING, sizeof BILLING - 1))
+        return;
+    char *end = s + strcspn(s, "\n");
+    for (char *c = strstr(s, "cch="); c && c < end; c = strstr(c + 4, "cch=")) {
+        for (char *v = c + 4; v < end && *v != ';' && *v != ' '; v++)
+            *v = '0';
+    }
+}
+
+/* The text part last added to pt, its billing stamp blanked; true, for chaining. */
+static bool system_text(struct parts *pt)
+{
+    cJSON *t = cJSON_GetObjectItem(cJSON_GetArrayItem(pt->arr, pt->n - 1), "text");
+    blank_billing_stamp(t->valuestring);
+    return true;
+}
+
+/*
+ * A system prompt, a string or text blocks -> a "system" message appended
+ * to out (nothing for an empty one). path: "system", or the content of a
+ * system message inside messages ("messages.3.content").
+ */
+static bool take_system(struct oai_request *req, struct tool_changes *tc, const cJSON *sys,
+                        const char *path, cJSON *out, struct oai_error *e)
 {
     struct parts pt = {0};
     if (cJSON_IsString(sys)) {
         if (!*sys->valuestring)
             return true; /* an empty system prompt asks for nothing */
-        if (!parts_add(&pt, sys->valuestring, e))
+        if (!parts_add(&pt, sys->valuestring, e) || !system_text(&pt))
             return false;
     } else if (cJSON_IsArray(sys)) {
         int j = 0;
@@ -511,11 +813,16 @@ static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
         cJSON_ArrayForEach(b, sys)
         {
             char bp[PATH_MAX_LEN];
-            pathf(bp, "system.%d", j++);
+            pathf(bp, "%s.%d", path, j++);
             const char *type = block_type(b, bp, e);
-            bool ok          = type && (strcmp(type, "text")
+            bool change      = tc && type && (!strcmp(type, "tool_addition") ||
+                                         !strcmp(type, "tool_removal"));
+            bool ok          = type && (change ? tool_change_block(req, tc, b, bp,
+                                                                   !strcmp(type, "tool_addition"), &pt, e)
+                                        : strcmp(type, "text")
                                             ? BAD(e, "%s.type: Input should be 'text'", bp)
-                                            : text_block(b, bp, &pt, e));
+                                            : text_block(req, b, bp, &pt, e) &&
+                                                  system_text(&pt));
             if (!ok) {
                 cJSON_Delete(pt.arr);
                 return false;
@@ -524,7 +831,7 @@ static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
         if (!pt.n)
             return true;
     } else {
-        return wrong(e, "system", "a valid string or a list of text blocks");
+        return wrong(e, path, "a valid string or a list of text blocks");
     }
     cJSON *m = cJSON_CreateObject();
     if (!m) {
@@ -537,8 +844,55 @@ static bool take_system(const cJSON *sys, cJSON *out, struct oai_error *e)
     return true;
 }
 
+/*
+ * messages (and the top-level system prompt first) -> req->messages. A
+ * message of role "system" (Claude Code sends them between turns) stays a
+ * system message where it is: templates that take one there (Qwen3's)
+ * render it in place; for one that refuses it, oai_prompt merges it into
+ * the first.
+ */
+/*
+ * A message of role "system" at path (index i of msgs, whose last user
+ * message is at last_user): its content as a system message, unless its
+ * clear_at is "next_user_message" and a user message follows it; its
+ * output_config.effort, the latest shown, into *effort (the turn's effort,
+ * over the top-level one).
+ */
+static bool take_system_message(struct oai_request *req, struct tool_changes *tc, const cJSON *m,
+                                const char *path, int i, int last_user, const char **effort,
+                                struct oai_error *e)
+{
+    static const char *const keys[] = {"role", "content", "clear_at", "output_config", NULL};
+    anth_note_others(req, m, path, keys);
+    char p[PATH_MAX_LEN];
+    const cJSON *clear = reqjson_field(m, "clear_at");
+    pathf(p, "%s.clear_at", path);
+    if (clear && (!cJSON_IsString(clear) || (strcmp(clear->valuestring, "never") &&
+                                             strcmp(clear->valuestring, "next_user_message"))))
+        return BAD(e, "%s: Input should be 'next_user_message' or 'never'", p);
+    bool shown = !clear || !strcmp(clear->valuestring, "never") || i > last_user;
+    const cJSON *oc = reqjson_field(m, "output_config");
+    pathf(p, "%s.output_config", path);
+    if (oc && !cJSON_IsObject(oc))
+        return wrong(e, p, "a valid dictionary");
+    static const char *const oc_keys[] = {"effort", NULL};
+    anth_note_others(req, oc, p, oc_keys);
+    const cJSON *eff = reqjson_field(oc, "effort");
+    pathf(p, "%s.output_config.effort", path);
+    const char *v = eff ? effort_value(eff, p, e) : NULL;
+    if (eff && !v)
+        return false;
+    if (v && shown)
+        *effort = v;
+    const cJSON *c = reqjson_field(m, "content");
+    pathf(p, "%s.content", path);
+    if (!c && !oc)
+        return missing(e, p);
+    return !c || !shown || take_system(req, tc, c, p, req->messages, e);
+}
+
 static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
-                          struct oai_error *e)
+                          struct tool_changes *tc, const char **effort, struct oai_error *e)
 {
     if (!cJSON_IsArray(msgs))
         return wrong(e, "messages", "a valid list");
@@ -546,14 +900,39 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
         return BAD(e, "messages: List should have at least 1 item");
     if (!(req->messages = cJSON_CreateArray()))
         return OOM(e);
-    if (sys && !take_system(sys, req->messages, e))
+    if (sys && !take_system(req, NULL, sys, "system", req->messages, e))
         return false;
-    int i          = 0;
-    bool assistant = false;
+    static const char *const keys[] = {"role", "content", NULL};
+    int i = 0, last_user = -1;
     const cJSON *m;
     cJSON_ArrayForEach(m, msgs)
     {
-        if (!take_turn(m, i++, req->messages, &assistant, e))
+        const cJSON *r = reqjson_field(m, "role");
+        if (cJSON_IsString(r) && !strcmp(r->valuestring, "user"))
+            last_user = i;
+        i++;
+    }
+    i              = 0;
+    bool assistant = false;
+    cJSON_ArrayForEach(m, msgs)
+    {
+        char path[PATH_MAX_LEN];
+        pathf(path, "messages.%d", i++);
+        if (!cJSON_IsObject(m))
+            return wrong(e, path, "a valid dictionary");
+        const char *role = want_string(m, "role", path, e);
+        if (!role)
+            return false;
+        assistant = !strcmp(role, "assistant");
+        if (!strcmp(role, "system")) {
+            if (!take_system_message(req, tc, m, path, i - 1, last_user, effort, e))
+                return false;
+            continue;
+        }
+        anth_note_others(req, m, path, keys);
+        if (!assistant && strcmp(role, "user"))
+            return BAD(e, "%s.role: Input should be 'user', 'assistant' or 'system'", path);
+        if (!take_turn(req, tc, m, path, assistant, req->messages, e))
             return false;
     }
     if (assistant)
@@ -579,11 +958,19 @@ static bool valid_tool_name(const char *s)
     return true;
 }
 
-/* One client tool -> {"type": "function", "function": {name, description, parameters}}. */
-static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
+/*
+ * One client tool -> {"type": "function", "function": {name, description,
+ * parameters[, strict]}}. strict true is kept as OpenAI's strict functions
+ * carry it: hearth holds every call it parses to the tool's input_schema by
+ * grammar (oai_grammar.c), and refuses strict tools whose calls it cannot
+ * hold. *deferred: defer_loading is true (struct tool_changes). The rest of
+ * a tool's fields shape how Anthropic streams or bills it (cache_control,
+ * eager_input_streaming, allowed_callers, input_examples): accepted and
+ * noted.
+ */
+static bool take_tool(struct oai_request *req, const cJSON *t, const char *path, cJSON *out,
+                      bool *deferred, struct oai_error *e)
 {
-    char path[PATH_MAX_LEN];
-    pathf(path, "tools.%d", j);
     if (!cJSON_IsObject(t))
         return wrong(e, path, "a valid dictionary");
     const cJSON *type = reqjson_field(t, "type");
@@ -591,10 +978,12 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
         return BAD(e, "%s.type: '%.40s' tools are not supported by this server: only client "
                       "tools (type 'custom', or no type) are",
                    path, cJSON_IsString(type) ? type->valuestring : "?");
-    static const char *const keys[] = {"type",   "name",   "description",
-                                       "input_schema", "cache_control", "strict",
-                                       "eager_input_streaming", NULL};
-    if (!only_keys(t, path, keys, e) || !check_cache_control(t, path, e))
+    static const char *const keys[] = {"type",          "name",           "description",
+                                       "input_schema",  "cache_control",  "strict",
+                                       "eager_input_streaming", "defer_loading",
+                                       "input_examples", "allowed_callers", NULL};
+    anth_note_others(req, t, path, keys);
+    if (!check_cache_control(req, t, path, e))
         return false;
     const char *name = want_string(t, "name", path, e);
     if (!name)
@@ -617,17 +1006,29 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
     const cJSON *st = reqjson_field(schema, "type");
     if (!cJSON_IsString(st) || strcmp(st->valuestring, "object"))
         return BAD(e, "%s.type: Input should be 'object'", sp);
-    const cJSON *strict = reqjson_field(t, "strict");
-    if (strict && !cJSON_IsFalse(strict))
-        return BAD(e, "%s.strict: strict tool use needs constrained decoding, which this server "
-                      "does not have yet",
-                   path);
-    const cJSON *eager = reqjson_field(t, "eager_input_streaming");
-    if (eager && !cJSON_IsBool(eager)) { /* a streaming granularity hint: calls come whole */
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.eager_input_streaming", path);
-        return wrong(e, p, "a valid boolean");
+    static const char *const flags[] = {"strict", "eager_input_streaming", "defer_loading"};
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        const cJSON *f = reqjson_field(t, flags[k]);
+        if (f && !cJSON_IsBool(f)) {
+            char p[PATH_MAX_LEN];
+            pathf(p, "%s.%s", path, flags[k]);
+            return wrong(e, p, "a valid boolean");
+        }
     }
+    static const char *const lists[] = {"input_examples", "allowed_callers"};
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
+        const cJSON *l = reqjson_field(t, lists[k]);
+        if (l && !cJSON_IsArray(l)) {
+            char p[PATH_MAX_LEN];
+            pathf(p, "%s.%s", path, lists[k]);
+            return wrong(e, p, "a valid list");
+        }
+    }
+    known_noop(req, t, path, "eager_input_streaming"); /* calls come whole or streamed alike */
+    *deferred = cJSON_IsTrue(reqjson_field(t, "defer_loading"));
+    known_noop(req, t, path, "input_examples");
+    known_noop(req, t, path, "allowed_callers");
+    bool strict = cJSON_IsTrue(reqjson_field(t, "strict"));
     const cJSON *prev;
     cJSON_ArrayForEach(prev, out)
     {
@@ -648,30 +1049,71 @@ static bool take_tool(const cJSON *t, int j, cJSON *out, struct oai_error *e)
     if (desc)
         cJSON_AddStringToObject(fn, "description", desc->valuestring);
     cJSON_AddItemToObject(fn, "parameters", ps);
+    if (strict)
+        cJSON_AddTrueToObject(fn, "strict");
     cJSON_AddItemToObject(o, "function", fn);
     cJSON_AddItemToArray(out, o);
     return true;
 }
 
-static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_error *e)
+/* Drops the tool named name from out (a list of function tools), if there. */
+static void drop_tool(cJSON *out, const char *name)
 {
-    if (!cJSON_IsArray(tools))
-        return wrong(e, "tools", "a valid list");
-    cJSON *out = cJSON_CreateArray();
-    if (!out)
-        return OOM(e);
-    int j = 0;
-    const cJSON *t;
-    cJSON_ArrayForEach(t, tools)
-    {
-        if (!take_tool(t, j++, out, e)) {
-            cJSON_Delete(out);
-            return false;
+    for (cJSON *t = out->child; t; t = t->next) {
+        const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "function"), "name");
+        if (!strcmp(n->valuestring, name)) {
+            cJSON_Delete(cJSON_DetachItemViaPointer(out, t));
+            return;
         }
     }
-    if (j == 0) { /* an empty list offers nothing: as if absent */
+}
+
+/* tools (may be NULL) and the conversation's changes to them -> req->tools (NULL if none). */
+static bool take_tools(const cJSON *tools, struct tool_changes *tc, struct oai_request *req,
+                       struct oai_error *e)
+{
+    if (tools && !cJSON_IsArray(tools))
+        return wrong(e, "tools", "a valid list");
+    cJSON *out = cJSON_CreateArray(), *deferred = cJSON_CreateArray();
+    bool ok    = (out && deferred) || OOM(e);
+    int j      = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, (ok ? tools : NULL))
+    {
+        char path[PATH_MAX_LEN];
+        pathf(path, "tools.%d", j++);
+        bool def = false;
+        ok       = take_tool(req, t, path, out, &def, e);
+        if (!ok)
+            break;
+        if (def) {
+            const cJSON *n = reqjson_field(t, "name");
+            ok = cJSON_AddItemToArray(deferred, cJSON_CreateString(n->valuestring)) || OOM(e);
+        }
+    }
+    cJSON_ArrayForEach(t, (ok ? tc->add : NULL))
+    {
+        const cJSON *tool = cJSON_GetObjectItem(t, "tool");
+        const char *name  = cJSON_GetObjectItem(tool, "name")->valuestring;
+        bool def          = false;
+        drop_tool(out, name); /* a definition given again replaces the earlier one */
+        ok = take_tool(req, tool, cJSON_GetObjectItem(t, "path")->valuestring, out, &def, e);
+        if (!ok)
+            break;
+    }
+    cJSON_ArrayForEach(t, (ok ? deferred : NULL))
+    {
+        if (!has_name(tc->load, t->valuestring))
+            drop_tool(out, t->valuestring);
+    }
+    cJSON_ArrayForEach(t, (ok ? tc->remove : NULL))
+    {
+        drop_tool(out, t->valuestring);
+    }
+    cJSON_Delete(deferred);
+    if (!ok || cJSON_GetArraySize(out) == 0) { /* none offered: as if absent */
         cJSON_Delete(out);
-        return true;
+        return ok;
     }
     req->tools = out;
     return true;
@@ -689,8 +1131,7 @@ static bool offered(const struct oai_request *req, const char *name)
     return false;
 }
 
-static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_request *req,
-                             struct oai_error *e)
+static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsObject(tc))
         return wrong(e, "tool_choice", "a valid dictionary");
@@ -702,14 +1143,13 @@ static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_re
         return BAD(e, "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
     static const char *const keys_tool[] = {"type", "name", "disable_parallel_tool_use", NULL};
     static const char *const keys[]      = {"type", "disable_parallel_tool_use", NULL};
-    static const char *const keys_none[] = {"type", NULL};
-    if (!only_keys(tc, "tool_choice", is_tool ? keys_tool : is_none ? keys_none : keys, e))
-        return false;
+    anth_note_others(req, tc, "tool_choice", is_tool ? keys_tool : keys);
     const cJSON *dp = reqjson_field(tc, "disable_parallel_tool_use");
     if (dp && !cJSON_IsBool(dp))
         return wrong(e, "tool_choice.disable_parallel_tool_use", "a valid boolean");
     req->parallel_tool_calls = !cJSON_IsTrue(dp);
     if (is_none) {
+        known_noop(req, tc, "tool_choice", "disable_parallel_tool_use"); /* no calls anyway */
         req->tool_choice = OAI_TOOL_NONE;
         return true;
     }
@@ -734,6 +1174,25 @@ static bool take_tool_choice(const cJSON *tc, enum anth_kind kind, struct oai_re
 
 /* ------------------------------------------------------------ the rest --- */
 
+/* Sets the template's keyword argument name to item (taken). */
+static bool kwarg(struct oai_request *req, const char *name, cJSON *item, struct oai_error *e)
+{
+    if (!item || (!req->template_kwargs && !(req->template_kwargs = cJSON_CreateObject()))) {
+        cJSON_Delete(item);
+        return OOM(e);
+    }
+    if (cJSON_GetObjectItemCaseSensitive(req->template_kwargs, name))
+        cJSON_ReplaceItemInObjectCaseSensitive(req->template_kwargs, name, item);
+    else
+        cJSON_AddItemToObject(req->template_kwargs, name, item);
+    return true;
+}
+
+/*
+ * thinking: "enabled" and "adaptive" turn the template's enable_thinking
+ * on ("adaptive" leaves how long to think to the model, as budget_tokens
+ * only hints it anyway), "disabled" off.
+ */
 static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max_tokens,
                           struct oai_request *req, struct oai_error *e)
 {
@@ -746,14 +1205,19 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
     if (!enabled && !disabled && strcmp(type, "adaptive"))
         return BAD(e, "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'");
     static const char *const keys_on[]  = {"type", "budget_tokens", "display", NULL};
-    static const char *const keys_ad[]  = {"type", "display", NULL};
+    static const char *const keys_ad[]  = {"type", "display", "block_binding", NULL};
     static const char *const keys_off[] = {"type", NULL};
-    if (!only_keys(th, "thinking", enabled ? keys_on : disabled ? keys_off : keys_ad, e))
-        return false;
-    const cJSON *display = reqjson_field(th, "display");
-    if (display && (!cJSON_IsString(display) || strcmp(display->valuestring, "summarized")))
-        return BAD(e, "thinking.display: only 'summarized' is supported by this server (the "
-                      "reasoning comes back as the model wrote it)");
+    anth_note_others(req, th, "thinking", enabled ? keys_on : disabled ? keys_off : keys_ad);
+    const cJSON *display = disabled ? NULL : reqjson_field(th, "display");
+    if (display && (!cJSON_IsString(display) || (strcmp(display->valuestring, "summarized") &&
+                                                 strcmp(display->valuestring, "omitted") &&
+                                                 strcmp(display->valuestring, "updates"))))
+        return BAD(e, "thinking.display: Input should be 'summarized', 'omitted' or 'updates'");
+    known_noop(req, th, "thinking", "block_binding");
+    /* omitted: the reply's thinking blocks come back empty (anth_response.c reads the flag) */
+    if (display && !strcmp(display->valuestring, "omitted") &&
+        (!(req->echo = cJSON_CreateObject()) || !cJSON_AddTrueToObject(req->echo, "omit_thinking")))
+        return OOM(e);
     if (enabled) {
         const cJSON *b = reqjson_field(th, "budget_tokens");
         int64_t v      = 0;
@@ -765,11 +1229,73 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
             return BAD(e, "max_tokens: must be greater than thinking.budget_tokens (%lld)",
                        (long long)v);
     }
-    if (!enabled && !disabled)
-        return true; /* adaptive: the template's own default */
-    if (!(req->template_kwargs = cJSON_CreateObject()) ||
-        !cJSON_AddBoolToObject(req->template_kwargs, "enable_thinking", enabled))
+    return kwarg(req, "enable_thinking", cJSON_CreateBool(!disabled), e);
+}
+
+/*
+ * A JSON schema the whole reply must match (output_config.format, or the
+ * older output_format): {"type": "json_schema", "schema": {...}} becomes
+ * req->schema, held by grammar as response_format json_schema is.
+ */
+static bool take_format(const cJSON *f, const char *path, struct oai_request *req,
+                        struct oai_error *e)
+{
+    if (!cJSON_IsObject(f))
+        return wrong(e, path, "a valid dictionary");
+    if (req->schema)
+        return BAD(e, "%s: the reply's format is given twice (output_format and "
+                      "output_config.format): give one",
+                   path);
+    static const char *const keys[] = {"type", "schema", NULL};
+    anth_note_others(req, f, path, keys);
+    const char *type = want_string(f, "type", path, e);
+    if (!type)
+        return false;
+    if (strcmp(type, "json_schema"))
+        return BAD(e, "%s.type: Input should be 'json_schema'", path);
+    const cJSON *schema = reqjson_field(f, "schema");
+    char sp[PATH_MAX_LEN];
+    pathf(sp, "%s.schema", path);
+    if (!schema)
+        return missing(e, sp);
+    if (!cJSON_IsObject(schema))
+        return wrong(e, sp, "a valid dictionary");
+    if (!(req->schema = cJSON_Duplicate(schema, true)))
         return OOM(e);
+    req->schema_field = path; /* static: both callers pass a literal */
+    return true;
+}
+
+/*
+ * output_config: effort is the template's reasoning_effort, as OpenAI's
+ * reasoning_effort is (effort_value); format, take_format.
+ */
+static bool take_output_config(const cJSON *oc, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsObject(oc))
+        return wrong(e, "output_config", "a valid dictionary");
+    static const char *const keys[] = {"effort", "format", "task_budget", NULL};
+    anth_note_others(req, oc, "output_config", keys);
+    known_noop(req, oc, "output_config", "task_budget"); /* a hint; max_tokens bounds a reply */
+    const cJSON *effort = reqjson_field(oc, "effort");
+    if (effort) {
+        const char *v = effort_value(effort, "output_config.effort", e);
+        if (!v || !kwarg(req, "reasoning_effort", cJSON_CreateString(v), e))
+            return false;
+    }
+    const cJSON *f = reqjson_field(oc, "format");
+    return !f || take_format(f, "output_config.format", req, e);
+}
+
+/* mcp_servers: none is nothing to do; any would be a server hearth cannot call. */
+static bool take_mcp_servers(const cJSON *ms, struct oai_request *req, struct oai_error *e)
+{
+    if (!cJSON_IsArray(ms))
+        return wrong(e, "mcp_servers", "a valid list");
+    if (cJSON_GetArraySize(ms) > 0)
+        return BAD(e, "mcp_servers: this server connects to no MCP servers, so their tools "
+                      "cannot be run; give the tools as client tools instead");
+    anth_note(req, "mcp_servers", false);
     return true;
 }
 
@@ -798,55 +1324,63 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
     return true;
 }
 
-static bool take_metadata(const cJSON *md, struct oai_error *e)
+static bool take_metadata(const cJSON *md, struct oai_request *req, struct oai_error *e)
 {
     if (!cJSON_IsObject(md))
         return wrong(e, "metadata", "a valid dictionary");
     static const char *const keys[] = {"user_id", NULL};
-    if (!only_keys(md, "metadata", keys, e))
-        return false;
+    anth_note(req, "metadata", false);
+    anth_note_others(req, md, "metadata", keys);
     const cJSON *u = reqjson_field(md, "user_id"); /* an end-user id: nothing here depends on it */
     return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
 }
 
-/* Fields Anthropic defines that hearth cannot honour, with the reason given back. */
-static const char *unsupported(const char *name)
+/* ---------------------------------------------------------------- parse --- */
+
+static bool listed(const char *const *names, const char *name)
 {
-    static const char *const names[] = {
-        "service_tier", "container",     "mcp_servers",   "context_management",
-        "output_config", "diagnostics",  "inference_geo", "speed",
-        "user_profile_id", "workspace_id", "output_format", NULL};
     for (size_t k = 0; names[k]; k++)
         if (!strcmp(names[k], name))
-            return names[k];
-    return NULL;
+            return true;
+    return false;
 }
-
-/* ---------------------------------------------------------------- parse --- */
 
 static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request *req,
                       struct oai_error *e)
 {
-    static const char *const gen[]   = {"model",       "max_tokens", "messages", "system",
-                                        "tools",       "tool_choice", "stop_sequences",
-                                        "temperature", "top_p",       "top_k",   "stream",
-                                        "metadata",    "thinking",    "cache_control", NULL};
-    static const char *const count[] = {"model", "messages",    "system",   "tools",
-                                        "tool_choice", "thinking", "cache_control", NULL};
-    const char *const *allowed       = kind == ANTH_MESSAGES ? gen : count;
+    /* fields of both bodies, read below */
+    static const char *const both[] = {
+        "model",         "messages",           "system",        "tools",
+        "tool_choice",   "thinking",           "cache_control", "context_management",
+        "output_config", "output_format",      "mcp_servers",   NULL};
+    /* fields of a generation only: count_tokens notes them as Anthropic's refuses them */
+    static const char *const gen[] = {"max_tokens",   "stream",        "stop_sequences",
+                                      "temperature",  "top_p",         "top_k",
+                                      "metadata",     "service_tier",  "container",
+                                      "inference_geo", "diagnostics",  "fallbacks",
+                                      "fallback_credit_token", "thread", NULL};
+    /* defined, and without effect on the reply here: routing, billing, storage, betas, and
+     * compaction (a summary Anthropic's server writes past a threshold: hearth writes none,
+     * and refuses a conversation past its context as any) */
+    static const char *const noop[] = {
+        "service_tier", "container",    "inference_geo",  "speed",
+        "betas",        "diagnostics",  "user_profile_id", "workspace_id",
+        "billing_policy", "compaction", "fallbacks",      "fallback_credit_token",
+        "thread",       NULL};
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
-        size_t k = 0;
-        while (allowed[k] && strcmp(allowed[k], it->string))
-            k++;
-        if (!allowed[k]) {
-            if (unsupported(it->string))
-                return BAD(e, "%.64s: not supported by this server", it->string);
-            return BAD(e, "%.64s: Extra inputs are not permitted", it->string);
-        }
         if (cJSON_GetObjectItemCaseSensitive(root, it->string) != it)
             return BAD(e, "%.64s: given twice", it->string);
+        if (cJSON_IsNull(it) || listed(both, it->string))
+            continue;
+        bool is_gen = listed(gen, it->string);
+        if (kind == ANTH_COUNT_TOKENS && is_gen)
+            anth_note(req, it->string, true);
+        else if (listed(noop, it->string))
+            anth_note(req, it->string, false);
+        else if (!is_gen)
+            anth_note(req, it->string, true);
     }
     const char *model = want_string(root, "model", "", e);
     if (!model)
@@ -865,19 +1399,35 @@ static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request
     const cJSON *msgs = reqjson_field(root, "messages");
     if (!msgs)
         return missing(e, "messages");
-    if (!take_messages(msgs, reqjson_field(root, "system"), req, e))
+    const char *turn_effort = NULL; /* a system message's output_config.effort */
+    struct tool_changes tc  = {0};
+    bool ok = take_messages(msgs, reqjson_field(root, "system"), req, &tc, &turn_effort, e) &&
+              take_tools(reqjson_field(root, "tools"), &tc, req, e);
+    changes_free(&tc);
+    if (!ok)
         return false;
-    if ((it = reqjson_field(root, "tools")) && !take_tools(it, req, e))
-        return false;
-    if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, kind, req, e))
+    if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, req, e))
         return false;
     if ((it = reqjson_field(root, "thinking")) && !take_thinking(it, kind, max_tokens, req, e))
         return false;
-    if (!check_cache_control(root, "", e))
+    if (!check_cache_control(req, root, "", e))
         return false;
+    if ((it = reqjson_field(root, "output_format")) &&
+        !take_format(it, "output_format", req, e))
+        return false;
+    if ((it = reqjson_field(root, "output_config")) && !take_output_config(it, req, e))
+        return false;
+    if (turn_effort && !kwarg(req, "reasoning_effort", cJSON_CreateString(turn_effort), e))
+        return false;
+    if ((it = reqjson_field(root, "mcp_servers")) && !take_mcp_servers(it, req, e))
+        return false;
+    if ((it = reqjson_field(root, "context_management")) && !anth_context_edits(it, req, e))
+        return false;
+    if (kind == ANTH_COUNT_TOKENS)
+        return true;
     if ((it = reqjson_field(root, "stop_sequences")) && !take_stop(it, req, e))
         return false;
-    if ((it = reqjson_field(root, "metadata")) && !take_metadata(it, e))
+    if ((it = reqjson_field(root, "metadata")) && !take_metadata(it, req, e))
         return false;
     double d = 0;
     if ((it = reqjson_field(root, "temperature"))) {

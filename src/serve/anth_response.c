@@ -112,6 +112,7 @@ struct anth_response {
     bool stream;
     bool started;  /* message_start sent */
     bool parallel; /* false: only the first tool call is kept (disable_parallel_tool_use) */
+    bool omit_thinking; /* thinking.display "omitted": thinking blocks come back empty */
     bool done, has_tool_use;
     char id[64];
     char *model_name;
@@ -160,6 +161,7 @@ static void *anth_create(const struct oai_request *req, int32_t n_choices, const
         return NULL;
     r->stream     = req->stream;
     r->parallel   = req->parallel_tool_calls;
+    r->omit_thinking = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req->echo, "omit_thinking"));
     r->max_tokens = req->max_tokens;
     r->model_name = strdup(model_name ? model_name : "");
     r->content    = cJSON_CreateArray();
@@ -339,6 +341,8 @@ static void add(struct anth_response *r, struct out *o, enum block kind, const c
 {
     if (r->open != kind)
         open_block(r, o, kind);
+    if (kind == BLOCK_THINKING && r->omit_thinking)
+        return; /* the block is there, its text is not */
     if (!r->stream) {
         if (r->len + n + 1 > r->cap) {
             size_t cap  = (r->len + n + 1) * 2;

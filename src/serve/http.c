@@ -37,6 +37,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/thread.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -617,6 +618,26 @@ static void steer_tool_choice(const char *mode, struct oai_request *r)
     }
 }
 
+/* --logit-bias's entries appended to r's, but for tokens r biases itself; false when out of
+ * memory. */
+static bool add_server_bias(const struct http_params *p, struct oai_request *r)
+{
+    struct oai_bias *b = realloc(r->bias, (size_t)(r->n_bias + p->n_bias) * sizeof *b);
+    if (!b)
+        return false;
+    r->bias    = b;
+    int32_t n0 = r->n_bias;
+    for (int32_t i = 0; i < p->n_bias; i++) {
+        bool own = false;
+        for (int32_t k = 0; k < n0 && !own; k++)
+            own = b[k].token == p->bias[i].token;
+        if (!own)
+            b[r->n_bias++] = (struct oai_bias){p->bias[i].token,
+                                               isinf(p->bias[i].bias) ? -100 : p->bias[i].bias};
+    }
+    return true;
+}
+
 bool serve_apply_policy(struct server *s, enum metrics_endpoint ep, struct oai_request *r,
                          struct oai_error *e)
 {
@@ -641,6 +662,8 @@ bool serve_apply_policy(struct server *s, enum metrics_endpoint ep, struct oai_r
     }
     for (int32_t i = 0; i < r->n_ignored_more; i++)
         metrics_count_ignored(&s->metrics, ep, "_more");
+    if (s->p->n_bias > 0 && !add_server_bias(s->p, r))
+        return oai_fail(e, 500, "server_error", NULL, NULL, "out of memory");
     if (s->p->n_predict > 0 && (r->max_tokens < 0 || r->max_tokens > s->p->n_predict))
         r->max_tokens = s->p->n_predict;
     steer_tool_choice(s->p->tool_choice, r);
@@ -1181,6 +1204,17 @@ static void on_loaded(evutil_socket_t fd, short what, void *arg)
     s->tmpl   = s->load_tmpl;
     s->gvocab = s->load_gvocab;
     s->gcache = s->load_gcache;
+    for (int32_t i = 0; i < s->p->n_bias; i++)
+        if (s->p->bias[i].token >= hearth_model_n_vocab(s->model)) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "--logit-bias: token %d is outside the model's vocabulary (%d tokens)",
+                     (int)s->p->bias[i].token, (int)hearth_model_n_vocab(s->model));
+            s->fatal       = strdup(msg);
+            s->exit_status = HEARTH_EINVAL;
+            event_base_loopbreak(s->base);
+            return;
+        }
     fprintf(stderr,
             "hearth serve: model loaded (%s), %d slots x %d tokens of context, chat template "
             "%s\n",

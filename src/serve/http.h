@@ -50,6 +50,9 @@ struct http_params {
     int32_t n_predict;          /* -n: the most tokens any request generates; -1: no cap */
     const char *tool_choice;    /* --tool-choice: auto|required|none|NAME for requests that end
                                  * with the user's turn and offer tools; NULL: the request's */
+    const struct sched_bias *bias; /* [n_bias] --logit-bias: added to every request's (a
+                                    * request's own entry for a token wins); -INFINITY bans */
+    int32_t n_bias;
     bool seeded;                /* --seed: a request without a seed samples with seed */
     uint64_t seed;
     struct sched_params sched;

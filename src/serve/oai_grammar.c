@@ -157,6 +157,16 @@ static const cJSON *tool_fn(const struct oai_request *req, int i, const char **n
     return fn;
 }
 
+/* The first offered tool marked strict (OpenAI's function.strict, Anthropic's strict), or -1. */
+static int strict_tool(const struct oai_request *req)
+{
+    const char *name;
+    for (int i = 0; i < cJSON_GetArraySize(req->tools); i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(tool_fn(req, i, &name), "strict")))
+            return i;
+    return -1;
+}
+
 /*
  * Rule "tool-calls": one call (or, with parallel_tool_calls, one or more)
  * of the offered tools (or only the named one) in format fmt. Each call's
@@ -295,6 +305,14 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
                    chatparse_tools_name(f->tools));
     /* auto: lazily, from the call marker; a format without one stays unconstrained */
     bool lazy = tools_on && !forced && !req->schema && !req->grammar;
+    /* a strict tool promises calls valid against its schema: refused where none can be held */
+    int strict = tools_on && !req->grammar ? strict_tool(req) : -1;
+    if (strict >= 0 && (!can_calls || (lazy && !trigger)))
+        return BAD(e, "unsupported_value", "tools",
+                   "Unsupported value: tool %d is strict, but calls in this chat template's "
+                   "tool-call format (%s) can be held to a schema only %s.",
+                   strict, chatparse_tools_name(f->tools),
+                   can_calls ? "when tool_choice forces a call" : "in hermes and llama3");
     if (lazy && (!can_calls || !trigger))
         return true;
     if (!req->grammar && !req->schema && !tools_on)
@@ -323,7 +341,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
              * model only may call, it calls unconstrained, as before grammars existed. */
             struct oai_error te;
             calls = tool_call_rules(b, req, f->tools, &te);
-            if (!calls && (forced || te.status != 400)) {
+            if (!calls && (forced || strict >= 0 || te.status != 400)) {
                 *e = te;
                 ok = false;
             } else if (!calls && lazy) {

@@ -21,17 +21,81 @@
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
 
+static bool is_system(const cJSON *m)
+{
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+    return cJSON_IsString(r) && !strcmp(r->valuestring, "system");
+}
+
+/*
+ * messages with every system message after the first merged into one at
+ * the start, their texts in order, joined by blank lines: for templates that
+ * take a system message only there (Qwen3.5's, Mistral's), when a client
+ * (Claude Code) sends one between turns. NULL when there is nothing to merge.
+ */
+static cJSON *merge_system(const cJSON *messages)
+{
+    int i = 0, late = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, messages) late += i++ > 0 && is_system(m);
+    if (!late)
+        return NULL;
+    char *sys  = NULL;
+    size_t cap = 0;
+    FILE *f    = open_memstream(&sys, &cap);
+    cJSON *out = cJSON_CreateArray();
+    cJSON_ArrayForEach(m, messages)
+    {
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content"), *p;
+        if (!is_system(m)) {
+            cJSON_AddItemToArray(out, cJSON_Duplicate(m, true));
+            continue;
+        }
+        if (!f)
+            continue;
+        fputs(ftell(f) ? "\n\n" : "", f);
+        if (cJSON_IsString(c))
+            fputs(c->valuestring, f);
+        else if (cJSON_IsArray(c)) /* parts joined by newlines, as chat_template joins them */
+            cJSON_ArrayForEach(p, c)
+            {
+                const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text");
+                fprintf(f, "%s%s", p != c->child ? "\n" : "", cJSON_IsString(t) ? t->valuestring : "");
+            }
+    }
+    cJSON *first = f && fclose(f) == 0 ? cJSON_CreateObject() : NULL;
+    if (!first || !out || !cJSON_AddStringToObject(first, "role", "system") ||
+        !cJSON_AddStringToObject(first, "content", sys)) {
+        cJSON_Delete(first);
+        cJSON_Delete(out);
+        free(sys);
+        return NULL;
+    }
+    cJSON_InsertItemInArray(out, 0, first);
+    free(sys);
+    return out;
+}
+
 bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
                 const struct hearth_model *model, char **text, struct oai_error *e)
 {
-    char err[HEARTH_ERR_MAX];
+    char err[HEARTH_ERR_MAX], err2[HEARTH_ERR_MAX];
     *text                 = NULL;
     enum hearth_status st = chat_template_render(tmpl, req->messages, req->tools,
                                                  req->template_kwargs, true, text, NULL, err,
                                                  sizeof err);
+    cJSON *merged = st != HEARTH_OK && st != HEARTH_ENOMEM ? merge_system(req->messages) : NULL;
+    bool retried  = merged != NULL;
+    if (merged) { /* a system message between turns, refused there: at the start instead */
+        free(*text);
+        *text = NULL;
+        st    = chat_template_render(tmpl, merged, req->tools, req->template_kwargs, true, text,
+                                     NULL, err2, sizeof err2);
+        cJSON_Delete(merged);
+    }
     if (st == HEARTH_ENOMEM)
-        return oai_fail(e, 500, "server_error", NULL, NULL, "%s", err);
-    if (st != HEARTH_OK)
+        return oai_fail(e, 500, "server_error", NULL, NULL, "%s", retried ? err2 : err);
+    if (st != HEARTH_OK) /* the first refusal says what the conversation as sent lacks */
         return BAD(e, "invalid_value", "messages",
                    "The chat template (%s) refused the conversation: %s",
                    chat_template_describe(tmpl), err);

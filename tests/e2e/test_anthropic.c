@@ -13,6 +13,11 @@
  *   real call's input_tokens + cache_read_input_tokens;
  * - errors in Anthropic's shape (400, 401, 405, 413), and the key taken as
  *   x-api-key or Authorization: Bearer;
+ * - a body as Claude Code 2.1 sends it (billing stamp, cache_control,
+ *   metadata, context_management, effort, adaptive thinking, betas, tool
+ *   flags, unknown fields) answers as the plain body does at temperature 0,
+ *   from the same cached prefix; output_config.format holds the reply to
+ *   its schema;
  * - the official @anthropic-ai/sdk npm client (tests/e2e/node/
  *   anthropic.test.mjs): create, the stream helper, countTokens, and a
  *   forced tool_use checked against its schema with ajv (skipped while the
@@ -430,13 +435,27 @@ static void test_count_tokens(void **state)
     cJSON_Delete(j);
     http_resp_free(&r);
 
-    /* count_tokens refuses what it does not take */
-    r = post(&s, "/v1/messages/count_tokens",
-             "{\"model\":\"qwen3\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":"
-             "\"x\"}]}");
-    check_error(&r, 400, "invalid_request_error");
-    assert_non_null(strstr(r.body, "max_tokens: Extra inputs are not permitted"));
-    http_resp_free(&r);
+    /* count_tokens takes a generation's body whole (its generation fields count nothing) */
+    int plain = count_tokens(&s, "{\"model\":\"qwen3\",\"messages\":[{\"role\":\"user\","
+                                 "\"content\":\"x\"}]}");
+    assert_int_equal(count_tokens(&s, "{\"model\":\"qwen3\",\"max_tokens\":5,\"stream\":true,"
+                                      "\"temperature\":0,\"messages\":[{\"role\":\"user\","
+                                      "\"content\":\"x\"}]}"),
+                     plain);
+
+    /* a system message between turns is rendered where it is, as the chat path renders it */
+    snprintf(a, sizeof a,
+             "{\"model\":\"qwen3\",\"system\":\"S\",\"messages\":[{\"role\":\"user\",\"content\":"
+             "\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"system\",\"content\":"
+             "[{\"type\":\"text\",\"text\":\"Now plan mode.\"}]},{\"role\":\"user\",\"content\":"
+             "\"c\"}]}");
+    snprintf(o, sizeof o,
+             "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":"
+             "\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"system\",\"content\":"
+             "\"Now plan mode.\"},{\"role\":\"user\",\"content\":\"c\"}]}");
+    n = count_tokens(&s, a);
+    assert_int_equal(n, openai_prompt_tokens(&s, o));
+    assert_true(n > plain + 10);
     srv_stop(&s);
 }
 
@@ -468,16 +487,17 @@ static void test_errors_and_auth(void **state)
     } bad[] = {
         {"{\"model\":\"qwen3\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}",
          "max_tokens: Field required"},
-        {"{\"model\":\"qwen3\",\"max_tokens\":2,\"n\":2,\"messages\":[{\"role\":\"user\","
-         "\"content\":\"Hi\"}]}",
-         "n: Extra inputs are not permitted"},
+        {"{\"model\":\"qwen3\",\"max_tokens\":2,\"temperature\":2,\"messages\":[{\"role\":"
+         "\"user\",\"content\":\"Hi\"}]}",
+         "temperature: Input should be between 0 and 1, but got 2"},
         {"{\"model\":\"qwen3\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":"
          "[{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\","
          "\"data\":\"AAAA\"}}]}]}",
          "messages.0.content.0: a 'image' block is not supported"},
-        {"{\"model\":\"qwen3\",\"max_tokens\":2,\"service_tier\":\"auto\",\"messages\":[{\"role\":"
-         "\"user\",\"content\":\"Hi\"}]}",
-         "service_tier: not supported by this server"},
+        {"{\"model\":\"qwen3\",\"max_tokens\":2,\"mcp_servers\":[{\"type\":\"url\",\"url\":"
+         "\"https://mcp.example\",\"name\":\"x\"}],\"messages\":[{\"role\":\"user\",\"content\":"
+         "\"Hi\"}]}",
+         "mcp_servers: this server connects to no MCP servers"},
         {"{\"model\":\"qwen3\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":"
          "\"Hi\"},{\"role\":\"assistant\",\"content\":\"Sure\"}]}",
          "prefilled assistant reply is not supported"},
@@ -520,6 +540,129 @@ static void test_errors_and_auth(void **state)
     srv_stop(&s);
 }
 
+/* ------------------------------------------------------- Claude Code --- */
+
+/* The text blocks of a message joined, and its thinking blocks joined (for comparing). */
+static char *reply_text(const cJSON *msg)
+{
+    size_t cap = 1;
+    const cJSON *b;
+    cJSON_ArrayForEach(b, jget(msg, "content"))
+    {
+        const char *t = jstr(b, "text") ? jstr(b, "text") : jstr(b, "thinking");
+        cap += t ? strlen(t) + 1 : 0;
+    }
+    char *out = calloc(1, cap);
+    cJSON_ArrayForEach(b, jget(msg, "content"))
+    {
+        const char *t = jstr(b, "text") ? jstr(b, "text") : jstr(b, "thinking");
+        if (t) {
+            strcat(out, t);
+            strcat(out, "|");
+        }
+    }
+    return out;
+}
+
+/* The tools and conversation both bodies share. */
+#define CC_TOOLS                                                                                   \
+    "\"tools\":[{\"name\":\"Read\",\"description\":\"Read a file.\",\"input_schema\":{\"type\":"   \
+    "\"object\",\"properties\":{\"file_path\":{\"type\":\"string\"}},\"required\":"                \
+    "[\"file_path\"],\"additionalProperties\":false},\"strict\":true%s}]"
+#define CC_USER "Say hello, then read /etc/hostname."
+
+/*
+ * What Claude Code 2.1 adds to a request (a billing header with its per-
+ * request stamp, cache_control, metadata, context_management, output_config
+ * effort, adaptive thinking, betas, service_tier, mcp_servers: [], tool
+ * flags, and fields no API defines yet) changes nothing in the reply: at
+ * temperature 0 the same text comes back as for the plain body, and a
+ * stamp that changes between requests leaves the cached prefix whole.
+ */
+static void test_claude_code_body(void **state)
+{
+    (void)state;
+    START_OR_SKIP(s);
+    char plain[4096], cc[8192];
+    char tools_plain[1024], tools_cc[1024];
+    snprintf(tools_plain, sizeof tools_plain, CC_TOOLS, "");
+    snprintf(tools_cc, sizeof tools_cc, CC_TOOLS,
+             ",\"cache_control\":{\"type\":\"ephemeral\"},\"defer_loading\":false,"
+             "\"eager_input_streaming\":true,\"input_examples\":[{\"file_path\":\"/a\"}],"
+             "\"some_new_flag\":1");
+    snprintf(plain, sizeof plain,
+             "{\"model\":\"qwen3\",\"max_tokens\":24,\"temperature\":0,\"system\":["
+             "{\"type\":\"text\",\"text\":\"x-anthropic-billing-header: cc_version=2.1.3; "
+             "cc_entrypoint=cli; cch=0a1b2;\"},{\"type\":\"text\",\"text\":\"You are a coding "
+             "agent.\"}],%s,\"messages\":[{\"role\":\"user\",\"content\":\"" CC_USER "\"}]}",
+             tools_plain);
+    snprintf(cc, sizeof cc,
+             "{\"model\":\"qwen3\",\"max_tokens\":24,\"temperature\":0,\"top_k\":0,"
+             "\"stream\":false,\"metadata\":{\"user_id\":\"user_1_account_2_session_3\"},"
+             "\"service_tier\":\"auto\",\"mcp_servers\":[],\"container\":null,"
+             "\"betas\":[\"interleaved-thinking-2025-05-14\",\"context-management-2025-06-27\"],"
+             "\"thinking\":{\"type\":\"adaptive\"},\"output_config\":{\"effort\":\"high\"},"
+             "\"context_management\":{\"edits\":[{\"type\":\"clear_thinking_20251015\","
+             "\"keep\":\"all\"}]},\"diagnostics\":{\"x\":1},\"not_yet_defined\":true,"
+             "\"system\":[{\"type\":\"text\",\"text\":\"x-anthropic-billing-header: "
+             "cc_version=2.1.3; cc_entrypoint=cli; cch=f9e8d;\"},{\"type\":\"text\",\"text\":"
+             "\"You are a coding agent.\",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":"
+             "\"1h\"}}],%s,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+             "\"text\":\"" CC_USER "\",\"cache_control\":{\"type\":\"ephemeral\"}}],"
+             "\"extra\":0}]}",
+             tools_cc);
+    struct http_resp r = post(&s, "/v1/messages", plain);
+    cJSON *a           = check_message(&r, 24);
+    http_resp_free(&r);
+    r        = post(&s, "/v1/messages", cc);
+    cJSON *b = check_message(&r, 24);
+    http_resp_free(&r);
+    char *ta = reply_text(a), *tb = reply_text(b);
+    if (strcmp(ta, tb))
+        print_message("plain: %s\nclaude code: %s\n", ta, tb);
+    assert_string_equal(ta, tb);
+    assert_string_equal(jstr(a, "stop_reason"), jstr(b, "stop_reason"));
+    /* the same prompt, the second time from the prefix cache almost whole */
+    const cJSON *ua = jget(a, "usage"), *ub = jget(b, "usage");
+    int total = (int)(jnum(ua, "input_tokens") + jnum(ua, "cache_read_input_tokens"));
+    assert_int_equal(jnum(ub, "input_tokens") + jnum(ub, "cache_read_input_tokens"), total);
+    assert_true(jnum(ub, "cache_read_input_tokens") >= total - 2);
+    free(ta);
+    free(tb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+
+    /* count_tokens of the Claude Code body: the same prompt */
+    char ct[8192];
+    snprintf(ct, sizeof ct, "%s", cc);
+    assert_int_equal(count_tokens(&s, ct), total);
+
+    /* output_config.format: the reply is JSON valid against the schema */
+    r = post(&s, "/v1/messages",
+             "{\"model\":\"qwen3\",\"max_tokens\":40,\"temperature\":0,\"thinking\":{\"type\":"
+             "\"disabled\"},\"output_config\":{\"effort\":\"low\",\"format\":{\"type\":"
+             "\"json_schema\",\"schema\":{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":"
+             "\"boolean\"}},\"required\":[\"ok\"],\"additionalProperties\":false}}},\"messages\":"
+             "[{\"role\":\"user\",\"content\":\"Answer in JSON.\"}]}");
+    cJSON *j = check_message(&r, 40);
+    const cJSON *blk = cJSON_GetArrayItem(jget(j, "content"), 0);
+    assert_string_equal(jstr(blk, "type"), "text");
+    if (!strcmp(jstr(j, "stop_reason"), "end_turn")) {
+        cJSON *v = cJSON_Parse(jstr(blk, "text"));
+        if (!v)
+            print_message("not JSON: %s\n", jstr(blk, "text"));
+        assert_true(cJSON_IsObject(v));
+        assert_true(cJSON_IsBool(jget(v, "ok")));
+        assert_int_equal(cJSON_GetArraySize(v), 1);
+        cJSON_Delete(v);
+    } else {
+        assert_int_equal(strspn(jstr(blk, "text"), " \t\n"), strcspn(jstr(blk, "text"), "{"));
+    }
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    srv_stop(&s);
+}
+
 /* --------------------------------------------------------------- the SDK --- */
 
 static void test_anthropic_npm_client(void **state)
@@ -540,6 +683,7 @@ int main(void)
         cmocka_unit_test_teardown(test_message_and_stream, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_count_tokens, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_errors_and_auth, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_claude_code_body, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_anthropic_npm_client, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,8 @@
  * - the fields that change the reply do: logit_bias, reasoning_effort
  *   "none" (thinking closed in the prompt), cache_prompt false (no prefix
  *   reuse), timings_per_token (timings in every chunk), -n (the server's
- *   cap on a request that gives none), --tool-choice (a turn's first
+ *   cap on a request that gives none), --logit-bias (every request's,
+ *   unless it biases the token itself), --tool-choice (a turn's first
  *   request steered, the one carrying the tool's result left alone).
  *
  * Greedy decoding makes every comparison exact; nothing rests on timing.
@@ -163,7 +164,7 @@ static void test_honoured_fields_change_the_reply(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv s;
-    const char *more[] = {"-n", "5", NULL};
+    const char *more[] = {"-n", "5", "--logit-bias", "1002+50", NULL};
     if (!start_qwen3(&s, more))
         skip();
 
@@ -187,8 +188,23 @@ static void test_honoured_fields_change_the_reply(void **state)
                            "\"logit_bias\":{\"1000\":-100,\"1001\":99}}");
     assert_string_equal(got, trim(t1001));
     free(got);
+    /* the server's --logit-bias 1002+50 applies to every request; a request's own entry for
+     * the token wins over it */
+    d  = http_post(&s, "/detokenize", "{\"tokens\":[1002]}");
+    dj = http_json(&d);
+    char *t1002 = strdup(jstr(dj, "content"));
+    cJSON_Delete(dj);
+    http_resp_free(&d);
+    got = chat_content(&s, "{" MSG ",\"temperature\":0,\"max_tokens\":1}");
+    assert_string_equal(got, trim(t1002));
+    free(got);
+    got = chat_content(&s, "{" MSG ",\"temperature\":0,\"max_tokens\":1,"
+                           "\"logit_bias\":{\"1002\":-100,\"1001\":99}}");
+    assert_string_equal(got, t1001);
+    free(got);
     free(t1000);
     free(t1001);
+    free(t1002);
     struct http_resp r = http_post(&s, "/v1/chat/completions",
                                    "{" MSG ",\"logit_bias\":{\"99999999\":1}}");
     free(http_check_error(&r, 400, "logit_bias"));
@@ -308,6 +324,25 @@ static void test_tool_choice_steers_a_turns_first_request(void **state)
     srv_stop(&s);
 }
 
+/* A malformed --logit-bias is one line and exit 2; a token past the vocabulary, exit 1. */
+static void test_logit_bias_option_checked(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, SRV_MODEL);
+    const char *bad[] = {tu_bin(), "serve", "-m", model, "--port", "0", "--logit-bias", "5x",
+                         NULL};
+    char *err         = NULL;
+    assert_int_equal(tu_run(bad, NULL, NULL, &err, 60), 2);
+    assert_non_null(strstr(err, "--logit-bias '5x'"));
+    assert_int_equal(count_of(err, "\n"), 1);
+    free(err);
+    const char *past[] = {tu_bin(), "serve", "-m", model, "--port", "0", "--logit-bias",
+                          "99999+1", NULL};
+    assert_int_equal(tu_run(past, NULL, NULL, &err, 60), 1);
+    assert_non_null(strstr(err, "token 99999 is outside the model's vocabulary"));
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +351,7 @@ int main(void)
         cmocka_unit_test_teardown(test_honoured_fields_change_the_reply, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_tool_choice_steers_a_turns_first_request,
                                   srv_kill_leftovers),
+        cmocka_unit_test(test_logit_bias_option_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

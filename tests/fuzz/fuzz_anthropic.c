@@ -7,7 +7,8 @@
  * reasoning markers, and run through the reply with fake scheduler events
  * whose text comes from the input (so invalid UTF-8, odd lengths and
  * markers reach the splitter and the block and SSE writers); a refused one
- * has its error body rendered. No model is needed. Seeds:
+ * has its error body rendered. No model is needed. Seeds (among them a
+ * body as Claude Code 2.1 sends it, with context_management edits):
  * tests/fuzz/corpus/anthropic.
  */
 #include <stdint.h>

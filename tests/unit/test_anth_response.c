@@ -249,6 +249,8 @@ static void blank_id(cJSON *block)
     cJSON_SetValuestring(id, "ID");
 }
 
+static char *event_names(const char *sse);
+
 static void test_blocks(void **state)
 {
     (void)state;
@@ -309,6 +311,28 @@ static void test_blocks(void **state)
                 "{\"type\":\"text\",\"text\":\"Done.\"}]");
     free(got);
     cJSON_Delete(j);
+    free(r.bytes);
+
+    /* thinking.display "omitted": the thinking block is there, empty; streamed, no deltas */
+    static const char omit[] = "{\"model\":\"m\",\"max_tokens\":4096,%s\"thinking\":{\"type\":"
+                               "\"enabled\",\"budget_tokens\":1024,\"display\":\"omitted\"}," USER "}";
+    snprintf(body, sizeof body, omit, "");
+    r   = run(body, t, true, open_pieces, 2, end);
+    j   = cJSON_Parse(r.bytes);
+    got = cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "content"));
+    expect(got, "[{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"},"
+                "{\"type\":\"text\",\"text\":\"Done.\"}]");
+    free(got);
+    cJSON_Delete(j);
+    free(r.bytes);
+    snprintf(body, sizeof body, omit, "\"stream\":true,");
+    r          = run(body, t, true, open_pieces, 2, end);
+    char *names = event_names(r.bytes);
+    expect(names, "message_start content_block_start/0:thinking content_block_stop/0 "
+                  "content_block_start/1:text content_block_delta/1:text_delta "
+                  "content_block_stop/1 message_delta:end_turn message_stop ");
+    assert_null(strstr(r.bytes, "mull"));
+    free(names);
     free(r.bytes);
     chat_template_free(t);
 }

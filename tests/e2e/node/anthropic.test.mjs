@@ -2,7 +2,8 @@
 // the messages.stream helper (text events, the final message it assembles),
 // messages.countTokens, a tool round trip in the history, errors as the SDK's
 // typed exceptions, and a forced tool_use whose input must validate against the
-// tool's input_schema (ajv). tests/e2e/test_anthropic.c starts the server on a
+// tool's input_schema (ajv), and beta.messages with what Claude Code sends.
+// tests/e2e/test_anthropic.c starts the server on a
 // Qwen3-architecture model with random weights (gibberish text, but Qwen3's real
 // tokenizer and template) and runs `node --test` with HEARTH_ORIGIN,
 // HEARTH_MODEL_ALIAS and HEARTH_API_KEY in the environment.
@@ -162,4 +163,38 @@ test('a forced tool_use streamed: input_json_delta assembles into valid input', 
   assert.ok(use, JSON.stringify(msg.content));
   assert.deepEqual(JSON.parse(partial), use.input);
   assert.ok(validate(use.input), JSON.stringify(validate.errors));
+});
+
+// Claude Code talks to the beta client: betas become the anthropic-beta header (and
+// ?beta=true), and its requests carry fields that change nothing here (accepted) beside
+// ones hearth honours (effort, adaptive thinking, context_management, a system message
+// between turns, a strict tool).
+test('beta.messages as Claude Code calls it', async () => {
+  const body = {
+    model, max_tokens: 16, temperature: 0, stream: false,
+    betas: ['claude-code-20250219', 'interleaved-thinking-2025-05-14', 'context-management-2025-06-27'],
+    metadata: { user_id: 'user_1_account_2_session_3' },
+    system: [
+      { type: 'text', text: 'x-anthropic-billing-header: cc_version=2.1.3; cc_entrypoint=cli; cch=1a2b3;' },
+      { type: 'text', text: 'You are a coding agent.', cache_control: { type: 'ephemeral' } },
+    ],
+    thinking: { type: 'adaptive' },
+    output_config: { effort: 'high' },
+    context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+    tools: [{ ...tool, strict: true, cache_control: { type: 'ephemeral' } }],
+    messages: [
+      { role: 'user', content: [{ type: 'text', text: 'Hello.', cache_control: { type: 'ephemeral' } }] },
+      { role: 'assistant', content: [{ type: 'thinking', thinking: 'Greet back.', signature: '' }, { type: 'text', text: 'Hi!' }] },
+      { role: 'system', content: 'The user prefers short answers.' },
+      { role: 'user', content: 'What is the weather in Paris?' },
+    ],
+  };
+  const msg = await client.beta.messages.create(body);
+  checkMessage(msg, 16);
+  const counted = await client.beta.messages.countTokens({
+    model, betas: body.betas, system: body.system, thinking: body.thinking,
+    output_config: body.output_config, context_management: body.context_management,
+    tools: body.tools, messages: body.messages,
+  });
+  assert.equal(counted.input_tokens, msg.usage.input_tokens + msg.usage.cache_read_input_tokens);
 });
