@@ -42,6 +42,12 @@
  * {}}\n</tool_call>` is ~55 characters, and grammar-constrained sampling on random weights
  * may spell it a character a token (32 to 48 tokens seen) */
 #define N_PREDICT "128"
+/* The model's end of text (tokenizer.ggml.eos_token_id) far ahead of every other token: a
+ * free answer ends at once, as a real model's would after a few words, and a forced call
+ * (its grammar keeps EOS out until the call is whole) is written in full; so every answer
+ * ends by itself, under -n, as end_turn / completed / stop, which Claude Code and Codex
+ * need (they take a cut answer for a failed turn) */
+#define EOS_FIRST "50256+100"
 #define N_CTX     "32768" /* Claude Code's first request is ~20k tokens with this tokenizer */
 #define CLIENT_S  900     /* the bound on one client's turn: a few 20k-token prefills on one core */
 #define PROMPT    "Say hello."
@@ -102,6 +108,8 @@ static void start_for(struct srv *s, const char *model, const char *tpl, const c
                            tool,
                            "--chat-template-kwargs",
                            "{\"enable_thinking\": false}",
+                           "--logit-bias",
+                           EOS_FIRST,
                            NULL};
     srv_start_opt(s, model, extra, true);
 }
@@ -246,7 +254,7 @@ static void check_turn(const struct srv *s, const char *client, int rc, const ch
         print_tail("its output", out, 30);
         print_field_notes(s);
         print_message("%s: exit %d (want 0), %d non-2xx answers (want 0), %d 2xx on %s (want "
-                      ">= %d), tool result sent back (\"%s\" in its output): %s\n",
+                      ">= %d), tool result sent back (\"%s\" in its record): %s\n",
                       client, rc, bad, ok, endpoint, n_min, round_trip, tool ? "yes" : "no");
     }
     assert_int_equal(bad, 0);
@@ -289,6 +297,7 @@ static void test_claude_code(void **state)
                           "ANTHROPIC_DEFAULT_SONNET_MODEL=" ALIAS,
                           "ANTHROPIC_DEFAULT_OPUS_MODEL=" ALIAS,
                           "ENABLE_TOOL_SEARCH=false",
+                          "MAX_THINKING_TOKENS=0",
                           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
                           "DISABLE_TELEMETRY=1",
                           "DISABLE_AUTOUPDATER=1",
