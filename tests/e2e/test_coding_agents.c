@@ -12,8 +12,11 @@
  * config file in a temporary HOME) and talks to nothing but the loopback server. The server
  * forces the tool round trip: `--tool-choice NAME` makes the first request of the turn call a
  * tool whose arguments are `{}` (a random-weight model fills a string argument for hundreds
- * of tokens), the client runs it, and the request carrying its result is left free, so the
- * turn ends; `-n` caps every answer (the agents ask for 32000 tokens or none).
+ * of tokens), the client runs it, and the request carrying its result is left free;
+ * `--logit-bias` puts EOS first, so that free answer ends at once and the turn with it; `-n`
+ * caps every answer all the same (the agents ask for 32000 tokens or none); thinking is off
+ * by default (`--chat-template-kwargs`), and Claude Code, which asks for it, is told not to
+ * by its own MAX_THINKING_TOKENS=0.
  *
  * A client passes when it exits 0, every request the server answered was 2xx
  * (hearth_requests_total by endpoint and code, from /metrics), its endpoint answered at least
