@@ -174,13 +174,17 @@ fi
 # installed apart: tests/e2e/node (the openai and Anthropic SDKs), tests/e2e/agents (Claude Code,
 # Codex, opencode, the AI SDK and LangChain, ~1.3 GB of native binaries). A set that does not
 # install (a registry hiccup) costs only the tests that run it: they skip and say why.
+# A registry (or a mirror) that lacks some of a package's platform builds (opencode-ai names
+# twelve) leaves them out of the lock, and `npm ci` then refuses the lock as out of sync;
+# `npm install --no-save` installs the same pinned versions and leaves the lock as it is.
 npm_set() {
     dir=$1
     what=$2
     if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
         [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-        npm ci --prefix "$dir" --no-audit --no-fund >/dev/null ||
-            echo "deps.sh: warning: npm ci in $dir failed; $what will skip" >&2
+        npm ci --prefix "$dir" --no-audit --no-fund >/dev/null 2>&1 ||
+            npm install --no-save --prefix "$dir" --no-audit --no-fund >/dev/null ||
+            echo "deps.sh: warning: npm could not install $dir; $what will skip" >&2
     fi
 }
 if [ "$want" = test ] || [ "$want" = ci ]; then
