@@ -35,7 +35,7 @@ test	systemd	`systemd-analyze verify` checks the units of docs/deploy
 test	mesa-vulkan-drivers	lavapipe, Mesa'"'"'s Vulkan driver on the CPU: a device for the Vulkan tests on machines without a GPU
 test	nodejs	runs the official `openai` and `@anthropic-ai/sdk` npm clients against the server
 test	ca-certificates	lets npm reach its registry over HTTPS
-test	npm	installs those clients, `ajv` and `playwright-core`, pinned by `tests/e2e/node/package-lock.json`
+test	npm	installs those clients, `ajv` and `playwright-core`, pinned by `tests/e2e/node/package-lock.json`, and the coding agents (Claude Code, Codex, opencode) with the AI SDK and LangChain, pinned by `tests/e2e/agents/package-lock.json`
 test	chromium	optional: the chat page'"'"'s test drives it headless through `playwright-core` (needs Node.js 20)
 ci	clang	libFuzzer targets and the clang warning check (`make fuzz`)
 ci	libclang-rt-dev	clang'"'"'s sanitizer and libFuzzer runtimes
@@ -170,13 +170,25 @@ else
     done
 fi
 
-# the npm clients the end-to-end tests run, pinned by package-lock.json
+# the npm clients the end-to-end tests run, each set pinned by its package-lock.json and
+# installed apart: tests/e2e/node (the openai and Anthropic SDKs), tests/e2e/agents (Claude Code,
+# Codex, opencode, the AI SDK and LangChain, ~1.3 GB of native binaries). A set that does not
+# install (a registry hiccup) costs only the tests that run it: they skip and say why.
+# A registry (or a mirror) that lacks some of a package's platform builds (opencode-ai names
+# twelve) leaves them out of the lock, and `npm ci` then refuses the lock as out of sync;
+# `npm install --no-save` installs the same pinned versions and leaves the lock as it is.
+npm_set() {
+    dir=$1
+    what=$2
+    if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+        [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+        npm ci --prefix "$dir" --no-audit --no-fund >/dev/null 2>&1 ||
+            npm install --no-save --prefix "$dir" --no-audit --no-fund >/dev/null ||
+            echo "deps.sh: warning: npm could not install $dir; $what will skip" >&2
+    fi
+}
 if [ "$want" = test ] || [ "$want" = ci ]; then
     here=$(dirname "$0")/..
-    lock=$here/tests/e2e/node/package-lock.json
-    if [ ! -f "$here/tests/e2e/node/node_modules/.package-lock.json" ] ||
-        [ "$lock" -nt "$here/tests/e2e/node/node_modules/.package-lock.json" ]; then
-        npm ci --prefix "$here/tests/e2e/node" --no-audit --no-fund >/dev/null ||
-            echo "deps.sh: warning: npm ci failed; the tests that run the npm clients will skip" >&2
-    fi
+    npm_set "$here/tests/e2e/node" "the tests that run the npm clients"
+    npm_set "$here/tests/e2e/agents" "the coding-agent tests (test_coding_agents)"
 fi

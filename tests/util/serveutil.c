@@ -395,6 +395,12 @@ void srv_node_test(const char *script, const char *const *env)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/e2e/node/%s", HEARTH_TOP, script);
+    srv_node_test_at(path, env);
+}
+
+void srv_node_test_at(const char *path, const char *const *env)
+{
+    const char *script = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     for (int i = 0; env && env[i]; i += 2)
         setenv(env[i], env[i + 1], 1);
     const char *argv[] = {SRV_NODE, "--test", path, NULL};

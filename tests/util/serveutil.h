@@ -155,6 +155,9 @@ bool srv_have_node(void);
  */
 void srv_node_test(const char *script, const char *const *env);
 
+/* srv_node_test for the script at path (another npm package's, as tests/e2e/agents). */
+void srv_node_test_at(const char *path, const char *const *env);
+
 /* ----------------------------------------------------------------- http --- */
 
 struct http_resp {
