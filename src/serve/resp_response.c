@@ -252,15 +252,69 @@ static cJSON *item_json(const struct item *it, bool opened, bool seal)
     return o;
 }
 
-/* A custom tool's input from the arguments the model wrote, {"input": "..."} (malloc'd); the
- * arguments as they are when they are not that. */
+/* The value of a JSON string cut short: the text of s[0..len) (just past its opening quote)
+ * up to its closing quote or the end, escapes decoded, an escape cut in two dropped
+ * (malloc'd). \\u escapes outside ASCII become U+FFFD's bytes: only a cut call's input, which
+ * the client shows, takes this path. */
+static char *cut_string(const char *s, size_t len)
+{
+    char *out = malloc(len * 3 + 1);
+    size_t n  = 0;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < len && s[i] != '"'; i++) {
+        if (s[i] != '\\') {
+            out[n++] = s[i];
+            continue;
+        }
+        if (++i >= len)
+            break;
+        const char *esc = strchr("\"\\/bfnrt", s[i]);
+        if (esc && s[i]) {
+            out[n++] = "\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrt"];
+        } else if (s[i] == 'u' && i + 4 < len) {
+            unsigned v = (unsigned)strtoul((char[5]){s[i + 1], s[i + 2], s[i + 3], s[i + 4], 0},
+                                           NULL, 16);
+            if (v < 0x80) {
+                out[n++] = (char)v;
+            } else {
+                memcpy(out + n, "\xef\xbf\xbd", 3);
+                n += 3;
+            }
+            i += 4;
+        } else {
+            break;
+        }
+    }
+    out[n] = 0;
+    return out;
+}
+
+/* A custom tool's input from the arguments the model wrote, {"input": "..."} (malloc'd); a
+ * call the token limit cut keeps what its input had so far; arguments that are neither, as
+ * they are. */
 static char *custom_input(const char *args, size_t len)
 {
     cJSON *o      = cJSON_ParseWithLength(args, len);
     const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "input"));
-    char *in      = v ? strdup(v) : strndup(args, len);
+    char *in      = v ? strdup(v) : NULL;
     cJSON_Delete(o);
-    return in;
+    if (v || o)
+        return in ? in : strndup(args, len);
+    size_t i = 0;
+    while (i < len && strchr(" \t\r\n", args[i]))
+        i++;
+    if (i < len && args[i] == '{') {
+        const char *key = memmem(args + i, len - i, "\"input\"", 7);
+        if (key) {
+            size_t k = (size_t)(key - args) + 7;
+            while (k < len && strchr(" \t\r\n:", args[k]))
+                k++;
+            if (k < len && args[k] == '"')
+                return cut_string(args + k + 1, len - k - 1);
+        }
+    }
+    return strndup(args, len);
 }
 
 /* Closes the open item with status: its .done events. */
