@@ -583,18 +583,21 @@ static const char *role_at(const cJSON *messages, int i)
 
 /* --tool-choice on r, when its conversation ends with the user's own turn and it offers
  * tools: the first request of an agent's turn is steered; the one carrying the tool's result
- * is not (even where the client adds a user message after the result, as Claude Code does),
- * so the turn still ends. */
+ * is not (even where the client adds user or system messages after the result, as Claude
+ * Code does), so the turn still ends. */
 static void steer_tool_choice(const char *mode, struct oai_request *r)
 {
     if (!mode || !r->tools || r->schema || r->grammar)
         return;
-    int i = cJSON_GetArraySize(r->messages) - 1;
-    if (strcmp(role_at(r->messages, i), "user"))
-        return;
-    while (i >= 0 && !strcmp(role_at(r->messages, i), "user"))
-        i--;
-    if (!strcmp(role_at(r->messages, i), "tool"))
+    int i     = cJSON_GetArraySize(r->messages) - 1;
+    bool user = false;
+    for (; i >= 0; i--) {
+        const char *role = role_at(r->messages, i);
+        if (strcmp(role, "user") && strcmp(role, "system"))
+            break;
+        user |= !strcmp(role, "user");
+    }
+    if (!user || !strcmp(role_at(r->messages, i), "tool"))
         return;
     if (!strcmp(mode, "auto") || !strcmp(mode, "none") || !strcmp(mode, "required")) {
         r->tool_choice = !strcmp(mode, "auto")   ? OAI_TOOL_AUTO

@@ -289,17 +289,27 @@ static void test_tool_choice_steers_a_turns_first_request(void **state)
     const char *more[] = {"--tool-choice", "get_weather", "-n", "400", NULL};
     if (!start_qwen3(&s, more))
         skip();
-    /* the user's turn: steered into the named call, whatever the request said */
-    struct http_resp r = http_post(&s, "/v1/chat/completions",
-                                   "{" MSG "," TOOLS ",\"tool_choice\":\"none\",\"temperature\":0}");
-    assert_int_equal(r.status, 200);
-    cJSON *j         = http_json(&r);
-    const cJSON *ch0 = cJSON_GetArrayItem(jget(j, "choices"), 0);
-    assert_string_equal(jstr(ch0, "finish_reason"), "tool_calls");
-    const cJSON *call = cJSON_GetArrayItem(jget(jget(ch0, "message"), "tool_calls"), 0);
-    assert_string_equal(jstr(jget(call, "function"), "name"), "get_weather");
-    cJSON_Delete(j);
-    http_resp_free(&r);
+    /* the user's turn (a system message after it, as Claude Code sends, or not): steered into
+     * the named call, whatever the request said */
+    struct http_resp r;
+    cJSON *j;
+    const cJSON *ch0;
+    for (int sys = 0; sys < 2; sys++) {
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Say something.\"}%s],"
+                 TOOLS ",\"tool_choice\":\"none\",\"temperature\":0}",
+                 sys ? ",{\"role\":\"system\",\"content\":\"# Environment\"}" : "");
+        r = http_post(&s, "/v1/chat/completions", body);
+        assert_int_equal(r.status, 200);
+        j   = http_json(&r);
+        ch0 = cJSON_GetArrayItem(jget(j, "choices"), 0);
+        assert_string_equal(jstr(ch0, "finish_reason"), "tool_calls");
+        const cJSON *call = cJSON_GetArrayItem(jget(jget(ch0, "message"), "tool_calls"), 0);
+        assert_string_equal(jstr(jget(call, "function"), "name"), "get_weather");
+        cJSON_Delete(j);
+        http_resp_free(&r);
+    }
     /* the tool's result, alone or with a note the client adds after it as a user message (as
      * Claude Code does): left as sent (tool_choice none, so no call) */
     for (int note = 0; note < 2; note++) {
