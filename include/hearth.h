@@ -144,6 +144,15 @@ enum hearth_status hearth_tokenize(const struct hearth_model *model, const char 
 size_t hearth_token_to_piece(const struct hearth_model *model, hearth_token tok, char *buf,
                              size_t cap);
 
+/*
+ * From now on hearth_token_to_piece writes the text of the control tokens that the n texts
+ * spell (each tokenized with special tokens parsed; end-of-generation tokens excepted): a chat
+ * format's markers that the vocabulary holds as control tokens ("<|channel|>", "[TOOL_CALLS]")
+ * then reach the output parser, as llama.cpp's preserved tokens. Returns how many tokens it
+ * marked, or -1 when out of memory. Not thread-safe: call before the model is shared.
+ */
+int32_t hearth_model_keep_text(struct hearth_model *model, const char *const *texts, size_t n);
+
 /* ------------------------------------------------------------------ chat --- */
 
 struct hearth_chat_msg {

@@ -623,6 +623,18 @@ size_t hearth_token_to_piece(const struct hearth_model *m, hearth_token tok, cha
     return tokenizer_decode_token(m->tok, tok, buf, cap);
 }
 
+int32_t hearth_model_keep_text(struct hearth_model *m, const char *const *texts, size_t n)
+{
+    int32_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t k = tokenizer_keep_text(m->tok, texts[i]);
+        if (k < 0)
+            return -1;
+        total += k;
+    }
+    return total;
+}
+
 const char *hearth_model_chat_template(const struct hearth_model *m)
 {
     return m->chat_template;

@@ -55,6 +55,7 @@
 #include "serve/server.h"
 #include "serve/responses.h"
 #include "template/chat_template.h"
+#include "text/chatparse.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
 
@@ -1057,6 +1058,19 @@ static void on_request(struct evhttp_request *req, void *arg)
 /* -------------------------------------------------------- load, signals --- */
 
 /* The chat template the server renders with: options first, then the model's own. */
+/* The template's output markers that the vocabulary holds as control tokens are output text,
+ * or the reply parser never sees them (gpt-oss' <|channel|>, Mistral's [TOOL_CALLS]). */
+static enum hearth_status keep_markers(struct server *s, struct hearth_model *model,
+                                       const struct chat_template *tmpl)
+{
+    const char *m[CHATPARSE_MARKERS_MAX];
+    size_t n = chatparse_markers(chat_template_format(tmpl), m);
+    if (hearth_model_keep_text(model, m, n) < 0)
+        return fail(HEARTH_ENOMEM, s->load_err, sizeof s->load_err,
+                    "serve: out of memory reading the chat format's markers");
+    return HEARTH_OK;
+}
+
 static enum hearth_status load_template(struct server *s, struct hearth_model *model,
                                         struct chat_template **out)
 {
@@ -1102,6 +1116,8 @@ static enum hearth_status load_template(struct server *s, struct hearth_model *m
     const char *now = getenv("HEARTH_SERVE_TEMPLATE_NOW");
     if (st == HEARTH_OK && now && *now)
         chat_template_set_now(*out, strtoll(now, NULL, 10));
+    if (st == HEARTH_OK)
+        st = keep_markers(s, model, *out);
     if (st != HEARTH_OK && *out) {
         chat_template_free(*out);
         *out = NULL;
@@ -1152,7 +1168,9 @@ static void *loader_main(void *arg)
         dp.n_threads                  = mp.n_threads;
         char why[HEARTH_ERR_MAX];
         st = hearth_model_load(s->p->draft_path, &dp, &draft, why, sizeof why);
-        if (st != HEARTH_OK)
+        if (st == HEARTH_OK) /* its pieces must stay the target's */
+            st = keep_markers(s, draft, tmpl);
+        else
             snprintf(s->load_err, sizeof s->load_err, "--model-draft %.200s: %.280s",
                      s->p->draft_path, why);
         s->sp.spec.draft_model = draft;

@@ -125,6 +125,44 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
         }
 }
 
+/* Each syntax's markers, for chatparse_markers (the reasoning ones are added there). */
+static const char *const syntax_markers[][CHATPARSE_MARKERS_MAX - 2] = {
+    [CHATPARSE_TOOLS_HERMES]       = {TOOL_CALL_OPEN, TOOL_CALL_CLOSE},
+    [CHATPARSE_TOOLS_QWEN3_CODER]  = {TOOL_CALL_OPEN, TOOL_CALL_CLOSE},
+    [CHATPARSE_TOOLS_LLAMA3]       = {PYTHON_TAG},
+    [CHATPARSE_TOOLS_MISTRAL]      = {MISTRAL_CALLS, MISTRAL_ARGS, MISTRAL_CALL_ID},
+    [CHATPARSE_TOOLS_DEEPSEEK_R1]  = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END,
+                                      DS_SEP},
+    [CHATPARSE_TOOLS_DEEPSEEK_V31] = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END,
+                                      DS_SEP},
+    [CHATPARSE_TOOLS_HARMONY]  = {HARMONY_START, HARMONY_CHANNEL, HARMONY_MESSAGE, "<|constrain|>",
+                                  "<|end|>", "<|call|>", "<|return|>"},
+    [CHATPARSE_TOOLS_GLM]      = {TOOL_CALL_OPEN, TOOL_CALL_CLOSE, "<arg_key>", "</arg_key>",
+                                  "<arg_value>", "</arg_value>"},
+    [CHATPARSE_TOOLS_KIMI]     = {KIMI_SECTION_BEGIN, KIMI_SECTION_END, "<|tool_call_begin|>",
+                                  "<|tool_call_argument_begin|>", "<|tool_call_end|>"},
+    [CHATPARSE_TOOLS_MINIMAX]  = {MINIMAX_OPEN, MINIMAX_CLOSE},
+    [CHATPARSE_TOOLS_SEED_OSS] = {SEED_OPEN, SEED_CLOSE},
+    [CHATPARSE_TOOLS_GRANITE]  = {GRANITE_OPEN},
+    [CHATPARSE_TOOLS_FUNCTIONARY_V31] = {PYTHON_TAG},
+    [CHATPARSE_TOOLS_COMMAND_R7B]     = {R7B_ACTION, R7B_ACTION_END, "<|START_RESPONSE|>",
+                                         "<|END_RESPONSE|>"},
+    [CHATPARSE_TOOLS_GEMMA4]          = {GEMMA4_OPEN, GEMMA4_CLOSE, "<|\"|>"},
+};
+
+size_t chatparse_markers(const struct chatparse_format *f, const char **out)
+{
+    size_t n = 0;
+    if (f->think_open && f->think_close) {
+        out[n++] = f->think_open;
+        out[n++] = f->think_close;
+    }
+    if ((unsigned)f->tools < sizeof syntax_markers / sizeof syntax_markers[0])
+        for (size_t i = 0; i < CHATPARSE_MARKERS_MAX - 2 && syntax_markers[f->tools][i]; i++)
+            out[n++] = syntax_markers[f->tools][i];
+    return n;
+}
+
 /* The last occurrence of needle (nlen >= 1) in s[0, n), or NULL. */
 static const char *find_last(const char *s, size_t n, const char *needle, size_t nlen)
 {

@@ -99,6 +99,17 @@ const char *chatparse_tools_name(enum chatparse_tools t);
  */
 void chatparse_detect(const char *template_src, struct chatparse_format *out);
 
+/* Most markers chatparse_markers gives. */
+#define CHATPARSE_MARKERS_MAX 12
+
+/*
+ * The literal markers the parser reads in f's output (its reasoning markers, and every marker
+ * of its tool-call syntax, inner ones included) into out (CHATPARSE_MARKERS_MAX of room);
+ * returns how many. A server keeps the control tokens among them in the output text
+ * (hearth_model_keep_text), or the parser never sees them. Static strings; thread-safe.
+ */
+size_t chatparse_markers(const struct chatparse_format *f, const char **out);
+
 /*
  * True when the rendered prompt (len bytes) ends inside an open reasoning
  * block: its last think_open is not followed by a think_close (DeepSeek-R1

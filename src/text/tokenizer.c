@@ -656,6 +656,26 @@ enum token_type tokenizer_token_type(const struct tokenizer *t, int32_t id)
     return id >= 0 && id < t->n_vocab ? (enum token_type)t->tokens[id].type : TOKEN_UNDEFINED;
 }
 
+int32_t tokenizer_keep_text(struct tokenizer *t, const char *text)
+{
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    char err[64];
+    if (tokenizer_encode(t, text, strlen(text), false, true, &ids, &n_ids, err, sizeof err) !=
+        HEARTH_OK)
+        return -1;
+    int32_t n = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        struct vocab_token *tok = &t->tokens[ids[i]];
+        if (tok->type == TOKEN_CONTROL && !t->eog[ids[i]] && !(tok->flags & VOCAB_KEEP)) {
+            tok->flags |= VOCAB_KEEP;
+            n++;
+        }
+    }
+    free(ids);
+    return n;
+}
+
 /* "" for an id out of range. */
 const char *tokenizer_token_text(const struct tokenizer *t, int32_t id)
 {
@@ -849,6 +869,8 @@ size_t tokenizer_decode_token(const struct tokenizer *t, int32_t id, char *buf, 
     if (id < 0 || id >= t->n_vocab)
         return 0;
     const struct vocab_token *tok = &t->tokens[id];
+    if (tok->flags & VOCAB_KEEP)
+        return put(buf, cap, 0, tok->text, tok->len);
     switch (tok->type) {
     case TOKEN_USER_DEFINED:
         return put(buf, cap, 0, tok->text, tok->len);

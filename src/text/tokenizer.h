@@ -48,6 +48,14 @@ bool tokenizer_add_eos(const struct tokenizer *t);
 /* End of generation: EOS, EOT and the like. */
 bool tokenizer_is_eog(const struct tokenizer *t, int32_t id);
 enum token_type tokenizer_token_type(const struct tokenizer *t, int32_t id);
+/*
+ * Control tokens among those that text (tokenized with special tokens parsed) gives are
+ * written out by tokenizer_decode_token from now on, their text as it is: a chat format's
+ * markers ("<|channel|>", "[TOOL_CALLS]"), as llama.cpp's preserved tokens. End-of-generation
+ * tokens are left alone. Returns how many tokens were newly marked, or -1 when out of memory.
+ * Not thread-safe: call before the tokenizer is shared.
+ */
+int32_t tokenizer_keep_text(struct tokenizer *t, const char *text);
 /* The vocabulary entry's raw text (as stored, e.g. "▁the"), NUL-terminated. */
 const char *tokenizer_token_text(const struct tokenizer *t, int32_t id);
 
@@ -65,7 +73,7 @@ enum hearth_status tokenizer_encode(const struct tokenizer *t, const char *text,
 /*
  * The bytes token id stands for in output text: "▁" becomes a space (SPM),
  * each character of a BPE token its byte, byte tokens <0xNN> their byte,
- * control tokens nothing. Writes at most cap bytes
+ * control tokens nothing (those tokenizer_keep_text marked: their text). Writes at most cap bytes
  * to buf and returns the full length (larger than cap: call again bigger).
  */
 size_t tokenizer_decode_token(const struct tokenizer *t, int32_t id, char *buf, size_t cap);

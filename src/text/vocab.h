@@ -30,6 +30,7 @@ struct bpe; /* BPE's merges and compiled pre-tokenizer (bpe.c) */
 enum {
     VOCAB_LSTRIP = 1 << 0, /* matched as special: eat whitespace on its left */
     VOCAB_RSTRIP = 1 << 1, /* matched as special: eat whitespace on its right */
+    VOCAB_KEEP   = 1 << 2, /* a control token whose text is output (tokenizer_keep_text) */
 };
 
 struct vocab_token {
@@ -37,7 +38,7 @@ struct vocab_token {
     uint32_t len;     /* bytes of text, >= 1 */
     float score;      /* SPM merge priority (higher merges first); 0 when the file has none */
     uint8_t type;     /* enum token_type after llama.cpp's overrides (see tokenizer.c) */
-    uint8_t flags;    /* VOCAB_LSTRIP | VOCAB_RSTRIP */
+    uint8_t flags;    /* VOCAB_LSTRIP | VOCAB_RSTRIP | VOCAB_KEEP */
 };
 
 struct tokenizer {

@@ -1091,6 +1091,31 @@ static void test_stream_args(void **state)
                 NULL, NULL, x, 1);
 }
 
+static void test_markers(void **state)
+{
+    (void)state;
+    const char *m[CHATPARSE_MARKERS_MAX];
+    struct chatparse_format f = {0};
+    assert_int_equal(chatparse_markers(&f, m), 0);
+    /* every format's list fits, and holds its reasoning markers first */
+    for (int t = 0; t < CHATPARSE_TOOLS_COUNT; t++) {
+        f        = fmt((enum chatparse_tools)t, "<think>", "</think>");
+        size_t n = chatparse_markers(&f, m);
+        assert_true(n >= 2 && n <= CHATPARSE_MARKERS_MAX);
+        assert_string_equal(m[0], "<think>");
+        for (size_t i = 0; i < n; i++)
+            assert_true(m[i][0]);
+    }
+    chatparse_detect("{{ '<|start|>assistant to=functions.x<|channel|>commentary<|message|>' }}"
+                     "<|channel|>analysis<|message|>x<|end|>",
+                     &f);
+    size_t n   = chatparse_markers(&f, m);
+    bool found = false;
+    for (size_t i = 0; i < n; i++)
+        found |= !strcmp(m[i], "<|channel|>");
+    assert_true(found);
+}
+
 /* -------------------------------------------------------------- detection --- */
 
 static void detect_file(const char *rel, enum chatparse_tools tools, const char *think_open)
@@ -1208,6 +1233,7 @@ int main(void)
         cmocka_unit_test(test_values_typed_by_schema),
         cmocka_unit_test(test_cut_call_dropped),
         cmocka_unit_test(test_stream_args),
+        cmocka_unit_test(test_markers),
         cmocka_unit_test(test_detect_templates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -339,6 +339,17 @@ static void test_phi3_specials(void **state)
     check_ids(t, "<s> \nHi", false, true, (int32_t[]){1, 259, 13, 18567}, 4);
     /* RSTRIP on <|user|>: the whitespace after it goes, "Hi" gets the prefix ("▁Hi") */
     check_ids(t, "<|user|> \nHi", false, true, (int32_t[]){32010, 6324}, 2);
+
+    /* a chat format's control markers kept as output text; end-of-generation ones not */
+    char buf[32];
+    assert_int_equal(tokenizer_token_type(t, 32001), TOKEN_CONTROL);
+    assert_int_equal(tokenizer_decode_token(t, 32001, buf, sizeof buf), 0);
+    assert_int_equal(tokenizer_keep_text(t, "<|assistant|>x<|end|>"), 1);
+    assert_int_equal(tokenizer_keep_text(t, "<|assistant|>"), 0); /* already */
+    assert_int_equal(tokenizer_decode_token(t, 32001, buf, sizeof buf), 13);
+    assert_memory_equal(buf, "<|assistant|>", 13);
+    assert_int_equal(tokenizer_decode_token(t, 32007, buf, sizeof buf), 0);
+    assert_int_equal(tokenizer_decode_token(t, 32010, buf, sizeof buf), 0); /* not asked */
     tokenizer_free(t);
 }
 
