@@ -21,7 +21,9 @@
  * - A call is held until it is complete and valid, then emitted whole.
  *   A call that does not parse, is unterminated at finish, or grows past
  *   call_max bytes is given back as content text (marker included), and
- *   parsing goes on right after its opening marker. Never an error.
+ *   parsing goes on right after its opening marker. Never an error. Two
+ *   exceptions: chatparse_finish_cut drops a call the token limit cut, and
+ *   with stream_args a grammar-held call goes out as it comes.
  * - Hermes and Qwen3-Coder share <tool_call>; inside it either body (JSON
  *   or <function=..>) is taken whichever the template taught (GLM's too
  *   takes a JSON body). A Llama 3 call is recognised only where content
