@@ -455,7 +455,8 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
                    "Unsupported value: tool %d is strict, but calls in this chat template's "
                    "tool-call format (%s) can be held to a schema only %s.",
                    strict, chatparse_tools_name(f->tools),
-                   can_calls ? "when tool_choice forces a call" : "in hermes and llama3");
+                   can_calls ? "when tool_choice forces a call"
+                             : "in hermes, qwen3-coder, llama3, mistral and deepseek");
     if (lazy && (!can_calls || !trigger))
         return true;
     if (!req->grammar && !req->schema && !tools_on)

@@ -28,8 +28,9 @@
  *   json_schema and grammar (GBNF), at most one per request; tool_choice
  *   "required" or a named function makes the reply tool calls in the
  *   template's syntax, their arguments valid against the parameters
- *   (formats hermes and llama3; others are refused), and "auto" keeps a
- *   call valid once its marker appears (hermes).
+ *   (formats hermes, qwen3-coder, llama3, mistral, deepseek-r1 and
+ *   deepseek-v3.1; others are refused), and "auto" keeps a call valid once
+ *   its marker appears (all of them but llama3).
  * - The field policy (docs/api.md lists every field): a field that does
  *   not change what is generated (metadata, storage and caching hints,
  *   client bookkeeping) is accepted and ignored; one that changes it is
