@@ -850,6 +850,23 @@ static size_t jscan_run(struct jscan *j, const char *s, size_t n)
     return 0;
 }
 
+int chatparse_take_args(struct chatparse *p, const char *s, size_t n, size_t at, bool skip_ws,
+                        const char *name, size_t name_len, const char *id, size_t *used)
+{
+    if (skip_ws)
+        chatparse_skip_ws(s, n, &at);
+    if (at == n)
+        return NEED_MORE;
+    if (s[at] != '{')
+        return REJECT;
+    size_t e = chatparse_extent(p, s, n, at);
+    if (!e)
+        return NEED_MORE;
+    *used       = e;
+    cJSON *args = chatparse_json(s + at, e - at);
+    return args ? chatparse_pend_add(p, name, name_len, args, id) : REJECT;
+}
+
 /* The end of the JSON value that starts at s[at] ('{' or '[' wanted there), or 0 for more. */
 size_t chatparse_extent(struct chatparse *p, const char *s, size_t n, size_t at)
 {
@@ -923,18 +940,8 @@ static int match_mistral(struct chatparse *p, const char *s, size_t n, size_t *u
     if (pr == PREFIX_NO)
         return REJECT;
     at += strlen(MISTRAL_ARGS);
-    if (at == n)
-        return NEED_MORE;
-    if (s[at] != '{')
-        return REJECT;
-    size_t e = chatparse_extent(p, s, n, at);
-    if (!e)
-        return NEED_MORE;
-    *used       = e;
-    cJSON *args = chatparse_json(s + at, e - at);
-    if (!args)
-        return REJECT;
-    return chatparse_pend_add(p, s + name_at, name_end - name_at, args, id[0] ? id : NULL);
+    return chatparse_take_args(p, s, n, at, false, s + name_at, name_end - name_at,
+                               id[0] ? id : NULL, used);
 }
 
 /*

@@ -483,18 +483,7 @@ int chatparse_match_harmony(struct chatparse *p, const char *s, size_t n, size_t
     size_t name_end = name_at;
     while (name_end < hend && !chatparse_is_ws(s[name_end]) && s[name_end] != '<')
         name_end++;
-    size_t at = body;
-    chatparse_skip_ws(s, n, &at);
-    if (at == n)
-        return NEED_MORE;
-    if (s[at] != '{')
-        return REJECT;
-    size_t e = chatparse_extent(p, s, n, at);
-    if (!e)
-        return NEED_MORE;
-    *used       = e;
-    cJSON *args = chatparse_json(s + at, e - at);
-    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
+    return chatparse_take_args(p, s, n, body, true, s + name_at, name_end - name_at, NULL, used);
 }
 
 /*
@@ -521,17 +510,7 @@ int chatparse_match_f32(struct chatparse *p, const char *s, size_t n, size_t *us
     }
     if (!p->o.parse_tools)
         return REJECT;
-    chatparse_skip_ws(s, n, &at);
-    if (at == n)
-        return NEED_MORE;
-    if (s[at] != '{')
-        return REJECT;
-    size_t e = chatparse_extent(p, s, n, at);
-    if (!e)
-        return NEED_MORE;
-    *used       = e;
-    cJSON *args = chatparse_json(s + at, e - at);
-    return args ? chatparse_pend_add(p, s + name_at, name_end - name_at, args, NULL) : REJECT;
+    return chatparse_take_args(p, s, n, at, true, s + name_at, name_end - name_at, NULL, used);
 }
 
 /* Granite's <|tool_call|>[..] and Command-R's Action: ```json [..] ```: a JSON array. */

@@ -216,6 +216,13 @@ static inline enum prefix chatparse_prefix(const char *s, size_t n, const char *
 
 /* The end of the JSON value that starts at s[at] ('{' or '[' wanted there), or 0 for more. */
 size_t chatparse_extent(struct chatparse *p, const char *s, size_t n, size_t at);
+/*
+ * The tail several forms share: a call's JSON object arguments at s[at] (whitespace before
+ * them skipped with skip_ws), taken as the call name[0, name_len) (id may be NULL) and *used
+ * set past them. NEED_MORE, REJECT or what chatparse_pend_add returns.
+ */
+int chatparse_take_args(struct chatparse *p, const char *s, size_t n, size_t at, bool skip_ws,
+                        const char *name, size_t name_len, const char *id, size_t *used);
 /* Searches the held call s[0, n) for its closing lit, from where the searches before stopped;
  * n when absent. */
 size_t chatparse_find_close(struct chatparse *p, const char *s, size_t n, const char *lit);
