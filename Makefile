@@ -84,9 +84,9 @@ TEST_BIN := $(patsubst %.c,$(BUILD)/%,$(TEST_SRC))
 # needs cJSON, engineutil and vkutil the whole library, which those builds do not link)
 TEST_UTIL_CORE := tests/util/testutil.c
 TEST_UTIL      := $(TEST_UTIL_CORE) tests/util/serveutil.c tests/util/engineutil.c tests/util/vkutil.c \
-                  tests/util/benchfix.c
+                  tests/util/benchfix.c tests/util/chatutil.c
 TEST_UTIL_H    := tests/util/testutil.h tests/util/serveutil.h tests/util/engineutil.h tests/util/vkutil.h \
-                  tests/util/benchfix.h
+                  tests/util/benchfix.h tests/util/chatutil.h
 
 ifeq ($(ARCH),x86_64)
 ISA_avx2   := -mavx2 -mfma -mf16c

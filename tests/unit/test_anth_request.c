@@ -14,6 +14,7 @@
 #include "grammar/grammar.h"
 #include "serve/anthropic.h"
 #include "template/chat_template.h"
+#include "util/chatutil.h"
 #include "util/testutil.h"
 
 static bool parse_kind(enum anth_kind kind, const char *body, struct oai_request *r,
@@ -471,7 +472,6 @@ static void test_claude_code_fields(void **state)
     oai_request_free(&r);
 }
 
-static struct chat_template *load_template(const char *rel);
 
 static void test_billing_stamp(void **state)
 {
@@ -497,7 +497,7 @@ static void test_billing_stamp(void **state)
         ok(a, &ra);
         ok(b, &rb);
         assert_true(cJSON_Compare(ra.messages, rb.messages, true));
-        struct chat_template *t = load_template("templates/Qwen-Qwen3-0.6B.jinja");
+        struct chat_template *t = tu_load_template("templates/Qwen-Qwen3-0.6B.jinja");
         if (t) { /* the same prompt, rendered */
             char *pa = NULL, *pb = NULL;
             struct oai_error e;
@@ -900,41 +900,6 @@ static void test_system_messages(void **state)
             "messages.0.content: Field required");
 }
 
-/* 256 one-byte tokens, then one end-of-generation token (as test_oai_grammar.c's) */
-static struct grammar_vocab *byte_vocab(void)
-{
-    static char bytes[256];
-    const char *ptr[257];
-    uint32_t lens[257];
-    uint8_t kinds[257];
-    for (int i = 0; i < 256; i++) {
-        bytes[i] = (char)i;
-        ptr[i]   = &bytes[i];
-        lens[i]  = 1;
-        kinds[i] = GRAMMAR_TOKEN_TEXT;
-    }
-    ptr[256]   = "";
-    lens[256]  = 0;
-    kinds[256] = GRAMMAR_TOKEN_EOG;
-    return grammar_vocab_new(257, ptr, lens, kinds);
-}
-
-static struct chat_template *load_template(const char *rel)
-{
-    const char *path = tu_shared(rel);
-    if (!path)
-        return NULL;
-    size_t n;
-    char *src = tu_read_file(path, &n);
-    assert_non_null(src);
-    struct chat_template *t = NULL;
-    char err[HEARTH_ERR_MAX];
-    if (chat_template_new(NULL, src, rel, NULL, &t, err, sizeof err) != HEARTH_OK)
-        print_message("%s\n", err);
-    free(src);
-    assert_non_null(t);
-    return t;
-}
 
 /* The grammar of an Anthropic body for template t and a prompt ending "assistant\n". */
 static bool grammar_of(const struct chat_template *t, const struct grammar_vocab *gv,
@@ -963,10 +928,10 @@ static bool grammar_of(const struct chat_template *t, const struct grammar_vocab
 static void test_strict_tools(void **state)
 {
     (void)state;
-    struct chat_template *t = load_template("templates/Qwen-Qwen3-0.6B.jinja");
+    struct chat_template *t = tu_load_template("templates/Qwen-Qwen3-0.6B.jinja");
     if (!t)
         skip();
-    struct grammar_vocab *gv = byte_vocab();
+    struct grammar_vocab *gv = tu_byte_vocab();
     struct grammar *g        = NULL;
     struct oai_error e;
     const char *strict = HEAD "\"tools\":[{\"name\":\"add\",\"strict\":true,\"input_schema\":"
@@ -996,7 +961,7 @@ static void test_strict_tools(void **state)
     chat_template_free(t);
 
     /* a tool-call format hearth writes no grammar for: strict is refused, naming it */
-    t = load_template("templates/GLM-4.6.jinja");
+    t = tu_load_template("templates/GLM-4.6.jinja");
     if (t) {
         assert_false(grammar_of(t, gv, strict, &g, &e));
         assert_int_equal(e.status, 400);
@@ -1012,8 +977,8 @@ static void test_strict_tools(void **state)
 static void test_system_messages_rendered(void **state)
 {
     (void)state;
-    struct chat_template *q3 = load_template("templates/Qwen-Qwen3-0.6B.jinja");
-    struct chat_template *q35 = load_template("templates/Qwen3.5-4B.jinja");
+    struct chat_template *q3 = tu_load_template("templates/Qwen-Qwen3-0.6B.jinja");
+    struct chat_template *q35 = tu_load_template("templates/Qwen3.5-4B.jinja");
     if (!q3 || !q35)
         skip();
     struct oai_request r;

@@ -13,6 +13,7 @@
 #include "grammar/grammar.h"
 #include "serve/openai.h"
 #include "template/chat_template.h"
+#include "util/chatutil.h"
 #include "util/testutil.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -20,45 +21,6 @@
 #define QWEN3  "templates/Qwen-Qwen3-0.6B.jinja"
 #define LLAMA3 "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"
 
-/* 256 one-byte tokens, then one end-of-generation token */
-static struct grammar_vocab *byte_vocab(void)
-{
-    static char bytes[256];
-    const char *ptr[257];
-    uint32_t lens[257];
-    uint8_t kinds[257];
-    for (int i = 0; i < 256; i++) {
-        bytes[i] = (char)i;
-        ptr[i]   = &bytes[i];
-        lens[i]  = 1;
-        kinds[i] = GRAMMAR_TOKEN_TEXT;
-    }
-    ptr[256]   = "";
-    lens[256]  = 0;
-    kinds[256] = GRAMMAR_TOKEN_EOG;
-    return grammar_vocab_new(257, ptr, lens, kinds);
-}
-
-static struct chat_template *load_template(const char *rel)
-{
-    const char *path = tu_shared(rel);
-    if (!path) {
-        print_message("skip: %s not found (set HEARTH_SHARED or put shared/ beside the "
-                      "checkout)\n",
-                      rel);
-        return NULL;
-    }
-    size_t n;
-    char *src = tu_read_file(path, &n);
-    assert_non_null(src);
-    struct chat_template *t = NULL;
-    char err[HEARTH_ERR_MAX];
-    if (chat_template_new(NULL, src, rel, NULL, &t, err, sizeof err) != HEARTH_OK)
-        print_message("%s\n", err);
-    free(src);
-    assert_non_null(t);
-    return t;
-}
 
 static const char TOOLS[] =
     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
@@ -125,10 +87,10 @@ static void accepts(const struct built *b, const char *s, bool want)
 static void test_forced_hermes_calls(void **state)
 {
     (void)state;
-    struct chat_template *t = load_template(QWEN3);
+    struct chat_template *t = tu_load_template(QWEN3);
     if (!t)
         skip();
-    struct grammar_vocab *gv = byte_vocab();
+    struct grammar_vocab *gv = tu_byte_vocab();
     char extra[2048];
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
     struct built b = build(t, gv, extra, P_CLOSED);
@@ -167,10 +129,10 @@ static void test_forced_hermes_calls(void **state)
 static void test_reasoning_before_the_reply(void **state)
 {
     (void)state;
-    struct chat_template *t = load_template(QWEN3);
+    struct chat_template *t = tu_load_template(QWEN3);
     if (!t)
         skip();
-    struct grammar_vocab *gv = byte_vocab();
+    struct grammar_vocab *gv = tu_byte_vocab();
     char extra[2048];
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
     /* free: a reasoning block may come first; its text cannot hold the closing marker */
@@ -203,10 +165,10 @@ static void test_reasoning_before_the_reply(void **state)
 static void test_schemas_and_grammars(void **state)
 {
     (void)state;
-    struct chat_template *t = load_template(QWEN3);
+    struct chat_template *t = tu_load_template(QWEN3);
     if (!t)
         skip();
-    struct grammar_vocab *gv = byte_vocab();
+    struct grammar_vocab *gv = tu_byte_vocab();
     struct built b =
         build(t, gv,
               "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
@@ -277,10 +239,10 @@ static bool feed(struct grammar_matcher *m, const char *s)
 static void test_auto_calls_are_lazy(void **state)
 {
     (void)state;
-    struct chat_template *t = load_template(QWEN3);
+    struct chat_template *t = tu_load_template(QWEN3);
     if (!t)
         skip();
-    struct grammar_vocab *gv = byte_vocab();
+    struct grammar_vocab *gv = tu_byte_vocab();
     char extra[2048];
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"auto\"", TOOLS);
     struct built b = build(t, gv, extra, P_FREE);
@@ -330,10 +292,10 @@ static void test_auto_calls_are_lazy(void **state)
 static void test_llama3_calls_and_refused_formats(void **state)
 {
     (void)state;
-    struct chat_template *t = load_template(LLAMA3);
+    struct chat_template *t = tu_load_template(LLAMA3);
     if (!t)
         skip();
-    struct grammar_vocab *gv = byte_vocab();
+    struct grammar_vocab *gv = tu_byte_vocab();
     char extra[2048];
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
     struct built b = build(t, gv, extra, "<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -348,7 +310,7 @@ static void test_llama3_calls_and_refused_formats(void **state)
     assert_null(b.g);
     chat_template_free(t);
     /* a format hearth writes no grammar for: forced calls are refused, naming it */
-    t = load_template("templates/GLM-4.6.jinja");
+    t = tu_load_template("templates/GLM-4.6.jinja");
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
     b = build(t, gv, extra, "");
     assert_false(b.ok);
@@ -364,10 +326,10 @@ static void test_llama3_calls_and_refused_formats(void **state)
 static void forced_in(const char *rel, const char *const *good, size_t n_good,
                       const char *const *bad, size_t n_bad, const char *trigger)
 {
-    struct chat_template *t = load_template(rel);
+    struct chat_template *t = tu_load_template(rel);
     if (!t)
         skip();
-    struct grammar_vocab *gv = byte_vocab();
+    struct grammar_vocab *gv = tu_byte_vocab();
     char extra[2048];
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
     struct built b = build(t, gv, extra, "");
