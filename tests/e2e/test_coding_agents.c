@@ -1,6 +1,7 @@
 /*
  * test_coding_agents.c: the coding agents from npm against `hearth serve`, end to end:
- * Claude Code (`claude -p`, the Messages API), Codex (`codex exec`, the Responses API) and
+ * Claude Code (`claude -p`, the Messages API), Codex (`codex exec`, the Responses API; twice,
+ * as a model it knows and one it does not, whose requests differ) and
  * opencode (`opencode run`, Chat Completions through @ai-sdk/openai-compatible), pinned by
  * tests/e2e/agents/package-lock.json, each completing one turn on a Qwen3 model (random
  * weights, a real tokenizer) with Qwen3's own chat template; then the AI SDK (`ai` 6 with
@@ -328,9 +329,15 @@ static void test_claude_code(void **state)
 
 /* -------------------------------------------------------------- Codex --- */
 
-static void test_codex(void **state)
+/*
+ * One `codex exec` turn with `model = codex_model` in its config.toml. The name decides the
+ * request's shape: Codex sends a model it knows (gpt-5.5) with its own tool set (apply_patch
+ * as a custom tool with a Lark grammar, tool_search, web_search) and text.verbosity, reasoning
+ * effort; any other name gets its fallback metadata (namespace tools, web_search, a reasoning
+ * summary and no effort).
+ */
+static void codex_turn(const char *codex_model)
 {
-    (void)state;
     char model[4096], tpl[4096];
     if (!srv_have_curl() || !have_agent_bin("codex") || !shared_files(model, tpl, sizeof model))
         skip();
@@ -346,7 +353,7 @@ static void test_codex(void **state)
     snprintf(config, sizeof config, "%s/config.toml", codex_home);
     char toml[2048];
     snprintf(toml, sizeof toml,
-             "model = \"" ALIAS "\"\n"
+             "model = \"%s\"\n"
              "model_provider = \"hearth\"\n"
              "approval_policy = \"never\"\n"
              "sandbox_mode = \"read-only\"\n"
@@ -362,7 +369,7 @@ static void test_codex(void **state)
              "\n"
              "[analytics]\n"
              "enabled = false\n",
-             s.base);
+             codex_model, s.base);
     write_file(config, toml);
     char env_home[800], env_codex[900], env_tmp[800];
     snprintf(env_home, sizeof env_home, "HOME=%s", home);
@@ -398,6 +405,18 @@ static void test_codex(void **state)
     srv_stop(&s);
     tu_rmtree(tmp);
     free(tmp);
+}
+
+static void test_codex(void **state)
+{
+    (void)state;
+    codex_turn(ALIAS);
+}
+
+static void test_codex_known_model(void **state)
+{
+    (void)state;
+    codex_turn("gpt-5.5");
 }
 
 /* ----------------------------------------------------------- opencode --- */
@@ -510,6 +529,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_opencode, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_codex, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_codex_known_model, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_claude_code, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_ai_sdk_and_langchain, srv_kill_leftovers),
     };
