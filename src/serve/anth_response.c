@@ -180,7 +180,9 @@ static void *anth_create(const struct oai_request *req, int32_t n_choices, const
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
         .tools              = req->tools,
-        .stream_args = req->tool_choice == OAI_TOOL_REQUIRED || req->tool_choice == OAI_TOOL_NAMED,
+        .stream_args        = oai_grammar_holds_calls(req, f.tools) &&
+                       (req->stream || req->tool_choice == OAI_TOOL_REQUIRED ||
+                        req->tool_choice == OAI_TOOL_NAMED),
         .id_seed = (uint64_t)created * 1000003u ^ (uint64_t)(uintptr_t)r,
     };
     if (ok && (o.parse_tools || o.split_reasoning)) {

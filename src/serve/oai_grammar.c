@@ -424,6 +424,17 @@ static bool can_start(struct grammar *g, const struct grammar_vocab *gv)
     return n != 0;
 }
 
+bool oai_grammar_holds_calls(const struct oai_request *req, enum chatparse_tools fmt)
+{
+    const char *trigger = NULL;
+    if (req->kind == OAI_COMPLETION || !req->tools || req->tool_choice == OAI_TOOL_NONE ||
+        !constrainable(fmt, &trigger))
+        return false;
+    if (req->tool_choice == OAI_TOOL_REQUIRED || req->tool_choice == OAI_TOOL_NAMED)
+        return true;
+    return trigger && !req->schema && !req->grammar;
+}
+
 bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl,
                  struct grammar_cache *gc, const char *prompt, size_t prompt_len,
                  struct grammar **g, char ***triggers, int32_t *n_triggers, struct oai_error *e)

@@ -85,7 +85,9 @@ struct oai_response *oai_response_new(const struct oai_request *req, int32_t n_c
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
         .tools              = req->tools,
-        .stream_args = req->tool_choice == OAI_TOOL_REQUIRED || req->tool_choice == OAI_TOOL_NAMED,
+        .stream_args        = oai_grammar_holds_calls(req, f.tools) &&
+                       (req->stream || req->tool_choice == OAI_TOOL_REQUIRED ||
+                        req->tool_choice == OAI_TOOL_NAMED),
     };
     if (o.parse_tools || o.split_reasoning) {
         r->fmt = f;

@@ -52,6 +52,7 @@
 
 #include "hearth.h"
 #include "serve/sched.h"
+#include "text/chatparse.h" /* enum chatparse_tools */
 
 struct cJSON;
 struct chat_template;
@@ -214,6 +215,15 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
 bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl,
                  struct grammar_cache *gc, const char *prompt, size_t prompt_len,
                  struct grammar **g, char ***triggers, int32_t *n_triggers, struct oai_error *e);
+
+/*
+ * Whether oai_grammar holds req's tool calls in format fmt to their syntax and schema: a
+ * forced call in any format it can constrain, and an "auto" call from its opening marker in
+ * those with one (hermes, qwen3-coder, mistral, deepseek), unless a schema or grammar shapes
+ * the reply instead. Such calls cannot turn out malformed, so their arguments can stream as
+ * they are generated (chatparse_opts.stream_args). Pure.
+ */
+bool oai_grammar_holds_calls(const struct oai_request *req, enum chatparse_tools fmt);
 
 /* ------------------------------------------------------------ responses --- */
 

@@ -135,7 +135,8 @@ struct chatparse_opts {
      * string where its parameter's schema has "type": "string" (else, or without tools,
      * it is JSON when it parses as a non-string JSON value) */
     const struct cJSON *tools;
-    /* the calls are held to their syntax by a grammar (a forced tool_choice): a Hermes,
+    /* the calls are held to their syntax by a grammar (a forced tool_choice, or an "auto"
+     * call from its marker on: oai_grammar_holds_calls): a Hermes,
      * Llama 3 or Mistral NAME[ARGS] call's start goes out once its name is known and its
      * arguments as they come, as the model wrote them (not printed again compactly); a
      * call the generation ends inside stays a call. Other forms, and calls not written in

@@ -442,6 +442,41 @@ static void test_deepseek_calls(void **state)
               N(v31_bad), DS_BEGIN);
 }
 
+/* Which replies' calls the grammar holds, so their arguments may stream. */
+static void test_which_calls_are_held(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *extra; /* fields after the messages and a tool */
+        enum chatparse_tools fmt;
+        bool held;
+    } cases[] = {
+        {"", CHATPARSE_TOOLS_HERMES, true}, /* auto: from <tool_call> on */
+        {"", CHATPARSE_TOOLS_QWEN3_CODER, true},
+        {"", CHATPARSE_TOOLS_MISTRAL, true},
+        {"", CHATPARSE_TOOLS_LLAMA3, false}, /* auto: no marker, nothing held */
+        {",\"tool_choice\":\"required\"", CHATPARSE_TOOLS_LLAMA3, true},
+        {",\"tool_choice\":\"none\"", CHATPARSE_TOOLS_HERMES, false},
+        {",\"response_format\":{\"type\":\"json_object\"}", CHATPARSE_TOOLS_HERMES, false},
+        {"", CHATPARSE_TOOLS_GLM, false}, /* no grammar for its calls */
+        {"", CHATPARSE_TOOLS_NONE, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+                 "\"function\",\"function\":{\"name\":\"g\"}}]%s}",
+                 cases[i].extra);
+        struct oai_request r;
+        struct oai_error e;
+        assert_true(oai_parse(OAI_CHAT, body, strlen(body), &r, &e));
+        if (oai_grammar_holds_calls(&r, cases[i].fmt) != cases[i].held)
+            print_message("case %zu: %s\n", i, body);
+        assert_int_equal(oai_grammar_holds_calls(&r, cases[i].fmt), cases[i].held);
+        oai_request_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_qwen3_coder_calls),
         cmocka_unit_test(test_mistral_calls),
         cmocka_unit_test(test_deepseek_calls),
+        cmocka_unit_test(test_which_calls_are_held),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -264,6 +264,66 @@ static void test_render_tool_call_and_reasoning(void **state)
     chat_template_free(t);
 }
 
+/* An "auto" call the lazy grammar holds from its marker on streams its arguments as they
+ * come; without a stream the arguments come whole and printed compactly, as before. */
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+static void test_auto_call_arguments_stream(void **state)
+{
+    (void)state;
+    struct chat_template *t           = qwen_template();
+    static const char *const pieces[] = {"<tool_call>\n{\"name\": \"get\", \"arguments\": {\"ci",
+                                         "ty\": \"Par", "\xc3\xads\", \"n\": 2", "}}\n</tool_call>"};
+    char body[512];
+    snprintf(body, sizeof body, tools_body, "\"stream\":true,");
+    char *all = NULL;
+    run_response_with(body, OAI_CHAT, 1, &all, t, false, pieces, 4);
+    int n_args = count_of(all, "\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":");
+    print_message("%d argument chunks\n", n_args);
+    assert_true(n_args >= 3);
+    /* the pieces join to the arguments as the model wrote them */
+    cJSON *ev    = NULL;
+    char joined[256] = "";
+    for (char *line = strstr(all, "data: {"); line; line = strstr(line + 1, "data: {")) {
+        ev = cJSON_ParseWithOpts(line + 6, NULL, false);
+        const cJSON *tc = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
+                                                        cJSON_GetObjectItem(ev, "choices"), 0),
+                                                    "delta"),
+                                "tool_calls"),
+            0);
+        const cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "arguments");
+        if (cJSON_IsString(a))
+            strncat(joined, a->valuestring, sizeof joined - strlen(joined) - 1);
+        cJSON_Delete(ev);
+    }
+    assert_string_equal(joined, "{\"city\": \"Par\xc3\xads\", \"n\": 2}");
+    assert_non_null(strstr(all, "\"finish_reason\":\"tool_calls\""));
+    free(all);
+    snprintf(body, sizeof body, tools_body, "");
+    char *s  = run_response_with(body, OAI_CHAT, 1, NULL, t, false, pieces, 4);
+    cJSON *j = cJSON_Parse(s);
+    const cJSON *fn = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(
+            cJSON_GetObjectItem(
+                cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                                    "message"),
+                "tool_calls"),
+            0),
+        "function");
+    assert_string_equal(cJSON_GetObjectItem(fn, "arguments")->valuestring,
+                        "{\"city\":\"Par\xc3\xads\",\"n\":2}");
+    cJSON_Delete(j);
+    free(s);
+    chat_template_free(t);
+}
+
 static void test_render_malformed_call_stays_text(void **state)
 {
     (void)state;
@@ -302,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_render_chat_stream),
         cmocka_unit_test(test_render_completion_logprobs),
         cmocka_unit_test(test_render_tool_call_and_reasoning),
+        cmocka_unit_test(test_auto_call_arguments_stream),
         cmocka_unit_test(test_render_malformed_call_stays_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
