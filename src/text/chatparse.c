@@ -205,7 +205,7 @@ void chatparse_deltas_free(struct chatparse_deltas *d)
     d->cap = 0;
 }
 
-static char *dup_n(const char *s, size_t n)
+char *chatparse_dup_n(const char *s, size_t n)
 {
     char *r = malloc(n + 1);
     if (r) {
@@ -256,7 +256,7 @@ static bool emit_text(struct chatparse_deltas *d, size_t first, enum chatparse_d
         last->text        = t;
         return true;
     }
-    char *t                   = dup_n(s, n);
+    char *t                   = chatparse_dup_n(s, n);
     struct chatparse_delta *e = t ? deltas_push(d) : NULL;
     if (!e) {
         free(t);
@@ -659,7 +659,7 @@ static char *make_id(const struct chatparse *p, int32_t index)
     for (size_t i = 0; i < n_rand; i++)
         id[k++] = alnum[splitmix64(&x) % (sizeof alnum - 1)];
     id[k] = 0;
-    return dup_n(id, k);
+    return chatparse_dup_n(id, k);
 }
 
 /* Whether a model's own call id is fit to pass on: 1 to 64 of [A-Za-z0-9_-]. */
@@ -710,8 +710,8 @@ int chatparse_pend_add(struct chatparse *p, const char *name, size_t name_len, c
     struct chatparse_call *c = &p->pend[p->n_pend];
     c->arguments             = cJSON_PrintUnformatted(args);
     cJSON_Delete(args);
-    c->name = dup_n(name, name_len);
-    c->id   = id_ok(id) ? dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
+    c->name = chatparse_dup_n(name, name_len);
+    c->id   = id_ok(id) ? chatparse_dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
     p->n_pend++;
     if (!c->arguments || !c->name || !c->id)
         return -1;
@@ -1149,7 +1149,7 @@ static int stream_start(struct chatparse *p, bool at_end, struct chatparse_delta
         return -1;
     d->kind  = CHATPARSE_TOOL_START;
     d->index = p->n_calls;
-    d->name  = dup_n(s + name_at, name_end - name_at);
+    d->name  = chatparse_dup_n(s + name_at, name_end - name_at);
     d->id    = make_id(p, p->n_calls);
     out->n++;
     if (!d->name || !d->id)
@@ -1323,9 +1323,9 @@ enum hearth_status chatparse_msg_add(struct chatparse_msg *msg, const struct cha
                 return HEARTH_ENOMEM;
             msg->calls               = v;
             struct chatparse_call *c = &v[msg->n_calls];
-            c->id                    = dup_n(e->id, strlen(e->id));
-            c->name                  = dup_n(e->name, strlen(e->name));
-            c->arguments             = dup_n("", 0);
+            c->id                    = chatparse_dup_n(e->id, strlen(e->id));
+            c->name                  = chatparse_dup_n(e->name, strlen(e->name));
+            c->arguments             = chatparse_dup_n("", 0);
             if (!c->id || !c->name || !c->arguments) {
                 free(c->id);
                 free(c->name);

@@ -21,19 +21,9 @@
 #define GEMMA4_DEPTH_MAX 64
 #define GEMMA4_QUOTE     "<|\"|>"
 
-static char *dup_n(const char *s, size_t n)
-{
-    char *r = malloc(n + 1);
-    if (r) {
-        memcpy(r, s, n);
-        r[n] = 0;
-    }
-    return r;
-}
-
 static cJSON *string_n(const char *s, size_t n)
 {
-    char *t  = dup_n(s, n);
+    char *t  = chatparse_dup_n(s, n);
     cJSON *j = t ? cJSON_CreateString(t) : NULL;
     free(t);
     return j;
@@ -57,7 +47,7 @@ cJSON *chatparse_raw_value(const char *v, size_t n, bool strip_nl, bool as_strin
 /* Adds key (key_len bytes) = v to obj (v taken over); a key given twice keeps its last value. */
 static int add_arg(cJSON *obj, const char *key, size_t key_len, cJSON *v)
 {
-    char *k = v ? dup_n(key, key_len) : NULL;
+    char *k = v ? chatparse_dup_n(key, key_len) : NULL;
     if (!k) {
         cJSON_Delete(v);
         return -1;

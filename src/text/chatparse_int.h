@@ -214,6 +214,8 @@ static inline enum prefix chatparse_prefix(const char *s, size_t n, const char *
     return memcmp(s, m, n) ? PREFIX_NO : PREFIX_PART;
 }
 
+/* s[0, n) as a NUL-terminated malloc'd string; NULL when out of memory. */
+char *chatparse_dup_n(const char *s, size_t n);
 /* The end of the JSON value that starts at s[at] ('{' or '[' wanted there), or 0 for more. */
 size_t chatparse_extent(struct chatparse *p, const char *s, size_t n, size_t at);
 /*
