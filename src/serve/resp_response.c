@@ -47,6 +47,10 @@ struct item {
     char *call_id, *name; /* IT_CALL, IT_CUSTOM: the tool's own name (its namespace apart) */
     char *ns;             /* the tool's namespace, or NULL */
     char *input;          /* IT_CUSTOM once closed: the free-form input, from the arguments */
+    char *sent;           /* IT_CUSTOM streaming: the input sent in deltas so far, or NULL */
+    size_t sent_len, sent_cap;
+    size_t raw_at;        /* IT_CUSTOM streaming: arguments decoded up to here; 0: not begun */
+    bool raw_closed;      /* IT_CUSTOM streaming: the input string's closing quote was seen */
     cJSON *logprobs;      /* IT_MESSAGE with logprobs: its tokens' entries, or NULL */
     char *text;           /* reasoning, message text or call arguments, NUL-terminated */
     size_t len, cap;
@@ -91,6 +95,7 @@ static void reply_free(struct resp_reply *r)
         free(r->items[i].name);
         free(r->items[i].ns);
         free(r->items[i].input);
+        free(r->items[i].sent);
         cJSON_Delete(r->items[i].logprobs);
     }
     cJSON_Delete(r->pending_lp);
@@ -254,28 +259,31 @@ static cJSON *item_json(const struct item *it, bool opened, bool seal)
     return o;
 }
 
-/* The value of a JSON string cut short: the text of s[0..len) (just past its opening quote)
- * up to its closing quote or the end, escapes decoded, an escape cut in two dropped
- * (malloc'd). \\u escapes outside ASCII become U+FFFD's bytes: only a cut call's input, which
- * the client shows, takes this path. */
-static char *cut_string(const char *s, size_t len)
+/*
+ * Decodes the characters of a JSON string from s[0..len) (just past its opening quote, or
+ * where an earlier call stopped) into out (room for 3 x len bytes), *n_out bytes, up to its
+ * closing quote (*closed set) or the end; an escape cut in two is left for the next call.
+ * Returns the bytes of s consumed. \\u escapes outside ASCII become U+FFFD's bytes: only a
+ * custom tool's input, which the client shows, takes this path.
+ */
+static size_t json_chars(const char *s, size_t len, char *out, size_t *n_out, bool *closed)
 {
-    char *out = malloc(len * 3 + 1);
-    size_t n  = 0;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < len && s[i] != '"'; i++) {
+    size_t i = 0, n = 0;
+    while (i < len && s[i] != '"') {
         if (s[i] != '\\') {
-            out[n++] = s[i];
+            out[n++] = s[i++];
             continue;
         }
-        if (++i >= len)
+        if (i + 1 >= len)
             break;
-        const char *esc = strchr("\"\\/bfnrt", s[i]);
-        if (esc && s[i]) {
+        const char *esc = s[i + 1] ? strchr("\"\\/bfnrt", s[i + 1]) : NULL;
+        if (esc) {
             out[n++] = "\"\\/\b\f\n\r\t"[esc - "\"\\/bfnrt"];
-        } else if (s[i] == 'u' && i + 4 < len) {
-            unsigned v = (unsigned)strtoul((char[5]){s[i + 1], s[i + 2], s[i + 3], s[i + 4], 0},
+            i += 2;
+        } else if (s[i + 1] == 'u') {
+            if (i + 5 >= len)
+                break;
+            unsigned v = (unsigned)strtoul((char[5]){s[i + 2], s[i + 3], s[i + 4], s[i + 5], 0},
                                            NULL, 16);
             if (v < 0x80) {
                 out[n++] = (char)v;
@@ -283,11 +291,43 @@ static char *cut_string(const char *s, size_t len)
                 memcpy(out + n, "\xef\xbf\xbd", 3);
                 n += 3;
             }
-            i += 4;
+            i += 6;
         } else {
-            break;
+            break; /* not JSON: what came before stands */
         }
     }
+    *closed = i < len && s[i] == '"';
+    *n_out  = n;
+    return i;
+}
+
+/* Where the "input" string's characters start in a custom call's arguments so far (just past
+ * its opening quote), or 0 while that is not yet written. */
+static size_t input_start(const char *args, size_t len)
+{
+    size_t i = 0;
+    while (i < len && strchr(" \t\r\n", args[i]))
+        i++;
+    if (i == len || args[i] != '{')
+        return 0;
+    const char *key = memmem(args + i, len - i, "\"input\"", 7);
+    if (!key)
+        return 0;
+    size_t k = (size_t)(key - args) + 7;
+    while (k < len && strchr(" \t\r\n:", args[k]))
+        k++;
+    return k < len && args[k] == '"' ? k + 1 : 0;
+}
+
+/* The input string cut short, decoded (malloc'd). */
+static char *cut_string(const char *s, size_t len)
+{
+    char *out = malloc(len * 3 + 1);
+    size_t n  = 0;
+    bool closed;
+    if (!out)
+        return NULL;
+    json_chars(s, len, out, &n, &closed);
     out[n] = 0;
     return out;
 }
@@ -303,20 +343,8 @@ static char *custom_input(const char *args, size_t len)
     cJSON_Delete(o);
     if (v || o)
         return in ? in : strndup(args, len);
-    size_t i = 0;
-    while (i < len && strchr(" \t\r\n", args[i]))
-        i++;
-    if (i < len && args[i] == '{') {
-        const char *key = memmem(args + i, len - i, "\"input\"", 7);
-        if (key) {
-            size_t k = (size_t)(key - args) + 7;
-            while (k < len && strchr(" \t\r\n:", args[k]))
-                k++;
-            if (k < len && args[k] == '"')
-                return cut_string(args + k + 1, len - k - 1);
-        }
-    }
-    return strndup(args, len);
+    size_t k = input_start(args, len);
+    return k ? cut_string(args + k, len - k) : strndup(args, len);
 }
 
 /* Closes the open item with status: its .done events. */
@@ -332,10 +360,15 @@ static void close_item(struct resp_reply *r, const char *status)
     if (it->kind == IT_CUSTOM) {
         it->input       = custom_input(s, it->len);
         const char *inp = it->input ? it->input : "";
+        size_t n = strlen(inp), from = 0;
+        if (it->sent_len && it->sent_len <= n && !memcmp(inp, it->sent, it->sent_len))
+            from = it->sent_len; /* the deltas so far were its start: the rest follows */
+        else if (it->sent_len)
+            from = n; /* they were not (keys out of order): .done carries the input */
         cJSON *o;
-        if (inp[0]) {
+        if (from < n) {
             o = item_event(r, "response.custom_tool_call_input.delta", i, false);
-            cJSON_AddItemToObject(o, "delta", oai_text_json(inp, strlen(inp)));
+            cJSON_AddItemToObject(o, "delta", oai_text_json(inp + from, n - from));
             emit(r, o);
         }
         o = item_event(r, "response.custom_tool_call_input.done", i, false);
@@ -432,6 +465,35 @@ static bool item_append(struct item *it, const char *s, size_t n)
     return true;
 }
 
+/* A streaming custom call's arguments grew: the input characters they now complete go out
+ * as a custom_tool_call_input.delta (arguments streamed as a grammar holds them come in
+ * pieces; whole ones, at once). */
+static void custom_progress(struct resp_reply *r, struct item *it)
+{
+    if (it->raw_closed)
+        return;
+    if (!it->raw_at && !(it->raw_at = input_start(it->text, it->len)))
+        return;
+    size_t avail = it->len - it->raw_at, n = 0;
+    if (it->sent_len + avail * 3 + 1 > it->sent_cap) {
+        size_t cap = (it->sent_len + avail * 3 + 1) * 2;
+        char *t    = realloc(it->sent, cap);
+        if (!t)
+            return;
+        it->sent     = t;
+        it->sent_cap = cap;
+    }
+    it->raw_at += json_chars(it->text + it->raw_at, avail, it->sent + it->sent_len, &n,
+                             &it->raw_closed);
+    if (!n)
+        return;
+    cJSON *o = item_event(r, "response.custom_tool_call_input.delta",
+                          (int32_t)(it - r->items), false);
+    cJSON_AddItemToObject(o, "delta", oai_text_json(it->sent + it->sent_len, n));
+    emit(r, o);
+    it->sent_len += n;
+}
+
 /* One delta of the split: into the items, and its event. */
 static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32_t index,
                      const char *text, size_t len, const char *id, const char *name)
@@ -451,8 +513,9 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
                         : kind == CHATPARSE_CONTENT ? IT_MESSAGE
                                                     : IT_CALL;
     struct item *it   = ik == IT_CALL ? (r->open ? &r->items[r->n_items - 1] : NULL) : current(r, ik);
-    if (it && ik == IT_CALL && it->kind == IT_CUSTOM) { /* its input is sent whole at the end */
-        item_append(it, text, len);
+    if (it && ik == IT_CALL && it->kind == IT_CUSTOM) {
+        if (item_append(it, text, len) && r->stream)
+            custom_progress(r, it);
         return;
     }
     if (!it || it->kind != ik || !item_append(it, text, len))
