@@ -611,14 +611,13 @@ static void steer_tool_choice(const char *mode, struct oai_request *r)
     {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(
             cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
-        char *name = cJSON_IsString(n) ? strdup(n->valuestring) : NULL;
-        if (name && !strcmp(name, mode)) {
+        char *name;
+        if (cJSON_IsString(n) && !strcmp(n->valuestring, mode) && (name = strdup(mode))) {
             free(r->tool_name);
             r->tool_name   = name;
             r->tool_choice = OAI_TOOL_NAMED;
             return;
         }
-        free(name);
     }
 }
 
