@@ -9,6 +9,7 @@
 #   make avx512-test  the kernel tests with the AVX-512 table built on SIMDe, in build-avx512/
 #   make bench        generate the 1B-class benchmark models and run bench-engine
 #   make bench-clockcheck  hearth bench's real clock against a fixture that streams at known times
+#   make loadtest     64 streaming clients for a minute with hostile requests mixed in (tools/loadtest.py)
 #
 # The Vulkan runtime (src/backend/vk/) is built when pkg-config finds vulkan
 # and glslc is on the PATH (Debian: libvulkan-dev glslc); otherwise one line
@@ -101,7 +102,7 @@ $(BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx512)
 $(BUILD)/obj/src/kernels/x86_amx.o:    ISA_FLAGS = $(ISA_amx)
 $(BUILD)/obj/src/kernels/arm_neon.o:   ISA_FLAGS = $(ISA_neon)
 
-.PHONY: all docs test asan-test neon-test avx512-test fuzz bench bench-clockcheck clean format
+.PHONY: all docs test asan-test neon-test avx512-test fuzz bench bench-clockcheck loadtest clean format
 all: $(BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -264,6 +265,11 @@ $(BUILD)/tools/bench_clockcheck: tools/bench_clockcheck.c $(TEST_UTIL) $(TEST_UT
 
 bench-clockcheck: $(BIN) $(BUILD)/tools/bench_clockcheck
 	@$(BUILD)/tools/bench_clockcheck
+
+# loadtest: not part of `make test` (it runs for a minute and more); its figures go in notes
+# beside the CPU they were taken on
+loadtest: $(BIN)
+	@python3 tools/loadtest.py --hearth $(BIN) --model ../shared/models/stories260K.gguf
 
 format:
 	clang-format -i $(SRC) $(CMD_SRC) $(TEST_SRC) include/*.h $(shell find src -name '*.h')
