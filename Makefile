@@ -269,7 +269,7 @@ bench-clockcheck: $(BIN) $(BUILD)/tools/bench_clockcheck
 # loadtest: not part of `make test` (it runs for a minute and more); its figures go in notes
 # beside the CPU they were taken on
 loadtest: $(BIN)
-	@python3 tools/loadtest.py --hearth $(BIN) --model ../shared/models/stories260K.gguf
+	@python3 tools/loadtest.py --hearth $(BIN) --model models/stories260K.gguf
 
 format:
 	clang-format -i $(SRC) $(CMD_SRC) $(TEST_SRC) include/*.h $(shell find src -name '*.h')

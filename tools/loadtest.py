@@ -9,7 +9,7 @@ to compile, malformed framing, a connection that sends half a head and
 waits. It samples the server's RSS every second and at the end sends
 SIGTERM and times the exit.
 
-  python3 tools/loadtest.py --hearth build/hearth --model ../shared/models/stories260K.gguf
+  python3 tools/loadtest.py --hearth build/hearth --model models/stories260K.gguf
 
 It passes (exit 0) when no ordinary request failed (a status other than
 200, or a stream that did not end with [DONE]), every hostile request got
@@ -207,7 +207,7 @@ def hostile(port, stats, stop, every):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hearth", default="build/hearth")
-    ap.add_argument("--model", default="../shared/models/stories260K.gguf")
+    ap.add_argument("--model", default="models/stories260K.gguf")
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--drop", type=float, default=0.1, help="share of streams hung up mid-way")
