@@ -75,9 +75,16 @@ static void save(struct sched *s, struct slot *sl, struct sched_slot_op *op)
 static void restore(struct sched *s, struct slot *sl, struct sched_slot_op *op)
 {
     struct stat sb;
-    if (stat(op->path, &sb) != 0) {
+    /* lstat: a link is refused as it is (hearth_seq_load checks again on what it opens) */
+    if (lstat(op->path, &sb) != 0) {
         op->status = fail(errno == ENOENT ? HEARTH_EINVAL : HEARTH_EIO, op->err, sizeof op->err,
                           "cannot read the slot file: %s", strerror(errno));
+        return;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        op->status = fail(HEARTH_EINVAL, op->err, sizeof op->err,
+                          "the slot file is refused: only a regular file is read, never "
+                          "through a link");
         return;
     }
     hearth_token *tokens = NULL;
