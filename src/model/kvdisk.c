@@ -271,9 +271,14 @@ static void write_block(struct kv_disk *d, const struct kv_cache *kv, int32_t bl
                         uint64_t hash, const int32_t *tokens, const struct timespec *mtime)
 {
     const int32_t have = u64map_find(&d->index, hash);
+    char path[4200], tmp[4250];
+    name_of(d, hash, path, sizeof path);
     if (have >= 0) { /* written before: now the most recently used */
         lru_unlink(d, have);
         lru_push(d, have);
+        if (mtime)
+            utimensat(AT_FDCWD, path, (const struct timespec[2]){*mtime, *mtime},
+                      AT_SYMLINK_NOFOLLOW);
         return;
     }
     if (d->paused && now_s() < d->retry_at)
@@ -296,8 +301,6 @@ static void write_block(struct kv_disk *d, const struct kv_cache *kv, int32_t bl
     const uint64_t sum = kvfile_checksum(d->buf, d->file_len - 8);
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(sum >> (8 * i));
-    char path[4200], tmp[4250];
-    name_of(d, hash, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
     const int fd = kvfile_create(tmp);
     bool ok      = fd >= 0 && kvfile_write(fd, d->buf, d->file_len) &&
