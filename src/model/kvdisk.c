@@ -158,9 +158,8 @@ static enum hearth_status scan(struct kv_disk *d, char *err, size_t err_len)
         uint8_t head[KVFILE_HEADER];
         uint64_t n_tok = 0;
         enum hearth_status st =
-            refused ? fail(HEARTH_EFORMAT, why, sizeof why, "refused: not a regular file")
-            : fd < 0
-                ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(errno))
+            refused  ? fail(HEARTH_EFORMAT, why, sizeof why, "refused: not a regular file")
+            : fd < 0 ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(errno))
             : kvfile_read(fd, head, sizeof head) != sizeof head
                 ? fail(HEARTH_EFORMAT, why, sizeof why, "cut short (%lld bytes)",
                        (long long)sb.st_size)
@@ -267,8 +266,8 @@ static uint8_t *block_rows(const struct kv_cache *kv, int32_t l, int w, int32_t 
  * is the file's (a flush orders its files by it). A failed write is counted
  * and pauses the tier, logged when it starts and when writes work again.
  */
-static void write_block(struct kv_disk *d, const struct kv_cache *kv, int32_t block,
-                        uint64_t hash, const int32_t *tokens, const struct timespec *mtime)
+static void write_block(struct kv_disk *d, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                        const int32_t *tokens, const struct timespec *mtime)
 {
     const int32_t have = u64map_find(&d->index, hash);
     char path[4200], tmp[4250];
@@ -366,8 +365,7 @@ bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
         refused  ? fail(HEARTH_EFORMAT, why, sizeof why, "refused: not a regular file")
         : fd < 0 ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(e))
         : longer ? fail(HEARTH_EFORMAT, why, sizeof why, "longer than a block file")
-                 : kvfile_parse(d->buf, got, &d->shape, d->shape.block_tokens, &v, why,
-                                sizeof why);
+                 : kvfile_parse(d->buf, got, &d->shape, d->shape.block_tokens, &v, why, sizeof why);
     const int32_t bt = kv->block_tokens;
     if (!st && v.n_tokens != (uint64_t)bt)
         st = fail(HEARTH_EFORMAT, why, sizeof why, "holds %llu tokens, not a block's %d",
@@ -436,7 +434,8 @@ void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv, double seconds)
         fprintf(stderr,
                 "hearth: cache dir %s: stopped at the %.1f s deadline with %d blocks unwritten\n",
                 d->dir, seconds, left);
-    fprintf(stderr, "hearth: cache dir %s: %llu of them written in %.2f s (the rest were there%s)\n",
+    fprintf(stderr,
+            "hearth: cache dir %s: %llu of them written in %.2f s (the rest were there%s)\n",
             d->dir, (unsigned long long)(d->st.writes - before), now_s() - t0,
             d->paused ? " or could not be written" : "");
 }

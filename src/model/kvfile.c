@@ -231,7 +231,7 @@ struct out {
 /* Writes n bytes and folds them into the checksum; false with errno on a write error. */
 static bool put(struct out *o, const void *p, size_t n)
 {
-    o->h = fnv1a64(o->h, p, n);
+    o->h             = fnv1a64(o->h, p, n);
     const uint8_t *b = p;
     while (n > 0) {
         if (o->len == sizeof o->buf) {

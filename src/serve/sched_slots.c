@@ -66,7 +66,7 @@ static void save(struct sched *s, struct slot *sl, struct sched_slot_op *op)
     if (!op->status) {
         struct stat sb;
         op->n_tokens = n;
-        op->n_bytes  = stat(op->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        op->n_bytes  = lstat(op->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
     }
     const int32_t have = hearth_seq_len(s->ctx, sl->id);
     hearth_seq_end(s->ctx, sl->id, sl->tokens, have < n ? have : n);

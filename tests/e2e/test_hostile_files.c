@@ -47,8 +47,7 @@ static const char long_story[] =
 static void ordinary(const struct srv *s, const char *prompt)
 {
     char body[4096];
-    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}",
-             prompt);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", prompt);
     struct http_resp r = http_post(s, "/v1/completions", body);
     if (r.status != 200)
         print_message("ordinary request: %d %s\n", r.status, r.body);
@@ -134,7 +133,7 @@ static void test_cache_dir_refuses_special_files(void **state)
         print_message("skip: a device in --cache-dir (mknod needs root)\n");
 
     struct srv s;
-    const char *extra[] = {"--parallel", "1",   "-c",           "512", "--cache-ram", "100K",
+    const char *extra[] = {"--parallel",  "1", "-c",           "512", "--cache-ram", "100K",
                            "--cache-dir", dir, "--cache-disk", "10M", NULL};
     srv_start(&s, extra); /* /health 200 within its bounded wait, or the test fails */
     assert_true(metric(&s, "hearth_cache_disk_skipped_files_total") == n_special);
@@ -237,7 +236,7 @@ static void test_slot_files_refused_and_names_checked(void **state)
      * others that are not a plain name in the directory; 200 bytes is the longest */
     char name[256];
     memset(name, 'a', 255);
-    name[255] = 0;
+    name[255]                       = 0;
     static const char *const acts[] = {"save", "restore"};
     for (int a = 0; a < 2; a++) {
         char *msg = slot_action(&s, acts[a], name, 400);
@@ -245,7 +244,7 @@ static void test_slot_files_refused_and_names_checked(void **state)
         free(msg);
         name[201] = 0;
         free(slot_action(&s, acts[a], name, 400));
-        name[201] = 'a';
+        name[201]                      = 'a';
         static const char *const bad[] = {"", ".hidden", "..", "a/b", "a\\b", "a\x01z", "a\x7f"};
         for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
             free(slot_action(&s, acts[a], bad[i], 400));
@@ -269,11 +268,11 @@ static void test_cache_write_errors_counted_and_logged_once(void **state)
     /* the limit and the ignored signal pass to the server through fork and exec */
     struct rlimit was;
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
-    struct rlimit lim = {16384, was.rlim_max};
+    struct rlimit lim    = {16384, was.rlim_max};
     void (*was_sig)(int) = signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
     struct srv s;
-    const char *extra[] = {"--parallel", "1",   "-c",           "512", "--cache-ram", "100K",
+    const char *extra[] = {"--parallel",  "1", "-c",           "512", "--cache-ram", "100K",
                            "--cache-dir", dir, "--cache-disk", "10M", NULL};
     srv_start(&s, extra);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);

@@ -65,8 +65,7 @@ static void test_flush_keeps_its_deadline(void **state)
     struct hearth_cache_stats st;
     hearth_cache_flush(e->ctx, 0);
     hearth_cache_stats(e->ctx, &st);
-    print_message("flush with no time: %llu blocks written\n",
-                  (unsigned long long)st.disk_writes);
+    print_message("flush with no time: %llu blocks written\n", (unsigned long long)st.disk_writes);
     assert_int_equal(st.disk_writes, 0);
     assert_int_equal(n_block_files(dir), 0);
     hearth_cache_flush(e->ctx, 30);
