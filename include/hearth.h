@@ -406,16 +406,20 @@ struct hearth_cache_stats {
     uint64_t disk_reads, disk_writes;    /* blocks read back, written */
     uint64_t disk_hit_tokens;            /* tokens reused from blocks read back */
     uint64_t disk_evicted;               /* files deleted for the cap */
-    uint64_t disk_skipped;               /* files refused: another model's, cut short, damaged */
+    uint64_t disk_skipped;               /* files refused: another model's, cut short, damaged,
+                                            not a regular file */
+    uint64_t disk_write_errors;          /* block writes that failed (a full disk...) */
 };
 void hearth_cache_stats(const struct hearth_context *ctx, struct hearth_cache_stats *out);
 
 /*
  * Writes the prefix cache's cached blocks to its disk tier (cache_dir), the
  * most recently used kept within its cap: what a clean shutdown calls, so
- * the next start is warm. Nothing without a disk tier.
+ * the next start is warm, newest first. Stops after about seconds (the
+ * block being written is finished), so a shutdown has a deadline. Nothing
+ * without a disk tier.
  */
-void hearth_cache_flush(struct hearth_context *ctx);
+void hearth_cache_flush(struct hearth_context *ctx, double seconds);
 
 /*
  * Drops sequence seq's cache from position p0 on (p0 = 0: the whole sequence).

@@ -594,12 +594,13 @@ void hearth_cache_stats(const struct hearth_context *ctx, struct hearth_cache_st
                                        .disk_writes     = d.writes,
                                        .disk_hit_tokens = d.reads * (uint64_t)ctx->kv.block_tokens,
                                        .disk_evicted    = d.evicted,
-                                       .disk_skipped    = d.skipped};
+                                       .disk_skipped    = d.skipped,
+                                       .disk_write_errors = d.write_errors};
 }
 
-void hearth_cache_flush(struct hearth_context *ctx)
+void hearth_cache_flush(struct hearth_context *ctx, double seconds)
 {
-    kvdisk_flush(ctx->disk, &ctx->kv);
+    kvdisk_flush(ctx->disk, &ctx->kv, seconds);
 }
 
 void hearth_kv_stats(const struct hearth_context *ctx, int32_t *used, int32_t *cached,

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,22 @@
 #include <unistd.h>
 
 #include "model/kv.h"
+#include "util/clock.h"
 #include "util/errfmt.h"
 #include "util/u64map.h"
+
+/*
+ * After a write fails (a full disk, a file size limit, permissions) the tier
+ * writes nothing for this long, then tries one block again. Space comes back
+ * from outside (files deleted, the filesystem grown, a limit raised), which
+ * nothing tells the tier, and its own evictions free nothing while it writes
+ * nothing: so a retry on a clock, which costs one failed block write (a few
+ * MiB at most) per interval, where writing on would fail on every eviction.
+ */
+#define KVDISK_RETRY_S 30.0
+
+/* Files refused at start named one by one in the log; past it, only their count. */
+#define KVDISK_LOG_REFUSED 8
 
 /* A block file: its chain hash, its place in the LRU (head: least recently used). */
 struct entry {
@@ -30,6 +45,8 @@ struct kv_disk {
     int32_t head, tail;
     struct u64map index; /* chain hash -> entry id */
     uint8_t *buf;        /* [file_len] a file being written or read */
+    bool paused;         /* a write failed: none until retry_at */
+    double retry_at;     /* now_s() of the next try while paused */
     struct kv_disk_stats st;
 };
 
@@ -129,19 +146,21 @@ static enum hearth_status scan(struct kv_disk *d, char *err, size_t err_len)
     size_t n = 0, cap = 0;
     struct dirent *de;
     char path[4200], why[HEARTH_ERR_MAX];
+    uint64_t n_refused = 0;
     while ((de = readdir(dir))) {
         const uint64_t h = hash_of_name(de->d_name);
         if (!h)
             continue;
         snprintf(path, sizeof path, "%s/%s", d->dir, de->d_name);
         struct stat sb;
-        FILE *fp = fopen(path, "rb");
+        bool refused;
+        const int fd = kvfile_open_regular(dirfd(dir), de->d_name, &sb, &refused);
         uint8_t head[KVFILE_HEADER];
         uint64_t n_tok = 0;
         enum hearth_status st =
-            !fp || fstat(fileno(fp), &sb) != 0
-                ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(errno))
-            : fread(head, 1, sizeof head, fp) != sizeof head
+            refused  ? fail(HEARTH_EFORMAT, why, sizeof why, "refused: not a regular file")
+            : fd < 0 ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(errno))
+            : kvfile_read(fd, head, sizeof head) != sizeof head
                 ? fail(HEARTH_EFORMAT, why, sizeof why, "cut short (%lld bytes)",
                        (long long)sb.st_size)
                 : kvfile_parse_header(head, sizeof head, &d->shape, &n_tok, why, sizeof why);
@@ -150,10 +169,12 @@ static enum hearth_status scan(struct kv_disk *d, char *err, size_t err_len)
                       "%llu tokens in %lld bytes where a block is %llu in %llu (cut short?)",
                       (unsigned long long)n_tok, (long long)sb.st_size,
                       (unsigned long long)d->shape.block_tokens, (unsigned long long)d->file_len);
-        if (fp)
-            fclose(fp);
+        if (fd >= 0)
+            close(fd);
         if (st) {
-            fprintf(stderr, "hearth: cache dir: skipped %s: %s\n", path, why);
+            /* a directory of hostile names should not flood the log */
+            if (!refused || n_refused++ < KVDISK_LOG_REFUSED)
+                fprintf(stderr, "hearth: cache dir: skipped %s: %s\n", path, why);
             d->st.skipped++;
             continue;
         }
@@ -169,6 +190,9 @@ static enum hearth_status scan(struct kv_disk *d, char *err, size_t err_len)
         f[n++] = (struct found){h, (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec};
     }
     closedir(dir);
+    if (n_refused > KVDISK_LOG_REFUSED)
+        fprintf(stderr, "hearth: cache dir: skipped %llu more files that are not regular ones\n",
+                (unsigned long long)(n_refused - KVDISK_LOG_REFUSED));
     if (n > 0)
         qsort(f, n, sizeof *f, by_mtime);
     for (size_t i = 0; i < n; i++)
@@ -236,18 +260,28 @@ static uint8_t *block_rows(const struct kv_cache *kv, int32_t l, int w, int32_t 
     return kv_layer_base(kv, l, w) + (size_t)b * kv->block_tokens * kv->row_len[w];
 }
 
-void kvdisk_evicted(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
-                    const int32_t *tokens)
+/*
+ * Writes block as hash's file unless the tier holds it (then it is only the
+ * most recently used) or is paused after a failed write; mtime, when given,
+ * is the file's (a flush orders its files by it). A failed write is counted
+ * and pauses the tier, logged when it starts and when writes work again.
+ */
+static void write_block(struct kv_disk *d, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                        const int32_t *tokens, const struct timespec *mtime)
 {
-    struct kv_disk *d = arg;
-    if (!d || d->cap_files == 0)
-        return;
     const int32_t have = u64map_find(&d->index, hash);
+    char path[4200], tmp[4250];
+    name_of(d, hash, path, sizeof path);
     if (have >= 0) { /* written before: now the most recently used */
         lru_unlink(d, have);
         lru_push(d, have);
+        if (mtime)
+            utimensat(AT_FDCWD, path, (const struct timespec[2]){*mtime, *mtime},
+                      AT_SYMLINK_NOFOLLOW);
         return;
     }
+    if (d->paused && now_s() < d->retry_at)
+        return;
     const int32_t bt = kv->block_tokens;
     uint8_t *p       = d->buf;
     kvfile_header(p, &d->shape, (uint64_t)bt);
@@ -266,19 +300,45 @@ void kvdisk_evicted(void *arg, const struct kv_cache *kv, int32_t block, uint64_
     const uint64_t sum = kvfile_checksum(d->buf, d->file_len - 8);
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(sum >> (8 * i));
-    char path[4200], tmp[4250];
-    name_of(d, hash, path, sizeof path);
     snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(d->buf, 1, d->file_len, f) == d->file_len;
-    if (f && fclose(f) != 0)
+    const int fd = kvfile_create(tmp);
+    bool ok      = fd >= 0 && kvfile_write(fd, d->buf, d->file_len) &&
+              (!mtime || futimens(fd, (const struct timespec[2]){*mtime, *mtime}) == 0);
+    int e = errno;
+    if (fd >= 0 && close(fd) != 0 && ok) {
         ok = false;
-    if (!ok || rename(tmp, path) != 0) {
+        e  = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        e  = errno;
+    }
+    if (!ok) {
         unlink(tmp); /* a full disk costs this block its disk copy, nothing more */
+        d->st.write_errors++;
+        if (!d->paused)
+            fprintf(stderr,
+                    "hearth: cache dir %s: cannot write a block: %s; the disk tier writes "
+                    "nothing for %.0f s, then tries again\n",
+                    d->dir, strerror(e), KVDISK_RETRY_S);
+        d->paused   = true;
+        d->retry_at = now_s() + KVDISK_RETRY_S;
         return;
+    }
+    if (d->paused) {
+        fprintf(stderr, "hearth: cache dir %s: blocks are written again\n", d->dir);
+        d->paused = false;
     }
     add(d, hash);
     d->st.writes++;
+}
+
+void kvdisk_evicted(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
+                    const int32_t *tokens)
+{
+    struct kv_disk *d = arg;
+    if (d && d->cap_files > 0)
+        write_block(d, kv, block, hash, tokens, NULL);
 }
 
 bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
@@ -290,16 +350,22 @@ bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
         return false;
     char path[4200], why[HEARTH_ERR_MAX];
     name_of(d, hash, path, sizeof path);
-    FILE *f    = fopen(path, "rb");
-    size_t got = f ? fread(d->buf, 1, d->file_len, f) : 0;
-    if (f && got == d->file_len && fgetc(f) != EOF)
-        got++; /* longer than a block file */
-    if (f)
-        fclose(f);
+    struct stat sb;
+    bool refused;
+    const int fd = kvfile_open_regular(AT_FDCWD, path, &sb, &refused);
+    const int e  = errno;
+    /* one byte more than a block file: a longer file is refused, not read in part */
+    const size_t got = fd >= 0 ? kvfile_read(fd, d->buf, d->file_len) : 0;
+    uint8_t extra;
+    const bool longer = fd >= 0 && got == d->file_len && kvfile_read(fd, &extra, 1) == 1;
+    if (fd >= 0)
+        close(fd);
     struct kvfile_view v;
     enum hearth_status st =
-        !f ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(errno))
-           : kvfile_parse(d->buf, got, &d->shape, d->shape.block_tokens, &v, why, sizeof why);
+        refused  ? fail(HEARTH_EFORMAT, why, sizeof why, "refused: not a regular file")
+        : fd < 0 ? fail(HEARTH_EIO, why, sizeof why, "cannot read it: %s", strerror(e))
+        : longer ? fail(HEARTH_EFORMAT, why, sizeof why, "longer than a block file")
+                 : kvfile_parse(d->buf, got, &d->shape, d->shape.block_tokens, &v, why, sizeof why);
     const int32_t bt = kv->block_tokens;
     if (!st && v.n_tokens != (uint64_t)bt)
         st = fail(HEARTH_EFORMAT, why, sizeof why, "holds %llu tokens, not a block's %d",
@@ -310,7 +376,7 @@ bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
     if (st) {
         fprintf(stderr, "hearth: cache dir: dropped %s: %s\n", path, why);
         d->st.skipped++;
-        drop(d, i, true);
+        drop(d, i, !refused); /* what the tier did not write, it does not delete */
         return false;
     }
     const uint8_t *r = v.rows;
@@ -329,26 +395,49 @@ bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
     return true;
 }
 
-void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv)
+void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv, double seconds)
 {
     const struct kv_pool *p = &kv->pool[0];
     if (!d || d->cap_files == 0 || !p->n_layer)
         return;
-    /* the cap's worth of the most recently used, written oldest first so the newest stay */
+    /* the cap's worth of the most recently used */
     int32_t b = p->lru_tail, n = b >= 0;
     for (; n < d->cap_files && b >= 0 && p->lru_prev[b] >= 0; n++)
         b = p->lru_prev[b];
     if (n == 0)
         return;
     const uint64_t before = d->st.writes;
+    const double t0 = now_s(), deadline = t0 + seconds;
     /* a large memory tier takes a while to write: say so before, not after */
     fprintf(stderr, "hearth: cache dir %s: writing up to %d cached blocks (%.1f MiB)\n", d->dir, n,
             (double)n * (double)d->file_len / (1 << 20));
-    for (; b >= 0; b = p->lru_next[b])
-        if (kv_block_whole(p, b))
-            kvdisk_evicted(d, kv, b, p->hash[b], p->tokens + (size_t)b * kv->block_tokens);
-    fprintf(stderr, "hearth: cache dir %s: %llu of them written (the rest were there)\n", d->dir,
-            (unsigned long long)(d->st.writes - before));
+    /*
+     * Newest first, so a deadline cuts the least recently used; each file's
+     * mtime a microsecond older than the one before, so the next start (which
+     * orders files by mtime) sees the memory tier's order all the same.
+     */
+    struct timespec mt;
+    clock_gettime(CLOCK_REALTIME, &mt);
+    int32_t left = n;
+    for (b = p->lru_tail; b >= 0 && left > 0; b = p->lru_prev[b], left--) {
+        if (now_s() >= deadline)
+            break;
+        if (!kv_block_whole(p, b))
+            continue;
+        const struct timespec t = mt;
+        write_block(d, kv, b, p->hash[b], p->tokens + (size_t)b * kv->block_tokens, &t);
+        mt.tv_nsec -= 1000;
+        if (mt.tv_nsec < 0)
+            mt.tv_nsec += 1000000000, mt.tv_sec--;
+    }
+    if (left > 0)
+        fprintf(stderr,
+                "hearth: cache dir %s: stopped at the %.1f s deadline with %d blocks unwritten\n",
+                d->dir, seconds, left);
+    fprintf(stderr,
+            "hearth: cache dir %s: %llu of them written in %.2f s (the rest were there%s)\n",
+            d->dir, (unsigned long long)(d->st.writes - before), now_s() - t0,
+            d->paused ? " or could not be written" : "");
 }
 
 void kvdisk_stats(const struct kv_disk *d, struct kv_disk_stats *out)

@@ -14,6 +14,11 @@
  * file of another model or shape, or of the wrong size (cut short), is
  * skipped with a warning on stderr and left alone; one whose checksum
  * fails when read is dropped with a warning, and the block is computed.
+ * Only regular files are opened (kvfile_open_regular): a link, FIFO,
+ * device, socket or directory under a block's name is skipped as refused,
+ * never followed or waited on. A write that fails (a full disk, a file size
+ * limit) is counted, logged once, and the tier writes nothing for a while
+ * before it tries again (KVDISK_RETRY_S in kvdisk.c).
  * Writes go to a temporary name and are renamed, so a crash leaves no half
  * file under a block's name (no fsync: the checksum catches what a power
  * cut leaves). The tier holds at most cap_bytes of files, least recently
@@ -40,6 +45,8 @@ struct kv_disk_stats {
     uint64_t reads, writes;    /* blocks read back (each a hit of block_tokens tokens), written */
     uint64_t evicted;          /* files dropped for the cap */
     uint64_t skipped;          /* files refused: at start, or found damaged when read */
+    uint64_t write_errors;     /* block writes that failed (each try: one every retry interval
+                                  while they fail) */
 };
 
 /*
@@ -58,8 +65,13 @@ void kvdisk_evicted(void *arg, const struct kv_cache *kv, int32_t block, uint64_
 bool kvdisk_fetch(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
                   const int32_t *tokens);
 
-/* Writes the cached blocks of kv's pool that the tier lacks, the most recently used kept. */
-void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv);
+/*
+ * Writes the cached blocks of kv's pool that the tier lacks, the most
+ * recently used kept and written first; stops after about seconds (a block
+ * write started is finished), so a shutdown is not held by a large memory
+ * tier or a slow disk.
+ */
+void kvdisk_flush(struct kv_disk *d, const struct kv_cache *kv, double seconds);
 
 void kvdisk_stats(const struct kv_disk *d, struct kv_disk_stats *out);
 

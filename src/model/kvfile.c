@@ -2,6 +2,7 @@
 #include "model/kvfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,71 @@ enum hearth_status kvfile_parse(const uint8_t *buf, size_t len, const struct kvf
     return HEARTH_OK;
 }
 
+/* --------------------------------------------------------------- files --- */
+
+int kvfile_open_regular(int dirfd, const char *name, struct stat *sb, bool *refused)
+{
+    *refused = false;
+    /* a look first, so a device is not even opened (opening some has effects) */
+    if (fstatat(dirfd, name, sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return -1;
+    if (!S_ISREG(sb->st_mode)) {
+        *refused = true;
+        return -1;
+    }
+    /* and the same check on what was opened: the name may have changed in between */
+    const int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *refused = errno == ELOOP;
+        return -1;
+    }
+    if (fstat(fd, sb) != 0 || !S_ISREG(sb->st_mode)) {
+        *refused = true;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+size_t kvfile_read(int fd, uint8_t *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        const ssize_t r = read(fd, buf + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+int kvfile_create(const char *path)
+{
+    /* a stale file of a crashed process with this pid (a container's pid repeats) */
+    if (unlink(path) != 0 && errno != ENOENT)
+        return -1;
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+bool kvfile_write(int fd, const uint8_t *buf, size_t len)
+{
+    while (len > 0) {
+        const ssize_t w = write(fd, buf, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return false;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return true;
+}
+
 /* ---------------------------------------------------------- a context --- */
 
 /* The shape of ctx's cache as a file states it; HEARTH_EUNSUPPORTED where no file can. */
@@ -154,11 +220,30 @@ enum hearth_status hearth_seq_save_supported(const struct hearth_context *ctx, c
     return kvfile_shape_of(ctx, &s, err, err_len);
 }
 
-/* Writes n bytes and folds them into the checksum; false on a write error. */
-static bool put(FILE *f, uint64_t *h, const void *p, size_t n)
+/* A file being written through a buffer, its checksum folded in as it goes. */
+struct out {
+    int fd;
+    uint64_t h;
+    size_t len;
+    uint8_t buf[1 << 16];
+};
+
+/* Writes n bytes and folds them into the checksum; false with errno on a write error. */
+static bool put(struct out *o, const void *p, size_t n)
 {
-    *h = fnv1a64(*h, p, n);
-    return fwrite(p, 1, n, f) == n;
+    o->h             = fnv1a64(o->h, p, n);
+    const uint8_t *b = p;
+    while (n > 0) {
+        if (o->len == sizeof o->buf) {
+            if (!kvfile_write(o->fd, o->buf, o->len))
+                return false;
+            o->len = 0;
+        }
+        const size_t k = n < sizeof o->buf - o->len ? n : sizeof o->buf - o->len;
+        memcpy(o->buf + o->len, b, k);
+        o->len += k, b += k, n -= k;
+    }
+    return true;
 }
 
 enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
@@ -177,36 +262,52 @@ enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return fail(HEARTH_EINVAL, err, err_len, "kv file: the path is too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return fail(HEARTH_EIO, err, err_len, "kv file: cannot write %s: %s", tmp,
-                    strerror(errno));
+    struct out *o = malloc(sizeof *o);
+    if (!o)
+        return fail(HEARTH_ENOMEM, err, err_len, "kv file: out of memory");
+    o->fd = kvfile_create(tmp);
+    if (o->fd < 0) {
+        const int e = errno;
+        free(o);
+        return fail(e == ENAMETOOLONG || e == EISDIR ? HEARTH_EINVAL : HEARTH_EIO, err, err_len,
+                    "kv file: cannot write %s: %s", tmp, strerror(e));
+    }
+    o->h   = FNV1A64_SEED;
+    o->len = 0;
     uint8_t head[KVFILE_HEADER];
     kvfile_header(head, &s, (uint64_t)n);
-    uint64_t h = FNV1A64_SEED;
-    bool ok    = put(f, &h, head, sizeof head);
+    bool ok = put(o, head, sizeof head);
     for (int32_t i = 0; ok && i < n; i++) {
         uint8_t b[4];
         kvfile_put_token(b, tokens[i]);
-        ok = put(f, &h, b, 4);
+        ok = put(o, b, 4);
     }
     for (int32_t l = 0; ok && l < kv->n_layer; l++) {
         if (kv->group[l] == KV_NONE)
             continue;
         for (int w = 0; ok && w < 2; w++)
             for (int32_t p = 0; ok && p < n; p++)
-                ok = put(f, &h, kv_row(kv, l, w, seq, p), kv->row_len[w]);
+                ok = put(o, kv_row(kv, l, w, seq, p), kv->row_len[w]);
     }
     uint8_t sum[8];
-    put_u64(sum, h);
-    ok = ok && fwrite(sum, 1, 8, f) == 8 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    const int saved_errno = errno;
-    if (fclose(f) != 0)
+    put_u64(sum, o->h);
+    ok = ok && kvfile_write(o->fd, o->buf, o->len) && kvfile_write(o->fd, sum, 8) &&
+         fsync(o->fd) == 0;
+    int e = errno;
+    if (close(o->fd) != 0 && ok) {
         ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        const int e = ok ? errno : saved_errno;
+        e  = errno;
+    }
+    free(o);
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        e  = errno;
+    }
+    if (!ok) {
         unlink(tmp);
-        return fail(HEARTH_EIO, err, err_len, "kv file: cannot write %s: %s", path, strerror(e));
+        /* a directory under the name asked for is the caller's doing, not the server's */
+        return fail(e == EISDIR || e == ENOTDIR || e == ENAMETOOLONG ? HEARTH_EINVAL : HEARTH_EIO,
+                    err, err_len, "kv file: cannot write %s: %s", path, strerror(e));
     }
     return HEARTH_OK;
 }
@@ -225,17 +326,18 @@ enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, cons
     if (seq < 0 || seq >= kv->n_seq || kv->seqs[seq].n_tokens != 0)
         return fail(HEARTH_EINVAL, err, err_len,
                     "kv file: loads into an empty sequence, and %d is not one", seq);
-    FILE *f = fopen(path, "rb");
     struct stat sb;
-    if (!f || fstat(fileno(f), &sb) != 0) {
-        st = fail(HEARTH_EIO, err, err_len, "kv file: cannot read %s: %s", path, strerror(errno));
-        if (f)
-            fclose(f);
-        return st;
-    }
+    bool refused;
+    const int fd = kvfile_open_regular(AT_FDCWD, path, &sb, &refused);
+    if (fd < 0)
+        return refused ? fail(HEARTH_EINVAL, err, err_len,
+                              "kv file: refused: only a regular file is read, never through a "
+                              "link")
+                       : fail(errno == ENOENT ? HEARTH_EINVAL : HEARTH_EIO, err, err_len,
+                              "kv file: cannot read %s: %s", path, strerror(errno));
     const uint64_t most = KVFILE_HEADER + (uint64_t)kv->n_ctx * (4 + s.n_layer * (s.row_k + s.row_v)) + 8;
     if ((uint64_t)sb.st_size > most) {
-        fclose(f);
+        close(fd);
         return fail(HEARTH_EFORMAT, err, err_len,
                     "kv file: %s has %lld bytes, more than a sequence of this context takes",
                     path, (long long)sb.st_size);
@@ -243,11 +345,11 @@ enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, cons
     const size_t len = (size_t)sb.st_size;
     uint8_t *buf     = malloc(len ? len : 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return fail(HEARTH_ENOMEM, err, err_len, "kv file: out of memory for %zu bytes", len);
     }
-    const bool got = fread(buf, 1, len, f) == len;
-    fclose(f);
+    const bool got = kvfile_read(fd, buf, len) == len;
+    close(fd);
     struct kvfile_view v;
     if (!got)
         st = fail(HEARTH_EIO, err, err_len, "kv file: cannot read %s", path);

@@ -14,8 +14,10 @@
 #ifndef HEARTH_KVFILE_H
 #define HEARTH_KVFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "hearth.h"
 
@@ -72,6 +74,33 @@ uint64_t kvfile_size(const struct kvfile_shape *s, uint64_t n);
 enum hearth_status kvfile_parse_header(const uint8_t *buf, size_t len,
                                        const struct kvfile_shape *want, uint64_t *n_tokens,
                                        char *err, size_t err_len);
+
+/*
+ * Opens name (relative to dirfd, as openat; AT_FDCWD for a plain path) for
+ * reading only when it is a regular file: a symbolic link is not followed
+ * (O_NOFOLLOW), a FIFO or device never blocks the open (O_NONBLOCK) and
+ * fstat then refuses anything not S_ISREG, so a file named like hearth's
+ * cannot hang the caller or lend it a file outside the directory. Returns
+ * the descriptor (O_CLOEXEC; the caller closes it) with its stat in *sb; -1
+ * otherwise, *refused true for a file that is not a regular one (a link, a
+ * FIFO, a device, a socket, a directory: nothing else about it is to be
+ * told), false with errno for one that cannot be opened (ENOENT, EACCES...).
+ */
+int kvfile_open_regular(int dirfd, const char *name, struct stat *sb, bool *refused);
+
+/* Reads up to len bytes from fd's current offset (short only at the end or on an error). */
+size_t kvfile_read(int fd, uint8_t *buf, size_t len);
+
+/*
+ * Creates path for writing, replacing whatever was there under that name
+ * (a stale file, a link: the link itself, never its target), O_NOFOLLOW and
+ * O_EXCL so nothing placed there redirects the write. Returns the
+ * descriptor or -1 with errno.
+ */
+int kvfile_create(const char *path);
+
+/* Writes len bytes to fd; false with errno on a short write (ENOSPC, EFBIG, EIO). */
+bool kvfile_write(int fd, const uint8_t *buf, size_t len);
 
 struct hearth_context;
 /* The shape of ctx's cache as a file states it; HEARTH_EUNSUPPORTED where no file can. */

@@ -143,6 +143,7 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_CACHE_DISK_WRITES]     = (double)st.disk.disk_writes;
     v[M_CACHE_DISK_EVICTED]    = (double)st.disk.disk_evicted;
     v[M_CACHE_DISK_SKIPPED]    = (double)st.disk.disk_skipped;
+    v[M_CACHE_DISK_WRITE_ERRORS] = (double)st.disk.disk_write_errors;
     struct turns_stats ts;
     turns_stats(s->sched ? sched_turns(s->sched) : NULL, &ts);
     v[M_REPLY_SPLICED_PROMPTS] = (double)ts.spliced_prompts;

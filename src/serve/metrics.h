@@ -101,7 +101,11 @@
     X(M_CACHE_DISK_EVICTED, "hearth_cache_disk_evicted_blocks_total", counter, NONE,           \
       "Block files the disk tier deleted to stay within its cap.")                            \
     X(M_CACHE_DISK_SKIPPED, "hearth_cache_disk_skipped_files_total", counter, NONE,            \
-      "Files in --cache-dir refused: another model's, cut short or damaged.")                 \
+      "Files in --cache-dir refused: another model's, cut short, damaged, or not a regular "  \
+      "file.")                                                                                \
+    X(M_CACHE_DISK_WRITE_ERRORS, "hearth_cache_disk_write_errors_total", counter, NONE,        \
+      "Block writes to --cache-dir that failed (a full disk, a file size limit); after one, " \
+      "the tier writes nothing for 30 s, then tries again.")                                  \
     X(M_REPLY_SPLICED_PROMPTS, "hearth_reply_tokens_spliced_prompts_total", counter, NONE,     \
       "Prompts resending replies as text, given the replies' own tokens.")                     \
     X(M_REPLY_SPLICED_TOKENS, "hearth_reply_tokens_spliced_tokens_total", counter, NONE,       \

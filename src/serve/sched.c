@@ -42,6 +42,13 @@
 #include "util/clock.h"
 #include "util/errfmt.h"
 
+/*
+ * The most a clean stop spends writing the prefix cache to its disk tier:
+ * SIGTERM is to end the server within a few seconds, and what is not
+ * written is only a colder first turn after the restart.
+ */
+#define SCHED_FLUSH_S 2.0
+
 void sched_job_free(struct sched_job *job)
 {
     if (!job)
@@ -899,7 +906,7 @@ static void *sched_main(void *arg)
         if (s->slots[i].job)
             slot_fail(s, &s->slots[i], "server shutting down");
     sched_slot_ops_fail(s, "server shutting down");
-    hearth_cache_flush(s->ctx); /* every slot is idle: its blocks are cached */
+    hearth_cache_flush(s->ctx, SCHED_FLUSH_S); /* every slot is idle: its blocks are cached */
     pthread_mutex_lock(&s->mu);
     int32_t n_left = 0;
     for (; s->q_len > 0; s->q_len--, s->q_head = (s->q_head + 1) % s->q_cap)

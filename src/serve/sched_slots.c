@@ -66,7 +66,7 @@ static void save(struct sched *s, struct slot *sl, struct sched_slot_op *op)
     if (!op->status) {
         struct stat sb;
         op->n_tokens = n;
-        op->n_bytes  = stat(op->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+        op->n_bytes  = lstat(op->path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
     }
     const int32_t have = hearth_seq_len(s->ctx, sl->id);
     hearth_seq_end(s->ctx, sl->id, sl->tokens, have < n ? have : n);
@@ -75,9 +75,16 @@ static void save(struct sched *s, struct slot *sl, struct sched_slot_op *op)
 static void restore(struct sched *s, struct slot *sl, struct sched_slot_op *op)
 {
     struct stat sb;
-    if (stat(op->path, &sb) != 0) {
+    /* lstat: a link is refused as it is (hearth_seq_load checks again on what it opens) */
+    if (lstat(op->path, &sb) != 0) {
         op->status = fail(errno == ENOENT ? HEARTH_EINVAL : HEARTH_EIO, op->err, sizeof op->err,
                           "cannot read the slot file: %s", strerror(errno));
+        return;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        op->status = fail(HEARTH_EINVAL, op->err, sizeof op->err,
+                          "the slot file is refused: only a regular file is read, never "
+                          "through a link");
         return;
     }
     hearth_token *tokens = NULL;

@@ -3,7 +3,10 @@
  *
  * save and restore take {"filename": NAME}: a plain file name inside
  * --slot-save-path (no '/', '\', no leading '.', so no "..", no control
- * characters, at most 255 bytes); without --slot-save-path they are a 501.
+ * characters, at most SLOT_NAME_MAX bytes); without --slot-save-path they
+ * are a 501. Restore reads only a regular file (kvfile_open_regular): a
+ * link, FIFO or device under the name is a 400 that says it was refused and
+ * nothing about what it is.
  * erase takes no body (or {}). The work runs on the scheduler thread
  * (sched_slot_submit), after the slot's running job if it has one; the
  * request waits on a pending record until its SCHED_EV_SLOT event. Replies
@@ -23,6 +26,14 @@
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
 
+/*
+ * The longest name: save writes NAME.tmpPID beside it first, and a file name
+ * has at most 255 bytes (NAME_MAX), so a longer NAME would pass here and fail
+ * as the server's error.
+ */
+#define SLOT_NAME_MAX   200
+#define SLOT_NAME_MAX_S "200"
+
 static const char *const action_names[] = {"save", "restore", "erase"};
 
 /* "/slots/17" -> 17; -1 when the tail is not a slot number. */
@@ -36,18 +47,25 @@ static long slot_of(const char *path)
     return *end ? -1 : id;
 }
 
-/* A name confined to the directory: one path component, not hidden, printable. */
-static bool name_ok(const char *name)
+/* A name confined to the directory: one path component, not hidden, printable; NULL if so,
+ * else what is wrong with it. */
+static const char *name_fault(const char *name)
 {
-    size_t n = strlen(name);
-    if (n == 0 || n > 255 || name[0] == '.')
-        return false;
+    const size_t n = strlen(name);
+    if (n == 0)
+        return "it is empty";
+    if (n > SLOT_NAME_MAX)
+        return "it is longer than " SLOT_NAME_MAX_S " bytes";
+    if (name[0] == '.')
+        return "it starts with '.'";
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)name[i];
-        if (c < 0x20 || c == 0x7f || c == '/' || c == '\\')
-            return false;
+        const unsigned char c = (unsigned char)name[i];
+        if (c < 0x20 || c == 0x7f)
+            return "it holds a control character";
+        if (c == '/' || c == '\\')
+            return "it holds a path separator ('/' or '\\')";
     }
-    return true;
+    return NULL;
 }
 
 /* The request's action and, for save and restore, the file's path; false with *e otherwise. */
@@ -106,16 +124,18 @@ static bool parse(struct server *s, struct evhttp_request *req, struct sched_slo
         cJSON_Delete(j);
         return false;
     }
-    bool ok = true;
+    bool ok         = true;
+    const char *why = NULL;
     if (a != SCHED_SLOT_ERASE) {
         if (!cJSON_IsString(f))
             ok = BAD(e, f ? "invalid_type" : "missing_required_parameter", "filename",
                      "The %s action needs \"filename\", a string.", action_names[a]);
-        else if (!name_ok(f->valuestring))
+        else if ((why = name_fault(f->valuestring)))
             ok = BAD(e, "invalid_value", "filename",
-                     "The filename '%.80s' is not a plain name inside --slot-save-path (no "
-                     "'/', '\\', leading '.', control characters, or more than 255 bytes).",
-                     f->valuestring);
+                     "The filename is not a plain name inside --slot-save-path: %s (a name has "
+                     "1 to " SLOT_NAME_MAX_S " bytes, no '/', '\\', leading '.' or control "
+                     "characters).",
+                     why);
         else if (snprintf(op->path, sizeof op->path, "%s/%s", s->p->slot_save_path,
                           f->valuestring) >= (int)sizeof op->path)
             ok = BAD(e, "invalid_value", "filename", "The file's path is too long.");

@@ -127,6 +127,8 @@ void srv_wait_generated(const struct srv *s, int n);
  * in its log (else the test fails and the log is printed). Removes s->dir.
  */
 void srv_stop(struct srv *s);
+/* srv_stop that must see the server exit within timeout_s of the SIGTERM (-1 otherwise). */
+void srv_stop_within(struct srv *s, double timeout_s);
 
 /* Whole file as a malloc'd string; "" (malloc'd) when it cannot be read. */
 char *srv_slurp(const char *path);
