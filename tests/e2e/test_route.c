@@ -5,7 +5,7 @@
  * streams come through unchanged; /v1/models is merged; a continuation
  * goes where its prefix went; a replica killed with SIGKILL, one answering
  * 500 and one that hangs are demoted and every request still succeeds; a
- * stream cut after its first byte ends with an error event; the API key,
+ * stream cut after its first byte ends with an error event (no [DONE]); the API key,
  * the body limit and a full queue are refused in the API's shape; and
  * promtool accepts /metrics.
  */
@@ -488,6 +488,8 @@ static void test_500_hang_and_cut(void **state)
     assert_non_null(ev);
     assert_non_null(strstr(ev, "data: {\"error\":"));
     assert_non_null(strstr(ev, "failed mid-stream"));
+    /* and no [DONE] after it: a client that trusts [DONE] must not take the cut answer whole */
+    assert_null(strstr(ev, "[DONE]"));
     http_resp_free(&c);
     snprintf(line, sizeof line, "hearth_route_errors_total{upstream=\"%s\",when=\"after\"}", uf);
     assert_true(metric(&r, line) == 1);
