@@ -316,6 +316,7 @@ struct slot {
     struct bufferevent *owner; /* the connection this state is for; NULL: free */
     struct bodylimit b;
     bool in_flight;     /* evhttp has its request and the reply is not all sent */
+    bool answer_due;    /* refused while in flight: answered when that reply has gone */
     enum { T_HEAD, T_IO, T_NONE } read_timeout; /* the one set on it */
     bufferevent_event_cb evhttp_event; /* evhttp's event callback, which ours hands on to */
 };
@@ -326,6 +327,7 @@ static struct table {
     void *user;
     bool timed;                 /* bodylimit_timeouts was called */
     struct timeval head, io;    /* its timeouts */
+    double head_s, io_s;        /* the same in seconds */
     struct slot *by_fd;         /* [n] */
     size_t n;
 } *table;
@@ -426,6 +428,10 @@ static void on_reply_sent(struct evhttp_request *req, void *arg)
     struct slot *s                  = slot_of_bev(bev);
     if (s) {
         s->in_flight = false;
+        if (s->answer_due) {
+            s->answer_due = false;
+            answer(bufferevent_getfd(bev), bev, &s->b);
+        }
         pick_timeout(s, bev);
     }
 }
@@ -450,12 +456,14 @@ static void on_event(struct bufferevent *bev, short what, void *ctx)
     if (!s)
         return; /* not reached: on_input installed this for a slot it had */
     bufferevent_event_cb next = s->evhttp_event;
-    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && s->b.state == BL_HEAD &&
-        s->b.head_bytes > 0) {
-        s->b.state  = BL_REFUSED;
-        s->b.status = 408;
-        snprintf(s->b.reason, sizeof s->b.reason,
-                 "The request head did not arrive within %ld s.", (long)table->head.tv_sec);
+    const bool started        = s->b.state != BL_HEAD || s->b.head_bytes > 0;
+    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && !s->in_flight &&
+        s->b.state != BL_REFUSED && started) {
+        const bool head = s->b.state == BL_HEAD;
+        s->b.state      = BL_REFUSED;
+        s->b.status     = 408;
+        snprintf(s->b.reason, sizeof s->b.reason, "The request %s stopped coming for %g s.",
+                 head ? "head" : "body", head ? table->head_s : table->io_s);
         answer(fd, bev, &s->b);
     }
     next(bev, what, ctx);
@@ -509,7 +517,10 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
     }
     if (!ok) {
         evbuffer_drain(buf, evbuffer_get_length(buf));
-        answer(fd, bev, &s->b);
+        if (s->in_flight)
+            s->answer_due = true; /* not into the middle of the reply going out */
+        else
+            answer(fd, bev, &s->b);
     }
     pick_timeout(s, bev);
 }
@@ -552,8 +563,10 @@ void bodylimit_timeouts(struct evhttp *http, double head_s, double io_s)
     if (!table)
         return;
     table->timed = true;
-    table->head  = tv_of(head_s < io_s ? head_s : io_s);
-    table->io    = tv_of(io_s);
+    table->head_s = head_s < io_s ? head_s : io_s;
+    table->io_s   = io_s;
+    table->head   = tv_of(table->head_s);
+    table->io     = tv_of(io_s);
     /* a connection starts on the head's: evhttp sets its timeout on each one it accepts */
     evhttp_set_timeout_tv(http, &table->head);
 }

@@ -494,6 +494,19 @@ static void test_500_hang_and_cut(void **state)
     snprintf(line, sizeof line, "hearth_route_errors_total{upstream=\"%s\",when=\"after\"}", uf);
     assert_true(metric(&r, line) == 1);
     srv_stop(&r);
+    /* Anthropic's stream, cut: an error event and no message_stop (the fake alone upstream) */
+    srv_start_route(&r, (const char *[]){"--upstream", uf, NULL});
+    c = http_post(&r, "/v1/messages",
+                  "{\"model\":\"m\",\"max_tokens\":8,\"stream\":true,"
+                  "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}");
+    assert_int_equal(c.status, 200);
+    ev = strstr(c.body, "data: {\"fake\":\"first event\"}");
+    assert_non_null(ev);
+    assert_non_null(strstr(ev, "event: error\ndata: {\"type\":\"error\""));
+    assert_null(strstr(ev, "message_stop"));
+    assert_null(strstr(ev, "[DONE]"));
+    http_resp_free(&c);
+    srv_stop(&r);
     fake_stop(&f);
     free(uf);
     srv_stop(&b);
