@@ -121,6 +121,11 @@ static bool request_line(struct bodylimit *b, const char *line, size_t len, bool
     for (const char *c = t; c < sp2; c++)
         if ((unsigned char)*c < 0x21 || *c == 0x7f)
             return refuse(b, 400, "The request target has a control character.");
+    /* a tunnel or an echo is nothing hearth gives; evhttp leaves a CONNECT open after it */
+    if ((size_t)(sp - line) == 7 && !memcmp(line, "CONNECT", 7))
+        return refuse(b, 405, "CONNECT is not allowed: this is not a proxy.");
+    if ((size_t)(sp - line) == 5 && !memcmp(line, "TRACE", 5))
+        return refuse(b, 405, "TRACE is not allowed.");
     const char *v = sp2 + 1;
     size_t vn     = (size_t)(end - v);
     if (vn == 8 && (!memcmp(v, "HTTP/1.1", 8) || !memcmp(v, "HTTP/1.0", 8)))
@@ -357,6 +362,7 @@ static const char *status_text(int status)
 {
     switch (status) {
     case 400: return "Bad Request";
+    case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
     case 413: return "Payload Too Large";
     case 505: return "HTTP Version Not Supported";
@@ -373,6 +379,7 @@ static void answer(evutil_socket_t fd, struct bufferevent *bev, const struct bod
     oai_fail(&e, b->status, "invalid_request_error",
              b->status == 413   ? "request_too_large"
              : b->status == 408 ? "request_timeout"
+             : b->status == 405 ? "method_not_allowed"
                                 : "invalid_request",
              NULL, "%s", b->reason);
     char *json = table->refused ? table->refused(b->path, &e, table->user) : NULL;

@@ -16,8 +16,9 @@
  * so evhttp never completes that request and nothing of it is kept. Framing
  * evhttp would refuse with its HTML page (a bad request line, HTTP/9.9, a
  * broken or doubled Content-Length, Transfer-Encoding with Content-Length, a
- * bad chunk line) is refused the same way with a 400 or 505, and a head
- * begun but not finished within the head timeout gets a 408.
+ * bad chunk line) is refused the same way with a 400 or 505 (TRACE and
+ * CONNECT with a 405), and a head or body begun but not finished within
+ * its timeout gets a 408.
  *
  * The state machine is pure (bodylimit_feed), for the unit test and the fuzz
  * target. Memory: one struct bodylimit per open socket, in a table indexed
@@ -62,7 +63,7 @@ struct bodylimit {
     size_t line_len;          /* bytes of the current line kept in line[] */
     char line[BODYLIMIT_LINE];
     char path[256];           /* the current request's path */
-    int status;               /* BL_REFUSED: the answer's HTTP status (400, 408, 413, 505) */
+    int status;               /* BL_REFUSED: the answer's HTTP status (400, 405, 408, 413, 505) */
     char reason[160];         /* BL_REFUSED: why, one sentence */
 };
 

@@ -205,6 +205,10 @@ static const struct framing_case cases[] = {
      OPENAI},
     {"Content-Length 10^23, messages", MSGS "Content-Length: 99999999999999999999999\r\n\r\n{}",
      0, 413, ANTHROPIC},
+    {"TRACE", "TRACE /v1/chat/completions HTTP/1.1\r\nConnection: close\r\n\r\n", 0, 405,
+     OPENAI},
+    {"CONNECT", "CONNECT /v1/messages HTTP/1.1\r\nConnection: close\r\n\r\n", 0, 405,
+     ANTHROPIC},
     {"binary junk with no line end", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\xff\xfe", 13,
      400, OPENAI},
 };

@@ -122,6 +122,8 @@ static void test_malformed(void **state)
         {"POST /a\r\n\r\n", "/a", 400},
         {"POST  /a HTTP/1.1\r\n\r\n", "", 400},
         {"BREW /a HTTP/1.1\r\n\r\n", "", 400},
+        {"CONNECT x:443 HTTP/1.1\r\n\r\n", "x:443", 405},
+        {"TRACE /a HTTP/1.1\r\n\r\n", "/a", 405},
         {"HELLO\r\n\r\n", "", 400},
         {"\x16\x03\x01\x02\x00", "", 400},
         {"GET /a HTTP/1.1\r\n folded\r\n\r\n", "/a", 400},
