@@ -322,6 +322,7 @@ struct slot {
     struct bodylimit b;
     bool in_flight;     /* evhttp has its request and the reply is not all sent */
     bool answer_due;    /* refused while in flight: answered when that reply has gone */
+    struct timeval head_began; /* the first byte of the head being read; 0: none */
     enum { T_HEAD, T_IO, T_NONE } read_timeout; /* the one set on it */
     bufferevent_event_cb evhttp_event; /* evhttp's event callback, which ours hands on to */
 };
@@ -489,6 +490,32 @@ static void hook_events(struct slot *s, struct bufferevent *bev)
     }
 }
 
+/* A head must be whole within the head timeout of its first byte, not only free of silences
+ * that long: a client trickling a byte at a time would otherwise hold the connection for
+ * 64 KiB of such silences. False (the slot refused with 408) when this head is late. */
+static bool head_in_time(struct slot *s, struct bufferevent *bev)
+{
+    if (s->b.state != BL_HEAD || s->b.head_bytes == 0) {
+        s->head_began = (struct timeval){0};
+        return true;
+    }
+    struct timeval now;
+    event_base_gettimeofday_cached(bufferevent_get_base(bev), &now);
+    if (!s->head_began.tv_sec && !s->head_began.tv_usec) {
+        s->head_began = now;
+        return true;
+    }
+    double took = (double)(now.tv_sec - s->head_began.tv_sec) +
+                  (double)(now.tv_usec - s->head_began.tv_usec) / 1e6;
+    if (took <= table->head_s)
+        return true;
+    s->b.state  = BL_REFUSED;
+    s->b.status = 408;
+    snprintf(s->b.reason, sizeof s->b.reason, "The request head took more than %g s.",
+             table->head_s);
+    return false;
+}
+
 static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
 {
     struct bufferevent *bev = arg;
@@ -522,6 +549,8 @@ static void on_input(struct evbuffer *buf, const struct evbuffer_cb_info *info, 
             evbuffer_ptr_set(buf, &p, k, EVBUFFER_PTR_ADD);
         }
     }
+    if (ok && table->timed && !head_in_time(s, bev))
+        ok = false;
     if (!ok) {
         evbuffer_drain(buf, evbuffer_get_length(buf));
         if (s->in_flight)
