@@ -73,7 +73,9 @@ static const struct opt clients_list[] = {
     {.names = "--max-body", .value = "BYTES", .kind = OPT_BYTES, .off = CL(max_body), .def = "4M",
      .help = "a request body's limit, as 8K, 4M, 1MiB or a count of bytes"},
     {.names = "--client-timeout", .value = "S", .kind = OPT_FLOAT, .off = CL(timeout_s),
-     .lo = 0.001, .hi = 1e6, .def = "600", .help = "seconds of a client's silence while sending"},
+     .lo = 0.001, .hi = 1e6, .def = "600", .help = "seconds of a client's silence while sending a request or between requests, or "
+             "of a reply it leaves unread, before its connection closes; a request's line and "
+             "headers get the smaller of this and 30 s"},
 };
 #undef CL
 

@@ -27,6 +27,7 @@ struct serve_args {
     struct {
         const char *host, *api_key, *alias, *cors;
         long port, max_body, max_queue;
+        float timeout_s;
         bool no_webui;
     } srv;
     struct {
@@ -75,6 +76,12 @@ static const struct opt server_list[] = {
      .help = "the model's name in /v1/models and in responses"},
     {.names = "--max-body", .value = "BYTES", .kind = OPT_LONG, .off = F(srv, max_body), .lo = 1024,
      .hi = 1L << 30, .def = "4194304", .help = "the largest request body; a larger one gets 413"},
+    {.names = "-to --timeout", .value = "S", .kind = OPT_FLOAT, .off = F(srv, timeout_s),
+     .lo = 0.001, .hi = 1e6, .def = "600",
+     .help = "seconds a connection may be silent while it sends a request or between requests, "
+             "or leave a reply unread, before it is closed; a request's line and headers get "
+             "the smaller of this and 30 s (a slow head is an attack, a slow body a big upload). "
+             "A reply still being generated is not a silence"},
     {.names = "--max-queue", .value = "N", .kind = OPT_LONG, .off = F(srv, max_queue), .lo = 0,
      .hi = 1 << 20, .def = "64", .help = "requests waiting for a slot before a 503"},
     {.names = "--cors-origin", .value = "ORIGIN", .kind = OPT_STR, .off = F(srv, cors),
@@ -238,7 +245,8 @@ static const struct opt_use serve_uses[] = {
 };
 
 static const struct serve_args serve_defaults = {
-    .srv   = {.host = "127.0.0.1", .port = 8080, .max_body = 4194304, .max_queue = 64},
+    .srv   = {.host = "127.0.0.1", .port = 8080, .max_body = 4194304, .max_queue = 64,
+              .timeout_s = 600},
     .slots = {.parallel = 4, .batch = 512, .ubatch = 512, .checkpoints = 8, .seed = -1},
     .cache = {.ram = -1, .disk = -1},
     .req   = {.n_predict = -1},
@@ -430,6 +438,7 @@ int cmd_serve(int argc, char **argv)
         .host                 = host,
         .port                 = (int)port,
         .max_body             = (size_t)max_body,
+        .timeout_s            = a.srv.timeout_s,
         .api_key              = api_key,
         .cors_origin          = cors,
         .chat_template_file   = tmpl_file,

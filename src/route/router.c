@@ -13,8 +13,9 @@
  * 5xx) moves the request to another upstream; the upstream that failed is
  * demoted (except for 503, which says busy, not broken). After the reply
  * started, a failure ends the stream with an error event in the API's
- * shape, or for a plain body cuts the connection so the client sees an
- * incomplete reply, never a short one.
+ * shape (and no "data: [DONE]" or message_stop, which would call it whole),
+ * or for a plain body cuts the connection so the client sees an incomplete
+ * reply, never a short one.
  *
  * libevent's client calls, on a failed request, its error callback and
  * then its completion callback with NULL, having freed the request; on
@@ -184,12 +185,23 @@ static void demote(struct router *r, int32_t u, const char *why)
     fprintf(stderr, "hearth route: %s demoted: %s\n", up->url, why);
 }
 
-/* The error's body in Anthropic's shape or OpenAI's, as an event or JSON; malloc'd. */
+/* The error's body in Anthropic's shape or OpenAI's, as an event or JSON; malloc'd. The
+ * event ends a stream cut mid-way, so OpenAI's has no "data: [DONE]" after it: a client
+ * that trusts [DONE] must not take the cut answer as whole (Anthropic's has no
+ * message_stop for the same reason). */
 static char *error_body(bool anthropic, const struct oai_error *e, bool sse, size_t *len)
 {
     char *s;
-    if (sse) {
-        s = anthropic ? anth_error_sse(e, len) : oai_error_sse(e, len);
+    if (sse && anthropic) {
+        s = anth_error_sse(e, len);
+    } else if (sse) {
+        char *json = oai_error_json(e);
+        size_t n   = json ? strlen(json) + 8 : 0;
+        s          = json ? malloc(n + 1) : NULL;
+        if (s)
+            snprintf(s, n + 1, "data: %s\n\n", json);
+        *len = s ? n : 0;
+        free(json);
     } else {
         s    = anthropic ? anth_error_json(e) : oai_error_json(e);
         *len = s ? strlen(s) : 0;
@@ -1043,6 +1055,7 @@ static bool authorized(const struct router *r, struct evhttp_request *req)
 static void on_request(struct evhttp_request *req, void *arg)
 {
     struct router *r             = arg;
+    bodylimit_request(req); /* no read timeout while its reply is due */
     const char *uri              = evhttp_request_get_uri(req);
     const enum evhttp_cmd_type m = evhttp_request_get_command(req);
     char path[256];
@@ -1186,7 +1199,8 @@ enum hearth_status router_run(const struct router_params *p, char *err, size_t e
         p->max_body * 2 > p->max_body + 65536 ? p->max_body * 2 : p->max_body + 65536;
     evhttp_set_max_body_size(r->http, (ev_ssize_t)hard);
     evhttp_set_max_headers_size(r->http, 80 * 1024);
-    evhttp_set_timeout(r->http, (int)p->client_timeout_s);
+    bodylimit_timeouts(r->http, p->client_timeout_s < 30 ? p->client_timeout_s : 30,
+                       p->client_timeout_s);
     evhttp_set_gencb(r->http, on_request, r);
     r->ev_sigint               = evsignal_new(r->base, SIGINT, on_signal, r);
     r->ev_sigterm              = evsignal_new(r->base, SIGTERM, on_signal, r);

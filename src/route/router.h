@@ -33,7 +33,8 @@ struct router_params {
     size_t max_body;         /* bytes of a request body (default 4 MiB) */
     double timeout_s;        /* an upstream's silence, connecting or between bytes, before it
                                 counts as failed (default 600) */
-    double client_timeout_s; /* a client's silence while sending a request (default 600) */
+    double client_timeout_s; /* a client's silence while sending, between requests or not
+                              * reading (default 600); its head gets min(this, 30) */
     int32_t max_in_flight;   /* requests an upstream carries at once; more wait (default 64) */
     int32_t max_queue;       /* requests waiting for an upstream; more get 503 (default 256) */
     double probe_s;          /* seconds between /health probes of each upstream (default 2) */

@@ -993,20 +993,21 @@ static const struct route *route_of_path(const char *path)
     return NULL;
 }
 
-/* bodylimit.c answers a request with 413 before evhttp reads it: counted under its route, in
- * its route's error shape. */
+/* bodylimit.c answers a request with 413 (or malformed framing with 400, 408, 505) before
+ * evhttp reads it: counted under its route, in its route's error shape. */
 static char *on_refused(const char *path, const struct oai_error *e, void *user)
 {
     struct server *s          = user;
     const struct route *r     = route_of_path(path);
     enum metrics_endpoint ep  = r ? r->ep : EP_OTHER;
-    metrics_count_request(&s->metrics, ep, 413);
+    metrics_count_request(&s->metrics, ep, e->status);
     return serve_error_json(ep, e);
 }
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
     struct server *s             = arg;
+    bodylimit_request(req); /* no read timeout while its reply is due */
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path             = uri ? evhttp_uri_get_path(uri) : NULL;
     enum evhttp_cmd_type method  = evhttp_request_get_command(req);
@@ -1392,6 +1393,8 @@ enum hearth_status http_serve(const struct http_params *p, char *err, size_t err
         set_err(err, err_len, "serve: out of memory");
         goto out;
     }
+    const double io_s = p->timeout_s > 0 ? p->timeout_s : 600;
+    bodylimit_timeouts(s->http, io_s < 30 ? io_s : 30, io_s);
     size_t hard = p->max_body * 2 > p->max_body + 65536 ? p->max_body * 2 : p->max_body + 65536;
     evhttp_set_max_body_size(s->http, (ev_ssize_t)hard);
     evhttp_set_max_headers_size(s->http, 80 * 1024);

@@ -34,6 +34,7 @@ struct http_params {
     const char *host;        /* address to bind ("127.0.0.1") */
     int port;                /* 0: any free port (the chosen one is printed) */
     size_t max_body;         /* bytes; larger request bodies get 413 */
+    double timeout_s;        /* --timeout: a connection's silence before it closes (0: 600) */
     const char *api_key;     /* NULL: no auth; else Bearer KEY where routes.h says */
     const char *cors_origin; /* NULL: no CORS headers; else the allowed origin ("*" for any) */
     const char *chat_template_file;   /* a Jinja file overriding the model's template, or NULL */

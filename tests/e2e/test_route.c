@@ -5,7 +5,7 @@
  * streams come through unchanged; /v1/models is merged; a continuation
  * goes where its prefix went; a replica killed with SIGKILL, one answering
  * 500 and one that hangs are demoted and every request still succeeds; a
- * stream cut after its first byte ends with an error event; the API key,
+ * stream cut after its first byte ends with an error event (no [DONE]); the API key,
  * the body limit and a full queue are refused in the API's shape; and
  * promtool accepts /metrics.
  */
@@ -488,9 +488,24 @@ static void test_500_hang_and_cut(void **state)
     assert_non_null(ev);
     assert_non_null(strstr(ev, "data: {\"error\":"));
     assert_non_null(strstr(ev, "failed mid-stream"));
+    /* and no [DONE] after it: a client that trusts [DONE] must not take the cut answer whole */
+    assert_null(strstr(ev, "[DONE]"));
     http_resp_free(&c);
     snprintf(line, sizeof line, "hearth_route_errors_total{upstream=\"%s\",when=\"after\"}", uf);
     assert_true(metric(&r, line) == 1);
+    srv_stop(&r);
+    /* Anthropic's stream, cut: an error event and no message_stop (the fake alone upstream) */
+    srv_start_route(&r, (const char *[]){"--upstream", uf, NULL});
+    c = http_post(&r, "/v1/messages",
+                  "{\"model\":\"m\",\"max_tokens\":8,\"stream\":true,"
+                  "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}");
+    assert_int_equal(c.status, 200);
+    ev = strstr(c.body, "data: {\"fake\":\"first event\"}");
+    assert_non_null(ev);
+    assert_non_null(strstr(ev, "event: error\ndata: {\"type\":\"error\""));
+    assert_null(strstr(ev, "message_stop"));
+    assert_null(strstr(ev, "[DONE]"));
+    http_resp_free(&c);
     srv_stop(&r);
     fake_stop(&f);
     free(uf);

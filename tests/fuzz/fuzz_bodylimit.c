@@ -3,7 +3,8 @@
  * src/serve/bodylimit.c, which reads every byte a client sends before
  * evhttp does. The first two input bytes pick the limits and a split
  * point; the rest is the connection's bytes, fed whole and then in two
- * pieces: the verdict, the state and the path must not depend on the split.
+ * pieces: the verdict, its status, the state and the path must not depend
+ * on the split. Run it with -timeout: a slow input is a finding too.
  * Seeds: tests/fuzz/corpus/bodylimit.
  */
 #include <stdint.h>
@@ -28,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (b)
         b = bodylimit_feed(&split, s + at, len - at);
     if (a != b || whole.state != split.state || strcmp(whole.path, split.path) ||
+        (whole.state == BL_REFUSED && whole.status != split.status) ||
         whole.left != split.left || whole.body_total != split.body_total)
         abort();
     return 0;

@@ -1,6 +1,6 @@
 /*
  * test_bodylimit.c: src/serve/bodylimit.c, the HTTP framing that refuses an
- * oversized request before evhttp reads it. Each case is fed whole, split at
+ * oversized or malformed request before evhttp reads it. Each case is fed whole, split at
  * every byte, and byte by byte: the verdict must not depend on how the
  * bytes arrive.
  */
@@ -57,7 +57,7 @@ static void test_within_limits(void **state)
              MAX_BODY, 0);
     check(body, true, BL_HEAD, "");
     check("POST /tokenize HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-          "a;ext=1\r\n0123456789\r\n5\r\nabcde\r\n0\r\nX-Trailer: 1\r\n\r\n",
+          "a\r\n0123456789\r\n5\r\nabcde\r\n0\r\nX-Trailer: 1\r\n\r\n",
           true, BL_HEAD, "");
     /* inside a request: the path is known until its end */
     check("POST /v1/chat/completions HTTP/1.1\nContent-Length: 10\n\nabc", true, BL_BODY,
@@ -88,18 +88,65 @@ static void test_refused(void **state)
           BL_REFUSED, "/two");
 }
 
-static void test_framing_it_leaves_to_evhttp(void **state)
+/* The status a whole-fed s is refused with (0: not refused), its path in path. */
+static int refused_with(const char *s, char *path, size_t path_len)
+{
+    struct bodylimit b;
+    bodylimit_init(&b, MAX_BODY, MAX_HEAD);
+    bool ok = bodylimit_feed(&b, s, strlen(s));
+    snprintf(path, path_len, "%s", b.path);
+    return ok ? 0 : b.status;
+}
+
+static void test_malformed(void **state)
 {
     (void)state;
-    /* a broken Content-Length, two that disagree, a chunk size that is not hex */
-    check("POST /a HTTP/1.1\r\nContent-Length: 1x\r\n\r\nzzz", true, BL_PASS, "/a");
-    check("POST /a HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", true, BL_PASS,
-          "/a");
-    check("POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", true, BL_PASS, "/a");
+    static const struct {
+        const char *s, *path;
+        int status;
+    } bad[] = {
+        {"POST /a HTTP/1.1\r\nContent-Length: 1x\r\n\r\nzzz", "/a", 400},
+        {"POST /a HTTP/1.1\r\nContent-Length: -5\r\n\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nContent-Length: \r\n\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n", "/a", 413},
+        {"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n10000000000000000\r\n", "/a", 413},
+        {"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", "/a", 400},
+        {"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nbad trailer\r\n", "/a", 400},
+        {"POST /a HTTP/9.9\r\n\r\n", "/a", 505},
+        {"POST /a HTTP/1.1 x\r\n\r\n", "/a", 400},
+        {"POST /a\r\n\r\n", "/a", 400},
+        {"POST  /a HTTP/1.1\r\n\r\n", "", 400},
+        {"BREW /a HTTP/1.1\r\n\r\n", "", 400},
+        {"CONNECT x:443 HTTP/1.1\r\n\r\n", "x:443", 405},
+        {"TRACE /a HTTP/1.1\r\n\r\n", "/a", 405},
+        {"HELLO\r\n\r\n", "", 400},
+        {"\x16\x03\x01\x02\x00", "", 400},
+        {"GET /a HTTP/1.1\r\n folded\r\n\r\n", "/a", 400},
+        {"GET /a HTTP/1.1\r\nNo colon\r\n\r\n", "/a", 400},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char path[256];
+        int st = refused_with(bad[i].s, path, sizeof path);
+        if (st != bad[i].status || strcmp(path, bad[i].path))
+            print_message("case %zu: status %d path '%s' on:\n%s\n", i, st, path, bad[i].s);
+        assert_int_equal(st, bad[i].status);
+        assert_string_equal(path, bad[i].path);
+        check(bad[i].s, false, BL_REFUSED, bad[i].path);
+    }
+    /* what stays allowed: leading blank lines, a folded header, HTTP/1.0, "SIZE ext" */
+    check("\r\nGET /a HTTP/1.0\r\nX: 1\r\n  more\r\n\r\n", true, BL_HEAD, "");
+    check("POST /a HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n2 x\r\nab\r\n0\r\n\r\n", true,
+          BL_HEAD, "");
     struct bodylimit b;
     bodylimit_init(&b, MAX_BODY, MAX_HEAD);
     assert_false(bodylimit_feed(&b, "POST / HTTP/1.1\r\nContent-Length: 101\r\n\r\n", 41));
     assert_non_null(strstr(b.reason, "101 bytes"));
+    assert_int_equal(b.status, 413);
     assert_false(bodylimit_feed(&b, "more", 4)); /* refused stays refused */
 }
 
@@ -108,7 +155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_within_limits),
         cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_framing_it_leaves_to_evhttp),
+        cmocka_unit_test(test_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
