@@ -54,7 +54,7 @@ char *oai_error_sse(const struct oai_error *e, size_t *len)
     char *json = oai_error_json(e);
     if (!json)
         return NULL;
-    static const char head[] = "data: ", tail[] = "\n\ndata: [DONE]\n\n";
+    static const char head[] = "data: ", tail[] = "\n\n";
     size_t n                 = strlen(json);
     char *out                = malloc(sizeof head - 1 + n + sizeof tail);
     if (out) {

@@ -84,7 +84,8 @@ bool oai_fail(struct oai_error *e, int status, const char *type, const char *cod
 
 /* The error's JSON body, malloc'd, NUL-terminated (NULL when out of memory). */
 char *oai_error_json(const struct oai_error *e);
-/* The same body as one SSE event followed by "data: [DONE]" (malloc'd, *len bytes). */
+/* The same body as one SSE event, with no "data: [DONE]" after it: a client that trusts [DONE]
+ * must not take a stream cut by an error as complete (malloc'd, *len bytes). */
 char *oai_error_sse(const struct oai_error *e, size_t *len);
 
 enum oai_reasoning { OAI_REASONING_AUTO, OAI_REASONING_NONE };
