@@ -337,10 +337,15 @@ void srv_wait_generated(const struct srv *s, int n)
 
 void srv_stop(struct srv *s)
 {
+    srv_stop_within(s, 60);
+}
+
+void srv_stop_within(struct srv *s, double timeout_s)
+{
     if (s->pid <= 0)
         return;
     kill(s->pid, SIGTERM);
-    int rc = srv_wait_pid(s->pid, 60);
+    int rc = srv_wait_pid(s->pid, timeout_s);
     if (rc < 0) {
         kill(s->pid, SIGKILL);
         waitpid(s->pid, NULL, 0);
@@ -356,7 +361,8 @@ void srv_stop(struct srv *s)
     bool dirty = strstr(log, "AddressSanitizer") || strstr(log, "LeakSanitizer") ||
                  strstr(log, "runtime error:");
     if (rc != 0 || dirty)
-        print_message("server exit %d; log:\n%s\n", rc, log);
+        print_message("server exit %d (-1: still running after %g s); log:\n%s\n", rc,
+                      timeout_s, log);
     free(log);
     srv_forget(s);
     assert_int_equal(rc, 0);

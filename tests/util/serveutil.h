@@ -128,6 +128,9 @@ void srv_wait_generated(const struct srv *s, int n);
  */
 void srv_stop(struct srv *s);
 
+/* srv_stop, the exit awaited timeout_s instead of a minute (a bounded shutdown). */
+void srv_stop_within(struct srv *s, double timeout_s);
+
 /* Whole file as a malloc'd string; "" (malloc'd) when it cannot be read. */
 char *srv_slurp(const char *path);
 
