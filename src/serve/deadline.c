@@ -56,7 +56,7 @@ struct deadline *deadline_arm(double seconds, const char *what, int status)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&d->mu, NULL);
     clock_gettime(CLOCK_MONOTONIC, &d->at);
-    long ns      = d->at.tv_nsec + (long)((seconds - (double)(time_t)seconds) * 1e9);
+    long ns = d->at.tv_nsec + (long)((seconds - (double)(time_t)seconds) * 1e9);
     d->at.tv_sec += (time_t)seconds + ns / 1000000000L;
     d->at.tv_nsec = ns % 1000000000L;
     if (pthread_create(&d->thread, NULL, deadline_main, d) != 0) {

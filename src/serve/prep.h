@@ -37,10 +37,10 @@
 #define PREP_MAX_WORKERS 64
 
 struct prep_task {
-    struct prep_task *next;            /* queue link (the prep module's) */
-    void (*run)(struct prep_task *t);  /* the work, on a worker */
-    atomic_int cancel;                 /* nonzero: nobody wants the result (any thread sets it) */
-    bool skipped;                      /* set by the pool: handed back without run */
+    struct prep_task *next;           /* queue link (the prep module's) */
+    void (*run)(struct prep_task *t); /* the work, on a worker */
+    atomic_int cancel;                /* nonzero: nobody wants the result (any thread sets it) */
+    bool skipped;                     /* set by the pool: handed back without run */
 };
 
 typedef void (*prep_done_fn)(struct prep_task *t, void *user);

@@ -34,10 +34,10 @@
 #include "util/serveutil.h"
 
 #define CHAT_SMALL                                                                                 \
-    "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":2,"     \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":2,"       \
     "\"temperature\":0}"
 #define CHAT_LONG                                                                                  \
-    "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":400,"   \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"Once upon a time\"}],\"max_tokens\":400,"     \
     "\"ignore_eos\":true,\"temperature\":0}"
 
 /* A FIFO in a fresh directory for a gate; *dir is the directory (the caller removes it). */
@@ -77,9 +77,9 @@ static void wait_metric(const struct srv *s, const char *prefix, double want)
     }
 }
 
-#define CANCELLED "hearth_prep_cancelled_total "
+#define CANCELLED  "hearth_prep_cancelled_total "
 #define PREP_TASKS "hearth_prep_tasks "
-#define CHAT_499  "hearth_requests_total{endpoint=\"/v1/chat/completions\",code=\"499\"} "
+#define CHAT_499   "hearth_requests_total{endpoint=\"/v1/chat/completions\",code=\"499\"} "
 
 /* Busy slots per /slots. */
 static int busy_slots(const struct srv *s)
@@ -119,9 +119,8 @@ static int health(const struct srv *s, char *code, size_t n)
     int st             = r.status;
     code[0]            = 0;
     if (st != 200) {
-        cJSON *j = http_json(&r);
-        const char *c =
-            jstr(cJSON_GetObjectItemCaseSensitive(j, "error"), "code");
+        cJSON *j      = http_json(&r);
+        const char *c = jstr(cJSON_GetObjectItemCaseSensitive(j, "error"), "code");
         snprintf(code, n, "%s", c ? c : "");
         cJSON_Delete(j);
     }
