@@ -12,9 +12,10 @@
  * Several workers rather than compiles moved off a shared path: every stage
  * of a preparation (a template's loops, the tokenizer on megabytes, a
  * compile) can be the slow one, and a worker pool bounds them all alike, one
- * request per worker; the grammar compile's own budget (grammar.h) bounds
- * how long one worker is held. The pool is small and fixed (--threads-http):
- * when every worker is busy, tasks wait in the queue and the loop goes on.
+ * request per worker; how long one worker stays held is up to the work's
+ * own bounds (a grammar compile's budget, the cancel flag below). The pool
+ * is small and fixed (--threads-http): when every worker is busy, tasks
+ * wait in the queue and the loop goes on.
  *
  * Cancelling: a task whose cancel flag is set before a worker takes it is
  * handed back without running (skipped); a running task reads the flag

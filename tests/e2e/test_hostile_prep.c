@@ -14,7 +14,8 @@
  *   nothing but the cancel can free it);
  * - SIGTERM ends the server within 5 s with exit status 0 while a
  *   preparation is held, while a job is held in its slot, and while the
- *   model load is held (HEARTH_SERVE_LOAD_GATE);
+ *   model load is held (HEARTH_SERVE_LOAD_GATE), and with a FIFO named like a
+ *   block file in --cache-dir;
  * - with --health-stall 0, /health is 503 while the one worker is held or
  *   the scheduler is held in a step, and 200 after.
  *
@@ -348,6 +349,27 @@ static void test_sigterm_while_loading(void **state)
     free(dir);
 }
 
+static void test_sigterm_with_a_fifo_in_the_cache_dir(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    char *dir, fifo[600];
+    /* named like a block file, so the start-up scan of --cache-dir gets to it */
+    make_fifo(&dir, fifo, sizeof fifo, "0123456789abcdef.kvb");
+    struct srv s;
+    const char *extra[] = {"--cache-dir", dir, "--cache-disk", "256M", NULL};
+    srv_start_opt(&s, tu_model(SRV_MODEL), extra, false);
+    /* whether the scan hangs on the FIFO (start-up never ends) or passes it (ready), SIGTERM
+     * must end the server within 5 s */
+    char code[64];
+    int st    = health(&s, code, sizeof code);
+    double t0 = now_s();
+    srv_stop_within(&s, 5);
+    print_message("/health %d %s; exited %.2f s after SIGTERM\n", st, code, now_s() - t0);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* ------------------------------------------------------------ health --- */
 
 static void test_health_503_while_wedged(void **state)
@@ -403,6 +425,7 @@ int main(void)
         cmocka_unit_test_teardown(test_sigterm_while_preparation_held, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sigterm_while_generating, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sigterm_while_loading, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_sigterm_with_a_fifo_in_the_cache_dir, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_health_503_while_wedged, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
