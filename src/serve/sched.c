@@ -770,7 +770,6 @@ static void step(struct sched *s)
     }
 }
 
-/* Copies the totals and slot states for sched_snapshot. */
 /* The thread goes round: busy tells whether a slot holds a job as it goes into its step. */
 static void mark_progress(struct sched *s, bool busy)
 {
@@ -780,6 +779,7 @@ static void mark_progress(struct sched *s, bool busy)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Copies the totals and slot states for sched_snapshot. */
 static void publish_stats(struct sched *s)
 {
     int32_t used = 0, cached = 0, total = 0;
