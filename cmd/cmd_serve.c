@@ -29,6 +29,7 @@ struct serve_args {
         long port, max_body, max_queue;
         float timeout_s;
         bool no_webui;
+        long threads_http, health_stall;
     } srv;
     struct {
         long parallel, n_ctx, batch, ubatch, checkpoints, seed; /* n_ctx 0: default; CTX_MAX */
@@ -88,6 +89,16 @@ static const struct opt server_list[] = {
      .help = "answer browsers from ORIGIN ('*' for any) with CORS headers"},
     {.names = "--no-webui", .kind = OPT_FLAG, .off = F(srv, no_webui),
      .help = "no chat page at / (it is on by default: open http://HOST:PORT/ in a browser)"},
+    {.names = "--threads-http", .value = "N", .kind = OPT_LONG, .off = F(srv, threads_http),
+     .lo = 1, .hi = 64, .def = "4",
+     .help = "preparation workers: each renders a request's chat template, tokenizes it and "
+             "compiles its grammar, one request at a time, so a slow one holds back only its "
+             "worker; when all are busy requests wait their turn"},
+    {.names = "--health-stall", .value = "SECONDS", .kind = OPT_LONG, .off = F(srv, health_stall),
+     .lo = 0, .hi = 86400, .def = "60",
+     .help = "/health answers 503 while every preparation worker has been busy this long, or "
+             "the scheduler has been inside one step this long, so a router stops sending "
+             "here; 0: as soon as they are busy"},
 };
 
 static const struct opt slots_list[] = {
@@ -246,7 +257,7 @@ static const struct opt_use serve_uses[] = {
 
 static const struct serve_args serve_defaults = {
     .srv   = {.host = "127.0.0.1", .port = 8080, .max_body = 4194304, .max_queue = 64,
-              .timeout_s = 600},
+              .timeout_s = 600, .threads_http = 4, .health_stall = 60},
     .slots = {.parallel = 4, .batch = 512, .ubatch = 512, .checkpoints = 8, .seed = -1},
     .cache = {.ram = -1, .disk = -1},
     .req   = {.n_predict = -1},
@@ -456,6 +467,8 @@ int cmd_serve(int argc, char **argv)
         .tool_choice          = a.req.tool_choice,
         .bias                 = bias,
         .n_bias               = (int32_t)a.req.bias.n,
+        .n_prep_workers       = (int32_t)a.srv.threads_http,
+        .health_stall_s       = (double)a.srv.health_stall,
         .seeded               = seed >= 0,
         .seed                 = seed >= 0 ? (uint64_t)seed : 0,
         .sched                = {.n_slots           = (int32_t)parallel,

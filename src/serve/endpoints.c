@@ -2,7 +2,7 @@
  * endpoints.c: the routes of `hearth serve` besides generation: models,
  * health, metrics, slots, props, and llama-server's apply-template,
  * tokenize and detokenize. The last three render or tokenize, so their
- * work runs on the preparation thread (endpoints_prepare) like a
+ * work runs on a preparation worker (endpoints_prepare) like a
  * generation's.
  *
  * Bodies: /apply-template takes a chat request (its rendered prompt comes
@@ -28,6 +28,7 @@
 #include "serve/turns.h"
 #include "template/chat_template.h"
 #include "text/chatparse.h"
+#include "util/clock.h"
 
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
@@ -75,10 +76,42 @@ void h_model_one(struct server *s, struct evhttp_request *req, const char *id)
     serve_reply_cjson(s, req, EP_MODELS, model_obj(s));
 }
 
+/*
+ * Whether the server can take new work: false with *e (503) while every preparation worker
+ * has been on its task for --health-stall seconds or more, or the scheduler has been inside
+ * one step that long; a router reading /health then sends elsewhere.
+ */
+static bool taking_work(struct server *s, struct oai_error *e)
+{
+    const double now = now_s(), limit = s->p->health_stall_s;
+    const double prep = s->prep ? prep_busy_since(s->prep) : 0;
+    if (prep > 0 && now - prep >= limit)
+        return oai_fail(e, 503, "server_error", "preparation_stalled", NULL,
+                        "All %d preparation workers (--threads-http) have been busy for %.1f s "
+                        "or more (--health-stall %g); new requests would wait.",
+                        prep_workers(s->prep), now - prep, limit);
+    struct sched_stats st;
+    if (s->sched) {
+        sched_snapshot(s->sched, &st, NULL, 0);
+        if (st.working && now - st.t_progress >= limit)
+            return oai_fail(e, 503, "server_error", "scheduler_stalled", NULL,
+                            "The scheduler has been inside one step for %.1f s (--health-stall "
+                            "%g); new requests would wait.",
+                            now - st.t_progress, limit);
+    }
+    return true;
+}
+
 void h_health(struct server *s, struct evhttp_request *req)
 {
     if (!serve_check_ready(s, req, EP_HEALTH))
         return;
+    struct oai_error e;
+    if (!taking_work(s, &e)) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "5");
+        serve_reply_error(s, req, EP_HEALTH, &e);
+        return;
+    }
     static const char ok[] = "{\"status\":\"ok\"}";
     serve_reply(s, req, EP_HEALTH, 200, "application/json", ok, sizeof ok - 1);
 }
@@ -112,6 +145,8 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     const double computed  = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
     v[M_PREFIX_MISS_TOKENS] = computed;
     v[M_PREFILL_SECONDS]   = st.prefill_seconds_total;
+    v[M_PREP_CANCELLED]    = (double)s->n_prep_cancelled;
+    v[M_PREP_TASKS]        = (double)s->n_prep_tasks;
     v[M_DECODE_SECONDS]    = st.decode_seconds_total;
     v[M_PREFILL_TPS]       = st.prefill_seconds_total > 0 ? computed / st.prefill_seconds_total : 0;
     v[M_DECODE_TPS]        = st.decode_seconds_total > 0

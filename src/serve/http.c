@@ -51,6 +51,7 @@
 #include "grammar/grammar.h"
 #include "serve/anthropic.h"
 #include "serve/bodylimit.h"
+#include "serve/deadline.h"
 #include "serve/listen.h"
 #include "serve/server.h"
 #include "serve/responses.h"
@@ -89,7 +90,10 @@ static const char *reason(int code)
     return "Error";
 }
 
-#define SHUTDOWN_GRACE_S 5 /* longest wait for cancelled jobs to drain at shutdown */
+#define SHUTDOWN_GRACE_S 2 /* longest wait for cancelled jobs to drain at shutdown */
+/* from the signal to the end of the process, whatever is still running (deadline.h): past the
+ * grace, this leaves the scheduler's last step and the disk tier's flush about 2 s */
+#define SHUTDOWN_DEADLINE_S 4
 #define GRAMMAR_CACHE_SIZE 16 /* compiled grammars kept: an agent resends its tools every turn */
 
 /* ------------------------------------------------------------- replies --- */
@@ -320,6 +324,8 @@ static void abandon(struct pending *p, int status, const char *body, size_t len)
     if (p->gone)
         return;
     p->gone = true;
+    if (p->task)
+        atomic_store(&p->task->pt.cancel, 1);
     if (p->srv->sched && p->n_jobs > 0)
         sched_cancel(p->srv->sched, p->request_id);
     release_http(p, status, body, len);
@@ -353,6 +359,8 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
     }
     if (!p->gone) {
         p->gone = true;
+        if (p->task)
+            atomic_store(&p->task->pt.cancel, 1);
         if (p->srv->sched && p->n_jobs > 0)
             sched_cancel(p->srv->sched, p->request_id);
     }
@@ -442,10 +450,13 @@ void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_en
         p->ops = t->ops;
     p->task         = t;
     t->pt.run       = run_task;
+    atomic_init(&t->pt.cancel, 0);
+    t->r.cancel     = &t->pt.cancel;
     t->srv          = s;
     t->p            = p;
     t->first_job_id = s->next_job_id;
     s->next_job_id += OAI_MAX_CHOICES;
+    s->n_prep_tasks++;
     prep_submit(s->prep, &t->pt);
 }
 
@@ -552,6 +563,9 @@ static void task_done(struct server *s, struct task *t)
 {
     struct pending *p = t->p;
     p->task           = NULL;
+    s->n_prep_tasks--;
+    if (t->pt.skipped || (!t->ok && t->e.status == 499))
+        s->n_prep_cancelled++;
     if (p->gone) {
         task_free(t);
         pending_unlink_free(p);
@@ -1257,6 +1271,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
         return;
     }
     fprintf(stderr, "hearth serve: %s, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* 0: the exit status of a clean shutdown (http_serve's HEARTH_OK, as cmd/ maps it) */
+    s->deadline = deadline_arm(SHUTDOWN_DEADLINE_S, "shutdown", 0);
     s->stopping = true;
     s->ready    = false;
     if (s->bound) {
@@ -1354,6 +1370,7 @@ static void teardown(struct server *s)
     pthread_mutex_destroy(&s->qmu);
     free(s->fatal);
     libevent_global_shutdown();
+    deadline_disarm(s->deadline);
 }
 
 enum hearth_status http_serve(const struct http_params *p, char *err, size_t err_len)
@@ -1409,8 +1426,8 @@ enum hearth_status http_serve(const struct http_params *p, char *err, size_t err
         set_err(err, err_len, "serve: cannot create the loop's events");
         goto out;
     }
-    if (!(s->prep = prep_start(on_prepared, s))) {
-        set_err(err, err_len, "serve: cannot start the preparation thread");
+    if (!(s->prep = prep_start(p->n_prep_workers > 0 ? p->n_prep_workers : 4, on_prepared, s))) {
+        set_err(err, err_len, "serve: cannot start the preparation workers");
         goto out;
     }
     if (!(s->bound = http_listen(s->http, "serve", p->host, p->port, "", err, err_len)))

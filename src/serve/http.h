@@ -54,6 +54,9 @@ struct http_params {
     const struct sched_bias *bias; /* [n_bias] --logit-bias: added to every request's (a
                                     * request's own entry for a token wins); -INFINITY bans */
     int32_t n_bias;
+    int32_t n_prep_workers;     /* --threads-http: preparation workers (prep.h), 1..64; 0: 4 */
+    double health_stall_s;      /* --health-stall: /health is 503 while every prep worker, or
+                                 * the scheduler's step, has been busy this long; 0: at once */
     bool seeded;                /* --seed: a request without a seed samples with seed */
     uint64_t seed;
     struct sched_params sched;

@@ -110,6 +110,11 @@
       "Prompts resending replies as text, given the replies' own tokens.")                     \
     X(M_REPLY_SPLICED_TOKENS, "hearth_reply_tokens_spliced_tokens_total", counter, NONE,       \
       "Tokens of finished requests those prompts were given (--reply-tokens).")                \
+    X(M_PREP_CANCELLED, "hearth_prep_cancelled_total", counter, NONE,                          \
+      "Request preparations skipped or stopped between stages because their client hung up "  \
+      "(or the server was stopping).")                                                        \
+    X(M_PREP_TASKS, "hearth_prep_tasks", gauge, NONE,                                          \
+      "Request preparations queued or running (templates, tokenizing, grammar compiles).")    \
     X(M_READY, "hearth_ready", gauge, NONE,                                                    \
       "1 once the model is loaded and requests are served, 0 while loading.")                  \
     X(M_STAGE_WEIGHT_BYTES, "hearth_stage_weight_bytes", gauge, NONE,                          \

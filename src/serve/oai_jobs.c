@@ -140,6 +140,15 @@ static bool tokenize_prompt(const struct hearth_model *model, struct turns *turn
     return true;
 }
 
+/* req's client is gone (or the server stopping): false with a 499 in *e, so the stages stop. */
+static bool live(const struct oai_request *req, struct oai_error *e)
+{
+    if (!req->cancel || !atomic_load(req->cancel))
+        return true;
+    return oai_fail(e, 499, "invalid_request_error", "client_closed", NULL,
+                    "The request was cancelled before it was prepared.");
+}
+
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,
                    const struct hearth_model *model, struct grammar_cache *gc, struct turns *turns,
                    int32_t n_ctx, uint64_t request_id, uint64_t *next_job_id,
@@ -170,21 +179,25 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         }
     if (req->kind != OAI_COMPLETION) {
         char *text = NULL;
-        if (!oai_prompt(req, tmpl, model, &text, e))
+        if (!live(req, e) || !oai_prompt(req, tmpl, model, &text, e))
             goto out;
         if (thinking)
             *thinking =
                 chatparse_prompt_opens_thinking(chat_template_format(tmpl), text, strlen(text));
-        bool tok_ok = tokenize_prompt(model, turns, text, strlen(text), n_ctx, "messages", &toks[0],
+        bool tok_ok = live(req, e) &&
+                      tokenize_prompt(model, turns, text, strlen(text), n_ctx, "messages", &toks[0],
                                       &n_toks[0], e) &&
+                      live(req, e) &&
                       oai_grammar(req, tmpl, gc, text, strlen(text), &g, &trig, &n_trig, e);
         free(text);
         if (!tok_ok)
             goto out;
     } else {
-        if (!oai_grammar(req, NULL, gc, "", 0, &g, &trig, &n_trig, e))
+        if (!live(req, e) || !oai_grammar(req, NULL, gc, "", 0, &g, &trig, &n_trig, e))
             goto out;
         for (int32_t i = 0; i < n_prompts; i++) {
+            if (!live(req, e))
+                goto out;
             char param[32];
             snprintf(param, sizeof param, n_prompts == 1 ? "prompt" : "prompt[%d]", i);
             if (!tokenize_prompt(model, turns, req->prompts[i], strlen(req->prompts[i]), n_ctx,
@@ -192,6 +205,8 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
                 goto out;
         }
     }
+    if (!live(req, e))
+        goto out;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t rng = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (request_id << 7);

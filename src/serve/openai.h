@@ -46,6 +46,7 @@
 #ifndef HEARTH_OPENAI_H
 #define HEARTH_OPENAI_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -155,6 +156,11 @@ struct oai_request {
     struct oai_ignored ignored[OAI_MAX_IGNORED]; /* fields accepted and ignored, in body order */
     int32_t n_ignored;              /* noted in ignored[], <= OAI_MAX_IGNORED */
     int32_t n_ignored_more;         /* ignored beyond those (counted, not named) */
+    /* set by the server, not parsed: nonzero once nobody wants the reply (the client hung
+     * up, the server is stopping); oai_make_jobs stops between its stages when it is, and
+     * grammar compiles may read it as they run. The flag lives in the request's preparation
+     * task (prep.h, struct prep_task.cancel). NULL: never cancelled. */
+    const atomic_int *cancel;
 };
 
 /*
@@ -198,6 +204,8 @@ bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
  * *thinking (may be NULL) says whether the chat prompt ends inside an open
  * reasoning block. With turns (may be NULL), a prompt that resends a
  * finished job's reply goes on from the reply's own tokens (turns.h).
+ * Once req->cancel is set it stops at the next stage (template, tokens,
+ * grammar) with a 499 in *e (nobody reads it: the client is gone).
  * Thread-safe apart from *next_job_id.
  */
 bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tmpl,

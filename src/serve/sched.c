@@ -777,6 +777,15 @@ static void step(struct sched *s)
     }
 }
 
+/* The thread goes round: busy tells whether a slot holds a job as it goes into its step. */
+static void mark_progress(struct sched *s, bool busy)
+{
+    pthread_mutex_lock(&s->mu);
+    s->stats.working    = busy;
+    s->stats.t_progress = now_s();
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Copies the totals and slot states for sched_snapshot. */
 static void publish_stats(struct sched *s)
 {
@@ -793,8 +802,11 @@ static void publish_stats(struct sched *s)
     s->stats.cache_cap_bytes  = cs.cap_bytes;
     s->stats.cache_evicted    = cs.evicted;
     s->stats.disk             = cs;
+    s->stats.working          = false;
+    s->stats.t_progress       = now_s();
     for (int32_t i = 0; i < s->n_slots; i++) {
         const struct slot *sl = &s->slots[i];
+        s->stats.working      = s->stats.working || sl->job;
         s->info[i]            = (struct sched_slot_info){
                        .id              = i,
                        .busy            = sl->job != NULL,
@@ -896,6 +908,7 @@ static void *sched_main(void *arg)
         }
         if (busy && s->gate_fd >= 0)
             publish_stats(s); /* what a test sees while the gate holds this step */
+        mark_progress(s, busy);
         if (!busy || gate_pass(s))
             step(s);
         publish_stats(s);

@@ -218,6 +218,10 @@ struct sched_stats {
     uint64_t spec_drafted[SCHED_N_DRAFTERS];  /* tokens drafted, by drafter */
     uint64_t spec_accepted[SCHED_N_DRAFTERS]; /* of those, kept */
     uint64_t decode_forwards_total; /* a slot's rows in a step's forward, counted once a slot */
+    /* the thread's own view, for telling a stuck step from an idle one: whether a slot held a
+     * job when it last went round (working) and when that was (now_s, util/clock.h) */
+    bool working;
+    double t_progress;
 };
 /* Fills stats and up to cap slot infos (returns the number of slots). */
 int32_t sched_snapshot(struct sched *s, struct sched_stats *stats, struct sched_slot_info *slots,

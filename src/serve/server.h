@@ -20,6 +20,7 @@
 #include "serve/reply.h"
 
 struct cJSON;
+struct deadline;
 
 /* A scheduler event copied for the loop: top[] and the text follow the struct. */
 struct qev {
@@ -36,7 +37,7 @@ enum pending_kind { PK_GENERATE, PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE, PK_COU
 
 struct pending;
 
-/* A preparation: filled on the loop, run on the prep thread, read back on the loop. */
+/* A preparation: filled on the loop, run by a prep worker, read back on the loop. */
 struct task {
     struct prep_task pt; /* first: the prep module's view */
     struct server *srv;  /* read-only on the prep thread: model, tmpl, sp */
@@ -107,6 +108,9 @@ struct server {
     struct grammar_vocab *gvocab; /* the vocabulary's trie for grammars (read-only) */
     struct grammar_cache *gcache; /* grammars compiled against it, for reuse (thread-safe) */
     struct prep *prep;
+    uint64_t n_prep_cancelled; /* preparations skipped or stopped because nobody wanted them */
+    int64_t n_prep_tasks;      /* tasks submitted and not yet back */
+    struct deadline *deadline; /* armed by the first signal (deadline.h), or NULL */
     struct pending *pending;
     uint64_t next_request_id, next_job_id;
     uint32_t id_salt;

@@ -17,7 +17,7 @@
  * Bounded: at most max_tokens tokens in all (an entry that an extended one
  * of the same conversation begins with is dropped when that one comes),
  * least recently used dropped first. Thread-safe: the scheduler puts, the
- * preparation thread splices.
+ * preparation workers splice.
  */
 #ifndef HEARTH_SERVE_TURNS_H
 #define HEARTH_SERVE_TURNS_H

@@ -89,8 +89,8 @@ void srv_start_route(struct srv *s, const char *const *args);
 
 /*
  * The gates that open their FIFO for reading when they get to it, and read
- * one byte (HEARTH_SERVE_PREP_GATE before each preparation,
- * HEARTH_SERVE_LOAD_GATE before the load): opening the write end without
+ * one byte (HEARTH_SERVE_PREP_GATE before a preparation while no other
+ * waits there, HEARTH_SERVE_LOAD_GATE before the load): opening the write end without
  * blocking succeeds only while that reader is there, so it tells when the
  * server has reached the gate; it stays held while the write end is open and
  * empty. Returns the write end, or fails the test when nothing reaches the
