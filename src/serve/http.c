@@ -1018,6 +1018,21 @@ static char *on_refused(const char *path, const struct oai_error *e, void *user)
     return serve_error_json(ep, e);
 }
 
+/* The first max bytes of the client's text s into out (3 * max + 1 bytes), percent-encoded
+ * where not printable ASCII, so an answer quoting it stays valid UTF-8. */
+static void printable(const char *s, size_t max, char *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; s[i] && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c > 0x20 && c < 0x7f)
+            out[n++] = (char)c;
+        else
+            n += (size_t)snprintf(out + n, 4, "%%%02X", c);
+    }
+    out[n] = 0;
+}
+
 static void on_request(struct evhttp_request *req, void *arg)
 {
     struct server *s             = arg;
@@ -1038,8 +1053,10 @@ static void on_request(struct evhttp_request *req, void *arg)
     if (r && r->ep == EP_WEBUI && s->p->no_webui)
         r = NULL; /* --no-webui: as if there were no such route */
     if (!r) {
+        char shown[3 * 200 + 1];
+        printable(path, 200, shown);
         reply_fail(s, req, EP_OTHER, 404, "invalid_request_error", "unknown_url",
-                   "Invalid URL (%s %.200s): no such endpoint.", method_name(method), path);
+                   "Invalid URL (%s %s): no such endpoint.", method_name(method), shown);
         return;
     }
     if (method == EVHTTP_REQ_OPTIONS && s->p->cors_origin && *s->p->cors_origin) {

@@ -238,6 +238,20 @@ static void framing_cases(const struct srv *s)
     free(big);
 }
 
+/* An unknown path of bytes that are not UTF-8: serve's 404 quotes it percent-encoded, so the
+ * answer stays valid JSON text (hearth route relays it chunked, as the backend's reply). */
+static void unknown_path_case(const struct srv *s)
+{
+    static const char bad_path[] = "GET /\xff\xfe/x HTTP/1.1\r\nConnection: close\r\n\r\n";
+    char *quoted = exchange(s, bad_path, sizeof bad_path - 1);
+    check_answer("a path of bytes that are not UTF-8", quoted, 404, OPENAI);
+    for (const char *c = quoted; *c; c++)
+        if ((unsigned char)*c >= 0x80)
+            fail_msg("the 404 carries the path's raw bytes:\n%s", quoted);
+    assert_non_null(strstr(quoted, "/%FF%FE/x"));
+    free(quoted);
+}
+
 /* ----------------------------------------------------------- timeouts --- */
 
 /* A connection that sends part (may be "") and then nothing must be closed, an ordinary
@@ -283,6 +297,7 @@ static void test_serve_framing(void **state)
     struct srv s;
     srv_start(&s, NULL);
     framing_cases(&s);
+    unknown_path_case(&s);
     srv_stop(&s);
 }
 
