@@ -21,7 +21,7 @@ static struct grammar *compile_ok(const char *text, const struct grammar_vocab *
 {
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, v, &g, err, sizeof err);
+    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, v, NULL, &g, err, sizeof err);
     if (st != HEARTH_OK)
         fail_msg("grammar_compile: %s\n--- grammar:\n%s", err, text);
     return g;
@@ -32,7 +32,7 @@ static void compile_err(const char *text, const char *want)
 {
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, NULL, &g, err, sizeof err);
+    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, NULL, NULL, &g, err, sizeof err);
     if (st == HEARTH_OK)
         fail_msg("grammar compiled but should fail with \"%s\":\n%s", want, text);
     assert_null(g);
@@ -179,7 +179,7 @@ static void test_accepts_string(void **state)
 
     struct grammar *g2 = NULL;
     char err[HEARTH_ERR_MAX];
-    assert_int_equal(grammar_compile("start ::= \"s\"\n", 14, "start", NULL, &g2, err, sizeof err),
+    assert_int_equal(grammar_compile("start ::= \"s\"\n", 14, "start", NULL, NULL, &g2, err, sizeof err),
                      HEARTH_OK);
     assert_true(accepts(g2, "s"));
     grammar_unref(g2);

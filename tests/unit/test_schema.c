@@ -48,7 +48,7 @@ static struct grammar *schema_grammar(const cJSON *schema, const char *name)
     char *text = schema_gbnf_text(b);
     assert_non_null(text);
     struct grammar *g = NULL;
-    if (grammar_compile(text, strlen(text), "root", NULL, &g, err, sizeof err) != HEARTH_OK)
+    if (grammar_compile(text, strlen(text), "root", NULL, NULL, &g, err, sizeof err) != HEARTH_OK)
         fail_msg("%s: grammar_compile: %s\n--- grammar:\n%s", name, err, text);
     assert_true(grammar_check(text, strlen(text), "root", err, sizeof err) == HEARTH_OK);
     free(text);
@@ -233,7 +233,7 @@ static void test_builder(void **state)
     assert_false(schema_gbnf_rule(b, "json-ws", "\"y\""));
     char *text        = schema_gbnf_text(b);
     struct grammar *g = NULL;
-    if (grammar_compile(text, strlen(text), "root", NULL, &g, err, sizeof err) != HEARTH_OK)
+    if (grammar_compile(text, strlen(text), "root", NULL, NULL, &g, err, sizeof err) != HEARTH_OK)
         fail_msg("%s\n%s", err, text);
     /* the primitives are shared: one json-string rule for both schemas */
     assert_non_null(strstr(text, "\njson-string ::="));
@@ -264,7 +264,7 @@ static void test_json_object(void **state)
     assert_true(schema_gbnf_add_json_object(b, "root", err, sizeof err));
     char *text        = schema_gbnf_text(b);
     struct grammar *g = NULL;
-    assert_int_equal(grammar_compile(text, strlen(text), "root", NULL, &g, err, sizeof err),
+    assert_int_equal(grammar_compile(text, strlen(text), "root", NULL, NULL, &g, err, sizeof err),
                      HEARTH_OK);
     assert_true(accepts(g, "{}"));
     assert_true(accepts(g, "{\"a\": {\"b\": [1, 2.5e3, \"c\", true, null]}}"));
