@@ -22,13 +22,15 @@ static bool *nullable_rules(const struct gprog *g)
     bool *nul = calloc((size_t)g->n_rules + 1, sizeof *nul);
     if (!nul)
         return NULL;
-    for (bool changed = true; changed;) {
-        changed = false;
+    /* sweeps alternate direction, as in gprog_contexts */
+    for (int pass = 0, changed = 1; changed; pass++) {
+        changed = 0;
         if (!gbudget_spend(g->budget, (int64_t)g->n_rules + g->n_elems)) {
             free(nul);
             return NULL;
         }
-        for (int32_t r = 0; r < g->n_rules; r++) {
+        for (int32_t i = 0; i < g->n_rules; i++) {
+            int32_t r = pass & 1 ? g->n_rules - 1 - i : i;
             if (nul[r])
                 continue;
             for (int32_t a = g->rule_alt0[r]; a < g->rule_alt0[r + 1] && !nul[r]; a++) {
@@ -37,7 +39,7 @@ static bool *nullable_rules(const struct gprog *g)
                     p++;
                 if (g->elems[p] == GE_END) {
                     nul[r]  = true;
-                    changed = true;
+                    changed = 1;
                 }
             }
         }
@@ -209,9 +211,11 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
     for (int32_t r = 0; r < R; r++)
         n_ctx += (int64_t)n_terms[r] * ret[r].n;
     /* passed down tail calls to a fixpoint; stamp marks what dst holds: a copy costs its lengths */
-    for (changed = true; changed && n_ctx <= GRAMMAR_MAX_CONTEXTS;) {
+    changed = true;
+    for (int pass = 0; changed && n_ctx <= GRAMMAR_MAX_CONTEXTS; pass++) {
         changed = false;
-        for (int32_t r = 0; r < R && n_ctx <= GRAMMAR_MAX_CONTEXTS; r++) {
+        for (int32_t i = 0; i < R && n_ctx <= GRAMMAR_MAX_CONTEXTS; i++) {
+            int32_t r = pass & 1 ? R - 1 - i : i;
             for (int32_t t = 0; t < tail_from[r].n && n_ctx <= GRAMMAR_MAX_CONTEXTS; t++) {
                 int32_t d        = tail_from[r].v[t];
                 struct ivec *dst = &ret[d];
@@ -242,24 +246,31 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
         st = too_many_states(g, err, err_len);
         goto done_err;
     }
-    /* FIRST and FOLLOW, once the contexts are known to be within bounds */
-    for (changed = true; changed;) {
+    /* FIRST and FOLLOW, once the contexts are known to be within bounds. The sweeps alternate
+       direction: a chain of n rules (an unrolled {0,n}) passes its sets along in one sweep or
+       two, where sweeps one way only would take n when the chain runs the other way. */
+    changed = true;
+    for (int pass = 0; changed; pass++) {
         changed = false;
         if (!gbudget_spend(g->budget, (int64_t)R + g->n_elems)) {
             st = HEARTH_EINVAL;
             goto done_err;
         }
-        for (int32_t r = 0; r < R; r++)
+        for (int32_t i = 0; i < R; i++) {
+            int32_t r = pass & 1 ? R - 1 - i : i;
             for (int32_t a = g->rule_alt0[r]; a < g->rule_alt0[r + 1]; a++)
                 seq_first(g, first, nul, g->alts[a], &first[r], &changed);
+        }
     }
-    for (changed = true; changed;) {
+    changed = true;
+    for (int pass = 0; changed; pass++) {
         changed = false;
         if (!gbudget_spend(g->budget, g->n_elems)) {
             st = HEARTH_EINVAL;
             goto done_err;
         }
-        for (int32_t p = 0; p < g->n_elems; p++) {
+        for (int32_t i = 0; i < g->n_elems; i++) {
+            int32_t p = pass & 1 ? g->n_elems - 1 - i : i;
             if (GE_KIND(g->elems[p]) != GE_REF)
                 continue;
             int32_t r = GE_VAL(g->elems[p]);

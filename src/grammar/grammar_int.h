@@ -83,7 +83,7 @@ struct gprog {
  * The caller's cancel flag is read every GBUDGET_POLL steps.
  */
 #define GRAMMAR_MAX_CONTEXTS (1 << 16)         /* parser states: (p, q) keys of a grammar */
-#define GRAMMAR_MAX_WORK     (INT64_C(1) << 26) /* analysis and closure steps */
+#define GRAMMAR_MAX_WORK     (INT64_C(1) << 25) /* analysis and closure steps */
 #define GRAMMAR_MAX_WALK     (INT64_C(1) << 32) /* trie nodes walked by the precompute */
 #define GBUDGET_POLL         4096
 #define GBUDGET_VISIT        4 /* steps of one closure visit */
