@@ -180,7 +180,7 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
     struct gbyteset *follow  = calloc((size_t)R + 1, sizeof *follow);
     struct ivec *ret         = calloc((size_t)R + 1, sizeof *ret); /* return positions per rule */
     struct ivec *tail_from   = calloc((size_t)R + 1, sizeof *tail_from); /* R' tail-calls R */
-    int32_t *n_terms         = calloc((size_t)R + 1, sizeof *n_terms); /* terminal positions */
+    int32_t *n_terms         = calloc((size_t)R + 1, sizeof *n_terms);   /* terminal positions */
     uint32_t *stamp          = calloc((size_t)g->n_elems + 2, sizeof *stamp); /* [q + 1] */
     uint32_t gen             = 0;
     struct gctx_key *keys    = NULL;

@@ -25,9 +25,9 @@
  * including through rules that match the empty string; a compile that
  * would pass its budget of parser states, stacks or steps: grammar_int.h,
  * struct gbudget, so that any text is refused in well under a second on a
- * small vocabulary) or bounded at run time (GRAMMAR_MAX_STACKS live parse stacks, GRAMMAR_MAX_DEPTH nesting):
- * a matcher that would pass a bound fails the step with an error, never
- * hangs.
+ * small vocabulary) or bounded at run time (GRAMMAR_MAX_STACKS live parse
+ * stacks, GRAMMAR_MAX_DEPTH nesting): a matcher that would pass a bound
+ * fails the step with an error, never hangs.
  */
 #ifndef HEARTH_GRAMMAR_H
 #define HEARTH_GRAMMAR_H

@@ -82,19 +82,19 @@ struct gprog {
  * each accepting most tokens) needs half of it.
  * The caller's cancel flag is read every GBUDGET_POLL steps.
  */
-#define GRAMMAR_MAX_CONTEXTS (1 << 16)         /* parser states: (p, q) keys of a grammar */
+#define GRAMMAR_MAX_CONTEXTS (1 << 16)          /* parser states: (p, q) keys of a grammar */
 #define GRAMMAR_MAX_WORK     (INT64_C(1) << 25) /* analysis and closure steps */
 #define GRAMMAR_MAX_WALK     (INT64_C(1) << 32) /* trie nodes walked by the precompute */
 #define GBUDGET_POLL         4096
 #define GBUDGET_VISIT        4 /* steps of one closure visit */
 
 struct gbudget {
-    int64_t work, walk;        /* spent so far */
+    int64_t work, walk; /* spent so far */
     int64_t max_work, max_walk;
-    int64_t next_poll;         /* work + walk at which the limits and cancel are checked next */
-    const atomic_int *cancel;  /* nonzero: stop; NULL: never */
-    enum hearth_status st;     /* HEARTH_OK; HEARTH_EINVAL past a limit, HEARTH_ECANCELED */
-    char msg[200];             /* st's sentence */
+    int64_t next_poll;        /* work + walk at which the limits and cancel are checked next */
+    const atomic_int *cancel; /* nonzero: stop; NULL: never */
+    enum hearth_status st;    /* HEARTH_OK; HEARTH_EINVAL past a limit, HEARTH_ECANCELED */
+    char msg[200];            /* st's sentence */
 };
 
 /* A budget at the limits above. */

@@ -1184,8 +1184,7 @@ struct prop {
 
 /* Where name is in the hash of p's keys (names_at[k] - 1 its index), or the empty slot where it
    would go: a hash, so that 20,000 properties cost 20,000 lookups, not 20,000 squared. */
-static size_t prop_slot(const struct prop *p, const size_t *names_at, size_t mask,
-                        const char *name)
+static size_t prop_slot(const struct prop *p, const size_t *names_at, size_t mask, const char *name)
 {
     size_t k = name_hash(name) & mask;
     while (names_at[k] && strcmp(p[names_at[k] - 1].key, name))
@@ -1268,7 +1267,7 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
             break;
         }
         names_at[k] = n + 1;
-        p[n++]      = (struct prop){.key = e->valuestring, .schema = extra_schema, .required = true};
+        p[n++] = (struct prop){.key = e->valuestring, .schema = extra_schema, .required = true};
     }
     free(names_at);
     for (size_t i = 0; ok && i < n; i++) {

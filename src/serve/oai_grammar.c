@@ -528,7 +528,8 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
     free(text);
     if (st == HEARTH_ENOMEM)
         return OOM(e);
-    if (st == HEARTH_ECANCELED) /* the client is gone: nobody reads this, but it must not be a 400 */
+    /* the client is gone: nobody reads this, but it must not be a 400 */
+    if (st == HEARTH_ECANCELED)
         return oai_fail(e, hearth_status_http(st), "request_cancelled", NULL, param, "%s", err);
     if (st != HEARTH_OK)
         return BAD(e, "invalid_value", param, "Invalid '%s': %s", param, err);

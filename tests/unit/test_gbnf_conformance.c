@@ -172,7 +172,7 @@ static void engine_refuses_invalid(void **state)
         static char sentinel;
         struct grammar *g = (struct grammar *)&sentinel; /* must come back NULL */
         err[0]            = '\0';
-        st                = grammar_compile(text, strlen(text), NULL, NULL, NULL, &g, err, sizeof err);
+        st = grammar_compile(text, strlen(text), NULL, NULL, NULL, &g, err, sizeof err);
         if (st != HEARTH_EINVAL || g || !err[0]) {
             n_wrong++;
             print_message("WRONG invalid %s (%s): grammar_compile gave %d, grammar %s, "

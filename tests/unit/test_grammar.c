@@ -21,7 +21,7 @@ static struct grammar *compile_ok(const char *text, const struct grammar_vocab *
 {
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, v, NULL, &g, err, sizeof err);
+    enum hearth_status st = grammar_compile(text, strlen(text), NULL, v, NULL, &g, err, sizeof err);
     if (st != HEARTH_OK)
         fail_msg("grammar_compile: %s\n--- grammar:\n%s", err, text);
     return g;
@@ -32,7 +32,8 @@ static void compile_err(const char *text, const char *want)
 {
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, NULL, NULL, &g, err, sizeof err);
+    enum hearth_status st =
+        grammar_compile(text, strlen(text), NULL, NULL, NULL, &g, err, sizeof err);
     if (st == HEARTH_OK)
         fail_msg("grammar compiled but should fail with \"%s\":\n%s", want, text);
     assert_null(g);
@@ -179,8 +180,9 @@ static void test_accepts_string(void **state)
 
     struct grammar *g2 = NULL;
     char err[HEARTH_ERR_MAX];
-    assert_int_equal(grammar_compile("start ::= \"s\"\n", 14, "start", NULL, NULL, &g2, err, sizeof err),
-                     HEARTH_OK);
+    assert_int_equal(
+        grammar_compile("start ::= \"s\"\n", 14, "start", NULL, NULL, &g2, err, sizeof err),
+        HEARTH_OK);
     assert_true(accepts(g2, "s"));
     grammar_unref(g2);
 }
@@ -339,7 +341,8 @@ static void compile_refused(const char *text, const struct grammar_vocab *v,
 {
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    enum hearth_status st = grammar_compile(text, strlen(text), NULL, v, cancel, &g, err, sizeof err);
+    enum hearth_status st =
+        grammar_compile(text, strlen(text), NULL, v, cancel, &g, err, sizeof err);
     assert_null(g);
     if (st != want_st || !strstr(err, want))
         fail_msg("status '%s', error \"%s\"; want '%s' with \"%s\" (grammar: %.200s)",
@@ -361,7 +364,7 @@ static void test_costly_grammars(void **state)
                     "the grammar would need more than 65536 parser states");
     /* 100,000 alternatives: no matcher could start (the scheduler's 500, once) */
     size_t cap = 16u << 20, n = 0;
-    char *alt  = malloc(cap);
+    char *alt = malloc(cap);
     assert_non_null(alt);
     n += (size_t)snprintf(alt + n, cap - n, "root ::= \"w0\"");
     for (int i = 1; i < 100000; i++)
@@ -374,10 +377,10 @@ static void test_costly_grammars(void **state)
     compile_refused("root ::= (([a-z]){0,250}){0,250}\n", v, NULL, HEARTH_EINVAL,
                     "too costly to compile: it would need more than 33554432 analysis steps");
     /* 64,001 contexts along a chain of 4,000 optional groups: costly, within every bound */
-    struct grammar *g =
-        compile_ok("root ::= (\"a\" | \"ab\" | \"abc\" | \"abcd\" | \"b\" | \"bc\" | \"bcd\"){0,4000} "
-                   "\"x\"\n",
-                   v);
+    struct grammar *g = compile_ok(
+        "root ::= (\"a\" | \"ab\" | \"abc\" | \"abcd\" | \"b\" | \"bc\" | \"bcd\"){0,4000} "
+        "\"x\"\n",
+        v);
     assert_int_equal(g->n_ctxs, 64001);
     assert_true(accepts(g, "abcdbcx"));
     assert_false(accepts(g, "abcdbc"));
@@ -397,9 +400,9 @@ static void test_cancel(void **state)
     atomic_store(&cancel, 0);
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    assert_int_equal(grammar_compile(json_gbnf, strlen(json_gbnf), NULL, v, &cancel, &g, err,
-                                     sizeof err),
-                     HEARTH_OK);
+    assert_int_equal(
+        grammar_compile(json_gbnf, strlen(json_gbnf), NULL, v, &cancel, &g, err, sizeof err),
+        HEARTH_OK);
     grammar_unref(g);
     /* set while compiling: the next poll of the budget sees it, and every spend after fails */
     struct gbudget b;

@@ -17,7 +17,8 @@ static struct grammar *get(struct grammar_cache *c, const char *text, const char
 {
     struct grammar *g = NULL;
     char err[256];
-    enum hearth_status st = grammar_cache_compile(c, text, strlen(text), root, NULL, &g, err, sizeof err);
+    enum hearth_status st =
+        grammar_cache_compile(c, text, strlen(text), root, NULL, &g, err, sizeof err);
     if (st != HEARTH_OK)
         print_message("%s\n", err);
     assert_int_equal(st, HEARTH_OK);

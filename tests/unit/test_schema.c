@@ -307,8 +307,9 @@ static void schema_refused(const char *json, const struct grammar_vocab *v, cons
         fail_msg("refused by the converter: %s", err);
     char *text = schema_gbnf_text(b);
     assert_non_null(text);
-    struct grammar *g     = NULL;
-    enum hearth_status st = grammar_compile(text, strlen(text), "root", v, NULL, &g, err, sizeof err);
+    struct grammar *g = NULL;
+    enum hearth_status st =
+        grammar_compile(text, strlen(text), "root", v, NULL, &g, err, sizeof err);
     assert_null(g);
     if (st != HEARTH_EINVAL || !strstr(err, want))
         fail_msg("status '%s', error \"%s\"; want a 400 with \"%s\"", hearth_status_str(st), err,
@@ -428,9 +429,9 @@ static void test_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cases),         cmocka_unit_test(test_integer_range),
-        cmocka_unit_test(test_python_agrees), cmocka_unit_test(test_builder),
-        cmocka_unit_test(test_json_object),   cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_cases),          cmocka_unit_test(test_integer_range),
+        cmocka_unit_test(test_python_agrees),  cmocka_unit_test(test_builder),
+        cmocka_unit_test(test_json_object),    cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_costly_schemas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
