@@ -77,7 +77,7 @@ struct grammar;
  * On error returns HEARTH_EINVAL with err = "line L, column C: what" (or a
  * message naming the rule for errors that have no place, such as left
  * recursion or an undefined rule, or naming the cost for a grammar past the
- * compile's budget: "the grammar would need more than 65536 parser
+ * compile's budget: "the grammar would need more than 32768 parser
  * states"), and *out NULL. HEARTH_ENOMEM only when memory ran out.
  * cancel (NULL: none) is read as the compile runs; once nonzero the compile
  * stops within a few thousand steps and returns HEARTH_ECANCELED.

@@ -74,18 +74,21 @@ struct gprog {
  * GBUDGET_VISIT steps: a hashed intern and its share of a sort, 20 to 40
  * ns), `walk` the trie nodes the precompute visits (about 1 ns each, most
  * of them table reads), which a large vocabulary multiplies for every
- * grammar alike. Measured (tests/unit/test_grammar*, test_schema,
- * test_oai_grammar, test_lark): the largest ordinary grammar spends under
- * 1M steps of work and 1,520 contexts; a chain of 4,000 optional groups
- * (64,001 contexts) compiles within the budget in 0.5 s; the worst grammar
- * built against it, (([a-z]){0,250}){0,250}, is refused in 0.25 s (with
- * the 2 cores of the machine loaded 2-fold; 7 s under ASan and UBSan at
- * -O1, which the fuzz smoke's -timeout allows for). On a 152k vocabulary
- * GRAMMAR_MAX_WALK is several seconds: a string of up to 4096 characters
- * (4096 contexts, each accepting most tokens) needs half of it.
+ * grammar alike. The contexts are bounded on their own: each costs a
+ * walk and a set to intern, about 12 us on a small vocabulary.
+ * Measured (tests/unit/test_grammar*, test_schema, test_oai_grammar,
+ * test_lark): the largest ordinary grammar spends under 1M steps of work
+ * and 1,520 contexts; (([a-z]){5,250}){0,250} (62,500 contexts, found by
+ * fuzz_grammar) compiled in 0.73 s before the bound was halved to 32,768;
+ * the worst grammar built against the steps, (([a-z]){0,250}){0,250}, is
+ * refused in 0.25 s (with the machine's 2 cores loaded 2-fold; 7 s under
+ * ASan and UBSan at -O1, which the fuzz smoke's -timeout allows for). On a
+ * 152k vocabulary GRAMMAR_MAX_WALK is several seconds: a string of up to
+ * 4096 characters (4096 contexts, each accepting most tokens) needs half
+ * of it.
  * The caller's cancel flag is read every GBUDGET_POLL steps.
  */
-#define GRAMMAR_MAX_CONTEXTS (1 << 16)          /* parser states: (p, q) keys of a grammar */
+#define GRAMMAR_MAX_CONTEXTS (1 << 15)          /* parser states: (p, q) keys of a grammar */
 #define GRAMMAR_MAX_WORK     (INT64_C(1) << 24) /* analysis and closure steps */
 #define GRAMMAR_MAX_WALK     (INT64_C(1) << 32) /* trie nodes walked by the precompute */
 #define GBUDGET_POLL         4096

@@ -137,7 +137,7 @@ static void test_costly_grammars_get_400s(void **state)
     chat_head(&b);
     add_s(&b, "\"grammar\":\"" NESTED_GBNF "\"}");
     hostile(&s, "/v1/chat/completions", b.s, "grammar",
-            "the grammar would need more than 65536 parser states");
+            "the grammar would need more than 32768 parser states");
     chat_head(&b);
     add_s(&b, "\"grammar\":\"root ::= \\\"w0\\\"");
     for (int i = 1; i < 100000; i++)
@@ -166,12 +166,12 @@ static void test_costly_grammars_get_400s(void **state)
         add(&b, ",\"p%d\"", i);
     add_s(&b, "]}}}}");
     hostile(&s, "/v1/chat/completions", b.s, "response_format",
-            "the grammar would need more than 65536 parser states");
+            "the grammar would need more than 32768 parser states");
     chat_head(&b);
     add_s(&b, rf);
     add_s(&b, "{\"type\":\"string\",\"pattern\":\"" NESTED_PATTERN "\"}}}}");
     hostile(&s, "/v1/chat/completions", b.s, "response_format",
-            "the grammar would need more than 65536 parser states");
+            "the grammar would need more than 32768 parser states");
 
     /* a forced tool call whose parameters nest repetitions, in both dialects */
     static const char params[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\","
@@ -181,13 +181,13 @@ static void test_costly_grammars_get_400s(void **state)
     add_s(&b, params);
     add_s(&b, "}}],\"tool_choice\":\"required\"}");
     hostile(&s, "/v1/chat/completions", b.s, "tool_choice",
-            "the grammar would need more than 65536 parser states");
+            "the grammar would need more than 32768 parser states");
     b.n = 0;
     add_s(&b, "{\"model\":\"m\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":"
               "\"hi\"}],\"tools\":[{\"name\":\"f\",\"input_schema\":");
     add_s(&b, params);
     add_s(&b, "}],\"tool_choice\":{\"type\":\"any\"}}");
-    hostile(&s, "/v1/messages", b.s, NULL, "the grammar would need more than 65536 parser states");
+    hostile(&s, "/v1/messages", b.s, NULL, "the grammar would need more than 32768 parser states");
 
     free(b.s);
     srv_stop(&s);

@@ -368,10 +368,10 @@ static void test_costly_schemas(void **state)
     for (int i = 1; i < 20000; i++)
         text_add(&t, ",\"p%d\"", i);
     text_add(&t, "]}", 0);
-    schema_refused(t.s, v, "the grammar would need more than 65536 parser states");
+    schema_refused(t.s, v, "the grammar would need more than 32768 parser states");
     /* a pattern of nested bounded repetitions */
     schema_refused("{\"type\":\"string\",\"pattern\":\"^(([a-z]){0,1000}){0,1000}$\"}", v,
-                   "the grammar would need more than 65536 parser states");
+                   "the grammar would need more than 32768 parser states");
     free(t.s);
     grammar_vocab_free(v);
 }
