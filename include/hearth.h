@@ -32,7 +32,8 @@ extern "C" {
     X(HEARTH_EUNSUPPORTED, "unsupported",                400)          \
     X(HEARTH_ENOMEM,      "out of memory",               507)          \
     X(HEARTH_ERANGE,      "out of range",                400)          \
-    X(HEARTH_EFULL,       "no room left",                503)
+    X(HEARTH_EFULL,       "no room left",                503)          \
+    X(HEARTH_ECANCELED,   "cancelled",                   499)
 
 enum hearth_status {
 #define HEARTH_X_ENUM(name, text, http) name,

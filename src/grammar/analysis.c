@@ -16,14 +16,21 @@
 #include "grammar/grammar_int.h"
 #include "util/errfmt.h"
 
+/* NULL when out of memory or past the budget (g->budget says which). */
 static bool *nullable_rules(const struct gprog *g)
 {
     bool *nul = calloc((size_t)g->n_rules + 1, sizeof *nul);
     if (!nul)
         return NULL;
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (int32_t r = 0; r < g->n_rules; r++) {
+    /* sweeps alternate direction, as in gprog_contexts */
+    for (int pass = 0, changed = 1; changed; pass++) {
+        changed = 0;
+        if (!gbudget_spend(g->budget, (int64_t)g->n_rules + g->n_elems)) {
+            free(nul);
+            return NULL;
+        }
+        for (int32_t i = 0; i < g->n_rules; i++) {
+            int32_t r = pass & 1 ? g->n_rules - 1 - i : i;
             if (nul[r])
                 continue;
             for (int32_t a = g->rule_alt0[r]; a < g->rule_alt0[r + 1] && !nul[r]; a++) {
@@ -32,7 +39,7 @@ static bool *nullable_rules(const struct gprog *g)
                     p++;
                 if (g->elems[p] == GE_END) {
                     nul[r]  = true;
-                    changed = true;
+                    changed = 1;
                 }
             }
         }
@@ -62,6 +69,10 @@ enum hearth_status gprog_check_left_recursion(const struct gprog *g, char *err, 
         pos[0]      = -1;
         mark[r0]    = 1;
         while (top >= 0) {
+            if (!gbudget_spend(g->budget, 1)) {
+                st = HEARTH_EINVAL;
+                break;
+            }
             int32_t r = rule[top];
             /* the next reference of r reachable without consuming a byte */
             int32_t next = -1;
@@ -143,6 +154,14 @@ static bool seq_first(const struct gprog *g, const struct gbyteset *first, const
     }
 }
 
+static enum hearth_status too_many_states(const struct gprog *g, char *err, size_t err_len)
+{
+    const char *fmt = "the grammar would need more than %d parser states";
+    if (g->budget)
+        gbudget_fail(g->budget, HEARTH_EINVAL, fmt, GRAMMAR_MAX_CONTEXTS);
+    return fail(HEARTH_EINVAL, err, err_len, fmt, GRAMMAR_MAX_CONTEXTS);
+}
+
 static int cmp_key(const void *a, const void *b)
 {
     const struct gctx_key *x = a, *y = b;
@@ -161,28 +180,15 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
     struct gbyteset *follow  = calloc((size_t)R + 1, sizeof *follow);
     struct ivec *ret         = calloc((size_t)R + 1, sizeof *ret); /* return positions per rule */
     struct ivec *tail_from   = calloc((size_t)R + 1, sizeof *tail_from); /* R' tail-calls R */
+    int32_t *n_terms         = calloc((size_t)R + 1, sizeof *n_terms);   /* terminal positions */
+    uint32_t *stamp          = calloc((size_t)g->n_elems + 2, sizeof *stamp); /* [q + 1] */
+    uint32_t gen             = 0;
     struct gctx_key *keys    = NULL;
     int64_t n_keys = 0, cap_keys = 0;
     enum hearth_status st    = HEARTH_ENOMEM;
-    if (!nul || !first || !follow || !ret || !tail_from)
+    if (!nul || !first || !follow || !ret || !tail_from || !n_terms || !stamp)
         goto done;
-    bool changed = true;
-    while (changed) {
-        changed = false;
-        for (int32_t r = 0; r < R; r++)
-            for (int32_t a = g->rule_alt0[r]; a < g->rule_alt0[r + 1]; a++)
-                seq_first(g, first, nul, g->alts[a], &first[r], &changed);
-    }
-    for (changed = true; changed;) {
-        changed = false;
-        for (int32_t p = 0; p < g->n_elems; p++) {
-            if (GE_KIND(g->elems[p]) != GE_REF)
-                continue;
-            int32_t r = GE_VAL(g->elems[p]);
-            if (seq_first(g, first, nul, p + 1, &follow[r], &changed))
-                set_or(&follow[r], &follow[g->pos_rule[p]], &changed);
-        }
-    }
+    bool changed;
     /* who can lie right below a rule's positions: return positions, passed down tail calls */
     if (!ivec_push(&ret[g->root], -1))
         goto done;
@@ -197,34 +203,79 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
             goto done;
         }
     }
-    for (int32_t r = 0; r < R; r++) { /* dedupe each rule's own list */
-        struct ivec *v = &ret[r];
-        int32_t w      = 0;
-        for (int32_t i = 0; i < v->n; i++) {
-            bool dup = false;
-            for (int32_t j = 0; j < w && !dup; j++)
-                dup = v->v[j] == v->v[i];
-            if (!dup)
-                v->v[w++] = v->v[i];
-        }
-        v->n = w;
-    }
-    for (changed = true; changed;) {
+    /* the lists hold no duplicate yet: each return position is one reference's own */
+    for (int32_t p = 0; p < g->n_elems; p++)
+        if (GE_KIND(g->elems[p]) == GE_TERM)
+            n_terms[g->pos_rule[p]]++;
+    int64_t n_ctx = 0; /* the contexts the lists make: a return position of r, per terminal of r */
+    for (int32_t r = 0; r < R; r++)
+        n_ctx += (int64_t)n_terms[r] * ret[r].n;
+    /* passed down tail calls to a fixpoint; stamp marks what dst holds: a copy costs its lengths */
+    changed = true;
+    for (int pass = 0; changed && n_ctx <= GRAMMAR_MAX_CONTEXTS; pass++) {
         changed = false;
-        for (int32_t r = 0; r < R; r++) {
-            for (int32_t t = 0; t < tail_from[r].n; t++) {
-                struct ivec *dst = &ret[tail_from[r].v[t]];
+        for (int32_t i = 0; i < R && n_ctx <= GRAMMAR_MAX_CONTEXTS; i++) {
+            int32_t r = pass & 1 ? R - 1 - i : i;
+            for (int32_t t = 0; t < tail_from[r].n && n_ctx <= GRAMMAR_MAX_CONTEXTS; t++) {
+                int32_t d        = tail_from[r].v[t];
+                struct ivec *dst = &ret[d];
+                if (!gbudget_spend(g->budget, 1 + (int64_t)dst->n + ret[r].n)) {
+                    st = HEARTH_EINVAL;
+                    goto done_err;
+                }
+                if (++gen == 0) {
+                    memset(stamp, 0, ((size_t)g->n_elems + 2) * sizeof *stamp);
+                    gen = 1;
+                }
+                for (int32_t j = 0; j < dst->n; j++)
+                    stamp[dst->v[j] + 1] = gen;
                 for (int32_t i = 0; i < ret[r].n; i++) {
-                    bool has = false;
-                    for (int32_t j = 0; j < dst->n && !has; j++)
-                        has = dst->v[j] == ret[r].v[i];
-                    if (!has) {
-                        if (!ivec_push(dst, ret[r].v[i]))
-                            goto done;
-                        changed = true;
-                    }
+                    int32_t q = ret[r].v[i];
+                    if (stamp[q + 1] == gen)
+                        continue;
+                    if (!ivec_push(dst, q))
+                        goto done;
+                    stamp[q + 1] = gen;
+                    n_ctx += n_terms[d];
+                    changed = true;
                 }
             }
+        }
+    }
+    if (n_ctx > GRAMMAR_MAX_CONTEXTS) {
+        st = too_many_states(g, err, err_len);
+        goto done_err;
+    }
+    /* FIRST and FOLLOW, once the contexts are known to be within bounds. The sweeps alternate
+       direction: a chain of n rules (an unrolled {0,n}) passes its sets along in one sweep or
+       two, where sweeps one way only would take n when the chain runs the other way. */
+    changed = true;
+    for (int pass = 0; changed; pass++) {
+        changed = false;
+        if (!gbudget_spend(g->budget, (int64_t)R + g->n_elems)) {
+            st = HEARTH_EINVAL;
+            goto done_err;
+        }
+        for (int32_t i = 0; i < R; i++) {
+            int32_t r = pass & 1 ? R - 1 - i : i;
+            for (int32_t a = g->rule_alt0[r]; a < g->rule_alt0[r + 1]; a++)
+                seq_first(g, first, nul, g->alts[a], &first[r], &changed);
+        }
+    }
+    changed = true;
+    for (int pass = 0; changed; pass++) {
+        changed = false;
+        if (!gbudget_spend(g->budget, g->n_elems)) {
+            st = HEARTH_EINVAL;
+            goto done_err;
+        }
+        for (int32_t i = 0; i < g->n_elems; i++) {
+            int32_t p = pass & 1 ? g->n_elems - 1 - i : i;
+            if (GE_KIND(g->elems[p]) != GE_REF)
+                continue;
+            int32_t r = GE_VAL(g->elems[p]);
+            if (seq_first(g, first, nul, p + 1, &follow[r], &changed))
+                set_or(&follow[r], &follow[g->pos_rule[p]], &changed);
         }
     }
     for (int32_t p = 0; p < g->n_elems; p++) {
@@ -238,10 +289,6 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
                 if (!k2)
                     goto done;
                 keys = k2;
-            }
-            if (n_keys >= INT32_MAX / 2) {
-                st = fail(HEARTH_EINVAL, err, err_len, "the grammar has too many contexts");
-                goto done_err;
             }
             keys[n_keys++] = (struct gctx_key){p, v->v[i]};
         }
@@ -270,5 +317,7 @@ done_err:
             ivec_free(&tail_from[r]);
     free(ret);
     free(tail_from);
+    free(n_terms);
+    free(stamp);
     return st;
 }

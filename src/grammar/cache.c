@@ -93,8 +93,8 @@ static struct grammar *find(struct grammar_cache *c, uint64_t h, const char *tex
 }
 
 enum hearth_status grammar_cache_compile(struct grammar_cache *c, const char *text, size_t len,
-                                         const char *root, struct grammar **out, char *err,
-                                         size_t err_len)
+                                         const char *root, const atomic_int *cancel,
+                                         struct grammar **out, char *err, size_t err_len)
 {
     *out = NULL;
     if (!root)
@@ -108,7 +108,7 @@ enum hearth_status grammar_cache_compile(struct grammar_cache *c, const char *te
     if (*out)
         return HEARTH_OK;
     /* compiled unlocked: a lookup never waits for someone else's compile */
-    enum hearth_status st = grammar_compile(text, len, root, c->vocab, &g, err, err_len);
+    enum hearth_status st = grammar_compile(text, len, root, c->vocab, cancel, &g, err, err_len);
     if (st != HEARTH_OK)
         return st;
     size_t rl = strlen(root);

@@ -252,6 +252,11 @@ int32_t gdfa_step_slow(struct gdfa *d, int32_t s, unsigned b, char *err, size_t 
     if (!gstep_byte(d->g, &d->pool, d->stacks.v + d->set0[s], d->set0[s + 1] - d->set0[s], b,
                     &d->tmp, &f, err, err_len))
         return -1;
+    /* the sort and the state's hash, per stack */
+    if (!gbudget_spend(d->g->budget, GBUDGET_VISIT * (int64_t)d->tmp.n)) {
+        set_err(err, err_len, "%s", d->g->budget->msg);
+        return -1;
+    }
     /* closure yields each stack once, in an order that depends on the path: sort for one key */
     sort_ids(d->tmp.v, d->tmp.n);
     int32_t t = intern_state(d, d->tmp.v, d->tmp.n, f);

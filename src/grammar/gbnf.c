@@ -245,31 +245,43 @@ static bool alt_equal(const int32_t *a, const int32_t *b)
     }
 }
 
-/* Drops alternatives equal to an earlier one, in place. */
+/*
+ * Drops alternatives equal to an earlier one, in place. Hashed, so that a
+ * 100,000-way alternation costs its length, not its square.
+ */
 static void dedupe_alts(struct ivec *body)
 {
-    struct ivec starts = {0};
-    int32_t w          = 0;
+    int32_t n_alts = 0;
+    for (int32_t i = 0; i < body->n; i++)
+        n_alts += body->v[i] == GE_END;
+    if (n_alts < 2)
+        return;
+    uint32_t size = 16;
+    while (size < (uint32_t)n_alts * 2)
+        size *= 2;
+    int32_t *tab = malloc(size * sizeof *tab); /* where a kept alternative starts, or -1 */
+    if (!tab)
+        return; /* out of memory: keep the duplicates, still correct */
+    memset(tab, 0xff, size * sizeof *tab);
+    int32_t w = 0;
     for (int32_t r = 0; r < body->n;) {
         int32_t len = 0;
         while (body->v[r + len] != GE_END)
             len++;
-        bool dup = false;
-        for (int32_t k = 0; k < starts.n && !dup; k++)
-            dup = alt_equal(body->v + starts.v[k], body->v + r);
+        uint32_t j = body_hash(body->v + r, len, -1) & (size - 1);
+        bool dup   = false;
+        for (; tab[j] >= 0 && !dup; j = (j + 1) & (size - 1))
+            dup = alt_equal(body->v + tab[j], body->v + r);
         if (!dup) {
-            if (!ivec_push(&starts, w)) { /* out of memory: keep the duplicates, still correct */
-                memmove(body->v + w, body->v + r, (size_t)(body->n - r) * sizeof *body->v);
-                w += body->n - r;
-                break;
-            }
+            /* kept alternatives lie in [0, w), below r: the move overwrites none of them */
             memmove(body->v + w, body->v + r, (size_t)(len + 1) * sizeof *body->v);
+            tab[j] = w;
             w += len + 1;
         }
         r += len + 1;
     }
     body->n = w;
-    ivec_free(&starts);
+    free(tab);
 }
 
 /*

@@ -22,14 +22,17 @@
  * so.
  *
  * Pathological grammars are refused at compile time (left recursion,
- * including through rules that match the empty string) or bounded at run
- * time (GRAMMAR_MAX_STACKS live parse stacks, GRAMMAR_MAX_DEPTH nesting):
- * a matcher that would pass a bound fails the step with an error, never
- * hangs.
+ * including through rules that match the empty string; a compile that
+ * would pass its budget of parser states, stacks or steps: grammar_int.h,
+ * struct gbudget, so that any text is refused in well under a second on a
+ * small vocabulary) or bounded at run time (GRAMMAR_MAX_STACKS live parse
+ * stacks, GRAMMAR_MAX_DEPTH nesting): a matcher that would pass a bound
+ * fails the step with an error, never hangs.
  */
 #ifndef HEARTH_GRAMMAR_H
 #define HEARTH_GRAMMAR_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,11 +76,15 @@ struct grammar;
  * matcher). root: the start rule's name (NULL: "root").
  * On error returns HEARTH_EINVAL with err = "line L, column C: what" (or a
  * message naming the rule for errors that have no place, such as left
- * recursion or an undefined rule), and *out NULL.
+ * recursion or an undefined rule, or naming the cost for a grammar past the
+ * compile's budget: "the grammar would need more than 32768 parser
+ * states"), and *out NULL. HEARTH_ENOMEM only when memory ran out.
+ * cancel (NULL: none) is read as the compile runs; once nonzero the compile
+ * stops within a few thousand steps and returns HEARTH_ECANCELED.
  */
 enum hearth_status grammar_compile(const char *text, size_t len, const char *root,
-                                   const struct grammar_vocab *vocab, struct grammar **out,
-                                   char *err, size_t err_len);
+                                   const struct grammar_vocab *vocab, const atomic_int *cancel,
+                                   struct grammar **out, char *err, size_t err_len);
 /* Parses only (no vocab, no precomputation): the syntax check the fuzz target runs. */
 enum hearth_status grammar_check(const char *text, size_t len, const char *root, char *err,
                                  size_t err_len);
@@ -98,8 +105,8 @@ struct grammar_cache *grammar_cache_new(const struct grammar_vocab *vocab, int32
 void grammar_cache_free(struct grammar_cache *c);
 const struct grammar_vocab *grammar_cache_vocab(const struct grammar_cache *c);
 enum hearth_status grammar_cache_compile(struct grammar_cache *c, const char *text, size_t len,
-                                         const char *root, struct grammar **out, char *err,
-                                         size_t err_len);
+                                         const char *root, const atomic_int *cancel,
+                                         struct grammar **out, char *err, size_t err_len);
 
 /* -------------------------------------------------------------- matcher --- */
 

@@ -18,6 +18,7 @@
 #ifndef HEARTH_GRAMMAR_INT_H
 #define HEARTH_GRAMMAR_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,7 +46,10 @@ static inline bool gbs_has(const struct gbyteset *s, unsigned b)
     return s->w[b >> 6] >> (b & 63) & 1;
 }
 
+struct gbudget;
+
 struct gprog {
+    struct gbudget *budget;    /* what compiling may still spend; NULL: unbounded (run time) */
     int32_t *elems;            /* [n_elems] GE_MAKE(kind, set or rule); GE_END ends an alternative */
     int32_t n_elems;
     int32_t *pos_rule;         /* [n_elems] the rule each position belongs to */
@@ -57,6 +61,75 @@ struct gprog {
     int32_t n_sets;
     int32_t root;
 };
+
+/* ------------------------------------------------------------- budget --- */
+
+/*
+ * What one compile may spend, checked as it runs, so that no grammar text
+ * holds a thread for long whatever its shape: nested bounded repetitions
+ * multiply contexts, a long alternation multiplies stacks, and each
+ * analysis pass, closure and trie walk is counted. Two counters, because
+ * their units differ by the vocabulary: `work` is the vocabulary-free part
+ * (an analysis pass's element, 1 step, a few ns; a closure's node visit,
+ * GBUDGET_VISIT steps: a hashed intern and its share of a sort, 20 to 40
+ * ns), `walk` the trie nodes the precompute visits (about 1 ns each, most
+ * of them table reads), which a large vocabulary multiplies for every
+ * grammar alike. The contexts are bounded on their own: each costs a
+ * walk and a set to intern, about 12 us on a small vocabulary.
+ * Measured (tests/unit/test_grammar*, test_schema, test_oai_grammar,
+ * test_lark): the largest ordinary grammar spends under 1M steps of work
+ * and 1,520 contexts; (([a-z]){5,250}){0,250} (62,500 contexts, found by
+ * fuzz_grammar) compiled in 0.73 s before the bound was halved to 32,768;
+ * the worst grammar built against the steps, (([a-z]){0,250}){0,250}, is
+ * refused in 0.25 s (with the machine's 2 cores loaded 2-fold; 7 s under
+ * ASan and UBSan at -O1, which the fuzz smoke's -timeout allows for). On a
+ * 152k vocabulary GRAMMAR_MAX_WALK is several seconds: a string of up to
+ * 4096 characters (4096 contexts, each accepting most tokens) needs half
+ * of it.
+ * The caller's cancel flag is read every GBUDGET_POLL steps.
+ */
+#define GRAMMAR_MAX_CONTEXTS (1 << 15)          /* parser states: (p, q) keys of a grammar */
+#define GRAMMAR_MAX_WORK     (INT64_C(1) << 24) /* analysis and closure steps */
+#define GRAMMAR_MAX_WALK     (INT64_C(1) << 32) /* trie nodes walked by the precompute */
+#define GBUDGET_POLL         4096
+#define GBUDGET_VISIT        4 /* steps of one closure visit */
+
+struct gbudget {
+    int64_t work, walk; /* spent so far */
+    int64_t max_work, max_walk;
+    int64_t next_poll;        /* work + walk at which the limits and cancel are checked next */
+    const atomic_int *cancel; /* nonzero: stop; NULL: never */
+    enum hearth_status st;    /* HEARTH_OK; HEARTH_EINVAL past a limit, HEARTH_ECANCELED */
+    char msg[200];            /* st's sentence */
+};
+
+/* A budget at the limits above. */
+void gbudget_init(struct gbudget *b, const atomic_int *cancel);
+/* Records the failure (the first one only) and returns false. */
+bool gbudget_fail(struct gbudget *b, enum hearth_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+bool gbudget_check(struct gbudget *b);
+
+/*
+ * Spends n analysis or closure steps (walk: trie steps) of b (NULL: free);
+ * false once b is spent or cancelled, b->st and b->msg saying which. Once
+ * false, false until the end of the compile.
+ */
+static inline bool gbudget_spend(struct gbudget *b, int64_t n)
+{
+    if (!b)
+        return true;
+    b->work += n;
+    return b->work + b->walk < b->next_poll || gbudget_check(b);
+}
+
+static inline bool gbudget_walk(struct gbudget *b, int64_t n)
+{
+    if (!b)
+        return true;
+    b->walk += n;
+    return b->work + b->walk < b->next_poll || gbudget_check(b);
+}
 
 /* Parses GBNF into *out (zeroed on entry); HEARTH_EINVAL with "line L, column C: what". */
 enum hearth_status gbnf_parse(const char *text, size_t len, const char *root, struct gprog *out,

@@ -108,7 +108,8 @@ static enum hearth_status walk_ctx(struct walk *w, struct gctx_key key,
         return w->state[0] == GDFA_ENOMEM ? HEARTH_ENOMEM : HEARTH_EINVAL;
     w->flags[0]  = 0;
     w->popped[0] = false;
-    for (int32_t i = 0; i < v->n_trie;) {
+    int64_t n_visited = 0; /* spent once at the end: one walk is at most the trie, a millisecond */
+    for (int32_t i = 0; i < v->n_trie; n_visited++) {
         uint32_t d = gtrie_depth(&t[i]);
         int32_t s  = gdfa_step(&w->dfa, w->state[d - 1], t[i].db & 255, err, err_len);
         if (s < 0)
@@ -143,6 +144,8 @@ static enum hearth_status walk_ctx(struct walk *w, struct gctx_key key,
             return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
         i = (int32_t)t[i].end;
     }
+    if (!gbudget_walk(w->g->budget, n_visited + 8 * w->n_unc)) /* and the entries' sort */
+        return fail(HEARTH_EINVAL, err, err_len, "%s", w->g->budget->msg);
     return HEARTH_OK;
 }
 

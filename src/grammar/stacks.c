@@ -162,6 +162,10 @@ bool gstep_closure(const struct gprog *g, struct gpool *p, const int32_t *seeds,
         ok = seed_pairs ? visit_pair(g, p, seeds[2 * i], seeds[2 * i + 1], flags, err, err_len)
                         : visit(p, seeds[i], flags, err, err_len);
     while (ok && p->work.n > 0) {
+        if (!gbudget_spend(g->budget, GBUDGET_VISIT)) {
+            set_err(err, err_len, "%s", g->budget->msg);
+            return false;
+        }
         int32_t id     = p->work.v[--p->work.n];
         int32_t pos    = p->nodes[id].pos;
         int32_t parent = p->nodes[id].parent;
@@ -196,6 +200,10 @@ bool gstep_byte(const struct gprog *g, struct gpool *p, const int32_t *in, int32
                 struct ivec *out, int *flags, char *err, size_t err_len)
 {
     p->seeds.n = 0;
+    if (!gbudget_spend(g->budget, n)) {
+        set_err(err, err_len, "%s", g->budget->msg);
+        return false;
+    }
     for (int32_t i = 0; i < n; i++) {
         const struct gnode *nd = &p->nodes[in[i]];
         if (!gbs_has(&g->sets[GE_VAL(g->elems[nd->pos])], b))

@@ -524,10 +524,13 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
     }
     char err[512];
     enum hearth_status st =
-        grammar_cache_compile(gc, text, strlen(text), "root", g, err, sizeof err);
+        grammar_cache_compile(gc, text, strlen(text), "root", NULL, g, err, sizeof err);
     free(text);
     if (st == HEARTH_ENOMEM)
         return OOM(e);
+    /* the client is gone: nobody reads this, but it must not be a 400 */
+    if (st == HEARTH_ECANCELED)
+        return oai_fail(e, hearth_status_http(st), "request_cancelled", NULL, param, "%s", err);
     if (st != HEARTH_OK)
         return BAD(e, "invalid_value", param, "Invalid '%s': %s", param, err);
     if (!lazy && !can_start(*g, grammar_cache_vocab(gc))) {

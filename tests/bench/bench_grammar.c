@@ -179,7 +179,8 @@ static void bench(const char *name, struct grammar_vocab *v)
     char err[HEARTH_ERR_MAX];
     struct grammar *g = NULL;
     double t0         = now_s();
-    if (grammar_compile(json_gbnf, strlen(json_gbnf), NULL, v, &g, err, sizeof err) != HEARTH_OK) {
+    if (grammar_compile(json_gbnf, strlen(json_gbnf), NULL, v, NULL, &g, err, sizeof err) !=
+        HEARTH_OK) {
         printf("%s: %s\n", name, err);
         return;
     }

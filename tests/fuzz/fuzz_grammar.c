@@ -50,7 +50,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (grammar_check((const char *)data, size, NULL, err, sizeof err) != HEARTH_OK)
         return 0;
     struct grammar *g = NULL;
-    if (grammar_compile((const char *)data, size, NULL, vocab, &g, err, sizeof err) != HEARTH_OK)
+    if (grammar_compile((const char *)data, size, NULL, vocab, NULL, &g, err, sizeof err) !=
+        HEARTH_OK)
         return 0;
     struct grammar_matcher *m = grammar_matcher_new(g, NULL, 0);
     uint32_t fast[8] = {0}, naive[8] = {0}; /* 256 bits: the vocab has fewer tokens */

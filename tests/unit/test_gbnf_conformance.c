@@ -117,7 +117,7 @@ static void engine_verdicts(void **state)
             print_message("WRONG %s: grammar_check refused it: %s\n", label(entry), err);
             n_wrong++;
         }
-        st = grammar_compile(text, len, root_of(entry), NULL, &g, err, sizeof err);
+        st = grammar_compile(text, len, root_of(entry), NULL, NULL, &g, err, sizeof err);
         free(text);
         if (st != HEARTH_OK) {
             print_message("WRONG %s: grammar_compile refused it: %s\n", label(entry), err);
@@ -172,7 +172,7 @@ static void engine_refuses_invalid(void **state)
         static char sentinel;
         struct grammar *g = (struct grammar *)&sentinel; /* must come back NULL */
         err[0]            = '\0';
-        st                = grammar_compile(text, strlen(text), NULL, NULL, &g, err, sizeof err);
+        st = grammar_compile(text, strlen(text), NULL, NULL, NULL, &g, err, sizeof err);
         if (st != HEARTH_EINVAL || g || !err[0]) {
             n_wrong++;
             print_message("WRONG invalid %s (%s): grammar_compile gave %d, grammar %s, "

@@ -21,7 +21,7 @@ static struct grammar *compile_ok(const char *text, const struct grammar_vocab *
 {
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, v, &g, err, sizeof err);
+    enum hearth_status st = grammar_compile(text, strlen(text), NULL, v, NULL, &g, err, sizeof err);
     if (st != HEARTH_OK)
         fail_msg("grammar_compile: %s\n--- grammar:\n%s", err, text);
     return g;
@@ -32,7 +32,8 @@ static void compile_err(const char *text, const char *want)
 {
     struct grammar *g        = NULL;
     char err[HEARTH_ERR_MAX] = "";
-    enum hearth_status st    = grammar_compile(text, strlen(text), NULL, NULL, &g, err, sizeof err);
+    enum hearth_status st =
+        grammar_compile(text, strlen(text), NULL, NULL, NULL, &g, err, sizeof err);
     if (st == HEARTH_OK)
         fail_msg("grammar compiled but should fail with \"%s\":\n%s", want, text);
     assert_null(g);
@@ -179,8 +180,9 @@ static void test_accepts_string(void **state)
 
     struct grammar *g2 = NULL;
     char err[HEARTH_ERR_MAX];
-    assert_int_equal(grammar_compile("start ::= \"s\"\n", 14, "start", NULL, &g2, err, sizeof err),
-                     HEARTH_OK);
+    assert_int_equal(
+        grammar_compile("start ::= \"s\"\n", 14, "start", NULL, NULL, &g2, err, sizeof err),
+        HEARTH_OK);
     assert_true(accepts(g2, "s"));
     grammar_unref(g2);
 }
@@ -329,6 +331,98 @@ static struct grammar_vocab *small_vocab(void)
     for (int i = 0; i < 16; i++)
         lens[i] = (uint32_t)strlen(toks[i]);
     return grammar_vocab_new(16, toks, lens, kinds);
+}
+
+/* ---------------------------------------------------------------- budget --- */
+
+/* Compiles text against v, which must fail with want_st and an error containing want. */
+static void compile_refused(const char *text, const struct grammar_vocab *v,
+                            const atomic_int *cancel, enum hearth_status want_st, const char *want)
+{
+    struct grammar *g        = NULL;
+    char err[HEARTH_ERR_MAX] = "";
+    enum hearth_status st =
+        grammar_compile(text, strlen(text), NULL, v, cancel, &g, err, sizeof err);
+    assert_null(g);
+    if (st != want_st || !strstr(err, want))
+        fail_msg("status '%s', error \"%s\"; want '%s' with \"%s\" (grammar: %.200s)",
+                 hearth_status_str(st), err, hearth_status_str(want_st), want, text);
+}
+
+/*
+ * The shapes whose compile once held the preparation thread for minutes,
+ * each refused with its cost named (how fast is the report's measure, not a
+ * test's), and a costly but bounded one that still compiles.
+ */
+static void test_costly_grammars(void **state)
+{
+    (void)state;
+    struct grammar_vocab *v = small_vocab();
+    assert_non_null(v);
+    /* nested bounded repetitions multiply: a million (position, caller) contexts */
+    compile_refused("root ::= (([a-z]){0,1000}){0,1000}\n", v, NULL, HEARTH_EINVAL,
+                    "the grammar would need more than 32768 parser states");
+    /* 100,000 alternatives: no matcher could start (the scheduler's 500, once) */
+    size_t cap = 16u << 20, n = 0;
+    char *alt = malloc(cap);
+    assert_non_null(alt);
+    n += (size_t)snprintf(alt + n, cap - n, "root ::= \"w0\"");
+    for (int i = 1; i < 100000; i++)
+        n += (size_t)snprintf(alt + n, cap - n, " | \"w%d\"", i);
+    snprintf(alt + n, cap - n, "\n");
+    compile_refused(alt, v, NULL, HEARTH_EINVAL, "more than 4096 parse stacks at once");
+    compile_refused(alt, NULL, NULL, HEARTH_EINVAL, "more than 4096 parse stacks at once");
+    free(alt);
+    /* contexts within the bound, closures past the steps allowed */
+    compile_refused("root ::= (([a-z]){0,180}){0,180}\n", v, NULL, HEARTH_EINVAL,
+                    "too costly to compile: it would need more than 16777216 analysis steps");
+    /* 32,001 contexts along a chain of 2,000 optional groups: costly, within every bound */
+    struct grammar *g = compile_ok(
+        "root ::= (\"a\" | \"ab\" | \"abc\" | \"abcd\" | \"b\" | \"bc\" | \"bcd\"){0,2000} "
+        "\"x\"\n",
+        v);
+    assert_int_equal(g->n_ctxs, 32001);
+    assert_true(accepts(g, "abcdbcx"));
+    assert_false(accepts(g, "abcdbc"));
+    grammar_unref(g);
+    grammar_vocab_free(v);
+}
+
+static void test_cancel(void **state)
+{
+    (void)state;
+    struct grammar_vocab *v = small_vocab();
+    assert_non_null(v);
+    atomic_int cancel = 1;
+    compile_refused(json_gbnf, v, &cancel, HEARTH_ECANCELED, "cancelled");
+    compile_refused("root ::= (([a-z]){0,180}){0,180}\n", v, &cancel, HEARTH_ECANCELED,
+                    "cancelled");
+    atomic_store(&cancel, 0);
+    struct grammar *g        = NULL;
+    char err[HEARTH_ERR_MAX] = "";
+    assert_int_equal(
+        grammar_compile(json_gbnf, strlen(json_gbnf), NULL, v, &cancel, &g, err, sizeof err),
+        HEARTH_OK);
+    grammar_unref(g);
+    /* set while compiling: the next poll of the budget sees it, and every spend after fails */
+    struct gbudget b;
+    gbudget_init(&b, &cancel);
+    assert_true(gbudget_spend(&b, GBUDGET_POLL - 1));
+    atomic_store(&cancel, 1);
+    assert_false(gbudget_spend(&b, 1));
+    assert_int_equal(b.st, HEARTH_ECANCELED);
+    assert_false(gbudget_walk(&b, 1));
+    assert_int_equal(b.st, HEARTH_ECANCELED);
+    /* a budget spent names its limit */
+    gbudget_init(&b, NULL);
+    assert_false(gbudget_spend(&b, GRAMMAR_MAX_WORK + 1));
+    assert_int_equal(b.st, HEARTH_EINVAL);
+    assert_non_null(strstr(b.msg, "more than 16777216 analysis steps"));
+    gbudget_init(&b, NULL);
+    assert_false(gbudget_walk(&b, GRAMMAR_MAX_WALK + 1));
+    assert_int_equal(b.st, HEARTH_EINVAL);
+    assert_non_null(strstr(b.msg, "more than 4294967296 steps over the vocabulary"));
+    grammar_vocab_free(v);
 }
 
 static void test_utf8_split_tokens(void **state)
@@ -487,6 +581,8 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_accepts_string),
         cmocka_unit_test(test_utf8_split_tokens),
+        cmocka_unit_test(test_costly_grammars),
+        cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_lazy_small),
         cmocka_unit_test(test_mask_stories260k),
         cmocka_unit_test(test_mask_spm512),

@@ -17,7 +17,8 @@ static struct grammar *get(struct grammar_cache *c, const char *text, const char
 {
     struct grammar *g = NULL;
     char err[256];
-    enum hearth_status st = grammar_cache_compile(c, text, strlen(text), root, &g, err, sizeof err);
+    enum hearth_status st =
+        grammar_cache_compile(c, text, strlen(text), root, NULL, &g, err, sizeof err);
     if (st != HEARTH_OK)
         print_message("%s\n", err);
     assert_int_equal(st, HEARTH_OK);
@@ -48,7 +49,7 @@ static void test_same_text_same_grammar_lru_out(void **state)
     /* a failed compile is an error each time and takes no room */
     struct grammar *bad = NULL;
     char err[256];
-    assert_int_equal(grammar_cache_compile(c, "root ::= (", 10, NULL, &bad, err, sizeof err),
+    assert_int_equal(grammar_cache_compile(c, "root ::= (", 10, NULL, NULL, &bad, err, sizeof err),
                      HEARTH_EINVAL);
     assert_null(bad);
     assert_ptr_equal(get(c, "root ::= \"a\"+", NULL), a3);

@@ -45,7 +45,8 @@ static struct grammar *compile(const char *gbnf)
 {
     struct grammar *g = NULL;
     char err[256];
-    enum hearth_status st = grammar_compile(gbnf, strlen(gbnf), NULL, NULL, &g, err, sizeof err);
+    enum hearth_status st =
+        grammar_compile(gbnf, strlen(gbnf), NULL, NULL, NULL, &g, err, sizeof err);
     if (st != HEARTH_OK)
         print_message("%s\n%s\n", err, gbnf);
     assert_int_equal(st, HEARTH_OK);

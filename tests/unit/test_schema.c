@@ -48,7 +48,7 @@ static struct grammar *schema_grammar(const cJSON *schema, const char *name)
     char *text = schema_gbnf_text(b);
     assert_non_null(text);
     struct grammar *g = NULL;
-    if (grammar_compile(text, strlen(text), "root", NULL, &g, err, sizeof err) != HEARTH_OK)
+    if (grammar_compile(text, strlen(text), "root", NULL, NULL, &g, err, sizeof err) != HEARTH_OK)
         fail_msg("%s: grammar_compile: %s\n--- grammar:\n%s", name, err, text);
     assert_true(grammar_check(text, strlen(text), "root", err, sizeof err) == HEARTH_OK);
     free(text);
@@ -233,7 +233,7 @@ static void test_builder(void **state)
     assert_false(schema_gbnf_rule(b, "json-ws", "\"y\""));
     char *text        = schema_gbnf_text(b);
     struct grammar *g = NULL;
-    if (grammar_compile(text, strlen(text), "root", NULL, &g, err, sizeof err) != HEARTH_OK)
+    if (grammar_compile(text, strlen(text), "root", NULL, NULL, &g, err, sizeof err) != HEARTH_OK)
         fail_msg("%s\n%s", err, text);
     /* the primitives are shared: one json-string rule for both schemas */
     assert_non_null(strstr(text, "\njson-string ::="));
@@ -264,7 +264,7 @@ static void test_json_object(void **state)
     assert_true(schema_gbnf_add_json_object(b, "root", err, sizeof err));
     char *text        = schema_gbnf_text(b);
     struct grammar *g = NULL;
-    assert_int_equal(grammar_compile(text, strlen(text), "root", NULL, &g, err, sizeof err),
+    assert_int_equal(grammar_compile(text, strlen(text), "root", NULL, NULL, &g, err, sizeof err),
                      HEARTH_OK);
     assert_true(accepts(g, "{}"));
     assert_true(accepts(g, "{\"a\": {\"b\": [1, 2.5e3, \"c\", true, null]}}"));
@@ -291,6 +291,89 @@ static void refused_with(const char *schema_text, const char *want)
         fail_msg("error \"%s\" lacks \"%s\"", err, want);
     schema_gbnf_free(b);
     cJSON_Delete(s);
+}
+
+/*
+ * A schema that converts, and whose grammar the compile refuses with its cost named (against a
+ * vocabulary: the contexts are counted where the token sets are built).
+ */
+static void schema_refused(const char *json, const struct grammar_vocab *v, const char *want)
+{
+    cJSON *j = cJSON_Parse(json);
+    assert_non_null(j);
+    struct schema_gbnf *b    = schema_gbnf_new();
+    char err[HEARTH_ERR_MAX] = "";
+    if (!schema_gbnf_add(b, "root", j, err, sizeof err))
+        fail_msg("refused by the converter: %s", err);
+    char *text = schema_gbnf_text(b);
+    assert_non_null(text);
+    struct grammar *g = NULL;
+    enum hearth_status st =
+        grammar_compile(text, strlen(text), "root", v, NULL, &g, err, sizeof err);
+    assert_null(g);
+    if (st != HEARTH_EINVAL || !strstr(err, want))
+        fail_msg("status '%s', error \"%s\"; want a 400 with \"%s\"", hearth_status_str(st), err,
+                 want);
+    free(text);
+    schema_gbnf_free(b);
+    cJSON_Delete(j);
+}
+
+/* Text of up to cap bytes built by appending; fails the test when it would not fit. */
+struct text {
+    char *s;
+    size_t n, cap;
+};
+
+static void text_add(struct text *t, const char *fmt, int i)
+{
+    int k = snprintf(t->s + t->n, t->cap - t->n, fmt, i);
+    assert_true(k >= 0 && (size_t)k < t->cap - t->n);
+    t->n += (size_t)k;
+}
+
+/* The schema shapes whose grammars once held the preparation thread for minutes. */
+static void test_costly_schemas(void **state)
+{
+    (void)state;
+    const char *toks[257];
+    uint32_t lens[257];
+    uint8_t kinds[257];
+    char bytes[256];
+    for (int i = 0; i < 256; i++) {
+        bytes[i] = (char)i;
+        toks[i]  = &bytes[i];
+        lens[i]  = 1;
+        kinds[i] = 0;
+    }
+    toks[256]               = "</s>";
+    lens[256]               = 4;
+    kinds[256]              = 1;
+    struct grammar_vocab *v = grammar_vocab_new(257, toks, lens, kinds);
+    assert_non_null(v);
+    struct text t = {malloc(4u << 20), 0, 4u << 20};
+    assert_non_null(t.s);
+    /* a 100,000-value enum: as many stacks at the start */
+    text_add(&t, "{\"enum\":[\"v%d\"", 0);
+    for (int i = 1; i < 100000; i++)
+        text_add(&t, ",\"v%d\"", i);
+    text_add(&t, "]}", 0);
+    schema_refused(t.s, v, "more than 4096 parse stacks at once");
+    /* 20,000 required properties */
+    t.n = 0;
+    text_add(&t, "{\"type\":\"object\",\"properties\":{\"p%d\":{\"type\":\"integer\"}", 0);
+    for (int i = 1; i < 20000; i++)
+        text_add(&t, ",\"p%d\":{\"type\":\"integer\"}", i);
+    text_add(&t, "},\"required\":[\"p%d\"", 0);
+    for (int i = 1; i < 20000; i++)
+        text_add(&t, ",\"p%d\"", i);
+    text_add(&t, "]}", 0);
+    schema_refused(t.s, v, "the grammar would need more than 32768 parser states");
+    /* a pattern of nested bounded repetitions */
+    schema_refused("{\"type\":\"string\",\"pattern\":\"^(([a-z]){0,1000}){0,1000}$\"}", v,
+                   "the grammar would need more than 32768 parser states");
+    free(t.s);
+    grammar_vocab_free(v);
 }
 
 static void test_bounds(void **state)
@@ -346,9 +429,10 @@ static void test_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cases),         cmocka_unit_test(test_integer_range),
-        cmocka_unit_test(test_python_agrees), cmocka_unit_test(test_builder),
-        cmocka_unit_test(test_json_object),   cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_cases),          cmocka_unit_test(test_integer_range),
+        cmocka_unit_test(test_python_agrees),  cmocka_unit_test(test_builder),
+        cmocka_unit_test(test_json_object),    cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_costly_schemas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
