@@ -524,7 +524,7 @@ bool oai_grammar(const struct oai_request *req, const struct chat_template *tmpl
     }
     char err[512];
     enum hearth_status st =
-        grammar_cache_compile(gc, text, strlen(text), "root", NULL, g, err, sizeof err);
+        grammar_cache_compile(gc, text, strlen(text), "root", req->cancel, g, err, sizeof err);
     free(text);
     if (st == HEARTH_ENOMEM)
         return OOM(e);
