@@ -129,6 +129,22 @@ static int health(const struct srv *s, char *code, size_t n)
     return st;
 }
 
+/*
+ * Starts s with its preparations held at a gate: a FIFO made in a fresh *dir (the caller
+ * removes it), its path in fifo; sched_gated: the scheduler's gate too (srv_start_gated).
+ */
+static void start_prep_gated(struct srv *s, const char *const *extra, bool sched_gated,
+                             char **dir, char *fifo, size_t fifo_len)
+{
+    make_fifo(dir, fifo, fifo_len, "prep-gate");
+    setenv("HEARTH_SERVE_PREP_GATE", fifo, 1);
+    if (sched_gated)
+        srv_start_gated(s, extra);
+    else
+        srv_start(s, extra);
+    unsetenv("HEARTH_SERVE_PREP_GATE");
+}
+
 /* ------------------------------------------------------- preparation --- */
 
 static void test_held_preparation_holds_only_its_worker(void **state)
@@ -136,12 +152,9 @@ static void test_held_preparation_holds_only_its_worker(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     char *dir, fifo[600], out[700];
-    make_fifo(&dir, fifo, sizeof fifo, "prep-gate");
-    snprintf(out, sizeof out, "%s/held.json", dir);
-    setenv("HEARTH_SERVE_PREP_GATE", fifo, 1);
     struct srv s;
-    srv_start(&s, NULL);
-    unsetenv("HEARTH_SERVE_PREP_GATE");
+    start_prep_gated(&s, NULL, false, &dir, fifo, sizeof fifo);
+    snprintf(out, sizeof out, "%s/held.json", dir);
 
     pid_t held = http_post_bg(&s, "/v1/chat/completions", CHAT_SMALL, out, "120");
     int gate   = srv_fifo_wait_reader(fifo);
@@ -177,15 +190,12 @@ static void test_hang_up_cancels_preparation(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     char *dir, fifo[600], out_a[700], out_b[700], out_c[700];
-    make_fifo(&dir, fifo, sizeof fifo, "prep-gate");
+    struct srv s;
+    const char *extra[] = {"--threads-http", "1", NULL};
+    start_prep_gated(&s, extra, false, &dir, fifo, sizeof fifo);
     snprintf(out_a, sizeof out_a, "%s/a.json", dir);
     snprintf(out_b, sizeof out_b, "%s/b.json", dir);
     snprintf(out_c, sizeof out_c, "%s/c.json", dir);
-    setenv("HEARTH_SERVE_PREP_GATE", fifo, 1);
-    struct srv s;
-    const char *extra[] = {"--threads-http", "1", NULL};
-    srv_start(&s, extra);
-    unsetenv("HEARTH_SERVE_PREP_GATE");
     assert_int_equal(metric(&s, CANCELLED), 0);
 
     /* A held at the gate by the one worker; B queued behind it, then its client hangs up */
@@ -286,12 +296,9 @@ static void test_sigterm_while_preparation_held(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     char *dir, fifo[600], out[700];
-    make_fifo(&dir, fifo, sizeof fifo, "prep-gate");
-    snprintf(out, sizeof out, "%s/held.json", dir);
-    setenv("HEARTH_SERVE_PREP_GATE", fifo, 1);
     struct srv s;
-    srv_start(&s, NULL);
-    unsetenv("HEARTH_SERVE_PREP_GATE");
+    start_prep_gated(&s, NULL, false, &dir, fifo, sizeof fifo);
+    snprintf(out, sizeof out, "%s/held.json", dir);
     pid_t held = http_post_bg(&s, "/v1/chat/completions", CHAT_SMALL, out, "120");
     int gate   = srv_fifo_wait_reader(fifo); /* held for good: the worker never comes back */
     double t0  = now_s();
@@ -377,13 +384,10 @@ static void test_health_503_while_wedged(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     char *dir, fifo[600], out[700];
-    make_fifo(&dir, fifo, sizeof fifo, "prep-gate");
-    snprintf(out, sizeof out, "%s/held.json", dir);
-    setenv("HEARTH_SERVE_PREP_GATE", fifo, 1);
     struct srv s;
     const char *extra[] = {"--threads-http", "1", "--health-stall", "0", "--parallel", "1", NULL};
-    srv_start_gated(&s, extra);
-    unsetenv("HEARTH_SERVE_PREP_GATE");
+    start_prep_gated(&s, extra, true, &dir, fifo, sizeof fifo);
+    snprintf(out, sizeof out, "%s/held.json", dir);
     char code[64];
     assert_int_equal(health(&s, code, sizeof code), 200);
 
