@@ -54,7 +54,7 @@ enum hearth_status kvfile_parse_header(const uint8_t *buf, size_t len,
 {
     if (len < KVFILE_HEADER || memcmp(buf, KVFILE_MAGIC, 8) != 0)
         return fail(HEARTH_EFORMAT, err, err_len,
-                    "kv file: not a hearth K/V file (%zu bytes, no %s header)", len, KVFILE_MAGIC);
+                    "kv file: not a hearth K/V file (no %s header)", KVFILE_MAGIC);
     const uint64_t fp = get_u64(buf + 8), n_layer = get_u64(buf + 16), kv_dim = get_u64(buf + 24),
                    bt = get_u64(buf + 32), tk = get_u64(buf + 40), tv = get_u64(buf + 48);
     *n_tokens = get_u64(buf + 56);
