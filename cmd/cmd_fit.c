@@ -296,7 +296,7 @@ int cmd_fit(int argc, char **argv)
                            .ctx_max           = a.srv.n_ctx == CTX_MAX,
                            .n_parallel        = a.srv.parallel ? (int32_t)a.srv.parallel : 4,
                            .n_ubatch          = (int32_t)a.srv.ubatch,
-                           .kv_block          = 32,
+                           .kv_block          = HEARTH_KV_BLOCK,
                            .cache_ram         = a.srv.cache_ram,
                            .n_threads         = (int)threads_or_default(&a.threads),
                            .n_state_snapshots = (int32_t)a.srv.checkpoints,

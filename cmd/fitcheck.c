@@ -21,7 +21,7 @@ int fit_check(const struct fit_check *c, long *n_ctx)
                            .ctx_max           = c->ctx_max,
                            .n_parallel        = (int32_t)c->parallel,
                            .n_ubatch          = (int32_t)c->ubatch,
-                           .kv_block          = 32,
+                           .kv_block          = HEARTH_KV_BLOCK,
                            .kv_type           = (enum hearth_kv_type)c->ct->k,
                            .kv_type_v         = (enum hearth_kv_type)c->ct->v,
                            .cache_ram         = c->cache_ram,

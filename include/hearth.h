@@ -192,11 +192,15 @@ const char *hearth_kv_type_name(enum hearth_kv_type t);
 /* The type named s (as hearth_kv_type_name gives), false when there is none. */
 bool hearth_kv_type_parse(const char *s, enum hearth_kv_type *out);
 
+/* Tokens per K/V block, the paging unit: the default of hearth_context_params.kv_block, and what
+ * hearth fit plans with so that its figures are the server's. */
+#define HEARTH_KV_BLOCK 32
+
 struct hearth_context_params {
     int32_t n_ctx;        /* tokens per sequence; 0 = the model's training context */
     int32_t n_seq_max;    /* sequences that can hold KV at once; >= 1 */
     int32_t n_batch;      /* most tokens one hearth_decode call takes */
-    int32_t kv_block;     /* tokens per KV block (paging unit) */
+    int32_t kv_block;     /* tokens per KV block (paging unit); HEARTH_KV_BLOCK */
     enum hearth_kv_type kv_type;   /* K's type */
     enum hearth_kv_type kv_type_v; /* V's type (not q4_0) */
     int n_threads;        /* 0 = the model's */
