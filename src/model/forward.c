@@ -37,8 +37,8 @@ bool hearth_kv_type_parse(const char *s, enum hearth_kv_type *out)
 struct hearth_context_params hearth_context_default_params(void)
 {
     return (struct hearth_context_params){
-        .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = HEARTH_KV_BLOCK, .kv_type = HEARTH_KV_F16,
-        .kv_type_v = HEARTH_KV_F16,
+        .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = HEARTH_KV_BLOCK,
+        .kv_type = HEARTH_KV_F16, .kv_type_v = HEARTH_KV_F16,
         .n_threads = 0, .n_keep_states = 0, .n_state_snapshots = 8, .cache_bytes = -1};
 }
 
