@@ -14,7 +14,7 @@
 #include "hearth.h"
 #include "model/kv.h"
 #include "model/snapshot.h"
-#include "text/chat.h"
+#include "chat/chat.h"
 #include "text/tokenizer.h"
 
 /* A 2-D weight: n_out rows of n_in elements of `type`, rows row_len bytes apart. */

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "serve/anthropic.h"
-#include "template/chat_template.h"
-#include "text/chatparse.h"
+#include "chat/chat_template.h"
+#include "chat/chatparse.h"
 
 /* --------------------------------------------------------------- errors --- */
 

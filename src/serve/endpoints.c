@@ -26,8 +26,8 @@
 #include "serve/anthropic.h"
 #include "serve/server.h"
 #include "serve/turns.h"
-#include "template/chat_template.h"
-#include "text/chatparse.h"
+#include "chat/chat_template.h"
+#include "chat/chatparse.h"
 #include "util/clock.h"
 
 #define BAD(e, code, param, ...)                                                                   \

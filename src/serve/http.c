@@ -55,8 +55,8 @@
 #include "serve/listen.h"
 #include "serve/server.h"
 #include "serve/responses.h"
-#include "template/chat_template.h"
-#include "text/chatparse.h"
+#include "chat/chat_template.h"
+#include "chat/chatparse.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
 

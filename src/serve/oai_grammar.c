@@ -22,8 +22,8 @@
 #include "grammar/grammar.h"
 #include "grammar/schema.h"
 #include "serve/openai.h"
-#include "template/chat_template.h"
-#include "text/chatparse.h"
+#include "chat/chat_template.h"
+#include "chat/chatparse.h"
 
 #define BAD(e, code, param, ...)                                                                   \
     oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)

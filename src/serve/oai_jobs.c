@@ -14,8 +14,8 @@
 #include "grammar/grammar.h"
 #include "serve/openai.h"
 #include "serve/turns.h"
-#include "template/chat_template.h"
-#include "text/chatparse.h"
+#include "chat/chat_template.h"
+#include "chat/chatparse.h"
 #include "util/rng.h"
 
 #define BAD(e, code, param, ...)                                                                   \

@@ -15,8 +15,8 @@
 
 #include "serve/openai.h"
 #include "serve/reply.h"
-#include "template/chat_template.h"
-#include "text/chatparse.h"
+#include "chat/chat_template.h"
+#include "chat/chatparse.h"
 #include "util/utf8.h"
 
 /* ------------------------------------------------------------ responses --- */

@@ -53,7 +53,7 @@
 
 #include "hearth.h"
 #include "serve/sched.h"
-#include "text/chatparse.h" /* enum chatparse_tools */
+#include "chat/chatparse.h" /* enum chatparse_tools */
 
 struct cJSON;
 struct chat_template;

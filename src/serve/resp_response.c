@@ -36,8 +36,8 @@
 
 #include "serve/responses.h"
 #include "hearth.h"
-#include "template/chat_template.h"
-#include "text/chatparse.h"
+#include "chat/chat_template.h"
+#include "chat/chatparse.h"
 
 enum item_kind { IT_REASONING, IT_MESSAGE, IT_CALL, IT_CUSTOM };
 

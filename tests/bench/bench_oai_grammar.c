@@ -18,7 +18,7 @@
 #include "grammar/grammar_int.h"
 #include "hearth.h"
 #include "serve/openai.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 #include "util/clock.h"
 #include "util/testutil.h"
 

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "serve/anthropic.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 
 static volatile size_t sink;
 

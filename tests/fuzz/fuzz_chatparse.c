@@ -1,6 +1,6 @@
 /*
  * fuzz_chatparse.c: libFuzzer target for the tool-call and reasoning parser
- * (src/text/chatparse.c), which reads whatever a model generates. The first
+ * (src/chat/chatparse.c), which reads whatever a model generates. The first
  * input byte picks the tool format (byte % CHATPARSE_TOOLS_COUNT) and the
  * reasoning markers (byte / CHATPARSE_TOOLS_COUNT, one of the seven pairs);
  * the second the options and the chunking (byte by byte, or pieces of
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chatparse.h"
+#include "chat/chatparse.h"
 
 static void check(bool ok)
 {

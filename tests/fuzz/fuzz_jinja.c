@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template/jinja.h"
+#include "chat/jinja.h"
 
 static const char vars_json[] =
     "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"

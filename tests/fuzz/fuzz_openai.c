@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "serve/openai.h"
-#include "template/chat_template.h"
-#include "text/chat.h"
+#include "chat/chat_template.h"
+#include "chat/chat.h"
 
 static volatile size_t sink;
 

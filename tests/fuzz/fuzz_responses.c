@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "serve/responses.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 
 static volatile size_t sink;
 

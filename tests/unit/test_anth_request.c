@@ -13,7 +13,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/anthropic.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 #include "util/chatutil.h"
 #include "util/testutil.h"
 

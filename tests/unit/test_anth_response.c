@@ -13,7 +13,7 @@
 
 #include "util/testutil.h"
 #include "serve/anthropic.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 
 /* How the fake job ends. */
 struct ending {

@@ -1,5 +1,5 @@
 /*
- * test_chat.c: src/text/chat.c. Each family's expected text is what Python's
+ * test_chat.c: src/chat/chat.c. Each family's expected text is what Python's
  * jinja2 (3.1) renders from the family's reference template (quoted in
  * chat.c) on the same conversation: system, user, assistant, user, with the
  * generation prompt, and with whitespace around two messages so that the
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "util/testutil.h"
-#include "text/chat.h"
+#include "chat/chat.h"
 
 static const struct chat_msg conv[] = {
     {"system", "You are terse."},

@@ -1,5 +1,5 @@
 /*
- * test_chatparse.c: src/text/chatparse.c. The outputs are written out as the
+ * test_chatparse.c: src/chat/chatparse.c. The outputs are written out as the
  * model families emit them (markers as their chat templates in
  * ../shared/templates write them). Each is parsed whole, then fed split at
  * every byte offset, at every pair of offsets (short ones), and a byte at a
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chatparse.h"
+#include "chat/chatparse.h"
 #include "util/testutil.h"
 
 struct want_call {

@@ -1,5 +1,5 @@
 /*
- * test_jinja.c: src/template/ (the Jinja interpreter). The table's expected
+ * test_jinja.c: src/chat/jinja_*.c (the Jinja interpreter). The table's expected
  * texts are what Python jinja2 3.1 renders in Hugging Face's environment
  * (tests/e2e/hf_render.py) from the same template and variables; NULL
  * where jinja2 raises, and hearth must fail there too. Then the bounds: a
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "util/testutil.h"
-#include "template/jinja.h"
+#include "chat/jinja.h"
 
 #define VARS                                                                                       \
     "{\"xs\": [3, 1, 2], \"d\": {\"b\": 1, \"a\": [1, \"x\"]}, \"s\": \"Hello World\", "           \

@@ -1,5 +1,5 @@
 /*
- * test_jinja_templates.c: the conformance scoreboard of src/template/. Every
+ * test_jinja_templates.c: the conformance scoreboard of src/chat/jinja_*.c. Every
  * chat template in ../shared/templates is rendered with every conversation
  * of tests/e2e/templates/conversations.json, once by Python jinja2 in Hugging
  * Face's environment (tests/e2e/hf_render.py, one batch run) and once by
@@ -24,7 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "util/testutil.h"
-#include "template/jinja.h"
+#include "chat/jinja.h"
 
 #define PYTHON "/usr/bin/python3"
 #define NOW    1767225600 /* 2026-01-01 00:00:00 UTC: strftime_now's fixed clock */

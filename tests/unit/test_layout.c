@@ -41,6 +41,7 @@ static const char *const FORBIDDEN[] = {
     "route serve",   "bench serve", "bench route", "net serve", "net route", "net bench",
     "util backend",  "util model",  "util serve",  "kernels model", "kernels backend",
     "kernels serve", "gguf model",  "text serve",  "grammar serve", "sample serve",
+    "chat serve",
 };
 
 /* Forbidden edges the tree has today, being removed. */

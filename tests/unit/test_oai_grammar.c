@@ -12,7 +12,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/openai.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 #include "util/chatutil.h"
 #include "util/testutil.h"
 

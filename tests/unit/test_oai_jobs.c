@@ -9,7 +9,7 @@
 #include "util/engineutil.h"
 #include "util/testutil.h"
 #include "serve/openai.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 
 static void test_jobs_from_model(void **state)
 {

@@ -10,7 +10,7 @@
 
 #include "util/testutil.h"
 #include "serve/openai.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 
 /* Feeds a response: two TEXT events and a DONE per choice. */
 static char *run_response_with(const char *req_body, enum oai_kind kind, int32_t n_choices,

@@ -11,7 +11,7 @@
 
 #include "util/testutil.h"
 #include "serve/responses.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 
 /* A Hermes/Qwen-style template: its markers are what the split keys on. */
 static const char qwen_like[] =

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "grammar/grammar.h"
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 #include "util/testutil.h"
 
 struct grammar_vocab *tu_byte_vocab(void)

@@ -15,7 +15,7 @@
  */
 #include <stdlib.h>
 
-#include "text/chatparse_int.h"
+#include "chat/chatparse_int.h"
 
 /* Nesting of Gemma 4 values past which a call is refused (the parser recurses). */
 #define GEMMA4_DEPTH_MAX 64

@@ -6,7 +6,7 @@
  * Python's str.strip() remove whitespace at both ends; here that is ASCII
  * whitespace and the C0 separators Python also counts (0x1c-0x1f).
  */
-#include "text/chat.h"
+#include "chat/chat.h"
 
 #include <stdlib.h>
 #include <string.h>

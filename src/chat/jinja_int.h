@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "template/jinja.h"
+#include "chat/jinja.h"
 
 /* ---------------------------------------------------------------- arena --- */
 

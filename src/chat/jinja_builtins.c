@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "template/jinja_int.h"
+#include "chat/jinja_int.h"
 
 /* ------------------------------------------------------------- arguments --- */
 

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "text/chatparse.h"
+#include "chat/chatparse.h"
 
 enum verdict { NEED_MORE, REJECT, ACCEPT };
 

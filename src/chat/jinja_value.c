@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template/jinja_int.h"
+#include "chat/jinja_int.h"
 #include "util/hash.h"
 #include "util/utf8.h"
 

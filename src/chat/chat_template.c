@@ -2,16 +2,16 @@
  * chat_template.c: which chat template a model uses, and rendering a
  * conversation with it (see chat_template.h).
  */
-#include "template/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "template/jinja.h"
-#include "text/chat.h"
-#include "text/chatparse.h"
+#include "chat/jinja.h"
+#include "chat/chat.h"
+#include "chat/chatparse.h"
 #include "util/errfmt.h"
 
 struct chat_template {

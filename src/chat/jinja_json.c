@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template/jinja_int.h"
+#include "chat/jinja_int.h"
 #include "util/utf8.h"
 
 #define JSON_MAX_DEPTH 200

@@ -15,13 +15,13 @@
  * Arguments are parsed and printed again with cJSON, which writes compact
  * JSON and copies UTF-8 through unescaped.
  */
-#include "text/chatparse.h"
+#include "chat/chatparse.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chatparse_int.h"
+#include "chat/chatparse_int.h"
 #include "util/rng.h"
 
 /* ------------------------------------------------------------ markers --- */

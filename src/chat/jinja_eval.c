@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "template/jinja_int.h"
+#include "chat/jinja_int.h"
 
 /* Evaluator recursion bounds: levels, and bytes of the calling thread's C stack (measured from
    jinja_render's frame, so frame sizes, optimisation and sanitizers do not matter). */

@@ -5,7 +5,7 @@
  * One object answers "which template, and how does it render": the model's
  * own Jinja template (tokenizer.chat_template) run by the interpreter in
  * jinja.h with Hugging Face's semantics, a Jinja file the user gives, or one
- * of the hand-written families of text/chat.h (--chat-template NAME, and the
+ * of the hand-written families of chat.h (--chat-template NAME, and the
  * fallback for a file without a template). Created once at load; rendering
  * is read-only and thread-safe.
  *

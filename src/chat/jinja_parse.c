@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "template/jinja_int.h"
+#include "chat/jinja_int.h"
 
 #define MAX_NEST 200
 

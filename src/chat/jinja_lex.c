@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template/jinja_int.h"
+#include "chat/jinja_int.h"
 #include "util/utf8.h"
 
 struct lexer {
