@@ -141,7 +141,7 @@ struct cell_run {
     long tokens_live;     /* content events so far (progress) */
     long done_live;       /* replies so far (progress) */
     struct dvec ttft, itl, e2e, cold, warm, decode;
-    struct sbuf prefix;   /* prefix-share: the shared prefix */
+    struct strbuf prefix; /* prefix-share: the shared prefix */
     char **prompts;       /* --prompts, or NULL */
     int n_prompts;
     struct session *sessions;
@@ -162,9 +162,9 @@ static int words_for(const struct cell_run *cr, int tokens)
 }
 
 /* salt, then n_words seeded words. */
-static void text_of(const struct cell_run *cr, struct sbuf *b, uint64_t seed, int tokens)
+static void text_of(const struct cell_run *cr, struct strbuf *b, uint64_t seed, int tokens)
 {
-    sbuf_adds(b, cr->salt);
+    strbuf_add(b, cr->salt);
     wl_words(b, seed, words_for(cr, tokens));
 }
 
@@ -229,26 +229,27 @@ static void record(struct cell_run *cr, struct bench_reply *rep, int turn)
 static void run_one(struct cell_run *cr, long idx)
 {
     const struct bench_opts *o = cr->o;
-    struct sbuf text           = {0};
+    struct strbuf text         = {0};
     uint64_t seed              = mix(o->seed, (uint64_t)cr->k + 1, (uint64_t)idx + 1, 1);
     if (cr->prompts) {
-        sbuf_adds(&text, cr->salt);
-        sbuf_adds(&text, cr->prompts[idx % cr->n_prompts]);
+        strbuf_add(&text, cr->salt);
+        strbuf_add(&text, cr->prompts[idx % cr->n_prompts]);
     } else if (o->workload == BENCH_PREFIX_SHARE) {
-        sbuf_add(&text, cr->prefix.s, cr->prefix.len);
-        sbuf_adds(&text, " ");
+        strbuf_addn(&text, bench_str(&cr->prefix), cr->prefix.len);
+        strbuf_add(&text, " ");
         wl_words(&text, seed, words_for(cr, o->tail_tokens));
     } else {
         text_of(cr, &text, seed, o->prompt_tokens);
     }
-    struct bench_msg msg = {"user", text.s};
-    struct bench_req req = {.chat = o->workload == BENCH_CHAT, .prompt = text.s, .msgs = &msg,
+    const char *prompt   = bench_str(&text);
+    struct bench_msg msg = {"user", prompt};
+    struct bench_req req = {.chat = o->workload == BENCH_CHAT, .prompt = prompt, .msgs = &msg,
                             .n_msgs = 1};
     struct bench_reply rep;
     bench_request(o, cr->model, &req, &rep, &cr->tokens_live);
     record(cr, &rep, -1);
     bench_reply_free(&rep);
-    sbuf_free(&text);
+    strbuf_free(&text);
 }
 
 static bool cell_over(struct cell_run *cr, long idx)
@@ -322,11 +323,11 @@ static void *conversation_worker(void *arg)
         struct session *se = &cr->sessions[s];
         int turn           = se->turns_done;
         se->busy           = true;
-        struct sbuf user   = {0};
+        struct strbuf user = {0};
         wl_words(&user, mix(o->seed, (uint64_t)cr->k + 1, (uint64_t)s + 1, (uint64_t)turn + 2),
                  words_for(cr, TURN_TOKENS));
-        add_msg(se, "user", user.s);
-        sbuf_free(&user);
+        add_msg(se, "user", bench_str(&user));
+        strbuf_free(&user);
         struct bench_req req = {.chat = true, .msgs = se->msgs, .n_msgs = se->n_msgs};
         pthread_mutex_unlock(&cr->mu);
 
@@ -357,13 +358,13 @@ static void sessions_init(struct cell_run *cr)
     if (!cr->sessions)
         abort();
     for (int s = 0; s < o->sessions; s++) {
-        struct sbuf sys = {0};
+        struct strbuf sys = {0};
         /* c 0 is no user turn's (those take turn + 2) */
         const uint64_t seed = o->own_system ? mix(o->seed, (uint64_t)cr->k + 1, (uint64_t)s + 1, 0)
                                             : mix(o->seed, (uint64_t)cr->k + 1, 0, 3);
         text_of(cr, &sys, seed, o->prompt_tokens);
-        add_msg(&cr->sessions[s], "system", sys.s);
-        sbuf_free(&sys);
+        add_msg(&cr->sessions[s], "system", bench_str(&sys));
+        strbuf_free(&sys);
     }
     cr->sessions_left = o->turns > 0 ? o->sessions : 0;
 }
@@ -571,7 +572,7 @@ static bool run_cell(const struct bench_opts *o, const char *model, const char *
     free(cr.cold.v);
     free(cr.warm.v);
     free(cr.decode.v);
-    sbuf_free(&cr.prefix);
+    strbuf_free(&cr.prefix);
     sessions_free(&cr);
     pthread_mutex_destroy(&cr.mu);
     pthread_cond_destroy(&cr.cv);

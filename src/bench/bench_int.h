@@ -9,26 +9,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "bench/bench.h"
+#include "util/strbuf.h"
 
 /* ------------------------------------------------------------ prompts --- */
 
-/* A growable string. */
-struct sbuf {
-    char *s; /* NUL-terminated once anything was appended; NULL before */
-    size_t len, cap;
-};
-void sbuf_add(struct sbuf *b, const char *s, size_t len);
-void sbuf_adds(struct sbuf *b, const char *s);
-void sbuf_free(struct sbuf *b);
+/* b's text (NULL when nothing was appended); a bench client out of memory has nothing left to
+   measure, so it stops there. */
+static inline const char *bench_str(const struct strbuf *b)
+{
+    if (b->oom)
+        abort();
+    return b->s;
+}
 
 /*
  * n_words words of plain English drawn from a fixed list by a generator
  * seeded with seed, sentences of 8 to 16 words; appended to b. The same
  * seed gives the same text on every machine.
  */
-void wl_words(struct sbuf *b, uint64_t seed, int n_words);
+void wl_words(struct strbuf *b, uint64_t seed, int n_words);
 
 /*
  * Tokens per word of wl_words's text on the server: its POST /tokenize
@@ -73,7 +75,7 @@ struct bench_reply {
     double *arrivals;          /* each content-bearing event's arrival (malloc'd) */
     size_t *text_ends;         /* text.len after each of those events (malloc'd) */
     int n_arrivals, cap_arrivals;
-    struct sbuf text;          /* the content (chat: delta.content; completions: text) */
+    struct strbuf text;        /* the content (chat: delta.content; completions: text) */
     bool has_usage;
     long usage_prompt, usage_completion, usage_cached;
     char finish[24];           /* the last finish_reason seen, "" when none */

@@ -179,33 +179,33 @@ bool bench_report_json(const char *path, const struct bench_run *run, char *err,
     cJSON_Delete(a);
     if (!text)
         return fail(false, err, err_len, "bench: out of memory writing %s", path);
-    struct sbuf b = {0};
-    sbuf_adds(&b, text);
-    sbuf_adds(&b, "\n");
+    struct strbuf b = {0};
+    strbuf_add(&b, text);
+    strbuf_add(&b, "\n");
     free(text);
-    bool ok = write_file(path, b.s, err, err_len);
-    sbuf_free(&b);
+    bool ok = write_file(path, bench_str(&b), err, err_len);
+    strbuf_free(&b);
     return ok;
 }
 
 bool bench_report_tsv(const char *path, const struct bench_run *run, char *err, size_t err_len)
 {
-    struct sbuf b = {0};
+    struct strbuf b = {0};
     char buf[64];
     for (int j = 0; j < N_COLS; j++) {
-        sbuf_adds(&b, j ? "\t" : "");
-        sbuf_adds(&b, cols[j].name);
+        strbuf_add(&b, j ? "\t" : "");
+        strbuf_add(&b, cols[j].name);
     }
-    sbuf_adds(&b, "\n");
+    strbuf_add(&b, "\n");
     for (int k = 0; k < run->n_cells; k++) {
         for (int j = 0; j < N_COLS; j++) {
             format(&run->cells[k], j, false, buf, sizeof buf);
-            sbuf_adds(&b, j ? "\t" : "");
-            sbuf_adds(&b, buf);
+            strbuf_add(&b, j ? "\t" : "");
+            strbuf_add(&b, buf);
         }
-        sbuf_adds(&b, "\n");
+        strbuf_add(&b, "\n");
     }
-    bool ok = write_file(path, b.s, err, err_len);
-    sbuf_free(&b);
+    bool ok = write_file(path, bench_str(&b), err, err_len);
+    strbuf_free(&b);
     return ok;
 }

@@ -24,7 +24,7 @@ struct req_ctx {
     int port;
     uint64_t piece_raw;  /* raw offset of the body piece being fed */
     uint64_t piece_sse;  /* the SSE parser's offset at that piece's start */
-    struct sbuf errbody; /* a non-200 answer's body (capped) */
+    struct strbuf errbody; /* a non-200 answer's body (capped) */
     long *tokens;
 };
 
@@ -110,7 +110,9 @@ static bool on_event(void *ctx, const char *event, const char *data, size_t len,
         const cJSON *calls  = delta ? cJSON_GetObjectItemCaseSensitive(delta, "tool_calls") : NULL;
         bool content = (text && *text) || (reason && *reason) || cJSON_GetArraySize(calls) > 0;
         if (text)
-            sbuf_adds(&rep->text, text);
+            strbuf_add(&rep->text, text);
+        if (rep->text.oom)
+            abort(); /* a bench client out of memory has nothing left to measure */
         if (content) {
             arrival(rep, t);
             if (c->tokens)
@@ -137,7 +139,7 @@ static void on_body(void *ctx, const char *data, size_t len, uint64_t raw_end)
     struct req_ctx *c = ctx;
     if (c->rep->status != 200) {
         if (c->errbody.len < 4096)
-            sbuf_add(&c->errbody, data, len);
+            strbuf_addn(&c->errbody, data, len);
         return;
     }
     if (c->rep->stream_error)
@@ -179,13 +181,13 @@ static char *request_body(const struct bench_opts *o, const char *model, const s
 }
 
 /* The message of an OpenAI-style error body, or its start. */
-static void http_error_text(struct bench_reply *rep, const struct sbuf *body)
+static void http_error_text(struct bench_reply *rep, const struct strbuf *body)
 {
-    cJSON *j       = body->s ? cJSON_Parse(body->s) : NULL;
+    const char *s  = bench_str(body);
+    cJSON *j       = s ? cJSON_Parse(s) : NULL;
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
     const char *m  = cJSON_IsString(e) ? e->valuestring : str_of(e, "message");
-    set_err(rep->err, sizeof rep->err, "HTTP %d: %.160s", rep->status,
-            m ? m : body->s ? body->s : "");
+    set_err(rep->err, sizeof rep->err, "HTTP %d: %.160s", rep->status, m ? m : s ? s : "");
     cJSON_Delete(j);
 }
 
@@ -221,7 +223,7 @@ void bench_request(const struct bench_opts *o, const char *model, const struct b
     else
         rep->ok = true;
     sse_free(&c.sse);
-    sbuf_free(&c.errbody);
+    strbuf_free(&c.errbody);
 }
 
 long bench_reply_tokens(const struct bench_reply *rep)
@@ -233,6 +235,6 @@ void bench_reply_free(struct bench_reply *rep)
 {
     free(rep->arrivals);
     free(rep->text_ends);
-    sbuf_free(&rep->text);
+    strbuf_free(&rep->text);
     *rep = (struct bench_reply){0};
 }

@@ -16,31 +16,6 @@
 
 #include <cjson/cJSON.h>
 
-void sbuf_add(struct sbuf *b, const char *s, size_t len)
-{
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len + 1)
-            cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p)
-            abort(); /* a bench client out of memory has nothing left to measure */
-        b->s   = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, len);
-    b->len += len;
-    b->s[b->len] = 0;
-}
-
-void sbuf_adds(struct sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
-
-void sbuf_free(struct sbuf *b)
-{
-    free(b->s);
-    *b = (struct sbuf){0};
-}
-
 /* Frequent words of every kind, so any English tokenizer takes them in one or two tokens. */
 static const char *const words[] = {
     "the",     "of",     "and",    "to",      "in",      "is",     "was",     "for",    "on",
@@ -78,7 +53,7 @@ static const char *const words[] = {
 };
 #define N_WORDS (sizeof words / sizeof words[0])
 
-void wl_words(struct sbuf *b, uint64_t seed, int n_words)
+void wl_words(struct strbuf *b, uint64_t seed, int n_words)
 {
     uint64_t st  = seed;
     int sentence = 0; /* words left in this sentence */
@@ -87,10 +62,10 @@ void wl_words(struct sbuf *b, uint64_t seed, int n_words)
         if (!sentence)
             sentence = 8 + (int)(r >> 61); /* 8..15 words */
         if (b->len)
-            sbuf_add(b, " ", 1);
-        sbuf_adds(b, words[(r & 0xffffffff) % N_WORDS]);
+            strbuf_addn(b, " ", 1);
+        strbuf_add(b, words[(r & 0xffffffff) % N_WORDS]);
         if (--sentence == 0 || i == n_words - 1)
-            sbuf_add(b, ".", 1);
+            strbuf_addn(b, ".", 1);
     }
 }
 
@@ -124,20 +99,20 @@ double wl_tokens_per_word(const struct bench_opts *o, const char *model, char *n
                           size_t note_len)
 {
     enum { SAMPLE = 400 };
-    struct sbuf text = {0};
+    struct strbuf text = {0};
     wl_words(&text, 0x5eed, SAMPLE);
     cJSON *body = cJSON_CreateObject();
-    cJSON_AddStringToObject(body, "content", text.s);
+    cJSON_AddStringToObject(body, "content", bench_str(&text));
     long n = tokenize_count(o, body);
     cJSON_Delete(body);
     if (n <= 0) { /* vLLM's shape */
         body = cJSON_CreateObject();
         cJSON_AddStringToObject(body, "model", model);
-        cJSON_AddStringToObject(body, "prompt", text.s);
+        cJSON_AddStringToObject(body, "prompt", bench_str(&text));
         n = tokenize_count(o, body);
         cJSON_Delete(body);
     }
-    sbuf_free(&text);
+    strbuf_free(&text);
     if (n <= 0) {
         set_err(note, note_len, "prompts sized at 1.3 tokens per word: the server has no /tokenize");
         return 1.3;

@@ -12,40 +12,9 @@
 #include <string.h>
 
 #include "util/errfmt.h"
+#include "util/strbuf.h"
 
 /* ---------------------------------------------------------- text builder --- */
-
-struct sbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-};
-
-static void sb_addn(struct sbuf *b, const char *p, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *s = realloc(b->s, cap);
-        if (!s) {
-            b->oom = true;
-            return;
-        }
-        b->s   = s;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-static void sb_add(struct sbuf *b, const char *s)
-{
-    sb_addn(b, s, strlen(s));
-}
 
 static bool is_py_space(unsigned char c)
 {
@@ -53,14 +22,14 @@ static bool is_py_space(unsigned char c)
 }
 
 /* Appends s with whitespace stripped at both ends (Python's str.strip()). */
-static void sb_add_trim(struct sbuf *b, const char *s)
+static void sb_add_trim(struct strbuf *b, const char *s)
 {
     size_t n = strlen(s);
     while (n && is_py_space((unsigned char)*s))
         s++, n--;
     while (n && is_py_space((unsigned char)s[n - 1]))
         n--;
-    sb_addn(b, s, n);
+    strbuf_addn(b, s, n);
 }
 
 /* ------------------------------------------------------------- detection --- */
@@ -116,17 +85,17 @@ static const char alternate_msg[] =
  * + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}
  * {{ '<|im_start|>assistant\n' }}{% endif %}
  */
-static bool render_chatml(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen)
+static bool render_chatml(struct strbuf *b, const struct chat_msg *m, size_t n, bool gen)
 {
     for (size_t i = 0; i < n; i++) {
-        sb_add(b, "<|im_start|>");
-        sb_add(b, m[i].role);
-        sb_add(b, "\n");
-        sb_add(b, m[i].content);
-        sb_add(b, "<|im_end|>\n");
+        strbuf_add(b, "<|im_start|>");
+        strbuf_add(b, m[i].role);
+        strbuf_add(b, "\n");
+        strbuf_add(b, m[i].content);
+        strbuf_add(b, "<|im_end|>\n");
     }
     if (gen)
-        sb_add(b, "<|im_start|>assistant\n");
+        strbuf_add(b, "<|im_start|>assistant\n");
     return true;
 }
 
@@ -143,7 +112,7 @@ static bool render_chatml(struct sbuf *b, const struct chat_msg *m, size_t n, bo
  * {{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] ==
  * 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}
  */
-static bool render_llama2(struct sbuf *b, const struct chat_msg *m, size_t n, const char *bos,
+static bool render_llama2(struct strbuf *b, const struct chat_msg *m, size_t n, const char *bos,
                           const char *eos, char *err, size_t err_len)
 {
     const char *sys = NULL;
@@ -157,30 +126,30 @@ static bool render_llama2(struct sbuf *b, const struct chat_msg *m, size_t n, co
             set_err(err, err_len, "%s", alternate_msg);
             return false;
         }
-        struct sbuf c = {0};
+        struct strbuf c = {0};
         if (i == 0 && sys) {
-            sb_add(&c, "<<SYS>>\n");
-            sb_add(&c, sys);
-            sb_add(&c, "\n<</SYS>>\n\n");
+            strbuf_add(&c, "<<SYS>>\n");
+            strbuf_add(&c, sys);
+            strbuf_add(&c, "\n<</SYS>>\n\n");
         }
-        sb_add(&c, m[i].content);
+        strbuf_add(&c, m[i].content);
         if (c.oom) {
-            free(c.s);
+            strbuf_free(&c);
             b->oom = true;
             return false;
         }
         if (user) {
-            sb_add(b, bos);
-            sb_add(b, "[INST] ");
+            strbuf_add(b, bos);
+            strbuf_add(b, "[INST] ");
             sb_add_trim(b, c.s);
-            sb_add(b, " [/INST]");
+            strbuf_add(b, " [/INST]");
         } else if (role_is(&m[i], "assistant")) {
-            sb_add(b, " ");
+            strbuf_add(b, " ");
             sb_add_trim(b, c.s);
-            sb_add(b, " ");
-            sb_add(b, eos);
+            strbuf_add(b, " ");
+            strbuf_add(b, eos);
         }
-        free(c.s);
+        strbuf_free(&c);
     }
     return true;
 }
@@ -194,20 +163,20 @@ static bool render_llama2(struct sbuf *b, const struct chat_msg *m, size_t n, co
  * {% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif
  * %}
  */
-static bool render_llama3(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen,
+static bool render_llama3(struct strbuf *b, const struct chat_msg *m, size_t n, bool gen,
                           const char *bos)
 {
     for (size_t i = 0; i < n; i++) {
         if (i == 0)
-            sb_add(b, bos);
-        sb_add(b, "<|start_header_id|>");
-        sb_add(b, m[i].role);
-        sb_add(b, "<|end_header_id|>\n\n");
+            strbuf_add(b, bos);
+        strbuf_add(b, "<|start_header_id|>");
+        strbuf_add(b, m[i].role);
+        strbuf_add(b, "<|end_header_id|>\n\n");
         sb_add_trim(b, m[i].content);
-        sb_add(b, "<|eot_id|>");
+        strbuf_add(b, "<|eot_id|>");
     }
     if (gen)
-        sb_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        strbuf_add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
     return true;
 }
 
@@ -221,7 +190,7 @@ static bool render_llama3(struct sbuf *b, const struct chat_msg *m, size_t n, bo
  * A leading system message (which this template refuses) is put before the first
  * user message with a blank line, as Mistral's later templates do.
  */
-static bool render_mistral(struct sbuf *b, const struct chat_msg *m, size_t n, const char *bos,
+static bool render_mistral(struct strbuf *b, const struct chat_msg *m, size_t n, const char *bos,
                            const char *eos, char *err, size_t err_len)
 {
     const char *sys = NULL;
@@ -229,7 +198,7 @@ static bool render_mistral(struct sbuf *b, const struct chat_msg *m, size_t n, c
         sys = m[0].content;
         m++, n--;
     }
-    sb_add(b, bos);
+    strbuf_add(b, bos);
     for (size_t i = 0; i < n; i++) {
         bool user = role_is(&m[i], "user");
         if (user != (i % 2 == 0)) {
@@ -237,16 +206,16 @@ static bool render_mistral(struct sbuf *b, const struct chat_msg *m, size_t n, c
             return false;
         }
         if (user) {
-            sb_add(b, "[INST] ");
+            strbuf_add(b, "[INST] ");
             if (i == 0 && sys) {
-                sb_add(b, sys);
-                sb_add(b, "\n\n");
+                strbuf_add(b, sys);
+                strbuf_add(b, "\n\n");
             }
-            sb_add(b, m[i].content);
-            sb_add(b, " [/INST]");
+            strbuf_add(b, m[i].content);
+            strbuf_add(b, " [/INST]");
         } else if (role_is(&m[i], "assistant")) {
-            sb_add(b, m[i].content);
-            sb_add(b, eos);
+            strbuf_add(b, m[i].content);
+            strbuf_add(b, eos);
         } else {
             set_err(err, err_len,
                     "chat: this model's template supports only user and "
@@ -268,7 +237,7 @@ static bool render_mistral(struct sbuf *b, const struct chat_msg *m, size_t n, c
  * A leading system message goes before the first user message's text with a blank
  * line, as gemma-3's template does (first_user_prefix).
  */
-static bool render_gemma(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen,
+static bool render_gemma(struct strbuf *b, const struct chat_msg *m, size_t n, bool gen,
                          const char *bos, char *err, size_t err_len)
 {
     const char *sys = NULL;
@@ -276,25 +245,25 @@ static bool render_gemma(struct sbuf *b, const struct chat_msg *m, size_t n, boo
         sys = m[0].content;
         m++, n--;
     }
-    sb_add(b, bos);
+    strbuf_add(b, bos);
     for (size_t i = 0; i < n; i++) {
         bool user = role_is(&m[i], "user");
         if (user != (i % 2 == 0)) {
             set_err(err, err_len, "%s", alternate_msg);
             return false;
         }
-        sb_add(b, "<start_of_turn>");
-        sb_add(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
-        sb_add(b, "\n");
+        strbuf_add(b, "<start_of_turn>");
+        strbuf_add(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
+        strbuf_add(b, "\n");
         if (i == 0 && sys) {
-            sb_add(b, sys);
-            sb_add(b, "\n\n");
+            strbuf_add(b, sys);
+            strbuf_add(b, "\n\n");
         }
         sb_add_trim(b, m[i].content);
-        sb_add(b, "<end_of_turn>\n");
+        strbuf_add(b, "<end_of_turn>\n");
     }
     if (gen)
-        sb_add(b, "<start_of_turn>model\n");
+        strbuf_add(b, "<start_of_turn>model\n");
     return true;
 }
 
@@ -306,17 +275,17 @@ static bool render_gemma(struct sbuf *b, const struct chat_msg *m, size_t n, boo
  * {{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}
  * {% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}
  */
-static bool render_phi3(struct sbuf *b, const struct chat_msg *m, size_t n, bool gen,
+static bool render_phi3(struct strbuf *b, const struct chat_msg *m, size_t n, bool gen,
                         const char *eos)
 {
     for (size_t i = 0; i < n; i++) {
-        sb_add(b, "<|");
-        sb_add(b, m[i].role);
-        sb_add(b, "|>\n");
-        sb_add(b, m[i].content);
-        sb_add(b, "<|end|>\n");
+        strbuf_add(b, "<|");
+        strbuf_add(b, m[i].role);
+        strbuf_add(b, "|>\n");
+        strbuf_add(b, m[i].content);
+        strbuf_add(b, "<|end|>\n");
     }
-    sb_add(b, gen ? "<|assistant|>\n" : eos);
+    strbuf_add(b, gen ? "<|assistant|>\n" : eos);
     return true;
 }
 
@@ -341,9 +310,9 @@ enum hearth_status chat_render(enum chat_family f, const struct chat_msg *msgs, 
         bos = "";
     if (!eos)
         eos = "";
-    struct sbuf b = {0};
-    bool ok       = false;
-    bool gen      = add_generation_prompt;
+    struct strbuf b = {0};
+    bool ok         = false;
+    bool gen        = add_generation_prompt;
     switch (f) {
     case CHAT_LLAMA2:
         ok = render_llama2(&b, msgs, n_msgs, bos, eos, err, err_len);
@@ -365,21 +334,13 @@ enum hearth_status chat_render(enum chat_family f, const struct chat_msg *msgs, 
         ok = render_chatml(&b, msgs, n_msgs, gen);
         break;
     }
-    if (b.oom) {
-        free(b.s);
-        return fail(HEARTH_ENOMEM, err, err_len, "chat: out of memory rendering the prompt");
-    }
-    if (!ok) {
-        free(b.s);
+    if (!ok && !b.oom) {
+        strbuf_free(&b);
         return HEARTH_EINVAL;
     }
-    if (!b.s) { /* e.g. Llama 2 with only a system message: the template renders nothing */
-        b.s = calloc(1, 1);
-        if (!b.s)
-            return fail(HEARTH_ENOMEM, err, err_len, "chat: out of memory rendering the prompt");
-    }
-    *out = b.s;
-    if (out_len)
-        *out_len = b.len;
+    /* "" when nothing rendered, e.g. Llama 2 with only a system message */
+    *out = strbuf_take(&b, out_len);
+    if (!*out)
+        return fail(HEARTH_ENOMEM, err, err_len, "chat: out of memory rendering the prompt");
     return HEARTH_OK;
 }

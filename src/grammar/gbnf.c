@@ -27,28 +27,6 @@
 
 #define GE_SELF GE_MAKE(3, 0) /* a helper's reference to itself, before it has an id */
 
-bool ivec_push(struct ivec *a, int32_t x)
-{
-    if (a->n == a->cap) {
-        int32_t cap = a->cap ? a->cap * 2 : 16;
-        int32_t *v  = realloc(a->v, (size_t)cap * sizeof *v);
-        if (!v)
-            return false;
-        a->v   = v;
-        a->cap = cap;
-    }
-    a->v[a->n++] = x;
-    return true;
-}
-
-void ivec_free(struct ivec *a)
-{
-    free(a->v);
-    a->v   = NULL;
-    a->n   = 0;
-    a->cap = 0;
-}
-
 struct brule {
     char *name;
     struct ivec body;  /* alternatives, each ended by GE_END */

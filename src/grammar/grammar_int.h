@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "grammar/grammar.h"
+#include "util/vec.h"
 
 /* ------------------------------------------------------------ program --- */
 
@@ -170,13 +171,7 @@ struct gnode {
     int32_t depth;  /* nodes in the chain, this one included */
 };
 
-struct ivec {
-    int32_t *v;
-    int32_t n, cap;
-};
-
-bool ivec_push(struct ivec *a, int32_t x);
-void ivec_free(struct ivec *a);
+VEC_DEFINE(ivec, int32_t, int32_t)
 
 /* Interned nodes plus the scratch one closure needs. */
 struct gpool {

@@ -23,6 +23,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/lark.h"
+#include "util/strbuf.h"
 #include "util/utf8.h"
 
 #define LARK_MAX_IN    (64 * 1024) /* bytes of grammar text */
@@ -68,8 +69,7 @@ struct lark {
     int n_nodes, cap_nodes;
     struct def *defs;
     int n_defs, cap_defs;
-    char *out; /* output being written */
-    size_t out_len, out_cap;
+    struct strbuf out; /* output being written */
     int nest;
     char *err;
     size_t err_len;
@@ -637,20 +637,10 @@ static bool parse(struct lark *l)
 
 static bool put(struct lark *l, const char *s, size_t n)
 {
-    if (l->out_len + n + 1 > LARK_MAX_OUT)
+    if (l->out.len + n + 1 > LARK_MAX_OUT)
         return fail(l, "the output would pass %d bytes", LARK_MAX_OUT);
-    if (l->out_len + n + 1 > l->out_cap) {
-        size_t cap = (l->out_len + n + 1) * 2;
-        char *o    = realloc(l->out, cap);
-        if (!o)
-            return fail(l, "out of memory");
-        l->out     = o;
-        l->out_cap = cap;
-    }
-    memcpy(l->out + l->out_len, s, n);
-    l->out_len += n;
-    l->out[l->out_len] = 0;
-    return true;
+    strbuf_addn(&l->out, s, n);
+    return !l->out.oom || fail(l, "out of memory");
 }
 
 static bool puts_(struct lark *l, const char *s)
@@ -1126,13 +1116,13 @@ static char *convert(const char *def, size_t len, bool gbnf, char *err, size_t e
     free(l.toks);
     char why[256];
     if (ok && !l.failed && gbnf && /* left recursion, which Lark parses and GBNF cannot */
-        grammar_check(l.out, l.out_len, NULL, why, sizeof why) != HEARTH_OK)
+        grammar_check(l.out.s, l.out.len, NULL, why, sizeof why) != HEARTH_OK)
         fail(&l, "%s", why);
     if (!ok || l.failed) {
-        free(l.out);
+        strbuf_free(&l.out);
         return NULL;
     }
-    return l.out;
+    return strbuf_take(&l.out, NULL);
 }
 
 char *lark_to_gbnf(const char *def, size_t len, char *err, size_t err_len)

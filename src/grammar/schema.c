@@ -84,9 +84,11 @@ static bool name_used(const struct schema_gbnf *b, const char *name)
     return false;
 }
 
-/* Adds "name ::= body", taking both strings (freed on failure). */
+/* Adds "name ::= body", taking both strings (freed on failure; a NULL body is out of memory). */
 static bool rule_push(struct schema_gbnf *b, char *name, char *body)
 {
+    if (!body)
+        goto err;
     if (b->n_rules == b->cap_rules) {
         size_t cap     = b->cap_rules ? b->cap_rules * 2 : 32;
         struct rule *r = realloc(b->rules, cap * sizeof *r);
@@ -168,30 +170,21 @@ bool schema_gbnf_rule(struct schema_gbnf *b, const char *name, const char *body)
 
 char *schema_gbnf_text(const struct schema_gbnf *b)
 {
-    struct sbuf t = {0};
-    sb_add(&t, "");
+    struct strbuf t = {0};
     for (size_t i = 0; i < b->n_rules; i++) {
-        sb_add(&t, b->rules[i].name);
-        sb_add(&t, " ::= ");
-        sb_add(&t, b->rules[i].body);
-        sb_add(&t, "\n");
+        strbuf_add(&t, b->rules[i].name);
+        strbuf_add(&t, " ::= ");
+        strbuf_add(&t, b->rules[i].body);
+        strbuf_add(&t, "\n");
     }
-    if (t.oom) {
-        sb_free(&t);
-        return NULL;
-    }
-    return t.p;
+    return strbuf_take(&t, NULL);
 }
 
 char *schema_gbnf_literal(const char *s, size_t n)
 {
-    struct sbuf t = {0};
-    sb_lit(&t, s, n);
-    if (t.oom) {
-        sb_free(&t);
-        return NULL;
-    }
-    return t.p;
+    struct strbuf t = {0};
+    schema_lit(&t, s, n);
+    return strbuf_take(&t, NULL);
 }
 
 /* ------------------------------------------------------------ context --- */
@@ -203,9 +196,9 @@ struct ref {
 
 struct ctx {
     struct schema_gbnf *b;
-    const char *name;  /* the rule being added; helpers are named after it */
-    const cJSON *root; /* what "#" refers to */
-    struct sbuf path;  /* JSON pointer of the node being converted */
+    const char *name;   /* the rule being added; helpers are named after it */
+    const cJSON *root;  /* what "#" refers to */
+    struct strbuf path; /* JSON pointer of the node being converted */
     char *err;
     size_t err_len;
     bool failed;
@@ -233,7 +226,7 @@ fail_at(struct ctx *c, const char *fmt, ...)
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     /* a deep path keeps its end, where the fault is */
-    const char *path = c->path.n ? c->path.p : "(root)";
+    const char *path = c->path.len ? c->path.s : "(root)";
     size_t n         = strlen(path);
     set_err(c->err, c->err_len, "%s%s: %s", n > 200 ? "..." : "", n > 200 ? path + n - 200 : path,
             what);
@@ -248,15 +241,15 @@ static bool oom(struct ctx *c)
 /* Appends /key to the path (JSON pointer escapes); returns the length to restore. */
 static size_t path_push(struct ctx *c, const char *key)
 {
-    size_t n = c->path.n;
-    sb_add(&c->path, "/");
+    size_t n = c->path.len;
+    strbuf_add(&c->path, "/");
     for (const char *p = key; *p; p++) {
         if (*p == '~')
-            sb_add(&c->path, "~0");
+            strbuf_add(&c->path, "~0");
         else if (*p == '/')
-            sb_add(&c->path, "~1");
+            strbuf_add(&c->path, "~1");
         else
-            sb_addn(&c->path, p, 1);
+            strbuf_addn(&c->path, p, 1);
     }
     return n;
 }
@@ -270,9 +263,9 @@ static size_t path_push_index(struct ctx *c, int i)
 
 static void path_pop(struct ctx *c, size_t n)
 {
-    c->path.n = n;
-    if (c->path.p)
-        c->path.p[n] = '\0';
+    c->path.len = n;
+    if (c->path.s)
+        c->path.s[n] = '\0';
 }
 
 static bool own(struct ctx *c, cJSON *j)
@@ -297,58 +290,51 @@ static bool own(struct ctx *c, cJSON *j)
    so two names of one add never meet), malloc'd. */
 static char *fresh_name(struct ctx *c, const char *hint)
 {
-    struct sbuf t = {0};
+    struct strbuf t = {0};
     for (;;) {
-        t.n = 0;
-        sb_add(&t, c->name);
-        sb_add(&t, "-");
+        strbuf_reset(&t);
+        strbuf_add(&t, c->name);
+        strbuf_add(&t, "-");
         size_t k = 0;
         for (const char *p = hint; *p && k < 24; p++, k++) {
             char ch = *p >= 'A' && *p <= 'Z' ? (char)(*p - 'A' + 'a') : *p;
             if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9')))
                 ch = '-';
-            sb_addn(&t, &ch, 1);
+            strbuf_addn(&t, &ch, 1);
         }
-        sb_printf(&t, "-%u", c->next_id++);
-        if (t.oom || !name_used(c->b, t.p))
+        strbuf_printf(&t, "-%u", c->next_id++);
+        if (t.oom || !name_used(c->b, t.s))
             break;
     }
-    if (t.oom) {
-        sb_free(&t);
-        return NULL;
-    }
-    return t.p;
+    return strbuf_take(&t, NULL);
 }
 
-static bool add_rule(struct ctx *c, char *name, struct sbuf *body)
+static bool add_rule(struct ctx *c, char *name, struct strbuf *body)
 {
     if (body->oom) {
         free(name);
-        sb_free(body);
+        strbuf_free(body);
         return oom(c);
     }
-    if (c->b->text_len + body->n > SCHEMA_MAX_TEXT) {
+    if (c->b->text_len + body->len > SCHEMA_MAX_TEXT) {
         free(name);
-        sb_free(body);
+        strbuf_free(body);
         return fail_at(c, "the grammar would pass %u bytes", SCHEMA_MAX_TEXT);
     }
-    char *text = body->p;
-    body->p    = NULL;
-    sb_free(body);
-    if (!rule_push(c->b, name, text))
+    if (!rule_push(c->b, name, strbuf_take(body, NULL)))
         return oom(c);
     return true;
 }
 
 /* Adds a helper rule "<name>-<hint>N ::= body" (body consumed); its name, malloc'd, or NULL with
    the error set. */
-static char *helper(struct ctx *c, const char *hint, struct sbuf *body)
+static char *helper(struct ctx *c, const char *hint, struct strbuf *body)
 {
     char *name = fresh_name(c, hint);
     char *copy = name ? strdup(name) : NULL;
     if (!copy) {
         free(name);
-        sb_free(body);
+        strbuf_free(body);
         oom(c);
         return NULL;
     }
@@ -363,18 +349,18 @@ static char *helper(struct ctx *c, const char *hint, struct sbuf *body)
  * A text written more than once (an array's item, an object's member) becomes a rule of its
  * own when long, so that nesting adds to the grammar instead of doubling it.
  */
-static bool shared(struct ctx *c, struct sbuf *text, const char *hint)
+static bool shared(struct ctx *c, struct strbuf *text, const char *hint)
 {
     if (text->oom)
         return oom(c);
-    if (text->n <= 64)
+    if (text->len <= 64)
         return true;
-    struct sbuf body = *text;
-    *text            = (struct sbuf){0};
-    char *name       = helper(c, hint, &body);
+    struct strbuf body = *text;
+    *text              = (struct strbuf){0};
+    char *name         = helper(c, hint, &body);
     if (!name)
         return false;
-    sb_add(text, name);
+    strbuf_add(text, name);
     free(name);
     return text->oom ? oom(c) : true;
 }
@@ -496,12 +482,12 @@ static const char *prim(struct ctx *c, enum prim p)
     return prims[p].name;
 }
 
-static bool add_prim(struct ctx *c, struct sbuf *out, enum prim p)
+static bool add_prim(struct ctx *c, struct strbuf *out, enum prim p)
 {
     const char *n = prim(c, p);
     if (!n)
         return false;
-    sb_add(out, n);
+    strbuf_add(out, n);
     return true;
 }
 
@@ -640,79 +626,79 @@ static bool count_kw(struct ctx *c, const cJSON *s, const char *key, long *out)
 }
 
 /* Appends x as GBNF repetition {lo,hi} (hi < 0: unbounded), in its short forms where it has one. */
-static void rep(struct sbuf *b, long lo, long hi)
+static void rep(struct strbuf *b, long lo, long hi)
 {
     if (lo == 0 && hi < 0)
-        sb_add(b, "*");
+        strbuf_add(b, "*");
     else if (lo == 1 && hi < 0)
-        sb_add(b, "+");
+        strbuf_add(b, "+");
     else if (lo == 0 && hi == 1)
-        sb_add(b, "?");
+        strbuf_add(b, "?");
     else if (hi < 0)
-        sb_printf(b, "{%ld,}", lo);
+        strbuf_printf(b, "{%ld,}", lo);
     else if (lo == hi)
-        sb_printf(b, "{%ld}", lo);
+        strbuf_printf(b, "{%ld}", lo);
     else
-        sb_printf(b, "{%ld,%ld}", lo, hi);
+        strbuf_printf(b, "{%ld,%ld}", lo, hi);
 }
 
 /* ----------------------------------------------------- JSON as literals --- */
 
 /* s as JSON writes it between quotes (the escapes a JSON encoder uses), appended raw. */
-static void json_escape(struct sbuf *b, const char *s)
+static void json_escape(struct strbuf *b, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         switch (*p) {
         case '"':
-            sb_add(b, "\\\"");
+            strbuf_add(b, "\\\"");
             break;
         case '\\':
-            sb_add(b, "\\\\");
+            strbuf_add(b, "\\\\");
             break;
         case '\b':
-            sb_add(b, "\\b");
+            strbuf_add(b, "\\b");
             break;
         case '\f':
-            sb_add(b, "\\f");
+            strbuf_add(b, "\\f");
             break;
         case '\n':
-            sb_add(b, "\\n");
+            strbuf_add(b, "\\n");
             break;
         case '\r':
-            sb_add(b, "\\r");
+            strbuf_add(b, "\\r");
             break;
         case '\t':
-            sb_add(b, "\\t");
+            strbuf_add(b, "\\t");
             break;
         default:
             if (*p < 0x20)
-                sb_printf(b, "\\u%04x", *p);
+                strbuf_printf(b, "\\u%04x", *p);
             else
-                sb_addn(b, (const char *)p, 1);
+                strbuf_addn(b, (const char *)p, 1);
         }
     }
 }
 
 /* A GBNF literal for the JSON string s (quotes included). */
-static bool string_lit(struct ctx *c, struct sbuf *out, const char *s)
+static bool string_lit(struct ctx *c, struct strbuf *out, const char *s)
 {
     if (!schema_utf8_valid(s, strlen(s)))
         return fail_at(c, "a string is not valid UTF-8");
-    struct sbuf t = {0};
-    sb_add(&t, "\"");
+    struct strbuf t = {0};
+    strbuf_add(&t, "\"");
     json_escape(&t, s);
-    sb_add(&t, "\"");
+    strbuf_add(&t, "\"");
     if (t.oom) {
-        sb_free(&t);
+        strbuf_free(&t);
         return oom(c);
     }
-    sb_lit(out, t.p, t.n);
-    sb_free(&t);
+    schema_lit(out, t.s, t.len);
+    strbuf_free(&t);
     return true;
 }
 
 /* The GBNF for exactly the JSON value v (with bounded whitespace inside arrays and objects). */
-static bool value_lit(struct ctx *c, struct sbuf *out, const cJSON *v, int depth)
+static bool value_lit(struct ctx *c, struct strbuf *out, const cJSON *v, int depth)
 {
     if (depth > SCHEMA_MAX_DEPTH)
         return fail_at(c, "a value nests deeper than %d", SCHEMA_MAX_DEPTH);
@@ -720,11 +706,11 @@ static bool value_lit(struct ctx *c, struct sbuf *out, const cJSON *v, int depth
     if ((cJSON_IsArray(v) || cJSON_IsObject(v)) && !(ws = prim(c, P_WS)))
         return false;
     if (cJSON_IsNull(v)) {
-        sb_add(out, "\"null\"");
+        strbuf_add(out, "\"null\"");
     } else if (cJSON_IsTrue(v)) {
-        sb_add(out, "\"true\"");
+        strbuf_add(out, "\"true\"");
     } else if (cJSON_IsFalse(v)) {
-        sb_add(out, "\"false\"");
+        strbuf_add(out, "\"false\"");
     } else if (cJSON_IsNumber(v)) {
         if (!isfinite(v->valuedouble))
             return fail_at(c, "a number is not finite");
@@ -736,30 +722,30 @@ static bool value_lit(struct ctx *c, struct sbuf *out, const cJSON *v, int depth
             if (strtod(t, NULL) == v->valuedouble)
                 break;
         }
-        sb_lit(out, t, strlen(t));
+        schema_lit(out, t, strlen(t));
     } else if (cJSON_IsString(v)) {
         return string_lit(c, out, v->valuestring);
     } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
         bool obj = cJSON_IsObject(v);
-        sb_printf(out, "( \"%c\" %s", obj ? '{' : '[', ws);
+        strbuf_printf(out, "( \"%c\" %s", obj ? '{' : '[', ws);
         const cJSON *e;
         bool first = true;
         cJSON_ArrayForEach(e, v)
         {
-            sb_add(out, first ? " " : " \",\" ");
+            strbuf_add(out, first ? " " : " \",\" ");
             if (!first)
-                sb_printf(out, "%s ", ws);
+                strbuf_printf(out, "%s ", ws);
             first = false;
             if (obj) {
                 if (!string_lit(c, out, e->string))
                     return false;
-                sb_printf(out, " %s \":\" %s ", ws, ws);
+                strbuf_printf(out, " %s \":\" %s ", ws, ws);
             }
             if (!value_lit(c, out, e, depth + 1))
                 return false;
-            sb_printf(out, " %s", ws);
+            strbuf_printf(out, " %s", ws);
         }
-        sb_printf(out, " \"%c\" )", obj ? '}' : ']');
+        strbuf_printf(out, " \"%c\" )", obj ? '}' : ']');
     } else {
         return fail_at(c, "not a JSON value");
     }
@@ -785,10 +771,10 @@ static int value_type(const cJSON *v)
 
 /* ------------------------------------------------------------- schemas --- */
 
-static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out);
+static bool gen(struct ctx *c, const cJSON *s, struct strbuf *out);
 
 /* Converts child key of s (a schema) with the path extended by key. */
-static bool gen_child(struct ctx *c, const cJSON *s, const char *key, struct sbuf *out)
+static bool gen_child(struct ctx *c, const cJSON *s, const char *key, struct strbuf *out)
 {
     size_t n = path_push(c, key);
     bool ok  = gen(c, s, out);
@@ -1046,14 +1032,14 @@ static const cJSON *merged(struct ctx *c, const cJSON *s, const char *const *dro
 
 /* --- $ref --- */
 
-static bool gen_ref(struct ctx *c, const cJSON *ref, struct sbuf *out)
+static bool gen_ref(struct ctx *c, const cJSON *ref, struct strbuf *out)
 {
     const cJSON *t = resolve(c, ref);
     if (!t)
         return false;
     for (size_t i = 0; i < c->n_refs; i++) {
         if (c->refs[i].target == t) {
-            sb_add(out, c->refs[i].rule);
+            strbuf_add(out, c->refs[i].rule);
             return true;
         }
     }
@@ -1073,29 +1059,29 @@ static bool gen_ref(struct ctx *c, const cJSON *ref, struct sbuf *out)
     }
     c->refs[c->n_refs++] = (struct ref){t, name};
     /* the target is converted with the path it has in the document */
-    struct sbuf saved = c->path, body = {0};
-    c->path = (struct sbuf){0};
-    sb_add(&c->path, r + 1);
+    struct strbuf saved = c->path, body = {0};
+    c->path = (struct strbuf){0};
+    strbuf_add(&c->path, r + 1);
     bool ok = gen(c, t, &body);
-    sb_free(&c->path);
+    strbuf_free(&c->path);
     c->path = saved;
     if (!ok) {
-        sb_free(&body);
+        strbuf_free(&body);
         return false;
     }
-    if (c->b->text_len + body.n > SCHEMA_MAX_TEXT) {
-        sb_free(&body);
+    if (c->b->text_len + body.len > SCHEMA_MAX_TEXT) {
+        strbuf_free(&body);
         return fail_at(c, "the grammar would pass %u bytes", SCHEMA_MAX_TEXT);
     }
     char *rule = strdup(name);
     if (!rule || body.oom) {
         free(rule);
-        sb_free(&body);
+        strbuf_free(&body);
         return oom(c);
     }
-    if (!rule_push(c->b, rule, body.p))
+    if (!rule_push(c->b, rule, strbuf_take(&body, NULL)))
         return oom(c);
-    sb_add(out, name);
+    strbuf_add(out, name);
     return true;
 }
 
@@ -1149,29 +1135,29 @@ static bool trie_add(struct trie *root, const char *s)
    character leading further down the trie, or any other character and then anything. */
 static char *trie_rule(struct ctx *c, const struct trie *t, const char *keychar)
 {
-    struct sbuf body = {0};
-    int n_alt        = 0;
+    struct strbuf body = {0};
+    int n_alt          = 0;
     if (!t->end) {
-        sb_add(&body, "\"\\\"\"");
+        strbuf_add(&body, "\"\\\"\"");
         n_alt++;
     }
     for (const struct trie *k = t->kid; k; k = k->sib) {
         char *sub = trie_rule(c, k, keychar);
         if (!sub) {
-            sb_free(&body);
+            strbuf_free(&body);
             return NULL;
         }
         char u[4];
         size_t un = utf8_encode(k->cp, u);
-        sb_add(&body, n_alt++ ? " | " : "");
-        sb_lit(&body, u, un);
-        sb_printf(&body, " %s", sub);
+        strbuf_add(&body, n_alt++ ? " | " : "");
+        schema_lit(&body, u, un);
+        strbuf_printf(&body, " %s", sub);
         free(sub);
     }
-    sb_add(&body, n_alt++ ? " | [^\\x22\\x5C\\x00-\\x1F" : "[^\\x22\\x5C\\x00-\\x1F");
+    strbuf_add(&body, n_alt++ ? " | [^\\x22\\x5C\\x00-\\x1F" : "[^\\x22\\x5C\\x00-\\x1F");
     for (const struct trie *k = t->kid; k; k = k->sib)
         schema_class_char(&body, k->cp);
-    sb_printf(&body, "] %s* \"\\\"\"", keychar);
+    strbuf_printf(&body, "] %s* \"\\\"\"", keychar);
     return helper(c, "key", &body);
 }
 
@@ -1179,7 +1165,7 @@ struct prop {
     const char *key;
     const cJSON *schema; /* NULL: any value */
     bool required;
-    struct sbuf kv; /* key ws ":" ws value ws */
+    struct strbuf kv; /* key ws ":" ws value ws */
 };
 
 /* Where name is in the hash of p's keys (names_at[k] - 1 its index), or the empty slot where it
@@ -1192,7 +1178,7 @@ static size_t prop_slot(const struct prop *p, const size_t *names_at, size_t mas
     return k;
 }
 
-static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
+static bool gen_object(struct ctx *c, const cJSON *s, struct strbuf *out)
 {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req   = cJSON_GetObjectItemCaseSensitive(s, "required");
@@ -1272,7 +1258,7 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
     free(names_at);
     for (size_t i = 0; ok && i < n; i++) {
         ok = string_lit(c, &p[i].kv, p[i].key);
-        sb_printf(&p[i].kv, " %s \":\" %s ", ws, ws);
+        strbuf_printf(&p[i].kv, " %s \":\" %s ", ws, ws);
         if (ok && p[i].schema == extra_schema) {
             if (extra_schema) {
                 pn = path_push(c, "additionalProperties");
@@ -1286,14 +1272,14 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
             ok = gen_child(c, p[i].schema, p[i].key, &p[i].kv);
             path_pop(c, pn);
         }
-        sb_printf(&p[i].kv, " %s", ws);
+        strbuf_printf(&p[i].kv, " %s", ws);
         ok = ok && shared(c, &p[i].kv, "kv");
         if (ok && !trie_add(&names, p[i].key))
             ok = oom(c);
     }
     /* the extra key-value pair, p[n] */
     if (ok && extra) {
-        struct sbuf *kv = &p[n].kv;
+        struct strbuf *kv = &p[n].kv;
         if (n == 0) {
             ok = add_prim(c, kv, P_STRING);
         } else {
@@ -1301,10 +1287,10 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
             char *rest     = kc ? trie_rule(c, &names, kc) : NULL;
             ok             = rest != NULL;
             if (ok)
-                sb_printf(kv, "\"\\\"\" %s", rest);
+                strbuf_printf(kv, "\"\\\"\" %s", rest);
             free(rest);
         }
-        sb_printf(kv, " %s \":\" %s ", ws, ws);
+        strbuf_printf(kv, " %s \":\" %s ", ws, ws);
         if (ok && extra_schema) {
             pn = path_push(c, "additionalProperties");
             ok = gen(c, extra_schema, kv);
@@ -1312,7 +1298,7 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
         } else if (ok) {
             ok = add_prim(c, kv, P_VALUE);
         }
-        sb_printf(kv, " %s", ws);
+        strbuf_printf(kv, " %s", ws);
         ok = ok && shared(c, kv, "kv");
     }
     /*
@@ -1321,27 +1307,27 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
      */
     char *after_next = NULL, *first_next = NULL;
     if (ok && extra) {
-        struct sbuf body = {0}, fb = {0};
-        sb_printf(&body, "( \",\" %s %s )*", ws, p[n].kv.p);
+        struct strbuf body = {0}, fb = {0};
+        strbuf_printf(&body, "( \",\" %s %s )*", ws, p[n].kv.s);
         after_next = helper(c, "more", &body);
-        sb_printf(&fb, "%s %s", p[n].kv.p, after_next ? after_next : "");
-        first_next = after_next ? helper(c, "extra", &fb) : (sb_free(&fb), NULL);
+        strbuf_printf(&fb, "%s %s", p[n].kv.s, after_next ? after_next : "");
+        first_next = after_next ? helper(c, "extra", &fb) : (strbuf_free(&fb), NULL);
         ok         = first_next != NULL;
     }
     bool any_required = false;
     for (size_t i = n; ok && i-- > 0;) {
-        struct sbuf body = {0}, fb = {0};
+        struct strbuf body = {0}, fb = {0};
         any_required |= p[i].required;
-        sb_printf(&body, p[i].required ? "\",\" %s %s" : "( \",\" %s %s )?", ws, p[i].kv.p);
-        sb_add(&fb, p[i].kv.p);
+        strbuf_printf(&body, p[i].required ? "\",\" %s %s" : "( \",\" %s %s )?", ws, p[i].kv.s);
+        strbuf_add(&fb, p[i].kv.s);
         if (after_next) {
-            sb_printf(&body, " %s", after_next);
-            sb_printf(&fb, " %s", after_next);
+            strbuf_printf(&body, " %s", after_next);
+            strbuf_printf(&fb, " %s", after_next);
         }
         if (!p[i].required && first_next)
-            sb_printf(&fb, " | %s", first_next);
+            strbuf_printf(&fb, " | %s", first_next);
         char *after = helper(c, p[i].key, &body);
-        char *first = after ? helper(c, p[i].key, &fb) : (sb_free(&fb), NULL);
+        char *first = after ? helper(c, p[i].key, &fb) : (strbuf_free(&fb), NULL);
         free(after_next);
         free(first_next);
         after_next = after;
@@ -1349,15 +1335,15 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
         ok         = first != NULL;
     }
     if (ok) {
-        sb_printf(out, "( \"{\" %s ", ws);
+        strbuf_printf(out, "( \"{\" %s ", ws);
         if (first_next)
-            sb_printf(out, any_required ? "%s " : "( %s )? ", first_next);
-        sb_add(out, "\"}\" )");
+            strbuf_printf(out, any_required ? "%s " : "( %s )? ", first_next);
+        strbuf_add(out, "\"}\" )");
     }
     free(after_next);
     free(first_next);
     for (size_t i = 0; i <= n; i++)
-        sb_free(&p[i].kv);
+        strbuf_free(&p[i].kv);
     free(p);
     trie_free(names.kid);
     if (!ok && !c->failed)
@@ -1367,7 +1353,7 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct sbuf *out)
 
 /* --- arrays --- */
 
-static bool gen_array(struct ctx *c, const cJSON *s, struct sbuf *out)
+static bool gen_array(struct ctx *c, const cJSON *s, struct strbuf *out)
 {
     const cJSON *prefix = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
     const cJSON *items  = cJSON_GetObjectItemCaseSensitive(s, "items");
@@ -1403,27 +1389,27 @@ static bool gen_array(struct ctx *c, const cJSON *s, struct sbuf *out)
     const char *ws = prim(c, P_WS);
     if (!ws)
         return false;
-    sb_printf(out, "( \"[\" %s ", ws);
+    strbuf_printf(out, "( \"[\" %s ", ws);
     if (hi == 0) {
-        sb_add(out, "\"]\" )");
+        strbuf_add(out, "\"]\" )");
         return true;
     }
     /* element i: "," ws value ws (no comma for the first), optional once i >= minItems */
-    struct sbuf item = {0};
-    bool ok          = true;
-    long i           = 0;
-    long n_open      = 0;
+    struct strbuf item = {0};
+    bool ok            = true;
+    long i             = 0;
+    long n_open        = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, prefix)
     {
         if (hi >= 0 && i >= hi)
             break;
         if (i >= lo) {
-            sb_add(out, "( ");
+            strbuf_add(out, "( ");
             n_open++;
         }
         if (i > 0)
-            sb_printf(out, "\",\" %s ", ws);
+            strbuf_printf(out, "\",\" %s ", ws);
         pn        = path_push(c, "prefixItems");
         size_t pi = path_push_index(c, (int)i);
         ok        = gen(c, e, out);
@@ -1431,7 +1417,7 @@ static bool gen_array(struct ctx *c, const cJSON *s, struct sbuf *out)
         path_pop(c, pn);
         if (!ok)
             return false;
-        sb_printf(out, " %s ", ws);
+        strbuf_printf(out, " %s ", ws);
         i++;
     }
     if ((hi < 0 || i < hi) && !cJSON_IsFalse(items)) {
@@ -1444,38 +1430,38 @@ static bool gen_array(struct ctx *c, const cJSON *s, struct sbuf *out)
             ok = add_prim(c, &item, P_VALUE);
         }
         if (!ok || !shared(c, &item, "item")) {
-            sb_free(&item);
+            strbuf_free(&item);
             return false;
         }
         long rlo = lo > i ? lo - i : 0, rhi = hi >= 0 ? hi - i : -1;
         if (i == 0) {
             /* the first needs no comma: item ( "," item ){rlo-1, rhi-1} */
             if (rlo == 0) {
-                sb_add(out, "( ");
+                strbuf_add(out, "( ");
                 n_open++;
             }
-            sb_printf(out, "%s %s ", item.p, ws);
+            strbuf_printf(out, "%s %s ", item.s, ws);
             if (rhi != 1) {
-                sb_printf(out, "( \",\" %s %s %s )", ws, item.p, ws);
+                strbuf_printf(out, "( \",\" %s %s %s )", ws, item.s, ws);
                 rep(out, rlo > 0 ? rlo - 1 : 0, rhi > 0 ? rhi - 1 : rhi);
-                sb_add(out, " ");
+                strbuf_add(out, " ");
             }
         } else {
-            sb_printf(out, "( \",\" %s %s %s )", ws, item.p, ws);
+            strbuf_printf(out, "( \",\" %s %s %s )", ws, item.s, ws);
             rep(out, rlo, rhi);
-            sb_add(out, " ");
+            strbuf_add(out, " ");
         }
     }
-    sb_free(&item);
+    strbuf_free(&item);
     for (; n_open > 0; n_open--)
-        sb_add(out, ")? ");
-    sb_add(out, "\"]\" )");
+        strbuf_add(out, ")? ");
+    strbuf_add(out, "\"]\" )");
     return true;
 }
 
 /* --- strings --- */
 
-static bool gen_string(struct ctx *c, const cJSON *s, struct sbuf *out)
+static bool gen_string(struct ctx *c, const cJSON *s, struct strbuf *out)
 {
     const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     const cJSON *format  = cJSON_GetObjectItemCaseSensitive(s, "format");
@@ -1500,16 +1486,16 @@ static bool gen_string(struct ctx *c, const cJSON *s, struct sbuf *out)
         const char *ch = prim(c, P_CHAR);
         if (!ch)
             return path_pop(c, pn), false;
-        struct sbuf rx = {0};
+        struct strbuf rx = {0};
         char why[HEARTH_ERR_MAX];
         bool ok = schema_regex(&rx, pattern->valuestring, ch, why, sizeof why);
         if (!ok)
             fail_at(c, "%s", why);
         else
-            sb_printf(out, "( \"\\\"\" %s \"\\\"\" )", rx.p);
+            strbuf_printf(out, "( \"\\\"\" %s \"\\\"\" )", rx.s);
         if (rx.oom)
             ok = oom(c);
-        sb_free(&rx);
+        strbuf_free(&rx);
         path_pop(c, pn);
         return ok;
     }
@@ -1524,7 +1510,7 @@ static bool gen_string(struct ctx *c, const cJSON *s, struct sbuf *out)
             if (!strcmp(format->valuestring, formats[i].name)) {
                 const char *r = prim(c, formats[i].p);
                 if (r)
-                    sb_printf(out, "( \"\\\"\" %s \"\\\"\" )", r);
+                    strbuf_printf(out, "( \"\\\"\" %s \"\\\"\" )", r);
                 path_pop(c, pn);
                 return r != NULL;
             }
@@ -1540,12 +1526,12 @@ static bool gen_string(struct ctx *c, const cJSON *s, struct sbuf *out)
     if (!ch)
         return false;
     if (hi == 0) {
-        sb_add(out, "( \"\\\"\\\"\" )");
+        strbuf_add(out, "( \"\\\"\\\"\" )");
         return true;
     }
-    sb_printf(out, "( \"\\\"\" %s", ch);
+    strbuf_printf(out, "( \"\\\"\" %s", ch);
     rep(out, lo, hi);
-    sb_add(out, " \"\\\"\" )");
+    strbuf_add(out, " \"\\\"\" )");
     return true;
 }
 
@@ -1569,7 +1555,7 @@ static bool bound_kw(struct ctx *c, const cJSON *s, const char *key, bool *has, 
     return true;
 }
 
-static bool gen_number(struct ctx *c, const cJSON *s, struct sbuf *out, bool integer)
+static bool gen_number(struct ctx *c, const cJSON *s, struct strbuf *out, bool integer)
 {
     static const char *const keys[] = {"minimum", "exclusiveMinimum", "maximum",
                                        "exclusiveMaximum"};
@@ -1615,7 +1601,7 @@ static bool gen_number(struct ctx *c, const cJSON *s, struct sbuf *out, bool int
 
 /* --- enum and const --- */
 
-static bool gen_enum(struct ctx *c, const cJSON *s, int types, struct sbuf *out)
+static bool gen_enum(struct ctx *c, const cJSON *s, int types, struct strbuf *out)
 {
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
     const cJSON *cn = cJSON_GetObjectItemCaseSensitive(s, "const");
@@ -1632,7 +1618,7 @@ static bool gen_enum(struct ctx *c, const cJSON *s, int types, struct sbuf *out)
         return path_pop(c, pn), false;
     }
     int n = 0;
-    sb_add(out, "(");
+    strbuf_add(out, "(");
     const cJSON *v;
     const cJSON *list = en ? en : s;
     cJSON_ArrayForEach(v, list)
@@ -1641,11 +1627,11 @@ static bool gen_enum(struct ctx *c, const cJSON *s, int types, struct sbuf *out)
             continue;
         if (!(value_type(v) & types) || (en && cn && !cJSON_Compare(v, cn, true)))
             continue;
-        sb_add(out, n++ ? " | " : " ");
+        strbuf_add(out, n++ ? " | " : " ");
         if (!value_lit(c, out, v, 0))
             return path_pop(c, pn), false;
     }
-    sb_add(out, " )");
+    strbuf_add(out, " )");
     if (n == 0)
         fail_at(c, "no value is left once the type and const are applied");
     path_pop(c, pn);
@@ -1654,13 +1640,13 @@ static bool gen_enum(struct ctx *c, const cJSON *s, int types, struct sbuf *out)
 
 /* --- one schema --- */
 
-static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
+static bool gen(struct ctx *c, const cJSON *s, struct strbuf *out)
 {
     if (c->failed)
         return false;
     if (++c->work > SCHEMA_MAX_WORK)
         return fail_at(c, "the schema has more than %d nodes to convert", SCHEMA_MAX_WORK);
-    if (out->n > SCHEMA_MAX_TEXT)
+    if (out->len > SCHEMA_MAX_TEXT)
         return fail_at(c, "the grammar would pass %u bytes", SCHEMA_MAX_TEXT);
     if (cJSON_IsTrue(s))
         return add_prim(c, out, P_VALUE);
@@ -1714,14 +1700,14 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
             path_pop(c, pn);
             goto out;
         }
-        sb_add(out, "(");
+        strbuf_add(out, "(");
         int i = 0;
         const cJSON *a;
         ok = true;
         cJSON_ArrayForEach(a, alts)
         {
             size_t pi = path_push_index(c, i);
-            sb_add(out, i++ ? " | " : " ");
+            strbuf_add(out, i++ ? " | " : " ");
             if (constrains) {
                 const cJSON *m = merged(c, s, drop, N_OF(drop), a);
                 ok             = m && gen(c, m, out);
@@ -1732,7 +1718,7 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
             if (!ok)
                 break;
         }
-        sb_add(out, " )");
+        strbuf_add(out, " )");
         path_pop(c, pn);
         goto out;
     }
@@ -1747,18 +1733,18 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
     if (types & T_NUMBER)
         types &= ~T_INTEGER;
     int n = 0;
-    sb_add(out, "(");
+    strbuf_add(out, "(");
     ok = true;
     for (int t = 1; ok && t < T_ALL; t <<= 1) {
         if (!(types & t))
             continue;
-        sb_add(out, n++ ? " | " : " ");
+        strbuf_add(out, n++ ? " | " : " ");
         switch (t) {
         case T_NULL:
-            sb_add(out, "\"null\"");
+            strbuf_add(out, "\"null\"");
             break;
         case T_BOOLEAN:
-            sb_add(out, "( \"true\" | \"false\" )");
+            strbuf_add(out, "( \"true\" | \"false\" )");
             break;
         case T_OBJECT:
             ok = gen_object(c, s, out);
@@ -1777,7 +1763,7 @@ static bool gen(struct ctx *c, const cJSON *s, struct sbuf *out)
             break;
         }
     }
-    sb_add(out, " )");
+    strbuf_add(out, " )");
 out:
     c->depth--;
     if (out->oom && !c->failed)
@@ -1792,22 +1778,22 @@ out:
  */
 static bool engine_check(struct ctx *c, size_t first)
 {
-    struct sbuf t = {0};
+    struct strbuf t = {0};
     for (size_t i = 0; i < c->b->n_rules; i++) {
         if (i < first && strncmp(c->b->rules[i].name, "json-", 5))
             continue;
-        sb_add(&t, c->b->rules[i].name);
-        sb_add(&t, " ::= ");
-        sb_add(&t, c->b->rules[i].body);
-        sb_add(&t, "\n");
+        strbuf_add(&t, c->b->rules[i].name);
+        strbuf_add(&t, " ::= ");
+        strbuf_add(&t, c->b->rules[i].body);
+        strbuf_add(&t, "\n");
     }
     if (t.oom) {
-        sb_free(&t);
+        strbuf_free(&t);
         return oom(c);
     }
     char why[HEARTH_ERR_MAX];
-    enum hearth_status st = grammar_check(t.p, t.n, c->name, why, sizeof why);
-    sb_free(&t);
+    enum hearth_status st = grammar_check(t.s, t.len, c->name, why, sizeof why);
+    strbuf_free(&t);
     if (st == HEARTH_ENOMEM)
         return oom(c);
     if (st != HEARTH_OK)
@@ -1826,10 +1812,10 @@ bool schema_gbnf_add(struct schema_gbnf *b, const char *name, const struct cJSON
     if (name_used(b, name))
         return fail(false, err, err_len, "rule \"%s\" is already defined", name);
     size_t n_rules = b->n_rules, text_len = b->text_len;
-    struct ctx c     = {.b = b, .name = name, .root = schema, .err = err, .err_len = err_len};
-    struct sbuf body = {0};
-    bool ok          = false;
-    char *own_name   = strdup(name);
+    struct ctx c       = {.b = b, .name = name, .root = schema, .err = err, .err_len = err_len};
+    struct strbuf body = {0};
+    bool ok            = false;
+    char *own_name     = strdup(name);
     if (!own_name) {
         oom(&c);
         goto out;
@@ -1853,8 +1839,8 @@ bool schema_gbnf_add(struct schema_gbnf *b, const char *name, const struct cJSON
     }
     ok = add_rule(&c, copy, &body) && engine_check(&c, n_rules);
 out:
-    sb_free(&body);
-    sb_free(&c.path);
+    strbuf_free(&body);
+    strbuf_free(&c.path);
     for (size_t i = 0; i < c.n_refs; i++)
         free(c.refs[i].rule);
     free(c.refs);

@@ -1,7 +1,7 @@
 /*
  * schema_int.h: what schema.c shares with schema_text.c, the GBNF text
- * helpers (a growable buffer, literals, code point classes), the integer
- * range writer and the regex subset converter.
+ * helpers over util/strbuf.h's buffer (literals, code point classes), the
+ * integer range writer and the regex subset converter.
  */
 #ifndef HEARTH_SCHEMA_INT_H
 #define HEARTH_SCHEMA_INT_H
@@ -10,24 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A growable string; oom sticks once an allocation failed, and every later append is a no-op. */
-struct sbuf {
-    char *p;    /* NUL-terminated when n > 0 */
-    size_t n;   /* bytes used */
-    size_t cap; /* bytes allocated */
-    bool oom;
-};
-
-void sb_addn(struct sbuf *b, const char *s, size_t n);
-void sb_add(struct sbuf *b, const char *s);
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-void sb_printf(struct sbuf *b, const char *fmt, ...);
-void sb_free(struct sbuf *b);
+#include "util/strbuf.h"
 
 /* Appends a GBNF literal "..." for s[0..n) (valid UTF-8; kept raw apart from GBNF's escapes). */
-void sb_lit(struct sbuf *b, const char *s, size_t n);
+void schema_lit(struct strbuf *b, const char *s, size_t n);
 
 /*
  * Reads one strictly valid UTF-8 character (no overlong form, no surrogate,
@@ -41,7 +27,7 @@ bool schema_utf8_valid(const char *s, size_t n);
  * [lo, hi] as JSON writes them (no leading zero, no "-0"); has_lo/has_hi
  * false: unbounded on that side. |lo|, |hi| < 10^18, lo <= hi.
  */
-void schema_int_range(struct sbuf *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi);
+void schema_int_range(struct strbuf *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi);
 
 /*
  * Appends a GBNF expression for the inside of a JSON string (the text
@@ -51,11 +37,11 @@ void schema_int_range(struct sbuf *b, bool has_lo, int64_t lo, bool has_hi, int6
  * character, for unanchored ends. False with err ("pattern: what, at
  * offset N") when the pattern leaves the subset.
  */
-bool schema_regex(struct sbuf *out, const char *pattern, const char *any_char, char *err,
+bool schema_regex(struct strbuf *out, const char *pattern, const char *any_char, char *err,
                   size_t err_len);
 
 /* Appends code point c as it may stand inside a GBNF class (escaped unless alphanumeric). */
-void schema_class_char(struct sbuf *b, uint32_t c);
+void schema_class_char(struct strbuf *b, uint32_t c);
 
 /* The most a regex or a schema may ask one item to repeat ({m,n}, minLength, maxItems): the
    grammar engine's own bound on {m,n} (GRAMMAR_MAX_REPEAT). */

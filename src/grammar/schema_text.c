@@ -10,7 +10,6 @@
  * the same character (\u0041 for A) are not offered: the grammar accepts
  * fewer texts than the schema, never more.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,96 +17,37 @@
 #include "grammar/schema_int.h"
 #include "util/errfmt.h"
 
-/* ------------------------------------------------------------- buffer --- */
+/* ------------------------------------------------------------ literals --- */
 
-void sb_addn(struct sbuf *b, const char *s, size_t n)
+void schema_lit(struct strbuf *b, const char *s, size_t n)
 {
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p   = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-void sb_add(struct sbuf *b, const char *s)
-{
-    sb_addn(b, s, strlen(s));
-}
-
-void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = true;
-        return;
-    }
-    if ((size_t)n < sizeof tmp) {
-        sb_addn(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_addn(b, big, (size_t)n);
-    free(big);
-}
-
-void sb_free(struct sbuf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-void sb_lit(struct sbuf *b, const char *s, size_t n)
-{
-    sb_addn(b, "\"", 1);
+    strbuf_addn(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
         case '"':
-            sb_addn(b, "\\\"", 2);
+            strbuf_addn(b, "\\\"", 2);
             break;
         case '\\':
-            sb_addn(b, "\\\\", 2);
+            strbuf_addn(b, "\\\\", 2);
             break;
         case '\n':
-            sb_addn(b, "\\n", 2);
+            strbuf_addn(b, "\\n", 2);
             break;
         case '\r':
-            sb_addn(b, "\\r", 2);
+            strbuf_addn(b, "\\r", 2);
             break;
         case '\t':
-            sb_addn(b, "\\t", 2);
+            strbuf_addn(b, "\\t", 2);
             break;
         default:
             if (c < 0x20 || c == 0x7F)
-                sb_printf(b, "\\x%02X", c);
+                strbuf_printf(b, "\\x%02X", c);
             else
-                sb_addn(b, (const char *)&s[i], 1);
+                strbuf_addn(b, (const char *)&s[i], 1);
         }
     }
-    sb_addn(b, "\"", 1);
+    strbuf_addn(b, "\"", 1);
 }
 
 /* --------------------------------------------------------------- UTF-8 --- */
@@ -160,15 +100,15 @@ bool schema_utf8_valid(const char *s, size_t n)
  * le() those <= s, between() those in [a, b]. Each appends one alternation
  * (no outer parentheses) of O(k) alternatives, so a range costs O(k^2).
  */
-static void any_digits(struct sbuf *b, size_t k)
+static void any_digits(struct strbuf *b, size_t k)
 {
     if (k == 1)
-        sb_add(b, " [0-9]");
+        strbuf_add(b, " [0-9]");
     else if (k > 1)
-        sb_printf(b, " [0-9]{%zu}", k);
+        strbuf_printf(b, " [0-9]{%zu}", k);
 }
 
-static void ge(struct sbuf *b, const char *s, size_t k)
+static void ge(struct strbuf *b, const char *s, size_t k)
 {
     if (k == 0)
         return;
@@ -176,16 +116,16 @@ static void ge(struct sbuf *b, const char *s, size_t k)
         any_digits(b, k);
         return;
     }
-    sb_printf(b, " (\"%c\"", s[0]);
+    strbuf_printf(b, " (\"%c\"", s[0]);
     ge(b, s + 1, k - 1);
     if (s[0] < '9') {
-        sb_printf(b, " | [%c-9]", s[0] + 1);
+        strbuf_printf(b, " | [%c-9]", s[0] + 1);
         any_digits(b, k - 1);
     }
-    sb_add(b, ")");
+    strbuf_add(b, ")");
 }
 
-static void le(struct sbuf *b, const char *s, size_t k)
+static void le(struct strbuf *b, const char *s, size_t k)
 {
     if (k == 0)
         return;
@@ -193,44 +133,44 @@ static void le(struct sbuf *b, const char *s, size_t k)
         any_digits(b, k);
         return;
     }
-    sb_printf(b, " (\"%c\"", s[0]);
+    strbuf_printf(b, " (\"%c\"", s[0]);
     le(b, s + 1, k - 1);
     if (s[0] > '0') {
-        sb_printf(b, " | [0-%c]", s[0] - 1);
+        strbuf_printf(b, " | [0-%c]", s[0] - 1);
         any_digits(b, k - 1);
     }
-    sb_add(b, ")");
+    strbuf_add(b, ")");
 }
 
-static void between(struct sbuf *b, const char *lo, const char *hi, size_t k)
+static void between(struct strbuf *b, const char *lo, const char *hi, size_t k)
 {
     size_t p = 0;
     while (p < k && lo[p] == hi[p])
         p++;
     if (p > 0) {
-        sb_add(b, " ");
-        sb_lit(b, lo, p);
+        strbuf_add(b, " ");
+        schema_lit(b, lo, p);
     }
     if (p == k)
         return;
     const char *a = lo + p, *z = hi + p;
     size_t rest = k - p - 1;
-    sb_printf(b, " (\"%c\"", a[0]);
+    strbuf_printf(b, " (\"%c\"", a[0]);
     ge(b, a + 1, rest);
     if (z[0] - a[0] >= 2) {
-        sb_printf(b, " | [%c-%c]", a[0] + 1, z[0] - 1);
+        strbuf_printf(b, " | [%c-%c]", a[0] + 1, z[0] - 1);
         any_digits(b, rest);
     }
-    sb_printf(b, " | \"%c\"", z[0]);
+    strbuf_printf(b, " | \"%c\"", z[0]);
     le(b, z + 1, rest);
-    sb_add(b, ")");
+    strbuf_add(b, ")");
 }
 
 /* Non-negative integers in [lo, hi] (hi < 0: unbounded), as alternatives each led by " | ". */
-static void nonneg(struct sbuf *b, int64_t lo, int64_t hi)
+static void nonneg(struct strbuf *b, int64_t lo, int64_t hi)
 {
     if (lo == 0) {
-        sb_add(b, " | \"0\"");
+        strbuf_add(b, " | \"0\"");
         if (hi == 0)
             return;
         lo = 1;
@@ -250,39 +190,39 @@ static void nonneg(struct sbuf *b, int64_t lo, int64_t hi)
         else
             memset(z, '9', k);
         a[k] = z[k] = '\0';
-        sb_add(b, " |");
+        strbuf_add(b, " |");
         between(b, a, z, k);
     }
     if (hi < 0)
-        sb_printf(b, " | [1-9] [0-9]{%zu,}", nl);
+        strbuf_printf(b, " | [1-9] [0-9]{%zu,}", nl);
 }
 
-void schema_int_range(struct sbuf *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi)
+void schema_int_range(struct strbuf *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi)
 {
-    struct sbuf alts = {0};
+    struct strbuf alts = {0};
     if (!has_lo || lo < 0) {
         /* -x for x in [max(1, -hi), -lo] */
-        int64_t xlo     = has_hi && hi < 0 ? -hi : 1;
-        int64_t xhi     = has_lo ? -lo : -1;
-        struct sbuf neg = {0};
+        int64_t xlo       = has_hi && hi < 0 ? -hi : 1;
+        int64_t xhi       = has_lo ? -lo : -1;
+        struct strbuf neg = {0};
         nonneg(&neg, xlo, xhi);
-        sb_add(&alts, " | \"-\" (");
-        sb_addn(&alts, neg.p + 3, neg.n - 3); /* drop the first " | " */
-        sb_add(&alts, " )");
+        strbuf_add(&alts, " | \"-\" (");
+        strbuf_addn(&alts, neg.s + 3, neg.len - 3); /* drop the first " | " */
+        strbuf_add(&alts, " )");
         if (neg.oom)
             alts.oom = true;
-        sb_free(&neg);
+        strbuf_free(&neg);
     }
     if (!has_hi || hi >= 0)
         nonneg(&alts, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
-    if (alts.oom || alts.n < 3) {
+    if (alts.oom || alts.len < 3) {
         b->oom = true;
     } else {
-        sb_add(b, "(");
-        sb_addn(b, alts.p + 3, alts.n - 3);
-        sb_add(b, " )");
+        strbuf_add(b, "(");
+        strbuf_addn(b, alts.s + 3, alts.len - 3);
+        strbuf_add(b, " )");
     }
-    sb_free(&alts);
+    strbuf_free(&alts);
 }
 
 /* ---------------------------------------------------- code point sets --- */
@@ -363,20 +303,20 @@ static bool cs_has(const struct cset *s, uint32_t c)
     return false;
 }
 
-void schema_class_char(struct sbuf *b, uint32_t c)
+void schema_class_char(struct strbuf *b, uint32_t c)
 {
     if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-        sb_printf(b, "%c", (char)c);
+        strbuf_printf(b, "%c", (char)c);
     else if (c < 0x80)
-        sb_printf(b, "\\x%02X", c);
+        strbuf_printf(b, "\\x%02X", c);
     else if (c < 0x10000)
-        sb_printf(b, "\\u%04X", c);
+        strbuf_printf(b, "\\u%04X", c);
     else
-        sb_printf(b, "\\U%08X", c);
+        strbuf_printf(b, "\\U%08X", c);
 }
 
 /* The JSON spelling a JSON encoder gives control character c. */
-static void control_escape(struct sbuf *b, uint32_t c)
+static void control_escape(struct strbuf *b, uint32_t c)
 {
     static const char named[] = {
         ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
@@ -385,7 +325,7 @@ static void control_escape(struct sbuf *b, uint32_t c)
         snprintf(t, sizeof t, "\\%c", named[c]);
     else
         snprintf(t, sizeof t, "\\u%04x", c);
-    sb_lit(b, t, strlen(t));
+    schema_lit(b, t, strlen(t));
 }
 
 /*
@@ -393,10 +333,10 @@ static void control_escape(struct sbuf *b, uint32_t c)
  * characters of s (normalised): a class for those written as themselves,
  * escapes for the quote, the backslash and the controls.
  */
-static void emit_set(struct sbuf *b, const struct cset *s)
+static void emit_set(struct strbuf *b, const struct cset *s)
 {
-    struct sbuf cls = {0};
-    size_t n_alt    = 0;
+    struct strbuf cls = {0};
+    size_t n_alt      = 0;
     for (size_t i = 0; i < s->n; i++) {
         uint32_t lo = s->r[i].lo, hi = s->r[i].hi;
         /* the plain part: everything but controls, '"' and '\' */
@@ -408,36 +348,36 @@ static void emit_set(struct sbuf *b, const struct cset *s)
                 continue;
             schema_class_char(&cls, a);
             if (z > a) {
-                sb_add(&cls, "-");
+                strbuf_add(&cls, "-");
                 schema_class_char(&cls, z);
             }
         }
     }
-    sb_add(b, "(");
-    if (cls.n) {
-        sb_add(b, " [");
-        sb_addn(b, cls.p, cls.n);
-        sb_add(b, "]");
+    strbuf_add(b, "(");
+    if (cls.len) {
+        strbuf_add(b, " [");
+        strbuf_addn(b, cls.s, cls.len);
+        strbuf_add(b, "]");
         n_alt++;
     }
     if (cls.oom)
         b->oom = true;
-    sb_free(&cls);
+    strbuf_free(&cls);
     if (cs_has(s, '"')) {
-        sb_add(b, n_alt++ ? " | " : " ");
-        sb_lit(b, "\\\"", 2);
+        strbuf_add(b, n_alt++ ? " | " : " ");
+        schema_lit(b, "\\\"", 2);
     }
     if (cs_has(s, '\\')) {
-        sb_add(b, n_alt++ ? " | " : " ");
-        sb_lit(b, "\\\\", 2);
+        strbuf_add(b, n_alt++ ? " | " : " ");
+        schema_lit(b, "\\\\", 2);
     }
     for (uint32_t c = 0; c < 0x20; c++) {
         if (cs_has(s, c)) {
-            sb_add(b, n_alt++ ? " | " : " ");
+            strbuf_add(b, n_alt++ ? " | " : " ");
             control_escape(b, c);
         }
     }
-    sb_add(b, " )");
+    strbuf_add(b, " )");
 }
 
 /* ---------------------------------------------------------------- regex --- */
@@ -671,7 +611,7 @@ static bool rx_class(struct rx *r, struct cset *s)
     return true;
 }
 
-static bool rx_alt(struct rx *r, struct sbuf *out);
+static bool rx_alt(struct rx *r, struct strbuf *out);
 
 static bool rx_count(struct rx *r, unsigned long *v)
 {
@@ -687,14 +627,14 @@ static bool rx_count(struct rx *r, unsigned long *v)
 }
 
 /* Reads a quantifier if one follows, appending its GBNF form. */
-static bool rx_quant(struct rx *r, struct sbuf *out)
+static bool rx_quant(struct rx *r, struct strbuf *out)
 {
     if (r->i >= r->n)
         return true;
     char q = r->s[r->i];
     if (q == '*' || q == '+' || q == '?') {
         r->i++;
-        sb_addn(out, &q, 1);
+        strbuf_addn(out, &q, 1);
     } else if (q == '{') {
         r->i++;
         unsigned long m, x = 0;
@@ -716,11 +656,11 @@ static bool rx_quant(struct rx *r, struct sbuf *out)
         if (!open && x < m)
             return rx_fail(r, "a repetition {m,n} has n < m");
         if (open)
-            sb_printf(out, "{%lu,}", m);
+            strbuf_printf(out, "{%lu,}", m);
         else if (x == m)
-            sb_printf(out, "{%lu}", m);
+            strbuf_printf(out, "{%lu}", m);
         else
-            sb_printf(out, "{%lu,%lu}", m, x);
+            strbuf_printf(out, "{%lu,%lu}", m, x);
     } else {
         return true;
     }
@@ -732,7 +672,7 @@ static bool rx_quant(struct rx *r, struct sbuf *out)
 }
 
 /* One sequence up to '|', ')' or the end. top: the pattern's own level, where anchors may be. */
-static bool rx_seq(struct rx *r, struct sbuf *out, bool top, bool *anchor_lo, bool *anchor_hi)
+static bool rx_seq(struct rx *r, struct strbuf *out, bool top, bool *anchor_lo, bool *anchor_hi)
 {
     size_t items = 0;
     if (top && r->i < r->n && r->s[r->i] == '^') {
@@ -754,7 +694,7 @@ static bool rx_seq(struct rx *r, struct sbuf *out, bool top, bool *anchor_lo, bo
             return rx_fail(r, "the anchor ^ is supported only at the start");
         if (c == '*' || c == '+' || c == '?' || c == '{')
             return rx_fail(r, "nothing to repeat");
-        sb_add(out, " ");
+        strbuf_add(out, " ");
         if (c == '(') {
             r->i++;
             if (r->i < r->n && r->s[r->i] == '?') {
@@ -816,29 +756,29 @@ static bool rx_seq(struct rx *r, struct sbuf *out, bool top, bool *anchor_lo, bo
         items++;
     }
     if (items == 0)
-        sb_add(out, " \"\"");
+        strbuf_add(out, " \"\"");
     return true;
 }
 
-static bool rx_alt(struct rx *r, struct sbuf *out)
+static bool rx_alt(struct rx *r, struct strbuf *out)
 {
-    sb_add(out, "(");
+    strbuf_add(out, "(");
     for (;;) {
         bool lo = false, hi = false;
         if (!rx_seq(r, out, false, &lo, &hi))
             return false;
         if (r->i < r->n && r->s[r->i] == '|') {
             r->i++;
-            sb_add(out, " |");
+            strbuf_add(out, " |");
             continue;
         }
         break;
     }
-    sb_add(out, " )");
+    strbuf_add(out, " )");
     return true;
 }
 
-bool schema_regex(struct sbuf *out, const char *pattern, const char *any_char, char *err,
+bool schema_regex(struct strbuf *out, const char *pattern, const char *any_char, char *err,
                   size_t err_len)
 {
     struct rx r = {.s = pattern, .n = strlen(pattern), .err = err, .err_len = err_len};
@@ -846,40 +786,40 @@ bool schema_regex(struct sbuf *out, const char *pattern, const char *any_char, c
         set_err(err, err_len, "not valid UTF-8");
         return false;
     }
-    struct sbuf body = {0};
-    sb_add(&body, "(");
+    struct strbuf body = {0};
+    strbuf_add(&body, "(");
     for (;;) {
         bool lo = false, hi = false;
-        struct sbuf seq = {0};
+        struct strbuf seq = {0};
         if (!rx_seq(&r, &seq, true, &lo, &hi)) {
-            sb_free(&seq);
-            sb_free(&body);
+            strbuf_free(&seq);
+            strbuf_free(&body);
             return false;
         }
         if (!lo)
-            sb_printf(&body, " %s*", any_char);
-        sb_addn(&body, seq.p ? seq.p : "", seq.n);
+            strbuf_printf(&body, " %s*", any_char);
+        strbuf_addn(&body, seq.s ? seq.s : "", seq.len);
         if (seq.oom)
             body.oom = true;
-        sb_free(&seq);
+        strbuf_free(&seq);
         if (!hi)
-            sb_printf(&body, " %s*", any_char);
+            strbuf_printf(&body, " %s*", any_char);
         if (r.i < r.n && r.s[r.i] == '|') {
             r.i++;
-            sb_add(&body, " |");
+            strbuf_add(&body, " |");
             continue;
         }
         if (r.i < r.n) {
             rx_fail(&r, "an unmatched ')'");
-            sb_free(&body);
+            strbuf_free(&body);
             return false;
         }
         break;
     }
-    sb_add(&body, " )");
-    sb_addn(out, body.p, body.n);
+    strbuf_add(&body, " )");
+    strbuf_addn(out, body.s, body.len);
     if (body.oom)
         out->oom = true;
-    sb_free(&body);
+    strbuf_free(&body);
     return true;
 }

@@ -22,6 +22,7 @@
 #include "hub/libs.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
+#include "util/strbuf.h"
 
 #define MAX_PARTS   256
 #define LISTING_MAX (64u << 20)
@@ -338,9 +339,7 @@ static enum hearth_status unreachable(const struct hub *h, CURLcode rc, char *er
 }
 
 struct buf {
-    struct reply *r;
-    char *p;
-    size_t n, cap;
+    struct strbuf text;
     bool too_big;
 };
 
@@ -348,21 +347,12 @@ static size_t on_listing(char *p, size_t size, size_t nitems, void *ud)
 {
     struct buf *b  = ud;
     const size_t n = size * nitems;
-    if (b->n + n > LISTING_MAX) {
+    if (b->text.len + n > LISTING_MAX) {
         b->too_big = true;
         return 0;
     }
-    if (b->n + n + 1 > b->cap) {
-        const size_t cap = (b->n + n + 1) * 2;
-        char *grow       = realloc(b->p, cap);
-        if (!grow)
-            return 0;
-        b->p = grow, b->cap = cap;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return n;
+    strbuf_addn(&b->text, p, n);
+    return b->text.oom ? 0 : n;
 }
 
 /* GET every page of the repository's file list into l. */
@@ -374,28 +364,29 @@ static enum hearth_status fetch_listing(struct hub *h, struct hub_listing *l, ch
     snprintf(url, sizeof url, "%s/api/models/%s/tree/main?recursive=true", h->o->endpoint, h->repo);
     for (int page = 0; page < 1000; page++) {
         struct reply r;
-        struct buf b = {.r = &r};
+        struct buf b = {0};
         request(h, url, &r);
         L->easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, on_listing);
         L->easy_setopt(h->curl, CURLOPT_WRITEDATA, &b);
         const CURLcode rc = L->easy_perform(h->curl);
         L->easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r.status);
         if (rc != CURLE_OK) {
-            free(b.p);
+            strbuf_free(&b.text);
             if (b.too_big)
                 return fail(HEARTH_EIO, err, err_len, "%s: the file list passes 64 MiB", h->repo);
             return unreachable(h, rc, err, err_len);
         }
+        const char *text = b.text.s ? b.text.s : "";
         if (r.status >= 400) {
-            keep_error_body(&r, b.p ? b.p : "", b.n);
-            free(b.p);
+            keep_error_body(&r, text, b.text.len);
+            strbuf_free(&b.text);
             return refused(h, &r, h->repo, err, err_len);
         }
         enum hearth_status st =
-            r.status == 200 ? hub_listing_parse(l, b.p ? b.p : "", b.n, err, err_len)
+            r.status == 200 ? hub_listing_parse(l, text, b.text.len, err, err_len)
                             : fail(HEARTH_EIO, err, err_len, "%s: the file list came with HTTP %ld",
                                    h->repo, r.status);
-        free(b.p);
+        strbuf_free(&b.text);
         if (st)
             return st;
         if (!r.next[0])
