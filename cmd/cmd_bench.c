@@ -259,10 +259,10 @@ const struct cmd_spec cmd_bench_spec = {
     .args_size = sizeof(struct bench_args),
 };
 
-static bool target(const char *url, struct httpc_target *t)
+static bool target(const char *url, struct url_target *t)
 {
     char err[200];
-    if (httpc_target_parse(url, t, err, sizeof err))
+    if (url_target_parse(url, t, err, sizeof err))
         return true;
     fprintf(stderr, "hearth bench: %s: %s\n", url, err);
     return false;

@@ -49,7 +49,7 @@ struct bench_clock {
 #define BENCH_MAX_CELLS 32
 
 struct bench_opts {
-    struct httpc_target target;
+    struct url_target target;
     const char *api_key;          /* NULL: none */
     const char *model;            /* NULL: the first of GET /v1/models */
     enum bench_workload workload;
@@ -161,7 +161,7 @@ bool bench_report_tsv(const char *path, const struct bench_run *run, char *err, 
 /* ----------------------------------------------------------- compare --- */
 
 struct bench_compare_opts {
-    struct httpc_target targets[8];
+    struct url_target targets[8];
     int n_targets;                /* >= 2; the first is the reference */
     const char *api_key;
     const char *model;            /* NULL: each endpoint's first model */

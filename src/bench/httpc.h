@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/url.h" /* struct url_target: where a request goes */
+
 /* How a request ended. Each failure is one kind of bench error (docs/bench.md: errors_*). */
 enum httpc_outcome {
     HTTPC_OK,         /* a whole response was read (any status: the caller judges it) */
@@ -25,19 +27,6 @@ enum httpc_outcome {
 };
 
 #define HTTPC_MAX_HEAD 65536 /* bytes of status line and headers */
-
-/* ------------------------------------------------------------ target --- */
-
-/* Where requests go: parsed from "http://HOST[:PORT][/PREFIX]". */
-struct httpc_target {
-    char host[256];   /* a name or an IPv4/IPv6 literal (brackets removed) */
-    int port;         /* 1..65535; 80 when the URL has none */
-    char prefix[256]; /* path prefix without a trailing '/', "" for none; a trailing "/v1" is removed */
-    char hostport[300]; /* the Host header's value */
-};
-
-/* Parses url; false with one sentence in err (e.g. "https is not supported"). */
-bool httpc_target_parse(const char *url, struct httpc_target *t, char *err, size_t err_len);
 
 /* ------------------------------------------------------------ parser --- */
 
@@ -113,7 +102,7 @@ struct httpc_result {
  * NULL, runs once connected, before the request is sent, with the local port.
  * Blocks the calling thread; thread-safe (no shared state).
  */
-void httpc_exchange(const struct httpc_target *t, const struct httpc_request *req,
+void httpc_exchange(const struct url_target *t, const struct httpc_request *req,
                     const struct httpc_sink *sink, void (*on_connect)(void *ctx, int local_port),
                     struct httpc_result *res);
 
@@ -121,7 +110,7 @@ void httpc_exchange(const struct httpc_target *t, const struct httpc_request *re
  * httpc_exchange collecting the whole body (malloc'd, NUL-terminated, in
  * *body, NULL on failure); bodies past max_body bytes are a protocol error.
  */
-void httpc_fetch(const struct httpc_target *t, const struct httpc_request *req, size_t max_body,
+void httpc_fetch(const struct url_target *t, const struct httpc_request *req, size_t max_body,
                  char **body, struct httpc_result *res);
 
 #endif

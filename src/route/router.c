@@ -41,13 +41,12 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "bench/httpc.h"
+#include "net/bodylimit.h"
+#include "net/errbody.h"
+#include "net/listen.h"
+#include "net/url.h"
 #include "route/prompt.h"
 #include "route/report.h"
-#include "serve/anthropic.h"
-#include "serve/bodylimit.h"
-#include "serve/listen.h"
-#include "serve/openai.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
 
@@ -61,7 +60,7 @@ static const double buckets[N_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                           0.5,   1,    2.5,   5,    10,  30};
 
 struct upstream {
-    struct httpc_target t;
+    struct url_target t;
     char url[300];
     bool healthy;
     struct evhttp_connection *idle[POOL];
@@ -1165,7 +1164,7 @@ enum hearth_status router_run(const struct router_params *p, char *err, size_t e
     enum hearth_status st = HEARTH_EINVAL;
     for (int32_t u = 0; u < r->n_up; u++) {
         char why[160];
-        if (!httpc_target_parse(p->upstream[u], &r->up[u].t, why, sizeof why)) {
+        if (!url_target_parse(p->upstream[u], &r->up[u].t, why, sizeof why)) {
             set_err(err, err_len, "route: --upstream %s: %s", p->upstream[u], why);
             goto out;
         }

@@ -1,6 +1,6 @@
 /*
  * anth_response.c: stage 2 of anthropic.h, scheduler events -> Anthropic's
- * message object, its SSE events, and its error bodies.
+ * message object and its SSE events (its error bodies are net/errbody.c's).
  *
  * The generated text goes through chatparse as a chat completion's does
  * (tool calls only when tools are offered and tool_choice is not "none",
@@ -22,56 +22,6 @@
 #include "serve/anthropic.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
-
-/* --------------------------------------------------------------- errors --- */
-
-const char *anth_error_type(int status)
-{
-    switch (status) {
-    case 401:
-        return "authentication_error";
-    case 402:
-        return "billing_error";
-    case 403:
-        return "permission_error";
-    case 404:
-        return "not_found_error";
-    case 413:
-        return "request_too_large";
-    case 429:
-        return "rate_limit_error";
-    case 503:
-    case 529:
-        return "overloaded_error";
-    case 504:
-        return "timeout_error";
-    }
-    return status >= 500 ? "api_error" : "invalid_request_error";
-}
-
-static cJSON *error_obj(const struct oai_error *e)
-{
-    cJSON *root = cJSON_CreateObject();
-    cJSON *err  = cJSON_CreateObject();
-    if (!root || !err) {
-        cJSON_Delete(root);
-        cJSON_Delete(err);
-        return NULL;
-    }
-    cJSON_AddStringToObject(root, "type", "error");
-    cJSON_AddItemToObject(root, "error", err);
-    cJSON_AddStringToObject(err, "type", anth_error_type(e->status));
-    cJSON_AddStringToObject(err, "message", e->message);
-    return root;
-}
-
-char *anth_error_json(const struct oai_error *e)
-{
-    cJSON *o = error_obj(e);
-    char *s  = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
-    return s;
-}
 
 /* ------------------------------------------------------------ SSE bytes --- */
 
@@ -95,13 +45,6 @@ static char *take(struct out *o, size_t *len)
 {
     *len = o->p ? o->len : 0;
     return o->p;
-}
-
-char *anth_error_sse(const struct oai_error *e, size_t *len)
-{
-    struct out o = {0};
-    event(&o, "error", error_obj(e));
-    return take(&o, len);
 }
 
 /* ------------------------------------------------------------- the reply --- */

@@ -14,7 +14,8 @@
  *      message_delta, message_stop), content split into thinking, text and
  *      tool_use blocks by chatparse as the chat path splits it.
  * Errors render in Anthropic's shape, {"type":"error","error":{"type",
- * "message"}}, the error type following the HTTP status (anth_error_json).
+ * "message"}}, the error type following the HTTP status (anth_error_json,
+ * net/errbody.h).
  *
  * Rules where Anthropic's API and hearth differ (docs/api.md):
  * - max_tokens is required, as Anthropic requires it; past the room a slot
@@ -75,6 +76,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "net/errbody.h" /* anth_error_json, anth_error_sse */
 #include "serve/openai.h"
 #include "serve/reply.h"
 
@@ -117,13 +119,6 @@ void anth_note(struct oai_request *req, const char *path, bool unknown);
  * null, as unknown. */
 void anth_note_others(struct oai_request *req, const struct cJSON *obj, const char *path,
                       const char *const *known);
-
-/* Anthropic's error type for an HTTP status ("invalid_request_error", "overloaded_error"...). */
-const char *anth_error_type(int status);
-/* e as Anthropic's error body, malloc'd, NUL-terminated (NULL when out of memory). */
-char *anth_error_json(const struct oai_error *e);
-/* The same as a stream's last event ("event: error\ndata: {...}\n\n"), malloc'd, *len bytes. */
-char *anth_error_sse(const struct oai_error *e, size_t *len);
 
 /* Anthropic's message / its SSE events (anth_response.c); one choice per request. */
 extern const struct reply_ops anth_reply_ops;

@@ -49,10 +49,10 @@
 #include <unistd.h>
 
 #include "grammar/grammar.h"
+#include "net/bodylimit.h"
+#include "net/listen.h"
 #include "serve/anthropic.h"
-#include "serve/bodylimit.h"
 #include "serve/deadline.h"
-#include "serve/listen.h"
 #include "serve/server.h"
 #include "serve/responses.h"
 #include "chat/chat_template.h"

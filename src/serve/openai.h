@@ -13,7 +13,7 @@
  *      (chat.completion.chunk), in OpenAI's exact shapes, logprobs, tool
  *      calls and reasoning included.
  * Errors come out as struct oai_error and render through oai_error_json
- * (oai_error.c), the one builder of OpenAI's {"error":{...}} body.
+ * (net/errbody.h), the one builder of OpenAI's {"error":{...}} body.
  *
  * Rules where OpenAI leaves room (also in `hearth serve --help`):
  * - max_tokens, max_completion_tokens (which wins) and n_predict (llama.cpp's
@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #include "hearth.h"
+#include "net/errbody.h" /* struct oai_error, oai_fail */
 #include "serve/sched.h"
 #include "chat/chatparse.h" /* enum chatparse_tools */
 
@@ -67,27 +68,6 @@ struct grammar_cache;
 
 /* OAI_TEMPLATE: /apply-template's body, a chat request that is only rendered. */
 enum oai_kind { OAI_CHAT, OAI_COMPLETION, OAI_TEMPLATE };
-
-struct oai_error {
-    int status;        /* HTTP status: 400, 401, 404, 405, 413, 500, 503 */
-    const char *type;  /* "invalid_request_error", "server_error", ... (static) */
-    const char *code;  /* "invalid_type", ... or NULL (JSON null); static */
-    char param[64];    /* the offending field ("messages[1].content"), "" = null */
-    char message[512]; /* one sentence */
-};
-
-/* Fills e (param may be NULL) and returns false, for `return oai_fail(...)`. */
-#if defined(__GNUC__)
-__attribute__((format(printf, 6, 7)))
-#endif
-bool oai_fail(struct oai_error *e, int status, const char *type, const char *code,
-              const char *param, const char *fmt, ...);
-
-/* The error's JSON body, malloc'd, NUL-terminated (NULL when out of memory). */
-char *oai_error_json(const struct oai_error *e);
-/* The same body as one SSE event, with no "data: [DONE]" after it: a client that trusts [DONE]
- * must not take a stream cut by an error as complete (malloc'd, *len bytes). */
-char *oai_error_sse(const struct oai_error *e, size_t *len);
 
 enum oai_reasoning { OAI_REASONING_AUTO, OAI_REASONING_NONE };
 

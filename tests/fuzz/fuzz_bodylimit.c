@@ -1,6 +1,6 @@
 /*
  * fuzz_bodylimit.c: libFuzzer target for the HTTP framing in
- * src/serve/bodylimit.c, which reads every byte a client sends before
+ * src/net/bodylimit.c, which reads every byte a client sends before
  * evhttp does. The first two input bytes pick the limits and a split
  * point; the rest is the connection's bytes, fed whole and then in two
  * pieces: the verdict, its status, the state and the path must not depend
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/bodylimit.h"
+#include "net/bodylimit.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -4,7 +4,7 @@
  * and event streams compared byte for byte, stop reasons (end of text, a
  * stop sequence, max_tokens, a full context, tool use), the thinking /
  * text / tool_use split a template's markers turn on, failures, and the
- * error shape per HTTP status.
+ * error shape per HTTP status (src/net/errbody.c's anth_error_*).
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -45,8 +45,8 @@ static void opts_for(struct bench_opts *o, struct benchfix *fx, enum bench_workl
 {
     char err[256];
     bench_opts_default(o);
-    if (!httpc_target_parse(benchfix_url(fx), &o->target, err, sizeof err))
-        fail_msg("httpc_target_parse(%s): %s", benchfix_url(fx), err);
+    if (!url_target_parse(benchfix_url(fx), &o->target, err, sizeof err))
+        fail_msg("url_target_parse(%s): %s", benchfix_url(fx), err);
     o->workload  = w;
     o->clock.at  = benchfix_clock_at;
     o->clock.ctx = fx;
@@ -1192,8 +1192,8 @@ static struct compare_out compare(struct benchfix *a, struct benchfix *b, const 
 {
     struct bench_compare_opts o = {0};
     char err[256];
-    assert_true(httpc_target_parse(benchfix_url(a), &o.targets[0], err, sizeof err));
-    assert_true(httpc_target_parse(benchfix_url(b), &o.targets[1], err, sizeof err));
+    assert_true(url_target_parse(benchfix_url(a), &o.targets[0], err, sizeof err));
+    assert_true(url_target_parse(benchfix_url(b), &o.targets[1], err, sizeof err));
     o.n_targets          = 2;
     o.max_tokens         = 12;
     o.ignore_eos         = true;

@@ -1,5 +1,5 @@
 /*
- * test_bodylimit.c: src/serve/bodylimit.c, the HTTP framing that refuses an
+ * test_bodylimit.c: src/net/bodylimit.c, the HTTP framing that refuses an
  * oversized or malformed request before evhttp reads it. Each case is fed whole, split at
  * every byte, and byte by byte: the verdict must not depend on how the
  * bytes arrive.
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "util/testutil.h"
-#include "serve/bodylimit.h"
+#include "net/bodylimit.h"
 
 #define MAX_BODY 100
 #define MAX_HEAD 300

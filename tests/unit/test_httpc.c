@@ -1,5 +1,6 @@
 /*
- * test_httpc.c: src/bench/httpc.c, the HTTP/1.1 client of `hearth bench`.
+ * test_httpc.c: src/bench/httpc.c, the HTTP/1.1 client of `hearth bench`
+ * (its URLs are test_url.c's).
  * The parser's cases are fed whole, one byte at a time and cut at every
  * pair of positions: the status, the body, the raw offset of every body
  * byte and the verdict must not depend on how the bytes arrive. The
@@ -22,70 +23,6 @@
 #include "util/testutil.h"
 #include "bench/httpc.h"
 #include "bench/sse.h"
-
-/* ------------------------------------------------------------ target --- */
-
-static void target_ok(const char *url, const char *host, int port, const char *prefix,
-                      const char *hostport)
-{
-    struct httpc_target t;
-    char err[200] = "";
-    bool ok = httpc_target_parse(url, &t, err, sizeof err);
-    if (!ok)
-        print_message("%s: %s\n", url, err);
-    assert_true(ok);
-    assert_string_equal(t.host, host);
-    assert_int_equal(t.port, port);
-    assert_string_equal(t.prefix, prefix);
-    assert_string_equal(t.hostport, hostport);
-}
-
-static void target_bad(const char *url, const char *why)
-{
-    struct httpc_target t;
-    char err[200] = "";
-    assert_false(httpc_target_parse(url, &t, err, sizeof err));
-    if (!strstr(err, why))
-        print_message("%s: '%s' does not say '%s'\n", url, err, why);
-    assert_non_null(strstr(err, why));
-}
-
-static void test_target(void **state)
-{
-    (void)state;
-    target_ok("http://localhost", "localhost", 80, "", "localhost");
-    target_ok("http://127.0.0.1:8080", "127.0.0.1", 8080, "", "127.0.0.1:8080");
-    target_ok("HTTP://h:8080/", "h", 8080, "", "h:8080");
-    target_ok("http://h:8080/v1", "h", 8080, "", "h:8080");
-    target_ok("http://h:8080/v1/", "h", 8080, "", "h:8080");
-    target_ok("http://h/api/llm/v1", "h", 80, "/api/llm", "h");
-    target_ok("http://h/api/v10", "h", 80, "/api/v10", "h");
-    target_ok("http://h:80/x//", "h", 80, "/x", "h");
-    target_ok("http://[::1]:9000/v1", "::1", 9000, "", "[::1]:9000");
-    target_ok("http://[fe80::1]", "fe80::1", 80, "", "[fe80::1]");
-    target_ok("http://h:65535", "h", 65535, "", "h:65535");
-
-    target_bad("https://api.example.com/v1", "https is not supported: hearth bench speaks plain");
-    target_bad("ftp://h", "scheme ftp is not supported");
-    target_bad("localhost:8080", "does not start with http://");
-    target_bad("", "empty");
-    target_bad("http://", "no host");
-    target_bad("http://:8080", "no host");
-    target_bad("http:///v1", "no host");
-    target_bad("http://[]:80", "no host");
-    target_bad("http://[::1", "no closing ']'");
-    target_bad("http://[::1]x", "after ']'");
-    target_bad("http://[abc]", "not an IPv6 address");
-    target_bad("http://h:0", "port");
-    target_bad("http://h:65536", "port");
-    target_bad("http://h:", "port");
-    target_bad("http://h:80x", "port");
-    target_bad("http://h:-1", "port");
-    target_bad("http://h:1234567", "port");
-    target_bad("http://user@h", "user names");
-    target_bad("http://h?x=1", "queries");
-    target_bad("http://h/a b", "space");
-}
 
 /* ------------------------------------------------------------ parser --- */
 
@@ -509,13 +446,13 @@ static void srv_stop(struct server *s)
     close(s->lfd);
 }
 
-static struct httpc_target srv_target(int port, const char *prefix)
+static struct url_target srv_target(int port, const char *prefix)
 {
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, prefix);
-    struct httpc_target t;
+    struct url_target t;
     char err[200];
-    assert_true(httpc_target_parse(url, &t, err, sizeof err));
+    assert_true(url_target_parse(url, &t, err, sizeof err));
     return t;
 }
 
@@ -571,7 +508,7 @@ static void test_exchange_stream(void **state)
     s.reply[3] = "\n\r\n";
     s.reply[4] = "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
     srv_start(&s, SRV_REPLY);
-    struct httpc_target t = srv_target(s.port, "/prefix/v1/");
+    struct url_target t = srv_target(s.port, "/prefix/v1/");
     const char *body      = "{\"model\":\"m\",\"stream\":true}";
     struct httpc_request req = {.method = "POST", .path = "/v1/completions", .body = body,
                                 .body_len = strlen(body), .api_key = "sk-test",
@@ -613,7 +550,7 @@ static void test_fetch(void **state)
     s.reply[0] = "HTTP/1.1 200 OK\r\nContent-Length: 25\r\n\r\n{\"data\":[{\"id\":";
     s.reply[1] = "\"model\"}]}";
     srv_start(&s, SRV_REPLY);
-    struct httpc_target t = srv_target(s.port, "");
+    struct url_target t = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/v1/models", .api_key = "",
                                 .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
@@ -666,7 +603,7 @@ static void test_refused(void **state)
     assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
     socklen_t al = sizeof a;
     assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    struct httpc_target t = srv_target(ntohs(a.sin_port), "");
+    struct url_target t = srv_target(ntohs(a.sin_port), "");
     struct httpc_request req = {.method = "GET", .path = "/health", .timeout_s = 60,
                                 .stop_fd = -1};
     struct httpc_result res;
@@ -678,9 +615,9 @@ static void test_refused(void **state)
     assert_non_null(strstr(res.err, "cannot connect"));
 
     /* a name that does not resolve */
-    struct httpc_target bad;
+    struct url_target bad;
     char err[200];
-    assert_true(httpc_target_parse("http://no-such-host.invalid:1", &bad, err, sizeof err));
+    assert_true(url_target_parse("http://no-such-host.invalid:1", &bad, err, sizeof err));
     httpc_exchange(&bad, &req, NULL, NULL, &res);
     assert_int_equal(res.outcome, HTTPC_CONNECTION);
     assert_non_null(strstr(res.err, "cannot resolve"));
@@ -692,7 +629,7 @@ static void test_closed_mid_body(void **state)
     struct server s = {0};
     s.reply[0] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial";
     srv_start(&s, SRV_CLOSE_MID);
-    struct httpc_target t = srv_target(s.port, "");
+    struct url_target t = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
@@ -708,7 +645,7 @@ static void test_protocol_error(void **state)
     struct server s = {0};
     s.reply[0] = "SSH-2.0-OpenSSH_9.2\r\n\r\n";
     srv_start(&s, SRV_REPLY);
-    struct httpc_target t = srv_target(s.port, "");
+    struct url_target t = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
@@ -724,7 +661,7 @@ static void test_timeout(void **state)
     (void)state;
     struct server s = {0};
     srv_start(&s, SRV_HOLD);
-    struct httpc_target t = srv_target(s.port, "");
+    struct url_target t = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 0.2, .stop_fd = -1};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
@@ -746,7 +683,7 @@ static void test_stopped(void **state)
     assert_int_equal(pipe(stop), 0);
     struct server s = {.signal_fd = stop[1]};
     srv_start(&s, SRV_HOLD);
-    struct httpc_target t = srv_target(s.port, "");
+    struct url_target t = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 60, .stop_fd = stop[0]};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
@@ -769,15 +706,14 @@ static void test_stopped(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_target),          cmocka_unit_test(test_content_length),
-        cmocka_unit_test(test_chunked),         cmocka_unit_test(test_no_length),
-        cmocka_unit_test(test_interim),         cmocka_unit_test(test_garbage),
-        cmocka_unit_test(test_bad_length),      cmocka_unit_test(test_bad_chunks),
-        cmocka_unit_test(test_head_limit),      cmocka_unit_test(test_eof_cuts),
-        cmocka_unit_test(test_exchange_stream), cmocka_unit_test(test_fetch),
-        cmocka_unit_test(test_refused),         cmocka_unit_test(test_closed_mid_body),
-        cmocka_unit_test(test_protocol_error),  cmocka_unit_test(test_timeout),
-        cmocka_unit_test(test_stopped),
+        cmocka_unit_test(test_content_length),  cmocka_unit_test(test_chunked),
+        cmocka_unit_test(test_no_length),       cmocka_unit_test(test_interim),
+        cmocka_unit_test(test_garbage),         cmocka_unit_test(test_bad_length),
+        cmocka_unit_test(test_bad_chunks),      cmocka_unit_test(test_head_limit),
+        cmocka_unit_test(test_eof_cuts),        cmocka_unit_test(test_exchange_stream),
+        cmocka_unit_test(test_fetch),           cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_closed_mid_body), cmocka_unit_test(test_protocol_error),
+        cmocka_unit_test(test_timeout),         cmocka_unit_test(test_stopped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /*
- * test_oai_request.c: src/serve/oai_request.c and oai_error.c, a request body
- * -> a validated struct oai_request, and the error body. No model needed.
+ * test_oai_request.c: src/serve/oai_request.c and src/net/errbody.c, a
+ * request body -> a validated struct oai_request, and the error body. No
+ * model needed.
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * from then on: evhttp answers such a request itself, within its own body
  * limit (twice --max-body), so memory stays bounded either way.
  */
-#include "serve/bodylimit.h"
+#include "net/bodylimit.h"
 
 #include <ctype.h>
 #include <event2/buffer.h>
@@ -24,7 +24,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "serve/openai.h"
+#include "net/errbody.h"
 
 /* ------------------------------------------------------- the framing --- */
 

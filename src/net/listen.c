@@ -1,7 +1,7 @@
 /*
  * listen.c: an evhttp server's sockets (listen.h).
  */
-#include "serve/listen.h"
+#include "net/listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -3,8 +3,8 @@
  * route` alike: binding it to its address, and what each treats a client's
  * connection with while a reply is under way.
  */
-#ifndef HEARTH_SERVE_LISTEN_H
-#define HEARTH_SERVE_LISTEN_H
+#ifndef HEARTH_NET_LISTEN_H
+#define HEARTH_NET_LISTEN_H
 
 #include <stdbool.h>
 #include <stddef.h>

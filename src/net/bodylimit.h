@@ -35,7 +35,7 @@
 
 struct evhttp;
 struct evhttp_request;
-struct oai_error;
+struct oai_error; /* net/errbody.h */
 
 #define BODYLIMIT_LINE 512 /* bytes of a head or chunk line kept for parsing; the rest is counted */
 
