@@ -190,21 +190,10 @@ static void demote(struct router *r, int32_t u, const char *why)
  * message_stop for the same reason). */
 static char *error_body(bool anthropic, const struct oai_error *e, bool sse, size_t *len)
 {
-    char *s;
-    if (sse && anthropic) {
-        s = anth_error_sse(e, len);
-    } else if (sse) {
-        char *json = oai_error_json(e);
-        size_t n   = json ? strlen(json) + 8 : 0;
-        s          = json ? malloc(n + 1) : NULL;
-        if (s)
-            snprintf(s, n + 1, "data: %s\n\n", json);
-        *len = s ? n : 0;
-        free(json);
-    } else {
-        s    = anthropic ? anth_error_json(e) : oai_error_json(e);
-        *len = s ? strlen(s) : 0;
-    }
+    if (sse)
+        return anthropic ? anth_error_sse(e, len) : oai_error_sse(e, len);
+    char *s = anthropic ? anth_error_json(e) : oai_error_json(e);
+    *len    = s ? strlen(s) : 0;
     return s;
 }
 
