@@ -146,18 +146,6 @@ static void test_cache_holds_its_cap_and_drops_the_oldest(void **state)
     srv_stop(&s);
 }
 
-/* A prompt of ~300 tokens: 9 whole blocks. */
-static const char long_story[] =
-    "Once upon a time there was a little dog named Max. Max liked to run in the park. "
-    "One day he saw a big red ball under a tree. He ran to the ball and pushed it with his "
-    "nose. The ball rolled down the hill and Max ran after it. A little girl named Lily saw "
-    "Max and laughed. She threw the ball back to him and they played all day. When the sun "
-    "went down Lily took Max home. Her mom gave them milk and cookies. Max was very happy. "
-    "The next day Max went to the park again. He looked for Lily but she was not there. He "
-    "sat under the tree and waited. Soon he heard a voice. It was Lily with a new ball. It "
-    "was blue and very shiny. Max jumped up and wagged his tail. They played until it was "
-    "dark and then they went home together.";
-
 /* Completes prompt (4 greedy tokens) on s: the text (malloc'd), its usage's counts. */
 static char *complete(const struct srv *s, const char *prompt, int *n_prompt, int *cached)
 {
@@ -224,7 +212,7 @@ static void test_cache_disk_tier_survives_a_restart(void **state)
     const char *extra[] = {"--parallel", "1", "-c", "512", "--cache-ram", "100K",
                            "--cache-dir", tier, "--cache-disk", "10M", NULL};
     srv_start(&s, extra);
-    char *reply = complete(&s, long_story, &n1, &c1);
+    char *reply = complete(&s, srv_long_story, &n1, &c1);
     assert_int_equal(c1, 0);
     assert_true(n1 >= 9 * 32 && n1 + 3 < 10 * 32);
     assert_true(metric(&s, "hearth_cache_disk_written_blocks_total") == 4);
@@ -232,7 +220,7 @@ static void test_cache_disk_tier_survives_a_restart(void **state)
     assert_int_equal(files_in(tier), 9);
 
     char turn2[4096];
-    snprintf(turn2, sizeof turn2, "%s%s and", long_story, reply);
+    snprintf(turn2, sizeof turn2, "%s%s and", srv_long_story, reply);
     double skipped;
     char *log;
     char *warm = turn_on_disk(SRV_MODEL, tier, turn2, &n2, &c2, &skipped, &log);
@@ -292,7 +280,7 @@ static void test_cache_disk_tier_survives_a_restart(void **state)
                                     "--cache-disk", "10M", NULL};
             srv_start_opt(&o, tu_model("tiny-llama-spm-q8_0.gguf"), oextra, true);
             int a, b;
-            free(complete(&o, long_story, &a, &b));
+            free(complete(&o, srv_long_story, &a, &b));
             srv_stop(&o);
         }
         const int n_other = files_in(copy);
@@ -333,13 +321,13 @@ static void test_cache_keeps_a_hybrid_models_states(void **state)
                                "--cache-ram", c ? "0" : "8M", NULL};
         srv_start_opt(&s, tu_model(model), extra, true);
         int n, k;
-        free(complete(&s, long_story, &n, &k));
+        free(complete(&s, srv_long_story, &n, &k));
         assert_int_equal(k, 0);
         char other[2048];
-        snprintf(other, sizeof other, "A different story. %s", long_story);
+        snprintf(other, sizeof other, "A different story. %s", srv_long_story);
         free(complete(&s, other, &n, &k));
         assert_int_equal(k, 0);
-        free(complete(&s, long_story, &n, &k));
+        free(complete(&s, srv_long_story, &n, &k));
         back[c] = k;
         if (!c)
             assert_true(metric(&s, "hearth_cache_ram_bytes") <=
@@ -364,7 +352,7 @@ static void test_cache_disk_holds_its_cap(void **state)
                            "--cache-dir", dir, "--cache-disk", "50K", NULL};
     srv_start(&s, extra);
     int n, c;
-    free(complete(&s, long_story, &n, &c));
+    free(complete(&s, srv_long_story, &n, &c));
     const double file = 20680; /* a block file of stories260K: header, 32 tokens, rows, sum */
     assert_true(metric(&s, "hearth_cache_disk_cap_bytes") == 2 * file);
     assert_true(metric(&s, "hearth_cache_disk_written_blocks_total") == 4);

@@ -15,7 +15,7 @@
  * hearth_cache_disk_write_errors_total and logged once, and service goes on.
  *
  * stories260K: 640 bytes of K/V a token, so a 32-token block file is 20680
- * bytes; long_story is about 290 tokens: 9 blocks, 5 kept in 100K of memory
+ * bytes; srv_long_story is about 290 tokens: 9 blocks, 5 kept in 100K of memory
  * and 4 dropped to disk during its turn.
  */
 #include <cjson/cJSON.h>
@@ -31,17 +31,6 @@
 #include <unistd.h>
 
 #include "util/serveutil.h"
-
-static const char long_story[] =
-    "Once upon a time there was a little dog named Max. Max liked to run in the park. "
-    "One day he saw a big red ball under a tree. He ran to the ball and pushed it with his "
-    "nose. The ball rolled down the hill and Max ran after it. A little girl named Lily saw "
-    "Max and laughed. She threw the ball back to him and they played all day. When the sun "
-    "went down Lily took Max home. Her mom gave them milk and cookies. Max was very happy. "
-    "The next day Max went to the park again. He looked for Lily but she was not there. He "
-    "sat under the tree and waited. Soon he heard a voice. It was Lily with a new ball. It "
-    "was blue and very shiny. Max jumped up and wagged his tail. They played until it was "
-    "dark and then they went home together.";
 
 /* An ordinary request: 4 greedy tokens of prompt; it must be a 200. */
 static void ordinary(const struct srv *s, const char *prompt)
@@ -138,7 +127,7 @@ static void test_cache_dir_refuses_special_files(void **state)
     srv_start(&s, extra); /* /health 200 within its bounded wait, or the test fails */
     assert_true(metric(&s, "hearth_cache_disk_skipped_files_total") == n_special);
     assert_int_equal(log_count(&s, "refused: not a regular file"), n_special);
-    ordinary(&s, long_story);
+    ordinary(&s, srv_long_story);
     const double written = metric(&s, "hearth_cache_disk_written_blocks_total");
     print_message("%d special files refused at start; the turn wrote %g blocks to disk\n",
                   n_special, written);
@@ -147,7 +136,7 @@ static void test_cache_dir_refuses_special_files(void **state)
     /* the written blocks swapped for FIFOs: read back, they are refused, not waited on */
     const int n_swapped = fifos_for_blocks(dir);
     assert_int_equal(n_swapped, (int)written);
-    ordinary(&s, long_story);
+    ordinary(&s, srv_long_story);
     const double skipped = metric(&s, "hearth_cache_disk_skipped_files_total");
     print_message("after %d blocks became FIFOs, the same turn: %g files refused in all, %g "
                   "read\n",
@@ -278,7 +267,7 @@ static void test_cache_write_errors_counted_and_logged_once(void **state)
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
     signal(SIGXFSZ, was_sig);
 
-    ordinary(&s, long_story);
+    ordinary(&s, srv_long_story);
     const double errors = metric(&s, "hearth_cache_disk_write_errors_total");
     print_message("a turn dropping blocks to disk under a 16 KiB file limit: %g write errors, "
                   "%g written\n",
@@ -286,7 +275,7 @@ static void test_cache_write_errors_counted_and_logged_once(void **state)
     assert_true(errors >= 1);
     assert_true(metric(&s, "hearth_cache_disk_written_blocks_total") == 0);
     ordinary(&s, "The cat sat on the mat.");
-    ordinary(&s, long_story);
+    ordinary(&s, srv_long_story);
     assert_int_equal(log_count(&s, "cannot write a block"), 1);
     assert_true(log_count(&s, "File too large") >= 1);
     srv_stop_within(&s, 5);

@@ -624,3 +624,14 @@ bool sse_wait(const char *file, int n)
     }
     return false;
 }
+
+const char srv_long_story[] =
+    "Once upon a time there was a little dog named Max. Max liked to run in the park. "
+    "One day he saw a big red ball under a tree. He ran to the ball and pushed it with his "
+    "nose. The ball rolled down the hill and Max ran after it. A little girl named Lily saw "
+    "Max and laughed. She threw the ball back to him and they played all day. When the sun "
+    "went down Lily took Max home. Her mom gave them milk and cookies. Max was very happy. "
+    "The next day Max went to the park again. He looked for Lily but she was not there. He "
+    "sat under the tree and waited. Soon he heard a voice. It was Lily with a new ball. It "
+    "was blue and very shiny. Max jumped up and wagged his tail. They played until it was "
+    "dark and then they went home together.";

@@ -200,6 +200,10 @@ struct cJSON *http_json(const struct http_resp *r);
 
 /* o[k] as a string, or NULL when absent or not a string. */
 const char *jstr(const struct cJSON *o, const char *k);
+
+/* A story prompt of about 290 tokens on stories260K: 9 whole K/V blocks of 32, for tests of
+ * the prompt cache's blocks. */
+extern const char srv_long_story[];
 /* o[k] as a number; fails the test when it is not one. */
 double jnum(const struct cJSON *o, const char *k);
 /* o[k]; fails the test, naming k, when it is absent. */
