@@ -70,6 +70,10 @@ static void put_cp(struct jctx *c, struct jbuf *b, uint32_t cp)
     jinja_buf_put(c, b, o, utf8_encode(cp, o));
 }
 
+/* JSON's one-character escapes: the character after the backslash, and what it stands for. */
+static const char esc_from[] = "\"\\/bfnrt";
+static const char esc_to[]   = "\"\\/\b\f\n\r\t";
+
 /* A string after its opening quote. */
 static struct jv string(struct jsonp *p)
 {
@@ -91,50 +95,26 @@ static struct jv string(struct jsonp *p)
             bad(p, "a control character in a string");
         if (p->i >= p->n)
             bad(p, "an unterminated string");
-        char e = p->s[p->i++];
-        switch (e) {
-        case '"':
-            jinja_buf_put(p->c, &b, "\"", 1);
-            break;
-        case '\\':
-            jinja_buf_put(p->c, &b, "\\", 1);
-            break;
-        case '/':
-            jinja_buf_put(p->c, &b, "/", 1);
-            break;
-        case 'b':
-            jinja_buf_put(p->c, &b, "\b", 1);
-            break;
-        case 'f':
-            jinja_buf_put(p->c, &b, "\f", 1);
-            break;
-        case 'n':
-            jinja_buf_put(p->c, &b, "\n", 1);
-            break;
-        case 'r':
-            jinja_buf_put(p->c, &b, "\r", 1);
-            break;
-        case 't':
-            jinja_buf_put(p->c, &b, "\t", 1);
-            break;
-        case 'u': {
-            uint32_t cp = (uint32_t)hex4(p);
-            if (cp >= 0xd800 && cp < 0xdc00 && p->n - p->i >= 6 && p->s[p->i] == '\\' &&
-                p->s[p->i + 1] == 'u') {
-                size_t back = p->i;
-                p->i += 2;
-                uint32_t lo = (uint32_t)hex4(p);
-                if (lo >= 0xdc00 && lo < 0xe000)
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                else
-                    p->i = back; /* a lone high surrogate, kept as Python keeps it */
-            }
-            put_cp(p->c, &b, cp);
-            break;
+        char e            = p->s[p->i++];
+        const char *plain = memchr(esc_from, e, sizeof esc_from - 1);
+        if (plain) {
+            jinja_buf_put(p->c, &b, esc_to + (plain - esc_from), 1);
+            continue;
         }
-        default:
+        if (e != 'u')
             bad(p, "a bad escape");
+        uint32_t cp = (uint32_t)hex4(p);
+        if (cp >= 0xd800 && cp < 0xdc00 && p->n - p->i >= 6 && p->s[p->i] == '\\' &&
+            p->s[p->i + 1] == 'u') {
+            size_t back = p->i;
+            p->i += 2;
+            uint32_t lo = (uint32_t)hex4(p);
+            if (lo >= 0xdc00 && lo < 0xe000)
+                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            else
+                p->i = back; /* a lone high surrogate, kept as Python keeps it */
         }
+        put_cp(p->c, &b, cp);
     }
 }
 

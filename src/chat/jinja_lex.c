@@ -111,6 +111,10 @@ static int hexval(char ch)
     return -1;
 }
 
+/* Python's one-character escapes: the character after the backslash, and what it stands for. */
+static const char esc_from[] = "\\'\"abfnrtv";
+static const char esc_to[]   = "\\'\"\a\b\f\n\r\t\v";
+
 /* A string literal body s[from, to) with Python's unicode-escape decoding. */
 static struct jstr decode_string(struct lexer *L, size_t from, size_t to)
 {
@@ -122,39 +126,14 @@ static struct jstr decode_string(struct lexer *L, size_t from, size_t to)
             o[n++] = ch;
             continue;
         }
-        char e = L->s[++i];
+        char e            = L->s[++i];
+        const char *plain = memchr(esc_from, e, sizeof esc_from - 1);
+        if (plain) {
+            o[n++] = esc_to[plain - esc_from];
+            continue;
+        }
         switch (e) {
         case '\n':
-            break;
-        case '\\':
-            o[n++] = '\\';
-            break;
-        case '\'':
-            o[n++] = '\'';
-            break;
-        case '"':
-            o[n++] = '"';
-            break;
-        case 'a':
-            o[n++] = '\a';
-            break;
-        case 'b':
-            o[n++] = '\b';
-            break;
-        case 'f':
-            o[n++] = '\f';
-            break;
-        case 'n':
-            o[n++] = '\n';
-            break;
-        case 'r':
-            o[n++] = '\r';
-            break;
-        case 't':
-            o[n++] = '\t';
-            break;
-        case 'v':
-            o[n++] = '\v';
             break;
         case 'x':
         case 'u':
