@@ -401,6 +401,23 @@ static void consume(struct chatparse *p, size_t n)
     p->ws_held    = p->ws_held > n ? p->ws_held - n : 0;
 }
 
+/* The one marker that opens a call, for the formats whose content holds no other unit. */
+static const struct marker call_open[CHATPARSE_TOOLS_COUNT] = {
+    [CHATPARSE_TOOLS_HERMES]          = {TOOL_CALL_OPEN, CALL_HERMES},
+    [CHATPARSE_TOOLS_QWEN3_CODER]     = {TOOL_CALL_OPEN, CALL_XML},
+    [CHATPARSE_TOOLS_MISTRAL]         = {MISTRAL_CALLS, CALL_MISTRAL},
+    [CHATPARSE_TOOLS_DEEPSEEK_R1]     = {DS_CALLS_BEGIN, CALL_DS_R1},
+    [CHATPARSE_TOOLS_DEEPSEEK_V31]    = {DS_CALLS_BEGIN, CALL_DS_V31},
+    [CHATPARSE_TOOLS_GLM]             = {TOOL_CALL_OPEN, CALL_GLM},
+    [CHATPARSE_TOOLS_KIMI]            = {KIMI_SECTION_BEGIN, CALL_KIMI},
+    [CHATPARSE_TOOLS_MINIMAX]         = {MINIMAX_OPEN, CALL_MINIMAX},
+    [CHATPARSE_TOOLS_SEED_OSS]        = {SEED_OPEN, CALL_SEED},
+    [CHATPARSE_TOOLS_GRANITE]         = {GRANITE_OPEN, CALL_GRANITE},
+    [CHATPARSE_TOOLS_FUNCTIONARY_V31] = {FUNCTIONARY_OPEN, CALL_F31},
+    [CHATPARSE_TOOLS_COMMAND_R]       = {COMMAND_R_ACTION, CALL_CMDR},
+    [CHATPARSE_TOOLS_GEMMA4]          = {GEMMA4_OPEN, CALL_GEMMA4},
+};
+
 /*
  * The markers that open a unit in content text (Llama 3's only open a content run) into m
  * (MARKERS_MAX of room); returns how many. The structure of gpt-oss, functionary v3.2 and
@@ -413,21 +430,6 @@ static size_t content_markers(const struct chatparse *p, struct marker *m)
     size_t k   = 0;
     bool tools = p->o.parse_tools;
     switch (p->f.tools) {
-    case CHATPARSE_TOOLS_HERMES:
-        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_HERMES};
-        break;
-    case CHATPARSE_TOOLS_QWEN3_CODER:
-        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_XML};
-        break;
-    case CHATPARSE_TOOLS_MISTRAL:
-        m[k++] = (struct marker){MISTRAL_CALLS, CALL_MISTRAL};
-        break;
-    case CHATPARSE_TOOLS_DEEPSEEK_R1:
-        m[k++] = (struct marker){DS_CALLS_BEGIN, CALL_DS_R1};
-        break;
-    case CHATPARSE_TOOLS_DEEPSEEK_V31:
-        m[k++] = (struct marker){DS_CALLS_BEGIN, CALL_DS_V31};
-        break;
     case CHATPARSE_TOOLS_HARMONY:
         m[k++] = (struct marker){HARMONY_START, CALL_HARMONY};
         m[k++] = (struct marker){HARMONY_CHANNEL, CALL_HARMONY};
@@ -435,43 +437,22 @@ static size_t content_markers(const struct chatparse *p, struct marker *m)
         m[k++] = (struct marker){"<|return|>", CALL_STRIP};
         m[k++] = (struct marker){"<|call|>", CALL_STRIP};
         return k;
-    case CHATPARSE_TOOLS_GLM:
-        m[k++] = (struct marker){TOOL_CALL_OPEN, CALL_GLM};
-        break;
-    case CHATPARSE_TOOLS_KIMI:
-        m[k++] = (struct marker){KIMI_SECTION_BEGIN, CALL_KIMI};
-        break;
-    case CHATPARSE_TOOLS_MINIMAX:
-        m[k++] = (struct marker){MINIMAX_OPEN, CALL_MINIMAX};
-        break;
-    case CHATPARSE_TOOLS_SEED_OSS:
-        m[k++] = (struct marker){SEED_OPEN, CALL_SEED};
-        break;
-    case CHATPARSE_TOOLS_GRANITE:
-        m[k++] = (struct marker){GRANITE_OPEN, CALL_GRANITE};
-        break;
-    case CHATPARSE_TOOLS_FUNCTIONARY_V31:
-        m[k++] = (struct marker){FUNCTIONARY_OPEN, CALL_F31};
-        break;
     case CHATPARSE_TOOLS_FUNCTIONARY_V32:
         m[k++] = (struct marker){FUNCTIONARY_RECIP, CALL_F32};
         return k;
-    case CHATPARSE_TOOLS_COMMAND_R:
-        m[k++] = (struct marker){COMMAND_R_ACTION, CALL_CMDR};
-        break;
     case CHATPARSE_TOOLS_COMMAND_R7B:
         m[k++] = (struct marker){"<|START_RESPONSE|>", CALL_STRIP};
         m[k++] = (struct marker){"<|END_RESPONSE|>", CALL_STRIP};
         if (tools)
             m[k++] = (struct marker){R7B_ACTION, CALL_R7B};
         return k;
-    case CHATPARSE_TOOLS_GEMMA4:
-        m[k++] = (struct marker){GEMMA4_OPEN, CALL_GEMMA4};
-        break;
     default:
         break;
     }
-    return tools ? k : 0;
+    if (!tools || (unsigned)p->f.tools >= CHATPARSE_TOOLS_COUNT || !call_open[p->f.tools].lit)
+        return 0;
+    m[0] = call_open[p->f.tools];
+    return 1;
 }
 
 /* Bytes at the end of s[0, n) that begin a UTF-8 character still missing bytes. */
