@@ -77,8 +77,31 @@ static bool role_is(const struct chat_msg *m, const char *r)
     return strcmp(m->role, r) == 0;
 }
 
-static const char alternate_msg[] =
-    "chat: conversation roles must alternate user/assistant/user/assistant/...";
+/*
+ * Takes a leading system message off m[0, n): the templates that use it fold it into the
+ * first user turn. Returns its text, or NULL when m[0] is not one.
+ */
+static const char *split_system(const struct chat_msg **m, size_t *n)
+{
+    if (!role_is(&(*m)[0], "system"))
+        return NULL;
+    const char *sys = (*m)[0].content;
+    (*m)++, (*n)--;
+    return sys;
+}
+
+/*
+ * Whether m[i] stands where the templates that raise on it want it: user turns at even i,
+ * others at odd i. Writes their error when not.
+ */
+static bool in_turn(const struct chat_msg *m, size_t i, char *err, size_t err_len)
+{
+    if (role_is(&m[i], "user") == (i % 2 == 0))
+        return true;
+    set_err(err, err_len,
+            "chat: conversation roles must alternate user/assistant/user/assistant/...");
+    return false;
+}
 
 /*
  * {% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']
@@ -115,17 +138,11 @@ static bool render_chatml(struct strbuf *b, const struct chat_msg *m, size_t n, 
 static bool render_llama2(struct strbuf *b, const struct chat_msg *m, size_t n, const char *bos,
                           const char *eos, char *err, size_t err_len)
 {
-    const char *sys = NULL;
-    if (role_is(&m[0], "system")) {
-        sys = m[0].content;
-        m++, n--;
-    }
+    const char *sys = split_system(&m, &n);
     for (size_t i = 0; i < n; i++) {
-        bool user = role_is(&m[i], "user");
-        if (user != (i % 2 == 0)) {
-            set_err(err, err_len, "%s", alternate_msg);
+        if (!in_turn(m, i, err, err_len))
             return false;
-        }
+        bool user = i % 2 == 0;
         struct strbuf c = {0};
         if (i == 0 && sys) {
             strbuf_add(&c, "<<SYS>>\n");
@@ -193,18 +210,12 @@ static bool render_llama3(struct strbuf *b, const struct chat_msg *m, size_t n, 
 static bool render_mistral(struct strbuf *b, const struct chat_msg *m, size_t n, const char *bos,
                            const char *eos, char *err, size_t err_len)
 {
-    const char *sys = NULL;
-    if (role_is(&m[0], "system")) {
-        sys = m[0].content;
-        m++, n--;
-    }
+    const char *sys = split_system(&m, &n);
     strbuf_add(b, bos);
     for (size_t i = 0; i < n; i++) {
-        bool user = role_is(&m[i], "user");
-        if (user != (i % 2 == 0)) {
-            set_err(err, err_len, "%s", alternate_msg);
+        if (!in_turn(m, i, err, err_len))
             return false;
-        }
+        bool user = i % 2 == 0;
         if (user) {
             strbuf_add(b, "[INST] ");
             if (i == 0 && sys) {
@@ -240,18 +251,11 @@ static bool render_mistral(struct strbuf *b, const struct chat_msg *m, size_t n,
 static bool render_gemma(struct strbuf *b, const struct chat_msg *m, size_t n, bool gen,
                          const char *bos, char *err, size_t err_len)
 {
-    const char *sys = NULL;
-    if (role_is(&m[0], "system")) {
-        sys = m[0].content;
-        m++, n--;
-    }
+    const char *sys = split_system(&m, &n);
     strbuf_add(b, bos);
     for (size_t i = 0; i < n; i++) {
-        bool user = role_is(&m[i], "user");
-        if (user != (i % 2 == 0)) {
-            set_err(err, err_len, "%s", alternate_msg);
+        if (!in_turn(m, i, err, err_len))
             return false;
-        }
         strbuf_add(b, "<start_of_turn>");
         strbuf_add(b, role_is(&m[i], "assistant") ? "model" : m[i].role);
         strbuf_add(b, "\n");

@@ -572,30 +572,29 @@ static struct jnode *parse_not(struct parser *P)
     return parse_compare(P);
 }
 
-static struct jnode *parse_and(struct parser *P)
+/* Operands joined by the keyword op, left to right, into nodes of kind: a and b and c. */
+static struct jnode *parse_chain(struct parser *P, const char *op, enum jn_kind kind,
+                                 struct jnode *(*operand)(struct parser *))
 {
-    struct jnode *n = parse_not(P);
-    while (is_name(cur(P), "and")) {
-        struct jnode *a = node(P, JN_AND, cur(P)->line);
+    struct jnode *n = operand(P);
+    while (is_name(cur(P), op)) {
+        struct jnode *j = node(P, kind, cur(P)->line);
         next(P);
-        a->a = n;
-        a->b = parse_not(P);
-        n    = a;
+        j->a = n;
+        j->b = operand(P);
+        n    = j;
     }
     return n;
 }
 
+static struct jnode *parse_and(struct parser *P)
+{
+    return parse_chain(P, "and", JN_AND, parse_not);
+}
+
 static struct jnode *parse_or(struct parser *P)
 {
-    struct jnode *n = parse_and(P);
-    while (is_name(cur(P), "or")) {
-        struct jnode *o = node(P, JN_OR, cur(P)->line);
-        next(P);
-        o->a = n;
-        o->b = parse_and(P);
-        n    = o;
-    }
-    return n;
+    return parse_chain(P, "or", JN_OR, parse_and);
 }
 
 static struct jnode *parse_expr(struct parser *P, bool condexpr)
