@@ -17,30 +17,7 @@
 
 #include "serve/anthropic.h"
 #include "chat/chat_template.h"
-
-static volatile size_t sink;
-
-static struct chat_template *jinja_template(void)
-{
-    static struct chat_template *t;
-    if (t)
-        return t;
-    static const char src[] =
-        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-        "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"
-        "{% endfor %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
-    char err[HEARTH_ERR_MAX];
-    if (chat_template_new(NULL, src, "fuzz", NULL, &t, err, sizeof err) != HEARTH_OK)
-        abort();
-    return t;
-}
-
-static void take(char *out, size_t n)
-{
-    sink += n;
-    free(out);
-}
+#include "fuzz_chatml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -56,10 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sink += j ? strlen(j) : 0;
         free(j);
         size_t n;
-        take(anth_error_sse(&e, &n), n);
+        fuzz_take(anth_error_sse(&e, &n), n);
         return 0;
     }
-    struct chat_template *tmpl = jinja_template();
+    struct chat_template *tmpl = fuzz_template(FUZZ_CHATML("<think>\n"));
     char *text                 = NULL;
     if (oai_prompt(&req, tmpl, NULL, &text, &e))
         sink += strlen(text);
@@ -69,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                           (data[0] & 4) != 0);
     if (r) {
         size_t n;
-        take(ops->start(r, &n), n);
+        fuzz_take(ops->start(r, &n), n);
         for (int32_t c = -1; c <= 1; c++) { /* only choice 0 exists: the others are ignored */
             struct sched_event ev = {.kind        = SCHED_EV_TEXT,
                                      .choice      = c,
@@ -78,9 +55,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                      .n_prompt    = 7,
                                      .n_cached    = 3,
                                      .n_generated = 1};
-            take(ops->text(r, &ev, &n), n);
+            fuzz_take(ops->text(r, &ev, &n), n);
             ev.text_len = len / 2;
-            take(ops->text(r, &ev, &n), n);
+            fuzz_take(ops->text(r, &ev, &n), n);
         }
         struct sched_event done = {.kind        = (data[0] & 8) ? SCHED_EV_ERROR : SCHED_EV_DONE,
                                    .text        = body,
@@ -90,9 +67,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                    .n_prompt    = 7,
                                    .n_cached    = 3,
                                    .n_generated = 2};
-        take(ops->done(r, &done, &n), n);
+        fuzz_take(ops->done(r, &done, &n), n);
         int status;
-        take(ops->finish(r, &status, &n), n);
+        fuzz_take(ops->finish(r, &status, &n), n);
         ops->destroy(r);
     }
     oai_request_free(&req);

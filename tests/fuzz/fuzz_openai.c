@@ -15,8 +15,7 @@
 #include "serve/openai.h"
 #include "chat/chat_template.h"
 #include "chat/chat.h"
-
-static volatile size_t sink;
+#include "fuzz_chatml.h"
 
 #define N_TEMPLATES (CHAT_FAMILY_COUNT + 1)
 
@@ -26,11 +25,7 @@ static struct chat_template **templates(void)
     static struct chat_template *t[N_TEMPLATES + 1];
     if (t[0])
         return t;
-    static const char jinja[] =
-        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-        "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"
-        "{% endfor %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}";
+    static const char jinja[] = FUZZ_CHATML("<think>\n");
     char err[HEARTH_ERR_MAX];
     for (int f = 0; f < CHAT_FAMILY_COUNT; f++)
         if (chat_template_new(NULL, NULL, NULL, chat_family_name((enum chat_family)f), &t[f], err,

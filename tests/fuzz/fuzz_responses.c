@@ -14,30 +14,7 @@
 
 #include "serve/responses.h"
 #include "chat/chat_template.h"
-
-static volatile size_t sink;
-
-static struct chat_template *jinja(void)
-{
-    static struct chat_template *t;
-    if (t)
-        return t;
-    static const char src[] =
-        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-        "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"
-        "{% endfor %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n</think>{% endif %}";
-    char err[HEARTH_ERR_MAX];
-    if (chat_template_new(NULL, src, "fuzz", NULL, &t, err, sizeof err) != HEARTH_OK)
-        abort();
-    return t;
-}
-
-static void take(char *s, size_t n)
-{
-    sink += n;
-    free(s);
-}
+#include "fuzz_chatml.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,31 +29,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         sink += j ? strlen(j) : 0;
         free(j);
         size_t n;
-        take(resp_reply_ops.error_sse(&e, &n), n);
+        fuzz_take(resp_reply_ops.error_sse(&e, &n), n);
         return 0;
     }
-    char *text = NULL;
-    if (oai_prompt(&req, jinja(), NULL, &text, &e))
+    struct chat_template *tmpl = fuzz_template(FUZZ_CHATML("<think>\n</think>"));
+    char *text                 = NULL;
+    if (oai_prompt(&req, tmpl, NULL, &text, &e))
         sink += strlen(text);
     free(text);
     for (int stream = 0; stream < 2; stream++) {
         req.stream = stream;
         void *r    = resp_reply_ops.create(&req, 1, "resp_fuzz", 0, "m", NULL,
-                                           (data[0] & 1) ? jinja() : NULL, (data[0] & 2) != 0);
+                                           (data[0] & 1) ? tmpl : NULL, (data[0] & 2) != 0);
         if (!r)
             continue;
         size_t n;
         char *out = resp_reply_ops.start(r, &n);
-        take(out, n);
+        fuzz_take(out, n);
         for (int32_t c = -1; c <= 1; c++) { /* choices other than 0 must be ignored */
             struct sched_event ev = {.kind = SCHED_EV_TEXT, .choice = c, .text = body,
                                      .text_len = len / 2};
             out = resp_reply_ops.text(r, &ev, &n);
-            take(out, n);
+            fuzz_take(out, n);
             ev.text     = body + len / 2;
             ev.text_len = len - len / 2;
             out         = resp_reply_ops.text(r, &ev, &n);
-            take(out, n);
+            fuzz_take(out, n);
         }
         struct sched_event done = {.kind        = (data[0] & 4) ? SCHED_EV_ERROR : SCHED_EV_DONE,
                                    .text        = body,
@@ -86,12 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                    .n_prompt    = 3,
                                    .n_generated = 2};
         out = resp_reply_ops.done(r, &done, &n);
-        take(out, n);
+        fuzz_take(out, n);
         out = resp_reply_ops.done(r, &done, &n); /* a second last event is ignored */
-        take(out, n);
+        fuzz_take(out, n);
         int status;
         out = resp_reply_ops.finish(r, &status, &n);
-        take(out, n);
+        fuzz_take(out, n);
         resp_reply_ops.destroy(r);
     }
     oai_request_free(&req);
