@@ -142,7 +142,7 @@ static bool render_llama2(struct strbuf *b, const struct chat_msg *m, size_t n, 
     for (size_t i = 0; i < n; i++) {
         if (!in_turn(m, i, err, err_len))
             return false;
-        bool user = i % 2 == 0;
+        bool user       = i % 2 == 0;
         struct strbuf c = {0};
         if (i == 0 && sys) {
             strbuf_add(&c, "<<SYS>>\n");

@@ -20,10 +20,10 @@ static volatile size_t sink;
  * The template's source. gen: what follows "<|im_start|>assistant\n" when
  * add_generation_prompt is set (an open or an already closed reasoning block).
  */
-#define FUZZ_CHATML(gen)                                                                       \
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"           \
-    "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"       \
-    "{% endfor %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"                   \
+#define FUZZ_CHATML(gen)                                                                           \
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"                 \
+    "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"            \
+    "{% endfor %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"                        \
     "{% if add_generation_prompt %}<|im_start|>assistant\n" gen "{% endif %}"
 
 /* The template of src, built on the first call and kept; aborts if src does not compile. */
