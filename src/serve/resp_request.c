@@ -22,27 +22,37 @@
 #include "serve/reqjson.h"
 #include "serve/responses.h"
 
-#define BAD(e, code, param, ...)                                                                   \
-    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
-#define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory reading the request")
+#define BAD    REQJSON_BAD
+#define OOM(e) REQJSON_OOM(e, "server_error")
 
-static bool missing(struct oai_error *e, const char *param)
+/*
+ * The Responses API words an integer out of range its own way; one past what int64 holds has
+ * always been refused here as no integer at all. Otherwise OpenAI's wording.
+ */
+static bool out_of_range(struct oai_error *e, const char *param, enum reqjson_type t, double lo,
+                         double hi, const cJSON *it)
 {
-    return BAD(e, "missing_required_parameter", param, "Missing required parameter: '%s'.", param);
+    double v = it->valuedouble;
+    if (t != RJ_INTEGER)
+        return reqjson_openai.out_of_range(e, param, t, lo, hi, it);
+    if (v >= 9223372036854775808.0 || v < -9223372036854775808.0)
+        return reqjson_wrong_type(e, param, "an integer", it);
+    return BAD(e, "invalid_value", param, "Invalid '%s': expected %d to %d, but got %g.", param,
+               (int)lo, (int)hi, v);
 }
 
-/* A required string member of obj; false with *e when absent or not a string. */
+static const struct reqjson_dialect RESP = {
+    .type_name    = {"a number", "an integer", "a boolean", "a string", "an object", "an array"},
+    .missing      = reqjson_missing,
+    .wrong_type   = reqjson_wrong_type,
+    .out_of_range = out_of_range,
+};
+
+/* A required string member of obj; NULL with *e when absent or not a string. */
 static const cJSON *want_string(const cJSON *obj, const char *name, const char *at,
                                 struct oai_error *e)
 {
-    char param[96];
-    snprintf(param, sizeof param, "%s.%s", at, name);
-    const cJSON *it = reqjson_field(obj, name);
-    if (!it)
-        return missing(e, param), NULL;
-    if (!cJSON_IsString(it))
-        return reqjson_wrong_type(e, param, "a string", it), NULL;
-    return it;
+    return reqjson_member(&RESP, obj, name, at, RJ_STRING, e);
 }
 
 /* ------------------------------------------------------------ the input --- */
@@ -386,7 +396,7 @@ static cJSON *tools_of(struct rp *p, const cJSON *tools, struct oai_error *e)
             char param[64];
             snprintf(param, sizeof param, "%s.tools", at);
             if (ns && !cJSON_IsArray(in)) {
-                in ? reqjson_wrong_type(e, param, "an array", in) : missing(e, param);
+                in ? reqjson_wrong_type(e, param, "an array", in) : reqjson_missing(e, param);
             } else if (ns) {
                 ok = true;
                 int k = 0;
@@ -434,7 +444,7 @@ static cJSON *tool_choice_of(struct rp *p, const cJSON *tc, struct oai_error *e)
                    NULL;
         if (!cJSON_IsArray(list))
             return list ? reqjson_wrong_type(e, "tool_choice.tools", "an array", list)
-                        : missing(e, "tool_choice.tools"),
+                        : reqjson_missing(e, "tool_choice.tools"),
                    NULL;
         p->allowed = list;
         return cJSON_CreateString(mode->valuestring);
@@ -470,7 +480,7 @@ static cJSON *content_of(const cJSON *c, const char *at, const char *name, struc
     char param[96];
     snprintf(param, sizeof param, "%s.%s", at, name);
     if (!c)
-        return missing(e, param), NULL;
+        return reqjson_missing(e, param), NULL;
     if (cJSON_IsString(c))
         return cJSON_CreateString(c->valuestring);
     if (!cJSON_IsArray(c))
@@ -628,7 +638,7 @@ static bool item_function_output(struct conv *cv, const cJSON *it, const char *a
     const cJSON *out = reqjson_field(it, "output");
     char *text       = NULL;
     if (!out)
-        return missing(e, param);
+        return reqjson_missing(e, param);
     if (cJSON_IsString(out)) {
         text = strdup(out->valuestring);
     } else if (cJSON_IsArray(out)) { /* text parts, joined: a tool message holds one string */
@@ -829,7 +839,7 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
         return false;
     const cJSON *s = reqjson_field(f, "schema");
     if (!s)
-        return missing(e, "text.format.schema");
+        return reqjson_missing(e, "text.format.schema");
     if (!cJSON_IsObject(s))
         return reqjson_wrong_type(e, "text.format.schema", "an object (a JSON schema)", s);
     const cJSON *strict = reqjson_field(f, "strict");
@@ -943,12 +953,8 @@ static void pass(cJSON *obj, const char *name, const cJSON *it)
 /* An integer in [lo, hi], or a 400 naming n. */
 static bool int_in(const cJSON *it, const char *n, int lo, int hi, struct oai_error *e)
 {
-    if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble)
-        return reqjson_wrong_type(e, n, "an integer", it);
-    if (it->valuedouble < lo || it->valuedouble > hi)
-        return BAD(e, "invalid_value", n, "Invalid '%s': expected %d to %d, but got %g.", n, lo,
-                   hi, it->valuedouble);
-    return true;
+    int64_t v = 0;
+    return reqjson_int(&RESP, it, n, lo, hi, &v, e);
 }
 
 /* Fields the API defines that do not change what is generated: accepted, noted, and those
@@ -1220,7 +1226,7 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
             goto out;
     }
     if (!p->has_input) {
-        missing(e, "input");
+        reqjson_missing(e, "input");
         goto out;
     }
     if (p->allowed)
