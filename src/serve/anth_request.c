@@ -10,11 +10,16 @@
  * accepted and noted in req->ignored through anth_note, unknown ones
  * marked, at every level of the body. Malformed values of known fields are
  * refused. Messages name the field as Anthropic's do, a dotted path
- * ("messages.1.content.0.tool_use_id: Field required").
+ * ("messages.1.content.0.tool_use_id: Field required"), in pydantic's
+ * words (ANTH, the wording of reqjson's validators).
+ *
+ * Every top-level field is one row of one table (FIELDS): which bodies
+ * take it, its type and range or its function, where it is stored.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1342,121 +1347,232 @@ static bool take_metadata(const cJSON *md, struct oai_request *req, struct oai_e
     return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
 }
 
-/* ---------------------------------------------------------------- parse --- */
+/* ------------------------------------------------------------ the table --- */
 
-static bool listed(const char *const *names, const char *name)
+/* What one body carries between its fields while they are read. */
+struct scratch {
+    const cJSON *root;
+    enum anth_kind kind;
+    struct tool_changes tc;  /* what the conversation changes in the tools (take_tools) */
+    const char *turn_effort; /* a system message's output_config.effort, or NULL */
+};
+
+enum ftype {
+    T_NUM,  /* number in [lo, hi] -> float at off */
+    T_INT,  /* integer in [lo, hi] -> int32 at off */
+    T_BOOL, /* boolean -> bool at off */
+    T_FN,   /* the rule's own function */
+    T_READ, /* read by another field's function */
+    T_NOOP, /* defined, and without effect on the reply here: noted */
+};
+
+#define K_MSG   (1u << ANTH_MESSAGES)
+#define K_BOTH  (K_MSG | 1u << ANTH_COUNT_TOKENS)
+#define REQ     1u /* absent: "Field required" */
+#define ALWAYS  2u /* absent: fn still runs, with it NULL */
+#define AT(f)   offsetof(struct oai_request, f)
+#define INT_TOP 2147483647.0
+
+struct rule {
+    const char *name;
+    unsigned kinds; /* bodies that take it (K_*); count_tokens notes the others as unknown */
+    enum ftype type;
+    unsigned flags; /* REQ, ALWAYS */
+    double lo, hi;
+    size_t off;
+    bool (*fn)(const cJSON *it, struct oai_request *req, struct scratch *sc, struct oai_error *e);
+};
+
+static bool fn_model(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                     struct oai_error *e)
 {
-    for (size_t k = 0; names[k]; k++)
-        if (!strcmp(names[k], name))
-            return true;
-    return false;
+    if (!reqjson_check(&ANTH, it, "model", RJ_STRING, e))
+        return false;
+    return (req->model = strdup(it->valuestring)) != NULL || OOM(e);
 }
 
-static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request *req,
+/* messages, with the top-level system prompt first */
+static bool fn_messages(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                        struct oai_error *e)
+{
+    return take_messages(it, reqjson_field(sc->root, "system"), req, &sc->tc, &sc->turn_effort, e);
+}
+
+/* tools, and what the conversation changed in them: it runs when tools is absent too */
+static bool fn_tools(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                     struct oai_error *e)
+{
+    return take_tools(it, &sc->tc, req, e);
+}
+
+static bool fn_tool_choice(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                           struct oai_error *e)
+{
+    return take_tool_choice(it, req, e);
+}
+
+static bool fn_thinking(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                        struct oai_error *e)
+{
+    return take_thinking(it, sc->kind, reqjson_field(sc->root, "max_tokens"), req, e);
+}
+
+static bool fn_cache_control(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                             struct oai_error *e)
+{
+    return check_cache_control(req, sc->root, "", e);
+}
+
+static bool fn_output_format(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                             struct oai_error *e)
+{
+    return take_format(it, "output_format", req, e);
+}
+
+/* output_config; a system message's effort then overrides its effort, given or not */
+static bool fn_output_config(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                             struct oai_error *e)
+{
+    if (it && !take_output_config(it, req, e))
+        return false;
+    return !sc->turn_effort ||
+           kwarg(req, "reasoning_effort", cJSON_CreateString(sc->turn_effort), e);
+}
+
+static bool fn_mcp_servers(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                           struct oai_error *e)
+{
+    return take_mcp_servers(it, req, e);
+}
+
+static bool fn_context(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                       struct oai_error *e)
+{
+    return anth_context_edits(it, req, e);
+}
+
+static bool fn_stop(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                    struct oai_error *e)
+{
+    return take_stop(it, req, e);
+}
+
+static bool fn_metadata(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                        struct oai_error *e)
+{
+    return take_metadata(it, req, e);
+}
+
+/*
+ * Every top-level field, read in this order (a later field may need an earlier one's result:
+ * tools the conversation's changes, tool_choice the tools), so the first refusal is the same
+ * whatever order the body gives them in. A T_NOOP field is defined and without effect on the
+ * reply here: routing, billing, storage, betas, and compaction (a summary Anthropic's server
+ * writes past a threshold: hearth writes none, and refuses a conversation past its context as
+ * any). Fields of a generation only (K_MSG) are noted as unknown in count_tokens, as
+ * Anthropic's refuses them there.
+ */
+static const struct rule FIELDS[] = {
+    {"model", K_BOTH, T_FN, REQ, 0, 0, 0, fn_model},
+    /* clamped to the slot's room by oai_make_jobs */
+    {"max_tokens", K_MSG, T_INT, REQ, 1, INT_TOP, AT(max_tokens), NULL},
+    {"messages", K_BOTH, T_FN, REQ, 0, 0, 0, fn_messages},
+    {"system", K_BOTH, T_READ, 0, 0, 0, 0, NULL}, /* by fn_messages */
+    {"tools", K_BOTH, T_FN, ALWAYS, 0, 0, 0, fn_tools},
+    {"tool_choice", K_BOTH, T_FN, 0, 0, 0, 0, fn_tool_choice},
+    {"thinking", K_BOTH, T_FN, 0, 0, 0, 0, fn_thinking},
+    {"cache_control", K_BOTH, T_FN, 0, 0, 0, 0, fn_cache_control},
+    {"output_format", K_BOTH, T_FN, 0, 0, 0, 0, fn_output_format},
+    {"output_config", K_BOTH, T_FN, ALWAYS, 0, 0, 0, fn_output_config},
+    {"mcp_servers", K_BOTH, T_FN, 0, 0, 0, 0, fn_mcp_servers},
+    {"context_management", K_BOTH, T_FN, 0, 0, 0, 0, fn_context},
+    {"stop_sequences", K_MSG, T_FN, 0, 0, 0, 0, fn_stop},
+    {"metadata", K_MSG, T_FN, 0, 0, 0, 0, fn_metadata},
+    {"temperature", K_MSG, T_NUM, 0, 0, 1, AT(sampling.temperature), NULL},
+    {"top_p", K_MSG, T_NUM, 0, 0, 1, AT(sampling.top_p), NULL},
+    {"top_k", K_MSG, T_INT, 0, 0, INT_TOP, AT(sampling.top_k), NULL},
+    {"stream", K_MSG, T_BOOL, 0, 0, 0, AT(stream), NULL},
+    {"service_tier", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"container", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"inference_geo", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"diagnostics", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"fallbacks", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"fallback_credit_token", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"thread", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"speed", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"betas", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"user_profile_id", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"workspace_id", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"billing_policy", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"compaction", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+};
+
+#define N_FIELDS (sizeof FIELDS / sizeof FIELDS[0])
+
+static const struct rule *rule_of(const char *name)
+{
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (!strcmp(FIELDS[i].name, name))
+            return &FIELDS[i];
+    return NULL;
+}
+
+static bool apply(const struct rule *r, const cJSON *it, struct oai_request *req,
+                  struct scratch *sc, struct oai_error *e)
+{
+    char *at   = (char *)req + r->off;
+    double dv  = 0;
+    int64_t iv = 0;
+    switch (r->type) {
+    case T_NUM:
+        if (!reqjson_number(&ANTH, it, r->name, r->lo, r->hi, &dv, e))
+            return false;
+        *(float *)at = (float)dv;
+        return true;
+    case T_INT:
+        if (!reqjson_int(&ANTH, it, r->name, r->lo, r->hi, &iv, e))
+            return false;
+        *(int32_t *)at = (int32_t)iv;
+        return true;
+    case T_BOOL:
+        return reqjson_bool(&ANTH, it, r->name, (bool *)at, e);
+    case T_FN:
+        return r->fn(it, req, sc, e);
+    case T_READ:
+    case T_NOOP:
+        break;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- parse --- */
+
+static bool translate(const cJSON *root, struct oai_request *req, struct scratch *sc,
                       struct oai_error *e)
 {
-    /* fields of both bodies, read below */
-    static const char *const both[] = {
-        "model",         "messages",           "system",        "tools",
-        "tool_choice",   "thinking",           "cache_control", "context_management",
-        "output_config", "output_format",      "mcp_servers",   NULL};
-    /* fields of a generation only: count_tokens notes them as Anthropic's refuses them */
-    static const char *const gen[] = {"max_tokens",   "stream",        "stop_sequences",
-                                      "temperature",  "top_p",         "top_k",
-                                      "metadata",     "service_tier",  "container",
-                                      "inference_geo", "diagnostics",  "fallbacks",
-                                      "fallback_credit_token", "thread", NULL};
-    /* defined, and without effect on the reply here: routing, billing, storage, betas, and
-     * compaction (a summary Anthropic's server writes past a threshold: hearth writes none,
-     * and refuses a conversation past its context as any) */
-    static const char *const noop[] = {
-        "service_tier", "container",    "inference_geo",  "speed",
-        "betas",        "diagnostics",  "user_profile_id", "workspace_id",
-        "billing_policy", "compaction", "fallbacks",      "fallback_credit_token",
-        "thread",       NULL};
+    unsigned kind = 1u << sc->kind;
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
         if (cJSON_GetObjectItemCaseSensitive(root, it->string) != it)
             return BAD(e, NULL, NULL, "%.64s: given twice", it->string);
-        if (cJSON_IsNull(it) || listed(both, it->string))
+        if (cJSON_IsNull(it))
             continue;
-        bool is_gen = listed(gen, it->string);
-        if (kind == ANTH_COUNT_TOKENS && is_gen)
+        const struct rule *r = rule_of(it->string);
+        if (!r || !(r->kinds & kind))
             anth_note(req, it->string, true);
-        else if (listed(noop, it->string))
+        else if (r->type == T_NOOP)
             anth_note(req, it->string, false);
-        else if (!is_gen)
-            anth_note(req, it->string, true);
     }
-    const char *model = want_string(root, "model", "", e);
-    if (!model)
-        return false;
-    if (!(req->model = strdup(model)))
-        return OOM(e);
-    const cJSON *max_tokens = reqjson_field(root, "max_tokens");
-    if (kind == ANTH_MESSAGES) {
-        int64_t v = 0;
-        if (!max_tokens)
-            return missing(e, "max_tokens");
-        if (!reqjson_int(&ANTH, max_tokens, "max_tokens", 1, 2147483647.0, &v, e))
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const struct rule *r = &FIELDS[i];
+        if (!(r->kinds & kind) || r->type == T_READ || r->type == T_NOOP)
+            continue;
+        it = reqjson_field(root, r->name);
+        if (!it && (r->flags & REQ))
+            return missing(e, r->name);
+        if ((it || (r->flags & ALWAYS)) && !apply(r, it, req, sc, e))
             return false;
-        req->max_tokens = (int32_t)v; /* clamped to the slot's room by oai_make_jobs */
-    }
-    const cJSON *msgs = reqjson_field(root, "messages");
-    if (!msgs)
-        return missing(e, "messages");
-    const char *turn_effort = NULL; /* a system message's output_config.effort */
-    struct tool_changes tc  = {0};
-    bool ok = take_messages(msgs, reqjson_field(root, "system"), req, &tc, &turn_effort, e) &&
-              take_tools(reqjson_field(root, "tools"), &tc, req, e);
-    changes_free(&tc);
-    if (!ok)
-        return false;
-    if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, req, e))
-        return false;
-    if ((it = reqjson_field(root, "thinking")) && !take_thinking(it, kind, max_tokens, req, e))
-        return false;
-    if (!check_cache_control(req, root, "", e))
-        return false;
-    if ((it = reqjson_field(root, "output_format")) &&
-        !take_format(it, "output_format", req, e))
-        return false;
-    if ((it = reqjson_field(root, "output_config")) && !take_output_config(it, req, e))
-        return false;
-    if (turn_effort && !kwarg(req, "reasoning_effort", cJSON_CreateString(turn_effort), e))
-        return false;
-    if ((it = reqjson_field(root, "mcp_servers")) && !take_mcp_servers(it, req, e))
-        return false;
-    if ((it = reqjson_field(root, "context_management")) && !anth_context_edits(it, req, e))
-        return false;
-    if (kind == ANTH_COUNT_TOKENS)
-        return true;
-    if ((it = reqjson_field(root, "stop_sequences")) && !take_stop(it, req, e))
-        return false;
-    if ((it = reqjson_field(root, "metadata")) && !take_metadata(it, req, e))
-        return false;
-    double d = 0;
-    if ((it = reqjson_field(root, "temperature"))) {
-        if (!reqjson_number(&ANTH, it, "temperature", 0, 1, &d, e))
-            return false;
-        req->sampling.temperature = (float)d;
-    }
-    if ((it = reqjson_field(root, "top_p"))) {
-        if (!reqjson_number(&ANTH, it, "top_p", 0, 1, &d, e))
-            return false;
-        req->sampling.top_p = (float)d;
-    }
-    if ((it = reqjson_field(root, "top_k"))) {
-        int64_t v = 0;
-        if (!reqjson_int(&ANTH, it, "top_k", 0, 2147483647.0, &v, e))
-            return false;
-        req->sampling.top_k = (int32_t)v;
-    }
-    if ((it = reqjson_field(root, "stream"))) {
-        if (!cJSON_IsBool(it))
-            return wrong(e, "stream", "a valid boolean");
-        req->stream = cJSON_IsTrue(it);
     }
     return true;
 }
@@ -1472,8 +1588,13 @@ bool anth_parse(enum anth_kind kind, const char *body, size_t len, struct oai_re
                    "There was an error parsing the body of your request: invalid JSON near "
                    "byte %zu of %zu",
                    at, len);
-    bool ok = cJSON_IsObject(root) ? translate(root, kind, req, e)
-                                   : BAD(e, NULL, NULL, "The request body must be a JSON object");
+    struct scratch sc = {.root = root, .kind = kind};
+    bool ok           = cJSON_IsObject(root);
+    if (!ok)
+        BAD(e, NULL, NULL, "The request body must be a JSON object");
+    else
+        ok = translate(root, req, &sc, e);
+    changes_free(&sc.tc);
     cJSON_Delete(root);
     if (!ok)
         oai_request_free(req);
