@@ -10,11 +10,16 @@
  * accepted and noted in req->ignored through anth_note, unknown ones
  * marked, at every level of the body. Malformed values of known fields are
  * refused. Messages name the field as Anthropic's do, a dotted path
- * ("messages.1.content.0.tool_use_id: Field required").
+ * ("messages.1.content.0.tool_use_id: Field required"), in pydantic's
+ * words (ANTH, the wording of reqjson's validators).
+ *
+ * Every top-level field is one row of one table (FIELDS): which bodies
+ * take it, its type and range or its function, where it is stored.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +27,8 @@
 #include "serve/anthropic.h"
 #include "serve/reqjson.h"
 
-#define BAD(e, ...) oai_fail((e), 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
-#define OOM(e)      oai_fail((e), 500, "api_error", NULL, NULL, "out of memory reading the request")
+#define BAD    REQJSON_BAD
+#define OOM(e) REQJSON_OOM(e, "api_error")
 
 #define PATH_MAX_LEN 96
 
@@ -44,12 +49,12 @@ static void pathf(char *buf, const char *fmt, ...)
 
 static bool missing(struct oai_error *e, const char *path)
 {
-    return BAD(e, "%s: Field required", path);
+    return BAD(e, NULL, NULL, "%s: Field required", path);
 }
 
 static bool wrong(struct oai_error *e, const char *path, const char *want)
 {
-    return BAD(e, "%s: Input should be %s", path, want);
+    return BAD(e, NULL, NULL, "%s: Input should be %s", path, want);
 }
 
 void anth_note(struct oai_request *req, const char *path, bool unknown)
@@ -128,53 +133,45 @@ static const char *effort_value(const cJSON *it, const char *path, struct oai_er
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (cJSON_IsString(it) && !strcmp(it->valuestring, names[k]))
             return k < 4 ? names[k] : "xhigh";
-    oai_fail(e, 400, "invalid_request_error", NULL, NULL,
-             "%s: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'", path);
+    BAD(e, NULL, NULL, "%s: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'", path);
     return NULL;
 }
+
+/* Pydantic's wording, as Anthropic's API refuses: a number that is not finite is no valid
+ * number at all. */
+static bool out_of_range(struct oai_error *e, const char *path, enum reqjson_type t, double lo,
+                         double hi, const cJSON *it)
+{
+    double v = it->valuedouble;
+    if (!isfinite(v))
+        return wrong(e, path, "a valid number");
+    if (t != RJ_INTEGER)
+        return BAD(e, NULL, NULL, "%s: Input should be between %g and %g, but got %g", path, lo, hi,
+                   v);
+    if (v < lo)
+        return BAD(e, NULL, NULL, "%s: Input should be greater than or equal to %.0f", path, lo);
+    return BAD(e, NULL, NULL, "%s: Input should be less than or equal to %.0f", path, hi);
+}
+
+static bool wrong_type(struct oai_error *e, const char *path, const char *want, const cJSON *it)
+{
+    return wrong(e, path, want);
+}
+
+static const struct reqjson_dialect ANTH = {
+    .type_name    = {"a valid number", "a valid integer", "a valid boolean", "a valid string",
+                     "a valid dictionary", "a valid list"},
+    .missing      = missing,
+    .wrong_type   = wrong_type,
+    .out_of_range = out_of_range,
+};
 
 /* A string field that must be present: its value, or NULL with *e set. */
 static const char *want_string(const cJSON *obj, const char *name, const char *path,
                                struct oai_error *e)
 {
-    char p[PATH_MAX_LEN];
-    pathf(p, "%s%s%s", path, *path ? "." : "", name);
-    const cJSON *it = reqjson_field(obj, name);
-    if (!it) {
-        missing(e, p);
-        return NULL;
-    }
-    if (!cJSON_IsString(it)) {
-        wrong(e, p, "a valid string");
-        return NULL;
-    }
-    return it->valuestring;
-}
-
-static bool want_number(const cJSON *it, const char *name, double lo, double hi, double *out,
-                        struct oai_error *e)
-{
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
-        return wrong(e, name, "a valid number");
-    if (it->valuedouble < lo || it->valuedouble > hi)
-        return BAD(e, "%s: Input should be between %g and %g, but got %g", name, lo, hi,
-                   it->valuedouble);
-    *out = it->valuedouble;
-    return true;
-}
-
-static bool want_int(const cJSON *it, const char *name, double lo, double hi, int64_t *out,
-                     struct oai_error *e)
-{
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
-        it->valuedouble != floor(it->valuedouble))
-        return wrong(e, name, "a valid integer");
-    if (it->valuedouble < lo)
-        return BAD(e, "%s: Input should be greater than or equal to %.0f", name, lo);
-    if (it->valuedouble > hi)
-        return BAD(e, "%s: Input should be less than or equal to %.0f", name, hi);
-    *out = (int64_t)it->valuedouble;
-    return true;
+    const cJSON *it = reqjson_member(&ANTH, obj, name, path, RJ_STRING, e);
+    return it ? it->valuestring : NULL;
 }
 
 /* cache_control: accepted and ignored (the prefix cache needs no hint), but checked. */
@@ -193,11 +190,11 @@ static bool check_cache_control(struct oai_request *req, const cJSON *obj, const
     anth_note_others(req, cc, p, keys);
     const cJSON *t = reqjson_field(cc, "type");
     if (!cJSON_IsString(t) || strcmp(t->valuestring, "ephemeral"))
-        return BAD(e, "%s.type: Input should be 'ephemeral'", p);
+        return BAD(e, NULL, NULL, "%s.type: Input should be 'ephemeral'", p);
     const cJSON *ttl = reqjson_field(cc, "ttl");
     if (ttl && (!cJSON_IsString(ttl) || (strcmp(ttl->valuestring, "5m") &&
                                          strcmp(ttl->valuestring, "1h"))))
-        return BAD(e, "%s.ttl: Input should be '5m' or '1h'", p);
+        return BAD(e, NULL, NULL, "%s.ttl: Input should be '5m' or '1h'", p);
     return true;
 }
 
@@ -349,7 +346,7 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
         if (!cJSON_IsObject(d))
             return d ? wrong(e, dp, "a valid dictionary") : missing(e, dp);
         if (!cJSON_IsString(n))
-            return BAD(e, "%s.name: Field required", dp);
+            return BAD(e, NULL, NULL, "%s.name: Field required", dp);
         cJSON *entry = cJSON_CreateObject();
         if (!entry || (!tc->add && !(tc->add = cJSON_CreateArray())) ||
             !cJSON_AddStringToObject(entry, "path", dp) ||
@@ -362,10 +359,11 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
                tool_sentence(pt, n->valuestring, true, e);
     }
     if (strstr(type, "mcp_"))
-        return BAD(e, "%s.type: '%.40s' is not supported by this server: it connects to no MCP "
-                      "servers",
+        return BAD(e, NULL, NULL,
+                   "%s.type: '%.40s' is not supported by this server: it connects to no MCP "
+                   "servers",
                    p, type);
-    return BAD(e, "%s.type: Input should be 'tool_reference'%s", p,
+    return BAD(e, NULL, NULL, "%s.type: Input should be 'tool_reference'%s", p,
                added ? " or 'tool_definition'" : "");
 }
 
@@ -413,7 +411,7 @@ static const char *block_type(const cJSON *b, const char *path, struct oai_error
         return NULL;
     const char *why = kind_refusal(type);
     if (why) {
-        BAD(e, "%s: a '%.32s' block %s", path, type, why);
+        BAD(e, NULL, NULL, "%s: a '%.32s' block %s", path, type, why);
         return NULL;
     }
     return type;
@@ -446,8 +444,9 @@ static bool document_block(struct oai_request *req, const cJSON *b, const char *
         return false;
     bool text = !strcmp(type, "text");
     if (!text && strcmp(type, "content"))
-        return BAD(e, "%s: a '%.32s' document is not supported by this server: only plain-text "
-                      "documents (source type 'text' or 'content') are",
+        return BAD(e, NULL, NULL,
+                   "%s: a '%.32s' document is not supported by this server: only plain-text "
+                   "documents (source type 'text' or 'content') are",
                    p, type);
     static const char *const keys_text[]    = {"type", "media_type", "data", NULL};
     static const char *const keys_content[] = {"type", "content", NULL};
@@ -483,7 +482,7 @@ static bool document_block(struct oai_request *req, const cJSON *b, const char *
         if (!bt)
             return false;
         if (strcmp(bt, "text"))
-            return BAD(e, "%s.type: Input should be 'text'", bp);
+            return BAD(e, NULL, NULL, "%s.type: Input should be 'text'", bp);
         if (!text_block(req, blk, bp, pt, e))
             return false;
     }
@@ -516,9 +515,10 @@ static bool result_content(struct oai_request *req, struct tool_changes *tc, con
                   : !strcmp(type, "document") ? document_block(req, b, bp, pt, e)
                   : !strcmp(type, "tool_reference")
                       ? tool_reference_block(req, tc, b, bp, pt, e)
-                      : BAD(e, "%s: a '%.32s' block is not supported in a tool_result by this "
-                               "server: only text, plain-text document and tool_reference "
-                               "blocks are",
+                      : BAD(e, NULL, NULL,
+                            "%s: a '%.32s' block is not supported in a tool_result by this "
+                            "server: only text, plain-text document and tool_reference "
+                            "blocks are",
                             bp, type);
         if (!ok)
             return false;
@@ -539,7 +539,7 @@ static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, 
     if (!id)
         return false;
     if (!*id)
-        return BAD(e, "%s.tool_use_id: String should have at least 1 character", path);
+        return BAD(e, NULL, NULL, "%s.tool_use_id: String should have at least 1 character", path);
     const cJSON *err = reqjson_field(b, "is_error");
     if (err && !cJSON_IsBool(err)) {
         char p[PATH_MAX_LEN];
@@ -595,8 +595,8 @@ static bool tool_use_block(struct oai_request *req, struct tool_changes *tc, con
     if (caller) {
         const cJSON *t = cJSON_IsObject(caller) ? reqjson_field(caller, "type") : NULL;
         if (!cJSON_IsString(t) || strcmp(t->valuestring, "direct"))
-            return BAD(e, "%s.caller: only {\"type\": \"direct\"} is supported by this server",
-                       path);
+            return BAD(e, NULL, NULL,
+                       "%s.caller: only {\"type\": \"direct\"} is supported by this server", path);
     }
     const char *id   = want_string(b, "id", path, e);
     const char *name = id ? want_string(b, "name", path, e) : NULL;
@@ -702,7 +702,7 @@ static bool take_turn(struct oai_request *req, struct tool_changes *tc, const cJ
     }
     if (cJSON_GetArraySize(c) == 0) {
         cJSON_Delete(msg);
-        return BAD(e, "%s: List should have at least 1 item", cp);
+        return BAD(e, NULL, NULL, "%s: List should have at least 1 item", cp);
     }
     struct parts text = {0}, reasoning = {0};
     cJSON *calls      = cJSON_CreateArray();
@@ -733,11 +733,11 @@ static bool take_turn(struct oai_request *req, struct tool_changes *tc, const cJ
         else if (!strcmp(type, "tool_result") || !strcmp(type, "tool_use") ||
                  !strcmp(type, "thinking") || !strcmp(type, "redacted_thinking") ||
                  !strcmp(type, "document"))
-            ok = BAD(e, "%s: a '%s' block belongs in %s turn", bp, type,
+            ok = BAD(e, NULL, NULL, "%s: a '%s' block belongs in %s turn", bp, type,
                      assistant ? "a user" : "an assistant");
         else
-            ok = BAD(e, "%s.type: '%.32s' is not a content block type this server knows", bp,
-                     type);
+            ok = BAD(e, NULL, NULL,
+                     "%s.type: '%.32s' is not a content block type this server knows", bp, type);
     }
     if (ok && assistant) {
         cJSON_AddItemToObject(msg, "content", parts_content(&text));
@@ -817,12 +817,11 @@ static bool take_system(struct oai_request *req, struct tool_changes *tc, const 
             const char *type = block_type(b, bp, e);
             bool change      = tc && type && (!strcmp(type, "tool_addition") ||
                                          !strcmp(type, "tool_removal"));
-            bool ok          = type && (change ? tool_change_block(req, tc, b, bp,
-                                                                   !strcmp(type, "tool_addition"), &pt, e)
-                                        : strcmp(type, "text")
-                                            ? BAD(e, "%s.type: Input should be 'text'", bp)
-                                            : text_block(req, b, bp, &pt, e) &&
-                                                  system_text(&pt));
+            bool ok =
+                type &&
+                (change ? tool_change_block(req, tc, b, bp, !strcmp(type, "tool_addition"), &pt, e)
+                 : strcmp(type, "text") ? BAD(e, NULL, NULL, "%s.type: Input should be 'text'", bp)
+                                        : text_block(req, b, bp, &pt, e) && system_text(&pt));
             if (!ok) {
                 cJSON_Delete(pt.arr);
                 return false;
@@ -869,7 +868,7 @@ static bool take_system_message(struct oai_request *req, struct tool_changes *tc
     pathf(p, "%s.clear_at", path);
     if (clear && (!cJSON_IsString(clear) || (strcmp(clear->valuestring, "never") &&
                                              strcmp(clear->valuestring, "next_user_message"))))
-        return BAD(e, "%s: Input should be 'next_user_message' or 'never'", p);
+        return BAD(e, NULL, NULL, "%s: Input should be 'next_user_message' or 'never'", p);
     bool shown = !clear || !strcmp(clear->valuestring, "never") || i > last_user;
     const cJSON *oc = reqjson_field(m, "output_config");
     pathf(p, "%s.output_config", path);
@@ -897,7 +896,7 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
     if (!cJSON_IsArray(msgs))
         return wrong(e, "messages", "a valid list");
     if (cJSON_GetArraySize(msgs) == 0)
-        return BAD(e, "messages: List should have at least 1 item");
+        return BAD(e, NULL, NULL, "messages: List should have at least 1 item");
     if (!(req->messages = cJSON_CreateArray()))
         return OOM(e);
     if (sys && !take_system(req, NULL, sys, "system", req->messages, e))
@@ -931,13 +930,15 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
         }
         anth_note_others(req, m, path, keys);
         if (!assistant && strcmp(role, "user"))
-            return BAD(e, "%s.role: Input should be 'user', 'assistant' or 'system'", path);
+            return BAD(e, NULL, NULL, "%s.role: Input should be 'user', 'assistant' or 'system'",
+                       path);
         if (!take_turn(req, tc, m, path, assistant, req->messages, e))
             return false;
     }
     if (assistant)
-        return BAD(e, "messages.%d: the conversation ends with an assistant turn; continuing a "
-                      "prefilled assistant reply is not supported by this server",
+        return BAD(e, NULL, NULL,
+                   "messages.%d: the conversation ends with an assistant turn; continuing a "
+                   "prefilled assistant reply is not supported by this server",
                    i - 1);
     return true;
 }
@@ -975,8 +976,9 @@ static bool take_tool(struct oai_request *req, const cJSON *t, const char *path,
         return wrong(e, path, "a valid dictionary");
     const cJSON *type = reqjson_field(t, "type");
     if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "custom")))
-        return BAD(e, "%s.type: '%.40s' tools are not supported by this server: only client "
-                      "tools (type 'custom', or no type) are",
+        return BAD(e, NULL, NULL,
+                   "%s.type: '%.40s' tools are not supported by this server: only client "
+                   "tools (type 'custom', or no type) are",
                    path, cJSON_IsString(type) ? type->valuestring : "?");
     static const char *const keys[] = {"type",          "name",           "description",
                                        "input_schema",  "cache_control",  "strict",
@@ -989,7 +991,8 @@ static bool take_tool(struct oai_request *req, const cJSON *t, const char *path,
     if (!name)
         return false;
     if (!valid_tool_name(name))
-        return BAD(e, "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'", path);
+        return BAD(e, NULL, NULL, "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'",
+                   path);
     const cJSON *desc = reqjson_field(t, "description");
     if (desc && !cJSON_IsString(desc)) {
         char p[PATH_MAX_LEN];
@@ -1005,7 +1008,7 @@ static bool take_tool(struct oai_request *req, const cJSON *t, const char *path,
         return wrong(e, sp, "a valid dictionary");
     const cJSON *st = reqjson_field(schema, "type");
     if (!cJSON_IsString(st) || strcmp(st->valuestring, "object"))
-        return BAD(e, "%s.type: Input should be 'object'", sp);
+        return BAD(e, NULL, NULL, "%s.type: Input should be 'object'", sp);
     static const char *const flags[] = {"strict", "eager_input_streaming", "defer_loading"};
     for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
         const cJSON *f = reqjson_field(t, flags[k]);
@@ -1034,7 +1037,8 @@ static bool take_tool(struct oai_request *req, const cJSON *t, const char *path,
     {
         const cJSON *fn = cJSON_GetObjectItem(prev, "function");
         if (!strcmp(cJSON_GetObjectItem(fn, "name")->valuestring, name))
-            return BAD(e, "tools: Tool names must be unique ('%.64s' is given twice)", name);
+            return BAD(e, NULL, NULL, "tools: Tool names must be unique ('%.64s' is given twice)",
+                       name);
     }
     cJSON *o  = cJSON_CreateObject();
     cJSON *fn = o ? cJSON_CreateObject() : NULL;
@@ -1140,7 +1144,8 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
         return false;
     bool is_tool = !strcmp(type, "tool"), is_none = !strcmp(type, "none");
     if (!is_tool && !is_none && strcmp(type, "auto") && strcmp(type, "any"))
-        return BAD(e, "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
+        return BAD(e, NULL, NULL,
+                   "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
     static const char *const keys_tool[] = {"type", "name", "disable_parallel_tool_use", NULL};
     static const char *const keys[]      = {"type", "disable_parallel_tool_use", NULL};
     anth_note_others(req, tc, "tool_choice", is_tool ? keys_tool : keys);
@@ -1156,13 +1161,14 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
     if (!strcmp(type, "auto"))
         return true;
     if (!req->tools)
-        return BAD(e, "tool_choice: tool_choice '%s' needs tools", type);
+        return BAD(e, NULL, NULL, "tool_choice: tool_choice '%s' needs tools", type);
     if (is_tool) {
         const char *name = want_string(tc, "name", "tool_choice", e);
         if (!name)
             return false;
         if (!offered(req, name))
-            return BAD(e, "tool_choice.name: '%.64s' is not one of the tools given", name);
+            return BAD(e, NULL, NULL, "tool_choice.name: '%.64s' is not one of the tools given",
+                       name);
         if (!(req->tool_name = strdup(name)))
             return OOM(e);
         req->tool_choice = OAI_TOOL_NAMED;
@@ -1203,7 +1209,8 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
         return false;
     bool enabled = !strcmp(type, "enabled"), disabled = !strcmp(type, "disabled");
     if (!enabled && !disabled && strcmp(type, "adaptive"))
-        return BAD(e, "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'");
+        return BAD(e, NULL, NULL,
+                   "thinking.type: Input should be 'enabled', 'disabled' or 'adaptive'");
     static const char *const keys_on[]  = {"type", "budget_tokens", "display", NULL};
     static const char *const keys_ad[]  = {"type", "display", "block_binding", NULL};
     static const char *const keys_off[] = {"type", NULL};
@@ -1212,7 +1219,8 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
     if (display && (!cJSON_IsString(display) || (strcmp(display->valuestring, "summarized") &&
                                                  strcmp(display->valuestring, "omitted") &&
                                                  strcmp(display->valuestring, "updates"))))
-        return BAD(e, "thinking.display: Input should be 'summarized', 'omitted' or 'updates'");
+        return BAD(e, NULL, NULL,
+                   "thinking.display: Input should be 'summarized', 'omitted' or 'updates'");
     known_noop(req, th, "thinking", "block_binding");
     /* omitted: the reply's thinking blocks come back empty (anth_response.c reads the flag) */
     if (display && !strcmp(display->valuestring, "omitted") &&
@@ -1223,10 +1231,11 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
         int64_t v      = 0;
         if (!b)
             return missing(e, "thinking.budget_tokens");
-        if (!want_int(b, "thinking.budget_tokens", 1024, 2147483647.0, &v, e))
+        if (!reqjson_int(&ANTH, b, "thinking.budget_tokens", 1024, 2147483647.0, &v, e))
             return false;
         if (kind == ANTH_MESSAGES && cJSON_IsNumber(max_tokens) && v >= max_tokens->valuedouble)
-            return BAD(e, "max_tokens: must be greater than thinking.budget_tokens (%lld)",
+            return BAD(e, NULL, NULL,
+                       "max_tokens: must be greater than thinking.budget_tokens (%lld)",
                        (long long)v);
     }
     return kwarg(req, "enable_thinking", cJSON_CreateBool(!disabled), e);
@@ -1243,8 +1252,9 @@ static bool take_format(const cJSON *f, const char *path, struct oai_request *re
     if (!cJSON_IsObject(f))
         return wrong(e, path, "a valid dictionary");
     if (req->schema)
-        return BAD(e, "%s: the reply's format is given twice (output_format and "
-                      "output_config.format): give one",
+        return BAD(e, NULL, NULL,
+                   "%s: the reply's format is given twice (output_format and "
+                   "output_config.format): give one",
                    path);
     static const char *const keys[] = {"type", "schema", NULL};
     anth_note_others(req, f, path, keys);
@@ -1252,7 +1262,7 @@ static bool take_format(const cJSON *f, const char *path, struct oai_request *re
     if (!type)
         return false;
     if (strcmp(type, "json_schema"))
-        return BAD(e, "%s.type: Input should be 'json_schema'", path);
+        return BAD(e, NULL, NULL, "%s.type: Input should be 'json_schema'", path);
     const cJSON *schema = reqjson_field(f, "schema");
     char sp[PATH_MAX_LEN];
     pathf(sp, "%s.schema", path);
@@ -1293,8 +1303,9 @@ static bool take_mcp_servers(const cJSON *ms, struct oai_request *req, struct oa
     if (!cJSON_IsArray(ms))
         return wrong(e, "mcp_servers", "a valid list");
     if (cJSON_GetArraySize(ms) > 0)
-        return BAD(e, "mcp_servers: this server connects to no MCP servers, so their tools "
-                      "cannot be run; give the tools as client tools instead");
+        return BAD(e, NULL, NULL,
+                   "mcp_servers: this server connects to no MCP servers, so their tools "
+                   "cannot be run; give the tools as client tools instead");
     anth_note(req, "mcp_servers", false);
     return true;
 }
@@ -1304,8 +1315,9 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
     if (!cJSON_IsArray(st))
         return wrong(e, "stop_sequences", "a valid list");
     if (cJSON_GetArraySize(st) > OAI_MAX_STOP)
-        return BAD(e, "stop_sequences: at most %d stop sequences are supported by this server, "
-                      "but got %d",
+        return BAD(e, NULL, NULL,
+                   "stop_sequences: at most %d stop sequences are supported by this server, "
+                   "but got %d",
                    OAI_MAX_STOP, cJSON_GetArraySize(st));
     int i = 0;
     const cJSON *s;
@@ -1316,7 +1328,7 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
         if (!cJSON_IsString(s))
             return wrong(e, p, "a valid string");
         if (!*s->valuestring)
-            return BAD(e, "%s: String should have at least 1 character", p);
+            return BAD(e, NULL, NULL, "%s: String should have at least 1 character", p);
         if (!(req->stop[req->n_stop] = strdup(s->valuestring)))
             return OOM(e);
         req->n_stop++;
@@ -1335,121 +1347,232 @@ static bool take_metadata(const cJSON *md, struct oai_request *req, struct oai_e
     return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
 }
 
-/* ---------------------------------------------------------------- parse --- */
+/* ------------------------------------------------------------ the table --- */
 
-static bool listed(const char *const *names, const char *name)
+/* What one body carries between its fields while they are read. */
+struct scratch {
+    const cJSON *root;
+    enum anth_kind kind;
+    struct tool_changes tc;  /* what the conversation changes in the tools (take_tools) */
+    const char *turn_effort; /* a system message's output_config.effort, or NULL */
+};
+
+enum ftype {
+    T_NUM,  /* number in [lo, hi] -> float at off */
+    T_INT,  /* integer in [lo, hi] -> int32 at off */
+    T_BOOL, /* boolean -> bool at off */
+    T_FN,   /* the rule's own function */
+    T_READ, /* read by another field's function */
+    T_NOOP, /* defined, and without effect on the reply here: noted */
+};
+
+#define K_MSG   (1u << ANTH_MESSAGES)
+#define K_BOTH  (K_MSG | 1u << ANTH_COUNT_TOKENS)
+#define REQ     1u /* absent: "Field required" */
+#define ALWAYS  2u /* absent: fn still runs, with it NULL */
+#define AT(f)   offsetof(struct oai_request, f)
+#define INT_TOP 2147483647.0
+
+struct rule {
+    const char *name;
+    unsigned kinds; /* bodies that take it (K_*); count_tokens notes the others as unknown */
+    enum ftype type;
+    unsigned flags; /* REQ, ALWAYS */
+    double lo, hi;
+    size_t off;
+    bool (*fn)(const cJSON *it, struct oai_request *req, struct scratch *sc, struct oai_error *e);
+};
+
+static bool fn_model(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                     struct oai_error *e)
 {
-    for (size_t k = 0; names[k]; k++)
-        if (!strcmp(names[k], name))
-            return true;
-    return false;
+    if (!reqjson_check(&ANTH, it, "model", RJ_STRING, e))
+        return false;
+    return (req->model = strdup(it->valuestring)) != NULL || OOM(e);
 }
 
-static bool translate(const cJSON *root, enum anth_kind kind, struct oai_request *req,
+/* messages, with the top-level system prompt first */
+static bool fn_messages(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                        struct oai_error *e)
+{
+    return take_messages(it, reqjson_field(sc->root, "system"), req, &sc->tc, &sc->turn_effort, e);
+}
+
+/* tools, and what the conversation changed in them: it runs when tools is absent too */
+static bool fn_tools(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                     struct oai_error *e)
+{
+    return take_tools(it, &sc->tc, req, e);
+}
+
+static bool fn_tool_choice(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                           struct oai_error *e)
+{
+    return take_tool_choice(it, req, e);
+}
+
+static bool fn_thinking(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                        struct oai_error *e)
+{
+    return take_thinking(it, sc->kind, reqjson_field(sc->root, "max_tokens"), req, e);
+}
+
+static bool fn_cache_control(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                             struct oai_error *e)
+{
+    return check_cache_control(req, sc->root, "", e);
+}
+
+static bool fn_output_format(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                             struct oai_error *e)
+{
+    return take_format(it, "output_format", req, e);
+}
+
+/* output_config; a system message's effort then overrides its effort, given or not */
+static bool fn_output_config(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                             struct oai_error *e)
+{
+    if (it && !take_output_config(it, req, e))
+        return false;
+    return !sc->turn_effort ||
+           kwarg(req, "reasoning_effort", cJSON_CreateString(sc->turn_effort), e);
+}
+
+static bool fn_mcp_servers(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                           struct oai_error *e)
+{
+    return take_mcp_servers(it, req, e);
+}
+
+static bool fn_context(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                       struct oai_error *e)
+{
+    return anth_context_edits(it, req, e);
+}
+
+static bool fn_stop(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                    struct oai_error *e)
+{
+    return take_stop(it, req, e);
+}
+
+static bool fn_metadata(const cJSON *it, struct oai_request *req, struct scratch *sc,
+                        struct oai_error *e)
+{
+    return take_metadata(it, req, e);
+}
+
+/*
+ * Every top-level field, read in this order (a later field may need an earlier one's result:
+ * tools the conversation's changes, tool_choice the tools), so the first refusal is the same
+ * whatever order the body gives them in. A T_NOOP field is defined and without effect on the
+ * reply here: routing, billing, storage, betas, and compaction (a summary Anthropic's server
+ * writes past a threshold: hearth writes none, and refuses a conversation past its context as
+ * any). Fields of a generation only (K_MSG) are noted as unknown in count_tokens, as
+ * Anthropic's refuses them there.
+ */
+static const struct rule FIELDS[] = {
+    {"model", K_BOTH, T_FN, REQ, 0, 0, 0, fn_model},
+    /* clamped to the slot's room by oai_make_jobs */
+    {"max_tokens", K_MSG, T_INT, REQ, 1, INT_TOP, AT(max_tokens), NULL},
+    {"messages", K_BOTH, T_FN, REQ, 0, 0, 0, fn_messages},
+    {"system", K_BOTH, T_READ, 0, 0, 0, 0, NULL}, /* by fn_messages */
+    {"tools", K_BOTH, T_FN, ALWAYS, 0, 0, 0, fn_tools},
+    {"tool_choice", K_BOTH, T_FN, 0, 0, 0, 0, fn_tool_choice},
+    {"thinking", K_BOTH, T_FN, 0, 0, 0, 0, fn_thinking},
+    {"cache_control", K_BOTH, T_FN, 0, 0, 0, 0, fn_cache_control},
+    {"output_format", K_BOTH, T_FN, 0, 0, 0, 0, fn_output_format},
+    {"output_config", K_BOTH, T_FN, ALWAYS, 0, 0, 0, fn_output_config},
+    {"mcp_servers", K_BOTH, T_FN, 0, 0, 0, 0, fn_mcp_servers},
+    {"context_management", K_BOTH, T_FN, 0, 0, 0, 0, fn_context},
+    {"stop_sequences", K_MSG, T_FN, 0, 0, 0, 0, fn_stop},
+    {"metadata", K_MSG, T_FN, 0, 0, 0, 0, fn_metadata},
+    {"temperature", K_MSG, T_NUM, 0, 0, 1, AT(sampling.temperature), NULL},
+    {"top_p", K_MSG, T_NUM, 0, 0, 1, AT(sampling.top_p), NULL},
+    {"top_k", K_MSG, T_INT, 0, 0, INT_TOP, AT(sampling.top_k), NULL},
+    {"stream", K_MSG, T_BOOL, 0, 0, 0, AT(stream), NULL},
+    {"service_tier", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"container", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"inference_geo", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"diagnostics", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"fallbacks", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"fallback_credit_token", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"thread", K_MSG, T_NOOP, 0, 0, 0, 0, NULL},
+    {"speed", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"betas", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"user_profile_id", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"workspace_id", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"billing_policy", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+    {"compaction", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
+};
+
+#define N_FIELDS (sizeof FIELDS / sizeof FIELDS[0])
+
+static const struct rule *rule_of(const char *name)
+{
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (!strcmp(FIELDS[i].name, name))
+            return &FIELDS[i];
+    return NULL;
+}
+
+static bool apply(const struct rule *r, const cJSON *it, struct oai_request *req,
+                  struct scratch *sc, struct oai_error *e)
+{
+    char *at   = (char *)req + r->off;
+    double dv  = 0;
+    int64_t iv = 0;
+    switch (r->type) {
+    case T_NUM:
+        if (!reqjson_number(&ANTH, it, r->name, r->lo, r->hi, &dv, e))
+            return false;
+        *(float *)at = (float)dv;
+        return true;
+    case T_INT:
+        if (!reqjson_int(&ANTH, it, r->name, r->lo, r->hi, &iv, e))
+            return false;
+        *(int32_t *)at = (int32_t)iv;
+        return true;
+    case T_BOOL:
+        return reqjson_bool(&ANTH, it, r->name, (bool *)at, e);
+    case T_FN:
+        return r->fn(it, req, sc, e);
+    case T_READ:
+    case T_NOOP:
+        break;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- parse --- */
+
+static bool translate(const cJSON *root, struct oai_request *req, struct scratch *sc,
                       struct oai_error *e)
 {
-    /* fields of both bodies, read below */
-    static const char *const both[] = {
-        "model",         "messages",           "system",        "tools",
-        "tool_choice",   "thinking",           "cache_control", "context_management",
-        "output_config", "output_format",      "mcp_servers",   NULL};
-    /* fields of a generation only: count_tokens notes them as Anthropic's refuses them */
-    static const char *const gen[] = {"max_tokens",   "stream",        "stop_sequences",
-                                      "temperature",  "top_p",         "top_k",
-                                      "metadata",     "service_tier",  "container",
-                                      "inference_geo", "diagnostics",  "fallbacks",
-                                      "fallback_credit_token", "thread", NULL};
-    /* defined, and without effect on the reply here: routing, billing, storage, betas, and
-     * compaction (a summary Anthropic's server writes past a threshold: hearth writes none,
-     * and refuses a conversation past its context as any) */
-    static const char *const noop[] = {
-        "service_tier", "container",    "inference_geo",  "speed",
-        "betas",        "diagnostics",  "user_profile_id", "workspace_id",
-        "billing_policy", "compaction", "fallbacks",      "fallback_credit_token",
-        "thread",       NULL};
+    unsigned kind = 1u << sc->kind;
     const cJSON *it;
     cJSON_ArrayForEach(it, root)
     {
         if (cJSON_GetObjectItemCaseSensitive(root, it->string) != it)
-            return BAD(e, "%.64s: given twice", it->string);
-        if (cJSON_IsNull(it) || listed(both, it->string))
+            return BAD(e, NULL, NULL, "%.64s: given twice", it->string);
+        if (cJSON_IsNull(it))
             continue;
-        bool is_gen = listed(gen, it->string);
-        if (kind == ANTH_COUNT_TOKENS && is_gen)
+        const struct rule *r = rule_of(it->string);
+        if (!r || !(r->kinds & kind))
             anth_note(req, it->string, true);
-        else if (listed(noop, it->string))
+        else if (r->type == T_NOOP)
             anth_note(req, it->string, false);
-        else if (!is_gen)
-            anth_note(req, it->string, true);
     }
-    const char *model = want_string(root, "model", "", e);
-    if (!model)
-        return false;
-    if (!(req->model = strdup(model)))
-        return OOM(e);
-    const cJSON *max_tokens = reqjson_field(root, "max_tokens");
-    if (kind == ANTH_MESSAGES) {
-        int64_t v = 0;
-        if (!max_tokens)
-            return missing(e, "max_tokens");
-        if (!want_int(max_tokens, "max_tokens", 1, 2147483647.0, &v, e))
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const struct rule *r = &FIELDS[i];
+        if (!(r->kinds & kind) || r->type == T_READ || r->type == T_NOOP)
+            continue;
+        it = reqjson_field(root, r->name);
+        if (!it && (r->flags & REQ))
+            return missing(e, r->name);
+        if ((it || (r->flags & ALWAYS)) && !apply(r, it, req, sc, e))
             return false;
-        req->max_tokens = (int32_t)v; /* clamped to the slot's room by oai_make_jobs */
-    }
-    const cJSON *msgs = reqjson_field(root, "messages");
-    if (!msgs)
-        return missing(e, "messages");
-    const char *turn_effort = NULL; /* a system message's output_config.effort */
-    struct tool_changes tc  = {0};
-    bool ok = take_messages(msgs, reqjson_field(root, "system"), req, &tc, &turn_effort, e) &&
-              take_tools(reqjson_field(root, "tools"), &tc, req, e);
-    changes_free(&tc);
-    if (!ok)
-        return false;
-    if ((it = reqjson_field(root, "tool_choice")) && !take_tool_choice(it, req, e))
-        return false;
-    if ((it = reqjson_field(root, "thinking")) && !take_thinking(it, kind, max_tokens, req, e))
-        return false;
-    if (!check_cache_control(req, root, "", e))
-        return false;
-    if ((it = reqjson_field(root, "output_format")) &&
-        !take_format(it, "output_format", req, e))
-        return false;
-    if ((it = reqjson_field(root, "output_config")) && !take_output_config(it, req, e))
-        return false;
-    if (turn_effort && !kwarg(req, "reasoning_effort", cJSON_CreateString(turn_effort), e))
-        return false;
-    if ((it = reqjson_field(root, "mcp_servers")) && !take_mcp_servers(it, req, e))
-        return false;
-    if ((it = reqjson_field(root, "context_management")) && !anth_context_edits(it, req, e))
-        return false;
-    if (kind == ANTH_COUNT_TOKENS)
-        return true;
-    if ((it = reqjson_field(root, "stop_sequences")) && !take_stop(it, req, e))
-        return false;
-    if ((it = reqjson_field(root, "metadata")) && !take_metadata(it, req, e))
-        return false;
-    double d = 0;
-    if ((it = reqjson_field(root, "temperature"))) {
-        if (!want_number(it, "temperature", 0, 1, &d, e))
-            return false;
-        req->sampling.temperature = (float)d;
-    }
-    if ((it = reqjson_field(root, "top_p"))) {
-        if (!want_number(it, "top_p", 0, 1, &d, e))
-            return false;
-        req->sampling.top_p = (float)d;
-    }
-    if ((it = reqjson_field(root, "top_k"))) {
-        int64_t v = 0;
-        if (!want_int(it, "top_k", 0, 2147483647.0, &v, e))
-            return false;
-        req->sampling.top_k = (int32_t)v;
-    }
-    if ((it = reqjson_field(root, "stream"))) {
-        if (!cJSON_IsBool(it))
-            return wrong(e, "stream", "a valid boolean");
-        req->stream = cJSON_IsTrue(it);
     }
     return true;
 }
@@ -1461,11 +1584,17 @@ bool anth_parse(enum anth_kind kind, const char *body, size_t len, struct oai_re
     size_t at;
     cJSON *root = reqjson_parse(body, len, &at);
     if (!root)
-        return BAD(e, "There was an error parsing the body of your request: invalid JSON near "
-                      "byte %zu of %zu",
+        return BAD(e, NULL, NULL,
+                   "There was an error parsing the body of your request: invalid JSON near "
+                   "byte %zu of %zu",
                    at, len);
-    bool ok = cJSON_IsObject(root) ? translate(root, kind, req, e)
-                                   : BAD(e, "The request body must be a JSON object");
+    struct scratch sc = {.root = root, .kind = kind};
+    bool ok           = cJSON_IsObject(root);
+    if (!ok)
+        BAD(e, NULL, NULL, "The request body must be a JSON object");
+    else
+        ok = translate(root, req, &sc, e);
+    changes_free(&sc.tc);
     cJSON_Delete(root);
     if (!ok)
         oai_request_free(req);

@@ -10,7 +10,6 @@
  * a client sends is silently ignored.
  */
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,46 +18,9 @@
 #include "serve/openai.h"
 #include "serve/reqjson.h"
 
-#define BAD(e, code, param, ...)                                                                   \
-    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
-#define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory reading the request")
-
-/* ---------------------------------------------------------- typed fields --- */
-
-static bool want_number(const cJSON *it, const char *param, double lo, double hi, double *out,
-                        struct oai_error *e)
-{
-    if (!cJSON_IsNumber(it))
-        return reqjson_wrong_type(e, param, "a number", it);
-    double v = it->valuedouble;
-    if (!isfinite(v) || v < lo || v > hi)
-        return BAD(e, "invalid_value", param,
-                   "Invalid '%s': expected a value between %g and %g, but got %g instead.", param,
-                   lo, hi, v);
-    *out = v;
-    return true;
-}
-
-static bool want_int(const cJSON *it, const char *param, double lo, double hi, int64_t *out,
-                     struct oai_error *e)
-{
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) ||
-        it->valuedouble != floor(it->valuedouble))
-        return reqjson_wrong_type(e, param, "an integer", it);
-    double v = it->valuedouble;
-    if (v < lo)
-        return BAD(e, "integer_below_min_value", param,
-                   "Invalid '%s': integer below minimum value. Expected a value >= %.0f, but got "
-                   "%.0f instead.",
-                   param, lo, v);
-    if (v > hi)
-        return BAD(e, "integer_above_max_value", param,
-                   "Invalid '%s': integer above maximum value. Expected a value <= %.0f, but got "
-                   "%.0f instead.",
-                   param, hi, v);
-    *out = (int64_t)v;
-    return true;
-}
+#define BAD    REQJSON_BAD
+#define OOM(e) REQJSON_OOM(e, "server_error")
+#define OPENAI (&reqjson_openai)
 
 static char *dup_str(const char *s, struct oai_error *e)
 {
@@ -162,15 +124,12 @@ static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
         cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function", i, j);
         if (!cJSON_IsObject(fn))
-            return fn ? reqjson_wrong_type(e, param, "an object", fn)
-                      : BAD(e, "missing_required_parameter", param,
-                            "Missing required parameter: '%s'.", param);
+            return fn ? reqjson_wrong_type(e, param, "an object", fn) : reqjson_missing(e, param);
         const cJSON *name = reqjson_field(fn, "name");
         if (!cJSON_IsString(name)) {
             snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.name", i, j);
             return name ? reqjson_wrong_type(e, param, "a string", name)
-                        : BAD(e, "missing_required_parameter", param,
-                              "Missing required parameter: '%s'.", param);
+                        : reqjson_missing(e, param);
         }
         cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.arguments", i, j);
@@ -215,8 +174,7 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
     cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!c || cJSON_IsNull(c)) {
         if (!assistant)
-            return BAD(e, "missing_required_parameter", param,
-                       "Missing required parameter: '%s'.", param);
+            return reqjson_missing(e, param);
         /* An assistant turn that only calls tools comes with content null (the OpenAI SDKs
          * send it so); templates test it as a string ('</think>' in message.content), so they
          * see "" as vLLM and mlx-lm give them. */
@@ -287,9 +245,7 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
         const cJSON *fn = reqjson_field(t, "function");
         snprintf(param, sizeof param, "tools[%d].function", j);
         if (!cJSON_IsObject(fn))
-            return fn ? reqjson_wrong_type(e, param, "an object", fn)
-                      : BAD(e, "missing_required_parameter", param,
-                            "Missing required parameter: '%s'.", param);
+            return fn ? reqjson_wrong_type(e, param, "an object", fn) : reqjson_missing(e, param);
         const cJSON *name = reqjson_field(fn, "name");
         if (!cJSON_IsString(name) || !name->valuestring[0]) {
             snprintf(param, sizeof param, "tools[%d].function.name", j);
@@ -387,8 +343,7 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
                    t);
     const cJSON *js = reqjson_field(rf, "json_schema");
     if (!cJSON_IsObject(js))
-        return BAD(e, "missing_required_parameter", "response_format.json_schema",
-                   "Missing required parameter: 'response_format.json_schema'.");
+        return reqjson_missing(e, "response_format.json_schema");
     cJSON_ArrayForEach(k, js)
     {
         if (strcmp(k->string, "name") && strcmp(k->string, "schema") &&
@@ -402,8 +357,7 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
     const cJSON *name = reqjson_field(js, "name"), *schema = reqjson_field(js, "schema"),
                 *strict = reqjson_field(js, "strict");
     if (!cJSON_IsString(name) || !name->valuestring[0])
-        return BAD(e, "missing_required_parameter", "response_format.json_schema.name",
-                   "Missing required parameter: 'response_format.json_schema.name'.");
+        return reqjson_missing(e, "response_format.json_schema.name");
     if (strict && !cJSON_IsBool(strict))
         return reqjson_wrong_type(e, "response_format.json_schema.strict", "a boolean", strict);
     if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
@@ -700,7 +654,7 @@ static bool fn_max_tokens(const struct rule *r, const cJSON *it, struct oai_requ
 {
     bool n_predict = !strcmp(r->name, "n_predict");
     int64_t v = 0;
-    if (!want_int(it, r->name, n_predict ? -1 : 1, 2147483647.0, &v, e))
+    if (!reqjson_int(OPENAI, it, r->name, n_predict ? -1 : 1, 2147483647.0, &v, e))
         return false;
     if (n_predict && v == 0)
         return BAD(e, "invalid_value", r->name,
@@ -713,7 +667,7 @@ static bool fn_top_k(const struct rule *r, const cJSON *it, struct oai_request *
                      struct scratch *sc, struct oai_error *e)
 {
     int64_t v = 0;
-    if (!want_int(it, r->name, -1, 2147483647.0, &v, e))
+    if (!reqjson_int(OPENAI, it, r->name, -1, 2147483647.0, &v, e))
         return false;
     req->sampling.top_k = v < 0 ? 0 : (int32_t)v;
     return true;
@@ -723,7 +677,7 @@ static bool fn_penalty(const struct rule *r, const cJSON *it, struct oai_request
                        struct scratch *sc, struct oai_error *e)
 {
     double v = 0;
-    if (!want_number(it, r->name, 0, 10, &v, e))
+    if (!reqjson_number(OPENAI, it, r->name, 0, 10, &v, e))
         return false;
     if (v <= 0)
         return BAD(e, "invalid_value", r->name,
@@ -736,7 +690,7 @@ static bool fn_seed(const struct rule *r, const cJSON *it, struct oai_request *r
                     struct scratch *sc, struct oai_error *e)
 {
     int64_t v = 0; /* integers a double holds exactly; negative seeds wrap as two's complement */
-    if (!want_int(it, r->name, -9007199254740992.0, 9007199254740992.0, &v, e))
+    if (!reqjson_int(OPENAI, it, r->name, -9007199254740992.0, 9007199254740992.0, &v, e))
         return false;
     req->sampling.seed = (uint64_t)v;
     req->has_seed      = true;
@@ -753,7 +707,7 @@ static bool fn_logprobs(const struct rule *r, const cJSON *it, struct oai_reques
         return true;
     }
     int64_t v = 0;
-    if (!want_int(it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
+    if (!reqjson_int(OPENAI, it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
         return false;
     req->top_logprobs = (int32_t)v;
     return true;
@@ -763,7 +717,7 @@ static bool fn_top_logprobs(const struct rule *r, const cJSON *it, struct oai_re
                             struct scratch *sc, struct oai_error *e)
 {
     int64_t v = 0;
-    if (!want_int(it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
+    if (!reqjson_int(OPENAI, it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
         return false;
     req->top_logprobs    = (int32_t)v;
     sc->has_top_logprobs = true;
@@ -943,7 +897,7 @@ static bool fn_n_probs(const struct rule *r, const cJSON *it, struct oai_request
                        struct scratch *sc, struct oai_error *e)
 {
     int64_t v = 0;
-    if (!want_int(it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
+    if (!reqjson_int(OPENAI, it, r->name, 0, OAI_MAX_TOP_LOGPROBS, &v, e))
         return false;
     if (v > 0) {
         req->top_logprobs    = (int32_t)v;
@@ -1064,22 +1018,19 @@ static bool apply(const struct rule *r, const cJSON *it, struct oai_request *req
     int64_t iv = 0;
     switch (r->type) {
     case T_NUM:
-        if (!want_number(it, r->name, r->lo, r->hi, &dv, e))
+        if (!reqjson_number(OPENAI, it, r->name, r->lo, r->hi, &dv, e))
             return false;
         *(float *)at = (float)dv;
         return true;
     case T_INT:
-        if (!want_int(it, r->name, r->lo, r->hi, &iv, e))
+        if (!reqjson_int(OPENAI, it, r->name, r->lo, r->hi, &iv, e))
             return false;
         *(int32_t *)at = (int32_t)iv;
         return true;
     case T_BOOL:
-        if (!cJSON_IsBool(it))
-            return reqjson_wrong_type(e, r->name, "a boolean", it);
-        *(bool *)at = cJSON_IsTrue(it);
-        return true;
+        return reqjson_bool(OPENAI, it, r->name, (bool *)at, e);
     case T_STR:
-        return cJSON_IsString(it) || reqjson_wrong_type(e, r->name, "a string", it);
+        return reqjson_check(OPENAI, it, r->name, RJ_STRING, e);
     case T_FN:
         return r->fn(r, it, req, sc, e);
     }
@@ -1093,11 +1044,9 @@ static bool cross_checks(const cJSON *root, struct oai_request *req, struct scra
                          struct oai_error *e)
 {
     if (req->kind != OAI_COMPLETION && !req->messages)
-        return BAD(e, "missing_required_parameter", "messages",
-                   "Missing required parameter: 'messages'.");
+        return reqjson_missing(e, "messages");
     if (req->kind == OAI_COMPLETION && !req->prompts)
-        return BAD(e, "missing_required_parameter", "prompt",
-                   "Missing required parameter: 'prompt'.");
+        return reqjson_missing(e, "prompt");
     /* the newest name wins: max_completion_tokens, then max_tokens, then n_predict */
     for (int k = 0; k < 3; k++)
         if (sc->max_tokens[k])

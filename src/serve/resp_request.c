@@ -10,6 +10,10 @@
  * Responses names in every error. Fields accepted without effect are noted
  * on a scratch request and copied onto the parsed one (oai_parse starts it
  * afresh), as "path" or "path:value" ("tools.4:web_search").
+ *
+ * Every top-level field is one row of one table (FIELDS), as in
+ * oai_request.c: its type, whether it goes to the chat body, the echo or
+ * the notes, and the function that reads the rest of it.
  */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -22,27 +26,37 @@
 #include "serve/reqjson.h"
 #include "serve/responses.h"
 
-#define BAD(e, code, param, ...)                                                                   \
-    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
-#define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory reading the request")
+#define BAD    REQJSON_BAD
+#define OOM(e) REQJSON_OOM(e, "server_error")
 
-static bool missing(struct oai_error *e, const char *param)
+/*
+ * The Responses API words an integer out of range its own way; one past what int64 holds has
+ * always been refused here as no integer at all. Otherwise OpenAI's wording.
+ */
+static bool out_of_range(struct oai_error *e, const char *param, enum reqjson_type t, double lo,
+                         double hi, const cJSON *it)
 {
-    return BAD(e, "missing_required_parameter", param, "Missing required parameter: '%s'.", param);
+    double v = it->valuedouble;
+    if (t != RJ_INTEGER)
+        return reqjson_openai.out_of_range(e, param, t, lo, hi, it);
+    if (v >= 9223372036854775808.0 || v < -9223372036854775808.0)
+        return reqjson_wrong_type(e, param, "an integer", it);
+    return BAD(e, "invalid_value", param, "Invalid '%s': expected %d to %d, but got %g.", param,
+               (int)lo, (int)hi, v);
 }
 
-/* A required string member of obj; false with *e when absent or not a string. */
+static const struct reqjson_dialect RESP = {
+    .type_name    = {"a number", "an integer", "a boolean", "a string", "an object", "an array"},
+    .missing      = reqjson_missing,
+    .wrong_type   = reqjson_wrong_type,
+    .out_of_range = out_of_range,
+};
+
+/* A required string member of obj; NULL with *e when absent or not a string. */
 static const cJSON *want_string(const cJSON *obj, const char *name, const char *at,
                                 struct oai_error *e)
 {
-    char param[96];
-    snprintf(param, sizeof param, "%s.%s", at, name);
-    const cJSON *it = reqjson_field(obj, name);
-    if (!it)
-        return missing(e, param), NULL;
-    if (!cJSON_IsString(it))
-        return reqjson_wrong_type(e, param, "a string", it), NULL;
-    return it;
+    return reqjson_member(&RESP, obj, name, at, RJ_STRING, e);
 }
 
 /* ------------------------------------------------------------ the input --- */
@@ -79,6 +93,7 @@ struct rp {
     bool logprobs;            /* include message.output_text.logprobs, or top_logprobs > 0 */
     int top_logprobs;         /* top_logprobs as given, or 0 */
     bool has_input;
+    struct conv *cv;          /* the conversation input builds */
     struct oai_request notes; /* only ignored[]: copied onto the parsed request */
 };
 
@@ -386,7 +401,7 @@ static cJSON *tools_of(struct rp *p, const cJSON *tools, struct oai_error *e)
             char param[64];
             snprintf(param, sizeof param, "%s.tools", at);
             if (ns && !cJSON_IsArray(in)) {
-                in ? reqjson_wrong_type(e, param, "an array", in) : missing(e, param);
+                in ? reqjson_wrong_type(e, param, "an array", in) : reqjson_missing(e, param);
             } else if (ns) {
                 ok = true;
                 int k = 0;
@@ -434,7 +449,7 @@ static cJSON *tool_choice_of(struct rp *p, const cJSON *tc, struct oai_error *e)
                    NULL;
         if (!cJSON_IsArray(list))
             return list ? reqjson_wrong_type(e, "tool_choice.tools", "an array", list)
-                        : missing(e, "tool_choice.tools"),
+                        : reqjson_missing(e, "tool_choice.tools"),
                    NULL;
         p->allowed = list;
         return cJSON_CreateString(mode->valuestring);
@@ -470,7 +485,7 @@ static cJSON *content_of(const cJSON *c, const char *at, const char *name, struc
     char param[96];
     snprintf(param, sizeof param, "%s.%s", at, name);
     if (!c)
-        return missing(e, param), NULL;
+        return reqjson_missing(e, param), NULL;
     if (cJSON_IsString(c))
         return cJSON_CreateString(c->valuestring);
     if (!cJSON_IsArray(c))
@@ -628,7 +643,7 @@ static bool item_function_output(struct conv *cv, const cJSON *it, const char *a
     const cJSON *out = reqjson_field(it, "output");
     char *text       = NULL;
     if (!out)
-        return missing(e, param);
+        return reqjson_missing(e, param);
     if (cJSON_IsString(out)) {
         text = strdup(out->valuestring);
     } else if (cJSON_IsArray(out)) { /* text parts, joined: a tool message holds one string */
@@ -829,7 +844,7 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
         return false;
     const cJSON *s = reqjson_field(f, "schema");
     if (!s)
-        return missing(e, "text.format.schema");
+        return reqjson_missing(e, "text.format.schema");
     if (!cJSON_IsObject(s))
         return reqjson_wrong_type(e, "text.format.schema", "an object (a JSON schema)", s);
     const cJSON *strict = reqjson_field(f, "strict");
@@ -940,53 +955,6 @@ static void pass(cJSON *obj, const char *name, const cJSON *it)
     cJSON_AddItemToObject(obj, name, cJSON_Duplicate(it, true));
 }
 
-/* An integer in [lo, hi], or a 400 naming n. */
-static bool int_in(const cJSON *it, const char *n, int lo, int hi, struct oai_error *e)
-{
-    if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int64_t)it->valuedouble)
-        return reqjson_wrong_type(e, n, "an integer", it);
-    if (it->valuedouble < lo || it->valuedouble > hi)
-        return BAD(e, "invalid_value", n, "Invalid '%s': expected %d to %d, but got %g.", n, lo,
-                   hi, it->valuedouble);
-    return true;
-}
-
-/* Fields the API defines that do not change what is generated: accepted, noted, and those
- * the response object carries echoed. want: the JSON type they must have (0: any). */
-static const struct {
-    const char *name;
-    int want; /* cJSON_String, cJSON_Object, cJSON_True (a boolean), 0 */
-    bool echo;
-} INERT[] = {
-    {"store", cJSON_True, false},        {"safety_identifier", cJSON_String, true},
-    {"prompt_cache_key", cJSON_String, true}, {"prompt_cache_retention", cJSON_String, false},
-    {"service_tier", cJSON_String, false}, {"user", cJSON_String, true},
-    {"context_management", 0, false},    {"moderation", 0, false},
-    {"client_metadata", cJSON_Object, false}, /* Codex's trace ids; OpenAI's endpoint takes it */
-};
-
-static bool inert(struct rp *p, const cJSON *it, struct oai_error *e)
-{
-    const char *n = it->string;
-    for (size_t k = 0; k < sizeof INERT / sizeof INERT[0]; k++) {
-        if (strcmp(n, INERT[k].name))
-            continue;
-        int w = INERT[k].want;
-        if (w == cJSON_String && !cJSON_IsString(it))
-            return reqjson_wrong_type(e, n, "a string", it);
-        if (w == cJSON_True && !cJSON_IsBool(it))
-            return reqjson_wrong_type(e, n, "a boolean", it);
-        if (w == cJSON_Object && !cJSON_IsObject(it))
-            return reqjson_wrong_type(e, n, "an object", it);
-        if (INERT[k].echo)
-            pass(p->echo, n, it);
-        note(p, n, NULL, false);
-        return true;
-    }
-    note(p, n, NULL, true); /* a field the API does not define: accepted, noted as unknown */
-    return true;
-}
-
 static bool take_metadata(struct rp *p, const cJSON *it, struct oai_error *e)
 {
     const char *n = it->string;
@@ -1009,120 +977,157 @@ static bool take_metadata(struct rp *p, const cJSON *it, struct oai_error *e)
     return true;
 }
 
-/* Every top-level field: into the chat body, the echo, a note, or a refusal. */
-static bool take_field(struct rp *p, struct conv *cv, const cJSON *it, struct oai_error *e)
+/* ------------------------------------------------------------ the table --- */
+
+#define ANY   RJ_N_TYPES /* any JSON type: the rule's function checks it, or nothing does */
+#define ECHO  1u         /* the response object echoes it */
+#define NOTE  2u         /* accepted without effect on the reply: noted */
+#define NULLS 4u         /* null is read too, not skipped as "not given" */
+
+struct rule {
+    const char *name;
+    enum reqjson_type type; /* checked first (ANY: not); an integer in [lo, hi] */
+    double lo, hi;
+    const char *chat; /* copied as it is into the chat body under this name (checked there) */
+    unsigned flags;   /* ECHO, NOTE, NULLS */
+    bool (*fn)(struct rp *p, const cJSON *it, struct oai_error *e);
+};
+
+static bool fn_input(struct rp *p, const cJSON *it, struct oai_error *e)
 {
-    const char *n = it->string;
-    if (!strcmp(n, "model") || !strcmp(n, "temperature") || !strcmp(n, "top_p") ||
-        !strcmp(n, "stream") || !strcmp(n, "parallel_tool_calls")) {
-        pass(p->chat, n, it); /* checked by the chat path */
-        if (strcmp(n, "model") && strcmp(n, "stream"))
-            pass(p->echo, n, it);
-        return true;
+    p->has_input = true;
+    return take_input(p, p->cv, it, e);
+}
+
+static bool fn_tools(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    cJSON *t = tools_of(p, it, e);
+    return t && (cJSON_AddItemToObject(p->chat, "tools", t), true);
+}
+
+static bool fn_tool_choice(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    cJSON *tc = tool_choice_of(p, it, e);
+    return tc && (cJSON_AddItemToObject(p->chat, "tool_choice", tc), true);
+}
+
+/* the alternatives each output_text token lists */
+static bool fn_top_logprobs(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    p->top_logprobs = it->valueint;
+    p->logprobs |= it->valueint > 0;
+    return true;
+}
+
+static bool fn_background(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    if (cJSON_IsTrue(it))
+        return BAD(e, "unsupported_value", it->string,
+                   "Unsupported value: 'background' true needs stored responses to poll, and "
+                   "this server stores nothing; stream the response instead.");
+    return true;
+}
+
+/* "auto" would drop the oldest items of a prompt that does not fit; here one that does not fit
+ * is refused with both sizes, so a fitting prompt is as asked */
+static bool fn_truncation(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    if (!cJSON_IsString(it) ||
+        (strcmp(it->valuestring, "auto") && strcmp(it->valuestring, "disabled")))
+        return BAD(e, "invalid_value", it->string,
+                   "Invalid 'truncation': expected 'auto' or 'disabled'.");
+    return true;
+}
+
+static bool fn_stream_options(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    if (!cJSON_IsObject(it))
+        return reqjson_wrong_type(e, it->string, "an object", it);
+    const cJSON *k;
+    cJSON_ArrayForEach(k, it)
+    {
+        bool known = !strcmp(k->string, "include_obfuscation");
+        if (known && !cJSON_IsBool(k) && !cJSON_IsNull(k))
+            return reqjson_wrong_type(e, "stream_options.include_obfuscation", "a boolean", k);
+        note(p, "stream_options.", k->string, !known); /* events are never padded */
     }
-    if (!strcmp(n, "max_output_tokens")) {
-        pass(p->chat, "max_tokens", it);
-        pass(p->echo, n, it);
-        return true;
-    }
-    if (!strcmp(n, "input")) {
-        p->has_input = true;
-        return take_input(p, cv, it, e);
-    }
-    if (!strcmp(n, "instructions")) {
-        if (!cJSON_IsString(it))
-            return reqjson_wrong_type(e, n, "a string", it);
-        pass(p->echo, n, it);
-        return true; /* placed first once all fields are read */
-    }
-    if (!strcmp(n, "tools")) {
-        cJSON *t = tools_of(p, it, e);
-        if (!t)
-            return false;
-        cJSON_AddItemToObject(p->chat, "tools", t);
-        pass(p->echo, n, it);
-        return true;
-    }
-    if (!strcmp(n, "tool_choice")) {
-        cJSON *tc = tool_choice_of(p, it, e);
-        if (!tc)
-            return false;
-        cJSON_AddItemToObject(p->chat, "tool_choice", tc);
-        pass(p->echo, n, it);
-        return true;
-    }
-    if (!strcmp(n, "text")) {
-        if (!take_text(p, it, e))
-            return false;
-        pass(p->echo, n, it);
-        return true;
-    }
-    if (!strcmp(n, "reasoning")) {
-        if (!take_reasoning(p, it, e))
-            return false;
-        pass(p->echo, n, it);
-        return true;
-    }
-    if (!strcmp(n, "include"))
-        return take_include(p, it, e);
-    if (!strcmp(n, "metadata"))
-        return take_metadata(p, it, e);
-    if (!strcmp(n, "max_tool_calls")) { /* honoured by the reply: calls past it are dropped */
-        if (!int_in(it, n, 0, 1 << 20, e))
-            return false;
-        pass(p->echo, n, it);
-        return true;
-    }
-    if (!strcmp(n, "top_logprobs")) { /* the alternatives each output_text token lists */
-        if (!int_in(it, n, 0, OAI_MAX_TOP_LOGPROBS, e))
-            return false;
-        p->top_logprobs = it->valueint;
-        p->logprobs |= it->valueint > 0;
-        pass(p->echo, n, it);
-        return true;
-    }
-    if (!strcmp(n, "background")) {
-        if (!cJSON_IsBool(it))
-            return reqjson_wrong_type(e, n, "a boolean", it);
-        if (cJSON_IsTrue(it))
-            return BAD(e, "unsupported_value", n,
-                       "Unsupported value: 'background' true needs stored responses to poll, and "
-                       "this server stores nothing; stream the response instead.");
-        note(p, n, NULL, false);
-        return true;
-    }
-    if (!strcmp(n, "truncation")) {
-        if (!cJSON_IsString(it) ||
-            (strcmp(it->valuestring, "auto") && strcmp(it->valuestring, "disabled")))
-            return BAD(e, "invalid_value", n,
-                       "Invalid 'truncation': expected 'auto' or 'disabled'.");
-        /* "auto" would drop the oldest items of a prompt that does not fit; here one that
-         * does not fit is refused with both sizes, so a fitting prompt is as asked */
-        pass(p->echo, n, it);
-        note(p, n, NULL, false);
-        return true;
-    }
-    if (!strcmp(n, "stream_options")) {
-        if (!cJSON_IsObject(it))
-            return reqjson_wrong_type(e, n, "an object", it);
-        const cJSON *k;
-        cJSON_ArrayForEach(k, it)
-        {
-            bool known = !strcmp(k->string, "include_obfuscation");
-            if (known && !cJSON_IsBool(k) && !cJSON_IsNull(k))
-                return reqjson_wrong_type(e, "stream_options.include_obfuscation", "a boolean", k);
-            note(p, "stream_options.", k->string, !known); /* events are never padded */
-        }
-        return true;
-    }
-    if (!strcmp(n, "previous_response_id") || !strcmp(n, "conversation") ||
-        !strcmp(n, "prompt"))
-        return BAD(e, "unsupported_parameter", n,
-                   "Unsupported parameter: '%s'. This server is stateless and stores no "
-                   "responses, conversations or prompts; send the whole conversation in "
-                   "'input'.",
-                   n);
-    return inert(p, it, e);
+    return true;
+}
+
+static bool fn_stateless(struct rp *p, const cJSON *it, struct oai_error *e)
+{
+    return BAD(e, "unsupported_parameter", it->string,
+               "Unsupported parameter: '%s'. This server is stateless and stores no "
+               "responses, conversations or prompts; send the whole conversation in "
+               "'input'.",
+               it->string);
+}
+
+/*
+ * Every top-level field the API defines: into the chat body, the echo, a note, or a refusal;
+ * the rest are accepted and noted as unknown. Those that do not change what is generated
+ * (store to moderation) are accepted and noted, those the response object carries echoed.
+ */
+static const struct rule FIELDS[] = {
+    {"model", ANY, 0, 0, "model", 0, NULL},
+    {"temperature", ANY, 0, 0, "temperature", ECHO, NULL},
+    {"top_p", ANY, 0, 0, "top_p", ECHO, NULL},
+    {"stream", ANY, 0, 0, "stream", 0, NULL},
+    {"parallel_tool_calls", ANY, 0, 0, "parallel_tool_calls", ECHO, NULL},
+    {"max_output_tokens", ANY, 0, 0, "max_tokens", ECHO, NULL},
+    {"input", ANY, 0, 0, NULL, NULLS, fn_input},
+    /* placed first in the conversation once all fields are read */
+    {"instructions", RJ_STRING, 0, 0, NULL, ECHO, NULL},
+    {"tools", ANY, 0, 0, NULL, ECHO, fn_tools},
+    {"tool_choice", ANY, 0, 0, NULL, ECHO, fn_tool_choice},
+    {"text", ANY, 0, 0, NULL, ECHO, take_text},
+    {"reasoning", ANY, 0, 0, NULL, ECHO, take_reasoning},
+    {"include", ANY, 0, 0, NULL, 0, take_include},
+    {"metadata", ANY, 0, 0, NULL, 0, take_metadata},
+    /* honoured by the reply: calls past it are dropped */
+    {"max_tool_calls", RJ_INTEGER, 0, 1 << 20, NULL, ECHO, NULL},
+    {"top_logprobs", RJ_INTEGER, 0, OAI_MAX_TOP_LOGPROBS, NULL, ECHO, fn_top_logprobs},
+    {"background", RJ_BOOLEAN, 0, 0, NULL, NOTE, fn_background},
+    {"truncation", ANY, 0, 0, NULL, ECHO | NOTE, fn_truncation},
+    {"stream_options", ANY, 0, 0, NULL, 0, fn_stream_options},
+    {"previous_response_id", ANY, 0, 0, NULL, 0, fn_stateless},
+    {"conversation", ANY, 0, 0, NULL, 0, fn_stateless},
+    {"prompt", ANY, 0, 0, NULL, 0, fn_stateless},
+    {"store", RJ_BOOLEAN, 0, 0, NULL, NOTE, NULL},
+    {"safety_identifier", RJ_STRING, 0, 0, NULL, ECHO | NOTE, NULL},
+    {"prompt_cache_key", RJ_STRING, 0, 0, NULL, ECHO | NOTE, NULL},
+    {"prompt_cache_retention", RJ_STRING, 0, 0, NULL, NOTE, NULL},
+    {"service_tier", RJ_STRING, 0, 0, NULL, NOTE, NULL},
+    {"user", RJ_STRING, 0, 0, NULL, ECHO | NOTE, NULL},
+    {"context_management", ANY, 0, 0, NULL, NOTE, NULL},
+    {"moderation", ANY, 0, 0, NULL, NOTE, NULL},
+    /* Codex's trace ids; OpenAI's endpoint takes it */
+    {"client_metadata", RJ_OBJECT, 0, 0, NULL, NOTE, NULL},
+};
+
+static const struct rule *rule_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++)
+        if (!strcmp(FIELDS[i].name, name))
+            return &FIELDS[i];
+    return NULL;
+}
+
+static bool apply(struct rp *p, const struct rule *r, const cJSON *it, struct oai_error *e)
+{
+    int64_t v = 0;
+    bool ok   = r->type == RJ_INTEGER ? reqjson_int(&RESP, it, r->name, r->lo, r->hi, &v, e)
+                : r->type == ANY      ? true
+                                      : reqjson_check(&RESP, it, r->name, r->type, e);
+    if (!ok || (r->fn && !r->fn(p, it, e)))
+        return false;
+    if (r->chat)
+        pass(p->chat, r->chat, it);
+    if (r->flags & ECHO)
+        pass(p->echo, r->name, it);
+    if (r->flags & NOTE)
+        note(p, r->name, NULL, false);
+    return true;
 }
 
 /* The chat path's parameter names back to the Responses API's. */
@@ -1196,6 +1201,8 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
     bool ok        = false;
     struct conv cv = {.msgs = cJSON_CreateArray()};
     struct rp *p   = calloc(1, sizeof *p);
+    if (p)
+        p->cv = &cv;
     char *text     = NULL;
     if (!p || !cv.msgs || !(p->chat = cJSON_CreateObject()) || !(p->echo = cJSON_CreateObject())) {
         OOM(e);
@@ -1214,13 +1221,16 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
                 it->string);
             goto out;
         }
-        if (cJSON_IsNull(it) && strcmp(it->string, "input"))
+        const struct rule *r = rule_of(it->string);
+        if (cJSON_IsNull(it) && !(r && (r->flags & NULLS)))
             continue;
-        if (!take_field(p, &cv, it, e))
+        if (!r)
+            note(p, it->string, NULL, true); /* a field the API does not define */
+        else if (!apply(p, r, it, e))
             goto out;
     }
     if (!p->has_input) {
-        missing(e, "input");
+        reqjson_missing(e, "input");
         goto out;
     }
     if (p->allowed)
