@@ -25,7 +25,7 @@
 
 #include "serve/anthropic.h"
 #include "serve/server.h"
-#include "serve/turns.h"
+#include "sched/turns.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 #include "util/clock.h"
@@ -152,7 +152,7 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_DECODE_TPS]        = st.decode_seconds_total > 0
                                  ? (double)st.generated_tokens_total / st.decode_seconds_total
                                  : 0;
-    for (int d = 0; d < SCHED_N_DRAFTERS; d++) {
+    for (int d = 0; d < SPEC_N_DRAFTERS; d++) {
         s->metrics.spec_drafted[d]  = st.spec_drafted[d];
         s->metrics.spec_accepted[d] = st.spec_accepted[d];
     }

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/sched.h"
+#include "sched/sched.h"
 
 struct http_params {
     const char *model_path;  /* GGUF file */

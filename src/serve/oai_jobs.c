@@ -13,7 +13,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/openai.h"
-#include "serve/turns.h"
+#include "sched/turns.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 #include "util/rng.h"

@@ -34,10 +34,10 @@
 
 #include "grammar/grammar.h"
 #include "sample/sampler.h"
-#include "serve/sched.h"
-#include "serve/sched_int.h"
-#include "serve/stopmatch.h"
-#include "serve/spec.h"
+#include "sched/sched.h"
+#include "sched/sched_int.h"
+#include "sched/stopmatch.h"
+#include "spec/spec.h"
 #include "spec/ngram.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
@@ -110,7 +110,7 @@ static void copy_totals_locked(struct sched *s)
     s->stats.prefix_hit_tokens_total = s->acc.prefix_hit_tokens_total;
     s->stats.prefill_seconds_total   = s->acc.prefill_seconds_total;
     s->stats.decode_seconds_total    = s->acc.decode_seconds_total;
-    for (int d = 0; d < SCHED_N_DRAFTERS; d++) {
+    for (int d = 0; d < SPEC_N_DRAFTERS; d++) {
         s->stats.spec_drafted[d]  = s->acc.spec_drafted[d];
         s->stats.spec_accepted[d] = s->acc.spec_accepted[d];
     }
@@ -1026,7 +1026,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
      * on a loop; a model drafter pays a forward per drafted token, and a recurrent model keeps
      * a state per drafted row of the verify batch (megabytes each on a large model).
      */
-    struct sched_spec spec = p->spec;
+    struct spec_params spec = p->spec;
     if (spec.draft_max == 0)
         spec.draft_max = spec.draft_model || spec.mtp || hearth_model_is_recurrent(model) ? 3 : 16;
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
@@ -1055,7 +1055,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
      * the broken rule tests/e2e/test_spec.c's distribution test must catch. */
     s->spec_broken = getenv("HEARTH_SPEC_TEST_BREAK") != NULL;
     if (!s->spec.ngram && !s->spec.draft_model && !s->spec.mtp)
-        s->spec = (struct sched_spec){0};
+        s->spec = (struct spec_params){0};
     else if (s->spec.draft_model && s->spec.mtp) {
         st = fail(HEARTH_EINVAL, err, err_len,
                   "sched: a draft model and the MTP head cannot both draft (chain either "

@@ -1,7 +1,7 @@
 /*
  * sched_int.h: the scheduler's state, shared by sched.c (the thread, its
  * steps) and sched_slots.c (slot actions: save, restore, erase). Internal
- * to src/serve; see sched.c for who may touch what.
+ * to src/sched; see sched.c for who may touch what.
  */
 #ifndef HEARTH_SCHED_INT_H
 #define HEARTH_SCHED_INT_H
@@ -10,9 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "serve/sched.h"
-#include "serve/turns.h"
-#include "serve/stopmatch.h"
+#include "sched/sched.h"
+#include "sched/turns.h"
+#include "sched/stopmatch.h"
 
 struct spec;
 struct spec_req;
@@ -52,7 +52,7 @@ struct slot {
     uint64_t order;           /* start order: the youngest job yields on a full pool */
     hearth_token *draft;      /* [draft_max] this step's drafted tokens */
     int32_t n_draft;          /* of them in this step's batch, after its decode row */
-    enum sched_drafter draft_src; /* who proposed them */
+    enum spec_drafter draft_src; /* who proposed them */
     int32_t depth;            /* tokens to draft next: follows the recent acceptance */
     double keep_s, keep_t;    /* drafts kept and judged, each step's weighing 0.75 of the one
                                  after it: their ratio is the recent keep rate */
@@ -90,7 +90,7 @@ struct sched {
     int32_t rr;             /* slot the prefill share starts from */
     uint64_t n_started;
     struct sched_stats acc; /* running totals */
-    struct sched_spec spec; /* as started; draft_max 0 when off */
+    struct spec_params spec; /* as started; draft_max 0 when off */
     struct spec *drafters;  /* NULL when off */
     struct spec_req *reqs;  /* [n_slots] this step's draft requests */
     bool no_drafts;         /* this step is retried without drafts (the pool was full) */
