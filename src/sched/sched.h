@@ -34,15 +34,10 @@
 #include <stdint.h>
 
 #include "hearth.h"
+#include "sample/chain.h"
 #include "spec/spec.h"
 
 #define SCHED_MAX_STOP 8 /* stop strings per job (OpenAI allows 4) */
-
-/* A logit bias: added to the token's logit before sampling (-INFINITY bans it). */
-struct sched_bias {
-    hearth_token token; /* 0 <= token < n_vocab */
-    float bias;
-};
 
 /* One generation: one prompt, one choice. A request with n > 1 or an array
  * of prompts becomes several jobs sharing request_id, one per choice. */
@@ -56,7 +51,7 @@ struct sched_job {
     struct hearth_sampler_params sampling;
     float presence_penalty;       /* OpenAI's, -2..2, 0 = off */
     float frequency_penalty;      /* OpenAI's, -2..2, 0 = off */
-    struct sched_bias *bias;      /* [n_bias] logit_bias, owned (malloc'd), or NULL */
+    struct sample_bias *bias;     /* [n_bias] logit_bias, owned (malloc'd), or NULL */
     int32_t n_bias;
     bool no_cache;                /* compute the whole prompt: no prefix reuse (cache_prompt) */
     char *stop[SCHED_MAX_STOP];   /* owned, NUL-terminated, non-empty */
@@ -84,11 +79,6 @@ enum sched_event_kind {
 
 enum sched_finish { SCHED_FINISH_STOP, SCHED_FINISH_LENGTH, SCHED_FINISH_CANCELLED };
 
-struct sched_logprob {
-    hearth_token token;
-    float logprob;
-};
-
 struct sched_event {
     enum sched_event_kind kind;
     uint64_t job_id;
@@ -100,8 +90,8 @@ struct sched_event {
     const char *text;
     size_t text_len;
     /* TEXT with logprobs: the sampled token and its alternatives (NULL otherwise) */
-    const struct sched_logprob *logprob;   /* [1] the chosen token */
-    const struct sched_logprob *top;       /* [n_top] */
+    const struct sample_logprob *logprob;  /* [1] the chosen token */
+    const struct sample_logprob *top;      /* [n_top] */
     int32_t n_top;
     /* TEXT and DONE: */
     int32_t n_prompt;        /* prompt tokens */

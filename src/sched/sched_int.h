@@ -10,15 +10,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sample/chain.h"
 #include "sched/sched.h"
 #include "sched/turns.h"
 #include "sched/stopmatch.h"
 
 struct spec;
 struct spec_req;
-struct grammar_matcher;
-
-#define MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
 
 struct qent {
     struct sched_job *job;
@@ -29,9 +27,7 @@ struct qent {
 struct slot {
     int32_t id;                 /* == its sequence id in the context */
     struct sched_job *job;      /* NULL = idle */
-    struct hearth_sampler *smp; /* the job's, NULL when idle */
-    struct grammar_matcher *gm; /* the job's grammar, NULL when it has none */
-    uint32_t *mask;             /* [(n_vocab + 31) / 32] tokens the grammar allows now */
+    struct sample_chain chain;  /* the job's sampling, its buffers the slot's for good */
     hearth_token *tokens;       /* [n_ctx + 1] prompt then generated tokens */
     int32_t n_tokens;           /* entries in tokens */
     int32_t n_last;             /* idle: tokens[0..n_last) is the slot's conversation, the
@@ -40,11 +36,6 @@ struct slot {
     int32_t n_past;             /* leading tokens whose KV is in the cache */
     int32_t n_cached;           /* of those, reused from the prefix cache at start */
     int32_t n_generated;        /* sampled tokens, EOG included */
-    int32_t *count;             /* [n_vocab] occurrences in the generated tokens */
-    hearth_token *seen;         /* [n_ctx + 1] distinct generated tokens */
-    int32_t n_seen;
-    float *work; /* [n_vocab] logits after the OpenAI penalties */
-    struct sched_logprob top[MAX_TOP_LOGPROBS];
     char *piece; /* [piece_cap] one token's text */
     size_t piece_cap;
     struct stopmatch sm;

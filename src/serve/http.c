@@ -829,13 +829,13 @@ static void on_sched_event(const struct sched_event *ev, void *user)
     }
     size_t n_top    = ev->top && ev->n_top > 0 ? (size_t)ev->n_top : 0;
     size_t text_len = ev->text ? ev->text_len : 0;
-    struct qev *q   = malloc(sizeof *q + n_top * sizeof(struct sched_logprob) + text_len + 1);
+    struct qev *q   = malloc(sizeof *q + n_top * sizeof(struct sample_logprob) + text_len + 1);
     if (!q)
         return; /* a lost piece of text; the request still completes */
-    q->ev                   = *ev;
-    q->t                    = now_s();
-    struct sched_logprob *t = (struct sched_logprob *)(q + 1);
-    char *text              = (char *)(t + n_top);
+    q->ev                    = *ev;
+    q->t                     = now_s();
+    struct sample_logprob *t = (struct sample_logprob *)(q + 1);
+    char *text               = (char *)(t + n_top);
     if (n_top)
         memcpy(t, ev->top, n_top * sizeof *t);
     if (text_len)

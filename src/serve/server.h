@@ -26,7 +26,7 @@ struct deadline;
 struct qev {
     struct qev *next;
     struct sched_event ev; /* text/logprob/top point into this allocation */
-    struct sched_logprob lp;
+    struct sample_logprob lp;
     double t;       /* monotonic arrival */
     char msg[256];  /* a job's last event: its ERROR text (the node is the job's own) */
 };

@@ -44,7 +44,7 @@ struct rec {
     char err[HEARTH_ERR_MAX + 64];
     /* first logprob event */
     int n_logprob_events;
-    struct sched_logprob chosen, top[20];
+    struct sample_logprob chosen, top[20];
     int32_t n_top;
 };
 
