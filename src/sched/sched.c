@@ -37,6 +37,7 @@
 #include "sched/sched.h"
 #include "sched/sched_int.h"
 #include "sched/stopmatch.h"
+#include "spec/depth.h"
 #include "spec/spec.h"
 #include "spec/ngram.h"
 #include "util/clock.h"
@@ -180,52 +181,6 @@ static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish fini
     sched_job_free(job);
 }
 
-/*
- * What a verify step of `rows` rows of one slot costs against a decode on
- * the CPU's packed kernels, which take rows in eights, a last three or four
- * as a four and a last two as a pair (src/kernels; bench-1b Q4_0 on 2 Zen 5
- * cores, AVX-512, best of 20: pp1 11.4 ms, pp2 12.9, pp3 13.5, pp4 14.2,
- * pp6 18.7, pp8 20.5, pp12 30.7, pp16 38.4; Zen 4 pays about a third more
- * per row past four).
- */
-static double rows_cost(int32_t rows)
-{
-    if (rows <= 2)
-        return rows == 1 ? 1.0 : 1.13;
-    if (rows <= 4)
-        return 1.25;
-    if (rows <= 8)
-        return 1.25 + 0.135 * (rows - 4);
-    return 1.79 + 0.2 * (rows - 8);
-}
-
-/*
- * The depth that yields the most tokens per unit of step cost for a slot
- * whose drafts are kept with probability p, each draft's keep depending on
- * the ones before: (1 + p + ... + p^d) / rows_cost(d + 1), over the depths
- * that fill the kernels' fours (1, 3, 7, 11, ..., and draft_max) within
- * draft_min and draft_max. p 0.2 gives 1, p 0.35 to 0.75 3, p 0.85 to
- * 0.95 (a loop) 7; a slot whose drafts all keep goes deeper when draft_max
- * allows.
- */
-static int32_t depth_for(const struct sched *s, double p)
-{
-    int32_t best = s->spec.draft_min;
-    double value = 0;
-    for (int32_t d = s->spec.draft_min; d <= s->spec.draft_max; d++) {
-        if (d != 1 && d != s->spec.draft_max && (d + 1) % 4)
-            continue;
-        double sum = 1, pk = 1;
-        for (int32_t i = 1; i <= d; i++)
-            sum += pk *= p;
-        if (sum / rows_cost(d + 1) > value) {
-            value = sum / rows_cost(d + 1);
-            best  = d;
-        }
-    }
-    return best;
-}
-
 /* Checks a newly assigned job and readies its slot; on a bad job, ERROR and the slot is free. */
 static void slot_start(struct sched *s, struct slot *sl)
 {
@@ -294,10 +249,7 @@ static void slot_start(struct sched *s, struct slot *sl)
     }
     sl->n_cached = sl->n_past = reused;
     sl->order                 = ++s->n_started;
-    /* a new job's drafts start as if three in four were kept */
-    sl->keep_s                = 3;
-    sl->keep_t                = 4;
-    sl->depth                 = s->spec.draft_max > 0 ? depth_for(s, 0.75) : 0;
+    spec_depth_start(&sl->depth, s->spec.draft_min, s->spec.draft_max);
     stopmatch_reset(&sl->sm, job->stop, job->n_stop);
     s->acc.prompt_tokens_total += (uint64_t)job->n_prompt;
     s->acc.prefix_hit_tokens_total += (uint64_t)reused;
@@ -490,7 +442,7 @@ static void batch_failed(struct sched *s, enum hearth_status st, const char *err
  */
 static int32_t draft_room(const struct sched *s, const struct slot *sl)
 {
-    int32_t k        = sl->depth;
+    int32_t k        = sl->depth.next;
     int32_t left     = sl->job->max_tokens - sl->n_generated - 1;
     int32_t ctx_left = s->n_ctx - sl->n_tokens;
     k                = k < left ? k : left;
@@ -569,9 +521,7 @@ static void verify(struct sched *s, struct slot *sl)
         hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
         /* the keep rate over the last few steps (each draft a trial until the first
          * rejected), and the depth it pays to draft at */
-        sl->keep_s = 0.75 * sl->keep_s + a;
-        sl->keep_t = 0.75 * sl->keep_t + a + (a < k);
-        sl->depth  = depth_for(s, sl->keep_s / sl->keep_t);
+        spec_depth_judge(&sl->depth, a, k);
     }
 }
 

@@ -14,6 +14,7 @@
 #include "sched/sched.h"
 #include "sched/turns.h"
 #include "sched/stopmatch.h"
+#include "spec/depth.h"
 
 struct spec;
 struct spec_req;
@@ -44,9 +45,7 @@ struct slot {
     hearth_token *draft;      /* [draft_max] this step's drafted tokens */
     int32_t n_draft;          /* of them in this step's batch, after its decode row */
     enum spec_drafter draft_src; /* who proposed them */
-    int32_t depth;            /* tokens to draft next: follows the recent acceptance */
-    double keep_s, keep_t;    /* drafts kept and judged, each step's weighing 0.75 of the one
-                                 after it: their ratio is the recent keep rate */
+    struct spec_depth depth;  /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
     hearth_token force;       /* test hook: the token this sample must pick, -1 none */
     hearth_token judging;     /* verify(): the draft this sample judges, -1 none */
