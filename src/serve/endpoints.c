@@ -1,7 +1,9 @@
 /*
- * endpoints.c: the routes of `hearth serve` besides generation: models,
- * health, metrics, slots, props, and llama-server's apply-template,
- * tokenize and detokenize. The last three render or tokenize, so their
+ * endpoints.c: the handlers of `hearth serve`'s routes (handlers.h): the
+ * generation routes, which hand their body to the loop's preparation
+ * (serve_prepare_oai, serve_generate), and the others: models, health,
+ * metrics, slots, props, and llama-server's apply-template, tokenize and
+ * detokenize. The last three render or tokenize, so their
  * work runs on a preparation worker (endpoints_prepare) like a
  * generation's.
  *
@@ -24,6 +26,8 @@
 #include <time.h>
 
 #include "serve/anthropic.h"
+#include "serve/handlers.h"
+#include "serve/responses.h"
 #include "serve/server.h"
 #include "sched/turns.h"
 #include "chat/chat_template.h"
@@ -297,6 +301,21 @@ void h_props(struct server *s, struct evhttp_request *req)
 void h_apply_template(struct server *s, struct evhttp_request *req)
 {
     serve_prepare_oai(s, req, EP_APPLY_TEMPLATE, OAI_TEMPLATE, PK_TEMPLATE);
+}
+
+void h_chat(struct server *s, struct evhttp_request *req)
+{
+    serve_prepare_oai(s, req, EP_CHAT, OAI_CHAT, PK_GENERATE);
+}
+
+void h_completions(struct server *s, struct evhttp_request *req)
+{
+    serve_prepare_oai(s, req, EP_COMPLETIONS, OAI_COMPLETION, PK_GENERATE);
+}
+
+void h_responses(struct server *s, struct evhttp_request *req)
+{
+    serve_generate(s, req, EP_RESPONSES, resp_parse, &resp_reply_ops);
 }
 
 void h_messages(struct server *s, struct evhttp_request *req)
