@@ -286,7 +286,7 @@ const struct cmd_spec cmd_serve_spec = {
 
 /* One --logit-bias: TOKEN then a signed BIAS ("15043+1.5", "15043-inf"), llama-server's form;
  * false after one line on stderr. The token is checked against the vocabulary at load. */
-static bool parse_bias(const char *v, struct sched_bias *out)
+static bool parse_bias(const char *v, struct sample_bias *out)
 {
     char *end        = NULL;
     const long long t = strtoll(v, &end, 10);
@@ -298,7 +298,7 @@ static bool parse_bias(const char *v, struct sched_bias *out)
         else
             b = strtod(num, &end);
         if (!strcmp(num + 1, "inf") || (end != num + 1 && !*end && isfinite(b))) {
-            *out = (struct sched_bias){(hearth_token)t, b < -100 ? -INFINITY : b > 100 ? 100 : (float)b};
+            *out = (struct sample_bias){(hearth_token)t, b < -100 ? -INFINITY : b > 100 ? 100 : (float)b};
             return true;
         }
     }
@@ -337,7 +337,7 @@ int cmd_serve(int argc, char **argv)
                             (spec == SPEC_UNSET && draft_path);
     if (model_args_check("serve", &a.model) != EXIT_OK)
         return EXIT_USAGE;
-    struct sched_bias bias[OPT_MULTI_MAX];
+    struct sample_bias bias[OPT_MULTI_MAX];
     for (size_t i = 0; i < a.req.bias.n; i++)
         if (!parse_bias(a.req.bias.v[i], &bias[i]))
             return EXIT_USAGE;

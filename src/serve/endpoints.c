@@ -1,7 +1,9 @@
 /*
- * endpoints.c: the routes of `hearth serve` besides generation: models,
- * health, metrics, slots, props, and llama-server's apply-template,
- * tokenize and detokenize. The last three render or tokenize, so their
+ * endpoints.c: the handlers of `hearth serve`'s routes (handlers.h): the
+ * generation routes, which hand their body to the loop's preparation
+ * (serve_prepare_oai, serve_generate), and the others: models, health,
+ * metrics, slots, props, and llama-server's apply-template, tokenize and
+ * detokenize. The last three render or tokenize, so their
  * work runs on a preparation worker (endpoints_prepare) like a
  * generation's.
  *
@@ -24,8 +26,10 @@
 #include <time.h>
 
 #include "serve/anthropic.h"
+#include "serve/handlers.h"
+#include "serve/responses.h"
 #include "serve/server.h"
-#include "serve/turns.h"
+#include "sched/turns.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 #include "util/clock.h"
@@ -152,7 +156,7 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     v[M_DECODE_TPS]        = st.decode_seconds_total > 0
                                  ? (double)st.generated_tokens_total / st.decode_seconds_total
                                  : 0;
-    for (int d = 0; d < SCHED_N_DRAFTERS; d++) {
+    for (int d = 0; d < SPEC_N_DRAFTERS; d++) {
         s->metrics.spec_drafted[d]  = st.spec_drafted[d];
         s->metrics.spec_accepted[d] = st.spec_accepted[d];
     }
@@ -297,6 +301,21 @@ void h_props(struct server *s, struct evhttp_request *req)
 void h_apply_template(struct server *s, struct evhttp_request *req)
 {
     serve_prepare_oai(s, req, EP_APPLY_TEMPLATE, OAI_TEMPLATE, PK_TEMPLATE);
+}
+
+void h_chat(struct server *s, struct evhttp_request *req)
+{
+    serve_prepare_oai(s, req, EP_CHAT, OAI_CHAT, PK_GENERATE);
+}
+
+void h_completions(struct server *s, struct evhttp_request *req)
+{
+    serve_prepare_oai(s, req, EP_COMPLETIONS, OAI_COMPLETION, PK_GENERATE);
+}
+
+void h_responses(struct server *s, struct evhttp_request *req)
+{
+    serve_generate(s, req, EP_RESPONSES, resp_parse, &resp_reply_ops);
 }
 
 void h_messages(struct server *s, struct evhttp_request *req)

@@ -55,6 +55,7 @@
 #include "serve/deadline.h"
 #include "serve/server.h"
 #include "serve/responses.h"
+#include "serve/route_table.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 #include "util/clock.h"
@@ -481,7 +482,7 @@ static void run_task(struct prep_task *pt)
     if (t->p->kind == PK_GENERATE)
         prepare_generation(t);
     else
-        endpoints_prepare(t);
+        serve_handlers.prepare(t);
 }
 
 /* Submits the prepared jobs of p and starts its reply. Takes the jobs out of t. */
@@ -731,21 +732,6 @@ void serve_generate(struct server *s, struct evhttp_request *req, enum metrics_e
     prepare_body(s, req, ep, PK_GENERATE, OAI_CHAT, parse, ops);
 }
 
-static void h_chat(struct server *s, struct evhttp_request *req)
-{
-    serve_prepare_oai(s, req, EP_CHAT, OAI_CHAT, PK_GENERATE);
-}
-
-static void h_completions(struct server *s, struct evhttp_request *req)
-{
-    serve_prepare_oai(s, req, EP_COMPLETIONS, OAI_COMPLETION, PK_GENERATE);
-}
-
-static void h_responses(struct server *s, struct evhttp_request *req)
-{
-    serve_generate(s, req, EP_RESPONSES, resp_parse, &resp_reply_ops);
-}
-
 /* ------------------------------------------------------------- mailbox --- */
 
 static void handle_event(struct server *s, struct qev *q)
@@ -755,7 +741,7 @@ static void handle_event(struct server *s, struct qev *q)
     if (!p)
         return;
     if (ev->kind == SCHED_EV_SLOT) {
-        slot_action_done(p, ev->op);
+        serve_handlers.slot_done(p, ev->op);
         return;
     }
     size_t len = 0;
@@ -829,13 +815,13 @@ static void on_sched_event(const struct sched_event *ev, void *user)
     }
     size_t n_top    = ev->top && ev->n_top > 0 ? (size_t)ev->n_top : 0;
     size_t text_len = ev->text ? ev->text_len : 0;
-    struct qev *q   = malloc(sizeof *q + n_top * sizeof(struct sched_logprob) + text_len + 1);
+    struct qev *q   = malloc(sizeof *q + n_top * sizeof(struct sample_logprob) + text_len + 1);
     if (!q)
         return; /* a lost piece of text; the request still completes */
-    q->ev                   = *ev;
-    q->t                    = now_s();
-    struct sched_logprob *t = (struct sched_logprob *)(q + 1);
-    char *text              = (char *)(t + n_top);
+    q->ev                    = *ev;
+    q->t                     = now_s();
+    struct sample_logprob *t = (struct sample_logprob *)(q + 1);
+    char *text               = (char *)(t + n_top);
     if (n_top)
         memcpy(t, ev->top, n_top * sizeof *t);
     if (text_len)
@@ -897,34 +883,11 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------------- routing --- */
 
-static const struct route {
-    const char *path;
-    enum evhttp_cmd_type method;
-    const char *allow;
-    enum metrics_endpoint ep;
-    bool auth;
-    void (*fn)(struct server *, struct evhttp_request *);
-} routes[] = {
-#define HTTP_X_ROUTE(id, path, method, auth, handler)                                              \
-    {path, EVHTTP_REQ_##method, #method, id, auth, handler},
-    SERVE_ROUTE_LIST(HTTP_X_ROUTE)
-#undef HTTP_X_ROUTE
-};
-
-static const struct alias {
-    const char *path;
-    enum metrics_endpoint ep;
-} aliases[] = {
-#define HTTP_X_ALIAS(path, id) {path, id},
-    SERVE_ALIAS_LIST(HTTP_X_ALIAS)
-#undef HTTP_X_ALIAS
-};
-
-static const struct route *route_of(enum metrics_endpoint ep)
+static const struct serve_route *route_of(enum metrics_endpoint ep)
 {
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (routes[i].ep == ep)
-            return &routes[i];
+    for (size_t i = 0; i < serve_handlers.n_routes; i++)
+        if (serve_handlers.routes[i].ep == ep)
+            return &serve_handlers.routes[i];
     return NULL;
 }
 
@@ -983,7 +946,7 @@ static bool authorized(struct server *s, struct evhttp_request *req)
 }
 
 /* A CORS preflight: which methods and headers the browser may use on r. */
-static void preflight(struct server *s, struct evhttp_request *req, const struct route *r)
+static void preflight(struct server *s, struct evhttp_request *req, const struct serve_route *r)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     char methods[32];
@@ -996,14 +959,14 @@ static void preflight(struct server *s, struct evhttp_request *req, const struct
 }
 
 /* The route of path, aliases included; NULL when there is none. */
-static const struct route *route_of_path(const char *path)
+static const struct serve_route *route_of_path(const char *path)
 {
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (!strcmp(path, routes[i].path))
-            return &routes[i];
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (!strcmp(path, aliases[i].path))
-            return route_of(aliases[i].ep);
+    for (size_t i = 0; i < serve_handlers.n_routes; i++)
+        if (!strcmp(path, serve_handlers.routes[i].path))
+            return &serve_handlers.routes[i];
+    for (size_t i = 0; i < serve_handlers.n_aliases; i++)
+        if (!strcmp(path, serve_handlers.aliases[i].path))
+            return route_of(serve_handlers.aliases[i].ep);
     return NULL;
 }
 
@@ -1012,8 +975,8 @@ static const struct route *route_of_path(const char *path)
 static char *on_refused(const char *path, const struct oai_error *e, void *user)
 {
     struct server *s          = user;
-    const struct route *r     = route_of_path(path);
-    enum metrics_endpoint ep  = r ? r->ep : EP_OTHER;
+    const struct serve_route *r = route_of_path(path);
+    enum metrics_endpoint ep    = r ? r->ep : EP_OTHER;
     metrics_count_request(&s->metrics, ep, e->status);
     return serve_error_json(ep, e);
 }
@@ -1042,8 +1005,8 @@ static void on_request(struct evhttp_request *req, void *arg)
     enum evhttp_cmd_type method  = evhttp_request_get_command(req);
     if (!path || !*path)
         path = "/";
-    const struct route *r = route_of_path(path);
-    const char *model_id  = NULL;
+    const struct serve_route *r = route_of_path(path);
+    const char *model_id        = NULL;
     if (!r && (!strncmp(path, "/v1/models/", 11) || !strncmp(path, "/models/", 8))) {
         model_id = path + (path[1] == 'v' ? 11 : 8);
         r        = *model_id ? route_of(EP_MODELS) : NULL;
@@ -1079,7 +1042,7 @@ static void on_request(struct evhttp_request *req, void *arg)
     }
     if (model_id) {
         char *id = evhttp_uridecode(model_id, 0, NULL);
-        h_model_one(s, req, id ? id : model_id);
+        serve_handlers.model_one(s, req, id ? id : model_id);
         free(id);
         return;
     }

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve/sched.h"
+#include "sched/sched.h"
 
 struct http_params {
     const char *model_path;  /* GGUF file */
@@ -51,8 +51,8 @@ struct http_params {
     int32_t n_predict;          /* -n: the most tokens any request generates; -1: no cap */
     const char *tool_choice;    /* --tool-choice: auto|required|none|NAME for requests that end
                                  * with the user's turn and offer tools; NULL: the request's */
-    const struct sched_bias *bias; /* [n_bias] --logit-bias: added to every request's (a
-                                    * request's own entry for a token wins); -INFINITY bans */
+    const struct sample_bias *bias; /* [n_bias] --logit-bias: added to every request's (a
+                                     * request's own entry for a token wins); -INFINITY bans */
     int32_t n_bias;
     int32_t n_prep_workers;     /* --threads-http: preparation workers (prep.h), 1..64; 0: 4 */
     double health_stall_s;      /* --health-stall: /health is 503 while every prep worker, or

@@ -202,8 +202,8 @@ char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT],
             put(&o, "%s{block_size=\"%d\",num_gpu_blocks=\"%d\"} 1\n", d->name, m->kv_block,
                 m->kv_blocks);
         } else if (id == M_SPEC_DRAFTED || id == M_SPEC_ACCEPTED) {
-            static const char *const drafters[] = SCHED_DRAFTER_NAMES;
-            for (int k = 0; k < SCHED_N_DRAFTERS; k++)
+            static const char *const drafters[] = SPEC_DRAFTER_NAMES;
+            for (int k = 0; k < SPEC_N_DRAFTERS; k++)
                 put(&o, "%s{drafter=\"%s\"} %llu\n", d->name, drafters[k],
                     (unsigned long long)(id == M_SPEC_DRAFTED ? m->spec_drafted[k]
                                                               : m->spec_accepted[k]));

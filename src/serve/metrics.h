@@ -21,7 +21,7 @@
 
 #include "hearth.h"        /* struct hearth_stage_info */
 #include "serve/routes.h" /* enum metrics_endpoint */
-#include "serve/sched.h"  /* SCHED_N_DRAFTERS */
+#include "spec/spec.h"    /* SPEC_N_DRAFTERS */
 
 /* Bucket upper bounds (seconds) of each histogram kind; +Inf is implied. */
 #define METRICS_BUCKETS_TTFT  {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
@@ -152,8 +152,8 @@ struct metrics {
     struct hearth_stage_info stages[METRICS_MAX_STAGES]; /* where the layers run: the
                                                             M_STAGE_* samples, one per stage */
     int32_t n_stages;                          /* 0 until the model is loaded */
-    uint64_t spec_drafted[SCHED_N_DRAFTERS];   /* set by the caller before metrics_render */
-    uint64_t spec_accepted[SCHED_N_DRAFTERS];
+    uint64_t spec_drafted[SPEC_N_DRAFTERS];   /* set by the caller before metrics_render */
+    uint64_t spec_accepted[SPEC_N_DRAFTERS];
     int32_t kv_block;                          /* tokens per KV block, for M_KV_CONFIG */
     int32_t kv_blocks;                         /* blocks in the pool, for M_KV_CONFIG */
 };

@@ -13,7 +13,7 @@
 
 #include "grammar/grammar.h"
 #include "serve/openai.h"
-#include "serve/turns.h"
+#include "sched/turns.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 #include "util/rng.h"
@@ -240,7 +240,7 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
                 goto out;
             }
             for (int32_t b = 0; b < req->n_bias; b++)
-                job->bias[b] = (struct sched_bias){
+                job->bias[b] = (struct sample_bias){
                     req->bias[b].token, req->bias[b].bias <= -100 ? -INFINITY : req->bias[b].bias};
             job->n_bias = req->n_bias;
         }

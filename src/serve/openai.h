@@ -53,7 +53,7 @@
 
 #include "hearth.h"
 #include "net/errbody.h" /* struct oai_error, oai_fail */
-#include "serve/sched.h"
+#include "sched/sched.h"
 #include "chat/chatparse.h" /* enum chatparse_tools */
 
 struct cJSON;

@@ -2,7 +2,7 @@
  * routes.h: every endpoint of `hearth serve`, in one list.
  *
  * SERVE_ROUTE_LIST(X): X(id, path, method, auth, handler). The route table
- * (http.c), the endpoint label of hearth_requests_total (metrics.c) and the
+ * (routes.c), the endpoint label of hearth_requests_total (metrics.c) and the
  * enum both come from it, so a route cannot exist without its metric label
  * or the other way round. method is the libevent name's tail (GET, POST);
  * auth says whether --api-key guards it. SERVE_ALIAS_LIST(X): X(path, id),

@@ -1,8 +1,10 @@
 /*
- * server.h: the state of `hearth serve` that its files share: http.c (the
- * loop, routing, generation requests) and endpoints.c (the other routes).
- * Internal to src/serve/; everything here belongs to the loop thread unless
- * a field says otherwise.
+ * server.h: the state of `hearth serve` that its files share, and the
+ * services of the loop (http.c: replies, preparations, pending requests)
+ * that the handlers (handlers.h) call. It declares nothing of the
+ * handlers': the loop reaches them through the route table
+ * (route_table.h). Internal to src/serve/; everything here belongs to the
+ * loop thread unless a field says otherwise.
  */
 #ifndef HEARTH_SERVER_H
 #define HEARTH_SERVER_H
@@ -26,7 +28,7 @@ struct deadline;
 struct qev {
     struct qev *next;
     struct sched_event ev; /* text/logprob/top point into this allocation */
-    struct sched_logprob lp;
+    struct sample_logprob lp;
     double t;       /* monotonic arrival */
     char msg[256];  /* a job's last event: its ERROR text (the node is the job's own) */
 };
@@ -174,27 +176,5 @@ struct pending *serve_pending_new(struct server *s, struct evhttp_request *req,
                                   enum metrics_endpoint ep, enum pending_kind kind);
 /* Ends p's HTTP side with status and a JSON body (NULL: none), and frees the record. */
 void serve_pending_reply(struct pending *p, int status, const char *json);
-
-/* ---- endpoints (endpoints.c): handlers named in routes.h, and the prep-thread work ---- */
-
-void h_models(struct server *s, struct evhttp_request *req);
-void h_model_one(struct server *s, struct evhttp_request *req, const char *id);
-void h_health(struct server *s, struct evhttp_request *req);
-void h_metrics(struct server *s, struct evhttp_request *req);
-void h_slots(struct server *s, struct evhttp_request *req);
-void h_props(struct server *s, struct evhttp_request *req);
-void h_apply_template(struct server *s, struct evhttp_request *req);
-void h_tokenize(struct server *s, struct evhttp_request *req);
-void h_detokenize(struct server *s, struct evhttp_request *req);
-void h_messages(struct server *s, struct evhttp_request *req);
-void h_count_tokens(struct server *s, struct evhttp_request *req);
-/* ---- the chat page (webui.c) ---- */
-void h_webui(struct server *s, struct evhttp_request *req);
-/* ---- slot actions (slot_actions.c) ---- */
-void h_slot_action(struct server *s, struct evhttp_request *req);
-/* On the loop: p's action is back from the scheduler; replies and frees p. */
-void slot_action_done(struct pending *p, const struct sched_slot_op *op);
-/* On the prep thread: the work of a PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE or PK_COUNT_TOKENS task. */
-void endpoints_prepare(struct task *t);
 
 #endif

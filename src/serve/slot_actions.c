@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve/handlers.h"
 #include "serve/server.h"
 
 #define BAD(e, code, param, ...)                                                                   \

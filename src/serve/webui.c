@@ -15,6 +15,7 @@
 #include <event2/keyvalq_struct.h>
 #include <stdint.h>
 
+#include "serve/handlers.h"
 #include "serve/server.h"
 
 /* .incbin takes its path relative to the assembler's working directory: the Makefile runs every

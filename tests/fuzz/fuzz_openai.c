@@ -75,8 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r) {
         size_t n;
         free(oai_response_start(r, &n));
-        struct sched_logprob lp     = {1, -0.5f};
-        struct sched_logprob top[3] = {{1, -0.5f}, {2, -1.0f}, {3, -3.0f}};
+        struct sample_logprob lp     = {1, -0.5f};
+        struct sample_logprob top[3] = {{1, -0.5f}, {2, -1.0f}, {3, -3.0f}};
         for (int32_t c = -1; c <= n_choices; c++) { /* out-of-range choices must be ignored */
             struct sched_event ev = {.kind     = SCHED_EV_TEXT,
                                      .choice   = c,

@@ -43,6 +43,10 @@ static const char *const FORBIDDEN[] = {
     "util backend",  "util model",  "util serve",  "kernels model", "kernels backend",
     "kernels serve", "gguf model",  "text serve",  "grammar serve", "sample serve",
     "chat serve",
+    /* the scheduler drives the engine for serve and knows nothing of HTTP; the drafters and
+     * the sampling chain are what it calls, never the other way */
+    "sched serve",   "spec serve",  "spec sched",  "sample sched",  "net sched",
+    "route sched",   "bench sched",
 };
 
 /* Forbidden edges the tree has today, being removed. */

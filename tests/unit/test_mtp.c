@@ -165,7 +165,7 @@ static void test_keep_hidden_same_logits(void **state)
 
 /*
  * Greedy decoding with the head following the target as the server's
- * drafter feeds it (src/serve/spec.c): each target row's token paired with
+ * drafter feeds it (src/spec/spec.c): each target row's token paired with
  * the hidden state one position before; at each step three chained drafts.
  */
 static void test_drafts_match_llama_cpp(void **state)

@@ -31,8 +31,8 @@ static char *run_response_with(const char *req_body, enum oai_kind kind, int32_t
         len += n;
         free(s);
     }
-    struct sched_logprob lp     = {7, -0.25f};
-    struct sched_logprob top[2] = {{7, -0.25f}, {9, -2.0f}};
+    struct sample_logprob lp     = {7, -0.25f};
+    struct sample_logprob top[2] = {{7, -0.25f}, {9, -2.0f}};
     for (int32_t c = 0; c < n_choices; c++) {
         for (int k = 0; k < n_pieces; k++) {
             struct sched_event ev = {.kind     = SCHED_EV_TEXT,

@@ -69,8 +69,8 @@ static char *run(const char *body, const struct chat_template *tmpl, const char 
     }
     for (int k = 0; k < n_pieces; k++) {
         /* every piece is one token, id 100 + k, with two alternatives */
-        struct sched_logprob lp     = {100 + k, -0.5f};
-        struct sched_logprob top[2] = {{100 + k, -0.5f}, {7, -1.5f}};
+        struct sample_logprob lp     = {100 + k, -0.5f};
+        struct sample_logprob top[2] = {{100 + k, -0.5f}, {7, -1.5f}};
         struct sched_event ev       = {.kind     = SCHED_EV_TEXT,
                                        .text     = pieces[k],
                                        .text_len = strlen(pieces[k]),

@@ -1,5 +1,5 @@
 /*
- * test_sched.c: the serving scheduler (src/serve/sched.c) on stories260K:
+ * test_sched.c: the serving scheduler (src/sched/sched.c) on stories260K:
  * concurrent greedy streams equal the reference and each other's solo runs,
  * finish reasons, stop strings, cancel, the queue bound, bad jobs, logprobs,
  * penalties, the prefix cache and the test gate (HEARTH_SERVE_SCHED_GATE).
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "hearth.h"
-#include "serve/sched.h"
+#include "sched/sched.h"
 #include "util/testutil.h"
 
 #define MAX_JOBS 64
@@ -44,7 +44,7 @@ struct rec {
     char err[HEARTH_ERR_MAX + 64];
     /* first logprob event */
     int n_logprob_events;
-    struct sched_logprob chosen, top[20];
+    struct sample_logprob chosen, top[20];
     int32_t n_top;
 };
 

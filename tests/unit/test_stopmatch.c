@@ -1,7 +1,7 @@
-/* test_stopmatch.c: stop strings over streamed pieces (src/serve/stopmatch.c). */
+/* test_stopmatch.c: stop strings over streamed pieces (src/sched/stopmatch.c). */
 #include <string.h>
 
-#include "serve/stopmatch.h"
+#include "sched/stopmatch.h"
 #include "util/testutil.h"
 
 /* What a stream sends: the concatenation of every released piece. */

@@ -1,5 +1,5 @@
 /*
- * test_turns.c: src/serve/turns.c, a reply resent as text goes on in the
+ * test_turns.c: src/sched/turns.c, a reply resent as text goes on in the
  * tokens the model generated, on stories260K.gguf (SentencePiece) and,
  * where ../shared has it, tiny-qwen3 (byte-level BPE).
  */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/turns.h"
+#include "sched/turns.h"
 #include "util/engineutil.h"
 #include "util/testutil.h"
 

@@ -13,8 +13,8 @@
  * Shared state (queue, per-slot cancel flags, the stats copy) sits under one
  * mutex; slots, samplers and the context belong to the scheduler thread. The
  * event callback runs on the scheduler thread with no lock held. Per-slot
- * buffers (tokens, penalty counts, logits copy, stop matcher, piece) are
- * allocated once, so a token costs no allocation.
+ * buffers (tokens, the sampling chain's counts and logits copy, stop matcher,
+ * piece) are allocated once, so a token costs no allocation.
  *
  * The test gate (sched.h): before each step that has rows, the thread waits
  * on the gate FIFO for one byte, or for a byte on a self-pipe that submit,
@@ -24,7 +24,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -33,11 +32,12 @@
 #include <unistd.h>
 
 #include "grammar/grammar.h"
-#include "sample/sampler.h"
-#include "serve/sched.h"
-#include "serve/sched_int.h"
-#include "serve/stopmatch.h"
-#include "serve/spec.h"
+#include "sample/chain.h"
+#include "sched/sched.h"
+#include "sched/sched_int.h"
+#include "sched/stopmatch.h"
+#include "spec/depth.h"
+#include "spec/spec.h"
 #include "spec/ngram.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
@@ -86,13 +86,13 @@ static void emit_error(struct sched *s, const struct sched_job *job, const char 
 }
 
 static void emit_text(struct sched *s, const struct slot *sl, const char *text, size_t len,
-                      const struct sched_logprob *lp, int32_t n_top)
+                      const struct sample_logprob *lp, int32_t n_top)
 {
     struct sched_event ev = {.kind        = SCHED_EV_TEXT,
                              .text        = text,
                              .text_len    = len,
                              .logprob     = lp,
-                             .top         = lp ? sl->top : NULL,
+                             .top         = lp ? sl->chain.top : NULL,
                              .n_top       = lp ? n_top : 0,
                              .n_prompt    = sl->job->n_prompt,
                              .n_cached    = sl->n_cached,
@@ -110,7 +110,7 @@ static void copy_totals_locked(struct sched *s)
     s->stats.prefix_hit_tokens_total = s->acc.prefix_hit_tokens_total;
     s->stats.prefill_seconds_total   = s->acc.prefill_seconds_total;
     s->stats.decode_seconds_total    = s->acc.decode_seconds_total;
-    for (int d = 0; d < SCHED_N_DRAFTERS; d++) {
+    for (int d = 0; d < SPEC_N_DRAFTERS; d++) {
         s->stats.spec_drafted[d]  = s->acc.spec_drafted[d];
         s->stats.spec_accepted[d] = s->acc.spec_accepted[d];
     }
@@ -130,13 +130,8 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     sl->n_last = sl->n_past; /* the slot's conversation, for slot actions */
     if (s->drafters)
         spec_rewind(s->drafters, sl->id, 0);
-    hearth_sampler_free(sl->smp);
-    sl->smp = NULL;
-    grammar_matcher_free(sl->gm);
-    sl->gm = NULL;
-    for (int32_t i = 0; i < sl->n_seen; i++)
-        sl->count[sl->seen[i]] = 0;
-    sl->n_seen = sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
+    sample_chain_end(&sl->chain);
+    sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
     sl->n_draft = sl->n_drafted = sl->n_accepted = sl->n_fed = 0;
     sl->take                                                                = 0;
     sl->row                                                                 = -1;
@@ -185,52 +180,6 @@ static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish fini
     sched_job_free(job);
 }
 
-/*
- * What a verify step of `rows` rows of one slot costs against a decode on
- * the CPU's packed kernels, which take rows in eights, a last three or four
- * as a four and a last two as a pair (src/kernels; bench-1b Q4_0 on 2 Zen 5
- * cores, AVX-512, best of 20: pp1 11.4 ms, pp2 12.9, pp3 13.5, pp4 14.2,
- * pp6 18.7, pp8 20.5, pp12 30.7, pp16 38.4; Zen 4 pays about a third more
- * per row past four).
- */
-static double rows_cost(int32_t rows)
-{
-    if (rows <= 2)
-        return rows == 1 ? 1.0 : 1.13;
-    if (rows <= 4)
-        return 1.25;
-    if (rows <= 8)
-        return 1.25 + 0.135 * (rows - 4);
-    return 1.79 + 0.2 * (rows - 8);
-}
-
-/*
- * The depth that yields the most tokens per unit of step cost for a slot
- * whose drafts are kept with probability p, each draft's keep depending on
- * the ones before: (1 + p + ... + p^d) / rows_cost(d + 1), over the depths
- * that fill the kernels' fours (1, 3, 7, 11, ..., and draft_max) within
- * draft_min and draft_max. p 0.2 gives 1, p 0.35 to 0.75 3, p 0.85 to
- * 0.95 (a loop) 7; a slot whose drafts all keep goes deeper when draft_max
- * allows.
- */
-static int32_t depth_for(const struct sched *s, double p)
-{
-    int32_t best = s->spec.draft_min;
-    double value = 0;
-    for (int32_t d = s->spec.draft_min; d <= s->spec.draft_max; d++) {
-        if (d != 1 && d != s->spec.draft_max && (d + 1) % 4)
-            continue;
-        double sum = 1, pk = 1;
-        for (int32_t i = 1; i <= d; i++)
-            sum += pk *= p;
-        if (sum / rows_cost(d + 1) > value) {
-            value = sum / rows_cost(d + 1);
-            best  = d;
-        }
-    }
-    return best;
-}
-
 /* Checks a newly assigned job and readies its slot; on a bad job, ERROR and the slot is free. */
 static void slot_start(struct sched *s, struct slot *sl)
 {
@@ -266,7 +215,13 @@ static void slot_start(struct sched *s, struct slot *sl)
             return;
         }
     }
-    if (hearth_sampler_new(&job->sampling, s->n_vocab, &sl->smp, msg, sizeof msg) != HEARTH_OK) {
+    struct sample_chain_params cp = {.sampling          = &job->sampling,
+                                     .presence_penalty  = job->presence_penalty,
+                                     .frequency_penalty = job->frequency_penalty,
+                                     .bias              = job->bias,
+                                     .n_bias            = job->n_bias,
+                                     .top_logprobs      = job->top_logprobs};
+    if (sample_chain_start(&sl->chain, &cp, msg, sizeof msg) != HEARTH_OK) {
         slot_fail(s, sl, msg);
         return;
     }
@@ -275,15 +230,13 @@ static void slot_start(struct sched *s, struct slot *sl)
             slot_fail(s, sl, "sched: a grammar ends in end-of-text, which ignore_eos forbids");
             return;
         }
-        sl->gm = grammar_matcher_new(job->grammar, (const char *const *)job->triggers,
-                                     job->n_triggers);
-        if (!sl->gm) {
+        if (!sample_chain_grammar(&sl->chain, job->grammar, (const char *const *)job->triggers,
+                                  job->n_triggers)) {
             slot_fail(s, sl, "sched: out of memory for the grammar");
             return;
         }
     }
-    for (int32_t i = 0; i < job->n_prompt; i++) /* the repetition penalty sees the prompt */
-        hearth_sampler_accept(sl->smp, job->prompt[i]);
+    sample_chain_prompt(&sl->chain, job->prompt, job->n_prompt);
     memcpy(sl->tokens, job->prompt, (size_t)job->n_prompt * sizeof *sl->tokens);
     sl->n_tokens = job->n_prompt;
     hearth_seq_truncate(s->ctx, sl->id, 0);
@@ -295,39 +248,10 @@ static void slot_start(struct sched *s, struct slot *sl)
     }
     sl->n_cached = sl->n_past = reused;
     sl->order                 = ++s->n_started;
-    /* a new job's drafts start as if three in four were kept */
-    sl->keep_s                = 3;
-    sl->keep_t                = 4;
-    sl->depth                 = s->spec.draft_max > 0 ? depth_for(s, 0.75) : 0;
+    spec_depth_start(&sl->depth, s->spec.draft_min, s->spec.draft_max);
     stopmatch_reset(&sl->sm, job->stop, job->n_stop);
     s->acc.prompt_tokens_total += (uint64_t)job->n_prompt;
     s->acc.prefix_hit_tokens_total += (uint64_t)reused;
-}
-
-/* log-softmax of the raw logits: the chosen token's and the n_top best. */
-static void logprobs(struct slot *sl, const float *logits, int32_t n_vocab, hearth_token tok,
-                     int32_t n_top, struct sched_logprob *chosen)
-{
-    float mx = -INFINITY;
-    for (int32_t v = 0; v < n_vocab; v++)
-        mx = logits[v] > mx ? logits[v] : mx;
-    double sum = 0;
-    for (int32_t v = 0; v < n_vocab; v++)
-        sum += expf(logits[v] - mx);
-    const float lse = mx + (float)log(sum);
-    *chosen         = (struct sched_logprob){tok, logits[tok] - lse};
-    int32_t n       = 0;
-    for (int32_t v = 0; v < n_vocab && n_top > 0; v++) {
-        float l = logits[v];
-        if (n == n_top && l <= sl->top[n - 1].logprob)
-            continue;
-        int32_t j = n < n_top ? n++ : n - 1;
-        for (; j > 0 && sl->top[j - 1].logprob < l; j--)
-            sl->top[j] = sl->top[j - 1];
-        sl->top[j] = (struct sched_logprob){v, l};
-    }
-    for (int32_t i = 0; i < n; i++)
-        sl->top[i].logprob -= lse;
 }
 
 /* Counts one judged draft of the slot's: the job's counts and the scheduler's. */
@@ -351,78 +275,33 @@ static void slot_sample(struct sched *s, struct slot *sl)
         slot_fail(s, sl, "sched: the engine returned no logits for the slot's row");
         return;
     }
-    const float *use = logits;
-    if ((job->presence_penalty != 0 || job->frequency_penalty != 0) && sl->n_seen > 0) {
-        memcpy(sl->work, logits, (size_t)s->n_vocab * sizeof *sl->work);
-        for (int32_t i = 0; i < sl->n_seen; i++) {
-            hearth_token t = sl->seen[i];
-            sl->work[t] -= job->frequency_penalty * (float)sl->count[t] + job->presence_penalty;
-        }
-        use = sl->work;
-    }
-    if (job->n_bias > 0) {
-        if (use != sl->work)
-            memcpy(sl->work, logits, (size_t)s->n_vocab * sizeof *sl->work);
-        for (int32_t i = 0; i < job->n_bias; i++)
-            sl->work[job->bias[i].token] += job->bias[i].bias;
-        use = sl->work;
-    }
-    if (sl->force >= 0) { /* HEARTH_SPEC_TEST_BREAK: the draft outweighs everything */
-        if (use != sl->work)
-            memcpy(sl->work, logits, (size_t)s->n_vocab * sizeof *sl->work);
-        sl->work[sl->force] += 1e4f;
-        use = sl->work;
-    }
-    hearth_token tok = sampler_pick(sl->smp, use, NULL);
-    if (sl->gm) {
-        /* The unconstrained pick stands when the grammar allows it: the draw then follows
-         * the distribution renormalised over the allowed tokens (a refused pick falls
-         * through to a pick among them), and most steps of a good model cost no mask. */
-        char err[HEARTH_ERR_MAX];
-        if (!grammar_matcher_allows(sl->gm, tok)) {
-            int32_t n_ok = grammar_matcher_mask(sl->gm, sl->mask, err, sizeof err);
-            if (n_ok <= 0) {
-                char msg[HEARTH_ERR_MAX + 32];
-                snprintf(msg, sizeof msg, "sched: grammar: %s",
-                         n_ok < 0 ? err : "no token can continue the text");
-                slot_fail(s, sl, msg);
-                return;
-            }
-            tok = sampler_pick(sl->smp, use, sl->mask);
-        }
-        if (!hearth_token_is_eog(s->model, tok) &&
-            !grammar_matcher_accept(sl->gm, tok, err, sizeof err)) {
-            char msg[HEARTH_ERR_MAX + 32];
-            snprintf(msg, sizeof msg, "sched: grammar: %s", err);
-            slot_fail(s, sl, msg);
-            return;
-        }
+    char err[HEARTH_ERR_MAX];
+    hearth_token tok = sample_chain_pick(&sl->chain, logits, sl->force, err, sizeof err);
+    if (tok < 0) {
+        char msg[HEARTH_ERR_MAX + 32];
+        snprintf(msg, sizeof msg, "sched: grammar: %s", err);
+        slot_fail(s, sl, msg);
+        return;
     }
     if (sl->judging >= 0) { /* verify()'s draft at this row, judged before the job can end */
         sl->judged_kept = tok == sl->judging;
         judged(s, sl, sl->judged_kept);
         sl->judging = -1;
     }
-    hearth_sampler_accept(sl->smp, tok);
     if (sl->n_generated++ == 0)
         sl->t_first = now_s();
     s->acc.generated_tokens_total++;
 
-    struct sched_logprob chosen, *lp = NULL;
+    struct sample_logprob chosen, *lp = NULL;
     int32_t n_top = 0;
-    if (job->top_logprobs >= 0) {
-        n_top = job->top_logprobs > MAX_TOP_LOGPROBS ? MAX_TOP_LOGPROBS : job->top_logprobs;
-        n_top = n_top > s->n_vocab ? s->n_vocab : n_top;
-        logprobs(sl, logits, s->n_vocab, tok, n_top, &chosen);
+    if (sample_chain_logprobs(&sl->chain, logits, tok, &chosen, &n_top))
         lp = &chosen;
-    }
     if (!job->ignore_eos && hearth_token_is_eog(s->model, tok)) {
         slot_finish(s, sl, SCHED_FINISH_STOP, true);
         return;
     }
     sl->tokens[sl->n_tokens++] = tok;
-    if (sl->count[tok]++ == 0)
-        sl->seen[sl->n_seen++] = tok;
+    sample_chain_count(&sl->chain, tok);
 
     size_t n = hearth_token_to_piece(s->model, tok, sl->piece, sl->piece_cap);
     if (n > sl->piece_cap) { /* a long piece: grow once, keep the room */
@@ -562,7 +441,7 @@ static void batch_failed(struct sched *s, enum hearth_status st, const char *err
  */
 static int32_t draft_room(const struct sched *s, const struct slot *sl)
 {
-    int32_t k        = sl->depth;
+    int32_t k        = sl->depth.next;
     int32_t left     = sl->job->max_tokens - sl->n_generated - 1;
     int32_t ctx_left = s->n_ctx - sl->n_tokens;
     k                = k < left ? k : left;
@@ -641,9 +520,7 @@ static void verify(struct sched *s, struct slot *sl)
         hearth_seq_publish(s->ctx, sl->id, sl->tokens, sl->n_past);
         /* the keep rate over the last few steps (each draft a trial until the first
          * rejected), and the depth it pays to draft at */
-        sl->keep_s = 0.75 * sl->keep_s + a;
-        sl->keep_t = 0.75 * sl->keep_t + a + (a < k);
-        sl->depth  = depth_for(s, sl->keep_s / sl->keep_t);
+        spec_depth_judge(&sl->depth, a, k);
     }
 }
 
@@ -943,14 +820,9 @@ static void sched_free(struct sched *s)
     if (s->slots) {
         for (int32_t i = 0; i < s->n_slots; i++) {
             struct slot *sl = &s->slots[i];
-            hearth_sampler_free(sl->smp);
-            grammar_matcher_free(sl->gm);
+            sample_chain_free(&sl->chain);
             sched_job_free(sl->job);
             free(sl->tokens);
-            free(sl->mask);
-            free(sl->count);
-            free(sl->seen);
-            free(sl->work);
             free(sl->piece);
             free(sl->draft);
             stopmatch_free(&sl->sm);
@@ -1026,7 +898,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
      * on a loop; a model drafter pays a forward per drafted token, and a recurrent model keeps
      * a state per drafted row of the verify batch (megabytes each on a large model).
      */
-    struct sched_spec spec = p->spec;
+    struct spec_params spec = p->spec;
     if (spec.draft_max == 0)
         spec.draft_max = spec.draft_model || spec.mtp || hearth_model_is_recurrent(model) ? 3 : 16;
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
@@ -1055,7 +927,7 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
      * the broken rule tests/e2e/test_spec.c's distribution test must catch. */
     s->spec_broken = getenv("HEARTH_SPEC_TEST_BREAK") != NULL;
     if (!s->spec.ngram && !s->spec.draft_model && !s->spec.mtp)
-        s->spec = (struct sched_spec){0};
+        s->spec = (struct spec_params){0};
     else if (s->spec.draft_model && s->spec.mtp) {
         st = fail(HEARTH_EINVAL, err, err_len,
                   "sched: a draft model and the MTP head cannot both draft (chain either "
@@ -1106,16 +978,12 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         sl->force       = -1;
         sl->judging     = -1;
         stopmatch_init(&sl->sm);
+        bool chain    = sample_chain_init(&sl->chain, model, s->n_vocab, s->n_ctx + 1);
         sl->tokens    = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->tokens);
-        sl->seen      = malloc(((size_t)s->n_ctx + 1) * sizeof *sl->seen);
-        sl->count     = calloc((size_t)s->n_vocab, sizeof *sl->count);
-        sl->work      = malloc((size_t)s->n_vocab * sizeof *sl->work);
-        sl->mask      = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof *sl->mask);
         sl->piece_cap = 256;
         sl->piece     = malloc(sl->piece_cap);
         sl->draft     = malloc(((size_t)s->spec.draft_max + 1) * sizeof *sl->draft);
-        if (!sl->tokens || !sl->seen || !sl->count || !sl->work || !sl->mask || !sl->piece ||
-            !sl->draft)
+        if (!chain || !sl->tokens || !sl->piece || !sl->draft)
             goto nomem;
         s->info[i].id = i;
     }

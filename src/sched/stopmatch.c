@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/stopmatch.h"
+#include "sched/stopmatch.h"
 #include "util/utf8.h"
 
 void stopmatch_init(struct stopmatch *m)

@@ -10,12 +10,12 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "serve/spec.h"
+#include "spec/spec.h"
 #include "spec/ngram.h"
 #include "util/errfmt.h"
 
 struct spec {
-    struct sched_spec p;
+    struct spec_params p;
     struct hearth_context *dctx; /* the draft model's; NULL without one */
     struct hearth_context *mctx; /* the MTP head's; NULL without one */
     const struct hearth_context *tctx; /* the target's, whose hidden rows the head reads */
@@ -74,7 +74,7 @@ static enum hearth_status mtp_new(struct spec *sp, struct hearth_model *target,
 }
 
 enum hearth_status spec_new(struct hearth_model *target, const struct hearth_context *tctx,
-                            const struct sched_spec *p, int32_t n_slots, int32_t n_ctx,
+                            const struct spec_params *p, int32_t n_slots, int32_t n_ctx,
                             int32_t n_batch, int n_threads, struct spec **out, char *err,
                             size_t err_len)
 {
@@ -427,7 +427,7 @@ void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n)
     for (int32_t i = 0; i < n; i++) {
         struct spec_req *r = &reqs[i];
         r->n_out           = 0;
-        r->from            = SCHED_DRAFTER_NGRAM;
+        r->from            = SPEC_DRAFTER_NGRAM;
         int32_t own = 0, pooled = 0;
         if (sp->p.ngram)
             r->n_out = ngram_propose(r->tokens, r->n_tokens, sp->p.ngram_min, sp->p.ngram_max, r->k,
@@ -440,13 +440,13 @@ void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n)
             if (m > 0 && pooled > own) {
                 memcpy(r->out, alt, (size_t)m * sizeof *alt);
                 r->n_out = m;
-                r->from  = SCHED_DRAFTER_POOL;
+                r->from  = SPEC_DRAFTER_POOL;
             }
         }
         want[i] = (sp->dctx || sp->mctx) && r->n_out == 0;
         any     = any || want[i];
         if (want[i])
-            r->from = sp->mctx ? SCHED_DRAFTER_MTP : SCHED_DRAFTER_MODEL;
+            r->from = sp->mctx ? SPEC_DRAFTER_MTP : SPEC_DRAFTER_MODEL;
     }
     if (any && sp->dctx)
         draft_model(sp, reqs, n, want);

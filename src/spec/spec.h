@@ -1,10 +1,10 @@
 /*
- * spec.h: the scheduler's drafters for speculative decoding (sched.h,
- * struct sched_spec). For each generating slot they propose the tokens the
- * target is likely to produce next: the n-gram drafter (src/spec/ngram.h)
- * from the slot's own text, then the n-gram pool every request feeds, the
- * draft model from its own greedy decoding, or the MTP head from the
- * target's hidden state.
+ * spec.h: the scheduler's drafters for speculative decoding (struct
+ * spec_params, which sched_params.spec holds). For each generating slot
+ * they propose the tokens the target is likely to produce next: the n-gram
+ * drafter (src/spec/ngram.h) from the slot's own text, then the n-gram pool
+ * every request feeds, the draft model from its own greedy decoding, or the
+ * MTP head from the target's hidden state.
  * Chained (--spec ngram,draft or ngram,mtp), a slot takes the n-gram
  * proposal when there is one and the model drafter's otherwise. Every proposal is deterministic
  * (a draft model proposes its argmax), which is what lets the scheduler
@@ -18,15 +18,44 @@
  * feeds it after every target decode, and spec_rewind hands it the state
  * at the last position kept. Scheduler thread only.
  */
-#ifndef HEARTH_SERVE_SPEC_H
-#define HEARTH_SERVE_SPEC_H
+#ifndef HEARTH_SPEC_H
+#define HEARTH_SPEC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "hearth.h"
-#include "serve/sched.h"
+
+/*
+ * Speculative decoding (--spec): each step a drafter proposes up to
+ * draft_max tokens per generating slot, the target computes all of them in
+ * the step's one micro-batch, and the slot keeps the drafts its own
+ * sampling reproduces, plus the token it sampled where they part. The
+ * output is the target's at any temperature and, for a seed, the same
+ * tokens (see docs/ARCHITECTURE.md). On a model with recurrent layers the
+ * verify batch keeps each drafting slot's state after every row, so a cut
+ * goes back exactly to the drafts kept (hearth_seq_keep_states).
+ */
+/* The drafters, as /metrics labels them. */
+enum spec_drafter { SPEC_DRAFTER_NGRAM, SPEC_DRAFTER_POOL, SPEC_DRAFTER_MODEL, SPEC_DRAFTER_MTP,
+                    SPEC_N_DRAFTERS };
+#define SPEC_DRAFTER_NAMES {"ngram", "ngram_pool", "draft", "mtp"}
+
+struct spec_params {
+    bool ngram;          /* prompt lookup (src/spec/ngram.h) */
+    struct hearth_model *draft_model; /* a draft model (--model-draft), NULL: none. Chained after
+                                         the n-gram drafter when both are on. The caller's: it
+                                         must outlive the scheduler */
+    bool mtp;            /* the model's own MTP head drafts (a model loaded with
+                            hearth_model_params.mtp); not with draft_model */
+    int32_t draft_max;   /* most tokens drafted per slot and step, 1..64; 0: 16 for the
+                            n-gram drafter alone on a model without recurrent layers, else 3 */
+    int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
+    int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */
+    int32_t ngram_max;   /* the longest, ..NGRAM_MAX_N */
+    size_t ngram_pool_bytes; /* with ngram: the n-gram pool shared by all requests, 0: none */
+};
 
 struct spec;
 
@@ -38,7 +67,7 @@ struct spec_req {
     int32_t k;                  /* most tokens to propose, >= 1 */
     hearth_token *out;          /* [k] the proposal */
     int32_t n_out;              /* set: tokens proposed (0: none) */
-    enum sched_drafter from;    /* set: who proposed them */
+    enum spec_drafter from;     /* set: who proposed them */
 };
 
 /*
@@ -48,7 +77,7 @@ struct spec_req {
  * first difference named otherwise). The draft model stays the caller's.
  */
 enum hearth_status spec_new(struct hearth_model *target, const struct hearth_context *tctx,
-                            const struct sched_spec *p, int32_t n_slots, int32_t n_ctx,
+                            const struct spec_params *p, int32_t n_slots, int32_t n_ctx,
                             int32_t n_batch, int n_threads, struct spec **out, char *err,
                             size_t err_len);
 void spec_free(struct spec *sp);

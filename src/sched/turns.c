@@ -1,5 +1,5 @@
 /* turns.c: the tokens of recently finished jobs, and the prompt splice (turns.h). */
-#include "serve/turns.h"
+#include "sched/turns.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /*
  * sched_int.h: the scheduler's state, shared by sched.c (the thread, its
  * steps) and sched_slots.c (slot actions: save, restore, erase). Internal
- * to src/serve; see sched.c for who may touch what.
+ * to src/sched; see sched.c for who may touch what.
  */
 #ifndef HEARTH_SCHED_INT_H
 #define HEARTH_SCHED_INT_H
@@ -10,15 +10,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "serve/sched.h"
-#include "serve/turns.h"
-#include "serve/stopmatch.h"
+#include "sample/chain.h"
+#include "sched/sched.h"
+#include "sched/turns.h"
+#include "sched/stopmatch.h"
+#include "spec/depth.h"
 
 struct spec;
 struct spec_req;
-struct grammar_matcher;
-
-#define MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
 
 struct qent {
     struct sched_job *job;
@@ -29,9 +28,7 @@ struct qent {
 struct slot {
     int32_t id;                 /* == its sequence id in the context */
     struct sched_job *job;      /* NULL = idle */
-    struct hearth_sampler *smp; /* the job's, NULL when idle */
-    struct grammar_matcher *gm; /* the job's grammar, NULL when it has none */
-    uint32_t *mask;             /* [(n_vocab + 31) / 32] tokens the grammar allows now */
+    struct sample_chain chain;  /* the job's sampling, its buffers the slot's for good */
     hearth_token *tokens;       /* [n_ctx + 1] prompt then generated tokens */
     int32_t n_tokens;           /* entries in tokens */
     int32_t n_last;             /* idle: tokens[0..n_last) is the slot's conversation, the
@@ -40,11 +37,6 @@ struct slot {
     int32_t n_past;             /* leading tokens whose KV is in the cache */
     int32_t n_cached;           /* of those, reused from the prefix cache at start */
     int32_t n_generated;        /* sampled tokens, EOG included */
-    int32_t *count;             /* [n_vocab] occurrences in the generated tokens */
-    hearth_token *seen;         /* [n_ctx + 1] distinct generated tokens */
-    int32_t n_seen;
-    float *work; /* [n_vocab] logits after the OpenAI penalties */
-    struct sched_logprob top[MAX_TOP_LOGPROBS];
     char *piece; /* [piece_cap] one token's text */
     size_t piece_cap;
     struct stopmatch sm;
@@ -52,10 +44,8 @@ struct slot {
     uint64_t order;           /* start order: the youngest job yields on a full pool */
     hearth_token *draft;      /* [draft_max] this step's drafted tokens */
     int32_t n_draft;          /* of them in this step's batch, after its decode row */
-    enum sched_drafter draft_src; /* who proposed them */
-    int32_t depth;            /* tokens to draft next: follows the recent acceptance */
-    double keep_s, keep_t;    /* drafts kept and judged, each step's weighing 0.75 of the one
-                                 after it: their ratio is the recent keep rate */
+    enum spec_drafter draft_src; /* who proposed them */
+    struct spec_depth depth;  /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
     hearth_token force;       /* test hook: the token this sample must pick, -1 none */
     hearth_token judging;     /* verify(): the draft this sample judges, -1 none */
@@ -90,7 +80,7 @@ struct sched {
     int32_t rr;             /* slot the prefill share starts from */
     uint64_t n_started;
     struct sched_stats acc; /* running totals */
-    struct sched_spec spec; /* as started; draft_max 0 when off */
+    struct spec_params spec; /* as started; draft_max 0 when off */
     struct spec *drafters;  /* NULL when off */
     struct spec_req *reqs;  /* [n_slots] this step's draft requests */
     bool no_drafts;         /* this step is retried without drafts (the pool was full) */

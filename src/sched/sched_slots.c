@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "serve/sched_int.h"
+#include "sched/sched_int.h"
 #include "util/clock.h"
 #include "util/errfmt.h"
 

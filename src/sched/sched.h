@@ -34,14 +34,10 @@
 #include <stdint.h>
 
 #include "hearth.h"
+#include "sample/chain.h"
+#include "spec/spec.h"
 
 #define SCHED_MAX_STOP 8 /* stop strings per job (OpenAI allows 4) */
-
-/* A logit bias: added to the token's logit before sampling (-INFINITY bans it). */
-struct sched_bias {
-    hearth_token token; /* 0 <= token < n_vocab */
-    float bias;
-};
 
 /* One generation: one prompt, one choice. A request with n > 1 or an array
  * of prompts becomes several jobs sharing request_id, one per choice. */
@@ -55,7 +51,7 @@ struct sched_job {
     struct hearth_sampler_params sampling;
     float presence_penalty;       /* OpenAI's, -2..2, 0 = off */
     float frequency_penalty;      /* OpenAI's, -2..2, 0 = off */
-    struct sched_bias *bias;      /* [n_bias] logit_bias, owned (malloc'd), or NULL */
+    struct sample_bias *bias;     /* [n_bias] logit_bias, owned (malloc'd), or NULL */
     int32_t n_bias;
     bool no_cache;                /* compute the whole prompt: no prefix reuse (cache_prompt) */
     char *stop[SCHED_MAX_STOP];   /* owned, NUL-terminated, non-empty */
@@ -83,11 +79,6 @@ enum sched_event_kind {
 
 enum sched_finish { SCHED_FINISH_STOP, SCHED_FINISH_LENGTH, SCHED_FINISH_CANCELLED };
 
-struct sched_logprob {
-    hearth_token token;
-    float logprob;
-};
-
 struct sched_event {
     enum sched_event_kind kind;
     uint64_t job_id;
@@ -99,8 +90,8 @@ struct sched_event {
     const char *text;
     size_t text_len;
     /* TEXT with logprobs: the sampled token and its alternatives (NULL otherwise) */
-    const struct sched_logprob *logprob;   /* [1] the chosen token */
-    const struct sched_logprob *top;       /* [n_top] */
+    const struct sample_logprob *logprob;  /* [1] the chosen token */
+    const struct sample_logprob *top;      /* [n_top] */
     int32_t n_top;
     /* TEXT and DONE: */
     int32_t n_prompt;        /* prompt tokens */
@@ -117,36 +108,6 @@ struct sched_event {
 };
 
 typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
-
-/*
- * Speculative decoding (--spec): each step a drafter proposes up to
- * draft_max tokens per generating slot, the target computes all of them in
- * the step's one micro-batch, and the slot keeps the drafts its own
- * sampling reproduces, plus the token it sampled where they part. The
- * output is the target's at any temperature and, for a seed, the same
- * tokens (see docs/ARCHITECTURE.md). On a model with recurrent layers the
- * verify batch keeps each drafting slot's state after every row, so a cut
- * goes back exactly to the drafts kept (hearth_seq_keep_states).
- */
-/* The drafters, as /metrics labels them. */
-enum sched_drafter { SCHED_DRAFTER_NGRAM, SCHED_DRAFTER_POOL, SCHED_DRAFTER_MODEL,
-                     SCHED_DRAFTER_MTP, SCHED_N_DRAFTERS };
-#define SCHED_DRAFTER_NAMES {"ngram", "ngram_pool", "draft", "mtp"}
-
-struct sched_spec {
-    bool ngram;          /* prompt lookup (src/spec/ngram.h) */
-    struct hearth_model *draft_model; /* a draft model (--model-draft), NULL: none. Chained after
-                                         the n-gram drafter when both are on. The caller's: it
-                                         must outlive the scheduler */
-    bool mtp;            /* the model's own MTP head drafts (a model loaded with
-                            hearth_model_params.mtp); not with draft_model */
-    int32_t draft_max;   /* most tokens drafted per slot and step, 1..64; 0: 16 for the
-                            n-gram drafter alone on a model without recurrent layers, else 3 */
-    int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
-    int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */
-    int32_t ngram_max;   /* the longest, ..NGRAM_MAX_N */
-    size_t ngram_pool_bytes; /* with ngram: the n-gram pool shared by all requests, 0: none */
-};
 
 struct sched_params {
     int32_t n_slots;     /* parallel sequences (--parallel) */
@@ -166,7 +127,7 @@ struct sched_params {
                                   context must be one hearth_seq_save can write */
     bool reply_tokens;         /* keep finished jobs' tokens for sched_turns (--reply-tokens
                                   own) */
-    struct sched_spec spec;    /* all zero: no speculation */
+    struct spec_params spec;   /* all zero: no speculation */
 };
 
 struct sched;
@@ -215,8 +176,8 @@ struct sched_stats {
     struct hearth_cache_stats disk; /* its disk tier: the disk_* fields */
     uint64_t prompt_tokens_total, generated_tokens_total, prefix_hit_tokens_total;
     double prefill_seconds_total, decode_seconds_total; /* engine time spent */
-    uint64_t spec_drafted[SCHED_N_DRAFTERS];  /* tokens drafted, by drafter */
-    uint64_t spec_accepted[SCHED_N_DRAFTERS]; /* of those, kept */
+    uint64_t spec_drafted[SPEC_N_DRAFTERS];  /* tokens drafted, by drafter */
+    uint64_t spec_accepted[SPEC_N_DRAFTERS]; /* of those, kept */
     uint64_t decode_forwards_total; /* a slot's rows in a step's forward, counted once a slot */
     /* the thread's own view, for telling a stuck step from an idle one: whether a slot held a
      * job when it last went round (working) and when that was (now_s, util/clock.h) */
