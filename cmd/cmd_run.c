@@ -3,7 +3,9 @@
  * continuation on stdout, token by token as it is sampled; timings go to
  * stderr. With --chat it is an interactive conversation on stdin/stdout
  * through the model's chat template, reusing the cached conversation so
- * each turn prefills only its new tokens.
+ * each turn prefills only its new tokens. The loop is the library's
+ * (generate/gen.h), whose token step the server's slots take too, so run
+ * and serve cannot generate differently.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "cmd.h"
 #include "hearth.h"
 #include "opts.h"
+#include "generate/gen.h"
 #include "util/clock.h"
 
 struct run_args {
@@ -103,115 +106,49 @@ const struct cmd_spec cmd_run_spec = {
     .args_size = sizeof(struct run_args),
 };
 
-/* The state of one generation session: sequence 0 of ctx holds tokens[0..n_cached). */
-struct session {
-    struct hearth_model *model;
-    struct hearth_context *ctx;
-    struct hearth_sampler *smp;
-    int32_t n_ctx, n_batch;
-    hearth_token *cached; /* [n_ctx] tokens whose KV sequence 0 holds */
-    int32_t n_cached;
-    double t_prefill, t_decode; /* seconds spent */
-    long n_prefilled, n_generated;
+/* Where generated text goes: stdout as it comes, and with --chat the reply kept for the
+ * conversation. */
+struct out {
+    char *reply; /* malloc'd, NUL-terminated; NULL: not kept */
+    size_t reply_len;
 };
 
-/*
- * Makes sequence 0 hold ids[0..n) (keeping the longest common prefix already
- * cached) and leaves the last token's logits readable. Returns the batch row
- * of those logits, or -1 with the error printed.
- */
-static int32_t prefill(struct session *s, const hearth_token *ids, int32_t n)
+static bool put_text(void *user, const char *text, size_t len)
 {
-    char err[HEARTH_ERR_MAX];
-    if (n >= s->n_ctx) {
-        fprintf(stderr, "hearth: the prompt has %d tokens but the context is %d\n", n, s->n_ctx);
-        return -1;
+    struct out *o = user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    if (o->reply) {
+        char *r = realloc(o->reply, o->reply_len + len + 1);
+        if (!r)
+            return false;
+        memcpy(r + o->reply_len, text, len);
+        o->reply_len += len;
+        r[o->reply_len] = 0;
+        o->reply        = r;
     }
-    int32_t keep = 0;
-    while (keep < s->n_cached && keep < n - 1 && s->cached[keep] == ids[keep])
-        keep++;
-    hearth_seq_truncate(s->ctx, 0, keep);
-    keep = hearth_seq_len(s->ctx, 0);
-    double t0 = now_s();
-    /* one chunk of n_batch rows at a time, the context's own batch size */
-    int32_t *pos = malloc((size_t)s->n_batch * sizeof *pos), row = -1;
-    int32_t *seq = calloc((size_t)s->n_batch, sizeof *seq);
-    if (!pos || !seq) {
-        free(pos);
-        free(seq);
-        fprintf(stderr, "hearth: out of memory\n");
-        return -1;
-    }
-    for (int32_t i = keep; i < n; i += s->n_batch) {
-        int32_t m = n - i < s->n_batch ? n - i : s->n_batch;
-        for (int32_t j = 0; j < m; j++)
-            pos[j] = i + j;
-        struct hearth_batch b = {m, ids + i, pos, seq, NULL};
-        if (hearth_decode(s->ctx, &b, err, sizeof err)) {
-            fprintf(stderr, "hearth: %s\n", err);
-            row = -1;
-            break;
-        }
-        row = m - 1;
-    }
-    free(pos);
-    free(seq);
-    if (row < 0 && keep < n)
-        return -1;
-    memcpy(s->cached + keep, ids + keep, (size_t)(n - keep) * sizeof *ids);
-    s->n_cached = n;
-    s->n_prefilled += n - keep;
-    s->t_prefill += now_s() - t0;
-    return row;
+    return true;
 }
 
-/*
- * Samples up to n_predict tokens (< 0: until end of generation or a full
- * context) after a prefill whose logits are at batch row `row`, printing each
- * piece as it comes. If reply is non-NULL the text is also appended there
- * (malloc'd, NUL-terminated). Returns false on an engine error.
- */
-static bool generate(struct session *s, int32_t row, long n_predict, char **reply)
+/* Prefills ids and generates up to n_predict tokens after them (< 0: until end of generation or
+ * a full context), printing the text; errors printed. Returns false on an error. */
+static bool complete(struct gen *g, const hearth_token *ids, int32_t n, long n_predict,
+                     struct out *o)
 {
-    char err[HEARTH_ERR_MAX], piece[256];
-    size_t reply_len = 0;
-    double t0 = now_s();
-    const float *logits = hearth_get_logits(s->ctx, row);
-    for (long n_gen = 0; n_predict < 0 || n_gen < n_predict; n_gen++) {
-        hearth_token tok = hearth_sampler_sample(s->smp, logits);
-        if (hearth_token_is_eog(s->model, tok))
-            break;
-        size_t len = hearth_token_to_piece(s->model, tok, piece, sizeof piece);
-        len = len < sizeof piece ? len : sizeof piece;
-        fwrite(piece, 1, len, stdout);
-        fflush(stdout);
-        s->n_generated++;
-        if (reply) {
-            char *r = realloc(*reply, reply_len + len + 1);
-            if (!r)
-                return false;
-            memcpy(r + reply_len, piece, len);
-            reply_len += len;
-            r[reply_len] = 0;
-            *reply = r;
-        }
-        if (n_predict >= 0 && n_gen + 1 >= n_predict)
-            break;
-        if (s->n_cached >= s->n_ctx) {
-            fprintf(stderr, "\nhearth: context of %d tokens is full\n", s->n_ctx);
-            break;
-        }
-        int32_t p = s->n_cached, seq0 = 0;
-        struct hearth_batch b = {1, &tok, &p, &seq0, NULL};
-        if (hearth_decode(s->ctx, &b, err, sizeof err)) {
-            fprintf(stderr, "\nhearth: %s\n", err);
-            return false;
-        }
-        s->cached[s->n_cached++] = tok;
-        logits = hearth_get_logits(s->ctx, 0);
+    char err[HEARTH_ERR_MAX];
+    if (gen_prefill(g, ids, n, err, sizeof err) != HEARTH_OK) {
+        fprintf(stderr, "hearth: %s\n", err);
+        return false;
     }
-    s->t_decode += now_s() - t0;
-    return true;
+    enum gen_next end;
+    const enum hearth_status st = gen_run(g, (int32_t)n_predict, put_text, o, &end, err, sizeof err);
+    if (st == HEARTH_ECANCELED)
+        fprintf(stderr, "\nhearth: out of memory for the reply\n");
+    else if (st != HEARTH_OK)
+        fprintf(stderr, "\nhearth: %s\n", err);
+    else if (end == GEN_FULL)
+        fprintf(stderr, "\nhearth: context of %d tokens is full\n", g->n_ctx);
+    return st == HEARTH_OK;
 }
 
 /* Tokenizes text with BOS as the vocab says and special-token parsing. */
@@ -232,7 +169,7 @@ static hearth_token *tokenize(const struct hearth_model *m, const char *text, si
 }
 
 /* The interactive loop of --chat. Returns an exit status. */
-static int chat_loop(struct session *s, const char *system, long n_predict)
+static int chat_loop(struct gen *g, const char *system, long n_predict)
 {
     struct hearth_chat_msg *msgs = NULL;
     size_t n_msgs = 0, cap = 0;
@@ -256,7 +193,7 @@ static int chat_loop(struct session *s, const char *system, long n_predict)
         PUSH("system", sys);
     }
     fprintf(stderr, "hearth: chatting with the %s template; one message per line, EOF ends\n",
-            hearth_chat_template_name(s->model));
+            hearth_chat_template_name(g->model));
     for (;;) {
         if (tty)
             fprintf(stderr, "> ");
@@ -272,29 +209,29 @@ static int chat_loop(struct session *s, const char *system, long n_predict)
             goto oom;
         PUSH("user", user);
         char err[HEARTH_ERR_MAX], *text = NULL;
-        if (hearth_chat_render(s->model, msgs, n_msgs, &text, err, sizeof err)) {
+        if (hearth_chat_render(g->model, msgs, n_msgs, &text, err, sizeof err)) {
             fprintf(stderr, "hearth: %s\n", err);
             rc = EXIT_RUNTIME;
             break;
         }
         size_t n_ids = 0;
-        hearth_token *ids = tokenize(s->model, text, &n_ids);
+        hearth_token *ids = tokenize(g->model, text, &n_ids);
         free(text);
         if (!ids) {
             rc = EXIT_RUNTIME;
             break;
         }
-        int32_t row = prefill(s, ids, (int32_t)n_ids);
+        struct out o = {.reply = strdup("")};
+        const bool ok = o.reply && complete(g, ids, (int32_t)n_ids, n_predict, &o);
         free(ids);
-        char *reply = strdup("");
-        if (row < 0 || !reply || !generate(s, row, n_predict, &reply)) {
-            free(reply);
+        if (!ok) {
+            free(o.reply);
             rc = EXIT_RUNTIME;
             break;
         }
         fputc('\n', stdout);
         fflush(stdout);
-        PUSH("assistant", reply);
+        PUSH("assistant", o.reply);
     }
     goto done;
 oom:
@@ -384,26 +321,27 @@ int cmd_run(int argc, char **argv)
     }
 
     int rc = EXIT_RUNTIME;
-    struct session s = {0};
+    struct hearth_model *model = NULL;
+    struct hearth_context *ctx = NULL;
+    struct hearth_sampler *smp = NULL;
+    struct gen g               = {0};
     hearth_token *ids = NULL;
     size_t n_ids = 0;
     double t0 = now_s();
     struct hearth_model_params mp = hearth_model_default_params();
     mp.n_threads = (int)threads;
     placement_params(&place, &mp);
-    if (hearth_model_load(model_path, &mp, &s.model, err, sizeof err)) {
+    if (hearth_model_load(model_path, &mp, &model, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         goto out;
     }
-    if (!chat && !(ids = tokenize(s.model, prompt, &n_ids)))
+    if (!chat && !(ids = tokenize(model, prompt, &n_ids)))
         goto out;
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = n_ctx > 0 ? (int32_t)n_ctx : hearth_model_n_ctx_train(s.model);
+    cp.n_ctx = n_ctx > 0 ? (int32_t)n_ctx : hearth_model_n_ctx_train(model);
     cp.kv_type   = (enum hearth_kv_type)ct.k;
     cp.kv_type_v = (enum hearth_kv_type)ct.v;
-    s.n_ctx = cp.n_ctx;
-    s.n_batch = cp.n_batch;
-    if (hearth_context_new(s.model, &cp, &s.ctx, err, sizeof err)) {
+    if (hearth_context_new(model, &cp, &ctx, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         goto out;
     }
@@ -415,38 +353,37 @@ int cmd_run(int argc, char **argv)
     sp.repeat_penalty = a.smp.repeat_penalty;
     sp.seed           = a.smp.seed >= 0 ? (uint64_t)a.smp.seed : (uint64_t)time(NULL);
     char serr[HEARTH_ERR_MAX];
-    if (hearth_sampler_new(&sp, hearth_model_n_vocab(s.model), &s.smp, serr, sizeof serr) !=
+    if (hearth_sampler_new(&sp, hearth_model_n_vocab(model), &smp, serr, sizeof serr) !=
         HEARTH_OK) {
         fprintf(stderr, "hearth: %s\n", serr);
         goto out;
     }
-    s.cached = malloc((size_t)s.n_ctx * sizeof *s.cached);
-    if (!s.cached) {
-        fprintf(stderr, "hearth: out of memory\n");
+    if (gen_init(&g, model, ctx, smp, cp.n_ctx, cp.n_batch, err, sizeof err) != HEARTH_OK) {
+        fprintf(stderr, "hearth: %s\n", err);
         goto out;
     }
     double t_loaded = now_s();
     if (chat) {
-        rc = chat_loop(&s, system, n_predict);
+        rc = chat_loop(&g, system, n_predict);
     } else {
-        for (size_t i = 0; i < n_ids; i++)
-            hearth_sampler_accept(s.smp, ids[i]);
-        int32_t row = prefill(&s, ids, (int32_t)n_ids);
-        if (row < 0 || !generate(&s, row, n_predict, NULL))
+        for (size_t i = 0; i < n_ids; i++) /* the repetition penalty sees the prompt */
+            hearth_sampler_accept(smp, ids[i]);
+        struct out o = {0};
+        if (!complete(&g, ids, (int32_t)n_ids, n_predict, &o))
             goto out;
         rc = EXIT_OK;
     }
     fprintf(stderr, "\nload: %.0f ms\n", (t_loaded - t0) * 1e3);
-    fprintf(stderr, "prefill: %ld tokens in %.0f ms (%.1f tok/s)\n", s.n_prefilled,
-            s.t_prefill * 1e3, s.t_prefill > 0 ? s.n_prefilled / s.t_prefill : 0.0);
-    fprintf(stderr, "decode: %ld tokens in %.0f ms (%.1f tok/s)\n", s.n_generated,
-            s.t_decode * 1e3, s.t_decode > 0 ? s.n_generated / s.t_decode : 0.0);
+    fprintf(stderr, "prefill: %ld tokens in %.0f ms (%.1f tok/s)\n", g.n_prefilled,
+            g.t_prefill * 1e3, g.t_prefill > 0 ? g.n_prefilled / g.t_prefill : 0.0);
+    fprintf(stderr, "decode: %ld tokens in %.0f ms (%.1f tok/s)\n", g.n_generated,
+            g.t_decode * 1e3, g.t_decode > 0 ? g.n_generated / g.t_decode : 0.0);
 out:
     free(ids);
     free(file_text);
-    free(s.cached);
-    hearth_sampler_free(s.smp);
-    hearth_context_free(s.ctx);
-    hearth_model_free(s.model);
+    gen_free(&g);
+    hearth_sampler_free(smp);
+    hearth_context_free(ctx);
+    hearth_model_free(model);
     return rc;
 }

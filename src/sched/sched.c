@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "generate/gen.h"
 #include "grammar/grammar.h"
 #include "sample/chain.h"
 #include "sched/sched.h"
@@ -296,24 +297,22 @@ static void slot_sample(struct sched *s, struct slot *sl)
     int32_t n_top = 0;
     if (sample_chain_logprobs(&sl->chain, logits, tok, &chosen, &n_top))
         lp = &chosen;
-    if (!job->ignore_eos && hearth_token_is_eog(s->model, tok)) {
+    /* tokens[n_tokens] is decoded at position n_tokens: the next step's row */
+    const struct gen_rules rules = {s->n_ctx, job->max_tokens, job->ignore_eos};
+    size_t n                     = 0;
+    const enum gen_next next     = gen_token(s->model, tok, &rules, sl->n_generated, sl->n_tokens,
+                                             &sl->piece, &sl->piece_cap, &n);
+    if (next == GEN_EOG) {
         slot_finish(s, sl, SCHED_FINISH_STOP, true);
+        return;
+    }
+    if (next == GEN_ENOMEM) {
+        slot_fail(s, sl, "sched: out of memory for a token's text");
         return;
     }
     sl->tokens[sl->n_tokens++] = tok;
     sample_chain_count(&sl->chain, tok);
 
-    size_t n = hearth_token_to_piece(s->model, tok, sl->piece, sl->piece_cap);
-    if (n > sl->piece_cap) { /* a long piece: grow once, keep the room */
-        char *p = realloc(sl->piece, n);
-        if (!p) {
-            slot_fail(s, sl, "sched: out of memory for a token's text");
-            return;
-        }
-        sl->piece     = p;
-        sl->piece_cap = n;
-        n             = hearth_token_to_piece(s->model, tok, sl->piece, sl->piece_cap);
-    }
     const char *out;
     size_t out_len;
     enum stopmatch_result r = stopmatch_feed(&sl->sm, sl->piece, n, &out, &out_len);
@@ -328,8 +327,7 @@ static void slot_sample(struct sched *s, struct slot *sl)
         return;
     }
     emit_text(s, sl, out, out_len, lp, n_top);
-    /* the next step decodes tokens[n_tokens - 1] at that position: it must fit the slot */
-    if (sl->n_generated >= job->max_tokens || sl->n_tokens > s->n_ctx)
+    if (next != GEN_GO) /* max_tokens, or no position left to decode the token at */
         slot_finish(s, sl, SCHED_FINISH_LENGTH, true);
 }
 

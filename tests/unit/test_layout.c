@@ -42,7 +42,7 @@ static const char *const FORBIDDEN[] = {
     "net serve",     "net route",   "net bench",
     "util backend",  "util model",  "util serve",  "kernels model", "kernels backend",
     "kernels serve", "gguf model",  "text serve",  "grammar serve", "sample serve",
-    "chat serve",
+    "chat serve",    "generate serve", "generate sched",
     /* the scheduler drives the engine for serve and knows nothing of HTTP; the drafters and
      * the sampling chain are what it calls, never the other way */
     "sched serve",   "spec serve",  "spec sched",  "sample sched",  "net sched",
