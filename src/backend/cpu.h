@@ -15,9 +15,7 @@
 
 #include "backend/backend.h"
 #include "kernels/kernels.h"
-#include "model/deltanet.h"
-#include "model/model.h"
-#include "model/moe.h"
+#include "model/types.h"
 #include "util/memacct.h"
 #include "util/threadpool.h"
 

@@ -21,7 +21,6 @@
 #include "kernels/ggml_dot.h"
 #include "kernels/ref.h"
 #include "model/memlaw.h"
-#include "model/moe.h"
 
 /* Rows are sorted by expert: "row" below means a (token, slot) pair's place in that order. */
 struct moe_scratch {

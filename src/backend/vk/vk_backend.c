@@ -40,11 +40,9 @@
 #include "backend/vk/vk_internal.h"
 #include "backend/vk/vk_moe.h"
 #include "kernels/kernels.h"
-#include "model/deltanet.h"
 #include "model/budget.h"
 #include "model/memlaw.h"
-#include "model/model.h"
-#include "model/moe.h"
+#include "model/types.h"
 #include "util/errfmt.h"
 
 #define VK_MAX_DEVICES 4
@@ -164,7 +162,7 @@ static enum hearth_status layer_supported(const struct hearth_model *m, int32_t 
     const struct layer *L = &m->layers[l];
     const struct hparams *hp = &m->hp;
     if (hp->recurrent && !L->attn_gated) {
-        const struct dnet_dims dd = dnet_dims_of(m);
+        const struct dnet_dims dd = m->hp.dnet;
         if ((uint64_t)dd.n_v * dd.S * dd.S * sizeof(float) > UINT32_MAX)
             return fail(HEARTH_EUNSUPPORTED, err, err_len,
                         "model: layer %d's DeltaNet state of %d heads of %d x %d is past the "
