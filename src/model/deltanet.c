@@ -3,7 +3,7 @@
  * hyperparameters (ssm.*, full_attention_interval, IMRoPE sections), which
  * layers are Gated DeltaNet mixers and which output-gated attention, and
  * each mixer's tensors. The arithmetic and the recurrent state are the
- * backend's deltanet operation (the CPU's: src/backend/cpu_deltanet.c).
+ * backend's deltanet operation (the CPU's: src/backend/cpu/cpu_deltanet.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

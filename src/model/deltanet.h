@@ -3,7 +3,7 @@
  * mixers and the output-gated attention of its full-attention layers, as
  * the model loads them. Their arithmetic and the per-sequence recurrent
  * state are the backend's deltanet operation and the gate in its qkv_store
- * and attention (backend.h; the CPU's: src/backend/cpu_deltanet.c).
+ * and attention (backend.h; the CPU's: src/backend/cpu/cpu_deltanet.c).
  */
 #ifndef HEARTH_DELTANET_H
 #define HEARTH_DELTANET_H

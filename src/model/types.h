@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hearth.h"
 #include "util/dtype.h"
@@ -399,6 +400,20 @@ static inline void *kv_row(const struct kv_cache *kv, int32_t l, int which, int3
     int32_t b = kv_layer_blocks(kv, l, seq)[pos / kv->block_tokens];
     size_t tok = (size_t)b * kv->block_tokens + (size_t)(pos % kv->block_tokens);
     return kv_layer_base(kv, l, which) + tok * kv->row_len[which];
+}
+
+/* The layer a tensor name belongs to ("blk.12.attn_q.weight": 12), or -1. */
+static inline int32_t memlaw_tensor_layer(const char *name)
+{
+    if (strncmp(name, "blk.", 4))
+        return -1;
+    int32_t l     = 0;
+    const char *c = name + 4;
+    if (*c < '0' || *c > '9')
+        return -1;
+    for (; *c >= '0' && *c <= '9' && l < (1 << 26); c++)
+        l = l * 10 + (*c - '0');
+    return *c == '.' ? l : -1;
 }
 
 #endif

@@ -16,7 +16,7 @@
 
 #include "backend/vk/vk_deltanet.h"
 #include "backend/vk/vk_internal.h"
-#include "model/memlaw.h"
+#include "backend/vk/vk_memlaw.h"
 #include "model/types.h"
 #include "util/errfmt.h"
 

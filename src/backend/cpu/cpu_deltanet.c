@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_memlaw.h"
 #include "kernels/ggml_dot.h"
-#include "model/memlaw.h"
 
 struct dnet_cache {
     struct dnet_dims d;

@@ -1,5 +1,5 @@
 /*
- * cpu.h: the CPU backend's own state, internal to src/backend/cpu*.c. Each
+ * cpu.h: the CPU backend's own state, internal to src/backend/cpu/. Each
  * operation of
  * the table is one or a few fork-join regions of the context's thread pool
  * over the kernel table (src/kernels/kernels.h), split by output row
