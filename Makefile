@@ -68,7 +68,8 @@ VK_SPV    := $(VK_NAMES:%=$(VK_GEN)/%.spv.inc)
 SRC       += $(VK_GEN)/vk_shaders.c
 LDLIBS_VK := -ldl
 else
-SRC      := $(filter-out $(VK_DIR)/%,$(SRC))
+# the memory law stays: `hearth fit` predicts a GPU the build cannot drive
+SRC      := $(filter-out $(filter-out $(VK_DIR)/vk_memlaw.c,$(filter $(VK_DIR)/%,$(SRC))),$(SRC))
 ifeq ($(MAKELEVEL),0)
 $(info vulkan: backend skipped: $(VK_SKIP))
 endif

@@ -1,7 +1,7 @@
 /*
  * backend.c: the built-in backends by name: the CPU, and Vulkan when the
  * build has it (vk_backend.c); a new backend adds its table to
- * backend_find.
+ * backend_find and its memory law to backend_law_of.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +18,15 @@ const struct backend *backend_find(const char *name)
     if (!strcmp(name, "vulkan"))
         return backend_vulkan(0, why, sizeof why);
     return NULL;
+}
+
+const struct backend_law *backend_law_of(enum backend_kind kind)
+{
+    static const struct backend_law *const laws[BACKEND_KINDS] = {
+        [BACKEND_CPU]    = &backend_law_cpu,
+        [BACKEND_VULKAN] = &backend_law_vulkan,
+    };
+    return laws[kind];
 }
 
 #ifndef HEARTH_VULKAN

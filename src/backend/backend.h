@@ -2,7 +2,7 @@
  * backend.h: the forward pass's boundary. forward.c runs the model's graph
  * (which operations, in which order, per architecture) by calling one table
  * of layer-level operations; a backend fills the table. The CPU backend
- * (src/backend/cpu*.c) runs today's kernel table on the thread pool; a
+ * (src/backend/cpu/) runs today's kernel table on the thread pool; a
  * device backend fills the same entries with whole-operation kernels and
  * keeps weights, activations, the KV cache and the recurrent state on the
  * device, so only token ids and positions go in and the wanted logits come
@@ -41,6 +41,7 @@
 
 struct hearth_model;
 struct hearth_context;
+struct hearth_context_params;
 struct mem_acct;
 struct hearth_batch;
 struct weight;
@@ -79,6 +80,27 @@ enum weight_use {
 };
 
 /*
+ * A backend's memory law (docs/ARCHITECTURE.md, "Layers across stages"):
+ * the bytes its ctx_init allocates for a stage, from the hyperparameters,
+ * the layers' kinds and the context's parameters alone, so that budget.c
+ * and `hearth fit` sum every stage's figures without knowing its backend.
+ * The backend sizes its allocations with the same law, and
+ * tests/unit/test_memlaw.c holds what it counts equal to the prediction.
+ */
+struct backend_law {
+    /*
+     * Adds what a stage of layers [l0, l1) (and the output, with output)
+     * allocates for a context of p, by kind (util/memacct.h): on its device
+     * into dev (the CPU's: host memory), in host memory besides into host.
+     * n_ctx_blocks: blocks of one sequence's table; n_kv_pools: K/V pools.
+     * Not its layers' K/V rows (kv.c's kv_layer_bytes).
+     */
+    void (*stage)(const struct hearth_model *m, const struct hearth_context_params *p, int32_t l0,
+                  int32_t l1, bool output, int32_t n_ctx_blocks, int n_kv_pools,
+                  struct mem_acct *dev, struct mem_acct *host);
+};
+
+/*
  * One backend. Every entry is required but nextn_input. Entries take the
  * context (or, at load, the weight) and return nothing unless they can
  * fail: the forward pass runs after batch checking and KV reservation, so
@@ -92,6 +114,7 @@ struct backend {
     bool moe_stacks;  /* moe reads a layer's router and whole expert stacks (struct moe's
                          router, gate_exps, up_exps, down_exps), which the load prepares; else
                          the routed experts' slices, and the router from the mapping */
+    const struct backend_law *law; /* what it allocates (backend_law_of its kind) */
 
     /* ------------------------------------------------ the model, at load --- */
 
@@ -274,6 +297,7 @@ struct backend {
 
 /* The CPU backend: today's kernel table (kernels_get) on a thread pool. */
 const struct backend *backend_cpu(void);
+extern const struct backend_law backend_law_cpu; /* src/backend/cpu/cpu_memlaw.c */
 
 /*
  * The Vulkan backend on device index device ("vulkan<device>"), or NULL with
@@ -281,6 +305,14 @@ const struct backend *backend_cpu(void);
  * loader or driver, no such device.
  */
 const struct backend *backend_vulkan(int device, char *why, size_t why_len);
+/* Built with or without the Vulkan runtime: `hearth fit` predicts a GPU it does not have. */
+extern const struct backend_law backend_law_vulkan; /* src/backend/vk/vk_memlaw.c */
+
+/* The kinds of backend whose memory a placement names (struct memlaw_stage). */
+enum backend_kind { BACKEND_CPU, BACKEND_VULKAN, BACKEND_KINDS };
+
+/* The memory law of backends of kind (backend.c's table of them). */
+const struct backend_law *backend_law_of(enum backend_kind kind);
 
 /*
  * The built-in backend named name ("cpu", "vulkan" for device 0), or NULL

@@ -1,6 +1,6 @@
 /*
  * kernels.h: the kernel table: per-row CPU functions, the CPU backend's
- * building blocks (src/backend/cpu*.c call them; model code never does). Each ISA
+ * building blocks (src/backend/cpu/ call them; model code never does). Each ISA
  * (ref.c, x86_avx2.c, x86_avx512.c, arm_neon.c) fills one table in its own
  * file, compiled with its own flags. kernels_get() picks the best table the
  * CPU runs, once, overridable with HEARTH_ISA=ref|avx2|avx512|amx|neon.

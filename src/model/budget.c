@@ -2,12 +2,13 @@
  * budget.c: what each stage holds, summed per device and checked against
  * the device's memory before the weights are uploaded (hearth_model_load)
  * and before a context allocates (stages_init). The activation figure is
- * the memory law's for a device stage (memlaw_vk: its buffers, the
- * vectors' copies and recurrent states included, with the logits in one
- * chunk); the weights are the file's bytes, which a device backend uploads
- * as they are. A backend whose device_memory is 0 (the CPU) is not checked. Each
- * context is checked with the model's weights alone: two contexts on one
- * device (hearth makes one per process) are not summed.
+ * the stage's backend's memory law (backend.h's struct backend_law: for a
+ * device its buffers, the vectors' copies and recurrent states included,
+ * with the logits in one chunk); the weights are the file's bytes, which a
+ * device backend uploads as they are. A backend whose device_memory is 0
+ * (the CPU) is not checked. Each context is checked with the model's
+ * weights alone: two contexts on one device (hearth makes one per process)
+ * are not summed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,25 +123,21 @@ enum hearth_status budget_check_model(const struct hearth_model *m, char *err, s
     return check(m, NULL, err, err_len);
 }
 
-void budget_vk_law(const struct hearth_context *ctx, const struct stage *s, uint64_t max_buf,
-                   struct memlaw_vk *out)
+
+/*
+ * Bytes of stage s's buffers on its device (and logits on the output stage): its backend's
+ * memory law, as that backend's ctx_init allocates them.
+ */
+static uint64_t act_bytes(const struct hearth_context *ctx, const struct stage *s)
 {
     const struct kv_cache *kv = &ctx->kv;
     const int32_t stride      = (kv->n_ctx + kv->block_tokens - 1) / kv->block_tokens;
     int n_pools               = 0;
     for (int g = 0; g < KV_GROUPS; g++)
         n_pools += kv->pool[g].n_layer > 0;
-    memlaw_vk(ctx->model, &ctx->p, s->place->l0, s->place->l1, s->output, stride, n_pools, max_buf,
-              out);
-}
-
-/* Bytes of stage s's device buffers (and logits on the output stage): the memory law's. */
-static uint64_t act_bytes(const struct hearth_context *ctx, const struct stage *s)
-{
-    struct memlaw_vk v;
     struct mem_acct a = {{0}};
-    budget_vk_law(ctx, s, 0, &v);
-    memlaw_vk_acct(&v, &a, NULL);
+    s->place->be->law->stage(ctx->model, &ctx->p, s->place->l0, s->place->l1, s->output, stride,
+                             n_pools, &a, NULL);
     return mem_acct_total(&a);
 }
 

@@ -32,15 +32,6 @@ enum hearth_status budget_check_model(const struct hearth_model *m, char *err, s
  */
 enum hearth_status budget_check_context(struct hearth_context *ctx, char *err, size_t err_len);
 
-struct memlaw_vk;
-/*
- * The memory law's buffers of ctx's device stage s (ctx->kv initialised), for a
- * device whose largest buffer is max_buf (0: no limit): what the Vulkan
- * backend's ctx_init allocates and what the check above counts.
- */
-void budget_vk_law(const struct hearth_context *ctx, const struct stage *s, uint64_t max_buf,
-                   struct memlaw_vk *out);
-
 /* "cpu" or "vulkan1": the device of place as `hearth devices` names it, into name. */
 void budget_device_name(const struct stage_place *place, char *name, size_t name_len);
 

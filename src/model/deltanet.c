@@ -3,7 +3,7 @@
  * hyperparameters (ssm.*, full_attention_interval, IMRoPE sections), which
  * layers are Gated DeltaNet mixers and which output-gated attention, and
  * each mixer's tensors. The arithmetic and the recurrent state are the
- * backend's deltanet operation (the CPU's: src/backend/cpu_deltanet.c).
+ * backend's deltanet operation (the CPU's: src/backend/cpu/cpu_deltanet.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +92,7 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
                     key);
     hp->n_in_extra          = d.n_v * d.S;
     hp->recurrent           = true;
+    hp->dnet                = d;
     hp->last_layer_all_rows = true;
     for (int32_t i = 0; i < hp->n_layer; i++)
         m->layers[i].attn_gated = (uint32_t)(i + 1) % every == 0;

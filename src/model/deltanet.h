@@ -3,7 +3,7 @@
  * mixers and the output-gated attention of its full-attention layers, as
  * the model loads them. Their arithmetic and the per-sequence recurrent
  * state are the backend's deltanet operation and the gate in its qkv_store
- * and attention (backend.h; the CPU's: src/backend/cpu_deltanet.c).
+ * and attention (backend.h; the CPU's: src/backend/cpu/cpu_deltanet.c).
  */
 #ifndef HEARTH_DELTANET_H
 #define HEARTH_DELTANET_H
@@ -13,28 +13,7 @@
 
 #include "model/model.h"
 
-/* A DeltaNet layer's tensors (struct layer's dnet). */
-struct dnet {
-    struct weight wqkv;  /* (n_embd -> conv_dim) q, k, v before the conv */
-    struct weight wgate; /* (n_embd -> value_dim) z, the output gate */
-    struct weight wbeta; /* (n_embd -> n_v_heads) write strength before sigmoid */
-    struct weight walpha;/* (n_embd -> n_v_heads) decay input */
-    struct weight wout;  /* (value_dim -> n_embd) */
-    float *conv;         /* [conv_dim][n_conv] conv taps, oldest input first */
-    float *dt_bias;      /* [n_v_heads] */
-    float *a;            /* [n_v_heads] ssm_a = -exp(A_log) */
-    float *norm;         /* [state_size] the gated RMSNorm's weight */
-    int32_t slot;        /* index among the model's DeltaNet layers (state layout) */
-};
-
-/* Shapes shared by every DeltaNet layer of a model. */
-struct dnet_dims {
-    int32_t n_conv;  /* conv taps (ssm.conv_kernel), 2..16 */
-    int32_t S;       /* state_size: width of every key and value head */
-    int32_t n_k;     /* key heads (ssm.group_count) */
-    int32_t n_v;     /* value heads (ssm.time_step_rank), a multiple of n_k */
-    int32_t conv_dim;/* 2 n_k S + n_v S */
-};
+/* struct dnet and struct dnet_dims are model/types.h's. */
 
 /*
  * qwen35moe's own hyperparameters (ssm.*, full_attention_interval,

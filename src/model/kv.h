@@ -63,111 +63,12 @@
 #include <stdint.h>
 
 #include "hearth.h"
+#include "model/types.h"
 #include "util/dtype.h"
 #include "util/memacct.h"
 #include "util/u64map.h"
 
-#define KV_GROUPS 2 /* full-attention layers, sliding-window layers */
-
-/* One sequence's block table in one pool. */
-struct kv_table {
-    int32_t n_blocks;    /* entries used in blocks[], released ones included */
-    int32_t n_released;  /* leading entries given back (window pool only): blocks[i] = -1 */
-    int32_t n_published; /* leading entries already in the prefix index, or released */
-    int32_t *blocks;     /* [ceil(n_ctx / block_tokens)] block ids, -1 = released */
-};
-
-struct kv_seq {
-    int32_t n_tokens;  /* positions 0..n_tokens-1 hold K/V (window layers: the reachable ones) */
-    int32_t n_chain;   /* leading entries of chain[] computed */
-    uint64_t *chain;   /* [ceil(n_ctx / block_tokens)] chain hash of the tokens up to each
-                          block's end, shared by the pools' prefix indexes */
-    struct kv_table t[KV_GROUPS];
-};
-
-/* kv_cache.group of a layer that keeps no K/V (a recurrent mixer): no pool, never addressed. */
-#define KV_NONE 0xFF
-
-/* A pool of blocks for the layers of one group, with its own prefix cache. */
-struct kv_pool {
-    int32_t n_layer;         /* layers in the group, 0 = the group is absent */
-    int32_t n_host;          /* of those, the layers whose memory is mem (host layers) */
-    int32_t n_blocks;        /* blocks in the pool */
-    int32_t block_tokens;    /* the cache's */
-    size_t layer_len[2];     /* bytes of one layer's K pool, and of its V pool */
-    uint8_t *mem;            /* [n_host][K, V][n_blocks][block_tokens][row]; NULL when n_host
-                                is 0 */
-    size_t mem_len;
-    int32_t *refcnt;         /* [n_blocks] */
-    int32_t *free_ids;       /* stack of free block ids */
-    int32_t n_free;
-    /* prefix cache */
-    uint64_t *hash;          /* [n_blocks] chain hash of a published block, 0 = unpublished */
-    int32_t *tokens;         /* [n_blocks][block_tokens] tokens of a published block */
-    int32_t *lru_prev, *lru_next; /* [n_blocks] doubly linked LRU of cached blocks, -1 = none */
-    /* resuming inside a block: every published block under the chain hash of the block
-       before it (KV_ROOT for a sequence's first), and how many of its tokens hold rows */
-    uint64_t *parent; /* [n_blocks] */
-    int32_t *fill;    /* [n_blocks] block_tokens, or fewer for a sequence's last block */
-    int32_t *sib_prev, *sib_next; /* [n_blocks] published blocks of the same parent, -1 = none */
-    struct u64map children;       /* parent hash -> the newest published block under it */
-    int32_t lru_head, lru_tail;
-    int32_t n_cached;        /* published blocks with refcnt 0 (evictable) */
-    int32_t cap;             /* most blocks cached at once, -1 = as many as are free */
-    int64_t n_evicted;       /* cached blocks dropped so far (for a write or by the cap) */
-    struct u64map index;     /* chain hash -> block id of the published blocks */
-    struct kv_cache *owner;  /* pool 0: the cache, for its tier's hooks (kv_set_tier); or NULL */
-};
-
-/* What kv_init builds; kv_bytes sums the same. */
-struct kv_params {
-    int32_t n_layer;       /* layers holding K/V */
-    int32_t kv_dim;        /* elements per token per layer, K and V each */
-    int32_t n_seq;         /* sequences */
-    int32_t n_ctx;         /* max tokens per sequence */
-    int32_t block_tokens;
-    int32_t n_blocks;      /* full-attention pool */
-    enum hearth_kv_type type;   /* K's (a quantized type needs kv_dim a multiple of 32) */
-    enum hearth_kv_type type_v; /* V's */
-    const bool *swa;       /* [n_layer] layers that see only the last n_swa positions; NULL = none */
-    const bool *no_kv;     /* [n_layer] layers that keep no K/V (recurrent mixers); NULL = none */
-    const bool *host;      /* [n_layer] layers whose K/V memory kv.c maps; NULL = every layer */
-    int32_t n_swa;         /* their window in tokens, itself included; 0 = no window */
-    int32_t n_blocks_swa;  /* window pool; 0 = window layers mask the full pool instead */
-    bool retain;           /* false: the cache is whatever blocks the pools have free */
-    int32_t n_retain;      /* with retain: blocks each pool caches for no sequence (at most),
-                              on top of n_blocks and n_blocks_swa */
-};
-
-struct kv_cache {
-    int32_t n_layer;
-    int32_t kv_dim;          /* elements per token per layer, K and V each */
-    int32_t block_tokens;
-    int32_t n_seq;           /* sequences */
-    int32_t n_ctx;           /* max tokens per sequence */
-    int32_t n_swa;           /* window of the window layers, 0 = none */
-    enum hearth_kv_type type[2]; /* K's and V's */
-    size_t row_len[2];       /* bytes of one token's K row, and of its V row */
-    uint8_t *group;          /* [n_layer] pool of each layer: 0 full, 1 window, KV_NONE none */
-    int32_t *slot;           /* [n_layer] the layer's index among its pool's host layers; -1
-                                for a layer not on the host or without K/V */
-    int32_t *window;         /* [n_layer] positions a query sees: n_swa, or 0 = all */
-    struct kv_pool pool[KV_GROUPS];
-    struct kv_seq *seqs;     /* [n_seq] */
-    /* called after kv.c copies the first n_rows rows of block src to dst in pool group, for
-       the memory it does not own (the layers not on the host); NULL = none */
-    void (*copy)(void *arg, int group, int32_t dst, int32_t src, int32_t n_rows);
-    void *copy_arg;
-    /* the disk tier (kvdisk.h), for a cache of one pool on the host; NULL = none. evicted:
-       a cached block is about to be dropped (its rows still intact); fetch: fill block with
-       the rows of the block keyed hash holding tokens, false when the tier has none */
-    void (*evicted)(void *arg, const struct kv_cache *kv, int32_t block, uint64_t hash,
-                    const int32_t *tokens);
-    bool (*fetch)(void *arg, struct kv_cache *kv, int32_t block, uint64_t hash,
-                  const int32_t *tokens);
-    void *tier_arg;
-    struct mem_acct acct;    /* what kv_init allocated: the host pools' K/V, the tables */
-};
+/* The cache's structs and its row accessors are model/types.h's, which the backends read. */
 
 /*
  * Window pool that sequences of a context need: each holds at most the
@@ -180,15 +81,6 @@ struct kv_cache {
  */
 int32_t kv_window_blocks(int32_t n_seq, int32_t n_ctx, int32_t n_swa, int32_t n_batch,
                          int32_t block_tokens);
-
-/* The element type of a cache of type t, as the kernels name it. */
-static inline enum dtype kv_dtype(enum hearth_kv_type t)
-{
-    return t == HEARTH_KV_F32    ? DTYPE_F32
-           : t == HEARTH_KV_Q8_0 ? DTYPE_Q8_0
-           : t == HEARTH_KV_Q4_0 ? DTYPE_Q4_0
-                                 : DTYPE_F16;
-}
 
 /* Bytes of a row of n elements of type t (n a multiple of 32 for the quantized types). */
 size_t kv_row_len(enum hearth_kv_type t, int64_t n);
@@ -290,33 +182,6 @@ void kv_publish_tail(struct kv_cache *kv, int32_t seq, const int32_t *tokens, in
 static inline bool kv_block_whole(const struct kv_pool *p, int32_t b)
 {
     return p->fill[b] == p->block_tokens;
-}
-
-/*
- * Base of layer l's K (which=0) or V (which=1) pool: [n_blocks][block_tokens][kv_dim].
- * Layers of group KV_NONE, and layers not on the host, have none here and are never
- * addressed (here or below).
- */
-static inline uint8_t *kv_layer_base(const struct kv_cache *kv, int32_t l, int which)
-{
-    const struct kv_pool *p = &kv->pool[kv->group[l]];
-    return p->mem + (size_t)kv->slot[l] * (p->layer_len[0] + p->layer_len[1]) +
-           (which ? p->layer_len[0] : 0);
-}
-
-/* Sequence seq's block table for layer l's pool (entries of released blocks are -1). */
-static inline const int32_t *kv_layer_blocks(const struct kv_cache *kv, int32_t l, int32_t seq)
-{
-    return kv->seqs[seq].t[kv->group[l]].blocks;
-}
-
-/* Address of token pos's K (which=0) or V (which=1) row in layer l of sequence seq. */
-static inline void *kv_row(const struct kv_cache *kv, int32_t l, int which, int32_t seq,
-                           int32_t pos)
-{
-    int32_t b = kv_layer_blocks(kv, l, seq)[pos / kv->block_tokens];
-    size_t tok = (size_t)b * kv->block_tokens + (size_t)(pos % kv->block_tokens);
-    return kv_layer_base(kv, l, which) + tok * kv->row_len[which];
 }
 
 /* Blocks in use by sequences (refcount > 0), over all pools. */

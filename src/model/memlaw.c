@@ -1,97 +1,21 @@
 /*
  * memlaw.c: the memory law (memlaw.h). Every figure here is the size an
- * allocation site asks for: cpu.c, cpu_moe.c and cpu_deltanet.c allocate
- * the structs below field by field, kv.c its pools by kv_bytes and
- * kv_table_bytes, snapshot.c by snap_bytes and snap_table_bytes, forward.c
- * its cache's shape by memlaw_kv_params and memlaw_state_cache.
+ * allocation site asks for: kv.c its pools by kv_bytes and kv_table_bytes,
+ * snapshot.c by snap_bytes and snap_table_bytes, forward.c its cache's
+ * shape by memlaw_kv_params and memlaw_state_cache. Each stage's buffers
+ * are its backend's own law (struct backend_law), which the backend
+ * allocates by.
  */
 #include "model/memlaw.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "model/deltanet.h"
+#include "backend/backend.h"
 #include "model/kv.h"
 #include "model/snapshot.h"
 
 #define F sizeof(float)
-
-static size_t max3(size_t a, size_t b, size_t c)
-{
-    const size_t ab = a > b ? a : b;
-    return ab > c ? ab : c;
-}
-
-void memlaw_cpu_scratch(const struct hparams *hp, int32_t n_batch, int n_threads, bool output,
-                        bool nextn, struct memlaw_cpu_scratch *s)
-{
-    const size_t nb = (size_t)n_batch, d = (size_t)hp->n_embd,
-                 qd = (size_t)hp->n_head * hp->head_dim, kvd = (size_t)hp->n_head_kv * hp->head_dim,
-                 ff = (size_t)hp->n_ff;
-    /* the widest matmul input: f32 is the widest activation encoding (4 bytes an element) */
-    size_t max_in = max3(d * (nextn ? 2 : 1), qd, ff);
-    if ((size_t)hp->n_in_extra > max_in)
-        max_in = (size_t)hp->n_in_extra;
-    memset(s, 0, sizeof *s);
-    s->act_row           = (max_in * F + 63) / 64 * 64;
-    s->x                 = nb * d * F;
-    s->xb                = nb * (d > qd ? d : qd) * F;
-    s->q                 = nb * qd * F;
-    s->kx                = nb * kvd * F;
-    s->vx                = nb * kvd * F;
-    s->att               = nb * qd * F;
-    s->hb                = nb * ff * F;
-    s->hb2               = nb * ff * F;
-    s->scores_per_thread = ATTN_SCRATCH(hp->head_dim);
-    s->scores            = (size_t)n_threads * s->scores_per_thread * F;
-    s->act               = nb * s->act_row;
-    s->act_sum           = nb * (max_in / 32) * sizeof(struct q8_0_sum);
-    s->logits            = output ? nb * (size_t)hp->n_vocab * F : 0;
-    s->eh                = nextn ? nb * 2 * d * F : 0;
-}
-
-void memlaw_moe_scratch(const struct hparams *hp, int32_t n_batch, struct memlaw_moe_scratch *s)
-{
-    const size_t nb = (size_t)n_batch, nr = nb * (size_t)(hp->n_expert_used + (hp->n_ff_shexp > 0)),
-                 E      = (size_t)hp->n_expert + (hp->n_ff_shexp > 0);
-    const size_t max_in = hp->n_embd > hp->n_ff_exp ? (size_t)hp->n_embd : (size_t)hp->n_ff_exp;
-    s->act_row          = (max_in * F + 63) / 64 * 64;
-    s->probs            = nb * E * F;
-    s->sel              = nr * sizeof(int32_t);
-    s->wsel             = nr * F;
-    s->cnt              = E * sizeof(int32_t);
-    s->off              = (E + 1) * sizeof(int32_t);
-    s->row              = nr * sizeof(int32_t);
-    s->tok              = nr * sizeof(int32_t);
-    s->act              = nr * s->act_row;
-    s->act_sum          = nr * (max_in / 32 + 1) * sizeof(struct q8_0_sum);
-    s->hg               = nr * (size_t)hp->n_ff_exp * F;
-    s->hu               = nr * (size_t)hp->n_ff_exp * F;
-    s->out              = nr * (size_t)hp->n_embd * F;
-}
-
-void memlaw_dnet(const struct hearth_model *m, int32_t n_layer, int32_t n_seq, int32_t n_batch,
-                 struct memlaw_dnet *s)
-{
-    const struct hparams *hp = &m->hp;
-    const struct dnet_dims d = dnet_dims_of(m);
-    const size_t nb = (size_t)n_batch, vd = (size_t)d.n_v * d.S, ls = (size_t)n_layer * n_seq,
-                 n_gate = (size_t)hp->n_head * hp->head_dim;
-    s->conv_len         = (size_t)(d.n_conv - 1) * d.conv_dim;
-    s->ssm_len          = (size_t)d.n_v * d.S * d.S;
-    s->conv             = ls * s->conv_len * F;
-    s->ssm              = ls * s->ssm_len * F;
-    s->qkv              = nb * (size_t)d.conv_dim * F;
-    s->z                = nb * vd * F;
-    s->beta             = nb * (size_t)d.n_v * F;
-    s->g                = nb * (size_t)d.n_v * F;
-    s->o                = nb * vd * F;
-    s->ones             = (size_t)d.conv_dim * F;
-    s->qg               = nb * 2 * n_gate * F;
-    s->gate             = nb * n_gate * F;
-    s->snap             = nb * sizeof(float *);
-}
 
 /* A vector of the tensor table (norm, bias, DeltaNet's taps and decay): read into f32. */
 static bool is_vector(const struct gguf_tensor *t)
@@ -102,132 +26,6 @@ static bool is_vector(const struct gguf_tensor *t)
 static uint64_t f32_len(const struct gguf_tensor *t)
 {
     return (uint64_t)t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3] * F;
-}
-
-void memlaw_vk_dnet(const struct hearth_model *m, int32_t n_seq, int32_t n_batch,
-                    struct memlaw_vk_dnet *s)
-{
-    const struct dnet_dims d = dnet_dims_of(m);
-    const size_t nb = (size_t)n_batch, vd = (size_t)d.n_v * d.S;
-    s->conv  = (size_t)n_seq * (size_t)(d.n_conv - 1) * d.conv_dim * F;
-    s->ssm   = (size_t)n_seq * vd * d.S * F;
-    s->qkv   = nb * (size_t)d.conv_dim * F;
-    s->z     = nb * vd * F;
-    s->beta  = nb * (size_t)d.n_v * F;
-    s->g     = nb * (size_t)d.n_v * F;
-    s->o     = nb * vd * F;
-    s->slots = nb * 4;
-}
-
-void memlaw_vk_moe(uint32_t n_batch, uint32_t n_embd, uint32_t n_ff, uint32_t n_expert,
-                   uint32_t n_slots, struct memlaw_vk_moe *s)
-{
-    const size_t nb = n_batch, pairs = nb * n_slots;
-    s->logits = nb * (n_expert + 1) * 4;
-    s->xq     = nb * n_embd * 4;
-    s->ids    = pairs * 4;
-    s->wts    = pairs * 4;
-    s->hg     = pairs * n_ff * 4;
-    s->hu     = pairs * n_ff * 4;
-    s->out    = pairs * n_embd * 4;
-}
-
-void memlaw_vk(const struct hearth_model *m, const struct hearth_context_params *p, int32_t l0,
-               int32_t l1, bool output, int32_t n_ctx_blocks, int n_kv_pools, uint64_t max_buf,
-               struct memlaw_vk *v)
-{
-    const struct hparams *hp = &m->hp;
-    const size_t nb = (size_t)p->n_batch, qd = (size_t)hp->n_head * hp->head_dim,
-                 kvd = (size_t)hp->n_head_kv * hp->head_dim,
-                 xb  = (size_t)hp->n_embd > qd ? (size_t)hp->n_embd : qd;
-    memset(v, 0, sizeof *v);
-    bool gated = false;
-    for (int32_t l = l0; l < l1; l++) {
-        gated |= m->layers[l].attn_gated;
-        v->n_dnet += model_layer_is_dnet(m, l);
-        /* gemma3's window layers have a rope base of their own */
-        int b = 0;
-        while (b < v->n_cs && v->rope_base[b] != m->layers[l].rope_base)
-            b++;
-        if (b == v->n_cs && v->n_cs < 2)
-            v->rope_base[v->n_cs++] = m->layers[l].rope_base;
-    }
-    v->moe     = hp->n_expert > 0 && l1 > l0; /* every layer of an MoE model routes */
-    v->x       = nb * (size_t)hp->n_embd * F;
-    v->xb      = nb * xb * F;
-    v->q       = nb * qd * F;
-    v->qg      = gated ? nb * 2 * qd * F : 0;
-    v->k       = nb * kvd * F;
-    v->v       = nb * kvd * F;
-    v->att     = nb * qd * F;
-    v->hb      = nb * (size_t)hp->n_ff * F;
-    v->hb2     = nb * (size_t)hp->n_ff * F;
-    v->gate    = gated ? nb * qd * F : 0;
-    v->spare   = nb * xb * F;
-    size_t in  = max3(xb, (size_t)hp->n_ff, (size_t)hp->n_in_extra);
-    v->actq    = nb * in * F;
-    v->ids     = nb * 4;
-    v->rows    = nb * 4;
-    v->kvrows  = nb * 8;
-    v->cs      = nb * (size_t)hp->rope_dim * F;
-    v->stride  = n_ctx_blocks;
-    v->table   = (size_t)p->n_seq_max * (size_t)n_ctx_blocks * 4;
-    v->n_table = n_kv_pools;
-    for (int64_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
-        const struct gguf_tensor *t = gguf_tensor(m->gguf, i);
-        const int32_t l             = memlaw_tensor_layer(t->name);
-        if (is_vector(t) &&
-            ((l >= l0 && l < l1) || (output && !strcmp(t->name, "output_norm.weight"))))
-            v->vecs += f32_len(t);
-    }
-    if (v->n_dnet)
-        memlaw_vk_dnet(m, p->n_seq_max, p->n_batch, &v->dn);
-    if (v->moe)
-        memlaw_vk_moe((uint32_t)nb, (uint32_t)hp->n_embd, (uint32_t)hp->n_ff_exp,
-                      (uint32_t)hp->n_expert, (uint32_t)(hp->n_expert_used + (hp->n_ff_shexp > 0)),
-                      &v->mx);
-    v->host_i32 =
-        (nb * 2 > (size_t)p->n_seq_max * n_ctx_blocks ? nb * 2
-                                                      : (size_t)p->n_seq_max * n_ctx_blocks) *
-        sizeof(int32_t);
-    v->host_cs = nb * (size_t)hp->rope_dim * F;
-    if (!output)
-        return;
-    const size_t row   = (size_t)hp->n_vocab * F;
-    const uint64_t fit = max_buf ? max_buf / row : nb;
-    v->chunk_rows      = (int32_t)(fit < nb ? fit : nb);
-    if (v->chunk_rows < 1) /* a row larger than a buffer: ctx_init refuses it */
-        v->chunk_rows = 1;
-    v->n_chunks    = (int32_t)((nb + (size_t)v->chunk_rows - 1) / (size_t)v->chunk_rows);
-    v->chunk       = (size_t)v->chunk_rows * row;
-    v->chunk_ids   = (size_t)v->chunk_rows * 4;
-    v->chunk_in    = v->n_chunks > 1 ? (size_t)v->chunk_rows * hp->n_embd * F : 0;
-    v->host_logits = nb * row;
-}
-
-void memlaw_vk_acct(const struct memlaw_vk *v, struct mem_acct *dev, struct mem_acct *host)
-{
-    if (dev) {
-        dev->b[MEM_COMPUTE] += v->x + v->xb + v->q + v->qg + v->k + v->v + v->att + v->hb + v->hb2 +
-                               v->gate + v->spare + v->actq + v->ids + v->rows + v->kvrows +
-                               (size_t)v->n_cs * v->cs;
-        dev->b[MEM_OTHER] += (size_t)v->n_table * v->table;
-        dev->b[MEM_WEIGHTS] += v->vecs;
-        const struct memlaw_vk_dnet *d = &v->dn;
-        const struct memlaw_vk_moe *x  = &v->mx;
-        dev->b[MEM_KV] += (size_t)v->n_dnet * (d->conv + d->ssm);
-        if (v->n_dnet)
-            dev->b[MEM_COMPUTE] += d->qkv + d->z + d->beta + d->g + d->o + d->slots;
-        if (v->moe)
-            dev->b[MEM_COMPUTE] += x->logits + x->xq + x->ids + x->wts + x->hg + x->hu + x->out;
-        dev->b[MEM_OUTPUT] += (size_t)v->n_chunks * v->chunk;
-        dev->b[MEM_COMPUTE] += (size_t)v->n_chunks * v->chunk_ids + v->chunk_in;
-    }
-    if (host) {
-        host->b[MEM_OUTPUT] += v->host_logits;
-        host->b[MEM_OTHER] += v->host_i32;
-        host->b[MEM_COMPUTE] += v->host_cs;
-    }
 }
 
 /* ------------------------------------------------------------ whole figures --- */
@@ -251,19 +49,6 @@ static int32_t stage_index(const struct memlaw_stage *st, int32_t n_stage, int32
         if (l >= st[i].l0 && l < st[i].l1)
             return i;
     return n_stage - 1;
-}
-
-int32_t memlaw_tensor_layer(const char *name)
-{
-    if (strncmp(name, "blk.", 4))
-        return -1;
-    int32_t l     = 0;
-    const char *c = name + 4;
-    if (*c < '0' || *c > '9')
-        return -1;
-    for (; *c >= '0' && *c <= '9' && l < (1 << 26); c++)
-        l = l * 10 + (*c - '0');
-    return *c == '.' ? l : -1;
 }
 
 void memlaw_weights(const struct hearth_model *m, const struct memlaw_stage *st, int32_t n_stage,
@@ -329,9 +114,10 @@ size_t memlaw_state_len(const struct hearth_model *m, const struct hearth_contex
     int32_t n = 0;
     for (int32_t l = 0; l < m->hp.n_layer; l++)
         n += model_layer_is_dnet(m, l);
-    struct memlaw_dnet d;
-    memlaw_dnet(m, 1, 1, 1, &d);
-    return (size_t)n * (d.conv_len + d.ssm_len);
+    /* a layer's conv window, then its delta-rule matrices: the layout of every backend's
+     * state_len (test_memlaw holds the snapshots' bytes to what the backends allocate) */
+    const struct dnet_dims *d = &m->hp.dnet;
+    return (size_t)n * ((size_t)(d->n_conv - 1) * d->conv_dim + (size_t)d->n_v * d->S * d->S);
 }
 
 void memlaw_state_cache(const struct hearth_context_params *p, size_t per_block, size_t state_len,
@@ -356,38 +142,6 @@ void memlaw_state_cache(const struct hearth_context_params *p, size_t per_block,
     c->n_retain          = blocks > INT32_MAX ? INT32_MAX : (int32_t)blocks;
     c->n_cached          = (int32_t)(((double)p->cache_bytes - (double)blocks * block) / state);
     c->cap_bytes         = (int64_t)((double)blocks * block + (double)c->n_cached * state);
-}
-
-/* The CPU backend's stage buffers, as cpu.c's ctx_init allocates them. */
-static void cpu_stage(const struct hearth_model *m, const struct hearth_context_params *p,
-                      const struct memlaw_stage *s, bool output, struct mem_acct *a)
-{
-    const struct hparams *hp = &m->hp;
-    struct memlaw_cpu_scratch c;
-    memlaw_cpu_scratch(hp, p->n_batch, p->n_threads, output, p->mtp, &c);
-    a->b[MEM_COMPUTE] +=
-        c.x + c.xb + c.q + c.kx + c.vx + c.att + c.hb + c.hb2 + c.scores + c.act + c.act_sum + c.eh;
-    a->b[MEM_OUTPUT] += c.logits;
-    /* a stage with gated attention keeps the DeltaNet buffers for its q and gate rows */
-    const bool moe = hp->n_expert > 0 && s->l1 > s->l0;
-    bool gated     = false;
-    int32_t n_dnet = 0;
-    for (int32_t l = s->l0; l < s->l1; l++) {
-        n_dnet += model_layer_is_dnet(m, l);
-        gated |= m->layers[l].attn_gated;
-    }
-    if (moe) {
-        struct memlaw_moe_scratch e;
-        memlaw_moe_scratch(hp, p->n_batch, &e);
-        a->b[MEM_COMPUTE] += e.probs + e.sel + e.wsel + e.cnt + e.off + e.row + e.tok + e.act +
-                             e.act_sum + e.hg + e.hu + e.out;
-    }
-    if (n_dnet || gated) {
-        struct memlaw_dnet d;
-        memlaw_dnet(m, n_dnet, p->n_seq_max, p->n_batch, &d);
-        a->b[MEM_KV] += d.conv + d.ssm;
-        a->b[MEM_COMPUTE] += d.qkv + d.z + d.beta + d.g + d.o + d.ones + d.qg + d.gate + d.snap;
-    }
 }
 
 void memlaw_context(const struct hearth_model *m, const struct hearth_context_params *p,
@@ -434,13 +188,8 @@ void memlaw_context(const struct hearth_model *m, const struct hearth_context_pa
     const int32_t per_seq = (p->n_ctx + p->kv_block - 1) / p->kv_block;
     for (int32_t i = 0; i < n_stage; i++) {
         const bool output = i == n_stage - 1;
-        if (st[i].cpu)
-            cpu_stage(m, p, &st[i], output, &dev[i]);
-        else {
-            struct memlaw_vk v;
-            memlaw_vk(m, p, st[i].l0, st[i].l1, output, per_seq, n_pools, 0, &v);
-            memlaw_vk_acct(&v, &dev[i], host);
-        }
+        const struct backend_law *law = backend_law_of(st[i].cpu ? BACKEND_CPU : BACKEND_VULKAN);
+        law->stage(m, p, st[i].l0, st[i].l1, output, per_seq, n_pools, &dev[i], host);
     }
     /* recurrent-state snapshots and kept states (forward.c, snapshot.c) */
     const int32_t n_snap = p->mtp ? 0 : p->n_state_snapshots;

@@ -2,7 +2,7 @@
  * moe.c: loading the routed mixture-of-experts FFN of qwen3moe and
  * qwen35moe: the expert counts, the router and the stacked 3-D expert
  * tensors, each expert's matrices a slice prepared like any weight. The
- * arithmetic is the backend's moe operation (the CPU's: src/backend/cpu_moe.c).
+ * arithmetic is the backend's moe operation (the CPU's: src/backend/cpu/cpu_moe.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -14,30 +14,7 @@
 
 #include "model/model.h"
 
-/* A layer's routed experts (struct layer's moe), as moe_load fills them. */
-struct moe {
-    struct weight router; /* (n_embd -> n_expert) ffn_gate_inp */
-    struct weight *gate;  /* [n_mats] (n_embd -> n_ff) slices of ffn_gate_exps, then the shared
-                             expert's ffn_gate_shexp when there is one */
-    struct weight *up;    /* [n_mats] (n_embd -> n_ff) ffn_up_exps, ffn_up_shexp */
-    struct weight *down;  /* [n_mats] (n_ff -> n_embd) ffn_down_exps, ffn_down_shexp */
-    /* The routed experts' whole stacks, expert e's rows from e * n_out: what a backend
-       with moe_stacks reads (prepared for it, and the router too, in place of the slices
-       above); else unprepared views of the file's data. */
-    struct weight gate_exps; /* (n_embd -> n_expert * n_ff) */
-    struct weight up_exps;   /* (n_embd -> n_expert * n_ff) */
-    struct weight down_exps; /* (n_ff -> n_expert * n_embd) */
-    float *shared_gate;   /* (n_embd) ffn_gate_inp_shexp: the shared expert's weight is
-                             sigmoid(shared_gate . x); NULL without a shared expert */
-    int32_t n_expert;
-    int32_t n_mats;       /* n_expert, plus one with a shared expert (matrix n_expert) */
-    int32_t n_used;       /* experts per token, 1..n_expert */
-    int32_t n_slots;      /* n_used, plus one for the shared expert, which every token takes
-                             in its last slot and which is added last, as llama.cpp adds it */
-    int32_t n_ff;         /* each expert's hidden width */
-    int32_t n_embd;
-};
-
+/* struct moe is model/types.h's. */
 
 /*
  * Reads <arch>.expert_count, expert_used_count and expert_feed_forward_length

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu.h"
+#include "backend/cpu/cpu.h"
 #include "quant/quants.h"
 #include "util/testutil.h"
 
@@ -102,6 +102,7 @@ static void table_complete(const struct backend *b)
                              (const void *)b->moe_supported,
                              (const void *)b->layer_supported,
                              (const void *)b->vector_to_f32,
+                             (const void *)b->law,
                              (const void *)b->weight_prepare,
                              (const void *)b->weight_release,
                              (const void *)b->ctx_init,

@@ -1,5 +1,5 @@
 /*
- * test_deltanet.c: Qwen3.5's hybrid (src/backend/cpu_deltanet.c) on the tiny
+ * test_deltanet.c: Qwen3.5's hybrid (src/backend/cpu/cpu_deltanet.c) on the tiny
  * qwen35moe model: the recurrent state advances the same whether a prompt
  * is prefilled at once, in chunks or a token at a time; each sequence keeps
  * its own state; truncation and prefix reuse resume from state snapshots.

@@ -1,5 +1,5 @@
 /*
- * test_moe.c: the routed-expert FFN (src/backend/cpu_moe.c) on the tiny qwen3moe
+ * test_moe.c: the routed-expert FFN (src/backend/cpu/cpu_moe.c) on the tiny qwen3moe
  * model: batches of any composition give the same bits (tokens are grouped
  * by expert per batch, so a wrong grouping shows here), and greedy text is
  * the same whether the prompt is prefilled at once or fed a token at a time.

@@ -1,6 +1,6 @@
 /*
  * test_vk_deltanet.c: Gated DeltaNet's shaders (src/backend/vk/vk_deltanet.c)
- * against a host reference that runs src/backend/cpu_deltanet.c's
+ * against a host reference that runs src/backend/cpu/cpu_deltanet.c's
  * arithmetic (the same fma chain for the conv, f64 sums of squares for the
  * L2 norms, libm's exp, ggml_vec_dot_f32_ref's order for the state's dot
  * products, the reference silu_mul), over two batches that interleave three

@@ -38,13 +38,10 @@
 #include "backend/backend.h"
 #include "backend/vk/vk_deltanet.h"
 #include "backend/vk/vk_internal.h"
+#include "backend/vk/vk_memlaw.h"
 #include "backend/vk/vk_moe.h"
 #include "kernels/kernels.h"
-#include "model/deltanet.h"
-#include "model/budget.h"
-#include "model/memlaw.h"
-#include "model/model.h"
-#include "model/moe.h"
+#include "model/types.h"
 #include "util/errfmt.h"
 
 #define VK_MAX_DEVICES 4
@@ -164,7 +161,7 @@ static enum hearth_status layer_supported(const struct hearth_model *m, int32_t 
     const struct layer *L = &m->layers[l];
     const struct hparams *hp = &m->hp;
     if (hp->recurrent && !L->attn_gated) {
-        const struct dnet_dims dd = dnet_dims_of(m);
+        const struct dnet_dims dd = m->hp.dnet;
         if ((uint64_t)dd.n_v * dd.S * dd.S * sizeof(float) > UINT32_MAX)
             return fail(HEARTH_EUNSUPPORTED, err, err_len,
                         "model: layer %d's DeltaNet state of %d heads of %d x %d is past the "
@@ -391,10 +388,10 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     }
     if ((st = vk_seq_new(c->d, &c->seq, err, err_len)))
         return st;
-    /* every size below is the memory law's (memlaw.h), which budget.c and hearth fit use */
+    /* every size below is the memory law's (vk_memlaw.h), which budget.c and hearth fit use */
     struct memlaw_vk law;
     const uint64_t cap = c->d->max_range < c->d->max_alloc ? c->d->max_range : c->d->max_alloc;
-    budget_vk_law(ctx, ctx->st, cap, &law);
+    memlaw_vk_ctx(ctx, ctx->st, cap, &law);
     const size_t len[ACT_COUNT] = {[ACT_X] = law.x,     [ACT_XB] = law.xb, [ACT_Q] = law.q,
                                    [ACT_QG] = law.qg,   [ACT_K] = law.k,   [ACT_V] = law.v,
                                    [ACT_ATT] = law.att, [ACT_HB] = law.hb, [ACT_HB2] = law.hb2};
@@ -924,7 +921,8 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
 
 #define TABLE(i)                                                                                   \
     {                                                                                              \
-        .name = "vulkan", .kv_host = false, .moe_stacks = true, .device_memory = vk_device_memory, \
+        .name = "vulkan", .kv_host = false, .moe_stacks = true, .law = &backend_law_vulkan,        \
+        .device_memory = vk_device_memory,                                                         \
         .weight_supported = weight_supported, .moe_supported = moe_supported,                      \
         .layer_supported = layer_supported, .vector_to_f32 = vector_to_f32,                        \
         .weight_prepare = prepare##i, .weight_release = weight_release, .ctx_init = ctx_init,      \

@@ -16,9 +16,8 @@
 
 #include "backend/vk/vk_deltanet.h"
 #include "backend/vk/vk_internal.h"
-#include "model/deltanet.h"
-#include "model/memlaw.h"
-#include "model/model.h"
+#include "backend/vk/vk_memlaw.h"
+#include "model/types.h"
 #include "util/errfmt.h"
 
 /* ---------------------------------------------------------- operations --- */
@@ -220,7 +219,7 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
         n_layer += m->layers[l].dnet != NULL;
     if (!n_layer)
         return HEARTH_OK;
-    const struct dnet_dims dd = dnet_dims_of(m);
+    const struct dnet_dims dd = m->hp.dnet;
     struct vk_dnet *dn = calloc(1, sizeof *dn);
     if (!dn)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");

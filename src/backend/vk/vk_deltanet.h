@@ -1,6 +1,6 @@
 /*
  * vk_deltanet.h: Qwen3.5's Gated DeltaNet mixer on a Vulkan device (the
- * arithmetic of src/backend/cpu_deltanet.c, which its header states): the
+ * arithmetic of src/backend/cpu/cpu_deltanet.c, which its header states): the
  * three shaders' operations (conv1d.comp, dnet_prep.comp, deltanet.comp)
  * and a stage's recurrent state, kept on the device with the snapshots
  * backend.h's state_save_rows asks for copied back to the host.

@@ -9,8 +9,9 @@
 #include <stdlib.h>
 
 #include "backend/vk/vk_internal.h"
+#include "backend/vk/vk_memlaw.h"
 #include "backend/vk/vk_moe.h"
-#include "model/memlaw.h"
+#include "model/types.h"
 #include "util/errfmt.h"
 
 static const char *const mul_id_shader[DTYPE_COUNT] = {

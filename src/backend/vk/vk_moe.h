@@ -13,7 +13,7 @@
  * shader finds an expert's rows in whichever part holds them. A shared
  * expert is its own weight, addressed as expert n_expert.
  *
- * Bits (against the CPU backend, src/backend/cpu_moe.c): the experts'
+ * Bits (against the CPU backend, src/backend/cpu/cpu_moe.c): the experts'
  * inputs are rounded to the CPU's activation type where vk_op_act_round
  * can (Q8_0), so the matmuls differ from the CPU's only by f32 summation
  * order; with other types they sum f32 activations; the router's softmax and the

@@ -9,8 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backend/cpu.h"
-#include "model/memlaw.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_memlaw.h"
 #include "util/errfmt.h"
 
 /* ------------------------------------------------------------------ weights --- */
@@ -330,6 +330,7 @@ static const struct backend cpu = {
     .name             = "cpu",
     .kv_host          = true,
     .moe_stacks       = false,
+    .law              = &backend_law_cpu,
     .weight_supported = weight_supported,
     .moe_supported    = moe_supported,
     .layer_supported  = layer_supported,

@@ -5,7 +5,7 @@
  */
 #include <math.h>
 
-#include "backend/cpu.h"
+#include "backend/cpu/cpu.h"
 
 struct job {
     struct hearth_context *ctx;

@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_memlaw.h"
 #include "kernels/ggml_dot.h"
-#include "model/memlaw.h"
 
 struct dnet_cache {
     struct dnet_dims d;
@@ -58,7 +58,7 @@ struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int3
     if (!c)
         return NULL;
     const struct hparams *hp = &m->hp;
-    c->d                     = dnet_dims_of(m);
+    c->d                     = m->hp.dnet;
     c->slot0 = -1;
     for (int32_t i = l0; i < l1; i++)
         if (m->layers[i].dnet) {

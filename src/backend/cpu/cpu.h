@@ -1,5 +1,5 @@
 /*
- * cpu.h: the CPU backend's own state, internal to src/backend/cpu*.c. Each
+ * cpu.h: the CPU backend's own state, internal to src/backend/cpu/. Each
  * operation of
  * the table is one or a few fork-join regions of the context's thread pool
  * over the kernel table (src/kernels/kernels.h), split by output row
@@ -15,9 +15,7 @@
 
 #include "backend/backend.h"
 #include "kernels/kernels.h"
-#include "model/deltanet.h"
-#include "model/model.h"
-#include "model/moe.h"
+#include "model/types.h"
 #include "util/memacct.h"
 #include "util/threadpool.h"
 

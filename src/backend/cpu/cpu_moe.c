@@ -17,11 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_memlaw.h"
 #include "kernels/ggml_dot.h"
 #include "kernels/ref.h"
-#include "model/memlaw.h"
-#include "model/moe.h"
 
 /* Rows are sorted by expert: "row" below means a (token, slot) pair's place in that order. */
 struct moe_scratch {

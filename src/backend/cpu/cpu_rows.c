@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu.h"
+#include "backend/cpu/cpu.h"
 
 struct job {
     struct hearth_context *ctx;

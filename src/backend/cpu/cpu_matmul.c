@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "backend/cpu.h"
+#include "backend/cpu/cpu.h"
 
 struct matmul_job {
     const struct kernels *k;
