@@ -29,8 +29,8 @@
 #include "serve/anthropic.h"
 #include "serve/reqjson.h"
 
-#define BAD(e, ...) oai_fail((e), 400, "invalid_request_error", NULL, NULL, __VA_ARGS__)
-#define OOM(e)      oai_fail((e), 500, "api_error", NULL, NULL, "out of memory reading the request")
+#define BAD(e, ...) REQJSON_BAD((e), NULL, NULL, __VA_ARGS__) /* Anthropic's errors name no field */
+#define OOM(e)      REQJSON_OOM((e), "api_error")
 
 #define CLEARED         "[Old tool result content cleared]"
 #define BYTES_PER_TOKEN 4

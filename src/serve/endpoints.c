@@ -27,6 +27,7 @@
 
 #include "serve/anthropic.h"
 #include "serve/handlers.h"
+#include "serve/reqjson.h"
 #include "serve/responses.h"
 #include "serve/server.h"
 #include "sched/turns.h"
@@ -34,8 +35,7 @@
 #include "chat/chatparse.h"
 #include "util/clock.h"
 
-#define BAD(e, code, param, ...)                                                                   \
-    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
+#define BAD REQJSON_BAD
 
 /* ---------------------------------------------------------- read-only --- */
 

@@ -22,11 +22,11 @@
 #include "grammar/grammar.h"
 #include "grammar/schema.h"
 #include "serve/openai.h"
+#include "serve/reqjson.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 
-#define BAD(e, code, param, ...)                                                                   \
-    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
+#define BAD REQJSON_BAD
 #define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory building a grammar")
 
 /* Where the reply starts with respect to reasoning. */

@@ -13,13 +13,13 @@
 
 #include "grammar/grammar.h"
 #include "serve/openai.h"
+#include "serve/reqjson.h"
 #include "sched/turns.h"
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 #include "util/rng.h"
 
-#define BAD(e, code, param, ...)                                                                   \
-    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
+#define BAD REQJSON_BAD
 
 static bool is_system(const cJSON *m)
 {

@@ -22,10 +22,10 @@
 #include <string.h>
 
 #include "serve/handlers.h"
+#include "serve/reqjson.h"
 #include "serve/server.h"
 
-#define BAD(e, code, param, ...)                                                                   \
-    oai_fail((e), 400, "invalid_request_error", (code), (param), __VA_ARGS__)
+#define BAD REQJSON_BAD
 
 /*
  * The longest name: save writes NAME.tmpPID beside it first, and a file name
