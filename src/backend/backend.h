@@ -80,6 +80,14 @@ enum weight_use {
 };
 
 /*
+ * The kinds of backend whose memory a placement names (struct memlaw_stage);
+ * backend_law_of maps each to its law, so model/ and fit/ name none of them.
+ * BACKEND_GPU: the kind `hearth fit` plans a GPU --device as, which its name
+ * ("vulkan0", "gpu1") does not tell.
+ */
+enum backend_kind { BACKEND_CPU, BACKEND_VULKAN, BACKEND_KINDS, BACKEND_GPU = BACKEND_VULKAN };
+
+/*
  * A backend's memory law (docs/ARCHITECTURE.md, "Layers across stages"):
  * the bytes its ctx_init allocates for a stage, from the hyperparameters,
  * the layers' kinds and the context's parameters alone, so that budget.c
@@ -88,6 +96,8 @@ enum weight_use {
  * tests/unit/test_memlaw.c holds what it counts equal to the prediction.
  */
 struct backend_law {
+    bool kv_host; /* its stages' K/V lives in kv.c's host pool (struct backend's kv_host) */
+    bool host;    /* its device memory is the host's: what dev receives is host memory */
     /*
      * Adds what a stage of layers [l0, l1) (and the output, with output)
      * allocates for a context of p, by kind (util/memacct.h): on its device
@@ -114,6 +124,7 @@ struct backend {
     bool moe_stacks;  /* moe reads a layer's router and whole expert stacks (struct moe's
                          router, gate_exps, up_exps, down_exps), which the load prepares; else
                          the routed experts' slices, and the router from the mapping */
+    enum backend_kind kind;        /* its memory law's key (backend_law_of) */
     const struct backend_law *law; /* what it allocates (backend_law_of its kind) */
 
     /* ------------------------------------------------ the model, at load --- */
@@ -307,9 +318,6 @@ extern const struct backend_law backend_law_cpu; /* src/backend/cpu/cpu_memlaw.c
 const struct backend *backend_vulkan(int device, char *why, size_t why_len);
 /* Built with or without the Vulkan runtime: `hearth fit` predicts a GPU it does not have. */
 extern const struct backend_law backend_law_vulkan; /* src/backend/vk/vk_memlaw.c */
-
-/* The kinds of backend whose memory a placement names (struct memlaw_stage). */
-enum backend_kind { BACKEND_CPU, BACKEND_VULKAN, BACKEND_KINDS };
 
 /* The memory law of backends of kind (backend.c's table of them). */
 const struct backend_law *backend_law_of(enum backend_kind kind);

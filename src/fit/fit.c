@@ -85,14 +85,14 @@ static void evaluate(const struct planner *pl, int32_t n_ctx, int32_t n_gl, cons
     for (int32_t i = 0; i < p->n_dev; i++)
         out->use[i].dev = p->dev[i];
     if (n_gl < n_layer) { /* the host's layers first */
-        st[n_st]       = (struct memlaw_stage){.cpu = true, .l0 = 0, .l1 = n_layer - n_gl};
+        st[n_st]       = (struct memlaw_stage){.kind = BACKEND_CPU, .l0 = 0, .l1 = n_layer - n_gl};
         dev_of[n_st++] = 0;
         l              = n_layer - n_gl;
     }
     for (int32_t g = 0; g < pl->n_gpu; g++)
         if (split[g] > 0) {
-            st[n_st] =
-                (struct memlaw_stage){.cpu = false, .device = g, .l0 = l, .l1 = l + split[g]};
+            st[n_st] = (struct memlaw_stage){
+                .kind = BACKEND_GPU, .device = g, .l0 = l, .l1 = l + split[g]};
             dev_of[n_st++] = 1 + g;
             l += split[g];
         }
@@ -115,7 +115,8 @@ static void evaluate(const struct planner *pl, int32_t n_ctx, int32_t n_gl, cons
     out->use[0].mem.b[MEM_OTHER] +=
         memlaw_process(pl->m, p->n_parallel, n_ctx, p->n_threads) + p->host_extra;
     if (pl->draft) { /* serve's draft context: the slots' shape, default K/V types */
-        const struct memlaw_stage ds    = {.cpu = true, .l0 = 0, .l1 = pl->draft->hp.n_layer};
+        const struct memlaw_stage ds = {
+            .kind = BACKEND_CPU, .l0 = 0, .l1 = pl->draft->hp.n_layer};
         struct hearth_context_params dp = hearth_context_default_params();
         dp.n_ctx                        = n_ctx;
         dp.n_seq_max                    = p->n_parallel;

@@ -219,7 +219,7 @@ void hearth_context_memory(const struct hearth_context *ctx, struct hearth_memor
         struct mem_acct dev      = {{0}};
         if (ctx->stages[i].state && be->ctx_memory)
             be->ctx_memory(ctx->stages[i].state, &dev, &a);
-        if (be == backend_cpu())
+        if (be->law->host)
             mem_acct_add(&a, &dev);
     }
     mem_acct_public(&a, out);

@@ -35,7 +35,7 @@ int32_t memlaw_stages_of(const struct hearth_model *m, bool mtp, struct memlaw_s
     const struct stage_place *pl = mtp ? &m->mtp_place : m->stage;
     const int32_t n              = mtp ? 1 : m->n_stage;
     for (int32_t i = 0; i < n; i++)
-        out[i] = (struct memlaw_stage){.cpu    = pl[i].be == backend_cpu(),
+        out[i] = (struct memlaw_stage){.kind   = pl[i].be->kind,
                                        .device = pl[i].device,
                                        .l0     = pl[i].l0,
                                        .l1     = pl[i].l1};
@@ -88,7 +88,7 @@ void memlaw_kv_params(const struct hearth_model *m, const struct hearth_context_
         const bool head   = l == hp->n_layer;
         flags[l]          = m->layers[l].swa;
         flags[nl + l]     = p->mtp ? !head : model_layer_is_dnet(m, l);
-        flags[2 * nl + l] = st[stage_index(st, n_stage, l)].cpu;
+        flags[2 * nl + l] = backend_law_of(st[stage_index(st, n_stage, l)].kind)->kv_host;
     }
     const int32_t per_seq = (p->n_ctx + p->kv_block - 1) / p->kv_block;
     *kp                   = (struct kv_params){.n_layer      = nl,
@@ -188,7 +188,7 @@ void memlaw_context(const struct hearth_model *m, const struct hearth_context_pa
     const int32_t per_seq = (p->n_ctx + p->kv_block - 1) / p->kv_block;
     for (int32_t i = 0; i < n_stage; i++) {
         const bool output = i == n_stage - 1;
-        const struct backend_law *law = backend_law_of(st[i].cpu ? BACKEND_CPU : BACKEND_VULKAN);
+        const struct backend_law *law = backend_law_of(st[i].kind);
         law->stage(m, p, st[i].l0, st[i].l1, output, per_seq, n_pools, &dev[i], host);
     }
     /* recurrent-state snapshots and kept states (forward.c, snapshot.c) */

@@ -19,13 +19,13 @@
 /* -------------------------------------------------------- whole figures --- */
 
 /*
- * Where a stage runs, for the law: a backend's figures are the CPU's or a
- * device's (Vulkan). The model's own placement (model.h's stage_place)
+ * Where a stage runs, for the law: the kind of its backend, whose law gives
+ * its figures, and the device. The model's own placement (model.h's stage_place)
  * gives these for a loaded model; `hearth fit` makes them up.
  */
 struct memlaw_stage {
-    bool cpu;       /* the CPU backend (host memory, K/V in the host pool) */
-    int device;     /* which device, for a non-CPU stage */
+    enum backend_kind kind; /* its backend's, whose law (backend_law_of) sizes it */
+    int device;             /* which device, for a stage not on host memory */
     int32_t l0, l1; /* layers [l0, l1) */
 };
 

@@ -128,11 +128,15 @@ static void table_complete(const struct backend *b)
                              (const void *)b->softcap,
                              (const void *)b->logits};
     /* the table's size over pointer size counts the name and the flags (kv_host, moe_stacks,
-     * one word) too, and the two optional entries, nextn_input and ctx_memory (a host
+     * kind, one word) too, and the two optional entries, nextn_input and ctx_memory (a host
      * backend's count of its buffers): a new entry must be listed */
     assert_int_equal(sizeof entries / sizeof entries[0] + 4, sizeof *b / sizeof(void *));
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
         assert_non_null(entries[i]);
+    /* memlaw sees a stage only by kind, so its law must say what the table says */
+    assert_ptr_equal(b->law, backend_law_of(b->kind));
+    assert_int_equal(b->law->kv_host, b->kv_host);
+    assert_int_equal(b->law->host, b->device_memory(0) == 0);
 }
 
 static void test_cpu_table_is_complete(void **state)

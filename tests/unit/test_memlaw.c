@@ -53,7 +53,7 @@ static void expect_equal(const char *what, const struct mem_acct *want,
 static void predict(const struct hearth_model *d, const struct hearth_context_params *p,
                     struct mem_acct *out)
 {
-    struct memlaw_stage st = {.cpu = true, .l0 = 0, .l1 = d->hp.n_layer};
+    struct memlaw_stage st = {.kind = BACKEND_CPU, .l0 = 0, .l1 = d->hp.n_layer};
     if (p->mtp)
         st.l0 = d->hp.n_layer, st.l1 = d->hp.n_layer + 1;
     struct mem_acct dev, host;
@@ -96,7 +96,7 @@ static void check_model(const char *path, bool mtp)
     assert_int_equal(hearth_model_load(path, &mp, &m, err, sizeof err), HEARTH_OK);
     assert_int_equal(model_describe(path, mtp, &d, err, sizeof err), HEARTH_OK);
 
-    struct memlaw_stage st = {.cpu = true, .l0 = 0, .l1 = d->hp.n_layer};
+    struct memlaw_stage st = {.kind = BACKEND_CPU, .l0 = 0, .l1 = d->hp.n_layer};
     struct mem_acct w, host;
     memset(&host, 0, sizeof host);
     memlaw_weights(d, &st, 1, &w, &host);

@@ -330,6 +330,7 @@ static const struct backend cpu = {
     .name             = "cpu",
     .kv_host          = true,
     .moe_stacks       = false,
+    .kind             = BACKEND_CPU,
     .law              = &backend_law_cpu,
     .weight_supported = weight_supported,
     .moe_supported    = moe_supported,

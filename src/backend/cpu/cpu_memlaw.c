@@ -120,4 +120,4 @@ static void cpu_stage(const struct hearth_model *m, const struct hearth_context_
     }
 }
 
-const struct backend_law backend_law_cpu = {.stage = cpu_stage};
+const struct backend_law backend_law_cpu = {.kv_host = true, .host = true, .stage = cpu_stage};

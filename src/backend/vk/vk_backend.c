@@ -921,7 +921,8 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
 
 #define TABLE(i)                                                                                   \
     {                                                                                              \
-        .name = "vulkan", .kv_host = false, .moe_stacks = true, .law = &backend_law_vulkan,        \
+        .name = "vulkan", .kv_host = false, .moe_stacks = true, .kind = BACKEND_VULKAN,            \
+        .law = &backend_law_vulkan,                                                                \
         .device_memory = vk_device_memory,                                                         \
         .weight_supported = weight_supported, .moe_supported = moe_supported,                      \
         .layer_supported = layer_supported, .vector_to_f32 = vector_to_f32,                        \

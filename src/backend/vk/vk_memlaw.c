@@ -177,4 +177,4 @@ static void vk_stage(const struct hearth_model *m, const struct hearth_context_p
     memlaw_vk_acct(&v, dev, host);
 }
 
-const struct backend_law backend_law_vulkan = {.stage = vk_stage};
+const struct backend_law backend_law_vulkan = {.kv_host = false, .host = false, .stage = vk_stage};
