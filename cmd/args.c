@@ -12,7 +12,7 @@
 bool arg_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out)
 {
     char *end;
-    errno = 0;
+    errno  = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end || v < lo || v > hi) {
         fprintf(stderr, "hearth %s: %s expects an integer in %ld..%ld, got '%s'\n", cmd, opt, lo,
@@ -26,7 +26,7 @@ bool arg_long(const char *cmd, const char *opt, const char *s, long lo, long hi,
 bool arg_float(const char *cmd, const char *opt, const char *s, double lo, double hi, float *out)
 {
     char *end;
-    errno = 0;
+    errno    = 0;
     double v = strtod(s, &end);
     if (errno || end == s || *end || !(v >= lo && v <= hi)) {
         fprintf(stderr, "hearth %s: %s expects a number in %g..%g, got '%s'\n", cmd, opt, lo, hi,
@@ -40,16 +40,33 @@ bool arg_float(const char *cmd, const char *opt, const char *s, double lo, doubl
 bool arg_bytes(const char *cmd, const char *opt, const char *s, int64_t *out)
 {
     char *end;
-    errno = 0;
-    double v = s[0] >= '0' && s[0] <= '9' ? strtod(s, &end) : -1;
+    errno       = 0;
+    double v    = s[0] >= '0' && s[0] <= '9' ? strtod(s, &end) : -1;
     double unit = 1;
     if (v >= 0 && !errno && end != s) {
         switch (*end) {
-        case 'K': case 'k': unit = 1024.0; end++; break;
-        case 'M': case 'm': unit = 1024.0 * 1024; end++; break;
-        case 'G': case 'g': unit = 1024.0 * 1024 * 1024; end++; break;
-        case 'T': case 't': unit = 1024.0 * 1024 * 1024 * 1024; end++; break;
-        default: break;
+        case 'K':
+        case 'k':
+            unit = 1024.0;
+            end++;
+            break;
+        case 'M':
+        case 'm':
+            unit = 1024.0 * 1024;
+            end++;
+            break;
+        case 'G':
+        case 'g':
+            unit = 1024.0 * 1024 * 1024;
+            end++;
+            break;
+        case 'T':
+        case 't':
+            unit = 1024.0 * 1024 * 1024 * 1024;
+            end++;
+            break;
+        default:
+            break;
         }
         if (unit > 1 && (!strcmp(end, "iB") || !strcmp(end, "B")))
             end += strlen(end);
@@ -99,6 +116,7 @@ _Static_assert(HEARTH_KV_F16 == 0 && HEARTH_KV_F32 == 1 && HEARTH_KV_Q8_0 == 2 &
                    HEARTH_KV_Q4_0 == 3,
                "the -ctk and -ctv choices follow enum hearth_kv_type");
 
+/* clang-format off */
 static const struct opt cache_types_list[] = {
     {.names = "-ctk --cache-type-k", .value = "f16|f32|q8_0|q4_0", .kind = OPT_CHOICE,
      .off = offsetof(struct cache_types, k), .choices = "f16|f32|q8_0|q4_0", .def = "f16",
@@ -108,13 +126,16 @@ static const struct opt cache_types_list[] = {
      .off = offsetof(struct cache_types, v), .choices = "f16|f32|q8_0", .def = "f16",
      .help = "the V cache's type, as -ctk's"},
 };
+/* clang-format on */
 const struct opt_group opts_cache_types = OPT_GROUP("K/V cache", cache_types_list);
 
+/* clang-format off */
 static const struct opt threads_list[] = {
     {.names = "-t --threads", .value = "N", .kind = OPT_LONG, .off = offsetof(struct thread_args, n),
      .lo = 1, .hi = 1024, .def = "the CPUs this process may run on",
      .help = "threads for the forward pass"},
 };
+/* clang-format on */
 const struct opt_group opts_threads = OPT_GROUP("Threads", threads_list);
 
 long threads_or_default(const struct thread_args *t)

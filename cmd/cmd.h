@@ -84,17 +84,17 @@ enum { CTX_MAX = -1 };
 
 /* A serve or run configuration on the host, for fit_check. */
 struct fit_check {
-    const char *cmd;         /* "serve", "run": for the messages */
-    const char *model;       /* GGUF path */
-    const char *draft;       /* a draft model's, or NULL */
-    bool ctx_max;            /* -c max */
-    long parallel;           /* slots (run: 1) */
-    long ubatch;             /* micro-batch */
+    const char *cmd;   /* "serve", "run": for the messages */
+    const char *model; /* GGUF path */
+    const char *draft; /* a draft model's, or NULL */
+    bool ctx_max;      /* -c max */
+    long parallel;     /* slots (run: 1) */
+    long ubatch;       /* micro-batch */
     long threads;
-    long checkpoints;        /* recurrent state snapshots per slot */
-    int64_t cache_ram;       /* the prefix cache's cap; <= 0: none */
+    long checkpoints;  /* recurrent state snapshots per slot */
+    int64_t cache_ram; /* the prefix cache's cap; <= 0: none */
     const struct cache_types *ct;
-    uint64_t extra;          /* other host memory the command holds (serve's n-gram pool) */
+    uint64_t extra; /* other host memory the command holds (serve's n-gram pool) */
 };
 
 /*

@@ -127,6 +127,7 @@ _Static_assert(BENCH_COMPLETION == 0 && BENCH_CHAT == 1 && BENCH_CONVERSATION ==
                "--workload's choices follow enum bench_workload");
 
 #define WL(f) offsetof(struct bench_args, wl.f) - offsetof(struct bench_args, wl)
+/* clang-format off */
 static const struct opt workload_list[] = {
     {.names = "--workload", .value = "W", .kind = OPT_CHOICE, .off = WL(workload),
      .choices = "completion|chat|conversation|prefix-share", .def = "completion",
@@ -161,9 +162,11 @@ static const struct opt workload_list[] = {
     {.names = "--seed", .value = "N", .kind = OPT_LONG, .off = WL(seed), .lo = 0,
      .hi = (double)LONG_MAX, .def = "1", .help = "the seed of the prompts' words"},
 };
+/* clang-format on */
 #undef WL
 
 #define LOAD(f) offsetof(struct bench_args, load.f) - offsetof(struct bench_args, load)
+/* clang-format off */
 static const struct opt load_list[] = {
     {.names = "--concurrency", .value = "LIST", .kind = OPT_CUSTOM, .off = LOAD(concurrency),
      .def = "1", .set = set_concurrency, .example = "1,4,8",
@@ -178,9 +181,11 @@ static const struct opt load_list[] = {
     {.names = "--duration", .value = "S", .kind = OPT_FLOAT, .off = LOAD(duration_s), .lo = 0.001,
      .hi = 1e7, .help = "instead of --requests: send requests for S seconds per cell"},
 };
+/* clang-format on */
 #undef LOAD
 
 #define SRV(f) offsetof(struct bench_args, server.f) - offsetof(struct bench_args, server)
+/* clang-format off */
 static const struct opt server_list[] = {
     {.names = "--model", .value = "NAME", .kind = OPT_STR, .off = SRV(model),
      .def = "the first of GET /v1/models", .help = "the model the requests name"},
@@ -189,9 +194,11 @@ static const struct opt server_list[] = {
     {.names = "--timeout", .value = "S", .kind = OPT_FLOAT, .off = SRV(timeout_s), .lo = 0.001,
      .hi = 1e7, .def = "600", .help = "seconds a request may take"},
 };
+/* clang-format on */
 #undef SRV
 
 #define OUT(f) offsetof(struct bench_args, out.f) - offsetof(struct bench_args, out)
+/* clang-format off */
 static const struct opt output_list[] = {
     {.names = "--json", .value = "FILE", .kind = OPT_STR, .off = OUT(json),
      .help = "the cells as a JSON array"},
@@ -202,8 +209,10 @@ static const struct opt output_list[] = {
     {.names = "--no-progress", .kind = OPT_FLAG, .off = OUT(no_progress),
      .help = "no progress line (of the two, the last given counts)"},
 };
+/* clang-format on */
 #undef OUT
 
+/* clang-format off */
 static const struct opt compare_list[] = {
     {.names = "--compare", .kind = OPT_FLAG, .off = 0,
      .help = "send the same prompts at temperature 0 to the first URL and to each of the others "
@@ -211,6 +220,7 @@ static const struct opt compare_list[] = {
              "1 if any do. Takes only --prompts, --max-tokens, --no-ignore-eos, --model, --api-key "
              "and --timeout"},
 };
+/* clang-format on */
 
 static const struct opt_group workload_group = OPT_GROUP("Workload", workload_list);
 static const struct opt_group load_group     = OPT_GROUP("Load", load_list);
@@ -218,6 +228,7 @@ static const struct opt_group server_group   = OPT_GROUP("Server", server_list);
 static const struct opt_group output_group   = OPT_GROUP("Output", output_list);
 static const struct opt_group compare_group  = OPT_GROUP("Comparing servers", compare_list);
 
+/* clang-format off */
 static const struct opt_use bench_uses[] = {
     {&workload_group, offsetof(struct bench_args, wl)},
     {&load_group, offsetof(struct bench_args, load)},
@@ -225,6 +236,7 @@ static const struct opt_use bench_uses[] = {
     {&output_group, offsetof(struct bench_args, out)},
     {&compare_group, offsetof(struct bench_args, compare)},
 };
+/* clang-format on */
 
 /* bench_opts_default()'s values, as the help states them */
 static const struct bench_args bench_defaults = {
@@ -281,8 +293,8 @@ int cmd_bench(int argc, char **argv)
     const bool have_conc     = opts_last(&cmd_bench_spec, argc, argv, "--concurrency") > 0;
     const bool any_run_opt =
         opts_last(&cmd_bench_spec, argc, argv,
-                   "--workload --concurrency --rate --requests --duration --prompt-tokens "
-                   "--tail-tokens --temperature --sessions --turns --own-system --salt --seed") > 0;
+                  "--workload --concurrency --rate --requests --duration --prompt-tokens "
+                  "--tail-tokens --temperature --sessions --turns --own-system --salt --seed") > 0;
     const int on       = opts_last(&cmd_bench_spec, argc, argv, "--progress");
     const int off      = opts_last(&cmd_bench_spec, argc, argv, "--no-progress");
     const int progress = on > off ? 1 : off > on ? 0 : -1;
@@ -305,12 +317,12 @@ int cmd_bench(int argc, char **argv)
     memcpy(o.concurrency, a.load.concurrency.v, sizeof o.concurrency);
     o.n_concurrency = a.load.concurrency.n;
     memcpy(o.rate, a.load.rate.v, sizeof o.rate);
-    o.n_rate     = a.load.rate.n;
-    o.requests   = (int)a.load.requests;
-    o.duration_s = a.load.duration_s;
-    o.model      = a.server.model;
-    o.api_key    = a.server.api_key ? a.server.api_key : getenv("HEARTH_API_KEY");
-    o.timeout_s  = a.server.timeout_s;
+    o.n_rate                     = a.load.rate.n;
+    o.requests                   = (int)a.load.requests;
+    o.duration_s                 = a.load.duration_s;
+    o.model                      = a.server.model;
+    o.api_key                    = a.server.api_key ? a.server.api_key : getenv("HEARTH_API_KEY");
+    o.timeout_s                  = a.server.timeout_s;
     struct bench_compare_opts co = {.max_tokens   = o.max_tokens,
                                     .timeout_s    = o.timeout_s,
                                     .model        = o.model,
@@ -398,8 +410,8 @@ int cmd_bench(int argc, char **argv)
 
     if (!target(url, &o.target))
         return EXIT_USAGE;
-    o.progress = progress < 0 ? isatty(STDERR_FILENO) : progress;
-    o.stop_fd  = stop_pipe[0];
+    o.progress            = progress < 0 ? isatty(STDERR_FILENO) : progress;
+    o.stop_fd             = stop_pipe[0];
     struct bench_run *run = calloc(1, sizeof *run);
     if (!run)
         return EXIT_RUNTIME;

@@ -34,6 +34,7 @@ struct bench_args {
 };
 
 #define T(f) offsetof(struct bench_args, test.f) - offsetof(struct bench_args, test)
+/* clang-format off */
 static const struct opt test_list[] = {
     {.names = "-p --n-prompt", .value = "N", .kind = OPT_LONG, .off = T(n_pp), .lo = 0,
      .hi = 1 << 16, .def = "512",
@@ -49,10 +50,12 @@ static const struct opt test_list[] = {
      .hi = 100, .def = "3",
      .help = "timed repetitions of each test after one to warm up; the best is kept"},
 };
+/* clang-format on */
 #undef T
 
 static const struct opt_group test_group = OPT_GROUP("Tests", test_list);
 
+/* clang-format off */
 static const struct opt_use bench_uses[] = {
     {&opts_model, offsetof(struct bench_args, model)},
     {&test_group, offsetof(struct bench_args, test)},
@@ -60,6 +63,7 @@ static const struct opt_use bench_uses[] = {
     {&opts_cache_types, offsetof(struct bench_args, ct)},
     {&opts_placement, offsetof(struct bench_args, place)},
 };
+/* clang-format on */
 
 static const struct bench_args bench_defaults = {
     .test = {.n_pp = 512, .n_tg = 128, .depth = 0, .reps = 3},
@@ -93,7 +97,7 @@ struct run {
 static bool prefill(struct run *r, int32_t from, int32_t to, char *err, size_t err_len)
 {
     for (int32_t i = from; i < to; i += r->n_batch) {
-        int32_t m = to - i < r->n_batch ? to - i : r->n_batch;
+        int32_t m             = to - i < r->n_batch ? to - i : r->n_batch;
         struct hearth_batch b = {m, r->tok + i, r->pos + i, r->seq + i, NULL};
         if (hearth_decode(r->ctx, &b, err, err_len))
             return false;
@@ -138,8 +142,8 @@ static double time_tg(struct run *r, int32_t n, char *err, size_t err_len)
 
 struct bw_slice {
     const uint64_t *p;
-    size_t n;          /* uint64 words, a multiple of 16 */
-    uint64_t sum;      /* kept so the reads are not optimised away */
+    size_t n;     /* uint64 words, a multiple of 16 */
+    uint64_t sum; /* kept so the reads are not optimised away */
 };
 
 static void *bw_read(void *arg)
@@ -289,28 +293,28 @@ int cmd_bench_engine(int argc, char **argv)
     if (mrc != EXIT_OK)
         return mrc;
     char err[HEARTH_ERR_MAX];
-    int rc = EXIT_RUNTIME;
-    struct hearth_model *model = NULL;
-    struct run r = {0};
+    int rc                        = EXIT_RUNTIME;
+    struct hearth_model *model    = NULL;
+    struct run r                  = {0};
     struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads = (int)threads;
+    mp.n_threads                  = (int)threads;
     placement_params(&place, &mp);
     if (hearth_model_load(model_path, &mp, &model, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         return EXIT_RUNTIME;
     }
-    int32_t n_tok = (int32_t)(depth + (n_pp > n_tg + 1 ? n_pp : n_tg + 1));
+    int32_t n_tok                   = (int32_t)(depth + (n_pp > n_tg + 1 ? n_pp : n_tg + 1));
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx     = n_tok;
-    cp.n_batch   = 512;
-    cp.kv_type   = (enum hearth_kv_type)ct.k;
-    cp.kv_type_v = (enum hearth_kv_type)ct.v;
-    r.n_batch    = cp.n_batch;
-    r.depth      = (int32_t)depth;
-    r.n_vocab = hearth_model_n_vocab(model);
-    r.tok = malloc((size_t)n_tok * sizeof *r.tok);
-    r.pos = malloc((size_t)n_tok * sizeof *r.pos);
-    r.seq = calloc((size_t)n_tok, sizeof *r.seq);
+    cp.n_ctx                        = n_tok;
+    cp.n_batch                      = 512;
+    cp.kv_type                      = (enum hearth_kv_type)ct.k;
+    cp.kv_type_v                    = (enum hearth_kv_type)ct.v;
+    r.n_batch                       = cp.n_batch;
+    r.depth                         = (int32_t)depth;
+    r.n_vocab                       = hearth_model_n_vocab(model);
+    r.tok                           = malloc((size_t)n_tok * sizeof *r.tok);
+    r.pos                           = malloc((size_t)n_tok * sizeof *r.pos);
+    r.seq                           = calloc((size_t)n_tok, sizeof *r.seq);
     if (!r.tok || !r.pos || !r.seq) {
         fprintf(stderr, "hearth: out of memory\n");
         goto out;
@@ -321,7 +325,9 @@ int cmd_bench_engine(int argc, char **argv)
     }
     uint64_t x = 88172645463325252ull;
     for (int32_t i = 0; i < n_tok; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
         r.tok[i] = (hearth_token)(x % (uint64_t)r.n_vocab);
         r.pos[i] = i;
     }
@@ -344,7 +350,7 @@ int cmd_bench_engine(int argc, char **argv)
             if (k > 0 && t < best)
                 best = t;
         }
-        const double ops = hearth_model_prefill_ops(model, depth, n_pp) / best;
+        const double ops  = hearth_model_prefill_ops(model, depth, n_pp) / best;
         const double peak = int8_peak((int)threads);
         printf("pp%ld: %.1f tok/s\n", n_pp, n_pp / best);
         if (peak > 0)

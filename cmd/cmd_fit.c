@@ -40,15 +40,16 @@ struct fit_args {
     } plan;
     struct {
         bool unified;
-        long batch;             /* 1..1 << 20 */
-        int flash_attn;         /* FA_* */
+        long batch;     /* 1..1 << 20 */
+        int flash_attn; /* FA_* */
         const char *ctkd, *ctvd;
-        int isa;                /* an index of isa_of, or ISA_HOST */
+        int isa; /* an index of isa_of, or ISA_HOST */
     } lc;
     struct opt_multi pos; /* MODEL */
 };
 
 #define F(g, f) offsetof(struct fit_args, g.f) - offsetof(struct fit_args, g)
+/* clang-format off */
 static const struct opt serving_list[] = {
     {.names = "-c --ctx-size", .value = "N|max", .kind = OPT_LONG, .off = F(srv, n_ctx), .lo = 1,
      .hi = 1 << 24, .choices = "max", .word_value = CTX_MAX,
@@ -81,7 +82,9 @@ static const struct opt serving_list[] = {
      .def = "f16",
      .help = "the V cache's type: f16, f32 or q8_0. With --runtime llama.cpp: as -ctk's"},
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct opt plan_list[] = {
     {.names = "--device", .value = "NAME:BYTES", .kind = OPT_MULTI, .off = F(plan, devices),
      .def = "ram with the RAM free now",
@@ -101,8 +104,10 @@ static const struct opt plan_list[] = {
      .help = "whose memory to plan: hearth serve's, or llama-server's CPU build with the same file "
              "(the host alone), its flags meaning what llama-server's mean"},
 };
+/* clang-format on */
 
 /* Given without --runtime llama.cpp, each of these is a usage error. */
+/* clang-format off */
 static const struct opt llamacpp_list[] = {
     {.names = "-kvu --kv-unified", .kind = OPT_FLAG, .off = F(lc, unified),
      .help = "one K/V stream for every slot"},
@@ -119,18 +124,21 @@ static const struct opt llamacpp_list[] = {
      .choices = "avx512|avx2|neon|none", .def = "this CPU's",
      .help = "the CPU llama.cpp runs on, for the weights it repacks"},
 };
+/* clang-format on */
 #undef F
 
-static const struct opt_group serving_group  = OPT_GROUP("Serving, as hearth serve's", serving_list);
-static const struct opt_group plan_group     = OPT_GROUP("Devices and output", plan_list);
+static const struct opt_group serving_group = OPT_GROUP("Serving, as hearth serve's", serving_list);
+static const struct opt_group plan_group    = OPT_GROUP("Devices and output", plan_list);
 static const struct opt_group llamacpp_group = OPT_GROUP("With --runtime llama.cpp", llamacpp_list);
 
+/* clang-format off */
 static const struct opt_use fit_uses[] = {
     {&serving_group, offsetof(struct fit_args, srv)},
     {&opts_threads, offsetof(struct fit_args, threads)},
     {&plan_group, offsetof(struct fit_args, plan)},
     {&llamacpp_group, offsetof(struct fit_args, lc)},
 };
+/* clang-format on */
 
 static const struct fit_args fit_defaults = {
     .srv = {.ubatch = 512, .checkpoints = 8, .cache_ram = -1, .ctk = "f16", .ctv = "f16"},
@@ -160,9 +168,10 @@ static void print_table(const struct fit_params *p, const struct fit_plan *pl)
     if (p->runtime == FIT_LLAMACPP)
         printf("llama.cpp: context %d tokens for %d slots (%d cells a stream, %s), micro-batch "
                "%d, K/V %s/%s, flash attention %s, prompt cache %.1f MiB\n",
-               pl->n_ctx, p->n_parallel, pl->n_ctx_seq, p->lc.unified ? "one stream" : "a stream each",
-               p->n_ubatch, dtype_name(p->lc.type_k), dtype_name(p->lc.type_v),
-               p->lc.flash_attn ? "on" : "off", MIB(p->cache_ram > 0 ? p->cache_ram : 0));
+               pl->n_ctx, p->n_parallel, pl->n_ctx_seq,
+               p->lc.unified ? "one stream" : "a stream each", p->n_ubatch,
+               dtype_name(p->lc.type_k), dtype_name(p->lc.type_v), p->lc.flash_attn ? "on" : "off",
+               MIB(p->cache_ram > 0 ? p->cache_ram : 0));
     else
         printf("context %d tokens x %d slots, micro-batch %d, K/V %s/%s, prefix cache %.1f MiB\n",
                pl->n_ctx, p->n_parallel, p->n_ubatch, hearth_kv_type_name(p->kv_type),
@@ -224,7 +233,7 @@ static int print_json(const struct fit_params *p, const struct fit_plan *pl)
 /* llama.cpp's K/V cache types (common/arg.cpp's list). */
 static bool llamacpp_cache_type(const char *opt, const char *v, enum dtype *t)
 {
-    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,  DTYPE_BF16,   DTYPE_Q8_0, DTYPE_Q4_0,
+    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,    DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0,
                                        DTYPE_Q4_1, DTYPE_IQ4_NL, DTYPE_Q5_0, DTYPE_Q5_1};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (!strcmp(v, dtype_name(types[i]))) {
@@ -289,7 +298,7 @@ int cmd_fit(int argc, char **argv)
     const enum opts_status st = opts_parse(&cmd_fit_spec, &a, argc, argv);
     if (st != OPTS_GO)
         return opts_exit(st);
-    const bool llama   = a.plan.runtime == RUNTIME_LLAMACPP;
+    const bool llama    = a.plan.runtime == RUNTIME_LLAMACPP;
     struct fit_params p = {.model             = a.pos.v[0],
                            .draft             = a.srv.draft,
                            .n_ctx             = a.srv.n_ctx == CTX_MAX ? 0 : (int32_t)a.srv.n_ctx,
@@ -329,9 +338,9 @@ int cmd_fit(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (llama) {
-        p.runtime       = FIT_LLAMACPP;
-        p.lc.unified    = a.lc.unified || !a.srv.parallel; /* llama-server's auto: 4 on one stream */
-        p.lc.n_batch    = (int32_t)a.lc.batch;
+        p.runtime    = FIT_LLAMACPP;
+        p.lc.unified = a.lc.unified || !a.srv.parallel; /* llama-server's auto: 4 on one stream */
+        p.lc.n_batch = (int32_t)a.lc.batch;
         p.lc.flash_attn = a.lc.flash_attn != FA_OFF;
         p.lc.isa        = a.lc.isa == ISA_HOST ? llamacpp_isa_host() : isa_of[a.lc.isa];
         if (!llamacpp_cache_type("-ctk", a.srv.ctk, &p.lc.type_k) ||

@@ -29,6 +29,7 @@ struct perplexity_args {
 };
 
 #define PPL(f) offsetof(struct perplexity_args, ppl.f) - offsetof(struct perplexity_args, ppl)
+/* clang-format off */
 static const struct opt ppl_list[] = {
     {.names = "-f --file", .value = "TEXT", .kind = OPT_STR, .off = PPL(file),
      .help = "the text file to score"},
@@ -37,9 +38,11 @@ static const struct opt ppl_list[] = {
     {.names = "--chunks", .value = "N", .kind = OPT_LONG, .off = PPL(chunks), .lo = 1,
      .hi = 1L << 30, .def = "all", .help = "score only the first N chunks, as llama-perplexity's"},
 };
+/* clang-format on */
 #undef PPL
 static const struct opt_group ppl_group = OPT_GROUP("Perplexity", ppl_list);
 
+/* clang-format off */
 static const struct opt_use perplexity_uses[] = {
     {&opts_model, offsetof(struct perplexity_args, model)},
     {&ppl_group, offsetof(struct perplexity_args, ppl)},
@@ -47,6 +50,7 @@ static const struct opt_use perplexity_uses[] = {
     {&opts_placement, offsetof(struct perplexity_args, place)},
     {&opts_cache_types, offsetof(struct perplexity_args, ct)},
 };
+/* clang-format on */
 
 static const struct perplexity_args perplexity_defaults = {.ppl = {.n_ctx = 512}};
 
@@ -83,7 +87,7 @@ int cmd_perplexity(int argc, char **argv)
         return opts_exit(st);
     const char *text_path = a.ppl.file;
     const long n_ctx = a.ppl.n_ctx, threads = threads_or_default(&a.threads);
-    const long max_chunks = a.ppl.chunks;
+    const long max_chunks        = a.ppl.chunks;
     const struct placement place = a.place;
     const struct cache_types ct  = a.ct;
     if ((!a.model.path && !a.model.hf) || !text_path) {
@@ -96,8 +100,8 @@ int cmd_perplexity(int argc, char **argv)
         return mrc;
 
     char err[HEARTH_ERR_MAX];
-    int rc = EXIT_RUNTIME;
-    char *text = NULL;
+    int rc            = EXIT_RUNTIME;
+    char *text        = NULL;
     hearth_token *ids = NULL;
     size_t n_ids = 0, len = 0;
     struct hearth_model *model = NULL;
@@ -119,11 +123,11 @@ int cmd_perplexity(int argc, char **argv)
         goto out;
     }
     fclose(fp);
-    len = flen > 0 ? (size_t)flen : 0;
+    len       = flen > 0 ? (size_t)flen : 0;
     text[len] = 0;
 
     struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads = (int)threads;
+    mp.n_threads                  = (int)threads;
     placement_params(&place, &mp);
     if (hearth_model_load(model_path, &mp, &model, err, sizeof err) ||
         hearth_tokenize(model, text, len, true, false, &ids, &n_ids, err, sizeof err)) {
@@ -136,10 +140,10 @@ int cmd_perplexity(int argc, char **argv)
         goto out;
     }
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx     = (int32_t)n_ctx;
-    cp.kv_type   = (enum hearth_kv_type)ct.k;
-    cp.kv_type_v = (enum hearth_kv_type)ct.v;
-    cp.n_batch = (int32_t)n_ctx;
+    cp.n_ctx                        = (int32_t)n_ctx;
+    cp.kv_type                      = (enum hearth_kv_type)ct.k;
+    cp.kv_type_v                    = (enum hearth_kv_type)ct.v;
+    cp.n_batch                      = (int32_t)n_ctx;
     if (hearth_context_new(model, &cp, &ctx, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         goto out;
@@ -148,10 +152,10 @@ int cmd_perplexity(int argc, char **argv)
     if (max_chunks && n_chunk > (size_t)max_chunks)
         n_chunk = (size_t)max_chunks;
     const int32_t first = (int32_t)n_ctx / 2, n_vocab = hearth_model_n_vocab(model);
-    const bool add_bos = hearth_vocab_add_bos(model);
-    pos = malloc((size_t)n_ctx * sizeof *pos);
-    seq = calloc((size_t)n_ctx, sizeof *seq);
-    int8_t *want = malloc((size_t)n_ctx);
+    const bool add_bos  = hearth_vocab_add_bos(model);
+    pos                 = malloc((size_t)n_ctx * sizeof *pos);
+    seq                 = calloc((size_t)n_ctx, sizeof *seq);
+    int8_t *want        = malloc((size_t)n_ctx);
     hearth_token *chunk = malloc((size_t)n_ctx * sizeof *chunk);
     if (!pos || !seq || !want || !chunk) {
         free(want);
@@ -160,13 +164,13 @@ int cmd_perplexity(int argc, char **argv)
         goto out;
     }
     for (int32_t i = 0; i < n_ctx; i++) {
-        pos[i] = i;
+        pos[i]  = i;
         want[i] = i >= first;
     }
     fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %ld\n", n_ids, n_chunk, n_ctx);
     double sum = 0, sum2 = 0;
     long count = 0;
-    double t0 = now_s();
+    double t0  = now_s();
     for (size_t c = 0; c < n_chunk; c++) {
         memcpy(chunk, ids + c * (size_t)n_ctx, (size_t)n_ctx * sizeof *chunk);
         if (add_bos)
@@ -192,7 +196,7 @@ int cmd_perplexity(int argc, char **argv)
     free(chunk);
     double mean = sum / count, var = sum2 / count - mean * mean;
     double ppl = exp(mean);
-    double se = count > 1 && var > 0 ? sqrt(var / (count - 1)) * ppl : 0;
+    double se  = count > 1 && var > 0 ? sqrt(var / (count - 1)) * ppl : 0;
     printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", ppl, se);
     fprintf(stderr, "perplexity: %.2f s, %.1f tok/s\n", now_s() - t0,
             n_chunk * n_ctx / (now_s() - t0));

@@ -20,6 +20,7 @@ struct pull_args {
     struct opt_multi spec; /* ORG/REPO[:QUANT | /FILE.gguf] */
 };
 
+/* clang-format off */
 static const struct opt pull_list[] = {
     {.names = "--offline", .kind = OPT_FLAG, .off = offsetof(struct pull_args, offline),
      .help = "use the cache only: never ask the network"},
@@ -27,12 +28,15 @@ static const struct opt pull_list[] = {
      .help = "ask the Hub for the repository's files even when the model is cached, and download "
              "again a file whose SHA-256 has changed"},
 };
+/* clang-format on */
 
 static const struct opt_group pull_group = OPT_GROUP("Download", pull_list);
 
+/* clang-format off */
 static const struct opt_use pull_uses[] = {
     {&pull_group, 0},
 };
+/* clang-format on */
 
 static const struct pull_args pull_defaults = {0};
 

@@ -21,56 +21,60 @@ struct quantize_args {
 };
 
 #define Q(f) offsetof(struct quantize_args, q.f) - offsetof(struct quantize_args, q)
+/* clang-format off */
 static const struct opt quantize_list[] = {
     {.names = "--allow-requantize", .kind = OPT_FLAG, .off = Q(requant),
      .help = "also requantize tensors that are already quantized, which loses quality; without it "
              "such a tensor is refused"},
     {.names = "-q --quiet", .kind = OPT_FLAG, .off = Q(quiet), .help = "no progress lines"},
 };
+/* clang-format on */
 #undef Q
 
 static const struct opt_group quantize_group = OPT_GROUP("Quantization", quantize_list);
 
+/* clang-format off */
 static const struct opt_use quantize_uses[] = {
     {&quantize_group, offsetof(struct quantize_args, q)},
     {&opts_threads, offsetof(struct quantize_args, threads)},
 };
+/* clang-format on */
 
 static const struct quantize_args quantize_defaults; /* all zero: no flag, -t the CPUs */
 
 /* The TYPE table is quant_presets()'s names and lines, in its order (src/quant/quantize.c). */
 const struct cmd_spec cmd_quantize_spec = {
-    .name      = "quantize",
-    .synopsis  = "hearth quantize [options] IN.gguf OUT.gguf TYPE",
-    .about     = "Writes IN.gguf's model to OUT.gguf quantized to TYPE, one of llama.cpp's presets, "
-                 "with llama-quantize's choice of type per tensor and, for the same input, the same "
-                 "bytes. Progress lines go to stderr.",
-    .epilog    = "TYPE (llama.cpp's presets; Q3_K, Q4_K, Q5_K mean the _M variants):\n"
-                 "  Q4_0     4.5 bpw, symmetric 4-bit blocks of 32\n"
-                 "  Q4_1     5.0 bpw, 4-bit with a minimum per block of 32\n"
-                 "  Q5_0     5.5 bpw, symmetric 5-bit blocks of 32\n"
-                 "  Q5_1     6.0 bpw, 5-bit with a minimum per block of 32\n"
-                 "  Q8_0     8.5 bpw, nearly lossless\n"
-                 "  Q2_K     ~3.0 bpw mix of Q2_K/Q3_K/Q4_K\n"
-                 "  Q3_K_S   ~3.5 bpw, Q3_K throughout\n"
-                 "  Q3_K_M   ~3.9 bpw, Q3_K with Q4_K/Q5_K where it matters\n"
-                 "  Q3_K_L   ~4.3 bpw, Q3_K with Q5_K attn_v and ffn_down\n"
-                 "  Q4_K_S   ~4.6 bpw, Q4_K with Q5_K in the first layers\n"
-                 "  Q4_K_M   ~4.9 bpw, Q4_K with Q6_K attn_v/ffn_down in some layers\n"
-                 "  Q5_K_S   ~5.5 bpw, Q5_K throughout\n"
-                 "  Q5_K_M   ~5.7 bpw, Q5_K with Q6_K attn_v/ffn_down in some layers\n"
-                 "  Q6_K     ~6.6 bpw\n"
-                 "  IQ4_NL   4.5 bpw, non-linear 4-bit blocks of 32\n"
-                 "  IQ4_XS   4.25 bpw, non-linear 4-bit super-blocks of 256\n"
-                 "  F16      16 bpw half precision\n"
-                 "  BF16     16 bpw bfloat16\n"
-                 "  F32      32 bpw, no quantization\n",
-    .uses      = quantize_uses,
-    .n_uses    = sizeof quantize_uses / sizeof quantize_uses[0],
-    .pos_min   = 3,
-    .pos_max   = 3,
-    .pos_off   = offsetof(struct quantize_args, pos),
-    .defaults  = &quantize_defaults,
+    .name     = "quantize",
+    .synopsis = "hearth quantize [options] IN.gguf OUT.gguf TYPE",
+    .about    = "Writes IN.gguf's model to OUT.gguf quantized to TYPE, one of llama.cpp's presets, "
+                "with llama-quantize's choice of type per tensor and, for the same input, the same "
+                "bytes. Progress lines go to stderr.",
+    .epilog   = "TYPE (llama.cpp's presets; Q3_K, Q4_K, Q5_K mean the _M variants):\n"
+                "  Q4_0     4.5 bpw, symmetric 4-bit blocks of 32\n"
+                "  Q4_1     5.0 bpw, 4-bit with a minimum per block of 32\n"
+                "  Q5_0     5.5 bpw, symmetric 5-bit blocks of 32\n"
+                "  Q5_1     6.0 bpw, 5-bit with a minimum per block of 32\n"
+                "  Q8_0     8.5 bpw, nearly lossless\n"
+                "  Q2_K     ~3.0 bpw mix of Q2_K/Q3_K/Q4_K\n"
+                "  Q3_K_S   ~3.5 bpw, Q3_K throughout\n"
+                "  Q3_K_M   ~3.9 bpw, Q3_K with Q4_K/Q5_K where it matters\n"
+                "  Q3_K_L   ~4.3 bpw, Q3_K with Q5_K attn_v and ffn_down\n"
+                "  Q4_K_S   ~4.6 bpw, Q4_K with Q5_K in the first layers\n"
+                "  Q4_K_M   ~4.9 bpw, Q4_K with Q6_K attn_v/ffn_down in some layers\n"
+                "  Q5_K_S   ~5.5 bpw, Q5_K throughout\n"
+                "  Q5_K_M   ~5.7 bpw, Q5_K with Q6_K attn_v/ffn_down in some layers\n"
+                "  Q6_K     ~6.6 bpw\n"
+                "  IQ4_NL   4.5 bpw, non-linear 4-bit blocks of 32\n"
+                "  IQ4_XS   4.25 bpw, non-linear 4-bit super-blocks of 256\n"
+                "  F16      16 bpw half precision\n"
+                "  BF16     16 bpw bfloat16\n"
+                "  F32      32 bpw, no quantization\n",
+    .uses     = quantize_uses,
+    .n_uses   = sizeof quantize_uses / sizeof quantize_uses[0],
+    .pos_min  = 3,
+    .pos_max  = 3,
+    .pos_off  = offsetof(struct quantize_args, pos),
+    .defaults = &quantize_defaults,
     .args_size = sizeof(struct quantize_args),
 };
 

@@ -41,6 +41,7 @@ _Static_assert(ROUTE_AFFINITY == 0 && ROUTE_ROUND_ROBIN == 1 && ROUTE_LEAST_LOAD
                "--policy's choices follow enum route_policy");
 
 #define UP(f) offsetof(struct route_args, up.f) - offsetof(struct route_args, up)
+/* clang-format off */
 static const struct opt upstream_list[] = {
     {.names = "--upstream", .value = "URL", .kind = OPT_MULTI, .off = UP(url),
      .help = "an upstream's base URL (http://HOST:PORT); repeat for each"},
@@ -56,9 +57,11 @@ static const struct opt upstream_list[] = {
     {.names = "--probe-interval", .value = "S", .kind = OPT_FLOAT, .off = UP(probe_s), .lo = 0.001,
      .hi = 1e6, .def = "2", .help = "seconds between /health probes of each upstream"},
 };
+/* clang-format on */
 #undef UP
 
 #define CL(f) offsetof(struct route_args, clients.f) - offsetof(struct route_args, clients)
+/* clang-format off */
 static const struct opt clients_list[] = {
     {.names = "--host", .value = "H", .kind = OPT_STR, .off = CL(host), .def = "127.0.0.1",
      .help = "address to listen on"},
@@ -77,9 +80,11 @@ static const struct opt clients_list[] = {
              "of a reply it leaves unread, before its connection closes; a request's line and "
              "headers get the smaller of this and 30 s"},
 };
+/* clang-format on */
 #undef CL
 
 #define AFF(f) offsetof(struct route_args, aff.f) - offsetof(struct route_args, aff)
+/* clang-format off */
 static const struct opt routing_list[] = {
     {.names = "--policy", .value = "NAME", .kind = OPT_CHOICE, .off = AFF(policy),
      .choices = "affinity|round-robin|least-load", .def = "affinity",
@@ -98,25 +103,31 @@ static const struct opt routing_list[] = {
     {.names = "--affinity-index", .value = "N", .kind = OPT_LONG, .off = AFF(index_blocks), .lo = 2,
      .hi = 1 << 26, .def = "65536", .help = "prefix blocks remembered an upstream"},
 };
+/* clang-format on */
 #undef AFF
 
 static const struct opt_group upstream_group = OPT_GROUP("Upstreams", upstream_list);
 static const struct opt_group clients_group  = OPT_GROUP("Clients", clients_list);
 static const struct opt_group routing_group  = OPT_GROUP("Routing", routing_list);
 
+/* clang-format off */
 static const struct opt_use route_uses[] = {
     {&upstream_group, offsetof(struct route_args, up)},
     {&clients_group, offsetof(struct route_args, clients)},
     {&routing_group, offsetof(struct route_args, aff)},
 };
+/* clang-format on */
 
 /* router_default_params()'s and route_default_params()'s values, as the help states them */
 static const struct route_args route_defaults = {
     .up      = {.load = LOAD_OWN, .max_in_flight = 64, .timeout_s = 600, .probe_s = 2},
-    .clients = {.host = "127.0.0.1", .port = 8080, .max_queue = 256, .max_body = 4 << 20,
+    .clients = {.host      = "127.0.0.1",
+                .port      = 8080,
+                .max_queue = 256,
+                .max_body  = 4 << 20,
                 .timeout_s = 600},
-    .aff     = {.policy = ROUTE_AFFINITY, .min_match = 4, .slack = 4, .index_blocks = 65536,
-                .ttl_s = 600},
+    .aff =
+        {.policy = ROUTE_AFFINITY, .min_match = 4, .slack = 4, .index_blocks = 65536, .ttl_s = 600},
 };
 
 const struct cmd_spec cmd_route_spec = {

@@ -38,6 +38,7 @@ struct run_args {
 };
 
 #define GEN(f) offsetof(struct run_args, gen.f) - offsetof(struct run_args, gen)
+/* clang-format off */
 static const struct opt gen_list[] = {
     {.names = "-p --prompt", .value = "TEXT", .kind = OPT_STR, .off = GEN(prompt),
      .help = "the prompt (BOS is added when the vocabulary says so)"},
@@ -57,9 +58,11 @@ static const struct opt gen_list[] = {
      .def = "the model's training context, or the largest that fits the RAM free when that does not",
      .help = "context length in tokens; max: the largest that fits the RAM free"},
 };
+/* clang-format on */
 #undef GEN
 
 #define SMP(f) offsetof(struct run_args, smp.f) - offsetof(struct run_args, smp)
+/* clang-format off */
 static const struct opt sampling_list[] = {
     {.names = "--temp --temperature", .value = "T", .kind = OPT_FLOAT, .off = SMP(temp), .lo = 0,
      .hi = 100, .def = "0.8", .help = "temperature; 0 is greedy"},
@@ -74,11 +77,13 @@ static const struct opt sampling_list[] = {
     {.names = "-s --seed", .value = "N", .kind = OPT_LONG, .off = SMP(seed), .lo = -1,
      .hi = 0x7fffffffL, .def = "-1", .help = "the sampling seed; -1: from the clock"},
 };
+/* clang-format on */
 #undef SMP
 
 static const struct opt_group gen_group      = OPT_GROUP("Generation", gen_list);
 static const struct opt_group sampling_group = OPT_GROUP("Sampling", sampling_list);
 
+/* clang-format off */
 static const struct opt_use run_uses[] = {
     {&opts_model, offsetof(struct run_args, model)},
     {&gen_group, offsetof(struct run_args, gen)},
@@ -87,11 +92,16 @@ static const struct opt_use run_uses[] = {
     {&opts_placement, offsetof(struct run_args, place)},
     {&opts_cache_types, offsetof(struct run_args, ct)},
 };
+/* clang-format on */
 
 static const struct run_args run_defaults = {
     .gen = {.n_predict = -1},
-    .smp = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
-            .seed = -1},
+    .smp = {.temp           = 0.8f,
+            .top_k          = 40,
+            .top_p          = 0.95f,
+            .min_p          = 0.05f,
+            .repeat_penalty = 1.0f,
+            .seed           = -1},
 };
 
 const struct cmd_spec cmd_run_spec = {
@@ -141,7 +151,8 @@ static bool complete(struct gen *g, const hearth_token *ids, int32_t n, long n_p
         return false;
     }
     enum gen_next end;
-    const enum hearth_status st = gen_run(g, (int32_t)n_predict, put_text, o, &end, err, sizeof err);
+    const enum hearth_status st =
+        gen_run(g, (int32_t)n_predict, put_text, o, &end, err, sizeof err);
     if (st == HEARTH_ECANCELED)
         fprintf(stderr, "\nhearth: out of memory for the reply\n");
     else if (st != HEARTH_OK)
@@ -173,10 +184,11 @@ static int chat_loop(struct gen *g, const char *system, long n_predict)
 {
     struct hearth_chat_msg *msgs = NULL;
     size_t n_msgs = 0, cap = 0;
-    char *line = NULL;
+    char *line      = NULL;
     size_t line_cap = 0;
-    int rc = EXIT_OK;
-    const bool tty = isatty(0);
+    int rc          = EXIT_OK;
+    const bool tty  = isatty(0);
+/* clang-format off */
 #define PUSH(r, c)                                                                    \
     do {                                                                              \
         if (n_msgs == cap) {                                                          \
@@ -186,6 +198,7 @@ static int chat_loop(struct gen *g, const char *system, long n_predict)
         }                                                                             \
         msgs[n_msgs++] = (struct hearth_chat_msg){(r), (c)};                          \
     } while (0)
+    /* clang-format on */
     if (system) {
         char *sys = strdup(system);
         if (!sys)
@@ -214,14 +227,14 @@ static int chat_loop(struct gen *g, const char *system, long n_predict)
             rc = EXIT_RUNTIME;
             break;
         }
-        size_t n_ids = 0;
+        size_t n_ids      = 0;
         hearth_token *ids = tokenize(g->model, text, &n_ids);
         free(text);
         if (!ids) {
             rc = EXIT_RUNTIME;
             break;
         }
-        struct out o = {.reply = strdup("")};
+        struct out o  = {.reply = strdup("")};
         const bool ok = o.reply && complete(g, ids, (int32_t)n_ids, n_predict, &o);
         free(ids);
         if (!ok) {
@@ -255,7 +268,7 @@ int cmd_run(int argc, char **argv)
     const char *prompt = a.gen.prompt, *prompt_file = a.gen.file, *system = a.gen.system;
     const bool chat = a.gen.chat, ctx_max = a.gen.n_ctx == CTX_MAX;
     const long n_predict = a.gen.n_predict, threads = threads_or_default(&a.threads);
-    long n_ctx = ctx_max ? 0 : a.gen.n_ctx;
+    long n_ctx                   = ctx_max ? 0 : a.gen.n_ctx;
     const struct placement place = a.place;
     const struct cache_types ct  = a.ct;
     if (chat ? (prompt || prompt_file) : (!prompt == !prompt_file)) {
@@ -317,19 +330,19 @@ int cmd_run(int argc, char **argv)
             return EXIT_RUNTIME;
         }
         file_text[len] = 0;
-        prompt = file_text;
+        prompt         = file_text;
     }
 
-    int rc = EXIT_RUNTIME;
-    struct hearth_model *model = NULL;
-    struct hearth_context *ctx = NULL;
-    struct hearth_sampler *smp = NULL;
-    struct gen g               = {0};
-    hearth_token *ids = NULL;
-    size_t n_ids = 0;
-    double t0 = now_s();
+    int rc                        = EXIT_RUNTIME;
+    struct hearth_model *model    = NULL;
+    struct hearth_context *ctx    = NULL;
+    struct hearth_sampler *smp    = NULL;
+    struct gen g                  = {0};
+    hearth_token *ids             = NULL;
+    size_t n_ids                  = 0;
+    double t0                     = now_s();
     struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads = (int)threads;
+    mp.n_threads                  = (int)threads;
     placement_params(&place, &mp);
     if (hearth_model_load(model_path, &mp, &model, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
@@ -338,20 +351,20 @@ int cmd_run(int argc, char **argv)
     if (!chat && !(ids = tokenize(model, prompt, &n_ids)))
         goto out;
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = n_ctx > 0 ? (int32_t)n_ctx : hearth_model_n_ctx_train(model);
-    cp.kv_type   = (enum hearth_kv_type)ct.k;
-    cp.kv_type_v = (enum hearth_kv_type)ct.v;
+    cp.n_ctx                        = n_ctx > 0 ? (int32_t)n_ctx : hearth_model_n_ctx_train(model);
+    cp.kv_type                      = (enum hearth_kv_type)ct.k;
+    cp.kv_type_v                    = (enum hearth_kv_type)ct.v;
     if (hearth_context_new(model, &cp, &ctx, err, sizeof err)) {
         fprintf(stderr, "hearth: %s\n", err);
         goto out;
     }
     struct hearth_sampler_params sp = hearth_sampler_default_params();
-    sp.temperature    = a.smp.temp;
-    sp.top_k          = (int32_t)a.smp.top_k;
-    sp.top_p          = a.smp.top_p;
-    sp.min_p          = a.smp.min_p;
-    sp.repeat_penalty = a.smp.repeat_penalty;
-    sp.seed           = a.smp.seed >= 0 ? (uint64_t)a.smp.seed : (uint64_t)time(NULL);
+    sp.temperature                  = a.smp.temp;
+    sp.top_k                        = (int32_t)a.smp.top_k;
+    sp.top_p                        = a.smp.top_p;
+    sp.min_p                        = a.smp.min_p;
+    sp.repeat_penalty               = a.smp.repeat_penalty;
+    sp.seed                         = a.smp.seed >= 0 ? (uint64_t)a.smp.seed : (uint64_t)time(NULL);
     char serr[HEARTH_ERR_MAX];
     if (hearth_sampler_new(&sp, hearth_model_n_vocab(model), &smp, serr, sizeof serr) !=
         HEARTH_OK) {
@@ -376,8 +389,8 @@ int cmd_run(int argc, char **argv)
     fprintf(stderr, "\nload: %.0f ms\n", (t_loaded - t0) * 1e3);
     fprintf(stderr, "prefill: %ld tokens in %.0f ms (%.1f tok/s)\n", g.n_prefilled,
             g.t_prefill * 1e3, g.t_prefill > 0 ? g.n_prefilled / g.t_prefill : 0.0);
-    fprintf(stderr, "decode: %ld tokens in %.0f ms (%.1f tok/s)\n", g.n_generated,
-            g.t_decode * 1e3, g.t_decode > 0 ? g.n_generated / g.t_decode : 0.0);
+    fprintf(stderr, "decode: %ld tokens in %.0f ms (%.1f tok/s)\n", g.n_generated, g.t_decode * 1e3,
+            g.t_decode > 0 ? g.n_generated / g.t_decode : 0.0);
 out:
     free(ids);
     free(file_text);

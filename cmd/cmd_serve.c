@@ -20,7 +20,15 @@
 #include "serve/http.h"
 
 /* --spec's values, in the order of its choices; SPEC_UNSET: not given */
-enum { SPEC_UNSET = -1, SPEC_NGRAM, SPEC_DRAFT, SPEC_MTP, SPEC_NGRAM_DRAFT, SPEC_NGRAM_MTP, SPEC_NONE };
+enum {
+    SPEC_UNSET = -1,
+    SPEC_NGRAM,
+    SPEC_DRAFT,
+    SPEC_MTP,
+    SPEC_NGRAM_DRAFT,
+    SPEC_NGRAM_MTP,
+    SPEC_NONE
+};
 
 struct serve_args {
     struct model_args model;
@@ -63,6 +71,7 @@ struct serve_args {
 };
 
 #define F(g, f) offsetof(struct serve_args, g.f) - offsetof(struct serve_args, g)
+/* clang-format off */
 static const struct opt server_list[] = {
     {.names = "--host", .value = "H", .kind = OPT_STR, .off = F(srv, host), .def = "127.0.0.1",
      .help = "the address to listen on; the default is this machine only"},
@@ -100,7 +109,9 @@ static const struct opt server_list[] = {
              "the scheduler has been inside one step this long, so a router stops sending "
              "here; 0: as soon as they are busy"},
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct opt slots_list[] = {
     {.names = "-np --parallel", .value = "N", .kind = OPT_LONG, .off = F(slots, parallel), .lo = 1,
      .hi = 256, .def = "4", .help = "slots: requests generated at the same time"},
@@ -128,7 +139,9 @@ static const struct opt slots_list[] = {
      .help = "the sampling seed of a request that gives none, so unseeded sampling repeats; -1: a "
              "fresh one each"},
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct opt tmpl_list[] = {
     {.names = "--chat-template-file", .value = "FILE", .kind = OPT_STR, .off = F(tmpl, file),
      .help = "render chats with the Jinja template in FILE instead of the model's own "
@@ -140,7 +153,9 @@ static const struct opt tmpl_list[] = {
      .help = "default template variables, as '{\"enable_thinking\": false}'; a request's "
              "chat_template_kwargs add to them"},
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct opt req_list[] = {
     {.names = "-n --n-predict", .value = "N", .kind = OPT_LONG, .off = F(req, n_predict),
      .lo = -1, .hi = 1 << 30, .def = "-1",
@@ -162,7 +177,9 @@ static const struct opt req_list[] = {
              "NAME makes an agent's turn start with a tool call, and its next request, carrying "
              "the result, is left as sent"},
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct opt cache_list[] = {
     {.names = "--cache-ram -cram", .value = "SIZE", .kind = OPT_BYTES, .off = F(cache, ram),
      .def = "a quarter of the RAM free at start; 0 with layers on a GPU",
@@ -185,7 +202,9 @@ static const struct opt cache_list[] = {
      .help = "POST /slots/{id}?action=save|restore with {\"filename\": NAME} writes or reads a "
              "slot's conversation (its tokens and K/V) as DIR/NAME"},
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct opt spec_list[] = {
     {.names = "--spec", .value = "LIST", .kind = OPT_CHOICE, .off = F(spec, spec),
      .choices = "ngram|draft|mtp|ngram,draft|ngram,mtp|none",
@@ -217,7 +236,9 @@ static const struct opt spec_list[] = {
      .help = "with ngram: a pool of n-gram statistics every request feeds, so a slot drafts from "
              "text other requests saw where it matches more than the slot's own text; 0: none"},
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct opt compat_list[] = {
     {.names = "--jinja", .kind = OPT_FLAG, .off = F(compat, jinja),
      .help = "accepted for llama-server's command lines: hearth always renders the model's Jinja "
@@ -231,6 +252,7 @@ static const struct opt compat_list[] = {
      .help = "accepted for llama-server's command lines: hearth's attention is always fused, with "
              "llama.cpp's flash-attention arithmetic for quantized K/V"},
 };
+/* clang-format on */
 #undef F
 
 static const struct opt_group server_group = OPT_GROUP("Server", server_list);
@@ -241,6 +263,7 @@ static const struct opt_group cache_group  = OPT_GROUP("Prompt cache", cache_lis
 static const struct opt_group spec_group   = OPT_GROUP("Speculative decoding", spec_list);
 static const struct opt_group compat_group = OPT_GROUP("llama-server compatibility", compat_list);
 
+/* clang-format off */
 static const struct opt_use serve_uses[] = {
     {&opts_model, offsetof(struct serve_args, model)},
     {&server_group, offsetof(struct serve_args, srv)},
@@ -254,10 +277,16 @@ static const struct opt_use serve_uses[] = {
     {&spec_group, offsetof(struct serve_args, spec)},
     {&compat_group, offsetof(struct serve_args, compat)},
 };
+/* clang-format on */
 
 static const struct serve_args serve_defaults = {
-    .srv   = {.host = "127.0.0.1", .port = 8080, .max_body = 4194304, .max_queue = 64,
-              .timeout_s = 600, .threads_http = 4, .health_stall = 60},
+    .srv   = {.host         = "127.0.0.1",
+              .port         = 8080,
+              .max_body     = 4194304,
+              .max_queue    = 64,
+              .timeout_s    = 600,
+              .threads_http = 4,
+              .health_stall = 60},
     .slots = {.parallel = 4, .batch = 512, .ubatch = 512, .checkpoints = 8, .seed = -1},
     .cache = {.ram = -1, .disk = -1},
     .req   = {.n_predict = -1},
@@ -265,22 +294,22 @@ static const struct serve_args serve_defaults = {
 };
 
 const struct cmd_spec cmd_serve_spec = {
-    .name      = "serve",
-    .synopsis  = "hearth serve -m MODEL [options]\nhearth serve -hf ORG/REPO[:QUANT] [options]",
-    .about     = "An OpenAI-, Anthropic- and Responses-compatible HTTP server with the model's own "
-                 "chat template, tool calls, reasoning, grammars and schemas, a prompt cache and "
-                 "speculative decoding; GET / is a chat page.",
-    .epilog    = "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
-                 "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
-                 "GET /slots, POST /slots/{id}?action=save|restore|erase, GET /props,\n"
-                 "POST /apply-template, POST /tokenize, POST /detokenize,\n"
-                 "OpenAI's POST /v1/responses (stateless), and Anthropic's POST /v1/messages and\n"
-                 "POST /v1/messages/count_tokens; GET / is a chat page (not behind --api-key: it\n"
-                 "asks for the key when the server wants one). docs/serve.md says what each does.\n"
-                 "Stops on SIGINT or SIGTERM, after telling running requests.\n",
-    .uses      = serve_uses,
-    .n_uses    = sizeof serve_uses / sizeof serve_uses[0],
-    .defaults  = &serve_defaults,
+    .name     = "serve",
+    .synopsis = "hearth serve -m MODEL [options]\nhearth serve -hf ORG/REPO[:QUANT] [options]",
+    .about    = "An OpenAI-, Anthropic- and Responses-compatible HTTP server with the model's own "
+                "chat template, tool calls, reasoning, grammars and schemas, a prompt cache and "
+                "speculative decoding; GET / is a chat page.",
+    .epilog   = "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models (also\n"
+                "without /v1), GET /health (503 while the model loads), GET /metrics (Prometheus),\n"
+                "GET /slots, POST /slots/{id}?action=save|restore|erase, GET /props,\n"
+                "POST /apply-template, POST /tokenize, POST /detokenize,\n"
+                "OpenAI's POST /v1/responses (stateless), and Anthropic's POST /v1/messages and\n"
+                "POST /v1/messages/count_tokens; GET / is a chat page (not behind --api-key: it\n"
+                "asks for the key when the server wants one). docs/serve.md says what each does.\n"
+                "Stops on SIGINT or SIGTERM, after telling running requests.\n",
+    .uses     = serve_uses,
+    .n_uses   = sizeof serve_uses / sizeof serve_uses[0],
+    .defaults = &serve_defaults,
     .args_size = sizeof(struct serve_args),
 };
 
@@ -288,7 +317,7 @@ const struct cmd_spec cmd_serve_spec = {
  * false after one line on stderr. The token is checked against the vocabulary at load. */
 static bool parse_bias(const char *v, struct sample_bias *out)
 {
-    char *end        = NULL;
+    char *end         = NULL;
     const long long t = strtoll(v, &end, 10);
     double b          = 0;
     if (end != v && t >= 0 && t <= INT32_MAX && (*end == '+' || *end == '-')) {
@@ -298,12 +327,16 @@ static bool parse_bias(const char *v, struct sample_bias *out)
         else
             b = strtod(num, &end);
         if (!strcmp(num + 1, "inf") || (end != num + 1 && !*end && isfinite(b))) {
-            *out = (struct sample_bias){(hearth_token)t, b < -100 ? -INFINITY : b > 100 ? 100 : (float)b};
+            *out = (struct sample_bias){(hearth_token)t, b < -100  ? -INFINITY
+                                                         : b > 100 ? 100
+                                                                   : (float)b};
             return true;
         }
     }
-    fprintf(stderr, "hearth serve: --logit-bias '%s': expected TOKEN+BIAS or TOKEN-BIAS, as "
-                    "15043+1.5 or 15043-inf\n", v);
+    fprintf(stderr,
+            "hearth serve: --logit-bias '%s': expected TOKEN+BIAS or TOKEN-BIAS, as "
+            "15043+1.5 or 15043-inf\n",
+            v);
     return false;
 }
 
@@ -320,21 +353,22 @@ int cmd_serve(int argc, char **argv)
     const long port = a.srv.port, max_body = a.srv.max_body, max_queue = a.srv.max_queue;
     const long parallel = a.slots.parallel, batch = a.slots.batch, ubatch = a.slots.ubatch;
     const long checkpoints = a.slots.checkpoints, seed = a.slots.seed;
-    const long threads = threads_or_default(&a.threads);
+    const long threads   = threads_or_default(&a.threads);
     const long draft_max = a.spec.draft_max, draft_min = a.spec.draft_min;
     const long ngram_min = a.spec.ngram_min, ngram_max = a.spec.ngram_max;
     const long pool_mib = a.spec.pool_mib;
     const bool ctx_max = a.slots.n_ctx == CTX_MAX, no_webui = a.srv.no_webui;
     const bool reply_text = a.cache.reply == 1;
-    long n_ctx = ctx_max ? 0 : a.slots.n_ctx;
+    long n_ctx            = ctx_max ? 0 : a.slots.n_ctx;
     int64_t cache_ram = a.cache.ram, cache_disk = a.cache.disk;
     const struct placement place = a.place;
     const struct cache_types ct  = a.ct;
-    const int spec = a.spec.spec;
-    const bool spec_ngram = spec == SPEC_NGRAM || spec == SPEC_NGRAM_DRAFT || spec == SPEC_NGRAM_MTP;
-    const bool spec_mtp   = spec == SPEC_MTP || spec == SPEC_NGRAM_MTP;
-    const bool spec_draft = spec == SPEC_DRAFT || spec == SPEC_NGRAM_DRAFT ||
-                            (spec == SPEC_UNSET && draft_path);
+    const int spec               = a.spec.spec;
+    const bool spec_ngram =
+        spec == SPEC_NGRAM || spec == SPEC_NGRAM_DRAFT || spec == SPEC_NGRAM_MTP;
+    const bool spec_mtp = spec == SPEC_MTP || spec == SPEC_NGRAM_MTP;
+    const bool spec_draft =
+        spec == SPEC_DRAFT || spec == SPEC_NGRAM_DRAFT || (spec == SPEC_UNSET && draft_path);
     if (model_args_check("serve", &a.model) != EXIT_OK)
         return EXIT_USAGE;
     struct sample_bias bias[OPT_MULTI_MAX];
@@ -342,8 +376,9 @@ int cmd_serve(int argc, char **argv)
         if (!parse_bias(a.req.bias.v[i], &bias[i]))
             return EXIT_USAGE;
     if (tmpl_file && tmpl_name) {
-        fprintf(stderr, "hearth serve: --chat-template-file and --chat-template name two templates; "
-                        "give one\n");
+        fprintf(stderr,
+                "hearth serve: --chat-template-file and --chat-template name two templates; "
+                "give one\n");
         return EXIT_USAGE;
     }
     if (spec_draft && !draft_path) {
@@ -390,9 +425,10 @@ int cmd_serve(int argc, char **argv)
             ok = statvfs(parent, &fs) == 0;
         }
         const uint64_t free_b = ok ? (uint64_t)fs.f_bavail * (uint64_t)fs.f_frsize : 0;
-        cache_disk = (int64_t)(free_b / 4);
-        fprintf(stderr, "hearth serve: --cache-disk %.2f GiB (a quarter of the %.2f GiB free "
-                        "there)\n",
+        cache_disk            = (int64_t)(free_b / 4);
+        fprintf(stderr,
+                "hearth serve: --cache-disk %.2f GiB (a quarter of the %.2f GiB free "
+                "there)\n",
                 (double)cache_disk / (1 << 30), (double)free_b / (1 << 30));
     }
     if (!api_key) {
@@ -403,15 +439,16 @@ int cmd_serve(int argc, char **argv)
     if (cache_ram < 0) {
         /* K/V of layers on a GPU lives in its memory: a share of the host's free RAM says
          * nothing about what fits there, so the cache keeps to the slots' own blocks */
-        const bool gpu = placement_uses_gpu(&place);
+        const bool gpu       = placement_uses_gpu(&place);
         const uint64_t avail = host_mem_available();
         cache_ram            = gpu ? 0 : (int64_t)(avail / 4);
         if (gpu)
             fprintf(stderr, "hearth serve: --cache-ram 0 (layers on a GPU): the prefix cache "
                             "keeps what the idle slots' K/V blocks hold\n");
         else
-            fprintf(stderr, "hearth serve: --cache-ram %.2f GiB (a quarter of the %.2f GiB of "
-                            "RAM free)\n",
+            fprintf(stderr,
+                    "hearth serve: --cache-ram %.2f GiB (a quarter of the %.2f GiB of "
+                    "RAM free)\n",
                     (double)cache_ram / (1 << 30), (double)avail / (1 << 30));
     }
     if (!placement_uses_gpu(&place)) {
@@ -426,7 +463,7 @@ int cmd_serve(int argc, char **argv)
                                      .cache_ram   = cache_ram,
                                      .ct          = &ct,
                                      .extra       = spec_ngram ? (uint64_t)pool_mib << 20 : 0};
-        const int rc = fit_check(&fc, &n_ctx);
+        const int rc              = fit_check(&fc, &n_ctx);
         if (rc != EXIT_OK)
             return rc;
     } else if (ctx_max) {

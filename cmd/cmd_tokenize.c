@@ -23,6 +23,7 @@ struct tokenize_args {
 };
 
 #define TEXT(f) offsetof(struct tokenize_args, text.f) - offsetof(struct tokenize_args, text)
+/* clang-format off */
 static const struct opt text_list[] = {
     {.names = "-p --prompt", .value = "TEXT", .kind = OPT_STR, .off = TEXT(prompt),
      .help = "the text to tokenize"},
@@ -36,14 +37,17 @@ static const struct opt text_list[] = {
     {.names = "--parse-special", .kind = OPT_FLAG, .off = TEXT(parse_special),
      .help = "text like <s> or <|im_end|> becomes that special token"},
 };
+/* clang-format on */
 #undef TEXT
 
 static const struct opt_group text_group = OPT_GROUP("Text", text_list);
 
+/* clang-format off */
 static const struct opt_use tokenize_uses[] = {
     {&opts_model, offsetof(struct tokenize_args, model)},
     {&text_group, offsetof(struct tokenize_args, text)},
 };
+/* clang-format on */
 
 static const struct tokenize_args tokenize_defaults = {0};
 

@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "opts.h"
 
+/* clang-format off */
 const struct cmd_entry cmd_table[] = {
     {"pull",         cmd_pull,         &cmd_pull_spec,       "download a GGUF model from the Hugging Face Hub into the cache"},
     {"run",          cmd_run,          &cmd_run_spec,        "generate text from a prompt"},
@@ -22,4 +23,5 @@ const struct cmd_entry cmd_table[] = {
     {"fit",          cmd_fit,          &cmd_fit_spec,        "what a serving configuration holds in memory, per device, from the file's header"},
     {"route",        cmd_route,        &cmd_route_spec,      "one endpoint over several servers: prefix-aware, fails over before the first byte"},
 };
+/* clang-format on */
 const size_t cmd_table_n = sizeof cmd_table / sizeof cmd_table[0];

@@ -15,20 +15,20 @@
 
 int fit_check(const struct fit_check *c, long *n_ctx)
 {
-    struct fit_params p = {.model             = c->model,
-                           .draft             = c->draft,
-                           .n_ctx             = (int32_t)*n_ctx,
-                           .ctx_max           = c->ctx_max,
-                           .n_parallel        = (int32_t)c->parallel,
-                           .n_ubatch          = (int32_t)c->ubatch,
-                           .kv_block          = HEARTH_KV_BLOCK,
-                           .kv_type           = (enum hearth_kv_type)c->ct->k,
-                           .kv_type_v         = (enum hearth_kv_type)c->ct->v,
-                           .cache_ram         = c->cache_ram,
-                           .n_threads         = (int)c->threads,
-                           .n_state_snapshots = (int32_t)c->checkpoints,
-                           .n_dev             = 1,
-                           .host_extra        = c->extra};
+    struct fit_params p  = {.model             = c->model,
+                            .draft             = c->draft,
+                            .n_ctx             = (int32_t)*n_ctx,
+                            .ctx_max           = c->ctx_max,
+                            .n_parallel        = (int32_t)c->parallel,
+                            .n_ubatch          = (int32_t)c->ubatch,
+                            .kv_block          = HEARTH_KV_BLOCK,
+                            .kv_type           = (enum hearth_kv_type)c->ct->k,
+                            .kv_type_v         = (enum hearth_kv_type)c->ct->v,
+                            .cache_ram         = c->cache_ram,
+                            .n_threads         = (int)c->threads,
+                            .n_state_snapshots = (int32_t)c->checkpoints,
+                            .n_dev             = 1,
+                            .host_extra        = c->extra};
     const uint64_t avail = host_mem_available();
     if (!avail)
         return EXIT_OK; /* no figure to hold it to */

@@ -8,6 +8,7 @@
 #include "cmd.h"
 #include "opts.h"
 
+/* clang-format off */
 static const struct opt model_list[] = {
     {.names = "-m --model", .value = "FILE", .kind = OPT_STR, .off = offsetof(struct model_args, path),
      .help = "the GGUF model file"},
@@ -19,6 +20,7 @@ static const struct opt model_list[] = {
     {.names = "--offline", .kind = OPT_FLAG, .off = offsetof(struct model_args, offline),
      .help = "-hf from the cache only: never ask the network"},
 };
+/* clang-format on */
 const struct opt_group opts_model = OPT_GROUP("Model", model_list);
 
 int model_args_check(const char *cmd, const struct model_args *m)

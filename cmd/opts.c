@@ -17,7 +17,7 @@ enum { HELP_COL_MAX = 28, HELP_WIDTH = 100 };
 static bool spelt(const char *names, const char *name, size_t len)
 {
     for (const char *p = names; *p;) {
-        const char *e = strchr(p, ' ');
+        const char *e  = strchr(p, ' ');
         const size_t n = e ? (size_t)(e - p) : strlen(p);
         if (n == len && !strncmp(p, name, len))
             return true;
@@ -52,7 +52,7 @@ static bool choice_index(const char *choices, const char *v, int *index)
 {
     int i = 0;
     for (const char *p = choices; p; i++) {
-        const char *e = strchr(p, '|');
+        const char *e  = strchr(p, '|');
         const size_t n = e ? (size_t)(e - p) : strlen(p);
         if (strlen(v) == n && !strncmp(p, v, n)) {
             *index = i;
@@ -83,7 +83,7 @@ static bool take(const char *cmd, const struct opt *o, const char *spelling, con
         }
         if (o->choices) {
             char *end;
-            errno = 0;
+            errno        = 0;
             const long x = strtol(v, &end, 10);
             if (errno || end == v || *end || x < to_long(o->lo) || x > to_long(o->hi)) {
                 fprintf(stderr, "hearth %s: %s expects an integer in %ld..%ld or %s, got '%s'\n",
@@ -155,9 +155,9 @@ enum opts_status opts_parse(const struct cmd_spec *spec, void *args, int argc, c
     else
         memset(args, 0, spec->args_size);
     struct opt_multi *pos = spec->pos_max ? (struct opt_multi *)(base + spec->pos_off) : NULL;
-    bool only_pos = false;
+    bool only_pos         = false;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a     = argv[i];
         const bool is_opt = !only_pos && a[0] == '-' && a[1];
         if (is_opt && !strcmp(a, "--")) {
             only_pos = true;
@@ -383,4 +383,3 @@ void opts_markdown(const struct cmd_spec *spec, FILE *fp)
         }
     }
 }
-

@@ -37,8 +37,8 @@ struct opt_multi {
 };
 
 struct opt {
-    const char *names;   /* every spelling, space-separated, the help's order: "-c --ctx-size" */
-    const char *value;   /* the value's name in the help ("N", "FILE"); NULL for a flag */
+    const char *names; /* every spelling, space-separated, the help's order: "-c --ctx-size" */
+    const char *value; /* the value's name in the help ("N", "FILE"); NULL for a flag */
     enum opt_kind kind;
     size_t off;          /* the field in its group's struct */
     double lo, hi;       /* OPT_LONG, OPT_FLOAT: the range taken */
@@ -59,7 +59,10 @@ struct opt_group {
     size_t n_opts;
 };
 
-#define OPT_GROUP(title, list) {title, list, sizeof list / sizeof list[0]}
+#define OPT_GROUP(title, list)                                                                     \
+    {                                                                                              \
+        title, list, sizeof list / sizeof list[0]                                                  \
+    }
 
 /* A group as one command uses it: where its struct sits in the command's. */
 struct opt_use {
@@ -69,10 +72,10 @@ struct opt_use {
 
 /* One command's command line. */
 struct cmd_spec {
-    const char *name;       /* "serve" */
-    const char *synopsis;   /* the usage lines after "usage: ", '\n' between them */
-    const char *about;      /* a paragraph before the options, or NULL */
-    const char *epilog;     /* text after them, printed as it is, or NULL */
+    const char *name;     /* "serve" */
+    const char *synopsis; /* the usage lines after "usage: ", '\n' between them */
+    const char *about;    /* a paragraph before the options, or NULL */
+    const char *epilog;   /* text after them, printed as it is, or NULL */
     const struct opt_use *uses;
     size_t n_uses;
     size_t pos_min, pos_max; /* positional arguments taken (pos_max 0: none) */

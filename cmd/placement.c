@@ -27,6 +27,7 @@ void placement_params(const struct placement *p, struct hearth_model_params *mp)
     mp->layer_split  = p->layer_split;
 }
 
+/* clang-format off */
 static const struct opt placement_list[] = {
     {.names = "-ngl --gpu-layers --n-gpu-layers", .value = "N", .kind = OPT_LONG,
      .off = offsetof(struct placement, ngl), .lo = 0, .hi = 1 << 20, .def = "0",
@@ -42,4 +43,5 @@ static const struct opt placement_list[] = {
      .off = offsetof(struct placement, layer_split),
      .help = "instead of -ngl: layers per backend in layer order, as cpu:12,vulkan0:20"},
 };
+/* clang-format on */
 const struct opt_group opts_placement = OPT_GROUP("Placement on GPUs", placement_list);

@@ -24,6 +24,7 @@ extern "C" {
  * Status codes: X(name, text, http status). One list, many views: the enum,
  * hearth_status_str() and hearth_status_http() are all generated from it.
  */
+/* clang-format off */
 #define HEARTH_STATUS_LIST(X)                                          \
     X(HEARTH_OK,          "ok",                          200)          \
     X(HEARTH_EINVAL,      "invalid argument",            400)          \
@@ -34,12 +35,13 @@ extern "C" {
     X(HEARTH_ERANGE,      "out of range",                400)          \
     X(HEARTH_EFULL,       "no room left",                503)          \
     X(HEARTH_ECANCELED,   "cancelled",                   499)
+/* clang-format on */
 
 enum hearth_status {
 #define HEARTH_X_ENUM(name, text, http) name,
     HEARTH_STATUS_LIST(HEARTH_X_ENUM)
 #undef HEARTH_X_ENUM
-    HEARTH_STATUS_COUNT
+        HEARTH_STATUS_COUNT
 };
 
 /* Short text of a status ("malformed file"); never NULL. */
@@ -60,26 +62,26 @@ struct hearth_model;
  * one backend (the CPU; HEARTH_BACKEND may name another built-in one).
  */
 struct hearth_model_params {
-    int n_threads;        /* worker threads for the forward pass; >= 1 */
-    int32_t n_gpu_layers; /* llama.cpp's -ngl: the last N layers on the GPUs, and the output
-                             too when N > the layer count; 0 = none. Refused
-                             (HEARTH_EUNSUPPORTED, naming the cause) where no Vulkan device
-                             can be used */
-    const char *devices;  /* the GPUs the offloaded layers use, "vulkan0,vulkan1" (as
-                             `hearth devices` names them, each once); NULL = vulkan0 */
+    int n_threads;            /* worker threads for the forward pass; >= 1 */
+    int32_t n_gpu_layers;     /* llama.cpp's -ngl: the last N layers on the GPUs, and the output
+                                 too when N > the layer count; 0 = none. Refused
+                                 (HEARTH_EUNSUPPORTED, naming the cause) where no Vulkan device
+                                 can be used */
+    const char *devices;      /* the GPUs the offloaded layers use, "vulkan0,vulkan1" (as
+                                 `hearth devices` names them, each once); NULL = vulkan0 */
     const char *tensor_split; /* how the n_gpu_layers are shared among devices: one proportion
                                  per device, "3:1" or llama.cpp's "3,1" (numbers >= 0, not all
                                  zero); each device gets a contiguous range, in device order.
                                  NULL = equal shares */
-    const char *layer_split; /* an explicit placement instead: comma-separated ranges in layer
-                                order, BACKEND[DEVICE]:N each ("cpu:12,vulkan0:20"), the counts
-                                adding up to the layer count; a last range of 0 layers puts
-                                only the output there. "cpu" may appear several times (CPU
-                                stages: for tests, bit-identical to one). NULL = none */
-    bool mtp;             /* also load the model's multi-token-prediction head (qwen35moe's
-                             nextn block), for a context with .mtp; a file without one loads
-                             as usual (hearth_model_has_mtp says). The head runs where the
-                             output does, on a backend that has it (the CPU) */
+    const char *layer_split;  /* an explicit placement instead: comma-separated ranges in layer
+                                 order, BACKEND[DEVICE]:N each ("cpu:12,vulkan0:20"), the counts
+                                 adding up to the layer count; a last range of 0 layers puts
+                                 only the output there. "cpu" may appear several times (CPU
+                                 stages: for tests, bit-identical to one). NULL = none */
+    bool mtp;                 /* also load the model's multi-token-prediction head (qwen35moe's
+                                 nextn block), for a context with .mtp; a file without one loads
+                                 as usual (hearth_model_has_mtp says). The head runs where the
+                                 output does, on a backend that has it (the CPU) */
 };
 
 struct hearth_model_params hearth_model_default_params(void);
@@ -170,9 +172,10 @@ struct hearth_chat_msg {
  * the template cannot take (roles out of order, an unknown role).
  */
 enum hearth_status hearth_chat_render(const struct hearth_model *model,
-                                      const struct hearth_chat_msg *msgs, size_t n_msgs,
-                                      char **out, char *err, size_t err_len);
-/* The template hearth_chat_render uses, in words ("the model's own (Jinja)", "chatml (built-in)"). */
+                                      const struct hearth_chat_msg *msgs, size_t n_msgs, char **out,
+                                      char *err, size_t err_len);
+/* The template hearth_chat_render uses, in words ("the model's own (Jinja)", "chatml (built-in)").
+ */
 const char *hearth_chat_template_name(const struct hearth_model *model);
 
 /* --------------------------------------------------------------- context --- */
@@ -185,7 +188,12 @@ struct hearth_context;
  * (18 bytes per 32). The quantized ones need a head dimension that is a
  * multiple of 32 and run on the CPU; attention reads their blocks directly.
  */
-enum hearth_kv_type { HEARTH_KV_F16 = 0, HEARTH_KV_F32 = 1, HEARTH_KV_Q8_0 = 2, HEARTH_KV_Q4_0 = 3 };
+enum hearth_kv_type {
+    HEARTH_KV_F16  = 0,
+    HEARTH_KV_F32  = 1,
+    HEARTH_KV_Q8_0 = 2,
+    HEARTH_KV_Q4_0 = 3
+};
 
 /* "f16", "f32", "q8_0", "q4_0"; NULL for another value. */
 const char *hearth_kv_type_name(enum hearth_kv_type t);
@@ -197,35 +205,35 @@ bool hearth_kv_type_parse(const char *s, enum hearth_kv_type *out);
 #define HEARTH_KV_BLOCK 32
 
 struct hearth_context_params {
-    int32_t n_ctx;        /* tokens per sequence; 0 = the model's training context */
-    int32_t n_seq_max;    /* sequences that can hold KV at once; >= 1 */
-    int32_t n_batch;      /* most tokens one hearth_decode call takes */
-    int32_t kv_block;     /* tokens per KV block (paging unit); HEARTH_KV_BLOCK */
+    int32_t n_ctx;                 /* tokens per sequence; 0 = the model's training context */
+    int32_t n_seq_max;             /* sequences that can hold KV at once; >= 1 */
+    int32_t n_batch;               /* most tokens one hearth_decode call takes */
+    int32_t kv_block;              /* tokens per KV block (paging unit); HEARTH_KV_BLOCK */
     enum hearth_kv_type kv_type;   /* K's type */
     enum hearth_kv_type kv_type_v; /* V's type (not q4_0) */
-    int n_threads;        /* 0 = the model's */
-    int32_t n_keep_states; /* models with recurrent layers: rows of one sequence's batch whose
-                              states hearth_seq_keep_states may keep, 0..64 (0 = none) */
+    int n_threads;                 /* 0 = the model's */
+    int32_t n_keep_states;     /* models with recurrent layers: rows of one sequence's batch whose
+                                  states hearth_seq_keep_states may keep, 0..64 (0 = none) */
     int32_t n_state_snapshots; /* models with recurrent layers: snapshots of a sequence's
                                   state kept per sequence at kv_block boundaries, 0..1024
                                   (0 = off: prefix reuse and truncation start from 0) */
-    bool keep_hidden;     /* keep every row's final hidden state (hearth_get_hidden): what
-                             an MTP context reads */
-    int64_t cache_bytes;  /* the prefix cache's cap: K/V bytes of blocks kept for no
-                             sequence (finished requests' prefixes), allocated on top of what
-                             the n_seq_max sequences can hold and never exceeded; -1 (the
-                             default) = no extra memory: the cache is whatever blocks the
-                             sequences leave free */
-    const char *cache_dir;    /* the prefix cache's disk tier, or NULL: blocks evicted from
-                                 memory are written here, one file a block, read back on a
-                                 hit, and hearth_cache_flush writes the cached ones; the
-                                 files found at creation are the index (others' skipped with
-                                 a warning). Made when missing. Not for models with
-                                 recurrent or sliding-window layers or K/V on a GPU */
-    int64_t cache_disk_bytes; /* its cap (whole files; least recently used deleted first) */
-    bool mtp;             /* the context runs the model's MTP head instead of its layers
-                             (hearth_model_has_mtp): its batches go through hearth_mtp_decode,
-                             its KV is the head's one layer, and it keeps its hidden states */
+    bool keep_hidden;          /* keep every row's final hidden state (hearth_get_hidden): what
+                                  an MTP context reads */
+    int64_t cache_bytes;       /* the prefix cache's cap: K/V bytes of blocks kept for no
+                                  sequence (finished requests' prefixes), allocated on top of what
+                                  the n_seq_max sequences can hold and never exceeded; -1 (the
+                                  default) = no extra memory: the cache is whatever blocks the
+                                  sequences leave free */
+    const char *cache_dir;     /* the prefix cache's disk tier, or NULL: blocks evicted from
+                                  memory are written here, one file a block, read back on a
+                                  hit, and hearth_cache_flush writes the cached ones; the
+                                  files found at creation are the index (others' skipped with
+                                  a warning). Made when missing. Not for models with
+                                  recurrent or sliding-window layers or K/V on a GPU */
+    int64_t cache_disk_bytes;  /* its cap (whole files; least recently used deleted first) */
+    bool mtp;                  /* the context runs the model's MTP head instead of its layers
+                                  (hearth_model_has_mtp): its batches go through hearth_mtp_decode,
+                                  its KV is the head's one layer, and it keeps its hidden states */
 };
 
 struct hearth_context_params hearth_context_default_params(void);
@@ -403,9 +411,9 @@ enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, cons
 
 /* The prefix cache in bytes: what its blocks hold against its cap, and evictions so far. */
 struct hearth_cache_stats {
-    uint64_t bytes;     /* K/V bytes of the cached blocks (every layer, host or device) */
-    int64_t cap_bytes;  /* cache_bytes as the blocks round it down; -1 = no cap */
-    int64_t evicted;    /* cached blocks dropped, to make room or by the cap */
+    uint64_t bytes;    /* K/V bytes of the cached blocks (every layer, host or device) */
+    int64_t cap_bytes; /* cache_bytes as the blocks round it down; -1 = no cap */
+    int64_t evicted;   /* cached blocks dropped, to make room or by the cap */
     /* the disk tier (cache_dir; all 0 without one) */
     uint64_t disk_bytes, disk_cap_bytes; /* its files, and their cap (whole files) */
     uint64_t disk_reads, disk_writes;    /* blocks read back, written */
@@ -455,12 +463,12 @@ void hearth_seq_keep_states(struct hearth_context *ctx, int32_t seq);
 struct hearth_sampler;
 
 struct hearth_sampler_params {
-    float temperature;    /* <= 0: greedy */
-    int32_t top_k;        /* <= 0: off */
-    float top_p;          /* >= 1: off */
-    float min_p;          /* <= 0: off */
-    float repeat_penalty; /* 1: off */
-    int32_t repeat_last_n;/* tokens of history the penalty looks at */
+    float temperature;     /* <= 0: greedy */
+    int32_t top_k;         /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float repeat_penalty;  /* 1: off */
+    int32_t repeat_last_n; /* tokens of history the penalty looks at */
     uint64_t seed;
 };
 

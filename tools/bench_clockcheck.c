@@ -32,17 +32,17 @@ int main(void)
         perror("bench-clockcheck: mkstemp");
         return 1;
     }
-    const char *argv[] = {HEARTH_BIN, "bench", benchfix_url(fx), "--concurrency", "1,4",
-                          "--requests", "8", "--max-tokens", "32", "--no-progress",
-                          "--json", json, NULL};
+    const char *argv[] = {
+        HEARTH_BIN,     "bench", benchfix_url(fx), "--concurrency", "1,4", "--requests", "8",
+        "--max-tokens", "32",    "--no-progress",  "--json",        json,  NULL};
     char *out = NULL, *err = NULL;
-    int rc    = tu_run(argv, NULL, &out, &err, 300);
+    int rc = tu_run(argv, NULL, &out, &err, 300);
     benchfix_stop(fx);
     printf("%s%s", out ? out : "", err ? err : "");
-    FILE *f    = fopen(json, "r");
+    FILE *f = fopen(json, "r");
     char buf[1 << 16];
-    size_t n   = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-    buf[n]     = 0;
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n]   = 0;
     if (f)
         fclose(f);
     remove(json);
@@ -55,16 +55,16 @@ int main(void)
         const char *name;
         double sent;
     } want[] = {{"ttft_ms_p50", 200}, {"itl_ms_p50", 20}, {"e2e_ms_p50", 200 + 31 * 20}};
-    int bad = 0;
+    int bad  = 0;
     printf("\n%-12s %-8s %8s %9s %7s\n", "figure", "cell", "sent", "measured", "error");
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
             const cJSON *c = cJSON_GetArrayItem(cells, k);
-            double v = cJSON_GetNumberValue(cJSON_GetObjectItem(c, want[i].name));
-            double e = (v - want[i].sent) / want[i].sent * 100;
+            double v       = cJSON_GetNumberValue(cJSON_GetObjectItem(c, want[i].name));
+            double e       = (v - want[i].sent) / want[i].sent * 100;
             printf("%-12s c=%-6d %8.1f %9.2f %+6.2f%%\n", want[i].name,
-                   (int)cJSON_GetNumberValue(cJSON_GetObjectItem(c, "concurrency")),
-                   want[i].sent, v, e);
+                   (int)cJSON_GetNumberValue(cJSON_GetObjectItem(c, "concurrency")), want[i].sent,
+                   v, e);
             bad += !(fabs(e) <= 5);
         }
     cJSON_Delete(cells);

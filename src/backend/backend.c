@@ -32,8 +32,9 @@ const struct backend_law *backend_law_of(enum backend_kind kind)
 #ifndef HEARTH_VULKAN
 const struct backend *backend_vulkan(int device, char *why, size_t why_len)
 {
-    snprintf(why, why_len, "this build has no Vulkan backend (it was built with HEARTH_VULKAN=0, "
-                           "or without libvulkan-dev and glslc)");
+    snprintf(why, why_len,
+             "this build has no Vulkan backend (it was built with HEARTH_VULKAN=0, "
+             "or without libvulkan-dev and glslc)");
     return NULL;
 }
 #endif
@@ -44,7 +45,7 @@ static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 static void choose(void)
 {
     const char *want = getenv("HEARTH_BACKEND");
-    chosen = backend_cpu();
+    chosen           = backend_cpu();
     if (!want || !*want)
         return;
     const struct backend *b = backend_find(want);

@@ -118,13 +118,13 @@ struct backend_law {
  * driven by one thread.
  */
 struct backend {
-    const char *name; /* "cpu", as HEARTH_BACKEND names it */
-    bool kv_host;     /* its layers' K/V lives in kv.c's host pool (kv_layer_base); else the
-                         backend maps its own in ctx_init and copies blocks in kv_copy */
-    bool moe_stacks;  /* moe reads a layer's router and whole expert stacks (struct moe's
-                         router, gate_exps, up_exps, down_exps), which the load prepares; else
-                         the routed experts' slices, and the router from the mapping */
-    enum backend_kind kind;        /* its memory law's key (backend_law_of) */
+    const char *name;       /* "cpu", as HEARTH_BACKEND names it */
+    bool kv_host;           /* its layers' K/V lives in kv.c's host pool (kv_layer_base); else the
+                               backend maps its own in ctx_init and copies blocks in kv_copy */
+    bool moe_stacks;        /* moe reads a layer's router and whole expert stacks (struct moe's
+                               router, gate_exps, up_exps, down_exps), which the load prepares; else
+                               the routed experts' slices, and the router from the mapping */
+    enum backend_kind kind; /* its memory law's key (backend_law_of) */
     const struct backend_law *law; /* what it allocates (backend_law_of its kind) */
 
     /* ------------------------------------------------ the model, at load --- */

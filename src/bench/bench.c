@@ -25,12 +25,14 @@
 
 #include <cjson/cJSON.h>
 
+/* clang-format off */
 static const char *const workload_names[] = {
     [BENCH_COMPLETION]   = "completion",
     [BENCH_CHAT]         = "chat",
     [BENCH_CONVERSATION] = "conversation",
     [BENCH_PREFIX_SHARE] = "prefix-share",
 };
+/* clang-format on */
 
 const char *bench_workload_name(enum bench_workload w)
 {
@@ -128,24 +130,24 @@ struct session {
 struct cell_run {
     const struct bench_opts *o;
     const char *model;
-    const char *salt;     /* "" or the run's random prefix */
-    int k;                /* the cell's index */
+    const char *salt; /* "" or the run's random prefix */
+    int k;            /* the cell's index */
     double words_per_token;
     struct bench_cell *cell;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;    /* a worker ended, or a session became ready */
-    long next;            /* the next request's index */
-    int active;           /* workers still running */
-    double t0, t_last;    /* wall clock: the cell's start, the last reply's end */
-    long tokens_live;     /* content events so far (progress) */
-    long done_live;       /* replies so far (progress) */
+    pthread_cond_t cv; /* a worker ended, or a session became ready */
+    long next;         /* the next request's index */
+    int active;        /* workers still running */
+    double t0, t_last; /* wall clock: the cell's start, the last reply's end */
+    long tokens_live;  /* content events so far (progress) */
+    long done_live;    /* replies so far (progress) */
     struct dvec ttft, itl, e2e, cold, warm, decode;
     struct strbuf prefix; /* prefix-share: the shared prefix */
     char **prompts;       /* --prompts, or NULL */
     int n_prompts;
     struct session *sessions;
-    int sessions_left;    /* sessions with turns to go */
+    int sessions_left; /* sessions with turns to go */
 };
 
 static uint64_t mix(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
@@ -243,8 +245,8 @@ static void run_one(struct cell_run *cr, long idx)
     }
     const char *prompt   = bench_str(&text);
     struct bench_msg msg = {"user", prompt};
-    struct bench_req req = {.chat = o->workload == BENCH_CHAT, .prompt = prompt, .msgs = &msg,
-                            .n_msgs = 1};
+    struct bench_req req = {
+        .chat = o->workload == BENCH_CHAT, .prompt = prompt, .msgs = &msg, .n_msgs = 1};
     struct bench_reply rep;
     bench_request(o, cr->model, &req, &rep, &cr->tokens_live);
     record(cr, &rep, -1);
@@ -440,9 +442,9 @@ static bool open_loop(struct cell_run *cr, int n_cells, char *err, size_t err_le
     uint64_t st                = mix(o->seed, (uint64_t)cr->k + 1, 0, 4);
     pthread_t *threads         = NULL;
     long n = 0, cap = 0;
-    double t_next   = cr->t0;
-    double last_ui  = cr->t0;
-    bool ok         = true;
+    double t_next  = cr->t0;
+    double last_ui = cr->t0;
+    bool ok        = true;
     for (long idx = 0;; idx++) {
         double u = ((double)(splitmix64(&st) >> 11) + 0.5) * 0x1.0p-53;
         t_next += -log(u) / cr->cell->rate;
@@ -454,7 +456,7 @@ static bool open_loop(struct cell_run *cr, int n_cells, char *err, size_t err_le
                 progress(cr, n_cells, false);
                 last_ui = now;
             }
-            double wait = fmin(t_next - now, 0.5);
+            double wait     = fmin(t_next - now, 0.5);
             struct pollfd p = {.fd = o->stop_fd, .events = POLLIN};
             if (poll(&p, o->stop_fd >= 0 ? 1 : 0, (int)ceil(wait * 1e3)) > 0) {
                 stop = true;
@@ -464,8 +466,8 @@ static bool open_loop(struct cell_run *cr, int n_cells, char *err, size_t err_le
         if (stop || stop_requested(o->stop_fd))
             break;
         if (n == cap) {
-            cap           = cap ? 2 * cap : 64;
-            pthread_t *t  = realloc(threads, (size_t)cap * sizeof *t);
+            cap          = cap ? 2 * cap : 64;
+            pthread_t *t = realloc(threads, (size_t)cap * sizeof *t);
             if (!t)
                 abort();
             threads = t;
@@ -525,15 +527,21 @@ static bool run_cell(const struct bench_opts *o, const char *model, const char *
                      char **prompts, int n_prompts, int k, int n_cells, struct bench_cell *cell,
                      char *err, size_t err_len)
 {
-    struct cell_run cr = {.o = o, .model = model, .salt = salt, .k = k, .words_per_token = wpt,
-                          .cell = cell, .prompts = prompts, .n_prompts = n_prompts};
+    struct cell_run cr = {.o               = o,
+                          .model           = model,
+                          .salt            = salt,
+                          .k               = k,
+                          .words_per_token = wpt,
+                          .cell            = cell,
+                          .prompts         = prompts,
+                          .n_prompts       = n_prompts};
     pthread_mutex_init(&cr.mu, NULL);
     pthread_cond_init(&cr.cv, NULL);
     if (o->workload == BENCH_PREFIX_SHARE)
         text_of(&cr, &cr.prefix, mix(o->seed, (uint64_t)k + 1, 0, 5), o->prompt_tokens);
     if (o->workload == BENCH_CONVERSATION)
         sessions_init(&cr);
-    cr.t0 = now_s();
+    cr.t0   = now_s();
     bool ok = true;
     if (cell->rate > 0) {
         ok = open_loop(&cr, n_cells, err, err_len);
@@ -547,10 +555,9 @@ static bool run_cell(const struct bench_opts *o, const char *model, const char *
             pthread_mutex_lock(&cr.mu);
             cr.active++;
             pthread_mutex_unlock(&cr.mu);
-            int e = pthread_create(&threads[started], NULL,
-                                   o->workload == BENCH_CONVERSATION ? conversation_worker
-                                                                     : closed_worker,
-                                   &cr);
+            int e = pthread_create(
+                &threads[started], NULL,
+                o->workload == BENCH_CONVERSATION ? conversation_worker : closed_worker, &cr);
             if (e) {
                 worker_done(&cr);
                 set_err(err, err_len, "bench: cannot start %d workers: %s", n, strerror(e));
@@ -583,9 +590,12 @@ static bool run_cell(const struct bench_opts *o, const char *model, const char *
 static bool first_model(const struct bench_opts *o, char *out, size_t out_len, char *err,
                         size_t err_len)
 {
-    struct httpc_request req = {.method = "GET", .path = "/v1/models", .api_key = o->api_key,
-                                .timeout_s = o->timeout_s, .stop_fd = o->stop_fd};
-    char *body = NULL;
+    struct httpc_request req = {.method    = "GET",
+                                .path      = "/v1/models",
+                                .api_key   = o->api_key,
+                                .timeout_s = o->timeout_s,
+                                .stop_fd   = o->stop_fd};
+    char *body               = NULL;
     struct httpc_result res;
     httpc_fetch(&o->target, &req, 16u << 20, &body, &res);
     if (res.outcome != HTTPC_OK) {
@@ -598,7 +608,7 @@ static bool first_model(const struct bench_opts *o, char *out, size_t out_len, c
         return fail(false, err, err_len, "bench: GET /v1/models answered HTTP %d%s", res.status,
                     res.status == 401 ? " (give the key with --api-key)" : "");
     }
-    cJSON *j        = cJSON_Parse(body);
+    cJSON *j = cJSON_Parse(body);
     free(body);
     const cJSON *m  = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "data"), 0);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "id");

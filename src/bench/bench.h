@@ -50,30 +50,30 @@ struct bench_clock {
 
 struct bench_opts {
     struct url_target target;
-    const char *api_key;          /* NULL: none */
-    const char *model;            /* NULL: the first of GET /v1/models */
+    const char *api_key; /* NULL: none */
+    const char *model;   /* NULL: the first of GET /v1/models */
     enum bench_workload workload;
-    int prompt_tokens;            /* approximate prompt (or shared prefix, system prompt) size */
-    const char *prompts_file;     /* completion, chat: prompts taken in turn from this file's
-                                     lines instead of made of words; NULL: words */
-    int tail_tokens;              /* prefix-share: the different tail's size */
-    int max_tokens;               /* per request */
-    bool ignore_eos;              /* send ignore_eos (every reply max_tokens long) */
+    int prompt_tokens;        /* approximate prompt (or shared prefix, system prompt) size */
+    const char *prompts_file; /* completion, chat: prompts taken in turn from this file's
+                                 lines instead of made of words; NULL: words */
+    int tail_tokens;          /* prefix-share: the different tail's size */
+    int max_tokens;           /* per request */
+    bool ignore_eos;          /* send ignore_eos (every reply max_tokens long) */
     double temperature;
     int concurrency[BENCH_MAX_CELLS]; /* closed-loop cells; n_concurrency 0 with rates */
     int n_concurrency;
     double rate[BENCH_MAX_CELLS]; /* open-loop cells: Poisson arrivals per second */
     int n_rate;
-    int requests;                 /* per cell (not conversation: sessions x turns) */
-    double duration_s;            /* > 0: a cell sends requests for this long instead */
-    int sessions, turns;          /* conversation */
-    bool own_system;              /* conversation: a system prompt per session, not one shared */
-    bool salt;                    /* a random prefix per run */
-    uint64_t seed;                /* the prompts' words */
-    double timeout_s;             /* per request */
-    bool progress;                /* a live line on stderr */
+    int requests;        /* per cell (not conversation: sessions x turns) */
+    double duration_s;   /* > 0: a cell sends requests for this long instead */
+    int sessions, turns; /* conversation */
+    bool own_system;     /* conversation: a system prompt per session, not one shared */
+    bool salt;           /* a random prefix per run */
+    uint64_t seed;       /* the prompts' words */
+    double timeout_s;    /* per request */
+    bool progress;       /* a live line on stderr */
     struct bench_clock clock;
-    int stop_fd;                  /* -1, or readable to stop (Ctrl-C): cells end, figures kept */
+    int stop_fd; /* -1, or readable to stop (Ctrl-C): cells end, figures kept */
 };
 
 /* The defaults of `hearth bench` (docs/bench.md). target and model left empty. */
@@ -82,30 +82,30 @@ void bench_opts_default(struct bench_opts *o);
 /* A cell's figures. A percentile is NaN (JSON null) when it had no samples. */
 struct bench_cell {
     enum bench_workload workload;
-    int concurrency;              /* 0 in a rate cell */
-    double rate;                  /* 0 in a closed-loop cell */
-    long requests;                /* finished (errors included; stopped ones not) */
+    int concurrency; /* 0 in a rate cell */
+    double rate;     /* 0 in a closed-loop cell */
+    long requests;   /* finished (errors included; stopped ones not) */
     long errors, errors_http, errors_connection, errors_timeout, errors_protocol;
-    long output_tokens;           /* usage.completion_tokens summed, else content events */
-    long early_stops;             /* replies that stopped before max_tokens despite ignore_eos */
+    long output_tokens; /* usage.completion_tokens summed, else content events */
+    long early_stops;   /* replies that stopped before max_tokens despite ignore_eos */
     double duration_s;
     double req_per_s, output_tok_per_s;
     double ttft_ms[3], itl_ms[3], e2e_ms[3]; /* p50, p95, p99 */
-    double decode_tok_per_s;      /* median over requests: tokens after the first per second */
-    long prompt_tokens, cached_tokens;       /* usage summed */
+    double decode_tok_per_s;           /* median over requests: tokens after the first per second */
+    long prompt_tokens, cached_tokens; /* usage summed */
     double ttft_cold_ms_p50, ttft_warm_ms_p50; /* conversation; NaN otherwise */
-    int http_status[8], http_count[8];       /* the first 8 distinct error statuses seen */
-    char first_error[200];                    /* what the cell's first failed request said */
-    bool usage_missing;                       /* some reply carried no usage */
-    bool interrupted;                         /* the cell was stopped before its end */
+    int http_status[8], http_count[8];         /* the first 8 distinct error statuses seen */
+    char first_error[200];                     /* what the cell's first failed request said */
+    bool usage_missing;                        /* some reply carried no usage */
+    bool interrupted;                          /* the cell was stopped before its end */
 };
 
 struct bench_run {
-    char model[256];              /* the model asked for */
-    char prompt_note[160];        /* how prompts were sized ("calibrated by /tokenize: ...") */
+    char model[256];       /* the model asked for */
+    char prompt_note[160]; /* how prompts were sized ("calibrated by /tokenize: ...") */
     struct bench_cell cells[BENCH_MAX_CELLS];
-    int n_cells;                  /* cells with figures (the interrupted one included) */
-    bool stopped;                 /* stopped by stop_fd */
+    int n_cells;  /* cells with figures (the interrupted one included) */
+    bool stopped; /* stopped by stop_fd */
 };
 
 /*
@@ -121,6 +121,7 @@ bool bench_run(const struct bench_opts *o, struct bench_run *run, char *err, siz
  * The columns of a cell, once: X(name, kind, expression). kind: s a string,
  * i an integer, f a figure (3 decimals; NaN is null/empty/"-").
  */
+/* clang-format off */
 #define BENCH_COLUMNS(X)                                                                          \
     X(workload, s, bench_workload_name(c->workload))                                               \
     X(concurrency, i, c->concurrency)                                                              \
@@ -150,6 +151,7 @@ bool bench_run(const struct bench_opts *o, struct bench_run *run, char *err, siz
     X(cached_tokens, i, c->cached_tokens)                                                          \
     X(ttft_cold_ms_p50, f, c->ttft_cold_ms_p50)                                                    \
     X(ttft_warm_ms_p50, f, c->ttft_warm_ms_p50)
+/* clang-format on */
 
 /* The aligned table (and notes: error statuses, missing usage, early stops) on fp. */
 void bench_report_table(FILE *fp, const struct bench_run *run);
@@ -162,10 +164,10 @@ bool bench_report_tsv(const char *path, const struct bench_run *run, char *err, 
 
 struct bench_compare_opts {
     struct url_target targets[8];
-    int n_targets;                /* >= 2; the first is the reference */
+    int n_targets; /* >= 2; the first is the reference */
     const char *api_key;
-    const char *model;            /* NULL: each endpoint's first model */
-    const char *prompts_file;     /* NULL: the built-in prompts */
+    const char *model;        /* NULL: each endpoint's first model */
+    const char *prompts_file; /* NULL: the built-in prompts */
     int max_tokens;
     bool ignore_eos;
     double timeout_s;

@@ -51,35 +51,35 @@ int wl_load_prompts(const char *path, char ***out, char *err, size_t err_len);
 /* ------------------------------------------------------------ request --- */
 
 struct bench_msg {
-    const char *role;    /* "system", "user", "assistant" */
+    const char *role; /* "system", "user", "assistant" */
     const char *content;
 };
 
 /* One request to send: a completion prompt, or chat messages. */
 struct bench_req {
     bool chat;
-    const char *prompt;              /* completion */
-    const struct bench_msg *msgs;    /* chat */
+    const char *prompt;           /* completion */
+    const struct bench_msg *msgs; /* chat */
     int n_msgs;
 };
 
 /* What came back, figures in the clock's seconds. */
 struct bench_reply {
     enum httpc_outcome outcome;
-    int status;                /* HTTP status, 0 when none */
-    bool ok;                   /* status 200, the stream ended with [DONE], no error inside */
-    bool stream_error;         /* an error object or malformed JSON in the stream */
-    bool done;                 /* [DONE] seen */
-    double t_start;            /* the request was sent */
-    double t_end;              /* the last event arrived */
-    double *arrivals;          /* each content-bearing event's arrival (malloc'd) */
-    size_t *text_ends;         /* text.len after each of those events (malloc'd) */
+    int status;        /* HTTP status, 0 when none */
+    bool ok;           /* status 200, the stream ended with [DONE], no error inside */
+    bool stream_error; /* an error object or malformed JSON in the stream */
+    bool done;         /* [DONE] seen */
+    double t_start;    /* the request was sent */
+    double t_end;      /* the last event arrived */
+    double *arrivals;  /* each content-bearing event's arrival (malloc'd) */
+    size_t *text_ends; /* text.len after each of those events (malloc'd) */
     int n_arrivals, cap_arrivals;
-    struct strbuf text;        /* the content (chat: delta.content; completions: text) */
+    struct strbuf text; /* the content (chat: delta.content; completions: text) */
     bool has_usage;
     long usage_prompt, usage_completion, usage_cached;
-    char finish[24];           /* the last finish_reason seen, "" when none */
-    char err[200];             /* the reason it is not ok */
+    char finish[24]; /* the last finish_reason seen, "" when none */
+    char err[200];   /* the reason it is not ok */
 };
 
 /*

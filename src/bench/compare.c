@@ -15,7 +15,6 @@
 
 #include <cjson/cJSON.h>
 
-
 /*
  * Prints s[from..to) quoted: valid UTF-8 as it is, control characters, quotes
  * and bytes that are not UTF-8 escaped, '...' where the text goes on; from and
@@ -88,7 +87,7 @@ int bench_compare(const struct bench_compare_opts *co, FILE *fp, char *err, size
     for (int p = 0; p < n_prompts && !status; p++) {
         struct bench_reply rep[8];
         struct bench_req req = {.prompt = prompts[p]};
-        bool ok = true;
+        bool ok              = true;
         for (int t = 0; t < n; t++) {
             bench_request(&o[t], models[t], &req, &rep[t], NULL);
             if (rep[t].outcome == HTTPC_STOPPED) {
@@ -121,7 +120,7 @@ int bench_compare(const struct bench_compare_opts *co, FILE *fp, char *err, size
                     fprintf(fp, "prompt %d: differ: ", p + 1);
                 else
                     fprintf(fp, "  ");
-                same = false;
+                same        = false;
                 size_t from = at > 30 ? at - 30 : 0;
                 fprintf(fp,
                         "endpoint %d parts from endpoint 1 at byte %zu (token %d of its reply, "

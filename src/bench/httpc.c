@@ -28,14 +28,14 @@
 /* ------------------------------------------------------------ parser --- */
 
 enum {
-    ST_HEAD,        /* collecting the status line and headers into p->head */
-    ST_BODY_LEN,    /* Content-Length body: content_len - body_done bytes left */
-    ST_BODY_CLOSE,  /* body runs until the connection closes */
-    ST_CHUNK_SIZE,  /* collecting a chunk-size line into p->line */
-    ST_CHUNK_DATA,  /* chunk_left bytes of chunk data */
-    ST_CHUNK_CR,    /* the CRLF after chunk data: expecting CR or LF */
-    ST_CHUNK_LF,    /* the CRLF after chunk data: CR seen, expecting LF */
-    ST_TRAILER,     /* trailer lines after the last chunk, up to an empty line */
+    ST_HEAD,       /* collecting the status line and headers into p->head */
+    ST_BODY_LEN,   /* Content-Length body: content_len - body_done bytes left */
+    ST_BODY_CLOSE, /* body runs until the connection closes */
+    ST_CHUNK_SIZE, /* collecting a chunk-size line into p->line */
+    ST_CHUNK_DATA, /* chunk_left bytes of chunk data */
+    ST_CHUNK_CR,   /* the CRLF after chunk data: expecting CR or LF */
+    ST_CHUNK_LF,   /* the CRLF after chunk data: CR seen, expecting LF */
+    ST_TRAILER,    /* trailer lines after the last chunk, up to an empty line */
     ST_DONE,
     ST_ERROR,
 };
@@ -54,7 +54,7 @@ static bool parse_fail(struct httpc_parser *p, const char *fmt, ...)
 
 void httpc_parser_init(struct httpc_parser *p, const struct httpc_sink *sink)
 {
-    p->sink = sink ? *sink : (struct httpc_sink){0};
+    p->sink        = sink ? *sink : (struct httpc_sink){0};
     p->state       = ST_HEAD;
     p->status      = 0;
     p->chunked     = false;
@@ -123,8 +123,8 @@ static bool parse_head(struct httpc_parser *p)
         for (char *c = s; c < colon; c++)
             if (!isgraph((unsigned char)*c))
                 return parse_fail(p, "a header name with a space or control character");
-        size_t nlen    = (size_t)(colon - s);
-        const char *v  = trim(colon + 1, le);
+        size_t nlen   = (size_t)(colon - s);
+        const char *v = trim(colon + 1, le);
         if (nlen == 14 && strncasecmp(s, "content-length", 14) == 0) {
             if (!*v)
                 return parse_fail(p, "an empty Content-Length");
@@ -223,15 +223,14 @@ bool httpc_parse(struct httpc_parser *p, const char *data, size_t len)
             const char *lf = memchr(data + i, '\n', len - i);
             size_t n       = lf ? (size_t)(lf - (data + i)) + 1 : len - i;
             if (n > HTTPC_MAX_HEAD - p->head_len)
-                return parse_fail(p, "the response's head is longer than %d bytes",
-                                  HTTPC_MAX_HEAD);
+                return parse_fail(p, "the response's head is longer than %d bytes", HTTPC_MAX_HEAD);
             memcpy(p->head + p->head_len, data + i, n);
             p->head_len += n;
             i += n;
             if (!lf)
                 break;
             /* A line just ended: the head ends when it is empty (LF or CRLF alone). */
-            size_t k = p->head_len - 1;
+            size_t k     = p->head_len - 1;
             size_t start = k;
             if (start > 0 && p->head[start - 1] == '\r')
                 start--;
@@ -297,8 +296,7 @@ bool httpc_parse(struct httpc_parser *p, const char *data, size_t len)
         case ST_TRAILER: {
             char c = data[i++];
             if (++p->head_len > HTTPC_MAX_HEAD)
-                return parse_fail(p, "the chunked trailer is longer than %d bytes",
-                                  HTTPC_MAX_HEAD);
+                return parse_fail(p, "the chunked trailer is longer than %d bytes", HTTPC_MAX_HEAD);
             if (c == '\n') {
                 if (p->line_len == 0) {
                     p->state = ST_DONE;
@@ -335,7 +333,8 @@ static void result_fail(struct httpc_result *res, enum httpc_outcome o, const ch
     res->outcome = o;
 }
 
-/* errno's text; strerror_r (GNU) rather than strerror, which may share one buffer between threads. */
+/* errno's text; strerror_r (GNU) rather than strerror, which may share one buffer between threads.
+ */
 static const char *errtext(int e, char *buf, size_t len)
 {
     return strerror_r(e, buf, len);
@@ -363,7 +362,7 @@ static int wait_fd(int fd, short ev, int stop_fd, double deadline, short *revent
 {
     for (;;) {
         struct pollfd pf[2] = {{.fd = fd, .events = ev}, {.fd = stop_fd, .events = POLLIN}};
-        int ms = wait_ms(deadline);
+        int ms              = wait_ms(deadline);
         if (ms == 0) {
             result_fail(res, HTTPC_TIMEOUT, "no complete answer within the timeout");
             return 0;
@@ -420,7 +419,7 @@ static int connect_to(const struct url_target *t, int stop_fd, double deadline,
             freeaddrinfo(ai);
             return -1;
         }
-        int so = 0;
+        int so       = 0;
         socklen_t sl = sizeof so;
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) < 0)
             so = errno;
@@ -439,21 +438,20 @@ static int connect_to(const struct url_target *t, int stop_fd, double deadline,
 }
 
 /* The request head, malloc'd; NULL when out of memory. */
-static char *request_head(const struct url_target *t, const struct httpc_request *req,
-                          size_t *len)
+static char *request_head(const struct url_target *t, const struct httpc_request *req, size_t *len)
 {
     const char *key = req->api_key && *req->api_key ? req->api_key : NULL;
     char clen[48]   = "";
     if (req->body)
         snprintf(clen, sizeof clen, "Content-Length: %zu\r\n", req->body_len);
-    const char *fmt = "%s %s%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nAccept: */*\r\n"
-                      "%s%s%s%s%s\r\n";
-    const char *path = req->path && *req->path ? req->path : "/";
-    const char *ct   = req->body ? "Content-Type: application/json\r\n" : "";
+    const char *fmt    = "%s %s%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nAccept: */*\r\n"
+                         "%s%s%s%s%s\r\n";
+    const char *path   = req->path && *req->path ? req->path : "/";
+    const char *ct     = req->body ? "Content-Type: application/json\r\n" : "";
     const char *method = req->method && *req->method ? req->method : "GET";
-    int n = snprintf(NULL, 0, fmt, method, t->prefix, path, t->hostport,
-                     key ? "Authorization: Bearer " : "", key ? key : "", key ? "\r\n" : "", ct,
-                     clen);
+    int n =
+        snprintf(NULL, 0, fmt, method, t->prefix, path, t->hostport,
+                 key ? "Authorization: Bearer " : "", key ? key : "", key ? "\r\n" : "", ct, clen);
     if (n < 0)
         return NULL;
     char *s = malloc((size_t)n + 1);
@@ -474,11 +472,11 @@ static void exchange(const struct url_target *t, const struct httpc_request *req
                      const bool *abort_flag, const char *abort_err, struct httpc_result *res)
 {
     memset(res, 0, sizeof *res);
-    res->outcome = HTTPC_OK;
-    double deadline = req->timeout_s > 0 ? now_s() + req->timeout_s : 0;
+    res->outcome           = HTTPC_OK;
+    double deadline        = req->timeout_s > 0 ? now_s() + req->timeout_s : 0;
     struct httpc_parser *p = malloc(sizeof *p);
-    size_t head_len = 0;
-    char *head = p ? request_head(t, req, &head_len) : NULL;
+    size_t head_len        = 0;
+    char *head             = p ? request_head(t, req, &head_len) : NULL;
     if (!p || !head) {
         result_fail(res, HTTPC_CONNECTION, "out of memory");
         free(p);
@@ -540,8 +538,10 @@ static void exchange(const struct url_target *t, const struct httpc_request *req
         }
         if (r == 0) {
             if (!httpc_parse_eof(p))
-                result_fail(res, HTTPC_CONNECTION, "%s closed the connection before the end "
-                            "of the response", t->hostport);
+                result_fail(res, HTTPC_CONNECTION,
+                            "%s closed the connection before the end "
+                            "of the response",
+                            t->hostport);
             break;
         }
         if (!httpc_parse(p, buf, (size_t)r)) {
@@ -605,7 +605,7 @@ static void collect_body(void *ctx, const char *data, size_t len, uint64_t raw_e
 void httpc_fetch(const struct url_target *t, const struct httpc_request *req, size_t max_body,
                  char **body, struct httpc_result *res)
 {
-    struct collect c = {.max = max_body};
+    struct collect c       = {.max = max_body};
     struct httpc_sink sink = {.ctx = &c, .on_body = collect_body};
     char why[64];
     snprintf(why, sizeof why, "the response body is longer than %zu bytes", max_body);

@@ -45,19 +45,19 @@ struct httpc_sink {
 
 struct httpc_parser {
     struct httpc_sink sink;
-    int state;            /* private */
-    int status;           /* 100..999 once the status line is read, else 0 */
-    bool chunked;         /* Transfer-Encoding: chunked */
-    int64_t content_len;  /* Content-Length, -1 when absent */
-    uint64_t body_done;   /* body bytes delivered so far */
-    uint64_t chunk_left;  /* bytes left in the current chunk */
-    uint64_t raw;         /* raw bytes fed so far */
+    int state;                 /* private */
+    int status;                /* 100..999 once the status line is read, else 0 */
+    bool chunked;              /* Transfer-Encoding: chunked */
+    int64_t content_len;       /* Content-Length, -1 when absent */
+    uint64_t body_done;        /* body bytes delivered so far */
+    uint64_t chunk_left;       /* bytes left in the current chunk */
+    uint64_t raw;              /* raw bytes fed so far */
     char head[HTTPC_MAX_HEAD]; /* private: the header block being collected */
     size_t head_len;
-    char line[128];       /* private: a chunk-size line being collected */
+    char line[128]; /* private: a chunk-size line being collected */
     size_t line_len;
-    bool done;            /* the body is complete (by length or last chunk) */
-    char err[160];        /* the protocol error, when httpc_parse returned false */
+    bool done;     /* the body is complete (by length or last chunk) */
+    char err[160]; /* the protocol error, when httpc_parse returned false */
 };
 
 /* Ready to parse one response. */
@@ -80,9 +80,9 @@ bool httpc_parse_eof(struct httpc_parser *p);
 /* ----------------------------------------------------------- request --- */
 
 struct httpc_request {
-    const char *method;  /* "GET", "POST" */
-    const char *path;    /* after the target's prefix, starting with '/' */
-    const char *body;    /* NULL: none; else sent with Content-Type: application/json */
+    const char *method; /* "GET", "POST" */
+    const char *path;   /* after the target's prefix, starting with '/' */
+    const char *body;   /* NULL: none; else sent with Content-Type: application/json */
     size_t body_len;
     const char *api_key; /* NULL or "": no Authorization header */
     double timeout_s;    /* the whole exchange, connect to last byte; <= 0: none */
@@ -91,9 +91,9 @@ struct httpc_request {
 
 struct httpc_result {
     enum httpc_outcome outcome;
-    int status;          /* the response's status, 0 when none was read */
-    int local_port;      /* the client side's TCP port once connected, else 0 */
-    char err[200];       /* what went wrong, when outcome is not HTTPC_OK */
+    int status;     /* the response's status, 0 when none was read */
+    int local_port; /* the client side's TCP port once connected, else 0 */
+    char err[200];  /* what went wrong, when outcome is not HTTPC_OK */
 };
 
 /*

@@ -23,11 +23,13 @@ struct col {
     int kind;
 };
 
+/* clang-format off */
 static const struct col cols[] = {
 #define X(name, kind, expr) {#name, KIND_##kind},
     BENCH_COLUMNS(X)
 #undef X
 };
+/* clang-format on */
 #define N_COLS (int)(sizeof cols / sizeof cols[0])
 
 /* The X-macro's expressions, by kind. */

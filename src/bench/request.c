@@ -22,8 +22,8 @@ struct req_ctx {
     struct bench_reply *rep;
     struct sse_parser sse;
     int port;
-    uint64_t piece_raw;  /* raw offset of the body piece being fed */
-    uint64_t piece_sse;  /* the SSE parser's offset at that piece's start */
+    uint64_t piece_raw;    /* raw offset of the body piece being fed */
+    uint64_t piece_sse;    /* the SSE parser's offset at that piece's start */
     struct strbuf errbody; /* a non-200 answer's body (capped) */
     long *tokens;
 };
@@ -37,13 +37,16 @@ static double clock_at(const struct req_ctx *c, uint64_t raw)
 
 static void on_connect(void *ctx, int local_port)
 {
-    struct req_ctx *c   = ctx;
-    c->port             = local_port;
-    c->rep->t_start     = clock_at(c, 0);
-    c->rep->t_end       = c->rep->t_start;
+    struct req_ctx *c = ctx;
+    c->port           = local_port;
+    c->rep->t_start   = clock_at(c, 0);
+    c->rep->t_end     = c->rep->t_start;
 }
 
-static void on_head(void *ctx, int status) { ((struct req_ctx *)ctx)->rep->status = status; }
+static void on_head(void *ctx, int status)
+{
+    ((struct req_ctx *)ctx)->rep->status = status;
+}
 
 static const char *str_of(const cJSON *o, const char *k)
 {
@@ -69,17 +72,17 @@ static void arrival(struct bench_reply *rep, double t)
         rep->text_ends    = e;
         rep->cap_arrivals = cap;
     }
-    rep->text_ends[rep->n_arrivals] = rep->text.len;
+    rep->text_ends[rep->n_arrivals]  = rep->text.len;
     rep->arrivals[rep->n_arrivals++] = t;
 }
 
 /* One event: a JSON chunk of either API, "[DONE]", or an error. */
 static bool on_event(void *ctx, const char *event, const char *data, size_t len, uint64_t end)
 {
-    struct req_ctx *c      = ctx;
+    struct req_ctx *c       = ctx;
     struct bench_reply *rep = c->rep;
-    double t               = clock_at(c, c->piece_raw + (end - c->piece_sse));
-    rep->t_end             = t;
+    double t                = clock_at(c, c->piece_raw + (end - c->piece_sse));
+    rep->t_end              = t;
     if (rep->done)
         return true; /* anything after [DONE] is ignored, as OpenAI's clients do */
     if (len == 6 && !memcmp(data, "[DONE]", 6)) {
@@ -95,19 +98,18 @@ static bool on_event(void *ctx, const char *event, const char *data, size_t len,
     }
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
     if (e || !strcmp(event, "error")) {
-        const char *m = e ? str_of(e, "message") : NULL;
+        const char *m     = e ? str_of(e, "message") : NULL;
         rep->stream_error = true;
-        set_err(rep->err, sizeof rep->err, "an error inside the stream: %.150s",
-                m ? m : data);
+        set_err(rep->err, sizeof rep->err, "an error inside the stream: %.150s", m ? m : data);
         cJSON_Delete(j);
         return false;
     }
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
     if (ch) {
-        const cJSON *delta  = cJSON_GetObjectItemCaseSensitive(ch, "delta");
-        const char *text    = delta ? str_of(delta, "content") : str_of(ch, "text");
-        const char *reason  = delta ? str_of(delta, "reasoning_content") : NULL;
-        const cJSON *calls  = delta ? cJSON_GetObjectItemCaseSensitive(delta, "tool_calls") : NULL;
+        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(ch, "delta");
+        const char *text   = delta ? str_of(delta, "content") : str_of(ch, "text");
+        const char *reason = delta ? str_of(delta, "reasoning_content") : NULL;
+        const cJSON *calls = delta ? cJSON_GetObjectItemCaseSensitive(delta, "tool_calls") : NULL;
         bool content = (text && *text) || (reason && *reason) || cJSON_GetArraySize(calls) > 0;
         if (text)
             strbuf_add(&rep->text, text);
@@ -127,8 +129,8 @@ static bool on_event(void *ctx, const char *event, const char *data, size_t len,
         rep->has_usage        = true;
         rep->usage_prompt     = num_of(u, "prompt_tokens");
         rep->usage_completion = num_of(u, "completion_tokens");
-        rep->usage_cached = num_of(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"),
-                                   "cached_tokens");
+        rep->usage_cached =
+            num_of(cJSON_GetObjectItemCaseSensitive(u, "prompt_tokens_details"), "cached_tokens");
     }
     cJSON_Delete(j);
     return true;
@@ -194,14 +196,19 @@ static void http_error_text(struct bench_reply *rep, const struct strbuf *body)
 void bench_request(const struct bench_opts *o, const char *model, const struct bench_req *r,
                    struct bench_reply *rep, long *tokens)
 {
-    *rep = (struct bench_reply){.t_start = NAN, .t_end = NAN};
+    *rep             = (struct bench_reply){.t_start = NAN, .t_end = NAN};
     struct req_ctx c = {.o = o, .rep = rep, .tokens = tokens};
     sse_init(&c.sse, &c, on_event);
-    char *body = request_body(o, model, r);
-    const char *path = r->chat ? "/v1/chat/completions" : "/v1/completions";
+    char *body               = request_body(o, model, r);
+    const char *path         = r->chat ? "/v1/chat/completions" : "/v1/completions";
     struct httpc_request req = {
-        .method = "POST", .path = path, .body = body, .body_len = strlen(body),
-        .api_key = o->api_key, .timeout_s = o->timeout_s, .stop_fd = o->stop_fd,
+        .method    = "POST",
+        .path      = path,
+        .body      = body,
+        .body_len  = strlen(body),
+        .api_key   = o->api_key,
+        .timeout_s = o->timeout_s,
+        .stop_fd   = o->stop_fd,
     };
     struct httpc_sink sink = {.ctx = &c, .on_head = on_head, .on_body = on_body};
     struct httpc_result res;

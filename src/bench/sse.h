@@ -25,17 +25,16 @@ struct sse_parser {
      * CR, and the offset must not depend on whether the LF came in the same
      * piece). Returns false to stop parsing (sse_feed then returns false).
      */
-    bool (*on_event)(void *ctx, const char *event, const char *data, size_t data_len,
-                     uint64_t end);
-    char *line;        /* private: the line being collected (malloc'd) */
+    bool (*on_event)(void *ctx, const char *event, const char *data, size_t data_len, uint64_t end);
+    char *line; /* private: the line being collected (malloc'd) */
     size_t line_len, line_cap;
-    char *data;        /* private: the event's data so far (malloc'd) */
+    char *data; /* private: the event's data so far (malloc'd) */
     size_t data_len, data_cap;
-    bool has_data;     /* a data: line was seen in this event */
-    char event[64];    /* private: the event's name (truncated to 63 bytes) */
-    bool last_cr;      /* private: the previous byte was CR (a following LF is part of it) */
-    uint64_t fed;      /* bytes fed so far */
-    char err[120];     /* why sse_feed returned false, "" when on_event stopped it */
+    bool has_data;  /* a data: line was seen in this event */
+    char event[64]; /* private: the event's name (truncated to 63 bytes) */
+    bool last_cr;   /* private: the previous byte was CR (a following LF is part of it) */
+    uint64_t fed;   /* bytes fed so far */
+    char err[120];  /* why sse_feed returned false, "" when on_event stopped it */
 };
 
 void sse_init(struct sse_parser *p, void *ctx,

@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 /* Frequent words of every kind, so any English tokenizer takes them in one or two tokens. */
+/* clang-format off */
 static const char *const words[] = {
     "the",     "of",     "and",    "to",      "in",      "is",     "was",     "for",    "on",
     "that",    "with",   "as",     "it",      "by",      "at",     "from",    "his",    "her",
@@ -51,6 +52,7 @@ static const char *const words[] = {
     "answer",  "room",   "sea",    "against", "top",     "turned", "learn",   "point",  "city",
     "play",    "toward", "five",   "using",   "himself", "usually",
 };
+/* clang-format on */
 #define N_WORDS (sizeof words / sizeof words[0])
 
 void wl_words(struct strbuf *b, uint64_t seed, int n_words)
@@ -76,8 +78,13 @@ static long tokenize_count(const struct bench_opts *o, cJSON *body)
     if (!json)
         return -1;
     struct httpc_request req = {
-        .method = "POST", .path = "/tokenize", .body = json, .body_len = strlen(json),
-        .api_key = o->api_key, .timeout_s = o->timeout_s, .stop_fd = o->stop_fd,
+        .method    = "POST",
+        .path      = "/tokenize",
+        .body      = json,
+        .body_len  = strlen(json),
+        .api_key   = o->api_key,
+        .timeout_s = o->timeout_s,
+        .stop_fd   = o->stop_fd,
     };
     char *answer = NULL;
     struct httpc_result res;
@@ -114,7 +121,8 @@ double wl_tokens_per_word(const struct bench_opts *o, const char *model, char *n
     }
     strbuf_free(&text);
     if (n <= 0) {
-        set_err(note, note_len, "prompts sized at 1.3 tokens per word: the server has no /tokenize");
+        set_err(note, note_len,
+                "prompts sized at 1.3 tokens per word: the server has no /tokenize");
         return 1.3;
     }
     double r = (double)n / SAMPLE;
@@ -123,6 +131,7 @@ double wl_tokens_per_word(const struct bench_opts *o, const char *model, char *n
 }
 
 /* What --compare sends when no --prompts file is given: openings of short stories and tasks. */
+/* clang-format off */
 static const char *const builtin[] = {
     "Once upon a time",
     "The little dog ran to the park and",
@@ -133,12 +142,13 @@ static const char *const builtin[] = {
     "One day, a big bird",
     "The sun was hot, so the children",
 };
+/* clang-format on */
 
 int wl_load_prompts(const char *path, char ***out, char *err, size_t err_len)
 {
     if (!path) {
-        int n  = (int)(sizeof builtin / sizeof *builtin);
-        *out   = malloc((size_t)n * sizeof **out);
+        int n = (int)(sizeof builtin / sizeof *builtin);
+        *out  = malloc((size_t)n * sizeof **out);
         for (int i = 0; i < n; i++)
             (*out)[i] = strdup(builtin[i]);
         return n;
@@ -147,7 +157,7 @@ int wl_load_prompts(const char *path, char ***out, char *err, size_t err_len)
     if (!f)
         return fail(-1, err, err_len, "bench: cannot read --prompts %s: %m", path);
     int n = 0, cap = 0;
-    char *line = NULL;
+    char *line  = NULL;
     size_t lcap = 0;
     ssize_t len;
     *out = NULL;
@@ -171,4 +181,3 @@ int wl_load_prompts(const char *path, char ***out, char *err, size_t err_len)
         return fail(-1, err, err_len, "bench: --prompts %s has no prompt", path);
     return n;
 }
-

@@ -25,6 +25,7 @@
 
 #include "hearth.h"
 
+/* clang-format off */
 #define CHAT_FAMILY_LIST(X)                                                                    \
     X(CHAT_CHATML,  "chatml")  /* <|im_start|>role\n...<|im_end|>\n (Qwen, Yi, many fine-tunes) */ \
     X(CHAT_LLAMA2,  "llama2")  /* <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] (Llama 2 chat) */ \
@@ -32,12 +33,13 @@
     X(CHAT_MISTRAL, "mistral") /* <s>[INST] ... [/INST]...</s> (Mistral/Mixtral Instruct v0.1-v0.2) */ \
     X(CHAT_GEMMA,   "gemma")   /* <start_of_turn>user\n...<end_of_turn>\n (Gemma, Gemma 2/3) */   \
     X(CHAT_PHI3,    "phi3")    /* <|user|>\n...<|end|>\n<|assistant|>\n (Phi-3) */
+/* clang-format on */
 
 enum chat_family {
 #define CHAT_X_ENUM(name, text) name,
     CHAT_FAMILY_LIST(CHAT_X_ENUM)
 #undef CHAT_X_ENUM
-    CHAT_FAMILY_COUNT
+        CHAT_FAMILY_COUNT
 };
 
 struct chat_msg {

@@ -55,10 +55,9 @@ static bool probe_typed_content(const struct chat_template *t)
     cJSON_AddStringToObject(vars, "bos_token", t->bos);
     cJSON_AddStringToObject(vars, "eos_token", t->eos);
     cJSON_AddBoolToObject(vars, "add_generation_prompt", true);
-    char *out = NULL, err[HEARTH_ERR_MAX];
-    bool typed =
-        render_jinja(t, vars, &out, NULL, err, sizeof err) == HEARTH_OK && strstr(out, needle) &&
-        !strstr(out, "'type'") && !strstr(out, "\"type\"");
+    char *out  = NULL, err[HEARTH_ERR_MAX];
+    bool typed = render_jinja(t, vars, &out, NULL, err, sizeof err) == HEARTH_OK &&
+                 strstr(out, needle) && !strstr(out, "'type'") && !strstr(out, "\"type\"");
     free(out);
     cJSON_Delete(vars);
     return typed;
@@ -79,18 +78,18 @@ enum hearth_status chat_template_new(const struct hearth_model *model, const cha
                                      const char *file_name, const char *builtin,
                                      struct chat_template **out, char *err, size_t err_len)
 {
-    *out                   = NULL;
+    *out                    = NULL;
     struct chat_template *t = calloc(1, sizeof *t);
     if (!t)
         return fail(HEARTH_ENOMEM, err, err_len, "chat template: out of memory");
-    t->now                 = -1;
-    hearth_token bos       = model ? hearth_token_bos(model) : -1;
-    hearth_token eos       = model ? hearth_token_eos(model) : -1;
-    t->bos                 = strdup(bos >= 0 ? hearth_token_text(model, bos) : "");
-    t->eos                 = strdup(eos >= 0 ? hearth_token_text(model, eos) : "");
-    const char *own        = model ? hearth_model_chat_template(model) : NULL;
-    const char *src        = NULL;
-    enum hearth_status st  = HEARTH_OK;
+    t->now                = -1;
+    hearth_token bos      = model ? hearth_token_bos(model) : -1;
+    hearth_token eos      = model ? hearth_token_eos(model) : -1;
+    t->bos                = strdup(bos >= 0 ? hearth_token_text(model, bos) : "");
+    t->eos                = strdup(eos >= 0 ? hearth_token_text(model, eos) : "");
+    const char *own       = model ? hearth_model_chat_template(model) : NULL;
+    const char *src       = NULL;
+    enum hearth_status st = HEARTH_OK;
     if (!t->bos || !t->eos) {
         st = fail(HEARTH_ENOMEM, err, err_len, "chat template: out of memory");
         goto out;
@@ -153,8 +152,8 @@ void chat_template_free(struct chat_template *t)
     free(t);
 }
 
-enum hearth_status chat_template_set_kwargs(struct chat_template *t, const cJSON *kwargs,
-                                            char *err, size_t err_len)
+enum hearth_status chat_template_set_kwargs(struct chat_template *t, const cJSON *kwargs, char *err,
+                                            size_t err_len)
 {
     if (!cJSON_IsObject(kwargs))
         return fail(HEARTH_EINVAL, err, err_len, "chat template kwargs: expected a JSON object");
@@ -228,15 +227,15 @@ static cJSON *joined_parts(const cJSON *parts)
 }
 
 static enum hearth_status render_builtin(const struct chat_template *t, const cJSON *messages,
-                                         const cJSON *tools, bool add_generation_prompt,
-                                         char **out, size_t *out_len, char *err, size_t err_len)
+                                         const cJSON *tools, bool add_generation_prompt, char **out,
+                                         size_t *out_len, char *err, size_t err_len)
 {
     if (tools)
         return fail(HEARTH_EINVAL, err, err_len,
                     "the built-in %s template has no place for tools (give the model's own "
                     "template with --chat-template-file)",
                     chat_family_name(t->family));
-    int n = cJSON_GetArraySize(messages);
+    int n                 = cJSON_GetArraySize(messages);
     struct chat_msg *msgs = calloc((size_t)(n > 0 ? n : 1), sizeof *msgs);
     cJSON *texts          = cJSON_CreateArray(); /* owns the joined texts */
     enum hearth_status st = HEARTH_OK;
@@ -331,8 +330,8 @@ enum hearth_status chat_template_render(const struct chat_template *t, const cJS
 /* ------------------------------------------------------- the public API --- */
 
 enum hearth_status hearth_chat_render(const struct hearth_model *model,
-                                      const struct hearth_chat_msg *msgs, size_t n_msgs,
-                                      char **out, char *err, size_t err_len)
+                                      const struct hearth_chat_msg *msgs, size_t n_msgs, char **out,
+                                      char *err, size_t err_len)
 {
     *out                    = NULL;
     struct chat_template *t = NULL;

@@ -32,6 +32,7 @@
  * then the parse stops looking for calls, so that output made of markers costs linear time */
 #define CALL_REJECT_BUDGET 4
 
+/* clang-format off */
 static const char *const tools_names[] = {
     [CHATPARSE_TOOLS_NONE]            = "none",
     [CHATPARSE_TOOLS_HERMES]          = "hermes",
@@ -52,6 +53,7 @@ static const char *const tools_names[] = {
     [CHATPARSE_TOOLS_COMMAND_R7B]     = "command-r7b",
     [CHATPARSE_TOOLS_GEMMA4]          = "gemma4",
 };
+/* clang-format on */
 
 const char *chatparse_tools_name(enum chatparse_tools t)
 {
@@ -63,6 +65,7 @@ const char *chatparse_tools_name(enum chatparse_tools t)
 /* ---------------------------------------------------------- detection --- */
 
 /* The reasoning markers of families that do not write <think>, first match wins. */
+/* clang-format off */
 static const char *const think_pairs[][3] = {
     /* a string the template holds, think_open, think_close */
     {"<|channel|>analysis<|message|>", "<|channel|>analysis<|message|>", "<|end|>"},
@@ -72,6 +75,7 @@ static const char *const think_pairs[][3] = {
     {"<think>", "<think>", "</think>"},
     {"[THINK]", "[THINK]", "[/THINK]"},
 };
+/* clang-format on */
 
 void chatparse_detect(const char *src, struct chatparse_format *out)
 {
@@ -126,6 +130,7 @@ void chatparse_detect(const char *src, struct chatparse_format *out)
 }
 
 /* Each syntax's markers, for chatparse_markers (the reasoning ones are added there). */
+/* clang-format off */
 static const char *const syntax_markers[][CHATPARSE_MARKERS_MAX - 2] = {
     [CHATPARSE_TOOLS_HERMES]       = {TOOL_CALL_OPEN, TOOL_CALL_CLOSE},
     [CHATPARSE_TOOLS_QWEN3_CODER]  = {TOOL_CALL_OPEN, TOOL_CALL_CLOSE},
@@ -149,6 +154,7 @@ static const char *const syntax_markers[][CHATPARSE_MARKERS_MAX - 2] = {
                                          "<|END_RESPONSE|>"},
     [CHATPARSE_TOOLS_GEMMA4]          = {GEMMA4_OPEN, GEMMA4_CLOSE, "<|\"|>"},
 };
+/* clang-format on */
 
 size_t chatparse_markers(const struct chatparse_format *f, const char **out)
 {
@@ -402,6 +408,7 @@ static void consume(struct chatparse *p, size_t n)
 }
 
 /* The one marker that opens a call, for the formats whose content holds no other unit. */
+/* clang-format off */
 static const struct marker call_open[CHATPARSE_TOOLS_COUNT] = {
     [CHATPARSE_TOOLS_HERMES]          = {TOOL_CALL_OPEN, CALL_HERMES},
     [CHATPARSE_TOOLS_QWEN3_CODER]     = {TOOL_CALL_OPEN, CALL_XML},
@@ -417,6 +424,7 @@ static const struct marker call_open[CHATPARSE_TOOLS_COUNT] = {
     [CHATPARSE_TOOLS_COMMAND_R]       = {COMMAND_R_ACTION, CALL_CMDR},
     [CHATPARSE_TOOLS_GEMMA4]          = {GEMMA4_OPEN, CALL_GEMMA4},
 };
+/* clang-format on */
 
 /*
  * The markers that open a unit in content text (Llama 3's only open a content run) into m
@@ -692,7 +700,8 @@ int chatparse_pend_add(struct chatparse *p, const char *name, size_t name_len, c
     c->arguments             = cJSON_PrintUnformatted(args);
     cJSON_Delete(args);
     c->name = chatparse_dup_n(name, name_len);
-    c->id   = id_ok(id) ? chatparse_dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
+    c->id =
+        id_ok(id) ? chatparse_dup_n(id, strlen(id)) : make_id(p, p->n_calls + (int32_t)p->n_pend);
     p->n_pend++;
     if (!c->arguments || !c->name || !c->id)
         return -1;

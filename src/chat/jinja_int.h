@@ -394,9 +394,10 @@ static inline bool jinja_is_num(struct jv v)
 /* A number's value as a double (0 for anything else). */
 static inline double jinja_num_f(struct jv v)
 {
-    return v.kind == JV_FLOAT ? v.u.f : v.kind == JV_INT ? (double)v.u.i
-                                      : v.kind == JV_BOOL ? (double)v.u.b
-                                                          : 0;
+    return v.kind == JV_FLOAT  ? v.u.f
+           : v.kind == JV_INT  ? (double)v.u.i
+           : v.kind == JV_BOOL ? (double)v.u.b
+                               : 0;
 }
 
 /* An int's or bool's value (0 for anything else, floats included). */

@@ -539,11 +539,13 @@ static void float_repr(char *out, size_t n, double f, bool json)
     digits[nd] = 0;
     char *o    = out;
     char *end  = out + n - 1;
+/* clang-format off */
 #define PUT(ch)                                                                                    \
     do {                                                                                           \
         if (o < end)                                                                               \
             *o++ = (ch);                                                                           \
     } while (0)
+    /* clang-format on */
     if (neg)
         PUT('-');
     if (e < -4 || e >= 16) {

@@ -115,8 +115,7 @@ static void evaluate(const struct planner *pl, int32_t n_ctx, int32_t n_gl, cons
     out->use[0].mem.b[MEM_OTHER] +=
         memlaw_process(pl->m, p->n_parallel, n_ctx, p->n_threads) + p->host_extra;
     if (pl->draft) { /* serve's draft context: the slots' shape, default K/V types */
-        const struct memlaw_stage ds = {
-            .kind = BACKEND_CPU, .l0 = 0, .l1 = pl->draft->hp.n_layer};
+        const struct memlaw_stage ds = {.kind = BACKEND_CPU, .l0 = 0, .l1 = pl->draft->hp.n_layer};
         struct hearth_context_params dp = hearth_context_default_params();
         dp.n_ctx                        = n_ctx;
         dp.n_seq_max                    = p->n_parallel;
@@ -243,10 +242,10 @@ static enum hearth_status llamacpp_at(const struct fit_params *p, const struct h
                                       const struct hearth_model *dm, int32_t n_ctx,
                                       struct fit_plan *out, char *err, size_t err_len)
 {
-    struct llamacpp_params lp = p->lc;
-    lp.n_ctx                  = n_ctx;
-    lp.n_parallel             = p->n_parallel;
-    lp.n_ubatch               = p->n_ubatch;
+    struct llamacpp_params lp    = p->lc;
+    lp.n_ctx                     = n_ctx;
+    lp.n_parallel                = p->n_parallel;
+    lp.n_ubatch                  = p->n_ubatch;
     struct llamacpp_memory lm[2] = {{0}, {0}};
     enum hearth_status st        = llamacpp_memory_of(m, &lp, &lm[0], err, err_len);
     if (st)
@@ -260,13 +259,13 @@ static enum hearth_status llamacpp_at(const struct fit_params *p, const struct h
                         strncmp(why, "fit: ", 5) ? why : why + 5);
     }
     memset(out, 0, sizeof *out);
-    struct fit_use *u     = &out->use[0];
-    out->n_ctx            = lm[0].n_ctx;
-    out->n_ctx_seq        = lm[0].n_ctx_seq;
-    out->n_dev            = 1;
-    u->dev                = p->dev[0];
-    u->l1                 = m->hp.n_layer;
-    u->output             = true;
+    struct fit_use *u = &out->use[0];
+    out->n_ctx        = lm[0].n_ctx;
+    out->n_ctx_seq    = lm[0].n_ctx_seq;
+    out->n_dev        = 1;
+    u->dev            = p->dev[0];
+    u->l1             = m->hp.n_layer;
+    u->output         = true;
     for (int i = 0; i < 2; i++) {
         u->mem.b[MEM_WEIGHTS] += lm[i].mapped + lm[i].repack;
         u->mem.b[MEM_KV] += lm[i].kv + lm[i].rs;
@@ -283,8 +282,8 @@ static enum hearth_status llamacpp_at(const struct fit_params *p, const struct h
  * whole 256-cell steps a stream (every slot's stream unless unified) up to
  * the training context a stream.
  */
-static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_plan *out,
-                                        char *err, size_t err_len)
+static enum hearth_status plan_llamacpp(const struct fit_params *p, struct fit_plan *out, char *err,
+                                        size_t err_len)
 {
     if (p->n_dev != 1)
         return fail(HEARTH_EINVAL, err, err_len,

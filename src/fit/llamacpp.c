@@ -98,9 +98,9 @@ static void geometry_of(const struct hearth_model *m, struct geometry *g)
     uint32_t head_v;
     g->head_k = hp->head_dim; /* attention.key_length, else n_embd / n_head */
     /* hearth runs K and V heads of one width; llama.cpp reads V's apart */
-    g->head_v        = model_arch_u32(m, "attention.value_length", &head_v) ? (int64_t)head_v
-                                                                            : hp->n_embd / hp->n_head;
-    g->n_vocab       = hp->n_vocab;
+    g->head_v  = model_arch_u32(m, "attention.value_length", &head_v) ? (int64_t)head_v
+                                                                      : hp->n_embd / hp->n_head;
+    g->n_vocab = hp->n_vocab;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         if (model_layer_is_dnet(m, l))
             g->n_rec++;
@@ -184,7 +184,7 @@ enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct
         const uint64_t s          = (uint64_t)d->S * d->S * d->n_v;
         out->rs                   = (uint64_t)g.n_rec * np * 4 * (r + s);
     }
-    out->output  = 4 * (uint64_t)g.n_vocab * np;
+    out->output              = 4 * (uint64_t)g.n_vocab * np;
     struct llamacpp_graph gp = {
         .n_tokens   = T,
         .n_seq_max  = np,

@@ -41,8 +41,8 @@ struct gen_rules {
 /*
  * One picked token's step, once the sampler has it in its history (what
  * the repetition penalty sees: sample_chain_pick records it, gen_run
- * too): ends the generation at end-of-generation (unless r->ignore_eos), else writes tok's text into (*piece)[0..*len),
- * growing *piece (*cap bytes) for a longer text than any before, and says
+ * too): ends the generation at end-of-generation (unless r->ignore_eos), else writes tok's text
+ * into (*piece)[0..*len), growing *piece (*cap bytes) for a longer text than any before, and says
  * whether the generation goes on. n_generated counts the tokens sampled,
  * tok included; pos is the position tok is to be decoded at. On GEN_ENOMEM
  * *piece is as it was. Not thread-safe for one piece.

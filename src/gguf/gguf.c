@@ -72,9 +72,11 @@ struct gguf_file {
 /* Bytes of one element of each fixed-size value type; 0 for string and array. */
 static const uint8_t vsize[GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 
+/* clang-format off */
 static const char *const vname[GGUF_VTYPE_COUNT] = {
     "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
 };
+/* clang-format on */
 
 const char *gguf_vtype_name(enum gguf_vtype t)
 {
@@ -391,16 +393,20 @@ static enum hearth_status parse_kvs(struct gguf_file *f, struct cur *c, uint64_t
 }
 
 /* In parse_tensors: the sentence, then the exit through out. */
+/* clang-format off */
 #define BAD(...)                                                                                   \
     do {                                                                                           \
         set_err(err, err_len, __VA_ARGS__);                                                        \
         goto out;                                                                                  \
     } while (0)
+/* clang-format on */
+/* clang-format off */
 #define NOMEM_OUT()                                                                                \
     do {                                                                                           \
         st = NOMEM();                                                                              \
         goto out;                                                                                  \
     } while (0)
+/* clang-format on */
 
 static enum hearth_status parse_tensors(struct gguf_file *f, struct cur *c, uint64_t n_t, char *err,
                                         size_t err_len)
@@ -686,8 +692,8 @@ uint64_t gguf_fingerprint(const struct gguf_file *f)
     uint8_t len[8];
     for (int i = 0; i < 8; i++)
         len[i] = (uint8_t)(f->len >> (8 * i));
-    h                    = fnv1a64(h, len, 8);
-    const uint64_t data  = f->len - f->data_offset, chunk = 4096;
+    h                   = fnv1a64(h, len, 8);
+    const uint64_t data = f->len - f->data_offset, chunk = 4096;
     for (uint64_t s = 0; s < 16 && data > 0; s++) {
         /* evenly spread, the first at the start of the data and the last at its end */
         const uint64_t at = data <= chunk ? 0 : s == 15 ? data - chunk : (data - chunk) / 15 * s;

@@ -21,9 +21,19 @@
 
 /* Metadata value types as stored in the file. */
 enum gguf_vtype {
-    GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5,
-    GGUF_F32 = 6, GGUF_BOOL = 7, GGUF_STR = 8, GGUF_ARR = 9, GGUF_U64 = 10, GGUF_I64 = 11,
-    GGUF_F64 = 12,
+    GGUF_U8   = 0,
+    GGUF_I8   = 1,
+    GGUF_U16  = 2,
+    GGUF_I16  = 3,
+    GGUF_U32  = 4,
+    GGUF_I32  = 5,
+    GGUF_F32  = 6,
+    GGUF_BOOL = 7,
+    GGUF_STR  = 8,
+    GGUF_ARR  = 9,
+    GGUF_U64  = 10,
+    GGUF_I64  = 11,
+    GGUF_F64  = 12,
     GGUF_VTYPE_COUNT
 };
 
@@ -36,13 +46,13 @@ struct gguf_str {
 #define GGUF_MAX_DIMS 4
 
 struct gguf_tensor {
-    const char *name;   /* NUL-terminated copy owned by the gguf_file */
-    uint32_t type;      /* enum dtype id, validated as known */
-    uint32_t n_dims;    /* 1..4 */
+    const char *name;          /* NUL-terminated copy owned by the gguf_file */
+    uint32_t type;             /* enum dtype id, validated as known */
+    uint32_t n_dims;           /* 1..4 */
     int64_t ne[GGUF_MAX_DIMS]; /* elements per dim, ne[0] innermost; unused dims are 1 */
-    uint64_t offset;    /* from the start of the data section, aligned */
-    uint64_t size;      /* bytes */
-    const void *data;   /* into the mapping */
+    uint64_t offset;           /* from the start of the data section, aligned */
+    uint64_t size;             /* bytes */
+    const void *data;          /* into the mapping */
 };
 
 struct gguf_file;

@@ -19,10 +19,10 @@
 #error "gguf writer: GGUF is little-endian and this writer copies host-order values"
 #endif
 
-#define GGUF_MAGIC        0x46554747u /* "GGUF" read as a little-endian u32 */
-#define GGUF_VERSION      3u
-#define ALIGN_DEFAULT     32u
-#define IO_BUFFER         (1u << 20)
+#define GGUF_MAGIC    0x46554747u /* "GGUF" read as a little-endian u32 */
+#define GGUF_VERSION  3u
+#define ALIGN_DEFAULT 32u
+#define IO_BUFFER     (1u << 20)
 
 /* Bytes of one element of each value type; 0 for string and array. */
 static const uint8_t vsize[GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
@@ -40,11 +40,11 @@ struct kv {
 
 struct tinfo {
     char *name;
-    uint32_t type;            /* enum dtype */
-    uint32_t n_dims;          /* as stored: trailing 1s dropped, >= 1 */
+    uint32_t type;   /* enum dtype */
+    uint32_t n_dims; /* as stored: trailing 1s dropped, >= 1 */
     int64_t ne[GGUF_MAX_DIMS];
-    uint64_t size;            /* data bytes */
-    uint64_t offset;          /* from the start of the data section; set by begin */
+    uint64_t size;   /* data bytes */
+    uint64_t offset; /* from the start of the data section; set by begin */
 };
 
 struct gguf_writer {
@@ -62,7 +62,7 @@ struct gguf_writer {
     uint64_t cur_done;  /* bytes of tensor cur written so far */
     uint64_t data_left; /* tensor bytes not yet written, all tensors */
     bool begun;
-    bool failed;        /* a write failed: the file is incomplete, finish refuses it */
+    bool failed; /* a write failed: the file is incomplete, finish refuses it */
 };
 
 /* ---------------------------------------------------------- byte buffers --- */
@@ -165,8 +165,8 @@ static enum hearth_status check_key(const struct gguf_writer *w, const char *key
     if (!key || !*key)
         return fail(HEARTH_EINVAL, err, err_len, "gguf writer: empty metadata key");
     if (strlen(key) > 65535)
-        return fail(HEARTH_EINVAL, err, err_len, "gguf writer: metadata key of %zu bytes is too long",
-                    strlen(key));
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "gguf writer: metadata key of %zu bytes is too long", strlen(key));
     return HEARTH_OK;
 }
 
@@ -181,7 +181,7 @@ static enum hearth_status set_kv(struct gguf_writer *w, const char *key, enum gg
     }
     gguf_writer_remove(w, key);
     if (w->n_kv == w->cap_kv) {
-        int64_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
+        int64_t cap  = w->cap_kv ? 2 * w->cap_kv : 32;
         struct kv *p = realloc(w->kv, (size_t)cap * sizeof *p);
         if (!p) {
             free(val.p);
@@ -255,17 +255,17 @@ static bool put_num_arr(struct bytes *b, enum gguf_vtype elem, const void *data,
     return true;
 }
 
-enum hearth_status gguf_writer_set_arr(struct gguf_writer *w, const char *key,
-                                       enum gguf_vtype elem, const void *data, uint64_t n,
-                                       char *err, size_t err_len)
+enum hearth_status gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_vtype elem,
+                                       const void *data, uint64_t n, char *err, size_t err_len)
 {
     if ((unsigned)elem >= GGUF_VTYPE_COUNT || !vsize[elem])
         return fail(HEARTH_EINVAL, err, err_len,
                     "gguf writer: key %s: array element type %d is not numeric or bool",
                     key ? key : "(null)", (int)elem);
     if (n > ((uint64_t)1 << 40))
-        return fail(HEARTH_EINVAL, err, err_len, "gguf writer: key %s: array of %" PRIu64
-                    " elements is too long", key ? key : "(null)", n);
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "gguf writer: key %s: array of %" PRIu64 " elements is too long",
+                    key ? key : "(null)", n);
     struct bytes b = {0};
     if (!put_num_arr(&b, elem, data, n))
         return nomem(&b, key, err, err_len);
@@ -277,7 +277,7 @@ enum hearth_status gguf_writer_set_arr_str(struct gguf_writer *w, const char *ke
                                            size_t err_len)
 {
     struct bytes b = {0};
-    bool ok = put_u32(&b, GGUF_STR) && put_u64(&b, n);
+    bool ok        = put_u32(&b, GGUF_STR) && put_u64(&b, n);
     for (uint64_t j = 0; ok && j < n; j++)
         ok = put_str(&b, s[j].ptr, s[j].len);
     if (!ok)
@@ -293,12 +293,18 @@ static bool scalar_bytes(const struct gguf_file *f, int64_t i, enum gguf_vtype t
     double d;
     bool bv;
     switch (t) {
-    case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64:
+    case GGUF_U8:
+    case GGUF_U16:
+    case GGUF_U32:
+    case GGUF_U64:
         if (!gguf_kv_u64(f, i, &u))
             return false;
         memcpy(out, &u, vsize[t]); /* little-endian: the low bytes are the value */
         return true;
-    case GGUF_I8: case GGUF_I16: case GGUF_I32: case GGUF_I64:
+    case GGUF_I8:
+    case GGUF_I16:
+    case GGUF_I32:
+    case GGUF_I64:
         if (!gguf_kv_i64(f, i, &s))
             return false;
         memcpy(out, &s, vsize[t]);
@@ -325,23 +331,25 @@ static bool scalar_bytes(const struct gguf_file *f, int64_t i, enum gguf_vtype t
     }
 }
 
-enum hearth_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *f,
-                                       int64_t i, char *err, size_t err_len)
+enum hearth_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *f, int64_t i,
+                                       char *err, size_t err_len)
 {
     if (i < 0 || i >= gguf_n_kv(f))
-        return fail(HEARTH_EINVAL, err, err_len, "gguf writer: key index %" PRId64
-                    " out of range (the file has %" PRId64 " keys)", i, gguf_n_kv(f));
+        return fail(HEARTH_EINVAL, err, err_len,
+                    "gguf writer: key index %" PRId64 " out of range (the file has %" PRId64
+                    " keys)",
+                    i, gguf_n_kv(f));
     struct gguf_str ks = gguf_key(f, i);
-    char *key = malloc((size_t)ks.len + 1);
+    char *key          = malloc((size_t)ks.len + 1);
     if (!key)
         return fail(HEARTH_ENOMEM, err, err_len, "gguf writer: out of memory copying a key");
     memcpy(key, ks.ptr, (size_t)ks.len);
     key[ks.len] = 0;
 
-    enum gguf_vtype t = gguf_kv_type(f, i);
-    struct bytes b = {0};
+    enum gguf_vtype t     = gguf_kv_type(f, i);
+    struct bytes b        = {0};
     enum hearth_status st = HEARTH_OK;
-    bool ok = true;
+    bool ok               = true;
     if (t == GGUF_STR) {
         struct gguf_str s;
         ok = gguf_kv_str(f, i, &s) && put_str(&b, s.ptr, s.len);
@@ -380,7 +388,8 @@ enum hearth_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_
                 if (!vsize[ie] && in > 0) {
                     st = fail(HEARTH_EUNSUPPORTED, err, err_len,
                               "gguf writer: key %s is an array of %s arrays; only arrays of "
-                              "numeric arrays can be copied", key, gguf_vtype_name(ie));
+                              "numeric arrays can be copied",
+                              key, gguf_vtype_name(ie));
                     goto out;
                 }
                 ok = vsize[ie] ? put_num_arr(&b, ie, data, in)
@@ -392,7 +401,7 @@ enum hearth_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_
         st = fail(HEARTH_ENOMEM, err, err_len, "gguf writer: out of memory copying key %s", key);
         goto out;
     }
-    st = set_kv(w, key, t, b, err, err_len);
+    st  = set_kv(w, key, t, b, err, err_len);
     b.p = NULL;
 out:
     free(b.p);
@@ -414,17 +423,18 @@ enum hearth_status gguf_writer_add_tensor(struct gguf_writer *w, const char *nam
         return fail(HEARTH_EINVAL, err, err_len, "gguf writer: tensor with an empty name");
     const struct dtype_info *di = dtype_get(type);
     if (!di)
-        return fail(HEARTH_EINVAL, err, err_len, "gguf writer: tensor %s has unknown type %d",
-                    name, (int)type);
+        return fail(HEARTH_EINVAL, err, err_len, "gguf writer: tensor %s has unknown type %d", name,
+                    (int)type);
     if (n_dims < 1 || n_dims > GGUF_MAX_DIMS)
         return fail(HEARTH_EINVAL, err, err_len,
                     "gguf writer: tensor %s has %" PRIu32 " dimensions, expected 1..%d", name,
                     n_dims, GGUF_MAX_DIMS);
     struct tinfo t = {.type = (uint32_t)type, .n_dims = 1};
-    uint64_t n = 1;
+    uint64_t n     = 1;
     for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
-        if (t.ne[d] < 1 || t.ne[d] > ((int64_t)1 << 40) || n > (UINT64_MAX >> 1) / (uint64_t)t.ne[d])
+        if (t.ne[d] < 1 || t.ne[d] > ((int64_t)1 << 40) ||
+            n > (UINT64_MAX >> 1) / (uint64_t)t.ne[d])
             return fail(HEARTH_EINVAL, err, err_len,
                         "gguf writer: tensor %s has dimension %" PRIu32 " of %" PRId64, name, d,
                         t.ne[d]);
@@ -435,13 +445,14 @@ enum hearth_status gguf_writer_add_tensor(struct gguf_writer *w, const char *nam
     if (t.ne[0] % di->block)
         return fail(HEARTH_EINVAL, err, err_len,
                     "gguf writer: tensor %s has rows of %" PRId64 " elements, not a multiple of "
-                    "the %s block of %" PRIu32, name, t.ne[0], di->name, di->block);
+                    "the %s block of %" PRIu32,
+                    name, t.ne[0], di->name, di->block);
     t.size = n / di->block * di->block_len;
     for (int64_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->t[i].name, name))
             return fail(HEARTH_EINVAL, err, err_len, "gguf writer: tensor %s added twice", name);
     if (w->n_t == w->cap_t) {
-        int64_t cap = w->cap_t ? 2 * w->cap_t : 64;
+        int64_t cap     = w->cap_t ? 2 * w->cap_t : 64;
         struct tinfo *p = realloc(w->t, (size_t)cap * sizeof *p);
         if (!p)
             return fail(HEARTH_ENOMEM, err, err_len, "gguf writer: out of memory adding tensor %s",
@@ -496,16 +507,16 @@ static bool pad(struct gguf_writer *w, uint64_t len)
 /* Header and tensor infos, serialized. */
 static bool header(const struct gguf_writer *w, struct bytes *b)
 {
-    bool ok = put_u32(b, GGUF_MAGIC) && put_u32(b, GGUF_VERSION) &&
-              put_u64(b, (uint64_t)w->n_t) && put_u64(b, (uint64_t)w->n_kv);
+    bool ok = put_u32(b, GGUF_MAGIC) && put_u32(b, GGUF_VERSION) && put_u64(b, (uint64_t)w->n_t) &&
+              put_u64(b, (uint64_t)w->n_kv);
     for (int64_t i = 0; ok && i < w->n_kv; i++) {
         const struct kv *kv = &w->kv[i];
-        ok = put_str(b, kv->key, strlen(kv->key)) && put_u32(b, kv->type) &&
+        ok                  = put_str(b, kv->key, strlen(kv->key)) && put_u32(b, kv->type) &&
              put(b, kv->val.p, kv->val.len);
     }
     for (int64_t i = 0; ok && i < w->n_t; i++) {
         const struct tinfo *t = &w->t[i];
-        ok = put_str(b, t->name, strlen(t->name)) && put_u32(b, t->n_dims);
+        ok                    = put_str(b, t->name, strlen(t->name)) && put_u32(b, t->n_dims);
         for (uint32_t d = 0; ok && d < t->n_dims; d++)
             ok = put_u64(b, (uint64_t)t->ne[d]);
         ok = ok && put_u32(b, t->type) && put_u64(b, t->offset);
@@ -519,7 +530,7 @@ enum hearth_status gguf_writer_begin(struct gguf_writer *w, const char *path, ch
     if (w->begun)
         return fail(HEARTH_EINVAL, err, err_len, "gguf writer: the header was already written");
     w->alignment = ALIGN_DEFAULT;
-    int64_t a = find_kv(w, "general.alignment");
+    int64_t a    = find_kv(w, "general.alignment");
     if (a >= 0) {
         uint32_t v = 0;
         if (w->kv[a].type != GGUF_U32)
@@ -574,33 +585,32 @@ enum hearth_status gguf_writer_begin(struct gguf_writer *w, const char *path, ch
     return HEARTH_OK;
 }
 
-enum hearth_status gguf_writer_write(struct gguf_writer *w, const void *data, size_t len,
-                                     char *err, size_t err_len)
+enum hearth_status gguf_writer_write(struct gguf_writer *w, const void *data, size_t len, char *err,
+                                     size_t err_len)
 {
     if (!w->fp)
         return fail(HEARTH_EINVAL, err, err_len,
                     w->begun ? "gguf writer: tensor data written after finish"
                              : "gguf writer: tensor data written before the header");
     if (w->failed)
-        return fail(HEARTH_EIO, err, err_len, "gguf writer: an earlier write to %s failed",
-                    w->tmp);
+        return fail(HEARTH_EIO, err, err_len, "gguf writer: an earlier write to %s failed", w->tmp);
     if (len > w->data_left)
         return fail(HEARTH_EINVAL, err, err_len,
                     "gguf writer: %zu bytes of data but the tensors have %" PRIu64 " left", len,
                     w->data_left);
     const uint8_t *p = data;
-    errno = 0;
+    errno            = 0;
     w->data_left -= len;
     while (len) {
         const struct tinfo *t = &w->t[w->cur];
-        uint64_t room = t->size - w->cur_done;
-        size_t k = len < room ? len : (size_t)room;
-        bool ok = wr(w, p, k);
+        uint64_t room         = t->size - w->cur_done;
+        size_t k              = len < room ? len : (size_t)room;
+        bool ok               = wr(w, p, k);
         p += k;
         len -= k;
         w->cur_done += k;
         if (ok && w->cur_done == t->size) {
-            ok = pad(w, t->size);
+            ok          = pad(w, t->size);
             w->cur_done = 0;
             w->cur++;
         }

@@ -53,9 +53,8 @@ enum hearth_status gguf_writer_set_u32(struct gguf_writer *w, const char *key, u
 enum hearth_status gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *s,
                                        uint64_t len, char *err, size_t err_len);
 /* An array of n numeric or bool elements of type elem, packed little-endian at data. */
-enum hearth_status gguf_writer_set_arr(struct gguf_writer *w, const char *key,
-                                       enum gguf_vtype elem, const void *data, uint64_t n,
-                                       char *err, size_t err_len);
+enum hearth_status gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_vtype elem,
+                                       const void *data, uint64_t n, char *err, size_t err_len);
 /* An array of n strings. */
 enum hearth_status gguf_writer_set_arr_str(struct gguf_writer *w, const char *key,
                                            const struct gguf_str *s, uint64_t n, char *err,
@@ -65,8 +64,8 @@ enum hearth_status gguf_writer_set_arr_str(struct gguf_writer *w, const char *ke
  * same key. Arrays of arrays are copied when their inner arrays are numeric;
  * deeper nesting or inner string arrays give HEARTH_EUNSUPPORTED.
  */
-enum hearth_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *f,
-                                       int64_t i, char *err, size_t err_len);
+enum hearth_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file *f, int64_t i,
+                                       char *err, size_t err_len);
 /* Removes key if present; true if it was. */
 bool gguf_writer_remove(struct gguf_writer *w, const char *key);
 int64_t gguf_writer_n_kv(const struct gguf_writer *w);
@@ -100,8 +99,8 @@ enum hearth_status gguf_writer_begin(struct gguf_writer *w, const char *path, ch
  * is inserted between them). Errors: HEARTH_EINVAL (more data than the
  * tensors declared, before begin), HEARTH_EIO.
  */
-enum hearth_status gguf_writer_write(struct gguf_writer *w, const void *data, size_t len,
-                                     char *err, size_t err_len);
+enum hearth_status gguf_writer_write(struct gguf_writer *w, const void *data, size_t len, char *err,
+                                     size_t err_len);
 /*
  * Checks every tensor's data was written, flushes and closes the file and
  * renames PATH.tmp to PATH. Errors: HEARTH_EINVAL (data missing, err names

@@ -52,9 +52,9 @@ enum hearth_status gprog_check_left_recursion(const struct gprog *g, char *err, 
     bool *nul     = nullable_rules(g);
     uint8_t *mark = calloc((size_t)g->n_rules + 1, 1); /* 0 new, 1 on the path, 2 done */
     /* iterative DFS: each frame is a rule and the position it has scanned up to */
-    int32_t *rule = malloc(((size_t)g->n_rules + 1) * sizeof *rule);
-    int32_t *alt  = malloc(((size_t)g->n_rules + 1) * sizeof *alt);
-    int32_t *pos  = malloc(((size_t)g->n_rules + 1) * sizeof *pos);
+    int32_t *rule         = malloc(((size_t)g->n_rules + 1) * sizeof *rule);
+    int32_t *alt          = malloc(((size_t)g->n_rules + 1) * sizeof *alt);
+    int32_t *pos          = malloc(((size_t)g->n_rules + 1) * sizeof *pos);
     enum hearth_status st = HEARTH_OK;
     if (!nul || !mark || !rule || !alt || !pos) {
         st = fail(HEARTH_ENOMEM, err, err_len, "out of memory");
@@ -80,7 +80,7 @@ enum hearth_status gprog_check_left_recursion(const struct gprog *g, char *err, 
                 int32_t p = pos[top] < 0 ? g->alts[alt[top]] : pos[top];
                 int32_t e = g->elems[p];
                 if (GE_KIND(e) == GE_REF) {
-                    next     = GE_VAL(e);
+                    next = GE_VAL(e);
                     /* continue past it only if it can match nothing */
                     pos[top] = nul[next] ? p + 1 : -1;
                     if (!nul[next])
@@ -174,18 +174,18 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
                                   int32_t *n_keys_out, struct gbyteset **follow_out, char *err,
                                   size_t err_len)
 {
-    int32_t R                = g->n_rules;
-    bool *nul                = nullable_rules(g);
-    struct gbyteset *first   = calloc((size_t)R + 1, sizeof *first);
-    struct gbyteset *follow  = calloc((size_t)R + 1, sizeof *follow);
-    struct ivec *ret         = calloc((size_t)R + 1, sizeof *ret); /* return positions per rule */
-    struct ivec *tail_from   = calloc((size_t)R + 1, sizeof *tail_from); /* R' tail-calls R */
-    int32_t *n_terms         = calloc((size_t)R + 1, sizeof *n_terms);   /* terminal positions */
-    uint32_t *stamp          = calloc((size_t)g->n_elems + 2, sizeof *stamp); /* [q + 1] */
-    uint32_t gen             = 0;
-    struct gctx_key *keys    = NULL;
+    int32_t R               = g->n_rules;
+    bool *nul               = nullable_rules(g);
+    struct gbyteset *first  = calloc((size_t)R + 1, sizeof *first);
+    struct gbyteset *follow = calloc((size_t)R + 1, sizeof *follow);
+    struct ivec *ret        = calloc((size_t)R + 1, sizeof *ret); /* return positions per rule */
+    struct ivec *tail_from  = calloc((size_t)R + 1, sizeof *tail_from); /* R' tail-calls R */
+    int32_t *n_terms        = calloc((size_t)R + 1, sizeof *n_terms);   /* terminal positions */
+    uint32_t *stamp         = calloc((size_t)g->n_elems + 2, sizeof *stamp); /* [q + 1] */
+    uint32_t gen            = 0;
+    struct gctx_key *keys   = NULL;
     int64_t n_keys = 0, cap_keys = 0;
-    enum hearth_status st    = HEARTH_ENOMEM;
+    enum hearth_status st = HEARTH_ENOMEM;
     if (!nul || !first || !follow || !ret || !tail_from || !n_terms || !stamp)
         goto done;
     bool changed;
@@ -284,8 +284,8 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys_
         const struct ivec *v = &ret[g->pos_rule[p]];
         for (int32_t i = 0; i < v->n; i++) {
             if (n_keys == cap_keys) {
-                cap_keys             = cap_keys ? cap_keys * 2 : 256;
-                struct gctx_key *k2  = realloc(keys, (size_t)cap_keys * sizeof *k2);
+                cap_keys            = cap_keys ? cap_keys * 2 : 256;
+                struct gctx_key *k2 = realloc(keys, (size_t)cap_keys * sizeof *k2);
                 if (!k2)
                     goto done;
                 keys = k2;

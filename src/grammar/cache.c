@@ -73,8 +73,7 @@ const struct grammar_vocab *grammar_cache_vocab(const struct grammar_cache *c)
     return c->vocab;
 }
 
-static bool same(const struct centry *e, uint64_t h, const char *text, size_t len,
-                 const char *root)
+static bool same(const struct centry *e, uint64_t h, const char *text, size_t len, const char *root)
 {
     return e->hash == h && e->len == len && !memcmp(e->text, text, len) &&
            !strcmp(e->text + len, root);

@@ -29,7 +29,7 @@
 
 struct brule {
     char *name;
-    struct ivec body;  /* alternatives, each ended by GE_END */
+    struct ivec body; /* alternatives, each ended by GE_END */
     bool defined;
     bool helper;
     size_t ref_off;    /* first reference (for "not defined") */
@@ -46,7 +46,7 @@ struct parser {
     int32_t single[256]; /* set id of each one-byte set, or -1 */
     int32_t *names;      /* hash of named rules: rule id or -1 */
     uint32_t names_mask;
-    int32_t *helpers;    /* hash of helper bodies: rule id or -1 */
+    int32_t *helpers; /* hash of helper bodies: rule id or -1 */
     uint32_t helpers_mask;
     int32_t n_helpers;
     int64_t n_elems;
@@ -62,7 +62,8 @@ struct parser {
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static void perr(struct parser *ps, const char *at, const char *fmt, ...)
+static void
+perr(struct parser *ps, const char *at, const char *fmt, ...)
 {
     if (ps->failed)
         return;
@@ -284,8 +285,7 @@ static int32_t helper_rule(struct parser *ps, struct ivec *body, const char *at)
             continue;
         bool eq = true;
         for (int32_t i = 0; i < b->n && eq; i++)
-            eq = b->v[i] == body->v[i] ||
-                 (body->v[i] == GE_SELF && b->v[i] == GE_MAKE(GE_REF, id));
+            eq = b->v[i] == body->v[i] || (body->v[i] == GE_SELF && b->v[i] == GE_MAKE(GE_REF, id));
         if (eq) {
             ivec_free(body);
             return id;
@@ -420,7 +420,7 @@ static int32_t normalize_ranges(struct cprange *r, int32_t n, bool negate, struc
 }
 
 struct seqs {
-    struct ivec body;  /* multi-byte alternatives, each ended by GE_END */
+    struct ivec body;    /* multi-byte alternatives, each ended by GE_END */
     struct gbyteset one; /* the one-byte characters */
 };
 
@@ -556,7 +556,7 @@ static const char *skip_space(struct parser *ps, const char *p, bool newline_ok)
 
 static int hexval(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
+    return c >= '0' && c <= '9'   ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
            : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                   : -1;
@@ -581,16 +581,30 @@ static bool parse_char(struct parser *ps, const char **pp, uint32_t *cp)
     }
     int digits = 0;
     switch (p[1]) {
-    case 'x': digits = 2; break;
-    case 'u': digits = 4; break;
-    case 'U': digits = 8; break;
-    case 't': *cp = '\t'; break;
-    case 'r': *cp = '\r'; break;
-    case 'n': *cp = '\n'; break;
+    case 'x':
+        digits = 2;
+        break;
+    case 'u':
+        digits = 4;
+        break;
+    case 'U':
+        digits = 8;
+        break;
+    case 't':
+        *cp = '\t';
+        break;
+    case 'r':
+        *cp = '\r';
+        break;
+    case 'n':
+        *cp = '\n';
+        break;
     case '\\':
     case '"':
     case '[':
-    case ']': *cp = (uint8_t)p[1]; break;
+    case ']':
+        *cp = (uint8_t)p[1];
+        break;
     default:
         perr(ps, p, "unknown escape '\\%c'", p[1] >= 0x20 && p[1] < 0x7f ? p[1] : '?');
         return false;
@@ -660,7 +674,7 @@ static bool repeat(struct parser *ps, struct ivec *out, int32_t last, int lo, in
         }
     int32_t tail = -1;
     if (hi < 0) { /* star ::= e star | () */
-        int32_t b[] = {e, GE_SELF, GE_END, GE_END};
+        int32_t b[]      = {e, GE_SELF, GE_END, GE_END};
         struct ivec body = {0};
         for (int i = 0; i < 4; i++)
             if (!ivec_push(&body, b[i])) {
@@ -674,7 +688,8 @@ static bool repeat(struct parser *ps, struct ivec *out, int32_t last, int lo, in
     } else {
         for (int k = 1; k <= hi - lo; k++) { /* opt_k ::= e opt_(k-1) | () */
             struct ivec body = {0};
-            bool ok = ivec_push(&body, e) && (tail < 0 || ivec_push(&body, GE_MAKE(GE_REF, tail))) &&
+            bool ok          = ivec_push(&body, e) &&
+                      (tail < 0 || ivec_push(&body, GE_MAKE(GE_REF, tail))) &&
                       ivec_push(&body, GE_END) && ivec_push(&body, GE_END);
             if (!ok) {
                 ivec_free(&body);
@@ -695,7 +710,7 @@ static bool repeat(struct parser *ps, struct ivec *out, int32_t last, int lo, in
 
 static const char *parse_int(struct parser *ps, const char *p, int *v)
 {
-    long n = 0;
+    long n            = 0;
     const char *start = p;
     while (p < ps->end && *p >= '0' && *p <= '9') {
         if (n <= GRAMMAR_MAX_REPEAT)
@@ -933,8 +948,7 @@ static const char *parse_sequence(struct parser *ps, const char *p, bool nested,
     return p;
 }
 
-static const char *parse_alternates(struct parser *ps, const char *p, bool nested,
-                                    struct ivec *out)
+static const char *parse_alternates(struct parser *ps, const char *p, bool nested, struct ivec *out)
 {
     p = parse_sequence(ps, p, nested, out);
     while (p && p < ps->end && *p == '|') {
@@ -966,8 +980,8 @@ static const char *parse_rule(struct parser *ps, const char *p)
         perr(ps, p, "expecting '::=' after rule name");
         return NULL;
     }
-    p            = skip_space(ps, p + 3, true);
-    ps->cur_rule = id;
+    p                = skip_space(ps, p + 3, true);
+    ps->cur_rule     = id;
     struct ivec body = {0};
     p                = parse_alternates(ps, p, false, &body);
     if (!p) {
@@ -1034,9 +1048,9 @@ static enum hearth_status lower(struct parser *ps, const char *root, struct gpro
         return fail(HEARTH_ENOMEM, ps->err, ps->err_len, "out of memory");
     int32_t at = 0, a = 0;
     for (int32_t r = 0; r < ps->n_rules; r++) {
-        g->rule_names[r] = ps->rules[r].name;
-        ps->rules[r].name = NULL;
-        g->rule_alt0[r]   = a;
+        g->rule_names[r]     = ps->rules[r].name;
+        ps->rules[r].name    = NULL;
+        g->rule_alt0[r]      = a;
         const struct ivec *b = &ps->rules[r].body;
         for (int32_t i = 0; i < b->n; i++) {
             if (i == 0 || b->v[i - 1] == GE_END)

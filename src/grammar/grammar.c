@@ -103,7 +103,7 @@ enum hearth_status grammar_compile(const char *text, size_t len, const char *roo
                                    const struct grammar_vocab *vocab, const atomic_int *cancel,
                                    struct grammar **out, char *err, size_t err_len)
 {
-    *out             = NULL;
+    *out              = NULL;
     struct grammar *g = calloc(1, sizeof *g);
     if (!g)
         return fail(HEARTH_ENOMEM, err, err_len, "out of memory");
@@ -156,7 +156,7 @@ bool grammar_start(const struct gprog *g, struct gpool *pool, struct ivec *out, 
     bool ok           = true;
     for (int32_t a = g->rule_alt0[g->root]; a < g->rule_alt0[g->root + 1] && ok; a++)
         ok = ivec_push(&seeds, g->alts[a]) && ivec_push(&seeds, GS_EMPTY);
-    int f = 0;
+    int f  = 0;
     out->n = 0;
     if (ok)
         ok = gstep_closure(g, pool, seeds.v, seeds.n / 2, true, out, &f, err, err_len);
@@ -193,8 +193,8 @@ bool grammar_accepts_string(const struct grammar *g, const char *s, size_t n)
     struct gpool pool;
     gpool_init(&pool);
     struct ivec cur = {0}, tmp = {0};
-    bool accept     = false;
-    bool ok         = grammar_start(&g->prog, &pool, &cur, &accept, NULL, 0) &&
+    bool accept = false;
+    bool ok     = grammar_start(&g->prog, &pool, &cur, &accept, NULL, 0) &&
               grammar_feed(&g->prog, &pool, &cur, &tmp, &accept, (const uint8_t *)s, n, NULL, 0);
     ok = ok && accept;
     ivec_free(&cur);

@@ -144,8 +144,7 @@ bool grammar_matcher_allows(struct grammar_matcher *m, hearth_token tok);
  * Advances past tok (which must be allowed). False with err when tok is
  * not allowed or a bound was passed; the matcher is then unchanged.
  */
-bool grammar_matcher_accept(struct grammar_matcher *m, hearth_token tok, char *err,
-                            size_t err_len);
+bool grammar_matcher_accept(struct grammar_matcher *m, hearth_token tok, char *err, size_t err_len);
 
 /* Whether the grammar has matched a whole root (EOG is allowed now). */
 bool grammar_matcher_can_end(const struct grammar_matcher *m);

@@ -29,14 +29,14 @@
 /* ------------------------------------------------------------ program --- */
 
 enum { GE_END = 0, GE_TERM = 1, GE_REF = 2 };
-#define GE_KIND(e)    ((e) & 3)
+#define GE_KIND(e)    ((e)&3)
 #define GE_VAL(e)     ((e) >> 2)
 #define GE_MAKE(k, v) ((int32_t)((uint32_t)(v) << 2 | (uint32_t)(k)))
 
-#define GRAMMAR_MAX_REPEAT 4096      /* a bound of {m,n} */
-#define GRAMMAR_MAX_MIN_REPEAT 2000  /* the minimum of {m,n}: llama.cpp's limit */
-#define GRAMMAR_MAX_ELEMS  (1 << 21) /* positions of a whole program */
-#define GRAMMAR_MAX_NEST   256       /* parentheses inside one another */
+#define GRAMMAR_MAX_REPEAT     4096      /* a bound of {m,n} */
+#define GRAMMAR_MAX_MIN_REPEAT 2000      /* the minimum of {m,n}: llama.cpp's limit */
+#define GRAMMAR_MAX_ELEMS      (1 << 21) /* positions of a whole program */
+#define GRAMMAR_MAX_NEST       256       /* parentheses inside one another */
 
 struct gbyteset {
     uint64_t w[4];
@@ -50,15 +50,15 @@ static inline bool gbs_has(const struct gbyteset *s, unsigned b)
 struct gbudget;
 
 struct gprog {
-    struct gbudget *budget;    /* what compiling may still spend; NULL: unbounded (run time) */
-    int32_t *elems;            /* [n_elems] GE_MAKE(kind, set or rule); GE_END ends an alternative */
+    struct gbudget *budget; /* what compiling may still spend; NULL: unbounded (run time) */
+    int32_t *elems;         /* [n_elems] GE_MAKE(kind, set or rule); GE_END ends an alternative */
     int32_t n_elems;
-    int32_t *pos_rule;         /* [n_elems] the rule each position belongs to */
+    int32_t *pos_rule; /* [n_elems] the rule each position belongs to */
     int32_t n_rules;
-    int32_t *rule_alt0;        /* [n_rules + 1] rule r's alternatives are alts[rule_alt0[r]..[r+1]) */
-    int32_t *alts;             /* [n_alts] first position of each alternative */
-    char **rule_names;         /* [n_rules] NUL-terminated; helpers are "parent_N" */
-    struct gbyteset *sets;     /* [n_sets] distinct terminals */
+    int32_t *rule_alt0;    /* [n_rules + 1] rule r's alternatives are alts[rule_alt0[r]..[r+1]) */
+    int32_t *alts;         /* [n_alts] first position of each alternative */
+    char **rule_names;     /* [n_rules] NUL-terminated; helpers are "parent_N" */
+    struct gbyteset *sets; /* [n_sets] distinct terminals */
     int32_t n_sets;
     int32_t root;
 };
@@ -161,8 +161,8 @@ enum hearth_status gprog_contexts(const struct gprog *g, struct gctx_key **keys,
 
 /* -------------------------------------------------------------- stacks --- */
 
-#define GS_EMPTY  (-1) /* the empty stack: the whole root has matched */
-#define GS_BOTTOM (-2) /* precompute: below a local stack, what the real one holds */
+#define GS_EMPTY        (-1) /* the empty stack: the whole root has matched */
+#define GS_BOTTOM       (-2) /* precompute: below a local stack, what the real one holds */
 #define GPOOL_MAX_NODES (1 << 22)
 
 struct gnode {
@@ -177,12 +177,12 @@ VEC_DEFINE(ivec, int32_t, int32_t)
 struct gpool {
     struct gnode *nodes; /* [n] */
     int32_t n, cap;
-    int32_t *table;      /* [mask + 1] open addressing: node id or -1 */
+    int32_t *table; /* [mask + 1] open addressing: node id or -1 */
     uint32_t mask;
-    uint32_t *stamp;     /* [cap] closure visit marks */
+    uint32_t *stamp; /* [cap] closure visit marks */
     uint32_t gen;
-    struct ivec work;    /* closure's worklist */
-    struct ivec seeds;   /* gstep_byte's (pos, parent) pairs */
+    struct ivec work;  /* closure's worklist */
+    struct ivec seeds; /* gstep_byte's (pos, parent) pairs */
 };
 
 void gpool_init(struct gpool *p);
@@ -233,20 +233,20 @@ bool grammar_feed(const struct gprog *g, struct gpool *pool, struct ivec *cur, s
 struct gdfa {
     const struct gprog *g;
     struct gpool pool;
-    uint8_t cls[256];     /* byte -> class; bytes no terminal tells apart share a class */
-    int32_t n_cls;        /* 1 .. 256 */
-    int32_t n, cap;       /* states; state 0 is the dead one (no stack, no flag) */
-    int32_t *set0;        /* [cap + 1] state s's stacks are stacks.v[set0[s] .. set0[s + 1]), sorted */
+    uint8_t cls[256]; /* byte -> class; bytes no terminal tells apart share a class */
+    int32_t n_cls;    /* 1 .. 256 */
+    int32_t n, cap;   /* states; state 0 is the dead one (no stack, no flag) */
+    int32_t *set0;    /* [cap + 1] state s's stacks are stacks.v[set0[s] .. set0[s + 1]), sorted */
     struct ivec stacks;
-    uint8_t *flags;       /* [cap] GX_* */
-    uint32_t *hash;       /* [cap] */
-    int32_t *next;        /* [n_dense * n_cls] the state after a byte of each class; -1: not run yet */
-    int32_t n_dense;      /* states with a row in next: those below n_dense_max */
-    int32_t n_dense_max;  /* GDFA_DENSE_BYTES / the row's bytes */
-    int64_t *far;         /* [far_mask + 1] steps of the other states: s << 40 | cls << 32 | t, or -1 */
+    uint8_t *flags;  /* [cap] GX_* */
+    uint32_t *hash;  /* [cap] */
+    int32_t *next;   /* [n_dense * n_cls] the state after a byte of each class; -1: not run yet */
+    int32_t n_dense; /* states with a row in next: those below n_dense_max */
+    int32_t n_dense_max; /* GDFA_DENSE_BYTES / the row's bytes */
+    int64_t *far; /* [far_mask + 1] steps of the other states: s << 40 | cls << 32 | t, or -1 */
     uint32_t far_mask;
     int32_t n_far;
-    int32_t *table;       /* [mask + 1] open addressing: state id or -1 */
+    int32_t *table; /* [mask + 1] open addressing: state id or -1 */
     uint32_t mask;
     struct ivec tmp;
 };
@@ -288,12 +288,13 @@ static inline int32_t gdfa_step(struct gdfa *d, int32_t s, unsigned b, char *err
 /* A node of the vocabulary's byte trie: a prefix some TEXT token has. */
 struct gtrie_node {
     uint32_t end; /* the index after this node's subtree (nodes are in preorder) */
-    int32_t lo;   /* the subtree's tokens are order[lo .. the next subtree's lo), those ending here first */
+    int32_t lo;   /* the subtree's tokens are order[lo .. the next subtree's lo), those ending here
+                     first */
     uint32_t db;  /* depth << 9 | GT_ENDS | the prefix's last byte; depth 1 .. max_len */
 };
 
-#define GT_ENDS          0x100u      /* db: some token ends at this node */
-#define GV_MAX_TOKEN_LEN (1u << 23)  /* bytes of one token: a trie node's depth fits in 23 bits */
+#define GT_ENDS          0x100u     /* db: some token ends at this node */
+#define GV_MAX_TOKEN_LEN (1u << 23) /* bytes of one token: a trie node's depth fits in 23 bits */
 
 static inline uint32_t gtrie_depth(const struct gtrie_node *n)
 {
@@ -302,22 +303,23 @@ static inline uint32_t gtrie_depth(const struct gtrie_node *n)
 
 struct grammar_vocab {
     int32_t n;
-    uint8_t *kinds;   /* [n] enum grammar_token_kind */
-    uint32_t *off;    /* [n] start of token i's bytes in bytes */
-    uint32_t *lens;   /* [n] */
-    char *bytes;      /* all tokens' bytes, concatenated */
-    int32_t n_text;   /* TEXT tokens with at least one byte */
-    int32_t *order;   /* [n_text] those tokens sorted by their bytes: a trie in DFS order */
-    uint32_t *lcp;    /* [n_text] bytes order[i] shares with order[i - 1] (0 for i = 0) */
+    uint8_t *kinds;          /* [n] enum grammar_token_kind */
+    uint32_t *off;           /* [n] start of token i's bytes in bytes */
+    uint32_t *lens;          /* [n] */
+    char *bytes;             /* all tokens' bytes, concatenated */
+    int32_t n_text;          /* TEXT tokens with at least one byte */
+    int32_t *order;          /* [n_text] those tokens sorted by their bytes: a trie in DFS order */
+    uint32_t *lcp;           /* [n_text] bytes order[i] shares with order[i - 1] (0 for i = 0) */
     struct gtrie_node *trie; /* [n_trie] every distinct prefix of those tokens, in preorder */
-    int32_t n_trie;   /* about 3.5 per token (540k for a 152k vocabulary) */
-    int32_t *eog;     /* [n_eog] */
+    int32_t n_trie;          /* about 3.5 per token (540k for a 152k vocabulary) */
+    int32_t *eog;            /* [n_eog] */
     int32_t n_eog;
     uint32_t max_len; /* longest token, bytes */
 };
 
 struct tokenizer;
-/* A tokenizer's vocab, as grammar_vocab_from_model describes (vocab-only GGUF files have no model). */
+/* A tokenizer's vocab, as grammar_vocab_from_model describes (vocab-only GGUF files have no model).
+ */
 struct grammar_vocab *grammar_vocab_from_tokenizer(const struct tokenizer *t);
 
 static inline const uint8_t *gv_bytes(const struct grammar_vocab *v, int32_t tok)
@@ -327,7 +329,8 @@ static inline const uint8_t *gv_bytes(const struct grammar_vocab *v, int32_t tok
 
 /* ----------------------------------------------------------- grammar --- */
 
-/* A token that pops out of its context's parent after k bytes: the rest is the parent's to judge. */
+/* A token that pops out of its context's parent after k bytes: the rest is the parent's to judge.
+ */
 struct gunc {
     int32_t tok;
     uint32_t k;   /* bytes consumed in the context, 1 <= k < the token's length */
@@ -336,31 +339,31 @@ struct gunc {
 
 /* A set of tokens: a bitset when dense, else a sorted list. */
 struct gtokset {
-    int32_t n;       /* tokens in the set */
-    uint32_t *bits;  /* [(n_vocab + 31) / 32] or NULL */
-    int32_t *list;   /* [n] sorted, when bits is NULL */
+    int32_t n;      /* tokens in the set */
+    uint32_t *bits; /* [(n_vocab + 31) / 32] or NULL */
+    int32_t *list;  /* [n] sorted, when bits is NULL */
 };
 
 struct gctx {
-    int32_t p, q;     /* the key */
-    int32_t acc;      /* index into grammar.accs: tokens accepted whatever lies below */
-    int32_t unc0;     /* uncertain tokens: grammar.unc[unc0 .. unc0 + n_unc), sorted by rest */
+    int32_t p, q; /* the key */
+    int32_t acc;  /* index into grammar.accs: tokens accepted whatever lies below */
+    int32_t unc0; /* uncertain tokens: grammar.unc[unc0 .. unc0 + n_unc), sorted by rest */
     int32_t n_unc;
-    int32_t *by_tok;  /* [n_unc] indexes into that run sorted by token (for one-token checks) */
+    int32_t *by_tok; /* [n_unc] indexes into that run sorted by token (for one-token checks) */
 };
 
 struct grammar {
     int refs; /* atomic */
     struct gprog prog;
     const struct grammar_vocab *vocab;
-    struct gctx *ctxs;    /* [n_ctxs] sorted by (p, q) */
+    struct gctx *ctxs; /* [n_ctxs] sorted by (p, q) */
     int32_t n_ctxs;
     int32_t *ctx_first;   /* [n_elems + 1] contexts of terminal p: ctxs[ctx_first[p]..[p+1]) */
     struct gtokset *accs; /* [n_accs] distinct accepted sets */
     int32_t n_accs;
-    struct gunc *unc;     /* [n_unc] */
+    struct gunc *unc; /* [n_unc] */
     int64_t n_unc;
-    size_t mem_bytes;     /* what the precomputed tables hold */
+    size_t mem_bytes; /* what the precomputed tables hold */
 };
 
 /* Builds the contexts and their token sets for g->vocab. */

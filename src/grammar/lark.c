@@ -497,6 +497,7 @@ static int alternatives(struct lark *l)
 }
 
 /* The common.lark terminals a grammar may import, as Lark text. */
+/* clang-format off */
 static const char *const COMMON[][2] = {
     {"LF", "\"\\n\""},
     {"CR", "\"\\r\""},
@@ -517,6 +518,7 @@ static const char *const COMMON[][2] = {
     {"CNAME", "/[_a-zA-Z][_a-zA-Z0-9]*/"},
     {"ESCAPED_STRING", "/\"([^\"\\\\]|\\\\.)*\"/"},
 };
+/* clang-format on */
 
 static bool define(struct lark *l, const char *name, size_t n, int line);
 

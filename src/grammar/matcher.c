@@ -25,16 +25,16 @@ struct grammar_matcher {
     struct ivec stacks; /* live stacks, tops are terminals */
     bool accept;        /* the root has matched */
     bool active;
-    char **triggers;    /* [n_triggers] */
+    char **triggers; /* [n_triggers] */
     size_t *trig_lens;
     int32_t n_triggers;
     size_t trig_max;
-    char *text;         /* the generated text's last bytes while inactive */
+    char *text; /* the generated text's last bytes while inactive */
     size_t text_len, text_cap;
     /* scratch */
     struct ivec cur, tmp, dbuf;
-    int32_t *doff;      /* [max_len + 2] depth d's stacks in dbuf */
-    uint8_t *dacc;      /* [max_len + 1] whether the root matched at depth d */
+    int32_t *doff;       /* [max_len + 2] depth d's stacks in dbuf */
+    uint8_t *dacc;       /* [max_len + 1] whether the root matched at depth d */
     uint32_t *ctx_stamp; /* [n_ctxs] */
     int32_t n_live;      /* pool nodes the live stacks used at the last compaction */
     uint32_t gen;
@@ -164,9 +164,9 @@ static bool compact(struct grammar_matcher *m)
         for (int32_t c = chain.n - 1; c >= 0 && ok; c--) {
             int32_t id     = chain.v[c];
             int32_t parent = old->nodes[id].parent;
-            map[id]        = gpool_intern(&np, old->nodes[id].pos, parent >= 0 ? map[parent] : parent,
-                                          NULL, 0);
-            ok             = map[id] >= 0;
+            map[id] =
+                gpool_intern(&np, old->nodes[id].pos, parent >= 0 ? map[parent] : parent, NULL, 0);
+            ok = map[id] >= 0;
         }
         if (ok)
             m->stacks.v[i] = map[m->stacks.v[i]];
@@ -246,8 +246,7 @@ static bool lazy_accept(struct grammar_matcher *m, const uint8_t *s, size_t n, c
     return true;
 }
 
-bool grammar_matcher_accept(struct grammar_matcher *m, hearth_token tok, char *err,
-                            size_t err_len)
+bool grammar_matcher_accept(struct grammar_matcher *m, hearth_token tok, char *err, size_t err_len)
 {
     const struct grammar_vocab *v = m->g->vocab;
     const uint8_t *b;
@@ -337,9 +336,9 @@ static bool check_uncertain(struct grammar_matcher *m, const struct gctx *c, int
     int f                         = 0;
     if (!gstep_closure(&g->prog, &m->pool, &below, 1, false, &m->dbuf, &f, err, err_len))
         return false;
-    m->doff[0] = 0;
-    m->doff[1] = m->dbuf.n;
-    m->dacc[0] = (f & GX_ACCEPT) != 0;
+    m->doff[0]  = 0;
+    m->doff[1]  = m->dbuf.n;
+    m->dacc[0]  = (f & GX_ACCEPT) != 0;
     uint32_t vd = 0;
     for (int32_t i = 0; i < c->n_unc;) {
         if (vd > u[i].lcp)
@@ -418,7 +417,7 @@ int32_t grammar_matcher_mask(struct grammar_matcher *m, uint32_t *allowed, char 
         }
         if (m->ctx_stamp[c] == m->gen)
             continue;
-        m->ctx_stamp[c]        = m->gen;
+        m->ctx_stamp[c]         = m->gen;
         const struct gtokset *s = &g->accs[g->ctxs[c].acc];
         if (s->bits) {
             for (size_t w = 0; w < words; w++)

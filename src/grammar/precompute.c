@@ -30,14 +30,14 @@ struct walk {
     const struct gprog *g;
     const struct grammar_vocab *v;
     struct gdfa dfa;
-    int32_t *state;   /* [max_len + 1] the DFA state at each depth of the current trie path */
-    int *flags;       /* [max_len + 1] its GX_* */
-    bool *popped;     /* [max_len + 1] whether some depth 1..d has GX_POP */
-    int32_t *acc;     /* [n_text] accepted tokens of the context, in trie order */
+    int32_t *state; /* [max_len + 1] the DFA state at each depth of the current trie path */
+    int *flags;     /* [max_len + 1] its GX_* */
+    bool *popped;   /* [max_len + 1] whether some depth 1..d has GX_POP */
+    int32_t *acc;   /* [n_text] accepted tokens of the context, in trie order */
     int32_t n_acc;
     struct gunc *unc; /* uncertain entries of the context */
     int64_t n_unc, cap_unc;
-    uint32_t *mark;   /* [(n_vocab + 31) / 32] scratch: the accepted set as bits, else zero */
+    uint32_t *mark; /* [(n_vocab + 31) / 32] scratch: the accepted set as bits, else zero */
 };
 
 static bool add_unc(struct walk *w, int32_t tok, uint32_t k)
@@ -106,20 +106,20 @@ static enum hearth_status walk_ctx(struct walk *w, struct gctx_key key,
     w->state[0]                   = gdfa_start(&w->dfa, key.p, key.q, err, err_len);
     if (w->state[0] < 0)
         return w->state[0] == GDFA_ENOMEM ? HEARTH_ENOMEM : HEARTH_EINVAL;
-    w->flags[0]  = 0;
-    w->popped[0] = false;
+    w->flags[0]       = 0;
+    w->popped[0]      = false;
     int64_t n_visited = 0; /* spent once at the end: one walk is at most the trie, a millisecond */
     for (int32_t i = 0; i < v->n_trie; n_visited++) {
         uint32_t d = gtrie_depth(&t[i]);
         int32_t s  = gdfa_step(&w->dfa, w->state[d - 1], t[i].db & 255, err, err_len);
         if (s < 0)
             return s == GDFA_ENOMEM ? HEARTH_ENOMEM : HEARTH_EINVAL;
-        int f         = w->dfa.flags[s];
-        w->state[d]   = s;
-        w->flags[d]   = f;
-        w->popped[d]  = w->popped[d - 1] || (f & GX_POP);
-        bool alive    = gdfa_alive(&w->dfa, s);
-        int32_t k     = t[i].lo;
+        int f        = w->dfa.flags[s];
+        w->state[d]  = s;
+        w->flags[d]  = f;
+        w->popped[d] = w->popped[d - 1] || (f & GX_POP);
+        bool alive   = gdfa_alive(&w->dfa, s);
+        int32_t k    = t[i].lo;
         if (alive && !(t[i].db & GT_ENDS)) { /* most nodes: nothing to record */
             i++;
             continue;
@@ -185,8 +185,8 @@ static uint32_t hash_set(const int32_t *l, int32_t n)
 }
 
 struct accmap {
-    int32_t *slot;    /* [mask + 1] acc index or -1 */
-    uint32_t *hash;   /* [n_accs] */
+    int32_t *slot;  /* [mask + 1] acc index or -1 */
+    uint32_t *hash; /* [n_accs] */
     uint32_t mask;
 };
 
@@ -327,12 +327,12 @@ static bool store_unc(struct grammar *g, struct gctx *c, struct walk *w, int64_t
 
 enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_len)
 {
-    const struct gprog *pg  = &g->prog;
+    const struct gprog *pg        = &g->prog;
     const struct grammar_vocab *v = g->vocab;
-    struct gctx_key *keys   = NULL;
-    struct gbyteset *follow = NULL;
-    int32_t n_keys          = 0;
-    enum hearth_status st   = gprog_contexts(pg, &keys, &n_keys, &follow, err, err_len);
+    struct gctx_key *keys         = NULL;
+    struct gbyteset *follow       = NULL;
+    int32_t n_keys                = 0;
+    enum hearth_status st         = gprog_contexts(pg, &keys, &n_keys, &follow, err, err_len);
     if (st != HEARTH_OK)
         return st;
     struct walk w    = {.g = pg, .v = v};
@@ -357,15 +357,15 @@ enum hearth_status grammar_precompute(struct grammar *g, char *err, size_t err_l
     am.mask   = 255;
     g->n_ctxs = n_keys;
     for (int32_t i = 0; i < n_keys; i++) {
-        bool full = w.dfa.pool.n > DFA_MAX_NODES || w.dfa.n > DFA_MAX_NODES ||
-                    w.dfa.n_far > DFA_MAX_NODES;
+        bool full =
+            w.dfa.pool.n > DFA_MAX_NODES || w.dfa.n > DFA_MAX_NODES || w.dfa.n_far > DFA_MAX_NODES;
         if (full && !gdfa_reset(&w.dfa))
             goto done;
         const struct gbyteset *f = keys[i].q >= 0 ? &follow[pg->pos_rule[keys[i].q]] : &none;
-        st = walk_ctx(&w, keys[i], f, err, err_len);
+        st                       = walk_ctx(&w, keys[i], f, err, err_len);
         if (st != HEARTH_OK)
             goto done_err;
-        st = HEARTH_ENOMEM;
+        st             = HEARTH_ENOMEM;
         struct gctx *c = &g->ctxs[i];
         c->p           = keys[i].p;
         c->q           = keys[i].q;

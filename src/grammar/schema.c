@@ -391,6 +391,7 @@ static const struct {
     const char *body;
     enum prim deps[4]; /* P_WS terminates unless first; listed deps are added first */
     int n_deps;
+    /* clang-format off */
 } prims[P_COUNT] = {
     /* at most one space, or a newline and an indentation of up to 20 spaces or tabs */
     [P_WS] = {"json-ws", "( \" \" | \"\\n\" [ \\t]{0,20} )?", {0}, 0},
@@ -458,6 +459,7 @@ static const struct {
                     {0},
                     0},
 };
+/* clang-format on */
 
 /* The primitive's rule name, adding it (and what it uses) on first use; NULL when out of memory. */
 static const char *prim(struct ctx *c, enum prim p)
@@ -1212,9 +1214,9 @@ static bool gen_object(struct ctx *c, const cJSON *s, struct strbuf *out)
     bool extra                = ap ? !cJSON_IsFalse(ap) : !props;
     const cJSON *extra_schema = ap && cJSON_IsObject(ap) ? ap : NULL;
 
-    size_t n_props    = (size_t)cJSON_GetArraySize(props) + (size_t)cJSON_GetArraySize(req);
-    struct prop *p    = calloc(n_props + 1, sizeof *p);
-    size_t mask       = 15; /* names: a hash of indexes into p, + 1 (0: empty) */
+    size_t n_props = (size_t)cJSON_GetArraySize(props) + (size_t)cJSON_GetArraySize(req);
+    struct prop *p = calloc(n_props + 1, sizeof *p);
+    size_t mask    = 15; /* names: a hash of indexes into p, + 1 (0: empty) */
     while (mask < n_props * 2)
         mask = mask * 2 + 1;
     size_t *names_at  = calloc(mask + 1, sizeof *names_at);

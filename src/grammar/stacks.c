@@ -102,7 +102,7 @@ int32_t gpool_intern(struct gpool *p, int32_t pos, int32_t parent, char *err, si
             set_err(err, err_len, "out of memory");
             return -1;
         }
-        p->nodes  = nd;
+        p->nodes     = nd;
         uint32_t *st = realloc(p->stamp, (size_t)cap * sizeof *st);
         if (!st) {
             set_err(err, err_len, "out of memory");

@@ -110,7 +110,7 @@ struct grammar_vocab *grammar_vocab_new(int32_t n, const char *const *bytes, con
         uint32_t l = 0;
         if (i > 0) {
             int32_t a = v->order[i - 1], b = v->order[i];
-            uint32_t m = v->lens[a] < v->lens[b] ? v->lens[a] : v->lens[b];
+            uint32_t m       = v->lens[a] < v->lens[b] ? v->lens[a] : v->lens[b];
             const uint8_t *x = gv_bytes(v, a), *y = gv_bytes(v, b);
             while (l < m && x[l] == y[l])
                 l++;
@@ -127,10 +127,10 @@ fail:
 
 struct grammar_vocab *grammar_vocab_from_tokenizer(const struct tokenizer *t)
 {
-    int32_t n        = tokenizer_n_vocab(t);
-    char **bytes     = calloc((size_t)n + 1, sizeof *bytes);
-    uint32_t *lens   = calloc((size_t)n + 1, sizeof *lens);
-    uint8_t *kinds   = calloc((size_t)n + 1, 1);
+    int32_t n               = tokenizer_n_vocab(t);
+    char **bytes            = calloc((size_t)n + 1, sizeof *bytes);
+    uint32_t *lens          = calloc((size_t)n + 1, sizeof *lens);
+    uint8_t *kinds          = calloc((size_t)n + 1, 1);
     struct grammar_vocab *v = NULL;
     if (!bytes || !lens || !kinds)
         goto done;

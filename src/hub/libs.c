@@ -14,10 +14,13 @@ struct sym {
     size_t at; /* the slot's offset in struct hub_libs */
 };
 
+/* clang-format off */
 #define S(name, slot)                                                                              \
     {                                                                                              \
         name, offsetof(struct hub_libs, slot)                                                      \
     }
+/* clang-format on */
+/* clang-format off */
 static const struct sym curl_syms[] = {
     S("curl_global_init", global_init),
     S("curl_global_cleanup", global_cleanup),
@@ -33,11 +36,14 @@ static const struct sym curl_syms[] = {
     S("curl_slist_append", slist_append),
     S("curl_slist_free_all", slist_free_all),
 };
+/* clang-format on */
+/* clang-format off */
 static const struct sym crypto_syms[] = {
     S("EVP_MD_CTX_new", md_ctx_new),          S("EVP_MD_CTX_free", md_ctx_free),
     S("EVP_DigestInit_ex", digest_init_ex),   S("EVP_DigestUpdate", digest_update),
     S("EVP_DigestFinal_ex", digest_final_ex), S("EVP_sha256", sha256),
 };
+/* clang-format on */
 #undef S
 
 /* Fills the slots syms name from lib into t. */

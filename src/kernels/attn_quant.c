@@ -18,9 +18,9 @@ static void round_f16(const struct kernels *k, float *acc, uint16_t *tmp, int32_
     k->type[DTYPE_F16].to_float(tmp, acc, hd);
 }
 
-void attn_rows_quant(const struct kernels *k, float *const *out, const float *const *q,
-                     int32_t nq, int32_t hd, const struct attn_kv *kv, const int32_t *j0,
-                     const int32_t *j1, float scale, float *scratch)
+void attn_rows_quant(const struct kernels *k, float *const *out, const float *const *q, int32_t nq,
+                     int32_t hd, const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                     float scale, float *scratch)
 {
     const struct type_kernels *kt = &k->type[kv->kt], *vt = &k->type[kv->vt];
     const struct type_kernels *qt = &k->type[kt->vec_dot_type];

@@ -99,10 +99,10 @@ struct attn_kv {
     size_t block_len;      /* bytes per block */
     size_t row_len;        /* bytes between consecutive tokens' rows */
     int32_t block_tokens;
-    int f16;               /* rows are f16 bits (else f32); attn_rows and attn_rows_f16, whose
-                              K and V have one type */
-    enum dtype kt, vt;     /* K's and V's types, for attn_rows_quant */
-    size_t v_block_len;    /* V's block_len and row_len, for attn_rows_quant (K's above) */
+    int f16;            /* rows are f16 bits (else f32); attn_rows and attn_rows_f16, whose
+                           K and V have one type */
+    enum dtype kt, vt;  /* K's and V's types, for attn_rows_quant */
+    size_t v_block_len; /* V's block_len and row_len, for attn_rows_quant (K's above) */
     size_t v_row_len;
 };
 
@@ -128,7 +128,7 @@ static inline const uint8_t *attn_kv_vrow(const struct attn_kv *kv, int32_t j)
  * attn_rows_f16_lanes, at most ATTN_LANES_MAX. ATTN_SCRATCH: the floats of
  * scratch any of them needs.
  */
-#define ATTN_LANES 8
+#define ATTN_LANES     8
 #define ATTN_LANES_MAX 128
 #define ATTN_SCRATCH(hd)                                                                           \
     ((size_t)(hd) * (2 * ATTN_TILE + 2 * ATTN_LANES_MAX) + ATTN_LANES_MAX * ATTN_TILE)
@@ -226,9 +226,9 @@ struct kernels {
  * f16 (ggml_vec_mad_f16 and ggml_vec_scale_f16); at the end it is divided
  * by the softmax sum. scratch holds ATTN_SCRATCH(hd) floats.
  */
-void attn_rows_quant(const struct kernels *k, float *const *out, const float *const *q,
-                     int32_t nq, int32_t hd, const struct attn_kv *kv, const int32_t *j0,
-                     const int32_t *j1, float scale, float *scratch);
+void attn_rows_quant(const struct kernels *k, float *const *out, const float *const *q, int32_t nq,
+                     int32_t hd, const struct attn_kv *kv, const int32_t *j0, const int32_t *j1,
+                     float scale, float *scratch);
 
 /* The reference table: portable scalar C, the definition every ISA is tested against. */
 const struct kernels *kernels_ref(void);

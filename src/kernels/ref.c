@@ -226,7 +226,7 @@ static inline float act_block_q8(const float *xb, int8_t *qs, int *sum)
     for (int j = 0; j < 32; j++)
         amax = amax > fabsf(xb[j]) ? amax : fabsf(xb[j]);
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int s = 0;
+    int s          = 0;
     for (int j = 0; j < 32; j++) {
         qs[j] = (int8_t)nearbyintf(xb[j] * id);
         s += qs[j];
@@ -504,9 +504,9 @@ float ref_ggml_expf(float x)
     const float n = z - r;
     const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
     const float u = b * b;
-    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
-                              fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
-                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    const float j = fmaf(
+        fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+        u, fmaf(0x1.ffffecp-1f, b, 1.0f));
     if (fabsf(n) > 192)
         return n <= 0 ? 0.0f : INFINITY;
     return (float)ldexp((double)j, (int)n);
@@ -522,8 +522,10 @@ double ref_softmax_tile(float *y, const float *x, float max, int64_t n)
         float v[16], t3[8], t6[4];
         for (int l = 0; l < 16; l++)
             y[i + l] = v[l] = ref_ggml_expf(x[i + l] - max);
-        for (int l = 0; l < 8; l++) t3[l] = v[l + 8] + v[l];
-        for (int l = 0; l < 4; l++) t6[l] = t3[l + 4] + t3[l];
+        for (int l = 0; l < 8; l++)
+            t3[l] = v[l + 8] + v[l];
+        for (int l = 0; l < 4; l++)
+            t6[l] = t3[l + 4] + t3[l];
         sum += (double)((t6[0] + t6[2]) + (t6[1] + t6[3]));
     }
     for (; i < n; i++) {
@@ -553,7 +555,7 @@ void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *
                 continue;
             }
             const uint8_t *kr = attn_kv_row(kv->k, kv, j);
-            float acc = 0.0f;
+            float acc         = 0.0f;
             for (int32_t d = 0; d < hd; d++)
                 acc = fmaf(kv_elem(kr, kv->f16, d), q[d], acc);
             kq[c] = acc * scale;
@@ -608,16 +610,18 @@ static float dot_f16_ggml(const uint16_t *x, const uint16_t *y, int32_t n)
     float v[16], t3[8], t6[4];
     for (int l = 0; l < 16; l++)
         v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    for (int l = 0; l < 8; l++) t3[l] = v[l + 8] + v[l];
-    for (int l = 0; l < 4; l++) t6[l] = t3[l + 4] + t3[l];
+    for (int l = 0; l < 8; l++)
+        t3[l] = v[l + 8] + v[l];
+    for (int l = 0; l < 4; l++)
+        t6[l] = t3[l + 4] + t3[l];
     double sum = (double)((t6[0] + t6[2]) + (t6[1] + t6[3]));
     for (int32_t i = np; i < n; i++)
         sum += (double)(fp16_to_fp32(x[i]) * fp16_to_fp32(y[i]));
     return (float)sum;
 }
 
-void ref_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
-                      int32_t j0, int32_t j1, float scale, float *scratch)
+void ref_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_kv *kv, int32_t j0,
+                      int32_t j1, float scale, float *scratch)
 {
     uint16_t *q16 = (uint16_t *)scratch, *acc = q16 + hd;
     for (int32_t d = 0; d < hd; d++) {

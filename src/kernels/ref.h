@@ -48,8 +48,8 @@ void ref_attn_row(float *out, const float *q, int32_t hd, const struct attn_kv *
 void ref_attn_rows(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                    const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,
                    float *scratch);
-void ref_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_kv *kv,
-                      int32_t j0, int32_t j1, float scale, float *scratch);
+void ref_attn_row_f16(float *out, const float *q, int32_t hd, const struct attn_kv *kv, int32_t j0,
+                      int32_t j1, float scale, float *scratch);
 void ref_expf_libm(const float *x, float *y, int64_t n);
 void ref_attn_rows_f16(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                        const struct attn_kv *kv, const int32_t *j0, const int32_t *j1, float scale,

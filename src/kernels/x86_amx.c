@@ -129,11 +129,13 @@ static void emu_dp(int c, int a, int b, bool b_signed)
  * (every tile unconfigured, SIGILL at the first tile load): the empty asm
  * makes all of it live.
  */
+/* clang-format off */
 #define tile_loadconfig(c)                                                                         \
     do {                                                                                           \
         __asm__ volatile("" : : "m"(*(c)) : "memory");                                             \
         _tile_loadconfig(c);                                                                       \
     } while (0)
+/* clang-format on */
 #define tile_loadd(i, p, s)  _tile_loadd(i, p, s)
 #define tile_stored(i, p, s) _tile_stored(i, p, s)
 #define tile_zero(i)         _tile_zero(i)
@@ -227,6 +229,7 @@ q4p16_block_fma(const int32_t (*c)[16], const float *dw, const struct q8_0_sum *
  * Block x of the chunk against the tile of tokens: its 256 exact sums into
  * cbuf, through A tile ta, B tile tb and C tile tc (literal numbers).
  */
+/* clang-format off */
 #define Q4P16_TILE_BLOCK(x, ta, tb, tc, cbuf)                                                      \
     do {                                                                                           \
         tile_zero(tc);                                                                             \
@@ -235,6 +238,7 @@ q4p16_block_fma(const int32_t (*c)[16], const float *dw, const struct q8_0_sum *
         tile_dpbssd(tc, ta, tb);                                                                   \
         tile_stored(tc, cbuf, 64);                                                                 \
     } while (0)
+/* clang-format on */
 
 /*
  * Blocks b0..b0+bn of the unpacked chunk against tokens t0..t0+tn (tn <=
@@ -385,6 +389,7 @@ static void q4kp16_unpack(const uint8_t *wp, int64_t b0, int64_t bn, bool stream
 }
 
 /* Sub-block x of superblock b against the tile of tokens, through literal tiles, into cbuf. */
+/* clang-format off */
 #define Q4K_TILE_SUB(x, ta, tb, tc, cbuf)                                                          \
     do {                                                                                           \
         tile_zero(tc);                                                                             \
@@ -393,6 +398,7 @@ static void q4kp16_unpack(const uint8_t *wp, int64_t b0, int64_t bn, bool stream
         tile_dpbsud(tc, ta, tb);                                                                   \
         tile_stored(tc, cbuf[x], 64);                                                              \
     } while (0)
+/* clang-format on */
 
 /* A superblock's eight sub-blocks' sums for the tile of tokens, into cbuf[0..8). */
 static inline __attribute__((always_inline)) void q4kp16_tile_sums(const uint8_t *qa, size_t a_row,

@@ -95,17 +95,17 @@ static inline __m256i unpack_q4_0(const uint8_t *qs)
  */
 static inline __m256 v_expf512(__m256 x)
 {
-    const __m256 r  = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z  = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n  = _mm256_sub_ps(z, r);
-    const __m256 b  = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                       _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 u  = _mm256_mul_ps(b, b);
-    const __m256 j  = _mm256_fmadd_ps(
-         _mm256_fmadd_ps(
-             _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-             _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-         u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(
+            _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+            _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
     const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
     if (_mm256_movemask_ps(_mm256_cmp_ps(an, _mm256_set1_ps(126), _CMP_GT_OQ))) {
         float xs[8], ys[8];
@@ -377,8 +377,8 @@ static inline __m256i dot_i8_32_epi32(__m256i x, __m256i y)
 /* Sum of the 32 int8 quants of an activation block (exact). */
 static inline int sum_i8_32(__m256i av)
 {
-    return hsum_epi32_8(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av),
-                                          _mm256_set1_epi16(1)));
+    return hsum_epi32_8(
+        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), av), _mm256_set1_epi16(1)));
 }
 
 /* The eight int32 sums of v[0..7]'s lanes, in one vector (exact: integer adds). */
@@ -412,10 +412,10 @@ static void avx2_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const voi
             const __m256i q   = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), m4);
             const __m256i qy  = _mm256_loadu_si256((const __m256i *)y[i + k].qs);
             /* q - 8 with q unsigned: sum(q * a) - 8 * sum(a), both exact */
-            const __m256i pq  = _mm256_maddubs_epi16(q, qy);
-            const __m256i pa  = _mm256_maddubs_epi16(_mm256_set1_epi8(8), qy);
-            v[k] = _mm256_madd_epi16(_mm256_sub_epi16(pq, pa), ones16);
-            dd[k] = half(x[i + k].d) * half(y[i + k].d);
+            const __m256i pq = _mm256_maddubs_epi16(q, qy);
+            const __m256i pa = _mm256_maddubs_epi16(_mm256_set1_epi8(8), qy);
+            v[k]             = _mm256_madd_epi16(_mm256_sub_epi16(pq, pa), ones16);
+            dd[k]            = half(x[i + k].d) * half(y[i + k].d);
         }
         int32_t is[8];
         _mm256_storeu_si256((__m256i *)is, reduce8_epi32(v));
@@ -429,7 +429,6 @@ static void avx2_vec_dot_q4_0_q8_0(int64_t n, float *s, const void *w, const voi
     }
     *s = sum;
 }
-
 
 /*
  * Q4_0 x Q8_0 for eight rows and up to four tokens at a time. A lane per row
@@ -468,7 +467,8 @@ static void avx2_gemm8_q4_0(int64_t n, const void *w, size_t row_len, const void
                 for (int r = 0; r < 8; r++)
                     v[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(wq[r], av), ones16);
                 const int suma = sum_i8_32(av);
-                const __m256i isum = _mm256_sub_epi32(reduce8_epi32(v), _mm256_set1_epi32(8 * suma));
+                const __m256i isum =
+                    _mm256_sub_epi32(reduce8_epi32(v), _mm256_set1_epi32(8 * suma));
                 const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half(ab->d)));
                 acc[tt]        = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[tt]);
             }
@@ -643,6 +643,7 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
                     const __m256i q0 = _mm256_loadu_si256((const __m256i *)x0[b].qs);
                     const __m256i q1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
                     const __m256i u0 = _mm256_sign_epi8(q0, q0), u1 = _mm256_sign_epi8(q1, q1);
+/* clang-format off */
 #define Q80_STEP(tt, c0, c1)                                                                       \
     do {                                                                                           \
         const __m256i qy = _mm256_loadu_si256((const __m256i *)y[tt][b0 + b].qs);                  \
@@ -653,6 +654,7 @@ static void avx2_gemm8_q8_0(int64_t n, const void *w, size_t row_len, const void
         c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[b][tt][r]), p0, c0);                          \
         c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(&dd[b][tt][r + 1]), p1, c1);                      \
     } while (0)
+                    /* clang-format on */
                     Q80_STEP(0, c00, c10);
                     Q80_STEP(1, c01, c11);
                     Q80_STEP(2, c02, c12);
@@ -958,7 +960,8 @@ static void avx2_vec_dot_q3_k_q8_k(int64_t n, float *s, const void *w, const voi
     *s = hsum_ps(acc);
 }
 
-/* A Q4_K/Q5_K superblock's 8 scales as int16 in both lanes (*scales); returns its 8 mins as int16. */
+/* A Q4_K/Q5_K superblock's 8 scales as int16 in both lanes (*scales); returns its 8 mins as int16.
+ */
 static inline __m128i k4_scales_mins(const uint8_t packed[12], __m256i *scales)
 {
     const __m256i ms   = _mm256_cvtepu8_epi16(k4_scales(packed));
@@ -999,7 +1002,8 @@ static inline __m256i kq_dot8(const __m256i q[8], const __m256i sc[8], const int
     return _mm256_add_epi32(kq_dot4(q, sc, q8), kq_dot4(q + 4, sc + 4, q8 + 128));
 }
 
-/* Q4_K's quants and scales in kq_dot8's form: chunk 2g is the low nibbles of qs[32g..], 2g+1 the high. */
+/* Q4_K's quants and scales in kq_dot8's form: chunk 2g is the low nibbles of qs[32g..], 2g+1 the
+ * high. */
 static inline void q4_k_unpack(const uint8_t qs[QK_K / 2], __m256i scales, __m256i q[8],
                                __m256i sc[8])
 {
@@ -1086,7 +1090,8 @@ static void avx2_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const voi
     *s = hsum_ps(acc) + summs;
 }
 
-/* Q6_K's -32 offset against a Q8_K block: 32 * sum_j scale_j * bsums[j], sc16 the scales as int16. */
+/* Q6_K's -32 offset against a Q8_K block: 32 * sum_j scale_j * bsums[j], sc16 the scales as int16.
+ */
 static inline __m256i q6_k_off(const struct block_q8_K *y, __m256i sc16)
 {
     const __m256i bsums = _mm256_loadu_si256((const __m256i *)y->bsums);
@@ -1103,12 +1108,15 @@ static inline void q6_k_unpack_half(const struct block_q6_K *x, int h, const __m
 {
     /* each high-bit pair is moved straight to bits 4-5 (mask 0x30), one shift or none */
     const __m256i m30 = _mm256_set1_epi8(0x30), m4 = _mm256_set1_epi8(0x0F);
-    const __m256i l0  = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
-    const __m256i l1  = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
-    const __m256i hb  = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
-    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
-    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
-    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * h + 32));
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * h));
+    q[0] =
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    q[1] =
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    q[2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
     q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
     UNROLL
@@ -1130,12 +1138,12 @@ static void avx2_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const voi
         /* as Q8_0's: the rows stream one after another in decode */
         for (int o = 0; o < (int)sizeof x[i]; o += 64)
             _mm_prefetch((const char *)&x[i] + Q80_AHEAD + o, _MM_HINT_T0);
-        const float d       = y[i].d * half(x[i].d);
-        const __m128i sc8   = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const float d     = y[i].d * half(x[i].d);
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         __m256i scales[2];
         scales16_halves(sc8, scales);
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                        q6_k_off(&y[i], _mm256_cvtepi8_epi16(sc8)));
+        __m256i sumi =
+            _mm256_sub_epi32(_mm256_setzero_si256(), q6_k_off(&y[i], _mm256_cvtepi8_epi16(sc8)));
         UNROLL
         for (int h = 0; h < 2; h++) {
             __m256i q[4], sc[4];
@@ -1418,11 +1426,12 @@ static double avx2_int8_probe(int64_t rounds)
     for (int64_t it = 0; it < rounds; it++) {
         UNROLL
         for (int i = 0; i < 8; i++)
-            acc[i] = _mm256_add_epi32(acc[i],
-                                      _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], v), ones));
+            acc[i] =
+                _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], v), ones));
         /* the operands are "changed" each round, so nothing is hoisted out of the loop */
-        __asm__ volatile("" : "+x"(u[0]), "+x"(u[1]), "+x"(u[2]), "+x"(u[3]), "+x"(u[4]),
-                         "+x"(u[5]), "+x"(u[6]), "+x"(u[7]));
+        __asm__ volatile(""
+                         : "+x"(u[0]), "+x"(u[1]), "+x"(u[2]), "+x"(u[3]), "+x"(u[4]), "+x"(u[5]),
+                           "+x"(u[6]), "+x"(u[7]));
     }
     __m256i t = acc[0];
     for (int i = 1; i < 8; i++)
@@ -1564,8 +1573,8 @@ static void avx2_attn_row_f16(float *out, const float *q, int32_t hd, const stru
         const float s = dot_f16_ggml((const uint16_t *)attn_kv_row(kv->k, kv, j), q16, hd) * scale;
         float ms = 1.0f, vs = 1.0f;
         if (s > M) {
-            ms = expf(M - s);
-            M  = s;
+            ms             = expf(M - s);
+            M              = s;
             const __m256 m = _mm256_set1_ps(ms);
             for (int32_t d = 0; d < hd; d += 8)
                 store_ph(acc + d, _mm256_mul_ps(load_ph(acc + d), m));
@@ -1721,8 +1730,8 @@ static inline __attribute__((always_inline)) __m256 f16lanes_score8(const float 
     __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(s, 1));
     for (int32_t i = np; i < hd; i++) {
         const __m256 p = _mm256_mul_ps(kbcast8(k, i, NH), _mm256_loadu_ps(qt + (size_t)i * 8));
-        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
-        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
+        lo             = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(p)));
+        hi             = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(p, 1)));
     }
     return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)), _mm256_cvtpd_ps(hi),
                                 1);
@@ -1804,7 +1813,7 @@ attn8_lanes(float *const *out, const float *const *q, int32_t nq, int32_t hd,
                  _mm256_set1_epi32(-1)));
             const __m256 s =
                 _mm256_mul_ps(f16lanes_score8(kt + (size_t)u * kw, qt, hd, NH), vscale);
-            const __m256 g  = _mm256_and_ps(k, _mm256_cmp_ps(s, M, _CMP_GT_OQ));
+            const __m256 g = _mm256_and_ps(k, _mm256_cmp_ps(s, M, _CMP_GT_OQ));
             /* a new maximum rescales by expf(M - s) and weighs the key 1; else expf(s - M) */
             const __m256 e = expf_libm8(
                 _mm256_and_ps(k, _mm256_blendv_ps(_mm256_sub_ps(s, M), _mm256_sub_ps(M, s), g)));

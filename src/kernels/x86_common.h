@@ -195,6 +195,7 @@ static inline void q4kp_scales(const uint8_t *p, __m256i sc[8], __m256i mn[4])
  * exponent in place: the table of glibc's expf (the double nearest each power),
  * for the expf_libm lanes of the AVX2 and AVX-512 tables.
  */
+/* clang-format off */
 static const uint64_t exp2_32[32] = {
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
     0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
@@ -221,6 +222,7 @@ struct attn_group {
     float M[16], T[16];             /* the running maximum; this tile's */
     float S[16];
 };
+/* clang-format on */
 
 /* Floats of scratch a group of w lanes takes (ATTN_SCRATCH counts them for every lane). */
 static inline size_t attn_group_floats(int32_t w, int32_t hd)

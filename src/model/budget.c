@@ -123,7 +123,6 @@ enum hearth_status budget_check_model(const struct hearth_model *m, char *err, s
     return check(m, NULL, err, err_len);
 }
 
-
 /*
  * Bytes of stage s's buffers on its device (and logits on the output stage): its backend's
  * memory law, as that backend's ctx_init allocates them.

@@ -21,11 +21,13 @@ static enum hearth_status read_dims(const struct hearth_model *m, struct dnet_di
 {
     uint32_t conv, S, nk, nv, inner;
     if (!model_arch_u32(m, "ssm.conv_kernel", &conv) || !model_arch_u32(m, "ssm.state_size", &S) ||
-        !model_arch_u32(m, "ssm.group_count", &nk) || !model_arch_u32(m, "ssm.time_step_rank", &nv) ||
+        !model_arch_u32(m, "ssm.group_count", &nk) ||
+        !model_arch_u32(m, "ssm.time_step_rank", &nv) ||
         !model_arch_u32(m, "ssm.inner_size", &inner))
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: %s needs ssm.conv_kernel, state_size, group_count, time_step_rank "
-                    "and inner_size", m->arch);
+                    "and inner_size",
+                    m->arch);
     if (conv < 2 || conv > 16 || S < 1 || S > 1024 || nk < 1 || nv < 1 || nv > 1024 || nv % nk ||
         inner != nv * S)
         return fail(HEARTH_EFORMAT, err, err_len,
@@ -67,7 +69,8 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
         shexp != (uint32_t)hp->n_ff_exp)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: a shared expert of width %u beside experts of width %d is not "
-                    "supported yet (hearth needs them equal)", shexp, hp->n_ff_exp);
+                    "supported yet (hearth needs them equal)",
+                    shexp, hp->n_ff_exp);
     hp->n_ff_shexp = hp->n_ff_exp;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.dimension_sections", m->arch);
@@ -88,8 +91,7 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
     }
     if (!raw || sum == 0)
         return fail(HEARTH_EFORMAT, err, err_len,
-                    "model: %s must be 4 non-negative integers, not all 0 (IMRoPE sections)",
-                    key);
+                    "model: %s must be 4 non-negative integers, not all 0 (IMRoPE sections)", key);
     hp->n_in_extra          = d.n_v * d.S;
     hp->recurrent           = true;
     hp->dnet                = d;
@@ -109,10 +111,12 @@ enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct la
     const int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim,
                   kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     char n[12][64];
-    static const char *const parts[] = {
-        "attn_norm.weight", "post_attention_norm.weight", "attn_q.weight", "attn_k.weight",
-        "attn_v.weight", "attn_output.weight", "attn_q_norm.weight", "attn_k_norm.weight",
-        "attn_qkv.weight", "attn_gate.weight", "ssm_beta.weight", "ssm_alpha.weight"};
+    static const char *const parts[] = {"attn_norm.weight",   "post_attention_norm.weight",
+                                        "attn_q.weight",      "attn_k.weight",
+                                        "attn_v.weight",      "attn_output.weight",
+                                        "attn_q_norm.weight", "attn_k_norm.weight",
+                                        "attn_qkv.weight",    "attn_gate.weight",
+                                        "ssm_beta.weight",    "ssm_alpha.weight"};
     for (int j = 0; j < 12; j++)
         snprintf(n[j], sizeof n[j], "blk.%d.%s", il, parts[j]);
     enum hearth_status st;
@@ -133,8 +137,8 @@ enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct la
                    ? st
                    : HEARTH_OK;
     const struct dnet_dims dd = dnet_dims_of(m);
-    const int64_t vd = (int64_t)dd.n_v * dd.S;
-    struct dnet *dn = calloc(1, sizeof *dn);
+    const int64_t vd          = (int64_t)dd.n_v * dd.S;
+    struct dnet *dn           = calloc(1, sizeof *dn);
     if (!dn)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
     L->dnet = dn;
@@ -149,8 +153,8 @@ enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct la
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, cv);
     if (!t || t->ne[0] != dd.n_conv || t->ne[1] != dd.conv_dim || t->ne[2] != 1 ||
         t->type != DTYPE_F32)
-        return fail(HEARTH_EFORMAT, err, err_len,
-                    "model: tensor %s must be f32 of shape [%d, %d]", cv, dd.n_conv, dd.conv_dim);
+        return fail(HEARTH_EFORMAT, err, err_len, "model: tensor %s must be f32 of shape [%d, %d]",
+                    cv, dd.n_conv, dd.conv_dim);
     if (!(dn->conv = acct_malloc(&m->acct, MEM_WEIGHTS, t->size)))
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
     memcpy(dn->conv, t->data, t->size);

@@ -36,10 +36,16 @@ bool hearth_kv_type_parse(const char *s, enum hearth_kv_type *out)
 
 struct hearth_context_params hearth_context_default_params(void)
 {
-    return (struct hearth_context_params){
-        .n_ctx = 0, .n_seq_max = 1, .n_batch = 512, .kv_block = HEARTH_KV_BLOCK,
-        .kv_type = HEARTH_KV_F16, .kv_type_v = HEARTH_KV_F16,
-        .n_threads = 0, .n_keep_states = 0, .n_state_snapshots = 8, .cache_bytes = -1};
+    return (struct hearth_context_params){.n_ctx             = 0,
+                                          .n_seq_max         = 1,
+                                          .n_batch           = 512,
+                                          .kv_block          = HEARTH_KV_BLOCK,
+                                          .kv_type           = HEARTH_KV_F16,
+                                          .kv_type_v         = HEARTH_KV_F16,
+                                          .n_threads         = 0,
+                                          .n_keep_states     = 0,
+                                          .n_state_snapshots = 8,
+                                          .cache_bytes       = -1};
 }
 
 /* The KV cache evicts a block: the disk tier writes it, the snapshots keyed by it go. */
@@ -64,8 +70,8 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
                                       struct hearth_context **out, char *err, size_t err_len)
 {
     struct hearth_context_params p = params ? *params : hearth_context_default_params();
-    const struct hparams *hp = &model->hp;
-    *out = NULL;
+    const struct hparams *hp       = &model->hp;
+    *out                           = NULL;
     if (p.n_ctx <= 0)
         p.n_ctx = hp->n_ctx_train;
     if (p.n_seq_max < 1 || p.n_batch < 1 || p.kv_block < 1 || p.n_ctx > (1 << 24) ||
@@ -83,8 +89,7 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     if (p.mtp && !model->has_mtp)
         return fail(HEARTH_EINVAL, err, err_len,
                     "context: an MTP context needs a model loaded with its MTP head, and %s",
-                    model->hp.n_nextn ? "this one was loaded without it"
-                                      : "this file has none");
+                    model->hp.n_nextn ? "this one was loaded without it" : "this file has none");
     if (p.mtp) { /* the head has no recurrent layer: nothing to snapshot or keep */
         p.n_state_snapshots = 0;
         p.n_keep_states     = 0;
@@ -93,9 +98,8 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     for (int w = 0; w < 2; w++) {
         const enum hearth_kv_type t = w ? p.kv_type_v : p.kv_type;
         if (!hearth_kv_type_name(t) || (w && t == HEARTH_KV_Q4_0))
-            return fail(HEARTH_EINVAL, err, err_len,
-                        "context: the %s cache takes %s, not type %d", w ? "V" : "K",
-                        w ? "f16, f32 or q8_0" : "f16, f32, q8_0 or q4_0", (int)t);
+            return fail(HEARTH_EINVAL, err, err_len, "context: the %s cache takes %s, not type %d",
+                        w ? "V" : "K", w ? "f16, f32 or q8_0" : "f16, f32, q8_0 or q4_0", (int)t);
         if ((t == HEARTH_KV_Q8_0 || t == HEARTH_KV_Q4_0) && hp->head_dim % 32)
             return fail(HEARTH_EINVAL, err, err_len,
                         "context: a %s %s cache stores heads in blocks of 32 values, and this "
@@ -108,10 +112,10 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     if (!ctx)
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     ctx->model = model;
-    ctx->p = p;
+    ctx->p     = p;
     struct memlaw_stage mst[MODEL_MAX_STAGES];
     const int32_t n_mst = memlaw_stages_of(model, p.mtp, mst);
-    bool *flags = malloc(3 * ((size_t)hp->n_layer + 1) * sizeof *flags);
+    bool *flags         = malloc(3 * ((size_t)hp->n_layer + 1) * sizeof *flags);
     enum hearth_status st;
     if (!flags) {
         st = fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
@@ -126,17 +130,17 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     kp.retain      = p.cache_bytes >= 0;
     kp.n_retain    = cache.n_retain;
     ctx->cache_cap = cache.cap_bytes;
-    st = kv_init(&ctx->kv, &kp, err, err_len);
+    st             = kv_init(&ctx->kv, &kp, err, err_len);
     free(flags);
     if (st)
         goto err;
-    ctx->kv.copy     = stages_kv_copy;
-    ctx->kv.copy_arg = ctx;
+    ctx->kv.copy       = stages_kv_copy;
+    ctx->kv.copy_arg   = ctx;
     struct mem_acct *a = &ctx->acct;
     const size_t nb    = (size_t)p.n_batch;
-    ctx->out_row  = acct_calloc(a, MEM_OTHER, nb, sizeof(int32_t));
-    ctx->out_src  = acct_calloc(a, MEM_OTHER, nb, sizeof(int32_t));
-    ctx->seq_next = acct_calloc(a, MEM_OTHER, (size_t)p.n_seq_max, sizeof(int32_t));
+    ctx->out_row       = acct_calloc(a, MEM_OTHER, nb, sizeof(int32_t));
+    ctx->out_src       = acct_calloc(a, MEM_OTHER, nb, sizeof(int32_t));
+    ctx->seq_next      = acct_calloc(a, MEM_OTHER, (size_t)p.n_seq_max, sizeof(int32_t));
     if (p.keep_hidden)
         ctx->hidden = acct_calloc(a, MEM_COMPUTE, nb * hp->n_embd, sizeof(float));
     if (!ctx->out_row || !ctx->out_src || !ctx->seq_next || (p.keep_hidden && !ctx->hidden)) {
@@ -149,22 +153,23 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     if (ctx->state_len != state_len) {
         st = fail(HEARTH_EINVAL, err, err_len,
                   "context: the stages keep %zu floats of state a sequence and the memory law "
-                  "%zu", ctx->state_len, state_len);
+                  "%zu",
+                  ctx->state_len, state_len);
         goto err;
     }
     if (p.cache_dir) {
         struct kvfile_shape shape;
         char why[HEARTH_ERR_MAX];
         if ((st = kvfile_shape_of(ctx, &shape, why, sizeof why)) ||
-            (st = kvdisk_open(p.cache_dir, p.cache_disk_bytes > 0 ? (uint64_t)p.cache_disk_bytes
-                                                                   : 0,
-                              &shape, &ctx->disk, why, sizeof why))) {
+            (st =
+                 kvdisk_open(p.cache_dir, p.cache_disk_bytes > 0 ? (uint64_t)p.cache_disk_bytes : 0,
+                             &shape, &ctx->disk, why, sizeof why))) {
             st = fail(st, err, err_len, "context: the cache's disk tier: %s", why);
             goto err;
         }
     }
     if (ctx->state_len && p.n_state_snapshots > 0) {
-        const size_t len = ctx->state_len;
+        const size_t len       = ctx->state_len;
         const int32_t n_cached = cache.n_cached;
         if (!(ctx->snap = snap_new(p.n_seq_max, p.n_state_snapshots, n_cached, len))) {
             st = fail(HEARTH_ENOMEM, err, err_len,
@@ -185,7 +190,7 @@ enum hearth_status hearth_context_new(struct hearth_model *model,
     if (ctx->disk || ctx->snap)
         kv_set_tier(&ctx->kv, block_evicted, ctx->disk ? block_fetch : NULL, ctx);
     if (ctx->state_len && p.n_keep_states > 0) {
-        const size_t n = (size_t)p.n_seq_max * p.n_keep_states * ctx->state_len;
+        const size_t n  = (size_t)p.n_seq_max * p.n_keep_states * ctx->state_len;
         const size_t ns = (size_t)p.n_seq_max;
         ctx->keep       = acct_calloc(a, MEM_KV, n, sizeof *ctx->keep);
         ctx->keep_want  = acct_calloc(a, MEM_OTHER, ns, sizeof *ctx->keep_want);
@@ -367,8 +372,8 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
 {
     const struct backend *be = ctx->st->place->be;
     const struct hparams *hp = &ctx->model->hp;
-    const struct layer *L = &ctx->model->layers[l];
-    const int32_t n = b->n;
+    const struct layer *L    = &ctx->model->layers[l];
+    const int32_t n          = b->n;
 
     be->rmsnorm(ctx, ACT_XB, ACT_X, l, NORM_ATTN, n);
     if (L->dnet) {
@@ -414,18 +419,18 @@ static enum hearth_status batch_prepare(struct hearth_context *ctx, const struct
 {
     const int32_t n_seq = ctx->kv.n_seq, n_vocab = ctx->model->hp.n_vocab;
     if (b->n < 1 || b->n > ctx->p.n_batch)
-        return fail(HEARTH_EINVAL, err, err_len, "decode: batch of %d tokens, allowed 1..%d",
-                    b->n, ctx->p.n_batch);
+        return fail(HEARTH_EINVAL, err, err_len, "decode: batch of %d tokens, allowed 1..%d", b->n,
+                    ctx->p.n_batch);
     int32_t *next = ctx->seq_next;
     for (int32_t s = 0; s < n_seq; s++)
         next[s] = ctx->kv.seqs[s].n_tokens;
     for (int32_t i = 0; i < b->n; i++) {
         if (b->seq[i] < 0 || b->seq[i] >= n_seq)
-            return fail(HEARTH_EINVAL, err, err_len, "decode: row %d has sequence %d, allowed 0..%d",
-                        i, b->seq[i], n_seq - 1);
+            return fail(HEARTH_EINVAL, err, err_len,
+                        "decode: row %d has sequence %d, allowed 0..%d", i, b->seq[i], n_seq - 1);
         if (b->token[i] < 0 || b->token[i] >= n_vocab)
-            return fail(HEARTH_EINVAL, err, err_len, "decode: row %d has token %d, vocab is %d",
-                        i, b->token[i], n_vocab);
+            return fail(HEARTH_EINVAL, err, err_len, "decode: row %d has token %d, vocab is %d", i,
+                        b->token[i], n_vocab);
         if (b->pos[i] != next[b->seq[i]])
             return fail(HEARTH_EINVAL, err, err_len,
                         "decode: row %d has position %d but sequence %d continues at %d", i,
@@ -451,8 +456,8 @@ static enum hearth_status decode(struct hearth_context *ctx, const struct hearth
                                  const float *h, char *err, size_t err_len)
 {
     const struct hparams *hp = &ctx->model->hp;
-    ctx->n_rows = 0;
-    enum hearth_status st = batch_prepare(ctx, b, err, err_len);
+    ctx->n_rows              = 0;
+    enum hearth_status st    = batch_prepare(ctx, b, err, err_len);
     if (st)
         return st;
     for (int32_t i = 0; i < ctx->n_stage; i++) {
@@ -491,7 +496,7 @@ static enum hearth_status decode(struct hearth_context *ctx, const struct hearth
     /* gather the rows whose logits are wanted, then norm and project only those */
     int32_t n_out = 0, *rows = ctx->out_src;
     for (int32_t i = 0; i < b->n; i++) {
-        bool want = b->logits ? b->logits[i] != 0 : i == b->n - 1;
+        bool want       = b->logits ? b->logits[i] != 0 : i == b->n - 1;
         ctx->out_row[i] = want ? n_out : -1;
         if (want)
             rows[n_out++] = i;

@@ -8,7 +8,10 @@
 
 #include "util/errfmt.h"
 
-static int32_t ceil_div(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
+static int32_t ceil_div(int64_t a, int64_t b)
+{
+    return (int32_t)((a + b - 1) / b);
+}
 
 int32_t kv_window_blocks(int32_t n_seq, int32_t n_ctx, int32_t n_swa, int32_t n_batch,
                          int32_t block_tokens)
@@ -50,10 +53,14 @@ static void count_blocks(const struct kv_params *p, const int32_t n_layer[KV_GRO
 size_t kv_row_len(enum hearth_kv_type t, int64_t n)
 {
     switch (t) {
-    case HEARTH_KV_F32: return (size_t)n * 4;
-    case HEARTH_KV_Q8_0: return (size_t)n / 32 * 34;
-    case HEARTH_KV_Q4_0: return (size_t)n / 32 * 18;
-    default: return (size_t)n * 2;
+    case HEARTH_KV_F32:
+        return (size_t)n * 4;
+    case HEARTH_KV_Q8_0:
+        return (size_t)n / 32 * 34;
+    case HEARTH_KV_Q4_0:
+        return (size_t)n / 32 * 18;
+    default:
+        return (size_t)n * 2;
     }
 }
 
@@ -166,8 +173,8 @@ static bool pool_init(struct kv_pool *p, struct mem_acct *acct, int32_t n_layer,
     p->layer_len[1] = (size_t)n_blocks * block_len[1];
     p->mem_len      = (size_t)n_host * (p->layer_len[0] + p->layer_len[1]);
     if (n_host > 0) {
-        void *mem = mmap(NULL, p->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                         -1, 0);
+        void *mem =
+            mmap(NULL, p->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
             return false;
         p->mem = mem;
@@ -175,12 +182,12 @@ static bool pool_init(struct kv_pool *p, struct mem_acct *acct, int32_t n_layer,
         pool_populate(p, n_live);
     }
     const size_t nb = (size_t)n_blocks;
-    p->refcnt    = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->refcnt);
-    p->free_ids  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->free_ids);
-    p->hash      = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->hash);
-    p->tokens    = acct_calloc(acct, MEM_OTHER, nb * (size_t)block_tokens, sizeof *p->tokens);
-    p->lru_prev  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_prev);
-    p->lru_next  = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_next);
+    p->refcnt       = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->refcnt);
+    p->free_ids     = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->free_ids);
+    p->hash         = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->hash);
+    p->tokens       = acct_calloc(acct, MEM_OTHER, nb * (size_t)block_tokens, sizeof *p->tokens);
+    p->lru_prev     = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_prev);
+    p->lru_next     = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->lru_next);
     p->parent       = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->parent);
     p->fill         = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->fill);
     p->sib_prev     = acct_calloc(acct, MEM_OTHER, nb, sizeof *p->sib_prev);
@@ -213,28 +220,29 @@ enum hearth_status kv_init(struct kv_cache *kv, const struct kv_params *p, char 
         if ((t == HEARTH_KV_Q8_0 || t == HEARTH_KV_Q4_0) && p->kv_dim % 32)
             return fail(HEARTH_EINVAL, err, err_len,
                         "kv: a quantized cache needs rows of whole 32-value blocks, and these "
-                        "have %d values", p->kv_dim);
+                        "have %d values",
+                        p->kv_dim);
     }
-    kv->n_layer      = p->n_layer;
-    kv->kv_dim       = p->kv_dim;
-    kv->n_seq        = p->n_seq;
-    kv->n_ctx        = p->n_ctx;
-    kv->block_tokens = p->block_tokens;
-    kv->n_swa        = p->swa ? p->n_swa : 0;
-    kv->type[0]      = p->type;
-    kv->type[1]      = p->type_v;
-    kv->row_len[0]   = kv_row_len(p->type, p->kv_dim);
-    kv->row_len[1]   = kv_row_len(p->type_v, p->kv_dim);
+    kv->n_layer               = p->n_layer;
+    kv->kv_dim                = p->kv_dim;
+    kv->n_seq                 = p->n_seq;
+    kv->n_ctx                 = p->n_ctx;
+    kv->block_tokens          = p->block_tokens;
+    kv->n_swa                 = p->swa ? p->n_swa : 0;
+    kv->type[0]               = p->type;
+    kv->type[1]               = p->type_v;
+    kv->row_len[0]            = kv_row_len(p->type, p->kv_dim);
+    kv->row_len[1]            = kv_row_len(p->type_v, p->kv_dim);
     const size_t block_len[2] = {(size_t)p->block_tokens * kv->row_len[0],
                                  (size_t)p->block_tokens * kv->row_len[1]};
-    const int32_t per_seq  = ceil_div(p->n_ctx, p->block_tokens);
+    const int32_t per_seq     = ceil_div(p->n_ctx, p->block_tokens);
     int32_t n_layer[KV_GROUPS];
     count_layers(p, n_layer);
     struct mem_acct *a = &kv->acct;
-    kv->group  = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->group);
-    kv->slot   = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->slot);
-    kv->window = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->window);
-    kv->seqs   = acct_calloc(a, MEM_OTHER, (size_t)p->n_seq, sizeof *kv->seqs);
+    kv->group          = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->group);
+    kv->slot           = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->slot);
+    kv->window         = acct_calloc(a, MEM_OTHER, (size_t)p->n_layer, sizeof *kv->window);
+    kv->seqs           = acct_calloc(a, MEM_OTHER, (size_t)p->n_seq, sizeof *kv->seqs);
     if (!kv->group || !kv->slot || !kv->window || !kv->seqs)
         goto nomem;
     int32_t next[KV_GROUPS] = {0, 0};
@@ -475,7 +483,7 @@ static int32_t window_first_block(const struct kv_cache *kv, int32_t pos)
 static void window_release(struct kv_cache *kv, struct kv_seq *s)
 {
     struct kv_table *t = &s->t[1];
-    int32_t lo = window_first_block(kv, s->n_tokens);
+    int32_t lo         = window_first_block(kv, s->n_tokens);
     if (lo > t->n_blocks)
         lo = t->n_blocks;
     for (; t->n_released < lo; t->n_released++) {
@@ -488,7 +496,7 @@ enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, c
                               size_t err_len)
 {
     struct kv_seq *s = &kv->seqs[seq];
-    int32_t want = s->n_tokens + n_new;
+    int32_t want     = s->n_tokens + n_new;
     if (want > kv->n_ctx)
         return fail(HEARTH_EFULL, err, err_len,
                     "kv: sequence %d would hold %d tokens but the context is %d", seq, want,
@@ -498,7 +506,7 @@ enum hearth_status kv_reserve(struct kv_cache *kv, int32_t seq, int32_t n_new, c
     const int32_t n_want = ceil_div(want, kv->block_tokens);
     for (int g = 0; g < KV_GROUPS; g++) {
         const struct kv_pool *p = &kv->pool[g];
-        int32_t need = n_want - s->t[g].n_blocks;
+        int32_t need            = n_want - s->t[g].n_blocks;
         if (p->n_layer && need > p->n_free + p->n_cached)
             return fail(HEARTH_EFULL, err, err_len,
                         "kv: sequence %d needs %d more %sblocks but only %d of %d are free", seq,
@@ -575,7 +583,7 @@ static int32_t table_cut(struct kv_cache *kv, int g, struct kv_seq *s, int32_t p
 
 void kv_truncate(struct kv_cache *kv, int32_t seq, int32_t p0)
 {
-    struct kv_seq *s = &kv->seqs[seq];
+    struct kv_seq *s  = &kv->seqs[seq];
     const bool window = kv->pool[1].n_layer > 0;
     if (p0 < 0)
         p0 = 0;
@@ -656,8 +664,8 @@ int32_t kv_reuse_prefix(struct kv_cache *kv, int32_t seq, const int32_t *tokens,
     int32_t k = 0, run = 0;
     for (int32_t i = 0; i < max_blocks; i++) {
         const int32_t *tok = tokens + (size_t)i * bt;
-        h = chain_hash(h, tok, bt);
-        s->chain[i] = h;
+        h                  = chain_hash(h, tok, bt);
+        s->chain[i]        = h;
         if (fp->n_layer && cached_block(fp, h, tok, bt) < 0)
             break;
         if (wp->n_layer) {
@@ -749,16 +757,15 @@ void kv_publish(struct kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t
         n = s->n_tokens;
     const int32_t full = n / bt;
     for (; s->n_chain < full; s->n_chain++)
-        s->chain[s->n_chain] =
-            chain_hash(s->n_chain > 0 ? s->chain[s->n_chain - 1] : 0,
-                       tokens + (size_t)s->n_chain * bt, bt);
+        s->chain[s->n_chain] = chain_hash(s->n_chain > 0 ? s->chain[s->n_chain - 1] : 0,
+                                          tokens + (size_t)s->n_chain * bt, bt);
     for (int g = 0; g < KV_GROUPS; g++) {
         struct kv_pool *p  = &kv->pool[g];
         struct kv_table *t = &s->t[g];
         if (!p->n_layer)
             continue;
         for (int32_t i = t->n_published; i < full; i++) {
-            const int32_t b = t->blocks[i];
+            const int32_t b  = t->blocks[i];
             const uint64_t h = s->chain[i];
             if (b >= 0 && p->hash[b] != h) {
                 if (u64map_find(&p->index, h) >= 0)

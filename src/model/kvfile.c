@@ -53,8 +53,8 @@ enum hearth_status kvfile_parse_header(const uint8_t *buf, size_t len,
                                        char *err, size_t err_len)
 {
     if (len < KVFILE_HEADER || memcmp(buf, KVFILE_MAGIC, 8) != 0)
-        return fail(HEARTH_EFORMAT, err, err_len,
-                    "kv file: not a hearth K/V file (no %s header)", KVFILE_MAGIC);
+        return fail(HEARTH_EFORMAT, err, err_len, "kv file: not a hearth K/V file (no %s header)",
+                    KVFILE_MAGIC);
     const uint64_t fp = get_u64(buf + 8), n_layer = get_u64(buf + 16), kv_dim = get_u64(buf + 24),
                    bt = get_u64(buf + 32), tk = get_u64(buf + 40), tv = get_u64(buf + 48);
     *n_tokens = get_u64(buf + 56);
@@ -68,8 +68,8 @@ enum hearth_status kvfile_parse_header(const uint8_t *buf, size_t len,
         return fail(HEARTH_EFORMAT, err, err_len,
                     "kv file: a cache of another shape (%llu layers of %llu values, blocks of "
                     "%llu, K/V types %llu/%llu; this context's %llu, %llu, %llu, %llu/%llu)",
-                    (unsigned long long)n_layer, (unsigned long long)kv_dim,
-                    (unsigned long long)bt, (unsigned long long)tk, (unsigned long long)tv,
+                    (unsigned long long)n_layer, (unsigned long long)kv_dim, (unsigned long long)bt,
+                    (unsigned long long)tk, (unsigned long long)tv,
                     (unsigned long long)want->n_layer, (unsigned long long)want->kv_dim,
                     (unsigned long long)want->block_tokens, (unsigned long long)want->type_k,
                     (unsigned long long)want->type_v);
@@ -189,7 +189,8 @@ enum hearth_status kvfile_shape_of(const struct hearth_context *ctx, struct kvfi
     if (ctx->state_len)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "kv file: %s keeps a recurrent state beside its K/V, which a file does not "
-                    "hold yet", ctx->model->arch);
+                    "hold yet",
+                    ctx->model->arch);
     if (kv->pool[1].n_layer)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "kv file: the sliding-window layers' cache is not saved yet");
@@ -207,7 +208,8 @@ enum hearth_status kvfile_shape_of(const struct hearth_context *ctx, struct kvfi
         if (kv->slot[l] < 0)
             return fail(HEARTH_EUNSUPPORTED, err, err_len,
                         "kv file: layer %d keeps its K/V on a GPU, which a file does not read "
-                        "back yet", l);
+                        "back yet",
+                        l);
         s->n_layer++;
     }
     return HEARTH_OK;
@@ -257,8 +259,8 @@ enum hearth_status hearth_seq_save(struct hearth_context *ctx, int32_t seq,
     const struct kv_cache *kv = &ctx->kv;
     if (seq < 0 || seq >= kv->n_seq || n < 1 || n > kv->seqs[seq].n_tokens)
         return fail(HEARTH_EINVAL, err, err_len,
-                    "kv file: sequence %d holds %d tokens, so it saves 1 to that many, not %d",
-                    seq, seq >= 0 && seq < kv->n_seq ? kv->seqs[seq].n_tokens : 0, n);
+                    "kv file: sequence %d holds %d tokens, so it saves 1 to that many, not %d", seq,
+                    seq >= 0 && seq < kv->n_seq ? kv->seqs[seq].n_tokens : 0, n);
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return fail(HEARTH_EINVAL, err, err_len, "kv file: the path is too long");
@@ -335,12 +337,13 @@ enum hearth_status hearth_seq_load(struct hearth_context *ctx, int32_t seq, cons
                               "link")
                        : fail(errno == ENOENT ? HEARTH_EINVAL : HEARTH_EIO, err, err_len,
                               "kv file: cannot read %s: %s", path, strerror(errno));
-    const uint64_t most = KVFILE_HEADER + (uint64_t)kv->n_ctx * (4 + s.n_layer * (s.row_k + s.row_v)) + 8;
+    const uint64_t most =
+        KVFILE_HEADER + (uint64_t)kv->n_ctx * (4 + s.n_layer * (s.row_k + s.row_v)) + 8;
     if ((uint64_t)sb.st_size > most) {
         close(fd);
         return fail(HEARTH_EFORMAT, err, err_len,
-                    "kv file: %s has %lld bytes, more than a sequence of this context takes",
-                    path, (long long)sb.st_size);
+                    "kv file: %s has %lld bytes, more than a sequence of this context takes", path,
+                    (long long)sb.st_size);
     }
     const size_t len = (size_t)sb.st_size;
     uint8_t *buf     = malloc(len ? len : 1);

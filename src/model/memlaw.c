@@ -35,10 +35,8 @@ int32_t memlaw_stages_of(const struct hearth_model *m, bool mtp, struct memlaw_s
     const struct stage_place *pl = mtp ? &m->mtp_place : m->stage;
     const int32_t n              = mtp ? 1 : m->n_stage;
     for (int32_t i = 0; i < n; i++)
-        out[i] = (struct memlaw_stage){.kind   = pl[i].be->kind,
-                                       .device = pl[i].device,
-                                       .l0     = pl[i].l0,
-                                       .l1     = pl[i].l1};
+        out[i] = (struct memlaw_stage){
+            .kind = pl[i].be->kind, .device = pl[i].device, .l0 = pl[i].l0, .l1 = pl[i].l1};
     return n;
 }
 
@@ -187,7 +185,7 @@ void memlaw_context(const struct hearth_model *m, const struct hearth_context_pa
     /* each stage's backend buffers */
     const int32_t per_seq = (p->n_ctx + p->kv_block - 1) / p->kv_block;
     for (int32_t i = 0; i < n_stage; i++) {
-        const bool output = i == n_stage - 1;
+        const bool output             = i == n_stage - 1;
         const struct backend_law *law = backend_law_of(st[i].kind);
         law->stage(m, p, st[i].l0, st[i].l1, output, per_seq, n_pools, &dev[i], host);
     }

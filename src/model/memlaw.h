@@ -26,7 +26,7 @@
 struct memlaw_stage {
     enum backend_kind kind; /* its backend's, whose law (backend_law_of) sizes it */
     int device;             /* which device, for a stage not on host memory */
-    int32_t l0, l1; /* layers [l0, l1) */
+    int32_t l0, l1;         /* layers [l0, l1) */
 };
 
 /*

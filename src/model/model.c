@@ -32,6 +32,7 @@ static const struct {
     const char *name;
     bool rope_neox;
     enum hearth_status (*hparams)(struct hearth_model *m, char *err, size_t err_len);
+    /* clang-format off */
 } archs[] = {
     {"llama", false, NULL},
     {"qwen2", true, NULL},
@@ -40,6 +41,7 @@ static const struct {
     {"qwen3moe", true, NULL},
     {"qwen35moe", true, dnet_hparams},
 };
+/* clang-format on */
 
 bool model_arch_u32(const struct hearth_model *m, const char *key, uint32_t *out)
 {
@@ -63,8 +65,8 @@ static enum hearth_status need_u32(const struct hearth_model *m, const char *key
         return fail(HEARTH_EFORMAT, err, err_len, "model: missing or non-integer key %s.%s",
                     m->arch, key);
     if (v == 0 || v > (1u << 30))
-        return fail(HEARTH_EFORMAT, err, err_len, "model: %s.%s = %u is out of range", m->arch,
-                    key, v);
+        return fail(HEARTH_EFORMAT, err, err_len, "model: %s.%s = %u is out of range", m->arch, key,
+                    v);
     *out = (int32_t)v;
     return HEARTH_OK;
 }
@@ -84,7 +86,8 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: %d KV heads do not divide %d attention heads", hp->n_head_kv,
                     hp->n_head);
-    hp->head_dim = model_arch_u32(m, "attention.key_length", &v) ? (int32_t)v : hp->n_embd / hp->n_head;
+    hp->head_dim =
+        model_arch_u32(m, "attention.key_length", &v) ? (int32_t)v : hp->n_embd / hp->n_head;
     if (hp->head_dim < 2 || hp->head_dim % 2 || hp->head_dim > 1024)
         return fail(HEARTH_EFORMAT, err, err_len, "model: head dimension %d is not usable",
                     hp->head_dim);
@@ -97,10 +100,10 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
         hp->rope_base = 10000.0f;
     if (!arch_f32(m, "attention.layer_norm_rms_epsilon", &hp->norm_eps))
         hp->norm_eps = 1e-5f;
-    hp->n_ctx_train = model_arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v
-                                                                                 : 2048;
+    hp->n_ctx_train =
+        model_arch_u32(m, "context_length", &v) && v > 0 && v < (1u << 30) ? (int32_t)v : 2048;
     hp->embd_scale = 1.0f;
-    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    m->layers      = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
     /* attention.sliding_window is read only by the architectures that have windows (gemma3),
@@ -120,10 +123,11 @@ static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t
 static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size_t err_len)
 {
     struct hparams *hp = &m->hp;
-    uint32_t pattern = 6, v;
-    float base_swa = 10000.0f;
+    uint32_t pattern   = 6, v;
+    float base_swa     = 10000.0f;
     char key[128];
-    hp->n_swa = model_arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
+    hp->n_swa =
+        model_arch_u32(m, "attention.sliding_window", &v) && v < (1u << 30) ? (int32_t)v : 0;
     snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch);
     if (gguf_find_key(m->gguf, key) >= 0 && !gguf_get_u32(m->gguf, key, &pattern))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
@@ -131,7 +135,7 @@ static enum hearth_status gemma3_hparams(struct hearth_model *m, char *err, size
     arch_f32(m, "rope.freq_base_swa", &base_swa);
     for (int32_t i = 0; i < hp->n_layer; i++) {
         const bool local = hp->n_swa > 0 && (pattern == 0 || (uint32_t)i % pattern < pattern - 1);
-        m->layers[i].swa       = local;
+        m->layers[i].swa = local;
         m->layers[i].rope_base = local ? base_swa : hp->rope_base;
     }
     if (!arch_f32(m, "final_logit_softcapping", &hp->logit_softcap) || !(hp->logit_softcap > 0))
@@ -158,22 +162,24 @@ enum hearth_status model_get_weight(struct hearth_model *m, const char *name, in
     if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != 1 || t->ne[3] != 1)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld] but [%lld, %lld] was "
-                    "expected", name, (long long)t->ne[0], (long long)t->ne[1],
-                    (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out);
+                    "expected",
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                    (long long)t->ne[3], (long long)n_in, (long long)n_out);
     const struct backend *refuser = model_weight_refuser(m, (enum dtype)t->type);
     if (refuser && refuser != backend_cpu() && backend_cpu()->weight_supported(t->type))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which the %s backend cannot compute with "
-                    "yet; keep its layers on the CPU", name, dtype_name(t->type), refuser->name);
+                    "yet; keep its layers on the CPU",
+                    name, dtype_name(t->type), refuser->name);
     if (refuser)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
                     dtype_name(t->type));
-    w->type = (enum dtype)t->type;
-    w->n_in = n_in;
-    w->n_out = n_out;
+    w->type    = (enum dtype)t->type;
+    w->n_in    = n_in;
+    w->n_out   = n_out;
     w->row_len = dtype_row_len(w->type, n_in);
-    w->data = t->data;
+    w->data    = t->data;
     m->weight_bytes += t->size;
     m->matmul_macs += (uint64_t)n_in * (uint64_t)n_out;
     return HEARTH_OK;
@@ -184,7 +190,7 @@ enum hearth_status model_get_vector(struct hearth_model *m, const char *name, in
                                     bool optional, float **out, char *err, size_t err_len)
 {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
-    *out = NULL;
+    *out                        = NULL;
     if (!t) {
         if (optional)
             return HEARTH_OK;
@@ -193,8 +199,7 @@ enum hearth_status model_get_vector(struct hearth_model *m, const char *name, in
     if (t->ne[0] != n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: tensor %s has %lld x %lld elements but %lld were expected", name,
-                    (long long)t->ne[0], (long long)(t->ne[1] * t->ne[2] * t->ne[3]),
-                    (long long)n);
+                    (long long)t->ne[0], (long long)(t->ne[1] * t->ne[2] * t->ne[3]), (long long)n);
     float *v = acct_calloc(&m->acct, MEM_WEIGHTS, (size_t)n, sizeof *v);
     if (!v)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory copying %s", name);
@@ -216,7 +221,7 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
                   kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     enum hearth_status st;
     if ((st = model_get_weight(m, "token_embd.weight", d, hp->n_vocab, false, &m->tok_embd, err,
-                         err_len)) ||
+                               err_len)) ||
         (st = model_get_vector(m, "output_norm.weight", d, false, &m->output_norm, err, err_len)) ||
         (st = model_get_weight(m, "output.weight", d, hp->n_vocab, true, &m->output, err, err_len)))
         return st;
@@ -234,10 +239,11 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
         }
         char n[16][64];
         static const char *const parts[] = {
-            "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
-            "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-            "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias",
-            "attn_q_norm.weight", "attn_k_norm.weight", "post_attention_norm.weight",
+            "attn_norm.weight",    "attn_q.weight",      "attn_k.weight",
+            "attn_v.weight",       "attn_output.weight", "ffn_norm.weight",
+            "ffn_gate.weight",     "ffn_up.weight",      "ffn_down.weight",
+            "attn_q.bias",         "attn_k.bias",        "attn_v.bias",
+            "attn_q_norm.weight",  "attn_k_norm.weight", "post_attention_norm.weight",
             "post_ffw_norm.weight"};
         for (int j = 0; j < 16; j++)
             snprintf(n[j], sizeof n[j], "blk.%d.%s", i, parts[j]);
@@ -253,8 +259,10 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
             (st = model_get_vector(m, n[9], qd, true, &L->bq, err, err_len)) ||
             (st = model_get_vector(m, n[10], kvd, true, &L->bk, err, err_len)) ||
             (st = model_get_vector(m, n[11], kvd, true, &L->bv, err, err_len)) ||
-            (st = model_get_vector(m, n[12], hp->head_dim, !post_norms, &L->q_norm, err, err_len)) ||
-            (st = model_get_vector(m, n[13], hp->head_dim, !post_norms, &L->k_norm, err, err_len)) ||
+            (st =
+                 model_get_vector(m, n[12], hp->head_dim, !post_norms, &L->q_norm, err, err_len)) ||
+            (st =
+                 model_get_vector(m, n[13], hp->head_dim, !post_norms, &L->k_norm, err, err_len)) ||
             (st = model_get_vector(m, n[14], d, !post_norms, &L->post_attn_norm, err, err_len)) ||
             (st = model_get_vector(m, n[15], d, !post_norms, &L->post_ffn_norm, err, err_len)) ||
             (moe && (st = moe_load(m, i, &L->moe, err, err_len))))
@@ -271,18 +279,20 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
  */
 static enum hearth_status load_nextn(struct hearth_model *m, char *err, size_t err_len)
 {
-    const struct hparams *hp = &m->hp;
-    const int32_t il         = hp->n_layer;
+    const struct hparams *hp      = &m->hp;
+    const int32_t il              = hp->n_layer;
     const struct stage_place *out = model_stage_of(m, il);
     if (hp->n_nextn != 1 || !hp->recurrent)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: an MTP head of %d blocks on %s is not supported (hearth runs "
-                    "qwen35moe's single nextn block)", hp->n_nextn, m->arch);
+                    "qwen35moe's single nextn block)",
+                    hp->n_nextn, m->arch);
     if (!out->be->nextn_input)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: the MTP head runs where the output does, and the %s backend "
                     "cannot run it yet; keep the output on the CPU (-ngl at most the layer "
-                    "count)", out->be->name);
+                    "count)",
+                    out->be->name);
     char e[64], h[64], eh[64], hn[64], emb[64], head[64];
     snprintf(e, sizeof e, "blk.%d.nextn.enorm.weight", il);
     snprintf(h, sizeof h, "blk.%d.nextn.hnorm.weight", il);
@@ -293,7 +303,8 @@ static enum hearth_status load_nextn(struct hearth_model *m, char *err, size_t e
     if (gguf_find_tensor(m->gguf, emb) || gguf_find_tensor(m->gguf, head))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: an MTP head with its own embedding or output matrix (%s) is not "
-                    "supported yet", gguf_find_tensor(m->gguf, emb) ? emb : head);
+                    "supported yet",
+                    gguf_find_tensor(m->gguf, emb) ? emb : head);
     struct layer *L = &m->layers[il];
     L->rope_base    = hp->rope_base;
     m->has_mtp      = true; /* from here on hearth_model_free releases the layer */
@@ -307,12 +318,12 @@ static enum hearth_status load_nextn(struct hearth_model *m, char *err, size_t e
     if ((st = model_get_vector(m, e, hp->n_embd, false, &x->enorm, err, err_len)) ||
         (st = model_get_vector(m, h, hp->n_embd, false, &x->hnorm, err, err_len)) ||
         (st = model_get_vector(m, hn, hp->n_embd, true, &x->head_norm, err, err_len)) ||
-        (st = model_get_weight(m, eh, 2 * (int64_t)hp->n_embd, hp->n_embd, false, &x->eh_proj,
-                               err, err_len)) ||
+        (st = model_get_weight(m, eh, 2 * (int64_t)hp->n_embd, hp->n_embd, false, &x->eh_proj, err,
+                               err_len)) ||
         (st = model_prepare_weight(m, il, &x->eh_proj, err, err_len)))
         return st;
-    m->mtp_place = (struct stage_place){.be = out->be, .device = out->device, .l0 = il,
-                                        .l1 = il + 1};
+    m->mtp_place =
+        (struct stage_place){.be = out->be, .device = out->device, .l0 = il, .l1 = il + 1};
     return HEARTH_OK;
 }
 
@@ -332,23 +343,25 @@ static enum hearth_status upload_failed(const struct stage_place *place, int32_t
         snprintf(what, sizeof what, l < 0 ? "token_embd" : "the output");
     else
         snprintf(what, sizeof what, "layer %d", l);
-    return fail(st, err, err_len, "model: %s refused the weights of %s (%s); offload fewer "
-                "layers (a smaller -ngl)", name, what, why);
+    return fail(st, err, err_len,
+                "model: %s refused the weights of %s (%s); offload fewer "
+                "layers (a smaller -ngl)",
+                name, what, why);
 }
 
 enum hearth_status model_prepare_weight(struct hearth_model *m, int32_t l, struct weight *w,
                                         char *err, size_t err_len)
 {
     const struct stage_place *place = model_stage_of(m, l);
-    return upload_failed(place, l, place->be->weight_prepare(w, WEIGHT_MATMUL, err, err_len),
-                         err, err_len);
+    return upload_failed(place, l, place->be->weight_prepare(w, WEIGHT_MATMUL, err, err_len), err,
+                         err_len);
 }
 
 static enum hearth_status prepare_weights(struct hearth_model *m, char *err, size_t err_len)
 {
     enum hearth_status st;
     for (int32_t i = 0; i < m->hp.n_layer + m->has_mtp; i++) {
-        struct layer *L = &m->layers[i];
+        struct layer *L     = &m->layers[i];
         struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = model_prepare_weight(m, i, ws[j], err, err_len)))
@@ -370,7 +383,8 @@ static enum hearth_status prepare_weights(struct hearth_model *m, char *err, siz
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: the output is tied to token_embd, which cannot be on %s and %s "
                     "at once yet; keep the output with the first layer (-ngl at most the layer "
-                    "count, or every layer on one device)", first, last);
+                    "count, or every layer on one device)",
+                    first, last);
     }
     if (tied)
         m->output = m->tok_embd;
@@ -421,8 +435,8 @@ static enum hearth_status model_header(struct hearth_model *m, const char *path,
     return HEARTH_OK;
 }
 
-enum hearth_status model_describe(const char *path, bool mtp, struct hearth_model **out,
-                                  char *err, size_t err_len)
+enum hearth_status model_describe(const char *path, bool mtp, struct hearth_model **out, char *err,
+                                  size_t err_len)
 {
     enum hearth_status st;
     *out                   = NULL;
@@ -435,8 +449,7 @@ enum hearth_status model_describe(const char *path, bool mtp, struct hearth_mode
     enum gguf_vtype et;
     uint64_t n      = 0;
     const int64_t k = gguf_find_key(m->gguf, "tokenizer.ggml.tokens");
-    if (k < 0 || !gguf_kv_arr(m->gguf, k, &et, &n) || et != GGUF_STR || n < 1 ||
-        n > INT32_MAX) {
+    if (k < 0 || !gguf_kv_arr(m->gguf, k, &et, &n) || et != GGUF_STR || n < 1 || n > INT32_MAX) {
         st = fail(HEARTH_EFORMAT, err, err_len,
                   "model: tokenizer.ggml.tokens is missing or not a list of strings");
         goto err;
@@ -459,7 +472,7 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
 {
     struct hearth_model_params p = params ? *params : hearth_model_default_params();
     enum hearth_status st;
-    *out = NULL;
+    *out                   = NULL;
     struct hearth_model *m = calloc(1, sizeof *m);
     if (!m)
         return fail(HEARTH_ENOMEM, err, err_len, "model: out of memory");
@@ -467,8 +480,10 @@ enum hearth_status hearth_model_load(const char *path, const struct hearth_model
     if ((st = model_header(m, path, p.mtp, err, err_len)))
         goto err;
     if (m->hp.n_nextn > 0 && !p.mtp)
-        fprintf(stderr, "hearth: %s: %d multi-token-prediction layer%s not loaded (--spec mtp "
-                "drafts with %s)\n", m->arch, m->hp.n_nextn, m->hp.n_nextn == 1 ? "" : "s",
+        fprintf(stderr,
+                "hearth: %s: %d multi-token-prediction layer%s not loaded (--spec mtp "
+                "drafts with %s)\n",
+                m->arch, m->hp.n_nextn, m->hp.n_nextn == 1 ? "" : "s",
                 m->hp.n_nextn == 1 ? "it" : "them");
     if ((st = model_place(m, &p, err, err_len)) ||
         (st = tokenizer_load(m->gguf, &m->tok, err, err_len)))
@@ -524,7 +539,8 @@ void hearth_model_free(struct hearth_model *m)
             free(L->k_norm);
             free(L->post_attn_norm);
             free(L->post_ffn_norm);
-            struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            struct weight *ws[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                   &L->w_gate, &L->w_up, &L->w_down};
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
                 model_release_weight(m, i, ws[j]);
             moe_free(m, i, L->moe);
@@ -556,14 +572,35 @@ void hearth_model_memory(const struct hearth_model *m, struct hearth_memory *out
     mem_acct_public(&a, out);
 }
 
-int32_t hearth_model_n_vocab(const struct hearth_model *m) { return m->hp.n_vocab; }
-int32_t hearth_model_n_ctx_train(const struct hearth_model *m) { return m->hp.n_ctx_train; }
-const char *hearth_model_arch(const struct hearth_model *m) { return m->arch; }
+int32_t hearth_model_n_vocab(const struct hearth_model *m)
+{
+    return m->hp.n_vocab;
+}
+int32_t hearth_model_n_ctx_train(const struct hearth_model *m)
+{
+    return m->hp.n_ctx_train;
+}
+const char *hearth_model_arch(const struct hearth_model *m)
+{
+    return m->arch;
+}
 
-bool hearth_model_is_recurrent(const struct hearth_model *m) { return m->hp.recurrent; }
-bool hearth_model_has_mtp(const struct hearth_model *m) { return m->has_mtp; }
-int32_t hearth_model_n_embd(const struct hearth_model *m) { return m->hp.n_embd; }
-uint64_t hearth_model_weight_bytes(const struct hearth_model *m) { return m->weight_bytes; }
+bool hearth_model_is_recurrent(const struct hearth_model *m)
+{
+    return m->hp.recurrent;
+}
+bool hearth_model_has_mtp(const struct hearth_model *m)
+{
+    return m->has_mtp;
+}
+int32_t hearth_model_n_embd(const struct hearth_model *m)
+{
+    return m->hp.n_embd;
+}
+uint64_t hearth_model_weight_bytes(const struct hearth_model *m)
+{
+    return m->weight_bytes;
+}
 
 /* Of a total whose routed experts' stacks make up routed, what one token uses. */
 static uint64_t per_token(const struct hearth_model *m, uint64_t total, uint64_t routed)
@@ -595,15 +632,24 @@ double hearth_model_prefill_ops(const struct hearth_model *m, int64_t depth, int
         double keys = 0;
         for (int64_t p = depth; p < depth + n; p++)
             keys += (double)(m->layers[l].swa && hp->n_swa > 0 && p + 1 > hp->n_swa ? hp->n_swa
-                                                                                   : p + 1);
+                                                                                    : p + 1);
         ops += per_key * keys;
     }
     return ops;
 }
 
-hearth_token hearth_token_bos(const struct hearth_model *m) { return tokenizer_bos(m->tok); }
-hearth_token hearth_token_eos(const struct hearth_model *m) { return tokenizer_eos(m->tok); }
-bool hearth_vocab_add_bos(const struct hearth_model *m) { return tokenizer_add_bos(m->tok); }
+hearth_token hearth_token_bos(const struct hearth_model *m)
+{
+    return tokenizer_bos(m->tok);
+}
+hearth_token hearth_token_eos(const struct hearth_model *m)
+{
+    return tokenizer_eos(m->tok);
+}
+bool hearth_vocab_add_bos(const struct hearth_model *m)
+{
+    return tokenizer_add_bos(m->tok);
+}
 
 bool hearth_token_is_eog(const struct hearth_model *m, hearth_token tok)
 {

@@ -57,8 +57,8 @@ enum hearth_status model_load_tokenizer(struct hearth_model *m, char *err, size_
  * no weights, no placement; hearth_model_free frees it. mtp: as if loaded
  * with its MTP head.
  */
-enum hearth_status model_describe(const char *path, bool mtp, struct hearth_model **out,
-                                  char *err, size_t err_len);
+enum hearth_status model_describe(const char *path, bool mtp, struct hearth_model **out, char *err,
+                                  size_t err_len);
 
 /* The stage of layer l (l = n_layer: the output's, the last). */
 const struct stage_place *model_stage_of(const struct hearth_model *m, int32_t l);

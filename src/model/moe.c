@@ -54,9 +54,9 @@ static enum hearth_status get_stack(struct hearth_model *m, int32_t il, const ch
     if (t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_mat || t->ne[3] != 1)
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: tensor %s has shape [%lld, %lld, %lld, %lld] but [%lld, %lld, %lld] "
-                    "was expected", name, (long long)t->ne[0], (long long)t->ne[1],
-                    (long long)t->ne[2], (long long)t->ne[3], (long long)n_in, (long long)n_out,
-                    (long long)n_mat);
+                    "was expected",
+                    name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                    (long long)t->ne[3], (long long)n_in, (long long)n_out, (long long)n_mat);
     if (!model_weight_supported(m, (enum dtype)t->type))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: tensor %s has type %s, which hearth cannot compute with yet", name,
@@ -109,15 +109,15 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp_shexp.weight", il);
         if ((st = get_stack(m, il, "ffn_gate_shexp.weight", d, f, 1, &me->gate[E], err, err_len)) ||
             (st = get_stack(m, il, "ffn_up_shexp.weight", d, f, 1, &me->up[E], err, err_len)) ||
-            (st = get_stack(m, il, "ffn_down_shexp.weight", f, d, 1, &me->down[E], err,
-                            err_len)) ||
+            (st = get_stack(m, il, "ffn_down_shexp.weight", f, d, 1, &me->down[E], err, err_len)) ||
             (st = model_get_vector(m, name, d, false, &me->shared_gate, err, err_len)))
             goto err;
         if (me->gate[E].type != me->gate[0].type || me->up[E].type != me->up[0].type ||
             me->down[E].type != me->down[0].type) {
             st = fail(HEARTH_EUNSUPPORTED, err, err_len,
                       "model: blk.%d's shared expert and routed experts have different types, "
-                      "which hearth does not run yet", il);
+                      "which hearth does not run yet",
+                      il);
             goto err;
         }
     }
@@ -126,11 +126,12 @@ enum hearth_status moe_load(struct hearth_model *m, int32_t il, struct moe **out
         st = fail(HEARTH_EUNSUPPORTED, err, err_len,
                   "model: blk.%d's experts (ffn_gate_exps %s, ffn_up_exps %s, ffn_down_exps %s) "
                   "are types the %s backend does not run together yet (the CPU's gate and up "
-                  "must take one activation type)", il, dtype_name(me->gate[0].type),
-                  dtype_name(me->up[0].type), dtype_name(me->down[0].type), be->name);
+                  "must take one activation type)",
+                  il, dtype_name(me->gate[0].type), dtype_name(me->up[0].type),
+                  dtype_name(me->down[0].type), be->name);
         goto err;
     }
-    struct weight *stacks[3] = {&me->gate_exps, &me->up_exps, &me->down_exps};
+    struct weight *stacks[3]      = {&me->gate_exps, &me->up_exps, &me->down_exps};
     const struct weight *first[3] = {&me->gate[0], &me->up[0], &me->down[0]};
     for (int i = 0; i < 3; i++) {
         *stacks[i]       = *first[i];

@@ -19,11 +19,11 @@ struct entry {
 
 struct snap_store {
     int32_t n_seq;
-    int32_t per_seq;  /* snapshots a sequence may own, >= 1 */
-    int32_t cap;      /* n_seq * per_seq (+ n_cached) entries */
+    int32_t per_seq;      /* snapshots a sequence may own, >= 1 */
+    int32_t cap;          /* n_seq * per_seq (+ n_cached) entries */
     int32_t n_cached_cap; /* most cached (keyed, unowned) entries; -1 = no cap */
-    size_t state_len; /* floats per snapshot */
-    float *mem;       /* [cap][state_len] */
+    size_t state_len;     /* floats per snapshot */
+    float *mem;           /* [cap][state_len] */
     size_t mem_len;
     struct entry *e; /* [cap] */
     int32_t *own;    /* [n_seq][per_seq] entry ids of each sequence, ascending pos */
@@ -33,7 +33,7 @@ struct snap_store {
     int32_t *sim_pos, *sim_tag; /* [per_seq + n_rows] */
     int32_t *cand;              /* [n_rows] rows ending a boundary, of one sequence */
     int32_t sim_cap;
-    uint8_t *seen; /* [n_seq] */
+    uint8_t *seen;        /* [n_seq] */
     struct mem_acct acct; /* what snap_new allocated */
 };
 
@@ -61,18 +61,18 @@ struct snap_store *snap_new(int32_t n_seq, int32_t per_seq, int32_t n_cached, si
     struct snap_store *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
-    s->n_seq     = n_seq;
-    s->per_seq   = per_seq;
-    s->cap       = n_seq * per_seq + (n_cached > 0 ? n_cached : 0);
+    s->n_seq        = n_seq;
+    s->per_seq      = per_seq;
+    s->cap          = n_seq * per_seq + (n_cached > 0 ? n_cached : 0);
     s->n_cached_cap = n_cached;
-    s->state_len = state_len;
-    s->mem_len   = snap_bytes(n_seq, per_seq, n_cached, state_len);
+    s->state_len    = state_len;
+    s->mem_len      = snap_bytes(n_seq, per_seq, n_cached, state_len);
     void *mem = mmap(NULL, s->mem_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         free(s);
         return NULL;
     }
-    s->mem   = mem;
+    s->mem = mem;
     s->acct.b[MEM_KV] += s->mem_len;
     /* the sequences' own share now, as kv.c maps theirs; the cached ones come as they fill */
     mem_populate(mem, (size_t)n_seq * (size_t)per_seq * state_len * sizeof(float));

@@ -120,23 +120,23 @@ static enum hearth_status place_split(struct hearth_model *m, const char *split,
                                       size_t err_len)
 {
     const int32_t n_layer = m->hp.n_layer;
-    int32_t at = 0;
-    m->n_stage = 0;
+    int32_t at            = 0;
+    m->n_stage            = 0;
     for (const char *s = split; *s;) {
-        const char *end = strchr(s, ','), *colon;
+        const char *end  = strchr(s, ','), *colon;
         const size_t len = end ? (size_t)(end - s) : strlen(s);
         char name[16], *num_end;
         int device;
         colon = memchr(s, ':', len);
         if (!colon || !split_name(s, (size_t)(colon - s), name, sizeof name, &device))
             return fail(HEARTH_EINVAL, err, err_len,
-                        "model: layer_split entry '%.*s' is not BACKEND[DEVICE]:LAYERS",
-                        (int)len, s);
+                        "model: layer_split entry '%.*s' is not BACKEND[DEVICE]:LAYERS", (int)len,
+                        s);
         const long count = strtol(colon + 1, &num_end, 10);
         if (num_end != s + len || num_end == colon + 1 || count < 0 || count > (1 << 30))
             return fail(HEARTH_EINVAL, err, err_len,
-                        "model: layer_split entry '%.*s' needs a layer count in 0..%d",
-                        (int)len, s, n_layer);
+                        "model: layer_split entry '%.*s' needs a layer count in 0..%d", (int)len, s,
+                        n_layer);
         if (at + count > n_layer)
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: layer_split '%s' places more than the model's %d layers", split,
@@ -158,15 +158,16 @@ static enum hearth_status place_split(struct hearth_model *m, const char *split,
                         name);
         }
         if (m->n_stage == MODEL_MAX_STAGES)
-            return fail(HEARTH_EINVAL, err, err_len,
-                        "model: layer_split has more than %d ranges", MODEL_MAX_STAGES);
+            return fail(HEARTH_EINVAL, err, err_len, "model: layer_split has more than %d ranges",
+                        MODEL_MAX_STAGES);
         if (count == 0 && end)
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: layer_split entry '%.*s' has no layers, which only the last "
-                        "(the output alone) may have", (int)len, s);
+                        "(the output alone) may have",
+                        (int)len, s);
         if (count == 0 && m->n_stage == 0)
-            return fail(HEARTH_EINVAL, err, err_len,
-                        "model: layer_split '%s' places no layer", split);
+            return fail(HEARTH_EINVAL, err, err_len, "model: layer_split '%s' places no layer",
+                        split);
         add_stage(m, be, device, at, at + (int32_t)count);
         at += (int32_t)count;
         s = end ? end + 1 : s + len;
@@ -185,14 +186,13 @@ static enum hearth_status place_split(struct hearth_model *m, const char *split,
  * The GPUs of p->devices ("vulkan0,vulkan1"; NULL or empty: vulkan0), each
  * once, into gpus[0..*n) (device and an equal share; be found later).
  */
-static enum hearth_status parse_devices(const struct hearth_model_params *p,
-                                        struct gpu_share *gpus, int *n, char *err,
-                                        size_t err_len)
+static enum hearth_status parse_devices(const struct hearth_model_params *p, struct gpu_share *gpus,
+                                        int *n, char *err, size_t err_len)
 {
     const char *devices = p->devices && *p->devices ? p->devices : "vulkan0";
     *n                  = 0;
     for (const char *s = devices;;) {
-        const char *end = strchr(s, ',');
+        const char *end  = strchr(s, ',');
         const size_t len = end ? (size_t)(end - s) : strlen(s);
         char name[16];
         int device;
@@ -200,11 +200,12 @@ static enum hearth_status parse_devices(const struct hearth_model_params *p,
             len == strlen(name))
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: device '%.*s' is not a GPU as hearth devices names them "
-                        "(vulkan0, vulkan1, ...)", (int)len, s);
+                        "(vulkan0, vulkan1, ...)",
+                        (int)len, s);
         for (int i = 0; i < *n; i++)
             if (gpus[i].device == device)
-                return fail(HEARTH_EINVAL, err, err_len,
-                            "model: devices '%s' names vulkan%d twice", devices, device);
+                return fail(HEARTH_EINVAL, err, err_len, "model: devices '%s' names vulkan%d twice",
+                            devices, device);
         if (*n == MODEL_MAX_STAGES - 2)
             return fail(HEARTH_EINVAL, err, err_len, "model: devices '%s' names more than %d GPUs",
                         devices, MODEL_MAX_STAGES - 2);
@@ -219,8 +220,8 @@ static enum hearth_status parse_devices(const struct hearth_model_params *p,
  * Reads tensor_split ("3:1", or llama.cpp's "3,1") into the shares of the n
  * GPUs: one number >= 0 per device, not all zero.
  */
-static enum hearth_status parse_shares(const char *split, struct gpu_share *gpus, int n,
-                                       char *err, size_t err_len)
+static enum hearth_status parse_shares(const char *split, struct gpu_share *gpus, int n, char *err,
+                                       size_t err_len)
 {
     const char sep = strchr(split, ':') ? ':' : ',';
     int i          = 0;
@@ -233,7 +234,7 @@ static enum hearth_status parse_shares(const char *split, struct gpu_share *gpus
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: tensor_split '%s' has an entry that is not a number", split);
         memcpy(num, s, len);
-        num[len] = 0;
+        num[len]       = 0;
         const double v = strtod(num, &num_end);
         if (num_end != num + len || !isfinite(v) || isspace((unsigned char)num[0]))
             return fail(HEARTH_EINVAL, err, err_len,
@@ -241,7 +242,8 @@ static enum hearth_status parse_shares(const char *split, struct gpu_share *gpus
         if (v < 0)
             return fail(HEARTH_EINVAL, err, err_len,
                         "model: tensor_split entry '%s' is negative; each device's share is a "
-                        "number >= 0", num);
+                        "number >= 0",
+                        num);
         if (i < n)
             gpus[i].share = v;
         total += v;
@@ -252,8 +254,8 @@ static enum hearth_status parse_shares(const char *split, struct gpu_share *gpus
     if (i + 1 != n)
         return fail(HEARTH_EINVAL, err, err_len,
                     "model: tensor_split '%s' has %d share%s but %d device%s %s given; give one "
-                    "share per device", split, i + 1, i ? "s" : "", n, n == 1 ? "" : "s",
-                    n == 1 ? "is" : "are");
+                    "share per device",
+                    split, i + 1, i ? "s" : "", n, n == 1 ? "" : "s", n == 1 ? "is" : "are");
     if (!(total > 0))
         return fail(HEARTH_EINVAL, err, err_len,
                     "model: tensor_split '%s' gives every device a zero share", split);
@@ -271,9 +273,8 @@ enum hearth_status model_place(struct hearth_model *m, const struct hearth_model
     if (p->n_gpu_layers < 0)
         return fail(HEARTH_EINVAL, err, err_len, "model: n_gpu_layers %d is negative",
                     p->n_gpu_layers);
-    const bool split = p->layer_split && *p->layer_split,
-               devs  = p->devices && *p->devices,
-               ts    = p->tensor_split && *p->tensor_split;
+    const bool split = p->layer_split && *p->layer_split, devs = p->devices && *p->devices,
+               ts = p->tensor_split && *p->tensor_split;
     if (split && (p->n_gpu_layers > 0 || devs || ts))
         return fail(HEARTH_EINVAL, err, err_len,
                     "model: layer_split places every layer itself; give it without "
@@ -285,8 +286,7 @@ enum hearth_status model_place(struct hearth_model *m, const struct hearth_model
     struct gpu_share gpus[MODEL_MAX_STAGES];
     int n_gpu = 0;
     char what[48];
-    snprintf(what, sizeof what, p->n_gpu_layers ? "n_gpu_layers %d" : "devices",
-             p->n_gpu_layers);
+    snprintf(what, sizeof what, p->n_gpu_layers ? "n_gpu_layers %d" : "devices", p->n_gpu_layers);
     /* what the flags say is checked before whether the machine has the devices, so a
      * malformed --tensor-split is named as such everywhere */
     if ((devs || p->n_gpu_layers > 0) &&
@@ -326,13 +326,13 @@ enum hearth_status stages_init(struct hearth_context *ctx, char *err, size_t err
 {
     const struct hearth_model *m = ctx->model;
     /* an MTP context is one stage: the head, where the output runs */
-    ctx->n_stage = ctx->p.mtp ? 1 : m->n_stage;
+    ctx->n_stage       = ctx->p.mtp ? 1 : m->n_stage;
     struct mem_acct *a = &ctx->acct;
     if (!(ctx->stages = acct_calloc(a, MEM_OTHER, (size_t)ctx->n_stage, sizeof *ctx->stages)))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     if (ctx->n_stage > 1 &&
-        !(ctx->x_host = acct_calloc(a, MEM_COMPUTE, (size_t)ctx->p.n_batch * m->hp.n_embd,
-                                    sizeof(float))))
+        !(ctx->x_host =
+              acct_calloc(a, MEM_COMPUTE, (size_t)ctx->p.n_batch * m->hp.n_embd, sizeof(float))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
                     ctx->p.n_batch);
     for (int32_t i = 0; i < ctx->n_stage; i++) {
@@ -377,11 +377,11 @@ bool hearth_context_stage(const struct hearth_context *ctx, int32_t i,
     const struct stage *s = &ctx->stages[i];
     memset(out, 0, sizeof *out);
     budget_device_name(s->place, out->device, sizeof out->device);
-    out->layer_first  = s->place->l0;
-    out->layer_end    = s->place->l1;
-    out->output       = s->output;
-    out->weight_bytes = s->place->weight_bytes;
-    out->kv_bytes     = s->kv_bytes;
+    out->layer_first    = s->place->l0;
+    out->layer_end      = s->place->l1;
+    out->output         = s->output;
+    out->weight_bytes   = s->place->weight_bytes;
+    out->kv_bytes       = s->kv_bytes;
     struct mem_acct dev = {{0}}, host = {{0}};
     if (s->state && s->place->be->ctx_memory)
         s->place->be->ctx_memory(s->state, &dev, &host);

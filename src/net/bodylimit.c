@@ -77,7 +77,7 @@ static const char *header_value(const char *line, size_t len, const char *name, 
 /* evhttp's methods (2.1): it answers any other with its own page */
 static bool known_method(const char *m, size_t n)
 {
-    static const char *const known[] = {"GET",   "POST",    "HEAD",    "PUT",  "DELETE",
+    static const char *const known[] = {"GET",     "POST",  "HEAD",    "PUT",  "DELETE",
                                         "OPTIONS", "TRACE", "CONNECT", "PATCH"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strlen(known[i]) == n && !memcmp(known[i], m, n))
@@ -295,8 +295,7 @@ bool bodylimit_feed(struct bodylimit *b, const char *data, size_t len)
             }
             if (!nl) {
                 if (!whole && b->state != BL_HEAD)
-                    return refuse(b, 400, "A chunk line is longer than %d bytes.",
-                                  BODYLIMIT_LINE);
+                    return refuse(b, 400, "A chunk line is longer than %d bytes.", BODYLIMIT_LINE);
                 break;
             }
             size_t ll = b->line_len;
@@ -320,8 +319,8 @@ bool bodylimit_feed(struct bodylimit *b, const char *data, size_t len)
 struct slot {
     struct bufferevent *owner; /* the connection this state is for; NULL: free */
     struct bodylimit b;
-    bool in_flight;     /* evhttp has its request and the reply is not all sent */
-    bool answer_due;    /* refused while in flight: answered when that reply has gone */
+    bool in_flight;            /* evhttp has its request and the reply is not all sent */
+    bool answer_due;           /* refused while in flight: answered when that reply has gone */
     struct timeval head_began; /* the first byte of the head being read; 0: none */
     enum { T_HEAD, T_IO, T_NONE } read_timeout; /* the one set on it */
     bufferevent_event_cb evhttp_event; /* evhttp's event callback, which ours hands on to */
@@ -331,12 +330,12 @@ static struct table {
     size_t max_body, max_head;
     bodylimit_refused_fn refused;
     void *user;
-    bool timed;                 /* bodylimit_timeouts was called */
-    struct timeval head, io;    /* its timeouts */
-    double head_s, io_s;        /* the same in seconds */
-    struct slot *by_fd;         /* [n] */
+    bool timed;              /* bodylimit_timeouts was called */
+    struct timeval head, io; /* its timeouts */
+    double head_s, io_s;     /* the same in seconds */
+    struct slot *by_fd;      /* [n] */
     size_t n;
-} *table;
+} * table;
 
 static struct slot *slot_of(evutil_socket_t fd, struct bufferevent *bev)
 {
@@ -362,12 +361,18 @@ static struct slot *slot_of(evutil_socket_t fd, struct bufferevent *bev)
 static const char *status_text(int status)
 {
     switch (status) {
-    case 400: return "Bad Request";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Error";
+    case 400:
+        return "Bad Request";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Payload Too Large";
+    case 505:
+        return "HTTP Version Not Supported";
+    default:
+        return "Error";
     }
 }
 
@@ -391,10 +396,10 @@ static void answer(evutil_socket_t fd, struct bufferevent *bev, const struct bod
     if (!json)
         json = oai_error_json(&e);
     char head[192];
-    int hn = snprintf(head, sizeof head,
-                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                      b->status, status_text(b->status), json ? strlen(json) : 0);
+    int hn            = snprintf(head, sizeof head,
+                                 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                                            "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                                 b->status, status_text(b->status), json ? strlen(json) : 0);
     struct iovec v[2] = {{head, (size_t)hn}, {json, json ? strlen(json) : 0}};
     struct msghdr m   = {.msg_iov = v, .msg_iovlen = 2};
     (void)!sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -408,14 +413,17 @@ static void answer(evutil_socket_t fd, struct bufferevent *bev, const struct bod
  * A refused connection is on the head's, so a client that never closes is closed by it. */
 static void pick_timeout(struct slot *s, struct bufferevent *bev)
 {
-    int want = s->b.state == BL_REFUSED ? T_HEAD
-               : s->in_flight           ? T_NONE
+    int want = s->b.state == BL_REFUSED                                          ? T_HEAD
+               : s->in_flight                                                    ? T_NONE
                : s->b.state == BL_HEAD && (s->b.head_bytes > 0 || !s->b.n_heads) ? T_HEAD
                                                                                  : T_IO;
     if (!table->timed || (int)s->read_timeout == want)
         return;
     s->read_timeout = want;
-    bufferevent_set_timeouts(bev, want == T_HEAD ? &table->head : want == T_IO ? &table->io : NULL,
+    bufferevent_set_timeouts(bev,
+                             want == T_HEAD ? &table->head
+                             : want == T_IO ? &table->io
+                                            : NULL,
                              &table->io);
 }
 
@@ -590,7 +598,8 @@ bool bodylimit_install(struct evhttp *http, size_t max_body, size_t max_head,
 
 static struct timeval tv_of(double s)
 {
-    struct timeval tv = {.tv_sec = (time_t)s, .tv_usec = (suseconds_t)((s - (double)(time_t)s) * 1e6)};
+    struct timeval tv = {.tv_sec  = (time_t)s,
+                         .tv_usec = (suseconds_t)((s - (double)(time_t)s) * 1e6)};
     return tv;
 }
 
@@ -598,7 +607,7 @@ void bodylimit_timeouts(struct evhttp *http, double head_s, double io_s)
 {
     if (!table)
         return;
-    table->timed = true;
+    table->timed  = true;
     table->head_s = head_s < io_s ? head_s : io_s;
     table->io_s   = io_s;
     table->head   = tv_of(table->head_s);

@@ -37,7 +37,8 @@ struct evhttp;
 struct evhttp_request;
 struct oai_error; /* net/errbody.h */
 
-#define BODYLIMIT_LINE 512 /* bytes of a head or chunk line kept for parsing; the rest is counted */
+/* bytes of a head or chunk line kept for parsing; the rest is counted */
+#define BODYLIMIT_LINE 512
 
 enum bodylimit_state {
     BL_HEAD,       /* reading a request line or a header line */
@@ -58,13 +59,13 @@ struct bodylimit {
     uint32_t n_heads;    /* heads ended on this connection */
     bool first_line;     /* the next head line is a request line */
     bool chunked, has_length, has_te;
-    bool header_seen;         /* the head has a header line (a folded line continues it) */
-    uint64_t length;          /* Content-Length */
-    size_t line_len;          /* bytes of the current line kept in line[] */
+    bool header_seen; /* the head has a header line (a folded line continues it) */
+    uint64_t length;  /* Content-Length */
+    size_t line_len;  /* bytes of the current line kept in line[] */
     char line[BODYLIMIT_LINE];
-    char path[256];           /* the current request's path */
-    int status;               /* BL_REFUSED: the answer's HTTP status (400, 405, 408, 413, 505) */
-    char reason[160];         /* BL_REFUSED: why, one sentence */
+    char path[256];   /* the current request's path */
+    int status;       /* BL_REFUSED: the answer's HTTP status (400, 405, 408, 413, 505) */
+    char reason[160]; /* BL_REFUSED: why, one sentence */
 };
 
 /* A fresh connection's state. */

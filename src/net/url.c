@@ -19,7 +19,7 @@ bool url_target_parse(const char *url, struct url_target *t, char *err, size_t e
     for (const char *c = url; *c; c++)
         if ((unsigned char)*c <= ' ' || *c == 0x7f)
             return fail(false, err, err_len, "the URL %s contains a space or control character",
-                               url);
+                        url);
     const char *sep = strstr(url, "://");
     if (!sep)
         return fail(false, err, err_len, "the URL %s does not start with http://", url);
@@ -28,10 +28,10 @@ bool url_target_parse(const char *url, struct url_target *t, char *err, size_t e
         return fail(false, err, err_len, "https is not supported: hearth bench speaks plain HTTP");
     if (scheme_len != 4 || strncasecmp(url, "http", 4) != 0)
         return fail(false, err, err_len, "the URL scheme %.*s is not supported: use http://",
-                           (int)(scheme_len > 32 ? 32 : scheme_len), url);
+                    (int)(scheme_len > 32 ? 32 : scheme_len), url);
 
     const char *h = sep + 3, *host_end, *rest;
-    bool v6 = false;
+    bool v6       = false;
     if (*h == '[') {
         host_end = strchr(h, ']');
         if (!host_end)
@@ -52,13 +52,13 @@ bool url_target_parse(const char *url, struct url_target *t, char *err, size_t e
         return fail(false, err, err_len, "the URL %s has no host", url);
     if (host_len >= sizeof t->host)
         return fail(false, err, err_len, "the host of %s is longer than %zu bytes", url,
-                           sizeof t->host - 1);
+                    sizeof t->host - 1);
     memcpy(t->host, h, host_len);
     t->host[host_len] = 0;
     if (v6 && !strchr(t->host, ':'))
         return fail(false, err, err_len, "[%s] in %s is not an IPv6 address", t->host, url);
 
-    t->port = 80;
+    t->port       = 80;
     bool has_port = false;
     if (*rest == ':') {
         rest++;
@@ -70,8 +70,7 @@ bool url_target_parse(const char *url, struct url_target *t, char *err, size_t e
             digits++;
         }
         if (digits == 0 || port < 1 || port > 65535 || (*rest && *rest != '/'))
-            return fail(false, err, err_len, "the port of %s is not a number from 1 to 65535",
-                               url);
+            return fail(false, err, err_len, "the port of %s is not a number from 1 to 65535", url);
         t->port  = (int)port;
         has_port = true;
     }
@@ -89,7 +88,7 @@ bool url_target_parse(const char *url, struct url_target *t, char *err, size_t e
         plen--;
     if (plen >= sizeof t->prefix)
         return fail(false, err, err_len, "the path of %s is longer than %zu bytes", url,
-                           sizeof t->prefix - 1);
+                    sizeof t->prefix - 1);
     memcpy(t->prefix, rest, plen);
     t->prefix[plen] = 0;
 

@@ -13,9 +13,10 @@
 
 /* Where requests go: parsed from "http://HOST[:PORT][/PREFIX]". */
 struct url_target {
-    char host[256];   /* a name or an IPv4/IPv6 literal (brackets removed) */
-    int port;         /* 1..65535; 80 when the URL has none */
-    char prefix[256]; /* path prefix without a trailing '/', "" for none; a trailing "/v1" is removed */
+    char host[256];     /* a name or an IPv4/IPv6 literal (brackets removed) */
+    int port;           /* 1..65535; 80 when the URL has none */
+    char prefix[256];   /* path prefix without a trailing '/', "" for none; a trailing "/v1" is
+                           removed */
     char hostport[300]; /* the Host header's value */
 };
 

@@ -29,15 +29,32 @@
 #include "util/threadpool.h"
 
 #define CHUNK_FLOATS (8 << 20) /* f32 values converted and quantized per step (32 MiB) */
-#define QNT_VERSION  2u        /* general.quantization_version llama.cpp writes (GGML_QNT_VERSION) */
+#define QNT_VERSION  2u /* general.quantization_version llama.cpp writes (GGML_QNT_VERSION) */
 
 /* llama.cpp's LLAMA_FTYPE values, as general.file_type stores them. */
 enum {
-    FT_F32 = 0, FT_F16 = 1, FT_Q4_0 = 2, FT_Q4_1 = 3, FT_Q8_0 = 7, FT_Q5_0 = 8, FT_Q5_1 = 9,
-    FT_Q2_K = 10, FT_Q3_K_S = 11, FT_Q3_K_M = 12, FT_Q3_K_L = 13, FT_Q4_K_S = 14, FT_Q4_K_M = 15,
-    FT_Q5_K_S = 16, FT_Q5_K_M = 17, FT_Q6_K = 18, FT_IQ4_NL = 25, FT_IQ4_XS = 30, FT_BF16 = 32,
+    FT_F32    = 0,
+    FT_F16    = 1,
+    FT_Q4_0   = 2,
+    FT_Q4_1   = 3,
+    FT_Q8_0   = 7,
+    FT_Q5_0   = 8,
+    FT_Q5_1   = 9,
+    FT_Q2_K   = 10,
+    FT_Q3_K_S = 11,
+    FT_Q3_K_M = 12,
+    FT_Q3_K_L = 13,
+    FT_Q4_K_S = 14,
+    FT_Q4_K_M = 15,
+    FT_Q5_K_S = 16,
+    FT_Q5_K_M = 17,
+    FT_Q6_K   = 18,
+    FT_IQ4_NL = 25,
+    FT_IQ4_XS = 30,
+    FT_BF16   = 32,
 };
 
+/* clang-format off */
 static const struct quant_preset presets[] = {
     {"Q4_0",   FT_Q4_0,   DTYPE_Q4_0,   "4.5 bpw, symmetric 4-bit blocks of 32"},
     {"Q4_1",   FT_Q4_1,   DTYPE_Q4_1,   "5.0 bpw, 4-bit with a minimum per block of 32"},
@@ -59,6 +76,7 @@ static const struct quant_preset presets[] = {
     {"BF16",   FT_BF16,   DTYPE_BF16,   "16 bpw bfloat16"},
     {"F32",    FT_F32,    DTYPE_F32,    "32 bpw, no quantization"},
 };
+/* clang-format on */
 
 const struct quant_preset *quant_presets(int *n)
 {
@@ -84,8 +102,18 @@ const struct quant_preset *quant_preset_find(const char *name)
 
 /* llama.cpp's tensor categories (tensor_get_category), by name substring. */
 enum cat {
-    CAT_TOKEN_EMBD, CAT_ATTN_Q, CAT_ATTN_V, CAT_ATTN_K, CAT_ATTN_QKV, CAT_ATTN_KV_B,
-    CAT_ATTN_OUTPUT, CAT_FFN_UP, CAT_FFN_GATE, CAT_FFN_DOWN, CAT_OUTPUT, CAT_OTHER
+    CAT_TOKEN_EMBD,
+    CAT_ATTN_Q,
+    CAT_ATTN_V,
+    CAT_ATTN_K,
+    CAT_ATTN_QKV,
+    CAT_ATTN_KV_B,
+    CAT_ATTN_OUTPUT,
+    CAT_FFN_UP,
+    CAT_FFN_GATE,
+    CAT_FFN_DOWN,
+    CAT_OUTPUT,
+    CAT_OTHER
 };
 
 static enum cat category(const char *name)
@@ -98,10 +126,14 @@ static enum cat category(const char *name)
         const char *sub;
         enum cat c;
     } subs[] = {
-        {"attn_qkv.weight", CAT_ATTN_QKV}, {"attn_kv_b.weight", CAT_ATTN_KV_B},
-        {"attn_v.weight", CAT_ATTN_V},     {"attn_k.weight", CAT_ATTN_K},
-        {"attn_q.weight", CAT_ATTN_Q},     {"attn_output.weight", CAT_ATTN_OUTPUT},
-        {"ffn_up", CAT_FFN_UP},            {"ffn_gate", CAT_FFN_GATE},
+        {"attn_qkv.weight", CAT_ATTN_QKV},
+        {"attn_kv_b.weight", CAT_ATTN_KV_B},
+        {"attn_v.weight", CAT_ATTN_V},
+        {"attn_k.weight", CAT_ATTN_K},
+        {"attn_q.weight", CAT_ATTN_Q},
+        {"attn_output.weight", CAT_ATTN_OUTPUT},
+        {"ffn_up", CAT_FFN_UP},
+        {"ffn_gate", CAT_FFN_GATE},
         {"ffn_down", CAT_FFN_DOWN},
     };
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
@@ -136,15 +168,41 @@ static bool allows_quantization(const struct gguf_tensor *t)
     if (!ends_with(name, "weight"))
         return false;
     static const char *const never[] = {
-        "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
-        "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
-        "indexer.q_proj.weight", "time_mix_first.weight", "time_mix_w0.weight",
-        "time_mix_w1.weight", "time_mix_w2.weight", "time_mix_v0.weight", "time_mix_v1.weight",
-        "time_mix_v2.weight", "time_mix_a0.weight", "time_mix_a1.weight", "time_mix_a2.weight",
-        "time_mix_g1.weight", "time_mix_g2.weight", "time_mix_decay_w1.weight",
-        "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight", "attn_rel_b.weight",
-        ".position_embd", "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos", ".patch_embd",
-        ".patch_merger", "a.rvq.codebook", "mm.a.code_embd",
+        "_norm.weight",
+        "ffn_gate_inp.weight",
+        "ffn_gate_tid2eid.weight",
+        "altup",
+        "laurel",
+        "per_layer_model_proj",
+        "ssm_conv1d",
+        "shortconv.conv.weight",
+        "indexer.k_proj.weight",
+        "indexer.q_proj.weight",
+        "time_mix_first.weight",
+        "time_mix_w0.weight",
+        "time_mix_w1.weight",
+        "time_mix_w2.weight",
+        "time_mix_v0.weight",
+        "time_mix_v1.weight",
+        "time_mix_v2.weight",
+        "time_mix_a0.weight",
+        "time_mix_a1.weight",
+        "time_mix_a2.weight",
+        "time_mix_g1.weight",
+        "time_mix_g2.weight",
+        "time_mix_decay_w1.weight",
+        "time_mix_decay_w2.weight",
+        "time_mix_lerp_fused.weight",
+        "attn_rel_b.weight",
+        ".position_embd",
+        "sam.pos_embd",
+        "sam.neck.",
+        "sam.net_",
+        ".rel_pos",
+        ".patch_embd",
+        ".patch_merger",
+        "a.rvq.codebook",
+        "mm.a.code_embd",
     };
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (strstr(name, never[i]))
@@ -227,7 +285,7 @@ static void model_info_read(const struct gguf_file *f, struct model_info *mi)
 /* The running state of llama.cpp's quantize_state_impl. */
 struct rules {
     const struct model_info *mi;
-    uint32_t ft;          /* preset ftype */
+    uint32_t ft; /* preset ftype */
     int n_attn_v, i_attn_v;
     int i_ffn_down, i_ffn_gate, i_ffn_up;
     bool tied_embeddings; /* no output.weight: token_embd doubles as the output */
@@ -266,9 +324,9 @@ static enum hearth_status rule_type(struct rules *r, const struct gguf_tensor *t
                                     enum dtype *out, char *err, size_t err_len)
 {
     const struct model_info *mi = r->mi;
-    const uint32_t ft = r->ft;
-    const enum cat c = category(t->name);
-    enum dtype ty = base;
+    const uint32_t ft           = r->ft;
+    const enum cat c            = category(t->name);
+    enum dtype ty               = base;
     enum hearth_status st;
     int il, nl = mi->n_layer;
 
@@ -308,8 +366,9 @@ static enum hearth_status rule_type(struct rules *r, const struct gguf_tensor *t
         if (ft == FT_Q2_K)
             ty = DTYPE_Q3_K;
         else if (ft == FT_Q3_K_M)
-            ty = il < nl / 16 ? DTYPE_Q5_K
-                 : !mi->falcon || more_bits(il, nl) ? DTYPE_Q4_K : DTYPE_Q3_K;
+            ty = il < nl / 16                       ? DTYPE_Q5_K
+                 : !mi->falcon || more_bits(il, nl) ? DTYPE_Q4_K
+                                                    : DTYPE_Q3_K;
         else if (ft == FT_Q3_K_L)
             ty = mi->falcon ? DTYPE_Q4_K : DTYPE_Q5_K;
         else if (ft == FT_Q4_K_M) {
@@ -356,29 +415,41 @@ static enum hearth_status fallback(const struct gguf_tensor *t, enum dtype ty, F
                                    int *n_fallback, enum dtype *out, char *err, size_t err_len)
 {
     const int64_t ncols = t->ne[0];
-    *out = ty;
+    *out                = ty;
     if (ncols % dtype_get(ty)->block == 0)
         return HEARTH_OK;
     enum dtype to;
     switch (ty) {
-    case DTYPE_IQ4_XS: to = DTYPE_IQ4_NL; break;
-    case DTYPE_Q2_K: case DTYPE_Q3_K: to = DTYPE_Q4_0; break;
-    case DTYPE_Q4_K: to = DTYPE_Q5_0; break;
-    case DTYPE_Q5_K: to = DTYPE_Q5_1; break;
-    case DTYPE_Q6_K: to = DTYPE_Q8_0; break;
+    case DTYPE_IQ4_XS:
+        to = DTYPE_IQ4_NL;
+        break;
+    case DTYPE_Q2_K:
+    case DTYPE_Q3_K:
+        to = DTYPE_Q4_0;
+        break;
+    case DTYPE_Q4_K:
+        to = DTYPE_Q5_0;
+        break;
+    case DTYPE_Q5_K:
+        to = DTYPE_Q5_1;
+        break;
+    case DTYPE_Q6_K:
+        to = DTYPE_Q8_0;
+        break;
     default:
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "quantize: tensor %s has rows of %" PRId64 " elements, not a multiple of the "
-                    "%s block of %" PRIu32 ", and %s has no fallback type", t->name, ncols,
-                    dtype_name(ty), dtype_get(ty)->block, dtype_name(ty));
+                    "%s block of %" PRIu32 ", and %s has no fallback type",
+                    t->name, ncols, dtype_name(ty), dtype_get(ty)->block, dtype_name(ty));
     }
     if (ncols % dtype_get(to)->block)
         to = DTYPE_F16;
     (*n_fallback)++;
     if (warn)
-        fprintf(warn, "quantize: %s: rows of %" PRId64 " are not a multiple of %" PRIu32
-                " (needed by %s), using %s\n", t->name, ncols, dtype_get(ty)->block,
-                dtype_name(ty), dtype_name(to));
+        fprintf(warn,
+                "quantize: %s: rows of %" PRId64 " are not a multiple of %" PRIu32
+                " (needed by %s), using %s\n",
+                t->name, ncols, dtype_get(ty)->block, dtype_name(ty), dtype_name(to));
     *out = to;
     return HEARTH_OK;
 }
@@ -411,23 +482,22 @@ void quant_plan_free(struct quant_plan *plan)
 }
 
 enum hearth_status quant_plan_make(const struct gguf_file *f, const struct quant_preset *p,
-                                   FILE *warn, struct quant_plan *plan, char *err,
-                                   size_t err_len)
+                                   FILE *warn, struct quant_plan *plan, char *err, size_t err_len)
 {
     memset(plan, 0, sizeof *plan);
     const int64_t n = gguf_n_tensors(f);
     struct model_info mi;
     enum hearth_status st;
     model_info_read(f, &mi);
-    plan->n     = n;
-    plan->order = malloc((size_t)(n ? n : 1) * sizeof *plan->order);
-    plan->type  = malloc((size_t)(n ? n : 1) * sizeof *plan->type);
+    plan->n                = n;
+    plan->order            = malloc((size_t)(n ? n : 1) * sizeof *plan->order);
+    plan->type             = malloc((size_t)(n ? n : 1) * sizeof *plan->type);
     struct order_key *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
     if (!plan->order || !plan->type || !keys) {
         free(keys);
         quant_plan_free(plan);
-        return fail(HEARTH_ENOMEM, err, err_len, "quantize: out of memory planning %" PRId64
-                    " tensors", n);
+        return fail(HEARTH_ENOMEM, err, err_len,
+                    "quantize: out of memory planning %" PRId64 " tensors", n);
     }
     struct rules r = {.mi = &mi, .ft = p->ftype, .tied_embeddings = true};
     for (int64_t i = 0; i < n; i++) {
@@ -447,7 +517,7 @@ enum hearth_status quant_plan_make(const struct gguf_file *f, const struct quant
     const bool base_quantized = is_quantized(p->base);
     for (int64_t k = 0; k < n; k++) {
         const struct gguf_tensor *t = gguf_tensor(f, plan->order[k]);
-        enum dtype ty = (enum dtype)t->type;
+        enum dtype ty               = (enum dtype)t->type;
         if (allows_quantization(t)) {
             ty = p->base;
             if (base_quantized) {
@@ -468,15 +538,15 @@ enum hearth_status quant_plan_make(const struct gguf_file *f, const struct quant
 /* One chunk of rows for the pool: convert, check, quantize. */
 struct job {
     const struct gguf_tensor *t;
-    const uint8_t *src;     /* first input row of the chunk */
-    size_t src_row_len;     /* bytes per input row */
-    float *f32;             /* scratch: n_rows * ne0 floats (unused when the input is f32) */
-    uint8_t *dst;           /* n_rows output rows */
+    const uint8_t *src; /* first input row of the chunk */
+    size_t src_row_len; /* bytes per input row */
+    float *f32;         /* scratch: n_rows * ne0 floats (unused when the input is f32) */
+    uint8_t *dst;       /* n_rows output rows */
     size_t dst_row_len;
     enum dtype to;
     int64_t ne0, n_rows;
     void (*to_float)(const void *, float *, int64_t); /* NULL: input is f32 */
-    int64_t *bad_at;        /* [nth] first non-finite element of the chunk per thread, or -1 */
+    int64_t *bad_at; /* [nth] first non-finite element of the chunk per thread, or -1 */
 };
 
 static void run_job(void *arg, int ith, int nth)
@@ -506,9 +576,9 @@ static void run_job(void *arg, int ith, int nth)
 
 static void shape_str(const struct gguf_tensor *t, char *buf, size_t cap)
 {
-    int nd = n_dims_of(t);
+    int nd     = n_dims_of(t);
     size_t len = 0;
-    buf[0] = 0;
+    buf[0]     = 0;
     for (int d = 0; d < nd && len < cap; d++)
         len += (size_t)snprintf(buf + len, cap - len, d ? "x%" PRId64 : "%" PRId64, t->ne[d]);
 }
@@ -518,16 +588,17 @@ static enum hearth_status quant_tensor(const struct gguf_tensor *t, enum dtype t
                                        struct threadpool *tp, struct gguf_writer *w,
                                        const struct quant_params *qp, char *err, size_t err_len)
 {
-    const int64_t ne0 = t->ne[0];
-    const int64_t n_rows = t->ne[1] * t->ne[2] * t->ne[3];
-    const size_t src_row_len = dtype_row_len((enum dtype)t->type, ne0);
-    const size_t dst_row_len = dtype_row_len(to, ne0);
+    const int64_t ne0                                = t->ne[0];
+    const int64_t n_rows                             = t->ne[1] * t->ne[2] * t->ne[3];
+    const size_t src_row_len                         = dtype_row_len((enum dtype)t->type, ne0);
+    const size_t dst_row_len                         = dtype_row_len(to, ne0);
     void (*to_float)(const void *, float *, int64_t) = NULL;
     if (t->type != DTYPE_F32) {
         if (is_quantized(t->type) && !qp->allow_requantize)
             return fail(HEARTH_EUNSUPPORTED, err, err_len,
                         "quantize: tensor %s is already %s; requantizing loses quality "
-                        "(--allow-requantize to do it anyway)", t->name, dtype_name(t->type));
+                        "(--allow-requantize to do it anyway)",
+                        t->name, dtype_name(t->type));
         to_float = kernels_get()->type[t->type].to_float;
         if (!to_float)
             return fail(HEARTH_EUNSUPPORTED, err, err_len,
@@ -539,7 +610,7 @@ static enum hearth_status quant_tensor(const struct gguf_tensor *t, enum dtype t
         rows_per_chunk = n_rows;
     const int nth = threadpool_size(tp);
     int64_t bad_at[nth];
-    float *f32 = to_float ? malloc((size_t)rows_per_chunk * (size_t)ne0 * sizeof(float)) : NULL;
+    float *f32   = to_float ? malloc((size_t)rows_per_chunk * (size_t)ne0 * sizeof(float)) : NULL;
     uint8_t *dst = malloc((size_t)rows_per_chunk * dst_row_len);
     enum hearth_status st = HEARTH_OK;
     if ((to_float && !f32) || !dst) {
@@ -548,19 +619,26 @@ static enum hearth_status quant_tensor(const struct gguf_tensor *t, enum dtype t
     }
     for (int64_t r = 0; r < n_rows; r += rows_per_chunk) {
         struct job j = {
-            .t = t, .src = (const uint8_t *)t->data + (size_t)r * src_row_len,
-            .src_row_len = src_row_len, .f32 = f32, .dst = dst, .dst_row_len = dst_row_len,
-            .to = to, .ne0 = ne0, .n_rows = n_rows - r < rows_per_chunk ? n_rows - r
-                                                                         : rows_per_chunk,
-            .to_float = to_float, .bad_at = bad_at,
+            .t           = t,
+            .src         = (const uint8_t *)t->data + (size_t)r * src_row_len,
+            .src_row_len = src_row_len,
+            .f32         = f32,
+            .dst         = dst,
+            .dst_row_len = dst_row_len,
+            .to          = to,
+            .ne0         = ne0,
+            .n_rows      = n_rows - r < rows_per_chunk ? n_rows - r : rows_per_chunk,
+            .to_float    = to_float,
+            .bad_at      = bad_at,
         };
         threadpool_run(tp, run_job, &j);
         for (int i = 0; i < nth; i++) {
             if (bad_at[i] >= 0) {
                 int64_t e = r * ne0 + bad_at[i];
-                st = fail(HEARTH_EFORMAT, err, err_len,
-                          "quantize: tensor %s has a non-finite value at element %" PRId64
-                          " (row %" PRId64 ")", t->name, e, e / ne0);
+                st        = fail(HEARTH_EFORMAT, err, err_len,
+                                 "quantize: tensor %s has a non-finite value at element %" PRId64
+                                 " (row %" PRId64 ")",
+                                 t->name, e, e / ne0);
                 goto out;
             }
         }
@@ -587,9 +665,9 @@ static bool key_dropped(struct gguf_str k)
 enum hearth_status quant_file(const char *in, const char *out, const struct quant_preset *p,
                               const struct quant_params *qp, char *err, size_t err_len)
 {
-    struct gguf_file *f = NULL;
-    struct gguf_writer *w = NULL;
-    struct threadpool *tp = NULL;
+    struct gguf_file *f    = NULL;
+    struct gguf_writer *w  = NULL;
+    struct threadpool *tp  = NULL;
     struct quant_plan plan = {0};
     enum hearth_status st;
     const double t0 = now_s();
@@ -621,12 +699,12 @@ enum hearth_status quant_file(const char *in, const char *out, const struct quan
     const int width = snprintf(NULL, 0, "%" PRId64, plan.n);
     for (int64_t k = 0; k < plan.n; k++) {
         const struct gguf_tensor *t = gguf_tensor(f, plan.order[k]);
-        const enum dtype to = plan.type[plan.order[k]];
+        const enum dtype to         = plan.type[plan.order[k]];
         if (qp->progress) {
             char shape[96];
             shape_str(t, shape, sizeof shape);
-            fprintf(qp->progress, "[%*" PRId64 "/%" PRId64 "] %-32s %6s -> %-6s %s\n", width,
-                    k + 1, plan.n, t->name, dtype_name(t->type), dtype_name(to), shape);
+            fprintf(qp->progress, "[%*" PRId64 "/%" PRId64 "] %-32s %6s -> %-6s %s\n", width, k + 1,
+                    plan.n, t->name, dtype_name(t->type), dtype_name(to), shape);
             fflush(qp->progress);
         }
         if (to == t->type)

@@ -22,10 +22,10 @@
 #include "util/dtype.h"
 
 struct quant_preset {
-    const char *name;  /* "Q4_K_M", as llama-quantize spells it */
-    uint32_t ftype;    /* llama.cpp's LLAMA_FTYPE value, stored as general.file_type */
-    enum dtype base;   /* the default type of quantized tensors */
-    const char *desc;  /* one line for --help */
+    const char *name; /* "Q4_K_M", as llama-quantize spells it */
+    uint32_t ftype;   /* llama.cpp's LLAMA_FTYPE value, stored as general.file_type */
+    enum dtype base;  /* the default type of quantized tensors */
+    const char *desc; /* one line for --help */
 };
 
 /* The presets, in the order --help lists them; *n gets the count. */
@@ -35,10 +35,10 @@ const struct quant_preset *quant_preset_find(const char *name);
 
 /* What to do with each tensor of an input file. */
 struct quant_plan {
-    int64_t n;          /* tensors in the file */
-    int64_t *order;     /* [n] input tensor index of the i-th output tensor */
-    enum dtype *type;   /* [n] output type of input tensor i (by input index) */
-    int n_fallback;     /* tensors whose row length forced another type */
+    int64_t n;        /* tensors in the file */
+    int64_t *order;   /* [n] input tensor index of the i-th output tensor */
+    enum dtype *type; /* [n] output type of input tensor i (by input index) */
+    int n_fallback;   /* tensors whose row length forced another type */
 };
 
 /*
@@ -50,14 +50,13 @@ struct quant_plan {
  * HEARTH_ENOMEM. On success free the plan with quant_plan_free.
  */
 enum hearth_status quant_plan_make(const struct gguf_file *f, const struct quant_preset *p,
-                                   FILE *warn, struct quant_plan *plan, char *err,
-                                   size_t err_len);
+                                   FILE *warn, struct quant_plan *plan, char *err, size_t err_len);
 void quant_plan_free(struct quant_plan *plan);
 
 struct quant_params {
-    int n_threads;          /* >= 1 */
-    bool allow_requantize;  /* quantize tensors that already are quantized (as llama.cpp's flag) */
-    FILE *progress;         /* a line per tensor and a total, or NULL for none */
+    int n_threads;         /* >= 1 */
+    bool allow_requantize; /* quantize tensors that already are quantized (as llama.cpp's flag) */
+    FILE *progress;        /* a line per tensor and a total, or NULL for none */
 };
 
 /*

@@ -81,14 +81,17 @@ static float make_qx(int n, int nmax, const float *x, int8_t *L, int rmse_type, 
     bool early = rmse_type < 0;
     if (early)
         rmse_type = -rmse_type;
-#define QX_WEIGHT(i)                                                                              \
-    (qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1 : rmse_type == 3 ? fabsf(x[i]) \
-                                                                                   : sqrtf(fabsf(x[i])))
+#define QX_WEIGHT(i)                                                                               \
+    (qw               ? qw[i]                                                                      \
+     : rmse_type == 1 ? x[i] * x[i]                                                                \
+     : rmse_type == 2 ? 1                                                                          \
+     : rmse_type == 3 ? fabsf(x[i])                                                                \
+                      : sqrtf(fabsf(x[i])))
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = nearest_int(iscale * x[i]);
-        l     = MAX(-nmax, MIN(nmax - 1, l));
-        L[i]  = (int8_t)(l + nmax);
+        int l   = nearest_int(iscale * x[i]);
+        l       = MAX(-nmax, MIN(nmax - 1, l));
+        L[i]    = (int8_t)(l + nmax);
         float w = QX_WEIGHT(i);
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
@@ -103,8 +106,8 @@ static float make_qx(int n, int nmax, const float *x, int8_t *L, int rmse_type, 
         iscale = -(nmax + 0.1f * is) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale * x[i]);
-            l     = MAX(-nmax, MIN(nmax - 1, l));
+            int l   = nearest_int(iscale * x[i]);
+            l       = MAX(-nmax, MIN(nmax - 1, l));
             float w = QX_WEIGHT(i);
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
@@ -146,9 +149,9 @@ static float make_q3(int n, int nmax, const float *x, int8_t *L, bool do_rmse)
     if (do_rmse) {
         float sumlx = 0, suml2 = 0;
         for (int i = 0; i < n; i++) {
-            int l = nearest_int(iscale * x[i]);
-            l     = MAX(-nmax, MIN(nmax - 1, l));
-            L[i]  = (int8_t)l;
+            int l   = nearest_int(iscale * x[i]);
+            l       = MAX(-nmax, MIN(nmax - 1, l));
+            L[i]    = (int8_t)l;
             float w = x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
@@ -221,8 +224,8 @@ static float make_qkx2(int n, int nmax, const float *x, const float *weights, ui
         *neg_min = -min;
         return 0.f;
     }
-    float iscale = nmax / (max - min);
-    float scale  = 1 / iscale;
+    float iscale     = nmax / (max - min);
+    float scale      = 1 / iscale;
     float best_error = 0;
     for (int i = 0; i < n; i++) {
         int l      = nearest_int(iscale * (x[i] - min));
@@ -237,7 +240,7 @@ static float make_qkx2(int n, int nmax, const float *x, const float *weights, ui
         return scale;
     }
     for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        iscale      = (rmin + rdelta * is + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
             int l   = nearest_int(iscale * (x[i] - min));
@@ -341,13 +344,13 @@ static void q4_1_row(const float *x, struct block_q4_1 *y, int64_t n)
         }
         const float d  = (hi - lo) / 15;
         const float id = d ? 1.0f / d : 0.0f;
-        y[b].d = fp32_to_fp16(d);
-        y[b].m = fp32_to_fp16(lo);
+        y[b].d         = fp32_to_fp16(d);
+        y[b].m         = fp32_to_fp16(lo);
         for (int j = 0; j < QK4_1 / 2; j++) {
             const float x0 = (x[j] - lo) * id, x1 = (x[j + QK4_1 / 2] - lo) * id;
             const uint8_t q0 = (uint8_t)MIN(15, trunc_i8(x0 + 0.5f));
             const uint8_t q1 = (uint8_t)MIN(15, trunc_i8(x1 + 0.5f));
-            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+            y[b].qs[j]       = (uint8_t)(q0 | (q1 << 4));
         }
     }
 }
@@ -364,13 +367,13 @@ static void q5_0_row(const float *x, struct block_q5_0 *y, int64_t n)
         }
         const float d  = max / -16;
         const float id = d ? 1.0f / d : 0.0f;
-        y[b].d = fp32_to_fp16(d);
-        uint32_t qh = 0;
+        y[b].d         = fp32_to_fp16(d);
+        uint32_t qh    = 0;
         for (int j = 0; j < QK5_0 / 2; j++) {
             const float x0 = x[j] * id, x1 = x[j + QK5_0 / 2] * id;
             const uint8_t q0 = (uint8_t)MIN(31, trunc_i8(x0 + 16.5f));
             const uint8_t q1 = (uint8_t)MIN(31, trunc_i8(x1 + 16.5f));
-            y[b].qs[j] = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
+            y[b].qs[j]       = (uint8_t)((q0 & 0xF) | ((q1 & 0xF) << 4));
             qh |= (uint32_t)(q0 >> 4) << j;
             qh |= (uint32_t)(q1 >> 4) << (j + QK5_0 / 2);
         }
@@ -390,9 +393,9 @@ static void q5_1_row(const float *x, struct block_q5_1 *y, int64_t n)
         }
         const float d  = (hi - lo) / 31;
         const float id = d ? 1.0f / d : 0.0f;
-        y[b].d = fp32_to_fp16(d);
-        y[b].m = fp32_to_fp16(lo);
-        uint32_t qh = 0;
+        y[b].d         = fp32_to_fp16(d);
+        y[b].m         = fp32_to_fp16(lo);
+        uint32_t qh    = 0;
         for (int j = 0; j < QK5_1 / 2; j++) {
             const float x0 = (x[j] - lo) * id, x1 = (x[j + QK5_1 / 2] - lo) * id;
             const uint8_t q0 = trunc_u8(x0 + 0.5f), q1 = trunc_u8(x1 + 0.5f);
@@ -425,8 +428,8 @@ static void q2_k_row(const float *x, struct block_q2_K *y, int64_t n)
         for (int j = 0; j < QK_K / 16; j++) {
             for (int l = 0; l < 16; l++)
                 weights[l] = fabsf(x[16 * j + l]);
-            scales[j] = make_qkx2(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f, 0.1f,
-                                  15, true);
+            scales[j] =
+                make_qkx2(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale)
                 max_scale = scales[j];
             if (mins[j] > max_min)
@@ -457,7 +460,7 @@ static void q2_k_row(const float *x, struct block_q2_K *y, int64_t n)
                 continue;
             const float dm = fp16_to_fp32(y[b].dmin) * (y[b].scales[j] >> 4);
             for (int i = 0; i < 16; i++) {
-                int l = nearest_int((x[16 * j + i] + dm) / d);
+                int l         = nearest_int((x[16 * j + i] + dm) / d);
                 L[16 * j + i] = (uint8_t)MAX(0, MIN(3, l));
             }
         }
@@ -497,13 +500,13 @@ static void q3_k_row(const float *x, struct block_q3_K *y, int64_t n)
             y[b].d = fp32_to_fp16(0.f);
         }
         for (int j = 0; j < QK_K / 16; j++) {
-            int sc = j < 8 ? y[b].scales[j] & 0xF : y[b].scales[j - 8] >> 4;
-            sc     = (sc | (((y[b].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+            int sc  = j < 8 ? y[b].scales[j] & 0xF : y[b].scales[j - 8] >> 4;
+            sc      = (sc | (((y[b].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
             float d = fp16_to_fp32(y[b].d) * sc;
             if (!d)
                 continue;
             for (int i = 0; i < 16; i++) {
-                int l = nearest_int(x[16 * j + i] / d);
+                int l         = nearest_int(x[16 * j + i] / d);
                 L[16 * j + i] = (int8_t)(MAX(-4, MIN(3, l)) + 4);
             }
         }
@@ -570,7 +573,7 @@ static void k4_scales(const float *x, int nmax, float rmin, int nstep, uint8_t *
             continue;
         const float dm = fp16_to_fp32(*dmin16) * m;
         for (int i = 0; i < 32; i++) {
-            int l = nearest_int((x[32 * j + i] + dm) / d);
+            int l         = nearest_int((x[32 * j + i] + dm) / d);
             L[32 * j + i] = (uint8_t)MAX(0, MIN(nmax, l));
         }
     }
@@ -618,8 +621,8 @@ static void q6_k_row(const float *x, struct block_q6_K *y, int64_t n)
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
         float max_scale = 0, max_abs_scale = 0;
         for (int j = 0; j < QK_K / 16; j++) {
-            const float scale = make_qx(16, 32, x + 16 * j, L + 16 * j, 1, NULL);
-            scales[j]         = scale;
+            const float scale     = make_qx(16, 32, x + 16 * j, L + 16 * j, 1, NULL);
+            scales[j]             = scale;
             const float abs_scale = fabsf(scale);
             if (abs_scale > max_abs_scale) {
                 max_abs_scale = abs_scale;
@@ -632,7 +635,7 @@ static void q6_k_row(const float *x, struct block_q6_K *y, int64_t n)
             continue;
         }
         float iscale = -128.f / max_scale;
-        y[b].d = fp32_to_fp16(1 / iscale);
+        y[b].d       = fp32_to_fp16(1 / iscale);
         for (int j = 0; j < QK_K / 16; j++)
             y[b].scales[j] = (int8_t)MIN(127, nearest_int(iscale * scales[j]));
         for (int j = 0; j < QK_K / 16; j++) {
@@ -640,7 +643,7 @@ static void q6_k_row(const float *x, struct block_q6_K *y, int64_t n)
             if (!d)
                 continue;
             for (int i = 0; i < 16; i++) {
-                int l = nearest_int(x[16 * j + i] / d);
+                int l         = nearest_int(x[16 * j + i] / d);
                 L[16 * j + i] = (int8_t)(MAX(-32, MIN(31, l)) + 32);
             }
         }
@@ -653,7 +656,7 @@ static void q6_k_row(const float *x, struct block_q6_K *y, int64_t n)
                 ql[l]      = (uint8_t)((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
                 ql[l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
                 qh[l]      = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
-                                       ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
+                                  ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
             }
         }
     }
@@ -676,7 +679,7 @@ static void iq4_block(int sb, const float *x, uint16_t *dh, uint8_t *q4, uint16_
     uint8_t L[QK_K];
     float scales[QK_K / 32], weight[32];
     memset(q4, 0, (size_t)sb / 2);
-    *dh = fp32_to_fp16(0.f);
+    *dh             = fp32_to_fp16(0.f);
     float max_scale = 0, amax_scale = 0;
     for (int ib = 0; ib < nsub; ib++) {
         const float *xb = x + 32 * ib;
@@ -695,8 +698,8 @@ static void iq4_block(int sb, const float *x, uint16_t *dh, uint8_t *q4, uint16_
             scales[ib] = 0;
             continue;
         }
-        float d  = -max / iq4nl_values[0];
-        float id = 1 / d;
+        float d     = -max / iq4nl_values[0];
+        float id    = 1 / d;
         float sumqx = 0, sumq2 = 0;
         for (int j = 0; j < 32; j++) {
             int l   = iq4_index(id * xb[j]);
@@ -775,9 +778,21 @@ static void iq4_xs_row(const float *x, struct block_iq4_xs *y, int64_t n)
 bool quant_supported(enum dtype t)
 {
     switch (t) {
-    case DTYPE_F32: case DTYPE_F16: case DTYPE_BF16: case DTYPE_Q4_0: case DTYPE_Q8_0:
-    case DTYPE_Q4_1: case DTYPE_Q5_0: case DTYPE_Q5_1: case DTYPE_Q2_K: case DTYPE_Q3_K:
-    case DTYPE_Q4_K: case DTYPE_Q5_K: case DTYPE_Q6_K: case DTYPE_IQ4_NL: case DTYPE_IQ4_XS:
+    case DTYPE_F32:
+    case DTYPE_F16:
+    case DTYPE_BF16:
+    case DTYPE_Q4_0:
+    case DTYPE_Q8_0:
+    case DTYPE_Q4_1:
+    case DTYPE_Q5_0:
+    case DTYPE_Q5_1:
+    case DTYPE_Q2_K:
+    case DTYPE_Q3_K:
+    case DTYPE_Q4_K:
+    case DTYPE_Q5_K:
+    case DTYPE_Q6_K:
+    case DTYPE_IQ4_NL:
+    case DTYPE_IQ4_XS:
         return true;
     default:
         return false;
@@ -787,7 +802,10 @@ bool quant_supported(enum dtype t)
 bool quant_row(enum dtype t, const float *x, void *y, int64_t n)
 {
     switch (t) {
-    case DTYPE_F32: case DTYPE_F16: case DTYPE_BF16: case DTYPE_Q4_0:
+    case DTYPE_F32:
+    case DTYPE_F16:
+    case DTYPE_BF16:
+    case DTYPE_Q4_0:
         /* ggml's reference conversions, which the reference kernel table implements. */
         kernels_ref()->type[t].from_float(x, y, n);
         return true;
@@ -796,16 +814,36 @@ bool quant_row(enum dtype t, const float *x, void *y, int64_t n)
          * weights use ggml's reference rule, as llama-quantize writes them */
         ref_q8_0_from_float(x, y, n);
         return true;
-    case DTYPE_Q4_1: q4_1_row(x, y, n); return true;
-    case DTYPE_Q5_0: q5_0_row(x, y, n); return true;
-    case DTYPE_Q5_1: q5_1_row(x, y, n); return true;
-    case DTYPE_Q2_K: q2_k_row(x, y, n); return true;
-    case DTYPE_Q3_K: q3_k_row(x, y, n); return true;
-    case DTYPE_Q4_K: q4_k_row(x, y, n); return true;
-    case DTYPE_Q5_K: q5_k_row(x, y, n); return true;
-    case DTYPE_Q6_K: q6_k_row(x, y, n); return true;
-    case DTYPE_IQ4_NL: iq4_nl_row(x, y, n); return true;
-    case DTYPE_IQ4_XS: iq4_xs_row(x, y, n); return true;
+    case DTYPE_Q4_1:
+        q4_1_row(x, y, n);
+        return true;
+    case DTYPE_Q5_0:
+        q5_0_row(x, y, n);
+        return true;
+    case DTYPE_Q5_1:
+        q5_1_row(x, y, n);
+        return true;
+    case DTYPE_Q2_K:
+        q2_k_row(x, y, n);
+        return true;
+    case DTYPE_Q3_K:
+        q3_k_row(x, y, n);
+        return true;
+    case DTYPE_Q4_K:
+        q4_k_row(x, y, n);
+        return true;
+    case DTYPE_Q5_K:
+        q5_k_row(x, y, n);
+        return true;
+    case DTYPE_Q6_K:
+        q6_k_row(x, y, n);
+        return true;
+    case DTYPE_IQ4_NL:
+        iq4_nl_row(x, y, n);
+        return true;
+    case DTYPE_IQ4_XS:
+        iq4_xs_row(x, y, n);
+        return true;
     default:
         return false;
     }

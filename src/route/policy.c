@@ -27,7 +27,7 @@ struct route {
     struct index idx[ROUTE_MAX_UPSTREAMS];
     int32_t in_flight[ROUTE_MAX_UPSTREAMS];
     int32_t others[ROUTE_MAX_UPSTREAMS]; /* requests it reported beyond the router's own */
-    int32_t next; /* round-robin's and ties' turn */
+    int32_t next;                        /* round-robin's and ties' turn */
 };
 
 /*
@@ -163,8 +163,7 @@ struct route_pick route_choose(struct route *r, const uint64_t *h, int32_t n, co
             if (!usable[u])
                 continue;
             const int32_t len = matched(r, u, h, n, now);
-            if (len > best_len ||
-                (len == best_len && best >= 0 && load(r, u) < load(r, best))) {
+            if (len > best_len || (len == best_len && best >= 0 && load(r, u) < load(r, best))) {
                 best     = u;
                 best_len = len;
             }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 /* Gauges of requests running and of requests waiting, by server. */
+/* clang-format off */
 static const char *const names[] = {
     "hearth_slots_busy",
     "hearth_queue_depth", /* hearth */
@@ -19,6 +20,7 @@ static const char *const names[] = {
     "sglang:num_running_reqs",
     "sglang:num_queue_reqs", /* SGLang */
 };
+/* clang-format on */
 
 int32_t route_report_parse(const char *text, size_t len)
 {

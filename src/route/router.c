@@ -803,9 +803,9 @@ static void models(struct router *r, struct evhttp_request *req)
         evhttp_send_error(req, 500, NULL);
         return;
     }
-    f->r       = r;
-    f->client  = req;
-    f->pending = 1; /* this function's own, so the reply waits for every leg */
+    f->r                            = r;
+    f->client                       = req;
+    f->pending                      = 1; /* this function's own, so the reply waits for every leg */
     struct evhttp_connection *evcon = evhttp_request_get_connection(req);
     if (evcon)
         evhttp_connection_set_closecb(evcon, on_models_client_close, f);
@@ -922,7 +922,7 @@ static void probe_all(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         /* and its load, where it exports it, on the same connection after /health */
-        struct probe *rp = malloc(sizeof *rp);
+        struct probe *rp            = malloc(sizeof *rp);
         struct evhttp_request *mreq = rp ? evhttp_request_new(on_report, rp) : NULL;
         if (!mreq) {
             free(rp);
@@ -1042,7 +1042,7 @@ static bool authorized(const struct router *r, struct evhttp_request *req)
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
-    struct router *r             = arg;
+    struct router *r = arg;
     bodylimit_request(req); /* no read timeout while its reply is due */
     const char *uri              = evhttp_request_get_uri(req);
     const enum evhttp_cmd_type m = evhttp_request_get_command(req);

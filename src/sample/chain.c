@@ -56,8 +56,8 @@ void sample_chain_prompt(struct sample_chain *c, const hearth_token *prompt, int
 }
 
 /* log-softmax of the raw logits: the chosen token's and the n_top best. */
-static void logprobs(struct sample_chain *c, const float *logits, int32_t n_vocab,
-                     hearth_token tok, int32_t n_top, struct sample_logprob *chosen)
+static void logprobs(struct sample_chain *c, const float *logits, int32_t n_vocab, hearth_token tok,
+                     int32_t n_top, struct sample_logprob *chosen)
 {
     float mx = -INFINITY;
     for (int32_t v = 0; v < n_vocab; v++)
@@ -135,9 +135,9 @@ bool sample_chain_logprobs(struct sample_chain *c, const float *logits, hearth_t
     const struct sample_chain_params *job = &c->p;
     if (job->top_logprobs < 0)
         return false;
-    int32_t n = job->top_logprobs > SAMPLE_MAX_TOP_LOGPROBS ? SAMPLE_MAX_TOP_LOGPROBS
-                                                            : job->top_logprobs;
-    n         = n > c->n_vocab ? c->n_vocab : n;
+    int32_t n =
+        job->top_logprobs > SAMPLE_MAX_TOP_LOGPROBS ? SAMPLE_MAX_TOP_LOGPROBS : job->top_logprobs;
+    n = n > c->n_vocab ? c->n_vocab : n;
     logprobs(c, logits, c->n_vocab, tok, n, chosen);
     *n_top = n;
     return true;

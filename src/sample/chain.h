@@ -57,7 +57,7 @@ struct sample_chain {
     int32_t *count;               /* [n_vocab] occurrences in the generated tokens */
     hearth_token *seen;           /* [n_seen_max] distinct generated tokens */
     int32_t n_seen;
-    float *work;                  /* [n_vocab] logits after the OpenAI penalties */
+    float *work; /* [n_vocab] logits after the OpenAI penalties */
     struct sample_logprob top[SAMPLE_MAX_TOP_LOGPROBS]; /* the last logprobs' alternatives */
 };
 

@@ -25,20 +25,27 @@ struct cand {
 struct hearth_sampler {
     struct hearth_sampler_params p;
     int32_t n_vocab;
-    struct cand *cands;  /* [n_vocab] */
-    hearth_token *hist;  /* ring of the last repeat_last_n tokens */
+    struct cand *cands; /* [n_vocab] */
+    hearth_token *hist; /* ring of the last repeat_last_n tokens */
     int32_t n_hist, hist_pos;
     uint64_t rng[4];
 };
 
 struct hearth_sampler_params hearth_sampler_default_params(void)
 {
-    return (struct hearth_sampler_params){.temperature = 0.8f, .top_k = 40, .top_p = 0.95f,
-                                          .min_p = 0.05f, .repeat_penalty = 1.0f,
-                                          .repeat_last_n = 64, .seed = 0};
+    return (struct hearth_sampler_params){.temperature    = 0.8f,
+                                          .top_k          = 40,
+                                          .top_p          = 0.95f,
+                                          .min_p          = 0.05f,
+                                          .repeat_penalty = 1.0f,
+                                          .repeat_last_n  = 64,
+                                          .seed           = 0};
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
 
 static uint64_t next_u64(uint64_t s[4])
 {
@@ -53,7 +60,10 @@ static uint64_t next_u64(uint64_t s[4])
 }
 
 /* Uniform in [0, 1) with 53 random bits. */
-static double next_unit(uint64_t s[4]) { return (next_u64(s) >> 11) * 0x1.0p-53; }
+static double next_unit(uint64_t s[4])
+{
+    return (next_u64(s) >> 11) * 0x1.0p-53;
+}
 
 enum hearth_status hearth_sampler_new(const struct hearth_sampler_params *params, int32_t n_vocab,
                                       struct hearth_sampler **out, char *err, size_t err_len)
@@ -96,7 +106,7 @@ void hearth_sampler_accept(struct hearth_sampler *s, hearth_token tok)
     if (s->p.repeat_last_n == 0)
         return;
     s->hist[s->hist_pos] = tok;
-    s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
+    s->hist_pos          = (s->hist_pos + 1) % s->p.repeat_last_n;
     if (s->n_hist < s->p.repeat_last_n)
         s->n_hist++;
 }
@@ -225,8 +235,8 @@ hearth_token sampler_pick(struct hearth_sampler *s, const float *logits, const u
             if (seen)
                 continue;
             struct cand *ct = allowed ? find_cand(c, n, t) : &c[t];
-            ct->logit       = ct->logit > 0 ? ct->logit / s->p.repeat_penalty
-                                            : ct->logit * s->p.repeat_penalty;
+            ct->logit =
+                ct->logit > 0 ? ct->logit / s->p.repeat_penalty : ct->logit * s->p.repeat_penalty;
         }
     }
 

@@ -115,7 +115,7 @@ static void copy_totals_locked(struct sched *s)
         s->stats.spec_drafted[d]  = s->acc.spec_drafted[d];
         s->stats.spec_accepted[d] = s->acc.spec_accepted[d];
     }
-    s->stats.decode_forwards_total   = s->acc.decode_forwards_total;
+    s->stats.decode_forwards_total = s->acc.decode_forwards_total;
 }
 
 /*
@@ -134,9 +134,9 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     sample_chain_end(&sl->chain);
     sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
     sl->n_draft = sl->n_drafted = sl->n_accepted = sl->n_fed = 0;
-    sl->take                                                                = 0;
-    sl->row                                                                 = -1;
-    sl->fresh                                                               = false;
+    sl->take                                                 = 0;
+    sl->row                                                  = -1;
+    sl->fresh                                                = false;
     stopmatch_reset(&sl->sm, NULL, 0);
     sl->job = NULL;
     pthread_mutex_lock(&s->mu);
@@ -167,13 +167,13 @@ static void slot_finish(struct sched *s, struct slot *sl, enum sched_finish fini
         if (len > 0)
             emit_text(s, sl, out, len, NULL, 0);
     }
-    struct sched_event ev = {.kind          = SCHED_EV_DONE,
-                             .finish        = finish,
-                             .n_prompt      = sl->job->n_prompt,
-                             .n_cached      = sl->n_cached,
-                             .n_generated   = sl->n_generated,
-                             .stop_hit      = finish == SCHED_FINISH_STOP ? sl->sm.hit + 1 : 0,
-                             .t_first_token = sl->t_first >= 0 ? sl->t_first - sl->t_submit : 0,
+    struct sched_event ev = {.kind             = SCHED_EV_DONE,
+                             .finish           = finish,
+                             .n_prompt         = sl->job->n_prompt,
+                             .n_cached         = sl->n_cached,
+                             .n_generated      = sl->n_generated,
+                             .stop_hit         = finish == SCHED_FINISH_STOP ? sl->sm.hit + 1 : 0,
+                             .t_first_token    = sl->t_first >= 0 ? sl->t_first - sl->t_submit : 0,
                              .n_drafted        = sl->n_drafted,
                              .n_draft_accepted = sl->n_accepted};
     struct sched_job *job = slot_release(s, sl);
@@ -463,8 +463,11 @@ static void propose_all(struct sched *s)
         int32_t k = draft_room(s, sl);
         if (k <= 0)
             continue;
-        s->reqs[n++] = (struct spec_req){.slot = sl->id, .tokens = sl->tokens,
-                                         .n_tokens = sl->n_tokens, .k = k, .out = sl->draft};
+        s->reqs[n++] = (struct spec_req){.slot     = sl->id,
+                                         .tokens   = sl->tokens,
+                                         .n_tokens = sl->n_tokens,
+                                         .k        = k,
+                                         .out      = sl->draft};
     }
     if (n == 0)
         return;
@@ -493,13 +496,13 @@ static void verify(struct sched *s, struct slot *sl)
     int32_t a   = 0;
     for (;;) {
         /* the cache holds base .. base + k; the sample at row a follows tokens up to base + a */
-        sl->n_past       = base + 1 + a;
-        sl->row          = row0 + a;
-        sl->force        = s->spec_broken && a < k ? sl->draft[a] : -1;
+        sl->n_past = base + 1 + a;
+        sl->row    = row0 + a;
+        sl->force  = s->spec_broken && a < k ? sl->draft[a] : -1;
         /* a draft counts once judged: kept, or the first the model did not reproduce; those
          * past it, or past the job's end, were never in question */
-        sl->judging      = a < k ? sl->draft[a] : -1;
-        sl->judged_kept  = false;
+        sl->judging     = a < k ? sl->draft[a] : -1;
+        sl->judged_kept = false;
         slot_sample(s, sl);
         sl->force   = -1;
         sl->judging = -1;
@@ -533,7 +536,7 @@ static void step(struct sched *s)
     if (s->drafters && !s->no_drafts)
         propose_all(s);
     for (int32_t i = 0; i < s->n_slots; i++) {
-        struct slot *sl = &s->slots[i];
+        struct slot *sl  = &s->slots[i];
         int32_t proposed = s->no_drafts ? 0 : sl->n_draft;
         sl->take         = 0;
         sl->row          = -1;
@@ -683,14 +686,14 @@ static void publish_stats(struct sched *s)
         const struct slot *sl = &s->slots[i];
         s->stats.working      = s->stats.working || sl->job;
         s->info[i]            = (struct sched_slot_info){
-                       .id              = i,
-                       .busy            = sl->job != NULL,
-                       .request_id      = sl->job ? sl->job->request_id : 0,
-                       .n_prompt        = sl->job ? sl->job->n_prompt : 0,
-                       .n_cached_tokens = sl->n_cached,
-                       .n_generated     = sl->n_generated,
-                       .n_ctx_used      = sl->n_past,
-                       .n_drafted       = sl->n_drafted,
+                       .id               = i,
+                       .busy             = sl->job != NULL,
+                       .request_id       = sl->job ? sl->job->request_id : 0,
+                       .n_prompt         = sl->job ? sl->job->n_prompt : 0,
+                       .n_cached_tokens  = sl->n_cached,
+                       .n_generated      = sl->n_generated,
+                       .n_ctx_used       = sl->n_past,
+                       .n_drafted        = sl->n_drafted,
                        .n_draft_accepted = sl->n_accepted,
         };
     }
@@ -902,8 +905,8 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
     if ((spec.ngram || spec.draft_model || spec.mtp) && hearth_model_is_recurrent(model))
         cp.n_keep_states = spec.draft_max + 1 > 64 ? 64 : spec.draft_max + 1;
-    cp.keep_hidden = p->spec.mtp; /* the MTP head reads the target's hidden states */
-    enum hearth_status st           = hearth_context_new(model, &cp, &s->ctx, err, err_len);
+    cp.keep_hidden        = p->spec.mtp; /* the MTP head reads the target's hidden states */
+    enum hearth_status st = hearth_context_new(model, &cp, &s->ctx, err, err_len);
     if (st)
         goto err;
     char why[HEARTH_ERR_MAX];
@@ -931,10 +934,9 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
                   "sched: a draft model and the MTP head cannot both draft (chain either "
                   "after the n-gram drafter)");
         goto err;
-    }
-    else if (s->spec.draft_max < 1 || s->spec.draft_max > 64 || s->spec.draft_min < 1 ||
-             s->spec.draft_min > s->spec.draft_max || s->spec.ngram_min < 1 ||
-             s->spec.ngram_min > s->spec.ngram_max || s->spec.ngram_max > NGRAM_MAX_N) {
+    } else if (s->spec.draft_max < 1 || s->spec.draft_max > 64 || s->spec.draft_min < 1 ||
+               s->spec.draft_min > s->spec.draft_max || s->spec.ngram_min < 1 ||
+               s->spec.ngram_min > s->spec.ngram_max || s->spec.ngram_max > NGRAM_MAX_N) {
         st = fail(HEARTH_EINVAL, err, err_len,
                   "sched: speculation with drafts of %d..%d tokens%s and n-grams of %d..%d: need "
                   "1 <= min <= max, drafts <= 64, n-grams <= %d",
@@ -944,8 +946,8 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
         goto err;
     }
     if (s->spec.draft_max > 0) {
-        st = spec_new(model, s->ctx, &s->spec, p->n_slots, s->n_ctx, p->n_batch,
-                      p->n_threads, &s->drafters, err, err_len);
+        st = spec_new(model, s->ctx, &s->spec, p->n_slots, s->n_ctx, p->n_batch, p->n_threads,
+                      &s->drafters, err, err_len);
         if (st)
             goto err;
         s->reqs = calloc((size_t)p->n_slots, sizeof *s->reqs);

@@ -42,28 +42,28 @@
 /* One generation: one prompt, one choice. A request with n > 1 or an array
  * of prompts becomes several jobs sharing request_id, one per choice. */
 struct sched_job {
-    uint64_t id;                  /* unique, set by the front */
-    uint64_t request_id;          /* the front's request this choice belongs to */
-    int32_t choice;               /* index of the choice in the response */
-    hearth_token *prompt;         /* [n_prompt], owned by the job (malloc'd), BOS included */
-    int32_t n_prompt;             /* >= 1, < slot context */
-    int32_t max_tokens;           /* >= 1; generation also stops when the slot context is full */
+    uint64_t id;          /* unique, set by the front */
+    uint64_t request_id;  /* the front's request this choice belongs to */
+    int32_t choice;       /* index of the choice in the response */
+    hearth_token *prompt; /* [n_prompt], owned by the job (malloc'd), BOS included */
+    int32_t n_prompt;     /* >= 1, < slot context */
+    int32_t max_tokens;   /* >= 1; generation also stops when the slot context is full */
     struct hearth_sampler_params sampling;
-    float presence_penalty;       /* OpenAI's, -2..2, 0 = off */
-    float frequency_penalty;      /* OpenAI's, -2..2, 0 = off */
-    struct sample_bias *bias;     /* [n_bias] logit_bias, owned (malloc'd), or NULL */
+    float presence_penalty;   /* OpenAI's, -2..2, 0 = off */
+    float frequency_penalty;  /* OpenAI's, -2..2, 0 = off */
+    struct sample_bias *bias; /* [n_bias] logit_bias, owned (malloc'd), or NULL */
     int32_t n_bias;
-    bool no_cache;                /* compute the whole prompt: no prefix reuse (cache_prompt) */
-    char *stop[SCHED_MAX_STOP];   /* owned, NUL-terminated, non-empty */
+    bool no_cache;              /* compute the whole prompt: no prefix reuse (cache_prompt) */
+    char *stop[SCHED_MAX_STOP]; /* owned, NUL-terminated, non-empty */
     int32_t n_stop;
     int32_t top_logprobs; /* -1 = no logprobs; 0..20 = logprobs with that many alternatives */
     bool ignore_eos;
     /* constrained output: the grammar the reply must match (a reference the job owns; NULL:
      * none), lazy from the first of its triggers when n_triggers > 0 (grammar_matcher_new) */
     struct grammar *grammar;
-    char **triggers;              /* [n_triggers], owned */
+    char **triggers; /* [n_triggers], owned */
     int32_t n_triggers;
-    void *user;                   /* the front's, handed back in every event of the job */
+    void *user; /* the front's, handed back in every event of the job */
 };
 
 /* Frees a job's owned memory (prompt, stop strings, biases, grammar reference, triggers) and the
@@ -71,10 +71,10 @@ struct sched_job {
 void sched_job_free(struct sched_job *job);
 
 enum sched_event_kind {
-    SCHED_EV_TEXT,   /* text generated for the job (may be empty for a token held back) */
-    SCHED_EV_DONE,   /* the job finished; no more events for it */
-    SCHED_EV_ERROR,  /* the job failed; message in text; no more events */
-    SCHED_EV_SLOT,   /* a slot action is done: its result in op (no job: job_id 0) */
+    SCHED_EV_TEXT,  /* text generated for the job (may be empty for a token held back) */
+    SCHED_EV_DONE,  /* the job finished; no more events for it */
+    SCHED_EV_ERROR, /* the job failed; message in text; no more events */
+    SCHED_EV_SLOT,  /* a slot action is done: its result in op (no job: job_id 0) */
 };
 
 enum sched_finish { SCHED_FINISH_STOP, SCHED_FINISH_LENGTH, SCHED_FINISH_CANCELLED };
@@ -84,24 +84,24 @@ struct sched_event {
     uint64_t job_id;
     uint64_t request_id;
     int32_t choice;
-    void *user;              /* the job's user pointer */
+    void *user; /* the job's user pointer */
     /* TEXT: the bytes to send (stop strings already removed, never split inside one);
      * ERROR: the message. Owned by the event: the callback copies what it keeps. */
     const char *text;
     size_t text_len;
     /* TEXT with logprobs: the sampled token and its alternatives (NULL otherwise) */
-    const struct sample_logprob *logprob;  /* [1] the chosen token */
-    const struct sample_logprob *top;      /* [n_top] */
+    const struct sample_logprob *logprob; /* [1] the chosen token */
+    const struct sample_logprob *top;     /* [n_top] */
     int32_t n_top;
     /* TEXT and DONE: */
-    int32_t n_prompt;        /* prompt tokens */
-    int32_t n_cached;        /* prompt tokens reused from the prefix cache */
-    int32_t n_generated;     /* completion tokens (TEXT: so far, this one included) */
+    int32_t n_prompt;    /* prompt tokens */
+    int32_t n_cached;    /* prompt tokens reused from the prefix cache */
+    int32_t n_generated; /* completion tokens (TEXT: so far, this one included) */
     /* DONE: */
     enum sched_finish finish;
-    int32_t stop_hit;        /* STOP by a stop string: 1 + its index in the job's stop[]; else 0 */
-    double t_first_token;    /* seconds from submit to the first generated token */
-    int32_t n_drafted;       /* speculation: tokens drafted for the job, and of those kept */
+    int32_t stop_hit;     /* STOP by a stop string: 1 + its index in the job's stop[]; else 0 */
+    double t_first_token; /* seconds from submit to the first generated token */
+    int32_t n_drafted;    /* speculation: tokens drafted for the job, and of those kept */
     int32_t n_draft_accepted;
     /* SLOT: */
     struct sched_slot_op *op;
@@ -110,10 +110,10 @@ struct sched_event {
 typedef void (*sched_event_fn)(const struct sched_event *ev, void *user);
 
 struct sched_params {
-    int32_t n_slots;     /* parallel sequences (--parallel) */
-    int32_t n_ctx;       /* context of EACH slot (--ctx-size) */
-    int32_t n_batch;     /* most tokens in one step's micro-batch (--batch-size) */
-    int32_t max_queue;   /* jobs waiting beyond the slots before sched_submit refuses */
+    int32_t n_slots;   /* parallel sequences (--parallel) */
+    int32_t n_ctx;     /* context of EACH slot (--ctx-size) */
+    int32_t n_batch;   /* most tokens in one step's micro-batch (--batch-size) */
+    int32_t max_queue; /* jobs waiting beyond the slots before sched_submit refuses */
     int n_threads;
     int32_t n_state_snapshots; /* recurrent models: state snapshots per slot (--ctx-checkpoints) */
     int kv_type, kv_type_v;    /* enum hearth_kv_type of K and V (--cache-type-k, -v) */
@@ -136,9 +136,10 @@ struct turns;
 
 /* Creates the scheduler over a loaded model and starts its thread. */
 enum hearth_status sched_start(struct hearth_model *model, const struct sched_params *p,
-                               sched_event_fn on_event, void *user, struct sched **out,
-                               char *err, size_t err_len);
-/* Stops the thread (pending jobs get SCHED_EV_ERROR "server shutting down") and frees everything. */
+                               sched_event_fn on_event, void *user, struct sched **out, char *err,
+                               size_t err_len);
+/* Stops the thread (pending jobs get SCHED_EV_ERROR "server shutting down") and frees everything.
+ */
 void sched_stop(struct sched *s);
 
 /* Takes ownership of job. HEARTH_EFULL when the queue is full (job is freed). */
@@ -161,23 +162,23 @@ void sched_cancel(struct sched *s, uint64_t request_id);
 struct sched_slot_info {
     int32_t id;
     bool busy;
-    uint64_t request_id;     /* 0 when idle */
+    uint64_t request_id; /* 0 when idle */
     int32_t n_prompt, n_cached_tokens, n_generated;
-    int32_t n_ctx_used;      /* tokens in this slot's KV */
-    int32_t n_drafted;       /* tokens drafted for this job, and of those accepted */
+    int32_t n_ctx_used; /* tokens in this slot's KV */
+    int32_t n_drafted;  /* tokens drafted for this job, and of those accepted */
     int32_t n_draft_accepted;
 };
 struct sched_stats {
     int32_t n_slots, slots_busy, queue_depth;
     int32_t kv_blocks_used, kv_blocks_cached, kv_blocks_total;
-    uint64_t cache_bytes;     /* K/V bytes the prefix cache holds (the RAM tier) */
-    int64_t cache_cap_bytes;  /* its cap, -1 = none (the slots' free blocks) */
-    int64_t cache_evicted;    /* blocks it dropped */
+    uint64_t cache_bytes;           /* K/V bytes the prefix cache holds (the RAM tier) */
+    int64_t cache_cap_bytes;        /* its cap, -1 = none (the slots' free blocks) */
+    int64_t cache_evicted;          /* blocks it dropped */
     struct hearth_cache_stats disk; /* its disk tier: the disk_* fields */
     uint64_t prompt_tokens_total, generated_tokens_total, prefix_hit_tokens_total;
     double prefill_seconds_total, decode_seconds_total; /* engine time spent */
-    uint64_t spec_drafted[SPEC_N_DRAFTERS];  /* tokens drafted, by drafter */
-    uint64_t spec_accepted[SPEC_N_DRAFTERS]; /* of those, kept */
+    uint64_t spec_drafted[SPEC_N_DRAFTERS];             /* tokens drafted, by drafter */
+    uint64_t spec_accepted[SPEC_N_DRAFTERS];            /* of those, kept */
     uint64_t decode_forwards_total; /* a slot's rows in a step's forward, counted once a slot */
     /* the thread's own view, for telling a stuck step from an idle one: whether a slot held a
      * job when it last went round (working) and when that was (now_s, util/clock.h) */
@@ -203,15 +204,15 @@ enum sched_slot_action { SCHED_SLOT_SAVE, SCHED_SLOT_RESTORE, SCHED_SLOT_ERASE }
 
 struct sched_slot_op {
     enum sched_slot_action action;
-    int32_t slot;          /* 0 <= slot < n_slots */
-    char path[4096];       /* save, restore: the file */
-    uint64_t request_id;   /* handed back in the event */
-    void *user;            /* the event's user pointer */
+    int32_t slot;        /* 0 <= slot < n_slots */
+    char path[4096];     /* save, restore: the file */
+    uint64_t request_id; /* handed back in the event */
+    void *user;          /* the event's user pointer */
     /* results */
     enum hearth_status status;
     char err[HEARTH_ERR_MAX];
-    int32_t n_tokens;      /* saved, restored or erased */
-    uint64_t n_bytes;      /* written or read */
+    int32_t n_tokens; /* saved, restored or erased */
+    uint64_t n_bytes; /* written or read */
     double seconds;
     struct sched_slot_op *next; /* the scheduler's list */
 };

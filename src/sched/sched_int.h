@@ -26,34 +26,34 @@ struct qent {
 };
 
 struct slot {
-    int32_t id;                 /* == its sequence id in the context */
-    struct sched_job *job;      /* NULL = idle */
-    struct sample_chain chain;  /* the job's sampling, its buffers the slot's for good */
-    hearth_token *tokens;       /* [n_ctx + 1] prompt then generated tokens */
-    int32_t n_tokens;           /* entries in tokens */
-    int32_t n_last;             /* idle: tokens[0..n_last) is the slot's conversation, the
-                                   tokens whose K/V it held when its job ended or a restore
-                                   loaded (slot actions); 0 while busy */
-    int32_t n_past;             /* leading tokens whose KV is in the cache */
-    int32_t n_cached;           /* of those, reused from the prefix cache at start */
-    int32_t n_generated;        /* sampled tokens, EOG included */
-    char *piece; /* [piece_cap] one token's text */
+    int32_t id;                /* == its sequence id in the context */
+    struct sched_job *job;     /* NULL = idle */
+    struct sample_chain chain; /* the job's sampling, its buffers the slot's for good */
+    hearth_token *tokens;      /* [n_ctx + 1] prompt then generated tokens */
+    int32_t n_tokens;          /* entries in tokens */
+    int32_t n_last;            /* idle: tokens[0..n_last) is the slot's conversation, the
+                                  tokens whose K/V it held when its job ended or a restore
+                                  loaded (slot actions); 0 while busy */
+    int32_t n_past;            /* leading tokens whose KV is in the cache */
+    int32_t n_cached;          /* of those, reused from the prefix cache at start */
+    int32_t n_generated;       /* sampled tokens, EOG included */
+    char *piece;               /* [piece_cap] one token's text */
     size_t piece_cap;
     struct stopmatch sm;
-    double t_submit, t_first; /* monotonic seconds; t_first < 0 until the first token */
-    uint64_t order;           /* start order: the youngest job yields on a full pool */
-    hearth_token *draft;      /* [draft_max] this step's drafted tokens */
-    int32_t n_draft;          /* of them in this step's batch, after its decode row */
-    enum spec_drafter draft_src; /* who proposed them */
-    struct spec_depth depth;  /* tokens to draft next: follows the recent acceptance */
+    double t_submit, t_first;      /* monotonic seconds; t_first < 0 until the first token */
+    uint64_t order;                /* start order: the youngest job yields on a full pool */
+    hearth_token *draft;           /* [draft_max] this step's drafted tokens */
+    int32_t n_draft;               /* of them in this step's batch, after its decode row */
+    enum spec_drafter draft_src;   /* who proposed them */
+    struct spec_depth depth;       /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
-    hearth_token force;       /* test hook: the token this sample must pick, -1 none */
-    hearth_token judging;     /* verify(): the draft this sample judges, -1 none */
-    bool judged_kept;         /* it was the token sampled */
-    int32_t n_fed;            /* tokens the n-gram pool has been fed */
-    int32_t take;             /* rows in this step's batch */
-    int32_t row;              /* batch row holding this slot's logits, -1 none */
-    bool fresh;               /* assigned this step, not started yet */
+    hearth_token force;            /* test hook: the token this sample must pick, -1 none */
+    hearth_token judging;          /* verify(): the draft this sample judges, -1 none */
+    bool judged_kept;              /* it was the token sampled */
+    int32_t n_fed;                 /* tokens the n-gram pool has been fed */
+    int32_t take;                  /* rows in this step's batch */
+    int32_t row;                   /* batch row holding this slot's logits, -1 none */
+    bool fresh;                    /* assigned this step, not started yet */
 };
 
 struct sched {
@@ -79,12 +79,12 @@ struct sched {
     bool *cancel_now;       /* [n_slots] cancel flags copied this step */
     int32_t rr;             /* slot the prefill share starts from */
     uint64_t n_started;
-    struct sched_stats acc; /* running totals */
+    struct sched_stats acc;  /* running totals */
     struct spec_params spec; /* as started; draft_max 0 when off */
-    struct spec *drafters;  /* NULL when off */
-    struct spec_req *reqs;  /* [n_slots] this step's draft requests */
-    bool no_drafts;         /* this step is retried without drafts (the pool was full) */
-    bool spec_broken;       /* test hook HEARTH_SPEC_TEST_BREAK: keep every draft (wrong) */
+    struct spec *drafters;   /* NULL when off */
+    struct spec_req *reqs;   /* [n_slots] this step's draft requests */
+    bool no_drafts;          /* this step is retried without drafts (the pool was full) */
+    bool spec_broken;        /* test hook HEARTH_SPEC_TEST_BREAK: keep every draft (wrong) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;

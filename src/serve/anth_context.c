@@ -29,7 +29,8 @@
 #include "serve/anthropic.h"
 #include "serve/reqjson.h"
 
-#define BAD(e, ...) REQJSON_BAD((e), NULL, NULL, __VA_ARGS__) /* Anthropic's errors name no field */
+/* Anthropic's errors name no field */
+#define BAD(e, ...) REQJSON_BAD((e), NULL, NULL, __VA_ARGS__)
 #define OOM(e)      REQJSON_OOM((e), "api_error")
 
 #define CLEARED         "[Old tool result content cleared]"

@@ -53,8 +53,8 @@ enum block { BLOCK_NONE, BLOCK_TEXT, BLOCK_THINKING, BLOCK_TOOL_USE };
 
 struct anth_response {
     bool stream;
-    bool started;  /* message_start sent */
-    bool parallel; /* false: only the first tool call is kept (disable_parallel_tool_use) */
+    bool started;       /* message_start sent */
+    bool parallel;      /* false: only the first tool call is kept (disable_parallel_tool_use) */
     bool omit_thinking; /* thinking.display "omitted": thinking blocks come back empty */
     bool done, has_tool_use;
     char id[64];
@@ -95,19 +95,18 @@ static void anth_free(void *p)
 }
 
 static void *anth_create(const struct oai_request *req, int32_t n_choices, const char *id,
-                         int64_t created, const char *model_name,
-                         const struct hearth_model *model, const struct chat_template *tmpl,
-                         bool thinking)
+                         int64_t created, const char *model_name, const struct hearth_model *model,
+                         const struct chat_template *tmpl, bool thinking)
 {
     struct anth_response *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
-    r->stream     = req->stream;
-    r->parallel   = req->parallel_tool_calls;
+    r->stream        = req->stream;
+    r->parallel      = req->parallel_tool_calls;
     r->omit_thinking = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req->echo, "omit_thinking"));
-    r->max_tokens = req->max_tokens;
-    r->model_name = strdup(model_name ? model_name : "");
-    r->content    = cJSON_CreateArray();
+    r->max_tokens    = req->max_tokens;
+    r->model_name    = strdup(model_name ? model_name : "");
+    r->content       = cJSON_CreateArray();
     snprintf(r->id, sizeof r->id, "%s", id);
     bool ok = r->model_name && r->content;
     for (int32_t i = 0; ok && i < req->n_stop; i++) {
@@ -118,8 +117,8 @@ static void *anth_create(const struct oai_request *req, int32_t n_choices, const
     if (tmpl)
         f = *chat_template_format(tmpl);
     struct chatparse_opts o = {
-        .parse_tools = req->tools && req->tool_choice != OAI_TOOL_NONE &&
-                       f.tools != CHATPARSE_TOOLS_NONE,
+        .parse_tools =
+            req->tools && req->tool_choice != OAI_TOOL_NONE && f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
         .tools              = req->tools,
@@ -159,9 +158,8 @@ static cJSON *usage_json(const struct anth_response *r)
 static const char *stop_reason(const struct anth_response *r)
 {
     if (r->finish == SCHED_FINISH_LENGTH) /* the job's max_tokens is the asked one clamped */
-        return r->max_tokens > 0 && r->n_generated < r->max_tokens
-                   ? "model_context_window_exceeded"
-                   : "max_tokens";
+        return r->max_tokens > 0 && r->n_generated < r->max_tokens ? "model_context_window_exceeded"
+                                                                   : "max_tokens";
     if (r->has_tool_use)
         return "tool_use";
     if (r->stop_hit > 0 && r->stop_hit <= r->n_stop)
@@ -283,8 +281,7 @@ static void open_block(struct anth_response *r, struct out *o, enum block kind)
 }
 
 /* n bytes for the open block of kind (opened when another is open). */
-static void add(struct anth_response *r, struct out *o, enum block kind, const char *text,
-                size_t n)
+static void add(struct anth_response *r, struct out *o, enum block kind, const char *text, size_t n)
 {
     if (r->open != kind)
         open_block(r, o, kind);
@@ -403,8 +400,7 @@ static char *anth_done(void *p, const struct sched_event *ev, size_t *len)
         if (!r->stream)
             return NULL;
         struct oai_error e;
-        oai_fail(&e, 500, "api_error", NULL, NULL, "%s",
-                 r->error ? r->error : "generation failed");
+        oai_fail(&e, 500, "api_error", NULL, NULL, "%s", r->error ? r->error : "generation failed");
         return anth_error_sse(&e, len);
     }
     counts(r, ev);

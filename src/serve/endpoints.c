@@ -142,52 +142,51 @@ void h_metrics(struct server *s, struct evhttp_request *req)
     struct sched_stats st;
     int32_t n;
     free(snapshot(s, &st, &n));
-    double v[METRIC_COUNT] = {0};
-    v[M_PROMPT_TOKENS]     = (double)st.prompt_tokens_total;
-    v[M_GENERATED_TOKENS]  = (double)st.generated_tokens_total;
-    v[M_PREFIX_HIT_TOKENS] = (double)st.prefix_hit_tokens_total;
-    const double computed  = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
+    double v[METRIC_COUNT]  = {0};
+    v[M_PROMPT_TOKENS]      = (double)st.prompt_tokens_total;
+    v[M_GENERATED_TOKENS]   = (double)st.generated_tokens_total;
+    v[M_PREFIX_HIT_TOKENS]  = (double)st.prefix_hit_tokens_total;
+    const double computed   = (double)st.prompt_tokens_total - (double)st.prefix_hit_tokens_total;
     v[M_PREFIX_MISS_TOKENS] = computed;
-    v[M_PREFILL_SECONDS]   = st.prefill_seconds_total;
-    v[M_PREP_CANCELLED]    = (double)s->n_prep_cancelled;
-    v[M_PREP_TASKS]        = (double)s->n_prep_tasks;
-    v[M_DECODE_SECONDS]    = st.decode_seconds_total;
-    v[M_PREFILL_TPS]       = st.prefill_seconds_total > 0 ? computed / st.prefill_seconds_total : 0;
-    v[M_DECODE_TPS]        = st.decode_seconds_total > 0
-                                 ? (double)st.generated_tokens_total / st.decode_seconds_total
-                                 : 0;
+    v[M_PREFILL_SECONDS]    = st.prefill_seconds_total;
+    v[M_PREP_CANCELLED]     = (double)s->n_prep_cancelled;
+    v[M_PREP_TASKS]         = (double)s->n_prep_tasks;
+    v[M_DECODE_SECONDS]     = st.decode_seconds_total;
+    v[M_PREFILL_TPS] = st.prefill_seconds_total > 0 ? computed / st.prefill_seconds_total : 0;
+    v[M_DECODE_TPS]  = st.decode_seconds_total > 0
+                           ? (double)st.generated_tokens_total / st.decode_seconds_total
+                           : 0;
     for (int d = 0; d < SPEC_N_DRAFTERS; d++) {
         s->metrics.spec_drafted[d]  = st.spec_drafted[d];
         s->metrics.spec_accepted[d] = st.spec_accepted[d];
     }
-    v[M_DECODE_FORWARDS]   = (double)st.decode_forwards_total;
-    v[M_SLOTS_BUSY]        = st.slots_busy;
-    v[M_SLOTS]             = s->sched ? st.n_slots : s->sp.n_slots;
-    v[M_QUEUE_DEPTH]       = st.queue_depth;
-    v[M_KV_BLOCKS_USED]    = st.kv_blocks_used;
-    v[M_KV_BLOCKS_CACHED]  = st.kv_blocks_cached;
+    v[M_DECODE_FORWARDS]    = (double)st.decode_forwards_total;
+    v[M_SLOTS_BUSY]         = st.slots_busy;
+    v[M_SLOTS]              = s->sched ? st.n_slots : s->sp.n_slots;
+    v[M_QUEUE_DEPTH]        = st.queue_depth;
+    v[M_KV_BLOCKS_USED]     = st.kv_blocks_used;
+    v[M_KV_BLOCKS_CACHED]   = st.kv_blocks_cached;
     v[M_KV_BLOCKS_CAPACITY] = st.kv_blocks_total;
-    v[M_KV_USAGE]           = st.kv_blocks_total > 0
-                                  ? (double)st.kv_blocks_used / (double)st.kv_blocks_total
-                                  : 0;
-    s->metrics.kv_block     = hearth_context_default_params().kv_block; /* sched.c's */
-    s->metrics.kv_blocks    = st.kv_blocks_total;
-    v[M_CACHE_RAM_BYTES]     = (double)st.cache_bytes;
-    v[M_CACHE_RAM_CAP_BYTES] = (double)st.cache_cap_bytes;
-    v[M_CACHE_RAM_EVICTED]   = (double)st.cache_evicted;
-    v[M_CACHE_DISK_BYTES]      = (double)st.disk.disk_bytes;
-    v[M_CACHE_DISK_CAP_BYTES]  = (double)st.disk.disk_cap_bytes;
-    v[M_CACHE_DISK_HIT_TOKENS] = (double)st.disk.disk_hit_tokens;
-    v[M_CACHE_DISK_READS]      = (double)st.disk.disk_reads;
-    v[M_CACHE_DISK_WRITES]     = (double)st.disk.disk_writes;
-    v[M_CACHE_DISK_EVICTED]    = (double)st.disk.disk_evicted;
-    v[M_CACHE_DISK_SKIPPED]    = (double)st.disk.disk_skipped;
+    v[M_KV_USAGE] =
+        st.kv_blocks_total > 0 ? (double)st.kv_blocks_used / (double)st.kv_blocks_total : 0;
+    s->metrics.kv_block          = hearth_context_default_params().kv_block; /* sched.c's */
+    s->metrics.kv_blocks         = st.kv_blocks_total;
+    v[M_CACHE_RAM_BYTES]         = (double)st.cache_bytes;
+    v[M_CACHE_RAM_CAP_BYTES]     = (double)st.cache_cap_bytes;
+    v[M_CACHE_RAM_EVICTED]       = (double)st.cache_evicted;
+    v[M_CACHE_DISK_BYTES]        = (double)st.disk.disk_bytes;
+    v[M_CACHE_DISK_CAP_BYTES]    = (double)st.disk.disk_cap_bytes;
+    v[M_CACHE_DISK_HIT_TOKENS]   = (double)st.disk.disk_hit_tokens;
+    v[M_CACHE_DISK_READS]        = (double)st.disk.disk_reads;
+    v[M_CACHE_DISK_WRITES]       = (double)st.disk.disk_writes;
+    v[M_CACHE_DISK_EVICTED]      = (double)st.disk.disk_evicted;
+    v[M_CACHE_DISK_SKIPPED]      = (double)st.disk.disk_skipped;
     v[M_CACHE_DISK_WRITE_ERRORS] = (double)st.disk.disk_write_errors;
     struct turns_stats ts;
     turns_stats(s->sched ? sched_turns(s->sched) : NULL, &ts);
     v[M_REPLY_SPLICED_PROMPTS] = (double)ts.spliced_prompts;
     v[M_REPLY_SPLICED_TOKENS]  = (double)ts.spliced_tokens;
-    v[M_READY]              = s->ready ? 1 : 0;
+    v[M_READY]                 = s->ready ? 1 : 0;
     s->metrics.n_stages =
         s->sched ? sched_stages(s->sched, s->metrics.stages, METRICS_MAX_STAGES) : 0;
     /* this request is counted before rendering so a scrape sees itself */
@@ -219,7 +218,7 @@ static void add_stages(cJSON *o, const struct hearth_stage_info *stages, int32_t
 {
     cJSON *a = cJSON_AddArrayToObject(o, "stages");
     for (int32_t i = 0; a && i < n; i++) {
-        cJSON *st = cJSON_CreateObject();
+        cJSON *st       = cJSON_CreateObject();
         char layers[32] = "";
         if (stages[i].layer_end > stages[i].layer_first)
             snprintf(layers, sizeof layers, "%d-%d", stages[i].layer_first,
@@ -243,7 +242,7 @@ void h_slots(struct server *s, struct evhttp_request *req)
     struct sched_slot_info *info = snapshot(s, &st, &n);
     struct hearth_stage_info stages[SCHED_MAX_STAGES];
     const int32_t n_stages = s->sched ? sched_stages(s->sched, stages, SCHED_MAX_STAGES) : 0;
-    cJSON *a                     = cJSON_CreateArray();
+    cJSON *a               = cJSON_CreateArray();
     for (int32_t i = 0; i < n; i++) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "id", info[i].id);
@@ -272,7 +271,7 @@ void h_props(struct server *s, struct evhttp_request *req)
 {
     if (!serve_check_ready(s, req, EP_PROPS))
         return;
-    cJSON *o        = cJSON_CreateObject();
+    cJSON *o                         = cJSON_CreateObject();
     const char *src                  = chat_template_source(s->tmpl);
     const struct chatparse_format *f = chat_template_format(s->tmpl);
     cJSON_AddStringToObject(o, "chat_template", src ? src : "");
@@ -432,9 +431,8 @@ static bool do_tokenize(struct task *t)
     hearth_token *ids = NULL;
     size_t n          = 0;
     char err[HEARTH_ERR_MAX];
-    enum hearth_status st =
-        hearth_tokenize(m, content->valuestring, strlen(content->valuestring), add_special,
-                        parse_special, &ids, &n, err, sizeof err);
+    enum hearth_status st = hearth_tokenize(m, content->valuestring, strlen(content->valuestring),
+                                            add_special, parse_special, &ids, &n, err, sizeof err);
     if (st != HEARTH_OK)
         return oai_fail(&t->e, hearth_status_http(st),
                         st == HEARTH_ENOMEM ? "server_error" : "invalid_request_error", NULL,

@@ -33,7 +33,8 @@ void h_apply_template(struct server *s, struct evhttp_request *req);
 void h_tokenize(struct server *s, struct evhttp_request *req);
 void h_detokenize(struct server *s, struct evhttp_request *req);
 void h_count_tokens(struct server *s, struct evhttp_request *req);
-/* On the prep thread: the work of a PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE or PK_COUNT_TOKENS task. */
+/* On the prep thread: the work of a PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE or PK_COUNT_TOKENS
+ * task. */
 void endpoints_prepare(struct task *t);
 
 /* ---- the chat page (webui.c) ---- */

@@ -65,6 +65,7 @@
  * HTTP statuses the server sends, with their reason phrases: every status a
  * handler uses and every one hearth_status_http can return.
  */
+/* clang-format off */
 #define HTTP_STATUS_LIST(X)                                                                        \
     X(200, "OK")                                                                                   \
     X(204, "No Content")                                                                           \
@@ -78,6 +79,7 @@
     X(500, "Internal Server Error")                                                                \
     X(503, "Service Unavailable")                                                                  \
     X(507, "Insufficient Storage")
+/* clang-format on */
 
 static const char *reason(int code)
 {
@@ -95,7 +97,7 @@ static const char *reason(int code)
 /* from the signal to the end of the process, whatever is still running (deadline.h): past the
  * grace, this leaves the scheduler's last step and the disk tier's flush about 2 s */
 #define SHUTDOWN_DEADLINE_S 4
-#define GRAMMAR_CACHE_SIZE 16 /* compiled grammars kept: an agent resends its tools every turn */
+#define GRAMMAR_CACHE_SIZE  16 /* compiled grammars kept: an agent resends its tools every turn */
 
 /* ------------------------------------------------------------- replies --- */
 
@@ -114,8 +116,8 @@ static void add_cors(struct server *s, struct evhttp_request *req)
     }
 }
 
-void serve_reply(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                 int status, const char *content_type, const char *body, size_t len)
+void serve_reply(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep, int status,
+                 const char *content_type, const char *body, size_t len)
 {
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
     if (content_type)
@@ -136,7 +138,7 @@ void serve_reply_json(struct server *s, struct evhttp_request *req, enum metrics
     if (!json) {
         struct oai_error e;
         oai_fail(&e, 500, "server_error", NULL, NULL, "out of memory");
-        char *oom = oai_error_json(&e);
+        char *oom                = oai_error_json(&e);
         static const char last[] = "{\"error\":{\"message\":\"out of memory\"}}";
         serve_reply(s, req, ep, 500, "application/json", oom ? oom : last,
                     oom ? strlen(oom) : sizeof last - 1);
@@ -449,8 +451,8 @@ void serve_prepare(struct server *s, struct evhttp_request *req, enum metrics_en
     }
     if (t->ops)
         p->ops = t->ops;
-    p->task         = t;
-    t->pt.run       = run_task;
+    p->task   = t;
+    t->pt.run = run_task;
     atomic_init(&t->pt.cancel, 0);
     t->r.cancel     = &t->pt.cancel;
     t->srv          = s;
@@ -531,8 +533,8 @@ static void start_generation(struct server *s, struct pending *p, struct task *t
             evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
         struct oai_error e;
         if (st == HEARTH_EFULL)
-            oai_fail(&e, 503, "server_error", "server_overloaded",
-                     NULL, "All %d slots are busy and the queue (--max-queue %d) is full; retry "
+            oai_fail(&e, 503, "server_error", "server_overloaded", NULL,
+                     "All %d slots are busy and the queue (--max-queue %d) is full; retry "
                      "later.",
                      s->sp.n_slots, s->sp.max_queue);
         else
@@ -592,8 +594,7 @@ static void task_done(struct server *s, struct task *t)
 /* The role of messages[i] ("" when there is none). */
 static const char *role_at(const cJSON *messages, int i)
 {
-    const cJSON *role =
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(messages, i), "role");
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(messages, i), "role");
     return cJSON_IsString(role) ? role->valuestring : "";
 }
 
@@ -657,17 +658,15 @@ static bool add_server_bias(const struct http_params *p, struct oai_request *r)
 }
 
 bool serve_apply_policy(struct server *s, enum metrics_endpoint ep, struct oai_request *r,
-                         struct oai_error *e)
+                        struct oai_error *e)
 {
     const bool anth = ep == EP_MESSAGES || ep == EP_COUNT_TOKENS;
     for (int32_t i = 0; i < r->n_ignored; i++) {
         const struct oai_ignored *ig = &r->ignored[i];
         if (s->p->strict_fields && ig->unknown)
             return anth ? oai_fail(e, 400, "invalid_request_error", NULL, NULL,
-                                   "%s: Extra inputs are not permitted (--strict-fields)",
-                                   ig->path)
-                        : oai_fail(e, 400, "invalid_request_error", "unknown_parameter",
-                                   ig->path,
+                                   "%s: Extra inputs are not permitted (--strict-fields)", ig->path)
+                        : oai_fail(e, 400, "invalid_request_error", "unknown_parameter", ig->path,
                                    "Unrecognized request argument supplied: %s "
                                    "(--strict-fields)",
                                    ig->path);
@@ -798,11 +797,11 @@ static void on_sched_event(const struct sched_event *ev, void *user)
         struct qev *q = ev->user;
         if (!q)
             return; /* not a job of ours (cannot happen: every job carries its node) */
-        q->ev             = *ev;
-        q->t              = now_s();
-        size_t n          = ev->text && ev->text_len < sizeof q->msg ? ev->text_len
-                            : ev->text                               ? sizeof q->msg - 1
-                                                                     : 0;
+        q->ev    = *ev;
+        q->t     = now_s();
+        size_t n = ev->text && ev->text_len < sizeof q->msg ? ev->text_len
+                   : ev->text                               ? sizeof q->msg - 1
+                                                            : 0;
         memcpy(q->msg, ev->text ? ev->text : "", n);
         q->msg[n]      = 0;
         q->ev.text     = q->msg;
@@ -974,7 +973,7 @@ static const struct serve_route *route_of_path(const char *path)
  * evhttp reads it: counted under its route, in its route's error shape. */
 static char *on_refused(const char *path, const struct oai_error *e, void *user)
 {
-    struct server *s          = user;
+    struct server *s            = user;
     const struct serve_route *r = route_of_path(path);
     enum metrics_endpoint ep    = r ? r->ep : EP_OTHER;
     metrics_count_request(&s->metrics, ep, e->status);
@@ -998,7 +997,7 @@ static void printable(const char *s, size_t max, char *out)
 
 static void on_request(struct evhttp_request *req, void *arg)
 {
-    struct server *s             = arg;
+    struct server *s = arg;
     bodylimit_request(req); /* no read timeout while its reply is due */
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path             = uri ? evhttp_uri_get_path(uri) : NULL;
@@ -1125,11 +1124,11 @@ static void *loader_main(void *arg)
     struct hearth_model_params mp = hearth_model_default_params();
     if (s->sp.n_threads > 0)
         mp.n_threads = s->sp.n_threads;
-    mp.n_gpu_layers = s->p->n_gpu_layers;
-    mp.devices      = s->p->devices;
-    mp.tensor_split = s->p->tensor_split;
-    mp.layer_split  = s->p->layer_split;
-    mp.mtp          = s->sp.spec.mtp;
+    mp.n_gpu_layers            = s->p->n_gpu_layers;
+    mp.devices                 = s->p->devices;
+    mp.tensor_split            = s->p->tensor_split;
+    mp.layer_split             = s->p->layer_split;
+    mp.mtp                     = s->sp.spec.mtp;
     struct hearth_model *model = NULL;
     struct sched *sched        = NULL;
     struct chat_template *tmpl = NULL;
@@ -1213,9 +1212,9 @@ static void on_loaded(evutil_socket_t fd, short what, void *arg)
         event_base_loopbreak(s->base);
         return;
     }
-    s->model = s->load_model;
-    s->draft = s->load_draft;
-    s->sched = s->load_sched;
+    s->model  = s->load_model;
+    s->draft  = s->load_draft;
+    s->sched  = s->load_sched;
     s->tmpl   = s->load_tmpl;
     s->gvocab = s->load_gvocab;
     s->gcache = s->load_gcache;
@@ -1287,8 +1286,8 @@ static void teardown(struct server *s)
         pthread_join(s->loader, NULL);
         s->loader_running = false;
         if (!s->model && !s->sched) {
-            s->model = s->load_model;
-            s->sched = s->load_sched;
+            s->model  = s->load_model;
+            s->sched  = s->load_sched;
             s->tmpl   = s->load_tmpl;
             s->gvocab = s->load_gvocab;
             s->gcache = s->load_gcache;

@@ -40,24 +40,24 @@ struct http_params {
     const char *chat_template_file;   /* a Jinja file overriding the model's template, or NULL */
     const char *chat_template;        /* a built-in template name overriding it, or NULL */
     const char *chat_template_kwargs; /* JSON object of default template kwargs, or NULL */
-    int32_t n_gpu_layers;     /* hearth_model_params's: the last N layers on the GPUs */
-    const char *devices;      /* hearth_model_params's: the GPUs, or NULL */
-    const char *tensor_split; /* hearth_model_params's: the GPUs' shares, or NULL */
-    const char *layer_split;  /* hearth_model_params's: layers per backend, or NULL */
-    const char *draft_path;   /* --model-draft: a GGUF file whose model drafts, or NULL */
-    const char *slot_save_path; /* --slot-save-path: the directory of slot files, or NULL */
-    bool no_webui;              /* --no-webui: no chat page at / (webui.c) */
-    bool strict_fields;         /* --strict-fields: refuse unknown request fields (400) */
-    int32_t n_predict;          /* -n: the most tokens any request generates; -1: no cap */
-    const char *tool_choice;    /* --tool-choice: auto|required|none|NAME for requests that end
-                                 * with the user's turn and offer tools; NULL: the request's */
+    int32_t n_gpu_layers;             /* hearth_model_params's: the last N layers on the GPUs */
+    const char *devices;              /* hearth_model_params's: the GPUs, or NULL */
+    const char *tensor_split;         /* hearth_model_params's: the GPUs' shares, or NULL */
+    const char *layer_split;          /* hearth_model_params's: layers per backend, or NULL */
+    const char *draft_path;           /* --model-draft: a GGUF file whose model drafts, or NULL */
+    const char *slot_save_path;       /* --slot-save-path: the directory of slot files, or NULL */
+    bool no_webui;                    /* --no-webui: no chat page at / (webui.c) */
+    bool strict_fields;               /* --strict-fields: refuse unknown request fields (400) */
+    int32_t n_predict;                /* -n: the most tokens any request generates; -1: no cap */
+    const char *tool_choice;        /* --tool-choice: auto|required|none|NAME for requests that end
+                                     * with the user's turn and offer tools; NULL: the request's */
     const struct sample_bias *bias; /* [n_bias] --logit-bias: added to every request's (a
                                      * request's own entry for a token wins); -INFINITY bans */
     int32_t n_bias;
-    int32_t n_prep_workers;     /* --threads-http: preparation workers (prep.h), 1..64; 0: 4 */
-    double health_stall_s;      /* --health-stall: /health is 503 while every prep worker, or
-                                 * the scheduler's step, has been busy this long; 0: at once */
-    bool seeded;                /* --seed: a request without a seed samples with seed */
+    int32_t n_prep_workers; /* --threads-http: preparation workers (prep.h), 1..64; 0: 4 */
+    double health_stall_s;  /* --health-stall: /health is 503 while every prep worker, or
+                             * the scheduler's step, has been busy this long; 0: at once */
+    bool seeded;            /* --seed: a request without a seed samples with seed */
     uint64_t seed;
     struct sched_params sched;
 };

@@ -23,6 +23,7 @@ static const struct metric_def {
     const double *bound; /* histogram bucket bounds */
     int n_bound;
     const char *help;
+    /* clang-format off */
 } defs[METRIC_COUNT] = {
 #define METRICS_X_DEF(id, name, type, buckets, help)                                               \
     [id] = {name, MT_##type, buckets_##buckets,                                                    \
@@ -31,18 +32,21 @@ static const struct metric_def {
     METRICS_LIST(METRICS_X_DEF)
 #undef METRICS_X_DEF
 };
+/* clang-format on */
 
 /* Every histogram's bucket set fits the fixed array. */
 _Static_assert(sizeof buckets_TTFT / sizeof(double) <= METRICS_MAX_BUCKETS, "TTFT buckets");
 _Static_assert(sizeof buckets_ITL / sizeof(double) <= METRICS_MAX_BUCKETS, "ITL buckets");
 _Static_assert(sizeof buckets_REQ / sizeof(double) <= METRICS_MAX_BUCKETS, "REQ buckets");
 
+/* clang-format off */
 static const char *const endpoint_paths[EP_COUNT] = {
 #define METRICS_X_PATH(id, path, method, auth, handler) [id] = path,
     SERVE_ROUTE_LIST(METRICS_X_PATH)
 #undef METRICS_X_PATH
     [EP_OTHER] = "other",
 };
+/* clang-format on */
 
 static const char *const type_names[] = {"counter", "gauge", "histogram"};
 
@@ -189,14 +193,12 @@ char *metrics_render(const struct metrics *m, const double values[METRIC_COUNT],
         } else if (id == M_STAGE_WEIGHT_BYTES || id == M_STAGE_KV_BYTES) {
             for (int32_t i = 0; i < m->n_stages; i++) {
                 const struct hearth_stage_info *st = &m->stages[i];
-                char layers[32] = "";
+                char layers[32]                    = "";
                 if (st->layer_end > st->layer_first)
-                    snprintf(layers, sizeof layers, "%d-%d", st->layer_first,
-                             st->layer_end - 1);
+                    snprintf(layers, sizeof layers, "%d-%d", st->layer_first, st->layer_end - 1);
                 put(&o, "%s{stage=\"%d\",device=\"%s\",layers=\"%s\",output=\"%s\"} %llu\n",
                     d->name, i, st->device, layers, st->output ? "true" : "false",
-                    (unsigned long long)(id == M_STAGE_KV_BYTES ? st->kv_bytes
-                                                                : st->weight_bytes));
+                    (unsigned long long)(id == M_STAGE_KV_BYTES ? st->kv_bytes : st->weight_bytes));
             }
         } else if (id == M_KV_CONFIG) {
             put(&o, "%s{block_size=\"%d\",num_gpu_blocks=\"%d\"} 1\n", d->name, m->kv_block,

@@ -19,19 +19,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hearth.h"        /* struct hearth_stage_info */
+#include "hearth.h"       /* struct hearth_stage_info */
 #include "serve/routes.h" /* enum metrics_endpoint */
 #include "spec/spec.h"    /* SPEC_N_DRAFTERS */
 
 /* Bucket upper bounds (seconds) of each histogram kind; +Inf is implied. */
-#define METRICS_BUCKETS_TTFT  {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
-#define METRICS_BUCKETS_ITL   {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
-#define METRICS_BUCKETS_REQ   {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
-#define METRICS_BUCKETS_NONE  {0}
-#define METRICS_MAX_BUCKETS   16
-#define METRICS_MAX_STAGES    16
+#define METRICS_BUCKETS_TTFT                                                                       \
+    {                                                                                              \
+        0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60                            \
+    }
+#define METRICS_BUCKETS_ITL                                                                        \
+    {                                                                                              \
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5                            \
+    }
+#define METRICS_BUCKETS_REQ                                                                        \
+    {                                                                                              \
+        0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600                           \
+    }
+#define METRICS_BUCKETS_NONE                                                                       \
+    {                                                                                              \
+        0                                                                                          \
+    }
+#define METRICS_MAX_BUCKETS 16
+#define METRICS_MAX_STAGES  16
 
 /* X(id, name, type, buckets, help). type: counter, gauge, histogram. */
+/* clang-format off */
 #define METRICS_LIST(X)                                                                        \
     X(M_REQUESTS, "hearth_requests_total", counter, NONE,                                      \
       "HTTP requests answered, by endpoint and status code.")                                  \
@@ -121,12 +134,13 @@
       "Bytes of weights each stage holds, by device and layer range.")                         \
     X(M_STAGE_KV_BYTES, "hearth_stage_kv_bytes", gauge, NONE,                                  \
       "Bytes of K/V memory each stage holds for its layers, by device and layer range.")
+/* clang-format on */
 
 enum metric_id {
 #define METRICS_X_ENUM(id, name, type, buckets, help) id,
     METRICS_LIST(METRICS_X_ENUM)
 #undef METRICS_X_ENUM
-    METRIC_COUNT
+        METRIC_COUNT
 };
 
 struct metrics_histogram {
@@ -144,18 +158,18 @@ struct metrics_ignored {
 };
 
 struct metrics {
-    uint64_t requests[EP_COUNT][600];          /* [endpoint][HTTP status 100..599] */
+    uint64_t requests[EP_COUNT][600];                    /* [endpoint][HTTP status 100..599] */
     struct metrics_ignored ignored[METRICS_MAX_IGNORED]; /* in order of first sight */
     int32_t n_ignored;
-    uint64_t ignored_other[3];                 /* beyond those, by API as in metrics_api_name */
+    uint64_t ignored_other[3];                   /* beyond those, by API as in metrics_api_name */
     struct metrics_histogram hist[METRIC_COUNT]; /* used for histogram ids only */
     struct hearth_stage_info stages[METRICS_MAX_STAGES]; /* where the layers run: the
                                                             M_STAGE_* samples, one per stage */
-    int32_t n_stages;                          /* 0 until the model is loaded */
-    uint64_t spec_drafted[SPEC_N_DRAFTERS];   /* set by the caller before metrics_render */
+    int32_t n_stages;                                    /* 0 until the model is loaded */
+    uint64_t spec_drafted[SPEC_N_DRAFTERS]; /* set by the caller before metrics_render */
     uint64_t spec_accepted[SPEC_N_DRAFTERS];
-    int32_t kv_block;                          /* tokens per KV block, for M_KV_CONFIG */
-    int32_t kv_blocks;                         /* blocks in the pool, for M_KV_CONFIG */
+    int32_t kv_block;  /* tokens per KV block, for M_KV_CONFIG */
+    int32_t kv_blocks; /* blocks in the pool, for M_KV_CONFIG */
 };
 
 /* Zeroes everything. */

@@ -26,7 +26,7 @@
 #include "chat/chat_template.h"
 #include "chat/chatparse.h"
 
-#define BAD REQJSON_BAD
+#define BAD    REQJSON_BAD
 #define OOM(e) oai_fail((e), 500, "server_error", NULL, NULL, "out of memory building a grammar")
 
 /* Where the reply starts with respect to reasoning. */

@@ -60,7 +60,8 @@ static cJSON *merge_system(const cJSON *messages)
             cJSON_ArrayForEach(p, c)
             {
                 const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "text");
-                fprintf(f, "%s%s", p != c->child ? "\n" : "", cJSON_IsString(t) ? t->valuestring : "");
+                fprintf(f, "%s%s", p != c->child ? "\n" : "",
+                        cJSON_IsString(t) ? t->valuestring : "");
             }
     }
     cJSON *first = f && fclose(f) == 0 ? cJSON_CreateObject() : NULL;
@@ -81,16 +82,15 @@ bool oai_prompt(const struct oai_request *req, const struct chat_template *tmpl,
 {
     char err[HEARTH_ERR_MAX], err2[HEARTH_ERR_MAX];
     *text                 = NULL;
-    enum hearth_status st = chat_template_render(tmpl, req->messages, req->tools,
-                                                 req->template_kwargs, true, text, NULL, err,
-                                                 sizeof err);
+    enum hearth_status st = chat_template_render(
+        tmpl, req->messages, req->tools, req->template_kwargs, true, text, NULL, err, sizeof err);
     cJSON *merged = st != HEARTH_OK && st != HEARTH_ENOMEM ? merge_system(req->messages) : NULL;
     bool retried  = merged != NULL;
     if (merged) { /* a system message between turns, refused there: at the start instead */
         free(*text);
         *text = NULL;
-        st    = chat_template_render(tmpl, merged, req->tools, req->template_kwargs, true, text,
-                                     NULL, err2, sizeof err2);
+        st = chat_template_render(tmpl, merged, req->tools, req->template_kwargs, true, text, NULL,
+                                  err2, sizeof err2);
         cJSON_Delete(merged);
     }
     if (st == HEARTH_ENOMEM)
@@ -155,9 +155,9 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
                    struct sched_job ***jobs_out, int32_t *n_jobs_out, bool *thinking,
                    struct oai_error *e)
 {
-    struct grammar *g = NULL;
-    char **trig       = NULL;
-    int32_t n_trig    = 0;
+    struct grammar *g       = NULL;
+    char **trig             = NULL;
+    int32_t n_trig          = 0;
     int32_t n_prompts       = req->kind == OAI_COMPLETION ? req->n_prompts : 1;
     int32_t n_jobs          = n_prompts * req->n;
     struct sched_job **jobs = calloc((size_t)n_jobs, sizeof *jobs);
@@ -220,14 +220,13 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
         }
         jobs[c] = job;
         memcpy(job->prompt, toks[pi], (size_t)n_toks[pi] * sizeof *job->prompt);
-        int32_t room           = n_ctx - n_toks[pi]; /* >= 1, checked above */
-        job->id                = (*next_job_id)++;
-        job->request_id        = request_id;
-        job->choice            = c;
-        job->n_prompt          = n_toks[pi];
-        job->max_tokens        = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens
-                                                                               : room;
-        job->sampling          = req->sampling;
+        int32_t room       = n_ctx - n_toks[pi]; /* >= 1, checked above */
+        job->id            = (*next_job_id)++;
+        job->request_id    = request_id;
+        job->choice        = c;
+        job->n_prompt      = n_toks[pi];
+        job->max_tokens    = req->max_tokens > 0 && req->max_tokens < room ? req->max_tokens : room;
+        job->sampling      = req->sampling;
         job->sampling.seed = req->has_seed ? req->sampling.seed + (uint64_t)c : splitmix64(&rng);
         job->presence_penalty  = req->presence_penalty;
         job->frequency_penalty = req->frequency_penalty;
@@ -252,8 +251,7 @@ bool oai_make_jobs(const struct oai_request *req, const struct chat_template *tm
             }
             for (; job->n_triggers < n_trig; job->n_triggers++)
                 if (!(job->triggers[job->n_triggers] = strdup(trig[job->n_triggers]))) {
-                    oai_fail(e, 500, "server_error", NULL, NULL,
-                             "out of memory building the jobs");
+                    oai_fail(e, 500, "server_error", NULL, NULL, "out of memory building the jobs");
                     goto out;
                 }
         }

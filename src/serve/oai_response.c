@@ -26,7 +26,7 @@ struct oai_choice {
     size_t len, cap;
     struct chatparse *split;   /* reasoning and tool calls split off, or NULL */
     struct chatparse_deltas d; /* non-streaming: every delta of the choice */
-    size_t offset;   /* bytes of text produced so far (completions' text_offset) */
+    size_t offset;             /* bytes of text produced so far (completions' text_offset) */
     cJSON *logprobs; /* non-streaming: chat: content[]; completions: the logprobs object */
     bool done;
     const char *finish; /* "stop", "length", NULL while running */
@@ -343,7 +343,7 @@ char *oai_response_start(struct oai_response *r, size_t *len)
         cJSON_AddNullToObject(c, "finish_reason");
         chunk_usage_null(r, o);
         size_t n = 0;
-        char *s = sse(o, &n);
+        char *s  = sse(o, &n);
         if (!s)
             continue;
         if (total + n + 1 > cap) {
@@ -442,8 +442,8 @@ static char *split_chunks(struct oai_response *r, int32_t index, struct chatpars
         if (x->index > 0 && !r->parallel_tool_calls)
             continue; /* parallel_tool_calls false: the first call only */
         size_t n = 0;
-        char *s = delta_chunk(r, index, x, lp, &n);
-        lp      = NULL;
+        char *s  = delta_chunk(r, index, x, lp, &n);
+        lp       = NULL;
         cat(&out, len, s, n);
     }
     if (lp) { /* nothing settled, but the token's logprobs are due now */
@@ -572,16 +572,15 @@ char *oai_response_done(struct oai_response *r, const struct sched_event *ev, si
     char *out = NULL;
     if (ch->split) {
         struct chatparse_deltas d = {0};
-        chatparse_finish_cut(ch->split, ev->finish == SCHED_FINISH_LENGTH,
-                             r->stream ? &d : &ch->d);
+        chatparse_finish_cut(ch->split, ev->finish == SCHED_FINISH_LENGTH, r->stream ? &d : &ch->d);
         if (r->stream)
             out = split_chunks(r, ev->choice, &d, NULL, len);
         chatparse_deltas_free(&d);
     }
-    ch->finish      = finish_name(ch, ev->finish);
-    ch->n_prompt    = ev->n_prompt;
-    ch->n_cached    = ev->n_cached;
-    ch->n_generated = ev->n_generated;
+    ch->finish           = finish_name(ch, ev->finish);
+    ch->n_prompt         = ev->n_prompt;
+    ch->n_cached         = ev->n_cached;
+    ch->n_generated      = ev->n_generated;
     ch->n_drafted        = ev->n_drafted;
     ch->n_draft_accepted = ev->n_draft_accepted;
     if (!r->stream)
@@ -747,7 +746,10 @@ static void *oai_create(const struct oai_request *req, int32_t n_choices, const 
     return oai_response_new(req, n_choices, id, created, model_name, model, tmpl, thinking);
 }
 
-static char *oai_start(void *r, size_t *len) { return oai_response_start(r, len); }
+static char *oai_start(void *r, size_t *len)
+{
+    return oai_response_start(r, len);
+}
 static char *oai_text(void *r, const struct sched_event *ev, size_t *len)
 {
     return oai_response_text(r, ev, len);
@@ -760,7 +762,10 @@ static char *oai_finish(void *r, int *status, size_t *len)
 {
     return oai_response_finish(r, status, len);
 }
-static void oai_destroy(void *r) { oai_response_free(r); }
+static void oai_destroy(void *r)
+{
+    oai_response_free(r);
+}
 
 const struct reply_ops oai_reply_ops = {
     .id_prefix  = oai_id_prefix,

@@ -49,12 +49,12 @@ struct item {
     char *input;          /* IT_CUSTOM once closed: the free-form input, from the arguments */
     char *sent;           /* IT_CUSTOM streaming: the input sent in deltas so far, or NULL */
     size_t sent_len, sent_cap;
-    size_t raw_at;        /* IT_CUSTOM streaming: arguments decoded up to here; 0: not begun */
-    bool raw_closed;      /* IT_CUSTOM streaming: the input string's closing quote was seen */
-    cJSON *logprobs;      /* IT_MESSAGE with logprobs: its tokens' entries, or NULL */
-    char *text;           /* reasoning, message text or call arguments, NUL-terminated */
+    size_t raw_at;   /* IT_CUSTOM streaming: arguments decoded up to here; 0: not begun */
+    bool raw_closed; /* IT_CUSTOM streaming: the input string's closing quote was seen */
+    cJSON *logprobs; /* IT_MESSAGE with logprobs: its tokens' entries, or NULL */
+    char *text;      /* reasoning, message text or call arguments, NUL-terminated */
     size_t len, cap;
-    const char *status;   /* "in_progress", "completed", "incomplete" (static) */
+    const char *status; /* "in_progress", "completed", "incomplete" (static) */
 };
 
 struct resp_reply {
@@ -66,16 +66,16 @@ struct resp_reply {
     cJSON *echo;                 /* the request's echoed fields (owned) */
     struct chatparse *split;     /* NULL: all text is message text */
     struct chatparse_format fmt; /* what split parses (it points here) */
-    const cJSON *tools;  /* the request's tools as sent (in echo), to tell custom tools apart */
-    int32_t max_calls;   /* calls kept: 1 without parallel_tool_calls, max_tool_calls, or all */
-    bool seal;           /* reasoning items carry encrypted_content */
+    const cJSON *tools; /* the request's tools as sent (in echo), to tell custom tools apart */
+    int32_t max_calls;  /* calls kept: 1 without parallel_tool_calls, max_tool_calls, or all */
+    bool seal;          /* reasoning items carry encrypted_content */
     const struct hearth_model *model; /* token texts for logprobs (NULL: "<id>") */
-    bool logprobs;       /* output_text carries each token's logprobs */
-    cJSON *pending_lp;   /* the current TEXT event's logprob entry, until a message takes it */
+    bool logprobs;                    /* output_text carries each token's logprobs */
+    cJSON *pending_lp;  /* the current TEXT event's logprob entry, until a message takes it */
     struct item *items; /* [n_items] */
     int32_t n_items, cap_items;
-    bool open;         /* the last item is still open */
-    int64_t seq;       /* next sequence_number */
+    bool open;   /* the last item is still open */
+    int64_t seq; /* next sequence_number */
     bool done;
     const char *status; /* "in_progress", "completed", "incomplete", "failed" */
     bool length;        /* ended by max_output_tokens (or the context) */
@@ -116,30 +116,30 @@ static void *reply_new(const struct oai_request *req, int32_t n_choices, const c
     if (!r)
         return NULL;
     snprintf(r->id, sizeof r->id, "%s", id);
-    r->tail                = strncmp(r->id, "resp_", 5) ? r->id : r->id + 5;
-    r->stream              = req->stream;
-    r->created             = created;
-    r->status              = "in_progress";
-    r->model_name          = strdup(model_name ? model_name : "");
-    r->echo = req->echo ? cJSON_Duplicate(req->echo, true) : cJSON_CreateObject();
+    r->tail       = strncmp(r->id, "resp_", 5) ? r->id : r->id + 5;
+    r->stream     = req->stream;
+    r->created    = created;
+    r->status     = "in_progress";
+    r->model_name = strdup(model_name ? model_name : "");
+    r->echo       = req->echo ? cJSON_Duplicate(req->echo, true) : cJSON_CreateObject();
     if (!r->model_name || !r->echo) {
         reply_free(r);
         return NULL;
     }
-    r->tools            = cJSON_GetObjectItemCaseSensitive(r->echo, "tools");
-    r->model            = model;
-    r->logprobs         = req->top_logprobs >= 0;
-    r->seal             = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->echo, RESP_ECHO_SEAL));
-    const cJSON *most   = cJSON_GetObjectItemCaseSensitive(r->echo, "max_tool_calls");
-    r->max_calls        = req->parallel_tool_calls ? INT32_MAX : 1;
+    r->tools          = cJSON_GetObjectItemCaseSensitive(r->echo, "tools");
+    r->model          = model;
+    r->logprobs       = req->top_logprobs >= 0;
+    r->seal           = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->echo, RESP_ECHO_SEAL));
+    const cJSON *most = cJSON_GetObjectItemCaseSensitive(r->echo, "max_tool_calls");
+    r->max_calls      = req->parallel_tool_calls ? INT32_MAX : 1;
     if (cJSON_IsNumber(most) && most->valuedouble < r->max_calls)
         r->max_calls = most->valuedouble < 0 ? 0 : (int32_t)most->valuedouble;
     struct chatparse_format f = {0};
     if (tmpl)
         f = *chat_template_format(tmpl);
     struct chatparse_opts o = {
-        .parse_tools = req->tools && req->tool_choice != OAI_TOOL_NONE &&
-                       f.tools != CHATPARSE_TOOLS_NONE,
+        .parse_tools =
+            req->tools && req->tool_choice != OAI_TOOL_NONE && f.tools != CHATPARSE_TOOLS_NONE,
         .split_reasoning    = req->reasoning != OAI_REASONING_NONE && f.think_open,
         .start_in_reasoning = thinking,
         .tools              = req->tools,
@@ -242,7 +242,8 @@ static cJSON *item_json(const struct item *it, bool opened, bool seal)
     }
     case IT_CALL:
     case IT_CUSTOM:
-        cJSON_AddStringToObject(o, "type", it->kind == IT_CALL ? "function_call" : "custom_tool_call");
+        cJSON_AddStringToObject(o, "type",
+                                it->kind == IT_CALL ? "function_call" : "custom_tool_call");
         cJSON_AddStringToObject(o, "call_id", it->call_id);
         if (it->ns)
             cJSON_AddStringToObject(o, "namespace", it->ns);
@@ -251,8 +252,9 @@ static cJSON *item_json(const struct item *it, bool opened, bool seal)
             cJSON_AddItemToObject(o, "arguments",
                                   oai_text_json(opened || !it->text ? "" : it->text, it->len));
         else
-            cJSON_AddItemToObject(o, "input", oai_text_json(opened || !it->input ? "" : it->input,
-                                                           opened || !it->input ? 0 : strlen(it->input)));
+            cJSON_AddItemToObject(o, "input",
+                                  oai_text_json(opened || !it->input ? "" : it->input,
+                                                opened || !it->input ? 0 : strlen(it->input)));
         break;
     }
     cJSON_AddStringToObject(o, "status", it->status);
@@ -283,8 +285,8 @@ static size_t json_chars(const char *s, size_t len, char *out, size_t *n_out, bo
         } else if (s[i + 1] == 'u') {
             if (i + 5 >= len)
                 break;
-            unsigned v = (unsigned)strtoul((char[5]){s[i + 2], s[i + 3], s[i + 4], s[i + 5], 0},
-                                           NULL, 16);
+            unsigned v =
+                (unsigned)strtoul((char[5]){s[i + 2], s[i + 3], s[i + 4], s[i + 5], 0}, NULL, 16);
             if (v < 0x80) {
                 out[n++] = (char)v;
             } else {
@@ -381,7 +383,8 @@ static void close_item(struct resp_reply *r, const char *status)
         emit(r, o);
     } else {
         bool reason = it->kind == IT_REASONING;
-        cJSON *o    = item_event(r, reason ? "response.reasoning_text.done" : "response.output_text.done", i, true);
+        cJSON *o    = item_event(
+               r, reason ? "response.reasoning_text.done" : "response.output_text.done", i, true);
         cJSON_AddItemToObject(o, "text", oai_text_json(s, it->len));
         if (!reason)
             cJSON_AddItemToObject(o, "logprobs", item_logprobs(it));
@@ -483,12 +486,12 @@ static void custom_progress(struct resp_reply *r, struct item *it)
         it->sent     = t;
         it->sent_cap = cap;
     }
-    it->raw_at += json_chars(it->text + it->raw_at, avail, it->sent + it->sent_len, &n,
-                             &it->raw_closed);
+    it->raw_at +=
+        json_chars(it->text + it->raw_at, avail, it->sent + it->sent_len, &n, &it->raw_closed);
     if (!n)
         return;
-    cJSON *o = item_event(r, "response.custom_tool_call_input.delta",
-                          (int32_t)(it - r->items), false);
+    cJSON *o =
+        item_event(r, "response.custom_tool_call_input.delta", (int32_t)(it - r->items), false);
     cJSON_AddItemToObject(o, "delta", oai_text_json(it->sent + it->sent_len, n));
     emit(r, o);
     it->sent_len += n;
@@ -503,7 +506,7 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
             return; /* parallel_tool_calls false or max_tool_calls: the first calls only */
         if (kind == CHATPARSE_TOOL_START) { /* a custom or namespaced tool: its own item */
             const char *ns = NULL, *own = name;
-            bool custom    = false;
+            bool custom = false;
             resp_tool_find(r->tools, name ? name : "", &ns, &own, &custom);
             open_item(r, custom ? IT_CUSTOM : IT_CALL, id, own, ns);
             return;
@@ -512,7 +515,7 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
     enum item_kind ik = kind == CHATPARSE_REASONING ? IT_REASONING
                         : kind == CHATPARSE_CONTENT ? IT_MESSAGE
                                                     : IT_CALL;
-    struct item *it   = ik == IT_CALL ? (r->open ? &r->items[r->n_items - 1] : NULL) : current(r, ik);
+    struct item *it = ik == IT_CALL ? (r->open ? &r->items[r->n_items - 1] : NULL) : current(r, ik);
     if (it && ik == IT_CALL && it->kind == IT_CUSTOM) {
         if (item_append(it, text, len) && r->stream)
             custom_progress(r, it);
@@ -522,9 +525,9 @@ static void on_delta(struct resp_reply *r, enum chatparse_delta_kind kind, int32
         return;
     int32_t i = (int32_t)(it - r->items);
     cJSON *o  = item_event(r,
-                           ik == IT_CALL        ? "response.function_call_arguments.delta"
-                            : ik == IT_REASONING ? "response.reasoning_text.delta"
-                                                 : "response.output_text.delta",
+                          ik == IT_CALL        ? "response.function_call_arguments.delta"
+                           : ik == IT_REASONING ? "response.reasoning_text.delta"
+                                                : "response.output_text.delta",
                            i, ik != IT_CALL);
     cJSON_AddItemToObject(o, "delta", oai_text_json(text, len));
     if (ik == IT_MESSAGE) { /* the token that brought this text, if it is not yet placed */
@@ -558,8 +561,8 @@ static cJSON *usage_json(const struct resp_reply *r)
                             r->n_cached);
     cJSON_AddNumberToObject(u, "output_tokens", r->n_generated);
     /* 0: tokens are not attributed to reasoning (the split works on text) */
-    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"),
-                            "reasoning_tokens", 0);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "output_tokens_details"), "reasoning_tokens",
+                            0);
     cJSON_AddNumberToObject(u, "total_tokens", (double)r->n_prompt + r->n_generated);
     return u;
 }
@@ -605,14 +608,17 @@ static cJSON *response_json(const struct resp_reply *r)
 
 static char *take_out(struct resp_reply *r, size_t *len)
 {
-    char *s  = r->out;
-    *len     = s ? r->out_len : 0;
-    r->out   = NULL;
+    char *s    = r->out;
+    *len       = s ? r->out_len : 0;
+    r->out     = NULL;
     r->out_len = 0;
     return s;
 }
 
-static const char *reply_prefix(const struct oai_request *req) { return "resp_"; }
+static const char *reply_prefix(const struct oai_request *req)
+{
+    return "resp_";
+}
 
 static char *reply_start(void *rv, size_t *len)
 {
@@ -748,7 +754,10 @@ static char *reply_finish(void *rv, int *status, size_t *len)
     return s;
 }
 
-static void reply_destroy(void *r) { reply_free(r); }
+static void reply_destroy(void *r)
+{
+    reply_free(r);
+}
 
 /*
  * A stream's error outside any response's state (a request refused after the

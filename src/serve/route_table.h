@@ -22,7 +22,7 @@ struct serve_route {
     enum evhttp_cmd_type method;
     const char *allow; /* the method's name, for Allow and CORS preflights */
     enum metrics_endpoint ep;
-    bool auth;         /* --api-key guards it */
+    bool auth; /* --api-key guards it */
     void (*fn)(struct server *s, struct evhttp_request *req);
 };
 

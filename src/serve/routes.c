@@ -5,18 +5,22 @@
 #include "serve/handlers.h"
 #include "serve/route_table.h"
 
+/* clang-format off */
 static const struct serve_route routes[] = {
 #define ROUTES_X_ROUTE(id, path, method, auth, handler)                                            \
     {path, EVHTTP_REQ_##method, #method, id, auth, handler},
     SERVE_ROUTE_LIST(ROUTES_X_ROUTE)
 #undef ROUTES_X_ROUTE
 };
+/* clang-format on */
 
+/* clang-format off */
 static const struct serve_alias aliases[] = {
 #define ROUTES_X_ALIAS(path, id) {path, id},
     SERVE_ALIAS_LIST(ROUTES_X_ALIAS)
 #undef ROUTES_X_ALIAS
 };
+/* clang-format on */
 
 const struct serve_handlers serve_handlers = {
     .routes    = routes,

@@ -11,6 +11,7 @@
 #ifndef HEARTH_ROUTES_H
 #define HEARTH_ROUTES_H
 
+/* clang-format off */
 #define SERVE_ROUTE_LIST(X)                                                                        \
     X(EP_CHAT, "/v1/chat/completions", POST, true, h_chat)                                         \
     X(EP_COMPLETIONS, "/v1/completions", POST, true, h_completions)                                \
@@ -27,7 +28,9 @@
     X(EP_MESSAGES, "/v1/messages", POST, true, h_messages)                                         \
     X(EP_COUNT_TOKENS, "/v1/messages/count_tokens", POST, true, h_count_tokens)                    \
     X(EP_WEBUI, "/", GET, false, h_webui)
+/* clang-format on */
 
+/* clang-format off */
 #define SERVE_ALIAS_LIST(X)                                                                        \
     X("/chat/completions", EP_CHAT)                                                                \
     X("/completions", EP_COMPLETIONS)                                                              \
@@ -37,13 +40,14 @@
     X("/messages", EP_MESSAGES)                                                                    \
     X("/messages/count_tokens", EP_COUNT_TOKENS)                                                   \
     X("/index.html", EP_WEBUI)
+/* clang-format on */
 
 /* Endpoints of hearth_requests_total{endpoint=...}: the routes, then everything else. */
 enum metrics_endpoint {
 #define ROUTES_X_ENUM(id, path, method, auth, handler) id,
     SERVE_ROUTE_LIST(ROUTES_X_ENUM)
 #undef ROUTES_X_ENUM
-    EP_OTHER,
+        EP_OTHER,
     EP_COUNT
 };
 

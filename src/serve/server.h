@@ -29,13 +29,19 @@ struct qev {
     struct qev *next;
     struct sched_event ev; /* text/logprob/top point into this allocation */
     struct sample_logprob lp;
-    double t;       /* monotonic arrival */
-    char msg[256];  /* a job's last event: its ERROR text (the node is the job's own) */
+    double t;      /* monotonic arrival */
+    char msg[256]; /* a job's last event: its ERROR text (the node is the job's own) */
 };
 
 /* What a request waits on the preparation thread for. */
-enum pending_kind { PK_GENERATE, PK_TEMPLATE, PK_TOKENIZE, PK_DETOKENIZE, PK_COUNT_TOKENS,
-                    PK_SLOT };
+enum pending_kind {
+    PK_GENERATE,
+    PK_TEMPLATE,
+    PK_TOKENIZE,
+    PK_DETOKENIZE,
+    PK_COUNT_TOKENS,
+    PK_SLOT
+};
 
 struct pending;
 
@@ -44,17 +50,17 @@ struct task {
     struct prep_task pt; /* first: the prep module's view */
     struct server *srv;  /* read-only on the prep thread: model, tmpl, sp */
     struct pending *p;
-    struct oai_request r;  /* PK_GENERATE, PK_TEMPLATE, PK_COUNT_TOKENS */
+    struct oai_request r;        /* PK_GENERATE, PK_TEMPLATE, PK_COUNT_TOKENS */
     const struct reply_ops *ops; /* PK_GENERATE: the reply's API (NULL: OpenAI's) */
-    struct cJSON *body;    /* PK_TOKENIZE, PK_DETOKENIZE: the parsed body */
-    uint64_t first_job_id; /* ids first_job_id .. + OAI_MAX_CHOICES are this task's */
+    struct cJSON *body;          /* PK_TOKENIZE, PK_DETOKENIZE: the parsed body */
+    uint64_t first_job_id;       /* ids first_job_id .. + OAI_MAX_CHOICES are this task's */
     /* results */
     bool ok;
     struct oai_error e;
     struct sched_job **jobs; /* PK_GENERATE */
     int32_t n_jobs;
-    bool thinking;           /* the chat prompt ends inside a reasoning block */
-    char *json;              /* the other kinds: the 200 body */
+    bool thinking; /* the chat prompt ends inside a reasoning block */
+    char *json;    /* the other kinds: the 200 body */
 };
 
 /* A request that outlives its handler: preparing, or generating. */
@@ -64,18 +70,18 @@ struct pending {
     enum pending_kind kind;
     uint64_t request_id;
     enum metrics_endpoint ep;
-    struct evhttp_request *req; /* NULL once the HTTP side is finished */
-    struct event *ev_closed;    /* peer-hangup watch, or NULL */
-    struct task *task;          /* on the prep thread, or NULL */
+    struct evhttp_request *req;  /* NULL once the HTTP side is finished */
+    struct event *ev_closed;     /* peer-hangup watch, or NULL */
+    struct task *task;           /* on the prep thread, or NULL */
     const struct reply_ops *ops; /* the API this request speaks (errors, the reply) */
     void *resp;                  /* ops' reply, once generating */
-    int32_t n_jobs, n_done; /* jobs submitted; DONE/ERROR events seen */
+    int32_t n_jobs, n_done;      /* jobs submitted; DONE/ERROR events seen */
     bool stream;
     bool gone; /* HTTP side finished early (client gone, shutdown, refusal) */
     double t_start;
-    double *t_last; /* [n_jobs] arrival of each choice's last token, 0 = none */
+    double *t_last;           /* [n_jobs] arrival of each choice's last token, 0 = none */
     struct sched_slot_op *op; /* PK_SLOT: the action, the scheduler's until its event */
-    char id[48];    /* "chatcmpl-..." */
+    char id[48];              /* "chatcmpl-..." */
 };
 
 struct server {
@@ -126,8 +132,8 @@ struct server {
 
 /* ---- replies (http.c) ---- */
 
-void serve_reply(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
-                 int status, const char *content_type, const char *body, size_t len);
+void serve_reply(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep, int status,
+                 const char *content_type, const char *body, size_t len);
 /* A JSON body (NULL: a 500 "out of memory" instead). */
 void serve_reply_json(struct server *s, struct evhttp_request *req, enum metrics_endpoint ep,
                       int status, const char *json);

@@ -43,10 +43,12 @@ extern const char serve_webui_html[];       /* the page's bytes, not NUL-termina
 extern const uint32_t serve_webui_html_len; /* their count */
 
 /* Only what the page needs: inline script and style, fetches to this server, no framing. */
+/* clang-format off */
 #define WEBUI_CSP                                                                                  \
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "                  \
     "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "                     \
     "frame-ancestors 'none'"
+/* clang-format on */
 
 void h_webui(struct server *s, struct evhttp_request *req)
 {

@@ -55,7 +55,7 @@ int32_t ngram_propose(const hearth_token *tokens, int32_t n, int32_t n_min, int3
     }
     const hearth_token last = tokens[n - 1];
     int32_t best_len = 0, best_end = -1;
-    int32_t stop     = n - 1 - NGRAM_SCAN > 0 ? n - 1 - NGRAM_SCAN : 0;
+    int32_t stop = n - 1 - NGRAM_SCAN > 0 ? n - 1 - NGRAM_SCAN : 0;
     /* e: an earlier match ends at tokens[e] (so tokens[e + 1] is what followed it) */
     for (int32_t e = n - 2; e >= stop; e--) {
         if (tokens[e] != last)
@@ -132,16 +132,19 @@ void ngram_pool_free(struct ngram_pool *p)
     free(p);
 }
 
-size_t ngram_pool_entries(const struct ngram_pool *p) { return p->n; }
+size_t ngram_pool_entries(const struct ngram_pool *p)
+{
+    return p->n;
+}
 
 void ngram_pool_feed(struct ngram_pool *p, const hearth_token *tokens, int32_t from, int32_t n)
 {
     for (int32_t i = from > 1 ? from : 1; i < n; i++)
         for (int32_t len = p->n_min; len <= p->n_max && len <= i; len++) {
-            uint64_t key          = gram_key(tokens + i - len, len);
-            struct pool_entry *e  = &p->e[key % p->n];
-            e->key                = key;
-            e->next               = tokens[i];
+            uint64_t key         = gram_key(tokens + i - len, len);
+            struct pool_entry *e = &p->e[key % p->n];
+            e->key               = key;
+            e->next              = tokens[i];
         }
 }
 

@@ -16,8 +16,8 @@
 
 #include "hearth.h"
 
-#define NGRAM_MAX_N 16      /* the longest n-gram looked up */
-#define NGRAM_SCAN  65536   /* tokens scanned back from the end at most, per lookup */
+#define NGRAM_MAX_N 16    /* the longest n-gram looked up */
+#define NGRAM_SCAN  65536 /* tokens scanned back from the end at most, per lookup */
 
 /*
  * Proposes k tokens to follow tokens[0..n) (1 <= n_min <= n_max <=
@@ -51,7 +51,8 @@ struct ngram_pool;
 struct ngram_pool *ngram_pool_new(size_t bytes, int32_t n_min, int32_t n_max);
 void ngram_pool_free(struct ngram_pool *p);
 
-/* Records what followed each n-gram ending before tokens[from..n): tokens[i] after tokens[i-k..i). */
+/* Records what followed each n-gram ending before tokens[from..n): tokens[i] after tokens[i-k..i).
+ */
 void ngram_pool_feed(struct ngram_pool *p, const hearth_token *tokens, int32_t from, int32_t n);
 
 /*

@@ -16,33 +16,32 @@
 
 struct spec {
     struct spec_params p;
-    struct hearth_context *dctx; /* the draft model's; NULL without one */
-    struct hearth_context *mctx; /* the MTP head's; NULL without one */
+    struct hearth_context *dctx;       /* the draft model's; NULL without one */
+    struct hearth_context *mctx;       /* the MTP head's; NULL without one */
     const struct hearth_context *tctx; /* the target's, whose hidden rows the head reads */
     int32_t n_embd;
-    float *hin;                  /* [n_batch][n_embd] the head's hidden inputs of one batch */
-    float *pend;                 /* [n_slots][n_embd] the target's hidden state at position
-                                    head_len - 1 of the slot, the head's next input */
-    bool *pend_ok;               /* [n_slots] pend holds it (else the next row takes zeros) */
-    int32_t *head_len;           /* [n_slots] positions the head holds for the target's tokens,
-                                    beyond which its cache has only its own drafts */
+    float *hin;        /* [n_batch][n_embd] the head's hidden inputs of one batch */
+    float *pend;       /* [n_slots][n_embd] the target's hidden state at position
+                          head_len - 1 of the slot, the head's next input */
+    bool *pend_ok;     /* [n_slots] pend holds it (else the next row takes zeros) */
+    int32_t *head_len; /* [n_slots] positions the head holds for the target's tokens,
+                          beyond which its cache has only its own drafts */
     int32_t *v_row0, *v_pos0, *v_n, *v_prev; /* [n_slots] the slot's rows in the last target
                                                 batch: first row, its position, count; and the
                                                 last seen while walking it */
-    struct ngram_pool *pool;     /* the shared n-gram pool; NULL without one */
+    struct ngram_pool *pool;                 /* the shared n-gram pool; NULL without one */
     int32_t n_slots, n_ctx, n_batch, n_vocab;
-    hearth_token *b_tok;         /* [n_batch] */
-    int32_t *b_pos, *b_seq;      /* [n_batch] */
-    int8_t *b_logits;            /* [n_batch] */
-    int32_t *row;                /* [n] per request: its logits row in the batch, -1 none */
+    hearth_token *b_tok;    /* [n_batch] */
+    int32_t *b_pos, *b_seq; /* [n_batch] */
+    int8_t *b_logits;       /* [n_batch] */
+    int32_t *row;           /* [n] per request: its logits row in the batch, -1 none */
     int32_t row_cap;
 };
 
 /* The MTP head's context and the per-slot state that feeds it. */
 static enum hearth_status mtp_new(struct spec *sp, struct hearth_model *target,
-                                  const struct hearth_context *tctx, int32_t n_slots,
-                                  int32_t n_ctx, int32_t n_batch, int n_threads, char *err,
-                                  size_t err_len)
+                                  const struct hearth_context *tctx, int32_t n_slots, int32_t n_ctx,
+                                  int32_t n_batch, int n_threads, char *err, size_t err_len)
 {
     if (!hearth_model_has_mtp(target))
         return fail(HEARTH_EINVAL, err, err_len,
@@ -54,7 +53,7 @@ static enum hearth_status mtp_new(struct spec *sp, struct hearth_model *target,
     cp.n_batch                      = n_batch;
     cp.n_threads                    = n_threads;
     cp.mtp                          = true;
-    enum hearth_status st = hearth_context_new(target, &cp, &sp->mctx, err, err_len);
+    enum hearth_status st           = hearth_context_new(target, &cp, &sp->mctx, err, err_len);
     if (st)
         return st;
     sp->tctx     = tctx;
@@ -78,7 +77,7 @@ enum hearth_status spec_new(struct hearth_model *target, const struct hearth_con
                             int32_t n_batch, int n_threads, struct spec **out, char *err,
                             size_t err_len)
 {
-    *out            = NULL;
+    *out = NULL;
     enum hearth_status st;
     struct spec *sp = calloc(1, sizeof *sp);
     if (!sp)
@@ -91,11 +90,13 @@ enum hearth_status spec_new(struct hearth_model *target, const struct hearth_con
     if (p->ngram && p->ngram_pool_bytes > 0 &&
         !(sp->pool = ngram_pool_new(p->ngram_pool_bytes, p->ngram_min, p->ngram_max))) {
         spec_free(sp);
-        return fail(HEARTH_ENOMEM, err, err_len, "sched: out of memory for an n-gram pool of %zu "
-                    "bytes", p->ngram_pool_bytes);
+        return fail(HEARTH_ENOMEM, err, err_len,
+                    "sched: out of memory for an n-gram pool of %zu "
+                    "bytes",
+                    p->ngram_pool_bytes);
     }
-    if (p->mtp && (st = mtp_new(sp, target, tctx, n_slots, n_ctx, n_batch, n_threads, err,
-                                 err_len))) {
+    if (p->mtp &&
+        (st = mtp_new(sp, target, tctx, n_slots, n_ctx, n_batch, n_threads, err, err_len))) {
         spec_free(sp);
         return st;
     }
@@ -172,10 +173,10 @@ void spec_rewind(struct spec *sp, int32_t slot, int32_t n_keep)
         return; /* the head is behind: spec_observe fills the gap */
     sp->head_len[slot] = n_keep;
     /* the next input is the target's hidden state at n_keep - 1, a row of its last batch */
-    const int32_t j    = n_keep - 1 - sp->v_pos0[slot];
-    const float *h     = j >= 0 && j < sp->v_n[slot]
-                             ? hearth_get_hidden(sp->tctx, sp->v_row0[slot] + j) : NULL;
-    sp->pend_ok[slot]  = h != NULL;
+    const int32_t j = n_keep - 1 - sp->v_pos0[slot];
+    const float *h =
+        j >= 0 && j < sp->v_n[slot] ? hearth_get_hidden(sp->tctx, sp->v_row0[slot] + j) : NULL;
+    sp->pend_ok[slot] = h != NULL;
     if (h)
         memcpy(sp->pend + (size_t)slot * sp->n_embd, h, (size_t)sp->n_embd * sizeof *h);
 }
@@ -258,9 +259,9 @@ void spec_observe(struct spec *sp, const struct hearth_batch *b,
     }
     for (int32_t i = 0; i < b->n && ok; i++) {
         int32_t s      = b->seq[i];
-        const float *h = sp->v_prev[s] >= 0   ? hearth_get_hidden(sp->tctx, sp->v_prev[s])
-                         : sp->pend_ok[s]     ? sp->pend + (size_t)s * sp->n_embd
-                                              : NULL;
+        const float *h = sp->v_prev[s] >= 0 ? hearth_get_hidden(sp->tctx, sp->v_prev[s])
+                         : sp->pend_ok[s]   ? sp->pend + (size_t)s * sp->n_embd
+                                            : NULL;
         sp->v_prev[s]  = i;
         ok             = head_row(sp, &m, s, b->token[i], b->pos[i], h);
     }

@@ -38,22 +38,30 @@
  * goes back exactly to the drafts kept (hearth_seq_keep_states).
  */
 /* The drafters, as /metrics labels them. */
-enum spec_drafter { SPEC_DRAFTER_NGRAM, SPEC_DRAFTER_POOL, SPEC_DRAFTER_MODEL, SPEC_DRAFTER_MTP,
-                    SPEC_N_DRAFTERS };
-#define SPEC_DRAFTER_NAMES {"ngram", "ngram_pool", "draft", "mtp"}
+enum spec_drafter {
+    SPEC_DRAFTER_NGRAM,
+    SPEC_DRAFTER_POOL,
+    SPEC_DRAFTER_MODEL,
+    SPEC_DRAFTER_MTP,
+    SPEC_N_DRAFTERS
+};
+#define SPEC_DRAFTER_NAMES                                                                         \
+    {                                                                                              \
+        "ngram", "ngram_pool", "draft", "mtp"                                                      \
+    }
 
 struct spec_params {
-    bool ngram;          /* prompt lookup (src/spec/ngram.h) */
+    bool ngram;                       /* prompt lookup (src/spec/ngram.h) */
     struct hearth_model *draft_model; /* a draft model (--model-draft), NULL: none. Chained after
                                          the n-gram drafter when both are on. The caller's: it
                                          must outlive the scheduler */
-    bool mtp;            /* the model's own MTP head drafts (a model loaded with
-                            hearth_model_params.mtp); not with draft_model */
-    int32_t draft_max;   /* most tokens drafted per slot and step, 1..64; 0: 16 for the
-                            n-gram drafter alone on a model without recurrent layers, else 3 */
-    int32_t draft_min;   /* fewer proposed than this: no drafting this step, 1..draft_max */
-    int32_t ngram_min;   /* the shortest n-gram looked up, 1..ngram_max */
-    int32_t ngram_max;   /* the longest, ..NGRAM_MAX_N */
+    bool mtp;                         /* the model's own MTP head drafts (a model loaded with
+                                         hearth_model_params.mtp); not with draft_model */
+    int32_t draft_max;                /* most tokens drafted per slot and step, 1..64; 0: 16 for the
+                                         n-gram drafter alone on a model without recurrent layers, else 3 */
+    int32_t draft_min;       /* fewer proposed than this: no drafting this step, 1..draft_max */
+    int32_t ngram_min;       /* the shortest n-gram looked up, 1..ngram_max */
+    int32_t ngram_max;       /* the longest, ..NGRAM_MAX_N */
     size_t ngram_pool_bytes; /* with ngram: the n-gram pool shared by all requests, 0: none */
 };
 

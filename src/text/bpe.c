@@ -76,6 +76,7 @@ static const struct pre_type PRE_DEFAULT = {
     .regex = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"},
 };
 
+/* clang-format off */
 static const struct pre_type PRE_TYPES[] = {
     {.names = "llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano",
      .regex = {RE_LLAMA3},
@@ -185,6 +186,7 @@ static const struct pre_type PRE_TYPES[] = {
                                                "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
      .ignore_merges = true},
 };
+/* clang-format on */
 
 /* Types llama.cpp knows but splits with hand-written code or with no byte encoding. */
 static const char UNSUPPORTED_PRE[] = "kimi-k2 afmoe tiny_aya cohere2moe superbpe gemma4 "

@@ -21,13 +21,13 @@ struct tokenizer;
 
 /* Token types of tokenizer.ggml.token_type (llama.cpp's values). */
 enum token_type {
-    TOKEN_UNDEFINED = 0,
-    TOKEN_NORMAL = 1,
-    TOKEN_UNKNOWN = 2,
-    TOKEN_CONTROL = 3,
+    TOKEN_UNDEFINED    = 0,
+    TOKEN_NORMAL       = 1,
+    TOKEN_UNKNOWN      = 2,
+    TOKEN_CONTROL      = 3,
     TOKEN_USER_DEFINED = 4,
-    TOKEN_UNUSED = 5,
-    TOKEN_BYTE = 6,
+    TOKEN_UNUSED       = 5,
+    TOKEN_BYTE         = 6,
 };
 
 /*

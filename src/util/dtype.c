@@ -10,6 +10,7 @@
 const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                  1,    13,   25,  38,  53,  69,  89,  113};
 
+/* clang-format off */
 static const struct dtype_info table[DTYPE_COUNT] = {
     [DTYPE_F32]    = {"f32", 1, 4},
     [DTYPE_F16]    = {"f16", 1, 2},
@@ -29,6 +30,7 @@ static const struct dtype_info table[DTYPE_COUNT] = {
     [DTYPE_IQ4_NL] = {"iq4_nl", QK4_NL, sizeof(struct block_iq4_nl)},
     [DTYPE_IQ4_XS] = {"iq4_xs", QK_K, sizeof(struct block_iq4_xs)},
 };
+/* clang-format on */
 
 const struct dtype_info *dtype_get(uint32_t t)
 {

@@ -15,7 +15,8 @@
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static inline void set_err(char *err, size_t err_len, const char *fmt, ...)
+static inline void
+set_err(char *err, size_t err_len, const char *fmt, ...)
 {
     if (!err || !err_len)
         return;

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+/* clang-format off */
 #define HEAP_DEFINE(name, T, BEFORE)                                                          \
     struct name {                                                                             \
         T *v;                                                                                 \
@@ -59,5 +60,6 @@
             h->v[i] = last;                                                                   \
         return top;                                                                           \
     }
+/* clang-format on */
 
 #endif

@@ -4,19 +4,25 @@
 const char *hearth_status_str(enum hearth_status st)
 {
     switch (st) {
-#define X(name, text, http) case name: return text;
+#define X(name, text, http)                                                                        \
+    case name:                                                                                     \
+        return text;
         HEARTH_STATUS_LIST(X)
 #undef X
-    default: return "unknown status";
+    default:
+        return "unknown status";
     }
 }
 
 int hearth_status_http(enum hearth_status st)
 {
     switch (st) {
-#define X(name, text, http) case name: return http;
+#define X(name, text, http)                                                                        \
+    case name:                                                                                     \
+        return http;
         HEARTH_STATUS_LIST(X)
 #undef X
-    default: return 500;
+    default:
+        return 500;
     }
 }

@@ -17,14 +17,14 @@
 
 struct threadpool {
     int n_threads;
-    pthread_t *threads;      /* [n_threads - 1] */
+    pthread_t *threads; /* [n_threads - 1] */
     threadpool_fn fn;
     void *arg;
-    atomic_uint gen;         /* regions started */
-    atomic_int done;         /* workers finished with the current region */
+    atomic_uint gen; /* regions started */
+    atomic_int done; /* workers finished with the current region */
     atomic_int stop;
-    atomic_int sleepers;     /* workers blocked on cond */
-    int spin;                /* pause iterations before sleeping (or yielding, for the caller) */
+    atomic_int sleepers; /* workers blocked on cond */
+    int spin;            /* pause iterations before sleeping (or yielding, for the caller) */
     pthread_mutex_t mu;
     pthread_cond_t cond;
 };
@@ -46,7 +46,7 @@ static void *worker_main(void *p)
     struct worker_arg wa = *(struct worker_arg *)p;
     free(p);
     struct threadpool *tp = wa.tp;
-    unsigned seen = 0;
+    unsigned seen         = 0;
     for (;;) {
         unsigned g;
         int spins = 0;
@@ -92,7 +92,7 @@ struct threadpool *threadpool_new(int n_threads)
         struct worker_arg *wa = malloc(sizeof *wa);
         if (!wa)
             goto err_threads;
-        wa->tp = tp;
+        wa->tp  = tp;
         wa->ith = i;
         if (pthread_create(&tp->threads[i - 1], NULL, worker_main, wa) != 0) {
             free(wa);
@@ -144,7 +144,7 @@ void threadpool_run(struct threadpool *tp, threadpool_fn fn, void *arg)
         fn(arg, 0, 1);
         return;
     }
-    tp->fn = fn;
+    tp->fn  = fn;
     tp->arg = arg;
     atomic_store_explicit(&tp->done, 0, memory_order_relaxed);
     /* seq_cst pairs with the worker's sleepers increment: one of the two sees the other */

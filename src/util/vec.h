@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+/* clang-format off */
 #define VEC_DEFINE(name, T, N)                                                                \
     struct name {                                                                             \
         T *v;                                                                                 \
@@ -39,5 +40,6 @@
         a->n   = 0;                                                                           \
         a->cap = 0;                                                                           \
     }
+/* clang-format on */
 
 #endif

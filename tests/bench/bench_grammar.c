@@ -26,7 +26,8 @@ static const char json_gbnf[] =
     "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
     "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
     "array  ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
-    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* "
+    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+    "[0-9a-fA-F]{4}) )* "
     "\"\\\"\" ws\n"
     "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws\n"
     "ws     ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
@@ -200,17 +201,17 @@ static void bench(const char *name, struct grammar_vocab *v)
 
     uint64_t rng = 7;
     double total = 0, worst = 0;
-    int steps    = 0;
-    double *all  = malloc(20 * 60 * sizeof *all);
+    int steps   = 0;
+    double *all = malloc(20 * 60 * sizeof *all);
     for (int w = 0; w < 20; w++) {
         struct grammar_matcher *m = grammar_matcher_new(g, NULL, 0);
         for (int s = 0; s < 60; s++) {
-            double a   = cpu_s();
-            int32_t n  = grammar_matcher_mask(m, mask, err, sizeof err);
-            double dt  = (cpu_s() - a) * 1e6;
+            double a  = cpu_s();
+            int32_t n = grammar_matcher_mask(m, mask, err, sizeof err);
+            double dt = (cpu_s() - a) * 1e6;
             total += dt;
             all[steps] = dt;
-            worst = dt > worst ? dt : worst;
+            worst      = dt > worst ? dt : worst;
             steps++;
             if (n <= 0 || grammar_matcher_must_end(m))
                 break;
@@ -225,7 +226,8 @@ static void bench(const char *name, struct grammar_vocab *v)
         grammar_matcher_free(m);
     }
     qsort(all, (size_t)steps, sizeof *all, cmp_dbl);
-    printf("  random walks     %8.1f us/mask (CPU) mean over %d steps, p50 %.1f, p99 %.1f, worst %.1f\n",
+    printf("  random walks     %8.1f us/mask (CPU) mean over %d steps, p50 %.1f, p99 %.1f, worst "
+           "%.1f\n",
            total / steps, steps, all[steps / 2], all[steps * 99 / 100], worst);
     free(all);
     free(mask);
@@ -257,7 +259,8 @@ int main(void)
             printf("%s: skipped (shared/vocab not found)\n", sets[s].name);
             continue;
         }
-        struct grammar_vocab *v = grammar_vocab_new(l.n, (const char *const *)l.bytes, l.lens, l.kinds);
+        struct grammar_vocab *v =
+            grammar_vocab_new(l.n, (const char *const *)l.bytes, l.lens, l.kinds);
         bench(sets[s].name, v);
         grammar_vocab_free(v);
         for (int32_t i = 0; i < l.n; i++)

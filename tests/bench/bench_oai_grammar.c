@@ -22,6 +22,7 @@
 #include "util/clock.h"
 #include "util/testutil.h"
 
+/* clang-format off */
 #define TOOLS                                                                                      \
     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"     \
     "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":16},"        \
@@ -29,6 +30,7 @@
     "\"f\"]}},\"required\":[\"city\"],\"additionalProperties\":false}}},{\"type\":\"function\","   \
     "\"function\":{\"name\":\"add\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":"    \
     "{\"type\":\"integer\",\"minimum\":-100,\"maximum\":100}},\"required\":[\"a\"]}}}]"
+/* clang-format on */
 
 /*
  * A digest of everything the masks are made of (every context's key,

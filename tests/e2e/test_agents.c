@@ -666,17 +666,13 @@ static void test_bad_template_options(void **state)
         {"--chat-template", "chatml", "--chat-template-file", NULL, 2, "give one"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *argv[] = {tu_bin(),
-                              "serve",
-                              "-m",
-                              model,
-                              "--port",
-                              "0",
-                              cases[i].opt,
-                              cases[i].val ? cases[i].val : path,
-                              cases[i].opt2,
-                              cases[i].opt2 ? (cases[i].val2 ? cases[i].val2 : path) : NULL,
-                              NULL};
+        const char *argv[] = {
+            tu_bin(),      "serve",
+            "-m",          model,
+            "--port",      "0",
+            cases[i].opt,  cases[i].val ? cases[i].val : path,
+            cases[i].opt2, cases[i].opt2 ? (cases[i].val2 ? cases[i].val2 : path) : NULL,
+            NULL};
         char *err = NULL;
         int rc    = tu_run(argv, NULL, NULL, &err, 60);
         if (rc != cases[i].rc || !strstr(err, cases[i].says))

@@ -36,8 +36,8 @@
 #define KEY       "anth-key"
 #define CTX       "1024"
 
-static const char *const key_hdr[] = {"x-api-key: " KEY, "anthropic-version: 2023-06-01",
-                                      "anthropic-beta: tools-2024-04-04", NULL};
+static const char *const key_hdr[]    = {"x-api-key: " KEY, "anthropic-version: 2023-06-01",
+                                         "anthropic-beta: tools-2024-04-04", NULL};
 static const char *const bearer_hdr[] = {"Authorization: Bearer " KEY, NULL};
 
 /* Starts the server, or skips the test when curl, the model or the template is missing. */
@@ -62,10 +62,12 @@ static bool start(struct srv *s)
     return true;
 }
 
+/* clang-format off */
 #define START_OR_SKIP(s)                                                                           \
     struct srv s;                                                                                  \
     if (!start(&s))                                                                                \
         skip();
+/* clang-format on */
 
 static struct http_resp post(const struct srv *s, const char *path, const char *body)
 {
@@ -96,7 +98,7 @@ static void check_error(const struct http_resp *r, int status, const char *type)
  */
 static cJSON *anth_events(const char *body)
 {
-    cJSON *out = cJSON_CreateArray();
+    cJSON *out    = cJSON_CreateArray();
     const char *p = body;
     while (*p) {
         if (strncmp(p, "event: ", 7)) {
@@ -151,7 +153,7 @@ static cJSON *assemble(const cJSON *events)
             continue;
         }
         assert_int_equal(index, open);
-        cJSON *block = cJSON_GetArrayItem(content, open);
+        cJSON *block   = cJSON_GetArrayItem(content, open);
         const char *bt = jstr(block, "type");
         if (!strcmp(type, "content_block_stop")) {
             if (!strcmp(bt, "tool_use")) {
@@ -168,14 +170,13 @@ static cJSON *assemble(const cJSON *events)
             continue;
         }
         assert_string_equal(type, "content_block_delta");
-        const cJSON *d     = jget(ev, "delta");
-        const char *dt     = jstr(d, "type");
-        const char *piece  = !strcmp(bt, "text")       ? (assert_string_equal(dt, "text_delta"),
-                                                          jstr(d, "text"))
-                             : !strcmp(bt, "thinking") ? (assert_string_equal(dt, "thinking_delta"),
-                                                          jstr(d, "thinking"))
-                                                       : (assert_string_equal(dt, "input_json_delta"),
-                                                          jstr(d, "partial_json"));
+        const cJSON *d = jget(ev, "delta");
+        const char *dt = jstr(d, "type");
+        const char *piece =
+            !strcmp(bt, "text") ? (assert_string_equal(dt, "text_delta"), jstr(d, "text"))
+            : !strcmp(bt, "thinking")
+                ? (assert_string_equal(dt, "thinking_delta"), jstr(d, "thinking"))
+                : (assert_string_equal(dt, "input_json_delta"), jstr(d, "partial_json"));
         assert_non_null(piece);
         acc = realloc(acc, strlen(acc) + strlen(piece) + 1);
         strcat(acc, piece);
@@ -243,8 +244,9 @@ static void test_message_and_stream(void **state)
 {
     (void)state;
     START_OR_SKIP(s);
-    const char *body = "{\"model\":\"qwen3\",\"max_tokens\":24,\"temperature\":0,\"system\":\"Be "
-                       "brief.\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}]%s}";
+    const char *body =
+        "{\"model\":\"qwen3\",\"max_tokens\":24,\"temperature\":0,\"system\":\"Be "
+        "brief.\",\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}]%s}";
     char b[512];
     snprintf(b, sizeof b, body, "");
     struct http_resp r = post(&s, "/v1/messages", b);
@@ -286,12 +288,12 @@ static void test_message_and_stream(void **state)
             char sb[600];
             snprintf(sb, sizeof sb, "%.*s,\"stop_sequences\":[\"zzzz\",\"%s\"]}",
                      (int)strlen(b) - 1, b, stop);
-            r       = post(&s, "/v1/messages", sb);
+            r        = post(&s, "/v1/messages", sb);
             cJSON *j = check_message(&r, 24);
             assert_string_equal(jstr(j, "stop_reason"), "stop_sequence");
             assert_string_equal(jstr(j, "stop_sequence"), stop);
-            const cJSON *last = cJSON_GetArrayItem(jget(j, "content"),
-                                                   cJSON_GetArraySize(jget(j, "content")) - 1);
+            const cJSON *last =
+                cJSON_GetArrayItem(jget(j, "content"), cJSON_GetArraySize(jget(j, "content")) - 1);
             assert_null(strstr(jstr(last, "text"), stop));
             cJSON_Delete(j);
             http_resp_free(&r);
@@ -303,15 +305,16 @@ static void test_message_and_stream(void **state)
 
     /* max_tokens far past the context is clamped: the reply ends at the context's end or
      * earlier, never refused */
-    r = post(&s, "/v1/messages",
-             "{\"model\":\"qwen3\",\"max_tokens\":100000,\"temperature\":0,\"messages\":[{\"role\":"
-             "\"user\",\"content\":\"Go on forever.\"}]}");
-    cJSON *j = check_message(&r, 100000);
+    r                  = post(&s, "/v1/messages",
+                              "{\"model\":\"qwen3\",\"max_tokens\":100000,\"temperature\":0,\"messages\":[{\"role\":"
+                                               "\"user\",\"content\":\"Go on forever.\"}]}");
+    cJSON *j           = check_message(&r, 100000);
     const char *reason = jstr(j, "stop_reason");
     assert_true(!strcmp(reason, "end_turn") || !strcmp(reason, "model_context_window_exceeded"));
     const cJSON *u = jget(j, "usage");
     assert_true(jnum(u, "input_tokens") + jnum(u, "cache_read_input_tokens") +
-                    jnum(u, "output_tokens") <= atoi(CTX) + 1);
+                    jnum(u, "output_tokens") <=
+                atoi(CTX) + 1);
     cJSON_Delete(j);
     http_resp_free(&r);
     srv_stop(&s);
@@ -422,13 +425,14 @@ static void test_count_tokens(void **state)
 
     /* a prompt never seen before shares only the template's opening with the earlier ones:
      * input_tokens is the rest */
-    const char *fresh = "{\"model\":\"qwen3\",%s\"system\":\"Nonce 5f1c9e: be terse.\",\"messages\":"
-                        "[{\"role\":\"user\",\"content\":\"Hello there.\"}]}";
+    const char *fresh =
+        "{\"model\":\"qwen3\",%s\"system\":\"Nonce 5f1c9e: be terse.\",\"messages\":"
+        "[{\"role\":\"user\",\"content\":\"Hello there.\"}]}";
     snprintf(a, sizeof a, fresh, "");
     int want = count_tokens(&s, a);
     snprintf(a, sizeof a, fresh, "\"max_tokens\":2,");
-    r = post(&s, "/v1/messages", a);
-    j = check_message(&r, 2);
+    r              = post(&s, "/v1/messages", a);
+    j              = check_message(&r, 2);
     const int read = (int)jnum(jget(j, "usage"), "cache_read_input_tokens");
     assert_in_range(read, 1, want / 2);
     assert_int_equal(jnum(jget(j, "usage"), "input_tokens"), want - read);
@@ -449,10 +453,11 @@ static void test_count_tokens(void **state)
              "\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"system\",\"content\":"
              "[{\"type\":\"text\",\"text\":\"Now plan mode.\"}]},{\"role\":\"user\",\"content\":"
              "\"c\"}]}");
-    snprintf(o, sizeof o,
-             "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":"
-             "\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"system\",\"content\":"
-             "\"Now plan mode.\"},{\"role\":\"user\",\"content\":\"c\"}]}");
+    snprintf(
+        o, sizeof o,
+        "{\"messages\":[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":"
+        "\"a\"},{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"system\",\"content\":"
+        "\"Now plan mode.\"},{\"role\":\"user\",\"content\":\"c\"}]}");
     n = count_tokens(&s, a);
     assert_int_equal(n, openai_prompt_tokens(&s, o));
     assert_true(n > plain + 10);
@@ -513,8 +518,9 @@ static void test_errors_and_auth(void **state)
     }
     /* the template's refusal and the context's bound come back in this API's shape too */
     char big[40000];
-    int at = snprintf(big, sizeof big, "{\"model\":\"qwen3\",\"max_tokens\":2,\"messages\":[{"
-                                       "\"role\":\"user\",\"content\":\"");
+    int at = snprintf(big, sizeof big,
+                      "{\"model\":\"qwen3\",\"max_tokens\":2,\"messages\":[{"
+                      "\"role\":\"user\",\"content\":\"");
     for (int i = 0; i < 1500; i++)
         at += snprintf(big + at, sizeof big - (size_t)at, "word ");
     snprintf(big + at, sizeof big - (size_t)at, "\"}]}");
@@ -530,7 +536,7 @@ static void test_errors_and_auth(void **state)
     /* a body past --max-body: Anthropic's 413 before the body is read */
     size_t n    = 70000;
     char *large = malloc(n + 200);
-    int k = snprintf(large, n + 200, "{\"model\":\"qwen3\",\"max_tokens\":2,\"system\":\"");
+    int k       = snprintf(large, n + 200, "{\"model\":\"qwen3\",\"max_tokens\":2,\"system\":\"");
     memset(large + k, 'a', n);
     snprintf(large + k + n, 200, "\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}");
     r = post(&s, "/v1/messages", large);
@@ -565,10 +571,12 @@ static char *reply_text(const cJSON *msg)
 }
 
 /* The tools and conversation both bodies share. */
+/* clang-format off */
 #define CC_TOOLS                                                                                   \
     "\"tools\":[{\"name\":\"Read\",\"description\":\"Read a file.\",\"input_schema\":{\"type\":"   \
     "\"object\",\"properties\":{\"file_path\":{\"type\":\"string\"}},\"required\":"                \
     "[\"file_path\"],\"additionalProperties\":false},\"strict\":true%s}]"
+/* clang-format on */
 #define CC_USER "Say hello, then read /etc/hostname."
 
 /*
@@ -638,13 +646,13 @@ static void test_claude_code_body(void **state)
     assert_int_equal(count_tokens(&s, ct), total);
 
     /* output_config.format: the reply is JSON valid against the schema */
-    r = post(&s, "/v1/messages",
-             "{\"model\":\"qwen3\",\"max_tokens\":40,\"temperature\":0,\"thinking\":{\"type\":"
-             "\"disabled\"},\"output_config\":{\"effort\":\"low\",\"format\":{\"type\":"
-             "\"json_schema\",\"schema\":{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":"
-             "\"boolean\"}},\"required\":[\"ok\"],\"additionalProperties\":false}}},\"messages\":"
-             "[{\"role\":\"user\",\"content\":\"Answer in JSON.\"}]}");
-    cJSON *j = check_message(&r, 40);
+    r                = post(&s, "/v1/messages",
+                            "{\"model\":\"qwen3\",\"max_tokens\":40,\"temperature\":0,\"thinking\":{\"type\":"
+                                           "\"disabled\"},\"output_config\":{\"effort\":\"low\",\"format\":{\"type\":"
+                                           "\"json_schema\",\"schema\":{\"type\":\"object\",\"properties\":{\"ok\":{\"type\":"
+                                           "\"boolean\"}},\"required\":[\"ok\"],\"additionalProperties\":false}}},\"messages\":"
+                                           "[{\"role\":\"user\",\"content\":\"Answer in JSON.\"}]}");
+    cJSON *j         = check_message(&r, 40);
     const cJSON *blk = cJSON_GetArrayItem(jget(j, "content"), 0);
     assert_string_equal(jstr(blk, "type"), "text");
     if (!strcmp(jstr(j, "stop_reason"), "end_turn")) {
@@ -671,8 +679,8 @@ static void test_anthropic_npm_client(void **state)
     if (!srv_have_node())
         skip();
     START_OR_SKIP(s);
-    const char *env[] = {"HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", "qwen3", "HEARTH_API_KEY",
-                         KEY,             NULL};
+    const char *env[] = {
+        "HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", "qwen3", "HEARTH_API_KEY", KEY, NULL};
     srv_node_test("anthropic.test.mjs", env);
     srv_stop(&s);
 }

@@ -439,10 +439,24 @@ static void test_hearth_conversation_own_system(void **state)
         char *dir = tu_tmpdir();
         char json[512];
         snprintf(json, sizeof json, "%s", in_dir(dir, "run.json"));
-        const char *args[] = {s.base, "--workload", "conversation", "--sessions", "3", "--turns",
-                              "1", "--prompt-tokens", "64", "--max-tokens", "4", "--seed",
-                              "5", "--json", json, "--no-progress",
-                              own ? "--own-system" : NULL, NULL};
+        const char *args[] = {s.base,
+                              "--workload",
+                              "conversation",
+                              "--sessions",
+                              "3",
+                              "--turns",
+                              "1",
+                              "--prompt-tokens",
+                              "64",
+                              "--max-tokens",
+                              "4",
+                              "--seed",
+                              "5",
+                              "--json",
+                              json,
+                              "--no-progress",
+                              own ? "--own-system" : NULL,
+                              NULL};
         char *out = NULL, *err = NULL;
         bench_expect(args, 0, &out, &err);
         cJSON *cells = json_cells(json, 1);

@@ -46,9 +46,10 @@ static void test_figures_and_their_arithmetic(void **state)
     double mib = 0, pp = 0, tg = 0, reads = 0, ceiling = 0;
     int threads = 0, share = -1;
     assert_int_equal(sscanf(strstr(line_of(out, "model: "), ", ") + 2,
-                            "%lf MiB of weights, %d threads", &mib, &threads), 2);
+                            "%lf MiB of weights, %d threads", &mib, &threads),
+                     2);
     assert_int_equal(threads, 1);
-    assert_true(mib > 0.5 && mib < 2.0); /* stories260K: about 1.1 MiB */
+    assert_true(mib > 0.5 && mib < 2.0);         /* stories260K: about 1.1 MiB */
     assert_null(strstr(out, "\na token reads")); /* dense: a token reads every weight */
     assert_int_equal(sscanf(line_of(out, "pp16: "), "pp16: %lf tok/s", &pp), 1);
     assert_int_equal(sscanf(line_of(out, "tg8: "), "tg8: %lf tok/s", &tg), 1);
@@ -107,7 +108,7 @@ static void test_prefill_ops_against_the_file(void **state)
     double keys = 0;
     for (int p = 0; p < 24; p++)
         keys += p + 1; /* position p sees keys 0..p */
-    const double ops = 2 * macs * 24 + 4.0 * n_head * (n_embd / n_head) * keys * n_layer;
+    const double ops  = 2 * macs * 24 + 4.0 * n_head * (n_embd / n_head) * keys * n_layer;
     const double want = ops * pp / 24 / 1e12;
     /* what the printed digits round off: pp's one decimal, and %.4g's half a unit in the
      * fourth digit (at most 5e-4 of the figure) */
@@ -136,7 +137,8 @@ static void test_moe_counts_the_routed_experts(void **state)
     double mib = 0, token_mib = 0, tg = 0, reads = 0, ceiling = 0;
     int threads = 0, share = -1;
     assert_int_equal(sscanf(strstr(line_of(out, "model: "), ", ") + 2,
-                            "%lf MiB of weights, %d threads", &mib, &threads), 2);
+                            "%lf MiB of weights, %d threads", &mib, &threads),
+                     2);
     assert_int_equal(sscanf(line_of(out, "a token reads "), "a token reads %lf MiB", &token_mib),
                      1);
     /* 8 experts, 2 used: the experts' stacks count a quarter; attention and embeddings whole */
@@ -181,8 +183,8 @@ static void test_zero_skips_a_test(void **state)
 static void test_depth_and_cache_types(void **state)
 {
     TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
-    const char *args[] = {"-m", path, "-t", "1", "-p", "8", "-n", "4", "-d", "40", "-r", "1",
-                          "-ctk", "q8_0", NULL};
+    const char *args[] = {"-m", path, "-t", "1", "-p",   "8",    "-n", "4",
+                          "-d", "40", "-r", "1", "-ctk", "q8_0", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(bench(args, &out, &err), 0);
     assert_non_null(strstr(line_of(out, "model: "), ", K/V q8_0/f16, depth 40\n"));
@@ -239,15 +241,22 @@ static void test_placement_options(void **state)
 {
     TU_MODEL_OR_SKIP(path, "stories260K.gguf");
     /* 512 prompt tokens: a context whose K/V shows in the lines' tenths of a MiB */
-    const char *args[] = {"-m", path, "-t", "1", "-p", "512", "-n", "4", "-r", "1",
-                          "--layer-split", "cpu:3,cpu:2", NULL};
+    const char *args[] = {
+        "-m",          path, "-t", "1", "-p", "512", "-n", "4", "-r", "1", "--layer-split",
+        "cpu:3,cpu:2", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(bench(args, &out, &err), 0);
     double w[2], kv[2];
-    assert_int_equal(sscanf(line_of(out, "stage 0: "), "stage 0: cpu, layers 0-2, %lf MiB of "
-                            "weights, %lf MiB of K/V", &w[0], &kv[0]), 2);
-    assert_int_equal(sscanf(line_of(out, "stage 1: "), "stage 1: cpu, layers 3-4 and the "
-                            "output, %lf MiB of weights, %lf MiB of K/V", &w[1], &kv[1]), 2);
+    assert_int_equal(sscanf(line_of(out, "stage 0: "),
+                            "stage 0: cpu, layers 0-2, %lf MiB of "
+                            "weights, %lf MiB of K/V",
+                            &w[0], &kv[0]),
+                     2);
+    assert_int_equal(sscanf(line_of(out, "stage 1: "),
+                            "stage 1: cpu, layers 3-4 and the "
+                            "output, %lf MiB of weights, %lf MiB of K/V",
+                            &w[1], &kv[1]),
+                     2);
     assert_true(w[0] > 0 && w[1] > 0 && kv[0] > kv[1] && kv[1] > 0);
     assert_null(strstr(out, "the bandwidth is the CPU's")); /* no GPU stage */
     line_of(out, "tg4: ");
@@ -264,8 +273,8 @@ static void test_placement_options(void **state)
         return;
     }
     /* every layer and the output on vulkan0, with --gpu-layers and --device */
-    const char *gpu[] = {"-m", path, "-p", "8", "-n", "4", "-r", "1", "--gpu-layers", "99",
-                         "--device", "vulkan0", NULL};
+    const char *gpu[] = {"-m", path,           "-p", "8",        "-n",      "4", "-r",
+                         "1",  "--gpu-layers", "99", "--device", "vulkan0", NULL};
     assert_int_equal(bench(gpu, &out, &err), 0);
     line_of(out, "stage 0: vulkan0, layers 0-4 and the output, ");
     assert_non_null(strstr(out, "(the bandwidth is the CPU's: layers on a GPU read its own "

@@ -150,8 +150,7 @@ static void test_cache_holds_its_cap_and_drops_the_oldest(void **state)
 static char *complete(const struct srv *s, const char *prompt, int *n_prompt, int *cached)
 {
     char body[4096];
-    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}",
-             prompt);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"max_tokens\":4,\"temperature\":0}", prompt);
     struct http_resp r = http_post(s, "/v1/completions", body);
     assert_int_equal(r.status, 200);
     cJSON *j       = http_json(&r);
@@ -188,7 +187,7 @@ static char *turn_on_disk(const char *model, const char *dir, const char *prompt
                           int *cached, double *skipped, char **log)
 {
     struct srv s;
-    const char *extra[] = {"--parallel", "1", "-c", "512", "--cache-ram", "100K",
+    const char *extra[] = {"--parallel",  "1", "-c",           "512", "--cache-ram", "100K",
                            "--cache-dir", dir, "--cache-disk", "10M", NULL};
     srv_start_opt(&s, tu_model(model), extra, true);
     char *text = complete(&s, prompt, n_prompt, cached);
@@ -209,7 +208,7 @@ static void test_cache_disk_tier_survives_a_restart(void **state)
     int n1, c1, n2, c2;
     /* the first turn: memory keeps 5 of its 9 blocks and drops 4 to disk */
     struct srv s;
-    const char *extra[] = {"--parallel", "1", "-c", "512", "--cache-ram", "100K",
+    const char *extra[] = {"--parallel",  "1",  "-c",           "512", "--cache-ram", "100K",
                            "--cache-dir", tier, "--cache-disk", "10M", NULL};
     srv_start(&s, extra);
     char *reply = complete(&s, srv_long_story, &n1, &c1);
@@ -276,7 +275,7 @@ static void test_cache_disk_tier_survives_a_restart(void **state)
         {
             /* a conversation on the other model fills its tier */
             struct srv o;
-            const char *oextra[] = {"--parallel", "1", "-c", "512", "--cache-dir", copy,
+            const char *oextra[] = {"--parallel",   "1",   "-c", "512", "--cache-dir", copy,
                                     "--cache-disk", "10M", NULL};
             srv_start_opt(&o, tu_model("tiny-llama-spm-q8_0.gguf"), oextra, true);
             int a, b;
@@ -317,8 +316,9 @@ static void test_cache_keeps_a_hybrid_models_states(void **state)
     double back[2];
     for (int c = 0; c < 2; c++) {
         struct srv s;
-        const char *extra[] = {"--parallel", "1", "-c", "512", "--ctx-checkpoints", "2",
-                               "--cache-ram", c ? "0" : "8M", NULL};
+        const char *extra[] = {
+            "--parallel", "1",           "-c",           "512", "--ctx-checkpoints",
+            "2",          "--cache-ram", c ? "0" : "8M", NULL};
         srv_start_opt(&s, tu_model(model), extra, true);
         int n, k;
         free(complete(&s, srv_long_story, &n, &k));
@@ -335,7 +335,8 @@ static void test_cache_keeps_a_hybrid_models_states(void **state)
         srv_stop(&s);
     }
     print_message("a hybrid model back to the first conversation: cached_tokens %g with the "
-                  "cache's own room, %g without\n", back[0], back[1]);
+                  "cache's own room, %g without\n",
+                  back[0], back[1]);
     assert_true(back[0] >= 128); /* ~190 tokens in this vocabulary: a state at 160 */
     assert_true(back[1] == 0);
 }
@@ -348,7 +349,7 @@ static void test_cache_disk_holds_its_cap(void **state)
     char dir[] = "/tmp/hearth-cache-XXXXXX";
     assert_non_null(mkdtemp(dir));
     struct srv s;
-    const char *extra[] = {"--parallel", "1", "-c", "512", "--cache-ram", "100K",
+    const char *extra[] = {"--parallel",  "1", "-c",           "512", "--cache-ram", "100K",
                            "--cache-dir", dir, "--cache-disk", "50K", NULL};
     srv_start(&s, extra);
     int n, c;
@@ -375,8 +376,7 @@ static void test_cache_disk_holds_its_cap(void **state)
     assert_false(srv_start_try(&s, tu_model(SRV_MODEL), nowhere, &log));
     assert_non_null(strstr(log, "cannot make /nonexistent/hearth/cache"));
     free(log);
-    const char *argv[] = {tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "--cache-disk", "1G",
-                          NULL};
+    const char *argv[] = {tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "--cache-disk", "1G", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
     assert_non_null(strstr(err, "--cache-dir"));
@@ -391,8 +391,8 @@ static void test_cache_ram_takes_sizes_and_refuses_the_rest(void **state)
     SRV_NEED_CURL_AND_MODEL();
     static const char *const bad[] = {"-1", "12X", "G", "1.5Q", ""};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        const char *argv[] = {tu_bin(), "serve", "-m", tu_model("stories260K.gguf"),
-                              "--cache-ram", bad[i], NULL};
+        const char *argv[] = {tu_bin(),      "serve", "-m", tu_model("stories260K.gguf"),
+                              "--cache-ram", bad[i],  NULL};
         char *out = NULL, *err = NULL;
         assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
         assert_non_null(strstr(err, "--cache-ram expects a size"));

@@ -41,8 +41,8 @@ static void test_constrained_through_the_openai_client(void **state)
                            "1",
                            NULL};
     srv_start_opt(&s, model, extra, true);
-    const char *env[] = {"HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", "qwen3", "HEARTH_SEEDS",
-                         "16",            NULL};
+    const char *env[] = {
+        "HEARTH_ORIGIN", s.base, "HEARTH_MODEL_ALIAS", "qwen3", "HEARTH_SEEDS", "16", NULL};
     srv_node_test("constrained.test.mjs", env);
     srv_stop(&s);
 }
@@ -50,8 +50,7 @@ static void test_constrained_through_the_openai_client(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_teardown(test_constrained_through_the_openai_client,
-                                  srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_constrained_through_the_openai_client, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,7 @@ static int run(const char *arg, char **out, char **err)
 static void test_lists_cpu_and_vulkan(void **state)
 {
     char *out = NULL, *err = NULL;
-    int rc    = run(NULL, &out, &err);
+    int rc = run(NULL, &out, &err);
     if (rc != 0)
         print_message("# rc %d, stderr: %s\n", rc, err);
     assert_int_equal(rc, 0);
@@ -61,7 +61,7 @@ static void test_no_driver(void **state)
     setenv("VK_ICD_FILENAMES", "/nonexistent/hearth-no-icd.json", 1);
     setenv("VK_DRIVER_FILES", "/nonexistent/hearth-no-icd.json", 1);
     char *out = NULL, *err = NULL;
-    int rc    = run(NULL, &out, &err);
+    int rc = run(NULL, &out, &err);
     unsetenv("VK_ICD_FILENAMES");
     unsetenv("VK_DRIVER_FILES");
     assert_int_equal(rc, 0);
@@ -103,7 +103,7 @@ static void test_memory_knob(void **state)
     assert_int_equal((int)vk_device_memory(0), 14 << 20);
     free(out);
     free(err);
-    const uint64_t real = (unsetenv("HEARTH_VK_MEMORY_MIB"), vk_device_memory(0));
+    const uint64_t real                = (unsetenv("HEARTH_VK_MEMORY_MIB"), vk_device_memory(0));
     static const char *const ignored[] = {"-3", "0", "12x", ""};
     for (size_t i = 0; i < sizeof ignored / sizeof ignored[0]; i++) {
         setenv("HEARTH_VK_MEMORY_MIB", ignored[i], 1);

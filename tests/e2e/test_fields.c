@@ -60,10 +60,10 @@ static char *chat_content(const struct srv *s, const char *body)
     if (r.status != 200)
         print_message("%d: %s\n", r.status, r.body);
     assert_int_equal(r.status, 200);
-    cJSON *j           = http_json(&r);
-    const cJSON *msg   = jget(cJSON_GetArrayItem(jget(j, "choices"), 0), "message");
-    const char *c      = jstr(msg, "content");
-    char *out          = strdup(c ? c : "");
+    cJSON *j         = http_json(&r);
+    const cJSON *msg = jget(cJSON_GetArrayItem(jget(j, "choices"), 0), "message");
+    const char *c    = jstr(msg, "content");
+    char *out        = strdup(c ? c : "");
     cJSON_Delete(j);
     http_resp_free(&r);
     return out;
@@ -171,12 +171,12 @@ static void test_honoured_fields_change_the_reply(void **state)
     /* logit_bias: +100 makes a token the greedy pick, -100 bans it */
     struct http_resp d = http_post(&s, "/detokenize", "{\"tokens\":[1000]}");
     assert_int_equal(d.status, 200);
-    cJSON *dj          = http_json(&d);
-    char *t1000        = strdup(jstr(dj, "content"));
+    cJSON *dj   = http_json(&d);
+    char *t1000 = strdup(jstr(dj, "content"));
     cJSON_Delete(dj);
     http_resp_free(&d);
-    d  = http_post(&s, "/detokenize", "{\"tokens\":[1001]}");
-    dj = http_json(&d);
+    d           = http_post(&s, "/detokenize", "{\"tokens\":[1001]}");
+    dj          = http_json(&d);
     char *t1001 = strdup(jstr(dj, "content"));
     cJSON_Delete(dj);
     http_resp_free(&d);
@@ -190,8 +190,8 @@ static void test_honoured_fields_change_the_reply(void **state)
     free(got);
     /* the server's --logit-bias 1002+50 applies to every request; a request's own entry for
      * the token wins over it */
-    d  = http_post(&s, "/detokenize", "{\"tokens\":[1002]}");
-    dj = http_json(&d);
+    d           = http_post(&s, "/detokenize", "{\"tokens\":[1002]}");
+    dj          = http_json(&d);
     char *t1002 = strdup(jstr(dj, "content"));
     cJSON_Delete(dj);
     http_resp_free(&d);
@@ -205,8 +205,8 @@ static void test_honoured_fields_change_the_reply(void **state)
     free(t1000);
     free(t1001);
     free(t1002);
-    struct http_resp r = http_post(&s, "/v1/chat/completions",
-                                   "{" MSG ",\"logit_bias\":{\"99999999\":1}}");
+    struct http_resp r =
+        http_post(&s, "/v1/chat/completions", "{" MSG ",\"logit_bias\":{\"99999999\":1}}");
     free(http_check_error(&r, 400, "logit_bias"));
     http_resp_free(&r);
 
@@ -225,10 +225,10 @@ static void test_honoured_fields_change_the_reply(void **state)
     /* reasoning_effort none: Qwen3's template closes the thinking block in the prompt */
     r = http_post(&s, "/apply-template", "{" MSG ",\"reasoning_effort\":\"none\"}");
     assert_int_equal(r.status, 200);
-    cJSON *j = http_json(&r);
+    cJSON *j      = http_json(&r);
     const char *p = jstr(j, "prompt");
     assert_non_null(p);
-    size_t n = strlen(p);
+    size_t n                   = strlen(p);
     static const char closed[] = "<|im_start|>assistant\n<think>\n\n</think>\n\n";
     assert_true(n >= sizeof closed - 1);
     assert_string_equal(p + n - (sizeof closed - 1), closed);
@@ -251,8 +251,8 @@ static void test_honoured_fields_change_the_reply(void **state)
         cJSON_Delete(j);
         http_resp_free(&r);
     }
-    print_message("cached tokens: %d, %d, then %d with cache_prompt false\n", cached[0],
-                  cached[1], cached[2]);
+    print_message("cached tokens: %d, %d, then %d with cache_prompt false\n", cached[0], cached[1],
+                  cached[2]);
     assert_true(cached[1] > 0);
     assert_int_equal(cached[2], 0);
 
@@ -276,10 +276,12 @@ static void test_honoured_fields_change_the_reply(void **state)
     srv_stop(&s);
 }
 
+/* clang-format off */
 #define TOOLS                                                                                      \
     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"  \
     "{\"type\":\"object\",\"properties\":{\"city\":{\"enum\":[\"Oslo\",\"Rome\"]}},"   \
     "\"required\":[\"city\"]}}}]"
+/* clang-format on */
 
 static void test_tool_choice_steers_a_turns_first_request(void **state)
 {
@@ -297,8 +299,8 @@ static void test_tool_choice_steers_a_turns_first_request(void **state)
     for (int sys = 0; sys < 2; sys++) {
         char body[1024];
         snprintf(body, sizeof body,
-                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Say something.\"}%s],"
-                 TOOLS ",\"tool_choice\":\"none\",\"temperature\":0}",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"Say something.\"}%s]," TOOLS
+                 ",\"tool_choice\":\"none\",\"temperature\":0}",
                  sys ? ",{\"role\":\"system\",\"content\":\"# Environment\"}" : "");
         r = http_post(&s, "/v1/chat/completions", body);
         assert_int_equal(r.status, 200);
@@ -339,15 +341,14 @@ static void test_logit_bias_option_checked(void **state)
 {
     (void)state;
     TU_MODEL_OR_SKIP(model, SRV_MODEL);
-    const char *bad[] = {tu_bin(), "serve", "-m", model, "--port", "0", "--logit-bias", "5x",
-                         NULL};
+    const char *bad[] = {tu_bin(), "serve", "-m", model, "--port", "0", "--logit-bias", "5x", NULL};
     char *err         = NULL;
     assert_int_equal(tu_run(bad, NULL, NULL, &err, 60), 2);
     assert_non_null(strstr(err, "--logit-bias '5x'"));
     assert_int_equal(count_of(err, "\n"), 1);
     free(err);
-    const char *past[] = {tu_bin(), "serve", "-m", model, "--port", "0", "--logit-bias",
-                          "99999+1", NULL};
+    const char *past[] = {tu_bin(), "serve",        "-m",      model, "--port",
+                          "0",      "--logit-bias", "99999+1", NULL};
     assert_int_equal(tu_run(past, NULL, NULL, &err, 60), 1);
     assert_non_null(strstr(err, "token 99999 is outside the model's vocabulary"));
     free(err);

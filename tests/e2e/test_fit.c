@@ -249,12 +249,12 @@ static void test_devices_split(void **state)
         int k = 0;
         for (; args[k]; k++)
             a[k] = args[k];
-        a[k]         = NULL;
-        cJSON *plain = fit_json(a);
-        a[k++]       = "--model-draft";
-        a[k++]       = path;
-        a[k]         = NULL;
-        cJSON *drafted = fit_json(a);
+        a[k]            = NULL;
+        cJSON *plain    = fit_json(a);
+        a[k++]          = "--model-draft";
+        a[k++]          = path;
+        a[k]            = NULL;
+        cJSON *drafted  = fit_json(a);
         const cJSON *p0 = cJSON_GetObjectItemCaseSensitive(plain, "devices"),
                     *d0 = cJSON_GetObjectItemCaseSensitive(drafted, "devices");
         const cJSON *ph = cJSON_GetArrayItem(p0, 0), *dh = cJSON_GetArrayItem(d0, 0);
@@ -271,9 +271,9 @@ static void test_devices_split(void **state)
     /* a floor larger than a device: cannot fit, exit 1 with the figures */
     {
         char *out, *err;
-        const char *a[] = {path,      "-t",      "1",       "-c",       "256",     "--device",
-                           "ram:1G",  "--device", "gpu0:5M", "--device", "gpu1:4M", "--floor",
-                           "5M",      "--check", NULL};
+        const char *a[] = {path,       "-t",      "1",        "-c",      "256",
+                           "--device", "ram:1G",  "--device", "gpu0:5M", "--device",
+                           "gpu1:4M",  "--floor", "5M",       "--check", NULL};
         assert_int_equal(fit(a, &out, &err), 1);
         assert_non_null(strstr(err, "does not fit: gpu0 would hold 2.8 MiB of its 5.0 MiB"));
         assert_non_null(strstr(err, "floor is 5.0 MiB"));
@@ -325,9 +325,9 @@ static void test_bad_options(void **state)
 static void test_llamacpp_runtime(void **state)
 {
     TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
-    cJSON *j = fit_json((const char *[]){path, "--runtime", "llama.cpp", "-c", "512", "-np", "4",
-                                         "-ub", "128", "--cache-ram", "0", "--device", "ram:1G",
-                                         "--json", NULL});
+    cJSON *j =
+        fit_json((const char *[]){path, "--runtime", "llama.cpp", "-c", "512", "-np", "4", "-ub",
+                                  "128", "--cache-ram", "0", "--device", "ram:1G", "--json", NULL});
     const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "devices"), 0);
     assert_string_equal(cJSON_GetObjectItem(j, "runtime")->valuestring, "llama.cpp");
     assert_int_equal((int)num(j, "ctx_size"), 1024);
@@ -361,18 +361,18 @@ static void test_llamacpp_runtime(void **state)
     assert_true(max > 512 && max < 8192 && max % 512 == 0);
     char c[16], *out, *err;
     snprintf(c, sizeof c, "%d", max);
-    assert_int_equal(fit((const char *[]){path, "--runtime", "llama.cpp", "-c", c, "-np", "2",
-                                          "--cache-ram", "0", "--device", "ram:20M", "--check",
-                                          NULL},
-                         &out, &err),
-                     0);
+    assert_int_equal(
+        fit((const char *[]){path, "--runtime", "llama.cpp", "-c", c, "-np", "2", "--cache-ram",
+                             "0", "--device", "ram:20M", "--check", NULL},
+            &out, &err),
+        0);
     free(out), free(err);
     snprintf(c, sizeof c, "%d", max + 512);
-    assert_int_equal(fit((const char *[]){path, "--runtime", "llama.cpp", "-c", c, "-np", "2",
-                                          "--cache-ram", "0", "--device", "ram:20M", "--check",
-                                          NULL},
-                         &out, &err),
-                     1);
+    assert_int_equal(
+        fit((const char *[]){path, "--runtime", "llama.cpp", "-c", c, "-np", "2", "--cache-ram",
+                             "0", "--device", "ram:20M", "--check", NULL},
+            &out, &err),
+        1);
     assert_non_null(strstr(err, "does not fit"));
     free(out), free(err);
 
@@ -427,14 +427,14 @@ static void test_llamacpp_runtime(void **state)
 static void test_run_checks(void **state)
 {
     TU_MODEL_OR_SKIP(path, MODEL);
-    cJSON *j = fit_json((const char *[]){path, "-np", "1", "-c", "max", "-t", "1", "--cache-ram",
-                                         "0", "--device", "ram:9M", "--json", NULL});
+    cJSON *j    = fit_json((const char *[]){path, "-np", "1", "-c", "max", "-t", "1", "--cache-ram",
+                                            "0", "--device", "ram:9M", "--json", NULL});
     const int n = (int)num(j, "ctx_size");
     cJSON_Delete(j);
     assert_true(n > 32 && n < 2048); /* stories260K trained at 2048 */
     setenv("HEARTH_HOST_MEMORY", "9M", 1);
-    const char *argv[] = {tu_bin(), "run", "-m",  path, "-p", "Once upon", "-n",
-                          "4",      "-t",  "1", "--temp", "0", NULL, NULL, NULL};
+    const char *argv[] = {tu_bin(), "run", "-m",     path, "-p", "Once upon", "-n", "4",
+                          "-t",     "1",   "--temp", "0",  NULL, NULL,        NULL};
     char *out, *err, want[64];
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 0);
     snprintf(want, sizeof want, "hearth run: --ctx-size %d: the largest that fits", n);
@@ -444,7 +444,8 @@ static void test_run_checks(void **state)
     argv[12] = "-c";
     argv[13] = "2048";
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 1);
-    assert_non_null(strstr(err, "hearth run: a context of 2048 tokens does not fit: ram would hold"));
+    assert_non_null(
+        strstr(err, "hearth run: a context of 2048 tokens does not fit: ram would hold"));
     assert_string_equal(out, "");
     free(out), free(err);
     unsetenv("HEARTH_HOST_MEMORY");
@@ -457,7 +458,7 @@ static double peak_rss(pid_t pid)
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     if (!(st = tu_read_file(path, NULL)))
         return 0;
-    const char *h = strstr(st, "VmHWM:");
+    const char *h    = strstr(st, "VmHWM:");
     const double kib = h ? strtod(h + 6, NULL) : 0;
     free(st);
     return kib * 1024;
@@ -468,11 +469,11 @@ static int n_tokens(const struct srv *s, const char *text)
 {
     cJSON *b = cJSON_CreateObject();
     cJSON_AddStringToObject(b, "content", text);
-    char *body            = cJSON_PrintUnformatted(b);
-    struct http_resp r    = http_post(s, "/tokenize", body);
-    cJSON *j              = r.status == 200 ? http_json(&r) : NULL;
-    const cJSON *toks     = j ? jget(j, "tokens") : NULL;
-    const int n           = toks ? cJSON_GetArraySize(toks) : -1;
+    char *body         = cJSON_PrintUnformatted(b);
+    struct http_resp r = http_post(s, "/tokenize", body);
+    cJSON *j           = r.status == 200 ? http_json(&r) : NULL;
+    const cJSON *toks  = j ? jget(j, "tokens") : NULL;
+    const int n        = toks ? cJSON_GetArraySize(toks) : -1;
     cJSON_Delete(j), cJSON_Delete(b), free(body), http_resp_free(&r);
     return n;
 }
@@ -491,18 +492,18 @@ static void test_rss_is_predicted(void **state)
         skip();
     }
     const int n_ctx          = 2048;
-    const char *const opts[] = {"-c",  "2048", "-np", "4", "-ub",         "512", "-b",
-                                "512", "-t",   "1",   "--cache-ram", "0", NULL};
+    const char *const opts[] = {"-c",  "2048", "-np", "4",           "-ub", "512", "-b",
+                                "512", "-t",   "1",   "--cache-ram", "0",   NULL};
     /* serve's options less -b, which fit does not take (the micro-batch is the batch) */
-    const char *args[] = {path, "-c", "2048", "-np", "4",          "-ub",  "512",
-                          "-t", "1",  "--cache-ram", "0", "--json", NULL};
-    cJSON *j = fit_json(args);
+    const char *args[] = {path, "-c", "2048",        "-np", "4",      "-ub", "512",
+                          "-t", "1",  "--cache-ram", "0",   "--json", NULL};
+    cJSON *j           = fit_json(args);
     const double predicted =
         num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "devices"), 0), "total_bytes");
     cJSON_Delete(j);
 
     struct srv s;
-    char *log = NULL;
+    char *log     = NULL;
     const bool up = srv_start_try(&s, path, opts, &log);
     if (!up)
         print_message("%s\n", log ? log : "");
@@ -511,7 +512,7 @@ static void test_rss_is_predicted(void **state)
     size_t cap = 64 * (size_t)n_ctx, len = 0;
     char *text = malloc(cap);
     assert_non_null(text);
-    text[0] = 0;
+    text[0]   = 0;
     int words = 0, n = 0;
     while (n < n_ctx - 48) {
         for (int w = 0; w < 64; w++, words++)

@@ -69,17 +69,17 @@ static void send_all(int fd, const char *s, size_t n)
 static char *read_to_close(int fd, size_t *len)
 {
     size_t cap = 4096, n = 0;
-    char *buf  = malloc(cap);
+    char *buf = malloc(cap);
     assert_non_null(buf);
     struct timeval t0, t;
     gettimeofday(&t0, NULL);
     for (;;) {
         gettimeofday(&t, NULL);
-        long left = CLOSE_BOUND_MS - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000);
+        long left =
+            CLOSE_BOUND_MS - ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_usec - t0.tv_usec) / 1000);
         if (left <= 0) {
             buf[n] = 0;
-            fail_msg("the connection is still open after %d ms; it sent:\n%s", CLOSE_BOUND_MS,
-                     buf);
+            fail_msg("the connection is still open after %d ms; it sent:\n%s", CLOSE_BOUND_MS, buf);
         }
         struct pollfd p = {.fd = fd, .events = POLLIN};
         if (poll(&p, 1, (int)left) <= 0)
@@ -177,6 +177,7 @@ struct framing_case {
 #define CHAT "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 #define MSGS "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
 
+/* clang-format off */
 static const struct framing_case cases[] = {
     {"negative Content-Length", CHAT "Content-Length: -5\r\n\r\n{}", 0, 400, OPENAI},
     {"negative Content-Length, messages", MSGS "Content-Length: -5\r\n\r\n{}", 0, 400, ANTHROPIC},
@@ -216,6 +217,7 @@ static const struct framing_case cases[] = {
     {"binary junk with no line end", "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\xff\xfe", 13,
      400, OPENAI},
 };
+/* clang-format on */
 
 /* Every framing case on a fresh connection, an ordinary request alongside: its answer. */
 static void framing_cases(const struct srv *s)
@@ -243,7 +245,7 @@ static void framing_cases(const struct srv *s)
 static void unknown_path_case(const struct srv *s)
 {
     static const char bad_path[] = "GET /\xff\xfe/x HTTP/1.1\r\nConnection: close\r\n\r\n";
-    char *quoted = exchange(s, bad_path, sizeof bad_path - 1);
+    char *quoted                 = exchange(s, bad_path, sizeof bad_path - 1);
     check_answer("a path of bytes that are not UTF-8", quoted, 404, OPENAI);
     for (const char *c = quoted; *c; c++)
         if ((unsigned char)*c >= 0x80)
@@ -324,11 +326,11 @@ static void test_serve_long_generation_not_cut(void **state)
     srv_start_gated(&s, (const char *[]){"--timeout", "1", NULL});
     char out[600];
     snprintf(out, sizeof out, "%s/held.sse", s.dir);
-    pid_t curl = http_post_bg(
-        &s, "/v1/completions",
-        "{\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"ignore_eos\":true,"
-        "\"temperature\":0,\"stream\":true}",
-        out, "120");
+    pid_t curl =
+        http_post_bg(&s, "/v1/completions",
+                     "{\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"ignore_eos\":true,"
+                     "\"temperature\":0,\"stream\":true}",
+                     out, "120");
     srv_gate_steps(&s, 1); /* the prompt and a first token; then held at the gate */
     srv_wait_generated(&s, 1);
     assert_true(sse_wait(out, 1));

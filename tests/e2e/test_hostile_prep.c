@@ -133,8 +133,8 @@ static int health(const struct srv *s, char *code, size_t n)
  * Starts s with its preparations held at a gate: a FIFO made in a fresh *dir (the caller
  * removes it), its path in fifo; sched_gated: the scheduler's gate too (srv_start_gated).
  */
-static void start_prep_gated(struct srv *s, const char *const *extra, bool sched_gated,
-                             char **dir, char *fifo, size_t fifo_len)
+static void start_prep_gated(struct srv *s, const char *const *extra, bool sched_gated, char **dir,
+                             char *fifo, size_t fifo_len)
 {
     make_fifo(dir, fifo, fifo_len, "prep-gate");
     setenv("HEARTH_SERVE_PREP_GATE", fifo, 1);

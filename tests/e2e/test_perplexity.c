@@ -20,9 +20,9 @@
  */
 static double tolerance_pct(const char *model)
 {
-    static const char *const tight[] = {"stories260K.gguf", "-f32.gguf", "-f16.gguf",
-                                        "-bf16.gguf", "-q8_0.gguf", "-q4_0.gguf"};
-    const size_t len = strlen(model);
+    static const char *const tight[] = {"stories260K.gguf", "-f32.gguf",  "-f16.gguf",
+                                        "-bf16.gguf",       "-q8_0.gguf", "-q4_0.gguf"};
+    const size_t len                 = strlen(model);
     for (size_t i = 0; i < sizeof tight / sizeof tight[0]; i++) {
         const size_t tl = strlen(tight[i]);
         if (len >= tl && !strcmp(model + len - tl, tight[i]))
@@ -56,7 +56,7 @@ static void test_perplexity_matches_llama_cpp(void **state)
     char *save = NULL;
     strtok_r(text, "\n", &save);
     for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *s2 = NULL;
+        char *s2    = NULL;
         char *model = strtok_r(line, "\t", &s2), *txt = strtok_r(NULL, "\t", &s2),
              *ctx = strtok_r(NULL, "\t", &s2), *ref = strtok_r(NULL, "\t", &s2);
         assert_non_null(ref);
@@ -67,8 +67,8 @@ static void test_perplexity_matches_llama_cpp(void **state)
         const char *mp = tu_shared(rm), *tp = tu_shared(rt);
         assert_non_null(mp);
         assert_non_null(tp);
-        const char *argv[] = {tu_bin(), "perplexity", "-m", mp, "-f", tp, "-c", ctx, "-t", "2",
-                              NULL};
+        const char *argv[] = {tu_bin(), "perplexity", "-m", mp,  "-f", tp,
+                              "-c",     ctx,          "-t", "2", NULL};
         char *out = NULL, *err = NULL;
         int rc = tu_run(argv, NULL, &out, &err, 300);
         if (pending_arch(model)) {
@@ -110,10 +110,10 @@ static void test_quantized_cache_matches_llama_cpp(void **state)
     char *text = tu_read_file(tsv, NULL);
     assert_non_null(text);
     int checked = 0;
-    char *save = NULL;
+    char *save  = NULL;
     strtok_r(text, "\n", &save);
     for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *s2 = NULL;
+        char *s2    = NULL;
         char *model = strtok_r(line, "\t", &s2), *txt = strtok_r(NULL, "\t", &s2),
              *ctx = strtok_r(NULL, "\t", &s2), *type = strtok_r(NULL, "\t", &s2),
              *ref = strtok_r(NULL, "\t", &s2);
@@ -126,8 +126,14 @@ static void test_quantized_cache_matches_llama_cpp(void **state)
         assert_non_null(tp);
         double got[2];
         for (int q = 0; q < 2; q++) {
-            const char *argv[] = {tu_bin(), "perplexity", "-m", mp, "-f", tp, "-c", ctx, "-t",
-                                  "2", "-ctk", q ? type : "f16", "-ctv", q ? type : "f16", NULL};
+            const char *argv[] = {tu_bin(), "perplexity",
+                                  "-m",     mp,
+                                  "-f",     tp,
+                                  "-c",     ctx,
+                                  "-t",     "2",
+                                  "-ctk",   q ? type : "f16",
+                                  "-ctv",   q ? type : "f16",
+                                  NULL};
             char *out = NULL, *err = NULL;
             assert_int_equal(tu_run(argv, NULL, &out, &err, 300), 0);
             const char *fin = strstr(out, "Final estimate: PPL = ");
@@ -138,7 +144,8 @@ static void test_quantized_cache_matches_llama_cpp(void **state)
         }
         const double want = atof(ref), diff = fabs(got[1] - want) / want * 100;
         print_message("%-24s ctx %s K/V %s: llama.cpp %.4f hearth %.4f diff %.4f%% (max 0.3%%); "
-                      "f16 %.4f\n", model, ctx, type, want, got[1], diff, got[0]);
+                      "f16 %.4f\n",
+                      model, ctx, type, want, got[1], diff, got[0]);
         assert_true(diff <= 0.3);
         assert_true(got[1] != got[0]);
         checked++;
@@ -160,8 +167,8 @@ static void test_cache_types_refused_with_the_reason(void **state)
         {"-ctk", "q8_0", "heads have 8; use f16"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "64",
-                              cases[i][0], cases[i][1], NULL};
+        const char *argv[] = {tu_bin(), "perplexity", "-m",        model,       "-f", text,
+                              "-c",     "64",         cases[i][0], cases[i][1], NULL};
         char *out = NULL, *err = NULL;
         const int rc = tu_run(argv, NULL, &out, &err, 120);
         print_message("%s %s: exit %d: %s", cases[i][0], cases[i][1], rc, err);
@@ -172,8 +179,8 @@ static void test_cache_types_refused_with_the_reason(void **state)
     }
     /* the Vulkan backend keeps f16 or f32 K/V: on a device, a quantized cache is refused */
     TU_MODEL_OR_SKIP(tiny, "tiny-llama-spm-f32.gguf");
-    const char *argv[] = {tu_bin(), "perplexity", "-m", tiny, "-f", text, "-c", "64", "-ngl",
-                          "99", "-ctk", "q8_0", "-ctv", "q8_0", NULL};
+    const char *argv[] = {tu_bin(), "perplexity", "-m",   tiny,   "-f",   text,   "-c", "64",
+                          "-ngl",   "99",         "-ctk", "q8_0", "-ctv", "q8_0", NULL};
     char *out = NULL, *err = NULL;
     const int rc = tu_run(argv, NULL, &out, &err, 120);
     print_message("-ngl 99 -ctk q8_0 -ctv q8_0: exit %d: %s", rc, err);
@@ -193,7 +200,7 @@ static void test_too_short_text_is_an_error(void **state)
     snprintf(path, sizeof path, "%s/short.txt", dir);
     assert_int_equal(tu_write_file(path, "Once upon a time.", 17), 0);
     const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", path, "-c", "128", NULL};
-    char *err = NULL;
+    char *err          = NULL;
     assert_int_equal(tu_run(argv, NULL, NULL, &err, 60), 1);
     assert_non_null(strstr(err, "at least 2 x ctx"));
     free(err);
@@ -211,11 +218,22 @@ static void test_layer_split_prints_the_same_figures(void **state)
     TU_MODEL_OR_SKIP(model, "tiny-qwen35moe-bpe-q8_0.gguf");
     TU_SHARED_OR_SKIP(text, "reference/prose.txt");
     const char *split[] = {NULL, "cpu:3,cpu:1", "cpu:1,cpu:2,cpu:1"};
-    char *first = NULL;
+    char *first         = NULL;
     for (int i = 0; i < 3; i++) {
-        const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
-                              "-t", "2", split[i] ? "--layer-split" : NULL, split[i], NULL};
-        char *out = NULL;
+        const char *argv[] = {tu_bin(),
+                              "perplexity",
+                              "-m",
+                              model,
+                              "-f",
+                              text,
+                              "-c",
+                              "128",
+                              "-t",
+                              "2",
+                              split[i] ? "--layer-split" : NULL,
+                              split[i],
+                              NULL};
+        char *out          = NULL;
         assert_int_equal(tu_run(argv, NULL, &out, NULL, 300), 0);
         const char *fin = strstr(out, "Final estimate");
         assert_non_null(fin);
@@ -229,9 +247,9 @@ static void test_layer_split_prints_the_same_figures(void **state)
     }
     free(first);
     /* its layers on vulkan0: test_vulkan_qwen35moe_near_cpu */
-    char *err = NULL;
-    const char *none[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "--layer-split",
-                          "cpu:3,vulkan9:1", NULL};
+    char *err          = NULL;
+    const char *none[] = {tu_bin(),        "perplexity",      "-m", model, "-f", text,
+                          "--layer-split", "cpu:3,vulkan9:1", NULL};
     assert_int_equal(tu_run(none, NULL, NULL, &err, 60), 1);
     assert_non_null(strstr(err, "Vulkan device 9 cannot be used"));
     free(err);
@@ -256,6 +274,7 @@ static double final_ppl(const char *out)
 static const struct {
     const char *model;
     bool sanitized; /* also run under ASan/UBSan */
+    /* clang-format off */
 } vulkan_ppl_models[] = {
     {"stories260K.gguf", true},
     {"tiny-llama-spm-f32.gguf", false},
@@ -281,6 +300,7 @@ static const struct {
     {"tiny-qwen3-bpe-q8_0.gguf", false},
     {"tiny-gemma3-spm-q8_0.gguf", false},
 };
+/* clang-format on */
 
 /*
  * prose.txt's perplexity in chunks of 128 tokens with -ngl
@@ -289,8 +309,8 @@ static const struct {
  */
 static double ppl_ngl(const char *model, const char *text, const char *ngl, bool *refused)
 {
-    const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
-                          "-t", "2", "-ngl", ngl, NULL};
+    const char *argv[] = {tu_bin(), "perplexity", "-m", model,  "-f", text, "-c",
+                          "128",    "-t",         "2",  "-ngl", ngl,  NULL};
     char *out = NULL, *err = NULL;
     const int rc = tu_run(argv, NULL, &out, &err, 300);
     *refused     = rc != 0 && strstr(err, "Vulkan device 0 cannot be used");
@@ -364,10 +384,10 @@ static void test_chunks_scores_the_first_n(void **state)
     (void)state;
     TU_MODEL_OR_SKIP(model, "stories260K.gguf");
     TU_SHARED_OR_SKIP(text, "reference/prose.txt");
-    const char *all[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
-                         "-t", "2", NULL};
-    const char *two[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
-                         "--chunks", "2", "-t", "2", NULL};
+    const char *all[] = {tu_bin(), "perplexity", "-m", model, "-f", text,
+                         "-c",     "128",        "-t", "2",   NULL};
+    const char *two[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c",
+                         "128",    "--chunks",   "2",  "-t",  "2",  NULL};
     char *out_all = NULL, *out_two = NULL, *err = NULL;
     assert_int_equal(tu_run(all, NULL, &out_all, NULL, 60), 0);
     assert_int_equal(tu_run(two, NULL, &out_two, &err, 60), 0);
@@ -496,17 +516,18 @@ static void test_two_vulkan_devices_print_one_devices_figures(void **state)
     };
     char *figures[4];
     for (int i = 0; i < 4; i++) {
-        const char *argv[17] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", "128",
-                                "-t", "2"};
-        int k = 10;
+        const char *argv[17] = {tu_bin(), "perplexity", "-m",  model, "-f",
+                                text,     "-c",         "128", "-t",  "2"};
+        int k                = 10;
         for (int j = 0; j < 6 && place[i][j]; j++)
             argv[k++] = place[i][j];
         char *out = NULL;
-        err = NULL;
+        err       = NULL;
         assert_int_equal(tu_run(argv, NULL, &out, &err, 300), 0);
         const char *fin = strstr(out, "Final estimate");
         assert_non_null(fin);
-        print_message("%-12s %-34s %s", i & 1 ? "two devices" : "one device", place[i][3] ? place[i][3] : "", fin);
+        print_message("%-12s %-34s %s", i & 1 ? "two devices" : "one device",
+                      place[i][3] ? place[i][3] : "", fin);
         /* every chunk's figure, then the final estimate */
         const char *chunks = strstr(out, "[1]"), *end = chunks ? strchr(chunks, '\n') : NULL;
         assert_non_null(end);
@@ -545,8 +566,7 @@ static void test_vulkan_qwen35moe_figure_near_cpu(void **state)
     char *dir = tu_tmpdir(), model[4096];
     assert_non_null(dir);
     snprintf(model, sizeof model, "%s/qwen35moe-f32.gguf", dir);
-    const char *conv[] = {tu_bin(), "quantize", "-q", "--allow-requantize", q8, model, "F32",
-                          NULL};
+    const char *conv[] = {tu_bin(), "quantize", "-q", "--allow-requantize", q8, model, "F32", NULL};
     assert_int_equal(tu_run(conv, NULL, NULL, NULL, 60), 0);
     const char *ngl[] = {"0", "99", "2"};
     double ppl[3];

@@ -219,6 +219,7 @@ static int done(void **state)
     return 0;
 }
 
+/* clang-format off */
 #define NEED_HUB()                                                                                 \
     do {                                                                                           \
         if (!hub.pid) {                                                                            \
@@ -227,6 +228,7 @@ static int done(void **state)
             skip();                                                                                \
         }                                                                                          \
     } while (0)
+/* clang-format on */
 
 /* ---------------------------------------------------------------- runs --- */
 

@@ -47,9 +47,9 @@ static void test_usage_errors(void **state)
     (void)state;
     char *out = NULL, *err = NULL;
     assert_int_equal(quantize(&out, &err, "--help", NULL, NULL, NULL, NULL), 0);
-    static const char *const listed[] = {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K",
-                                         "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M",
-                                         "Q6_K", "IQ4_NL", "IQ4_XS", "--threads"};
+    static const char *const listed[] = {"Q4_0",   "Q4_1",   "Q5_0",   "Q5_1",   "Q8_0",
+                                         "Q2_K",   "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_S",
+                                         "Q5_K_M", "Q6_K",   "IQ4_NL", "IQ4_XS", "--threads"};
     for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++)
         expect_has("--help", out, listed[i]);
     free(out);
@@ -119,7 +119,7 @@ static const char *make(const char *dir, const char *f32, const char *preset, co
     k = (k + 1) % 4;
     snprintf(path[k], sizeof path[k], "%s/%s.gguf", dir, file);
     char *err = NULL;
-    int rc = quantize(NULL, &err, "-t", "2", f32, path[k], preset);
+    int rc    = quantize(NULL, &err, "-t", "2", f32, path[k], preset);
     if (rc != 0)
         fail_msg("hearth quantize %s exited %d: %s", preset, rc, err);
     /* Progress: a line per tensor and a total. */
@@ -151,7 +151,7 @@ static void test_type_mix_and_bytes_match_llama_cpp(void **state)
         {"tiny-qwen2-bpe-f16", "Q4_K_M", "tiny-qwen2-bpe-q4_k_m"},
         {"tiny-qwen2-bpe-f16", "Q6_K", "tiny-qwen2-bpe-q6_k"},
     };
-    char *dir = tu_tmpdir(), err[HEARTH_ERR_MAX];
+    char *dir     = tu_tmpdir(), err[HEARTH_ERR_MAX];
     int identical = 0, n = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char rel[128], src[512], ref_path[512];
@@ -165,7 +165,7 @@ static void test_type_mix_and_bytes_match_llama_cpp(void **state)
             print_message("skip: %s or %s not found\n", cases[c].src, cases[c].ref);
             continue;
         }
-        const char *path = make(dir, src, cases[c].preset, cases[c].ref);
+        const char *path       = make(dir, src, cases[c].preset, cases[c].ref);
         struct gguf_file *ours = NULL, *ref = NULL;
         assert_int_equal(gguf_open(path, &ours, err, sizeof err), HEARTH_OK);
         assert_int_equal(gguf_open(ref_path, &ref, err, sizeof err), HEARTH_OK);
@@ -210,12 +210,12 @@ static void test_type_mix_and_bytes_match_llama_cpp(void **state)
 /* "Final estimate: PPL = X" of `hearth perplexity`, or -1 with the reason printed. */
 static double perplexity(const char *model, const char *text, const char *ctx)
 {
-    const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text, "-c", ctx, "-t", "2",
-                          NULL};
+    const char *argv[] = {tu_bin(), "perplexity", "-m", model, "-f", text,
+                          "-c",     ctx,          "-t", "2",   NULL};
     char *out = NULL, *err = NULL;
-    int rc = tu_run(argv, NULL, &out, &err, 300);
+    int rc          = tu_run(argv, NULL, &out, &err, 300);
     const char *fin = out ? strstr(out, "Final estimate: PPL = ") : NULL;
-    double ppl = rc == 0 && fin ? atof(fin + strlen("Final estimate: PPL = ")) : -1;
+    double ppl      = rc == 0 && fin ? atof(fin + strlen("Final estimate: PPL = ")) : -1;
     if (ppl < 0)
         print_message("hearth perplexity exited %d: %s", rc, err ? err : "");
     free(out);
@@ -227,11 +227,11 @@ static double perplexity(const char *model, const char *text, const char *ctx)
 static double reference_ppl(const char *model, char *text, char *ctx)
 {
     const char *tsv = tu_shared("reference/perplexity.tsv");
-    char *all = tsv ? tu_read_file(tsv, NULL) : NULL;
-    double ppl = -1;
-    char *save = NULL;
+    char *all       = tsv ? tu_read_file(tsv, NULL) : NULL;
+    double ppl      = -1;
+    char *save      = NULL;
     for (char *line = all ? strtok_r(all, "\n", &save) : NULL; line;
-         line = strtok_r(NULL, "\n", &save)) {
+         line       = strtok_r(NULL, "\n", &save)) {
         char m[128], t[128], c[32];
         double p;
         if (sscanf(line, "%127s %127s %31s %lf", m, t, c, &p) == 4 && !strcmp(m, model)) {
@@ -252,8 +252,8 @@ static void test_perplexity_within_1pct_of_llama_cpp(void **state)
     snprintf(f32, sizeof f32, "%s", f32_shared);
     static const struct {
         const char *preset, *file;
-    } cases[] = {{"Q4_K_M", "q4_k_m"}, {"Q6_K", "q6_k"}};
-    char *dir = tu_tmpdir();
+    } cases[]   = {{"Q4_K_M", "q4_k_m"}, {"Q6_K", "q6_k"}};
+    char *dir   = tu_tmpdir();
     int checked = 0, unsupported = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char model[128], text[128], ctx[32], rel[256];
@@ -264,20 +264,21 @@ static void test_perplexity_within_1pct_of_llama_cpp(void **state)
         const char *text_path = tu_shared(rel);
         assert_non_null(text_path);
         const char *path = make(dir, f32, cases[c].preset, cases[c].file);
-        double got = perplexity(path, text_path, ctx);
+        double got       = perplexity(path, text_path, ctx);
         if (got < 0) {
             print_message("skip %s: hearth perplexity cannot run it yet (a type without "
-                          "kernels?)\n", cases[c].preset);
+                          "kernels?)\n",
+                          cases[c].preset);
             unsupported++;
             continue;
         }
         snprintf(rel, sizeof rel, "models/%s", model);
         const char *theirs = tu_shared(rel);
-        double got_theirs = theirs ? perplexity(theirs, text_path, ctx) : -1;
-        double diff = fabs(got - want) / want * 100;
+        double got_theirs  = theirs ? perplexity(theirs, text_path, ctx) : -1;
+        double diff        = fabs(got - want) / want * 100;
         print_message("%-7s PPL of hearth's file %.4f; of llama.cpp's %s: %.4f by llama.cpp, "
-                      "%.4f by hearth; diff %.4f%% (max 1%%)\n", cases[c].preset, got, model,
-                      want, got_theirs, diff);
+                      "%.4f by hearth; diff %.4f%% (max 1%%)\n",
+                      cases[c].preset, got, model, want, got_theirs, diff);
         assert_true(diff <= 1.0);
         checked++;
     }
@@ -297,14 +298,15 @@ static void write_synthetic(const char *path, int64_t nan_at)
         const char *name;
         int64_t ne0, ne1;
     } t[] = {
-        {"blk.1.attn_v.weight", 256, 4},  {"blk.0.attn_v.weight", 256, 4},
-        {"blk.0.ffn_down.weight", 96, 4}, {"blk.1.ffn_down.weight", 80, 4},
+        {"blk.1.attn_v.weight", 256, 4},    {"blk.0.attn_v.weight", 256, 4},
+        {"blk.0.ffn_down.weight", 96, 4},   {"blk.1.ffn_down.weight", 80, 4},
         {"blk.0.attn_norm.weight", 256, 1}, {"token_embd.weight", 256, 8},
         {"output.weight", 96, 8},
     };
     char err[HEARTH_ERR_MAX];
     struct gguf_writer *w = gguf_writer_new();
-    assert_int_equal(gguf_writer_set_str(w, "general.architecture", "llama", 5, err, sizeof err), 0);
+    assert_int_equal(gguf_writer_set_str(w, "general.architecture", "llama", 5, err, sizeof err),
+                     0);
     assert_int_equal(gguf_writer_set_u32(w, "llama.block_count", 2, err, sizeof err), 0);
     assert_int_equal(gguf_writer_set_u32(w, "llama.attention.head_count", 4, err, sizeof err), 0);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -316,7 +318,7 @@ static void write_synthetic(const char *path, int64_t nan_at)
     uint32_t seed = 1;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         for (int64_t e = 0; e < t[i].ne0 * t[i].ne1; e++) {
-            seed = seed * 1664525u + 1013904223u;
+            seed    = seed * 1664525u + 1013904223u;
             float v = (float)((int32_t)seed) / 2147483648.0f;
             if (i == 0 && e == nan_at)
                 v = NAN;
@@ -338,8 +340,9 @@ static void test_synthetic_fallbacks_and_nan(void **state)
     char *log = NULL;
     assert_int_equal(quantize(NULL, &log, in, out, "q4_k_m", NULL, NULL), 0);
     /* Row lengths 96 and 80 do not fit Q4_K/Q6_K: fall back as llama.cpp does. */
-    expect_has("stderr", log, "blk.0.ffn_down.weight: rows of 96 are not a multiple of 256 "
-                              "(needed by q4_k), using q5_0");
+    expect_has("stderr", log,
+               "blk.0.ffn_down.weight: rows of 96 are not a multiple of 256 "
+               "(needed by q4_k), using q5_0");
     expect_has("stderr", log, "using f16");
     expect_has("stderr", log, "2 of 7 tensors needed a fallback type");
     free(log);
@@ -374,8 +377,9 @@ static void test_synthetic_fallbacks_and_nan(void **state)
     unlink(out);
     write_synthetic(in, 300);
     assert_int_equal(quantize(NULL, &log, "-q", in, out, "Q4_K_M", NULL), 1);
-    expect_has("stderr", log, "hearth: quantize: tensor blk.1.attn_v.weight has a non-finite "
-                              "value at element 300 (row 1)");
+    expect_has("stderr", log,
+               "hearth: quantize: tensor blk.1.attn_v.weight has a non-finite "
+               "value at element 300 (row 1)");
     free(log);
     assert_false(exists(out));
     assert_false(exists(tmp));

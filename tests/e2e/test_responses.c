@@ -70,11 +70,13 @@ static int stop_server(void **state)
     return srv_kill_leftovers(state);
 }
 
+/* clang-format off */
 #define NEED_SERVER()                                                                              \
     if (!g_up) {                                                                                   \
         print_message("skip: needs curl, %s and %s\n", QWEN3, QWEN3_TPL);                          \
         skip();                                                                                    \
     }
+/* clang-format on */
 
 /* Tokens of what the server renders for a chat request body (/apply-template, /tokenize). */
 static int chat_prompt_tokens(const char *chat_body, char **prompt_out)
@@ -102,14 +104,18 @@ static int chat_prompt_tokens(const char *chat_body, char **prompt_out)
     return n;
 }
 
+/* clang-format off */
 #define TOOLS_RESP                                                                                 \
     "[{\"type\":\"function\",\"name\":\"get_weather\",\"description\":\"Weather in a city.\","    \
     "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":" \
     "20}},\"required\":[\"city\"]},\"strict\":true}]"
+/* clang-format on */
+/* clang-format off */
 #define TOOLS_CHAT                                                                                 \
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":"             \
     "\"Weather in a city.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"        \
     "{\"type\":\"string\",\"maxLength\":20}},\"required\":[\"city\"]}}}]"
+/* clang-format on */
 
 /* An agent's second request: the call the model made and its result, sent back as items. */
 static const char round_trip_resp[] =
@@ -233,8 +239,8 @@ static void test_stream_events(void **state)
 {
     (void)state;
     NEED_SERVER();
-    const char *body = "{\"input\":\"Tell me a story.\",\"max_output_tokens\":12,\"stream\":true,"
-                       "\"reasoning\":{\"effort\":\"low\",\"summary\":\"auto\"},\"store\":true}";
+    const char *body   = "{\"input\":\"Tell me a story.\",\"max_output_tokens\":12,\"stream\":true,"
+                         "\"reasoning\":{\"effort\":\"low\",\"summary\":\"auto\"},\"store\":true}";
     struct http_resp r = http_post(&g_srv, "/v1/responses", body);
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.headers, "text/event-stream"));
@@ -381,7 +387,7 @@ static void test_codex_body(void **state)
 {
     (void)state;
     NEED_SERVER();
-    char *body         = codex_body("{\"model\":\"qwen3\",\"stream\":false,\"max_output_tokens\":8}");
+    char *body = codex_body("{\"model\":\"qwen3\",\"stream\":false,\"max_output_tokens\":8}");
     struct http_resp r = http_post(&g_srv, "/v1/responses", body);
     free(body);
     if (r.status != 200)
@@ -389,7 +395,8 @@ static void test_codex_body(void **state)
     assert_int_equal(r.status, 200);
     cJSON *j = http_json(&r);
     assert_string_equal(jstr(j, "object"), "response");
-    assert_true(!strcmp(jstr(j, "status"), "completed") || !strcmp(jstr(j, "status"), "incomplete"));
+    assert_true(!strcmp(jstr(j, "status"), "completed") ||
+                !strcmp(jstr(j, "status"), "incomplete"));
     assert_int_equal(cJSON_GetArraySize(jget(j, "tools")), 7); /* echoed as sent */
     assert_false(cJSON_HasObjectItem(j, "_seal_reasoning"));
     assert_string_equal(jstr(j, "prompt_cache_key"), "0199a3f2-7c1e-7d20-9b8e-0c6f5d2a1b3c");
@@ -437,12 +444,13 @@ static void test_codex_body(void **state)
     http_resp_free(&r);
 
     /* a short Lark grammar the random model cannot ramble in: a whole custom_tool_call */
-    r = http_post(&g_srv, "/v1/responses",
-                  "{\"model\":\"qwen3\",\"input\":\"Pick.\",\"max_output_tokens\":100,"
-                  "\"temperature\":1,\"tools\":[{\"type\":\"custom\",\"name\":\"pick\","
-                  "\"format\":{\"type\":\"grammar\",\"syntax\":\"lark\",\"definition\":"
-                  "\"start: (\\\"yes\\\" | \\\"no\\\") \\\" \\\" DIGIT DIGIT\\n%import common.DIGIT\"}}],"
-                  "\"tool_choice\":{\"type\":\"custom\",\"name\":\"pick\"}}");
+    r = http_post(
+        &g_srv, "/v1/responses",
+        "{\"model\":\"qwen3\",\"input\":\"Pick.\",\"max_output_tokens\":100,"
+        "\"temperature\":1,\"tools\":[{\"type\":\"custom\",\"name\":\"pick\","
+        "\"format\":{\"type\":\"grammar\",\"syntax\":\"lark\",\"definition\":"
+        "\"start: (\\\"yes\\\" | \\\"no\\\") \\\" \\\" DIGIT DIGIT\\n%import common.DIGIT\"}}],"
+        "\"tool_choice\":{\"type\":\"custom\",\"name\":\"pick\"}}");
     if (r.status != 200)
         print_message("%s\n", r.body);
     assert_int_equal(r.status, 200);
@@ -453,7 +461,7 @@ static void test_codex_body(void **state)
     assert_string_equal(jstr(it, "name"), "pick");
     const char *in = jstr(it, "input");
     size_t n       = strlen(in);
-    bool yes       = !strncmp(in, "yes ", 4), no = !strncmp(in, "no ", 3);
+    bool yes = !strncmp(in, "yes ", 4), no = !strncmp(in, "no ", 3);
     if (!(yes || no) || n != (yes ? 6u : 5u) || in[n - 1] < '0' || in[n - 1] > '9' ||
         in[n - 2] < '0' || in[n - 2] > '9') {
         print_message("input '%s' does not follow the grammar\n", in);
@@ -546,7 +554,8 @@ static void test_codex_captures(void **state)
                             strstr(r.body, "event: response.incomplete\n"));
         if (!whole)
             print_message("%s: the stream did not end (%zu bytes): ...%s\n", seeds[k],
-                          strlen(r.body), r.body + (strlen(r.body) > 300 ? strlen(r.body) - 300 : 0));
+                          strlen(r.body),
+                          r.body + (strlen(r.body) > 300 ? strlen(r.body) - 300 : 0));
         const int status = r.status;
         http_resp_free(&r);
         assert_int_equal(status, 200);

@@ -27,7 +27,7 @@ static void check_greedy_tsv(const char *tsv, const char *label, bool kv_cols)
     char *text = tu_read_file(tsv, NULL);
     assert_non_null(text);
     int rows = 0, matched = 0;
-    char *save = NULL;
+    char *save  = NULL;
     bool header = true;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == '#')
@@ -46,8 +46,23 @@ static void check_greedy_tsv(const char *tsv, const char *label, bool kv_cols)
         tu_unescape(want);
         const char *model = tu_model(f[0]);
         assert_non_null(model);
-        const char *argv[] = {tu_bin(), "run", "-m", model, "-p", f[1], "-n", f[2], "--temp", "0",
-                              "-t", "2", kv_cols ? "-ctk" : NULL, f[3], "-ctv", f[4], NULL};
+        const char *argv[] = {tu_bin(),
+                              "run",
+                              "-m",
+                              model,
+                              "-p",
+                              f[1],
+                              "-n",
+                              f[2],
+                              "--temp",
+                              "0",
+                              "-t",
+                              "2",
+                              kv_cols ? "-ctk" : NULL,
+                              f[3],
+                              "-ctv",
+                              f[4],
+                              NULL};
         char *out = NULL, *err = NULL;
         int rc = tu_run(argv, NULL, &out, &err, 120);
         rows++;
@@ -117,8 +132,8 @@ static void test_mtp_layers_ignored_with_a_note(void **state)
 {
     (void)state;
     TU_MODEL_OR_SKIP(model, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
-    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Hello", "-n", "4", "--temp", "0",
-                          "-t", "2", NULL};
+    const char *argv[] = {tu_bin(), "run",    "-m", model, "-p", "Hello", "-n",
+                          "4",      "--temp", "0",  "-t",  "2",  NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 0);
     assert_non_null(strstr(err, "qwen35moe: 1 multi-token-prediction layer not loaded (--spec "
@@ -132,8 +147,9 @@ static void test_seeded_sampling_is_reproducible(void **state)
 {
     (void)state;
     TU_MODEL_OR_SKIP(model, "stories260K.gguf");
-    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "40",
-                          "--temp", "0.9", "--seed", "42", "-t", "1", NULL};
+    const char *argv[] = {tu_bin(),           "run", "-m", model,    "-p",
+                          "Once upon a time", "-n",  "40", "--temp", "0.9",
+                          "--seed",           "42",  "-t", "1",      NULL};
     char *a = NULL, *b = NULL;
     assert_int_equal(tu_run(argv, NULL, &a, NULL, 60), 0);
     assert_int_equal(tu_run(argv, NULL, &b, NULL, 60), 0);
@@ -147,8 +163,7 @@ static void test_timings_on_stderr(void **state)
 {
     (void)state;
     TU_MODEL_OR_SKIP(model, "stories260K.gguf");
-    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Hi", "-n", "4", "--temp", "0",
-                          NULL};
+    const char *argv[] = {tu_bin(), "run", "-m", model, "-p", "Hi", "-n", "4", "--temp", "0", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 0);
     assert_non_null(strstr(err, "load:"));
@@ -163,8 +178,8 @@ static void test_chat_two_turns_reuse_the_conversation(void **state)
 {
     (void)state;
     TU_SHARED_OR_SKIP(model, "models/tiny-qwen2-bpe-f16.gguf");
-    const char *argv[] = {tu_bin(), "run", "-m", model, "--chat", "-sys", "Be brief.", "-n", "6",
-                          "--temp", "0", "-t", "2", NULL};
+    const char *argv[] = {tu_bin(), "run", "-m",     model, "--chat", "-sys", "Be brief.",
+                          "-n",     "6",   "--temp", "0",   "-t",     "2",    NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, "Hello there\n\nHow are you?\n", &out, &err, 120), 0);
     int lines = 0;
@@ -242,9 +257,11 @@ static void test_layer_split_same_text(void **state)
     (void)state;
     TU_MODEL_OR_SKIP(model, "stories260K.gguf");
     const char *one[]   = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "48",
-                           "--temp", "0", "-t", "2", NULL};
-    const char *three[] = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "48",
-                           "--temp", "0", "-t", "2", "--layer-split", "cpu:1,cpu:3,cpu:1", NULL};
+                           "--temp", "0",   "-t", "2",   NULL};
+    const char *three[] = {
+        tu_bin(), "run",    "-m", model, "-p", "Once upon a time", "-n",
+        "48",     "--temp", "0",  "-t",  "2",  "--layer-split",    "cpu:1,cpu:3,cpu:1",
+        NULL};
     char *a = NULL, *b = NULL;
     assert_int_equal(tu_run(one, NULL, &a, NULL, 60), 0);
     assert_int_equal(tu_run(three, NULL, &b, NULL, 60), 0);
@@ -253,8 +270,9 @@ static void test_layer_split_same_text(void **state)
     assert_string_equal(a, b);
     free(b);
     /* every layer on vulkan0 writes the CPU's text; without a device, a clear refusal */
-    const char *ngl[] = {tu_bin(), "run", "-m", model, "-p", "Once upon a time", "-n", "48",
-                         "--temp", "0", "-t", "2", "-ngl", "99", NULL};
+    const char *ngl[] = {tu_bin(), "run", "-m",     model, "-p", "Once upon a time",
+                         "-n",     "48",  "--temp", "0",   "-t", "2",
+                         "-ngl",   "99",  NULL};
     char *c = NULL, *e = NULL;
     if (tu_run(ngl, NULL, &c, &e, 120) == 0) {
         print_message("-ngl 99: %s\n", c);
@@ -265,12 +283,11 @@ static void test_layer_split_same_text(void **state)
     }
     free(c);
     free(e);
-    const char *none[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--layer-split", "vulkan9:5",
-                          NULL};
+    const char *none[] = {tu_bin(), "run",           "-m",        model, "-p",
+                          "hi",     "--layer-split", "vulkan9:5", NULL};
     expect_exit(none, 1, "Vulkan device 9 cannot be used");
     free(a);
-    const char *bad[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--layer-split", "cpu:9",
-                         NULL};
+    const char *bad[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--layer-split", "cpu:9", NULL};
     expect_exit(bad, 1, "places more than the model's 5 layers");
 }
 
@@ -319,8 +336,8 @@ static void test_bad_placements_exit_1(void **state)
         argv[n] = NULL;
         expect_exit(argv, 1, cases[i].want);
     }
-    const char *bad_ngl[] = {tu_bin(), "run", "-m", model, "-p", "hi", "--gpu-layers", "many",
-                             NULL};
+    const char *bad_ngl[] = {tu_bin(), "run",          "-m",   model, "-p",
+                             "hi",     "--gpu-layers", "many", NULL};
     expect_exit(bad_ngl, 2, "--gpu-layers expects an integer");
 }
 
@@ -340,7 +357,8 @@ static void test_ngl_without_vulkan_names_the_cause(void **state)
     unsetenv("VK_DRIVER_FILES");
     print_message("rc %d: %s", rc, err);
     assert_int_equal(rc, 1);
-    assert_non_null(strstr(err, "n_gpu_layers 2 asks for a GPU, but Vulkan device 0 cannot be used"));
+    assert_non_null(
+        strstr(err, "n_gpu_layers 2 asks for a GPU, but Vulkan device 0 cannot be used"));
     assert_true(strstr(err, "no Vulkan driver") || strstr(err, "no Vulkan loader") ||
                 strstr(err, "this build has no Vulkan backend"));
     free(out);
@@ -351,7 +369,7 @@ static void test_ngl_without_vulkan_names_the_cause(void **state)
 static int run_with_memory(const char *const argv[], const char *mib, char **err)
 {
     setenv("HEARTH_VK_MEMORY_MIB", mib, 1);
-    char *out = NULL;
+    char *out    = NULL;
     const int rc = tu_run(argv, NULL, &out, err, 120);
     unsetenv("HEARTH_VK_MEMORY_MIB");
     print_message("%s MiB: rc %d, %s", mib, rc, *err);
@@ -370,15 +388,18 @@ static void test_device_memory_is_checked_at_load(void **state)
     TU_MODEL_OR_SKIP(model, "tiny-llama-spm-f32.gguf");
     if (!have_vulkan())
         skip();
-    const char *all[] = {tu_bin(), "run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0",
-                         "-c", "256", "--gpu-layers", "99", NULL};
-    char *err = NULL;
+    const char *all[] = {tu_bin(), "run", "-m", model, "-p",           "Once", "-n", "4",
+                         "--temp", "0",   "-c", "256", "--gpu-layers", "99",   NULL};
+    char *err         = NULL;
     double w = 0, have = 0, total = 0, kv = 0, act = 0;
     assert_int_equal(run_with_memory(all, "8", &err), 1);
     const char *s = strstr(err, "model: vulkan0 would hold ");
     assert_non_null(s);
-    assert_int_equal(sscanf(s, "model: vulkan0 would hold %lf MiB of weights (layers 0-3 and the "
-                               "output) but has %lf MiB of device memory;", &w, &have), 2);
+    assert_int_equal(sscanf(s,
+                            "model: vulkan0 would hold %lf MiB of weights (layers 0-3 and the "
+                            "output) but has %lf MiB of device memory;",
+                            &w, &have),
+                     2);
     assert_true(w > 12.5 && w < 13.1); /* the file is 13.02 MiB, tokenizer included */
     assert_true(have == 8.0);
     assert_non_null(strstr(err, "offload fewer layers (a smaller -ngl)"));
@@ -386,9 +407,12 @@ static void test_device_memory_is_checked_at_load(void **state)
     /* the weights fit in 16 MiB; with a context's K/V and buffers they do not */
     assert_int_equal(run_with_memory(all, "16", &err), 1);
     assert_non_null(s = strstr(err, "context: vulkan0 would hold "));
-    assert_int_equal(sscanf(s, "context: vulkan0 would hold %lf MiB (weights %lf, K/V %lf, "
-                               "activations and logits %lf for layers 0-3 and the output) but has "
-                               "%lf MiB", &total, &w, &kv, &act, &have), 5);
+    assert_int_equal(sscanf(s,
+                            "context: vulkan0 would hold %lf MiB (weights %lf, K/V %lf, "
+                            "activations and logits %lf for layers 0-3 and the output) but has "
+                            "%lf MiB",
+                            &total, &w, &kv, &act, &have),
+                     5);
     assert_true(have == 16.0 && total > have);
     assert_true(fabs(total - (w + kv + act)) < 0.2);
     assert_true(kv > 0 && act > 0 && w > 12.5);
@@ -399,8 +423,8 @@ static void test_device_memory_is_checked_at_load(void **state)
     free(err);
     assert_int_equal(run_with_memory(all, "12", &err), 1);
     free(err);
-    const char *one[] = {tu_bin(), "run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0",
-                         "-c", "256", "-ngl", "1", NULL};
+    const char *one[] = {tu_bin(), "run", "-m", model, "-p",   "Once", "-n", "4",
+                         "--temp", "0",   "-c", "256", "-ngl", "1",    NULL};
     assert_int_equal(run_with_memory(one, "12", &err), 0);
     free(err);
 }

@@ -140,11 +140,20 @@ static void test_a_llama_server_command_line(void **state)
     (void)state;
     SRV_NEED_CURL_AND_MODEL();
     struct srv s;
-    const char *extra[] = {"-c",  "2048", "-np",  "2",    "-b",    "512",       "-ub",
-                           "256", "-ngl", "0",    "-fa",  "on",    "--jinja",   "--metrics",
-                           "-cb", "-ctk", "f16",  "-ctv", "f16",   "-s",        "42",
-                           "-a",  "llama-style", "--cache-ram", "64M", "--swa-checkpoints", "2",
-                           NULL};
+    const char *extra[] = {"-c",          "2048",
+                           "-np",         "2",
+                           "-b",          "512",
+                           "-ub",         "256",
+                           "-ngl",        "0",
+                           "-fa",         "on",
+                           "--jinja",     "--metrics",
+                           "-cb",         "-ctk",
+                           "f16",         "-ctv",
+                           "f16",         "-s",
+                           "42",          "-a",
+                           "llama-style", "--cache-ram",
+                           "64M",         "--swa-checkpoints",
+                           "2",           NULL};
     srv_start(&s, extra);
     struct http_resp r = http_get(&s, "/v1/models");
     cJSON *j           = http_json(&r);
@@ -158,8 +167,8 @@ static void test_a_llama_server_command_line(void **state)
     http_resp_free(&r);
     srv_stop(&s);
 
-    const char *argv[] = {tu_bin(), "serve", "-m", tu_model(SRV_MODEL), "-c", "2048", "--mlock",
-                          NULL};
+    const char *argv[] = {tu_bin(), "serve", "-m",      tu_model(SRV_MODEL),
+                          "-c",     "2048",  "--mlock", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
     assert_non_null(strstr(err, "unknown option '--mlock'"));
@@ -181,7 +190,7 @@ static void test_health_503_while_loading(void **state)
     struct srv s;
     srv_start_opt(&s, tu_model(SRV_MODEL), NULL, false);
     unsetenv("HEARTH_SERVE_LOAD_GATE");
-    int held = srv_fifo_wait_reader(fifo); /* the loader waits there: still loading */
+    int held           = srv_fifo_wait_reader(fifo); /* the loader waits there: still loading */
     struct http_resp r = http_get(&s, "/health");
     free(http_check_error(&r, 503, NULL));
     assert_non_null(strcasestr(r.headers, "Retry-After:"));
@@ -1041,9 +1050,9 @@ static void test_stages_in_metrics_and_slots(void **state)
     assert_int_equal(r.status, 200);
     double w[2], kv[2];
     w[0]  = sample(r.body, "hearth_stage_weight_bytes{stage=\"0\",device=\"cpu\",layers=\"0-2\","
-                          "output=\"false\"} ");
+                            "output=\"false\"} ");
     w[1]  = sample(r.body, "hearth_stage_weight_bytes{stage=\"1\",device=\"cpu\",layers=\"3-4\","
-                          "output=\"true\"} ");
+                            "output=\"true\"} ");
     kv[0] = sample(r.body, "hearth_stage_kv_bytes{stage=\"0\",device=\"cpu\",layers=\"0-2\","
                            "output=\"false\"} ");
     kv[1] = sample(r.body, "hearth_stage_kv_bytes{stage=\"1\",device=\"cpu\",layers=\"3-4\","
@@ -1057,9 +1066,9 @@ static void test_stages_in_metrics_and_slots(void **state)
     http_resp_free(&r);
     r = http_get(&s, "/slots");
     assert_int_equal(r.status, 200);
-    cJSON *j                      = http_json(&r);
+    cJSON *j                           = http_json(&r);
     static const char *const want[][2] = {{"cpu", "0-2"}, {"cpu", "3-4"}};
-    static const bool output[]    = {false, true};
+    static const bool output[]         = {false, true};
     assert_true(cJSON_GetArraySize(j) > 0);
     const cJSON *slot;
     cJSON_ArrayForEach(slot, j) check_slot_stages(slot, 2, want, output, w, kv);
@@ -1102,17 +1111,18 @@ static void test_vulkan_stages_in_metrics(void **state)
     srv_start(&s, ngl);
     struct http_resp r = http_get(&s, "/metrics");
     assert_int_equal(r.status, 200);
-    const double w = sample(r.body, "hearth_stage_weight_bytes{stage=\"1\",device=\"vulkan0\","
-                                    "layers=\"3-4\",output=\"false\"} ");
+    const double w  = sample(r.body, "hearth_stage_weight_bytes{stage=\"1\",device=\"vulkan0\","
+                                      "layers=\"3-4\",output=\"false\"} ");
     const double kv = sample(r.body, "hearth_stage_kv_bytes{stage=\"1\",device=\"vulkan0\","
                                      "layers=\"3-4\",output=\"false\"} ");
     sample(r.body, "hearth_stage_weight_bytes{stage=\"0\",device=\"cpu\",layers=\"0-2\","
                    "output=\"false\"} ");
-    sample(r.body, "hearth_stage_kv_bytes{stage=\"2\",device=\"cpu\",layers=\"\",output=\"true\"} ");
+    sample(r.body,
+           "hearth_stage_kv_bytes{stage=\"2\",device=\"cpu\",layers=\"\",output=\"true\"} ");
     assert_true(w > 0 && kv > 0);
     http_resp_free(&r);
-    r = http_get(&s, "/slots");
-    cJSON *j = http_json(&r);
+    r               = http_get(&s, "/slots");
+    cJSON *j        = http_json(&r);
     const cJSON *st = cJSON_GetArrayItem(jget(cJSON_GetArrayItem(j, 0), "stages"), 1);
     assert_string_equal(jstr(st, "device"), "vulkan0");
     assert_true(jnum(st, "weight_bytes") == w && jnum(st, "kv_bytes") == kv);
@@ -1177,16 +1187,15 @@ static void test_prefix_reuse_reports_cached_tokens(void **state)
 static char *complete(const struct srv *s, const char *prompt, double *cached, char **logprobs)
 {
     char *body = malloc(strlen(prompt) + 128);
-    sprintf(body, "{\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0,\"logprobs\":3}",
-            prompt);
+    sprintf(body, "{\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0,\"logprobs\":3}", prompt);
     struct http_resp r = http_post(s, "/v1/completions", body);
     free(body);
     assert_int_equal(r.status, 200);
-    cJSON *j              = http_json(&r);
-    const cJSON *choice   = cJSON_GetArrayItem(jget(j, "choices"), 0);
-    *cached   = jnum(jget(jget(j, "usage"), "prompt_tokens_details"), "cached_tokens");
-    *logprobs = cJSON_PrintUnformatted(jget(choice, "logprobs"));
-    char *t   = strdup(jstr(choice, "text"));
+    cJSON *j            = http_json(&r);
+    const cJSON *choice = cJSON_GetArrayItem(jget(j, "choices"), 0);
+    *cached             = jnum(jget(jget(j, "usage"), "prompt_tokens_details"), "cached_tokens");
+    *logprobs           = cJSON_PrintUnformatted(jget(choice, "logprobs"));
+    char *t             = strdup(jstr(choice, "text"));
     cJSON_Delete(j);
     http_resp_free(&r);
     return t;
@@ -1208,11 +1217,11 @@ static void test_hybrid_prefix_resumes_from_a_state_snapshot(void **state)
     if (!srv_have_curl())
         skip();
     TU_MODEL_OR_SKIP(model, "tiny-qwen35moe-bpe-q8_0.gguf");
-    static const char *words[] = {"the",  "a",     "cat",  "dog",  "ran",   "over",
-                                  "hill", "under", "sky",  "blue", "river", "stone",
+    static const char *words[] = {"the",  "a",     "cat",   "dog",  "ran",   "over",
+                                  "hill", "under", "sky",   "blue", "river", "stone",
                                   "tree", "house", "small", "big"};
-    char prefix[2048] = "", a[2300], b[2300];
-    uint32_t x        = 12345;
+    char prefix[2048]          = "", a[2300], b[2300];
+    uint32_t x                 = 12345;
     for (int i = 0; i < 199; i++) {
         x = x * 1103515245u + 12345u;
         strcat(prefix, words[(x >> 16) % 16]);

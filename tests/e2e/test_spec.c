@@ -36,8 +36,8 @@ static const char prompts[] =
     "One day, a big bird\n";
 
 static const char *const plain_args[] = {"--parallel", "2", "--ctx-size", "512", NULL};
-static const char *const spec_args[]  = {"--parallel", "2", "--ctx-size", "512", "--spec",
-                                         "ngram", "--draft-max", "8", NULL};
+static const char *const spec_args[]  = {"--parallel", "2",           "--ctx-size", "512", "--spec",
+                                         "ngram",      "--draft-max", "8",          NULL};
 
 /* A counter of /metrics: its samples summed (over labels), or only those with label when set. */
 static double metric_of(const struct srv *s, const char *name, const char *label)
@@ -47,7 +47,8 @@ static double metric_of(const struct srv *s, const char *name, const char *label
     double sum  = 0;
     bool found  = false;
     size_t nlen = strlen(name);
-    for (const char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    for (const char *line = r.body; line && *line;
+         line             = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
         if (strncmp(line, name, nlen) || (line[nlen] != ' ' && line[nlen] != '{'))
             continue;
         const char *end = strchr(line, '\n');
@@ -63,7 +64,10 @@ static double metric_of(const struct srv *s, const char *name, const char *label
     return sum;
 }
 
-static double metric(const struct srv *s, const char *name) { return metric_of(s, name, NULL); }
+static double metric(const struct srv *s, const char *name)
+{
+    return metric_of(s, name, NULL);
+}
 
 /* hearth bench A --compare B with the prompts above; its exit status, output printed. */
 static int compare(const struct srv *a, const struct srv *b, const char *max_tokens)
@@ -72,10 +76,10 @@ static int compare(const struct srv *a, const struct srv *b, const char *max_tok
     char path[512];
     snprintf(path, sizeof path, "%s/prompts.txt", dir);
     assert_int_equal(tu_write_file(path, prompts, strlen(prompts)), 0);
-    const char *argv[] = {tu_bin(), "bench",     a->base,    "--compare", b->base,
-                          "--prompts", path,     "--max-tokens", max_tokens, NULL};
+    const char *argv[] = {tu_bin(),    "bench", a->base,        "--compare", b->base,
+                          "--prompts", path,    "--max-tokens", max_tokens,  NULL};
     char *out = NULL, *err = NULL;
-    int rc    = tu_run(argv, NULL, &out, &err, 600);
+    int rc = tu_run(argv, NULL, &out, &err, 600);
     print_message("%s%s", out ? out : "", err ? err : "");
     if (rc == 0 && !strstr(out, "7 prompts: 7 identical"))
         fail_msg("exit 0 without 7 identical prompts");
@@ -246,7 +250,7 @@ static void sample_texts(const struct srv *s, struct tally *t)
 static double chi_square(const struct tally *a, const struct tally *b, int *df)
 {
     double stat = 0, pool_a = 0, pool_b = 0;
-    int cats    = 0;
+    int cats                    = 0;
     const struct tally *both[2] = {a, b};
     for (int w = 0; w < 2; w++)
         for (int i = 0; i < both[w]->n; i++) {
@@ -367,8 +371,8 @@ static void test_draft_self(void **state)
 {
     SRV_NEED_CURL_AND_MODEL();
     TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
-    const char *const self[] = {"--parallel", "2", "--ctx-size", "512", "--model-draft", path,
-                                NULL};
+    const char *const self[] = {"--parallel",    "2",  "--ctx-size", "512",
+                                "--model-draft", path, NULL};
     struct srv plain, spec;
     srv_start_opt(&plain, path, plain_args, true);
     srv_start_opt(&spec, path, self, true);
@@ -405,7 +409,7 @@ static void test_draft_long_prompt(void **state)
 {
     SRV_NEED_CURL_AND_MODEL();
     TU_MODEL_OR_SKIP(path, "tiny-llama-spm-q8_0.gguf");
-    const char *const small[] = {"--parallel", "2", "--ctx-size", "512", "--batch-size", "16",
+    const char *const small[] = {"--parallel",    "2",  "--ctx-size", "512", "--batch-size", "16",
                                  "--model-draft", path, NULL};
     struct srv plain, spec;
     srv_start_opt(&plain, path, plain_args, true);
@@ -443,8 +447,9 @@ static void test_draft_chain(void **state)
     SRV_NEED_CURL_AND_MODEL();
     TU_MODEL_OR_SKIP(target, "tiny-llama-spm-q8_0.gguf");
     TU_MODEL_OR_SKIP(draft, "tiny-llama-spm-q4_0.gguf");
-    const char *const chain[] = {"--parallel", "2", "--ctx-size", "512", "--spec", "ngram,draft",
-                                 "--model-draft", draft, NULL};
+    const char *const chain[] = {"--parallel",    "2",      "--ctx-size",
+                                 "512",           "--spec", "ngram,draft",
+                                 "--model-draft", draft,    NULL};
     struct srv plain, spec;
     srv_start_opt(&plain, target, plain_args, true);
     srv_start_opt(&spec, target, chain, true);
@@ -493,8 +498,9 @@ static void test_recurrent_rollback(void **state)
     SRV_NEED_CURL_AND_MODEL();
     TU_MODEL_OR_SKIP(target, "tiny-qwen35moe-bpe-q8_0.gguf");
     TU_MODEL_OR_SKIP(draft, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
-    const char *const args[] = {"--parallel", "2", "--ctx-size", "512", "--spec", "ngram,draft",
-                                "--model-draft", draft, NULL};
+    const char *const args[] = {"--parallel",    "2",      "--ctx-size",
+                                "512",           "--spec", "ngram,draft",
+                                "--model-draft", draft,    NULL};
     struct srv plain, spec;
     srv_start_opt(&plain, target, plain_args, true);
     srv_start_opt(&spec, target, args, true);
@@ -518,10 +524,10 @@ static void test_mtp(void **state)
 {
     SRV_NEED_CURL_AND_MODEL();
     TU_MODEL_OR_SKIP(path, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
-    const char *const mtp[]   = {"--parallel", "2", "--ctx-size", "512", "--spec", "mtp",
+    const char *const mtp[]   = {"--parallel",        "2",  "--ctx-size", "512", "--spec", "mtp",
                                  "--ctx-checkpoints", "16", NULL};
-    const char *const chain[] = {"--parallel", "2", "--ctx-size", "512", "--spec", "ngram,mtp",
-                                 NULL};
+    const char *const chain[] = {"--parallel", "2",         "--ctx-size", "512",
+                                 "--spec",     "ngram,mtp", NULL};
     struct srv plain, spec, both;
     srv_start_opt(&plain, path, plain_args, true);
     srv_start_opt(&spec, path, mtp, true);
@@ -555,8 +561,8 @@ static void test_mtp(void **state)
     double gn = metric_of(&both, "hearth_spec_drafted_tokens_total", "drafter=\"ngram");
     double ga = metric_of(&both, "hearth_spec_accepted_tokens_total", "drafter=\"ngram");
     double bn = metric_of(&both, "hearth_spec_drafted_tokens_total", "drafter=\"mtp\"");
-    print_message("mtp: %.0f of %.0f kept; chained: n-grams %.0f of %.0f, mtp %.0f drafted\n",
-                  a, n, ga, gn, bn);
+    print_message("mtp: %.0f of %.0f kept; chained: n-grams %.0f of %.0f, mtp %.0f drafted\n", a, n,
+                  ga, gn, bn);
     assert_true(n > 100 && a < n);
     assert_true(gn > 0 && ga > 0 && bn > 0);
     assert_true(metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"draft\"") == 0);

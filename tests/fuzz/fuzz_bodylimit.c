@@ -18,9 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 2)
         return 0;
     size_t max_body = (size_t)data[0] * 4, max_head = 64 + (size_t)data[1] * 8;
-    const char *s   = (const char *)data + 2;
-    size_t len      = size - 2;
-    size_t at       = len ? (size_t)data[0] * 131 % (len + 1) : 0;
+    const char *s = (const char *)data + 2;
+    size_t len    = size - 2;
+    size_t at     = len ? (size_t)data[0] * 131 % (len + 1) : 0;
     struct bodylimit whole, split;
     bodylimit_init(&whole, max_body, max_head);
     bodylimit_init(&split, max_body, max_head);
@@ -29,8 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (b)
         b = bodylimit_feed(&split, s + at, len - at);
     if (a != b || whole.state != split.state || strcmp(whole.path, split.path) ||
-        (whole.state == BL_REFUSED && whole.status != split.status) ||
-        whole.left != split.left || whole.body_total != split.body_total)
+        (whole.state == BL_REFUSED && whole.status != split.status) || whole.left != split.left ||
+        whole.body_total != split.body_total)
         abort();
     return 0;
 }

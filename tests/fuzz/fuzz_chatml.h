@@ -20,11 +20,13 @@ static volatile size_t sink;
  * The template's source. gen: what follows "<|im_start|>assistant\n" when
  * add_generation_prompt is set (an open or an already closed reasoning block).
  */
+/* clang-format off */
 #define FUZZ_CHATML(gen)                                                                           \
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"                 \
     "{% for c in m.tool_calls or [] %}<tool_call>{{ c.function | tojson }}</tool_call>"            \
     "{% endfor %}{% endfor %}{% if tools %}{{ tools | tojson }}{% endif %}"                        \
     "{% if add_generation_prompt %}<|im_start|>assistant\n" gen "{% endif %}"
+/* clang-format on */
 
 /* The template of src, built on the first call and kept; aborts if src does not compile. */
 static inline struct chat_template *fuzz_template(const char *src)

@@ -18,9 +18,10 @@ static struct grammar_vocab *vocab;
 
 static struct grammar_vocab *make_vocab(void)
 {
-    static const char *const extra[] = {"ab", "a\"", "\"}", "{\"", "\": ", ", ", "12", "\xe4",
-                                        "\xb8", "\xad", "\xe4\xb8\xad", "\xe4\xb8", "\xb8\xad",
-                                        "true", "null", "\n  ", "x{", "<eos>", "<ctl>"};
+    static const char *const extra[] = {
+        "ab",   "a\"",  "\"}",  "{\"",          "\": ",     ", ",       "12",
+        "\xe4", "\xb8", "\xad", "\xe4\xb8\xad", "\xe4\xb8", "\xb8\xad", "true",
+        "null", "\n  ", "x{",   "<eos>",        "<ctl>"};
     enum { N_EXTRA = sizeof extra / sizeof *extra };
     static char single[128][1];
     const char *bytes[128 + N_EXTRA];
@@ -68,8 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         if (nf == 0 || grammar_matcher_must_end(m))
             break;
-        seed          = seed * 6364136223846793005ull + 1442695040888963407ull;
-        int32_t want  = (int32_t)((seed >> 33) % (uint64_t)nf), pick = -1;
+        seed         = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int32_t want = (int32_t)((seed >> 33) % (uint64_t)nf), pick = -1;
         for (int32_t t = 0, k = 0; t < grammar_vocab_size(vocab) && pick < 0; t++)
             if (fast[t >> 5] >> (t & 31) & 1 && k++ == want)
                 pick = t;

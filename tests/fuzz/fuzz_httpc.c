@@ -17,16 +17,16 @@
 #include "bench/sse.h"
 
 struct run {
-    const char *raw;   /* the whole response */
+    const char *raw; /* the whole response */
     size_t raw_len;
-    char *body;        /* raw_len bytes of room: a body is never longer than its response */
-    uint64_t *off;     /* the raw offset of each body byte */
+    char *body;    /* raw_len bytes of room: a body is never longer than its response */
+    uint64_t *off; /* the raw offset of each body byte */
     size_t body_len;
     uint64_t last_end; /* the previous raw_end */
     int n_head, status;
     struct sse_parser sse;
     bool sse_ok;
-    uint64_t events;   /* FNV-1a over every event's name, data and end */
+    uint64_t events; /* FNV-1a over every event's name, data and end */
     int n_events;
 };
 
@@ -91,8 +91,8 @@ static bool run(struct httpc_parser *p, struct run *r, const char *raw, size_t l
     sse_init(&r->sse, r, on_event);
     struct httpc_sink sink = {.ctx = r, .on_head = on_head, .on_body = on_body};
     httpc_parser_init(p, &sink);
-    bool ok    = true;
-    size_t at  = 0;
+    bool ok   = true;
+    size_t at = 0;
     for (int i = 0; i <= n_cuts && ok; i++) {
         size_t to = i < n_cuts ? cuts[i] : len;
         ok        = httpc_parse(p, raw + at, to - at);
@@ -140,10 +140,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct run w, s;
     bool ok_w = run(&pw, &w, raw, len, NULL, 0);
     bool ok_s = run(&ps, &s, raw, len, cuts, n_cuts);
-    if (ok_w != ok_s || pw.status != ps.status || pw.done != ps.done ||
-        pw.chunked != ps.chunked || pw.content_len != ps.content_len ||
-        w.n_head != s.n_head || w.status != s.status || w.body_len != s.body_len ||
-        memcmp(w.body, s.body, w.body_len) != 0 ||
+    if (ok_w != ok_s || pw.status != ps.status || pw.done != ps.done || pw.chunked != ps.chunked ||
+        pw.content_len != ps.content_len || w.n_head != s.n_head || w.status != s.status ||
+        w.body_len != s.body_len || memcmp(w.body, s.body, w.body_len) != 0 ||
         memcmp(w.off, s.off, w.body_len * sizeof *w.off) != 0 || w.sse_ok != s.sse_ok ||
         w.n_events != s.n_events || w.events != s.events || strcmp(pw.err, ps.err) != 0)
         abort();

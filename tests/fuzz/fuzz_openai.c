@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sink += strlen(text);
             free(text);
         }
-    int32_t n_choices      = (kind == OAI_CHAT ? 1 : req.n_prompts) * req.n;
+    int32_t n_choices          = (kind == OAI_CHAT ? 1 : req.n_prompts) * req.n;
     struct chat_template *tmpl = tmpls[(data[0] >> 1) % N_TEMPLATES];
     struct oai_response *r =
         oai_response_new(&req, n_choices, "fuzz", 0, "m", NULL, tmpl, (data[0] & 2) != 0);

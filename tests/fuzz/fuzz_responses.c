@@ -40,15 +40,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int stream = 0; stream < 2; stream++) {
         req.stream = stream;
         void *r    = resp_reply_ops.create(&req, 1, "resp_fuzz", 0, "m", NULL,
-                                           (data[0] & 1) ? tmpl : NULL, (data[0] & 2) != 0);
+                                        (data[0] & 1) ? tmpl : NULL, (data[0] & 2) != 0);
         if (!r)
             continue;
         size_t n;
         char *out = resp_reply_ops.start(r, &n);
         fuzz_take(out, n);
         for (int32_t c = -1; c <= 1; c++) { /* choices other than 0 must be ignored */
-            struct sched_event ev = {.kind = SCHED_EV_TEXT, .choice = c, .text = body,
-                                     .text_len = len / 2};
+            struct sched_event ev = {
+                .kind = SCHED_EV_TEXT, .choice = c, .text = body, .text_len = len / 2};
             out = resp_reply_ops.text(r, &ev, &n);
             fuzz_take(out, n);
             ev.text     = body + len / 2;
@@ -56,14 +56,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             out         = resp_reply_ops.text(r, &ev, &n);
             fuzz_take(out, n);
         }
-        struct sched_event done = {.kind        = (data[0] & 4) ? SCHED_EV_ERROR : SCHED_EV_DONE,
-                                   .text        = body,
-                                   .text_len    = len,
-                                   .finish      = (data[0] & 8) ? SCHED_FINISH_LENGTH
-                                                                : SCHED_FINISH_STOP,
+        struct sched_event done = {.kind     = (data[0] & 4) ? SCHED_EV_ERROR : SCHED_EV_DONE,
+                                   .text     = body,
+                                   .text_len = len,
+                                   .finish =
+                                       (data[0] & 8) ? SCHED_FINISH_LENGTH : SCHED_FINISH_STOP,
                                    .n_prompt    = 3,
                                    .n_generated = 2};
-        out = resp_reply_ops.done(r, &done, &n);
+        out                     = resp_reply_ops.done(r, &done, &n);
         fuzz_take(out, n);
         out = resp_reply_ops.done(r, &done, &n); /* a second last event is ignored */
         fuzz_take(out, n);

@@ -9,6 +9,7 @@
 #define HEARTH_TEST_CODEX_FIXTURE_H
 
 /* codex-rs's tool_apply_patch.lark */
+/* clang-format off */
 #define CODEX_APPLY_PATCH_LARK \
     "start: begin_patch hunk+ end_patch\n" \
     "begin_patch: \"*** Begin Patch\" LF\n" \
@@ -29,8 +30,10 @@
     "eof_line: \"*** End of File\" LF\n" \
     "\n" \
     "%import common.LF\n"
+/* clang-format on */
 
 /* A Codex request body (JSON), the grammar above inside it. */
+/* clang-format off */
 #define CODEX_BODY \
     "{\"model\":\"gpt-5-codex\",\"instructions\":\"You are Codex, a coding agent.\",\"input\":[" \
     "{\"type\":\"message\",\"role\":\"developer\",\"content\":[{\"type\":\"input_text\",\"text\":\"<pe" \
@@ -85,5 +88,6 @@
     "dex-turn-metadata\":\"{\\\"turn\\\":3}\"},\"truncation\":\"auto\",\"max_tool_calls\":8,\"top_l" \
     "ogprobs\":0,\"service_tier\":\"auto\",\"safety_identifier\":\"user-123\",\"metadata\":{\"ses" \
     "sion\":\"s1\"},\"background\":false}"
+/* clang-format on */
 
 #endif

@@ -112,11 +112,12 @@ static void test_plain_turns(void **state)
 
     /* system as text blocks (cache_control accepted and dropped); one text block is a string,
      * several are text parts; an empty system prompt adds nothing */
-    ok(HEAD "\"system\":[{\"type\":\"text\",\"text\":\"A\",\"cache_control\":{\"type\":"
-            "\"ephemeral\"}},{\"type\":\"text\",\"text\":\"B\"}],\"messages\":[{\"role\":\"user\","
-            "\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]},{\"role\":\"assistant\",\"content\":"
-            "\"Hello\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\"},{\"type\":"
-            "\"text\",\"text\":\"y\",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"1h\"}}]}]}",
+    ok(HEAD
+       "\"system\":[{\"type\":\"text\",\"text\":\"A\",\"cache_control\":{\"type\":"
+       "\"ephemeral\"}},{\"type\":\"text\",\"text\":\"B\"}],\"messages\":[{\"role\":\"user\","
+       "\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]},{\"role\":\"assistant\",\"content\":"
+       "\"Hello\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"x\"},{\"type\":"
+       "\"text\",\"text\":\"y\",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"1h\"}}]}]}",
        &r);
     json_eq(r.messages,
             "[{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"A\"},"
@@ -164,11 +165,12 @@ static void test_tool_round_trip(void **state)
 
     /* only tool results: no user message after them; an empty or absent result is "", an
      * empty failed one "Error"; an assistant turn of calls only has content "" */
-    ok(HEAD "\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
-            "\"content\":[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\",\"input\":{}},"
-            "{\"type\":\"tool_use\",\"id\":\"b\",\"name\":\"f\",\"input\":{}}]},"
-            "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"a\"},"
-            "{\"type\":\"tool_result\",\"tool_use_id\":\"b\",\"content\":\"\",\"is_error\":true}]}]}",
+    ok(HEAD
+       "\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\","
+       "\"content\":[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"f\",\"input\":{}},"
+       "{\"type\":\"tool_use\",\"id\":\"b\",\"name\":\"f\",\"input\":{}}]},"
+       "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"a\"},"
+       "{\"type\":\"tool_result\",\"tool_use_id\":\"b\",\"content\":\"\",\"is_error\":true}]}]}",
        &r);
     json_eq(r.messages,
             "[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"\","
@@ -234,14 +236,18 @@ static void test_tools_and_choice(void **state)
         oai_request_free(&r);
     }
     /* a generation forces the call (the grammar keeps the reply to it) */
-    snprintf(body, sizeof body, HEAD "%s\"tool_choice\":{\"type\":\"any\"},\"messages\":"
-             "[{\"role\":\"user\",\"content\":\"q\"}]}", tools);
+    snprintf(body, sizeof body,
+             HEAD "%s\"tool_choice\":{\"type\":\"any\"},\"messages\":"
+                  "[{\"role\":\"user\",\"content\":\"q\"}]}",
+             tools);
     struct oai_error e;
     assert_true(parse_kind(ANTH_MESSAGES, body, &r, &e));
     assert_int_equal(r.tool_choice, OAI_TOOL_REQUIRED);
     oai_request_free(&r);
-    snprintf(body, sizeof body, HEAD "%s\"tool_choice\":{\"type\":\"tool\",\"name\":\"nope\"},"
-             "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}", tools);
+    snprintf(body, sizeof body,
+             HEAD "%s\"tool_choice\":{\"type\":\"tool\",\"name\":\"nope\"},"
+                  "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
+             tools);
     refused(body, "tool_choice.name: 'nope' is not one of the tools given");
     refused(HEAD "\"tool_choice\":{\"type\":\"any\"},\"messages\":[{\"role\":\"user\","
                  "\"content\":\"q\"}]}",
@@ -293,48 +299,48 @@ static void test_thinking(void **state)
     (void)state;
     struct oai_request r; /* budgets need room below max_tokens */
     ok(BIG "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},\"messages\":"
-            "[{\"role\":\"user\",\"content\":\"q\"}]}",
+           "[{\"role\":\"user\",\"content\":\"q\"}]}",
        &r);
     json_eq(r.template_kwargs, "{\"enable_thinking\":true}");
     assert_int_equal(r.reasoning, OAI_REASONING_AUTO);
     oai_request_free(&r);
     ok(BIG "\"thinking\":{\"type\":\"disabled\"},\"messages\":[{\"role\":\"user\",\"content\":"
-            "\"q\"}]}",
+           "\"q\"}]}",
        &r);
     json_eq(r.template_kwargs, "{\"enable_thinking\":false}");
     oai_request_free(&r);
     /* adaptive: thinking on, its length the model's; display is how it is shown */
     ok(BIG "\"thinking\":{\"type\":\"adaptive\",\"display\":\"summarized\"},\"messages\":"
-            "[{\"role\":\"user\",\"content\":\"q\"}]}",
+           "[{\"role\":\"user\",\"content\":\"q\"}]}",
        &r);
     json_eq(r.template_kwargs, "{\"enable_thinking\":true}");
     assert_null(r.echo);
     oai_request_free(&r);
     /* a field of another type is noted as unknown, not refused */
     ok(BIG "\"thinking\":{\"type\":\"disabled\",\"budget_tokens\":1024},\"messages\":"
-            "[{\"role\":\"user\",\"content\":\"q\"}]}",
+           "[{\"role\":\"user\",\"content\":\"q\"}]}",
        &r);
     json_eq(r.template_kwargs, "{\"enable_thinking\":false}");
     noted(&r, "thinking.budget_tokens", true);
     oai_request_free(&r);
 
     refused(BIG "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":100},\"messages\":"
-                 "[{\"role\":\"user\",\"content\":\"q\"}]}",
+                "[{\"role\":\"user\",\"content\":\"q\"}]}",
             "thinking.budget_tokens: Input should be greater than or equal to 1024");
     refused(BIG "\"thinking\":{\"type\":\"enabled\"},\"messages\":[{\"role\":\"user\","
-                 "\"content\":\"q\"}]}",
+                "\"content\":\"q\"}]}",
             "thinking.budget_tokens: Field required");
     refused("{\"model\":\"m\",\"max_tokens\":2000,\"thinking\":{\"type\":\"enabled\","
             "\"budget_tokens\":2000},\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
             "max_tokens: must be greater than thinking.budget_tokens (2000)");
     /* omitted: the reply's thinking blocks come back empty (test_anth_response.c) */
     ok(BIG "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024,\"display\":\"omitted\"},"
-            "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
+           "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}",
        &r);
     json_eq(r.echo, "{\"omit_thinking\":true}");
     oai_request_free(&r);
     refused(BIG "\"thinking\":{\"type\":\"adaptive\",\"display\":\"brief\"},\"messages\":"
-                 "[{\"role\":\"user\",\"content\":\"q\"}]}",
+                "[{\"role\":\"user\",\"content\":\"q\"}]}",
             "thinking.display: Input should be 'summarized', 'omitted' or 'updates'");
     /* count_tokens has no max_tokens to compare the budget with */
     struct oai_error e;
@@ -408,7 +414,8 @@ static void test_claude_code_fields(void **state)
        "cc_entrypoint=sdk-cli; cch=ab12c;\"},{\"type\":\"text\",\"text\":\"You are Claude Code.\","
        "\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":\"1h\",\"scope\":\"org\"}}],"
        "\"thinking\":{\"type\":\"adaptive\"},"
-       "\"context_management\":{\"edits\":[{\"type\":\"clear_thinking_20251015\",\"keep\":\"all\"}]},"
+       "\"context_management\":{\"edits\":[{\"type\":\"clear_thinking_20251015\",\"keep\":\"all\"}]"
+       "},"
        "\"output_config\":{\"effort\":\"medium\"},"
        "\"tools\":[{\"name\":\"Bash\",\"description\":\"Run a command.\",\"input_schema\":"
        "{\"type\":\"object\",\"properties\":{\"command\":{\"type\":\"string\"}},\"required\":"
@@ -441,13 +448,22 @@ static void test_claude_code_fields(void **state)
             "\"ls\"}}}],\"reasoning_content\":\"t\"}");
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(
         cJSON_GetObjectItem(cJSON_GetArrayItem(r.tools, 0), "function"), "strict")));
-    static const char *const known[] = {
-        "metadata",        "service_tier",          "mcp_servers",
-        "betas",           "inference_geo",         "speed",
-        "system.cache_control", "tools.cache_control",
-        "tools.eager_input_streaming", "tools.input_examples", "tools.allowed_callers",
-        "messages.content.cache_control", "messages.content.redacted_thinking",
-        "messages.content.citations", "compaction", "fallbacks"};
+    static const char *const known[]   = {"metadata",
+                                          "service_tier",
+                                          "mcp_servers",
+                                          "betas",
+                                          "inference_geo",
+                                          "speed",
+                                          "system.cache_control",
+                                          "tools.cache_control",
+                                          "tools.eager_input_streaming",
+                                          "tools.input_examples",
+                                          "tools.allowed_callers",
+                                          "messages.content.cache_control",
+                                          "messages.content.redacted_thinking",
+                                          "messages.content.citations",
+                                          "compaction",
+                                          "fallbacks"};
     static const char *const unknown[] = {"future_field", "system.cache_control.scope",
                                           "tools.new_tool_flag", "messages.msg_extra",
                                           "messages.content.block_extra"};
@@ -471,7 +487,6 @@ static void test_claude_code_fields(void **state)
     assert_int_equal(r.n_ignored + r.n_ignored_more, n);
     oai_request_free(&r);
 }
-
 
 static void test_billing_stamp(void **state)
 {
@@ -529,8 +544,11 @@ static void test_output_config(void **state)
 {
     (void)state;
     struct oai_request r;
-    const char *efforts[][2] = {{"low", "low"}, {"medium", "medium"}, {"high", "high"},
-                                {"xhigh", "xhigh"}, {"max", "xhigh"}};
+    const char *efforts[][2] = {{"low", "low"},
+                                {"medium", "medium"},
+                                {"high", "high"},
+                                {"xhigh", "xhigh"},
+                                {"max", "xhigh"}};
     for (size_t i = 0; i < 5; i++) {
         char body[256], want[64];
         snprintf(body, sizeof body,
@@ -590,6 +608,7 @@ static void test_output_config(void **state)
 }
 
 /* Three assistant turns with thinking, each calling tool f or g, and their results. */
+/* clang-format off */
 #define LOOP                                                                                       \
     "\"messages\":[{\"role\":\"user\",\"content\":\"go\"},"                                        \
     "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"T1\","             \
@@ -607,6 +626,7 @@ static void test_output_config(void **state)
     "{\"p\":\"three\"}}]},"                                                                        \
     "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"u3\","            \
     "\"content\":\"result three\"}]}]"
+/* clang-format on */
 
 /* The conversation of LOOP after context_management cm (JSON), as one string. */
 static char *edited(const char *cm)
@@ -734,7 +754,8 @@ static const char *tool_names(const struct oai_request *r)
     const cJSON *t;
     cJSON_ArrayForEach(t, r->tools)
     {
-        const char *n = cJSON_GetObjectItem(cJSON_GetObjectItem(t, "function"), "name")->valuestring;
+        const char *n =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(t, "function"), "name")->valuestring;
         snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s", buf[0] ? "," : "", n);
     }
     return buf;
@@ -810,15 +831,17 @@ static void test_tool_changes(void **state)
                  "\"user\",\"content\":\"r\"}]}",
             "messages.0.content.0.tool.type: 'mcp_toolset_reference' is not supported by this "
             "server: it connects to no MCP servers");
-    refused(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_removal\","
-                 "\"tool\":{\"type\":\"tool_definition\"}}]},{\"role\":\"user\",\"content\":\"r\"}]}",
+    refused(HEAD
+            "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_removal\","
+            "\"tool\":{\"type\":\"tool_definition\"}}]},{\"role\":\"user\",\"content\":\"r\"}]}",
             "messages.0.content.0.tool.type: Input should be 'tool_reference'");
     refused(HEAD "\"system\":[{\"type\":\"tool_addition\",\"tool\":{}}],\"messages\":[{\"role\":"
                  "\"user\",\"content\":\"r\"}]}",
             "system.0.type: Input should be 'text'");
-    refused(HEAD "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_addition\","
-                 "\"tool\":{\"type\":\"tool_definition\",\"definition\":{\"name\":\"b c\","
-                 "\"input_schema\":{\"type\":\"object\"}}}}]},{\"role\":\"user\",\"content\":\"r\"}]}",
+    refused(HEAD
+            "\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"tool_addition\","
+            "\"tool\":{\"type\":\"tool_definition\",\"definition\":{\"name\":\"b c\","
+            "\"input_schema\":{\"type\":\"object\"}}}}]},{\"role\":\"user\",\"content\":\"r\"}]}",
             "messages.0.content.0.tool.definition.name: String should match pattern "
             "'^[a-zA-Z0-9_-]{1,128}$'");
 }
@@ -828,15 +851,16 @@ static void test_documents(void **state)
 {
     (void)state;
     struct oai_request r;
-    ok(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
-            "{\"type\":\"text\",\"media_type\":\"text/plain\",\"data\":\"The grass is green.\"},"
-            "\"title\":\"Facts\",\"context\":\"From a notebook.\",\"citations\":{\"enabled\":"
-            "true},\"cache_control\":{\"type\":\"ephemeral\"}},{\"type\":\"text\",\"text\":"
-            "\"What colour is the grass?\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":"
-            "\"tool_use\",\"id\":\"t1\",\"name\":\"f\",\"input\":{}}]},{\"role\":\"user\","
-            "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\",\"content\":[{\"type\":"
-            "\"document\",\"source\":{\"type\":\"content\",\"content\":[{\"type\":\"text\",\"text\":"
-            "\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}}]}]}]}",
+    ok(HEAD
+       "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+       "{\"type\":\"text\",\"media_type\":\"text/plain\",\"data\":\"The grass is green.\"},"
+       "\"title\":\"Facts\",\"context\":\"From a notebook.\",\"citations\":{\"enabled\":"
+       "true},\"cache_control\":{\"type\":\"ephemeral\"}},{\"type\":\"text\",\"text\":"
+       "\"What colour is the grass?\"}]},{\"role\":\"assistant\",\"content\":[{\"type\":"
+       "\"tool_use\",\"id\":\"t1\",\"name\":\"f\",\"input\":{}}]},{\"role\":\"user\","
+       "\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\",\"content\":[{\"type\":"
+       "\"document\",\"source\":{\"type\":\"content\",\"content\":[{\"type\":\"text\",\"text\":"
+       "\"a\"},{\"type\":\"text\",\"text\":\"b\"}]}}]}]}]}",
        &r);
     json_eq(r.messages,
             "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Facts\"},{\"type\":"
@@ -848,8 +872,9 @@ static void test_documents(void **state)
             "\"b\"}]}]");
     noted(&r, "messages.content.citations", false);
     oai_request_free(&r);
-    refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
-                 "{\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":\"JVBERi0=\"}}]}]}",
+    refused(HEAD
+            "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+            "{\"type\":\"base64\",\"media_type\":\"application/pdf\",\"data\":\"JVBERi0=\"}}]}]}",
             "messages.0.content.0.source: a 'base64' document is not supported by this server: "
             "only plain-text documents (source type 'text' or 'content') are");
     refused(HEAD "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
@@ -900,7 +925,6 @@ static void test_system_messages(void **state)
             "messages.0.content: Field required");
 }
 
-
 /* The grammar of an Anthropic body for template t and a prompt ending "assistant\n". */
 static bool grammar_of(const struct chat_template *t, const struct grammar_vocab *gv,
                        const char *body, struct grammar **g, struct oai_error *e)
@@ -911,7 +935,7 @@ static bool grammar_of(const struct chat_template *t, const struct grammar_vocab
     char **trig              = NULL;
     int32_t n_trig           = 0;
     const char *prompt       = "<|im_start|>assistant\n";
-    bool good = oai_grammar(&r, t, gc, prompt, strlen(prompt), g, &trig, &n_trig, e);
+    bool good                = oai_grammar(&r, t, gc, prompt, strlen(prompt), g, &trig, &n_trig, e);
     if (good && *g) {
         assert_int_equal(n_trig, 1);
         assert_string_equal(trig[0], "<tool_call>");
@@ -941,7 +965,8 @@ static void test_strict_tools(void **state)
     assert_true(grammar_of(t, gv, strict, &g, &e));
     assert_non_null(g);
     const char *good = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":7}}\n</tool_call>";
-    const char *bad  = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":\"7\"}}\n</tool_call>";
+    const char *bad =
+        "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\":\"7\"}}\n</tool_call>";
     assert_true(grammar_accepts_string(g, good, strlen(good)));
     assert_false(grammar_accepts_string(g, bad, strlen(bad)));
     grammar_unref(g);
@@ -977,7 +1002,7 @@ static void test_strict_tools(void **state)
 static void test_system_messages_rendered(void **state)
 {
     (void)state;
-    struct chat_template *q3 = tu_load_template("templates/Qwen-Qwen3-0.6B.jinja");
+    struct chat_template *q3  = tu_load_template("templates/Qwen-Qwen3-0.6B.jinja");
     struct chat_template *q35 = tu_load_template("templates/Qwen3.5-4B.jinja");
     if (!q3 || !q35)
         skip();
@@ -1066,13 +1091,20 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain_turns),     cmocka_unit_test(test_tool_round_trip),
-        cmocka_unit_test(test_tools_and_choice), cmocka_unit_test(test_thinking),
-        cmocka_unit_test(test_sampling_and_stream), cmocka_unit_test(test_claude_code_fields),
-        cmocka_unit_test(test_billing_stamp),       cmocka_unit_test(test_output_config),
-        cmocka_unit_test(test_context_management),  cmocka_unit_test(test_system_messages),
-        cmocka_unit_test(test_strict_tools),        cmocka_unit_test(test_documents),
-        cmocka_unit_test(test_tool_changes),        cmocka_unit_test(test_system_messages_rendered),
+        cmocka_unit_test(test_plain_turns),
+        cmocka_unit_test(test_tool_round_trip),
+        cmocka_unit_test(test_tools_and_choice),
+        cmocka_unit_test(test_thinking),
+        cmocka_unit_test(test_sampling_and_stream),
+        cmocka_unit_test(test_claude_code_fields),
+        cmocka_unit_test(test_billing_stamp),
+        cmocka_unit_test(test_output_config),
+        cmocka_unit_test(test_context_management),
+        cmocka_unit_test(test_system_messages),
+        cmocka_unit_test(test_strict_tools),
+        cmocka_unit_test(test_documents),
+        cmocka_unit_test(test_tool_changes),
+        cmocka_unit_test(test_system_messages_rendered),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

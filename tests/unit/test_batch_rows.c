@@ -39,8 +39,8 @@ static float batch_vs_alone(const char *name)
         tu_engine_close(e);
         return -1;
     }
-    int32_t nv    = e->n_vocab;
-    float *alone  = malloc((size_t)N_ROWS * nv * sizeof *alone);
+    int32_t nv     = e->n_vocab;
+    float *alone   = malloc((size_t)N_ROWS * nv * sizeof *alone);
     float *scratch = malloc((size_t)nv * sizeof *scratch);
     assert_non_null(alone);
     assert_non_null(scratch);
@@ -97,7 +97,8 @@ static void check_model(const char *name)
     }
     if (d > 0)
         fail_msg("%s: rows of a batch of %d differ from the same tokens decoded alone (max "
-                 "|diff| %g)", name, N_ROWS, d);
+                 "|diff| %g)",
+                 name, N_ROWS, d);
 }
 
 /* The Q4_K files: their rows still depend on the batch (the header says why). */
@@ -117,24 +118,78 @@ static void test_q4_k_rows_differ(void **state)
     }
 }
 
-static void test_stories_f32(void **state) { check_model("stories260K.gguf"); }
-static void test_llama_f32(void **state) { check_model("tiny-llama-spm-f32.gguf"); }
-static void test_llama_f16(void **state) { check_model("tiny-llama-spm-f16.gguf"); }
-static void test_llama_bf16(void **state) { check_model("tiny-llama-spm-bf16.gguf"); }
-static void test_llama_q4_0(void **state) { check_model("tiny-llama-spm-q4_0.gguf"); }
-static void test_llama_q4_1(void **state) { check_model("tiny-llama-spm-q4_1.gguf"); }
-static void test_llama_q5_0(void **state) { check_model("tiny-llama-spm-q5_0.gguf"); }
-static void test_llama_q5_1(void **state) { check_model("tiny-llama-spm-q5_1.gguf"); }
-static void test_llama_q8_0(void **state) { check_model("tiny-llama-spm-q8_0.gguf"); }
-static void test_llama_q2_k(void **state) { check_model("tiny-llama-spm-q2_k.gguf"); }
-static void test_llama_q5_k_m(void **state) { check_model("tiny-llama-spm-q5_k_m.gguf"); }
-static void test_llama_q6_k(void **state) { check_model("tiny-llama-spm-q6_k.gguf"); }
-static void test_llama_iq4_nl(void **state) { check_model("tiny-llama-spm-iq4_nl.gguf"); }
-static void test_llama_iq4_xs(void **state) { check_model("tiny-llama-spm-iq4_xs.gguf"); }
-static void test_qwen2_q8_0(void **state) { check_model("tiny-qwen2-bpe-q8_0.gguf"); }
-static void test_qwen3_q8_0(void **state) { check_model("tiny-qwen3-bpe-q8_0.gguf"); }
-static void test_gemma3_q8_0(void **state) { check_model("tiny-gemma3-spm-q8_0.gguf"); }
-static void test_qwen3moe_q8_0(void **state) { check_model("tiny-qwen3moe-bpe-q8_0.gguf"); }
+static void test_stories_f32(void **state)
+{
+    check_model("stories260K.gguf");
+}
+static void test_llama_f32(void **state)
+{
+    check_model("tiny-llama-spm-f32.gguf");
+}
+static void test_llama_f16(void **state)
+{
+    check_model("tiny-llama-spm-f16.gguf");
+}
+static void test_llama_bf16(void **state)
+{
+    check_model("tiny-llama-spm-bf16.gguf");
+}
+static void test_llama_q4_0(void **state)
+{
+    check_model("tiny-llama-spm-q4_0.gguf");
+}
+static void test_llama_q4_1(void **state)
+{
+    check_model("tiny-llama-spm-q4_1.gguf");
+}
+static void test_llama_q5_0(void **state)
+{
+    check_model("tiny-llama-spm-q5_0.gguf");
+}
+static void test_llama_q5_1(void **state)
+{
+    check_model("tiny-llama-spm-q5_1.gguf");
+}
+static void test_llama_q8_0(void **state)
+{
+    check_model("tiny-llama-spm-q8_0.gguf");
+}
+static void test_llama_q2_k(void **state)
+{
+    check_model("tiny-llama-spm-q2_k.gguf");
+}
+static void test_llama_q5_k_m(void **state)
+{
+    check_model("tiny-llama-spm-q5_k_m.gguf");
+}
+static void test_llama_q6_k(void **state)
+{
+    check_model("tiny-llama-spm-q6_k.gguf");
+}
+static void test_llama_iq4_nl(void **state)
+{
+    check_model("tiny-llama-spm-iq4_nl.gguf");
+}
+static void test_llama_iq4_xs(void **state)
+{
+    check_model("tiny-llama-spm-iq4_xs.gguf");
+}
+static void test_qwen2_q8_0(void **state)
+{
+    check_model("tiny-qwen2-bpe-q8_0.gguf");
+}
+static void test_qwen3_q8_0(void **state)
+{
+    check_model("tiny-qwen3-bpe-q8_0.gguf");
+}
+static void test_gemma3_q8_0(void **state)
+{
+    check_model("tiny-gemma3-spm-q8_0.gguf");
+}
+static void test_qwen3moe_q8_0(void **state)
+{
+    check_model("tiny-qwen3moe-bpe-q8_0.gguf");
+}
 
 /*
  * A model with recurrent layers (qwen35moe): with hearth_seq_keep_states,
@@ -150,7 +205,7 @@ static void test_recurrent_cut_inside_batch(void **state)
     struct tu_engine *e             = NULL;
     assert_int_equal(tu_engine_open(&e, "tiny-qwen35moe-bpe-q8_0.gguf", &cp), 0);
     TU_ENGINE_OR_SKIP(e);
-    int32_t nv = e->n_vocab;
+    int32_t nv  = e->n_vocab;
     float *want = malloc((size_t)nv * sizeof *want), *got = malloc((size_t)nv * sizeof *got);
     assert_non_null(want);
     assert_non_null(got);
@@ -189,26 +244,16 @@ static void test_recurrent_cut_inside_batch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stories_f32),
-        cmocka_unit_test(test_llama_f32),
-        cmocka_unit_test(test_llama_f16),
-        cmocka_unit_test(test_llama_bf16),
-        cmocka_unit_test(test_llama_q4_0),
-        cmocka_unit_test(test_llama_q4_1),
-        cmocka_unit_test(test_llama_q5_0),
-        cmocka_unit_test(test_llama_q5_1),
-        cmocka_unit_test(test_llama_q8_0),
-        cmocka_unit_test(test_llama_q2_k),
-        cmocka_unit_test(test_llama_q5_k_m),
-        cmocka_unit_test(test_llama_q6_k),
-        cmocka_unit_test(test_llama_iq4_nl),
-        cmocka_unit_test(test_llama_iq4_xs),
-        cmocka_unit_test(test_qwen2_q8_0),
-        cmocka_unit_test(test_qwen3_q8_0),
-        cmocka_unit_test(test_gemma3_q8_0),
-        cmocka_unit_test(test_qwen3moe_q8_0),
-        cmocka_unit_test(test_q4_k_rows_differ),
-        cmocka_unit_test(test_recurrent_cut_inside_batch),
+        cmocka_unit_test(test_stories_f32),      cmocka_unit_test(test_llama_f32),
+        cmocka_unit_test(test_llama_f16),        cmocka_unit_test(test_llama_bf16),
+        cmocka_unit_test(test_llama_q4_0),       cmocka_unit_test(test_llama_q4_1),
+        cmocka_unit_test(test_llama_q5_0),       cmocka_unit_test(test_llama_q5_1),
+        cmocka_unit_test(test_llama_q8_0),       cmocka_unit_test(test_llama_q2_k),
+        cmocka_unit_test(test_llama_q5_k_m),     cmocka_unit_test(test_llama_q6_k),
+        cmocka_unit_test(test_llama_iq4_nl),     cmocka_unit_test(test_llama_iq4_xs),
+        cmocka_unit_test(test_qwen2_q8_0),       cmocka_unit_test(test_qwen3_q8_0),
+        cmocka_unit_test(test_gemma3_q8_0),      cmocka_unit_test(test_qwen3moe_q8_0),
+        cmocka_unit_test(test_q4_k_rows_differ), cmocka_unit_test(test_recurrent_cut_inside_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,12 +22,14 @@
 /* Figures from the virtual clock are exact up to the arithmetic of doubles. */
 #define EXACT_MS 1e-6
 
+/* clang-format off */
 #define ASSERT_MS(got, want)                                                                       \
     do {                                                                                           \
         double g_ = (got), w_ = (want);                                                            \
         if (!(fabs(g_ - w_) <= EXACT_MS))                                                          \
             fail_msg("%s is %.9f, expected %.9f", #got, g_, w_);                                   \
     } while (0)
+/* clang-format on */
 
 #define NAME_OF(name, kind, expr) #name,
 static const char *const columns[] = {BENCH_COLUMNS(NAME_OF)};

@@ -33,8 +33,8 @@ static void check(const char *s, bool want, enum bodylimit_state end, const char
         for (size_t step = 1; step <= len + 1; step = step == 1 ? len + 1 : step + len) {
             bool ok = feed(s, len, at, step, &b);
             if (ok != want || (want && b.state != end) || strcmp(b.path, path))
-                print_message("split at %zu step %zu: ok %d state %d path '%s' on:\n%s\n", at,
-                              step, ok, b.state, b.path, s);
+                print_message("split at %zu step %zu: ok %d state %d path '%s' on:\n%s\n", at, step,
+                              ok, b.state, b.path, s);
             assert_int_equal(ok, want);
             if (want)
                 assert_int_equal(b.state, end);

@@ -13,12 +13,14 @@
 #include "util/testutil.h"
 #include "chat/chat.h"
 
+/* clang-format off */
 static const struct chat_msg conv[] = {
     {"system", "You are terse."},
     {"user", "Hi there "},
     {"assistant", " Hello!"},
     {"user", "What is 2+2?"},
 };
+/* clang-format on */
 #define N_CONV (sizeof conv / sizeof conv[0])
 
 static void check(enum chat_family f, const struct chat_msg *m, size_t n, bool gen, const char *bos,

@@ -24,7 +24,10 @@ static int setup(void **state)
     return tu_engine_open((struct tu_engine **)state, MODEL, &cp);
 }
 
-static int teardown(void **state) { return tu_engine_close(*state); }
+static int teardown(void **state)
+{
+    return tu_engine_close(*state);
+}
 
 #define NEED_MODEL(f) TU_ENGINE_OR_SKIP(f)
 
@@ -93,15 +96,17 @@ static void test_sequences_keep_their_own_state(void **state)
         mix[2 * i + 1] = b[i], pos[2 * i + 1] = i, sq[2 * i + 1] = 1;
     }
     int8_t want[48] = {0};
-    want[46] = want[47] = 1;
+    want[46] = want[47]    = 1;
     struct hearth_batch bt = {48, mix, pos, sq, want};
     assert_int_equal(hearth_decode(f->ctx, &bt, err, sizeof err), HEARTH_OK);
     const float da = tu_max_diff(la, hearth_get_logits(f->ctx, 46), f->n_vocab),
                 db = tu_max_diff(lb, hearth_get_logits(f->ctx, 47), f->n_vocab);
     print_message("interleaved vs alone: max |diff| %g and %g\n", da, db);
     assert_true(da < 1e-3f && db < 1e-3f);
-    assert_int_equal(tu_argmax(la, f->n_vocab), tu_argmax(hearth_get_logits(f->ctx, 46), f->n_vocab));
-    assert_int_equal(tu_argmax(lb, f->n_vocab), tu_argmax(hearth_get_logits(f->ctx, 47), f->n_vocab));
+    assert_int_equal(tu_argmax(la, f->n_vocab),
+                     tu_argmax(hearth_get_logits(f->ctx, 46), f->n_vocab));
+    assert_int_equal(tu_argmax(lb, f->n_vocab),
+                     tu_argmax(hearth_get_logits(f->ctx, 47), f->n_vocab));
     reset(f);
     free(la);
     free(lb);
@@ -183,7 +188,7 @@ static void test_prefix_reuse_resumes_from_a_snapshot(void **state)
     char err[HEARTH_ERR_MAX];
     cp.n_ctx = 64, cp.kv_block = 16, cp.n_state_snapshots = 0;
     assert_int_equal(hearth_context_new(f->model, &cp, &off, err, sizeof err), HEARTH_OK);
-    const int32_t pos[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+    const int32_t pos[]   = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
     const int32_t seq[18] = {0};
     struct hearth_batch b = {18, p, pos, seq, NULL};
     assert_int_equal(hearth_decode(off, &b, err, sizeof err), HEARTH_OK);

@@ -22,7 +22,10 @@ static int setup(void **state)
     return tu_engine_open((struct tu_engine **)state, "stories260K.gguf", &cp);
 }
 
-static int teardown(void **state) { return tu_engine_close(*state); }
+static int teardown(void **state)
+{
+    return tu_engine_close(*state);
+}
 
 #define NEED_MODEL(f) TU_ENGINE_OR_SKIP(f)
 
@@ -54,14 +57,26 @@ static void test_interleaved_sequences_match_separate_runs(void **state)
     int32_t n = 0, ia = 0, ib = 0, row_a = -1, row_b = -1;
     while (ia < 40 || ib < 25) {
         if (ia < 40) {
-            tok[n] = a[ia]; pos[n] = ia; seq[n] = 1;
-            if (ia == 39) { want[n] = 1; row_a = n; }
-            n++; ia++;
+            tok[n] = a[ia];
+            pos[n] = ia;
+            seq[n] = 1;
+            if (ia == 39) {
+                want[n] = 1;
+                row_a   = n;
+            }
+            n++;
+            ia++;
         }
         if (ib < 25) {
-            tok[n] = b[ib]; pos[n] = ib; seq[n] = 2;
-            if (ib == 24) { want[n] = 1; row_b = n; }
-            n++; ib++;
+            tok[n] = b[ib];
+            pos[n] = ib;
+            seq[n] = 2;
+            if (ib == 24) {
+                want[n] = 1;
+                row_b   = n;
+            }
+            n++;
+            ib++;
         }
     }
     char err[HEARTH_ERR_MAX];
@@ -133,13 +148,13 @@ static void test_bad_batches_change_nothing(void **state)
     assert_non_null(strstr(err, "continues at 1"));
     assert_int_equal(hearth_seq_len(f->ctx, 0), 0);
     pos[1] = 1;
-    t[1] = 100000;
+    t[1]   = 100000;
     assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_EINVAL);
-    t[1] = 50;
+    t[1]   = 50;
     seq[1] = 7;
     assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_EINVAL);
     seq[1] = 0;
-    b.n = 0;
+    b.n    = 0;
     assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_EINVAL);
     /* past the context: refused, nothing reserved */
     hearth_token big[256];
@@ -150,7 +165,7 @@ static void test_bad_batches_change_nothing(void **state)
     struct hearth_batch full = {256, big, bpos, bseq, NULL};
     assert_int_equal(hearth_decode(f->ctx, &full, err, sizeof err), HEARTH_OK);
     struct hearth_batch one = {1, big, bpos, bseq, NULL};
-    bpos[0] = 256;
+    bpos[0]                 = 256;
     assert_int_equal(hearth_decode(f->ctx, &one, err, sizeof err), HEARTH_EFULL);
     assert_int_equal(hearth_seq_len(f->ctx, 0), 256);
     hearth_seq_truncate(f->ctx, 0, 0);
@@ -192,7 +207,7 @@ static void test_sliding_window_hides_old_tokens(void **state)
     for (int i = 1; i < 8; i++)
         b[i] = (hearth_token)(3 + (a[i] + 101) % 500);
     float *la = malloc(f->n_vocab * sizeof(float)), *lb = malloc(f->n_vocab * sizeof(float));
-    float *lr = malloc(f->n_vocab * sizeof(float));
+    float *lr          = malloc(f->n_vocab * sizeof(float));
     struct hparams *hp = &f->model->hp;
     struct tu_engine mask, ring;
     hp->n_swa = 4;
@@ -246,7 +261,10 @@ static int gemma_setup(void **state)
     return tu_engine_open((struct tu_engine **)state, "tiny-gemma3-spm-q8_0.gguf", &cp);
 }
 
-static int gemma_teardown(void **state) { return tu_engine_close(*state); }
+static int gemma_teardown(void **state)
+{
+    return tu_engine_close(*state);
+}
 
 #define NEED_GEMMA(f) TU_ENGINE_OR_SKIP(f)
 
@@ -266,16 +284,16 @@ static void test_gemma3_layer_plan(void **state)
         assert_non_null(L->post_ffn_norm);
         assert_non_null(L->q_norm);
     }
-    assert_true(hp->q_scale == 0.125f);    /* 1/sqrt(head_dim 64) */
-    assert_true(hp->embd_scale == 16.0f);  /* sqrt(n_embd 256) */
+    assert_true(hp->q_scale == 0.125f);   /* 1/sqrt(head_dim 64) */
+    assert_true(hp->embd_scale == 16.0f); /* sqrt(n_embd 256) */
     assert_true(hp->logit_softcap == 0.0f);
     assert_true(hp->ffn_gelu);
 }
 
 /* Feeds tok[0..n) as batches of `chunk`, then generates n_gen tokens greedily; returns the
  * logits after the prompt in `first`. */
-static void gemma_greedy(struct tu_engine *f, const hearth_token *tok, int32_t n,
-                         int32_t chunk, int32_t n_gen, hearth_token *out, float *first)
+static void gemma_greedy(struct tu_engine *f, const hearth_token *tok, int32_t n, int32_t chunk,
+                         int32_t n_gen, hearth_token *out, float *first)
 {
     char err[HEARTH_ERR_MAX];
     const int32_t n_vocab = hearth_model_n_vocab(f->model);
@@ -294,8 +312,8 @@ static void gemma_greedy(struct tu_engine *f, const hearth_token *tok, int32_t n
         hearth_token best = 0;
         for (hearth_token v = 1; v < n_vocab; v++)
             best = l[v] > l[best] ? v : best;
-        out[g] = best;
-        pos[0] = n + g;
+        out[g]                = best;
+        pos[0]                = n + g;
         struct hearth_batch b = {1, &out[g], pos, seq, NULL};
         assert_int_equal(hearth_decode(f->ctx, &b, err, sizeof err), HEARTH_OK);
         l = hearth_get_logits(f->ctx, 0);
@@ -310,7 +328,8 @@ static void test_gemma3_prefill_matches_token_by_token(void **state)
     const int32_t n_vocab = hearth_model_n_vocab(f->model);
     hearth_token prompt[48], a[64], b[64];
     tokens(prompt, 48, 2); /* longer than the window of 32, and so is every generated step */
-    float *la = malloc((size_t)n_vocab * sizeof(float)), *lb = malloc((size_t)n_vocab * sizeof(float));
+    float *la = malloc((size_t)n_vocab * sizeof(float)),
+          *lb = malloc((size_t)n_vocab * sizeof(float));
     gemma_greedy(f, prompt, 48, 48, 64, a, la);
     gemma_greedy(f, prompt, 48, 1, 64, b, lb);
     int32_t runs = 1;
@@ -326,8 +345,8 @@ static void test_gemma3_prefill_matches_token_by_token(void **state)
     gemma_greedy(&full, prompt, 48, 48, 0, c, lc);
     hearth_context_free(full.ctx);
     print_message("prompt logits max |diff| %g; %d runs of one token in 64 generated; "
-                  "%g without the window\n", tu_max_diff(la, lb, n_vocab), runs,
-                  tu_max_diff(la, lc, n_vocab));
+                  "%g without the window\n",
+                  tu_max_diff(la, lb, n_vocab), runs, tu_max_diff(la, lc, n_vocab));
     assert_true(tu_max_diff(la, lb, n_vocab) == 0.0f);
     assert_memory_equal(a, b, sizeof a);
     assert_true(runs > 1);
@@ -351,7 +370,8 @@ static void test_gemma3_window_ring_matches_masked_history(void **state)
     const int32_t n_vocab = hearth_model_n_vocab(f->model);
     hearth_token prompt[300], a[100], b[100], c[100];
     tokens(prompt, 300, 5);
-    float *la = malloc((size_t)n_vocab * sizeof(float)), *lb = malloc((size_t)n_vocab * sizeof(float));
+    float *la = malloc((size_t)n_vocab * sizeof(float)),
+          *lb = malloc((size_t)n_vocab * sizeof(float));
     float *lc = malloc((size_t)n_vocab * sizeof(float));
     struct tu_engine mask, ring;
     context_now(f, 512, 1, 512, &mask);
@@ -375,8 +395,8 @@ static void test_gemma3_window_ring_matches_masked_history(void **state)
     assert_int_equal(rk->pool[1].n_blocks - rk->pool[1].n_free, 3);
     assert_int_equal(rk->pool[0].n_blocks - rk->pool[0].n_free, 19);
     const size_t ring_len = rk->pool[0].mem_len + rk->pool[1].mem_len;
-    print_message("KV bytes at n_ctx 512: %zu with the ring, %zu masking the history\n",
-                  ring_len, mk->pool[0].mem_len);
+    print_message("KV bytes at n_ctx 512: %zu with the ring, %zu masking the history\n", ring_len,
+                  mk->pool[0].mem_len);
     assert_true(ring_len < mk->pool[0].mem_len);
     hearth_context_free(mask.ctx);
     hearth_context_free(ring.ctx);
@@ -385,7 +405,8 @@ static void test_gemma3_window_ring_matches_masked_history(void **state)
     free(lc);
 }
 
-/* Feeds tok[0..n) to seq from its end in batches of 48, publishing after each as the server does. */
+/* Feeds tok[0..n) to seq from its end in batches of 48, publishing after each as the server does.
+ */
 static void run_published(struct tu_engine *e, int32_t seq, const hearth_token *tok, int32_t n,
                           float *last)
 {
@@ -412,7 +433,8 @@ static void test_gemma3_reuse_and_truncate_on_the_ring(void **state)
     memcpy(b, a, sizeof a);
     for (int32_t i = 200; i < 300; i++)
         b[i] = (hearth_token)(3 + (a[i] + 55) % 500);
-    float *l1 = malloc((size_t)n_vocab * sizeof(float)), *l2 = malloc((size_t)n_vocab * sizeof(float));
+    float *l1 = malloc((size_t)n_vocab * sizeof(float)),
+          *l2 = malloc((size_t)n_vocab * sizeof(float));
     struct tu_engine ring;
     context_now(f, 512, 2, 64, &ring);
     assert_int_equal(ring.ctx->kv.pool[1].n_layer, 4);
@@ -464,6 +486,6 @@ int main(void)
         cmocka_unit_test(test_gemma3_reuse_and_truncate_on_the_ring),
     };
     int failed = cmocka_run_group_tests_name("forward", tests, setup, teardown);
-    return failed + cmocka_run_group_tests_name("forward_gemma3", gemma3, gemma_setup,
-                                                gemma_teardown);
+    return failed +
+           cmocka_run_group_tests_name("forward_gemma3", gemma3, gemma_setup, gemma_teardown);
 }

@@ -68,7 +68,8 @@ static void test_parse_errors(void **state)
     compile_err("root ::= \"a\"{,}\n", "expecting a repetition count");
     compile_err("root ::= \"\\uD800\"\n", "surrogate");
     compile_err("root ::= \"\\U00110000\"\n", "above U+10FFFF");
-    compile_err("root ::= \"a\"\nroot ::= \"b\"\n", "line 2, column 1: rule 'root' is defined twice");
+    compile_err("root ::= \"a\"\nroot ::= \"b\"\n",
+                "line 2, column 1: rule 'root' is defined twice");
     compile_err("foo ::= \"a\"\n", "no rule 'root'");
     compile_err("", "no rule 'root'");
     compile_err("root ::= \"a\" \"b\" @\n", "line 1, column 18: unexpected '@'");
@@ -106,7 +107,8 @@ static void test_left_recursion(void **state)
 static void test_bounds(void **state)
 {
     (void)state;
-    struct grammar *g = compile_ok("root ::= \"a\"{2,4} [0-9]{3} \"x\"{0,2} \"-\"{0,1} \"e\"{2,}\n", NULL);
+    struct grammar *g =
+        compile_ok("root ::= \"a\"{2,4} [0-9]{3} \"x\"{0,2} \"-\"{0,1} \"e\"{2,}\n", NULL);
     assert_true(accepts(g, "aa123ee"));
     assert_true(accepts(g, "aaaa123xx-eeeee"));
     assert_false(accepts(g, "a123ee"));
@@ -138,14 +140,13 @@ static void test_bounds(void **state)
 static void test_accepts_string(void **state)
 {
     (void)state;
-    struct grammar *g = compile_ok(
-        "# arithmetic\n"
-        "root   ::= expr\n"
-        "expr   ::= term ((\"+\" | \"-\") term)*   # sums\n"
-        "term   ::= factor ((\"*\" | \"/\") factor)*\n"
-        "factor ::= number | \"(\" expr \")\"\n"
-        "number ::= [0-9]+ (\".\" [0-9]+)?\n",
-        NULL);
+    struct grammar *g = compile_ok("# arithmetic\n"
+                                   "root   ::= expr\n"
+                                   "expr   ::= term ((\"+\" | \"-\") term)*   # sums\n"
+                                   "term   ::= factor ((\"*\" | \"/\") factor)*\n"
+                                   "factor ::= number | \"(\" expr \")\"\n"
+                                   "number ::= [0-9]+ (\".\" [0-9]+)?\n",
+                                   NULL);
     assert_true(accepts(g, "1+2*3"));
     assert_true(accepts(g, "(1.5+2)*(3-4)/5"));
     assert_false(accepts(g, "1+"));
@@ -154,22 +155,25 @@ static void test_accepts_string(void **state)
     assert_false(accepts(g, ""));
     grammar_unref(g);
 
-    g = compile_ok("root ::= \"\\\"\" [^\"\\\\]* \"\\\"\" \"\\n\\t\\x41\\u00e9\\U0001F600\" .\n", NULL);
+    g = compile_ok("root ::= \"\\\"\" [^\"\\\\]* \"\\\"\" \"\\n\\t\\x41\\u00e9\\U0001F600\" .\n",
+                   NULL);
     assert_true(accepts(g, "\"h\xc3\xa9llo\"\n\tA\xc3\xa9\xf0\x9f\x98\x80z"));
     assert_true(accepts(g, "\"\"\n\tA\xc3\xa9\xf0\x9f\x98\x80\xe4\xb8\x80"));
     assert_false(accepts(g, "\"a\"b\"\n\tA\xc3\xa9\xf0\x9f\x98\x80z"));
-    assert_false(accepts(g, "\"\"\n\tA\xc3\xa9\xf0\x9f\x98\x80"));                /* . needs one */
+    assert_false(accepts(g, "\"\"\n\tA\xc3\xa9\xf0\x9f\x98\x80"));             /* . needs one */
     assert_false(accepts(g, "\"\"\n\tA\xc3\xa9\xf0\x9f\x98\x80\xed\xa0\x80")); /* a surrogate */
-    assert_false(accepts(g, "\"\"\n\tA\xc3\xa9\xf0\x9f\x98\x80\xc3"));          /* cut short */
+    assert_false(accepts(g, "\"\"\n\tA\xc3\xa9\xf0\x9f\x98\x80\xc3"));         /* cut short */
     grammar_unref(g);
 
     /* classes with escapes and ranges across encoded lengths, negation, rules over lines */
     g = compile_ok("root ::= [a\\]\\x7f-\\u0800]+ (\n  [^a-z\\n]\n  | \"\\[\"\n) \"!\"\n", NULL);
-    assert_true(accepts(g, "a]\x7f\xc2\x80\xdf\xbf\xe0\xa0\x80" "A!"));
+    assert_true(accepts(g, "a]\x7f\xc2\x80\xdf\xbf\xe0\xa0\x80"
+                           "A!"));
     assert_true(accepts(g, "a[!"));
     assert_false(accepts(g, "b!"));
     assert_false(accepts(g, "aa!"));
-    assert_false(accepts(g, "a\xe0\xa0\x81" "A!"));
+    assert_false(accepts(g, "a\xe0\xa0\x81"
+                            "A!"));
     assert_true(accepts(g, "a\xe4\xb8\x80!")); /* CJK is outside [a-z\n] */
     grammar_unref(g);
 
@@ -195,8 +199,9 @@ static void print_tok(const struct grammar_vocab *v, int32_t t)
     size_t n = 0;
     for (uint32_t i = 0; i < v->lens[t] && n < sizeof buf - 8; i++) {
         uint8_t c = gv_bytes(v, t)[i];
-        n += (size_t)(c >= 0x20 && c < 0x7f && c != '\\' ? snprintf(buf + n, sizeof buf - n, "%c", c)
-                                                          : snprintf(buf + n, sizeof buf - n, "\\x%02x", c));
+        n += (size_t)(c >= 0x20 && c < 0x7f && c != '\\'
+                          ? snprintf(buf + n, sizeof buf - n, "%c", c)
+                          : snprintf(buf + n, sizeof buf - n, "\\x%02x", c));
     }
     buf[n] = 0;
     print_message("#   token %d kind %d \"%s\"\n", t, v->kinds[t], buf);
@@ -264,8 +269,8 @@ static void walk(const char *text, const struct grammar_vocab *v, int walks, int
     struct grammar *g = compile_ok(text, v);
     size_t words      = ((size_t)v->n + 31) / 32;
     uint32_t *fast = malloc(words * 4), *naive = malloc(words * 4);
-    uint64_t rng      = 12345;
-    int ended         = 0;
+    uint64_t rng = 12345;
+    int ended    = 0;
     (void)prefix_text;
     for (int w = 0; w < walks; w++) {
         struct grammar_matcher *m = grammar_matcher_new(g, triggers, n_triggers);
@@ -304,10 +309,12 @@ static const char json_gbnf[] =
     "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
     "object ::= \"{\" ws ( string \":\" ws value (\",\" ws string \":\" ws value)* )? \"}\" ws\n"
     "array  ::= \"[\" ws ( value (\",\" ws value)* )? \"]\" ws\n"
-    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
+    "string ::= \"\\\"\" ( [^\"\\\\\\x7F\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+    "[0-9a-fA-F]{4}) )* \"\\\"\" ws\n"
     "number ::= (\"-\"? ([0-9] | [1-9] [0-9]{0,15})) (\".\" [0-9]+)? ([eE] [-+]? [0-9]{1,3})? ws\n"
     "ws     ::= | \" \" | \"\\n\" [ \\t]{0,20}\n";
 
+/* clang-format off */
 static const char *const grammars[] = {
     json_gbnf,
     "root ::= expr\nexpr ::= term ((\"+\" | \"-\") term)*\nterm ::= factor ((\"*\" | \"/\") factor)*\n"
@@ -317,16 +324,17 @@ static const char *const grammars[] = {
     "root ::= \"a\"{2,4} [0-9 ]{3} (\"the\" | \" the\" | \"them\"){0,3} \"end\"\n",
     "root ::= \"Once\" [^.]{1,40} \".\" (\" \" [A-Z] [a-z ]* \".\"){0,2}\n",
 };
+/* clang-format on */
 
 /* --------------------------------------------------------- small vocab --- */
 
 static struct grammar_vocab *small_vocab(void)
 {
     /* a 3-byte character (U+4E2D, e4 b8 ad) split across tokens in every way */
-    static const char *const toks[] = {"\xe4", "\xb8", "\xad", "\xe4\xb8", "\xb8\xad",
-                                       "\xe4\xb8\xad", "\xe4\xb8\xad\xe4", "a", "ab", "b\"",
-                                       "\"", "\"a", "<eos>", "<ctl>", "\xad\xe4\xb8", ""};
-    static const uint8_t kinds[]    = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0};
+    static const char *const toks[] = {
+        "\xe4", "\xb8", "\xad", "\xe4\xb8", "\xb8\xad", "\xe4\xb8\xad", "\xe4\xb8\xad\xe4", "a",
+        "ab",   "b\"",  "\"",   "\"a",      "<eos>",    "<ctl>",        "\xad\xe4\xb8",     ""};
+    static const uint8_t kinds[] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 0, 0};
     uint32_t lens[16];
     for (int i = 0; i < 16; i++)
         lens[i] = (uint32_t)strlen(toks[i]);
@@ -431,7 +439,7 @@ static void test_utf8_split_tokens(void **state)
     struct grammar_vocab *v = small_vocab();
     assert_non_null(v);
     assert_int_equal(grammar_vocab_size(v), 16);
-    struct grammar *g = compile_ok("root ::= \"\\\"\" [\\u4e00-\\u9fff]+ \"\\\"\"\n", v);
+    struct grammar *g         = compile_ok("root ::= \"\\\"\" [\\u4e00-\\u9fff]+ \"\\\"\"\n", v);
     struct grammar_matcher *m = grammar_matcher_new(g, NULL, 0);
     uint32_t mask[1];
     char err[HEARTH_ERR_MAX];
@@ -454,7 +462,8 @@ static void test_utf8_split_tokens(void **state)
     assert_false(grammar_matcher_accept(m, 2, err, sizeof err));
     assert_non_null(strstr(err, "not allowed"));
     assert_true(grammar_matcher_accept(m, 1, err, sizeof err));
-    /* any continuation byte completes a character of the class; b8 ad does, then ad cannot start one */
+    /* any continuation byte completes a character of the class; b8 ad does, then ad cannot start
+     * one */
     assert_int_equal(grammar_matcher_mask(m, mask, err, sizeof err), 3);
     assert_int_equal(mask[0], (1u << 1) | (1u << 2) | (1u << 14));
     assert_true(grammar_matcher_accept(m, 14, err, sizeof err)); /* ad e4 b8 */
@@ -469,18 +478,20 @@ static void test_utf8_split_tokens(void **state)
     grammar_unref(g);
 
     /* every step of random walks, fast == naive, on a few grammars */
-    walk("root ::= \"\\\"\" [\\u4e00-\\u9fff]* \"\\\"\" \"a\"?\n", v, 20, 12, NULL, 0, NULL, NULL, 0);
+    walk("root ::= \"\\\"\" [\\u4e00-\\u9fff]* \"\\\"\" \"a\"?\n", v, 20, 12, NULL, 0, NULL, NULL,
+         0);
     walk("root ::= ([^\"] | \"\\\"a\")* \"\\\"\"\n", v, 20, 12, NULL, 0, NULL, NULL, 0);
-    walk("root ::= x+\nx ::= \"a\" | \"ab\" | \"b\\\"\" | [\\u4e2d]\n", v, 20, 12, NULL, 0, NULL, NULL, 0);
+    walk("root ::= x+\nx ::= \"a\" | \"ab\" | \"b\\\"\" | [\\u4e2d]\n", v, 20, 12, NULL, 0, NULL,
+         NULL, 0);
     grammar_vocab_free(v);
 }
 
 static void test_lazy_small(void **state)
 {
     (void)state;
-    struct grammar_vocab *v = small_vocab();
-    struct grammar *g       = compile_ok("root ::= \"\\\"a\" [ab]+ \"\\\"\"\n", v);
-    const char *trig[]      = {"\"a"};
+    struct grammar_vocab *v   = small_vocab();
+    struct grammar *g         = compile_ok("root ::= \"\\\"a\" [ab]+ \"\\\"\"\n", v);
+    const char *trig[]        = {"\"a"};
     struct grammar_matcher *m = grammar_matcher_new(g, trig, 1);
     char err[HEARTH_ERR_MAX];
     uint32_t mask[1];
@@ -516,12 +527,12 @@ static void real_vocab(const char *path, int walks, int steps, bool all_grammars
     for (int i = 0; i < n; i++)
         walk(grammars[i], v, walks, steps, NULL, 0, NULL, NULL, 0);
     /* lazy: the prompt-side text, tokenized by the model, reaches the trigger */
-    const char *text = "Sure. <tool>{\"a\": 1";
+    const char *text  = "Sure. <tool>{\"a\": 1";
     hearth_token *ids = NULL;
     size_t n_ids      = 0;
-    assert_int_equal(hearth_tokenize(model, text, strlen(text), false, false, &ids, &n_ids, err,
-                                     sizeof err),
-                     HEARTH_OK);
+    assert_int_equal(
+        hearth_tokenize(model, text, strlen(text), false, false, &ids, &n_ids, err, sizeof err),
+        HEARTH_OK);
     const char *trig[] = {"<tool>"};
     char lazy[2048];
     snprintf(lazy, sizeof lazy, "root ::= \"<tool>\" object \"</tool>\"\n%s",

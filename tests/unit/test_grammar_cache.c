@@ -8,8 +8,8 @@ static struct grammar_vocab *vocab(void)
 {
     static const char *const t[] = {"a", "b", "ab", ""};
     const uint32_t lens[]        = {1, 1, 2, 0};
-    const uint8_t kinds[] = {GRAMMAR_TOKEN_TEXT, GRAMMAR_TOKEN_TEXT, GRAMMAR_TOKEN_TEXT,
-                             GRAMMAR_TOKEN_EOG};
+    const uint8_t kinds[]        = {GRAMMAR_TOKEN_TEXT, GRAMMAR_TOKEN_TEXT, GRAMMAR_TOKEN_TEXT,
+                                    GRAMMAR_TOKEN_EOG};
     return grammar_vocab_new(4, t, lens, kinds);
 }
 
@@ -28,8 +28,8 @@ static struct grammar *get(struct grammar_cache *c, const char *text, const char
 static void test_same_text_same_grammar_lru_out(void **state)
 {
     (void)state;
-    struct grammar_vocab *v  = vocab();
-    struct grammar_cache *c  = grammar_cache_new(v, 2);
+    struct grammar_vocab *v = vocab();
+    struct grammar_cache *c = grammar_cache_new(v, 2);
     assert_ptr_equal(grammar_cache_vocab(c), v);
     struct grammar *a1 = get(c, "root ::= \"a\"+", NULL), *a2 = get(c, "root ::= \"a\"+", "root");
     assert_ptr_equal(a1, a2); /* reused, not recompiled */

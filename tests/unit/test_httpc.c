@@ -32,8 +32,8 @@ struct got {
     char body[4096];
     uint64_t off[4096]; /* the raw offset of each body byte */
     size_t body_len;
-    const char *raw;    /* the whole input, to check each piece against */
-    bool raw_ok;        /* every on_body piece is the raw bytes its raw_end says */
+    const char *raw; /* the whole input, to check each piece against */
+    bool raw_ok;     /* every on_body piece is the raw bytes its raw_end says */
 };
 
 static void got_head(void *ctx, int status)
@@ -63,12 +63,12 @@ static bool feed3(struct httpc_parser *p, const char *s, size_t len, size_t a, s
                   struct got *g)
 {
     memset(g, 0, sizeof *g);
-    g->raw    = s;
-    g->raw_ok = true;
+    g->raw                 = s;
+    g->raw_ok              = true;
     struct httpc_sink sink = {.ctx = g, .on_head = got_head, .on_body = got_body};
     httpc_parser_init(p, &sink);
-    bool ok = httpc_parse(p, s, a) && httpc_parse(p, s + a, b - a) &&
-              httpc_parse(p, s + b, len - b);
+    bool ok =
+        httpc_parse(p, s, a) && httpc_parse(p, s + a, b - a) && httpc_parse(p, s + b, len - b);
     if (ok && eof)
         ok = httpc_parse_eof(p);
     return ok;
@@ -85,8 +85,7 @@ static struct httpc_parser *parser(void)
  * (before any close) and, when body_at >= 0, the body's first byte at raw
  * offset body_at; eof_ok is what the close then says.
  */
-static void check(const char *s, int status, const char *body, long body_at, bool done,
-                  bool eof_ok)
+static void check(const char *s, int status, const char *body, long body_at, bool done, bool eof_ok)
 {
     size_t len = strlen(s), blen = strlen(body);
     struct httpc_parser *p = parser();
@@ -95,8 +94,8 @@ static void check(const char *s, int status, const char *body, long body_at, boo
         for (size_t b = a; b <= len; b++) {
             bool ok = feed3(p, s, len, a, b, false, &g);
             if (!ok || g.body_len != blen || memcmp(g.body, body, blen) || p->done != done)
-                print_message("cut at %zu and %zu: ok %d done %d err '%s' body '%.*s' of:\n%s\n",
-                              a, b, ok, p->done, p->err, (int)g.body_len, g.body, s);
+                print_message("cut at %zu and %zu: ok %d done %d err '%s' body '%.*s' of:\n%s\n", a,
+                              b, ok, p->done, p->err, (int)g.body_len, g.body, s);
             assert_true(ok);
             assert_int_equal(g.n_head, 1);
             assert_int_equal(g.head_status, status);
@@ -118,8 +117,8 @@ static void check(const char *s, int status, const char *body, long body_at, boo
     }
     /* one byte at a time */
     memset(&g, 0, sizeof g);
-    g.raw    = s;
-    g.raw_ok = true;
+    g.raw                  = s;
+    g.raw_ok               = true;
     struct httpc_sink sink = {.ctx = &g, .on_head = got_head, .on_body = got_body};
     httpc_parser_init(p, &sink);
     for (size_t i = 0; i < len; i++)
@@ -133,15 +132,15 @@ static void check(const char *s, int status, const char *body, long body_at, boo
 /* s must be refused, every way it arrives, with a sentence containing why. */
 static void check_bad(const char *s, bool eof, const char *why)
 {
-    size_t len = strlen(s);
+    size_t len             = strlen(s);
     struct httpc_parser *p = parser();
     struct got g;
     for (size_t a = 0; a <= len; a++) {
         for (size_t b = a; b <= len; b++) {
             bool ok = feed3(p, s, len, a, b, eof, &g);
             if (ok || !strstr(p->err, why))
-                print_message("cut at %zu and %zu: ok %d err '%s' (want '%s') of:\n%s\n", a, b,
-                              ok, p->err, why, s);
+                print_message("cut at %zu and %zu: ok %d err '%s' (want '%s') of:\n%s\n", a, b, ok,
+                              p->err, why, s);
             assert_false(ok);
             assert_non_null(strstr(p->err, why));
             assert_true(g.raw_ok);
@@ -179,8 +178,8 @@ static void test_chunked(void **state)
     check("HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n", 200, "abc", 46, true,
           true);
     /* an SSE stream cut before its last chunk */
-    check("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata: \r\n", 200, "data: ",
-          50, false, false);
+    check("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\ndata: \r\n", 200, "data: ", 50,
+          false, false);
     /* a coding other than chunked last: the body runs to the close */
     check("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\nzz", 200, "zz", 53, false,
           true);
@@ -200,8 +199,8 @@ static void test_interim(void **state)
 {
     (void)state;
     /* 1xx answers are skipped; on_head sees only the real one */
-    check("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 200,
-          "ok", 63, true, true);
+    check("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", 200, "ok",
+          63, true, true);
     check("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
           "HTTP/1.1 404 Not Found\r\nContent-Length: 1\r\n\r\nx",
           404, "x", 110, true, true);
@@ -279,8 +278,8 @@ static void test_head_limit(void **state)
 {
     (void)state;
     const char *start = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nX-Pad: ";
-    size_t n = HTTPC_MAX_HEAD + 64;
-    char *s  = malloc(n + 1);
+    size_t n          = HTTPC_MAX_HEAD + 64;
+    char *s           = malloc(n + 1);
     assert_non_null(s);
     /* a head of exactly HTTPC_MAX_HEAD bytes, then one body byte */
     size_t pad = HTTPC_MAX_HEAD - strlen(start) - 4;
@@ -289,7 +288,7 @@ static void test_head_limit(void **state)
     memcpy(s + strlen(start) + pad, "\r\n\r\nZ", 6);
     struct got g;
     struct httpc_parser *p = parser();
-    size_t len = strlen(s);
+    size_t len             = strlen(s);
     assert_int_equal(len, HTTPC_MAX_HEAD + 1);
     size_t cuts[] = {0, 1, 100, HTTPC_MAX_HEAD - 1, HTTPC_MAX_HEAD, len};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
@@ -352,7 +351,7 @@ struct server {
     int signal_fd;        /* >= 0: written once the request is read (the stop case) */
     char request[8192];   /* what the client sent */
     size_t request_len;
-    int peer_port;        /* the client's port as the server saw it */
+    int peer_port; /* the client's port as the server saw it */
     pthread_t thread;
 };
 
@@ -361,17 +360,18 @@ static void srv_read_request(struct server *s, int fd)
 {
     size_t need = 0;
     for (;;) {
-        ssize_t r = recv(fd, s->request + s->request_len, sizeof s->request - 1 - s->request_len, 0);
+        ssize_t r =
+            recv(fd, s->request + s->request_len, sizeof s->request - 1 - s->request_len, 0);
         if (r <= 0)
             return;
         s->request_len += (size_t)r;
         s->request[s->request_len] = 0;
-        char *end = strstr(s->request, "\r\n\r\n");
+        char *end                  = strstr(s->request, "\r\n\r\n");
         if (!end)
             continue;
         if (!need) {
             const char *cl = strstr(s->request, "Content-Length: ");
-            need = (size_t)(end + 4 - s->request) + (cl ? (size_t)atol(cl + 16) : 0);
+            need           = (size_t)(end + 4 - s->request) + (cl ? (size_t)atol(cl + 16) : 0);
         }
         if (s->request_len >= need)
             return;
@@ -467,12 +467,10 @@ struct stream {
     uint64_t last_raw;
 };
 
-static bool stream_event(void *ctx, const char *event, const char *data, size_t len,
-                         uint64_t end)
+static bool stream_event(void *ctx, const char *event, const char *data, size_t len, uint64_t end)
 {
     struct stream *st = ctx;
-    int n = snprintf(st->events + st->events_len, sizeof st->events - st->events_len, "%s;",
-                     data);
+    int n = snprintf(st->events + st->events_len, sizeof st->events - st->events_len, "%s;", data);
     assert_true(n > 0 && (size_t)n < sizeof st->events - st->events_len);
     st->events_len += (size_t)n;
     return true;
@@ -501,19 +499,23 @@ static void test_exchange_stream(void **state)
 {
     (void)state;
     struct server s = {0};
-    s.reply[0] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                 "Transfer-Encoding: chunked\r\n\r\n";
-    s.reply[1] = "f\r\ndata: {\"a\":1}\n";
-    s.reply[2] = "\n\r\n11\r\ndata: {\"b\":2}\r\n\r";
-    s.reply[3] = "\n\r\n";
-    s.reply[4] = "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
+    s.reply[0]      = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n";
+    s.reply[1]      = "f\r\ndata: {\"a\":1}\n";
+    s.reply[2]      = "\n\r\n11\r\ndata: {\"b\":2}\r\n\r";
+    s.reply[3]      = "\n\r\n";
+    s.reply[4]      = "e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n";
     srv_start(&s, SRV_REPLY);
-    struct url_target t = srv_target(s.port, "/prefix/v1/");
-    const char *body      = "{\"model\":\"m\",\"stream\":true}";
-    struct httpc_request req = {.method = "POST", .path = "/v1/completions", .body = body,
-                                .body_len = strlen(body), .api_key = "sk-test",
-                                .timeout_s = 60, .stop_fd = -1};
-    struct stream st = {0};
+    struct url_target t      = srv_target(s.port, "/prefix/v1/");
+    const char *body         = "{\"model\":\"m\",\"stream\":true}";
+    struct httpc_request req = {.method    = "POST",
+                                .path      = "/v1/completions",
+                                .body      = body,
+                                .body_len  = strlen(body),
+                                .api_key   = "sk-test",
+                                .timeout_s = 60,
+                                .stop_fd   = -1};
+    struct stream st         = {0};
     sse_init(&st.sse, &st, stream_event);
     struct httpc_sink sink = {.ctx = &st, .on_head = stream_head, .on_body = stream_body};
     struct httpc_result res;
@@ -547,12 +549,12 @@ static void test_fetch(void **state)
 {
     (void)state;
     struct server s = {0};
-    s.reply[0] = "HTTP/1.1 200 OK\r\nContent-Length: 25\r\n\r\n{\"data\":[{\"id\":";
-    s.reply[1] = "\"model\"}]}";
+    s.reply[0]      = "HTTP/1.1 200 OK\r\nContent-Length: 25\r\n\r\n{\"data\":[{\"id\":";
+    s.reply[1]      = "\"model\"}]}";
     srv_start(&s, SRV_REPLY);
-    struct url_target t = srv_target(s.port, "");
-    struct httpc_request req = {.method = "GET", .path = "/v1/models", .api_key = "",
-                                .timeout_s = 60, .stop_fd = -1};
+    struct url_target t      = srv_target(s.port, "");
+    struct httpc_request req = {
+        .method = "GET", .path = "/v1/models", .api_key = "", .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
     char *body = NULL;
     httpc_fetch(&t, &req, 1 << 20, &body, &res);
@@ -571,7 +573,7 @@ static void test_fetch(void **state)
 
     /* an error status is still a whole response */
     struct server e = {0};
-    e.reply[0] = "HTTP/1.1 404 Not Found\r\n\r\nno such model";
+    e.reply[0]      = "HTTP/1.1 404 Not Found\r\n\r\nno such model";
     srv_start(&e, SRV_REPLY);
     t = srv_target(e.port, "");
     httpc_fetch(&t, &req, 1 << 20, &body, &res);
@@ -583,9 +585,9 @@ static void test_fetch(void **state)
 
     /* a body past max_body */
     struct server b = {0};
-    b.reply[0] = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n0123456789A";
+    b.reply[0]      = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n0123456789A";
     srv_start(&b, SRV_REPLY);
-    t = srv_target(b.port, "");
+    t    = srv_target(b.port, "");
     body = (char *)"not touched";
     httpc_fetch(&t, &req, 10, &body, &res);
     srv_stop(&b);
@@ -598,14 +600,13 @@ static void test_refused(void **state)
 {
     (void)state;
     /* a socket bound but not listening: the port is ours and connecting is refused */
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd               = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
     socklen_t al = sizeof a;
     assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    struct url_target t = srv_target(ntohs(a.sin_port), "");
-    struct httpc_request req = {.method = "GET", .path = "/health", .timeout_s = 60,
-                                .stop_fd = -1};
+    struct url_target t      = srv_target(ntohs(a.sin_port), "");
+    struct httpc_request req = {.method = "GET", .path = "/health", .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
     close(fd);
@@ -627,9 +628,9 @@ static void test_closed_mid_body(void **state)
 {
     (void)state;
     struct server s = {0};
-    s.reply[0] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial";
+    s.reply[0]      = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial";
     srv_start(&s, SRV_CLOSE_MID);
-    struct url_target t = srv_target(s.port, "");
+    struct url_target t      = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
@@ -643,9 +644,9 @@ static void test_protocol_error(void **state)
 {
     (void)state;
     struct server s = {0};
-    s.reply[0] = "SSH-2.0-OpenSSH_9.2\r\n\r\n";
+    s.reply[0]      = "SSH-2.0-OpenSSH_9.2\r\n\r\n";
     srv_start(&s, SRV_REPLY);
-    struct url_target t = srv_target(s.port, "");
+    struct url_target t      = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 60, .stop_fd = -1};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
@@ -661,7 +662,7 @@ static void test_timeout(void **state)
     (void)state;
     struct server s = {0};
     srv_start(&s, SRV_HOLD);
-    struct url_target t = srv_target(s.port, "");
+    struct url_target t      = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 0.2, .stop_fd = -1};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);
@@ -683,7 +684,7 @@ static void test_stopped(void **state)
     assert_int_equal(pipe(stop), 0);
     struct server s = {.signal_fd = stop[1]};
     srv_start(&s, SRV_HOLD);
-    struct url_target t = srv_target(s.port, "");
+    struct url_target t      = srv_target(s.port, "");
     struct httpc_request req = {.method = "GET", .path = "/x", .timeout_s = 60, .stop_fd = stop[0]};
     struct httpc_result res;
     httpc_exchange(&t, &req, NULL, NULL, &res);

@@ -14,12 +14,14 @@
 #include "util/testutil.h"
 #include "chat/jinja.h"
 
+/* clang-format off */
 #define VARS                                                                                       \
     "{\"xs\": [3, 1, 2], \"d\": {\"b\": 1, \"a\": [1, \"x\"]}, \"s\": \"Hello World\", "           \
     "\"n\": null, \"f\": 1.5, \"i\": 7, \"messages\": [{\"role\": \"user\", \"content\": "         \
     "\"hi\"}, "                                                                                    \
     "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"function\": "                \
     "{\"name\": \"f\", \"arguments\": {\"a\": 1}}}]}]}"
+/* clang-format on */
 #define NOW 1767225600 /* 2026-01-01 00:00:00 UTC */
 
 struct jcase {
@@ -27,6 +29,7 @@ struct jcase {
     const char *want; /* NULL: jinja2 raises */
 };
 
+/* clang-format off */
 static const struct jcase cases[] = {
     /* literals and printing */
     {"{{ 1 }}{{ 1.0 }}{{ 0.1 }}{{ 1e-5 }}{{ 1e20 }}{{ 1e16 }}{{ -0.0 }}{{ 2.5e-7 }}{{ 0.1 + 0.2 "
@@ -265,6 +268,7 @@ static const struct jcase cases[] = {
     {"{% set x = 1 %}{% block b %}[{{ x }}]{% endblock %}|{% block c scoped %}s{% endblock c %}",
      "[1]|s"},
 };
+/* clang-format on */
 
 /* Compiles and renders src with vars (JSON text) under o; the status, output in *out. */
 static enum hearth_status render(const char *src, const char *vars, const struct jinja_opts *o,
@@ -439,21 +443,21 @@ static void test_errors(void **state)
     assert_non_null(strstr(err, "'dict object' has no attribute 'nope'"));
     /* a positional index too big for an int must not wrap to a negative one (found by
      * fuzz_jinja), and a field of digits and letters is a keyword, as in Python */
-    assert_int_equal(render("{{ '{99999999999999999999}'.format(1) }}", NULL, NULL, &out, err,
-                            sizeof err),
-                     HEARTH_EINVAL);
+    assert_int_equal(
+        render("{{ '{99999999999999999999}'.format(1) }}", NULL, NULL, &out, err, sizeof err),
+        HEARTH_EINVAL);
     assert_non_null(strstr(err, "out of range"));
     assert_int_equal(render("{{ '{0x}'.format(1) }}", NULL, NULL, &out, err, sizeof err),
                      HEARTH_EINVAL);
     assert_non_null(strstr(err, "'0x'"));
-        /* an empty sequence times a huge count is empty at once (a fuzzer's slow unit) */
+    /* an empty sequence times a huge count is empty at once (a fuzzer's slow unit) */
     assert_int_equal(render("[{{ () * 6666666666666666 * 20 }}|{{ '' * 9999999999999 }}|"
                             "{{ [] * 4000000000000000000 }}]",
                             NULL, NULL, &out, err, sizeof err),
                      HEARTH_OK);
     assert_string_equal(out, "[()||[]]");
     free(out);
-        /* an empty template and no variables */
+    /* an empty template and no variables */
     assert_int_equal(render("", NULL, NULL, &out, err, sizeof err), HEARTH_OK);
     assert_string_equal(out, "");
     free(out);

@@ -1379,8 +1379,8 @@ static void test_gelu_mul(void **state)
     (void)state;
     const struct kernels *ks[N_ISA];
     const int nk               = host_tables(ks);
-    static const float edges[] = {0.0f,  -0.0f, 10.0f, -10.0f, 9.99f, -9.99f, 30.0f,
-                                  -30.0f, 1e-20f, -1e-20f, 3.0f,  -3.0f, 0.5f};
+    static const float edges[] = {0.0f,   -0.0f,  10.0f,   -10.0f, 9.99f, -9.99f, 30.0f,
+                                  -30.0f, 1e-20f, -1e-20f, 3.0f,   -3.0f, 0.5f};
     const int ne               = (int)(sizeof(edges) / sizeof(edges[0]));
     for (int k = 0; k < nk; k++) {
         double max_exact = 0;
@@ -1452,9 +1452,9 @@ static void test_dots(void **state)
             const int64_t n = op_lens[l];
             /* One extra element in front so the vectors start unaligned. */
             float *abuf = xmalloc((size_t)(n + 1) * sizeof(float)), *a = abuf + 1;
-            float *b    = xmalloc((size_t)n * sizeof(float));
+            float *b        = xmalloc((size_t)n * sizeof(float));
             uint16_t *ahbuf = xmalloc((size_t)(n + 1) * sizeof(uint16_t)), *ah = ahbuf + 1;
-            uint16_t *bh    = xmalloc((size_t)n * sizeof(uint16_t));
+            uint16_t *bh = xmalloc((size_t)n * sizeof(uint16_t));
             fill_normal(a, n, 1.0f);
             fill_normal(b, n, 2.0f);
             ref_f32_to_f16(a, ah, n);
@@ -1521,16 +1521,15 @@ static void test_axpy_scale(void **state)
             ks[k]->mad_f32(y, x, alpha, n);
             for (int64_t i = 0; i < n; i++)
                 if (y[i] != fmaf(x[i], alpha, y0[i]))
-                    fail_msg("%s: mad_f32 n=%lld [%lld] %.9g, fmaf %.9g", ks[k]->name,
-                             (long long)n, (long long)i, y[i], fmaf(x[i], alpha, y0[i]));
+                    fail_msg("%s: mad_f32 n=%lld [%lld] %.9g, fmaf %.9g", ks[k]->name, (long long)n,
+                             (long long)i, y[i], fmaf(x[i], alpha, y0[i]));
 
             free(x);
             free(y0);
             free(y);
             free(yr);
         }
-        print_message("%-6s axpy_f32 max rel err %.3g; scale_f32 identical\n", ks[k]->name,
-                      max32);
+        print_message("%-6s axpy_f32 max rel err %.3g; scale_f32 identical\n", ks[k]->name, max32);
     }
 }
 
@@ -1600,7 +1599,7 @@ static void test_gemm8_matches_vec_dot(void **state)
     (void)state;
     const struct kernels *ks[N_ISA];
     const int nk = host_tables(ks);
-    int checked = 0;
+    int checked  = 0;
     for (int k = 0; k < nk; k++)
         for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
             const struct type_kernels *tk = &ks[k]->type[t];
@@ -1610,12 +1609,13 @@ static void test_gemm8_matches_vec_dot(void **state)
             const int64_t lens[] = {32 * 1, 32 * 7, 256 * 3, 256 * 17};
             for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 const int64_t n = lens[li] % dtype_get(t)->block ? dtype_get(t)->block : lens[li];
-                const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
+                const size_t row_len   = dtype_row_len(t, n),
+                             a_row     = dtype_row_len(tk->vec_dot_type, n);
                 const int32_t n_toks[] = {1, 2, 3, 4, 6, 9};
-                uint8_t *w = malloc(8 * row_len);
+                uint8_t *w             = malloc(8 * row_len);
                 fill_random_blocks(t, w, 8 * row_len);
                 struct q8_0_sum *as;
-                uint8_t *a = gemm_activations(ks[k], tk->vec_dot_type, n, 9, a_row, &as);
+                uint8_t *a  = gemm_activations(ks[k], tk->vec_dot_type, n, 9, a_row, &as);
                 uint8_t *wp = tk->pack8 ? malloc(8 * row_len) : NULL;
                 if (wp)
                     tk->pack8(w, row_len, n, wp);
@@ -1635,7 +1635,8 @@ static void test_gemm8_matches_vec_dot(void **state)
                     for (int32_t tok = 0; tok < nt; tok++)
                         for (int r = 0; r < 8; r++) {
                             float want;
-                            /* Q4_K sums a batch's whole fours of tokens as llama.cpp's repacked gemm */
+                            /* Q4_K sums a batch's whole fours of tokens as llama.cpp's repacked
+                             * gemm */
                             if (t == DTYPE_Q4_K && tok < nt / 4 * 4)
                                 ref_dot_q4_k_q8_k_quad(n, &want, w + r * row_len, a + tok * a_row);
                             else
@@ -1668,7 +1669,7 @@ static void test_gemm16p_matches_gemm8p(void **state)
     (void)state;
     const struct kernels *ks[N_ISA];
     const int nk = host_tables(ks);
-    int checked = 0;
+    int checked  = 0;
     for (int k = 0; k < nk; k++)
         for (uint32_t t = 0; t < DTYPE_COUNT; t++) {
             const struct type_kernels *tk = &ks[k]->type[t];
@@ -1681,7 +1682,8 @@ static void test_gemm16p_matches_gemm8p(void **state)
                 const int64_t n = lens[li];
                 if (n % dtype_get(t)->block)
                     continue;
-                const size_t row_len = dtype_row_len(t, n), a_row = dtype_row_len(tk->vec_dot_type, n);
+                const size_t row_len = dtype_row_len(t, n),
+                             a_row   = dtype_row_len(tk->vec_dot_type, n);
                 /* every count up to 19, then the AMX table's tiles of 16 and chunks of 64 */
                 enum { MAXT = 70 };
                 const int32_t n_toks[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,
@@ -1746,10 +1748,38 @@ static void test_attn_rows(void **state)
         {{0, 63}, {0, 64}, {0, 127}, {0, 128}, {0, 5}, {0, 199}, {-1, -1}},
         {{100, 140}, {101, 141}, {150, 199}, {0, 5}, {64, 64}, {63, 63}, {130, 131}, {-1, -1}},
         {{7, 7}, {0, 0}, {-1, -1}},
-        {{0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127}, {0, 127},
-         {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}, {0, 128}},
-        {{60, 63}, {0, 64}, {0, 5}, {130, 199}, {0, 199}, {64, 64}, {3, 3}, {0, 70},
-         {71, 140}, {0, 199}, {192, 199}, {0, 1}, {1, 190}, {120, 130}, {0, 63}, {-1, -1}},
+        {{0, 127},
+         {0, 127},
+         {0, 127},
+         {0, 127},
+         {0, 127},
+         {0, 127},
+         {0, 127},
+         {0, 127},
+         {0, 128},
+         {0, 128},
+         {0, 128},
+         {0, 128},
+         {0, 128},
+         {0, 128},
+         {0, 128},
+         {0, 128}},
+        {{60, 63},
+         {0, 64},
+         {0, 5},
+         {130, 199},
+         {0, 199},
+         {64, 64},
+         {3, 3},
+         {0, 70},
+         {71, 140},
+         {0, 199},
+         {192, 199},
+         {0, 1},
+         {1, 190},
+         {120, 130},
+         {0, 63},
+         {-1, -1}},
     };
     int checked = 0;
     for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++)
@@ -1772,19 +1802,19 @@ static void test_attn_rows(void **state)
                         else
                             memcpy(dst, x, row_len);
                     }
-                const struct attn_kv akv = {.k = kpool + (size_t)hd * elem,
-                                            .v = vpool + (size_t)hd * elem,
-                                            .blocks = blocks,
-                                            .block_len = block_len,
-                                            .row_len = row_len,
+                const struct attn_kv akv = {.k            = kpool + (size_t)hd * elem,
+                                            .v            = vpool + (size_t)hd * elem,
+                                            .blocks       = blocks,
+                                            .block_len    = block_len,
+                                            .row_len      = row_len,
                                             .block_tokens = BT,
-                                            .f16 = f16};
-                float *qs = xmalloc((size_t)ATTN_LANES_MAX * hd * sizeof(float));
-                float *outs = xmalloc((size_t)ATTN_LANES_MAX * hd * sizeof(float));
-                float *want = xmalloc((size_t)hd * sizeof(float));
-                float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
+                                            .f16          = f16};
+                float *qs                = xmalloc((size_t)ATTN_LANES_MAX * hd * sizeof(float));
+                float *outs              = xmalloc((size_t)ATTN_LANES_MAX * hd * sizeof(float));
+                float *want              = xmalloc((size_t)hd * sizeof(float));
+                float *scratch           = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
                 fill_normal(qs, ATTN_LANES_MAX * hd, wide ? 40.0f : 1.0f);
-                const float scale = 1.0f / sqrtf((float)hd);
+                const float scale    = 1.0f / sqrtf((float)hd);
                 const size_t n_cases = sizeof(cases) / sizeof(cases[0]);
                 for (size_t c = 0; c < n_cases + 3; c++) {
                     int32_t j0[ATTN_LANES_MAX], j1[ATTN_LANES_MAX], nq = 0;
@@ -1794,13 +1824,10 @@ static void test_attn_rows(void **state)
                      * three groups of sixteen lanes), then every lane a table takes at once and
                      * eleven tokens' worth (six groups: the sixteen-lane table scores four at a
                      * time, then two), ranges in different tiles */
-                    const int32_t many = c == n_cases       ? 40
-                                         : c == n_cases + 1 ? ATTN_LANES_MAX
-                                                            : 88;
-                    for (; nq < ATTN_LANES_MAX &&
-                           (c < n_cases ? cases[c][nq][0] >= 0 : nq < many);
+                    const int32_t many = c == n_cases ? 40 : c == n_cases + 1 ? ATTN_LANES_MAX : 88;
+                    for (; nq < ATTN_LANES_MAX && (c < n_cases ? cases[c][nq][0] >= 0 : nq < many);
                          nq++) {
-                        j0[nq] = c < n_cases ? cases[c][nq][0] : c == n_cases ? 0 : nq * 3 % 70;
+                        j0[nq]  = c < n_cases ? cases[c][nq][0] : c == n_cases ? 0 : nq * 3 % 70;
                         j1[nq]  = c < n_cases    ? cases[c][nq][1]
                                   : c == n_cases ? 150 + nq / 8
                                                  : 70 + nq * 2 % 130;
@@ -1842,7 +1869,7 @@ static void attn_double(float *out, const float *q, int32_t hd, const struct att
     double m = -INFINITY, sum = 0, acc[128] = {0};
     for (int32_t j = j0; j <= j1; j++) {
         const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
-        double s = 0;
+        double s           = 0;
         for (int32_t d = 0; d < hd; d++)
             s += (double)q[d] * fp16_to_fp32(kr[d]);
         m = fmax(m, s * scale);
@@ -1850,7 +1877,7 @@ static void attn_double(float *out, const float *q, int32_t hd, const struct att
     for (int32_t j = j0; j <= j1; j++) {
         const uint16_t *kr = (const uint16_t *)attn_kv_row(kv->k, kv, j);
         const uint16_t *vr = (const uint16_t *)attn_kv_row(kv->v, kv, j);
-        double s = 0;
+        double s           = 0;
         for (int32_t d = 0; d < hd; d++)
             s += (double)q[d] * fp16_to_fp32(kr[d]);
         const double p = exp(s * scale - m);
@@ -1933,8 +1960,8 @@ static void test_attn_row_f16(void **state)
     /* 32 and 80: sums wholly or partly in double past the last whole 64 */
     static const int32_t hds[]       = {8, 32, 64, 72, 80, 128};
     static const int32_t ranges[][2] = {{0, 199}, {0, 0}, {7, 7}, {100, 140}, {0, 63}, {63, 130}};
-    int checked = 0;
-    double worst = 0;
+    int checked                      = 0;
+    double worst                     = 0;
     for (size_t hi = 0; hi < sizeof(hds) / sizeof(hds[0]); hi++) {
         const int32_t hd = hds[hi], kv_dim = 2 * hd;
         const size_t row_len = (size_t)kv_dim * 2, block_len = (size_t)BT * row_len;
@@ -1943,11 +1970,16 @@ static void test_attn_row_f16(void **state)
         for (int b = 0; b < NBLK; b++)
             blocks[b] = (b * 5 + 3) % NBLK;
         fill_f16_pools(kpool, vpool, NBLK * BT, kv_dim);
-        const struct attn_kv akv = {.k = kpool + (size_t)hd * 2, .v = vpool + (size_t)hd * 2,
-                                    .blocks = blocks, .block_len = block_len,
-                                    .row_len = row_len, .block_tokens = BT, .f16 = 1};
+        const struct attn_kv akv = {.k            = kpool + (size_t)hd * 2,
+                                    .v            = vpool + (size_t)hd * 2,
+                                    .blocks       = blocks,
+                                    .block_len    = block_len,
+                                    .row_len      = row_len,
+                                    .block_tokens = BT,
+                                    .f16          = 1};
         float *q = xmalloc((size_t)hd * sizeof(float)), *q2 = xmalloc((size_t)hd * sizeof(float));
-        float *out = xmalloc((size_t)hd * sizeof(float)), *want = xmalloc((size_t)hd * sizeof(float));
+        float *out     = xmalloc((size_t)hd * sizeof(float)),
+              *want    = xmalloc((size_t)hd * sizeof(float));
         float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
         fill_normal(q, hd, 3.0f);
         for (int32_t d = 0; d < hd; d++) {
@@ -1969,8 +2001,8 @@ static void test_attn_row_f16(void **state)
             }
             ref_attn_row_f16(out, q2, hd, &akv, j0, j1, scale, scratch);
             if (memcmp(out, want, (size_t)hd * sizeof(float)) != 0)
-                fail_msg("hd %d [%d, %d]: a query within half an f16 step changed the result",
-                         hd, j0, j1);
+                fail_msg("hd %d [%d, %d]: a query within half an f16 step changed the result", hd,
+                         j0, j1);
             if (j0 == j1) {
                 const uint16_t *vr = (const uint16_t *)attn_kv_row(akv.v, &akv, j0);
                 for (int32_t d = 0; d < hd; d++)
@@ -2036,7 +2068,8 @@ static void test_attn_row_f16(void **state)
         free(kpool);
     }
     print_message("attn_rows_f16: %d rows bit-identical to the reference, "
-                  "max error vs double %.3g (relative, per sqrt(keys))\n", checked, worst);
+                  "max error vs double %.3g (relative, per sqrt(keys))\n",
+                  checked, worst);
 }
 
 /*
@@ -2153,7 +2186,7 @@ static void attn_quant_def(const struct kernels *k, float *out, const float *q, 
             float a = acc[d] * ms;
             if (kv->vt == DTYPE_F16)
                 a = fp16_to_fp32(fp32_to_fp16(a));
-            a = fmaf(v[d], vs, a);
+            a      = fmaf(v[d], vs, a);
             acc[d] = kv->vt == DTYPE_F16 ? fp16_to_fp32(fp32_to_fp16(a)) : a;
         }
         S = fmaf(S, ms, vs);
@@ -2207,11 +2240,11 @@ static void test_attn_rows_quant(void **state)
     static const enum dtype types[][2] = {{DTYPE_Q8_0, DTYPE_Q8_0}, {DTYPE_Q4_0, DTYPE_Q8_0},
                                           {DTYPE_Q8_0, DTYPE_F16},  {DTYPE_Q4_0, DTYPE_F16},
                                           {DTYPE_F16, DTYPE_Q8_0},  {DTYPE_F16, DTYPE_F32}};
-    static const int32_t hds[]       = {32, 64, 128};
-    static const int32_t ranges[][2] = {{0, 199}, {0, 0}, {7, 7}, {100, 140}, {63, 130}};
-    const struct kernels *ref        = kernels_ref();
-    int checked                      = 0;
-    double worst[2]                  = {0, 0};
+    static const int32_t hds[]         = {32, 64, 128};
+    static const int32_t ranges[][2]   = {{0, 199}, {0, 0}, {7, 7}, {100, 140}, {63, 130}};
+    const struct kernels *ref          = kernels_ref();
+    int checked                        = 0;
+    double worst[2]                    = {0, 0};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
         for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
             const enum dtype kt = types[ti][0], vt = types[ti][1];
@@ -2228,12 +2261,18 @@ static void test_attn_rows_quant(void **state)
                 fill_normal(x, kv_dim, 1.0f);
                 ref->type[vt].from_float(x, vpool + (size_t)b * vrow, kv_dim);
             }
-            const struct attn_kv akv = {.k = kpool + krow / 2, .v = vpool + vrow / 2,
-                                        .blocks = blocks, .block_len = BT * krow,
-                                        .row_len = krow, .block_tokens = BT, .kt = kt, .vt = vt,
-                                        .v_block_len = BT * vrow, .v_row_len = vrow};
-            float *qs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
-            float *outs = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
+            const struct attn_kv akv = {.k            = kpool + krow / 2,
+                                        .v            = vpool + vrow / 2,
+                                        .blocks       = blocks,
+                                        .block_len    = BT * krow,
+                                        .row_len      = krow,
+                                        .block_tokens = BT,
+                                        .kt           = kt,
+                                        .vt           = vt,
+                                        .v_block_len  = BT * vrow,
+                                        .v_row_len    = vrow};
+            float *qs                = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
+            float *outs              = xmalloc((size_t)ATTN_LANES * hd * sizeof(float));
             float want[128], dbl[128];
             float *scratch = xmalloc(ATTN_SCRATCH(hd) * sizeof(float));
             fill_normal(qs, ATTN_LANES * hd, 2.0f);
@@ -2260,8 +2299,8 @@ static void test_attn_rows_quant(void **state)
                         if (memcmp(outr[r], want, (size_t)hd * sizeof(float)) != 0)
                             fail_msg("%s: attn_rows_quant K %s V %s hd %d, row %d of %d "
                                      "[%d, %d] differs from its definition",
-                                     ks[k]->name, dtype_name(kt), dtype_name(vt), hd, r, nq,
-                                     rj0[r], rj1[r]);
+                                     ks[k]->name, dtype_name(kt), dtype_name(vt), hd, r, nq, rj0[r],
+                                     rj1[r]);
                         attn_quant_double(ks[k], dbl, qr[r], hd, &akv, rj0[r], rj1[r], scale);
                         for (int32_t d = 0; d < hd; d++) {
                             const double e = fabs((double)want[d] - dbl[d]) /
@@ -2270,8 +2309,9 @@ static void test_attn_rows_quant(void **state)
                             worst[vt == DTYPE_F16] = fmax(worst[vt == DTYPE_F16], e);
                             if (e > (vt == DTYPE_F16 ? 0x1p-9 : 0x1p-18))
                                 fail_msg("K %s V %s hd %d [%d, %d] d %d: %.9g, in double "
-                                         "%.9g", dtype_name(kt), dtype_name(vt), hd, rj0[r],
-                                         rj1[r], d, want[d], dbl[d]);
+                                         "%.9g",
+                                         dtype_name(kt), dtype_name(vt), hd, rj0[r], rj1[r], d,
+                                         want[d], dbl[d]);
                         }
                         checked++;
                     }

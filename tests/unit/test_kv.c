@@ -5,14 +5,19 @@
 #include "util/testutil.h"
 
 /* A cache of one pool (no window layers), as every model without sliding windows has. */
-static enum hearth_status init(struct kv_cache *kv, int32_t n_layer, int32_t kv_dim,
-                               int32_t n_seq, int32_t n_ctx, int32_t block_tokens,
-                               int32_t n_blocks, enum hearth_kv_type type)
+static enum hearth_status init(struct kv_cache *kv, int32_t n_layer, int32_t kv_dim, int32_t n_seq,
+                               int32_t n_ctx, int32_t block_tokens, int32_t n_blocks,
+                               enum hearth_kv_type type)
 {
     char err[256];
-    const struct kv_params p = {.n_layer = n_layer, .kv_dim = kv_dim, .n_seq = n_seq,
-                                .n_ctx = n_ctx, .block_tokens = block_tokens,
-                                .n_blocks = n_blocks, .type = type, .type_v = type};
+    const struct kv_params p = {.n_layer      = n_layer,
+                                .kv_dim       = kv_dim,
+                                .n_seq        = n_seq,
+                                .n_ctx        = n_ctx,
+                                .block_tokens = block_tokens,
+                                .n_blocks     = n_blocks,
+                                .type         = type,
+                                .type_v       = type};
     return kv_init(kv, &p, err, sizeof err);
 }
 
@@ -71,7 +76,7 @@ static void test_full_pool_and_context_limit_are_reported(void **state)
     assert_int_equal(init(&kv, 1, 4, 2, 40, 16, 4, HEARTH_KV_F16), HEARTH_OK);
     assert_int_equal(kv_reserve(&kv, 0, 41, err, sizeof err), HEARTH_EFULL);
     assert_non_null(strstr(err, "context is 40"));
-    assert_int_equal(kv_reserve(&kv, 0, 40, err, sizeof err), HEARTH_OK); /* 3 blocks */
+    assert_int_equal(kv_reserve(&kv, 0, 40, err, sizeof err), HEARTH_OK);    /* 3 blocks */
     assert_int_equal(kv_reserve(&kv, 1, 17, err, sizeof err), HEARTH_EFULL); /* needs 2, 1 free */
     assert_non_null(strstr(err, "only 1 of 4 are free"));
     assert_int_equal(kv.seqs[1].t[0].n_blocks, 0); /* nothing half-allocated */
@@ -105,9 +110,14 @@ static void test_bad_dimensions_are_refused(void **state)
     (void)state;
     struct kv_cache kv;
     assert_int_equal(init(&kv, 0, 4, 1, 64, 16, 4, HEARTH_KV_F16), HEARTH_EINVAL);
-    struct kv_params p = {.n_layer = 22, .kv_dim = 256, .n_seq = 1, .n_ctx = 8192,
-                          .block_tokens = 32, .n_blocks = 256, .type = HEARTH_KV_F16,
-                          .type_v = HEARTH_KV_F16};
+    struct kv_params p = {.n_layer      = 22,
+                          .kv_dim       = 256,
+                          .n_seq        = 1,
+                          .n_ctx        = 8192,
+                          .block_tokens = 32,
+                          .n_blocks     = 256,
+                          .type         = HEARTH_KV_F16,
+                          .type_v       = HEARTH_KV_F16};
     assert_int_equal(kv_bytes(&p), (size_t)22 * 2 * 256 * 32 * 256 * 2);
 }
 
@@ -225,10 +235,17 @@ static const bool swa3[3] = {true, false, true};
 static void init_window(struct kv_cache *kv, int32_t n_seq, int32_t n_ctx, int32_t n_blocks_swa)
 {
     char err[256];
-    const struct kv_params p = {.n_layer = 3, .kv_dim = 4, .n_seq = n_seq, .n_ctx = n_ctx,
-                                .block_tokens = 8, .n_blocks = n_seq * ((n_ctx + 7) / 8),
-                                .type = HEARTH_KV_F32, .type_v = HEARTH_KV_F32,
-                                .swa = swa3, .n_swa = 20, .n_blocks_swa = n_blocks_swa};
+    const struct kv_params p = {.n_layer      = 3,
+                                .kv_dim       = 4,
+                                .n_seq        = n_seq,
+                                .n_ctx        = n_ctx,
+                                .block_tokens = 8,
+                                .n_blocks     = n_seq * ((n_ctx + 7) / 8),
+                                .type         = HEARTH_KV_F32,
+                                .type_v       = HEARTH_KV_F32,
+                                .swa          = swa3,
+                                .n_swa        = 20,
+                                .n_blocks_swa = n_blocks_swa};
     assert_int_equal(kv_init(kv, &p, err, sizeof err), HEARTH_OK);
 }
 
@@ -306,7 +323,7 @@ static void test_window_pool_stays_bounded_over_a_long_sequence(void **state)
     int32_t step = 0;
     while (kv.seqs[0].n_tokens < 1000) {
         const int32_t t0 = kv.seqs[0].n_tokens;
-        int32_t n = 1 + (step++ * 7) % 13;
+        int32_t n        = 1 + (step++ * 7) % 13;
         if (n > 1000 - t0)
             n = 1000 - t0;
         assert_int_equal(kv_reserve(&kv, 0, n, err, sizeof err), HEARTH_OK);
@@ -445,11 +462,18 @@ static void test_all_window_layers_need_no_full_pool(void **state)
     (void)state;
     struct kv_cache kv;
     char err[256];
-    const bool swa[2] = {true, true};
-    const struct kv_params p = {.n_layer = 2, .kv_dim = 4, .n_seq = 2, .n_ctx = 200,
-                                .block_tokens = 8, .n_blocks = 50, .type = HEARTH_KV_F16,
-                                .type_v = HEARTH_KV_F16,
-                                .swa = swa, .n_swa = 20, .n_blocks_swa = 20};
+    const bool swa[2]        = {true, true};
+    const struct kv_params p = {.n_layer      = 2,
+                                .kv_dim       = 4,
+                                .n_seq        = 2,
+                                .n_ctx        = 200,
+                                .block_tokens = 8,
+                                .n_blocks     = 50,
+                                .type         = HEARTH_KV_F16,
+                                .type_v       = HEARTH_KV_F16,
+                                .swa          = swa,
+                                .n_swa        = 20,
+                                .n_blocks_swa = 20};
     assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
     assert_int_equal(kv.pool[0].n_layer, 0);
     assert_null(kv.pool[0].mem);
@@ -472,17 +496,23 @@ static void test_kv_bytes_counts_the_window_pool(void **state)
     bool swa[62];
     for (int i = 0; i < 62; i++)
         swa[i] = i % 6 < 5;
-    struct kv_params p = {.n_layer = 62, .kv_dim = 2048, .n_seq = 1, .n_ctx = 32768,
-                          .block_tokens = 32, .n_blocks = 1024, .type = HEARTH_KV_F16,
-                          .type_v = HEARTH_KV_F16,
-                          .swa = swa, .n_swa = 1024};
+    struct kv_params p = {.n_layer      = 62,
+                          .kv_dim       = 2048,
+                          .n_seq        = 1,
+                          .n_ctx        = 32768,
+                          .block_tokens = 32,
+                          .n_blocks     = 1024,
+                          .type         = HEARTH_KV_F16,
+                          .type_v       = HEARTH_KV_F16,
+                          .swa          = swa,
+                          .n_swa        = 1024};
     const size_t block = (size_t)2 * 32 * 2048 * 2; /* K and V of one layer's block */
     assert_int_equal(kv_bytes(&p), 62 * 1024 * block);
     p.n_blocks_swa = kv_window_blocks(1, 32768, 1024, 512, 32);
     assert_int_equal(p.n_blocks_swa, 2 * (48 + 1)); /* ceil((1023 + 512) / 32) + 1, twice */
     assert_int_equal(kv_bytes(&p), 10 * 1024 * block + 52 * 98 * block);
-    print_message("27B at 32768: %zu MiB with window rings, %zu MiB without\n",
-                  kv_bytes(&p) >> 20, (size_t)62 * 1024 * block >> 20);
+    print_message("27B at 32768: %zu MiB with window rings, %zu MiB without\n", kv_bytes(&p) >> 20,
+                  (size_t)62 * 1024 * block >> 20);
     /* no saving when the context is within reach of the window */
     assert_int_equal(kv_window_blocks(1, 160, 32, 512, 16), 0);
     assert_int_equal(kv_window_blocks(1, 4096, 0, 512, 16), 0);
@@ -498,10 +528,15 @@ static void test_layers_without_kv_take_no_pool_space(void **state)
     bool no_kv[8];
     for (int i = 0; i < 8; i++)
         no_kv[i] = i % 4 != 3;
-    struct kv_params p = {.n_layer = 8, .kv_dim = 64, .n_seq = 2, .n_ctx = 256,
-                          .block_tokens = 16, .n_blocks = 32, .type = HEARTH_KV_F16,
-                          .type_v = HEARTH_KV_F16,
-                          .no_kv = no_kv};
+    struct kv_params p = {.n_layer      = 8,
+                          .kv_dim       = 64,
+                          .n_seq        = 2,
+                          .n_ctx        = 256,
+                          .block_tokens = 16,
+                          .n_blocks     = 32,
+                          .type         = HEARTH_KV_F16,
+                          .type_v       = HEARTH_KV_F16,
+                          .no_kv        = no_kv};
     const size_t block = (size_t)2 * 16 * 64 * 2;
     assert_int_equal(kv_bytes(&p), 2 * 32 * block);
     struct kv_cache kv;
@@ -528,7 +563,7 @@ struct copies {
 static void on_copy(void *arg, int group, int32_t dst, int32_t src, int32_t n_rows)
 {
     struct copies *c = arg;
-    *c = (struct copies){c->n + 1, group, dst, src, n_rows};
+    *c               = (struct copies){c->n + 1, group, dst, src, n_rows};
 }
 
 /*
@@ -540,10 +575,15 @@ static void test_device_layers_own_their_memory(void **state)
 {
     (void)state;
     const bool host[4] = {true, false, false, true};
-    struct kv_params p = {.n_layer = 4, .kv_dim = 4, .n_seq = 2, .n_ctx = 64,
-                          .block_tokens = 16, .n_blocks = 8, .type = HEARTH_KV_F32,
-                          .type_v = HEARTH_KV_F32,
-                          .host = host};
+    struct kv_params p = {.n_layer      = 4,
+                          .kv_dim       = 4,
+                          .n_seq        = 2,
+                          .n_ctx        = 64,
+                          .block_tokens = 16,
+                          .n_blocks     = 8,
+                          .type         = HEARTH_KV_F32,
+                          .type_v       = HEARTH_KV_F32,
+                          .host         = host};
     struct kv_cache kv;
     char err[256];
     int32_t tok[64];
@@ -591,9 +631,14 @@ static void test_quantized_k_and_f16_v_have_their_own_rows(void **state)
     (void)state;
     struct kv_cache kv;
     char err[256];
-    const struct kv_params p = {.n_layer = 2, .kv_dim = 64, .n_seq = 2, .n_ctx = 64,
-                                .block_tokens = 16, .n_blocks = 8, .type = HEARTH_KV_Q8_0,
-                                .type_v = HEARTH_KV_F16};
+    const struct kv_params p = {.n_layer      = 2,
+                                .kv_dim       = 64,
+                                .n_seq        = 2,
+                                .n_ctx        = 64,
+                                .block_tokens = 16,
+                                .n_blocks     = 8,
+                                .type         = HEARTH_KV_Q8_0,
+                                .type_v       = HEARTH_KV_F16};
     assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_OK);
     assert_int_equal(kv.row_len[0], 2 * 34);
     assert_int_equal(kv.row_len[1], 64 * 2);
@@ -630,9 +675,14 @@ static void test_quantized_types_are_checked(void **state)
     (void)state;
     struct kv_cache kv;
     char err[256];
-    struct kv_params p = {.n_layer = 1, .kv_dim = 48, .n_seq = 1, .n_ctx = 32,
-                          .block_tokens = 16, .n_blocks = 2, .type = HEARTH_KV_Q8_0,
-                          .type_v = HEARTH_KV_F16};
+    struct kv_params p = {.n_layer      = 1,
+                          .kv_dim       = 48,
+                          .n_seq        = 1,
+                          .n_ctx        = 32,
+                          .block_tokens = 16,
+                          .n_blocks     = 2,
+                          .type         = HEARTH_KV_Q8_0,
+                          .type_v       = HEARTH_KV_F16};
     assert_int_equal(kv_init(&kv, &p, err, sizeof err), HEARTH_EINVAL);
     assert_non_null(strstr(err, "whole 32-value blocks"));
     p.kv_dim = 64;
@@ -652,10 +702,16 @@ static void test_quantized_types_are_checked(void **state)
 static void init_retain(struct kv_cache *kv, int32_t n_seq, int32_t n_ctx, int32_t n_retain)
 {
     char err[256];
-    const struct kv_params p = {.n_layer = 2, .kv_dim = 4, .n_seq = n_seq, .n_ctx = n_ctx,
-                                .block_tokens = 16, .n_blocks = n_seq * ((n_ctx + 15) / 16),
-                                .type = HEARTH_KV_F16, .type_v = HEARTH_KV_F16, .retain = true,
-                                .n_retain = n_retain};
+    const struct kv_params p = {.n_layer      = 2,
+                                .kv_dim       = 4,
+                                .n_seq        = n_seq,
+                                .n_ctx        = n_ctx,
+                                .block_tokens = 16,
+                                .n_blocks     = n_seq * ((n_ctx + 15) / 16),
+                                .type         = HEARTH_KV_F16,
+                                .type_v       = HEARTH_KV_F16,
+                                .retain       = true,
+                                .n_retain     = n_retain};
     assert_int_equal(kv_init(kv, &p, err, sizeof err), HEARTH_OK);
     assert_int_equal(kv->pool[0].n_blocks, p.n_blocks + n_retain);
     assert_int_equal(kv_bytes(&p), (size_t)(p.n_blocks + n_retain) * kv_retain_block_len(&p));
@@ -679,12 +735,12 @@ static void test_retention_never_passes_its_cap(void **state)
     char err[256];
     init_retain(&kv, 2, 64, 5);
     const size_t block = (size_t)2 * 2 * 16 * 4 * 2; /* 2 layers x K,V x 16 tokens x 4 x f16 */
-    uint64_t r = 12345;
+    uint64_t r         = 12345;
     int32_t tok[2][64];
     for (int round = 0; round < 400; round++) {
         /* two sequences at once, of random lengths, often sharing a start */
         for (int q = 0; q < 2; q++) {
-            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            r         = r * 6364136223846793005ull + 1442695040888963407ull;
             int32_t n = 2 + (int32_t)((r >> 33) % 62);
             for (int32_t i = 0; i < 64; i++)
                 tok[q][i] = i < 20 && (r >> 20) % 2 ? i : (int32_t)((r >> (i % 40)) % 50);

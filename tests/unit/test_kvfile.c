@@ -52,8 +52,7 @@ static char *save_prompt(const char *dir, hearth_token *tok, float *last)
     hearth_seq_truncate(eng->ctx, 0, 0);
     tu_engine_run(eng, 0, tok, N_PROMPT, 32, last);
     char *path = path_in(dir, "seq.kv");
-    assert_int_equal(hearth_seq_save(eng->ctx, 0, tok, N_PROMPT, path, err, sizeof err),
-                     HEARTH_OK);
+    assert_int_equal(hearth_seq_save(eng->ctx, 0, tok, N_PROMPT, path, err, sizeof err), HEARTH_OK);
     return path;
 }
 
@@ -92,8 +91,7 @@ static void test_a_loaded_sequence_continues_as_the_saved_one(void **state)
     hearth_seq_truncate(eng->ctx, 1, 0);
     free(got);
     /* into a sequence that holds tokens: refused */
-    assert_int_equal(hearth_seq_load(eng->ctx, 0, path, &got, &n, err, sizeof err) == HEARTH_OK,
-                     0);
+    assert_int_equal(hearth_seq_load(eng->ctx, 0, path, &got, &n, err, sizeof err) == HEARTH_OK, 0);
     assert_non_null(strstr(err, "loads into an empty sequence"));
     free(got);
     free(tmp);
@@ -137,18 +135,32 @@ static void test_bad_files_are_refused_whole(void **state)
         memcpy(bad, good, len);
         size_t n = len;
         switch (c) {
-        case 0: n = len - 100; break;
-        case 1: bad[len / 2] ^= 0x10; break;
-        case 2: n = len + 16; memset(bad + len, 0, 16); break;
-        case 3: bad[8] ^= 1; break;   /* the fingerprint */
-        case 4: bad[40] = 0; break;   /* K's type: f16 */
-        default: n = 40; break;
+        case 0:
+            n = len - 100;
+            break;
+        case 1:
+            bad[len / 2] ^= 0x10;
+            break;
+        case 2:
+            n = len + 16;
+            memset(bad + len, 0, 16);
+            break;
+        case 3:
+            bad[8] ^= 1;
+            break; /* the fingerprint */
+        case 4:
+            bad[40] = 0;
+            break; /* K's type: f16 */
+        default:
+            n = 40;
+            break;
         }
         write_bytes(path, bad, n);
         hearth_token *got = NULL;
         int32_t nt        = -1;
         hearth_seq_truncate(eng->ctx, 1, 0);
-        const enum hearth_status st = hearth_seq_load(eng->ctx, 1, path, &got, &nt, err, sizeof err);
+        const enum hearth_status st =
+            hearth_seq_load(eng->ctx, 1, path, &got, &nt, err, sizeof err);
         print_message("%s: %s\n", cases[c].what, err);
         assert_int_equal(st, HEARTH_EFORMAT);
         assert_non_null(strstr(err, cases[c].want));

@@ -32,6 +32,7 @@ static const char good_patch[] = "*** Begin Patch\n"
                                  "*** Delete File: old.txt\n"
                                  "*** End Patch";
 
+/* clang-format off */
 static const char *const bad_patches[] = {
     "*** Begin Patch\n*** End Patch",                             /* no hunk */
     "*** Begin Patch\n*** Update File: a.c\n return 0;\n",        /* no end */
@@ -39,6 +40,7 @@ static const char *const bad_patches[] = {
     "*** Begin Patch\n*** Frobnicate File: a.c\n*** End Patch",
     "diff --git a/a.c b/a.c\n",
 };
+/* clang-format on */
 
 /* The grammar g compiled from gbnf (failing the test when it does not compile). */
 static struct grammar *compile(const char *gbnf)
@@ -76,11 +78,11 @@ static struct grammar *compile_pattern(const char *pattern)
 /* Whether text is taken: by the GBNF, and (as a JSON string) by the regex; both must agree. */
 static bool takes(struct grammar *g, struct grammar *rx, const char *text)
 {
-    bool a     = grammar_accepts_string(g, text, strlen(text));
+    bool a      = grammar_accepts_string(g, text, strlen(text));
     cJSON *item = cJSON_CreateString(text);
     char *json  = cJSON_PrintUnformatted(item);
     cJSON_Delete(item);
-    bool b     = grammar_accepts_string(rx, json, strlen(json));
+    bool b = grammar_accepts_string(rx, json, strlen(json));
     if (a != b)
         print_message("gbnf %d, regex %d on: %s\n", a, b, text);
     assert_true(a == b);

@@ -43,11 +43,14 @@ static const char BOTTOM_HEADER[] = "model/types.h";
 
 /* The knots (as their folders, sorted, joined by spaces) allowed for now; NULL: none
  * (C11 has no empty initializer). */
+/* clang-format off */
 static const char *const KNOWN_KNOTS[] = {
     NULL,
 };
+/* clang-format on */
 
 /* Edges that must not exist: "from to". */
+/* clang-format off */
 static const char *const FORBIDDEN[] = {
     "backend model", /* but for BOTTOM_HEADER */
     "route serve",   "route bench", "bench serve", "bench route", "serve route", "serve bench",
@@ -60,11 +63,14 @@ static const char *const FORBIDDEN[] = {
     "sched serve",   "spec serve",  "spec sched",  "sample sched",  "net sched",
     "route sched",   "bench sched",
 };
+/* clang-format on */
 
 /* Forbidden edges the tree has today, being removed; NULL: none. */
+/* clang-format off */
 static const char *const KNOWN_EDGES[] = {
     NULL,
 };
+/* clang-format on */
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -107,9 +113,9 @@ static void scan_file(struct graph *g, int from, const char *rel)
             while (*p == ' ' || *p == '\t')
                 p++;
             if (!strncmp(p, "include", 7)) {
-                const char *q = strchr(p, '"');
-                const char *slash = q ? strchr(q + 1, '/') : NULL;
-                const char *end   = q ? strchr(q + 1, '"') : NULL;
+                const char *q         = strchr(p, '"');
+                const char *slash     = q ? strchr(q + 1, '/') : NULL;
+                const char *end       = q ? strchr(q + 1, '"') : NULL;
                 const size_t n_bottom = sizeof BOTTOM_HEADER - 1;
                 const bool bottom     = end && (size_t)(end - q - 1) == n_bottom &&
                                     !strncmp(q + 1, BOTTOM_HEADER, n_bottom) &&
@@ -149,8 +155,8 @@ static void scan_dir(struct graph *g, int folder, const char *rel)
         size_t len = strlen(e->d_name);
         if (S_ISDIR(st.st_mode))
             scan_dir(g, folder, sub);
-        else if (len > 2 && (!strcmp(e->d_name + len - 2, ".c") ||
-                             !strcmp(e->d_name + len - 2, ".h")))
+        else if (len > 2 &&
+                 (!strcmp(e->d_name + len - 2, ".c") || !strcmp(e->d_name + len - 2, ".h")))
             scan_file(g, folder, sub);
     }
     closedir(d);
@@ -226,8 +232,8 @@ static void test_no_knots(void **state)
         for (int b = 0; b < g.n; b++)
             if (b == a || (reach[a][b] && reach[b][a])) {
                 done[b] = true;
-                snprintf(knot + strlen(knot), sizeof knot - strlen(knot), "%s%s",
-                         *knot ? " " : "", g.name[b]);
+                snprintf(knot + strlen(knot), sizeof knot - strlen(knot), "%s%s", *knot ? " " : "",
+                         g.name[b]);
             }
         size_t k = 0;
         while (k < N(KNOWN_KNOTS) && (!KNOWN_KNOTS[k] || strcmp(KNOWN_KNOTS[k], knot)))
@@ -262,9 +268,9 @@ static void test_forbidden_edges(void **state)
     for (size_t i = 0; i < N(FORBIDDEN); i++) {
         char from[64], to[64];
         assert_int_equal(sscanf(FORBIDDEN[i], "%63s %63s", from, to), 2);
-        int a = folder_index(&g, from, strlen(from), false);
-        int b = folder_index(&g, to, strlen(to), false);
-        bool has = a >= 0 && b >= 0 && g.edge[a][b];
+        int a      = folder_index(&g, from, strlen(from), false);
+        int b      = folder_index(&g, to, strlen(to), false);
+        bool has   = a >= 0 && b >= 0 && g.edge[a][b];
         bool known = listed(KNOWN_EDGES, N(KNOWN_EDGES), FORBIDDEN[i]);
         if (has && !known) {
             print_message("%s must not include from %s/: %s\n", from, to, g.why[a][b]);
@@ -306,12 +312,11 @@ static void test_bottom_header(void **state)
             p++;
             while (*p == ' ' || *p == '\t')
                 p++;
-            const char *q = !strncmp(p, "include", 7) ? strchr(p, '"') : NULL;
+            const char *q     = !strncmp(p, "include", 7) ? strchr(p, '"') : NULL;
             const char *slash = q ? strchr(q + 1, '/') : NULL;
             const char *end   = q ? strchr(q + 1, '"') : NULL;
             if (slash && end && slash < end && strncmp(q + 1, "util/", 5)) {
-                print_message("%s must include nothing of src/ but util/: %s\n", BOTTOM_HEADER,
-                              p);
+                print_message("%s must include nothing of src/ but util/: %s\n", BOTTOM_HEADER, p);
                 bad++;
             }
         }

@@ -31,7 +31,7 @@
 #include "model/model.h"
 #include "util/testutil.h"
 
-#define TABLE HEARTH_TOP "/tests/unit/llamacpp_buffers.tsv"
+#define TABLE  HEARTH_TOP "/tests/unit/llamacpp_buffers.tsv"
 #define DRAFTS HEARTH_TOP "/tests/unit/llamacpp_draft.tsv"
 
 /* Compute errors by family: the allocator's layout was fitted per family. */

@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "util/testutil.h"
 
+/* clang-format off */
 static const char *const models[] = {
     "stories260K.gguf",
     "tiny-llama-spm-f16.gguf",
@@ -35,6 +36,7 @@ static const char *const models[] = {
     "tiny-qwen35moe-bpe-q8_0.gguf",
     "tiny-qwen35moe-mtp-bpe-q8_0.gguf",
 };
+/* clang-format on */
 
 static void expect_equal(const char *what, const struct mem_acct *want,
                          const struct hearth_memory *got)

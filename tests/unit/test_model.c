@@ -26,8 +26,9 @@ static void rewrite_window(const char *src, const char *dst, const char *arch, c
     struct gguf_writer *w = gguf_writer_new();
     for (int64_t i = 0; i < gguf_n_kv(f); i++)
         assert_int_equal(gguf_writer_copy_kv(w, f, i, err, sizeof err), HEARTH_OK);
-    assert_int_equal(gguf_writer_set_str(w, "general.architecture", arch, strlen(arch), err,
-                                         sizeof err), HEARTH_OK);
+    assert_int_equal(
+        gguf_writer_set_str(w, "general.architecture", arch, strlen(arch), err, sizeof err),
+        HEARTH_OK);
     if (window > 0) {
         char key[64];
         snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
@@ -37,8 +38,9 @@ static void rewrite_window(const char *src, const char *dst, const char *arch, c
         const struct gguf_tensor *t = gguf_tensor(f, i);
         if (drop && !strcmp(t->name, drop))
             continue;
-        assert_int_equal(gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, err,
-                                                sizeof err), HEARTH_OK);
+        assert_int_equal(
+            gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, err, sizeof err),
+            HEARTH_OK);
     }
     assert_int_equal(gguf_writer_begin(w, dst, err, sizeof err), HEARTH_OK);
     for (int64_t i = 0; i < gguf_n_tensors(f); i++) {
@@ -59,8 +61,8 @@ static void rewrite(const char *src, const char *dst, const char *arch, const ch
 static void expect_refusal(const char *path, enum hearth_status want, const char *says)
 {
     char err[HEARTH_ERR_MAX] = "";
-    struct hearth_model *m = NULL;
-    enum hearth_status st = hearth_model_load(path, NULL, &m, err, sizeof err);
+    struct hearth_model *m   = NULL;
+    enum hearth_status st    = hearth_model_load(path, NULL, &m, err, sizeof err);
     print_message("%s\n", err);
     assert_int_equal(st, want);
     assert_null(m);
@@ -119,12 +121,12 @@ static void test_sliding_window_key_is_ignored_by_llama(void **state)
     char *dir = tu_tmpdir(), path[512], err[HEARTH_ERR_MAX];
     snprintf(path, sizeof path, "%s/window.gguf", dir);
     rewrite_window(src, path, "llama", NULL, 4);
-    struct hearth_model *m[2] = {NULL, NULL};
+    struct hearth_model *m[2]   = {NULL, NULL};
     struct hearth_context *c[2] = {NULL, NULL};
     assert_int_equal(hearth_model_load(src, NULL, &m[0], err, sizeof err), HEARTH_OK);
     assert_int_equal(hearth_model_load(path, NULL, &m[1], err, sizeof err), HEARTH_OK);
     struct hearth_context_params cp = hearth_context_default_params();
-    cp.n_ctx = 64;
+    cp.n_ctx                        = 64;
     hearth_token tok[40];
     int32_t pos[40], seq[40] = {0};
     for (int32_t i = 0; i < 40; i++) {

@@ -23,7 +23,10 @@ static int setup(void **state)
     return tu_engine_open((struct tu_engine **)state, MODEL, &cp);
 }
 
-static int teardown(void **state) { return tu_engine_close(*state); }
+static int teardown(void **state)
+{
+    return tu_engine_close(*state);
+}
 
 #define NEED_MODEL(f) TU_ENGINE_OR_SKIP(f)
 

@@ -25,11 +25,13 @@
 enum { STEPS = 10, DEPTH = 3, MAX_TOK = 64 };
 
 /* What llama.cpp's head drafted at step s (the prompt, then one generated token per step). */
+/* clang-format off */
 static const hearth_token llama_drafts[STEPS][DEPTH] = {
     {10762, 15976, 9651},  {24649, 6654, 29138}, {25111, 10924, 11659}, {25651, 14902, 27097},
     {273, 9099, 12624},    {1074, 23315, 12330}, {5569, 6828, 28792},   {2969, 31909, 9986},
     {8791, 29832, 4586},   {240, 13046, 25529},
 };
+/* clang-format on */
 
 static struct hearth_model *load(const char *path, bool mtp)
 {
@@ -104,7 +106,7 @@ static void test_load(void **state)
     hearth_token t = 5;
     int32_t p = 0, s = 0;
     struct hearth_batch b = {1, &t, &p, &s, NULL};
-    float h[4096] = {0};
+    float h[4096]         = {0};
     assert_int_equal(hearth_decode(head, &b, err, sizeof err), HEARTH_EINVAL);
     assert_int_equal(hearth_mtp_decode(target, &b, h, err, sizeof err), HEARTH_EINVAL);
     assert_null(hearth_get_hidden(target, 0));
@@ -135,7 +137,7 @@ static void test_prefill_ops_leave_the_head_out(void **state)
 static void test_keep_hidden_same_logits(void **state)
 {
     TU_MODEL_OR_SKIP(path, MTP_FILE);
-    struct hearth_model *m = load(path, true);
+    struct hearth_model *m   = load(path, true);
     struct hearth_context *a = context(m, false, false), *b = context(m, true, false);
     const int32_t nv = hearth_model_n_vocab(m), d = hearth_model_n_embd(m);
     hearth_token tok[12];
@@ -154,7 +156,7 @@ static void test_keep_hidden_same_logits(void **state)
         assert_memory_equal(hearth_get_logits(a, i), hearth_get_logits(b, i), nv * sizeof(float));
     /* the hidden state is the output norm's: not the raw residual, and finite */
     const float *h = hearth_get_hidden(b, 2);
-    double ss = 0;
+    double ss      = 0;
     for (int32_t i = 0; i < d; i++)
         ss += (double)h[i] * h[i];
     assert_true(ss > 0 && ss < 1e12);
@@ -171,16 +173,16 @@ static void test_keep_hidden_same_logits(void **state)
 static void test_drafts_match_llama_cpp(void **state)
 {
     TU_MODEL_OR_SKIP(path, MTP_FILE);
-    struct hearth_model *m = load(path, true);
+    struct hearth_model *m     = load(path, true);
     struct hearth_context *tgt = context(m, true, false), *head = context(m, false, true);
     const int32_t nv = hearth_model_n_vocab(m), d = hearth_model_n_embd(m);
     static const char prompt[] = "def fibonacci(n):";
-    hearth_token *ids = NULL;
-    size_t n_ids      = 0;
+    hearth_token *ids          = NULL;
+    size_t n_ids               = 0;
     char err[HEARTH_ERR_MAX];
-    assert_int_equal(hearth_tokenize(m, prompt, strlen(prompt), true, true, &ids, &n_ids, err,
-                                     sizeof err),
-                     HEARTH_OK);
+    assert_int_equal(
+        hearth_tokenize(m, prompt, strlen(prompt), true, true, &ids, &n_ids, err, sizeof err),
+        HEARTH_OK);
     assert_int_equal(n_ids, 9);
     hearth_token tok[MAX_TOK];
     memcpy(tok, ids, n_ids * sizeof *ids);

@@ -21,7 +21,6 @@
 #define QWEN3  "templates/Qwen-Qwen3-0.6B.jinja"
 #define LLAMA3 "templates/meta-llama-Llama-3.1-8B-Instruct.jinja"
 
-
 static const char TOOLS[] =
     "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
     "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":10}},"
@@ -410,7 +409,7 @@ static void test_mistral_calls(void **state)
 #define DS_END   "<｜tool▁calls▁end｜>"
 #define R1_CALL(name, args)                                                                        \
     "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" name "\n```json\n" args "\n```<"                 \
-                                                                          "｜tool▁call▁end｜>"
+    "｜tool▁call▁end｜>"
 #define V31_CALL(name, args)                                                                       \
     "<｜tool▁call▁begin｜>" name "<｜tool▁sep｜>" args "<｜tool▁call▁end｜>"
 

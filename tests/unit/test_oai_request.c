@@ -99,8 +99,7 @@ static void test_parse_errors_name_the_field(void **state)
          "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"type\":\"function\","
          "\"function\":{\"name\":\"f\",\"arguments\":\"{nope\"}}]}]}",
          "messages[0].tool_calls[0].function.arguments", "invalid_value"},
-        {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}",
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}",
          "messages[0].tool_calls", "invalid_value"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{}]}",
          "tools[0]", "invalid_value"},
@@ -188,8 +187,7 @@ static void test_parse_errors_name_the_field(void **state)
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"samplers\":"
          "[\"top_k\",\"warp\"]}",
          "samplers", "invalid_value"},
-        {OAI_CHAT,
-         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"cache_prompt\":1}",
+        {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"cache_prompt\":1}",
          "cache_prompt", "invalid_type"},
         {OAI_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n_probs\":21}",
          "n_probs", "integer_above_max_value"},
@@ -197,8 +195,9 @@ static void test_parse_errors_name_the_field(void **state)
          "{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"},\"json_schema\":"
          "{}}",
          "grammar", "invalid_value"},
-        {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"ignore_eos\":true}",
-         "ignore_eos", "invalid_value"},
+        {OAI_COMPLETION,
+         "{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"ignore_eos\":true}", "ignore_eos",
+         "invalid_value"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"grammar\":5}", "grammar", "invalid_type"},
         {OAI_COMPLETION, "{\"prompt\":\"x\",\"json_schema\":\"{}\"}", "json_schema",
          "invalid_type"},
@@ -260,7 +259,7 @@ static void test_parse_constraints(void **state)
         struct oai_request r;
         struct oai_error e;
         enum oai_kind kind = cases[i].body[2] == 'p' ? OAI_COMPLETION : OAI_CHAT;
-        bool ok = oai_parse(kind, cases[i].body, strlen(cases[i].body), &r, &e);
+        bool ok            = oai_parse(kind, cases[i].body, strlen(cases[i].body), &r, &e);
         if (!ok)
             print_message("case %zu: %s (%s)\n", i, e.message, e.param);
         assert_true(ok);
@@ -303,8 +302,8 @@ static void test_parse_agent_fields(void **state)
         print_message("%s (%s)\n", e.message, e.param);
     assert_true(ok);
     /* the template sees the arguments as an object, as Hugging Face's templates expect */
-    cJSON *call = cJSON_GetArrayItem(
-        cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 1), "tool_calls"), 0);
+    cJSON *call =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(r.messages, 1), "tool_calls"), 0);
     cJSON *args = cJSON_GetObjectItem(cJSON_GetObjectItem(call, "function"), "arguments");
     assert_true(cJSON_IsObject(args));
     assert_string_equal(cJSON_GetObjectItem(args, "city")->valuestring, "Paris");
@@ -417,8 +416,8 @@ static void test_honoured_fields(void **state)
     assert_true(r.no_cache);
     assert_true(r.timings_per_token);
     assert_int_equal(r.top_logprobs, 3);
-    assert_int_equal(r.sampling.top_k, 7);   /* in the list */
-    assert_true(r.sampling.top_p == 1.0f);   /* left out: off */
+    assert_int_equal(r.sampling.top_k, 7); /* in the list */
+    assert_true(r.sampling.top_p == 1.0f); /* left out: off */
     assert_true(r.sampling.min_p == 0.0f);
     assert_int_equal(r.n_ignored, 0);
     oai_request_free(&r);

@@ -14,13 +14,14 @@
 
 /* Feeds a response: two TEXT events and a DONE per choice. */
 static char *run_response_with(const char *req_body, enum oai_kind kind, int32_t n_choices,
-                               char **stream_out, const struct chat_template *tmpl,
-                               bool thinking, const char *const *pieces, int n_pieces)
+                               char **stream_out, const struct chat_template *tmpl, bool thinking,
+                               const char *const *pieces, int n_pieces)
 {
     struct oai_request r;
     struct oai_error e;
     assert_true(oai_parse(kind, req_body, strlen(req_body), &r, &e));
-    struct oai_response *resp = oai_response_new(&r, n_choices, "id-1", 1700000000, "tiny", NULL, tmpl, thinking);
+    struct oai_response *resp =
+        oai_response_new(&r, n_choices, "id-1", 1700000000, "tiny", NULL, tmpl, thinking);
     oai_request_free(&r);
     assert_non_null(resp);
     size_t cap = 1 << 16, len = 0, n;
@@ -176,7 +177,6 @@ static void test_render_completion_logprobs(void **state)
     free(s);
 }
 
-
 /* A Hermes/Qwen-style template: its markers are what the response splitter keys on. */
 static const char qwen_like[] =
     "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor %}"
@@ -192,8 +192,8 @@ static struct chat_template *qwen_template(void)
 {
     struct chat_template *t = NULL;
     char err[HEARTH_ERR_MAX];
-    enum hearth_status st   = chat_template_new(NULL, qwen_like, "qwen-like", NULL, &t, err,
-                                                sizeof err);
+    enum hearth_status st =
+        chat_template_new(NULL, qwen_like, "qwen-like", NULL, &t, err, sizeof err);
     if (st != HEARTH_OK)
         print_message("%s\n", err);
     assert_int_equal(st, HEARTH_OK);
@@ -238,7 +238,8 @@ static void test_render_tool_call_and_reasoning(void **state)
                                 ("\"type\":\"function\",\"function\":{\"name\":\"get\","
                                  "\"arguments\":\"\"}}]"),
                                 "\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":",
-                                "\"finish_reason\":\"tool_calls\"", "data: [DONE]"};
+                                "\"finish_reason\":\"tool_calls\"",
+                                "data: [DONE]"};
     const char *p            = all;
     for (size_t i = 0; i < sizeof want_order / sizeof want_order[0]; i++) {
         const char *q = strstr(p, want_order[i]);
@@ -250,7 +251,8 @@ static void test_render_tool_call_and_reasoning(void **state)
     free(all);
 
     /* tool_choice none and reasoning_format none: the text as generated */
-    snprintf(body, sizeof body, tools_body, "\"tool_choice\":\"none\",\"reasoning_format\":\"none\",");
+    snprintf(body, sizeof body, tools_body,
+             "\"tool_choice\":\"none\",\"reasoning_format\":\"none\",");
     s = run_response_with(body, OAI_CHAT, 1, NULL, t, false, pieces, 4);
     j = cJSON_Parse(s);
     c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
@@ -279,7 +281,8 @@ static void test_auto_call_arguments_stream(void **state)
     (void)state;
     struct chat_template *t           = qwen_template();
     static const char *const pieces[] = {"<tool_call>\n{\"name\": \"get\", \"arguments\": {\"ci",
-                                         "ty\": \"Par", "\xc3\xads\", \"n\": 2", "}}\n</tool_call>"};
+                                         "ty\": \"Par", "\xc3\xads\", \"n\": 2",
+                                         "}}\n</tool_call>"};
     char body[512];
     snprintf(body, sizeof body, tools_body, "\"stream\":true,");
     char *all = NULL;
@@ -288,15 +291,15 @@ static void test_auto_call_arguments_stream(void **state)
     print_message("%d argument chunks\n", n_args);
     assert_true(n_args >= 3);
     /* the pieces join to the arguments as the model wrote them */
-    cJSON *ev    = NULL;
+    cJSON *ev        = NULL;
     char joined[256] = "";
     for (char *line = strstr(all, "data: {"); line; line = strstr(line + 1, "data: {")) {
-        ev = cJSON_ParseWithOpts(line + 6, NULL, false);
+        ev              = cJSON_ParseWithOpts(line + 6, NULL, false);
         const cJSON *tc = cJSON_GetArrayItem(
-            cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(
-                                                        cJSON_GetObjectItem(ev, "choices"), 0),
-                                                    "delta"),
-                                "tool_calls"),
+            cJSON_GetObjectItem(
+                cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0),
+                                    "delta"),
+                "tool_calls"),
             0);
         const cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "arguments");
         if (cJSON_IsString(a))
@@ -307,8 +310,8 @@ static void test_auto_call_arguments_stream(void **state)
     assert_non_null(strstr(all, "\"finish_reason\":\"tool_calls\""));
     free(all);
     snprintf(body, sizeof body, tools_body, "");
-    char *s  = run_response_with(body, OAI_CHAT, 1, NULL, t, false, pieces, 4);
-    cJSON *j = cJSON_Parse(s);
+    char *s         = run_response_with(body, OAI_CHAT, 1, NULL, t, false, pieces, 4);
+    cJSON *j        = cJSON_Parse(s);
     const cJSON *fn = cJSON_GetObjectItem(
         cJSON_GetArrayItem(
             cJSON_GetObjectItem(

@@ -29,7 +29,7 @@ static void quiet(bool on)
 {
     fflush(stderr);
     if (on) {
-        quiet_fd = dup(2);
+        quiet_fd   = dup(2);
         FILE *null = freopen("/dev/null", "w", stderr);
         (void)null;
     } else if (quiet_fd >= 0) {
@@ -43,7 +43,7 @@ static void quiet(bool on)
 static enum opts_status parse(const struct cmd_spec *spec, void *args, const char *const *extra)
 {
     char *argv[16];
-    int argc = 0;
+    int argc     = 0;
     argv[argc++] = (char *)spec->name;
     for (size_t i = 0; i < spec->pos_min; i++)
         argv[argc++] = (char *)"positional";
@@ -158,16 +158,15 @@ static void option_parses(const struct cmd_spec *spec, const struct opt *o, size
         assert_ptr_equal(opts_find(spec, names[s], &at), o);
         bool changed = false;
         for (size_t v = 0; v < (n_vals ? n_vals : 1) && !changed; v++) {
-            const char *argv[] = {names[s], n_vals ? vals[v] : NULL, NULL};
+            const char *argv[]        = {names[s], n_vals ? vals[v] : NULL, NULL};
             const enum opts_status st = parse(spec, args, argv);
             if (st != OPTS_GO)
-                fail_msg("hearth %s %s %s: refused", spec->name, names[s],
-                         n_vals ? vals[v] : "");
+                fail_msg("hearth %s %s %s: refused", spec->name, names[s], n_vals ? vals[v] : "");
             changed = memcmp(args, base, spec->args_size) != 0;
         }
         if (!changed)
-            fail_msg("hearth %s %s: no value of it changes what the command gets",
-                     spec->name, names[s]);
+            fail_msg("hearth %s %s: no value of it changes what the command gets", spec->name,
+                     names[s]);
         n_checked++;
     }
     /* out of range, not a number, not a choice: a usage error */
@@ -212,7 +211,7 @@ static void test_every_option_parses(void **state)
         if (!spec)
             continue;
         const char *unknown[] = {"--no-such-option", NULL};
-        char *args = malloc(spec->args_size);
+        char *args            = malloc(spec->args_size);
         assert_non_null(args);
         quiet(true);
         assert_int_equal(parse(spec, args, unknown), OPTS_USAGE);
@@ -232,8 +231,8 @@ static void default_holds(const struct cmd_spec *spec, const struct opt *o, size
     if (o->kind == OPT_STR) {
         const char *dflt = *(const char **)(base + off + o->off);
         if (dflt && strcmp(dflt, o->def))
-            fail_msg("hearth %s %s: the help says %s, the command starts from %s",
-                     spec->name, name, o->def, dflt);
+            fail_msg("hearth %s %s: the help says %s, the command starts from %s", spec->name, name,
+                     o->def, dflt);
         return;
     }
     const char *argv[] = {name, o->def, NULL};
@@ -260,7 +259,7 @@ static void test_stated_defaults_hold(void **state)
  * the commands' lists, so it needs no built binary), anything else through sh. */
 static char *generate(const char *cmd)
 {
-    char *out = NULL;
+    char *out  = NULL;
     size_t len = 0;
     for (size_t c = 0; c < cmd_table_n; c++) {
         char want[128];
@@ -302,11 +301,11 @@ static void check_file(const char *path, bool *has_table)
         char *body = cmd_end + strlen(" -->\n"), *stop = strstr(body, closing);
         if (!stop)
             fail_msg("%s: '%s%s -->' has no closing '%s'", path, begin, cmd, closing);
-        char *want = generate(cmd);
+        char *want            = generate(cmd);
         const size_t have_len = (size_t)(stop - body);
         if (strlen(want) != have_len || memcmp(want, body, have_len))
-            fail_msg("%s: the region of '%s' differs from what it prints now; run make docs",
-                     path, cmd);
+            fail_msg("%s: the region of '%s' differs from what it prints now; run make docs", path,
+                     cmd);
         free(want);
         for (size_t c = 0; c < cmd_table_n; c++) {
             char table[128];

@@ -17,8 +17,11 @@
 #include "util/engineutil.h"
 #include "util/testutil.h"
 
-static const char *const prompts[] = {"Hello", "import numpy as np", "Lucy wanted a cookie",
-                                      "The quick brown fox", "Once upon a time",
+static const char *const prompts[] = {"Hello",
+                                      "import numpy as np",
+                                      "Lucy wanted a cookie",
+                                      "The quick brown fox",
+                                      "Once upon a time",
                                       "Lily and Tom went to the park"};
 
 static void check_model(const char *name)

@@ -31,12 +31,14 @@
 static const struct {
     enum dtype t;
     double gauss, any;
+    /* clang-format off */
 } types[] = {
     {DTYPE_Q8_0, 0.0062, 0.012},  {DTYPE_Q6_K, 0.020, 0.034},  {DTYPE_Q5_1, 0.043, 0.060},
     {DTYPE_Q5_K, 0.041, 0.058},   {DTYPE_Q5_0, 0.049, 0.090},  {DTYPE_Q4_K, 0.080, 0.115},
     {DTYPE_Q4_1, 0.088, 0.125},   {DTYPE_IQ4_NL, 0.085, 0.140}, {DTYPE_IQ4_XS, 0.085, 0.140},
     {DTYPE_Q4_0, 0.096, 0.180},   {DTYPE_Q3_K, 0.170, 0.240},  {DTYPE_Q2_K, 0.330, 0.400},
 };
+/* clang-format on */
 #define N_TYPES (sizeof types / sizeof types[0])
 
 enum kind { GAUSS, HEAVY, UNIFORM, POSITIVE, RAMP, WEIGHTS, N_KINDS };
@@ -61,12 +63,23 @@ static void make_row(enum kind k, float *x, int64_t n)
     for (int64_t i = 0; i < n; i++) {
         double v = gauss();
         switch (k) {
-        case HEAVY: v = uni() < 0.01 ? v * 10 : v; break;
-        case UNIFORM: v = 2 * uni() - 1; break;
-        case POSITIVE: v = fabs(v) + 0.5; break;
-        case RAMP: v = (double)(i % 4096) / 4096 - 0.5; break;
-        case WEIGHTS: v *= 0.02; break;
-        default: break;
+        case HEAVY:
+            v = uni() < 0.01 ? v * 10 : v;
+            break;
+        case UNIFORM:
+            v = 2 * uni() - 1;
+            break;
+        case POSITIVE:
+            v = fabs(v) + 0.5;
+            break;
+        case RAMP:
+            v = (double)(i % 4096) / 4096 - 0.5;
+            break;
+        case WEIGHTS:
+            v *= 0.02;
+            break;
+        default:
+            break;
         }
         x[i] = (float)v;
     }
@@ -83,7 +96,7 @@ static void test_error_bounds(void **state)
     (void)state;
     const int64_t n = 16 * 4096;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
-    void *q = malloc(n * sizeof(float));
+    void *q                   = malloc(n * sizeof(float));
     double err_gauss[N_TYPES] = {0};
     int checked = 0, failed = 0;
     for (int k = 0; k < N_KINDS; k++) {
@@ -115,9 +128,9 @@ static void test_error_bounds(void **state)
         print_message("\n");
     }
     /* More bits, less error (the table is ordered by expected error, with near-ties grouped). */
-    static const enum dtype ladder[] = {DTYPE_Q8_0, DTYPE_Q6_K, DTYPE_Q5_K, DTYPE_Q4_K,
-                                        DTYPE_Q3_K, DTYPE_Q2_K};
-    double prev = 0;
+    static const enum dtype ladder[] = {DTYPE_Q8_0, DTYPE_Q6_K, DTYPE_Q5_K,
+                                        DTYPE_Q4_K, DTYPE_Q3_K, DTYPE_Q2_K};
+    double prev                      = 0;
     for (size_t l = 0; l < sizeof ladder / sizeof ladder[0]; l++)
         for (size_t i = 0; i < N_TYPES; i++)
             if (types[i].t == ladder[l] && err_gauss[i] > 0) {
@@ -140,7 +153,7 @@ static void test_exact_rows(void **state)
     uint8_t q[N * 4], q2[N * 4];
     for (size_t i = 0; i < N_TYPES; i++) {
         const enum dtype t = types[i].t;
-        const size_t len = dtype_row_len(t, N);
+        const size_t len   = dtype_row_len(t, N);
         /* Zeros come back as zeros. */
         memset(x, 0, sizeof x);
         assert_true(quant_row(t, x, q, N));
@@ -208,9 +221,8 @@ static void test_identical_to_llama_cpp(void **state)
     struct gguf_file *src = NULL;
     assert_int_equal(gguf_open(f32_path, &src, err, sizeof err), HEARTH_OK);
     /* All made by llama-quantize, except q4_0 (convert_hf_to_gguf, same Q4_0 bytes). */
-    static const char *const files[] = {"q4_0",   "q4_1",   "q5_0",   "q5_1",
-                                        "q2_k",   "q3_k_m", "q4_k_s", "q4_k_m",
-                                        "q5_k_m", "q6_k",   "iq4_nl", "iq4_xs"};
+    static const char *const files[] = {"q4_0",   "q4_1",   "q5_0",   "q5_1", "q2_k",   "q3_k_m",
+                                        "q4_k_s", "q4_k_m", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs"};
     int n_same[DTYPE_COUNT] = {0}, n_diff[DTYPE_COUNT] = {0}, files_seen = 0;
     for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
         char rel[128];
@@ -230,7 +242,7 @@ static void test_identical_to_llama_cpp(void **state)
             const struct gguf_tensor *s = gguf_find_tensor(src, r->name);
             assert_non_null(s);
             assert_int_equal(s->type, DTYPE_F32);
-            uint8_t *q = malloc(r->size);
+            uint8_t *q        = malloc(r->size);
             const int64_t ne0 = s->ne[0], rows = s->ne[1] * s->ne[2] * s->ne[3];
             assert_true(quant_row((enum dtype)r->type, s->data, q, ne0 * rows));
             if (!memcmp(q, r->data, r->size)) {

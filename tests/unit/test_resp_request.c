@@ -77,8 +77,8 @@ static void test_string_input_and_instructions(void **state)
     assert_int_equal(cJSON_GetObjectItem(echo, "max_output_tokens")->valueint, 20);
     assert_true(cJSON_IsFalse(cJSON_GetObjectItem(echo, "store")));
     assert_string_equal(cJSON_GetObjectItem(echo, "user")->valuestring, "u");
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(echo, "metadata"), "k")->valuestring,
-                        "v");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(echo, "metadata"), "k")->valuestring, "v");
     assert_string_equal(cJSON_GetObjectItem(echo, "tool_choice")->valuestring, "auto");
     assert_true(cJSON_IsTrue(cJSON_GetObjectItem(echo, "parallel_tool_calls")));
     oai_request_free(&r);
@@ -138,22 +138,21 @@ static void test_items_become_chat_messages(void **state)
         print_message("%s (%s)\n", e.message, e.param);
     assert_true(ok);
     check_messages(
-        &r,
-        "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"system\",\"content\":\"D\"},"
-        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\","
-        "\"text\":\"b\"}]},"
-        "{\"role\":\"assistant\",\"reasoning_content\":\"thinking\",\"content\":[{\"type\":"
-        "\"text\",\"text\":\"Let me look.\"}],\"tool_calls\":["
-        "{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get\","
-        "\"arguments\":{\"city\":\"Paris\"}}},"
-        "{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"get\","
-        "\"arguments\":{}}}]},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"21C\"},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"call_2\",\"content\":\"xy\"},"
-        "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"call_3\",\"type\":"
-        "\"function\",\"function\":{\"name\":\"get\",\"arguments\":{}}}]},"
-        "{\"role\":\"tool\",\"tool_call_id\":\"call_3\",\"content\":\"z\"},"
-        "{\"role\":\"assistant\",\"content\":\"Done.\"}]");
+        &r, "[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"system\",\"content\":\"D\"},"
+            "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":\"text\","
+            "\"text\":\"b\"}]},"
+            "{\"role\":\"assistant\",\"reasoning_content\":\"thinking\",\"content\":[{\"type\":"
+            "\"text\",\"text\":\"Let me look.\"}],\"tool_calls\":["
+            "{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get\","
+            "\"arguments\":{\"city\":\"Paris\"}}},"
+            "{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"get\","
+            "\"arguments\":{}}}]},"
+            "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"21C\"},"
+            "{\"role\":\"tool\",\"tool_call_id\":\"call_2\",\"content\":\"xy\"},"
+            "{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"call_3\",\"type\":"
+            "\"function\",\"function\":{\"name\":\"get\",\"arguments\":{}}}]},"
+            "{\"role\":\"tool\",\"tool_call_id\":\"call_3\",\"content\":\"z\"},"
+            "{\"role\":\"assistant\",\"content\":\"Done.\"}]");
     oai_request_free(&r);
 }
 
@@ -163,8 +162,10 @@ static void test_tools_and_tool_choice(void **state)
     const char *tools = "\"tools\":[{\"type\":\"function\",\"name\":\"get\",\"description\":"
                         "\"Get it.\",\"parameters\":{\"type\":\"object\"},\"strict\":true}]";
     char body[512];
-    snprintf(body, sizeof body, "{\"input\":\"x\",%s,\"tool_choice\":\"none\","
-             "\"parallel_tool_calls\":false}", tools);
+    snprintf(body, sizeof body,
+             "{\"input\":\"x\",%s,\"tool_choice\":\"none\","
+             "\"parallel_tool_calls\":false}",
+             tools);
     struct oai_request r;
     struct oai_error e;
     assert_true(parse(body, &r, &e));
@@ -200,8 +201,9 @@ static void test_tools_and_tool_choice(void **state)
     check_refused("{\"input\":\"x\",\"tool_choice\":{\"type\":\"allowed_tools\",\"mode\":\"any\","
                   "\"tools\":[]}}",
                   "tool_choice.mode", NULL);
-    check_refused("{\"input\":\"x\",\"tool_choice\":{\"type\":\"allowed_tools\",\"mode\":\"auto\"}}",
-                  "tool_choice.tools", "Missing");
+    check_refused(
+        "{\"input\":\"x\",\"tool_choice\":{\"type\":\"allowed_tools\",\"mode\":\"auto\"}}",
+        "tool_choice.tools", "Missing");
     /* allowed_tools: the others stay in the echo but are not offered */
     snprintf(body, sizeof body,
              "{\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"a\"},{\"type\":"
@@ -210,8 +212,8 @@ static void test_tools_and_tool_choice(void **state)
     assert_true(parse(body, &r, &e));
     assert_int_equal(cJSON_GetArraySize(r.tools), 1);
     assert_string_equal(
-        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(r.tools, 0), "function"),
-                            "name")->valuestring,
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(r.tools, 0), "function"), "name")
+            ->valuestring,
         "b");
     assert_int_equal(r.tool_choice, OAI_TOOL_REQUIRED);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(r.echo, "tools")), 2);
@@ -251,8 +253,8 @@ static void test_text_format_and_reasoning(void **state)
                       "\"verbosity\":\"medium\"},\"reasoning\":{\"effort\":\"low\","
                       "\"summary\":\"auto\"}}",
                       &r, &e));
-    assert_string_equal(
-        cJSON_GetObjectItem(r.template_kwargs, "reasoning_effort")->valuestring, "low");
+    assert_string_equal(cJSON_GetObjectItem(r.template_kwargs, "reasoning_effort")->valuestring,
+                        "low");
     cJSON *rs = cJSON_GetObjectItem(r.echo, "reasoning");
     assert_string_equal(cJSON_GetObjectItem(rs, "effort")->valuestring, "low");
     assert_string_equal(cJSON_GetObjectItem(rs, "summary")->valuestring, "auto");
@@ -278,8 +280,7 @@ static void test_refusals_name_the_field(void **state)
     check_refused("{\"instructions\":\"S\"}", "input", "Missing");
     check_refused("{\"input\":[]}", "input", NULL);
     check_refused("{\"input\":3}", "input", NULL);
-    check_refused("{\"input\":\"x\",\"include\":\"reasoning.encrypted_content\"}", "include",
-                  NULL);
+    check_refused("{\"input\":\"x\",\"include\":\"reasoning.encrypted_content\"}", "include", NULL);
     check_refused("{\"input\":\"x\",\"include\":[3]}", "include", NULL);
     check_refused("{\"input\":\"x\",\"truncation\":\"middle\"}", "truncation", NULL);
     check_refused("{\"input\":\"x\",\"top_logprobs\":21}", "top_logprobs", NULL);
@@ -367,9 +368,18 @@ static void test_inert_fields_are_noted(void **state)
         print_message("%s (%s)\n", e.message, e.param);
     assert_true(ok);
     static const char *const known[] = {
-        "store", "metadata", "client_metadata", "prompt_cache_key", "safety_identifier",
-        "service_tier", "user", "background", "truncation", "text.verbosity",
-        "reasoning.summary", "include:web_search_call.results",
+        "store",
+        "metadata",
+        "client_metadata",
+        "prompt_cache_key",
+        "safety_identifier",
+        "service_tier",
+        "user",
+        "background",
+        "truncation",
+        "text.verbosity",
+        "reasoning.summary",
+        "include:web_search_call.results",
     };
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
         check_noted(&r, known[k], false);
@@ -439,8 +449,8 @@ static void test_reasoning_effort_values(void **state)
         struct oai_request r;
         struct oai_error e;
         assert_true(parse(body, &r, &e));
-        assert_string_equal(
-            cJSON_GetObjectItem(r.template_kwargs, "reasoning_effort")->valuestring, map[k][1]);
+        assert_string_equal(cJSON_GetObjectItem(r.template_kwargs, "reasoning_effort")->valuestring,
+                            map[k][1]);
         const cJSON *think = cJSON_GetObjectItem(r.template_kwargs, "enable_thinking");
         assert_true(k == 0 ? cJSON_IsFalse(think) : think == NULL); /* none: thinking off */
         assert_string_equal(
@@ -573,14 +583,14 @@ static void test_codex_items(void **state)
                         "I should look."); /* opened from encrypted_content */
     const cJSON *calls = cJSON_GetObjectItem(turn, "tool_calls");
     assert_int_equal(cJSON_GetArraySize(calls), 1);
-    const cJSON *ns = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 6),
-                                                             "tool_calls"), 0);
+    const cJSON *ns =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 6), "tool_calls"), 0);
     assert_string_equal(
         cJSON_GetObjectItem(cJSON_GetObjectItem(ns, "function"), "name")->valuestring,
         "mcp__docs__search");
-    const cJSON *ctc = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 8),
-                                                              "tool_calls"), 0);
-    const cJSON *fn  = cJSON_GetObjectItem(ctc, "function");
+    const cJSON *ctc =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 8), "tool_calls"), 0);
+    const cJSON *fn = cJSON_GetObjectItem(ctc, "function");
     assert_string_equal(cJSON_GetObjectItem(ctc, "id")->valuestring, "call_3");
     assert_string_equal(cJSON_GetObjectItem(fn, "name")->valuestring, "apply_patch");
     const cJSON *args = cJSON_GetObjectItem(fn, "arguments");
@@ -597,8 +607,8 @@ static void test_codex_items(void **state)
 static void test_sealed_reasoning(void **state)
 {
     (void)state;
-    static const char *const texts[] = {"", "a", "ab", "abc", "I should look.",
-                                        "multi\nline \"quoted\" \xc3\xa9 text"};
+    static const char *const texts[] = {
+        "", "a", "ab", "abc", "I should look.", "multi\nline \"quoted\" \xc3\xa9 text"};
     for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
         char *s = resp_seal_reasoning(texts[k], strlen(texts[k]));
         assert_memory_equal(s, "hearth.r1:", 10);
@@ -611,7 +621,7 @@ static void test_sealed_reasoning(void **state)
     assert_null(resp_open_reasoning("gAAAAABopaque-openai-blob"));
     assert_null(resp_open_reasoning("hearth.r1:abc"));
     assert_null(resp_open_reasoning("hearth.r1:ab=c"));
-    assert_null(resp_open_reasoning("hearth.r1:AA=="));   /* a NUL inside */
+    assert_null(resp_open_reasoning("hearth.r1:AA==")); /* a NUL inside */
     /* another server's blob: the item is kept, nothing rendered from it */
     struct oai_request r;
     struct oai_error e;

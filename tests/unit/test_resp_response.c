@@ -24,8 +24,8 @@ static struct chat_template *qwen_template(void)
 {
     struct chat_template *t = NULL;
     char err[HEARTH_ERR_MAX];
-    enum hearth_status st = chat_template_new(NULL, qwen_like, "qwen-like", NULL, &t, err,
-                                              sizeof err);
+    enum hearth_status st =
+        chat_template_new(NULL, qwen_like, "qwen-like", NULL, &t, err, sizeof err);
     if (st != HEARTH_OK)
         print_message("%s\n", err);
     assert_int_equal(st, HEARTH_OK);
@@ -56,7 +56,7 @@ static char *run(const char *body, const struct chat_template *tmpl, const char 
     if (!resp_parse(body, strlen(body), &r, &e))
         print_message("%s\n", e.message);
     assert_string_equal(resp_reply_ops.id_prefix(&r), "resp_");
-    void *resp = resp_reply_ops.create(&r, 1, "resp_abc", 1700000000, "tiny", NULL, tmpl, false);
+    void *resp  = resp_reply_ops.create(&r, 1, "resp_abc", 1700000000, "tiny", NULL, tmpl, false);
     bool stream = r.stream;
     oai_request_free(&r);
     assert_non_null(resp);
@@ -71,13 +71,13 @@ static char *run(const char *body, const struct chat_template *tmpl, const char 
         /* every piece is one token, id 100 + k, with two alternatives */
         struct sample_logprob lp     = {100 + k, -0.5f};
         struct sample_logprob top[2] = {{100 + k, -0.5f}, {7, -1.5f}};
-        struct sched_event ev       = {.kind     = SCHED_EV_TEXT,
-                                       .text     = pieces[k],
-                                       .text_len = strlen(pieces[k]),
-                                       .logprob  = &lp,
-                                       .top      = top,
-                                       .n_top    = 2};
-        got                   = resp_reply_ops.text(resp, &ev, &n);
+        struct sched_event ev        = {.kind     = SCHED_EV_TEXT,
+                                        .text     = pieces[k],
+                                        .text_len = strlen(pieces[k]),
+                                        .logprob  = &lp,
+                                        .top      = top,
+                                        .n_top    = 2};
+        got                          = resp_reply_ops.text(resp, &ev, &n);
         add(&all, &len, got, n);
     }
     struct sched_event done = {.kind        = failed ? SCHED_EV_ERROR : SCHED_EV_DONE,
@@ -87,7 +87,7 @@ static char *run(const char *body, const struct chat_template *tmpl, const char 
                                .n_prompt    = 5,
                                .n_cached    = 2,
                                .n_generated = 3};
-    got = resp_reply_ops.done(resp, &done, &n);
+    got                     = resp_reply_ops.done(resp, &done, &n);
     add(&all, &len, got, n);
     if (!stream)
         assert_int_equal(len, 0); /* nothing before the end when not streaming */
@@ -162,8 +162,14 @@ static const cJSON *get(const cJSON *o, const char *path)
     return o;
 }
 
-static const char *str(const cJSON *o, const char *path) { return get(o, path)->valuestring; }
-static int num(const cJSON *o, const char *path) { return get(o, path)->valueint; }
+static const char *str(const cJSON *o, const char *path)
+{
+    return get(o, path)->valuestring;
+}
+static int num(const cJSON *o, const char *path)
+{
+    return get(o, path)->valueint;
+}
 
 static void test_plain_text_response(void **state)
 {
@@ -216,8 +222,8 @@ static void test_plain_text_stream_events(void **state)
     (void)state;
     const char *pieces[] = {"Hel", "", "lo"};
     int status;
-    char *s    = run("{\"input\":\"x\",\"stream\":true}", NULL, pieces, 3, SCHED_FINISH_STOP,
-                     false, &status);
+    char *s    = run("{\"input\":\"x\",\"stream\":true}", NULL, pieces, 3, SCHED_FINISH_STOP, false,
+                     &status);
     cJSON *evs = events(s);
     assert_string_equal(types(evs), "created in_progress output_item.added content_part.added "
                                     "output_text.delta output_text.done content_part.done "
@@ -251,18 +257,18 @@ static void test_plain_text_stream_events(void **state)
     "\"tools\":[{\"type\":\"function\",\"name\":\"get\",\"parameters\":{\"type\":\"object\"}}]"
 
 /* Reasoning, then text, then a call, cut anywhere: three items in that order. */
-static const char *const split_pieces[] = {
-    "<thi", "nk>\nhm", "m\n</think>\n\nOK <tool", "_call>\n{\"name\": \"get\", \"argu",
-    "ments\": {\"a\": 1}}\n</tool_call>"};
+static const char *const split_pieces[] = {"<thi", "nk>\nhm", "m\n</think>\n\nOK <tool",
+                                           "_call>\n{\"name\": \"get\", \"argu",
+                                           "ments\": {\"a\": 1}}\n</tool_call>"};
 
 static void test_split_items(void **state)
 {
     (void)state;
     struct chat_template *t = qwen_template();
     int status;
-    char *body = run("{\"input\":\"x\"," TOOLS "}", t, split_pieces, 5, SCHED_FINISH_STOP, false,
-                     &status);
-    cJSON *o   = cJSON_Parse(body);
+    char *body =
+        run("{\"input\":\"x\"," TOOLS "}", t, split_pieces, 5, SCHED_FINISH_STOP, false, &status);
+    cJSON *o = cJSON_Parse(body);
     assert_non_null(o);
     assert_int_equal(cJSON_GetArraySize(get(o, "output")), 3);
     assert_string_equal(str(o, "output.0.type"), "reasoning");
@@ -295,14 +301,13 @@ static void test_split_stream_events(void **state)
                      SCHED_FINISH_STOP, false, &status);
     cJSON *evs = events(s);
     assert_string_equal(
-        types(evs),
-        "created in_progress "
-        "output_item.added content_part.added reasoning_text.delta reasoning_text.done "
-        "content_part.done output_item.done "
-        "output_item.added content_part.added output_text.delta output_text.done "
-        "content_part.done output_item.done "
-        "output_item.added function_call_arguments.delta function_call_arguments.done "
-        "output_item.done completed");
+        types(evs), "created in_progress "
+                    "output_item.added content_part.added reasoning_text.delta reasoning_text.done "
+                    "content_part.done output_item.done "
+                    "output_item.added content_part.added output_text.delta output_text.done "
+                    "content_part.done output_item.done "
+                    "output_item.added function_call_arguments.delta function_call_arguments.done "
+                    "output_item.done completed");
     /* every event names its item by output index; the call's arguments stream as the model
      * wrote them (the lazy grammar holds the call from its marker on) */
     const cJSON *e;
@@ -336,8 +341,8 @@ static void test_tools_off_and_parallel_false(void **state)
     (void)state;
     struct chat_template *t = qwen_template();
     const char *two[]       = {"<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>"
-                               "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"b\": 2}}\n"
-                               "</tool_call>"};
+                                     "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"b\": 2}}\n"
+                                     "</tool_call>"};
     int status;
     char *body = run("{\"input\":\"x\",\"parallel_tool_calls\":false," TOOLS "}", t, two, 1,
                      SCHED_FINISH_STOP, false, &status);
@@ -347,8 +352,8 @@ static void test_tools_off_and_parallel_false(void **state)
     cJSON_Delete(o);
     free(body);
     /* tool_choice none: the markers are text */
-    body = run("{\"input\":\"x\",\"tool_choice\":\"none\"," TOOLS "}", t, two, 1,
-               SCHED_FINISH_STOP, false, &status);
+    body = run("{\"input\":\"x\",\"tool_choice\":\"none\"," TOOLS "}", t, two, 1, SCHED_FINISH_STOP,
+               false, &status);
     o    = cJSON_Parse(body);
     assert_int_equal(cJSON_GetArraySize(get(o, "output")), 1);
     assert_string_equal(str(o, "output.0.type"), "message");
@@ -371,9 +376,9 @@ static void test_length_is_incomplete(void **state)
     assert_string_equal(str(o, "output.0.status"), "incomplete");
     cJSON_Delete(o);
     free(body);
-    char *s    = run("{\"input\":\"x\",\"stream\":true}", NULL, pieces, 1, SCHED_FINISH_LENGTH,
-                     false, &status);
-    cJSON *evs = events(s);
+    char *s = run("{\"input\":\"x\",\"stream\":true}", NULL, pieces, 1, SCHED_FINISH_LENGTH, false,
+                  &status);
+    cJSON *evs        = events(s);
     const cJSON *last = cJSON_GetArrayItem(evs, cJSON_GetArraySize(evs) - 1);
     assert_string_equal(str(last, "type"), "response.incomplete");
     assert_string_equal(str(last, "response.incomplete_details.reason"), "max_output_tokens");
@@ -405,8 +410,8 @@ static void test_failure(void **state)
     assert_string_equal(str(o, "error.type"), "server_error");
     cJSON_Delete(o);
     free(body);
-    char *s    = run("{\"input\":\"x\",\"stream\":true}", NULL, pieces, 1, SCHED_FINISH_STOP, true,
-                     &status);
+    char *s =
+        run("{\"input\":\"x\",\"stream\":true}", NULL, pieces, 1, SCHED_FINISH_STOP, true, &status);
     cJSON *evs = events(s);
     assert_string_equal(types(evs), "created in_progress output_item.added content_part.added "
                                     "output_text.delta output_text.done content_part.done "
@@ -434,11 +439,13 @@ static void test_failure(void **state)
     free(s);
 }
 
+/* clang-format off */
 #define CODEX_TOOLS                                                                                \
     "\"tools\":[{\"type\":\"custom\",\"name\":\"apply_patch\",\"format\":{\"type\":\"text\"}},"    \
     "{\"type\":\"namespace\",\"name\":\"mcp__docs__\",\"description\":\"d\",\"tools\":["           \
     "{\"type\":\"function\",\"name\":\"search\",\"parameters\":{\"type\":\"object\"}}]},"         \
     "{\"type\":\"web_search\"}]"
+/* clang-format on */
 
 /* A custom tool's call (its input as written) and a namespaced function's, cut anywhere. */
 static const char *const codex_pieces[] = {
@@ -475,12 +482,13 @@ static void test_custom_and_namespaced_calls(void **state)
 
     /* streaming: the custom call's input comes in its own events, in pieces as the arguments
      * arrive (held by the grammar, they stream), joining to the whole input */
-    char *s    = run("{\"input\":\"x\",\"stream\":true," CODEX_TOOLS "}", t, codex_pieces, 2,
-                     SCHED_FINISH_STOP, false, &status);
-    cJSON *evs = events(s);
+    char *s        = run("{\"input\":\"x\",\"stream\":true," CODEX_TOOLS "}", t, codex_pieces, 2,
+                         SCHED_FINISH_STOP, false, &status);
+    cJSON *evs     = events(s);
     const char *ty = types(evs);
-    assert_memory_equal(ty, "created in_progress output_item.added custom_tool_call_input.delta ",
-                        strlen("created in_progress output_item.added custom_tool_call_input.delta "));
+    assert_memory_equal(
+        ty, "created in_progress output_item.added custom_tool_call_input.delta ",
+        strlen("created in_progress output_item.added custom_tool_call_input.delta "));
     assert_non_null(strstr(ty, "custom_tool_call_input.delta custom_tool_call_input.done "
                                "output_item.done output_item.added function_call_arguments.delta "
                                "function_call_arguments.done output_item.done completed"));
@@ -488,7 +496,7 @@ static void test_custom_and_namespaced_calls(void **state)
     assert_string_equal(str(added, "item.type"), "custom_tool_call");
     assert_string_equal(str(added, "item.input"), "");
     char joined[256] = "";
-    int n_deltas     = 0, at_done = 0;
+    int n_deltas = 0, at_done = 0;
     for (int k = 0; k < cJSON_GetArraySize(evs); k++) {
         const cJSON *ev = cJSON_GetArrayItem(evs, k);
         if (!strcmp(str(ev, "type"), "response.custom_tool_call_input.delta")) {
@@ -529,8 +537,8 @@ static void test_encrypted_reasoning_round_trip(void **state)
     (void)state;
     struct chat_template *t = qwen_template();
     int status;
-    char *body = run("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\"]," TOOLS "}",
-                     t, split_pieces, 5, SCHED_FINISH_STOP, false, &status);
+    char *body = run("{\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\"]," TOOLS "}", t,
+                     split_pieces, 5, SCHED_FINISH_STOP, false, &status);
     cJSON *o   = cJSON_Parse(body);
     assert_string_equal(str(o, "output.0.type"), "reasoning");
     const char *sealed = str(o, "output.0.encrypted_content");
@@ -569,9 +577,9 @@ static void test_encrypted_reasoning_round_trip(void **state)
     cJSON_Delete(o);
     free(body);
     /* without include, no encrypted_content */
-    body = run("{\"input\":\"x\"," TOOLS "}", t, split_pieces, 5, SCHED_FINISH_STOP, false,
-               &status);
-    o    = cJSON_Parse(body);
+    body =
+        run("{\"input\":\"x\"," TOOLS "}", t, split_pieces, 5, SCHED_FINISH_STOP, false, &status);
+    o = cJSON_Parse(body);
     assert_false(cJSON_HasObjectItem(get(o, "output.0"), "encrypted_content"));
     cJSON_Delete(o);
     free(body);
@@ -586,8 +594,8 @@ static void test_logprobs(void **state)
     struct chat_template *t = qwen_template();
     const char *pieces[]    = {"<think>\nhm</think>\n\n", "Hel", "lo"};
     int status;
-    char *body = run("{\"input\":\"x\",\"top_logprobs\":2}", t, pieces, 3, SCHED_FINISH_STOP,
-                     false, &status);
+    char *body = run("{\"input\":\"x\",\"top_logprobs\":2}", t, pieces, 3, SCHED_FINISH_STOP, false,
+                     &status);
     cJSON *o   = cJSON_Parse(body);
     assert_string_equal(str(o, "output.1.content.0.text"), "Hello");
     const cJSON *lp = get(o, "output.1.content.0.logprobs");

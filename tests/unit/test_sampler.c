@@ -29,7 +29,7 @@ static void test_new_refuses_an_empty_vocabulary(void **state)
 static struct hearth_sampler_params greedy(void)
 {
     struct hearth_sampler_params p = hearth_sampler_default_params();
-    p.temperature = 0;
+    p.temperature                  = 0;
     return p;
 }
 
@@ -37,8 +37,8 @@ static void test_greedy_is_argmax_lowest_id_on_ties(void **state)
 {
     (void)state;
     struct hearth_sampler_params p = greedy();
-    struct hearth_sampler *s = new_sampler(&p, 5);
-    const float l1[5] = {0.1f, 3.0f, -1.0f, 2.9f, 0.0f};
+    struct hearth_sampler *s       = new_sampler(&p, 5);
+    const float l1[5]              = {0.1f, 3.0f, -1.0f, 2.9f, 0.0f};
     assert_int_equal(hearth_sampler_sample(s, l1), 1);
     const float l2[5] = {1.0f, 7.0f, 7.0f, 2.0f, 0.0f};
     assert_int_equal(hearth_sampler_sample(s, l2), 1);
@@ -49,10 +49,10 @@ static void test_top_k_1_is_greedy_at_any_temperature(void **state)
 {
     (void)state;
     struct hearth_sampler_params p = hearth_sampler_default_params();
-    p.temperature = 5.0f;
-    p.top_k = 1;
-    struct hearth_sampler *s = new_sampler(&p, 4);
-    const float l[4] = {0.5f, 0.4f, 0.6f, 0.1f};
+    p.temperature                  = 5.0f;
+    p.top_k                        = 1;
+    struct hearth_sampler *s       = new_sampler(&p, 4);
+    const float l[4]               = {0.5f, 0.4f, 0.6f, 0.1f};
     for (int i = 0; i < 50; i++)
         assert_int_equal(hearth_sampler_sample(s, l), 2);
     hearth_sampler_free(s);
@@ -62,21 +62,22 @@ static void test_seed_reproduces_and_distribution_follows_softmax(void **state)
 {
     (void)state;
     struct hearth_sampler_params p = hearth_sampler_default_params();
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = 1234;
-    const float l[3] = {0.0f, logf(2.0f), logf(7.0f)}; /* probabilities 0.1, 0.2, 0.7 */
+    p.temperature                  = 1.0f;
+    p.top_k                        = 0;
+    p.top_p                        = 1.0f;
+    p.min_p                        = 0.0f;
+    p.seed                         = 1234;
+    const float l[3]         = {0.0f, logf(2.0f), logf(7.0f)}; /* probabilities 0.1, 0.2, 0.7 */
     struct hearth_sampler *a = new_sampler(&p, 3), *b = new_sampler(&p, 3);
     int counts[3] = {0};
-    const int n = 20000;
+    const int n   = 20000;
     for (int i = 0; i < n; i++) {
         hearth_token ta = hearth_sampler_sample(a, l), tb = hearth_sampler_sample(b, l);
         assert_int_equal(ta, tb);
         counts[ta]++;
     }
-    print_message("counts %d %d %d of %d (want 0.1, 0.2, 0.7)\n", counts[0], counts[1], counts[2], n);
+    print_message("counts %d %d %d of %d (want 0.1, 0.2, 0.7)\n", counts[0], counts[1], counts[2],
+                  n);
     assert_true(fabs(counts[0] / (double)n - 0.1) < 0.015);
     assert_true(fabs(counts[1] / (double)n - 0.2) < 0.015);
     assert_true(fabs(counts[2] / (double)n - 0.7) < 0.015);
@@ -87,19 +88,19 @@ static void test_seed_reproduces_and_distribution_follows_softmax(void **state)
 static void test_top_p_and_min_p_cut_the_tail(void **state)
 {
     (void)state;
-    const float l[4] = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
+    const float l[4]               = {logf(0.5f), logf(0.3f), logf(0.15f), logf(0.05f)};
     struct hearth_sampler_params p = hearth_sampler_default_params();
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.min_p = 0;
-    p.top_p = 0.75f; /* keeps 0.5 + 0.3 */
-    struct hearth_sampler *s = new_sampler(&p, 4);
+    p.temperature                  = 1.0f;
+    p.top_k                        = 0;
+    p.min_p                        = 0;
+    p.top_p                        = 0.75f; /* keeps 0.5 + 0.3 */
+    struct hearth_sampler *s       = new_sampler(&p, 4);
     for (int i = 0; i < 2000; i++)
         assert_true(hearth_sampler_sample(s, l) <= 1);
     hearth_sampler_free(s);
     p.top_p = 1.0f;
     p.min_p = 0.5f; /* keeps p >= 0.25 */
-    s = new_sampler(&p, 4);
+    s       = new_sampler(&p, 4);
     for (int i = 0; i < 2000; i++)
         assert_true(hearth_sampler_sample(s, l) <= 1);
     hearth_sampler_free(s);
@@ -109,9 +110,9 @@ static void test_repetition_penalty_moves_greedy_choice(void **state)
 {
     (void)state;
     struct hearth_sampler_params p = greedy();
-    p.repeat_penalty = 2.0f;
-    struct hearth_sampler *s = new_sampler(&p, 3);
-    const float l[3] = {3.0f, 2.0f, -1.0f};
+    p.repeat_penalty               = 2.0f;
+    struct hearth_sampler *s       = new_sampler(&p, 3);
+    const float l[3]               = {3.0f, 2.0f, -1.0f};
     assert_int_equal(hearth_sampler_sample(s, l), 0); /* history now {0}: 3.0 -> 1.5 */
     assert_int_equal(hearth_sampler_sample(s, l), 1);
     hearth_sampler_free(s);
@@ -136,15 +137,15 @@ static void test_top_k_selection_keeps_the_best_k(void **state)
             if ((i * 7919) % 97 == v)
                 top[nt++] = i;
     struct hearth_sampler_params p = hearth_sampler_default_params();
-    p.temperature = 1.5f;
-    p.top_k = 30;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
+    p.temperature                  = 1.5f;
+    p.top_k                        = 30;
+    p.top_p                        = 1.0f;
+    p.min_p                        = 0.0f;
     for (uint64_t seed = 1; seed <= 200; seed++) {
-        p.seed = seed;
+        p.seed                   = seed;
         struct hearth_sampler *s = new_sampler(&p, NV);
-        hearth_token t = hearth_sampler_sample(s, l);
-        bool found = false;
+        hearth_token t           = hearth_sampler_sample(s, l);
+        bool found               = false;
         for (int i = 0; i < nt; i++)
             found |= top[i] == t;
         if (!found)
@@ -171,8 +172,8 @@ static void test_top_p_keeps_the_true_nucleus_of_a_large_vocabulary(void **state
     for (int i = 0; i < NV; i++)
         sum += exp(l[i] - 10.08);
     const float top_p = 0.6f;
-    double cum = 0;
-    float cut = 0;
+    double cum        = 0;
+    float cut         = 0;
     for (int v = 1008; v >= 0; v--) {
         for (int i = 0; i < NV; i++)
             if ((i * 7919) % 1009 == v)
@@ -185,15 +186,15 @@ static void test_top_p_keeps_the_true_nucleus_of_a_large_vocabulary(void **state
     for (int i = 0; i < NV; i++)
         rank[i] = l[i] >= cut;
     struct hearth_sampler_params p = hearth_sampler_default_params();
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = top_p;
-    p.min_p = 0.0f;
-    float lowest = 1e9f;
+    p.temperature                  = 1.0f;
+    p.top_k                        = 0;
+    p.top_p                        = top_p;
+    p.min_p                        = 0.0f;
+    float lowest                   = 1e9f;
     for (uint64_t seed = 1; seed <= 300; seed++) {
-        p.seed = seed;
+        p.seed                   = seed;
         struct hearth_sampler *s = new_sampler(&p, NV);
-        hearth_token t = hearth_sampler_sample(s, l);
+        hearth_token t           = hearth_sampler_sample(s, l);
         if (t < 0 || t >= NV || !rank[t])
             fail_msg("seed %llu drew %d (logit %.2f), outside the nucleus (>= %.2f)",
                      (unsigned long long)seed, t, t >= 0 && t < NV ? l[t] : -1.0, cut);
@@ -207,26 +208,26 @@ static void test_top_p_keeps_the_true_nucleus_of_a_large_vocabulary(void **state
 static void test_pick_honours_the_mask(void **state)
 {
     (void)state;
-    const float l[70] = {[3] = 5.0f, [40] = 1.0f, [65] = 2.0f};
+    const float l[70]   = {[3] = 5.0f, [40] = 1.0f, [65] = 2.0f};
     uint32_t allowed[3] = {0};
     allowed[40 >> 5] |= 1u << (40 & 31);
     allowed[65 >> 5] |= 1u << (65 & 31);
     struct hearth_sampler_params p = greedy();
-    struct hearth_sampler *s = new_sampler(&p, 70);
+    struct hearth_sampler *s       = new_sampler(&p, 70);
     assert_int_equal(sampler_pick(s, l, NULL), 3);
     assert_int_equal(sampler_pick(s, l, allowed), 65);
     uint32_t none[3] = {0};
     assert_int_equal(sampler_pick(s, l, none), -1);
     hearth_sampler_free(s);
-    p = hearth_sampler_default_params();
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
+    p             = hearth_sampler_default_params();
+    p.top_k       = 0;
+    p.top_p       = 1.0f;
+    p.min_p       = 0.0f;
     p.temperature = 1.0f;
     int seen40 = 0, seen65 = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
-        p.seed = seed;
-        s = new_sampler(&p, 70);
+        p.seed         = seed;
+        s              = new_sampler(&p, 70);
         hearth_token t = sampler_pick(s, l, allowed);
         assert_true(t == 40 || t == 65);
         seen40 += t == 40;

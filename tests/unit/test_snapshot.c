@@ -25,10 +25,16 @@ static void fx_open_cap(struct fx *f, int32_t n_seq, int32_t per_seq, int32_t n_
 {
     char err[256];
     memset(f, 0, sizeof *f);
-    const struct kv_params kp = {.n_layer = 1, .kv_dim = 4, .n_seq = n_seq, .n_ctx = 64,
-                                 .block_tokens = BT, .n_blocks = 64, .type = HEARTH_KV_F32,
-                                 .type_v = HEARTH_KV_F32, .retain = n_cached >= 0,
-                                 .n_retain = n_cached > 0 ? n_cached : 0};
+    const struct kv_params kp = {.n_layer      = 1,
+                                 .kv_dim       = 4,
+                                 .n_seq        = n_seq,
+                                 .n_ctx        = 64,
+                                 .block_tokens = BT,
+                                 .n_blocks     = 64,
+                                 .type         = HEARTH_KV_F32,
+                                 .type_v       = HEARTH_KV_F32,
+                                 .retain       = n_cached >= 0,
+                                 .n_retain     = n_cached > 0 ? n_cached : 0};
     assert_int_equal(kv_init(&f->kv, &kp, err, sizeof err), HEARTH_OK);
     f->s = snap_new(n_seq, per_seq, n_cached, STATE_LEN);
     assert_non_null(f->s);
@@ -343,7 +349,7 @@ static void test_cached_snapshots_keep_to_their_cap(void **state)
     assert_int_equal(owned, 0);
     assert_int_equal(cached, 1);
     assert_int_equal(kv_reuse_prefix(&f.kv, 0, a, 9, false), 4); /* one block left by the cap */
-    assert_int_equal(found(&f, 0, 4, 12.0f), 0);         /* state 4 was the older: gone */
+    assert_int_equal(found(&f, 0, 4, 12.0f), 0);                 /* state 4 was the older: gone */
     fx_close(&f);
 }
 

@@ -60,8 +60,8 @@ static void check(const char *s, const char *want)
         for (size_t b = a; b <= len; b++) {
             bool ok = feed3(s, len, a, b, &l);
             if (!ok || strcmp(l.text, want))
-                print_message("cut at %zu and %zu of:\n%s\ngot:\n%s\nwant:\n%s\n", a, b, s,
-                              l.text, want);
+                print_message("cut at %zu and %zu of:\n%s\ngot:\n%s\nwant:\n%s\n", a, b, s, l.text,
+                              want);
             assert_true(ok);
             assert_string_equal(l.text, want);
         }
@@ -112,9 +112,15 @@ static void test_fields(void **state)
     check("data: partial\n", "");
     check("data: partial", "");
     /* a byte order mark is skipped at the start of the stream, and only there */
-    check("\xEF\xBB\xBF" "data: bom\n\n", "|bom|14\n");
-    check("\xEF\xBB\xBF\n" "data: b\n\n", "|b|13\n");
-    check("data: a\n\n\xEF\xBB\xBF" "data: b\n\n", "|a|9\n");
+    check("\xEF\xBB\xBF"
+          "data: bom\n\n",
+          "|bom|14\n");
+    check("\xEF\xBB\xBF\n"
+          "data: b\n\n",
+          "|b|13\n");
+    check("data: a\n\n\xEF\xBB\xBF"
+          "data: b\n\n",
+          "|a|9\n");
 }
 
 static void test_openai_stream(void **state)
@@ -218,9 +224,9 @@ static void test_stop(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_line_ends),       cmocka_unit_test(test_fields),
-        cmocka_unit_test(test_openai_stream),   cmocka_unit_test(test_long_name_truncated),
-        cmocka_unit_test(test_event_cap),       cmocka_unit_test(test_stop),
+        cmocka_unit_test(test_line_ends),     cmocka_unit_test(test_fields),
+        cmocka_unit_test(test_openai_stream), cmocka_unit_test(test_long_name_truncated),
+        cmocka_unit_test(test_event_cap),     cmocka_unit_test(test_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,8 +51,8 @@ static void tokens(hearth_token *t, int32_t n, int32_t salt, int32_t n_vocab)
  * logits, and publishes the sequence after each batch as a server does (so window blocks are
  * cached before the next reservation gives them back).
  */
-static void run(struct hearth_context *ctx, struct record *r, int32_t seq,
-                const hearth_token *toks, int32_t n, int32_t chunk)
+static void run(struct hearth_context *ctx, struct record *r, int32_t seq, const hearth_token *toks,
+                int32_t n, int32_t chunk)
 {
     char err[HEARTH_ERR_MAX];
     int32_t pos[64], sq[64];
@@ -77,7 +77,7 @@ static void greedy(struct hearth_context *ctx, struct record *r, int32_t seq, he
                    int32_t *n_toks, int32_t steps)
 {
     for (int32_t i = 0; i < steps; i++) {
-        hearth_token t       = tu_argmax(r->logits + (size_t)(r->n - 1) * r->n_vocab, r->n_vocab);
+        hearth_token t    = tu_argmax(r->logits + (size_t)(r->n - 1) * r->n_vocab, r->n_vocab);
         toks[(*n_toks)++] = t;
         run(ctx, r, seq, toks, *n_toks, 1);
     }
@@ -149,8 +149,7 @@ static struct hearth_model *load(const char *name, const char *split)
  * Runs the scenario on name unsplit and under each split, and asserts the
  * logits and lengths are the same bits. Returns the unsplit record's lens.
  */
-static void same_bits(const char *name, const char *const *splits, int n_splits,
-                      int32_t lens[4])
+static void same_bits(const char *name, const char *const *splits, int n_splits, int32_t lens[4])
 {
     struct hearth_model *whole = load(name, NULL);
     if (!whole) {
@@ -158,16 +157,16 @@ static void same_bits(const char *name, const char *const *splits, int n_splits,
         skip();
     }
     struct record ref = {0}, got = {0};
-    const size_t len  = (size_t)MAX_REC * hearth_model_n_vocab(whole) * sizeof(float);
-    ref.logits        = malloc(len);
-    got.logits        = malloc(len);
+    const size_t len = (size_t)MAX_REC * hearth_model_n_vocab(whole) * sizeof(float);
+    ref.logits       = malloc(len);
+    got.logits       = malloc(len);
     assert_non_null(ref.logits);
     assert_non_null(got.logits);
     assert_int_equal(scenario(whole, &ref), 0);
     hearth_model_free(whole);
     for (int i = 0; i < n_splits; i++) {
         struct hearth_model *m = load(name, splits[i]);
-        int32_t n_ranges = 1;
+        int32_t n_ranges       = 1;
         for (const char *c = splits[i]; *c; c++)
             n_ranges += *c == ',';
         assert_int_equal(m->n_stage, n_ranges);
@@ -177,8 +176,9 @@ static void same_bits(const char *name, const char *const *splits, int n_splits,
         for (size_t j = 0; j < (size_t)ref.n * ref.n_vocab; j++)
             differ += memcmp(&ref.logits[j], &got.logits[j], sizeof(float)) != 0;
         print_message("%s %-22s %d logit rows, %zu values differ; reuse %d, cut to %d, "
-                      "lengths %d %d\n", name, splits[i], got.n, differ, got.lens[0],
-                      got.lens[1], got.lens[2], got.lens[3]);
+                      "lengths %d %d\n",
+                      name, splits[i], got.n, differ, got.lens[0], got.lens[1], got.lens[2],
+                      got.lens[3]);
         assert_int_equal(got.n, ref.n);
         assert_int_equal(differ, 0);
         assert_memory_equal(got.lens, ref.lens, sizeof ref.lens);
@@ -201,7 +201,8 @@ static void test_llama_two_and_three_stages(void **state)
 
 static void test_qwen35moe_deltanet_attention_boundary(void **state)
 {
-    /* layers 0-2 DeltaNet, 3 gated attention: boundaries DeltaNet|DeltaNet and DeltaNet|attention */
+    /* layers 0-2 DeltaNet, 3 gated attention: boundaries DeltaNet|DeltaNet and DeltaNet|attention
+     */
     static const char *const splits[] = {"cpu:1,cpu:2,cpu:1", "cpu:3,cpu:1", "cpu:2,cpu:2,cpu:0"};
     int32_t lens[4];
     same_bits("tiny-qwen35moe-bpe-q8_0.gguf", splits, 3, lens);
@@ -233,7 +234,7 @@ static void test_state_split_over_stages(void **state)
         print_message("skip: tiny-qwen35moe not found\n");
         skip();
     }
-    struct hearth_model *m = load("tiny-qwen35moe-bpe-q8_0.gguf", "cpu:1,cpu:2,cpu:1");
+    struct hearth_model *m          = load("tiny-qwen35moe-bpe-q8_0.gguf", "cpu:1,cpu:2,cpu:1");
     struct hearth_context_params cp = hearth_context_default_params();
     cp.n_ctx                        = 64;
     char err[HEARTH_ERR_MAX];
@@ -280,13 +281,13 @@ static void fake_kv_copy(struct hearth_context *ctx, int group, int32_t dst, int
  */
 static void test_kv_copy_reaches_device_stages(void **state)
 {
-    struct backend dev                = *backend_cpu();
-    dev.kv_host                       = false;
-    dev.kv_copy                       = fake_kv_copy;
-    struct hearth_model m             = {.n_stage = 3};
-    m.stage[0]                        = (struct stage_place){.be = backend_cpu(), .l0 = 0, .l1 = 2};
-    m.stage[1]                        = (struct stage_place){.be = &dev, .device = 1, .l0 = 2, .l1 = 4};
-    m.stage[2]                        = (struct stage_place){.be = backend_cpu(), .l0 = 4, .l1 = 4};
+    struct backend dev    = *backend_cpu();
+    dev.kv_host           = false;
+    dev.kv_copy           = fake_kv_copy;
+    struct hearth_model m = {.n_stage = 3};
+    m.stage[0]            = (struct stage_place){.be = backend_cpu(), .l0 = 0, .l1 = 2};
+    m.stage[1]            = (struct stage_place){.be = &dev, .device = 1, .l0 = 2, .l1 = 4};
+    m.stage[2]            = (struct stage_place){.be = backend_cpu(), .l0 = 4, .l1 = 4};
     int states[3];
     struct stage stages[3];
     for (int i = 0; i < 3; i++)
@@ -312,8 +313,8 @@ static void refused(const struct hearth_model_params *p, enum hearth_status st, 
         print_message("skip: stories260K.gguf not found\n");
         skip();
     }
-    struct hearth_model *m = (struct hearth_model *)1;
-    char err[HEARTH_ERR_MAX]  = "";
+    struct hearth_model *m   = (struct hearth_model *)1;
+    char err[HEARTH_ERR_MAX] = "";
     assert_int_equal(hearth_model_load(path, p, &m, err, sizeof err), st);
     assert_null(m);
     print_message("refused: %s\n", err);
@@ -374,7 +375,7 @@ static void test_random_splits_place_or_refuse(void **state)
     struct hearth_model_params p = hearth_model_default_params();
     char split[24], err[HEARTH_ERR_MAX];
     uint64_t rng = 0x9e3779b97f4a7c15ull;
-    int placed = 0;
+    int placed   = 0;
     for (int i = 0; i < 20000; i++) {
         int len = (int)(rng >> 59) % 20;
         for (int j = 0; j < len; j++) {
@@ -390,8 +391,8 @@ static void test_random_splits_place_or_refuse(void **state)
         /* every tenth a well-formed start, so placements that succeed are drawn too */
         if (i % 10 == 0)
             snprintf(split, sizeof split, "cpu:%d,cpu:%d", (int)(rng % 6), (int)(rng >> 8) % 6);
-        p.layer_split        = split;
-        err[0]               = 0;
+        p.layer_split         = split;
+        err[0]                = 0;
         enum hearth_status st = model_place(&m, &p, err, sizeof err);
         if (st == HEARTH_OK) {
             placed++;
@@ -420,8 +421,8 @@ static void test_ngl_places_the_last_layers(void **state)
     static const struct {
         int32_t ngl, n_stage, cpu_layers;
         bool out_on_gpu;
-    } cases[] = {{0, 1, 5, false}, {2, 3, 3, false}, {5, 2, 0, false}, {6, 1, 0, true},
-                 {99, 1, 0, true}};
+    } cases[] = {
+        {0, 1, 5, false}, {2, 3, 3, false}, {5, 2, 0, false}, {6, 1, 0, true}, {99, 1, 0, true}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const struct gpu_share one = {.be = &gpu, .device = 1, .share = 1};
         assert_int_equal(model_place_ngl(&m, cases[i].ngl, cpu, &one, 1), HEARTH_OK);
@@ -455,14 +456,14 @@ static void test_ngl_shares_across_gpus(void **state)
         int32_t ngl;
         double share[3];
         int32_t n_gpu;
-        int32_t want[3];   /* layers on each GPU */
+        int32_t want[3]; /* layers on each GPU */
         int32_t n_stage;
     } cases[] = {
-        {8, {1, 1}, 2, {4, 4}, 3},       /* whole layers, output on the CPU */
-        {99, {1, 1}, 2, {4, 4}, 2},      /* and the output on the last GPU */
+        {8, {1, 1}, 2, {4, 4}, 3},  /* whole layers, output on the CPU */
+        {99, {1, 1}, 2, {4, 4}, 2}, /* and the output on the last GPU */
         {8, {3, 1}, 2, {6, 2}, 3},
-        {4, {1, 1}, 2, {2, 2}, 4},       /* the first 4 layers stay on the CPU */
-        {8, {0, 1}, 2, {0, 8}, 2},       /* a zero share: no stage */
+        {4, {1, 1}, 2, {2, 2}, 4}, /* the first 4 layers stay on the CPU */
+        {8, {0, 1}, 2, {0, 8}, 2}, /* a zero share: no stage */
         {8, {1, 0}, 2, {8, 0}, 2},
         {5, {1, 1, 1}, 3, {2, 1, 2}, 5}, /* rounding: 1.67 -> 2, 3.33 -> 3, 5 */
         {2, {1, 1, 1}, 3, {1, 0, 1}, 4}, /* fewer layers than GPUs */

@@ -107,7 +107,7 @@ static void test_printf_a_megabyte(void **state)
     assert_non_null(big);
     for (size_t i = 0; i < N; i++)
         big[i] = (char)('0' + i % 10);
-    big[N] = '\0';
+    big[N]          = '\0';
     struct strbuf b = {0};
     strbuf_add(&b, ">");
     strbuf_printf(&b, "%s<%d", big, -7);
@@ -205,14 +205,10 @@ static void test_vec_grows(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_zeroed_is_empty),
-        cmocka_unit_test(test_growth_keeps_every_byte),
-        cmocka_unit_test(test_add_and_addn_agree),
-        cmocka_unit_test(test_printf_short_and_long),
-        cmocka_unit_test(test_printf_a_megabyte),
-        cmocka_unit_test(test_oom_sticks),
-        cmocka_unit_test(test_take_and_reset),
-        cmocka_unit_test(test_vec_grows),
+        cmocka_unit_test(test_zeroed_is_empty),    cmocka_unit_test(test_growth_keeps_every_byte),
+        cmocka_unit_test(test_add_and_addn_agree), cmocka_unit_test(test_printf_short_and_long),
+        cmocka_unit_test(test_printf_a_megabyte),  cmocka_unit_test(test_oom_sticks),
+        cmocka_unit_test(test_take_and_reset),     cmocka_unit_test(test_vec_grows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,7 +15,7 @@ static void target_ok(const char *url, const char *host, int port, const char *p
 {
     struct url_target t;
     char err[200] = "";
-    bool ok = url_target_parse(url, &t, err, sizeof err);
+    bool ok       = url_target_parse(url, &t, err, sizeof err);
     if (!ok)
         print_message("%s: %s\n", url, err);
     assert_true(ok);

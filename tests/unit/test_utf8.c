@@ -38,8 +38,8 @@ static void test_lead_len_for_every_byte(void **state)
     for (int c = 0; c < 256; c++) {
         size_t want = c < 0x80 ? 1 : c < 0xC0 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF8 ? 4 : 0;
         if (utf8_lead_len((unsigned char)c) != want)
-            fail_msg("utf8_lead_len(0x%02X) = %zu, want %zu", c,
-                     utf8_lead_len((unsigned char)c), want);
+            fail_msg("utf8_lead_len(0x%02X) = %zu, want %zu", c, utf8_lead_len((unsigned char)c),
+                     want);
     }
 }
 
@@ -81,16 +81,20 @@ static void test_decode_invalid(void **state)
 {
     (void)state;
     expect_decode("", 0, 0, 0);
-    expect_decode("\x80", 1, 0, 0);             /* continuation byte as a lead */
+    expect_decode("\x80", 1, 0, 0); /* continuation byte as a lead */
     expect_decode("\xbf\x80", 2, 0, 0);
     expect_decode("\xf8\x88\x80\x80\x80", 5, 0, 0); /* 5-byte lead */
     expect_decode("\xff", 1, 0, 0);
-    expect_decode("\xc3", 1, 0, 0);             /* truncated by n */
+    expect_decode("\xc3", 1, 0, 0); /* truncated by n */
     expect_decode("\xe2\x82", 2, 0, 0);
     expect_decode("\xf0\x9f\x98", 3, 0, 0);
-    expect_decode("\xe2\x82\xac", 2, 0, 0);     /* the bytes are there but n stops short */
-    expect_decode("\xc3" "A", 2, 0, 0);         /* a non-continuation where one belongs */
-    expect_decode("\xe2\x82" "A", 3, 0, 0);
+    expect_decode("\xe2\x82\xac", 2, 0, 0); /* the bytes are there but n stops short */
+    expect_decode("\xc3"
+                  "A",
+                  2, 0, 0); /* a non-continuation where one belongs */
+    expect_decode("\xe2\x82"
+                  "A",
+                  3, 0, 0);
     expect_decode("\xf0\x9f\xc3\xa9", 4, 0, 0);
     expect_decode("\xf4\x90\x80\x80", 4, 0, 0); /* U+110000 */
     expect_decode("\xf7\xbf\xbf\xbf", 4, 0, 0);

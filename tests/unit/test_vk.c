@@ -59,6 +59,7 @@ int main(void)
 static const struct {
     enum dtype type;
     double bound;
+    /* clang-format off */
 } mul_bounds[] = {
     {DTYPE_F32, 5e-6},
     {DTYPE_F16, 5e-6},
@@ -76,16 +77,17 @@ static const struct {
     {DTYPE_IQ4_NL, 5e-6},
     {DTYPE_IQ4_XS, 5e-6},
 };
+/* clang-format on */
 
 /* RMSNorm bound, relative per element: an f32 sum of squares against the reference's f64. */
-#define RMSNORM_BOUND 1e-5
+#define RMSNORM_BOUND  1e-5
 /* SwiGLU bound, relative per element, |g| <= 10: the device's exp may be 3 + 2|x| ulp off. */
-#define SWIGLU_BOUND 1e-5
+#define SWIGLU_BOUND   1e-5
 /*
  * RoPE bound on |out - exact| / (|x0| + |x1|) per rotated pair, against the rotation in double
  * by the exact angle: the angles are rounded once to f32 on the host, the rotation rounds twice.
  */
-#define ROPE_BOUND 1e-6
+#define ROPE_BOUND     1e-6
 
 /*
  * Attention bounds on |out - ref| / max |v| over the keys a row sees (the output is a convex
@@ -95,7 +97,7 @@ static const struct {
  * another order; measured up to 4.8e-6. Against the per-key f16 path, which rounds q and
  * every update of the running output to f16: dominated by those roundings, measured 2.4e-3.
  */
-#define ATTN_BOUND 1e-5
+#define ATTN_BOUND     1e-5
 #define ATTN_F16_BOUND 1e-2
 
 struct fixture {
@@ -119,7 +121,8 @@ static int setup(void **state)
     } else {
         print_message("# vulkan0: %s (%s)\n", info[0].name, info[0].driver);
         if (vk_dev_open(0, 0, &f.d, err, sizeof err) != HEARTH_OK ||
-            vk_dev_open(0, VK_OPEN_STAGING | VK_OPEN_PLAIN, &f.staged, err, sizeof err) != HEARTH_OK) {
+            vk_dev_open(0, VK_OPEN_STAGING | VK_OPEN_PLAIN, &f.staged, err, sizeof err) !=
+                HEARTH_OK) {
             print_message("vk_dev_open: %s\n", err);
             free(info);
             return -1;
@@ -138,13 +141,16 @@ static int teardown(void **state)
     return 0;
 }
 
+/* clang-format off */
 #define NEED_DEVICE(f)                                                                       \
     struct fixture *f = *state;                                                              \
     if (!f->d) {                                                                             \
         print_message("vulkan-test: skipped: %s\n", skip_why);                               \
         skip();                                                                              \
     }
+/* clang-format on */
 
+/* clang-format off */
 #define OK(call)                                                                             \
     do {                                                                                     \
         enum hearth_status st_ = (call);                                                     \
@@ -152,8 +158,10 @@ static int teardown(void **state)
             print_message("%s: %s\n", #call, err);                                          \
         assert_int_equal(st_, HEARTH_OK);                                                    \
     } while (0)
+/* clang-format on */
 
 /* One sequence of one operation, call (naming the sequence s), begun and run. */
+/* clang-format off */
 #define RUN1(d, call)                                                                        \
     do {                                                                                     \
         struct vk_seq *s_;                                                                   \
@@ -164,6 +172,7 @@ static int teardown(void **state)
         OK(vk_seq_run(s_, err, sizeof err));                                                 \
         vk_seq_free(s_);                                                                     \
     } while (0)
+/* clang-format on */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -259,25 +268,22 @@ static void test_pipeline_errors(void **state)
 {
     NEED_DEVICE(f);
     struct vk_pipe *p;
-    assert_int_equal(vk_pipe_get(f->d, "no_such_shader", 1, 0, &p, err, sizeof err),
-                     HEARTH_EINVAL);
+    assert_int_equal(vk_pipe_get(f->d, "no_such_shader", 1, 0, &p, err, sizeof err), HEARTH_EINVAL);
     assert_non_null(strstr(err, "no built-in shader no_such_shader"));
     OK(vk_pipe_get(f->d, "rmsnorm", 3, 12, &p, err, sizeof err));
     struct vk_pipe *again;
     OK(vk_pipe_get(f->d, "rmsnorm", 3, 12, &again, err, sizeof err));
     assert_ptr_equal(p, again);
-    assert_int_equal(vk_pipe_get(f->d, "rmsnorm", 2, 12, &again, err, sizeof err),
-                     HEARTH_EINVAL);
+    assert_int_equal(vk_pipe_get(f->d, "rmsnorm", 2, 12, &again, err, sizeof err), HEARTH_EINVAL);
 
     struct vk_seq *s;
     OK(vk_seq_new(f->d, &s, err, sizeof err));
     assert_int_equal(vk_seq_run(s, err, sizeof err), HEARTH_EINVAL);
-    float one = 1.0f;
+    float one        = 1.0f;
     struct vk_buf *b = upload(f->d, &one, sizeof one);
     OK(vk_seq_begin(s, err, sizeof err));
     /* a weight too short for the shape asked: refused before anything is recorded */
-    assert_int_equal(vk_op_matmul(s, DTYPE_F32, b, b, b, 32, 1, 1, err, sizeof err),
-                     HEARTH_ERANGE);
+    assert_int_equal(vk_op_matmul(s, DTYPE_F32, b, b, b, 32, 1, 1, err, sizeof err), HEARTH_ERANGE);
     assert_non_null(strstr(err, "the weight needs 128 bytes"));
     assert_int_equal(vk_op_matmul(s, DTYPE_Q4_0, b, b, b, 33, 1, 1, err, sizeof err),
                      HEARTH_EINVAL);
@@ -286,9 +292,9 @@ static void test_pipeline_errors(void **state)
                      HEARTH_EUNSUPPORTED);
     assert_non_null(strstr(err, "no matmul for"));
     const uint32_t none[3] = {0, 1, 1};
-    assert_int_equal(vk_seq_dispatch(s, p, (struct vk_buf *[]){b, b, b}, "0123456789ab", none,
-                                     err, sizeof err),
-                     HEARTH_ERANGE);
+    assert_int_equal(
+        vk_seq_dispatch(s, p, (struct vk_buf *[]){b, b, b}, "0123456789ab", none, err, sizeof err),
+        HEARTH_ERANGE);
     OK(vk_seq_run(s, err, sizeof err));
     vk_buf_free(b);
     vk_seq_free(s);
@@ -305,11 +311,11 @@ static double matmul_err(struct vk_dev *d, enum dtype type, uint32_t n_in, uint3
                          uint32_t n_tok)
 {
     const size_t row_len = dtype_row_len(type, n_in);
-    float *wf = malloc((size_t)n_out * n_in * sizeof *wf);
-    float *x  = malloc((size_t)n_tok * n_in * sizeof *x);
-    float *y  = malloc((size_t)n_tok * n_out * sizeof *y);
-    float *deq = malloc((size_t)n_in * sizeof *deq);
-    uint8_t *wq = malloc(row_len * n_out);
+    float *wf            = malloc((size_t)n_out * n_in * sizeof *wf);
+    float *x             = malloc((size_t)n_tok * n_in * sizeof *x);
+    float *y             = malloc((size_t)n_tok * n_out * sizeof *y);
+    float *deq           = malloc((size_t)n_in * sizeof *deq);
+    uint8_t *wq          = malloc(row_len * n_out);
     assert_true(wf && x && y && deq && wq);
     for (size_t i = 0; i < (size_t)n_out * n_in; i++)
         wf[i] = frand() * (1.0f + (float)(i % 7));
@@ -330,7 +336,7 @@ static double matmul_err(struct vk_dev *d, enum dtype type, uint32_t n_in, uint3
     OK(vk_buf_download(by, 0, y, (size_t)n_tok * n_out * sizeof *y, err, sizeof err));
 
     const struct type_kernels *tk = &kernels_ref()->type[type];
-    double worst = 0;
+    double worst                  = 0;
     for (uint32_t r = 0; r < n_out; r++) {
         tk->to_float(wq + r * row_len, deq, n_in);
         for (uint32_t t = 0; t < n_tok; t++) {
@@ -381,8 +387,7 @@ static void check_matmul(void **state, enum dtype type)
         const uint32_t n_in = (shapes[i][0] + block - 1) / block * block;
         /* both the subgroup shaders (where the device has them) and the plain ones */
         for (int plain = 0; plain < 2; plain++) {
-            double e = matmul_err(plain ? f->staged : f->d, type, n_in, shapes[i][1],
-                                  shapes[i][2]);
+            double e = matmul_err(plain ? f->staged : f->d, type, n_in, shapes[i][1], shapes[i][2]);
             worst    = e > worst ? e : worst;
         }
     }
@@ -489,8 +494,7 @@ static void test_mul_many_rows(void **state)
 static void test_act_round(void **state)
 {
     NEED_DEVICE(f);
-    static const enum dtype types[] = {DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q8_1,
-                                       DTYPE_Q8_K};
+    static const enum dtype types[] = {DTYPE_F16, DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q8_1, DTYPE_Q8_K};
     enum { N = 6 * 256 };
     static float x[N], got[N], ref[N];
     static uint8_t q[N * 4];
@@ -498,12 +502,12 @@ static void test_act_round(void **state)
         x[i] = frand() * (i % 3 == 0 ? 1e-3f : (float)(1 + i % 11));
     for (int i = 256; i < 512; i++) /* a zero block of every block size */
         x[i] = 0.0f;
-    x[600] = -40.0f; /* the extreme of its Q8_K block (and Q8_0 block) negative */
+    x[600] = -40.0f;                  /* the extreme of its Q8_K block (and Q8_0 block) negative */
     for (int i = 1024; i < 1056; i++) /* a block scaled by exactly 1: its q fall on ties */
         x[i] = (float)(i - 1040) + 0.5f;
-    x[1024] = 127.0f;
+    x[1024]                 = 127.0f;
     const struct kernels *k = kernels_get();
-    struct vk_buf *bx = upload(f->d, x, sizeof x), *by;
+    struct vk_buf *bx       = upload(f->d, x, sizeof x), *by;
     OK(vk_buf_new(f->d, sizeof got, &by, err, sizeof err));
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const enum dtype t = types[i];
@@ -533,8 +537,7 @@ static void test_act_round(void **state)
     OK(vk_seq_begin(s, err, sizeof err));
     assert_int_equal(vk_op_act_round(s, DTYPE_F32, bx, by, N, err, sizeof err),
                      HEARTH_EUNSUPPORTED);
-    assert_int_equal(vk_op_act_round(s, DTYPE_Q8_K, bx, by, 300, err, sizeof err),
-                     HEARTH_EINVAL);
+    assert_int_equal(vk_op_act_round(s, DTYPE_Q8_K, bx, by, 300, err, sizeof err), HEARTH_EINVAL);
     assert_non_null(strstr(err, "whole q8_k blocks"));
     OK(vk_seq_run(s, err, sizeof err));
     vk_seq_free(s);
@@ -553,8 +556,8 @@ static void test_act_round(void **state)
 static uint8_t *random_weight(enum dtype type, uint32_t n_in, uint32_t n_rows)
 {
     const size_t row_len = dtype_row_len(type, n_in);
-    uint8_t *w = malloc(row_len * n_rows);
-    float *row = malloc(n_in * sizeof *row);
+    uint8_t *w           = malloc(row_len * n_rows);
+    float *row           = malloc(n_in * sizeof *row);
     assert_true(w && row);
     for (uint32_t r = 0; r < n_rows; r++) {
         for (uint32_t i = 0; i < n_in; i++)
@@ -568,8 +571,8 @@ static uint8_t *random_weight(enum dtype type, uint32_t n_in, uint32_t n_rows)
 /* Embedding rows of w on the device, split into parts of part_max bytes; asserts every row
  * equals the reference to_float's times scale to the bit. Returns the parts. */
 static uint32_t check_embed(struct vk_dev *d, enum dtype type, const uint8_t *w, uint32_t n_in,
-                            uint32_t n_rows, size_t part_max, const int32_t *ids,
-                            uint32_t n_tok, float scale)
+                            uint32_t n_rows, size_t part_max, const int32_t *ids, uint32_t n_tok,
+                            float scale)
 {
     const size_t row_len = dtype_row_len(type, n_in);
     struct vk_weight *vw;
@@ -604,21 +607,20 @@ static uint32_t check_embed(struct vk_dev *d, enum dtype type, const uint8_t *w,
 static void test_embed(void **state)
 {
     NEED_DEVICE(f);
-    static const enum dtype types[] = {
-        DTYPE_F32,  DTYPE_F16,  DTYPE_Q8_0, DTYPE_Q4_0, DTYPE_Q4_K,   DTYPE_Q5_K,   DTYPE_Q6_K,
-        DTYPE_BF16, DTYPE_Q4_1, DTYPE_Q5_0, DTYPE_Q5_1, DTYPE_Q2_K,   DTYPE_Q3_K,   DTYPE_IQ4_NL,
-        DTYPE_IQ4_XS};
+    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,    DTYPE_Q8_0,  DTYPE_Q4_0,
+                                       DTYPE_Q4_K, DTYPE_Q5_K,   DTYPE_Q6_K,  DTYPE_BF16,
+                                       DTYPE_Q4_1, DTYPE_Q5_0,   DTYPE_Q5_1,  DTYPE_Q2_K,
+                                       DTYPE_Q3_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS};
     enum { ROWS = 37, TOK = 7 };
     static const int32_t ids[TOK] = {0, 36, 9, 10, 9, 20, 29};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         const uint32_t n_in = dtype_get(types[i])->block == 256 ? 512 : 96;
-        uint8_t *w = random_weight(types[i], n_in, ROWS);
+        uint8_t *w          = random_weight(types[i], n_in, ROWS);
         /* one buffer, then parts of 10 rows (the last of 7), gemma's scale on the second */
         assert_int_equal(check_embed(f->d, types[i], w, n_in, ROWS, 0, ids, TOK, 1.0f), 1);
         const size_t ten = 10 * dtype_row_len(types[i], n_in) + 1;
-        assert_int_equal(check_embed(f->d, types[i], w, n_in, ROWS, ten, ids, TOK,
-                                     sqrtf((float)n_in)),
-                         4);
+        assert_int_equal(
+            check_embed(f->d, types[i], w, n_in, ROWS, ten, ids, TOK, sqrtf((float)n_in)), 4);
         free(w);
     }
     print_message("# embed: every type's rows equal to_float's to the bit, whole and split\n");
@@ -631,8 +633,8 @@ static void test_embed(void **state)
         x[i] = frand();
     struct vk_weight *whole, *split;
     OK(vk_weight_new(f->d, DTYPE_Q4_K, IN, OUT, w, 0, &whole, err, sizeof err));
-    OK(vk_weight_new(f->d, DTYPE_Q4_K, IN, OUT, w, 10 * dtype_row_len(DTYPE_Q4_K, IN), &split,
-                     err, sizeof err));
+    OK(vk_weight_new(f->d, DTYPE_Q4_K, IN, OUT, w, 10 * dtype_row_len(DTYPE_Q4_K, IN), &split, err,
+                     sizeof err));
     assert_int_equal(vk_weight_parts(split), 4);
     struct vk_buf *bx = upload(f->d, x, sizeof x), *by1, *by2;
     OK(vk_buf_new(f->d, sizeof y1, &by1, err, sizeof err));
@@ -672,7 +674,7 @@ static void test_weight_past_one_buffer(void **state)
     assert_true(w && x && y && deq);
     /* random blocks straight away (quantizing 131M floats would dominate the test) */
     for (size_t b = 0; b < len / 34; b++) {
-        uint8_t *blk = w + b * 34;
+        uint8_t *blk      = w + b * 34;
         const uint16_t dh = fp32_to_fp16(0.01f + 0.01f * (frand() + 1.0f));
         memcpy(blk, &dh, 2);
         for (int j = 0; j < 32; j += 8) {
@@ -702,7 +704,7 @@ static void test_weight_past_one_buffer(void **state)
     OK(vk_seq_run(s, err, sizeof err));
     OK(vk_buf_download(by, 0, y, (size_t)TOK * ROWS * sizeof *y, err, sizeof err));
     const struct type_kernels *tk = &kernels_ref()->type[DTYPE_Q8_0];
-    double worst = 0;
+    double worst                  = 0;
     for (uint32_t r = 0; r < ROWS; r++) {
         tk->to_float(w + r * row_len, deq, N_IN);
         for (int t = 0; t < TOK; t++) {
@@ -852,7 +854,7 @@ static void test_swiglu(void **state)
         g[i] = 10.0f * frand();
         u[i] = 2.0f * frand();
     }
-    g[0] = 0.0f;
+    g[0]              = 0.0f;
     struct vk_buf *bg = upload(f->d, g, sizeof g), *bu = upload(f->d, u, sizeof u);
     struct vk_seq *s;
     OK(vk_seq_new(f->d, &s, err, sizeof err));
@@ -897,9 +899,9 @@ static double rope_err(struct vk_dev *d, bool neox, float base)
             const float *xh = x + (t * HEADS + h) * HD, *gh = got + (t * HEADS + h) * HD;
             for (int i = 0; i < ROT / 2; i++) {
                 const int a = neox ? i : 2 * i, b = neox ? i + ROT / 2 : 2 * i + 1;
-                const double th = pos[t] * pow(base, -2.0 * i / ROT);
-                const double r0 = xh[a] * cos(th) - xh[b] * sin(th);
-                const double r1 = xh[a] * sin(th) + xh[b] * cos(th);
+                const double th  = pos[t] * pow(base, -2.0 * i / ROT);
+                const double r0  = xh[a] * cos(th) - xh[b] * sin(th);
+                const double r1  = xh[a] * sin(th) + xh[b] * cos(th);
                 const double mag = fabs(xh[a]) + fabs(xh[b]);
                 const double e   = fmax(fabs(gh[a] - r0), fabs(gh[b] - r1)) / (mag > 0 ? mag : 1);
                 if (!(e <= worst))
@@ -932,10 +934,10 @@ static void test_rope(void **state)
  * IMRoPE (qwen35moe) as the CPU backend's rope computes it for text: ggml's f32 angles, pairs
  * outside their section left as they are, the rotation as two fused multiply-adds.
  */
-static void ref_imrope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, float base, int32_t pos,
-                       const int32_t sections[4])
+static void ref_imrope(float *x, int32_t n_heads, int32_t hd, int32_t n_rot, float base,
+                       int32_t pos, const int32_t sections[4])
 {
-    const int32_t n_sect = sections[0] + sections[1] + sections[2] + sections[3];
+    const int32_t n_sect    = sections[0] + sections[1] + sections[2] + sections[3];
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     for (int32_t h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * hd, theta = (float)pos;
@@ -961,10 +963,9 @@ static void test_rope_imrope(void **state)
 {
     NEED_DEVICE(f);
     enum { TOK = 4, HEADS = 3, HD = 64, ROT = 32 };
-    static const int32_t pos[TOK] = {0, 5, 1000, 40000};
+    static const int32_t pos[TOK]    = {0, 5, 1000, 40000};
     static const int32_t sects[2][4] = {{4, 2, 2, 0}, {3, 1, 2, 5}};
-    static float x[TOK * HEADS * HD], got[TOK * HEADS * HD], want[TOK * HEADS * HD],
-        cs[TOK * ROT];
+    static float x[TOK * HEADS * HD], got[TOK * HEADS * HD], want[TOK * HEADS * HD], cs[TOK * ROT];
     double worst = 0;
     int n_still  = 0;
     for (int k = 0; k < 2; k++) {
@@ -990,8 +991,8 @@ static void test_rope_imrope(void **state)
                         continue;
                     }
                     const double mag = fabs(x[a]) + fabs(x[b]);
-                    const double e   = fmax(fabs(got[a] - want[a]), fabs(got[b] - want[b])) /
-                                     (mag > 0 ? mag : 1);
+                    const double e =
+                        fmax(fabs(got[a] - want[a]), fabs(got[b] - want[b])) / (mag > 0 ? mag : 1);
                     if (!(e <= worst))
                         worst = e;
                 }
@@ -1032,24 +1033,24 @@ static void cache_make(struct vk_dev *d, struct cache *c, uint32_t kv_dim, bool 
         perm[i] = (int32_t)i;
     for (uint32_t i = n_blocks - 1; i > 0; i--) {
         const uint32_t j = (uint32_t)((frand() + 1.0f) / 2.0f * (float)(i + 1)) % (i + 1);
-        const int32_t t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
+        const int32_t t  = perm[i];
+        perm[i]          = perm[j];
+        perm[j]          = t;
     }
     memcpy(c->table, perm, sizeof c->table);
-    c->kv_dim = kv_dim;
-    c->k = calloc(1, len);
-    c->v = calloc(1, len);
+    c->kv_dim     = kv_dim;
+    c->k          = calloc(1, len);
+    c->v          = calloc(1, len);
     int32_t n_tok = 0;
     for (int s = 0; s < N_SEQ; s++)
         n_tok += seq_len[s];
     int32_t *rows = malloc((size_t)n_tok * 2 * sizeof *rows);
-    float *kr = malloc((size_t)n_tok * kv_dim * sizeof *kr);
-    float *vr = malloc((size_t)n_tok * kv_dim * sizeof *vr);
+    float *kr     = malloc((size_t)n_tok * kv_dim * sizeof *kr);
+    float *vr     = malloc((size_t)n_tok * kv_dim * sizeof *vr);
     assert_true(c->k && c->v && rows && kr && vr);
     for (int s = 0, t = 0; s < N_SEQ; s++)
         for (int32_t pos = 0; pos < seq_len[s]; pos++, t++) {
-            rows[2 * t] = s;
+            rows[2 * t]     = s;
             rows[2 * t + 1] = pos;
             const size_t at = ((size_t)c->table[s][pos / BT] * BT + pos % BT) * kv_dim;
             for (uint32_t e = 0; e < kv_dim; e++) {
@@ -1065,12 +1066,15 @@ static void cache_make(struct vk_dev *d, struct cache *c, uint32_t kv_dim, bool 
                 }
             }
         }
-    c->kv = (struct vk_kv){.n_blocks = n_blocks, .block_tokens = BT, .n_seq = N_SEQ,
-                           .table_stride = STRIDE, .f16 = f16};
+    c->kv = (struct vk_kv){.n_blocks     = n_blocks,
+                           .block_tokens = BT,
+                           .n_seq        = N_SEQ,
+                           .table_stride = STRIDE,
+                           .f16          = f16};
     OK(vk_buf_new(d, len, &c->kv.k, err, sizeof err));
     OK(vk_buf_new(d, len, &c->kv.v, err, sizeof err));
-    c->kv.tables = upload(d, c->table, sizeof c->table);
-    c->kv.rows   = upload(d, rows, (size_t)n_tok * 2 * sizeof *rows);
+    c->kv.tables      = upload(d, c->table, sizeof c->table);
+    c->kv.rows        = upload(d, rows, (size_t)n_tok * 2 * sizeof *rows);
     struct vk_buf *bk = upload(d, kr, (size_t)n_tok * kv_dim * sizeof *kr);
     struct vk_buf *bv = upload(d, vr, (size_t)n_tok * kv_dim * sizeof *vr);
     struct vk_seq *s;
@@ -1122,9 +1126,9 @@ static void attn_err(struct vk_dev *d, uint32_t hd, bool f16, uint32_t n_swa, bo
     struct cache c;
     cache_make(d, &c, N_KV * hd, f16);
     /* query rows: the first and last positions, and ones around tile and block edges */
-    static const int32_t qrow[N_Q][2] = {{0, 0},  {0, 63},  {0, 64}, {0, 149}, {1, 36},
+    static const int32_t qrow[N_Q][2] = {{0, 0},  {0, 63}, {0, 64}, {0, 149}, {1, 36},
                                          {1, 16}, {2, 99}, {2, 5},  {0, 128}};
-    const size_t qlen = (size_t)N_Q * N_HEAD * hd;
+    const size_t qlen                 = (size_t)N_Q * N_HEAD * hd;
     float *q = malloc(qlen * sizeof *q), *g = malloc(qlen * sizeof *g);
     float *out = malloc(qlen * sizeof *out), *ref = malloc(hd * sizeof *ref);
     float *scratch = malloc(ATTN_SCRATCH(hd) * sizeof *scratch);
@@ -1136,11 +1140,15 @@ static void attn_err(struct vk_dev *d, uint32_t hd, bool f16, uint32_t n_swa, bo
         g[i] = 4.0f * frand();
     }
     struct vk_buf *bq = upload(d, q, qlen * sizeof *q), *bg = upload(d, g, qlen * sizeof *g);
-    struct vk_buf *bo, *rows_all = c.kv.rows;
+    struct vk_buf *bo, *rows_all                            = c.kv.rows;
     c.kv.rows = upload(d, qrow, sizeof qrow);
     OK(vk_buf_new(d, qlen * sizeof *out, &bo, err, sizeof err));
-    const struct vk_attn_shape a = {.n_tok = N_Q, .n_head = N_HEAD, .n_head_kv = N_KV,
-                                    .head_dim = hd, .n_swa = n_swa, .scale = scale};
+    const struct vk_attn_shape a = {.n_tok     = N_Q,
+                                    .n_head    = N_HEAD,
+                                    .n_head_kv = N_KV,
+                                    .head_dim  = hd,
+                                    .n_swa     = n_swa,
+                                    .scale     = scale};
     struct vk_seq *s;
     OK(vk_seq_new(d, &s, err, sizeof err));
     OK(vk_seq_begin(s, err, sizeof err));
@@ -1153,20 +1161,20 @@ static void attn_err(struct vk_dev *d, uint32_t hd, bool f16, uint32_t n_swa, bo
         const int32_t sq = qrow[r][0], pos = qrow[r][1];
         const int32_t j0 = n_swa > 0 && pos >= (int32_t)n_swa ? pos - (int32_t)n_swa + 1 : 0;
         for (int h = 0; h < N_HEAD; h++) {
-            const int kvh = h / (N_HEAD / N_KV);
-            const struct attn_kv akv = {.k = c.k + (size_t)kvh * hd * elem,
-                                        .v = c.v + (size_t)kvh * hd * elem,
-                                        .blocks = c.table[sq],
-                                        .block_len = (size_t)BT * c.kv_dim * elem,
-                                        .row_len = (size_t)c.kv_dim * elem,
+            const int kvh            = h / (N_HEAD / N_KV);
+            const struct attn_kv akv = {.k            = c.k + (size_t)kvh * hd * elem,
+                                        .v            = c.v + (size_t)kvh * hd * elem,
+                                        .blocks       = c.table[sq],
+                                        .block_len    = (size_t)BT * c.kv_dim * elem,
+                                        .row_len      = (size_t)c.kv_dim * elem,
                                         .block_tokens = BT,
-                                        .f16 = f16};
-            double vmax = 0;
+                                        .f16          = f16};
+            double vmax              = 0;
             for (int32_t j = j0; j <= pos; j++)
                 for (uint32_t e = 0; e < hd; e++) {
                     const uint8_t *vr = attn_kv_row(akv.v, &akv, j);
-                    const float v = f16 ? fp16_to_fp32(((const uint16_t *)vr)[e])
-                                        : ((const float *)vr)[e];
+                    const float v =
+                        f16 ? fp16_to_fp32(((const uint16_t *)vr)[e]) : ((const float *)vr)[e];
                     vmax = fmax(vmax, fabs(v));
                 }
             const size_t qo = ((size_t)r * N_HEAD + h) * hd;
@@ -1177,8 +1185,7 @@ static void attn_err(struct vk_dev *d, uint32_t hd, bool f16, uint32_t n_swa, bo
                     ref_attn_row_f16(ref, q + qo, (int32_t)hd, &akv, j0, pos, scale, scratch);
                 double *worst = pass == 0 ? e_ref : e_f16;
                 for (uint32_t e = 0; e < hd; e++) {
-                    const float want =
-                        gated ? ref[e] * (1.0f / (1.0f + expf(-g[qo + e]))) : ref[e];
+                    const float want = gated ? ref[e] * (1.0f / (1.0f + expf(-g[qo + e]))) : ref[e];
                     const double err_ = fabs((double)out[qo + e] - want) / vmax;
                     if (!(err_ <= *worst))
                         *worst = err_;
@@ -1210,7 +1217,7 @@ static void test_kv_store_f16_bits(void **state)
     static uint16_t got[N];
     for (uint32_t i = 0; i < N; i++) {
         (void)frand();
-        uint32_t m = (uint32_t)(rng_state >> 20) & 0x7FFFFFu;
+        uint32_t m       = (uint32_t)(rng_state >> 20) & 0x7FFFFFu;
         const uint32_t e = 97u + (i / 4) % 52, shift = 126 - e; /* shift: subnormal halves' */
         if (i % 4 == 1)
             m = (m & ~0x1FFFu) | 0x1000u; /* a tie for a normal half */
@@ -1221,17 +1228,18 @@ static void test_kv_store_f16_bits(void **state)
         const uint32_t bits = ((i % 8 >= 4) ? 0x80000000u : 0) | (e << 23) | m;
         memcpy(&x[i], &bits, 4);
     }
-    const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.99f,
-                             65520.0f, 1e-8f, 2.9802322e-8f /* 2^-25, ties to 0 */,
-                             5.9604645e-8f, 8.940697e-8f /* 1.5 * 2^-24, ties up to 2 */};
+    const float special[] = {
+        0.0f,          -0.0f,       INFINITY, -INFINITY, NAN,
+        65504.0f,      65519.99f,   65520.0f, 1e-8f,     2.9802322e-8f /* 2^-25, ties to 0 */,
+        5.9604645e-8f, 8.940697e-8f /* 1.5 * 2^-24, ties up to 2 */};
     memcpy(x, special, sizeof special);
-    struct vk_kv kv = {.n_blocks = 1, .block_tokens = 1, .n_seq = 1, .table_stride = 1,
-                       .f16 = true};
+    struct vk_kv kv = {
+        .n_blocks = 1, .block_tokens = 1, .n_seq = 1, .table_stride = 1, .f16 = true};
     const int32_t zero[2] = {0, 0};
     OK(vk_buf_new(f->d, N * 2, &kv.k, err, sizeof err));
     OK(vk_buf_new(f->d, N * 2, &kv.v, err, sizeof err));
-    kv.tables = upload(f->d, zero, 4);
-    kv.rows   = upload(f->d, zero, 8);
+    kv.tables         = upload(f->d, zero, 4);
+    kv.rows           = upload(f->d, zero, 8);
     struct vk_buf *bx = upload(f->d, x, sizeof x);
     struct vk_seq *s;
     OK(vk_seq_new(f->d, &s, err, sizeof err));
@@ -1279,8 +1287,8 @@ static void test_attention(void **state)
     struct vk_seq *s;
     OK(vk_seq_new(f->d, &s, err, sizeof err));
     OK(vk_seq_begin(s, err, sizeof err));
-    struct vk_attn_shape a = {.n_tok = 1, .n_head = 3, .n_head_kv = 2, .head_dim = 64,
-                              .scale = 0.125f};
+    struct vk_attn_shape a = {
+        .n_tok = 1, .n_head = 3, .n_head_kv = 2, .head_dim = 64, .scale = 0.125f};
     assert_int_equal(vk_op_attention(s, &c.kv, &a, c.kv.k, NULL, c.kv.v, err, sizeof err),
                      HEARTH_EINVAL);
     a.n_head = 4, a.head_dim = 512;
@@ -1306,8 +1314,8 @@ static void test_attention(void **state)
     assert_true(before && after);
     OK(vk_buf_download(c.kv.k, 0, before, vk_buf_len(c.kv.k), err, sizeof err));
     c.kv.rows = upload(f->d, bad, sizeof bad);
-    a = (struct vk_attn_shape){.n_tok = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64,
-                               .scale = 0.125f};
+    a         = (struct vk_attn_shape){
+                .n_tok = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 64, .scale = 0.125f};
     OK(vk_seq_begin(s, err, sizeof err));
     OK(vk_op_kv_store(s, &c.kv, bj, bj, 128, 2, err, sizeof err));
     OK(vk_op_attention(s, &c.kv, &a, bj, NULL, bo, err, sizeof err));
@@ -1378,7 +1386,7 @@ static void test_add_scale(void **state)
  * Soft-cap bound, on |got - cpu| / cap: tanh from the device's exp, (1 - e) / (1 + e), is a
  * few ulp of 1 off the CPU's tanhf in absolute terms, then both multiply by cap.
  */
-#define SOFTCAP_BOUND 1e-6
+#define SOFTCAP_BOUND  1e-6
 
 static void test_softcap(void **state)
 {
@@ -1387,11 +1395,11 @@ static void test_softcap(void **state)
     static float y[N], got[N];
     for (int i = 0; i < N; i++)
         y[i] = i < 1000 ? frand() * 1e-3f : 120.0f * frand();
-    y[0] = 0.0f;
-    double worst = 0;
+    y[0]                      = 0.0f;
+    double worst              = 0;
     static const float caps[] = {30.0f, 50.0f};
     for (int c = 0; c < 2; c++) {
-        const float cap = caps[c];
+        const float cap   = caps[c];
         struct vk_buf *by = upload(f->d, y, sizeof y);
         RUN1(f->d, vk_op_softcap(s, by, N, cap, err, sizeof err));
         OK(vk_buf_download(by, 0, got, sizeof got, err, sizeof err));
@@ -1454,7 +1462,7 @@ static void test_gather(void **state)
     for (int i = 0; i < SRC * W; i++)
         src[i] = frand();
     const int32_t rows[OUT] = {1, 3, 5, 6}; /* 6: past the source, left as it was */
-    const float keep = 42.0f;
+    const float keep        = 42.0f;
     float init[OUT * W];
     for (int i = 0; i < OUT * W; i++)
         init[i] = keep;
@@ -1520,13 +1528,11 @@ int main(void)
         cmocka_unit_test(test_mul_q5_1),       cmocka_unit_test(test_mul_q2_k),
         cmocka_unit_test(test_mul_q3_k),       cmocka_unit_test(test_mul_iq4_nl),
         cmocka_unit_test(test_mul_iq4_xs),     cmocka_unit_test(test_mul_many_rows),
-        cmocka_unit_test(test_act_round),
-        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_act_round),      cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_swiglu),         cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_rope_imrope),
-        cmocka_unit_test(test_sequence),       cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_kv_store_f16_bits), cmocka_unit_test(test_embed),
-        cmocka_unit_test(test_weight_past_one_buffer),
+        cmocka_unit_test(test_rope_imrope),    cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_attention),      cmocka_unit_test(test_kv_store_f16_bits),
+        cmocka_unit_test(test_embed),          cmocka_unit_test(test_weight_past_one_buffer),
         cmocka_unit_test(test_add_scale),      cmocka_unit_test(test_softcap),
         cmocka_unit_test(test_gelu),           cmocka_unit_test(test_gather),
         cmocka_unit_test(test_split_qg),

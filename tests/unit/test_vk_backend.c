@@ -75,7 +75,7 @@ struct record {
     int32_t n, n_vocab;
     hearth_token picks[MAX_REC]; /* the greedy tokens, in order */
     int32_t n_picks;
-    const hearth_token *force;   /* the reference's picks to take instead, or NULL */
+    const hearth_token *force; /* the reference's picks to take instead, or NULL */
     int32_t lens[2];
 };
 
@@ -92,8 +92,8 @@ static void tokens(hearth_token *t, int32_t n, int32_t salt, int32_t n_vocab)
         t[i] = 3 + (i * 7919 + salt * 104729) % (n_vocab - 3);
 }
 
-static void run(struct hearth_context *ctx, struct record *r, int32_t seq,
-                const hearth_token *toks, int32_t n, int32_t chunk)
+static void run(struct hearth_context *ctx, struct record *r, int32_t seq, const hearth_token *toks,
+                int32_t n, int32_t chunk)
 {
     char err[HEARTH_ERR_MAX];
     int32_t pos[64], sq[64];
@@ -116,9 +116,9 @@ static void greedy(struct hearth_context *ctx, struct record *r, int32_t seq, he
                    int32_t *n_toks, int32_t steps)
 {
     for (int32_t i = 0; i < steps; i++) {
-        hearth_token t = r->force ? r->force[r->n_picks]
-                                  : tu_argmax(r->logits + (size_t)(r->n - 1) * r->n_vocab,
-                                              r->n_vocab);
+        hearth_token t         = r->force
+                                     ? r->force[r->n_picks]
+                                     : tu_argmax(r->logits + (size_t)(r->n - 1) * r->n_vocab, r->n_vocab);
         r->picks[r->n_picks++] = t;
         toks[(*n_toks)++]      = t;
         run(ctx, r, seq, toks, *n_toks, 1);
@@ -195,9 +195,9 @@ static void near_cpu(const char *name, double bound)
      * copied; a recurrent state resumes at whole blocks only */
     const int32_t reuse_to = cpu->hp.recurrent ? 16 : PROMPT - TAIL;
     struct record ref = {0}, got = {0};
-    const size_t len  = (size_t)MAX_REC * hearth_model_n_vocab(cpu) * sizeof(float);
-    ref.logits        = malloc(len);
-    got.logits        = malloc(len);
+    const size_t len = (size_t)MAX_REC * hearth_model_n_vocab(cpu) * sizeof(float);
+    ref.logits       = malloc(len);
+    got.logits       = malloc(len);
     assert_non_null(ref.logits);
     assert_non_null(got.logits);
     scenario(cpu, &ref);
@@ -228,8 +228,8 @@ static void near_cpu(const char *name, double bound)
             agree += tu_argmax(a, ref.n_vocab) == tu_argmax(b, ref.n_vocab);
         }
         print_message("%s -ngl %d: %d rows, worst |diff| / max|logit| %.2e (bound %.0e), "
-                      "argmax equal in %d; reuse %d, cut to %d\n", name, ngls[i], ref.n, worst,
-                      bound, agree, got.lens[0], got.lens[1]);
+                      "argmax equal in %d; reuse %d, cut to %d\n",
+                      name, ngls[i], ref.n, worst, bound, agree, got.lens[0], got.lens[1]);
         assert_true(worst <= bound);
     }
     /* the scenario exercised what it means to: a reused prefix (into a block) and a cut
@@ -240,19 +240,43 @@ static void near_cpu(const char *name, double bound)
     free(got.logits);
 }
 
-static void test_stories260k(void **state) { near_cpu("stories260K.gguf", BOUND_FLOAT); }
-static void test_llama_f16(void **state) { near_cpu("tiny-llama-spm-f16.gguf", BOUND_FLOAT); }
-static void test_llama_q4_0(void **state) { near_cpu("tiny-llama-spm-q4_0.gguf", BOUND_QUANT); }
+static void test_stories260k(void **state)
+{
+    near_cpu("stories260K.gguf", BOUND_FLOAT);
+}
+static void test_llama_f16(void **state)
+{
+    near_cpu("tiny-llama-spm-f16.gguf", BOUND_FLOAT);
+}
+static void test_llama_q4_0(void **state)
+{
+    near_cpu("tiny-llama-spm-q4_0.gguf", BOUND_QUANT);
+}
 static void test_llama_q4_k_m(void **state)
 {
     near_cpu("tiny-llama-spm-q4_k_m.gguf", BOUND_QUANT);
 }
-static void test_llama_q6_k(void **state) { near_cpu("tiny-llama-spm-q6_k.gguf", BOUND_QUANT); }
+static void test_llama_q6_k(void **state)
+{
+    near_cpu("tiny-llama-spm-q6_k.gguf", BOUND_QUANT);
+}
 /* f16 holds its biases to the tight bound */
-static void test_qwen2_f16(void **state) { near_cpu("tiny-qwen2-bpe-f16.gguf", BOUND_FLOAT); }
-static void test_qwen2_q8_0(void **state) { near_cpu("tiny-qwen2-bpe-q8_0.gguf", BOUND_QUANT); }
-static void test_qwen3(void **state) { near_cpu("tiny-qwen3-bpe-q8_0.gguf", BOUND_QUANT); }
-static void test_gemma3(void **state) { near_cpu("tiny-gemma3-spm-q8_0.gguf", BOUND_QUANT); }
+static void test_qwen2_f16(void **state)
+{
+    near_cpu("tiny-qwen2-bpe-f16.gguf", BOUND_FLOAT);
+}
+static void test_qwen2_q8_0(void **state)
+{
+    near_cpu("tiny-qwen2-bpe-q8_0.gguf", BOUND_QUANT);
+}
+static void test_qwen3(void **state)
+{
+    near_cpu("tiny-qwen3-bpe-q8_0.gguf", BOUND_QUANT);
+}
+static void test_gemma3(void **state)
+{
+    near_cpu("tiny-gemma3-spm-q8_0.gguf", BOUND_QUANT);
+}
 /* near_cpu on the shared model name converted to F32 (see test_qwen3moe). */
 static void near_cpu_f32(const char *name, double bound)
 {
@@ -285,7 +309,10 @@ static void near_cpu_f32(const char *name, double bound)
  * and no routing is that close; tests/e2e/test_perplexity.c holds the Q8_0 file's figure
  * within 0.5% of the CPU's.
  */
-static void test_qwen3moe(void **state) { near_cpu_f32("tiny-qwen3moe-bpe-q8_0.gguf", BOUND_MOE); }
+static void test_qwen3moe(void **state)
+{
+    near_cpu_f32("tiny-qwen3moe-bpe-q8_0.gguf", BOUND_MOE);
+}
 
 /*
  * qwen35moe: Gated DeltaNet layers (their recurrent state on the device, snapshots saved
@@ -388,9 +415,9 @@ static char *generate(struct hearth_model *m, const char *prompt, int n)
         fail_msg("context: %s", err);
     hearth_token *ids = NULL;
     size_t n_ids      = 0;
-    assert_int_equal(hearth_tokenize(m, prompt, strlen(prompt), true, false, &ids, &n_ids, err,
-                                     sizeof err),
-                     HEARTH_OK);
+    assert_int_equal(
+        hearth_tokenize(m, prompt, strlen(prompt), true, false, &ids, &n_ids, err, sizeof err),
+        HEARTH_OK);
     hearth_token toks[256];
     memcpy(toks, ids, n_ids * sizeof *ids);
     free(ids);
@@ -409,7 +436,7 @@ static char *generate(struct hearth_model *m, const char *prompt, int n)
             break;
         len += hearth_token_to_piece(m, t, out + len, 4095 - len);
         toks[n_tok] = t;
-        b = (struct hearth_batch){1, &toks[n_tok], &pos[n_tok], seq, NULL};
+        b           = (struct hearth_batch){1, &toks[n_tok], &pos[n_tok], seq, NULL};
         n_tok++;
     }
     out[len] = 0;
@@ -417,7 +444,8 @@ static char *generate(struct hearth_model *m, const char *prompt, int n)
     return out;
 }
 
-/* greedy.tsv's stories260K rows: the text with every layer on vulkan0 is the CPU's, byte for byte. */
+/* greedy.tsv's stories260K rows: the text with every layer on vulkan0 is the CPU's, byte for byte.
+ */
 static void test_stories260k_greedy_text(void **state)
 {
     if (!have_vulkan())
@@ -428,7 +456,7 @@ static void test_stories260k_greedy_text(void **state)
     struct hearth_model *cpu = load("stories260K.gguf", 0, NULL),
                         *dev = load("stories260K.gguf", 99, NULL);
     assert_non_null(cpu);
-    int rows = 0;
+    int rows   = 0;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *f[4], *s2 = NULL;

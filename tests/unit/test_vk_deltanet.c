@@ -18,8 +18,8 @@
  * output and state, relative to the largest |ref| of their tensor: the L2
  * norms' f32 sums and the exps of SiLU, sigmoid, softplus and the decay
  * each differ by a few ulp, which the recurrence carries over the rows;
- * measured up to 3.1e-7 (conv 1.5e-7) on lavapipe, bound SCAN_BOUND. Snapshots must equal the device's
- * own state at their row, which the reference checks to the same bound.
+ * measured up to 3.1e-7 (conv 1.5e-7) on lavapipe, bound SCAN_BOUND. Snapshots must equal the
+ * device's own state at their row, which the reference checks to the same bound.
  *
  * Skips with "vulkan-test: skipped: ..." when hearth is built without
  * Vulkan or the machine has no Vulkan device; .ci/run fails on that line.
@@ -80,8 +80,7 @@ static size_t ssm_len(const struct vk_dnet_shape *sh)
  * cpu_deltanet.c's conv_channels and token_prep's SiLU; snap[t]: the window after row t.
  * mag: each output's sum |w_i x_i|, the scale its summation error has.
  */
-static void ref_conv(struct ref *r, const int32_t *seq, int n, float *x, float **snap,
-                     double *mag)
+static void ref_conv(struct ref *r, const int32_t *seq, int n, float *x, float **snap, double *mag)
 {
     const uint32_t C = r->sh.conv_dim, K = r->sh.n_conv;
     float *ones = zalloc(C);
@@ -91,14 +90,14 @@ static void ref_conv(struct ref *r, const int32_t *seq, int n, float *x, float *
         float *st = r->conv + (size_t)seq[t] * conv_len(&r->sh);
         for (uint32_t ch = 0; ch < C; ch++) {
             float *win = st + ch * (K - 1), *w = r->taps + ch * K, *v = x + (size_t)t * C + ch;
-            float sum  = 0.0f;
-            double m   = fabs((double)*v * w[K - 1]);
+            float sum = 0.0f;
+            double m  = fabs((double)*v * w[K - 1]);
             for (uint32_t i = 0; i < K - 1; i++) {
                 sum = fmaf(win[i], w[i], sum);
                 m += fabs((double)win[i] * w[i]);
             }
             mag[(size_t)t * C + ch] = m;
-            sum = fmaf(*v, w[K - 1], sum);
+            sum                     = fmaf(*v, w[K - 1], sum);
             for (uint32_t i = 0; i + 1 < K - 1; i++)
                 win[i] = win[i + 1];
             win[K - 2] = *v;
@@ -209,11 +208,11 @@ static void run_shape(struct vk_dnet_shape sh)
     const uint32_t C = sh.conv_dim, K = sh.n_conv, nv = sh.n_v, S = sh.S;
     const size_t cl = conv_len(&sh), sl = ssm_len(&sh), f = sizeof(float);
     struct ref r = {.sh = sh};
-    r.taps    = zalloc((size_t)C * K);
-    r.dt_bias = zalloc(nv);
-    r.a       = zalloc(nv);
-    r.conv    = zalloc(N_SEQ * cl);
-    r.ssm     = zalloc(N_SEQ * sl);
+    r.taps       = zalloc((size_t)C * K);
+    r.dt_bias    = zalloc(nv);
+    r.a          = zalloc(nv);
+    r.conv       = zalloc(N_SEQ * cl);
+    r.ssm        = zalloc(N_SEQ * sl);
     for (size_t i = 0; i < (size_t)C * K; i++)
         r.taps[i] = 0.7f * vku_frand();
     for (uint32_t h = 0; h < nv; h++) {
@@ -228,8 +227,8 @@ static void run_shape(struct vk_dnet_shape sh)
     /* a slot of the device's snapshots holds the window, then the matrices */
     const struct vk_dnet_shape *shp = &sh;
     struct vk_dnet_snap snap = {.n_slot = 2, .stride = (uint32_t)(cl + sl), .off = (uint32_t)cl};
-    snap.buf  = vku_upload(vku_dev, NULL, 2 * (cl + sl) * f);
-    int32_t next_pos[N_SEQ] = {0};
+    snap.buf                 = vku_upload(vku_dev, NULL, 2 * (cl + sl) * f);
+    int32_t next_pos[N_SEQ]  = {0};
     double conv_worst = 0, o_worst = 0, st_worst = 0, snap_worst = 0;
     for (int batch = 0; batch < 2; batch++) {
         const int32_t *seq = batch ? seq2 : seq1;
@@ -262,8 +261,8 @@ static void run_shape(struct vk_dnet_shape sh)
         struct vk_seq *s;
         OK(vk_seq_new(vku_dev, &s, vku_err, sizeof vku_err));
         OK(vk_seq_begin(s, vku_err, sizeof vku_err));
-        OK(vk_op_conv1d(s, shp, bx, btaps, bconv, N_SEQ, brows, (uint32_t)n,
-                        batch ? &snap : NULL, vku_err, sizeof vku_err));
+        OK(vk_op_conv1d(s, shp, bx, btaps, bconv, N_SEQ, brows, (uint32_t)n, batch ? &snap : NULL,
+                        vku_err, sizeof vku_err));
         OK(vk_seq_run(s, vku_err, sizeof vku_err));
         /* the conv's output before prep normalises q and k in place */
         float *conv_got = got + (size_t)n * nv * S;
@@ -299,8 +298,8 @@ static void run_shape(struct vk_dnet_shape sh)
             const int rows[2] = {snap_a, snap_b};
             for (int i = 0; i < 2; i++) {
                 assert_memory_equal(sg + i * (cl + sl), ref_snap[rows[i]], cl * f);
-                snap_worst = fmax(snap_worst,
-                                  rel_err(sg + i * (cl + sl) + cl, ref_snap[rows[i]] + cl, sl));
+                snap_worst =
+                    fmax(snap_worst, rel_err(sg + i * (cl + sl) + cl, ref_snap[rows[i]] + cl, sl));
             }
             /* sequence 0's last row: its snapshot is the state the batch leaves */
             OK(vk_buf_download(bssm, 0, win, sl * f, vku_err, sizeof vku_err));
@@ -340,15 +339,15 @@ static void run_shape(struct vk_dnet_shape sh)
 static void test_scan_tiny_shape(void **state)
 {
     NEED_DEVICE(d);
-    run_shape((struct vk_dnet_shape){.n_conv = 4, .S = 32, .n_k = 2, .n_v = 4,
-                                     .conv_dim = (2 * 2 + 4) * 32});
+    run_shape((struct vk_dnet_shape){
+        .n_conv = 4, .S = 32, .n_k = 2, .n_v = 4, .conv_dim = (2 * 2 + 4) * 32});
 }
 
 static void test_scan_odd_shape(void **state)
 {
     NEED_DEVICE(d);
-    run_shape((struct vk_dnet_shape){.n_conv = 3, .S = 91, .n_k = 1, .n_v = 3,
-                                     .conv_dim = (2 * 1 + 3) * 91});
+    run_shape((struct vk_dnet_shape){
+        .n_conv = 3, .S = 91, .n_k = 1, .n_v = 3, .conv_dim = (2 * 1 + 3) * 91});
 }
 
 /* Shapes that do not fit, and buffers too small, are refused with a sentence, not run. */

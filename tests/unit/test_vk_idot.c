@@ -90,14 +90,17 @@ static int teardown(void **state)
     return 0;
 }
 
+/* clang-format off */
 #define NEED_FIXTURE(f)                                                                      \
     struct fixture *f = *state;                                                              \
     if (!f->d) {                                                                             \
         print_message("vulkan-test: skipped: %s\n", vku_skip_why);                           \
         skip();                                                                              \
     }
+/* clang-format on */
 
 /* The integer path's checks need a device that runs it: elsewhere only the refusals run. */
+/* clang-format off */
 #define NEED_IDOT(f)                                                                         \
     NEED_FIXTURE(f);                                                                         \
     if (!vk_op_matmul_dot_supported(f->d, DTYPE_Q8_0, 1)) {                                  \
@@ -105,6 +108,7 @@ static int teardown(void **state)
                       vk_dev_info(f->d)->name);                                              \
         return;                                                                              \
     }
+/* clang-format on */
 
 /* Random activations of n (a multiple of 32): block 1 all zero, the rest of varied scale. */
 static float *activations(uint32_t n)
@@ -142,8 +146,8 @@ static uint32_t *device_blocks(struct vk_dev *d, const float *x, uint32_t n, str
 static void test_quant_act_bits(void **state)
 {
     NEED_IDOT(f);
-    const uint32_t n = 32 * 37;
-    float *x         = activations(n);
+    const uint32_t n       = 32 * 37;
+    float *x               = activations(n);
     struct block_q8_0 *ref = malloc(n / 32 * sizeof *ref);
     assert_non_null(ref);
     ref_q8_0_act_from_float(x, ref, n);
@@ -172,9 +176,9 @@ static double dot_err(struct vk_dev *d, enum dtype type, uint32_t n_in, uint32_t
     const uint32_t nb    = n_in / 32;
     void (*vec_dot)(int64_t, float *, const void *, const void *) =
         type == DTYPE_Q8_0 ? ref_vec_dot_q8_0_q8_0 : ref_vec_dot_q4_0_q8_0;
-    float *wf            = malloc((size_t)n_in * sizeof *wf);
-    uint8_t *wq          = malloc(row_len * n_out);
-    float *y             = malloc((size_t)n_tok * n_out * sizeof *y);
+    float *wf             = malloc((size_t)n_in * sizeof *wf);
+    uint8_t *wq           = malloc(row_len * n_out);
+    float *y              = malloc((size_t)n_tok * n_out * sizeof *y);
     struct block_q8_0 *xq = malloc((size_t)n_tok * nb * sizeof *xq);
     assert_true(wf && wq && y && xq);
     for (uint32_t r = 0; r < n_out; r++) {
@@ -234,20 +238,19 @@ static void check_dot(void **state, enum dtype type)
     assert_true(vk_op_matmul_dot_supported(f->d, type, 1));
     /* {n_in, n_out, n_tok}: teams of 1 (one block), 2 (2, 3 blocks), 4 (5, 7) and 8 (11, 128) */
     static const uint32_t shapes[][3] = {
-        {32, 67, 1},  {64, 20, 2},  {96, 70, 3},  {160, 300, 7},
-        {224, 9, 1},  {352, 67, 5}, {4096, 24, 1}, {32, 513, 4},
+        {32, 67, 1}, {64, 20, 2},  {96, 70, 3},   {160, 300, 7},
+        {224, 9, 1}, {352, 67, 5}, {4096, 24, 1}, {32, 513, 4},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const uint32_t n_in = shapes[i][0];
         const double bound  = 2.0 * (n_in / 32 + 6) * 0x1p-24;
         for (int plain = 0; plain < 2; plain++) {
             bool exact;
-            const double e = dot_err(plain ? f->plain : f->d, type, n_in, shapes[i][1],
-                                     shapes[i][2], &exact);
+            const double e =
+                dot_err(plain ? f->plain : f->d, type, n_in, shapes[i][1], shapes[i][2], &exact);
             print_message("# %s %u x %u by %u%s: max error %.3g of sum |w x| (bound %.3g)%s\n",
                           dtype_name(type), shapes[i][1], n_in, shapes[i][2],
-                          plain ? " (plain)" : "", e, bound,
-                          exact ? ", the reference's bits" : "");
+                          plain ? " (plain)" : "", e, bound, exact ? ", the reference's bits" : "");
             assert_true(e <= bound);
             if (n_in == 32)
                 assert_true(exact);
@@ -273,7 +276,7 @@ static void test_refusals(void **state)
     assert_false(vk_op_matmul_dot_supported(f->d, DTYPE_Q4_K, 1));
     assert_false(vk_op_matmul_dot_supported(f->d, DTYPE_Q8_0, VK_DOT_MAX_TOK + 1));
     assert_false(vk_op_matmul_dot_supported(f->d, DTYPE_Q8_0, 0));
-    float one[64] = {1.0f};
+    float one[64]    = {1.0f};
     struct vk_buf *b = vku_upload(f->none, one, sizeof one);
     struct vk_seq *s;
     OK(vk_seq_new(f->none, &s, vku_err, sizeof vku_err));

@@ -45,9 +45,9 @@ int main(void)
 #include "quant/quants.h"
 #include "util/dtype.h"
 
-#define MUL_ID_BOUND 5e-6
-#define ROUTE_BOUND 1e-6
-#define LAYER_BOUND 1e-5
+#define MUL_ID_BOUND   5e-6
+#define ROUTE_BOUND    1e-6
+#define LAYER_BOUND    1e-5
 /*
  * With the experts' inputs rounded to Q8_0 (as the CPU's): SwiGLU's last bits may carry one
  * of its outputs across a rounding boundary, a step of 1/127 of its block's largest value in
@@ -59,17 +59,17 @@ int main(void)
 struct mat {
     enum dtype type;
     uint32_t n_in, n_rows;
-    uint8_t *q;  /* rows of dtype_row_len bytes */
-    float *deq;  /* [n_rows][n_in] as the reference to_float reads q */
+    uint8_t *q; /* rows of dtype_row_len bytes */
+    float *deq; /* [n_rows][n_in] as the reference to_float reads q */
 };
 
 static struct mat mat_new(enum dtype type, uint32_t n_in, uint32_t n_rows, float scale)
 {
-    struct mat m = {type, n_in, n_rows, NULL, NULL};
+    struct mat m         = {type, n_in, n_rows, NULL, NULL};
     const size_t row_len = dtype_row_len(type, n_in);
-    float *row = malloc(n_in * sizeof *row);
-    m.q        = malloc(row_len * n_rows);
-    m.deq      = malloc((size_t)n_rows * n_in * sizeof *m.deq);
+    float *row           = malloc(n_in * sizeof *row);
+    m.q                  = malloc(row_len * n_rows);
+    m.deq                = malloc((size_t)n_rows * n_in * sizeof *m.deq);
     assert_true(row && m.q && m.deq);
     for (uint32_t r = 0; r < n_rows; r++) {
         for (uint32_t i = 0; i < n_in; i++)
@@ -119,17 +119,17 @@ static double dot(const struct mat *m, uint32_t r, const float *x, double *mag)
 static double mul_id_err(struct vk_dev *d, enum dtype type, bool per_slot, size_t part_rows)
 {
     enum { E = 5, BASE = 3, OUT = 37, TOK = 9, SLOTS = 3, PAIRS = TOK * SLOTS };
-    const uint32_t n_in = dtype_get(type)->block == 256 ? 512 : 96;
-    struct mat m = mat_new(type, n_in, E * OUT, 1.0f);
+    const uint32_t n_in   = dtype_get(type)->block == 256 ? 512 : 96;
+    struct mat m          = mat_new(type, n_in, E * OUT, 1.0f);
     const size_t part_max = part_rows * dtype_row_len(type, n_in);
-    struct vk_weight *w = mat_upload(d, &m, part_max);
+    struct vk_weight *w   = mat_upload(d, &m, part_max);
     if (part_rows)
         assert_true(vk_weight_parts(w) > 1);
     int32_t ids[PAIRS];
     for (int q = 0; q < PAIRS; q++)
         ids[q] = (int32_t)((q * 7 + q / 3) % (E + 4)); /* 0..8: 0-2 and 8 are not in the stack */
     const uint32_t x_rows = per_slot ? PAIRS : TOK;
-    float *x = malloc((size_t)x_rows * n_in * sizeof *x), y[PAIRS * OUT];
+    float *x              = malloc((size_t)x_rows * n_in * sizeof *x), y[PAIRS * OUT];
     assert_non_null(x);
     for (size_t i = 0; i < (size_t)x_rows * n_in; i++)
         x[i] = vku_frand();
@@ -169,10 +169,10 @@ static double mul_id_err(struct vk_dev *d, enum dtype type, bool per_slot, size_
 static void test_mul_id(void **state)
 {
     NEED_DEVICE(d);
-    static const enum dtype types[] = {
-        DTYPE_F32,  DTYPE_F16,  DTYPE_BF16, DTYPE_Q8_0, DTYPE_Q4_0,   DTYPE_Q4_1,   DTYPE_Q5_0,
-        DTYPE_Q5_1, DTYPE_Q2_K, DTYPE_Q3_K, DTYPE_Q4_K, DTYPE_Q5_K,   DTYPE_Q6_K,   DTYPE_IQ4_NL,
-        DTYPE_IQ4_XS};
+    static const enum dtype types[] = {DTYPE_F32,  DTYPE_F16,    DTYPE_BF16,  DTYPE_Q8_0,
+                                       DTYPE_Q4_0, DTYPE_Q4_1,   DTYPE_Q5_0,  DTYPE_Q5_1,
+                                       DTYPE_Q2_K, DTYPE_Q3_K,   DTYPE_Q4_K,  DTYPE_Q5_K,
+                                       DTYPE_Q6_K, DTYPE_IQ4_NL, DTYPE_IQ4_XS};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         assert_true(vk_op_matmul_id_supported(types[i]));
         double worst = 0;
@@ -192,7 +192,7 @@ static void test_mul_id(void **state)
 static void test_mul_id_refusals(void **state)
 {
     NEED_DEVICE(d);
-    struct mat m = mat_new(DTYPE_Q8_0, 64, 6, 1.0f);
+    struct mat m        = mat_new(DTYPE_Q8_0, 64, 6, 1.0f);
     struct vk_weight *w = mat_upload(d, &m, 0);
     struct vk_buf *b = vku_zeros(d, 64), *big = vku_zeros(d, 4096);
     struct vk_seq *s;
@@ -222,8 +222,7 @@ static void test_mul_id_refusals(void **state)
 /* ------------------------------------------------------------ routing --- */
 
 /* The reference routing of one token: ids and weights as vk_op_moe_route states them, f64. */
-static void route_ref(const float *l, int E, int K, bool sh, int32_t *ids, double *w,
-                      double *gap)
+static void route_ref(const float *l, int E, int K, bool sh, int32_t *ids, double *w, double *gap)
 {
     double mx = l[0], sum = 0, p[64];
     for (int e = 1; e < E; e++)
@@ -288,7 +287,7 @@ static void test_route(void **state)
         vku_download(bw, w, sizeof w);
         double worst = 0, gap;
         double ww[S];
-        int close    = 0;
+        int close = 0;
         for (int t = 0; t < TOK; t++) {
             route_ref(packed + t * nl, E, K, sh, want, ww, &gap);
             if (gap < 1e-6) { /* a near-tie the two arithmetics may break differently */
@@ -303,8 +302,8 @@ static void test_route(void **state)
         for (int k = 0; k < K; k++)
             assert_int_equal(ids[k], 3 * k);
         print_message("# moe_route%s: %d tokens, same experts (%d near-ties left out), weights "
-                      "within %.3g (bound %.0e)\n", sh ? " with a shared expert" : "", TOK,
-                      close, worst, ROUTE_BOUND);
+                      "within %.3g (bound %.0e)\n",
+                      sh ? " with a shared expert" : "", TOK, close, worst, ROUTE_BOUND);
         assert_true(close <= 3);
         assert_true(worst <= ROUTE_BOUND);
         vk_buf_free(bl);
@@ -348,9 +347,9 @@ static void test_combine(void **state)
 /* ------------------------------------------------- activation rounding --- */
 
 /*
- * vk_op_act_round (Q8_0, the experts' input type) against the CPU's own from_float (this machine's kernel table) then the
- * reference to_float: the same bits, over blocks of every scale, halfway cases (values whose
- * scaled quant ends in .5), zero blocks and in place.
+ * vk_op_act_round (Q8_0, the experts' input type) against the CPU's own from_float (this machine's
+ * kernel table) then the reference to_float: the same bits, over blocks of every scale, halfway
+ * cases (values whose scaled quant ends in .5), zero blocks and in place.
  */
 static void test_round_act(void **state)
 {
@@ -404,14 +403,14 @@ static void round_q8_0(float *x, int n)
     kernels_ref()->type[DTYPE_Q8_0].to_float(q, x, n);
 }
 
-static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool sh,
-                        uint32_t n_tok, int *close)
+static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool sh, uint32_t n_tok,
+                        int *close)
 {
     enum { E = 8, K = 2, D = 256, F = 96 };
     const uint32_t S = K + sh, d_in = D, f_in = dtype_get(type)->block == 256 ? 256 : F;
     struct mat router = mat_new(DTYPE_F32, d_in, E, 0.001f);
     struct mat gate = mat_new(type, d_in, E * f_in, 0.1f), up = mat_new(type, d_in, E * f_in, 0.1f),
-               down = mat_new(type, f_in, E * D, 0.1f);
+               down  = mat_new(type, f_in, E * D, 0.1f);
     struct mat sgate = mat_new(type, d_in, f_in, 0.1f), sup = mat_new(type, d_in, f_in, 0.1f),
                sdown = mat_new(type, f_in, D, 0.1f);
     float shg[D];
@@ -424,18 +423,17 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
         x[i]  = vku_frand();
         xb[i] = 2.0f * vku_frand();
     }
-    struct vk_moe_layer L = {
-        .router   = mat_upload(d, &router, 0),
-        .gate     = mat_upload(d, &gate, 0),
-        /* parts of 100 rows: experts straddle buffers */
-        .up       = mat_upload(d, &up, 100 * dtype_row_len(type, d_in)),
-        .down     = mat_upload(d, &down, 0),
-        .act      = act,
-        .act_down = act,
-        .n_expert = E,
-        .n_used   = K,
-        .n_ff     = f_in,
-        .n_embd   = D};
+    struct vk_moe_layer L = {.router = mat_upload(d, &router, 0),
+                             .gate   = mat_upload(d, &gate, 0),
+                             /* parts of 100 rows: experts straddle buffers */
+                             .up       = mat_upload(d, &up, 100 * dtype_row_len(type, d_in)),
+                             .down     = mat_upload(d, &down, 0),
+                             .act      = act,
+                             .act_down = act,
+                             .n_expert = E,
+                             .n_used   = K,
+                             .n_ff     = f_in,
+                             .n_embd   = D};
     if (sh) {
         L.shexp_gate = vku_upload(d, shg, sizeof shg);
         L.sh_gate    = mat_upload(d, &sgate, 0);
@@ -444,7 +442,7 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
     }
     struct vk_moe_scratch *sc;
     OK(vk_moe_scratch_new(d, n_tok + 3, D, f_in, E, S, NULL, &sc, vku_err, sizeof vku_err));
-    struct vk_buf *bx = vku_upload(d, x, (size_t)n_tok * D * 4),
+    struct vk_buf *bx  = vku_upload(d, x, (size_t)n_tok * D * 4),
                   *bxb = vku_upload(d, xb, (size_t)n_tok * D * 4);
     RUN1(d, vk_moe_ffn(s, &L, sc, bxb, bx, n_tok, vku_err, sizeof vku_err));
     vku_download(bx, got, (size_t)n_tok * D * 4);
@@ -470,15 +468,15 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
             continue;
         }
         for (uint32_t k = 0; k < S; k++) {
-            const bool shared = ids[k] == E;
+            const bool shared   = ids[k] == E;
             const struct mat *g = shared ? &sgate : &gate, *u = shared ? &sup : &up,
                              *dn = shared ? &sdown : &down;
-            const uint32_t r0 = shared ? 0 : (uint32_t)ids[k] * f_in;
+            const uint32_t r0    = shared ? 0 : (uint32_t)ids[k] * f_in;
             float hf[256];
             for (uint32_t j = 0; j < f_in; j++) {
                 const double a = dot(g, r0 + j, xr, NULL), b = dot(u, r0 + j, xr, NULL);
-                h[j]           = a / (1.0 + exp(-a)) * b;
-                hf[j]          = (float)h[j];
+                h[j]  = a / (1.0 + exp(-a)) * b;
+                hf[j] = (float)h[j];
             }
             if (act == DTYPE_Q8_0)
                 round_q8_0(hf, (int)f_in);
@@ -498,8 +496,7 @@ static double layer_err(struct vk_dev *d, enum dtype type, enum dtype act, bool 
     vk_buf_free(bx);
     vk_buf_free(bxb);
     vk_buf_free(L.shexp_gate);
-    const struct vk_weight *ws[] = {L.router, L.gate, L.up, L.down, L.sh_gate, L.sh_up,
-                                    L.sh_down};
+    const struct vk_weight *ws[] = {L.router, L.gate, L.up, L.down, L.sh_gate, L.sh_up, L.sh_down};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
         if (ws[i])
             vk_weight_free((struct vk_weight *)ws[i]);
@@ -516,15 +513,17 @@ static void test_layer(void **state)
 {
     NEED_DEVICE(d);
     /* experts with f32 inputs, and Q8_0 ones with inputs rounded as the CPU's */
-    static const enum dtype types[][2] = {{DTYPE_Q8_0, DTYPE_F32}, {DTYPE_Q8_0, DTYPE_Q8_0},
-                                          {DTYPE_F16, DTYPE_F32}, {DTYPE_Q4_K, DTYPE_F32}};
+    static const enum dtype types[][2] = {{DTYPE_Q8_0, DTYPE_F32},
+                                          {DTYPE_Q8_0, DTYPE_Q8_0},
+                                          {DTYPE_F16, DTYPE_F32},
+                                          {DTYPE_Q4_K, DTYPE_F32}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         for (int sh = 0; sh < 2; sh++) {
             /* a decode step and a prompt batch */
             static const uint32_t toks[] = {1, 41};
             for (int j = 0; j < 2; j++) {
-                int close    = 0;
-                const double e = layer_err(d, types[i][0], types[i][1], sh, toks[j], &close);
+                int close          = 0;
+                const double e     = layer_err(d, types[i][0], types[i][1], sh, toks[j], &close);
                 const double bound = types[i][1] == DTYPE_F32 ? LAYER_BOUND : LAYER_Q8_BOUND;
                 print_message("# MoE layer, %s experts (%s inputs)%s, %u tokens: max error %.3g "
                               "of the row's largest output (bound %.0e), %d near-ties left out\n",
@@ -539,8 +538,8 @@ static void test_layer(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mul_id),   cmocka_unit_test(test_mul_id_refusals),
-        cmocka_unit_test(test_route),    cmocka_unit_test(test_combine),
+        cmocka_unit_test(test_mul_id),    cmocka_unit_test(test_mul_id_refusals),
+        cmocka_unit_test(test_route),     cmocka_unit_test(test_combine),
         cmocka_unit_test(test_round_act), cmocka_unit_test(test_layer),
     };
     return cmocka_run_group_tests(tests, vku_setup, vku_teardown);

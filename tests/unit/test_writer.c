@@ -36,12 +36,14 @@ static const char *in_dir(const char *dir, const char *name)
     return buf[k];
 }
 
+/* clang-format off */
 #define OK(call)                                                                                  \
     do {                                                                                          \
         enum hearth_status st_ = (call);                                                          \
         if (st_ != HEARTH_OK)                                                                     \
             fail_msg("%s -> %d: %s", #call, (int)st_, err);                                       \
     } while (0)
+/* clang-format on */
 
 /* ------------------------------------------------------------ round trip --- */
 
@@ -56,22 +58,22 @@ static void fill(uint8_t *p, size_t n, uint32_t seed)
 static void test_round_trip_every_type(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    const char *path = in_dir(dir, "rt.gguf");
+    char *dir             = tu_tmpdir();
+    const char *path      = in_dir(dir, "rt.gguf");
     struct gguf_writer *w = gguf_writer_new();
     assert_non_null(w);
 
-    uint8_t u8 = 200;
-    int8_t i8 = -100;
+    uint8_t u8   = 200;
+    int8_t i8    = -100;
     uint16_t u16 = 60000;
-    int16_t i16 = -30000;
+    int16_t i16  = -30000;
     uint32_t u32 = 4000000000u;
-    int32_t i32 = -2000000000;
-    float f32 = 3.25f;
-    uint8_t bl = 1;
+    int32_t i32  = -2000000000;
+    float f32    = 3.25f;
+    uint8_t bl   = 1;
     uint64_t u64 = 18000000000000000000ull;
-    int64_t i64 = -9000000000000000000ll;
-    double f64 = -1.0 / 3.0;
+    int64_t i64  = -9000000000000000000ll;
+    double f64   = -1.0 / 3.0;
     OK(gguf_writer_set(w, "t.u8", GGUF_U8, &u8, err, sizeof err));
     OK(gguf_writer_set(w, "t.i8", GGUF_I8, &i8, err, sizeof err));
     OK(gguf_writer_set(w, "t.u16", GGUF_U16, &u16, err, sizeof err));
@@ -84,9 +86,9 @@ static void test_round_trip_every_type(void **state)
     OK(gguf_writer_set(w, "t.u64", GGUF_U64, &u64, err, sizeof err));
     OK(gguf_writer_set(w, "t.i64", GGUF_I64, &i64, err, sizeof err));
     OK(gguf_writer_set(w, "t.f64", GGUF_F64, &f64, err, sizeof err));
-    const int16_t arr16[5] = {1, -2, 3, -4, 5};
-    const double arr64[2] = {0.5, -1e300};
-    const uint8_t arrb[3] = {1, 0, 7}; /* 7 is stored as 1 */
+    const int16_t arr16[5]        = {1, -2, 3, -4, 5};
+    const double arr64[2]         = {0.5, -1e300};
+    const uint8_t arrb[3]         = {1, 0, 7}; /* 7 is stored as 1 */
     const struct gguf_str strs[3] = {{"a", 1}, {"", 0}, {"\xe2\x96\x81the", 6}};
     OK(gguf_writer_set_arr(w, "t.arr_i16", GGUF_I16, arr16, 5, err, sizeof err));
     OK(gguf_writer_set_arr(w, "t.arr_f64", GGUF_F64, arr64, 2, err, sizeof err));
@@ -129,9 +131,9 @@ static void test_round_trip_every_type(void **state)
     double d;
     bool b;
     struct gguf_str str;
-    static const char *const names[] = {"t.u8", "t.i8", "t.u16", "t.i16", "t.u32", "t.i32",
-                                        "t.f32", "t.bool", "t.str", "t.u64", "t.i64", "t.f64"};
-    static const enum gguf_vtype types[] = {GGUF_U8, GGUF_I8, GGUF_U16, GGUF_I16,
+    static const char *const names[]     = {"t.u8",  "t.i8",   "t.u16", "t.i16", "t.u32", "t.i32",
+                                            "t.f32", "t.bool", "t.str", "t.u64", "t.i64", "t.f64"};
+    static const enum gguf_vtype types[] = {GGUF_U8,  GGUF_I8,  GGUF_U16, GGUF_I16,
                                             GGUF_U32, GGUF_I32, GGUF_F32, GGUF_BOOL,
                                             GGUF_STR, GGUF_U64, GGUF_I64, GGUF_F64};
     for (int k = 0; k < 12; k++) {
@@ -199,8 +201,8 @@ static void test_round_trip_every_type(void **state)
 static void test_replace_remove_and_alignment(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
-    const char *path = in_dir(dir, "al.gguf");
+    char *dir             = tu_tmpdir();
+    const char *path      = in_dir(dir, "al.gguf");
     struct gguf_writer *w = gguf_writer_new();
     OK(gguf_writer_set_u32(w, "a", 1, err, sizeof err));
     OK(gguf_writer_set_u32(w, "b", 2, err, sizeof err));
@@ -249,7 +251,7 @@ static void expect_err(enum hearth_status got, enum hearth_status want, const ch
 static void test_errors(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir();
+    char *dir             = tu_tmpdir();
     struct gguf_writer *w = gguf_writer_new();
     const int64_t ne[2] = {100, 2}, ok_ne[2] = {32, 2};
     uint32_t v = 1;
@@ -264,8 +266,8 @@ static void test_errors(void **state)
     expect_err(gguf_writer_add_tensor(w, "x", DTYPE_F32, 5, ok_ne, err, sizeof err), HEARTH_EINVAL,
                "dimensions");
     OK(gguf_writer_add_tensor(w, "x", DTYPE_Q8_0, 2, ok_ne, err, sizeof err));
-    expect_err(gguf_writer_add_tensor(w, "x", DTYPE_Q8_0, 2, ok_ne, err, sizeof err),
-               HEARTH_EINVAL, "x added twice");
+    expect_err(gguf_writer_add_tensor(w, "x", DTYPE_Q8_0, 2, ok_ne, err, sizeof err), HEARTH_EINVAL,
+               "x added twice");
     uint8_t data[200] = {0};
     expect_err(gguf_writer_write(w, data, 1, err, sizeof err), HEARTH_EINVAL, "before the header");
     expect_err(gguf_writer_finish(w, err, sizeof err), HEARTH_EINVAL, "before begin");
@@ -281,8 +283,8 @@ static void test_errors(void **state)
     OK(gguf_writer_add_tensor(w, "x", DTYPE_Q8_0, 2, ok_ne, err, sizeof err)); /* 68 bytes */
     OK(gguf_writer_begin(w, path, err, sizeof err));
     expect_err(gguf_writer_set_u32(w, "late", 1, err, sizeof err), HEARTH_EINVAL, "late");
-    expect_err(gguf_writer_add_tensor(w, "y", DTYPE_F32, 2, ok_ne, err, sizeof err),
-               HEARTH_EINVAL, "after the header");
+    expect_err(gguf_writer_add_tensor(w, "y", DTYPE_F32, 2, ok_ne, err, sizeof err), HEARTH_EINVAL,
+               "after the header");
     expect_err(gguf_writer_begin(w, path, err, sizeof err), HEARTH_EINVAL, "already");
     OK(gguf_writer_write(w, data, 60, err, sizeof err));
     expect_err(gguf_writer_write(w, data, 9, err, sizeof err), HEARTH_EINVAL, "have 8 left");
@@ -311,7 +313,7 @@ static void test_errors(void **state)
     gguf_writer_free(w);
     assert_false(exists(tmp));
     size_t len = 0;
-    char *old = tu_read_file(path, &len);
+    char *old  = tu_read_file(path, &len);
     assert_int_equal(len, 3);
     free(old);
 
@@ -369,12 +371,11 @@ static void test_copy_nested_arrays(void **state)
     struct gguf_file *src = NULL;
     OK(gguf_open_buffer(b.p, b.len, &src, err, sizeof err));
 
-    char *dir = tu_tmpdir();
-    const char *path = in_dir(dir, "nested.gguf");
+    char *dir             = tu_tmpdir();
+    const char *path      = in_dir(dir, "nested.gguf");
     struct gguf_writer *w = gguf_writer_new();
     OK(gguf_writer_copy_kv(w, src, 0, err, sizeof err));
-    expect_err(gguf_writer_copy_kv(w, src, 1, err, sizeof err), HEARTH_EUNSUPPORTED,
-               "nested.str");
+    expect_err(gguf_writer_copy_kv(w, src, 1, err, sizeof err), HEARTH_EUNSUPPORTED, "nested.str");
     expect_err(gguf_writer_copy_kv(w, src, 2, err, sizeof err), HEARTH_EINVAL, "out of range");
     OK(gguf_writer_begin(w, path, err, sizeof err));
     OK(gguf_writer_finish(w, err, sizeof err));
@@ -413,8 +414,7 @@ static const char *copy_model(const char *src_path, const char *dir)
     const char *out = in_dir(dir, "copy.gguf");
     OK(gguf_writer_begin(w, out, err, sizeof err));
     for (int64_t i = 0; i < gguf_n_tensors(f); i++)
-        OK(gguf_writer_write(w, gguf_tensor(f, i)->data, gguf_tensor(f, i)->size, err,
-                             sizeof err));
+        OK(gguf_writer_write(w, gguf_tensor(f, i)->data, gguf_tensor(f, i)->size, err, sizeof err));
     OK(gguf_writer_finish(w, err, sizeof err));
     gguf_writer_free(w);
     gguf_close(f);
@@ -445,8 +445,7 @@ static void assert_same_model(const char *pa, const char *pb)
                 assert_int_equal(sa.len, sb.len);
                 assert_memory_equal(sa.ptr, sb.ptr, sa.len);
             }
-            static const uint8_t vsize[GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4,
-                                                            1, 0, 0, 8, 8, 8};
+            static const uint8_t vsize[GGUF_VTYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
             if (vsize[ea] && na)
                 assert_memory_equal(gguf_arr_data(a, i), gguf_arr_data(b, i), na * vsize[ea]);
         } else {
@@ -487,7 +486,7 @@ static void test_copy_shared_models(void **state)
             print_message("skip: %s not found\n", models[m]);
             continue;
         }
-        char *dir = tu_tmpdir();
+        char *dir       = tu_tmpdir();
         const char *out = copy_model(src, dir);
         assert_same_model(src, out);
         size_t la = 0, lb = 0;

@@ -6,8 +6,7 @@
 #include "util/engineutil.h"
 #include "util/testutil.h"
 
-int tu_engine_open(struct tu_engine **out, const char *name,
-                   const struct hearth_context_params *cp)
+int tu_engine_open(struct tu_engine **out, const char *name, const struct hearth_context_params *cp)
 {
     struct tu_engine *e = calloc(1, sizeof *e);
     *out                = e;
@@ -18,8 +17,8 @@ int tu_engine_open(struct tu_engine **out, const char *name,
     if (!path)
         return 0;
     char err[HEARTH_ERR_MAX];
-    struct hearth_model_params mp = hearth_model_default_params();
-    mp.n_threads                  = 2;
+    struct hearth_model_params mp  = hearth_model_default_params();
+    mp.n_threads                   = 2;
     struct hearth_context_params p = cp ? *cp : hearth_context_default_params();
     if (hearth_model_load(path, &mp, &e->model, err, sizeof err) != HEARTH_OK ||
         hearth_context_new(e->model, &p, &e->ctx, err, sizeof err) != HEARTH_OK) {

@@ -57,10 +57,12 @@ hearth_token tu_argmax(const float *l, int32_t n);
 float tu_max_diff(const float *a, const float *b, int32_t n);
 
 /* Skips the current test with a message when e's model file is absent. */
+/* clang-format off */
 #define TU_ENGINE_OR_SKIP(e)                                                                       \
     if (!(e)->model) {                                                                             \
         print_message("skip: %s not found\n", (e)->name);                                          \
         skip();                                                                                    \
     }
+/* clang-format on */
 
 #endif

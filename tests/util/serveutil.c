@@ -361,8 +361,8 @@ void srv_stop_within(struct srv *s, double timeout_s)
     bool dirty = strstr(log, "AddressSanitizer") || strstr(log, "LeakSanitizer") ||
                  strstr(log, "runtime error:");
     if (rc != 0 || dirty)
-        print_message("server exit %d (-1: still running after %g s); log:\n%s\n", rc,
-                      timeout_s, log);
+        print_message("server exit %d (-1: still running after %g s); log:\n%s\n", rc, timeout_s,
+                      log);
     free(log);
     srv_forget(s);
     assert_int_equal(rc, 0);

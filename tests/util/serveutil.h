@@ -140,11 +140,13 @@ void srv_kill(struct srv *s);
 bool srv_have_curl(void);
 
 /* Skips the test with a message unless curl and SRV_MODEL are there. */
+/* clang-format off */
 #define SRV_NEED_CURL_AND_MODEL()                                                                  \
     TU_MODEL_OR_SKIP(model_path_, SRV_MODEL);                                                      \
     (void)model_path_;                                                                             \
     if (!srv_have_curl())                                                                          \
         skip();
+/* clang-format on */
 
 /* True when node and the npm packages of tests/e2e/node are there; else prints a skip message. */
 bool srv_have_node(void);

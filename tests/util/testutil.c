@@ -104,9 +104,9 @@ int tu_run(const char *const argv[], const char *stdin_text, char **out, char **
     sink_add(&so, "", 0);
     sink_add(&se, "", 0);
     struct pollfd fds[2] = {{pout[0], POLLIN, 0}, {perr[0], POLLIN, 0}};
-    int open_fds = 2;
-    double deadline = now_s() + timeout_s;
-    int killed = 0;
+    int open_fds         = 2;
+    double deadline      = now_s() + timeout_s;
+    int killed           = 0;
     while (open_fds > 0) {
         int left_ms = (int)((deadline - now_s()) * 1000);
         if (left_ms <= 0) {
@@ -226,7 +226,7 @@ void tu_unescape(char *s)
         if (*r == '\\' && r[1] == 'x' && isxdigit((unsigned char)r[2]) &&
             isxdigit((unsigned char)r[3])) {
             const char hex[3] = {r[2], r[3], 0};
-            *w++ = (char)strtol(hex, NULL, 16);
+            *w++              = (char)strtol(hex, NULL, 16);
             r += 3;
         } else if (*r == '\\' && r[1]) {
             r++;

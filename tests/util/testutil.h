@@ -20,6 +20,7 @@
 const char *tu_shared(const char *rel);
 
 /* Skips the current test with a message when shared file rel is absent; else yields its path. */
+/* clang-format off */
 #define TU_SHARED_OR_SKIP(var, rel)                                                   \
     const char *var = tu_shared(rel);                                                 \
     if (!var) {                                                                       \
@@ -27,6 +28,7 @@ const char *tu_shared(const char *rel);
                       "the checkout)\n", rel);                                        \
         skip();                                                                       \
     }
+/* clang-format on */
 
 /*
  * Path of model file name ("stories260K.gguf"): the repository's models/name
@@ -36,6 +38,7 @@ const char *tu_shared(const char *rel);
 const char *tu_model(const char *name);
 
 /* Skips the current test with a message when model name is absent; else yields its path. */
+/* clang-format off */
 #define TU_MODEL_OR_SKIP(var, name)                                                   \
     const char *var = tu_model(name);                                                 \
     if (!var) {                                                                       \
@@ -43,6 +46,7 @@ const char *tu_model(const char *name);
                       "HEARTH_SHARED or put shared/ beside the checkout)\n", name);   \
         skip();                                                                       \
     }
+/* clang-format on */
 
 /*
  * 1 in a build under AddressSanitizer (make asan-test, where tests and hearth

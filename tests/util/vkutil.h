@@ -39,6 +39,7 @@ int vku_setup(void **state);
 int vku_teardown(void **state);
 
 /* Declares struct vk_dev *d = vku_dev, or skips the test saying why there is no device. */
+/* clang-format off */
 #define NEED_DEVICE(d)                                                                       \
     struct vk_dev *d = vku_dev;                                                              \
     (void)d;                                                                                 \
@@ -46,8 +47,10 @@ int vku_teardown(void **state);
         print_message("vulkan-test: skipped: %s\n", vku_skip_why);                           \
         skip();                                                                              \
     }
+/* clang-format on */
 
 /* Asserts call returns HEARTH_OK, printing the call and vku_err when it does not. */
+/* clang-format off */
 #define OK(call)                                                                             \
     do {                                                                                     \
         enum hearth_status st_ = (call);                                                     \
@@ -55,8 +58,10 @@ int vku_teardown(void **state);
             print_message("%s: %s\n", #call, vku_err);                                       \
         assert_int_equal(st_, HEARTH_OK);                                                    \
     } while (0)
+/* clang-format on */
 
 /* Records what call does (naming the sequence s) on device d and runs it. */
+/* clang-format off */
 #define RUN1(d, call)                                                                        \
     do {                                                                                     \
         struct vk_seq *s;                                                                    \
@@ -66,6 +71,7 @@ int vku_teardown(void **state);
         OK(vk_seq_run(s, vku_err, sizeof vku_err));                                          \
         vk_seq_free(s);                                                                      \
     } while (0)
+/* clang-format on */
 
 /* Uniform in [-1, 1): xorshift64 from a fixed seed, so every run draws the same values. */
 float vku_frand(void);

@@ -61,7 +61,7 @@ static enum hearth_status weight_prepare(struct weight *w, enum weight_use use, 
                                          size_t err_len)
 {
     const struct type_kernels *tk = &kernels_get()->type[w->type];
-    const size_t len = (size_t)w->n_out * w->row_len;
+    const size_t len              = (size_t)w->n_out * w->row_len;
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), src = (uintptr_t)w->data;
     if (use != WEIGHT_MATMUL || !w->data || !tk->pack8 || !tk->gemm8p || w->n_out % 8) {
         /*
@@ -145,21 +145,21 @@ static bool scratch_alloc(struct scratch *s, struct mem_acct *a, const struct hp
     struct memlaw_cpu_scratch z;
     memlaw_cpu_scratch(hp, n_batch, n_threads, output, nextn, &z);
     const enum mem_kind k = MEM_COMPUTE;
-    s->act_row           = z.act_row;
-    s->scores_per_thread = z.scores_per_thread;
-    s->x                 = acct_malloc(a, k, z.x);
-    s->xb                = acct_malloc(a, k, z.xb);
-    s->q                 = acct_malloc(a, k, z.q);
-    s->kx                = acct_malloc(a, k, z.kx);
-    s->vx                = acct_malloc(a, k, z.vx);
-    s->att               = acct_malloc(a, k, z.att);
-    s->hb                = acct_malloc(a, k, z.hb);
-    s->hb2               = acct_malloc(a, k, z.hb2);
-    s->scores            = acct_malloc(a, k, z.scores);
-    s->act               = acct_malloc(a, k, z.act);
-    s->act_sum           = acct_malloc(a, k, z.act_sum);
-    s->logits            = output ? acct_malloc(a, MEM_OUTPUT, z.logits) : NULL;
-    s->eh                = nextn ? acct_malloc(a, k, z.eh) : NULL;
+    s->act_row            = z.act_row;
+    s->scores_per_thread  = z.scores_per_thread;
+    s->x                  = acct_malloc(a, k, z.x);
+    s->xb                 = acct_malloc(a, k, z.xb);
+    s->q                  = acct_malloc(a, k, z.q);
+    s->kx                 = acct_malloc(a, k, z.kx);
+    s->vx                 = acct_malloc(a, k, z.vx);
+    s->att                = acct_malloc(a, k, z.att);
+    s->hb                 = acct_malloc(a, k, z.hb);
+    s->hb2                = acct_malloc(a, k, z.hb2);
+    s->scores             = acct_malloc(a, k, z.scores);
+    s->act                = acct_malloc(a, k, z.act);
+    s->act_sum            = acct_malloc(a, k, z.act_sum);
+    s->logits             = output ? acct_malloc(a, MEM_OUTPUT, z.logits) : NULL;
+    s->eh                 = nextn ? acct_malloc(a, k, z.eh) : NULL;
     return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
            s->act_sum && s->act && (s->logits || !output) && (s->eh || !nextn);
 }
@@ -193,8 +193,8 @@ static struct threadpool *shared_pool(const struct hearth_context *ctx)
 
 static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t err_len)
 {
-    const struct hearth_model *m = ctx->model;
-    const struct hparams *hp = &m->hp;
+    const struct hearth_model *m          = ctx->model;
+    const struct hparams *hp              = &m->hp;
     const struct hearth_context_params *p = &ctx->p;
     const int32_t l0 = ctx->st->place->l0, l1 = ctx->st->place->l1;
     bool moe = false, dnet = false, nextn = false;
@@ -207,7 +207,7 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     if (!c)
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     ctx->be = c;
-    c->k = kernels_get();
+    c->k    = kernels_get();
     if (!scratch_alloc(&c->s, &c->acct, hp, p->n_batch, p->n_threads, ctx->st->output, nextn) ||
         (moe && !(c->moe = moe_scratch_new(hp, p->n_batch, &c->acct))))
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory for a batch of %d",
@@ -250,8 +250,7 @@ static float **state_save_rows(struct hearth_context *ctx)
 }
 
 /* The CPU's K/V is kv.c's host pool, which kv.c copies itself. */
-static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t src,
-                    int32_t n_rows)
+static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t src, int32_t n_rows)
 {
 }
 
@@ -295,9 +294,7 @@ void cpu_run_rows(struct hearth_context *ctx, threadpool_fn fn, void *arg, int32
 /* ------------------------------------------------------------ the operations --- */
 
 /* The batch and the block tables are host memory the operations read in place. */
-static void batch_begin(struct hearth_context *ctx, const struct hearth_batch *b)
-{
-}
+static void batch_begin(struct hearth_context *ctx, const struct hearth_batch *b) {}
 
 static void moe(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm)
 {

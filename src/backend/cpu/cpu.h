@@ -21,34 +21,34 @@
 
 /* Activations for one micro-batch of up to n_batch tokens. Shapes are [token][feature]. */
 struct scratch {
-    float *x;       /* [n_batch][n_embd] residual stream */
-    float *xb;      /* [n_batch][max(n_embd, n_head * head_dim)] normed input */
-    float *q;       /* [n_batch][n_head * head_dim] */
-    float *kx;      /* [n_batch][kv_dim] */
-    float *vx;      /* [n_batch][kv_dim] */
-    float *att;     /* [n_batch][n_head * head_dim] attention output */
-    float *hb;      /* [n_batch][n_ff] */
-    float *hb2;     /* [n_batch][n_ff] */
-    float *scores;  /* [n_threads][scores_per_thread] attention scratch (a key tile) */
+    float *x;      /* [n_batch][n_embd] residual stream */
+    float *xb;     /* [n_batch][max(n_embd, n_head * head_dim)] normed input */
+    float *q;      /* [n_batch][n_head * head_dim] */
+    float *kx;     /* [n_batch][kv_dim] */
+    float *vx;     /* [n_batch][kv_dim] */
+    float *att;    /* [n_batch][n_head * head_dim] attention output */
+    float *hb;     /* [n_batch][n_ff] */
+    float *hb2;    /* [n_batch][n_ff] */
+    float *scores; /* [n_threads][scores_per_thread] attention scratch (a key tile) */
     size_t scores_per_thread;
-    void *act;      /* [n_batch][row bytes of the widest activation, quantized] */
-    size_t act_row; /* bytes per activation row in act */
+    void *act;                /* [n_batch][row bytes of the widest activation, quantized] */
+    size_t act_row;           /* bytes per activation row in act */
     struct q8_0_sum *act_sum; /* [n_batch][max_in / 32]: Q8_0 activations' block sums */
-    float *logits;  /* [n_batch][n_vocab] */
-    float *eh;      /* [n_batch][2 n_embd] an MTP head's normed input pairs; NULL without one */
+    float *logits;            /* [n_batch][n_vocab] */
+    float *eh; /* [n_batch][2 n_embd] an MTP head's normed input pairs; NULL without one */
 };
 
 /* ctx->be of a context on the CPU backend. */
 struct cpu_ctx {
-    const struct kernels *k;  /* kernels_get(), fixed for the process */
-    struct threadpool *tp;    /* ctx->p.n_threads threads, the caller being thread 0 */
-    bool tp_owned;            /* tp is this stage's; else an earlier CPU stage's, shared */
+    const struct kernels *k; /* kernels_get(), fixed for the process */
+    struct threadpool *tp;   /* ctx->p.n_threads threads, the caller being thread 0 */
+    bool tp_owned;           /* tp is this stage's; else an earlier CPU stage's, shared */
     struct scratch s;
-    struct moe_scratch *moe;  /* the experts' buffers (cpu_moe.c); NULL without MoE layers in
-                                 the stage */
-    struct dnet_cache *dn;    /* recurrent state and scratch of the stage's DeltaNet layers
-                                 and its gated attention's (cpu_deltanet.c); NULL without */
-    struct mem_acct acct;     /* what the stage's buffers above took (memlaw.c sizes them) */
+    struct moe_scratch *moe; /* the experts' buffers (cpu_moe.c); NULL without MoE layers in
+                                the stage */
+    struct dnet_cache *dn;   /* recurrent state and scratch of the stage's DeltaNet layers
+                                and its gated attention's (cpu_deltanet.c); NULL without */
+    struct mem_acct acct;    /* what the stage's buffers above took (memlaw.c sizes them) */
 };
 
 static inline struct cpu_ctx *cpu_of(const struct hearth_context *ctx)
@@ -78,8 +78,7 @@ void cpu_matmul(struct hearth_context *ctx, const struct weight *w, const float 
 
 /* The experts' buffers for micro-batches of up to n_batch tokens (cpu_moe.c); NULL when out of
  * memory. */
-struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch,
-                                    struct mem_acct *a);
+struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch, struct mem_acct *a);
 void moe_scratch_free(struct moe_scratch *s);
 
 /*
@@ -129,13 +128,13 @@ void dnet_gate_apply(struct hearth_context *ctx, float *att, int32_t n);
 
 /* The table's entries, by file. */
 void cpu_op_matmul(struct hearth_context *ctx, const struct weight *w, enum act in, enum act out,
-                   int32_t n, const struct weight *prev);                          /* cpu_matmul.c */
+                   int32_t n, const struct weight *prev); /* cpu_matmul.c */
 void cpu_op_rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int32_t l,
-                    enum norm which, int32_t n);                                    /* cpu_norm_rope.c */
+                    enum norm which, int32_t n); /* cpu_norm_rope.c */
 void cpu_op_qkv_store(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l);
 void cpu_op_attention(struct hearth_context *ctx, const struct hearth_batch *b,
-                      int32_t l);                                                   /* cpu_attention.c */
-void cpu_op_embed(struct hearth_context *ctx, const struct hearth_batch *b);        /* cpu_rows.c */
+                      int32_t l);                                            /* cpu_attention.c */
+void cpu_op_embed(struct hearth_context *ctx, const struct hearth_batch *b); /* cpu_rows.c */
 void cpu_op_gated_act(struct hearth_context *ctx, int32_t n);
 void cpu_op_add(struct hearth_context *ctx, enum act dst, enum act src, int32_t n);
 void cpu_op_gather(struct hearth_context *ctx, enum act buf, const int32_t *rows, int32_t n_out);

@@ -122,16 +122,17 @@ static void attention_items(void *arg, int ith, int nth)
     /* llama.cpp tiles only batches of ATTN_TILE rows or more over K and V of one
      * type, f16 or f32, and only when a head is whole 16-float vectors (the
      * reference machine's AVX-512 width); other caches go key by key */
-    const bool same   = kv->type[0] == kv->type[1];
-    const bool mixed  = !same || (kv->type[0] != HEARTH_KV_F16 && kv->type[0] != HEARTH_KV_F32);
-    const bool per_key = !mixed && kv->type[0] == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
-    float *scratch     = c->s.scores + (size_t)ith * c->s.scores_per_thread;
+    const bool same  = kv->type[0] == kv->type[1];
+    const bool mixed = !same || (kv->type[0] != HEARTH_KV_F16 && kv->type[0] != HEARTH_KV_F32);
+    const bool per_key =
+        !mixed && kv->type[0] == HEARTH_KV_F16 && (s->n < ATTN_TILE || hd % 16 != 0);
+    float *scratch = c->s.scores + (size_t)ith * c->s.scores_per_thread;
     /* an item: `lanes` heads of one token, or whole groups of tok_per tokens; the tiled
      * kernel may take more rows than the per-key ones */
-    const int32_t lanes     = mixed     ? ATTN_LANES
-                              : per_key ? k->attn_rows_f16_lanes
-                                        : k->attn_rows_lanes;
-    const int32_t nh        = per_key && k->attn_heads_f16 ? heads_per_call(s, group, nth) : 1;
+    const int32_t lanes = mixed     ? ATTN_LANES
+                          : per_key ? k->attn_rows_f16_lanes
+                                    : k->attn_rows_lanes;
+    const int32_t nh    = per_key && k->attn_heads_f16 ? heads_per_call(s, group, nth) : 1;
     if (nh > 1) {
         attention_heads(s, ith, nth, nh);
         return;

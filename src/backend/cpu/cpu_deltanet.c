@@ -28,25 +28,25 @@
 
 struct dnet_cache {
     struct dnet_dims d;
-    int32_t n_layer;  /* DeltaNet layers of the stage */
-    int32_t slot0;    /* the first one's dnet.slot: a layer's state is at slot - slot0 */
+    int32_t n_layer; /* DeltaNet layers of the stage */
+    int32_t slot0;   /* the first one's dnet.slot: a layer's state is at slot - slot0 */
     int32_t n_seq;
-    size_t conv_len;  /* floats of one (layer, seq) conv window: (n_conv - 1) * conv_dim */
-    size_t ssm_len;   /* floats of one (layer, seq) state: n_v * S * S */
-    float *conv;      /* [n_layer][n_seq][conv_dim][n_conv - 1] */
-    float *ssm;       /* [n_layer][n_seq][n_v][S (v index j)][S (k index i)]: row j is column j
-                         of the state S[i][j], as ggml stores it */
+    size_t conv_len; /* floats of one (layer, seq) conv window: (n_conv - 1) * conv_dim */
+    size_t ssm_len;  /* floats of one (layer, seq) state: n_v * S * S */
+    float *conv;     /* [n_layer][n_seq][conv_dim][n_conv - 1] */
+    float *ssm;      /* [n_layer][n_seq][n_v][S (v index j)][S (k index i)]: row j is column j
+                        of the state S[i][j], as ggml stores it */
     /* scratch, [n_batch] rows */
-    float *qkv;       /* [n][conv_dim] projection, then conv + SiLU output in place */
-    float *z;         /* [n][n_v * S] */
-    float *beta;      /* [n][n_v] */
-    float *g;         /* [n][n_v] */
-    float *o;         /* [n][n_v * S] */
-    float *ones;      /* [conv_dim] 1.0f: SiLU as silu_mul's kernel times one */
-    float *qg;        /* [n][2 * n_head * head_dim] gated attention's q projection */
-    float *gate;      /* [n][n_head * head_dim] its gates */
-    int32_t n_gate;   /* n_head * head_dim */
-    float **snap;     /* [n] where to copy the state after row t (dnet_state_len floats), or NULL */
+    float *qkv;     /* [n][conv_dim] projection, then conv + SiLU output in place */
+    float *z;       /* [n][n_v * S] */
+    float *beta;    /* [n][n_v] */
+    float *g;       /* [n][n_v] */
+    float *o;       /* [n][n_v * S] */
+    float *ones;    /* [conv_dim] 1.0f: SiLU as silu_mul's kernel times one */
+    float *qg;      /* [n][2 * n_head * head_dim] gated attention's q projection */
+    float *gate;    /* [n][n_head * head_dim] its gates */
+    int32_t n_gate; /* n_head * head_dim */
+    float **snap;   /* [n] where to copy the state after row t (dnet_state_len floats), or NULL */
 };
 
 /* -------------------------------------------------------------------- state --- */
@@ -59,7 +59,7 @@ struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int3
         return NULL;
     const struct hparams *hp = &m->hp;
     c->d                     = m->hp.dnet;
-    c->slot0 = -1;
+    c->slot0                 = -1;
     for (int32_t i = l0; i < l1; i++)
         if (m->layers[i].dnet) {
             if (c->slot0 < 0)
@@ -68,22 +68,22 @@ struct dnet_cache *dnet_cache_new(const struct hearth_model *m, int32_t l0, int3
         }
     struct memlaw_dnet z;
     memlaw_dnet(m, c->n_layer, n_seq, n_batch, &z);
-    c->n_seq    = n_seq;
-    c->conv_len = z.conv_len;
-    c->ssm_len  = z.ssm_len;
-    c->n_gate   = hp->n_head * hp->head_dim;
+    c->n_seq              = n_seq;
+    c->conv_len           = z.conv_len;
+    c->ssm_len            = z.ssm_len;
+    c->n_gate             = hp->n_head * hp->head_dim;
     const enum mem_kind k = MEM_COMPUTE;
-    c->conv = acct_malloc(a, MEM_KV, z.conv);
-    c->ssm  = acct_malloc(a, MEM_KV, z.ssm);
-    c->qkv  = acct_malloc(a, k, z.qkv);
-    c->z    = acct_malloc(a, k, z.z);
-    c->beta = acct_malloc(a, k, z.beta);
-    c->g    = acct_malloc(a, k, z.g);
-    c->o    = acct_malloc(a, k, z.o);
-    c->ones = acct_malloc(a, k, z.ones);
-    c->qg   = acct_malloc(a, k, z.qg);
-    c->gate = acct_malloc(a, k, z.gate);
-    c->snap = acct_malloc(a, k, z.snap);
+    c->conv               = acct_malloc(a, MEM_KV, z.conv);
+    c->ssm                = acct_malloc(a, MEM_KV, z.ssm);
+    c->qkv                = acct_malloc(a, k, z.qkv);
+    c->z                  = acct_malloc(a, k, z.z);
+    c->beta               = acct_malloc(a, k, z.beta);
+    c->g                  = acct_malloc(a, k, z.g);
+    c->o                  = acct_malloc(a, k, z.o);
+    c->ones               = acct_malloc(a, k, z.ones);
+    c->qg                 = acct_malloc(a, k, z.qg);
+    c->gate               = acct_malloc(a, k, z.gate);
+    c->snap               = acct_malloc(a, k, z.snap);
     if (!c->conv || !c->ssm || !c->qkv || !c->z || !c->beta || !c->g || !c->o || !c->ones ||
         !c->qg || !c->gate || !c->snap) {
         dnet_cache_free(c);
@@ -138,7 +138,10 @@ void dnet_state_load(struct dnet_cache *c, int32_t seq, const float *src)
     }
 }
 
-float **dnet_snap_rows(struct dnet_cache *c) { return c->snap; }
+float **dnet_snap_rows(struct dnet_cache *c)
+{
+    return c->snap;
+}
 
 /* ---------------------------------------------------------------- the mixer --- */
 
@@ -198,11 +201,11 @@ static void conv_channels(void *arg, int ith, int nth)
 /* SiLU of the conv output, L2 norms of q and k, the decay and the write strength, per token. */
 static void token_prep(void *arg, int ith, int nth)
 {
-    struct job *j            = arg;
-    struct dnet_cache *c     = j->c;
-    const struct kernels *k  = cpu_of(j->ctx)->k;
-    const struct dnet *dn    = j->dn;
-    const float eps          = j->ctx->model->hp.norm_eps;
+    struct job *j           = arg;
+    struct dnet_cache *c    = j->c;
+    const struct kernels *k = cpu_of(j->ctx)->k;
+    const struct dnet *dn   = j->dn;
+    const float eps         = j->ctx->model->hp.norm_eps;
     const int32_t S = c->d.S, C = c->d.conv_dim, nv = c->d.n_v;
     long t0, t1;
     threadpool_split(j->n, ith, nth, &t0, &t1);
@@ -220,8 +223,8 @@ static void token_prep(void *arg, int ith, int nth)
         }
         float *beta = c->beta + t * nv, *g = c->g + t * nv;
         for (int32_t h = 0; h < nv; h++) {
-            beta[h]       = 1.0f / (1.0f + expf(-beta[h]));
-            const float a = g[h] + dn->dt_bias[h];
+            beta[h]        = 1.0f / (1.0f + expf(-beta[h]));
+            const float a  = g[h] + dn->dt_bias[h];
             const float sp = a > 20.0f ? a : logf(1.0f + expf(a));
             g[h]           = sp * dn->a[h];
         }
@@ -244,7 +247,7 @@ static void delta_heads(void *arg, int ith, int nth)
             float *M       = ssm_state(c, j->dn, j->b->seq[t]) + (size_t)h * S * S;
             const float *x = c->qkv + (size_t)t * C;
             const float *q = x + (size_t)kh * S, *kv = x + (size_t)(nk + kh) * S,
-                        *v = x + (size_t)2 * nk * S + (size_t)h * S;
+                        *v   = x + (size_t)2 * nk * S + (size_t)h * S;
             const float beta = c->beta[(size_t)t * nv + h], eg = expf(c->g[(size_t)t * nv + h]);
             for (int32_t i = 0; i < S * S; i++)
                 M[i] *= eg;
@@ -312,7 +315,10 @@ void dnet_forward(struct hearth_context *ctx, const struct hearth_batch *b, int3
 
 /* ------------------------------------------------------------ gated attention --- */
 
-float *dnet_gate_rows(struct hearth_context *ctx) { return cpu_of(ctx)->dn->qg; }
+float *dnet_gate_rows(struct hearth_context *ctx)
+{
+    return cpu_of(ctx)->dn->qg;
+}
 
 void dnet_gate_split(struct hearth_context *ctx, float *q, int32_t n)
 {

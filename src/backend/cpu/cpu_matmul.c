@@ -13,19 +13,19 @@
 struct matmul_job {
     const struct kernels *k;
     const struct weight *w;
-    const float *in;   /* [n][in_stride] */
+    const float *in; /* [n][in_stride] */
     int64_t in_stride;
-    float *out;        /* [n][out_stride], columns 0..w->n_out */
+    float *out; /* [n][out_stride], columns 0..w->n_out */
     int64_t out_stride;
     int32_t n;
-    void *act;         /* [n][act_row] */
+    void *act; /* [n][act_row] */
     size_t act_row;
     struct q8_0_sum *act_sum; /* [n][n_in / 32] for Q8_0 activations, else unused */
 };
 
 static void quantize_rows(void *arg, int ith, int nth)
 {
-    struct matmul_job *j = arg;
+    struct matmul_job *j          = arg;
     const struct type_kernels *tk = &j->k->type[j->w->type];
     const struct type_kernels *ak = &j->k->type[tk->vec_dot_type];
     long t0, t1;
@@ -46,8 +46,8 @@ static void quantize_rows(void *arg, int ith, int nth)
 
 static void matmul_rows(void *arg, int ith, int nth)
 {
-    struct matmul_job *j = arg;
-    const struct weight *w = j->w;
+    struct matmul_job *j          = arg;
+    const struct weight *w        = j->w;
     const struct type_kernels *tk = &j->k->type[w->type];
     long r0, r1, g0 = 0, g1 = 0;
     /* a token alone goes to gemm8p per group, unless the pairs are laid out for gemm16p alone */
@@ -72,10 +72,10 @@ static void matmul_rows(void *arg, int ith, int nth)
         threadpool_split(w->n_out, ith, nth, &r0, &r1);
     }
     for (int32_t t0 = 0; t0 < j->n; t0 += MATMUL_TOKEN_TILE) {
-        const int32_t tn = j->n - t0 < MATMUL_TOKEN_TILE ? j->n - t0 : MATMUL_TOKEN_TILE;
-        const uint8_t *act = (const uint8_t *)j->act + (size_t)t0 * j->act_row;
+        const int32_t tn          = j->n - t0 < MATMUL_TOKEN_TILE ? j->n - t0 : MATMUL_TOKEN_TILE;
+        const uint8_t *act        = (const uint8_t *)j->act + (size_t)t0 * j->act_row;
         const struct q8_0_sum *as = j->act_sum + (size_t)t0 * (w->n_in / 32);
-        float *out = j->out + (int64_t)t0 * j->out_stride;
+        float *out                = j->out + (int64_t)t0 * j->out_stride;
         for (long g = g0; g < g1; g++) {
             if (pairs && g + 1 < g1) {
                 tk->gemm16p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, act,
@@ -100,13 +100,13 @@ void cpu_matmul(struct hearth_context *ctx, const struct weight *w, const float 
                 int64_t in_stride, float *out, int64_t out_stride, int32_t n,
                 const struct weight *prev)
 {
-    struct cpu_ctx *c         = cpu_of(ctx);
-    const struct kernels *k   = c->k;
-    const enum dtype at       = k->type[w->type].vec_dot_type;
+    struct cpu_ctx *c       = cpu_of(ctx);
+    const struct kernels *k = c->k;
+    const enum dtype at     = k->type[w->type].vec_dot_type;
     /* rows as long as this matmul's activations, so a token tile's rows lie close together */
     const size_t act_row = (dtype_row_len(at, w->n_in) + 63) / 64 * 64;
-    struct matmul_job j  = {k, w, in, in_stride, out, out_stride, n, c->s.act, act_row,
-                            c->s.act_sum};
+    struct matmul_job j  = {k,          w, in,       in_stride, out,
+                            out_stride, n, c->s.act, act_row,   c->s.act_sum};
     if (!prev || k->type[prev->type].vec_dot_type != at || prev->n_in != w->n_in)
         cpu_run_rows(ctx, quantize_rows, &j, n);
     threadpool_run(c->tp, matmul_rows, &j);

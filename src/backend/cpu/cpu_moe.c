@@ -40,8 +40,7 @@ struct moe_scratch {
     float *out;               /* [cap * n_slots][n_embd] down outputs */
 };
 
-struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch,
-                                    struct mem_acct *a)
+struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch, struct mem_acct *a)
 {
     struct moe_scratch *s = calloc(1, sizeof *s);
     if (!s)
@@ -49,20 +48,20 @@ struct moe_scratch *moe_scratch_new(const struct hparams *hp, int32_t n_batch,
     struct memlaw_moe_scratch z;
     memlaw_moe_scratch(hp, n_batch, &z);
     const enum mem_kind k = MEM_COMPUTE;
-    s->cap     = n_batch;
-    s->act_row = z.act_row;
-    s->probs   = acct_malloc(a, k, z.probs);
-    s->sel     = acct_malloc(a, k, z.sel);
-    s->wsel    = acct_malloc(a, k, z.wsel);
-    s->cnt     = acct_malloc(a, k, z.cnt);
-    s->off     = acct_malloc(a, k, z.off);
-    s->row     = acct_malloc(a, k, z.row);
-    s->tok     = acct_malloc(a, k, z.tok);
-    s->act     = acct_malloc(a, k, z.act);
-    s->act_sum = acct_malloc(a, k, z.act_sum);
-    s->hg      = acct_malloc(a, k, z.hg);
-    s->hu      = acct_malloc(a, k, z.hu);
-    s->out     = acct_malloc(a, k, z.out);
+    s->cap                = n_batch;
+    s->act_row            = z.act_row;
+    s->probs              = acct_malloc(a, k, z.probs);
+    s->sel                = acct_malloc(a, k, z.sel);
+    s->wsel               = acct_malloc(a, k, z.wsel);
+    s->cnt                = acct_malloc(a, k, z.cnt);
+    s->off                = acct_malloc(a, k, z.off);
+    s->row                = acct_malloc(a, k, z.row);
+    s->tok                = acct_malloc(a, k, z.tok);
+    s->act                = acct_malloc(a, k, z.act);
+    s->act_sum            = acct_malloc(a, k, z.act_sum);
+    s->hg                 = acct_malloc(a, k, z.hg);
+    s->hu                 = acct_malloc(a, k, z.hu);
+    s->out                = acct_malloc(a, k, z.out);
     if (!s->probs || !s->sel || !s->wsel || !s->cnt || !s->off || !s->row || !s->tok || !s->act ||
         !s->act_sum || !s->hg || !s->hu || !s->out) {
         moe_scratch_free(s);
@@ -100,15 +99,15 @@ struct job {
     const float *in; /* [n][n_embd] normed rows */
     float *x;        /* [n][n_embd] residual */
     int32_t n;
-    int32_t n_gemm;         /* rows llama.cpp's router matmul would see (its arithmetic varies) */
-    const struct weight *w; /* the matmul's weights: an array indexed by expert */
+    int32_t n_gemm;          /* rows llama.cpp's router matmul would see (its arithmetic varies) */
+    const struct weight *w;  /* the matmul's weights: an array indexed by expert */
     const struct weight *w2; /* a second array over the same input (up beside gate), or NULL */
     float *out, *out2;       /* [rows][w->n_out] outputs by row */
 };
 
 /* Converts n_in floats to the activation type t wants, with Q8_0 block sums. */
-static void to_act(const struct kernels *k, enum dtype t, const float *src, int64_t n_in,
-                   void *dst, struct q8_0_sum *sum)
+static void to_act(const struct kernels *k, enum dtype t, const float *src, int64_t n_in, void *dst,
+                   struct q8_0_sum *sum)
 {
     const enum dtype at = k->type[t].vec_dot_type;
     if (at == DTYPE_F32)
@@ -176,9 +175,8 @@ static void route(void *arg, int ith, int nth)
     for (long t = t0; t < t1; t++) {
         /* this token's row of act is free until the experts' inputs are written */
         uint8_t *a = (uint8_t *)s->act + t * s->act_row;
-        to_act(j->k, r->type, j->in + t * me->n_embd, r->n_in, a,
-               s->act_sum + t * (r->n_in / 32));
-        float *p = s->probs + t * E;
+        to_act(j->k, r->type, j->in + t * me->n_embd, r->n_in, a, s->act_sum + t * (r->n_in / 32));
+        float *p                      = s->probs + t * E;
         const struct type_kernels *tk = &j->k->type[r->type];
         for (int32_t e = 0; e < E; e++) {
             const uint8_t *wr = (const uint8_t *)r->data + (size_t)e * r->row_len;
@@ -214,8 +212,8 @@ static void route(void *arg, int ith, int nth)
         if (me->shared_gate) {
             /* a one-row f32 matmul: ggml_vec_dot_f32, then ggml's sigmoid */
             const float gl = router_dot(me->shared_gate, j->in + t * me->n_embd, me->n_embd, false);
-            sel[K] = me->n_expert;
-            w[K]   = 1.0f / (1.0f + expf(-gl));
+            sel[K]         = me->n_expert;
+            w[K]           = 1.0f / (1.0f + expf(-gl));
         }
     }
 }
@@ -263,16 +261,16 @@ static void group_rows(const struct kernels *k, const struct weight *w, long g, 
     const long r0 = g * 8, r1 = r0 + 8 < w->n_out ? r0 + 8 : w->n_out;
     const bool pair = unit_groups(k, w) == 2 && r0 + 16 <= w->n_out / 16 * 16;
     for (int32_t t0 = 0; t0 < n_tok; t0 += TOKEN_TILE) {
-        const int32_t tn = n_tok - t0 < TOKEN_TILE ? n_tok - t0 : TOKEN_TILE;
-        const uint8_t *a = act + (size_t)t0 * act_row;
+        const int32_t tn         = n_tok - t0 < TOKEN_TILE ? n_tok - t0 : TOKEN_TILE;
+        const uint8_t *a         = act + (size_t)t0 * act_row;
         const struct q8_0_sum *s = as + (size_t)t0 * as_row;
         float *o                 = out + (size_t)t0 * out_stride;
         if (pair)
             tk->gemm16p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, a, act_row,
                         s, tn, o + r0, out_stride);
         else if (w->dev)
-            tk->gemm8p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, a,
-                       act_row, s, tn, o + r0, out_stride);
+            tk->gemm8p(w->n_in, (const uint8_t *)w->dev + (size_t)g * 8 * w->row_len, a, act_row, s,
+                       tn, o + r0, out_stride);
         else if (tk->gemm8 && r1 - r0 == 8 && tn > 1)
             tk->gemm8(w->n_in, (const uint8_t *)w->data + (size_t)r0 * w->row_len, w->row_len, a,
                       act_row, s, tn, o + r0, out_stride);
@@ -309,8 +307,8 @@ static void experts_matmul(void *arg, int ith, int nth)
             at += (long long)cnt * groups;
             continue;
         }
-        const uint8_t *act         = (const uint8_t *)s->act + (size_t)s->off[e] * s->act_row;
-        const struct q8_0_sum *as  = s->act_sum + (size_t)s->off[e] * as_row;
+        const uint8_t *act        = (const uint8_t *)s->act + (size_t)s->off[e] * s->act_row;
+        const struct q8_0_sum *as = s->act_sum + (size_t)s->off[e] * as_row;
         for (long g = 0; g < groups; g++, at += cnt) {
             if (at < lo || at >= hi)
                 continue;
@@ -366,7 +364,7 @@ static void combine(void *arg, int ith, int nth)
     long t0, t1;
     threadpool_split(j->n, ith, nth, &t0, &t1);
     for (long t = t0; t < t1; t++) {
-        float *acc = s->out + (size_t)s->row[t * K] * d;
+        float *acc     = s->out + (size_t)s->row[t * K] * d;
         const float w0 = s->wsel[t * K];
         for (int32_t i = 0; i < d; i++)
             acc[i] *= w0;
@@ -397,14 +395,14 @@ void moe_ffn(struct hearth_context *ctx, const struct moe *moe, const float *in,
              int32_t n, int32_t n_gemm)
 {
     struct moe_scratch *s = cpu_of(ctx)->moe;
-    struct job j = {.ctx    = ctx,
-                    .k      = cpu_of(ctx)->k,
-                    .moe    = moe,
-                    .s      = s,
-                    .in     = in,
-                    .x      = x,
-                    .n      = n,
-                    .n_gemm = n_gemm};
+    struct job j          = {.ctx    = ctx,
+                             .k      = cpu_of(ctx)->k,
+                             .moe    = moe,
+                             .s      = s,
+                             .in     = in,
+                             .x      = x,
+                             .n      = n,
+                             .n_gemm = n_gemm};
     run_small(ctx, route, &j, n);
     bucket(s, moe, n);
     run_small(ctx, quantize_in, &j, n);

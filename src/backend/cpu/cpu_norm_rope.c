@@ -12,11 +12,11 @@
 struct job {
     struct hearth_context *ctx;
     const struct hearth_batch *b;
-    int32_t l;          /* layer */
-    const float *w;     /* rmsnorm weights */
-    const float *src;   /* [n][n_embd] rmsnorm input rows */
-    float *dst;         /* [n][n_embd] rmsnorm output rows */
-    int32_t n;          /* rows */
+    int32_t l;        /* layer */
+    const float *w;   /* rmsnorm weights */
+    const float *src; /* [n][n_embd] rmsnorm input rows */
+    float *dst;       /* [n][n_embd] rmsnorm output rows */
+    int32_t n;        /* rows */
 };
 
 static const float *norm_of(const struct hearth_model *m, int32_t l, enum norm which)
@@ -42,21 +42,24 @@ static const float *norm_of(const struct hearth_model *m, int32_t l, enum norm w
 
 static void rmsnorm_rows(void *arg, int ith, int nth)
 {
-    struct job *s = arg;
+    struct job *s           = arg;
     const struct kernels *k = cpu_of(s->ctx)->k;
-    const int64_t width = s->ctx->model->hp.n_embd;
+    const int64_t width     = s->ctx->model->hp.n_embd;
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
     for (long t = t0; t < t1; t++)
-        k->rmsnorm(s->dst + t * width, s->src + t * width, s->w, width,
-                   s->ctx->model->hp.norm_eps);
+        k->rmsnorm(s->dst + t * width, s->src + t * width, s->w, width, s->ctx->model->hp.norm_eps);
 }
 
 void cpu_op_rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int32_t l,
                     enum norm which, int32_t n)
 {
-    struct job s = {.ctx = ctx, .l = l, .w = norm_of(ctx->model, l, which),
-                    .src = cpu_act(ctx, src), .dst = cpu_act(ctx, dst), .n = n};
+    struct job s = {.ctx = ctx,
+                    .l   = l,
+                    .w   = norm_of(ctx->model, l, which),
+                    .src = cpu_act(ctx, src),
+                    .dst = cpu_act(ctx, dst),
+                    .n   = n};
     cpu_run_rows(ctx, rmsnorm_rows, &s, n);
 }
 
@@ -89,9 +92,9 @@ static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, 
     if (sections)
         n_sect = sections[0] + sections[1] + sections[2] + sections[3];
     const float theta_scale = powf(base, -2.0f / (float)rope_dim);
-    const int32_t half = rope_dim / 2;
+    const int32_t half      = rope_dim / 2;
     for (int32_t h = 0; h < n_heads; h++) {
-        float *v = x + (size_t)h * head_dim;
+        float *v    = x + (size_t)h * head_dim;
         float theta = (float)pos;
         for (int32_t i = 0; i < half; i++) {
             bool still = false;
@@ -125,13 +128,14 @@ static void kv_store(const struct kernels *k, enum hearth_kv_type t, const float
 /* Adds biases, applies rope and stores this batch's K/V rows into the cache. */
 static void qkv_rows(void *arg, int ith, int nth)
 {
-    struct job *s = arg;
+    struct job *s              = arg;
     struct hearth_context *ctx = s->ctx;
-    struct cpu_ctx *c = cpu_of(ctx);
-    const struct hparams *hp = &ctx->model->hp;
-    const struct layer *L = &ctx->model->layers[s->l];
-    const struct kernels *k = c->k;
-    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    struct cpu_ctx *c          = cpu_of(ctx);
+    const struct hparams *hp   = &ctx->model->hp;
+    const struct layer *L      = &ctx->model->layers[s->l];
+    const struct kernels *k    = c->k;
+    const int64_t qd           = (int64_t)hp->n_head * hp->head_dim,
+                  kvd          = (int64_t)hp->n_head_kv * hp->head_dim;
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
     for (long t = t0; t < t1; t++) {
@@ -152,15 +156,15 @@ static void qkv_rows(void *arg, int ith, int nth)
                            hp->norm_eps);
         const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
         const int32_t *sect = hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] +
-                                          hp->rope_sections[3]
+                                      hp->rope_sections[3]
                                   ? hp->rope_sections
                                   : NULL;
         rope(q, hp->n_head, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos, sect);
-        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos,
-             sect);
+        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos, sect);
         if (hp->q_scale > 0)
             k->scale_f32(q, hp->q_scale, qd);
-        void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos), *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
+        void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos),
+             *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
         kv_store(k, ctx->kv.type[0], kx, kdst, kvd);
         kv_store(k, ctx->kv.type[1], vx, vdst, kvd);
     }

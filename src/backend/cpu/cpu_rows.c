@@ -19,10 +19,10 @@ struct job {
 
 static void embed_rows(void *arg, int ith, int nth)
 {
-    struct job *s = arg;
-    const struct hearth_model *m = s->ctx->model;
-    const struct kernels *k = cpu_of(s->ctx)->k;
-    const struct weight *e = &m->tok_embd;
+    struct job *s                 = arg;
+    const struct hearth_model *m  = s->ctx->model;
+    const struct kernels *k       = cpu_of(s->ctx)->k;
+    const struct weight *e        = &m->tok_embd;
     const struct type_kernels *tk = &k->type[e->type];
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
@@ -43,7 +43,7 @@ void cpu_op_embed(struct hearth_context *ctx, const struct hearth_batch *b)
 /* hb = act(hb) * hb2: SiLU, or GELU for gemma3. */
 static void gated_rows(void *arg, int ith, int nth)
 {
-    struct job *s = arg;
+    struct job *s           = arg;
     const struct kernels *k = cpu_of(s->ctx)->k;
     void (*act)(float *, const float *, const float *, int64_t) =
         s->ctx->model->hp.ffn_gelu ? k->gelu_mul : k->silu_mul;
@@ -55,14 +55,17 @@ static void gated_rows(void *arg, int ith, int nth)
 
 void cpu_op_gated_act(struct hearth_context *ctx, int32_t n)
 {
-    struct job s = {.ctx = ctx, .dst = cpu_act(ctx, ACT_HB), .src = cpu_act(ctx, ACT_HB2), .n = n,
+    struct job s = {.ctx   = ctx,
+                    .dst   = cpu_act(ctx, ACT_HB),
+                    .src   = cpu_act(ctx, ACT_HB2),
+                    .n     = n,
                     .width = ctx->model->hp.n_ff};
     cpu_run_rows(ctx, gated_rows, &s, n);
 }
 
 static void add_rows(void *arg, int ith, int nth)
 {
-    struct job *s = arg;
+    struct job *s           = arg;
     const struct kernels *k = cpu_of(s->ctx)->k;
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
@@ -72,7 +75,10 @@ static void add_rows(void *arg, int ith, int nth)
 
 void cpu_op_add(struct hearth_context *ctx, enum act dst, enum act src, int32_t n)
 {
-    struct job s = {.ctx = ctx, .dst = cpu_act(ctx, dst), .src = cpu_act(ctx, src), .n = n,
+    struct job s = {.ctx   = ctx,
+                    .dst   = cpu_act(ctx, dst),
+                    .src   = cpu_act(ctx, src),
+                    .n     = n,
                     .width = ctx->model->hp.n_embd};
     cpu_run_rows(ctx, add_rows, &s, n);
 }
@@ -80,7 +86,7 @@ void cpu_op_add(struct hearth_context *ctx, enum act dst, enum act src, int32_t 
 void cpu_op_gather(struct hearth_context *ctx, enum act buf, const int32_t *rows, int32_t n_out)
 {
     /* the contract's buffers are n_embd wide */
-    float *x = cpu_act(ctx, buf);
+    float *x       = cpu_act(ctx, buf);
     const size_t d = (size_t)ctx->model->hp.n_embd;
     for (int32_t i = 0; i < n_out; i++)
         if (rows[i] != i)
@@ -90,7 +96,7 @@ void cpu_op_gather(struct hearth_context *ctx, enum act buf, const int32_t *rows
 /* Logits to cap * tanh(logit / cap), as ggml's scale, tanh, scale. */
 static void softcap_rows(void *arg, int ith, int nth)
 {
-    struct job *s = arg;
+    struct job *s   = arg;
     const float cap = s->ctx->model->hp.logit_softcap;
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
@@ -103,7 +109,7 @@ static void softcap_rows(void *arg, int ith, int nth)
 
 void cpu_op_softcap(struct hearth_context *ctx, int32_t n)
 {
-    struct job s = {.ctx = ctx, .dst = cpu_act(ctx, ACT_LOGITS), .n = n,
-                    .width = ctx->model->hp.n_vocab};
+    struct job s = {
+        .ctx = ctx, .dst = cpu_act(ctx, ACT_LOGITS), .n = n, .width = ctx->model->hp.n_vocab};
     cpu_run_rows(ctx, softcap_rows, &s, n);
 }

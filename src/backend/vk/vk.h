@@ -29,17 +29,17 @@
 
 /* What `hearth devices` shows of one physical device, and what kernels may rely on. */
 struct vk_device_info {
-    char name[256];          /* deviceName */
-    char driver[256];        /* driverName and driverInfo: "llvmpipe (Mesa 22.3.6 (LLVM 15.0.6))" */
-    const char *type;        /* "discrete", "integrated", "virtual", "cpu", "other" */
-    char api[24];            /* the device's Vulkan version: "1.3.230" */
-    uint64_t local_bytes;    /* sum of the device-local heaps */
-    uint32_t subgroup_size;  /* default subgroup size, 1..128 */
-    bool fp16;               /* shaderFloat16 */
-    bool int8;               /* shaderInt8 */
-    bool storage16;          /* storageBuffer16BitAccess */
-    bool int_dot;            /* VK_KHR_shader_integer_dot_product (or core 1.3) */
-    bool coopmat;            /* VK_KHR_cooperative_matrix is offered */
+    char name[256];         /* deviceName */
+    char driver[256];       /* driverName and driverInfo: "llvmpipe (Mesa 22.3.6 (LLVM 15.0.6))" */
+    const char *type;       /* "discrete", "integrated", "virtual", "cpu", "other" */
+    char api[24];           /* the device's Vulkan version: "1.3.230" */
+    uint64_t local_bytes;   /* sum of the device-local heaps */
+    uint32_t subgroup_size; /* default subgroup size, 1..128 */
+    bool fp16;              /* shaderFloat16 */
+    bool int8;              /* shaderInt8 */
+    bool storage16;         /* storageBuffer16BitAccess */
+    bool int_dot;           /* VK_KHR_shader_integer_dot_product (or core 1.3) */
+    bool coopmat;           /* VK_KHR_cooperative_matrix is offered */
 };
 
 /*
@@ -100,8 +100,8 @@ size_t vk_buf_len(const struct vk_buf *b);
  */
 enum hearth_status vk_buf_upload(struct vk_buf *b, size_t off, const void *src, size_t len,
                                  char *err, size_t err_len);
-enum hearth_status vk_buf_download(struct vk_buf *b, size_t off, void *dst, size_t len,
-                                   char *err, size_t err_len);
+enum hearth_status vk_buf_download(struct vk_buf *b, size_t off, void *dst, size_t len, char *err,
+                                   size_t err_len);
 
 /*
  * Copies len bytes from src at src_off to dst at dst_off on the device (the K/V block copy
@@ -123,8 +123,7 @@ struct vk_pipe;
  * HEARTH_EINVAL when no shader has that name.
  */
 enum hearth_status vk_pipe_get(struct vk_dev *d, const char *name, uint32_t n_bufs,
-                               uint32_t push_len, struct vk_pipe **out, char *err,
-                               size_t err_len);
+                               uint32_t push_len, struct vk_pipe **out, char *err, size_t err_len);
 
 /*
  * A sequence: one command buffer recorded with dispatches, each separated
@@ -143,9 +142,9 @@ enum hearth_status vk_seq_begin(struct vk_seq *s, char *err, size_t err_len);
  * push constants push, as groups[0] x groups[1] x groups[2] workgroups
  * (each within the device's maxComputeWorkGroupCount, else HEARTH_ERANGE).
  */
-enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p,
-                                   struct vk_buf *const *bufs, const void *push,
-                                   const uint32_t groups[3], char *err, size_t err_len);
+enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p, struct vk_buf *const *bufs,
+                                   const void *push, const uint32_t groups[3], char *err,
+                                   size_t err_len);
 /* Submits what was recorded and waits for it to finish. */
 enum hearth_status vk_seq_run(struct vk_seq *s, char *err, size_t err_len);
 
@@ -160,9 +159,9 @@ bool vk_op_matmul_supported(enum dtype t);
  * Summed in f32 in the shader's order (tests/unit/test_vk.c states the
  * bound against the f64 sum of the dequantized products).
  */
-enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
-                                struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
-                                uint32_t n_out, uint32_t n_tok, char *err, size_t err_len);
+enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w, struct vk_buf *x,
+                                struct vk_buf *y, uint32_t n_in, uint32_t n_out, uint32_t n_tok,
+                                char *err, size_t err_len);
 /*
  * g[i] = silu(g[i]) * u[i] for i < n (SwiGLU's gating, in place): exp is the device's, so
  * the result differs from the reference's in the last bits (test_vk.c states the bound).
@@ -191,9 +190,9 @@ void vk_rope_angles_ggml(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, flo
  * drift from these exact ones by a few ulp of the angle, so at position p the two differ by
  * up to about p * 2^-22 radians.
  */
-enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs,
-                              uint32_t n_tok, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
-                              bool neox, char *err, size_t err_len);
+enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs, uint32_t n_tok,
+                              uint32_t n_head, uint32_t head_dim, uint32_t n_rot, bool neox,
+                              char *err, size_t err_len);
 /* y[t] = x[t] / sqrt(mean(x[t]^2) + eps) * w for t < n_rows over n floats; y may be x. */
 enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_buf *w,
                                  struct vk_buf *y, uint32_t n, uint32_t n_rows, float eps,
@@ -206,8 +205,8 @@ enum hearth_status vk_op_rmsnorm(struct vk_seq *s, struct vk_buf *x, struct vk_b
 enum hearth_status vk_op_add(struct vk_seq *s, struct vk_buf *y, struct vk_buf *x, uint32_t n,
                              uint32_t period, char *err, size_t err_len);
 /* y[i] *= a for i < n (the CPU's bits). */
-enum hearth_status vk_op_scale(struct vk_seq *s, struct vk_buf *y, uint32_t n, float a,
-                               char *err, size_t err_len);
+enum hearth_status vk_op_scale(struct vk_seq *s, struct vk_buf *y, uint32_t n, float a, char *err,
+                               size_t err_len);
 /*
  * y[i] = cap * tanh(y[i] / cap) for i < n, as the CPU orders it (times 1 / cap, tanh, times
  * cap); tanh from the device's exp, so within a few ulp of cap of the CPU's (test_vk.c).
@@ -229,8 +228,8 @@ void vk_gelu_table(uint16_t table[65536]);
  * nothing. dst and src differ (the copies run in parallel).
  */
 enum hearth_status vk_op_gather(struct vk_seq *s, struct vk_buf *src, struct vk_buf *dst,
-                                struct vk_buf *rows, uint32_t width, uint32_t n_src,
-                                uint32_t n_out, char *err, size_t err_len);
+                                struct vk_buf *rows, uint32_t width, uint32_t n_src, uint32_t n_out,
+                                char *err, size_t err_len);
 /*
  * A gated attention layer's q projection (qwen35moe: n_rows heads of [q, gate], head_dim
  * each, 2 * n_rows * head_dim f32) into q and gate (n_rows heads of head_dim each), as the
@@ -255,8 +254,8 @@ bool vk_op_matmul_dot_supported(const struct vk_dev *d, enum dtype t, uint32_t n
  * block b is y's words 9 b .. 9 b + 8, the 32 quants packed four to a word (element 4 k + e in
  * byte e of word k) and then the scale, half(d), as an f32. y holds 36 bytes per 32 floats.
  */
-enum hearth_status vk_op_quant_act(struct vk_seq *s, struct vk_buf *x, struct vk_buf *y,
-                                   uint32_t n, char *err, size_t err_len);
+enum hearth_status vk_op_quant_act(struct vk_seq *s, struct vk_buf *x, struct vk_buf *y, uint32_t n,
+                                   char *err, size_t err_len);
 /* y[t] = W xq[t] for t < n_tok, xq from vk_op_quant_act; W n_out rows of n_in of type t. */
 enum hearth_status vk_op_matmul_dot(struct vk_seq *s, enum dtype t, struct vk_buf *w,
                                     struct vk_buf *xq, struct vk_buf *y, uint32_t n_in,
@@ -278,9 +277,9 @@ struct vk_weight;
  * or a row not whole blocks, HEARTH_ENOMEM (naming the limit) when one row exceeds a part or
  * the device refuses a buffer.
  */
-enum hearth_status vk_weight_new(struct vk_dev *d, enum dtype type, uint32_t n_in,
-                                 uint32_t n_rows, const void *data, size_t part_max,
-                                 struct vk_weight **out, char *err, size_t err_len);
+enum hearth_status vk_weight_new(struct vk_dev *d, enum dtype type, uint32_t n_in, uint32_t n_rows,
+                                 const void *data, size_t part_max, struct vk_weight **out,
+                                 char *err, size_t err_len);
 void vk_weight_free(struct vk_weight *w);
 /* How many buffers w is split across. */
 uint32_t vk_weight_parts(const struct vk_weight *w);
@@ -343,8 +342,8 @@ struct vk_kv {
  * CPU's f32_to_f16, or f32 bit for bit. kv_dim must be even for an f16 cache.
  */
 enum hearth_status vk_op_kv_store(struct vk_seq *s, const struct vk_kv *kv, struct vk_buf *k_rows,
-                                  struct vk_buf *v_rows, uint32_t kv_dim, uint32_t n_tok,
-                                  char *err, size_t err_len);
+                                  struct vk_buf *v_rows, uint32_t kv_dim, uint32_t n_tok, char *err,
+                                  size_t err_len);
 
 /* What one attention call computes over. */
 struct vk_attn_shape {

@@ -14,10 +14,12 @@
 /* act_round.comp's modes, and the elements each invocation rounds */
 static const struct {
     uint32_t mode, block;
+    /* clang-format off */
 } round_of[DTYPE_COUNT] = {
     [DTYPE_F16] = {0, 1},   [DTYPE_BF16] = {1, 1},   [DTYPE_Q8_0] = {2, 32},
     [DTYPE_Q8_1] = {2, 32}, [DTYPE_Q8_K] = {3, 256},
 };
+/* clang-format on */
 
 enum dtype vk_act_type(enum dtype weight)
 {
@@ -36,8 +38,8 @@ enum hearth_status vk_op_act_round(struct vk_seq *s, enum dtype type, struct vk_
     const uint32_t block = round_of[type].block;
     if (n == 0 || n % block)
         return fail(HEARTH_EINVAL, err, err_len,
-                    "vulkan: %u activations do not make whole %s blocks of %u", n,
-                    dtype_name(type), block);
+                    "vulkan: %u activations do not make whole %s blocks of %u", n, dtype_name(type),
+                    block);
     enum hearth_status st;
     if ((st = vk_check_len("act_round", "the input", x, (uint64_t)n * 4, err, err_len)) ||
         (st = vk_check_len("act_round", "the output", y, (uint64_t)n * 4, err, err_len)))

@@ -16,13 +16,13 @@
 static enum hearth_status check_kv(const char *op, const struct vk_kv *kv, uint32_t kv_dim,
                                    uint32_t n_tok, char *err, size_t err_len)
 {
-    if (kv->n_blocks == 0 || kv->block_tokens == 0 || kv->n_seq == 0 ||
-        kv->table_stride == 0 || kv_dim == 0 || (kv->f16 && kv_dim % 2))
+    if (kv->n_blocks == 0 || kv->block_tokens == 0 || kv->n_seq == 0 || kv->table_stride == 0 ||
+        kv_dim == 0 || (kv->f16 && kv_dim % 2))
         return fail(HEARTH_EINVAL, err, err_len,
                     "vulkan: %s: a cache of %u blocks of %u tokens of %u %s, %u sequences of "
                     "%u blocks (all >= 1, an f16 row even)",
-                    op, kv->n_blocks, kv->block_tokens, kv_dim, kv->f16 ? "f16" : "f32",
-                    kv->n_seq, kv->table_stride);
+                    op, kv->n_blocks, kv->block_tokens, kv_dim, kv->f16 ? "f16" : "f32", kv->n_seq,
+                    kv->table_stride);
     const uint64_t len = (uint64_t)kv->n_blocks * kv->block_tokens * kv_dim * (kv->f16 ? 2 : 4);
     enum hearth_status st;
     if ((st = vk_check_len(op, "the K cache", kv->k, len, err, err_len)) ||
@@ -35,8 +35,8 @@ static enum hearth_status check_kv(const char *op, const struct vk_kv *kv, uint3
 }
 
 enum hearth_status vk_op_kv_store(struct vk_seq *s, const struct vk_kv *kv, struct vk_buf *k_rows,
-                                  struct vk_buf *v_rows, uint32_t kv_dim, uint32_t n_tok,
-                                  char *err, size_t err_len)
+                                  struct vk_buf *v_rows, uint32_t kv_dim, uint32_t n_tok, char *err,
+                                  size_t err_len)
 {
     if (n_tok == 0)
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: kv_store of 0 rows");
@@ -48,12 +48,12 @@ enum hearth_status vk_op_kv_store(struct vk_seq *s, const struct vk_kv *kv, stru
         return st;
     const uint32_t push[4] = {kv_dim, kv->block_tokens, kv->table_stride, kv->n_seq};
     struct vk_pipe *p;
-    if ((st = vk_pipe_get(s->d, kv->f16 ? "kv_store_f16" : "kv_store_f32", 6, sizeof push, &p,
-                          err, err_len)))
+    if ((st = vk_pipe_get(s->d, kv->f16 ? "kv_store_f16" : "kv_store_f32", 6, sizeof push, &p, err,
+                          err_len)))
         return st;
-    const uint32_t words  = kv->f16 ? kv_dim / 2 : kv_dim;
+    const uint32_t words     = kv->f16 ? kv_dim / 2 : kv_dim;
     const uint32_t groups[3] = {(words + 63) / 64, n_tok, 1};
-    struct vk_buf *bufs[6] = {k_rows, v_rows, kv->k, kv->v, kv->tables, kv->rows};
+    struct vk_buf *bufs[6]   = {k_rows, v_rows, kv->k, kv->v, kv->tables, kv->rows};
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
 }
 
@@ -67,8 +67,7 @@ enum hearth_status vk_op_attention(struct vk_seq *s, const struct vk_kv *kv,
         return fail(HEARTH_EINVAL, err, err_len,
                     "vulkan: attention of %u rows of %u heads over %u KV heads of %u, scale %g "
                     "(heads a multiple of the KV heads, an even 2..%d per head, scale > 0)",
-                    a->n_tok, a->n_head, a->n_head_kv, a->head_dim, (double)a->scale,
-                    ATTN_HD_MAX);
+                    a->n_tok, a->n_head, a->n_head_kv, a->head_dim, (double)a->scale, ATTN_HD_MAX);
     if (q == out || gate == out)
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: attention writes over its input");
     enum hearth_status st;
@@ -82,8 +81,8 @@ enum hearth_status vk_op_attention(struct vk_seq *s, const struct vk_kv *kv,
         uint32_t n_head, n_head_kv, head_dim, block_tokens, table_stride, n_swa;
         float scale;
         uint32_t gated, n_seq;
-    } push = {a->n_head, a->n_head_kv, a->head_dim, kv->block_tokens, kv->table_stride,
-              a->n_swa, a->scale, gate != NULL, kv->n_seq};
+    } push = {a->n_head, a->n_head_kv, a->head_dim,  kv->block_tokens, kv->table_stride,
+              a->n_swa,  a->scale,     gate != NULL, kv->n_seq};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, kv->f16 ? "attn_f16" : "attn_f32", 7, sizeof push, &p, err,
                           err_len)))

@@ -133,12 +133,14 @@ static enum hearth_status prepare(int device, struct weight *w, char *err, size_
 }
 
 /* weight_prepare has no device argument: one entry per device index passes its own */
+/* clang-format off */
 #define PREPARE_ON(i)                                                                        \
     static enum hearth_status prepare##i(struct weight *w, enum weight_use use, char *err,  \
                                          size_t err_len)                                    \
     {                                                                                        \
         return prepare(i, w, err, err_len);                                                  \
     }
+/* clang-format on */
 PREPARE_ON(0)
 PREPARE_ON(1)
 PREPARE_ON(2)
@@ -158,20 +160,22 @@ static void weight_release(struct weight *w)
 static enum hearth_status layer_supported(const struct hearth_model *m, int32_t l, char *err,
                                           size_t err_len)
 {
-    const struct layer *L = &m->layers[l];
+    const struct layer *L    = &m->layers[l];
     const struct hparams *hp = &m->hp;
     if (hp->recurrent && !L->attn_gated) {
         const struct dnet_dims dd = m->hp.dnet;
         if ((uint64_t)dd.n_v * dd.S * dd.S * sizeof(float) > UINT32_MAX)
             return fail(HEARTH_EUNSUPPORTED, err, err_len,
                         "model: layer %d's DeltaNet state of %d heads of %d x %d is past the "
-                        "Vulkan shaders' 32-bit offsets", l, dd.n_v, dd.S, dd.S);
+                        "Vulkan shaders' 32-bit offsets",
+                        l, dd.n_v, dd.S, dd.S);
         return HEARTH_OK;
     }
     if (hp->head_dim > 256 || (hp->head_dim % 2))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: layer %d has heads of %d, which the Vulkan attention does not run "
-                    "(even, up to 256)", l, hp->head_dim);
+                    "(even, up to 256)",
+                    l, hp->head_dim);
     return HEARTH_OK;
 }
 
@@ -188,36 +192,36 @@ struct vk_ctx {
     struct vk_dev *d;
     int device;
     struct vk_seq *seq;
-    bool recording;              /* seq has begun and not run */
-    enum hearth_status failed;   /* the first failure of a batch's operation, said once */
+    bool recording;                /* seq has begun and not run */
+    enum hearth_status failed;     /* the first failure of a batch's operation, said once */
     struct vk_buf *act[ACT_COUNT]; /* [n_batch][width] each, ACT_LOGITS: chunk 0 of logits */
-    struct vk_buf *spare;        /* as ACT_X: gather's destination, then swapped with it */
-    struct vk_buf *ids;          /* int32 [n_batch] the batch's tokens */
-    struct vk_buf *cs[2];        /* [n_batch][rope_dim / 2] (cos, sin): the two rope bases */
+    struct vk_buf *spare;          /* as ACT_X: gather's destination, then swapped with it */
+    struct vk_buf *ids;            /* int32 [n_batch] the batch's tokens */
+    struct vk_buf *cs[2];          /* [n_batch][rope_dim / 2] (cos, sin): the two rope bases */
     float rope_base[2];
     float *cs_host;
-    struct vk_buf *rows;         /* int32 [n_batch] gather's output rows */
+    struct vk_buf *rows;              /* int32 [n_batch] gather's output rows */
     struct vk_buf *tables[KV_GROUPS]; /* int32 [n_seq][stride] */
-    struct vk_buf *kvrows;       /* int32 [n_batch][2] (sequence, position) */
-    int32_t *host_i32;           /* staging for the uploads above */
-    uint32_t stride;             /* table entries per sequence */
-    struct vk_kv *kv;            /* [n_layer], the stage's layers' only */
+    struct vk_buf *kvrows;            /* int32 [n_batch][2] (sequence, position) */
+    int32_t *host_i32;                /* staging for the uploads above */
+    uint32_t stride;                  /* table entries per sequence */
+    struct vk_kv *kv;                 /* [n_layer], the stage's layers' only */
     struct vk_buf *out_norm;
-    struct vk_layer_vecs *vec;   /* [n_layer], the stage's layers' only */
-    struct vk_buf *gate;         /* [n_batch][n_head * head_dim] a gated layer's gates, or NULL */
-    struct vk_dnet *dn;          /* the stage's DeltaNet state, or NULL without such layers */
+    struct vk_layer_vecs *vec; /* [n_layer], the stage's layers' only */
+    struct vk_buf *gate;       /* [n_batch][n_head * head_dim] a gated layer's gates, or NULL */
+    struct vk_dnet *dn;        /* the stage's DeltaNet state, or NULL without such layers */
     /* logits in chunks of at most one buffer: chunk c holds rows [c * chunk_rows, ...) */
     int32_t chunk_rows, n_chunks;
-    struct vk_buf **logit_buf;   /* [n_chunks] (logit_buf[0] is act[ACT_LOGITS]) */
-    struct vk_buf **chunk_ids;   /* [n_chunks] int32 row ids c * chunk_rows + i */
-    struct vk_buf *chunk_in;     /* [chunk_rows][n_embd] a chunk's normed rows */
-    float *logits;               /* [n_batch][n_vocab] host copy */
-    struct vk_buf *actq;         /* [n_batch][widest matmul input] a matmul's input rounded as
-                                    the CPU rounds it (vk_op_act_round) */
-    struct vk_moe_scratch *moe;  /* the MoE layers' buffers, when the stage has one */
-    struct vk_buf **shexp_gate;  /* [n_layer] each MoE layer's ffn_gate_inp_shexp, or NULL */
-    struct mem_acct acct;        /* what ctx_init allocated on the device, by kind */
-    struct mem_acct host_acct;   /* and on the host: the logits' copy, the staging rows */
+    struct vk_buf **logit_buf;  /* [n_chunks] (logit_buf[0] is act[ACT_LOGITS]) */
+    struct vk_buf **chunk_ids;  /* [n_chunks] int32 row ids c * chunk_rows + i */
+    struct vk_buf *chunk_in;    /* [chunk_rows][n_embd] a chunk's normed rows */
+    float *logits;              /* [n_batch][n_vocab] host copy */
+    struct vk_buf *actq;        /* [n_batch][widest matmul input] a matmul's input rounded as
+                                   the CPU rounds it (vk_op_act_round) */
+    struct vk_moe_scratch *moe; /* the MoE layers' buffers, when the stage has one */
+    struct vk_buf **shexp_gate; /* [n_layer] each MoE layer's ffn_gate_inp_shexp, or NULL */
+    struct mem_acct acct;       /* what ctx_init allocated on the device, by kind */
+    struct mem_acct host_acct;  /* and on the host: the logits' copy, the staging rows */
 };
 
 static struct vk_ctx *vc_of(const struct hearth_context *ctx)
@@ -241,7 +245,7 @@ static struct vk_seq *rec(struct vk_ctx *c)
     enum hearth_status st = HEARTH_OK;
     if (c->recording && c->seq->n >= SEQ_FLUSH_AT) {
         c->recording = false;
-        st = vk_seq_run(c->seq, err, sizeof err);
+        st           = vk_seq_run(c->seq, err, sizeof err);
     }
     if (!st && !c->recording && !(st = vk_seq_begin(c->seq, err, sizeof err)))
         c->recording = true;
@@ -255,7 +259,7 @@ static void flush(struct vk_ctx *c)
     char err[256];
     if (!c->recording)
         return;
-    c->recording = false;
+    c->recording          = false;
     enum hearth_status st = vk_seq_run(c->seq, err, sizeof err);
     failed(c, st, err);
 }
@@ -285,9 +289,9 @@ static void ctx_free(struct hearth_context *ctx)
         }
         for (int32_t l = l0; c->vec && l < l1; l++) {
             struct vk_layer_vecs *v = &c->vec[l];
-            struct vk_buf *all[] = {v->attn_norm, v->post_attn_norm, v->ffn_norm,
-                                    v->post_ffn_norm, v->bq, v->bk, v->bv, v->q_norm,
-                                    v->k_norm};
+            struct vk_buf *all[]    = {
+                   v->attn_norm, v->post_attn_norm, v->ffn_norm, v->post_ffn_norm, v->bq, v->bk,
+                   v->bv,        v->q_norm,         v->k_norm};
             for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
                 vk_buf_free(all[i]);
         }
@@ -348,7 +352,7 @@ static enum hearth_status moe_init(struct hearth_context *ctx, struct vk_ctx *c,
 {
     const struct hearth_model *m = ctx->model;
     const struct hparams *hp     = &m->hp;
-    int32_t n_moe = 0;
+    int32_t n_moe                = 0;
     for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++)
         n_moe += m->layers[l].moe != NULL;
     if (!n_moe)
@@ -414,8 +418,8 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
     c->cs_host  = malloc(law.host_cs);
     c->host_acct.b[MEM_OTHER] += law.host_i32;
     c->host_acct.b[MEM_COMPUTE] += law.host_cs;
-    c->kv       = calloc((size_t)hp->n_layer, sizeof *c->kv);
-    c->vec      = calloc((size_t)hp->n_layer, sizeof *c->vec);
+    c->kv  = calloc((size_t)hp->n_layer, sizeof *c->kv);
+    c->vec = calloc((size_t)hp->n_layer, sizeof *c->vec);
     if (!c->host_i32 || !c->cs_host || !c->kv || !c->vec)
         return fail(HEARTH_ENOMEM, err, err_len, "context: out of memory");
     for (int b = 0; b < law.n_cs; b++) {
@@ -428,7 +432,7 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
             (st = dev_buf(c, MEM_OTHER, law.table, &c->tables[g], err, err_len)))
             return st;
     for (int32_t l = l0; l < l1; l++) {
-        const struct layer *L = &m->layers[l];
+        const struct layer *L   = &m->layers[l];
         struct vk_layer_vecs *v = &c->vec[l];
         if ((st = vec(c, L->attn_norm, hp->n_embd, &v->attn_norm, err, err_len)) ||
             (st = vec(c, L->post_attn_norm, hp->n_embd, &v->post_attn_norm, err, err_len)) ||
@@ -450,13 +454,13 @@ static enum hearth_status ctx_init(struct hearth_context *ctx, char *err, size_t
                         hearth_kv_type_name(kv->type[0]), hearth_kv_type_name(kv->type[1]));
         const struct kv_pool *p = &kv->pool[kv->group[l]];
         struct vk_kv *k         = &c->kv[l];
-        *k = (struct vk_kv){.tables       = c->tables[kv->group[l]],
-                            .rows         = c->kvrows,
-                            .n_blocks     = (uint32_t)p->n_blocks,
-                            .block_tokens = (uint32_t)kv->block_tokens,
-                            .n_seq        = (uint32_t)kv->n_seq,
-                            .table_stride = c->stride,
-                            .f16          = kv->type[0] == HEARTH_KV_F16};
+        *k                      = (struct vk_kv){.tables       = c->tables[kv->group[l]],
+                                                 .rows         = c->kvrows,
+                                                 .n_blocks     = (uint32_t)p->n_blocks,
+                                                 .block_tokens = (uint32_t)kv->block_tokens,
+                                                 .n_seq        = (uint32_t)kv->n_seq,
+                                                 .table_stride = c->stride,
+                                                 .f16          = kv->type[0] == HEARTH_KV_F16};
         if ((st = dev_buf(c, MEM_KV, p->layer_len[0], &k->k, err, err_len)) ||
             (st = dev_buf(c, MEM_KV, p->layer_len[1], &k->v, err, err_len)))
             return st;
@@ -537,8 +541,7 @@ static float **state_save_rows(struct hearth_context *ctx)
     return c->dn ? vk_dnet_save_rows(c->dn) : NULL;
 }
 
-static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t src,
-                    int32_t n_rows)
+static void kv_copy(struct hearth_context *ctx, int group, int32_t dst, int32_t src, int32_t n_rows)
 {
     struct vk_ctx *c          = vc_of(ctx);
     const struct kv_cache *kv = &ctx->kv;
@@ -595,8 +598,7 @@ static void batch_begin(struct hearth_context *ctx, const struct hearth_batch *b
             for (uint32_t i = 0; i < c->stride; i++)
                 h[(size_t)s * c->stride + i] = (int32_t)i < t->n_blocks ? t->blocks[i] : -1;
         }
-        st = vk_buf_upload(c->tables[g], 0, h, (size_t)kv->n_seq * c->stride * 4, err,
-                           sizeof err);
+        st = vk_buf_upload(c->tables[g], 0, h, (size_t)kv->n_seq * c->stride * 4, err, sizeof err);
     }
     failed(c, st, err);
 }
@@ -607,8 +609,8 @@ static void residual_get(struct hearth_context *ctx, int32_t n, float *dst)
     char err[256];
     flush(c);
     failed(c,
-           vk_buf_download(c->act[ACT_X], 0, dst,
-                           (size_t)n * ctx->model->hp.n_embd * sizeof(float), err, sizeof err),
+           vk_buf_download(c->act[ACT_X], 0, dst, (size_t)n * ctx->model->hp.n_embd * sizeof(float),
+                           err, sizeof err),
            err);
 }
 
@@ -618,8 +620,8 @@ static void residual_set(struct hearth_context *ctx, int32_t n, const float *src
     char err[256];
     flush(c);
     failed(c,
-           vk_buf_upload(c->act[ACT_X], 0, src,
-                         (size_t)n * ctx->model->hp.n_embd * sizeof(float), err, sizeof err),
+           vk_buf_upload(c->act[ACT_X], 0, src, (size_t)n * ctx->model->hp.n_embd * sizeof(float),
+                         err, sizeof err),
            err);
 }
 
@@ -641,15 +643,15 @@ static void embed(struct hearth_context *ctx, const struct hearth_batch *b)
 static void rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int32_t l,
                     enum norm which, int32_t n)
 {
-    struct vk_ctx *c = vc_of(ctx);
+    struct vk_ctx *c         = vc_of(ctx);
     const struct hparams *hp = &ctx->model->hp;
-    struct vk_buf *w = c->out_norm;
+    struct vk_buf *w         = c->out_norm;
     if (which != NORM_OUTPUT) {
         const struct vk_layer_vecs *v = &c->vec[l];
-        w = which == NORM_ATTN        ? v->attn_norm
-            : which == NORM_POST_ATTN ? v->post_attn_norm
-            : which == NORM_FFN       ? v->ffn_norm
-                                      : v->post_ffn_norm;
+        w                             = which == NORM_ATTN        ? v->attn_norm
+                                        : which == NORM_POST_ATTN ? v->post_attn_norm
+                                        : which == NORM_FFN       ? v->ffn_norm
+                                                                  : v->post_ffn_norm;
     }
     char err[256];
     failed(c,
@@ -695,15 +697,14 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
             st = vk_op_quant_act(rec(c), x, c->actq, (uint32_t)(n * w->n_in), err, sizeof err);
         if (!st)
             st = vk_op_matmul_dot_w(rec(c), vw(w), c->actq,
-                                    out == ACT_LOGITS ? c->logit_buf[0] : c->act[out],
-                                    (uint32_t)n, err, sizeof err);
+                                    out == ACT_LOGITS ? c->logit_buf[0] : c->act[out], (uint32_t)n,
+                                    err, sizeof err);
         failed(c, st, err);
         return;
     }
     if (form == FORM_ROUNDED) {
         if (!have)
-            st = vk_op_act_round(rec(c), at, x, c->actq, (uint32_t)(n * w->n_in), err,
-                                 sizeof err);
+            st = vk_op_act_round(rec(c), at, x, c->actq, (uint32_t)(n * w->n_in), err, sizeof err);
         x = c->actq;
     }
     if (out != ACT_LOGITS) {
@@ -714,7 +715,7 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
     }
     /* the logits in chunks of one buffer each; the first reads its rows in place */
     for (int32_t i = 0; !st && i * c->chunk_rows < n; i++) {
-        const int32_t r0 = i * c->chunk_rows;
+        const int32_t r0  = i * c->chunk_rows;
         const uint32_t rn = (uint32_t)(n - r0 < c->chunk_rows ? n - r0 : c->chunk_rows);
         struct vk_buf *xi = x;
         if (i > 0) {
@@ -730,18 +731,18 @@ static void matmul(struct hearth_context *ctx, const struct weight *w, enum act 
 
 static void qkv_store(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
 {
-    struct vk_ctx *c = vc_of(ctx);
-    const struct hparams *hp = &ctx->model->hp;
+    struct vk_ctx *c              = vc_of(ctx);
+    const struct hparams *hp      = &ctx->model->hp;
     const struct vk_layer_vecs *v = &c->vec[l];
-    const uint32_t n = (uint32_t)b->n, hd = (uint32_t)hp->head_dim,
-                   qd = (uint32_t)hp->n_head * hd, kvd = (uint32_t)hp->n_head_kv * hd;
+    const uint32_t n = (uint32_t)b->n, hd = (uint32_t)hp->head_dim, qd = (uint32_t)hp->n_head * hd,
+                   kvd = (uint32_t)hp->n_head_kv * hd;
     struct vk_buf *q = c->act[ACT_Q], *k = c->act[ACT_K], *vv = c->act[ACT_V];
     struct vk_buf *cs = c->cs[c->cs[1] && c->rope_base[1] == ctx->model->layers[l].rope_base];
     char err[256];
     enum hearth_status st = HEARTH_OK;
     if (ctx->model->layers[l].attn_gated)
-        st = vk_op_split_qg(rec(c), c->act[ACT_QG], q, c->gate, n * (uint32_t)hp->n_head, hd,
-                            err, sizeof err);
+        st = vk_op_split_qg(rec(c), c->act[ACT_QG], q, c->gate, n * (uint32_t)hp->n_head, hd, err,
+                            sizeof err);
     if (v->bq && !st)
         st = vk_op_add(rec(c), q, v->bq, n * qd, qd, err, sizeof err);
     if (v->bk && !st)
@@ -749,11 +750,11 @@ static void qkv_store(struct hearth_context *ctx, const struct hearth_batch *b, 
     if (v->bv && !st)
         st = vk_op_add(rec(c), vv, v->bv, n * kvd, kvd, err, sizeof err);
     if (v->q_norm && !st)
-        st = vk_op_rmsnorm(rec(c), q, v->q_norm, q, hd, n * (uint32_t)hp->n_head, hp->norm_eps,
-                           err, sizeof err);
+        st = vk_op_rmsnorm(rec(c), q, v->q_norm, q, hd, n * (uint32_t)hp->n_head, hp->norm_eps, err,
+                           sizeof err);
     if (v->k_norm && !st)
-        st = vk_op_rmsnorm(rec(c), k, v->k_norm, k, hd, n * (uint32_t)hp->n_head_kv,
-                           hp->norm_eps, err, sizeof err);
+        st = vk_op_rmsnorm(rec(c), k, v->k_norm, k, hd, n * (uint32_t)hp->n_head_kv, hp->norm_eps,
+                           err, sizeof err);
     if (!st)
         st = vk_op_rope(rec(c), q, cs, n, (uint32_t)hp->n_head, hd, (uint32_t)hp->rope_dim,
                         hp->rope_neox, err, sizeof err);
@@ -769,26 +770,26 @@ static void qkv_store(struct hearth_context *ctx, const struct hearth_batch *b, 
 
 static void attention(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
 {
-    struct vk_ctx *c = vc_of(ctx);
-    const struct hparams *hp = &ctx->model->hp;
-    const struct vk_attn_shape a = {
-        .n_tok     = (uint32_t)b->n,
-        .n_head    = (uint32_t)hp->n_head,
-        .n_head_kv = (uint32_t)hp->n_head_kv,
-        .head_dim  = (uint32_t)hp->head_dim,
-        .n_swa     = (uint32_t)ctx->kv.window[l],
-        .scale     = hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hp->head_dim)};
+    struct vk_ctx *c             = vc_of(ctx);
+    const struct hparams *hp     = &ctx->model->hp;
+    const struct vk_attn_shape a = {.n_tok     = (uint32_t)b->n,
+                                    .n_head    = (uint32_t)hp->n_head,
+                                    .n_head_kv = (uint32_t)hp->n_head_kv,
+                                    .head_dim  = (uint32_t)hp->head_dim,
+                                    .n_swa     = (uint32_t)ctx->kv.window[l],
+                                    .scale =
+                                        hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hp->head_dim)};
     char err[256];
     failed(c,
            vk_op_attention(rec(c), &c->kv[l], &a, c->act[ACT_Q],
-                           ctx->model->layers[l].attn_gated ? c->gate : NULL, c->act[ACT_ATT],
-                           err, sizeof err),
+                           ctx->model->layers[l].attn_gated ? c->gate : NULL, c->act[ACT_ATT], err,
+                           sizeof err),
            err);
 }
 
 static void gated_act(struct hearth_context *ctx, int32_t n)
 {
-    struct vk_ctx *c = vc_of(ctx);
+    struct vk_ctx *c   = vc_of(ctx);
     const uint32_t len = (uint32_t)n * (uint32_t)ctx->model->hp.n_ff;
     char err[256];
     failed(c,
@@ -800,7 +801,7 @@ static void gated_act(struct hearth_context *ctx, int32_t n)
 
 static void add(struct hearth_context *ctx, enum act dst, enum act src, int32_t n)
 {
-    struct vk_ctx *c = vc_of(ctx);
+    struct vk_ctx *c   = vc_of(ctx);
     const uint32_t len = (uint32_t)n * (uint32_t)ctx->model->hp.n_embd;
     char err[256];
     failed(c, vk_op_add(rec(c), c->act[dst], c->act[src], len, len, err, sizeof err), err);
@@ -809,30 +810,29 @@ static void add(struct hearth_context *ctx, enum act dst, enum act src, int32_t 
 /* n_gemm picks the CPU's f32 router arithmetic; the device's has one order. */
 static void moe(struct hearth_context *ctx, int32_t l, int32_t n, int32_t n_gemm)
 {
-    struct vk_ctx *c      = vc_of(ctx);
-    const struct moe *me  = ctx->model->layers[l].moe;
-    const bool sh         = me->shared_gate != NULL;
-    const int32_t E       = me->n_expert;
-    const struct vk_moe_layer L = {
-        .router     = vw(&me->router),
-        .shexp_gate = sh ? c->shexp_gate[l] : NULL,
-        .gate       = vw(&me->gate_exps),
-        .up         = vw(&me->up_exps),
-        .down       = vw(&me->down_exps),
-        .sh_gate    = sh ? vw(&me->gate[E]) : NULL,
-        .sh_up      = sh ? vw(&me->up[E]) : NULL,
-        .sh_down    = sh ? vw(&me->down[E]) : NULL,
-        .act        = vk_act_type(me->gate[0].type),
-        .act_down   = vk_act_type(me->down[0].type),
-        .n_expert   = (uint32_t)E,
-        .n_used     = (uint32_t)me->n_used,
-        .n_ff       = (uint32_t)me->n_ff,
-        .n_embd     = (uint32_t)me->n_embd};
+    struct vk_ctx *c            = vc_of(ctx);
+    const struct moe *me        = ctx->model->layers[l].moe;
+    const bool sh               = me->shared_gate != NULL;
+    const int32_t E             = me->n_expert;
+    const struct vk_moe_layer L = {.router     = vw(&me->router),
+                                   .shexp_gate = sh ? c->shexp_gate[l] : NULL,
+                                   .gate       = vw(&me->gate_exps),
+                                   .up         = vw(&me->up_exps),
+                                   .down       = vw(&me->down_exps),
+                                   .sh_gate    = sh ? vw(&me->gate[E]) : NULL,
+                                   .sh_up      = sh ? vw(&me->up[E]) : NULL,
+                                   .sh_down    = sh ? vw(&me->down[E]) : NULL,
+                                   .act        = vk_act_type(me->gate[0].type),
+                                   .act_down   = vk_act_type(me->down[0].type),
+                                   .n_expert   = (uint32_t)E,
+                                   .n_used     = (uint32_t)me->n_used,
+                                   .n_ff       = (uint32_t)me->n_ff,
+                                   .n_embd     = (uint32_t)me->n_embd};
     char err[256];
-    failed(c,
-           vk_moe_ffn(rec(c), &L, c->moe, c->act[ACT_XB], c->act[ACT_X], (uint32_t)n, err,
-                      sizeof err),
-           err);
+    failed(
+        c,
+        vk_moe_ffn(rec(c), &L, c->moe, c->act[ACT_XB], c->act[ACT_X], (uint32_t)n, err, sizeof err),
+        err);
 }
 
 /* Snapshots come back to the host after the layer: it runs then, not at the batch's end. */
@@ -847,8 +847,8 @@ static void deltanet(struct hearth_context *ctx, const struct hearth_batch *b, i
         failed(c, vk_dnet_plan(c->dn, b->n, err, sizeof err), err);
     }
     const struct weight *ws[DNET_N_WEIGHTS] = {&dn->wqkv, &dn->wgate, &dn->wbeta, &dn->walpha,
-                                                &dn->wout};
-    struct vk_dnet_weights w = {.actq = c->actq};
+                                               &dn->wout};
+    struct vk_dnet_weights w                = {.actq = c->actq};
     for (int i = 0; i < DNET_N_WEIGHTS; i++) {
         w.w[i]   = vw(ws[i]);
         w.act[i] = vk_act_type(ws[i]->type);
@@ -871,12 +871,11 @@ static void gather(struct hearth_context *ctx, enum act a, const int32_t *rows, 
     flush(c);
     enum hearth_status st = vk_buf_upload(c->rows, 0, rows, (size_t)n_out * 4, err, sizeof err);
     if (!st)
-        st = vk_op_gather(rec(c), c->act[a], c->spare, c->rows,
-                          (uint32_t)ctx->model->hp.n_embd, (uint32_t)ctx->p.n_batch,
-                          (uint32_t)n_out, err, sizeof err);
+        st = vk_op_gather(rec(c), c->act[a], c->spare, c->rows, (uint32_t)ctx->model->hp.n_embd,
+                          (uint32_t)ctx->p.n_batch, (uint32_t)n_out, err, sizeof err);
     if (!st) {
         struct vk_buf *t = c->act[a];
-        c->act[a]     = c->spare;
+        c->act[a]        = c->spare;
         c->spare         = t;
     }
     failed(c, st, err);
@@ -889,8 +888,8 @@ static void softcap(struct hearth_context *ctx, int32_t n)
     char err[256];
     enum hearth_status st = HEARTH_OK;
     for (int32_t i = 0; !st && i * c->chunk_rows < n; i++) {
-        const int32_t rn = n - i * c->chunk_rows < c->chunk_rows ? n - i * c->chunk_rows
-                                                                 : c->chunk_rows;
+        const int32_t rn =
+            n - i * c->chunk_rows < c->chunk_rows ? n - i * c->chunk_rows : c->chunk_rows;
         st = vk_op_softcap(rec(c), c->logit_buf[i], (uint32_t)(rn * nv),
                            ctx->model->hp.logit_softcap, err, sizeof err);
     }
@@ -905,10 +904,10 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
     enum hearth_status st = HEARTH_OK;
     flush(c);
     for (int32_t i = 0; !st && i * c->chunk_rows < n; i++) {
-        const int32_t rn = n - i * c->chunk_rows < c->chunk_rows ? n - i * c->chunk_rows
-                                                                 : c->chunk_rows;
-        st = vk_buf_download(c->logit_buf[i], 0, c->logits + (size_t)i * c->chunk_rows *
-                                                                 ctx->model->hp.n_vocab,
+        const int32_t rn =
+            n - i * c->chunk_rows < c->chunk_rows ? n - i * c->chunk_rows : c->chunk_rows;
+        st = vk_buf_download(c->logit_buf[i], 0,
+                             c->logits + (size_t)i * c->chunk_rows * ctx->model->hp.n_vocab,
                              (size_t)rn * row, err, sizeof err);
     }
     failed(c, st, err);
@@ -919,6 +918,7 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
     return c->logits;
 }
 
+/* clang-format off */
 #define TABLE(i)                                                                                   \
     {                                                                                              \
         .name = "vulkan", .kv_host = false, .moe_stacks = true, .kind = BACKEND_VULKAN,            \
@@ -934,6 +934,7 @@ static const float *logits(struct hearth_context *ctx, int32_t n)
         .qkv_store = qkv_store, .attention = attention, .gated_act = gated_act, .add = add,        \
         .moe = moe, .deltanet = deltanet, .gather = gather, .softcap = softcap, .logits = logits,  \
     }
+/* clang-format on */
 
 static const struct backend tables[VK_MAX_DEVICES] = {TABLE(0), TABLE(1), TABLE(2), TABLE(3)};
 

@@ -27,7 +27,7 @@ static enum hearth_status make(struct vk_dev *d, VkDeviceSize size, VkBufferUsag
                                const VkMemoryPropertyFlags *want, int n_want, VkBuffer *buf,
                                VkDeviceMemory *mem, uint32_t *type, char *err, size_t err_len)
 {
-    const struct vk_fns *fn = &d->fn;
+    const struct vk_fns *fn      = &d->fn;
     const VkBufferCreateInfo bci = {
         .sType       = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size        = size,
@@ -87,12 +87,12 @@ enum hearth_status vk_buf_new(struct vk_dev *d, size_t len, struct vk_buf **out,
         if ((d->mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
             d->mem.memoryHeaps[h].size > heap)
             heap = d->mem.memoryHeaps[h].size;
-    const char *limit = size > d->max_range ? "maxStorageBufferRange"
+    const char *limit = size > d->max_range   ? "maxStorageBufferRange"
                         : size > d->max_alloc ? "maxMemoryAllocationSize"
                         : size > heap         ? "its largest device-local heap"
                                               : NULL;
     if (limit) {
-        uint64_t cap = size > d->max_range ? d->max_range
+        uint64_t cap = size > d->max_range   ? d->max_range
                        : size > d->max_alloc ? d->max_alloc
                                              : heap;
         return fail(HEARTH_ENOMEM, err, err_len,
@@ -102,13 +102,13 @@ enum hearth_status vk_buf_new(struct vk_dev *d, size_t len, struct vk_buf **out,
     struct vk_buf *b = calloc(1, sizeof *b);
     if (!b)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
-    b->d   = d;
-    b->len = len;
+    b->d                               = d;
+    b->len                             = len;
     const VkMemoryPropertyFlags mapped = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
                                          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     const VkMemoryPropertyFlags want[2] = {mapped, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT};
-    const bool map = d->unified && !d->force_staging;
+    const bool map                      = d->unified && !d->force_staging;
     uint32_t type;
     enum hearth_status st =
         make(d, size,
@@ -190,8 +190,8 @@ static enum hearth_status device_copy(struct vk_dev *d, VkBuffer src, size_t src
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
         .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
     };
-    fn->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                                     VK_PIPELINE_STAGE_TRANSFER_BIT,
+    fn->vkCmdPipelineBarrier(cb,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                              VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     const VkBufferCopy region = {.srcOffset = src_off, .dstOffset = dst_off, .size = len};
     fn->vkCmdCopyBuffer(cb, src, dst, 1, &region);
@@ -212,8 +212,8 @@ out:
 static enum hearth_status staged(struct vk_buf *b, size_t off, void *host, size_t len, bool up,
                                  char *err, size_t err_len)
 {
-    struct vk_dev *d        = b->d;
-    const struct vk_fns *fn = &d->fn;
+    struct vk_dev *d                    = b->d;
+    const struct vk_fns *fn             = &d->fn;
     const VkMemoryPropertyFlags want[2] = {
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
             VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
@@ -223,8 +223,8 @@ static enum hearth_status staged(struct vk_buf *b, size_t off, void *host, size_
     uint32_t type;
     void *map = NULL;
     enum hearth_status st =
-        make(d, len, up ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-             want, 2, &sbuf, &smem, &type, err, err_len);
+        make(d, len, up ? VK_BUFFER_USAGE_TRANSFER_SRC_BIT : VK_BUFFER_USAGE_TRANSFER_DST_BIT, want,
+             2, &sbuf, &smem, &type, err, err_len);
     if (st != HEARTH_OK)
         return st;
     VkResult r;
@@ -252,8 +252,8 @@ static enum hearth_status copy(struct vk_buf *b, size_t off, void *host, size_t 
 {
     if (off > b->len || len > b->len - off)
         return fail(HEARTH_ERANGE, err, err_len,
-                    "vulkan: a copy of %zu bytes at offset %zu overruns a buffer of %zu", len,
-                    off, b->len);
+                    "vulkan: a copy of %zu bytes at offset %zu overruns a buffer of %zu", len, off,
+                    b->len);
     if (len == 0)
         return HEARTH_OK;
     if (!b->map)
@@ -271,8 +271,8 @@ enum hearth_status vk_buf_upload(struct vk_buf *b, size_t off, const void *src, 
     return copy(b, off, (void *)src, len, true, err, err_len);
 }
 
-enum hearth_status vk_buf_download(struct vk_buf *b, size_t off, void *dst, size_t len,
-                                   char *err, size_t err_len)
+enum hearth_status vk_buf_download(struct vk_buf *b, size_t off, void *dst, size_t len, char *err,
+                                   size_t err_len)
 {
     return copy(b, off, dst, len, false, err, err_len);
 }

@@ -34,8 +34,8 @@ static enum hearth_status check_shape(const char *op, const struct vk_dnet_shape
     return HEARTH_OK;
 }
 
-static enum hearth_status check_snap(const char *op, const struct vk_dnet_snap *snap,
-                                     uint64_t need, uint32_t n_tok, char *err, size_t err_len)
+static enum hearth_status check_snap(const char *op, const struct vk_dnet_snap *snap, uint64_t need,
+                                     uint32_t n_tok, char *err, size_t err_len)
 {
     enum hearth_status st;
     if (!snap)
@@ -52,9 +52,9 @@ static enum hearth_status check_snap(const char *op, const struct vk_dnet_snap *
     return HEARTH_OK;
 }
 
-enum hearth_status vk_op_conv1d(struct vk_seq *s, const struct vk_dnet_shape *sh,
-                                struct vk_buf *x, struct vk_buf *taps, struct vk_buf *state,
-                                uint32_t n_seq, struct vk_buf *rows, uint32_t n_tok,
+enum hearth_status vk_op_conv1d(struct vk_seq *s, const struct vk_dnet_shape *sh, struct vk_buf *x,
+                                struct vk_buf *taps, struct vk_buf *state, uint32_t n_seq,
+                                struct vk_buf *rows, uint32_t n_tok,
                                 const struct vk_dnet_snap *snap, char *err, size_t err_len)
 {
     enum hearth_status st;
@@ -65,21 +65,20 @@ enum hearth_status vk_op_conv1d(struct vk_seq *s, const struct vk_dnet_shape *sh
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: conv1d over a state of 0 sequences");
     if ((st = vk_check_len("conv1d", "the rows", x, (uint64_t)n_tok * C * 4, err, err_len)) ||
         (st = vk_check_len("conv1d", "the taps", taps, C * K * 4, err, err_len)) ||
-        (st = vk_check_len("conv1d", "the windows", state, n_seq * C * (K - 1) * 4, err,
-                           err_len)) ||
-        (st = vk_check_len("conv1d", "the batch rows", rows, (uint64_t)n_tok * 8, err,
-                           err_len)) ||
+        (st =
+             vk_check_len("conv1d", "the windows", state, n_seq * C * (K - 1) * 4, err, err_len)) ||
+        (st = vk_check_len("conv1d", "the batch rows", rows, (uint64_t)n_tok * 8, err, err_len)) ||
         (st = check_snap("conv1d", snap, C * (K - 1), n_tok, err, err_len)))
         return st;
-    const uint32_t push[6] = {(uint32_t)C, (uint32_t)K, n_tok, n_seq, snap != NULL,
-                              snap ? snap->stride : 0};
+    const uint32_t push[6] = {(uint32_t)C, (uint32_t)K,  n_tok,
+                              n_seq,       snap != NULL, snap ? snap->stride : 0};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, "conv1d", 6, sizeof push, &p, err, err_len)))
         return st;
     const uint32_t groups[3] = {(uint32_t)(C + 63) / 64, 1, 1};
     /* without snapshots the shader reads no slot: rows stands in for both bindings */
-    struct vk_buf *bufs[6] = {x, taps, state, rows, snap ? snap->slots : rows,
-                              snap ? snap->buf : rows};
+    struct vk_buf *bufs[6] = {
+        x, taps, state, rows, snap ? snap->slots : rows, snap ? snap->buf : rows};
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
 }
 
@@ -130,10 +129,9 @@ enum hearth_status vk_op_dnet_scan(struct vk_seq *s, const struct vk_dnet_shape 
         (st = vk_check_len("deltanet", "g", g, n_tok * nv * 4, err, err_len)) ||
         (st = vk_check_len("deltanet", "the state", state, n_seq * mats * 4, err, err_len)) ||
         (st = vk_check_len("deltanet", "the output", o, n_tok * nv * S * 4, err, err_len)) ||
-        (st = vk_check_len("deltanet", "the batch rows", rows, (uint64_t)n_tok * 8, err,
-                           err_len)) ||
-        (st = check_snap("deltanet", snap, (snap ? snap->off : 0) + mats, n_tok, err,
-                         err_len)))
+        (st =
+             vk_check_len("deltanet", "the batch rows", rows, (uint64_t)n_tok * 8, err, err_len)) ||
+        (st = check_snap("deltanet", snap, (snap ? snap->off : 0) + mats, n_tok, err, err_len)))
         return st;
     if (x == o)
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: deltanet writes over its input");
@@ -141,14 +139,22 @@ enum hearth_status vk_op_dnet_scan(struct vk_seq *s, const struct vk_dnet_shape 
         uint32_t S, n_k, n_v, C, n_tok, n_seq;
         float scale;
         uint32_t snap, stride, off;
-    } push = {sh->S, sh->n_k, sh->n_v, sh->conv_dim, n_tok, n_seq, 1.0f / sqrtf((float)sh->S),
-              snap != NULL, snap ? snap->stride : 0, snap ? snap->off : 0};
+    } push = {sh->S,
+              sh->n_k,
+              sh->n_v,
+              sh->conv_dim,
+              n_tok,
+              n_seq,
+              1.0f / sqrtf((float)sh->S),
+              snap != NULL,
+              snap ? snap->stride : 0,
+              snap ? snap->off : 0};
     struct vk_pipe *p;
     if ((st = vk_pipe_get(s->d, "deltanet", 8, sizeof push, &p, err, err_len)))
         return st;
     const uint32_t groups[3] = {(sh->S + 31) / 32, sh->n_v, 1};
-    struct vk_buf *bufs[8] = {x, beta, g, state, o, rows, snap ? snap->slots : rows,
-                              snap ? snap->buf : rows};
+    struct vk_buf *bufs[8]   = {
+          x, beta, g, state, o, rows, snap ? snap->slots : rows, snap ? snap->buf : rows};
     return vk_seq_dispatch(s, p, bufs, &push, groups, err, err_len);
 }
 
@@ -166,28 +172,28 @@ struct dnet_layer {
 struct vk_dnet {
     struct vk_dev *d;
     struct vk_dnet_shape sh;
-    int32_t l0;             /* the stage's first layer */
-    int32_t *idx;           /* [l1 - l0] a layer's index among the stage's DeltaNet ones, or -1 */
-    int32_t n_layer;        /* DeltaNet layers of the stage */
+    int32_t l0;      /* the stage's first layer */
+    int32_t *idx;    /* [l1 - l0] a layer's index among the stage's DeltaNet ones, or -1 */
+    int32_t n_layer; /* DeltaNet layers of the stage */
     int32_t n_seq, n_batch;
     uint32_t n_embd;        /* floats of a row of the layer's input */
     size_t conv_len;        /* floats of one (layer, sequence) window */
     size_t ssm_len;         /* floats of one (layer, sequence) set of matrices */
     struct dnet_layer *lay; /* [n_layer] */
     /* scratch, [n_batch] rows each */
-    struct vk_buf *qkv;     /* [n][conv_dim] projection, then the conv's output */
-    struct vk_buf *z;       /* [n][n_v S] output gate, then the gated output */
-    struct vk_buf *beta;    /* [n][n_v] */
-    struct vk_buf *g;       /* [n][n_v] */
-    struct vk_buf *o;       /* [n][n_v S] the scan's output */
+    struct vk_buf *qkv;  /* [n][conv_dim] projection, then the conv's output */
+    struct vk_buf *z;    /* [n][n_v S] output gate, then the gated output */
+    struct vk_buf *beta; /* [n][n_v] */
+    struct vk_buf *g;    /* [n][n_v] */
+    struct vk_buf *o;    /* [n][n_v S] the scan's output */
     /* snapshots */
-    float **save;           /* [n_batch] host destinations (state_save_rows), NULL: none */
-    int32_t *slot;          /* [n_batch] the batch's slot map as uploaded */
+    float **save;             /* [n_batch] host destinations (state_save_rows), NULL: none */
+    int32_t *slot;            /* [n_batch] the batch's slot map as uploaded */
     struct vk_dnet_snap snap; /* .buf NULL until a batch takes a snapshot */
-    uint32_t n_used;        /* slots this batch fills */
-    int32_t n_tok;          /* rows of the batch the slot map covers */
-    bool planned;           /* the batch's plan is uploaded */
-    float *host;            /* [snap.n_slot][snap.stride] one layer's snapshots, downloaded */
+    uint32_t n_used;          /* slots this batch fills */
+    int32_t n_tok;            /* rows of the batch the slot map covers */
+    bool planned;             /* the batch's plan is uploaded */
+    float *host;              /* [snap.n_slot][snap.stride] one layer's snapshots, downloaded */
 };
 
 /* A device buffer of len bytes, counted under kind. */
@@ -213,27 +219,27 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
                                int32_t l1, int32_t n_seq, int32_t n_batch, struct mem_acct *acct,
                                struct vk_dnet **out, char *err, size_t err_len)
 {
-    *out = NULL;
+    *out            = NULL;
     int32_t n_layer = 0;
     for (int32_t l = l0; l < l1; l++)
         n_layer += m->layers[l].dnet != NULL;
     if (!n_layer)
         return HEARTH_OK;
     const struct dnet_dims dd = m->hp.dnet;
-    struct vk_dnet *dn = calloc(1, sizeof *dn);
+    struct vk_dnet *dn        = calloc(1, sizeof *dn);
     if (!dn)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
-    *out        = dn;
-    dn->d       = d;
-    dn->sh      = (struct vk_dnet_shape){(uint32_t)dd.n_conv, (uint32_t)dd.S, (uint32_t)dd.n_k,
-                                         (uint32_t)dd.n_v, (uint32_t)dd.conv_dim};
-    dn->l0      = l0;
-    dn->n_layer = n_layer;
-    dn->n_seq   = n_seq;
-    dn->n_batch = n_batch;
-    dn->n_embd  = (uint32_t)m->hp.n_embd;
-    dn->conv_len = (size_t)(dd.n_conv - 1) * dd.conv_dim;
-    dn->ssm_len  = (size_t)dd.n_v * dd.S * dd.S;
+    *out            = dn;
+    dn->d           = d;
+    dn->sh          = (struct vk_dnet_shape){(uint32_t)dd.n_conv, (uint32_t)dd.S, (uint32_t)dd.n_k,
+                                             (uint32_t)dd.n_v, (uint32_t)dd.conv_dim};
+    dn->l0          = l0;
+    dn->n_layer     = n_layer;
+    dn->n_seq       = n_seq;
+    dn->n_batch     = n_batch;
+    dn->n_embd      = (uint32_t)m->hp.n_embd;
+    dn->conv_len    = (size_t)(dd.n_conv - 1) * dd.conv_dim;
+    dn->ssm_len     = (size_t)dd.n_v * dd.S * dd.S;
     const size_t nb = (size_t)n_batch, f = sizeof(float);
     struct memlaw_vk_dnet law;
     memlaw_vk_dnet(m, n_seq, n_batch, &law);
@@ -241,8 +247,8 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
     dn->lay  = calloc((size_t)n_layer, sizeof *dn->lay);
     dn->save = calloc(nb, sizeof *dn->save);
     dn->slot = malloc(nb * sizeof *dn->slot);
-    float *zeros = calloc((size_t)n_seq * (dn->ssm_len > dn->conv_len ? dn->ssm_len
-                                                                      : dn->conv_len), f);
+    float *zeros =
+        calloc((size_t)n_seq * (dn->ssm_len > dn->conv_len ? dn->ssm_len : dn->conv_len), f);
     enum hearth_status st = HEARTH_OK;
     if (!dn->idx || !dn->lay || !dn->save || !dn->slot || !zeros)
         st = fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
@@ -255,7 +261,7 @@ enum hearth_status vk_dnet_new(struct vk_dev *d, const struct hearth_model *m, i
         st = counted(d, law.slots, C, acct, &dn->snap.slots, err, err_len);
     for (int32_t l = l0, i = 0; !st && l < l1; l++) {
         const struct dnet *src = m->layers[l].dnet;
-        dn->idx[l - l0] = src ? i : -1;
+        dn->idx[l - l0]        = src ? i : -1;
         if (!src)
             continue;
         struct dnet_layer *L = &dn->lay[i++];
@@ -305,10 +311,10 @@ enum hearth_status vk_dnet_reset(struct vk_dnet *dn, int32_t seq, char *err, siz
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
     enum hearth_status st = HEARTH_OK;
     for (int32_t i = 0; !st && i < dn->n_layer; i++)
-        if (!(st = vk_buf_upload(dn->lay[i].conv, seq * dn->conv_len * f, zeros,
-                                 dn->conv_len * f, err, err_len)))
-            st = vk_buf_upload(dn->lay[i].ssm, seq * dn->ssm_len * f, zeros, dn->ssm_len * f,
-                               err, err_len);
+        if (!(st = vk_buf_upload(dn->lay[i].conv, seq * dn->conv_len * f, zeros, dn->conv_len * f,
+                                 err, err_len)))
+            st = vk_buf_upload(dn->lay[i].ssm, seq * dn->ssm_len * f, zeros, dn->ssm_len * f, err,
+                               err_len);
     free(zeros);
     return st;
 }
@@ -329,8 +335,8 @@ enum hearth_status vk_dnet_load(struct vk_dnet *dn, int32_t seq, const float *sr
     for (int32_t i = 0; !st && i < dn->n_layer; i++)
         if (!(st = vk_buf_upload(dn->lay[i].conv, seq * dn->conv_len * f, src + i * dn->conv_len,
                                  dn->conv_len * f, err, err_len)))
-            st = vk_buf_upload(dn->lay[i].ssm, seq * dn->ssm_len * f,
-                               src + mats + i * dn->ssm_len, dn->ssm_len * f, err, err_len);
+            st = vk_buf_upload(dn->lay[i].ssm, seq * dn->ssm_len * f, src + mats + i * dn->ssm_len,
+                               dn->ssm_len * f, err, err_len);
     return st;
 }
 
@@ -398,12 +404,12 @@ enum hearth_status vk_dnet_forward(struct vk_dnet *dn, struct vk_seq *s, int32_t
                                    struct vk_buf *rows, int32_t n_tok, float eps, char *err,
                                    size_t err_len)
 {
-    const int32_t i = dn->idx[l - dn->l0];
-    const struct dnet_layer *L = &dn->lay[i];
+    const int32_t i                 = dn->idx[l - dn->l0];
+    const struct dnet_layer *L      = &dn->lay[i];
     const struct vk_dnet_snap *snap = dn->n_used ? &dn->snap : NULL;
     const uint32_t n = (uint32_t)n_tok, vd = dn->sh.n_v * dn->sh.S, ns = (uint32_t)dn->n_seq;
     struct vk_buf *const proj[4] = {dn->qkv, dn->z, dn->beta, dn->g};
-    enum hearth_status st = HEARTH_OK;
+    enum hearth_status st        = HEARTH_OK;
     /* the four projections share their input, rounded once per type as the CPU's prev does */
     for (int j = 0; !st && j < DNET_OUT; j++) {
         struct vk_buf *in = w->act[j] == DTYPE_F32 ? xb : w->actq;
@@ -412,10 +418,11 @@ enum hearth_status vk_dnet_forward(struct vk_dnet *dn, struct vk_seq *s, int32_t
         if (!st)
             st = vk_op_matmul_w(s, w->w[j], in, proj[j], n, err, err_len);
     }
-    if (st || (st = vk_op_conv1d(s, &dn->sh, dn->qkv, L->taps, L->conv, ns, rows, n, snap, err,
-                                 err_len)) ||
-        (st = vk_op_dnet_prep(s, &dn->sh, dn->qkv, dn->beta, dn->g, L->dt_bias, L->a, n, eps,
-                              err, err_len)) ||
+    if (st ||
+        (st = vk_op_conv1d(s, &dn->sh, dn->qkv, L->taps, L->conv, ns, rows, n, snap, err,
+                           err_len)) ||
+        (st = vk_op_dnet_prep(s, &dn->sh, dn->qkv, dn->beta, dn->g, L->dt_bias, L->a, n, eps, err,
+                              err_len)) ||
         (st = vk_op_dnet_scan(s, &dn->sh, dn->qkv, dn->beta, dn->g, L->ssm, ns, dn->o, rows, n,
                               snap, err, err_len)) ||
         (st = vk_op_rmsnorm(s, dn->o, L->norm, dn->o, dn->sh.S, n * dn->sh.n_v, eps, err,
@@ -434,10 +441,10 @@ enum hearth_status vk_dnet_forward(struct vk_dnet *dn, struct vk_seq *s, int32_t
 
 enum hearth_status vk_dnet_fetch(struct vk_dnet *dn, int32_t l, char *err, size_t err_len)
 {
-    const int32_t i    = dn->idx[l - dn->l0];
-    const size_t f     = sizeof(float), stride = dn->snap.stride;
-    enum hearth_status st = vk_buf_download(dn->snap.buf, 0, dn->host, dn->n_used * stride * f,
-                                            err, err_len);
+    const int32_t i = dn->idx[l - dn->l0];
+    const size_t f = sizeof(float), stride = dn->snap.stride;
+    enum hearth_status st =
+        vk_buf_download(dn->snap.buf, 0, dn->host, dn->n_used * stride * f, err, err_len);
     if (st)
         return st;
     for (int32_t t = 0; t < dn->n_tok; t++) {

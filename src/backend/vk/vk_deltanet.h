@@ -56,9 +56,9 @@ struct vk_dnet_snap {
  * (sequence, position), a row's sequence >= n_seq skipped. taps:
  * [conv_dim][n_conv], oldest first. snap: NULL, or where to copy windows.
  */
-enum hearth_status vk_op_conv1d(struct vk_seq *s, const struct vk_dnet_shape *sh,
-                                struct vk_buf *x, struct vk_buf *taps, struct vk_buf *state,
-                                uint32_t n_seq, struct vk_buf *rows, uint32_t n_tok,
+enum hearth_status vk_op_conv1d(struct vk_seq *s, const struct vk_dnet_shape *sh, struct vk_buf *x,
+                                struct vk_buf *taps, struct vk_buf *state, uint32_t n_seq,
+                                struct vk_buf *rows, uint32_t n_tok,
                                 const struct vk_dnet_snap *snap, char *err, size_t err_len);
 /*
  * Per row: q and k heads of x (conv output) L2-normalised (eps), beta =

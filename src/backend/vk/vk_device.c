@@ -16,11 +16,16 @@
 static const char *type_name(VkPhysicalDeviceType t)
 {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:   return "discrete";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:    return "virtual";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU:            return "cpu";
-    default:                                     return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return "cpu";
+    default:
+        return "other";
     }
 }
 
@@ -39,7 +44,7 @@ static uint64_t memory_knob(void)
     char *end;
     if (!s || !isdigit((unsigned char)*s))
         return 0;
-    errno                  = 0;
+    errno                        = 0;
     const unsigned long long mib = strtoull(s, &end, 10);
     if (errno || *end || mib == 0 || mib > (1ull << 40))
         return 0;
@@ -70,13 +75,12 @@ static enum hearth_status describe(const struct vk_inst *vi, VkPhysicalDevice pd
 
     snprintf(info->name, sizeof info->name, "%s", p->deviceName);
     /* a long driverInfo is cut: the line is for people */
-    if (subgroup.pNext &&
-        snprintf(info->driver, sizeof info->driver, "%s (%s)", driver.driverName,
-                 driver.driverInfo) >= (int)sizeof info->driver)
+    if (subgroup.pNext && snprintf(info->driver, sizeof info->driver, "%s (%s)", driver.driverName,
+                                   driver.driverInfo) >= (int)sizeof info->driver)
         info->driver[sizeof info->driver - 1] = '\0';
     else if (!subgroup.pNext)
         snprintf(info->driver, sizeof info->driver, "driver version 0x%x", p->driverVersion);
-    info->type          = type_name(p->deviceType);
+    info->type = type_name(p->deviceType);
     snprintf(info->api, sizeof info->api, "%u.%u.%u", VK_API_VERSION_MAJOR(p->apiVersion),
              VK_API_VERSION_MINOR(p->apiVersion), VK_API_VERSION_PATCH(p->apiVersion));
     info->subgroup_size = subgroup.subgroupSize;
@@ -175,8 +179,8 @@ enum hearth_status vk_enumerate(struct vk_device_info **out, int *n, char *err, 
     enum hearth_status st = vk_inst_get(&vi, err, err_len);
     if (st != HEARTH_OK)
         return st;
-    VkPhysicalDevice *pds = NULL;
-    uint32_t n_pd         = 0;
+    VkPhysicalDevice *pds        = NULL;
+    uint32_t n_pd                = 0;
     struct vk_device_info *infos = NULL;
     if ((st = physical_devices(vi, &pds, &n_pd, err, err_len)) != HEARTH_OK || n_pd == 0)
         goto out;
@@ -235,14 +239,14 @@ enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, c
         free(d);
         return st;
     }
-    d->fn = d->vi->fn;
+    d->fn                 = d->vi->fn;
     VkPhysicalDevice *pds = NULL;
     uint32_t n_pd         = 0;
     if ((st = physical_devices(d->vi, &pds, &n_pd, err, err_len)) != HEARTH_OK)
         goto fail;
     if (index < 0 || (uint32_t)index >= n_pd) {
-        st = fail(HEARTH_ERANGE, err, err_len, "vulkan: no device vulkan%d (%u found)", index,
-                  n_pd);
+        st =
+            fail(HEARTH_ERANGE, err, err_len, "vulkan: no device vulkan%d (%u found)", index, n_pd);
         goto fail;
     }
     d->phys = pds[index];
@@ -262,14 +266,14 @@ enum hearth_status vk_dev_open(int index, unsigned flags, struct vk_dev **out, c
         .pQueuePriorities = &prio,
     };
     const char *no_idot = getenv("HEARTH_VK_IDOT");
-    d->int_dot = d->info.int_dot && vk_shader_built("mul_dot_q8_0") &&
-                 !(flags & VK_OPEN_NO_IDOT) && !(no_idot && !strcmp(no_idot, "0"));
+    d->int_dot = d->info.int_dot && vk_shader_built("mul_dot_q8_0") && !(flags & VK_OPEN_NO_IDOT) &&
+                 !(no_idot && !strcmp(no_idot, "0"));
     /* the shaders' DotProduct capabilities need the feature enabled; the extension too where it
      * is listed (a 1.3 device has the feature in core and may not list it) */
     VkPhysicalDeviceShaderIntegerDotProductFeatures dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
         .shaderIntegerDotProduct = VK_TRUE};
-    const char *dot_ext = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    const char *dot_ext          = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     const VkDeviceCreateInfo dci = {
         .sType                   = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
         .pNext                   = d->int_dot ? &dot : NULL,

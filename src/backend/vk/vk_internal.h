@@ -18,12 +18,15 @@
 #include "backend/vk/vk.h"
 
 /* Entry points queried with a NULL instance. */
+/* clang-format off */
 #define VK_GLOBAL_FNS(X)                                                                     \
     X(vkCreateInstance)                                                                      \
     X(vkEnumerateInstanceVersion)                                                            \
     X(vkEnumerateInstanceExtensionProperties)
+/* clang-format on */
 
 /* Entry points queried on the instance (device-level ones go through the loader's dispatch). */
+/* clang-format off */
 #define VK_INSTANCE_FNS(X)                                                                   \
     X(vkDestroyInstance)                                                                     \
     X(vkEnumeratePhysicalDevices)                                                            \
@@ -35,7 +38,9 @@
     X(vkEnumerateDeviceExtensionProperties)                                                  \
     X(vkCreateDevice)                                                                        \
     X(vkGetDeviceProcAddr)
+/* clang-format on */
 
+/* clang-format off */
 #define VK_DEVICE_FNS(X)                                                                     \
     X(vkDestroyDevice)                                                                       \
     X(vkGetDeviceQueue)                                                                      \
@@ -79,6 +84,7 @@
     X(vkDestroyFence)                                                                        \
     X(vkResetFences)                                                                         \
     X(vkWaitForFences)
+/* clang-format on */
 
 struct vk_fns {
 #define X(name) PFN_##name name;
@@ -113,19 +119,19 @@ enum hearth_status vk_fail(const char *call, VkResult r, char *err, size_t err_l
 
 struct vk_dev {
     const struct vk_inst *vi;
-    struct vk_fns fn;         /* vi's entry points, with this device's device-level ones */
+    struct vk_fns fn; /* vi's entry points, with this device's device-level ones */
     VkPhysicalDevice phys;
     VkDevice dev;
     VkQueue queue;
     uint32_t queue_family;
-    VkCommandPool pool;       /* for the one-off transfer command buffers of vk_buffer.c */
+    VkCommandPool pool; /* for the one-off transfer command buffers of vk_buffer.c */
     VkPhysicalDeviceMemoryProperties mem;
     struct vk_device_info info;
-    uint64_t max_alloc;       /* maxMemoryAllocationSize */
-    uint64_t max_range;       /* maxStorageBufferRange */
-    uint32_t max_groups[3];   /* maxComputeWorkGroupCount */
-    bool unified;             /* device-local memory is host-visible and coherent */
-    bool force_staging;       /* vk_dev_open's VK_OPEN_STAGING */
+    uint64_t max_alloc;     /* maxMemoryAllocationSize */
+    uint64_t max_range;     /* maxStorageBufferRange */
+    uint32_t max_groups[3]; /* maxComputeWorkGroupCount */
+    bool unified;           /* device-local memory is host-visible and coherent */
+    bool force_staging;     /* vk_dev_open's VK_OPEN_STAGING */
     /* compute subgroups shuffle and a 64-invocation workgroup is whole subgroups of 8 or more:
      * the matmul shaders' _sg variants run (off under VK_OPEN_PLAIN) */
     bool subgroup_shuffle;
@@ -134,8 +140,8 @@ struct vk_dev {
     /* shaderIntegerDotProduct is enabled and the mul_dot_* shaders are built: decode matmuls of
      * Q8_0 and Q4_0 weights take activations as Q8_0 blocks and sum them as integers (vk_idot.c) */
     bool int_dot;
-    struct vk_pipe *pipes;    /* the pipelines vk_pipe_get made, a list; freed at close */
-    struct vk_buf *gelu;      /* vk_op_gelu's table of 65536 halves, made at its first use */
+    struct vk_pipe *pipes; /* the pipelines vk_pipe_get made, a list; freed at close */
+    struct vk_buf *gelu;   /* vk_op_gelu's table of 65536 halves, made at its first use */
 };
 
 /* Whether the build compiled shader name (vk_shaders.h): the Makefile leaves some out. */
@@ -151,8 +157,8 @@ struct vk_buf {
     struct vk_dev *d;
     VkBuffer buf;
     VkDeviceMemory mem;
-    size_t len;   /* bytes as asked (the buffer rounds up to a multiple of 4) */
-    void *map;    /* persistent mapping when the memory is host-visible and not staged */
+    size_t len; /* bytes as asked (the buffer rounds up to a multiple of 4) */
+    void *map;  /* persistent mapping when the memory is host-visible and not staged */
 };
 
 struct vk_pipe {
@@ -170,7 +176,7 @@ struct vk_seq {
     VkDescriptorPool dpool; /* VK_SEQ_MAX sets of up to VK_MAX_BUFS buffers */
     VkCommandBuffer cb;
     VkFence fence;
-    uint32_t n;             /* dispatches recorded since begin */
+    uint32_t n; /* dispatches recorded since begin */
     bool recording;
 };
 
@@ -190,16 +196,15 @@ enum hearth_status vk_check_len(const char *op, const char *what, const struct v
  * y[t][row0 + r] = W[r] x[t] for the n_rows rows of w (all of vk_op_matmul's weight, or one
  * part of a split one), y n_out wide: vk_op_matmul's checks and dispatch.
  */
-enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w,
-                                   uint32_t row0, uint32_t n_rows, struct vk_buf *x,
-                                   struct vk_buf *y, uint32_t n_in, uint32_t n_out,
-                                   uint32_t n_tok, char *err, size_t err_len);
+enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w, uint32_t row0,
+                                   uint32_t n_rows, struct vk_buf *x, struct vk_buf *y,
+                                   uint32_t n_in, uint32_t n_out, uint32_t n_tok, char *err,
+                                   size_t err_len);
 
 /* Part i (< vk_weight_parts) of w: its buffer, the weight's row at its row 0, its rows. */
 struct vk_buf *vk_weight_part(const struct vk_weight *w, uint32_t i, uint32_t *row0,
                               uint32_t *n_rows);
 /* w's element type, elements per row and rows (all parts together). */
-void vk_weight_shape(const struct vk_weight *w, enum dtype *type, uint32_t *n_in,
-                     uint32_t *n_rows);
+void vk_weight_shape(const struct vk_weight *w, enum dtype *type, uint32_t *n_in, uint32_t *n_rows);
 
 #endif

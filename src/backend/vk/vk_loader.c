@@ -24,6 +24,7 @@
 /* The loader's soname; the unversioned libvulkan.so is only in the -dev package. */
 #define VK_LOADER "libvulkan.so.1"
 
+/* clang-format off */
 #define VK_RESULTS(X)                                                                        \
     X(VK_SUCCESS)                                                                            \
     X(VK_NOT_READY)                                                                          \
@@ -47,12 +48,13 @@
     X(VK_ERROR_FRAGMENTATION)                                                                \
     X(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)                                               \
     X(VK_ERROR_INVALID_SHADER_NV)
+/* clang-format on */
 
 const char *vk_result_str(VkResult r, char buf[32])
 {
     switch (r) {
-#define X(name)                                                                              \
-    case name:                                                                               \
+#define X(name)                                                                                    \
+    case name:                                                                                     \
         return #name;
         VK_RESULTS(X)
 #undef X
@@ -66,9 +68,8 @@ enum hearth_status vk_fail(const char *call, VkResult r, char *err, size_t err_l
 {
     char buf[32];
     set_err(err, err_len, "vulkan: %s failed: %s", call, vk_result_str(r, buf));
-    return r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY
-               ? HEARTH_ENOMEM
-               : HEARTH_EIO;
+    return r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ? HEARTH_ENOMEM
+                                                                                  : HEARTH_EIO;
 }
 
 /* Undoes a failed inst_open. */
@@ -102,10 +103,9 @@ static enum hearth_status inst_open(struct vk_inst *vi, char *err, size_t err_le
 #undef X
     uint32_t version = VK_API_VERSION_1_0;
     if (!vi->fn.vkCreateInstance || !vi->fn.vkEnumerateInstanceVersion ||
-        vi->fn.vkEnumerateInstanceVersion(&version) != VK_SUCCESS ||
-        version < VK_API_VERSION_1_1) {
+        vi->fn.vkEnumerateInstanceVersion(&version) != VK_SUCCESS || version < VK_API_VERSION_1_1) {
         set_err(err, err_len, "vulkan: the loader offers Vulkan %u.%u; hearth needs 1.1",
-               VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version));
+                VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version));
         inst_close(vi);
         return HEARTH_EUNSUPPORTED;
     }
@@ -130,12 +130,14 @@ static enum hearth_status inst_open(struct vk_inst *vi, char *err, size_t err_le
                         "VK_ERROR_INCOMPATIBLE_DRIVER)");
         return vk_fail("vkCreateInstance", r, err, err_len);
     }
+/* clang-format off */
 #define X(name)                                                                              \
     if (!(vi->fn.name = (PFN_##name)gipa(vi->inst, #name))) {                                \
         set_err(err, err_len, "vulkan: the loader has no %s", #name);                         \
         inst_close(vi);                                                                   \
         return HEARTH_EUNSUPPORTED;                                                          \
     }
+    /* clang-format on */
     VK_INSTANCE_FNS(X)
 #undef X
     return HEARTH_OK;
@@ -143,11 +145,13 @@ static enum hearth_status inst_open(struct vk_inst *vi, char *err, size_t err_le
 
 bool vk_inst_load_device(struct vk_fns *fn, VkDevice dev, char *err, size_t err_len)
 {
+/* clang-format off */
 #define X(name)                                                                              \
     if (!(fn->name = (PFN_##name)fn->vkGetDeviceProcAddr(dev, #name))) {                    \
         set_err(err, err_len, "vulkan: the device has no %s", #name);                         \
         return false;                                                                        \
     }
+    /* clang-format on */
     VK_DEVICE_FNS(X)
 #undef X
     return true;

@@ -45,9 +45,9 @@ struct memlaw_vk {
     size_t table;             /* one K/V group's block table (stride entries a sequence) ... */
     int n_table;              /* ... for each group */
     int32_t stride;
-    size_t vecs;              /* f32 copies of its layers' (and the output's)
-                                 norm, bias and DeltaNet vectors, all together */
-    int32_t n_dnet;           /* DeltaNet layers, and their buffers when there are any */
+    size_t vecs;    /* f32 copies of its layers' (and the output's)
+                       norm, bias and DeltaNet vectors, all together */
+    int32_t n_dnet; /* DeltaNet layers, and their buffers when there are any */
     struct memlaw_vk_dnet dn;
     bool moe; /* MoE layers, and their scratch */
     struct memlaw_vk_moe mx;

@@ -14,6 +14,7 @@
 #include "model/types.h"
 #include "util/errfmt.h"
 
+/* clang-format off */
 static const char *const mul_id_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "mul_id_f32", [DTYPE_F16] = "mul_id_f16", [DTYPE_Q8_0] = "mul_id_q8_0",
     [DTYPE_Q4_0] = "mul_id_q4_0", [DTYPE_Q4_K] = "mul_id_q4_k", [DTYPE_Q5_K] = "mul_id_q5_k",
@@ -21,6 +22,7 @@ static const char *const mul_id_shader[DTYPE_COUNT] = {
     [DTYPE_Q5_0] = "mul_id_q5_0", [DTYPE_Q5_1] = "mul_id_q5_1", [DTYPE_Q2_K] = "mul_id_q2_k",
     [DTYPE_Q3_K] = "mul_id_q3_k", [DTYPE_IQ4_NL] = "mul_id_iq4_nl", [DTYPE_IQ4_XS] = "mul_id_iq4_xs",
 };
+/* clang-format on */
 
 bool vk_op_matmul_id_supported(enum dtype t)
 {
@@ -47,8 +49,7 @@ enum hearth_status vk_op_matmul_id(struct vk_seq *s, const struct vk_weight *w, 
     enum hearth_status st;
     if ((st = vk_check_len("expert matmul", "the ids", ids, n_pairs * 4, err, err_len)) ||
         (st = vk_check_len("expert matmul", "the input", x, x_rows * n_in * 4, err, err_len)) ||
-        (st = vk_check_len("expert matmul", "the output", y, n_pairs * n_out * 4, err,
-                           err_len)))
+        (st = vk_check_len("expert matmul", "the output", y, n_pairs * n_out * 4, err, err_len)))
         return st;
     const uint32_t row_len = (uint32_t)dtype_row_len(t, n_in);
     struct vk_pipe *p;
@@ -64,7 +65,7 @@ enum hearth_status vk_op_matmul_id(struct vk_seq *s, const struct vk_weight *w, 
         struct vk_buf *bufs[4] = {vk_weight_part(w, i, &push.row0, &push.n_rows), x, y, ids};
         for (push.pair0 = 0; push.pair0 < n_pairs && !st; push.pair0 += z_max) {
             groups[2] = n_pairs - push.pair0 < z_max ? (uint32_t)n_pairs - push.pair0 : z_max;
-            st = vk_seq_dispatch(s, p, bufs, &push, groups, err, err_len);
+            st        = vk_seq_dispatch(s, p, bufs, &push, groups, err, err_len);
         }
     }
     return st;
@@ -109,8 +110,7 @@ enum hearth_status vk_op_moe_combine(struct vk_seq *s, struct vk_buf *x, struct 
                     n_slots);
     enum hearth_status st;
     if ((st = vk_check_len("combine", "the residual", x, n * 4, err, err_len)) ||
-        (st = vk_check_len("combine", "the experts' outputs", o, n * n_slots * 4, err,
-                           err_len)) ||
+        (st = vk_check_len("combine", "the experts' outputs", o, n * n_slots * 4, err, err_len)) ||
         (st = vk_check_len("combine", "the weights", wts, (uint64_t)n_tok * n_slots * 4, err,
                            err_len)))
         return st;
@@ -142,12 +142,15 @@ enum hearth_status vk_moe_scratch_new(struct vk_dev *d, uint32_t n_batch, uint32
                                       struct mem_acct *acct, struct vk_moe_scratch **out, char *err,
                                       size_t err_len)
 {
-    *out = NULL;
+    *out                      = NULL;
     struct vk_moe_scratch *sc = calloc(1, sizeof *sc);
     if (!sc)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
-    *sc = (struct vk_moe_scratch){.n_batch = n_batch, .n_embd = n_embd, .n_ff = n_ff,
-                                  .n_expert = n_expert, .n_slots = n_slots};
+    *sc = (struct vk_moe_scratch){.n_batch  = n_batch,
+                                  .n_embd   = n_embd,
+                                  .n_ff     = n_ff,
+                                  .n_expert = n_expert,
+                                  .n_slots  = n_slots};
     struct memlaw_vk_moe law;
     memlaw_vk_moe(n_batch, n_embd, n_ff, n_expert, n_slots, &law);
     enum hearth_status st;
@@ -188,18 +191,17 @@ static bool shaped(const struct vk_weight *w, uint32_t rows, uint32_t n_in)
     return r == rows && i == n_in;
 }
 
-static enum hearth_status check_layer(const struct vk_moe_layer *L,
-                                      const struct vk_moe_scratch *sc, uint32_t n_tok,
-                                      char *err, size_t err_len)
+static enum hearth_status check_layer(const struct vk_moe_layer *L, const struct vk_moe_scratch *sc,
+                                      uint32_t n_tok, char *err, size_t err_len)
 {
-    const bool sh = L->shexp_gate != NULL;
+    const bool sh    = L->shexp_gate != NULL;
     const uint32_t E = L->n_expert, f = L->n_ff, d = L->n_embd;
-    if (n_tok == 0 || n_tok > sc->n_batch || E > sc->n_expert || f > sc->n_ff ||
-        d != sc->n_embd || L->n_used + sh > sc->n_slots || L->n_used == 0 || L->n_used > E)
+    if (n_tok == 0 || n_tok > sc->n_batch || E > sc->n_expert || f > sc->n_ff || d != sc->n_embd ||
+        L->n_used + sh > sc->n_slots || L->n_used == 0 || L->n_used > E)
         return fail(HEARTH_EINVAL, err, err_len,
                     "vulkan: a MoE layer of %u tokens, %u of %u experts of %u x %u does not fit "
-                    "its scratch (%u tokens, %u slots of %u experts of %u x %u)", n_tok,
-                    L->n_used, E, f, d, sc->n_batch, sc->n_slots, sc->n_expert, sc->n_ff,
+                    "its scratch (%u tokens, %u slots of %u experts of %u x %u)",
+                    n_tok, L->n_used, E, f, d, sc->n_batch, sc->n_slots, sc->n_expert, sc->n_ff,
                     sc->n_embd);
     if (!shaped(L->router, E, d) || !shaped(L->gate, E * f, d) || !shaped(L->up, E * f, d) ||
         !shaped(L->down, E * d, f) ||
@@ -217,7 +219,7 @@ enum hearth_status vk_moe_ffn(struct vk_seq *s, const struct vk_moe_layer *L,
     enum hearth_status st;
     if ((st = check_layer(L, sc, n_tok, err, err_len)))
         return st;
-    const bool sh = L->shexp_gate != NULL;
+    const bool sh    = L->shexp_gate != NULL;
     const uint32_t E = L->n_expert, f = L->n_ff, d = L->n_embd, K = L->n_used + sh;
     enum dtype rt;
     uint32_t r_in, r_rows;
@@ -226,17 +228,17 @@ enum hearth_status vk_moe_ffn(struct vk_seq *s, const struct vk_moe_layer *L,
     for (uint32_t i = 0; i < vk_weight_parts(L->router) && !st; i++) {
         uint32_t row0, n_rows;
         struct vk_buf *b = vk_weight_part(L->router, i, &row0, &n_rows);
-        st = vk_mul_dispatch(s, rt, b, row0, n_rows, xb, sc->logits, d, E + sh, n_tok, err,
-                             err_len);
+        st =
+            vk_mul_dispatch(s, rt, b, row0, n_rows, xb, sc->logits, d, E + sh, n_tok, err, err_len);
     }
     if (sh && !st)
         st = vk_mul_dispatch(s, DTYPE_F32, L->shexp_gate, E, 1, xb, sc->logits, d, E + 1, n_tok,
                              err, err_len);
     if (!st)
-        st = vk_op_moe_route(s, sc->logits, sc->ids, sc->wts, n_tok, E, L->n_used, sh, err,
-                             err_len);
+        st =
+            vk_op_moe_route(s, sc->logits, sc->ids, sc->wts, n_tok, E, L->n_used, sh, err, err_len);
     /* gate and up of every pair from its token's row; the shared expert is expert E */
-    const bool round = L->act != DTYPE_F32;
+    const bool round  = L->act != DTYPE_F32;
     struct vk_buf *in = round ? sc->xq : xb;
     if (round && !st)
         st = vk_op_act_round(s, L->act, xb, in, n_tok * d, err, err_len);
@@ -244,8 +246,8 @@ enum hearth_status vk_moe_ffn(struct vk_seq *s, const struct vk_moe_layer *L,
     struct vk_buf *gu_out[2]         = {sc->hg, sc->hu};
     for (int m = 0; m < 2 && !st; m++)
         for (int j = 0; j < 1 + sh && !st; j++)
-            st = vk_op_matmul_id(s, gu[m][j], f, j ? E : 0, sc->ids, in, false, gu_out[m],
-                                 n_tok, K, err, err_len);
+            st = vk_op_matmul_id(s, gu[m][j], f, j ? E : 0, sc->ids, in, false, gu_out[m], n_tok, K,
+                                 err, err_len);
     if (!st)
         st = vk_op_swiglu(s, sc->hg, sc->hu, n_tok * K * f, err, err_len);
     if (L->act_down != DTYPE_F32 && !st)

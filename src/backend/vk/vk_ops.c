@@ -14,15 +14,16 @@
 
 /* shaders/mul_common.glsl's shapes: invocations per workgroup (WG), the largest matrix-vector
  * team (TEAM) and its rows (VR), the tiled kernel's tile of rows by tokens (TM, TN) */
-#define MUL_WG 64
+#define MUL_WG   64
 #define MUL_TEAM 8
-#define MUL_VR 4
-#define MUL_TM 64
-#define MUL_TN 32
+#define MUL_VR   4
+#define MUL_TM   64
+#define MUL_TN   32
 /* The tiled kernel from this many tokens on: below, re-reading each row per token is cheaper
  * than a tile of mostly idle tokens. */
 #define MUL_TILED_MIN 8
 
+/* clang-format off */
 static const char *const mul_shader[DTYPE_COUNT] = {
     [DTYPE_F32] = "mul_f32", [DTYPE_F16] = "mul_f16", [DTYPE_Q8_0] = "mul_q8_0",
     [DTYPE_Q4_0] = "mul_q4_0", [DTYPE_Q4_K] = "mul_q4_k", [DTYPE_Q5_K] = "mul_q5_k",
@@ -30,6 +31,7 @@ static const char *const mul_shader[DTYPE_COUNT] = {
     [DTYPE_Q5_0] = "mul_q5_0", [DTYPE_Q5_1] = "mul_q5_1", [DTYPE_Q2_K] = "mul_q2_k",
     [DTYPE_Q3_K] = "mul_q3_k", [DTYPE_IQ4_NL] = "mul_iq4_nl", [DTYPE_IQ4_XS] = "mul_iq4_xs",
 };
+/* clang-format on */
 
 bool vk_op_matmul_supported(enum dtype t)
 {
@@ -44,7 +46,7 @@ void vk_row_grid(uint32_t n, uint32_t groups[3])
 }
 
 enum hearth_status vk_check_len(const char *op, const char *what, const struct vk_buf *b,
-                                    uint64_t need, char *err, size_t err_len)
+                                uint64_t need, char *err, size_t err_len)
 {
     if (need > UINT32_MAX)
         return fail(HEARTH_ERANGE, err, err_len,
@@ -57,10 +59,10 @@ enum hearth_status vk_check_len(const char *op, const char *what, const struct v
     return HEARTH_OK;
 }
 
-enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w,
-                                   uint32_t row0, uint32_t n_rows, struct vk_buf *x,
-                                   struct vk_buf *y, uint32_t n_in, uint32_t n_out,
-                                   uint32_t n_tok, char *err, size_t err_len)
+enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf *w, uint32_t row0,
+                                   uint32_t n_rows, struct vk_buf *x, struct vk_buf *y,
+                                   uint32_t n_in, uint32_t n_out, uint32_t n_tok, char *err,
+                                   size_t err_len)
 {
     if (!vk_op_matmul_supported(t))
         return fail(HEARTH_EUNSUPPORTED, err, err_len, "vulkan: no matmul for %s weights",
@@ -68,11 +70,11 @@ enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf
     const struct dtype_info *ti = dtype_get(t);
     if (n_in == 0 || n_out == 0 || n_tok == 0 || n_in % ti->block)
         return fail(HEARTH_EINVAL, err, err_len,
-                    "vulkan: matmul of %u x %u %s by %u rows (rows must be whole %u-blocks)",
-                    n_out, n_in, ti->name, n_tok, ti->block);
+                    "vulkan: matmul of %u x %u %s by %u rows (rows must be whole %u-blocks)", n_out,
+                    n_in, ti->name, n_tok, ti->block);
     if (n_rows == 0 || row0 > n_out || n_rows > n_out - row0)
-        return fail(HEARTH_EINVAL, err, err_len,
-                    "vulkan: matmul: rows %u..%u of a weight of %u", row0, row0 + n_rows, n_out);
+        return fail(HEARTH_EINVAL, err, err_len, "vulkan: matmul: rows %u..%u of a weight of %u",
+                    row0, row0 + n_rows, n_out);
     const uint64_t row_len = dtype_row_len(t, n_in);
     enum hearth_status st;
     if ((st = vk_check_len("matmul", "the weight", w, row_len * n_rows, err, err_len)) ||
@@ -105,9 +107,9 @@ enum hearth_status vk_mul_dispatch(struct vk_seq *s, enum dtype t, struct vk_buf
     return vk_seq_dispatch(s, p, bufs, push, groups, err, err_len);
 }
 
-enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w,
-                                struct vk_buf *x, struct vk_buf *y, uint32_t n_in,
-                                uint32_t n_out, uint32_t n_tok, char *err, size_t err_len)
+enum hearth_status vk_op_matmul(struct vk_seq *s, enum dtype t, struct vk_buf *w, struct vk_buf *x,
+                                struct vk_buf *y, uint32_t n_in, uint32_t n_out, uint32_t n_tok,
+                                char *err, size_t err_len)
 {
     return vk_mul_dispatch(s, t, w, 0, n_out, x, y, n_in, n_out, n_tok, err, err_len);
 }
@@ -160,7 +162,7 @@ void vk_rope_angles(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, float ba
 {
     for (uint32_t t = 0; t < n_tok; t++)
         for (uint32_t i = 0; i < n_rot / 2; i++) {
-            const double theta = pos[t] * pow(base, -2.0 * i / n_rot);
+            const double theta                        = pos[t] * pow(base, -2.0 * i / n_rot);
             cs[2 * ((size_t)t * (n_rot / 2) + i)]     = (float)cos(theta);
             cs[2 * ((size_t)t * (n_rot / 2) + i) + 1] = (float)sin(theta);
         }
@@ -179,8 +181,8 @@ void vk_rope_angles_ggml(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, flo
         for (uint32_t i = 0; i < half; i++) {
             /* a text token's time, height and width positions are all pos; the pairs past
              * their sections take the fourth, 0, and stay as they are */
-            const int32_t sec = n_sect ? (int32_t)(i % (uint32_t)n_sect) : 0;
-            const bool still  = n_sect && !(sec < 3 * sections[sec % 3]);
+            const int32_t sec                  = n_sect ? (int32_t)(i % (uint32_t)n_sect) : 0;
+            const bool still                   = n_sect && !(sec < 3 * sections[sec % 3]);
             cs[2 * ((size_t)t * half + i)]     = still ? 1.0f : cosf(theta);
             cs[2 * ((size_t)t * half + i) + 1] = still ? 0.0f : sinf(theta);
             theta *= theta_scale;
@@ -188,9 +190,9 @@ void vk_rope_angles_ggml(const int32_t *pos, uint32_t n_tok, uint32_t n_rot, flo
     }
 }
 
-enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs,
-                              uint32_t n_tok, uint32_t n_head, uint32_t head_dim, uint32_t n_rot,
-                              bool neox, char *err, size_t err_len)
+enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf *cs, uint32_t n_tok,
+                              uint32_t n_head, uint32_t head_dim, uint32_t n_rot, bool neox,
+                              char *err, size_t err_len)
 {
     if (n_tok == 0 || n_head == 0 || n_rot == 0 || n_rot % 2 || n_rot > head_dim)
         return fail(HEARTH_EINVAL, err, err_len,
@@ -198,7 +200,7 @@ enum hearth_status vk_op_rope(struct vk_seq *s, struct vk_buf *x, struct vk_buf 
                     n_tok, n_head, head_dim, n_rot);
     enum hearth_status st;
     if ((st = vk_check_len("rope", "the rows", x, (uint64_t)n_tok * n_head * head_dim * 4, err,
-                        err_len)) ||
+                           err_len)) ||
         (st = vk_check_len("rope", "the angles", cs, (uint64_t)n_tok * n_rot * 4, err, err_len)))
         return st;
     const uint32_t push[4] = {head_dim, n_head, n_rot, neox};

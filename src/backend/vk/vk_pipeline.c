@@ -40,9 +40,8 @@ void vk_dev_pipes_free(struct vk_dev *d)
     }
 }
 
-static enum hearth_status pipe_make(struct vk_dev *d, const struct vk_shader *sh,
-                                    uint32_t n_bufs, uint32_t push_len, struct vk_pipe *p,
-                                    char *err, size_t err_len)
+static enum hearth_status pipe_make(struct vk_dev *d, const struct vk_shader *sh, uint32_t n_bufs,
+                                    uint32_t push_len, struct vk_pipe *p, char *err, size_t err_len)
 {
     const struct vk_fns *fn = &d->fn;
     VkDescriptorSetLayoutBinding bind[VK_MAX_BUFS];
@@ -110,8 +109,7 @@ bool vk_shader_built(const char *name)
 }
 
 enum hearth_status vk_pipe_get(struct vk_dev *d, const char *name, uint32_t n_bufs,
-                               uint32_t push_len, struct vk_pipe **out, char *err,
-                               size_t err_len)
+                               uint32_t push_len, struct vk_pipe **out, char *err, size_t err_len)
 {
     *out = NULL;
     for (struct vk_pipe *p = d->pipes; p; p = p->next)
@@ -136,9 +134,9 @@ enum hearth_status vk_pipe_get(struct vk_dev *d, const char *name, uint32_t n_bu
     struct vk_pipe *p = calloc(1, sizeof *p);
     if (!p)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
-    p->name     = sh->name;
-    p->n_bufs   = n_bufs;
-    p->push_len = push_len;
+    p->name               = sh->name;
+    p->n_bufs             = n_bufs;
+    p->push_len           = push_len;
     enum hearth_status st = pipe_make(d, sh, n_bufs, push_len, p, err, err_len);
     if (st != HEARTH_OK) {
         pipe_free(d, p);
@@ -159,9 +157,9 @@ enum hearth_status vk_seq_new(struct vk_dev *d, struct vk_seq **out, char *err, 
     struct vk_seq *s        = calloc(1, sizeof *s);
     if (!s)
         return fail(HEARTH_ENOMEM, err, err_len, "vulkan: out of memory");
-    s->d = d;
-    const VkDescriptorPoolSize size = {
-        .type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = VK_SEQ_MAX * VK_MAX_BUFS};
+    s->d                                 = d;
+    const VkDescriptorPoolSize size      = {.type            = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            .descriptorCount = VK_SEQ_MAX * VK_MAX_BUFS};
     const VkDescriptorPoolCreateInfo dci = {
         .sType         = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
         .maxSets       = VK_SEQ_MAX,
@@ -233,17 +231,17 @@ enum hearth_status vk_seq_begin(struct vk_seq *s, char *err, size_t err_len)
         .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
     };
-    fn->vkCmdPipelineBarrier(s->cb, VK_PIPELINE_STAGE_TRANSFER_BIT |
-                                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+    fn->vkCmdPipelineBarrier(s->cb,
+                             VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     s->n         = 0;
     s->recording = true;
     return HEARTH_OK;
 }
 
-enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p,
-                                   struct vk_buf *const *bufs, const void *push,
-                                   const uint32_t groups[3], char *err, size_t err_len)
+enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p, struct vk_buf *const *bufs,
+                                   const void *push, const uint32_t groups[3], char *err,
+                                   size_t err_len)
 {
     struct vk_dev *d        = s->d;
     const struct vk_fns *fn = &d->fn;
@@ -257,7 +255,7 @@ enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p,
         if (groups[i] == 0 || groups[i] > d->max_groups[i])
             return fail(HEARTH_ERANGE, err, err_len,
                         "vulkan: %s: %u workgroups along %c (the device takes 1..%u)", p->name,
-                        groups[i], "xyz"[i], d->max_groups[i]);
+                        groups[i], "xyz"[i], d -> max_groups[i]);
     const VkDescriptorSetAllocateInfo ai = {
         .sType              = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
         .descriptorPool     = s->dpool,
@@ -293,15 +291,13 @@ enum hearth_status vk_seq_dispatch(struct vk_seq *s, struct vk_pipe *p,
             .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
         };
         fn->vkCmdPipelineBarrier(s->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0,
-                                 NULL);
+                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     }
     fn->vkCmdBindPipeline(s->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipe);
     fn->vkCmdBindDescriptorSets(s->cb, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0,
                                 NULL);
     if (p->push_len)
-        fn->vkCmdPushConstants(s->cb, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_len,
-                               push);
+        fn->vkCmdPushConstants(s->cb, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_len, push);
     fn->vkCmdDispatch(s->cb, groups[0], groups[1], groups[2]);
     s->n++;
     return HEARTH_OK;
@@ -320,8 +316,8 @@ enum hearth_status vk_seq_run(struct vk_seq *s, char *err, size_t err_len)
         .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT,
     };
     fn->vkCmdPipelineBarrier(s->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                             VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1,
-                             &mb, 0, NULL, 0, NULL);
+                             VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb,
+                             0, NULL, 0, NULL);
     VkResult r = fn->vkEndCommandBuffer(s->cb);
     if (r != VK_SUCCESS)
         return vk_fail("vkEndCommandBuffer", r, err, err_len);

@@ -66,8 +66,8 @@ static enum hearth_status unary(struct vk_seq *s, const char *name, struct vk_bu
     return vk_seq_dispatch(s, p, &y, &push, groups, err, err_len);
 }
 
-enum hearth_status vk_op_scale(struct vk_seq *s, struct vk_buf *y, uint32_t n, float a,
-                               char *err, size_t err_len)
+enum hearth_status vk_op_scale(struct vk_seq *s, struct vk_buf *y, uint32_t n, float a, char *err,
+                               size_t err_len)
 {
     return unary(s, "scale", y, n, 3, a, 0, err, err_len);
 }
@@ -152,12 +152,12 @@ enum hearth_status vk_op_split_qg(struct vk_seq *s, struct vk_buf *qg, struct vk
 }
 
 enum hearth_status vk_op_gather(struct vk_seq *s, struct vk_buf *src, struct vk_buf *dst,
-                                struct vk_buf *rows, uint32_t width, uint32_t n_src,
-                                uint32_t n_out, char *err, size_t err_len)
+                                struct vk_buf *rows, uint32_t width, uint32_t n_src, uint32_t n_out,
+                                char *err, size_t err_len)
 {
     if (width == 0 || n_out == 0 || n_src == 0)
-        return fail(HEARTH_EINVAL, err, err_len,
-                    "vulkan: gather of %u rows of %u from %u", n_out, width, n_src);
+        return fail(HEARTH_EINVAL, err, err_len, "vulkan: gather of %u rows of %u from %u", n_out,
+                    width, n_src);
     if (src == dst)
         return fail(HEARTH_EINVAL, err, err_len, "vulkan: gather in place");
     enum hearth_status st;
