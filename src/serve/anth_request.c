@@ -183,8 +183,8 @@ static bool check_cache_control(struct oai_request *req, const cJSON *obj, const
         return true;
     char p[PATH_MAX_LEN];
     pathf(p, "%s%scache_control", path, *path ? "." : "");
-    if (!cJSON_IsObject(cc))
-        return wrong(e, p, "a valid dictionary");
+    if (!reqjson_check(&ANTH, cc, p, RJ_OBJECT, e))
+        return false;
     static const char *const keys[] = {"type", "ttl", NULL};
     anth_note(req, p, false);
     anth_note_others(req, cc, p, keys);
@@ -972,8 +972,18 @@ static bool valid_tool_name(const char *s)
 static bool take_tool(struct oai_request *req, const cJSON *t, const char *path, cJSON *out,
                       bool *deferred, struct oai_error *e)
 {
-    if (!cJSON_IsObject(t))
-        return wrong(e, path, "a valid dictionary");
+    /* in the order they are checked, so that of several faults the first is named */
+    static const struct reqjson_row head[] = {
+        {"description", RJ_STRING, false},
+        {"input_schema", RJ_OBJECT, true},
+    };
+    static const struct reqjson_row tail[] = {
+        {"strict", RJ_BOOLEAN, false},        {"eager_input_streaming", RJ_BOOLEAN, false},
+        {"defer_loading", RJ_BOOLEAN, false}, {"input_examples", RJ_ARRAY, false},
+        {"allowed_callers", RJ_ARRAY, false},
+    };
+    if (!reqjson_check(&ANTH, t, path, RJ_OBJECT, e))
+        return false;
     const cJSON *type = reqjson_field(t, "type");
     if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "custom")))
         return BAD(e, NULL, NULL,
@@ -993,40 +1003,18 @@ static bool take_tool(struct oai_request *req, const cJSON *t, const char *path,
     if (!valid_tool_name(name))
         return BAD(e, NULL, NULL, "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'",
                    path);
-    const cJSON *desc = reqjson_field(t, "description");
-    if (desc && !cJSON_IsString(desc)) {
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.description", path);
-        return wrong(e, p, "a valid string");
-    }
+    if (!reqjson_rows(&ANTH, t, path, head, sizeof head / sizeof head[0], e))
+        return false;
+    const cJSON *desc   = reqjson_field(t, "description");
     const cJSON *schema = reqjson_field(t, "input_schema");
-    char sp[PATH_MAX_LEN];
-    pathf(sp, "%s.input_schema", path);
-    if (!schema)
-        return missing(e, sp);
-    if (!cJSON_IsObject(schema))
-        return wrong(e, sp, "a valid dictionary");
-    const cJSON *st = reqjson_field(schema, "type");
-    if (!cJSON_IsString(st) || strcmp(st->valuestring, "object"))
+    const cJSON *st     = reqjson_field(schema, "type");
+    if (!cJSON_IsString(st) || strcmp(st->valuestring, "object")) {
+        char sp[PATH_MAX_LEN];
+        pathf(sp, "%s.input_schema", path);
         return BAD(e, NULL, NULL, "%s.type: Input should be 'object'", sp);
-    static const char *const flags[] = {"strict", "eager_input_streaming", "defer_loading"};
-    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
-        const cJSON *f = reqjson_field(t, flags[k]);
-        if (f && !cJSON_IsBool(f)) {
-            char p[PATH_MAX_LEN];
-            pathf(p, "%s.%s", path, flags[k]);
-            return wrong(e, p, "a valid boolean");
-        }
     }
-    static const char *const lists[] = {"input_examples", "allowed_callers"};
-    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
-        const cJSON *l = reqjson_field(t, lists[k]);
-        if (l && !cJSON_IsArray(l)) {
-            char p[PATH_MAX_LEN];
-            pathf(p, "%s.%s", path, lists[k]);
-            return wrong(e, p, "a valid list");
-        }
-    }
+    if (!reqjson_rows(&ANTH, t, path, tail, sizeof tail / sizeof tail[0], e))
+        return false;
     known_noop(req, t, path, "eager_input_streaming"); /* calls come whole or streamed alike */
     *deferred = cJSON_IsTrue(reqjson_field(t, "defer_loading"));
     known_noop(req, t, path, "input_examples");
@@ -1076,8 +1064,8 @@ static void drop_tool(cJSON *out, const char *name)
 static bool take_tools(const cJSON *tools, struct tool_changes *tc, struct oai_request *req,
                        struct oai_error *e)
 {
-    if (tools && !cJSON_IsArray(tools))
-        return wrong(e, "tools", "a valid list");
+    if (tools && !reqjson_check(&ANTH, tools, "tools", RJ_ARRAY, e))
+        return false;
     cJSON *out = cJSON_CreateArray(), *deferred = cJSON_CreateArray();
     bool ok    = (out && deferred) || OOM(e);
     int j      = 0;
@@ -1137,8 +1125,8 @@ static bool offered(const struct oai_request *req, const char *name)
 
 static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(tc))
-        return wrong(e, "tool_choice", "a valid dictionary");
+    if (!reqjson_check(&ANTH, tc, "tool_choice", RJ_OBJECT, e))
+        return false;
     const char *type = want_string(tc, "type", "tool_choice", e);
     if (!type)
         return false;
@@ -1150,8 +1138,8 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
     static const char *const keys[]      = {"type", "disable_parallel_tool_use", NULL};
     anth_note_others(req, tc, "tool_choice", is_tool ? keys_tool : keys);
     const cJSON *dp = reqjson_field(tc, "disable_parallel_tool_use");
-    if (dp && !cJSON_IsBool(dp))
-        return wrong(e, "tool_choice.disable_parallel_tool_use", "a valid boolean");
+    if (dp && !reqjson_check(&ANTH, dp, "tool_choice.disable_parallel_tool_use", RJ_BOOLEAN, e))
+        return false;
     req->parallel_tool_calls = !cJSON_IsTrue(dp);
     if (is_none) {
         known_noop(req, tc, "tool_choice", "disable_parallel_tool_use"); /* no calls anyway */
@@ -1202,8 +1190,8 @@ static bool kwarg(struct oai_request *req, const char *name, cJSON *item, struct
 static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max_tokens,
                           struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(th))
-        return wrong(e, "thinking", "a valid dictionary");
+    if (!reqjson_check(&ANTH, th, "thinking", RJ_OBJECT, e))
+        return false;
     const char *type = want_string(th, "type", "thinking", e);
     if (!type)
         return false;
@@ -1227,11 +1215,9 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
         (!(req->echo = cJSON_CreateObject()) || !cJSON_AddTrueToObject(req->echo, "omit_thinking")))
         return OOM(e);
     if (enabled) {
-        const cJSON *b = reqjson_field(th, "budget_tokens");
+        const cJSON *b = reqjson_member(&ANTH, th, "budget_tokens", "thinking", RJ_INTEGER, e);
         int64_t v      = 0;
-        if (!b)
-            return missing(e, "thinking.budget_tokens");
-        if (!reqjson_int(&ANTH, b, "thinking.budget_tokens", 1024, 2147483647.0, &v, e))
+        if (!b || !reqjson_int(&ANTH, b, "thinking.budget_tokens", 1024, 2147483647.0, &v, e))
             return false;
         if (kind == ANTH_MESSAGES && cJSON_IsNumber(max_tokens) && v >= max_tokens->valuedouble)
             return BAD(e, NULL, NULL,
