@@ -821,8 +821,8 @@ static void narrow_tools(struct rp *p)
 bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
 {
     *schema = NULL;
-    if (!cJSON_IsObject(f))
-        return reqjson_wrong_type(e, "text.format", "an object", f);
+    if (!reqjson_check(&RESP, f, "text.format", RJ_OBJECT, e))
+        return false;
     const cJSON *type = want_string(f, "type", "text.format", e);
     if (!type)
         return false;
@@ -848,8 +848,8 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
     if (!cJSON_IsObject(s))
         return reqjson_wrong_type(e, "text.format.schema", "an object (a JSON schema)", s);
     const cJSON *strict = reqjson_field(f, "strict");
-    if (strict && !cJSON_IsBool(strict))
-        return reqjson_wrong_type(e, "text.format.strict", "a boolean", strict);
+    if (strict && !reqjson_check(&RESP, strict, "text.format.strict", RJ_BOOLEAN, e))
+        return false;
     *schema = cJSON_Duplicate(s, true);
     return *schema != NULL || OOM(e);
 }
@@ -857,8 +857,8 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
 /* text: {format, verbosity}; the schema is kept in p->schema. */
 static bool take_text(struct rp *p, const cJSON *text, struct oai_error *e)
 {
-    if (!cJSON_IsObject(text))
-        return reqjson_wrong_type(e, "text", "an object", text);
+    if (!reqjson_check(&RESP, text, "text", RJ_OBJECT, e))
+        return false;
     const cJSON *k;
     cJSON_ArrayForEach(k, text)
     {
@@ -885,8 +885,8 @@ static bool take_text(struct rp *p, const cJSON *text, struct oai_error *e)
  */
 static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
 {
-    if (!cJSON_IsObject(r))
-        return reqjson_wrong_type(e, "reasoning", "an object", r);
+    if (!reqjson_check(&RESP, r, "reasoning", RJ_OBJECT, e))
+        return false;
     const cJSON *k;
     cJSON_ArrayForEach(k, r)
     {
@@ -899,11 +899,10 @@ static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
             note(p, "reasoning.", n, true);
             continue;
         }
-        if (!cJSON_IsString(k)) {
-            char param[48];
-            snprintf(param, sizeof param, "reasoning.%s", n);
-            return reqjson_wrong_type(e, param, "a string", k);
-        }
+        char param[48];
+        snprintf(param, sizeof param, "reasoning.%s", n);
+        if (!reqjson_check(&RESP, k, param, RJ_STRING, e))
+            return false;
         if (strcmp(n, "effort"))
             note(p, "reasoning.", n, false);
     }
@@ -1041,14 +1040,15 @@ static bool fn_truncation(struct rp *p, const cJSON *it, struct oai_error *e)
 
 static bool fn_stream_options(struct rp *p, const cJSON *it, struct oai_error *e)
 {
-    if (!cJSON_IsObject(it))
-        return reqjson_wrong_type(e, it->string, "an object", it);
+    if (!reqjson_check(&RESP, it, it->string, RJ_OBJECT, e))
+        return false;
     const cJSON *k;
     cJSON_ArrayForEach(k, it)
     {
         bool known = !strcmp(k->string, "include_obfuscation");
-        if (known && !cJSON_IsBool(k) && !cJSON_IsNull(k))
-            return reqjson_wrong_type(e, "stream_options.include_obfuscation", "a boolean", k);
+        if (known && !cJSON_IsNull(k) &&
+            !reqjson_check(&RESP, k, "stream_options.include_obfuscation", RJ_BOOLEAN, e))
+            return false;
         note(p, "stream_options.", k->string, !known); /* events are never padded */
     }
     return true;
