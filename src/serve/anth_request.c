@@ -321,11 +321,9 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
         return false;
     char p[PATH_MAX_LEN];
     pathf(p, "%s.tool", path);
-    const cJSON *t = reqjson_field(b, "tool");
+    const cJSON *t = reqjson_member(&ANTH, b, "tool", path, RJ_OBJECT, e);
     if (!t)
-        return missing(e, p);
-    if (!cJSON_IsObject(t))
-        return wrong(e, p, "a valid dictionary");
+        return false;
     const char *type = want_string(t, "type", p, e);
     if (!type)
         return false;
@@ -434,11 +432,9 @@ static bool document_block(struct oai_request *req, const cJSON *b, const char *
     known_noop(req, b, path, "citations");
     char p[PATH_MAX_LEN];
     pathf(p, "%s.source", path);
-    const cJSON *src = reqjson_field(b, "source");
+    const cJSON *src = reqjson_member(&ANTH, b, "source", path, RJ_OBJECT, e);
     if (!src)
-        return missing(e, p);
-    if (!cJSON_IsObject(src))
-        return wrong(e, p, "a valid dictionary");
+        return false;
     const char *type = want_string(src, "type", p, e);
     if (!type)
         return false;
@@ -456,8 +452,8 @@ static bool document_block(struct oai_request *req, const cJSON *b, const char *
         const cJSON *f = reqjson_field(b, fields[k]);
         char fp[PATH_MAX_LEN];
         pathf(fp, "%s.%s", path, fields[k]);
-        if (f && !cJSON_IsString(f))
-            return wrong(e, fp, "a valid string");
+        if (f && !reqjson_check(&ANTH, f, fp, RJ_STRING, e))
+            return false;
         if (f && *f->valuestring && !parts_add(pt, f->valuestring, e))
             return false;
     }
@@ -602,13 +598,9 @@ static bool tool_use_block(struct oai_request *req, struct tool_changes *tc, con
     const char *name = id ? want_string(b, "name", path, e) : NULL;
     if (!name || !add_name(&tc->load, name, e)) /* a tool called is a tool loaded */
         return false;
-    const cJSON *input = reqjson_field(b, "input");
-    char p[PATH_MAX_LEN];
-    pathf(p, "%s.input", path);
+    const cJSON *input = reqjson_member(&ANTH, b, "input", path, RJ_OBJECT, e);
     if (!input)
-        return missing(e, p);
-    if (!cJSON_IsObject(input))
-        return wrong(e, p, "a valid dictionary");
+        return false;
     cJSON *call = cJSON_CreateObject();
     cJSON *fn   = call ? cJSON_CreateObject() : NULL;
     cJSON *args = fn ? cJSON_Duplicate(input, true) : NULL;
@@ -872,8 +864,8 @@ static bool take_system_message(struct oai_request *req, struct tool_changes *tc
     bool shown = !clear || !strcmp(clear->valuestring, "never") || i > last_user;
     const cJSON *oc = reqjson_field(m, "output_config");
     pathf(p, "%s.output_config", path);
-    if (oc && !cJSON_IsObject(oc))
-        return wrong(e, p, "a valid dictionary");
+    if (oc && !reqjson_check(&ANTH, oc, p, RJ_OBJECT, e))
+        return false;
     static const char *const oc_keys[] = {"effort", NULL};
     anth_note_others(req, oc, p, oc_keys);
     const cJSON *eff = reqjson_field(oc, "effort");
@@ -893,8 +885,8 @@ static bool take_system_message(struct oai_request *req, struct tool_changes *tc
 static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
                           struct tool_changes *tc, const char **effort, struct oai_error *e)
 {
-    if (!cJSON_IsArray(msgs))
-        return wrong(e, "messages", "a valid list");
+    if (!reqjson_check(&ANTH, msgs, "messages", RJ_ARRAY, e))
+        return false;
     if (cJSON_GetArraySize(msgs) == 0)
         return BAD(e, NULL, NULL, "messages: List should have at least 1 item");
     if (!(req->messages = cJSON_CreateArray()))
@@ -917,8 +909,8 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
     {
         char path[PATH_MAX_LEN];
         pathf(path, "messages.%d", i++);
-        if (!cJSON_IsObject(m))
-            return wrong(e, path, "a valid dictionary");
+        if (!reqjson_check(&ANTH, m, path, RJ_OBJECT, e))
+            return false;
         const char *role = want_string(m, "role", path, e);
         if (!role)
             return false;
@@ -1235,8 +1227,8 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
 static bool take_format(const cJSON *f, const char *path, struct oai_request *req,
                         struct oai_error *e)
 {
-    if (!cJSON_IsObject(f))
-        return wrong(e, path, "a valid dictionary");
+    if (!reqjson_check(&ANTH, f, path, RJ_OBJECT, e))
+        return false;
     if (req->schema)
         return BAD(e, NULL, NULL,
                    "%s: the reply's format is given twice (output_format and "
@@ -1249,13 +1241,9 @@ static bool take_format(const cJSON *f, const char *path, struct oai_request *re
         return false;
     if (strcmp(type, "json_schema"))
         return BAD(e, NULL, NULL, "%s.type: Input should be 'json_schema'", path);
-    const cJSON *schema = reqjson_field(f, "schema");
-    char sp[PATH_MAX_LEN];
-    pathf(sp, "%s.schema", path);
+    const cJSON *schema = reqjson_member(&ANTH, f, "schema", path, RJ_OBJECT, e);
     if (!schema)
-        return missing(e, sp);
-    if (!cJSON_IsObject(schema))
-        return wrong(e, sp, "a valid dictionary");
+        return false;
     if (!(req->schema = cJSON_Duplicate(schema, true)))
         return OOM(e);
     req->schema_field = path; /* static: both callers pass a literal */
@@ -1268,8 +1256,8 @@ static bool take_format(const cJSON *f, const char *path, struct oai_request *re
  */
 static bool take_output_config(const cJSON *oc, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(oc))
-        return wrong(e, "output_config", "a valid dictionary");
+    if (!reqjson_check(&ANTH, oc, "output_config", RJ_OBJECT, e))
+        return false;
     static const char *const keys[] = {"effort", "format", "task_budget", NULL};
     anth_note_others(req, oc, "output_config", keys);
     known_noop(req, oc, "output_config", "task_budget"); /* a hint; max_tokens bounds a reply */
@@ -1286,8 +1274,8 @@ static bool take_output_config(const cJSON *oc, struct oai_request *req, struct 
 /* mcp_servers: none is nothing to do; any would be a server hearth cannot call. */
 static bool take_mcp_servers(const cJSON *ms, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsArray(ms))
-        return wrong(e, "mcp_servers", "a valid list");
+    if (!reqjson_check(&ANTH, ms, "mcp_servers", RJ_ARRAY, e))
+        return false;
     if (cJSON_GetArraySize(ms) > 0)
         return BAD(e, NULL, NULL,
                    "mcp_servers: this server connects to no MCP servers, so their tools "
@@ -1298,8 +1286,8 @@ static bool take_mcp_servers(const cJSON *ms, struct oai_request *req, struct oa
 
 static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsArray(st))
-        return wrong(e, "stop_sequences", "a valid list");
+    if (!reqjson_check(&ANTH, st, "stop_sequences", RJ_ARRAY, e))
+        return false;
     if (cJSON_GetArraySize(st) > OAI_MAX_STOP)
         return BAD(e, NULL, NULL,
                    "stop_sequences: at most %d stop sequences are supported by this server, "
@@ -1311,8 +1299,8 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
     {
         char p[32];
         pathf(p, "stop_sequences.%d", i++);
-        if (!cJSON_IsString(s))
-            return wrong(e, p, "a valid string");
+        if (!reqjson_check(&ANTH, s, p, RJ_STRING, e))
+            return false;
         if (!*s->valuestring)
             return BAD(e, NULL, NULL, "%s: String should have at least 1 character", p);
         if (!(req->stop[req->n_stop] = strdup(s->valuestring)))
@@ -1324,13 +1312,13 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
 
 static bool take_metadata(const cJSON *md, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(md))
-        return wrong(e, "metadata", "a valid dictionary");
+    if (!reqjson_check(&ANTH, md, "metadata", RJ_OBJECT, e))
+        return false;
     static const char *const keys[] = {"user_id", NULL};
     anth_note(req, "metadata", false);
     anth_note_others(req, md, "metadata", keys);
     const cJSON *u = reqjson_field(md, "user_id"); /* an end-user id: nothing here depends on it */
-    return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
+    return !u || reqjson_check(&ANTH, u, "metadata.user_id", RJ_STRING, e);
 }
 
 /* ------------------------------------------------------------ the table --- */
