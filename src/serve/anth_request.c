@@ -337,12 +337,12 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
     if (added && !strcmp(type, "tool_definition")) {
         static const char *const def[] = {"type", "definition", NULL};
         anth_note_others(req, t, p, def);
-        const cJSON *d = reqjson_field(t, "definition");
-        const cJSON *n = cJSON_IsObject(d) ? reqjson_field(d, "name") : NULL;
+        const cJSON *d = reqjson_member(&ANTH, t, "definition", p, RJ_OBJECT, e);
+        if (!d)
+            return false;
+        const cJSON *n = reqjson_field(d, "name");
         char dp[PATH_MAX_LEN];
         pathf(dp, "%s.definition", p);
-        if (!cJSON_IsObject(d))
-            return d ? wrong(e, dp, "a valid dictionary") : missing(e, dp);
         if (!cJSON_IsString(n))
             return BAD(e, NULL, NULL, "%s.name: Field required", dp);
         cJSON *entry = cJSON_CreateObject();
@@ -374,12 +374,9 @@ static bool text_block(struct oai_request *req, const cJSON *b, const char *path
     anth_note_others(req, b, path, keys);
     if (!check_cache_control(req, b, path, e))
         return false;
-    const cJSON *cit = reqjson_field(b, "citations");
-    if (cit && !cJSON_IsArray(cit)) {
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.citations", path);
-        return wrong(e, p, "a valid list");
-    }
+    static const struct reqjson_row cit[] = {{"citations", RJ_ARRAY, false}};
+    if (!reqjson_rows(&ANTH, b, path, cit, 1, e))
+        return false;
     known_noop(req, b, path, "citations");
     const char *text = want_string(b, "text", path, e);
     return text && parts_add(pt, text, e);
@@ -400,10 +397,8 @@ static const char *kind_refusal(const char *type)
 /* The type of block b (an object with a string "type"), or NULL with *e set. */
 static const char *block_type(const cJSON *b, const char *path, struct oai_error *e)
 {
-    if (!cJSON_IsObject(b)) {
-        wrong(e, path, "a valid dictionary");
+    if (!reqjson_check(&ANTH, b, path, RJ_OBJECT, e))
         return NULL;
-    }
     const char *type = want_string(b, "type", path, e);
     if (!type)
         return NULL;
@@ -536,12 +531,10 @@ static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, 
         return false;
     if (!*id)
         return BAD(e, NULL, NULL, "%s.tool_use_id: String should have at least 1 character", path);
+    static const struct reqjson_row flag[] = {{"is_error", RJ_BOOLEAN, false}};
+    if (!reqjson_rows(&ANTH, b, path, flag, 1, e))
+        return false;
     const cJSON *err = reqjson_field(b, "is_error");
-    if (err && !cJSON_IsBool(err)) {
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.is_error", path);
-        return wrong(e, p, "a valid boolean");
-    }
     struct parts pt = {0};
     if (!result_content(req, tc, reqjson_field(b, "content"), path, &pt, e)) {
         cJSON_Delete(pt.arr);
