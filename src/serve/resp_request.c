@@ -253,8 +253,8 @@ static bool custom_pattern(struct rp *p, const cJSON *f, const char *at, char **
     snprintf(param, sizeof param, "%s.format", at);
     if (!f)
         return true;
-    if (!cJSON_IsObject(f))
-        return reqjson_wrong_type(e, param, "an object", f);
+    if (!reqjson_check(&RESP, f, param, RJ_OBJECT, e))
+        return false;
     const cJSON *type = want_string(f, "type", param, e);
     if (!type)
         return false;
@@ -687,8 +687,8 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
     const cJSON *cs = reqjson_field(it, "content");
     char param[96];
     snprintf(param, sizeof param, "%s.content", at);
-    if (cs && !cJSON_IsArray(cs))
-        return reqjson_wrong_type(e, param, "an array", cs);
+    if (cs && !reqjson_check(&RESP, cs, param, RJ_ARRAY, e))
+        return false;
     int j    = 0;
     bool got = false;
     const cJSON *p;
@@ -753,8 +753,8 @@ static bool take_input(struct rp *rp, struct conv *cv, const cJSON *in, struct o
     {
         char at[32];
         snprintf(at, sizeof at, "input[%d]", i++);
-        if (!cJSON_IsObject(it))
-            return reqjson_wrong_type(e, at, "an object", it);
+        if (!reqjson_check(&RESP, it, at, RJ_OBJECT, e))
+            return false;
         const cJSON *type = reqjson_field(it, "type");
         if (type && !cJSON_IsString(type)) {
             char param[48];
@@ -957,8 +957,8 @@ static void pass(cJSON *obj, const char *name, const cJSON *it)
 static bool take_metadata(struct rp *p, const cJSON *it, struct oai_error *e)
 {
     const char *n = it->string;
-    if (!cJSON_IsObject(it))
-        return reqjson_wrong_type(e, n, "an object", it);
+    if (!reqjson_check(&RESP, it, n, RJ_OBJECT, e))
+        return false;
     if (cJSON_GetArraySize(it) > 16)
         return BAD(e, "object_above_max_properties", n,
                    "Invalid 'metadata': at most 16 keys, but got %d.", cJSON_GetArraySize(it));
