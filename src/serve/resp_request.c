@@ -322,12 +322,10 @@ static bool tool_one(struct rp *p, cJSON *out, const cJSON *t, const char *at, c
     cJSON *fn = cJSON_AddObjectToObject(chat, "function");
     cJSON_AddStringToObject(fn, "name", resp_tool_flat_name(ns, name->valuestring, buf, sizeof buf));
     cJSON_AddItemToArray(out, chat);
+    static const struct reqjson_row row[] = {{"description", RJ_STRING, false}};
+    if (!reqjson_rows(&RESP, t, at, row, 1, e))
+        return false;
     const cJSON *desc = reqjson_field(t, "description");
-    if (desc && !cJSON_IsString(desc)) {
-        char param[96];
-        snprintf(param, sizeof param, "%s.description", at);
-        return reqjson_wrong_type(e, param, "a string", desc);
-    }
     if (!custom) {
         if (desc)
             cJSON_AddStringToObject(fn, "description", desc->valuestring);
@@ -706,11 +704,10 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
             return OOM(e);
         got = true;
     }
+    static const struct reqjson_row row[] = {{"encrypted_content", RJ_STRING, false}};
+    if (!reqjson_rows(&RESP, it, at, row, 1, e))
+        return false;
     const cJSON *sealed = reqjson_field(it, "encrypted_content");
-    if (sealed && !cJSON_IsString(sealed)) {
-        snprintf(param, sizeof param, "%s.encrypted_content", at);
-        return reqjson_wrong_type(e, param, "a string", sealed);
-    }
     char *text = !got && sealed ? resp_open_reasoning(sealed->valuestring) : NULL;
     bool ok    = !text || append(&cv->reasoning, text, strlen(text));
     free(text);
@@ -755,12 +752,10 @@ static bool take_input(struct rp *rp, struct conv *cv, const cJSON *in, struct o
         snprintf(at, sizeof at, "input[%d]", i++);
         if (!reqjson_check(&RESP, it, at, RJ_OBJECT, e))
             return false;
+        static const struct reqjson_row row[] = {{"type", RJ_STRING, false}};
+        if (!reqjson_rows(&RESP, it, at, row, 1, e))
+            return false;
         const cJSON *type = reqjson_field(it, "type");
-        if (type && !cJSON_IsString(type)) {
-            char param[48];
-            snprintf(param, sizeof param, "%s.type", at);
-            return reqjson_wrong_type(e, param, "a string", type);
-        }
         const char *t = type ? type->valuestring : "message"; /* EasyInputMessage has no type */
         bool ok;
         if (!strcmp(t, "message"))
