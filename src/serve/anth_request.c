@@ -183,8 +183,8 @@ static bool check_cache_control(struct oai_request *req, const cJSON *obj, const
         return true;
     char p[PATH_MAX_LEN];
     pathf(p, "%s%scache_control", path, *path ? "." : "");
-    if (!cJSON_IsObject(cc))
-        return wrong(e, p, "a valid dictionary");
+    if (!reqjson_check(&ANTH, cc, p, RJ_OBJECT, e))
+        return false;
     static const char *const keys[] = {"type", "ttl", NULL};
     anth_note(req, p, false);
     anth_note_others(req, cc, p, keys);
@@ -321,11 +321,9 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
         return false;
     char p[PATH_MAX_LEN];
     pathf(p, "%s.tool", path);
-    const cJSON *t = reqjson_field(b, "tool");
+    const cJSON *t = reqjson_member(&ANTH, b, "tool", path, RJ_OBJECT, e);
     if (!t)
-        return missing(e, p);
-    if (!cJSON_IsObject(t))
-        return wrong(e, p, "a valid dictionary");
+        return false;
     const char *type = want_string(t, "type", p, e);
     if (!type)
         return false;
@@ -339,12 +337,12 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
     if (added && !strcmp(type, "tool_definition")) {
         static const char *const def[] = {"type", "definition", NULL};
         anth_note_others(req, t, p, def);
-        const cJSON *d = reqjson_field(t, "definition");
-        const cJSON *n = cJSON_IsObject(d) ? reqjson_field(d, "name") : NULL;
+        const cJSON *d = reqjson_member(&ANTH, t, "definition", p, RJ_OBJECT, e);
+        if (!d)
+            return false;
+        const cJSON *n = reqjson_field(d, "name");
         char dp[PATH_MAX_LEN];
         pathf(dp, "%s.definition", p);
-        if (!cJSON_IsObject(d))
-            return d ? wrong(e, dp, "a valid dictionary") : missing(e, dp);
         if (!cJSON_IsString(n))
             return BAD(e, NULL, NULL, "%s.name: Field required", dp);
         cJSON *entry = cJSON_CreateObject();
@@ -376,12 +374,9 @@ static bool text_block(struct oai_request *req, const cJSON *b, const char *path
     anth_note_others(req, b, path, keys);
     if (!check_cache_control(req, b, path, e))
         return false;
-    const cJSON *cit = reqjson_field(b, "citations");
-    if (cit && !cJSON_IsArray(cit)) {
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.citations", path);
-        return wrong(e, p, "a valid list");
-    }
+    static const struct reqjson_row cit[] = {{"citations", RJ_ARRAY, false}};
+    if (!reqjson_rows(&ANTH, b, path, cit, 1, e))
+        return false;
     known_noop(req, b, path, "citations");
     const char *text = want_string(b, "text", path, e);
     return text && parts_add(pt, text, e);
@@ -402,10 +397,8 @@ static const char *kind_refusal(const char *type)
 /* The type of block b (an object with a string "type"), or NULL with *e set. */
 static const char *block_type(const cJSON *b, const char *path, struct oai_error *e)
 {
-    if (!cJSON_IsObject(b)) {
-        wrong(e, path, "a valid dictionary");
+    if (!reqjson_check(&ANTH, b, path, RJ_OBJECT, e))
         return NULL;
-    }
     const char *type = want_string(b, "type", path, e);
     if (!type)
         return NULL;
@@ -434,11 +427,9 @@ static bool document_block(struct oai_request *req, const cJSON *b, const char *
     known_noop(req, b, path, "citations");
     char p[PATH_MAX_LEN];
     pathf(p, "%s.source", path);
-    const cJSON *src = reqjson_field(b, "source");
+    const cJSON *src = reqjson_member(&ANTH, b, "source", path, RJ_OBJECT, e);
     if (!src)
-        return missing(e, p);
-    if (!cJSON_IsObject(src))
-        return wrong(e, p, "a valid dictionary");
+        return false;
     const char *type = want_string(src, "type", p, e);
     if (!type)
         return false;
@@ -456,8 +447,8 @@ static bool document_block(struct oai_request *req, const cJSON *b, const char *
         const cJSON *f = reqjson_field(b, fields[k]);
         char fp[PATH_MAX_LEN];
         pathf(fp, "%s.%s", path, fields[k]);
-        if (f && !cJSON_IsString(f))
-            return wrong(e, fp, "a valid string");
+        if (f && !reqjson_check(&ANTH, f, fp, RJ_STRING, e))
+            return false;
         if (f && *f->valuestring && !parts_add(pt, f->valuestring, e))
             return false;
     }
@@ -540,12 +531,10 @@ static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, 
         return false;
     if (!*id)
         return BAD(e, NULL, NULL, "%s.tool_use_id: String should have at least 1 character", path);
+    static const struct reqjson_row flag[] = {{"is_error", RJ_BOOLEAN, false}};
+    if (!reqjson_rows(&ANTH, b, path, flag, 1, e))
+        return false;
     const cJSON *err = reqjson_field(b, "is_error");
-    if (err && !cJSON_IsBool(err)) {
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.is_error", path);
-        return wrong(e, p, "a valid boolean");
-    }
     struct parts pt = {0};
     if (!result_content(req, tc, reqjson_field(b, "content"), path, &pt, e)) {
         cJSON_Delete(pt.arr);
@@ -602,13 +591,9 @@ static bool tool_use_block(struct oai_request *req, struct tool_changes *tc, con
     const char *name = id ? want_string(b, "name", path, e) : NULL;
     if (!name || !add_name(&tc->load, name, e)) /* a tool called is a tool loaded */
         return false;
-    const cJSON *input = reqjson_field(b, "input");
-    char p[PATH_MAX_LEN];
-    pathf(p, "%s.input", path);
+    const cJSON *input = reqjson_member(&ANTH, b, "input", path, RJ_OBJECT, e);
     if (!input)
-        return missing(e, p);
-    if (!cJSON_IsObject(input))
-        return wrong(e, p, "a valid dictionary");
+        return false;
     cJSON *call = cJSON_CreateObject();
     cJSON *fn   = call ? cJSON_CreateObject() : NULL;
     cJSON *args = fn ? cJSON_Duplicate(input, true) : NULL;
@@ -872,8 +857,8 @@ static bool take_system_message(struct oai_request *req, struct tool_changes *tc
     bool shown = !clear || !strcmp(clear->valuestring, "never") || i > last_user;
     const cJSON *oc = reqjson_field(m, "output_config");
     pathf(p, "%s.output_config", path);
-    if (oc && !cJSON_IsObject(oc))
-        return wrong(e, p, "a valid dictionary");
+    if (oc && !reqjson_check(&ANTH, oc, p, RJ_OBJECT, e))
+        return false;
     static const char *const oc_keys[] = {"effort", NULL};
     anth_note_others(req, oc, p, oc_keys);
     const cJSON *eff = reqjson_field(oc, "effort");
@@ -893,8 +878,8 @@ static bool take_system_message(struct oai_request *req, struct tool_changes *tc
 static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_request *req,
                           struct tool_changes *tc, const char **effort, struct oai_error *e)
 {
-    if (!cJSON_IsArray(msgs))
-        return wrong(e, "messages", "a valid list");
+    if (!reqjson_check(&ANTH, msgs, "messages", RJ_ARRAY, e))
+        return false;
     if (cJSON_GetArraySize(msgs) == 0)
         return BAD(e, NULL, NULL, "messages: List should have at least 1 item");
     if (!(req->messages = cJSON_CreateArray()))
@@ -917,8 +902,8 @@ static bool take_messages(const cJSON *msgs, const cJSON *sys, struct oai_reques
     {
         char path[PATH_MAX_LEN];
         pathf(path, "messages.%d", i++);
-        if (!cJSON_IsObject(m))
-            return wrong(e, path, "a valid dictionary");
+        if (!reqjson_check(&ANTH, m, path, RJ_OBJECT, e))
+            return false;
         const char *role = want_string(m, "role", path, e);
         if (!role)
             return false;
@@ -972,8 +957,18 @@ static bool valid_tool_name(const char *s)
 static bool take_tool(struct oai_request *req, const cJSON *t, const char *path, cJSON *out,
                       bool *deferred, struct oai_error *e)
 {
-    if (!cJSON_IsObject(t))
-        return wrong(e, path, "a valid dictionary");
+    /* in the order they are checked, so that of several faults the first is named */
+    static const struct reqjson_row head[] = {
+        {"description", RJ_STRING, false},
+        {"input_schema", RJ_OBJECT, true},
+    };
+    static const struct reqjson_row tail[] = {
+        {"strict", RJ_BOOLEAN, false},        {"eager_input_streaming", RJ_BOOLEAN, false},
+        {"defer_loading", RJ_BOOLEAN, false}, {"input_examples", RJ_ARRAY, false},
+        {"allowed_callers", RJ_ARRAY, false},
+    };
+    if (!reqjson_check(&ANTH, t, path, RJ_OBJECT, e))
+        return false;
     const cJSON *type = reqjson_field(t, "type");
     if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "custom")))
         return BAD(e, NULL, NULL,
@@ -993,40 +988,18 @@ static bool take_tool(struct oai_request *req, const cJSON *t, const char *path,
     if (!valid_tool_name(name))
         return BAD(e, NULL, NULL, "%s.name: String should match pattern '^[a-zA-Z0-9_-]{1,128}$'",
                    path);
-    const cJSON *desc = reqjson_field(t, "description");
-    if (desc && !cJSON_IsString(desc)) {
-        char p[PATH_MAX_LEN];
-        pathf(p, "%s.description", path);
-        return wrong(e, p, "a valid string");
-    }
+    if (!reqjson_rows(&ANTH, t, path, head, sizeof head / sizeof head[0], e))
+        return false;
+    const cJSON *desc   = reqjson_field(t, "description");
     const cJSON *schema = reqjson_field(t, "input_schema");
-    char sp[PATH_MAX_LEN];
-    pathf(sp, "%s.input_schema", path);
-    if (!schema)
-        return missing(e, sp);
-    if (!cJSON_IsObject(schema))
-        return wrong(e, sp, "a valid dictionary");
-    const cJSON *st = reqjson_field(schema, "type");
-    if (!cJSON_IsString(st) || strcmp(st->valuestring, "object"))
+    const cJSON *st     = reqjson_field(schema, "type");
+    if (!cJSON_IsString(st) || strcmp(st->valuestring, "object")) {
+        char sp[PATH_MAX_LEN];
+        pathf(sp, "%s.input_schema", path);
         return BAD(e, NULL, NULL, "%s.type: Input should be 'object'", sp);
-    static const char *const flags[] = {"strict", "eager_input_streaming", "defer_loading"};
-    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
-        const cJSON *f = reqjson_field(t, flags[k]);
-        if (f && !cJSON_IsBool(f)) {
-            char p[PATH_MAX_LEN];
-            pathf(p, "%s.%s", path, flags[k]);
-            return wrong(e, p, "a valid boolean");
-        }
     }
-    static const char *const lists[] = {"input_examples", "allowed_callers"};
-    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
-        const cJSON *l = reqjson_field(t, lists[k]);
-        if (l && !cJSON_IsArray(l)) {
-            char p[PATH_MAX_LEN];
-            pathf(p, "%s.%s", path, lists[k]);
-            return wrong(e, p, "a valid list");
-        }
-    }
+    if (!reqjson_rows(&ANTH, t, path, tail, sizeof tail / sizeof tail[0], e))
+        return false;
     known_noop(req, t, path, "eager_input_streaming"); /* calls come whole or streamed alike */
     *deferred = cJSON_IsTrue(reqjson_field(t, "defer_loading"));
     known_noop(req, t, path, "input_examples");
@@ -1076,8 +1049,8 @@ static void drop_tool(cJSON *out, const char *name)
 static bool take_tools(const cJSON *tools, struct tool_changes *tc, struct oai_request *req,
                        struct oai_error *e)
 {
-    if (tools && !cJSON_IsArray(tools))
-        return wrong(e, "tools", "a valid list");
+    if (tools && !reqjson_check(&ANTH, tools, "tools", RJ_ARRAY, e))
+        return false;
     cJSON *out = cJSON_CreateArray(), *deferred = cJSON_CreateArray();
     bool ok    = (out && deferred) || OOM(e);
     int j      = 0;
@@ -1137,8 +1110,8 @@ static bool offered(const struct oai_request *req, const char *name)
 
 static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(tc))
-        return wrong(e, "tool_choice", "a valid dictionary");
+    if (!reqjson_check(&ANTH, tc, "tool_choice", RJ_OBJECT, e))
+        return false;
     const char *type = want_string(tc, "type", "tool_choice", e);
     if (!type)
         return false;
@@ -1150,8 +1123,8 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
     static const char *const keys[]      = {"type", "disable_parallel_tool_use", NULL};
     anth_note_others(req, tc, "tool_choice", is_tool ? keys_tool : keys);
     const cJSON *dp = reqjson_field(tc, "disable_parallel_tool_use");
-    if (dp && !cJSON_IsBool(dp))
-        return wrong(e, "tool_choice.disable_parallel_tool_use", "a valid boolean");
+    if (dp && !reqjson_check(&ANTH, dp, "tool_choice.disable_parallel_tool_use", RJ_BOOLEAN, e))
+        return false;
     req->parallel_tool_calls = !cJSON_IsTrue(dp);
     if (is_none) {
         known_noop(req, tc, "tool_choice", "disable_parallel_tool_use"); /* no calls anyway */
@@ -1202,8 +1175,8 @@ static bool kwarg(struct oai_request *req, const char *name, cJSON *item, struct
 static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max_tokens,
                           struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(th))
-        return wrong(e, "thinking", "a valid dictionary");
+    if (!reqjson_check(&ANTH, th, "thinking", RJ_OBJECT, e))
+        return false;
     const char *type = want_string(th, "type", "thinking", e);
     if (!type)
         return false;
@@ -1227,11 +1200,9 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
         (!(req->echo = cJSON_CreateObject()) || !cJSON_AddTrueToObject(req->echo, "omit_thinking")))
         return OOM(e);
     if (enabled) {
-        const cJSON *b = reqjson_field(th, "budget_tokens");
+        const cJSON *b = reqjson_member(&ANTH, th, "budget_tokens", "thinking", RJ_INTEGER, e);
         int64_t v      = 0;
-        if (!b)
-            return missing(e, "thinking.budget_tokens");
-        if (!reqjson_int(&ANTH, b, "thinking.budget_tokens", 1024, 2147483647.0, &v, e))
+        if (!b || !reqjson_int(&ANTH, b, "thinking.budget_tokens", 1024, 2147483647.0, &v, e))
             return false;
         if (kind == ANTH_MESSAGES && cJSON_IsNumber(max_tokens) && v >= max_tokens->valuedouble)
             return BAD(e, NULL, NULL,
@@ -1249,8 +1220,8 @@ static bool take_thinking(const cJSON *th, enum anth_kind kind, const cJSON *max
 static bool take_format(const cJSON *f, const char *path, struct oai_request *req,
                         struct oai_error *e)
 {
-    if (!cJSON_IsObject(f))
-        return wrong(e, path, "a valid dictionary");
+    if (!reqjson_check(&ANTH, f, path, RJ_OBJECT, e))
+        return false;
     if (req->schema)
         return BAD(e, NULL, NULL,
                    "%s: the reply's format is given twice (output_format and "
@@ -1263,13 +1234,9 @@ static bool take_format(const cJSON *f, const char *path, struct oai_request *re
         return false;
     if (strcmp(type, "json_schema"))
         return BAD(e, NULL, NULL, "%s.type: Input should be 'json_schema'", path);
-    const cJSON *schema = reqjson_field(f, "schema");
-    char sp[PATH_MAX_LEN];
-    pathf(sp, "%s.schema", path);
+    const cJSON *schema = reqjson_member(&ANTH, f, "schema", path, RJ_OBJECT, e);
     if (!schema)
-        return missing(e, sp);
-    if (!cJSON_IsObject(schema))
-        return wrong(e, sp, "a valid dictionary");
+        return false;
     if (!(req->schema = cJSON_Duplicate(schema, true)))
         return OOM(e);
     req->schema_field = path; /* static: both callers pass a literal */
@@ -1282,8 +1249,8 @@ static bool take_format(const cJSON *f, const char *path, struct oai_request *re
  */
 static bool take_output_config(const cJSON *oc, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(oc))
-        return wrong(e, "output_config", "a valid dictionary");
+    if (!reqjson_check(&ANTH, oc, "output_config", RJ_OBJECT, e))
+        return false;
     static const char *const keys[] = {"effort", "format", "task_budget", NULL};
     anth_note_others(req, oc, "output_config", keys);
     known_noop(req, oc, "output_config", "task_budget"); /* a hint; max_tokens bounds a reply */
@@ -1300,8 +1267,8 @@ static bool take_output_config(const cJSON *oc, struct oai_request *req, struct 
 /* mcp_servers: none is nothing to do; any would be a server hearth cannot call. */
 static bool take_mcp_servers(const cJSON *ms, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsArray(ms))
-        return wrong(e, "mcp_servers", "a valid list");
+    if (!reqjson_check(&ANTH, ms, "mcp_servers", RJ_ARRAY, e))
+        return false;
     if (cJSON_GetArraySize(ms) > 0)
         return BAD(e, NULL, NULL,
                    "mcp_servers: this server connects to no MCP servers, so their tools "
@@ -1312,8 +1279,8 @@ static bool take_mcp_servers(const cJSON *ms, struct oai_request *req, struct oa
 
 static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsArray(st))
-        return wrong(e, "stop_sequences", "a valid list");
+    if (!reqjson_check(&ANTH, st, "stop_sequences", RJ_ARRAY, e))
+        return false;
     if (cJSON_GetArraySize(st) > OAI_MAX_STOP)
         return BAD(e, NULL, NULL,
                    "stop_sequences: at most %d stop sequences are supported by this server, "
@@ -1325,8 +1292,8 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
     {
         char p[32];
         pathf(p, "stop_sequences.%d", i++);
-        if (!cJSON_IsString(s))
-            return wrong(e, p, "a valid string");
+        if (!reqjson_check(&ANTH, s, p, RJ_STRING, e))
+            return false;
         if (!*s->valuestring)
             return BAD(e, NULL, NULL, "%s: String should have at least 1 character", p);
         if (!(req->stop[req->n_stop] = strdup(s->valuestring)))
@@ -1338,13 +1305,13 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
 
 static bool take_metadata(const cJSON *md, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(md))
-        return wrong(e, "metadata", "a valid dictionary");
+    if (!reqjson_check(&ANTH, md, "metadata", RJ_OBJECT, e))
+        return false;
     static const char *const keys[] = {"user_id", NULL};
     anth_note(req, "metadata", false);
     anth_note_others(req, md, "metadata", keys);
     const cJSON *u = reqjson_field(md, "user_id"); /* an end-user id: nothing here depends on it */
-    return !u || cJSON_IsString(u) || wrong(e, "metadata.user_id", "a valid string");
+    return !u || reqjson_check(&ANTH, u, "metadata.user_id", RJ_STRING, e);
 }
 
 /* ------------------------------------------------------------ the table --- */

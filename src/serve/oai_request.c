@@ -78,8 +78,8 @@ static bool check_parts(const cJSON *c, const char *param, struct oai_error *e)
     {
         char pp[96];
         snprintf(pp, sizeof pp, "%s[%d]", param, j++);
-        if (!cJSON_IsObject(part))
-            return reqjson_wrong_type(e, pp, "an object", part);
+        if (!reqjson_check(OPENAI, part, pp, RJ_OBJECT, e))
+            return false;
         const cJSON *type = reqjson_field(part, "type");
         const cJSON *text = reqjson_field(part, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text"))
@@ -103,34 +103,28 @@ static bool check_tool_calls(cJSON *calls, int32_t i, struct oai_error *e)
 {
     char param[96];
     snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-    if (!cJSON_IsArray(calls))
-        return reqjson_wrong_type(e, param, "an array", calls);
+    if (!reqjson_check(OPENAI, calls, param, RJ_ARRAY, e))
+        return false;
     int j = 0;
     cJSON *c;
     cJSON_ArrayForEach(c, calls)
     {
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, j);
-        if (!cJSON_IsObject(c))
-            return reqjson_wrong_type(e, param, "an object", c);
+        if (!reqjson_check(OPENAI, c, param, RJ_OBJECT, e))
+            return false;
         const cJSON *type = reqjson_field(c, "type");
         if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "function")))
             return BAD(e, "invalid_value", param,
                        "Invalid '%s.type': only \"function\" tool calls exist.", param);
-        const cJSON *id = reqjson_field(c, "id");
-        if (id && !cJSON_IsString(id)) {
-            snprintf(param, sizeof param, "messages[%d].tool_calls[%d].id", i, j);
-            return reqjson_wrong_type(e, param, "a string", id);
-        }
+        static const struct reqjson_row id[] = {{"id", RJ_STRING, false}};
+        if (!reqjson_rows(OPENAI, c, param, id, 1, e))
+            return false;
         cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function", i, j);
         if (!cJSON_IsObject(fn))
             return fn ? reqjson_wrong_type(e, param, "an object", fn) : reqjson_missing(e, param);
-        const cJSON *name = reqjson_field(fn, "name");
-        if (!cJSON_IsString(name)) {
-            snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.name", i, j);
-            return name ? reqjson_wrong_type(e, param, "a string", name)
-                        : reqjson_missing(e, param);
-        }
+        if (!reqjson_member(OPENAI, fn, "name", param, RJ_STRING, e))
+            return false;
         cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.arguments", i, j);
         if (cJSON_IsString(args)) {
@@ -152,15 +146,15 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
 {
     char param[64];
     snprintf(param, sizeof param, "messages[%d]", i);
-    if (!cJSON_IsObject(m))
-        return reqjson_wrong_type(e, param, "an object", m);
+    if (!reqjson_check(OPENAI, m, param, RJ_OBJECT, e))
+        return false;
     snprintf(param, sizeof param, "messages[%d].role", i);
     cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
     if (!role || cJSON_IsNull(role))
         return BAD(e, "missing_required_parameter", param, "Missing required parameter: '%s'.",
                    param);
-    if (!cJSON_IsString(role))
-        return reqjson_wrong_type(e, param, "a string", role);
+    if (!reqjson_check(OPENAI, role, param, RJ_STRING, e))
+        return false;
     if (!strcmp(role->valuestring, "developer")) /* OpenAI's newer name; templates know system */
         cJSON_SetValuestring(role, "system");
     const char *r = role->valuestring;
@@ -192,8 +186,8 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
     for (size_t k = 0; k < sizeof strings / sizeof strings[0]; k++) {
         const cJSON *s = reqjson_field(m, strings[k]);
         snprintf(param, sizeof param, "messages[%d].%s", i, strings[k]);
-        if (s && !cJSON_IsString(s))
-            return reqjson_wrong_type(e, param, "a string", s);
+        if (s && !reqjson_check(OPENAI, s, param, RJ_STRING, e))
+            return false;
     }
     cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
     if (calls && !cJSON_IsNull(calls)) {
@@ -209,8 +203,8 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
 
 static bool take_messages(const cJSON *msgs, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsArray(msgs))
-        return reqjson_wrong_type(e, "messages", "an array", msgs);
+    if (!reqjson_check(OPENAI, msgs, "messages", RJ_ARRAY, e))
+        return false;
     if (cJSON_GetArraySize(msgs) == 0)
         return BAD(e, "empty_array", "messages",
                    "Invalid 'messages': empty array. Expected an array with minimum length 1.");
@@ -228,24 +222,23 @@ static bool take_messages(const cJSON *msgs, struct oai_request *req, struct oai
 
 static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsArray(tools))
-        return reqjson_wrong_type(e, "tools", "an array", tools);
+    if (!reqjson_check(OPENAI, tools, "tools", RJ_ARRAY, e))
+        return false;
     int j = 0;
     const cJSON *t;
     cJSON_ArrayForEach(t, tools)
     {
         char param[64];
         snprintf(param, sizeof param, "tools[%d]", j);
-        if (!cJSON_IsObject(t))
-            return reqjson_wrong_type(e, param, "an object", t);
+        if (!reqjson_check(OPENAI, t, param, RJ_OBJECT, e))
+            return false;
         const cJSON *type = reqjson_field(t, "type");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "function"))
             return BAD(e, "invalid_value", param,
                        "Invalid '%s.type': only \"function\" tools are supported.", param);
-        const cJSON *fn = reqjson_field(t, "function");
-        snprintf(param, sizeof param, "tools[%d].function", j);
-        if (!cJSON_IsObject(fn))
-            return fn ? reqjson_wrong_type(e, param, "an object", fn) : reqjson_missing(e, param);
+        const cJSON *fn = reqjson_member(OPENAI, t, "function", param, RJ_OBJECT, e);
+        if (!fn)
+            return false;
         const cJSON *name = reqjson_field(fn, "name");
         if (!cJSON_IsString(name) || !name->valuestring[0]) {
             snprintf(param, sizeof param, "tools[%d].function.name", j);
@@ -303,8 +296,8 @@ static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oa
  */
 static bool take_response_format(const cJSON *rf, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(rf))
-        return reqjson_wrong_type(e, "response_format", "an object", rf);
+    if (!reqjson_check(OPENAI, rf, "response_format", RJ_OBJECT, e))
+        return false;
     const cJSON *type = reqjson_field(rf, "type"), *k;
     if (!cJSON_IsString(type))
         return BAD(e, "invalid_value", "response_format.type",
@@ -327,8 +320,8 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
         return true;
     if (!strcmp(t, "json_object")) {
         const cJSON *schema = reqjson_field(rf, "schema");
-        if (schema && !cJSON_IsObject(schema))
-            return reqjson_wrong_type(e, "response_format.schema", "an object", schema);
+        if (schema && !reqjson_check(OPENAI, schema, "response_format.schema", RJ_OBJECT, e))
+            return false;
         if (schema && !(req->schema = cJSON_Duplicate(schema, true)))
             return OOM(e);
         if (!schema && (!(req->schema = cJSON_CreateObject()) ||
@@ -358,8 +351,9 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
                 *strict = reqjson_field(js, "strict");
     if (!cJSON_IsString(name) || !name->valuestring[0])
         return reqjson_missing(e, "response_format.json_schema.name");
-    if (strict && !cJSON_IsBool(strict))
-        return reqjson_wrong_type(e, "response_format.json_schema.strict", "a boolean", strict);
+    if (strict &&
+        !reqjson_check(OPENAI, strict, "response_format.json_schema.strict", RJ_BOOLEAN, e))
+        return false;
     if (schema && !cJSON_IsObject(schema) && !cJSON_IsBool(schema))
         return reqjson_wrong_type(e, "response_format.json_schema.schema", "an object", schema);
     /* no schema: any JSON object, as the name alone constrains nothing */
@@ -371,8 +365,8 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
 
 static bool take_kwargs(const cJSON *kw, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsObject(kw))
-        return reqjson_wrong_type(e, "chat_template_kwargs", "an object", kw);
+    if (!reqjson_check(OPENAI, kw, "chat_template_kwargs", RJ_OBJECT, e))
+        return false;
     cJSON *copy = cJSON_Duplicate(kw, true);
     if (!copy)
         return OOM(e);
@@ -407,8 +401,8 @@ static bool add_kwarg(struct oai_request *req, const char *name, cJSON *v, struc
 static bool take_reasoning_effort(const cJSON *it, struct oai_request *req, struct oai_error *e)
 {
     static const char *const ok[] = {"none", "minimal", "low", "medium", "high", "xhigh"};
-    if (!cJSON_IsString(it))
-        return reqjson_wrong_type(e, "reasoning_effort", "a string", it);
+    if (!reqjson_check(OPENAI, it, "reasoning_effort", RJ_STRING, e))
+        return false;
     size_t k = 0;
     while (k < sizeof ok / sizeof ok[0] && strcmp(it->valuestring, ok[k]))
         k++;
@@ -424,8 +418,8 @@ static bool take_reasoning_effort(const cJSON *it, struct oai_request *req, stru
 
 static bool take_reasoning_format(const cJSON *it, struct oai_request *req, struct oai_error *e)
 {
-    if (!cJSON_IsString(it))
-        return reqjson_wrong_type(e, "reasoning_format", "a string", it);
+    if (!reqjson_check(OPENAI, it, "reasoning_format", RJ_STRING, e))
+        return false;
     const char *v = it->valuestring;
     if (!strcmp(v, "none"))
         req->reasoning = OAI_REASONING_NONE;
@@ -550,8 +544,8 @@ struct rule {
 static bool fn_model(const struct rule *r, const cJSON *it, struct oai_request *req,
                      struct scratch *sc, struct oai_error *e)
 {
-    if (!cJSON_IsString(it))
-        return reqjson_wrong_type(e, r->name, "a string", it);
+    if (!reqjson_check(OPENAI, it, r->name, RJ_STRING, e))
+        return false;
     return (req->model = dup_str(it->valuestring, e)) != NULL;
 }
 
@@ -701,8 +695,8 @@ static bool fn_logprobs(const struct rule *r, const cJSON *it, struct oai_reques
                         struct scratch *sc, struct oai_error *e)
 {
     if (req->kind != OAI_COMPLETION) {
-        if (!cJSON_IsBool(it))
-            return reqjson_wrong_type(e, r->name, "a boolean", it);
+        if (!reqjson_check(OPENAI, it, r->name, RJ_BOOLEAN, e))
+            return false;
         sc->logprobs_bool = cJSON_IsTrue(it);
         return true;
     }
@@ -727,8 +721,8 @@ static bool fn_top_logprobs(const struct rule *r, const cJSON *it, struct oai_re
 static bool fn_stream_options(const struct rule *r, const cJSON *it, struct oai_request *req,
                               struct scratch *sc, struct oai_error *e)
 {
-    if (!cJSON_IsObject(it))
-        return reqjson_wrong_type(e, r->name, "an object", it);
+    if (!reqjson_check(OPENAI, it, r->name, RJ_OBJECT, e))
+        return false;
     const cJSON *k;
     cJSON_ArrayForEach(k, it)
     {
@@ -739,8 +733,8 @@ static bool fn_stream_options(const struct rule *r, const cJSON *it, struct oai_
         }
     }
     const cJSON *iu = reqjson_field(it, "include_usage");
-    if (iu && !cJSON_IsBool(iu))
-        return reqjson_wrong_type(e, "stream_options.include_usage", "a boolean", iu);
+    if (iu && !reqjson_check(OPENAI, iu, "stream_options.include_usage", RJ_BOOLEAN, e))
+        return false;
     req->include_usage = cJSON_IsTrue(iu);
     sc->stream_options = it;
     return true;
@@ -783,13 +777,13 @@ static bool fn_ignored(const struct rule *r, const cJSON *it, struct oai_request
 static bool fn_modalities(const struct rule *r, const cJSON *it, struct oai_request *req,
                           struct scratch *sc, struct oai_error *e)
 {
-    if (!cJSON_IsArray(it))
-        return reqjson_wrong_type(e, r->name, "an array", it);
+    if (!reqjson_check(OPENAI, it, r->name, RJ_ARRAY, e))
+        return false;
     const cJSON *m;
     cJSON_ArrayForEach(m, it)
     {
-        if (!cJSON_IsString(m))
-            return reqjson_wrong_type(e, "modalities[]", "a string", m);
+        if (!reqjson_check(OPENAI, m, "modalities[]", RJ_STRING, e))
+            return false;
         if (strcmp(m->valuestring, "text"))
             return BAD(e, "unsupported_value", "modalities",
                        "Invalid 'modalities': this server writes text only, not '%.32s'.",
@@ -875,8 +869,8 @@ static bool fn_logit_bias(const struct rule *r, const cJSON *it, struct oai_requ
 static bool fn_cache_prompt(const struct rule *r, const cJSON *it, struct oai_request *req,
                             struct scratch *sc, struct oai_error *e)
 {
-    if (!cJSON_IsBool(it))
-        return reqjson_wrong_type(e, r->name, "a boolean", it);
+    if (!reqjson_check(OPENAI, it, r->name, RJ_BOOLEAN, e))
+        return false;
     req->no_cache = cJSON_IsFalse(it);
     return true;
 }
@@ -886,8 +880,8 @@ static bool fn_cache_prompt(const struct rule *r, const cJSON *it, struct oai_re
 static bool fn_return_progress(const struct rule *r, const cJSON *it, struct oai_request *req,
                                struct scratch *sc, struct oai_error *e)
 {
-    if (!cJSON_IsBool(it))
-        return reqjson_wrong_type(e, r->name, "a boolean", it);
+    if (!reqjson_check(OPENAI, it, r->name, RJ_BOOLEAN, e))
+        return false;
     oai_ignore(req, r->name, false);
     return true;
 }
@@ -927,8 +921,8 @@ static bool fn_samplers(const struct rule *r, const cJSON *it, struct oai_reques
     } else if (cJSON_IsArray(it)) {
         cJSON_ArrayForEach(m, it)
         {
-            if (!cJSON_IsString(m))
-                return reqjson_wrong_type(e, "samplers[]", "a string", m);
+            if (!reqjson_check(OPENAI, m, "samplers[]", RJ_STRING, e))
+                return false;
             size_t k = 0;
             while (k < sizeof known / sizeof known[0] && strcmp(known[k], m->valuestring))
                 k++;

@@ -156,6 +156,18 @@ const cJSON *reqjson_member(const struct reqjson_dialect *d, const cJSON *obj, c
     return reqjson_check(d, it, param, t, e) ? it : NULL;
 }
 
+bool reqjson_rows(const struct reqjson_dialect *d, const cJSON *obj, const char *at,
+                  const struct reqjson_row *rows, size_t n, struct oai_error *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct reqjson_row *r = &rows[i];
+        if ((r->required || reqjson_field(obj, r->name)) &&
+            !reqjson_member(d, obj, r->name, at, r->type, e))
+            return false;
+    }
+    return true;
+}
+
 void reqjson_defaults(struct oai_request *req, enum oai_kind kind)
 {
     memset(req, 0, sizeof *req);

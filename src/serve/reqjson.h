@@ -92,6 +92,21 @@ const struct cJSON *reqjson_member(const struct reqjson_dialect *d, const struct
                                    const char *name, const char *at, enum reqjson_type t,
                                    struct oai_error *e);
 
+/* One typed member of a nested object's table: checked when given (required: also when not). */
+struct reqjson_row {
+    const char *name;
+    enum reqjson_type type;
+    bool required;
+};
+
+/*
+ * obj's members of rows[0..n), in row order, each named "at.name" in a refusal: true when
+ * every one given is of its type and no required one is missing, else d's refusal of the first
+ * that is not. Members not in rows are left to the caller.
+ */
+bool reqjson_rows(const struct reqjson_dialect *d, const struct cJSON *obj, const char *at,
+                  const struct reqjson_row *rows, size_t n, struct oai_error *e);
+
 /* A chat request of kind with nothing given: OpenAI's defaults (temperature 1, top_p 1, the
  * other samplers off, n 1, no token limit, no logprobs, parallel tool calls). */
 void reqjson_defaults(struct oai_request *req, enum oai_kind kind);

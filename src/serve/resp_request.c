@@ -253,8 +253,8 @@ static bool custom_pattern(struct rp *p, const cJSON *f, const char *at, char **
     snprintf(param, sizeof param, "%s.format", at);
     if (!f)
         return true;
-    if (!cJSON_IsObject(f))
-        return reqjson_wrong_type(e, param, "an object", f);
+    if (!reqjson_check(&RESP, f, param, RJ_OBJECT, e))
+        return false;
     const cJSON *type = want_string(f, "type", param, e);
     if (!type)
         return false;
@@ -322,12 +322,10 @@ static bool tool_one(struct rp *p, cJSON *out, const cJSON *t, const char *at, c
     cJSON *fn = cJSON_AddObjectToObject(chat, "function");
     cJSON_AddStringToObject(fn, "name", resp_tool_flat_name(ns, name->valuestring, buf, sizeof buf));
     cJSON_AddItemToArray(out, chat);
+    static const struct reqjson_row row[] = {{"description", RJ_STRING, false}};
+    if (!reqjson_rows(&RESP, t, at, row, 1, e))
+        return false;
     const cJSON *desc = reqjson_field(t, "description");
-    if (desc && !cJSON_IsString(desc)) {
-        char param[96];
-        snprintf(param, sizeof param, "%s.description", at);
-        return reqjson_wrong_type(e, param, "a string", desc);
-    }
     if (!custom) {
         if (desc)
             cJSON_AddStringToObject(fn, "description", desc->valuestring);
@@ -687,8 +685,8 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
     const cJSON *cs = reqjson_field(it, "content");
     char param[96];
     snprintf(param, sizeof param, "%s.content", at);
-    if (cs && !cJSON_IsArray(cs))
-        return reqjson_wrong_type(e, param, "an array", cs);
+    if (cs && !reqjson_check(&RESP, cs, param, RJ_ARRAY, e))
+        return false;
     int j    = 0;
     bool got = false;
     const cJSON *p;
@@ -706,11 +704,10 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
             return OOM(e);
         got = true;
     }
+    static const struct reqjson_row row[] = {{"encrypted_content", RJ_STRING, false}};
+    if (!reqjson_rows(&RESP, it, at, row, 1, e))
+        return false;
     const cJSON *sealed = reqjson_field(it, "encrypted_content");
-    if (sealed && !cJSON_IsString(sealed)) {
-        snprintf(param, sizeof param, "%s.encrypted_content", at);
-        return reqjson_wrong_type(e, param, "a string", sealed);
-    }
     char *text = !got && sealed ? resp_open_reasoning(sealed->valuestring) : NULL;
     bool ok    = !text || append(&cv->reasoning, text, strlen(text));
     free(text);
@@ -753,14 +750,12 @@ static bool take_input(struct rp *rp, struct conv *cv, const cJSON *in, struct o
     {
         char at[32];
         snprintf(at, sizeof at, "input[%d]", i++);
-        if (!cJSON_IsObject(it))
-            return reqjson_wrong_type(e, at, "an object", it);
+        if (!reqjson_check(&RESP, it, at, RJ_OBJECT, e))
+            return false;
+        static const struct reqjson_row row[] = {{"type", RJ_STRING, false}};
+        if (!reqjson_rows(&RESP, it, at, row, 1, e))
+            return false;
         const cJSON *type = reqjson_field(it, "type");
-        if (type && !cJSON_IsString(type)) {
-            char param[48];
-            snprintf(param, sizeof param, "%s.type", at);
-            return reqjson_wrong_type(e, param, "a string", type);
-        }
         const char *t = type ? type->valuestring : "message"; /* EasyInputMessage has no type */
         bool ok;
         if (!strcmp(t, "message"))
@@ -821,8 +816,8 @@ static void narrow_tools(struct rp *p)
 bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
 {
     *schema = NULL;
-    if (!cJSON_IsObject(f))
-        return reqjson_wrong_type(e, "text.format", "an object", f);
+    if (!reqjson_check(&RESP, f, "text.format", RJ_OBJECT, e))
+        return false;
     const cJSON *type = want_string(f, "type", "text.format", e);
     if (!type)
         return false;
@@ -848,8 +843,8 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
     if (!cJSON_IsObject(s))
         return reqjson_wrong_type(e, "text.format.schema", "an object (a JSON schema)", s);
     const cJSON *strict = reqjson_field(f, "strict");
-    if (strict && !cJSON_IsBool(strict))
-        return reqjson_wrong_type(e, "text.format.strict", "a boolean", strict);
+    if (strict && !reqjson_check(&RESP, strict, "text.format.strict", RJ_BOOLEAN, e))
+        return false;
     *schema = cJSON_Duplicate(s, true);
     return *schema != NULL || OOM(e);
 }
@@ -857,8 +852,8 @@ bool resp_text_format(const cJSON *f, cJSON **schema, struct oai_error *e)
 /* text: {format, verbosity}; the schema is kept in p->schema. */
 static bool take_text(struct rp *p, const cJSON *text, struct oai_error *e)
 {
-    if (!cJSON_IsObject(text))
-        return reqjson_wrong_type(e, "text", "an object", text);
+    if (!reqjson_check(&RESP, text, "text", RJ_OBJECT, e))
+        return false;
     const cJSON *k;
     cJSON_ArrayForEach(k, text)
     {
@@ -885,8 +880,8 @@ static bool take_text(struct rp *p, const cJSON *text, struct oai_error *e)
  */
 static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
 {
-    if (!cJSON_IsObject(r))
-        return reqjson_wrong_type(e, "reasoning", "an object", r);
+    if (!reqjson_check(&RESP, r, "reasoning", RJ_OBJECT, e))
+        return false;
     const cJSON *k;
     cJSON_ArrayForEach(k, r)
     {
@@ -899,11 +894,10 @@ static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
             note(p, "reasoning.", n, true);
             continue;
         }
-        if (!cJSON_IsString(k)) {
-            char param[48];
-            snprintf(param, sizeof param, "reasoning.%s", n);
-            return reqjson_wrong_type(e, param, "a string", k);
-        }
+        char param[48];
+        snprintf(param, sizeof param, "reasoning.%s", n);
+        if (!reqjson_check(&RESP, k, param, RJ_STRING, e))
+            return false;
         if (strcmp(n, "effort"))
             note(p, "reasoning.", n, false);
     }
@@ -958,8 +952,8 @@ static void pass(cJSON *obj, const char *name, const cJSON *it)
 static bool take_metadata(struct rp *p, const cJSON *it, struct oai_error *e)
 {
     const char *n = it->string;
-    if (!cJSON_IsObject(it))
-        return reqjson_wrong_type(e, n, "an object", it);
+    if (!reqjson_check(&RESP, it, n, RJ_OBJECT, e))
+        return false;
     if (cJSON_GetArraySize(it) > 16)
         return BAD(e, "object_above_max_properties", n,
                    "Invalid 'metadata': at most 16 keys, but got %d.", cJSON_GetArraySize(it));
@@ -1041,14 +1035,15 @@ static bool fn_truncation(struct rp *p, const cJSON *it, struct oai_error *e)
 
 static bool fn_stream_options(struct rp *p, const cJSON *it, struct oai_error *e)
 {
-    if (!cJSON_IsObject(it))
-        return reqjson_wrong_type(e, it->string, "an object", it);
+    if (!reqjson_check(&RESP, it, it->string, RJ_OBJECT, e))
+        return false;
     const cJSON *k;
     cJSON_ArrayForEach(k, it)
     {
         bool known = !strcmp(k->string, "include_obfuscation");
-        if (known && !cJSON_IsBool(k) && !cJSON_IsNull(k))
-            return reqjson_wrong_type(e, "stream_options.include_obfuscation", "a boolean", k);
+        if (known && !cJSON_IsNull(k) &&
+            !reqjson_check(&RESP, k, "stream_options.include_obfuscation", RJ_BOOLEAN, e))
+            return false;
         note(p, "stream_options.", k->string, !known); /* events are never padded */
     }
     return true;
