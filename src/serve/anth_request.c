@@ -38,14 +38,14 @@
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void pathf(char *buf, const char *fmt, ...)
+static void
+pathf(char *buf, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, PATH_MAX_LEN, fmt, ap);
     va_end(ap);
 }
-
 
 static bool missing(struct oai_error *e, const char *path)
 {
@@ -69,7 +69,7 @@ void anth_note(struct oai_request *req, const char *path, bool unknown)
                 name[n++] = '.';
             for (size_t k = 0; k < seg && n + 1 < sizeof name; k++) {
                 unsigned char c = (unsigned char)p[k];
-                bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                bool safe       = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                             (c >= '0' && c <= '9') || strchr("_:/-", c);
                 name[n++] = safe ? (char)c : '?';
             }
@@ -192,8 +192,8 @@ static bool check_cache_control(struct oai_request *req, const cJSON *obj, const
     if (!cJSON_IsString(t) || strcmp(t->valuestring, "ephemeral"))
         return BAD(e, NULL, NULL, "%s.type: Input should be 'ephemeral'", p);
     const cJSON *ttl = reqjson_field(cc, "ttl");
-    if (ttl && (!cJSON_IsString(ttl) || (strcmp(ttl->valuestring, "5m") &&
-                                         strcmp(ttl->valuestring, "1h"))))
+    if (ttl && (!cJSON_IsString(ttl) ||
+                (strcmp(ttl->valuestring, "5m") && strcmp(ttl->valuestring, "1h"))))
         return BAD(e, NULL, NULL, "%s.ttl: Input should be '5m' or '1h'", p);
     return true;
 }
@@ -294,9 +294,8 @@ static bool tool_sentence(struct parts *pt, const char *name, bool added, struct
 }
 
 /* A {"type": "tool_reference", "tool_name"} block: the tool is loaded. */
-static bool tool_reference_block(struct oai_request *req, struct tool_changes *tc,
-                                 const cJSON *b, const char *path, struct parts *pt,
-                                 struct oai_error *e)
+static bool tool_reference_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
+                                 const char *path, struct parts *pt, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "tool_name", "cache_control", NULL};
     anth_note_others(req, b, path, keys);
@@ -312,8 +311,7 @@ static bool tool_reference_block(struct oai_request *req, struct tool_changes *t
  * refused: hearth connects to no MCP server.
  */
 static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
-                              const char *path, bool added, struct parts *pt,
-                              struct oai_error *e)
+                              const char *path, bool added, struct parts *pt, struct oai_error *e)
 {
     static const char *const keys[] = {"type", "tool", "cache_control", NULL};
     anth_note_others(req, b, path, keys);
@@ -353,8 +351,7 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
             return OOM(e);
         }
         cJSON_AddItemToArray(tc->add, entry);
-        return add_name(&tc->load, n->valuestring, e) &&
-               tool_sentence(pt, n->valuestring, true, e);
+        return add_name(&tc->load, n->valuestring, e) && tool_sentence(pt, n->valuestring, true, e);
     }
     if (strstr(type, "mcp_"))
         return BAD(e, NULL, NULL,
@@ -367,8 +364,8 @@ static bool tool_change_block(struct oai_request *req, struct tool_changes *tc, 
 
 /* A {"type": "text", "text"} block: its text into pt. Citations are where an earlier reply's
  * text came from: the text itself is what the model reads. */
-static bool text_block(struct oai_request *req, const cJSON *b, const char *path,
-                       struct parts *pt, struct oai_error *e)
+static bool text_block(struct oai_request *req, const cJSON *b, const char *path, struct parts *pt,
+                       struct oai_error *e)
 {
     static const char *const keys[] = {"type", "text", "cache_control", "citations", NULL};
     anth_note_others(req, b, path, keys);
@@ -388,8 +385,7 @@ static const char *kind_refusal(const char *type)
         !strcmp(type, "container_upload"))
         return "is not supported by this server: only text, tool_use, tool_result, thinking "
                "and plain-text document blocks are";
-    if (strstr(type, "server_tool_use") || strstr(type, "_tool_result") ||
-        strstr(type, "mcp_tool"))
+    if (strstr(type, "server_tool_use") || strstr(type, "_tool_result") || strstr(type, "mcp_tool"))
         return "is not supported by this server: it runs no server tools";
     return NULL;
 }
@@ -521,8 +517,8 @@ static bool result_content(struct oai_request *req, struct tool_changes *tc, con
 static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
                               const char *path, cJSON *out, struct oai_error *e)
 {
-    static const char *const keys[] = {"type", "tool_use_id", "content", "is_error",
-                                       "cache_control", NULL};
+    static const char *const keys[] = {"type",     "tool_use_id",   "content",
+                                       "is_error", "cache_control", NULL};
     anth_note_others(req, b, path, keys);
     if (!check_cache_control(req, b, path, e))
         return false;
@@ -535,7 +531,7 @@ static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, 
     if (!reqjson_rows(&ANTH, b, path, flag, 1, e))
         return false;
     const cJSON *err = reqjson_field(b, "is_error");
-    struct parts pt = {0};
+    struct parts pt  = {0};
     if (!result_content(req, tc, reqjson_field(b, "content"), path, &pt, e)) {
         cJSON_Delete(pt.arr);
         return false;
@@ -575,8 +571,8 @@ static bool tool_result_block(struct oai_request *req, struct tool_changes *tc, 
 static bool tool_use_block(struct oai_request *req, struct tool_changes *tc, const cJSON *b,
                            const char *path, cJSON *calls, struct oai_error *e)
 {
-    static const char *const keys[] = {"type", "id", "name", "input", "cache_control", "caller",
-                                       NULL};
+    static const char *const keys[] = {"type",          "id",     "name", "input",
+                                       "cache_control", "caller", NULL};
     anth_note_others(req, b, path, keys);
     if (!check_cache_control(req, b, path, e))
         return false;
@@ -690,9 +686,9 @@ static bool take_turn(struct oai_request *req, struct tool_changes *tc, const cJ
         return BAD(e, NULL, NULL, "%s: List should have at least 1 item", cp);
     }
     struct parts text = {0}, reasoning = {0};
-    cJSON *calls      = cJSON_CreateArray();
-    bool ok           = calls != NULL || OOM(e);
-    int j             = 0;
+    cJSON *calls = cJSON_CreateArray();
+    bool ok      = calls != NULL || OOM(e);
+    int j        = 0;
     const cJSON *b;
     cJSON_ArrayForEach(b, c)
     {
@@ -800,8 +796,8 @@ static bool take_system(struct oai_request *req, struct tool_changes *tc, const 
             char bp[PATH_MAX_LEN];
             pathf(bp, "%s.%d", path, j++);
             const char *type = block_type(b, bp, e);
-            bool change      = tc && type && (!strcmp(type, "tool_addition") ||
-                                         !strcmp(type, "tool_removal"));
+            bool change =
+                tc && type && (!strcmp(type, "tool_addition") || !strcmp(type, "tool_removal"));
             bool ok =
                 type &&
                 (change ? tool_change_block(req, tc, b, bp, !strcmp(type, "tool_addition"), &pt, e)
@@ -854,7 +850,7 @@ static bool take_system_message(struct oai_request *req, struct tool_changes *tc
     if (clear && (!cJSON_IsString(clear) || (strcmp(clear->valuestring, "never") &&
                                              strcmp(clear->valuestring, "next_user_message"))))
         return BAD(e, NULL, NULL, "%s: Input should be 'next_user_message' or 'never'", p);
-    bool shown = !clear || !strcmp(clear->valuestring, "never") || i > last_user;
+    bool shown      = !clear || !strcmp(clear->valuestring, "never") || i > last_user;
     const cJSON *oc = reqjson_field(m, "output_config");
     pathf(p, "%s.output_config", path);
     if (oc && !reqjson_check(&ANTH, oc, p, RJ_OBJECT, e))
@@ -975,10 +971,17 @@ static bool take_tool(struct oai_request *req, const cJSON *t, const char *path,
                    "%s.type: '%.40s' tools are not supported by this server: only client "
                    "tools (type 'custom', or no type) are",
                    path, cJSON_IsString(type) ? type->valuestring : "?");
-    static const char *const keys[] = {"type",          "name",           "description",
-                                       "input_schema",  "cache_control",  "strict",
-                                       "eager_input_streaming", "defer_loading",
-                                       "input_examples", "allowed_callers", NULL};
+    static const char *const keys[] = {"type",
+                                       "name",
+                                       "description",
+                                       "input_schema",
+                                       "cache_control",
+                                       "strict",
+                                       "eager_input_streaming",
+                                       "defer_loading",
+                                       "input_examples",
+                                       "allowed_callers",
+                                       NULL};
     anth_note_others(req, t, path, keys);
     if (!check_cache_control(req, t, path, e))
         return false;
@@ -1052,8 +1055,8 @@ static bool take_tools(const cJSON *tools, struct tool_changes *tc, struct oai_r
     if (tools && !reqjson_check(&ANTH, tools, "tools", RJ_ARRAY, e))
         return false;
     cJSON *out = cJSON_CreateArray(), *deferred = cJSON_CreateArray();
-    bool ok    = (out && deferred) || OOM(e);
-    int j      = 0;
+    bool ok = (out && deferred) || OOM(e);
+    int j   = 0;
     const cJSON *t;
     cJSON_ArrayForEach(t, (ok ? tools : NULL))
     {
@@ -1290,7 +1293,7 @@ static bool take_stop(const cJSON *st, struct oai_request *req, struct oai_error
     const cJSON *s;
     cJSON_ArrayForEach(s, st)
     {
-        char p[32];
+        char p[PATH_MAX_LEN];
         pathf(p, "stop_sequences.%d", i++);
         if (!reqjson_check(&ANTH, s, p, RJ_STRING, e))
             return false;
@@ -1439,6 +1442,7 @@ static bool fn_metadata(const cJSON *it, struct oai_request *req, struct scratch
  * any). Fields of a generation only (K_MSG) are noted as unknown in count_tokens, as
  * Anthropic's refuses them there.
  */
+/* clang-format off */
 static const struct rule FIELDS[] = {
     {"model", K_BOTH, T_FN, REQ, 0, 0, 0, fn_model},
     /* clamped to the slot's room by oai_make_jobs */
@@ -1473,6 +1477,7 @@ static const struct rule FIELDS[] = {
     {"billing_policy", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
     {"compaction", K_BOTH, T_NOOP, 0, 0, 0, 0, NULL},
 };
+/* clang-format on */
 
 #define N_FIELDS (sizeof FIELDS / sizeof FIELDS[0])
 
@@ -1568,8 +1573,7 @@ bool anth_parse(enum anth_kind kind, const char *body, size_t len, struct oai_re
     return ok;
 }
 
-bool anth_parse_messages(const char *body, size_t len, struct oai_request *req,
-                         struct oai_error *e)
+bool anth_parse_messages(const char *body, size_t len, struct oai_request *req, struct oai_error *e)
 {
     return anth_parse(ANTH_MESSAGES, body, len, req, e);
 }
