@@ -103,7 +103,7 @@ $(BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx512)
 $(BUILD)/obj/src/kernels/x86_amx.o:    ISA_FLAGS = $(ISA_amx)
 $(BUILD)/obj/src/kernels/arm_neon.o:   ISA_FLAGS = $(ISA_neon)
 
-.PHONY: all docs test asan-test neon-test avx512-test fuzz bench bench-clockcheck loadtest clean format
+.PHONY: all docs test asan-test neon-test avx512-test fuzz bench bench-clockcheck loadtest clean format format-check
 all: $(BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -272,8 +272,18 @@ bench-clockcheck: $(BIN) $(BUILD)/tools/bench_clockcheck
 loadtest: $(BIN)
 	@python3 tools/loadtest.py --hearth $(BIN) --model models/stories260K.gguf
 
+# format, format-check: every C source and header of ours as .clang-format lays it out, with
+# Debian 12's clang-format (14; another version lays some lines out differently). Tables whose
+# columns carry meaning sit between "clang-format off" and "on" comments.
+FORMAT_FILES = $(shell find include src cmd tests tools -name '*.[ch]' -not -path '*/node_modules/*' | sort)
+
 format:
-	clang-format -i $(SRC) $(CMD_SRC) $(TEST_SRC) include/*.h $(shell find src -name '*.h')
+	clang-format -i $(FORMAT_FILES)
+
+format-check:
+	@bad=$$(for f in $(FORMAT_FILES); do clang-format "$$f" | cmp -s - "$$f" || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "not as .clang-format lays them out (make format):"; \
+	    echo "$$bad"; exit 1; fi; echo "format-check: $(words $(FORMAT_FILES)) files as .clang-format lays them out"
 
 clean:
 	rm -rf build build-asan build-fuzz $(ARM_BUILD) $(AVX512_BUILD)

@@ -39,6 +39,7 @@ test	npm	installs those clients, `ajv` and `playwright-core`, pinned by `tests/e
 test	chromium	optional: the chat page'"'"'s test drives it headless through `playwright-core` (needs Node.js 20)
 ci	clang	libFuzzer targets and the clang warning check (`make fuzz`)
 ci	libclang-rt-dev	clang'"'"'s sanitizer and libFuzzer runtimes
+ci	clang-format	`make format-check`: the sources as `.clang-format` lays them out (Debian 12'"'"'s version 14 is the reference)
 ci	libsimde-dev	`make avx512-test`: the AVX-512 and AMX kernel tables built on SIMDe'"'"'s portable intrinsics
 ci	gcc-aarch64-linux-gnu	optional: `make neon-test` cross-builds the kernel tests for AArch64
 ci	libc6-dev-arm64-cross	optional: the AArch64 C library for that build

@@ -157,7 +157,7 @@ static bool check_message(cJSON *m, int32_t i, struct oai_error *e)
         return false;
     if (!strcmp(role->valuestring, "developer")) /* OpenAI's newer name; templates know system */
         cJSON_SetValuestring(role, "system");
-    const char *r = role->valuestring;
+    const char *r  = role->valuestring;
     bool assistant = !strcmp(r, "assistant");
     if (strcmp(r, "system") && strcmp(r, "user") && !assistant && strcmp(r, "tool"))
         return BAD(e, "invalid_value", param,
@@ -262,7 +262,7 @@ static bool take_tools(const cJSON *tools, struct oai_request *req, struct oai_e
 static bool take_tool_choice(const cJSON *tc, struct oai_request *req, struct oai_error *e)
 {
     if (cJSON_IsString(tc)) {
-        static const char *const names[] = {"auto", "none", "required"};
+        static const char *const names[]           = {"auto", "none", "required"};
         static const enum oai_tool_choice values[] = {OAI_TOOL_AUTO, OAI_TOOL_NONE,
                                                       OAI_TOOL_REQUIRED};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -305,7 +305,7 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
                    "'json_schema'.");
     const char *t = type->valuestring;
     /* llama-server's json_object takes a "schema" beside the type */
-    const char *allowed = !strcmp(t, "json_schema") ? "json_schema"
+    const char *allowed = !strcmp(t, "json_schema")   ? "json_schema"
                           : !strcmp(t, "json_object") ? "schema"
                                                       : "";
     cJSON_ArrayForEach(k, rf)
@@ -340,8 +340,7 @@ static bool take_response_format(const cJSON *rf, struct oai_request *req, struc
     cJSON_ArrayForEach(k, js)
     {
         if (strcmp(k->string, "name") && strcmp(k->string, "schema") &&
-            strcmp(k->string, "strict") && strcmp(k->string, "description") &&
-            !cJSON_IsNull(k)) {
+            strcmp(k->string, "strict") && strcmp(k->string, "description") && !cJSON_IsNull(k)) {
             char path[OAI_IGNORED_LEN];
             snprintf(path, sizeof path, "response_format.json_schema.%s", k->string);
             oai_ignore(req, path, true);
@@ -511,7 +510,7 @@ struct scratch {
     int64_t max_tokens[3]; /* n_predict, max_tokens, max_completion_tokens; 0 = absent */
     bool logprobs_bool, has_top_logprobs, has_stream_options;
     const cJSON *stream_options;
-    int n_constraints; /* response_format, json_schema, grammar given */
+    int n_constraints;                /* response_format, json_schema, grammar given */
     bool samplers_given, samplers[4]; /* samplers: which of top_k, top_p, min_p, temperature */
 };
 
@@ -538,7 +537,7 @@ struct rule {
     enum ftype type;
     double lo, hi;
     size_t off;
-    take_fn fn;     /* T_FN */
+    take_fn fn; /* T_FN */
 };
 
 static bool fn_model(const struct rule *r, const cJSON *it, struct oai_request *req,
@@ -647,7 +646,7 @@ static bool fn_max_tokens(const struct rule *r, const cJSON *it, struct oai_requ
                           struct scratch *sc, struct oai_error *e)
 {
     bool n_predict = !strcmp(r->name, "n_predict");
-    int64_t v = 0;
+    int64_t v      = 0;
     if (!reqjson_int(OPENAI, it, r->name, n_predict ? -1 : 1, 2147483647.0, &v, e))
         return false;
     if (n_predict && v == 0)
@@ -805,7 +804,7 @@ static bool fn_audio(const struct rule *r, const cJSON *it, struct oai_request *
 static bool take_bias(const char *key, const cJSON *v, struct oai_request *req, int32_t i,
                       struct oai_error *e)
 {
-    char *end = NULL;
+    char *end     = NULL;
     long long tok = key ? strtoll(key, &end, 10) : -1;
     if (!key || end == key || *end || tok < 0 || tok > INT32_MAX)
         return BAD(e, "invalid_value", "logit_bias",
@@ -906,10 +905,10 @@ static bool fn_n_probs(const struct rule *r, const cJSON *it, struct oai_request
 static bool fn_samplers(const struct rule *r, const cJSON *it, struct oai_request *req,
                         struct scratch *sc, struct oai_error *e)
 {
-    static const char *const known[] = {"top_k", "top_p", "min_p", "temperature", "penalties",
-                                        "dry", "typ_p", "typical_p", "xtc", "top_n_sigma",
-                                        "infill", "k", "p", "m", "t", "e", "d", "y", "x", "s",
-                                        "i"};
+    static const char *const known[] = {
+        "top_k",     "top_p", "min_p",       "temperature", "penalties", "dry", "typ_p",
+        "typical_p", "xtc",   "top_n_sigma", "infill",      "k",         "p",   "m",
+        "t",         "e",     "d",           "y",           "x",         "s",   "i"};
     bool has[4] = {false, false, false, false}; /* top_k, top_p, min_p, temperature */
     const cJSON *m;
     if (cJSON_IsString(it)) { /* llama.cpp's one-letter form, "kpmt" */
@@ -940,6 +939,7 @@ static bool fn_samplers(const struct rule *r, const cJSON *it, struct oai_reques
     return true;
 }
 
+/* clang-format off */
 static const struct rule FIELDS[] = {
     {"model", K_ALL, T_FN, 0, 0, 0, fn_model},
     {"messages", K_CHAT, T_FN, 0, 0, 0, fn_messages},
@@ -995,6 +995,7 @@ static const struct rule FIELDS[] = {
     {"grammar", K_ALL, T_FN, 0, 0, 0, fn_grammar},
     {"functions", K_CHAT, T_FN, 0, 0, 0, fn_unsupported},
 };
+/* clang-format on */
 
 static const struct rule *rule_of(const char *name)
 {
@@ -1007,8 +1008,8 @@ static const struct rule *rule_of(const char *name)
 static bool apply(const struct rule *r, const cJSON *it, struct oai_request *req,
                   struct scratch *sc, struct oai_error *e)
 {
-    char *at = (char *)req + r->off;
-    double dv = 0;
+    char *at   = (char *)req + r->off;
+    double dv  = 0;
     int64_t iv = 0;
     switch (r->type) {
     case T_NUM:

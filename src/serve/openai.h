@@ -61,9 +61,9 @@ struct chat_template;
 struct grammar;
 struct grammar_cache;
 
-#define OAI_MAX_CHOICES 64  /* jobs one request may create */
-#define OAI_MAX_N       16  /* n */
-#define OAI_MAX_STOP    4   /* stop strings (OpenAI's limit; <= SCHED_MAX_STOP) */
+#define OAI_MAX_CHOICES      64 /* jobs one request may create */
+#define OAI_MAX_N            16 /* n */
+#define OAI_MAX_STOP         4  /* stop strings (OpenAI's limit; <= SCHED_MAX_STOP) */
 #define OAI_MAX_TOP_LOGPROBS 20
 
 /* OAI_TEMPLATE: /apply-template's body, a chat request that is only rendered. */
@@ -98,44 +98,44 @@ enum oai_tool_choice {
 
 struct oai_request {
     enum oai_kind kind;
-    char *model;                    /* as sent, or NULL */
+    char *model; /* as sent, or NULL */
     /* chat: the messages as the template sees them (a validated copy: roles
      * checked, tool-call arguments parsed from their JSON strings) */
     struct cJSON *messages;
-    struct cJSON *tools;            /* array of tools offered, or NULL */
-    struct cJSON *template_kwargs;  /* chat_template_kwargs (+ reasoning_effort), or NULL */
+    struct cJSON *tools;           /* array of tools offered, or NULL */
+    struct cJSON *template_kwargs; /* chat_template_kwargs (+ reasoning_effort), or NULL */
     enum oai_tool_choice tool_choice;
-    char *tool_name;                /* OAI_TOOL_NAMED: an offered function's name */
+    char *tool_name; /* OAI_TOOL_NAMED: an offered function's name */
     /* constrained output (at most one of the two): llama.cpp's GBNF `grammar`, or a JSON
      * schema (response_format json_schema, llama.cpp's json_schema; json_object gives
      * {"type": "object"}) */
     char *grammar;
     struct cJSON *schema;
-    const char *schema_field;       /* the field the schema came in (static), for errors */
-    bool parallel_tool_calls;       /* default true */
-    enum oai_reasoning reasoning;   /* reasoning_format */
-    char **prompts;                 /* [n_prompts], completions only */
+    const char *schema_field;     /* the field the schema came in (static), for errors */
+    bool parallel_tool_calls;     /* default true */
+    enum oai_reasoning reasoning; /* reasoning_format */
+    char **prompts;               /* [n_prompts], completions only */
     int32_t n_prompts;
-    int32_t max_tokens;             /* -1: until end of text or a full context */
+    int32_t max_tokens; /* -1: until end of text or a full context */
     struct hearth_sampler_params sampling;
-    bool has_seed;                  /* false: each choice gets a fresh random seed */
-    float presence_penalty;         /* -2..2 */
-    float frequency_penalty;        /* -2..2 */
-    char *stop[OAI_MAX_STOP];       /* non-empty strings */
+    bool has_seed;            /* false: each choice gets a fresh random seed */
+    float presence_penalty;   /* -2..2 */
+    float frequency_penalty;  /* -2..2 */
+    char *stop[OAI_MAX_STOP]; /* non-empty strings */
     int32_t n_stop;
-    int32_t top_logprobs;           /* -1: no logprobs; 0..20 */
-    int32_t n;                      /* choices per prompt, 1..OAI_MAX_N */
+    int32_t top_logprobs; /* -1: no logprobs; 0..20 */
+    int32_t n;            /* choices per prompt, 1..OAI_MAX_N */
     bool stream;
-    bool include_usage;             /* stream_options.include_usage */
-    bool ignore_eos;                /* extension: keep generating past end-of-text */
-    struct cJSON *echo;             /* another API's request fields its reply echoes, or NULL */
-    struct oai_bias *bias;          /* [n_bias] logit_bias, malloc'd, or NULL */
+    bool include_usage;    /* stream_options.include_usage */
+    bool ignore_eos;       /* extension: keep generating past end-of-text */
+    struct cJSON *echo;    /* another API's request fields its reply echoes, or NULL */
+    struct oai_bias *bias; /* [n_bias] logit_bias, malloc'd, or NULL */
     int32_t n_bias;
-    bool no_cache;                  /* cache_prompt false: the prompt is computed afresh */
-    bool timings_per_token;         /* llama-server's: each stream chunk carries "timings" */
+    bool no_cache;          /* cache_prompt false: the prompt is computed afresh */
+    bool timings_per_token; /* llama-server's: each stream chunk carries "timings" */
     struct oai_ignored ignored[OAI_MAX_IGNORED]; /* fields accepted and ignored, in body order */
-    int32_t n_ignored;              /* noted in ignored[], <= OAI_MAX_IGNORED */
-    int32_t n_ignored_more;         /* ignored beyond those (counted, not named) */
+    int32_t n_ignored;                           /* noted in ignored[], <= OAI_MAX_IGNORED */
+    int32_t n_ignored_more;                      /* ignored beyond those (counted, not named) */
     /* set by the server, not parsed: nonzero once nobody wants the reply (the client hung
      * up, the server is stopping); oai_make_jobs stops between its stages when it is, and
      * grammar compiles may read it as they run. The flag lives in the request's preparation

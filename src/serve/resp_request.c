@@ -86,12 +86,12 @@ static bool append(char **dst, const char *s, size_t n)
 /* What one parse builds besides the conversation: the chat body it means, the fields the
  * reply echoes, and the fields accepted without effect. */
 struct rp {
-    cJSON *chat;              /* the chat request body */
-    cJSON *echo;              /* what the reply echoes (Responses names) */
-    cJSON *schema;            /* text.format's schema, or NULL */
-    const cJSON *allowed;     /* tool_choice allowed_tools' list (in the body), or NULL */
-    bool logprobs;            /* include message.output_text.logprobs, or top_logprobs > 0 */
-    int top_logprobs;         /* top_logprobs as given, or 0 */
+    cJSON *chat;          /* the chat request body */
+    cJSON *echo;          /* what the reply echoes (Responses names) */
+    cJSON *schema;        /* text.format's schema, or NULL */
+    const cJSON *allowed; /* tool_choice allowed_tools' list (in the body), or NULL */
+    bool logprobs;        /* include message.output_text.logprobs, or top_logprobs > 0 */
+    int top_logprobs;     /* top_logprobs as given, or 0 */
     bool has_input;
     struct conv *cv;          /* the conversation input builds */
     struct oai_request notes; /* only ignored[]: copied onto the parsed request */
@@ -205,7 +205,7 @@ bool resp_tool_find(const cJSON *tools, const char *flat, const char **ns, const
             const cJSON *in;
             cJSON_ArrayForEach(in, reqjson_field(t, "tools"))
             {
-                const char *it   = cJSON_GetStringValue(reqjson_field(in, "type"));
+                const char *it      = cJSON_GetStringValue(reqjson_field(in, "type"));
                 const char *name_in = cJSON_GetStringValue(reqjson_field(in, "name"));
                 char buf[256];
                 if (!it || !name_in || (strcmp(it, "function") && strcmp(it, "custom")) ||
@@ -231,11 +231,20 @@ bool resp_tool_find(const cJSON *tools, const char *flat, const char **ns, const
 static bool hosted(const char *type)
 {
     static const char *const known[] = {
-        "web_search",         "web_search_preview", "web_search_preview_2025_03_11",
-        "web_search_2025_08_26", "file_search",     "code_interpreter",
-        "image_generation",   "local_shell",        "shell",
-        "mcp",                "computer_use_preview", "computer",
-        "apply_patch",        "tool_search",
+        "web_search",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "web_search_2025_08_26",
+        "file_search",
+        "code_interpreter",
+        "image_generation",
+        "local_shell",
+        "shell",
+        "mcp",
+        "computer_use_preview",
+        "computer",
+        "apply_patch",
+        "tool_search",
     };
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
         if (!strcmp(type, known[k]))
@@ -285,7 +294,7 @@ static bool custom_pattern(struct rp *p, const cJSON *f, const char *at, char **
         cJSON_AddStringToObject(s, "type", "string");
         cJSON_AddStringToObject(s, "pattern", *pattern);
         struct schema_gbnf *b = schema_gbnf_new();
-        bool ok = s && b && schema_gbnf_add(b, "custom-input", s, why, sizeof why);
+        bool ok               = s && b && schema_gbnf_add(b, "custom-input", s, why, sizeof why);
         schema_gbnf_free(b);
         cJSON_Delete(s);
         if (!ok) {
@@ -320,7 +329,8 @@ static bool tool_one(struct rp *p, cJSON *out, const cJSON *t, const char *at, c
     cJSON *chat = cJSON_CreateObject();
     cJSON_AddStringToObject(chat, "type", "function");
     cJSON *fn = cJSON_AddObjectToObject(chat, "function");
-    cJSON_AddStringToObject(fn, "name", resp_tool_flat_name(ns, name->valuestring, buf, sizeof buf));
+    cJSON_AddStringToObject(fn, "name",
+                            resp_tool_flat_name(ns, name->valuestring, buf, sizeof buf));
     cJSON_AddItemToArray(out, chat);
     static const struct reqjson_row row[] = {{"description", RJ_STRING, false}};
     if (!reqjson_rows(&RESP, t, at, row, 1, e))
@@ -339,7 +349,7 @@ static bool tool_one(struct rp *p, cJSON *out, const cJSON *t, const char *at, c
     char *pattern  = NULL;
     if (!custom_pattern(p, f, at, &pattern, e))
         return false;
-    char *d = desc ? strdup(desc->valuestring) : strdup("");
+    char *d          = desc ? strdup(desc->valuestring) : strdup("");
     const cJSON *def = reqjson_field(f, "definition");
     if (d && cJSON_IsString(def)) { /* the model must see the grammar to write to it */
         const char *syn = cJSON_GetStringValue(reqjson_field(f, "syntax"));
@@ -401,7 +411,7 @@ static cJSON *tools_of(struct rp *p, const cJSON *tools, struct oai_error *e)
             if (ns && !cJSON_IsArray(in)) {
                 in ? reqjson_wrong_type(e, param, "an array", in) : reqjson_missing(e, param);
             } else if (ns) {
-                ok = true;
+                ok    = true;
                 int k = 0;
                 const cJSON *t2;
                 cJSON_ArrayForEach(t2, in)
@@ -466,9 +476,9 @@ static cJSON *tool_choice_of(struct rp *p, const cJSON *tc, struct oai_error *e)
     char buf[256];
     cJSON *chat = cJSON_CreateObject();
     cJSON_AddStringToObject(chat, "type", "function");
-    cJSON_AddStringToObject(cJSON_AddObjectToObject(chat, "function"), "name",
-                            resp_tool_flat_name(cJSON_GetStringValue(ns), name->valuestring, buf,
-                                                sizeof buf));
+    cJSON_AddStringToObject(
+        cJSON_AddObjectToObject(chat, "function"), "name",
+        resp_tool_flat_name(cJSON_GetStringValue(ns), name->valuestring, buf, sizeof buf));
     return chat;
 }
 /* --------------------------------------------------------- input items --- */
@@ -622,8 +632,9 @@ static bool item_function_call(struct conv *cv, const cJSON *it, const char *at,
     cJSON_AddStringToObject(c, "id", call_id->valuestring);
     cJSON_AddStringToObject(c, "type", "function");
     cJSON *fn = cJSON_AddObjectToObject(c, "function");
-    cJSON_AddStringToObject(fn, "name", resp_tool_flat_name(cJSON_GetStringValue(ns),
-                                                            name->valuestring, buf, sizeof buf));
+    cJSON_AddStringToObject(
+        fn, "name",
+        resp_tool_flat_name(cJSON_GetStringValue(ns), name->valuestring, buf, sizeof buf));
     cJSON_AddStringToObject(fn, "arguments", text ? text : args->valuestring);
     cJSON_AddItemToArray(calls, c);
     free(text);
@@ -695,8 +706,8 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
         snprintf(param, sizeof param, "%s.content[%d]", at, j++);
         const cJSON *type = cJSON_IsObject(p) ? reqjson_field(p, "type") : NULL;
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "reasoning_text"))
-            return BAD(e, "invalid_value", param,
-                       "Invalid '%s': expected a reasoning_text part.", param);
+            return BAD(e, "invalid_value", param, "Invalid '%s': expected a reasoning_text part.",
+                       param);
         const cJSON *text = want_string(p, "text", param, e);
         if (!text)
             return false;
@@ -708,8 +719,8 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
     if (!reqjson_rows(&RESP, it, at, row, 1, e))
         return false;
     const cJSON *sealed = reqjson_field(it, "encrypted_content");
-    char *text = !got && sealed ? resp_open_reasoning(sealed->valuestring) : NULL;
-    bool ok    = !text || append(&cv->reasoning, text, strlen(text));
+    char *text          = !got && sealed ? resp_open_reasoning(sealed->valuestring) : NULL;
+    bool ok             = !text || append(&cv->reasoning, text, strlen(text));
     free(text);
     return ok || OOM(e);
 }
@@ -718,12 +729,24 @@ static bool item_reasoning(struct conv *cv, const cJSON *it, const char *at, str
 static bool hosted_item(const char *t)
 {
     static const char *const known[] = {
-        "web_search_call",   "file_search_call",   "code_interpreter_call",
-        "image_generation_call", "local_shell_call", "local_shell_call_output",
-        "shell_call",        "shell_call_output",  "apply_patch_call",
-        "apply_patch_call_output", "mcp_call",     "mcp_list_tools",
-        "mcp_approval_request", "mcp_approval_response", "computer_call",
-        "computer_call_output", "tool_search_call", "tool_search_output",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "computer_call",
+        "computer_call_output",
+        "tool_search_call",
+        "tool_search_output",
         "compaction",
     };
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
@@ -756,7 +779,7 @@ static bool take_input(struct rp *rp, struct conv *cv, const cJSON *in, struct o
         if (!reqjson_rows(&RESP, it, at, row, 1, e))
             return false;
         const cJSON *type = reqjson_field(it, "type");
-        const char *t = type ? type->valuestring : "message"; /* EasyInputMessage has no type */
+        const char *t     = type ? type->valuestring : "message"; /* EasyInputMessage has no type */
         bool ok;
         if (!strcmp(t, "message"))
             ok = item_message(cv, it, at, e);
@@ -793,10 +816,9 @@ static void narrow_tools(struct rp *p)
     cJSON *t     = tools ? tools->child : NULL;
     while (t) {
         cJSON *next    = t->next;
-        const char *fn = cJSON_GetStringValue(
-            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"),
-                                             "name"));
-        bool keep = false;
+        const char *fn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(t, "function"), "name"));
+        bool keep      = false;
         const cJSON *a;
         cJSON_ArrayForEach(a, p->allowed)
         {
@@ -862,9 +884,9 @@ static bool take_text(struct rp *p, const cJSON *text, struct oai_error *e)
     }
     const cJSON *v = reqjson_field(text, "verbosity");
     if (v) {
-        if (!cJSON_IsString(v) || (strcmp(v->valuestring, "low") &&
-                                   strcmp(v->valuestring, "medium") &&
-                                   strcmp(v->valuestring, "high")))
+        if (!cJSON_IsString(v) ||
+            (strcmp(v->valuestring, "low") && strcmp(v->valuestring, "medium") &&
+             strcmp(v->valuestring, "high")))
             return BAD(e, "invalid_value", "text.verbosity",
                        "Invalid 'text.verbosity': expected 'low', 'medium' or 'high'.");
         note(p, "text.verbosity", NULL, false); /* a hint the model was not trained on here */
@@ -888,8 +910,8 @@ static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
         const char *n = k->string;
         if (cJSON_IsNull(k))
             continue;
-        bool known = !strcmp(n, "effort") || !strcmp(n, "summary") ||
-                     !strcmp(n, "generate_summary");
+        bool known =
+            !strcmp(n, "effort") || !strcmp(n, "summary") || !strcmp(n, "generate_summary");
         if (!known) {
             note(p, "reasoning.", n, true);
             continue;
@@ -913,8 +935,11 @@ static bool take_reasoning(struct rp *p, const cJSON *r, struct oai_error *e)
 static bool take_include(struct rp *p, const cJSON *it, struct oai_error *e)
 {
     static const char *const known[] = {
-        "file_search_call.results", "web_search_call.results", "web_search_call.action.sources",
-        "message.input_image.image_url", "computer_call_output.output.image_url",
+        "file_search_call.results",
+        "web_search_call.results",
+        "web_search_call.action.sources",
+        "message.input_image.image_url",
+        "computer_call_output.output.image_url",
         "code_interpreter_call.outputs",
     };
     if (!cJSON_IsArray(it))
@@ -1063,6 +1088,7 @@ static bool fn_stateless(struct rp *p, const cJSON *it, struct oai_error *e)
  * the rest are accepted and noted as unknown. Those that do not change what is generated
  * (store to moderation) are accepted and noted, those the response object carries echoed.
  */
+/* clang-format off */
 static const struct rule FIELDS[] = {
     {"model", ANY, 0, 0, "model", 0, NULL},
     {"temperature", ANY, 0, 0, "temperature", ECHO, NULL},
@@ -1099,6 +1125,7 @@ static const struct rule FIELDS[] = {
     /* Codex's trace ids; OpenAI's endpoint takes it */
     {"client_metadata", RJ_OBJECT, 0, 0, NULL, NOTE, NULL},
 };
+/* clang-format on */
 
 static const struct rule *rule_of(const char *name)
 {
@@ -1198,7 +1225,7 @@ bool resp_parse(const char *body, size_t len, struct oai_request *req, struct oa
     struct rp *p   = calloc(1, sizeof *p);
     if (p)
         p->cv = &cv;
-    char *text     = NULL;
+    char *text = NULL;
     if (!p || !cv.msgs || !(p->chat = cJSON_CreateObject()) || !(p->echo = cJSON_CreateObject())) {
         OOM(e);
         goto out;

@@ -105,8 +105,8 @@ const char *resp_tool_flat_name(const char *ns, const char *name, char *buf, siz
  * echoed) that the model knows as flat: its namespace (NULL at top level),
  * own name and whether it is custom, pointing into tools. False when none.
  */
-bool resp_tool_find(const struct cJSON *tools, const char *flat, const char **ns,
-                    const char **name, bool *custom);
+bool resp_tool_find(const struct cJSON *tools, const char *flat, const char **ns, const char **name,
+                    bool *custom);
 
 /* The echo's private member (never in the response object): include asked for
  * reasoning.encrypted_content. Members whose names start with '_' are private. */
