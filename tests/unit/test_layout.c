@@ -94,6 +94,32 @@ static int folder_index(struct graph *g, const char *name, size_t len, bool add)
     return g->n++;
 }
 
+/*
+ * A line's #include "PATH": true with PATH as [*path, *end) and *directive at "include";
+ * false for any other line (an <...> include among them).
+ */
+static bool quoted_include(const char *line, const char **path, const char **end,
+                           const char **directive)
+{
+    const char *p = line;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p++ != '#')
+        return false;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (strncmp(p, "include", 7))
+        return false;
+    const char *q = strchr(p, '"');
+    const char *e = q ? strchr(q + 1, '"') : NULL;
+    if (!e)
+        return false;
+    *path      = q + 1;
+    *end       = e;
+    *directive = p;
+    return true;
+}
+
 /* The edges of one file of folder `from` (rel: its path under the top). */
 static void scan_file(struct graph *g, int from, const char *rel)
 {
@@ -105,29 +131,20 @@ static void scan_file(struct graph *g, int from, const char *rel)
         char *next = strchr(line, '\n');
         if (next)
             *next++ = 0;
-        const char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '#') {
-            p++;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            if (!strncmp(p, "include", 7)) {
-                const char *q         = strchr(p, '"');
-                const char *slash     = q ? strchr(q + 1, '/') : NULL;
-                const char *end       = q ? strchr(q + 1, '"') : NULL;
-                const size_t n_bottom = sizeof BOTTOM_HEADER - 1;
-                const bool bottom     = end && (size_t)(end - q - 1) == n_bottom &&
-                                    !strncmp(q + 1, BOTTOM_HEADER, n_bottom) &&
-                                    strcmp(g->name[from], "util"); /* util/ is below it */
-                if (slash && end && slash < end && !bottom) {
-                    int to = folder_index(g, q + 1, (size_t)(slash - q - 1), false);
-                    if (to >= 0 && to != from && !g->edge[from][to]) {
-                        g->edge[from][to] = true;
-                        /* cut short where long: it only says where to look */
-                        if (snprintf(g->why[from][to], sizeof g->why[0][0], "%s: %s", rel, p) < 0)
-                            g->why[from][to][0] = 0;
-                    }
+        const char *q, *end, *p;
+        if (quoted_include(line, &q, &end, &p)) {
+            const char *slash     = memchr(q, '/', (size_t)(end - q));
+            const size_t n_bottom = sizeof BOTTOM_HEADER - 1;
+            const bool bottom     = (size_t)(end - q) == n_bottom &&
+                                !strncmp(q, BOTTOM_HEADER, n_bottom) &&
+                                strcmp(g->name[from], "util"); /* util/ is below it */
+            if (slash && !bottom) {
+                int to = folder_index(g, q, (size_t)(slash - q), false);
+                if (to >= 0 && to != from && !g->edge[from][to]) {
+                    g->edge[from][to] = true;
+                    /* cut short where long: it only says where to look */
+                    if (snprintf(g->why[from][to], sizeof g->why[0][0], "%s: %s", rel, p) < 0)
+                        g->why[from][to][0] = 0;
                 }
             }
         }
@@ -305,20 +322,11 @@ static void test_bottom_header(void **state)
         char *next = strchr(line, '\n');
         if (next)
             *next++ = 0;
-        const char *p = line;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '#') {
-            p++;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            const char *q     = !strncmp(p, "include", 7) ? strchr(p, '"') : NULL;
-            const char *slash = q ? strchr(q + 1, '/') : NULL;
-            const char *end   = q ? strchr(q + 1, '"') : NULL;
-            if (slash && end && slash < end && strncmp(q + 1, "util/", 5)) {
-                print_message("%s must include nothing of src/ but util/: %s\n", BOTTOM_HEADER, p);
-                bad++;
-            }
+        const char *q, *end, *p;
+        if (quoted_include(line, &q, &end, &p) && memchr(q, '/', (size_t)(end - q)) &&
+            strncmp(q, "util/", 5)) {
+            print_message("%s must include nothing of src/ but util/: %s\n", BOTTOM_HEADER, p);
+            bad++;
         }
         line = next;
     }
