@@ -1,8 +1,9 @@
 /*
- * deltanet.c: loading Qwen3.5's hybrid layers (qwen35moe): its own
- * hyperparameters (ssm.*, full_attention_interval, IMRoPE sections), which
- * layers are Gated DeltaNet mixers and which output-gated attention, and
- * each mixer's tensors. The arithmetic and the recurrent state are the
+ * deltanet.c: loading Qwen3.5's hybrid layers (qwen35moe with routed
+ * experts, qwen35 with a dense SwiGLU FFN): its own hyperparameters (ssm.*,
+ * full_attention_interval, IMRoPE sections), which layers are Gated
+ * DeltaNet mixers and which output-gated attention, and each mixer's and
+ * FFN's tensors. The arithmetic and the recurrent state are the
  * backend's deltanet operation (the CPU's: src/backend/cpu/cpu_deltanet.c).
  */
 #include <stdio.h>
@@ -63,8 +64,14 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
                     every, nextn);
     hp->n_layer -= (int32_t)nextn;
     hp->n_nextn = (int32_t)nextn;
-    if (hp->n_expert == 0)
+    /* qwen35 is the dense variant: the same mixers, each layer with a SwiGLU FFN */
+    const bool dense = !strcmp(m->arch, "qwen35");
+    if (!dense && hp->n_expert == 0)
         return fail(HEARTH_EFORMAT, err, err_len, "model: %s.expert_count is missing", m->arch);
+    if (dense && hp->n_expert > 0)
+        return fail(HEARTH_EFORMAT, err, err_len,
+                    "model: %s is the dense hybrid but the file has %s.expert_count = %d", m->arch,
+                    m->arch, hp->n_expert);
     if (model_arch_u32(m, "expert_shared_feed_forward_length", &shexp) && shexp &&
         shexp != (uint32_t)hp->n_ff_exp)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
@@ -104,6 +111,28 @@ enum hearth_status dnet_hparams(struct hearth_model *m, char *err, size_t err_le
     return HEARTH_OK;
 }
 
+/*
+ * The layer's FFN: qwen35moe's routed experts, or qwen35's dense SwiGLU,
+ * which model.c's prepare_weights readies as it does every layer's.
+ */
+static enum hearth_status load_ffn(struct hearth_model *m, int32_t il, struct layer *L, char *err,
+                                   size_t err_len)
+{
+    const struct hparams *hp = &m->hp;
+    if (hp->n_expert > 0)
+        return moe_load(m, il, &L->moe, err, err_len);
+    char g[64], u[64], dn[64];
+    snprintf(g, sizeof g, "blk.%d.ffn_gate.weight", il);
+    snprintf(u, sizeof u, "blk.%d.ffn_up.weight", il);
+    snprintf(dn, sizeof dn, "blk.%d.ffn_down.weight", il);
+    enum hearth_status st;
+    if ((st = model_get_weight(m, g, hp->n_embd, hp->n_ff, false, &L->w_gate, err, err_len)) ||
+        (st = model_get_weight(m, u, hp->n_embd, hp->n_ff, false, &L->w_up, err, err_len)) ||
+        (st = model_get_weight(m, dn, hp->n_ff, hp->n_embd, false, &L->w_down, err, err_len)))
+        return st;
+    return HEARTH_OK;
+}
+
 enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct layer *L, char *err,
                                    size_t err_len)
 {
@@ -123,7 +152,7 @@ enum hearth_status dnet_load_layer(struct hearth_model *m, int32_t il, struct la
     /* the norm after attention is the FFN's input norm; the residual skips it */
     if ((st = model_get_vector(m, n[0], d, false, &L->attn_norm, err, err_len)) ||
         (st = model_get_vector(m, n[1], d, false, &L->ffn_norm, err, err_len)) ||
-        (st = moe_load(m, il, &L->moe, err, err_len)))
+        (st = load_ffn(m, il, L, err, err_len)))
         return st;
     if (L->attn_gated)
         return (st = model_get_weight(m, n[2], d, 2 * qd, false, &L->wq, err, err_len)) ||

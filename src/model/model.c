@@ -40,6 +40,7 @@ static const struct {
     {"gemma3", true, gemma3_hparams},
     {"qwen3moe", true, NULL},
     {"qwen35moe", true, dnet_hparams},
+    {"qwen35", true, dnet_hparams},
 };
 /* clang-format on */
 
@@ -273,9 +274,9 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
 
 /*
  * The MTP head after the n_layer layers (hp.n_nextn of them in the file;
- * hearth runs one): a qwen35moe gated-attention layer with its experts,
- * and the nextn tensors around it. It runs where the output does, so that
- * backend must have the head's input operation.
+ * hearth runs one): a gated-attention layer with its experts (qwen35moe)
+ * or dense FFN (qwen35), and the nextn tensors around it. It runs where
+ * the output does, so that backend must have the head's input operation.
  */
 static enum hearth_status load_nextn(struct hearth_model *m, char *err, size_t err_len)
 {
@@ -285,7 +286,7 @@ static enum hearth_status load_nextn(struct hearth_model *m, char *err, size_t e
     if (hp->n_nextn != 1 || !hp->recurrent)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: an MTP head of %d blocks on %s is not supported (hearth runs "
-                    "qwen35moe's single nextn block)",
+                    "Qwen3.5's single nextn block)",
                     hp->n_nextn, m->arch);
     if (!out->be->nextn_input)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
@@ -425,7 +426,7 @@ static enum hearth_status model_header(struct hearth_model *m, const char *path,
     if (a == n_archs)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, "
-                    "qwen3moe, qwen35moe, gemma3)",
+                    "qwen3moe, qwen35, qwen35moe, gemma3)",
                     m->arch);
     m->hp.rope_neox = archs[a].rope_neox;
     m->want_mtp     = mtp;

@@ -38,8 +38,8 @@ static double tolerance_pct(const char *model)
  */
 static bool pending_arch(const char *model)
 {
-    /* dense qwen35 and gemma4 (issue 47): refused until they load; NULL ends the list */
-    static const char *const pending[] = {"tiny-qwen35-", "tiny-gemma4", NULL};
+    /* gemma4 (issue 47): refused until it loads; NULL ends the list */
+    static const char *const pending[] = {"tiny-gemma4", NULL};
     for (size_t i = 0; pending[i]; i++)
         if (strstr(model, pending[i]))
             return true;

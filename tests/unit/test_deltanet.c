@@ -1,8 +1,8 @@
 /*
  * test_deltanet.c: Qwen3.5's hybrid (src/backend/cpu/cpu_deltanet.c) on the tiny
- * qwen35moe model: the recurrent state advances the same whether a prompt
- * is prefilled at once, in chunks or a token at a time; each sequence keeps
- * its own state; truncation and prefix reuse resume from state snapshots.
+ * qwen35moe model and the dense qwen35 (the same mixers, a SwiGLU FFN): the recurrent state
+ * advances the same whether a prompt is prefilled at once, in chunks or a token at a time; each
+ * sequence keeps its own state; truncation and prefix reuse resume from state snapshots.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -13,7 +13,8 @@
 #include "util/engineutil.h"
 #include "util/testutil.h"
 
-#define MODEL "tiny-qwen35moe-bpe-q8_0.gguf"
+/* each group's file: the routed qwen35moe, then the dense qwen35 */
+static const char *model;
 
 static int setup(void **state)
 {
@@ -21,7 +22,7 @@ static int setup(void **state)
     cp.n_ctx                        = 256;
     cp.n_seq_max                    = 2;
     cp.kv_block                     = 16;
-    return tu_engine_open((struct tu_engine **)state, MODEL, &cp);
+    return tu_engine_open((struct tu_engine **)state, model, &cp);
 }
 
 static int teardown(void **state)
@@ -214,5 +215,8 @@ int main(void)
         cmocka_unit_test(test_truncation_resumes_from_a_snapshot),
         cmocka_unit_test(test_prefix_reuse_resumes_from_a_snapshot),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    model    = "tiny-qwen35moe-bpe-q8_0.gguf";
+    int fail = cmocka_run_group_tests_name("qwen35moe", tests, setup, teardown);
+    model    = "tiny-qwen35-bpe-q8_0.gguf";
+    return fail + cmocka_run_group_tests_name("qwen35", tests, setup, teardown);
 }
