@@ -514,16 +514,15 @@ static void test_recurrent_rollback(void **state)
 }
 
 /*
- * The model's own MTP head (--spec mtp) on the shared file that has one: its
+ * The model's own MTP head (--spec mtp) on a shared file that has one: its
  * random head is mostly rejected, so nearly every step rolls the recurrent
  * state back, and the text is plain decoding's, alone and chained after the
  * n-gram drafter. A prompt sent twice reuses its prefix in the target: the
  * head, which did not see those positions, catches up on them.
  */
-static void test_mtp(void **state)
+static void mtp_drafts(const char *file)
 {
-    SRV_NEED_CURL_AND_MODEL();
-    TU_MODEL_OR_SKIP(path, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
+    TU_MODEL_OR_SKIP(path, file);
     const char *const mtp[]   = {"--parallel",        "2",  "--ctx-size", "512", "--spec", "mtp",
                                  "--ctx-checkpoints", "16", NULL};
     const char *const chain[] = {"--parallel", "2",         "--ctx-size", "512",
@@ -573,6 +572,20 @@ static void test_mtp(void **state)
     srv_stop(&both);
 }
 
+/* qwen35moe's head: a gated attention layer with routed experts */
+static void test_mtp(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    mtp_drafts("tiny-qwen35moe-mtp-bpe-q8_0.gguf");
+}
+
+/* the dense qwen35's head: the same layer with a SwiGLU FFN */
+static void test_mtp_qwen35(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    mtp_drafts("tiny-qwen35-mtp-bpe-q8_0.gguf");
+}
+
 /* A bad --spec is a usage error; --spec mtp on a model without a head is refused at load. */
 static void test_refusals(void **state)
 {
@@ -620,6 +633,7 @@ int main(void)
         cmocka_unit_test_teardown(test_draft_vocab_refused, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_recurrent_rollback, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_mtp, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_mtp_qwen35, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
