@@ -35,6 +35,8 @@ static const char *const models[] = {
     "tiny-gemma3-spm-q8_0.gguf",
     "tiny-qwen35moe-bpe-q8_0.gguf",
     "tiny-qwen35moe-mtp-bpe-q8_0.gguf",
+    "tiny-qwen35-bpe-q8_0.gguf",
+    "tiny-qwen35-mtp-bpe-q8_0.gguf",
 };
 /* clang-format on */
 
