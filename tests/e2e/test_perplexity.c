@@ -265,11 +265,12 @@ static double final_ppl(const char *out)
 
 /*
  * The models test_vulkan_figures_near_cpu runs on vulkan0: every dense shared
- * model. A MoE or qwen35moe file joins with one row once the Vulkan backend
- * runs its layers (test_vk_backend.c's refusals say which it does not yet).
- * Under a sanitizer (make asan-test) only the rows marked run: lavapipe's
- * time is the same there, the host code each row exercises is the same code
- * with other shapes, and the whole table would add minutes a second time.
+ * model, the dense hybrid qwen35 included. A MoE or qwen35moe file joins
+ * with one row once the Vulkan backend runs its layers (test_vk_backend.c's
+ * refusals say which it does not yet). Under a sanitizer (make asan-test)
+ * only the rows marked run: lavapipe's time is the same there, the host
+ * code each row exercises is the same code with other shapes, and the whole
+ * table would add minutes a second time.
  */
 static const struct {
     const char *model;
@@ -299,6 +300,7 @@ static const struct {
     {"tiny-qwen2-bpe-q4_k_m.gguf", false},
     {"tiny-qwen3-bpe-q8_0.gguf", false},
     {"tiny-gemma3-spm-q8_0.gguf", false},
+    {"tiny-qwen35-bpe-q8_0.gguf", false},
 };
 /* clang-format on */
 
