@@ -45,8 +45,8 @@ static enum hearth_status mtp_new(struct spec *sp, struct hearth_model *target,
 {
     if (!hearth_model_has_mtp(target))
         return fail(HEARTH_EINVAL, err, err_len,
-                    "--spec mtp: the model has no multi-token-prediction head (a qwen35moe "
-                    "file with nextn_predict_layers)");
+                    "--spec mtp: the model has no multi-token-prediction head (a qwen35 or "
+                    "qwen35moe file with nextn_predict_layers)");
     struct hearth_context_params cp = hearth_context_default_params();
     cp.n_ctx                        = n_ctx;
     cp.n_seq_max                    = n_slots;

@@ -300,17 +300,14 @@ static void test_cache_disk_tier_survives_a_restart(void **state)
 }
 
 /*
- * A hybrid model (qwen35moe: Gated DeltaNet layers beside attention)
- * resumes only from a saved recurrent state. With two states per slot, the
- * second conversation's states push the first's out of the slot's own
- * room; the cache's own room (--cache-ram) keeps them, charged to its cap
- * with the blocks, so going back to the first conversation is warm.
+ * A hybrid model (Gated DeltaNet layers beside attention) resumes only
+ * from a saved recurrent state. With two states per slot, the second
+ * conversation's states push the first's out of the slot's own room; the
+ * cache's own room (--cache-ram) keeps them, charged to its cap with the
+ * blocks, so going back to the first conversation is warm.
  */
-static void test_cache_keeps_a_hybrid_models_states(void **state)
+static void hybrid_states_kept(const char *model)
 {
-    (void)state;
-    SRV_NEED_CURL_AND_MODEL();
-    const char *model = "tiny-qwen35moe-bpe-q8_0.gguf";
     TU_MODEL_OR_SKIP(model_path, model);
     (void)model_path;
     double back[2];
@@ -334,11 +331,27 @@ static void test_cache_keeps_a_hybrid_models_states(void **state)
                         metric(&s, "hearth_cache_ram_cap_bytes"));
         srv_stop(&s);
     }
-    print_message("a hybrid model back to the first conversation: cached_tokens %g with the "
-                  "cache's own room, %g without\n",
-                  back[0], back[1]);
+    print_message("%s back to the first conversation: cached_tokens %g with the cache's own "
+                  "room, %g without\n",
+                  model, back[0], back[1]);
     assert_true(back[0] >= 128); /* ~190 tokens in this vocabulary: a state at 160 */
     assert_true(back[1] == 0);
+}
+
+/* qwen35moe: routed experts after each mixer */
+static void test_cache_keeps_a_hybrid_models_states(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    hybrid_states_kept("tiny-qwen35moe-bpe-q8_0.gguf");
+}
+
+/* qwen35: the same mixers with a dense FFN */
+static void test_cache_keeps_a_dense_hybrid_models_states(void **state)
+{
+    (void)state;
+    SRV_NEED_CURL_AND_MODEL();
+    hybrid_states_kept("tiny-qwen35-bpe-q8_0.gguf");
 }
 
 /* A disk tier of two files keeps the last two blocks written; a model it cannot hold is refused. */
@@ -509,6 +522,8 @@ int main(void)
         cmocka_unit_test_teardown(test_cache_disk_tier_survives_a_restart, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_cache_disk_holds_its_cap, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_cache_keeps_a_hybrid_models_states, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_cache_keeps_a_dense_hybrid_models_states,
+                                  srv_kill_leftovers),
         cmocka_unit_test_teardown(test_a_resent_reply_is_reused_in_its_own_tokens,
                                   srv_kill_leftovers),
     };
