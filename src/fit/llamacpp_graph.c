@@ -32,7 +32,7 @@ struct kv_in {
 
 /* What the file holds that changes the graph, read once for all of a run's reserves. */
 struct features {
-    bool hybrid;        /* DeltaNet layers: qwen35moe's graph */
+    bool hybrid;        /* DeltaNet layers: qwen35moe's and qwen35's graph */
     struct dnet_dims d; /* their shapes (hybrid) */
     bool iswa;          /* two caches (llama_kv_cache_iswa), whose build_attn expands k before v */
     bool post_norms;    /* gemma3's norms after attention and after the FFN */
@@ -493,8 +493,9 @@ static uint64_t reserve(const struct hearth_model *m, const struct llamacpp_grap
         gr_expand(&g, x);
         const int a   = model_layer_is_dnet(m, l) ? deltanet_layer(&h, x) : gated_attention(&h, x);
         const int res = like(&h, true, a, cur);
-        const int ffn = moe_ffn(&h, rms_norm(&h, res, weight(&h, F32, hp->n_embd, 1, 1)));
-        cur           = like(&h, true, ffn, res);
+        const int in  = rms_norm(&h, res, weight(&h, F32, hp->n_embd, 1, 1));
+        const int out = hp->n_expert ? moe_ffn(&h, in) : ffn(&h, in); /* qwen35: dense */
+        cur           = like(&h, true, out, res);
     }
     /* the output: qwen35moe keeps every row's norm (its MTP head reads them) and picks the
      * output rows after it; the others picked them in the last layer */
