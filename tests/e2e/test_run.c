@@ -125,22 +125,30 @@ static void test_greedy_quantized_cache_matches_llama_cpp(void **state)
 }
 
 /*
- * A qwen35moe file with MTP layers loads; the layers are left unloaded with a
- * note naming what would use them, not silently.
+ * A Qwen3.5 file with MTP layers (qwen35moe, and the dense qwen35) loads; the
+ * layers are left unloaded with a note naming what would use them, not
+ * silently.
  */
-static void test_mtp_layers_ignored_with_a_note(void **state)
+static void mtp_note(const char *file, const char *note)
 {
-    (void)state;
-    TU_MODEL_OR_SKIP(model, "tiny-qwen35moe-mtp-bpe-q8_0.gguf");
+    TU_MODEL_OR_SKIP(model, file);
     const char *argv[] = {tu_bin(), "run",    "-m", model, "-p", "Hello", "-n",
                           "4",      "--temp", "0",  "-t",  "2",  NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 0);
-    assert_non_null(strstr(err, "qwen35moe: 1 multi-token-prediction layer not loaded (--spec "
-                                "mtp drafts with it)"));
+    assert_non_null(strstr(err, note));
     assert_true(strlen(out) > 0);
     free(out);
     free(err);
+}
+
+static void test_mtp_layers_ignored_with_a_note(void **state)
+{
+    (void)state;
+    mtp_note("tiny-qwen35moe-mtp-bpe-q8_0.gguf",
+             "qwen35moe: 1 multi-token-prediction layer not loaded (--spec mtp drafts with it)");
+    mtp_note("tiny-qwen35-mtp-bpe-q8_0.gguf",
+             "qwen35: 1 multi-token-prediction layer not loaded (--spec mtp drafts with it)");
 }
 
 static void test_seeded_sampling_is_reproducible(void **state)
