@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/capture.h"
 #include "model/kvdisk.h"
 #include "model/kvfile.h"
 #include "model/memlaw.h"
@@ -245,6 +246,7 @@ void hearth_context_free(struct hearth_context *ctx)
     free(ctx->keep_first);
     free(ctx->keep_n);
     free(ctx->keep_dup);
+    capture_free(ctx->cap);
     kv_free(&ctx->kv);
     kvdisk_close(ctx->disk);
     free(ctx);
@@ -480,8 +482,10 @@ static enum hearth_status decode(struct hearth_context *ctx, const struct hearth
     for (int32_t i = 0; i < ctx->n_stage; i++) {
         if (i > 0)
             stages_cross(ctx, i, b->n);
-        for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++)
+        for (int32_t l = ctx->st->place->l0; l < ctx->st->place->l1; l++) {
+            capture_layer_input(ctx, l, b->n);
             layer_forward(ctx, b, l);
+        }
     }
     for (int32_t i = 0; kept && i < b->n; i++)
         if (ctx->keep_dup[i])

@@ -420,6 +420,12 @@ static enum hearth_status model_header(struct hearth_model *m, const char *path,
     if (!gguf_get_str(m->gguf, "general.architecture", m->arch, sizeof m->arch))
         return fail(HEARTH_EFORMAT, err, err_len,
                     "model: general.architecture is missing or not a short string");
+    /* the block drafters run beside their target (src/spec/), never as a model */
+    if (!strcmp(m->arch, "eagle3") || !strcmp(m->arch, "dflash"))
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: '%s' is a drafter that reads its target's hidden states, not a model: "
+                    "give it as --model-draft FILE --spec %s beside its target",
+                    m->arch, m->arch);
     size_t a = 0, n_archs = sizeof archs / sizeof archs[0];
     while (a < n_archs && strcmp(m->arch, archs[a].name))
         a++;

@@ -326,6 +326,7 @@ struct hearth_context {
     int32_t *keep_first;     /* [n_seq] position of the first kept row, -1: none kept */
     int32_t *keep_n;         /* [n_seq] rows kept from keep_first on */
     float **keep_dup;        /* [n_batch] a row's kept copy when snap_rows[row] took it first */
+    struct capture *cap;     /* the layer inputs a block drafter reads (model/capture.h), or NULL */
     struct mem_acct acct;    /* what this file and stages.c allocated for it directly */
 };
 
