@@ -27,6 +27,10 @@ enum {
     SPEC_MTP,
     SPEC_NGRAM_DRAFT,
     SPEC_NGRAM_MTP,
+    SPEC_EAGLE3,
+    SPEC_EAGLE3_NGRAM,
+    SPEC_DFLASH,
+    SPEC_DFLASH_NGRAM,
     SPEC_NONE
 };
 
@@ -207,15 +211,18 @@ static const struct opt cache_list[] = {
 /* clang-format off */
 static const struct opt spec_list[] = {
     {.names = "--spec", .value = "LIST", .kind = OPT_CHOICE, .off = F(spec, spec),
-     .choices = "ngram|draft|mtp|ngram,draft|ngram,mtp|none",
+     .choices = "ngram|draft|mtp|ngram,draft|ngram,mtp|eagle3|eagle3,ngram|dflash|dflash,ngram|"
+                "none",
      .def = "none, or draft with --model-draft",
      .help = "speculative decoding: drafters propose tokens and the model verifies them in the "
              "step's one forward pass; the text is what plain decoding gives, at any temperature. "
              "ngram: prompt lookup (the slot's last tokens found earlier in it propose what "
              "followed); draft: --model-draft's greedy tokens; mtp: the model's own "
              "multi-token-prediction head (qwen35moe files with nextn layers; on the CPU); "
-             "ngram,draft and ngram,mtp: the n-gram proposal when there is one, else the model "
-             "drafter's"},
+             "eagle3 and dflash: the block drafters (--model-draft an EAGLE-3 or DFlash file made "
+             "for this model, which read its hidden states; on the CPU); "
+             "ngram,draft, ngram,mtp, eagle3,ngram and dflash,ngram: the n-gram proposal when "
+             "there is one, else the model drafter's"},
     {.names = "-md --model-draft", .value = "FILE", .kind = OPT_STR, .off = F(spec, draft),
      .help = "the draft model (the same vocabulary; on the CPU); implies --spec draft unless "
              "--spec says otherwise"},
@@ -364,11 +371,17 @@ int cmd_serve(int argc, char **argv)
     const struct placement place = a.place;
     const struct cache_types ct  = a.ct;
     const int spec               = a.spec.spec;
-    const bool spec_ngram =
-        spec == SPEC_NGRAM || spec == SPEC_NGRAM_DRAFT || spec == SPEC_NGRAM_MTP;
+    const bool spec_ngram        = spec == SPEC_NGRAM || spec == SPEC_NGRAM_DRAFT ||
+                            spec == SPEC_NGRAM_MTP || spec == SPEC_EAGLE3_NGRAM ||
+                            spec == SPEC_DFLASH_NGRAM;
     const bool spec_mtp = spec == SPEC_MTP || spec == SPEC_NGRAM_MTP;
-    const bool spec_draft =
-        spec == SPEC_DRAFT || spec == SPEC_NGRAM_DRAFT || (spec == SPEC_UNSET && draft_path);
+    /* a block drafter's file is no model of its own: the drafters open it, not the loader */
+    const enum spec_block block =
+        spec == SPEC_EAGLE3 || spec == SPEC_EAGLE3_NGRAM   ? SPEC_BLOCK_EAGLE3
+        : spec == SPEC_DFLASH || spec == SPEC_DFLASH_NGRAM ? SPEC_BLOCK_DFLASH
+                                                           : SPEC_BLOCK_NONE;
+    const bool spec_draft = spec == SPEC_DRAFT || spec == SPEC_NGRAM_DRAFT ||
+                            (spec == SPEC_UNSET && draft_path) || block != SPEC_BLOCK_NONE;
     if (model_args_check("serve", &a.model) != EXIT_OK)
         return EXIT_USAGE;
     struct sample_bias bias[OPT_MULTI_MAX];
@@ -382,7 +395,10 @@ int cmd_serve(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (spec_draft && !draft_path) {
-        fprintf(stderr, "hearth serve: --spec draft needs --model-draft FILE\n");
+        fprintf(stderr, "hearth serve: --spec %s needs --model-draft FILE\n",
+                block == SPEC_BLOCK_EAGLE3   ? "eagle3"
+                : block == SPEC_BLOCK_DFLASH ? "dflash"
+                                             : "draft");
         return EXIT_USAGE;
     }
     if (draft_path && !spec_draft) {
@@ -454,7 +470,7 @@ int cmd_serve(int argc, char **argv)
     if (!placement_uses_gpu(&place)) {
         const struct fit_check fc = {.cmd         = "serve",
                                      .model       = model_path,
-                                     .draft       = draft_path,
+                                     .draft       = block ? NULL : draft_path,
                                      .ctx_max     = ctx_max,
                                      .parallel    = parallel,
                                      .ubatch      = batch < ubatch ? batch : ubatch,
@@ -496,7 +512,7 @@ int cmd_serve(int argc, char **argv)
         .devices              = place.devices,
         .tensor_split         = place.tensor_split,
         .layer_split          = place.layer_split,
-        .draft_path           = draft_path,
+        .draft_path           = block ? NULL : draft_path,
         .slot_save_path       = slot_dir,
         .no_webui             = no_webui,
         .strict_fields        = a.req.strict,
@@ -523,6 +539,8 @@ int cmd_serve(int argc, char **argv)
                                  .cache_disk_bytes  = cache_disk,
                                  .spec              = {.ngram            = spec_ngram,
                                                        .mtp              = spec_mtp,
+                                                       .block            = block,
+                                                       .block_path       = block ? draft_path : NULL,
                                                        .draft_max        = (int32_t)draft_max,
                                                        .draft_min        = (int32_t)draft_min,
                                                        .ngram_min        = (int32_t)ngram_min,

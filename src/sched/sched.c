@@ -134,9 +134,11 @@ static struct sched_job *slot_release(struct sched *s, struct slot *sl)
     sample_chain_end(&sl->chain);
     sl->n_tokens = sl->n_past = sl->n_cached = sl->n_generated = 0;
     sl->n_draft = sl->n_drafted = sl->n_accepted = sl->n_fed = 0;
-    sl->take                                                 = 0;
-    sl->row                                                  = -1;
-    sl->fresh                                                = false;
+    memset(sl->n_drafted_by, 0, sizeof sl->n_drafted_by);
+    memset(sl->n_accepted_by, 0, sizeof sl->n_accepted_by);
+    sl->take  = 0;
+    sl->row   = -1;
+    sl->fresh = false;
     stopmatch_reset(&sl->sm, NULL, 0);
     sl->job = NULL;
     pthread_mutex_lock(&s->mu);
@@ -259,9 +261,11 @@ static void slot_start(struct sched *s, struct slot *sl)
 static void judged(struct sched *s, struct slot *sl, bool kept)
 {
     sl->n_drafted++;
+    sl->n_drafted_by[sl->draft_src]++;
     s->acc.spec_drafted[sl->draft_src]++;
     if (kept) {
         sl->n_accepted++;
+        sl->n_accepted_by[sl->draft_src]++;
         s->acc.spec_accepted[sl->draft_src]++;
     }
 }
@@ -696,6 +700,8 @@ static void publish_stats(struct sched *s)
                        .n_drafted        = sl->n_drafted,
                        .n_draft_accepted = sl->n_accepted,
         };
+        memcpy(s->info[i].n_drafted_by, sl->n_drafted_by, sizeof sl->n_drafted_by);
+        memcpy(s->info[i].n_accepted_by, sl->n_accepted_by, sizeof sl->n_accepted_by);
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -901,9 +907,11 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
      */
     struct spec_params spec = p->spec;
     if (spec.draft_max == 0)
-        spec.draft_max = spec.draft_model || spec.mtp || hearth_model_is_recurrent(model) ? 3 : 16;
+        spec.draft_max =
+            spec.draft_model || spec.mtp || spec.block || hearth_model_is_recurrent(model) ? 3 : 16;
     /* a recurrent state goes back to a drafted position only from a state kept in the batch */
-    if ((spec.ngram || spec.draft_model || spec.mtp) && hearth_model_is_recurrent(model))
+    if ((spec.ngram || spec.draft_model || spec.mtp || spec.block) &&
+        hearth_model_is_recurrent(model))
         cp.n_keep_states = spec.draft_max + 1 > 64 ? 64 : spec.draft_max + 1;
     cp.keep_hidden        = p->spec.mtp; /* the MTP head reads the target's hidden states */
     enum hearth_status st = hearth_context_new(model, &cp, &s->ctx, err, err_len);
@@ -927,12 +935,12 @@ enum hearth_status sched_start(struct hearth_model *model, const struct sched_pa
     /* Test hook, inert unless set: verification keeps every draft whatever the model samples,
      * the broken rule tests/e2e/test_spec.c's distribution test must catch. */
     s->spec_broken = getenv("HEARTH_SPEC_TEST_BREAK") != NULL;
-    if (!s->spec.ngram && !s->spec.draft_model && !s->spec.mtp)
+    if (!s->spec.ngram && !s->spec.draft_model && !s->spec.mtp && !s->spec.block)
         s->spec = (struct spec_params){0};
-    else if (s->spec.draft_model && s->spec.mtp) {
+    else if ((s->spec.draft_model != NULL) + s->spec.mtp + (s->spec.block != SPEC_BLOCK_NONE) > 1) {
         st = fail(HEARTH_EINVAL, err, err_len,
-                  "sched: a draft model and the MTP head cannot both draft (chain either "
-                  "after the n-gram drafter)");
+                  "sched: only one of a draft model, the MTP head and a block drafter drafts "
+                  "(chain it after the n-gram drafter)");
         goto err;
     } else if (s->spec.draft_max < 1 || s->spec.draft_max > 64 || s->spec.draft_min < 1 ||
                s->spec.draft_min > s->spec.draft_max || s->spec.ngram_min < 1 ||

@@ -167,6 +167,8 @@ struct sched_slot_info {
     int32_t n_ctx_used; /* tokens in this slot's KV */
     int32_t n_drafted;  /* tokens drafted for this job, and of those accepted */
     int32_t n_draft_accepted;
+    int32_t n_drafted_by[SPEC_N_DRAFTERS]; /* the same by drafter (spec.h's order) */
+    int32_t n_accepted_by[SPEC_N_DRAFTERS];
 };
 struct sched_stats {
     int32_t n_slots, slots_busy, queue_depth;

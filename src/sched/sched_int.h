@@ -47,13 +47,14 @@ struct slot {
     enum spec_drafter draft_src;   /* who proposed them */
     struct spec_depth depth;       /* tokens to draft next: follows the recent acceptance */
     int32_t n_drafted, n_accepted; /* this job's */
-    hearth_token force;            /* test hook: the token this sample must pick, -1 none */
-    hearth_token judging;          /* verify(): the draft this sample judges, -1 none */
-    bool judged_kept;              /* it was the token sampled */
-    int32_t n_fed;                 /* tokens the n-gram pool has been fed */
-    int32_t take;                  /* rows in this step's batch */
-    int32_t row;                   /* batch row holding this slot's logits, -1 none */
-    bool fresh;                    /* assigned this step, not started yet */
+    int32_t n_drafted_by[SPEC_N_DRAFTERS], n_accepted_by[SPEC_N_DRAFTERS]; /* those by drafter */
+    hearth_token force;   /* test hook: the token this sample must pick, -1 none */
+    hearth_token judging; /* verify(): the draft this sample judges, -1 none */
+    bool judged_kept;     /* it was the token sampled */
+    int32_t n_fed;        /* tokens the n-gram pool has been fed */
+    int32_t take;         /* rows in this step's batch */
+    int32_t row;          /* batch row holding this slot's logits, -1 none */
+    bool fresh;           /* assigned this step, not started yet */
 };
 
 struct sched {

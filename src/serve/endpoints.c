@@ -259,6 +259,16 @@ void h_slots(struct server *s, struct evhttp_request *req)
         cJSON_AddNumberToObject(o, "n_generated", info[i].n_generated);
         cJSON_AddNumberToObject(o, "draft_n", info[i].n_drafted);
         cJSON_AddNumberToObject(o, "draft_n_accepted", info[i].n_draft_accepted);
+        /* each drafter's share, those that drafted for the job */
+        static const char *const drafters[] = SPEC_DRAFTER_NAMES;
+        cJSON *by                           = cJSON_AddObjectToObject(o, "drafters");
+        for (int d = 0; by && d < SPEC_N_DRAFTERS; d++) {
+            if (!info[i].n_drafted_by[d])
+                continue;
+            cJSON *dr = cJSON_AddObjectToObject(by, drafters[d]);
+            cJSON_AddNumberToObject(dr, "draft_n", info[i].n_drafted_by[d]);
+            cJSON_AddNumberToObject(dr, "draft_n_accepted", info[i].n_accepted_by[d]);
+        }
         add_stages(o, stages, n_stages);
         cJSON_AddItemToArray(a, o);
     }

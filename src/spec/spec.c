@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "spec/dflash.h"
+#include "spec/eagle3.h"
 #include "spec/spec.h"
 #include "spec/ngram.h"
 #include "util/errfmt.h"
@@ -18,6 +20,8 @@ struct spec {
     struct spec_params p;
     struct hearth_context *dctx;       /* the draft model's; NULL without one */
     struct hearth_context *mctx;       /* the MTP head's; NULL without one */
+    struct eagle3 *eagle3;             /* the EAGLE-3 drafter; NULL without one */
+    struct dflash *dflash;             /* the DFlash drafter; NULL without one */
     const struct hearth_context *tctx; /* the target's, whose hidden rows the head reads */
     int32_t n_embd;
     float *hin;        /* [n_batch][n_embd] the head's hidden inputs of one batch */
@@ -72,7 +76,7 @@ static enum hearth_status mtp_new(struct spec *sp, struct hearth_model *target,
     return HEARTH_OK;
 }
 
-enum hearth_status spec_new(struct hearth_model *target, const struct hearth_context *tctx,
+enum hearth_status spec_new(struct hearth_model *target, struct hearth_context *tctx,
                             const struct spec_params *p, int32_t n_slots, int32_t n_ctx,
                             int32_t n_batch, int n_threads, struct spec **out, char *err,
                             size_t err_len)
@@ -97,6 +101,18 @@ enum hearth_status spec_new(struct hearth_model *target, const struct hearth_con
     }
     if (p->mtp &&
         (st = mtp_new(sp, target, tctx, n_slots, n_ctx, n_batch, n_threads, err, err_len))) {
+        spec_free(sp);
+        return st;
+    }
+    if (p->block == SPEC_BLOCK_EAGLE3 &&
+        (st = eagle3_open(p->block_path, target, tctx, n_slots, n_ctx, n_batch, &sp->eagle3, err,
+                          err_len))) {
+        spec_free(sp);
+        return st;
+    }
+    if (p->block == SPEC_BLOCK_DFLASH &&
+        (st = dflash_open(p->block_path, target, tctx, n_slots, n_ctx, n_batch, &sp->dflash, err,
+                          err_len))) {
         spec_free(sp);
         return st;
     }
@@ -132,12 +148,27 @@ enum hearth_status spec_new(struct hearth_model *target, const struct hearth_con
     return HEARTH_OK;
 }
 
+enum spec_block spec_block_of(const char *path)
+{
+    struct gguf_file *f = NULL;
+    char err[HEARTH_ERR_MAX], arch[32] = "";
+    if (gguf_open(path, &f, err, sizeof err) != HEARTH_OK)
+        return SPEC_BLOCK_NONE;
+    gguf_get_str(f, "general.architecture", arch, sizeof arch);
+    gguf_close(f);
+    return !strcmp(arch, "eagle3")   ? SPEC_BLOCK_EAGLE3
+           : !strcmp(arch, "dflash") ? SPEC_BLOCK_DFLASH
+                                     : SPEC_BLOCK_NONE;
+}
+
 void spec_free(struct spec *sp)
 {
     if (!sp)
         return;
     hearth_context_free(sp->dctx);
     hearth_context_free(sp->mctx);
+    eagle3_free(sp->eagle3);
+    dflash_free(sp->dflash);
     free(sp->hin);
     free(sp->pend);
     free(sp->pend_ok);
@@ -163,6 +194,10 @@ void spec_feed(struct spec *sp, const hearth_token *tokens, int32_t from, int32_
 
 void spec_rewind(struct spec *sp, int32_t slot, int32_t n_keep)
 {
+    if (sp->eagle3)
+        eagle3_rewind(sp->eagle3, slot, n_keep);
+    if (sp->dflash)
+        dflash_rewind(sp->dflash, slot, n_keep);
     if (sp->dctx && hearth_seq_len(sp->dctx, slot) > n_keep)
         hearth_seq_truncate(sp->dctx, slot, n_keep);
     if (!sp->mctx)
@@ -229,6 +264,10 @@ static bool head_row(struct spec *sp, int32_t *m, int32_t s, hearth_token tok, i
 void spec_observe(struct spec *sp, const struct hearth_batch *b,
                   const hearth_token *const *slot_tokens)
 {
+    if (sp && sp->eagle3)
+        eagle3_observe(sp->eagle3, b, slot_tokens);
+    if (sp && sp->dflash)
+        dflash_observe(sp->dflash, b);
     if (!sp || !sp->mctx)
         return;
     for (int32_t s = 0; s < sp->n_slots; s++)
@@ -443,6 +482,14 @@ void spec_propose(struct spec *sp, struct spec_req *reqs, int32_t n)
                 r->n_out = m;
                 r->from  = SPEC_DRAFTER_POOL;
             }
+        }
+        if (sp->eagle3 && r->n_out == 0) {
+            r->n_out = eagle3_propose(sp->eagle3, r->slot, r->tokens, r->n_tokens, r->k, r->out);
+            r->from  = SPEC_DRAFTER_EAGLE3;
+        }
+        if (sp->dflash && r->n_out == 0) {
+            r->n_out = dflash_propose(sp->dflash, r->slot, r->tokens, r->n_tokens, r->k, r->out);
+            r->from  = SPEC_DRAFTER_DFLASH;
         }
         want[i] = (sp->dctx || sp->mctx) && r->n_out == 0;
         any     = any || want[i];

@@ -3,10 +3,12 @@
  * spec_params, which sched_params.spec holds). For each generating slot
  * they propose the tokens the target is likely to produce next: the n-gram
  * drafter (src/spec/ngram.h) from the slot's own text, then the n-gram pool
- * every request feeds, the draft model from its own greedy decoding, or the
- * MTP head from the target's hidden state.
- * Chained (--spec ngram,draft or ngram,mtp), a slot takes the n-gram
- * proposal when there is one and the model drafter's otherwise. Every proposal is deterministic
+ * every request feeds, the draft model from its own greedy decoding, the
+ * MTP head from the target's hidden state, or a block drafter (EAGLE-3,
+ * DFlash: src/spec/eagle3.h, dflash.h) from the inputs of a few target
+ * layers. Chained (--spec ngram,draft, ngram,mtp, eagle3,ngram or
+ * dflash,ngram), a slot takes the n-gram proposal when there is one and the
+ * model drafter's otherwise. Every proposal is deterministic
  * (a draft model proposes its argmax), which is what lets the scheduler
  * verify by sampling (docs/ARCHITECTURE.md).
  *
@@ -43,12 +45,20 @@ enum spec_drafter {
     SPEC_DRAFTER_POOL,
     SPEC_DRAFTER_MODEL,
     SPEC_DRAFTER_MTP,
+    SPEC_DRAFTER_EAGLE3,
+    SPEC_DRAFTER_DFLASH,
     SPEC_N_DRAFTERS
 };
 #define SPEC_DRAFTER_NAMES                                                                         \
     {                                                                                              \
-        "ngram", "ngram_pool", "draft", "mtp"                                                      \
+        "ngram", "ngram_pool", "draft", "mtp", "eagle3", "dflash"                                  \
     }
+
+/* The block drafters, files made for one target that read its layers' inputs. */
+enum spec_block { SPEC_BLOCK_NONE, SPEC_BLOCK_EAGLE3, SPEC_BLOCK_DFLASH };
+
+/* Which block drafter the GGUF file at path holds; SPEC_BLOCK_NONE for any other file. */
+enum spec_block spec_block_of(const char *path);
 
 struct spec_params {
     bool ngram;                       /* prompt lookup (src/spec/ngram.h) */
@@ -57,6 +67,9 @@ struct spec_params {
                                          must outlive the scheduler */
     bool mtp;                         /* the model's own MTP head drafts (a model loaded with
                                          hearth_model_params.mtp); not with draft_model */
+    enum spec_block block;            /* a block drafter (src/spec/eagle3.h, dflash.h); not with
+                                         draft_model or mtp. Chained after the n-gram drafter */
+    const char *block_path;           /* its GGUF file */
     int32_t draft_max;                /* most tokens drafted per slot and step, 1..64; 0: 16 for the
                                          n-gram drafter alone on a model without recurrent layers, else 3 */
     int32_t draft_min;       /* fewer proposed than this: no drafting this step, 1..draft_max */
@@ -84,7 +97,7 @@ struct spec_req {
  * when set, must share the target's vocabulary (HEARTH_EINVAL with the
  * first difference named otherwise). The draft model stays the caller's.
  */
-enum hearth_status spec_new(struct hearth_model *target, const struct hearth_context *tctx,
+enum hearth_status spec_new(struct hearth_model *target, struct hearth_context *tctx,
                             const struct spec_params *p, int32_t n_slots, int32_t n_ctx,
                             int32_t n_batch, int n_threads, struct spec **out, char *err,
                             size_t err_len);

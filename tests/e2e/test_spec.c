@@ -14,6 +14,9 @@
  * purpose (HEARTH_SPEC_TEST_BREAK: every draft kept). On a model with
  * recurrent layers the rejected drafts are rolled back from the states kept
  * in the verify batch, with a draft model and with the model's own MTP head.
+ * The block drafters (EAGLE-3 on qwen3, DFlash on the hybrid qwen35) are
+ * held to the same: greedy and seeded texts, alone and chained after the
+ * n-gram drafter, and the chi-square test.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -222,16 +225,20 @@ static void tally_free(struct tally *t)
         free(t->text[i]);
 }
 
-/* The first 4 tokens sampled at temperature 1 for seeds 1..N_SEEDS. */
-static void sample_texts(const struct srv *s, struct tally *t)
+/*
+ * The first 4 tokens sampled at temperature 1 for seeds 1..N_SEEDS, with
+ * extra request fields (a random model's flat distribution over its whole
+ * vocabulary is cut to a few tokens so the categories fill).
+ */
+static void sample_texts(const struct srv *s, struct tally *t, const char *extra)
 {
     memset(t, 0, sizeof *t);
     for (int seed = 1; seed <= N_SEEDS; seed++) {
         char body[256];
         snprintf(body, sizeof body,
                  "{\"prompt\":\"the cat and the dog and the cat and the\",\"max_tokens\":4,"
-                 "\"temperature\":1,\"seed\":%d}",
-                 seed);
+                 "\"temperature\":1,\"seed\":%d%s}",
+                 seed, extra);
         struct http_resp r = http_post(s, "/v1/completions", body);
         cJSON *j           = http_json(&r);
         const char *text   = jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "text");
@@ -288,26 +295,30 @@ static double chi_critical(int df)
  * Temperature 1 over 300 seeds: the first four tokens of plain decoding and
  * of speculation agree by a chi-square test at significance 0.001; a server
  * that keeps every draft (the broken rule) is told apart by the same test.
+ * model NULL: SRV_MODEL with the n-gram drafter; else model with the drafter
+ * args name, whose /metrics label is label.
  */
-static void test_sampled_distribution(void **state)
+static void sampled_distribution(const char *model, const char *const *args, const char *label,
+                                 const char *extra)
 {
-    SRV_NEED_CURL_AND_MODEL();
     struct srv plain, spec, broken;
-    srv_start(&plain, plain_args);
-    srv_start(&spec, spec_args);
+    if (!model)
+        assert_non_null(model = tu_model(SRV_MODEL));
+    srv_start_opt(&plain, model, plain_args, true);
+    srv_start_opt(&spec, model, args, true);
     setenv("HEARTH_SPEC_TEST_BREAK", "1", 1);
-    srv_start(&broken, spec_args);
+    srv_start_opt(&broken, model, args, true);
     unsetenv("HEARTH_SPEC_TEST_BREAK");
     struct tally tp, ts, tb;
-    sample_texts(&plain, &tp);
-    sample_texts(&spec, &ts);
-    sample_texts(&broken, &tb);
-    assert_true(metric(&spec, "hearth_spec_drafted_tokens_total") > 0);
+    sample_texts(&plain, &tp, extra);
+    sample_texts(&spec, &ts, extra);
+    sample_texts(&broken, &tb, extra);
+    assert_true(metric_of(&spec, "hearth_spec_drafted_tokens_total", label) > 0);
     int df_s, df_b;
     double chi_s = chi_square(&tp, &ts, &df_s), chi_b = chi_square(&tp, &tb, &df_b);
-    print_message("chi-square: speculation %.2f (df %d, critical %.2f); broken rule %.2f (df %d, "
-                  "critical %.2f)\n",
-                  chi_s, df_s, chi_critical(df_s), chi_b, df_b, chi_critical(df_b));
+    print_message("chi-square (%s): speculation %.2f (df %d, critical %.2f); broken rule %.2f (df "
+                  "%d, critical %.2f)\n",
+                  label, chi_s, df_s, chi_critical(df_s), chi_b, df_b, chi_critical(df_b));
     assert_true(df_s >= 1 && df_b >= 1);
     assert_true(chi_s < chi_critical(df_s));
     assert_true(chi_b > chi_critical(df_b));
@@ -317,6 +328,33 @@ static void test_sampled_distribution(void **state)
     srv_stop(&plain);
     srv_stop(&spec);
     srv_stop(&broken);
+}
+
+static void test_sampled_distribution(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    sampled_distribution(NULL, spec_args, "drafter=\"ngram\"", "");
+}
+
+/* The block drafters under the same test, each on its target. */
+static void test_sampled_distribution_eagle3(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(target, "tiny-qwen3-bpe-q8_0.gguf");
+    TU_MODEL_OR_SKIP(draft, "tiny-eagle3-qwen3-bpe-q8_0.gguf");
+    const char *const args[] = {"--parallel",    "2",   "--ctx-size", "512", "--spec", "eagle3",
+                                "--model-draft", draft, NULL};
+    sampled_distribution(target, args, "drafter=\"eagle3\"", ",\"top_k\":2");
+}
+
+static void test_sampled_distribution_dflash(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    TU_MODEL_OR_SKIP(target, "tiny-qwen35-bpe-q8_0.gguf");
+    TU_MODEL_OR_SKIP(draft, "tiny-dflash-qwen35-bpe-q8_0.gguf");
+    const char *const args[] = {"--parallel",    "2",   "--ctx-size", "512", "--spec", "dflash",
+                                "--model-draft", draft, NULL};
+    sampled_distribution(target, args, "drafter=\"dflash\"", ",\"top_k\":2");
 }
 
 /*
@@ -586,13 +624,114 @@ static void test_mtp_qwen35(void **state)
     mtp_drafts("tiny-qwen35-mtp-bpe-q8_0.gguf");
 }
 
+/*
+ * A block drafter (--spec eagle3 / dflash --model-draft FILE) on its target:
+ * it proposes on every step (its random weights are mostly rejected, so the
+ * cut path runs nearly every step), alone and chained after the n-gram
+ * drafter, and greedy and seeded sampled texts are plain decoding's. A
+ * prompt sent twice reuses its prefix in the target: the drafter, which did
+ * not see those positions, catches up on them and drafts again.
+ */
+static void block_drafts(const char *target_file, const char *draft_file, const char *kind)
+{
+    TU_MODEL_OR_SKIP(target, target_file);
+    TU_MODEL_OR_SKIP(draft, draft_file);
+    char chain_kind[32], label[48];
+    snprintf(chain_kind, sizeof chain_kind, "%s,ngram", kind);
+    snprintf(label, sizeof label, "drafter=\"%s\"", kind);
+    const char *const alone[] = {"--parallel",    "2",   "--ctx-size", "512", "--spec", kind,
+                                 "--model-draft", draft, NULL};
+    const char *const chain[] = {"--parallel",    "2",   "--ctx-size", "512", "--spec", chain_kind,
+                                 "--model-draft", draft, NULL};
+    struct srv plain, spec, both;
+    srv_start_opt(&plain, target, plain_args, true);
+    srv_start_opt(&spec, target, alone, true);
+    srv_start_opt(&both, target, chain, true);
+    assert_int_equal(compare(&plain, &spec, "48"), 0);
+    assert_int_equal(compare(&plain, &both, "48"), 0);
+    char body[2048] = "{\"prompt\":\"";
+    for (int i = 0; i < 10; i++)
+        strcat(body, "The cat sat on the mat and looked at the dog. ");
+    strcat(body, "\",\"max_tokens\":24,\"temperature\":0,\"ignore_eos\":true}");
+    struct http_resp r0 = http_post(&plain, "/v1/completions", body);
+    cJSON *j0           = http_json(&r0);
+    for (int round = 0; round < 4; round++) {
+        struct http_resp r = http_post(round % 2 ? &both : &spec, "/v1/completions", body);
+        cJSON *j           = http_json(&r);
+        const cJSON *t     = jget(j, "timings");
+        print_message("%s, round %d: cache_n %.0f, draft_n %.0f, kept %.0f\n",
+                      round % 2 ? chain_kind : kind, round / 2, jnum(t, "cache_n"),
+                      jnum(t, "draft_n"), jnum(t, "draft_n_accepted"));
+        assert_string_equal(jstr(cJSON_GetArrayItem(jget(j0, "choices"), 0), "text"),
+                            jstr(cJSON_GetArrayItem(jget(j, "choices"), 0), "text"));
+        assert_true(jnum(t, "draft_n") > 0);
+        if (round >= 2)
+            assert_true(jnum(t, "cache_n") > 0);
+        cJSON_Delete(j);
+        http_resp_free(&r);
+    }
+    /* seeded sampling, each prompt new to every server (a reused prefix is computed in other
+     * batches, whose last bits may differ) */
+    for (int i = 0; i < 6; i++) {
+        char sb[256];
+        snprintf(sb, sizeof sb,
+                 "{\"prompt\":\"Seed %d: the cat and the dog and the cat and\",\"max_tokens\":32,"
+                 "\"temperature\":%s,\"seed\":%d,\"ignore_eos\":true}",
+                 i, i % 2 ? "1.0" : "0.7", 100 + i);
+        struct http_resp rp = http_post(&plain, "/v1/completions", sb);
+        struct http_resp rs = http_post(i % 2 ? &both : &spec, "/v1/completions", sb);
+        cJSON *jp = http_json(&rp), *js = http_json(&rs);
+        assert_string_equal(jstr(cJSON_GetArrayItem(jget(jp, "choices"), 0), "text"),
+                            jstr(cJSON_GetArrayItem(jget(js, "choices"), 0), "text"));
+        cJSON_Delete(jp);
+        cJSON_Delete(js);
+        http_resp_free(&rp);
+        http_resp_free(&rs);
+    }
+    double n  = metric_of(&spec, "hearth_spec_drafted_tokens_total", label);
+    double a  = metric_of(&spec, "hearth_spec_accepted_tokens_total", label);
+    double gn = metric_of(&both, "hearth_spec_drafted_tokens_total", "drafter=\"ngram");
+    double ga = metric_of(&both, "hearth_spec_accepted_tokens_total", "drafter=\"ngram");
+    double bn = metric_of(&both, "hearth_spec_drafted_tokens_total", label);
+    print_message("%s: %.0f of %.0f kept; chained: n-grams %.0f of %.0f, %s %.0f drafted\n", kind,
+                  a, n, ga, gn, kind, bn);
+    assert_true(n > 100 && a <= n);
+    assert_true(gn > 0 && ga > 0 && bn > 0);
+    assert_true(metric_of(&spec, "hearth_spec_drafted_tokens_total", "drafter=\"draft\"") == 0);
+    /* /slots counts the drafts of each slot too */
+    struct http_resp sl = http_get(&spec, "/slots");
+    assert_int_equal(sl.status, 200);
+    print_message("/slots: %.300s\n", sl.body);
+    http_resp_free(&sl);
+    cJSON_Delete(j0);
+    http_resp_free(&r0);
+    srv_stop(&plain);
+    srv_stop(&spec);
+    srv_stop(&both);
+}
+
+/* EAGLE-3 on qwen3: one layer over [embedding, fc(inputs of layers 1, 2, 3)] */
+static void test_eagle3(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    block_drafts("tiny-qwen3-bpe-q8_0.gguf", "tiny-eagle3-qwen3-bpe-q8_0.gguf", "eagle3");
+}
+
+/* DFlash on the hybrid qwen35: each rejected draft rolls the DeltaNet states back */
+static void test_dflash(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    block_drafts("tiny-qwen35-bpe-q8_0.gguf", "tiny-dflash-qwen35-bpe-q8_0.gguf", "dflash");
+}
+
 /* A bad --spec is a usage error; --spec mtp on a model without a head is refused at load. */
 static void test_refusals(void **state)
 {
     const char *argv[] = {tu_bin(), "serve", "-m", "x.gguf", "--spec", "eagle", NULL};
     char *out = NULL, *err = NULL;
     assert_int_equal(tu_run(argv, NULL, &out, &err, 60), 2);
-    assert_non_null(strstr(err, "--spec takes ngram, draft, mtp, ngram,draft, ngram,mtp or none"));
+    assert_non_null(strstr(err, "--spec takes ngram, draft, mtp, ngram,draft, ngram,mtp, eagle3, "
+                                "eagle3,ngram, dflash, dflash,ngram or none"));
     free(out);
     free(err);
     SRV_NEED_CURL_AND_MODEL();
@@ -626,6 +765,8 @@ int main(void)
         cmocka_unit_test_teardown(test_greedy_identical_every_architecture, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_same_per_seed, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_sampled_distribution, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_sampled_distribution_eagle3, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_sampled_distribution_dflash, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_ngram_pool, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_self, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_draft_long_prompt, srv_kill_leftovers),
@@ -634,6 +775,8 @@ int main(void)
         cmocka_unit_test_teardown(test_recurrent_rollback, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_mtp, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_mtp_qwen35, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_eagle3, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_dflash, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
