@@ -72,7 +72,7 @@ static const struct opt serving_list[] = {
      .off = F(srv, checkpoints), .lo = 0, .hi = 1024, .def = "8",
      .help = "recurrent models: state snapshots per slot"},
     {.names = "-md --model-draft", .value = "FILE", .kind = OPT_STR, .off = F(srv, draft),
-     .help = "a draft model, run on the host"},
+     .help = "a draft model, or an EAGLE-3 or DFlash drafter's file, run on the host"},
     {.names = "-ctk --cache-type-k", .value = "TYPE", .kind = OPT_STR, .off = F(srv, ctk),
      .def = "f16",
      .help = "the K cache's type: f16, f32, q8_0 or q4_0 (the quantized ones need heads of a "

@@ -470,7 +470,7 @@ int cmd_serve(int argc, char **argv)
     if (!placement_uses_gpu(&place)) {
         const struct fit_check fc = {.cmd         = "serve",
                                      .model       = model_path,
-                                     .draft       = block ? NULL : draft_path,
+                                     .draft       = draft_path,
                                      .ctx_max     = ctx_max,
                                      .parallel    = parallel,
                                      .ubatch      = batch < ubatch ? batch : ubatch,

@@ -19,6 +19,9 @@
 
 #include "model/memlaw.h"
 #include "model/model.h"
+#include "spec/dflash.h"
+#include "spec/eagle3.h"
+#include "spec/spec.h"
 #include "util/errfmt.h"
 
 #define MIB(x) ((double)(x) / (1 << 20))
@@ -26,7 +29,8 @@
 struct planner {
     const struct fit_params *p;
     struct hearth_model *m, *draft;
-    int32_t n_gpu; /* devices after the host */
+    enum spec_block block; /* p->draft is a block drafter's file (no model of its own) */
+    int32_t n_gpu;         /* devices after the host */
 };
 
 /* The context parameters serve makes for p at n_ctx tokens a slot (sched.c). */
@@ -129,6 +133,16 @@ static void evaluate(const struct planner *pl, int32_t n_ctx, int32_t n_gl, cons
         mem_acct_add(&out->use[0].mem, &host);
         mem_acct_add(&out->use[0].mem, &dw);
         mem_acct_add(&out->use[0].mem, &dc);
+    }
+    if (pl->block) { /* on the host: its weights mapped, its cache and the target rows it reads */
+        uint64_t bw = 0, bb = 0;
+        char why[HEARTH_ERR_MAX];
+        if ((pl->block == SPEC_BLOCK_EAGLE3 ? eagle3_bytes : dflash_bytes)(
+                p->draft, p->n_parallel, n_ctx, p->n_ubatch, &bw, &bb, why, sizeof why) ==
+            HEARTH_OK) {
+            out->use[0].mem.b[MEM_WEIGHTS] += bw;
+            out->use[0].mem.b[MEM_KV] += bb;
+        }
     }
     judge(out, p->floor);
 }
@@ -347,7 +361,9 @@ enum hearth_status fit_plan(const struct fit_params *p, struct fit_plan *out, ch
     if ((st = model_describe(p->model, false, &pl.m, err, err_len)))
         return st;
     char why[HEARTH_ERR_MAX];
-    if (p->draft && (st = model_describe(p->draft, false, &pl.draft, why, sizeof why))) {
+    pl.block = p->draft ? spec_block_of(p->draft) : SPEC_BLOCK_NONE;
+    if (p->draft && !pl.block &&
+        (st = model_describe(p->draft, false, &pl.draft, why, sizeof why))) {
         hearth_model_free(pl.m);
         return fail(st, err, err_len, "--model-draft %.200s: %s", p->draft, why);
     }

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "gguf/gguf.h"
 #include "util/serveutil.h"
 #include "util/testutil.h"
 
@@ -545,11 +546,68 @@ static void test_rss_is_predicted(void **state)
     assert_true(hwm - predicted <= tol && predicted - hwm <= tol);
 }
 
+/* Bytes of every tensor in the GGUF file at path. */
+static double tensor_bytes(const char *path)
+{
+    struct gguf_file *f = NULL;
+    char err[256];
+    assert_int_equal(gguf_open(path, &f, err, sizeof err), HEARTH_OK);
+    double n = 0;
+    for (int64_t i = 0; i < gguf_n_tensors(f); i++)
+        n += (double)gguf_tensor(f, i)->size;
+    gguf_close(f);
+    return n;
+}
+
+/*
+ * A block drafter (EAGLE-3, DFlash) runs on the host beside its target:
+ * the host holds its weights (its file's tensors, mapped) and its buffers
+ * (each layer's K/V of every slot's positions as f32, its pending
+ * features, and the target rows it reads: one n_embd row per named layer
+ * and micro-batch row), to the byte.
+ */
+static void test_block_drafters(void **state)
+{
+    static const struct {
+        const char *target, *draft;
+        double buffers; /* -np 2 -c 512 -ub 64: the shapes in ../shared/README.md */
+    } cases[] = {
+        /* one layer of 2 KV heads x 64; g per slot and batch row; layers 1, 2, 3 read */
+        {"tiny-qwen3-bpe-q8_0.gguf", "tiny-eagle3-qwen3-bpe-q8_0.gguf",
+         2.0 * 2 * 512 * 128 * 4 + (2 + 64) * 256 * 4 + 3 * 64 * 256 * 4},
+        /* two layers of 2 KV heads x 64; layers 1 and 3 read */
+        {"tiny-qwen35-bpe-q8_0.gguf", "tiny-dflash-qwen35-bpe-q8_0.gguf",
+         2.0 * 2 * 2 * 512 * 128 * 4 + 2 * 64 * 256 * 4},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        TU_MODEL_OR_SKIP(target, cases[c].target);
+        TU_MODEL_OR_SKIP(draft, cases[c].draft);
+        /* a fixed host and no prefix cache: the figures cannot move between the two runs */
+        const char *a[] = {target, "-t",     "1",  "-np",      "2",      "-c",
+                           "512",  "-ub",    "64", "--device", "ram:4G", "--cache-ram",
+                           "0",    "--json", NULL, NULL,       NULL};
+        cJSON *plain    = fit_json(a);
+        a[14]           = "--model-draft";
+        a[15]           = draft;
+        cJSON *drafted  = fit_json(a);
+        const cJSON *ph = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(plain, "devices"), 0);
+        const cJSON *dh =
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(drafted, "devices"), 0);
+        print_message("%s: weights +%.0f, kv +%.0f bytes\n", cases[c].draft,
+                      num(dh, "weights_bytes") - num(ph, "weights_bytes"),
+                      num(dh, "kv_bytes") - num(ph, "kv_bytes"));
+        assert_true(num(dh, "weights_bytes") - num(ph, "weights_bytes") == tensor_bytes(draft));
+        assert_true(num(dh, "kv_bytes") - num(ph, "kv_bytes") == cases[c].buffers);
+        cJSON_Delete(plain), cJSON_Delete(drafted);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_damaged_file, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_check_and_json, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_block_drafters, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_ctx_max_is_what_serve_takes, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_devices_split, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_bad_options, srv_kill_leftovers),
