@@ -32,6 +32,7 @@ struct dflash {
     int32_t n_embd, n_head, n_kv, head_dim, n_ff, n_layer, n_vocab;
     int32_t n_targets, targets[DF_TARGETS]; /* the target layers whose inputs are fused */
     int32_t block;                          /* trained block: the last token and block - 1 masks */
+    int32_t n_rows;                         /* rows of each draft pass, 2..block */
     hearth_token mask;                      /* the mask token */
     float eps, rope_base;
     struct weight fc;           /* (n_targets n_embd -> n_embd) */
@@ -81,7 +82,7 @@ static enum hearth_status df_hparams(struct gguf_file *f, struct dflash *d, char
     if (!gguf_get_u32(f, "tokenizer.ggml.mask_token_id", &mask))
         return fail(HEARTH_EFORMAT, err, err_len,
                     "dflash: the file names no mask token (tokenizer.ggml.mask_token_id)");
-    char k[64];
+    char k[96];
     float v = 1e-6f;
     snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", arch);
     gguf_get_f32(f, k, &v);
@@ -159,7 +160,8 @@ static size_t kv_floats(const struct dflash *d)
 
 enum hearth_status dflash_open(const char *path, const struct hearth_model *target,
                                struct hearth_context *tctx, int32_t n_slots, int32_t n_ctx,
-                               int32_t n_batch, struct dflash **out, char *err, size_t err_len)
+                               int32_t n_batch, int32_t n_draft, struct dflash **out, char *err,
+                               size_t err_len)
 {
     *out             = NULL;
     struct dflash *d = calloc(1, sizeof *d);
@@ -185,6 +187,7 @@ enum hearth_status dflash_open(const char *path, const struct hearth_model *targ
     d->n_slots     = n_slots;
     d->n_ctx       = n_ctx;
     d->kv_row      = (size_t)d->n_kv * d->head_dim;
+    d->n_rows      = 1 + (n_draft < 1 ? 1 : n_draft > d->block - 1 ? d->block - 1 : n_draft);
     const size_t e = (size_t)d->n_embd, qd = (size_t)d->n_head * d->head_dim, B = (size_t)d->block,
                  ff  = (size_t)d->n_ff;
     const size_t win = (size_t)d->n_targets * e > ff ? (size_t)d->n_targets * e : ff;
@@ -247,11 +250,6 @@ void dflash_free(struct dflash *d)
     free(d->qa);
     gguf_close(d->f);
     free(d);
-}
-
-int32_t dflash_max_draft(const struct dflash *d)
-{
-    return d->block - 1;
 }
 
 static float *kv_at(const struct dflash *d, float *base, int32_t l, int32_t s, int32_t pos)
@@ -331,13 +329,15 @@ int32_t dflash_propose(struct dflash *d, int32_t slot, const hearth_token *token
         d->len[slot] = p0;
     if (d->len[slot] != p0)
         return 0; /* the target has not been seen up to the last token */
-    if (k > d->block - 1)
-        k = d->block - 1;
+    if (k > d->n_rows - 1)
+        k = d->n_rows - 1;
     if (k > d->n_ctx - 1 - p0)
         k = d->n_ctx - 1 - p0;
     if (k < 1)
         return 0;
-    const int32_t B = k + 1;
+    /* the same block every step, however few drafts the depth asks: every row sees every
+     * other, so fewer masks would change the first drafts (llama.cpp's block is n_max + 1) */
+    const int32_t B = d->n_ctx - p0 < d->n_rows ? d->n_ctx - p0 : d->n_rows;
     const size_t e = (size_t)d->n_embd, qd = (size_t)d->n_head * d->head_dim, kvr = d->kv_row;
     for (int32_t i = 0; i < B; i++)
         dm_row(d->embd, i == 0 ? tokens[n_tokens - 1] : d->mask, d->x + i * e);
@@ -376,7 +376,7 @@ int32_t dflash_propose(struct dflash *d, int32_t slot, const hearth_token *token
                 x[j] += xn[j];
         }
     }
-    for (int32_t i = 1; i < B; i++) {
+    for (int32_t i = 1; i <= k; i++) {
         dm_rmsnorm(d->xn, d->x + i * e, d->out_norm, d->n_embd, d->eps);
         dm_matvec(d->out, d->xn, d->logits, d->qa);
         out[i - 1] = dm_argmax(d->logits, d->n_vocab);

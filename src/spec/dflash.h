@@ -3,9 +3,9 @@
  * Every target position P gets K/V in the drafter's layers from g_P, the
  * inputs of the named target layers at P fused through `fc` and an RMS
  * norm; a draft is one non-causal pass of the drafter over [the last
- * token, k mask tokens] at the positions after the target's, attending to
- * those K/V and to each other, the target's LM head reading the masks'
- * outputs. Its cache holds every layer's K/V per slot, on the host. It
+ * token, n_draft mask tokens] at the positions after the target's,
+ * attending to those K/V and to each other, the target's LM head reading
+ * the first k masks' outputs. Its cache holds every layer's K/V per slot, on the host. It
  * follows the target as eagle3.h's does. Scheduler thread only.
  */
 #ifndef HEARTH_SPEC_DFLASH_H
@@ -20,16 +20,15 @@ struct dflash;
 
 /*
  * Opens the drafter at path for target, for n_slots sequences of n_ctx
- * positions, and has tctx keep the layer inputs it reads. HEARTH_EFORMAT /
- * EINVAL with the reason, HEARTH_ENOMEM.
+ * positions, its passes n_draft masks long (the most drafts a step asks,
+ * at most block_size - 1), and has tctx keep the layer inputs it reads.
+ * HEARTH_EFORMAT / EINVAL with the reason, HEARTH_ENOMEM.
  */
 enum hearth_status dflash_open(const char *path, const struct hearth_model *target,
                                struct hearth_context *tctx, int32_t n_slots, int32_t n_ctx,
-                               int32_t n_batch, struct dflash **out, char *err, size_t err_len);
+                               int32_t n_batch, int32_t n_draft, struct dflash **out, char *err,
+                               size_t err_len);
 void dflash_free(struct dflash *d);
-
-/* The most tokens one block drafts (block_size - 1). */
-int32_t dflash_max_draft(const struct dflash *d);
 
 /* After a target decode of b: the K/V of each row's position. */
 void dflash_observe(struct dflash *d, const struct hearth_batch *b);

@@ -63,7 +63,7 @@ static enum hearth_status e3_hparams(struct gguf_file *f, struct eagle3 *e, char
     dm_u32(f, arch, "target_hidden_size", &tgt);
     if (!dm_u32(f, arch, "attention.key_length", &hd) && n_head)
         hd = n_embd / n_head;
-    char k[64];
+    char k[96];
     float v = 1e-6f;
     snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", arch);
     gguf_get_f32(f, k, &v);

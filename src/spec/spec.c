@@ -111,8 +111,8 @@ enum hearth_status spec_new(struct hearth_model *target, struct hearth_context *
         return st;
     }
     if (p->block == SPEC_BLOCK_DFLASH &&
-        (st = dflash_open(p->block_path, target, tctx, n_slots, n_ctx, n_batch, &sp->dflash, err,
-                          err_len))) {
+        (st = dflash_open(p->block_path, target, tctx, n_slots, n_ctx, n_batch, p->draft_max,
+                          &sp->dflash, err, err_len))) {
         spec_free(sp);
         return st;
     }

@@ -779,5 +779,8 @@ int main(void)
         cmocka_unit_test_teardown(test_dflash, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
+    const char *only = getenv("HEARTH_SPEC_ONLY"); /* e.g. test_eagle3: one test alone */
+    if (only)
+        cmocka_set_test_filter(only);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
