@@ -724,6 +724,43 @@ static void test_dflash(void **state)
     block_drafts("tiny-qwen35-bpe-q8_0.gguf", "tiny-dflash-qwen35-bpe-q8_0.gguf", "dflash");
 }
 
+/*
+ * With the target's layers on Vulkan (-ngl 99) the block drafters still run
+ * on the host, reading the captured layer inputs back from the device: the
+ * greedy text is the same Vulkan server's without a drafter, and they draft.
+ */
+static void test_block_drafters_vulkan(void **state)
+{
+    SRV_NEED_CURL_AND_MODEL();
+    char why[256];
+    if (!backend_vulkan(0, why, sizeof why)) {
+        print_message("skip: no Vulkan device: %s\n", why);
+        skip();
+    }
+    static const char *const files[][3] = {
+        {"tiny-qwen3-bpe-q8_0.gguf", "tiny-eagle3-qwen3-bpe-q8_0.gguf", "eagle3"},
+        {"tiny-qwen35-bpe-q8_0.gguf", "tiny-dflash-qwen35-bpe-q8_0.gguf", "dflash"},
+    };
+    for (int f = 0; f < 2; f++) {
+        TU_MODEL_OR_SKIP(target, files[f][0]);
+        TU_MODEL_OR_SKIP(draft, files[f][1]);
+        char label[48];
+        snprintf(label, sizeof label, "drafter=\"%s\"", files[f][2]);
+        const char *const plain[] = {"--parallel", "2", "--ctx-size", "512", "-ngl", "99", NULL};
+        const char *const spec[] = {"--parallel", "2",         "--ctx-size",    "512", "-ngl", "99",
+                                    "--spec",     files[f][2], "--model-draft", draft, NULL};
+        struct srv p, s;
+        srv_start_opt(&p, target, plain, true);
+        srv_start_opt(&s, target, spec, true);
+        assert_int_equal(compare(&p, &s, "24"), 0);
+        double n = metric_of(&s, "hearth_spec_drafted_tokens_total", label);
+        print_message("%s on Vulkan: %.0f drafted\n", files[f][2], n);
+        assert_true(n > 0);
+        srv_stop(&p);
+        srv_stop(&s);
+    }
+}
+
 /* A bad --spec is a usage error; --spec mtp on a model without a head is refused at load. */
 static void test_refusals(void **state)
 {
@@ -777,6 +814,7 @@ int main(void)
         cmocka_unit_test_teardown(test_mtp_qwen35, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_eagle3, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_dflash, srv_kill_leftovers),
+        cmocka_unit_test_teardown(test_block_drafters_vulkan, srv_kill_leftovers),
         cmocka_unit_test_teardown(test_refusals, srv_kill_leftovers),
     };
     const char *only = getenv("HEARTH_SPEC_ONLY"); /* e.g. test_eagle3: one test alone */
