@@ -6,8 +6,9 @@
  * sums, double accumulators where ggml uses ggml_float.
  *
  * Weight types and their activation (vec_dot) types, as ggml's CPU backend:
- * F32 -> F32, F16 -> F16, BF16 -> BF16; Q4_0, Q5_0, Q8_0, IQ4_NL -> Q8_0;
- * Q4_1, Q5_1 -> Q8_1; Q2_K..Q6_K, IQ4_XS -> Q8_K (ref_kquants.c).
+ * F32 -> F32, F16 -> F16, BF16 -> BF16; Q4_0, Q5_0, Q8_0, IQ4_NL, MXFP4 ->
+ * Q8_0; Q4_1, Q5_1 -> Q8_1; Q2_K..Q6_K, IQ4_XS -> Q8_K (ref_kquants.c);
+ * IQ1_S..IQ3_S -> Q8_K (ref_iquants.c); TQ1_0, TQ2_0 -> Q8_K (ref_tquants.c).
  * Only F32/F16/BF16/Q4_0/Q8_0 and the activation types have a from_float
  * here; weight quantizers for the other types live in src/quant/.
  */
@@ -267,6 +268,28 @@ void ref_iq4_nl_to_float(const void *x, float *y, int64_t n)
     }
 }
 
+/*
+ * MXFP4's scale: 2^(e - 128), half the E8M0 value because mxfp4_values are
+ * E2M1 doubled (ggml's ggml_e8m0_to_fp32_half, denormals for e < 2).
+ */
+static inline float mxfp4_scale(uint8_t e)
+{
+    return fp32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
+
+/* As dequantize_row_mxfp4: value * scale, element j from nibbles as Q4_0. */
+void ref_mxfp4_to_float(const void *x, float *y, int64_t n)
+{
+    const struct block_mxfp4 *b = x;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
+        const float d = mxfp4_scale(b[i].e);
+        for (int j = 0; j < QK_MXFP4 / 2; j++) {
+            y[i * QK_MXFP4 + j]                = (float)mxfp4_values[b[i].qs[j] & 0x0F] * d;
+            y[i * QK_MXFP4 + j + QK_MXFP4 / 2] = (float)mxfp4_values[b[i].qs[j] >> 4] * d;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- dot products */
 
 /* As ggml_vec_dot_f32's scalar loop: products in f32, summed in double. */
@@ -483,6 +506,24 @@ void ref_vec_dot_iq4_nl_q8_0(int64_t n, float *s, const void *w, const void *a)
             sumi1 += iq4nl_values[x[i].qs[j] >> 4] * y[i].qs[j + QK4_NL / 2];
         }
         sum = fmaf((float)(sumi0 + sumi1), fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d), sum);
+    }
+    *s = sum;
+}
+
+/* As ggml_vec_dot_mxfp4_q8_0_generic: sum += (d_a * scale) * int sum, per block. */
+void ref_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    const struct block_mxfp4 *x = w;
+    const struct block_q8_0 *y  = a;
+    float sum                   = 0.0f;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
+        const float d = fp16_to_fp32(y[i].d) * mxfp4_scale(x[i].e);
+        int sumi0 = 0, sumi1 = 0;
+        for (int j = 0; j < QK_MXFP4 / 2; j++) {
+            sumi0 += y[i].qs[j] * mxfp4_values[x[i].qs[j] & 0x0F];
+            sumi1 += y[i].qs[j + QK_MXFP4 / 2] * mxfp4_values[x[i].qs[j] >> 4];
+        }
+        sum += d * (float)(sumi0 + sumi1);
     }
     *s = sum;
 }
@@ -806,6 +847,10 @@ static const struct kernels table = {
             [DTYPE_IQ4_XS] = {.vec_dot_type = DTYPE_Q8_K,
                               .to_float     = ref_iq4_xs_to_float,
                               .vec_dot      = ref_vec_dot_iq4_xs_q8_k},
+            [DTYPE_MXFP4]  = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_mxfp4_to_float,
+                              .vec_dot      = ref_vec_dot_mxfp4_q8_0},
+            REF_IQ_TYPES,
             /* Activation types: converted to, never dotted as weights. */
             [DTYPE_Q8_1] = {.vec_dot_type = DTYPE_Q8_1,
                             .to_float     = ref_q8_1_to_float,

@@ -92,6 +92,42 @@ void ref_gemm8_q4_k(int64_t n, const void *w, size_t row_len, const void *a, siz
 void ref_vec_dot_q5_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_q6_k_q8_k(int64_t n, float *s, const void *w, const void *a);
 void ref_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_mxfp4_to_float(const void *x, float *y, int64_t n);
+void ref_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *a);
+/* ref_iquants.c */
+void ref_iq2_xxs_to_float(const void *x, float *y, int64_t n);
+void ref_iq2_xs_to_float(const void *x, float *y, int64_t n);
+void ref_iq2_s_to_float(const void *x, float *y, int64_t n);
+void ref_iq3_xxs_to_float(const void *x, float *y, int64_t n);
+void ref_iq3_s_to_float(const void *x, float *y, int64_t n);
+void ref_iq1_s_to_float(const void *x, float *y, int64_t n);
+void ref_iq1_m_to_float(const void *x, float *y, int64_t n);
+void ref_vec_dot_iq2_xxs_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_vec_dot_iq2_xs_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_vec_dot_iq2_s_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_vec_dot_iq3_xxs_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_vec_dot_iq3_s_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_vec_dot_iq1_s_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_vec_dot_iq1_m_q8_k(int64_t n, float *s, const void *w, const void *a);
+/* ref_tquants.c */
+void ref_tq1_0_to_float(const void *x, float *y, int64_t n);
+void ref_tq2_0_to_float(const void *x, float *y, int64_t n);
+void ref_vec_dot_tq1_0_q8_k(int64_t n, float *s, const void *w, const void *a);
+void ref_vec_dot_tq2_0_q8_k(int64_t n, float *s, const void *w, const void *a);
+
+/*
+ * The table entries of the Q8_K types that every ISA table takes from the
+ * reference as they are (IQ1_S..IQ3_S, TQ1_0, TQ2_0): designated
+ * initializers for a struct kernels' .type.
+ */
+#define REF_IQ_ENTRY(T, t)                                                                         \
+    [DTYPE_##T] = {.vec_dot_type = DTYPE_Q8_K,                                                     \
+                   .to_float     = ref_##t##_to_float,                                             \
+                   .vec_dot      = ref_vec_dot_##t##_q8_k}
+#define REF_IQ_TYPES                                                                               \
+    REF_IQ_ENTRY(IQ2_XXS, iq2_xxs), REF_IQ_ENTRY(IQ2_XS, iq2_xs), REF_IQ_ENTRY(IQ2_S, iq2_s),      \
+        REF_IQ_ENTRY(IQ3_XXS, iq3_xxs), REF_IQ_ENTRY(IQ3_S, iq3_s), REF_IQ_ENTRY(IQ1_S, iq1_s),    \
+        REF_IQ_ENTRY(IQ1_M, iq1_m), REF_IQ_ENTRY(TQ1_0, tq1_0), REF_IQ_ENTRY(TQ2_0, tq2_0)
 
 /* Float ops; contracts as in struct kernels. */
 void ref_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);

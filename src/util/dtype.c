@@ -10,6 +10,8 @@
 const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                  1,    13,   25,  38,  53,  69,  89,  113};
 
+const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
 /* clang-format off */
 static const struct dtype_info table[DTYPE_COUNT] = {
     [DTYPE_F32]    = {"f32", 1, 4},
@@ -29,6 +31,16 @@ static const struct dtype_info table[DTYPE_COUNT] = {
     [DTYPE_Q8_K]   = {"q8_k", QK_K, sizeof(struct block_q8_K)},
     [DTYPE_IQ4_NL] = {"iq4_nl", QK4_NL, sizeof(struct block_iq4_nl)},
     [DTYPE_IQ4_XS] = {"iq4_xs", QK_K, sizeof(struct block_iq4_xs)},
+    [DTYPE_IQ2_XXS] = {"iq2_xxs", QK_K, sizeof(struct block_iq2_xxs)},
+    [DTYPE_IQ2_XS] = {"iq2_xs", QK_K, sizeof(struct block_iq2_xs)},
+    [DTYPE_IQ2_S]  = {"iq2_s", QK_K, sizeof(struct block_iq2_s)},
+    [DTYPE_IQ3_XXS] = {"iq3_xxs", QK_K, sizeof(struct block_iq3_xxs)},
+    [DTYPE_IQ3_S]  = {"iq3_s", QK_K, sizeof(struct block_iq3_s)},
+    [DTYPE_IQ1_S]  = {"iq1_s", QK_K, sizeof(struct block_iq1_s)},
+    [DTYPE_IQ1_M]  = {"iq1_m", QK_K, sizeof(struct block_iq1_m)},
+    [DTYPE_TQ1_0]  = {"tq1_0", QK_K, sizeof(struct block_tq1_0)},
+    [DTYPE_TQ2_0]  = {"tq2_0", QK_K, sizeof(struct block_tq2_0)},
+    [DTYPE_MXFP4]  = {"mxfp4", QK_MXFP4, sizeof(struct block_mxfp4)},
 };
 /* clang-format on */
 

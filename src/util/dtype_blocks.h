@@ -11,14 +11,15 @@
 
 #include <stdint.h>
 
-#define QK4_0  32  /* elements per Q4_0 block */
-#define QK4_1  32  /* elements per Q4_1 block */
-#define QK5_0  32  /* elements per Q5_0 block */
-#define QK5_1  32  /* elements per Q5_1 block */
-#define QK8_0  32  /* elements per Q8_0 block */
-#define QK8_1  32  /* elements per Q8_1 block */
-#define QK4_NL 32  /* elements per IQ4_NL block */
-#define QK_K   256 /* elements per K-quant super-block (Q2_K..Q8_K, IQ4_XS) */
+#define QK4_0    32  /* elements per Q4_0 block */
+#define QK4_1    32  /* elements per Q4_1 block */
+#define QK5_0    32  /* elements per Q5_0 block */
+#define QK5_1    32  /* elements per Q5_1 block */
+#define QK8_0    32  /* elements per Q8_0 block */
+#define QK8_1    32  /* elements per Q8_1 block */
+#define QK4_NL   32  /* elements per IQ4_NL block */
+#define QK_K     256 /* elements per super-block (Q2_K..Q8_K, IQ1..IQ3, IQ4_XS, TQ1_0, TQ2_0) */
+#define QK_MXFP4 32  /* elements per MXFP4 block */
 
 /* Q4_0: value = (q - 8) * d; qs[i] low nibble = element i, high nibble = element i + 16. */
 struct block_q4_0 {
@@ -151,6 +152,121 @@ struct block_iq4_xs {
     uint8_t qs[QK_K / 2];        /* 4-bit indices */
 };
 
+/*
+ * The IQ1..IQ3 types: groups of 8 elements (4 for IQ3's grid halves) whose
+ * magnitudes are one entry of a codebook (kernels/iq_grids.h), per 32-element
+ * sub-block a small odd scale, per super-block an fp16 d. Activation type Q8_K.
+ */
+
+/*
+ * IQ2_XXS: per sub-block j, qs[4j..4j+3] as two little-endian uint32: the
+ * first's bytes are 4 grid indices (iq2xxs_grid), the second holds four
+ * 7-bit sign indices (bits 7l..7l+6, iq_ksigns) and the scale s in its top 4
+ * bits. value = d * (0.5 + s) * 0.25 * grid * sign.
+ */
+struct block_iq2_xxs {
+    uint16_t d;            /* fp16 bits */
+    uint16_t qs[QK_K / 8]; /* indices, signs and scales */
+};
+
+/*
+ * IQ2_XS: qs[4j + l] = 9-bit grid index (iq2xs_grid) | 7-bit sign index << 9;
+ * groups 0-1 of sub-block j scale by the low nibble of scales[j], 2-3 by the
+ * high: value = d * (0.5 + s) * 0.25 * grid * sign.
+ */
+struct block_iq2_xs {
+    uint16_t d;                /* fp16 bits */
+    uint16_t qs[QK_K / 8];     /* index | sign index << 9 */
+    uint8_t scales[QK_K / 32]; /* two 4-bit scales per sub-block */
+};
+
+/*
+ * IQ2_S: group l of sub-block j: index qs[4j + l] | bits 2l..2l+1 of qh[j] << 8
+ * (iq2s_grid), signs byte qs[32 + 4j + l] (one bit per element, no parity);
+ * scales as IQ2_XS.
+ */
+struct block_iq2_s {
+    uint16_t d;                /* fp16 bits */
+    uint8_t qs[QK_K / 4];      /* 32 index bytes, then 32 sign bytes */
+    uint8_t qh[QK_K / 32];     /* top 2 bits of the indices */
+    uint8_t scales[QK_K / 32]; /* two 4-bit scales per sub-block */
+};
+
+/*
+ * IQ3_XXS: qs[0..63] are grid indices (iq3xxs_grid), 8 per sub-block, each 4
+ * elements; qs[64 + 4j..] a little-endian uint32 per sub-block with four
+ * 7-bit sign indices (for 8 elements each) and the scale s in the top 4 bits.
+ * value = d * (0.5 + s) * 0.5 * grid * sign.
+ */
+struct block_iq3_xxs {
+    uint16_t d;               /* fp16 bits */
+    uint8_t qs[3 * QK_K / 8]; /* indices, then signs and scales */
+};
+
+/*
+ * IQ3_S: index k of sub-block j is qs[8j + k] | bit k of qh[j] << 8 (iq3s_grid);
+ * signs[4j + l] one bit per element of group l; sub-block j's scale is nibble
+ * j%2 of scales[j/2]: value = d * (1 + 2s) * grid * sign.
+ */
+struct block_iq3_s {
+    uint16_t d;                /* fp16 bits */
+    uint8_t qs[QK_K / 4];      /* low 8 bits of the indices */
+    uint8_t qh[QK_K / 32];     /* 9th bits */
+    uint8_t signs[QK_K / 8];   /* sign bits */
+    uint8_t scales[QK_K / 64]; /* 4-bit scales */
+};
+
+/*
+ * IQ1_S: group l of sub-block j: index qs[4j + l] | bits 3l..3l+2 of qh[j] << 8
+ * (iq1s_grid, values -1/0/1); qh[j] bits 12..14 are the scale s, bit 15 the
+ * sign of the shift: value = d * (2s + 1) * (grid + (bit 15 ? -0.125 : 0.125)).
+ */
+struct block_iq1_s {
+    uint16_t d;             /* fp16 bits */
+    uint8_t qs[QK_K / 8];   /* low 8 bits of the indices */
+    uint16_t qh[QK_K / 32]; /* high index bits, scale, shift sign */
+};
+
+/*
+ * IQ1_M: group l of sub-block j: index qs[4j + l] | nibble l%2 of qh[2j + l/2]
+ * (bits 0..2) << 8, that nibble's bit 3 the shift sign; scales read as 4
+ * little-endian uint16: 3-bit scales for groups 0-1 and 2-3 of sub-block j at
+ * bits 6(j%2) and 6(j%2)+3 of word j/2, and the top nibbles of the 4 words
+ * are the fp16 d (word 0's lowest). value = d * (2s + 1) * (grid +- 0.125).
+ */
+struct block_iq1_m {
+    uint8_t qs[QK_K / 8];      /* low 8 bits of the indices */
+    uint8_t qh[QK_K / 16];     /* high index bits and shift signs, a nibble per group */
+    uint8_t scales[QK_K / 32]; /* 3-bit scales and the fp16 d */
+};
+
+/*
+ * TQ1_0: ternary, value = (t - 1) * d, t in 0..2, five per byte in base 3 as
+ * a fixed-point fraction: byte q holds t_k = ((uint8)(q * 3^k) * 3) >> 8.
+ * qs[0..31] hold elements 32k + m (k 0..4) for m = byte, qs[32..47] elements
+ * 160 + 16k + m; qh[0..3] four per byte, elements 240 + 4k + m.
+ */
+struct block_tq1_0 {
+    uint8_t qs[(QK_K - 4 * QK_K / 64) / 5]; /* 5 elements per byte */
+    uint8_t qh[QK_K / 64];                  /* 4 elements per byte */
+    uint16_t d;                             /* fp16 bits */
+};
+
+/* TQ2_0: value = (q - 1) * d, q in 0..3 (3 unused); qs as Q2_K's 2-bit planes. */
+struct block_tq2_0 {
+    uint8_t qs[QK_K / 4]; /* 2-bit quants */
+    uint16_t d;           /* fp16 bits */
+};
+
+/*
+ * MXFP4: value = mxfp4_values[index] * 2^(e - 128) (E2M1 doubled, so an E8M0
+ * scale halved); index nibbles as Q4_0. Activation type Q8_0.
+ */
+struct block_mxfp4 {
+    uint8_t e;                /* E8M0 exponent */
+    uint8_t qs[QK_MXFP4 / 2]; /* 4-bit indices */
+};
+
 _Static_assert(sizeof(struct block_q4_0) == 18, "q4_0 block is 18 bytes in GGUF");
 _Static_assert(sizeof(struct block_q4_1) == 20, "q4_1 block is 20 bytes in GGUF");
 _Static_assert(sizeof(struct block_q5_0) == 22, "q5_0 block is 22 bytes in GGUF");
@@ -165,8 +281,20 @@ _Static_assert(sizeof(struct block_q5_K) == 176, "q5_K block is 176 bytes in GGU
 _Static_assert(sizeof(struct block_q6_K) == 210, "q6_K block is 210 bytes in GGUF");
 _Static_assert(sizeof(struct block_q8_K) == 292, "q8_K block is 292 bytes in GGUF");
 _Static_assert(sizeof(struct block_iq4_xs) == 136, "iq4_xs block is 136 bytes in GGUF");
+_Static_assert(sizeof(struct block_iq2_xxs) == 66, "iq2_xxs block is 66 bytes in GGUF");
+_Static_assert(sizeof(struct block_iq2_xs) == 74, "iq2_xs block is 74 bytes in GGUF");
+_Static_assert(sizeof(struct block_iq2_s) == 82, "iq2_s block is 82 bytes in GGUF");
+_Static_assert(sizeof(struct block_iq3_xxs) == 98, "iq3_xxs block is 98 bytes in GGUF");
+_Static_assert(sizeof(struct block_iq3_s) == 110, "iq3_s block is 110 bytes in GGUF");
+_Static_assert(sizeof(struct block_iq1_s) == 50, "iq1_s block is 50 bytes in GGUF");
+_Static_assert(sizeof(struct block_iq1_m) == 56, "iq1_m block is 56 bytes in GGUF");
+_Static_assert(sizeof(struct block_tq1_0) == 54, "tq1_0 block is 54 bytes in GGUF");
+_Static_assert(sizeof(struct block_tq2_0) == 66, "tq2_0 block is 66 bytes in GGUF");
+_Static_assert(sizeof(struct block_mxfp4) == 17, "mxfp4 block is 17 bytes in GGUF");
 
 /* The 16 values IQ4_NL and IQ4_XS indices select (ggml's kvalues_iq4nl), ascending; in dtype.c. */
 extern const int8_t iq4nl_values[16];
+/* The 16 values MXFP4 indices select (ggml's kvalues_mxfp4: E2M1 times 2); in dtype.c. */
+extern const int8_t mxfp4_values[16];
 
 #endif
