@@ -66,9 +66,15 @@ const struct cmd_spec cmd_quantize_spec = {
                 "  Q6_K     ~6.6 bpw\n"
                 "  IQ4_NL   4.5 bpw, non-linear 4-bit blocks of 32\n"
                 "  IQ4_XS   4.25 bpw, non-linear 4-bit super-blocks of 256\n"
+                "  TQ1_0    1.69 bpw ternary (-d, 0, d), for ternary-trained models\n"
+                "  TQ2_0    2.06 bpw ternary, 2 bits a weight\n"
+                "  MXFP4_MOE MXFP4 MoE experts, Q8_0 elsewhere\n"
                 "  F16      16 bpw half precision\n"
                 "  BF16     16 bpw bfloat16\n"
-                "  F32      32 bpw, no quantization\n",
+                "  F32      32 bpw, no quantization\n"
+                "IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M and IQ3_XXS need an importance "
+                "matrix in llama.cpp too, and IQ3_XS/IQ3_S/IQ3_M are not made yet: quantize "
+                "those with llama-quantize; hearth runs the files.\n",
     .uses     = quantize_uses,
     .n_uses   = sizeof quantize_uses / sizeof quantize_uses[0],
     .pos_min  = 3,
@@ -95,6 +101,11 @@ int cmd_quantize(int argc, char **argv)
         return opts_exit(st);
     const char *in = a.pos.v[0], *out = a.pos.v[1], *type = a.pos.v[2];
     const struct quant_preset *p = quant_preset_find(type);
+    const char *refusal          = p ? NULL : quant_preset_refusal(type);
+    if (refusal) {
+        fprintf(stderr, "hearth quantize: cannot make %s: %s\n", type, refusal);
+        return EXIT_USAGE;
+    }
     if (!p) {
         fprintf(stderr, "hearth quantize: unknown type '%s'; valid types: ", type);
         list_types(stderr);

@@ -33,25 +33,28 @@
 
 /* llama.cpp's LLAMA_FTYPE values, as general.file_type stores them. */
 enum {
-    FT_F32    = 0,
-    FT_F16    = 1,
-    FT_Q4_0   = 2,
-    FT_Q4_1   = 3,
-    FT_Q8_0   = 7,
-    FT_Q5_0   = 8,
-    FT_Q5_1   = 9,
-    FT_Q2_K   = 10,
-    FT_Q3_K_S = 11,
-    FT_Q3_K_M = 12,
-    FT_Q3_K_L = 13,
-    FT_Q4_K_S = 14,
-    FT_Q4_K_M = 15,
-    FT_Q5_K_S = 16,
-    FT_Q5_K_M = 17,
-    FT_Q6_K   = 18,
-    FT_IQ4_NL = 25,
-    FT_IQ4_XS = 30,
-    FT_BF16   = 32,
+    FT_F32       = 0,
+    FT_F16       = 1,
+    FT_Q4_0      = 2,
+    FT_Q4_1      = 3,
+    FT_Q8_0      = 7,
+    FT_Q5_0      = 8,
+    FT_Q5_1      = 9,
+    FT_Q2_K      = 10,
+    FT_Q3_K_S    = 11,
+    FT_Q3_K_M    = 12,
+    FT_Q3_K_L    = 13,
+    FT_Q4_K_S    = 14,
+    FT_Q4_K_M    = 15,
+    FT_Q5_K_S    = 16,
+    FT_Q5_K_M    = 17,
+    FT_Q6_K      = 18,
+    FT_IQ4_NL    = 25,
+    FT_IQ4_XS    = 30,
+    FT_BF16      = 32,
+    FT_TQ1_0     = 36,
+    FT_TQ2_0     = 37,
+    FT_MXFP4_MOE = 38,
 };
 
 /* clang-format off */
@@ -72,6 +75,9 @@ static const struct quant_preset presets[] = {
     {"Q6_K",   FT_Q6_K,   DTYPE_Q6_K,   "~6.6 bpw"},
     {"IQ4_NL", FT_IQ4_NL, DTYPE_IQ4_NL, "4.5 bpw, non-linear 4-bit blocks of 32"},
     {"IQ4_XS", FT_IQ4_XS, DTYPE_IQ4_XS, "4.25 bpw, non-linear 4-bit super-blocks of 256"},
+    {"TQ1_0",  FT_TQ1_0,  DTYPE_TQ1_0,  "1.69 bpw ternary (-d, 0, d), for ternary-trained models"},
+    {"TQ2_0",  FT_TQ2_0,  DTYPE_TQ2_0,  "2.06 bpw ternary, 2 bits a weight"},
+    {"MXFP4_MOE", FT_MXFP4_MOE, DTYPE_MXFP4, "MXFP4 MoE experts, Q8_0 elsewhere"},
     {"F16",    FT_F16,    DTYPE_F16,    "16 bpw half precision"},
     {"BF16",   FT_BF16,   DTYPE_BF16,   "16 bpw bfloat16"},
     {"F32",    FT_F32,    DTYPE_F32,    "32 bpw, no quantization"},
@@ -82,6 +88,24 @@ const struct quant_preset *quant_presets(int *n)
 {
     *n = (int)(sizeof presets / sizeof presets[0]);
     return presets;
+}
+
+const char *quant_preset_refusal(const char *name)
+{
+    /* llama-quantize's tensor_requires_imatrix: it stops without --imatrix for these targets */
+    static const char *const imatrix[] = {"IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS",
+                                          "IQ2_S", "IQ2_M", "IQ3_XXS"};
+    static const char *const iq3[]     = {"IQ3_XS", "IQ3_S", "IQ3_M"};
+    for (size_t i = 0; i < sizeof imatrix / sizeof imatrix[0]; i++)
+        if (!strcasecmp(name, imatrix[i]))
+            return "llama.cpp's quantizer makes it only from an importance matrix "
+                   "(llama-quantize --imatrix), and hearth quantize takes none; quantize it with "
+                   "llama.cpp: hearth runs the file";
+    for (size_t i = 0; i < sizeof iq3 / sizeof iq3[0]; i++)
+        if (!strcasecmp(name, iq3[i]))
+            return "hearth's IQ3_S quantizer is not written yet (llama.cpp makes it without an "
+                   "importance matrix); quantize it with llama.cpp: hearth runs the file";
+    return NULL;
 }
 
 const struct quant_preset *quant_preset_find(const char *name)
@@ -331,12 +355,17 @@ static enum hearth_status rule_type(struct rules *r, const struct gguf_tensor *t
     int il, nl = mi->n_layer;
 
     if (c == CAT_OUTPUT || (r->tied_embeddings && c == CAT_TOKEN_EMBD)) {
-        if (mi->falcon || t->ne[0] % dtype_get(ty)->block)
+        if (ft == FT_MXFP4_MOE || mi->falcon || t->ne[0] % dtype_get(ty)->block)
             ty = DTYPE_Q8_0;
         else if (ty != DTYPE_Q8_0)
             ty = DTYPE_Q6_K;
+    } else if (ft == FT_MXFP4_MOE) {
+        /* experts (3-D, one matrix per expert) in MXFP4, every other matrix in Q8_0 */
+        ty = t->ne[2] > 1 ? DTYPE_MXFP4 : DTYPE_Q8_0;
     } else if (c == CAT_TOKEN_EMBD) {
-        /* only the IQ1/IQ2/IQ3/TQ presets change it */
+        /* of the offered presets only TQ1_0/TQ2_0 change it */
+        if (ft == FT_TQ1_0 || ft == FT_TQ2_0)
+            ty = DTYPE_Q4_K;
     } else if (c == CAT_ATTN_V || c == CAT_ATTN_QKV || c == CAT_ATTN_KV_B) {
         const int i = r->i_attn_v, n = r->n_attn_v;
         if (ft == FT_Q2_K)
@@ -425,6 +454,8 @@ static enum hearth_status fallback(const struct gguf_tensor *t, enum dtype ty, F
         break;
     case DTYPE_Q2_K:
     case DTYPE_Q3_K:
+    case DTYPE_TQ1_0:
+    case DTYPE_TQ2_0:
         to = DTYPE_Q4_0;
         break;
     case DTYPE_Q4_K:

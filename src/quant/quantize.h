@@ -30,6 +30,12 @@ struct quant_preset {
 
 /* The presets, in the order --help lists them; *n gets the count. */
 const struct quant_preset *quant_presets(int *n);
+/*
+ * Why hearth does not make llama-quantize's preset name (case-insensitive),
+ * one clause for after "cannot make <name>: ", or NULL for names it makes
+ * or llama.cpp does not know either.
+ */
+const char *quant_preset_refusal(const char *name);
 /* The preset named name (case-insensitive, aliases Q3_K/Q4_K/Q5_K included), or NULL. */
 const struct quant_preset *quant_preset_find(const char *name);
 

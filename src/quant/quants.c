@@ -662,6 +662,109 @@ static void q6_k_row(const float *x, struct block_q6_K *y, int64_t n)
     }
 }
 
+/* ---------------------------------------------------------------- TQ, MXFP4 --- */
+
+/* The largest magnitude of n floats (ggml's amax loop). */
+static float abs_max(const float *x, int n)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++)
+        amax = MAX(amax, fabsf(x[j]));
+    return amax;
+}
+
+/*
+ * Packs k trits t[0..k) (0..2), the first most significant, then scaled to
+ * TQ1_0's fixed-point fraction of 256 rounding up (ceil(q * 256 / 243)), so
+ * multiplying by 3^i later brings trit i to the top.
+ */
+static uint8_t tq1_pack(const int *t, int k)
+{
+    uint8_t q = 0;
+    for (int i = 0; i < k; i++)
+        q = (uint8_t)(q * 3 + t[i]);
+    for (int i = k; i < 5; i++)
+        q = (uint8_t)(q * 3);
+    return (uint8_t)(((uint16_t)q * 256 + (243 - 1)) / 243);
+}
+
+/* As quantize_row_tq1_0_ref: d = amax, trits lroundf(x / d) + 1. */
+static void tq1_0_row(const float *x, struct block_tq1_0 *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        const float d  = abs_max(x, QK_K);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int t[5];
+        y[i].d = fp32_to_fp16(d);
+        for (int m = 0; m < 32; m++) { /* elements 32k + m */
+            for (int k = 0; k < 5; k++)
+                t[k] = (int)lroundf(x[m + 32 * k] * id) + 1;
+            y[i].qs[m] = tq1_pack(t, 5);
+        }
+        for (int m = 0; m < 16; m++) { /* elements 160 + 16k + m */
+            for (int k = 0; k < 5; k++)
+                t[k] = (int)lroundf(x[160 + m + 16 * k] * id) + 1;
+            y[i].qs[32 + m] = tq1_pack(t, 5);
+        }
+        for (int m = 0; m < 4; m++) { /* elements 240 + 4k + m */
+            for (int k = 0; k < 4; k++)
+                t[k] = (int)lroundf(x[240 + m + 4 * k] * id) + 1;
+            y[i].qh[m] = tq1_pack(t, 4);
+        }
+    }
+}
+
+/* As quantize_row_tq2_0_ref: d = amax, q = lroundf(x / d) + 1 in Q2_K's 2-bit planes. */
+static void tq2_0_row(const float *x, struct block_tq2_0 *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / QK_K; i++, x += QK_K) {
+        const float d  = abs_max(x, QK_K);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d         = fp32_to_fp16(d);
+        for (int h = 0; h < 2; h++)
+            for (int m = 0; m < 32; m++) {
+                uint8_t q = 0;
+                for (int k = 0; k < 4; k++) {
+                    const int v = (int)lroundf(x[128 * h + 32 * k + m] * id) + 1;
+                    q           = (uint8_t)(q + ((v & 3) << (2 * k)));
+                }
+                y[i].qs[32 * h + m] = q;
+            }
+    }
+}
+
+/* The index of the MXFP4 value nearest x / scale, the first on ties (ggml's best_index_mxfp4). */
+static int mxfp4_nearest(float x, float scale)
+{
+    int best       = 0;
+    float best_err = fabsf((float)mxfp4_values[0] * scale - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf((float)mxfp4_values[i] * scale - x);
+        if (err < best_err) {
+            best     = i;
+            best_err = err;
+        }
+    }
+    return best;
+}
+
+/*
+ * As quantize_row_mxfp4_ref: the exponent puts the block's largest
+ * magnitude in the top value's octave (e = floor(log2 amax) - 2 + 127, 0 for
+ * an all-zero block), each element then the nearest of the 16 values.
+ */
+static void mxfp4_row(const float *x, struct block_mxfp4 *y, int64_t n)
+{
+    for (int64_t i = 0; i < n / QK_MXFP4; i++, x += QK_MXFP4) {
+        const float amax = abs_max(x, QK_MXFP4);
+        const uint8_t e  = amax > 0.0f ? (uint8_t)(floorf(log2f(amax)) - 2 + 127) : 0;
+        const float d    = fp32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+        y[i].e           = e;
+        for (int j = 0; j < QK_MXFP4 / 2; j++)
+            y[i].qs[j] = (uint8_t)(mxfp4_nearest(x[j], d) | mxfp4_nearest(x[j + 16], d) << 4);
+    }
+}
+
 /* ---------------------------------------------------------------- IQ4 --- */
 
 /*
@@ -793,6 +896,9 @@ bool quant_supported(enum dtype t)
     case DTYPE_Q6_K:
     case DTYPE_IQ4_NL:
     case DTYPE_IQ4_XS:
+    case DTYPE_TQ1_0:
+    case DTYPE_TQ2_0:
+    case DTYPE_MXFP4:
         return true;
     default:
         return false;
@@ -843,6 +949,15 @@ bool quant_row(enum dtype t, const float *x, void *y, int64_t n)
         return true;
     case DTYPE_IQ4_XS:
         iq4_xs_row(x, y, n);
+        return true;
+    case DTYPE_TQ1_0:
+        tq1_0_row(x, y, n);
+        return true;
+    case DTYPE_TQ2_0:
+        tq2_0_row(x, y, n);
+        return true;
+    case DTYPE_MXFP4:
+        mxfp4_row(x, y, n);
         return true;
     default:
         return false;

@@ -47,13 +47,28 @@ static void test_usage_errors(void **state)
     (void)state;
     char *out = NULL, *err = NULL;
     assert_int_equal(quantize(&out, &err, "--help", NULL, NULL, NULL, NULL), 0);
-    static const char *const listed[] = {"Q4_0",   "Q4_1",   "Q5_0",   "Q5_1",   "Q8_0",
-                                         "Q2_K",   "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_S",
-                                         "Q5_K_M", "Q6_K",   "IQ4_NL", "IQ4_XS", "--threads"};
+    static const char *const listed[] = {"Q4_0",   "Q4_1",      "Q5_0",     "Q5_1",   "Q8_0",
+                                         "Q2_K",   "Q3_K_M",    "Q4_K_S",   "Q4_K_M", "Q5_K_S",
+                                         "Q5_K_M", "Q6_K",      "IQ4_NL",   "IQ4_XS", "TQ1_0",
+                                         "TQ2_0",  "MXFP4_MOE", "--threads"};
     for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++)
         expect_has("--help", out, listed[i]);
     free(out);
     free(err);
+
+    /* Presets llama.cpp makes only from an importance matrix, or that hearth cannot make yet:
+     * refused with the reason, before the input is opened. */
+    static const char *const refused[][2] = {
+        {"IQ2_XXS", "importance matrix"}, {"IQ2_XS", "importance matrix"},
+        {"IQ2_S", "importance matrix"},   {"IQ1_S", "importance matrix"},
+        {"IQ1_M", "importance matrix"},   {"IQ3_XXS", "importance matrix"},
+        {"IQ3_S", "not written yet"},     {"IQ3_M", "not written yet"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_int_equal(quantize(NULL, &err, "in.gguf", "out.gguf", refused[i][0], NULL, NULL), 2);
+        expect_has("stderr", err, refused[i][0]);
+        expect_has("stderr", err, refused[i][1]);
+        free(err);
+    }
 
     /* Unknown TYPE: exit 2, naming the valid ones. */
     assert_int_equal(quantize(NULL, &err, "in.gguf", "out.gguf", "Q4_K_X", NULL, NULL), 2);
@@ -205,6 +220,87 @@ static void test_type_mix_and_bytes_match_llama_cpp(void **state)
     if (!n)
         skip();
     assert_int_equal(identical, n);
+}
+
+/* FNV-1a 64 of n bytes. */
+static uint64_t fnv64(const char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/*
+ * The presets llama.cpp makes without an importance matrix that have no
+ * shared file: the size and FNV-1a 64 hash of llama-quantize's output,
+ * recorded from the pinned llama.cpp (3f545be): llama-quantize SRC OUT TYPE,
+ * with --allow-requantize for the Q8_0 source; hearth's file must be that
+ * file byte for byte. MXFP4_MOE puts the experts (3-D tensors) in MXFP4 and
+ * every other matrix in Q8_0.
+ */
+static void test_ternary_and_mxfp4_match_recorded_llama_cpp(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *src, *preset;
+        bool requant;
+        size_t size;
+        uint64_t fnv;
+        const char *tensor; /* a tensor and the type llama.cpp gave it */
+        enum dtype type;
+    } cases[] = {
+        {"tiny-llama-spm-f32", "TQ1_0", false, 867808, 0x04799eb1a69c469eull,
+         "blk.0.ffn_down.weight", DTYPE_TQ1_0},
+        {"tiny-llama-spm-f32", "TQ2_0", false, 1015264, 0x55c1293966a96ff2ull, "token_embd.weight",
+         DTYPE_Q4_K},
+        {"tiny-qwen3moe-bpe-q8_0", "MXFP4_MOE", true, 13876352, 0xc60872140f0c2101ull,
+         "blk.0.ffn_down_exps.weight", DTYPE_MXFP4},
+    };
+    char *dir = tu_tmpdir(), errbuf[HEARTH_ERR_MAX];
+    int n     = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char rel[128], src[512], path[600];
+        snprintf(rel, sizeof rel, "models/%s.gguf", cases[c].src);
+        const char *p = tu_shared(rel);
+        if (!p) {
+            print_message("skip: %s not found\n", rel);
+            continue;
+        }
+        snprintf(src, sizeof src, "%s", p);
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, cases[c].preset);
+        char *err = NULL;
+        int rc    = cases[c].requant
+                        ? quantize(NULL, &err, "-q", "--allow-requantize", src, path, cases[c].preset)
+                        : quantize(NULL, &err, "-q", src, path, cases[c].preset, NULL);
+        if (rc != 0)
+            fail_msg("hearth quantize %s exited %d: %s", cases[c].preset, rc, err);
+        free(err);
+        struct gguf_file *f = NULL;
+        assert_int_equal(gguf_open(path, &f, errbuf, sizeof errbuf), HEARTH_OK);
+        const struct gguf_tensor *t = gguf_find_tensor(f, cases[c].tensor);
+        assert_non_null(t);
+        assert_int_equal(t->type, cases[c].type);
+        gguf_close(f);
+        size_t len  = 0;
+        char *bytes = tu_read_file(path, &len);
+        assert_non_null(bytes);
+        const uint64_t h = fnv64(bytes, len);
+        print_message("%-22s -> %-9s %zu bytes, fnv %016llx; llama.cpp's %zu, %016llx\n",
+                      cases[c].src, cases[c].preset, len, (unsigned long long)h, cases[c].size,
+                      (unsigned long long)cases[c].fnv);
+        assert_int_equal(len, cases[c].size);
+        assert_true(h == cases[c].fnv);
+        free(bytes);
+        unlink(path);
+        n++;
+    }
+    tu_rmtree(dir);
+    free(dir);
+    if (!n)
+        skip();
 }
 
 /* "Final estimate: PPL = X" of `hearth perplexity`, or -1 with the reason printed. */
@@ -394,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_runtime_errors),
         cmocka_unit_test(test_synthetic_fallbacks_and_nan),
         cmocka_unit_test(test_type_mix_and_bytes_match_llama_cpp),
+        cmocka_unit_test(test_ternary_and_mxfp4_match_recorded_llama_cpp),
         cmocka_unit_test(test_perplexity_within_1pct_of_llama_cpp),
     };
     return cmocka_run_group_tests_name("e2e_quantize", tests, NULL, NULL);
