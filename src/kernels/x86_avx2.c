@@ -26,6 +26,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/iq_grids.h"
 #include "kernels/x86_common.h"
 #include "util/dtype_blocks.h"
 #include "util/fp16.h"
@@ -1412,6 +1413,203 @@ static void avx2_vec_dot_iq4_xs_q8_k(int64_t n, float *s, const void *w, const v
     *s = hsum_ps(acc);
 }
 
+/* ---------------------------------------------------------------- IQ2, IQ3 */
+
+/*
+ * The codebook types: per 32-element sub-block the grid entries' magnitudes
+ * become one vector of unsigned bytes, the sign bits a vector of +-1 applied
+ * to the activations, and one maddubs/madd gives exact int32 sums. The float
+ * steps after the integer sums are the reference's, in its order, so each
+ * dot has ref_vec_dot_*'s bits.
+ */
+
+/*
+ * clang contracts d * bsum + sumf into an fma where -mfma allows it, which
+ * the reference (built without FMA) does not: turned off in these dots.
+ */
+#if defined(__clang__)
+#define IQ_NO_CONTRACT _Pragma("STDC FP_CONTRACT OFF")
+#else
+#define IQ_NO_CONTRACT /* gcc does not contract in ISO C mode */
+#endif
+
+/* +1 or -1 per element of a sub-block: element 8l + k is negative when bit k of s[l] is set. */
+static inline __m256i iq_signs32(const uint8_t s[4])
+{
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bits = _mm256_set1_epi64x(0x8040201008040201ll);
+    const __m256i b =
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)((uint32_t)s[0] | (uint32_t)s[1] << 8 |
+                                                    (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24)),
+                            shuf);
+    const __m256i neg = _mm256_cmpeq_epi8(_mm256_and_si256(b, bits), bits);
+    return _mm256_or_si256(neg, _mm256_set1_epi8(1));
+}
+
+/* sum(mag[e] * sign[e] * q8[e]) over the 32 elements, as 8 int32 lanes (0-3: elements 0-15). */
+static inline __m256i iq_dot32(__m256i mag, __m256i sign, const int8_t *q8)
+{
+    const __m256i qy = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q8), sign);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(mag, qy), _mm256_set1_epi16(1));
+}
+
+static inline int32_t hsum_epi32_128(__m128i v)
+{
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
+    v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(v);
+}
+
+/* The sums of elements 0-15 and 16-31 of iq_dot32's lanes. */
+static inline void iq_halves(__m256i v, int32_t *lo, int32_t *hi)
+{
+    *lo = hsum_epi32_128(_mm256_castsi256_si128(v));
+    *hi = hsum_epi32_128(_mm256_extracti128_si256(v, 1));
+}
+
+static inline uint32_t iq_le32(const void *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static void avx2_vec_dot_iq2_xxs_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_iq2_xxs *x = w;
+    const struct block_q8_K *y    = a;
+    float sumf                    = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = fp16_to_fp32(x[i].d) * y[i].d;
+        int32_t bsum  = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const uint32_t idx = iq_le32(&x[i].qs[4 * j]), aux = iq_le32(&x[i].qs[4 * j + 2]);
+            const uint8_t sg[4] = {iq_ksigns[aux & 127], iq_ksigns[(aux >> 7) & 127],
+                                   iq_ksigns[(aux >> 14) & 127], iq_ksigns[(aux >> 21) & 127]};
+            const __m256i mag   = _mm256_set_epi64x(
+                  (long long)iq2xxs_grid[idx >> 24], (long long)iq2xxs_grid[(idx >> 16) & 255],
+                  (long long)iq2xxs_grid[(idx >> 8) & 255], (long long)iq2xxs_grid[idx & 255]);
+            int32_t lo, hi;
+            iq_halves(iq_dot32(mag, iq_signs32(sg), y[i].qs + 32 * j), &lo, &hi);
+            bsum += (lo + hi) * (int32_t)(2 * (aux >> 28) + 1);
+        }
+        sumf += d * (float)bsum;
+    }
+    *s = 0.125f * sumf;
+}
+
+static void avx2_vec_dot_iq2_xs_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_iq2_xs *x = w;
+    const struct block_q8_K *y   = a;
+    float sumf                   = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = fp16_to_fp32(x[i].d) * y[i].d;
+        int32_t bsum  = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const uint16_t *q   = x[i].qs + 4 * j;
+            const uint8_t sg[4] = {iq_ksigns[q[0] >> 9], iq_ksigns[q[1] >> 9], iq_ksigns[q[2] >> 9],
+                                   iq_ksigns[q[3] >> 9]};
+            const __m256i mag   = _mm256_set_epi64x(
+                  (long long)iq2xs_grid[q[3] & 511], (long long)iq2xs_grid[q[2] & 511],
+                  (long long)iq2xs_grid[q[1] & 511], (long long)iq2xs_grid[q[0] & 511]);
+            int32_t lo, hi;
+            iq_halves(iq_dot32(mag, iq_signs32(sg), y[i].qs + 32 * j), &lo, &hi);
+            bsum += lo * (2 * (x[i].scales[j] & 15) + 1) + hi * (2 * (x[i].scales[j] >> 4) + 1);
+        }
+        sumf += d * (float)bsum;
+    }
+    *s = 0.125f * sumf;
+}
+
+static void avx2_vec_dot_iq2_s_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_iq2_s *x = w;
+    const struct block_q8_K *y  = a;
+    float sumf                  = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = fp16_to_fp32(x[i].d) * y[i].d;
+        int bsum      = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const uint8_t *qs = x[i].qs + 4 * j;
+            const int qh      = x[i].qh[j];
+            const __m256i mag =
+                _mm256_set_epi64x((long long)iq2s_grid[qs[3] | ((qh << 2) & 0x300)],
+                                  (long long)iq2s_grid[qs[2] | ((qh << 4) & 0x300)],
+                                  (long long)iq2s_grid[qs[1] | ((qh << 6) & 0x300)],
+                                  (long long)iq2s_grid[qs[0] | ((qh << 8) & 0x300)]);
+            int32_t lo, hi;
+            iq_halves(iq_dot32(mag, iq_signs32(x[i].qs + QK_K / 8 + 4 * j), y[i].qs + 32 * j), &lo,
+                      &hi);
+            bsum += (1 + 2 * (x[i].scales[j] & 15)) * lo + (1 + 2 * (x[i].scales[j] >> 4)) * hi;
+        }
+        sumf += d * (float)bsum;
+    }
+    *s = 0.125f * sumf;
+}
+
+static void avx2_vec_dot_iq3_xxs_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_iq3_xxs *x = w;
+    const struct block_q8_K *y    = a;
+    float sumf                    = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = fp16_to_fp32(x[i].d) * y[i].d;
+        int32_t bsum  = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const uint8_t *q3   = x[i].qs + 8 * j;
+            const uint32_t aux  = iq_le32(x[i].qs + QK_K / 4 + 4 * j);
+            const uint8_t sg[4] = {iq_ksigns[aux & 127], iq_ksigns[(aux >> 7) & 127],
+                                   iq_ksigns[(aux >> 14) & 127], iq_ksigns[(aux >> 21) & 127]};
+            const __m256i mag = _mm256_setr_epi32((int)iq3xxs_grid[q3[0]], (int)iq3xxs_grid[q3[1]],
+                                                  (int)iq3xxs_grid[q3[2]], (int)iq3xxs_grid[q3[3]],
+                                                  (int)iq3xxs_grid[q3[4]], (int)iq3xxs_grid[q3[5]],
+                                                  (int)iq3xxs_grid[q3[6]], (int)iq3xxs_grid[q3[7]]);
+            int32_t lo, hi;
+            iq_halves(iq_dot32(mag, iq_signs32(sg), y[i].qs + 32 * j), &lo, &hi);
+            bsum += (lo + hi) * (int32_t)(2 * (aux >> 28) + 1);
+        }
+        sumf += d * (float)bsum;
+    }
+    *s = 0.25f * sumf;
+}
+
+static void avx2_vec_dot_iq3_s_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_iq3_s *x = w;
+    const struct block_q8_K *y  = a;
+    float sumf                  = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        const float d = fp16_to_fp32(x[i].d) * y[i].d;
+        int32_t bsum  = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const uint8_t *qs = x[i].qs + 8 * j;
+            const int qh      = x[i].qh[j];
+            int g[8];
+            for (int k = 0; k < 8; k++)
+                g[k] = (int)iq3s_grid[qs[k] | ((qh >> k) & 1) << 8];
+            const __m256i mag = _mm256_loadu_si256((const __m256i *)g);
+            int32_t lo, hi;
+            iq_halves(iq_dot32(mag, iq_signs32(x[i].signs + 4 * j), y[i].qs + 32 * j), &lo, &hi);
+            bsum += (lo + hi) * (int32_t)(2 * ((x[i].scales[j / 2] >> (4 * (j % 2))) & 15) + 1);
+        }
+        sumf += d * (float)bsum;
+    }
+    *s = sumf;
+}
+
+/* The table entry of a codebook type: the reference's to_float, this file's dot. */
+#define AVX2_IQ_ENTRY(T, t)                                                                        \
+    [DTYPE_##T] = {.vec_dot_type = DTYPE_Q8_K,                                                     \
+                   .to_float     = ref_##t##_to_float,                                             \
+                   .vec_dot      = avx2_vec_dot_##t##_q8_k}
+
 /* ---------------------------------------------------------------- int8 peak */
 
 /* Eight independent maddubs, madd, add chains: the AVX2 int8 dot as the gemms run it. */
@@ -2254,11 +2452,19 @@ static const struct kernels table = {
             [DTYPE_IQ4_XS] = {.vec_dot_type = DTYPE_Q8_K,
                               .to_float     = ref_iq4_xs_to_float,
                               .vec_dot      = avx2_vec_dot_iq4_xs_q8_k},
-            /* no vector kernels yet: the reference's, so a file of these types runs */
+            /* IQ1, TQ and MXFP4 have no vector kernels yet: the reference's, so their files run */
             [DTYPE_MXFP4] = {.vec_dot_type = DTYPE_Q8_0,
                              .to_float     = ref_mxfp4_to_float,
                              .vec_dot      = ref_vec_dot_mxfp4_q8_0},
-            REF_IQ_TYPES,
+            REF_IQ_ENTRY(IQ1_S, iq1_s),
+            REF_IQ_ENTRY(IQ1_M, iq1_m),
+            REF_IQ_ENTRY(TQ1_0, tq1_0),
+            REF_IQ_ENTRY(TQ2_0, tq2_0),
+            AVX2_IQ_ENTRY(IQ2_XXS, iq2_xxs),
+            AVX2_IQ_ENTRY(IQ2_XS, iq2_xs),
+            AVX2_IQ_ENTRY(IQ2_S, iq2_s),
+            AVX2_IQ_ENTRY(IQ3_XXS, iq3_xxs),
+            AVX2_IQ_ENTRY(IQ3_S, iq3_s),
             [DTYPE_Q8_1] = {.vec_dot_type = DTYPE_Q8_1,
                             .to_float     = ref_q8_1_to_float,
                             .from_float   = avx2_q8_1_from_float},
