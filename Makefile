@@ -186,15 +186,18 @@ $(ARM_BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CROSS_CC) $(ARM_CFLAGS) -MMD -MP -c $< -o $@
 
-$(ARM_BUILD)/bin/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL_CORE) tests/util/testutil.h \
-                               $(ARM_OBJ)
+# The tests that hold each kernel table to the reference (neon-test and avx512-test run them).
+KERNEL_TESTS := test_kernels test_iquants
+
+$(addprefix $(ARM_BUILD)/bin/,$(KERNEL_TESTS)): $(ARM_BUILD)/bin/%: tests/unit/%.c $(TEST_UTIL_CORE) \
+                                                 tests/util/testutil.h $(ARM_OBJ)
 	@mkdir -p $(dir $@)
 	$(CROSS_CC) $(ARM_CFLAGS) -fno-tree-loop-vectorize -Itests -DHEARTH_TOP='"$(CURDIR)"' \
 	    -DHEARTH_BIN='"$(abspath $(BIN))"' -o $@ $< $(TEST_UTIL_CORE) $(ARM_OBJ) -lcmocka -lm
 
-$(ARM_BUILD)/tests/unit/test_kernels: $(ARM_BUILD)/bin/test_kernels
+$(addprefix $(ARM_BUILD)/tests/unit/,$(KERNEL_TESTS)): $(ARM_BUILD)/tests/unit/%: $(ARM_BUILD)/bin/%
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec %s "$$(dirname "$$0")/../../bin/test_kernels" "$$@"\n' \
+	printf '#!/bin/sh\nexec %s "$$(dirname "$$0")/../../bin/$*" "$$@"\n' \
 	    '$(QEMU_AARCH64)' >$@
 	chmod +x $@
 
@@ -207,7 +210,7 @@ neon-test:
 	elif [ "$$($(CROSS_CC) -print-file-name=libcmocka.so)" = libcmocka.so ]; then \
 	    echo "neon-test: skipped: no cmocka for aarch64 (Debian: libcmocka-dev:arm64)"; \
 	else \
-	    $(MAKE) --no-print-directory $(ARM_BUILD)/tests/unit/test_kernels && \
+	    $(MAKE) --no-print-directory $(addprefix $(ARM_BUILD)/tests/unit/,$(KERNEL_TESTS)) && \
 	    sh tests/run.sh $(ARM_BUILD); \
 	fi
 
@@ -228,8 +231,8 @@ $(AVX512_BUILD)/obj/src/kernels/x86_avx512.o: ISA_FLAGS = $(ISA_avx2) $(AVX512_E
 $(AVX512_BUILD)/obj/src/kernels/x86_amx.o:    ISA_FLAGS = $(ISA_avx2) $(AVX512_EMU) -DHEARTH_AMX_EMU
 $(AVX512_BUILD)/obj/src/kernels/dispatch.o:   ISA_FLAGS = $(AVX512_EMU)
 
-$(AVX512_BUILD)/tests/unit/test_kernels: tests/unit/test_kernels.c $(TEST_UTIL_CORE) \
-                                         tests/util/testutil.h $(AVX512_OBJ)
+$(addprefix $(AVX512_BUILD)/tests/unit/,$(KERNEL_TESTS)): $(AVX512_BUILD)/tests/unit/%: \
+        tests/unit/%.c $(TEST_UTIL_CORE) tests/util/testutil.h $(AVX512_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -DHEARTH_TOP='"$(CURDIR)"' -DHEARTH_BIN='"$(abspath $(BIN))"' \
 	    -o $@ $< $(TEST_UTIL_CORE) $(AVX512_OBJ) -lcmocka -lm
@@ -240,7 +243,7 @@ avx512-test:
 	elif [ ! -f /usr/include/simde/x86/avx512.h ]; then \
 	    echo "avx512-test: skipped: needs SIMDe (Debian: libsimde-dev)"; \
 	else \
-	    $(MAKE) --no-print-directory $(AVX512_BUILD)/tests/unit/test_kernels && \
+	    $(MAKE) --no-print-directory $(addprefix $(AVX512_BUILD)/tests/unit/,$(KERNEL_TESTS)) && \
 	    sh tests/run.sh $(AVX512_BUILD); \
 	fi
 
