@@ -268,15 +268,6 @@ void ref_iq4_nl_to_float(const void *x, float *y, int64_t n)
     }
 }
 
-/*
- * MXFP4's scale: 2^(e - 128), half the E8M0 value because mxfp4_values are
- * E2M1 doubled (ggml's ggml_e8m0_to_fp32_half, denormals for e < 2).
- */
-static inline float mxfp4_scale(uint8_t e)
-{
-    return fp32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-}
-
 /* As dequantize_row_mxfp4: value * scale, element j from nibbles as Q4_0. */
 void ref_mxfp4_to_float(const void *x, float *y, int64_t n)
 {

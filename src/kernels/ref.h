@@ -11,6 +11,16 @@
 
 #include "kernels/kernels.h"
 #include "util/dtype_blocks.h"
+#include "util/fp16.h"
+
+/*
+ * MXFP4's scale: 2^(e - 128), half the E8M0 value because mxfp4_values are
+ * E2M1 doubled (ggml's ggml_e8m0_to_fp32_half, denormals for e < 2).
+ */
+static inline float mxfp4_scale(uint8_t e)
+{
+    return fp32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
 
 /*
  * Q4_K/Q5_K scale unpacking: the 12 packed bytes to 8 scales (sc[0..7]) and 8 mins (sc[8..15]),

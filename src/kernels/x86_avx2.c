@@ -1604,7 +1604,91 @@ static void avx2_vec_dot_iq3_s_q8_k(int64_t n, float *s, const void *w, const vo
     *s = sumf;
 }
 
-/* The table entry of a codebook type: the reference's to_float, this file's dot. */
+/* IQ1_S: the grid's -1/0/1 bytes sign the activations; the shift term comes from the bsums. */
+static void avx2_vec_dot_iq1_s_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_iq1_s *x = w;
+    const struct block_q8_K *y  = a;
+    const __m256i ones8         = _mm256_set1_epi8(1);
+    float sumf                  = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        int sumi = 0, sumi1 = 0;
+        for (int j = 0; j < QK_K / 32; j++) {
+            const uint16_t qh = x[i].qh[j];
+            const uint8_t *qs = x[i].qs + 4 * j;
+            const __m256i g = _mm256_set_epi64x((long long)iq1s_grid[qs[3] | ((qh >> 9) & 7) << 8],
+                                                (long long)iq1s_grid[qs[2] | ((qh >> 6) & 7) << 8],
+                                                (long long)iq1s_grid[qs[1] | ((qh >> 3) & 7) << 8],
+                                                (long long)iq1s_grid[qs[0] | (qh & 7) << 8]);
+            const __m256i qy =
+                _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)(y[i].qs + 32 * j)), g);
+            const int lsum = hsum_epi32(
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qy), _mm256_set1_epi16(1)));
+            const int ls    = 2 * ((qh >> 12) & 7) + 1;
+            const int delta = qh & 0x8000 ? -1 : 1;
+            sumi += ls * lsum;
+            sumi1 += ls * delta * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        sumf += fp16_to_fp32(x[i].d) * y[i].d * ((float)sumi + 0.125f * (float)sumi1);
+    }
+    *s = sumf;
+}
+
+/* TQ2_0: sum(q * a) over the four 2-bit planes, minus sum(a) for the -1 offset. */
+static void avx2_vec_dot_tq2_0_q8_k(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_tq2_0 *x = w;
+    const struct block_q8_K *y  = a;
+    const __m256i m3            = _mm256_set1_epi8(3);
+    float sumf                  = 0.0f;
+    for (int64_t i = 0; i < n / QK_K; i++) {
+        __m256i acc = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int k = 0; k < 4; k++) {
+                const __m256i q =
+                    _mm256_and_si256(_mm256_srl_epi16(bytes, _mm_cvtsi32_si128(2 * k)), m3);
+                const __m256i qy =
+                    _mm256_loadu_si256((const __m256i *)(y[i].qs + 128 * h + 32 * k));
+                acc = _mm256_add_epi32(
+                    acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, qy), _mm256_set1_epi16(1)));
+            }
+        }
+        int32_t asum = 0;
+        for (int j = 0; j < QK_K / 16; j++)
+            asum += y[i].bsums[j];
+        const int32_t sumi = hsum_epi32(acc) - asum;
+        sumf += (float)sumi * (y[i].d * fp16_to_fp32(x[i].d));
+    }
+    *s = sumf;
+}
+
+/* MXFP4: IQ4_NL's table lookup with the E2M1 values, the reference's float chain per block. */
+static void avx2_vec_dot_mxfp4_q8_0(int64_t n, float *s, const void *w, const void *a)
+{
+    IQ_NO_CONTRACT
+    const struct block_mxfp4 *x = w;
+    const struct block_q8_0 *y  = a;
+    const __m128i table         = _mm_loadu_si128((const __m128i *)mxfp4_values);
+    const __m128i m4            = _mm_set1_epi8(0x0F);
+    float sum                   = 0.0f;
+    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
+        const __m128i q4 = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m256i v =
+            _mm256_set_m128i(_mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(q4, 4), m4)),
+                             _mm_shuffle_epi8(table, _mm_and_si128(q4, m4)));
+        const __m256i qy  = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(qy, v));
+        const int sumi    = hsum_epi32(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+        const float d     = fp16_to_fp32(y[i].d) * mxfp4_scale(x[i].e);
+        sum += d * (float)sumi;
+    }
+    *s = sum;
+}
+
+/* The table entry of a Q8_K type: the reference's to_float, this file's dot. */
 #define AVX2_IQ_ENTRY(T, t)                                                                        \
     [DTYPE_##T] = {.vec_dot_type = DTYPE_Q8_K,                                                     \
                    .to_float     = ref_##t##_to_float,                                             \
@@ -2452,14 +2536,14 @@ static const struct kernels table = {
             [DTYPE_IQ4_XS] = {.vec_dot_type = DTYPE_Q8_K,
                               .to_float     = ref_iq4_xs_to_float,
                               .vec_dot      = avx2_vec_dot_iq4_xs_q8_k},
-            /* IQ1, TQ and MXFP4 have no vector kernels yet: the reference's, so their files run */
-            [DTYPE_MXFP4] = {.vec_dot_type = DTYPE_Q8_0,
-                             .to_float     = ref_mxfp4_to_float,
-                             .vec_dot      = ref_vec_dot_mxfp4_q8_0},
-            REF_IQ_ENTRY(IQ1_S, iq1_s),
+            [DTYPE_MXFP4]  = {.vec_dot_type = DTYPE_Q8_0,
+                              .to_float     = ref_mxfp4_to_float,
+                              .vec_dot      = avx2_vec_dot_mxfp4_q8_0},
+            /* IQ1_M and TQ1_0 have no vector dot yet: the reference's, so their files run */
             REF_IQ_ENTRY(IQ1_M, iq1_m),
             REF_IQ_ENTRY(TQ1_0, tq1_0),
-            REF_IQ_ENTRY(TQ2_0, tq2_0),
+            AVX2_IQ_ENTRY(IQ1_S, iq1_s),
+            AVX2_IQ_ENTRY(TQ2_0, tq2_0),
             AVX2_IQ_ENTRY(IQ2_XXS, iq2_xxs),
             AVX2_IQ_ENTRY(IQ2_XS, iq2_xs),
             AVX2_IQ_ENTRY(IQ2_S, iq2_s),
