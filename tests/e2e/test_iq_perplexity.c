@@ -117,10 +117,36 @@ static void test_perplexity_matches_llama_cpp(void **state)
     assert_true(checked >= 1);
 }
 
+/*
+ * The Vulkan backend has no shaders for these types yet: -ngl with such a
+ * file stops at load with the tensor and its type, never runs it wrongly.
+ */
+static void test_gpu_offload_refused_by_name(void **state)
+{
+    (void)state;
+    char path[600];
+    snprintf(path, sizeof path, "%s/models/tiny-llama-spm-iqmix.gguf", HEARTH_TOP);
+    const char *argv[] = {tu_bin(), "run", "-m", path, "-ngl", "99", "-p", "x", "-n", "1", NULL};
+    char *out = NULL, *err = NULL;
+    const int rc = tu_run(argv, NULL, &out, &err, 120);
+    if (err && strstr(err, "Vulkan device") && !strstr(err, "cannot compute")) {
+        print_message("skip: no Vulkan device here: %s\n", err);
+        free(out);
+        free(err);
+        skip();
+    }
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "tensor token_embd.weight has type iq3_xxs"));
+    assert_non_null(strstr(err, "keep its layers on the CPU"));
+    free(out);
+    free(err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perplexity_matches_llama_cpp),
+        cmocka_unit_test(test_gpu_offload_refused_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

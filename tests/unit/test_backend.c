@@ -20,6 +20,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -165,14 +166,23 @@ static void test_vulkan_table_is_complete(void **state)
     assert_ptr_equal(backend_find("vulkan"), b);
     table_complete(b);
     assert_false(b->kv_host);
-    /* every weight type the CPU computes with, and nothing else */
-    int n_types = 0;
+    /* every weight type the CPU computes with but the IQ1..IQ3, TQ and MXFP4 ones, which have
+     * no shaders yet (a file with them is refused with -ngl, naming the tensor) */
+    static const enum dtype cpu_only[] = {DTYPE_IQ1_S, DTYPE_IQ1_M,   DTYPE_IQ2_XXS, DTYPE_IQ2_XS,
+                                          DTYPE_IQ2_S, DTYPE_IQ3_XXS, DTYPE_IQ3_S,   DTYPE_TQ1_0,
+                                          DTYPE_TQ2_0, DTYPE_MXFP4};
+    int n_types                        = 0;
     for (int t = 0; t < DTYPE_COUNT; t++) {
-        if (b->weight_supported((enum dtype)t) != backend_cpu()->weight_supported((enum dtype)t))
+        bool want = backend_cpu()->weight_supported((enum dtype)t);
+        for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++)
+            if (t == (int)cpu_only[i]) {
+                assert_true(want);
+                want = false;
+            }
+        if (b->weight_supported((enum dtype)t) != want)
             print_message("type %d: vulkan %d, cpu %d\n", t, b->weight_supported((enum dtype)t),
                           backend_cpu()->weight_supported((enum dtype)t));
-        assert_int_equal(b->weight_supported((enum dtype)t),
-                         backend_cpu()->weight_supported((enum dtype)t));
+        assert_int_equal(b->weight_supported((enum dtype)t), want);
         n_types += b->weight_supported((enum dtype)t);
     }
     assert_int_equal(n_types, 15);
