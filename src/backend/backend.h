@@ -255,10 +255,14 @@ struct backend {
      * (adjacent pairs, hp.rope_neox halves, hp.rope_sections IMRoPE); q
      * times hp.q_scale when set; then K and V stored into layer l's cache
      * at (b->seq[t], b->pos[t]) in the cache's type (f16 rounded or f32).
+     * The layer's own shapes (layer_head_dim, layer_n_head_kv,
+     * layer_rope_dim; gemma4): V is K before its norm where the layer has
+     * no wv, normed by v_norm where it has one; rope divided by rope_freqs;
+     * a kv_reuse layer only prepares q (its K/V are layer kv_from's).
      */
     void (*qkv_store)(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l);
     /*
-     * ACT_ATT[t] = causal attention of ACT_Q[t] over layer l's cached keys
+     * ACT_ATT[t] = causal attention of ACT_Q[t] over layer l's (layer_kv_src) cached keys
      * of sequence b->seq[t], positions 0..b->pos[t] (the last hp.n_swa of
      * them on a sliding-window layer), heads grouped over n_head_kv KV
      * heads, scores scaled by 1/sqrt(head_dim) unless hp.q_scale is set; on
@@ -266,8 +270,11 @@ struct backend {
      * picks llama.cpp's per-key or tiled arithmetic by batch size here.
      */
     void (*attention)(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l);
-    /* ACT_HB[t] = act(ACT_HB[t]) * ACT_HB2[t], act SiLU or (hp.ffn_gelu) ggml's f16 GELU. */
-    void (*gated_act)(struct hearth_context *ctx, int32_t n);
+    /*
+     * ACT_HB[t] = act(ACT_HB[t]) * ACT_HB2[t] over layer l's FFN width (its w_gate's rows),
+     * act SiLU or (hp.ffn_gelu) ggml's f16 GELU.
+     */
+    void (*gated_act)(struct hearth_context *ctx, int32_t l, int32_t n);
     /* dst[t] += src[t] over n_embd floats, t < n. */
     void (*add)(struct hearth_context *ctx, enum act dst, enum act src, int32_t n);
     /*
@@ -297,6 +304,21 @@ struct backend {
      * head (the load refuses one where the output is on it).
      */
     void (*nextn_input)(struct hearth_context *ctx, int32_t l, const float *h, int32_t n);
+    /*
+     * gemma4's per-layer inputs (hp.n_embd_pl > 0), right after embed: for
+     * each row t and layer l, (RMSNorm(ple_model_proj ACT_X[t] / sqrt(n_embd))
+     * * ple_proj_norm + ple_tok_embd[b->token[t]]'s slice of l * sqrt(n_embd_pl))
+     * / sqrt(2), kept for layer_tail. NULL: the backend runs no gemma4 (its
+     * layer_supported refuses one).
+     */
+    void (*ple_input)(struct hearth_context *ctx, const struct hearth_batch *b);
+    /*
+     * The end of gemma4's layer l, for t < n: ACT_X[t] += RMSNorm(ple_proj
+     * (GELU(ple_gate ACT_X[t]) * the row's per-layer input of l)) * ple_norm
+     * where the layer has a ple_norm, then ACT_X[t] *= out_scale where it has
+     * one. ACT_XB is free to use. NULL as ple_input.
+     */
+    void (*layer_tail)(struct hearth_context *ctx, int32_t l, int32_t n);
     /* ACT_LOGITS[t] = cap * tanh(ACT_LOGITS[t] / cap), cap hp.logit_softcap, t < n. */
     void (*softcap)(struct hearth_context *ctx, int32_t n);
     /*

@@ -382,8 +382,11 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
         be->deltanet(ctx, b, l);
     } else {
         be->matmul(ctx, &L->wq, ACT_XB, L->attn_gated ? ACT_QG : ACT_Q, n, NULL);
-        be->matmul(ctx, &L->wk, ACT_XB, ACT_K, n, &L->wq);
-        be->matmul(ctx, &L->wv, ACT_XB, ACT_V, n, &L->wk);
+        /* gemma4: a layer reusing another's K/V projects none; a full layer's V is its K */
+        if (!L->kv_reuse)
+            be->matmul(ctx, &L->wk, ACT_XB, ACT_K, n, &L->wq);
+        if (!L->kv_reuse && L->wv.data)
+            be->matmul(ctx, &L->wv, ACT_XB, ACT_V, n, &L->wk);
         be->qkv_store(ctx, b, l);
         be->attention(ctx, b, l);
         be->matmul(ctx, &L->wo, ACT_ATT, ACT_XB, n, NULL);
@@ -408,11 +411,13 @@ static void layer_forward(struct hearth_context *ctx, const struct hearth_batch 
     }
     be->matmul(ctx, &L->w_gate, ACT_XB, ACT_HB, n, NULL);
     be->matmul(ctx, &L->w_up, ACT_XB, ACT_HB2, n, &L->w_gate);
-    be->gated_act(ctx, n);
+    be->gated_act(ctx, l, n);
     be->matmul(ctx, &L->w_down, ACT_HB, ACT_XB, n, NULL);
     if (L->post_ffn_norm)
         be->rmsnorm(ctx, ACT_XB, ACT_XB, l, NORM_POST_FFN, n);
     be->add(ctx, ACT_X, ACT_XB, n);
+    if (L->ple_norm || L->out_scale != 0.0f)
+        be->layer_tail(ctx, l, n);
 }
 
 /* Checks the batch against the cache and reserves its KV blocks. */
@@ -477,6 +482,8 @@ static enum hearth_status decode(struct hearth_context *ctx, const struct hearth
     }
     stage_enter(ctx, 0);
     ctx->st->place->be->embed(ctx, b);
+    if (hp->n_embd_pl)
+        ctx->st->place->be->ple_input(ctx, b);
     if (h)
         ctx->st->place->be->nextn_input(ctx, hp->n_layer, h, b->n);
     for (int32_t i = 0; i < ctx->n_stage; i++) {

@@ -61,8 +61,9 @@ void memlaw_weights(const struct hearth_model *m, const struct memlaw_stage *st,
         int32_t s;
         if (l >= 0 && l < n_layer)
             s = stage_index(st, n_stage, l);
-        else if (!strcmp(t->name, "token_embd.weight"))
-            s = 0;
+        else if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "rope_freqs.weight") ||
+                 !strncmp(t->name, "per_layer_", 10))
+            s = 0; /* gemma4's per-layer inputs run with the embedding */
         else if (!strcmp(t->name, "output.weight") || !strcmp(t->name, "output_norm.weight"))
             s = n_stage - 1;
         else
@@ -85,12 +86,12 @@ void memlaw_kv_params(const struct hearth_model *m, const struct hearth_context_
     for (int32_t l = 0; l < nl; l++) {
         const bool head   = l == hp->n_layer;
         flags[l]          = m->layers[l].swa;
-        flags[nl + l]     = p->mtp ? !head : model_layer_is_dnet(m, l);
+        flags[nl + l]     = p->mtp ? !head : model_layer_is_dnet(m, l) || m->layers[l].kv_reuse;
         flags[2 * nl + l] = backend_law_of(st[stage_index(st, n_stage, l)].kind)->kv_host;
     }
     const int32_t per_seq = (p->n_ctx + p->kv_block - 1) / p->kv_block;
     *kp                   = (struct kv_params){.n_layer      = nl,
-                                               .kv_dim       = hp->n_head_kv * hp->head_dim,
+                                               .kv_dim       = model_kv_dim(m),
                                                .n_seq        = p->n_seq_max,
                                                .n_ctx        = p->n_ctx,
                                                .block_tokens = p->kv_block,

@@ -11,6 +11,7 @@
 
 #include "model/budget.h"
 #include "model/deltanet.h"
+#include "model/gemma4.h"
 #include "model/model.h"
 #include "model/moe.h"
 #include "util/errfmt.h"
@@ -41,6 +42,7 @@ static const struct {
     {"qwen3moe", true, NULL},
     {"qwen35moe", true, dnet_hparams},
     {"qwen35", true, dnet_hparams},
+    {"gemma4", true, gemma4_hparams},
 };
 /* clang-format on */
 
@@ -72,13 +74,39 @@ static enum hearth_status need_u32(const struct hearth_model *m, const char *key
     return HEARTH_OK;
 }
 
+/*
+ * A per-layer array of integers (gemma4's feed_forward_length) read as its
+ * largest element, which sizes the buffers; the architecture's hook reads
+ * each layer's. False when key is not such an array.
+ */
+static bool arch_u32_max(const struct hearth_model *m, const char *key, int32_t *out)
+{
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", m->arch, key);
+    const int64_t k = gguf_find_key(m->gguf, full);
+    enum gguf_vtype et;
+    uint64_t n;
+    if (k < 0 || !gguf_kv_arr(m->gguf, k, &et, &n) || (et != GGUF_U32 && et != GGUF_I32) || n == 0)
+        return false;
+    const uint8_t *d = gguf_arr_data(m->gguf, k);
+    int32_t max      = 0;
+    for (uint64_t i = 0; d && i < n; i++) {
+        int32_t v;
+        memcpy(&v, d + 4 * i, 4);
+        max = v > max ? v : max;
+    }
+    *out = max;
+    return max > 0 && max <= (1 << 30);
+}
+
 static enum hearth_status load_hparams(struct hearth_model *m, char *err, size_t err_len)
 {
     struct hparams *hp = &m->hp;
     enum hearth_status st;
     if ((st = need_u32(m, "embedding_length", &hp->n_embd, err, err_len)) ||
         (st = need_u32(m, "block_count", &hp->n_layer, err, err_len)) ||
-        (st = need_u32(m, "feed_forward_length", &hp->n_ff, err, err_len)) ||
+        (!arch_u32_max(m, "feed_forward_length", &hp->n_ff) &&
+         (st = need_u32(m, "feed_forward_length", &hp->n_ff, err, err_len))) ||
         (st = need_u32(m, "attention.head_count", &hp->n_head, err, err_len)))
         return st;
     uint32_t v;
@@ -238,6 +266,11 @@ static enum hearth_status load_weights(struct hearth_model *m, char *err, size_t
                 return st;
             continue;
         }
+        if (!strcmp(m->arch, "gemma4")) { /* so has Gemma 4, per layer */
+            if ((st = gemma4_load_layer(m, i, L, err, err_len)))
+                return st;
+            continue;
+        }
         char n[16][64];
         static const char *const parts[] = {
             "attn_norm.weight",    "attn_q.weight",      "attn_k.weight",
@@ -363,11 +396,16 @@ static enum hearth_status prepare_weights(struct hearth_model *m, char *err, siz
     enum hearth_status st;
     for (int32_t i = 0; i < m->hp.n_layer + m->has_mtp; i++) {
         struct layer *L     = &m->layers[i];
-        struct weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        struct weight *ws[] = {&L->wq,   &L->wk,     &L->wv,       &L->wo,      &L->w_gate,
+                               &L->w_up, &L->w_down, &L->ple_gate, &L->ple_proj};
         for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
             if ((st = model_prepare_weight(m, i, ws[j], err, err_len)))
                 return st;
     }
+    /* gemma4's per-layer embeddings: their projection runs with the embedding, on the first
+     * stage; their rows are read as the file stores them */
+    if ((st = model_prepare_weight(m, m->stage[0].l0, &m->ple_model_proj, err, err_len)))
+        return st;
     /*
      * a tied output shares token_embd's rows, which embedding lookups read as they are; the
      * embedding runs on the first stage, the output on the last, so a tied output on another
@@ -432,7 +470,7 @@ static enum hearth_status model_header(struct hearth_model *m, const char *path,
     if (a == n_archs)
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: architecture '%s' is not supported (hearth runs: llama, qwen2, qwen3, "
-                    "qwen3moe, qwen35, qwen35moe, gemma3)",
+                    "qwen3moe, qwen35, qwen35moe, gemma3, gemma4)",
                     m->arch);
     m->hp.rope_neox = archs[a].rope_neox;
     m->want_mtp     = mtp;
@@ -546,8 +584,10 @@ void hearth_model_free(struct hearth_model *m)
             free(L->k_norm);
             free(L->post_attn_norm);
             free(L->post_ffn_norm);
-            struct weight *ws[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
-                                   &L->w_gate, &L->w_up, &L->w_down};
+            free(L->ple_norm);
+            free(L->v_norm);
+            struct weight *ws[] = {&L->wq,   &L->wk,     &L->wv,       &L->wo,      &L->w_gate,
+                                   &L->w_up, &L->w_down, &L->ple_gate, &L->ple_proj};
             for (size_t j = 0; j < sizeof ws / sizeof ws[0]; j++)
                 model_release_weight(m, i, ws[j]);
             moe_free(m, i, L->moe);
@@ -566,6 +606,9 @@ void hearth_model_free(struct hearth_model *m)
         model_release_weight(m, m->hp.n_layer, &m->output);
     model_release_weight(m, 0, &m->tok_embd);
     free(m->output_norm);
+    free(m->ple_proj_norm);
+    free(m->rope_freqs);
+    model_release_weight(m, 0, &m->ple_model_proj);
     tokenizer_free(m->tok);
     gguf_close(m->gguf);
     free(m->chat_template);

@@ -200,7 +200,26 @@ struct layer {
     struct dnet *dnet;   /* a Gated DeltaNet mixer in place of attention (qwen35moe); else NULL */
     bool attn_gated;     /* wq yields [q, gate] per head; the output is gated by sigmoid(gate) */
     struct nextn *nextn; /* the MTP head's input and output norms (layer n_layer only) */
+    /* gemma4's per-layer shapes: its window and full layers differ in head width, KV heads,
+     * rotated dims and FFN width; 0 = the hparams' (every other architecture) */
+    int32_t head_dim, n_head_kv, rope_dim;
+    bool kv_reuse;           /* attends over layer kv_from's K/V and keeps none (gemma4) */
+    int32_t kv_from;         /* with kv_reuse: that earlier layer, of the same kind */
+    const float *rope_freqs; /* [rope_dim / 2] divisors of each pair's angle (gemma4's full
+                                layers' proportional rope; the model's copy); NULL = none */
+    float *v_norm;           /* (head_dim) ones: V's per-head RMSNorm has no weights of its
+                                own (gemma4), owned; NULL = V is not normed */
+    float out_scale;         /* the residual stream is scaled by this after the layer; 0 = no */
+    struct weight ple_gate;  /* (n_embd -> n_embd_pl) gemma4's per-layer input gate */
+    struct weight ple_proj;  /* (n_embd_pl -> n_embd) its projection back */
+    float *ple_norm;         /* (n_embd) RMSNorm of that projection, owned; NULL: no PLE */
 };
+
+/* The layer whose K/V rows layer l reads and writes: l, or the one it reuses (gemma4). */
+static inline int32_t layer_kv_src(const struct layer *layers, int32_t l)
+{
+    return layers[l].kv_reuse ? layers[l].kv_from : l;
+}
 
 /* Hyperparameters from <arch>.* metadata. */
 struct hparams {
@@ -235,7 +254,24 @@ struct hparams {
     int32_t n_nextn; /* MTP blocks the file has after its n_layer layers (not in n_layer) */
     bool last_layer_all_rows; /* llama.cpp runs the last layer's FFN on every row, not only the
                                  output rows (qwen35moe), which picks the router's arithmetic */
+    int32_t n_embd_pl;        /* gemma4's per-layer input embeddings' width; 0 = none */
 };
+
+/* A layer's head width, KV heads and rotated dims: its own where it has them (gemma4). */
+static inline int32_t layer_head_dim(const struct hparams *hp, const struct layer *L)
+{
+    return L->head_dim ? L->head_dim : hp->head_dim;
+}
+
+static inline int32_t layer_n_head_kv(const struct hparams *hp, const struct layer *L)
+{
+    return L->n_head_kv ? L->n_head_kv : hp->n_head_kv;
+}
+
+static inline int32_t layer_rope_dim(const struct hparams *hp, const struct layer *L)
+{
+    return L->rope_dim ? L->rope_dim : hp->rope_dim;
+}
 
 /*
  * Where a contiguous range of layers runs (src/model/stages.c decides it at
@@ -280,6 +316,12 @@ struct hearth_model {
     bool has_mtp;  /* layers[n_layer] is the MTP head, loaded and prepared */
     struct stage_place mtp_place; /* where an MTP context runs it: the output's backend, layer
                                      n_layer alone */
+    /* gemma4's per-layer input embeddings (hp.n_embd_pl > 0): each token's row of
+     * n_layer x n_embd_pl, added to a projection of its scaled embedding */
+    struct weight ple_tok_embd;   /* (n_layer n_embd_pl) x n_vocab rows, read row by row */
+    struct weight ple_model_proj; /* (n_embd -> n_layer n_embd_pl) */
+    float *ple_proj_norm;         /* (n_embd_pl) owned */
+    float *rope_freqs;            /* gemma4's full layers' rope divisors, owned; NULL = none */
 };
 
 /* A context's share of one stage: the model's placement and the backend's state for it. */
@@ -369,6 +411,22 @@ struct moe {
 };
 
 /* Whether layer l is a recurrent (DeltaNet) mixer: known from the hyperparameters, before load. */
+/*
+ * Elements per token per layer of the cache's K (and V) rows: the widest
+ * layer's, among those that keep their own (gemma4's two kinds differ).
+ */
+static inline int32_t model_kv_dim(const struct hearth_model *m)
+{
+    int32_t w = 0;
+    for (int32_t l = 0; m->layers && l < m->hp.n_layer; l++) {
+        const struct layer *L = &m->layers[l];
+        const int32_t d       = layer_n_head_kv(&m->hp, L) * layer_head_dim(&m->hp, L);
+        if (!L->kv_reuse && d > w)
+            w = d;
+    }
+    return w ? w : m->hp.n_head_kv * m->hp.head_dim;
+}
+
 static inline bool model_layer_is_dnet(const struct hearth_model *m, int32_t l)
 {
     return m->hp.recurrent && !m->layers[l].attn_gated;

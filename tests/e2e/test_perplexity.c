@@ -31,21 +31,6 @@ static double tolerance_pct(const char *model)
     return 0.5;
 }
 
-/*
- * Architectures the oracle has rows for and hearth does not load yet (the
- * models-of-today issue): hearth must refuse them with a clear message, and
- * this list must shrink as they land.
- */
-static bool pending_arch(const char *model)
-{
-    /* gemma4 (issue 47): refused until it loads; NULL ends the list */
-    static const char *const pending[] = {"tiny-gemma4", NULL};
-    for (size_t i = 0; pending[i]; i++)
-        if (strstr(model, pending[i]))
-            return true;
-    return false;
-}
-
 static void test_perplexity_matches_llama_cpp(void **state)
 {
     (void)state;
@@ -71,14 +56,6 @@ static void test_perplexity_matches_llama_cpp(void **state)
                               "-c",     ctx,          "-t", "2", NULL};
         char *out = NULL, *err = NULL;
         int rc = tu_run(argv, NULL, &out, &err, 300);
-        if (pending_arch(model)) {
-            print_message("%-28s not loaded yet: %s", model, err);
-            assert_int_equal(rc, 1);
-            assert_non_null(strstr(err, "is not supported"));
-            free(out);
-            free(err);
-            continue;
-        }
         checked++;
         const char *fin = strstr(out, "Final estimate: PPL = ");
         double got = fin ? atof(fin + strlen("Final estimate: PPL = ")) : -1, want = atof(ref);

@@ -129,9 +129,10 @@ static void table_complete(const struct backend *b)
                              (const void *)b->softcap,
                              (const void *)b->logits};
     /* the table's size over pointer size counts the name and the flags (kv_host, moe_stacks,
-     * kind, one word) too, and the two optional entries, nextn_input and ctx_memory (a host
-     * backend's count of its buffers): a new entry must be listed */
-    assert_int_equal(sizeof entries / sizeof entries[0] + 4, sizeof *b / sizeof(void *));
+     * kind, one word) too, and the optional entries, nextn_input, ctx_memory (a host
+     * backend's count of its buffers), ple_input and layer_tail (gemma4's): a new entry must
+     * be listed */
+    assert_int_equal(sizeof entries / sizeof entries[0] + 6, sizeof *b / sizeof(void *));
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
         assert_non_null(entries[i]);
     /* memlaw sees a stage only by kind, so its law must say what the table says */

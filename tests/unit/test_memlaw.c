@@ -37,6 +37,7 @@ static const char *const models[] = {
     "tiny-qwen35moe-mtp-bpe-q8_0.gguf",
     "tiny-qwen35-bpe-q8_0.gguf",
     "tiny-qwen35-mtp-bpe-q8_0.gguf",
+    "tiny-gemma4-spm-q8_0.gguf",
 };
 /* clang-format on */
 

@@ -136,6 +136,8 @@ static void scratch_free(struct scratch *s)
     free(s->act_sum);
     free(s->logits);
     free(s->eh);
+    free(s->ple);
+    free(s->ple_h);
     memset(s, 0, sizeof *s);
 }
 
@@ -160,8 +162,11 @@ static bool scratch_alloc(struct scratch *s, struct mem_acct *a, const struct hp
     s->act_sum            = acct_malloc(a, k, z.act_sum);
     s->logits             = output ? acct_malloc(a, MEM_OUTPUT, z.logits) : NULL;
     s->eh                 = nextn ? acct_malloc(a, k, z.eh) : NULL;
+    s->ple                = z.ple ? acct_malloc(a, k, z.ple) : NULL;
+    s->ple_h              = z.ple_h ? acct_malloc(a, k, z.ple_h) : NULL;
     return s->x && s->xb && s->q && s->kx && s->vx && s->att && s->hb && s->hb2 && s->scores &&
-           s->act_sum && s->act && (s->logits || !output) && (s->eh || !nextn);
+           s->act_sum && s->act && (s->logits || !output) && (s->eh || !nextn) &&
+           (s->ple || !z.ple) && (s->ple_h || !z.ple_h);
 }
 
 static void ctx_free(struct hearth_context *ctx)
@@ -359,6 +364,8 @@ static const struct backend cpu = {
     .gather           = cpu_op_gather,
     .softcap          = cpu_op_softcap,
     .nextn_input      = cpu_op_nextn_input,
+    .ple_input        = cpu_op_ple_input,
+    .layer_tail       = cpu_op_layer_tail,
     .logits           = logits,
 };
 

@@ -35,7 +35,10 @@ struct scratch {
     size_t act_row;           /* bytes per activation row in act */
     struct q8_0_sum *act_sum; /* [n_batch][max_in / 32]: Q8_0 activations' block sums */
     float *logits;            /* [n_batch][n_vocab] */
-    float *eh; /* [n_batch][2 n_embd] an MTP head's normed input pairs; NULL without one */
+    float *eh;    /* [n_batch][2 n_embd] an MTP head's normed input pairs; NULL without one */
+    float *ple;   /* [n_batch][n_layer][n_embd_pl] gemma4's per-layer inputs; NULL without */
+    float *ple_h; /* [n_batch][n_layer n_embd_pl] the token rows of ple, then a layer's
+                     [n_batch][n_embd_pl] gate rows; NULL without */
 };
 
 /* ctx->be of a context on the CPU backend. */
@@ -135,11 +138,16 @@ void cpu_op_qkv_store(struct hearth_context *ctx, const struct hearth_batch *b, 
 void cpu_op_attention(struct hearth_context *ctx, const struct hearth_batch *b,
                       int32_t l);                                            /* cpu_attention.c */
 void cpu_op_embed(struct hearth_context *ctx, const struct hearth_batch *b); /* cpu_rows.c */
-void cpu_op_gated_act(struct hearth_context *ctx, int32_t n);
+void cpu_op_gated_act(struct hearth_context *ctx, int32_t l, int32_t n);
 void cpu_op_add(struct hearth_context *ctx, enum act dst, enum act src, int32_t n);
 void cpu_op_gather(struct hearth_context *ctx, enum act buf, const int32_t *rows, int32_t n_out);
 void cpu_op_softcap(struct hearth_context *ctx, int32_t n);
 void cpu_op_nextn_input(struct hearth_context *ctx, int32_t l, const float *h,
                         int32_t n); /* cpu_norm_rope.c */
+/* cpu_op_rmsnorm with the weights w instead of a layer's named vector. */
+void cpu_rmsnorm_with(struct hearth_context *ctx, enum act dst, enum act src, const float *w,
+                      int32_t n); /* cpu_norm_rope.c */
+void cpu_op_ple_input(struct hearth_context *ctx, const struct hearth_batch *b);
+void cpu_op_layer_tail(struct hearth_context *ctx, int32_t l, int32_t n); /* cpu_gemma4.c */
 
 #endif

@@ -10,27 +10,32 @@
 struct job {
     struct hearth_context *ctx;
     const struct hearth_batch *b;
-    int32_t l; /* layer */
-    int32_t n; /* rows */
+    int32_t l;    /* layer */
+    int32_t src;  /* the layer whose K/V it reads: l, or the one it reuses (gemma4) */
+    int32_t n;    /* rows */
+    int32_t hd;   /* the layer's head width */
+    int32_t n_kv; /* its KV heads */
 };
 
 /* Scores' scale: 1/sqrt(head size), unless the model scales its queries itself. */
-static float score_scale(const struct hparams *hp)
+static float score_scale(const struct job *s)
 {
-    return hp->q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)hp->head_dim);
+    return s->ctx->model->hp.q_scale > 0 ? 1.0f : 1.0f / sqrtf((float)s->hd);
 }
 
 /* KV head kvh of sequence seq in the job's layer, as the kernels address it. */
 static struct attn_kv head_kv(const struct job *s, int32_t kvh, int32_t seq)
 {
     const struct kv_cache *kv = &s->ctx->kv;
-    const int32_t n_kv        = s->ctx->model->hp.n_head_kv;
-    /* quantized rows hold whole 32-value blocks per head (hd % 32 == 0) */
-    return (struct attn_kv){.k         = kv_layer_base(kv, s->l, 0) + kv->row_len[0] / n_kv * kvh,
-                            .v         = kv_layer_base(kv, s->l, 1) + kv->row_len[1] / n_kv * kvh,
-                            .blocks    = kv_layer_blocks(kv, s->l, seq),
-                            .block_len = (size_t)kv->block_tokens * kv->row_len[0],
-                            .row_len   = kv->row_len[0],
+    /* quantized rows hold whole 32-value blocks per head (hd % 32 == 0); a layer's heads
+     * lead the row, which may be wider (the widest layer's) */
+    const size_t kh = dtype_row_len(kv_dtype(kv->type[0]), s->hd),
+                 vh = dtype_row_len(kv_dtype(kv->type[1]), s->hd);
+    return (struct attn_kv){.k            = kv_layer_base(kv, s->src, 0) + kh * kvh,
+                            .v            = kv_layer_base(kv, s->src, 1) + vh * kvh,
+                            .blocks       = kv_layer_blocks(kv, s->src, seq),
+                            .block_len    = (size_t)kv->block_tokens * kv->row_len[0],
+                            .row_len      = kv->row_len[0],
                             .block_tokens = kv->block_tokens,
                             .f16          = kv->type[0] == HEARTH_KV_F16,
                             .kt           = kv_dtype(kv->type[0]),
@@ -45,8 +50,8 @@ static void query_row(const struct job *s, int32_t t, int32_t h, int32_t r, int3
 {
     const struct cpu_ctx *c  = cpu_of(s->ctx);
     const struct hparams *hp = &s->ctx->model->hp;
-    const int64_t at         = (int64_t)t * hp->n_head * hp->head_dim + (int64_t)h * hp->head_dim;
-    const int32_t pos = s->b->pos[t], n_swa = s->ctx->kv.window[s->l];
+    const int64_t at         = (int64_t)t * hp->n_head * s->hd + (int64_t)h * s->hd;
+    const int32_t pos = s->b->pos[t], n_swa = s->ctx->kv.window[s->src];
     /* a sliding window sees the last n_swa positions, itself included */
     j0[r]  = n_swa > 0 && pos >= n_swa ? pos - n_swa + 1 : 0;
     j1[r]  = pos;
@@ -64,16 +69,15 @@ static void query_row(const struct job *s, int32_t t, int32_t h, int32_t r, int3
  */
 static int32_t heads_per_call(const struct job *s, int32_t group, int nth)
 {
-    const struct hparams *hp = &s->ctx->model->hp;
-    const struct kernels *k  = cpu_of(s->ctx)->k;
-    if (hp->head_dim % 16 != 0)
+    const struct kernels *k = cpu_of(s->ctx)->k;
+    if (s->hd % 16 != 0)
         return 1;
     for (int32_t t = 1; t < s->n; t++)
         if (s->b->seq[t] == s->b->seq[t - 1])
             return 1;
     int32_t nh = 4;
-    while (nh > 1 && (nh * group > k->attn_rows_f16_lanes || hp->n_head_kv % nh != 0 ||
-                      (long)s->n * (hp->n_head_kv / nh) < nth))
+    while (nh > 1 && (nh * group > k->attn_rows_f16_lanes || s->n_kv % nh != 0 ||
+                      (long)s->n * (s->n_kv / nh) < nth))
         nh /= 2;
     return nh;
 }
@@ -86,8 +90,8 @@ static void attention_heads(const struct job *s, int ith, int nth, int32_t nh)
 {
     const struct cpu_ctx *c  = cpu_of(s->ctx);
     const struct hparams *hp = &s->ctx->model->hp;
-    const int32_t group = hp->n_head / hp->n_head_kv, blocks = hp->n_head_kv / nh;
-    const size_t head_off = s->ctx->kv.row_len[0] / hp->n_head_kv;
+    const int32_t group = hp->n_head / s->n_kv, blocks = s->n_kv / nh;
+    const size_t head_off = dtype_row_len(kv_dtype(s->ctx->kv.type[0]), s->hd);
     float *scratch        = c->s.scores + (size_t)ith * c->s.scores_per_thread;
     for (long i = ith; i < (long)s->n * blocks; i += nth) {
         const int32_t t = (int32_t)(i / blocks), kvh0 = (int32_t)(i % blocks) * nh;
@@ -97,8 +101,8 @@ static void attention_heads(const struct job *s, int ith, int nth, int32_t nh)
         const float *q[16];
         for (int32_t l = 0; l < group * nh; l++)
             query_row(s, t, (kvh0 + l % nh) * group + l / nh, l, j0, j1, q, out);
-        c->k->attn_heads_f16(out, q, group * nh, nh, hp->head_dim, &akv, head_off, j0, j1,
-                             score_scale(hp), scratch);
+        c->k->attn_heads_f16(out, q, group * nh, nh, s->hd, &akv, head_off, j0, j1, score_scale(s),
+                             scratch);
     }
 }
 
@@ -117,8 +121,8 @@ static void attention_items(void *arg, int ith, int nth)
     const struct hparams *hp   = &ctx->model->hp;
     const struct kernels *k    = c->k;
     const struct kv_cache *kv  = &ctx->kv;
-    const int32_t hd = hp->head_dim, group = hp->n_head / hp->n_head_kv;
-    const float scale = score_scale(hp);
+    const int32_t hd = s->hd, n_kv = s->n_kv, group = hp->n_head / n_kv;
+    const float scale = score_scale(s);
     /* llama.cpp tiles only batches of ATTN_TILE rows or more over K and V of one
      * type, f16 or f32, and only when a head is whole 16-float vectors (the
      * reference machine's AVX-512 width); other caches go key by key */
@@ -141,10 +145,10 @@ static void attention_items(void *arg, int ith, int nth)
     const int32_t tok_per   = group < lanes ? lanes / group : 1;
     const int32_t hblocks   = (group + heads_per - 1) / heads_per;
     const int32_t tblocks   = (s->n + tok_per - 1) / tok_per;
-    const long items        = (long)tblocks * hp->n_head_kv * hblocks;
+    const long items        = (long)tblocks * n_kv * hblocks;
     for (long i = ith; i < items; i += nth) {
-        const int32_t tb  = (int32_t)(i / ((long)hp->n_head_kv * hblocks));
-        const int32_t kvh = (int32_t)(i / hblocks % hp->n_head_kv), hb = (int32_t)(i % hblocks);
+        const int32_t tb  = (int32_t)(i / ((long)n_kv * hblocks));
+        const int32_t kvh = (int32_t)(i / hblocks % n_kv), hb = (int32_t)(i % hblocks);
         const int32_t h0 = kvh * group + hb * heads_per;
         const int32_t nh = group - hb * heads_per < heads_per ? group - hb * heads_per : heads_per;
         const int32_t te = (tb + 1) * tok_per < s->n ? (tb + 1) * tok_per : s->n;
@@ -173,7 +177,14 @@ static void attention_items(void *arg, int ith, int nth)
 
 void cpu_op_attention(struct hearth_context *ctx, const struct hearth_batch *b, int32_t l)
 {
-    struct job s = {.ctx = ctx, .b = b, .l = l, .n = b->n};
+    const struct hearth_model *m = ctx->model;
+    struct job s                 = {.ctx  = ctx,
+                                    .b    = b,
+                                    .l    = l,
+                                    .src  = layer_kv_src(m->layers, l),
+                                    .n    = b->n,
+                                    .hd   = layer_head_dim(&m->hp, &m->layers[l]),
+                                    .n_kv = layer_n_head_kv(&m->hp, &m->layers[l])};
     threadpool_run(cpu_of(ctx)->tp, attention_items, &s);
     if (ctx->model->layers[l].attn_gated)
         dnet_gate_apply(ctx, cpu_of(ctx)->s.att, b->n);

@@ -43,6 +43,8 @@ void memlaw_cpu_scratch(const struct hparams *hp, int32_t n_batch, int n_threads
     s->act_sum           = nb * (max_in / 32) * sizeof(struct q8_0_sum);
     s->logits            = output ? nb * (size_t)hp->n_vocab * F : 0;
     s->eh                = nextn ? nb * 2 * d * F : 0;
+    s->ple               = nb * (size_t)hp->n_layer * (size_t)hp->n_embd_pl * F;
+    s->ple_h             = s->ple;
 }
 
 void memlaw_moe_scratch(const struct hparams *hp, int32_t n_batch, struct memlaw_moe_scratch *s)
@@ -95,8 +97,8 @@ static void cpu_stage(const struct hearth_model *m, const struct hearth_context_
     const struct hparams *hp = &m->hp;
     struct memlaw_cpu_scratch c;
     memlaw_cpu_scratch(hp, p->n_batch, p->n_threads, output, p->mtp, &c);
-    a->b[MEM_COMPUTE] +=
-        c.x + c.xb + c.q + c.kx + c.vx + c.att + c.hb + c.hb2 + c.scores + c.act + c.act_sum + c.eh;
+    a->b[MEM_COMPUTE] += c.x + c.xb + c.q + c.kx + c.vx + c.att + c.hb + c.hb2 + c.scores + c.act +
+                         c.act_sum + c.eh + c.ple + c.ple_h;
     a->b[MEM_OUTPUT] += c.logits;
     /* a stage with gated attention keeps the DeltaNet buffers for its q and gate rows */
     const bool moe = hp->n_expert > 0 && l1 > l0;

@@ -22,6 +22,9 @@ struct memlaw_cpu_scratch {
     size_t act_sum;                        /* their Q8_0 block sums */
     size_t logits;                         /* the output stage's [n_batch][n_vocab] */
     size_t eh;                             /* an MTP head's [n_batch][2 n_embd] */
+    size_t ple, ple_h; /* gemma4's per-layer inputs [n_batch][n_layer n_embd_pl], and as
+                          many for the token rows they are made of, then a layer's gate
+                          rows; 0 without */
 };
 void memlaw_cpu_scratch(const struct hparams *hp, int32_t n_batch, int n_threads, bool output,
                         bool nextn, struct memlaw_cpu_scratch *out);

@@ -51,16 +51,17 @@ static void rmsnorm_rows(void *arg, int ith, int nth)
         k->rmsnorm(s->dst + t * width, s->src + t * width, s->w, width, s->ctx->model->hp.norm_eps);
 }
 
+void cpu_rmsnorm_with(struct hearth_context *ctx, enum act dst, enum act src, const float *w,
+                      int32_t n)
+{
+    struct job s = {.ctx = ctx, .w = w, .src = cpu_act(ctx, src), .dst = cpu_act(ctx, dst), .n = n};
+    cpu_run_rows(ctx, rmsnorm_rows, &s, n);
+}
+
 void cpu_op_rmsnorm(struct hearth_context *ctx, enum act dst, enum act src, int32_t l,
                     enum norm which, int32_t n)
 {
-    struct job s = {.ctx = ctx,
-                    .l   = l,
-                    .w   = norm_of(ctx->model, l, which),
-                    .src = cpu_act(ctx, src),
-                    .dst = cpu_act(ctx, dst),
-                    .n   = n};
-    cpu_run_rows(ctx, rmsnorm_rows, &s, n);
+    cpu_rmsnorm_with(ctx, dst, src, norm_of(ctx->model, l, which), n);
 }
 
 void cpu_op_nextn_input(struct hearth_context *ctx, int32_t l, const float *h, int32_t n)
@@ -81,10 +82,11 @@ void cpu_op_nextn_input(struct hearth_context *ctx, int32_t l, const float *h, i
  * Rotates the first rope_dim dims of each head by pos * base^(-2i/rope_dim):
  * adjacent pairs (x[2i], x[2i+1]) for llama, halves (x[i], x[i + rope_dim/2])
  * for NEOX-style models. The angle advances by repeated multiplication, as
- * ggml computes it, so rounding matches.
+ * ggml computes it, so rounding matches; freqs (gemma4's rope_freqs, or
+ * NULL) divide each pair's angle, as ggml's freq_factors.
  */
 static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, float base,
-                 bool neox, int32_t pos, const int32_t *sections)
+                 bool neox, int32_t pos, const int32_t *sections, const float *freqs)
 {
     /* IMRoPE (sections): pairs cycle through time, height and width, all at pos for text;
      * pairs past those sections take the fourth position, 0 for text, so stay as they are */
@@ -102,7 +104,8 @@ static void rope(float *x, int32_t n_heads, int32_t head_dim, int32_t rope_dim, 
                 const int32_t sec = i % n_sect, m3 = sec % 3;
                 still = !(sec < 3 * sections[m3]);
             }
-            const float c = still ? 1.0f : cosf(theta), s = still ? 0.0f : sinf(theta);
+            const float th = freqs ? theta / freqs[i] : theta;
+            const float c = still ? 1.0f : cosf(th), s = still ? 0.0f : sinf(th);
             const int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
             const float x0 = v[a], x1 = v[b];
             /* the fused forms llama.cpp's compiled rope produces, to the last bit */
@@ -134,35 +137,41 @@ static void qkv_rows(void *arg, int ith, int nth)
     const struct hparams *hp   = &ctx->model->hp;
     const struct layer *L      = &ctx->model->layers[s->l];
     const struct kernels *k    = c->k;
-    const int64_t qd           = (int64_t)hp->n_head * hp->head_dim,
-                  kvd          = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int32_t hd = layer_head_dim(hp, L), n_kv = layer_n_head_kv(hp, L),
+                  rd = layer_rope_dim(hp, L);
+    const int64_t qd = (int64_t)hp->n_head * hd, kvd = (int64_t)n_kv * hd;
+    const int32_t *sect =
+        hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] + hp->rope_sections[3]
+            ? hp->rope_sections
+            : NULL;
     long t0, t1;
     threadpool_split(s->n, ith, nth, &t0, &t1);
     for (long t = t0; t < t1; t++) {
         float *q = c->s.q + t * qd, *kx = c->s.kx + t * kvd, *vx = c->s.vx + t * kvd;
+        const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
         if (L->bq)
             k->axpy_f32(q, 1.0f, L->bq, qd);
+        if (L->q_norm)
+            for (int32_t h = 0; h < hp->n_head; h++)
+                k->rmsnorm(q + h * hd, q + h * hd, L->q_norm, hd, hp->norm_eps);
+        rope(q, hp->n_head, hd, rd, L->rope_base, hp->rope_neox, pos, sect, L->rope_freqs);
+        if (hp->q_scale > 0)
+            k->scale_f32(q, hp->q_scale, qd);
+        if (L->kv_reuse)
+            continue;    /* its K/V are an earlier layer's, already stored */
+        if (!L->wv.data) /* gemma4's full layers: V is K as projected */
+            memcpy(vx, kx, (size_t)kvd * sizeof *vx);
         if (L->bk)
             k->axpy_f32(kx, 1.0f, L->bk, kvd);
         if (L->bv)
             k->axpy_f32(vx, 1.0f, L->bv, kvd);
-        if (L->q_norm)
-            for (int32_t h = 0; h < hp->n_head; h++)
-                k->rmsnorm(q + h * hp->head_dim, q + h * hp->head_dim, L->q_norm, hp->head_dim,
-                           hp->norm_eps);
         if (L->k_norm)
-            for (int32_t h = 0; h < hp->n_head_kv; h++)
-                k->rmsnorm(kx + h * hp->head_dim, kx + h * hp->head_dim, L->k_norm, hp->head_dim,
-                           hp->norm_eps);
-        const int32_t pos = s->b->pos[t], seq = s->b->seq[t];
-        const int32_t *sect = hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] +
-                                      hp->rope_sections[3]
-                                  ? hp->rope_sections
-                                  : NULL;
-        rope(q, hp->n_head, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos, sect);
-        rope(kx, hp->n_head_kv, hp->head_dim, hp->rope_dim, L->rope_base, hp->rope_neox, pos, sect);
-        if (hp->q_scale > 0)
-            k->scale_f32(q, hp->q_scale, qd);
+            for (int32_t h = 0; h < n_kv; h++)
+                k->rmsnorm(kx + h * hd, kx + h * hd, L->k_norm, hd, hp->norm_eps);
+        if (L->v_norm)
+            for (int32_t h = 0; h < n_kv; h++)
+                k->rmsnorm(vx + h * hd, vx + h * hd, L->v_norm, hd, hp->norm_eps);
+        rope(kx, n_kv, hd, rd, L->rope_base, hp->rope_neox, pos, sect, L->rope_freqs);
         void *kdst = kv_row(&ctx->kv, s->l, 0, seq, pos),
              *vdst = kv_row(&ctx->kv, s->l, 1, seq, pos);
         kv_store(k, ctx->kv.type[0], kx, kdst, kvd);

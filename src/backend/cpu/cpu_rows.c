@@ -53,13 +53,13 @@ static void gated_rows(void *arg, int ith, int nth)
         act(s->dst + t * s->width, s->dst + t * s->width, s->src + t * s->width, s->width);
 }
 
-void cpu_op_gated_act(struct hearth_context *ctx, int32_t n)
+void cpu_op_gated_act(struct hearth_context *ctx, int32_t l, int32_t n)
 {
     struct job s = {.ctx   = ctx,
                     .dst   = cpu_act(ctx, ACT_HB),
                     .src   = cpu_act(ctx, ACT_HB2),
                     .n     = n,
-                    .width = ctx->model->hp.n_ff};
+                    .width = ctx->model->layers[l].w_gate.n_out};
     cpu_run_rows(ctx, gated_rows, &s, n);
 }
 

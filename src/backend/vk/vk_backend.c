@@ -171,6 +171,11 @@ static enum hearth_status layer_supported(const struct hearth_model *m, int32_t 
                         l, dd.n_v, dd.S, dd.S);
         return HEARTH_OK;
     }
+    if (L->head_dim || L->kv_reuse || hp->n_embd_pl)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: %s's layers (per-layer head widths, shared K/V, per-layer "
+                    "embeddings) do not run on Vulkan yet; run with -ngl 0",
+                    m->arch);
     if (hp->head_dim > 256 || (hp->head_dim % 2))
         return fail(HEARTH_EUNSUPPORTED, err, err_len,
                     "model: layer %d has heads of %d, which the Vulkan attention does not run "
@@ -787,8 +792,9 @@ static void attention(struct hearth_context *ctx, const struct hearth_batch *b, 
            err);
 }
 
-static void gated_act(struct hearth_context *ctx, int32_t n)
+static void gated_act(struct hearth_context *ctx, int32_t l, int32_t n)
 {
+    (void)l; /* every layer the shaders run has the model's FFN width */
     struct vk_ctx *c   = vc_of(ctx);
     const uint32_t len = (uint32_t)n * (uint32_t)ctx->model->hp.n_ff;
     char err[256];
