@@ -196,6 +196,12 @@ enum hearth_status gemma4_load_layer(struct hearth_model *m, int32_t il, struct 
 {
     const struct hparams *hp = &m->hp;
     enum hearth_status st;
+    /* the per-layer inputs are made beside the embedding and read by every layer: one stage's
+     * buffers hold them */
+    if (il == 0 && hp->n_embd_pl && m->n_stage > 1)
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "model: gemma4's per-layer inputs cannot cross stages yet; run its layers "
+                    "on one device");
     if (il == 0 && (st = load_model_tensors(m, err, err_len)))
         return st;
     const int64_t d = hp->n_embd, hd = L->head_dim, qd = (int64_t)hp->n_head * hd,

@@ -186,6 +186,10 @@ static void test_gemma3_q8_0(void **state)
 {
     check_model("tiny-gemma3-spm-q8_0.gguf");
 }
+static void test_gemma4_q8_0(void **state)
+{
+    check_model("tiny-gemma4-spm-q8_0.gguf");
+}
 static void test_qwen3moe_q8_0(void **state)
 {
     check_model("tiny-qwen3moe-bpe-q8_0.gguf");
@@ -244,16 +248,27 @@ static void test_recurrent_cut_inside_batch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stories_f32),      cmocka_unit_test(test_llama_f32),
-        cmocka_unit_test(test_llama_f16),        cmocka_unit_test(test_llama_bf16),
-        cmocka_unit_test(test_llama_q4_0),       cmocka_unit_test(test_llama_q4_1),
-        cmocka_unit_test(test_llama_q5_0),       cmocka_unit_test(test_llama_q5_1),
-        cmocka_unit_test(test_llama_q8_0),       cmocka_unit_test(test_llama_q2_k),
-        cmocka_unit_test(test_llama_q5_k_m),     cmocka_unit_test(test_llama_q6_k),
-        cmocka_unit_test(test_llama_iq4_nl),     cmocka_unit_test(test_llama_iq4_xs),
-        cmocka_unit_test(test_qwen2_q8_0),       cmocka_unit_test(test_qwen3_q8_0),
-        cmocka_unit_test(test_gemma3_q8_0),      cmocka_unit_test(test_qwen3moe_q8_0),
-        cmocka_unit_test(test_q4_k_rows_differ), cmocka_unit_test(test_recurrent_cut_inside_batch),
+        cmocka_unit_test(test_stories_f32),
+        cmocka_unit_test(test_llama_f32),
+        cmocka_unit_test(test_llama_f16),
+        cmocka_unit_test(test_llama_bf16),
+        cmocka_unit_test(test_llama_q4_0),
+        cmocka_unit_test(test_llama_q4_1),
+        cmocka_unit_test(test_llama_q5_0),
+        cmocka_unit_test(test_llama_q5_1),
+        cmocka_unit_test(test_llama_q8_0),
+        cmocka_unit_test(test_llama_q2_k),
+        cmocka_unit_test(test_llama_q5_k_m),
+        cmocka_unit_test(test_llama_q6_k),
+        cmocka_unit_test(test_llama_iq4_nl),
+        cmocka_unit_test(test_llama_iq4_xs),
+        cmocka_unit_test(test_qwen2_q8_0),
+        cmocka_unit_test(test_qwen3_q8_0),
+        cmocka_unit_test(test_gemma3_q8_0),
+        cmocka_unit_test(test_gemma4_q8_0),
+        cmocka_unit_test(test_qwen3moe_q8_0),
+        cmocka_unit_test(test_q4_k_rows_differ),
+        cmocka_unit_test(test_recurrent_cut_inside_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

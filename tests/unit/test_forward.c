@@ -261,12 +261,80 @@ static int gemma_setup(void **state)
     return tu_engine_open((struct tu_engine **)state, "tiny-gemma3-spm-q8_0.gguf", &cp);
 }
 
+/*
+ * tiny-gemma4 runs the same window tests: window 32 over layers 0, 1, 3
+ * and 4, of which 3 and 4 read layer 1's K/V and keep none (layer 5
+ * reads layer 2's), so its window pool holds two layers.
+ */
+static int gemma4_setup(void **state)
+{
+    struct hearth_context_params cp = hearth_context_default_params();
+    cp.n_ctx                        = 160;
+    cp.kv_block                     = 16;
+    return tu_engine_open((struct tu_engine **)state, "tiny-gemma4-spm-q8_0.gguf", &cp);
+}
+
 static int gemma_teardown(void **state)
 {
     return tu_engine_close(*state);
 }
 
 #define NEED_GEMMA(f) TU_ENGINE_OR_SKIP(f)
+
+/* The window layers that keep K/V of their own: the window pool's layers. */
+static int32_t window_kv_layers(const struct hearth_model *m)
+{
+    int32_t n = 0;
+    for (int32_t i = 0; i < m->hp.n_layer; i++)
+        n += m->layers[i].swa && !m->layers[i].kv_reuse;
+    return n;
+}
+
+/*
+ * tiny-gemma4's plan as llama.cpp derives it: window layers of 32-wide
+ * heads, 2 KV heads, base 10000; full layers 2 and 5 of 64-wide heads, 1
+ * KV head, no V projection, rope_freqs; layers 3..5 reuse layers 1, 1, 2
+ * and project no K; the FFN doubles from layer 3. The cache keeps K/V for
+ * layers 0..2 only, rows 64 wide.
+ */
+static void test_gemma4_layer_plan(void **state)
+{
+    struct tu_engine *f = *state;
+    NEED_GEMMA(f);
+    const struct hparams *hp = &f->model->hp;
+    assert_int_equal(hp->n_layer, 6);
+    assert_int_equal(hp->n_swa, 32);
+    assert_int_equal(hp->n_embd_pl, 16);
+    static const int32_t from[6] = {0, 0, 0, 1, 1, 2};
+    for (int32_t i = 0; i < hp->n_layer; i++) {
+        const struct layer *L = &f->model->layers[i];
+        const bool full       = i % 3 == 2;
+        assert_int_equal(L->swa, !full);
+        assert_int_equal(layer_head_dim(hp, L), full ? 64 : 32);
+        assert_int_equal(layer_n_head_kv(hp, L), full ? 1 : 2);
+        assert_true(L->rope_base == (full ? 1000000.0f : 10000.0f));
+        assert_int_equal(L->rope_freqs != NULL, full);
+        assert_int_equal(L->kv_reuse, i >= 3);
+        if (L->kv_reuse) {
+            assert_int_equal(L->kv_from, from[i]);
+            assert_null(L->wk.data);
+        } else {
+            assert_int_equal(L->wv.data == NULL, full);
+            assert_non_null(L->v_norm);
+        }
+        assert_int_equal(L->w_gate.n_out, i >= 3 ? 1024 : 512);
+        assert_true(L->out_scale != 0.0f);
+        assert_non_null(L->ple_norm);
+    }
+    assert_true(hp->q_scale == 1.0f);
+    assert_true(hp->embd_scale == 16.0f);
+    assert_true(hp->logit_softcap == 10.0f);
+    const struct kv_cache *kv = &f->ctx->kv;
+    assert_int_equal(kv->kv_dim, 64);
+    assert_int_equal(kv->pool[0].n_layer + kv->pool[1].n_layer, 3);
+    for (int32_t i = 3; i < 6; i++)
+        assert_int_equal(kv->group[i], KV_NONE);
+}
 
 static void test_gemma3_layer_plan(void **state)
 {
@@ -327,7 +395,9 @@ static void test_gemma3_prefill_matches_token_by_token(void **state)
     NEED_GEMMA(f);
     const int32_t n_vocab = hearth_model_n_vocab(f->model);
     hearth_token prompt[48], a[64], b[64];
-    tokens(prompt, 48, 2); /* longer than the window of 32, and so is every generated step */
+    /* longer than the window of 32, and so is every generated step; a prompt after which
+     * each model's random weights do not repeat one token throughout */
+    tokens(prompt, 48, strcmp(f->model->arch, "gemma4") ? 2 : 4);
     float *la = malloc((size_t)n_vocab * sizeof(float)),
           *lb = malloc((size_t)n_vocab * sizeof(float));
     gemma_greedy(f, prompt, 48, 48, 64, a, la);
@@ -378,7 +448,7 @@ static void test_gemma3_window_ring_matches_masked_history(void **state)
     context_now(f, 512, 1, 64, &ring);
     const struct kv_cache *rk = &ring.ctx->kv, *mk = &mask.ctx->kv;
     assert_int_equal(mk->pool[1].n_layer, 0);
-    assert_int_equal(rk->pool[1].n_layer, 4);
+    assert_int_equal(rk->pool[1].n_layer, window_kv_layers(f->model));
     assert_int_equal(rk->pool[1].n_blocks, 14);
     gemma_greedy(&mask, prompt, 300, 48, 100, a, la);
     gemma_greedy(&ring, prompt, 300, 48, 100, b, lb);
@@ -437,7 +507,7 @@ static void test_gemma3_reuse_and_truncate_on_the_ring(void **state)
           *l2 = malloc((size_t)n_vocab * sizeof(float));
     struct tu_engine ring;
     context_now(f, 512, 2, 64, &ring);
-    assert_int_equal(ring.ctx->kv.pool[1].n_layer, 4);
+    assert_int_equal(ring.ctx->kv.pool[1].n_layer, window_kv_layers(f->model));
 
     run_published(&ring, 0, a, 300, l1);
     hearth_seq_truncate(ring.ctx, 0, 0);
@@ -485,7 +555,14 @@ int main(void)
         cmocka_unit_test(test_gemma3_window_ring_matches_masked_history),
         cmocka_unit_test(test_gemma3_reuse_and_truncate_on_the_ring),
     };
+    const struct CMUnitTest gemma4[] = {
+        cmocka_unit_test(test_gemma4_layer_plan),
+        cmocka_unit_test(test_gemma3_prefill_matches_token_by_token),
+        cmocka_unit_test(test_gemma3_window_ring_matches_masked_history),
+        cmocka_unit_test(test_gemma3_reuse_and_truncate_on_the_ring),
+    };
     int failed = cmocka_run_group_tests_name("forward", tests, setup, teardown);
+    failed += cmocka_run_group_tests_name("forward_gemma3", gemma3, gemma_setup, gemma_teardown);
     return failed +
-           cmocka_run_group_tests_name("forward_gemma3", gemma3, gemma_setup, gemma_teardown);
+           cmocka_run_group_tests_name("forward_gemma4", gemma4, gemma4_setup, gemma_teardown);
 }

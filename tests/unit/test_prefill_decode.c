@@ -1,6 +1,6 @@
 /*
  * test_prefill_decode.c: for each of the newer architectures (qwen3moe,
- * gemma3, qwen35moe, qwen35), 64 greedy tokens after the prompt is prefilled in one
+ * gemma3, qwen35moe, qwen35, gemma4), 64 greedy tokens after the prompt is prefilled in one
  * batch equal those after it is fed one token at a time: the decode forms
  * (one-row matmuls, per-key attention, the DeltaNet recurrence taking a
  * batch or a token) continue each other. The prompts are those of
@@ -79,13 +79,18 @@ static void test_qwen35(void **state)
     check_model("tiny-qwen35-bpe-q8_0.gguf");
 }
 
+static void test_gemma4(void **state)
+{
+    (void)state;
+    check_model("tiny-gemma4-spm-q8_0.gguf");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_qwen3moe),
-        cmocka_unit_test(test_gemma3),
-        cmocka_unit_test(test_qwen35moe),
-        cmocka_unit_test(test_qwen35),
+        cmocka_unit_test(test_qwen3moe),  cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_qwen35moe), cmocka_unit_test(test_qwen35),
+        cmocka_unit_test(test_gemma4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
