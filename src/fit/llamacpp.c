@@ -143,6 +143,13 @@ enum hearth_status llamacpp_memory_of(const struct hearth_model *m, const struct
                     "fit: llama.cpp refuses this model: it has %d experts a layer, llama.cpp at "
                     "most %d",
                     m->hp.n_expert, LLAMACPP_MAX_EXPERTS);
+    /* gemma4's graph (per-layer inputs, layers of two shapes, shared K/V) is not replayed
+     * yet: a figure from the llama block's graph would be a guess */
+    if (m->hp.n_embd_pl || m->rope_freqs || (m->layers && m->layers[0].head_dim))
+        return fail(HEARTH_EUNSUPPORTED, err, err_len,
+                    "fit: llama.cpp's %s buffers are not modelled yet (its per-layer shapes, "
+                    "shared K/V and per-layer inputs); plan it for hearth's runtime",
+                    m->arch);
     struct geometry g;
     geometry_of(m, &g);
     for (int w = 0; w < 2; w++) {

@@ -258,6 +258,13 @@ static void test_refusals(void **state)
     assert_int_equal(llamacpp_memory_of(model, &p, &m, err, sizeof err), HEARTH_EINVAL);
     assert_non_null(strstr(err, "1025 experts"));
     hearth_model_free(model);
+
+    /* gemma4's graph is not replayed: refused with the reason rather than guessed */
+    const char *g4 = tu_model("tiny-gemma4-spm-q8_0.gguf");
+    if (!g4)
+        return;
+    assert_int_equal(llamacpp_memory(g4, &p, &m, err, sizeof err), HEARTH_EUNSUPPORTED);
+    assert_non_null(strstr(err, "gemma4"));
 }
 
 /* The repack buffer follows the CPU: Q2_K only with AVX-512, nothing without SIMD. */
