@@ -1188,6 +1188,7 @@ static void test_detect_templates(void **state)
         {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", CHATPARSE_TOOLS_COMMAND_R7B,
          "<|START_THINKING|>"},
         {"google-gemma-4-31B-it.jinja", CHATPARSE_TOOLS_GEMMA4, "<|channel>thought"},
+        {"google-gemma-4-31B-it-interleaved.jinja", CHATPARSE_TOOLS_GEMMA4, "<|channel>thought"},
         {"MiniMax-M3.jinja", CHATPARSE_TOOLS_NONE, NULL},
         {"google-gemma-2-2b-it.jinja", CHATPARSE_TOOLS_NONE, NULL},
         {"microsoft-Phi-3.5-mini-instruct.jinja", CHATPARSE_TOOLS_NONE, NULL},
