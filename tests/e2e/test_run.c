@@ -110,11 +110,13 @@ static void test_greedy_models_match_llama_cpp(void **state)
     TU_MODEL_OR_SKIP(dense, "tiny-qwen3-bpe-q8_0.gguf");
     TU_MODEL_OR_SKIP(dense_hybrid, "tiny-qwen35-bpe-q8_0.gguf");
     TU_MODEL_OR_SKIP(dense_mtp, "tiny-qwen35-mtp-bpe-q8_0.gguf");
+    TU_MODEL_OR_SKIP(gemma4, "tiny-gemma4-spm-q8_0.gguf");
     (void)moe;
     (void)hybrid;
     (void)dense;
     (void)dense_hybrid;
     (void)dense_mtp;
+    (void)gemma4;
     check_greedy_tsv(HEARTH_TOP "/tests/e2e/greedy-llamacpp.tsv", "greedy-llamacpp.tsv", false);
 }
 
