@@ -282,6 +282,27 @@ static const struct {
 /* clang-format on */
 
 /*
+ * gemma4's layers (two shapes, shared K/V, per-layer inputs) are not on
+ * Vulkan yet: -ngl 99 is refused with that reason, not run half-way (or,
+ * without a usable device, refused for that).
+ */
+static void test_vulkan_refuses_gemma4(void **state)
+{
+    (void)state;
+    TU_MODEL_OR_SKIP(model, "tiny-gemma4-spm-q8_0.gguf");
+    TU_SHARED_OR_SKIP(text, "reference/prose.txt");
+    const char *argv[] = {tu_bin(), "perplexity", "-m", model,  "-f", text, "-c",
+                          "128",    "-t",         "2",  "-ngl", "99", NULL};
+    char *out = NULL, *err = NULL;
+    const int rc = tu_run(argv, NULL, &out, &err, 300);
+    print_message("gemma4 -ngl 99: rc %d: %s", rc, err);
+    assert_int_equal(rc, 1);
+    assert_true(strstr(err, "gemma4's layers") || strstr(err, "Vulkan device 0 cannot be used"));
+    free(out);
+    free(err);
+}
+
+/*
  * prose.txt's perplexity in chunks of 128 tokens with -ngl
  * ngl ("0": the CPU); sets *refused (and returns -1) where vulkan0 cannot be
  * used, fails the test on any other error.
@@ -576,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_layer_split_prints_the_same_figures),
         cmocka_unit_test(test_chunks_scores_the_first_n),
         cmocka_unit_test(test_vulkan_figures_near_cpu),
+        cmocka_unit_test(test_vulkan_refuses_gemma4),
         cmocka_unit_test(test_two_vulkan_devices_print_one_devices_figures),
         cmocka_unit_test(test_vulkan_moe_figure_near_cpu),
         cmocka_unit_test(test_vulkan_qwen35moe_figure_near_cpu),
