@@ -133,15 +133,16 @@ static void test_greedy_identical_quantized(void **state)
  * Every other architecture of the shared models (Q8_0; Q4_K is the known
  * exception, tests/unit/test_batch_rows.c): qwen2's biases, qwen3's head
  * norms, qwen3moe's experts, gemma3's sliding window, whose cache a
- * rejected draft cuts inside the window. Their random weights still echo
+ * rejected draft cuts inside the window, gemma4's layers reading another's
+ * K/V. Their random weights still echo
  * the prompts often enough to draft, keep some and reject some.
  */
 static void test_greedy_identical_every_architecture(void **state)
 {
     SRV_NEED_CURL_AND_MODEL();
     static const char *const models[] = {"tiny-qwen2-bpe-q8_0.gguf", "tiny-qwen3-bpe-q8_0.gguf",
-                                         "tiny-qwen3moe-bpe-q8_0.gguf",
-                                         "tiny-gemma3-spm-q8_0.gguf"};
+                                         "tiny-qwen3moe-bpe-q8_0.gguf", "tiny-gemma3-spm-q8_0.gguf",
+                                         "tiny-gemma4-spm-q8_0.gguf"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
         TU_MODEL_OR_SKIP(path, models[i]);
         same_text(path, "64");
