@@ -1333,6 +1333,7 @@ static const struct kernels table = {
     .axpy_f32            = neon_axpy_f32,
     .scale_f32           = neon_scale_f32,
     .mad_f32             = neon_mad_f32,
+    .dot_f32_ggml        = ref_dot_f32_ggml,
     .attn_rows           = neon_attn_rows,
     .attn_rows_lanes     = ATTN_LANES,
     .attn_rows_f16       = ref_attn_rows_f16,

@@ -24,10 +24,34 @@ static inline float ggml_reduce16(const float v[16])
 }
 
 /*
+ * The tail of ggml_vec_dot_f32 from element i on, added to sum: gcc -O3
+ * vectorizes llama.cpp's scalar loop, so products are rounded sixteen, then
+ * eight, at a time and added in order, and only the last (fewer than eight)
+ * elements are fused into fmas.
+ */
+static inline float ggml_vec_dot_f32_tail(const float *x, const float *y, int64_t i, int64_t n,
+                                          float sum)
+{
+    for (; n - i >= 16; i += 16)
+        for (int l = 0; l < 16; l++) {
+            const float p = x[i + l] * y[i + l];
+            sum += p;
+        }
+    if (n - i >= 8) {
+        for (int l = 0; l < 8; l++) {
+            const float p = x[i + l] * y[i + l];
+            sum += p;
+        }
+        i += 8;
+    }
+    for (; i < n; i++)
+        sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
+
+/*
  * ggml_vec_dot_f32: four sixteen-lane fma accumulators over 64-element
- * steps, folded pairwise and reduced; then the tail loop, which gcc -O3
- * vectorizes: products rounded sixteen, then eight, at a time and added in
- * order, and only the last (fewer than eight) elements fused into fmas.
+ * steps, folded pairwise and reduced; then the tail above.
  * DeltaNet's state_size 32 is all tail, so the tail's shape is what its
  * state follows.
  */
@@ -49,22 +73,7 @@ static inline float ggml_vec_dot_f32_ref(const float *x, const float *y, int64_t
             acc[0][l] += acc[1][l];
         sum = ggml_reduce16(acc[0]);
     }
-    int64_t i = np;
-    for (; n - i >= 16; i += 16)
-        for (int l = 0; l < 16; l++) {
-            const float p = x[i + l] * y[i + l];
-            sum += p;
-        }
-    if (n - i >= 8) {
-        for (int l = 0; l < 8; l++) {
-            const float p = x[i + l] * y[i + l];
-            sum += p;
-        }
-        i += 8;
-    }
-    for (; i < n; i++)
-        sum = fmaf(x[i], y[i], sum);
-    return sum;
+    return ggml_vec_dot_f32_tail(x, y, np, n, sum);
 }
 
 #endif

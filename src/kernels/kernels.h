@@ -153,6 +153,12 @@ struct kernels {
     /* y[i] = fmaf(x[i], a, y[i]): one fused multiply-add each, as ggml_vec_mad_f32's lanes. */
     void (*mad_f32)(float *y, const float *x, float a, int64_t n);
     /*
+     * sum of x[i] * y[i] in exactly ggml_vec_dot_f32_ref's order
+     * (kernels/ggml_dot.h): the DeltaNet state's dots, which follow
+     * llama.cpp's bits; a table's lanes only make it faster.
+     */
+    float (*dot_f32_ggml)(const float *x, const float *y, int64_t n);
+    /*
      * Up to attn_rows_lanes query rows of one KV head: row r (q[r], written to
      * out[r]) attends to keys j0[r]..j1[r] inclusive; rows sharing a KV head
      * share the key and value loads. Each row is computed with llama.cpp's

@@ -12,6 +12,7 @@
  * Only F32/F16/BF16/Q4_0/Q8_0 and the activation types have a from_float
  * here; weight quantizers for the other types live in src/quant/.
  */
+#include "kernels/ggml_dot.h"
 #include "kernels/ref.h"
 
 #include <math.h>
@@ -771,6 +772,11 @@ void ref_mad_f32(float *y, const float *x, float a, int64_t n)
         y[i] = fmaf(x[i], a, y[i]);
 }
 
+float ref_dot_f32_ggml(const float *x, const float *y, int64_t n)
+{
+    return ggml_vec_dot_f32_ref(x, y, n);
+}
+
 void ref_f32_to_f16(const float *x, uint16_t *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
@@ -856,6 +862,7 @@ static const struct kernels table = {
     .axpy_f32            = ref_axpy_f32,
     .scale_f32           = ref_scale_f32,
     .mad_f32             = ref_mad_f32,
+    .dot_f32_ggml        = ref_dot_f32_ggml,
     .attn_rows           = ref_attn_rows,
     .attn_rows_lanes     = ATTN_LANES,
     .attn_rows_f16       = ref_attn_rows_f16,

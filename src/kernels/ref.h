@@ -146,6 +146,7 @@ void ref_gelu_mul(float *y, const float *g, const float *u, int64_t n);
 void ref_axpy_f32(float *y, float alpha, const float *x, int64_t n);
 void ref_scale_f32(float *y, float alpha, int64_t n);
 void ref_mad_f32(float *y, const float *x, float a, int64_t n);
+float ref_dot_f32_ggml(const float *x, const float *y, int64_t n);
 void ref_f32_to_f16(const float *x, uint16_t *y, int64_t n);
 
 #endif

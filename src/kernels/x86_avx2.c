@@ -26,6 +26,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/ggml_dot.h"
 #include "kernels/iq_grids.h"
 #include "kernels/x86_common.h"
 #include "util/dtype_blocks.h"
@@ -2467,6 +2468,35 @@ static void avx2_mad_f32(float *y, const float *x, float a, int64_t n)
         y[i] = fmaf(x[i], a, y[i]);
 }
 
+/*
+ * ggml_vec_dot_f32_ref's order in lanes: each of its four sixteen-lane
+ * accumulators is two registers here, folded and reduced lane for lane as
+ * it does; the tail is its own scalar code.
+ */
+static float avx2_dot_f32_ggml(const float *x, const float *y, int64_t n)
+{
+    const int64_t np = n & ~(int64_t)63;
+    if (!np)
+        return ggml_vec_dot_f32_tail(x, y, 0, n, 0.0f);
+    __m256 acc[4][2];
+    for (int j = 0; j < 4; j++)
+        acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < np; i += 64)
+        for (int j = 0; j < 4; j++)
+            for (int h = 0; h < 2; h++)
+                acc[j][h] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16 * j + 8 * h),
+                                            _mm256_loadu_ps(y + i + 16 * j + 8 * h), acc[j][h]);
+    for (int h = 0; h < 2; h++) {
+        acc[0][h] = _mm256_add_ps(acc[0][h], acc[2][h]);
+        acc[1][h] = _mm256_add_ps(acc[1][h], acc[3][h]);
+        acc[0][h] = _mm256_add_ps(acc[0][h], acc[1][h]);
+    }
+    float v[16];
+    _mm256_storeu_ps(v, acc[0][0]);
+    _mm256_storeu_ps(v + 8, acc[0][1]);
+    return ggml_vec_dot_f32_tail(x, y, np, n, ggml_reduce16(v));
+}
+
 static void avx2_f32_to_f16(const float *x, uint16_t *y, int64_t n)
 {
     avx2_f16_from_float(x, y, n);
@@ -2562,6 +2592,7 @@ static const struct kernels table = {
     .axpy_f32            = avx2_axpy_f32,
     .scale_f32           = avx2_scale_f32,
     .mad_f32             = avx2_mad_f32,
+    .dot_f32_ggml        = avx2_dot_f32_ggml,
     .attn_rows           = avx2_attn_rows,
     .attn_rows_lanes     = ATTN_LANES_MAX,
     .int8_probe          = avx2_int8_probe,

@@ -151,6 +151,7 @@ static void test_tables_complete(void **state)
         assert_non_null(K->axpy_f32);
         assert_non_null(K->scale_f32);
         assert_non_null(K->mad_f32);
+        assert_non_null(K->dot_f32_ggml);
         assert_non_null(K->f32_to_f16);
         assert_non_null(K->attn_rows);
         assert_non_null(K->attn_rows_f16);
@@ -1523,13 +1524,20 @@ static void test_axpy_scale(void **state)
                 if (y[i] != fmaf(x[i], alpha, y0[i]))
                     fail_msg("%s: mad_f32 n=%lld [%lld] %.9g, fmaf %.9g", ks[k]->name, (long long)n,
                              (long long)i, y[i], fmaf(x[i], alpha, y0[i]));
+            /* dot_f32_ggml: ggml_vec_dot_f32's order, so the same bits everywhere */
+            const float d = ks[k]->dot_f32_ggml(x, y0, n), dr = ref_dot_f32_ggml(x, y0, n);
+            if (memcmp(&d, &dr, sizeof d))
+                fail_msg("%s: dot_f32_ggml n=%lld %.9g, ref %.9g", ks[k]->name, (long long)n, d,
+                         dr);
 
             free(x);
             free(y0);
             free(y);
             free(yr);
         }
-        print_message("%-6s axpy_f32 max rel err %.3g; scale_f32 identical\n", ks[k]->name, max32);
+        print_message(
+            "%-6s axpy_f32 max rel err %.3g; scale_f32, mad_f32, dot_f32_ggml identical\n",
+            ks[k]->name, max32);
     }
 }
 

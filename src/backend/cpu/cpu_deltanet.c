@@ -24,7 +24,6 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_memlaw.h"
-#include "kernels/ggml_dot.h"
 
 struct dnet_cache {
     struct dnet_dims d;
@@ -234,8 +233,9 @@ static void token_prep(void *arg, int ith, int nth)
 /* The delta rule, split by value head: each head's state walks the batch's tokens in order. */
 static void delta_heads(void *arg, int ith, int nth)
 {
-    struct job *j        = arg;
-    struct dnet_cache *c = j->c;
+    struct job *j           = arg;
+    struct dnet_cache *c    = j->c;
+    const struct kernels *k = cpu_of(j->ctx)->k;
     const int32_t S = c->d.S, C = c->d.conv_dim, nv = c->d.n_v, nk = c->d.n_k;
     const float scale = 1.0f / sqrtf((float)S);
     float delta[1024];
@@ -249,18 +249,14 @@ static void delta_heads(void *arg, int ith, int nth)
             const float *q = x + (size_t)kh * S, *kv = x + (size_t)(nk + kh) * S,
                         *v   = x + (size_t)2 * nk * S + (size_t)h * S;
             const float beta = c->beta[(size_t)t * nv + h], eg = expf(c->g[(size_t)t * nv + h]);
-            for (int32_t i = 0; i < S * S; i++)
-                M[i] *= eg;
+            k->scale_f32(M, eg, (int64_t)S * S);
             for (int32_t r = 0; r < S; r++)
-                delta[r] = (v[r] - ggml_vec_dot_f32_ref(M + (size_t)r * S, kv, S)) * beta;
-            for (int32_t r = 0; r < S; r++) {
-                float *row = M + (size_t)r * S;
-                for (int32_t i = 0; i < S; i++)
-                    row[i] = fmaf(kv[i], delta[r], row[i]);
-            }
+                delta[r] = (v[r] - k->dot_f32_ggml(M + (size_t)r * S, kv, S)) * beta;
+            for (int32_t r = 0; r < S; r++)
+                k->mad_f32(M + (size_t)r * S, kv, delta[r], S);
             float *o = c->o + ((size_t)t * nv + h) * S;
             for (int32_t r = 0; r < S; r++)
-                o[r] = ggml_vec_dot_f32_ref(M + (size_t)r * S, q, S) * scale;
+                o[r] = k->dot_f32_ggml(M + (size_t)r * S, q, S) * scale;
             if (c->snap[t])
                 memcpy(c->snap[t] + (size_t)c->n_layer * c->conv_len +
                            (size_t)(j->dn->slot - c->slot0) * c->ssm_len + (size_t)h * S * S,
