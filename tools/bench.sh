@@ -34,3 +34,18 @@ for t in ${BENCH_TYPES:-q4_0 q8_0 q4_k_m}; do
     echo "== $out"
     "$bin" bench-engine -m "$out" -t "${BENCH_THREADS:-2}" -p 512 -n 128 -r "${BENCH_REPS:-1}"
 done
+# The dense Qwen3.5 hybrid of the same class (1.33 B parameters: 24 layers, every fourth gated
+# attention, the others Gated DeltaNet with 16 value heads of width 128), in q4_0:
+# BENCH_QWEN35=0 leaves it out.
+[ "${BENCH_QWEN35:-1}" = 0 ] && exit 0
+vocab35=$shared/vocab/ggml-vocab-deepseek-coder.gguf
+out=bench/bench-qwen35-1b-q4_0.gguf
+if [ ! -f "$out" ]; then
+    echo "bench: writing $out"
+    /usr/bin/python3 "$mkgguf" --vocab-from "$vocab35" --arch qwen35 --dim 2048 --layers 24 \
+        --heads 16 --kv-heads 4 --head-dim 128 --ffn 6144 --ssm-state 128 --ctx 4096 --type q4_0 \
+        --tied --name bench-qwen35-1b --seed 7 "$out.tmp"
+    mv "$out.tmp" "$out"
+fi
+echo "== $out"
+"$bin" bench-engine -m "$out" -t "${BENCH_THREADS:-2}" -p 512 -n 128 -r "${BENCH_REPS:-1}"
